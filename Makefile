@@ -1,0 +1,38 @@
+# partplan: every target sets up .venv itself on a fresh machine.
+#   make demo   - partition an embedded real graph 4 ways at k=16, print the table, write the heat map
+#   make test   - the whole pytest suite
+#   make bench  - benchmarks that print ratios against a peer measured in the same run
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+# This machine takes a local CPU wheel for exactly this version; an unpinned
+# torch pulls GBs of CUDA packages. The package itself only asks for a range.
+TORCH  := torch==2.13.0
+OUT    ?= out
+
+.PHONY: setup setup-runtime demo test bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+setup-runtime: $(STAMP)
+	$(PY) -m pip install -q $(TORCH)
+
+demo: $(STAMP)
+	mkdir -p $(OUT)
+	$(VENV)/bin/partplan demo --out $(OUT)
+
+test: $(STAMP)
+	$(PY) -m pytest tests
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_analyzer.py
+
+clean:
+	rm -rf $(VENV) $(OUT) .pytest_cache .hypothesis

@@ -1,0 +1,60 @@
+"""Exceptions raised by partplan.
+
+Every error a user can trigger with bad input is one of these, with a message
+that names the file, line or field at fault. Catch :class:`PartplanError` to
+catch them all.
+"""
+from __future__ import annotations
+
+from os import PathLike
+
+
+class PartplanError(Exception):
+    """Base class of every error partplan raises on purpose."""
+
+
+class GraphFormatError(PartplanError, ValueError):
+    """A graph file (or in-memory graph input) is malformed.
+
+    Parameters
+    ----------
+    problem : what is wrong, in words.
+    path : the file, if any.
+    line : 1-based line number in the file, if known.
+    field : name of the field or column, if relevant.
+    """
+
+    def __init__(self, problem: str, path: str | PathLike | None = None,
+                 line: int | None = None, field: str | None = None):
+        self.problem = problem
+        self.path = None if path is None else str(path)
+        self.line = line
+        self.field = field
+        where = []
+        if self.path is not None:
+            where.append(self.path)
+        if line is not None:
+            where.append(f"line {line}")
+        if field is not None:
+            where.append(f"field {field!r}")
+        prefix = (":".join(where[:2]) + (f" ({where[2]})" if len(where) > 2 else "")) if where else ""
+        super().__init__(f"{prefix}: {problem}" if prefix else problem)
+
+
+class PartitionError(PartplanError, ValueError):
+    """A partition is invalid (wrong length, part ids out of range, k > n, ...)
+    or a partitioner backend failed."""
+
+
+class PlanError(PartplanError):
+    """A communication plan is corrupted, truncated, stale, of an unknown
+    version, or was built for another graph."""
+
+
+class DatasetError(PartplanError):
+    """A dataset is unknown, could not be fetched, or failed its checksum."""
+
+
+class BackendUnavailableError(PartplanError, NotImplementedError):
+    """An option names a backend or feature that is not available (not
+    installed, or not implemented): raised instead of silently ignoring it."""

@@ -1,0 +1,300 @@
+"""The :class:`Graph`: a square sparse matrix ``A`` (n × n) in CSR arrays.
+
+Row ``i`` of ``A`` lists the columns ``j`` with ``A[i, j] != 0``. For 1D row-wise
+SpMM ``Z = A @ H`` the rank owning row ``i`` needs ``H[j]`` for every such ``j``.
+A directed edge ``u -> v`` is stored as ``A[u, v]``; undirected graphs are stored
+symmetric (both directions).
+
+All arrays are 64-bit: ``indptr`` int64 (n + 1), ``indices`` int64 (nnz),
+``data`` float64 (nnz) or ``None`` for a pattern (unweighted) matrix. The CSR is
+canonical: column indices are sorted within each row, so the same graph always
+has the same bytes and the same :attr:`Graph.fingerprint`.
+
+Normalization (symmetrize, self loops, duplicates, isolated vertices) is one
+vectorized pass; scipy.sparse does the sorting and summing.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import scipy.sparse as sp
+
+from .errors import GraphFormatError
+
+SelfLoops = Literal["keep", "add", "remove"]
+
+
+def _as_int64(name: str, a, where: str | None = None) -> np.ndarray:
+    arr = np.asarray(a)
+    if arr.ndim != 1:
+        raise GraphFormatError(f"{name} must be one-dimensional, got shape {arr.shape}", where, field=name)
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        else:
+            raise GraphFormatError(f"{name} must hold integer vertex ids, got dtype {arr.dtype}", where, field=name)
+    return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+@dataclass(frozen=True, eq=False)
+class Graph:
+    """A square sparse matrix / graph in canonical CSR form.
+
+    Attributes
+    ----------
+    indptr : int64[n + 1] row pointers.
+    indices : int64[nnz] column ids, sorted within each row.
+    data : float64[nnz] values, or None for a pattern matrix (all ones).
+    directed : False when the caller asserts ``A`` is symmetric (checked on
+        construction from edges with ``symmetrize=True``); True otherwise.
+    ids : int64[n] original vertex id of each row when the input ids were
+        relabelled (non-contiguous ids), else None.
+    vertex_weights : int64[n] or None (METIS vertex weights).
+    name : a label for tables and plans.
+
+    Examples
+    --------
+    >>> g = Graph.from_edges([0, 1, 2], [1, 2, 0], symmetrize=True)
+    >>> g.n, g.nnz
+    (3, 6)
+    """
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray | None = None
+    directed: bool = True
+    ids: np.ndarray | None = None
+    vertex_weights: np.ndarray | None = None
+    name: str = "graph"
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    # ------------------------------------------------------------------ build
+    def __post_init__(self):
+        indptr = np.ascontiguousarray(self.indptr, dtype=np.int64)
+        indices = np.ascontiguousarray(self.indices, dtype=np.int64)
+        object.__setattr__(self, "indptr", indptr)
+        object.__setattr__(self, "indices", indices)
+        if indptr.ndim != 1 or indptr.size < 1:
+            raise GraphFormatError("indptr must be a 1-D array of length n + 1", field="indptr")
+        n = indptr.size - 1
+        if indptr[0] != 0 or indptr[-1] != indices.size or (n and np.any(np.diff(indptr) < 0)):
+            raise GraphFormatError("indptr must start at 0, be non-decreasing and end at nnz", field="indptr")
+        if indices.size and (indices.min() < 0 or indices.max() >= n):
+            bad = int(np.flatnonzero((indices < 0) | (indices >= n))[0])
+            raise GraphFormatError(f"column id {int(indices[bad])} out of range [0, {n})", field="indices")
+        if self.data is not None:
+            data = np.ascontiguousarray(self.data, dtype=np.float64)
+            if data.shape != indices.shape:
+                raise GraphFormatError("data must have one value per nonzero", field="data")
+            if not np.all(np.isfinite(data)):
+                raise GraphFormatError("edge weights must be finite (found NaN or inf)", field="data")
+            object.__setattr__(self, "data", data)
+        if self.ids is not None:
+            ids = np.ascontiguousarray(self.ids, dtype=np.int64)
+            if ids.shape != (n,):
+                raise GraphFormatError("ids must have one entry per vertex", field="ids")
+            object.__setattr__(self, "ids", ids)
+        if self.vertex_weights is not None:
+            vw = np.ascontiguousarray(self.vertex_weights, dtype=np.int64)
+            if vw.shape != (n,) or (vw.size and vw.min() < 0):
+                raise GraphFormatError("vertex_weights must be n non-negative integers", field="vertex_weights")
+            object.__setattr__(self, "vertex_weights", vw)
+
+    @classmethod
+    def from_scipy(cls, A: sp.spmatrix | sp.sparray, *, pattern: bool = False, **kw) -> "Graph":
+        """Wrap a square scipy sparse matrix (copied, canonicalized; duplicates summed)."""
+        if A.ndim != 2 or A.shape[0] != A.shape[1]:
+            raise GraphFormatError(f"matrix must be square, got shape {A.shape}")
+        A = sp.csr_matrix(A)
+        A.sum_duplicates()  # also sorts indices
+        data = None if pattern else A.data.astype(np.float64)
+        return cls(A.indptr.astype(np.int64), A.indices.astype(np.int64), data, **kw)
+
+    @classmethod
+    def from_edges(cls, src, dst, weights=None, n: int | None = None, *,
+                   symmetrize: bool = False, self_loops: SelfLoops = "keep",
+                   dedupe: bool = True, drop_isolated: bool = False,
+                   relabel: bool = False, name: str = "graph",
+                   source: str | None = None) -> "Graph":
+        """Build a graph from edge arrays ``src[e] -> dst[e]`` (vectorized).
+
+        Parameters
+        ----------
+        src, dst : integer vertex ids (any int dtype; 64-bit kept).
+        weights : optional float edge weights (finite, >= 0).
+        n : number of vertices; default ``max id + 1``. Ids must lie in [0, n).
+        relabel : map the distinct ids (sorted) to 0..n'-1 and keep the
+            original ids in :attr:`ids` (for non-contiguous ids).
+        symmetrize, self_loops, dedupe, drop_isolated : see :meth:`normalize`.
+        source : file name used in error messages.
+        """
+        src = _as_int64("src", src, source)
+        dst = _as_int64("dst", dst, source)
+        if src.shape != dst.shape:
+            raise GraphFormatError("src and dst must have the same length", source)
+        w = None
+        if weights is not None:
+            w = np.asarray(weights, dtype=np.float64)
+            if w.shape != src.shape:
+                raise GraphFormatError("weights must have one value per edge", source, field="weight")
+            if not np.all(np.isfinite(w)):
+                e = int(np.flatnonzero(~np.isfinite(w))[0])
+                raise GraphFormatError(f"edge {e} has a non-finite weight ({w[e]})", source, field="weight")
+            if w.size and w.min() < 0:
+                e = int(np.flatnonzero(w < 0)[0])
+                raise GraphFormatError(f"edge {e} has a negative weight ({w[e]})", source, field="weight")
+        ids = None
+        if relabel:
+            ids, inv = np.unique(np.concatenate([src, dst]), return_inverse=True)
+            src, dst = inv[: src.size].astype(np.int64), inv[src.size:].astype(np.int64)
+            if n is not None and n != ids.size:
+                raise GraphFormatError(f"n={n} given but the edges hold {ids.size} distinct ids", source)
+            n = ids.size
+        if src.size and min(src.min(), dst.min()) < 0:
+            raise GraphFormatError("negative vertex id", source)
+        top = int(max(src.max(), dst.max())) + 1 if src.size else 0
+        if n is None:
+            n = top
+        elif top > n:
+            raise GraphFormatError(f"vertex id {top - 1} out of range [0, {n})", source)
+        g = cls._from_coo(src, dst, w, n, dedupe=dedupe, ids=ids, name=name)
+        return g.normalize(symmetrize=symmetrize, self_loops=self_loops, dedupe=dedupe,
+                           drop_isolated=drop_isolated)
+
+    @classmethod
+    def _from_coo(cls, r, c, d, n, *, dedupe, ids=None, name="graph", vertex_weights=None,
+                  directed=True):
+        """Canonical CSR from COO arrays. ``d`` None means pattern. With dedupe,
+        scipy sums duplicates; without, a stable lexsort keeps every entry."""
+        if dedupe:
+            A = sp.csr_matrix((np.ones(r.size) if d is None else d, (r, c)), shape=(n, n))
+            A.sum_duplicates()
+            indptr, indices, data = A.indptr, A.indices, (None if d is None else A.data)
+        else:
+            order = np.lexsort((c, r))
+            indices = c[order]
+            data = None if d is None else d[order]
+            indptr = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(np.bincount(r, minlength=n), out=indptr[1:])
+        return cls(indptr.astype(np.int64), indices.astype(np.int64),
+                   None if data is None else data.astype(np.float64), ids=ids, name=name,
+                   vertex_weights=vertex_weights, directed=directed)
+
+    # ------------------------------------------------------------- properties
+    @property
+    def n(self) -> int:
+        """Number of vertices (rows)."""
+        return self.indptr.size - 1
+
+    @property
+    def nnz(self) -> int:
+        """Number of stored nonzeros (directed edges, self loops included)."""
+        return int(self.indices.size)
+
+    @property
+    def row_nnz(self) -> np.ndarray:
+        """int64[n]: nonzeros per row (out-degree; compute load of each row)."""
+        return np.diff(self.indptr)
+
+    @property
+    def rows(self) -> np.ndarray:
+        """int64[nnz]: row id of every nonzero (COO row array), cached."""
+        if "rows" not in self._cache:
+            self._cache["rows"] = np.repeat(np.arange(self.n, dtype=np.int64), self.row_nnz)
+        return self._cache["rows"]
+
+    @property
+    def fingerprint(self) -> str:
+        """sha256 hex of (n, indptr, indices) as little-endian int64: identifies
+        the sparsity pattern a plan was built for (values are not hashed)."""
+        if "fp" not in self._cache:
+            h = hashlib.sha256()
+            h.update(np.int64(self.n).astype("<i8").tobytes())
+            h.update(self.indptr.astype("<i8", copy=False).tobytes())
+            h.update(self.indices.astype("<i8", copy=False).tobytes())
+            self._cache["fp"] = h.hexdigest()
+        return self._cache["fp"]
+
+    def to_scipy(self) -> sp.csr_matrix:
+        """The matrix as scipy CSR (ones where the graph is a pattern)."""
+        data = self.data if self.data is not None else np.ones(self.nnz)
+        return sp.csr_matrix((data, self.indices, self.indptr), shape=(self.n, self.n))
+
+    def transpose(self) -> "Graph":
+        """``A^T`` (the backward-pass matrix of a GCN layer)."""
+        if "T" not in self._cache:
+            At = self.to_scipy().T.tocsr()
+            At.sort_indices()
+            self._cache["T"] = Graph(At.indptr.astype(np.int64), At.indices.astype(np.int64),
+                                     None if self.data is None else At.data, directed=self.directed,
+                                     ids=self.ids, vertex_weights=self.vertex_weights,
+                                     name=self.name + "^T")
+        return self._cache["T"]
+
+    def is_symmetric(self) -> bool:
+        """True when the sparsity pattern equals its transpose."""
+        if "sym" not in self._cache:
+            T = self.transpose()
+            self._cache["sym"] = bool(np.array_equal(self.indptr, T.indptr)
+                                      and np.array_equal(self.indices, T.indices))
+        return self._cache["sym"]
+
+    def has_self_loops(self) -> bool:
+        return bool(np.any(self.indices == self.rows))
+
+    # ---------------------------------------------------------- normalization
+    def normalize(self, *, symmetrize: bool = False, self_loops: SelfLoops = "keep",
+                  dedupe: bool = True, drop_isolated: bool = False) -> "Graph":
+        """Return a normalized copy.
+
+        symmetrize : add ``A^T`` (pattern union; weights of u->v and v->u are
+            summed where both exist), result marked undirected.
+        self_loops : "keep", "add" (GCN's A + I: set every diagonal entry,
+            weight 1 where absent) or "remove".
+        dedupe : collapse duplicate entries (weights summed).
+        drop_isolated : remove vertices with no edge other than a self loop;
+            :attr:`ids` then maps new rows to the old ids.
+        """
+        if self_loops not in ("keep", "add", "remove"):
+            raise ValueError(f"self_loops must be 'keep', 'add' or 'remove', not {self_loops!r}")
+        pattern = self.data is None
+        A = self.to_scipy().tocoo()
+        r, c, d = A.row.astype(np.int64), A.col.astype(np.int64), A.data
+        if symmetrize:
+            off = r != c
+            r, c, d = np.concatenate([r, c[off]]), np.concatenate([c, r[off]]), np.concatenate([d, d[off]])
+            if pattern:
+                d = np.ones(r.size)
+        if self_loops == "remove":
+            keep = r != c
+            r, c, d = r[keep], c[keep], d[keep]
+        elif self_loops == "add":
+            has = np.zeros(self.n, dtype=bool)
+            has[r[r == c]] = True
+            miss = np.flatnonzero(~has)
+            r, c, d = np.concatenate([r, miss]), np.concatenate([c, miss]), np.concatenate([d, np.ones(miss.size)])
+        ids, vw = self.ids, self.vertex_weights
+        n = self.n
+        if drop_isolated:
+            off = r != c
+            used = np.zeros(n, dtype=bool)
+            used[r[off]] = True
+            used[c[off]] = True
+            keep_e = used[r] & used[c]
+            new_id = np.cumsum(used) - 1
+            r, c, d = new_id[r[keep_e]], new_id[c[keep_e]], d[keep_e]
+            old = np.flatnonzero(used)
+            ids = old if ids is None else ids[old]
+            vw = None if vw is None else vw[old]
+            n = old.size
+        return Graph._from_coo(r, c, None if pattern else d, n, dedupe=dedupe, ids=ids,
+                               name=self.name, vertex_weights=vw,
+                               directed=self.directed and not symmetrize)
+
+    def __repr__(self) -> str:
+        kind = "directed" if self.directed else "undirected"
+        w = "pattern" if self.data is None else "weighted"
+        return f"Graph({self.name!r}, n={self.n}, nnz={self.nnz}, {kind}, {w})"

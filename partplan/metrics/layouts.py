@@ -1,0 +1,114 @@
+"""Communication volume of the 1.5D and 2D SpMM layouts.
+
+**1.5D** (CAGNET-style, replication factor c): p ranks = (p/c row blocks) × c
+replicas; rank ``(i, l)`` = ``i·c + l`` holds row block i of A and H. Block i's
+needs from another block q (the 1D volume ``vol[q, i]`` on p/c parts) are
+fetched by exactly one replica of i: replica ``l = (q − i) mod c``, from the
+same-numbered replica ``(q, l)`` of block q. So the a2a volume summed over ranks
+equals the 1D volume on p/c blocks, but each block's load is split over c
+ranks. Afterwards each row group all-reduces its n_i × f partial results: a
+ring all-reduce moves ``2 (c−1)/c · n_i`` rows per rank.
+
+**2D** (checkerboard over a p = R × C grid): vector entry v lives on rank
+``part[v]`` = grid cell ``(part[v] // C, part[v] % C)``; nonzero a_ij is
+computed on the rank in grid row of part[i] and grid column of part[j]. Expand:
+H[j] goes from part[j] to every rank of its grid column whose grid row holds a
+nonzero of column j. Fold: each rank of part[i]'s grid row holding nonzeros of
+row i sends one partial row of Z to part[i]. Messages per rank ≤ (R−1) + (C−1).
+With ``part = v mod p`` (striped) or contiguous blocks this is the
+HPCGraph/CombBLAS 2D distribution; any partition can be laid on the grid.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..graph import Graph
+from ..parts import as_partition
+from .cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, alpha_beta_time, dtype_bytes
+from .stats import imbalance
+from .volume1d import needed_pairs, volume_matrix
+
+
+@dataclass
+class LayoutStats:
+    """Per-rank figures of a 1.5D or 2D exchange (volumes in rows of H / Z)."""
+
+    layout: str
+    p: int
+    shape: tuple
+    volume: np.ndarray        # int64[p, p]: rows sent rank q -> rank r (all phases)
+    reduce_rows: np.ndarray   # int64[p]: rows moved by all-reduce per rank (1.5D), 0 for 2D
+    f: int = 128
+    dtype: str = "float32"
+    alpha: float = DEFAULT_ALPHA_S
+    beta: float = DEFAULT_BETA_S_PER_BYTE
+
+    @property
+    def send(self):
+        return self.volume.sum(axis=1)
+
+    @property
+    def recv(self):
+        return self.volume.sum(axis=0)
+
+    def summary(self) -> dict:
+        rb = self.f * dtype_bytes(self.dtype)
+        send, recv = self.send + self.reduce_rows, self.recv + self.reduce_rows
+        sm, rm = np.count_nonzero(self.volume, axis=1), np.count_nonzero(self.volume, axis=0)
+        t = alpha_beta_time(sm, rm, send * rb, recv * rb, self.alpha, self.beta)
+        return {"layout": self.layout, "p": self.p, "shape": list(self.shape),
+                "total_volume": int(self.volume.sum()), "total_reduce_rows": int(self.reduce_rows.sum()),
+                "max_send": int(send.max()), "max_recv": int(recv.max()),
+                "send_imbalance": imbalance(send), "recv_imbalance": imbalance(recv),
+                "messages": int(np.count_nonzero(self.volume)),
+                "max_send_messages": int(sm.max()), "max_recv_messages": int(rm.max()),
+                "time_estimate_s": float(t.max())}
+
+    def to_dict(self) -> dict:
+        return {**self.summary(), "send": self.send.tolist(), "recv": self.recv.tolist(),
+                "reduce_rows": self.reduce_rows.tolist()}
+
+
+def analyze_15d(graph: Graph, block_part, c: int, *, f: int = 128, dtype: str = "float32",
+                alpha: float = DEFAULT_ALPHA_S, beta: float = DEFAULT_BETA_S_PER_BYTE) -> LayoutStats:
+    """1.5D with replication ``c``: ``block_part`` splits rows into b blocks
+    (b = p / c); returns per-rank figures for p = b·c ranks (rank = i·c + l)."""
+    if c < 1:
+        raise ValueError(f"replication factor c must be >= 1, got {c}")
+    part, b = as_partition(block_part, graph.n)
+    vol_b, _ = volume_matrix(graph.indptr, graph.indices, part, b)
+    p = b * c
+    q, i = np.nonzero(vol_b)
+    l = (q - i) % c
+    vol = np.zeros((p, p), dtype=np.int64)
+    vol[q * c + l, i * c + l] = vol_b[q, i]
+    sizes = np.bincount(part, minlength=b)
+    reduce_rows = np.repeat(2 * (c - 1) * sizes // c if c > 1 else np.zeros(b, dtype=np.int64), c)
+    return LayoutStats("1.5d", p, (b, c), vol, reduce_rows.astype(np.int64), f, dtype, alpha, beta)
+
+
+def analyze_2d(graph: Graph, part, R: int, C: int, *, f: int = 128, dtype: str = "float32",
+               alpha: float = DEFAULT_ALPHA_S, beta: float = DEFAULT_BETA_S_PER_BYTE) -> LayoutStats:
+    """2D checkerboard on an R × C grid (rank = row·C + col); ``part`` assigns
+    vector entries (rows of H and Z) to the p = R·C ranks."""
+    if R < 1 or C < 1:
+        raise ValueError(f"grid must be at least 1x1, got {R}x{C}")
+    p = R * C
+    part, _ = as_partition(part, graph.n, p)
+    grow, gcol = part // C, part % C
+    n = graph.n
+    vol = np.zeros((p, p), dtype=np.int64)
+    # expand: column j needed by grid rows {grow[i] : a_ij != 0}; sent to (r', gcol[j])
+    j, r = needed_pairs(graph.indptr, graph.indices, grow, R, n)
+    off = r != grow[j]
+    dst = r[off] * C + gcol[j[off]]
+    vol += np.bincount(part[j[off]] * p + dst, minlength=p * p).reshape(p, p)
+    # fold: row i has partials on grid columns {gcol[j] : a_ij != 0}; (grow[i], c') -> part[i]
+    T = graph.transpose()  # rows of A as columns: needed_pairs over A^T groups by row i
+    i, cc = needed_pairs(T.indptr, T.indices, gcol, C, n)
+    off = cc != gcol[i]
+    src = grow[i[off]] * C + cc[off]
+    vol += np.bincount(src * p + part[i[off]], minlength=p * p).reshape(p, p)
+    return LayoutStats("2d", p, (R, C), vol, np.zeros(p, dtype=np.int64), f, dtype, alpha, beta)

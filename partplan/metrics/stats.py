@@ -1,0 +1,207 @@
+"""CommStats: every communication figure of one SpMM exchange, and ``analyze``."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..graph import Graph
+from ..parts import as_partition
+from .cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, alpha_beta_time, dtype_bytes
+from .volume1d import volume_matrix
+
+
+def imbalance(x: np.ndarray) -> float:
+    """max / mean − 1 (0 for a perfectly balanced or all-zero vector)."""
+    x = np.asarray(x, dtype=np.float64)
+    mean = x.mean() if x.size else 0.0
+    return float(x.max() / mean - 1.0) if mean > 0 else 0.0
+
+
+@dataclass
+class CommStats:
+    """Communication of one 1D row-wise SpMM ``Z = A @ H`` (forward) and, when
+    A is not symmetric, of the backward ``A^T @ G`` (:attr:`backward`).
+
+    Volumes are in rows of H (multiply by ``f · dtype_bytes`` for bytes);
+    messages count (sender, receiver) pairs with non-zero volume; compute load
+    counts nonzeros of A per part. Imbalance = max / mean − 1.
+    """
+
+    k: int
+    n: int
+    nnz: int
+    f: int
+    dtype: str
+    volume: np.ndarray            # int64[k, k]: rows from q (row) to r (column)
+    part_sizes: np.ndarray        # int64[k]: rows owned
+    compute_load: np.ndarray      # int64[k]: nonzeros of A per part
+    edge_cut: int                 # nonzeros a_ij with part[i] != part[j] (NOT volume)
+    alpha: float = DEFAULT_ALPHA_S
+    beta: float = DEFAULT_BETA_S_PER_BYTE
+    backward: "CommStats | None" = None
+    name: str = ""
+    extra: dict = field(default_factory=dict)
+
+    # derived --------------------------------------------------------------
+    @property
+    def send(self) -> np.ndarray:
+        """int64[k]: rows each part sends."""
+        return self.volume.sum(axis=1)
+
+    @property
+    def recv(self) -> np.ndarray:
+        """int64[k]: rows each part receives."""
+        return self.volume.sum(axis=0)
+
+    @property
+    def total_volume(self) -> int:
+        return int(self.volume.sum())
+
+    @property
+    def max_send(self) -> int:
+        return int(self.send.max())
+
+    @property
+    def max_recv(self) -> int:
+        return int(self.recv.max())
+
+    @property
+    def send_messages(self) -> np.ndarray:
+        return np.count_nonzero(self.volume, axis=1)
+
+    @property
+    def recv_messages(self) -> np.ndarray:
+        return np.count_nonzero(self.volume, axis=0)
+
+    @property
+    def messages(self) -> int:
+        return int(np.count_nonzero(self.volume))
+
+    @property
+    def oblivious_recv(self) -> np.ndarray:
+        """int64[k]: rows each part would receive under sparsity-oblivious 1D
+        (CAGNET): the whole block H_q from every part q it needs anything from."""
+        return (self.volume > 0).T.astype(np.int64) @ self.part_sizes
+
+    @property
+    def oblivious_volume(self) -> int:
+        return int(self.oblivious_recv.sum())
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes per row of H: f · dtype size."""
+        return self.f * dtype_bytes(self.dtype)
+
+    @property
+    def rank_time(self) -> np.ndarray:
+        """float64[k]: α-β estimate of each rank's seconds in the exchange."""
+        return alpha_beta_time(self.send_messages, self.recv_messages, self.send * self.row_bytes,
+                               self.recv * self.row_bytes, self.alpha, self.beta)
+
+    @property
+    def time_estimate(self) -> float:
+        """Seconds of the exchange: max over ranks of α·msgs + β·bytes."""
+        return float(self.rank_time.max())
+
+    def summary(self) -> dict:
+        """Scalar figures (JSON-ready)."""
+        rb = self.row_bytes
+        send, recv = self.send, self.recv
+        return {
+            "k": self.k, "n": self.n, "nnz": self.nnz, "f": self.f, "dtype": self.dtype,
+            "total_volume": self.total_volume,
+            "max_send": self.max_send, "max_recv": self.max_recv,
+            "mean_volume": self.total_volume / self.k,
+            "send_imbalance": imbalance(send), "recv_imbalance": imbalance(recv),
+            "messages": self.messages,
+            "max_send_messages": int(self.send_messages.max()),
+            "max_recv_messages": int(self.recv_messages.max()),
+            "compute_imbalance": imbalance(self.compute_load),
+            "size_imbalance": imbalance(self.part_sizes),
+            "max_compute_load": int(self.compute_load.max()),
+            "edge_cut": self.edge_cut,
+            "oblivious_volume": self.oblivious_volume,
+            "oblivious_max_recv": int(self.oblivious_recv.max()),
+            "total_bytes": self.total_volume * rb,
+            "max_send_bytes": self.max_send * rb, "max_recv_bytes": self.max_recv * rb,
+            "alpha_s": self.alpha, "beta_s_per_byte": self.beta,
+            "time_estimate_s": self.time_estimate,
+        }
+
+    def to_dict(self, arrays: bool = True) -> dict:
+        """All figures; with ``arrays`` also per-part lists and the k×k matrix."""
+        d = {"name": self.name, **self.summary()}
+        if arrays:
+            d.update(send=self.send.tolist(), recv=self.recv.tolist(),
+                     send_messages=self.send_messages.tolist(), recv_messages=self.recv_messages.tolist(),
+                     compute_load=self.compute_load.tolist(), part_sizes=self.part_sizes.tolist(),
+                     volume_matrix=self.volume.tolist())
+        d["backward"] = None if self.backward is None else self.backward.to_dict(arrays)
+        if self.extra:
+            d["extra"] = self.extra
+        return d
+
+    def table(self) -> str:
+        """A human-readable two-column table of :meth:`summary`."""
+        rows = [("pass", "forward A·H" + ("" if self.backward else " (= backward, A symmetric)"))]
+        rows += [(k, _fmt(v)) for k, v in self.summary().items()]
+        if self.backward is not None:
+            b = self.backward.summary()
+            rows += [("backward " + k, _fmt(b[k])) for k in
+                     ("total_volume", "max_send", "max_recv", "messages", "time_estimate_s")]
+        w = max(len(r[0]) for r in rows)
+        return "\n".join(f"{a:<{w}}  {b}" for a, b in rows)
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def _stats_1d(g: Graph, part: np.ndarray, k: int, f: int, dtype: str, alpha: float, beta: float,
+              name: str) -> CommStats:
+    vol, _ = volume_matrix(g.indptr, g.indices, part, k)
+    row_nnz = g.row_nnz
+    load = np.bincount(part, weights=row_nnz, minlength=k).astype(np.int64)
+    sizes = np.bincount(part, minlength=k).astype(np.int64)
+    cut = int(np.count_nonzero(part[g.rows] != part[g.indices]))
+    return CommStats(k=k, n=g.n, nnz=g.nnz, f=f, dtype=str(dtype), volume=vol, part_sizes=sizes,
+                     compute_load=load, edge_cut=cut, alpha=alpha, beta=beta, name=name)
+
+
+def analyze(graph: Graph, part, k: int | None = None, *, f: int = 128, dtype: str = "float32",
+            alpha: float = DEFAULT_ALPHA_S, beta: float = DEFAULT_BETA_S_PER_BYTE,
+            backward: bool | None = None, name: str = "") -> CommStats:
+    """Exact communication of 1D row-wise SpMM for ``part``.
+
+    Parameters
+    ----------
+    graph : the matrix A.
+    part : int[n], part (rank) of each row, in [0, k).
+    k : number of parts; default max(part)+1.
+    f : feature width (columns of H); dtype: its element type. Used for bytes.
+    alpha, beta : α-β model (seconds per message, seconds per byte).
+    backward : also analyze ``A^T @ G``; default: only when A is not symmetric
+        (for symmetric A it is identical).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from partplan import Graph, analyze
+    >>> g = Graph.from_edges([0, 1, 2], [1, 2, 3], symmetrize=True)   # path 0-1-2-3
+    >>> s = analyze(g, np.array([0, 0, 1, 1]))
+    >>> s.total_volume, s.max_send, s.messages
+    (2, 1, 2)
+    """
+    part, k = as_partition(part, graph.n, k)
+    if f < 1:
+        raise ValueError(f"f (feature width) must be >= 1, got {f}")
+    dtype_bytes(dtype)
+    st = _stats_1d(graph, part, k, f, dtype, alpha, beta, name)
+    if backward is None:
+        backward = not graph.is_symmetric()
+    if backward:
+        st.backward = _stats_1d(graph.transpose(), part, k, f, dtype, alpha, beta, name + " (backward)")
+    return st

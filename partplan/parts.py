@@ -1,0 +1,41 @@
+"""Checking a partition vector ``part[v] in [0, k)`` once, with clear errors."""
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import PartitionError
+
+
+def as_partition(part, n: int, k: int | None = None, *, source: str | None = None) -> tuple[np.ndarray, int]:
+    """Validate ``part`` for a graph of ``n`` vertices; return (int64 array, k).
+
+    k defaults to ``max(part) + 1``. Raises :class:`PartitionError` naming the
+    first bad entry (wrong length, non-integer, negative, >= k) or k > n.
+    """
+    where = f"{source}: " if source else ""
+    arr = np.asarray(part)
+    if arr.ndim != 1:
+        raise PartitionError(f"{where}partition must be a 1-D array, got shape {arr.shape}")
+    if arr.size != n:
+        raise PartitionError(f"{where}partition has {arr.size} entries but the graph has {n} vertices")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        else:
+            raise PartitionError(f"{where}partition must hold integer part ids, got dtype {arr.dtype}")
+    arr = np.ascontiguousarray(arr, dtype=np.int64)
+    if arr.size and arr.min() < 0:
+        v = int(np.flatnonzero(arr < 0)[0])
+        raise PartitionError(f"{where}vertex {v} has negative part id {int(arr[v])}")
+    top = int(arr.max()) + 1 if arr.size else 0
+    if k is None:
+        k = max(top, 1)
+    k = int(k)
+    if k < 1:
+        raise PartitionError(f"{where}k must be >= 1, got {k}")
+    if top > k:
+        v = int(np.flatnonzero(arr >= k)[0])
+        raise PartitionError(f"{where}vertex {v} has part id {int(arr[v])} >= k={k}")
+    if k > n:
+        raise PartitionError(f"{where}k={k} parts exceed n={n} vertices")
+    return arr, k
