@@ -11,18 +11,16 @@ STAMP  := $(VENV)/.installed
 TORCH  := torch==2.13.0
 OUT    ?= out
 
-.PHONY: setup setup-runtime demo test bench clean
+.PHONY: setup demo test bench clean
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
-	touch $(STAMP)
-
-setup-runtime: $(STAMP)
 	$(PY) -m pip install -q $(TORCH)
+	$(PY) -m pip install -q -e '.[test,runtime]'
+	touch $(STAMP)
 
 demo: $(STAMP)
 	mkdir -p $(OUT)
