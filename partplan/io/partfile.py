@@ -1,0 +1,239 @@
+"""Partition files: read and write ``part[v]`` (the part / rank of each vertex).
+
+Formats, chosen by file name:
+
+- text (anything else, e.g. METIS's ``graph.part.16``, ``.txt``; ``.gz``
+  allowed): one integer part id per line, line ``v + 1`` holding vertex ``v``.
+  Blank lines and lines starting with ``#`` or ``%`` are skipped.
+- ``.npy``: a 1-D integer array (numpy, ``allow_pickle=False``).
+- ``.parquet`` / ``.arrow`` / ``.feather`` / ``.csv``: one column of a table
+  (pyarrow); ``column`` names it, else the only column or the column ``part``.
+
+Reading checks the file, not the number of parts: every entry must be a
+non-negative integer and there must be exactly ``n`` of them. ``k`` is checked
+by :func:`partplan.parts.as_partition` (the caller knows it). Text is parsed by
+pyarrow's CSV reader (multi-threaded C++); only when that fails is the file
+re-read line by line to name the first bad line. Writing is atomic (temporary
+file in the same folder, then ``os.replace``).
+
+Examples
+--------
+>>> import numpy as np, tempfile, os
+>>> d = tempfile.mkdtemp()
+>>> p = write_partition(np.array([0, 1, 1, 0]), os.path.join(d, "g.part.2"))
+>>> read_partition(p, 4).tolist()
+[0, 1, 1, 0]
+>>> partition_k_from_name(p)
+2
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import PartitionError
+
+TABLE_SUFFIXES = (".parquet", ".arrow", ".feather", ".csv")
+
+
+def _suffixes(path: Path) -> str:
+    """Lower-case file suffix without a trailing ``.gz``."""
+    name = path.name.lower()
+    if name.endswith(".gz"):
+        name = name[:-3]
+    return os.path.splitext(name)[1]
+
+
+def partition_k_from_name(path: str | os.PathLike) -> int | None:
+    """K from a METIS-style name ``<graph>.part.K`` (``None`` if the name has no K)."""
+    m = re.search(r"\.part\.(\d+)$", Path(path).name)
+    return int(m.group(1)) if m else None
+
+
+def read_partition(path: str | os.PathLike, n: int, *, column: str | None = None) -> np.ndarray:
+    """Read a partition file for a graph of ``n`` vertices; returns int64[n].
+
+    Raises :class:`PartitionError` naming the file (and the line for text
+    files, the column for tables) on: a missing or unreadable file, a token
+    that is not an integer, more than one value on a line, a negative part id,
+    or a count different from ``n``.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise PartitionError(f"{p}: no such partition file")
+    suffix = _suffixes(p)
+    if suffix == ".npy":
+        part = _read_npy(p)
+    elif suffix in TABLE_SUFFIXES:
+        part = _read_table(p, suffix, column)
+    else:
+        if column is not None:
+            raise PartitionError(f"{p}: --column applies to table files ({', '.join(TABLE_SUFFIXES)}), "
+                                 "not to a one-part-per-line text file")
+        part = _read_text(p)
+    if part.size != n:
+        raise PartitionError(f"{p}: has {part.size} part ids but the graph has {n} vertices")
+    return part
+
+
+def _check_values(p: Path, arr: np.ndarray, what: str) -> np.ndarray:
+    arr = np.asarray(arr)
+    if arr.ndim != 1:
+        raise PartitionError(f"{p}: {what} must be one-dimensional, got shape {arr.shape}")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        else:
+            raise PartitionError(f"{p}: {what} must hold integer part ids, got dtype {arr.dtype}")
+    arr = np.ascontiguousarray(arr, dtype=np.int64)
+    if arr.size and arr.min() < 0:
+        v = int(np.flatnonzero(arr < 0)[0])
+        raise PartitionError(f"{p}: {what} entry {v} (vertex {v}) has negative part id {int(arr[v])}")
+    return arr
+
+
+def _read_npy(p: Path) -> np.ndarray:
+    try:
+        arr = np.load(p, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise PartitionError(f"{p}: not a readable .npy array ({exc})") from exc
+    return _check_values(p, arr, "array")
+
+
+def _read_table(p: Path, suffix: str, column: str | None) -> np.ndarray:
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+    import pyarrow.feather as feather
+    import pyarrow.parquet as pq
+
+    try:
+        if suffix == ".parquet":
+            table = pq.read_table(p)
+        elif suffix == ".csv":
+            table = pcsv.read_csv(pa.input_stream(str(p), compression="detect"))
+        else:
+            table = feather.read_table(p)
+    except (pa.ArrowException, OSError) as exc:
+        raise PartitionError(f"{p}: not a readable {suffix[1:]} table ({exc})") from exc
+    names = table.column_names
+    if column is None:
+        if len(names) == 1:
+            column = names[0]
+        elif "part" in names:
+            column = "part"
+        else:
+            raise PartitionError(f"{p}: has columns {names}; name the partition column (--column)")
+    if column not in names:
+        raise PartitionError(f"{p}: no column {column!r} (columns: {names})")
+    col = table.column(column)
+    if col.null_count:
+        v = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
+        raise PartitionError(f"{p}: column {column!r} row {v} is null")
+    if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
+        raise PartitionError(f"{p}: column {column!r} must hold integer part ids, got {col.type}")
+    return _check_values(p, col.to_numpy(), f"column {column!r}")
+
+
+def _open_text(p: Path):
+    return gzip.open(p, "rb") if p.name.lower().endswith(".gz") else open(p, "rb")
+
+
+def _read_text(p: Path) -> np.ndarray:
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    # fast path: pyarrow's C++ CSV reader, one int64 column, blank lines skipped
+    try:
+        table = pcsv.read_csv(
+            pa.input_stream(str(p), compression="detect"),
+            read_options=pcsv.ReadOptions(column_names=["part"]),
+            parse_options=pcsv.ParseOptions(delimiter=" "),
+            convert_options=pcsv.ConvertOptions(column_types={"part": pa.int64()}))
+        arr = table.column(0).to_numpy()
+        if table.column(0).null_count == 0:
+            if arr.size and arr.min() < 0:
+                pass  # slow path names the line (blank lines shift line numbers)
+            else:
+                return np.ascontiguousarray(arr, dtype=np.int64)
+    except (pa.ArrowException, OSError, EOFError):
+        pass
+    return _read_text_slow(p)
+
+
+def _read_text_slow(p: Path) -> np.ndarray:
+    """Line-by-line parse that names the first bad line (only on odd input)."""
+    out = []
+    try:
+        with _open_text(p) as fh:
+            for lineno, raw in enumerate(fh, 1):
+                s = raw.strip()
+                if not s or s[:1] in (b"#", b"%"):
+                    continue
+                fields = s.split()
+                if len(fields) != 1:
+                    raise PartitionError(f"{p}:line {lineno}: expected one part id per line, "
+                                         f"got {len(fields)} fields: {s[:40].decode(errors='replace')!r}")
+                try:
+                    v = int(fields[0])
+                except ValueError:
+                    raise PartitionError(f"{p}:line {lineno}: part id "
+                                         f"{fields[0][:40].decode(errors='replace')!r} is not an integer") from None
+                if v < 0:
+                    raise PartitionError(f"{p}:line {lineno}: negative part id {v}")
+                out.append(v)
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise PartitionError(f"{p}: cannot read ({exc})") from exc
+    if not out:
+        raise PartitionError(f"{p}: empty partition file (no part ids)")
+    return np.asarray(out, dtype=np.int64)
+
+
+def write_partition(part, path: str | os.PathLike) -> Path:
+    """Write ``part`` atomically; format from the name (see module doc).
+
+    Text: one id per line (``.gz`` compressed when the name ends in ``.gz``);
+    ``.npy``: int64 array; ``.parquet``/``.arrow``/``.feather``/``.csv``: one
+    int64 column ``part``. Returns the path written.
+    """
+    p = Path(path)
+    arr = np.asarray(part)
+    if arr.ndim != 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
+        raise PartitionError(f"{p}: a partition must be a 1-D integer array, got {arr.dtype} {arr.shape}")
+    arr = arr.astype(np.int64, copy=False)
+    suffix = _suffixes(p)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    os.close(fd)
+    try:
+        if suffix == ".npy":
+            with open(tmp, "wb") as fh:
+                np.save(fh, arr, allow_pickle=False)
+        elif suffix in TABLE_SUFFIXES:
+            import pyarrow as pa
+            import pyarrow.csv as pcsv
+            import pyarrow.feather as feather
+            import pyarrow.parquet as pq
+
+            table = pa.table({"part": arr})
+            if suffix == ".parquet":
+                pq.write_table(table, tmp)
+            elif suffix == ".csv":
+                pcsv.write_csv(table, tmp)
+            else:
+                feather.write_feather(table, tmp)
+        else:
+            text = ("\n".join(arr.astype(str).tolist()) + "\n").encode() if arr.size else b""
+            opener = gzip.open if p.name.lower().endswith(".gz") else open
+            with opener(tmp, "wb") as fh:
+                fh.write(text)
+        os.replace(tmp, p)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return p
