@@ -44,3 +44,33 @@ def column_net(graph: Graph, *, net_weight: int = 1, vertex_weights: str = "nnz"
         raise ValueError(f"vertex_weights must be 'nnz' or 'unit', not {vertex_weights!r}")
     return Hypergraph(n, net_ptr, pins, np.full(m, int(net_weight), dtype=np.int64), vw,
                       name=graph.name + ":column-net")
+
+
+def joint_net(graph: Graph, *, net_weight: int = 1, vertex_weights: str = "nnz",
+              merge: bool = True) -> Hypergraph:
+    """Joint forward + backward model for a directed ``A``: the column nets of
+    ``A`` (forward ``Z = A H``) together with the column nets of ``A^T``
+    (backward ``A^T G``, i.e. one net per *row* of A with the diagonal as a pin).
+
+    Its km1 = forward volume + backward volume of 1D row-wise SpMM (both passes
+    share the row partition). With ``merge`` identical forward/backward nets
+    are merged into one net of double weight (every net for symmetric A), which
+    leaves km1 unchanged. vertex_weights "nnz" = row nnz + column nnz (the
+    compute of both passes), or "unit".
+    """
+    from .nets import merge_identical_nets
+
+    fw = column_net(graph, net_weight=net_weight, vertex_weights="unit")
+    bw = column_net(graph.transpose(), net_weight=net_weight, vertex_weights="unit")
+    ptr = np.concatenate([fw.net_ptr, bw.net_ptr[1:] + fw.net_ptr[-1]])
+    pins = np.concatenate([fw.pins, bw.pins])
+    w = np.concatenate([fw.net_weights, bw.net_weights])
+    if merge:
+        ptr, pins, w = merge_identical_nets(ptr, pins, w)
+    if vertex_weights == "nnz":
+        vw = np.maximum(graph.row_nnz + graph.transpose().row_nnz, 1)
+    elif vertex_weights == "unit":
+        vw = np.ones(graph.n, dtype=np.int64)
+    else:
+        raise ValueError(f"vertex_weights must be 'nnz' or 'unit', not {vertex_weights!r}")
+    return Hypergraph(graph.n, ptr, pins, w, vw, name=graph.name + ":joint-net")
