@@ -231,6 +231,9 @@ def write_partition(part, path: str | os.PathLike) -> Path:
             opener = gzip.open if p.name.lower().endswith(".gz") else open
             with opener(tmp, "wb") as fh:
                 fh.write(text)
+        mask = os.umask(0)  # mkstemp made it 0600; give it the mode open() would
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
         os.replace(tmp, p)
     except BaseException:
         if os.path.exists(tmp):
