@@ -1,14 +1,25 @@
-"""Thin calls into the real partitioners.
+"""Calls into the real partitioners, behind one interface (:func:`run_backend`).
 
 - pymetis (METIS 5.1, graph model): :func:`metis`.
-- mtkahypar (Mt-KaHyPar, hypergraph model, km1 objective): :func:`mtkahypar_hypergraph`.
+- mtkahypar (Mt-KaHyPar): :func:`mtkahypar_hypergraph` (hypergraph, km1 / cut /
+  soed) and :func:`mtkahypar_graph` (graph mode, edge cut).
+- kahypar (KaHyPar, GPL): :func:`kahypar_hypergraph`, always in a subprocess
+  (KaHyPar exits the process on bad input and is not thread-safe) with an
+  INI written by :mod:`partplan.partition.kahypar_ini`.
+- baselines (:mod:`partplan.partition.baselines`).
 
 Inputs are validated here because the engines check nothing (pymetis) or exit
 the process (kahypar). Only the glue lives here; the engines do the work.
 """
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import warnings
+from pathlib import Path
 
 import numpy as np
 
@@ -16,19 +27,32 @@ from ..errors import BackendUnavailableError, PartitionError
 from ..graph import Graph
 from ..hypergraph import Hypergraph
 from ..models import column_net, metis_graph
+from . import baselines
+from .handoff import pin_arrays, write_hmetis
 
 _MTK = {}  # process-wide mtkahypar Initializer (initialize() may run once per process)
 
 PRESETS = ("DEFAULT", "QUALITY", "HIGHEST_QUALITY", "DETERMINISTIC", "DETERMINISTIC_QUALITY", "LARGE_K")
+MTK_OBJECTIVES = ("km1", "cut", "soed")
+BASELINES = ("random", "block", "striped", "degree-rr")
+BACKENDS = ("metis", "mtkahypar", "kahypar") + BASELINES
 
 
 def _check_k(n: int, k: int):
+    if not isinstance(k, (int, np.integer)) or isinstance(k, bool):
+        raise PartitionError(f"k must be an integer, got {k!r}")
     if k < 1:
         raise PartitionError(f"k must be >= 1, got {k}")
     if k > n:
         raise PartitionError(f"k={k} parts exceed n={n} vertices")
 
 
+def _check_imbalance(imbalance: float):
+    if not (0 <= float(imbalance) < 10):
+        raise PartitionError(f"imbalance must be in [0, 10), got {imbalance}")
+
+
+# --------------------------------------------------------------------- METIS
 def metis(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int = 0,
           recursive: bool | None = None, vertex_weights: str = "nnz") -> np.ndarray:
     """pymetis ``part_graph`` on the symmetrized graph without self loops.
@@ -38,6 +62,7 @@ def metis(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int = 0,
     import pymetis
 
     _check_k(graph.n, k)
+    _check_imbalance(imbalance)
     if k == 1:
         return np.zeros(graph.n, dtype=np.int64)
     xadj, adjncy, ew, vw = metis_graph(graph, vertex_weights=vertex_weights)
@@ -53,6 +78,7 @@ def metis(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int = 0,
     return part
 
 
+# ---------------------------------------------------------------- Mt-KaHyPar
 def mtk_initializer(threads: int = 1):
     """The process-wide mtkahypar initializer (thread count fixed at first call)."""
     import mtkahypar
@@ -66,11 +92,22 @@ def mtk_initializer(threads: int = 1):
     return _MTK["init"]
 
 
+def mtk_threads() -> int | None:
+    """Thread count mtkahypar was initialized with in this process (None: not yet)."""
+    return _MTK.get("threads")
+
+
+def check_preset(preset: str) -> str:
+    p = str(preset).upper().replace("-", "_")
+    if p not in PRESETS:
+        raise BackendUnavailableError(f"unknown mtkahypar preset {preset!r}; choose one of {', '.join(PRESETS)}")
+    return p
+
+
 def mtk_context(k: int, imbalance: float, preset: str = "DEFAULT", objective: str = "km1", threads: int = 1):
     import mtkahypar
 
-    if preset not in PRESETS:
-        raise BackendUnavailableError(f"unknown mtkahypar preset {preset!r}; choose one of {', '.join(PRESETS)}")
+    preset = check_preset(preset)
     objectives = {"km1": mtkahypar.Objective.KM1, "cut": mtkahypar.Objective.CUT,
                   "soed": mtkahypar.Objective.SOED}
     if objective not in objectives:
@@ -82,37 +119,211 @@ def mtk_context(k: int, imbalance: float, preset: str = "DEFAULT", objective: st
     return mtk, ctx
 
 
-def mtk_hypergraph(mtk, ctx, hg: Hypergraph):
-    """Hand a :class:`Hypergraph` to mtkahypar (list of numpy pin arrays)."""
-    pin_lists = np.split(hg.pins, hg.net_ptr[1:-1]) if hg.m else []
-    vw = hg.vertex_weights if hg.vertex_weights is not None else np.ones(hg.n, dtype=np.int64)
-    nw = hg.net_weights if hg.net_weights is not None else np.ones(hg.m, dtype=np.int64)
-    return mtk.create_hypergraph(ctx, hg.n, hg.m, pin_lists, vw.tolist(), nw.tolist())
+def mtk_hypergraph(mtk, ctx, hg: Hypergraph, handoff: str = "arrays"):
+    """Hand a :class:`Hypergraph` to mtkahypar: ``arrays`` (list of numpy pin
+    views) or ``file`` (hMetis file in a temp dir). See :mod:`.handoff`."""
+    if handoff == "arrays":
+        vw = hg.vertex_weights if hg.vertex_weights is not None else np.ones(hg.n, dtype=np.int64)
+        nw = hg.net_weights if hg.net_weights is not None else np.ones(hg.m, dtype=np.int64)
+        return mtk.create_hypergraph(ctx, hg.n, hg.m, pin_arrays(hg), vw.tolist(), nw.tolist())
+    if handoff == "file":
+        with tempfile.TemporaryDirectory(prefix="partplan-mtk-") as d:
+            path = write_hmetis(hg, Path(d) / "model.hgr")
+            return mtk.hypergraph_from_file(str(path), ctx)
+    raise BackendUnavailableError(f"unknown hypergraph handoff {handoff!r}; use 'arrays' or 'file'")
+
+
+def _mtk_errors():
+    import mtkahypar
+
+    return (mtkahypar.InvalidInputError, mtkahypar.InvalidParameterError,
+            mtkahypar.UnsupportedOperationError, mtkahypar.SystemError)
 
 
 def mtkahypar_hypergraph(hg: Hypergraph, k: int, *, imbalance: float = 0.03, seed: int = 0,
-                         preset: str = "DEFAULT", objective: str = "km1", threads: int = 1) -> tuple[np.ndarray, int]:
+                         preset: str = "DEFAULT", objective: str = "km1", threads: int = 1,
+                         handoff: str = "arrays", initial: np.ndarray | None = None,
+                         vcycles: int = 1) -> tuple[np.ndarray, int]:
     """Partition a hypergraph with Mt-KaHyPar; returns (part, its own km1).
 
-    DEFAULT is not bit-reproducible across runs; DETERMINISTIC is.
+    ``initial``: improve this partition with ``vcycles`` V-cycles instead of
+    partitioning from scratch. DEFAULT is not bit-reproducible across runs;
+    DETERMINISTIC is. ``threads`` is fixed by the first call in a process.
     """
     import mtkahypar
 
     _check_k(hg.n, k)
+    _check_imbalance(imbalance)
+    mtk, ctx = mtk_context(k, imbalance, preset, objective, threads)
     if k == 1:
         return np.zeros(hg.n, dtype=np.int64), 0
-    mtk, ctx = mtk_context(k, imbalance, preset, objective, threads)
     mtkahypar.set_seed(int(seed))
     try:
-        h = mtk_hypergraph(mtk, ctx, hg)
-        phg = h.partition(ctx)
-    except (mtkahypar.InvalidInputError, mtkahypar.InvalidParameterError,
-            mtkahypar.UnsupportedOperationError, mtkahypar.SystemError) as exc:
+        h = mtk_hypergraph(mtk, ctx, hg, handoff)
+        if initial is not None:
+            phg = h.create_partitioned_hypergraph(ctx, int(k), np.asarray(initial, dtype=np.int64).tolist())
+            phg.improve_partition(ctx, int(vcycles))
+        else:
+            phg = h.partition(ctx)
+    except _mtk_errors() as exc:
         raise PartitionError(f"Mt-KaHyPar failed on {hg.name} with k={k}: {exc}") from exc
     return np.asarray(phg.get_partition(), dtype=np.int64), int(phg.km1())
+
+
+def mtkahypar_graph(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int = 0,
+                    preset: str = "DEFAULT", threads: int = 1) -> tuple[np.ndarray, int]:
+    """Mt-KaHyPar graph mode (edge cut) on the METIS graph model; (part, cut)."""
+    import mtkahypar
+
+    _check_k(graph.n, k)
+    _check_imbalance(imbalance)
+    mtk, ctx = mtk_context(k, imbalance, preset, "cut", threads)
+    if k == 1:
+        return np.zeros(graph.n, dtype=np.int64), 0
+    xadj, adjncy, ew, vw = metis_graph(graph)
+    src = np.repeat(np.arange(graph.n, dtype=np.int64), np.diff(xadj))
+    keep = src < adjncy
+    edges = np.stack([src[keep], adjncy[keep]], axis=1)
+    mtkahypar.set_seed(int(seed))
+    try:
+        h = mtk.create_graph(ctx, graph.n, int(edges.shape[0]), edges.tolist(), vw.tolist(), ew[keep].tolist())
+        phg = h.partition(ctx)
+    except _mtk_errors() as exc:
+        raise PartitionError(f"Mt-KaHyPar (graph mode) failed on {graph.name} with k={k}: {exc}") from exc
+    return np.asarray(phg.get_partition(), dtype=np.int64), int(phg.cut())
 
 
 def hypergraph(graph: Graph, k: int, **kw) -> np.ndarray:
     """Mt-KaHyPar on the column-net hypergraph of ``graph`` (minimizes 1D volume)."""
     part, _ = mtkahypar_hypergraph(column_net(graph), k, **kw)
     return part
+
+
+# ------------------------------------------------------------------- KaHyPar
+_KAHYPAR_WORKER = r"""
+import json, sys
+import numpy as np
+import kahypar
+d = sys.argv[1]
+a = np.load(d + "/model.npz")
+cfg = json.load(open(d + "/job.json"))
+k = int(cfg["k"])
+h = kahypar.Hypergraph(int(cfg["n"]), int(cfg["m"]), a["ptr"].tolist(), a["pins"].tolist(), k,
+                       a["nw"].tolist(), a["vw"].tolist())
+ctx = kahypar.Context()
+ctx.loadINIconfiguration(d + "/kahypar.ini")
+ctx.setK(k)
+ctx.setEpsilon(float(cfg["epsilon"]))
+ctx.setSeed(int(cfg["seed"]))
+ctx.suppressOutput(True)
+kahypar.partition(h, ctx)
+part = np.fromiter((h.blockID(v) for v in range(int(cfg["n"]))), dtype=np.int64, count=int(cfg["n"]))
+np.save(d + "/part.npy", part)
+json.dump({"km1": int(kahypar.connectivityMinusOne(h)), "cut": int(kahypar.cut(h)),
+           "imbalance": float(kahypar.imbalance(h, ctx))}, open(d + "/result.json", "w"))
+"""
+
+
+def kahypar_hypergraph(hg: Hypergraph, k: int, *, imbalance: float = 0.03, seed: int = 0,
+                       objective: str = "km1", ini: str | os.PathLike | None = None,
+                       quality: str = "default", timeout: float | None = None) -> tuple[np.ndarray, dict]:
+    """Partition with KaHyPar (direct k-way) in a child process.
+
+    ini : a user KaHyPar INI file (checked to exist); default: one generated
+    by :func:`partplan.partition.kahypar_ini.kahypar_ini` for ``objective`` and
+    ``quality`` ("fast" or "default"). Returns (part, {"km1", "cut",
+    "imbalance"}) as KaHyPar itself reports them. The worker's per-vertex
+    ``blockID`` loop runs in the child (KaHyPar has no bulk getter).
+    """
+    from .kahypar_ini import kahypar_ini
+
+    try:
+        import kahypar  # noqa: F401
+    except ImportError as exc:
+        raise BackendUnavailableError("kahypar is not installed (pip install kahypar)") from exc
+    _check_k(hg.n, k)
+    _check_imbalance(imbalance)
+    if objective not in ("km1", "cut"):
+        raise BackendUnavailableError(f"unknown kahypar objective {objective!r}; choose km1 or cut")
+    if k == 1:
+        return np.zeros(hg.n, dtype=np.int64), {"km1": 0, "cut": 0, "imbalance": 0.0}
+    if ini is not None and not Path(ini).is_file():
+        raise PartitionError(f"KaHyPar INI file {ini} does not exist")
+    if hg.m == 0:  # KaHyPar needs at least one net: nothing can be cut, balance by blocks
+        return baselines.block_partition(hg.n, k), {"km1": 0, "cut": 0, "imbalance": 0.0}
+    nw = hg.net_weights if hg.net_weights is not None else np.ones(hg.m, dtype=np.int64)
+    vw = hg.vertex_weights if hg.vertex_weights is not None else np.ones(hg.n, dtype=np.int64)
+    with tempfile.TemporaryDirectory(prefix="partplan-kahypar-") as d:
+        np.savez(Path(d) / "model.npz", ptr=hg.net_ptr, pins=hg.pins, nw=nw, vw=vw)
+        text = Path(ini).read_text() if ini is not None else kahypar_ini(objective, quality=quality)
+        (Path(d) / "kahypar.ini").write_text(text)
+        (Path(d) / "job.json").write_text(json.dumps({"n": hg.n, "m": hg.m, "k": int(k),
+                                                     "epsilon": float(imbalance), "seed": int(seed)}))
+        try:
+            proc = subprocess.run([sys.executable, "-c", _KAHYPAR_WORKER, d], capture_output=True,
+                                  text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise PartitionError(f"KaHyPar on {hg.name} (k={k}) exceeded {timeout} s") from exc
+        res = Path(d) / "result.json"
+        if proc.returncode != 0 or not res.is_file():
+            tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
+            raise PartitionError(f"KaHyPar failed on {hg.name} with k={k} (exit {proc.returncode}): "
+                                 + " | ".join(tail))
+        part = np.load(Path(d) / "part.npy")
+        info = json.loads(res.read_text())
+    return part, info
+
+
+# ------------------------------------------------------------ one interface
+def run_backend(name: str, model_obj: Graph | Hypergraph, k: int, *, imbalance: float = 0.03, seed: int = 0,
+                graph: Graph | None = None, **opts) -> tuple[np.ndarray, dict]:
+    """Partition ``model_obj`` into ``k`` parts with backend ``name``.
+
+    model_obj : a :class:`Graph` (metis; mtkahypar graph mode; baselines) or a
+        :class:`Hypergraph` (mtkahypar, kahypar). Baselines take a Graph or
+        ``n`` via the hypergraph's vertex count (degree-rr needs a Graph).
+    opts : backend options — mtkahypar: preset, objective (km1|cut|soed),
+        threads, handoff (arrays|file); kahypar: objective, ini, quality,
+        timeout; metis: recursive. An option a backend does not take raises
+        BackendUnavailableError (never ignored).
+    Returns (part int64[n], info) where info holds the engine's own objective
+    (``km1`` / ``cut`` / ``edge_cut``) when it reports one.
+    """
+    allowed = {"metis": {"recursive"}, "mtkahypar": {"preset", "objective", "threads", "handoff"},
+               "kahypar": {"objective", "ini", "quality", "timeout"}}
+    if name not in BACKENDS:
+        raise BackendUnavailableError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
+    extra = set(opts) - allowed.get(name, set())
+    if extra:
+        raise BackendUnavailableError(f"backend {name!r} does not take option(s) {', '.join(sorted(extra))}")
+    n = model_obj.n
+    _check_k(n, k)
+    _check_imbalance(imbalance)
+    if name in BASELINES:
+        if name == "random":
+            return baselines.random_partition(n, k, seed), {}
+        if name == "block":
+            return baselines.block_partition(n, k), {}
+        if name == "striped":
+            return baselines.striped_partition(n, k), {}
+        g = model_obj if isinstance(model_obj, Graph) else graph
+        if g is None:
+            raise PartitionError("degree-rr needs the graph (row nnz)")
+        return baselines.degree_round_robin(g, k), {}
+    if name == "metis":
+        if not isinstance(model_obj, Graph):
+            raise BackendUnavailableError("metis partitions graphs only (model='graph')")
+        return metis(model_obj, k, imbalance=imbalance, seed=seed, **opts), {}
+    if name == "mtkahypar":
+        if isinstance(model_obj, Graph):
+            o = dict(opts)
+            if o.pop("objective", "cut") != "cut" or o.pop("handoff", "arrays") != "arrays":
+                raise BackendUnavailableError("mtkahypar graph mode takes objective 'cut' and arrays handoff only")
+            part, cut = mtkahypar_graph(model_obj, k, imbalance=imbalance, seed=seed, **o)
+            return part, {"cut": cut}
+        part, km1 = mtkahypar_hypergraph(model_obj, k, imbalance=imbalance, seed=seed, **opts)
+        return part, {"km1": km1}
+    if not isinstance(model_obj, Hypergraph):
+        raise BackendUnavailableError("kahypar partitions hypergraphs only (model='hypergraph' or 'stochastic')")
+    part, info = kahypar_hypergraph(model_obj, k, imbalance=imbalance, seed=seed, **opts)
+    return part, info

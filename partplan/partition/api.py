@@ -1,0 +1,430 @@
+"""The planner's front door: :func:`partition` and the :class:`Partition` result.
+
+``partition(graph, k, model=..., backend=..., objective=..., layout=...)``
+builds a model (:mod:`partplan.models`), runs a real partitioner behind
+:func:`partplan.partition.backends.run_backend`, optionally refines the
+bottleneck (:mod:`partplan.partition.refine`) or picks decoupled owners
+(:mod:`partplan.partition.ownership`), and measures the result exactly with
+:func:`partplan.analyze` (plus :func:`partplan.analyze_15d` /
+:func:`partplan.analyze_2d` for those layouts).
+
+``k`` is the number of **ranks** (processes). For ``layout="1.5d:c"`` the
+rows are partitioned into ``k / c`` row blocks, each replicated on c ranks;
+for ``"2d:RxC"`` into ``k = R·C`` parts laid over the grid (rank = row·C +
+col). :attr:`Partition.k` is always the number of row blocks.
+
+Models × backends:
+
+============  ==========================================================
+model         backends
+============  ==========================================================
+graph         metis (default), mtkahypar (graph mode, edge cut)
+hypergraph    mtkahypar (default), kahypar (subprocess)
+stochastic    mtkahypar (default), kahypar
+baseline      random (default), block, striped, degree-rr
+============  ==========================================================
+
+A baseline backend name always means the baseline model. For a directed
+graph (A ≠ Aᵀ) the hypergraph model defaults to the joint forward+backward
+nets (``nets="auto"``), so the optimized km1 is forward + backward volume.
+
+Example
+-------
+>>> from partplan import Graph
+>>> g = Graph.from_edges([0, 1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 0], symmetrize=True)
+>>> p = partition(g, 2, model="baseline", backend="block")
+>>> p.part.tolist(), p.stats.total_volume
+([0, 0, 0, 1, 1, 1], 4)
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..errors import BackendUnavailableError, PartitionError
+from ..graph import Graph
+from ..metrics import CommStats, LayoutStats, analyze, analyze_15d, analyze_2d
+from ..models import column_net, joint_net, parse_layout, stochastic_hypergraph
+from ..models.layouts import describe as describe_layout
+from .backends import BACKENDS, BASELINES, check_preset, run_backend
+
+MODELS = ("graph", "hypergraph", "stochastic", "baseline")
+OBJECTIVES = ("total", "max-send", "max-recv", "max-both", "weighted")
+OWNERSHIP = ("conformal", "decoupled")
+DEFAULT_BACKEND = {"graph": "metis", "hypergraph": "mtkahypar", "stochastic": "mtkahypar", "baseline": "random"}
+MODEL_BACKENDS = {"graph": ("metis", "mtkahypar"), "hypergraph": ("mtkahypar", "kahypar"),
+                  "stochastic": ("mtkahypar", "kahypar"), "baseline": BASELINES}
+SCHEMA = "partplan.partition/1"
+
+
+@dataclass
+class Partition:
+    """A row partition and how it was made (see the module doc)."""
+
+    part: np.ndarray          # int64[n]: row block of each vertex
+    k: int                    # number of row blocks
+    layout: str               # "1d" | "1.5d" | "2d"
+    layout_params: dict       # {} | {"c": c} | {"R": R, "C": C}
+    model: str                # "graph" | "hypergraph" | "stochastic" | "baseline"
+    backend: str              # "metis" | "mtkahypar" | "kahypar" | "random" | "block" | "striped" | "degree-rr"
+    objective: str            # "total" | "max-send" | "max-recv" | "max-both" | "weighted"
+    params: dict              # imbalance, seed, preset, threads, ... (JSON-able)
+    timings: dict             # seconds per phase (JSON-able)
+    stats: CommStats | None   # 1D stats of `part`
+    owner: np.ndarray | None  # decoupled ownership: int64[n] part holding row j of H; None = conformal
+    graph_fingerprint: str
+    layout_stats: LayoutStats | None = None   # 1.5D / 2D per-rank figures (None for 1D)
+    info: dict = field(default_factory=dict)  # engine-reported objective, model sizes, refine report
+
+    @property
+    def n(self) -> int:
+        return int(self.part.size)
+
+    @property
+    def ranks(self) -> int:
+        """Processes: k (1D, 2D) or k·c (1.5D)."""
+        return self.k * self.layout_params["c"] if self.layout == "1.5d" else self.k
+
+    @property
+    def ownership(self) -> str:
+        return "conformal" if self.owner is None else "decoupled"
+
+    def to_dict(self, arrays: bool = False) -> dict:
+        """JSON-able description; with ``arrays`` also ``part`` (and ``owner``)."""
+        d = {"schema": SCHEMA, "n": self.n, "k": self.k, "ranks": self.ranks, "layout": self.layout,
+             "layout_params": dict(self.layout_params), "model": self.model, "backend": self.backend,
+             "objective": self.objective, "ownership": self.ownership, "params": _jsonable(self.params),
+             "timings": _jsonable(self.timings), "graph_fingerprint": self.graph_fingerprint,
+             "info": _jsonable(self.info),
+             "stats": None if self.stats is None else self.stats.to_dict(arrays=False),
+             "layout_stats": None if self.layout_stats is None else self.layout_stats.summary()}
+        if arrays:
+            d["part"] = self.part.tolist()
+            d["owner"] = None if self.owner is None else self.owner.tolist()
+        return d
+
+    def save(self, path: str | os.PathLike) -> Path:
+        return save_partition(self, path)
+
+    def __repr__(self) -> str:
+        vol = "" if self.stats is None else f", total_volume={self.stats.total_volume}"
+        return (f"Partition(n={self.n}, k={self.k}, layout={self.layout!r}, model={self.model!r}, "
+                f"backend={self.backend!r}, objective={self.objective!r}{vol})")
+
+
+def _jsonable(x):
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.floating):
+        return float(x)
+    if isinstance(x, (str, int, float, bool)) or x is None:
+        return x
+    return str(x)
+
+
+def _choose(value: str, allowed, what: str) -> str:
+    if value not in allowed:
+        raise BackendUnavailableError(f"unknown {what} {value!r}; choose one of {', '.join(allowed)}")
+    return value
+
+
+def partition(graph: Graph, k: int, *, model: str = "hypergraph", backend: str | None = None,
+              objective: str = "total", layout: str = "1d", imbalance: float = 0.03, seed: int = 0,
+              ownership: str = "conformal", **backend_options) -> Partition:
+    """Partition ``graph`` for ``k`` ranks (see the module doc).
+
+    Parameters
+    ----------
+    model : "graph" | "hypergraph" | "stochastic" | "baseline".
+    backend : engine; default per model (metis / mtkahypar / mtkahypar / random).
+    objective : "total" (the partitioner's volume objective alone), or
+        "max-send" | "max-recv" | "max-both" | "weighted" (bottleneck
+        refinement by :func:`partplan.partition.refine.refine` afterwards).
+    layout : "1d", "1.5d:c" or "2d:RxC" (see :func:`partplan.models.parse_layout`).
+    imbalance : ε, compute balance: part weight ≤ (1+ε)·⌈W/k⌉ (weights = row nnz).
+    seed : random seed (DEFAULT Mt-KaHyPar is still not bit-reproducible).
+    ownership : "conformal" (row j of H lives with row j of A) or "decoupled"
+        (owners chosen by :func:`partplan.partition.ownership.assign_owners`;
+        total volume unchanged, bottleneck lowered; 1D only).
+
+    backend_options (all optional):
+        preset, threads, handoff ("arrays" | "file"), metric ("km1" | "cut" |
+        "soed": the engine's objective) — mtkahypar; ini, quality, timeout —
+        kahypar; recursive — metis; nets ("auto" | "forward" | "joint") —
+        hypergraph model; sampler, theta, delta, min_batches, max_batches —
+        stochastic model; volume_tolerance, time_limit, alpha, beta —
+        refinement; ownership_method ("greedy" | "lp"); f, dtype — bytes in
+        the stats; stats (bool, default True); progress (callable(str)).
+    """
+    opts = dict(backend_options)
+    progress: Callable[[str], None] | None = opts.pop("progress", None)
+    want_stats = bool(opts.pop("stats", True))
+    f = int(opts.pop("f", 128))
+    dtype = str(opts.pop("dtype", "float32"))
+    nets = opts.pop("nets", "auto")
+    stoch_keys = ("sampler", "theta", "delta", "min_batches", "max_batches")
+    stoch = {key: opts.pop(key) for key in stoch_keys if key in opts}
+    refine_keys = ("volume_tolerance", "time_limit", "alpha", "beta")
+    refine_opts = {key: opts.pop(key) for key in refine_keys if key in opts}
+    own_method = opts.pop("ownership_method", "greedy")
+    if "metric" in opts:
+        opts["objective"] = opts.pop("metric")
+    if "preset" in opts:
+        opts["preset"] = check_preset(opts["preset"])
+
+    if not isinstance(graph, Graph):
+        raise PartitionError(f"partition() needs a partplan Graph, got {type(graph).__name__}")
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise PartitionError(f"k must be an integer number of ranks, got {k!r}")
+    k = int(k)
+    if k < 1:
+        raise PartitionError(f"k must be >= 1, got {k}")
+    if backend is not None:
+        _choose(backend, BACKENDS, "backend")
+        if backend in BASELINES:
+            model = "baseline"
+    _choose(model, MODELS, "model")
+    _choose(objective, OBJECTIVES, "objective")
+    _choose(ownership, OWNERSHIP, "ownership")
+    _choose(nets, ("auto", "forward", "joint"), "nets option")
+    backend = backend or DEFAULT_BACKEND[model]
+    if backend not in MODEL_BACKENDS[model]:
+        raise BackendUnavailableError(f"backend {backend!r} does not partition the {model} model; "
+                                      f"use one of {', '.join(MODEL_BACKENDS[model])}")
+    if stoch and model != "stochastic":
+        raise BackendUnavailableError(f"option(s) {', '.join(stoch)} apply to model='stochastic' only")
+    if refine_opts and objective == "total":
+        raise BackendUnavailableError(f"option(s) {', '.join(refine_opts)} apply to bottleneck objectives only")
+    lay, lparams = parse_layout(layout, k)
+    b = k // lparams["c"] if lay == "1.5d" else k
+    if b > graph.n:
+        raise PartitionError(f"k={b} row blocks exceed n={graph.n} vertices")
+    if not (0 <= float(imbalance) < 10):
+        raise PartitionError(f"imbalance must be in [0, 10), got {imbalance}")
+    if objective != "total" and lay == "2d":
+        raise BackendUnavailableError("bottleneck refinement counts 1D volume; use layout 1d or 1.5d with it")
+    if ownership == "decoupled" and lay != "1d":
+        raise BackendUnavailableError("decoupled ownership is implemented for the 1D layout only")
+
+    say = progress or (lambda msg: None)
+    timings: dict = {}
+    info: dict = {}
+    params = {"imbalance": float(imbalance), "seed": int(seed), "ranks": k, "f": f, "dtype": dtype,
+              **{key: v for key, v in opts.items() if key != "ini"}}
+    if "ini" in opts:
+        params["ini"] = str(opts["ini"])
+
+    # ---- model
+    t0 = time.perf_counter()
+    if model == "graph":
+        model_obj = graph
+        info["model_size"] = {"n": graph.n, "nnz": graph.nnz}
+    elif model == "hypergraph":
+        use_joint = nets == "joint" or (nets == "auto" and not graph.is_symmetric())
+        params["nets"] = "joint" if use_joint else "forward"
+        say(f"building {'joint' if use_joint else 'column-net'} hypergraph")
+        model_obj = joint_net(graph) if use_joint else column_net(graph)
+        info["model_size"] = {"n": model_obj.n, "nets": model_obj.m, "pins": model_obj.num_pins}
+    elif model == "stochastic":
+        say("sampling mini-batches for the stochastic hypergraph")
+        sm = stochastic_hypergraph(graph, b, stoch.get("sampler"), seed=seed, progress=progress,
+                                   **{key: v for key, v in stoch.items() if key != "sampler"})
+        model_obj = sm.hypergraph
+        info["stochastic"] = sm.to_dict()
+        params.update({key: (v if key != "sampler" else sm.sampler) for key, v in stoch.items()})
+        params.setdefault("sampler", sm.sampler)
+        info["model_size"] = {"n": model_obj.n, "nets": model_obj.m, "pins": model_obj.num_pins}
+    else:
+        model_obj = graph
+    timings["model_s"] = time.perf_counter() - t0
+
+    # ---- partitioner
+    say(f"partitioning with {backend} into {b} parts")
+    t0 = time.perf_counter()
+    part, binfo = run_backend(backend, model_obj, b, imbalance=imbalance, seed=seed, graph=graph, **opts)
+    timings["partition_s"] = time.perf_counter() - t0
+    info["backend"] = binfo
+
+    # ---- bottleneck refinement
+    if objective != "total":
+        try:
+            from . import refine as refine_mod
+        except ImportError as exc:
+            raise BackendUnavailableError("bottleneck refinement (partplan.partition.refine) is not "
+                                          "available in this install") from exc
+        say(f"refining for {objective}")
+        t0 = time.perf_counter()
+        part, report = refine_mod.refine(graph, part, b, objective=objective, imbalance=imbalance,
+                                         seed=seed, f=f, dtype=dtype, **refine_opts)
+        timings["refine_s"] = time.perf_counter() - t0
+        info["refine"] = report
+        params.update(refine_opts)
+
+    # ---- decoupled ownership
+    owner = None
+    if ownership == "decoupled":
+        try:
+            from . import ownership as own_mod
+        except ImportError as exc:
+            raise BackendUnavailableError("decoupled ownership (partplan.partition.ownership) is not "
+                                          "available in this install") from exc
+        say(f"assigning owners ({own_mod.__name__.rsplit('.', 1)[-1]}, {own_method})")
+        t0 = time.perf_counter()
+        own_obj = "max-send" if objective in ("total", "max-send") else "max-both"
+        owner = np.asarray(own_mod.assign_owners(graph, part, b, method=own_method, objective=own_obj),
+                           dtype=np.int64)
+        timings["ownership_s"] = time.perf_counter() - t0
+        params["ownership_method"] = own_method
+
+    # ---- exact stats
+    stats = lstats = None
+    if want_stats:
+        t0 = time.perf_counter()
+        stats = analyze(graph, part, b, f=f, dtype=dtype, name=f"{graph.name} {model}/{backend}")
+        if lay == "1.5d":
+            lstats = analyze_15d(graph, part, lparams["c"], f=f, dtype=dtype)
+        elif lay == "2d":
+            lstats = analyze_2d(graph, part, lparams["R"], lparams["C"], f=f, dtype=dtype)
+        timings["stats_s"] = time.perf_counter() - t0
+    info["layout"] = describe_layout(lay, lparams, b) if lay != "1.5d" else {
+        "layout": lay, "ranks": k, "row_blocks": b, "c": lparams["c"], "stages": -(-b // lparams["c"])}
+    return Partition(part=part, k=b, layout=lay, layout_params=lparams, model=model, backend=backend,
+                     objective=objective, params=params, timings=timings, stats=stats, owner=owner,
+                     graph_fingerprint=graph.fingerprint, layout_stats=lstats, info=info)
+
+
+# ------------------------------------------------------------- save / load
+def _sidecar(path: Path) -> Path:
+    return path.with_name(path.name + ".json")
+
+
+def _atomic_text(path: Path, text: str):
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def save_partition(p: Partition, path: str | os.PathLike) -> Path:
+    """Write ``p`` atomically: ``.parquet`` (columns part [, owner]; the
+    description in the schema metadata key ``partplan``), or ``.npy`` / any
+    METIS-style text name (``.part``, ``g.part.16``) for the part array plus a
+    JSON sidecar ``<name>.json`` (owner, if any, in ``<name>.owner.npy``)."""
+    from ..io.partfile import write_partition
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    meta = p.to_dict(arrays=False)
+    if path.suffix.lower() == ".parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        cols = {"part": p.part}
+        if p.owner is not None:
+            cols["owner"] = p.owner
+        table = pa.table(cols).replace_schema_metadata({"partplan": json.dumps(meta)})
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        try:
+            pq.write_table(table, tmp)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        return path
+    write_partition(p.part, path)
+    if p.owner is not None:
+        own = path.with_name(path.name + ".owner.npy")
+        write_partition(p.owner, own)
+        meta["owner_file"] = own.name
+    _atomic_text(_sidecar(path), json.dumps(meta, indent=1) + "\n")
+    return path
+
+
+def load_partition(path: str | os.PathLike, graph: Graph | None = None) -> Partition:
+    """Read a partition written by :func:`save_partition`. With ``graph`` the
+    fingerprint is checked and the stats are recomputed; without a sidecar
+    (a bare partition file) ``graph`` is required and the partition is
+    described as an external 1D one."""
+    from ..io.partfile import read_partition
+    from ..parts import as_partition
+
+    path = Path(path)
+    if not path.is_file():
+        raise PartitionError(f"{path}: no such partition file")
+    owner = None
+    if path.suffix.lower() == ".parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            table = pq.read_table(path)
+        except Exception as exc:  # pyarrow raises several types for bad files
+            raise PartitionError(f"{path}: not a readable Parquet file ({exc})") from None
+        raw = (table.schema.metadata or {}).get(b"partplan")
+        meta = json.loads(raw) if raw else None
+        if "part" not in table.column_names:
+            raise PartitionError(f"{path}: no 'part' column")
+        part = table.column("part").to_numpy().astype(np.int64)
+        if "owner" in table.column_names:
+            owner = table.column("owner").to_numpy().astype(np.int64)
+    else:
+        side = _sidecar(path)
+        meta = None
+        if side.is_file():
+            try:
+                meta = json.loads(side.read_text())
+            except json.JSONDecodeError as exc:
+                raise PartitionError(f"{side}: line {exc.lineno}: bad JSON ({exc.msg})") from None
+        n = meta["n"] if meta else (graph.n if graph is not None else None)
+        if n is None:
+            raise PartitionError(f"{path}: no sidecar {side.name}; pass the graph to read a bare partition")
+        part = read_partition(path, n)
+        if meta and meta.get("owner_file"):
+            owner = read_partition(path.with_name(meta["owner_file"]), n)
+    if meta is None:
+        if graph is None:
+            raise PartitionError(f"{path}: no partplan metadata; pass the graph to read a bare partition")
+        meta = {"k": int(part.max()) + 1 if part.size else 1, "layout": "1d", "layout_params": {},
+                "model": "external", "backend": "external", "objective": "total", "params": {},
+                "timings": {}, "graph_fingerprint": graph.fingerprint, "info": {}}
+    k = int(meta["k"])
+    part, k = as_partition(part, part.size, k, source=str(path))
+    stats = lstats = None
+    if graph is not None:
+        if meta.get("graph_fingerprint") and meta["graph_fingerprint"] != graph.fingerprint:
+            raise PartitionError(f"{path}: partition was made for graph {meta['graph_fingerprint']}, "
+                                 f"not {graph.fingerprint} ({graph.name})")
+        if graph.n != part.size:
+            raise PartitionError(f"{path}: {part.size} entries but the graph has {graph.n} vertices")
+        params = meta.get("params", {})
+        f, dtype = int(params.get("f", 128)), str(params.get("dtype", "float32"))
+        stats = analyze(graph, part, k, f=f, dtype=dtype)
+        lp = meta.get("layout_params", {})
+        if meta["layout"] == "1.5d":
+            lstats = analyze_15d(graph, part, lp["c"], f=f, dtype=dtype)
+        elif meta["layout"] == "2d":
+            lstats = analyze_2d(graph, part, lp["R"], lp["C"], f=f, dtype=dtype)
+    return Partition(part=part, k=k, layout=meta["layout"], layout_params=meta.get("layout_params", {}),
+                     model=meta["model"], backend=meta["backend"], objective=meta["objective"],
+                     params=meta.get("params", {}), timings=meta.get("timings", {}), stats=stats,
+                     owner=owner, graph_fingerprint=meta.get("graph_fingerprint", ""),
+                     layout_stats=lstats, info=meta.get("info", {}))
