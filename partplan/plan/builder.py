@@ -1,0 +1,554 @@
+"""Build a communication :class:`Plan` from a graph and a partition (vectorized).
+
+One primitive, :func:`_exchange`, plans every layout. Each nonzero ``a_ij`` of
+the matrix is given the rank (``unit``) that multiplies it, and each (rank,
+column j) pair the rank that holds ``H[j]`` for it (``src``). From that:
+
+* halo of a rank = distinct columns it reads but does not hold, ordered by
+  source group-rank then global id (the order ``all_to_all_single`` delivers
+  them in, so received rows land straight in the ghost tail of ``H_ext``);
+* send lists of a rank = its local row positions each destination needs,
+  grouped by destination group-rank, ascending global id inside a group
+  (matching the receiver's halo order);
+* local CSR = the rank's nonzeros, rows in ascending global id, columns renumbered
+  into ``[held rows | halo]``. Within a row the nonzeros keep the global CSR
+  order (ascending global column), so a local SpMM sums in exactly the order
+  scipy's global ``A @ H`` does: 1D replay is bitwise identical.
+
+Layouts (ranks ``p``):
+
+* **1d** — rank r multiplies rows ``part == r``; ``H[j]`` is held by
+  ``owner[j]`` (= ``part[j]`` when conformal).
+* **1.5d** (c replicas, ``p = k·c``, rank ``i·c + l``) — replica l of block i
+  multiplies the nonzeros whose column block q has ``(q − i) mod c == l``, reads
+  ``H_q`` from replica ``(q, l)`` (its a2a group is the column group of replica
+  index l), then the c replicas of block i all-reduce (sum) their partial rows —
+  the schedule :func:`partplan.metrics.analyze_15d` counts.
+* **2d** (``R × C = k`` grid, rank ``a·C + b``) — the nonzero ``a_ij`` is
+  multiplied on (grid row of ``part[i]``, grid column of ``part[j]``); expand in
+  the column group, local SpMM, fold the partial rows in the row group to
+  ``part[i]`` — the schedule :func:`partplan.metrics.analyze_2d` counts.
+
+Sorting is done by numpy (``argsort(kind="stable")`` — radix sort for small
+integer keys), deduplication by a dense bit mask or ``np.unique``; the only
+Python loops run over ranks.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import PlanError
+from ..graph import Graph
+from ..metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, dtype_bytes
+from ..metrics.layouts import LayoutStats
+from ..metrics.stats import CommStats
+from ..parts import as_partition
+from .schema import FORMAT_VERSION, LAYOUTS
+
+MASK_LIMIT = 1 << 28  # cells of a dense bool mask used to deduplicate (unit, column) pairs
+
+
+# ----------------------------------------------------------------------------- data classes
+@dataclass
+class RankPlan:
+    """Everything rank ``rank`` needs, as named numpy arrays (see plans/SCHEMA.md).
+
+    ``arrays`` maps field name → 1-D numpy array (int64, or float64 for
+    ``data``/``bwd_data``); ``meta`` holds the shard's scalars (rank, ranks,
+    layout, sizes). Arrays are read-only views of a memory map when loaded.
+    Fields are also attributes: ``rp.send_idx``.
+    """
+
+    rank: int
+    meta: dict
+    arrays: dict[str, np.ndarray]
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        arrays = self.__dict__.get("arrays")
+        if arrays is not None and name in arrays:
+            return arrays[name]
+        raise AttributeError(name)
+
+    def has(self, name: str) -> bool:
+        return name in self.arrays
+
+    @property
+    def n_local(self) -> int:
+        """Rows of H held by this rank (the head of ``H_ext``)."""
+        return int(self.arrays["h_ids"].size)
+
+    @property
+    def n_halo(self) -> int:
+        """Ghost rows received per forward exchange (the tail of ``H_ext``)."""
+        return int(self.arrays["halo_ids"].size)
+
+    @property
+    def n_rows(self) -> int:
+        """Rows of the local CSR (rows of Z, or partial rows, computed here)."""
+        return int(self.arrays["row_ids"].size)
+
+    def local_matrix(self, prefix: str = ""):
+        """The local block as scipy CSR, shape (n_rows, n_local + n_halo)."""
+        import scipy.sparse as sp
+        a = self.arrays
+        indptr, indices = a[prefix + "indptr"], a[prefix + "indices"]
+        data = a[prefix + "data"] if (prefix + "data") in a else np.ones(indices.size)
+        ncols = self.n_local + a[prefix + "halo_ids"].size if prefix == "" else \
+            a["row_ids"].size + a[prefix + "halo_ids"].size
+        return sp.csr_matrix((data, indices, indptr), shape=(indptr.size - 1, ncols))
+
+    def summary(self) -> dict:
+        a = self.arrays
+        d = {"rank": self.rank, "rows": self.n_rows, "held": self.n_local, "halo": self.n_halo,
+             "nnz": int(a["indices"].size), "send_rows": int(a["send_counts"].sum()),
+             "recv_rows": int(a["recv_counts"].sum()),
+             "send_msgs": int(np.count_nonzero(a["send_counts"])),
+             "recv_msgs": int(np.count_nonzero(a["recv_counts"]))}
+        if "fold_send_counts" in a:
+            d["fold_send_rows"] = int(a["fold_send_counts"].sum())
+            d["fold_recv_rows"] = int(a["fold_recv_counts"].sum())
+        if "bwd_send_counts" in a:
+            d["bwd_send_rows"] = int(a["bwd_send_counts"].sum())
+            d["bwd_recv_rows"] = int(a["bwd_recv_counts"].sum())
+        return d
+
+
+@dataclass
+class Plan:
+    """A whole plan: the manifest, every rank's :class:`RankPlan`, and the global
+    arrays (``part``, ``owner`` or None, ``perm`` old → new id, ``stats``)."""
+
+    manifest: dict
+    ranks: list[RankPlan]
+    part: np.ndarray
+    owner: np.ndarray | None = None
+    perm: np.ndarray | None = None
+    stats: Any = None
+    timings: dict = field(default_factory=dict)
+
+    @property
+    def p(self) -> int:
+        return len(self.ranks)
+
+    def __getitem__(self, r: int) -> RankPlan:
+        return self.ranks[r]
+
+
+# ----------------------------------------------------------------------------- primitive
+def _sort_small(keys: np.ndarray, bound: int) -> np.ndarray:
+    """Stable argsort of non-negative integer keys < bound (radix sort when they
+    fit in 16 bits — numpy picks radix sort for small integer dtypes)."""
+    if bound <= np.iinfo(np.uint16).max:
+        return np.argsort(keys.astype(np.uint16), kind="stable")
+    if bound <= np.iinfo(np.uint32).max:
+        return np.argsort(keys.astype(np.uint32), kind="stable")
+    return np.argsort(keys, kind="stable")
+
+
+def _distinct(keys: np.ndarray, bound: int) -> np.ndarray:
+    """Sorted distinct values of ``keys`` (all in [0, bound))."""
+    if bound <= MASK_LIMIT:
+        mask = np.zeros(bound, dtype=bool)
+        mask[keys] = True
+        return np.flatnonzero(mask)
+    return np.unique(keys)
+
+
+def _bounds(sorted_keys: np.ndarray, p: int) -> np.ndarray:
+    """int64[p + 1]: start of each value 0..p-1 in a sorted array."""
+    return np.searchsorted(sorted_keys, np.arange(p + 1)).astype(np.int64)
+
+
+def _exchange(n: int, p: int, rows: np.ndarray, cols: np.ndarray, data: np.ndarray | None,
+              unit: np.ndarray, src_of, n_held: np.ndarray, hold_pos: np.ndarray,
+              row_lists: list[np.ndarray] | None, grank, prefix: str = "") -> tuple[list[dict], np.ndarray]:
+    """Plan one SpMM exchange.
+
+    rows, cols, data : the nonzeros in global CSR order (rows ascending, then cols).
+    unit : int64[nnz], rank multiplying each nonzero.
+    src_of(u, j) : rank holding H[j] for reader rank u (vectorized).
+    n_held : int64[p], rows of H held by each rank (head of its ``H_ext``).
+    hold_pos : int64[n], position of row j among its holder's rows (the same on
+        every replica in 1.5D).
+    row_lists : per-rank global ids of the local CSR rows, or None to use the
+        distinct rows of each unit's nonzeros.
+    grank(r) : group-rank of global rank r inside the a2a group.
+    Returns (per-rank dict of arrays, int64[p, p] rows sent q → r).
+    """
+    nnz = cols.size
+    # ---- order nonzeros by unit, stable: rows ascending, global CSR order inside rows
+    order = _sort_small(unit, p)
+    u_s = unit[order]
+    r_s, c_s = rows[order], cols[order]
+    d_s = None if data is None else data[order]
+    ub = _bounds(u_s, p)
+    # ---- halo pairs (unit, column) read but not held
+    src_e = src_of(u_s, c_s)
+    remote = src_e != u_s
+    key = u_s[remote] * n + c_s[remote]
+    pairs = _distinct(key, p * n) if key.size else np.zeros(0, dtype=np.int64)
+    pu, pj = pairs // n, pairs % n
+    ps = src_of(pu, pj)
+    # halo order: by (unit, source group-rank, j): pairs are sorted by (unit, j)
+    gs = grank(ps)
+    horder = _sort_small(pu * p + gs, p * p)
+    hu, hj, hs = pu[horder], pj[horder], ps[horder]
+    hb = _bounds(hu, p)
+    # position of each pair in its unit's halo (in pair-sorted order)
+    slot = np.empty(pairs.size, dtype=np.int64)
+    slot[horder] = np.arange(pairs.size, dtype=np.int64) - hb[hu]
+    # ---- local column ids of every nonzero
+    lcol = np.empty(nnz, dtype=np.int64)
+    lcol[~remote] = hold_pos[c_s[~remote]]
+    if key.size:
+        idx = np.searchsorted(pairs, key)
+        lcol[remote] = n_held[u_s[remote]] + slot[idx]
+    # ---- local row ids
+    if row_lists is None:
+        rkeys = _distinct(u_s * n + r_s, p * n) if nnz else np.zeros(0, dtype=np.int64)
+        ru = rkeys // n
+        rb = _bounds(ru, p)
+        row_lists = [rkeys[rb[u]:rb[u + 1]] - u * n for u in range(p)]
+    # ---- send side: pairs sorted by (source, dest group-rank, j)
+    gd = grank(hu)
+    sorder = _sort_small(hs * p + gd, p * p)
+    ss, sd, sj = hs[sorder], gd[sorder], hj[sorder]
+    sb = _bounds(ss, p)
+    gsz = _group_sizes(p, grank)
+    vol = np.bincount(hs * p + hu, minlength=p * p).reshape(p, p).astype(np.int64)
+    hgs = gs[horder]
+    out = []
+    for u in range(p):
+        a0, a1 = ub[u], ub[u + 1]
+        rl = np.ascontiguousarray(row_lists[u], dtype=np.int64)
+        lr = np.searchsorted(rl, r_s[a0:a1])
+        indptr = np.zeros(rl.size + 1, dtype=np.int64)
+        np.cumsum(np.bincount(lr, minlength=rl.size), out=indptr[1:])
+        G = gsz[u]
+        d = {prefix + "row_ids": rl,
+             prefix + "halo_ids": hj[hb[u]:hb[u + 1]].copy(),
+             prefix + "indptr": indptr,
+             prefix + "indices": lcol[a0:a1].copy(),
+             prefix + "send_idx": hold_pos[sj[sb[u]:sb[u + 1]]],
+             prefix + "send_counts": np.bincount(sd[sb[u]:sb[u + 1]], minlength=G).astype(np.int64),
+             prefix + "recv_counts": np.bincount(hgs[hb[u]:hb[u + 1]], minlength=G).astype(np.int64)}
+        if d_s is not None:
+            d[prefix + "data"] = d_s[a0:a1].copy()
+        out.append(d)
+    return out, vol
+
+
+def _group_sizes(p: int, grank) -> np.ndarray:
+    """Size of each rank's a2a group (max group-rank + 1 over ranks of a group)."""
+    gr = grank(np.arange(p, dtype=np.int64))
+    return np.full(p, int(gr.max()) + 1 if p else 0, dtype=np.int64)
+
+
+# ----------------------------------------------------------------------------- layouts
+def _positions(assign: np.ndarray, p: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    """(pos int64[n]: index of v among the vertices with the same assign value,
+    ids per value ascending)."""
+    n = assign.size
+    order = _sort_small(assign, p)
+    b = _bounds(assign[order], p)
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = np.arange(n, dtype=np.int64) - b[assign[order]]
+    return pos, [order[b[r]:b[r + 1]] for r in range(p)]
+
+
+def _coo(g: Graph):
+    return g.rows, g.indices, g.data
+
+
+def _plan_1d(g: Graph, part: np.ndarray, k: int, owner: np.ndarray | None, backward: bool):
+    hold = part if owner is None else owner
+    rpos, rlists = _positions(part, k)
+    hpos, hlists = (rpos, rlists) if owner is None else _positions(owner, k)
+    rows, cols, data = _coo(g)
+    ident = lambda r: r  # noqa: E731  group-rank = global rank
+    fwd, vol = _exchange(g.n, k, rows, cols, data, part[rows], lambda u, j: hold[j],
+                         np.bincount(hold, minlength=k), hpos, rlists, ident)
+    for r in range(k):
+        fwd[r]["h_ids"] = hlists[r]
+        fwd[r]["a2a_group"] = np.arange(k, dtype=np.int64)
+    bvol = None
+    if backward:
+        T = g.transpose()
+        trows, tcols, tdata = _coo(T)
+        bwd, bvol = _exchange(g.n, k, trows, tcols, tdata, part[trows], lambda u, j: part[j],
+                              np.bincount(part, minlength=k), rpos, rlists, ident, prefix="bwd_")
+        for r in range(k):
+            bwd[r].pop("bwd_row_ids")  # same rows as forward (row_ids); G is held by part
+            fwd[r].update(bwd[r])
+    return fwd, vol, bvol
+
+
+def _plan_15d(g: Graph, part: np.ndarray, b: int, c: int):
+    p = b * c
+    pos, lists = _positions(part, b)
+    rows, cols, data = _coo(g)
+    bi, bq = part[rows], part[cols]
+    unit = bi * c + (bq - bi) % c
+    fwd, vol = _exchange(g.n, p, rows, cols, data, unit,
+                         lambda u, j: part[j] * c + u % c, np.repeat(np.bincount(part, minlength=b), c), pos,
+                         [lists[r // c] for r in range(p)], lambda r: r // c)
+    sched = []
+    for r in range(p):
+        i, l = divmod(r, c)
+        d = fwd[r]
+        d["h_ids"] = lists[i]
+        d["a2a_group"] = np.arange(b, dtype=np.int64) * c + l
+        d["reduce_group"] = np.arange(c, dtype=np.int64) + i * c
+        # stage schedule: source blocks q with (q - i) mod c == l, nearest first
+        qs = np.arange(b, dtype=np.int64)
+        qs = qs[(qs - i) % c == l]
+        qs = qs[np.argsort((qs - i) % b, kind="stable")]
+        starts = np.concatenate([[0], np.cumsum(d["recv_counts"])])
+        d["stage_src"] = qs
+        d["stage_halo_start"] = np.where(qs == i, 0, starts[qs]).astype(np.int64)
+        d["stage_halo_count"] = np.where(qs == i, 0, d["recv_counts"][qs]).astype(np.int64)
+        sched.append(qs.size)
+    return fwd, vol
+
+
+def _plan_2d(g: Graph, part: np.ndarray, R: int, C: int):
+    p = R * C
+    pos, lists = _positions(part, p)
+    rows, cols, data = _coo(g)
+    grow, gcol = part // C, part % C
+    unit = grow[rows] * C + gcol[cols]
+    fwd, vol = _exchange(g.n, p, rows, cols, data, unit, lambda u, j: part[j],
+                         np.bincount(part, minlength=p), pos, None, lambda r: r // C)
+    # fold: partial row i on rank u goes to part[i] in u's row group (group-rank = col)
+    fvol = np.zeros((p, p), dtype=np.int64)
+    for u in range(p):
+        d = fwd[u]
+        a, bcol = divmod(u, C)
+        d["h_ids"] = lists[u]
+        d["a2a_group"] = np.arange(R, dtype=np.int64) * C + bcol
+        d["row_group"] = np.arange(C, dtype=np.int64) + a * C
+        ri = d["row_ids"]
+        dest = part[ri]
+        self_ = dest == u
+        d["fold_self_src"] = np.flatnonzero(self_).astype(np.int64)
+        d["fold_self_dst"] = pos[ri[self_]]
+        rem = np.flatnonzero(~self_)
+        dg = gcol[ri[rem]]
+        o = _sort_small(dg, C)  # stable: ascending global id inside a destination
+        d["fold_send_idx"] = rem[o].astype(np.int64)
+        d["fold_send_counts"] = np.bincount(dg, minlength=C).astype(np.int64)
+        fvol[u] += np.bincount(dest[rem], minlength=p)
+    # receive side of the fold: rows of part r arriving from each group column, ascending id
+    for r in range(p):
+        a, bcol = divmod(r, C)
+        d = fwd[r]
+        cnt = np.zeros(C, dtype=np.int64)
+        idx = []
+        for y in range(C):
+            s = a * C + y
+            if s == r:
+                continue
+            ri = fwd[s]["row_ids"]
+            mine = ri[part[ri] == r]
+            cnt[y] = mine.size
+            idx.append(pos[mine])
+        d["fold_recv_counts"] = cnt
+        d["fold_recv_idx"] = np.concatenate(idx).astype(np.int64) if idx else np.zeros(0, np.int64)
+    return fwd, vol, fvol
+
+
+# ----------------------------------------------------------------------------- public API
+def _unpack(part_or_partition, k, layout, layout_params, owner, meta):
+    """Accept a plain part vector or the planner's Partition (duck-typed)."""
+    info = {}
+    if hasattr(part_or_partition, "part") and hasattr(part_or_partition, "k"):
+        P = part_or_partition
+        part = P.part
+        k = P.k if k is None else k
+        if layout == "1d" and getattr(P, "layout", "1d") != "1d":
+            layout = P.layout
+        if not layout_params:
+            layout_params = dict(getattr(P, "layout_params", {}) or {})
+        if owner is None:
+            owner = getattr(P, "owner", None)
+        for name in ("model", "backend", "objective"):
+            info[name] = getattr(P, name, None)
+        params = dict(getattr(P, "params", {}) or {})
+        info["seed"] = params.get("seed")
+        info["params"] = params
+        info["partition_timings"] = dict(getattr(P, "timings", {}) or {})
+    else:
+        part = part_or_partition
+    info.update(meta or {})
+    return part, k, layout, dict(layout_params or {}), owner, info
+
+
+def build_plan(graph: Graph, part_or_partition, k: int | None = None, *, layout: str = "1d",
+               layout_params: dict | None = None, owner=None, f: int = 128, dtype: str = "float32",
+               meta: dict | None = None, backward: bool | None = None,
+               alpha: float = DEFAULT_ALPHA_S, beta: float = DEFAULT_BETA_S_PER_BYTE) -> Plan:
+    """Build the communication plan of SpMM ``Z = A @ H`` for a partition.
+
+    Parameters
+    ----------
+    graph : the matrix A (n × n).
+    part_or_partition : int[n] row block of each vertex, or a planner
+        ``Partition`` (its part, k, layout, layout_params, owner, model,
+        backend, objective and params are used).
+    k : number of row blocks (default max(part) + 1). Ranks: k (1d),
+        k·c (1.5d), R·C == k (2d).
+    layout : "1d" | "1.5d" | "2d"; layout_params: {} | {"c": c} | {"R": R, "C": C}.
+    owner : int[n] "decoupled" ownership (1d only): rank holding row j of H;
+        must be in the connectivity set of column j (a part reading it, or
+        part[j]). None = conformal (owner = part).
+    f, dtype : feature width (columns of H) and element type the plan is costed
+        for (bytes = rows × f × itemsize); recorded in the manifest.
+    meta : extra JSON-able manifest fields (model, backend, objective, seed, ...).
+    backward : also plan ``A^T @ G`` (the GCN backward pass); default when A is
+        not symmetric. With a symmetric A the forward lists serve both passes.
+
+    Returns a :class:`Plan` (write it with :func:`partplan.plan.write_plan`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from partplan import Graph
+    >>> g = Graph.from_edges([0, 1, 2], [1, 2, 3], symmetrize=True)   # path 0-1-2-3
+    >>> plan = build_plan(g, np.array([0, 0, 1, 1]))
+    >>> plan[0].send_idx.tolist(), plan[0].halo_ids.tolist()   # rank 0 sends H[1], gets H[2]
+    ([1], [2])
+    """
+    t0 = time.perf_counter()
+    part, k, layout, lp, owner, info = _unpack(part_or_partition, k, layout, layout_params, owner, meta)
+    if layout not in LAYOUTS:
+        raise PlanError(f"unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
+    if f < 1:
+        raise ValueError(f"f (feature width) must be >= 1, got {f}")
+    dtype_bytes(dtype)
+    if layout == "2d":
+        R, C = _grid(lp, k)
+        k = R * C if k is None else k
+        part, k = as_partition(part, graph.n, k)
+        if R * C != k:
+            raise PlanError(f"2d grid R×C = {R}×{C} = {R * C} must equal k = {k}")
+        lp = {"R": R, "C": C}
+    else:
+        part, k = as_partition(part, graph.n, k)
+    if owner is not None:
+        if layout != "1d":
+            raise PlanError("decoupled ownership (owner) is only planned for the 1d layout")
+        owner, _ = as_partition(owner, graph.n, k, source="owner")
+        if np.array_equal(owner, part):
+            owner = None
+        else:
+            _check_owner(graph, part, owner, k)
+    if backward is None:
+        backward = not graph.is_symmetric()
+    t1 = time.perf_counter()
+    if layout == "1d":
+        ranks, vol, bvol = _plan_1d(graph, part, k, owner, backward)
+        p = k
+        st = _stats_from_plan(graph, part, k, vol, ranks, f, dtype, alpha, beta)
+        if backward:
+            st.backward = _stats_from_plan(graph.transpose(), part, k, bvol, ranks, f, dtype, alpha, beta,
+                                           prefix="bwd_")
+        perm = _perm(part if owner is None else owner, k)
+        lp = {}
+    elif layout == "1.5d":
+        c = int(lp.get("c", 1))
+        if c < 1:
+            raise PlanError(f"1.5d replication factor c must be >= 1, got {c}")
+        lp = {"c": c}
+        ranks, vol = _plan_15d(graph, part, k, c)
+        p = k * c
+        sizes = np.bincount(part, minlength=k)
+        red = np.repeat(2 * (c - 1) * sizes // c if c > 1 else np.zeros(k, np.int64), c).astype(np.int64)
+        st = LayoutStats("1.5d", p, (k, c), vol, red, f, dtype, alpha, beta)
+        perm = _perm(part, k)
+        backward = False
+    else:
+        ranks, vol, fvol = _plan_2d(graph, part, lp["R"], lp["C"])
+        p = k
+        st = LayoutStats("2d", p, (lp["R"], lp["C"]), vol + fvol, np.zeros(p, np.int64), f, dtype, alpha, beta)
+        perm = _perm(part, k)
+        backward = False
+    t2 = time.perf_counter()
+    rank_plans = []
+    for r, arrays in enumerate(ranks):
+        m = {"rank": r, "ranks": p, "layout": layout, "n_local": int(arrays["h_ids"].size),
+             "n_rows": int(arrays["row_ids"].size), "n_halo": int(arrays["halo_ids"].size),
+             "nnz": int(arrays["indices"].size), "format_version": FORMAT_VERSION,
+             "graph_fingerprint": graph.fingerprint}
+        rank_plans.append(RankPlan(r, m, arrays))
+    manifest = {
+        "format": "partplan-plan", "format_version": FORMAT_VERSION,
+        "graph": {"fingerprint": graph.fingerprint, "name": graph.name, "n": graph.n, "nnz": graph.nnz,
+                  "directed": bool(graph.directed), "symmetric": bool(graph.is_symmetric()),
+                  "weighted": graph.data is not None},
+        "k": int(k), "ranks": int(p), "layout": layout, "layout_params": lp,
+        "ownership": "conformal" if owner is None else "decoupled",
+        "backward": "separate" if backward else ("same-as-forward" if graph.is_symmetric() else "not-planned"),
+        "model": info.get("model"), "backend": info.get("backend"), "objective": info.get("objective"),
+        "seed": info.get("seed"), "params": info.get("params", {}),
+        "f": int(f), "dtype": str(dtype), "row_bytes": int(f * dtype_bytes(dtype)),
+        "topology": info.get("topology"),
+        "stats": st.summary(),
+        "columns_sorted_within_rows": False,
+    }
+    for key, val in info.items():
+        if key not in manifest and key not in ("partition_timings",):
+            manifest[key] = val
+    if backward and isinstance(st, CommStats):
+        manifest["stats_backward"] = st.backward.summary()
+    timings = {"check_s": t1 - t0, "build_s": t2 - t1}
+    return Plan(manifest, rank_plans, part, owner, perm, st, timings)
+
+
+def _grid(lp: dict, k: int | None) -> tuple[int, int]:
+    if "R" in lp and "C" in lp:
+        return int(lp["R"]), int(lp["C"])
+    if k is None:
+        raise PlanError("2d layout needs layout_params={'R': R, 'C': C} (or k to pick a near-square grid)")
+    R = int(np.sqrt(k))
+    while k % R:
+        R -= 1
+    return R, k // R
+
+
+def _check_owner(graph: Graph, part, owner, k):
+    """owner[j] must be part[j] or a part with a nonzero in column j."""
+    bad_mask = owner != part
+    if not bad_mask.any():
+        return
+    from ..metrics.volume1d import needed_pairs
+    j, r = needed_pairs(graph.indptr, graph.indices, part, k, graph.n)
+    ok = np.zeros(graph.n, dtype=bool)
+    hit = owner[j] == r
+    ok[j[hit]] = True
+    ok |= ~bad_mask
+    if not ok.all():
+        v = int(np.flatnonzero(~ok)[0])
+        raise PlanError(f"owner[{v}] = {int(owner[v])} is not in the connectivity set of column {v} "
+                        f"(no row of part {int(owner[v])} reads it, and part[{v}] = {int(part[v])})")
+
+
+def _perm(assign: np.ndarray, p: int) -> np.ndarray:
+    """old → new id: rank 0's rows first (ascending old id), then rank 1, ..."""
+    order = _sort_small(assign, p)
+    perm = np.empty(assign.size, dtype=np.int64)
+    perm[order] = np.arange(assign.size, dtype=np.int64)
+    return perm
+
+
+def _stats_from_plan(g: Graph, part, k, vol, ranks, f, dtype, alpha, beta, prefix="") -> CommStats:
+    """CommStats from the plan's own count matrix (no second pass over the graph)."""
+    load = np.array([ranks[r][prefix + "indices"].size for r in range(k)], dtype=np.int64)
+    sizes = np.bincount(part, minlength=k).astype(np.int64)
+    cut = int(np.count_nonzero(part[g.rows] != part[g.indices]))
+    return CommStats(k=k, n=g.n, nnz=g.nnz, f=f, dtype=str(dtype), volume=vol, part_sizes=sizes,
+                     compute_load=load, edge_cut=cut, alpha=alpha, beta=beta,
+                     name=g.name + (" (backward)" if prefix else ""))
