@@ -1,0 +1,216 @@
+"""``partplan partition``: partition a graph for K ranks and write the result.
+
+Thin layer over :func:`partplan.partition.api.partition`. OUT by name:
+``.npy`` / ``.part`` / METIS-style ``g.part.K`` / ``.parquet`` → the partition
+(+ ``OUT.json`` sidecar except for Parquet); ``.plan`` → the communication
+plan (:func:`partplan.plan.build_plan` + :func:`partplan.plan.write_plan`),
+or the partition alone with ``--partition-only``. Progress goes to stderr.
+
+Examples::
+
+    partplan partition email-Enron -k 16 -o enron16.npy
+    partplan partition graph.mtx -k 64 --model graph --backend metis -o g.part.64
+    partplan partition graph.mtx -k 16 --objective max-both --json -o g16.plan
+    partplan partition graph.mtx -k 16 --layout 1.5d:4 --preset QUALITY -o g.parquet
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from partplan.errors import BackendUnavailableError, DatasetError, GraphFormatError, PartitionError
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
+    return v
+
+
+def _fraction(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (0 <= v < 10):
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 10), got {text}")
+    return v
+
+
+def load_graph(spec: str, *, symmetrize: bool = False):
+    """A graph file (:func:`partplan.io.read_graph`) or a dataset name
+    (:func:`partplan.datasets.load`)."""
+    path = Path(spec)
+    if path.exists():
+        if path.is_dir():
+            raise GraphFormatError("is a directory, not a graph file", path)
+        try:
+            from partplan.io import read_graph
+        except ImportError as exc:
+            raise BackendUnavailableError(f"{spec}: reading graph files needs partplan.io.read_graph "
+                                          f"({exc})") from None
+        return read_graph(path, symmetrize=symmetrize)
+    try:
+        from partplan import datasets
+    except ImportError:
+        raise GraphFormatError("no such file (and partplan.datasets is not installed)", spec) from None
+    try:
+        g = datasets.load(spec)
+    except ImportError as exc:
+        raise BackendUnavailableError(f"{spec}: loading datasets failed ({exc})") from None
+    except DatasetError as exc:
+        raise GraphFormatError(f"no such file, and not a loadable dataset ({exc})", spec) from None
+    return g.normalize(symmetrize=True) if symmetrize else g
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "partition", help="partition a graph for K ranks (graph / hypergraph / stochastic model)",
+        description="Partition the rows of a graph for K ranks with a real partitioner (pymetis, "
+                    "Mt-KaHyPar, KaHyPar) or a baseline, optionally refine the bottleneck (max send/recv) "
+                    "or decouple ownership, and write the partition or the communication plan.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+               "  partplan partition email-Enron -k 16 -o enron16.npy\n"
+               "  partplan partition g.mtx -k 64 --model graph -o g.part.64\n"
+               "  partplan partition g.mtx -k 16 --objective max-both -o g16.plan\n"
+               "  partplan partition g.mtx -k 16 --layout 1.5d:4 --preset QUALITY --json -o g.parquet\n"
+               "  partplan partition g.mtx -k 16 --model stochastic --sampler neighbor:512:10,5 -o g.npy")
+    p.add_argument("graph", metavar="GRAPH", help="graph file (.mtx, .graph, .npz, .parquet, edge list, ...) "
+                                                  "or a dataset name (partplan datasets)")
+    p.add_argument("-k", type=_positive_int, required=True, metavar="K", help="number of ranks")
+    p.add_argument("--model", default="hypergraph", choices=["graph", "hypergraph", "stochastic", "baseline"],
+                   help="partitioning model (default hypergraph)")
+    p.add_argument("--backend", default=None,
+                   choices=["metis", "mtkahypar", "kahypar", "random", "block", "striped", "degree-rr"],
+                   help="engine (default: metis for graph, mtkahypar for hypergraph/stochastic, random "
+                        "for baseline)")
+    p.add_argument("--preset", default=None, help="Mt-KaHyPar preset: DEFAULT, QUALITY, HIGHEST_QUALITY, "
+                                                   "DETERMINISTIC, DETERMINISTIC_QUALITY, LARGE_K")
+    p.add_argument("--metric", default=None, choices=["km1", "cut", "soed"],
+                   help="the engine's own objective (mtkahypar/kahypar; default km1 = volume)")
+    p.add_argument("--objective", default="total",
+                   choices=["total", "max-send", "max-recv", "max-both", "weighted"],
+                   help="total volume only, or bottleneck refinement afterwards (default total)")
+    p.add_argument("--layout", default="1d", help="1d, 1.5d:C (C replicas) or 2d:RxC (default 1d)")
+    p.add_argument("--imbalance", type=_fraction, default=0.03, help="ε: compute balance tolerance "
+                                                                      "(default 0.03)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--threads", type=_positive_int, default=None, help="Mt-KaHyPar threads")
+    p.add_argument("--ownership", default="conformal", choices=["conformal", "decoupled"],
+                   help="decoupled: choose the owner of each H row inside its connectivity set (1D)")
+    p.add_argument("--ownership-method", default=None, choices=["greedy", "lp"],
+                   help="decoupled ownership solver (default greedy)")
+    p.add_argument("--handoff", default=None, choices=["arrays", "file"],
+                   help="how the hypergraph reaches Mt-KaHyPar (default arrays)")
+    p.add_argument("--kahypar-ini", default=None, metavar="INI", help="KaHyPar INI file (default: generated)")
+    p.add_argument("--sampler", default=None, help="stochastic model sampler: neighbor[:B[:f1,f2]], "
+                                                   "saint-node[:budget], saint-rw[:roots[:length]]")
+    p.add_argument("--theta", type=float, default=None, help="stochastic model Hoeffding θ (default 0.1)")
+    p.add_argument("--delta", type=float, default=None, help="stochastic model Hoeffding δ (default 0.05)")
+    p.add_argument("--time-limit", type=float, default=None, help="refinement time limit (s)")
+    p.add_argument("--volume-tolerance", type=float, default=None,
+                   help="refinement: allowed total volume growth (default 0.05)")
+    p.add_argument("--symmetrize", action="store_true", help="symmetrize the graph after reading")
+    p.add_argument("-f", "--features", type=_positive_int, default=128, help="feature width f (for bytes)")
+    p.add_argument("--dtype", default="float32", help="feature dtype (for bytes; default float32)")
+    p.add_argument("-o", "--output", metavar="OUT", default=None,
+                   help=".npy / .part / .parquet (partition) or .plan (communication plan)")
+    p.add_argument("--partition-only", action="store_true", help="write the partition even if OUT ends in .plan")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress messages on stderr")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from partplan.partition.api import partition, save_partition
+
+    t_start = time.perf_counter()
+
+    def progress(msg: str) -> None:
+        if not args.quiet:
+            print(f"[{time.perf_counter() - t_start:7.1f}s] {msg}", file=sys.stderr, flush=True)
+
+    out = Path(args.output) if args.output else None
+    want_plan = out is not None and out.suffix.lower() == ".plan" and not args.partition_only
+    if want_plan:
+        try:
+            from partplan.plan import build_plan, write_plan
+        except ImportError as exc:
+            raise BackendUnavailableError(f"plans are not available yet in this install ({exc}); "
+                                          f"use --partition-only or a .npy/.part/.parquet name") from None
+    # check every option before the (possibly long) read
+    from partplan.models import parse_layout
+    from partplan.partition.backends import check_preset
+
+    parse_layout(args.layout, args.k)
+    if args.preset is not None:
+        check_preset(args.preset)
+    if args.ownership_method is not None and args.ownership != "decoupled":
+        raise BackendUnavailableError("--ownership-method applies to --ownership decoupled only")
+    progress(f"reading {args.graph}")
+    graph = load_graph(args.graph, symmetrize=args.symmetrize)
+    progress(f"{graph.name}: n={graph.n}, nnz={graph.nnz}")
+    opts = {"f": args.features, "dtype": args.dtype, "progress": progress}
+    for name, key in (("preset", "preset"), ("metric", "metric"), ("threads", "threads"),
+                      ("handoff", "handoff"), ("kahypar_ini", "ini"), ("sampler", "sampler"),
+                      ("theta", "theta"), ("delta", "delta"), ("time_limit", "time_limit"),
+                      ("volume_tolerance", "volume_tolerance"), ("ownership_method", "ownership_method")):
+        v = getattr(args, name)
+        if v is not None:
+            opts[key] = v
+    p = partition(graph, args.k, model=args.model, backend=args.backend, objective=args.objective,
+                  layout=args.layout, imbalance=args.imbalance, seed=args.seed, ownership=args.ownership,
+                  **opts)
+    written = None
+    if out is not None:
+        if want_plan:
+            progress("building the communication plan")
+            plan = build_plan(graph, p, f=args.features, dtype=args.dtype)
+            written = write_plan(plan, out)
+        else:
+            if out.suffix.lower() == ".plan":
+                out = out.with_suffix(".npy")
+            written = save_partition(p, out)
+        progress(f"wrote {written}")
+    if args.json:
+        d = p.to_dict(arrays=False)
+        d["output"] = None if written is None else str(written)
+        print(json.dumps(d, indent=1))
+    else:
+        s = p.stats.summary() if p.stats is not None else {}
+        rows = [("graph", f"{graph.name} (n={graph.n}, nnz={graph.nnz})"),
+                ("ranks / row blocks", f"{p.ranks} / {p.k} ({p.layout}{_lp(p.layout_params)})"),
+                ("model / backend", f"{p.model} / {p.backend}"), ("objective", p.objective),
+                ("ownership", p.ownership)]
+        for key in ("total_volume", "max_send", "max_recv", "messages", "compute_imbalance"):
+            if key in s:
+                rows.append((key, f"{s[key]:.4g}" if isinstance(s[key], float) else str(s[key])))
+        if p.layout_stats is not None:
+            ls = p.layout_stats.summary()
+            rows.append((f"{p.layout} total / max send / max recv",
+                         f"{ls['total_volume']} / {ls['max_send']} / {ls['max_recv']}"))
+        rows.append(("time (s)", ", ".join(f"{k[:-2]} {v:.3g}" for k, v in p.timings.items())))
+        if written is not None:
+            rows.append(("output", str(written)))
+        w = max(len(a) for a, _ in rows)
+        print("\n".join(f"{a:<{w}}  {b}" for a, b in rows))
+    return 0
+
+
+def _lp(params: dict) -> str:
+    if "c" in params:
+        return f", c={params['c']}"
+    if "R" in params:
+        return f", {params['R']}x{params['C']}"
+    return ""
+
+
+__all__ = ["register", "run", "load_graph", "PartitionError"]
