@@ -53,17 +53,26 @@ class LayoutStats:
     def recv(self):
         return self.volume.sum(axis=0)
 
+    @property
+    def reduce_messages(self) -> np.ndarray:
+        """int64[p]: messages each rank sends (and receives) in the 1.5D ring
+        all-reduce: 2 (c − 1) (reduce-scatter + all-gather steps); 0 for 2D."""
+        c = int(self.shape[1]) if self.layout == "1.5d" else 1
+        return np.full(self.p, 2 * (c - 1) if self.reduce_rows.any() else 0, dtype=np.int64)
+
     def summary(self) -> dict:
         rb = self.f * dtype_bytes(self.dtype)
         send, recv = self.send + self.reduce_rows, self.recv + self.reduce_rows
         sm, rm = np.count_nonzero(self.volume, axis=1), np.count_nonzero(self.volume, axis=0)
-        t = alpha_beta_time(sm, rm, send * rb, recv * rb, self.alpha, self.beta)
+        red = self.reduce_messages
+        t = alpha_beta_time(sm + red, rm + red, send * rb, recv * rb, self.alpha, self.beta)
         return {"layout": self.layout, "p": self.p, "shape": list(self.shape),
                 "total_volume": int(self.volume.sum()), "total_reduce_rows": int(self.reduce_rows.sum()),
                 "max_send": int(send.max()), "max_recv": int(recv.max()),
                 "send_imbalance": imbalance(send), "recv_imbalance": imbalance(recv),
                 "messages": int(np.count_nonzero(self.volume)),
                 "max_send_messages": int(sm.max()), "max_recv_messages": int(rm.max()),
+                "reduce_messages_per_rank": int(red.max()),
                 "time_estimate_s": float(t.max())}
 
     def to_dict(self) -> dict:

@@ -1,0 +1,285 @@
+"""``partplan analyze``: exact communication of a partition (1D, 1.5D or 2D).
+
+Thin layer over :func:`partplan.metrics.analyze` (and ``analyze_15d`` /
+``analyze_2d``); the partition comes from a file
+(:func:`partplan.io.partfile.read_partition`) or from a thin call into a
+partitioner (pymetis, mtkahypar or a baseline).
+
+Examples::
+
+    partplan analyze graph.mtx --partition graph.part.16
+    partplan analyze email-Enron --method hypergraph -k 16 --json
+    partplan analyze graph.mtx --method metis -k 8 --layout 1.5d:2 --plot vol.png
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from partplan.errors import BackendUnavailableError, DatasetError, GraphFormatError, PartitionError
+
+METHODS = ("random", "block", "striped", "metis", "hypergraph")
+# which tuning options each method reads (anything else given is an error, not ignored)
+_METHOD_OPTIONS = {"random": {"seed"}, "block": set(), "striped": set(),
+                   "metis": {"seed", "imbalance"}, "hypergraph": {"seed", "imbalance", "preset"}}
+
+
+# --------------------------------------------------------------------------- parsing helpers
+def parse_layout(text: str) -> tuple[str, dict]:
+    """``1d`` → ("1d", {}); ``1.5d:C`` → ("1.5d", {"c": C}); ``2d:RxC`` → ("2d", {"R": R, "C": C})."""
+    t = text.strip().lower()
+    if t == "1d":
+        return "1d", {}
+    m = re.fullmatch(r"1\.5d:(\d+)", t)
+    if m and int(m.group(1)) >= 1:
+        return "1.5d", {"c": int(m.group(1))}
+    m = re.fullmatch(r"2d:(\d+)x(\d+)", t)
+    if m and int(m.group(1)) >= 1 and int(m.group(2)) >= 1:
+        return "2d", {"R": int(m.group(1)), "C": int(m.group(2))}
+    raise argparse.ArgumentTypeError(f"layout must be 1d, 1.5d:C (C >= 1 replicas) or 2d:RxC, got {text!r}")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
+    return v
+
+
+def _nonneg_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not np.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text}")
+    return v
+
+
+def _dtype(text: str) -> str:
+    from partplan.metrics import dtype_bytes
+
+    try:
+        dtype_bytes(text)
+    except (ValueError, TypeError):
+        raise argparse.ArgumentTypeError(f"unknown dtype {text!r} (e.g. float32, float16, bfloat16, float64)") \
+            from None
+    return text
+
+
+# --------------------------------------------------------------------------- graph and partition
+def load_graph(spec: str):
+    """A graph file (any format :func:`partplan.io.read_graph` reads) or a
+    registered dataset name (:func:`partplan.datasets.load`)."""
+    path = Path(spec)
+    if path.exists():
+        if path.is_dir():
+            raise GraphFormatError("is a directory, not a graph file", path)
+        try:
+            from partplan.io import read_graph
+        except ImportError as exc:
+            raise BackendUnavailableError(f"{spec}: reading graph files needs partplan.io.read_graph "
+                                          f"({exc})") from exc
+        return read_graph(path)
+    try:
+        from partplan import datasets
+    except ImportError:
+        datasets = None
+    if datasets is not None:
+        try:
+            return datasets.load(spec)
+        except DatasetError as exc:
+            raise GraphFormatError(f"no such file, and not a loadable dataset ({exc})", spec) from None
+    raise GraphFormatError("no such file (and partplan.datasets is not installed to resolve dataset names)",
+                           spec)
+
+
+def make_partition(graph, method: str, k: int, *, seed: int = 0, imbalance: float = 0.03,
+                   preset: str = "DEFAULT") -> np.ndarray:
+    """Partition ``graph`` into ``k`` parts with ``method`` (a thin call)."""
+    from partplan import partition as P
+
+    if k > graph.n:
+        raise PartitionError(f"k={k} parts exceed n={graph.n} vertices of {graph.name}")
+    if method == "random":
+        return P.random_partition(graph.n, k, seed=seed)
+    if method == "block":
+        return P.block_partition(graph.n, k)
+    if method == "striped":
+        return P.striped_partition(graph.n, k)
+    if method == "metis":
+        return P.metis(graph, k, imbalance=imbalance, seed=seed)
+    if method == "hypergraph":
+        return P.hypergraph(graph, k, imbalance=imbalance, seed=seed, preset=preset)
+    raise BackendUnavailableError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+
+
+# --------------------------------------------------------------------------- command
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "analyze", help="exact communication volume of a partition (1D / 1.5D / 2D SpMM)",
+        description="Count exactly what one distributed SpMM Z = A·H sends for a row partition: the k×k "
+                    "volume matrix (rows of H), per-part send/recv, messages, compute load, the "
+                    "sparsity-oblivious volume and an α-β time estimate. The backward pass A^T·G is "
+                    "analyzed too when A is not symmetric.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+               "  partplan analyze graph.mtx --partition graph.part.16\n"
+               "  partplan analyze email-Enron --method hypergraph -k 16 --json\n"
+               "  partplan analyze graph.mtx --method metis -k 8 --layout 1.5d:2 --plot vol.png\n"
+               "  partplan analyze graph.mtx --method random -k 16 --layout 2d:4x4")
+    p.add_argument("graph", metavar="GRAPH", help="graph file (.mtx, .graph, .npz, .parquet, edge list, ...) "
+                                                  "or a dataset name (see `partplan datasets list`)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--partition", metavar="FILE",
+                     help="partition file: one part id per line (METIS .part.K), .npy, or a Parquet/Arrow/CSV "
+                          "column")
+    src.add_argument("--method", choices=METHODS, help="partition on the fly (thin call into the partitioner)")
+    p.add_argument("-k", type=_positive_int, metavar="K",
+                   help="number of parts (row blocks); required with --method unless --layout 2d:RxC gives R·C; "
+                        "with --partition defaults to K of a .part.K name, else max id + 1")
+    p.add_argument("--column", metavar="NAME", help="column of a Parquet/Arrow/CSV partition file")
+    p.add_argument("--seed", type=int, help="seed for random / metis / hypergraph (default 0)")
+    p.add_argument("--imbalance", type=_nonneg_float, metavar="E",
+                   help="allowed load imbalance for metis / hypergraph (default 0.03)")
+    p.add_argument("--preset", metavar="P",
+                   help="Mt-KaHyPar preset for --method hypergraph: DEFAULT (default), QUALITY, "
+                        "DETERMINISTIC, ...")
+    p.add_argument("--symmetrize", action="store_true", help="use A + A^T (pattern union) instead of A")
+    p.add_argument("--self-loops", choices=("keep", "add", "remove"), default="keep",
+                   help="diagonal: keep as read, add (GCN's A + I) or remove (default keep)")
+    p.add_argument("-f", "--features", dest="f", type=_positive_int, default=128, metavar="F",
+                   help="feature width: columns of H (default 128); used for bytes")
+    p.add_argument("--dtype", type=_dtype, default="float32", help="element type of H (default float32)")
+    p.add_argument("--alpha", type=_nonneg_float, metavar="A", help="α: seconds per message (default 1e-5)")
+    p.add_argument("--beta", type=_nonneg_float, metavar="B", help="β: seconds per byte (default 1e-10)")
+    p.add_argument("--layout", type=parse_layout, default=("1d", {}), metavar="L",
+                   help="1d (default), 1.5d:C (k row blocks × C replicas = k·C ranks) or 2d:RxC (R·C = k ranks)")
+    p.add_argument("--json", action="store_true", help="print all figures as JSON on stdout")
+    p.add_argument("--plot", metavar="PNG", help="write the volume heat map and send/recv bars to PNG")
+    p.add_argument("--save-partition", metavar="FILE", help="write the partition used (format from the name)")
+    p.set_defaults(func=run)
+
+
+def _check_options(args) -> None:
+    given = {name for name in ("seed", "imbalance", "preset") if getattr(args, name) is not None}
+    if args.partition is not None:
+        if given:
+            raise PartitionError(f"--{sorted(given)[0]} applies to --method only, not to --partition")
+        return
+    extra = given - _METHOD_OPTIONS[args.method]
+    if extra:
+        raise PartitionError(f"--{sorted(extra)[0]} has no effect with --method {args.method}")
+    if args.column is not None:
+        raise PartitionError("--column applies to --partition table files only")
+
+
+def run(args) -> int:
+    from partplan.io.partfile import partition_k_from_name, read_partition, write_partition
+    from partplan.metrics import analyze, analyze_15d, analyze_2d
+    from partplan.metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE
+    from partplan.parts import as_partition
+
+    _check_options(args)
+    layout, lp = args.layout
+    alpha = DEFAULT_ALPHA_S if args.alpha is None else args.alpha
+    beta = DEFAULT_BETA_S_PER_BYTE if args.beta is None else args.beta
+    timing: dict[str, float] = {}
+
+    t0 = time.perf_counter()
+    graph = load_graph(args.graph)
+    if args.symmetrize or args.self_loops != "keep":
+        graph = graph.normalize(symmetrize=args.symmetrize, self_loops=args.self_loops)
+    timing["load_s"] = time.perf_counter() - t0
+
+    k = args.k
+    if layout == "2d":
+        grid = lp["R"] * lp["C"]
+        if k is not None and k != grid:
+            raise PartitionError(f"--layout 2d:{lp['R']}x{lp['C']} needs k = R·C = {grid} parts, got -k {k}")
+        k = grid
+    t0 = time.perf_counter()
+    if args.partition is not None:
+        source = {"file": str(args.partition)}
+        part = read_partition(args.partition, graph.n, column=args.column)
+        if k is None:
+            k = partition_k_from_name(args.partition)
+        part, k = as_partition(part, graph.n, k, source=str(args.partition))
+        name = Path(args.partition).name
+    else:
+        if k is None:
+            raise PartitionError(f"--method {args.method} needs -k K (number of parts)")
+        opts = {"seed": 0 if args.seed is None else args.seed,
+                "imbalance": 0.03 if args.imbalance is None else args.imbalance,
+                "preset": "DEFAULT" if args.preset is None else args.preset}
+        opts = {o: v for o, v in opts.items() if o in _METHOD_OPTIONS[args.method]}
+        part = make_partition(graph, args.method, k, **opts)
+        part, k = as_partition(part, graph.n, k, source=f"--method {args.method}")
+        source = {"method": args.method, **opts}
+        name = args.method
+    timing["partition_s"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    stats = analyze(graph, part, k, f=args.f, dtype=args.dtype, alpha=alpha, beta=beta,
+                    name=f"{graph.name} / {name}")
+    lstats = None
+    if layout == "1.5d":
+        lstats = analyze_15d(graph, part, lp["c"], f=args.f, dtype=args.dtype, alpha=alpha, beta=beta)
+    elif layout == "2d":
+        lstats = analyze_2d(graph, part, lp["R"], lp["C"], f=args.f, dtype=args.dtype, alpha=alpha, beta=beta)
+    timing["analyze_s"] = time.perf_counter() - t0
+
+    written = []
+    if args.plot:
+        from partplan.plot import plot_volume
+
+        t0 = time.perf_counter()
+        target = lstats if lstats is not None else stats
+        title = None
+        if lstats is not None:
+            title = f"{stats.name} — {layout.upper()} layout {'x'.join(map(str, lstats.shape))}, p={lstats.p} ranks"
+        written.append(str(plot_volume(target, args.plot, title=title)))
+        timing["plot_s"] = time.perf_counter() - t0
+    if args.save_partition:
+        written.append(str(write_partition(part, args.save_partition)))
+
+    graph_info = {"name": graph.name, "n": graph.n, "nnz": graph.nnz, "symmetric": graph.is_symmetric(),
+                  "fingerprint": graph.fingerprint}
+    if args.json:
+        out = stats.to_dict()
+        out.update(graph=graph_info, partition={"k": k, **source},
+                   layout={"layout": layout, **lp, **(lstats.to_dict() if lstats is not None else {})},
+                   timing=timing, written=written)
+        json.dump(out, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(f"graph      {graph.name}: n={graph.n:,} nnz={graph.nnz:,} "
+              f"({'symmetric' if graph_info['symmetric'] else 'not symmetric'})")
+        if "file" in source:
+            how = f"file {source['file']}"
+        else:
+            how = f"--method {source['method']}" + "".join(f" {a}={b}" for a, b in source.items() if a != "method")
+        print(f"partition  k={k} from {how}")
+        print()
+        print(stats.table())
+        if lstats is not None:
+            print()
+            print(f"{layout} layout {'x'.join(map(str, lstats.shape))} on p={lstats.p} ranks")
+            s = lstats.summary()
+            w = max(len(a) for a in s)
+            for a, b in s.items():
+                print(f"{a:<{w}}  {b:.4g}" if isinstance(b, float) else f"{a:<{w}}  {b}")
+        print()
+        print("timing     " + ", ".join(f"{a} {b:.3f}" for a, b in timing.items()))
+    for w_ in written:
+        print(f"wrote {w_}", file=sys.stderr)
+    return 0
