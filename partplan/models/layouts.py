@@ -77,17 +77,24 @@ def replica_groups(b: int, c: int) -> np.ndarray:
 
 
 def stage_schedule(b: int, c: int) -> np.ndarray:
-    """int64[S, b, c] with S = ⌈b / c⌉: the source block replica l of block i
-    fetches from at stage s, ``(i + l + c·s) mod b`` (−1 when that offset is
-    ≥ b, i.e. nothing to fetch). Stage 0, l = 0 is the block itself (local).
-    Every block q ≠ i is fetched by exactly one (stage, replica) of block i —
-    the replica ``(q − i) mod c`` that :func:`analyze_15d` charges."""
-    S = -(-b // c)
-    s = np.arange(S)[:, None, None]
-    i = np.arange(b)[None, :, None]
-    l = np.arange(c)[None, None, :]
-    off = l + c * s
-    return np.where(off < b, (i + off) % b, -1).astype(np.int64)
+    """int64[S, b, c]: the source block replica l of block i fetches from at
+    stage s (−1: nothing at that stage). Replica l of block i handles exactly
+    the blocks q with ``(q − i) mod c == l`` — the replica :func:`analyze_15d`
+    charges — in order of ring offset ``(q − i) mod b``; so every block q is
+    fetched once, and block i itself (stage 0 of replica 0) is local.
+    S = ⌈b / c⌉ when c divides b."""
+    i = np.repeat(np.arange(b), b)
+    d = np.tile(np.arange(b), b)
+    q = (i + d) % b
+    l = (q - i) % c
+    order = np.lexsort((d, l, i))
+    i, l, q = i[order], l[order], q[order]
+    grp = i * c + l
+    starts = np.flatnonzero(np.concatenate([[True], grp[1:] != grp[:-1]]))
+    stage = np.arange(grp.size) - np.repeat(starts, np.diff(np.concatenate([starts, [grp.size]])))
+    out = np.full((int(stage.max()) + 1 if stage.size else 0, b, c), -1, dtype=np.int64)
+    out[stage, i, l] = q
+    return out
 
 
 def grid_groups(R: int, C: int) -> tuple[np.ndarray, np.ndarray]:
@@ -101,7 +108,7 @@ def describe(layout: str, params: dict, k: int) -> dict:
     if layout == "1.5d":
         c = params["c"]
         return {"layout": layout, "ranks": k * c, "row_blocks": k, "c": c,
-                "replica_groups": replica_groups(k, c).tolist(), "stages": -(-k // c)}
+                "replica_groups": replica_groups(k, c).tolist(), "stages": int(stage_schedule(k, c).shape[0])}
     if layout == "2d":
         return {"layout": layout, "ranks": k, "R": params["R"], "C": params["C"]}
     return {"layout": "1d", "ranks": k, "row_blocks": k}

@@ -299,8 +299,7 @@ def partition(graph: Graph, k: int, *, model: str = "hypergraph", backend: str |
         elif lay == "2d":
             lstats = analyze_2d(graph, part, lparams["R"], lparams["C"], f=f, dtype=dtype)
         timings["stats_s"] = time.perf_counter() - t0
-    info["layout"] = describe_layout(lay, lparams, b) if lay != "1.5d" else {
-        "layout": lay, "ranks": k, "row_blocks": b, "c": lparams["c"], "stages": -(-b // lparams["c"])}
+    info["layout"] = describe_layout(lay, lparams, b)
     return Partition(part=part, k=b, layout=lay, layout_params=lparams, model=model, backend=backend,
                      objective=objective, params=params, timings=timings, stats=stats, owner=owner,
                      graph_fingerprint=graph.fingerprint, layout_stats=lstats, info=info)
