@@ -30,8 +30,8 @@ Layouts (ranks ``p``):
   ``part[i]`` — the schedule :func:`partplan.metrics.analyze_2d` counts.
 
 Sorting is done by numpy (``argsort(kind="stable")`` — radix sort for small
-integer keys), deduplication by a dense bit mask or ``np.unique``; the only
-Python loops run over ranks.
+integer keys), deduplication by a length-n bit mask or ``np.unique``, renumbering
+by one scratch map of length n; the only Python loops run over ranks.
 """
 from __future__ import annotations
 
@@ -49,7 +49,6 @@ from ..metrics.stats import CommStats
 from ..parts import as_partition
 from .schema import FORMAT_VERSION, LAYOUTS
 
-MASK_LIMIT = 1 << 28  # cells of a dense bool mask used to deduplicate (unit, column) pairs
 
 
 # ----------------------------------------------------------------------------- data classes
@@ -149,103 +148,139 @@ def _sort_small(keys: np.ndarray, bound: int) -> np.ndarray:
     return np.argsort(keys, kind="stable")
 
 
-def _distinct(keys: np.ndarray, bound: int) -> np.ndarray:
-    """Sorted distinct values of ``keys`` (all in [0, bound))."""
-    if bound <= MASK_LIMIT:
-        mask = np.zeros(bound, dtype=bool)
-        mask[keys] = True
-        return np.flatnonzero(mask)
-    return np.unique(keys)
-
-
 def _bounds(sorted_keys: np.ndarray, p: int) -> np.ndarray:
     """int64[p + 1]: start of each value 0..p-1 in a sorted array."""
     return np.searchsorted(sorted_keys, np.arange(p + 1)).astype(np.int64)
 
 
 def _exchange(n: int, p: int, rows: np.ndarray, cols: np.ndarray, data: np.ndarray | None,
-              unit: np.ndarray, src_of, n_held: np.ndarray, hold_pos: np.ndarray,
-              row_lists: list[np.ndarray] | None, grank, prefix: str = "") -> tuple[list[dict], np.ndarray]:
+              unit: np.ndarray, src_of, held: list[np.ndarray], hold_pos: np.ndarray,
+              row_pos: np.ndarray | None, row_lists: list[np.ndarray] | None, grank, G: int,
+              prefix: str = "", order=None, row_nnz: np.ndarray | None = None
+              ) -> tuple[list[dict], np.ndarray]:
     """Plan one SpMM exchange.
 
     rows, cols, data : the nonzeros in global CSR order (rows ascending, then cols).
     unit : int64[nnz], rank multiplying each nonzero.
-    src_of(u, j) : rank holding H[j] for reader rank u (vectorized).
-    n_held : int64[p], rows of H held by each rank (head of its ``H_ext``).
+    src_of(u, j) : ranks holding H[j] for reader rank u (scalar u, array j).
+    held : per-rank global ids of the H rows held (ascending) = head of H_ext.
     hold_pos : int64[n], position of row j among its holder's rows (the same on
         every replica in 1.5D).
-    row_lists : per-rank global ids of the local CSR rows, or None to use the
-        distinct rows of each unit's nonzeros.
-    grank(r) : group-rank of global rank r inside the a2a group.
+    row_pos, row_lists : the local CSR rows of each rank (row_lists[u], global ids
+        ascending) and each row's position in its list; None = the distinct rows
+        of each rank's nonzeros.
+    grank(r) : group-rank of global rank(s) r inside the a2a group; G its size.
+    order : (perm, bounds) putting the nonzeros in unit order (None: computed
+        here by a stable sort of ``unit``; perm None: already in unit order).
+    row_nnz : nonzeros of each row when every nonzero of a row belongs to the
+        same unit (1d): the local indptr is then a prefix sum, not a count.
     Returns (per-rank dict of arrays, int64[p, p] rows sent q → r).
+
+    Memory stays O(n + nnz): per rank one scratch map of length n (columns →
+    local ids) replaces any p × n table, so a rank's work is O(nnz_r + n) with a
+    bit mask or O(nnz_r log nnz_r) with ``np.unique`` when n ≫ nnz_r.
     """
-    nnz = cols.size
     # ---- order nonzeros by unit, stable: rows ascending, global CSR order inside rows
-    order = _sort_small(unit, p)
-    u_s = unit[order]
-    r_s, c_s = rows[order], cols[order]
-    d_s = None if data is None else data[order]
-    ub = _bounds(u_s, p)
-    # ---- halo pairs (unit, column) read but not held
-    src_e = src_of(u_s, c_s)
-    remote = src_e != u_s
-    key = u_s[remote] * n + c_s[remote]
-    pairs = _distinct(key, p * n) if key.size else np.zeros(0, dtype=np.int64)
-    pu, pj = pairs // n, pairs % n
-    ps = src_of(pu, pj)
-    # halo order: by (unit, source group-rank, j): pairs are sorted by (unit, j)
-    gs = grank(ps)
-    horder = _sort_small(pu * p + gs, p * p)
-    hu, hj, hs = pu[horder], pj[horder], ps[horder]
-    hb = _bounds(hu, p)
-    # position of each pair in its unit's halo (in pair-sorted order)
-    slot = np.empty(pairs.size, dtype=np.int64)
-    slot[horder] = np.arange(pairs.size, dtype=np.int64) - hb[hu]
-    # ---- local column ids of every nonzero
-    lcol = np.empty(nnz, dtype=np.int64)
-    lcol[~remote] = hold_pos[c_s[~remote]]
-    if key.size:
-        idx = np.searchsorted(pairs, key)
-        lcol[remote] = n_held[u_s[remote]] + slot[idx]
-    # ---- local row ids
-    if row_lists is None:
-        rkeys = _distinct(u_s * n + r_s, p * n) if nnz else np.zeros(0, dtype=np.int64)
-        ru = rkeys // n
-        rb = _bounds(ru, p)
-        row_lists = [rkeys[rb[u]:rb[u + 1]] - u * n for u in range(p)]
-    # ---- send side: pairs sorted by (source, dest group-rank, j)
-    gd = grank(hu)
-    sorder = _sort_small(hs * p + gd, p * p)
-    ss, sd, sj = hs[sorder], gd[sorder], hj[sorder]
-    sb = _bounds(ss, p)
-    gsz = _group_sizes(p, grank)
-    vol = np.bincount(hs * p + hu, minlength=p * p).reshape(p, p).astype(np.int64)
-    hgs = gs[horder]
-    out = []
+    if order is None:
+        order = (_sort_small(unit, p), _unit_bounds(unit, p))
+    perm, ub = order
+    take = (lambda a: a) if perm is None else (lambda a: a[perm])
+    c_s = take(cols)
+    r_s = take(rows) if row_nnz is None else None
+    d_s = None if data is None else take(data)
+    seen = np.zeros(n, dtype=bool)
+    colmap = np.zeros(n, dtype=np.int64)
+    out, h_src, h_dst, h_j = [], [], [], []
     for u in range(p):
         a0, a1 = ub[u], ub[u + 1]
-        rl = np.ascontiguousarray(row_lists[u], dtype=np.int64)
-        lr = np.searchsorted(rl, r_s[a0:a1])
-        indptr = np.zeros(rl.size + 1, dtype=np.int64)
-        np.cumsum(np.bincount(lr, minlength=rl.size), out=indptr[1:])
-        G = gsz[u]
-        d = {prefix + "row_ids": rl,
-             prefix + "halo_ids": hj[hb[u]:hb[u + 1]].copy(),
-             prefix + "indptr": indptr,
-             prefix + "indices": lcol[a0:a1].copy(),
-             prefix + "send_idx": hold_pos[sj[sb[u]:sb[u + 1]]],
-             prefix + "send_counts": np.bincount(sd[sb[u]:sb[u + 1]], minlength=G).astype(np.int64),
-             prefix + "recv_counts": np.bincount(hgs[hb[u]:hb[u + 1]], minlength=G).astype(np.int64)}
+        c = c_s[a0:a1]
+        need = _distinct_cols(c, seen)
+        src = src_of(u, need)
+        rem = src != u
+        rsrc, rj = src[rem], need[rem]
+        g = grank(rsrc)
+        o = _sort_small(g, G)                       # by source group-rank, then id
+        halo, hsrc, hg = rj[o], rsrc[o], g[o]
+        h_ids = held[u]
+        nl = h_ids.size
+        colmap[h_ids] = np.arange(nl, dtype=np.int64)
+        colmap[halo] = nl + np.arange(halo.size, dtype=np.int64)
+        lcol = colmap[c]
+        if row_nnz is not None:
+            rl = np.ascontiguousarray(row_lists[u], dtype=np.int64)
+            indptr = np.zeros(rl.size + 1, dtype=np.int64)
+            np.cumsum(row_nnz[rl], out=indptr[1:])
+        else:
+            r = r_s[a0:a1]
+            if row_lists is None:
+                rl = _distinct_cols(r, seen)
+                colmap[rl] = np.arange(rl.size, dtype=np.int64)
+                lr = colmap[r]
+            else:
+                rl = np.ascontiguousarray(row_lists[u], dtype=np.int64)
+                lr = row_pos[r]
+            indptr = np.zeros(rl.size + 1, dtype=np.int64)
+            np.cumsum(np.bincount(lr, minlength=rl.size), out=indptr[1:])
+        d = {prefix + "row_ids": rl, prefix + "halo_ids": halo, prefix + "indptr": indptr,
+             prefix + "indices": lcol,
+             prefix + "recv_counts": np.bincount(hg, minlength=G).astype(np.int64)}
         if d_s is not None:
-            d[prefix + "data"] = d_s[a0:a1].copy()
+            d[prefix + "data"] = d_s[a0:a1]
         out.append(d)
+        h_src.append(hsrc)
+        h_dst.append(np.full(halo.size, u, dtype=np.int64))
+        h_j.append(halo)
+    # ---- send side: (source, destination group-rank, id), from the receivers' halos
+    hs, hd, hj = (np.concatenate(x) if x else np.zeros(0, np.int64) for x in (h_src, h_dst, h_j))
+    gd = grank(hd)
+    so = _sort_small(hs * G + gd, p * G)
+    ss, sd, sj = hs[so], gd[so], hj[so]
+    sb = _bounds(ss, p)
+    for u in range(p):
+        out[u][prefix + "send_idx"] = hold_pos[sj[sb[u]:sb[u + 1]]]
+        out[u][prefix + "send_counts"] = np.bincount(sd[sb[u]:sb[u + 1]], minlength=G).astype(np.int64)
+    vol = np.bincount(hs * p + hd, minlength=p * p).reshape(p, p).astype(np.int64)
     return out, vol
 
 
-def _group_sizes(p: int, grank) -> np.ndarray:
-    """Size of each rank's a2a group (max group-rank + 1 over ranks of a group)."""
-    gr = grank(np.arange(p, dtype=np.int64))
-    return np.full(p, int(gr.max()) + 1 if p else 0, dtype=np.int64)
+def _unit_bounds(unit: np.ndarray, p: int) -> np.ndarray:
+    b = np.zeros(p + 1, dtype=np.int64)
+    np.cumsum(np.bincount(unit, minlength=p), out=b[1:])
+    return b
+
+
+def _row_order(indptr: np.ndarray, lists: list[np.ndarray]):
+    """(perm, bounds) putting nonzeros in the order of the rows of lists[0],
+    lists[1], ... (perm None when that is already the CSR order)."""
+    ro = np.concatenate(lists) if lists else np.zeros(0, np.int64)
+    lengths = np.diff(indptr)[ro]
+    nb = np.zeros(len(lists) + 1, dtype=np.int64)
+    np.cumsum(_seg_sums(lengths, [x.size for x in lists]), out=nb[1:])
+    if ro.size and np.all(ro[1:] > ro[:-1]):
+        return None, nb
+    starts = np.zeros(ro.size, dtype=np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    perm = np.repeat(indptr[ro] - starts, lengths)
+    perm += np.arange(perm.size, dtype=np.int64)
+    return perm, nb
+
+
+def _seg_sums(x: np.ndarray, sizes) -> np.ndarray:
+    """Sums of consecutive segments of x with the given sizes."""
+    cs = np.concatenate([[0], np.cumsum(x)])
+    ends = np.cumsum(sizes)
+    return cs[ends] - cs[ends - np.asarray(sizes)]
+
+
+def _distinct_cols(c: np.ndarray, seen: np.ndarray) -> np.ndarray:
+    """Sorted distinct values of ``c`` using the all-False scratch mask ``seen``
+    (left all-False again); np.unique when the mask would cost more than a sort."""
+    if c.size * 8 < seen.size:
+        return np.unique(c)
+    seen[c] = True
+    out = np.flatnonzero(seen)
+    seen[out] = False
+    return out
 
 
 # ----------------------------------------------------------------------------- layouts
@@ -270,8 +305,9 @@ def _plan_1d(g: Graph, part: np.ndarray, k: int, owner: np.ndarray | None, backw
     hpos, hlists = (rpos, rlists) if owner is None else _positions(owner, k)
     rows, cols, data = _coo(g)
     ident = lambda r: r  # noqa: E731  group-rank = global rank
-    fwd, vol = _exchange(g.n, k, rows, cols, data, part[rows], lambda u, j: hold[j],
-                         np.bincount(hold, minlength=k), hpos, rlists, ident)
+    order = _row_order(g.indptr, rlists)
+    fwd, vol = _exchange(g.n, k, rows, cols, data, None, lambda u, j: hold[j],
+                         hlists, hpos, rpos, rlists, ident, k, order=order, row_nnz=g.row_nnz)
     for r in range(k):
         fwd[r]["h_ids"] = hlists[r]
         fwd[r]["a2a_group"] = np.arange(k, dtype=np.int64)
@@ -279,8 +315,9 @@ def _plan_1d(g: Graph, part: np.ndarray, k: int, owner: np.ndarray | None, backw
     if backward:
         T = g.transpose()
         trows, tcols, tdata = _coo(T)
-        bwd, bvol = _exchange(g.n, k, trows, tcols, tdata, part[trows], lambda u, j: part[j],
-                              np.bincount(part, minlength=k), rpos, rlists, ident, prefix="bwd_")
+        bwd, bvol = _exchange(g.n, k, trows, tcols, tdata, None, lambda u, j: part[j],
+                              rlists, rpos, rpos, rlists, ident, k, prefix="bwd_",
+                              order=_row_order(T.indptr, rlists), row_nnz=T.row_nnz)
         for r in range(k):
             bwd[r].pop("bwd_row_ids")  # same rows as forward (row_ids); G is held by part
             fwd[r].update(bwd[r])
@@ -294,8 +331,8 @@ def _plan_15d(g: Graph, part: np.ndarray, b: int, c: int):
     bi, bq = part[rows], part[cols]
     unit = bi * c + (bq - bi) % c
     fwd, vol = _exchange(g.n, p, rows, cols, data, unit,
-                         lambda u, j: part[j] * c + u % c, np.repeat(np.bincount(part, minlength=b), c), pos,
-                         [lists[r // c] for r in range(p)], lambda r: r // c)
+                         lambda u, j: part[j] * c + u % c, [lists[r // c] for r in range(p)], pos,
+                         pos, [lists[r // c] for r in range(p)], lambda r: r // c, b)
     sched = []
     for r in range(p):
         i, l = divmod(r, c)
@@ -322,7 +359,7 @@ def _plan_2d(g: Graph, part: np.ndarray, R: int, C: int):
     grow, gcol = part // C, part % C
     unit = grow[rows] * C + gcol[cols]
     fwd, vol = _exchange(g.n, p, rows, cols, data, unit, lambda u, j: part[j],
-                         np.bincount(part, minlength=p), pos, None, lambda r: r // C)
+                         lists, pos, None, None, lambda r: r // C, R)
     # fold: partial row i on rank u goes to part[i] in u's row group (group-rank = col)
     fvol = np.zeros((p, p), dtype=np.int64)
     for u in range(p):
@@ -452,7 +489,7 @@ def build_plan(graph: Graph, part_or_partition, k: int | None = None, *, layout:
     if layout == "1d":
         ranks, vol, bvol = _plan_1d(graph, part, k, owner, backward)
         p = k
-        st = _stats_from_plan(graph, part, k, vol, ranks, f, dtype, alpha, beta)
+        st = _stats_from_plan(graph, part, k, vol, ranks, f, dtype, alpha, beta, conformal=owner is None)
         if backward:
             st.backward = _stats_from_plan(graph.transpose(), part, k, bvol, ranks, f, dtype, alpha, beta,
                                            prefix="bwd_")
@@ -544,11 +581,16 @@ def _perm(assign: np.ndarray, p: int) -> np.ndarray:
     return perm
 
 
-def _stats_from_plan(g: Graph, part, k, vol, ranks, f, dtype, alpha, beta, prefix="") -> CommStats:
-    """CommStats from the plan's own count matrix (no second pass over the graph)."""
+def _stats_from_plan(g: Graph, part, k, vol, ranks, f, dtype, alpha, beta, prefix="",
+                     conformal=True) -> CommStats:
+    """CommStats from the plan's own count matrix (no second pass over the graph;
+    with conformal ownership the edge cut is the number of halo-column nonzeros)."""
     load = np.array([ranks[r][prefix + "indices"].size for r in range(k)], dtype=np.int64)
     sizes = np.bincount(part, minlength=k).astype(np.int64)
-    cut = int(np.count_nonzero(part[g.rows] != part[g.indices]))
+    if conformal:
+        cut = sum(int(np.count_nonzero(ranks[r][prefix + "indices"] >= sizes[r])) for r in range(k))
+    else:
+        cut = int(np.count_nonzero(part[g.rows] != part[g.indices]))
     return CommStats(k=k, n=g.n, nnz=g.nnz, f=f, dtype=str(dtype), volume=vol, part_sizes=sizes,
                      compute_load=load, edge_cut=cut, alpha=alpha, beta=beta,
                      name=g.name + (" (backward)" if prefix else ""))
