@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import PartitionError
 from ..graph import Graph
 from ..parts import as_partition
 from .cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, alpha_beta_time, dtype_bytes
@@ -85,7 +86,7 @@ def analyze_15d(graph: Graph, block_part, c: int, *, f: int = 128, dtype: str = 
     """1.5D with replication ``c``: ``block_part`` splits rows into b blocks
     (b = p / c); returns per-rank figures for p = b·c ranks (rank = i·c + l)."""
     if c < 1:
-        raise ValueError(f"replication factor c must be >= 1, got {c}")
+        raise PartitionError(f"replication factor c must be >= 1, got {c}")
     part, b = as_partition(block_part, graph.n)
     vol_b, _ = volume_matrix(graph.indptr, graph.indices, part, b)
     p = b * c
@@ -103,7 +104,7 @@ def analyze_2d(graph: Graph, part, R: int, C: int, *, f: int = 128, dtype: str =
     """2D checkerboard on an R × C grid (rank = row·C + col); ``part`` assigns
     vector entries (rows of H and Z) to the p = R·C ranks."""
     if R < 1 or C < 1:
-        raise ValueError(f"grid must be at least 1x1, got {R}x{C}")
+        raise PartitionError(f"grid must be at least 1x1, got {R}x{C}")
     p = R * C
     part, _ = as_partition(part, graph.n, p)
     grow, gcol = part // C, part % C
