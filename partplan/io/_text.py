@@ -1,0 +1,174 @@
+"""Streaming tokenizer for numeric text formats (edge lists, Matrix Market
+entries, METIS and hMetis lines).
+
+The file is read in large byte blocks cut at line ends. Each block is parsed
+in C by ``numpy.fromstring(..., sep=" ")`` (strtoll / strtod), and checked
+with vectorized byte arithmetic: tokens per line (so the caller can verify
+column counts or variable-length records) and which lines held only a
+comment. No Python object is made per line or per token on this fast path.
+
+``fromstring`` stops quietly at the first bad token in some cases ("- 2"
+reads as -2, a blank block as [0], overflow saturates), so the fast path
+compares the number of values it got with the number of tokens counted in the
+bytes. On any disagreement the block is re-read line by line
+(:func:`locate_bad_token`), only to name the exact 1-based line and token in
+the :class:`~partplan.errors.GraphFormatError`.
+"""
+from __future__ import annotations
+
+import re
+import warnings
+from dataclasses import dataclass
+from typing import BinaryIO, Iterator
+
+import numpy as np
+
+from ..errors import GraphFormatError
+
+BLOCK_BYTES = 1 << 25  # 32 MiB of text per block
+_INT_RE = re.compile(rb"[+-]?[0-9]+\Z")
+_FLOAT_RE = re.compile(rb"[+-]?(?:[0-9]+\.?[0-9]*(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?"
+                       rb"|nan|inf|infinity)\Z", re.IGNORECASE)
+_I64_MAX = np.iinfo(np.int64).max
+_I64_MIN = np.iinfo(np.int64).min
+
+
+@dataclass
+class Block:
+    """One parsed block.
+
+    values : all numbers of the block in reading order (int64 or float64).
+    counts : int64[lines]: numbers on each line of the block.
+    comment : bool[lines]: the line held a comment and no number.
+    first_line : 1-based number of the block's first line in the file.
+    """
+
+    values: np.ndarray
+    counts: np.ndarray
+    comment: np.ndarray
+    first_line: int
+
+    def line_of_value(self, i: int) -> int:
+        """1-based file line holding value ``i`` of this block."""
+        ends = np.cumsum(self.counts)
+        return self.first_line + int(np.searchsorted(ends, i, side="right"))
+
+    def data_lines(self) -> np.ndarray:
+        """File line numbers (1-based) of the lines that hold numbers."""
+        return self.first_line + np.flatnonzero(self.counts > 0)
+
+
+def iter_raw_blocks(fh: BinaryIO, first_line: int = 1, block_bytes: int = BLOCK_BYTES,
+                    path=None) -> Iterator[tuple[bytes, int]]:
+    """Yield (bytes ending in a newline, 1-based line number of its first line)."""
+    line = first_line
+    while True:
+        try:
+            chunk = fh.read(block_bytes)
+            if not chunk:
+                return
+            if not chunk.endswith(b"\n"):
+                chunk += fh.readline()
+        except (OSError, EOFError) as exc:
+            raise GraphFormatError(f"corrupt or truncated compressed stream: {exc}", path, line) from None
+        if not chunk.endswith(b"\n"):
+            chunk += b"\n"
+        yield chunk, line
+        line += chunk.count(b"\n")
+
+
+_TRANS_COMMA = bytes.maketrans(b",", b" ")
+
+
+def scan_block(blk: bytes, first_line: int, path, *, dtype=np.int64, comments: bytes = b"#%",
+               commas: bool = False) -> Block:
+    """Parse one block (must end with a newline). See the module doc.
+
+    comments : bytes that start a comment running to the end of the line.
+    commas : treat ``,`` as whitespace (comma-separated files).
+    """
+    if commas:
+        blk = blk.translate(_TRANS_COMMA)
+    b = np.frombuffer(blk, dtype=np.uint8)
+    has_comment = any(blk.find(bytes([c])) >= 0 for c in comments)
+    nl = np.flatnonzero(b == 10)
+    nlines = nl.size
+    comment_line = np.zeros(nlines, dtype=bool)
+    if has_comment:
+        b = b.copy()
+        isc = np.zeros(b.size, dtype=bool)
+        for c in comments:
+            isc |= b == c
+        cpos = np.flatnonzero(isc)
+        ends = nl[np.searchsorted(nl, cpos)]  # the newline closing each comment
+        mark = np.zeros(b.size + 1, dtype=np.int32)
+        np.add.at(mark, cpos, 1)
+        np.add.at(mark, ends, -1)
+        blank = np.cumsum(mark[:-1]) > 0
+        b[blank] = 32
+        comment_line[np.unique(np.searchsorted(nl, cpos))] = True
+        blk = b.tobytes()
+    space = b <= 32
+    start = ~space
+    start[1:] &= space[:-1]
+    line_start = np.empty(nlines, dtype=np.int64)
+    if nlines:
+        line_start[0] = 0
+        line_start[1:] = nl[:-1] + 1
+        counts = np.add.reduceat(start, line_start, dtype=np.int64)
+    else:
+        counts = np.zeros(0, dtype=np.int64)
+    ntok = int(counts.sum())
+    comment_line &= counts == 0
+    if ntok == 0:
+        return Block(np.zeros(0, dtype=dtype), counts, comment_line, first_line)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            vals = np.fromstring(blk, dtype=dtype, sep=" ")
+    except (ValueError, DeprecationWarning):
+        vals = None
+    if vals is None or vals.size != ntok:
+        locate_bad_token(blk, first_line, path, dtype=dtype)
+        raise GraphFormatError("unparsable numbers in this block", path, first_line)  # not reached
+    if dtype == np.int64:
+        sat = (vals == _I64_MAX) | (vals == _I64_MIN)
+        if sat.any():
+            i = int(np.flatnonzero(sat)[0])
+            tok = _nth_token(blk, i)
+            if int(tok) != int(vals[i]):
+                raise GraphFormatError(f"integer {tok.decode(errors='replace')!r} does not fit in 64 bits",
+                                       path, Block(vals, counts, comment_line, first_line).line_of_value(i))
+    return Block(vals, counts, comment_line, first_line)
+
+
+def _nth_token(blk: bytes, i: int) -> bytes:
+    return blk.split()[i]
+
+
+def locate_bad_token(blk: bytes, first_line: int, path, *, dtype=np.int64) -> None:
+    """Slow path: walk the block line by line and raise GraphFormatError at
+    the first token that is not a number of ``dtype``. (Comments were already
+    blanked by the caller.)"""
+    pat = _INT_RE if dtype == np.int64 else _FLOAT_RE
+    kind = "an integer" if dtype == np.int64 else "a number"
+    for off, line in enumerate(blk.split(b"\n")):
+        for tok in line.split():
+            if not pat.match(tok):
+                shown = tok.decode("utf-8", errors="replace")
+                if len(shown) > 40:
+                    shown = shown[:40] + "..."
+                raise GraphFormatError(f"bad token {shown!r}: expected {kind}", path, first_line + off)
+            if dtype == np.int64 and not (_I64_MIN <= int(tok) <= _I64_MAX):
+                raise GraphFormatError(f"integer {tok.decode()!r} does not fit in 64 bits", path,
+                                       first_line + off)
+
+
+def check_columns(blk: Block, allowed: tuple[int, ...], path, what: str = "columns") -> None:
+    """Every line that holds numbers must hold one of ``allowed`` counts."""
+    c = blk.counts
+    bad = (c > 0) & ~np.isin(c, allowed)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        want = " or ".join(str(a) for a in allowed)
+        raise GraphFormatError(f"expected {want} {what}, found {int(c[i])}", path, blk.first_line + i)

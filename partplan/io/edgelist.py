@@ -1,0 +1,238 @@
+"""SNAP-style edge lists: one edge ``src dst [weight]`` per line.
+
+- Separators: spaces / tabs, or commas (detected on the first data line).
+- Comment lines start with ``#`` or ``%`` (a comment may also end a line).
+- Ids: 64-bit integers, any range; by default the distinct ids are relabelled
+  to 0..n-1 in sorted order and :attr:`Graph.ids` keeps the originals.
+- Optional third column: a finite, non-negative float weight (all lines must
+  have the same number of columns).
+- ``.gz`` is read on the fly.
+
+Streaming: the file is parsed in 32 MiB blocks by :mod:`partplan.io._text`
+(numpy's C parser + vectorized checks); only numpy arrays are kept, never a
+Python object per line. Graph building (relabel, CSR) is numpy/scipy in
+:meth:`partplan.graph.Graph.from_edges`.
+
+A first line that holds names instead of numbers (``src,dst``) is a header:
+the file is then read as an edge table by :mod:`partplan.io.table`
+(pyarrow), when it is comma- or tab-separated.
+"""
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import GraphFormatError
+from ..graph import Graph
+from . import _text
+from ._common import atomic_output, open_binary, write_table_text
+
+_EXACT = float(2 ** 53)
+
+
+def _first_data_line(path) -> tuple[bytes | None, int]:
+    """The first line that is neither blank nor a comment, and its number."""
+    with open_binary(path) as fh:
+        for no, line in enumerate(fh, 1):
+            s = line.strip()
+            if s and s[:1] not in (b"#", b"%"):
+                return s, no
+            if no > 100_000:
+                break
+    return None, 0
+
+
+def _looks_like_header(line: bytes) -> bool:
+    toks = line.replace(b",", b" ").split()
+    return bool(toks) and not all(_text._FLOAT_RE.match(t) for t in toks)
+
+
+def read_edgelist(path: str | os.PathLike, *, symmetrize: bool = False, self_loops: str = "keep",
+                  dedupe: bool = True, drop_isolated: bool = False, relabel: bool = True,
+                  n: int | None = None, weighted: bool | None = None, name: str | None = None,
+                  block_bytes: int = _text.BLOCK_BYTES) -> Graph:
+    """Read an edge list file into a :class:`Graph` (edge ``src -> dst`` is
+    ``A[src, dst]``).
+
+    relabel : map the distinct ids to 0..n-1 (sorted) and keep the original
+        ids in ``graph.ids``; with False ids are used as row numbers directly
+        (they must be >= 0; ``n`` defaults to max id + 1). When relabelling
+        finds the ids already 0..n-1, ``ids`` is left None.
+    weighted : None = use a third column when present; False = ignore it;
+        True = require it.
+    n : number of vertices; implies ``relabel=False`` (ids must be < n).
+
+    Raises GraphFormatError naming the file and the 1-based line for: bad
+    token, wrong column count, negative id, negative / NaN / inf weight,
+    empty file.
+
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "g.txt")
+    >>> _ = open(p, "w").write("# demo\\n10 20\\n20 30\\n")
+    >>> g = read_edgelist(p)
+    >>> g.n, g.nnz, g.ids.tolist()
+    (3, 2, [10, 20, 30])
+    """
+    p = Path(path)
+    if n is not None:
+        relabel = False
+    first, first_no = _first_data_line(p)
+    if first is None:
+        raise GraphFormatError("no edges: the file is empty or holds only comments", p, max(first_no, 1))
+    if _looks_like_header(first):
+        if b"," in first or b"\t" in first:
+            from .table import read_edge_table
+            delim = "," if b"," in first else "\t"
+            return read_edge_table(p, format="csv", delimiter=delim, symmetrize=symmetrize,
+                                   self_loops=self_loops, dedupe=dedupe, drop_isolated=drop_isolated,
+                                   relabel=relabel, weighted=weighted, name=name)
+        tok = first.split()[0].decode(errors="replace")
+        raise GraphFormatError(f"bad token {tok!r}: expected an integer vertex id "
+                               "(a header line needs commas or tabs, read as an edge table)", p, first_no)
+    commas = b"," in first
+    ncols = len(first.replace(b",", b" ").split())
+    if ncols not in (2, 3):
+        raise GraphFormatError(f"expected 2 or 3 columns (src dst [weight]), found {ncols}", p, first_no)
+    if weighted is True and ncols == 2:
+        raise GraphFormatError("weighted=True but the edge list has no weight column", p, first_no)
+    use_w = ncols == 3 and weighted is not False
+    dtype = np.float64 if ncols == 3 else np.int64
+    srcs, dsts, ws = [], [], []
+    with open_binary(p) as fh:
+        for raw, line0 in _text.iter_raw_blocks(fh, 1, block_bytes, p):
+            blk = _text.scan_block(raw, line0, p, dtype=dtype, commas=commas)
+            if blk.values.size == 0:
+                continue
+            _text.check_columns(blk, (ncols,), p)
+            vals = blk.values.reshape(-1, ncols)
+            if ncols == 3:
+                ids = vals[:, :2]
+                if np.abs(ids).max() >= _EXACT:  # ids beyond float precision: exact re-parse
+                    vals = _reparse_exact(raw, blk, p, commas)
+                    s, d, w = vals["s"], vals["d"], vals["w"]
+                else:
+                    frac = ids != np.floor(ids)
+                    if frac.any():
+                        r = int(np.flatnonzero(frac.any(axis=1))[0])
+                        c = int(np.flatnonzero(frac[r])[0])
+                        raise GraphFormatError(f"bad token {ids[r, c]!r}: expected an integer vertex id",
+                                               p, int(blk.data_lines()[r]), field="src" if c == 0 else "dst")
+                    s, d, w = ids[:, 0].astype(np.int64), ids[:, 1].astype(np.int64), vals[:, 2].copy()
+                if use_w:
+                    bad = ~np.isfinite(w) | (w < 0)
+                    if bad.any():
+                        r = int(np.flatnonzero(bad)[0])
+                        what = "negative" if np.isfinite(w[r]) else "non-finite"
+                        raise GraphFormatError(f"{what} weight {w[r]!r}", p, int(blk.data_lines()[r]),
+                                               field="weight")
+                    ws.append(np.asarray(w, dtype=np.float64))
+            else:
+                s, d = vals[:, 0].copy(), vals[:, 1].copy()
+            neg = (s < 0) | (d < 0)
+            if neg.any():
+                r = int(np.flatnonzero(neg)[0])
+                v = int(s[r]) if s[r] < 0 else int(d[r])
+                raise GraphFormatError(f"negative vertex id {v}", p, int(blk.data_lines()[r]),
+                                       field="src" if s[r] < 0 else "dst")
+            if n is not None and not relabel:
+                big = (s >= n) | (d >= n)
+                if big.any():
+                    r = int(np.flatnonzero(big)[0])
+                    raise GraphFormatError(f"vertex id {max(int(s[r]), int(d[r]))} out of range [0, {n})",
+                                           p, int(blk.data_lines()[r]))
+            srcs.append(np.asarray(s, dtype=np.int64))
+            dsts.append(np.asarray(d, dtype=np.int64))
+    if not srcs:
+        raise GraphFormatError("no edges: the file holds only comments or blank lines", p, first_no)
+    src = np.concatenate(srcs) if len(srcs) > 1 else srcs[0]
+    del srcs
+    dst = np.concatenate(dsts) if len(dsts) > 1 else dsts[0]
+    del dsts
+    w = (np.concatenate(ws) if len(ws) > 1 else ws[0]) if use_w else None
+    return edges_to_graph(src, dst, w, p, n=n, relabel=relabel, symmetrize=symmetrize, self_loops=self_loops,
+                          dedupe=dedupe, drop_isolated=drop_isolated, name=name)
+
+
+def relabel_ids(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Map the distinct ids of ``src``/``dst`` (>= 0) to 0..n-1 in sorted order.
+
+    Returns (new src, new dst, original id of each new id), the latter None
+    when the ids already are exactly 0..n-1. Dense ids (max id within a few
+    times the edge count) use a presence bitmap and a cumulative sum, O(n + m);
+    sparse ids (e.g. 64-bit hashes) use ``np.unique`` (a sort)."""
+    if src.size == 0:
+        return src, dst, None
+    top = int(max(src.max(), dst.max())) + 1
+    if top <= 4 * (src.size + dst.size) + 1024:
+        present = np.zeros(top, dtype=bool)
+        present[src] = True
+        present[dst] = True
+        if present.all():
+            return src, dst, None
+        new_id = np.cumsum(present, dtype=np.int64) - 1
+        return new_id[src], new_id[dst], np.flatnonzero(present).astype(np.int64)
+    ids, inv = np.unique(np.concatenate([src, dst]), return_inverse=True)
+    inv = inv.astype(np.int64, copy=False).reshape(-1)
+    return inv[: src.size], inv[src.size:], ids.astype(np.int64)
+
+
+def edges_to_graph(src, dst, w, path, *, n=None, relabel=True, symmetrize=False, self_loops="keep",
+                   dedupe=True, drop_isolated=False, name=None) -> Graph:
+    """Checked edge arrays (ids >= 0, weights finite and >= 0) -> normalized
+    Graph. Relabelling by :func:`relabel_ids` (``ids`` None when it is the
+    identity); CSR building and normalization by :class:`Graph` (scipy)."""
+    nm = name or _stem(path)
+    ids = None
+    if relabel:
+        src, dst, ids = relabel_ids(src, dst)
+    top = int(max(src.max(), dst.max())) + 1 if src.size else 0
+    if ids is not None:
+        n = ids.size
+    elif n is None:
+        n = top
+    elif top > n:
+        raise GraphFormatError(f"vertex id {top - 1} out of range [0, {n})", path)
+    g = Graph._from_coo(src, dst, w, n, dedupe=dedupe, ids=ids, name=nm)
+    if symmetrize or self_loops != "keep" or drop_isolated:
+        g = g.normalize(symmetrize=symmetrize, self_loops=self_loops, dedupe=dedupe, drop_isolated=drop_isolated)
+    return g
+
+
+def _stem(path) -> str:
+    name = Path(path).name
+    for suf in (".gz",):
+        if name.lower().endswith(suf):
+            name = name[: -len(suf)]
+    return name.rsplit(".", 1)[0] if "." in name else name
+
+
+def _reparse_exact(raw: bytes, blk: _text.Block, path, commas: bool) -> np.ndarray:
+    """Re-read a weighted block with exact int64 ids (ids >= 2**53)."""
+    text = raw.translate(_text._TRANS_COMMA) if commas else raw
+    try:
+        return np.loadtxt(io.BytesIO(text), dtype=[("s", "i8"), ("d", "i8"), ("w", "f8")],
+                          comments=["#", "%"], ndmin=1)
+    except ValueError as exc:
+        raise GraphFormatError(f"cannot read 64-bit ids exactly: {exc}", path, blk.first_line) from None
+
+
+def write_edgelist(graph: Graph, path: str | os.PathLike, *, original_ids: bool = True,
+                   weights: bool | None = None, header: str | None = None) -> Path:
+    """Write ``src dst [weight]`` lines (atomic; gzip when the name ends in
+    ``.gz``). original_ids : write ``graph.ids`` instead of row numbers when
+    the graph was relabelled. weights : None = when the graph has data."""
+    p = Path(path)
+    r, c = graph.rows, graph.indices
+    if original_ids and graph.ids is not None:
+        r, c = graph.ids[r], graph.ids[c]
+    cols = {"s": r, "d": c}
+    if (weights is None and graph.data is not None) or weights:
+        cols["w"] = graph.data if graph.data is not None else np.ones(graph.nnz)
+    with atomic_output(p) as fh:
+        fh.write(f"# {header or graph.name}\n# n={graph.n} nnz={graph.nnz} "
+                 f"{'directed' if graph.directed else 'undirected (both directions listed)'}\n".encode())
+        write_table_text(fh, cols)
+    return p

@@ -1,0 +1,193 @@
+"""Edge tables through pyarrow: Parquet, Arrow IPC / Feather, CSV with a header.
+
+Columns ``src, dst[, weight]`` (names configurable) hold one edge per row.
+pyarrow reads the file (columnar, multi-threaded C++; only the needed columns
+are loaded); this module checks the columns and hands numpy arrays to
+:meth:`partplan.graph.Graph.from_edges`. Ids are 64-bit integers; by default
+distinct ids are relabelled to 0..n-1 with ``graph.ids`` keeping the
+originals.
+
+Errors name the file and the column: missing column (the available ones are
+listed), nulls (first null row; for CSV also its line), non-integer id
+columns, uint64 ids beyond int64, negative ids, NaN / inf / negative weights.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import GraphFormatError
+from ..graph import Graph
+from ._common import format_name
+
+TABLE_FORMATS = ("parquet", "arrow", "feather", "csv")
+
+
+def _load(p: Path, fmt: str, columns: list[str], delimiter: str):
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.feather as feather
+    import pyarrow.ipc as ipc
+    import pyarrow.parquet as pq
+
+    try:
+        if fmt == "parquet":
+            schema = pq.read_schema(p)
+            names = schema.names
+            return pq.read_table(p, columns=[c for c in columns if c in names]), names
+        if fmt == "feather":
+            t = feather.read_table(p)
+            return t, t.column_names
+        if fmt == "arrow":
+            try:
+                with pa.memory_map(str(p)) as src:
+                    t = ipc.open_file(src).read_all()
+            except pa.ArrowInvalid:
+                with pa.memory_map(str(p)) as src:
+                    t = ipc.open_stream(src).read_all()
+            return t, t.column_names
+        if fmt == "csv":
+            t = pacsv.read_csv(p, parse_options=pacsv.ParseOptions(delimiter=delimiter),
+                               convert_options=pacsv.ConvertOptions(include_columns=None))
+            return t, t.column_names
+    except FileNotFoundError:
+        raise GraphFormatError("file not found", p) from None
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise GraphFormatError(f"cannot read {fmt} table: {msg}", p) from None
+    raise GraphFormatError(f"unknown table format {fmt!r}", p)
+
+
+def _row_where(fmt: str, row: int) -> tuple[str, int | None]:
+    """Message text and line number (CSV: header is line 1) of a 0-based row."""
+    return f"row {row}", (row + 2 if fmt == "csv" else None)
+
+
+def _ids(t, col: str, p: Path, fmt: str) -> np.ndarray:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arr = t.column(col)
+    if arr.null_count:
+        r = int(pc.index(pc.is_null(arr), True).as_py())
+        what, line = _row_where(fmt, r)
+        raise GraphFormatError(f"null vertex id at {what}", p, line, field=col)
+    typ = arr.type
+    if not pa.types.is_integer(typ):
+        detail = ""
+        if pa.types.is_floating(typ):
+            a = arr.to_numpy()
+            bad = ~np.isfinite(a) | (a != np.floor(a))
+            if bad.any():
+                r = int(np.flatnonzero(bad)[0])
+                what, line = _row_where(fmt, r)
+                raise GraphFormatError(f"non-integer vertex id {a[r]!r} at {what}", p, line, field=col)
+            detail = " (integral floats: cast the column to int64)"
+        elif pa.types.is_string(typ) or pa.types.is_large_string(typ):
+            detail = " (string ids: map them to integers first)"
+        raise GraphFormatError(f"vertex ids must be integers, column has type {typ}{detail}", p, field=col)
+    a = arr.to_numpy()
+    if a.dtype == np.uint64 and a.size and a.max() > np.iinfo(np.int64).max:
+        r = int(np.flatnonzero(a > np.iinfo(np.int64).max)[0])
+        what, line = _row_where(fmt, r)
+        raise GraphFormatError(f"id {int(a[r])} at {what} does not fit in int64", p, line, field=col)
+    a = a.astype(np.int64, copy=False)
+    if a.size and a.min() < 0:
+        r = int(np.flatnonzero(a < 0)[0])
+        what, line = _row_where(fmt, r)
+        raise GraphFormatError(f"negative vertex id {int(a[r])} at {what}", p, line, field=col)
+    return a
+
+
+def read_edge_table(path: str | os.PathLike, *, format: str | None = None, src: str = "src",
+                    dst: str = "dst", weight: str | None = "weight", weighted: bool | None = None,
+                    delimiter: str = ",", symmetrize: bool = False, self_loops: str = "keep",
+                    dedupe: bool = True, drop_isolated: bool = False, relabel: bool = True,
+                    name: str | None = None) -> Graph:
+    """Read an edge table (Parquet / Arrow IPC / Feather / CSV with header).
+
+    format : "parquet" | "arrow" | "feather" | "csv"; default from the extension.
+    src, dst, weight : column names. The weight column is used when present
+        (``weighted=None``), required with ``weighted=True``, ignored with False.
+    relabel : as in :func:`partplan.io.edgelist.read_edgelist`.
+    """
+    from .edgelist import edges_to_graph
+
+    p = Path(path)
+    fmt = format or _format_of(p)
+    if fmt not in TABLE_FORMATS:
+        raise GraphFormatError(f"unknown table format {fmt!r} (expected one of {TABLE_FORMATS})", p)
+    want = [src, dst] + ([weight] if weight and weighted is not False else [])
+    t, names = _load(p, fmt, want, delimiter)
+    for col in (src, dst):
+        if col not in names:
+            raise GraphFormatError(f"missing column {col!r} (the table has {names}); "
+                                   "name the columns with src=/dst=", p, field=col)
+    use_w = bool(weight) and weighted is not False and weight in names
+    if weighted and not use_w:
+        raise GraphFormatError(f"weighted=True but there is no column {weight!r} (the table has {names})",
+                               p, field=weight or "weight")
+    s = _ids(t, src, p, fmt)
+    d = _ids(t, dst, p, fmt)
+    w = None
+    if use_w:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        arr = t.column(weight)
+        if arr.null_count:
+            r = int(pc.index(pc.is_null(arr), True).as_py())
+            what, line = _row_where(fmt, r)
+            raise GraphFormatError(f"null weight at {what}", p, line, field=weight)
+        if not (pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type)):
+            raise GraphFormatError(f"weights must be numbers, column has type {arr.type}", p, field=weight)
+        w = arr.to_numpy().astype(np.float64)
+        bad = ~np.isfinite(w) | (w < 0)
+        if bad.any():
+            r = int(np.flatnonzero(bad)[0])
+            what, line = _row_where(fmt, r)
+            kind = "negative" if np.isfinite(w[r]) else "non-finite"
+            raise GraphFormatError(f"{kind} weight {w[r]!r} at {what}", p, line, field=weight)
+    if s.size == 0:
+        raise GraphFormatError("the edge table has no rows", p)
+    return edges_to_graph(s, d, w, p, relabel=relabel, symmetrize=symmetrize, self_loops=self_loops,
+                          dedupe=dedupe, drop_isolated=drop_isolated, name=name)
+
+
+def _format_of(p: Path) -> str:
+    ext = format_name(p).rsplit(".", 1)[-1]
+    return {"pq": "parquet", "ipc": "arrow", "tsv": "csv"}.get(ext, ext)
+
+
+def write_edge_table(graph: Graph, path: str | os.PathLike, *, format: str | None = None,
+                     original_ids: bool = True) -> Path:
+    """Write the edges (``src, dst[, weight]``) as Parquet / Arrow / Feather /
+    CSV, chosen by extension; atomic (temp file + ``os.replace``)."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.feather as feather
+    import pyarrow.parquet as pq
+
+    from ._common import atomic_output
+
+    p = Path(path)
+    fmt = format or _format_of(p)
+    r, c = graph.rows, graph.indices
+    if original_ids and graph.ids is not None:
+        r, c = graph.ids[r], graph.ids[c]
+    cols = {"src": r, "dst": c}
+    if graph.data is not None:
+        cols["weight"] = graph.data
+    t = pa.table(cols)
+    with atomic_output(p, compress=False) as fh:
+        if fmt == "parquet":
+            pq.write_table(t, fh)
+        elif fmt in ("arrow", "feather"):
+            feather.write_feather(t, fh)
+        elif fmt == "csv":
+            pacsv.write_csv(t, fh)
+        else:
+            raise GraphFormatError(f"unknown table format {fmt!r}", p)
+    return p
