@@ -399,11 +399,15 @@ def _plan_2d(g: Graph, part: np.ndarray, R: int, C: int):
 
 
 # ----------------------------------------------------------------------------- public API
-def _unpack(part_or_partition, k, layout, layout_params, owner, meta):
+def _unpack(graph, part_or_partition, k, layout, layout_params, owner, meta):
     """Accept a plain part vector or the planner's Partition (duck-typed)."""
     info = {}
     if hasattr(part_or_partition, "part") and hasattr(part_or_partition, "k"):
         P = part_or_partition
+        fp = getattr(P, "graph_fingerprint", None)
+        if fp and fp != graph.fingerprint:
+            raise PlanError(f"the partition was computed for another graph (fingerprint {fp[:16]}…, "
+                            f"graph {graph.name!r} has {graph.fingerprint[:16]}…)")
         part = P.part
         k = P.k if k is None else k
         if layout == "1d" and getattr(P, "layout", "1d") != "1d":
@@ -460,7 +464,7 @@ def build_plan(graph: Graph, part_or_partition, k: int | None = None, *, layout:
     ([1], [2])
     """
     t0 = time.perf_counter()
-    part, k, layout, lp, owner, info = _unpack(part_or_partition, k, layout, layout_params, owner, meta)
+    part, k, layout, lp, owner, info = _unpack(graph, part_or_partition, k, layout, layout_params, owner, meta)
     if layout not in LAYOUTS:
         raise PlanError(f"unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
     if f < 1:

@@ -1,0 +1,48 @@
+"""``partplan export PLAN --to dgl|pyg|metis OUT``: hand a plan's partition to another system.
+
+Thin layer over :func:`partplan.interop.export_plan`. ``metis`` writes one part
+id per line; ``dgl`` a DGL partition config + id mappings + the pipeline's
+partition assignment (no ``.dgl`` binaries: dgl is not installed); ``pyg`` the
+``torch_geometric.distributed.Partitioner`` folder (META.json, node_map.pt,
+edge_map.pt, part_i/*.pt, no features). See docs/plans.md, "Interop".
+
+Examples::
+
+    partplan export enron16.plan --to metis enron.part.16
+    partplan export enron16.plan --to dgl enron_dgl/
+    partplan export enron16.plan --to pyg enron_pyg/
+"""
+from __future__ import annotations
+
+import json
+
+
+def register(subparsers) -> None:
+    import argparse
+    p = subparsers.add_parser(
+        "export", help="export a plan's partition to DGL, PyG or METIS layouts",
+        description="Export the partition of a plan to the DGL partition layout, the PyG Partitioner layout "
+                    "or a METIS .part file, so their users keep their training code.",
+        epilog="examples:\n  partplan export g16.plan --to metis g.part.16\n"
+               "  partplan export g16.plan --to dgl out_dgl/\n  partplan export g16.plan --to pyg out_pyg/",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("plan", metavar="PLAN", help="plan directory")
+    p.add_argument("--to", required=True, choices=("dgl", "pyg", "metis"), help="target layout")
+    p.add_argument("out", metavar="OUT", help="output file (metis) or new/empty directory (dgl, pyg)")
+    p.add_argument("--graph-name", help="graph name used in the DGL config (default: the plan's graph name)")
+    p.add_argument("--json", action="store_true", help="print what was written as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    from partplan.interop import export_plan
+    out = export_plan(args.plan, args.to, args.out, graph_name=args.graph_name)
+    files = sorted(str(p.relative_to(out)) for p in Path(out).rglob("*") if p.is_file()) if Path(out).is_dir() \
+        else [Path(out).name]
+    if args.json:
+        print(json.dumps({"to": args.to, "out": str(out), "files": files}))
+    else:
+        print(f"wrote {args.to} export to {out}: {len(files)} file(s)")
+    return 0

@@ -1,0 +1,77 @@
+"""``partplan inspect PLAN [--json] [--rank R]``: print a plan's manifest and a per-rank summary.
+
+Reads only the manifest (per-rank figures are recorded there at write time);
+``--rank R`` also opens that rank's shard (memory-mapped) and lists its fields.
+
+Examples::
+
+    partplan inspect enron16.plan
+    partplan inspect enron16.plan --json
+    partplan inspect enron16.plan --rank 3
+"""
+from __future__ import annotations
+
+import json
+
+
+def register(subparsers) -> None:
+    import argparse
+    p = subparsers.add_parser(
+        "inspect", help="print a plan's manifest and per-rank summary",
+        description="Print the manifest of a plan directory (format, graph, layout, partitioner, costed "
+                    "feature width, CommStats summary) and one line per rank.",
+        epilog="examples:\n  partplan inspect g16.plan\n  partplan inspect g16.plan --rank 0 --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("plan", metavar="PLAN", help="plan directory")
+    p.add_argument("--rank", type=int, metavar="R", help="also open rank R's shard and list its fields")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=run)
+
+
+_SUMMARY_KEYS = ("total_volume", "max_send", "max_recv", "messages", "max_send_messages", "max_recv_messages",
+                 "compute_imbalance", "total_reduce_rows", "time_estimate_s")
+
+
+def run(args) -> int:
+    from partplan.plan import load_plan, read_manifest
+    m = read_manifest(args.plan)
+    shard = None
+    if args.rank is not None:
+        rp = load_plan(args.plan, rank=args.rank)
+        shard = {"rank": rp.rank, "meta": rp.meta,
+                 "fields": {k: {"dtype": str(v.dtype), "length": int(v.size)} for k, v in rp.arrays.items()}}
+    if args.json:
+        out = dict(m)
+        if shard is not None:
+            out["shard"] = shard
+        print(json.dumps(out, indent=1, sort_keys=True))
+        return 0
+    g = m["graph"]
+    print(f"plan        {args.plan}  (format {m['format']} v{m['format_version']}, "
+          f"{m.get('tool', {}).get('name', '?')} {m.get('tool', {}).get('version', '?')}, created {m.get('created', '-')})")
+    print(f"graph       {g.get('name')}  n={g['n']} nnz={g['nnz']} "
+          f"{'directed' if g.get('directed') else 'undirected'} fingerprint {g['fingerprint'][:16]}…")
+    print(f"layout      {m['layout']} {m['layout_params'] or ''}  k={m['k']} ranks={m['ranks']} "
+          f"ownership={m.get('ownership')} backward={m.get('backward')}")
+    print(f"partition   model={m.get('model')} backend={m.get('backend')} objective={m.get('objective')} "
+          f"seed={m.get('seed')}")
+    print(f"costed for  f={m.get('f')} dtype={m.get('dtype')} ({m.get('row_bytes')} bytes/row)")
+    st = m.get("stats") or {}
+    print("stats       " + "  ".join(f"{k}={_fmt(st[k])}" for k in _SUMMARY_KEYS if k in st))
+    cols = ["rank", "rows", "held", "halo", "nnz", "send_rows", "recv_rows", "send_msgs", "recv_msgs", "bytes"]
+    extra = [c for c in ("fold_send_rows", "fold_recv_rows", "bwd_send_rows", "bwd_recv_rows")
+             if m["shards"] and c in m["shards"][0]]
+    cols += extra
+    rows = [[str(s.get(c, "")) for c in cols] for s in m["shards"]]
+    w = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)] if rows else [len(c) for c in cols]
+    print("  ".join(c.rjust(w[i]) for i, c in enumerate(cols)))
+    for r in rows:
+        print("  ".join(v.rjust(w[i]) for i, v in enumerate(r)))
+    if shard is not None:
+        print(f"shard of rank {shard['rank']}: " + ", ".join(f"{k}[{v['length']}] {v['dtype']}"
+                                                              for k, v in sorted(shard["fields"].items())))
+    return 0
+
+
+def _fmt(v):
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
