@@ -72,9 +72,10 @@ def rmat_edges(scale: int, edgefactor: int = 16, a: float = 0.57, b: float = 0.1
     Self loops and duplicate tuples are kept (kernel 1 input).
 
     The random numbers come from numpy PCG64 streams (one per block of
-    :data:`RMAT_CHUNK` tuples, seeded by ``SeedSequence([seed, block])``), not
-    from the reference C generator's MRG, so graphs have the same distribution
-    as the reference but not the same edges.
+    :data:`RMAT_CHUNK` tuples, seeded by ``SeedSequence([seed, block])``; each
+    64-bit draw gives the row and column uniforms of one level at 32-bit
+    resolution), not from the reference C generator's MRG, so graphs have the
+    same distribution as the reference but not the same edges.
 
     Parameters
     ----------
@@ -105,19 +106,23 @@ def rmat_edges(scale: int, edgefactor: int = 16, a: float = 0.57, b: float = 0.1
     ab = a + b
     c_norm = c / (1.0 - ab)
     a_norm = a / ab
+    # One 64-bit draw per tuple and level gives two 32-bit uniforms u = r / 2**32:
+    # "u > p" is "r > floor(p * 2**32)" (resolution 2**-32).
+    t_ab, t_c, t_a = (np.uint64(min(int(p * 2.0 ** 32), 2 ** 32 - 1)) for p in (ab, c_norm, a_norm))
+    low, shift = np.uint64(0xFFFFFFFF), np.uint64(32)
     src = np.zeros(m, dtype=np.int64)
     dst = np.zeros(m, dtype=np.int64)
     nblocks = -(-m // RMAT_CHUNK)
     for blk in range(nblocks):  # bounded memory; loop over blocks of tuples, not tuples
         lo, hi = blk * RMAT_CHUNK, min(m, (blk + 1) * RMAT_CHUNK)
-        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, blk])))
+        bitgen = np.random.PCG64(np.random.SeedSequence([seed, blk]))
         s, t = src[lo:hi], dst[lo:hi]
         for level in range(scale):
-            ii = rng.random(hi - lo) > ab
-            jj = rng.random(hi - lo) > np.where(ii, c_norm, a_norm)
-            bit = np.int64(1) << level
-            s |= ii * bit
-            t |= jj * bit
+            r = bitgen.random_raw(hi - lo)
+            ii = (r & low) > t_ab                      # row bit: rand > a + b
+            jj = (r >> shift) > np.where(ii, t_c, t_a)  # column bit, conditional on the row bit
+            s |= ii.astype(np.int64) << level
+            t |= jj.astype(np.int64) << level
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, nblocks, 1])))
     if permute:
         perm = rng.permutation(n).astype(np.int64)
