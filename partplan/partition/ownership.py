@@ -1,0 +1,355 @@
+"""Decoupled ownership of H rows: choose who sends each row, total volume unchanged.
+
+In 1D SpMM ``Z = A @ H`` the rows of A (compute) are split by ``part``. Row
+``H[j]`` is needed by the parts in its connectivity set
+
+    Λ_j = {part[i] : A[i, j] != 0} ∪ {part[j]}     (λ_j = |Λ_j|)
+
+Conformal ownership sends ``H[j]`` from ``part[j]``. When H's rows may live
+elsewhere (layer-0 input features are static; a feature store; mini-batch
+training), any owner ``o_j ∈ Λ_j`` gives the same total volume Σ_j (λ_j − 1)
+but moves the load between ranks:
+
+    send_p = Σ_{j : o_j = p} (λ_j − 1)
+    recv_p = |{j : p ∈ Λ_j, o_j ≠ p}|
+
+(Bisseling & Meesen, ETNA 2005; Uçar & Aykanat, SISC 2004). This module picks
+owners to minimize the bottleneck:
+
+* ``method="greedy"``: cut nets by decreasing λ_j to the part of Λ_j whose
+  cost stays lowest, then single-net moves off the bottleneck part while they
+  strictly lower it (Python loop over moves, numpy per move).
+* ``method="lp"``: the LP relaxation (min M s.t. Σ_p x_jp = 1, send_p ≤ M
+  [, recv_p ≤ M]) solved by CBC through PuLP, rounded by argmax, then the
+  same improvement moves.
+
+:func:`owner_lower_bound` gives a bound on the best possible max: the average
+load ⌈TV/k⌉ and max_j(λ_j − 1) for "max-send", plus ⌈LP optimum⌉ (solved by
+HiGHS through ``scipy.optimize.linprog``) for "max-both".
+:func:`owner_stats` counts the exchange under a given owner map, as a
+:class:`partplan.CommStats`.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import BackendUnavailableError, PartitionError
+from ..graph import Graph
+from ..metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE
+from ..metrics.stats import CommStats
+from ..metrics.volume1d import needed_pairs
+from ..parts import as_partition
+
+OWNER_OBJECTIVES = ("max-send", "max-both")
+OWNER_METHODS = ("greedy", "lp")
+
+
+class _Nets:
+    """Connectivity sets of all nets as sorted (net, part) pairs."""
+
+    def __init__(self, graph: Graph, part: np.ndarray, k: int):
+        n = graph.n
+        pat = sp.csr_matrix((np.ones(graph.nnz, dtype=np.int8), graph.indices, graph.indptr), shape=(n, n))
+        P = (pat + sp.identity(n, dtype=np.int8, format="csr")).tocsr()   # owner j is a pin of net j
+        P.sum_duplicates()
+        self.j, self.p = needed_pairs(P.indptr.astype(np.int64), P.indices.astype(np.int64), part, k, n)
+        self.n, self.k = n, k
+        self.lam = np.bincount(self.j, minlength=n).astype(np.int64)          # λ_j
+        self.ptr = np.concatenate([[0], np.cumsum(self.lam)]).astype(np.int64)
+        self.tv = int((self.lam - 1).sum())
+        self.deg = np.bincount(self.p, minlength=k).astype(np.int64)         # |{j : p ∈ Λ_j}|
+
+    def check(self, owner: np.ndarray, source: str = "owner"):
+        """Raise PartitionError unless owner[j] ∈ Λ_j for every j."""
+        owner = np.asarray(owner)
+        if owner.shape != (self.n,):
+            raise PartitionError(f"{source} has {owner.size} entries but the graph has {self.n} vertices")
+        if not np.issubdtype(owner.dtype, np.integer):
+            raise PartitionError(f"{source} must hold integer part ids, got dtype {owner.dtype}")
+        owner = owner.astype(np.int64)
+        bad = (owner < 0) | (owner >= self.k)
+        if bad.any():
+            j = int(np.flatnonzero(bad)[0])
+            raise PartitionError(f"{source}[{j}] = {int(owner[j])} is not a part id in [0, {self.k})")
+        hit = np.bincount(self.j, weights=(self.p == owner[self.j]), minlength=self.n)
+        if (hit == 0).any():
+            j = int(np.flatnonzero(hit == 0)[0])
+            lam = self.p[self.ptr[j]:self.ptr[j + 1]].tolist()
+            raise PartitionError(f"{source}[{j}] = {int(owner[j])} is not in the connectivity set {lam} of column {j}")
+        return owner
+
+    def loads(self, owner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        send = np.bincount(owner, weights=self.lam - 1, minlength=self.k).astype(np.int64)
+        recv = self.deg - np.bincount(owner, minlength=self.k)
+        return send, recv
+
+
+def owner_stats(graph: Graph, part, owner, k: int | None = None, *, f: int = 128, dtype: str = "float32",
+                alpha: float = DEFAULT_ALPHA_S, beta: float = DEFAULT_BETA_S_PER_BYTE) -> CommStats:
+    """Exchange of ``A @ H`` when row ``H[j]`` is sent by part ``owner[j]``.
+
+    Returns a :class:`partplan.CommStats` (volume[q, r] = rows q sends r;
+    compute load from ``part``); ``extra["ownership"] = "decoupled"``.
+    Raises :class:`PartitionError` if some ``owner[j]`` is outside Λ_j.
+    """
+    part, k = as_partition(part, graph.n, k)
+    nets = _Nets(graph, part, k)
+    owner = nets.check(owner)
+    q = owner[nets.j]
+    off = q != nets.p
+    vol = np.bincount(q[off] * k + nets.p[off], minlength=k * k).reshape(k, k).astype(np.int64)
+    w = np.maximum(graph.row_nnz, 0)
+    load = np.bincount(part, weights=w, minlength=k).astype(np.int64)
+    sizes = np.bincount(part, minlength=k).astype(np.int64)
+    cut = int(np.count_nonzero(part[graph.rows] != part[graph.indices]))
+    return CommStats(k=k, n=graph.n, nnz=graph.nnz, f=f, dtype=str(dtype), volume=vol, part_sizes=sizes,
+                     compute_load=load, edge_cut=cut, alpha=alpha, beta=beta, name=graph.name,
+                     extra={"ownership": "decoupled"})
+
+
+# ------------------------------------------------------------------ greedy
+def _cost(send, recv, objective):
+    return send if objective == "max-send" else np.maximum(send, recv)
+
+
+def _greedy_initial(nets: _Nets, objective: str) -> np.ndarray:
+    """Cut nets by decreasing λ to the part of Λ_j with the lowest resulting cost."""
+    k = nets.k
+    owner = np.full(nets.n, -1, dtype=np.int64)
+    single = nets.lam == 1
+    owner[single] = nets.p[nets.ptr[:-1][single]]
+    send = np.zeros(k, dtype=np.int64)
+    recv = nets.deg - np.bincount(owner[single], minlength=k)   # not yet owned: every pin part receives
+    cut = np.flatnonzero(~single)
+    order = cut[np.argsort(-nets.lam[cut], kind="stable")]
+    ptr, P, lam = nets.ptr, nets.p, nets.lam
+    both = objective == "max-both"
+    # one Python step per cut net (inherently sequential); numpy on the ≤ k candidates
+    for j in order.tolist():
+        cand = P[ptr[j]:ptr[j + 1]]
+        w = lam[j] - 1
+        if both:
+            c = np.maximum(send[cand] + w, recv[cand] - 1)
+            pick = cand[np.lexsort((send[cand], c))[0]]
+        else:
+            pick = cand[np.argmin(send[cand])]
+        owner[j] = pick
+        send[pick] += w
+        recv[pick] -= 1
+    return owner
+
+
+def _improve(nets: _Nets, owner: np.ndarray, objective: str, deadline: float | None,
+             max_iter: int = 100_000) -> np.ndarray:
+    """Move single nets off the bottleneck part while that strictly lowers its
+    cost without another part reaching the old maximum."""
+    owner = owner.copy()
+    send, recv = nets.loads(owner)
+    pj, pp = nets.j, nets.p
+    w_pair = nets.lam[pj] - 1
+    keep = w_pair > 0
+    pj, pp, w_pair = pj[keep], pp[keep], w_pair[keep]
+    both = objective == "max-both"
+    for _ in range(max_iter):
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        cost = _cost(send, recv, objective)
+        top = int(np.argmax(cost))
+        m = cost[top]
+        # push: a net owned by top goes to another part q of its Λ
+        mask = (owner[pj] == top) & (pp != top)
+        j, q, w = pj[mask], pp[mask], w_pair[mask]
+        src = np.full(j.size, top)
+        if both:
+            # pull: a net whose Λ holds top, owned by q, comes to top (lowers top's recv)
+            pull = (pp == top) & (owner[pj] != top)
+            j = np.concatenate([j, pj[pull]])
+            src = np.concatenate([src, owner[pj[pull]]])
+            q = np.concatenate([q, np.full(int(pull.sum()), top)])
+            w = np.concatenate([w, w_pair[pull]])
+        if j.size == 0:
+            break
+        new_src = np.maximum(send[src] - w, recv[src] + 1) if both else send[src] - w
+        new_q = np.maximum(send[q] + w, recv[q] - 1) if both else send[q] + w
+        worst = np.maximum(new_src, new_q)
+        i = int(np.argmin(worst))
+        if worst[i] >= m:
+            break
+        jj, ss, qq, ww = int(j[i]), int(src[i]), int(q[i]), int(w[i])
+        owner[jj] = qq
+        send[ss] -= ww
+        send[qq] += ww
+        recv[ss] += 1
+        recv[qq] -= 1
+    return owner
+
+
+# ---------------------------------------------------------------------- LP
+def _lp_matrices(nets: _Nets, objective: str):
+    """Matrix form of the LP over the cut nets' (net, part) pairs plus M (last column).
+
+    min M  s.t.  Σ_p x_jp = 1 (each cut net);  Σ_j w_j x_jp − M ≤ 0 (send);
+    [deg_p − Σ_j x_jp − M ≤ 0 (recv, "max-both")];  0 ≤ x ≤ 1.
+    Uncut nets (λ = 1) have no choice and contribute nothing.
+    """
+    k = nets.k
+    cut = nets.lam >= 2
+    sel = cut[nets.j]
+    pj, pp = nets.j[sel], nets.p[sel]
+    w = (nets.lam[pj] - 1).astype(np.float64)
+    nv = pj.size
+    cut_ids, row_eq = np.unique(pj, return_inverse=True)
+    A_eq = sp.csr_matrix((np.ones(nv), (row_eq, np.arange(nv))), shape=(cut_ids.size, nv + 1))
+    b_eq = np.ones(cut_ids.size)
+    A_send = sp.csr_matrix((w, (pp, np.arange(nv))), shape=(k, nv + 1)).tolil()
+    A_send[:, nv] = -1.0
+    blocks, rhs = [A_send.tocsr()], [np.zeros(k)]
+    if objective == "max-both":
+        deg_cut = np.bincount(pp, minlength=k).astype(np.float64)
+        A_recv = sp.csr_matrix((-np.ones(nv), (pp, np.arange(nv))), shape=(k, nv + 1)).tolil()
+        A_recv[:, nv] = -1.0
+        blocks.append(A_recv.tocsr())
+        rhs.append(-deg_cut)
+    return pj, pp, A_eq, b_eq, sp.vstack(blocks).tocsr(), np.concatenate(rhs)
+
+
+def _lp_highs(nets: _Nets, objective: str, time_limit: float | None):
+    from scipy.optimize import linprog
+
+    pj, pp, A_eq, b_eq, A_ub, b_ub = _lp_matrices(nets, objective)
+    c = np.zeros(pj.size + 1)
+    c[-1] = 1.0
+    opts = {} if time_limit is None else {"time_limit": float(time_limit)}
+    res = linprog(c, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq,
+                  bounds=[(0, 1)] * pj.size + [(0, None)], method="highs", options=opts)
+    if res.status != 0:
+        raise PartitionError(f"HiGHS could not solve the ownership LP: {res.message}")
+    return pj, pp, res.x[:-1], float(res.fun)
+
+
+def _lp_cbc(nets: _Nets, objective: str, time_limit: float | None):
+    """The same LP through PuLP / CBC (rows built from the sparse matrices)."""
+    import pulp
+
+    pj, pp, A_eq, b_eq, A_ub, b_ub = _lp_matrices(nets, objective)
+    nv = pj.size
+    prob = pulp.LpProblem("ownership", pulp.LpMinimize)
+    x = [pulp.LpVariable(f"x{i}", 0, 1) for i in range(nv)]
+    M = pulp.LpVariable("M", 0)
+    allv = x + [M]
+    prob += M
+    for A, b, sense in ((A_eq, b_eq, "eq"), (A_ub, b_ub, "le")):
+        A = A.tocsr()
+        for r in range(A.shape[0]):
+            cols = A.indices[A.indptr[r]:A.indptr[r + 1]]
+            vals = A.data[A.indptr[r]:A.indptr[r + 1]]
+            expr = pulp.LpAffineExpression(zip((allv[c] for c in cols), vals.tolist()))
+            prob += (expr == b[r]) if sense == "eq" else (expr <= b[r])
+    solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=None if time_limit is None else float(time_limit))
+    status = prob.solve(solver)
+    if pulp.LpStatus[status] != "Optimal":
+        raise PartitionError(f"CBC did not solve the ownership LP to optimality: {pulp.LpStatus[status]}")
+    vals = np.array([v.varValue or 0.0 for v in x])
+    return pj, pp, vals, float(M.varValue)
+
+
+def _round(nets: _Nets, pj, pp, xval) -> np.ndarray:
+    """owner[j] = the part with the largest LP share (uncut nets: their only part)."""
+    owner = np.full(nets.n, -1, dtype=np.int64)
+    single = nets.lam == 1
+    owner[single] = nets.p[nets.ptr[:-1][single]]
+    order = np.lexsort((-xval, pj))               # per net, largest x first
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = pj[order][1:] != pj[order][:-1]
+    owner[pj[order][first]] = pp[order][first]
+    return owner
+
+
+def assign_owners(graph: Graph, part, k: int | None = None, *, method: str = "greedy",
+                  objective: str = "max-both", time_limit: float | None = None,
+                  return_info: bool = False):
+    """Owner part of every row of H (decoupled ownership), total volume unchanged.
+
+    Parameters
+    ----------
+    part : int[n] row partition (compute), k parts.
+    method : "greedy" (any size) or "lp" (LP relaxation by PuLP/CBC, rounded,
+        then greedy improvement; for k ≤ 64 and up to ~20k cut nets).
+    objective : "max-send" (max_p send_p) or "max-both" (max_p max(send_p, recv_p)).
+    time_limit : seconds for the LP solver / the improvement loop.
+    return_info : also return a dict (seconds, LP value, bound, figures).
+
+    Returns
+    -------
+    owner int64[n] with owner[j] ∈ Λ_j (see module doc) [, info].
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from partplan import Graph
+    >>> g = Graph.from_edges([0, 0, 0], [1, 2, 3], symmetrize=True)      # star, centre 0
+    >>> owner = assign_owners(g, np.array([0, 1, 1, 1]), 2, objective="max-send")
+    >>> owner_stats(g, np.array([0, 1, 1, 1]), owner, 2).max_send
+    1
+    """
+    t0 = time.perf_counter()
+    if method not in OWNER_METHODS:
+        raise PartitionError(f"unknown ownership method {method!r}; choose one of {', '.join(OWNER_METHODS)}")
+    if objective not in OWNER_OBJECTIVES:
+        raise PartitionError(f"unknown ownership objective {objective!r}; choose one of "
+                             f"{', '.join(OWNER_OBJECTIVES)}")
+    part, k = as_partition(part, graph.n, k)
+    nets = _Nets(graph, part, k)
+    deadline = None if time_limit is None else t0 + float(time_limit)
+    info: dict = {"method": method, "objective": objective}
+    if method == "greedy":
+        owner = _greedy_initial(nets, objective)
+    else:
+        try:
+            import pulp  # noqa: F401
+        except ImportError as exc:  # pragma: no cover - pulp is a dependency
+            raise BackendUnavailableError("method='lp' needs PuLP (pip install pulp)") from exc
+        if (nets.lam >= 2).any():
+            pj, pp, xval, lpval = _lp_cbc(nets, objective, time_limit)
+            owner = _round(nets, pj, pp, xval)
+            info["lp_value"] = lpval
+        else:
+            owner = nets.p[nets.ptr[:-1]].copy()
+            info["lp_value"] = 0.0
+    info["initial_max"] = int(_cost(*nets.loads(owner), objective).max())
+    owner = _improve(nets, owner, objective, deadline)
+    send, recv = nets.loads(owner)
+    info.update(max_send=int(send.max()), max_recv=int(recv.max()),
+                max_send_recv=int(np.maximum(send, recv).max()), total_volume=nets.tv,
+                seconds=time.perf_counter() - t0)
+    return (owner, info) if return_info else owner
+
+
+def owner_lower_bound(graph: Graph, part, k: int | None = None, *, objective: str = "max-both",
+                      method: str | None = None, time_limit: float | None = None) -> int:
+    """A lower bound on min over owner maps of the max load (rows of H).
+
+    "max-send": max(⌈TV/k⌉, max_j (λ_j − 1)) (average load; the biggest net
+    must be sent whole by someone). "max-both": additionally ⌈LP optimum⌉ of
+    the relaxation (HiGHS via scipy), which is tighter because a part's recv
+    can only drop by the nets it owns. ``method`` = "average" skips the LP,
+    "lp" forces it (default: "average" for max-send, "lp" for max-both).
+    """
+    if objective not in OWNER_OBJECTIVES:
+        raise PartitionError(f"unknown ownership objective {objective!r}; choose one of "
+                             f"{', '.join(OWNER_OBJECTIVES)}")
+    if method is None:
+        method = "lp" if objective == "max-both" else "average"
+    if method not in ("average", "lp"):
+        raise PartitionError(f"unknown bound method {method!r}; choose average or lp")
+    part, k = as_partition(part, graph.n, k)
+    nets = _Nets(graph, part, k)
+    bound = max(-(-nets.tv // k), int((nets.lam - 1).max()) if nets.n else 0)
+    if method == "lp" and (nets.lam >= 2).any():
+        _, _, _, val = _lp_highs(nets, objective, time_limit)
+        bound = max(bound, int(math.ceil(val - 1e-6)))
+    return int(bound)
