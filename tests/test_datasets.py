@@ -239,10 +239,12 @@ def fake_registry(tmp_path, monkeypatch):
         "license": "CC0", "citation": "-", "notes": "-", "embedded": None}
     d = tmp_path / "datasets"
     d.mkdir()
+    bump = [10 ** 18]
 
     def write(e):
         (d / "registry.json").write_text(json.dumps({"schema_version": 1, "datasets": [e]}))
-        os.utime(d / "registry.json", ns=(1, os.stat(d / "registry.json").st_mtime_ns + 1))
+        bump[0] += 10 ** 9  # a distinct mtime for each version (the registry is cached by mtime)
+        os.utime(d / "registry.json", ns=(bump[0], bump[0]))
 
     write(entry)
     monkeypatch.setenv("PARTPLAN_DATASETS_DIR", str(d))

@@ -73,7 +73,7 @@ def cache_dir(path: str | os.PathLike | None = None) -> Path:
 
 
 @lru_cache(maxsize=4)
-def _load_registry(path: str, mtime: float) -> dict:
+def _load_registry(path: str, mtime_ns: int, size: int) -> dict:
     try:
         with open(path, encoding="utf-8") as fh:
             reg = json.load(fh)
@@ -91,7 +91,8 @@ def _load_registry(path: str, mtime: float) -> dict:
 def registry() -> dict:
     """The parsed registry (a deep copy: callers may modify it)."""
     p = datasets_dir() / "registry.json"
-    return copy.deepcopy(_load_registry(str(p), p.stat().st_mtime))
+    st = p.stat()
+    return copy.deepcopy(_load_registry(str(p), st.st_mtime_ns, st.st_size))
 
 
 def names() -> list[str]:
