@@ -1,0 +1,11 @@
+"""Planner benchmark from a fresh clone: ``python benchmarks/bench_planner.py --quick --out bench-out``.
+
+Same as ``partplan bench`` (all arguments are passed through); see
+:mod:`partplan.partition.bench` for what is measured.
+"""
+import sys
+
+from partplan.cli.main import main
+
+if __name__ == "__main__":
+    sys.exit(main(["bench", *sys.argv[1:]]))

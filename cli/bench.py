@@ -1,0 +1,84 @@
+"""``partplan bench``: the planner benchmark (see :mod:`partplan.partition.bench`).
+
+Examples::
+
+    partplan bench --quick --out bench-out
+    partplan bench --datasets email-Enron copter2 rmat16 --k 16 64 --out bench-out --json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
+    return v
+
+
+def register(subparsers) -> None:
+    from partplan.partition.bench import DATASETS, METHODS, QUICK_DATASETS
+
+    p = subparsers.add_parser(
+        "bench", help="benchmark partitioners: volume, bottleneck, messages, balance, time",
+        description="Run block, random, METIS (graph model), Mt-KaHyPar (hypergraph model) and hypergraph + "
+                    "bottleneck refinement on datasets × k; print total volume, max send/recv, messages, "
+                    "compute imbalance and partition time normalized to random and to METIS with geometric "
+                    "means; write CSV / JSON / PNG to --out.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=f"default datasets: {' '.join(DATASETS)}\nquick: {' '.join(QUICK_DATASETS)}\n"
+               "rmatS = Graph500 R-MAT of scale S (generated)\n"
+               "examples:\n  partplan bench --quick --out bench-out\n"
+               "  partplan bench --datasets email-Enron rmat16 --k 16 64 --stochastic email-Enron")
+    p.add_argument("--datasets", nargs="+", default=None, metavar="NAME", help="dataset names or rmatS")
+    p.add_argument("--k", nargs="+", type=_positive_int, default=None, help="part counts (default 16 64)")
+    p.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    p.add_argument("--quick", action="store_true", help="small embedded datasets + rmat14 only")
+    p.add_argument("--out", default=None, metavar="DIR", help="write bench_planner.{csv,json,png} here")
+    p.add_argument("--preset", default="DEFAULT", help="Mt-KaHyPar preset (default DEFAULT)")
+    p.add_argument("--threads", type=_positive_int, default=1, help="Mt-KaHyPar threads (default 1)")
+    p.add_argument("--imbalance", type=float, default=0.03)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--refine-time-limit", type=float, default=None, help="seconds per refinement")
+    p.add_argument("--stochastic", default=None, metavar="NAME",
+                   help="also compare the stochastic model with the full-batch hypergraph on this dataset")
+    p.add_argument("--stochastic-k", type=_positive_int, default=16)
+    p.add_argument("--stochastic-batches", type=_positive_int, default=1000, help="fresh evaluation batches")
+    p.add_argument("--sampler", default="neighbor:256:10,5", help="stochastic sampler spec")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from partplan.partition.backends import check_preset
+    from partplan.partition.bench import DATASETS, QUICK_DATASETS, format_table, run_bench
+
+    preset = check_preset(args.preset)
+    datasets = args.datasets or (QUICK_DATASETS if args.quick else DATASETS)
+    ks = args.k or [16, 64]
+    t0 = time.perf_counter()
+
+    def progress(msg: str) -> None:
+        if not args.quiet:
+            print(f"[{time.perf_counter() - t0:7.1f}s] {msg}", file=sys.stderr, flush=True)
+
+    res = run_bench(datasets, ks, methods=args.methods, out=args.out, imbalance=args.imbalance, seed=args.seed,
+                    preset=preset, threads=args.threads, refine_time_limit=args.refine_time_limit,
+                    stochastic=args.stochastic, stochastic_k=args.stochastic_k,
+                    stochastic_batches=args.stochastic_batches, stochastic_sampler=args.sampler,
+                    progress=progress)
+    if args.json:
+        print(json.dumps(res, indent=1, default=float))
+    else:
+        print(format_table(res))
+        if args.out:
+            print(f"\nwrote {args.out}/bench_planner.csv, .json, .png")
+    return 0
