@@ -311,12 +311,14 @@ def format_table(result: dict) -> str:
         lines.append("")
         lines.append(f"geometric mean ratio to {ref} (over dataset × k):")
         lines.append(f"  {'method':<18}{'total':>8}{'max snd':>9}{'max rcv':>9}{'max s/r':>9}{'msgs':>8}"
-                     f"{'time':>9}{'inst':>6}")
+                     f"{'time':>10}{'inst':>6}")
         for m, d in result["geomean"][f"vs_{ref}"].items():
             def g(f):
-                return f"{d[f]:.3f}" if d[f] is not None else "-"
+                if d[f] is None:
+                    return "-"
+                return f"{d[f]:.3g}" if f == "time_s" else f"{d[f]:.3f}"
             lines.append(f"  {m:<18}{g('total_volume'):>8}{g('max_send'):>9}{g('max_recv'):>9}"
-                         f"{g('max_send_recv'):>9}{g('messages'):>8}{g('time_s'):>9}{d['instances']:>6}")
+                         f"{g('max_send_recv'):>9}{g('messages'):>8}{g('time_s'):>10}{d['instances']:>6}")
     st = result.get("stochastic")
     if st:
         lines.append("")
