@@ -10,10 +10,10 @@ edges after symmetrizing, without self loops or duplicates; for hypergraphs
 Locations
 ---------
 * The ``datasets/`` directory (registry + embedded files) is looked up in
-  this order: ``$PARTPLAN_DATASETS_DIR``; the ``datasets/`` folder next to the
-  ``partplan`` package (a source checkout or an editable install). A wheel
-  install has no ``datasets/`` folder unless the packaging ships it: point
-  ``PARTPLAN_DATASETS_DIR`` at a checkout's ``datasets/``.
+  this order: ``$PARTPLAN_DATASETS_DIR``; ``partplan/datasets/data/`` (where a
+  wheel puts ``datasets/`` when pyproject maps it as package data
+  ``partplan.datasets.data``); the ``datasets/`` folder next to the
+  ``partplan`` package (a source checkout or an editable install).
 * Downloaded files go to the cache: the ``cache_dir`` argument, else
   ``$PARTPLAN_DATA``, else ``$XDG_CACHE_HOME/partplan``, else
   ``~/.cache/partplan``. Layout: ``<cache>/artifacts/<artifact file>`` and
@@ -52,6 +52,9 @@ def datasets_dir() -> Path:
         if not (p / "registry.json").is_file():
             raise DatasetError(f"PARTPLAN_DATASETS_DIR={env} has no registry.json")
         return p
+    packaged = Path(__file__).resolve().parent / "data"   # a wheel that ships datasets/ as package data
+    if (packaged / "registry.json").is_file():
+        return packaged
     import partplan
     p = Path(partplan.__file__).resolve().parent.parent / "datasets"
     if (p / "registry.json").is_file():
