@@ -35,14 +35,13 @@ _EXACT = float(2 ** 53)
 
 def _first_data_line(path) -> tuple[bytes | None, int]:
     """The first line that is neither blank nor a comment, and its number."""
+    no = 0
     with open_binary(path) as fh:
         for no, line in enumerate(fh, 1):
             s = line.strip()
             if s and s[:1] not in (b"#", b"%"):
                 return s, no
-            if no > 100_000:
-                break
-    return None, 0
+    return None, no
 
 
 def _looks_like_header(line: bytes) -> bool:
