@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import PlanError
+from ..errors import BackendUnavailableError, PlanError
 from ..graph import Graph
 from ..metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, dtype_bytes
 from ..metrics.layouts import LayoutStats
@@ -449,8 +449,10 @@ def build_plan(graph: Graph, part_or_partition, k: int | None = None, *, layout:
     f, dtype : feature width (columns of H) and element type the plan is costed
         for (bytes = rows × f × itemsize); recorded in the manifest.
     meta : extra JSON-able manifest fields (model, backend, objective, seed, ...).
-    backward : also plan ``A^T @ G`` (the GCN backward pass); default when A is
-        not symmetric. With a symmetric A the forward lists serve both passes.
+    backward : also plan ``A^T @ G`` (the GCN backward pass, G rows held by
+        ``part``; 1d only); default when A is not symmetric or ownership is
+        decoupled. With a symmetric A and conformal ownership the forward lists
+        serve both passes.
 
     Returns a :class:`Plan` (write it with :func:`partplan.plan.write_plan`).
 
@@ -487,8 +489,11 @@ def build_plan(graph: Graph, part_or_partition, k: int | None = None, *, layout:
             owner = None
         else:
             _check_owner(graph, part, owner, k)
-    if backward is None:
-        backward = not graph.is_symmetric()
+    if backward and layout != "1d":
+        raise BackendUnavailableError(f"backward (A^T) lists are planned for the 1d layout only, not {layout}; "
+                                      f"plan A^T as its own graph (graph.transpose())")
+    if backward is None:  # decoupled: G lives on part, H on owner — the forward lists do not fit
+        backward = layout == "1d" and (not graph.is_symmetric() or owner is not None)
     t1 = time.perf_counter()
     if layout == "1d":
         ranks, vol, bvol = _plan_1d(graph, part, k, owner, backward)

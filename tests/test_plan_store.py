@@ -1,0 +1,203 @@
+"""Plan store: atomic write, per-rank memory-mapped load, checksums, every corruption
+case raising PlanError with the file and field named, determinism, validator."""
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pytest
+
+from partplan import Graph, PlanError
+from partplan.plan import build_plan, load_plan, read_manifest, validate_plan, write_plan
+
+
+def make_graph(seed=0, directed=True, n=120, m=600):
+    rng = np.random.default_rng(seed)
+    return Graph.from_edges(rng.integers(0, n, m), rng.integers(0, n, m), rng.random(m) + 0.5, n=n,
+                            symmetrize=not directed, name=f"g{seed}")
+
+
+@pytest.fixture
+def plan_dir(tmp_path):
+    g = make_graph()
+    part = np.random.default_rng(1).integers(0, 4, g.n)
+    return g, write_plan(build_plan(g, part, 4), tmp_path / "g.plan")
+
+
+def test_layout_of_the_directory(plan_dir):
+    g, path = plan_dir
+    names = sorted(os.listdir(path))
+    assert names == ["manifest.json", "partition.arrow"] + [f"rank-{r:05d}.arrow" for r in range(4)]
+    m = json.loads((path / "manifest.json").read_text())
+    assert m["format_version"] == 1 and m["graph"]["fingerprint"] == g.fingerprint
+    for s in m["shards"]:
+        data = (path / s["file"]).read_bytes()
+        assert len(data) == s["bytes"] and hashlib.sha256(data).hexdigest() == s["sha256"]
+    assert not [p for p in path.parent.iterdir() if p.name.startswith(".")]   # no temp dirs left
+
+
+def test_load_one_rank_is_memory_mapped_and_equal(plan_dir):
+    g, path = plan_dir
+    full = build_plan(g, load_plan(path).part, 4)
+    rp = load_plan(path, rank=2)
+    for name, arr in full[2].arrays.items():
+        assert np.array_equal(rp.arrays[name], arr), name
+    assert not rp.send_idx.flags.writeable     # a view of the read-only memory map
+    # the shard is an Arrow IPC file with one record batch (readable by plain pyarrow)
+    with pa.memory_map(str(path / "rank-00002.arrow")) as src:
+        batch = ipc.open_file(src).get_batch(0)
+        assert batch.num_rows == 1 and "halo_ids" in batch.schema.names
+
+
+def test_rank_alone_does_not_touch_other_shards(plan_dir):
+    g, path = plan_dir
+    os.remove(path / "rank-00003.arrow")
+    assert load_plan(path, rank=1).rank == 1          # still loadable alone
+    with pytest.raises(PlanError, match=r"rank-00003.arrow: shard of rank 3 is missing"):
+        load_plan(path)
+
+
+def test_flipped_byte_in_a_shard(plan_dir):
+    g, path = plan_dir
+    f = path / "rank-00001.arrow"
+    b = bytearray(f.read_bytes())
+    b[len(b) // 2] ^= 0x01
+    f.write_bytes(bytes(b))
+    with pytest.raises(PlanError, match=r"rank-00001.arrow: shard of rank 1 is corrupted: sha256"):
+        load_plan(path, rank=1)
+    with pytest.raises(PlanError, match="corrupted"):
+        validate_plan(path)
+
+
+def test_truncated_shard(plan_dir):
+    g, path = plan_dir
+    f = path / "rank-00000.arrow"
+    f.write_bytes(f.read_bytes()[:-100])
+    with pytest.raises(PlanError, match=r"rank-00000.arrow: shard of rank 0 truncated: .* field 'bytes'"):
+        load_plan(path, rank=0)
+
+
+def test_manifest_from_another_graph(plan_dir, tmp_path):
+    g, path = plan_dir
+    other = make_graph(seed=5)
+    with pytest.raises(PlanError, match="graph.fingerprint.*another graph"):
+        load_plan(path, graph=other)
+    with pytest.raises(PlanError, match="another graph"):
+        validate_plan(path, other)
+    # a manifest copied from a plan of another graph: shards no longer belong to it
+    p2 = write_plan(build_plan(other, np.arange(other.n) % 4, 4), tmp_path / "other.plan")
+    shutil.copy(p2 / "manifest.json", path / "manifest.json")
+    with pytest.raises(PlanError):
+        load_plan(path, rank=0)
+
+
+def test_unknown_version_and_bad_manifest(plan_dir):
+    g, path = plan_dir
+    mf = path / "manifest.json"
+    m = json.loads(mf.read_text())
+    m["format_version"] = 99
+    mf.write_text(json.dumps(m))
+    with pytest.raises(PlanError, match="field 'format_version' = 99 is not supported"):
+        load_plan(path, rank=0)
+    mf.write_text("{not json")
+    with pytest.raises(PlanError, match="manifest.json: not valid JSON"):
+        load_plan(path)
+    mf.unlink()
+    with pytest.raises(PlanError, match="missing manifest"):
+        load_plan(path)
+
+
+def _rewrite_shard(path: Path, rank: int, edit):
+    """Edit one array of a shard and re-sign it in the manifest (a buggy writer)."""
+    from partplan.plan.store import _read_arrow, _sha256, _write_arrow
+    f = path / f"rank-{rank:05d}.arrow"
+    meta, arrays = _read_arrow(f)
+    arrays = {k: np.array(v) for k, v in arrays.items()}
+    edit(arrays)
+    tmp = f.with_suffix(".new")
+    size, digest = _write_arrow(tmp, arrays, meta)
+    os.replace(tmp, f)
+    m = json.loads((path / "manifest.json").read_text())
+    m["shards"][rank].update(bytes=size, sha256=digest)
+    (path / "manifest.json").write_text(json.dumps(m))
+
+
+def test_edited_count_without_resigning_is_a_checksum_error(plan_dir):
+    g, path = plan_dir
+    from partplan.plan.store import _read_arrow, _write_arrow
+    f = path / "rank-00002.arrow"
+    meta, arrays = _read_arrow(f)
+    arrays = {k: np.array(v) for k, v in arrays.items()}
+    arrays["send_counts"][0] += 1
+    _write_arrow(f, arrays, meta)
+    with pytest.raises(PlanError, match="rank-00002.arrow"):
+        load_plan(path, rank=2)
+
+
+def test_edited_count_resigned_is_caught_by_the_validator(plan_dir):
+    g, path = plan_dir
+
+    def edit(a):
+        q = int(np.flatnonzero(a["send_counts"])[0])
+        a["send_counts"][q] -= 1
+        a["send_idx"] = a["send_idx"][:-1]
+    _rewrite_shard(path, 1, edit)
+    rep = validate_plan(path, g)
+    assert not rep["ok"]
+    bad = {c["name"]: c["detail"] for c in rep["checks"] if not c["ok"]}
+    assert "counts" in bad and "sends" in bad["counts"] and "expects" in bad["counts"]
+
+
+def test_out_of_range_index_is_reported(plan_dir):
+    g, path = plan_dir
+
+    def edit(a):
+        a["indices"][0] = 10 ** 6
+    _rewrite_shard(path, 0, edit)
+    rep = validate_plan(path)
+    bad = {c["name"]: c["detail"] for c in rep["checks"] if not c["ok"]}
+    assert "indices outside" in bad["csr"]
+
+
+def test_validator_passes_all_layouts(tmp_path):
+    for directed in (True, False):
+        g = make_graph(seed=3, directed=directed)
+        part = np.random.default_rng(2).integers(0, 4, g.n)
+        for layout, lp in (("1d", {}), ("1.5d", {"c": 2}), ("2d", {"R": 2, "C": 2})):
+            path = write_plan(build_plan(g, part, 4, layout=layout, layout_params=lp),
+                              tmp_path / f"{layout}-{directed}.plan")
+            for graph in (None, g):
+                rep = validate_plan(path, graph)
+                assert rep["ok"], rep["checks"]
+
+
+def test_determinism_same_bytes(tmp_path):
+    g = make_graph(seed=7)
+    part = np.random.default_rng(3).integers(0, 5, g.n)
+    a = write_plan(build_plan(g, part, 5), tmp_path / "a.plan")
+    b = write_plan(build_plan(g, part, 5), tmp_path / "b.plan", created="2000-01-01T00:00:00+00:00")
+    for name in os.listdir(a):
+        if name != "manifest.json":
+            assert (a / name).read_bytes() == (b / name).read_bytes(), name
+    ma, mb = (json.loads((p / "manifest.json").read_text()) for p in (a, b))
+    diff = {k for k in set(ma) | set(mb) if ma.get(k) != mb.get(k)}
+    assert diff == {"created"}
+    c = write_plan(build_plan(g, part, 5), tmp_path / "c.plan", created=False)
+    assert "created" not in read_manifest(c)
+
+
+def test_overwrite_is_atomic_and_refuses_foreign_dirs(tmp_path):
+    g = make_graph(seed=8)
+    path = write_plan(build_plan(g, np.arange(g.n) % 3, 3), tmp_path / "x.plan")
+    write_plan(build_plan(g, np.arange(g.n) % 2, 2), path)        # replace a plan
+    assert read_manifest(path)["k"] == 2
+    foreign = tmp_path / "notaplan"
+    foreign.mkdir()
+    (foreign / "keep.txt").write_text("mine")
+    with pytest.raises(PlanError, match="refusing to overwrite"):
+        write_plan(build_plan(g, np.arange(g.n) % 2, 2), foreign)
+    assert (foreign / "keep.txt").read_text() == "mine"
