@@ -318,6 +318,27 @@ def test_unreachable_url_is_a_dataset_error(fake_registry, monkeypatch):
         ds.fetch("tiny", progress=False)
 
 
+def test_extract_member_from_sdist_tarball(tmp_path):
+    from partplan.datasets.fetch import extract_member
+
+    tgz = tmp_path / "fakepkg-1.0.tar.gz"
+    with tarfile.open(tgz, "w:gz") as tf:
+        for name, blob in (("fakepkg-1.0/setup.py", b"pass\n"), ("fakepkg-1.0/examples/tiny.graph", TINY)):
+            ti = tarfile.TarInfo(name)
+            ti.size = len(blob)
+            tf.addfile(ti, io.BytesIO(blob))
+        link = tarfile.TarInfo("fakepkg-1.0/examples/link.graph")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tf.addfile(link)
+    dest = tmp_path / "out" / "t.graph"
+    dest.parent.mkdir()
+    extract_member(tgz, "pypi-sdist", "fakepkg-1.0/examples/tiny.graph", dest, hashlib.sha256(TINY).hexdigest())
+    assert dest.read_bytes() == TINY
+    with pytest.raises(DatasetError, match="not a regular file"):
+        extract_member(tgz, "pypi-sdist", "fakepkg-1.0/examples/link.graph", tmp_path / "out" / "l", "0" * 64)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["t.graph"]
+
+
 # ------------------------------------------------------------ real download
 def _online(url="https://deb.debian.org/debian/"):
     try:
@@ -338,6 +359,16 @@ def test_fetch_real_debian_artifact(tmp_path):
         "1a1ec91160520e1fa16f82fa62e195811b5afc6521a17b3e6ebad9e560c45c5c"
     g = ds.load("copter2", cache_dir=tmp_path)
     assert (g.n, g.nnz // 2) == EXPECTED["copter2"][:2]
+
+
+@pytest.mark.slow
+def test_fetch_real_pypi_sdist(tmp_path):
+    if not _online("https://pypi.org/simple/mtkahypar/"):
+        pytest.skip("pypi.org is not reachable (no network)")
+    h = ds.load_hypergraph("ibm01", fetch=True, cache_dir=tmp_path)
+    assert (h.n, h.m, h.num_pins) == EXPECTED["ibm01"]
+    assert sha256(tmp_path / "artifacts" / "mtkahypar-1.7.post1.tar.gz") == \
+        "56ec927936e7e1e63ed3acaaafc12f3e4cb4bf0676dfc8ddc10651cae897065a"
 
 
 # ------------------------------------------------------------------------ CLI
