@@ -191,6 +191,12 @@ def test_load_hypergraph_of_graph_dataset():
         ds.load_hypergraph("email-Enron")
 
 
+def test_load_graph_of_hypergraph_dataset(tmp_path):
+    with pytest.raises(DatasetError, match="ibm01.*is a hypergraph.*load_hypergraph"):
+        ds.load_graph("ibm01", cache_dir=tmp_path)
+    assert ds.load_graph("email-Enron").n == 36_692
+
+
 # ------------------------------------------------- fetch, offline (file:// URL)
 TINY = b"% path 1-2-3\n3 2\n2\n1 3\n2\n"
 

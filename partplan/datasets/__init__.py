@@ -34,7 +34,7 @@ from .generators import (GeneratorParameterError, grid2d, grid3d, random_geometr
                          rmat, rmat_edges)
 from .registry import cache_dir, cached_path, datasets_dir, embedded, embedded_path, entry, names
 
-__all__ = ["load", "load_hypergraph", "local_path", "fetch", "fetch_all", "info", "list_datasets",
+__all__ = ["load", "load_graph", "load_hypergraph", "local_path", "fetch", "fetch_all", "info", "list_datasets",
            "embedded", "names", "datasets_dir", "cache_dir", "rmat", "rmat_edges", "grid2d", "grid3d",
            "random_geometric", "rgg_radius", "GeneratorParameterError"]
 
@@ -113,6 +113,17 @@ def _load_hgr(e: dict, p: Path) -> Hypergraph:
     h = read_hypergraph(p)
     _check_counts(e, h.n, h.m, h.num_pins)
     return Hypergraph(h.n, h.net_ptr, h.pins, h.net_weights, h.vertex_weights, name=e["name"])
+
+
+def load_graph(name: str, *, fetch: bool = False, cache_dir: str | os.PathLike | None = None) -> Graph:
+    """Like :func:`load` but always a :class:`Graph`: a hypergraph dataset
+    raises :class:`DatasetError` (for callers that go on to treat the result as
+    a graph, e.g. the CLI commands that accept dataset names)."""
+    e = entry(name)
+    if e["kind"] != "graph":
+        raise DatasetError(f"dataset {e['name']!r} is a {e['kind']}, not a graph; use "
+                           f"partplan.datasets.load_hypergraph({e['name']!r})")
+    return load(name, fetch=fetch, cache_dir=cache_dir)
 
 
 def load_hypergraph(name: str, *, fetch: bool = False,
