@@ -70,7 +70,9 @@ def _apt_download(src: dict, workdir: Path, progress: bool) -> Path:
     spec = f"{src['package']}{':' + arch if arch and arch != 'all' else ''}={src['version']}"
     res = subprocess.run(["apt-get", "download", spec], cwd=workdir, capture_output=True, text=True)
     if res.returncode != 0:
-        raise DatasetError(f"apt-get download {spec} failed: {res.stderr.strip().splitlines()[-1:] or res.returncode}")
+        last = (res.stderr or "").strip().splitlines()
+        raise DatasetError(f"apt-get download {spec} failed (exit {res.returncode})"
+                           + (f": {last[-1]}" if last else ""))
     debs = sorted(workdir.glob(f"{src['package']}_*.deb"))
     if not debs:
         raise DatasetError(f"apt-get download {spec} produced no .deb")
