@@ -1,0 +1,95 @@
+"""CLI: partplan validate / inspect / export (in-process through cli.main, plus
+one subprocess run of the installed console script)."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from partplan import Graph
+from partplan.cli.main import main
+from partplan.plan import build_plan, write_plan
+
+
+@pytest.fixture
+def plan_path(tmp_path):
+    rng = np.random.default_rng(0)
+    n = 100
+    g = Graph.from_edges(rng.integers(0, n, 500), rng.integers(0, n, 500), n=n, symmetrize=True, name="cli")
+    from partplan.io import write_graph
+    gpath = tmp_path / "g.mtx"
+    write_graph(g, gpath)
+    return write_plan(build_plan(g, rng.integers(0, 3, n), 3), tmp_path / "g.plan"), gpath
+
+
+@pytest.mark.parametrize("cmd", ["validate", "inspect", "export"])
+def test_help(cmd, capsys):
+    with pytest.raises(SystemExit) as e:
+        main([cmd, "--help"])
+    assert e.value.code == 0
+    assert "PLAN" in capsys.readouterr().out
+
+
+def test_validate_ok_and_json(plan_path, capsys):
+    path, gpath = plan_path
+    assert main(["validate", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "valid" in out and "replay" in out
+    assert main(["validate", str(path), "--graph", str(gpath), "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["ok"] and rep["graph_checked"]
+
+
+def test_validate_corrupted_is_one_line_exit_2(plan_path, capsys):
+    path, _ = plan_path
+    f = path / "rank-00001.arrow"
+    b = bytearray(f.read_bytes())
+    b[100] ^= 0xFF
+    f.write_bytes(bytes(b))
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("partplan: error:") and "rank-00001.arrow" in err[0]
+
+
+def test_validate_deleted_shard_and_other_graph(plan_path, tmp_path, capsys):
+    path, _ = plan_path
+    other = tmp_path / "other.mtx"
+    from partplan.io import write_graph
+    write_graph(Graph.from_edges([0, 1], [1, 2], n=100), other)
+    assert main(["validate", str(path), "--graph", str(other)]) == 2
+    assert "another graph" in capsys.readouterr().err
+    os.remove(path / "rank-00002.arrow")
+    assert main(["validate", str(path)]) == 2
+    assert "rank-00002.arrow: shard of rank 2 is missing" in capsys.readouterr().err
+
+
+def test_inspect(plan_path, capsys):
+    path, _ = plan_path
+    assert main(["inspect", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "layout      1d" in out and "send_rows" in out
+    assert main(["inspect", str(path), "--json", "--rank", "1"]) == 0
+    m = json.loads(capsys.readouterr().out)
+    assert m["ranks"] == 3 and m["shard"]["rank"] == 1 and "send_idx" in m["shard"]["fields"]
+
+
+def test_export_all_targets(plan_path, tmp_path, capsys):
+    path, _ = plan_path
+    from partplan.interop import read_partition_any
+    from partplan.plan import load_plan
+    part = load_plan(path).part
+    for to, out in (("metis", tmp_path / "g.part.3"), ("dgl", tmp_path / "dgl"), ("pyg", tmp_path / "pyg")):
+        assert main(["export", str(path), "--to", to, str(out), "--json"]) == 0
+        info = json.loads(capsys.readouterr().out)
+        assert info["to"] == to and info["files"]
+        assert np.array_equal(read_partition_any(out, part.size), part)
+
+
+def test_console_script_subprocess(plan_path):
+    path, _ = plan_path
+    exe = os.path.join(os.path.dirname(sys.executable), "partplan")
+    r = subprocess.run([exe, "validate", str(path), "--no-replay"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "valid" in r.stdout
