@@ -421,3 +421,13 @@ def test_cli_generate_grid(tmp_path, capsys):
     assert cli_main(["datasets", "generate", "grid3d", "--nx", "3", "--ny", "4", "--nz", "5", "-o", str(out)]) == 0
     g = read_graph(out)
     assert g.n == 60 and g.nnz // 2 == 2 * 4 * 5 + 3 * 3 * 5 + 3 * 4 * 4
+
+
+def test_cli_fetch_offline_into_cache_dir(fake_registry, tmp_path, capsys):
+    other = tmp_path / "other-cache"
+    assert cli_main(["datasets", "fetch", "--all", "--cache", str(other), "--quiet", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert Path(out["tiny"]) == other / "tiny" / "tiny.graph" and Path(out["tiny"]).read_bytes() == TINY
+    assert cli_main(["datasets", "list", "--cache", str(other), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["cached"] is True
+    assert cli_main(["datasets", "fetch", "tiny", "--all"]) == 2
