@@ -52,6 +52,7 @@ def register(subparsers) -> None:
     p.add_argument("--stochastic-k", type=_positive_int, default=16)
     p.add_argument("--stochastic-batches", type=_positive_int, default=1000, help="fresh evaluation batches")
     p.add_argument("--sampler", default="neighbor:256:10,5", help="stochastic sampler spec")
+    p.add_argument("--theta", type=float, default=0.02, help="stochastic model Hoeffding θ (default 0.02)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=run)
@@ -74,6 +75,7 @@ def run(args) -> int:
                     preset=preset, threads=args.threads, refine_time_limit=args.refine_time_limit,
                     stochastic=args.stochastic, stochastic_k=args.stochastic_k,
                     stochastic_batches=args.stochastic_batches, stochastic_sampler=args.sampler,
+                    stochastic_theta=args.theta,
                     progress=progress)
     if args.json:
         print(json.dumps(res, indent=1, default=float))

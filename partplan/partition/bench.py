@@ -133,7 +133,7 @@ def summarize(rows: list[dict]) -> dict:
     return out
 
 
-def stochastic_compare(graph: Graph, k: int, *, sampler: str = "neighbor:256:10,5", theta: float = 0.05,
+def stochastic_compare(graph: Graph, k: int, *, sampler: str = "neighbor:256:10,5", theta: float = 0.02,
                        delta: float = 0.05, batches: int = 1000, seed: int = 0, preset: str = "DEFAULT",
                        threads: int = 1, imbalance: float = 0.03,
                        progress: Callable[[str], None] | None = None) -> dict:
@@ -175,6 +175,7 @@ def run_bench(datasets=QUICK_DATASETS, ks=(16, 64), *, methods=METHODS, out: str
               imbalance: float = 0.03, seed: int = 0, preset: str = "DEFAULT", threads: int = 1,
               refine_time_limit: float | None = None, stochastic: str | None = None,
               stochastic_k: int = 16, stochastic_batches: int = 1000, stochastic_sampler: str = "neighbor:256:10,5",
+              stochastic_theta: float = 0.02,
               progress: Callable[[str], None] | None = None) -> dict:
     """Run every method on every (dataset, k); returns {"rows", "geomean",
     "skipped", "stochastic", "meta"} and, with ``out``, writes
@@ -216,7 +217,7 @@ def run_bench(datasets=QUICK_DATASETS, ks=(16, 64), *, methods=METHODS, out: str
     if stochastic:
         try:
             g = load_bench_graph(stochastic)
-            result["stochastic"] = stochastic_compare(g, stochastic_k, sampler=stochastic_sampler,
+            result["stochastic"] = stochastic_compare(g, stochastic_k, sampler=stochastic_sampler, theta=stochastic_theta,
                                                       batches=stochastic_batches, seed=seed, preset=preset,
                                                       threads=threads, imbalance=imbalance, progress=progress)
         except PartplanError as exc:
