@@ -117,7 +117,7 @@ def read_edgelist(path: str | os.PathLike, *, symmetrize: bool = False, self_loo
                     if frac.any():
                         r = int(np.flatnonzero(frac.any(axis=1))[0])
                         c = int(np.flatnonzero(frac[r])[0])
-                        raise GraphFormatError(f"bad token {ids[r, c]!r}: expected an integer vertex id",
+                        raise GraphFormatError(f"bad token {float(ids[r, c])!r}: expected an integer vertex id",
                                                p, int(blk.data_lines()[r]), field="src" if c == 0 else "dst")
                     s, d, w = ids[:, 0].astype(np.int64), ids[:, 1].astype(np.int64), vals[:, 2].copy()
                 if use_w:
@@ -125,7 +125,7 @@ def read_edgelist(path: str | os.PathLike, *, symmetrize: bool = False, self_loo
                     if bad.any():
                         r = int(np.flatnonzero(bad)[0])
                         what = "negative" if np.isfinite(w[r]) else "non-finite"
-                        raise GraphFormatError(f"{what} weight {w[r]!r}", p, int(blk.data_lines()[r]),
+                        raise GraphFormatError(f"{what} weight {float(w[r])!r}", p, int(blk.data_lines()[r]),
                                                field="weight")
                     ws.append(np.asarray(w, dtype=np.float64))
             else:

@@ -118,7 +118,7 @@ def read_mtx(path: str | os.PathLike, *, symmetrize: bool = False, self_loops: s
                 if bad.any():
                     r = int(np.flatnonzero(bad)[0])
                     what = "non-finite value" if not np.isfinite(x[r]) else "non-integer value in an integer matrix"
-                    raise GraphFormatError(f"{what} {x[r]!r}", p, int(lines[r]), field="value")
+                    raise GraphFormatError(f"{what} {float(x[r])!r}", p, int(lines[r]), field="value")
                 vals.append(x)
             else:
                 i, j = v[:, 0].copy(), v[:, 1].copy()

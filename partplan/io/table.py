@@ -83,7 +83,7 @@ def _ids(t, col: str, p: Path, fmt: str) -> np.ndarray:
             if bad.any():
                 r = int(np.flatnonzero(bad)[0])
                 what, line = _row_where(fmt, r)
-                raise GraphFormatError(f"non-integer vertex id {a[r]!r} at {what}", p, line, field=col)
+                raise GraphFormatError(f"non-integer vertex id {float(a[r])!r} at {what}", p, line, field=col)
             detail = " (integral floats: cast the column to int64)"
         elif pa.types.is_string(typ) or pa.types.is_large_string(typ):
             detail = " (string ids: map them to integers first)"
@@ -149,7 +149,7 @@ def read_edge_table(path: str | os.PathLike, *, format: str | None = None, src: 
             r = int(np.flatnonzero(bad)[0])
             what, line = _row_where(fmt, r)
             kind = "negative" if np.isfinite(w[r]) else "non-finite"
-            raise GraphFormatError(f"{kind} weight {w[r]!r} at {what}", p, line, field=weight)
+            raise GraphFormatError(f"{kind} weight {float(w[r])!r} at {what}", p, line, field=weight)
     if s.size == 0:
         raise GraphFormatError("the edge table has no rows", p)
     return edges_to_graph(s, d, w, p, relabel=relabel, symmetrize=symmetrize, self_loops=self_loops,
