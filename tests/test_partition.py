@@ -161,6 +161,9 @@ def test_stochastic_model_through_the_api():
     (dict(k=2, sampler="neighbor"), BackendUnavailableError, "stochastic"),
     (dict(k=2, ownership="sideways"), BackendUnavailableError, "unknown ownership"),
     (dict(k=2.5), PartitionError, "integer"),
+    (dict(k=2, model="graph", nets="joint"), BackendUnavailableError, "hypergraph"),
+    (dict(k=2, volume_tolerance=0.1), BackendUnavailableError, "bottleneck"),
+    (dict(k=4, layout="2d:2x2", objective="max-both"), BackendUnavailableError, "1D"),
 ])
 def test_bad_input_is_one_clear_error(kwargs, err, match):
     g = grid_graph()

@@ -204,6 +204,8 @@ def partition(graph: Graph, k: int, *, model: str = "hypergraph", backend: str |
     if backend not in MODEL_BACKENDS[model]:
         raise BackendUnavailableError(f"backend {backend!r} does not partition the {model} model; "
                                       f"use one of {', '.join(MODEL_BACKENDS[model])}")
+    if nets != "auto" and model != "hypergraph":
+        raise BackendUnavailableError(f"nets={nets!r} applies to model='hypergraph' only")
     if stoch and model != "stochastic":
         raise BackendUnavailableError(f"option(s) {', '.join(stoch)} apply to model='stochastic' only")
     if refine_opts and objective == "total":
