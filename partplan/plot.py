@@ -89,8 +89,7 @@ def plot_volume(stats, path, *, title: str | None = None) -> Path:
     ax_map, ax_bar = fig.subplots(1, 2, width_ratios=[1, 1.35])
     fig.suptitle(title or _title(stats), fontsize=12)
 
-    cmap = mpl.colormaps["viridis"].copy()
-    cmap.set_bad("#f0f0f0")
+    cmap = mpl.colormaps["viridis"].with_extremes(bad="#f0f0f0")
     shown = np.ma.masked_equal(vol, 0)
     im = ax_map.imshow(shown, cmap=cmap, interpolation="nearest", aspect="equal",
                        vmin=0, vmax=max(int(vol.max()), 1))

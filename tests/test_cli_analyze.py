@@ -1,0 +1,365 @@
+"""``partplan analyze`` / ``partplan demo`` end to end, and the partition-file
+reader/writer (partplan.io.partfile) with every error path."""
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.io
+import scipy.sparse as sp
+
+from partplan.cli.main import main
+from partplan.errors import PartitionError
+from partplan.io.partfile import partition_k_from_name, read_partition, write_partition
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+# --------------------------------------------------------------------------- fixtures
+@pytest.fixture
+def path_graph(tmp_path) -> Path:
+    """Undirected path 0-1-2-3-4-5 as Matrix Market (symmetric storage)."""
+    A = sp.coo_matrix((np.ones(5), ([1, 2, 3, 4, 5], [0, 1, 2, 3, 4])), shape=(6, 6))
+    p = tmp_path / "path6.mtx"
+    scipy.io.mmwrite(p, A, symmetry="symmetric")
+    return p
+
+
+@pytest.fixture
+def random_graph(tmp_path) -> tuple[Path, set]:
+    rng = np.random.default_rng(5)
+    n = 120
+    src, dst = rng.integers(0, n, 600), rng.integers(0, n, 600)
+    A = sp.coo_matrix((np.ones(600), (src, dst)), shape=(n, n))
+    p = tmp_path / "rand.mtx"
+    scipy.io.mmwrite(p, A)
+    return p, set(zip(src.tolist(), dst.tolist()))
+
+
+def run_cli(capsys, *argv):
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def brute_volume(E: set, part, k: int) -> list:
+    vol = [[0] * k for _ in range(k)]
+    for r in range(k):
+        for j in {j for (i, j) in E if part[i] == r}:
+            if part[j] != r:
+                vol[part[j]][r] += 1
+    return vol
+
+
+# --------------------------------------------------------------------------- analyze: results
+def test_json_with_partition_file(path_graph, tmp_path, capsys):
+    pf = tmp_path / "p.txt"
+    pf.write_text("0\n0\n0\n1\n1\n1\n")
+    rc, out, err = run_cli(capsys, "analyze", path_graph, "--partition", pf, "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    # by hand: part 0 needs H[3] (edge 2-3), part 1 needs H[2]
+    assert d["volume_matrix"] == [[0, 1], [1, 0]]
+    assert d["total_volume"] == 2 and d["messages"] == 2 and d["edge_cut"] == 2
+    assert d["oblivious_volume"] == 6  # each part receives the other's whole 3-row block
+    assert d["partition"]["k"] == 2 and d["graph"]["n"] == 6 and d["graph"]["nnz"] == 10
+    assert d["backward"] is None and d["graph"]["symmetric"] is True
+    assert set(d["timing"]) >= {"load_s", "partition_s", "analyze_s"}
+    assert d["total_bytes"] == 2 * 128 * 4
+
+
+def test_text_output_and_bytes_options(path_graph, capsys):
+    rc, out, err = run_cli(capsys, "analyze", path_graph, "--method", "block", "-k", "3", "-f", "16",
+                           "--dtype", "float16")
+    assert rc == 0, err
+    assert "total_volume" in out and "k=3 from --method block" in out
+    line = [ln for ln in out.splitlines() if ln.startswith("total_bytes")][0]
+    # blocks {0,1},{2,3},{4,5}: 4 rows cross (1<->2, 3<->4, each way) -> 4 · 16 · 2 bytes
+    assert line.split()[-1] == str(4 * 16 * 2)
+
+
+@pytest.mark.parametrize("method", ["random", "striped", "metis", "hypergraph"])
+def test_methods_match_brute_force_on_saved_partition(method, random_graph, tmp_path, capsys):
+    graph, E = random_graph
+    saved = tmp_path / f"{method}.npy"
+    extra = ["--seed", "3"] if method != "striped" else []
+    rc, out, err = run_cli(capsys, "analyze", graph, "--method", method, "-k", "4", *extra, "--json",
+                           "--save-partition", saved)
+    assert rc == 0, err
+    d = json.loads(out)
+    part = np.load(saved)
+    assert part.shape == (120,) and part.min() >= 0 and part.max() < 4
+    assert d["volume_matrix"] == brute_volume(E, part.tolist(), 4)
+    assert d["backward"]["volume_matrix"] == brute_volume({(j, i) for i, j in E}, part.tolist(), 4)
+    if method == "striped":
+        assert part.tolist() == [v % 4 for v in range(120)]
+
+
+def test_k_from_metis_part_name(path_graph, tmp_path, capsys):
+    pf = tmp_path / "path6.part.4"  # only parts 0 and 1 used, but the name says k = 4
+    pf.write_text("0\n0\n0\n1\n1\n1\n")
+    rc, out, _ = run_cli(capsys, "analyze", path_graph, "--partition", pf, "--json")
+    assert rc == 0
+    d = json.loads(out)
+    assert d["k"] == 4 and len(d["volume_matrix"]) == 4 and d["total_volume"] == 2
+
+
+def test_layouts(random_graph, capsys):
+    graph, E = random_graph
+    rc, out, err = run_cli(capsys, "analyze", graph, "--method", "block", "--layout", "2d:2x3", "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["k"] == 6 and d["layout"]["layout"] == "2d" and d["layout"]["p"] == 6
+    assert d["layout"]["max_send_messages"] <= (2 - 1) + (3 - 1)
+    rc, out, err = run_cli(capsys, "analyze", graph, "--method", "block", "-k", "3", "--layout", "1.5d:2",
+                           "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["layout"]["p"] == 6 and d["layout"]["shape"] == [3, 2]
+    assert d["layout"]["total_volume"] == d["total_volume"]  # the a2a moves the 1D volume of the blocks
+
+
+def test_plot_writes_png(random_graph, tmp_path, capsys):
+    graph, _ = random_graph
+    for args, name in ((["-k", "4"], "one_d.png"), (["--layout", "2d:2x2"], "two_d.png")):
+        png = tmp_path / "sub" / name
+        rc, _, err = run_cli(capsys, "analyze", graph, "--method", "random", *args, "--plot", png)
+        assert rc == 0, err
+        data = png.read_bytes()
+        assert data[:8] == PNG_MAGIC and len(data) > 10_000
+        assert f"wrote {png}" in err
+
+
+def test_dataset_name(capsys):
+    try:
+        from partplan.datasets import load
+        load("email-Enron")
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"embedded dataset not loadable here: {exc}")
+    rc, out, err = run_cli(capsys, "analyze", "email-Enron", "--method", "block", "-k", "4", "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["graph"]["n"] == 36692 and d["k"] == 4
+
+
+# --------------------------------------------------------------------------- analyze: errors
+def one_line_error(capsys, *argv, rc_expected=2):
+    rc, out, err = run_cli(capsys, *argv)
+    assert rc == rc_expected
+    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("[demo] ")]  # progress lines
+    assert len(lines) == 1, err
+    assert lines[0].startswith("partplan: error: ")
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def test_error_missing_graph(tmp_path, capsys):
+    missing = tmp_path / "nope.mtx"
+    msg = one_line_error(capsys, "analyze", missing, "--method", "block", "-k", "2")
+    assert str(missing) in msg and "no such file" in msg
+
+
+def test_error_k_exceeds_n(path_graph, capsys):
+    for method in ("block", "random", "metis", "hypergraph"):
+        msg = one_line_error(capsys, "analyze", path_graph, "--method", method, "-k", "7")
+        assert "k=7" in msg and "n=6" in msg
+
+
+def test_error_bad_partition_line(path_graph, tmp_path, capsys):
+    pf = tmp_path / "bad.part"
+    pf.write_text("0\n1\nzero\n1\n0\n1\n")
+    msg = one_line_error(capsys, "analyze", path_graph, "--partition", pf)
+    assert f"{pf}:line 3" in msg and "'zero'" in msg
+
+
+@pytest.mark.parametrize("content,expect", [
+    ("0\n1\n", "has 2 part ids but the graph has 6 vertices"),
+    ("0\n1\n0\n1\n-1\n0\n", "line 5: negative part id -1"),
+    ("0\n1\n0 1\n1\n0\n1\n", "line 3: expected one part id per line"),
+    ("", "empty partition file"),
+])
+def test_error_partition_file_contents(path_graph, tmp_path, capsys, content, expect):
+    pf = tmp_path / "p.txt"
+    pf.write_text(content)
+    assert expect in one_line_error(capsys, "analyze", path_graph, "--partition", pf)
+
+
+def test_error_partition_k_mismatch(path_graph, tmp_path, capsys):
+    pf = tmp_path / "p.txt"
+    pf.write_text("0\n1\n2\n3\n0\n1\n")
+    assert ">= k=2" in one_line_error(capsys, "analyze", path_graph, "--partition", pf, "-k", "2")
+    assert "no such partition file" in one_line_error(capsys, "analyze", path_graph, "--partition",
+                                                      tmp_path / "none.txt")
+
+
+@pytest.mark.parametrize("argv,expect", [
+    (["--method", "block", "-k", "2", "--seed", "1"], "--seed has no effect with --method block"),
+    (["--method", "random", "-k", "2", "--imbalance", "0.1"], "--imbalance has no effect"),
+    (["--method", "metis", "-k", "2", "--preset", "QUALITY"], "--preset has no effect"),
+    (["--method", "block"], "needs -k"),
+    (["--method", "block", "-k", "3", "--layout", "2d:2x2"], "needs k = R·C = 4"),
+    (["--method", "hypergraph", "-k", "2", "--preset", "NOPE"], "unknown mtkahypar preset"),
+])
+def test_error_option_combinations(path_graph, capsys, argv, expect):
+    assert expect in one_line_error(capsys, "analyze", path_graph, *argv)
+
+
+def test_error_options_with_partition_file(path_graph, tmp_path, capsys):
+    pf = tmp_path / "p.txt"
+    pf.write_text("0\n0\n0\n1\n1\n1\n")
+    assert "--seed applies to --method only" in one_line_error(capsys, "analyze", path_graph, "--partition",
+                                                               pf, "--seed", "2")
+
+
+@pytest.mark.parametrize("argv,expect", [
+    (["--method", "block", "-k", "2", "--layout", "3d"], "layout must be 1d, 1.5d:C"),
+    (["--method", "block", "-k", "0"], "positive integer"),
+    (["--method", "block", "-k", "2", "--dtype", "float7"], "unknown dtype"),
+    (["--method", "block", "-k", "2", "--alpha", "-1"], ">= 0"),
+    (["--method", "kway", "-k", "2"], "invalid choice"),
+    (["-k", "2"], "one of the arguments --partition --method is required"),
+])
+def test_argparse_errors_exit_2(path_graph, capsys, argv, expect):
+    with pytest.raises(SystemExit) as exc:
+        main(["analyze", str(path_graph), *argv])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert expect in err.splitlines()[-1] and "Traceback" not in err
+
+
+# --------------------------------------------------------------------------- help, console script
+@pytest.mark.parametrize("cmd", ["analyze", "demo"])
+def test_help(cmd):
+    r = subprocess.run([sys.executable, "-m", "partplan.cli.main", cmd, "--help"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert f"usage: partplan {cmd}" in r.stdout
+    assert ("--partition" in r.stdout) if cmd == "analyze" else ("--out" in r.stdout)
+
+
+def test_console_script_error_is_one_line(tmp_path):
+    exe = Path(sys.executable).with_name("partplan")
+    if not exe.exists():
+        pytest.skip("console script not installed next to this python")
+    r = subprocess.run([str(exe), "analyze", str(tmp_path / "x.mtx"), "--method", "block", "-k", "2"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "x.mtx" in r.stderr
+
+
+# --------------------------------------------------------------------------- demo
+def test_demo_on_small_graph(random_graph, tmp_path, capsys):
+    graph, E = random_graph
+    out_dir = tmp_path / "demo"
+    rc, out, err = run_cli(capsys, "demo", "--out", out_dir, "--k", "4", "--dataset", graph)
+    assert rc == 0, err
+    for m in ("block", "random", "metis", "hypergraph"):
+        assert (out_dir / f"demo_heatmap_{m}.png").read_bytes()[:8] == PNG_MAGIC
+        assert f"\n{m} " in out
+    assert (out_dir / "demo_compare.png").read_bytes()[:8] == PNG_MAGIC
+    d = json.loads((out_dir / "demo.json").read_text())
+    assert d["check"]["equal"] is True and d["k"] == 4
+    assert d["methods"]["metis"]["ratio_vs_metis"]["total_volume"] == 1.0
+    blk = [v * 4 // 120 for v in range(120)]  # block partition of 120 rows into 4
+    assert d["methods"]["block"]["total_volume"] == sum(map(sum, brute_volume(E, blk, 4)))
+    assert "[demo]" in err and "equal" in out
+
+
+def test_demo_bad_k(random_graph, tmp_path, capsys):
+    graph, _ = random_graph
+    assert "exceed" in one_line_error(capsys, "demo", "--out", tmp_path, "--k", "500", "--dataset", graph)
+
+
+@pytest.mark.slow
+def test_demo_default_dataset(tmp_path):
+    try:
+        from partplan.datasets import load
+        load("email-Enron")
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"embedded dataset not loadable here: {exc}")
+    r = subprocess.run([sys.executable, "-m", "partplan.cli.main", "demo", "--out", str(tmp_path), "--json"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["graph"]["n"] == 36692 and d["k"] == 16 and d["check"]["equal"]
+    # the hypergraph model minimizes exactly this volume: it should beat the edge-cut model
+    assert d["methods"]["hypergraph"]["total_volume"] < d["methods"]["metis"]["total_volume"]
+
+
+# --------------------------------------------------------------------------- partition files
+@pytest.mark.parametrize("name", ["p.txt", "g.part.3", "p.npy", "p.parquet", "p.arrow", "p.feather", "p.csv",
+                                  "p.txt.gz"])
+def test_partition_roundtrip(tmp_path, name):
+    part = np.array([2, 0, 1, 1, 0, 2, 2])
+    p = write_partition(part, tmp_path / name)
+    assert read_partition(p, 7).tolist() == part.tolist()
+    assert [f for f in os.listdir(tmp_path) if f.endswith(".tmp")] == []  # atomic: no temp left
+    mask = os.umask(0)
+    os.umask(mask)
+    assert p.stat().st_mode & 0o777 == 0o666 & ~mask  # the mode open() gives, not mkstemp's 0600
+
+
+def test_partition_text_comments_blank_lines_and_spaces(tmp_path):
+    p = tmp_path / "p.txt"
+    p.write_text("# from METIS\n% also a comment\n 1\n\n0 \n2\n")
+    assert read_partition(p, 3).tolist() == [1, 0, 2]
+
+
+def test_partition_gzip_error_line(tmp_path):
+    p = tmp_path / "p.txt.gz"
+    with gzip.open(p, "wt") as fh:
+        fh.write("0\n1\n1.5\n")
+    with pytest.raises(PartitionError, match=r"line 3: part id '1.5' is not an integer"):
+        read_partition(p, 3)
+
+
+def test_partition_tables(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    p = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"vertex": [0, 1, 2], "rank": [1, 0, 1]}), p)
+    assert read_partition(p, 3, column="rank").tolist() == [1, 0, 1]
+    with pytest.raises(PartitionError, match="name the partition column"):
+        read_partition(p, 3)
+    with pytest.raises(PartitionError, match="no column 'part'"):
+        read_partition(p, 3, column="part")
+    pq.write_table(pa.table({"part": pa.array([0, None, 1])}), p)
+    with pytest.raises(PartitionError, match="row 1 is null"):
+        read_partition(p, 3)
+    pq.write_table(pa.table({"part": ["a", "b", "c"]}), p)
+    with pytest.raises(PartitionError, match="integer part ids"):
+        read_partition(p, 3)
+    p.write_bytes(b"not parquet")
+    with pytest.raises(PartitionError, match="not a readable parquet table"):
+        read_partition(p, 3)
+
+
+def test_partition_npy_errors(tmp_path):
+    p = tmp_path / "p.npy"
+    np.save(p, np.array([[0, 1], [1, 0]]))
+    with pytest.raises(PartitionError, match="one-dimensional"):
+        read_partition(p, 4)
+    np.save(p, np.array([0.0, 1.5]))
+    with pytest.raises(PartitionError, match="integer part ids"):
+        read_partition(p, 2)
+    np.save(p, np.array([0, -3]))
+    with pytest.raises(PartitionError, match="negative part id -3"):
+        read_partition(p, 2)
+    np.save(p, np.array([0.0, 1.0]))  # integral floats are accepted
+    assert read_partition(p, 2).tolist() == [0, 1]
+    p.write_bytes(b"garbage")
+    with pytest.raises(PartitionError, match="not a readable .npy"):
+        read_partition(p, 2)
+
+
+def test_partition_misc(tmp_path):
+    assert partition_k_from_name("graph.part.64") == 64 and partition_k_from_name("graph.txt") is None
+    with pytest.raises(PartitionError, match="--column applies to table files"):
+        read_partition(write_partition([0, 1], tmp_path / "a.txt"), 2, column="x")
+    with pytest.raises(PartitionError, match="1-D integer array"):
+        write_partition(np.array([0.5]), tmp_path / "b.txt")
