@@ -156,7 +156,7 @@ def _bounds(sorted_keys: np.ndarray, p: int) -> np.ndarray:
 def _exchange(n: int, p: int, rows: np.ndarray, cols: np.ndarray, data: np.ndarray | None,
               unit: np.ndarray, src_of, held: list[np.ndarray], hold_pos: np.ndarray,
               row_pos: np.ndarray | None, row_lists: list[np.ndarray] | None, grank, G: int,
-              prefix: str = "", order=None, row_nnz: np.ndarray | None = None
+              members, prefix: str = "", order=None, row_nnz: np.ndarray | None = None
               ) -> tuple[list[dict], np.ndarray]:
     """Plan one SpMM exchange.
 
@@ -169,7 +169,8 @@ def _exchange(n: int, p: int, rows: np.ndarray, cols: np.ndarray, data: np.ndarr
     row_pos, row_lists : the local CSR rows of each rank (row_lists[u], global ids
         ascending) and each row's position in its list; None = the distinct rows
         of each rank's nonzeros.
-    grank(r) : group-rank of global rank(s) r inside the a2a group; G its size.
+    grank(r) : group-rank of global rank(s) r inside the a2a group; G its size;
+        members(u) : global ranks of u's a2a group by group-rank.
     order : (perm, bounds) putting the nonzeros in unit order (None: computed
         here by a stable sort of ``unit``; perm None: already in unit order).
     row_nnz : nonzeros of each row when every nonzero of a row belongs to the
@@ -190,7 +191,7 @@ def _exchange(n: int, p: int, rows: np.ndarray, cols: np.ndarray, data: np.ndarr
     d_s = None if data is None else take(data)
     seen = np.zeros(n, dtype=bool)
     colmap = np.zeros(n, dtype=np.int64)
-    out, h_src, h_dst, h_j = [], [], [], []
+    out, h_src, h_j = [], [], []
     for u in range(p):
         a0, a1 = ub[u], ub[u + 1]
         c = c_s[a0:a1]
@@ -228,18 +229,19 @@ def _exchange(n: int, p: int, rows: np.ndarray, cols: np.ndarray, data: np.ndarr
             d[prefix + "data"] = d_s[a0:a1]
         out.append(d)
         h_src.append(hsrc)
-        h_dst.append(np.full(halo.size, u, dtype=np.int64))
         h_j.append(halo)
-    # ---- send side: (source, destination group-rank, id), from the receivers' halos
-    hs, hd, hj = (np.concatenate(x) if x else np.zeros(0, np.int64) for x in (h_src, h_dst, h_j))
-    gd = grank(hd)
-    so = _sort_small(hs * G + gd, p * G)
-    ss, sd, sj = hs[so], gd[so], hj[so]
-    sb = _bounds(ss, p)
+    # ---- send side. The halos are concatenated by receiver (ascending rank, hence
+    # ascending group-rank) and inside a receiver by (source, id): a stable sort
+    # by source alone yields each sender's rows grouped by destination, ids ascending.
+    hs = np.concatenate(h_src) if h_src else np.zeros(0, np.int64)
+    hj = np.concatenate(h_j) if h_j else np.zeros(0, np.int64)
+    sj = hj[_sort_small(hs, p)]
+    sb = _unit_bounds(hs, p)
+    vol = np.stack([np.bincount(x, minlength=p) for x in h_src], axis=1).astype(np.int64) if p else \
+        np.zeros((0, 0), np.int64)
     for u in range(p):
         out[u][prefix + "send_idx"] = hold_pos[sj[sb[u]:sb[u + 1]]]
-        out[u][prefix + "send_counts"] = np.bincount(sd[sb[u]:sb[u + 1]], minlength=G).astype(np.int64)
-    vol = np.bincount(hs * p + hd, minlength=p * p).reshape(p, p).astype(np.int64)
+        out[u][prefix + "send_counts"] = vol[u, members(u)]
     return out, vol
 
 
@@ -305,9 +307,11 @@ def _plan_1d(g: Graph, part: np.ndarray, k: int, owner: np.ndarray | None, backw
     hpos, hlists = (rpos, rlists) if owner is None else _positions(owner, k)
     rows, cols, data = _coo(g)
     ident = lambda r: r  # noqa: E731  group-rank = global rank
+    everyone = np.arange(k, dtype=np.int64)
+    allr = lambda u: everyone  # noqa: E731
     order = _row_order(g.indptr, rlists)
     fwd, vol = _exchange(g.n, k, rows, cols, data, None, lambda u, j: hold[j],
-                         hlists, hpos, rpos, rlists, ident, k, order=order, row_nnz=g.row_nnz)
+                         hlists, hpos, rpos, rlists, ident, k, allr, order=order, row_nnz=g.row_nnz)
     for r in range(k):
         fwd[r]["h_ids"] = hlists[r]
         fwd[r]["a2a_group"] = np.arange(k, dtype=np.int64)
@@ -316,7 +320,7 @@ def _plan_1d(g: Graph, part: np.ndarray, k: int, owner: np.ndarray | None, backw
         T = g.transpose()
         trows, tcols, tdata = _coo(T)
         bwd, bvol = _exchange(g.n, k, trows, tcols, tdata, None, lambda u, j: part[j],
-                              rlists, rpos, rpos, rlists, ident, k, prefix="bwd_",
+                              rlists, rpos, rpos, rlists, ident, k, allr, prefix="bwd_",
                               order=_row_order(T.indptr, rlists), row_nnz=T.row_nnz)
         for r in range(k):
             bwd[r].pop("bwd_row_ids")  # same rows as forward (row_ids); G is held by part
@@ -332,7 +336,8 @@ def _plan_15d(g: Graph, part: np.ndarray, b: int, c: int):
     unit = bi * c + (bq - bi) % c
     fwd, vol = _exchange(g.n, p, rows, cols, data, unit,
                          lambda u, j: part[j] * c + u % c, [lists[r // c] for r in range(p)], pos,
-                         pos, [lists[r // c] for r in range(p)], lambda r: r // c, b)
+                         pos, [lists[r // c] for r in range(p)], lambda r: r // c, b,
+                         lambda u: np.arange(b, dtype=np.int64) * c + u % c)
     sched = []
     for r in range(p):
         i, l = divmod(r, c)
@@ -359,7 +364,8 @@ def _plan_2d(g: Graph, part: np.ndarray, R: int, C: int):
     grow, gcol = part // C, part % C
     unit = grow[rows] * C + gcol[cols]
     fwd, vol = _exchange(g.n, p, rows, cols, data, unit, lambda u, j: part[j],
-                         lists, pos, None, None, lambda r: r // C, R)
+                         lists, pos, None, None, lambda r: r // C, R,
+                         lambda u: np.arange(R, dtype=np.int64) * C + u % C)
     # fold: partial row i on rank u goes to part[i] in u's row group (group-rank = col)
     fvol = np.zeros((p, p), dtype=np.int64)
     for u in range(p):
