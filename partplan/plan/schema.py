@@ -44,7 +44,8 @@ SHARD_FIELDS: dict[str, tuple[str, str, str]] = {
                                     "sum = len(halo_ids)"),
     "a2a_group": ("int64", "all", "global ranks of the forward all-to-all group, by group-rank "
                                   "(1d: all ranks; 1.5d: column group {x·c + l}; 2d: grid column {x·C + b})"),
-    "bwd_halo_ids": ("int64", "1d", "backward A^T @ G: ghost rows of G (only when A is not symmetric)"),
+    "bwd_halo_ids": ("int64", "1d", "backward A^T @ G: ghost rows of G, ordered by source rank then global id "
+                                    "(present when A is not symmetric or ownership is decoupled)"),
     "bwd_indptr": ("int64", "1d", "backward local CSR of rows row_ids of A^T"),
     "bwd_indices": ("int64", "1d", "backward local columns in [0, len(row_ids) + len(bwd_halo_ids))"),
     "bwd_data": ("float64", "1d", "backward values (A^T), absent for a pattern graph"),
