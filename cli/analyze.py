@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from partplan.errors import BackendUnavailableError, DatasetError, GraphFormatError, PartitionError
+from partplan.errors import BackendUnavailableError, GraphFormatError, PartitionError
 
 METHODS = ("random", "block", "striped", "metis", "hypergraph")
 # which tuning options each method reads (anything else given is an error, not ignored)
@@ -77,9 +77,10 @@ def _dtype(text: str) -> str:
 
 
 # --------------------------------------------------------------------------- graph and partition
-def load_graph(spec: str):
+def load_graph(spec: str, *, fetch: bool = False):
     """A graph file (any format :func:`partplan.io.read_graph` reads) or a
-    registered dataset name (:func:`partplan.datasets.load`)."""
+    registered dataset name (:func:`partplan.datasets.load_graph`; with
+    ``fetch`` a missing download is fetched first)."""
     path = Path(spec)
     if path.exists():
         if path.is_dir():
@@ -93,14 +94,12 @@ def load_graph(spec: str):
     try:
         from partplan import datasets
     except ImportError:
-        datasets = None
-    if datasets is not None:
-        try:
-            return datasets.load(spec)
-        except DatasetError as exc:
-            raise GraphFormatError(f"no such file, and not a loadable dataset ({exc})", spec) from None
-    raise GraphFormatError("no such file (and partplan.datasets is not installed to resolve dataset names)",
-                           spec)
+        raise GraphFormatError("no such file (and partplan.datasets is not installed to resolve dataset "
+                               "names)", spec) from None
+    if spec not in datasets.names():
+        raise GraphFormatError("no such file, and not a registered dataset name "
+                               "(see `partplan datasets list`)", spec)
+    return datasets.load_graph(spec, fetch=fetch)  # DatasetError says how to fetch it
 
 
 def make_partition(graph, method: str, k: int, *, seed: int = 0, imbalance: float = 0.03,
@@ -154,6 +153,8 @@ def register(subparsers) -> None:
     p.add_argument("--preset", metavar="P",
                    help="Mt-KaHyPar preset for --method hypergraph: DEFAULT (default), QUALITY, "
                         "DETERMINISTIC, ...")
+    p.add_argument("--fetch", action="store_true",
+                   help="GRAPH is a registered dataset not yet downloaded: fetch it first")
     p.add_argument("--symmetrize", action="store_true", help="use A + A^T (pattern union) instead of A")
     p.add_argument("--self-loops", choices=("keep", "add", "remove"), default="keep",
                    help="diagonal: keep as read, add (GCN's A + I) or remove (default keep)")
@@ -196,7 +197,7 @@ def run(args) -> int:
     timing: dict[str, float] = {}
 
     t0 = time.perf_counter()
-    graph = load_graph(args.graph)
+    graph = load_graph(args.graph, fetch=args.fetch)
     if args.symmetrize or args.self_loops != "keep":
         graph = graph.normalize(symmetrize=args.symmetrize, self_loops=args.self_loops)
     timing["load_s"] = time.perf_counter() - t0
