@@ -49,3 +49,15 @@ def test_path4_golden_by_hand():
     assert p[0].h_ids[p[0].send_idx].tolist() == [1] and p[1].h_ids[p[1].send_idx].tolist() == [2]
     assert p.manifest["stats"]["total_volume"] == 2
     assert np.array_equal(p.part, [0, 0, 1, 1])
+
+
+def test_schema_md_documents_every_field():
+    from partplan.plan.schema import FORMAT_VERSION, PARTITION_FIELDS, SHARD_FIELDS
+    text = (ROOT / "SCHEMA.md").read_text()
+    assert f"version {FORMAT_VERSION}" in text
+    for name in list(SHARD_FIELDS) + list(PARTITION_FIELDS):
+        assert f"| `{name}` |" in text, name
+    m = json.loads((ROOT / "golden" / "directed8-1d-k3.plan" / "manifest.json").read_text())
+    for key in m:
+        if key != "tool" or "`tool`" in text:
+            assert f"`{key}`" in text, key
