@@ -91,7 +91,7 @@ def test_manifest_from_another_graph(plan_dir, tmp_path):
     # a manifest copied from a plan of another graph: shards no longer belong to it
     p2 = write_plan(build_plan(other, np.arange(other.n) % 4, 4), tmp_path / "other.plan")
     shutil.copy(p2 / "manifest.json", path / "manifest.json")
-    with pytest.raises(PlanError):
+    with pytest.raises(PlanError, match="manifest and shards come from different plans"):
         load_plan(path, rank=0)
 
 

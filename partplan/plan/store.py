@@ -210,6 +210,16 @@ def _check_graph(m: dict, graph, where: Path):
                         f"another graph")
 
 
+def _peek_fingerprint(f: Path) -> str | None:
+    """The graph fingerprint in a shard's schema metadata, or None if unreadable."""
+    try:
+        with pa.memory_map(str(f), "r") as src:
+            raw = (ipc.open_file(src).schema.metadata or {}).get(_META_KEY)
+        return json.loads(raw).get("graph_fingerprint") if raw else None
+    except Exception:  # any damage: fall back to the size/checksum message
+        return None
+
+
 def load_rank(path, rank: int, *, manifest: dict | None = None, verify: bool = True) -> RankPlan:
     """Read only rank ``rank``'s shard (memory-mapped) after checking it against the manifest."""
     path = Path(path)
@@ -218,7 +228,15 @@ def load_rank(path, rank: int, *, manifest: dict | None = None, verify: bool = T
         raise PlanError(f"{path}: rank {rank} out of range [0, {m['ranks']})")
     entry = m["shards"][rank]
     f = path / entry.get("file", shard_name(rank))
-    _check_file(f, entry, f"shard of rank {rank}", verify)
+    try:
+        _check_file(f, entry, f"shard of rank {rank}", verify)
+    except PlanError:
+        other = _peek_fingerprint(f)
+        if other is not None and other != m["graph"]["fingerprint"]:
+            raise PlanError(f"{f}: shard was built for graph {other[:16]}… but {path / MANIFEST} field "
+                            f"'graph.fingerprint' says {m['graph']['fingerprint'][:16]}… (manifest and shards "
+                            f"come from different plans)") from None
+        raise
     meta, arrays = _read_arrow(f)
     if meta.get("rank") != rank:
         raise PlanError(f"{f}: shard metadata field 'rank' = {meta.get('rank')!r}, expected {rank}")
