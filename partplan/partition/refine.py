@@ -108,7 +108,8 @@ class _Refiner:
         S = (P + P.T).tocsr()                                               # symmetric neighbourhood
         S.sum_duplicates()
         self.S_ptr, self.S_idx = S.indptr.astype(np.int64), S.indices.astype(np.int64)
-        self.w = np.maximum(graph.row_nnz, 1).astype(np.int64)
+        self.nnz = graph.row_nnz.astype(np.float64)
+        self.w = np.maximum(graph.row_nnz, 1).astype(np.int64)                 # balance weights
         self.part = part.copy()
         net_of_pin = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.P_ptr))  # row v ...
         # ... is a pin of net P_idx: cnt[j, p] = #{v in p : j in row v of P}
@@ -279,13 +280,15 @@ class _Refiner:
     def figures(self) -> dict:
         rt = alpha_beta_time(self.smsg, self.rmsg, self.send * self.rb, self.recv * self.rb,
                              self.alpha, self.beta)
-        mean = self.load.mean()
+        nnz_load = np.bincount(self.part, weights=self.nnz, minlength=self.k)   # as analyze()
+        mean = nnz_load.mean()
         return {"total_volume": self.tv, "max_send": int(self.send.max()), "max_recv": int(self.recv.max()),
                 "max_send_recv": int(np.maximum(self.send, self.recv).max()),
                 "messages": self.msgs, "max_send_messages": int(self.smsg.max()),
                 "max_recv_messages": int(self.rmsg.max()),
-                "max_compute_load": int(self.load.max()),
-                "compute_imbalance": float(self.load.max() / mean - 1.0) if mean > 0 else 0.0,
+                "max_compute_load": int(nnz_load.max()),
+                "compute_imbalance": float(nnz_load.max() / mean - 1.0) if mean > 0 else 0.0,
+                "max_balance_weight": int(self.load.max()),
                 "time_estimate_s": float(rt.max())}
 
 
@@ -338,7 +341,7 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
            imbalance: float = 0.03, volume_tolerance: float = 0.05, seed: int = 0,
            time_limit: float | None = None, alpha: float = DEFAULT_ALPHA_S,
            beta: float = DEFAULT_BETA_S_PER_BYTE, f: int = 128, dtype: str = "float32",
-           patience: int = 60, max_passes: int = 50, max_candidates: int = 3000,
+           patience: int = 60, max_passes: int = 50, max_candidates: int | None = None,
            max_moves_per_pass: int | None = None, multi_moves: int = 32,
            min_gain: float = 0.002) -> tuple[np.ndarray, dict]:
     """Lower the bottleneck communication of ``part`` (conformal ownership).
@@ -359,7 +362,7 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
         the reported time estimate.
     patience : non-improving moves tolerated in a pass before rollback.
     max_candidates : candidate moves evaluated per step (sampled with ``seed``
-        when more exist).
+        when more exist); default min(3000, max(400, 96000 // k)).
     min_gain : a new pass starts only when the last one lowered the optimized
         value (max cost, or total volume for "total") by more than this fraction.
     multi_moves : after the best move of a step, up to this many further
@@ -400,6 +403,8 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
     scale = max(float(R.cost(R.send, R.recv, R.smsg, R.rmsg).max()), 1e-12)
     scale_rows = max(float(np.maximum(R.send, R.recv).max()), 1.0)
     rng = np.random.default_rng(seed)
+    if max_candidates is None:                # keeps the C×k evaluation arrays near 10^5 cells
+        max_candidates = int(min(3000, max(400, 96_000 // k)))
     if max_moves_per_pass is None:
         max_moves_per_pass = max(200, graph.n // 4)
     passes = kept = tried = 0
@@ -414,47 +419,56 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
         start_key = best_key = R.key(scale)
         moves: list[tuple[int, int, int]] = []
         best_len, since = 0, 0
+        why = "patience"
         while since < patience and len(moves) < max_moves_per_pass:
             if deadline is not None and time.perf_counter() > deadline:
-                stopped = "time limit"
+                stopped = why = "time limit"
                 break
             c = R.cost(R.send, R.recv, R.smsg, R.rmsg)
             top = np.flatnonzero(c >= c.max() - 1e-12 * max(1.0, abs(c.max())))[:4]
-            v, b = R.candidates(top, locked, max_candidates, rng)
+            heavy = np.flatnonzero(R.load > cap)          # overloaded by an earlier move of this pass
+            v, b = R.candidates(np.union1d(top, heavy), locked, max_candidates, rng)
             if v.size == 0:
+                why = "no candidate"
                 break
-            ok = R.load[b] + R.w[v] <= cap
-            v, b = v[ok], b[ok]
-            if v.size == 0:
-                break
+            # Δ overload Σ_p max(0, load_p − cap): moves that keep every part within
+            # the cap rank first; when none exists the pass may overload a part
+            # (then moves out of it rank first) — states count only when feasible
+            s_ = R.part[v]
+            ls, lb, wv = R.load[s_], R.load[b], R.w[v]
+            dover = (np.maximum(ls - wv - cap, 0) - np.maximum(ls - cap, 0)
+                     + np.maximum(lb + wv - cap, 0) - np.maximum(lb - cap, 0))
             if objective == "weighted":      # messages enter the cost: rank by bytes, then exact
                 nm, dphi, dtv, _ = R.evaluate(v, b, scale_rows, False, cost_objective="max-both")
                 ok = R.tv + dtv <= vlimit
                 if not ok.any():
+                    why = "volume limit"
                     break
-                v, b = v[ok], b[ok]
-                sel = np.lexsort((dtv[ok], dphi[ok], nm[ok]))[:_EXACT]
-                v, b = v[sel], b[sel]
+                sel = np.flatnonzero(ok)[np.lexsort((dtv[ok], dphi[ok], nm[ok], dover[ok]))[:_EXACT]]
+                v, b, dover = v[sel], b[sel], dover[sel]
             newmax, dphi, dtv, _ = R.evaluate(v, b, scale, objective == "weighted")
             dsend, drecv = R.last_delta
             ok = R.tv + dtv <= vlimit
             if not ok.any():
+                why = "volume limit"
                 break
             idx = np.flatnonzero(ok)
             if objective == "total":
-                keys = (dphi[idx], newmax[idx], dtv[idx])
+                keys = (dphi[idx], newmax[idx], dtv[idx], dover[idx])
             else:
-                keys = (dtv[idx], dphi[idx], newmax[idx])
+                keys = (dtv[idx], dphi[idx], newmax[idx], dover[idx])
             order = idx[np.lexsort(keys)]
             first = order[0]
-            sel = (newmax[order] == newmax[first]) & (dphi[order] == dphi[first]) & (dtv[order] == dtv[first])
+            sel = ((newmax[order] == newmax[first]) & (dphi[order] == dphi[first])
+                   & (dtv[order] == dtv[first]) & (dover[order] == dover[first]))
             tie = order[sel]
-            if tie.size > 1:                 # 4th key: Δmessages, computed for the ties only
+            if tie.size > 1:                 # last key: Δmessages, computed for the ties only
                 tie = tie[:_EXACT]
                 dmsg = R.evaluate(v[tie], b[tie], scale, True)[3]
                 first = int(tie[int(np.argmin(dmsg))])
             step = [int(first)]
-            if objective != "weighted" and multi_moves > 1:
+            feasible_now = not (R.load > cap).any()
+            if objective != "weighted" and multi_moves > 1 and feasible_now and dover[first] <= 0:
                 # further strictly improving moves on nets disjoint from those already
                 # moved in this step: their exact Δs add up (module doc), so no re-evaluation
                 step += _independent_moves(R, v, b, dsend, drecv, dtv, order, first, scale, cap,
@@ -466,14 +480,17 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
                 locked[vv] = True
                 tried += 1
             key = R.key(scale)
-            if key < best_key:
+            if key < best_key and not (R.load > cap).any():
                 best_key, best_len, since = key, len(moves), 0
             else:
                 since += len(step)
         for vv, a, _ in reversed(moves[best_len:]):
             R.move(vv, a)
         kept += best_len
-        trace.append((round(time.perf_counter() - t0, 4), best_key[0], best_len, len(moves)))
+        if len(moves) >= max_moves_per_pass:
+            why = "move limit"
+        trace.append({"seconds": round(time.perf_counter() - t0, 4), "value": best_key[0],
+                      "kept": best_len, "tried": len(moves), "pass_end": why})
         # another pass only when this one lowered the primary value by > min_gain
         if not best_key[0] < start_key[0] * (1.0 - min_gain):
             break
