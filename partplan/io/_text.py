@@ -41,12 +41,14 @@ class Block:
     counts : int64[lines]: numbers on each line of the block.
     comment : bool[lines]: the line held a comment and no number.
     first_line : 1-based number of the block's first line in the file.
+    text : the cleaned block bytes (only with ``scan_block(parse=False)``).
     """
 
     values: np.ndarray
     counts: np.ndarray
     comment: np.ndarray
     first_line: int
+    text: bytes = b""
 
     def line_of_value(self, i: int) -> int:
         """1-based file line holding value ``i`` of this block."""
@@ -81,11 +83,14 @@ _TRANS_COMMA = bytes.maketrans(b",", b" ")
 
 
 def scan_block(blk: bytes, first_line: int, path, *, dtype=np.int64, comments: bytes = b"#%",
-               commas: bool = False) -> Block:
+               commas: bool = False, parse: bool = True) -> Block:
     """Parse one block (must end with a newline). See the module doc.
 
     comments : bytes that start a comment running to the end of the line.
     commas : treat ``,`` as whitespace (comma-separated files).
+    parse : False = only count tokens per line; ``values`` is then empty and
+        ``text`` holds the block with comments and commas blanked, for the
+        caller's own parser (see :func:`parse_columns`).
     """
     if commas:
         blk = blk.translate(_TRANS_COMMA)
@@ -120,8 +125,8 @@ def scan_block(blk: bytes, first_line: int, path, *, dtype=np.int64, comments: b
         counts = np.zeros(0, dtype=np.int64)
     ntok = int(counts.sum())
     comment_line &= counts == 0
-    if ntok == 0:
-        return Block(np.zeros(0, dtype=dtype), counts, comment_line, first_line)
+    if ntok == 0 or not parse:
+        return Block(np.zeros(0, dtype=dtype), counts, comment_line, first_line, blk if ntok else b"")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error")
@@ -146,22 +151,45 @@ def _nth_token(blk: bytes, i: int) -> bytes:
     return blk.split()[i]
 
 
-def locate_bad_token(blk: bytes, first_line: int, path, *, dtype=np.int64) -> None:
+def locate_bad_token(blk: bytes, first_line: int, path, *, dtype=np.int64, kinds: tuple | None = None) -> None:
     """Slow path: walk the block line by line and raise GraphFormatError at
-    the first token that is not a number of ``dtype``. (Comments were already
-    blanked by the caller.)"""
-    pat = _INT_RE if dtype == np.int64 else _FLOAT_RE
-    kind = "an integer" if dtype == np.int64 else "a number"
+    the first token that is not a number of ``dtype`` (or, with ``kinds``, of
+    the dtype of its column; the last kind covers further columns). Comments
+    were already blanked by the caller."""
+    kinds = kinds or (dtype,)
     for off, line in enumerate(blk.split(b"\n")):
-        for tok in line.split():
+        for col, tok in enumerate(line.split()):
+            dt = kinds[min(col, len(kinds) - 1)]
+            pat = _INT_RE if dt == np.int64 else _FLOAT_RE
             if not pat.match(tok):
                 shown = tok.decode("utf-8", errors="replace")
                 if len(shown) > 40:
                     shown = shown[:40] + "..."
+                kind = "an integer" if dt == np.int64 else "a number"
                 raise GraphFormatError(f"bad token {shown!r}: expected {kind}", path, first_line + off)
-            if dtype == np.int64 and not (_I64_MIN <= int(tok) <= _I64_MAX):
+            if dt == np.int64 and not (_I64_MIN <= int(tok) <= _I64_MAX):
                 raise GraphFormatError(f"integer {tok.decode()!r} does not fit in 64 bits", path,
                                        first_line + off)
+
+
+def parse_columns(blk: Block, path, kinds: tuple) -> np.ndarray:
+    """Parse a block scanned with ``parse=False`` whose lines all hold
+    ``len(kinds)`` tokens, as a structured array with fields ``c0, c1, ...``
+    of the given dtypes (exact int64 ids next to float weights), by numpy's C
+    ``loadtxt``. Any failure -> the slow path names the line."""
+    import io
+
+    dt = [(f"c{i}", k) for i, k in enumerate(kinds)]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            out = np.loadtxt(io.BytesIO(blk.text), dtype=dt, comments=None, ndmin=1)
+    except (ValueError, OverflowError, UserWarning):
+        out = None
+    if out is None or out.size != int(np.count_nonzero(blk.counts)):
+        locate_bad_token(blk.text, blk.first_line, path, kinds=kinds)
+        raise GraphFormatError("unparsable numbers in this block", path, blk.first_line)
+    return out
 
 
 def check_columns(blk: Block, allowed: tuple[int, ...], path, what: str = "columns") -> None:

@@ -19,7 +19,6 @@ the file is then read as an edge table by :mod:`partplan.io.table`
 """
 from __future__ import annotations
 
-import io
 import os
 from pathlib import Path
 
@@ -30,7 +29,6 @@ from ..graph import Graph
 from . import _text
 from ._common import atomic_output, open_binary, write_table_text
 
-_EXACT = float(2 ** 53)
 
 
 def _first_data_line(path) -> tuple[bytes | None, int]:
@@ -102,24 +100,14 @@ def read_edgelist(path: str | os.PathLike, *, symmetrize: bool = False, self_loo
     srcs, dsts, ws = [], [], []
     with open_binary(p) as fh:
         for raw, line0 in _text.iter_raw_blocks(fh, 1, block_bytes, p):
-            blk = _text.scan_block(raw, line0, p, dtype=dtype, commas=commas)
-            if blk.values.size == 0:
+            blk = _text.scan_block(raw, line0, p, dtype=dtype, commas=commas, parse=ncols == 2)
+            if not blk.counts.any():
                 continue
             _text.check_columns(blk, (ncols,), p)
-            vals = blk.values.reshape(-1, ncols)
             if ncols == 3:
-                ids = vals[:, :2]
-                if np.abs(ids).max() >= _EXACT:  # ids beyond float precision: exact re-parse
-                    vals = _reparse_exact(raw, blk, p, commas)
-                    s, d, w = vals["s"], vals["d"], vals["w"]
-                else:
-                    frac = ids != np.floor(ids)
-                    if frac.any():
-                        r = int(np.flatnonzero(frac.any(axis=1))[0])
-                        c = int(np.flatnonzero(frac[r])[0])
-                        raise GraphFormatError(f"bad token {float(ids[r, c])!r}: expected an integer vertex id",
-                                               p, int(blk.data_lines()[r]), field="src" if c == 0 else "dst")
-                    s, d, w = ids[:, 0].astype(np.int64), ids[:, 1].astype(np.int64), vals[:, 2].copy()
+                # exact int64 ids beside float weights: numpy's C loadtxt on the cleaned block
+                rec = _text.parse_columns(blk, p, (np.int64, np.int64, np.float64))
+                s, d, w = rec["c0"], rec["c1"], rec["c2"]
                 if use_w:
                     bad = ~np.isfinite(w) | (w < 0)
                     if bad.any():
@@ -127,8 +115,10 @@ def read_edgelist(path: str | os.PathLike, *, symmetrize: bool = False, self_loo
                         what = "negative" if np.isfinite(w[r]) else "non-finite"
                         raise GraphFormatError(f"{what} weight {float(w[r])!r}", p, int(blk.data_lines()[r]),
                                                field="weight")
-                    ws.append(np.asarray(w, dtype=np.float64))
+                    ws.append(np.ascontiguousarray(w, dtype=np.float64))
+                s, d = np.ascontiguousarray(s), np.ascontiguousarray(d)
             else:
+                vals = blk.values.reshape(-1, 2)
                 s, d = vals[:, 0].copy(), vals[:, 1].copy()
             neg = (s < 0) | (d < 0)
             if neg.any():
@@ -206,16 +196,6 @@ def _stem(path) -> str:
         if name.lower().endswith(suf):
             name = name[: -len(suf)]
     return name.rsplit(".", 1)[0] if "." in name else name
-
-
-def _reparse_exact(raw: bytes, blk: _text.Block, path, commas: bool) -> np.ndarray:
-    """Re-read a weighted block with exact int64 ids (ids >= 2**53)."""
-    text = raw.translate(_text._TRANS_COMMA) if commas else raw
-    try:
-        return np.loadtxt(io.BytesIO(text), dtype=[("s", "i8"), ("d", "i8"), ("w", "f8")],
-                          comments=["#", "%"], ndmin=1)
-    except ValueError as exc:
-        raise GraphFormatError(f"cannot read 64-bit ids exactly: {exc}", path, blk.first_line) from None
 
 
 def write_edgelist(graph: Graph, path: str | os.PathLike, *, original_ids: bool = True,

@@ -27,7 +27,6 @@ from ..graph import Graph
 from . import _text
 from ._common import atomic_output, open_binary, write_table_text
 
-_EXACT = float(2 ** 53)
 
 
 def _header(fh, p):
@@ -93,25 +92,19 @@ def read_mtx(path: str | os.PathLike, *, symmetrize: bool = False, self_loops: s
         got = 0
         last_line = size_line
         for raw, line0 in _text.iter_raw_blocks(fh, size_line + 1, block_bytes, p):
-            blk = _text.scan_block(raw, line0, p, dtype=dtype, comments=b"%")
+            blk = _text.scan_block(raw, line0, p, dtype=dtype, comments=b"%", parse=ncols == 2)
             last_line = line0 + blk.counts.size - 1
-            if blk.values.size == 0:
+            if not blk.counts.any():
                 continue
             _text.check_columns(blk, (ncols,), p, "columns (row col" + ("" if ncols == 2 else " value") + ")")
-            v = blk.values.reshape(-1, ncols)
             lines = blk.data_lines()
-            if got + v.shape[0] > NNZ:
+            nrows = lines.size
+            if got + nrows > NNZ:
                 raise GraphFormatError(f"more entries than the {NNZ} announced on the size line "
                                        f"(line {size_line})", p, int(lines[NNZ - got]))
             if ncols == 3:
-                ij = v[:, :2]
-                if ij.size and np.abs(ij).max() >= _EXACT:
-                    raise BackendUnavailableError(f"{p}: indices >= 2**53 in a valued .mtx are not supported")
-                frac = ij != np.floor(ij)
-                if frac.any():
-                    r = int(np.flatnonzero(frac.any(axis=1))[0])
-                    raise GraphFormatError("row / column index must be an integer", p, int(lines[r]))
-                i, j, x = ij[:, 0].astype(np.int64), ij[:, 1].astype(np.int64), v[:, 2].copy()
+                rec = _text.parse_columns(blk, p, (np.int64, np.int64, np.float64))
+                i, j, x = np.ascontiguousarray(rec["c0"]), np.ascontiguousarray(rec["c1"]), rec["c2"].copy()
                 bad = ~np.isfinite(x)
                 if field == "integer":
                     bad |= x != np.floor(x)
@@ -121,6 +114,7 @@ def read_mtx(path: str | os.PathLike, *, symmetrize: bool = False, self_loops: s
                     raise GraphFormatError(f"{what} {float(x[r])!r}", p, int(lines[r]), field="value")
                 vals.append(x)
             else:
+                v = blk.values.reshape(-1, 2)
                 i, j = v[:, 0].copy(), v[:, 1].copy()
             out = (i < 1) | (i > M) | (j < 1) | (j > M)
             if out.any():
@@ -134,7 +128,7 @@ def read_mtx(path: str | os.PathLike, *, symmetrize: bool = False, self_loops: s
                     raise GraphFormatError("skew-symmetric matrix with a diagonal entry", p, int(lines[r]))
             rows.append(i - 1)
             cols.append(j - 1)
-            got += v.shape[0]
+            got += nrows
     if got != NNZ:
         raise GraphFormatError(f"size line (line {size_line}) announces {NNZ} entries, found {got}", p, last_line)
     r = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
