@@ -1,21 +1,18 @@
 """Graph ingest and export: one module per format, chosen by file extension.
 
-==========================================  =========  ===========================  ======
-extension (``.gz`` allowed on text formats)  format     reader                       writer
-==========================================  =========  ===========================  ======
-``.mtx`` ``.mm``                            mtx        :func:`mtx.read_mtx`         yes
-``.graph`` ``.metis``                       metis      :func:`metis.read_metis`     yes
-``.hgr``                                    hgr        :func:`read_hypergraph`;     yes (hypergraph)
-                                                       as a graph when m == n
-``.npz``                                    npz        :func:`npz.read_npz`         yes
-``.parquet`` ``.pq``                        parquet    :func:`table.read_edge_table` yes
-``.arrow`` ``.ipc``                         arrow      (Arrow IPC file or stream)   yes
-``.feather``                                feather                                 yes
-``.csv``                                    csv        header -> table, else list   yes
-``.txt`` ``.edges`` ``.el`` ``.tsv``        edgelist   :func:`edgelist.read_edgelist` yes
-``.edgelist`` ``.snap``
-``.gt`` (``.gt.gz``)                        gt         :func:`graphtool.read_gt`    yes
-==========================================  =========  ===========================  ======
+- ``.mtx`` ``.mm`` -> ``mtx``: :func:`read_mtx` / :func:`write_mtx`
+- ``.graph`` ``.metis`` -> ``metis``: :func:`read_metis` / :func:`write_metis`
+- ``.hgr`` -> ``hgr``: :func:`read_hypergraph` / :func:`write_hypergraph`
+  (:func:`read_graph` reads it as a matrix when m == n)
+- ``.npz`` -> ``npz``: :func:`read_npz` / :func:`write_npz` (scipy.sparse)
+- ``.parquet`` ``.pq`` / ``.arrow`` ``.ipc`` / ``.feather`` / ``.csv`` with a
+  header -> edge tables: :func:`read_edge_table` / :func:`write_edge_table`
+- ``.txt`` ``.edges`` ``.el`` ``.tsv`` ``.edgelist`` ``.snap`` (and ``.csv``
+  without header) -> ``edgelist``: :func:`read_edgelist` / :func:`write_edgelist`
+- ``.gt`` -> ``gt`` (graph-tool binary): :func:`read_gt` / :func:`write_gt`
+
+Text formats may carry ``.gz``. Partition files: :func:`read_partition` /
+:func:`write_partition` (module ``partfile``). See docs/io.md.
 
 Every reader raises :class:`~partplan.errors.GraphFormatError` naming the file
 (and the 1-based line, or the column / array) on malformed input; writers are

@@ -125,7 +125,8 @@ def read_metis(path: str | os.PathLike, *, symmetrize: bool = False, self_loops:
     toks = vals[t0:t0 + int(c.sum())]
     vid = np.repeat(np.arange(n, dtype=np.int64), c)
     vstart = np.zeros(n, dtype=np.int64)
-    np.cumsum(c[:-1], out=vstart[1:]) if n else None
+    if n:
+        np.cumsum(c[:-1], out=vstart[1:])
     pos = np.arange(toks.size, dtype=np.int64) - vstart[vid]
     off = pos - nhead
     is_nbr = (off >= 0) & (off % step == 0)
@@ -227,7 +228,8 @@ def write_metis(graph: Graph, path: str | os.PathLike, *, edge_weights: bool | N
     per_line = int(vw) + deg * (2 if ew else 1)
     toks = np.empty(int(per_line.sum()), dtype=np.int64)
     start = np.zeros(n, dtype=np.int64)
-    np.cumsum(per_line[:-1], out=start[1:]) if n else None
+    if n:
+        np.cumsum(per_line[:-1], out=start[1:])
     if vw:
         toks[start] = graph.vertex_weights
     # position of each nonzero's neighbour token
