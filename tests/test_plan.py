@@ -214,3 +214,49 @@ def test_partition_object_is_accepted():
     other = random_graph(80, 300, 6, directed=False)
     with pytest.raises(PlanError, match="another graph"):
         build_plan(other, p)
+
+
+# ------------------------------------------------------------------ property test (hypothesis)
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@st.composite
+def plan_cases(draw):
+    n = draw(st.integers(2, 25))
+    m = draw(st.integers(0, 80))
+    src = draw(st.lists(st.integers(0, n - 1), min_size=m, max_size=m))
+    dst = draw(st.lists(st.integers(0, n - 1), min_size=m, max_size=m))
+    w = draw(st.lists(st.integers(1, 4), min_size=m, max_size=m))
+    sym = draw(st.booleans())
+    g = Graph.from_edges(np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64),
+                         np.array(w, dtype=float), n=n, symmetrize=sym)
+    layout = draw(st.sampled_from(["1d", "1.5d", "2d"]))
+    if layout == "2d":
+        R, C = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+        k, lp = R * C, {"R": R, "C": C}
+    else:
+        k, lp = draw(st.integers(1, 4)), ({"c": draw(st.integers(1, 3))} if layout == "1.5d" else {})
+    k = min(k, n) if layout != "2d" else k
+    if k > n:
+        k, layout, lp = n, "1d", {}
+    part = np.array(draw(st.lists(st.integers(0, k - 1), min_size=n, max_size=n)), dtype=np.int64)
+    return g, part, k, layout, lp
+
+
+@settings(max_examples=60, deadline=None)
+@given(plan_cases())
+def test_property_replay_exact_with_integers(case):
+    """Integer weights and integer H: every layout reproduces scipy exactly, and the
+    exchange volume equals the analyzer's for that layout."""
+    g, part, k, layout, lp = case
+    plan = build_plan(g, part, k, layout=layout, layout_params=lp)
+    H = np.random.default_rng(0).integers(-3, 4, (g.n, 2)).astype(float)
+    assert np.array_equal(replay(plan, H), g.to_scipy() @ H)
+    if layout == "1d":
+        assert np.array_equal(plan.stats.volume, analyze(g, part, k).volume)
+    elif layout == "2d":
+        assert np.array_equal(plan.stats.volume, analyze_2d(g, part, lp["R"], lp["C"]).volume)
+    for rp in plan.ranks:   # counts transpose-consistent inside each group
+        for gi, s in enumerate(rp.a2a_group):
+            peer = plan[int(s)]
+            assert peer.send_counts[int(np.flatnonzero(peer.a2a_group == rp.rank)[0])] == rp.recv_counts[gi]
