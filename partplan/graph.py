@@ -250,8 +250,10 @@ class Graph:
                   dedupe: bool = True, drop_isolated: bool = False) -> "Graph":
         """Return a normalized copy.
 
-        symmetrize : add ``A^T`` (pattern union; weights of u->v and v->u are
-            summed where both exist), result marked undirected.
+        symmetrize : pattern union of ``A`` and ``A^T``, result marked undirected.
+            With dedupe, the weight of {u, v} is max(w_uv, w_vu), so
+            symmetrizing twice (or a symmetric graph) changes nothing; without
+            dedupe every entry is mirrored (a multigraph keeps its multiplicity).
         self_loops : "keep", "add" (GCN's A + I: set every diagonal entry,
             weight 1 where absent) or "remove".
         dedupe : collapse duplicate entries (weights summed).
@@ -261,13 +263,26 @@ class Graph:
         if self_loops not in ("keep", "add", "remove"):
             raise ValueError(f"self_loops must be 'keep', 'add' or 'remove', not {self_loops!r}")
         pattern = self.data is None
-        A = self.to_scipy().tocoo()
+        A = self.to_scipy()
+        if dedupe:
+            A.sum_duplicates()
+        A = A.tocoo()
         r, c, d = A.row.astype(np.int64), A.col.astype(np.int64), A.data
         if symmetrize:
             off = r != c
             r, c, d = np.concatenate([r, c[off]]), np.concatenate([c, r[off]]), np.concatenate([d, d[off]])
             if pattern:
                 d = np.ones(r.size)
+            elif dedupe:
+                # weight of {u, v} = max(w_uv, w_vu): idempotent, so a graph that is
+                # already symmetric keeps its weights (no doubling)
+                order = np.lexsort((c, r))
+                r, c, d = r[order], c[order], d[order]
+                first = np.ones(r.size, dtype=bool)
+                first[1:] = (r[1:] != r[:-1]) | (c[1:] != c[:-1])
+                starts = np.flatnonzero(first)
+                d = np.maximum.reduceat(d, starts) if starts.size else d
+                r, c = r[starts], c[starts]
         if self_loops == "remove":
             keep = r != c
             r, c, d = r[keep], c[keep], d[keep]

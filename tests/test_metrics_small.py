@@ -64,3 +64,13 @@ def test_bad_partitions_raise_clear_errors():
         analyze(g, [0, 1, 2], k=2)
     with pytest.raises(PartitionError, match="exceed"):
         analyze(g, [0, 1, 2], k=4)
+
+
+def test_symmetrize_is_idempotent_on_weights():
+    g = Graph.from_edges([0, 1, 1], [1, 0, 2], weights=[2.0, 5.0, 3.0])
+    s1 = g.normalize(symmetrize=True)
+    dense = s1.to_scipy().toarray()
+    assert dense.tolist() == [[0, 5, 0], [5, 0, 3], [0, 3, 0]]
+    s2 = s1.normalize(symmetrize=True)
+    assert np.array_equal(s2.to_scipy().toarray(), dense)
+    assert not s1.directed
