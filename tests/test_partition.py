@@ -215,4 +215,15 @@ def test_decoupled_ownership_keeps_total_volume():
     for j in range(g.n):
         parts = {int(p.part[i]) for i in hg.pins[hg.net_ptr[j]:hg.net_ptr[j + 1]]}
         assert int(p.owner[j]) in parts
+    conf = analyze(g, p.part, 4)
+    assert p.stats.total_volume == conf.total_volume == p.info["conformal_stats"]["total_volume"]
+    # decoupled send/recv recomputed by hand: owner sends H[j] to every other part needing it
+    send = np.zeros(4, dtype=int)
+    recv = np.zeros(4, dtype=int)
+    for j in range(g.n):
+        parts = {int(p.part[i]) for i in hg.pins[hg.net_ptr[j]:hg.net_ptr[j + 1]]}
+        for r in parts - {int(p.owner[j])}:
+            send[p.owner[j]] += 1
+            recv[r] += 1
+    assert p.stats.send.tolist() == send.tolist() and p.stats.recv.tolist() == recv.tolist()
     assert hasattr(own, "owner_stats")

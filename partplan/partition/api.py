@@ -77,7 +77,7 @@ class Partition:
     objective: str            # "total" | "max-send" | "max-recv" | "max-both" | "weighted"
     params: dict              # imbalance, seed, preset, threads, ... (JSON-able)
     timings: dict             # seconds per phase (JSON-able)
-    stats: CommStats | None   # 1D stats of `part`
+    stats: CommStats | None   # 1D stats of `part` (decoupled ownership: H[j] sent by owner[j], forward pass)
     owner: np.ndarray | None  # decoupled ownership: int64[n] part holding row j of H; None = conformal
     graph_fingerprint: str
     layout_stats: LayoutStats | None = None   # 1.5D / 2D per-rank figures (None for 1D)
@@ -296,6 +296,11 @@ def partition(graph: Graph, k: int, *, model: str = "hypergraph", backend: str |
     if want_stats:
         t0 = time.perf_counter()
         stats = analyze(graph, part, b, f=f, dtype=dtype, name=f"{graph.name} {model}/{backend}")
+        if owner is not None:  # the exchange actually planned: H[j] sent by owner[j] (forward pass)
+            from .ownership import owner_stats
+
+            info["conformal_stats"] = stats.summary()
+            stats = owner_stats(graph, part, owner, b, f=f, dtype=dtype)
         if lay == "1.5d":
             lstats = analyze_15d(graph, part, lparams["c"], f=f, dtype=dtype)
         elif lay == "2d":
