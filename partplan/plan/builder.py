@@ -368,6 +368,7 @@ def _plan_2d(g: Graph, part: np.ndarray, R: int, C: int):
                          lambda u: np.arange(R, dtype=np.int64) * C + u % C)
     # fold: partial row i on rank u goes to part[i] in u's row group (group-rank = col)
     fvol = np.zeros((p, p), dtype=np.int64)
+    f_src, f_row = [], []
     for u in range(p):
         d = fwd[u]
         a, bcol = divmod(u, C)
@@ -384,23 +385,22 @@ def _plan_2d(g: Graph, part: np.ndarray, R: int, C: int):
         o = _sort_small(dg, C)  # stable: ascending global id inside a destination
         d["fold_send_idx"] = rem[o].astype(np.int64)
         d["fold_send_counts"] = np.bincount(dg, minlength=C).astype(np.int64)
-        fvol[u] += np.bincount(dest[rem], minlength=p)
-    # receive side of the fold: rows of part r arriving from each group column, ascending id
+        fvol[u] = np.bincount(dest[rem], minlength=p)
+        f_src.append(np.full(rem.size, u, dtype=np.int64))
+        f_row.append(ri[rem])
+    # receive side: sent rows concatenated by sender (ascending rank = ascending
+    # group-rank in the receiver's row group) with ids ascending; a stable sort by
+    # destination gives each receiver its rows in source order, ids ascending.
+    fs = np.concatenate(f_src) if f_src else np.zeros(0, np.int64)
+    fr = np.concatenate(f_row) if f_row else np.zeros(0, np.int64)
+    fd = part[fr]
+    o = _sort_small(fd, p)
+    fb = _unit_bounds(fd, p)
+    recv_pos = pos[fr[o]]
     for r in range(p):
-        a, bcol = divmod(r, C)
-        d = fwd[r]
-        cnt = np.zeros(C, dtype=np.int64)
-        idx = []
-        for y in range(C):
-            s = a * C + y
-            if s == r:
-                continue
-            ri = fwd[s]["row_ids"]
-            mine = ri[part[ri] == r]
-            cnt[y] = mine.size
-            idx.append(pos[mine])
-        d["fold_recv_counts"] = cnt
-        d["fold_recv_idx"] = np.concatenate(idx).astype(np.int64) if idx else np.zeros(0, np.int64)
+        a = r // C
+        fwd[r]["fold_recv_counts"] = fvol[a * C:(a + 1) * C, r].copy()
+        fwd[r]["fold_recv_idx"] = recv_pos[fb[r]:fb[r + 1]]
     return fwd, vol, fvol
 
 
