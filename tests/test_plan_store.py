@@ -113,7 +113,7 @@ def test_unknown_version_and_bad_manifest(plan_dir):
 
 def _rewrite_shard(path: Path, rank: int, edit):
     """Edit one array of a shard and re-sign it in the manifest (a buggy writer)."""
-    from partplan.plan.store import _read_arrow, _sha256, _write_arrow
+    from partplan.plan.store import _read_arrow, _write_arrow
     f = path / f"rank-{rank:05d}.arrow"
     meta, arrays = _read_arrow(f)
     arrays = {k: np.array(v) for k, v in arrays.items()}

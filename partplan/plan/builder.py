@@ -338,7 +338,6 @@ def _plan_15d(g: Graph, part: np.ndarray, b: int, c: int):
                          lambda u, j: part[j] * c + u % c, [lists[r // c] for r in range(p)], pos,
                          pos, [lists[r // c] for r in range(p)], lambda r: r // c, b,
                          lambda u: np.arange(b, dtype=np.int64) * c + u % c)
-    sched = []
     for r in range(p):
         i, l = divmod(r, c)
         d = fwd[r]
@@ -353,7 +352,6 @@ def _plan_15d(g: Graph, part: np.ndarray, b: int, c: int):
         d["stage_src"] = qs
         d["stage_halo_start"] = np.where(qs == i, 0, starts[qs]).astype(np.int64)
         d["stage_halo_count"] = np.where(qs == i, 0, d["recv_counts"][qs]).astype(np.int64)
-        sched.append(qs.size)
     return fwd, vol
 
 
