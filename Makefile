@@ -31,6 +31,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_analyzer.py
+	$(PY) benchmarks/bench_plan.py
 
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache .hypothesis

@@ -140,8 +140,9 @@ def register(subparsers) -> None:
                                                   "or a dataset name (see `partplan datasets list`)")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--partition", metavar="FILE",
-                     help="partition file: one part id per line (METIS .part.K), .npy, or a Parquet/Arrow/CSV "
-                          "column")
+                     help="partition file: one part id per line (METIS .part.K), .npy, a Parquet/Arrow/CSV "
+                          "column, a DGL partition folder or config JSON, a PyG node_map.pt, or a CAGNET "
+                          ".part-sizes file (kind detected)")
     src.add_argument("--method", choices=METHODS, help="partition on the fly (thin call into the partitioner)")
     p.add_argument("-k", type=_positive_int, metavar="K",
                    help="number of parts (row blocks); required with --method unless --layout 2d:RxC gives R·C; "
@@ -211,7 +212,11 @@ def run(args) -> int:
     t0 = time.perf_counter()
     if args.partition is not None:
         source = {"file": str(args.partition)}
-        part = read_partition(args.partition, graph.n, column=args.column)
+        if args.column is not None:
+            part = read_partition(args.partition, graph.n, column=args.column)
+        else:  # METIS .part, .npy, tables, DGL folders, PyG node_map.pt, CAGNET .part-sizes
+            from partplan.interop import read_partition_any
+            part = read_partition_any(args.partition, graph.n)
         if k is None:
             k = partition_k_from_name(args.partition)
         part, k = as_partition(part, graph.n, k, source=str(args.partition))
