@@ -272,7 +272,7 @@ def read_partition_any(path, n: int, *, kind: str | None = None) -> np.ndarray:
     "pyg", "cagnet"). Raises PartitionError naming the file on bad input.
     """
     if not Path(path).exists():
-        raise PartitionError(f"{path}: no such file or directory")
+        raise PartitionError(f"{path}: no such partition file or directory")
     kind = kind or detect_kind(path)
     if kind in ("file", "metis"):
         part = read_metis_part(path, n)
