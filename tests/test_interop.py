@@ -122,7 +122,7 @@ def test_pyg_node_map(tmp_path):
 
 
 def test_missing_path():
-    with pytest.raises(PartitionError, match="no such file"):
+    with pytest.raises(PartitionError, match="no such partition file"):
         read_partition_any("/nonexistent/x.part", 3)
 
 
