@@ -32,6 +32,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/bench_analyzer.py
 	$(PY) benchmarks/bench_plan.py
+	$(PY) benchmarks/bench_planner.py --quick --out $(OUT)/bench
 
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache .hypothesis
