@@ -49,6 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("partplan: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into `head` etc.: stop quietly
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":  # pragma: no cover
