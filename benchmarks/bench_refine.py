@@ -58,3 +58,176 @@ def geometric_graph(n: int, knn: int = 9, extra: float = 0.01, *, seed: int = 0)
     perm = rng.permutation(n)
     return Graph.from_edges(perm[src], perm[dst], n=n, symmetrize=True, self_loops="remove",
                             name=f"geo{n}")
+
+
+def hub_recv_bound(graph: Graph, cap: int, top: int = 200) -> int:
+    """A lower bound on max recv valid for every partition whose part weights
+    (row nnz, at least 1) stay ≤ ``cap``: the part holding row v receives every
+    column of row v it does not hold, and it can hold at most the lightest
+    neighbours of v that fit beside v. Evaluated for the ``top`` densest rows."""
+    w = np.maximum(graph.row_nnz, 1)
+    best = 0
+    for v in np.argsort(-graph.row_nnz, kind="stable")[:top].tolist():
+        cols = graph.indices[graph.indptr[v]:graph.indptr[v + 1]]
+        cols = cols[cols != v]
+        fit = int(np.searchsorted(np.cumsum(np.sort(w[cols])), cap - w[v], side="right"))
+        best = max(best, cols.size - fit)
+    return best
+
+
+# ----------------------------------------------------------------- instances
+SYNTHETIC = {"rmat14": lambda: rmat_graph(14), "rmat15": lambda: rmat_graph(15),
+             "rmat16": lambda: rmat_graph(16), "geo32k": lambda: geometric_graph(32768)}
+REAL = ("email-Enron", "as-22july06", "astro-ph", "cond-mat-2003", "copter2", "mdual",
+        "delaunay_n15", "rgg_n_2_15_s0")
+DEFAULT_INSTANCES = ("rmat14", "rmat16", "geo32k") + REAL
+
+
+def load_instance(name: str, fetch: bool = False) -> Graph | None:
+    """A synthetic generator above or a registered dataset (None when unavailable)."""
+    if name in SYNTHETIC:
+        return SYNTHETIC[name]()
+    from partplan.errors import PartplanError
+
+    try:
+        from partplan.datasets import load
+        g = load(name, fetch=fetch)
+    except (ImportError, PartplanError) as exc:
+        print(f"# skipping {name}: {exc}", file=sys.stderr)
+        return None
+    if not isinstance(g, Graph):
+        print(f"# skipping {name}: not a graph", file=sys.stderr)
+        return None
+    if not g.is_symmetric():
+        g = g.normalize(symmetrize=True)
+    return g
+
+
+def run_one(g: Graph, k: int, *, seed: int = 0, imbalance: float = 0.03, threads: int = 1,
+            volume_tolerance: float = 0.05, time_limit: float | None = None, decoupled: bool = True,
+            lp_solver: str = "highs") -> dict:
+    """One row of the table: Mt-KaHyPar DEFAULT, then refine, then decoupled owners."""
+    from partplan.partition.backends import hypergraph
+    from partplan.partition.ownership import assign_owners, owner_lower_bound
+    from partplan.partition.refine import refine
+
+    t0 = time.perf_counter()
+    part = hypergraph(g, k, imbalance=imbalance, seed=seed, preset="DEFAULT", threads=threads)
+    t_mtk = time.perf_counter() - t0
+    new, rep = refine(g, part, k, objective="max-both", imbalance=imbalance,
+                      volume_tolerance=volume_tolerance, seed=seed, time_limit=time_limit)
+    b, a = rep["before"], rep["after"]
+    row = {"graph": g.name, "n": g.n, "nnz": g.nnz, "k": k,
+           "max_before": b["max_send_recv"], "max_after": a["max_send_recv"],
+           "max_ratio": a["max_send_recv"] / max(b["max_send_recv"], 1),
+           "tv_before": b["total_volume"], "tv_after": a["total_volume"],
+           "tv_ratio": a["total_volume"] / max(b["total_volume"], 1),
+           "mean_over_max_before": b["total_volume"] / k / max(b["max_send_recv"], 1),
+           "hub_bound_over_max_before": hub_recv_bound(g, rep["balance_cap"]) / max(b["max_send_recv"], 1),
+           "imbalance_before": b["compute_imbalance"], "imbalance_after": a["compute_imbalance"],
+           "balance_ok": a["max_balance_weight"] <= rep["balance_cap"],
+           "mtk_s": t_mtk, "refine_s": rep["seconds"], "time_ratio": rep["seconds"] / max(t_mtk, 1e-9),
+           "passes": rep["passes"], "moves": rep["moves"]}
+    if decoupled:
+        t0 = time.perf_counter()
+        bound = owner_lower_bound(g, part, k, objective="max-both")
+        t_b = time.perf_counter() - t0
+        _, gi = assign_owners(g, part, k, method="greedy", objective="max-both", return_info=True)
+        _, li = assign_owners(g, part, k, method="lp", objective="max-both", solver=lp_solver,
+                              return_info=True)
+        row.update(dec_bound=bound, dec_greedy=gi["max_send_recv"], dec_lp=li["max_send_recv"],
+                   dec_lp_over_bound=li["max_send_recv"] / max(bound, 1),
+                   dec_greedy_over_bound=gi["max_send_recv"] / max(bound, 1),
+                   dec_tv_unchanged=li["total_volume"] == b["total_volume"],
+                   dec_bound_s=t_b, dec_greedy_s=gi["seconds"], dec_lp_s=li["seconds"])
+    return row
+
+
+def gmean(x) -> float:
+    x = [v for v in x if v > 0]
+    return float(math.exp(sum(math.log(v) for v in x) / len(x))) if x else float("nan")
+
+
+COLUMNS = [("graph", "{:<14}"), ("k", "{:>3}"), ("max_ratio", "{:>6.3f}"), ("tv_ratio", "{:>6.3f}"),
+           ("mean_over_max_before", "{:>6.3f}"), ("hub_bound_over_max_before", "{:>6.3f}"),
+           ("imbalance_after", "{:>6.4f}"), ("mtk_s", "{:>7.2f}"), ("refine_s", "{:>7.2f}"),
+           ("time_ratio", "{:>6.2f}"), ("dec_lp_over_bound", "{:>6.4f}"),
+           ("dec_greedy_over_bound", "{:>6.4f}")]
+HEADERS = ["graph", "k", "max r", "TV r", "mean/mx", "hub/mx", "imb", "mtk s", "ref s", "ref/mtk",
+           "LP/bnd", "gr/bnd"]
+
+
+def format_table(rows: list[dict]) -> str:
+    out = ["  ".join(f"{h:>7}" if i else f"{h:<14}" for i, h in enumerate(HEADERS))]
+    for r in rows:
+        out.append("  ".join((fmt.format(r[c]) if c in r else "      -").rjust(7) if i else fmt.format(r[c])
+                             for i, (c, fmt) in enumerate(COLUMNS)))
+    if rows:
+        gm = {c: gmean([r[c] for r in rows if c in r]) for c in
+              ("max_ratio", "tv_ratio", "mean_over_max_before", "hub_bound_over_max_before", "time_ratio",
+               "dec_lp_over_bound", "dec_greedy_over_bound")}
+        out.append("geomean: max(send,recv) after/before {max_ratio:.3f} (target <= 0.75; mean/max "
+                   "{mean_over_max_before:.3f}, hub bound/max {hub_bound_over_max_before:.3f}), total "
+                   "volume {tv_ratio:.3f} (<= 1.05), refine/mtk time {time_ratio:.2f} (<= 1), decoupled "
+                   "LP/bound {dec_lp_over_bound:.4f}, greedy/bound {dec_greedy_over_bound:.4f} "
+                   "(<= 1.02)".format(**gm))
+        out.append(f"compute imbalance after <= eps in {sum(r['balance_ok'] for r in rows)}/{len(rows)} runs; "
+                   f"max imbalance after {max(r['imbalance_after'] for r in rows):.4f}")
+    return "\n".join(out)
+
+
+def run_benchmark(instances=DEFAULT_INSTANCES, ks=(16, 64), *, seed: int = 0, imbalance: float = 0.03,
+                  threads: int = 1, fetch: bool = False, decoupled: bool = True, lp_solver: str = "highs",
+                  time_limit: float | None = None, out: str | None = None, verbose: bool = True) -> list[dict]:
+    """Run every instance × k; print rows as they finish and the summary;
+    write JSON rows to ``out`` when given. Returns the rows."""
+    rows = []
+    for name in instances:
+        g = load_instance(name, fetch=fetch)
+        if g is None:
+            continue
+        for k in ks:
+            if k > g.n:
+                continue
+            r = run_one(g, k, seed=seed, imbalance=imbalance, threads=threads, decoupled=decoupled,
+                        lp_solver=lp_solver, time_limit=time_limit)
+            r["graph"] = name
+            rows.append(r)
+            if verbose:
+                print(format_table([r]).splitlines()[1], flush=True)
+    if verbose:
+        print(format_table(rows))
+    if out:
+        import os
+        import tempfile
+
+        d = os.path.dirname(os.path.abspath(out))
+        fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(rows, fh, indent=1)
+        os.replace(tmp, out)
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("instances", nargs="*", default=list(DEFAULT_INSTANCES),
+                    help=f"synthetic ({', '.join(SYNTHETIC)}) or registered dataset names")
+    ap.add_argument("-k", type=int, nargs="+", default=[16, 64], help="part counts (default 16 64)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--imbalance", type=float, default=0.03)
+    ap.add_argument("--threads", type=int, default=1, help="Mt-KaHyPar threads (default 1)")
+    ap.add_argument("--fetch", action="store_true", help="download registered datasets when missing")
+    ap.add_argument("--no-decoupled", action="store_true", help="skip the decoupled-ownership columns")
+    ap.add_argument("--lp-solver", choices=["highs", "cbc"], default="highs")
+    ap.add_argument("--time-limit", type=float, default=None, help="refinement seconds per run")
+    ap.add_argument("--json", dest="out", default=None, help="write the rows to this JSON file")
+    a = ap.parse_args(argv)
+    run_benchmark(a.instances, a.k, seed=a.seed, imbalance=a.imbalance, threads=a.threads, fetch=a.fetch,
+                  decoupled=not a.no_decoupled, lp_solver=a.lp_solver, time_limit=a.time_limit, out=a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
