@@ -183,3 +183,22 @@ def test_too_large_for_dense_table(monkeypatch):
     monkeypatch.setattr(refine_mod, "MAX_CELLS", 50)
     with pytest.raises(BackendUnavailableError, match="dense"):
         refine(g, random_partition(g.n, 3, seed=0), 3)
+
+
+def test_benchmark_row_on_a_small_rmat():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "bench_refine.py"
+    spec = importlib.util.spec_from_file_location("bench_refine", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    g = bench.rmat_graph(9)
+    row = bench.run_one(g, 4, seed=0)
+    s = analyze(g, np.zeros(g.n, dtype=np.int64), 1)   # sanity: graph is usable
+    assert s.total_volume == 0
+    assert row["max_after"] <= row["max_before"] and row["tv_ratio"] <= 1.05 and row["balance_ok"]
+    assert row["dec_bound"] <= row["dec_lp"] and row["dec_tv_unchanged"]
+    # hub bound on a star: centre (9 leaves, weight 9) with cap 12 can hold 3 leaves
+    star = Graph.from_edges([0] * 9, list(range(1, 10)), symmetrize=True)
+    assert bench.hub_recv_bound(star, 12) == 6

@@ -302,9 +302,11 @@ def assign_owners(graph: Graph, part, k: int | None = None, *, method: str = "gr
     >>> import numpy as np
     >>> from partplan import Graph
     >>> g = Graph.from_edges([0, 0, 0], [1, 2, 3], symmetrize=True)      # star, centre 0
-    >>> owner = assign_owners(g, np.array([0, 1, 1, 1]), 2, objective="max-send")
-    >>> owner_stats(g, np.array([0, 1, 1, 1]), owner, 2).max_send
-    1
+    >>> part = np.array([0, 1, 1, 1])      # 4 cut nets, each between parts 0 and 1
+    >>> owner = assign_owners(g, part, 2, objective="max-send")
+    >>> s = owner_stats(g, part, owner, 2)
+    >>> s.total_volume, s.max_send                     # conformal: part 1 would send 3
+    (4, 2)
     """
     t0 = time.perf_counter()
     if method not in OWNER_METHODS:
