@@ -12,13 +12,12 @@ must equal the analyzer's total volume. Writes
 """
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from partplan._atomic import write_json_atomic
 
 DEMO_METHODS = ("block", "random", "metis", "hypergraph")
 
@@ -43,23 +42,6 @@ def register(subparsers) -> None:
 
 def _status(msg: str) -> None:
     print(f"[demo] {msg}", file=sys.stderr, flush=True)
-
-
-def _write_json(obj, path: Path) -> Path:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(obj, fh, indent=1)
-            fh.write("\n")
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
 
 
 def _partition(graph, method: str, k: int, seed: int, preset: str):
@@ -154,7 +136,7 @@ def run(args) -> int:
         "files": files,
         "total_s": time.perf_counter() - t_all,
     }
-    files.append(str(_write_json(doc, out / "demo.json")))
+    files.append(str(write_json_atomic(doc, out / "demo.json")))
     if args.json:
         json.dump(doc, sys.stdout, indent=1)
         print()

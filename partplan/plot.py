@@ -18,12 +18,12 @@ True
 """
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
+
+from ._atomic import atomic_path
 
 
 def _figure(width: float, height: float):
@@ -35,26 +35,10 @@ def _figure(width: float, height: float):
     return fig
 
 
-def _chmod_like_open(path) -> None:
-    """mkstemp makes 0600 files; give the result the mode open() would (0666 & ~umask)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    os.chmod(path, 0o666 & ~mask)
-
-
 def _save(fig, path) -> Path:
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".png", dir=p.parent)
-    os.close(fd)
-    try:
+    with atomic_path(p, suffix=".png") as tmp:
         fig.savefig(tmp, format="png")
-        _chmod_like_open(tmp)
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
     return p
 
 

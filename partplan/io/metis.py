@@ -119,7 +119,6 @@ def read_metis(path: str | os.PathLike, *, symmetrize: bool = False, self_loops:
         else:
             msg = f"vertex {v + 1}: odd number of neighbour / edge-weight numbers"
         raise GraphFormatError(msg, p, int(vlines[v]) + 1)
-    deg = rest // step
     # tokens of the vertex lines are contiguous in vals (comment lines hold none)
     t0 = int(tok_start[h + 1])
     toks = vals[t0:t0 + int(c.sum())]

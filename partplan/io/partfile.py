@@ -31,12 +31,12 @@ from __future__ import annotations
 import gzip
 import os
 import re
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import PartitionError
+from .._atomic import atomic_path
 
 TABLE_SUFFIXES = (".parquet", ".arrow", ".feather", ".csv")
 
@@ -206,10 +206,7 @@ def write_partition(part, path: str | os.PathLike) -> Path:
         raise PartitionError(f"{p}: a partition must be a 1-D integer array, got {arr.dtype} {arr.shape}")
     arr = arr.astype(np.int64, copy=False)
     suffix = _suffixes(p)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    os.close(fd)
-    try:
+    with atomic_path(p) as tmp:
         if suffix == ".npy":
             with open(tmp, "wb") as fh:
                 np.save(fh, arr, allow_pickle=False)
@@ -231,12 +228,4 @@ def write_partition(part, path: str | os.PathLike) -> Path:
             opener = gzip.open if p.name.lower().endswith(".gz") else open
             with opener(tmp, "wb") as fh:
                 fh.write(text)
-        mask = os.umask(0)  # mkstemp made it 0600; give it the mode open() would
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
     return p

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +53,7 @@ from ..metrics import CommStats, LayoutStats, analyze, analyze_15d, analyze_2d
 from ..models import column_net, joint_net, parse_layout, stochastic_hypergraph
 from ..models.layouts import describe as describe_layout
 from .backends import BACKENDS, BASELINES, check_preset, run_backend
+from .._atomic import atomic_path
 
 MODELS = ("graph", "hypergraph", "stochastic", "baseline")
 OBJECTIVES = ("total", "max-send", "max-recv", "max-both", "weighted")
@@ -318,15 +318,8 @@ def _sidecar(path: Path) -> Path:
 
 
 def _atomic_text(path: Path, text: str):
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
 
 
 def save_partition(p: Partition, path: str | os.PathLike) -> Path:
@@ -347,15 +340,8 @@ def save_partition(p: Partition, path: str | os.PathLike) -> Path:
         if p.owner is not None:
             cols["owner"] = p.owner
         table = pa.table(cols).replace_schema_metadata({"partplan": json.dumps(meta)})
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.close(fd)
-        try:
+        with atomic_path(path) as tmp:
             pq.write_table(table, tmp)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
         return path
     write_partition(p.part, path)
     if p.owner is not None:

@@ -18,7 +18,6 @@ import io
 import json
 import math
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -28,6 +27,7 @@ import numpy as np
 from ..errors import DatasetError, PartplanError
 from ..graph import Graph
 from ..metrics import analyze
+from .._atomic import atomic_path
 
 DATASETS = ("email-Enron", "as-22july06", "astro-ph", "cond-mat-2003", "copter2", "mdual", "delaunay_n15",
             "rgg_n_2_15_s0", "rmat16")
@@ -229,15 +229,8 @@ def run_bench(datasets=QUICK_DATASETS, ks=(16, 64), *, methods=METHODS, out: str
 
 
 def _atomic_write(path: Path, data: bytes):
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
 
 
 def write_outputs(result: dict, out: str | os.PathLike) -> list[Path]:

@@ -14,12 +14,12 @@ atomically.
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from ..hypergraph import Hypergraph
+from .._atomic import atomic_path
 
 
 def _join_lines(values: np.ndarray, line_ptr: np.ndarray) -> str:
@@ -52,15 +52,8 @@ def hmetis_text(hg: Hypergraph) -> str:
 def write_hmetis(hg: Hypergraph, path: str | os.PathLike) -> Path:
     """Write ``hg`` as an hMetis file atomically (temp file + os.replace)."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(hmetis_text(hg))
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_path(path) as tmp:
+        tmp.write_text(hmetis_text(hg))
     return path
 
 

@@ -366,7 +366,7 @@ def _plan_2d(g: Graph, part: np.ndarray, R: int, C: int):
                          lambda u: np.arange(R, dtype=np.int64) * C + u % C)
     # fold: partial row i on rank u goes to part[i] in u's row group (group-rank = col)
     fvol = np.zeros((p, p), dtype=np.int64)
-    f_src, f_row = [], []
+    f_row = []
     for u in range(p):
         d = fwd[u]
         a, bcol = divmod(u, C)
@@ -384,12 +384,10 @@ def _plan_2d(g: Graph, part: np.ndarray, R: int, C: int):
         d["fold_send_idx"] = rem[o].astype(np.int64)
         d["fold_send_counts"] = np.bincount(dg, minlength=C).astype(np.int64)
         fvol[u] = np.bincount(dest[rem], minlength=p)
-        f_src.append(np.full(rem.size, u, dtype=np.int64))
         f_row.append(ri[rem])
     # receive side: sent rows concatenated by sender (ascending rank = ascending
     # group-rank in the receiver's row group) with ids ascending; a stable sort by
     # destination gives each receiver its rows in source order, ids ascending.
-    fs = np.concatenate(f_src) if f_src else np.zeros(0, np.int64)
     fr = np.concatenate(f_row) if f_row else np.zeros(0, np.int64)
     fd = part[fr]
     o = _sort_small(fd, p)
