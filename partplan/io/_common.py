@@ -10,12 +10,12 @@ import contextlib
 import gzip
 import io
 import os
-import tempfile
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
 import numpy as np
 
+from .._atomic import atomic_path
 from ..errors import GraphFormatError
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -57,22 +57,13 @@ def atomic_output(path: str | os.PathLike, *, compress: bool | None = None) -> I
     p = Path(path)
     if compress is None:
         compress = p.name.lower().endswith(".gz")
-    parent = p.parent if str(p.parent) else Path(".")
-    parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + p.name + ".", suffix=".tmp", dir=parent)
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            if compress:
-                # mtime=0: the same graph gives the same bytes
-                with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as gz:
-                    yield gz  # type: ignore[misc]
-            else:
-                yield raw
-        os.replace(tmp, p)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    with atomic_path(p) as tmp, open(tmp, "wb") as raw:
+        if compress:
+            # mtime=0: the same graph gives the same bytes
+            with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as gz:
+                yield gz  # type: ignore[misc]
+        else:
+            yield raw
 
 
 def _ndigits(v: np.ndarray) -> np.ndarray:
