@@ -22,7 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-from partplan.errors import BackendUnavailableError, GraphFormatError, PartitionError
+from partplan.errors import BackendUnavailableError, PartitionError
+from ._common import load_graph
+from ._common import nonneg_float as _nonneg_float
+from ._common import positive_int as _positive_int
 
 METHODS = ("random", "block", "striped", "metis", "hypergraph")
 # which tuning options each method reads (anything else given is an error, not ignored)
@@ -45,26 +48,6 @@ def parse_layout(text: str) -> tuple[str, dict]:
     raise argparse.ArgumentTypeError(f"layout must be 1d, 1.5d:C (C >= 1 replicas) or 2d:RxC, got {text!r}")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
-    return v
-
-
-def _nonneg_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not np.isfinite(v) or v < 0:
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text}")
-    return v
-
-
 def _dtype(text: str) -> str:
     from partplan.metrics import dtype_bytes
 
@@ -77,31 +60,6 @@ def _dtype(text: str) -> str:
 
 
 # --------------------------------------------------------------------------- graph and partition
-def load_graph(spec: str, *, fetch: bool = False):
-    """A graph file (any format :func:`partplan.io.read_graph` reads) or a
-    registered dataset name (:func:`partplan.datasets.load_graph`; with
-    ``fetch`` a missing download is fetched first)."""
-    path = Path(spec)
-    if path.exists():
-        if path.is_dir():
-            raise GraphFormatError("is a directory, not a graph file", path)
-        try:
-            from partplan.io import read_graph
-        except ImportError as exc:
-            raise BackendUnavailableError(f"{spec}: reading graph files needs partplan.io.read_graph "
-                                          f"({exc})") from exc
-        return read_graph(path)
-    try:
-        from partplan import datasets
-    except ImportError:
-        raise GraphFormatError("no such file (and partplan.datasets is not installed to resolve dataset "
-                               "names)", spec) from None
-    if spec not in datasets.names():
-        raise GraphFormatError("no such file, and not a registered dataset name "
-                               "(see `partplan datasets list`)", spec)
-    return datasets.load_graph(spec, fetch=fetch)  # DatasetError says how to fetch it
-
-
 def make_partition(graph, method: str, k: int, *, seed: int = 0, imbalance: float = 0.03,
                    preset: str = "DEFAULT") -> np.ndarray:
     """Partition ``graph`` into ``k`` parts with ``method`` (a thin call)."""

@@ -11,16 +11,7 @@ import argparse
 import json
 import sys
 import time
-
-
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
-    return v
+from ._common import positive_int as _positive_int
 
 
 def register(subparsers) -> None:

@@ -12,34 +12,15 @@ Thin layer over :mod:`partplan.datasets`. Examples::
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
 from partplan.errors import BackendUnavailableError, DatasetError
+from ._common import nonneg_int as _nonneg_int
+from ._common import positive_int as _pos_int
 
 GENERATORS = ("rmat", "grid2d", "grid3d", "rgg")
-
-
-def _pos_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
-    return v
-
-
-def _nonneg_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {v}")
-    return v
 
 
 def register(subparsers) -> None:

@@ -86,7 +86,7 @@ def run(args) -> int:
     from partplan.metrics import analyze
     from partplan.plot import plot_compare, plot_volume
 
-    from .analyze import load_graph
+    from ._common import load_graph
 
     if args.k < 2:
         raise PartitionError(f"--k must be at least 2 for a comparison, got {args.k}")

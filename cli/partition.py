@@ -21,53 +21,10 @@ import sys
 import time
 from pathlib import Path
 
-from partplan.errors import BackendUnavailableError, DatasetError, GraphFormatError, PartitionError
-
-
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
-    return v
-
-
-def _fraction(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (0 <= v < 10):
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 10), got {text}")
-    return v
-
-
-def load_graph(spec: str, *, symmetrize: bool = False):
-    """A graph file (:func:`partplan.io.read_graph`) or a dataset name
-    (:func:`partplan.datasets.load`)."""
-    path = Path(spec)
-    if path.exists():
-        if path.is_dir():
-            raise GraphFormatError("is a directory, not a graph file", path)
-        try:
-            from partplan.io import read_graph
-        except ImportError as exc:
-            raise BackendUnavailableError(f"{spec}: reading graph files needs partplan.io.read_graph "
-                                          f"({exc})") from None
-        return read_graph(path, symmetrize=symmetrize)
-    try:
-        from partplan import datasets
-    except ImportError:
-        raise GraphFormatError("no such file (and partplan.datasets is not installed)", spec) from None
-    try:
-        g = datasets.load(spec)
-    except ImportError as exc:
-        raise BackendUnavailableError(f"{spec}: loading datasets failed ({exc})") from None
-    except DatasetError as exc:
-        raise GraphFormatError(f"no such file, and not a loadable dataset ({exc})", spec) from None
-    return g.normalize(symmetrize=True) if symmetrize else g
+from partplan.errors import BackendUnavailableError, PartitionError
+from ._common import fraction as _fraction
+from ._common import load_graph
+from ._common import positive_int as _positive_int
 
 
 def register(subparsers) -> None:

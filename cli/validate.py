@@ -38,7 +38,7 @@ def run(args) -> int:
     from partplan.plan import validate_plan
     graph = None
     if args.graph:
-        from partplan.cli.analyze import load_graph
+        from partplan.cli._common import load_graph
         graph = load_graph(args.graph)
     rep = validate_plan(args.plan, graph, seed=args.seed, f=args.features, replay_check=not args.no_replay)
     if args.json:
