@@ -64,7 +64,7 @@ def register(subparsers) -> None:
     p.add_argument("--ownership", default="conformal", choices=["conformal", "decoupled"],
                    help="decoupled: choose the owner of each H row inside its connectivity set (1D)")
     p.add_argument("--ownership-method", default=None, choices=["greedy", "lp"],
-                   help="decoupled ownership solver (default greedy)")
+                   help="decoupled ownership solver (default lp, PuLP + CBC, up to 64 row blocks; greedy above)")
     p.add_argument("--handoff", default=None, choices=["arrays", "file"],
                    help="how the hypergraph reaches Mt-KaHyPar (default arrays)")
     p.add_argument("--kahypar-ini", default=None, metavar="INI", help="KaHyPar INI file (default: generated)")

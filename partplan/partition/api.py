@@ -141,6 +141,11 @@ def _choose(value: str, allowed, what: str) -> str:
     return value
 
 
+# decoupled ownership: the LP (PuLP + CBC) reaches the bound within seconds up to
+# this many row blocks (docs/refinement.md); above it the greedy pass is used
+LP_OWNERSHIP_MAX_BLOCKS = 64
+
+
 def partition(graph: Graph, k: int, *, model: str = "hypergraph", backend: str | None = None,
               objective: str = "total", layout: str = "1d", imbalance: float = 0.03, seed: int = 0,
               ownership: str = "conformal", **backend_options) -> Partition:
@@ -166,7 +171,8 @@ def partition(graph: Graph, k: int, *, model: str = "hypergraph", backend: str |
         kahypar; recursive — metis; nets ("auto" | "forward" | "joint") —
         hypergraph model; sampler, theta, delta, min_batches, max_batches —
         stochastic model; volume_tolerance, time_limit, alpha, beta —
-        refinement; ownership_method ("greedy" | "lp"); f, dtype — bytes in
+        refinement; ownership_method ("greedy" | "lp"; default "lp" (PuLP + CBC)
+        up to LP_OWNERSHIP_MAX_BLOCKS row blocks, else "greedy"); f, dtype — bytes in
         the stats; stats (bool, default True); progress (callable(str)).
     """
     opts = dict(backend_options)
@@ -179,7 +185,7 @@ def partition(graph: Graph, k: int, *, model: str = "hypergraph", backend: str |
     stoch = {key: opts.pop(key) for key in stoch_keys if key in opts}
     refine_keys = ("volume_tolerance", "time_limit", "alpha", "beta")
     refine_opts = {key: opts.pop(key) for key in refine_keys if key in opts}
-    own_method = opts.pop("ownership_method", "greedy")
+    own_method = opts.pop("ownership_method", None)
     if "metric" in opts:
         opts["objective"] = opts.pop("metric")
     if "preset" in opts:
@@ -283,6 +289,8 @@ def partition(graph: Graph, k: int, *, model: str = "hypergraph", backend: str |
         except ImportError as exc:
             raise BackendUnavailableError("decoupled ownership (partplan.partition.ownership) is not "
                                           "available in this install") from exc
+        if own_method is None:  # the LP reaches the average-load bound; greedy stalls above it
+            own_method = "lp" if b <= LP_OWNERSHIP_MAX_BLOCKS else "greedy"
         say(f"assigning owners ({own_mod.__name__.rsplit('.', 1)[-1]}, {own_method})")
         t0 = time.perf_counter()
         own_obj = "max-send" if objective in ("total", "max-send") else "max-both"
