@@ -144,6 +144,8 @@ def _choose(value: str, allowed, what: str) -> str:
 # decoupled ownership: the LP (PuLP + CBC) reaches the bound within seconds up to
 # this many row blocks (docs/refinement.md); above it the greedy pass is used
 LP_OWNERSHIP_MAX_BLOCKS = 64
+# refinement's default time limit is the partitioning time, but at least this (s)
+REFINE_MIN_SECONDS = 2.0
 
 
 def partition(graph: Graph, k: int, *, model: str = "hypergraph", backend: str | None = None,
@@ -170,7 +172,8 @@ def partition(graph: Graph, k: int, *, model: str = "hypergraph", backend: str |
         "soed": the engine's objective) — mtkahypar; ini, quality, timeout —
         kahypar; recursive — metis; nets ("auto" | "forward" | "joint") —
         hypergraph model; sampler, theta, delta, min_batches, max_batches —
-        stochastic model; volume_tolerance, time_limit, alpha, beta —
+        stochastic model; volume_tolerance, time_limit (default: the partitioning
+        time, at least REFINE_MIN_SECONDS), alpha, beta —
         refinement; ownership_method ("greedy" | "lp"; default "lp" (PuLP + CBC)
         up to LP_OWNERSHIP_MAX_BLOCKS row blocks, else "greedy"); f, dtype — bytes in
         the stats; stats (bool, default True); progress (callable(str)).
@@ -273,7 +276,11 @@ def partition(graph: Graph, k: int, *, model: str = "hypergraph", backend: str |
         except ImportError as exc:
             raise BackendUnavailableError("bottleneck refinement (partplan.partition.refine) is not "
                                           "available in this install") from exc
-        say(f"refining for {objective}")
+        if refine_opts.get("time_limit") is None:
+            # default budget: the partitioner's own time (the planner's target is
+            # refinement time <= Mt-KaHyPar time), at least REFINE_MIN_SECONDS
+            refine_opts["time_limit"] = max(REFINE_MIN_SECONDS, timings["partition_s"])
+        say(f"refining for {objective} (time limit {refine_opts['time_limit']:.1f} s)")
         t0 = time.perf_counter()
         part, report = refine_mod.refine(graph, part, b, objective=objective, imbalance=imbalance,
                                          seed=seed, f=f, dtype=dtype, **refine_opts)
