@@ -6,6 +6,25 @@ import numpy as np
 from .errors import PartitionError
 
 
+def as_part_ids(part, *, where: str = "", what: str = "partition") -> np.ndarray:
+    """Check that ``part`` is a one-dimensional array of integer part ids >= 0
+    (integral floats accepted) and return it as contiguous int64. ``where``
+    prefixes messages (e.g. "file.part: "); ``what`` names the array."""
+    arr = np.asarray(part)
+    if arr.ndim != 1:
+        raise PartitionError(f"{where}{what} must be one-dimensional, got shape {arr.shape}")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        else:
+            raise PartitionError(f"{where}{what} must hold integer part ids, got dtype {arr.dtype}")
+    arr = np.ascontiguousarray(arr, dtype=np.int64)
+    if arr.size and arr.min() < 0:
+        v = int(np.flatnonzero(arr < 0)[0])
+        raise PartitionError(f"{where}{what}: vertex {v} has negative part id {int(arr[v])}")
+    return arr
+
+
 def as_partition(part, n: int, k: int | None = None, *, source: str | None = None) -> tuple[np.ndarray, int]:
     """Validate ``part`` for a graph of ``n`` vertices; return (int64 array, k).
 
@@ -14,19 +33,9 @@ def as_partition(part, n: int, k: int | None = None, *, source: str | None = Non
     """
     where = f"{source}: " if source else ""
     arr = np.asarray(part)
-    if arr.ndim != 1:
-        raise PartitionError(f"{where}partition must be a 1-D array, got shape {arr.shape}")
-    if arr.size != n:
+    if arr.ndim == 1 and arr.size != n:
         raise PartitionError(f"{where}partition has {arr.size} entries but the graph has {n} vertices")
-    if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
-            arr = arr.astype(np.int64)
-        else:
-            raise PartitionError(f"{where}partition must hold integer part ids, got dtype {arr.dtype}")
-    arr = np.ascontiguousarray(arr, dtype=np.int64)
-    if arr.size and arr.min() < 0:
-        v = int(np.flatnonzero(arr < 0)[0])
-        raise PartitionError(f"{where}vertex {v} has negative part id {int(arr[v])}")
+    arr = as_part_ids(arr, where=where, what="partition")
     top = int(arr.max()) + 1 if arr.size else 0
     if k is None:
         k = max(top, 1)

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PartitionError
+from ..parts import as_part_ids
 from .._atomic import atomic_path
 
 TABLE_SUFFIXES = (".parquet", ".arrow", ".feather", ".csv")
@@ -82,19 +83,7 @@ def read_partition(path: str | os.PathLike, n: int, *, column: str | None = None
 
 
 def _check_values(p: Path, arr: np.ndarray, what: str) -> np.ndarray:
-    arr = np.asarray(arr)
-    if arr.ndim != 1:
-        raise PartitionError(f"{p}: {what} must be one-dimensional, got shape {arr.shape}")
-    if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
-            arr = arr.astype(np.int64)
-        else:
-            raise PartitionError(f"{p}: {what} must hold integer part ids, got dtype {arr.dtype}")
-    arr = np.ascontiguousarray(arr, dtype=np.int64)
-    if arr.size and arr.min() < 0:
-        v = int(np.flatnonzero(arr < 0)[0])
-        raise PartitionError(f"{p}: {what} entry {v} (vertex {v}) has negative part id {int(arr[v])}")
-    return arr
+    return as_part_ids(arr, where=f"{p}: ", what=what)
 
 
 def _read_npy(p: Path) -> np.ndarray:
