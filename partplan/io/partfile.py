@@ -195,23 +195,15 @@ def write_partition(part, path: str | os.PathLike) -> Path:
         raise PartitionError(f"{p}: a partition must be a 1-D integer array, got {arr.dtype} {arr.shape}")
     arr = arr.astype(np.int64, copy=False)
     suffix = _suffixes(p)
+    if suffix in TABLE_SUFFIXES:
+        import pyarrow as pa
+
+        from .table import write_arrow_table
+        return write_arrow_table(pa.table({"part": arr}), p, suffix[1:])
     with atomic_path(p) as tmp:
         if suffix == ".npy":
             with open(tmp, "wb") as fh:
                 np.save(fh, arr, allow_pickle=False)
-        elif suffix in TABLE_SUFFIXES:
-            import pyarrow as pa
-            import pyarrow.csv as pcsv
-            import pyarrow.feather as feather
-            import pyarrow.parquet as pq
-
-            table = pa.table({"part": arr})
-            if suffix == ".parquet":
-                pq.write_table(table, tmp)
-            elif suffix == ".csv":
-                pcsv.write_csv(table, tmp)
-            else:
-                feather.write_feather(table, tmp)
         else:
             text = ("\n".join(arr.astype(str).tolist()) + "\n").encode() if arr.size else b""
             opener = gzip.open if p.name.lower().endswith(".gz") else open

@@ -161,11 +161,9 @@ def _format_of(p: Path) -> str:
     return {"pq": "parquet", "ipc": "arrow", "tsv": "csv"}.get(ext, ext)
 
 
-def write_edge_table(graph: Graph, path: str | os.PathLike, *, format: str | None = None,
-                     original_ids: bool = True) -> Path:
-    """Write the edges (``src, dst[, weight]``) as Parquet / Arrow / Feather /
-    CSV, chosen by extension; atomic (temp file + ``os.replace``)."""
-    import pyarrow as pa
+def write_arrow_table(table, path: str | os.PathLike, fmt: str) -> Path:
+    """Write a pyarrow ``table`` as ``fmt`` ("parquet", "arrow"/"feather" (Arrow
+    IPC file) or "csv") atomically; pyarrow does the encoding."""
     import pyarrow.csv as pacsv
     import pyarrow.feather as feather
     import pyarrow.parquet as pq
@@ -173,21 +171,29 @@ def write_edge_table(graph: Graph, path: str | os.PathLike, *, format: str | Non
     from ._common import atomic_output
 
     p = Path(path)
-    fmt = format or _format_of(p)
+    if fmt not in ("parquet", "arrow", "feather", "csv"):
+        raise GraphFormatError(f"unknown table format {fmt!r}", p)
+    with atomic_output(p, compress=False) as fh:
+        if fmt == "parquet":
+            pq.write_table(table, fh)
+        elif fmt == "csv":
+            pacsv.write_csv(table, fh)
+        else:
+            feather.write_feather(table, fh)
+    return p
+
+
+def write_edge_table(graph: Graph, path: str | os.PathLike, *, format: str | None = None,
+                     original_ids: bool = True) -> Path:
+    """Write the edges (``src, dst[, weight]``) as Parquet / Arrow / Feather /
+    CSV, chosen by extension; atomic (temp file + ``os.replace``)."""
+    import pyarrow as pa
+
+    p = Path(path)
     r, c = graph.rows, graph.indices
     if original_ids and graph.ids is not None:
         r, c = graph.ids[r], graph.ids[c]
     cols = {"src": r, "dst": c}
     if graph.data is not None:
         cols["weight"] = graph.data
-    t = pa.table(cols)
-    with atomic_output(p, compress=False) as fh:
-        if fmt == "parquet":
-            pq.write_table(t, fh)
-        elif fmt in ("arrow", "feather"):
-            feather.write_feather(t, fh)
-        elif fmt == "csv":
-            pacsv.write_csv(t, fh)
-        else:
-            raise GraphFormatError(f"unknown table format {fmt!r}", p)
-    return p
+    return write_arrow_table(pa.table(cols), p, format or _format_of(p))
