@@ -387,17 +387,30 @@ representable in DGL's layout; use the partplan plan itself for that.
 """
 
 
+# META.json of a homogeneous partition, as torch_geometric.distributed.Partitioner
+# (PyG 2.8) writes it; ``is_sorted`` (edges sorted by destination) is read
+# unconditionally by LocalGraphStore.from_partition.
+PYG_META = {"num_parts": None, "node_types": None, "edge_types": None, "node_offset": None,
+            "is_hetero": False, "is_sorted": True}
+
+
 def export_pyg(plan, out) -> Path:
     """PyG ``torch_geometric.distributed.Partitioner`` layout for ``plan`` (homogeneous).
 
-    Writes ``META.json``, ``node_map.pt`` (int64[n]: part of each node),
-    ``edge_map.pt`` (int64[nnz]: part of each edge) and per part
-    ``part_i/graph.pt`` (dict edge_id, row, col, size), ``node_feats.pt``
-    (global_id, feats={'x': None}) and ``edge_feats.pt`` (global_id,
-    feats={'edge_attr': values or None}). Edge e is the e-th nonzero A[i, j] of
-    partplan's CSR, stored as PyG edge (row=j, col=i) (message j → i, flow
-    source_to_target); as in PyG, an edge goes with the partition of its
-    ``row`` (source) node. No node features (partplan has none).
+    Writes ``META.json`` (the keys PyG 2.8's ``Partitioner`` writes and
+    ``torch_geometric.distributed.partition.load_partition_info`` /
+    ``LocalGraphStore.from_partition`` read: ``num_parts``, ``node_types``,
+    ``edge_types``, ``node_offset``, ``is_hetero``, ``is_sorted``),
+    ``node_map.pt`` (int64[n]: part of each node), ``edge_map.pt``
+    (int64[nnz]: part of each edge) and per part ``part_i/graph.pt`` (dict
+    edge_id, row, col, size), ``node_feats.pt`` (global_id, feats={'x': None})
+    and ``edge_feats.pt`` (global_id, feats={'edge_attr': values or None}).
+    Edge e is the e-th nonzero A[i, j] of partplan's CSR, stored as PyG edge
+    (row=j, col=i) (message j → i, flow source_to_target). As in PyG's
+    Partitioner (``ClusterData(sparse_format='csc')``), an edge goes with the
+    partition of its ``col`` (destination) node i, and each part's edges are
+    sorted by ``col`` (``is_sorted: true``), so a part holds the incoming
+    edges its sampler needs. No node features (partplan has none).
     """
     torch = _torch()
     out = Path(out)
@@ -406,17 +419,16 @@ def export_pyg(plan, out) -> Path:
     n = part.size
     erow = np.repeat(np.arange(n, dtype=np.int64), row_nnz)    # i (target)
     ecol = A.indices.astype(np.int64)                          # j (source)
-    emap = part[ecol]
+    emap = part[erow]                                          # PyG: edge goes with its destination
     tmp = _atomic_dir(out)
     try:
-        (tmp / "META.json").write_text(json.dumps({"num_parts": k, "is_hetero": False, "node_types": None,
-                                                   "edge_types": None}) + "\n")
+        (tmp / "META.json").write_text(json.dumps(PYG_META | {"num_parts": k}) + "\n")
         torch.save(torch.from_numpy(part.astype(np.int64)), tmp / "node_map.pt")
         torch.save(torch.from_numpy(emap.astype(np.int64)), tmp / "edge_map.pt")
         for i in range(k):
             d = tmp / f"part_{i}"
             d.mkdir()
-            eid = np.flatnonzero(emap == i)
+            eid = np.flatnonzero(emap == i)     # ascending, so erow[eid] (PyG's col) is sorted
             torch.save({"edge_id": torch.from_numpy(eid), "row": torch.from_numpy(ecol[eid]),
                         "col": torch.from_numpy(erow[eid]), "size": (n, n)}, d / "graph.pt")
             torch.save({"global_id": torch.from_numpy(np.flatnonzero(part == i).astype(np.int64)),

@@ -158,7 +158,8 @@ def test_pyg_round_trip_and_edges(plan, tmp_path):
     out = export_pyg(p, tmp_path / "pyg")
     assert read_partition_any(out, g.n).tolist() == part.tolist()
     meta = json.loads((out / "META.json").read_text())
-    assert meta == {"num_parts": 4, "is_hetero": False, "node_types": None, "edge_types": None}
+    assert meta == {"num_parts": 4, "is_hetero": False, "node_types": None, "edge_types": None,
+                    "node_offset": None, "is_sorted": True}
     A = g.to_scipy().tocoo()
     want = {(int(j), int(i), float(v)) for i, j, v in zip(A.row, A.col, A.data)}
     got = set()
@@ -168,7 +169,8 @@ def test_pyg_round_trip_and_edges(plan, tmp_path):
         ef = torch.load(out / f"part_{r}" / "edge_feats.pt")
         nf = torch.load(out / f"part_{r}" / "node_feats.pt")
         assert gr["size"] == (g.n, g.n)
-        assert np.all(part[gr["row"].numpy()] == r)            # PyG: edge goes with its source (row)
+        assert np.all(part[gr["col"].numpy()] == r)            # PyG: edge goes with its destination (col)
+        assert np.all(np.diff(gr["col"].numpy()) >= 0)         # sorted by col, as META says
         assert np.all(emap[gr["edge_id"].numpy()] == r)
         assert nf["global_id"].tolist() == np.flatnonzero(part == r).tolist()
         got |= {(int(a), int(b), float(v)) for a, b, v in
@@ -181,3 +183,46 @@ def test_export_unknown_target(plan, tmp_path):
     with pytest.raises(BackendUnavailableError, match="unknown export target"):
         export_plan(path, "gunrock", tmp_path / "x")
     assert export_metis(part, tmp_path / "a.npy").exists()
+
+
+# ---------------------------------------------------------------- the real PyG loader
+def test_pyg_export_loads_in_torch_geometric(plan, tmp_path):
+    """The export loads in PyG's own LocalGraphStore / LocalFeatureStore
+    .from_partition; oracle: the graph's edge list and the partition array."""
+    pyg_dist = pytest.importorskip("torch_geometric.distributed")
+    g, part, p, path = plan
+    out = export_plan(path, "pyg", tmp_path / "pyg")
+    A = g.to_scipy().tocoo()
+    # PyG edge (row=src, col=dst) for every nonzero A[i, j] = message j -> i, with its weight
+    want = sorted(zip(A.col.tolist(), A.row.tolist(), A.data.tolist()))
+    got, all_eids, all_nodes = [], [], []
+    for r in range(4):
+        gs = pyg_dist.LocalGraphStore.from_partition(str(out), r)
+        fs = pyg_dist.LocalFeatureStore.from_partition(str(out), r)
+        assert gs.num_partitions == 4 and gs.partition_idx == r and gs.is_sorted is True
+        assert gs.node_pb.tolist() == part.tolist()
+        (attr,) = gs.get_all_edge_attrs()
+        assert tuple(attr.size) == (g.n, g.n)
+        ei = gs.get_edge_index(attr)
+        eid = gs.get_edge_id(attr)
+        src, dst = ei[0].numpy(), ei[1].numpy()
+        assert src.size == eid.numel() > 0
+        assert np.all(part[dst] == r)                          # a part holds the in-edges of its nodes
+        assert np.all(np.diff(dst) >= 0)                       # is_sorted: by destination
+        assert np.all(gs.edge_pb.numpy()[eid.numpy()] == r)
+        nodes = fs.get_global_id(None).numpy()
+        assert nodes.tolist() == np.flatnonzero(part == r).tolist()
+        assert np.array_equal(fs.get_global_id((None, None)).numpy(), eid.numpy())
+        w = fs.get_tensor(group_name=(None, None), attr_name="edge_attr").numpy()
+        got += list(zip(src.tolist(), dst.tolist(), w.tolist()))
+        all_eids.append(eid.numpy())
+        all_nodes.append(nodes)
+    assert sorted(got) == want                                 # every edge once, with its weight
+    assert np.sort(np.concatenate(all_eids)).tolist() == list(range(g.nnz))
+    assert np.sort(np.concatenate(all_nodes)).tolist() == list(range(g.n))
+    # edge ids index the edges in the order PyG's edge_map does: edge e of part r
+    # is the e-th nonzero of the CSR (row = target i, col = source j)
+    ids = np.concatenate(all_eids)
+    pairs = np.array([(d, s) for s, d, _ in got])
+    order = np.argsort(ids)
+    assert np.array_equal(pairs[order, 0], g.rows) and np.array_equal(pairs[order, 1], g.indices)
