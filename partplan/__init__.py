@@ -15,7 +15,7 @@ Examples
 >>> p = partplan.partition(g, 16, model="graph")          # METIS            # doctest: +SKIP
 >>> partplan.analyze(g, p.part).total_volume              # rows of H        # doctest: +SKIP
 """
-from . import datasets, io, metrics, models, partition, plan
+from . import datasets, io, layouts, metrics, models, partition, plan
 from .errors import (BackendUnavailableError, DatasetError, GraphFormatError, PartitionError,
                      PartplanError, PlanError)
 from .graph import Graph

@@ -1,7 +1,9 @@
 """Communication plans: build (vectorized), store (Arrow IPC shards + JSON
-manifest), load per rank (memory-mapped, checksummed), validate and replay.
+manifest), load per rank (memory-mapped, checksummed) and validate.
 
-Format: plans/SCHEMA.md. Guide: docs/plans.md.
+A plan is an exchange program (:mod:`.program`): named groups and the ordered
+steps of the forward and backward passes, with each rank's step arrays in its
+own shard. Format: plans/SCHEMA.md. Guide: docs/plans.md.
 """
 from .builder import Plan, RankPlan, build_plan
 from .schema import FORMAT_VERSION

@@ -22,8 +22,8 @@ import pyarrow.ipc as ipc
 
 from ..errors import PlanError
 from .builder import Plan, RankPlan
-from .schema import (FORMAT, MANIFEST, PARTITION_FILE, SHARD_FIELDS, SUPPORTED_VERSIONS,
-                     shard_name)
+from .program import OP_ARRAYS
+from .schema import FORMAT, MANIFEST, PARTITION_FILE, REBUILD_HINT, SUPPORTED_VERSIONS, shard_name
 
 _META_KEY = b"partplan"
 
@@ -175,14 +175,96 @@ def read_manifest(path) -> dict:
         raise PlanError(f"{mf}: field 'format' must be {FORMAT!r}, got {m.get('format') if isinstance(m, dict) else m!r}")
     v = m.get("format_version")
     if v not in SUPPORTED_VERSIONS:
+        old = isinstance(v, int) and v < min(SUPPORTED_VERSIONS)
         raise PlanError(f"{mf}: field 'format_version' = {v!r} is not supported by this partplan "
-                        f"(supported: {', '.join(map(str, SUPPORTED_VERSIONS))})")
-    for key in ("graph", "k", "ranks", "layout", "layout_params", "shards", "partition_file"):
-        if key not in m:
-            raise PlanError(f"{mf}: required field {key!r} is missing")
-    if len(m["shards"]) != m["ranks"]:
-        raise PlanError(f"{mf}: field 'shards' lists {len(m['shards'])} shards for ranks = {m['ranks']}")
+                        f"(supported: {', '.join(map(str, SUPPORTED_VERSIONS))})"
+                        + (f"; a version-{v} plan has no exchange program: {REBUILD_HINT}" if old else ""))
+    _check_manifest_fields(m, mf)
     return m
+
+
+def _check_manifest_fields(m: dict, mf: Path) -> None:
+    """Types and cross-field consistency of a v2 manifest (one PlanError naming the field)."""
+    def need(key, typ, where=m, name=None):
+        name = name or key
+        if key not in where:
+            raise PlanError(f"{mf}: required field {name!r} is missing")
+        val = where[key]
+        if typ is int and (isinstance(val, bool) or not isinstance(val, int)):
+            raise PlanError(f"{mf}: field {name!r} must be an integer, got {val!r}")
+        if typ is not int and not isinstance(val, typ):
+            raise PlanError(f"{mf}: field {name!r} must be {typ.__name__ if isinstance(typ, type) else typ}, "
+                            f"got {type(val).__name__}")
+        return val
+    g = need("graph", dict)
+    need("fingerprint", str, g, "graph.fingerprint")
+    need("n", int, g, "graph.n")
+    need("nnz", int, g, "graph.nnz")
+    ranks = need("ranks", int)
+    if ranks < 1:
+        raise PlanError(f"{mf}: field 'ranks' must be >= 1, got {ranks}")
+    k = need("k", int)
+    if k != ranks:
+        raise PlanError(f"{mf}: field 'k' = {k} differs from 'ranks' = {ranks} (k counts ranks)")
+    need("layout", str)
+    from ..errors import PartitionError
+    from ..layouts import parse_layout
+    try:
+        lay = parse_layout(m["layout"], ranks)
+    except PartitionError as exc:
+        raise PlanError(f"{mf}: field 'layout': {exc}") from None
+    if need("row_blocks", int) != lay.row_blocks:
+        raise PlanError(f"{mf}: field 'row_blocks' = {m['row_blocks']} but layout {lay.spec} on {ranks} ranks "
+                        f"has {lay.row_blocks}")
+    groups = need("groups", list)
+    want = [gg.to_json() for gg in lay.groups()]
+    if groups != want:
+        raise PlanError(f"{mf}: field 'groups' differs from the groups of layout {lay.spec} on {ranks} ranks")
+    progs = need("programs", dict)
+    if "forward" not in progs:
+        raise PlanError(f"{mf}: field 'programs.forward' is missing")
+    families = {gg.family for gg in lay.groups()}
+    for name, pr in progs.items():
+        if not isinstance(pr, dict):
+            raise PlanError(f"{mf}: field 'programs.{name}' must be an object")
+        if "same_as" in pr:
+            if pr["same_as"] not in progs or "same_as" in progs[pr["same_as"]]:
+                raise PlanError(f"{mf}: field 'programs.{name}.same_as' names no program")
+            continue
+        steps = need("steps", list, pr, f"programs.{name}.steps")
+        need("prefix", str, pr, f"programs.{name}.prefix")
+        for i, st in enumerate(steps):
+            where = f"programs.{name}.steps[{i}]"
+            if not isinstance(st, dict) or st.get("op") not in OP_ARRAYS:
+                raise PlanError(f"{mf}: field '{where}.op' is not a known step "
+                                f"({', '.join(OP_ARRAYS)})")
+            if st.get("id") != f"{pr['prefix']}.{i}":
+                raise PlanError(f"{mf}: field '{where}.id' must be {pr['prefix']}.{i!s}")
+            if "group" in st and st["group"] not in families:
+                raise PlanError(f"{mf}: field '{where}.group' = {st['group']!r} is no group family of "
+                                f"layout {lay.spec} ({', '.join(sorted(families))})")
+            arrs = need("arrays", list, st, f"{where}.arrays")
+            req, opt = OP_ARRAYS[st["op"]]
+            if not set(req) <= set(arrs) <= set(req) | set(opt):
+                raise PlanError(f"{mf}: field '{where}.arrays' = {arrs} does not fit op {st['op']!r}")
+            if st["op"] == "alltoallv":
+                pairs = need("pairs", list, st, f"{where}.pairs")
+                for pr_ in pairs:
+                    if (not isinstance(pr_, list) or len(pr_) != 3 or
+                            not all(isinstance(x, int) and not isinstance(x, bool) for x in pr_) or
+                            not (0 <= pr_[0] < ranks and 0 <= pr_[1] < ranks and pr_[2] > 0)):
+                        raise PlanError(f"{mf}: field '{where}.pairs' holds {pr_!r}, not "
+                                        f"[src rank, dst rank, rows > 0]")
+    shards = need("shards", list)
+    if len(shards) != ranks:
+        raise PlanError(f"{mf}: field 'shards' lists {len(shards)} shards for ranks = {ranks}")
+    for i, e in enumerate(shards):
+        if not isinstance(e, dict) or e.get("rank") != i or not isinstance(e.get("bytes"), int) \
+                or not isinstance(e.get("sha256"), str):
+            raise PlanError(f"{mf}: field 'shards[{i}]' must hold rank = {i}, bytes (int) and sha256 (str)")
+    pf = need("partition_file", dict)
+    if not isinstance(pf.get("bytes"), int) or not isinstance(pf.get("sha256"), str):
+        raise PlanError(f"{mf}: field 'partition_file' must hold bytes (int) and sha256 (str)")
 
 
 def _check_file(path: Path, entry: dict, what: str, verify: bool):
@@ -243,13 +325,31 @@ def load_rank(path, rank: int, *, manifest: dict | None = None, verify: bool = T
     if meta.get("graph_fingerprint") != m["graph"]["fingerprint"]:
         raise PlanError(f"{f}: shard metadata field 'graph_fingerprint' differs from the manifest's "
                         f"(shard from another plan)")
-    for name in ("row_ids", "h_ids", "halo_ids", "indptr", "indices", "send_idx", "send_counts",
-                 "recv_counts", "a2a_group"):
-        if name not in arrays:
-            raise PlanError(f"{f}: required field {name!r} is missing")
+    expected = set()
+    for pr in m["programs"].values():
+        if "same_as" in pr:
+            continue
+        expected |= {f"{pr['prefix']}.in_ids", f"{pr['prefix']}.out_ids"}
+        for st in pr["steps"]:
+            expected |= {f"{st['id']}.{a}" for a in st["arrays"]}
     for name in arrays:
-        if name not in SHARD_FIELDS:
-            raise PlanError(f"{f}: unknown field {name!r} (written by a newer partplan?)")
+        if name not in expected:
+            raise PlanError(f"{f}: field {name!r} belongs to no step of the manifest's programs "
+                            f"(shard from another plan?)")
+    for name in sorted(expected):
+        if name not in arrays:
+            raise PlanError(f"{f}: field {name!r} (named by the manifest's programs) is missing")
+    progs = meta.get("programs")
+    if not isinstance(progs, dict) or any(
+            not isinstance(progs.get(p_), dict) or not isinstance(progs[p_].get("buffers"), dict)
+            for p_ in m["programs"]):
+        raise PlanError(f"{f}: shard metadata field 'programs' lacks the buffer sizes of "
+                        f"{', '.join(m['programs'])}")
+    for p_, pm in progs.items():
+        for b_, rows in pm["buffers"].items():
+            if not isinstance(rows, int) or isinstance(rows, bool) or rows < 0:
+                raise PlanError(f"{f}: shard metadata field 'programs.{p_}.buffers.{b_}' = {rows!r} "
+                                f"is not a row count")
     return RankPlan(rank, meta, arrays)
 
 

@@ -1,0 +1,276 @@
+"""Communication backends of the interpreter.
+
+A :class:`Comm` drives one or more **local ranks** (``comm.local``: the global
+ranks whose buffers this process holds) — all p of them for
+:class:`LocalComm` (virtual ranks in one process, deterministic: the exact
+oracle that ``partplan validate`` replays through), one for
+:class:`TorchComm` (torch.distributed: gloo on CPU, NCCL on GPU). Every call
+takes one entry per local rank, in ``comm.local`` order:
+
+* ``alltoallv(family, sends, send_counts, recv_counts, outs, what)`` — rows of
+  ``sends[i]`` grouped by destination group-rank go out; ``recv_counts`` rows
+  per source land in ``outs[i]`` (a preallocated contiguous row slice);
+* ``allreduce(family, bufs, op)`` — sum / max in place over the rank's group;
+* ``exchange_counts(family, values)`` — one int64 per peer through the group
+  (``values[i][j]`` goes to group-rank j; returns what each peer sent);
+* ``allreduce_world(values, op)`` on small numpy vectors (status flags, timings);
+* ``barrier()``.
+
+Counters: ``sent_rows[q, r]`` rows and ``sent_bytes[q, r]`` bytes handed to
+alltoallv from local rank q to peer r; ``reduce_bytes[q]`` bytes handed to
+allreduce — what ``run spmm`` reports as measured.
+"""
+from __future__ import annotations
+
+import datetime
+import os
+from typing import Protocol
+
+import numpy as np
+
+from ..errors import PartplanError, PlanError
+from ..plan.program import Group
+
+
+class CommError(PartplanError):
+    """A collective failed: a peer died, timed out, or sent what the plan does not say."""
+
+
+class Comm(Protocol):
+    world: int
+    local: list[int]
+
+    def member(self, family: str, rank: int) -> Group | None: ...
+    def alltoallv(self, family, sends, send_counts, recv_counts, outs, what: str = "") -> None: ...
+    def allreduce(self, family, bufs, op: str = "sum", what: str = "") -> None: ...
+    def exchange_counts(self, family, values) -> list[np.ndarray]: ...
+    def allreduce_world(self, values, op: str = "max") -> list[np.ndarray]: ...
+    def barrier(self) -> None: ...
+
+
+class _Counters:
+    def __init__(self, world: int):
+        self.world = world
+        self.reset()
+
+    def reset(self):
+        self.sent_rows = np.zeros((self.world, self.world), dtype=np.int64)
+        self.sent_bytes = np.zeros((self.world, self.world), dtype=np.int64)
+        self.reduce_bytes = np.zeros(self.world, dtype=np.int64)
+
+    def count(self, src: int, group: Group, send_counts, row_bytes: int):
+        sc = np.asarray(send_counts, dtype=np.int64)
+        idx = np.asarray(group.ranks, dtype=np.int64)
+        np.add.at(self.sent_rows[src], idx, sc)
+        np.add.at(self.sent_bytes[src], idx, sc * row_bytes)
+
+
+def _row_bytes(buf) -> int:
+    shape = tuple(buf.shape)
+    width = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+    item = buf.itemsize if hasattr(buf, "itemsize") else buf.element_size()
+    return int(width * item)
+
+
+def _group_index(groups: list[Group]) -> dict[str, dict[int, Group]]:
+    fam: dict[str, dict[int, Group]] = {}
+    for g in groups:
+        if list(g.ranks) != sorted(g.ranks) or len(set(g.ranks)) != len(g.ranks):
+            raise PlanError(f"group {g.name}: member ranks must be distinct and ascending, got {list(g.ranks)}")
+        d = fam.setdefault(g.family, {})
+        for r in g.ranks:
+            if r in d:
+                raise PlanError(f"rank {r} is in two groups of family {g.family!r} ({d[r].name}, {g.name})")
+            d[r] = g
+    return fam
+
+
+# ----------------------------------------------------------------------------- LocalComm
+class LocalComm(_Counters):
+    """p virtual ranks in one process; collectives are array copies in a fixed
+    order (deterministic). Checks every count pair and raises :class:`CommError`
+    on a mismatch, like a real exchange should but gloo does not."""
+
+    def __init__(self, world: int, groups: list[Group]):
+        super().__init__(world)
+        self.local = list(range(world))
+        self.groups = list(groups)
+        self._fam = _group_index(self.groups)
+
+    def member(self, family, rank):
+        return self._fam.get(family, {}).get(rank)
+
+    def alltoallv(self, family, sends, send_counts, recv_counts, outs, what=""):
+        offs = {}
+        for r in self.local:
+            if self.member(family, r) is not None:
+                offs[r] = np.concatenate([[0], np.cumsum(send_counts[r])]).astype(np.int64)
+        for r in self.local:
+            g = self.member(family, r)
+            if g is None:
+                continue
+            me = g.ranks.index(r)
+            pos = 0
+            for j, s in enumerate(g.ranks):
+                want = int(recv_counts[r][j])
+                sent = int(send_counts[s][me])
+                if sent != want:
+                    raise CommError(f"{what}: rank {s} sends {sent} rows to rank {r}, which expects {want} "
+                                    f"(group {g.name})")
+                if want:
+                    outs[r][pos:pos + want] = sends[s][offs[s][me]:offs[s][me] + want]
+                pos += want
+            self.count(r, g, send_counts[r], _row_bytes(sends[r]))
+
+    def allreduce(self, family, bufs, op="sum", what=""):
+        seen = set()
+        for r in self.local:
+            g = self.member(family, r)
+            if g is None or g.name in seen:
+                continue
+            seen.add(g.name)
+            acc = bufs[g.ranks[0]].copy()
+            for s in g.ranks[1:]:
+                if bufs[s].shape != acc.shape:
+                    raise CommError(f"{what}: rank {s} reduces {bufs[s].shape[0]} rows, rank {g.ranks[0]} "
+                                    f"{acc.shape[0]} (group {g.name})")
+                acc = acc + bufs[s] if op == "sum" else np.maximum(acc, bufs[s])
+            for s in g.ranks:
+                bufs[s][...] = acc
+                self.reduce_bytes[s] += acc.shape[0] * _row_bytes(acc)
+
+    def exchange_counts(self, family, values):
+        out = []
+        for r in self.local:
+            g = self.member(family, r)
+            if g is None:
+                out.append(np.zeros(0, dtype=np.int64))
+                continue
+            me = g.ranks.index(r)
+            out.append(np.array([int(values[s][me]) for s in g.ranks], dtype=np.int64))
+        return out
+
+    def allreduce_world(self, values, op="max"):
+        stack = np.stack([np.asarray(v) for v in values])
+        red = stack.max(axis=0) if op == "max" else stack.sum(axis=0)
+        return [red.copy() for _ in self.local]
+
+    def barrier(self):
+        pass
+
+
+# ----------------------------------------------------------------------------- TorchComm
+class TorchComm(_Counters):
+    """One rank of a torch.distributed job. Creates every group of the plan once,
+    in the manifest's order (torch requires all ranks to create all groups in
+    the same order), and wraps every collective so that a dead peer, a timeout
+    or a size mismatch becomes one :class:`CommError` naming the rank, the step
+    and the group."""
+
+    def __init__(self, groups: list[Group], *, timeout_s: float = 60.0, device=None):
+        import torch
+        import torch.distributed as dist
+        if not dist.is_initialized():
+            raise CommError("torch.distributed is not initialized (call init_process_group, or use "
+                            "partplan.runtime.init_distributed)")
+        self.torch, self.dist = torch, dist
+        self.rank, world = dist.get_rank(), dist.get_world_size()
+        super().__init__(world)
+        self.local = [self.rank]
+        self.timeout_s = float(timeout_s)
+        self.device = torch.device(device) if device is not None else torch.device("cpu")
+        self.groups = list(groups)
+        self._fam = _group_index(self.groups)
+        self._pg: dict[str, object] = {}
+        td = datetime.timedelta(seconds=self.timeout_s)
+        for g in self.groups:
+            if len(g.ranks) == world:
+                pg = None  # the default group
+            else:
+                pg = self._guard(lambda: dist.new_group(list(g.ranks), timeout=td), f"creating group {g.name}")
+            if self.rank in g.ranks:
+                self._pg[g.name] = pg
+
+    def _guard(self, fn, what: str):
+        try:
+            return fn()
+        except PartplanError:
+            raise
+        except Exception as exc:  # gloo/NCCL raise RuntimeError / DistBackendError subclasses
+            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise CommError(f"rank {self.rank}: {what} failed: {msg[:300]} — a peer died, timed out "
+                            f"(timeout {self.timeout_s:g} s) or disagrees with this rank's plan") from None
+
+    def member(self, family, rank):
+        return self._fam.get(family, {}).get(rank)
+
+    def _pg_of(self, family):
+        g = self.member(family, self.rank)
+        return g, self._pg.get(g.name) if g is not None else None
+
+    def alltoallv(self, family, sends, send_counts, recv_counts, outs, what=""):
+        g, pg = self._pg_of(family)
+        if g is None:
+            return
+        send, out = sends[0], outs[0]
+        sc = [int(x) for x in send_counts[0]]
+        rc = [int(x) for x in recv_counts[0]]
+        self._guard(lambda: self.dist.all_to_all_single(out, send, output_split_sizes=rc,
+                                                        input_split_sizes=sc, group=pg),
+                    f"{what} (alltoallv in group {g.name})")
+        self.count(self.rank, g, sc, _row_bytes(send))
+
+    def allreduce(self, family, bufs, op="sum", what=""):
+        g, pg = self._pg_of(family)
+        if g is None:
+            return
+        rop = self.dist.ReduceOp.SUM if op == "sum" else self.dist.ReduceOp.MAX
+        self._guard(lambda: self.dist.all_reduce(bufs[0], op=rop, group=pg), f"{what} (allreduce in group {g.name})")
+        self.reduce_bytes[self.rank] += bufs[0].shape[0] * _row_bytes(bufs[0])
+
+    def _small(self, a: np.ndarray):
+        t = self.torch.from_numpy(np.ascontiguousarray(a))
+        return t.to(self.device) if self.device.type == "cuda" else t
+
+    def exchange_counts(self, family, values):
+        g, pg = self._pg_of(family)
+        if g is None:
+            return [np.zeros(0, dtype=np.int64)]
+        send = self._small(np.asarray(values[0], dtype=np.int64).reshape(-1))
+        out = self.torch.empty_like(send)
+        self._guard(lambda: self.dist.all_to_all_single(out, send, group=pg), f"count check in group {g.name}")
+        return [out.cpu().numpy()]
+
+    def allreduce_world(self, values, op="max"):
+        t = self._small(np.asarray(values[0], dtype=np.float64).copy())
+        rop = self.dist.ReduceOp.SUM if op == "sum" else self.dist.ReduceOp.MAX
+        self._guard(lambda: self.dist.all_reduce(t, op=rop), "world all-reduce")
+        return [t.cpu().numpy()]
+
+    def barrier(self):
+        # an all-reduce, not dist.barrier(): it honours the timeout on gloo and NCCL alike
+        self.allreduce_world([np.zeros(1)], "max")
+
+
+def init_distributed(backend: str = "gloo", *, timeout_s: float = 60.0, device=None):
+    """``init_process_group`` from torchrun's environment (RANK, WORLD_SIZE,
+    MASTER_ADDR, MASTER_PORT) with a short timeout; returns (rank, world).
+    ``backend`` "nccl" uses ``cpu:gloo,cuda:nccl`` so CPU count tensors work too."""
+    import torch.distributed as dist
+    missing = [v for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if v not in os.environ]
+    if missing:
+        raise CommError(f"not started by torchrun or `--nprocs`: environment variable(s) {', '.join(missing)} "
+                        f"unset")
+    if not dist.is_initialized():
+        be = "cpu:gloo,cuda:nccl" if backend == "nccl" else backend
+        kw = {}
+        if backend == "nccl" and device is not None:
+            import torch
+            torch.cuda.set_device(device)
+            kw["device_id"] = torch.device(device)
+        try:
+            dist.init_process_group(be, init_method="env://", timeout=datetime.timedelta(seconds=timeout_s), **kw)
+        except Exception as exc:
+            raise CommError(f"rank {os.environ['RANK']}: init_process_group({be}) failed: "
+                            f"{str(exc).splitlines()[0][:300]}") from None
+    return dist.get_rank(), dist.get_world_size()

@@ -1,0 +1,110 @@
+"""Start p local worker processes the way torchrun does (RANK, WORLD_SIZE,
+LOCAL_RANK, MASTER_ADDR, MASTER_PORT in the environment), wait for them with a
+deadline, and turn any failure into one :class:`CommError` that quotes each
+failed rank's own error line. The workers run ``python -m
+partplan.runtime.worker CONFIG.json`` — the same code path torchrun takes
+through ``python -m partplan run ...``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .comm import CommError
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _last_error(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if ln.startswith("partplan: error:"):
+            return ln[len("partplan: error:"):].strip()
+    return lines[-1] if lines else ""
+
+
+def launch(config: dict, nprocs: int, *, timeout_s: float = 60.0, threads: int | None = None,
+           env: dict | None = None) -> dict:
+    """Run ``nprocs`` workers on ``config`` (JSON-able); returns rank 0's report.
+
+    The deadline is generous (start-up + 4 × timeout + the config's own
+    ``deadline_s`` if given): workers time out by themselves first; a worker
+    still alive after it is killed and reported.
+    """
+    if nprocs < 1:
+        raise CommError(f"--nprocs must be >= 1, got {nprocs}")
+    tmp = Path(tempfile.mkdtemp(prefix="partplan-run-"))
+    try:
+        cfg = dict(config)
+        cfg["result"] = str(tmp / "result.json")
+        (tmp / "config.json").write_text(json.dumps(cfg))
+        port = free_port()
+        base = dict(os.environ)
+        base.update({"WORLD_SIZE": str(nprocs), "LOCAL_WORLD_SIZE": str(nprocs), "MASTER_ADDR": "127.0.0.1",
+                     "MASTER_PORT": str(port), "PARTPLAN_LAUNCHED": "1"})
+        if threads is not None:
+            base.setdefault("OMP_NUM_THREADS", str(threads))
+        base.update(env or {})
+        procs, errs = [], []
+        for r in range(nprocs):
+            e = dict(base, RANK=str(r), LOCAL_RANK=str(r), GROUP_RANK="0")
+            err = open(tmp / f"rank-{r}.err", "w+")
+            errs.append(err)
+            procs.append(subprocess.Popen([sys.executable, "-m", "partplan.runtime.worker", str(tmp / "config.json")],
+                                          env=e, stdout=err, stderr=subprocess.STDOUT, start_new_session=True))
+        deadline = time.monotonic() + 120 + 4 * timeout_s + float(config.get("deadline_s", 0))
+        killed = set()
+        first_fail = None
+        while any(p.poll() is None for p in procs):
+            now = time.monotonic()
+            if first_fail is None and any(p.poll() not in (None, 0) for p in procs):
+                first_fail = now
+            # survivors must notice a dead peer within their own timeout
+            if now > deadline or (first_fail is not None and now > first_fail + 2 * timeout_s + 30):
+                for r, p in enumerate(procs):
+                    if p.poll() is None:
+                        os.killpg(p.pid, signal.SIGKILL)
+                        killed.add(r)
+                break
+            time.sleep(0.05)
+        for p in procs:
+            p.wait()
+        codes = [p.returncode for p in procs]
+        if any(codes):
+            lines = []
+            for r, (c, err) in enumerate(zip(codes, errs)):
+                err.seek(0)
+                text = err.read()
+                if r in killed:
+                    lines.append(f"rank {r}: still running after the deadline; killed")
+                elif c and c < 0:
+                    lines.append(f"rank {r}: killed by signal {signal.Signals(-c).name}")
+                elif c:
+                    lines.append(f"rank {r}: {_last_error(text) or f'exit status {c}'}")
+            raise CommError("the job failed — " + " | ".join(lines))
+        res = Path(cfg["result"])
+        if not res.is_file():
+            raise CommError("the job ended without a report from rank 0")
+        return json.loads(res.read_text())
+    finally:
+        for fh in locals().get("errs", []):
+            fh.close()
+        import shutil
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def under_torchrun() -> bool:
+    """True when this process was started by torchrun (or by :func:`launch`)."""
+    return all(v in os.environ for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))

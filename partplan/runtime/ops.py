@@ -1,0 +1,141 @@
+"""Array kernels of the interpreter: one table for numpy (LocalComm, ``validate``)
+and one for torch (TorchComm, CPU or CUDA). Buffers are 2-D ``rows × f``.
+
+Local SpMM kernels: ``scipy`` (CSR × dense, numpy arrays or torch CPU tensors
+through zero-copy numpy views) and ``torch`` (``torch.sparse_csr_tensor`` ×
+dense; the only one on CUDA). Inside a row both sum the nonzeros in stored
+order, so with the plan's global column order a 1D float64 product is bitwise
+scipy's global ``A @ H`` (checked by the tests). ``auto`` = ``scipy`` on CPU
+(measured faster here, see docs/runtime.md) and ``torch`` on CUDA.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+KERNELS = ("auto", "scipy", "torch")
+
+
+class NumpyOps:
+    """numpy buffers; scipy SpMM."""
+
+    name = "numpy"
+    kernel = "scipy"
+
+    def __init__(self, dtype="float64"):
+        self.dtype = np.dtype(dtype)
+
+    def index(self, a: np.ndarray):
+        return np.ascontiguousarray(a, dtype=np.int64)
+
+    def empty(self, rows: int, f: int):
+        return np.empty((rows, f), dtype=self.dtype)
+
+    def zeros(self, rows: int, f: int):
+        return np.zeros((rows, f), dtype=self.dtype)
+
+    def fill(self, buf, value: float):
+        buf.fill(value)
+
+    def take(self, src, idx, out):
+        np.take(src, idx, axis=0, out=out)
+
+    def index_add(self, dst, idx, src):
+        np.add.at(dst, idx, src)
+
+    def matrix(self, indptr, indices, data, shape):
+        import scipy.sparse as sp
+        d = np.ones(indices.size, dtype=self.dtype) if data is None else np.asarray(data, dtype=self.dtype)
+        return sp.csr_matrix((d, indices, indptr), shape=shape)
+
+    def spmm(self, mat, x, out):
+        out[...] = mat @ x
+
+    def transpose_matrix(self, mat):
+        return mat.T.tocsr()
+
+    def to_numpy(self, a) -> np.ndarray:
+        return a
+
+    def from_numpy(self, a: np.ndarray):
+        return np.ascontiguousarray(a, dtype=self.dtype)
+
+    def synchronize(self):
+        pass
+
+    def has_nan(self, a) -> bool:
+        return bool(np.isnan(a).any())
+
+
+class TorchOps:
+    """torch buffers on ``device``; SpMM by scipy (CPU) or torch sparse CSR."""
+
+    name = "torch"
+
+    def __init__(self, dtype="float32", device="cpu", kernel: str = "auto"):
+        import torch
+        self.torch = torch
+        self.device = torch.device(device)
+        self.dtype = getattr(torch, str(np.dtype(dtype)))
+        self.np_dtype = np.dtype(dtype)
+        if kernel not in KERNELS:
+            raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+        if kernel == "auto":
+            kernel = "torch" if self.device.type == "cuda" else "scipy"
+        if kernel == "scipy" and self.device.type != "cpu":
+            from ..errors import PlanError
+            raise PlanError("the scipy SpMM kernel runs on CPU tensors only; use kernel='torch' on CUDA")
+        self.kernel = kernel
+
+    def index(self, a: np.ndarray):
+        return self.torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64)).to(self.device)
+
+    def empty(self, rows: int, f: int):
+        return self.torch.empty((rows, f), dtype=self.dtype, device=self.device)
+
+    def zeros(self, rows: int, f: int):
+        return self.torch.zeros((rows, f), dtype=self.dtype, device=self.device)
+
+    def fill(self, buf, value: float):
+        buf.fill_(value)
+
+    def take(self, src, idx, out):
+        self.torch.index_select(src, 0, idx, out=out)
+
+    def index_add(self, dst, idx, src):
+        dst.index_add_(0, idx, src)
+
+    def matrix(self, indptr, indices, data, shape):
+        if self.kernel == "scipy":
+            return NumpyOps(self.np_dtype).matrix(indptr, indices, data, shape)
+        t = self.torch
+        vals = (t.ones(indices.size, dtype=self.dtype) if data is None
+                else t.from_numpy(np.asarray(data, dtype=self.np_dtype)))
+        return t.sparse_csr_tensor(t.from_numpy(np.ascontiguousarray(indptr, dtype=np.int64)),
+                                   t.from_numpy(np.ascontiguousarray(indices, dtype=np.int64)),
+                                   vals, size=shape).to(self.device)
+
+    def transpose_matrix(self, mat):
+        if self.kernel == "scipy":
+            return mat.T.tocsr()
+        return mat.t().to_sparse_csr()
+
+    def spmm(self, mat, x, out):
+        if self.kernel == "scipy":
+            out.numpy()[...] = mat @ x.numpy()
+        elif mat.shape[0] == 0 or x.shape[1] == 0:
+            out.zero_()
+        else:
+            out.copy_(self.torch.sparse.mm(mat, x) if mat._nnz() else self.torch.zeros_like(out))
+
+    def to_numpy(self, a) -> np.ndarray:
+        return a.detach().cpu().numpy()
+
+    def from_numpy(self, a: np.ndarray):
+        return self.torch.from_numpy(np.ascontiguousarray(a, dtype=self.np_dtype)).to(self.device)
+
+    def synchronize(self):
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize(self.device)
+
+    def has_nan(self, a) -> bool:
+        return bool(self.torch.isnan(a).any())

@@ -1,0 +1,473 @@
+"""Distributed SpMM ``Z = A @ H`` from a plan: :func:`run_spmm` (a measured job on
+p processes), :class:`DistSpMM` (inside your own torch training loop) and
+:func:`replay` (all ranks in one process through :class:`LocalComm`).
+
+Files are in the graph's vertex order: ``H.npy`` and ``Z.npy`` are ``n × f``
+arrays whose row v belongs to vertex v of the graph the plan was built for.
+Each rank memory-maps ``H.npy`` and reads only its own rows; the output is a
+memory-mapped ``.npy`` into which each rank writes its own rows, renamed into
+place by rank 0 when all are done (never half-written).
+
+Figures (what ``partplan run spmm --json`` prints): predicted bytes come from
+the manifest's count pairs × f × itemsize; measured bytes are what the
+executor handed to ``all_to_all_single`` during one pass, per (rank, peer);
+``bytes_match`` is true iff the two p × p matrices are equal. Times: per
+repeat, each phase's seconds are maxed over ranks (barrier before each
+repeat); reported values are medians over repeats.
+"""
+from __future__ import annotations
+
+import os
+import resource
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import PlanError
+from ..plan.builder import Plan
+from ..plan.program import Group, pairs_to_matrix
+from ..plan.store import load_plan, load_rank, read_manifest
+from .comm import LocalComm
+from .interpreter import PHASES, Executor
+from .ops import NumpyOps
+
+COMPARE = ("oblivious", "bare")
+BACKENDS = ("gloo", "nccl", "local")
+
+
+# ----------------------------------------------------------------------------- features
+def random_rows(ids: np.ndarray, f: int, seed: int = 0, dtype="float32") -> np.ndarray:
+    """Deterministic features in [-1, 1): row v depends only on (seed, v, f), so
+    every rank count sees the same H (splitmix64 of ``v·f + j``, vectorized)."""
+    ids = np.asarray(ids, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        x = ids[:, None] * np.uint64(f) + np.arange(f, dtype=np.uint64)[None, :]
+        x = x + np.uint64(seed % (1 << 63)) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        x ^= x >> np.uint64(31)
+    return ((x >> np.uint64(11)).astype(np.float64) * (2.0 / (1 << 53)) - 1.0).astype(dtype)
+
+
+def open_features(path, n: int) -> np.ndarray:
+    """Memory-map ``H.npy`` (n × f, float32/float64) after checking its header."""
+    p = Path(path)
+    if not p.is_file():
+        raise PlanError(f"{p}: no such features file")
+    try:
+        H = np.load(p, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError) as exc:
+        raise PlanError(f"{p}: not a readable .npy array ({str(exc).splitlines()[0]})") from None
+    if H.ndim != 2 or H.shape[0] != n:
+        raise PlanError(f"{p}: features must be an n × f array with n = {n} rows (the plan's graph), "
+                        f"got shape {H.shape}")
+    if H.dtype not in (np.float32, np.float64):
+        raise PlanError(f"{p}: features dtype {H.dtype} is not float32 or float64")
+    return H
+
+
+def _input_rows(cfg: dict, ids: np.ndarray, n: int, dtype) -> np.ndarray:
+    if cfg.get("features"):
+        H = open_features(cfg["features"], n)
+        return np.ascontiguousarray(H[np.asarray(ids)], dtype=dtype)  # only this rank's rows are read
+    return random_rows(ids, int(cfg.get("f") or 16), int(cfg.get("seed", 0)), dtype)
+
+
+def _resolve_dtype(cfg: dict, n: int) -> np.dtype:
+    if cfg.get("dtype"):
+        dt = np.dtype(cfg["dtype"])
+        if dt not in (np.float32, np.float64):
+            raise PlanError(f"dtype must be float32 or float64, got {cfg['dtype']!r}")
+        return dt
+    if cfg.get("features"):
+        return open_features(cfg["features"], n).dtype
+    return np.dtype("float32")
+
+
+# ----------------------------------------------------------------------------- output
+def _tmp_output(path: Path) -> Path:
+    return path.with_name(f".{path.name}.partial")
+
+
+def _check_output(path) -> Path:
+    p = Path(path)
+    if p.suffix != ".npy":
+        raise PlanError(f"{p}: the output must be a .npy file")
+    if not p.parent.is_dir():
+        raise PlanError(f"{p}: directory {p.parent} does not exist")
+    if not os.access(p.parent, os.W_OK):
+        raise PlanError(f"{p}: directory {p.parent} is not writable")
+    return p
+
+
+# ----------------------------------------------------------------------------- the measured loop
+def _measure(ex: Executor, program: str, inputs: list, cfg: dict) -> dict:
+    """Warm-up, one counted pass (NaN-filled buffers: any unfilled row shows),
+    then ``repeat`` timed passes; returns local figures and the outputs."""
+    comm, ops = ex.comm, ex.ops
+    repeat, warmup = int(cfg.get("repeat", 5)), int(cfg.get("warmup", 1))
+    for _ in range(warmup):
+        ex.run(program, inputs)
+    prog = ex.programs[program]
+    f = int(inputs[0].shape[1])
+    for b in ex._buffers(prog, f):
+        for name, buf in b.items():
+            if name != "in":
+                ops.fill(buf, float("nan"))
+    comm.reset()
+    outs = ex.run(program, inputs)
+    sent = comm.sent_bytes.copy()
+    reduce_b = comm.reduce_bytes.copy()
+    nan_in = any(ops.has_nan(x) for x in inputs)
+    if not nan_in and any(ops.has_nan(o) for o in outs):
+        raise PlanError(f"rank {comm.local[0]}: the output has rows no step wrote (NaN-filled buffers survived)")
+    outs = [o.clone() if hasattr(o, "clone") else o.copy() for o in outs]
+    times = np.zeros((repeat, 1 + len(PHASES)))
+    for i in range(repeat):
+        comm.barrier()
+        t0 = time.perf_counter()
+        ex.run(program, inputs)
+        ops.synchronize()
+        times[i, 0] = time.perf_counter() - t0
+        times[i, 1:] = [ex.last_phases[k] for k in PHASES]
+    res = {"times": times, "sent": sent, "reduce": reduce_b, "outs": outs}
+    cmp_ = cfg.get("compare") or []
+    if "oblivious" in cmp_:
+        obl_rows = ex.prepare_oblivious(program)
+        comm.reset()
+        o2 = ex.run(program, inputs, mode="oblivious")
+        for a, b in zip(o2, outs):
+            if not np.array_equal(ops.to_numpy(a), ops.to_numpy(b)):
+                raise PlanError("the oblivious baseline computed a different Z than the aware plan")
+        res["obl_sent"] = comm.sent_bytes.copy()
+        res["obl_rows"] = obl_rows
+        ot = np.zeros((repeat, 2))
+        for i in range(repeat):
+            comm.barrier()
+            t0 = time.perf_counter()
+            ex.run(program, inputs, mode="oblivious")
+            ops.synchronize()
+            ot[i] = [time.perf_counter() - t0, ex.last_phases["exchange"]]
+        res["obl_times"] = ot
+    if "bare" in cmp_:
+        bt = np.zeros(repeat)
+        ex.bare_exchange(program, f)
+        for i in range(repeat):
+            comm.barrier()
+            bt[i] = ex.bare_exchange(program, f)
+        res["bare_times"] = bt
+    return res
+
+
+def _predicted(manifest: dict, program: str, row_bytes: int) -> np.ndarray:
+    from ..plan.builder import program_steps
+    p = manifest["ranks"]
+    vol = np.zeros((p, p), dtype=np.int64)
+    for st in program_steps(manifest, program):
+        if st["op"] == "alltoallv":
+            vol += pairs_to_matrix(st["pairs"], p)
+    return vol * row_bytes
+
+
+def _report(manifest, cfg, program, f, dtype, kernel, device, sent, reduce_b, times, extra) -> dict:
+    """rank-independent report from world-reduced arrays."""
+    row_bytes = f * np.dtype(dtype).itemsize
+    pred = _predicted(manifest, program, row_bytes)
+    match = bool(np.array_equal(pred, sent))
+    med = np.median(times, axis=0) if times.size else np.zeros(1 + len(PHASES))
+    rep = {"ranks": manifest["ranks"], "backend": cfg["backend"], "layout": manifest["layout"],
+           "program": program, "n": manifest["graph"]["n"], "nnz": manifest["graph"]["nnz"], "f": f,
+           "dtype": str(np.dtype(dtype)), "kernel": kernel, "device": device,
+           "repeat": int(times.shape[0]),
+           "bytes_predicted": int(pred.sum()), "bytes_measured": int(sent.sum()), "bytes_match": match,
+           "messages_predicted": int(np.count_nonzero(pred)), "messages_measured": int(np.count_nonzero(sent)),
+           "allreduce_bytes_measured": int(reduce_b.sum()),
+           "step_s": float(med[0]), **{f"{k}_s": float(v) for k, v in zip(PHASES, med[1:])}}
+    if not match:
+        q, r = np.argwhere(pred != sent)[0]
+        rep["bytes_mismatch"] = {"src": int(q), "dst": int(r), "predicted": int(pred[q, r]),
+                                 "measured": int(sent[q, r])}
+    rep.update(extra)
+    return rep
+
+
+def _finish_compare(res_w: dict, manifest, f, dtype) -> dict:
+    out = {}
+    row_bytes = f * np.dtype(dtype).itemsize
+    if "obl_sent" in res_w:
+        out["oblivious_bytes"] = int(res_w["obl_sent"].sum())
+        out["oblivious_bytes_predicted"] = int(res_w["obl_rows"].sum() * row_bytes)
+        out["oblivious_step_s"] = float(np.median(res_w["obl_times"][:, 0]))
+        out["oblivious_exchange_s"] = float(np.median(res_w["obl_times"][:, 1]))
+    if "bare_times" in res_w:
+        out["bare_a2a_s"] = float(np.median(res_w["bare_times"]))
+    return out
+
+
+def _ratios(rep: dict) -> dict:
+    if rep.get("oblivious_exchange_s"):
+        rep["aware_over_oblivious_exchange"] = rep["exchange_s"] / rep["oblivious_exchange_s"]
+    if rep.get("bare_a2a_s"):
+        rep["exchange_over_bare"] = rep["exchange_s"] / rep["bare_a2a_s"]
+    return rep
+
+
+# ----------------------------------------------------------------------------- local (one process)
+def local_executor(plan: Plan | str | os.PathLike, *, dtype="float64", verify: bool = True) -> Executor:
+    """An :class:`Executor` over all ranks of a plan in this process (LocalComm, numpy)."""
+    if not isinstance(plan, Plan):
+        plan = load_plan(plan)
+    comm = LocalComm(plan.manifest["ranks"], plan.groups())
+    return Executor(plan.manifest, plan.ranks, comm, NumpyOps(dtype), verify=verify)
+
+
+def replay(plan: Plan, H: np.ndarray, program: str = "forward") -> np.ndarray:
+    """``A @ H`` (forward) or ``A^T @ H`` (backward) computed only through the
+    plan's program on LocalComm; H is ``n × f`` in vertex order, so is the result."""
+    H = np.asarray(H)
+    if H.ndim == 1:
+        H = H[:, None]
+    ex = local_executor(plan, dtype=np.result_type(H.dtype, np.float32))
+    outs = ex.run(program, [H[rp.in_ids(program)] for rp in plan.ranks])
+    Z = np.zeros((plan.part.size, H.shape[1]), dtype=outs[0].dtype if outs else H.dtype)
+    for rp, z in zip(plan.ranks, outs):
+        if rp.writes_output(program):
+            Z[rp.out_ids(program)] = z
+    return Z
+
+
+def _run_local(cfg: dict) -> dict:
+    plan = load_plan(cfg["plan"])
+    m = plan.manifest
+    n = m["graph"]["n"]
+    program = cfg.get("program", "forward")
+    dtype = _resolve_dtype(cfg, n)
+    ex = local_executor(plan, dtype=dtype)
+    inputs = [_input_rows(cfg, rp.in_ids(program), n, dtype) for rp in plan.ranks]
+    f = int(inputs[0].shape[1])
+    res = _measure(ex, program, inputs, cfg)
+    if cfg.get("output"):
+        out = _check_output(cfg["output"])
+        tmp = _tmp_output(out)
+        Z = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(n, f))
+        for rp, z in zip(plan.ranks, res["outs"]):
+            if rp.writes_output(program):
+                Z[rp.out_ids(program)] = z
+        Z.flush()
+        del Z
+        os.replace(tmp, out)
+    extra = _finish_compare(res, m, f, dtype)
+    extra["peak_rss_bytes"] = _rss()
+    rep = _report(m, cfg, program, f, dtype, "scipy", "cpu", res["sent"], res["reduce"], res["times"], extra)
+    return _ratios(rep)
+
+
+def _rss() -> int:
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+# ----------------------------------------------------------------------------- torch worker
+def spmm_worker(cfg: dict) -> dict | None:
+    """One rank of a torch.distributed SpMM job (started by torchrun or
+    :func:`partplan.runtime.launch.launch`); rank 0 returns (and writes to
+    ``cfg["result"]``) the report."""
+    import torch
+    import torch.distributed as dist
+
+    from .comm import TorchComm, init_distributed
+    from .ops import TorchOps
+
+    backend = cfg.get("backend", "gloo")
+    timeout = float(cfg.get("timeout", 60.0))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    device = f"cuda:{local_rank}" if backend == "nccl" else "cpu"
+    if backend == "nccl" and not torch.cuda.is_available():
+        raise PlanError("backend nccl needs CUDA GPUs; none is visible (use --backend gloo)")
+    if os.environ.get("PARTPLAN_LAUNCHED") and "OMP_NUM_THREADS" in os.environ:
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    m = read_manifest(cfg["plan"])  # before init: a bad plan fails every rank the same way
+    rank, world = init_distributed(backend, timeout_s=timeout, device=device if backend == "nccl" else None)
+    try:
+        if world != m["ranks"]:
+            raise PlanError(f"{cfg['plan']}: the plan is for {m['ranks']} ranks but the job has {world} "
+                            f"(use --nprocs {m['ranks']})")
+        shard = load_rank(cfg["plan"], rank, manifest=m)
+        n = m["graph"]["n"]
+        program = cfg.get("program", "forward")
+        dtype = _resolve_dtype(cfg, n)
+        if cfg.get("output") and rank == 0:
+            _check_output(cfg["output"])
+        groups = [Group(g["name"], tuple(g["ranks"])) for g in m["groups"]]
+        comm = TorchComm(groups, timeout_s=timeout, device=device)
+        ops = TorchOps(dtype, device, cfg.get("kernel", "auto"))
+        ex = Executor(m, [shard], comm, ops)
+        fault = os.environ.get("PARTPLAN_FAULT_KILL")  # test hook "RANK:STEP_ID:COUNT": SIGKILL self
+        if fault:
+            fr, fstep, fcount = fault.split(":")
+            if int(fr) == rank:
+                seen = {"n": 0}
+
+                def _die(step_id, fstep=fstep, fcount=int(fcount)):
+                    if step_id == fstep:
+                        seen["n"] += 1
+                        if seen["n"] >= fcount:
+                            os.kill(os.getpid(), 9)
+                ex.fault = _die
+        x = ops.from_numpy(_input_rows(cfg, shard.in_ids(program), n, dtype))
+        f = int(x.shape[1])
+        res = _measure(ex, program, [x], cfg)
+        p = world
+        # world-reduce the figures (numeric only: works on any backend, no shared files needed)
+        sent = comm.allreduce_world([res["sent"].astype(np.float64).reshape(-1)], "sum")[0].reshape(p, p)
+        red = comm.allreduce_world([res["reduce"].astype(np.float64)], "sum")[0]
+        times = comm.allreduce_world([res["times"].reshape(-1)], "max")[0].reshape(res["times"].shape)
+        res_w = {}
+        if "obl_sent" in res:
+            res_w["obl_sent"] = comm.allreduce_world([res["obl_sent"].astype(np.float64).reshape(-1)],
+                                                     "sum")[0].reshape(p, p)
+            res_w["obl_rows"] = comm.allreduce_world([res["obl_rows"].astype(np.float64).reshape(-1)],
+                                                     "sum")[0].reshape(p, p)
+            res_w["obl_times"] = comm.allreduce_world([res["obl_times"].reshape(-1)], "max")[0].reshape(-1, 2)
+        if "bare_times" in res:
+            res_w["bare_times"] = comm.allreduce_world([res["bare_times"]], "max")[0]
+        vec = np.zeros(2 * p)
+        vec[rank] = _rss()
+        vec[p + rank] = sum(a.nbytes for a in shard.arrays.values())
+        vec = comm.allreduce_world([vec], "sum")[0]
+        # output: rank 0 makes the memory-mapped file, each writing rank fills its rows, rank 0 renames
+        if cfg.get("output"):
+            out = Path(cfg["output"])
+            tmp = _tmp_output(out)
+            if rank == 0:
+                np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(n, f)).flush()
+            comm.barrier()
+            try:
+                if shard.writes_output(program):
+                    Z = np.lib.format.open_memmap(tmp, mode="r+")
+                    Z[np.asarray(shard.out_ids(program))] = ops.to_numpy(res["outs"][0])
+                    Z.flush()
+                    del Z
+                comm.barrier()
+            except BaseException:
+                if rank == 0:
+                    tmp.unlink(missing_ok=True)
+                raise
+            if rank == 0:
+                os.replace(tmp, out)
+        if rank != 0:
+            return None
+        extra = _finish_compare(res_w, m, f, dtype)
+        extra.update({"peak_rss_bytes_per_rank": [int(v) for v in vec[:p]],
+                      "shard_array_bytes_per_rank": [int(v) for v in vec[p:]],
+                      "torch_threads": torch.get_num_threads(), "output": cfg.get("output")})
+        rep = _ratios(_report(m, cfg, program, f, dtype, ops.kernel, device, sent.astype(np.int64),
+                              red, times, extra))
+        if cfg.get("result"):
+            from .._atomic import atomic_path
+            import json
+            with atomic_path(cfg["result"]) as tmpres:
+                Path(tmpres).write_text(json.dumps(rep, indent=1))
+        return rep
+    finally:
+        try:
+            dist.destroy_process_group()
+        except Exception:
+            pass
+
+
+# ----------------------------------------------------------------------------- public API
+def run_spmm(plan, *, nprocs: int | None = None, backend: str = "gloo", features=None, f: int = 16,
+             seed: int = 0, dtype: str | None = None, output=None, repeat: int = 5, warmup: int = 1,
+             compare=(), kernel: str = "auto", timeout: float = 60.0, program: str = "forward",
+             threads: int | None = 1) -> dict:
+    """Run ``Z = A @ H`` (or the backward ``A^T @ G`` with ``program="backward"``)
+    from a plan and measure it.
+
+    plan : plan directory. nprocs : processes to start here (None under
+    torchrun: this process is one rank). backend : "gloo", "nccl" or "local"
+    (all ranks in this process, LocalComm — exact, no timing meaning).
+    features : ``H.npy`` (n × f) or None for deterministic random features of
+    width ``f`` from ``seed``. output : ``Z.npy`` to write. compare : subset of
+    ("oblivious", "bare"). kernel : local SpMM ("auto", "scipy", "torch").
+    timeout : seconds a rank waits on a peer before failing. threads : torch /
+    OpenMP threads per spawned process.
+
+    Returns the report dict (keys listed in docs/runtime.md); under torchrun
+    only rank 0 returns it (others None).
+    """
+    if backend not in BACKENDS:
+        raise PlanError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    bad = [c for c in compare if c not in COMPARE]
+    if bad:
+        raise PlanError(f"--compare takes {', '.join(COMPARE)}; got {', '.join(bad)}")
+    if repeat < 1 or warmup < 0:
+        raise PlanError("repeat must be >= 1 and warmup >= 0")
+    if features is None and (not isinstance(f, (int, np.integer)) or f < 1):
+        raise PlanError(f"f (feature width) must be an integer >= 1, got {f!r}")
+    m = read_manifest(plan)  # refuse a bad plan before starting anything
+    if program not in m["programs"]:
+        raise PlanError(f"{plan}: the plan has no {program} program (backward = {m.get('backward')!r})")
+    if features is not None:
+        open_features(features, m["graph"]["n"])
+    if output is not None:
+        _check_output(output)
+    cfg = {"job": "spmm", "plan": str(plan), "backend": backend, "features": None if features is None else str(features),
+           "f": int(f), "seed": int(seed), "dtype": dtype, "output": None if output is None else str(output),
+           "repeat": int(repeat), "warmup": int(warmup), "compare": list(compare), "kernel": kernel,
+           "timeout": float(timeout), "program": program}
+    if backend == "local":
+        return _run_local(cfg)
+    from .launch import launch, under_torchrun
+    if nprocs is None:
+        if not under_torchrun():
+            raise PlanError("give --nprocs N (processes to start here), or start the command with torchrun")
+        return spmm_worker(cfg)
+    if nprocs != m["ranks"]:
+        raise PlanError(f"{plan}: the plan is for {m['ranks']} ranks; --nprocs {nprocs} does not match")
+    return launch(cfg, nprocs, timeout_s=timeout, threads=threads)
+
+
+class DistSpMM:
+    """The plan's exchange inside your own torch.distributed program.
+
+    After ``init_process_group`` (torchrun), every rank does::
+
+        op = DistSpMM("g.plan")                      # reads manifest + its own shard only
+        H_local = features[op.in_ids]                # rows this rank holds
+        Z_local = op.forward(H_local)                # rows op.out_ids of A @ H
+        G_in = op.backward(dL_dZ_local)              # rows op.in_ids of A^T @ G
+
+    Tensors stay on ``device`` (CUDA with NCCL); results are fresh tensors.
+    """
+
+    def __init__(self, plan, *, device=None, kernel: str = "auto", dtype: str = "float32",
+                 timeout: float = 60.0, verify: bool = True):
+        import torch.distributed as dist
+
+        from .comm import TorchComm
+        from .ops import TorchOps
+        if not dist.is_initialized():
+            raise PlanError("DistSpMM needs torch.distributed initialized (torchrun + init_process_group)")
+        m = read_manifest(plan)
+        rank = dist.get_rank()
+        self.manifest = m
+        self.shard = load_rank(plan, rank, manifest=m)
+        groups = [Group(g["name"], tuple(g["ranks"])) for g in m["groups"]]
+        self.comm = TorchComm(groups, timeout_s=timeout, device=device)
+        self.ops = TorchOps(dtype, device or "cpu", kernel)
+        self.executor = Executor(m, [self.shard], self.comm, self.ops, verify=verify)
+
+    @property
+    def in_ids(self) -> np.ndarray:
+        return np.asarray(self.shard.in_ids("forward"))
+
+    @property
+    def out_ids(self) -> np.ndarray:
+        return np.asarray(self.shard.out_ids("forward"))
+
+    def forward(self, H_local):
+        return self.executor.run("forward", [H_local.contiguous()])[0].clone()
+
+    def backward(self, G_local):
+        return self.executor.run("backward", [G_local.contiguous()])[0].clone()
