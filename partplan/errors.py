@@ -41,6 +41,13 @@ class GraphFormatError(PartplanError, ValueError):
         super().__init__(f"{prefix}: {problem}" if prefix else problem)
 
 
+class SizeLimitError(GraphFormatError):
+    """A size read from a file (a header's vertex or entry count, an array
+    shape, the largest vertex id) would need more memory than the budget
+    (``PARTPLAN_MAX_BYTES``, default a fraction of the machine's memory);
+    raised before anything is allocated."""
+
+
 class PartitionError(PartplanError, ValueError):
     """A partition is invalid (wrong length, part ids out of range, k > n, ...)
     or a partitioner backend failed."""

@@ -78,7 +78,13 @@ def read_cagnet_part_sizes(path, n: int | None = None) -> np.ndarray:
     total = sum(sizes)
     if n is not None and total != n:
         raise PartitionError(f"{p}: block sizes sum to {total} but the graph has {n} vertices")
-    return np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
+    if total > (1 << 63) - 1:
+        raise PartitionError(f"{p}: block sizes sum to {total}, beyond 64 bits")
+    from .io._common import human_bytes, memory_budget
+    if 8 * total > memory_budget():
+        raise PartitionError(f"{p}: block sizes sum to {total} vertices, needing {human_bytes(8 * total)}, above "
+                             f"the memory budget of {human_bytes(memory_budget())} (PARTPLAN_MAX_BYTES)")
+    return np.repeat(np.arange(len(sizes), dtype=np.int64), np.asarray(sizes, dtype=np.int64))
 
 
 def _torch():
@@ -197,6 +203,14 @@ def read_dgl_partition(path, n: int | None = None, *, ids: str = "original") -> 
         sizes = r[:, 1] - r[:, 0]
         if np.any(sizes < 0) or r[0, 0] != 0 or np.any(r[1:, 0] != r[:-1, 1]):
             raise PartitionError(f"{cfg}: field 'node_map' ranges are not contiguous from 0")
+        total = int(r[-1, 1])
+        for what, want in (("field 'num_nodes'", num_nodes), ("the graph", n)):
+            if want is not None and total != want:  # before allocating what the ranges claim
+                raise PartitionError(f"{cfg}: field 'node_map' ranges cover {total} nodes but {what} has {want}")
+        from .io._common import human_bytes, memory_budget
+        if 16 * total > memory_budget():
+            raise PartitionError(f"{cfg}: field 'node_map' ranges cover {total} nodes, needing "
+                                 f"{human_bytes(16 * total)}, above the memory budget (PARTPLAN_MAX_BYTES)")
         new_part = np.repeat(np.arange(r.shape[0], dtype=np.int64), sizes)
         if ids == "dgl":
             part = new_part

@@ -67,8 +67,9 @@ def test_npz_errors(tmp_path):
     u = tmp_path / "bad.npz"
     np.savez(u, format=np.array("csr"), indptr=np.array([0, 5]), indices=np.array([0]), data=np.array([1.0]),
              shape=np.array([1, 1]))
-    with pytest.raises(GraphFormatError, match="inconsistent"):
+    with pytest.raises(GraphFormatError, match="'indptr' must start at 0, not decrease and end at") as ei:
         read_graph(u)
+    assert ei.value.path == str(u) and ei.value.field == "indptr"
     with pytest.raises(GraphFormatError, match="not found"):
         read_graph(tmp_path / "missing.npz")
 

@@ -1,5 +1,8 @@
-"""Helpers shared by the format modules: opening (gzip by magic bytes),
-atomic writing, and fast integer-line formatting.
+"""Helpers shared by the format modules: opening (gzip by magic bytes, with
+corrupt streams turned into :class:`~partplan.errors.GraphFormatError`),
+size checks against the file length and a memory budget (before any
+allocation a header asks for), atomic writing, and fast integer-line
+formatting.
 
 Nothing here knows a file format; each format module (``mtx``, ``edgelist``,
 ``metis``, ``hgr``, ``npz``, ``table``, ``graphtool``) uses these.
@@ -10,20 +13,202 @@ import contextlib
 import gzip
 import io
 import os
+import zlib
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
 import numpy as np
 
 from .._atomic import atomic_path
-from ..errors import GraphFormatError
+from ..errors import GraphFormatError, SizeLimitError
 
 GZIP_MAGIC = b"\x1f\x8b"
+# what a corrupt / truncated gzip stream raises while being read: zlib.error
+# (bad deflate data, e.g. flipped bytes), BadGzipFile (bad CRC / length,
+# header), EOFError (truncated), OSError (anything else from the file)
+GZIP_ERRORS = (zlib.error, gzip.BadGzipFile, EOFError, OSError)
+# deflate expands at most ~1032:1; a .gz file of b bytes holds < this * b bytes
+MAX_GZIP_RATIO = 1100
+INT64_MAX = (1 << 63) - 1
+
+# ---------------------------------------------------------------- sizes and the memory budget
+ENV_MAX_BYTES = "PARTPLAN_MAX_BYTES"
+DEFAULT_RAM_FRACTION = 0.8
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+          "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tb": 1 << 40,
+          "tib": 1 << 40}
+
+
+def _physical_memory() -> int | None:
+    """Bytes this process may use: physical RAM, lowered by a cgroup limit
+    (containers) and by ``RLIMIT_AS``; None when nothing is known."""
+    cands = []
+    try:
+        cands.append(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        pass
+    for f in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            txt = Path(f).read_text().strip()
+        except OSError:
+            continue
+        if txt.isdigit() and int(txt) < (1 << 60):
+            cands.append(int(txt))
+    try:
+        import resource
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY and soft > 0:
+            cands.append(soft)
+    except (ImportError, ValueError, OSError):
+        pass
+    return min(cands) if cands else None
+
+
+def parse_bytes(text: str) -> int:
+    """``"123"``, ``"512M"``, ``"4GiB"``, ``"1.5T"`` -> bytes (ValueError if malformed)."""
+    t = text.strip().lower().replace(" ", "")
+    num = t.rstrip("kmgtib")
+    unit = t[len(num):]
+    if unit not in _UNITS or not num:
+        raise ValueError(f"not a byte count: {text!r}")
+    v = float(num) * _UNITS[unit]
+    if not (v >= 0) or v == float("inf"):
+        raise ValueError(f"not a byte count: {text!r}")
+    return int(v)
+
+
+def memory_budget() -> int:
+    """Most bytes a reader may allocate for one graph: ``$PARTPLAN_MAX_BYTES``
+    (``4G``, ``512MiB``, plain bytes) when set, else 80% of the memory this
+    process may use (physical RAM, cgroup limit, ``RLIMIT_AS``)."""
+    env = os.environ.get(ENV_MAX_BYTES)
+    if env:
+        try:
+            return parse_bytes(env)
+        except ValueError:
+            raise GraphFormatError(f"bad memory budget {env!r} (expected bytes, e.g. 8G or 512MiB)",
+                                   field=ENV_MAX_BYTES) from None
+    mem = _physical_memory()
+    return int(mem * DEFAULT_RAM_FRACTION) if mem else 1 << 62
+
+
+def human_bytes(b: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if b < 1024 or unit == "PiB":
+            return f"{b:.0f} {unit}" if unit == "B" else f"{b:.1f} {unit}"
+        b /= 1024
+    return f"{b:.1f} EiB"  # pragma: no cover
+
+
+def graph_bytes(n: int, nnz: int, *, weighted: bool = True) -> int:
+    """A lower bound on the bytes a :class:`~partplan.graph.Graph` of ``n``
+    vertices and ``nnz`` nonzeros needs while it is built: int64 ``indptr``
+    (n + 1) and, per nonzero, the COO row and column (int64) it is built from
+    plus the CSR column (int64) and a float64 value when weighted."""
+    return 8 * (int(n) + 1) + int(nnz) * (24 + (8 if weighted else 0))
+
+
+def check_budget(nbytes: int, path, what: str, *, line: int | None = None, field: str | None = None) -> None:
+    """Raise :class:`~partplan.errors.SizeLimitError` (naming the file, the
+    line and the field) when ``what`` needs more than :func:`memory_budget`
+    bytes. Called with sizes read from a header, BEFORE allocating."""
+    budget = memory_budget()
+    if nbytes > budget:
+        raise SizeLimitError(f"{what} needs at least {human_bytes(nbytes)}, above the memory budget of "
+                             f"{human_bytes(budget)} (raise it with {ENV_MAX_BYTES}=<bytes>, e.g. 64G)",
+                             path, line, field=field)
+
+
+def check_int64(value: int, path, what: str, *, line: int | None = None, field: str | None = None) -> int:
+    """A header integer (a Python int) must fit in int64."""
+    if not -INT64_MAX - 1 <= value <= INT64_MAX:
+        raise GraphFormatError(f"{what} {value} does not fit in 64 bits", path, line, field=field)
+    return value
+
+
+def input_size(path) -> tuple[int, bool]:
+    """(bytes on disk, gzip-compressed?) of ``path``."""
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        with open(p, "rb") as fh:
+            gz = fh.read(2) == GZIP_MAGIC
+    except OSError:
+        return 0, False
+    return size, gz
+
+
+def check_file_holds(count: int, min_bytes: int, path, what: str, *, line: int | None = None,
+                     field: str | None = None) -> None:
+    """A header announcing ``count`` records of at least ``min_bytes`` bytes
+    each is a lie when the file is shorter than that (for gzip: than the most
+    its compressed length can expand to). Raises GraphFormatError naming the
+    field before anything is allocated or parsed."""
+    size, gz = input_size(path)
+    if size == 0 and count == 0:
+        return
+    most = size * (MAX_GZIP_RATIO if gz else 1)
+    if count * min_bytes > most:
+        shown = f"{human_bytes(size)} ({'gzip' if gz else 'plain text'})"
+        raise GraphFormatError(f"{what} = {count} needs at least {count * min_bytes} bytes of text, but the file "
+                               f"has {shown}", path, line, field=field)
+
+
+# ---------------------------------------------------------------- opening
+class _StreamError(GraphFormatError):
+    """A corrupt or truncated compressed stream (the reader that knows the
+    current line re-raises it as a GraphFormatError naming the line)."""
+
+
+class CheckedGzipFile(gzip.GzipFile):
+    """A read-only :class:`gzip.GzipFile` whose read errors (flipped bytes in
+    the deflate data -> ``zlib.error``, bad CRC or length -> ``BadGzipFile``,
+    truncation -> ``EOFError``) are raised as one GraphFormatError naming the
+    file, never as a traceback of the gzip module."""
+
+    def __init__(self, fileobj, path):
+        super().__init__(fileobj=fileobj, mode="rb")
+        self._pp_path = path
+
+    def _fail(self, exc):
+        kind = "truncated" if isinstance(exc, EOFError) else "corrupt"
+        raise _StreamError(f"{kind} gzip stream: {exc}", self._pp_path) from None
+
+    def read(self, size=-1):
+        try:
+            return super().read(size)
+        except GZIP_ERRORS as exc:
+            self._fail(exc)
+
+    def read1(self, size=-1):
+        try:
+            return super().read1(size)
+        except GZIP_ERRORS as exc:
+            self._fail(exc)
+
+    def readinto(self, b):
+        try:
+            return super().readinto(b)
+        except GZIP_ERRORS as exc:
+            self._fail(exc)
+
+    def peek(self, n):
+        try:
+            return super().peek(n)
+        except GZIP_ERRORS as exc:
+            self._fail(exc)
+
+    def readline(self, size=-1):
+        try:
+            return super().readline(size)
+        except GZIP_ERRORS as exc:
+            self._fail(exc)
 
 
 def open_binary(path: str | os.PathLike) -> BinaryIO:
     """Open ``path`` for reading bytes; gzip is detected by its magic bytes
-    (not only by the ``.gz`` name). Missing file -> GraphFormatError."""
+    (not only by the ``.gz`` name) and read through :class:`CheckedGzipFile`
+    (a corrupt stream -> GraphFormatError). Missing file -> GraphFormatError."""
     p = Path(path)
     try:
         fh = open(p, "rb")
@@ -36,7 +221,7 @@ def open_binary(path: str | os.PathLike) -> BinaryIO:
     head = fh.read(2)
     fh.seek(0)
     if head == GZIP_MAGIC:
-        return gzip.GzipFile(fileobj=fh, mode="rb")  # type: ignore[return-value]
+        return CheckedGzipFile(fh, p)  # type: ignore[return-value]
     return fh
 
 
@@ -45,7 +230,7 @@ def read_all(path: str | os.PathLike) -> bytes:
     with open_binary(path) as fh:
         try:
             return fh.read()
-        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        except GZIP_ERRORS as exc:
             raise GraphFormatError(f"corrupt gzip stream: {exc}", path) from None
 
 

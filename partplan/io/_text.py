@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import warnings
+import zlib
 from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
@@ -71,8 +72,11 @@ def iter_raw_blocks(fh: BinaryIO, first_line: int = 1, block_bytes: int = BLOCK_
                 return
             if not chunk.endswith(b"\n"):
                 chunk += fh.readline()
-        except (OSError, EOFError) as exc:
-            raise GraphFormatError(f"corrupt or truncated compressed stream: {exc}", path, line) from None
+        except GraphFormatError as exc:  # CheckedGzipFile: corrupt / truncated stream, name the line
+            raise GraphFormatError(f"{exc.problem} (in the data from this line on)", path, line) from None
+        except (OSError, EOFError, zlib.error) as exc:
+            raise GraphFormatError(f"corrupt or truncated compressed stream: {exc} "
+                                   "(in the data from this line on)", path, line) from None
         if not chunk.endswith(b"\n"):
             chunk += b"\n"
         yield chunk, line

@@ -27,7 +27,7 @@ import numpy as np
 from ..errors import GraphFormatError
 from ..graph import Graph
 from . import _text
-from ._common import atomic_output, open_binary, write_table_text
+from ._common import atomic_output, check_budget, graph_bytes, open_binary, write_table_text
 
 
 
@@ -35,10 +35,13 @@ def _first_data_line(path) -> tuple[bytes | None, int]:
     """The first line that is neither blank nor a comment, and its number."""
     no = 0
     with open_binary(path) as fh:
-        for no, line in enumerate(fh, 1):
-            s = line.strip()
-            if s and s[:1] not in (b"#", b"%"):
-                return s, no
+        try:
+            for no, line in enumerate(fh, 1):
+                s = line.strip()
+                if s and s[:1] not in (b"#", b"%"):
+                    return s, no
+        except GraphFormatError as exc:  # corrupt gzip stream: name the line reached
+            raise GraphFormatError(exc.problem, path, no + 1) from None
     return None, no
 
 
@@ -98,6 +101,7 @@ def read_edgelist(path: str | os.PathLike, *, symmetrize: bool = False, self_loo
     use_w = ncols == 3 and weighted is not False
     dtype = np.float64 if ncols == 3 else np.int64
     srcs, dsts, ws = [], [], []
+    max_id = 0  # largest id checked against the memory budget so far (relabel=False)
     with open_binary(p) as fh:
         for raw, line0 in _text.iter_raw_blocks(fh, 1, block_bytes, p):
             blk = _text.scan_block(raw, line0, p, dtype=dtype, commas=commas, parse=ncols == 2)
@@ -126,6 +130,14 @@ def read_edgelist(path: str | os.PathLike, *, symmetrize: bool = False, self_loo
                 v = int(s[r]) if s[r] < 0 else int(d[r])
                 raise GraphFormatError(f"negative vertex id {v}", p, int(blk.data_lines()[r]),
                                        field="src" if s[r] < 0 else "dst")
+            if n is None and not relabel and s.size:
+                # ids are row numbers: the largest one sets n; refuse it before allocating
+                top = int(max(s.max(), d.max()))
+                if top >= max_id:
+                    r = int(np.flatnonzero((s == top) | (d == top))[0])
+                    check_budget(graph_bytes(top + 1, 0), p, f"vertex id {top} without relabelling (n = id + 1)",
+                                 line=int(blk.data_lines()[r]), field="src" if s[r] == top else "dst")
+                    max_id = top
             if n is not None and not relabel:
                 big = (s >= n) | (d >= n)
                 if big.any():
@@ -184,6 +196,8 @@ def edges_to_graph(src, dst, w, path, *, n=None, relabel=True, symmetrize=False,
         n = top
     elif top > n:
         raise GraphFormatError(f"vertex id {top - 1} out of range [0, {n})", path)
+    check_budget(graph_bytes(n, src.size, weighted=w is not None), path,
+                 f"a graph of {n} vertices and {src.size} edges", field="src" if ids is None else None)
     g = Graph._from_coo(src, dst, w, n, dedupe=dedupe, ids=ids, name=nm)
     if symmetrize or self_loops != "keep" or drop_isolated:
         g = g.normalize(symmetrize=symmetrize, self_loops=self_loops, dedupe=dedupe, drop_isolated=drop_isolated)

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..errors import GraphFormatError
 from ..graph import Graph
-from ._common import read_all
+from ._common import check_budget, graph_bytes, read_all
 
 MAGIC = b"\xe2\x9b\xbe gt"
 
@@ -74,8 +74,11 @@ def read_gt(path: str | os.PathLike, *, symmetrize: bool = False, self_loops: st
     n = u64(pos, "vertex count")
     pos += 8
     d = _width(n)
-    if n > len(buf):
-        raise GraphFormatError(f"vertex count {n} larger than the file", p)
+    if 8 * n > len(buf) - pos:  # every vertex record holds at least its 8-byte degree
+        raise GraphFormatError(f"truncated file or hostile header: vertex count N = {n} needs at least "
+                               f"{8 * n} bytes of records, the file holds {max(len(buf) - pos, 0)} after the "
+                               "header", p, field="N")
+    check_budget(graph_bytes(n, 0, weighted=False), p, f"a graph of {n} vertices", field="N")
     deg = np.empty(n, dtype=np.int64)
     start = np.empty(n, dtype=np.int64)
     size = len(buf)

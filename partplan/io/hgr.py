@@ -27,7 +27,8 @@ from ..graph import Graph
 from ..hypergraph import Hypergraph
 from . import _text
 from ._common import atomic_output, format_int_lines
-from .metis import read_int_lines
+from ._common import check_budget, check_file_holds, check_int64
+from .metis import peek_header, read_int_lines
 
 
 def read_hypergraph(path: str | os.PathLike, *, name: str | None = None,
@@ -35,6 +36,7 @@ def read_hypergraph(path: str | os.PathLike, *, name: str | None = None,
     """Read an hMetis ``.hgr`` file (see module doc) into a :class:`Hypergraph`
     with 0-based pins; net / vertex weights are None when the file has none."""
     p = Path(path)
+    _check_header_sizes(p)
     vals, counts, _ = read_int_lines(p, b"%", block_bytes)
     lines = np.flatnonzero(counts > 0)  # blank and comment lines are skipped
     if lines.size == 0:
@@ -106,6 +108,26 @@ def read_hypergraph(path: str | os.PathLike, *, name: str | None = None,
     ptr = np.zeros(m + 1, dtype=np.int64)
     np.cumsum(npins, out=ptr[1:])
     return Hypergraph(n, ptr, pins, nw, vw, name=name or _stem(p))
+
+
+def _check_header_sizes(p: Path) -> None:
+    """Before the full parse: ``m`` net lines need at least 2 m bytes
+    (``"1\\n"``), ``n`` vertex-weight lines (fmt 1x) 2 n more, and ``n``
+    vertices with ``m`` nets must fit in the memory budget."""
+    head, line = peek_header(p)
+    if head is None or len(head) not in (2, 3):
+        return  # the full parse names the problem
+    m, n = head[0], head[1]
+    for name, v in (("m", m), ("n", n)):
+        check_int64(v, p, f"header field {name}", line=line, field=name)
+    if m < 0 or n < 0:
+        return
+    check_file_holds(m, 2, p, "m (net lines)", line=line, field="m")
+    if len(head) == 3 and head[2] in (10, 11):
+        check_file_holds(m + n, 2, p, "m + n (net and vertex-weight lines)", line=line, field="n")
+    # vertex arrays (n + 1) and the net pointers (m + 1) and >= m pins
+    check_budget(8 * (n + 1) + 8 * (m + 1) + 16 * m, p, f"a hypergraph of {n} vertices and {m} net(s)",
+                 line=line, field="n" if n >= m else "m")
 
 
 def _stem(p: Path) -> str:

@@ -31,7 +31,8 @@ import numpy as np
 from ..errors import BackendUnavailableError, GraphFormatError
 from ..graph import Graph
 from . import _text
-from ._common import atomic_output, format_int_lines, open_binary
+from ._common import (atomic_output, check_budget, check_file_holds, check_int64, format_int_lines, graph_bytes,
+                      open_binary)
 
 
 def read_int_lines(p: Path, comments: bytes, block_bytes: int = _text.BLOCK_BYTES):
@@ -49,6 +50,30 @@ def read_int_lines(p: Path, comments: bytes, block_bytes: int = _text.BLOCK_BYTE
     return (np.concatenate(vals) if len(vals) > 1 else vals[0],
             np.concatenate(counts) if len(counts) > 1 else counts[0],
             np.concatenate(comm) if len(comm) > 1 else comm[0])
+
+
+def peek_header(p: Path, comments: bytes = b"%") -> tuple[list[int] | None, int]:
+    """The integers of the first line that is neither blank nor a comment,
+    and its 1-based number, read without parsing the rest of the file (None
+    when that line is not all integers: the full parse then names the bad
+    token). Lets a reader refuse hostile header sizes before the full parse."""
+    no = 0
+    with open_binary(p) as fh:
+        while True:
+            try:
+                line = fh.readline()
+            except GraphFormatError as exc:  # corrupt gzip stream
+                raise GraphFormatError(exc.problem, p, no + 1) from None
+            no += 1
+            if not line:
+                return None, no
+            s = line.split(b"%", 1)[0].strip() if b"%" in comments else line.strip()
+            if not s:
+                continue
+            toks = s.split()
+            if not all(_text._INT_RE.match(t) for t in toks):
+                return None, no
+            return [int(t) for t in toks], no
 
 
 def parse_fmt(fmt: int, p, line: int) -> tuple[bool, bool, bool]:
@@ -69,6 +94,7 @@ def read_metis(path: str | os.PathLike, *, symmetrize: bool = False, self_loops:
     symmetric); self_loops / drop_isolated are applied after reading.
     """
     p = Path(path)
+    _check_header_sizes(p)
     vals, counts, comm = read_int_lines(p, b"%", block_bytes)
     lines = np.flatnonzero(~comm)  # 0-based indices of non-comment lines
     nonblank = lines[counts[lines] > 0]
@@ -189,6 +215,25 @@ def read_metis(path: str | os.PathLike, *, symmetrize: bool = False, self_loops:
     if self_loops != "keep" or drop_isolated:
         g = g.normalize(self_loops=self_loops, dedupe=dedupe, drop_isolated=drop_isolated)
     return g
+
+
+def _check_header_sizes(p: Path) -> None:
+    """Before the full parse: ``n`` vertex lines need at least n bytes
+    (``"\\n"``), ``2 m`` adjacency entries at least 4 m (``"1 "``), and the
+    graph must fit in the memory budget."""
+    head, line = peek_header(p)
+    if head is None or not 2 <= len(head) <= 4:
+        return  # the full parse names the problem
+    n, m = head[0], head[1]
+    for name, v in (("n", n), ("m", m)):
+        check_int64(v, p, f"header field {name}", line=line, field=name)
+    if n < 0 or m < 0:
+        return
+    check_file_holds(n, 1, p, "n (vertex lines)", line=line, field="n")
+    check_file_holds(2 * m, 2, p, "2 m (adjacency entries)", line=line, field="m")
+    ew = len(head) > 2 and head[2] % 10 == 1
+    check_budget(graph_bytes(n, 2 * m, weighted=ew), p, f"a graph of {n} vertices and {m} edges", line=line,
+                 field="n" if graph_bytes(n, 0) >= graph_bytes(0, 2 * m) else "m")
 
 
 def _stem(p: Path) -> str:

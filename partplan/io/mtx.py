@@ -25,14 +25,18 @@ import numpy as np
 from ..errors import BackendUnavailableError, GraphFormatError
 from ..graph import Graph
 from . import _text
-from ._common import atomic_output, open_binary, write_table_text
+from ._common import (atomic_output, check_budget, check_file_holds, check_int64, graph_bytes, open_binary,
+                      write_table_text)
 
 
 
 def _header(fh, p):
     """Parse banner, comments and size line. Returns (field, symmetry, M, N,
     NNZ, line number of the size line)."""
-    banner = fh.readline()
+    try:
+        banner = fh.readline()
+    except GraphFormatError as exc:  # corrupt gzip stream
+        raise GraphFormatError(exc.problem, p, 1) from None
     if not banner:
         raise GraphFormatError("empty file (expected a %%MatrixMarket banner)", p, 1)
     toks = banner.decode("latin-1").split()
@@ -57,7 +61,10 @@ def _header(fh, p):
         raise GraphFormatError("a pattern matrix cannot be skew-symmetric", p, 1)
     no = 1
     while True:
-        line = fh.readline()
+        try:
+            line = fh.readline()
+        except GraphFormatError as exc:  # corrupt gzip stream
+            raise GraphFormatError(exc.problem, p, no + 1) from None
         no += 1
         if not line:
             raise GraphFormatError("missing size line 'M N NNZ'", p, no - 1)
@@ -68,11 +75,25 @@ def _header(fh, p):
         if len(parts) != 3 or not all(_text._INT_RE.match(t) for t in parts):
             raise GraphFormatError(f"bad size line {s.decode('latin-1')[:60]!r}: expected 'M N NNZ'", p, no)
         M, N, NNZ = (int(t) for t in parts)
-        if min(M, N, NNZ) < 0:
-            raise GraphFormatError("negative size on the size line", p, no)
+        for name, v in zip(("M", "N", "NNZ"), (M, N, NNZ)):
+            check_int64(v, p, f"size {name}", line=no, field=name)
+            if v < 0:
+                raise GraphFormatError(f"negative size {name} = {v} on the size line", p, no, field=name)
         if M != N:
             raise GraphFormatError(f"matrix is rectangular ({M} x {N}); a graph needs a square matrix", p, no)
         return field, sym, M, N, NNZ, no
+
+
+def _check_sizes(p, field: str, sym: str, M: int, NNZ: int, line: int) -> None:
+    """Before reading any entry: the file must be long enough for NNZ entry
+    lines (``"i j\\n"`` is at least 4 bytes, with a value 6), and the graph the
+    size line describes (M + 1 row pointers, NNZ entries, twice that for a
+    symmetric file) must fit in the memory budget."""
+    check_file_holds(NNZ, 4 if field == "pattern" else 6, p, "NNZ", line=line, field="NNZ")
+    entries = NNZ * (1 if sym == "general" else 2)
+    check_budget(graph_bytes(M, entries, weighted=field != "pattern"), p,
+                 f"a {M} x {M} matrix with {entries} entries", line=line,
+                 field="M" if graph_bytes(M, 0) >= graph_bytes(0, entries) else "NNZ")
 
 
 def read_mtx(path: str | os.PathLike, *, symmetrize: bool = False, self_loops: str = "keep",
@@ -86,6 +107,8 @@ def read_mtx(path: str | os.PathLike, *, symmetrize: bool = False, self_loops: s
     p = Path(path)
     with open_binary(p) as fh:
         field, sym, M, _, NNZ, size_line = _header(fh, p)
+        _check_sizes(p, field, sym, M, NNZ, size_line)
+        first_lower = first_upper = None   # (line, i, j) of the first entry below / above the diagonal
         ncols = 2 if field == "pattern" else 3
         dtype = np.int64 if ncols == 2 else np.float64
         rows, cols, vals = [], [], []
@@ -107,10 +130,15 @@ def read_mtx(path: str | os.PathLike, *, symmetrize: bool = False, self_loops: s
                 i, j, x = np.ascontiguousarray(rec["c0"]), np.ascontiguousarray(rec["c1"]), rec["c2"].copy()
                 bad = ~np.isfinite(x)
                 if field == "integer":
-                    bad |= x != np.floor(x)
+                    bad |= (x != np.floor(x)) | (np.abs(x) >= 2.0 ** 63)
                 if bad.any():
                     r = int(np.flatnonzero(bad)[0])
-                    what = "non-finite value" if not np.isfinite(x[r]) else "non-integer value in an integer matrix"
+                    if not np.isfinite(x[r]):
+                        what = "non-finite value"
+                    elif x[r] != np.floor(x[r]):
+                        what = "non-integer value in an integer matrix"
+                    else:
+                        what = "integer value beyond 64 bits in an integer matrix:"
                     raise GraphFormatError(f"{what} {float(x[r])!r}", p, int(lines[r]), field="value")
                 vals.append(x)
             else:
@@ -126,6 +154,13 @@ def read_mtx(path: str | os.PathLike, *, symmetrize: bool = False, self_loops: s
                 if diag.any():
                     r = int(np.flatnonzero(diag)[0])
                     raise GraphFormatError("skew-symmetric matrix with a diagonal entry", p, int(lines[r]))
+            if sym != "general":
+                if first_lower is None and (lo := np.flatnonzero(i > j)).size:
+                    first_lower = (int(lines[lo[0]]), int(i[lo[0]]), int(j[lo[0]]))
+                if first_upper is None and (up := np.flatnonzero(i < j)).size:
+                    first_upper = (int(lines[up[0]]), int(i[up[0]]), int(j[up[0]]))
+                if first_lower is not None and first_upper is not None:
+                    _both_triangles(p, sym, first_lower, first_upper)
             rows.append(i - 1)
             cols.append(j - 1)
             got += nrows
@@ -146,6 +181,19 @@ def read_mtx(path: str | os.PathLike, *, symmetrize: bool = False, self_loops: s
     if symmetrize or self_loops != "keep" or drop_isolated:
         g = g.normalize(symmetrize=symmetrize, self_loops=self_loops, dedupe=dedupe, drop_isolated=drop_isolated)
     return g
+
+
+def _both_triangles(p, sym, lower, upper):
+    """A symmetric file stores ONE triangle (the spec says the lower one;
+    upper-only files are read too): entries on both sides of the diagonal
+    would be mirrored twice (a pair (i, j), (j, i) summed, or disagreeing)."""
+    later, first = (upper, lower) if upper[0] > lower[0] else (lower, upper)
+    side = "above" if later is upper else "below"
+    raise GraphFormatError(
+        f"entry ({later[1]}, {later[2]}) is {side} the diagonal, but line {first[0]} holds ({first[1]}, "
+        f"{first[2]}) on the other side: a {sym} Matrix Market file stores only one triangle (the lower, "
+        "i >= j) and each entry is mirrored; declare the file 'general' if it lists both directions",
+        p, later[0], field="symmetry")
 
 
 def _stem(p: Path) -> str:

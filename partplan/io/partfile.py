@@ -31,6 +31,7 @@ from __future__ import annotations
 import gzip
 import os
 import re
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +41,7 @@ from ..parts import as_part_ids
 from .._atomic import atomic_path
 
 TABLE_SUFFIXES = (".parquet", ".arrow", ".feather", ".csv")
+_INT64_MAX = (1 << 63) - 1
 
 
 def _suffixes(path: Path) -> str:
@@ -157,6 +159,7 @@ def _read_text(p: Path) -> np.ndarray:
 def _read_text_slow(p: Path) -> np.ndarray:
     """Line-by-line parse that names the first bad line (only on odd input)."""
     out = []
+    lineno = 0
     try:
         with _open_text(p) as fh:
             for lineno, raw in enumerate(fh, 1):
@@ -174,9 +177,11 @@ def _read_text_slow(p: Path) -> np.ndarray:
                                          f"{fields[0][:40].decode(errors='replace')!r} is not an integer") from None
                 if v < 0:
                     raise PartitionError(f"{p}:line {lineno}: negative part id {v}")
+                if v > _INT64_MAX:
+                    raise PartitionError(f"{p}:line {lineno}: part id {v} does not fit in 64 bits")
                 out.append(v)
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise PartitionError(f"{p}: cannot read ({exc})") from exc
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:  # zlib.error: corrupt deflate data
+        raise PartitionError(f"{p}:line {lineno + 1}: corrupt or truncated compressed file ({exc})") from None
     if not out:
         raise PartitionError(f"{p}: empty partition file (no part ids)")
     return np.asarray(out, dtype=np.int64)

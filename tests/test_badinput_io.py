@@ -1,0 +1,556 @@
+"""Bad input to the readers (issue 12, "Bad input"): every class ends in ONE
+PartplanError subclass naming the file and the line / field, decided before
+the expensive work (no MemoryError, no traceback of gzip / zlib / numpy, no
+silent acceptance).
+
+Classes: a corrupt (not truncated) .gz for every reader that accepts .gz;
+hostile header sizes (n = 10^10 in .mtx / .npz / METIS / .hgr / .gt, ids up
+to 10^12 without relabelling) refused against the file length and the memory
+budget (PARTPLAN_MAX_BYTES) before allocating; integers beyond 2^63 in every
+text format; a symmetric .mtx holding both triangles; .npz errors naming the
+file and the array; NaN / inf / negative values. The CLI turns each into
+``partplan: error: ...`` with exit status 2 (tested by subprocess).
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import subprocess
+import sys
+import tracemalloc
+import zipfile
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.io
+import scipy.sparse as sp
+
+from partplan.errors import GraphFormatError, PartitionError, PartplanError, SizeLimitError
+from partplan.io import read_graph, read_hypergraph, read_partition
+from partplan.io._common import memory_budget, parse_bytes
+from partplan.io.mtx import read_mtx
+
+BIG = 2 ** 64 + 5          # beyond int64 (and uint64)
+NEG_BIG = -(2 ** 63) - 1   # just below int64
+
+
+def _rng_text_edges(n_lines=6000, seed=0):
+    rng = np.random.default_rng(seed)
+    e = rng.integers(0, 100_000, (n_lines, 2))
+    return e
+
+
+def _flip_middle(data: bytes, nbytes: int = 8) -> bytes:
+    """Corrupt (do not truncate) a gzip file: invert bytes in the middle of
+    the deflate stream; header and trailer stay intact."""
+    b = bytearray(data)
+    mid = len(b) // 2
+    for i in range(mid, mid + nbytes):
+        b[i] ^= 0xFF
+    return bytes(b)
+
+
+def _corrupt_deflate(data: bytes) -> bytes:
+    """Flip bytes in the middle of the deflate stream at the first place (from
+    the middle on) where zlib itself fails ("invalid distance", "invalid code
+    lengths", ...): the zlib.error case, as opposed to a bad CRC."""
+    for start in range(len(data) // 2, len(data) - 16, 7):
+        b = bytearray(data)
+        for i in range(start, start + 8):
+            b[i] ^= 0xFF
+        try:
+            zlib.decompress(bytes(b), wbits=31)
+        except zlib.error as exc:
+            if "incorrect data check" not in str(exc) and "incomplete" not in str(exc):
+                return bytes(b)
+    raise AssertionError("no corrupting flip found")
+
+
+def _gz(text: str) -> bytes:
+    return gzip.compress(text.encode(), mtime=0)
+
+
+def _bad_crc(data: bytes) -> bytes:
+    b = bytearray(data)
+    b[-8] ^= 0xFF  # CRC32 of the trailer
+    return bytes(b)
+
+
+def _texts():
+    """A valid text of each gzip-capable format (tens of KiB, so the middle
+    of the gzip file is deflate data), with how to read it."""
+    e = _rng_text_edges()
+    el = "".join(f"{a} {b}\n" for a, b in e)
+    n = 100_000
+    mtx = (f"%%MatrixMarket matrix coordinate pattern general\n{n} {n} {len(e)}\n"
+           + "".join(f"{a + 1} {b + 1}\n" for a, b in e))
+    nv = 3000  # a ring: vertex v lists v-1 and v+1
+    metis = f"{nv} {nv}\n" + "".join(f"{(v - 1) % nv + 1} {(v + 1) % nv + 1}\n" for v in range(nv))
+    hgr = f"{len(e)} {n}\n" + "".join(f"{a + 1} {b + 1}\n" for a, b in e)
+    sq = f"{nv} {nv}\n" + "".join(f"{v + 1} {(v * 7) % nv + 1}\n" for v in range(nv))
+    csv = "src,dst\n" + "".join(f"{a},{b}\n" for a, b in e)
+    part = "".join(f"{int(v) % 7}\n" for v in e[:, 0])
+    return {
+        "g.txt.gz": (el, lambda p: read_graph(p), GraphFormatError),
+        "g.mtx.gz": (mtx, lambda p: read_graph(p), GraphFormatError),
+        "g.graph.gz": (metis, lambda p: read_graph(p), GraphFormatError),
+        "h.hgr.gz": (hgr, lambda p: read_hypergraph(p), GraphFormatError),
+        "sq.hgr.gz": (sq, lambda p: read_graph(p), GraphFormatError),
+        "t.csv.gz": (csv, lambda p: read_graph(p), GraphFormatError),
+        "g.part.7.gz": (part, lambda p: read_partition(p, len(e)), PartitionError),
+    }
+
+
+TEXTS = _texts()
+
+
+# ------------------------------------------------------------------ corrupt .gz
+@pytest.mark.parametrize("name", sorted(TEXTS))
+@pytest.mark.parametrize("how", ["zlib-error", "flipped-middle", "bad-crc", "truncated"])
+def test_corrupt_gzip_every_text_reader(tmp_path, name, how):
+    text, read, err = TEXTS[name]
+    p = tmp_path / name
+    p.write_bytes(_gz(text))
+    read(p)  # the intact file reads
+    data = _gz(text)
+    bad = {"zlib-error": _corrupt_deflate, "flipped-middle": _flip_middle, "bad-crc": _bad_crc,
+           "truncated": lambda d: d[:len(d) * 3 // 4]}[how](data)
+    p.write_bytes(bad)
+    with pytest.raises(err) as ei:
+        read(p)
+    msg = str(ei.value)
+    assert type(ei.value) is not PartplanError and isinstance(ei.value, PartplanError)
+    assert str(p) in msg and ("gzip" in msg or "compress" in msg or "zlib" in msg), msg
+    if err is GraphFormatError and not name.endswith(".csv.gz"):
+        assert ei.value.path == str(p) and ei.value.line is not None, msg
+
+
+def test_corrupt_gzip_graph_tool(tmp_path):
+    from partplan import Graph
+    from partplan.io import write_graph
+
+    rng = np.random.default_rng(1)
+    g = Graph.from_edges(rng.integers(0, 5000, 20000), rng.integers(0, 5000, 20000))
+    p = write_graph(g, tmp_path / "g.gt.gz")
+    assert read_graph(p).fingerprint == g.fingerprint
+    p.write_bytes(_corrupt_deflate(p.read_bytes()))
+    with pytest.raises(GraphFormatError, match="corrupt gzip stream") as ei:
+        read_graph(p)
+    assert ei.value.path == str(p)
+
+
+def test_corrupt_gzip_line_is_where_the_bad_data_is(tmp_path):
+    """With small blocks the error names a line of the block where the
+    stream broke, not line 1."""
+    text = "".join(f"{a} {b}\n" for a, b in _rng_text_edges(40000, seed=3))
+    p = tmp_path / "big.txt.gz"
+    p.write_bytes(_corrupt_deflate(_gz(text)))
+    from partplan.io.edgelist import read_edgelist
+    with pytest.raises(GraphFormatError, match="gzip") as ei:
+        read_edgelist(p, block_bytes=1 << 14)
+    assert ei.value.line is not None and ei.value.line > 1000
+
+
+# ------------------------------------------------------------------ hostile sizes
+@pytest.fixture
+def budget_1g(monkeypatch):
+    monkeypatch.setenv("PARTPLAN_MAX_BYTES", "1G")
+
+
+def _refused_without_allocating(read, path, err=GraphFormatError):
+    """``read(path)`` raises ``err`` and numpy allocated < 64 MiB meanwhile
+    (numpy reports its buffers to tracemalloc)."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(err) as ei:
+            read(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20, f"allocated {peak} bytes before refusing"
+    return ei.value
+
+
+def test_mtx_header_n_1e10(tmp_path, budget_1g):
+    for sym in ("general", "symmetric"):
+        p = tmp_path / f"big_{sym}.mtx"
+        p.write_text(f"%%MatrixMarket matrix coordinate pattern {sym}\n% c\n10000000000 10000000000 3\n"
+                     "2 1\n3 2\n3 1\n")
+        e = _refused_without_allocating(read_graph, p, SizeLimitError)
+        assert e.path == str(p) and e.line == 3 and e.field == "M", str(e)
+        assert "memory budget" in str(e) and "PARTPLAN_MAX_BYTES" in str(e)
+
+
+def test_mtx_header_nnz_beyond_file_length(tmp_path):
+    p = tmp_path / "nnz.mtx"
+    p.write_text("%%MatrixMarket matrix coordinate real general\n3 3 10000000000\n1 2 1.0\n")
+    e = _refused_without_allocating(read_graph, p)
+    assert e.line == 2 and e.field == "NNZ" and "bytes" in str(e), str(e)
+    # gzip: bounded by the most deflate can expand
+    q = tmp_path / "nnz.mtx.gz"
+    q.write_bytes(_gz(p.read_text()))
+    e = _refused_without_allocating(read_graph, q)
+    assert e.field == "NNZ" and "gzip" in str(e)
+
+
+def test_budget_env_override_and_default(tmp_path, monkeypatch):
+    p = tmp_path / "ok.mtx"
+    p.write_text("%%MatrixMarket matrix coordinate pattern general\n1000 1000 1\n1 2\n")
+    assert read_graph(p).n == 1000
+    monkeypatch.setenv("PARTPLAN_MAX_BYTES", "4KiB")   # 1001 row pointers alone need 8008 bytes
+    with pytest.raises(SizeLimitError, match="above the memory budget of 4.0 KiB"):
+        read_graph(p)
+    monkeypatch.setenv("PARTPLAN_MAX_BYTES", "lots")
+    with pytest.raises(GraphFormatError, match="PARTPLAN_MAX_BYTES"):
+        read_graph(p)
+    monkeypatch.delenv("PARTPLAN_MAX_BYTES")
+    phys = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    assert 0 < memory_budget() <= phys
+    assert parse_bytes("512M") == 512 << 20 and parse_bytes("1.5G") == 3 << 29 and parse_bytes("77") == 77
+
+
+def _npz_coo(path, shape, **arrays):
+    base = dict(format=np.array("coo"), shape=np.array(shape), row=np.array([0, 1]), col=np.array([1, 2]),
+                data=np.array([1.0, 2.0]))
+    base.update(arrays)
+    np.savez(path, **base)
+    return path
+
+
+def test_npz_shape_1e10(tmp_path, budget_1g):
+    for fmt in ("coo", "csr", "dia"):
+        p = tmp_path / f"big_{fmt}.npz"
+        if fmt == "coo":
+            _npz_coo(p, (10 ** 10, 10 ** 10))
+        elif fmt == "csr":
+            np.savez(p, format=np.array("csr"), shape=np.array((10 ** 10, 10 ** 10)), indices=np.array([1]),
+                     indptr=np.array([0, 1]), data=np.array([1.0]))
+        else:
+            np.savez(p, format=np.array("dia"), shape=np.array((10 ** 10, 10 ** 10)), offsets=np.array([0]),
+                     data=np.array([[1.0]]))
+        e = _refused_without_allocating(read_graph, p, SizeLimitError)
+        assert e.path == str(p) and e.field == "shape", str(e)
+
+
+def test_npz_member_header_claims_huge_array(tmp_path):
+    """numpy allocates the shape an .npy header claims before reading it: a
+    member whose header says 10^10 values must be refused from the header."""
+    p = _npz_coo(tmp_path / "lie.npz", (3, 3))
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": "<f8", "fortran_order": False, "shape": (10 ** 10,)})
+    lie = buf.getvalue() + np.array([1.0, 2.0]).tobytes()
+    q = tmp_path / "lie2.npz"
+    with zipfile.ZipFile(p) as zin, zipfile.ZipFile(q, "w") as zout:
+        for item in zin.infolist():
+            zout.writestr(item, lie if item.filename == "data.npy" else zin.read(item))
+    e = _refused_without_allocating(read_graph, q)
+    assert e.path == str(q) and e.field == "data" and "10000000000" in str(e), str(e)
+
+
+def test_edge_ids_1e12_without_relabelling(tmp_path, budget_1g):
+    p = tmp_path / "ids.txt"
+    p.write_text("# hashes\n0 5\n7 1000000000000\n3 4\n")
+    e = _refused_without_allocating(lambda q: read_graph(q, relabel=False), p, SizeLimitError)
+    assert e.path == str(p) and e.line == 3 and e.field == "dst", str(e)
+    g = read_graph(p)  # relabelled: 6 distinct ids, originals kept
+    assert g.n == 6 and g.ids.tolist() == [0, 3, 4, 5, 7, 10 ** 12]
+    # tables too
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    t = tmp_path / "ids.parquet"
+    pq.write_table(pa.table({"src": [0, 7], "dst": [5, 10 ** 12]}), t)
+    e = _refused_without_allocating(lambda q: read_graph(q, relabel=False), t, SizeLimitError)
+    assert e.path == str(t)
+
+
+def test_metis_hgr_gt_header_sizes(tmp_path, budget_1g):
+    p = tmp_path / "big.graph"
+    p.write_text("% c\n10000000000 1\n2\n1\n")
+    e = _refused_without_allocating(read_graph, p)
+    assert e.line == 2 and e.field == "n", str(e)
+    p = tmp_path / "bigm.graph"
+    p.write_text("2 10000000000\n2\n1\n")
+    e = _refused_without_allocating(read_graph, p)
+    assert e.line == 1 and e.field == "m", str(e)
+    h = tmp_path / "big.hgr"
+    h.write_text("1 10000000000\n1 2\n")
+    e = _refused_without_allocating(read_hypergraph, h, SizeLimitError)
+    assert e.line == 1 and e.field == "n", str(e)
+    h.write_text("10000000000 2\n1 2\n")
+    e = _refused_without_allocating(read_hypergraph, h)
+    assert e.field == "m", str(e)
+    g = tmp_path / "big.gt"
+    g.write_bytes(b"\xe2\x9b\xbe gt" + bytes([1, 0]) + (0).to_bytes(8, "little") + b"\x00"
+                  + (10 ** 10).to_bytes(8, "little") + b"\0" * 64)
+    e = _refused_without_allocating(read_graph, g)
+    assert e.field == "N" and "10000000000" in str(e), str(e)
+
+
+# ------------------------------------------------------------------ integers beyond 2^63
+OVERFLOW_CASES = [
+    ("ovf.txt", f"0 1\n{BIG} 2\n", 2),
+    ("ovf_neg.txt", f"0 1\n{NEG_BIG} 2\n", 2),
+    ("ovf3.txt", f"0 1 1.0\n3 {BIG} 1.0\n", 2),
+    ("ovf.mtx", f"%%MatrixMarket matrix coordinate pattern general\n3 3 2\n1 2\n{BIG} 1\n", 4),
+    ("ovf3.mtx", f"%%MatrixMarket matrix coordinate real general\n3 3 2\n1 2 1\n1 {BIG} 1\n", 4),
+    ("ovf_size.mtx", f"%%MatrixMarket matrix coordinate pattern general\n{BIG} {BIG} 1\n1 2\n", 2),
+    ("ovf_nnz.mtx", f"%%MatrixMarket matrix coordinate pattern general\n3 3 {BIG}\n1 2\n", 2),
+    ("ovf_val.mtx", f"%%MatrixMarket matrix coordinate integer general\n3 3 1\n1 2 {BIG}\n", 3),
+    ("ovf.graph", f"{BIG} 1\n2\n1\n", 1),
+    ("ovf_w.graph", f"2 1 001\n2 {BIG}\n1 {BIG}\n", 2),
+    ("ovf_adj.graph", f"2 1\n{BIG}\n1\n", 2),
+    ("ovf.hgr", f"1 {BIG}\n1 2\n", 1),
+    ("ovf_pin.hgr", f"1 2\n1 {BIG}\n", 2),
+    ("ovf.csv", f"src,dst\n0,1\n{BIG},2\n", 3),
+]
+
+
+@pytest.mark.parametrize("name,text,line", OVERFLOW_CASES, ids=[c[0] for c in OVERFLOW_CASES])
+def test_integers_beyond_int64(tmp_path, name, text, line):
+    p = tmp_path / name
+    p.write_text(text)
+    with pytest.raises(GraphFormatError) as ei:
+        read_graph(p)
+    e = ei.value
+    assert e.path == str(p) and e.line == line, str(e)
+    assert "64 bits" in str(e), str(e)
+
+
+def test_partition_ids_beyond_int64(tmp_path):
+    p = tmp_path / "g.part.2"
+    p.write_text(f"0\n{BIG}\n1\n")
+    with pytest.raises(PartitionError, match=r"line 2: part id \d+ does not fit in 64 bits"):
+        read_partition(p, 3)
+    from partplan.interop import read_cagnet_part_sizes
+    q = tmp_path / "g.part-sizes"
+    q.write_text(f"1 {BIG}\n")
+    with pytest.raises(PartitionError, match="beyond 64 bits"):
+        read_cagnet_part_sizes(q)
+    q.write_text(f"1 {10 ** 12}\n")
+    os.environ["PARTPLAN_MAX_BYTES"] = "1G"
+    try:
+        with pytest.raises(PartitionError, match="memory budget"):
+            read_cagnet_part_sizes(q)
+    finally:
+        del os.environ["PARTPLAN_MAX_BYTES"]
+
+
+# ------------------------------------------------------------------ symmetric .mtx with both triangles
+SYM_HEAD = "%%MatrixMarket matrix coordinate {field} {sym}\n3 3 3\n"
+
+
+@pytest.mark.parametrize("field,sym,body,line", [               # entries are on lines 3, 4, 5
+    ("real", "symmetric", "2 1 1.0\n1 2 5.0\n3 1 2\n", 4),          # mirrored entries disagree
+    ("real", "symmetric", "2 1 1.0\n1 2 1.0\n3 1 2\n", 4),          # agree: still summed twice
+    ("pattern", "symmetric", "2 1\n3 3\n1 2\n", 5),
+    ("integer", "skew-symmetric", "2 1 4\n1 2 -4\n3 1 2\n", 4),
+    ("real", "symmetric", "1 2 1.0\n3 3 1\n2 1 5.0\n", 5),          # upper first, then lower
+])
+def test_symmetric_mtx_with_both_triangles(tmp_path, field, sym, body, line):
+    p = tmp_path / "both.mtx"
+    p.write_text(SYM_HEAD.format(field=field, sym=sym) + body)
+    with pytest.raises(GraphFormatError) as ei:
+        read_graph(p)
+    e = ei.value
+    assert e.path == str(p) and e.line == line and e.field == "symmetry", str(e)
+    assert "line 3 holds" in str(e) and "one triangle" in str(e)
+
+
+def test_symmetric_mtx_triangles_in_different_blocks(tmp_path):
+    rows = [f"{i + 2} {i + 1}\n" for i in range(2000)]    # lower triangle, many lines
+    text = ("%%MatrixMarket matrix coordinate pattern symmetric\n2100 2100 2001\n" + "".join(rows)
+            + "5 9\n")                                     # one upper entry at the end: line 2003
+    p = tmp_path / "late.mtx"
+    p.write_text(text)
+    with pytest.raises(GraphFormatError) as ei:
+        read_mtx(p, block_bytes=4096)
+    assert ei.value.line == 2003 and "(5, 9) is above the diagonal" in str(ei.value)
+
+
+def test_symmetric_mtx_one_triangle_is_fine(tmp_path):
+    A = sp.random(50, 50, density=0.1, random_state=4, format="csr")
+    A = (A + A.T).tocsr()
+    p = tmp_path / "lower.mtx"
+    scipy.io.mmwrite(p, A, symmetry="symmetric")   # scipy writes the lower triangle
+    ref = sp.csr_matrix(scipy.io.mmread(p))
+    got = read_graph(p).to_scipy()
+    assert abs(got - ref).max() == 0 and got.nnz == ref.nnz
+    # the upper triangle alone (not what the spec says, but unambiguous) reads the same
+    L = sp.tril(A).tocoo()
+    upper = "".join(f"{j + 1} {i + 1} {float(v)!r}\n" for i, j, v in zip(L.row, L.col, L.data))
+    q = tmp_path / "upper.mtx"
+    q.write_text(f"%%MatrixMarket matrix coordinate real symmetric\n50 50 {L.nnz}\n{upper}")
+    assert abs(read_graph(q).to_scipy() - ref).max() == 0
+    # a 'general' file may list both directions
+    r = tmp_path / "general.mtx"
+    r.write_text("%%MatrixMarket matrix coordinate real general\n2 2 2\n1 2 1\n2 1 5\n")
+    assert read_graph(r).to_scipy().toarray().tolist() == [[0, 1], [5, 0]]
+
+
+# ------------------------------------------------------------------ .npz errors name file and key
+def _npz_csr(path, **over):
+    arrs = dict(format=np.array("csr"), shape=np.array((3, 3)), indices=np.array([1, 2]),
+                indptr=np.array([0, 1, 2, 2]), data=np.array([1.0, 2.0]))
+    arrs.update(over)
+    np.savez(path, **arrs)
+    return path
+
+
+NPZ_CASES = [
+    ("index_out_of_range", dict(indices=np.array([1, 7])), "indices"),
+    ("float_indices", dict(indices=np.array([1.0, 2.5])), "indices"),
+    ("object_indices", dict(indices=np.array([1, "x"], dtype=object)), "indices"),
+    ("short_indptr", dict(indptr=np.array([0, 1, 2])), "indptr"),
+    ("bad_indptr", dict(indptr=np.array([0, 2, 1, 2])), "indptr"),
+    ("string_data", dict(data=np.array(["a", "b"])), "data"),
+    ("nan_data", dict(data=np.array([1.0, np.nan])), "data"),
+    ("inf_data", dict(data=np.array([np.inf, 1.0])), "data"),
+    ("shape_2d", dict(shape=np.array([[3, 3]])), "shape"),
+    ("shape_rect", dict(shape=np.array([3, 4])), "shape"),
+    ("shape_negative", dict(shape=np.array([-3, -3])), "shape"),
+    ("shape_float", dict(shape=np.array([3.0, 3.0])), "shape"),
+    ("complex_data", dict(data=np.array([1j, 2.0])), "data"),
+]
+
+
+@pytest.mark.parametrize("case,over,key", NPZ_CASES, ids=[c[0] for c in NPZ_CASES])
+def test_npz_errors_name_file_and_key(tmp_path, case, over, key):
+    p = _npz_csr(tmp_path / f"{case}.npz", **over)
+    with pytest.raises(GraphFormatError) as ei:
+        read_graph(p)
+    e = ei.value
+    assert e.path == str(p) and e.field == key, str(e)
+    assert str(p) in str(e) and repr(key) in str(e)
+
+
+def test_npz_corrupt_member_names_file_and_key(tmp_path):
+    A = sp.random(400, 400, density=0.05, random_state=0, format="csr")
+    for compressed in (True, False):
+        p = tmp_path / f"c{int(compressed)}.npz"
+        sp.save_npz(p, A, compressed=compressed)
+        assert read_graph(p).nnz == A.nnz
+        with zipfile.ZipFile(p) as z:
+            info = z.getinfo("indices.npy")
+            start = info.header_offset + 30 + len(info.filename) + len(info.extra)
+        b = bytearray(p.read_bytes())
+        mid = start + info.compress_size // 2
+        for i in range(mid, mid + 8):
+            b[i] ^= 0xFF
+        p.write_bytes(bytes(b))
+        with pytest.raises(GraphFormatError) as ei:
+            read_graph(p)
+        assert ei.value.path == str(p) and ei.value.field == "indices", str(ei.value)
+
+
+def test_npz_scipy_coo_out_of_range_names_file(tmp_path):
+    p = _npz_coo(tmp_path / "coo.npz", (3, 3), col=np.array([1, 3]))
+    with pytest.raises(GraphFormatError) as ei:
+        read_graph(p)
+    assert ei.value.path == str(p) and ei.value.field == "col", str(ei.value)
+
+
+# ------------------------------------------------------------------ NaN / inf / negative
+NUMBER_CASES = [
+    ("nan.txt", "0 1 1.0\n1 2 nan\n", 2, "weight"),
+    ("inf.txt", "0 1 inf\n", 1, "weight"),
+    ("neginf.txt", "0 1 -inf\n", 1, "weight"),
+    ("negw.txt", "0 1 -0.5\n", 1, "weight"),
+    ("nan.mtx", "%%MatrixMarket matrix coordinate real general\n2 2 1\n1 2 nan\n", 3, "value"),
+    ("inf.mtx", "%%MatrixMarket matrix coordinate real symmetric\n2 2 1\n2 1 -inf\n", 3, "value"),
+    ("overflow.mtx", "%%MatrixMarket matrix coordinate real general\n2 2 1\n1 2 1e400\n", 3, "value"),
+    ("negsize.mtx", "%%MatrixMarket matrix coordinate real general\n-2 -2 1\n1 2 1\n", 2, "M"),
+    ("negnnz.mtx", "%%MatrixMarket matrix coordinate real general\n2 2 -1\n", 2, "NNZ"),
+    ("nan.csv", "src,dst,weight\n0,1,1\n1,2,nan\n", 3, "weight"),
+]
+
+
+@pytest.mark.parametrize("name,text,line,field", NUMBER_CASES, ids=[c[0] for c in NUMBER_CASES])
+def test_nan_inf_negative_values(tmp_path, name, text, line, field):
+    p = tmp_path / name
+    p.write_text(text)
+    with pytest.raises(GraphFormatError) as ei:
+        read_graph(p)
+    e = ei.value
+    assert e.path == str(p) and e.line == line and e.field == field, str(e)
+
+
+@pytest.mark.parametrize("name,text,match", [
+    ("neg.graph", "-2 1\n2\n1\n", "negative n or m"),
+    ("negw.graph", "2 1 001\n2 -3\n1 -3\n", "negative edge weight"),
+    ("negvw.graph", "2 1 010\n-1 2\n1 1\n", "negative vertex weight"),
+    ("neg.hgr", "1 -2\n1 2\n", "negative m or n"),
+    ("negw.hgr", "1 2 1\n-4 1 2\n", "negative net weight"),
+])
+def test_negative_sizes_and_weights_metis_hgr(tmp_path, name, text, match):
+    p = tmp_path / name
+    p.write_text(text)
+    with pytest.raises(GraphFormatError, match=match) as ei:
+        read_hypergraph(p) if name.endswith(".hgr") else read_graph(p)
+    assert ei.value.path == str(p) and ei.value.line is not None
+
+
+def test_partition_file_bad_values(tmp_path):
+    p = tmp_path / "g.part.2"
+    p.write_text("0\n-1\n1\n")
+    with pytest.raises(PartitionError, match="line 2: negative part id -1"):
+        read_partition(p, 3)
+    q = tmp_path / "g.npy"
+    np.save(q, np.array([0, np.nan, 1]))
+    with pytest.raises(PartitionError, match="g.npy"):
+        read_partition(q, 3)
+
+
+# ------------------------------------------------------------------ the CLI: exit 2, one line
+def _cli(*args, env_extra=None):
+    exe = Path(sys.executable).with_name("partplan")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "partplan.cli.main"]
+    env = dict(os.environ, **(env_extra or {}))
+    return subprocess.run(cmd + [str(a) for a in args], capture_output=True, text=True, timeout=300, env=env)
+
+
+def _bad_files(tmp_path):
+    files = {}
+    text, _, _ = TEXTS["g.mtx.gz"]
+    p = tmp_path / "corrupt.mtx.gz"
+    p.write_bytes(_corrupt_deflate(_gz(text)))
+    files["corrupt-gzip"] = p
+    p = tmp_path / "huge.mtx"
+    p.write_text("%%MatrixMarket matrix coordinate pattern general\n10000000000 10000000000 2\n1 2\n2 1\n")
+    files["n=1e10"] = p
+    p = tmp_path / "ovf.txt"
+    p.write_text(f"0 1\n1 {BIG}\n")
+    files["int-overflow"] = p
+    p = tmp_path / "both.mtx"
+    p.write_text("%%MatrixMarket matrix coordinate real symmetric\n3 3 2\n2 1 1\n1 2 7\n")
+    files["sym-both-triangles"] = p
+    files["npz-bad-index"] = _npz_csr(tmp_path / "bad.npz", indices=np.array([1, 9]))
+    return files
+
+
+@pytest.mark.slow
+def test_cli_bad_inputs_exit_2_one_line(tmp_path):
+    for label, f in _bad_files(tmp_path).items():
+        r = _cli("analyze", f, "-k", "2", "--method", "block", env_extra={"PARTPLAN_MAX_BYTES": "2G"})
+        assert r.returncode == 2, (label, r.returncode, r.stderr[-2000:])
+        assert "Traceback" not in r.stderr and "Traceback" not in r.stdout, label
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("partplan: error: "), (label, r.stderr)
+        assert f.name in lines[0], (label, lines[0])
+
+
+@pytest.mark.slow
+def test_cli_convert_and_k_above_n(tmp_path):
+    files = _bad_files(tmp_path)
+    out = tmp_path / "out.graph"
+    r = _cli("convert", files["n=1e10"], out, env_extra={"PARTPLAN_MAX_BYTES": "2G"})
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert r.stderr.count("\n") == 1 and "huge.mtx" in r.stderr and "memory budget" in r.stderr
+    assert not out.exists()
+    small = tmp_path / "small.mtx"
+    small.write_text("%%MatrixMarket matrix coordinate pattern general\n3 3 2\n1 2\n2 3\n")
+    r = _cli("analyze", small, "-k", "100", "--method", "block")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.count("\n") == 1 and "k=100" in r.stderr
