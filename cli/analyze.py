@@ -34,18 +34,13 @@ _METHOD_OPTIONS = {"random": {"seed"}, "block": set(), "striped": set(),
 
 
 # --------------------------------------------------------------------------- parsing helpers
-def parse_layout(text: str) -> tuple[str, dict]:
-    """``1d`` → ("1d", {}); ``1.5d:C`` → ("1.5d", {"c": C}); ``2d:RxC`` → ("2d", {"R": R, "C": C})."""
-    t = text.strip().lower()
-    if t == "1d":
-        return "1d", {}
-    m = re.fullmatch(r"1\.5d:(\d+)", t)
-    if m and int(m.group(1)) >= 1:
-        return "1.5d", {"c": int(m.group(1))}
-    m = re.fullmatch(r"2d:(\d+)x(\d+)", t)
-    if m and int(m.group(1)) >= 1 and int(m.group(2)) >= 1:
-        return "2d", {"R": int(m.group(1)), "C": int(m.group(2))}
-    raise argparse.ArgumentTypeError(f"layout must be 1d, 1.5d:C (C >= 1 replicas) or 2d:RxC, got {text!r}")
+def parse_layout(text: str) -> str:
+    """argparse type: a layout string (sizes are checked once -k is known)."""
+    from partplan.layouts import check_spec
+    try:
+        return check_spec(text)
+    except PartitionError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _dtype(text: str) -> str:
@@ -103,8 +98,9 @@ def register(subparsers) -> None:
                           ".part-sizes file (kind detected)")
     src.add_argument("--method", choices=METHODS, help="partition on the fly (thin call into the partitioner)")
     p.add_argument("-k", type=_positive_int, metavar="K",
-                   help="number of parts (row blocks); required with --method unless --layout 2d:RxC gives R·C; "
-                        "with --partition defaults to K of a .part.K name, else max id + 1")
+                   help="number of ranks (row blocks × replicas for 1.5d); required with --method unless "
+                        "--layout 2d:RxC gives R·C; with --partition defaults to the file's row blocks "
+                        "(K of a .part.K name, else max id + 1) times the layout's replication")
     p.add_argument("--column", metavar="NAME", help="column of a Parquet/Arrow/CSV partition file")
     p.add_argument("--seed", type=int, help="seed for random / metis / hypergraph (default 0)")
     p.add_argument("--imbalance", type=_nonneg_float, metavar="E",
@@ -122,8 +118,8 @@ def register(subparsers) -> None:
     p.add_argument("--dtype", type=_dtype, default="float32", help="element type of H (default float32)")
     p.add_argument("--alpha", type=_nonneg_float, metavar="A", help="α: seconds per message (default 1e-5)")
     p.add_argument("--beta", type=_nonneg_float, metavar="B", help="β: seconds per byte (default 1e-10)")
-    p.add_argument("--layout", type=parse_layout, default=("1d", {}), metavar="L",
-                   help="1d (default), 1.5d:C (k row blocks × C replicas = k·C ranks) or 2d:RxC (R·C = k ranks)")
+    p.add_argument("--layout", type=parse_layout, default="1d", metavar="L",
+                   help="1d (default), 1.5d:C (k/C row blocks × C replicas = k ranks) or 2d:RxC (R·C = k ranks)")
     p.add_argument("--json", action="store_true", help="print all figures as JSON on stdout")
     p.add_argument("--plot", metavar="PNG", help="write the volume heat map and send/recv bars to PNG")
     p.add_argument("--save-partition", metavar="FILE", help="write the partition used (format from the name)")
@@ -145,12 +141,13 @@ def _check_options(args) -> None:
 
 def run(args) -> int:
     from partplan.io.partfile import partition_k_from_name, read_partition, write_partition
-    from partplan.metrics import analyze, analyze_15d, analyze_2d
+    from partplan.layouts import parse_layout as layout_of
+    from partplan.metrics import analyze
     from partplan.metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE
     from partplan.parts import as_partition
 
     _check_options(args)
-    layout, lp = args.layout
+    spec = args.layout
     alpha = DEFAULT_ALPHA_S if args.alpha is None else args.alpha
     beta = DEFAULT_BETA_S_PER_BYTE if args.beta is None else args.beta
     timing: dict[str, float] = {}
@@ -161,12 +158,9 @@ def run(args) -> int:
         graph = graph.normalize(symmetrize=args.symmetrize, self_loops=args.self_loops)
     timing["load_s"] = time.perf_counter() - t0
 
-    k = args.k
-    if layout == "2d":
-        grid = lp["R"] * lp["C"]
-        if k is not None and k != grid:
-            raise PartitionError(f"--layout 2d:{lp['R']}x{lp['C']} needs k = R·C = {grid} parts, got -k {k}")
-        k = grid
+    k = args.k  # ranks
+    if spec.startswith("2d:") and k is None:
+        k = layout_of(spec).ranks
     t0 = time.perf_counter()
     if args.partition is not None:
         source = {"file": str(args.partition)}
@@ -175,31 +169,35 @@ def run(args) -> int:
         else:  # METIS .part, .npy, tables, DGL folders, PyG node_map.pt, CAGNET .part-sizes
             from partplan.interop import read_partition_any
             part = read_partition_any(args.partition, graph.n)
-        if k is None:
-            k = partition_k_from_name(args.partition)
-        part, k = as_partition(part, graph.n, k, source=str(args.partition))
+        b = partition_k_from_name(args.partition)
+        part, b = as_partition(part, graph.n, b, source=str(args.partition))
+        lay = layout_of(spec, k) if k is not None else layout_of(spec, row_blocks=b)
+        if b > lay.row_blocks:
+            raise PartitionError(f"{args.partition}: {b} row blocks, but layout {lay.spec} on {lay.ranks} ranks "
+                                 f"has {lay.row_blocks}")
         name = Path(args.partition).name
     else:
         if k is None:
-            raise PartitionError(f"--method {args.method} needs -k K (number of parts)")
+            raise PartitionError(f"--method {args.method} needs -k K (number of ranks)")
+        lay = layout_of(spec, k)
         opts = {"seed": 0 if args.seed is None else args.seed,
                 "imbalance": 0.03 if args.imbalance is None else args.imbalance,
                 "preset": "DEFAULT" if args.preset is None else args.preset}
         opts = {o: v for o, v in opts.items() if o in _METHOD_OPTIONS[args.method]}
-        part = make_partition(graph, args.method, k, **opts)
-        part, k = as_partition(part, graph.n, k, source=f"--method {args.method}")
+        part = make_partition(graph, args.method, lay.row_blocks, **opts)
         source = {"method": args.method, **opts}
         name = args.method
+    part, b = as_partition(part, graph.n, lay.row_blocks, source=name)
+    k = lay.ranks
     timing["partition_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    stats = analyze(graph, part, k, f=args.f, dtype=args.dtype, alpha=alpha, beta=beta,
+    stats = analyze(graph, part, b, f=args.f, dtype=args.dtype, alpha=alpha, beta=beta,
                     name=f"{graph.name} / {name}")
     lstats = None
-    if layout == "1.5d":
-        lstats = analyze_15d(graph, part, lp["c"], f=args.f, dtype=args.dtype, alpha=alpha, beta=beta)
-    elif layout == "2d":
-        lstats = analyze_2d(graph, part, lp["R"], lp["C"], f=args.f, dtype=args.dtype, alpha=alpha, beta=beta)
+    layout = lay.name
+    if layout != "1d":
+        lstats = lay.volumes(graph, part, f=args.f, dtype=args.dtype, alpha=alpha, beta=beta)
     timing["analyze_s"] = time.perf_counter() - t0
 
     written = []
@@ -220,8 +218,9 @@ def run(args) -> int:
                   "fingerprint": graph.fingerprint}
     if args.json:
         out = stats.to_dict()
-        out.update(graph=graph_info, partition={"k": k, **source},
-                   layout={"layout": layout, **lp, **(lstats.to_dict() if lstats is not None else {})},
+        out.update(graph=graph_info, partition={"k": k, "ranks": k, "row_blocks": b, **source},
+                   layout={"layout": layout, "spec": lay.spec, **lay.params,
+                           **(lstats.to_dict() if lstats is not None else {})},
                    timing=timing, written=written)
         json.dump(out, sys.stdout, indent=1)
         sys.stdout.write("\n")
@@ -232,7 +231,7 @@ def run(args) -> int:
             how = f"file {source['file']}"
         else:
             how = f"--method {source['method']}" + "".join(f" {a}={b}" for a, b in source.items() if a != "method")
-        print(f"partition  k={k} from {how}")
+        print(f"partition  k={k} ranks, {b} row blocks ({lay.spec}) from {how}")
         print()
         print(stats.table())
         if lstats is not None:

@@ -15,7 +15,8 @@ from partplan import __version__
 from partplan.errors import PartplanError
 
 # command modules, in --help order; a module absent from this install is skipped
-COMMANDS = ["analyze", "partition", "validate", "inspect", "export", "datasets", "convert", "bench", "demo"]
+COMMANDS = ["analyze", "partition", "plan", "run", "validate", "inspect", "export", "datasets", "convert", "bench",
+            "demo"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -104,7 +104,7 @@ def run(args) -> int:
             raise BackendUnavailableError(f"plans are not available yet in this install ({exc}); "
                                           f"use --partition-only or a .npy/.part/.parquet name") from None
     # check every option before the (possibly long) read
-    from partplan.models import parse_layout
+    from partplan.layouts import parse_layout
     from partplan.partition.backends import check_preset
 
     parse_layout(args.layout, args.k)
@@ -144,7 +144,7 @@ def run(args) -> int:
     else:
         s = p.stats.summary() if p.stats is not None else {}
         rows = [("graph", f"{graph.name} (n={graph.n}, nnz={graph.nnz})"),
-                ("ranks / row blocks", f"{p.ranks} / {p.k} ({p.layout}{_lp(p.layout_params)})"),
+                ("ranks / row blocks", f"{p.ranks} / {p.row_blocks} ({p.layout})"),
                 ("model / backend", f"{p.model} / {p.backend}"), ("objective", p.objective),
                 ("ownership", p.ownership)]
         for key in ("total_volume", "max_send", "max_recv", "messages", "compute_imbalance"):
@@ -160,14 +160,6 @@ def run(args) -> int:
         w = max(len(a) for a, _ in rows)
         print("\n".join(f"{a:<{w}}  {b}" for a, b in rows))
     return 0
-
-
-def _lp(params: dict) -> str:
-    if "c" in params:
-        return f", c={params['c']}"
-    if "R" in params:
-        return f", {params['R']}x{params['C']}"
-    return ""
 
 
 __all__ = ["register", "run", "load_graph", "PartitionError"]

@@ -379,6 +379,17 @@ def parse_layout(spec, ranks: int | None = None, *, row_blocks: int | None = Non
     raise PartitionError(f"unknown layout {spec!r}; use {LAYOUT_HELP}")
 
 
+def check_spec(spec: str) -> str:
+    """The normalized layout string, if it is one of the known forms (no size
+    check: that needs the number of ranks). Raises PartitionError otherwise."""
+    s = str(spec).strip().lower()
+    if s == "1":
+        s = "1d"
+    if re.fullmatch(r"1d|2d|1\.5d:[1-9]\d*|2d:[1-9]\d*x[1-9]\d*", s):
+        return s
+    raise PartitionError(f"unknown layout {spec!r}; use {LAYOUT_HELP}")
+
+
 def layout_from_manifest(m: dict) -> Layout:
     """The layout a plan manifest records (``layout`` spec + ``ranks``)."""
     return parse_layout(m["layout"], int(m["ranks"]))

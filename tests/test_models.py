@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from partplan import Graph, PartitionError, analyze
-from partplan.models import column_net, joint_net, merge_identical_nets, metis_graph, parse_layout, stage_schedule
+from partplan.models import column_net, joint_net, merge_identical_nets, metis_graph
 from partplan.models import nets as nets_mod
 
 
@@ -114,26 +114,3 @@ def test_merge_survives_hash_collisions(monkeypatch):
     assert got == dict(expect)
 
 
-def test_parse_layout():
-    assert parse_layout("1d") == ("1d", {})
-    assert parse_layout("1.5D:4", 16) == ("1.5d", {"c": 4})
-    assert parse_layout("2d:2x8", 16) == ("2d", {"R": 2, "C": 8})
-    assert parse_layout("2d", 12) == ("2d", {"R": 3, "C": 4})
-    for bad, p in [("3d", None), ("1.5d:3", 16), ("2d:3x3", 16), ("2d:0x4", None), ("1.5d:x", None),
-                   ("2d", None)]:
-        with pytest.raises(PartitionError, match="layout"):
-            parse_layout(bad, p)
-
-
-@pytest.mark.parametrize("b,c", [(4, 2), (6, 4), (5, 1), (3, 3), (8, 3)])
-def test_stage_schedule_fetches_each_block_once_from_the_charged_replica(b, c):
-    st = stage_schedule(b, c)
-    for i in range(b):
-        fetched = Counter()
-        for s in range(st.shape[0]):
-            for l in range(c):
-                q = int(st[s, i, l])
-                if q >= 0:
-                    fetched[q] += 1
-                    assert (q - i) % c == l
-        assert fetched == Counter(range(b))

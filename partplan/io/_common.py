@@ -169,6 +169,15 @@ class CheckedGzipFile(gzip.GzipFile):
     def __init__(self, fileobj, path):
         super().__init__(fileobj=fileobj, mode="rb")
         self._pp_path = path
+        self._pp_raw = fileobj
+
+    def close(self):
+        """Close the gzip layer AND the file under it (GzipFile leaves a
+        ``fileobj`` it was given open)."""
+        try:
+            super().close()
+        finally:
+            self._pp_raw.close()
 
     def _fail(self, exc):
         kind = "truncated" if isinstance(exc, EOFError) else "corrupt"

@@ -87,11 +87,12 @@ def read_gt(path: str | os.PathLike, *, symmetrize: bool = False, self_loops: st
         if pos + 8 > size:
             raise GraphFormatError(f"truncated adjacency at vertex {v} (byte {pos})", p)
         k = frm(buf[pos:pos + 8], order)
+        if pos + 8 + k * d > size:  # also refuses degrees beyond 64 bits before storing them
+            raise GraphFormatError(f"truncated adjacency: vertex {v} has out-degree {k} but the file ends "
+                                   f"{size - pos - 8} bytes after its degree (byte {pos})", p, field="degree")
         deg[v] = k
         start[v] = pos + 8
         pos += 8 + k * d
-    if pos > size:
-        raise GraphFormatError(f"truncated adjacency at vertex {n - 1}", p)
     dt = np.dtype(f"{'>' if big else '<'}u{d}")
     nnz = int(deg.sum())
     src = np.repeat(np.arange(n, dtype=np.int64), deg)

@@ -31,10 +31,16 @@ _NEEDED = {"csr": ("indices", "indptr", "data", "shape"), "csc": ("indices", "in
            "dia": ("offsets", "data", "shape")}
 
 
+# what zipfile / numpy raise on a damaged archive: bad zip or CRC, corrupt
+# deflate data, truncation, an unsupported compression method or zip version
+# (NotImplementedError), an "encrypted" flag (RuntimeError), bad .npy headers
+_ZIP_ERRORS = (OSError, ValueError, zipfile.BadZipFile, EOFError, zlib.error, NotImplementedError, RuntimeError)
+
+
 def _open_npz(p: Path):
     try:
         z = np.load(p, allow_pickle=False)
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError, zlib.error) as exc:
+    except _ZIP_ERRORS as exc:
         raise GraphFormatError(f"not a scipy .npz file ({exc})", p) from None
     if not isinstance(z, np.lib.npyio.NpzFile):
         raise GraphFormatError("a plain .npy array, not a scipy sparse .npz", p)
@@ -60,7 +66,7 @@ def _peek(z, key: str, p: Path) -> tuple[tuple, np.dtype, int]:
             header_len = fh.tell()
     except KeyError:
         raise GraphFormatError(f"missing array {key!r}", p, field=key) from None
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error, AttributeError) as exc:
+    except _ZIP_ERRORS + (AttributeError,) as exc:
         raise GraphFormatError(f"array {key!r} has a bad .npy header ({exc})", p, field=key) from None
     if dtype.hasobject:
         raise GraphFormatError(f"array {key!r} holds Python objects (dtype {dtype}), not numbers", p, field=key)
@@ -76,7 +82,7 @@ def _load(z, key: str, p: Path) -> np.ndarray:
     """Array ``key`` (already peeked); corrupt members name the key."""
     try:
         return z[key]
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error, KeyError) as exc:
+    except _ZIP_ERRORS + (KeyError,) as exc:
         raise GraphFormatError(f"cannot read array {key!r} ({exc})", p, field=key) from None
 
 

@@ -54,7 +54,8 @@ def _load(p: Path, fmt: str, columns: list[str], delimiter: str):
             return t, t.column_names
     except FileNotFoundError:
         raise GraphFormatError("file not found", p) from None
-    except (pa.ArrowException, OSError) as exc:  # ArrowInvalid, NotImplemented, Memory (hostile metadata), ...
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:  # ArrowInvalid, Memory (hostile metadata),
+        # ..., and non-UTF-8 column names
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise GraphFormatError(f"cannot read {fmt} table: {msg}", p) from None
     raise GraphFormatError(f"unknown table format {fmt!r}", p)

@@ -11,7 +11,8 @@ bottleneck (:mod:`partplan.partition.refine`) or picks decoupled owners
 ``k`` is the number of **ranks** (processes). For ``layout="1.5d:c"`` the
 rows are partitioned into ``k / c`` row blocks, each replicated on c ranks;
 for ``"2d:RxC"`` into ``k = R·C`` parts laid over the grid (rank = row·C +
-col). :attr:`Partition.k` is always the number of row blocks.
+col). :attr:`Partition.k` is the number of ranks too (as in plans); the row
+blocks are :attr:`Partition.row_blocks`.
 
 Models × backends:
 
@@ -49,9 +50,9 @@ import numpy as np
 
 from ..errors import BackendUnavailableError, PartitionError
 from ..graph import Graph
-from ..metrics import CommStats, LayoutStats, analyze, analyze_15d, analyze_2d
-from ..models import column_net, joint_net, parse_layout, stochastic_hypergraph
-from ..models.layouts import describe as describe_layout
+from ..metrics import CommStats, LayoutStats, analyze
+from ..layouts import Layout, parse_layout
+from ..models import column_net, joint_net, stochastic_hypergraph
 from .backends import BACKENDS, BASELINES, check_preset, run_backend
 from .._atomic import atomic_path
 
@@ -61,7 +62,7 @@ OWNERSHIP = ("conformal", "decoupled")
 DEFAULT_BACKEND = {"graph": "metis", "hypergraph": "mtkahypar", "stochastic": "mtkahypar", "baseline": "random"}
 MODEL_BACKENDS = {"graph": ("metis", "mtkahypar"), "hypergraph": ("mtkahypar", "kahypar"),
                   "stochastic": ("mtkahypar", "kahypar"), "baseline": BASELINES}
-SCHEMA = "partplan.partition/1"
+SCHEMA = "partplan.partition/2"  # /1 stored k = row blocks; /2 stores k = ranks
 
 
 @dataclass
@@ -69,8 +70,8 @@ class Partition:
     """A row partition and how it was made (see the module doc)."""
 
     part: np.ndarray          # int64[n]: row block of each vertex
-    k: int                    # number of row blocks
-    layout: str               # "1d" | "1.5d" | "2d"
+    k: int                    # number of ranks (processes)
+    layout: str               # layout spec: "1d" | "1.5d:c" | "2d:RxC" (partplan.layouts)
     layout_params: dict       # {} | {"c": c} | {"R": R, "C": C}
     model: str                # "graph" | "hypergraph" | "stochastic" | "baseline"
     backend: str              # "metis" | "mtkahypar" | "kahypar" | "random" | "block" | "striped" | "degree-rr"
@@ -89,8 +90,18 @@ class Partition:
 
     @property
     def ranks(self) -> int:
-        """Processes: k (1D, 2D) or k·c (1.5D)."""
-        return self.k * self.layout_params["c"] if self.layout == "1.5d" else self.k
+        """Processes (= k)."""
+        return self.k
+
+    @property
+    def layout_obj(self) -> Layout:
+        """The :class:`partplan.layouts.Layout` of this partition."""
+        return parse_layout(self.layout, self.k)
+
+    @property
+    def row_blocks(self) -> int:
+        """Parts of ``part``: k (1D, 2D) or k / c (1.5D)."""
+        return self.layout_obj.row_blocks
 
     @property
     def ownership(self) -> str:
@@ -98,7 +109,8 @@ class Partition:
 
     def to_dict(self, arrays: bool = False) -> dict:
         """JSON-able description; with ``arrays`` also ``part`` (and ``owner``)."""
-        d = {"schema": SCHEMA, "n": self.n, "k": self.k, "ranks": self.ranks, "layout": self.layout,
+        d = {"schema": SCHEMA, "n": self.n, "k": self.k, "ranks": self.ranks, "row_blocks": self.row_blocks,
+             "layout": self.layout,
              "layout_params": dict(self.layout_params), "model": self.model, "backend": self.backend,
              "objective": self.objective, "ownership": self.ownership, "params": _jsonable(self.params),
              "timings": _jsonable(self.timings), "graph_fingerprint": self.graph_fingerprint,
@@ -160,7 +172,7 @@ def partition(graph: Graph, k: int, *, model: str = "hypergraph", backend: str |
     objective : "total" (the partitioner's volume objective alone), or
         "max-send" | "max-recv" | "max-both" | "weighted" (bottleneck
         refinement by :func:`partplan.partition.refine.refine` afterwards).
-    layout : "1d", "1.5d:c" or "2d:RxC" (see :func:`partplan.models.parse_layout`).
+    layout : "1d", "1.5d:c", "2d:RxC", "2d" or a Layout (see :func:`partplan.layouts.parse_layout`).
     imbalance : ε, compute balance: part weight ≤ (1+ε)·⌈W/k⌉ (weights = row nnz).
     seed : random seed (DEFAULT Mt-KaHyPar is still not bit-reproducible).
     ownership : "conformal" (row j of H lives with row j of A) or "decoupled"
@@ -219,8 +231,9 @@ def partition(graph: Graph, k: int, *, model: str = "hypergraph", backend: str |
         raise BackendUnavailableError(f"option(s) {', '.join(stoch)} apply to model='stochastic' only")
     if refine_opts and objective == "total":
         raise BackendUnavailableError(f"option(s) {', '.join(refine_opts)} apply to bottleneck objectives only")
-    lay, lparams = parse_layout(layout, k)
-    b = k // lparams["c"] if lay == "1.5d" else k
+    lay_obj = parse_layout(layout, k)
+    lay, lparams = lay_obj.name, lay_obj.params
+    b = lay_obj.row_blocks
     if b > graph.n:
         raise PartitionError(f"k={b} row blocks exceed n={graph.n} vertices")
     if not (0 <= float(imbalance) < 10):
@@ -265,12 +278,15 @@ def partition(graph: Graph, k: int, *, model: str = "hypergraph", backend: str |
     # ---- partitioner
     say(f"partitioning with {backend} into {b} parts")
     t0 = time.perf_counter()
-    part, binfo = run_backend(backend, model_obj, b, imbalance=imbalance, seed=seed, graph=graph, **opts)
+    if b == 1:  # one row block: nothing to partition (no engine call)
+        part, binfo = np.zeros(graph.n, dtype=np.int64), {"note": "one row block: no partitioner call"}
+    else:
+        part, binfo = run_backend(backend, model_obj, b, imbalance=imbalance, seed=seed, graph=graph, **opts)
     timings["partition_s"] = time.perf_counter() - t0
     info["backend"] = binfo
 
     # ---- bottleneck refinement
-    if objective != "total":
+    if objective != "total" and b > 1:
         try:
             from . import refine as refine_mod
         except ImportError as exc:
@@ -316,13 +332,11 @@ def partition(graph: Graph, k: int, *, model: str = "hypergraph", backend: str |
 
             info["conformal_stats"] = stats.summary()
             stats = owner_stats(graph, part, owner, b, f=f, dtype=dtype)
-        if lay == "1.5d":
-            lstats = analyze_15d(graph, part, lparams["c"], f=f, dtype=dtype)
-        elif lay == "2d":
-            lstats = analyze_2d(graph, part, lparams["R"], lparams["C"], f=f, dtype=dtype)
+        if lay != "1d":
+            lstats = lay_obj.volumes(graph, part, f=f, dtype=dtype)
         timings["stats_s"] = time.perf_counter() - t0
-    info["layout"] = describe_layout(lay, lparams, b)
-    return Partition(part=part, k=b, layout=lay, layout_params=lparams, model=model, backend=backend,
+    info["layout"] = {key: v for key, v in lay_obj.describe().items() if key != "groups"}
+    return Partition(part=part, k=k, layout=lay_obj.spec, layout_params=lparams, model=model, backend=backend,
                      objective=objective, params=params, timings=timings, stats=stats, owner=owner,
                      graph_fingerprint=graph.fingerprint, layout_stats=lstats, info=info)
 
@@ -365,6 +379,19 @@ def save_partition(p: Partition, path: str | os.PathLike) -> Path:
         meta["owner_file"] = own.name
     _atomic_text(_sidecar(path), json.dumps(meta, indent=1) + "\n")
     return path
+
+
+def _layout_of(meta: dict, path) -> Layout:
+    """The layout a saved partition describes (schema /1 stored k = row blocks)."""
+    try:
+        k = int(meta["k"])
+        name, lp = str(meta.get("layout", "1d")), dict(meta.get("layout_params") or {})
+        spec = {"1.5d": f"1.5d:{lp.get('c')}", "2d": f"2d:{lp.get('R')}x{lp.get('C')}"}.get(name, name)
+        if meta.get("schema", SCHEMA) == "partplan.partition/1":
+            return parse_layout(spec, row_blocks=k)
+        return parse_layout(spec, k)
+    except (KeyError, TypeError, ValueError, PartitionError) as exc:
+        raise PartitionError(f"{path}: partition metadata field 'k'/'layout' is not usable ({exc})") from None
 
 
 def load_partition(path: str | os.PathLike, graph: Graph | None = None) -> Partition:
@@ -413,8 +440,8 @@ def load_partition(path: str | os.PathLike, graph: Graph | None = None) -> Parti
         meta = {"k": int(part.max()) + 1 if part.size else 1, "layout": "1d", "layout_params": {},
                 "model": "external", "backend": "external", "objective": "total", "params": {},
                 "timings": {}, "graph_fingerprint": graph.fingerprint, "info": {}}
-    k = int(meta["k"])
-    part, k = as_partition(part, part.size, k, source=str(path))
+    lay = _layout_of(meta, path)
+    part, _ = as_partition(part, part.size, lay.row_blocks, source=str(path))
     stats = lstats = None
     if graph is not None:
         if meta.get("graph_fingerprint") and meta["graph_fingerprint"] != graph.fingerprint:
@@ -424,12 +451,16 @@ def load_partition(path: str | os.PathLike, graph: Graph | None = None) -> Parti
             raise PartitionError(f"{path}: {part.size} entries but the graph has {graph.n} vertices")
         params = meta.get("params", {})
         f, dtype = int(params.get("f", 128)), str(params.get("dtype", "float32"))
-        stats = analyze(graph, part, k, f=f, dtype=dtype)
-        lp = meta.get("layout_params", {})
-        if meta["layout"] == "1.5d":
-            lstats = analyze_15d(graph, part, lp["c"], f=f, dtype=dtype)
-        elif meta["layout"] == "2d":
-            lstats = analyze_2d(graph, part, lp["R"], lp["C"], f=f, dtype=dtype)
+        b = lay.row_blocks
+        if owner is not None:  # the exchange actually planned, as partition() reports it
+            from .ownership import owner_stats
+            stats = owner_stats(graph, part, owner, b, f=f, dtype=dtype)
+        else:
+            stats = analyze(graph, part, b, f=f, dtype=dtype, name=f"{graph.name} {meta.get('model')}/{meta.get('backend')}")
+        if lay.name != "1d":
+            lstats = lay.volumes(graph, part, f=f, dtype=dtype)
+    k = lay.ranks
+    meta["layout"] = lay.spec
     return Partition(part=part, k=k, layout=meta["layout"], layout_params=meta.get("layout_params", {}),
                      model=meta["model"], backend=meta["backend"], objective=meta["objective"],
                      params=meta.get("params", {}), timings=meta.get("timings", {}), stats=stats,

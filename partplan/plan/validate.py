@@ -1,20 +1,25 @@
-"""Check a plan and replay it in one process (pure numpy, the exact oracle).
+"""Check a plan: structure, counts, ids, the planned matrix, and a replay.
 
-:func:`replay` executes the plan the way the runtime will — per rank gather
-``H[send_idx]`` → all-to-all-v (split sizes = counts in rows, received rows
-written into the ghost tail of ``H_ext`` in source order) → local SpMM
-(scipy CSR) → for 1.5D an all-reduce SUM in the replica group, for 2D a fold
-(partial rows sent back in the row group and added at ``fold_recv_idx``).
+Every check runs the plan's own programs — there is one interpreter
+(:class:`partplan.runtime.Executor`); here it runs on
+:class:`~partplan.runtime.LocalComm` (all ranks in this process, numpy):
 
-:func:`validate_plan` runs the structural checks (counts transpose-consistent,
-indices in range, every halo slot filled exactly once and used, ids
-consistent between sender and receiver), rebuilds ``A`` from the shards and
-compares its fingerprint with the manifest (or with ``graph``), then compares
-the replay with scipy's ``A @ H``: bitwise for 1D with a random float64 H
-(the local CSR keeps the global summation order), exactly with an
-integer-valued H for every layout when A's values are integers (pattern or
-integer weights; sums of small integers are exact in float64), else within
-1e-12 relative.
+* ``structure`` — per step and rank: index arrays inside their buffers, CSR
+  pointers valid, counts non-negative and summing to the buffer sizes;
+* ``counts`` — every alltoallv step: what q sends r equals what r expects
+  from q, and both equal the manifest's pairs (the executor's start-up check);
+* ``ids`` — the global ids of the rows are pushed through the program: every
+  received row is the one the receiver lists (``recv_ids``), every row a
+  local SpMM reads was written, no received row goes unread, replicas reduce
+  the same rows, folds add partial rows to the right rows, and each program
+  ends with its ``out_ids``; outputs of the writing ranks cover every vertex
+  exactly once;
+* ``matrix`` — the nonzeros the SpMM steps multiply reassemble exactly the
+  planned matrix (fingerprint of A, or of A^T for a separate backward);
+* ``replay`` — ``A @ H`` through the program equals scipy's: bitwise for 1D
+  with float64 H (local CSRs keep scipy's summation order), exactly with an
+  integer-valued H when A's values are integers, else within 1e-12 relative;
+  the backward program likewise against ``A^T @ G``.
 """
 from __future__ import annotations
 
@@ -25,101 +30,10 @@ import scipy.sparse as sp
 
 from ..errors import PlanError
 from ..graph import Graph
-from .builder import Plan, RankPlan
+from .builder import Plan, program_steps
 from .store import load_plan
 
 
-# ----------------------------------------------------------------------------- replay
-def _exchange(ranks: list[RankPlan], held: list[np.ndarray], prefix: str, idx_key: str,
-              send_counts: str, recv_counts: str, group_key: str) -> list[np.ndarray]:
-    """Simulate all_to_all_single in every group: returns each rank's received rows
-    (source group-rank order). ``held[r]`` is the array rows are gathered from."""
-    p = len(ranks)
-    sendbuf, offs = [], []
-    for r in range(p):
-        a = ranks[r].arrays
-        sendbuf.append(held[r][a[prefix + idx_key]])
-        offs.append(np.concatenate([[0], np.cumsum(a[prefix + send_counts])]))
-    out = []
-    for r in range(p):
-        a = ranks[r].arrays
-        group = a[group_key]
-        parts = []
-        for g, s in enumerate(group):
-            cnt = int(a[prefix + recv_counts][g])
-            if cnt == 0:
-                continue
-            sg = np.flatnonzero(ranks[s].arrays[group_key] == r)
-            if sg.size != 1:
-                raise PlanError(f"rank {r}: receives from rank {int(s)} whose {group_key} does not list it once")
-            sg = int(sg[0])
-            sc = int(ranks[s].arrays[prefix + send_counts][sg])
-            if sc != cnt:
-                raise PlanError(f"rank {int(s)} sends {sc} rows to rank {r}, which expects {cnt} "
-                                f"(field {prefix + send_counts} vs {prefix + recv_counts})")
-            parts.append(sendbuf[s][offs[s][sg]:offs[s][sg] + cnt])
-        width = held[r].shape[1:] if held[r].ndim > 1 else ()
-        out.append(np.concatenate(parts) if parts else np.zeros((0, *width), dtype=held[r].dtype))
-    return out
-
-
-def replay(plan: Plan, H: np.ndarray) -> np.ndarray:
-    """``Z = A @ H`` computed only through the plan (H: float[n, f]); returns Z[n, f]."""
-    H = np.asarray(H)
-    n = plan.part.size
-    layout = plan.manifest["layout"]
-    R = plan.ranks
-    held = [H[rp.h_ids] for rp in R]
-    halo = _exchange(R, held, "", "send_idx", "send_counts", "recv_counts", "a2a_group")
-    partial = []
-    for rp, h, x in zip(R, held, halo):
-        H_ext = np.concatenate([h, x]) if x.size else h
-        partial.append(rp.local_matrix() @ H_ext)
-    Z = np.zeros((n,) + H.shape[1:], dtype=np.result_type(H.dtype, np.float64))
-    if layout == "1d":
-        for rp, z in zip(R, partial):
-            Z[rp.row_ids] = z
-    elif layout == "1.5d":
-        done = set()
-        for rp in R:
-            grp = tuple(int(x) for x in rp.reduce_group)
-            if grp in done:
-                continue
-            done.add(grp)
-            total = partial[grp[0]].copy()
-            for s in grp[1:]:
-                if not np.array_equal(R[s].row_ids, rp.row_ids):
-                    raise PlanError(f"ranks {grp[0]} and {s} of one reduce_group hold different row_ids")
-                total += partial[s]
-            Z[rp.row_ids] = total
-    else:  # 2d fold
-        recv = _exchange(R, partial, "", "fold_send_idx", "fold_send_counts", "fold_recv_counts", "row_group")
-        for rp, z, got in zip(R, partial, recv):
-            own = np.zeros((rp.n_local,) + H.shape[1:], dtype=Z.dtype)
-            own[rp.fold_self_dst] += z[rp.fold_self_src]
-            start = 0
-            for cnt in rp.fold_recv_counts:
-                cnt = int(cnt)
-                own[rp.fold_recv_idx[start:start + cnt]] += got[start:start + cnt]
-                start += cnt
-            Z[rp.h_ids] = own
-    return Z
-
-
-def replay_backward(plan: Plan, G: np.ndarray) -> np.ndarray:
-    """``A^T @ G`` through the backward lists of a 1D plan (G rows held by part)."""
-    R = plan.ranks
-    if not R or not R[0].has("bwd_indptr"):
-        raise PlanError("this plan has no separate backward lists (A symmetric or not planned)")
-    held = [G[rp.row_ids] for rp in R]
-    halo = _exchange(R, held, "bwd_", "send_idx", "send_counts", "recv_counts", "a2a_group")
-    out = np.zeros((plan.part.size,) + G.shape[1:])
-    for rp, h, x in zip(R, held, halo):
-        out[rp.row_ids] = rp.local_matrix("bwd_") @ np.concatenate([h, x])
-    return out
-
-
-# ----------------------------------------------------------------------------- checks
 class _Report:
     def __init__(self):
         self.checks = []
@@ -130,126 +44,199 @@ class _Report:
 
 
 def _in_range(a, lo, hi):
-    return a.size == 0 or (a.min() >= lo and a.max() < hi)
+    return a.size == 0 or (int(a.min()) >= lo and int(a.max()) < hi)
 
 
-def _structure(plan: Plan, rep: _Report, prefix: str = ""):
-    R, n = plan.ranks, plan.part.size
-    bad_csr, bad_cnt, bad_halo, bad_ids = [], [], [], []
-    for rp in R:
-        a, r = rp.arrays, rp.rank
-        rows = a["row_ids"]
-        held = a["h_ids"] if not prefix else rows
-        halo, ip, ix = a[prefix + "halo_ids"], a[prefix + "indptr"], a[prefix + "indices"]
-        nl, nh = held.size, halo.size
-        if ip.size != rows.size + 1 or (ip.size and (ip[0] != 0 or ip[-1] != ix.size or np.any(np.diff(ip) < 0))):
-            bad_csr.append(f"rank {r}: {prefix}indptr is not a CSR pointer array of {rows.size} rows over "
-                           f"{ix.size} nonzeros")
-        if not _in_range(ix, 0, nl + nh):
-            bad_csr.append(f"rank {r}: {prefix}indices outside [0, {nl + nh})")
-        if (prefix + "data") in a and a[prefix + "data"].size != ix.size:
-            bad_csr.append(f"rank {r}: {prefix}data has {a[prefix + 'data'].size} values for {ix.size} indices")
-        sc, rc, grp = a[prefix + "send_counts"], a[prefix + "recv_counts"], a["a2a_group"]
-        si = a[prefix + "send_idx"]
-        if sc.size != grp.size or rc.size != grp.size:
-            bad_cnt.append(f"rank {r}: {prefix}send/recv counts do not have one entry per a2a_group member")
-            continue
-        if np.any(sc < 0) or np.any(rc < 0):
-            bad_cnt.append(f"rank {r}: negative {prefix}count")
-        if sc.sum() != si.size:
-            bad_cnt.append(f"rank {r}: sum({prefix}send_counts) = {int(sc.sum())} != len({prefix}send_idx) = {si.size}")
-        if rc.sum() != nh:
-            bad_cnt.append(f"rank {r}: sum({prefix}recv_counts) = {int(rc.sum())} != halo size {nh}")
-        me = np.flatnonzero(grp == r)
-        if me.size != 1 or sc[me[0]] or rc[me[0]]:
-            bad_cnt.append(f"rank {r}: not in its a2a_group once, or sends to itself")
-        if not _in_range(si, 0, nl):
-            bad_cnt.append(f"rank {r}: {prefix}send_idx outside [0, {nl})")
-        if not (_in_range(rows, 0, n) and _in_range(held, 0, n) and _in_range(halo, 0, n)):
-            bad_ids.append(f"rank {r}: global ids outside [0, {n})")
-            continue
-        if np.any(np.diff(rows) <= 0) or np.any(np.diff(held) <= 0):
-            bad_ids.append(f"rank {r}: row_ids / h_ids not strictly ascending")
-        if np.unique(halo).size != nh or np.intersect1d(halo, held).size:
-            bad_halo.append(f"rank {r}: {prefix}halo_ids repeat or overlap held rows")
-        used = np.zeros(nh, dtype=bool)
-        used[ix[(ix >= nl) & (ix < nl + nh)] - nl] = True
-        if not used.all():
-            bad_halo.append(f"rank {r}: {int((~used).sum())} halo slots never read by the local CSR")
-    # cross-rank: counts transpose-consistent and the rows sent are the rows expected
-    for rp in R:
-        a, r = rp.arrays, rp.rank
-        grp = a["a2a_group"]
-        offs = np.concatenate([[0], np.cumsum(a[prefix + "recv_counts"])])
-        for g, s in enumerate(grp):
-            s = int(s)
-            if s == r or not 0 <= s < len(R):
-                continue
-            b = R[s].arrays
-            sg = np.flatnonzero(b["a2a_group"] == r)
-            if sg.size != 1:
-                bad_cnt.append(f"rank {s} is in rank {r}'s a2a_group but rank {r} is not in rank {s}'s")
-                continue
-            sg = int(sg[0])
-            sent = int(b[prefix + "send_counts"][sg])
-            want = int(a[prefix + "recv_counts"][g])
-            if sent != want:
-                bad_cnt.append(f"rank {s} sends {sent} rows to rank {r}, which expects {want}")
-                continue
-            so = int(b[prefix + "send_counts"][:sg].sum())
-            s_held = b["h_ids"] if not prefix else b["row_ids"]
-            ids = s_held[b[prefix + "send_idx"][so:so + sent]]
-            if not np.array_equal(ids, a[prefix + "halo_ids"][offs[g]:offs[g] + want]):
-                bad_halo.append(f"rows rank {s} sends to rank {r} are not the halo rows rank {r} expects "
-                                f"from it")
-    rep.add(prefix + "csr", bad_csr, "indptr/indices/data consistent and in range")
-    rep.add(prefix + "counts", bad_cnt, "send counts of q to r equal recv counts of r from q; send_idx in range")
-    rep.add(prefix + "halo", bad_halo, "every halo slot filled exactly once by the right row and read")
-    rep.add(prefix + "ids", bad_ids, "global ids in range and ascending")
-
-
-def _coverage(plan: Plan, rep: _Report):
-    """Held rows: each vertex held once (1d, 2d) or once per replica (1.5d)."""
-    m = plan.manifest
-    n, p = plan.part.size, len(plan.ranks)
-    c = int(m["layout_params"].get("c", 1)) if m["layout"] == "1.5d" else 1
-    cnt = np.zeros(n, dtype=np.int64)
-    for rp in plan.ranks:
-        cnt[rp.h_ids] += 1
+def _structure(plan: Plan, program: str) -> list[str]:
     probs = []
-    if not np.all(cnt == c):
-        v = int(np.flatnonzero(cnt != c)[0])
-        probs.append(f"vertex {v} is held by {int(cnt[v])} ranks (expected {c})")
-    if m["layout"] != "2d":
-        cr = np.zeros(n, dtype=np.int64)
-        for rp in plan.ranks:
-            cr[rp.row_ids] += 1
-        if not np.all(cr == c):
-            v = int(np.flatnonzero(cr != c)[0])
-            probs.append(f"row {v} is computed by {int(cr[v])} ranks (expected {c})")
-    owner = plan.owner if plan.owner is not None else plan.part
-    if m["layout"] == "1d":
-        for rp in plan.ranks:
-            if np.any(owner[rp.h_ids] != rp.rank) or np.any(plan.part[rp.row_ids] != rp.rank):
-                probs.append(f"rank {rp.rank}: h_ids/row_ids disagree with partition.arrow")
-                break
-    rep.add("coverage", probs, f"every vertex held {'once' if c == 1 else f'{c} times'}; p = {p}")
-
-
-def _rebuild(plan: Plan) -> sp.csr_matrix:
-    """Global A from the shards' local CSRs (each nonzero multiplied exactly once)."""
-    n = plan.part.size
-    rr, cc, dd = [], [], []
-    pattern = not plan.ranks[0].has("data") if plan.ranks else True
     for rp in plan.ranks:
-        cols_g = np.concatenate([rp.h_ids, rp.halo_ids])
-        ip, ix = rp.indptr, rp.indices
-        rr.append(np.repeat(rp.row_ids, np.diff(ip)))
-        cc.append(cols_g[ix])
-        dd.append(np.ones(ix.size) if pattern else rp.data)
-    r, c, d = (np.concatenate(x) if x else np.zeros(0) for x in (rr, cc, dd))
+        r, bufs = rp.rank, rp.buffers(program)
+        pre = rp.prefix(program)
+        if rp[pre + ".in_ids"].size != bufs.get("in") or rp[pre + ".out_ids"].size != bufs.get("out"):
+            probs.append(f"rank {r}: {pre}.in_ids / out_ids lengths differ from buffers in / out")
+        for st in program_steps(plan.manifest, program):
+            sid, op = st["id"], st["op"]
+            a = lambda k: rp[f"{sid}.{k}"]  # noqa: E731
+            rows = lambda b: bufs.get(b, -1)  # noqa: E731
+            for b in (st.get("src"), st.get("dst"), st.get("buf")):
+                if b is not None and b not in bufs:
+                    probs.append(f"rank {r}: {sid} names buffer {b!r} with no size in the shard")
+            if any(b is not None and b not in bufs for b in (st.get("src"), st.get("dst"), st.get("buf"))):
+                continue
+            if op == "gather":
+                if not _in_range(a("idx"), 0, rows(st["src"])) or a("idx").size != rows(st["dst"]):
+                    probs.append(f"rank {r}: {sid}.idx outside buffer {st['src']} or not {rows(st['dst'])} long")
+            elif op == "copy":
+                if st["dst_row"] + rows(st["src"]) > rows(st["dst"]):
+                    probs.append(f"rank {r}: {sid} copies past the end of {st['dst']}")
+            elif op == "alltoallv":
+                sc, rc = a("send_counts"), a("recv_counts")
+                start = rows(st["dst_row"]) if isinstance(st["dst_row"], str) else st["dst_row"]
+                if np.any(sc < 0) or np.any(rc < 0):
+                    probs.append(f"rank {r}: {sid}: negative count")
+                elif int(sc.sum()) != rows(st["src"]) or start + int(rc.sum()) > rows(st["dst"]):
+                    probs.append(f"rank {r}: {sid}: counts ({int(sc.sum())} sent, {int(rc.sum())} received) do "
+                                 f"not fit buffers {st['src']} ({rows(st['src'])}) / {st['dst']} ({rows(st['dst'])})")
+                elif "recv_ids" in st["arrays"] and a("recv_ids").size != int(rc.sum()):
+                    probs.append(f"rank {r}: {sid}.recv_ids has {a('recv_ids').size} ids for {int(rc.sum())} rows")
+            elif op == "spmm":
+                ip, ix = a("indptr"), a("indices")
+                nr = rows(st["dst"])
+                if ip.size != nr + 1 or (ip.size and (ip[0] != 0 or ip[-1] != ix.size or np.any(np.diff(ip) < 0))):
+                    probs.append(f"rank {r}: {sid}.indptr is not a CSR pointer array of {nr} rows over {ix.size} "
+                                 f"nonzeros")
+                if not _in_range(ix, 0, rows(st["src"])):
+                    probs.append(f"rank {r}: {sid}.indices outside [0, {rows(st['src'])})")
+                if "data" in st["arrays"] and a("data").size != ix.size:
+                    probs.append(f"rank {r}: {sid}.data has {a('data').size} values for {ix.size} indices")
+                if a("row_ids").size != nr:
+                    probs.append(f"rank {r}: {sid}.row_ids has {a('row_ids').size} ids for {nr} rows")
+            elif op == "scatter_add":
+                idx = a("idx")
+                srows = a("src_idx").size if "src_idx" in st["arrays"] else rows(st["src"])
+                if not _in_range(idx, 0, rows(st["dst"])) or idx.size != srows or (
+                        "src_idx" in st["arrays"] and not _in_range(a("src_idx"), 0, rows(st["src"]))):
+                    probs.append(f"rank {r}: {sid}: scatter indices out of range or of the wrong length")
+    return probs
+
+
+def _id_walk(plan: Plan, program: str, n: int) -> tuple[list[str], tuple]:
+    """Push global ids (int64, one column) through the program; see the module doc.
+    Returns (problems, (rows, cols, data) of every multiplied nonzero)."""
+    from ..runtime.comm import LocalComm
+    probs = []
+    R = plan.ranks
+    comm = LocalComm(len(R), plan.groups())
+    bufs = []
+    for rp in R:
+        b = {name: np.full((rows, 1), -1, dtype=np.int64) for name, rows in rp.buffers(program).items()}
+        b["in"] = rp.in_ids(program).reshape(-1, 1).astype(np.int64)
+        bufs.append(b)
+    recv = [dict() for _ in R]  # buffer -> bool mask of rows written by an alltoallv
+    trip = ([], [], [])
+    for st in program_steps(plan.manifest, program):
+        sid, op = st["id"], st["op"]
+        if op == "copy":
+            for b in bufs:
+                src = b[st["src"]]
+                b[st["dst"]][st["dst_row"]:st["dst_row"] + src.shape[0]] = src
+        elif op == "gather":
+            for rp, b in zip(R, bufs):
+                b[st["dst"]] = b[st["src"]][rp[f"{sid}.idx"]]
+        elif op == "alltoallv":
+            outs = []
+            for rp, b in zip(R, bufs):
+                start = b[st["dst_row"]].shape[0] if isinstance(st["dst_row"], str) else st["dst_row"]
+                outs.append(b[st["dst"]][start:start + int(rp[f"{sid}.recv_counts"].sum())])
+            comm.alltoallv(st["group"], [b[st["src"]] for b in bufs], [rp[f"{sid}.send_counts"] for rp in R],
+                           [rp[f"{sid}.recv_counts"] for rp in R], outs, what=sid)
+            for i, rp in enumerate(R):
+                start = bufs[i][st["dst_row"]].shape[0] if isinstance(st["dst_row"], str) else st["dst_row"]
+                mask = recv[i].setdefault(st["dst"], np.zeros(bufs[i][st["dst"]].shape[0], dtype=bool))
+                mask[start:start + outs[i].shape[0]] = True
+            for rp, o in zip(R, outs):
+                if comm.member(st["group"], rp.rank) is not None and "recv_ids" in st["arrays"] and \
+                        not np.array_equal(o[:, 0], rp[f"{sid}.recv_ids"]):
+                    probs.append(f"rank {rp.rank}: {sid}: the rows received are not {sid}.recv_ids (wrong rows "
+                                 f"sent, or sent in another order)")
+        elif op == "spmm":
+            for i, (rp, b) in enumerate(zip(R, bufs)):
+                ip, ix = rp[f"{sid}.indptr"], rp[f"{sid}.indices"]
+                src_ids = b[st["src"]][:, 0]
+                cols = src_ids[ix]
+                if np.any(cols < 0):
+                    probs.append(f"rank {rp.rank}: {sid} reads rows of {st['src']} that no step wrote")
+                if st["src"] in recv[i]:
+                    used = np.zeros(src_ids.size, dtype=bool)
+                    used[ix] = True
+                    unread = int(np.count_nonzero(recv[i][st["src"]] & ~used))
+                    if unread:
+                        probs.append(f"rank {rp.rank}: {unread} rows received into {st['src']} are never read")
+                rows = rp[f"{sid}.row_ids"]
+                trip[0].append(np.repeat(rows, np.diff(ip)))
+                trip[1].append(cols)
+                trip[2].append(rp[f"{sid}.data"] if rp.has(f"{sid}.data") else np.ones(ix.size))
+                b[st["dst"]] = rows.reshape(-1, 1).astype(np.int64).copy()
+        elif op == "allreduce":
+            for rp, b in zip(R, bufs):
+                g = comm.member(st["group"], rp.rank)
+                if g is not None and not np.array_equal(b[st["buf"]], bufs[g.ranks[0]][st["buf"]]):
+                    probs.append(f"rank {rp.rank}: {sid}: reduces rows other than rank {g.ranks[0]}'s "
+                                 f"(group {g.name})")
+        elif op == "scatter_add":
+            for rp, b in zip(R, bufs):
+                src = b[st["src"]]
+                if f"{sid}.src_idx" in rp.arrays:
+                    src = src[rp[f"{sid}.src_idx"]]
+                dst, idx = b[st["dst"]], rp[f"{sid}.idx"]
+                if st.get("zero"):
+                    dst[:] = -1
+                    dst[:, 0] = -2  # "zeroed, id unknown" until a row is added
+                tgt = dst[idx, 0]
+                known = tgt >= 0
+                if np.any(src[:, 0][known] != tgt[known]):
+                    probs.append(f"rank {rp.rank}: {sid} adds partial rows to other rows")
+                dst[idx[~known], 0] = src[~known, 0]
+    for i, rp in enumerate(R):
+        out = bufs[i]["out"][:, 0].copy()
+        zero_rows = out == -2  # zeroed by a scatter_add and never added to: an empty row, Z = 0
+        out[zero_rows] = rp.out_ids(program)[zero_rows]
+        if not np.array_equal(out, rp.out_ids(program)):
+            probs.append(f"rank {rp.rank}: the {program} program ends with rows other than its out_ids")
+    cover = np.zeros(n, dtype=np.int64)
+    for rp in R:
+        if rp.writes_output(program):
+            ids = rp.out_ids(program)
+            if _in_range(ids, 0, n):
+                np.add.at(cover, ids, 1)
+    if not np.all(cover == 1):
+        v = int(np.flatnonzero(cover != 1)[0])
+        probs.append(f"vertex {v} is written by {int(cover[v])} ranks' outputs (expected 1)")
+    hold = np.zeros(n, dtype=bool)
+    for rp in R:
+        ids = rp.in_ids(program)
+        if _in_range(ids, 0, n):
+            hold[ids] = True
+    if not hold.all():
+        probs.append(f"vertex {int(np.flatnonzero(~hold)[0])} is an input row of no rank")
+    return probs, trip
+
+
+def _matrix(trip, n: int):
+    r, c, d = (np.concatenate(x) if x else np.zeros(0) for x in trip)
     A = sp.coo_matrix((d, (r.astype(np.int64), c.astype(np.int64))), shape=(n, n)).tocsr()
-    return A, int(r.size), pattern
+    return A, int(r.size)
+
+
+def _partition_agrees(plan: Plan) -> list[str]:
+    """1d-style check against partition.arrow: rank r's outputs are part == r's rows."""
+    probs = []
+    lay = plan.layout
+    per_block = lay.ranks // lay.row_blocks
+    for rp in plan.ranks:
+        out = rp.out_ids("forward")
+        if not _in_range(out, 0, plan.part.size):
+            continue
+        want = rp.rank // per_block
+        if np.any(plan.part[out] != want):
+            probs.append(f"rank {rp.rank}: its output rows are not the rows with part == {want} in partition.arrow")
+            break
+    return probs
+
+
+def _compare(Z, ref, exact: bool, what: str, problems: list, details: list, A=None, H=None):
+    if exact:
+        if not np.array_equal(Z, ref):
+            problems.append(f"{what} differs from scipy (max |diff| {float(np.abs(Z - ref).max()):.3g}); "
+                            f"expected bitwise equality")
+        else:
+            details.append(f"{what} bitwise equal to scipy")
+    else:
+        err = float(np.abs(Z - ref).max()) if Z.size else 0.0
+        scale = float((abs(A) @ np.abs(H)).max()) if Z.size else 0.0
+        if err > 1e-12 * max(scale, 1.0):
+            problems.append(f"{what} differs from scipy by {err:.3g} (scale {scale:.3g})")
+        details.append(f"{what}: max |diff| {err:.2g}")
 
 
 def validate_plan(path, graph: Graph | None = None, *, seed: int = 0, f: int = 4,
@@ -260,63 +247,96 @@ def validate_plan(path, graph: Graph | None = None, *, seed: int = 0, f: int = 4
     truncated, missing shard, unknown version, another graph). Consistency
     failures are reported (``ok`` False) with the first offending ranks.
     """
+    from ..runtime.spmm import local_executor, replay
     plan = load_plan(path, graph=graph)
     m = plan.manifest
+    n = m["graph"]["n"]
     rep = _Report()
-    _structure(plan, rep)
-    if plan.ranks and plan.ranks[0].has("bwd_indptr"):
-        _structure(plan, rep, prefix="bwd_")
-    if all(c["ok"] for c in rep.checks if c["name"].endswith("ids")):
-        _coverage(plan, rep)
-    ok_struct = all(c["ok"] for c in rep.checks)
-    if ok_struct:
-        A, nnz_seen, pattern = _rebuild(plan)
+    progs = [p for p in ("forward", "backward") if p in m["programs"] and "same_as" not in m["programs"][p]]
+    struct = []
+    for prog in progs:
+        struct += _structure(plan, prog)
+    rep.add("structure", struct, "indices, CSR pointers and counts fit their buffers")
+    if struct:
+        return _result(path, m, graph, rep)
+    try:
+        local_executor(plan)  # the executor's own start-up count check, all ranks
+        rep.add("counts", [], "send q→r == recv r←q in every group and step, equal to the manifest's pairs")
+    except PlanError as exc:
+        rep.add("counts", [str(exc)])
+        return _result(path, m, graph, rep)
+    walks = {}
+    ids_probs = []
+    for prog in progs:
+        try:
+            pr, trip = _id_walk(plan, prog, n)
+        except PlanError as exc:
+            pr, trip = [str(exc)], ([], [], [])
+        ids_probs += [f"{prog}: {x}" for x in pr]
+        walks[prog] = trip
+    ids_probs += _partition_agrees(plan)
+    rep.add("ids", ids_probs, "every received row is the one listed, every read row written, outputs cover "
+                              "each vertex once")
+    if ids_probs:
+        return _result(path, m, graph, rep)
+    mprobs, mats = [], {}
+    for prog in progs:
+        A, seen = _matrix(walks[prog], n)
+        mats[prog] = A
         g2 = Graph.from_scipy(A, pattern=True)
-        probs = []
-        if nnz_seen != m["graph"]["nnz"] or g2.fingerprint != m["graph"]["fingerprint"]:
-            probs.append(f"the shards hold {nnz_seen} nonzeros whose pattern fingerprint "
-                         f"{g2.fingerprint[:16]}… differs from manifest graph.fingerprint "
-                         f"{m['graph']['fingerprint'][:16]}… (nnz {m['graph']['nnz']})")
-        rep.add("matrix", probs, "shards reassemble exactly the planned matrix (fingerprint match)")
-        if replay_check and not probs:
-            ref = graph.to_scipy() if graph is not None else A
-            rng = np.random.default_rng(seed)
-            n = plan.part.size
-            integral = bool(np.all(ref.data == np.round(ref.data)))
-            problems, details = [], []
+        want = m["graph"]["fingerprint"] if prog == "forward" else Graph.from_scipy(mats["forward"].T.tocsr(),
+                                                                                   pattern=True).fingerprint
+        if seen != m["graph"]["nnz"] or g2.fingerprint != want:
+            mprobs.append(f"{prog}: the shards multiply {seen} nonzeros whose pattern fingerprint "
+                          f"{g2.fingerprint[:16]}… is not the planned matrix's {want[:16]}… (nnz {m['graph']['nnz']})")
+    rep.add("matrix", mprobs, "the SpMM steps multiply exactly the planned matrix (fingerprint match)")
+    if replay_check and not mprobs:
+        ref = graph.to_scipy() if graph is not None else mats["forward"]
+        rng = np.random.default_rng(seed)
+        integral = bool(np.all(ref.data == np.round(ref.data)))
+        problems, details = [], []
+        one_d = plan.layout.name == "1d"
+        for prog in ("forward", "backward"):
+            if prog not in m["programs"]:
+                continue
+            A = ref if prog == "forward" else ref.T.tocsr()
             try:
-                Hf = rng.standard_normal((n, f))
-                Zf, Rf = replay(plan, Hf), ref @ Hf
-                if m["layout"] == "1d":
-                    if not np.array_equal(Zf, Rf):
-                        problems.append(f"1d replay differs from scipy A @ H (max |diff| "
-                                        f"{float(np.abs(Zf - Rf).max()):.3g}); expected bitwise equality")
-                    else:
-                        details.append("bitwise equal to scipy for random float64 H")
-                else:
-                    err = float(np.abs(Zf - Rf).max()) if n else 0.0
-                    scale = float((abs(ref) @ np.abs(Hf)).max()) if n else 0.0
-                    if err > 1e-12 * max(scale, 1.0):
-                        problems.append(f"replay differs from scipy by {err:.3g} (scale {scale:.3g})")
-                    details.append(f"float64 H: max |diff| {err:.2g}")
+                H = rng.standard_normal((n, f))
+                _compare(replay(plan, H, prog), A @ H, one_d, f"{prog} replay", problems, details, A, H)
                 if integral:
                     Hi = rng.integers(-8, 9, size=(n, f)).astype(np.float64)
-                    if not np.array_equal(replay(plan, Hi), ref @ Hi):
-                        problems.append("replay with integer-valued H is not exactly scipy's A @ H")
-                    else:
-                        details.append("exact for integer-valued H")
-                if plan.ranks and plan.ranks[0].has("bwd_indptr"):
-                    G = rng.standard_normal((n, f))
-                    Gb, Tb = replay_backward(plan, G), ref.T.tocsr() @ G
-                    if not np.array_equal(Gb, Tb):
-                        problems.append(f"backward replay differs from scipy A^T @ G (max |diff| "
-                                        f"{float(np.abs(Gb - Tb).max()):.3g}); expected bitwise equality")
-                    else:
-                        details.append("backward A^T @ G bitwise equal")
+                    _compare(replay(plan, Hi, prog), A @ Hi, True, f"{prog} integer replay", problems, details)
             except PlanError as exc:
                 problems.append(str(exc))
-            rep.add("replay", problems, "; ".join(details))
+        rep.add("replay", problems, "; ".join(details))
+    return _result(path, m, graph, rep)
+
+
+def _result(path, m, graph, rep) -> dict:
     ok = all(c["ok"] for c in rep.checks)
     return {"plan": str(Path(path)), "ok": ok, "layout": m["layout"], "ranks": m["ranks"], "k": m["k"],
             "n": m["graph"]["n"], "nnz": m["graph"]["nnz"], "graph_checked": graph is not None,
-            "checks": rep.checks}
+            "backward": m.get("backward"), "checks": rep.checks}
+
+
+def replay_backward(plan: Plan, G: np.ndarray) -> np.ndarray:
+    """``A^T @ G`` through the plan's backward program (LocalComm)."""
+    from ..runtime.spmm import replay
+    return replay(plan, G, "backward")
+
+
+def __getattr__(name):
+    if name == "replay":
+        from ..runtime.spmm import replay
+        return replay
+    raise AttributeError(name)
+
+
+def _rebuild(plan: Plan):
+    """(A as scipy CSR, nonzeros multiplied, pattern?) reassembled from the forward program."""
+    n = plan.part.size
+    _, trip = _id_walk(plan, "forward", n)
+    A, seen = _matrix(trip, n)
+    pattern = not any("data" in st["arrays"] for st in program_steps(plan.manifest, "forward")
+                      if st["op"] == "spmm")
+    return A, seen, pattern

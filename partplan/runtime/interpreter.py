@@ -167,11 +167,14 @@ class Executor:
         """``A^T @ G`` (rows of G on the forward ``out_ids``)."""
         return self.run("backward", grads)
 
-    def run(self, program: str, inputs: list, *, mode: str = "aware") -> list:
+    def run(self, program: str, inputs: list, *, mode: str = "aware", barriers: bool = False) -> list:
         """Execute ``program`` ("forward" / "backward") on ``inputs`` (one buffer
         of rows ``in_ids`` per local rank); returns the ``out`` buffers (owned
         by the executor: copy them to keep them across calls). ``mode``
-        "oblivious" sends whole source buffers instead (see :meth:`prepare_oblivious`)."""
+        "oblivious" sends whole source buffers instead (see :meth:`prepare_oblivious`).
+        ``barriers``: a barrier (not timed) before every collective step, so each
+        phase's time is its own and not the wait for a slower rank's previous
+        phase (the measurement mode of ``run spmm``)."""
         if program not in self.programs:
             raise PlanError(f"the plan has no {program} program (manifest 'backward' = "
                             f"{self.manifest.get('backward')!r})")
@@ -193,6 +196,9 @@ class Executor:
             if self.fault is not None:
                 self.fault(st["id"])
             op, sid = st["op"], st["id"]
+            if barriers and op in ("alltoallv", "allreduce"):
+                ops.synchronize()
+                self.comm.barrier()
             t0 = time.perf_counter()
             if op == "copy":
                 for b in bufs:
@@ -203,7 +209,9 @@ class Executor:
                     ops.take(b[st["src"]], prog.arrays[i][f"{sid}.idx"], b[st["dst"]])
             elif op == "alltoallv":
                 if mode == "oblivious" and sid in self._obl.get(program, {}):
-                    self._oblivious_step(program, prog, st, bufs)
+                    local_s = self._oblivious_step(program, prog, st, bufs)
+                    ph["gather"] += local_s  # block copies are not charged to the exchange
+                    t0 += local_s
                 else:
                     outs = []
                     for i, b in enumerate(bufs):
@@ -289,8 +297,11 @@ class Executor:
                 ob_off = np.concatenate([[0], np.cumsum(obl_rc[i])])[:-1]
                 src_of_row = np.repeat(np.arange(len(rc[i])), rc[i])
                 pos = self._as_np(pos_recv[i]).reshape(-1) + ob_off[src_of_row]
+                nz = obl_sc[i][obl_sc[i] > 0]
+                rep_idx = np.tile(np.arange(blk[i], dtype=np.int64), nz.size)  # whole block once per peer
                 per.append({"send_counts": obl_sc[i], "recv_counts": obl_rc[i], "pick": self.ops.index(pos),
-                            "src": gat["src"], "recv_rows": int(obl_rc[i].sum())})
+                            "src": gat["src"], "recv_rows": int(obl_rc[i].sum()),
+                            "rep_idx": self.ops.index(rep_idx)})
                 g = mem[i]
                 rows_pq[r, list(g.ranks)] += obl_sc[i]
             plans[sid] = per
@@ -306,25 +317,38 @@ class Executor:
     def _as_np(self, a):
         return a.cpu().numpy() if hasattr(a, "cpu") else a
 
-    def _oblivious_step(self, program, prog, st, bufs):
+    def _oblivious_step(self, program, prog, st, bufs) -> float:
+        """Whole-block exchange of one step; returns the seconds of local copies."""
+        t0 = time.perf_counter()
         per = self._obl[program][st["id"]]
         f = bufs[0][st["dst"]].shape[1] if bufs else 0
-        outs = []
+        outs, sends = [], []
         for i, b in enumerate(bufs):
             key = ("obl", program, st["id"], i, f)
             if key not in self._bufs:
-                self._bufs[key] = self.ops.empty(per[i]["recv_rows"] if per[i] else 0, f)
-            outs.append(self._bufs[key])
-        self.comm.alltoallv(st["group"], [b[per[i]["src"]] if per[i] else b[st["src"]] for i, b in enumerate(bufs)],
+                self._bufs[key] = (self.ops.empty(per[i]["recv_rows"] if per[i] else 0, f),
+                                   self.ops.empty(per[i]["rep_idx"].shape[0] if per[i] else 0, f))
+            out, send = self._bufs[key]
+            if per[i] is not None:  # the whole source block, once per peer (not timed as exchange)
+                self.ops.take(b[per[i]["src"]], per[i]["rep_idx"], send)
+            outs.append(out)
+            sends.append(send)
+        self.ops.synchronize()
+        t1 = time.perf_counter()
+        self.comm.alltoallv(st["group"], sends,
                             [x["send_counts"] if x else np.zeros(0, np.int64) for x in per],
                             [x["recv_counts"] if x else np.zeros(0, np.int64) for x in per], outs,
                             what=f"{st['id']} (oblivious)")
+        self.ops.synchronize()
+        t2 = time.perf_counter()
         for i, b in enumerate(bufs):
             if per[i] is None:
                 continue
             start = prog.sizes[i][st["dst_row"]] if isinstance(st["dst_row"], str) else st["dst_row"]
             rows = int(prog.arrays[i][f"{st['id']}.recv_counts"].sum())
             self.ops.take(outs[i], per[i]["pick"], b[st["dst"]][start:start + rows])
+        self.ops.synchronize()
+        return (t1 - t0) + (time.perf_counter() - t2)
 
     def bare_exchange(self, program: str = "forward", f: int = 1) -> float:
         """Seconds of bare ``alltoallv`` calls with the program's split sizes

@@ -129,8 +129,10 @@ def _measure(ex: Executor, program: str, inputs: list, cfg: dict) -> dict:
         t0 = time.perf_counter()
         ex.run(program, inputs)
         ops.synchronize()
-        times[i, 0] = time.perf_counter() - t0
-        times[i, 1:] = [ex.last_phases[k] for k in PHASES]
+        times[i, 0] = time.perf_counter() - t0  # the step as it runs (no inner barriers)
+        comm.barrier()
+        ex.run(program, inputs, barriers=True)
+        times[i, 1:] = [ex.last_phases[k] for k in PHASES]  # per phase, barrier before each collective
     res = {"times": times, "sent": sent, "reduce": reduce_b, "outs": outs}
     cmp_ = cfg.get("compare") or []
     if "oblivious" in cmp_:
@@ -148,7 +150,10 @@ def _measure(ex: Executor, program: str, inputs: list, cfg: dict) -> dict:
             t0 = time.perf_counter()
             ex.run(program, inputs, mode="oblivious")
             ops.synchronize()
-            ot[i] = [time.perf_counter() - t0, ex.last_phases["exchange"]]
+            ot[i, 0] = time.perf_counter() - t0
+            comm.barrier()
+            ex.run(program, inputs, mode="oblivious", barriers=True)
+            ot[i, 1] = ex.last_phases["exchange"]
         res["obl_times"] = ot
     if "bare" in cmp_:
         bt = np.zeros(repeat)

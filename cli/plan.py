@@ -1,0 +1,104 @@
+"""``partplan plan GRAPH --partition FILE [--layout L] [-k RANKS] -o OUT.plan``:
+the communication plan (exchange program) of an existing partition.
+
+The partition file can be anything the readers know: METIS ``.part.K``,
+``.npy``, Parquet/Arrow/CSV (``--column``), a DGL partition folder or config,
+a PyG ``node_map.pt``, a CAGNET ``.part-sizes`` file, or a partition saved by
+``partplan partition`` (its layout and ranks are used). It holds one row block
+per vertex; ``-k`` is the number of ranks (default: the file's row blocks
+times the layout's replication).
+
+Examples::
+
+    partplan plan graph.mtx --partition graph.part.16 -o g16.plan
+    partplan plan email-Enron --partition p.npy --layout 1.5d:2 -o e.plan --json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from partplan.cli._common import load_graph, positive_int
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "plan", help="write the communication plan of an existing partition",
+        description="Build and write the exchange program (plan v2) of SpMM Z = A @ H for a partition file "
+                    "(METIS, .npy, Parquet, DGL, PyG, CAGNET, or partplan's own).",
+        epilog="examples:\n  partplan plan graph.mtx --partition graph.part.16 -o g16.plan\n"
+               "  partplan plan email-Enron --partition p.npy --layout 2d:2x2 -o e.plan --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("graph", metavar="GRAPH", help="graph file or registered dataset name")
+    p.add_argument("--partition", required=True, metavar="FILE", help="partition file (kind detected)")
+    p.add_argument("--column", metavar="NAME", help="column of a Parquet/Arrow/CSV partition file")
+    p.add_argument("--layout", default=None, metavar="L",
+                   help="1d (default), 1.5d:C or 2d:RxC; default: the layout saved with the partition, else 1d")
+    p.add_argument("-k", type=positive_int, metavar="RANKS", help="number of ranks (default from the partition)")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.plan", help="plan directory to write")
+    p.add_argument("-f", "--features", type=positive_int, default=128, metavar="F",
+                   help="feature width the plan is costed for (default 128)")
+    p.add_argument("--dtype", choices=("float32", "float64", "float16", "bfloat16"), default="float32",
+                   help="element type the plan is costed for (default float32)")
+    p.add_argument("--backward", choices=("auto", "separate", "none"), default="auto",
+                   help="backward A^T program: auto (separate when A != A^T), separate, none")
+    p.add_argument("--symmetrize", action="store_true", help="use A + A^T")
+    p.add_argument("--json", action="store_true", help="print the manifest summary as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from partplan.errors import PlanError
+    from partplan.layouts import check_spec
+    from partplan.plan import build_plan, write_plan
+
+    out = Path(args.output)
+    if out.suffix != ".plan":
+        raise PlanError(f"{out}: the output of `partplan plan` must be a NAME.plan directory")
+    if out.exists() and not (out / "manifest.json").is_file() and (out.is_file() or any(out.iterdir())):
+        raise PlanError(f"{out}: exists and is not a plan directory; refusing to overwrite it")
+    if not out.parent.exists():
+        raise PlanError(f"{out}: directory {out.parent} does not exist")
+    if args.layout is not None:
+        check_spec(args.layout)
+    graph = load_graph(args.graph, symmetrize=args.symmetrize)
+    src = _read(args, graph)
+    backward = {"auto": None, "separate": True, "none": False}[args.backward]
+    plan = build_plan(graph, src, args.k, layout=args.layout, f=args.features, dtype=args.dtype,
+                      backward=backward, meta={"partition_file": str(args.partition)})
+    path = write_plan(plan, out)
+    m = plan.manifest
+    summary = {"plan": str(path), "layout": m["layout"], "ranks": m["ranks"], "row_blocks": m["row_blocks"],
+               "backward": m["backward"], "groups": len(m["groups"]),
+               "steps": {k: len(v.get("steps", [])) for k, v in m["programs"].items()},
+               "stats": m["stats"], "build_s": plan.timings.get("build_s")}
+    if args.json:
+        print(json.dumps(summary, indent=1))
+    else:
+        st = m["stats"]
+        print(f"wrote {path}: layout {m['layout']} on {m['ranks']} ranks ({m['row_blocks']} row blocks), "
+              f"backward {m['backward']}", file=sys.stderr)
+        print(f"total volume {st.get('total_volume')} rows, max send {st.get('max_send')}, "
+              f"max recv {st.get('max_recv')}, messages {st.get('messages')}")
+    return 0
+
+
+def _read(args, graph):
+    """A saved partplan Partition (layout kept) or a bare part array."""
+    from partplan.errors import PartitionError
+    p = Path(args.partition)
+    if args.column is None:
+        try:
+            from partplan.partition import load_partition
+            part = load_partition(p, graph)
+            if part.model != "external":
+                return part
+        except PartitionError:
+            pass
+    if args.column is not None:
+        from partplan.io import read_partition
+        return read_partition(p, graph.n, column=args.column)
+    from partplan.interop import read_partition_any
+    return read_partition_any(p, graph.n)

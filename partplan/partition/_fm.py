@@ -1,0 +1,796 @@
+"""Compiled kernels of the bottleneck refinement (:mod:`partplan.partition.refine`).
+
+Everything here works on the column-net hypergraph of A + I without building
+it: the nets of vertex v are row v of A (self loop skipped) plus v's own net;
+the pins of net j are column j of A (row j of Aᵀ, self loop skipped) plus j.
+
+Sparse pin counts, memory O(pins): net j gets ``cap_j = min(|pins_j|, k)``
+slots at ``soff[j]``. When ``|pins_j| >= k`` the slots are a dense row indexed
+by part (O(1) lookup, k <= |pins_j| cells); otherwise they hold the λ_j
+(part, count) pairs of the net, unsorted (lookup scans λ_j < k entries).
+
+State (exact, updated by :func:`_apply` in O(deg v + λ_v)): part, pin counts,
+λ_j, k×k volume matrix vol[q, r], send/recv per part, send/recv message
+counts, total volume, part loads.
+
+The FM pass (:func:`_fm`): every vertex's best move (over its ``max_targets``
+best-connected parts) is kept in an indexed max-heap keyed by its gain in the
+potential Φ = Σ_p φ(part p's loads) (module doc of refine.py). The top vertex
+is re-evaluated against the current loads before it moves (lazy: loads of
+other parts drift); after a move only the pins of nets whose pin counts
+crossed 0/1/2 in the source or target part, and the pins of the moved
+vertex's own net (its sender changed), are re-evaluated. Moves with a loss
+are applied; the pass is rolled back to its best feasible prefix.
+
+Without numba the same functions run as plain Python (correct, slow: only
+for tiny graphs in environments without numba).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+try:  # pragma: no cover - exercised by whichever environment runs the tests
+    import numba
+
+    HAVE_NUMBA = True
+    njit = numba.njit(cache=True)
+    objmode = numba.objmode
+except ImportError:  # pragma: no cover
+    HAVE_NUMBA = False
+
+    def njit(f):
+        return f
+
+    class objmode:  # noqa: N801 - mimics numba.objmode
+        def __init__(self, **kw):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            return False
+
+import time as _time
+
+OBJ_CODES = {"total": 0, "max-send": 1, "max-recv": 2, "max-both": 3, "weighted": 4}
+
+
+# ------------------------------------------------------------------ slots
+@njit
+def _cnt(j, p, soff, lam, dense, spart, scnt):
+    b = soff[j]
+    if dense[j]:
+        return scnt[b + p]
+    for s in range(b, b + lam[j]):
+        if spart[s] == p:
+            return scnt[s]
+    return 0
+
+
+@njit
+def _inc(j, p, soff, lam, dense, spart, scnt):
+    b = soff[j]
+    if dense[j]:
+        c = scnt[b + p] + 1
+        scnt[b + p] = c
+        if c == 1:
+            lam[j] += 1
+        return c
+    L = lam[j]
+    for s in range(b, b + L):
+        if spart[s] == p:
+            scnt[s] += 1
+            return scnt[s]
+    spart[b + L] = p
+    scnt[b + L] = 1
+    lam[j] = L + 1
+    return 1
+
+
+@njit
+def _dec(j, p, soff, lam, dense, spart, scnt):
+    b = soff[j]
+    if dense[j]:
+        c = scnt[b + p] - 1
+        scnt[b + p] = c
+        if c == 0:
+            lam[j] -= 1
+        return c
+    L = lam[j]
+    for s in range(b, b + L):
+        if spart[s] == p:
+            c = scnt[s] - 1
+            if c == 0:
+                last = b + L - 1
+                spart[s] = spart[last]
+                scnt[s] = scnt[last]
+                lam[j] = L - 1
+            else:
+                scnt[s] = c
+            return c
+    return -1
+
+
+@njit
+def _parts_of(j, k, soff, lam, dense, spart, scnt, out):
+    """Write the parts of Λ_j into out; return their number."""
+    b = soff[j]
+    m = 0
+    if dense[j]:
+        for p in range(k):
+            if scnt[b + p] > 0:
+                out[m] = p
+                m += 1
+    else:
+        for s in range(b, b + lam[j]):
+            out[m] = spart[s]
+            m += 1
+    return m
+
+
+@njit
+def build_slots(n, k, tptr, tidx, part, soff, dense, spart, scnt, lam, vol):
+    """Fill the pin counts of every net (pins of net j: row j of Aᵀ without
+    the diagonal, plus j) and the volume matrix."""
+    for j in range(n):
+        _inc(j, part[j], soff, lam, dense, spart, scnt)
+        for e in range(tptr[j], tptr[j + 1]):
+            i = tidx[e]
+            if i != j:
+                _inc(j, part[i], soff, lam, dense, spart, scnt)
+        o = part[j]
+        b = soff[j]
+        if dense[j]:
+            for p in range(k):
+                if scnt[b + p] > 0 and p != o:
+                    vol[o, p] += 1
+        else:
+            for s in range(b, b + lam[j]):
+                p = spart[s]
+                if p != o:
+                    vol[o, p] += 1
+
+
+# ------------------------------------------------------------------ state
+@njit
+def _addvol(q, r, d, vol, send, recv, smsg, rmsg):
+    """vol[q, r] += d (d = ±1); returns the change of the message count."""
+    old = vol[q, r]
+    new = old + d
+    vol[q, r] = new
+    send[q] += d
+    recv[r] += d
+    if old == 0 and new > 0:
+        smsg[q] += 1
+        rmsg[r] += 1
+        return 1
+    if old > 0 and new == 0:
+        smsg[q] -= 1
+        rmsg[r] -= 1
+        return -1
+    return 0
+
+
+@njit
+def _apply(u, b, k, vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol, send, recv,
+           smsg, rmsg, tot, crit, ncrit_arr, buf, own_crit):
+    """Move u to part b, updating the state exactly. tot = [tv, msgs].
+    Nets whose counts crossed 0/1/2 (and u's own net) go to crit."""
+    a = part[u]
+    if a == b:
+        return
+    nc = 0
+    for e in range(vptr[u], vptr[u + 1]):
+        j = vidx[e]
+        if j == u:
+            continue
+        o = part[j]
+        c = False
+        ca = _dec(j, a, soff, lam, dense, spart, scnt)
+        if ca == 0:
+            tot[1] += _addvol(o, a, -1, vol, send, recv, smsg, rmsg)
+            tot[0] -= 1
+        if ca <= 1:
+            c = True
+        cb = _inc(j, b, soff, lam, dense, spart, scnt)
+        if cb == 1:
+            tot[1] += _addvol(o, b, 1, vol, send, recv, smsg, rmsg)
+            tot[0] += 1
+        if cb <= 2:
+            c = True
+        if c:
+            crit[nc] = j
+            nc += 1
+    # own net: the sender changes from a to b
+    m = _parts_of(u, k, soff, lam, dense, spart, scnt, buf)
+    for i in range(m):
+        p = buf[i]
+        if p != a:
+            tot[1] += _addvol(a, p, -1, vol, send, recv, smsg, rmsg)
+            tot[0] -= 1
+    ca = _dec(u, a, soff, lam, dense, spart, scnt)
+    cb = _inc(u, b, soff, lam, dense, spart, scnt)
+    m = _parts_of(u, k, soff, lam, dense, spart, scnt, buf)
+    for i in range(m):
+        p = buf[i]
+        if p != b:
+            tot[1] += _addvol(b, p, 1, vol, send, recv, smsg, rmsg)
+            tot[0] += 1
+    if own_crit or ca <= 1 or cb <= 2:
+        crit[nc] = u
+        nc += 1
+    part[u] = b
+    load[a] -= w[u]
+    load[b] += w[u]
+    ncrit_arr[0] = nc
+
+
+# ------------------------------------------------------------------ costs
+@njit
+def _cost(obj, S, R, sm, rm, alpha, brb):
+    if obj == 1:
+        return float(S)
+    if obj == 2:
+        return float(R)
+    if obj == 4:
+        return alpha * max(sm, rm) + brb * max(S, R)
+    return float(max(S, R))
+
+
+@njit
+def _pw(x, q):
+    """x ** q for an integer q >= 1 (by squaring; much cheaper than pow)."""
+    r = 1.0
+    b = x
+    e = q
+    while e > 0:
+        if e & 1:
+            r *= b
+        b *= b
+        e >>= 1
+    return r
+
+
+@njit
+def _phi(obj, S, R, sm, rm, alpha, brb, inv, q):
+    if obj == 1:
+        return _pw(S * inv, q)
+    if obj == 2:
+        return _pw(R * inv, q)
+    if obj == 4:
+        return _pw(_cost(obj, S, R, sm, rm, alpha, brb) * inv, q)
+    return _pw(S * inv, q) + _pw(R * inv, q)
+
+
+@njit
+def state_key(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q):
+    """(max cost, Φ) of the current state."""
+    mx = 0.0
+    ph = 0.0
+    for p in range(k):
+        c = _cost(obj, send[p], recv[p], smsg[p], rmsg[p], alpha, brb)
+        if c > mx:
+            mx = c
+        ph += _phi(obj, send[p], recv[p], smsg[p], rmsg[p], alpha, brb, inv, q)
+    return mx, ph
+
+
+@njit
+def _phis(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q, phic):
+    for p in range(k):
+        phic[p] = _phi(obj, send[p], recv[p], smsg[p], rmsg[p], alpha, brb, inv, q)
+
+
+@njit
+def _better(obj, a0, a1, a2, b0, b1, b2):
+    """Is state (max a0, Φ a1, tv a2) strictly better than (b0, b1, b2)?
+    For "total" the tuple order is (tv, max, Φ)."""
+    if obj == 0:
+        x0, x1, x2, y0, y1, y2 = a2, a0, a1, b2, b0, b1
+    else:
+        x0, x1, x2, y0, y1, y2 = a0, a1, a2, b0, b1, b2
+    t0 = 1e-12 * max(1.0, abs(y0))
+    if x0 < y0 - t0:
+        return True
+    if x0 > y0 + t0:
+        return False
+    t1 = 1e-12 * max(1.0, abs(y1))
+    if x1 < y1 - t1:
+        return True
+    if x1 > y1 + t1:
+        return False
+    return x2 < y2
+
+
+# ------------------------------------------------------------------ evaluation
+@njit
+def _touch(q, r, d, dS, dR, mark, tl, nt, obj, dvol, pairs, npairs, k):
+    if not mark[q]:
+        mark[q] = True
+        tl[nt] = q
+        nt += 1
+    if not mark[r]:
+        mark[r] = True
+        tl[nt] = r
+        nt += 1
+    dS[q] += d
+    dR[r] += d
+    if obj == 4:
+        key = q * k + r
+        if dvol[key] == 0:
+            pairs[npairs[0]] = key
+            npairs[0] += 1
+        dvol[key] += d
+    return nt
+
+
+@njit
+def _best(u, k, obj, vptr, vidx, part, w, load, cap, cap_hard, relax, M, nmax, soff, lam, dense, spart, scnt,
+          vol, send, recv, smsg, rmsg, tv, vlimit, alpha, brb, inv, q, mu, max_targets,
+          dS, dR, mark, tl, dsm, drm, dvol, pairs, npairs, buf, tbuf, tcnt, leave, blocked_out, phic):
+    """Best move of u: returns (gain, target) (target -1: none).
+
+    A target b is allowed when load_b + w_u <= cap, or — with ``relax`` —
+    when load_b + w_u <= cap_hard and the move lowers the current max M of
+    every one of the nmax parts at the max while no touched part reaches M
+    (an overloading move must pay for itself on the bottleneck).
+    blocked_out[0] gets a better target refused by the balance cap (or -1)."""
+    a = part[u]
+    blocked_out[0] = -1
+    m = _parts_of(u, k, soff, lam, dense, spart, scnt, buf)
+    # candidate targets: parts of u's own net (its in-neighbours' parts), best connected first
+    nt_c = 0
+    for i in range(m):
+        p = buf[i]
+        if p != a:
+            tbuf[nt_c] = p
+            tcnt[nt_c] = _cnt(u, p, soff, lam, dense, spart, scnt)
+            nt_c += 1
+    if nt_c == 0:
+        return -np.inf, -1
+    if nt_c > max_targets:   # partial selection sort by count (desc), ties by part id
+        for i in range(max_targets):
+            bi = i
+            for t in range(i + 1, nt_c):
+                if tcnt[t] > tcnt[bi] or (tcnt[t] == tcnt[bi] and tbuf[t] < tbuf[bi]):
+                    bi = t
+            tbuf[i], tbuf[bi] = tbuf[bi], tbuf[i]
+            tcnt[i], tcnt[bi] = tcnt[bi], tcnt[i]
+        nt_c = max_targets
+    # leave events (independent of the target)
+    nl = 0
+    for e in range(vptr[u], vptr[u + 1]):
+        j = vidx[e]
+        if j == u:
+            continue
+        if _cnt(j, a, soff, lam, dense, spart, scnt) == 1:
+            leave[nl] = part[j]
+            nl += 1
+    ca_own = _cnt(u, a, soff, lam, dense, spart, scnt)
+    best_g = -np.inf
+    best_b = -1
+    best_blocked_g = -np.inf
+    tolM = 1e-9 * max(1.0, M)
+    for t in range(nt_c):
+        b = tbuf[t]
+        over = load[b] + w[u] > cap
+        nt = 0
+        npairs[0] = 0
+        dtv = -nl
+        for i in range(nl):
+            nt = _touch(leave[i], a, -1, dS, dR, mark, tl, nt, obj, dvol, pairs, npairs, k)
+        for e in range(vptr[u], vptr[u + 1]):
+            j = vidx[e]
+            if j == u:
+                continue
+            if _cnt(j, b, soff, lam, dense, spart, scnt) == 0:
+                nt = _touch(part[j], b, 1, dS, dR, mark, tl, nt, obj, dvol, pairs, npairs, k)
+                dtv += 1
+        for i in range(m):
+            p = buf[i]
+            if p != a:
+                nt = _touch(a, p, -1, dS, dR, mark, tl, nt, obj, dvol, pairs, npairs, k)
+                dtv -= 1
+            if p == a:
+                if ca_own >= 2:
+                    nt = _touch(b, a, 1, dS, dR, mark, tl, nt, obj, dvol, pairs, npairs, k)
+                    dtv += 1
+            elif p != b:
+                nt = _touch(b, p, 1, dS, dR, mark, tl, nt, obj, dvol, pairs, npairs, k)
+                dtv += 1
+        if obj == 4:
+            for i in range(npairs[0]):
+                key = pairs[i]
+                d = dvol[key]
+                if d != 0:
+                    qq = key // k
+                    rr = key - qq * k
+                    old = vol[qq, rr]
+                    dm = (1 if old + d > 0 else 0) - (1 if old > 0 else 0)
+                    dsm[qq] += dm
+                    drm[rr] += dm
+                dvol[key] = 0
+        dphi = 0.0
+        lowered = 0
+        reach = False
+        for i in range(nt):
+            p = tl[i]
+            S0, R0, sm0, rm0 = send[p], recv[p], smsg[p], rmsg[p]
+            S1, R1, sm1, rm1 = S0 + dS[p], R0 + dR[p], sm0 + dsm[p], rm0 + drm[p]
+            dphi += _phi(obj, S1, R1, sm1, rm1, alpha, brb, inv, q) - phic[p]
+            if over:
+                c0 = _cost(obj, S0, R0, sm0, rm0, alpha, brb)
+                c1 = _cost(obj, S1, R1, sm1, rm1, alpha, brb)
+                if c1 >= M - tolM:
+                    reach = True
+                elif c0 >= M - tolM:
+                    lowered += 1
+            dS[p] = 0
+            dR[p] = 0
+            dsm[p] = 0
+            drm[p] = 0
+            mark[p] = False
+        if obj == 0:
+            g = -float(dtv) - 1e-3 * dphi
+        else:
+            g = -dphi - mu * inv * dtv
+        if tv + dtv > vlimit:
+            continue
+        if over and (not relax or load[b] + w[u] > cap_hard or reach or lowered < nmax):
+            if g > best_blocked_g:
+                best_blocked_g = g
+                blocked_out[0] = b
+            continue
+        if g > best_g:
+            best_g = g
+            best_b = b
+    if blocked_out[0] >= 0 and best_blocked_g <= best_g:
+        blocked_out[0] = -1
+    return best_g, best_b
+
+
+# ------------------------------------------------------------------ heaps
+# one indexed max-heap per part, stored in segments of one array: part p's
+# heap lives in heap[hoff[p] : hoff[p] + hsz[p]]; pos[u] is u's local index.
+@njit
+def _hswap(heap, pos, base, i, j):
+    a = heap[base + i]
+    b = heap[base + j]
+    heap[base + i] = b
+    heap[base + j] = a
+    pos[b] = i
+    pos[a] = j
+
+
+@njit
+def _hup(heap, hkey, pos, base, i):
+    while i > 0:
+        par = (i - 1) >> 1
+        if hkey[heap[base + i]] > hkey[heap[base + par]]:
+            _hswap(heap, pos, base, i, par)
+            i = par
+        else:
+            break
+
+
+@njit
+def _hdown(heap, hkey, pos, base, size, i):
+    while True:
+        l = 2 * i + 1
+        if l >= size:
+            break
+        c = l
+        r = l + 1
+        if r < size and hkey[heap[base + r]] > hkey[heap[base + l]]:
+            c = r
+        if hkey[heap[base + c]] > hkey[heap[base + i]]:
+            _hswap(heap, pos, base, i, c)
+            i = c
+        else:
+            break
+
+
+@njit
+def _hset(heap, hkey, pos, hoff, hsz, p, u, key):
+    """Insert u into part p's heap or change its key."""
+    base = hoff[p]
+    i = pos[u]
+    if i < 0:
+        i = hsz[p]
+        heap[base + i] = u
+        pos[u] = i
+        hsz[p] = i + 1
+        hkey[u] = key
+        _hup(heap, hkey, pos, base, i)
+    else:
+        old = hkey[u]
+        hkey[u] = key
+        if key > old:
+            _hup(heap, hkey, pos, base, i)
+        else:
+            _hdown(heap, hkey, pos, base, hsz[p], i)
+
+
+@njit
+def _hremove(heap, hkey, pos, hoff, hsz, p, u):
+    i = pos[u]
+    if i < 0:
+        return
+    base = hoff[p]
+    last = hsz[p] - 1
+    if i != last:
+        _hswap(heap, pos, base, i, last)
+    pos[u] = -1
+    hsz[p] = last
+    if i < last:
+        _hup(heap, hkey, pos, base, i)
+        _hdown(heap, hkey, pos, base, last, i)
+
+
+# ------------------------------------------------------------------ FM
+@njit
+def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, lam, dense, spart, scnt,
+        vol, send, recv, smsg, rmsg, tot, vlimit, alpha, brb, q, mu, max_targets, patience, max_passes,
+        min_gain, max_moves, order, deadline, trace, big_deg, use_blocked, stats, own_crit):
+    """Run FM passes until a pass improves the optimized value by <= min_gain
+    (relative), max_passes, or the deadline (perf_counter seconds; <0: none).
+
+    One heap per part (vertices of the part keyed by the gain of their best
+    move). A move into a full part is allowed (up to cap_hard) only when it
+    lowers the bottleneck (see _best); the moves that follow are then taken
+    from the overloaded part's heap until it fits again. Only states with
+    every load <= cap count as best states.
+
+    trace[p] = (seconds, value, kept, tried, why) per pass; why: 0 patience,
+    1 no candidate, 2 move limit, 3 time limit. Returns (passes, kept moves,
+    tried moves, stopped: 0 converged / 1 time limit / 2 max passes)."""
+    dS = np.zeros(k, np.int64)
+    dR = np.zeros(k, np.int64)
+    dsm = np.zeros(k, np.int64)
+    drm = np.zeros(k, np.int64)
+    mark = np.zeros(k, np.bool_)
+    tl = np.zeros(2 * k + 4, np.int64)
+    dvol = np.zeros(k * k if obj == 4 else 1, np.int64)
+    maxdeg = 1
+    for v in range(n):
+        d = vptr[v + 1] - vptr[v]
+        if d > maxdeg:
+            maxdeg = d
+    pairs = np.zeros(2 * maxdeg + 4 * k + 8 if obj == 4 else 1, np.int64)
+    npairs = np.zeros(1, np.int64)
+    buf = np.zeros(k, np.int64)
+    tbuf = np.zeros(k, np.int64)
+    tcnt = np.zeros(k, np.int64)
+    leave = np.zeros(maxdeg + 1, np.int64)
+    blocked_out = np.zeros(1, np.int64)
+    crit = np.zeros(maxdeg + 2, np.int64)
+    ncrit = np.zeros(1, np.int64)
+    phic = np.zeros(k, np.float64)
+    heap = np.zeros(n, np.int64)
+    hkey = np.zeros(n, np.float64)
+    pos = -np.ones(n, np.int64)
+    hoff = np.zeros(k + 1, np.int64)
+    hsz = np.zeros(k, np.int64)
+    locked = np.zeros(n, np.bool_)
+    stamp = np.zeros(n, np.int64)
+    st = 0
+    bl_head = -np.ones(k, np.int64)
+    bl_cap = 4 * n + 16
+    bl_next = np.zeros(bl_cap, np.int64)
+    bl_vert = np.zeros(bl_cap, np.int64)
+    bl_n = 0
+    mv_v = np.zeros(max_moves, np.int64)
+    mv_a = np.zeros(max_moves, np.int64)
+    passes = 0
+    kept_total = 0
+    tried_total = 0
+    stopped = 0
+    t_start = 0.0
+    with objmode(t_start="float64"):
+        t_start = _time.perf_counter()
+    while passes < max_passes:
+        passes += 1
+        mx0, _ = state_key(obj, k, send, recv, smsg, rmsg, alpha, brb, 1.0, q)
+        scale = mx0 if mx0 > 0 else 1.0
+        if obj == 0:
+            scale = max(1.0, float(max(np.max(send), np.max(recv))))
+        inv = 1.0 / scale
+        mxs, phs = state_key(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q)
+        start0 = float(tot[0]) if obj == 0 else mxs
+        _phis(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q, phic)
+        best0, best1, best2 = mxs, phs, tot[0]
+        M = mxs
+        nmax = 0
+        for p in range(k):
+            if _cost(obj, send[p], recv[p], smsg[p], rmsg[p], alpha, brb) >= M - 1e-9 * max(1.0, M):
+                nmax += 1
+        relax = obj != 0
+        locked[:] = False
+        bl_head[:] = -1
+        bl_n = 0
+        pos[:] = -1
+        hsz[:] = 0
+        hoff[0] = 0
+        # prefix sums of part sizes
+        cnts = np.zeros(k, np.int64)
+        for v in range(n):
+            cnts[part[v]] += 1
+        hoff[0] = 0
+        for p in range(k):
+            hoff[p + 1] = hoff[p] + cnts[p]
+        for ii in range(n):
+            u = order[ii]
+            g, bb = _best(u, k, obj, vptr, vidx, part, w, load, cap, cap_hard, relax, M, nmax, soff, lam,
+                          dense, spart, scnt, vol, send, recv, smsg, rmsg, tot[0], vlimit, alpha, brb, inv,
+                          q, mu, max_targets, dS, dR, mark, tl, dsm, drm, dvol, pairs, npairs, buf, tbuf,
+                          tcnt, leave, blocked_out, phic)
+            if blocked_out[0] >= 0 and bl_n < bl_cap:
+                bl_vert[bl_n] = u
+                bl_next[bl_n] = bl_head[blocked_out[0]]
+                bl_head[blocked_out[0]] = bl_n
+                bl_n += 1
+            if bb >= 0:
+                _hset(heap, hkey, pos, hoff, hsz, part[u], u, g)
+        nmoves = 0
+        best_len = 0
+        since = 0
+        why = 0
+        over_part = -1
+        while True:
+            if since >= patience and over_part < 0:
+                why = 0
+                break
+            if nmoves >= max_moves:
+                why = 2
+                break
+            if deadline >= 0 and (nmoves & 63) == 0:
+                now = 0.0
+                with objmode(now="float64"):
+                    now = _time.perf_counter()
+                if now > deadline:
+                    why = 3
+                    stopped = 1
+                    break
+            # choose the heap: the overloaded part's, else the best top over all parts
+            if over_part >= 0:
+                hp = over_part
+                if hsz[hp] == 0:
+                    why = 1
+                    break
+            else:
+                hp = -1
+                bestk = -np.inf
+                for p in range(k):
+                    if hsz[p] > 0:
+                        kk = hkey[heap[hoff[p]]]
+                        if hp < 0 or kk > bestk:
+                            hp = p
+                            bestk = kk
+                if hp < 0:
+                    why = 1
+                    break
+            u = heap[hoff[hp]]
+            stats[0] += 1
+            rl = relax and over_part < 0
+            g, bb = _best(u, k, obj, vptr, vidx, part, w, load, cap, cap_hard, rl, M,
+                          nmax, soff, lam, dense, spart, scnt, vol, send, recv, smsg, rmsg, tot[0], vlimit,
+                          alpha, brb, inv, q, mu, max_targets, dS, dR, mark, tl, dsm, drm, dvol, pairs,
+                          npairs, buf, tbuf, tcnt, leave, blocked_out, phic)
+            if blocked_out[0] >= 0 and bl_n < bl_cap:
+                bl_vert[bl_n] = u
+                bl_next[bl_n] = bl_head[blocked_out[0]]
+                bl_head[blocked_out[0]] = bl_n
+                bl_n += 1
+            if bb < 0:
+                _hremove(heap, hkey, pos, hoff, hsz, hp, u)
+                continue
+            _hset(heap, hkey, pos, hoff, hsz, hp, u, g)
+            if heap[hoff[hp]] != u:       # its key dropped below another entry of its heap
+                continue
+            if over_part < 0:             # ... or below the top of another heap
+                ok = True
+                for p in range(k):
+                    if p != hp and hsz[p] > 0 and hkey[heap[hoff[p]]] > g:
+                        ok = False
+                        break
+                if not ok:
+                    continue
+            _hremove(heap, hkey, pos, hoff, hsz, hp, u)
+            a = part[u]
+            mv_v[nmoves] = u
+            mv_a[nmoves] = a
+            nmoves += 1
+            locked[u] = True
+            _apply(u, bb, k, vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol, send, recv,
+                   smsg, rmsg, tot, crit, ncrit, buf, own_crit)
+            if load[bb] > cap:
+                over_part = bb
+            elif over_part >= 0 and load[over_part] <= cap:
+                over_part = -1
+            M, _ = state_key(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q)
+            _phis(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q, phic)
+            nmax = 0
+            for p in range(k):
+                if _cost(obj, send[p], recv[p], smsg[p], rmsg[p], alpha, brb) >= M - 1e-9 * max(1.0, M):
+                    nmax += 1
+            # re-evaluate the pins of the nets whose counts crossed 0/1/2
+            st += 1
+            nc = ncrit[0]
+            for ci in range(nc):
+                j = crit[ci]
+                for e in range(tptr[j], tptr[j + 1] + 1):
+                    x = tidx[e] if e < tptr[j + 1] else j
+                    if locked[x] or stamp[x] == st or vptr[x + 1] - vptr[x] > big_deg:
+                        continue
+                    stamp[x] = st
+                    stats[1] += 1
+                    stats[3] += vptr[x + 1] - vptr[x]
+                    g2, t2 = _best(x, k, obj, vptr, vidx, part, w, load, cap, cap_hard, relax, M, nmax,
+                                   soff, lam, dense, spart, scnt, vol, send, recv, smsg, rmsg, tot[0], vlimit,
+                                   alpha, brb, inv, q, mu, max_targets, dS, dR, mark, tl, dsm, drm, dvol,
+                                   pairs, npairs, buf, tbuf, tcnt, leave, blocked_out, phic)
+                    if blocked_out[0] >= 0 and bl_n < bl_cap:
+                        bl_vert[bl_n] = x
+                        bl_next[bl_n] = bl_head[blocked_out[0]]
+                        bl_head[blocked_out[0]] = bl_n
+                        bl_n += 1
+                    if t2 < 0:
+                        _hremove(heap, hkey, pos, hoff, hsz, part[x], x)
+                    else:
+                        _hset(heap, hkey, pos, hoff, hsz, part[x], x, g2)
+            # part a got room: vertices waiting for it (and fitting now) are looked at again
+            e = bl_head[a] if use_blocked else -1
+            bl_head[a] = -1
+            while e >= 0:
+                x = bl_vert[e]
+                e = bl_next[e]
+                if locked[x] or stamp[x] == st:
+                    continue
+                stamp[x] = st
+                stats[2] += 1
+                g2, t2 = _best(x, k, obj, vptr, vidx, part, w, load, cap, cap_hard, relax, M, nmax,
+                               soff, lam, dense, spart, scnt, vol, send, recv, smsg, rmsg, tot[0], vlimit,
+                               alpha, brb, inv, q, mu, max_targets, dS, dR, mark, tl, dsm, drm, dvol,
+                               pairs, npairs, buf, tbuf, tcnt, leave, blocked_out, phic)
+                if t2 < 0:
+                    _hremove(heap, hkey, pos, hoff, hsz, part[x], x)
+                else:
+                    _hset(heap, hkey, pos, hoff, hsz, part[x], x, g2)
+            if bl_n > bl_cap - n:      # the pool runs full: drop it
+                bl_head[:] = -1
+                bl_n = 0
+            if over_part < 0:
+                mxn, phn = state_key(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q)
+                if _better(obj, mxn, phn, tot[0], best0, best1, best2):
+                    best0, best1, best2 = mxn, phn, tot[0]
+                    best_len = nmoves
+                    since = 0
+                else:
+                    since += 1
+            else:
+                since += 1
+        # roll back to the best prefix
+        for i in range(nmoves - 1, best_len - 1, -1):
+            _apply(mv_v[i], mv_a[i], k, vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol,
+                   send, recv, smsg, rmsg, tot, crit, ncrit, buf, own_crit)
+        kept_total += best_len
+        tried_total += nmoves
+        now = 0.0
+        with objmode(now="float64"):
+            now = _time.perf_counter()
+        mxe, _ = state_key(obj, k, send, recv, smsg, rmsg, alpha, brb, 1.0, q)
+        val = float(tot[0]) if obj == 0 else mxe
+        if passes - 1 < trace.shape[0]:
+            trace[passes - 1, 0] = now - t_start
+            trace[passes - 1, 1] = val
+            trace[passes - 1, 2] = best_len
+            trace[passes - 1, 3] = nmoves
+            trace[passes - 1, 4] = why
+        if why == 3:
+            break
+        if not val < start0 * (1.0 - min_gain):
+            break
+        if passes >= max_passes:
+            stopped = 2
+    return passes, kept_total, tried_total, stopped
