@@ -554,3 +554,62 @@ def test_cli_convert_and_k_above_n(tmp_path):
     r = _cli("analyze", small, "-k", "100", "--method", "block")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.count("\n") == 1 and "k=100" in r.stderr
+
+
+# ------------------------------------------------------------------ found by fuzzing the readers
+def test_gt_degree_beyond_64_bits_or_file(tmp_path):
+    head = b"\xe2\x9b\xbe gt" + bytes([1, 0]) + (0).to_bytes(8, "little") + b"\x01" + (2).to_bytes(8, "little")
+    for deg in (2 ** 64 - 1, 2 ** 40):
+        p = tmp_path / "deg.gt"
+        p.write_bytes(head + deg.to_bytes(8, "little") + b"\x01" * 16)
+        with pytest.raises(GraphFormatError, match=f"out-degree {deg}") as ei:
+            read_graph(p)
+        assert ei.value.path == str(p) and ei.value.field == "degree"
+
+
+def _set_zip_method(raw: bytes, member: str, method: int) -> bytes:
+    """Set the compression method of ``member`` in its local header
+    (``PK\\3\\4``: method at +8, name length at +26, name at +30) and in the
+    central directory (``PK\\1\\2``: +10, +28, +46)."""
+    b = bytearray(raw)
+    for sig, m_off, n_off, name_off in ((b"PK\x03\x04", 8, 26, 30), (b"PK\x01\x02", 10, 28, 46)):
+        at = b.find(sig)
+        while at >= 0:
+            nlen = int.from_bytes(b[at + n_off:at + n_off + 2], "little")
+            if bytes(b[at + name_off:at + name_off + nlen]) == member.encode():
+                b[at + m_off:at + m_off + 2] = method.to_bytes(2, "little")
+            at = b.find(sig, at + 4)
+    return bytes(b)
+
+
+def test_npz_unsupported_zip_features_name_the_file(tmp_path):
+    p = _npz_csr(tmp_path / "ok.npz")
+    q = tmp_path / "method99.npz"
+    q.write_bytes(_set_zip_method(p.read_bytes(), "data.npy", 99))   # zipfile: NotImplementedError
+    with zipfile.ZipFile(q) as z, pytest.raises(NotImplementedError):
+        z.read("data.npy")
+    with pytest.raises(GraphFormatError) as ei:
+        read_graph(q)
+    assert ei.value.path == str(q) and ei.value.field == "data", str(ei.value)
+
+
+def test_csv_non_utf8_header(tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_bytes(b"\xc4src,dst\n0,1\n")
+    with pytest.raises(GraphFormatError) as ei:
+        read_graph(p)
+    assert ei.value.path == str(p)
+
+
+def test_corrupt_gzip_closes_the_file(tmp_path):
+    import warnings
+    text, _, _ = TEXTS["g.txt.gz"]
+    p = tmp_path / "c.txt.gz"
+    p.write_bytes(_corrupt_deflate(_gz(text)))
+    import gc
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always", ResourceWarning)
+        with pytest.raises(GraphFormatError):
+            read_graph(p)
+        gc.collect()
+    assert not [x for x in w if issubclass(x.category, ResourceWarning)], [str(x.message) for x in w]
