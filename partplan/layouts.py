@@ -220,7 +220,7 @@ class OneHalfD(Layout):
         from .metrics import analyze_15d
         if owner is not None:
             raise PlanError("decoupled ownership is planned for the 1d layout only")
-        return analyze_15d(graph, part, self.c, f=f, dtype=dtype, **cost)
+        return analyze_15d(graph, part, self.c, f=f, dtype=dtype, b=self.row_blocks, **cost)
 
     def program(self, graph, part, *, owner=None, prefix="fwd"):
         if owner is not None:

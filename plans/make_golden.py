@@ -29,22 +29,23 @@ def grid(r: int, c: int) -> Graph:
 
 
 def cases():
-    """name -> (graph, part, k, layout, layout_params)."""
+    """name -> (graph, part, ranks, layout)."""
     path4 = Graph.from_edges([0, 1, 2], [1, 2, 3], symmetrize=True, name="path4")
     directed = Graph.from_edges([0, 0, 1, 2, 3, 4, 5, 6, 7, 7], [1, 5, 2, 3, 0, 6, 7, 4, 1, 7],
                                 [1.0, 2.0, 0.5, 1.5, 3.0, 1.0, 2.5, 0.25, 4.0, 1.0], n=8, name="directed8")
     g44 = grid(4, 4)
     return {
-        "path4-1d-k2": (path4, np.array([0, 0, 1, 1]), 2, "1d", {}),
-        "directed8-1d-k3": (directed, np.array([0, 0, 1, 1, 2, 2, 0, 1]), 3, "1d", {}),
-        "grid4x4-1.5d-b2c2": (g44, np.repeat([0, 1], 8), 2, "1.5d", {"c": 2}),
-        "grid4x4-2d-2x2": (g44, np.repeat([0, 1, 2, 3], 4), 4, "2d", {"R": 2, "C": 2}),
+        "path4-1d-k2": (path4, np.array([0, 0, 1, 1]), 2, "1d"),
+        "directed8-1d-k3": (directed, np.array([0, 0, 1, 1, 2, 2, 0, 1]), 3, "1d"),
+        "grid4x4-1.5d-b2c2": (g44, np.repeat([0, 1], 8), 4, "1.5d:2"),
+        "grid4x4-2d-2x2": (g44, np.repeat([0, 1, 2, 3], 4), 4, "2d:2x2"),
+        "directed8-2d-1x2": (directed, np.array([0, 0, 1, 1, 0, 1, 0, 1]), 2, "2d:1x2"),
     }
 
 
 def build(name: str):
-    g, part, k, layout, lp = cases()[name]
-    return g, build_plan(g, part, k, layout=layout, layout_params=lp, f=16, dtype="float32",
+    g, part, k, layout = cases()[name]
+    return g, build_plan(g, part, k, layout=layout, f=16, dtype="float32",
                          meta={"model": "golden", "backend": "fixed", "objective": "total", "seed": 0})
 
 

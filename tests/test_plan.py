@@ -3,8 +3,30 @@ one-process replay against scipy's A @ H for 1D, 1.5D and 2D."""
 import numpy as np
 import pytest
 
-from partplan import BackendUnavailableError, Graph, PartitionError, PlanError, analyze, analyze_15d, analyze_2d
+from partplan import Graph, PartitionError, PartplanError, PlanError, analyze, analyze_15d, analyze_2d
 from partplan.plan import build_plan, replay, replay_backward
+from partplan.plan.program import pairs_to_matrix
+
+
+class V:
+    """The arrays of one gather → alltoallv → spmm exchange of a v2 program, by role."""
+
+    def __init__(self, rp, pre="fwd"):
+        a = rp.arrays
+        self.h_ids, self.out_ids = a[f"{pre}.in_ids"], a[f"{pre}.out_ids"]
+        self.send_idx, self.halo_ids = a[f"{pre}.1.idx"], a[f"{pre}.2.recv_ids"]
+        self.send_counts, self.recv_counts = a[f"{pre}.2.send_counts"], a[f"{pre}.2.recv_counts"]
+        self.indptr, self.indices, self.row_ids = a[f"{pre}.3.indptr"], a[f"{pre}.3.indices"], a[f"{pre}.3.row_ids"]
+        self.n_rows = self.row_ids.size
+
+
+def planned_volume(plan, program="forward"):
+    """rows q → r summed over the program's alltoallv steps (from the manifest's pairs)."""
+    vol = np.zeros((plan.p, plan.p), dtype=np.int64)
+    for st in plan.steps(program):
+        if st["op"] == "alltoallv":
+            vol += pairs_to_matrix(st["pairs"], plan.p)
+    return vol
 
 
 def random_graph(n, m, seed, *, directed, weighted=False, integer=False):
@@ -58,7 +80,7 @@ def test_1d_lists_match_brute_force(k):
         plan = build_plan(g, part, k)
         halo, send = oracle_1d(g, part, part, k)
         for r in range(k):
-            rp = plan[r]
+            rp = V(plan[r])
             assert rp.row_ids.tolist() == [v for v in range(g.n) if part[v] == r]
             assert rp.halo_ids.tolist() == halo[r]
             got = rp.h_ids[rp.send_idx].tolist()
@@ -89,7 +111,7 @@ def test_15d_replay_and_volume(b, c):
         if g.n < b:
             continue
         part = parts(g.n, b, b + c)
-        plan = build_plan(g, part, b, layout="1.5d", layout_params={"c": c})
+        plan = build_plan(g, part, b * c, layout=f"1.5d:{c}")
         assert plan.p == b * c
         Hi = rng.integers(-5, 6, (g.n, 3)).astype(float)
         ref = g.to_scipy()
@@ -100,11 +122,13 @@ def test_15d_replay_and_volume(b, c):
         # exchange volume = the analyzer's 1.5D volume (independent code path)
         va = analyze_15d(g, part, c).volume     # the analyzer sees max(part) + 1 blocks
         m = va.shape[0]
-        assert np.array_equal(plan.stats.volume[:m, :m], va) and plan.stats.volume[m:].sum() == 0
+        vol = planned_volume(plan)
+        assert np.array_equal(vol[:m, :m], va) and vol[m:].sum() == 0
+        groups = {gr["name"]: gr["ranks"] for gr in plan.manifest["groups"]}
         for rp in plan.ranks:
             i, l = divmod(rp.rank, c)
-            assert rp.reduce_group.tolist() == [i * c + x for x in range(c)]
-            assert rp.a2a_group.tolist() == [x * c + l for x in range(b)]
+            assert groups[f"replica.{i}"] == [i * c + x for x in range(c)]
+            assert groups[f"col.{l}"] == [x * c + l for x in range(b)]
 
 
 @pytest.mark.parametrize("R,C", [(1, 2), (2, 2), (2, 3), (3, 1)])
@@ -113,24 +137,27 @@ def test_2d_replay_and_volume(R, C):
     for g in graphs():
         k = R * C
         part = parts(g.n, k, k + 1)
-        plan = build_plan(g, part, k, layout="2d", layout_params={"R": R, "C": C})
+        plan = build_plan(g, part, k, layout=f"2d:{R}x{C}")
         ref = g.to_scipy()
         Hi = rng.integers(-5, 6, (g.n, 2)).astype(float)
         if np.all(ref.data == np.round(ref.data)):
             assert np.array_equal(replay(plan, Hi), ref @ Hi)
         H = rng.standard_normal((g.n, 2))
         np.testing.assert_allclose(replay(plan, H), ref @ H, rtol=1e-12, atol=1e-12)
-        assert np.array_equal(plan.stats.volume, analyze_2d(g, part, R, C).volume)
+        assert np.array_equal(planned_volume(plan), analyze_2d(g, part, R, C).volume)
+        if plan.manifest["backward"] == "separate":  # the A^T program of the same layout
+            G = rng.standard_normal((g.n, 2))
+            np.testing.assert_allclose(replay_backward(plan, G), ref.T.tocsr() @ G, rtol=1e-12, atol=1e-12)
 
 
 def test_2d_nonzero_goes_to_grid_cell_by_brute_force():
     g = random_graph(40, 160, 9, directed=True)
     R, C = 2, 3
     part = parts(g.n, R * C, 3)
-    plan = build_plan(g, part, R * C, layout="2d", layout_params={"R": R, "C": C})
+    plan = build_plan(g, part, R * C, layout=f"2d:{R}x{C}")
     A = g.to_scipy().tocoo()
-    for rp in plan.ranks:
-        a, b = divmod(rp.rank, C)
+    for r, rp in enumerate(map(V, plan.ranks)):
+        a, b = divmod(r, C)
         want = {(int(i), int(j)) for i, j in zip(A.row, A.col) if part[i] // C == a and part[j] % C == b}
         cols = np.concatenate([rp.h_ids, rp.halo_ids])
         got = {(int(rp.row_ids[x]), int(cols[y])) for x in range(rp.n_rows)
@@ -142,13 +169,13 @@ def test_plan_stats_equal_analyzer():
     for g in graphs():
         part = parts(g.n, 4, 5)
         plan = build_plan(g, part, 4)
-        st = analyze(g, part, 4)
-        assert np.array_equal(plan.stats.volume, st.volume)
-        assert plan.stats.edge_cut == st.edge_cut
-        assert np.array_equal(plan.stats.compute_load, st.compute_load)
+        st = analyze(g, part, 4, backward=True)
+        assert np.array_equal(planned_volume(plan), st.volume)     # the plan's own count pairs
+        load = [V(rp).indices.size for rp in plan.ranks]
+        assert load == st.compute_load.tolist()
         assert plan.manifest["stats"]["total_volume"] == st.total_volume
-        if st.backward is not None:
-            assert np.array_equal(plan.stats.backward.volume, st.backward.volume)
+        if plan.manifest["backward"] == "separate":
+            assert np.array_equal(planned_volume(plan, "backward"), st.backward.volume)
 
 
 def test_decoupled_owner_sends_from_owner():
@@ -167,7 +194,7 @@ def test_decoupled_owner_sends_from_owner():
     assert plan.manifest["ownership"] == "decoupled"
     halo, send = oracle_1d(g, part, owner, k)
     for r in range(k):
-        rp = plan[r]
+        rp = V(plan[r])
         assert rp.h_ids.tolist() == [v for v in range(g.n) if owner[v] == r]
         assert rp.halo_ids.tolist() == halo[r]
         assert rp.h_ids[rp.send_idx].tolist() == [j for d in range(k) for j in send[r].get(d, [])]
@@ -182,20 +209,22 @@ def test_bad_owner_and_layout_errors():
     part = np.array([0, 0, 1, 1])
     with pytest.raises(PlanError, match="connectivity set"):
         build_plan(g, part, 3, owner=np.array([2, 0, 1, 1]))       # part 2 never reads column 0
-    with pytest.raises(PlanError, match="unknown layout"):
+    with pytest.raises(PartplanError, match="unknown layout"):
         build_plan(g, part, layout="3d")
-    with pytest.raises(PlanError, match="must equal k"):
-        build_plan(g, part, 2, layout="2d", layout_params={"R": 2, "C": 2})
+    with pytest.raises(PartplanError, match="has 4 ranks, not 2"):
+        build_plan(g, part, 2, layout="2d:2x2")
     with pytest.raises(PartitionError):
         build_plan(g, np.array([0, 1]), 2)
-    with pytest.raises(BackendUnavailableError, match="1d layout only"):
-        build_plan(g, part, 2, layout="2d", layout_params={"R": 1, "C": 2}, backward=True)
+    with pytest.raises(PlanError, match="not planned for layout 2d"):
+        build_plan(g, part, 2, layout="2d:1x2", owner=np.array([0, 1, 1, 1]))
+    with pytest.raises(PlanError, match="feature width"):
+        build_plan(g, part, 2, f=0)
 
 
 def test_path_graph_by_hand():
     g = Graph.from_edges([0, 1, 2], [1, 2, 3], symmetrize=True)   # path 0-1-2-3
     plan = build_plan(g, np.array([0, 0, 1, 1]))
-    r0, r1 = plan[0], plan[1]
+    r0, r1 = V(plan[0]), V(plan[1])
     assert r0.halo_ids.tolist() == [2] and r1.halo_ids.tolist() == [1]
     assert r0.send_idx.tolist() == [1] and r1.send_idx.tolist() == [0]   # local positions
     assert r0.send_counts.tolist() == [0, 1] and r0.recv_counts.tolist() == [0, 1]
@@ -233,14 +262,14 @@ def plan_cases(draw):
     layout = draw(st.sampled_from(["1d", "1.5d", "2d"]))
     if layout == "2d":
         R, C = draw(st.integers(1, 3)), draw(st.integers(1, 3))
-        k, lp = R * C, {"R": R, "C": C}
+        b, lp = R * C, {"R": R, "C": C}
     else:
-        k, lp = draw(st.integers(1, 4)), ({"c": draw(st.integers(1, 3))} if layout == "1.5d" else {})
-    k = min(k, n) if layout != "2d" else k
-    if k > n:
-        k, layout, lp = n, "1d", {}
-    part = np.array(draw(st.lists(st.integers(0, k - 1), min_size=n, max_size=n)), dtype=np.int64)
-    return g, part, k, layout, lp
+        b, lp = draw(st.integers(1, 4)), ({"c": draw(st.integers(1, 3))} if layout == "1.5d" else {})
+    b = min(b, n) if layout != "2d" else b
+    if b > n:
+        b, layout, lp = n, "1d", {}
+    part = np.array(draw(st.lists(st.integers(0, b - 1), min_size=n, max_size=n)), dtype=np.int64)
+    return g, part, b, layout, lp
 
 
 @settings(max_examples=60, deadline=None)
@@ -248,15 +277,17 @@ def plan_cases(draw):
 def test_property_replay_exact_with_integers(case):
     """Integer weights and integer H: every layout reproduces scipy exactly, and the
     exchange volume equals the analyzer's for that layout."""
-    g, part, k, layout, lp = case
-    plan = build_plan(g, part, k, layout=layout, layout_params=lp)
+    g, part, b, layout, lp = case
+    spec = {"1d": "1d", "1.5d": f"1.5d:{lp.get('c')}", "2d": f"2d:{lp.get('R')}x{lp.get('C')}"}[layout]
+    ranks = b * lp.get("c", 1)
+    plan = build_plan(g, part, ranks, layout=spec)
     H = np.random.default_rng(0).integers(-3, 4, (g.n, 2)).astype(float)
     assert np.array_equal(replay(plan, H), g.to_scipy() @ H)
+    if "backward" in plan.manifest["programs"]:
+        assert np.array_equal(replay_backward(plan, H), g.to_scipy().T.tocsr() @ H)
     if layout == "1d":
-        assert np.array_equal(plan.stats.volume, analyze(g, part, k).volume)
+        assert np.array_equal(planned_volume(plan), analyze(g, part, b).volume)
     elif layout == "2d":
-        assert np.array_equal(plan.stats.volume, analyze_2d(g, part, lp["R"], lp["C"]).volume)
-    for rp in plan.ranks:   # counts transpose-consistent inside each group
-        for gi, s in enumerate(rp.a2a_group):
-            peer = plan[int(s)]
-            assert peer.send_counts[int(np.flatnonzero(peer.a2a_group == rp.rank)[0])] == rp.recv_counts[gi]
+        assert np.array_equal(planned_volume(plan), analyze_2d(g, part, lp["R"], lp["C"]).volume)
+    else:
+        assert planned_volume(plan).sum() == analyze(g, part, b).total_volume

@@ -45,18 +45,36 @@ def test_golden_validates_and_is_reproduced(name, tmp_path):
 def test_path4_golden_by_hand():
     """Path 0-1-2-3, parts {0,1} | {2,3}: each rank sends its boundary row once."""
     p = load_plan(ROOT / "golden" / "path4-1d-k2.plan")
-    assert p[0].halo_ids.tolist() == [2] and p[1].halo_ids.tolist() == [1]
-    assert p[0].h_ids[p[0].send_idx].tolist() == [1] and p[1].h_ids[p[1].send_idx].tolist() == [2]
-    assert p.manifest["stats"]["total_volume"] == 2
+    assert [s["op"] for s in p.manifest["programs"]["forward"]["steps"]] == ["copy", "gather", "alltoallv", "spmm"]
+    assert p.manifest["programs"]["backward"] == {"same_as": "forward"}
+    assert p.manifest["groups"] == [{"name": "world", "ranks": [0, 1]}]
+    assert p[0]["fwd.2.recv_ids"].tolist() == [2] and p[1]["fwd.2.recv_ids"].tolist() == [1]
+    assert p[0]["fwd.in_ids"][p[0]["fwd.1.idx"]].tolist() == [1]
+    assert p[1]["fwd.in_ids"][p[1]["fwd.1.idx"]].tolist() == [2]
+    assert p.manifest["programs"]["forward"]["steps"][2]["pairs"] == [[0, 1, 1], [1, 0, 1]]
+    # rank 0: rows 0, 1; row 0 reads col 1 (local 1), row 1 reads cols 0, 2 (local 0, halo slot 2)
+    assert p[0]["fwd.3.indptr"].tolist() == [0, 1, 3] and p[0]["fwd.3.indices"].tolist() == [1, 0, 2]
     assert np.array_equal(p.part, [0, 0, 1, 1])
 
 
+def test_version_1_plan_is_refused_with_the_rebuild_command():
+    from partplan import PlanError
+    old = Path(__file__).resolve().parent / "data" / "path4-v1.plan"
+    with pytest.raises(PlanError, match=r"format_version' = 1 .*partplan plan GRAPH --partition"):
+        load_plan(old)
+
+
 def test_schema_md_documents_every_field():
-    from partplan.plan.schema import FORMAT_VERSION, PARTITION_FIELDS, SHARD_FIELDS
+    from partplan.plan.program import OP_ARRAYS
+    from partplan.plan.schema import FORMAT_VERSION, PARTITION_FIELDS
     text = (ROOT / "SCHEMA.md").read_text()
     assert f"version {FORMAT_VERSION}" in text
-    for name in list(SHARD_FIELDS) + list(PARTITION_FIELDS):
+    for name in PARTITION_FIELDS:
         assert f"| `{name}` |" in text, name
+    for op, (need, may) in OP_ARRAYS.items():
+        assert f"`{op}`" in text, op
+        for a in need + may:
+            assert f"`{a}`" in text, (op, a)
     m = json.loads((ROOT / "golden" / "directed8-1d-k3.plan" / "manifest.json").read_text())
     for key in m:
         if key != "tool" or "`tool`" in text:

@@ -33,7 +33,7 @@ def test_layout_of_the_directory(plan_dir):
     names = sorted(os.listdir(path))
     assert names == ["manifest.json", "partition.arrow"] + [f"rank-{r:05d}.arrow" for r in range(4)]
     m = json.loads((path / "manifest.json").read_text())
-    assert m["format_version"] == 1 and m["graph"]["fingerprint"] == g.fingerprint
+    assert m["format_version"] == 2 and m["graph"]["fingerprint"] == g.fingerprint
     for s in m["shards"]:
         data = (path / s["file"]).read_bytes()
         assert len(data) == s["bytes"] and hashlib.sha256(data).hexdigest() == s["sha256"]
@@ -46,11 +46,11 @@ def test_load_one_rank_is_memory_mapped_and_equal(plan_dir):
     rp = load_plan(path, rank=2)
     for name, arr in full[2].arrays.items():
         assert np.array_equal(rp.arrays[name], arr), name
-    assert not rp.send_idx.flags.writeable     # a view of the read-only memory map
+    assert not rp["fwd.1.idx"].flags.writeable     # a view of the read-only memory map
     # the shard is an Arrow IPC file with one record batch (readable by plain pyarrow)
     with pa.memory_map(str(path / "rank-00002.arrow")) as src:
         batch = ipc.open_file(src).get_batch(0)
-        assert batch.num_rows == 1 and "halo_ids" in batch.schema.names
+        assert batch.num_rows == 1 and "fwd.2.recv_ids" in batch.schema.names
 
 
 def test_rank_alone_does_not_touch_other_shards(plan_dir):
@@ -111,6 +111,19 @@ def test_unknown_version_and_bad_manifest(plan_dir):
         load_plan(path)
 
 
+def meta_fix(path: Path, rank: int, edit):
+    """Edit a shard's forward buffer sizes (metadata) and re-sign it."""
+    from partplan.plan.store import _read_arrow, _write_arrow
+    f = path / f"rank-{rank:05d}.arrow"
+    meta, arrays = _read_arrow(f)
+    arrays = {k: np.array(v) for k, v in arrays.items()}
+    edit(meta["programs"]["forward"]["buffers"])
+    size, digest = _write_arrow(f, arrays, meta)
+    m = json.loads((path / "manifest.json").read_text())
+    m["shards"][rank].update(bytes=size, sha256=digest)
+    (path / "manifest.json").write_text(json.dumps(m))
+
+
 def _rewrite_shard(path: Path, rank: int, edit):
     """Edit one array of a shard and re-sign it in the manifest (a buggy writer)."""
     from partplan.plan.store import _read_arrow, _write_arrow
@@ -132,7 +145,7 @@ def test_edited_count_without_resigning_is_a_checksum_error(plan_dir):
     f = path / "rank-00002.arrow"
     meta, arrays = _read_arrow(f)
     arrays = {k: np.array(v) for k, v in arrays.items()}
-    arrays["send_counts"][0] += 1
+    arrays["fwd.2.send_counts"][0] += 1
     _write_arrow(f, arrays, meta)
     with pytest.raises(PlanError, match="rank-00002.arrow"):
         load_plan(path, rank=2)
@@ -142,34 +155,47 @@ def test_edited_count_resigned_is_caught_by_the_validator(plan_dir):
     g, path = plan_dir
 
     def edit(a):
-        q = int(np.flatnonzero(a["send_counts"])[0])
-        a["send_counts"][q] -= 1
-        a["send_idx"] = a["send_idx"][:-1]
+        q = int(np.flatnonzero(a["fwd.2.send_counts"])[0])
+        a["fwd.2.send_counts"][q] -= 1
+        a["fwd.1.idx"] = a["fwd.1.idx"][:-1]
     _rewrite_shard(path, 1, edit)
+    m = json.loads((path / "manifest.json").read_text())  # buffer sizes follow the edit: structure stays valid
+    meta_fix(path, 1, lambda bufs: bufs.update(send=bufs["send"] - 1))
     rep = validate_plan(path, g)
     assert not rep["ok"]
     bad = {c["name"]: c["detail"] for c in rep["checks"] if not c["ok"]}
-    assert "counts" in bad and "sends" in bad["counts"] and "expects" in bad["counts"]
+    assert "counts" in bad and "rank 1" in bad["counts"] and "expects" in bad["counts"]
 
 
 def test_out_of_range_index_is_reported(plan_dir):
     g, path = plan_dir
 
     def edit(a):
-        a["indices"][0] = 10 ** 6
+        a["fwd.3.indices"][0] = 10 ** 6
     _rewrite_shard(path, 0, edit)
     rep = validate_plan(path)
     bad = {c["name"]: c["detail"] for c in rep["checks"] if not c["ok"]}
-    assert "indices outside" in bad["csr"]
+    assert "indices outside" in bad["structure"]
+
+
+def test_wrong_rows_sent_are_caught_by_the_id_walk(plan_dir):
+    g, path = plan_dir
+
+    def edit(a):  # send another of rank 0's rows than the receiver lists (counts stay consistent)
+        idx = a["fwd.1.idx"]
+        idx[0] = (idx[0] + 1) % a["fwd.in_ids"].size
+    _rewrite_shard(path, 0, edit)
+    rep = validate_plan(path)
+    bad = {c["name"]: c["detail"] for c in rep["checks"] if not c["ok"]}
+    assert "recv_ids" in bad["ids"]
 
 
 def test_validator_passes_all_layouts(tmp_path):
     for directed in (True, False):
         g = make_graph(seed=3, directed=directed)
         part = np.random.default_rng(2).integers(0, 4, g.n)
-        for layout, lp in (("1d", {}), ("1.5d", {"c": 2}), ("2d", {"R": 2, "C": 2})):
-            path = write_plan(build_plan(g, part, 4, layout=layout, layout_params=lp),
-                              tmp_path / f"{layout}-{directed}.plan")
+        for layout, p in (("1d", 4), ("1.5d:2", 8), ("2d:2x2", 4)):
+            path = write_plan(build_plan(g, part, p, layout=layout), tmp_path / f"{layout}-{directed}.plan")
             for graph in (None, g):
                 rep = validate_plan(path, graph)
                 assert rep["ok"], rep["checks"]

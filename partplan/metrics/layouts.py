@@ -82,12 +82,14 @@ class LayoutStats:
 
 
 def analyze_15d(graph: Graph, block_part, c: int, *, f: int = 128, dtype: str = "float32",
-                alpha: float = DEFAULT_ALPHA_S, beta: float = DEFAULT_BETA_S_PER_BYTE) -> LayoutStats:
+                alpha: float = DEFAULT_ALPHA_S, beta: float = DEFAULT_BETA_S_PER_BYTE,
+                b: int | None = None) -> LayoutStats:
     """1.5D with replication ``c``: ``block_part`` splits rows into b blocks
-    (b = p / c); returns per-rank figures for p = b·c ranks (rank = i·c + l)."""
+    (b = p / c; default max(block_part) + 1); returns per-rank figures for
+    p = b·c ranks (rank = i·c + l)."""
     if c < 1:
         raise PartitionError(f"replication factor c must be >= 1, got {c}")
-    part, b = as_partition(block_part, graph.n)
+    part, b = as_partition(block_part, graph.n, b)
     vol_b, _ = volume_matrix(graph.indptr, graph.indices, part, b)
     p = b * c
     q, i = np.nonzero(vol_b)
