@@ -72,7 +72,7 @@ def test_inspect(plan_path, capsys):
     assert "layout      1d" in out and "send_rows" in out
     assert main(["inspect", str(path), "--json", "--rank", "1"]) == 0
     m = json.loads(capsys.readouterr().out)
-    assert m["ranks"] == 3 and m["shard"]["rank"] == 1 and "send_idx" in m["shard"]["fields"]
+    assert m["ranks"] == 3 and m["shard"]["rank"] == 1 and "fwd.1.idx" in m["shard"]["fields"]
 
 
 def test_export_all_targets(plan_path, tmp_path, capsys):

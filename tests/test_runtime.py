@@ -1,0 +1,237 @@
+"""The executor: every layout's forward and backward program on LocalComm and on
+real gloo processes, checked against scipy; measured bytes against the
+analyzer; dead peers, count mismatches and torchrun."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from partplan import Graph, PartplanError, PlanError, analyze, analyze_15d, analyze_2d, datasets
+from partplan.plan import build_plan, load_plan, write_plan
+from partplan.runtime.spmm import random_rows, replay, run_spmm
+
+torch = pytest.importorskip("torch")
+
+LAYOUTS = [("1d", 2), ("1d", 3), ("1.5d:2", 4), ("1.5d:3", 6), ("2d:1x2", 2), ("2d:2x2", 4), ("2d:2x3", 6)]
+
+
+def graph(directed: bool, n=150, m=900, seed=0, weighted=True):
+    rng = np.random.default_rng(seed)
+    w = rng.random(m) + 0.25 if weighted else None
+    return Graph.from_edges(rng.integers(0, n, m), rng.integers(0, n, m), w, n=n, symmetrize=not directed,
+                            name=f"r{seed}{'d' if directed else 's'}")
+
+
+def blocks(lay_spec, ranks):
+    from partplan.layouts import parse_layout
+    return parse_layout(lay_spec, ranks).row_blocks
+
+
+def analyzer_volume(g, part, spec, ranks):
+    b = blocks(spec, ranks)
+    if spec.startswith("1.5d"):
+        return analyze_15d(g, part, ranks // b, b=b).volume
+    if spec.startswith("2d"):
+        R, C = map(int, spec[3:].split("x"))
+        return analyze_2d(g, part, R, C).volume
+    return analyze(g, part, ranks).volume
+
+
+@pytest.mark.parametrize("directed", [False, True])
+@pytest.mark.parametrize("spec,ranks", LAYOUTS)
+def test_local_forward_backward_equal_scipy(spec, ranks, directed):
+    g = graph(directed, seed=ranks)
+    part = np.random.default_rng(1).integers(0, blocks(spec, ranks), g.n)
+    plan = build_plan(g, part, ranks, layout=spec)
+    A = g.to_scipy()
+    H = np.random.default_rng(2).standard_normal((g.n, 5))
+    for prog, M in (("forward", A), ("backward", A.T.tocsr())):
+        Z = replay(plan, H, prog)
+        if spec == "1d":   # local CSRs keep scipy's summation order
+            assert np.array_equal(Z, M @ H), prog
+        else:
+            np.testing.assert_allclose(Z, M @ H, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("spec,ranks", LAYOUTS)
+def test_measured_bytes_are_the_analyzers_volume(spec, ranks, tmp_path):
+    g = graph(True, seed=10 + ranks)
+    part = np.random.default_rng(3).integers(0, blocks(spec, ranks), g.n)
+    path = write_plan(build_plan(g, part, ranks, layout=spec), tmp_path / "p.plan")
+    rep = run_spmm(path, backend="local", f=7, dtype="float64", repeat=1, compare=("oblivious",))
+    vol = analyzer_volume(g, part, spec, ranks)   # independent count (metrics), not the plan's
+    assert rep["bytes_match"] and rep["bytes_measured"] == rep["bytes_predicted"] == int(vol.sum()) * 7 * 8
+    assert rep["messages_measured"] == int(np.count_nonzero(vol))
+    if spec == "1d":
+        assert rep["oblivious_bytes"] == analyze(g, part, ranks).summary()["oblivious_volume"] * 7 * 8
+
+
+def test_torch_csr_kernel_is_bitwise_scipy():
+    from partplan.runtime.ops import TorchOps
+    g = datasets.load("email-Enron")
+    A = g.to_scipy()[:4000]
+    ip, ix, d = A.indptr.astype(np.int64), A.indices.astype(np.int64), A.data
+    X = np.random.default_rng(0).standard_normal((g.n, 8))
+    for kernel in ("scipy", "torch"):
+        ops = TorchOps("float64", "cpu", kernel)
+        out = ops.empty(4000, 8)
+        ops.spmm(ops.matrix(ip, ix, d, A.shape), torch.from_numpy(X), out)
+        assert np.array_equal(out.numpy(), A @ X), kernel
+
+
+# ----------------------------------------------------------------------------- gloo processes
+def _features(tmp_path, n, f, dtype):
+    H = np.random.default_rng(5).standard_normal((n, f)).astype(dtype)
+    np.save(tmp_path / "H.npy", H)
+    return tmp_path / "H.npy", H
+
+
+@pytest.mark.parametrize("spec,ranks,directed", [("1d", 2, True), ("1.5d:2", 2, False), ("2d:2x1", 2, True),
+                                                 ("2d:1x2", 2, False)])
+def test_gloo_p2_every_layout_writes_scipys_Z(spec, ranks, directed, tmp_path):
+    g = graph(directed, n=300, m=2000, seed=ranks)
+    part = np.random.default_rng(4).integers(0, blocks(spec, ranks), g.n)
+    path = write_plan(build_plan(g, part, ranks, layout=spec), tmp_path / "p.plan")
+    hpath, H = _features(tmp_path, g.n, 6, np.float64)
+    A = g.to_scipy()
+    for prog, M in (("forward", A), ("backward", A.T.tocsr())):
+        out = tmp_path / f"Z-{prog}.npy"
+        rep = run_spmm(path, nprocs=ranks, backend="gloo", features=hpath, output=out, repeat=2,
+                       kernel="scipy", program=prog, timeout=30)
+        Z = np.load(out)
+        assert rep["bytes_match"] and rep["ranks"] == ranks and rep["dtype"] == "float64"
+        if spec == "1d":
+            assert np.array_equal(Z, M @ H), prog
+        else:
+            np.testing.assert_allclose(Z, M @ H, rtol=1e-12, atol=1e-12)
+        assert not list(tmp_path.glob(".Z*partial"))
+
+
+def test_gloo_p4_real_graph_float32_with_baselines(tmp_path):
+    g = datasets.load("email-Enron")
+    from partplan.partition.api import partition
+    p = partition(g, 4, model="graph", backend="metis", seed=0)
+    path = write_plan(build_plan(g, p), tmp_path / "e.plan")
+    out = tmp_path / "Z.npy"
+    rep = run_spmm(path, nprocs=4, backend="gloo", f=8, seed=3, output=out, repeat=2,
+                   compare=("oblivious", "bare"), timeout=60)
+    H = random_rows(np.arange(g.n), 8, 3, "float64")   # the same rows every rank generated
+    ref = g.to_scipy() @ H
+    Z = np.load(out)
+    assert Z.dtype == np.float32
+    assert np.abs(Z - ref).max() <= 1e-5 * max(1.0, np.abs(ref).max())
+    st = analyze(g, p.part, 4)
+    assert rep["bytes_match"] and rep["bytes_measured"] == st.total_volume * 8 * 4
+    assert rep["oblivious_bytes"] == st.summary()["oblivious_volume"] * 8 * 4
+    assert rep["bare_a2a_s"] > 0 and rep["exchange_s"] > 0
+    assert max(rep["shard_array_bytes_per_rank"]) < g.nnz * 16   # no rank holds the whole graph
+
+
+# ----------------------------------------------------------------------------- faults
+def _plan2(tmp_path, n=400):
+    g = graph(False, n=n, m=3000, seed=7)
+    part = np.arange(g.n) % 2
+    return g, write_plan(build_plan(g, part, 2), tmp_path / "f.plan")
+
+
+def test_dead_peer_fails_every_survivor_within_the_timeout(tmp_path, monkeypatch):
+    _, path = _plan2(tmp_path)
+    monkeypatch.setenv("PARTPLAN_FAULT_KILL", "1:fwd.2:4")   # rank 1 SIGKILLs itself at its 4th exchange
+    t0 = time.monotonic()
+    with pytest.raises(PartplanError) as ei:
+        run_spmm(path, nprocs=2, backend="gloo", f=4, repeat=50, timeout=15)
+    msg = str(ei.value)
+    assert time.monotonic() - t0 < 15 + 60
+    assert "rank 1: killed by signal SIGKILL" in msg
+    assert "rank 0:" in msg and "failed" in msg and "Traceback" not in msg
+
+
+def test_count_mismatch_is_one_clear_error_on_every_rank(tmp_path):
+    import hashlib
+    from partplan.plan.store import _read_arrow, _write_arrow
+    _, path = _plan2(tmp_path)
+    f = path / "rank-00001.arrow"
+    meta, arrays = _read_arrow(f)
+    arrays = {k: np.array(v) for k, v in arrays.items()}
+    arrays["fwd.2.send_counts"][0] -= 1      # rank 1 would send one row fewer than rank 0 expects
+    arrays["fwd.1.idx"] = arrays["fwd.1.idx"][:-1]
+    meta["programs"]["forward"]["buffers"]["send"] -= 1
+    size, digest = _write_arrow(f, arrays, meta)
+    m = json.loads((path / "manifest.json").read_text())
+    m["shards"][1].update(bytes=size, sha256=digest)
+    (path / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(PartplanError) as ei:
+        run_spmm(path, nprocs=2, backend="gloo", f=4, repeat=1, timeout=15)
+    msg = str(ei.value)
+    assert "rank 0:" in msg and "rank 1:" in msg and "inconsistent" in msg
+
+
+def test_wrong_process_count_and_bad_inputs_are_refused_before_starting(tmp_path):
+    g, path = _plan2(tmp_path)
+    with pytest.raises(PlanError, match="plan is for 2 ranks"):
+        run_spmm(path, nprocs=3)
+    np.save(tmp_path / "bad.npy", np.zeros((g.n + 1, 3)))
+    with pytest.raises(PlanError, match="n = 400 rows"):
+        run_spmm(path, nprocs=2, features=tmp_path / "bad.npy")
+    with pytest.raises(PlanError, match="does not exist"):
+        run_spmm(path, nprocs=2, output=tmp_path / "nope" / "Z.npy")
+    with pytest.raises(PlanError, match="--compare"):
+        run_spmm(path, nprocs=2, compare=("magic",))
+
+
+# ----------------------------------------------------------------------------- launchers
+def test_torchrun_runs_the_same_command(tmp_path):
+    exe = Path(sys.executable).with_name("torchrun")
+    if not exe.exists():
+        pytest.skip("torchrun not installed beside this python")
+    g, path = _plan2(tmp_path, n=200)
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    r = subprocess.run([str(exe), "--nproc-per-node", "2", "--master-port", str(_port()), "-m", "partplan",
+                        "run", "spmm", str(path), "-f", "3", "--repeat", "1", "--json",
+                        "--output", str(tmp_path / "Z.npy"), "--timeout", "30"],
+                       capture_output=True, text=True, timeout=240, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rep = json.loads(r.stdout[r.stdout.index("{"):])
+    assert rep["bytes_match"] and rep["ranks"] == 2
+    ref = g.to_scipy() @ random_rows(np.arange(g.n), 3, 0, "float64")
+    assert np.abs(np.load(tmp_path / "Z.npy") - ref).max() < 1e-4
+
+
+def _port():
+    from partplan.runtime.launch import free_port
+    return free_port()
+
+
+def test_cli_plan_and_run_local(tmp_path, capsys):
+    from partplan.cli.main import main
+    g = graph(False, n=120, m=600, seed=3)
+    from partplan.io import write_graph
+    write_graph(g, tmp_path / "g.mtx")
+    np.save(tmp_path / "p.npy", np.arange(g.n) % 2)
+    assert main(["plan", str(tmp_path / "g.mtx"), "--partition", str(tmp_path / "p.npy"), "--layout", "1.5d:2",
+                 "-o", str(tmp_path / "g.plan"), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["ranks"] == 4 and info["row_blocks"] == 2 and info["layout"] == "1.5d:2"
+    assert main(["run", "spmm", str(tmp_path / "g.plan"), "--backend", "local", "--json", "-f", "4"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["bytes_match"] and rep["ranks"] == 4
+    assert main(["run", "spmm", str(tmp_path / "g.plan"), "--nprocs", "3"]) == 2
+    assert "plan is for 4 ranks" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here")
+def test_nccl_one_rank_end_to_end(tmp_path):
+    g = graph(True, n=500, m=4000, seed=1)
+    path = write_plan(build_plan(g, np.zeros(g.n, dtype=np.int64), 1), tmp_path / "one.plan")
+    hpath, H = _features(tmp_path, g.n, 8, np.float32)
+    rep = run_spmm(path, nprocs=1, backend="nccl", features=hpath, output=tmp_path / "Z.npy", repeat=2)
+    ref = g.to_scipy() @ H.astype(np.float64)
+    assert rep["kernel"] == "torch" and rep["device"].startswith("cuda")
+    assert np.abs(np.load(tmp_path / "Z.npy") - ref).max() <= 1e-5 * max(1, np.abs(ref).max())
