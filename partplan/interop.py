@@ -178,11 +178,12 @@ def read_dgl_partition(path, n: int | None = None, *, ids: str = "original") -> 
         f = root / node_map if not Path(node_map).is_absolute() else Path(node_map)
         if not f.is_file():
             f = root / Path(node_map).name
+        from .io.partfile import load_npy
         try:
-            part = np.load(f, allow_pickle=False).astype(np.int64)
-        except (OSError, ValueError) as exc:
+            part = load_npy(f, n, "node_map").astype(np.int64)
+        except PartitionError as exc:
             raise PartitionError(f"{cfg}: field 'node_map' names {node_map!r}, which cannot be read ({exc})") \
-                from exc
+                from None
     else:
         if isinstance(node_map, dict):
             if len(node_map) != 1:
@@ -219,7 +220,11 @@ def read_dgl_partition(path, n: int | None = None, *, ids: str = "original") -> 
             for name in ("orig_nids.npy", "orig_nids.pt"):
                 f = root / name
                 if f.is_file():
-                    orig = np.load(f, allow_pickle=False).astype(np.int64) if name.endswith(".npy") else _load_pt(f)
+                    if name.endswith(".npy"):
+                        from .io.partfile import load_npy
+                        orig = load_npy(f, new_part.size, "orig_nids").astype(np.int64)
+                    else:
+                        orig = _load_pt(f)
                     break
             if orig is None:
                 if (root / "part0" / "orig_nids.dgl").is_file():

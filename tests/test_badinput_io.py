@@ -613,3 +613,39 @@ def test_corrupt_gzip_closes_the_file(tmp_path):
             read_graph(p)
         gc.collect()
     assert not [x for x in w if issubclass(x.category, ResourceWarning)], [str(x.message) for x in w]
+
+
+def _lying_npy(path, claimed: int, actual: int = 3):
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": "<i8", "fortran_order": False, "shape": (claimed,)})
+    path.write_bytes(buf.getvalue() + np.arange(actual, dtype=np.int64).tobytes())
+    return path
+
+
+def test_partition_npy_header_claims_huge_array(tmp_path):
+    p = _lying_npy(tmp_path / "lie.npy", 10 ** 11)
+    e = _refused_without_allocating(lambda q: read_partition(q, 3), p, PartitionError)
+    assert str(p) in str(e) and "100000000000" in str(e)
+    ok = _lying_npy(tmp_path / "ok.npy", 3)
+    assert read_partition(ok, 3).tolist() == [0, 1, 2]
+    with pytest.raises(PartitionError, match="has 3 part ids but the graph has 4"):
+        read_partition(ok, 4)
+
+
+def test_dgl_node_map_npy_header_claims_huge_array(tmp_path):
+    import json
+
+    from partplan.interop import read_dgl_partition
+    cfg = {"graph_name": "t", "num_parts": 2, "num_nodes": 3, "node_map": "node_map.npy"}
+    (tmp_path / "t.json").write_text(json.dumps(cfg))
+    _lying_npy(tmp_path / "node_map.npy", 10 ** 11)
+    e = _refused_without_allocating(lambda q: read_dgl_partition(q, 3), tmp_path, PartitionError)
+    assert "node_map" in str(e) and "100000000000" in str(e)
+    # ranges claiming 10^12 nodes: refused before np.repeat
+    cfg["node_map"] = {"_N": [[0, 10 ** 12], [10 ** 12, 2 * 10 ** 12]]}
+    cfg["num_nodes"] = None
+    (tmp_path / "t.json").write_text(json.dumps(cfg))
+    e = _refused_without_allocating(lambda q: read_dgl_partition(q, ids="dgl"), tmp_path, PartitionError)
+    assert "memory budget" in str(e)
+    e = _refused_without_allocating(lambda q: read_dgl_partition(q, 3, ids="dgl"), tmp_path, PartitionError)
+    assert "cover 2000000000000 nodes but the graph has 3" in str(e)

@@ -154,6 +154,35 @@ def check_file_holds(count: int, min_bytes: int, path, what: str, *, line: int |
                                f"has {shown}", path, line, field=field)
 
 
+def npy_header(fh) -> tuple[tuple, np.dtype, int]:
+    """(shape, dtype, header length) of the ``.npy`` stream ``fh`` (at its
+    start), read without the data. numpy allocates the shape a header claims
+    before reading the data, so readers check it first. ValueError /
+    EOFError on a bad header."""
+    version = np.lib.format.read_magic(fh)
+    if version == (1, 0):
+        shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
+    elif version == (2, 0):
+        shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
+    else:
+        shape, _, dtype = np.lib.format._read_array_header(fh, version)
+    return shape, dtype, fh.tell()
+
+
+def npy_claim_problem(shape: tuple, dtype: np.dtype, available: int) -> str | None:
+    """Why an array of ``shape``/``dtype`` cannot be in ``available`` bytes
+    (or holds Python objects); None when it can."""
+    if dtype.hasobject:
+        return f"holds Python objects (dtype {dtype}), not numbers"
+    count = 1
+    for d in shape:
+        count *= int(d)
+    nbytes = count * dtype.itemsize
+    if nbytes > available:
+        return f"claims shape {tuple(shape)} ({nbytes} bytes) but the file holds only {max(available, 0)} bytes of it"
+    return None
+
+
 # ---------------------------------------------------------------- opening
 class _StreamError(GraphFormatError):
     """A corrupt or truncated compressed stream (the reader that knows the

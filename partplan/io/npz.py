@@ -24,7 +24,7 @@ import scipy.sparse as sp
 
 from ..errors import GraphFormatError
 from ..graph import Graph
-from ._common import atomic_output, check_budget, graph_bytes
+from ._common import atomic_output, check_budget, graph_bytes, npy_claim_problem, npy_header
 
 _NEEDED = {"csr": ("indices", "indptr", "data", "shape"), "csc": ("indices", "indptr", "data", "shape"),
            "coo": ("row", "col", "data", "shape"), "bsr": ("indices", "indptr", "data", "shape"),
@@ -56,26 +56,18 @@ def _peek(z, key: str, p: Path) -> tuple[tuple, np.dtype, int]:
     try:
         info = z.zip.getinfo(name)
         with z.zip.open(name) as fh:
-            version = np.lib.format.read_magic(fh)
-            if version == (1, 0):
-                shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
-            elif version == (2, 0):
-                shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
-            else:
-                shape, _, dtype = np.lib.format._read_array_header(fh, version)
-            header_len = fh.tell()
+            shape, dtype, header_len = npy_header(fh)
     except KeyError:
         raise GraphFormatError(f"missing array {key!r}", p, field=key) from None
     except _ZIP_ERRORS + (AttributeError,) as exc:
         raise GraphFormatError(f"array {key!r} has a bad .npy header ({exc})", p, field=key) from None
-    if dtype.hasobject:
-        raise GraphFormatError(f"array {key!r} holds Python objects (dtype {dtype}), not numbers", p, field=key)
-    count = int(np.prod(shape, dtype=object)) if shape else 1
-    nbytes = count * dtype.itemsize
-    if nbytes > info.file_size - header_len:
-        raise GraphFormatError(f"array {key!r} claims shape {shape} ({nbytes} bytes) but the file holds only "
-                               f"{max(info.file_size - header_len, 0)} bytes of it", p, field=key)
-    return shape, dtype, nbytes
+    problem = npy_claim_problem(shape, dtype, info.file_size - header_len)
+    if problem:
+        raise GraphFormatError(f"array {key!r} {problem}", p, field=key)
+    count = 1
+    for d in shape:
+        count *= int(d)
+    return shape, dtype, count * dtype.itemsize
 
 
 def _load(z, key: str, p: Path) -> np.ndarray:

@@ -38,6 +38,7 @@ import numpy as np
 
 from ..errors import PartitionError
 from ..parts import as_part_ids
+from ._common import npy_claim_problem, npy_header
 from .._atomic import atomic_path
 
 TABLE_SUFFIXES = (".parquet", ".arrow", ".feather", ".csv")
@@ -71,7 +72,7 @@ def read_partition(path: str | os.PathLike, n: int, *, column: str | None = None
         raise PartitionError(f"{p}: no such partition file")
     suffix = _suffixes(p)
     if suffix == ".npy":
-        part = _read_npy(p)
+        part = _read_npy(p, n)
     elif suffix in TABLE_SUFFIXES:
         part = _read_table(p, suffix, column)
     else:
@@ -88,12 +89,32 @@ def _check_values(p: Path, arr: np.ndarray, what: str) -> np.ndarray:
     return as_part_ids(arr, where=f"{p}: ", what=what)
 
 
-def _read_npy(p: Path) -> np.ndarray:
+def load_npy(p: Path, n: int | None = None, what: str = "array") -> np.ndarray:
+    """A ``.npy`` file, its header checked first (numpy allocates the shape a
+    header claims): 1-D, numeric, no bigger than the file, and ``n`` long
+    when given. Any problem -> PartitionError naming the file."""
     try:
-        arr = np.load(p, allow_pickle=False)
+        with open(p, "rb") as fh:
+            shape, dtype, header_len = npy_header(fh)
+            size = os.fstat(fh.fileno()).st_size
+    except (ValueError, OSError, EOFError, SyntaxError) as exc:
+        raise PartitionError(f"{p}: not a readable .npy array ({exc})") from None
+    problem = npy_claim_problem(shape, dtype, size - header_len)
+    if problem:
+        raise PartitionError(f"{p}: {what} {problem}")
+    if len(shape) != 1:
+        raise PartitionError(f"{p}: {what} must be one-dimensional, got shape {tuple(shape)}")
+    if n is not None and shape[0] != n:
+        ids = "part ids" if what == "array" else f"entries in {what}"
+        raise PartitionError(f"{p}: has {shape[0]} {ids} but the graph has {n} vertices")
+    try:
+        return np.load(p, allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
-        raise PartitionError(f"{p}: not a readable .npy array ({exc})") from exc
-    return _check_values(p, arr, "array")
+        raise PartitionError(f"{p}: not a readable .npy array ({exc})") from None
+
+
+def _read_npy(p: Path, n: int | None = None) -> np.ndarray:
+    return _check_values(p, load_npy(p, n), "array")
 
 
 def _read_table(p: Path, suffix: str, column: str | None) -> np.ndarray:
