@@ -4,9 +4,14 @@ Supported banner: ``%%MatrixMarket matrix coordinate <field> <symmetry>``
 with field ``pattern`` / ``real`` / ``integer`` (``double`` accepted as real)
 and symmetry ``general`` / ``symmetric`` / ``skew-symmetric``. Indices are
 1-based. The size line ``M N NNZ`` must describe a square matrix and NNZ must
-equal the number of entry lines. Symmetric files store one triangle; every
-off-diagonal entry is mirrored (skew: mirrored with the opposite sign), the
-same convention as ``scipy.io.mmread``. Duplicates are summed (``dedupe``),
+equal the number of entry lines; before any entry is read it is checked
+against the file length and the graph against the memory budget
+(:func:`partplan.io._common.check_budget`). Symmetric files store one
+triangle (the lower; upper-only is read too) and every off-diagonal entry is
+mirrored (skew: mirrored with the opposite sign), the same convention as
+``scipy.io.mmread``; a symmetric file with entries on BOTH sides of the
+diagonal is an error naming the line (mirroring would sum the pair, agreeing
+or not). Duplicates are summed (``dedupe``),
 explicit zeros are kept as structural entries. Matrix values may be negative;
 NaN / inf are rejected. ``complex`` / ``hermitian`` and the dense ``array``
 format are refused with a clear error.
