@@ -1,5 +1,6 @@
 # partplan: every target sets up .venv itself on a fresh machine.
-#   make demo   - partition an embedded real graph 4 ways at k=16, print the table, write the heat map
+#   make demo   - partition an embedded real graph 4 ways at k=16, print the table, write the heat map,
+#                 then execute the Mt-KaHyPar plan on 4 gloo processes (bytes predicted vs measured)
 #   make test   - the whole pytest suite
 #   make bench  - benchmarks that print ratios against a peer measured in the same run
 PYTHON ?= python3
@@ -39,6 +40,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_analyzer.py
 	$(PY) benchmarks/bench_plan.py
 	$(PY) benchmarks/bench_planner.py --quick --out $(OUT)/bench
+	$(PY) benchmarks/bench_exec.py --p 2 4 --f 16 64
 
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache .hypothesis

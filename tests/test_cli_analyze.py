@@ -76,7 +76,7 @@ def test_text_output_and_bytes_options(path_graph, capsys):
     rc, out, err = run_cli(capsys, "analyze", path_graph, "--method", "block", "-k", "3", "-f", "16",
                            "--dtype", "float16")
     assert rc == 0, err
-    assert "total_volume" in out and "k=3 from --method block" in out
+    assert "total_volume" in out and "k=3 ranks, 3 row blocks (1d) from --method block" in out
     line = [ln for ln in out.splitlines() if ln.startswith("total_bytes")][0]
     # blocks {0,1},{2,3},{4,5}: 4 rows cross (1<->2, 3<->4, each way) -> 4 · 16 · 2 bytes
     assert line.split()[-1] == str(4 * 16 * 2)
@@ -115,7 +115,7 @@ def test_layouts(random_graph, capsys):
     d = json.loads(out)
     assert d["k"] == 6 and d["layout"]["layout"] == "2d" and d["layout"]["p"] == 6
     assert d["layout"]["max_send_messages"] <= (2 - 1) + (3 - 1)
-    rc, out, err = run_cli(capsys, "analyze", graph, "--method", "block", "-k", "3", "--layout", "1.5d:2",
+    rc, out, err = run_cli(capsys, "analyze", graph, "--method", "block", "-k", "6", "--layout", "1.5d:2",
                            "--json")
     assert rc == 0, err
     d = json.loads(out)
@@ -191,7 +191,8 @@ def test_error_partition_file_contents(path_graph, tmp_path, capsys, content, ex
 def test_error_partition_k_mismatch(path_graph, tmp_path, capsys):
     pf = tmp_path / "p.txt"
     pf.write_text("0\n1\n2\n3\n0\n1\n")
-    assert ">= k=2" in one_line_error(capsys, "analyze", path_graph, "--partition", pf, "-k", "2")
+    assert "4 row blocks, but layout 1d on 2 ranks has 2" in one_line_error(capsys, "analyze", path_graph,
+                                                                         "--partition", pf, "-k", "2")
     assert "no such partition file" in one_line_error(capsys, "analyze", path_graph, "--partition",
                                                       tmp_path / "none.txt")
 
@@ -201,7 +202,7 @@ def test_error_partition_k_mismatch(path_graph, tmp_path, capsys):
     (["--method", "random", "-k", "2", "--imbalance", "0.1"], "--imbalance has no effect"),
     (["--method", "metis", "-k", "2", "--preset", "QUALITY"], "--preset has no effect"),
     (["--method", "block"], "needs -k"),
-    (["--method", "block", "-k", "3", "--layout", "2d:2x2"], "needs k = R·C = 4"),
+    (["--method", "block", "-k", "3", "--layout", "2d:2x2"], "grid 2x2 has 4 ranks, not 3"),
     (["--method", "hypergraph", "-k", "2", "--preset", "NOPE"], "unknown mtkahypar preset"),
 ])
 def test_error_option_combinations(path_graph, capsys, argv, expect):
@@ -216,7 +217,7 @@ def test_error_options_with_partition_file(path_graph, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv,expect", [
-    (["--method", "block", "-k", "2", "--layout", "3d"], "layout must be 1d, 1.5d:C"),
+    (["--method", "block", "-k", "2", "--layout", "3d"], "unknown layout '3d'"),
     (["--method", "block", "-k", "0"], "positive integer"),
     (["--method", "block", "-k", "2", "--dtype", "float7"], "unknown dtype"),
     (["--method", "block", "-k", "2", "--alpha", "-1"], ">= 0"),

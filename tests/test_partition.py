@@ -130,7 +130,7 @@ def test_baselines_by_definition():
 def test_layouts_15d_and_2d():
     g = grid_graph(seed=7)
     p = partition(g, 8, layout="1.5d:2", preset="DETERMINISTIC")
-    assert p.k == 4 and p.ranks == 8 and p.part.max() == 3
+    assert p.k == 8 and p.ranks == 8 and p.row_blocks == 4 and p.part.max() == 3
     ls = analyze_15d(g, p.part, 2)
     assert p.layout_stats.summary() == ls.summary()
     assert ls.summary()["total_volume"] == analyze(g, p.part, 4).total_volume
