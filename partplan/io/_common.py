@@ -195,10 +195,11 @@ class CheckedGzipFile(gzip.GzipFile):
     truncation -> ``EOFError``) are raised as one GraphFormatError naming the
     file, never as a traceback of the gzip module."""
 
-    def __init__(self, fileobj, path):
+    def __init__(self, fileobj, path, *, text: bool = True):
         super().__init__(fileobj=fileobj, mode="rb")
         self._pp_path = path
         self._pp_raw = fileobj
+        self._pp_text = text
 
     def close(self):
         """Close the gzip layer AND the file under it (GzipFile leaves a
@@ -210,7 +211,9 @@ class CheckedGzipFile(gzip.GzipFile):
 
     def _fail(self, exc):
         kind = "truncated" if isinstance(exc, EOFError) else "corrupt"
-        raise _StreamError(f"{kind} gzip stream: {exc}", self._pp_path) from None
+        line = gzip_corrupt_line(self._pp_path) if self._pp_text else None
+        where = " (the data stops decompressing on this line)" if line is not None else ""
+        raise _StreamError(f"{kind} gzip stream: {exc}{where}", self._pp_path, line) from None
 
     def read(self, size=-1):
         try:
@@ -243,10 +246,64 @@ class CheckedGzipFile(gzip.GzipFile):
             self._fail(exc)
 
 
-def open_binary(path: str | os.PathLike) -> BinaryIO:
+def gzip_corrupt_line(path, chunk: int = 1 << 16) -> int | None:
+    """1-based line on which the gzip file ``path`` stops decompressing: the
+    line holding the first deflate code zlib rejects, or the line cut by a
+    truncation. None when all the data decompresses and only the CRC /
+    length trailer disagrees (the damage is then somewhere unknown). Streams
+    the file through zlib counting newlines; the chunk in which zlib fails is
+    replayed from a copy of the decompressor one input byte at a time, so no
+    decoded byte is lost. Only called on the error path."""
+    lines = 0
+    d = zlib.decompressobj(wbits=31)
+    try:
+        with open(path, "rb") as fh:
+            while True:
+                raw = fh.read(chunk)
+                if not raw:
+                    return lines + 1 if not d.eof else None  # truncated inside a member
+                while raw:
+                    snap, snap_lines = d.copy(), lines
+                    try:
+                        out = d.decompress(raw)
+                    except zlib.error as exc:
+                        if "incorrect data check" in str(exc) or "incorrect length check" in str(exc):
+                            return None
+                        d, lines = snap, snap_lines
+                        for i in range(len(raw)):  # replay byte by byte to the failing code
+                            try:
+                                lines += d.decompress(raw[i:i + 1]).count(b"\n")
+                            except zlib.error as exc2:
+                                if "incorrect" in str(exc2) and "check" in str(exc2):
+                                    return None
+                                return lines + 1
+                        return lines + 1
+                    lines += out.count(b"\n")
+                    raw = b""
+                    if d.eof:  # next gzip member, if any
+                        raw = d.unused_data
+                        if raw[:2] != GZIP_MAGIC:
+                            return None  # trailing garbage: not a deflate problem
+                        d = zlib.decompressobj(wbits=31)
+    except OSError:
+        return None
+
+
+def stream_error_at(exc: GraphFormatError, path, line: int) -> GraphFormatError:
+    """A corrupt-stream error from :class:`CheckedGzipFile` with a line:
+    its own (where the data stops decompressing) or, when that is unknown,
+    ``line`` (the first line of what the caller was reading)."""
+    if exc.line is not None:
+        return exc
+    return GraphFormatError(f"{exc.problem} (in the data from this line on)", path, line)
+
+
+def open_binary(path: str | os.PathLike, *, text: bool = True) -> BinaryIO:
     """Open ``path`` for reading bytes; gzip is detected by its magic bytes
     (not only by the ``.gz`` name) and read through :class:`CheckedGzipFile`
-    (a corrupt stream -> GraphFormatError). Missing file -> GraphFormatError."""
+    (a corrupt stream -> GraphFormatError naming, for ``text`` files, the
+    line where the data stops decompressing). Missing file ->
+    GraphFormatError."""
     p = Path(path)
     try:
         fh = open(p, "rb")
@@ -259,13 +316,14 @@ def open_binary(path: str | os.PathLike) -> BinaryIO:
     head = fh.read(2)
     fh.seek(0)
     if head == GZIP_MAGIC:
-        return CheckedGzipFile(fh, p)  # type: ignore[return-value]
+        return CheckedGzipFile(fh, p, text=text)  # type: ignore[return-value]
     return fh
 
 
 def read_all(path: str | os.PathLike) -> bytes:
-    """The whole (decompressed) content; gzip errors become GraphFormatError."""
-    with open_binary(path) as fh:
+    """The whole (decompressed) content of a binary file; gzip errors become
+    GraphFormatError."""
+    with open_binary(path, text=False) as fh:
         try:
             return fh.read()
         except GZIP_ERRORS as exc:

@@ -25,6 +25,7 @@ from typing import BinaryIO, Iterator
 import numpy as np
 
 from ..errors import GraphFormatError
+from ._common import stream_error_at
 
 BLOCK_BYTES = 1 << 25  # 32 MiB of text per block
 _INT_RE = re.compile(rb"[+-]?[0-9]+\Z")
@@ -73,7 +74,7 @@ def iter_raw_blocks(fh: BinaryIO, first_line: int = 1, block_bytes: int = BLOCK_
             if not chunk.endswith(b"\n"):
                 chunk += fh.readline()
         except GraphFormatError as exc:  # CheckedGzipFile: corrupt / truncated stream, name the line
-            raise GraphFormatError(f"{exc.problem} (in the data from this line on)", path, line) from None
+            raise stream_error_at(exc, path, line) from None
         except (OSError, EOFError, zlib.error) as exc:
             raise GraphFormatError(f"corrupt or truncated compressed stream: {exc} "
                                    "(in the data from this line on)", path, line) from None

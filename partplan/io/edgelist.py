@@ -27,7 +27,8 @@ import numpy as np
 from ..errors import GraphFormatError
 from ..graph import Graph
 from . import _text
-from ._common import atomic_output, check_budget, graph_bytes, open_binary, write_table_text
+from ._common import (atomic_output, check_budget, graph_bytes, open_binary, stream_error_at,
+                      write_table_text)
 
 
 
@@ -41,7 +42,7 @@ def _first_data_line(path) -> tuple[bytes | None, int]:
                 if s and s[:1] not in (b"#", b"%"):
                     return s, no
         except GraphFormatError as exc:  # corrupt gzip stream: name the line reached
-            raise GraphFormatError(exc.problem, path, no + 1) from None
+            raise stream_error_at(exc, path, no + 1) from None
     return None, no
 
 

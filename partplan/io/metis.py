@@ -32,7 +32,7 @@ from ..errors import BackendUnavailableError, GraphFormatError
 from ..graph import Graph
 from . import _text
 from ._common import (atomic_output, check_budget, check_file_holds, check_int64, format_int_lines, graph_bytes,
-                      open_binary)
+                      open_binary, stream_error_at)
 
 
 def read_int_lines(p: Path, comments: bytes, block_bytes: int = _text.BLOCK_BYTES):
@@ -63,7 +63,7 @@ def peek_header(p: Path, comments: bytes = b"%") -> tuple[list[int] | None, int]
             try:
                 line = fh.readline()
             except GraphFormatError as exc:  # corrupt gzip stream
-                raise GraphFormatError(exc.problem, p, no + 1) from None
+                raise stream_error_at(exc, p, no + 1) from None
             no += 1
             if not line:
                 return None, no

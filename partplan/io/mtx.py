@@ -31,7 +31,7 @@ from ..errors import BackendUnavailableError, GraphFormatError
 from ..graph import Graph
 from . import _text
 from ._common import (atomic_output, check_budget, check_file_holds, check_int64, graph_bytes, open_binary,
-                      write_table_text)
+                      stream_error_at, write_table_text)
 
 
 
@@ -41,7 +41,7 @@ def _header(fh, p):
     try:
         banner = fh.readline()
     except GraphFormatError as exc:  # corrupt gzip stream
-        raise GraphFormatError(exc.problem, p, 1) from None
+        raise stream_error_at(exc, p, 1) from None
     if not banner:
         raise GraphFormatError("empty file (expected a %%MatrixMarket banner)", p, 1)
     toks = banner.decode("latin-1").split()
@@ -69,7 +69,7 @@ def _header(fh, p):
         try:
             line = fh.readline()
         except GraphFormatError as exc:  # corrupt gzip stream
-            raise GraphFormatError(exc.problem, p, no + 1) from None
+            raise stream_error_at(exc, p, no + 1) from None
         no += 1
         if not line:
             raise GraphFormatError("missing size line 'M N NNZ'", p, no - 1)

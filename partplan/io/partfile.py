@@ -38,7 +38,7 @@ import numpy as np
 
 from ..errors import PartitionError
 from ..parts import as_part_ids
-from ._common import npy_claim_problem, npy_header
+from ._common import gzip_corrupt_line, npy_claim_problem, npy_header
 from .._atomic import atomic_path
 
 TABLE_SUFFIXES = (".parquet", ".arrow", ".feather", ".csv")
@@ -202,7 +202,11 @@ def _read_text_slow(p: Path) -> np.ndarray:
                     raise PartitionError(f"{p}:line {lineno}: part id {v} does not fit in 64 bits")
                 out.append(v)
     except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:  # zlib.error: corrupt deflate data
-        raise PartitionError(f"{p}:line {lineno + 1}: corrupt or truncated compressed file ({exc})") from None
+        at = gzip_corrupt_line(p) if p.name.lower().endswith(".gz") else None
+        where = (f"line {at}: corrupt or truncated compressed file ({exc}); the data stops decompressing on "
+                 "this line" if at is not None else
+                 f"line {lineno + 1}: corrupt or truncated compressed file ({exc}) in the data from this line on")
+        raise PartitionError(f"{p}:{where}") from None
     if not out:
         raise PartitionError(f"{p}: empty partition file (no part ids)")
     return np.asarray(out, dtype=np.int64)
