@@ -323,7 +323,7 @@ def test_integers_beyond_int64(tmp_path, name, text, line):
     assert "64 bits" in str(e), str(e)
 
 
-def test_partition_ids_beyond_int64(tmp_path):
+def test_partition_ids_beyond_int64(tmp_path, monkeypatch):
     p = tmp_path / "g.part.2"
     p.write_text(f"0\n{BIG}\n1\n")
     with pytest.raises(PartitionError, match=r"line 2: part id \d+ does not fit in 64 bits"):
@@ -334,12 +334,9 @@ def test_partition_ids_beyond_int64(tmp_path):
     with pytest.raises(PartitionError, match="beyond 64 bits"):
         read_cagnet_part_sizes(q)
     q.write_text(f"1 {10 ** 12}\n")
-    os.environ["PARTPLAN_MAX_BYTES"] = "1G"
-    try:
-        with pytest.raises(PartitionError, match="memory budget"):
-            read_cagnet_part_sizes(q)
-    finally:
-        del os.environ["PARTPLAN_MAX_BYTES"]
+    monkeypatch.setenv("PARTPLAN_MAX_BYTES", "1G")
+    with pytest.raises(PartitionError, match="memory budget"):
+        read_cagnet_part_sizes(q)
 
 
 # ------------------------------------------------------------------ symmetric .mtx with both triangles
