@@ -16,7 +16,12 @@ case for the dedup pass). For k in (16, 64, 256) it times, best of
 - ``analyze`` warm — the full :func:`partplan.analyze` (volume matrix, compute
   load, edge cut, all derived figures) on a graph whose symmetry check is cached;
 - ``analyze`` cold — the same on a fresh :class:`Graph` object each run (pays the
-  one-off symmetry check, i.e. one transpose of A).
+  one-off symmetry check: one O(nnz) cursor pass, no transpose, see
+  :func:`partplan._kernels.csr_pattern_is_symmetric`).
+
+For a symmetric pattern ``analyze`` counts the volume row by row
+(:func:`partplan._kernels.symmetric_volume`: column j = row j, a k-sized stamp
+array deduplicates parts; no n·k mask) when numba is installed.
 
 All variants must agree on the volume matrix (checked). BLAS/OpenMP thread
 pools are pinned to one thread before numpy loads. Run: ``make bench`` or

@@ -235,11 +235,19 @@ class Graph:
         return self._cache["T"]
 
     def is_symmetric(self) -> bool:
-        """True when the sparsity pattern equals its transpose."""
+        """True when the sparsity pattern equals its transpose. Cached; known
+        without a check for graphs built symmetrized; otherwise one O(nnz)
+        pass (:func:`partplan._kernels.csr_pattern_is_symmetric`, no
+        transpose is built) when numba is available, else via the transpose."""
         if "sym" not in self._cache:
-            T = self.transpose()
-            self._cache["sym"] = bool(np.array_equal(self.indptr, T.indptr)
-                                      and np.array_equal(self.indices, T.indices))
+            from ._kernels import HAVE_NUMBA, csr_pattern_is_symmetric
+
+            if "T" in self._cache or not HAVE_NUMBA:
+                T = self.transpose()
+                sym = np.array_equal(self.indptr, T.indptr) and np.array_equal(self.indices, T.indices)
+            else:
+                sym = csr_pattern_is_symmetric(self.indptr, self.indices)
+            self._cache["sym"] = bool(sym)
         return self._cache["sym"]
 
     def has_self_loops(self) -> bool:
@@ -305,9 +313,12 @@ class Graph:
             ids = old if ids is None else ids[old]
             vw = None if vw is None else vw[old]
             n = old.size
-        return Graph._from_coo(r, c, None if pattern else d, n, dedupe=dedupe, ids=ids,
-                               name=self.name, vertex_weights=vw,
-                               directed=self.directed and not symmetrize)
+        g = Graph._from_coo(r, c, None if pattern else d, n, dedupe=dedupe, ids=ids,
+                            name=self.name, vertex_weights=vw,
+                            directed=self.directed and not symmetrize)
+        if symmetrize and dedupe:     # symmetric by construction: no check needed later
+            g._cache["sym"] = True
+        return g
 
     def __repr__(self) -> str:
         kind = "directed" if self.directed else "undirected"

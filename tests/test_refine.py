@@ -9,8 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from partplan import BackendUnavailableError, Graph, PartitionError, analyze
-from partplan.partition import refine as refine_mod
+from partplan import Graph, PartitionError, analyze
 from partplan.partition.baselines import random_partition
 from partplan.partition.refine import OBJECTIVES, refine
 
@@ -178,11 +177,126 @@ def test_bad_inputs():
         refine(g, part, 3, imbalance=-0.1)
 
 
-def test_too_large_for_dense_table(monkeypatch):
-    g = random_graph(30, 60, seed=0)
-    monkeypatch.setattr(refine_mod, "MAX_CELLS", 50)
-    with pytest.raises(BackendUnavailableError, match="dense"):
-        refine(g, random_partition(g.n, 3, seed=0), 3)
+def test_no_dense_table_limit_on_a_large_generated_graph():
+    """n·k far above the old dense-table limit (2^26 cells): sparse pin counts."""
+    n, k = 1 << 18, 512                       # n·k = 2^27
+    rng = np.random.default_rng(0)
+    src = np.concatenate([np.arange(n), np.arange(n), rng.integers(0, n, n // 8)])
+    dst = np.concatenate([(np.arange(n) + 1) % n, (np.arange(n) + 7) % n, rng.integers(0, n, n // 8)])
+    g = Graph.from_edges(src, dst, n=n, symmetrize=True)
+    part0 = np.arange(n) * k // n             # contiguous blocks
+    new, rep = refine(g, part0, k, imbalance=0.03, max_passes=1, patience=50)
+    assert rep["after"]["max_send_recv"] <= rep["before"]["max_send_recv"]
+    s1 = analyze(g, new, k, backward=False)
+    assert rep["after"]["total_volume"] == s1.total_volume
+    check_constraints(g, part0, new, k, rep, 0.03, 0.05)
+
+
+def test_incremental_state_matches_a_recount_after_random_moves():
+    """Sparse/dense pin counts, λ, the volume matrix and message counts stay
+    exact under arbitrary moves (oracle: volume_matrix from scratch)."""
+    from partplan.metrics.volume1d import volume_matrix
+    from partplan.partition import _fm
+    from partplan.partition.refine import _State
+
+    rng = np.random.default_rng(5)
+    for directed in (False, True):
+        g = random_graph(80, 160, seed=9, directed=directed)
+        k = 7                                   # some nets dense (>= k pins), some sparse
+        part = random_partition(g.n, k, seed=3).astype(np.int64)
+        st = _State(g, part, k)
+        assert st.dense.any() and (~st.dense).any()
+        w = np.maximum(g.row_nnz, 1).astype(np.int64)
+        m = np.zeros(g.n + 2, np.int64)
+        for _ in range(300):
+            u, b = int(rng.integers(g.n)), int(rng.integers(k))
+            _fm._apply(u, b, k, st.vptr, st.vidx, part, w, st.load, st.soff, st.lam, st.dense, st.spart,
+                       st.scnt, st.vol, st.send, st.recv, st.smsg, st.rmsg, st.tot, m, m.copy(), m.copy(),
+                       np.zeros(3, np.int64), np.zeros(k, np.int64), False)
+            vol, lam = volume_matrix(g.indptr, g.indices, part, k)
+            assert np.array_equal(st.vol, vol)
+            assert np.array_equal(st.send, vol.sum(1)) and np.array_equal(st.recv, vol.sum(0))
+            assert st.tot[0] == vol.sum() and st.tot[1] == np.count_nonzero(vol)
+            assert np.array_equal(st.smsg, np.count_nonzero(vol, axis=1))
+            if not directed:                        # λ_j of the column net (diagonal included)
+                assert np.array_equal(st.lam, lam)
+            assert np.array_equal(st.load, np.bincount(part, weights=w, minlength=k))
+
+
+def test_converges_before_the_time_limit():
+    from partplan.partition.backends import hypergraph
+
+    g = geometric(1500, seed=6)
+    k = 8
+    part0 = hypergraph(g, k, imbalance=0.03, seed=0, preset="DETERMINISTIC")
+    new, rep = refine(g, part0, k, time_limit=600)
+    assert rep["stopped"] == "converged" and rep["seconds"] < 600
+    values = [t["value"] for t in rep["trace"]]
+    assert values == sorted(values, reverse=True)           # passes never get worse
+    assert rep["trace"][-1]["value"] == rep["after"]["max_send_recv"]
+    # the last pass gained at most min_gain: a second run finds (almost) nothing
+    again, rep2 = refine(g, new, k, volume_tolerance=0.0)
+    assert rep2["after"]["max_send_recv"] >= 0.97 * rep["after"]["max_send_recv"]
+
+
+def test_total_volume_objective_matches_mtkahypar_km1():
+    """objective="total" on an Mt-KaHyPar partition: the reported volume equals
+    Mt-KaHyPar's own km1 of the refined partition (independent oracle)."""
+    from partplan.models import column_net
+    from partplan.partition.backends import hypergraph, mtk_context, mtk_hypergraph
+
+    g = geometric(1200, seed=8)
+    k = 6
+    part0 = hypergraph(g, k, imbalance=0.03, seed=0, preset="DETERMINISTIC")
+    rng = np.random.default_rng(1)
+    part0 = part0.copy()
+    idx = rng.choice(g.n, 60, replace=False)                  # perturb: something to repair
+    part0[idx] = rng.integers(0, k, idx.size)
+    new, rep = refine(g, part0, k, objective="total", imbalance=0.2, volume_tolerance=0.0)
+    mtk, ctx = mtk_context(k, 0.2, "DETERMINISTIC", "km1")
+    h = mtk_hypergraph(mtk, ctx, column_net(g))
+    for p, fig in ((part0, rep["before"]), (new, rep["after"])):
+        km1 = h.create_partitioned_hypergraph(ctx, k, p.tolist()).km1()
+        assert km1 == fig["total_volume"]
+    assert rep["after"]["total_volume"] < rep["before"]["total_volume"]
+
+
+def test_brute_force_tiny_total_objective_reaches_a_local_optimum():
+    """On a tiny graph no single feasible move lowers the total volume of
+    the result (exhaustive check against analyze)."""
+    g = random_graph(14, 30, seed=4)
+    k = 3
+    part0 = random_partition(g.n, k, seed=2)
+    new, rep = refine(g, part0, k, objective="total", imbalance=0.5, volume_tolerance=0.0)
+    w = np.maximum(g.row_nnz, 1)
+    cap = rep["balance_cap"]
+    tv = analyze(g, new, k, backward=False).total_volume
+    assert tv == rep["after"]["total_volume"]
+    for v in range(g.n):
+        for b in range(k):
+            if b == new[v]:
+                continue
+            p = new.copy()
+            p[v] = b
+            if np.bincount(p, weights=w, minlength=k).max() > cap:
+                continue
+            assert analyze(g, p, k, backward=False).total_volume >= tv
+
+
+def test_fast_preset_refines_metis_volume():
+    import partplan
+
+    g = geometric(1500, seed=3)
+    k = 8
+    plain = partplan.partition(g, k, model="graph", backend="metis", seed=0)
+    fast = partplan.partition(g, k, preset="fast", seed=0)
+    assert fast.backend == "metis" and fast.params["preset"] == "fast"
+    assert fast.stats.total_volume <= plain.stats.total_volume
+    assert fast.stats.total_volume == analyze(g, fast.part, k).total_volume
+    w = np.maximum(g.row_nnz, 1)
+    limit = math.floor(1.03 * math.ceil(w.sum() / k))
+    assert np.bincount(fast.part, weights=w, minlength=k).max() <= max(
+        limit, np.bincount(plain.part, weights=w, minlength=k).max())
 
 
 def test_benchmark_row_on_a_small_rmat():

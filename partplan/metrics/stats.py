@@ -162,11 +162,17 @@ def _fmt(v) -> str:
 
 def _stats_1d(g: Graph, part: np.ndarray, k: int, f: int, dtype: str, alpha: float, beta: float,
               name: str) -> CommStats:
-    vol, _ = volume_matrix(g.indptr, g.indices, part, k)
+    from .._kernels import HAVE_NUMBA, symmetric_volume
+
+    if HAVE_NUMBA and g.is_symmetric():   # one sequential pass, no n×k mask (column j = row j)
+        vol, cut = symmetric_volume(g.indptr, g.indices, part, k)
+        cut = int(cut)
+    else:
+        vol, _ = volume_matrix(g.indptr, g.indices, part, k)
+        cut = int(np.count_nonzero(part[g.rows] != part[g.indices]))
     row_nnz = g.row_nnz
     load = np.bincount(part, weights=row_nnz, minlength=k).astype(np.int64)
     sizes = np.bincount(part, minlength=k).astype(np.int64)
-    cut = int(np.count_nonzero(part[g.rows] != part[g.indices]))
     return CommStats(k=k, n=g.n, nnz=g.nnz, f=f, dtype=str(dtype), volume=vol, part_sizes=sizes,
                      compute_load=load, edge_cut=cut, alpha=alpha, beta=beta, name=name)
 

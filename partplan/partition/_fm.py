@@ -34,12 +34,15 @@ try:  # pragma: no cover - exercised by whichever environment runs the tests
 
     HAVE_NUMBA = True
     njit = numba.njit(cache=True)
+    njit_inline = numba.njit(cache=True, inline="always")
     objmode = numba.objmode
 except ImportError:  # pragma: no cover
     HAVE_NUMBA = False
 
     def njit(f):
         return f
+
+    njit_inline = njit
 
     class objmode:  # noqa: N801 - mimics numba.objmode
         def __init__(self, **kw):
@@ -57,7 +60,7 @@ OBJ_CODES = {"total": 0, "max-send": 1, "max-recv": 2, "max-both": 3, "weighted"
 
 
 # ------------------------------------------------------------------ slots
-@njit
+@njit_inline
 def _cnt(j, p, soff, lam, dense, spart, scnt):
     b = soff[j]
     if dense[j]:
@@ -68,7 +71,7 @@ def _cnt(j, p, soff, lam, dense, spart, scnt):
     return 0
 
 
-@njit
+@njit_inline
 def _inc(j, p, soff, lam, dense, spart, scnt):
     b = soff[j]
     if dense[j]:
@@ -88,7 +91,7 @@ def _inc(j, p, soff, lam, dense, spart, scnt):
     return 1
 
 
-@njit
+@njit_inline
 def _dec(j, p, soff, lam, dense, spart, scnt):
     b = soff[j]
     if dense[j]:
@@ -112,7 +115,7 @@ def _dec(j, p, soff, lam, dense, spart, scnt):
     return -1
 
 
-@njit
+@njit_inline
 def _parts_of(j, k, soff, lam, dense, spart, scnt, out):
     """Write the parts of Λ_j into out; return their number."""
     b = soff[j]
@@ -153,7 +156,7 @@ def build_slots(n, k, tptr, tidx, part, soff, dense, spart, scnt, lam, vol):
 
 
 # ------------------------------------------------------------------ state
-@njit
+@njit_inline
 def _addvol(q, r, d, vol, send, recv, smsg, rmsg):
     """vol[q, r] += d (d = ±1); returns the change of the message count."""
     old = vol[q, r]
@@ -174,13 +177,15 @@ def _addvol(q, r, d, vol, send, recv, smsg, rmsg):
 
 @njit
 def _apply(u, b, k, vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol, send, recv,
-           smsg, rmsg, tot, crit, ncrit_arr, buf, own_crit):
+           smsg, rmsg, tot, crit, crita, critb, ncrit_arr, buf, own_crit):
     """Move u to part b, updating the state exactly. tot = [tv, msgs].
     Nets whose counts crossed 0/1/2 (and u's own net) go to crit."""
     a = part[u]
     if a == b:
         return
     nc = 0
+    na = 0
+    nb = 0
     for e in range(vptr[u], vptr[u + 1]):
         j = vidx[e]
         if j == u:
@@ -193,10 +198,15 @@ def _apply(u, b, k, vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vo
             tot[0] -= 1
         if ca <= 1:
             c = True
+        if ca == 1:
+            crita[na] = j
+            na += 1
         cb = _inc(j, b, soff, lam, dense, spart, scnt)
         if cb == 1:
             tot[1] += _addvol(o, b, 1, vol, send, recv, smsg, rmsg)
             tot[0] += 1
+            critb[nb] = j
+            nb += 1
         if cb <= 2:
             c = True
         if c:
@@ -220,14 +230,22 @@ def _apply(u, b, k, vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vo
     if own_crit or ca <= 1 or cb <= 2:
         crit[nc] = u
         nc += 1
+    if ca == 1:
+        crita[na] = u
+        na += 1
+    if cb == 1:
+        critb[nb] = u
+        nb += 1
     part[u] = b
     load[a] -= w[u]
     load[b] += w[u]
     ncrit_arr[0] = nc
+    ncrit_arr[1] = na
+    ncrit_arr[2] = nb
 
 
 # ------------------------------------------------------------------ costs
-@njit
+@njit_inline
 def _cost(obj, S, R, sm, rm, alpha, brb):
     if obj == 1:
         return float(S)
@@ -238,7 +256,7 @@ def _cost(obj, S, R, sm, rm, alpha, brb):
     return float(max(S, R))
 
 
-@njit
+@njit_inline
 def _pw(x, q):
     """x ** q for an integer q >= 1 (by squaring; much cheaper than pow)."""
     r = 1.0
@@ -252,7 +270,7 @@ def _pw(x, q):
     return r
 
 
-@njit
+@njit_inline
 def _phi(obj, S, R, sm, rm, alpha, brb, inv, q):
     if obj == 1:
         return _pw(S * inv, q)
@@ -304,7 +322,7 @@ def _better(obj, a0, a1, a2, b0, b1, b2):
 
 
 # ------------------------------------------------------------------ evaluation
-@njit
+@njit_inline
 def _touch(q, r, d, dS, dR, mark, tl, nt, obj, dvol, pairs, npairs, k):
     if not mark[q]:
         mark[q] = True
@@ -326,29 +344,37 @@ def _touch(q, r, d, dS, dR, mark, tl, nt, obj, dvol, pairs, npairs, k):
 
 
 @njit
-def _best(u, k, obj, vptr, vidx, part, w, load, cap, cap_hard, relax, M, nmax, soff, lam, dense, spart, scnt,
+def _best1(u, k, obj, vptr, vidx, part, w, load, cap, cap_hard, relax, M, nmax, soff, lam, dense, spart, scnt,
           vol, send, recv, smsg, rmsg, tv, vlimit, alpha, brb, inv, q, mu, max_targets,
-          dS, dR, mark, tl, dsm, drm, dvol, pairs, npairs, buf, tbuf, tcnt, leave, blocked_out, phic):
-    """Best move of u: returns (gain, target) (target -1: none).
+          dS, dR, mark, tl, dsm, drm, dvol, pairs, npairs, buf, tbuf, tcnt, leave, phic, only, hot):
+    """Best move of u: returns (gain, target, blocked target) (target -1:
+    none); ``only`` >= 0 evaluates that one target.
 
     A target b is allowed when load_b + w_u <= cap, or — with ``relax`` —
     when load_b + w_u <= cap_hard and the move lowers the current max M of
     every one of the nmax parts at the max while no touched part reaches M
     (an overloading move must pay for itself on the bottleneck).
-    blocked_out[0] gets a better target refused by the balance cap (or -1)."""
+    blk gets a better target refused by the balance cap (or -1)."""
     a = part[u]
-    blocked_out[0] = -1
+    blk = -1
     m = _parts_of(u, k, soff, lam, dense, spart, scnt, buf)
     # candidate targets: parts of u's own net (its in-neighbours' parts), best connected first
     nt_c = 0
-    for i in range(m):
-        p = buf[i]
-        if p != a:
-            tbuf[nt_c] = p
-            tcnt[nt_c] = _cnt(u, p, soff, lam, dense, spart, scnt)
-            nt_c += 1
+    if only >= 0:
+        if only != a:
+            tbuf[0] = only
+            tcnt[0] = _cnt(u, only, soff, lam, dense, spart, scnt)
+            nt_c = 1
+    else:
+        ha = hot[a]
+        for i in range(m):
+            p = buf[i]
+            if p != a and (ha or hot[p]):
+                tbuf[nt_c] = p
+                tcnt[nt_c] = _cnt(u, p, soff, lam, dense, spart, scnt)
+                nt_c += 1
     if nt_c == 0:
-        return -np.inf, -1
+        return -np.inf, -1, -1
     if nt_c > max_targets:   # partial selection sort by count (desc), ties by part id
         for i in range(max_targets):
             bi = i
@@ -440,14 +466,36 @@ def _best(u, k, obj, vptr, vidx, part, w, load, cap, cap_hard, relax, M, nmax, s
         if over and (not relax or load[b] + w[u] > cap_hard or reach or lowered < nmax):
             if g > best_blocked_g:
                 best_blocked_g = g
-                blocked_out[0] = b
+                blk = b
             continue
         if g > best_g:
             best_g = g
             best_b = b
-    if blocked_out[0] >= 0 and best_blocked_g <= best_g:
-        blocked_out[0] = -1
-    return best_g, best_b
+    if blk >= 0 and best_blocked_g <= best_g:
+        blk = -1
+    return best_g, best_b, blk
+
+
+@njit
+def _eval(verts, nv, only, out_g, out_b, out_blk, k, obj, cap, cap_hard, relax, M, nmax, tv, vlimit, alpha,
+          brb, inv, q, mu, max_targets, S, W, hot):
+    """Best move of each vertex verts[:nv] (only[i] >= 0: that target only):
+    out_g[i] gain, out_b[i] target (-1: none), out_blk[i] a better target
+    refused by the balance cap (or -1). S, W: state and scratch tuples.
+
+    A target b is allowed when load_b + w_u <= cap, or — with ``relax`` —
+    when load_b + w_u <= cap_hard and the move lowers the current max M of
+    every one of the nmax parts at the max while no touched part reaches M
+    (an overloading move must pay for itself on the bottleneck)."""
+    vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol, send, recv, smsg, rmsg = S
+    dS, dR, mark, tl, dsm, drm, dvol, pairs, npairs, buf, tbuf, tcnt, leave, phic = W
+    for iv in range(nv):
+        u = verts[iv]
+        out_g[iv], out_b[iv], out_blk[iv] = _best1(u, k, obj, vptr, vidx, part, w, load, cap, cap_hard, relax, M,
+                                                   nmax, soff, lam, dense, spart, scnt, vol, send, recv, smsg,
+                                                   rmsg, tv, vlimit, alpha, brb, inv, q, mu, max_targets, dS, dR,
+                                                   mark, tl, dsm, drm, dvol, pairs, npairs, buf, tbuf, tcnt,
+                                                   leave, phic, only[iv], hot)
 
 
 # ------------------------------------------------------------------ heaps
@@ -530,51 +578,82 @@ def _hremove(heap, hkey, pos, hoff, hsz, p, u):
 
 # ------------------------------------------------------------------ FM
 @njit
+def _push_blocked(u, blk, bl_head, bl_next, bl_vert, bl_n, bl_cap):
+    if blk >= 0 and bl_n < bl_cap:
+        bl_vert[bl_n] = u
+        bl_next[bl_n] = bl_head[blk]
+        bl_head[blk] = bl_n
+        return bl_n + 1
+    return bl_n
+
+
+@njit
 def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, lam, dense, spart, scnt,
         vol, send, recv, smsg, rmsg, tot, vlimit, alpha, brb, q, mu, max_targets, patience, max_passes,
-        min_gain, max_moves, order, deadline, trace, big_deg, use_blocked, stats, own_crit):
+        min_gain, max_moves, order, deadline, trace, big_deg, use_blocked, stats, full_updates, theta):
     """Run FM passes until a pass improves the optimized value by <= min_gain
     (relative), max_passes, or the deadline (perf_counter seconds; <0: none).
 
     One heap per part (vertices of the part keyed by the gain of their best
     move). A move into a full part is allowed (up to cap_hard) only when it
-    lowers the bottleneck (see _best); the moves that follow are then taken
+    lowers the bottleneck (see _best1); the moves that follow are then taken
     from the overloaded part's heap until it fits again. Only states with
     every load <= cap count as best states.
+
+    Gain updates after moving u from a to b (lazy for decreases: an entry is
+    re-evaluated when it reaches the top): the pins of every net of u that
+    gained its first pin in b are re-evaluated for target b (their gain for b
+    rose); the last pin left in a of a net that had two there is re-evaluated
+    fully. ``full_updates``: instead re-evaluate, for all targets, every pin of
+    every net whose counts crossed 0/1/2 (slower; for comparison).
 
     trace[p] = (seconds, value, kept, tried, why) per pass; why: 0 patience,
     1 no candidate, 2 move limit, 3 time limit. Returns (passes, kept moves,
     tried moves, stopped: 0 converged / 1 time limit / 2 max passes)."""
-    dS = np.zeros(k, np.int64)
-    dR = np.zeros(k, np.int64)
-    dsm = np.zeros(k, np.int64)
-    drm = np.zeros(k, np.int64)
-    mark = np.zeros(k, np.bool_)
-    tl = np.zeros(2 * k + 4, np.int64)
-    dvol = np.zeros(k * k if obj == 4 else 1, np.int64)
     maxdeg = 1
     for v in range(n):
         d = vptr[v + 1] - vptr[v]
         if d > maxdeg:
             maxdeg = d
-    pairs = np.zeros(2 * maxdeg + 4 * k + 8 if obj == 4 else 1, np.int64)
-    npairs = np.zeros(1, np.int64)
+    maxpins = 1
+    for v in range(n):
+        d = tptr[v + 1] - tptr[v] + 1
+        if d > maxpins:
+            maxpins = d
+    W = (np.zeros(k, np.int64), np.zeros(k, np.int64), np.zeros(k, np.bool_), np.zeros(2 * k + 4, np.int64),
+         np.zeros(k, np.int64), np.zeros(k, np.int64), np.zeros(k * k if obj == 4 else 1, np.int64),
+         np.zeros(2 * maxdeg + 4 * k + 8 if obj == 4 else 1, np.int64), np.zeros(1, np.int64),
+         np.zeros(k, np.int64), np.zeros(k, np.int64), np.zeros(k, np.int64), np.zeros(maxdeg + 1, np.int64),
+         np.zeros(k, np.float64))
+    phic = W[13]
+    S = (vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol, send, recv, smsg, rmsg)
     buf = np.zeros(k, np.int64)
-    tbuf = np.zeros(k, np.int64)
-    tcnt = np.zeros(k, np.int64)
-    leave = np.zeros(maxdeg + 1, np.int64)
-    blocked_out = np.zeros(1, np.int64)
     crit = np.zeros(maxdeg + 2, np.int64)
-    ncrit = np.zeros(1, np.int64)
-    phic = np.zeros(k, np.float64)
+    crita = np.zeros(maxdeg + 2, np.int64)
+    critb = np.zeros(maxdeg + 2, np.int64)
+    ncrit = np.zeros(3, np.int64)
     heap = np.zeros(n, np.int64)
     hkey = np.zeros(n, np.float64)
+    hb = np.zeros(n, np.int64)
     pos = -np.ones(n, np.int64)
     hoff = np.zeros(k + 1, np.int64)
     hsz = np.zeros(k, np.int64)
+    cnts = np.zeros(k, np.int64)
+    hot = np.zeros(k, np.bool_)
     locked = np.zeros(n, np.bool_)
     stamp = np.zeros(n, np.int64)
     st = 0
+    # batches of vertices to (re-)evaluate
+    ev_v = np.zeros(n + 1, np.int64)
+    ev_o = -np.ones(n + 1, np.int64)
+    ev_g = np.zeros(n + 1, np.float64)
+    ev_b = np.zeros(n + 1, np.int64)
+    ev_k = np.zeros(n + 1, np.int64)
+    one_v = np.zeros(1, np.int64)
+    one_o = -np.ones(1, np.int64)
+    one_g = np.zeros(1, np.float64)
+    one_b = np.zeros(1, np.int64)
+    one_k = np.zeros(1, np.int64)
     bl_head = -np.ones(k, np.int64)
     bl_cap = 4 * n + 16
     bl_next = np.zeros(bl_cap, np.int64)
@@ -606,38 +685,57 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
             if _cost(obj, send[p], recv[p], smsg[p], rmsg[p], alpha, brb) >= M - 1e-9 * max(1.0, M):
                 nmax += 1
         relax = obj != 0
+        hot[:] = False
         locked[:] = False
         bl_head[:] = -1
         bl_n = 0
         pos[:] = -1
         hsz[:] = 0
-        hoff[0] = 0
-        # prefix sums of part sizes
-        cnts = np.zeros(k, np.int64)
+        cnts[:] = 0
         for v in range(n):
             cnts[part[v]] += 1
         hoff[0] = 0
         for p in range(k):
             hoff[p + 1] = hoff[p] + cnts[p]
-        for ii in range(n):
-            u = order[ii]
-            g, bb = _best(u, k, obj, vptr, vidx, part, w, load, cap, cap_hard, relax, M, nmax, soff, lam,
-                          dense, spart, scnt, vol, send, recv, smsg, rmsg, tot[0], vlimit, alpha, brb, inv,
-                          q, mu, max_targets, dS, dR, mark, tl, dsm, drm, dvol, pairs, npairs, buf, tbuf,
-                          tcnt, leave, blocked_out, phic)
-            if blocked_out[0] >= 0 and bl_n < bl_cap:
-                bl_vert[bl_n] = u
-                bl_next[bl_n] = bl_head[blocked_out[0]]
-                bl_head[blocked_out[0]] = bl_n
-                bl_n += 1
-            if bb >= 0:
-                _hset(heap, hkey, pos, hoff, hsz, part[u], u, g)
         nmoves = 0
         best_len = 0
         since = 0
         why = 0
         over_part = -1
+        ov_start = 0
+        seed = True
+        widen = False
         while True:
+            if over_part < 0 and not seed and obj != 0:
+                # the bottleneck moved to a part outside the hot set: widen it
+                for p in range(k):
+                    if not hot[p] and _cost(obj, send[p], recv[p], smsg[p], rmsg[p], alpha, brb) >= M - 1e-9 * max(1.0, M):
+                        seed = True
+            if seed:
+                # hot parts: cost >= theta * current max (the set only grows in a pass);
+                # (re-)evaluate every unlocked vertex with a neighbouring part, one batch
+                seed = False
+                for p in range(k):
+                    if obj == 0 or widen or _cost(obj, send[p], recv[p], smsg[p], rmsg[p], alpha, brb) >= theta * M:
+                        hot[p] = True
+                nv = 0
+                for ii in range(n):
+                    u = order[ii]
+                    if lam[u] > 1 and not locked[u]:
+                        ev_v[nv] = u
+                        ev_o[nv] = -1
+                        nv += 1
+                _eval(ev_v, nv, ev_o, ev_g, ev_b, ev_k, k, obj, cap, cap_hard, relax and over_part < 0, M, nmax,
+                      tot[0], vlimit, alpha, brb, inv, q, mu, max_targets, S, W, hot)
+                stats[1] += nv
+                for i in range(nv):
+                    u = ev_v[i]
+                    bl_n = _push_blocked(u, ev_k[i], bl_head, bl_next, bl_vert, bl_n, bl_cap)
+                    if ev_b[i] >= 0:
+                        hb[u] = ev_b[i]
+                        _hset(heap, hkey, pos, hoff, hsz, part[u], u, ev_g[i])
+                    elif pos[u] >= 0:
+                        _hremove(heap, hkey, pos, hoff, hsz, part[u], u)
             if since >= patience and over_part < 0:
                 why = 0
                 break
@@ -652,12 +750,25 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
                     why = 3
                     stopped = 1
                     break
-            # choose the heap: the overloaded part's, else the best top over all parts
+            # the overloaded part's heap, else the heap with the best top
             if over_part >= 0:
                 hp = over_part
                 if hsz[hp] == 0:
-                    why = 1
-                    break
+                    # nothing can leave the overloaded part: undo the moves since it
+                    # was overloaded (their vertices stay locked) and go on
+                    for i in range(nmoves - 1, ov_start - 1, -1):
+                        _apply(mv_v[i], mv_a[i], k, vptr, vidx, part, w, load, soff, lam, dense, spart, scnt,
+                               vol, send, recv, smsg, rmsg, tot, crit, crita, critb, ncrit, buf, full_updates)
+                    nmoves = ov_start
+                    over_part = -1
+                    M, _ = state_key(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q)
+                    _phis(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q, phic)
+                    nmax = 0
+                    for p in range(k):
+                        if _cost(obj, send[p], recv[p], smsg[p], rmsg[p], alpha, brb) >= M - 1e-9 * max(1.0, M):
+                            nmax += 1
+                    since += 1
+                    continue
             else:
                 hp = -1
                 bestk = -np.inf
@@ -668,23 +779,25 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
                             hp = p
                             bestk = kk
                 if hp < 0:
+                    if not widen:                   # nothing left around the hot parts: all parts
+                        widen = True
+                        seed = True
+                        continue
                     why = 1
                     break
             u = heap[hoff[hp]]
             stats[0] += 1
             rl = relax and over_part < 0
-            g, bb = _best(u, k, obj, vptr, vidx, part, w, load, cap, cap_hard, rl, M,
-                          nmax, soff, lam, dense, spart, scnt, vol, send, recv, smsg, rmsg, tot[0], vlimit,
-                          alpha, brb, inv, q, mu, max_targets, dS, dR, mark, tl, dsm, drm, dvol, pairs,
-                          npairs, buf, tbuf, tcnt, leave, blocked_out, phic)
-            if blocked_out[0] >= 0 and bl_n < bl_cap:
-                bl_vert[bl_n] = u
-                bl_next[bl_n] = bl_head[blocked_out[0]]
-                bl_head[blocked_out[0]] = bl_n
-                bl_n += 1
+            one_v[0] = u
+            _eval(one_v, 1, one_o, one_g, one_b, one_k, k, obj, cap, cap_hard, rl, M, nmax, tot[0], vlimit,
+                  alpha, brb, inv, q, mu, max_targets, S, W, hot)
+            g = one_g[0]
+            bb = one_b[0]
+            bl_n = _push_blocked(u, one_k[0], bl_head, bl_next, bl_vert, bl_n, bl_cap)
             if bb < 0:
                 _hremove(heap, hkey, pos, hoff, hsz, hp, u)
                 continue
+            hb[u] = bb
             _hset(heap, hkey, pos, hoff, hsz, hp, u, g)
             if heap[hoff[hp]] != u:       # its key dropped below another entry of its heap
                 continue
@@ -703,8 +816,10 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
             nmoves += 1
             locked[u] = True
             _apply(u, bb, k, vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol, send, recv,
-                   smsg, rmsg, tot, crit, ncrit, buf, own_crit)
+                   smsg, rmsg, tot, crit, crita, critb, ncrit, buf, full_updates)
             if load[bb] > cap:
+                if over_part < 0:
+                    ov_start = nmoves - 1
                 over_part = bb
             elif over_part >= 0 and load[over_part] <= cap:
                 over_part = -1
@@ -714,52 +829,86 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
             for p in range(k):
                 if _cost(obj, send[p], recv[p], smsg[p], rmsg[p], alpha, brb) >= M - 1e-9 * max(1.0, M):
                     nmax += 1
-            # re-evaluate the pins of the nets whose counts crossed 0/1/2
+            # gain updates (see the doc): collect one batch
             st += 1
-            nc = ncrit[0]
-            for ci in range(nc):
-                j = crit[ci]
-                for e in range(tptr[j], tptr[j + 1] + 1):
-                    x = tidx[e] if e < tptr[j + 1] else j
-                    if locked[x] or stamp[x] == st or vptr[x + 1] - vptr[x] > big_deg:
+            nv = 0
+            if full_updates:
+                for ci in range(ncrit[0]):
+                    j = crit[ci]
+                    for e in range(tptr[j], tptr[j + 1] + 1):
+                        x = tidx[e] if e < tptr[j + 1] else j
+                        if locked[x] or stamp[x] == st or vptr[x + 1] - vptr[x] > big_deg:
+                            continue
+                        stamp[x] = st
+                        ev_v[nv] = x
+                        ev_o[nv] = -1
+                        nv += 1
+            else:
+                for ci in range(ncrit[2] if big_deg > 0 else 0):   # first pin in b: target b got better
+                    j = critb[ci]
+                    if tptr[j + 1] - tptr[j] >= big_deg:
                         continue
+                    for e in range(tptr[j], tptr[j + 1] + 1):
+                        x = tidx[e] if e < tptr[j + 1] else j
+                        if locked[x] or stamp[x] == st or part[x] == bb or not (hot[bb] or hot[part[x]]):
+                            continue
+                        stamp[x] = st
+                        ev_v[nv] = x
+                        ev_o[nv] = bb
+                        nv += 1
+                for ci in range(ncrit[1]):          # one pin left in a: it can now leave for free
+                    j = crita[ci]
+                    if tptr[j + 1] - tptr[j] >= big_deg:
+                        continue
+                    for e in range(tptr[j], tptr[j + 1] + 1):
+                        x = tidx[e] if e < tptr[j + 1] else j
+                        if part[x] == a:
+                            if not locked[x] and stamp[x] != st:
+                                stamp[x] = st
+                                ev_v[nv] = x
+                                ev_o[nv] = -1
+                                nv += 1
+                            break
+            if use_blocked:                         # part a got room: who waited for it looks again
+                room = cap - load[a]
+                e = bl_head[a]
+                bl_head[a] = -1
+                while e >= 0:
+                    x = bl_vert[e]
+                    nxt = bl_next[e]
+                    if locked[x] or part[x] == a:
+                        e = nxt
+                        continue
+                    if w[x] > room or stamp[x] == st:     # still does not fit: keep waiting
+                        bl_next[e] = bl_head[a]
+                        bl_head[a] = e
+                        e = nxt
+                        continue
+                    e = nxt
                     stamp[x] = st
-                    stats[1] += 1
-                    stats[3] += vptr[x + 1] - vptr[x]
-                    g2, t2 = _best(x, k, obj, vptr, vidx, part, w, load, cap, cap_hard, relax, M, nmax,
-                                   soff, lam, dense, spart, scnt, vol, send, recv, smsg, rmsg, tot[0], vlimit,
-                                   alpha, brb, inv, q, mu, max_targets, dS, dR, mark, tl, dsm, drm, dvol,
-                                   pairs, npairs, buf, tbuf, tcnt, leave, blocked_out, phic)
-                    if blocked_out[0] >= 0 and bl_n < bl_cap:
-                        bl_vert[bl_n] = x
-                        bl_next[bl_n] = bl_head[blocked_out[0]]
-                        bl_head[blocked_out[0]] = bl_n
-                        bl_n += 1
+                    ev_v[nv] = x
+                    ev_o[nv] = a
+                    nv += 1
+                if bl_n > bl_cap - n:               # the pool runs full: drop it
+                    bl_head[:] = -1
+                    bl_n = 0
+            _eval(ev_v, nv, ev_o, ev_g, ev_b, ev_k, k, obj, cap, cap_hard, relax, M, nmax, tot[0], vlimit,
+                  alpha, brb, inv, q, mu, max_targets, S, W, hot)
+            stats[2] += nv
+            for i in range(nv):
+                x = ev_v[i]
+                bl_n = _push_blocked(x, ev_k[i], bl_head, bl_next, bl_vert, bl_n, bl_cap)
+                t2 = ev_b[i]
+                if ev_o[i] < 0:                     # full evaluation: exact key
                     if t2 < 0:
                         _hremove(heap, hkey, pos, hoff, hsz, part[x], x)
                     else:
-                        _hset(heap, hkey, pos, hoff, hsz, part[x], x, g2)
-            # part a got room: vertices waiting for it (and fitting now) are looked at again
-            e = bl_head[a] if use_blocked else -1
-            bl_head[a] = -1
-            while e >= 0:
-                x = bl_vert[e]
-                e = bl_next[e]
-                if locked[x] or stamp[x] == st:
-                    continue
-                stamp[x] = st
-                stats[2] += 1
-                g2, t2 = _best(x, k, obj, vptr, vidx, part, w, load, cap, cap_hard, relax, M, nmax,
-                               soff, lam, dense, spart, scnt, vol, send, recv, smsg, rmsg, tot[0], vlimit,
-                               alpha, brb, inv, q, mu, max_targets, dS, dR, mark, tl, dsm, drm, dvol,
-                               pairs, npairs, buf, tbuf, tcnt, leave, blocked_out, phic)
-                if t2 < 0:
-                    _hremove(heap, hkey, pos, hoff, hsz, part[x], x)
-                else:
-                    _hset(heap, hkey, pos, hoff, hsz, part[x], x, g2)
-            if bl_n > bl_cap - n:      # the pool runs full: drop it
-                bl_head[:] = -1
-                bl_n = 0
+                        hb[x] = t2
+                        _hset(heap, hkey, pos, hoff, hsz, part[x], x, ev_g[i])
+                elif t2 >= 0 and (pos[x] < 0 or ev_g[i] > hkey[x]):
+                    hb[x] = t2                      # one target: raise the key only
+                    _hset(heap, hkey, pos, hoff, hsz, part[x], x, ev_g[i])
+                ev_o[i] = -1
             if over_part < 0:
                 mxn, phn = state_key(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q)
                 if _better(obj, mxn, phn, tot[0], best0, best1, best2):
@@ -773,7 +922,7 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
         # roll back to the best prefix
         for i in range(nmoves - 1, best_len - 1, -1):
             _apply(mv_v[i], mv_a[i], k, vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol,
-                   send, recv, smsg, rmsg, tot, crit, ncrit, buf, own_crit)
+                   send, recv, smsg, rmsg, tot, crit, crita, critb, ncrit, buf, full_updates)
         kept_total += best_len
         tried_total += nmoves
         now = 0.0

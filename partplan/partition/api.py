@@ -203,7 +203,12 @@ def partition(graph: Graph, k: int, *, model: str = "hypergraph", backend: str |
     own_method = opts.pop("ownership_method", None)
     if "metric" in opts:
         opts["objective"] = opts.pop("metric")
-    if "preset" in opts:
+    # preset "fast": METIS + km1 refinement with exact hypergraph gains (docs/refinement.md)
+    fast = str(opts.get("preset", "")).lower() == "fast"
+    if fast:
+        opts.pop("preset")
+        model, backend = "graph", _choose(backend or "metis", ("metis",), "backend for preset 'fast'")
+    elif "preset" in opts:
         opts["preset"] = check_preset(opts["preset"])
 
     if not isinstance(graph, Graph):
@@ -284,6 +289,14 @@ def partition(graph: Graph, k: int, *, model: str = "hypergraph", backend: str |
         part, binfo = run_backend(backend, model_obj, b, imbalance=imbalance, seed=seed, graph=graph, **opts)
     timings["partition_s"] = time.perf_counter() - t0
     info["backend"] = binfo
+    if fast and b > 1:  # km1 (volume) refinement of METIS's partition, exact gains
+        from .refine import refine as _refine
+
+        t0 = time.perf_counter()
+        part, info["volume_refine"] = _refine(graph, part, b, objective="total", imbalance=imbalance,
+                                              volume_tolerance=0.0, seed=seed)
+        timings["volume_refine_s"] = time.perf_counter() - t0
+        params["preset"] = "fast"
 
     # ---- bottleneck refinement
     if objective != "total" and b > 1:

@@ -87,8 +87,8 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
            imbalance: float = 0.03, volume_tolerance: float = 0.05, seed: int = 0,
            time_limit: float | None = None, alpha: float = DEFAULT_ALPHA_S,
            beta: float = DEFAULT_BETA_S_PER_BYTE, f: int = 128, dtype: str = "float32",
-           patience: int = 200, max_passes: int = 30, max_targets: int = 6, q: int = 8,
-           mu: float = 0.05, overload: float = 0.02, big_degree: int | None = None, blocked: bool = True, own_net: bool = False,
+           patience: int = 200, max_passes: int = 30, max_targets: int = 3, q: int = 8,
+           mu: float = 0.05, overload: float = 0.02, big_degree: int | None = None, blocked: bool = True, full_updates: bool = False, hot: float = 0.9,
            max_moves_per_pass: int | None = None,
            min_gain: float = 0.002) -> tuple[np.ndarray, dict]:
     """Lower the bottleneck communication of ``part`` (conformal ownership).
@@ -174,7 +174,7 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
             n, k, _fm.OBJ_CODES[objective], st.vptr, st.vidx, st.tptr, st.tidx, out, w, st.load, cap,
             cap + int(overload * cap), st.soff, st.lam, st.dense, st.spart, st.scnt, st.vol, st.send, st.recv, st.smsg, st.rmsg,
             st.tot, vlimit, float(alpha), float(beta) * rb, int(q), float(mu), int(max_targets),
-            int(patience), int(max_passes), float(min_gain), mm, order, deadline, tr, big_deg, bool(blocked), stats, bool(own_net))
+            int(patience), int(max_passes), float(min_gain), mm, order, deadline, tr, big_deg, bool(blocked), stats, bool(full_updates), float(hot))
         stopped = ("converged", "time limit", "max passes")[code]
         for i in range(min(passes, tr.shape[0])):
             trace.append({"seconds": round(build_s + float(tr[i, 0]), 4), "value": float(tr[i, 1]),
