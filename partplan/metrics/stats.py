@@ -165,7 +165,7 @@ def _stats_1d(g: Graph, part: np.ndarray, k: int, f: int, dtype: str, alpha: flo
     from .._kernels import HAVE_NUMBA, symmetric_volume
 
     if HAVE_NUMBA and g.is_symmetric():   # one sequential pass, no n×k mask (column j = row j)
-        vol, cut = symmetric_volume(g.indptr, g.indices, part, k)
+        vol, cut = symmetric_volume(g.indptr, g.indices, part.astype(np.int32), k)  # half the cache
         cut = int(cut)
     else:
         vol, _ = volume_matrix(g.indptr, g.indices, part, k)

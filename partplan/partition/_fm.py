@@ -662,6 +662,7 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
     mv_v = np.zeros(max_moves, np.int64)
     mv_a = np.zeros(max_moves, np.int64)
     passes = 0
+    widen_next = False
     kept_total = 0
     tried_total = 0
     stopped = 0
@@ -704,7 +705,7 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
         over_part = -1
         ov_start = 0
         seed = True
-        widen = False
+        widen = widen_next
         while True:
             if over_part < 0 and not seed and obj != 0:
                 # the bottleneck moved to a part outside the hot set: widen it
@@ -939,7 +940,11 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
         if why == 3:
             break
         if not val < start0 * (1.0 - min_gain):
-            break
+            if widen or widen_next or passes >= max_passes:
+                break
+            widen_next = True      # the hot parts alone gave nothing: one more pass over all parts
+            continue
+        widen_next = False
         if passes >= max_passes:
             stopped = 2
     return passes, kept_total, tried_total, stopped
