@@ -104,6 +104,11 @@ class Layout:
         raise NotImplementedError
 
     # ---- shared
+    def _conformal_only(self, owner) -> None:
+        """Layouts without decoupled ownership refuse an ``owner`` array."""
+        if owner is not None and not self.supports_owner:
+            raise PlanError(f"decoupled ownership is planned for the 1d layout only, not {self.spec}")
+
     def check_part(self, part: np.ndarray) -> None:
         if part.size and int(part.max()) >= self.row_blocks:
             raise PlanError(f"layout {self.spec} on {self.ranks} ranks has {self.row_blocks} row blocks, "
@@ -218,13 +223,11 @@ class OneHalfD(Layout):
 
     def volumes(self, graph, part, *, owner=None, f=128, dtype="float32", **cost):
         from .metrics import analyze_15d
-        if owner is not None:
-            raise PlanError("decoupled ownership is planned for the 1d layout only")
+        self._conformal_only(owner)
         return analyze_15d(graph, part, self.c, f=f, dtype=dtype, b=self.row_blocks, **cost)
 
     def program(self, graph, part, *, owner=None, prefix="fwd"):
-        if owner is not None:
-            raise PlanError("decoupled ownership is planned for the 1d layout only")
+        self._conformal_only(owner)
         b, c, p = self.row_blocks, self.c, self.ranks
         pos, lists = positions(part, b)
         rows, cols = graph.rows, graph.indices
@@ -291,13 +294,11 @@ class TwoD(Layout):
 
     def volumes(self, graph, part, *, owner=None, f=128, dtype="float32", **cost):
         from .metrics import analyze_2d
-        if owner is not None:
-            raise PlanError("decoupled ownership is planned for the 1d layout only")
+        self._conformal_only(owner)
         return analyze_2d(graph, part, self.R, self.C, f=f, dtype=dtype, **cost)
 
     def program(self, graph, part, *, owner=None, prefix="fwd"):
-        if owner is not None:
-            raise PlanError("decoupled ownership is planned for the 1d layout only")
+        self._conformal_only(owner)
         R, C, p = self.R, self.C, self.ranks
         pos, lists = positions(part, p)
         rows, cols = graph.rows, graph.indices

@@ -5,7 +5,7 @@ import pytest
 
 from partplan import Graph, PartitionError, PartplanError, PlanError, analyze, analyze_15d, analyze_2d
 from partplan.plan import build_plan, replay, replay_backward
-from partplan.plan.program import pairs_to_matrix
+from partplan.plan.builder import manifest_volume
 
 
 class V:
@@ -22,11 +22,7 @@ class V:
 
 def planned_volume(plan, program="forward"):
     """rows q → r summed over the program's alltoallv steps (from the manifest's pairs)."""
-    vol = np.zeros((plan.p, plan.p), dtype=np.int64)
-    for st in plan.steps(program):
-        if st["op"] == "alltoallv":
-            vol += pairs_to_matrix(st["pairs"], plan.p)
-    return vol
+    return manifest_volume(plan.manifest, program)
 
 
 def random_graph(n, m, seed, *, directed, weighted=False, integer=False):

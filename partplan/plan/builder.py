@@ -117,7 +117,7 @@ class Plan:
         return program_steps(self.manifest, program)
 
     def groups(self) -> list[Group]:
-        return [Group(g["name"], tuple(g["ranks"])) for g in self.manifest["groups"]]
+        return manifest_groups(self.manifest)
 
 
 def program_steps(manifest: dict, program: str) -> list[dict]:
@@ -129,6 +129,22 @@ def program_steps(manifest: dict, program: str) -> list[dict]:
     if "same_as" in pr:
         pr = progs[pr["same_as"]]
     return pr["steps"]
+
+
+def manifest_groups(manifest: dict) -> list[Group]:
+    """The plan's groups, in creation order."""
+    return [Group(g["name"], tuple(g["ranks"])) for g in manifest["groups"]]
+
+
+def manifest_volume(manifest: dict, program: str = "forward") -> np.ndarray:
+    """int64[p, p]: rows sent rank q → rank r by ``program``'s alltoallv steps (the manifest's pairs)."""
+    from .program import pairs_to_matrix
+    p = manifest["ranks"]
+    vol = np.zeros((p, p), dtype=np.int64)
+    for st in program_steps(manifest, program):
+        if st["op"] == "alltoallv":
+            vol += pairs_to_matrix(st["pairs"], p)
+    return vol
 
 
 # ----------------------------------------------------------------------------- helpers

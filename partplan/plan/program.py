@@ -137,6 +137,21 @@ class Program:
         return vol
 
 
+def dst_start(step: dict, sizes: dict, default: int | None = None) -> int:
+    """First row a step writes in its ``dst`` buffer: ``dst_row`` itself, or the
+    row count of the buffer it names (``sizes``: buffer → rows). ``default``
+    stands for an unknown buffer name (None: PlanError)."""
+    row = step["dst_row"]
+    if not isinstance(row, str):
+        return int(row)
+    if row in sizes:
+        return int(sizes[row])
+    if default is None:
+        from ..errors import PlanError
+        raise PlanError(f"{step['id']}: dst_row names buffer {row!r}, which has no size")
+    return default
+
+
 def member_group(groups: list[Group], family: str, rank: int) -> Group | None:
     """The group of ``family`` that ``rank`` belongs to (None: not a member)."""
     for g in groups:

@@ -31,6 +31,7 @@ import scipy.sparse as sp
 from ..errors import PlanError
 from ..graph import Graph
 from .builder import Plan, program_steps
+from .program import dst_start
 from .store import load_plan
 
 
@@ -58,10 +59,11 @@ def _structure(plan: Plan, program: str) -> list[str]:
             sid, op = st["id"], st["op"]
             a = lambda k: rp[f"{sid}.{k}"]  # noqa: E731
             rows = lambda b: bufs.get(b, -1)  # noqa: E731
-            for b in (st.get("src"), st.get("dst"), st.get("buf")):
-                if b is not None and b not in bufs:
-                    probs.append(f"rank {r}: {sid} names buffer {b!r} with no size in the shard")
-            if any(b is not None and b not in bufs for b in (st.get("src"), st.get("dst"), st.get("buf"))):
+            unsized = [b for b in (st.get("src"), st.get("dst"), st.get("buf")) if b is not None and b not in bufs]
+            if isinstance(st.get("dst_row"), str) and st["dst_row"] not in bufs:
+                unsized.append(st["dst_row"])
+            if unsized:
+                probs += [f"rank {r}: {sid} names buffer {b!r} with no size in the shard" for b in unsized]
                 continue
             if op == "gather":
                 if not _in_range(a("idx"), 0, rows(st["src"])) or a("idx").size != rows(st["dst"]):
@@ -71,7 +73,7 @@ def _structure(plan: Plan, program: str) -> list[str]:
                     probs.append(f"rank {r}: {sid} copies past the end of {st['dst']}")
             elif op == "alltoallv":
                 sc, rc = a("send_counts"), a("recv_counts")
-                start = rows(st["dst_row"]) if isinstance(st["dst_row"], str) else st["dst_row"]
+                start = dst_start(st, bufs)
                 if np.any(sc < 0) or np.any(rc < 0):
                     probs.append(f"rank {r}: {sid}: negative count")
                 elif int(sc.sum()) != rows(st["src"]) or start + int(rc.sum()) > rows(st["dst"]):
@@ -124,16 +126,13 @@ def _id_walk(plan: Plan, program: str, n: int) -> tuple[list[str], tuple]:
             for rp, b in zip(R, bufs):
                 b[st["dst"]] = b[st["src"]][rp[f"{sid}.idx"]]
         elif op == "alltoallv":
-            outs = []
-            for rp, b in zip(R, bufs):
-                start = b[st["dst_row"]].shape[0] if isinstance(st["dst_row"], str) else st["dst_row"]
-                outs.append(b[st["dst"]][start:start + int(rp[f"{sid}.recv_counts"].sum())])
+            starts = [dst_start(st, rp.buffers(program)) for rp in R]
+            outs = [b[st["dst"]][s:s + int(rp[f"{sid}.recv_counts"].sum())] for rp, b, s in zip(R, bufs, starts)]
             comm.alltoallv(st["group"], [b[st["src"]] for b in bufs], [rp[f"{sid}.send_counts"] for rp in R],
                            [rp[f"{sid}.recv_counts"] for rp in R], outs, what=sid)
             for i, rp in enumerate(R):
-                start = bufs[i][st["dst_row"]].shape[0] if isinstance(st["dst_row"], str) else st["dst_row"]
                 mask = recv[i].setdefault(st["dst"], np.zeros(bufs[i][st["dst"]].shape[0], dtype=bool))
-                mask[start:start + outs[i].shape[0]] = True
+                mask[starts[i]:starts[i] + outs[i].shape[0]] = True
             for rp, o in zip(R, outs):
                 if comm.member(st["group"], rp.rank) is not None and "recv_ids" in st["arrays"] and \
                         not np.array_equal(o[:, 0], rp[f"{sid}.recv_ids"]):

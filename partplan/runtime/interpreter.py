@@ -32,7 +32,7 @@ import numpy as np
 
 from ..errors import PlanError
 from ..plan.builder import RankPlan, program_steps
-from ..plan.program import PHASE, pairs_to_matrix
+from ..plan.program import PHASE, dst_start, pairs_to_matrix
 from .comm import Comm, CommError
 from .ops import NumpyOps
 
@@ -90,6 +90,7 @@ class Executor:
         self.shards = shards
         self.programs = {name: _Prog(manifest, shards, name, self.ops) for name in manifest["programs"]}
         self._bufs: dict = {}
+        self._obl: dict = {}  # program -> step id -> per-rank oblivious set-up (prepare_oblivious)
         self.last_phases = dict.fromkeys(PHASES, 0.0)
         self.fault = None  # test hook: callable(step_id) run before each step
         if verify:
@@ -125,7 +126,7 @@ class Executor:
                     if int(sc.sum()) != bufs.get(st["src"], -1):
                         problems[r].append(f"{sid}: sends {int(sc.sum())} rows from buffer {st['src']!r} of "
                                            f"{bufs.get(st['src'])} rows")
-                    start = bufs.get(st["dst_row"], 0) if isinstance(st["dst_row"], str) else st["dst_row"]
+                    start = dst_start(st, bufs, default=0)
                     if start + int(rc.sum()) > bufs.get(st["dst"], -1):
                         problems[r].append(f"{sid}: receives {int(rc.sum())} rows at row {start} of buffer "
                                            f"{st['dst']!r} of {bufs.get(st['dst'])} rows")
@@ -215,7 +216,7 @@ class Executor:
                 else:
                     outs = []
                     for i, b in enumerate(bufs):
-                        start = prog.sizes[i][st["dst_row"]] if isinstance(st["dst_row"], str) else st["dst_row"]
+                        start = dst_start(st, prog.sizes[i])
                         rows = int(prog.arrays[i][f"{sid}.recv_counts"].sum())
                         outs.append(b[st["dst"]][start:start + rows])
                     self.comm.alltoallv(st["group"], [b[st["src"]] for b in bufs],
@@ -251,8 +252,6 @@ class Executor:
         return self._bufs[key]
 
     # ------------------------------------------------------------------ baselines
-    _obl: dict = {}
-
     def prepare_oblivious(self, program: str = "forward") -> dict:
         """Set up the sparsity-oblivious baseline (CAGNET-style, whole block rows)
         of ``program`` from the same partition: for each ``gather → alltoallv``
@@ -263,7 +262,6 @@ class Executor:
         prog = self.programs[program]
         p = self.manifest["ranks"]
         steps = prog.steps
-        self._obl = dict(self._obl)
         plans = {}
         rows_pq = np.zeros((p, p), dtype=np.int64)
         for k, st in enumerate(steps):
@@ -283,8 +281,8 @@ class Executor:
             pos_send = [self.ops.to_numpy(prog.arrays[i][f"{gat['id']}.idx"]) if mem[i] else np.zeros(0, np.int64)
                         for i in range(len(loc))]
             pos_recv = [np.empty((int(rc[i].sum()) if mem[i] else 0, 1), dtype=np.int64) for i in range(len(loc))]
-            pos_recv = [self._small_out(x) for x in pos_recv]
-            self.comm.alltoallv(st["group"], [self._small_out(x.reshape(-1, 1).copy()) for x in pos_send],
+            pos_recv = [self.ops.index(x) for x in pos_recv]
+            self.comm.alltoallv(st["group"], [self.ops.index(x.reshape(-1, 1)) for x in pos_send],
                                 [x if mem[i] else np.zeros(0, np.int64) for i, x in enumerate(sc)],
                                 [x if mem[i] else np.zeros(0, np.int64) for i, x in enumerate(rc)],
                                 pos_recv, what=f"{sid} (oblivious setup)")
@@ -296,7 +294,7 @@ class Executor:
                 # received positions, per source, shifted by the source block's offset in the big buffer
                 ob_off = np.concatenate([[0], np.cumsum(obl_rc[i])])[:-1]
                 src_of_row = np.repeat(np.arange(len(rc[i])), rc[i])
-                pos = self._as_np(pos_recv[i]).reshape(-1) + ob_off[src_of_row]
+                pos = self.ops.to_numpy(pos_recv[i]).reshape(-1) + ob_off[src_of_row]
                 nz = obl_sc[i][obl_sc[i] > 0]
                 rep_idx = np.tile(np.arange(blk[i], dtype=np.int64), nz.size)  # whole block once per peer
                 per.append({"send_counts": obl_sc[i], "recv_counts": obl_rc[i], "pick": self.ops.index(pos),
@@ -308,14 +306,6 @@ class Executor:
         self._obl[program] = plans
         self.comm.reset()
         return rows_pq
-
-    def _small_out(self, a):
-        if self.ops.name == "torch":
-            return self.ops.torch.from_numpy(a).to(self.ops.device)
-        return a
-
-    def _as_np(self, a):
-        return a.cpu().numpy() if hasattr(a, "cpu") else a
 
     def _oblivious_step(self, program, prog, st, bufs) -> float:
         """Whole-block exchange of one step; returns the seconds of local copies."""
@@ -344,7 +334,7 @@ class Executor:
         for i, b in enumerate(bufs):
             if per[i] is None:
                 continue
-            start = prog.sizes[i][st["dst_row"]] if isinstance(st["dst_row"], str) else st["dst_row"]
+            start = dst_start(st, prog.sizes[i])
             rows = int(prog.arrays[i][f"{st['id']}.recv_counts"].sum())
             self.ops.take(outs[i], per[i]["pick"], b[st["dst"]][start:start + rows])
         self.ops.synchronize()

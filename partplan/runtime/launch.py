@@ -46,6 +46,7 @@ def launch(config: dict, nprocs: int, *, timeout_s: float = 60.0, threads: int |
     if nprocs < 1:
         raise CommError(f"--nprocs must be >= 1, got {nprocs}")
     tmp = Path(tempfile.mkdtemp(prefix="partplan-run-"))
+    errs: list = []
     try:
         cfg = dict(config)
         cfg["result"] = str(tmp / "result.json")
@@ -57,7 +58,7 @@ def launch(config: dict, nprocs: int, *, timeout_s: float = 60.0, threads: int |
         if threads is not None:
             base.setdefault("OMP_NUM_THREADS", str(threads))
         base.update(env or {})
-        procs, errs = [], []
+        procs = []
         for r in range(nprocs):
             e = dict(base, RANK=str(r), LOCAL_RANK=str(r), GROUP_RANK="0")
             err = open(tmp / f"rank-{r}.err", "w+")
@@ -99,7 +100,7 @@ def launch(config: dict, nprocs: int, *, timeout_s: float = 60.0, threads: int |
             raise CommError("the job ended without a report from rank 0")
         return json.loads(res.read_text())
     finally:
-        for fh in locals().get("errs", []):
+        for fh in errs:
             fh.close()
         import shutil
         shutil.rmtree(tmp, ignore_errors=True)

@@ -25,8 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PlanError
-from ..plan.builder import Plan
-from ..plan.program import Group, pairs_to_matrix
+from ..plan.builder import Plan, manifest_groups, manifest_volume
 from ..plan.store import load_plan, load_rank, read_manifest
 from .comm import LocalComm
 from .interpreter import PHASES, Executor
@@ -165,20 +164,10 @@ def _measure(ex: Executor, program: str, inputs: list, cfg: dict) -> dict:
     return res
 
 
-def _predicted(manifest: dict, program: str, row_bytes: int) -> np.ndarray:
-    from ..plan.builder import program_steps
-    p = manifest["ranks"]
-    vol = np.zeros((p, p), dtype=np.int64)
-    for st in program_steps(manifest, program):
-        if st["op"] == "alltoallv":
-            vol += pairs_to_matrix(st["pairs"], p)
-    return vol * row_bytes
-
-
 def _report(manifest, cfg, program, f, dtype, kernel, device, sent, reduce_b, times, extra) -> dict:
     """rank-independent report from world-reduced arrays."""
     row_bytes = f * np.dtype(dtype).itemsize
-    pred = _predicted(manifest, program, row_bytes)
+    pred = manifest_volume(manifest, program) * row_bytes
     match = bool(np.array_equal(pred, sent))
     med = np.median(times, axis=0) if times.size else np.zeros(1 + len(PHASES))
     rep = {"ranks": manifest["ranks"], "backend": cfg["backend"], "layout": manifest["layout"],
@@ -303,8 +292,7 @@ def spmm_worker(cfg: dict) -> dict | None:
         dtype = _resolve_dtype(cfg, n)
         if cfg.get("output") and rank == 0:
             _check_output(cfg["output"])
-        groups = [Group(g["name"], tuple(g["ranks"])) for g in m["groups"]]
-        comm = TorchComm(groups, timeout_s=timeout, device=device)
+        comm = TorchComm(manifest_groups(m), timeout_s=timeout, device=device)
         ops = TorchOps(dtype, device, cfg.get("kernel", "auto"))
         ex = Executor(m, [shard], comm, ops)
         fault = os.environ.get("PARTPLAN_FAULT_KILL")  # test hook "RANK:STEP_ID:COUNT": SIGKILL self
@@ -458,8 +446,7 @@ class DistSpMM:
         rank = dist.get_rank()
         self.manifest = m
         self.shard = load_rank(plan, rank, manifest=m)
-        groups = [Group(g["name"], tuple(g["ranks"])) for g in m["groups"]]
-        self.comm = TorchComm(groups, timeout_s=timeout, device=device)
+        self.comm = TorchComm(manifest_groups(m), timeout_s=timeout, device=device)
         self.ops = TorchOps(dtype, device or "cpu", kernel)
         self.executor = Executor(m, [self.shard], self.comm, self.ops, verify=verify)
 
