@@ -13,10 +13,14 @@ rows of H and writes only its rows of Z (renamed into place when complete).
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 
 from partplan.cli._common import nonneg_float, nonneg_int, positive_int
+
+# modules adding `partplan run JOB` sub-commands (each exposes register_job(subparsers))
+RUN_JOBS: list[str] = []
 
 _KEYS = ("ranks", "backend", "layout", "f", "dtype", "bytes_predicted", "bytes_measured", "bytes_match",
          "step_s", "gather_s", "exchange_s", "compute_s", "reduce_s", "fold_s", "oblivious_bytes",
@@ -59,6 +63,8 @@ def register(subparsers) -> None:
                    help="torch/OpenMP threads per spawned process (default 1)")
     s.add_argument("--json", action="store_true", help="print the report as JSON")
     s.set_defaults(func=run_spmm_cmd)
+    for name in RUN_JOBS:  # further jobs: a module of this package with register_job(sub)
+        importlib.import_module(f"partplan.cli.{name}").register_job(sub)
     p.set_defaults(func=lambda args: (p.print_help(), 1)[1])
 
 

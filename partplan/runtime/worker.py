@@ -1,15 +1,30 @@
 """Entry point of a launched worker: ``python -m partplan.runtime.worker CONFIG.json``.
 
-Runs the job named by ``config["job"]`` (``spmm``) on this rank; rank 0
-writes the report to ``config["result"]``. A user error ends with one line
-``partplan: error: ...`` on stderr and exit status 2.
+Runs the job named by ``config["job"]`` on this rank (the function named in
+:data:`JOBS`); rank 0 writes the report to ``config["result"]``. A user error
+ends with one line ``partplan: error: ...`` on stderr and exit status 2.
 """
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 
 from ..errors import PartplanError
+
+# job name -> "module:function" taking the config dict (one table; each job adds its line)
+JOBS = {
+    "spmm": "partplan.runtime.spmm:spmm_worker",
+}
+
+
+def run_job(cfg: dict):
+    """Run ``cfg["job"]`` on this rank (import its worker lazily)."""
+    job = cfg.get("job", "spmm")
+    if job not in JOBS:
+        raise PartplanError(f"unknown job {job!r} (known: {', '.join(sorted(JOBS))})")
+    mod, fn = JOBS[job].split(":")
+    return getattr(importlib.import_module(mod), fn)(cfg)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -17,8 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     with open(argv[0]) as fh:
         cfg = json.load(fh)
     try:
-        from .spmm import spmm_worker
-        spmm_worker(cfg)
+        run_job(cfg)
     except PartplanError as exc:
         print(f"partplan: error: {exc}", file=sys.stderr, flush=True)
         return 2
