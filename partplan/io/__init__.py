@@ -9,7 +9,7 @@
   header -> edge tables: :func:`read_edge_table` / :func:`write_edge_table`
 - ``.txt`` ``.edges`` ``.el`` ``.tsv`` ``.edgelist`` ``.snap`` (and ``.csv``
   without header) -> ``edgelist``: :func:`read_edgelist` / :func:`write_edgelist`
-- ``.gt`` -> ``gt`` (graph-tool binary): :func:`read_gt` / :func:`write_gt`
+- ``.gt`` -> ``gt`` (graph-tool binary): :func:`read_gt` / :func:`write_gt`; property maps: :func:`read_gt_properties`
 
 Text formats may carry ``.gz``. Partition files: :func:`read_partition` /
 :func:`write_partition` (module ``partfile``). See docs/io.md.
@@ -39,7 +39,7 @@ from ..graph import Graph
 from ..hypergraph import Hypergraph
 from ._common import format_name
 from .edgelist import read_edgelist, write_edgelist
-from .graphtool import read_gt, write_gt
+from .graphtool import read_gt, read_gt_properties, write_gt
 from .hgr import read_hgr_graph, read_hypergraph, write_hypergraph
 from .metis import read_metis, write_metis
 from .mtx import read_mtx, write_mtx
@@ -152,6 +152,6 @@ def write_graph(graph: Graph, path: str | os.PathLike, format: str | None = None
 
 __all__ = ["read_graph", "write_graph", "detect_format", "read_hypergraph", "write_hypergraph",
            "read_mtx", "write_mtx", "read_metis", "write_metis", "read_npz", "write_npz",
-           "read_edgelist", "write_edgelist", "read_edge_table", "write_edge_table", "read_gt", "write_gt",
+           "read_edgelist", "write_edgelist", "read_edge_table", "write_edge_table", "read_gt", "read_gt_properties", "write_gt",
            "read_hgr_graph", "read_partition", "write_partition", "Graph", "Hypergraph", "FORMATS",
            "EXTENSIONS"]
