@@ -1,0 +1,212 @@
+"""Distributed breadth-first search from a 1D plan, direction-optimizing, with
+a sparse/dense frontier exchange chosen per (rank, peer) and level.
+
+See :mod:`.traversal` for which program BFS runs on (the plan's ``A^T``: an
+edge u → v is A[u, v] ≠ 0) and why only the owner → ghost-holder exchange is
+needed. Per level every rank:
+
+1. sends the frontier bits of its own vertices in its send lists
+   (:func:`~.traversal.exchange_flags`: counts, then one uint8 all-to-all-v);
+2. top-down: expands the frontier columns (own + received ghosts) of its
+   CSC block; bottom-up: each unvisited own vertex scans its in-edges for a
+   frontier vertex and stops at the first;
+3. all-reduces the level's figures (new frontier size, its out-degree sum,
+   edges examined, bytes: one small float64 vector) — the stop test and the
+   direction switch of the next level.
+
+Direction (Beamer et al. with GAPBS's thresholds, ``alpha`` = 15, ``beta`` =
+18): go bottom-up when the out-degree sum of the new frontier (scout count)
+exceeds ``edges_to_check / alpha`` (``edges_to_check`` starts at nnz and
+drops by each top-down level's scout count); go back top-down when the
+frontier shrinks below ``n / beta``.
+
+Parents: vertex v gets the smallest global id among its in-neighbours in the
+previous level, in both directions: the same tree at any rank count.
+
+Examples
+--------
+>>> import numpy as np, partplan
+>>> from partplan.runtime.bfs import bfs_local
+>>> g = partplan.Graph.from_edges([0, 1, 2, 0], [1, 2, 3, 2], symmetrize=True)
+>>> res = bfs_local(partplan.build_plan(g, np.array([0, 0, 1, 1])), 0)
+>>> res.parents.tolist(), res.levels.tolist()
+([0, 0, 0, 2], [0, 1, 1, 2])
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import PlanError
+from ..plan.builder import Plan, program_steps
+from . import _bfs_kernels as K
+from .traversal import RankGraph, check_layout, exchange_flags, gather_global, rank_graph, traversal_program
+
+DIRECTIONS = ("auto", "top-down", "bottom-up")
+ALPHA, BETA = 15.0, 18.0
+
+
+@dataclass
+class Level:
+    """One BFS level, summed over ranks: ``frontier`` vertices expanded,
+    ``edges_examined``, payload ``bytes`` (the chosen modes) and what all-sparse /
+    all-dense would have cost, ``messages`` (nonempty (rank, peer) payloads),
+    ``bytes_measured`` (the comm counters), seconds."""
+
+    level: int
+    direction: str
+    mode: str
+    frontier: int
+    edges_examined: int
+    bytes: int
+    bytes_sparse: int
+    bytes_dense: int
+    bytes_measured: int
+    messages: int
+    time_s: float
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class BfsResult:
+    """One search: ``parents`` and ``levels`` (int64[n], vertex order, -1 =
+    unreached; the root is its own parent), per-level records, seconds from
+    the root's visit to the last level (parents still distributed)."""
+
+    root: int
+    parents: np.ndarray
+    levels: np.ndarray
+    records: list[Level] = field(default_factory=list)
+    time_s: float = 0.0
+
+    @property
+    def edges_examined(self) -> int:
+        return int(sum(r.edges_examined for r in self.records))
+
+
+def _out_degree(manifest: dict, rp, ids: np.ndarray) -> np.ndarray:
+    """Out-degree (row nnz of A) of own vertices ``ids``, from the forward program."""
+    sp = [s for s in program_steps(manifest, "forward") if s["op"] == "spmm"][0]["id"]
+    ip = np.asarray(rp[f"{sp}.indptr"], dtype=np.int64)
+    rows = np.asarray(rp[f"{sp}.row_ids"], dtype=np.int64)
+    deg = np.zeros(ids.size, dtype=np.int64)
+    o = np.argsort(ids, kind="stable")
+    deg[o[np.searchsorted(ids, rows, sorter=o)]] = np.diff(ip)
+    return deg
+
+
+class BfsEngine:
+    """BFS over the local ranks of ``comm`` (all of them for LocalComm, one
+    for TorchComm) from a plan's manifest and those ranks' shards."""
+
+    def __init__(self, manifest: dict, shards: list, comm, *, direction: str = "auto",
+                 alpha: float = ALPHA, beta: float = BETA):
+        check_layout(manifest)
+        if direction not in DIRECTIONS:
+            raise PlanError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
+        if not (alpha > 0 and beta > 0):
+            raise PlanError(f"alpha and beta must be > 0, got {alpha}, {beta}")
+        if comm.world != manifest["ranks"]:
+            raise PlanError(f"the plan is for {manifest['ranks']} ranks but the job has {comm.world}")
+        self.manifest, self.comm = manifest, comm
+        self.n, self.nnz = int(manifest["graph"]["n"]), int(manifest["graph"]["nnz"])
+        self.direction, self.alpha, self.beta = direction, float(alpha), float(beta)
+        prog = traversal_program(manifest)
+        self.rgs: list[RankGraph] = [rank_graph(manifest, rp, prog) for rp in shards]
+        self.outdeg = [_out_degree(manifest, rp, rg.ids) for rp, rg in zip(shards, self.rgs)]
+        self.pos = []  # global id -> own position, per local rank (sorted lookup)
+        for rg in self.rgs:
+            o = np.argsort(rg.ids, kind="stable")
+            self.pos.append((rg.ids[o], o))
+
+    def _own(self, i: int, v: int) -> int:
+        ids, o = self.pos[i]
+        k = int(np.searchsorted(ids, v))
+        return int(o[k]) if k < ids.size and ids[k] == v else -1
+
+    def check_root(self, root) -> int:
+        if isinstance(root, bool) or not isinstance(root, (int, np.integer)) or not 0 <= int(root) < self.n:
+            raise PlanError(f"root {root!r} is not a vertex id in [0, {self.n})")
+        return int(root)
+
+    def _next_direction(self, cur: str, scout: float, nf: float, prev_nf: float, to_check: float) -> str:
+        if self.direction != "auto":
+            return self.direction
+        if cur == "top-down":
+            return "bottom-up" if scout > to_check / self.alpha else "top-down"
+        return "top-down" if (nf < prev_nf and nf <= self.n / self.beta) else "bottom-up"
+
+    def search(self, root: int) -> BfsResult:
+        """One BFS from ``root`` (global id); every local rank takes part."""
+        root = self.check_root(root)
+        comm, rgs = self.comm, self.rgs
+        loc = range(len(rgs))
+        visited = [np.zeros(rg.nl, dtype=np.bool_) for rg in rgs]
+        parent = [np.full(rg.nl, -1, dtype=np.int64) for rg in rgs]
+        level = [np.full(rg.nl, -1, dtype=np.int64) for rg in rgs]
+        front = [np.zeros(rg.nl, dtype=np.bool_) for rg in rgs]
+        for i in loc:
+            k = self._own(i, root)
+            if k >= 0:
+                visited[i][k] = front[i][k] = True
+                parent[i][k], level[i][k] = root, 0
+        comm.barrier()
+        t0 = time.perf_counter()
+        nf, scout = 1.0, 0.0
+        deg_root = [float(self.outdeg[i][front[i]].sum()) for i in loc]
+        scout = float(comm.allreduce_world([np.array([d]) for d in deg_root], "sum")[0][0])
+        to_check, prev_nf = float(self.nnz), 0.0
+        cur = "bottom-up" if self.direction == "bottom-up" else "top-down"
+        records: list[Level] = []
+        depth = 0
+        while nf > 0:
+            tl = time.perf_counter()
+            cur = self._next_direction(cur, scout, nf, prev_nf, to_check) if depth else cur
+            if cur == "top-down":
+                to_check -= scout
+            sent0 = int(comm.sent_bytes.sum())
+            ghost, _, st = exchange_flags(comm, [rg.expand for rg in rgs], front, None,
+                                          [rg.next_ - rg.nl for rg in rgs], what=f"BFS level {depth}")
+            vec = []
+            for i in loc:
+                rg = rgs[i]
+                cand = np.full(rg.nl, -1, dtype=np.int64)
+                if cur == "top-down":
+                    cols = np.concatenate([np.flatnonzero(front[i]), rg.nl + np.flatnonzero(ghost[i])])
+                    new, edges = K.top_down(rg.cindptr, rg.crows, cols, rg.ext_ids, visited[i], cand)
+                else:
+                    fe = np.concatenate([front[i], ghost[i]])
+                    new, edges = K.bottom_up(rg.indptr, rg.indices, rg.ext_ids, visited[i], fe, cand)
+                visited[i][new] = True
+                parent[i][new] = cand[new]
+                level[i][new] = depth + 1
+                front[i][:] = False
+                front[i][new] = True
+                vec.append(np.array([new.size, self.outdeg[i][new].sum(), edges], dtype=np.float64))
+            meas = int(comm.sent_bytes.sum()) - sent0  # this process's ranks; counted once (i = 0)
+            extra = np.concatenate([st.vector(), [meas]])
+            # layout: new, scout, edges, bytes, sparse, dense, dense pairs, sparse pairs, messages, measured
+            vec = [np.concatenate([v, extra if i == 0 else np.zeros_like(extra)]) for i, v in enumerate(vec)]
+            tot = comm.allreduce_world(vec, "sum")[0]
+            new_nf, scout = float(tot[0]), float(tot[1])
+            mode = "none" if tot[3] == 0 else ("dense" if tot[7] == 0 and tot[6] > 0 else
+                                              "sparse" if tot[6] == 0 else "mixed")
+            records.append(Level(depth, cur, mode, int(nf), int(tot[2]), int(tot[3]), int(tot[4]), int(tot[5]),
+                                 int(tot[9]), int(tot[8]), time.perf_counter() - tl))
+            prev_nf, nf = nf, new_nf
+            depth += 1
+        t_search = time.perf_counter() - t0
+        pg = gather_global(comm, [rg.ids for rg in rgs], parent, self.n, -1.0).astype(np.int64)
+        lg = gather_global(comm, [rg.ids for rg in rgs], level, self.n, -1.0).astype(np.int64)
+        return BfsResult(root, pg, lg, records, t_search)
+
+
+def bfs_local(plan: Plan, root: int, **kw) -> BfsResult:
+    """One BFS with every rank of ``plan`` in this process (LocalComm)."""
+    from .comm import LocalComm
+    comm = LocalComm(plan.manifest["ranks"], plan.groups())
+    return BfsEngine(plan.manifest, plan.ranks, comm, **kw).search(root)

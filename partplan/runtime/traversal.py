@@ -1,0 +1,288 @@
+"""What graph traversals (BFS, SSSP, WCC, PageRank) read from a plan, and the
+one frontier exchange they share.
+
+**Which program.** A traversal of A (edge u → v for every nonzero A[u, v])
+runs on the plan's program of ``A^T`` — the ``backward`` program (the
+``forward`` one itself when A is symmetric: the plan then records
+``backward: same-as-forward``). On rank r that program holds the rows of
+``A^T`` of r's own vertices (their **in-edges**) with columns local + ghost,
+and its send lists say which of r's vertices each peer holds as a ghost. So
+"owner computes": the owner of v decides v's parent / distance / label, and
+the only exchange a level needs is owner → ghost holders of the state of
+frontier vertices (the direction of the SpMM exchange, the same (vertex,
+peer) pairs):
+
+* top-down: the holder of ghost u expands u's column of its local ``A^T``
+  block (a CSC view: the local rows v with an edge u → v);
+* bottom-up: each unvisited own v scans its row of ``A^T`` (its in-edges)
+  for a frontier vertex — the ghosts' frontier bits came by the same exchange.
+
+No "ghost discovered → owner" (transpose) exchange is needed for 1D, for
+directed or undirected graphs alike. (2D adds the fold: see :mod:`.bfs`.)
+
+**Exchange modes.** Per (sender, receiver) pair and level the sender has c
+flagged entries in a send list of s rows and w value bytes per entry:
+sparse = c·(4 + w) bytes (uint32 positions in the list, then values), dense =
+⌈s/8⌉ + c·w bytes (a bitmap over the list, then values). The smaller is sent
+(ties: dense, except c = 0: nothing). Counts go first (one int64 per peer);
+the receiver derives each pair's mode and size from them, so the payload is
+one uint8 all-to-all-v whose bytes the comm counters measure.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import PlanError
+from ..plan.builder import RankPlan, program_steps
+
+POS_BYTES = 4  # a sparse entry's position in the send list (uint32)
+
+
+def traversal_program(manifest: dict) -> str:
+    """Name of the plan's program of ``A^T`` (see the module docstring)."""
+    b = manifest.get("backward")
+    if b == "same-as-forward":
+        return "forward"
+    if b == "separate":
+        return "backward"
+    raise PlanError("the plan has no program of A^T (backward = "
+                    f"{b!r}): rebuild it with `partplan plan ... --backward` or from a symmetric graph")
+
+
+def check_layout(manifest: dict, allowed=("1d",)) -> str:
+    lay = str(manifest["layout"])
+    kind = lay.split(":")[0]
+    if kind not in allowed:
+        raise PlanError(f"graph traversals run on {', '.join(allowed)} plans; this plan's layout is {lay}")
+    if manifest.get("ownership", "conformal") != "conformal":
+        raise PlanError("graph traversals need conformal ownership (the plan has decoupled owners)")
+    if manifest.get("topology"):
+        raise PlanError("routed exchange (a plan with a topology) is not built yet for graph traversals")
+    return kind
+
+
+@dataclass
+class Segments:
+    """One alltoallv's send lists on one rank: ``idx`` rows of the source
+    buffer grouped by destination group-rank (``send_counts``), and
+    ``recv_counts`` rows expected per source group-rank."""
+
+    family: str
+    idx: np.ndarray
+    send_counts: np.ndarray
+    recv_counts: np.ndarray
+
+    def __post_init__(self):
+        self.send_off = np.concatenate([[0], np.cumsum(self.send_counts)]).astype(np.int64)
+        self.recv_off = np.concatenate([[0], np.cumsum(self.recv_counts)]).astype(np.int64)
+
+
+@dataclass
+class RankGraph:
+    """One rank's part of ``A^T`` from a 1D plan.
+
+    ids : global ids of own vertices (rows; positions 0..nl-1 of every state array).
+    ext_ids : global ids of own + ghost columns (ghosts at nl..).
+    indptr, indices, data : CSR of own rows of A^T (row i = in-edges of ids[i]),
+        columns are ext positions, sorted by global id inside each row.
+    cindptr, crows, cdata : the same block as CSC (column c = out-edges of ext_ids[c]
+        that end at own vertices).
+    expand : the exchange of own-vertex state to ghost holders.
+    """
+
+    rank: int
+    ids: np.ndarray
+    ext_ids: np.ndarray
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray | None
+    cindptr: np.ndarray
+    crows: np.ndarray
+    cdata: np.ndarray | None
+    expand: Segments
+
+    @property
+    def nl(self) -> int:
+        return int(self.ids.size)
+
+    @property
+    def next_(self) -> int:
+        return int(self.ext_ids.size)
+
+
+def _steps_by_op(manifest: dict, program: str) -> dict:
+    out: dict = {}
+    for st in program_steps(manifest, program):
+        out.setdefault(st["op"], []).append(st)
+    return out
+
+
+def rank_graph(manifest: dict, rp: RankPlan, program: str) -> RankGraph:
+    """Build a :class:`RankGraph` from rank ``rp``'s shard of a 1D plan."""
+    steps = _steps_by_op(manifest, program)
+    g, a, s = steps["gather"][0]["id"], steps["alltoallv"][0], steps["spmm"][0]["id"]
+    ids = np.asarray(rp.in_ids(program), dtype=np.int64)
+    rows = np.asarray(rp[f"{s}.row_ids"], dtype=np.int64)
+    if not np.array_equal(rows, ids):  # the 1D builder keeps in order == row order; be safe
+        o = np.argsort(ids, kind="stable")
+        pos = o[np.searchsorted(ids, rows, sorter=o)]
+        if not np.array_equal(ids[pos], rows):
+            raise PlanError(f"rank {rp.rank}: the {program} program computes rows it does not hold")
+    else:
+        pos = None
+    ghosts = np.asarray(rp[f"{a['id']}.recv_ids"], dtype=np.int64)
+    ext = np.concatenate([ids, ghosts])
+    ip = np.asarray(rp[f"{s}.indptr"], dtype=np.int64)
+    ix = np.asarray(rp[f"{s}.indices"], dtype=np.int64)
+    dat = np.asarray(rp[f"{s}.data"], dtype=np.float64) if rp.has(f"{s}.data") else None
+    nrow = ip.size - 1
+    r_of = np.repeat(np.arange(nrow, dtype=np.int64), np.diff(ip))
+    if pos is not None:
+        r_of = pos[r_of]
+    o = np.lexsort((ext[ix], r_of))  # rows, then ascending global column id
+    r_s, c_s = r_of[o], ix[o]
+    d_s = None if dat is None else dat[o]
+    nl = ids.size
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(r_s, minlength=nl))]).astype(np.int64)
+    oc = np.lexsort((r_s, c_s))
+    cindptr = np.concatenate([[0], np.cumsum(np.bincount(c_s, minlength=ext.size))]).astype(np.int64)
+    seg = Segments(a["group"], np.asarray(rp[f"{g}.idx"], dtype=np.int64),
+                   np.asarray(rp[f"{a['id']}.send_counts"], dtype=np.int64),
+                   np.asarray(rp[f"{a['id']}.recv_counts"], dtype=np.int64))
+    return RankGraph(rp.rank, ids, ext, indptr, c_s.copy(), d_s, cindptr, r_s[oc].copy(),
+                     None if d_s is None else d_s[oc].copy(), seg)
+
+
+# ----------------------------------------------------------------------------- the exchange
+def _as_comm(comm, a: np.ndarray):
+    """numpy for LocalComm, a CPU/CUDA tensor for TorchComm."""
+    if hasattr(comm, "torch"):
+        t = comm.torch.from_numpy(np.ascontiguousarray(a))
+        return t.to(comm.device) if comm.device.type == "cuda" else t
+    return a
+
+
+def _to_np(x) -> np.ndarray:
+    return x.cpu().numpy() if hasattr(x, "cpu") else np.asarray(x)
+
+
+def pair_bytes(c: np.ndarray, s: np.ndarray, w: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(sparse bytes, dense bytes, dense chosen?) per pair for c flagged
+    entries of s-row send lists with w value bytes per entry."""
+    c, s = np.asarray(c, dtype=np.int64), np.asarray(s, dtype=np.int64)
+    sparse = c * (POS_BYTES + w)
+    dense = (s + 7) // 8 + c * w
+    use_dense = (c > 0) & (dense <= sparse)
+    return sparse, dense, use_dense
+
+
+@dataclass
+class ExchangeStats:
+    """One exchange summed over this process's local ranks: payload bytes sent
+    (the chosen modes), what all-sparse and all-dense would have cost, and the
+    pairs sent dense / sparse (nonempty ones)."""
+
+    bytes: int = 0
+    sparse_bytes: int = 0
+    dense_bytes: int = 0
+    dense_pairs: int = 0
+    sparse_pairs: int = 0
+    messages: int = 0
+
+    def vector(self) -> np.ndarray:
+        return np.array([self.bytes, self.sparse_bytes, self.dense_bytes, self.dense_pairs,
+                         self.sparse_pairs, self.messages], dtype=np.float64)
+
+
+def exchange_flags(comm, segs: list[Segments], masks: list[np.ndarray], values: list | None,
+                   nrecv: list[int], what: str = "frontier") -> tuple[list, list, ExchangeStats]:
+    """Send, for every local rank i, the rows ``segs[i].idx`` of its source
+    buffer whose ``masks[i]`` is set (with ``values[i][row]`` if values is
+    given, a numpy array of one fixed dtype) to the peers the send lists name;
+    returns (received flags: bool[nrecv[i]] in receive order, received values
+    or None, stats). ``nrecv[i]`` = rows the receive side holds (sum of recv_counts)."""
+    st = ExchangeStats()
+    vdt = None if values is None else np.asarray(values[0]).dtype
+    w = 0 if vdt is None else vdt.itemsize
+    counts, payloads, flagged = [], [], []
+    for i, sg in enumerate(segs):
+        f = np.asarray(masks[i], dtype=bool)[sg.idx]
+        flagged.append(f)
+        csum = np.concatenate([[0], np.cumsum(f, dtype=np.int64)])
+        counts.append(csum[sg.send_off[1:]] - csum[sg.send_off[:-1]])
+    peer_c = comm.exchange_counts(segs[0].family, counts)
+    sends, sc_bytes, rc_bytes = [], [], []
+    for i, sg in enumerate(segs):
+        c = counts[i]
+        sp, de, dn = pair_bytes(c, sg.send_counts, w)
+        nb = np.where(dn, de, sp)
+        st.bytes += int(nb.sum())
+        st.sparse_bytes += int(sp.sum())
+        st.dense_bytes += int(de.sum())
+        st.dense_pairs += int(np.count_nonzero(dn))
+        st.sparse_pairs += int(np.count_nonzero((~dn) & (c > 0)))
+        st.messages += int(np.count_nonzero(nb))
+        parts = []
+        f = flagged[i]
+        vals = None if values is None else np.asarray(values[i])[sg.idx]
+        for j in range(c.size):  # loop over peers
+            lo, hi = sg.send_off[j], sg.send_off[j + 1]
+            if c[j] == 0:
+                continue
+            fj = f[lo:hi]
+            parts.append(np.packbits(fj).view(np.uint8) if dn[j]
+                         else np.flatnonzero(fj).astype(np.uint32).view(np.uint8))
+            if vals is not None:
+                parts.append(np.ascontiguousarray(vals[lo:hi][fj]).view(np.uint8))
+        sends.append(np.concatenate(parts) if parts else np.zeros(0, np.uint8))
+        _, _, rdn = pair_bytes(peer_c[i], sg.recv_counts, w)
+        rsp, rde, _ = pair_bytes(peer_c[i], sg.recv_counts, w)
+        sc_bytes.append(nb)
+        rc_bytes.append(np.where(rdn, rde, rsp))
+    outs = [np.empty(int(rb.sum()), np.uint8) for rb in rc_bytes]
+    comm.alltoallv(segs[0].family, [_as_comm(comm, s) for s in sends], sc_bytes, rc_bytes,
+                   outs if not hasattr(comm, "torch") else [_as_comm(comm, o) for o in outs], what=what)
+    if hasattr(comm, "torch"):
+        outs = [_to_np(o) for o in outs]  # torch.from_numpy shares memory on CPU; copy back for CUDA
+    flags_out, vals_out = [], []
+    for i, sg in enumerate(segs):
+        got = np.zeros(nrecv[i], dtype=bool)
+        gv = None if vdt is None else np.zeros(nrecv[i], dtype=vdt)
+        c = peer_c[i]
+        _, _, rdn = pair_bytes(c, sg.recv_counts, w)
+        buf, pos = outs[i], 0
+        for j in range(c.size):
+            if c[j] == 0:
+                continue
+            lo, s = int(sg.recv_off[j]), int(sg.recv_counts[j])
+            if rdn[j]:
+                nb = (s + 7) // 8
+                hit = np.flatnonzero(np.unpackbits(buf[pos:pos + nb], count=s).astype(bool))
+                pos += nb
+            else:
+                hit = buf[pos:pos + 4 * int(c[j])].view(np.uint32).astype(np.int64)
+                pos += 4 * int(c[j])
+            got[lo + hit] = True
+            if gv is not None:
+                gv[lo + hit] = buf[pos:pos + w * int(c[j])].view(vdt)
+                pos += w * int(c[j])
+        flags_out.append(got)
+        vals_out.append(gv)
+    return flags_out, (None if vdt is None else vals_out), st
+
+
+def gather_global(comm, parts_ids: list[np.ndarray], parts_vals: list[np.ndarray], n: int,
+                  fill: float) -> np.ndarray:
+    """A length-n float64 vector in vertex order from every rank's own entries
+    (an all-reduce: max over ``fill``-initialised copies; ``fill`` must be below
+    every value). Exact for integers below 2**53."""
+    vecs = []
+    for ids, v in zip(parts_ids, parts_vals):
+        x = np.full(n, fill, dtype=np.float64)
+        x[ids] = v
+        vecs.append(x)
+    if len(vecs) > 1:  # LocalComm: combine locally (an all-reduce of p copies would cost p·n)
+        return np.max(np.stack(vecs), axis=0)
+    return comm.allreduce_world(vecs, "max")[0]
