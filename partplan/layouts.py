@@ -352,7 +352,8 @@ class TwoD(Layout):
 #: name → class; :func:`parse_layout` tries each in order.
 LAYOUTS: dict[str, type[Layout]] = {"1d": OneD, "1.5d": OneHalfD, "2d": TwoD}
 
-LAYOUT_HELP = "1d, 1.5d:C (C replicas of each row block) or 2d:RxC (grid; 2d = most square)"
+LAYOUT_HELP = ("1d, 1.5d:C (C replicas of each row block), 2d:RxC (grid; 2d = most square) or "
+               "routed:domain:D / routed:source:D (1D through domains of D ranks)")
 
 
 def parse_layout(spec, ranks: int | None = None, *, row_blocks: int | None = None) -> Layout:
@@ -386,7 +387,7 @@ def check_spec(spec: str) -> str:
     s = str(spec).strip().lower()
     if s == "1":
         s = "1d"
-    if re.fullmatch(r"1d|2d|1\.5d:[1-9]\d*|2d:[1-9]\d*x[1-9]\d*", s):
+    if re.fullmatch(r"1d|2d|1\.5d:[1-9]\d*|2d:[1-9]\d*x[1-9]\d*|routed:(domain|source):[1-9]\d*", s):
         return s
     raise PartitionError(f"unknown layout {spec!r}; use {LAYOUT_HELP}")
 
@@ -413,3 +414,9 @@ def stage_schedule(b: int, c: int) -> np.ndarray:
     out = np.full((int(stage.max()) + 1 if stage.size else 0, b, c), -1, dtype=np.int64)
     out[stage, i, l] = q
     return out
+
+
+# the routed (hierarchy-aware) 1D layout lives in its own module; registered here
+from .routing import Routed  # noqa: E402
+
+LAYOUTS["routed"] = Routed
