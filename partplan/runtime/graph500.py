@@ -185,4 +185,4 @@ def teps_stats(nedges, times) -> dict:
             "teps_min": float(q[0]), "teps_firstquartile": float(q[1]), "teps_median": float(q[2]),
             "teps_thirdquartile": float(q[3]), "teps_max": float(q[4]),
             "time_min_s": float(tq[0]), "time_median_s": float(tq[2]), "time_max_s": float(tq[4]),
-            "time_mean_s": float(t.mean()), "nedge_mean": float(m.mean()), "searches": int(k)}
+            "time_mean_s": float(t.mean()), "nedge_mean": float(m.mean()), "searches_counted": int(k)}
