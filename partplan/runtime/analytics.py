@@ -1,0 +1,281 @@
+"""PageRank, weakly connected components and single-source shortest paths on
+a plan's programs (see :mod:`.traversal` for the program of ``A^T``).
+
+* :func:`pagerank` — networkx's conventions (``networkx.pagerank``): edge
+  u → v for every nonzero A[u, v] with its weight, x₀ = 1/n, uniform
+  teleport, dangling mass spread uniformly, ``x ← d·(Aᵀ D⁻¹ x + Σ_dangling x / n)
+  + (1 − d)/n``, stop when ``‖x − x_prev‖₁ < n·tol``. The product ``Aᵀ y`` is the
+  plan's program of ``A^T`` run by the :class:`~.interpreter.Executor` with f = 1
+  (the out-weights ``A·1`` once by the forward program).
+* :func:`wcc` — min-label propagation: label = smallest vertex id of the
+  weak component; each round sends only the labels that changed (sparse or
+  dense per pair, :func:`~.traversal.exchange_flags`) along ``A^T`` and, for a
+  directed graph, ``A`` too.
+* :func:`sssp` — Bellman-Ford over the frontier of changed distances
+  (non-negative weights; unweighted plans use 1 per edge), inf = unreachable.
+
+Each ``*_body(cfg, manifest, shards, comm)`` is the job run by
+:mod:`.graphjobs`: figures per iteration, rank 0 writes the output and
+returns the report.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import PartplanError, PlanError
+from ..plan.builder import manifest_volume
+from .traversal import check_layout, exchange_flags, gather_global, rank_graph, traversal_program
+
+
+class ConvergenceError(PartplanError):
+    """An iterative job did not converge within its iteration limit."""
+
+
+def _ops(comm, dtype="float64"):
+    from .ops import NumpyOps, TorchOps
+    if hasattr(comm, "torch"):
+        return TorchOps(dtype, str(comm.device), "auto")
+    return NumpyOps(dtype)
+
+
+def _world_sum(comm, vals: list) -> np.ndarray:
+    return comm.allreduce_world([np.asarray(v, dtype=np.float64) for v in vals], "sum")[0]
+
+
+def _order(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Positions in ``a`` of the ids ``b`` (both permutations of the same set)."""
+    o = np.argsort(a, kind="stable")
+    pos = o[np.searchsorted(a, b, sorter=o)]
+    if not np.array_equal(a[pos], b):
+        raise PlanError("the program's output rows are not the rows it holds (decoupled ownership?)")
+    return pos
+
+
+# ----------------------------------------------------------------------------- PageRank
+def pagerank_parts(manifest: dict, shards, comm, *, damping: float = 0.85, tol: float = 1e-6,
+                   max_iter: int = 100, progress=None):
+    """PageRank on the local ranks: (ids per local rank, values per local rank, iteration records)."""
+    check_layout(manifest)
+    if not 0 <= damping <= 1:
+        raise PlanError(f"damping must be in [0, 1], got {damping}")
+    if not tol > 0:
+        raise PlanError(f"tol must be > 0, got {tol}")
+    from .interpreter import Executor
+    ops = _ops(comm)
+    ex = Executor(manifest, shards, comm, ops)
+    prog = traversal_program(manifest)
+    n = int(manifest["graph"]["n"])
+    ids = [np.asarray(rp.in_ids(prog), dtype=np.int64) for rp in shards]
+    pos_out = [_order(i, np.asarray(rp.out_ids(prog))) for i, rp in zip(ids, shards)]
+    fpos_in = [_order(i, np.asarray(rp.in_ids("forward"))) for i, rp in zip(ids, shards)]
+    fpos_out = [_order(i, np.asarray(rp.out_ids("forward"))) for i, rp in zip(ids, shards)]
+    ones = [ops.from_numpy(np.ones((fp.size, 1))) for fp in fpos_in]
+    outw = []
+    for i, z in enumerate(ex.run("forward", ones)):
+        w = np.zeros(ids[i].size)
+        w[fpos_out[i]] = ops.to_numpy(z)[:, 0]
+        outw.append(w)
+    dang = [w == 0 for w in outw]
+    inv = [np.where(d, 0.0, 1.0 / np.where(d, 1.0, w)) for w, d in zip(outw, dang)]
+    x = [np.full(i.size, 1.0 / n) for i in ids]
+    pred = int(manifest_volume(manifest, prog).sum()) * 8
+    records = []
+    for it in range(1, max_iter + 1):
+        t0 = time.perf_counter()
+        sent0 = int(comm.sent_bytes.sum())
+        y = ex.run(prog, [ops.from_numpy((xi * vi)[:, None]) for xi, vi in zip(x, inv)])
+        dsum = _world_sum(comm, [np.array([xi[d].sum()]) for xi, d in zip(x, dang)])[0]
+        new = []
+        for i, yi in enumerate(y):
+            a = np.zeros(ids[i].size)
+            a[pos_out[i]] = ops.to_numpy(yi)[:, 0]
+            new.append(damping * (a + dsum / n) + (1.0 - damping) / n)
+        meas = int(comm.sent_bytes.sum()) - sent0
+        tot = _world_sum(comm, [np.array([np.abs(a - b).sum(), meas if i == 0 else 0])
+                                for i, (a, b) in enumerate(zip(new, x))])
+        x = new
+        records.append({"iteration": it, "l1_change": float(tot[0]), "bytes": pred,
+                        "bytes_measured": int(tot[1]), "time_s": time.perf_counter() - t0})
+        if progress:
+            progress(f"iteration {it}: L1 change {tot[0]:.3e}")
+        if tot[0] < n * tol:
+            return ids, x, records
+    raise ConvergenceError(f"PageRank did not converge in {max_iter} iterations (L1 change "
+                           f"{records[-1]['l1_change']:.3e} >= n·tol = {n * tol:.3e})")
+
+
+# ----------------------------------------------------------------------------- WCC
+def _min_over_rows(indptr, indices, ext_vals, own_vals):
+    """min(own value, min over the row's columns) per row (vectorized)."""
+    out = own_vals.copy()
+    nz = np.flatnonzero(np.diff(indptr))
+    if indices.size:
+        m = np.minimum.reduceat(ext_vals[indices], indptr[nz])
+        out[nz] = np.minimum(out[nz], m)
+    return out
+
+
+def wcc_parts(manifest: dict, shards, comm, *, progress=None):
+    """Weak components: (ids per local rank, labels per local rank, round records)."""
+    check_layout(manifest)
+    prog = traversal_program(manifest)
+    gs = [[rank_graph(manifest, rp, prog) for rp in shards]]
+    if prog != "forward":  # directed: out-neighbours too (rows of A)
+        fw = [rank_graph(manifest, rp, "forward") for rp in shards]
+        for a, b in zip(gs[0], fw):
+            if not np.array_equal(a.ids, b.ids):
+                raise PlanError("the forward and backward programs hold different rows")
+        gs.append(fw)
+    ids = [rg.ids for rg in gs[0]]
+    lab = [i.copy() for i in ids]
+    ext = [[rg.ext_ids.copy() for rg in g] for g in gs]  # labels of own + ghost columns
+    changed = [np.ones(i.size, dtype=bool) for i in ids]
+    records, rnd = [], 0
+    while True:
+        t0 = time.perf_counter()
+        sent0 = int(comm.sent_bytes.sum())
+        nbytes = np.zeros(3)
+        new = [lv.copy() for lv in lab]
+        for k, g in enumerate(gs):
+            got, vals, st = exchange_flags(comm, [rg.expand for rg in g], changed, lab,
+                                           [rg.next_ - rg.nl for rg in g], what=f"WCC round {rnd}")
+            nbytes += [st.bytes, st.sparse_bytes, st.dense_bytes]
+            for i, rg in enumerate(g):
+                e = ext[k][i]
+                e[:rg.nl] = lab[i]
+                e[rg.nl:][got[i]] = vals[i][got[i]]
+                new[i] = np.minimum(new[i], _min_over_rows(rg.indptr, rg.indices, e, lab[i]))
+        changed = [a < b for a, b in zip(new, lab)]
+        lab = new
+        meas = int(comm.sent_bytes.sum()) - sent0
+        tot = _world_sum(comm, [np.concatenate([[c.sum()], nbytes if i == 0 else np.zeros(3), [meas if i == 0 else 0]])
+                                for i, c in enumerate(changed)])
+        records.append({"round": rnd, "changed": int(tot[0]), "bytes": int(tot[1]), "bytes_sparse": int(tot[2]),
+                        "bytes_dense": int(tot[3]), "bytes_measured": int(tot[4]),
+                        "time_s": time.perf_counter() - t0})
+        if progress:
+            progress(f"round {rnd}: {int(tot[0])} labels changed")
+        rnd += 1
+        if tot[0] == 0:
+            return ids, lab, records
+
+
+# ----------------------------------------------------------------------------- SSSP
+def sssp_parts(manifest: dict, shards, comm, root: int, *, progress=None):
+    """Distances from ``root``: (ids per local rank, float64 distances, round records)."""
+    from . import _bfs_kernels as K
+    check_layout(manifest)
+    n = int(manifest["graph"]["n"])
+    if isinstance(root, bool) or not isinstance(root, (int, np.integer)) or not 0 <= int(root) < n:
+        raise PlanError(f"root {root!r} is not a vertex id in [0, {n})")
+    prog = traversal_program(manifest)
+    gs = [rank_graph(manifest, rp, prog) for rp in shards]
+    bad = []
+    for rg in gs:
+        if rg.cdata is not None and rg.cdata.size and rg.cdata.min() < 0:
+            e = int(np.argmin(rg.cdata))
+            c = int(np.searchsorted(rg.cindptr, e, side="right") - 1)
+            bad.append(f"edge {int(rg.ext_ids[c])} -> {int(rg.ids[rg.crows[e]])} has weight {rg.cdata[e]:g}")
+    flag = _world_sum(comm, [np.array([float(bool(bad))]) for _ in gs])[0]
+    if bad:
+        raise PlanError(f"SSSP needs non-negative edge weights: {bad[0]}")
+    if flag > 0:
+        raise PlanError("SSSP needs non-negative edge weights: another rank holds a negative one")
+    dist = [np.full(rg.nl, np.inf) for rg in gs]
+    dext = [np.full(rg.next_ - rg.nl, np.inf) for rg in gs]
+    changed = [np.zeros(rg.nl, dtype=bool) for rg in gs]
+    for i, rg in enumerate(gs):
+        k = np.flatnonzero(rg.ids == root)
+        if k.size:
+            dist[i][k] = 0.0
+            changed[i][k] = True
+    records, rnd, nchg = [], 0, 1.0
+    while nchg > 0:
+        t0 = time.perf_counter()
+        sent0 = int(comm.sent_bytes.sum())
+        got, vals, st = exchange_flags(comm, [rg.expand for rg in gs], changed, dist,
+                                       [rg.next_ - rg.nl for rg in gs], what=f"SSSP round {rnd}")
+        edges = 0
+        for i, rg in enumerate(gs):
+            dext[i][got[i]] = vals[i][got[i]]
+            cols = np.concatenate([np.flatnonzero(changed[i]), rg.nl + np.flatnonzero(got[i])])
+            de = np.concatenate([dist[i], dext[i]])
+            ch = np.zeros(rg.nl, dtype=np.bool_)
+            w = rg.cdata if rg.cdata is not None else np.zeros(0)
+            edges += K.relax(rg.cindptr, rg.crows, w, cols, de, dist[i], ch)
+            changed[i] = ch
+        meas = int(comm.sent_bytes.sum()) - sent0
+        tot = _world_sum(comm, [np.array([c.sum(), edges if i == 0 else 0, st.bytes if i == 0 else 0,
+                                          meas if i == 0 else 0]) for i, c in enumerate(changed)])
+        nchg = tot[0]
+        records.append({"round": rnd, "changed": int(tot[0]), "edges_examined": int(tot[1]), "bytes": int(tot[2]),
+                        "bytes_measured": int(tot[3]), "time_s": time.perf_counter() - t0})
+        if progress:
+            progress(f"round {rnd}: {int(tot[0])} distances changed")
+        rnd += 1
+    return [rg.ids for rg in gs], dist, records
+
+
+# ----------------------------------------------------------------------------- job bodies
+def _finish(cfg, m, comm, ids, vals, records, fill, extra) -> dict | None:
+    n = int(m["graph"]["n"])
+    full = gather_global(comm, ids, vals, n, fill)
+    if comm.local[0] != 0:
+        return None
+    if cfg.get("output"):
+        from .graphjobs import _atomic_save
+        arr = full.astype(np.int64) if cfg["job"] == "wcc" else full
+        _atomic_save(Path(cfg["output"]), lambda tmp: np.save(open(tmp, "wb"), arr))
+    rep = {"job": cfg["job"], "ranks": m["ranks"], "backend": cfg.get("backend"), "layout": m["layout"],
+           "n": n, "nnz": m["graph"]["nnz"], "directed": not m["graph"]["symmetric"],
+           "iterations": records, "rounds": len(records), "time_s": float(sum(r["time_s"] for r in records)),
+           "bytes_total": int(sum(r["bytes"] for r in records)),
+           "bytes_measured_total": int(sum(r["bytes_measured"] for r in records)),
+           "output": cfg.get("output"), **extra}
+    rep["bytes_match"] = rep["bytes_total"] == rep["bytes_measured_total"]
+    rep["_values"] = full
+    return rep
+
+
+def _prog_fn(cfg, comm):
+    from .graphjobs import _progress
+    return (lambda msg: _progress(cfg, comm.local[0] == 0, msg)) if cfg.get("progress") else None
+
+
+def pagerank_body(cfg, m, shards, comm):
+    ids, x, rec = pagerank_parts(m, shards, comm, damping=float(cfg.get("damping", 0.85)),
+                                 tol=float(cfg.get("tol", 1e-6)), max_iter=int(cfg.get("max_iter", 100)),
+                                 progress=_prog_fn(cfg, comm))
+    rep = _finish(cfg, m, comm, ids, x, rec, -1.0, {"damping": float(cfg.get("damping", 0.85)),
+                                                   "tol": float(cfg.get("tol", 1e-6))})
+    if rep is not None:
+        rep["sum"] = float(rep.pop("_values").sum())
+    return rep
+
+
+def wcc_body(cfg, m, shards, comm):
+    ids, lab, rec = wcc_parts(m, shards, comm, progress=_prog_fn(cfg, comm))
+    rep = _finish(cfg, m, comm, ids, lab, rec, -1.0, {})
+    if rep is not None:
+        full = rep.pop("_values").astype(np.int64)
+        rep["components"] = int(np.unique(full).size)
+        rep["largest_component"] = int(np.bincount(full).max()) if full.size else 0
+    return rep
+
+
+def sssp_body(cfg, m, shards, comm):
+    if cfg.get("root") is None:
+        raise PlanError("sssp needs --root V")
+    ids, dist, rec = sssp_parts(m, shards, comm, cfg["root"], progress=_prog_fn(cfg, comm))
+    rep = _finish(cfg, m, comm, ids, dist, rec, -1.0, {"root": int(cfg["root"])})
+    if rep is not None:
+        full = rep.pop("_values")
+        rep["reached"] = int(np.isfinite(full).sum())
+        rep["max_distance"] = float(full[np.isfinite(full)].max()) if np.isfinite(full).any() else 0.0
+    return rep
+
+
+BODIES = {"pagerank": pagerank_body, "wcc": wcc_body, "sssp": sssp_body}
