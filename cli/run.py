@@ -20,7 +20,7 @@ import sys
 from partplan.cli._common import nonneg_float, nonneg_int, positive_int
 
 # modules adding `partplan run JOB` sub-commands (each exposes register_job(subparsers))
-RUN_JOBS: list[str] = []
+RUN_JOBS: list[str] = ["run_graph"]
 
 _KEYS = ("ranks", "backend", "layout", "f", "dtype", "bytes_predicted", "bytes_measured", "bytes_match",
          "step_s", "gather_s", "exchange_s", "compute_s", "reduce_s", "fold_s", "oblivious_bytes",
