@@ -39,7 +39,8 @@ def register(subparsers) -> None:
                "  partplan partition g.mtx -k 64 --model graph -o g.part.64\n"
                "  partplan partition g.mtx -k 16 --objective max-both -o g16.plan\n"
                "  partplan partition g.mtx -k 16 --layout 1.5d:4 --preset QUALITY --json -o g.parquet\n"
-               "  partplan partition g.mtx -k 16 --model stochastic --sampler neighbor:512:10,5 -o g.npy")
+               "  partplan partition g.mtx -k 16 --model stochastic --sampler neighbor:512:10,5 -o g.npy\n"
+               "  partplan partition email-Enron -k 16 --topology tree:4x4 --route domain --map greedy -o e.plan")
     p.add_argument("graph", metavar="GRAPH", help="graph file (.mtx, .graph, .npz, .parquet, edge list, ...) "
                                                   "or a dataset name (partplan datasets)")
     p.add_argument("-k", type=_positive_int, required=True, metavar="K", help="number of ranks")
@@ -80,9 +81,14 @@ def register(subparsers) -> None:
     p.add_argument("--dtype", default="float32", help="feature dtype (for bytes; default float32)")
     p.add_argument("-o", "--output", metavar="OUT", default=None,
                    help=".npy / .part / .parquet (partition) or .plan (communication plan)")
+    p.add_argument("--normalize", choices=("none", "gcn", "mean"), default="none",
+                   help="plan values: gcn = D^-1/2 (A+I) D^-1/2 (PyG GCNConv), mean = D^-1 (A+I); "
+                        "needed by `partplan train gcn` (default none: A as read)")
     p.add_argument("--partition-only", action="store_true", help="write the partition even if OUT ends in .plan")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages on stderr")
+    from ._topology import add_topology_args
+    add_topology_args(p)
     p.set_defaults(func=run)
 
 
@@ -97,6 +103,10 @@ def run(args) -> int:
 
     out = Path(args.output) if args.output else None
     want_plan = out is not None and out.suffix.lower() == ".plan" and not args.partition_only
+    if out is not None:  # where the result goes is checked before any work
+        from partplan.outpath import check_output_file
+        check_output_file(out.with_suffix(".npy") if out.suffix.lower() == ".plan" and not want_plan else out,
+                          kind="partition")
     if want_plan:
         try:
             from partplan.plan import build_plan, write_plan
@@ -108,6 +118,9 @@ def run(args) -> int:
     from partplan.partition.backends import check_preset
 
     parse_layout(args.layout, args.k)
+    from ._topology import TopologyOptions
+    topts = TopologyOptions(args, layout=args.layout)
+    topts.check_ranks(args.k)
     if args.preset is not None:
         check_preset(args.preset)
     if args.ownership_method is not None and args.ownership != "decoupled":
@@ -126,11 +139,17 @@ def run(args) -> int:
     p = partition(graph, args.k, model=args.model, backend=args.backend, objective=args.objective,
                   layout=args.layout, imbalance=args.imbalance, seed=args.seed, ownership=args.ownership,
                   **opts)
+    if topts.active:  # --map places the parts on ranks; --route picks the routed layout
+        p, spec = topts.prepare(graph, p, args.k, None)
+        if spec is not None:
+            p.layout, p.layout_params = spec, parse_layout(spec, args.k).params
     written = None
     if out is not None:
         if want_plan:
             progress("building the communication plan")
-            plan = build_plan(graph, p, f=args.features, dtype=args.dtype)
+            plan = build_plan(graph, p, f=args.features, dtype=args.dtype,
+                              normalize=None if args.normalize == "none" else args.normalize)
+            topts.attach(plan)
             written = write_plan(plan, out)
         else:
             if out.suffix.lower() == ".plan":
@@ -140,6 +159,8 @@ def run(args) -> int:
     if args.json:
         d = p.to_dict(arrays=False)
         d["output"] = None if written is None else str(written)
+        if topts.active:
+            d["topology"] = topts.metrics(graph, p.part, parse_layout("1d", args.k), args.features, args.dtype)
         print(json.dumps(d, indent=1))
     else:
         s = p.stats.summary() if p.stats is not None else {}

@@ -29,7 +29,9 @@ def register(subparsers) -> None:
         description="Build and write the exchange program (plan v2) of SpMM Z = A @ H for a partition file "
                     "(METIS, .npy, Parquet, DGL, PyG, CAGNET, or partplan's own).",
         epilog="examples:\n  partplan plan graph.mtx --partition graph.part.16 -o g16.plan\n"
-               "  partplan plan email-Enron --partition p.npy --layout 2d:2x2 -o e.plan --json",
+               "  partplan plan email-Enron --partition p.npy --layout 2d:2x2 -o e.plan --json\n"
+               "  partplan plan email-Enron --partition p64.npy --topology tree:4x16 --route domain --map greedy "
+               "-o e.plan",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("graph", metavar="GRAPH", help="graph file or registered dataset name")
     p.add_argument("--partition", required=True, metavar="FILE", help="partition file (kind detected)")
@@ -45,7 +47,12 @@ def register(subparsers) -> None:
     p.add_argument("--backward", choices=("auto", "separate", "none"), default="auto",
                    help="backward A^T program: auto (separate when A != A^T), separate, none")
     p.add_argument("--symmetrize", action="store_true", help="use A + A^T")
+    p.add_argument("--normalize", choices=("none", "gcn", "mean"), default="none",
+                   help="plan values: gcn = D^-1/2 (A+I) D^-1/2 (PyG GCNConv), mean = D^-1 (A+I); "
+                        "needed by `partplan train gcn` (default none: A as read)")
     p.add_argument("--json", action="store_true", help="print the manifest summary as JSON")
+    from ._topology import add_topology_args
+    add_topology_args(p)
     p.set_defaults(func=run)
 
 
@@ -61,19 +68,29 @@ def run(args) -> int:
         raise PlanError(f"{out}: exists and is not a plan directory; refusing to overwrite it")
     if not out.parent.exists():
         raise PlanError(f"{out}: directory {out.parent} does not exist")
+    from partplan.outpath import check_output_dir
+    check_output_dir(out, kind="plan")  # writable, before the graph is read
     if args.layout is not None:
         check_spec(args.layout)
+    from ._topology import TopologyOptions
+    topts = TopologyOptions(args, layout=args.layout)  # checked before the graph is read
+    topts.check_ranks(args.k)
     graph = load_graph(args.graph, symmetrize=args.symmetrize)
     src = _read(args, graph)
+    src, args.layout = topts.prepare(graph, src, args.k, args.layout)  # --map, and the --route's layout
     backward = {"auto": None, "separate": True, "none": False}[args.backward]
     plan = build_plan(graph, src, args.k, layout=args.layout, f=args.features, dtype=args.dtype,
-                      backward=backward, meta={"partition_file": str(args.partition)})
+                      backward=backward, meta={"partition_file": str(args.partition)},
+                      normalize=None if args.normalize == "none" else args.normalize)
+    topts.attach(plan)  # the manifest's topology object
     path = write_plan(plan, out)
     m = plan.manifest
     summary = {"plan": str(path), "layout": m["layout"], "ranks": m["ranks"], "row_blocks": m["row_blocks"],
                "backward": m["backward"], "groups": len(m["groups"]),
                "steps": {k: len(v.get("steps", [])) for k, v in m["programs"].items()},
                "stats": m["stats"], "build_s": plan.timings.get("build_s")}
+    if m.get("topology"):
+        summary["topology"] = {a: b for a, b in m["topology"].items() if a != "description"}
     if args.json:
         print(json.dumps(summary, indent=1))
     else:

@@ -223,7 +223,7 @@ def _crosscheck(prog: Program, groups, stats, what: str):
 def build_plan(graph: Graph, part_or_partition, k: int | None = None, *, layout=None,
                owner=None, f: int = 128, dtype: str = "float32", meta: dict | None = None,
                backward: bool | None = None, alpha: float = DEFAULT_ALPHA_S,
-               beta: float = DEFAULT_BETA_S_PER_BYTE) -> Plan:
+               beta: float = DEFAULT_BETA_S_PER_BYTE, normalize: str | None = None) -> Plan:
     """Build the exchange program of SpMM ``Z = A @ H`` for a partition.
 
     Parameters
@@ -243,6 +243,10 @@ def build_plan(graph: Graph, part_or_partition, k: int | None = None, *, layout=
     backward : plan ``A^T @ G`` as its own program; default when A is not
         equal to its transpose (pattern or values) or ownership is decoupled.
         Otherwise the backward pass runs the forward program.
+    normalize : None, "gcn" (``D^-1/2 (A+I) D^-1/2``) or "mean" (``D^-1 (A+I)``):
+        the plan multiplies that matrix (:func:`partplan.nn.normalize_adjacency`);
+        the manifest records ``normalize`` and the input graph's fingerprint as
+        ``graph.source_fingerprint``. A partition is checked against the input graph.
 
     Returns a :class:`Plan` (write it with :func:`partplan.plan.write_plan`).
 
@@ -261,6 +265,11 @@ def build_plan(graph: Graph, part_or_partition, k: int | None = None, *, layout=
 
     t0 = time.perf_counter()
     part, k, layout, owner, info = _unpack(graph, part_or_partition, k, layout, owner, meta)
+    source_fp = graph.fingerprint
+    if normalize is not None:
+        from ..nn.normalize import check_normalize, normalize_adjacency
+        normalize = check_normalize(normalize)
+        graph = normalize_adjacency(graph, normalize)
     if not isinstance(f, (int, np.integer)) or f < 1:
         raise PlanError(f"f (feature width) must be an integer >= 1, got {f!r}")
     dtype_bytes(dtype)
@@ -320,7 +329,8 @@ def build_plan(graph: Graph, part_or_partition, k: int | None = None, *, layout=
         "format": FORMAT, "format_version": FORMAT_VERSION,
         "graph": {"fingerprint": graph.fingerprint, "name": graph.name, "n": graph.n, "nnz": graph.nnz,
                   "directed": bool(graph.directed), "symmetric": bool(graph.is_symmetric()),
-                  "weighted": graph.data is not None},
+                  "weighted": graph.data is not None, "source_fingerprint": source_fp},
+        "normalize": normalize,
         "k": lay.ranks, "ranks": lay.ranks, "row_blocks": lay.row_blocks,
         "layout": lay.spec, "layout_params": lay.params,
         "groups": [g.to_json() for g in groups],

@@ -20,8 +20,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
+from .._atomic import clean_stale, temp_prefix
 from ..errors import PlanError
 from .builder import Plan, RankPlan
+from .checks import check_fields, check_steps
 from .program import OP_ARRAYS
 from .schema import FORMAT, MANIFEST, PARTITION_FILE, REBUILD_HINT, SUPPORTED_VERSIONS, shard_name
 
@@ -103,7 +105,8 @@ def write_plan(plan: Plan, path, *, created: str | None | bool = None) -> Path:
         if path.is_file() or any(path.iterdir()):
             raise PlanError(f"{path}: exists and is not a plan directory; refusing to overwrite it")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+    clean_stale(path)  # temp dirs of writers killed before their rename
+    tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(path), dir=path.parent))
     try:
         m = dict(plan.manifest)
         from .. import __version__
@@ -135,7 +138,7 @@ def write_plan(plan: Plan, path, *, created: str | None | bool = None) -> Path:
             fh.write("\n")
         os.chmod(tmp, 0o755)
         if path.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-", dir=path.parent))
+            old = Path(tempfile.mkdtemp(prefix=temp_prefix(path, "old"), dir=path.parent))
             os.replace(path, old / "plan")
             os.replace(tmp, path)
             shutil.rmtree(old, ignore_errors=True)
@@ -216,6 +219,10 @@ def _check_manifest_fields(m: dict, mf: Path) -> None:
     if need("row_blocks", int) != lay.row_blocks:
         raise PlanError(f"{mf}: field 'row_blocks' = {m['row_blocks']} but layout {lay.spec} on {ranks} ranks "
                         f"has {lay.row_blocks}")
+    from ..nn.normalize import NORMALIZATIONS
+    if m.get("normalize") is not None and m.get("normalize") not in NORMALIZATIONS:
+        raise PlanError(f"{mf}: field 'normalize' = {m.get('normalize')!r} is not null or one of "
+                        f"{', '.join(NORMALIZATIONS)}")
     groups = need("groups", list)
     want = [gg.to_json() for gg in lay.groups()]
     if groups != want:
@@ -223,6 +230,7 @@ def _check_manifest_fields(m: dict, mf: Path) -> None:
     progs = need("programs", dict)
     if "forward" not in progs:
         raise PlanError(f"{mf}: field 'programs.forward' is missing")
+    check_steps(m, mf)  # every step field by type, before anything indexes with them
     families = {gg.family for gg in lay.groups()}
     for name, pr in progs.items():
         if not isinstance(pr, dict):
@@ -265,6 +273,7 @@ def _check_manifest_fields(m: dict, mf: Path) -> None:
     pf = need("partition_file", dict)
     if not isinstance(pf.get("bytes"), int) or not isinstance(pf.get("sha256"), str):
         raise PlanError(f"{mf}: field 'partition_file' must hold bytes (int) and sha256 (str)")
+    check_fields(m, mf)  # descriptive fields by type and against each other; shard file names
 
 
 def _check_file(path: Path, entry: dict, what: str, verify: bool):
@@ -285,6 +294,10 @@ def _check_graph(m: dict, graph, where: Path):
     if graph is None:
         return
     fp = m["graph"].get("fingerprint")
+    if fp != graph.fingerprint and m.get("normalize") and graph.fingerprint == m["graph"].get("source_fingerprint"):
+        raise PlanError(f"{where / MANIFEST}: the plan multiplies the {m['normalize']}-normalized matrix of graph "
+                        f"{graph.name!r}, not the graph itself: pass "
+                        f"partplan.nn.normalize_adjacency(graph, {m['normalize']!r})")
     if fp != graph.fingerprint:
         raise PlanError(f"{where / MANIFEST}: field 'graph.fingerprint' {str(fp)[:16]}… does not match the "
                         f"given graph {graph.name!r} ({graph.fingerprint[:16]}…; n={graph.n}, nnz={graph.nnz} vs "

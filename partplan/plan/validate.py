@@ -247,6 +247,12 @@ def validate_plan(path, graph: Graph | None = None, *, seed: int = 0, f: int = 4
     failures are reported (``ok`` False) with the first offending ranks.
     """
     from ..runtime.spmm import local_executor, replay
+    if graph is not None:  # a normalized plan is checked against the normalized input graph
+        from .store import read_manifest
+        m0 = read_manifest(path)
+        if m0.get("normalize") and graph.fingerprint == m0["graph"].get("source_fingerprint"):
+            from ..nn.normalize import normalize_adjacency
+            graph = normalize_adjacency(graph, m0["normalize"])
     plan = load_plan(path, graph=graph)
     m = plan.manifest
     n = m["graph"]["n"]
@@ -289,6 +295,9 @@ def validate_plan(path, graph: Graph | None = None, *, seed: int = 0, f: int = 4
             mprobs.append(f"{prog}: the shards multiply {seen} nonzeros whose pattern fingerprint "
                           f"{g2.fingerprint[:16]}… is not the planned matrix's {want[:16]}… (nnz {m['graph']['nnz']})")
     rep.add("matrix", mprobs, "the SpMM steps multiply exactly the planned matrix (fingerprint match)")
+    if not mprobs:
+        from .checks import recount
+        rep.add("manifest", recount(plan, mats), "per-shard summaries and stats equal a recount from the shards")
     if replay_check and not mprobs:
         ref = graph.to_scipy() if graph is not None else mats["forward"]
         rng = np.random.default_rng(seed)

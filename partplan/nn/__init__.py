@@ -1,0 +1,28 @@
+"""GNN training from plans.
+
+* :mod:`.normalize` — adjacency normalizations (``gcn``, ``mean``) that the
+  planner stores as plan values (numpy only).
+* :mod:`.data` — node-classification data files (``x``, ``y``, masks) and
+  labeled datasets (polblogs).
+* :mod:`.gcn` — :class:`DistGCN` and the autograd function over the plan's
+  exchange programs (torch).
+* :mod:`.train` — :func:`train_gcn`: full-batch and mini-batch training on p
+  processes (gloo / NCCL) or p virtual ranks (LocalComm), measured.
+
+torch is imported only by the torch parts.
+"""
+from .normalize import NORMALIZATIONS, NormalizationError, check_normalize, normalize_adjacency
+
+
+def __getattr__(name):  # lazy: torch only when asked for
+    if name in ("DistGCN", "PlanSpMM"):
+        from . import gcn
+        return getattr(gcn, name)
+    if name in ("train_gcn",):
+        from . import train
+        return getattr(train, name)
+    raise AttributeError(name)
+
+
+__all__ = ["NORMALIZATIONS", "NormalizationError", "check_normalize", "normalize_adjacency", "DistGCN",
+           "PlanSpMM", "train_gcn"]

@@ -1,0 +1,260 @@
+"""Node-classification data for :mod:`partplan.nn.train`.
+
+A data file ``D.npz`` holds, in the graph's original vertex order:
+
+========== ================ ====================================================
+``x``      float32/64 n × f node features
+``y``      int64 n          class of each vertex (any value where no mask is set)
+``train_mask`` / ``val_mask`` / ``test_mask``  bool n
+========== ================ ====================================================
+
+:func:`check_data` validates a file once, before a job starts (keys, shapes,
+dtypes, NaN / inf features, labels of masked rows in ``[0, classes)``,
+overlapping masks), naming the file and the field. :func:`read_rows` gives one
+rank only its rows: members stored uncompressed (``np.savez``) are
+memory-mapped straight out of the zip, so a rank reads ``rows × f`` values, not
+``n × f``; compressed members (``np.savez_compressed``) must be inflated whole
+(said in :func:`check_data`'s report as ``mmap: False``).
+
+:func:`labeled_dataset` builds such a file for a registered labeled graph
+(polblogs); :func:`random_data` makes deterministic synthetic data for timing.
+"""
+from __future__ import annotations
+
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import PartplanError
+
+KEYS = ("x", "y", "train_mask", "val_mask", "test_mask")
+MASKS = ("train_mask", "val_mask", "test_mask")
+
+
+class DataError(PartplanError, ValueError):
+    """A node-classification data file that cannot be used (names the file and field)."""
+
+    def __init__(self, msg: str, path=None, field: str | None = None):
+        where = f"{path}: " if path is not None else ""
+        fld = f"field '{field}': " if field else ""
+        super().__init__(f"{where}{fld}{msg}")
+
+
+# ----------------------------------------------------------------------------- npz members
+def _member_header(zf: zipfile.ZipFile, name: str, path):
+    """(shape, dtype, fortran, data offset in the file or None if compressed)."""
+    info = zf.getinfo(name)
+    with zf.open(name) as fh:
+        try:
+            version = np.lib.format.read_magic(fh)
+            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+                np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = read(fh)
+        except ValueError as exc:
+            raise DataError(f"not a .npy array ({exc})", path, name[:-4]) from None
+        hdr_len = fh.tell()
+    offset = None
+    if info.compress_type == zipfile.ZIP_STORED:
+        with open(zf.filename, "rb") as raw:
+            raw.seek(info.header_offset)
+            local = raw.read(30)
+            fn_len = int.from_bytes(local[26:28], "little")
+            ex_len = int.from_bytes(local[28:30], "little")
+            offset = info.header_offset + 30 + fn_len + ex_len + hdr_len
+    return tuple(shape), np.dtype(dtype), bool(fortran), offset
+
+
+def _member(path: Path, key: str, rows: np.ndarray | None = None) -> np.ndarray:
+    """Array ``key`` of the npz (only ``rows`` of it when given), memory-mapped when stored."""
+    with zipfile.ZipFile(path) as zf:
+        shape, dtype, fortran, offset = _member_header(zf, key + ".npy", path)
+        if offset is not None and not fortran and dtype.hasobject is False:
+            arr = np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)
+            return np.ascontiguousarray(arr if rows is None else arr[rows])
+        with zf.open(key + ".npy") as fh:
+            arr = np.lib.format.read_array(fh, allow_pickle=False)
+        return arr if rows is None else np.ascontiguousarray(arr[rows])
+
+
+@dataclass
+class DataInfo:
+    """What :func:`check_data` learnt: n, f, classes, mask sizes, dtype, mmap."""
+
+    path: str
+    n: int
+    f: int
+    classes: int
+    dtype: str
+    train: int
+    val: int
+    test: int
+    mmap: bool
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def check_data(path, n: int, *, chunk_rows: int = 65536) -> DataInfo:
+    """Validate ``D.npz`` for a graph of ``n`` vertices; raises :class:`DataError`."""
+    p = Path(path)
+    if not p.is_file():
+        raise DataError("no such data file", p)
+    try:
+        zf = zipfile.ZipFile(p)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise DataError(f"not an .npz (zip) file ({exc})", p) from None
+    with zf:
+        names = set(zf.namelist())
+        missing = [k for k in KEYS if k + ".npy" not in names]
+        if missing:
+            raise DataError(f"missing key(s) {', '.join(missing)}; a data file holds {', '.join(KEYS)}", p)
+        heads = {k: _member_header(zf, k + ".npy", p) for k in KEYS}
+    shape, dt, _, off = heads["x"]
+    if len(shape) != 2 or shape[0] != n:
+        raise DataError(f"x must be an n × f array with n = {n} (the plan's graph), got shape {shape}", p, "x")
+    if dt not in (np.float32, np.float64):
+        raise DataError(f"x has dtype {dt}; use float32 or float64", p, "x")
+    for k in ("y",) + MASKS:
+        s, d, _, _ = heads[k]
+        if s != (n,):
+            raise DataError(f"must have shape ({n},), got {s}", p, k)
+        if k == "y" and d.kind not in "iu":
+            raise DataError(f"labels must be integers, got dtype {d}", p, k)
+        if k != "y" and d != np.bool_:
+            raise DataError(f"masks must be bool, got dtype {d}", p, k)
+    for lo in range(0, n, chunk_rows):  # NaN / inf scan, one chunk at a time
+        xs = _member(p, "x", np.arange(lo, min(n, lo + chunk_rows)))
+        bad = ~np.isfinite(xs)
+        if bad.any():
+            r, c = np.argwhere(bad)[0]
+            raise DataError(f"non-finite feature x[{lo + r}, {c}] = {xs[r, c]}", p, "x")
+    y = _member(p, "y").astype(np.int64)
+    masks = {k: _member(p, k) for k in MASKS}
+    if not masks["train_mask"].any():
+        raise DataError("no training vertex (train_mask is all False)", p, "train_mask")
+    labeled = masks["train_mask"] | masks["val_mask"] | masks["test_mask"]
+    if (y[labeled] < 0).any():
+        v = int(np.flatnonzero(labeled & (y < 0))[0])
+        raise DataError(f"vertex {v} is in a mask but has label {y[v]} < 0", p, "y")
+    for a, b in ((0, 1), (0, 2), (1, 2)):
+        both = masks[MASKS[a]] & masks[MASKS[b]]
+        if both.any():
+            raise DataError(f"vertex {int(np.flatnonzero(both)[0])} is in both {MASKS[a]} and {MASKS[b]}", p)
+    classes = int(y[labeled].max()) + 1
+    return DataInfo(str(p), n, int(shape[1]), classes, str(dt), int(masks["train_mask"].sum()),
+                    int(masks["val_mask"].sum()), int(masks["test_mask"].sum()), off is not None)
+
+
+def read_rows(path, ids: np.ndarray) -> dict:
+    """Rows ``ids`` of every key (``x`` memory-mapped when stored uncompressed)."""
+    p = Path(path)
+    ids = np.asarray(ids, dtype=np.int64)
+    out = {k: _member(p, k, ids) for k in KEYS}
+    out["y"] = out["y"].astype(np.int64)
+    return out
+
+
+def write_data(path, x, y, train_mask, val_mask, test_mask) -> Path:
+    """Write ``D.npz`` uncompressed (so ranks can memory-map their rows), atomically."""
+    from .._atomic import atomic_path
+    p = Path(path)
+    if p.suffix != ".npz":
+        raise DataError("the data file must be named .npz", p)
+    if not p.parent.is_dir():
+        raise DataError(f"directory {p.parent} does not exist", p)
+    with atomic_path(p, suffix=".npz") as tmp:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, x=x, y=np.asarray(y, dtype=np.int64), train_mask=np.asarray(train_mask, bool),
+                     val_mask=np.asarray(val_mask, bool), test_mask=np.asarray(test_mask, bool))
+    return p
+
+
+# ----------------------------------------------------------------------------- splits and datasets
+def split_per_class(y: np.ndarray, eligible: np.ndarray, *, train_per_class: int = 20, val: int = 500,
+                    seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Planetoid-style split: ``train_per_class`` random eligible vertices of
+    each class, then ``val`` random others, the remaining eligible vertices
+    are test (seeded; independent of any partition)."""
+    rng = np.random.default_rng(seed)
+    n = y.size
+    cand = np.flatnonzero(eligible)
+    order = cand[rng.permutation(cand.size)]
+    train = np.zeros(n, dtype=bool)
+    for c in np.unique(y[cand]):
+        pick = order[y[order] == c][:train_per_class]
+        train[pick] = True
+    rest = order[~train[order]]
+    valm = np.zeros(n, dtype=bool)
+    valm[rest[:val]] = True
+    test = eligible & ~train & ~valm
+    return train, valm, test
+
+
+def labeled_dataset(name: str, *, features: str = "identity", train_per_class: int = 20, val: int = 500,
+                    seed: int = 0) -> dict:
+    """x, y and masks of a registered labeled graph (``labels`` in the registry).
+
+    features : "identity" (one-hot vertex id, n × n float32: the usual choice
+    for polblogs, which has no attributes) or "random:F" (F deterministic
+    random columns). Vertices without any edge carry no signal for a GCN and
+    are left out of all three masks (266 of polblogs' 1,490).
+    """
+    from .. import datasets
+    from ..io import read_gt_properties
+    e = datasets.entry(name)
+    lab = e.get("labels")
+    if not lab:
+        raise DataError(f"dataset {name!r} has no labels in the registry (labeled: "
+                        f"{', '.join(x for x in datasets.names() if datasets.entry(x).get('labels'))})")
+    path = datasets.embedded_path(name) or datasets.cached_path(name)
+    if path is None:
+        raise DataError(f"dataset {name!r} is not here; run `partplan datasets fetch {name}`")
+    props = read_gt_properties(path, kinds=("vertex",))
+    raw = np.asarray(props["vertex"][lab["vertex_property"]])
+    if not np.array_equal(raw, np.round(raw)):
+        raise DataError(f"dataset {name!r}: vertex property {lab['vertex_property']!r} is not integral")
+    y = raw.astype(np.int64)
+    g = datasets.load_graph(name)
+    deg = np.diff(g.indptr) + np.bincount(g.indices, minlength=g.n)
+    own = g.rows == g.indices
+    deg = deg - 2 * np.bincount(g.rows[own], minlength=g.n)  # self loops are not links
+    eligible = deg > 0
+    x = feature_matrix(features, g.n, seed)
+    tr, va, te = split_per_class(y, eligible, train_per_class=train_per_class, val=val, seed=seed)
+    return {"x": x, "y": y, "train_mask": tr, "val_mask": va, "test_mask": te,
+            "classes": lab.get("classes"), "eligible": int(eligible.sum())}
+
+
+def feature_matrix(spec: str, n: int, seed: int = 0) -> np.ndarray:
+    """"identity" (n × n one-hot) or "random:F" (n × F in [-1, 1), seeded) float32."""
+    if spec == "identity":
+        if n > 50_000:
+            raise DataError(f"identity features for n = {n} would take {4 * n * n / 2**30:.1f} GiB; "
+                            f"use random:F")
+        return np.eye(n, dtype=np.float32)
+    if spec.startswith("random:"):
+        try:
+            f = int(spec.split(":", 1)[1])
+        except ValueError:
+            f = 0
+        if f < 1:
+            raise DataError(f"bad feature spec {spec!r}; use random:F with F >= 1")
+        from ..runtime.spmm import random_rows
+        return random_rows(np.arange(n), f, seed, "float32")
+    raise DataError(f"unknown feature spec {spec!r}; use identity or random:F")
+
+
+def random_data(ids: np.ndarray, f: int, classes: int, seed: int = 0, dtype="float32") -> dict:
+    """Synthetic rows for timing runs: random features (row v depends only on
+    (seed, v)), label = a hash of v mod classes, masks 60 / 20 / 20 % by hash.
+    The same at any rank count."""
+    from ..runtime.spmm import random_rows
+    ids = np.asarray(ids, dtype=np.int64)
+    h = random_rows(ids, 2, seed + 1, "float64")
+    y = np.floor((h[:, 0] + 1) / 2 * classes).astype(np.int64).clip(0, classes - 1)
+    u = (h[:, 1] + 1) / 2
+    return {"x": random_rows(ids, f, seed, dtype), "y": y, "train_mask": u < 0.6,
+            "val_mask": (u >= 0.6) & (u < 0.8), "test_mask": u >= 0.8}
+

@@ -1,0 +1,160 @@
+"""Kipf & Welling GCN over a plan's exchange programs.
+
+:class:`PlanExchange` runs the plan's ``forward`` (``Â @ H``) and ``backward``
+(``Âᵀ @ G``) programs on torch tensors for the local ranks of a comm (one rank
+with :class:`~partplan.runtime.TorchComm`, all of them with
+:class:`~partplan.runtime.LocalComm`); :class:`PlanSpMM` is the autograd
+function whose backward is the planned backward program. :class:`DistGCN`
+stacks layers ``H' = act(Â H W + b)``.
+
+Replicated rows (1.5D: every row lives on c ranks) follow one invariant:
+every replica computes identical values, and the gradient a replica holds is
+1/c of the row's gradient (the loss is scaled by 1/c per replica), so the
+backward program — which sums partials over the replica group — and the
+world all-reduce of weight gradients both give exact totals.
+
+Layer order, per layer ``d_in → d_out``: the exchange carries
+``min(d_in, d_out)`` columns (``Â (H W)`` when ``d_out ≤ d_in``, else
+``(Â H) W``). The first layer's ``Â X`` does not depend on the weights, so it is
+computed once (:meth:`DistGCN.precompute`) and every epoch exchanges only in
+layers 2..L: ``L − 1`` forward and ``L − 1`` backward SpMMs per epoch.
+
+Dropout (after each hidden ReLU) draws its mask from (seed, epoch, layer,
+global vertex id, column), not from torch's RNG: the same at any rank count.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..runtime.interpreter import PHASES, Executor
+from ..runtime.ops import NumpyOps
+
+__all__ = ["PlanExchange", "PlanSpMM", "DistGCN", "glorot_"]
+
+
+class PlanExchange:
+    """The plan's programs on torch tensors; accumulates per-phase seconds
+    (``phases``) over calls until :meth:`reset_phases`."""
+
+    def __init__(self, executor: Executor):
+        self.ex = executor
+        self.numpy = isinstance(executor.ops, NumpyOps)
+        self.phases = dict.fromkeys(PHASES, 0.0)
+        self.calls = 0
+
+    def reset_phases(self) -> None:
+        self.phases = dict.fromkeys(PHASES, 0.0)
+        self.calls = 0
+
+    def run(self, program: str, xs: list) -> list:
+        """``program`` on one tensor per local rank (rows ``in_ids``); fresh tensors out."""
+        if self.numpy:
+            outs = self.ex.run(program, [x.detach().numpy() for x in xs])
+            res = [torch.from_numpy(np.array(o, copy=True)) for o in outs]
+        else:
+            outs = self.ex.run(program, [x.detach().contiguous() for x in xs])
+            res = [o.clone() for o in outs]
+        for k, v in self.ex.last_phases.items():
+            self.phases[k] += v
+        self.calls += 1
+        return res
+
+
+class PlanSpMM(torch.autograd.Function):
+    """``Z_r = (Â H)_r`` for every local rank r; backward ``(Âᵀ G)_r`` by the
+    plan's backward program. ``PlanSpMM.apply(exchange, *H_local) -> tuple``."""
+
+    @staticmethod
+    def forward(ctx, exchange: PlanExchange, *xs):
+        ctx.exchange = exchange
+        ctx.like = [(x.shape, x.dtype, x.device) for x in xs]
+        return tuple(exchange.run("forward", list(xs)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        gs = [torch.zeros(s, dtype=dt, device=dev) if g is None else g
+              for g, (s, dt, dev) in zip(grads, ctx.like)]
+        return (None, *ctx.exchange.run("backward", gs))
+
+
+def glorot_(w: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """Glorot / Xavier uniform in place from ``gen`` (PyG's ``glorot``)."""
+    a = float(np.sqrt(6.0 / (w.shape[0] + w.shape[1])))
+    with torch.no_grad():
+        w.copy_(torch.rand(w.shape, generator=gen, dtype=torch.float64).mul_(2 * a).sub_(a).to(w.dtype))
+    return w
+
+
+def dropout_mask(ids: np.ndarray, width: int, p: float, seed: int) -> np.ndarray:
+    """Keep-mask scaled by 1/(1−p) for rows ``ids`` (global vertex ids): a
+    function of (seed, id, column) only."""
+    from ..runtime.spmm import random_rows
+    u = (random_rows(ids, width, seed, "float64") + 1.0) / 2.0
+    return (u >= p) / (1.0 - p)
+
+
+class DistGCN(torch.nn.Module):
+    """GCN with ``layers`` graph convolutions (Kipf & Welling 2017).
+
+    dims : input features, hidden width (layers 1..L−1), classes. Weights are
+    ``d_in × d_out`` (Glorot uniform from ``seed``, identical on every rank),
+    biases zero-initialized. ``forward`` takes one tensor of local rows per
+    local rank and returns the logits per local rank.
+
+    >>> m = DistGCN(8, 16, 3, layers=2, seed=0)
+    >>> [tuple(w.shape) for w in m.weights], m.exchange_widths()
+    ([(8, 16), (16, 3)], [3])
+    """
+
+    def __init__(self, in_dim: int, hidden: int, classes: int, *, layers: int = 2, dropout: float = 0.5,
+                 bias: bool = True, seed: int = 0, dtype=torch.float32):
+        super().__init__()
+        if layers < 1:
+            raise ValueError(f"layers must be >= 1, got {layers}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        dims = [int(in_dim)] + [int(hidden)] * (layers - 1) + [int(classes)]
+        gen = torch.Generator().manual_seed(int(seed))
+        self.dims = dims
+        self.dropout = float(dropout)
+        self.seed = int(seed)
+        self.weights = torch.nn.ParameterList(
+            [torch.nn.Parameter(glorot_(torch.empty(dims[i], dims[i + 1], dtype=dtype), gen))
+             for i in range(layers)])
+        self.biases = torch.nn.ParameterList(
+            [torch.nn.Parameter(torch.zeros(dims[i + 1], dtype=dtype)) for i in range(layers)] if bias else [])
+
+    @property
+    def layers(self) -> int:
+        return len(self.weights)
+
+    def exchange_widths(self) -> list[int]:
+        """Columns exchanged per epoch by layers 2..L (forward and backward alike)."""
+        return [min(self.dims[i], self.dims[i + 1]) for i in range(1, self.layers)]
+
+    @torch.no_grad()
+    def precompute(self, exchange: PlanExchange, xs: list) -> list:
+        """``Â X`` for the local ranks (once, before training)."""
+        return exchange.run("forward", xs)
+
+    def forward(self, exchange: PlanExchange, ax: list, ids: list, *, epoch: int = 0) -> list:
+        """Logits per local rank. ``ax``: the precomputed ``Â X`` rows; ``ids``:
+        global vertex ids of each local rank's rows (for dropout)."""
+        h = [a @ self.weights[0] for a in ax]
+        for layer in range(self.layers):
+            if layer > 0:
+                w = self.weights[layer]
+                if w.shape[1] <= w.shape[0]:        # Â (H W): exchange d_out columns
+                    h = list(PlanSpMM.apply(exchange, *[x @ w for x in h]))
+                else:                                # (Â H) W: exchange d_in columns
+                    h = [x @ w for x in PlanSpMM.apply(exchange, *h)]
+            if len(self.biases):
+                h = [x + self.biases[layer] for x in h]
+            if layer < self.layers - 1:
+                h = [torch.relu(x) for x in h]
+                if self.training and self.dropout > 0:
+                    s = (self.seed * 1_000_003 + epoch * 101 + layer) % (1 << 62)
+                    h = [x * torch.from_numpy(dropout_mask(i, x.shape[1], self.dropout, s)).to(x.device, x.dtype)
+                         for x, i in zip(h, ids)]
+        return h

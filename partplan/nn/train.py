@@ -1,0 +1,350 @@
+"""Full-batch GCN training from a plan: :func:`train_gcn` (p processes, gloo /
+NCCL, or p virtual ranks with ``backend="local"``) and :func:`train_worker`
+(one rank; what torchrun and ``--nprocs`` start).
+
+Per epoch every rank runs the model's forward (``L − 1`` planned SpMMs after
+the one-off ``Â X``), the loss on its training rows, the backward (``L − 1``
+planned backward SpMMs), one world all-reduce (sum) of the flattened weight
+gradients, and an Adam step — identical on every rank, so the model is the
+same at any p.
+
+Bytes (``bytes_per_epoch_*``): predicted = for each exchanging layer, the
+forward and backward programs' count pairs × width × itemsize plus their
+in-program all-reduces (1.5D), plus parameters × itemsize × ranks for the
+gradient all-reduce; measured = what the comm counters saw during the epoch.
+The per-epoch scalar reductions of the loss and of the accuracy counts (8-byte
+values, ``allreduce_world``) are control traffic and not counted.
+
+:class:`~partplan.runtime.LocalComm` holds one model for all virtual ranks:
+its backward already sums every rank's loss, so the gradient all-reduce gets
+the total from virtual rank 0 and zeros from the others (same bytes counted).
+"""
+from __future__ import annotations
+
+import os
+import resource
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import PartplanError, PlanError
+from ..plan.builder import manifest_groups, manifest_volume, program_steps
+from ..plan.program import Group
+from ..plan.store import load_plan, load_rank, read_manifest
+from .data import DataError, check_data, random_data, read_rows
+from .normalize import NORMALIZATIONS, NormalizationError
+
+BACKENDS = ("gloo", "nccl", "local")
+
+
+# ----------------------------------------------------------------------------- checks
+def check_plan_for_gcn(m: dict, where) -> None:
+    """A plan the GCN can train on: a GCN normalization, conformal ownership."""
+    if m.get("normalize") not in NORMALIZATIONS:
+        raise NormalizationError(
+            f"{where}: the plan multiplies A as read (normalize = {m.get('normalize')!r}); GCN training needs "
+            f"the normalized adjacency stored as plan values. Rebuild it with `partplan plan GRAPH --partition "
+            f"FILE --normalize gcn -o X.plan` or `partplan partition GRAPH -k K --normalize gcn -o X.plan`")
+    if m.get("ownership") == "decoupled":
+        raise PlanError(f"{where}: decoupled ownership (input rows on other ranks than output rows) cannot chain "
+                        f"GCN layers; build the plan with --ownership conformal")
+    if "backward" not in m["programs"]:
+        raise PlanError(f"{where}: the plan has no backward program (built with --backward none); rebuild it "
+                        f"with the default --backward auto")
+
+
+def _check_shard(rp) -> None:
+    for prog in ("forward", "backward"):
+        if not np.array_equal(rp.in_ids(prog), rp.out_ids(prog)):
+            raise PlanError(f"rank {rp.rank}: the {prog} program's output rows differ from its input rows; "
+                            f"GCN layers cannot chain on this plan")
+
+
+def replication(m: dict) -> int:
+    """Ranks holding each row (1.5D: c; 1D / 2D: 1)."""
+    return int(m["ranks"]) // int(m["row_blocks"])
+
+
+def world_groups(m: dict) -> list[Group]:
+    """The plan's groups plus ``world`` (for the gradient all-reduce) if absent."""
+    groups = manifest_groups(m)
+    if not any(g.name == "world" for g in groups):
+        groups.append(Group("world", tuple(range(m["ranks"]))))
+    return groups
+
+
+def program_bytes(m: dict, rp, comm, program: str, width: int, itemsize: int) -> int:
+    """Bytes rank ``rp.rank`` hands to collectives in one run of ``program`` at
+    ``width`` columns: its alltoallv rows (the manifest's count pairs) plus the
+    rows of its in-program all-reduces (from the shard's buffer sizes)."""
+    rows = int(manifest_volume(m, program)[rp.rank].sum())
+    for st in program_steps(m, program):
+        if st["op"] == "allreduce" and comm.member(st["group"], rp.rank) is not None:
+            rows += int(rp.buffers(program).get(st["buf"], 0))
+    return rows * int(width) * int(itemsize)
+
+
+# ----------------------------------------------------------------------------- the loop (any comm)
+def _train(m: dict, shards: list, comm, ops, cfg: dict, device: str = "cpu") -> dict:
+    import torch
+    import torch.nn.functional as F
+
+    from ..runtime.interpreter import Executor
+    from .gcn import DistGCN, PlanExchange
+
+    tdt = torch.float64 if cfg.get("dtype") == "float64" else torch.float32
+    npdt = np.float64 if tdt == torch.float64 else np.float32
+    itemsize = np.dtype(npdt).itemsize
+    for rp in shards:
+        _check_shard(rp)
+    ex = Executor(m, shards, comm, ops)
+    xchg = PlanExchange(ex)
+    c = replication(m)
+    ids = [np.asarray(rp.in_ids("forward")) for rp in shards]
+    if cfg.get("data"):
+        rows = [read_rows(cfg["data"], i) for i in ids]
+    else:
+        rows = [random_data(i, int(cfg["random_features"]), int(cfg["classes"]), int(cfg.get("seed", 0)), npdt)
+                for i in ids]
+
+    def tens(a, dt=None):
+        t = torch.from_numpy(np.ascontiguousarray(a))
+        return t.to(device=device, dtype=dt) if dt is not None else t.to(device)
+
+    xs = [tens(r["x"], tdt) for r in rows]
+    ys = [tens(r["y"]) for r in rows]
+    masks = {k: [tens(r[k]) for r in rows] for k in ("train_mask", "val_mask", "test_mask")}
+    f_in = int(xs[0].shape[1]) if xs else 0
+    classes = int(cfg["classes"])
+    model = DistGCN(f_in, int(cfg["hidden"]), classes, layers=int(cfg["layers"]), dropout=float(cfg["dropout"]),
+                    seed=int(cfg.get("seed", 0)), dtype=tdt).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=float(cfg["lr"]), weight_decay=float(cfg["weight_decay"]))
+    nparams = sum(p.numel() for p in model.parameters())
+
+    def world_sum(vecs):
+        return comm.allreduce_world([np.asarray(v, dtype=np.float64) for v in vecs], "sum")[0]
+
+    n_train = world_sum([[float(mk.sum()) / c] for mk in masks["train_mask"]])[0]
+    # predicted bytes
+    widths = model.exchange_widths()
+    pred = [sum(program_bytes(m, rp, comm, prog, w, itemsize) for w in widths for prog in ("forward", "backward"))
+            + nparams * itemsize for rp in shards]
+    pred_setup = [program_bytes(m, rp, comm, "forward", f_in, itemsize) for rp in shards]
+    pred_epoch, pred_setup = world_sum([[v] for v in pred])[0], world_sum([[v] for v in pred_setup])[0]
+    # Â X once
+    comm.reset()
+    t0 = time.perf_counter()
+    ax = model.precompute(xchg, xs)
+    setup_s = time.perf_counter() - t0
+    setup_measured = float(comm.sent_bytes.sum() + comm.reduce_bytes.sum())
+    epochs = int(cfg["epochs"])
+    losses, measured = [], []
+    times = np.zeros((epochs, 5))  # epoch, exchange, spmm, grad all-reduce, dense
+    progress = cfg.get("progress") and comm.local[0] == 0
+    for epoch in range(epochs):
+        comm.reset()
+        xchg.reset_phases()
+        t0 = time.perf_counter()
+        model.train()
+        logits = model(xchg, ax, ids, epoch=epoch)
+        terms = [F.cross_entropy(lg[tm], y[tm], reduction="sum") * (1.0 / (c * n_train)) + 0.0 * lg.sum()
+                 for lg, y, tm in zip(logits, ys, masks["train_mask"])]
+        opt.zero_grad(set_to_none=False)
+        sum(terms).backward()
+        t1 = time.perf_counter()
+        flat = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+        if xchg.numpy:
+            bufs = [flat.detach().numpy().copy()] + [np.zeros(flat.numel(), npdt) for _ in shards[1:]]
+        else:
+            bufs = [flat.contiguous()]
+        comm.allreduce("world", bufs, "sum", what="gradient all-reduce")
+        total = torch.from_numpy(bufs[0]) if xchg.numpy else bufs[0]
+        off = 0
+        for p in model.parameters():
+            p.grad.copy_(total[off:off + p.numel()].view_as(p))
+            off += p.numel()
+        t2 = time.perf_counter()
+        opt.step()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        t3 = time.perf_counter()
+        losses.append(float(world_sum([[t.item()] for t in terms])[0]))
+        measured.append(float(comm.sent_bytes.sum() + comm.reduce_bytes.sum()))
+        ph = xchg.phases
+        exch = ph["exchange"] + ph["reduce"]
+        spmm = ph["compute"] + ph["gather"] + ph["fold"]
+        times[epoch] = [t3 - t0, exch, spmm, t2 - t1, (t3 - t0) - exch - spmm - (t2 - t1)]
+        if progress and (epoch + 1) % max(1, epochs // 10) == 0:
+            print(f"[train] epoch {epoch + 1}/{epochs} loss {losses[-1]:.4f}", flush=True,
+                  file=__import__("sys").stderr)
+    # final evaluation (no dropout), not counted in the epoch figures
+    model.eval()
+    with torch.no_grad():
+        logits = model(xchg, ax, ids)
+    counts = []
+    for i, lg in enumerate(logits):
+        pred_y = lg.argmax(dim=1)
+        v = []
+        for k in ("train_mask", "val_mask", "test_mask"):
+            mk = masks[k][i]
+            v += [float((pred_y[mk] == ys[i][mk]).sum()) / c, float(mk.sum()) / c]
+        counts.append(v)
+    cnt = world_sum(counts)
+    acc = {k: (cnt[2 * j] / cnt[2 * j + 1] if cnt[2 * j + 1] else float("nan"))
+           for j, k in enumerate(("train_acc", "val_acc", "test_acc"))}
+    tmax = comm.allreduce_world([times.reshape(-1)], "max")[0].reshape(times.shape)
+    meas = world_sum([measured])  # per epoch, summed over processes
+    med = np.median(tmax[1:] if epochs > 1 else tmax, axis=0)  # epoch 0 warms up
+    rep = {"job": "train-gcn", "ranks": m["ranks"], "layout": m["layout"], "normalize": m.get("normalize"),
+           "n": m["graph"]["n"], "nnz": m["graph"]["nnz"], "features": f_in, "hidden": int(cfg["hidden"]),
+           "layers": int(cfg["layers"]), "classes": classes, "dtype": str(np.dtype(npdt)), "epochs": epochs,
+           "params": int(nparams), "exchange_widths": widths,
+           "losses": losses, **acc,
+           "epoch_s": float(med[0]), "exchange_s": float(med[1]), "spmm_s": float(med[2]),
+           "allreduce_s": float(med[3]), "dense_s": float(med[4]),
+           "bytes_per_epoch_predicted": int(pred_epoch), "bytes_per_epoch_measured": int(meas[0]),
+           "bytes_match": bool(np.all(meas == pred_epoch)),
+           "gradient_allreduce_bytes_per_epoch": int(nparams * itemsize * m["ranks"]),
+           "setup_bytes_predicted": int(pred_setup), "setup_bytes_measured": int(world_sum([[setup_measured]])[0]),
+           "setup_s": setup_s}
+    return rep, model
+
+
+# ----------------------------------------------------------------------------- local (all ranks here)
+def _run_local(cfg: dict) -> dict:
+    from ..runtime.comm import LocalComm
+    from ..runtime.ops import NumpyOps
+    plan = load_plan(cfg["plan"])
+    m = plan.manifest
+    comm = LocalComm(m["ranks"], world_groups(m))
+    rep, model = _train(m, plan.ranks, comm, NumpyOps(cfg.get("dtype") or "float32"), cfg)
+    rep.update({"backend": "local", "peak_rss_bytes": _rss()})
+    if cfg.get("save"):
+        _save(model, rep, cfg)
+    return rep
+
+
+def _rss() -> int:
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def _save(model, rep: dict, cfg: dict) -> None:
+    import torch
+
+    from .._atomic import atomic_path
+    state = {"state_dict": model.state_dict(), "dims": model.dims, "dropout": model.dropout,
+             "normalize": rep["normalize"], "plan": cfg["plan"], "seed": cfg.get("seed", 0),
+             "losses": rep["losses"]}
+    with atomic_path(cfg["save"], suffix=".pt") as tmp:
+        torch.save(state, tmp)
+
+
+# ----------------------------------------------------------------------------- torch worker
+def train_worker(cfg: dict) -> dict | None:
+    """One rank of a torch.distributed training job; rank 0 returns the report."""
+    import torch
+    import torch.distributed as dist
+
+    from ..runtime.comm import TorchComm, init_distributed
+    from ..runtime.ops import TorchOps
+
+    backend = cfg.get("backend", "gloo")
+    timeout = float(cfg.get("timeout", 60.0))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    device = f"cuda:{local_rank}" if backend == "nccl" else "cpu"
+    if backend == "nccl" and not torch.cuda.is_available():
+        raise PlanError("backend nccl needs CUDA GPUs; none is visible (use --backend gloo)")
+    if os.environ.get("PARTPLAN_LAUNCHED") and "OMP_NUM_THREADS" in os.environ:
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    m = read_manifest(cfg["plan"])
+    check_plan_for_gcn(m, cfg["plan"])
+    rank, world = init_distributed(backend, timeout_s=timeout, device=device if backend == "nccl" else None)
+    try:
+        if world != m["ranks"]:
+            raise PlanError(f"{cfg['plan']}: the plan is for {m['ranks']} ranks but the job has {world} "
+                            f"(use --nprocs {m['ranks']})")
+        shard = load_rank(cfg["plan"], rank, manifest=m)
+        comm = TorchComm(world_groups(m), timeout_s=timeout, device=device)
+        ops = TorchOps(cfg.get("dtype") or "float32", device, cfg.get("kernel", "auto"))
+        rep, model = _train(m, [shard], comm, ops, cfg, device)
+        vec = np.zeros(world)
+        vec[rank] = _rss()
+        rss = comm.allreduce_world([vec], "sum")[0]
+        if rank != 0:
+            return None
+        rep.update({"backend": backend, "device": device, "peak_rss_bytes_per_rank": [int(v) for v in rss],
+                    "torch_threads": torch.get_num_threads()})
+        if cfg.get("save"):
+            _save(model, rep, cfg)
+        if cfg.get("result"):
+            from .._atomic import write_json_atomic
+            write_json_atomic(rep, cfg["result"])
+        return rep
+    finally:
+        try:
+            dist.destroy_process_group()
+        except Exception:
+            pass
+
+
+# ----------------------------------------------------------------------------- public API
+def train_gcn(plan, *, nprocs: int | None = None, backend: str = "gloo", data=None,
+              random_features: int | None = None, classes: int | None = None, epochs: int = 200,
+              hidden: int = 16, layers: int = 2, lr: float = 0.01, weight_decay: float = 5e-4,
+              dropout: float = 0.5, seed: int = 0, dtype: str = "float32", save=None, timeout: float = 60.0,
+              threads: int | None = 1, kernel: str = "auto", progress: bool = False) -> dict | None:
+    """Train a :class:`~partplan.nn.DistGCN` full-batch from ``plan``.
+
+    plan : plan directory built with ``--normalize gcn`` (or ``mean``).
+    nprocs : processes to start here (None under torchrun). backend : "gloo",
+    "nccl" or "local" (all ranks in this process, LocalComm). data : ``D.npz``
+    (see :mod:`partplan.nn.data`), or ``random_features`` F and ``classes`` C.
+    save : ``W.pt`` written atomically by rank 0 (state dict + dims + losses).
+
+    Returns the report (keys in docs/training.md); under torchrun only rank 0
+    returns it. All checks on the plan, the data and the options happen here,
+    before any process starts.
+    """
+    if backend not in BACKENDS:
+        raise PartplanError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    for name, v, lo in (("epochs", epochs, 1), ("hidden", hidden, 1), ("layers", layers, 1)):
+        if not isinstance(v, (int, np.integer)) or v < lo:
+            raise PartplanError(f"{name} must be an integer >= {lo}, got {v!r}")
+    if not (lr > 0 and np.isfinite(lr)) or not (weight_decay >= 0 and np.isfinite(weight_decay)):
+        raise PartplanError(f"lr must be > 0 and weight decay >= 0 (got {lr}, {weight_decay})")
+    if not 0.0 <= dropout < 1.0:
+        raise PartplanError(f"dropout must be in [0, 1), got {dropout}")
+    if dtype not in ("float32", "float64"):
+        raise PartplanError(f"dtype must be float32 or float64, got {dtype!r}")
+    m = read_manifest(plan)
+    check_plan_for_gcn(m, plan)
+    n = m["graph"]["n"]
+    cfg = {"job": "train-gcn", "plan": str(plan), "backend": backend, "epochs": int(epochs), "hidden": int(hidden),
+           "layers": int(layers), "lr": float(lr), "weight_decay": float(weight_decay), "dropout": float(dropout),
+           "seed": int(seed), "dtype": dtype, "timeout": float(timeout), "kernel": kernel, "progress": progress}
+    if data is not None:
+        if random_features is not None:
+            raise DataError("give either a data file or --random-features, not both")
+        info = check_data(data, n)
+        cfg.update({"data": str(data), "classes": info.classes})
+    else:
+        if random_features is None or classes is None or random_features < 1 or classes < 2:
+            raise DataError("give --data D.npz, or --random-features F (>= 1) and --classes C (>= 2)")
+        cfg.update({"random_features": int(random_features), "classes": int(classes)})
+    if save is not None:
+        s = Path(save)
+        if not s.parent.is_dir() or not os.access(s.parent, os.W_OK):
+            raise PartplanError(f"{s}: directory {s.parent} does not exist or is not writable")
+        cfg["save"] = str(s)
+    if backend == "local":
+        return _run_local(cfg)
+    from ..runtime.launch import launch, under_torchrun
+    if nprocs is None:
+        if not under_torchrun():
+            raise PartplanError("give --nprocs N (processes to start here), or start the command with torchrun")
+        return train_worker(cfg)
+    if nprocs != m["ranks"]:
+        raise PlanError(f"{plan}: the plan is for {m['ranks']} ranks; --nprocs {nprocs} does not match")
+    cfg["deadline_s"] = 600 + 2 * epochs
+    return launch(cfg, nprocs, timeout_s=timeout, threads=threads)
