@@ -88,7 +88,8 @@ def register(subparsers) -> None:
                "  partplan analyze graph.mtx --partition graph.part.16\n"
                "  partplan analyze email-Enron --method hypergraph -k 16 --json\n"
                "  partplan analyze graph.mtx --method metis -k 8 --layout 1.5d:2 --plot vol.png\n"
-               "  partplan analyze graph.mtx --method random -k 16 --layout 2d:4x4")
+               "  partplan analyze graph.mtx --method random -k 16 --layout 2d:4x4\n"
+               "  partplan analyze email-Enron --method metis -k 64 --topology tree:4x16 --route domain --json")
     p.add_argument("graph", metavar="GRAPH", help="graph file (.mtx, .graph, .npz, .parquet, edge list, ...) "
                                                   "or a dataset name (see `partplan datasets list`)")
     src = p.add_mutually_exclusive_group(required=True)
@@ -123,6 +124,8 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print all figures as JSON on stdout")
     p.add_argument("--plot", metavar="PNG", help="write the volume heat map and send/recv bars to PNG")
     p.add_argument("--save-partition", metavar="FILE", help="write the partition used (format from the name)")
+    from ._topology import add_topology_args
+    add_topology_args(p)
     p.set_defaults(func=run)
 
 
@@ -151,6 +154,8 @@ def run(args) -> int:
     alpha = DEFAULT_ALPHA_S if args.alpha is None else args.alpha
     beta = DEFAULT_BETA_S_PER_BYTE if args.beta is None else args.beta
     timing: dict[str, float] = {}
+    from ._topology import TopologyOptions, print_topology
+    topts = TopologyOptions(args, layout=spec)  # bad --topology / --route / --map: one error, before any work
 
     t0 = time.perf_counter()
     graph = load_graph(args.graph, fetch=args.fetch)
@@ -161,6 +166,7 @@ def run(args) -> int:
     k = args.k  # ranks
     if spec.startswith("2d:") and k is None:
         k = layout_of(spec).ranks
+    topts.check_ranks(k)
     t0 = time.perf_counter()
     if args.partition is not None:
         source = {"file": str(args.partition)}
@@ -189,6 +195,8 @@ def run(args) -> int:
         name = args.method
     part, b = as_partition(part, graph.n, lay.row_blocks, source=name)
     k = lay.ranks
+    topts.check_ranks(k)
+    part = topts.place(graph, part)  # --map: parts placed on the topology's ranks
     timing["partition_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -198,6 +206,7 @@ def run(args) -> int:
     layout = lay.name
     if layout != "1d":
         lstats = lay.volumes(graph, part, f=args.f, dtype=args.dtype, alpha=alpha, beta=beta)
+    topo_out = topts.metrics(graph, part, lay, args.f, args.dtype)
     timing["analyze_s"] = time.perf_counter() - t0
 
     written = []
@@ -222,6 +231,8 @@ def run(args) -> int:
                    layout={"layout": layout, "spec": lay.spec, **lay.params,
                            **(lstats.to_dict() if lstats is not None else {})},
                    timing=timing, written=written)
+        if topo_out is not None:
+            out["topology"] = topo_out
         json.dump(out, sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
@@ -242,6 +253,9 @@ def run(args) -> int:
             for a, b in s.items():
                 print(f"{a:<{w}}  {b:.4g}" if isinstance(b, float) else f"{a:<{w}}  {b}")
         print()
+        if topo_out is not None:
+            print()
+            print_topology(topo_out)
         print("timing     " + ", ".join(f"{a} {b:.3f}" for a, b in timing.items()))
     for w_ in written:
         print(f"wrote {w_}", file=sys.stderr)

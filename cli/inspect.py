@@ -58,6 +58,8 @@ def run(args) -> int:
     print(f"costed for  f={m.get('f')} dtype={m.get('dtype')} ({m.get('row_bytes')} bytes/row)")
     st = m.get("stats") or {}
     print("stats       " + "  ".join(f"{k}={_fmt(st[k])}" for k in _SUMMARY_KEYS if k in st))
+    from ._topology import print_topology
+    print_topology(m.get("topology"))
     cols = ["rank", "rows", "held", "halo", "nnz", "send_rows", "recv_rows", "send_msgs", "recv_msgs", "bytes"]
     extra = [c for c in ("fold_send_rows", "fold_recv_rows", "bwd_send_rows", "bwd_recv_rows")
              if m["shards"] and c in m["shards"][0]]

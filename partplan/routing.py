@@ -172,7 +172,7 @@ class RoutedStats:
                 "messages": int(sum(np.count_nonzero(m) for m in self.stages.values())),
                 "max_send_messages": int(sum(np.count_nonzero(m, axis=1) for m in self.stages.values()).max()),
                 "max_recv_messages": int(sum(np.count_nonzero(m, axis=0) for m in self.stages.values()).max()),
-                "stage_rows": {k: int(m.sum()) for k, m in self.stages.items()},
+                **{f"step_{k}_rows": int(m.sum()) for k, m in self.stages.items()},
                 "compute_imbalance": imbalance(self.compute_load),
                 "max_compute_load": int(self.compute_load.max()),
                 "total_bytes": int(vol.sum()) * rb, "alpha_s": self.alpha, "beta_s_per_byte": self.beta,
