@@ -150,6 +150,11 @@ def run(args) -> int:
     from partplan.parts import as_partition
 
     _check_options(args)
+    from partplan.outpath import check_output_file
+    if args.plot:
+        check_output_file(args.plot, kind="png")
+    if args.save_partition:
+        check_output_file(args.save_partition, kind="partition")
     spec = args.layout
     alpha = DEFAULT_ALPHA_S if args.alpha is None else args.alpha
     beta = DEFAULT_BETA_S_PER_BYTE if args.beta is None else args.beta

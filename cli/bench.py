@@ -54,6 +54,9 @@ def run(args) -> int:
     from partplan.partition.bench import DATASETS, QUICK_DATASETS, format_table, run_bench
 
     preset = check_preset(args.preset)
+    if args.out:
+        from partplan.outpath import check_output_folder
+        check_output_folder(args.out)
     datasets = args.datasets or (QUICK_DATASETS if args.quick else DATASETS)
     ks = args.k or [16, 64]
     t0 = time.perf_counter()

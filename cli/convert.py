@@ -71,6 +71,11 @@ def _load(args):
 def run(args) -> int:
     from partplan.io import detect_format, write_graph, write_hypergraph
 
+    from partplan.outpath import check_output_file
+    if args.out_format is None:
+        check_output_file(args.output, kind="graph")  # the suffix picks the format: checked before reading
+    else:
+        check_output_file(args.output)
     t0 = time.perf_counter()
     g = _load(args)
     t1 = time.perf_counter()

@@ -154,6 +154,9 @@ def _need(args, *fields):
 
 def run_generate(args) -> int:
     from partplan import datasets as ds
+    from partplan.outpath import check_output_file
+
+    check_output_file(args.output, kind="graph")
 
     if args.generator == "rmat":
         _need(args, "scale")

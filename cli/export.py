@@ -38,6 +38,11 @@ def run(args) -> int:
     from pathlib import Path
 
     from partplan.interop import export_plan
+    from partplan.outpath import check_output_dir, check_output_file
+    if args.to == "metis":
+        check_output_file(args.out)
+    else:
+        check_output_dir(args.out)
     out = export_plan(args.plan, args.to, args.out, graph_name=args.graph_name)
     files = sorted(str(p.relative_to(out)) for p in Path(out).rglob("*") if p.is_file()) if Path(out).is_dir() \
         else [Path(out).name]

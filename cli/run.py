@@ -71,6 +71,9 @@ def register(subparsers) -> None:
 def run_spmm_cmd(args) -> int:
     from partplan.runtime.spmm import run_spmm
     compare = [c.strip() for c in args.compare.split(",") if c.strip()]
+    if args.output:
+        from partplan.outpath import check_output_file
+        check_output_file(args.output, kind="npy")
     rep = run_spmm(args.plan, nprocs=args.nprocs, backend=args.backend, features=args.features, f=args.f,
                    seed=args.seed, dtype=args.dtype, output=args.output, repeat=args.repeat, warmup=args.warmup,
                    compare=compare, kernel=args.kernel, timeout=args.timeout or 60.0, program=args.program,

@@ -65,3 +65,10 @@ class DatasetError(PartplanError):
 class BackendUnavailableError(PartplanError, NotImplementedError):
     """An option names a backend or feature that is not available (not
     installed, or not implemented): raised instead of silently ignoring it."""
+
+
+class OutputPathError(PartplanError, ValueError):
+    """An output path cannot be written: its folder is missing, not a folder or
+    not writable, the name is a folder where a file is expected (or a file or
+    non-empty folder where a new folder is expected), or its suffix names no
+    format the command writes. Raised before any expensive work."""

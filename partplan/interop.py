@@ -315,7 +315,9 @@ def _atomic_dir(out: Path):
     if out.exists() and (out.is_file() or any(out.iterdir())):
         raise PartitionError(f"{out}: exists and is not empty; refusing to overwrite it")
     out.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    from ._atomic import clean_stale, temp_prefix
+    clean_stale(out)  # temp dirs of exports killed before their rename
+    return Path(tempfile.mkdtemp(prefix=temp_prefix(out), dir=out.parent))
 
 
 def _finish(tmp: Path, out: Path) -> Path:

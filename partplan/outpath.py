@@ -1,0 +1,150 @@
+"""Output paths checked before any work, so a long run never ends in an error
+about where its result should go.
+
+:func:`check_output_file` and :func:`check_output_dir` raise one
+:class:`~partplan.errors.OutputPathError` naming the path when the folder is
+missing, is not a folder or cannot be written (probed by creating and removing
+a temporary file there, which also catches read-only file systems and works
+for root), when the name is a folder where a file is expected (or a file or a
+non-empty folder where a new folder is expected), or when its suffix names no
+format the command writes. They create nothing and write nothing else.
+
+The suffix rules of each output kind live here (one source): graph files
+(:func:`partplan.io.detect_format`), partitions (:data:`PARTITION_SUFFIXES`,
+METIS-style ``NAME.part.K``), plans (``.plan``), PNG plots, ``.npy`` arrays.
+
+Examples
+--------
+>>> import tempfile, pathlib
+>>> d = pathlib.Path(tempfile.mkdtemp())
+>>> check_output_file(d / "g.part.16", kind="partition").name
+'g.part.16'
+>>> check_output_file(d / "missing" / "g.npy", kind="partition")
+Traceback (most recent call last):
+...
+partplan.errors.OutputPathError: ...missing/g.npy: directory ...missing does not exist
+"""
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+from .errors import GraphFormatError, OutputPathError
+
+# partition files: binary / table formats, text (METIS one id per line), and .plan
+PARTITION_SUFFIXES = (".npy", ".parquet", ".arrow", ".feather", ".csv", ".part", ".txt", ".plan")
+_METIS_PART = re.compile(r"\.part\.\d+$")   # METIS's own name: graph.part.16
+KINDS = ("graph", "partition", "plan", "png", "npy", "any")
+
+
+def _suffix_problem(p: Path, kind: str) -> str | None:
+    name = p.name.lower()
+    if kind == "any":
+        return None
+    if kind == "graph":
+        from .io import detect_format
+        try:
+            detect_format(p)
+        except GraphFormatError as exc:
+            return exc.problem
+        return None
+    if kind == "partition":
+        base = name[:-3] if name.endswith(".gz") else name
+        ext = os.path.splitext(base)[1]
+        if ext in PARTITION_SUFFIXES and not (name.endswith(".gz") and ext not in (".part", ".txt")) \
+                or _METIS_PART.search(base):
+            return None
+        return (f"unknown partition file suffix {ext or '(none)'}; use "
+                f"{', '.join(PARTITION_SUFFIXES)} or METIS's NAME.part.K (text may end in .gz)")
+    want = {"plan": ".plan", "png": ".png", "npy": ".npy"}[kind]
+    if not name.endswith(want) or name == want:
+        return f"the output must be a NAME{want} {'directory' if kind == 'plan' else 'file'}"
+    return None
+
+
+def _check_folder(p: Path, parent: Path) -> None:
+    if not parent.exists():
+        raise OutputPathError(f"{p}: directory {parent} does not exist")
+    if not parent.is_dir():
+        raise OutputPathError(f"{p}: {parent} is not a directory")
+    try:  # the real test: create a file there (permissions, read-only mounts, quotas of 0)
+        fd, probe = tempfile.mkstemp(prefix=".partplan-probe-", dir=parent)
+    except OSError as exc:
+        raise OutputPathError(f"{p}: directory {parent} is not writable ({exc.strerror or exc})") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def _parent(p: Path) -> Path:
+    return p.parent if str(p.parent) else Path(".")
+
+
+def check_output_file(path: str | os.PathLike, *, kind: str = "any") -> Path:
+    """Check that a file can be written at ``path`` (see the module doc).
+
+    kind : "graph" | "partition" | "plan" (``partplan partition -o X.plan``
+        writes a plan directory; checked as :func:`check_output_dir`) | "png"
+        | "npy" | "any" (no suffix rule). Returns ``Path(path)``.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    if str(path) == "":
+        raise OutputPathError("the output path is empty")
+    p = Path(path)
+    bad = _suffix_problem(p, kind)
+    if bad:
+        raise OutputPathError(f"{p}: {bad}")
+    if kind == "partition" and p.name.lower().endswith(".plan"):
+        return check_output_dir(p, kind="plan")
+    if p.is_dir():
+        raise OutputPathError(f"{p}: is a directory; expected a file name")
+    _check_folder(p, _parent(p))
+    return p
+
+
+def check_output_dir(path: str | os.PathLike, *, kind: str = "any", replace_if=None) -> Path:
+    """Check that a new folder can be written at ``path``: it does not exist,
+    or is empty, or (``replace_if``, a callable on the path, e.g. "holds a
+    plan manifest") may be replaced. ``kind="plan"`` requires ``NAME.plan``
+    and replaces an existing plan. Returns ``Path(path)``."""
+    if str(path) == "":
+        raise OutputPathError("the output path is empty")
+    p = Path(path)
+    if kind == "plan":
+        bad = _suffix_problem(p, "plan")
+        if bad:
+            raise OutputPathError(f"{p}: {bad}")
+        replace_if = replace_if or (lambda q: (q / "manifest.json").is_file())
+    if p.exists():
+        if p.is_file():
+            raise OutputPathError(f"{p}: is a file; expected a new or empty directory")
+        if any(p.iterdir()) and not (replace_if and replace_if(p)):
+            raise OutputPathError(f"{p}: exists and is not empty"
+                                  + ("" if kind != "plan" else " nor a plan directory")
+                                  + "; refusing to overwrite it")
+    _check_folder(p, _parent(p))
+    return p
+
+
+def check_output_folder(path: str | os.PathLike) -> Path:
+    """Check a folder a command writes files into (``demo --out``, ``bench
+    --out``): an existing writable folder, or a missing one whose nearest
+    existing ancestor is a writable folder (it is created with its parents
+    later). Returns ``Path(path)``."""
+    if str(path) == "":
+        raise OutputPathError("the output path is empty")
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise OutputPathError(f"{p}: is not a directory")
+    q = p
+    while not q.exists() and q != _parent(q):
+        q = _parent(q)
+    if not q.is_dir():
+        raise OutputPathError(f"{p}: {q} is not a directory")
+    _check_folder(p, q)
+    return p
+
+
+__all__ = ["KINDS", "PARTITION_SUFFIXES", "check_output_dir", "check_output_file", "check_output_folder"]
