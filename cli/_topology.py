@@ -39,7 +39,8 @@ class TopologyOptions:
         self.route = getattr(args, "route", None)
         self.map = getattr(args, "map_method", None)
         if self.spec is None:
-            given = [o for o, v in (("--route", self.route), ("--map", self.map)) if v not in (None, "flat", "none")]
+            given = [f"{o} {v}" for o, v in (("--route", self.route), ("--map", self.map))
+                     if v not in (None, "flat", "none")]
             if given:
                 raise TopologyError(f"{given[0]} needs --topology T ({PRESET_HELP})")
             self.topo = None

@@ -138,6 +138,8 @@ class Topology:
         d = {"format": FORMAT, "version": FORMAT_VERSION, "kind": self.kind, "ranks": self.ranks,
              "source": self.source}
         if self.levels:
+            sizes = [lv.size for lv in self.levels] + [self.ranks]
+            d["fanouts"] = [sizes[0]] + [b // a for a, b in zip(sizes, sizes[1:])]
             d["levels"] = [{"name": lv.name, "size": lv.size, **(lv.link.to_json() if lv.link else {})}
                            for lv in self.levels]
         if self.kind == "tree":
@@ -265,7 +267,7 @@ def _square(m, what: str, p: int | None = None) -> np.ndarray:
     np.fill_diagonal(bad, False)
     if bad.any():
         i, j = np.argwhere(bad)[0]
-        raise TopologyError(f"{what}[{i}][{j}] = {a[i, j]!r}: entries must be finite and >= 0")
+        raise TopologyError(f"{what}[{i}][{j}] = {float(a[i, j])!r}: entries must be finite and >= 0")
     return a
 
 
@@ -313,8 +315,17 @@ def parse_preset(spec: str) -> Topology | None:
 
 
 def topology_from_json(d: dict, source: str = "") -> Topology:
-    """A topology from its JSON object (see docs/topology.md)."""
+    """A topology from its JSON object (see docs/topology.md); errors name ``source``."""
     where = source or "topology"
+    try:
+        return _from_json(d, source, where)
+    except TopologyError as exc:
+        if str(exc).startswith(where):
+            raise
+        raise TopologyError(f"{where}: {exc}") from None
+
+
+def _from_json(d: dict, source: str, where: str) -> Topology:
     if not isinstance(d, dict):
         raise TopologyError(f"{where}: the top level must be a JSON object")
     known = {"format", "version", "kind", "ranks", "source", "levels", "local", "fanouts", "cost", "alpha",

@@ -1,0 +1,198 @@
+"""Topology model (presets, JSON files, errors), topology metrics on a hand-computed
+example, and process mapping against a brute-force oracle (k <= 6)."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from partplan.cli.main import main
+from partplan.mapping import brute_force_map, greedy_map, map_parts, mapping_cost, swap_refine
+from partplan.metrics.topology import level_bytes, topology_metrics
+from partplan.topology import DGX1_LINKS, TopologyError, load_topology, write_topology
+
+
+# ----------------------------------------------------------------------------- presets
+def test_tree_preset_levels_and_costs():
+    t = load_topology("tree:4x16")
+    assert t.ranks == 64 and [lv.name for lv in t.levels] == ["domain"] and t.levels[0].size == 4
+    same = (np.arange(64)[:, None] // 4) == (np.arange(64)[None, :] // 4)
+    off = ~np.eye(64, dtype=bool)
+    assert np.all(t.cost[same & off] == 1) and np.all(t.cost[~same] == 10) and np.all(np.diag(t.cost) == 0)
+    assert np.allclose(t.alpha[~same] / t.alpha[same & off][0], 10) and np.allclose(t.beta[~same] / t.beta[0, 1], 10)
+    t2 = load_topology("tree:2x3:1,4")
+    assert t2.cost[0, 1] == 1 and t2.cost[0, 2] == 4
+    deep = load_topology("tree:2x2x2")
+    assert [lv.name for lv in deep.levels] == ["node", "rack"] and [lv.size for lv in deep.levels] == [2, 4]
+    assert deep.cost[0, 1] == 1 and deep.cost[0, 2] == 10 and deep.cost[0, 4] == 100
+
+
+def test_dgx1_preset_is_the_hybrid_cube_mesh():
+    t = load_topology("dgx1")
+    assert t.ranks == 8 and t.symmetric and [lv.name for lv in t.levels] == ["quad"]
+    assert np.all(DGX1_LINKS.sum(axis=1) == 6) and np.array_equal(DGX1_LINKS, DGX1_LINKS.T)  # 6 NVLinks per V100
+    # two fully connected quads; across quads only GPU i <-> i + 4
+    assert np.all(DGX1_LINKS[:4, :4][~np.eye(4, dtype=bool)] > 0)
+    cross = DGX1_LINKS[:4, 4:]
+    assert np.array_equal(np.flatnonzero(cross.ravel()), [0, 5, 10, 15])
+    assert t.cost[0, 3] < t.cost[0, 1] < t.cost[0, 5]        # 2 links < 1 link < no link
+
+
+def test_json_round_trip(tmp_path):
+    for spec in ("tree:4x8x2", "dgx1", "tree:2x3:1,7"):
+        t = load_topology(spec)
+        path = write_topology(t, tmp_path / "t.json")
+        u = load_topology(str(path))
+        assert np.array_equal(u.cost, t.cost) and np.array_equal(u.alpha, t.alpha) and np.array_equal(u.beta, t.beta)
+        assert [(a.name, a.size) for a in u.levels] == [(a.name, a.size) for a in t.levels]
+
+
+# ----------------------------------------------------------------------------- errors
+BAD_SPECS = [("ring:8", "not a file and not a preset"), ("tree:4", "expected tree:RxD"),
+             ("tree:4x16:1", "give 2 costs"), ("tree:4x16:-1,10", ">= 0"), ("tree:4x16:1,nan", ">= 0")]
+
+
+@pytest.mark.parametrize("spec,msg", BAD_SPECS)
+def test_bad_preset_strings(spec, msg):
+    with pytest.raises(TopologyError, match=msg):
+        load_topology(spec)
+
+
+BAD_FILES = [
+    ({"kind": "tree", "fanouts": [4, 4], "ranks": 12}, "multiply to 16, not to ranks = 12"),
+    ({"kind": "tree", "fanouts": [4, 4], "levels": [{"name": "node", "cost": -2}]}, "cost must be a finite number >= 0"),
+    ({"kind": "tree", "fanouts": [4, 4], "levels": [{"name": "node", "beta": float("nan")}]}, "beta must be a finite"),
+    ({"kind": "tree", "fanouts": [4, 4], "levels": [{"name": "a"}, {"name": "b"}]}, "2 levels for fanouts"),
+    ({"kind": "tree", "fanouts": [4]}, "list of >= 2 integers"),
+    ({"kind": "tree"}, "'fanouts' is missing"),
+    ({"kind": "matrix", "cost": [[0, 1], [2, 0]]}, r"not symmetric: \[0\]\[1\] = 1"),
+    ({"kind": "matrix", "cost": [[0, 1, 1], [1, 0, 1]]}, "must be square"),
+    ({"kind": "matrix", "cost": [[0, -1], [-1, 0]]}, r"cost\[0\]\[1\] = -1.0"),
+    ({"kind": "matrix", "cost": [[0, 1], [1, 0]], "alpha": [[0, 1e-6, 0], [1e-6, 0, 0], [0, 0, 0]]}, "alpha matrix is 3"),
+    ({"kind": "mesh"}, "'kind' must be"),
+    ({"kind": "tree", "fanouts": [2, 2], "colour": "red"}, "unknown field"),
+    ({"kind": "tree", "fanouts": [2, 2], "version": 7}, "version 7"),
+]
+
+
+@pytest.mark.parametrize("doc,msg", BAD_FILES)
+def test_bad_topology_files_name_the_field(doc, msg, tmp_path):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(TopologyError, match=msg) as e:
+        load_topology(str(path))
+    assert str(path) in str(e.value)
+
+
+def test_asymmetric_matrix_allowed_when_declared(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"kind": "matrix", "cost": [[0, 1], [2, 0]], "symmetric": False}))
+    assert load_topology(str(path)).cost[1, 0] == 2
+
+
+def test_unreadable_and_yaml_files(tmp_path):
+    (tmp_path / "t.json").write_text("{not json")
+    with pytest.raises(TopologyError, match="not valid JSON"):
+        load_topology(str(tmp_path / "t.json"))
+    (tmp_path / "t.yaml").write_text("kind: tree\n")
+    with pytest.raises(TopologyError, match="YAML"):
+        load_topology(str(tmp_path / "t.yaml"))
+    with pytest.raises(TopologyError, match="has 16 ranks, the job has 8"):
+        load_topology("tree:4x4", ranks=8)
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["--topology", "tree:4x"], "expected tree:RxD"),
+    (["--topology", "tree:4x4"], "has 16 ranks, the job has 8"),
+    (["--route", "domain"], "--route domain needs --topology"),
+    (["--topology", "tree:2x4", "--route", "domain", "--layout", "2d:2x4"], "apply to the 1d layout"),
+])
+def test_cli_topology_errors_are_one_line(argv, msg, capsys):
+    rc = main(["analyze", "email-Enron", "--method", "block", "-k", "8", *argv])
+    err = capsys.readouterr().err
+    assert rc == 2 and msg in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+# ----------------------------------------------------------------------------- metrics
+def test_metrics_hand_computed_two_by_two():
+    """tree:2x2 (ranks {0,1} {2,3}); rows: 0→1: 5, 0→2: 3, 3→0: 2, 2→3: 4 (one step), row 8 bytes."""
+    V = np.zeros((4, 4), dtype=np.int64)
+    V[0, 1], V[0, 2], V[3, 0], V[2, 3] = 5, 3, 2, 4
+    t = load_topology("tree:2x2")
+    m = topology_metrics([V], t, row_bytes=8)
+    lv = m["levels"][0]
+    assert (lv["name"], lv["crossing_rows"], lv["crossing_messages"], lv["crossing_bytes"]) == ("domain", 5, 2, 40)
+    assert m["local_rows"] == 9 and m["cost"] == 5 * 1 + 3 * 10 + 2 * 10 + 4 * 1
+    # busiest across the domain boundary: rank 0 sends 3 and receives 2 crossing rows
+    assert (m["busiest_rank"], m["busiest_rank_rows"]) == (0, 5)
+    # α-β by hand: intra α=1e-6, β=1e-10; inter ×10. Rank 0 sends to 1 (5 rows) and 2 (3 rows)
+    a, b = 1e-6, 1e-10
+    send0 = (a + 5 * 8 * b) + (10 * a + 3 * 8 * 10 * b)
+    recv0 = 10 * a + 2 * 8 * 10 * b
+    send2 = a + 4 * 8 * b
+    send3 = 10 * a + 2 * 8 * 10 * b
+    recv2 = 10 * a + 3 * 8 * 10 * b
+    want = max(send0, recv0, send2, send3, recv2, a + 5 * 8 * b, a + 4 * 8 * b)
+    assert math.isclose(m["alpha_beta_s"], want, rel_tol=1e-12)
+    assert level_bytes(V * 8, t) == {"local": 72, "domain": 40}
+
+
+# ----------------------------------------------------------------------------- mapping
+CASES = [(4, "tree:2x2"), (6, "tree:2x3"), (6, "tree:3x2"), (4, "tree:2x2:1,3")]
+
+
+@pytest.mark.parametrize("k,spec", CASES)
+@pytest.mark.parametrize("seed", range(6))
+def test_greedy_mapping_is_optimal_against_brute_force(k, spec, seed):
+    rng = np.random.default_rng(100 * k + seed)
+    V = rng.integers(0, 50, (k, k)) * (rng.random((k, k)) < 0.6)
+    np.fill_diagonal(V, 0)
+    C = load_topology(spec).cost
+    perm = greedy_map(V, C)
+    assert sorted(perm.tolist()) == list(range(k))
+    _, best = brute_force_map(V, C)
+    assert mapping_cost(V, C, perm) == pytest.approx(best)
+    assert best <= mapping_cost(V, C, np.arange(k))
+
+
+def test_swaps_recover_a_scrambled_block_structure():
+    """4 domains of 2: parts talk in pairs; a random labelling costs more, swaps recover the optimum."""
+    k = 8
+    V = np.zeros((k, k))
+    for a in range(0, k, 2):
+        V[a, a + 1] = V[a + 1, a] = 100
+    V += 1 - np.eye(k)
+    C = load_topology("tree:2x4").cost
+    start = np.random.default_rng(3).permutation(k)
+    got = swap_refine(V, C, start)
+    _, best = brute_force_map(V, C)
+    assert mapping_cost(V, C, start) > best and mapping_cost(V, C, got) == pytest.approx(best)
+
+
+def test_map_parts_on_a_real_graph_never_loses():
+    from partplan import datasets
+    from partplan.partition import metis
+    g = datasets.load("email-Enron")
+    t = load_topology("tree:2x4")
+    part = np.random.default_rng(0).permutation(8)[metis(g, 8, seed=0)]   # scrambled labels
+    new, info = map_parts(g, part, t, "greedy")
+    assert info["cost_after"] <= info["cost_before"]
+    sizes = lambda x: np.sort(np.bincount(x, minlength=8))  # noqa: E731
+    assert np.array_equal(sizes(new), sizes(part))                   # a relabelling: same part sizes
+    assert np.unique(np.stack([part, new]), axis=1).shape[1] == 8    # one new label per old label
+
+
+def test_steiner_mapping_returns_a_valid_partition():
+    from partplan import Graph
+    rng = np.random.default_rng(1)
+    g = Graph.from_edges(rng.integers(0, 200, 1200), rng.integers(0, 200, 1200), n=200, symmetrize=True)
+    t = load_topology("tree:2x2")
+    part = np.arange(200) % 4
+    new, info = map_parts(g, part, t, "steiner")
+    assert new.shape == (200,) and new.min() >= 0 and new.max() < 4
+    assert np.bincount(new, minlength=4).max() <= 51            # (1 + 0.03) · 50, else the input is kept
+    assert ("rejected" in info) == np.array_equal(new, part)
+    if "rejected" not in info:
+        assert info["cost_after"] <= info["cost_before"]
