@@ -12,6 +12,7 @@ Thin layer over :mod:`partplan.datasets`. Examples::
 """
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -74,6 +75,20 @@ def register(subparsers) -> None:
     q.add_argument("--json", action="store_true", help="print JSON")
     q.set_defaults(func=run_generate)
 
+    q = sub.add_parser("gcn-data", help="write features, labels and a split of a labeled dataset (D.npz)",
+                       description="Write D.npz for `partplan train gcn`: x (features), y (labels from the "
+                                   "dataset's vertex property), train/val/test masks (per-class split, seeded), in "
+                                   "the graph's vertex order. Vertices without edges are in no mask.",
+                       epilog="example:\n  partplan datasets gcn-data polblogs -o polblogs.npz",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    q.add_argument("name", metavar="NAME", help="a labeled dataset (polblogs)")
+    q.add_argument("-o", "--output", required=True, metavar="D.npz", help="data file to write")
+    q.add_argument("--features", default="identity", help="identity (one-hot, default) or random:F")
+    q.add_argument("--train-per-class", type=int, default=20, metavar="T", help="training vertices per class (20)")
+    q.add_argument("--val", type=int, default=500, metavar="V", help="validation vertices (500)")
+    q.add_argument("--seed", type=int, default=0, help="split / feature seed (default 0)")
+    q.add_argument("--json", action="store_true", help="print what was written as JSON")
+    q.set_defaults(func=run_gcn_data)
     p.set_defaults(func=lambda args: (p.print_help(), 1)[1])
 
 
@@ -184,4 +199,25 @@ def run_generate(args) -> int:
         print(json.dumps(res, indent=2))
     else:
         print(f"{g.name}: n={g.n:,} undirected edges={g.nnz // 2:,} -> {path}", file=sys.stdout)
+    return 0
+
+
+def run_gcn_data(args) -> int:
+    from partplan.nn.data import DataError, labeled_dataset, write_data
+    out = Path(args.output)
+    if out.suffix != ".npz" or not out.parent.is_dir():
+        raise DataError("the output must be NAME.npz in an existing directory", out)
+    if args.train_per_class < 1 or args.val < 0:
+        raise DataError(f"--train-per-class must be >= 1 and --val >= 0 (got {args.train_per_class}, {args.val})")
+    d = labeled_dataset(args.name, features=args.features, train_per_class=args.train_per_class, val=args.val,
+                        seed=args.seed)
+    write_data(out, d["x"], d["y"], d["train_mask"], d["val_mask"], d["test_mask"])
+    info = {"output": str(out), "n": int(d["y"].size), "features": int(d["x"].shape[1]),
+            "classes": d["classes"], "train": int(d["train_mask"].sum()), "val": int(d["val_mask"].sum()),
+            "test": int(d["test_mask"].sum()), "unlabeled_isolated": int(d["y"].size - d["eligible"])}
+    if args.json:
+        print(json.dumps(info, indent=1))
+    else:
+        print(f"wrote {out}: n={info['n']}, f={info['features']}, classes {info['classes']}, "
+              f"train/val/test {info['train']}/{info['val']}/{info['test']}")
     return 0

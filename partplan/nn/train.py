@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import resource
+import sys
 import time
 from pathlib import Path
 
@@ -176,8 +177,7 @@ def _train(m: dict, shards: list, comm, ops, cfg: dict, device: str = "cpu") -> 
         spmm = ph["compute"] + ph["gather"] + ph["fold"]
         times[epoch] = [t3 - t0, exch, spmm, t2 - t1, (t3 - t0) - exch - spmm - (t2 - t1)]
         if progress and (epoch + 1) % max(1, epochs // 10) == 0:
-            print(f"[train] epoch {epoch + 1}/{epochs} loss {losses[-1]:.4f}", flush=True,
-                  file=__import__("sys").stderr)
+            print(f"[train] epoch {epoch + 1}/{epochs} loss {losses[-1]:.4f}", flush=True, file=sys.stderr)
     # final evaluation (no dropout), not counted in the epoch figures
     model.eval()
     with torch.no_grad():
@@ -191,7 +191,7 @@ def _train(m: dict, shards: list, comm, ops, cfg: dict, device: str = "cpu") -> 
             v += [float((pred_y[mk] == ys[i][mk]).sum()) / c, float(mk.sum()) / c]
         counts.append(v)
     cnt = world_sum(counts)
-    acc = {k: (cnt[2 * j] / cnt[2 * j + 1] if cnt[2 * j + 1] else float("nan"))
+    acc = {k: (float(cnt[2 * j] / cnt[2 * j + 1]) if cnt[2 * j + 1] else float("nan"))
            for j, k in enumerate(("train_acc", "val_acc", "test_acc"))}
     tmax = comm.allreduce_world([times.reshape(-1)], "max")[0].reshape(times.shape)
     meas = world_sum([measured])  # per epoch, summed over processes
@@ -238,6 +238,34 @@ def _save(model, rep: dict, cfg: dict) -> None:
              "losses": rep["losses"]}
     with atomic_path(cfg["save"], suffix=".pt") as tmp:
         torch.save(state, tmp)
+
+
+def predict(plan, model, x: np.ndarray) -> np.ndarray:
+    """Logits ``n × classes`` of ``model`` (eval mode, no dropout) on features
+    ``x`` (n × f, vertex order), computed through the plan's programs on
+    LocalComm in this process."""
+    import torch
+
+    from ..runtime.comm import LocalComm
+    from ..runtime.interpreter import Executor
+    from ..runtime.ops import NumpyOps
+    from .gcn import PlanExchange
+    if not hasattr(plan, "manifest"):
+        plan = load_plan(plan)
+    m = plan.manifest
+    dt = model.weights[0].dtype
+    ex = Executor(m, plan.ranks, LocalComm(m["ranks"], world_groups(m)),
+                  NumpyOps("float64" if dt == torch.float64 else "float32"))
+    xchg = PlanExchange(ex)
+    ids = [np.asarray(rp.in_ids("forward")) for rp in plan.ranks]
+    xs = [torch.from_numpy(np.ascontiguousarray(x[i])).to(dt) for i in ids]
+    model.eval()
+    with torch.no_grad():
+        out = model(xchg, model.precompute(xchg, xs), ids)
+    Z = np.zeros((x.shape[0], out[0].shape[1]), dtype=out[0].numpy().dtype)
+    for rp, z in zip(plan.ranks, out):
+        Z[np.asarray(rp.out_ids("forward"))] = z.numpy()
+    return Z
 
 
 # ----------------------------------------------------------------------------- torch worker
