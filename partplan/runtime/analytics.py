@@ -42,7 +42,8 @@ def _ops(comm, dtype="float64"):
 
 
 def _world_sum(comm, vals: list) -> np.ndarray:
-    return comm.allreduce_world([np.asarray(v, dtype=np.float64) for v in vals], "sum")[0]
+    from .traversal import world_sum
+    return world_sum(comm, vals)
 
 
 def _order(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -42,7 +42,8 @@ import numpy as np
 from ..errors import PlanError
 from ..plan.builder import Plan, program_steps
 from . import _bfs_kernels as K
-from .traversal import RankGraph, check_layout, exchange_flags, gather_global, rank_graph, traversal_program
+from .traversal import (RankGraph, check_layout, exchange_flags, gather_global, rank_graph, traversal_program,
+                        world_sum)
 
 DIRECTIONS = ("auto", "top-down", "bottom-up")
 ALPHA, BETA = 15.0, 18.0
@@ -158,7 +159,7 @@ class BfsEngine:
         t0 = time.perf_counter()
         nf, scout = 1.0, 0.0
         deg_root = [float(self.outdeg[i][front[i]].sum()) for i in loc]
-        scout = float(comm.allreduce_world([np.array([d]) for d in deg_root], "sum")[0][0])
+        scout = float(world_sum(comm, [np.array([d]) for d in deg_root])[0])
         to_check, prev_nf = float(self.nnz), 0.0
         cur = "bottom-up" if self.direction == "bottom-up" else "top-down"
         records: list[Level] = []
@@ -191,7 +192,7 @@ class BfsEngine:
             extra = np.concatenate([st.vector(), [meas]])
             # layout: new, scout, edges, bytes, sparse, dense, dense pairs, sparse pairs, messages, measured
             vec = [np.concatenate([v, extra if i == 0 else np.zeros_like(extra)]) for i, v in enumerate(vec)]
-            tot = comm.allreduce_world(vec, "sum")[0]
+            tot = world_sum(comm, vec)
             new_nf, scout = float(tot[0]), float(tot[1])
             mode = "none" if tot[3] == 0 else ("dense" if tot[7] == 0 and tot[6] > 0 else
                                               "sparse" if tot[6] == 0 else "mixed")

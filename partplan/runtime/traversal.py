@@ -73,6 +73,7 @@ class Segments:
     idx: np.ndarray
     send_counts: np.ndarray
     recv_counts: np.ndarray
+    silent: bool = False  # the step has no (rank, peer) pair on any rank (from the manifest): skip it
 
     def __post_init__(self):
         self.send_off = np.concatenate([[0], np.cumsum(self.send_counts)]).astype(np.int64)
@@ -150,7 +151,7 @@ def rank_graph(manifest: dict, rp: RankPlan, program: str) -> RankGraph:
     cindptr = np.concatenate([[0], np.cumsum(np.bincount(c_s, minlength=ext.size))]).astype(np.int64)
     seg = Segments(a["group"], np.asarray(rp[f"{g}.idx"], dtype=np.int64),
                    np.asarray(rp[f"{a['id']}.send_counts"], dtype=np.int64),
-                   np.asarray(rp[f"{a['id']}.recv_counts"], dtype=np.int64))
+                   np.asarray(rp[f"{a['id']}.recv_counts"], dtype=np.int64), silent=not a.get("pairs"))
     return RankGraph(rp.rank, ids, ext, indptr, c_s.copy(), d_s, cindptr, r_s[oc].copy(),
                      None if d_s is None else d_s[oc].copy(), seg)
 
@@ -206,6 +207,9 @@ def exchange_flags(comm, segs: list[Segments], masks: list[np.ndarray], values: 
     st = ExchangeStats()
     vdt = None if values is None else np.asarray(values[0]).dtype
     w = 0 if vdt is None else vdt.itemsize
+    if all(sg.silent for sg in segs):  # the plan has no pair at all in this step (e.g. one rank): no collective
+        return ([np.zeros(k, dtype=bool) for k in nrecv],
+                None if vdt is None else [np.zeros(k, dtype=vdt) for k in nrecv], st)
     counts, payloads, flagged = [], [], []
     for i, sg in enumerate(segs):
         f = np.asarray(masks[i], dtype=bool)[sg.idx]
@@ -273,6 +277,14 @@ def exchange_flags(comm, segs: list[Segments], masks: list[np.ndarray], values: 
     return flags_out, (None if vdt is None else vals_out), st
 
 
+def world_sum(comm, vecs: list) -> np.ndarray:
+    """Sum of small float64 vectors over all ranks (one per local rank given);
+    no collective on a one-rank job."""
+    if comm.world == 1:
+        return np.asarray(vecs[0], dtype=np.float64)
+    return comm.allreduce_world([np.asarray(v, dtype=np.float64) for v in vecs], "sum")[0]
+
+
 def gather_global(comm, parts_ids: list[np.ndarray], parts_vals: list[np.ndarray], n: int,
                   fill: float) -> np.ndarray:
     """A length-n float64 vector in vertex order from every rank's own entries
@@ -283,6 +295,6 @@ def gather_global(comm, parts_ids: list[np.ndarray], parts_vals: list[np.ndarray
         x = np.full(n, fill, dtype=np.float64)
         x[ids] = v
         vecs.append(x)
-    if len(vecs) > 1:  # LocalComm: combine locally (an all-reduce of p copies would cost p·n)
+    if len(vecs) > 1 or comm.world == 1:  # LocalComm: combine locally (an all-reduce of p copies would cost p·n)
         return np.max(np.stack(vecs), axis=0)
     return comm.allreduce_world(vecs, "max")[0]
