@@ -23,7 +23,7 @@ from pathlib import Path
 
 from partplan.errors import BackendUnavailableError, PartitionError
 from ._common import fraction as _fraction
-from ._common import load_graph
+from ._common import load_graph, nonneg_float
 from ._common import positive_int as _positive_int
 
 
@@ -39,24 +39,27 @@ def register(subparsers) -> None:
                "  partplan partition g.mtx -k 64 --model graph -o g.part.64\n"
                "  partplan partition g.mtx -k 16 --objective max-both -o g16.plan\n"
                "  partplan partition g.mtx -k 16 --layout 1.5d:4 --preset QUALITY --json -o g.parquet\n"
+               "  partplan partition g.mtx -k 64 --preset fast -o g.part.64\n"
                "  partplan partition g.mtx -k 16 --model stochastic --sampler neighbor:512:10,5 -o g.npy\n"
                "  partplan partition email-Enron -k 16 --topology tree:4x4 --route domain --map greedy -o e.plan")
     p.add_argument("graph", metavar="GRAPH", help="graph file (.mtx, .graph, .npz, .parquet, edge list, ...) "
                                                   "or a dataset name (partplan datasets)")
     p.add_argument("-k", type=_positive_int, required=True, metavar="K", help="number of ranks")
-    p.add_argument("--model", default="hypergraph", choices=["graph", "hypergraph", "stochastic", "baseline"],
+    p.add_argument("--model", default=None, choices=["graph", "hypergraph", "stochastic", "baseline"],
                    help="partitioning model (default hypergraph)")
     p.add_argument("--backend", default=None,
                    choices=["metis", "mtkahypar", "kahypar", "random", "block", "striped", "degree-rr"],
                    help="engine (default: metis for graph, mtkahypar for hypergraph/stochastic, random "
                         "for baseline)")
     p.add_argument("--preset", default=None, help="Mt-KaHyPar preset: DEFAULT, QUALITY, HIGHEST_QUALITY, "
-                                                   "DETERMINISTIC, DETERMINISTIC_QUALITY, LARGE_K")
+                                                   "DETERMINISTIC, DETERMINISTIC_QUALITY, LARGE_K; or fast "
+                                                   "(METIS + km1 refinement, no Mt-KaHyPar)")
     p.add_argument("--metric", default=None, choices=["km1", "cut", "soed"],
                    help="the engine's own objective (mtkahypar/kahypar; default km1 = volume)")
-    p.add_argument("--objective", default="total",
+    p.add_argument("--objective", default=None,
                    choices=["total", "max-send", "max-recv", "max-both", "weighted"],
-                   help="total volume only, or bottleneck refinement afterwards (default total)")
+                   help="total volume only, or bottleneck refinement afterwards (default: max-both for the "
+                        "hypergraph model with a 1d/1.5d layout, else total)")
     p.add_argument("--layout", default="1d", help="1d, 1.5d:C (C replicas) or 2d:RxC (default 1d)")
     p.add_argument("--imbalance", type=_fraction, default=0.03, help="ε: compute balance tolerance "
                                                                       "(default 0.03)")
@@ -73,8 +76,8 @@ def register(subparsers) -> None:
                                                    "saint-node[:budget], saint-rw[:roots[:length]]")
     p.add_argument("--theta", type=float, default=None, help="stochastic model Hoeffding θ (default 0.1)")
     p.add_argument("--delta", type=float, default=None, help="stochastic model Hoeffding δ (default 0.05)")
-    p.add_argument("--time-limit", type=float, default=None, help="refinement time limit in seconds (default: the partitioning time, at least 2 s)")
-    p.add_argument("--volume-tolerance", type=float, default=None,
+    p.add_argument("--time-limit", type=nonneg_float, default=None, help="refinement time limit in seconds (default: the partitioning time, at least 2 s)")
+    p.add_argument("--volume-tolerance", type=nonneg_float, default=None,
                    help="refinement: allowed total volume growth (default 0.05)")
     p.add_argument("--symmetrize", action="store_true", help="symmetrize the graph after reading")
     p.add_argument("-f", "--features", type=_positive_int, default=128, help="feature width f (for bytes)")
@@ -115,14 +118,14 @@ def run(args) -> int:
                                           f"use --partition-only or a .npy/.part/.parquet name") from None
     # check every option before the (possibly long) read
     from partplan.layouts import parse_layout
-    from partplan.partition.backends import check_preset
+    from partplan.partition.objectives import check_planner_preset
 
     parse_layout(args.layout, args.k)
     from ._topology import TopologyOptions
     topts = TopologyOptions(args, layout=args.layout)
     topts.check_ranks(args.k)
     if args.preset is not None:
-        check_preset(args.preset)
+        check_planner_preset(args.preset)  # Mt-KaHyPar's presets or "fast" (METIS + km1 refinement)
     if args.ownership_method is not None and args.ownership != "decoupled":
         raise BackendUnavailableError("--ownership-method applies to --ownership decoupled only")
     progress(f"reading {args.graph}")

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 
+from partplan.cli._common import positive_int
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -27,7 +29,7 @@ def register(subparsers) -> None:
     p.add_argument("plan", metavar="PLAN", help="plan directory (written by partplan partition -o X.plan)")
     p.add_argument("--graph", metavar="GRAPH", help="graph file or dataset name: also check the plan was "
                                                      "built for it and replay against its matrix")
-    p.add_argument("--features", type=int, default=4, metavar="F", help="columns of the random H replayed (default 4)")
+    p.add_argument("--features", type=positive_int, default=4, metavar="F", help="columns of the random H replayed (default 4)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random H (default 0)")
     p.add_argument("--no-replay", action="store_true", help="skip the replay (structure and checksums only)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")

@@ -72,3 +72,9 @@ class OutputPathError(PartplanError, ValueError):
     not writable, the name is a folder where a file is expected (or a file or
     non-empty folder where a new folder is expected), or its suffix names no
     format the command writes. Raised before any expensive work."""
+
+
+class OptionError(PartplanError, ValueError):
+    """An option has a value outside its domain: an unknown objective, dtype,
+    sampler or preset, a feature width f < 1, a negative time limit, a θ or δ
+    out of range. Named after the option; raised before any work."""

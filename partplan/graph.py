@@ -22,7 +22,7 @@ from typing import Literal
 import numpy as np
 import scipy.sparse as sp
 
-from .errors import GraphFormatError
+from .errors import GraphFormatError, OptionError
 
 SelfLoops = Literal["keep", "add", "remove"]
 
@@ -269,7 +269,7 @@ class Graph:
             :attr:`ids` then maps new rows to the old ids.
         """
         if self_loops not in ("keep", "add", "remove"):
-            raise ValueError(f"self_loops must be 'keep', 'add' or 'remove', not {self_loops!r}")
+            raise OptionError(f"self_loops must be 'keep', 'add' or 'remove', not {self_loops!r}")
         pattern = self.data is None
         A = self.to_scipy()
         if dedupe:

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from partplan import Graph, PartitionError, analyze
+from partplan.errors import OptionError
 from partplan.partition import ownership as own
 from partplan.partition.baselines import random_partition
 from partplan.partition.ownership import assign_owners, owner_lower_bound, owner_stats
@@ -157,11 +158,11 @@ def test_invalid_inputs():
         owner_stats(g, part, bad, 3)
     with pytest.raises(PartitionError, match="entries"):
         owner_stats(g, part, part[:-1], 3)
-    with pytest.raises(PartitionError, match="objective"):
+    with pytest.raises(OptionError, match="objective"):
         assign_owners(g, part, 3, objective="max-recv")
     with pytest.raises(PartitionError, match="method"):
         assign_owners(g, part, 3, method="ilp")
     with pytest.raises(PartitionError, match="solver"):
         assign_owners(g, part, 3, method="lp", solver="gurobi")
-    with pytest.raises(PartitionError, match="objective"):
+    with pytest.raises(OptionError, match="objective"):
         owner_lower_bound(g, part, 3, objective="total")

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from partplan import BackendUnavailableError, Graph, PartitionError, analyze, analyze_15d, analyze_2d
+from partplan.errors import OptionError
 from partplan.models import column_net, joint_net
 from partplan.partition import (block_partition, degree_round_robin, kahypar_hypergraph, load_partition,
                                 mtkahypar_hypergraph, random_partition, run_backend, save_partition,
@@ -152,7 +153,7 @@ def test_stochastic_model_through_the_api():
     (dict(k=10_000), PartitionError, "exceed"),
     (dict(k=2, backend="nope"), BackendUnavailableError, "unknown backend"),
     (dict(k=2, model="nope"), BackendUnavailableError, "unknown model"),
-    (dict(k=2, objective="nope"), BackendUnavailableError, "unknown objective"),
+    (dict(k=2, objective="nope"), OptionError, "unknown objective"),
     (dict(k=2, preset="NOPE"), BackendUnavailableError, "unknown mtkahypar preset"),
     (dict(k=4, layout="1.5d:3"), PartitionError, "divisible"),
     (dict(k=4, layout="4d"), PartitionError, "unknown layout"),
@@ -162,7 +163,7 @@ def test_stochastic_model_through_the_api():
     (dict(k=2, ownership="sideways"), BackendUnavailableError, "unknown ownership"),
     (dict(k=2.5), PartitionError, "integer"),
     (dict(k=2, model="graph", nets="joint"), BackendUnavailableError, "hypergraph"),
-    (dict(k=2, volume_tolerance=0.1), BackendUnavailableError, "bottleneck"),
+    (dict(k=2, volume_tolerance=0.1, objective="total"), BackendUnavailableError, "bottleneck"),
     (dict(k=4, layout="2d:2x2", objective="max-both"), BackendUnavailableError, "1D"),
 ])
 def test_bad_input_is_one_clear_error(kwargs, err, match):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from partplan import Graph, PartitionError, analyze
+from partplan.errors import OptionError
 from partplan.partition.baselines import random_partition
 from partplan.partition.refine import OBJECTIVES, refine
 
@@ -169,7 +170,7 @@ def test_time_limit_stops():
 def test_bad_inputs():
     g = random_graph(30, 60, seed=0)
     part = random_partition(g.n, 3, seed=0)
-    with pytest.raises(PartitionError, match="unknown objective"):
+    with pytest.raises(OptionError, match="unknown objective"):
         refine(g, part, 3, objective="max")
     with pytest.raises(PartitionError, match="entries"):
         refine(g, part[:-1], 3)

@@ -34,7 +34,7 @@ import inspect
 import os
 from pathlib import Path
 
-from ..errors import BackendUnavailableError, GraphFormatError
+from ..errors import BackendUnavailableError, GraphFormatError, OptionError
 from ..graph import Graph
 from ..hypergraph import Hypergraph
 from ._common import format_name
@@ -122,7 +122,7 @@ def read_graph(path: str | os.PathLike, format: str | None = None, *, symmetrize
         :class:`~partplan.errors.BackendUnavailableError`.
     """
     if self_loops not in ("keep", "add", "remove"):
-        raise ValueError(f"self_loops must be 'keep', 'add' or 'remove', not {self_loops!r}")
+        raise OptionError(f"self_loops must be 'keep', 'add' or 'remove', not {self_loops!r}")
     fmt = format or detect_format(path)
     if fmt not in FORMATS:
         raise GraphFormatError(f"unknown format {fmt!r} (known: {', '.join(FORMATS)})", path)

@@ -14,15 +14,26 @@ DEFAULT_ALPHA_S = 1e-5
 DEFAULT_BETA_S_PER_BYTE = 1e-10
 
 
+def check_width(f) -> int:
+    """``f`` (feature width, columns of H) as an int >= 1, else
+    :class:`~partplan.errors.OptionError` (a ValueError)."""
+    if isinstance(f, bool) or not isinstance(f, (int, np.integer)) or f < 1:
+        from ..errors import OptionError
+        raise OptionError(f"f (feature width) must be an integer >= 1, got {f!r}")
+    return int(f)
+
+
 def dtype_bytes(dtype) -> int:
-    """Bytes per value of a numpy dtype name ('float32', 'bfloat16', 'fp16', ...)."""
+    """Bytes per value of a numpy dtype name ('float32', 'bfloat16', 'fp16', ...);
+    :class:`~partplan.errors.OptionError` (a ValueError) for an unknown name."""
     aliases = {"bfloat16": 2, "bf16": 2, "fp16": 2, "half": 2, "fp32": 4, "float": 4, "fp64": 8, "double": 8}
     if isinstance(dtype, str) and dtype.lower() in aliases:
         return aliases[dtype.lower()]
     try:
         return int(np.dtype(dtype).itemsize)
     except TypeError as exc:
-        raise ValueError(f"unknown dtype {dtype!r}") from exc
+        from ..errors import OptionError
+        raise OptionError(f"unknown dtype {dtype!r} (e.g. float32, float16, bfloat16, float64)") from exc
 
 
 def alpha_beta_time(send_msgs, recv_msgs, send_bytes, recv_bytes,

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..graph import Graph
 from ..parts import as_partition
-from .cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, alpha_beta_time, dtype_bytes
+from .cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, alpha_beta_time, check_width, dtype_bytes
 from .volume1d import volume_matrix
 
 
@@ -202,8 +202,7 @@ def analyze(graph: Graph, part, k: int | None = None, *, f: int = 128, dtype: st
     (2, 1, 2)
     """
     part, k = as_partition(part, graph.n, k)
-    if f < 1:
-        raise ValueError(f"f (feature width) must be >= 1, got {f}")
+    check_width(f)
     dtype_bytes(dtype)
     st = _stats_1d(graph, part, k, f, dtype, alpha, beta, name)
     if backward is None:

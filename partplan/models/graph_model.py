@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from ..errors import OptionError
 from ..graph import Graph
 
 
@@ -28,5 +29,5 @@ def metis_graph(graph: Graph, *, vertex_weights: str = "nnz") -> tuple[np.ndarra
     elif vertex_weights == "unit":
         vw = np.ones(n, dtype=np.int64)
     else:
-        raise ValueError(f"vertex_weights must be 'nnz' or 'unit', not {vertex_weights!r}")
+        raise OptionError(f"vertex_weights must be 'nnz' or 'unit', not {vertex_weights!r}")
     return S.indptr.astype(np.int64), S.indices.astype(np.int64), S.data.astype(np.int64), vw

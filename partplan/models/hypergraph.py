@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from ..errors import OptionError
 from ..graph import Graph
 from ..hypergraph import Hypergraph
 
@@ -41,7 +42,7 @@ def column_net(graph: Graph, *, net_weight: int = 1, vertex_weights: str = "nnz"
     elif vertex_weights == "unit":
         vw = np.ones(n, dtype=np.int64)
     else:
-        raise ValueError(f"vertex_weights must be 'nnz' or 'unit', not {vertex_weights!r}")
+        raise OptionError(f"vertex_weights must be 'nnz' or 'unit', not {vertex_weights!r}")
     return Hypergraph(n, net_ptr, pins, np.full(m, int(net_weight), dtype=np.int64), vw,
                       name=graph.name + ":column-net")
 
@@ -72,5 +73,5 @@ def joint_net(graph: Graph, *, net_weight: int = 1, vertex_weights: str = "nnz",
     elif vertex_weights == "unit":
         vw = np.ones(graph.n, dtype=np.int64)
     else:
-        raise ValueError(f"vertex_weights must be 'nnz' or 'unit', not {vertex_weights!r}")
+        raise OptionError(f"vertex_weights must be 'nnz' or 'unit', not {vertex_weights!r}")
     return Hypergraph(graph.n, ptr, pins, w, vw, name=graph.name + ":joint-net")

@@ -38,6 +38,7 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
+from ..errors import OptionError
 from ..graph import Graph
 from ..hypergraph import Hypergraph
 from .nets import merge_identical_nets
@@ -53,9 +54,9 @@ def hoeffding_nets(p: int, theta: float, delta: float) -> int:
     """Nets needed so the sampled mean net cost is θ-close with prob. ≥ 1−δ:
     ``ceil((p−1)² / (2θ²) · ln(2/δ))`` (0 for p = 1)."""
     if not (theta > 0):
-        raise ValueError(f"theta must be > 0, got {theta}")
+        raise OptionError(f"theta must be > 0, got {theta}")
     if not (0 < delta < 1):
-        raise ValueError(f"delta must be in (0, 1), got {delta}")
+        raise OptionError(f"delta must be in (0, 1), got {delta}")
     return int(math.ceil((p - 1) ** 2 / (2.0 * theta * theta) * math.log(2.0 / delta)))
 
 
@@ -175,7 +176,7 @@ def make_sampler(spec: str | Sampler | None) -> Sampler:
         return NeighborSampler()
     if not isinstance(spec, str):
         if not hasattr(spec, "sample"):
-            raise ValueError("a sampler must have a sample(graph, rng) method")
+            raise OptionError("a sampler must have a sample(graph, rng) method")
         return spec
     parts = spec.split(":")
     try:
@@ -189,8 +190,8 @@ def make_sampler(spec: str | Sampler | None) -> Sampler:
             return SaintRandomWalkSampler(int(parts[1]) if len(parts) > 1 else 500,
                                           int(parts[2]) if len(parts) > 2 else 4)
     except ValueError as exc:
-        raise ValueError(f"bad sampler spec {spec!r}: {exc}") from None
-    raise ValueError(f"unknown sampler {spec!r}; use neighbor[:B[:f1,f2..]], saint-node[:budget] "
+        raise OptionError(f"bad sampler spec {spec!r}: {exc}") from None
+    raise OptionError(f"unknown sampler {spec!r}; use neighbor[:B[:f1,f2..]], saint-node[:budget] "
                      f"or saint-rw[:roots[:length]]")
 
 
@@ -252,7 +253,7 @@ def stochastic_hypergraph(graph: Graph, k: int, sampler: Sampler | str | None = 
     b = 0
     while b < min_batches or total < need:
         if b >= max_batches:
-            raise ValueError(f"Hoeffding bound needs {need} nets but {max_batches} batches gave {total}; "
+            raise OptionError(f"Hoeffding bound needs {need} nets but {max_batches} batches gave {total}; "
                              f"raise max_batches or theta")
         for hop in smp.sample(graph, rng):
             ptr, pins = hop_nets(hop, graph.n)
@@ -271,7 +272,7 @@ def stochastic_hypergraph(graph: Graph, k: int, sampler: Sampler | str | None = 
     elif vertex_weights == "unit":
         vw = np.ones(graph.n, dtype=np.int64)
     else:
-        raise ValueError(f"vertex_weights must be 'nnz' or 'unit', not {vertex_weights!r}")
+        raise OptionError(f"vertex_weights must be 'nnz' or 'unit', not {vertex_weights!r}")
     hg = Hypergraph(graph.n, net_ptr, pins, w, vw, name=graph.name + ":stochastic")
     desc = smp.describe() if hasattr(smp, "describe") else {"sampler": type(smp).__name__}
     return StochasticModel(hg, b, total, need, theta, delta, desc, time.perf_counter() - t0)

@@ -48,16 +48,20 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import BackendUnavailableError, PartitionError
+from ..errors import BackendUnavailableError, OptionError, PartitionError
 from ..graph import Graph
 from ..metrics import CommStats, LayoutStats, analyze
+from ..metrics.cost import check_width, dtype_bytes
 from ..layouts import Layout, parse_layout
 from ..models import column_net, joint_net, stochastic_hypergraph
-from .backends import BACKENDS, BASELINES, check_preset, run_backend
+from .backends import BACKENDS, BASELINES, run_backend
+from .objectives import FAST_PRESET, OBJECTIVES, check_objective, check_planner_preset
 from .._atomic import atomic_path
 
 MODELS = ("graph", "hypergraph", "stochastic", "baseline")
-OBJECTIVES = ("total", "max-send", "max-recv", "max-both", "weighted")
+# default objective per model: the hypergraph model refines the bottleneck (max(send, recv)) since
+# Mt-KaHyPar + refinement measured 1.15x plain Mt-KaHyPar's time (docs/refinement.md, "Defaults")
+DEFAULT_OBJECTIVE = {"hypergraph": "max-both"}
 OWNERSHIP = ("conformal", "decoupled")
 DEFAULT_BACKEND = {"graph": "metis", "hypergraph": "mtkahypar", "stochastic": "mtkahypar", "baseline": "random"}
 MODEL_BACKENDS = {"graph": ("metis", "mtkahypar"), "hypergraph": ("mtkahypar", "kahypar"),
@@ -160,18 +164,20 @@ LP_OWNERSHIP_MAX_BLOCKS = 64
 REFINE_MIN_SECONDS = 2.0
 
 
-def partition(graph: Graph, k: int, *, model: str = "hypergraph", backend: str | None = None,
-              objective: str = "total", layout: str = "1d", imbalance: float = 0.03, seed: int = 0,
+def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | None = None,
+              objective: str | None = None, layout: str = "1d", imbalance: float = 0.03, seed: int = 0,
               ownership: str = "conformal", **backend_options) -> Partition:
     """Partition ``graph`` for ``k`` ranks (see the module doc).
 
     Parameters
     ----------
-    model : "graph" | "hypergraph" | "stochastic" | "baseline".
+    model : "graph" | "hypergraph" (default) | "stochastic" | "baseline".
     backend : engine; default per model (metis / mtkahypar / mtkahypar / random).
     objective : "total" (the partitioner's volume objective alone), or
         "max-send" | "max-recv" | "max-both" | "weighted" (bottleneck
         refinement by :func:`partplan.partition.refine.refine` afterwards).
+        Default (None): "max-both" for the hypergraph model with a 1D or 1.5D
+        layout (:data:`DEFAULT_OBJECTIVE`), else "total".
     layout : "1d", "1.5d:c", "2d:RxC", "2d" or a Layout (see :func:`partplan.layouts.parse_layout`).
     imbalance : ε, compute balance: part weight ≤ (1+ε)·⌈W/k⌉ (weights = row nnz).
     seed : random seed (DEFAULT Mt-KaHyPar is still not bit-reproducible).
@@ -193,8 +199,9 @@ def partition(graph: Graph, k: int, *, model: str = "hypergraph", backend: str |
     opts = dict(backend_options)
     progress: Callable[[str], None] | None = opts.pop("progress", None)
     want_stats = bool(opts.pop("stats", True))
-    f = int(opts.pop("f", 128))
+    f = check_width(opts.pop("f", 128))
     dtype = str(opts.pop("dtype", "float32"))
+    dtype_bytes(dtype)  # an unknown dtype is an error now, not after partitioning
     nets = opts.pop("nets", "auto")
     stoch_keys = ("sampler", "theta", "delta", "min_batches", "max_batches")
     stoch = {key: opts.pop(key) for key in stoch_keys if key in opts}
@@ -204,12 +211,16 @@ def partition(graph: Graph, k: int, *, model: str = "hypergraph", backend: str |
     if "metric" in opts:
         opts["objective"] = opts.pop("metric")
     # preset "fast": METIS + km1 refinement with exact hypergraph gains (docs/refinement.md)
-    fast = str(opts.get("preset", "")).lower() == "fast"
+    if "preset" in opts:
+        opts["preset"] = check_planner_preset(opts["preset"])
+    fast = opts.get("preset") == FAST_PRESET
     if fast:
         opts.pop("preset")
-        model, backend = "graph", _choose(backend or "metis", ("metis",), "backend for preset 'fast'")
-    elif "preset" in opts:
-        opts["preset"] = check_preset(opts["preset"])
+        if model not in (None, "graph"):
+            raise BackendUnavailableError(f"preset 'fast' partitions the graph model with METIS; it does not "
+                                          f"apply to model={model!r}")
+        model, backend = "graph", _choose(backend or "metis", ("metis",), "backend (preset 'fast' runs METIS)")
+    model = "hypergraph" if model is None else model
 
     if not isinstance(graph, Graph):
         raise PartitionError(f"partition() needs a partplan Graph, got {type(graph).__name__}")
@@ -223,7 +234,11 @@ def partition(graph: Graph, k: int, *, model: str = "hypergraph", backend: str |
         if backend in BASELINES:
             model = "baseline"
     _choose(model, MODELS, "model")
-    _choose(objective, OBJECTIVES, "objective")
+    if objective is None:
+        objective = DEFAULT_OBJECTIVE.get(model, "total")
+        if parse_layout(layout, k).name not in ("1d", "1.5d"):  # refinement counts 1D volume
+            objective = "total"
+    check_objective(objective)
     _choose(ownership, OWNERSHIP, "ownership")
     _choose(nets, ("auto", "forward", "joint"), "nets option")
     backend = backend or DEFAULT_BACKEND[model]
@@ -236,6 +251,14 @@ def partition(graph: Graph, k: int, *, model: str = "hypergraph", backend: str |
         raise BackendUnavailableError(f"option(s) {', '.join(stoch)} apply to model='stochastic' only")
     if refine_opts and objective == "total":
         raise BackendUnavailableError(f"option(s) {', '.join(refine_opts)} apply to bottleneck objectives only")
+    for key in ("time_limit", "volume_tolerance"):
+        v = refine_opts.get(key)
+        if v is not None and not (isinstance(v, (int, float)) and v >= 0):
+            raise OptionError(f"{key} must be a number >= 0, got {v!r}")
+    if stoch:  # sampler spec, θ and δ: checked before any sampling
+        from ..models.stochastic import hoeffding_nets, make_sampler
+        make_sampler(stoch.get("sampler"))
+        hoeffding_nets(2, stoch.get("theta", 0.1), stoch.get("delta", 0.05))
     lay_obj = parse_layout(layout, k)
     lay, lparams = lay_obj.name, lay_obj.params
     b = lay_obj.row_blocks

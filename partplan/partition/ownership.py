@@ -48,7 +48,7 @@ from ..metrics.stats import CommStats
 from ..metrics.volume1d import needed_pairs
 from ..parts import as_partition
 
-OWNER_OBJECTIVES = ("max-send", "max-both")
+from .objectives import OWNER_OBJECTIVES, check_objective  # noqa: E402
 OWNER_METHODS = ("greedy", "lp")
 
 
@@ -311,9 +311,7 @@ def assign_owners(graph: Graph, part, k: int | None = None, *, method: str = "gr
     t0 = time.perf_counter()
     if method not in OWNER_METHODS:
         raise PartitionError(f"unknown ownership method {method!r}; choose one of {', '.join(OWNER_METHODS)}")
-    if objective not in OWNER_OBJECTIVES:
-        raise PartitionError(f"unknown ownership objective {objective!r}; choose one of "
-                             f"{', '.join(OWNER_OBJECTIVES)}")
+    check_objective(objective, OWNER_OBJECTIVES, "ownership objective")
     if solver not in ("cbc", "highs"):
         raise PartitionError(f"unknown LP solver {solver!r}; choose cbc or highs")
     part, k = as_partition(part, graph.n, k)
@@ -356,9 +354,7 @@ def owner_lower_bound(graph: Graph, part, k: int | None = None, *, objective: st
     can only drop by the nets it owns. ``method`` = "average" skips the LP,
     "lp" forces it (default: "average" for max-send, "lp" for max-both).
     """
-    if objective not in OWNER_OBJECTIVES:
-        raise PartitionError(f"unknown ownership objective {objective!r}; choose one of "
-                             f"{', '.join(OWNER_OBJECTIVES)}")
+    check_objective(objective, OWNER_OBJECTIVES, "ownership objective")
     if method is None:
         method = "lp" if objective == "max-both" else "average"
     if method not in ("average", "lp"):

@@ -54,23 +54,17 @@ import time
 
 import numpy as np
 
-from ..errors import PartitionError
+from ..errors import OptionError, PartitionError
 from ..graph import Graph
-from ..metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, alpha_beta_time, dtype_bytes
+from ..metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, alpha_beta_time, check_width, dtype_bytes
 from ..metrics.volume1d import volume_matrix
 from ..parts import as_partition
 from . import _fm
 
-OBJECTIVES = ("total", "max-send", "max-recv", "max-both", "weighted")
+from .objectives import OBJECTIVES, check_objective  # noqa: F401  (re-exported)
+
 _LAST_STATS = [0] * 8
 PASS_END = ("patience", "no candidate", "move limit", "time limit")
-
-
-def check_objective(objective: str, allowed=OBJECTIVES) -> str:
-    """Return ``objective`` or raise :class:`PartitionError` listing the choices."""
-    if objective not in allowed:
-        raise PartitionError(f"unknown objective {objective!r}; choose one of {', '.join(allowed)}")
-    return objective
 
 
 def balance_cap(weights: np.ndarray, part: np.ndarray, k: int, imbalance: float) -> tuple[int, int]:
@@ -139,12 +133,15 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
     t0 = time.perf_counter()
     check_objective(objective)
     part, k = as_partition(part, graph.n, k)
-    if not (imbalance >= 0 and volume_tolerance >= 0):
-        raise PartitionError("imbalance and volume_tolerance must be >= 0")
-    if f < 1:
-        raise PartitionError(f"f (feature width) must be >= 1, got {f}")
+    if not imbalance >= 0:  # as partition() and the backends: a bad ε is a PartitionError
+        raise PartitionError(f"imbalance must be >= 0, got {imbalance!r}")
+    if not volume_tolerance >= 0:
+        raise OptionError(f"volume_tolerance must be >= 0, got {volume_tolerance!r}")
+    if time_limit is not None and not (time_limit >= 0):
+        raise OptionError(f"time_limit must be >= 0 seconds (or None), got {time_limit!r}")
+    check_width(f)
     if not (q >= 1 and max_targets >= 1 and patience >= 0 and max_passes >= 0):
-        raise PartitionError("q and max_targets must be >= 1, patience and max_passes >= 0")
+        raise OptionError("q and max_targets must be >= 1, patience and max_passes >= 0")
     n = graph.n
     rb = f * dtype_bytes(dtype)
     w = np.maximum(graph.row_nnz, 1).astype(np.int64)

@@ -1,0 +1,38 @@
+"""The planner's objectives and presets: one list, one check each.
+
+``objective`` (``partition(..., objective=)``, ``refine(..., objective=)``,
+``--objective``): "total" = the partitioner's volume alone; the others run
+bottleneck refinement (:mod:`partplan.partition.refine`). Decoupled ownership
+takes the subset :data:`OWNER_OBJECTIVES`. An unknown name is one
+:class:`~partplan.errors.OptionError` wherever it is given.
+
+``preset``: Mt-KaHyPar's presets (:data:`partplan.partition.backends.PRESETS`)
+or the planner's own "fast" (METIS + km1 refinement, docs/refinement.md).
+"""
+from __future__ import annotations
+
+from ..errors import OptionError
+
+OBJECTIVES = ("total", "max-send", "max-recv", "max-both", "weighted")
+OWNER_OBJECTIVES = ("max-send", "max-both")
+FAST_PRESET = "fast"
+
+
+def check_objective(objective, allowed=OBJECTIVES, what: str = "objective") -> str:
+    """Return ``objective`` or raise :class:`OptionError` listing the choices.
+
+    >>> check_objective("max-both")
+    'max-both'
+    """
+    if not isinstance(objective, str) or objective not in allowed:
+        raise OptionError(f"unknown {what} {objective!r}; choose one of {', '.join(allowed)}")
+    return objective
+
+
+def check_planner_preset(preset) -> str:
+    """"fast" or a Mt-KaHyPar preset name (normalized, e.g. "quality" -> "QUALITY");
+    else :class:`~partplan.errors.BackendUnavailableError` (as Mt-KaHyPar's own check)."""
+    if isinstance(preset, str) and preset.lower() == FAST_PRESET:
+        return FAST_PRESET
+    from .backends import check_preset
+    return check_preset(preset)
