@@ -43,7 +43,7 @@ OUT_SUFFIX = {"bfs": ".npz", "pagerank": ".npy", "wcc": ".npy", "sssp": ".npy"}
 
 def _common(s, job: str) -> None:
     if job != "graph500":
-        s.add_argument("plan", metavar="PLAN", help="plan directory (1d layout)")
+        s.add_argument("plan", metavar="PLAN", help="plan directory (1d layout; bfs also 2d:RxC)")
     s.add_argument("--nprocs", type=positive_int, metavar="N", help="processes to start here; omit under torchrun")
     s.add_argument("--backend", choices=("gloo", "nccl", "local"), default="gloo",
                    help="gloo (CPU, default), nccl (CUDA GPUs) or local (all ranks in this process)")
@@ -84,7 +84,7 @@ def register_job(sub) -> None:
             s.add_argument("--scale", type=positive_int, required=True, metavar="S", help="2^S vertices")
             s.add_argument("--edgefactor", type=positive_int, default=16, metavar="E",
                            help="edge tuples per vertex (default 16)")
-            s.add_argument("--layout", default="1d", help="process layout (1d; 2d:RxC is not built yet)")
+            s.add_argument("--layout", default="1d", help="process layout: 1d (default) or 2d:RxC (top-down only)")
             s.add_argument("--partition", default="metis", metavar="metis|block|FILE",
                            help="METIS (default), contiguous blocks, or a partition file for this graph")
         if job == "pagerank":
@@ -121,9 +121,9 @@ def _config(args) -> dict:
         if args.alpha <= 0 or args.beta <= 0:
             raise PlanError("--alpha and --beta must be > 0")
     if job == "graph500":
-        if args.layout.strip().lower() not in ("1d", "1"):
-            raise BackendUnavailableError(f"--layout {args.layout}: graph500 runs on 1d plans (2d BFS is not "
-                                          f"built yet)")
+        from partplan.layouts import check_spec
+        if check_spec(args.layout).split(":")[0] not in ("1d", "2d"):
+            raise PlanError(f"--layout {args.layout}: BFS runs on 1d and 2d:RxC layouts")
         if args.scale > 30:
             raise PlanError(f"--scale {args.scale}: at most 30 on one machine")
         n = args.nprocs or 1
@@ -151,7 +151,7 @@ def _precheck(cfg: dict, args) -> None:
     if "plan" not in cfg:
         return
     m = read_manifest(cfg["plan"])
-    check_layout(m)
+    check_layout(m, ("1d", "2d") if cfg["job"] == "bfs" else ("1d",))
     traversal_program(m)
     n = int(m["graph"]["n"])
     if cfg.get("root") is not None and not 0 <= int(cfg["root"]) < n:

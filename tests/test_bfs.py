@@ -52,6 +52,30 @@ def test_every_direction_and_rank_count_matches_scipy_and_validates(directed):
     assert all(len(t) == 1 for t in trees.values())
 
 
+@pytest.mark.parametrize("directed", [False, True])
+def test_2d_grids_give_scipys_levels_and_the_1d_tree(directed):
+    s, d, g = rmat_graph(10, directed, seed=6)
+    root = int(search_keys(s, d, g.n, 1, seed=1)[0])
+    tree = bfs_local(build_plan(g, np.arange(g.n) % 2, 2), root).parents
+    for spec, p in (("2d:2x2", 4), ("2d:2x3", 6), ("2d:3x1", 3), ("2d:1x2", 2)):
+        plan = build_plan(g, np.random.default_rng(p).integers(0, p, g.n), p, layout=spec)
+        r = bfs_local(plan, root)
+        assert np.array_equal(r.levels, scipy_levels(g, root))
+        assert np.array_equal(r.parents, tree)
+        assert validate_bfs_tree(s, d, root, r.parents, levels=r.levels, directed=directed).ok
+        assert all(lv.bytes == lv.bytes_measured <= min(lv.bytes_sparse, lv.bytes_dense) for lv in r.records)
+        assert {lv.direction for lv in r.records} == {"top-down"}
+    with pytest.raises(PlanError, match="top-down"):
+        bfs_local(plan, root, direction="bottom-up")
+
+
+def test_gloo_p2_2d_graph500(capsys):
+    assert main(["run", "graph500", "--scale", "9", "--nprocs", "2", "--layout", "2d:2x1", "--roots", "4",
+                 "--partition", "block", "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["layout"] == "2d:2x1" and rep["all_valid"] and rep["bytes_match"] and len(rep["searches"]) == 4
+
+
 def test_direction_optimization_examines_few_edges():
     s, d, g = rmat_graph(13, seed=4)
     plan = build_plan(g, np.random.default_rng(0).integers(0, 2, g.n), 2)

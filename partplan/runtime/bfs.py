@@ -106,9 +106,13 @@ class BfsEngine:
 
     def __init__(self, manifest: dict, shards: list, comm, *, direction: str = "auto",
                  alpha: float = ALPHA, beta: float = BETA):
-        check_layout(manifest)
+        kind = check_layout(manifest, ("1d", "2d"))
         if direction not in DIRECTIONS:
             raise PlanError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
+        self.two_d = kind == "2d"
+        if self.two_d and direction == "bottom-up":
+            raise PlanError("bottom-up BFS is built for 1d plans; a 2d plan runs top-down (--direction "
+                            "top-down or auto)")
         if not (alpha > 0 and beta > 0):
             raise PlanError(f"alpha and beta must be > 0, got {alpha}, {beta}")
         if comm.world != manifest["ranks"]:
@@ -118,7 +122,8 @@ class BfsEngine:
         self.direction, self.alpha, self.beta = direction, float(alpha), float(beta)
         prog = traversal_program(manifest)
         self.rgs: list[RankGraph] = [rank_graph(manifest, rp, prog) for rp in shards]
-        self.outdeg = [_out_degree(manifest, rp, rg.ids) for rp, rg in zip(shards, self.rgs)]
+        self.outdeg = [np.zeros(rg.nl, np.int64) if self.two_d else _out_degree(manifest, rp, rg.ids)
+                       for rp, rg in zip(shards, self.rgs)]
         self.pos = []  # global id -> own position, per local rank (sorted lookup)
         for rg in self.rgs:
             o = np.argsort(rg.ids, kind="stable")
@@ -135,11 +140,48 @@ class BfsEngine:
         return int(root)
 
     def _next_direction(self, cur: str, scout: float, nf: float, prev_nf: float, to_check: float) -> str:
+        if self.two_d:
+            return "top-down"
         if self.direction != "auto":
             return self.direction
         if cur == "top-down":
             return "bottom-up" if scout > to_check / self.alpha else "top-down"
         return "top-down" if (nf < prev_nf and nf <= self.n / self.beta) else "bottom-up"
+
+    def _fold_2d(self, front, ghost, visited, sent_before, depth):
+        """2D level: top-down over the block's frontier columns gives candidate
+        parents of partial rows; rows of other ranks go to their owner in the
+        grid row (sparse/dense, with the candidate id), except rows this rank
+        proposed before (their owner has visited them since). The owner keeps
+        the smallest candidate of each unvisited own vertex."""
+        rgs = self.rgs
+        cands, edges_l, masks = [], [], []
+        for i, rg in enumerate(rgs):
+            skip = sent_before[i].copy()
+            skip[rg.self_src] |= visited[i][rg.self_dst]
+            cols = np.concatenate([np.flatnonzero(front[i]), rg.nl + np.flatnonzero(ghost[i])])
+            cand = np.full(rg.nrows, -1, dtype=np.int64)
+            new_p, edges = K.top_down(rg.cindptr, rg.crows, cols, rg.ext_ids, skip, cand)
+            mask = np.zeros(rg.nrows, dtype=np.bool_)
+            mask[new_p] = True
+            mask[rg.self_src] = False  # own rows stay here
+            sent_before[i] |= mask
+            cands.append(cand)
+            edges_l.append(edges)
+            masks.append(mask)
+        got, vals, st = exchange_flags(self.comm, [rg.fold for rg in rgs], masks, cands,
+                                       [rg.fold_pos.size for rg in rgs], what=f"BFS fold, level {depth}")
+        out = []
+        big = np.iinfo(np.int64).max
+        for i, rg in enumerate(rgs):
+            best = np.full(rg.nl, big, dtype=np.int64)
+            c_self = cands[i][rg.self_src]
+            ok = c_self >= 0
+            np.minimum.at(best, rg.self_dst[ok], c_self[ok])
+            np.minimum.at(best, rg.fold_pos[got[i]], vals[i][got[i]])
+            new = np.flatnonzero((best < big) & ~visited[i])
+            out.append((new, edges_l[i], np.where(best < big, best, -1)))
+        return out, st
 
     def search(self, root: int) -> BfsResult:
         """One BFS from ``root`` (global id); every local rank takes part."""
@@ -164,6 +206,7 @@ class BfsEngine:
         cur = "bottom-up" if self.direction == "bottom-up" else "top-down"
         records: list[Level] = []
         depth = 0
+        sent_before = [np.zeros(rg.nrows, dtype=np.bool_) for rg in rgs] if self.two_d else None
         while nf > 0:
             tl = time.perf_counter()
             cur = self._next_direction(cur, scout, nf, prev_nf, to_check) if depth else cur
@@ -173,10 +216,15 @@ class BfsEngine:
             ghost, _, st = exchange_flags(comm, [rg.expand for rg in rgs], front, None,
                                           [rg.next_ - rg.nl for rg in rgs], what=f"BFS level {depth}")
             vec = []
+            if self.two_d:  # expand along the grid column (above), local top-down, fold along the grid row
+                found, st2 = self._fold_2d(front, ghost, visited, sent_before, depth)
+                st = st.add(st2)
             for i in loc:
                 rg = rgs[i]
                 cand = np.full(rg.nl, -1, dtype=np.int64)
-                if cur == "top-down":
+                if self.two_d:
+                    new, edges, cand = found[i]
+                elif cur == "top-down":
                     cols = np.concatenate([np.flatnonzero(front[i]), rg.nl + np.flatnonzero(ghost[i])])
                     new, edges = K.top_down(rg.cindptr, rg.crows, cols, rg.ext_ids, visited[i], cand)
                 else:

@@ -146,20 +146,22 @@ def check_output(path, suffix: str):
 # ----------------------------------------------------------------------------- bfs / graph500
 def _roots(cfg: dict, eng, val, leader: bool) -> np.ndarray:
     from .graph500 import search_keys
-    from .traversal import gather_global
     if cfg.get("root") is not None:
         return np.array([eng.check_root(cfg["root"])], dtype=np.int64)
     k = int(cfg.get("roots", 64))
     seed = int(cfg.get("seed", 0))
     if val is not None and cfg.get("graph500"):
         return search_keys(val["src"], val["dst"], val["n"], k, seed)
-    # degree >= 1 without self loops, from the plan (every rank computes the same keys)
-    degs = []
-    for i, rg in enumerate(eng.rgs):
-        r_of = np.repeat(np.arange(rg.nl), np.diff(rg.indptr))
-        nonloop = rg.ext_ids[rg.indices] != rg.ids[r_of]
-        degs.append(np.bincount(r_of[nonloop], minlength=rg.nl) + (eng.outdeg[i] > 0))
-    deg = gather_global(eng.comm, [rg.ids for rg in eng.rgs], degs, eng.n, -1.0)
+    # degree >= 1 without self loops, from the plan's blocks (edges into each row; for a directed
+    # graph also out of it): one length-n sum over ranks; every rank draws the same keys
+    from .traversal import world_sum
+    vecs = []
+    for rg in eng.rgs:
+        r_of = np.repeat(np.arange(rg.nrows), np.diff(rg.indptr))
+        u, v = rg.ext_ids[rg.indices], rg.row_ids[r_of]
+        keep = u != v
+        vecs.append(np.bincount(v[keep], minlength=eng.n) + np.bincount(u[keep], minlength=eng.n))
+    deg = world_sum(eng.comm, vecs)
     cand = np.flatnonzero(deg > 0)
     rng = np.random.default_rng(np.random.SeedSequence([seed, 500]))
     return np.sort(rng.choice(cand, size=min(k, cand.size), replace=False)) if cand.size else cand

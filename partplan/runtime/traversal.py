@@ -52,6 +52,7 @@ def traversal_program(manifest: dict) -> str:
 
 
 def check_layout(manifest: dict, allowed=("1d",)) -> str:
+    """The layout kind ("1d" / "2d") if traversals run on it, else one PlanError."""
     lay = str(manifest["layout"])
     kind = lay.split(":")[0]
     if kind not in allowed:
@@ -82,20 +83,27 @@ class Segments:
 
 @dataclass
 class RankGraph:
-    """One rank's part of ``A^T`` from a 1D plan.
+    """One rank's part of ``A^T`` from a 1D or 2D plan.
 
-    ids : global ids of own vertices (rows; positions 0..nl-1 of every state array).
+    ids : global ids of own vertices (positions 0..nl-1 of every state array).
     ext_ids : global ids of own + ghost columns (ghosts at nl..).
-    indptr, indices, data : CSR of own rows of A^T (row i = in-edges of ids[i]),
+    row_ids : global ids of the block's rows (1D: ``ids``; 2D: the partial rows
+        of the rank's grid row that its block touches).
+    indptr, indices, data : CSR of the block (row i = in-edges of row_ids[i]),
         columns are ext positions, sorted by global id inside each row.
-    cindptr, crows, cdata : the same block as CSC (column c = out-edges of ext_ids[c]
-        that end at own vertices).
-    expand : the exchange of own-vertex state to ghost holders.
+    cindptr, crows, cdata : the same block as CSC (column c = out-edges of
+        ext_ids[c] that end at the block's rows).
+    expand : the exchange of own-vertex state to ghost holders (1D: world;
+        2D: the grid column).
+    fold : 2D only: partial rows → their owner in the grid row (``idx`` over
+        block rows); ``fold_pos`` own position of each received row;
+        ``self_src``/``self_dst`` block rows that are own rows and their own positions.
     """
 
     rank: int
     ids: np.ndarray
     ext_ids: np.ndarray
+    row_ids: np.ndarray
     indptr: np.ndarray
     indices: np.ndarray
     data: np.ndarray | None
@@ -103,6 +111,10 @@ class RankGraph:
     crows: np.ndarray
     cdata: np.ndarray | None
     expand: Segments
+    fold: Segments | None = None
+    fold_pos: np.ndarray | None = None
+    self_src: np.ndarray | None = None
+    self_dst: np.ndarray | None = None
 
     @property
     def nl(self) -> int:
@@ -112,6 +124,10 @@ class RankGraph:
     def next_(self) -> int:
         return int(self.ext_ids.size)
 
+    @property
+    def nrows(self) -> int:
+        return int(self.row_ids.size)
+
 
 def _steps_by_op(manifest: dict, program: str) -> dict:
     out: dict = {}
@@ -120,19 +136,28 @@ def _steps_by_op(manifest: dict, program: str) -> dict:
     return out
 
 
+def _positions(ids: np.ndarray, want: np.ndarray, what: str) -> np.ndarray:
+    o = np.argsort(ids, kind="stable")
+    k = np.minimum(np.searchsorted(ids, want, sorter=o), max(ids.size - 1, 0))
+    pos = o[k] if ids.size else k
+    if want.size and (ids.size == 0 or not np.array_equal(ids[pos], want)):
+        raise PlanError(what)
+    return pos
+
+
+def _segments(rp: RankPlan, gather: dict, a2a: dict) -> Segments:
+    return Segments(a2a["group"], np.asarray(rp[f"{gather['id']}.idx"], dtype=np.int64),
+                    np.asarray(rp[f"{a2a['id']}.send_counts"], dtype=np.int64),
+                    np.asarray(rp[f"{a2a['id']}.recv_counts"], dtype=np.int64), silent=not a2a.get("pairs"))
+
+
 def rank_graph(manifest: dict, rp: RankPlan, program: str) -> RankGraph:
-    """Build a :class:`RankGraph` from rank ``rp``'s shard of a 1D plan."""
+    """Build a :class:`RankGraph` from rank ``rp``'s shard (1D or 2D plan)."""
     steps = _steps_by_op(manifest, program)
-    g, a, s = steps["gather"][0]["id"], steps["alltoallv"][0], steps["spmm"][0]["id"]
+    g, a, s = steps["gather"][0], steps["alltoallv"][0], steps["spmm"][0]["id"]
+    two_d = len(steps["alltoallv"]) > 1
     ids = np.asarray(rp.in_ids(program), dtype=np.int64)
     rows = np.asarray(rp[f"{s}.row_ids"], dtype=np.int64)
-    if not np.array_equal(rows, ids):  # the 1D builder keeps in order == row order; be safe
-        o = np.argsort(ids, kind="stable")
-        pos = o[np.searchsorted(ids, rows, sorter=o)]
-        if not np.array_equal(ids[pos], rows):
-            raise PlanError(f"rank {rp.rank}: the {program} program computes rows it does not hold")
-    else:
-        pos = None
     ghosts = np.asarray(rp[f"{a['id']}.recv_ids"], dtype=np.int64)
     ext = np.concatenate([ids, ghosts])
     ip = np.asarray(rp[f"{s}.indptr"], dtype=np.int64)
@@ -140,20 +165,29 @@ def rank_graph(manifest: dict, rp: RankPlan, program: str) -> RankGraph:
     dat = np.asarray(rp[f"{s}.data"], dtype=np.float64) if rp.has(f"{s}.data") else None
     nrow = ip.size - 1
     r_of = np.repeat(np.arange(nrow, dtype=np.int64), np.diff(ip))
-    if pos is not None:
-        r_of = pos[r_of]
+    if two_d:
+        row_ids = rows
+    else:  # 1D: block rows are the own rows (possibly in another order)
+        row_ids = ids
+        if not np.array_equal(rows, ids):
+            r_of = _positions(ids, rows, f"rank {rp.rank}: the {program} program computes rows it does not hold")[r_of]
     o = np.lexsort((ext[ix], r_of))  # rows, then ascending global column id
     r_s, c_s = r_of[o], ix[o]
     d_s = None if dat is None else dat[o]
-    nl = ids.size
-    indptr = np.concatenate([[0], np.cumsum(np.bincount(r_s, minlength=nl))]).astype(np.int64)
+    nr = row_ids.size
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(r_s, minlength=nr))]).astype(np.int64)
     oc = np.lexsort((r_s, c_s))
     cindptr = np.concatenate([[0], np.cumsum(np.bincount(c_s, minlength=ext.size))]).astype(np.int64)
-    seg = Segments(a["group"], np.asarray(rp[f"{g}.idx"], dtype=np.int64),
-                   np.asarray(rp[f"{a['id']}.send_counts"], dtype=np.int64),
-                   np.asarray(rp[f"{a['id']}.recv_counts"], dtype=np.int64), silent=not a.get("pairs"))
-    return RankGraph(rp.rank, ids, ext, indptr, c_s.copy(), d_s, cindptr, r_s[oc].copy(),
-                     None if d_s is None else d_s[oc].copy(), seg)
+    rg = RankGraph(rp.rank, ids, ext, row_ids, indptr, c_s.copy(), d_s, cindptr, r_s[oc].copy(),
+                   None if d_s is None else d_s[oc].copy(), _segments(rp, g, a))
+    if two_d:
+        g2, a2 = steps["gather"][1], steps["alltoallv"][1]
+        sa_self, sa_recv = steps["scatter_add"][0]["id"], steps["scatter_add"][1]["id"]
+        rg.fold = _segments(rp, g2, a2)
+        rg.self_dst = np.asarray(rp[f"{sa_self}.idx"], dtype=np.int64)
+        rg.self_src = np.asarray(rp[f"{sa_self}.src_idx"], dtype=np.int64)
+        rg.fold_pos = np.asarray(rp[f"{sa_recv}.idx"], dtype=np.int64)
+    return rg
 
 
 # ----------------------------------------------------------------------------- the exchange
@@ -191,6 +225,10 @@ class ExchangeStats:
     dense_pairs: int = 0
     sparse_pairs: int = 0
     messages: int = 0
+
+    def add(self, other: "ExchangeStats") -> "ExchangeStats":
+        return ExchangeStats(*(a + b for a, b in zip(self.vector().astype(np.int64).tolist(),
+                                                      other.vector().astype(np.int64).tolist())))
 
     def vector(self) -> np.ndarray:
         return np.array([self.bytes, self.sparse_bytes, self.dense_bytes, self.dense_pairs,
