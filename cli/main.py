@@ -16,7 +16,7 @@ from partplan.errors import PartplanError
 
 # command modules, in --help order; a module absent from this install is skipped
 COMMANDS = ["analyze", "partition", "plan", "run", "train", "validate", "inspect", "export", "datasets", "convert", "bench",
-            "demo"]
+            "demo", "topology"]
 
 
 def build_parser() -> argparse.ArgumentParser:

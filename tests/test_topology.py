@@ -196,3 +196,22 @@ def test_steiner_mapping_returns_a_valid_partition():
     assert ("rejected" in info) == np.array_equal(new, part)
     if "rejected" not in info:
         assert info["cost_after"] <= info["cost_before"]
+
+
+# ----------------------------------------------------------------------------- CLI show / probe
+def test_cli_show_writes_a_loadable_file(tmp_path, capsys):
+    assert main(["topology", "show", "tree:4x8x2", "-o", str(tmp_path / "t.json")]) == 0
+    assert "rack" in capsys.readouterr().out
+    t = load_topology(str(tmp_path / "t.json"))
+    assert np.array_equal(t.cost, load_topology("tree:4x8x2").cost)
+
+
+def test_probe_two_gloo_processes_writes_a_matrix_topology(tmp_path, capsys):
+    out = tmp_path / "m.json"
+    assert main(["topology", "probe", "--nprocs", "2", "-o", str(out), "--repeat", "2", "--large", "200000",
+                 "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    t = load_topology(str(out))
+    assert t.kind == "matrix" and t.ranks == 2 and t.symmetric
+    assert t.alpha[0, 1] > 0 and t.beta[0, 1] > 0 and t.cost[0, 1] == 1.0     # the only pair is the cheapest
+    assert rep["alpha_s"]["min"] == pytest.approx(t.alpha[0, 1])

@@ -15,6 +15,7 @@ from ..errors import PartplanError
 # job name -> "module:function" taking the config dict (one table; each job adds its line)
 JOBS = {
     "spmm": "partplan.runtime.spmm:spmm_worker",
+    "topoprobe": "partplan.runtime.probe:probe_worker",
     "train-gcn": "partplan.nn.train:train_worker",
     **{j: "partplan.runtime.graphjobs:graph_worker" for j in ("bfs", "graph500", "pagerank", "wcc", "sssp")},
 }

@@ -1,0 +1,76 @@
+"""``partplan topology show T`` and ``partplan topology probe``: look at a topology, or measure one.
+
+Examples::
+
+    partplan topology show tree:4x16
+    partplan topology show dgx1 --json
+    partplan topology probe --nprocs 4 -o machine.json
+    torchrun --nproc-per-node 8 -m partplan topology probe -o gpus.json --backend nccl
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "topology", help="show a machine topology, or measure one (probe)",
+        description="Topologies describe which ranks share a domain (node, rack) and what a message between "
+                    "two ranks costs (α seconds, β seconds/byte, abstract cost); analyze / partition / plan take "
+                    "them with --topology. See docs/topology.md.",
+        epilog="examples:\n  partplan topology show tree:4x16\n  partplan topology show dgx1 --json\n"
+               "  partplan topology probe --nprocs 4 -o machine.json\n"
+               "  partplan analyze g.mtx --method metis -k 64 --topology machine.json",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="topology_command", metavar="SUBCOMMAND")
+    s = sub.add_parser("show", help="print a topology (preset or JSON file)",
+                       description="Print a topology's levels, link parameters and (small) cost matrix.",
+                       epilog="examples:\n  partplan topology show tree:4x8x2\n  partplan topology show dgx1 --json",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    s.add_argument("topology", metavar="T", help="tree:RxD[:INTRA,INTER], tree:AxBxC, dgx1, or a JSON file")
+    s.add_argument("--json", action="store_true", help="print the JSON form (what a topology file holds)")
+    s.add_argument("-o", "--output", metavar="FILE", help="also write the JSON form to FILE")
+    s.set_defaults(func=run_show)
+    q = sub.add_parser("probe", help="measure pairwise latency / bandwidth and write a matrix topology",
+                       description="Ping-pong between every pair of ranks with torch.distributed (a small and a "
+                                   "large message), then write α, β and cost matrices as a matrix topology.",
+                       epilog="examples:\n  partplan topology probe --nprocs 4 -o machine.json\n"
+                              "  torchrun --nproc-per-node 8 -m partplan topology probe -o gpus.json --backend nccl",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    q.add_argument("--nprocs", type=int, metavar="N", help="processes to start here (omit under torchrun)")
+    q.add_argument("-o", "--output", required=True, metavar="FILE", help="topology JSON to write")
+    q.add_argument("--backend", choices=("gloo", "nccl"), default="gloo", help="default gloo")
+    q.add_argument("--large", type=int, default=1 << 22, metavar="BYTES", help="bandwidth message (default 4 MiB)")
+    q.add_argument("--repeat", type=int, default=5, help="round trips per pair and size (default 5)")
+    q.add_argument("--timeout", type=float, default=60.0, help="seconds a rank waits for a peer (default 60)")
+    q.add_argument("--json", action="store_true", help="print the report as JSON")
+    q.set_defaults(func=run_probe)
+    p.set_defaults(func=lambda args: (p.print_help(), 1)[1])
+
+
+def run_show(args) -> int:
+    from partplan.topology import load_topology, write_topology
+    t = load_topology(args.topology)
+    if args.output:
+        write_topology(t, args.output)
+    if args.json:
+        print(json.dumps(t.describe(), indent=1))
+    else:
+        print(t.table())
+    return 0
+
+
+def run_probe(args) -> int:
+    from partplan.runtime.probe import run_probe as probe
+    rep = probe(args.output, nprocs=args.nprocs, backend=args.backend, large=args.large, repeat=args.repeat,
+                timeout=args.timeout)
+    if rep is None:  # not rank 0 under torchrun
+        return 0
+    if args.json:
+        print(json.dumps(rep, indent=1))
+    else:
+        a, bw = rep["alpha_s"], rep["bandwidth_bytes_per_s"]
+        print(f"wrote {rep['output']}: {rep['ranks']} ranks, latency {a['min'] * 1e6:.1f}-{a['max'] * 1e6:.1f} us, "
+              f"bandwidth {bw['min'] / 1e9:.2f}-{bw['max'] / 1e9:.2f} GB/s")
+    return 0

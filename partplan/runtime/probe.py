@@ -1,0 +1,130 @@
+"""``partplan topology probe``: measure pairwise latency and bandwidth with torch.distributed
+and write a matrix topology (GUM-style learnt costs).
+
+Every ordered pair is measured in a fixed order, all ranks stepping through the
+pairs together (a world all-reduce between pairs keeps them in step): rank a
+sends ``small`` bytes to b and b sends them back, ``repeat`` times, then the
+same with ``large`` bytes; a one-way time is half the median round trip.
+``α(a, b)`` = one-way time of the small message (seconds), ``β(a, b)`` =
+(large one-way − small one-way) / (large − small bytes) (seconds per byte,
+floored at 1e-15). The matrices are symmetrized (mean of both directions)
+and the abstract cost is β relative to the smallest off-diagonal β. Rank 0
+writes the topology file atomically.
+
+Examples::
+
+    partplan topology probe --nprocs 4 -o machine.json     # local processes over gloo
+    torchrun --nproc-per-node 8 -m partplan topology probe -o dgx.json --backend nccl
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from ..errors import PartplanError
+
+
+def _pingpong(dist, torch, buf, me: int, a: int, b: int, repeat: int) -> float:
+    """Median round trip (seconds) of ``buf`` between a and b, measured on a."""
+    times = []
+    for _ in range(repeat + 1):  # the first round warms the connection up
+        if me == a:
+            t0 = time.perf_counter()
+            dist.send(buf, dst=b)
+            dist.recv(buf, src=b)
+            times.append(time.perf_counter() - t0)
+        else:
+            dist.recv(buf, src=a)
+            dist.send(buf, dst=a)
+    return float(np.median(times[1:])) if times else 0.0
+
+
+def probe_worker(cfg: dict):
+    """One rank of a probe job; rank 0 writes the matrix topology to ``cfg["output"]``
+    and returns (and writes to ``cfg["result"]``) a short report."""
+    import json
+
+    import torch
+    import torch.distributed as dist
+
+    from .comm import init_distributed
+
+    backend = cfg.get("backend", "gloo")
+    timeout = float(cfg.get("timeout", 60.0))
+    device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}" if backend == "nccl" else "cpu"
+    rank, world = init_distributed(backend, timeout_s=timeout, device=device if backend == "nccl" else None)
+    try:
+        small, large, repeat = int(cfg.get("small", 8)), int(cfg.get("large", 1 << 22)), int(cfg.get("repeat", 5))
+        bufs = {s: torch.zeros(max(1, s // 4), dtype=torch.float32, device=device) for s in (small, large)}
+        rt = np.zeros((2, world, world))
+        flag = torch.zeros(1, device=device)
+        for a in range(world):
+            for b in range(world):
+                if a == b:
+                    continue
+                if rank in (a, b):
+                    for i, s in enumerate((small, large)):
+                        v = _pingpong(dist, torch, bufs[s], rank, a, b, repeat)
+                        if rank == a:
+                            rt[i, a, b] = v
+                dist.all_reduce(flag)  # keep every rank at the same pair
+        t = torch.from_numpy(rt.copy()).to(device)
+        dist.all_reduce(t)  # each entry was measured by exactly one rank (the sender a)
+        rt = t.cpu().numpy()
+        if rank != 0:
+            return None
+        one_way = rt / 2.0
+        nbytes = np.array([bufs[small].numel() * 4, bufs[large].numel() * 4], dtype=np.float64)
+        alpha = one_way[0]
+        beta = np.maximum((one_way[1] - one_way[0]) / (nbytes[1] - nbytes[0]), 1e-15)
+        alpha = (alpha + alpha.T) / 2
+        beta = (beta + beta.T) / 2
+        np.fill_diagonal(alpha, 0.0)
+        np.fill_diagonal(beta, 0.0)
+        off = ~np.eye(world, dtype=bool)
+        cost = beta / beta[off].min() if world > 1 else np.zeros((1, 1))
+        doc = {"format": "partplan.topology", "version": 1, "kind": "matrix", "ranks": world,
+               "cost": np.round(cost, 6).tolist(), "alpha": alpha.tolist(), "beta": beta.tolist(),
+               "probe": {"backend": backend, "small_bytes": int(nbytes[0]), "large_bytes": int(nbytes[1]),
+                         "repeat": repeat}}
+        from .._atomic import write_json_atomic
+        write_json_atomic(doc, cfg["output"])
+        rep = {"output": cfg["output"], "ranks": world,
+               "alpha_s": {"min": float(alpha[off].min()) if world > 1 else 0.0,
+                           "max": float(alpha[off].max()) if world > 1 else 0.0},
+               "bandwidth_bytes_per_s": {"min": float(1 / beta[off].max()) if world > 1 else 0.0,
+                                         "max": float(1 / beta[off].min()) if world > 1 else 0.0}}
+        if cfg.get("result"):
+            write_json_atomic(rep, cfg["result"])
+        return rep
+    except PartplanError:
+        raise
+    finally:
+        try:
+            dist.destroy_process_group()
+        except Exception:
+            pass
+
+
+def run_probe(output, *, nprocs: int | None = None, backend: str = "gloo", small: int = 8,
+              large: int = 1 << 22, repeat: int = 5, timeout: float = 60.0) -> dict:
+    """Probe ``nprocs`` local processes (None: this process is one rank under torchrun)."""
+    from pathlib import Path
+
+    from .launch import launch, under_torchrun
+    out = Path(output)
+    if not out.parent.exists():
+        raise PartplanError(f"{out}: directory {out.parent} does not exist")
+    if small < 4 or large <= small:
+        raise PartplanError(f"probe sizes: need 4 <= small < large bytes, got {small}, {large}")
+    cfg = {"job": "topoprobe", "output": str(out), "backend": backend, "small": int(small), "large": int(large),
+           "repeat": int(repeat), "timeout": float(timeout)}
+    if nprocs is None:
+        if not under_torchrun():
+            raise PartplanError("give --nprocs N (processes to start here), or start the command with torchrun")
+        return probe_worker(cfg)
+    if nprocs < 2:
+        raise PartplanError(f"--nprocs must be >= 2 to measure pairs, got {nprocs}")
+    return launch(cfg, nprocs, timeout_s=timeout, threads=1)
