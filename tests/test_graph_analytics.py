@@ -112,3 +112,23 @@ def test_gloo_p2_pagerank_wcc_sssp_through_the_cli(tmp_path, capsys):
     assert lab.dtype == np.int64 and np.unique(lab).size == nc
     assert main(["run", "sssp", plan, "--backend", "local", "--root", str(g.n)]) == 2
     assert main(["run", "pagerank", plan, "--backend", "local", "--output", str(tmp_path / "pr.txt")]) == 2
+
+
+def test_real_graph_polblogs_bfs_pagerank_wcc():
+    from partplan import datasets
+    from partplan.runtime.bfs import bfs_local
+    from partplan.runtime.graph500 import validate_bfs_tree
+    g = datasets.load_graph("polblogs")
+    plan, comm = plan_of(g, 3)
+    for root in (0, 700):
+        r = bfs_local(plan, root)
+        L = cg.shortest_path(g.to_scipy(), unweighted=True, indices=root)
+        assert np.array_equal(r.levels, np.where(np.isinf(L), -1, L).astype(np.int64))
+        assert validate_bfs_tree(g.rows, g.indices, root, r.parents, levels=r.levels).ok
+    ids, x, _ = an.pagerank_parts(plan.manifest, plan.ranks, comm, tol=1e-10)
+    assert np.abs(full(ids, x, g.n) - nx_pagerank(g, 1e-10)).sum() < 1e-9
+    ids, lab, _ = an.wcc_parts(plan.manifest, plan.ranks, comm)
+    nc, cl = cg.connected_components(g.to_scipy(), directed=False)
+    smallest = np.full(nc, g.n)
+    np.minimum.at(smallest, cl, np.arange(g.n))
+    assert np.array_equal(full(ids, lab, g.n, np.int64), smallest[cl])
