@@ -26,7 +26,8 @@ def add_topology_args(p) -> None:
                         "scatter in the target domain (each row crosses once per target domain)")
     g.add_argument("--map", dest="map_method", choices=MAP_METHODS, default=None,
                    help="place parts on ranks to lower the topology cost: none (default), greedy "
-                        "(greedy + pairwise swaps), steiner (Mt-KaHyPar improve_mapping, k <= 64)")
+                        "(greedy + pairwise swaps), steiner (Mt-KaHyPar improve_mapping, k <= 64), "
+                        "hierarchical (partition again: METIS across domains first, then inside each)")
 
 
 class TopologyOptions:

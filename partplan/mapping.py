@@ -10,6 +10,9 @@ placement π (part → rank) with the rank × rank cost C of a
   placed so far goes to the free rank adding the least cost), then pairwise
   swaps (:func:`swap_refine`) from it and from the identity; the better of the
   two, never worse than the identity;
+* ``hierarchical`` — not a placement: the graph is partitioned again with
+  :func:`partplan.hierarchy.hierarchical_partition` (METIS across the outermost
+  domains first, then inside each), ignoring the given partition;
 * ``steiner`` — Mt-KaHyPar's ``improve_mapping`` (Steiner-tree objective on
   the column-net hypergraph, target graph = the topology's complete cost
   graph): it moves vertices, so it returns a new partition, not a relabelling
@@ -37,7 +40,7 @@ import numpy as np
 
 from .errors import PartitionError
 
-MAP_METHODS = ("none", "greedy", "steiner")
+MAP_METHODS = ("none", "greedy", "steiner", "hierarchical")
 
 
 def mapping_cost(V, C, perm) -> float:
@@ -167,6 +170,10 @@ def map_parts(graph, part: np.ndarray, topo, method: str = "greedy", **kw) -> tu
     if method == "greedy":
         perm = greedy_map(V, topo.cost)
         new = perm[part]
+    elif method == "hierarchical":
+        from .hierarchy import hierarchical_partition
+        new = hierarchical_partition(graph, topo, seed=int(kw.get("seed", 0)),
+                                     imbalance=float(kw.get("imbalance", 0.03)))
     else:
         new = steiner_map(graph, part, topo, **kw)
         # Mt-KaHyPar's improve_mapping was seen to exceed its balance bound (53 > 51.5 for 200 / 4):

@@ -215,3 +215,23 @@ def test_probe_two_gloo_processes_writes_a_matrix_topology(tmp_path, capsys):
     assert t.kind == "matrix" and t.ranks == 2 and t.symmetric
     assert t.alpha[0, 1] > 0 and t.beta[0, 1] > 0 and t.cost[0, 1] == 1.0     # the only pair is the cheapest
     assert rep["alpha_s"]["min"] == pytest.approx(t.alpha[0, 1])
+
+
+def test_hierarchical_partition_keeps_domains_together():
+    """tree:2x2 on two disjoint cliques joined by one edge: the top split separates the cliques,
+    so the only crossing rows are the bridge's two ends."""
+    from partplan import Graph
+    from partplan.hierarchy import hierarchical_partition
+    a = np.arange(20)
+    src, dst = np.meshgrid(a, a)
+    keep = src != dst
+    s = np.concatenate([src[keep], src[keep] + 20, [0]])
+    d = np.concatenate([dst[keep], dst[keep] + 20, [20]])
+    g = Graph.from_edges(s, d, n=40, symmetrize=True)
+    t = load_topology("tree:2x2")
+    part = hierarchical_partition(g, t)
+    assert np.bincount(part // 2, minlength=2).tolist() == [20, 20] and np.all(np.bincount(part, minlength=4) > 0)
+    assert len(set(part[:20] // 2)) == 1 and len(set(part[20:] // 2)) == 1 and part[0] // 2 != part[20] // 2
+    from partplan import analyze
+    m = topology_metrics([analyze(g, part, 4).volume], t, row_bytes=1)
+    assert m["levels"][0]["crossing_rows"] == 2
