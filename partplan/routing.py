@@ -52,7 +52,7 @@ from .errors import PartitionError
 from .layouts import Layout
 from .metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, alpha_beta_time, dtype_bytes
 from .metrics.stats import imbalance
-from .metrics.volume1d import needed_pairs
+from .metrics.volume1d import _sorted_distinct, needed_pairs
 from .plan.exchange import positions, row_order, unit_bounds
 from .plan.program import Group, Program
 
@@ -73,8 +73,9 @@ class Messages:
         return np.bincount(self.src * p + self.dst, minlength=p * p).reshape(p, p).astype(np.int64)
 
 
-def _distinct(keys: np.ndarray) -> np.ndarray:
-    return np.unique(keys)
+def _distinct(keys: np.ndarray, bound: int) -> np.ndarray:
+    """Sorted distinct keys in [0, bound) (sort + neighbour compare: numpy's np.unique is ~10× slower)."""
+    return _sorted_distinct(keys, bound)
 
 
 def route_messages(graph, part: np.ndarray, route: str, p: int, D: int) -> dict[str, Messages]:
@@ -91,7 +92,7 @@ def route_messages(graph, part: np.ndarray, route: str, p: int, D: int) -> dict[
     ji, ri, qi = j[~intra], r[~intra], q[~intra]
     dqi, dri = dq[~intra], dr[~intra]
     # distinct (row, destination domain) pairs
-    ke = _distinct(ji * nd + dri)
+    ke = _distinct(ji * nd + dri, n * nd)
     ju, eu = ke // nd, ke % nd
     qu = part[ju]
     du = qu // D
@@ -100,7 +101,7 @@ def route_messages(graph, part: np.ndarray, route: str, p: int, D: int) -> dict[
         lu = (du + eu) % D
         s = du * D + lu                       # source monitor m(d, e)
         t = eu * D + lu                       # target monitor m(e, d)
-        ka = _distinct(ju * p + s)            # each row once per monitor (a monitor serves several e)
+        ka = _distinct(ju * p + s, n * p)          # each row once per monitor (a monitor serves several e)
         ja, sa = ka // p, ka % p
         qa = part[ja]
         keep = qa != sa
