@@ -51,11 +51,13 @@ def _suffix_problem(p: Path, kind: str) -> str | None:
             return exc.problem
         return None
     if kind == "partition":
-        base = name[:-3] if name.endswith(".gz") else name
+        gz = name.endswith(".gz")
+        base = name[:-3] if gz else name
         ext = os.path.splitext(base)[1]
-        if ext in PARTITION_SUFFIXES and not (name.endswith(".gz") and ext not in (".part", ".txt")) \
-                or _METIS_PART.search(base):
+        if _METIS_PART.search(base) or (ext in (".part", ".txt")) or (ext in PARTITION_SUFFIXES and not gz):
             return None
+        if gz and ext in PARTITION_SUFFIXES:
+            return f"only text partitions (.part, .txt, NAME.part.K) may be compressed, not {ext}.gz"
         return (f"unknown partition file suffix {ext or '(none)'}; use "
                 f"{', '.join(PARTITION_SUFFIXES)} or METIS's NAME.part.K (text may end in .gz)")
     want = {"plan": ".plan", "png": ".png", "npy": ".npy"}[kind]

@@ -24,16 +24,24 @@ def random_graph(n, m, seed, directed=True):
 
 
 def conn_sets(g, part):
-    """Λ_j by the definition: parts of rows with a nonzero in column j, plus part[j]."""
+    """Λ_j by the definition: parts of rows with a nonzero in column j (the readers), or
+    {part[j]} when nobody reads it."""
     A = g.to_scipy().tocsc()
-    return [sorted({int(part[i]) for i in A.indices[A.indptr[j]:A.indptr[j + 1]]} | {int(part[j])})
+    return [sorted({int(part[i]) for i in A.indices[A.indptr[j]:A.indptr[j + 1]]} or {int(part[j])})
             for j in range(g.n)]
 
 
+def valid_sets(g, part):
+    """Owners owner_stats accepts: Λ_j plus part[j] (the conformal owner)."""
+    return [sorted(set(lam) | {int(part[j])}) for j, lam in enumerate(conn_sets(g, part))]
+
+
 def brute_volume(g, part, owner, k):
+    """What the plan sends: H[j] from owner[j] to every other part with a row reading column j."""
+    A = g.to_scipy().tocsc()
     vol = np.zeros((k, k), dtype=np.int64)
-    for j, lam in enumerate(conn_sets(g, part)):
-        for r in lam:
+    for j in range(g.n):
+        for r in {int(part[i]) for i in A.indices[A.indptr[j]:A.indptr[j + 1]]}:
             if r != owner[j]:
                 vol[owner[j], r] += 1
     return vol
@@ -54,7 +62,7 @@ def test_owner_stats_equals_brute_force(seed):
     g = random_graph(60, 200, seed)
     k = 4
     part = random_partition(g.n, k, seed=seed)
-    lams = conn_sets(g, part)
+    lams = valid_sets(g, part)
     rng = np.random.default_rng(seed)
     owner = np.array([lam[rng.integers(len(lam))] for lam in lams])     # any valid owner map
     s = owner_stats(g, part, owner, k)
@@ -78,7 +86,10 @@ def test_owners_valid_volume_unchanged_and_above_bound(objective, method):
     lams = conn_sets(g, part)
     assert all(int(owner[j]) in lams[j] for j in range(g.n))
     send, recv = loads(lams, owner.tolist(), k)
-    assert sum(send) == analyze(g, part, k, backward=False).total_volume
+    s = owner_stats(g, part, owner, k)      # what the plan sends equals the brute-force loads
+    assert s.send.tolist() == send and s.recv.tolist() == recv
+    readers_miss = sum(int(part[j]) not in lams[j] for j in range(g.n))   # columns their own part does not read
+    assert sum(send) == analyze(g, part, k, backward=False).total_volume - readers_miss
     value = max(send) if objective == "max-send" else max(max(send), max(recv))
     bound = owner_lower_bound(g, part, k, objective=objective)
     assert value >= bound
@@ -138,19 +149,22 @@ def test_cbc_and_highs_agree_on_the_lp():
 
 
 def test_greedy_reaches_average_bound_for_max_send_on_a_star():
-    # star with centre 0 in part 0 and 3 leaves in each of parts 1..3: the centre's
-    # row must be sent by whoever owns it to the 3 other parts; leaves' nets {0, p}
+    # star with centre 0 in part 0 and 3 leaves in each of parts 1..3, no self loops:
+    # H[0] is read by parts 1..3 only, so an owner among them sends it to the two
+    # others; every H[leaf] is read by part 0 only, which can own it (sends nothing).
+    # Conformal ownership would send 3 + 9 = 12 rows.
     g = Graph.from_edges([0] * 9, list(range(1, 10)), symmetrize=True)
     part = np.array([0, 1, 1, 1, 2, 2, 2, 3, 3, 3])
     o = assign_owners(g, part, 4, objective="max-send")
     s = owner_stats(g, part, o, 4)
-    assert s.total_volume == 12 and s.max_send == 3
+    assert analyze(g, part, 4).total_volume == 12
+    assert s.total_volume == 2 and s.max_send == 2 == owner_lower_bound(g, part, 4, objective="max-send")
 
 
 def test_invalid_inputs():
     g = random_graph(30, 80, 0)
     part = random_partition(g.n, 3, seed=0)
-    lams = conn_sets(g, part)
+    lams = valid_sets(g, part)
     j = next(j for j, lam in enumerate(lams) if len(lam) < 3)
     bad = part.copy()
     bad[j] = next(p for p in range(3) if p not in lams[j])

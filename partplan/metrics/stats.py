@@ -8,7 +8,7 @@ import numpy as np
 from ..graph import Graph
 from ..parts import as_partition
 from .cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, alpha_beta_time, check_width, dtype_bytes
-from .volume1d import volume_matrix
+from .volume1d import needed_pairs, volume_matrix
 
 
 def imbalance(x: np.ndarray) -> float:
@@ -160,21 +160,57 @@ def _fmt(v) -> str:
     return str(v)
 
 
+def _comm_stats(g: Graph, part: np.ndarray, k: int, vol: np.ndarray, cut: int | None, f: int, dtype: str,
+                alpha: float, beta: float, name: str, extra: dict | None = None) -> CommStats:
+    """The one place a CommStats is made: compute load (row nnz) and sizes from
+    ``part``, the volume matrix as counted by the caller."""
+    if cut is None:
+        cut = int(np.count_nonzero(part[g.rows] != part[g.indices]))
+    load = np.bincount(part, weights=g.row_nnz, minlength=k).astype(np.int64)
+    sizes = np.bincount(part, minlength=k).astype(np.int64)
+    return CommStats(k=k, n=g.n, nnz=g.nnz, f=f, dtype=str(dtype), volume=vol, part_sizes=sizes,
+                     compute_load=load, edge_cut=int(cut), alpha=alpha, beta=beta, name=name,
+                     extra=dict(extra or {}))
+
+
 def _stats_1d(g: Graph, part: np.ndarray, k: int, f: int, dtype: str, alpha: float, beta: float,
               name: str) -> CommStats:
     from .._kernels import HAVE_NUMBA, symmetric_volume
 
     if HAVE_NUMBA and g.is_symmetric():   # one sequential pass, no n×k mask (column j = row j)
         vol, cut = symmetric_volume(g.indptr, g.indices, part.astype(np.int32), k)  # half the cache
-        cut = int(cut)
     else:
         vol, _ = volume_matrix(g.indptr, g.indices, part, k)
-        cut = int(np.count_nonzero(part[g.rows] != part[g.indices]))
-    row_nnz = g.row_nnz
-    load = np.bincount(part, weights=row_nnz, minlength=k).astype(np.int64)
-    sizes = np.bincount(part, minlength=k).astype(np.int64)
-    return CommStats(k=k, n=g.n, nnz=g.nnz, f=f, dtype=str(dtype), volume=vol, part_sizes=sizes,
-                     compute_load=load, edge_cut=cut, alpha=alpha, beta=beta, name=name)
+        cut = None
+    return _comm_stats(g, part, k, vol, cut, f, dtype, alpha, beta, name)
+
+
+def analyze_owned(graph: Graph, part, owner, k: int | None = None, *, f: int = 128, dtype: str = "float32",
+                  alpha: float = DEFAULT_ALPHA_S, beta: float = DEFAULT_BETA_S_PER_BYTE,
+                  name: str = "") -> CommStats:
+    """Exact forward exchange of 1D SpMM when row ``H[j]`` is held by part
+    ``owner[j]`` (decoupled ownership) instead of ``part[j]``: ``H[j]`` goes
+    from ``owner[j]`` to every other part with a row reading column j —
+    exactly what the plan sends (a part is not sent ``H[j]`` just because it
+    computes row j). Compute load from ``part``; ``extra["ownership"] =
+    "decoupled"``. ``owner`` is not checked against the connectivity sets here
+    (:func:`partplan.partition.ownership.owner_stats` does).
+
+    >>> import numpy as np
+    >>> from partplan import Graph
+    >>> g = Graph.from_edges([1, 2], [0, 0], n=3)        # rows 1 and 2 read column 0
+    >>> analyze_owned(g, np.array([0, 1, 2]), np.array([1, 1, 2]), 3).volume.tolist()
+    [[0, 0, 0], [0, 0, 1], [0, 0, 0]]
+    """
+    part, k = as_partition(part, graph.n, k)
+    owner, _ = as_partition(owner, graph.n, k, source="owner")
+    check_width(f)
+    dtype_bytes(dtype)
+    j, r = needed_pairs(graph.indptr, graph.indices, part, k, graph.n)   # (column, reading part)
+    q = owner[j]
+    off = q != r
+    vol = np.bincount(q[off] * k + r[off], minlength=k * k).reshape(k, k).astype(np.int64)
+    return _comm_stats(graph, part, k, vol, None, f, dtype, alpha, beta, name, {"ownership": "decoupled"})
 
 
 def analyze(graph: Graph, part, k: int | None = None, *, f: int = 128, dtype: str = "float32",

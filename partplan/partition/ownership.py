@@ -1,14 +1,19 @@
-"""Decoupled ownership of H rows: choose who sends each row, total volume unchanged.
+"""Decoupled ownership of H rows: choose who sends each row (total volume never grows).
 
 In 1D SpMM ``Z = A @ H`` the rows of A (compute) are split by ``part``. Row
-``H[j]`` is needed by the parts in its connectivity set
+``H[j]`` is needed by the parts that read it, R_j = {part[i] : A[i, j] != 0};
+the assignment works on the sets
 
-    Λ_j = {part[i] : A[i, j] != 0} ∪ {part[j]}     (λ_j = |Λ_j|)
+    Λ_j = R_j, or {part[j]} when no row reads column j     (λ_j = |Λ_j|)
 
-Conformal ownership sends ``H[j]`` from ``part[j]``. When H's rows may live
-elsewhere (layer-0 input features are static; a feature store; mini-batch
-training), any owner ``o_j ∈ Λ_j`` gives the same total volume Σ_j (λ_j − 1)
-but moves the load between ranks:
+Conformal ownership sends ``H[j]`` from ``part[j]`` (to R_j, plus nothing:
+Σ_j (|R_j ∪ {part[j]}| − 1) rows). When H's rows may live elsewhere (layer-0
+input features are static; a feature store; mini-batch training), any owner
+``o_j ∈ Λ_j`` gives the same total volume Σ_j (λ_j − 1) — at most the
+conformal one, smaller by one row for every column whose own part does not
+read it (A without that diagonal entry) — and moves the load between ranks
+(an owner ``part[j] ∉ R_j`` is accepted by :func:`owner_stats`; it sends to
+all of R_j):
 
     send_p = Σ_{j : o_j = p} (λ_j − 1)
     recv_p = |{j : p ∈ Λ_j, o_j ≠ p}|
@@ -30,7 +35,11 @@ owners to minimize the bottleneck:
 load ⌈TV/k⌉ and max_j(λ_j − 1) for "max-send", plus ⌈LP optimum⌉ (solved by
 HiGHS through ``scipy.optimize.linprog``) for "max-both".
 :func:`owner_stats` counts the exchange under a given owner map, as a
-:class:`partplan.CommStats`.
+:class:`partplan.CommStats` (:func:`partplan.metrics.analyze_owned`): exactly
+what the plan sends — ``H[j]`` goes to the parts that *read* column j, so when
+``o_j ≠ part[j]`` and no row of ``part[j]`` reads column j (A without that
+diagonal entry) ``part[j]`` receives nothing and the exchange is one row
+smaller than the model's Σ_j (λ_j − 1); the loads above are then upper bounds.
 """
 from __future__ import annotations
 
@@ -44,7 +53,7 @@ import scipy.sparse as sp
 from ..errors import BackendUnavailableError, PartitionError
 from ..graph import Graph
 from ..metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE
-from ..metrics.stats import CommStats
+from ..metrics.stats import CommStats, analyze_owned
 from ..metrics.volume1d import needed_pairs
 from ..parts import as_partition
 
@@ -57,10 +66,12 @@ class _Nets:
 
     def __init__(self, graph: Graph, part: np.ndarray, k: int):
         n = graph.n
-        pat = sp.csr_matrix((np.ones(graph.nnz, dtype=np.int8), graph.indices, graph.indptr), shape=(n, n))
-        P = (pat + sp.identity(n, dtype=np.int8, format="csr")).tocsr()   # owner j is a pin of net j
-        P.sum_duplicates()
-        self.j, self.p = needed_pairs(P.indptr.astype(np.int64), P.indices.astype(np.int64), part, k, n)
+        rj, rp = needed_pairs(graph.indptr, graph.indices, part, k, n)       # (column, reading part)
+        lone = np.flatnonzero(np.bincount(rj, minlength=n) == 0)             # read by nobody: part[j] holds it
+        j, p = np.concatenate([rj, lone]), np.concatenate([rp, part[lone]])
+        order = np.lexsort((p, j))
+        self.j, self.p = j[order], p[order]
+        self.part = part
         self.n, self.k = n, k
         self.lam = np.bincount(self.j, minlength=n).astype(np.int64)          # λ_j
         self.ptr = np.concatenate([[0], np.cumsum(self.lam)]).astype(np.int64)
@@ -68,7 +79,7 @@ class _Nets:
         self.deg = np.bincount(self.p, minlength=k).astype(np.int64)         # |{j : p ∈ Λ_j}|
 
     def check(self, owner: np.ndarray, source: str = "owner"):
-        """Raise PartitionError unless owner[j] ∈ Λ_j for every j."""
+        """Raise PartitionError unless owner[j] ∈ Λ_j ∪ {part[j]} for every j."""
         owner = np.asarray(owner)
         if owner.shape != (self.n,):
             raise PartitionError(f"{source} has {owner.size} entries but the graph has {self.n} vertices")
@@ -80,39 +91,31 @@ class _Nets:
             j = int(np.flatnonzero(bad)[0])
             raise PartitionError(f"{source}[{j}] = {int(owner[j])} is not a part id in [0, {self.k})")
         hit = np.bincount(self.j, weights=(self.p == owner[self.j]), minlength=self.n)
+        hit[owner == self.part] = 1
         if (hit == 0).any():
             j = int(np.flatnonzero(hit == 0)[0])
-            lam = self.p[self.ptr[j]:self.ptr[j + 1]].tolist()
+            lam = sorted(set(self.p[self.ptr[j]:self.ptr[j + 1]].tolist()) | {int(self.part[j])})
             raise PartitionError(f"{source}[{j}] = {int(owner[j])} is not in the connectivity set {lam} of column {j}")
         return owner
 
     def loads(self, owner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        send = np.bincount(owner, weights=self.lam - 1, minlength=self.k).astype(np.int64)
-        recv = self.deg - np.bincount(owner, minlength=self.k)
+        """(send, recv) rows per part; an owner outside Λ_j (part[j] not reading j) sends to all λ_j."""
+        inside = np.bincount(self.j, weights=(self.p == owner[self.j]), minlength=self.n) > 0
+        send = np.bincount(owner, weights=self.lam - inside, minlength=self.k).astype(np.int64)
+        recv = self.deg - np.bincount(owner[inside], minlength=self.k)
         return send, recv
 
 
 def owner_stats(graph: Graph, part, owner, k: int | None = None, *, f: int = 128, dtype: str = "float32",
-                alpha: float = DEFAULT_ALPHA_S, beta: float = DEFAULT_BETA_S_PER_BYTE) -> CommStats:
-    """Exchange of ``A @ H`` when row ``H[j]`` is sent by part ``owner[j]``.
-
-    Returns a :class:`partplan.CommStats` (volume[q, r] = rows q sends r;
-    compute load from ``part``); ``extra["ownership"] = "decoupled"``.
-    Raises :class:`PartitionError` if some ``owner[j]`` is outside Λ_j.
-    """
+                alpha: float = DEFAULT_ALPHA_S, beta: float = DEFAULT_BETA_S_PER_BYTE, name: str = "") -> CommStats:
+    """Exchange of ``A @ H`` when row ``H[j]`` is sent by part ``owner[j]``:
+    :func:`partplan.metrics.analyze_owned` (volume[q, r] = rows q sends r, to
+    the parts that read column j; compute load from ``part``;
+    ``extra["ownership"] = "decoupled"``) after checking every ``owner[j]`` is
+    in Λ_j (else :class:`PartitionError`)."""
     part, k = as_partition(part, graph.n, k)
-    nets = _Nets(graph, part, k)
-    owner = nets.check(owner)
-    q = owner[nets.j]
-    off = q != nets.p
-    vol = np.bincount(q[off] * k + nets.p[off], minlength=k * k).reshape(k, k).astype(np.int64)
-    w = np.maximum(graph.row_nnz, 0)
-    load = np.bincount(part, weights=w, minlength=k).astype(np.int64)
-    sizes = np.bincount(part, minlength=k).astype(np.int64)
-    cut = int(np.count_nonzero(part[graph.rows] != part[graph.indices]))
-    return CommStats(k=k, n=graph.n, nnz=graph.nnz, f=f, dtype=str(dtype), volume=vol, part_sizes=sizes,
-                     compute_load=load, edge_cut=cut, alpha=alpha, beta=beta, name=graph.name,
-                     extra={"ownership": "decoupled"})
+    owner = _Nets(graph, part, k).check(owner)
+    return analyze_owned(graph, part, owner, k, f=f, dtype=dtype, alpha=alpha, beta=beta, name=name or graph.name)
 
 
 # ------------------------------------------------------------------ greedy
