@@ -24,6 +24,9 @@ def add_topology_args(p) -> None:
                    help="flat: plain 1D all-to-all (default); source: each rank aggregates per target domain; "
                         "domain: gather at the source domain's monitor, one message per domain pair, "
                         "scatter in the target domain (each row crosses once per target domain)")
+    g.add_argument("--route-level", metavar="NAME",
+                   help="domain level the route aggregates at (default: the innermost, e.g. node; a rack level "
+                        "routes whole racks through monitors)")
     g.add_argument("--map", dest="map_method", choices=MAP_METHODS, default=None,
                    help="place parts on ranks to lower the topology cost: none (default), greedy "
                         "(greedy + pairwise swaps), steiner (Mt-KaHyPar improve_mapping, k <= 64), "
@@ -39,6 +42,9 @@ class TopologyOptions:
         self.spec = getattr(args, "topology", None)
         self.route = getattr(args, "route", None)
         self.map = getattr(args, "map_method", None)
+        self.level_name = getattr(args, "route_level", None)
+        if self.spec is None and self.level_name is not None:
+            raise TopologyError(f"--route-level {self.level_name} needs --topology T ({PRESET_HELP})")
         if self.spec is None:
             given = [f"{o} {v}" for o, v in (("--route", self.route), ("--map", self.map))
                      if v not in (None, "flat", "none")]
@@ -52,6 +58,9 @@ class TopologyOptions:
         if self.route != "flat" and not self.topo.levels:
             raise TopologyError(f"--route {self.route} needs a topology with domain levels; {self.spec} has none "
                                 f"(give 'fanouts' in the file)")
+        self.level = self.topo.level_index(self.level_name) if self.level_name is not None else 0
+        if self.level_name is not None and self.route == "flat":
+            raise TopologyError(f"--route-level {self.level_name} applies to --route source / domain, not flat")
         if layout not in (None, "1d", "1") and (self.route != "flat" or self.map != "none"):
             raise TopologyError(f"--route {self.route} / --map {self.map} apply to the 1d layout, not {layout}")
 
@@ -67,7 +76,7 @@ class TopologyOptions:
         """The routed layout's spec, or None for flat."""
         if self.topo is None or self.route == "flat":
             return None
-        return f"routed:{self.route}:{self.topo.levels[0].size}"
+        return f"routed:{self.route}:{self.topo.levels[self.level].size}"
 
     def place(self, graph, part: np.ndarray) -> np.ndarray:
         """``part`` mapped onto the topology (``--map``); records what the mapping gained."""
@@ -111,7 +120,8 @@ class TopologyOptions:
         if self.route == "flat":
             st = lay.volumes(graph, part, f=f, dtype=dtype)
         else:
-            st = routed_layout(self.route, lay.ranks, self.topo).volumes(graph, part, f=f, dtype=dtype)
+            st = routed_layout(self.route, lay.ranks, D=self.topo.levels[self.level].size).volumes(
+                graph, part, f=f, dtype=dtype)
         return self.report(exchange_steps(st), f, dtype)
 
     def report(self, steps, f: int, dtype: str) -> dict:

@@ -17,6 +17,12 @@ A routed plan sends each (row, destination domain) pair across once:
   local index, one rank per domain); (C) the receiving monitor hands each row
   to the ranks of its domain that read it, and owners send rows to readers in
   their own domain directly (family ``dom``); then the local SpMM.
+  When there are fewer remote domains than ranks per domain (``p/D − 1 < D``)
+  a domain pair's rows are split over ``L = D // (p/D − 1)`` **lanes** (row j
+  uses local index ``(d + e + j mod L) mod D``), so every rank still carries a
+  share of the inter-domain rows (2 domains of 32 would otherwise route
+  everything through one rank); a domain pair then sends up to L messages.
+  :func:`lanes` gives L (1 whenever ``p/D − 1 >= D``).
 * ``source`` route (AML-style): each rank aggregates per target domain with
   no intra-domain gather: rank q sends every row it owns that domain e reads,
   once, to ``e·D + q mod D`` (family ``cross``); step (C) as above.
@@ -78,6 +84,12 @@ def _distinct(keys: np.ndarray, bound: int) -> np.ndarray:
     return _sorted_distinct(keys, bound)
 
 
+def lanes(p: int, D: int) -> int:
+    """Monitor pairs per (source, target) domain pair of the domain route (module doc)."""
+    remote = p // D - 1
+    return max(1, D // remote) if remote > 0 else 1
+
+
 def route_messages(graph, part: np.ndarray, route: str, p: int, D: int) -> dict[str, Messages]:
     """The messages of each step ("A" domain route only, "B", "C") of ``route``
     for the 1D partition ``part`` (rank of each row) on ``p`` ranks in domains of ``D``."""
@@ -98,7 +110,8 @@ def route_messages(graph, part: np.ndarray, route: str, p: int, D: int) -> dict[
     du = qu // D
     out = {}
     if route == "domain":
-        lu = (du + eu) % D
+        L = lanes(p, D)
+        lu = (du + eu + ju % L) % D
         s = du * D + lu                       # source monitor m(d, e)
         t = eu * D + lu                       # target monitor m(e, d)
         ka = _distinct(ju * p + s, n * p)          # each row once per monitor (a monitor serves several e)
@@ -107,7 +120,7 @@ def route_messages(graph, part: np.ndarray, route: str, p: int, D: int) -> dict[
         keep = qa != sa
         out["A"] = Messages("dom", qa[keep], sa[keep], ja[keep])
         out["B"] = Messages("cross", s, t, ju)
-        tr = dri * D + (dqi + dri) % D        # receiving monitor of each inter (row, reader)
+        tr = dri * D + (dqi + dri + ji % L) % D   # receiving monitor of each inter (row, reader)
     elif route == "source":
         out["B"] = Messages("cross", qu, eu * D + qu % D, ju)
         tr = dri * D + qi % D
@@ -339,4 +352,4 @@ def routed_layout(route: str, ranks: int, topology=None, D: int | None = None) -
     return Routed(route, ranks, D)
 
 
-__all__ = ["Routed", "RoutedStats", "Messages", "ROUTES", "route_messages", "route_stages", "routed_layout"]
+__all__ = ["Routed", "RoutedStats", "Messages", "ROUTES", "lanes", "route_messages", "route_stages", "routed_layout"]

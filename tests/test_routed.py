@@ -15,7 +15,7 @@ from partplan.metrics.topology import level_bytes, topology_metrics
 from partplan.plan import build_plan, write_plan
 from partplan.plan.builder import manifest_volume
 from partplan.plan.validate import validate_plan
-from partplan.routing import Routed, route_stages
+from partplan.routing import Routed, lanes, route_stages
 from partplan.runtime import Executor, LocalComm
 from partplan.topology import load_topology
 
@@ -43,16 +43,32 @@ def _mat(entries):
 
 def test_domain_route_volumes_by_hand():
     g, part = _tiny()
-    st = route_stages(g, part, Routed("domain", 4, 2))
-    # (row 0, domain 1) and (row 1, domain 1): monitor m(0,1) = 0·2 + 1 = rank 1, m(1,0) = rank 3;
-    # (row 6, domain 0): owner 3 is its own monitor m(1,0) = 3, receiving monitor m(0,1) = 1
-    assert np.array_equal(st["A"], _mat({(0, 1): 2}))
-    assert np.array_equal(st["B"], _mat({(1, 3): 2, (3, 1): 1}))
-    # C: monitor 3 → rank 2 (row 0; rank 3 keeps rows 0, 1 itself), monitor 1 → rank 0 (row 6), owner 0 → 1 (row 0)
-    assert np.array_equal(st["C"], _mat({(3, 2): 1, (1, 0): 1, (0, 1): 1}))
+    lay = Routed("domain", 4, 2)
+    # 2 domains of 2: one remote domain < 2 ranks per domain, so L = 2 lanes: row j of domain pair
+    # (d, e) uses local index (d + e + j mod 2) mod 2
+    st = route_stages(g, part, lay)
+    # (row 0, domain 1): lane 1 → monitors 1 → 3; (row 1, domain 1): lane 0 → monitors 0 → 2;
+    # (row 6, domain 0): lane 1 → monitors 3 (its owner) → 1
+    assert np.array_equal(st["A"], _mat({(0, 1): 1}))
+    assert np.array_equal(st["B"], _mat({(1, 3): 1, (0, 2): 1, (3, 1): 1}))
+    # C: monitor 3 → rank 2 (row 0; rank 3 reads it itself), monitor 2 → rank 3 (row 1),
+    # monitor 1 → rank 0 (row 6), owner 0 → rank 1 (row 0, same domain)
+    assert np.array_equal(st["C"], _mat({(3, 2): 1, (2, 3): 1, (1, 0): 1, (0, 1): 1}))
     m = topology_metrics(list(st.values()), load_topology("tree:2x2"), row_bytes=4, route="domain")
     lv = m["levels"][0]
-    assert (lv["crossing_rows"], lv["crossing_messages"]) == (3, 2)   # distinct (row, domain); domain pairs
+    assert (lv["crossing_rows"], lv["crossing_messages"]) == (3, 3)   # distinct (row, domain); lanes of 2 pairs
+
+
+def test_domain_route_one_message_per_domain_pair_without_lanes():
+    """8 ranks as 4 domains of 2 (3 remote domains >= 2 ranks: one lane): monitor of (d, e) is d·2 + (d + e) mod 2."""
+    # rank r owns rows 2r, 2r + 1; ranks 2, 3, 3, 6 read column 0 (rank 0); rank 0 reads column 14 (rank 7)
+    g, part = Graph.from_edges([4, 6, 7, 12, 0], [0, 0, 0, 0, 14], n=16), np.arange(16) // 2
+    st = route_stages(g, part, Routed("domain", 8, 2))
+    # row 0 (rank 0, domain 0) to domains 1 (rank 2) and 1 (rank 3) and 3 (rank 6): monitors m(0,1) = 1,
+    # m(0,3) = 1; receivers m(1,0) = 3, m(3,0) = 7. Row 14 (rank 7, domain 3) to domain 0: m(3,0) = 7, m(0,3) = 1
+    assert np.array_equal(np.argwhere(st["A"]).tolist(), [[0, 1]]) and st["A"].sum() == 1   # row 0 once to 1
+    assert {tuple(x) for x in np.argwhere(st["B"])} == {(1, 3), (1, 7), (7, 1)} and st["B"].sum() == 3
+    assert {tuple(x) for x in np.argwhere(st["C"])} == {(3, 2), (7, 6), (1, 0)}
 
 
 def test_source_route_volumes_by_hand():
@@ -87,6 +103,17 @@ def test_crossing_counts_against_brute_force(route, p, D, directed):
         assert m["crossing_messages"] == len({(int(part[j]), e) for j, e in pairs})
     flat = topology_metrics([np.asarray(__import__("partplan").analyze(g, part, p).volume)], t, row_bytes=1)
     assert flat["levels"][0]["crossing_rows"] == sum(1 for j, r in need if dom(part[j]) != dom(r))
+
+
+def test_lanes_spread_two_big_domains_over_every_rank():
+    """2 domains of 8: one remote domain, so 8 lanes; every rank sends a share of the crossing rows."""
+    assert (lanes(16, 8), lanes(64, 4), lanes(8, 8), lanes(32, 4)) == (8, 1, 1, 1)
+    g = _rand_graph(800, 12000, 5, False)
+    part = np.random.default_rng(5).integers(0, 16, g.n)
+    B = route_stages(g, part, Routed("domain", 16, 8))["B"]
+    sent = B.sum(axis=1)
+    assert np.all(sent > 0) and sent.max() < 0.2 * sent.sum()
+    assert np.count_nonzero(B) == 16       # lane l of domain 0 ↔ lane l of domain 1
 
 
 def test_monitors_are_spread_over_the_domain():
