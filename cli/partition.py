@@ -47,8 +47,8 @@ def register(subparsers) -> None:
     p.add_argument("-k", type=_positive_int, required=True, metavar="K", help="number of ranks")
     p.add_argument("--model", default=None, choices=["graph", "hypergraph", "stochastic", "baseline"],
                    help="partitioning model (default hypergraph)")
-    p.add_argument("--backend", default=None,
-                   choices=["metis", "mtkahypar", "kahypar", "random", "block", "striped", "degree-rr"],
+    from partplan.partition.backends import BACKENDS  # the registry: one list of engines
+    p.add_argument("--backend", default=None, choices=list(BACKENDS),
                    help="engine (default: metis for graph, mtkahypar for hypergraph/stochastic, random "
                         "for baseline)")
     p.add_argument("--preset", default=None, help="Mt-KaHyPar preset: DEFAULT, QUALITY, HIGHEST_QUALITY, "

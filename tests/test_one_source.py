@@ -56,3 +56,28 @@ def test_conformal_directed_stats_survive_save_load(tmp_path):
     assert p.stats.backward is not None          # directed: the backward pass is counted too
     q = load_partition(save_partition(p, tmp_path / "g.part.4"), g)
     _same_stats(p.stats, q.stats)
+
+
+def test_a_new_backend_is_one_registry_entry():
+    """Registering one Backend makes it a choice of partition() with its model's
+    checks (options refused, model membership) — no other list to edit."""
+    from partplan.errors import BackendUnavailableError
+    from partplan.partition import backends as B
+
+    def reverse_block(model_obj, k, *, imbalance, seed, graph=None, stride=1):
+        return (k - 1 - B.baselines.block_partition(model_obj.n, k)) % k, {"stride": stride}
+
+    g = Graph.from_edges(np.arange(11), np.arange(1, 12), symmetrize=True)
+    B.register(B.Backend("reverse-block", ("baseline",), frozenset({"stride"}), reverse_block))
+    try:
+        p = partition(g, 3, backend="reverse-block")
+        assert p.model == "baseline" and p.part.tolist() == [2] * 4 + [1] * 4 + [0] * 4
+        assert p.stats.total_volume == 4        # a path cut twice: two rows each way
+        with pytest.raises(BackendUnavailableError, match="does not take"):
+            partition(g, 3, backend="reverse-block", preset="DEFAULT")
+        with pytest.raises(BackendUnavailableError, match="does not partition the graph model"):
+            partition(g, 3, model="graph", backend="kahypar")
+    finally:
+        del B.REGISTRY["reverse-block"]
+    with pytest.raises(BackendUnavailableError, match="unknown backend"):
+        partition(g, 3, backend="reverse-block")

@@ -54,7 +54,7 @@ from ..metrics import CommStats, LayoutStats, analyze
 from ..metrics.cost import check_width, dtype_bytes
 from ..layouts import Layout, parse_layout
 from ..models import column_net, joint_net, stochastic_hypergraph
-from .backends import BACKENDS, BASELINES, run_backend
+from .backends import backend_names, default_backend, run_backend
 from .objectives import FAST_PRESET, OBJECTIVES, check_objective, check_planner_preset
 from .._atomic import atomic_path
 
@@ -63,9 +63,9 @@ MODELS = ("graph", "hypergraph", "stochastic", "baseline")
 # Mt-KaHyPar + refinement measured 1.15x plain Mt-KaHyPar's time (docs/refinement.md, "Defaults")
 DEFAULT_OBJECTIVE = {"hypergraph": "max-both"}
 OWNERSHIP = ("conformal", "decoupled")
-DEFAULT_BACKEND = {"graph": "metis", "hypergraph": "mtkahypar", "stochastic": "mtkahypar", "baseline": "random"}
-MODEL_BACKENDS = {"graph": ("metis", "mtkahypar"), "hypergraph": ("mtkahypar", "kahypar"),
-                  "stochastic": ("mtkahypar", "kahypar"), "baseline": BASELINES}
+# derived from the backend registry (partplan.partition.backends.REGISTRY), the one list of engines
+DEFAULT_BACKEND = {m: default_backend(m) for m in MODELS}
+MODEL_BACKENDS = {m: backend_names(m) for m in MODELS}
 SCHEMA = "partplan.partition/2"  # /1 stored k = row blocks; /2 stores k = ranks
 
 
@@ -230,8 +230,8 @@ def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | 
     if k < 1:
         raise PartitionError(f"k must be >= 1, got {k}")
     if backend is not None:
-        _choose(backend, BACKENDS, "backend")
-        if backend in BASELINES:
+        _choose(backend, backend_names(), "backend")
+        if backend in backend_names("baseline"):
             model = "baseline"
     _choose(model, MODELS, "model")
     if objective is None:
@@ -241,10 +241,10 @@ def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | 
     check_objective(objective)
     _choose(ownership, OWNERSHIP, "ownership")
     _choose(nets, ("auto", "forward", "joint"), "nets option")
-    backend = backend or DEFAULT_BACKEND[model]
-    if backend not in MODEL_BACKENDS[model]:
+    backend = backend or default_backend(model)
+    if backend not in backend_names(model):
         raise BackendUnavailableError(f"backend {backend!r} does not partition the {model} model; "
-                                      f"use one of {', '.join(MODEL_BACKENDS[model])}")
+                                      f"use one of {', '.join(backend_names(model))}")
     if nets != "auto" and model != "hypergraph":
         raise BackendUnavailableError(f"nets={nets!r} applies to model='hypergraph' only")
     if stoch and model != "stochastic":

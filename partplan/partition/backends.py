@@ -8,6 +8,12 @@
   INI written by :mod:`partplan.partition.kahypar_ini`.
 - baselines (:mod:`partplan.partition.baselines`).
 
+:data:`REGISTRY` is the one list of backends: each :class:`Backend` entry says
+which models it partitions, which options it takes, whether it is a model's
+default and how to run it. The planner (:func:`partplan.partition.partition`),
+:func:`run_backend` and the ``--backend`` choices of ``partplan partition``
+all read it, so a new engine is one :func:`register` call.
+
 Inputs are validated here because the engines check nothing (pymetis) or exit
 the process (kahypar). Only the glue lives here; the engines do the work.
 """
@@ -19,7 +25,9 @@ import subprocess
 import sys
 import tempfile
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -34,8 +42,6 @@ _MTK = {}  # process-wide mtkahypar Initializer (initialize() may run once per p
 
 PRESETS = ("DEFAULT", "QUALITY", "HIGHEST_QUALITY", "DETERMINISTIC", "DETERMINISTIC_QUALITY", "LARGE_K")
 MTK_OBJECTIVES = ("km1", "cut", "soed")
-BASELINES = ("random", "block", "striped", "degree-rr")
-BACKENDS = ("metis", "mtkahypar", "kahypar") + BASELINES
 
 
 def _check_k(n: int, k: int):
@@ -274,10 +280,111 @@ def kahypar_hypergraph(hg: Hypergraph, k: int, *, imbalance: float = 0.03, seed:
     return part, info
 
 
+# ------------------------------------------------------------ the registry
+@dataclass(frozen=True)
+class Backend:
+    """One partitioner behind :func:`run_backend`.
+
+    name : the ``backend=`` / ``--backend`` value.
+    models : the planner models it partitions ("graph", "hypergraph",
+        "stochastic", "baseline"); the first backend listing a model in
+        ``default_for`` is that model's default.
+    options : backend options it takes (anything else is an error, never ignored).
+    run : ``run(model_obj, k, *, imbalance, seed, graph, **options) -> (part, info)``;
+        ``model_obj`` is the model's object (a Graph for graph/baseline, a
+        Hypergraph otherwise), ``graph`` the input graph; info holds the
+        engine's own objective when it reports one.
+    """
+
+    name: str
+    models: tuple[str, ...]
+    options: frozenset = frozenset()
+    run: Callable = None
+    default_for: tuple[str, ...] = ()
+
+
+REGISTRY: dict[str, Backend] = {}
+
+
+def register(backend: Backend) -> Backend:
+    """Add a backend (a new engine is this one call)."""
+    REGISTRY[backend.name] = backend
+    return backend
+
+
+def _run_metis(model_obj, k, *, imbalance, seed, graph=None, **opts):
+    if not isinstance(model_obj, Graph):
+        raise BackendUnavailableError("metis partitions graphs only (model='graph')")
+    return metis(model_obj, k, imbalance=imbalance, seed=seed, **opts), {}
+
+
+def _run_mtkahypar(model_obj, k, *, imbalance, seed, graph=None, **opts):
+    if isinstance(model_obj, Graph):
+        o = dict(opts)
+        if o.pop("objective", "cut") != "cut" or o.pop("handoff", "arrays") != "arrays":
+            raise BackendUnavailableError("mtkahypar graph mode takes objective 'cut' and arrays handoff only")
+        part, cut = mtkahypar_graph(model_obj, k, imbalance=imbalance, seed=seed, **o)
+        return part, {"cut": cut}
+    part, km1 = mtkahypar_hypergraph(model_obj, k, imbalance=imbalance, seed=seed, **opts)
+    return part, {"km1": km1}
+
+
+def _run_kahypar(model_obj, k, *, imbalance, seed, graph=None, **opts):
+    if not isinstance(model_obj, Hypergraph):
+        raise BackendUnavailableError("kahypar partitions hypergraphs only (model='hypergraph' or 'stochastic')")
+    return kahypar_hypergraph(model_obj, k, imbalance=imbalance, seed=seed, **opts)
+
+
+def _degree_rr(model_obj, k, *, imbalance, seed, graph=None):
+    g = model_obj if isinstance(model_obj, Graph) else graph
+    if g is None:
+        raise PartitionError("degree-rr needs the graph (row nnz)")
+    return baselines.degree_round_robin(g, k), {}
+
+
+register(Backend("metis", ("graph",), frozenset({"recursive"}), _run_metis, default_for=("graph",)))
+register(Backend("mtkahypar", ("graph", "hypergraph", "stochastic"),
+                 frozenset({"preset", "objective", "threads", "handoff"}), _run_mtkahypar,
+                 default_for=("hypergraph", "stochastic")))
+register(Backend("kahypar", ("hypergraph", "stochastic"), frozenset({"objective", "ini", "quality", "timeout"}),
+                 _run_kahypar))
+register(Backend("random", ("baseline",), frozenset(),
+                 lambda m, k, *, imbalance, seed, graph=None: (baselines.random_partition(m.n, k, seed), {}),
+                 default_for=("baseline",)))
+register(Backend("block", ("baseline",), frozenset(),
+                 lambda m, k, *, imbalance, seed, graph=None: (baselines.block_partition(m.n, k), {})))
+register(Backend("striped", ("baseline",), frozenset(),
+                 lambda m, k, *, imbalance, seed, graph=None: (baselines.striped_partition(m.n, k), {})))
+register(Backend("degree-rr", ("baseline",), frozenset(), _degree_rr))
+
+
+def backend_names(model: str | None = None) -> tuple[str, ...]:
+    """Registered backends (of ``model``, when given), in registration order."""
+    return tuple(n for n, b in REGISTRY.items() if model is None or model in b.models)
+
+
+def default_backend(model: str) -> str:
+    """The default backend of ``model`` (the first registered with it in ``default_for``)."""
+    for n, b in REGISTRY.items():
+        if model in b.default_for:
+            return n
+    raise BackendUnavailableError(f"no backend partitions the {model!r} model")
+
+
+def get_backend(name: str) -> Backend:
+    if name not in REGISTRY:
+        raise BackendUnavailableError(f"unknown backend {name!r}; choose one of {', '.join(REGISTRY)}")
+    return REGISTRY[name]
+
+
+BASELINES = backend_names("baseline")
+BACKENDS = backend_names()
+
+
 # ------------------------------------------------------------ one interface
 def run_backend(name: str, model_obj: Graph | Hypergraph, k: int, *, imbalance: float = 0.03, seed: int = 0,
                 graph: Graph | None = None, **opts) -> tuple[np.ndarray, dict]:
-    """Partition ``model_obj`` into ``k`` parts with backend ``name``.
+    """Partition ``model_obj`` into ``k`` parts with backend ``name`` (see :class:`Backend`).
 
     model_obj : a :class:`Graph` (metis; mtkahypar graph mode; baselines) or a
         :class:`Hypergraph` (mtkahypar, kahypar). Baselines take a Graph or
@@ -289,41 +396,10 @@ def run_backend(name: str, model_obj: Graph | Hypergraph, k: int, *, imbalance: 
     Returns (part int64[n], info) where info holds the engine's own objective
     (``km1`` / ``cut`` / ``edge_cut``) when it reports one.
     """
-    allowed = {"metis": {"recursive"}, "mtkahypar": {"preset", "objective", "threads", "handoff"},
-               "kahypar": {"objective", "ini", "quality", "timeout"}}
-    if name not in BACKENDS:
-        raise BackendUnavailableError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
-    extra = set(opts) - allowed.get(name, set())
+    b = get_backend(name)
+    extra = set(opts) - b.options
     if extra:
         raise BackendUnavailableError(f"backend {name!r} does not take option(s) {', '.join(sorted(extra))}")
-    n = model_obj.n
-    _check_k(n, k)
+    _check_k(model_obj.n, k)
     _check_imbalance(imbalance)
-    if name in BASELINES:
-        if name == "random":
-            return baselines.random_partition(n, k, seed), {}
-        if name == "block":
-            return baselines.block_partition(n, k), {}
-        if name == "striped":
-            return baselines.striped_partition(n, k), {}
-        g = model_obj if isinstance(model_obj, Graph) else graph
-        if g is None:
-            raise PartitionError("degree-rr needs the graph (row nnz)")
-        return baselines.degree_round_robin(g, k), {}
-    if name == "metis":
-        if not isinstance(model_obj, Graph):
-            raise BackendUnavailableError("metis partitions graphs only (model='graph')")
-        return metis(model_obj, k, imbalance=imbalance, seed=seed, **opts), {}
-    if name == "mtkahypar":
-        if isinstance(model_obj, Graph):
-            o = dict(opts)
-            if o.pop("objective", "cut") != "cut" or o.pop("handoff", "arrays") != "arrays":
-                raise BackendUnavailableError("mtkahypar graph mode takes objective 'cut' and arrays handoff only")
-            part, cut = mtkahypar_graph(model_obj, k, imbalance=imbalance, seed=seed, **o)
-            return part, {"cut": cut}
-        part, km1 = mtkahypar_hypergraph(model_obj, k, imbalance=imbalance, seed=seed, **opts)
-        return part, {"km1": km1}
-    if not isinstance(model_obj, Hypergraph):
-        raise BackendUnavailableError("kahypar partitions hypergraphs only (model='hypergraph' or 'stochastic')")
-    part, info = kahypar_hypergraph(model_obj, k, imbalance=imbalance, seed=seed, **opts)
-    return part, info
+    return b.run(model_obj, k, imbalance=imbalance, seed=seed, graph=graph, **opts)
