@@ -138,6 +138,8 @@ class TopologyOptions:
         from partplan.metrics.topology import exchange_steps
         m = plan.manifest
         d = self.report(exchange_steps(plan.stats), m["f"], m["dtype"])
+        params = m.get("layout_params") or {}
+        d["route"] = params.get("route", "flat")  # what the plan does, also for an explicit --layout routed:...
         d["description"] = self.topo.describe()
         m["topology"] = d
 

@@ -169,6 +169,20 @@ class RoutedStats:
         return v
 
     @property
+    def send(self) -> np.ndarray:
+        """int64[p]: rows each rank sends over all steps."""
+        return self.volume.sum(axis=1)
+
+    @property
+    def recv(self) -> np.ndarray:
+        return self.volume.sum(axis=0)
+
+    @property
+    def shape(self) -> tuple:
+        """(domains, ranks per domain)."""
+        return (self.p // self.D, self.D)
+
+    @property
     def stage_list(self) -> list[np.ndarray]:
         return list(self.stages.values())
 
@@ -193,7 +207,7 @@ class RoutedStats:
                 "time_estimate_s": t}
 
     def to_dict(self) -> dict:
-        return {**self.summary(), "send": self.volume.sum(axis=1).tolist(), "recv": self.volume.sum(axis=0).tolist()}
+        return {**self.summary(), "send": self.send.tolist(), "recv": self.recv.tolist()}
 
 
 # ----------------------------------------------------------------------------- the layout

@@ -235,3 +235,9 @@ def test_cli_analyze_topology_json_and_inspect(tmp_path, capsys):
     m = json.loads((out / "manifest.json").read_text())
     assert m["topology"]["route"] == "domain" and m["topology"]["map"]["method"] == "greedy"
     assert m["topology"]["description"]["fanouts"] == [4, 4]
+
+
+def test_cli_analyze_routed_layout_text(capsys):
+    assert main(["analyze", "email-Enron", "--method", "block", "-k", "8", "--layout", "routed:source:2"]) == 0
+    out = capsys.readouterr().out
+    assert "routed layout 4x2 on p=8 ranks" in out and "step_B_rows" in out
