@@ -125,6 +125,9 @@ def test_layouts(random_graph, capsys):
 
 def test_plot_writes_png(random_graph, tmp_path, capsys):
     graph, _ = random_graph
+    rc, _, err = run_cli(capsys, "analyze", graph, "--method", "random", "-k", "4", "--plot", tmp_path / "sub" / "x.png")
+    assert rc == 2 and "does not exist" in err     # output folders are checked first, not created
+    (tmp_path / "sub").mkdir()
     for args, name in ((["-k", "4"], "one_d.png"), (["--layout", "2d:2x2"], "two_d.png")):
         png = tmp_path / "sub" / name
         rc, _, err = run_cli(capsys, "analyze", graph, "--method", "random", *args, "--plot", png)
