@@ -88,6 +88,82 @@ def tree_depths(parent: np.ndarray, root: int) -> tuple[np.ndarray, np.ndarray]:
     return depth, bad
 
 
+class BfsValidator:
+    """The five checks for many searches on one edge list: the sorted edge
+    keys of check 5 are built once (``validate_bfs_tree`` = one-shot use)."""
+
+    def __init__(self, src, dst, n: int, *, directed: bool = False):
+        self.src = np.asarray(src, dtype=np.int64)
+        self.dst = np.asarray(dst, dtype=np.int64)
+        self.n, self.directed = int(n), bool(directed)
+        self._keys = None
+
+    def _edge_keys(self) -> np.ndarray:
+        if self._keys is None:
+            s, d, n = self.src, self.dst, self.n
+            self._keys = np.unique((s * n + d) if self.directed else (np.minimum(s, d) * n + np.maximum(s, d)))
+        return self._keys
+
+    def check(self, root: int, parent, levels=None) -> Validation:
+        """Run the checks on one parent array (see :func:`validate_bfs_tree`)."""
+        src, dst, n, directed = self.src, self.dst, self.n, self.directed
+        parent = np.asarray(parent)
+        res = Validation()
+        if parent.shape != (n,) or not np.issubdtype(parent.dtype, np.integer):
+            res.fail(1, f"the parent array must be int[{n}], got {parent.dtype}{list(parent.shape)}")
+            return res
+        parent = parent.astype(np.int64)
+        if not 0 <= root < n:
+            res.fail(1, f"root {root} is not a vertex id in [0, {n})")
+            return res
+        oor = (parent < -1) | (parent >= n)
+        if oor.any():
+            v = int(np.flatnonzero(oor)[0])
+            res.fail(1, f"parent[{v}] = {int(parent[v])} is not a vertex id or -1")
+            return res
+        if parent[root] != root:
+            res.fail(1, f"parent[root={root}] = {int(parent[root])}, not the root itself")
+            return res
+        depth, bad = tree_depths(parent, root)
+        if bad.any():
+            v = int(np.flatnonzero(bad)[0])
+            res.fail(1, f"vertex {v}'s parent chain does not reach the root (cycle or unreached ancestor)")
+        lv = depth if levels is None else np.asarray(levels, dtype=np.int64)
+        reached = parent >= 0
+        nonroot = np.flatnonzero(reached & ~bad)
+        nonroot = nonroot[nonroot != root]
+        if levels is not None and lv[root] != 0:
+            res.fail(2, f"the root has level {int(lv[root])}")
+        wrong = nonroot[lv[nonroot] != lv[parent[nonroot]] + 1]
+        if wrong.size:
+            v = int(wrong[0])
+            res.fail(2, f"vertex {v} has level {int(lv[v])}, its parent {int(parent[v])} level "
+                        f"{int(lv[parent[v]])}")
+        ru, rv = reached[src], reached[dst]
+        both = ru & rv
+        lu, lw = lv[src[both]], lv[dst[both]]
+        far = (lw > lu + 1) if directed else (np.abs(lu - lw) > 1)
+        if far.any():
+            e = int(np.flatnonzero(both)[np.flatnonzero(far)[0]])
+            res.fail(3, f"edge {int(src[e])}–{int(dst[e])} joins levels {int(lv[src[e]])} and {int(lv[dst[e]])}")
+        half = (ru & ~rv) if directed else (ru ^ rv)
+        if half.any():
+            e = int(np.flatnonzero(half)[0])
+            res.fail(4, f"edge {int(src[e])}–{int(dst[e])} has one end reached and the other not")
+        if nonroot.size:  # 5: (parent[v], v) among the input edges
+            key = self._edge_keys()
+            pu, pv = parent[nonroot], nonroot
+            q = (pu * n + pv) if directed else (np.minimum(pu, pv) * n + np.maximum(pu, pv))
+            k = np.searchsorted(key, q)
+            hit = (k < key.size) & (key[np.minimum(k, key.size - 1)] == q) if key.size else np.zeros(q.size, bool)
+            if not hit.all():
+                v = int(pv[np.flatnonzero(~hit)[0]])
+                res.fail(5, f"(vertex {v}, parent {int(parent[v])}) is not an input edge")
+        res.levels = depth
+        res.nedge = int(np.count_nonzero(ru | rv))
+        return res
+
+
 def validate_bfs_tree(src, dst, root: int, parent, *, levels=None, n: int | None = None,
                       directed: bool = False) -> Validation:
     """Run the five Graph500 checks on ``parent`` (int[n], -1 = unreached,
@@ -96,67 +172,11 @@ def validate_bfs_tree(src, dst, root: int, parent, *, levels=None, n: int | None
     ``levels``: the search's own level per vertex (checked in 2 against the
     tree); default the tree depths. ``directed``: edges are u → v.
     Returns a :class:`Validation` (``.ok``, ``.failed``, ``.messages``,
-    ``.nedge``); call ``.raise_if_invalid()`` for an exception.
+    ``.nedge``); call ``.raise_if_invalid()`` for an exception. For many
+    searches on one graph use :class:`BfsValidator`.
     """
-    src = np.asarray(src, dtype=np.int64)
-    dst = np.asarray(dst, dtype=np.int64)
-    parent = np.asarray(parent)
-    n = int(parent.size if n is None else n)
-    res = Validation()
-    if parent.shape != (n,) or not np.issubdtype(parent.dtype, np.integer):
-        res.fail(1, f"the parent array must be int[{n}], got {parent.dtype}{list(parent.shape)}")
-        return res
-    parent = parent.astype(np.int64)
-    if not 0 <= root < n:
-        res.fail(1, f"root {root} is not a vertex id in [0, {n})")
-        return res
-    oor = (parent < -1) | (parent >= n)
-    if oor.any():
-        v = int(np.flatnonzero(oor)[0])
-        res.fail(1, f"parent[{v}] = {int(parent[v])} is not a vertex id or -1")
-        return res
-    if parent[root] != root:
-        res.fail(1, f"parent[root={root}] = {int(parent[root])}, not the root itself")
-        return res
-    depth, bad = tree_depths(parent, root)
-    if bad.any():
-        v = int(np.flatnonzero(bad)[0])
-        res.fail(1, f"vertex {v}'s parent chain does not reach the root (cycle or unreached ancestor)")
-    lv = depth if levels is None else np.asarray(levels, dtype=np.int64)
-    reached = parent >= 0
-    nonroot = np.flatnonzero(reached & ~bad)
-    nonroot = nonroot[nonroot != root]
-    if levels is not None and lv[root] != 0:
-        res.fail(2, f"the root has level {int(lv[root])}")
-    wrong = nonroot[lv[nonroot] != lv[parent[nonroot]] + 1]
-    if wrong.size:
-        v = int(wrong[0])
-        res.fail(2, f"vertex {v} has level {int(lv[v])}, its parent {int(parent[v])} level {int(lv[parent[v]])}")
-    ru, rv = reached[src], reached[dst]
-    both = ru & rv
-    lu, lw = lv[src[both]], lv[dst[both]]
-    far = (lw > lu + 1) if directed else (np.abs(lu - lw) > 1)
-    if far.any():
-        e = int(np.flatnonzero(both)[np.flatnonzero(far)[0]])
-        res.fail(3, f"edge {int(src[e])}–{int(dst[e])} joins levels {int(lv[src[e]])} and {int(lv[dst[e]])}")
-    half = (ru & ~rv) if directed else (ru ^ rv)
-    if half.any():
-        e = int(np.flatnonzero(half)[0])
-        res.fail(4, f"edge {int(src[e])}–{int(dst[e])} has one end reached and the other not")
-    # 5: (parent[v], v) among the input edges
-    if nonroot.size:
-        key = (src * n + dst) if directed else (np.minimum(src, dst) * n + np.maximum(src, dst))
-        key = np.unique(key)
-        pu, pv = parent[nonroot], nonroot
-        q = (pu * n + pv) if directed else (np.minimum(pu, pv) * n + np.maximum(pu, pv))
-        k = np.searchsorted(key, q)
-        hit = (k < key.size) & (key[np.minimum(k, key.size - 1)] == q) if key.size else np.zeros(q.size, bool)
-        if not hit.all():
-            v = int(pv[np.flatnonzero(~hit)[0]])
-            res.fail(5, f"(vertex {v}, parent {int(parent[v])}) is not an input edge")
-    res.levels = depth
-    res.nedge = int(np.count_nonzero(ru | rv))
-    return res
+    n = int(np.asarray(parent).size if n is None else n)
+    return BfsValidator(src, dst, n, directed=directed).check(root, parent, levels)
 
 
 def search_keys(src, dst, n: int, count: int = 64, seed: int = 0) -> np.ndarray:

@@ -169,7 +169,7 @@ def _roots(cfg: dict, eng, val, leader: bool) -> np.ndarray:
 
 def _bfs_body(cfg: dict, m: dict, shards, comm, val) -> dict | None:
     from .bfs import BfsEngine
-    from .graph500 import teps_stats, validate_bfs_tree
+    from .graph500 import BfsValidator, teps_stats
     leader = comm.local[0] == 0
     eng = BfsEngine(m, shards, comm, direction=cfg.get("direction", "auto"),
                     alpha=float(cfg.get("alpha", 15.0)), beta=float(cfg.get("beta", 18.0)))
@@ -179,13 +179,13 @@ def _bfs_body(cfg: dict, m: dict, shards, comm, val) -> dict | None:
     if cfg.get("warmup", 1):
         eng.search(int(roots[0]))  # untimed warm-up (lazy connections, numba compile)
     searches, parents = [], []
+    validator = None if val is None else BfsValidator(val["src"], val["dst"], val["n"], directed=val["directed"])
     for k, root in enumerate(roots):
         res = eng.search(int(root))
         entry = {"root": int(root), "time_s": res.time_s, "edges_examined": res.edges_examined,
                  "levels": [r.to_json() for r in res.records]}
         if leader and val is not None:
-            v = validate_bfs_tree(val["src"], val["dst"], int(root), res.parents, levels=res.levels,
-                                  n=val["n"], directed=val["directed"])
+            v = validator.check(int(root), res.parents, levels=res.levels)
             entry.update({"valid": v.ok, "failed_checks": v.failed, "edges": v.nedge,
                           "teps": v.nedge / res.time_s if res.time_s > 0 else 0.0})
             if not v.ok:
