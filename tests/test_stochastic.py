@@ -90,7 +90,7 @@ def test_hop_nets_by_definition():
 def test_stochastic_hypergraph_is_sum_of_sampled_batch_volumes(spec):
     g = small_graph(3)
     k, seed = 4, 11
-    model = stochastic_hypergraph(g, k, spec, theta=0.5, delta=0.1, seed=seed, vertex_weights="unit")
+    model = stochastic_hypergraph(g, k, spec, theta=0.5, delta=0.1, seed=seed, vertex_weights="unit", min_batches=1)
     hg = model.hypergraph
     need = math.ceil((k - 1) ** 2 / (2 * 0.5 ** 2) * math.log(2 / 0.1))
     assert model.required_nets == need
@@ -98,7 +98,8 @@ def test_stochastic_hypergraph_is_sum_of_sampled_batch_volumes(spec):
     assert int(hg.net_weights.sum()) == model.sampled_nets
     # minimal: one batch fewer is not enough
     with pytest.raises(ValueError, match="Hoeffding"):
-        stochastic_hypergraph(g, k, spec, theta=0.5, delta=0.1, seed=seed, max_batches=model.batches - 1)
+        stochastic_hypergraph(g, k, spec, theta=0.5, delta=0.1, seed=seed, max_batches=model.batches - 1,
+                              min_batches=1)
     # replay the same batches (same seed, same sampler) and brute-force their volumes
     rng = np.random.default_rng(seed)
     smp = make_sampler(spec)
@@ -129,3 +130,12 @@ def test_make_sampler_errors():
     with pytest.raises(ValueError, match="bad sampler"):
         make_sampler("neighbor:x")
     assert make_sampler("neighbor:64:5,5").fanouts == (5, 5)
+
+
+def test_default_batches_cover_the_graph():
+    """Without min_batches, every vertex is drawn ~3 times in expectation as a seed."""
+    from partplan.models.stochastic import coverage_batches
+    g = small_graph(3)
+    model = stochastic_hypergraph(g, 2, "neighbor:8:3,2", seed=1)
+    assert model.batches >= math.ceil(3 * g.n / 8)
+    assert coverage_batches(g, make_sampler("saint-node:30"), 3.0) == math.ceil(3 * g.n / 30)

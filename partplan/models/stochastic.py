@@ -231,13 +231,33 @@ class StochasticModel:
                 "seconds": self.seconds}
 
 
+def coverage_batches(graph: Graph, sampler: Sampler, coverage: float) -> int:
+    """Batches whose seeds / roots / budget draw ``coverage`` × n vertices in
+    expectation (``ceil(coverage · n / per-batch draws)``; 1 for a sampler
+    without a known batch size)."""
+    per = getattr(sampler, "batch_size", None) or getattr(sampler, "budget", None) or \
+        getattr(sampler, "roots", None)
+    if not per or coverage <= 0:
+        return 1
+    return max(1, int(math.ceil(coverage * graph.n / float(per))))
+
+
 def stochastic_hypergraph(graph: Graph, k: int, sampler: Sampler | str | None = None, *,
                           theta: float = 0.1, delta: float = 0.05, seed: int = 0,
-                          min_batches: int = 1, max_batches: int = 100_000,
+                          min_batches: int | None = None, max_batches: int = 100_000,
+                          coverage: float = 3.0,
                           vertex_weights: str = "nnz",
                           progress: Callable[[str], None] | None = None) -> StochasticModel:
-    """Sample batches until the Hoeffding bound for ``p = k`` parts is met,
-    build the merged weighted column-net hypergraph of all sampled hops.
+    """Sample batches until the Hoeffding bound for ``p = k`` parts is met and
+    at least ``min_batches`` are drawn, build the merged weighted column-net
+    hypergraph of all sampled hops.
+
+    The Hoeffding bound only controls the *mean* net cost; on a large graph it
+    is met after a batch or two, which leaves most vertices in no net and free
+    to land anywhere. So ``min_batches`` defaults to :func:`coverage_batches`
+    (every vertex drawn ``coverage`` = 3 times in expectation): on email-Enron
+    at k = 4 with ``neighbor:512:10,5`` that turns 1.00× into 0.80× the
+    full-batch partition's mean batch volume (Hoeffding alone: 3.4× worse).
 
     theta : tolerated error of the mean net cost (rows of H per net, in
         [0, k−1]); delta : failure probability. vertex_weights: "nnz" (row nnz
@@ -246,6 +266,8 @@ def stochastic_hypergraph(graph: Graph, k: int, sampler: Sampler | str | None = 
     """
     smp = make_sampler(sampler)
     need = hoeffding_nets(k, theta, delta)
+    if min_batches is None:
+        min_batches = min(coverage_batches(graph, smp, coverage), max_batches)
     rng = np.random.default_rng(seed)
     t0 = time.perf_counter()
     ptrs, pinss = [], []

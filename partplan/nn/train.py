@@ -86,6 +86,28 @@ def program_bytes(m: dict, rp, comm, program: str, width: int, itemsize: int) ->
     return rows * int(width) * int(itemsize)
 
 
+def allreduce_gradients(model, comm) -> None:
+    """Sum the flattened weight gradients over the world (one all-reduce).
+
+    One model serves all local ranks of a :class:`LocalComm` (its backward has
+    summed them already): virtual rank 0 contributes the gradient, the others
+    zeros, so the result and the bytes counted are those of p real ranks."""
+    import torch
+    flat = torch.cat([p.grad.reshape(-1) for p in model.parameters()]).contiguous()
+    if len(comm.local) > 1 or not hasattr(comm, "dist"):  # LocalComm: numpy buffers
+        a = flat.detach().cpu().numpy()
+        bufs = [a.copy()] + [np.zeros_like(a) for _ in comm.local[1:]]
+        comm.allreduce("world", bufs, "sum", what="gradient all-reduce")
+        total = torch.from_numpy(bufs[0]).to(flat.device)
+    else:
+        comm.allreduce("world", [flat], "sum", what="gradient all-reduce")
+        total = flat
+    off = 0
+    for p in model.parameters():
+        p.grad.copy_(total[off:off + p.numel()].view_as(p))
+        off += p.numel()
+
+
 # ----------------------------------------------------------------------------- the loop (any comm)
 def _train(m: dict, shards: list, comm, ops, cfg: dict, device: str = "cpu") -> dict:
     import torch
@@ -154,17 +176,7 @@ def _train(m: dict, shards: list, comm, ops, cfg: dict, device: str = "cpu") -> 
         opt.zero_grad(set_to_none=False)
         sum(terms).backward()
         t1 = time.perf_counter()
-        flat = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
-        if xchg.numpy:
-            bufs = [flat.detach().numpy().copy()] + [np.zeros(flat.numel(), npdt) for _ in shards[1:]]
-        else:
-            bufs = [flat.contiguous()]
-        comm.allreduce("world", bufs, "sum", what="gradient all-reduce")
-        total = torch.from_numpy(bufs[0]) if xchg.numpy else bufs[0]
-        off = 0
-        for p in model.parameters():
-            p.grad.copy_(total[off:off + p.numel()].view_as(p))
-            off += p.numel()
+        allreduce_gradients(model, comm)
         t2 = time.perf_counter()
         opt.step()
         if device.startswith("cuda"):
@@ -211,6 +223,91 @@ def _train(m: dict, shards: list, comm, ops, cfg: dict, device: str = "cpu") -> 
     return rep, model
 
 
+def _train_minibatch(plan, comm, cfg: dict) -> tuple[dict, object]:
+    """Mini-batch training (see :mod:`partplan.nn.minibatch`) for the local ranks of ``comm``."""
+    import torch
+    import torch.nn.functional as F
+
+    from ..graph import Graph
+    from ..plan.validate import _rebuild
+    from .gcn import DistGCN
+    from .minibatch import minibatch_forward, sampler_for
+
+    m = plan.manifest
+    if m["layout"] != "1d":
+        raise PlanError(f"{cfg['plan']}: mini-batch training runs on 1d plans (this one is {m['layout']})")
+    tdt = torch.float64 if cfg.get("dtype") == "float64" else torch.float32
+    npdt = np.float64 if tdt == torch.float64 else np.float32
+    itemsize = np.dtype(npdt).itemsize
+    A = _rebuild(plan)[0].tocsr()
+    A.sort_indices()
+    g = Graph(A.indptr, A.indices, A.data, name="batch")
+    part, k = np.asarray(plan.part, dtype=np.int64), m["ranks"]
+    structure_bytes = int(A.data.nbytes + A.indices.nbytes + A.indptr.nbytes + part.nbytes)
+    own = [np.flatnonzero(part == r) for r in comm.local]
+    if cfg.get("data"):
+        rows = [read_rows(cfg["data"], i) for i in own]
+    else:
+        rows = [random_data(i, int(cfg["random_features"]), int(cfg["classes"]), int(cfg.get("seed", 0)), npdt)
+                for i in own]
+    X = [r["x"].astype(npdt, copy=False) for r in rows]
+    Y = [torch.from_numpy(r["y"]) for r in rows]
+    TM = [r["train_mask"] for r in rows]
+    L = int(cfg["layers"])
+    smp = sampler_for(cfg["sampler"], L, cfg.get("batch_size"))
+    model = DistGCN(int(X[0].shape[1]), int(cfg["hidden"]), int(cfg["classes"]), layers=L,
+                    dropout=float(cfg["dropout"]), seed=int(cfg.get("seed", 0)), dtype=tdt)
+    opt = torch.optim.Adam(model.parameters(), lr=float(cfg["lr"]), weight_decay=float(cfg["weight_decay"]))
+    nparams = sum(p.numel() for p in model.parameters())
+    rng = np.random.default_rng(int(cfg.get("seed", 0)) + 7919)
+    nb = int(cfg["epochs"]) * int(cfg["batches_per_epoch"])
+    widths = [min(model.dims[i], model.dims[i + 1]) for i in range(L)]
+    losses, rows_pb, pred_b, meas_b, times = [], [], [], [], []
+    for b in range(nb):
+        t0 = time.perf_counter()
+        hops = smp.sample(g, rng)
+        first = np.unique(hops[L - 1][1])
+        x_ids = [first[part[first] == r] for r in comm.local]
+        x_rows = [np.ascontiguousarray(x[np.searchsorted(o, i)]) for x, o, i in zip(X, own, x_ids)]
+        comm.reset()
+        model.train()
+        vols = []
+        logits, seeds = minibatch_forward(model, comm, A, part, k, comm.local, hops, x_rows, x_ids,
+                                          epoch_seed=b, dtype=tdt, vol_out=vols)
+        sel = [np.flatnonzero(tm[np.searchsorted(o, sd)]) for tm, o, sd in zip(TM, own, seeds)]
+        lab = [y[torch.from_numpy(np.searchsorted(o, sd))] for y, o, sd in zip(Y, own, seeds)]
+        cnt = comm.allreduce_world([np.array([float(s_.size)]) for s_ in sel], "sum")[0][0]
+        terms = [F.cross_entropy(lg[torch.from_numpy(s_)], lb[torch.from_numpy(s_)], reduction="sum")
+                 / max(cnt, 1.0) + 0.0 * lg.sum() for lg, lb, s_ in zip(logits, lab, sel)]
+        opt.zero_grad(set_to_none=False)
+        sum(terms).backward()
+        allreduce_gradients(model, comm)
+        opt.step()
+        times.append(time.perf_counter() - t0)
+        losses.append(float(comm.allreduce_world([np.array([t.item()]) for t in terms], "sum")[0][0]))
+        rows_pb.append(int(sum(v.sum() for v in vols)))
+        pred_b.append(sum(int(v.sum()) * w * itemsize * 2 for v, w in zip(vols, widths)) + nparams * itemsize * k)
+        meas_b.append(float(comm.sent_bytes.sum() + comm.reduce_bytes.sum()))
+        if cfg.get("progress") and comm.local[0] == 0 and (b + 1) % max(1, nb // 10) == 0:
+            print(f"[train] batch {b + 1}/{nb} loss {losses[-1]:.4f}", flush=True, file=sys.stderr)
+    meas = comm.allreduce_world([np.asarray(meas_b, dtype=np.float64)], "sum")[0]
+    tmax = comm.allreduce_world([np.asarray(times)], "max")[0]
+    rep = {"job": "train-gcn", "mode": "minibatch", "ranks": k, "layout": m["layout"],
+           "normalize": m.get("normalize"), "n": m["graph"]["n"], "nnz": m["graph"]["nnz"],
+           "features": int(X[0].shape[1]), "hidden": int(cfg["hidden"]), "layers": L,
+           "classes": int(cfg["classes"]), "dtype": str(np.dtype(npdt)), "epochs": int(cfg["epochs"]),
+           "batches": nb, "sampler": smp.describe() if hasattr(smp, "describe") else cfg["sampler"],
+           "params": int(nparams), "exchange_widths": widths, "losses": losses,
+           "rows_per_batch_mean": float(np.mean(rows_pb)), "rows_per_batch": rows_pb,
+           "bytes_per_batch_predicted_mean": float(np.mean(pred_b)),
+           "bytes_per_batch_measured_mean": float(np.mean(meas)),
+           "bytes_match": bool(np.array_equal(np.asarray(pred_b, dtype=np.float64), meas)),
+           "count_bytes_per_batch": int(8 * k * k * L * 2),
+           "structure_bytes_per_rank": structure_bytes,
+           "batch_s": float(np.median(tmax[1:] if nb > 1 else tmax))}
+    return rep, model
+
+
 # ----------------------------------------------------------------------------- local (all ranks here)
 def _run_local(cfg: dict) -> dict:
     from ..runtime.comm import LocalComm
@@ -218,7 +315,10 @@ def _run_local(cfg: dict) -> dict:
     plan = load_plan(cfg["plan"])
     m = plan.manifest
     comm = LocalComm(m["ranks"], world_groups(m))
-    rep, model = _train(m, plan.ranks, comm, NumpyOps(cfg.get("dtype") or "float32"), cfg)
+    if cfg.get("sampler"):
+        rep, model = _train_minibatch(plan, comm, cfg)
+    else:
+        rep, model = _train(m, plan.ranks, comm, NumpyOps(cfg.get("dtype") or "float32"), cfg)
     rep.update({"backend": "local", "peak_rss_bytes": _rss()})
     if cfg.get("save"):
         _save(model, rep, cfg)
@@ -292,10 +392,13 @@ def train_worker(cfg: dict) -> dict | None:
         if world != m["ranks"]:
             raise PlanError(f"{cfg['plan']}: the plan is for {m['ranks']} ranks but the job has {world} "
                             f"(use --nprocs {m['ranks']})")
-        shard = load_rank(cfg["plan"], rank, manifest=m)
         comm = TorchComm(world_groups(m), timeout_s=timeout, device=device)
-        ops = TorchOps(cfg.get("dtype") or "float32", device, cfg.get("kernel", "auto"))
-        rep, model = _train(m, [shard], comm, ops, cfg, device)
+        if cfg.get("sampler"):  # every rank holds the whole structure to sample (see nn.minibatch)
+            rep, model = _train_minibatch(load_plan(cfg["plan"]), comm, cfg)
+        else:
+            shard = load_rank(cfg["plan"], rank, manifest=m)
+            ops = TorchOps(cfg.get("dtype") or "float32", device, cfg.get("kernel", "auto"))
+            rep, model = _train(m, [shard], comm, ops, cfg, device)
         vec = np.zeros(world)
         vec[rank] = _rss()
         rss = comm.allreduce_world([vec], "sum")[0]
@@ -321,7 +424,9 @@ def train_gcn(plan, *, nprocs: int | None = None, backend: str = "gloo", data=No
               random_features: int | None = None, classes: int | None = None, epochs: int = 200,
               hidden: int = 16, layers: int = 2, lr: float = 0.01, weight_decay: float = 5e-4,
               dropout: float = 0.5, seed: int = 0, dtype: str = "float32", save=None, timeout: float = 60.0,
-              threads: int | None = 1, kernel: str = "auto", progress: bool = False) -> dict | None:
+              threads: int | None = 1, kernel: str = "auto", progress: bool = False,
+              sampler: str | None = None, batch_size: int | None = None,
+              batches_per_epoch: int = 10) -> dict | None:
     """Train a :class:`~partplan.nn.DistGCN` full-batch from ``plan``.
 
     plan : plan directory built with ``--normalize gcn`` (or ``mean``).
@@ -329,6 +434,10 @@ def train_gcn(plan, *, nprocs: int | None = None, backend: str = "gloo", data=No
     "nccl" or "local" (all ranks in this process, LocalComm). data : ``D.npz``
     (see :mod:`partplan.nn.data`), or ``random_features`` F and ``classes`` C.
     save : ``W.pt`` written atomically by rank 0 (state dict + dims + losses).
+    sampler : mini-batch training with the stochastic model's sampler spec
+    (``neighbor:B:f1,f2``, ``saint-node:budget``, ``saint-rw:roots:len``; one
+    hop per layer), ``batch_size`` overriding the neighbor sampler's B, and
+    ``batches_per_epoch`` batches per epoch (see :mod:`partplan.nn.minibatch`).
 
     Returns the report (keys in docs/training.md); under torchrun only rank 0
     returns it. All checks on the plan, the data and the options happen here,
@@ -360,6 +469,21 @@ def train_gcn(plan, *, nprocs: int | None = None, backend: str = "gloo", data=No
         if random_features is None or classes is None or random_features < 1 or classes < 2:
             raise DataError("give --data D.npz, or --random-features F (>= 1) and --classes C (>= 2)")
         cfg.update({"random_features": int(random_features), "classes": int(classes)})
+    if sampler is not None:
+        from .minibatch import sampler_for
+        if m["layout"] != "1d":
+            raise PlanError(f"{plan}: mini-batch training runs on 1d plans (this one is {m['layout']})")
+        if backend == "nccl":
+            raise PlanError("mini-batch training runs on gloo or local in this version (its exchange is CPU-side)")
+        if not isinstance(batches_per_epoch, (int, np.integer)) or batches_per_epoch < 1:
+            raise PartplanError(f"batches per epoch must be >= 1, got {batches_per_epoch!r}")
+        try:
+            sampler_for(sampler, int(layers), batch_size)
+        except ValueError as exc:
+            raise PartplanError(str(exc)) from None
+        cfg.update({"sampler": sampler, "batch_size": batch_size, "batches_per_epoch": int(batches_per_epoch)})
+    elif batch_size is not None:
+        raise PartplanError("--batch-size needs --sampler (mini-batch training)")
     if save is not None:
         s = Path(save)
         if not s.parent.is_dir() or not os.access(s.parent, os.W_OK):
