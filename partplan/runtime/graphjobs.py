@@ -81,9 +81,15 @@ def _setup(cfg: dict, comm_factory, rank: int | None):
     from ..plan.store import load_plan, load_rank, read_manifest
     if cfg.get("graph500"):
         gp = cfg["graph500"]
+        lead = rank in (None, 0)
+        t0 = time.perf_counter()
         src, dst, g = graph500_graph(int(gp["scale"]), int(gp.get("edgefactor", 16)), int(gp.get("seed", 0)))
+        _progress(cfg, lead, f"generated {src.size:,} tuples, n = {g.n:,} ({time.perf_counter() - t0:.1f} s)")
+        t0 = time.perf_counter()
         plan = graph500_plan(src, dst, g, int(gp["nprocs"]), gp.get("layout", "1d"),
                              gp.get("partition", "metis"), int(gp.get("seed", 0)))
+        _progress(cfg, lead, f"partitioned ({gp.get('partition', 'metis')}) and planned {plan.manifest['layout']} "
+                             f"on {plan.p} ranks ({time.perf_counter() - t0:.1f} s)")
         m = plan.manifest
         shards = plan.ranks if rank is None else [plan.ranks[rank]]
         comm = comm_factory(m)
@@ -120,7 +126,14 @@ def _setup(cfg: dict, comm_factory, rank: int | None):
 
 
 def _progress(cfg: dict, leader: bool, msg: str) -> None:
-    if cfg.get("progress") and leader:
+    """A progress line from rank 0: to the launcher's progress file (it echoes
+    them), else to stderr."""
+    if not (cfg.get("progress") and leader):
+        return
+    if cfg.get("progress_file"):
+        with open(cfg["progress_file"], "a") as fh:
+            fh.write(msg + "\n")
+    else:
         print(msg, file=sys.stderr, flush=True)
 
 

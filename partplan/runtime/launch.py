@@ -50,6 +50,10 @@ def launch(config: dict, nprocs: int, *, timeout_s: float = 60.0, threads: int |
     try:
         cfg = dict(config)
         cfg["result"] = str(tmp / "result.json")
+        if config.get("progress"):  # rank 0 appends progress lines here; echoed to our stderr while waiting
+            cfg["progress_file"] = str(tmp / "progress.log")
+            (tmp / "progress.log").write_text("")
+        shown = 0
         (tmp / "config.json").write_text(json.dumps(cfg))
         port = free_port()
         base = dict(os.environ)
@@ -70,6 +74,8 @@ def launch(config: dict, nprocs: int, *, timeout_s: float = 60.0, threads: int |
         first_fail = None
         while any(p.poll() is None for p in procs):
             now = time.monotonic()
+            if cfg.get("progress_file"):
+                shown = _echo_progress(cfg["progress_file"], shown)
             if first_fail is None and any(p.poll() not in (None, 0) for p in procs):
                 first_fail = now
             # survivors must notice a dead peer within their own timeout
@@ -82,6 +88,8 @@ def launch(config: dict, nprocs: int, *, timeout_s: float = 60.0, threads: int |
             time.sleep(0.05)
         for p in procs:
             p.wait()
+        if cfg.get("progress_file"):
+            _echo_progress(cfg["progress_file"], shown)
         codes = [p.returncode for p in procs]
         if any(codes):
             lines = []
@@ -104,6 +112,21 @@ def launch(config: dict, nprocs: int, *, timeout_s: float = 60.0, threads: int |
             fh.close()
         import shutil
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _echo_progress(path: str, shown: int) -> int:
+    """Copy the complete lines a worker appended to ``path`` since byte ``shown`` to stderr."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(shown)
+            data = fh.read()
+    except OSError:
+        return shown
+    end = data.rfind(b"\n") + 1
+    if end:
+        sys.stderr.write(data[:end].decode(errors="replace"))
+        sys.stderr.flush()
+    return shown + end
 
 
 def under_torchrun() -> bool:
