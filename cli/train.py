@@ -32,7 +32,8 @@ def register(subparsers) -> None:
                "  partplan partition polblogs --symmetrize -k 4 --normalize gcn -o pb.plan\n"
                "  partplan datasets gcn-data polblogs -o pb.npz\n"
                "  partplan train gcn pb.plan --nprocs 4 --data pb.npz --epochs 200 --json\n"
-               "  partplan train gcn g.plan --nprocs 2 --random-features 64 --classes 8 --epochs 20",
+               "  partplan train gcn g.plan --nprocs 2 --random-features 64 --classes 8 --epochs 20\n"
+               "  partplan train gcn g.plan --nprocs 2 --data D.npz --sampler neighbor:512:10,5 --epochs 5",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("plan", metavar="PLAN", help="plan directory (built with --normalize gcn|mean)")
     s.add_argument("--nprocs", type=positive_int, metavar="N",
@@ -50,6 +51,12 @@ def register(subparsers) -> None:
     s.add_argument("--dropout", type=float, default=0.5, metavar="P", help="dropout after hidden layers (0.5)")
     s.add_argument("--seed", type=int, default=0, help="weights / dropout / synthetic data seed (default 0)")
     s.add_argument("--dtype", choices=("float32", "float64"), default="float32", help="compute type")
+    s.add_argument("--sampler", metavar="SPEC",
+                   help="mini-batch training: neighbor:B:f1,f2 (one fanout per layer), saint-node:BUDGET or "
+                        "saint-rw:ROOTS:LEN (the stochastic model's samplers); default: full batch")
+    s.add_argument("--batch-size", type=positive_int, metavar="B", help="seeds per batch (neighbor sampler)")
+    s.add_argument("--batches-per-epoch", type=positive_int, default=10, metavar="N",
+                   help="mini-batches per epoch (default 10)")
     s.add_argument("--save", metavar="W.pt", help="write the trained weights (rank 0, atomic)")
     s.add_argument("--kernel", choices=("auto", "scipy", "torch"), default="auto", help="local SpMM kernel")
     s.add_argument("--timeout", type=nonneg_float, default=60.0, metavar="S",
@@ -68,7 +75,8 @@ def run_gcn(args) -> int:
                     hidden=args.hidden, layers=args.layers, lr=args.lr, weight_decay=args.weight_decay,
                     dropout=args.dropout, seed=args.seed, dtype=args.dtype, save=args.save,
                     timeout=args.timeout or 60.0, threads=args.threads, kernel=args.kernel,
-                    progress=not args.quiet)
+                    progress=not args.quiet, sampler=args.sampler, batch_size=args.batch_size,
+                    batches_per_epoch=args.batches_per_epoch)
     if rep is None:  # a non-zero rank under torchrun
         return 0
     if args.json:
@@ -79,6 +87,10 @@ def run_gcn(args) -> int:
             if k in rep:
                 v = rep[k]
                 print(f"{k:<{w}}  {v:.4g}" if isinstance(v, float) else f"{k:<{w}}  {v}")
+        for k in ("batches", "rows_per_batch_mean", "bytes_per_batch_predicted_mean", "bytes_per_batch_measured_mean",
+                  "batch_s"):
+            if k in rep:
+                print(f"{k:<{w}}  {rep[k]:.6g}" if isinstance(rep[k], float) else f"{k:<{w}}  {rep[k]}")
         print(f"{'loss first / last':<{w}}  {rep['losses'][0]:.4f} / {rep['losses'][-1]:.4f}")
         if not rep["bytes_match"]:
             print("BYTES DIFFER between prediction and measurement", file=sys.stderr)

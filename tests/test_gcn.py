@@ -247,3 +247,50 @@ def test_random_features_run_and_one_rank_plan(polblogs, tmp_path):
     path = write_plan(build_plan(polblogs, np.zeros(polblogs.n, np.int64), normalize="mean"), tmp_path / "k1.plan")
     r = train_gcn(path, backend="local", random_features=8, classes=3, epochs=3, layers=3, hidden=5)
     assert r["ranks"] == 1 and r["bytes_match"] and r["exchange_widths"] == [5, 3]
+
+
+# ----------------------------------------------------------------------------- mini-batch
+def test_minibatch_bytes_equal_the_batch_volume_replayed(pb_plans, pb_data, polblogs):
+    """Each batch's measured rows equal stochastic.batch_volume of the same
+    batch, replayed from the documented seed; bytes measured == predicted."""
+    from partplan.models.stochastic import batch_volume, make_sampler
+    from partplan.plan import load_plan
+    spec, seed, nb = "neighbor:64:4,3", 5, 6
+    r = train_gcn(pb_plans["4"], backend="local", data=pb_data, epochs=2, batches_per_epoch=3, sampler=spec,
+                  seed=seed, dtype="float64")
+    assert r["bytes_match"] and r["batches"] == nb
+    ahat = normalize_adjacency(polblogs, "gcn")
+    part = load_plan(pb_plans["4"]).part
+    rng = np.random.default_rng(seed + 7919)
+    smp = make_sampler(spec)
+    want = [batch_volume(smp.sample(ahat, rng), part, 4)[0] for _ in range(nb)]
+    assert r["rows_per_batch"] == want and sum(want) > 0
+
+
+def test_minibatch_same_losses_at_any_p_and_saint(pb_plans, pb_data):
+    kw = dict(backend="local", data=pb_data, epochs=2, batches_per_epoch=3, seed=2, dtype="float64", dropout=0.3)
+    for spec in ("neighbor:100:5,5", "saint-rw:50:3"):
+        r1 = train_gcn(pb_plans["1"], sampler=spec, **kw)
+        r4 = train_gcn(pb_plans["4"], sampler=spec, **kw)
+        assert np.allclose(r1["losses"], r4["losses"], rtol=1e-9, atol=0), spec
+        assert r1["rows_per_batch_mean"] == 0 and r4["rows_per_batch_mean"] > 0 and r4["bytes_match"]
+        assert 0 <= r4["test_acc"] <= 1
+
+
+def test_minibatch_gloo_p2_equals_local(pb_plans, pb_data):
+    kw = dict(data=pb_data, epochs=1, batches_per_epoch=4, sampler="neighbor:128:5,5", seed=1, dtype="float64")
+    ref = train_gcn(pb_plans["2"], backend="local", **kw)
+    r = train_gcn(pb_plans["2"], nprocs=2, **kw)
+    assert r["bytes_match"] and r["rows_per_batch"] == ref["rows_per_batch"]
+    assert np.allclose(r["losses"], ref["losses"], rtol=1e-9)
+
+
+def test_minibatch_bad_options(pb_plans, pb_data):
+    with pytest.raises(PartplanError, match="1d plans"):
+        train_gcn(pb_plans["15"], backend="local", data=pb_data, sampler="neighbor:64:4,3")
+    with pytest.raises(PartplanError, match="fanouts for a 3-layer"):
+        train_gcn(pb_plans["2"], backend="local", data=pb_data, sampler="neighbor:64:4,3", layers=3)
+    with pytest.raises(PartplanError, match="unknown sampler"):
+        train_gcn(pb_plans["2"], backend="local", data=pb_data, sampler="uniform:3")
+    with pytest.raises(PartplanError, match="needs --sampler"):
+        train_gcn(pb_plans["2"], backend="local", data=pb_data, batch_size=10)

@@ -18,7 +18,13 @@ with the batch's predicted pairs × width × itemsize; count messages
 (``8 · p`` bytes per rank and layer) are reported separately.
 
 Layer ``l`` computes the rows of its hop plus the rows the next layer
-gathers (a row without sampled neighbours aggregates to 0).
+gathers (a row without sampled neighbours aggregates to 0). The loss is the
+mean cross-entropy over the batch's seeds that are in ``train_mask``.
+
+Batches come from ``np.random.default_rng(seed + 7919)`` and the sampler on
+the plan's matrix (rows sorted as in the plan), so a run can be replayed:
+``rows_per_batch[b]`` equals
+:func:`~partplan.models.stochastic.batch_volume` of batch b.
 """
 from __future__ import annotations
 

@@ -108,6 +108,26 @@ def allreduce_gradients(model, comm) -> None:
         off += p.numel()
 
 
+def evaluate(model, xchg, ax: list, ids: list, ys: list, masks: dict, comm, c: int) -> dict:
+    """Full-graph accuracies (eval mode) through the plan's forward program:
+    ``{"train_acc", "val_acc", "test_acc"}``, each row counted once (1/c per replica)."""
+    import torch
+    model.eval()
+    with torch.no_grad():
+        logits = model(xchg, ax, ids)
+    counts = []
+    for i, lg in enumerate(logits):
+        pred_y = lg.argmax(dim=1)
+        v = []
+        for k in ("train_mask", "val_mask", "test_mask"):
+            mk = masks[k][i]
+            v += [float((pred_y[mk] == ys[i][mk]).sum()) / c, float(mk.sum()) / c]
+        counts.append(v)
+    cnt = comm.allreduce_world([np.asarray(v, dtype=np.float64) for v in counts], "sum")[0]
+    return {k: (float(cnt[2 * j] / cnt[2 * j + 1]) if cnt[2 * j + 1] else float("nan"))
+            for j, k in enumerate(("train_acc", "val_acc", "test_acc"))}
+
+
 # ----------------------------------------------------------------------------- the loop (any comm)
 def _train(m: dict, shards: list, comm, ops, cfg: dict, device: str = "cpu") -> dict:
     import torch
@@ -190,21 +210,7 @@ def _train(m: dict, shards: list, comm, ops, cfg: dict, device: str = "cpu") -> 
         times[epoch] = [t3 - t0, exch, spmm, t2 - t1, (t3 - t0) - exch - spmm - (t2 - t1)]
         if progress and (epoch + 1) % max(1, epochs // 10) == 0:
             print(f"[train] epoch {epoch + 1}/{epochs} loss {losses[-1]:.4f}", flush=True, file=sys.stderr)
-    # final evaluation (no dropout), not counted in the epoch figures
-    model.eval()
-    with torch.no_grad():
-        logits = model(xchg, ax, ids)
-    counts = []
-    for i, lg in enumerate(logits):
-        pred_y = lg.argmax(dim=1)
-        v = []
-        for k in ("train_mask", "val_mask", "test_mask"):
-            mk = masks[k][i]
-            v += [float((pred_y[mk] == ys[i][mk]).sum()) / c, float(mk.sum()) / c]
-        counts.append(v)
-    cnt = world_sum(counts)
-    acc = {k: (float(cnt[2 * j] / cnt[2 * j + 1]) if cnt[2 * j + 1] else float("nan"))
-           for j, k in enumerate(("train_acc", "val_acc", "test_acc"))}
+    acc = evaluate(model, xchg, ax, ids, ys, masks, comm, c)  # not counted in the epoch figures
     tmax = comm.allreduce_world([times.reshape(-1)], "max")[0].reshape(times.shape)
     meas = world_sum([measured])  # per epoch, summed over processes
     med = np.median(tmax[1:] if epochs > 1 else tmax, axis=0)  # epoch 0 warms up
@@ -292,12 +298,26 @@ def _train_minibatch(plan, comm, cfg: dict) -> tuple[dict, object]:
             print(f"[train] batch {b + 1}/{nb} loss {losses[-1]:.4f}", flush=True, file=sys.stderr)
     meas = comm.allreduce_world([np.asarray(meas_b, dtype=np.float64)], "sum")[0]
     tmax = comm.allreduce_world([np.asarray(times)], "max")[0]
+    # accuracy of the trained weights on the full graph, through the plan's forward program
+    from ..runtime.interpreter import Executor
+    from ..runtime.ops import NumpyOps, TorchOps
+    from .gcn import PlanExchange
+    shards = [plan.ranks[r] for r in comm.local]
+    ops = NumpyOps(str(np.dtype(npdt))) if len(comm.local) > 1 or not hasattr(comm, "dist") else \
+        TorchOps(str(np.dtype(npdt)), "cpu", cfg.get("kernel", "auto"))
+    xchg = PlanExchange(Executor(m, shards, comm, ops))
+    ids = [np.asarray(rp.in_ids("forward")) for rp in shards]
+    pos = [np.searchsorted(o, i) for o, i in zip(own, ids)]
+    ax = model.precompute(xchg, [torch.from_numpy(np.ascontiguousarray(x[q])) for x, q in zip(X, pos)])
+    acc = evaluate(model, xchg, ax, ids, [y[torch.from_numpy(q)] for y, q in zip(Y, pos)],
+                   {k: [torch.from_numpy(r[k][q]) for r, q in zip(rows, pos)]
+                    for k in ("train_mask", "val_mask", "test_mask")}, comm, 1)
     rep = {"job": "train-gcn", "mode": "minibatch", "ranks": k, "layout": m["layout"],
            "normalize": m.get("normalize"), "n": m["graph"]["n"], "nnz": m["graph"]["nnz"],
            "features": int(X[0].shape[1]), "hidden": int(cfg["hidden"]), "layers": L,
            "classes": int(cfg["classes"]), "dtype": str(np.dtype(npdt)), "epochs": int(cfg["epochs"]),
            "batches": nb, "sampler": smp.describe() if hasattr(smp, "describe") else cfg["sampler"],
-           "params": int(nparams), "exchange_widths": widths, "losses": losses,
+           "params": int(nparams), "exchange_widths": widths, "losses": losses, **acc,
            "rows_per_batch_mean": float(np.mean(rows_pb)), "rows_per_batch": rows_pb,
            "bytes_per_batch_predicted_mean": float(np.mean(pred_b)),
            "bytes_per_batch_measured_mean": float(np.mean(meas)),
@@ -310,6 +330,17 @@ def _train_minibatch(plan, comm, cfg: dict) -> tuple[dict, object]:
 
 # ----------------------------------------------------------------------------- local (all ranks here)
 def _run_local(cfg: dict) -> dict:
+    import torch
+    before = torch.get_num_threads()
+    if cfg.get("threads"):  # oversubscribed OpenMP threads cost 4x here (2 cores)
+        torch.set_num_threads(int(cfg["threads"]))
+    try:
+        return _run_local_inner(cfg)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _run_local_inner(cfg: dict) -> dict:
     from ..runtime.comm import LocalComm
     from ..runtime.ops import NumpyOps
     plan = load_plan(cfg["plan"])
@@ -490,6 +521,7 @@ def train_gcn(plan, *, nprocs: int | None = None, backend: str = "gloo", data=No
             raise PartplanError(f"{s}: directory {s.parent} does not exist or is not writable")
         cfg["save"] = str(s)
     if backend == "local":
+        cfg["threads"] = threads
         return _run_local(cfg)
     from ..runtime.launch import launch, under_torchrun
     if nprocs is None:
