@@ -41,6 +41,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_plan.py
 	$(PY) benchmarks/bench_planner.py --quick --out $(OUT)/bench
 	$(PY) benchmarks/bench_exec.py --p 2 4 --f 16 64
+	$(PY) benchmarks/bench_gcn.py --json $(OUT)/bench/gcn.json
 	$(PY) benchmarks/bench_topology.py
 	$(PY) benchmarks/bench_bfs.py --scale 16 --roots 16 --p 1 2 4
 
