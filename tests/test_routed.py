@@ -195,17 +195,21 @@ def test_gloo_p4_two_domains_of_two(tmp_path):
     from partplan.runtime.spmm import run_spmm
     g = _rand_graph(400, 3000, 11, True)
     part = np.random.default_rng(11).integers(0, 4, g.n)
-    path = write_plan(build_plan(g, part, 4, layout="routed:domain:2"), tmp_path / "r.plan")
+    t = load_topology("tree:2x2")
+    path = write_plan(build_plan(g, part, 4, layout="routed:domain:2", meta={"topology": {"description": t.describe()}}),
+                      tmp_path / "r.plan")
     H = np.random.default_rng(5).standard_normal((g.n, 6))
     np.save(tmp_path / "H.npy", H)
     rep = run_spmm(path, nprocs=4, backend="gloo", features=tmp_path / "H.npy", output=tmp_path / "Z.npy",
                    repeat=1, kernel="scipy", timeout=30)
     assert np.array_equal(np.load(tmp_path / "Z.npy"), g.to_scipy() @ H)
     assert rep["bytes_match"]        # every (q, r) byte count measured == the manifest's pairs
-    t = load_topology("tree:2x2")
     st = route_stages(g, part, Routed("domain", 4, 2))
     want = topology_metrics(list(st.values()), t, row_bytes=48)
     assert rep["bytes_measured"] == want["total_rows"] * 48
+    # per level, from the 4 processes' own counters
+    assert rep["bytes_by_level_measured"] == rep["bytes_by_level_predicted"] == \
+        {"local": want["local_bytes"], "domain": want["levels"][0]["crossing_bytes"]}
     assert level_bytes(manifest_volume(json.loads((path / "manifest.json").read_text())) * 48, t)["domain"] == \
         want["levels"][0]["crossing_bytes"]
 

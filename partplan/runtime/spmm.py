@@ -183,7 +183,19 @@ def _report(manifest, cfg, program, f, dtype, kernel, device, sent, reduce_b, ti
         rep["bytes_mismatch"] = {"src": int(q), "dst": int(r), "predicted": int(pred[q, r]),
                                  "measured": int(sent[q, r])}
     rep.update(extra)
+    rep.update(_level_bytes(manifest, pred, sent))
     return rep
+
+
+def _level_bytes(manifest, pred, sent) -> dict:
+    """Predicted and measured bytes per topology level, when the plan records a topology."""
+    desc = (manifest.get("topology") or {}).get("description")
+    if not desc:
+        return {}
+    from ..metrics.topology import level_bytes
+    from ..topology import topology_from_json
+    t = topology_from_json(desc)
+    return {"bytes_by_level_predicted": level_bytes(pred, t), "bytes_by_level_measured": level_bytes(sent, t)}
 
 
 def _finish_compare(res_w: dict, manifest, f, dtype) -> dict:
