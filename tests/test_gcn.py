@@ -311,3 +311,13 @@ def test_minibatch_bad_options(pb_plans, pb_data):
         train_gcn(pb_plans["2"], backend="local", data=pb_data, sampler="uniform:3")
     with pytest.raises(PartplanError, match="needs --sampler"):
         train_gcn(pb_plans["2"], backend="local", data=pb_data, batch_size=10)
+
+
+def test_dropout_mask_rate_and_rank_independence():
+    from partplan.nn.gcn import dropout_mask
+    ids = np.arange(20000)
+    m = dropout_mask(ids, 32, 0.3, seed=7)
+    assert abs(m.mean() - 0.7) < 0.005                      # keep rate 1 - p
+    assert np.array_equal(dropout_mask(ids[5000:6000], 32, 0.3, 7), m[5000:6000])   # a rank's rows
+    assert not np.array_equal(dropout_mask(ids[:100], 32, 0.3, 8), m[:100])          # the seed matters
+    assert abs(np.corrcoef(m[:, 0], m[:, 1])[0, 1]) < 0.05 and abs(np.corrcoef(m[:-1, 0], m[1:, 0])[0, 1]) < 0.05

@@ -87,11 +87,25 @@ def glorot_(w: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
 
 
 def dropout_mask(ids: np.ndarray, width: int, p: float, seed: int) -> np.ndarray:
-    """Keep-mask scaled by 1/(1−p) for rows ``ids`` (global vertex ids): a
-    function of (seed, id, column) only."""
+    """bool keep-mask (probability 1 − p) for rows ``ids`` (global vertex ids):
+    a function of (seed, id, column) only — a splitmix64 key per row, then
+    murmur3's 32-bit finalizer per (row key, column)."""
     from ..runtime.spmm import random_rows
-    u = (random_rows(ids, width, seed, "float64") + 1.0) / 2.0
-    return (u >= p) / (1.0 - p)
+    key = random_rows(np.asarray(ids), 1, seed, "float64")[:, 0]          # [-1, 1), 53 random bits
+    x = ((key + 1.0) * 2.0 ** 31).astype(np.uint32)[:, None] ^ \
+        (np.arange(width, dtype=np.uint32) * np.uint32(0x9E3779B9))[None, :]
+    x ^= x >> np.uint32(16)
+    x *= np.uint32(0x85EBCA6B)
+    x ^= x >> np.uint32(13)
+    x *= np.uint32(0xC2B2AE35)
+    x ^= x >> np.uint32(16)
+    return x >= np.uint32(min(int(p * 2.0 ** 32), 2 ** 32 - 1))
+
+
+def apply_dropout(h: list, ids: list, p: float, seed: int) -> list:
+    """``x · keep / (1 − p)`` per local rank (masks from :func:`dropout_mask`)."""
+    return [x * torch.from_numpy(dropout_mask(i, x.shape[1], p, seed)).to(x.device, x.dtype) * (1.0 / (1.0 - p))
+            for x, i in zip(h, ids)]
 
 
 class DistGCN(torch.nn.Module):
@@ -154,7 +168,5 @@ class DistGCN(torch.nn.Module):
             if layer < self.layers - 1:
                 h = [torch.relu(x) for x in h]
                 if self.training and self.dropout > 0:
-                    s = (self.seed * 1_000_003 + epoch * 101 + layer) % (1 << 62)
-                    h = [x * torch.from_numpy(dropout_mask(i, x.shape[1], self.dropout, s)).to(x.device, x.dtype)
-                         for x, i in zip(h, ids)]
+                    h = apply_dropout(h, ids, self.dropout, (self.seed * 1_000_003 + epoch * 101 + layer) % (1 << 62))
         return h

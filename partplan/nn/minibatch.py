@@ -162,10 +162,9 @@ def minibatch_forward(model, comm, A, part, k, ranks, hops, x_rows, x_ids, *, ep
         if layer < L - 1:
             h = [torch.relu(x) for x in h]
             if model.training and model.dropout > 0:
-                from .gcn import dropout_mask
-                s = (model.seed * 1_000_003 + epoch_seed * 101 + layer) % (1 << 62)
-                h = [x * torch.from_numpy(dropout_mask(ids, x.shape[1], model.dropout, s)).to(x.dtype)
-                     for x, ids in zip(h, outs_per_layer[layer])]
+                from .gcn import apply_dropout
+                h = apply_dropout(h, outs_per_layer[layer], model.dropout,
+                                  (model.seed * 1_000_003 + epoch_seed * 101 + layer) % (1 << 62))
         prev = outs_per_layer[layer]
     return h, prev
 
