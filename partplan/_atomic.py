@@ -72,7 +72,10 @@ def clean_stale(path: str | os.PathLike, *, now: float | None = None) -> list[Pa
         entries = list(os.scandir(parent))
     except OSError:
         return removed
+    mine = f".{p.name}."
     for e in entries:
+        if not e.name.startswith(mine):  # cheap filter: a folder of many files is scanned at C speed
+            continue
         m = with_pid.match(e.name)
         if m:
             stale = not _pid_alive(int(m.group(1)))
