@@ -64,21 +64,31 @@ def main(argv=None) -> int:
     ap.add_argument("--k", type=int, default=4, help="ranks of the mini-batch comparison (default 4)")
     ap.add_argument("--sampler", default="neighbor:512:10,5")
     ap.add_argument("--quick", action="store_true", help="fewer epochs and batches (smoke run)")
+    ap.add_argument("--only", choices=("full", "minibatch"), help="run one part only")
     ap.add_argument("--json", default=None, help="write the figures here")
     a = ap.parse_args(argv)
     if a.quick:
         a.epochs, a.batches = 6, 40
     from partplan import datasets
-    from partplan.models.stochastic import expected_volume
-    from partplan.nn import normalize_adjacency
-    from partplan.nn.train import train_gcn
-    from partplan.partition.api import partition
-    from partplan.plan import build_plan, write_plan
-
     g = datasets.load_graph("email-Enron")
     tmp = Path(tempfile.mkdtemp(prefix="bench-gcn-"))
     res = {"graph": g.name, "n": g.n, "nnz": g.nnz, "f": a.f, "hidden": a.hidden, "classes": a.classes}
     # ---------------------------------------------------------------- A: full batch
+    if a.only != "minibatch":
+        full_batch(a, g, tmp, res)
+    if a.only != "full":
+        minibatch(a, g, tmp, res)
+    if a.json:
+        p = Path(a.json)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps(res, indent=1))
+    return 0
+
+
+def full_batch(a, g, tmp, res):
+    from partplan.nn.train import train_gcn
+    from partplan.partition.api import partition
+    from partplan.plan import build_plan, write_plan
     print(f"A. full-batch epoch, {g.name} (n={g.n:,}, nnz={g.nnz:,}), F={a.f}, hidden={a.hidden}, "
           f"{a.epochs} epochs, 1 thread per process", flush=True)
     pyg = pyg_epoch_s(g, a.f, a.hidden, a.classes, a.epochs)
@@ -99,7 +109,14 @@ def main(argv=None) -> int:
                                       f"{r['allreduce_s'] * 1e3:10.2f}{r['dense_s'] * 1e3:10.2f}"
                                       f"{r['bytes_per_epoch_measured']:13,}  {ok}")
         print(f"{name:<26}{t * 1e3:10.2f}{t / pyg:8.2f}{extra}")
-    # ---------------------------------------------------------------- B: mini-batch bytes
+
+
+def minibatch(a, g, tmp, res):
+    from partplan.models.stochastic import expected_volume
+    from partplan.nn import normalize_adjacency
+    from partplan.nn.train import train_gcn
+    from partplan.partition.api import partition
+    from partplan.plan import build_plan, write_plan
     k, spec = a.k, a.sampler
     print(f"\nB. mini-batch exchange, {g.name}, k={k}, sampler {spec}, {a.batches} batches per partition",
           flush=True)
@@ -129,11 +146,6 @@ def main(argv=None) -> int:
     print(f"stochastic / full-batch hypergraph partition: {ratio:.3f} (target <= 0.90); "
           f"measured within {max(abs(o['measured_over_expected'] - 1) for o in out.values()) * 100:.2f}% of "
           f"expected_volume (target 3%)")
-    if a.json:
-        p = Path(a.json)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(json.dumps(res, indent=1))
-    return 0
 
 
 if __name__ == "__main__":
