@@ -25,8 +25,8 @@ def add_topology_args(p) -> None:
                         "domain: gather at the source domain's monitor, one message per domain pair, "
                         "scatter in the target domain (each row crosses once per target domain)")
     g.add_argument("--route-level", metavar="NAME",
-                   help="domain level the route aggregates at (default: the innermost, e.g. node; a rack level "
-                        "routes whole racks through monitors)")
+                   help="route at this domain level only (default: every level, nested — e.g. racks through "
+                        "rack monitors, and inside a rack nodes through node monitors)")
     g.add_argument("--map", dest="map_method", choices=MAP_METHODS, default=None,
                    help="place parts on ranks to lower the topology cost: none (default), greedy "
                         "(greedy + pairwise swaps), steiner (Mt-KaHyPar improve_mapping, k <= 64), "
@@ -58,7 +58,7 @@ class TopologyOptions:
         if self.route != "flat" and not self.topo.levels:
             raise TopologyError(f"--route {self.route} needs a topology with domain levels; {self.spec} has none "
                                 f"(give 'fanouts' in the file)")
-        self.level = self.topo.level_index(self.level_name) if self.level_name is not None else 0
+        self.level = self.topo.level_index(self.level_name) if self.level_name is not None else None
         if self.level_name is not None and self.route == "flat":
             raise TopologyError(f"--route-level {self.level_name} applies to --route source / domain, not flat")
         if layout not in (None, "1d", "1") and (self.route != "flat" or self.map != "none"):
@@ -72,11 +72,17 @@ class TopologyOptions:
         if self.topo is not None and k is not None:
             self.topo.check_ranks(int(k))
 
+    def sizes(self) -> list[int]:
+        """Domain sizes the route goes through: --route-level's, else every level below the machine."""
+        if self.level is not None:
+            return [self.topo.levels[self.level].size]
+        return [lv.size for lv in self.topo.levels if lv.size < self.topo.ranks] or [self.topo.levels[0].size]
+
     def layout_spec(self) -> str | None:
         """The routed layout's spec, or None for flat."""
         if self.topo is None or self.route == "flat":
             return None
-        return f"routed:{self.route}:{self.topo.levels[self.level].size}"
+        return f"routed:{self.route}:{','.join(map(str, self.sizes()))}"
 
     def place(self, graph, part: np.ndarray) -> np.ndarray:
         """``part`` mapped onto the topology (``--map``); records what the mapping gained."""
@@ -120,8 +126,7 @@ class TopologyOptions:
         if self.route == "flat":
             st = lay.volumes(graph, part, f=f, dtype=dtype)
         else:
-            st = routed_layout(self.route, lay.ranks, D=self.topo.levels[self.level].size).volumes(
-                graph, part, f=f, dtype=dtype)
+            st = routed_layout(self.route, lay.ranks, sizes=self.sizes()).volumes(graph, part, f=f, dtype=dtype)
         return self.report(exchange_steps(st), f, dtype)
 
     def report(self, steps, f: int, dtype: str) -> dict:

@@ -245,3 +245,55 @@ def test_cli_analyze_routed_layout_text(capsys):
     assert main(["analyze", "email-Enron", "--method", "block", "-k", "8", "--layout", "routed:source:2"]) == 0
     out = capsys.readouterr().out
     assert "routed layout 4x2 on p=8 ranks" in out and "step_B_rows" in out
+
+
+# ----------------------------------------------------------------------------- nested (multi-level) routes
+@pytest.mark.parametrize("route", ["domain", "source"])
+@pytest.mark.parametrize("p,sizes,directed", [(8, [2, 4], True), (16, [2, 8], False), (24, [2, 6], True),
+                                              (27, [3, 9], False)])
+def test_nested_routes_exact_and_cross_each_outer_domain_once(route, p, sizes, directed, tmp_path):
+    g = _rand_graph(300, 3000, p + sizes[1], directed, weighted=True)
+    part = np.random.default_rng(p).integers(0, p, g.n)
+    spec = f"routed:{route}:{','.join(map(str, sizes))}"
+    plan = build_plan(g, part, p, layout=spec)          # cross-checked against the nested route model
+    H = np.random.default_rng(2).standard_normal((g.n, 3))
+    Z, comm = _run_local(plan, H)
+    assert np.array_equal(Z, g.to_scipy() @ H)
+    st = route_stages(g, part, plan.layout)
+    assert np.array_equal(comm.sent_rows, sum(st.values()))
+    # outer level: every (row, destination outer domain) pair crosses once, counted from the matrix
+    A = g.to_scipy().tocoo()
+    top = sizes[1]
+    pairs = {(int(j), int(part[i]) // top) for i, j in zip(A.row, A.col) if part[i] // top != part[j] // top}
+    t = load_topology(f"tree:{sizes[0]}x{sizes[1] // sizes[0]}x{p // sizes[1]}")
+    m = topology_metrics(list(st.values()), t, row_bytes=1, route=route)
+    assert m["levels"][1]["crossing_rows"] == len(pairs)
+    want = {"B1", "C1.B", "C1.C"} | ({"A1.A", "A1.B", "A1.C"} if route == "domain" else set())
+    assert set(st) == want | ({"C1.A"} if route == "domain" else set())
+    if directed:
+        Zb, _ = _run_local(plan, H, "backward")
+        assert np.allclose(Zb, g.to_scipy().T @ H, rtol=1e-13, atol=1e-13)
+
+
+def test_nested_route_validates_and_cli_routes_every_level(tmp_path, capsys):
+    g = _rand_graph(200, 1500, 4, True)
+    part = np.random.default_rng(4).integers(0, 8, g.n)
+    path = write_plan(build_plan(g, part, 8, layout="routed:domain:2,4"), tmp_path / "n.plan")
+    rep = validate_plan(path, g)
+    assert rep["ok"], rep["checks"]
+    assert main(["analyze", "email-Enron", "--method", "block", "-k", "16", "--topology", "tree:2x4x2",
+                 "--route", "domain", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["layout"]["spec"] == "1d" and d["topology"]["steps"] == 7      # nested: A1.{A,B,C}, B1, C1.{A,B,C}
+    assert main(["analyze", "email-Enron", "--method", "block", "-k", "16", "--topology", "tree:2x4x2",
+                 "--route", "domain", "--route-level", "rack", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["topology"]["steps"] == 3
+
+
+@pytest.mark.parametrize("spec,msg", [("routed:domain:4,2", "does not divide"), ("routed:domain:2,2", "levels repeat"),
+                                      ("routed:domain:3", "does not divide"), ("routed:ring:2", "expected routed:")])
+def test_bad_routed_specs(spec, msg):
+    from partplan.errors import PartitionError
+    from partplan.layouts import parse_layout
+    with pytest.raises(PartitionError, match=msg):
+        parse_layout(spec, 8)
