@@ -353,7 +353,7 @@ class TwoD(Layout):
 LAYOUTS: dict[str, type[Layout]] = {"1d": OneD, "1.5d": OneHalfD, "2d": TwoD}
 
 LAYOUT_HELP = ("1d, 1.5d:C (C replicas of each row block), 2d:RxC (grid; 2d = most square) or "
-               "routed:domain:D / routed:source:D (1D through domains of D ranks)")
+               "routed:domain:D / routed:source:D (1D through domains of D ranks; D0,D1,... nested)")
 
 
 def parse_layout(spec, ranks: int | None = None, *, row_blocks: int | None = None) -> Layout:
@@ -387,7 +387,7 @@ def check_spec(spec: str) -> str:
     s = str(spec).strip().lower()
     if s == "1":
         s = "1d"
-    if re.fullmatch(r"1d|2d|1\.5d:[1-9]\d*|2d:[1-9]\d*x[1-9]\d*|routed:(domain|source):[1-9]\d*", s):
+    if re.fullmatch(r"1d|2d|1\.5d:[1-9]\d*|2d:[1-9]\d*x[1-9]\d*|routed:(domain|source):[1-9]\d*(,[1-9]\d*)*", s):
         return s
     raise PartitionError(f"unknown layout {spec!r}; use {LAYOUT_HELP}")
 
