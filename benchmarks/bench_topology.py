@@ -15,7 +15,8 @@ For each graph (email-Enron from datasets/, R-MAT scale 16 symmetrized) at 64 ra
   α-β time ratio to flat;
 * measured — every route executed on LocalComm with 64 virtual ranks: bytes per
   level from the comm's counters == predicted; and one gloo run, 4 processes as
-  2 domains × 2 (email-Enron), measured bytes == the plan's pairs.
+  2 domains × 2 (email-Enron), measured bytes == the plan's pairs;
+* nested — email-Enron on tree:4x8x2: flat vs routing at one level vs nested.
 
 Usage::
 
@@ -148,6 +149,42 @@ def bench_graph(name: str, p: int, D: int, f: int, log) -> list[str]:
     return out
 
 
+def bench_nested(f: int, log) -> list[str]:
+    """email-Enron, METIS k = 64 on tree:4x8x2: flat vs routing at one level vs nested."""
+    from partplan import datasets
+    from partplan.metrics.topology import topology_metrics
+    from partplan.partition import metis
+    from partplan.plan import build_plan
+    from partplan.runtime import Executor, LocalComm
+    from partplan.topology import load_topology
+
+    log("nested routes")
+    g = datasets.load("email-Enron")
+    part = np.asarray(metis(g, 64, seed=0), dtype=np.int64)
+    t = load_topology("tree:4x8x2")
+    out = ["", "nested routes: email-Enron, METIS k=64, tree:4x8x2 (4 per node, 8 nodes per rack, 2 racks)",
+           "route                 rows crossing racks  rows crossing nodes  alpha-beta s  vs flat   cost      "
+           "LocalComm bytes/level == predicted"]
+    H = np.random.default_rng(0).standard_normal((g.n, f))
+    flat_ab = None
+    for label, spec in (("flat", "1d"), ("node level only", "routed:domain:4"), ("rack level only", "routed:domain:32"),
+                        ("nested (node, rack)", "routed:domain:4,32")):
+        plan = build_plan(g, part, 64, layout=spec, f=f, dtype="float64", backward=False)
+        steps = [plan.stats.volume] if spec == "1d" else list(plan.stats.stages.values())
+        m = topology_metrics(steps, t, row_bytes=f * 8)
+        ex = Executor(plan.manifest, plan.ranks, LocalComm(64, plan.groups()))
+        ex.forward([H[rp.in_ids()] for rp in plan.ranks])
+        from partplan.metrics.topology import level_bytes
+        meas = level_bytes(ex.comm.sent_bytes, t)
+        ok = meas["node"] == m["levels"][0]["crossing_bytes"] and meas["rack"] == m["levels"][1]["crossing_bytes"] \
+            and meas["local"] == m["local_bytes"]
+        flat_ab = flat_ab or m["alpha_beta_s"]
+        out.append(f"{label:<21} {m['levels'][1]['crossing_rows']:>19}  {m['levels'][0]['crossing_rows']:>19}  "
+                   f"{m['alpha_beta_s']:12.3e}  {m['alpha_beta_s'] / flat_ab:7.3f}  {m['cost']:9.3g}  "
+                   f"{'yes' if ok else 'NO'}")
+    return out
+
+
 def bench_gloo(f: int, log) -> list[str]:
     from partplan import datasets
     from partplan.metrics.topology import level_bytes
@@ -193,6 +230,7 @@ def main(argv=None) -> int:
     for name in args.graphs:
         lines += bench_graph(name, args.p, args.domain, args.f, log)
         lines.append("")
+    lines += bench_nested(args.f, log)
     if not args.no_gloo:
         lines += bench_gloo(args.f, log)
     print("\n".join(lines))
