@@ -28,8 +28,19 @@ A routed plan sends each (row, destination domain) pair across once:
   once, to ``e·D + q mod D`` (family ``cross``); step (C) as above.
 
 Crossing the domain boundary: ``domain`` = one message per communicating
-(domain, domain) pair, ``source`` = one per (rank, domain) pair; both carry
-the distinct (row, destination domain) pairs. The program uses only the
+(domain, domain) pair (times lanes), ``source`` = one per (rank, domain)
+pair; both carry the distinct (row, destination domain) pairs.
+
+**Nested levels** (``sizes`` = D0 < D1 < ...): the route at level i is the
+one above with domains of ``D_i`` inside each level-(i + 1) domain (the
+machine above the top), and its steps A and C — which stay inside a level-i
+domain — are routed again at level i − 1 (level −1: direct, family ``dom``).
+Step names carry the path: "A1.A", "A1.B", "A1.C", "B1", "C1.A", ...; the
+crossing family of level i is :func:`cross_family`.
+
+The program is one ``copy``/``gather``/``alltoallv`` triple per step over an
+accumulating buffer chain (``h{k}`` = ``h{k-1}`` + the rows step k brings;
+any later step can forward a row a rank once held), then ``spmm``. It uses only the
 existing step ops (copy / gather / alltoallv / spmm), so the one interpreter,
 the validator and both comms run it unchanged. :func:`route_stages` is the
 volume model (int64[p, p] rows per exchange step) the builder cross-checks the
