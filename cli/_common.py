@@ -65,3 +65,12 @@ def fraction(text: str) -> float:
     if not (0 <= v < 10):
         raise argparse.ArgumentTypeError(f"expected a number in [0, 10), got {text}")
     return v
+
+
+def print_keys(rep: dict, keys) -> None:
+    """``key  value`` lines of ``rep`` for the keys present (floats to 4 digits)."""
+    present = [k for k in keys if k in rep]
+    w = max((len(k) for k in present), default=0)
+    for k in present:
+        v = rep[k]
+        print(f"{k:<{w}}  {v:.4g}" if isinstance(v, float) else f"{k:<{w}}  {v}")

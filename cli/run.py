@@ -17,7 +17,7 @@ import importlib
 import json
 import sys
 
-from partplan.cli._common import nonneg_float, nonneg_int, positive_int
+from partplan.cli._common import nonneg_float, nonneg_int, positive_int, print_keys
 
 # modules adding `partplan run JOB` sub-commands (each exposes register_job(subparsers))
 RUN_JOBS: list[str] = ["run_graph"]
@@ -83,11 +83,7 @@ def run_spmm_cmd(args) -> int:
     if args.json:
         print(json.dumps(rep, indent=1))
     else:
-        w = max(len(k) for k in _KEYS)
-        for k in _KEYS:
-            if k in rep:
-                v = rep[k]
-                print(f"{k:<{w}}  {v:.4g}" if isinstance(v, float) else f"{k:<{w}}  {v}")
+        print_keys(rep, _KEYS)
         if not rep["bytes_match"]:
             print(f"BYTES DIFFER: {rep.get('bytes_mismatch')}", file=sys.stderr)
     return 0 if rep["bytes_match"] else 1

@@ -13,10 +13,12 @@ import argparse
 import json
 import sys
 
-from partplan.cli._common import nonneg_float, positive_int
+from partplan.cli._common import nonneg_float, positive_int, print_keys
 
 _KEYS = ("ranks", "backend", "layout", "epochs", "train_acc", "val_acc", "test_acc", "epoch_s", "exchange_s",
-         "spmm_s", "allreduce_s", "dense_s", "bytes_per_epoch_predicted", "bytes_per_epoch_measured", "bytes_match")
+         "spmm_s", "allreduce_s", "dense_s", "bytes_per_epoch_predicted", "bytes_per_epoch_measured", "batches",
+         "rows_per_batch_mean", "bytes_per_batch_predicted_mean", "bytes_per_batch_measured_mean", "batch_s",
+         "bytes_match")
 
 
 def register(subparsers) -> None:
@@ -82,16 +84,8 @@ def run_gcn(args) -> int:
     if args.json:
         print(json.dumps(rep, indent=1))
     else:
-        w = max(len(k) for k in _KEYS)
-        for k in _KEYS:
-            if k in rep:
-                v = rep[k]
-                print(f"{k:<{w}}  {v:.4g}" if isinstance(v, float) else f"{k:<{w}}  {v}")
-        for k in ("batches", "rows_per_batch_mean", "bytes_per_batch_predicted_mean", "bytes_per_batch_measured_mean",
-                  "batch_s"):
-            if k in rep:
-                print(f"{k:<{w}}  {rep[k]:.6g}" if isinstance(rep[k], float) else f"{k:<{w}}  {rep[k]}")
-        print(f"{'loss first / last':<{w}}  {rep['losses'][0]:.4f} / {rep['losses'][-1]:.4f}")
+        print_keys(rep, _KEYS)
+        print(f"loss first / last  {rep['losses'][0]:.4f} / {rep['losses'][-1]:.4f}")
         if not rep["bytes_match"]:
             print("BYTES DIFFER between prediction and measurement", file=sys.stderr)
     return 0 if rep["bytes_match"] else 1

@@ -403,19 +403,12 @@ def predict(plan, model, x: np.ndarray) -> np.ndarray:
 def train_worker(cfg: dict) -> dict | None:
     """One rank of a torch.distributed training job; rank 0 returns the report."""
     import torch
-    import torch.distributed as dist
 
     from ..runtime.comm import TorchComm, init_distributed
+    from ..runtime.launch import worker_setup, worker_shutdown
     from ..runtime.ops import TorchOps
 
-    backend = cfg.get("backend", "gloo")
-    timeout = float(cfg.get("timeout", 60.0))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    device = f"cuda:{local_rank}" if backend == "nccl" else "cpu"
-    if backend == "nccl" and not torch.cuda.is_available():
-        raise PlanError("backend nccl needs CUDA GPUs; none is visible (use --backend gloo)")
-    if os.environ.get("PARTPLAN_LAUNCHED") and "OMP_NUM_THREADS" in os.environ:
-        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    backend, timeout, device = worker_setup(cfg)
     m = read_manifest(cfg["plan"])
     check_plan_for_gcn(m, cfg["plan"])
     rank, world = init_distributed(backend, timeout_s=timeout, device=device if backend == "nccl" else None)
@@ -444,10 +437,7 @@ def train_worker(cfg: dict) -> dict | None:
             write_json_atomic(rep, cfg["result"])
         return rep
     finally:
-        try:
-            dist.destroy_process_group()
-        except Exception:
-            pass
+        worker_shutdown()
 
 
 # ----------------------------------------------------------------------------- public API

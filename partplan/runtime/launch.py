@@ -129,6 +129,32 @@ def _echo_progress(path: str, shown: int) -> int:
     return shown + end
 
 
+def worker_setup(cfg: dict) -> tuple[str, float, str]:
+    """(backend, timeout seconds, device) of this rank of a launched / torchrun
+    job: ``cuda:LOCAL_RANK`` with nccl (refused without a visible GPU), else
+    ``cpu``; torch threads set from OMP_NUM_THREADS when started by :func:`launch`."""
+    import torch
+
+    from ..errors import PlanError
+    backend = cfg.get("backend", "gloo")
+    timeout = float(cfg.get("timeout", 60.0))
+    device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}" if backend == "nccl" else "cpu"
+    if backend == "nccl" and not torch.cuda.is_available():
+        raise PlanError("backend nccl needs CUDA GPUs; none is visible (use --backend gloo)")
+    if os.environ.get("PARTPLAN_LAUNCHED") and "OMP_NUM_THREADS" in os.environ:
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    return backend, timeout, device
+
+
+def worker_shutdown() -> None:
+    """Destroy the process group, ignoring a group that is already gone."""
+    import torch.distributed as dist
+    try:
+        dist.destroy_process_group()
+    except Exception:  # noqa: BLE001 - a dead peer may have torn it down already
+        pass
+
+
 def under_torchrun() -> bool:
     """True when this process was started by torchrun (or by :func:`launch`)."""
     return all(v in os.environ for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))

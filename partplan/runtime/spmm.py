@@ -279,19 +279,12 @@ def spmm_worker(cfg: dict) -> dict | None:
     :func:`partplan.runtime.launch.launch`); rank 0 returns (and writes to
     ``cfg["result"]``) the report."""
     import torch
-    import torch.distributed as dist
 
     from .comm import TorchComm, init_distributed
+    from .launch import worker_setup, worker_shutdown
     from .ops import TorchOps
 
-    backend = cfg.get("backend", "gloo")
-    timeout = float(cfg.get("timeout", 60.0))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    device = f"cuda:{local_rank}" if backend == "nccl" else "cpu"
-    if backend == "nccl" and not torch.cuda.is_available():
-        raise PlanError("backend nccl needs CUDA GPUs; none is visible (use --backend gloo)")
-    if os.environ.get("PARTPLAN_LAUNCHED") and "OMP_NUM_THREADS" in os.environ:
-        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    backend, timeout, device = worker_setup(cfg)
     m = read_manifest(cfg["plan"])  # before init: a bad plan fails every rank the same way
     rank, world = init_distributed(backend, timeout_s=timeout, device=device if backend == "nccl" else None)
     try:
@@ -375,10 +368,7 @@ def spmm_worker(cfg: dict) -> dict | None:
                 Path(tmpres).write_text(json.dumps(rep, indent=1))
         return rep
     finally:
-        try:
-            dist.destroy_process_group()
-        except Exception:
-            pass
+        worker_shutdown()
 
 
 # ----------------------------------------------------------------------------- public API
