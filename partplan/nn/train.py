@@ -1,6 +1,7 @@
-"""Full-batch GCN training from a plan: :func:`train_gcn` (p processes, gloo /
-NCCL, or p virtual ranks with ``backend="local"``) and :func:`train_worker`
-(one rank; what torchrun and ``--nprocs`` start).
+"""GCN training from a plan — full-batch, or mini-batch with ``sampler``
+(:mod:`partplan.nn.minibatch`): :func:`train_gcn` (p processes, gloo / NCCL,
+or p virtual ranks with ``backend="local"``) and :func:`train_worker` (one
+rank; what torchrun and ``--nprocs`` start).
 
 Per epoch every rank runs the model's forward (``L − 1`` planned SpMMs after
 the one-off ``Â X``), the loss on its training rows, the backward (``L − 1``
@@ -129,7 +130,8 @@ def evaluate(model, xchg, ax: list, ids: list, ys: list, masks: dict, comm, c: i
 
 
 # ----------------------------------------------------------------------------- the loop (any comm)
-def _train(m: dict, shards: list, comm, ops, cfg: dict, device: str = "cpu") -> dict:
+def _train(m: dict, shards: list, comm, ops, cfg: dict, device: str = "cpu") -> tuple[dict, object]:
+    """Full-batch training for the local ranks of ``comm``; returns (report, model)."""
     import torch
     import torch.nn.functional as F
 
@@ -322,7 +324,7 @@ def _train_minibatch(plan, comm, cfg: dict) -> tuple[dict, object]:
            "bytes_per_batch_predicted_mean": float(np.mean(pred_b)),
            "bytes_per_batch_measured_mean": float(np.mean(meas)),
            "bytes_match": bool(np.array_equal(np.asarray(pred_b, dtype=np.float64), meas)),
-           "count_bytes_per_batch": int(8 * k * k * L * 2),
+           "count_bytes_per_batch": int(8 * k * k * L),  # one int64 per (rank, peer) and layer
            "structure_bytes_per_rank": structure_bytes,
            "batch_s": float(np.median(tmax[1:] if nb > 1 else tmax))}
     return rep, model
