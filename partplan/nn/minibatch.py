@@ -75,6 +75,15 @@ class BatchExchange(torch.autograd.Function):
         return (None, None, *grads)
 
 
+def _positions(sorted_ids: np.ndarray, query: np.ndarray, rank: int) -> np.ndarray:
+    """Positions of ``query`` in ``sorted_ids``; every id must be present."""
+    pos = np.searchsorted(sorted_ids, query)
+    if query.size and (pos.max() >= sorted_ids.size or np.any(sorted_ids[np.minimum(pos, sorted_ids.size - 1)]
+                                                                != query)):
+        raise PlanError(f"rank {rank}: a batch needs rows this rank did not compute (internal error)")
+    return pos.astype(np.int64)
+
+
 def _layer_plan(rows, cols, vals, part, k, ranks, prev_ids, out_ids):
     """Route and local matrices of one layer for ``ranks`` (the local ranks).
 
@@ -92,11 +101,7 @@ def _layer_plan(rows, cols, vals, part, k, ranks, prev_ids, out_ids):
     for i, r in enumerate(ranks):
         s = src == r
         o = np.lexsort((j[s], dst[s]))          # by destination, then id
-        ids = j[s][o]
-        pos = np.searchsorted(prev_ids[i], ids)
-        if ids.size and (pos.max() >= prev_ids[i].size or np.any(prev_ids[i][np.minimum(pos, prev_ids[i].size - 1)] != ids)):
-            raise PlanError(f"rank {r}: a batch needs rows this rank did not compute (internal error)")
-        send_idx.append(torch.from_numpy(pos.astype(np.int64)))
+        send_idx.append(torch.from_numpy(_positions(prev_ids[i], j[s][o], r)))
         sc_all.append(vol[r].copy())
         rc_all.append(vol[:, r].copy())
         # receive order: by source rank, then id  -> key src*n + j ascending
@@ -106,7 +111,7 @@ def _layer_plan(rows, cols, vals, part, k, ranks, prev_ids, out_ids):
         ri, cj, v = rows[mine], cols[mine], vals[mine]
         local = part[cj] == r
         cpos = np.empty(cj.size, dtype=np.int64)
-        cpos[local] = np.searchsorted(prev_ids[i], cj[local])
+        cpos[local] = _positions(prev_ids[i], cj[local], r)
         cpos[~local] = prev_ids[i].size + np.searchsorted(rk, part[cj[~local]] * part.size + cj[~local])
         rpos = np.searchsorted(out_ids[i], ri)
         mats.append((rpos, cpos, v, (out_ids[i].size, prev_ids[i].size + rk.size)))
@@ -127,7 +132,7 @@ def hop_values(A, hop):
 
 
 def minibatch_forward(model, comm, A, part, k, ranks, hops, x_rows, x_ids, *, epoch_seed: int,
-                      dtype, vol_out: list):
+                      vol_out: list):
     """Logits of each local rank's seed rows (``out_ids`` of the last layer).
 
     x_rows[i] / x_ids[i]: the local rank's feature rows and their sorted ids.

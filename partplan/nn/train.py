@@ -281,7 +281,7 @@ def _train_minibatch(plan, comm, cfg: dict) -> tuple[dict, object]:
         model.train()
         vols = []
         logits, seeds = minibatch_forward(model, comm, A, part, k, comm.local, hops, x_rows, x_ids,
-                                          epoch_seed=b, dtype=tdt, vol_out=vols)
+                                          epoch_seed=b, vol_out=vols)
         sel = [np.flatnonzero(tm[np.searchsorted(o, sd)]) for tm, o, sd in zip(TM, own, seeds)]
         lab = [y[torch.from_numpy(np.searchsorted(o, sd))] for y, o, sd in zip(Y, own, seeds)]
         cnt = comm.allreduce_world([np.array([float(s_.size)]) for s_ in sel], "sum")[0][0]
