@@ -67,9 +67,12 @@ class Level:
     bytes_measured: int
     messages: int
     time_s: float
+    steal: dict | None = None  # load-balance keys of the level (partplan.runtime.steal), when a balancer runs
 
     def to_json(self) -> dict:
-        return dict(self.__dict__)
+        d = dict(self.__dict__)
+        d.update(d.pop("steal") or {})
+        return d
 
 
 @dataclass
@@ -128,6 +131,7 @@ class BfsEngine:
         for rg in self.rgs:
             o = np.argsort(rg.ids, kind="stable")
             self.pos.append((rg.ids[o], o))
+        self.balancer = None  # a partplan.runtime.steal.Balancer: frontier stealing on 1D top-down levels
 
     def _own(self, i: int, v: int) -> int:
         ids, o = self.pos[i]
@@ -216,13 +220,18 @@ class BfsEngine:
             ghost, _, st = exchange_flags(comm, [rg.expand for rg in rgs], front, None,
                                           [rg.next_ - rg.nl for rg in rgs], what=f"BFS level {depth}")
             vec = []
+            found, steal = None, None
             if self.two_d:  # expand along the grid column (above), local top-down, fold along the grid row
                 found, st2 = self._fold_2d(front, ghost, visited, sent_before, depth)
                 st = st.add(st2)
+            elif self.balancer is not None and cur == "top-down":
+                from .steal import bfs_top_down
+                found, steal = bfs_top_down(self.balancer, rgs, front, ghost, visited, depth,
+                                            records[-1].time_s if records else None)
             for i in loc:
                 rg = rgs[i]
                 cand = np.full(rg.nl, -1, dtype=np.int64)
-                if self.two_d:
+                if found is not None:
                     new, edges, cand = found[i]
                 elif cur == "top-down":
                     cols = np.concatenate([np.flatnonzero(front[i]), rg.nl + np.flatnonzero(ghost[i])])
@@ -237,6 +246,7 @@ class BfsEngine:
                 front[i][new] = True
                 vec.append(np.array([new.size, self.outdeg[i][new].sum(), edges], dtype=np.float64))
             meas = int(comm.sent_bytes.sum()) - sent0  # this process's ranks; counted once (i = 0)
+            meas -= 0 if steal is None else steal.measured_local  # steal bytes are reported apart
             extra = np.concatenate([st.vector(), [meas]])
             # layout: new, scout, edges, bytes, sparse, dense, dense pairs, sparse pairs, messages, measured
             vec = [np.concatenate([v, extra if i == 0 else np.zeros_like(extra)]) for i, v in enumerate(vec)]
@@ -245,7 +255,8 @@ class BfsEngine:
             mode = "none" if tot[3] == 0 else ("dense" if tot[7] == 0 and tot[6] > 0 else
                                               "sparse" if tot[6] == 0 else "mixed")
             records.append(Level(depth, cur, mode, int(nf), int(tot[2]), int(tot[3]), int(tot[4]), int(tot[5]),
-                                 int(tot[9]), int(tot[8]), time.perf_counter() - tl))
+                                 int(tot[9]), int(tot[8]), time.perf_counter() - tl,
+                                 None if steal is None else steal.info))
             prev_nf, nf = nf, new_nf
             depth += 1
         t_search = time.perf_counter() - t0
