@@ -16,12 +16,14 @@ from partplan.cli._common import nonneg_float, positive_int
 _EX = {
     "bfs": "  partplan run bfs g.plan --nprocs 2 --roots 16 --json\n"
            "  partplan run bfs g.plan --backend local --root 0 --direction top-down --output parents.npz\n"
-           "  torchrun --nproc-per-node 4 -m partplan run bfs g.plan --roots 64",
+           "  torchrun --nproc-per-node 4 -m partplan run bfs g.plan --roots 64\n"
+           "  partplan run bfs g.plan --nprocs 4 --direction top-down --steal fsteal --steal-solver lp --t4 64",
     "graph500": "  partplan run graph500 --scale 16 --nprocs 2\n"
                 "  partplan run graph500 --scale 14 --nprocs 4 --partition block --json --plot levels.png",
     "pagerank": "  partplan run pagerank g.plan --nprocs 2 --damping 0.85 --tol 1e-8 --output pr.npy",
     "wcc": "  partplan run wcc g.plan --nprocs 2 --output labels.npy",
-    "sssp": "  partplan run sssp g.plan --nprocs 2 --root 0 --output dist.npy",
+    "sssp": "  partplan run sssp g.plan --nprocs 2 --root 0 --output dist.npy\n"
+            "  partplan run sssp g.plan --backend local --root 0 --steal fsteal --steal-topology tree:2x2 --json",
 }
 _HELP = {
     "bfs": ("breadth-first search from a plan (validated, TEPS)",
@@ -72,6 +74,26 @@ def _bfs_args(s) -> None:
     s.add_argument("--plot", metavar="PNG", help="write a plot of per-level work and bytes")
 
 
+def _steal_args(s) -> None:
+    g = s.add_argument_group("load balance (frontier stealing, docs/steal.md)")
+    g.add_argument("--steal", choices=("none", "fsteal", "fsteal+osteal"), default=None,
+                   help="none (measure per-level balance only), fsteal (steal frontier edges each level by a MILP "
+                        "over link costs), fsteal+osteal (also shrink the active ranks on sparse tails); "
+                        "omitted: no balancer")
+    g.add_argument("--steal-solver", choices=("cbc", "highs", "lp"), default="highs",
+                   help="assignment solver: cbc (PuLP), highs (scipy milp, default), lp (relaxation rounded)")
+    g.add_argument("--steal-topology", metavar="TOPO", default=None,
+                   help="link costs: a preset (tree:2x2, dgx1) or a topology JSON (partplan topology probe); "
+                        "default every link costs 1 (+1 local)")
+    g.add_argument("--t1", type=nonneg_float, default=1000.0, help="steal when the max frontier load >= T1 edges "
+                   "(default 1000)")
+    g.add_argument("--t2", type=nonneg_float, default=500.0, help="... and max - min >= T2 edges (default 500)")
+    g.add_argument("--t3", type=nonneg_float, default=2e-3, help="OSteal decides only after a level shorter than "
+                   "T3 seconds (default 0.002)")
+    g.add_argument("--t4", type=nonneg_float, default=0.0, help="cache the adjacency of vertices of degree > T4 "
+                   "on every rank (default 0: no cache)")
+
+
 def register_job(sub) -> None:
     for job in ("bfs", "graph500", "pagerank", "wcc", "sssp"):
         short, desc = _HELP[job]
@@ -94,6 +116,8 @@ def register_job(sub) -> None:
             s.add_argument("--max-iter", type=positive_int, default=100, help="iteration limit (default 100)")
         if job == "sssp":
             s.add_argument("--root", type=int, required=True, metavar="V", help="source vertex")
+        if job in ("bfs", "graph500", "sssp"):
+            _steal_args(s)
         if job in OUT_SUFFIX:
             s.add_argument("--output", metavar="FILE" + OUT_SUFFIX[job],
                            help={"bfs": "parents.npz: roots int64[K], parents int64[K, n] (-1 unreached)",
@@ -140,6 +164,9 @@ def _config(args) -> dict:
             raise PlanError(f"--tol must be > 0, got {args.tol}")
     if job == "sssp":
         cfg["root"] = args.root
+    if job in ("bfs", "graph500", "sssp") and args.steal is not None:
+        cfg["steal"] = {"mode": args.steal, "solver": args.steal_solver, "topology": args.steal_topology,
+                        "t1": args.t1, "t2": args.t2, "t3": args.t3, "t4": args.t4}
     return cfg
 
 
@@ -151,7 +178,10 @@ def _precheck(cfg: dict, args) -> None:
     if "plan" not in cfg:
         return
     m = read_manifest(cfg["plan"])
-    check_layout(m, ("1d", "2d") if cfg["job"] == "bfs" else ("1d",))
+    check_layout(m, ("1d", "2d") if cfg["job"] == "bfs" and not cfg.get("steal") else ("1d",))
+    if cfg.get("steal"):
+        from partplan.runtime.steal import StealConfig
+        StealConfig.from_cfg(cfg, int(m["ranks"]))  # a bad topology / threshold fails here, before any process
     traversal_program(m)
     n = int(m["graph"]["n"])
     if cfg.get("root") is not None and not 0 <= int(cfg["root"]) < n:

@@ -165,8 +165,9 @@ def wcc_parts(manifest: dict, shards, comm, *, progress=None):
 
 
 # ----------------------------------------------------------------------------- SSSP
-def sssp_parts(manifest: dict, shards, comm, root: int, *, progress=None):
-    """Distances from ``root``: (ids per local rank, float64 distances, round records)."""
+def sssp_parts(manifest: dict, shards, comm, root: int, *, progress=None, steal=None):
+    """Distances from ``root``: (ids per local rank, float64 distances, round records).
+    ``steal``: a :class:`~.steal.StealConfig` (frontier stealing per round) or None."""
     from . import _bfs_kernels as K
     check_layout(manifest)
     n = int(manifest["graph"]["n"])
@@ -194,13 +195,24 @@ def sssp_parts(manifest: dict, shards, comm, root: int, *, progress=None):
             dist[i][k] = 0.0
             changed[i][k] = True
     records, rnd, nchg = [], 0, 1.0
+    bal = None
+    if steal is not None:
+        from .steal import Balancer
+        bal = Balancer(comm, gs, n, steal, weighted=True)
     while nchg > 0:
         t0 = time.perf_counter()
         sent0 = int(comm.sent_bytes.sum())
         got, vals, st = exchange_flags(comm, [rg.expand for rg in gs], changed, dist,
                                        [rg.next_ - rg.nl for rg in gs], what=f"SSSP round {rnd}")
-        edges = 0
-        for i, rg in enumerate(gs):
+        edges, sout = 0, None
+        if bal is not None:
+            from .steal import sssp_relax
+            for i in range(len(gs)):
+                dext[i][got[i]] = vals[i][got[i]]
+            res, sout = sssp_relax(bal, gs, changed, got, dist, dext, rnd, records[-1]["time_s"] if records else None)
+            changed = [r[0] for r in res]
+            edges = sum(r[1] for r in res)
+        for i, rg in enumerate(gs if bal is None else []):
             dext[i][got[i]] = vals[i][got[i]]
             cols = np.concatenate([np.flatnonzero(changed[i]), rg.nl + np.flatnonzero(got[i])])
             de = np.concatenate([dist[i], dext[i]])
@@ -208,12 +220,13 @@ def sssp_parts(manifest: dict, shards, comm, root: int, *, progress=None):
             w = rg.cdata if rg.cdata is not None else np.zeros(0)
             edges += K.relax(rg.cindptr, rg.crows, w, cols, de, dist[i], ch)
             changed[i] = ch
-        meas = int(comm.sent_bytes.sum()) - sent0
+        meas = int(comm.sent_bytes.sum()) - sent0 - (0 if sout is None else sout.measured_local)
         tot = _world_sum(comm, [np.array([c.sum(), edges if i == 0 else 0, st.bytes if i == 0 else 0,
                                           meas if i == 0 else 0]) for i, c in enumerate(changed)])
         nchg = tot[0]
         records.append({"round": rnd, "changed": int(tot[0]), "edges_examined": int(tot[1]), "bytes": int(tot[2]),
-                        "bytes_measured": int(tot[3]), "time_s": time.perf_counter() - t0})
+                        "bytes_measured": int(tot[3]), "time_s": time.perf_counter() - t0,
+                        **({} if sout is None else sout.info)})
         if progress:
             progress(f"round {rnd}: {int(tot[0])} distances changed")
         rnd += 1
@@ -270,8 +283,13 @@ def wcc_body(cfg, m, shards, comm):
 def sssp_body(cfg, m, shards, comm):
     if cfg.get("root") is None:
         raise PlanError("sssp needs --root V")
-    ids, dist, rec = sssp_parts(m, shards, comm, cfg["root"], progress=_prog_fn(cfg, comm))
+    from .steal import StealConfig
+    steal = StealConfig.from_cfg(cfg, int(m["ranks"]))
+    ids, dist, rec = sssp_parts(m, shards, comm, cfg["root"], progress=_prog_fn(cfg, comm), steal=steal)
     rep = _finish(cfg, m, comm, ids, dist, rec, -1.0, {"root": int(cfg["root"])})
+    if rep is not None and steal is not None:
+        from .steal import steal_summary
+        rep["steal"] = steal_summary(cfg, rec)
     if rep is not None:
         full = rep.pop("_values")
         rep["reached"] = int(np.isfinite(full).sum())

@@ -186,6 +186,9 @@ def _bfs_body(cfg: dict, m: dict, shards, comm, val) -> dict | None:
     leader = comm.local[0] == 0
     eng = BfsEngine(m, shards, comm, direction=cfg.get("direction", "auto"),
                     alpha=float(cfg.get("alpha", 15.0)), beta=float(cfg.get("beta", 18.0)))
+    if cfg.get("steal"):  # frontier stealing on top-down levels (partplan.runtime.steal)
+        from .steal import Balancer, StealConfig
+        eng.balancer = Balancer(comm, eng.rgs, eng.n, StealConfig.from_cfg(cfg, int(m["ranks"])))
     roots = _roots(cfg, eng, val, leader)
     if roots.size == 0:
         raise PlanError("the graph has no vertex with an edge: no BFS root to search from")
@@ -232,6 +235,9 @@ def _bfs_body(cfg: dict, m: dict, shards, comm, val) -> dict | None:
     if cfg.get("graph500"):
         rep["graph500"] = {k: cfg["graph500"][k] for k in ("scale", "edgefactor", "seed", "partition")
                            if k in cfg["graph500"]}
+    if eng.balancer is not None:
+        from .steal import steal_summary
+        rep["steal"] = steal_summary(cfg, levels, eng.balancer)
     if cfg.get("plot"):
         from .traversal_plot import plot_levels
         plot_levels(rep, cfg["plot"])

@@ -310,7 +310,9 @@ class OwnershipPolicy:
         total = float(np.sum(loads))
         loc = float(np.min(np.diag(self.c)))
         est = [kappa * np.ceil(total / s.size) * loc + pi * s.size for s in self.sets]
-        self.m_index = int(np.argmin(est))  # ties: more ranks (lower index)
+        est = np.array(est)
+        # ties (within float noise of the fit): more ranks (lower index)
+        self.m_index = int(np.flatnonzero(est <= est.min() * (1 + 1e-9) + 1e-15)[0])
         return self.active
 
 
@@ -560,3 +562,24 @@ def sssp_relax(bal: Balancer, rgs, changed, got, dist, dext, rnd: int, prev_seco
             ch[r[better]] = True
         res.append((ch, edges + out.stolen_done[i]))
     return res, out
+
+
+def steal_summary(cfg: dict, levels: list, bal: Balancer | None = None) -> dict:
+    """The report's ``steal`` block from per-level entries (dicts): settings,
+    triggered levels, geometric means of before/after balance on them, the
+    worst after/before ratio, stolen edges, steal bytes, solve seconds."""
+    s = dict(cfg.get("steal") or {})
+    s.pop("topology_obj", None)
+    lv = [x for x in levels if x.get("steal_triggered")]
+    gm = (lambda k: float(np.exp(np.mean(np.log([x[k] for x in lv])))) if lv else None)
+    out = {**s, "levels_triggered": len(lv), "geomean_before": gm("load_max_over_mean"),
+           "geomean_after": gm("load_max_over_mean_after"),
+           "worst_after_over_before": max((x["load_max_over_mean_after"] / x["load_max_over_mean"] for x in lv),
+                                          default=None),
+           "stolen_edges": int(sum(x.get("stolen_edges", 0) for x in levels)),
+           "steal_bytes": int(sum(x.get("steal_bytes", 0) for x in levels)),
+           "steal_bytes_match": all(x.get("steal_bytes", 0) == x.get("steal_bytes_measured", 0) for x in levels),
+           "solve_s": float(sum(x.get("solve_s", 0.0) for x in levels))}
+    if bal is not None:
+        out.update(hubs=int(bal.hub.sum()), hub_cache_bytes=bal.hub_cache_bytes)
+    return out
