@@ -44,7 +44,8 @@ def test_every_direction_and_rank_count_matches_scipy_and_validates(directed):
                 v = validate_bfs_tree(s, d, int(root), r.parents, levels=r.levels, directed=directed)
                 assert v.ok, v.messages
                 for lv in r.records:
-                    assert lv.bytes == lv.bytes_measured
+                    assert lv.bytes == lv.bytes_measured == sum(lv.bytes_per_rank)
+                    assert lv.messages == sum(lv.messages_per_rank) and len(lv.bytes_per_rank) == p
                     assert lv.bytes <= min(lv.bytes_sparse, lv.bytes_dense)
                     assert lv.direction == direction or direction == "auto"
                 trees.setdefault(int(root), set()).add(r.parents.tobytes())

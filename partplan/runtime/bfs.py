@@ -69,6 +69,9 @@ class Level:
     time_s: float
     steal: dict | None = None  # load-balance keys of the level (partplan.runtime.steal), when a balancer runs
 
+    bytes_per_rank: list | None = None  # payload bytes each rank sent (index = rank)
+    messages_per_rank: list | None = None  # nonempty payloads each rank sent
+
     def to_json(self) -> dict:
         d = dict(self.__dict__)
         d.update(d.pop("steal") or {})
@@ -247,8 +250,9 @@ class BfsEngine:
                 vec.append(np.array([new.size, self.outdeg[i][new].sum(), edges], dtype=np.float64))
             meas = int(comm.sent_bytes.sum()) - sent0  # this process's ranks; counted once (i = 0)
             meas -= 0 if steal is None else steal.measured_local  # steal bytes are reported apart
-            extra = np.concatenate([st.vector(), [meas]])
-            # layout: new, scout, edges, bytes, sparse, dense, dense pairs, sparse pairs, messages, measured
+            extra = np.concatenate([st.vector(), [meas], st.rank_vector(comm.world)])
+            # layout: new, scout, edges, bytes, sparse, dense, dense pairs, sparse pairs, messages, measured,
+            # bytes per rank (p), messages per rank (p)
             vec = [np.concatenate([v, extra if i == 0 else np.zeros_like(extra)]) for i, v in enumerate(vec)]
             tot = world_sum(comm, vec)
             new_nf, scout = float(tot[0]), float(tot[1])
@@ -256,7 +260,9 @@ class BfsEngine:
                                               "sparse" if tot[6] == 0 else "mixed")
             records.append(Level(depth, cur, mode, int(nf), int(tot[2]), int(tot[3]), int(tot[4]), int(tot[5]),
                                  int(tot[9]), int(tot[8]), time.perf_counter() - tl,
-                                 None if steal is None else steal.info))
+                                 None if steal is None else steal.info,
+                                 [int(b) for b in tot[10:10 + comm.world]],
+                                 [int(m) for m in tot[10 + comm.world:10 + 2 * comm.world]]))
             prev_nf, nf = nf, new_nf
             depth += 1
         t_search = time.perf_counter() - t0

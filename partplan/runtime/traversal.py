@@ -30,7 +30,7 @@ one uint8 all-to-all-v whose bytes the comm counters measure.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -226,10 +226,24 @@ class ExchangeStats:
     dense_pairs: int = 0
     sparse_pairs: int = 0
     messages: int = 0
+    per_rank: dict = field(default_factory=dict)  # global rank -> [bytes sent, messages sent]
 
     def add(self, other: "ExchangeStats") -> "ExchangeStats":
-        return ExchangeStats(*(a + b for a, b in zip(self.vector().astype(np.int64).tolist(),
-                                                      other.vector().astype(np.int64).tolist())))
+        out = ExchangeStats(*(a + b for a, b in zip(self.vector().astype(np.int64).tolist(),
+                                                     other.vector().astype(np.int64).tolist())))
+        for d in (self.per_rank, other.per_rank):
+            for r, (b, m) in d.items():
+                cur = out.per_rank.setdefault(r, [0, 0])
+                cur[0] += b
+                cur[1] += m
+        return out
+
+    def rank_vector(self, p: int) -> np.ndarray:
+        """float64[2p]: bytes sent per global rank, then messages per rank (zeros for other processes' ranks)."""
+        v = np.zeros(2 * p)
+        for r, (b, m) in self.per_rank.items():
+            v[r], v[p + r] = b, m
+        return v
 
     def vector(self) -> np.ndarray:
         return np.array([self.bytes, self.sparse_bytes, self.dense_bytes, self.dense_pairs,
@@ -256,6 +270,7 @@ def exchange_flags(comm, segs: list[Segments], masks: list[np.ndarray], values: 
         csum = np.concatenate([[0], np.cumsum(f, dtype=np.int64)])
         counts.append(csum[sg.send_off[1:]] - csum[sg.send_off[:-1]])
     peer_c = comm.exchange_counts(segs[0].family, counts)
+    rank_of = list(comm.local)
     sends, sc_bytes, rc_bytes = [], [], []
     for i, sg in enumerate(segs):
         c = counts[i]
@@ -267,6 +282,7 @@ def exchange_flags(comm, segs: list[Segments], masks: list[np.ndarray], values: 
         st.dense_pairs += int(np.count_nonzero(dn))
         st.sparse_pairs += int(np.count_nonzero((~dn) & (c > 0)))
         st.messages += int(np.count_nonzero(nb))
+        st.per_rank[int(rank_of[i])] = [int(nb.sum()), int(np.count_nonzero(nb))]
         parts = []
         f = flagged[i]
         vals = None if values is None else np.asarray(values[i])[sg.idx]
