@@ -390,7 +390,11 @@ class Balancer:
         a = solve(loads, c, self.cfg.solver, active=active, gap=self.cfg.gap)
         self._check_same(a.x)
         info.update(steal_triggered=True, solve_s=a.solve_s, z_model=a.z)
-        out = self._steal(cols, colvals, degs, a.x, what)
+        out = self._steal(cols, colvals, degs, a.x, what, None if forced else float(before.max()))
+        if out is None:  # columns are not split: this cut would make the slowest worker slower; keep all
+            info.update(steal_cancelled=True, load_max_over_mean_after=info["load_max_over_mean"])
+            self._record(before.max(initial=0), active, prev)
+            return LevelOutcome(list(cols), [None] * len(rgs), [0] * len(rgs), info)
         after = worker_costs(out.info.pop("moved"), c)
         lb = float((maxdeg * c.min(axis=1)).max())  # the largest frontier column goes to someone whole
         info.update(out.info, load_max_over_mean_after=_ratio(after[active]),
@@ -413,27 +417,36 @@ class Balancer:
         if not (np.array_equal(m[:f.size], f) and np.array_equal(-m[f.size:], f)):
             raise PlanError("frontier stealing: ranks computed different assignments from the same loads")
 
-    def _steal(self, cols, colvals, degs, x, what) -> LevelOutcome:
+    def _steal(self, cols, colvals, degs, x, what, cap: float | None) -> LevelOutcome | None:
+        """Cut, check, ship, expand, return. ``cap``: cancel (None) when the
+        cut's real max worker cost would exceed it (no level worse than before)."""
         from .traversal import world_sum
-        comm, rgs, p, wt = self.comm, self.rgs, self.p, self.weighted
-        kept, payloads, moved_rows, shipped = [], [], [], 0
+        comm, rgs, p = self.comm, self.rgs, self.p
+        bounds, vec = [], []
         for i, rg in enumerate(rgs):
             r = rg.rank
             order = np.concatenate([[r], np.delete(np.arange(p), r)])  # keep first, then stealers by id
             b = cut_ranges(degs[i], x[r, order])
+            s = np.concatenate([[0], np.cumsum(degs[i])])
+            v = np.zeros(p * p)
+            v[r * p + order] = s[b[1:]] - s[b[:-1]]
+            bounds.append((order, b))
+            vec.append(v)
+        moved = world_sum(comm, vec).reshape(p, p)  # edges rank i's cut gives worker j (all ranks)
+        if cap is not None and worker_costs(moved, self.c).max() > cap:
+            return None
+        kept, payloads, shipped = [], [], 0
+        for i, rg in enumerate(rgs):
+            order, b = bounds[i]
             row = [np.zeros(0, np.uint8)] * p
-            moved = np.zeros(p)
             for k, j in enumerate(order):  # loop over workers
                 sl = slice(b[k], b[k + 1])
-                moved[j] = degs[i][sl].sum()
-                if j == r:
+                if j == rg.rank:
                     kept.append(cols[i][sl])
-                    continue
-                if b[k + 1] > b[k]:
+                elif b[k + 1] > b[k]:
                     row[j] = self._pack(rg, cols[i][sl], None if colvals is None else colvals[i][sl])
             shipped += sum(int(q.size) for q in row)
             payloads.append(row)
-            moved_rows.append(moved)
         sent0 = int(comm.sent_bytes.sum())
         got = exchange_bytes(comm, self.family, payloads, f"{what}: stolen ranges")
         back, done = [], []
@@ -459,18 +472,11 @@ class Balancer:
                 rs.append(buf[:4 * k].view(np.int32).astype(np.int64))
                 vs.append(buf[4 * k:].view(np.float64))
             returned.append(min_per_row(np.concatenate(rs), np.concatenate(vs)) if rs else None)
-        vec = []
-        for i, rg in enumerate(rgs):
-            v = np.zeros(p * p + 2)
-            v[rg.rank * p:(rg.rank + 1) * p] = moved_rows[i]
-            if i == 0:
-                v[p * p:] = shipped, meas
-            vec.append(v)
-        tot = world_sum(comm, vec)
-        movedm = tot[:p * p].reshape(p, p)
+        tot = world_sum(comm, [np.array([shipped, meas] if i == 0 else [0.0, 0.0]) for i in range(len(rgs))])
+        movedm = moved
         stolen = int(movedm.sum() - np.trace(movedm))
-        info = {"moved": movedm, "stolen_edges": stolen, "steal_bytes": int(tot[p * p]),
-                "steal_bytes_measured": int(tot[p * p + 1])}
+        info = {"moved": movedm, "stolen_edges": stolen, "steal_bytes": int(tot[0]),
+                "steal_bytes_measured": int(tot[1])}
         return LevelOutcome(kept, returned, done, info, meas)
 
     def _pack(self, rg, cs: np.ndarray, vals) -> np.ndarray:
