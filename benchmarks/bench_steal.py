@@ -79,7 +79,7 @@ def balance(args, graphs):
                 lv += [x.to_json() for x in res.records]
                 edges += res.edges_examined
                 recs = [x.to_json() for x in res.records]
-                bm = max((x.get("load_max_over_mean") or 0) for x in recs)
+                bm = gmean([x["load_max_over_mean"] for x in recs if x.get("steal_triggered")] or [1.0])
                 if len(recs) > 3 and bm > keep.get("best", (0,))[0]:
                     keep["best"] = (bm, name, pk, int(r), recs)
             t = [x for x in lv if x.get("steal_triggered")]
@@ -203,6 +203,12 @@ def main() -> None:
     if args.png and keep:
         from partplan.runtime.steal_plot import plot_balance
         _, name, pk, root, lv = keep["best"]
+        print(f"\nper level, {name}, {pk} partition, root {root} (the PNG):")
+        print(f"{'level':>6}{'stolen':>9}{'before':>9}{'after':>9}{'bound':>9}")
+        for k, x in enumerate(lv):
+            if x.get("load_max_over_mean") is not None:
+                print(f"{k:>6}{x['stolen_edges']:>9}{x['load_max_over_mean']:>9.3f}{x['load_max_over_mean_after']:>9.3f}"
+                      f"{x.get('load_bound_max_over_mean', float('nan')):>9.3f}")
         plot_balance({f"fsteal ({args.solver})": lv}, args.png,
                      title=f"{name}, {pk} partition, p = {args.p}, root {root}: max/mean per level")
         print(f"\nwrote {args.png}")
