@@ -164,6 +164,8 @@ def _config(args) -> dict:
             raise PlanError(f"--tol must be > 0, got {args.tol}")
     if job == "sssp":
         cfg["root"] = args.root
+    if job == "graph500" and args.steal is not None and args.layout.split(":")[0] != "1d":
+        raise PlanError(f"--steal runs on 1d layouts; --layout {args.layout} is not one")
     if job in ("bfs", "graph500", "sssp") and args.steal is not None:
         cfg["steal"] = {"mode": args.steal, "solver": args.steal_solver, "topology": args.steal_topology,
                         "t1": args.t1, "t2": args.t2, "t3": args.t3, "t4": args.t4}

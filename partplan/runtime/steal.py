@@ -298,7 +298,8 @@ class OwnershipPolicy:
 
     def decide(self, loads: np.ndarray, prev_seconds: float | None) -> np.ndarray:
         """The active set (bool[p]) for a level with per-rank ``loads``."""
-        if prev_seconds is None:
+        if prev_seconds is None:  # a search's first level: every rank (the history is kept)
+            self.m_index = 0
             return self.active
         if prev_seconds >= self.t3:
             self.m_index = 0  # work grew: every rank takes part again

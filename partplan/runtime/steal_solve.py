@@ -153,22 +153,27 @@ def _highs(loads, c, active, gap, time_limit):
 
 
 def _cbc(loads, c, active, gap, time_limit):
+    import warnings
+
     import pulp
     rows, cols = np.flatnonzero(loads > 0), np.flatnonzero(active)
     prob = pulp.LpProblem("fsteal", pulp.LpMinimize)
-    z = pulp.LpVariable("z", lowBound=0)
-    x = {(i, j): pulp.LpVariable(f"x_{i}_{j}", lowBound=0, cat="Integer") for i in rows for j in cols}
+    z = prob.add_variable("z", 0)
+    x = {(i, j): prob.add_variable(f"x_{i}_{j}", 0, None, cat="Integer") for i in rows for j in cols}
     prob += z
-    for j in cols:
+    for j in cols:  # loops over ranks (model building)
         prob += pulp.lpSum(float(c[i, j]) * x[i, j] for i in rows) <= z
     for i in rows:
         prob += pulp.lpSum(x[i, j] for j in cols) == int(loads[i])
-    st = prob.solve(pulp.PULP_CBC_CMD(msg=0, threads=1, gapRel=gap, timeLimit=time_limit))
-    if pulp.LpStatus[st] not in ("Optimal",) and x and x[rows[0], cols[0]].value() is None:
+    with warnings.catch_warnings():
+        # PuLP 3.3 flags PULP_CBC_CMD (its bundled CBC binary) as deprecated in favour of COIN_CMD,
+        # which needs a system CBC; the bundled one is the one installed here (as partition/ownership.py)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        st = prob.solve(pulp.PULP_CBC_CMD(msg=False, threads=1, gapRel=gap, timeLimit=time_limit))
+    vals = [x[i, j].value() for i in rows for j in cols]
+    if any(v is None for v in vals):
         raise PlanError(f"steal MILP (cbc) found no solution: status {pulp.LpStatus[st]}")
-    vals = [x[i, j].value() or 0.0 for i in rows for j in cols]
-    out = _scatter(c.shape[0], rows, cols, np.rint(vals))
-    return out
+    return _scatter(c.shape[0], rows, cols, np.rint(vals))
 
 
 def solve(loads, c, solver: str = "highs", *, active=None, gap: float = 1e-3,
