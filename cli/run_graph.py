@@ -85,6 +85,8 @@ def _steal_args(s) -> None:
     g.add_argument("--steal-topology", metavar="TOPO", default=None,
                    help="link costs: a preset (tree:2x2, dgx1) or a topology JSON (partplan topology probe); "
                         "default every link costs 1 (+1 local)")
+    g.add_argument("--steal-plot", metavar="PNG", default=None,
+                   help="write a PNG of the first search's (sssp: the rounds') per-level balance before/after")
     g.add_argument("--t1", type=nonneg_float, default=1000.0, help="steal when the max frontier load >= T1 edges "
                    "(default 1000)")
     g.add_argument("--t2", type=nonneg_float, default=500.0, help="... and max - min >= T2 edges (default 500)")
@@ -169,6 +171,8 @@ def _config(args) -> dict:
     if job in ("bfs", "graph500", "sssp") and args.steal is not None:
         cfg["steal"] = {"mode": args.steal, "solver": args.steal_solver, "topology": args.steal_topology,
                         "t1": args.t1, "t2": args.t2, "t3": args.t3, "t4": args.t4}
+        if args.steal_plot:
+            cfg["steal"]["plot"] = str(check_output(args.steal_plot, ".png"))
     return cfg
 
 

@@ -254,3 +254,20 @@ def test_bad_steal_options_give_one_error(tmp_path, capsys, rmat):
     with pytest.raises(SystemExit) as ex:
         main(["run", "bfs", plan, "--backend", "local", "--steal", "fsteal", "--t1", "-3"])
     assert ex.value.code == 2
+
+
+@pytest.mark.parametrize("t1,t2", [(0, 0), (10**9, 0), (0, 10**9), ("max", "diff"), ("max", "diff+1")])
+def test_triggers_t1_on_the_max_load_and_t2_on_max_minus_min(rmat, t1, t2):
+    _, _, g = rmat
+    p = 3
+    plan = build_plan(g, np.random.default_rng(2).integers(0, p, g.n), p)
+    comm = LocalComm(p, plan.groups())
+    e = BfsEngine(plan.manifest, plan.ranks, comm)
+    cols = [np.arange(rg.next_) for rg in e.rgs]  # every column: load = the block's nnz
+    loads = np.array([rg.cindptr[-1] for rg in e.rgs])
+    t1 = loads.max() if t1 == "max" else t1
+    t2 = {"diff": loads.max() - loads.min(), "diff+1": loads.max() - loads.min() + 1}.get(t2, t2)
+    bal = Balancer(comm, e.rgs, g.n, StealConfig(solver="lp", t1=float(t1), t2=float(t2)))
+    out = bal.level(cols, None, "test")
+    assert out.info["steal_triggered"] == bool(loads.max() >= t1 and loads.max() - loads.min() >= t2)
+    assert out.info["load_max_over_mean"] == pytest.approx(loads.max() / loads.mean())

@@ -237,7 +237,7 @@ def _bfs_body(cfg: dict, m: dict, shards, comm, val) -> dict | None:
                            if k in cfg["graph500"]}
     if eng.balancer is not None:
         from .steal import steal_summary
-        rep["steal"] = steal_summary(cfg, levels, eng.balancer)
+        rep["steal"] = steal_summary(cfg, levels, eng.balancer, plot_levels=searches[0]["levels"])
     if cfg.get("plot"):
         from .traversal_plot import plot_levels
         plot_levels(rep, cfg["plot"])

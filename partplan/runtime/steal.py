@@ -382,8 +382,8 @@ class Balancer:
             active = self.policy.decide(loads, prev)
             info["active_ranks"] = int(active.sum())
         forced = bool(loads[~active].any())
-        trig = self.cfg.mode != "none" and (forced or (loads.max(initial=0) >= self.cfg.t1 and
-                                                       loads.max(initial=0) - loads.min(initial=0) >= self.cfg.t2))
+        trig = self.cfg.mode != "none" and p > 1 and (forced or (loads.max() >= self.cfg.t1 and
+                                                                loads.max() - loads.min() >= self.cfg.t2))
         if not trig:
             info["load_max_over_mean_after"] = _ratio(before[active]) if active.all() else _ratio(before)
             self._record(before.max(initial=0), active, prev)
@@ -571,10 +571,11 @@ def sssp_relax(bal: Balancer, rgs, changed, got, dist, dext, rnd: int, prev_seco
     return res, out
 
 
-def steal_summary(cfg: dict, levels: list, bal: Balancer | None = None) -> dict:
+def steal_summary(cfg: dict, levels: list, bal: Balancer | None = None, plot_levels: list | None = None) -> dict:
     """The report's ``steal`` block from per-level entries (dicts): settings,
     triggered levels, geometric means of before/after balance on them, the
-    worst after/before ratio, stolen edges, steal bytes, solve seconds."""
+    worst after/before ratio, stolen edges, steal bytes, solve seconds; with
+    ``cfg["steal"]["plot"]`` the PNG of ``plot_levels`` (default ``levels``)."""
     s = dict(cfg.get("steal") or {})
     s.pop("topology_obj", None)
     lv = [x for x in levels if x.get("steal_triggered")]
@@ -589,4 +590,8 @@ def steal_summary(cfg: dict, levels: list, bal: Balancer | None = None) -> dict:
            "solve_s": float(sum(x.get("solve_s", 0.0) for x in levels))}
     if bal is not None:
         out.update(hubs=int(bal.hub.sum()), hub_cache_bytes=bal.hub_cache_bytes)
+    if s.get("plot"):
+        from .steal_plot import plot_balance
+        plot_balance({s.get("mode", "steal"): plot_levels or levels}, s["plot"], title=f"{cfg['job']}: per-level balance, "
+                     f"{s.get('mode')} ({s.get('solver', 'highs')})")
     return out
