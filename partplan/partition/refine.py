@@ -22,7 +22,7 @@ Algorithm: k-way FM with exact gains in a potential (compiled kernels in
   one move v: a → b updates it exactly in O(deg v + λ_v);
 * the optimized value is max_p cost_p; the gain of a move is its exact
   change of the potential Φ = Σ_p (send_p/M₀)^q + (recv_p/M₀)^q (M₀ = the
-  value at the start of the pass; q = 8 by default), a smooth maximum that
+  value at the start of the pass; q = 16 by default), a smooth maximum that
   also rewards lowering near-maximal parts when several tie for the max, plus
   ``mu``·Δ(total volume)/M₀; for "total" the gain is −Δ(total volume) first;
 * every vertex's best move (to its ``max_targets`` best-connected parts) sits
@@ -81,10 +81,10 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
            imbalance: float = 0.03, volume_tolerance: float = 0.05, seed: int = 0,
            time_limit: float | None = None, alpha: float = DEFAULT_ALPHA_S,
            beta: float = DEFAULT_BETA_S_PER_BYTE, f: int = 128, dtype: str = "float32",
-           patience: int = 200, max_passes: int = 30, max_targets: int = 3, q: int = 8,
+           patience: int = 200, max_passes: int = 30, max_targets: int = 3, q: int = 16,
            mu: float = 0.05, overload: float = 0.02, big_degree: int | None = None, blocked: bool = True, full_updates: bool = False, hot: float = 0.9,
            max_moves_per_pass: int | None = None,
-           min_gain: float = 0.002) -> tuple[np.ndarray, dict]:
+           min_gain: float = 0.005) -> tuple[np.ndarray, dict]:
     """Lower the bottleneck communication of ``part`` (conformal ownership).
 
     Parameters
