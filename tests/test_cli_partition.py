@@ -50,7 +50,7 @@ def test_bad_options_fail_before_reading(capsys, args, match):
 
 def test_partition_to_npy_and_json(mtx, tmp_path, capsys):
     out = tmp_path / "g.npy"
-    assert main(["partition", str(mtx), "-k", "4", "--preset", "DETERMINISTIC", "-o", str(out), "--json"]) == 0
+    assert main(["partition", str(mtx), "-k", "4", "--preset", "DETERMINISTIC", "--objective", "total", "-o", str(out), "--json"]) == 0
     cap = capsys.readouterr()
     d = json.loads(cap.out)
     assert "partitioning with mtkahypar" in cap.err
