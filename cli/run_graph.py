@@ -80,8 +80,9 @@ def _steal_args(s) -> None:
                    help="none (measure per-level balance only), fsteal (steal frontier edges each level by a MILP "
                         "over link costs), fsteal+osteal (also shrink the active ranks on sparse tails); "
                         "omitted: no balancer")
-    g.add_argument("--steal-solver", choices=("cbc", "highs", "lp"), default="highs",
-                   help="assignment solver: cbc (PuLP), highs (scipy milp, default), lp (relaxation rounded)")
+    g.add_argument("--steal-solver", choices=("cbc", "highs", "lp"), default="lp",
+                   help="assignment solver: lp (LP relaxation rounded by largest remainder, default: ms per level), "
+                        "cbc (PuLP MILP), highs (scipy milp)")
     g.add_argument("--steal-topology", metavar="TOPO", default=None,
                    help="link costs: a preset (tree:2x2, dgx1) or a topology JSON (partplan topology probe); "
                         "default every link costs 1 (+1 local)")

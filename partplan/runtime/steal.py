@@ -62,7 +62,7 @@ class StealConfig:
     or None = uniform: local 1, link 1), gap (MILP relative gap)."""
 
     mode: str = "fsteal"
-    solver: str = "highs"
+    solver: str = "lp"
     t1: float = 1000.0
     t2: float = 500.0
     t3: float = 2e-3
@@ -87,7 +87,7 @@ class StealConfig:
         s = cfg.get("steal")
         if not s:
             return None
-        sc = cls(mode=s.get("mode", "fsteal"), solver=s.get("solver", "highs"),
+        sc = cls(mode=s.get("mode", "fsteal"), solver=s.get("solver", "lp"),
                  t1=float(s.get("t1", 1000.0)), t2=float(s.get("t2", 500.0)), t3=float(s.get("t3", 2e-3)),
                  t4=float(s.get("t4", 0.0)), gap=float(s.get("gap", 1e-3)))
         sc.costs = cost_matrix(s.get("topology"), p, float(s.get("local_cost", 1.0)))
@@ -593,5 +593,5 @@ def steal_summary(cfg: dict, levels: list, bal: Balancer | None = None, plot_lev
     if s.get("plot"):
         from .steal_plot import plot_balance
         plot_balance({s.get("mode", "steal"): plot_levels or levels}, s["plot"], title=f"{cfg['job']}: per-level balance, "
-                     f"{s.get('mode')} ({s.get('solver', 'highs')})")
+                     f"{s.get('mode')} ({s.get('solver', 'lp')})")
     return out
