@@ -158,6 +158,11 @@ def osteal(args):
         act = np.array([x.get("active_ranks", p) for x in lv])
         print(f"{mode or 'none':<16}{len(lv):>7}{1e3 * dt:>9.1f}{act.mean():>13.2f}{act.min():>11}"
               f"{sum(x.get('stolen_edges', 0) for x in lv):>14}  {val.check(0, res.parents, levels=res.levels).ok}")
+        if mode == "fsteal+osteal":  # active ranks per level, run-length encoded: ranks x levels
+            cut = np.flatnonzero(np.diff(act)) + 1
+            runs = [f"{int(a[0])}x{a.size}" for a in np.split(act, cut)]
+            print("  active ranks per level (ranks x levels): " + " ".join(runs[:40])
+                  + (f" ... ({len(runs)} runs)" if len(runs) > 40 else ""))
 
 
 def gloo(args):
