@@ -117,7 +117,7 @@ def test_reduction_tree_pairs_cheapest_links():
 
 def test_osteal_decisions_on_a_scripted_trace():
     c = cost_matrix(None, 8)
-    pol = OwnershipPolicy(c, t3=0.01)
+    pol = OwnershipPolicy(c, t3=0.01, t1=1000)
     kappa, pi = 1e-7, 1e-3
     assert pol.decide(np.full(8, 100), None).all()  # no history: all ranks
     for z, m in ((1e5, 8), (5e4, 8), (200, 8)):  # busy levels: seconds = κ z + π m
@@ -125,7 +125,11 @@ def test_osteal_decisions_on_a_scripted_trace():
     assert pol.decide(np.full(8, 10**6), 0.5).sum() == 8  # previous level long: no decision, all ranks
     tail = pol.decide(np.array([3, 0, 0, 0, 0, 0, 0, 0]), 0.005)  # short level, tiny load: one rank
     assert tail.sum() == 1 and tail[0]
-    big = pol.decide(np.full(8, 10**6), 0.004)  # short previous level but a large load: κ z dominates
+    assert pol.decide(np.array([5, 0, 0, 0, 0, 0, 0, 0]), 0.5).sum() == 1  # long previous level: no decision
+    assert pol.decide(np.array([999, 0, 0, 0, 0, 0, 0, 0]), 0.5).sum() == 1  # < t1 per active rank
+    assert pol.decide(np.array([600, 400, 0, 0, 0, 0, 0, 0]), 0.5).sum() == 8  # work grew: all ranks again
+    assert pol.decide(np.array([3, 0, 0, 0, 0, 0, 0, 0]), 0.005).sum() == 1
+    big = pol.decide(np.full(8, 10**6), 0.004)  # short previous level but a large load
     assert big.sum() == 8
     pol2 = OwnershipPolicy(c, t3=0.01)
     for z, m in ((1e5, 8), (5e4, 8), (200, 8)):

@@ -35,7 +35,8 @@ than ``t3`` seconds) choose the number m of active ranks from a reduction
 tree over the cheapest links minimizing ``κ·z_m + π·m`` (z_m = modeled
 per-worker cost with m workers, κ seconds per cost unit and π seconds per
 active rank per level fitted by non-negative least squares over the
-previous levels); a level longer than ``t3`` hands work back to all ranks.
+previous levels); when the load per active rank reaches ``t1`` (work grew)
+every rank takes part again.
 Inactive ranks give their whole frontier to active ones (forced steal);
 they still own their vertices' state (the merge of returned candidates),
 which is cheap on a tail.
@@ -272,6 +273,7 @@ class OwnershipPolicy:
 
     c: np.ndarray
     t3: float
+    t1: float = 1000.0
     history: list = field(default_factory=list)
 
     def __post_init__(self):
@@ -301,9 +303,12 @@ class OwnershipPolicy:
         if prev_seconds is None:  # a search's first level: every rank (the history is kept)
             self.m_index = 0
             return self.active
-        if prev_seconds >= self.t3:
-            self.m_index = 0  # work grew: every rank takes part again
+        m = self.sets[self.m_index].size
+        if m < self.c.shape[0] and float(np.sum(loads)) / m >= self.t1:
+            self.m_index = 0  # work grew (t1 edges per active rank): ownership back to every rank
             return self.active
+        if prev_seconds >= self.t3:
+            return self.active  # decisions only after a short level
         fit = self.fit()
         if fit is None:
             return self.active
@@ -347,7 +352,7 @@ class Balancer:
         t0 = time.perf_counter()
         self.caches, self.hub, self.hub_cache_bytes = build_hub_cache(comm, rgs, n, cfg.t4, weighted)
         self.hub_setup_s = time.perf_counter() - t0
-        self.policy = OwnershipPolicy(self.c, cfg.t3) if cfg.mode == "fsteal+osteal" else None
+        self.policy = OwnershipPolicy(self.c, cfg.t3, cfg.t1) if cfg.mode == "fsteal+osteal" else None
         self.prev_z = None
 
     def describe(self) -> dict:
