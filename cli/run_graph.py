@@ -221,6 +221,12 @@ def _print_text(rep: dict) -> None:
         for k in ("sum", "components", "largest_component", "reached", "max_distance"):
             if k in rep:
                 print(f"{k:<18} {rep[k]}")
+    if rep.get("steal"):
+        st = rep["steal"]
+        gb, ga = st.get("geomean_before"), st.get("geomean_after")
+        print(f"steal ({st['mode']}) {st['levels_triggered']} levels triggered, max/mean geomean "
+              + (f"{gb:.3f} -> {ga:.3f}" if gb is not None else "-") + f", {st['stolen_edges']:,} edges stolen, "
+              f"{st['steal_bytes']:,} bytes, solve {st['solve_s'] * 1e3:.1f} ms")
     if rep.get("output"):
         print(f"output             {rep['output']}")
 
