@@ -275,3 +275,24 @@ def test_triggers_t1_on_the_max_load_and_t2_on_max_minus_min(rmat, t1, t2):
     out = bal.level(cols, None, "test")
     assert out.info["steal_triggered"] == bool(loads.max() >= t1 and loads.max() - loads.min() >= t2)
     assert out.info["load_max_over_mean"] == pytest.approx(loads.max() / loads.mean())
+
+
+def test_every_process_computes_the_same_assignment():
+    """Each rank solves on its own: the same loads give bit-identical x in another process."""
+    import subprocess
+    import sys
+    code = ("import numpy as np, sys\n"
+            "from partplan.runtime.steal_solve import solve\n"
+            "from partplan.runtime.steal import cost_matrix\n"
+            "rng = np.random.default_rng(11)\n"
+            "out = []\n"
+            "for p in (4, 8):\n"
+            "    loads = rng.integers(0, 50000, p); c = cost_matrix('tree:4x%d' % (p // 4), p)\n"
+            "    for s in ('cbc', 'highs', 'lp'):\n"
+            "        out.append(solve(loads, c, s).x.ravel())\n"
+            "sys.stdout.write(np.concatenate(out).tobytes().hex())\n")
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+            for _ in range(2)]
+    ns = {}
+    exec(code.replace("sys.stdout.write(", "res = ("), ns)
+    assert runs[0] == runs[1] == ns["res"] and len(runs[0]) > 0
