@@ -246,11 +246,20 @@ def test_bad_data_files(pb_plans, tmp_path, over, msg):
     assert "bad.npz" in str(ei.value)
 
 
+def test_empty_test_mask_reports_null(pb_plans, tmp_path):
+    p = _bad(tmp_path, x=np.random.default_rng(0).standard_normal((1490, 3)).astype(np.float32))
+    r = train_gcn(pb_plans["2"], backend="local", data=p, epochs=2)
+    assert r["test_acc"] is None and r["val_acc"] is None and 0 <= r["train_acc"] <= 1
+    json.dumps(r, allow_nan=False)  # strict JSON
+
+
 def test_other_bad_options(pb_plans, pb_data, tmp_path):
     with pytest.raises(PartplanError, match="does not match"):
         train_gcn(pb_plans["2"], nprocs=3, data=pb_data)
     with pytest.raises(DataError, match="random-features"):
         train_gcn(pb_plans["2"], nprocs=2)
+    with pytest.raises(DataError, match="come from the file"):
+        train_gcn(pb_plans["2"], nprocs=2, data=pb_data, classes=3)
     with pytest.raises(PartplanError, match="dropout"):
         train_gcn(pb_plans["2"], nprocs=2, data=pb_data, dropout=1.0)
     with pytest.raises(PartplanError, match="not writable|does not exist"):
@@ -300,6 +309,22 @@ def test_minibatch_gloo_p2_equals_local(pb_plans, pb_data):
     r = train_gcn(pb_plans["2"], nprocs=2, **kw)
     assert r["bytes_match"] and r["rows_per_batch"] == ref["rows_per_batch"]
     assert np.allclose(r["losses"], ref["losses"], rtol=1e-9)
+
+
+def test_minibatch_bytes_when_the_first_layer_widens(polblogs, tmp_path):
+    """F < hidden: layer 1 exchanges raw X, which needs no gradient, so only
+    its forward exchange moves bytes; the prediction must say so."""
+    path = write_plan(build_plan(polblogs, np.arange(polblogs.n) % 2, normalize="gcn"), tmp_path / "w.plan")
+    r = train_gcn(path, backend="local", random_features=8, classes=3, hidden=16, sampler="neighbor:32:3,3",
+                  epochs=1, batches_per_epoch=3)
+    assert r["bytes_match"] and r["rows_per_batch_mean"] > 0
+
+
+@pytest.mark.parametrize("spec", ["neighbor:64:0,3", "neighbor:-5:3,3", "saint-rw:0:3", "saint-node:0",
+                                  "saint-rw:4:0"])
+def test_minibatch_bad_sampler_values(pb_plans, pb_data, spec):
+    with pytest.raises(PartplanError, match="must be >= 1"):
+        train_gcn(pb_plans["2"], backend="local", data=pb_data, sampler=spec)
 
 
 def test_minibatch_bad_options(pb_plans, pb_data):

@@ -147,8 +147,8 @@ def read_gt_properties(path: str | os.PathLike, *, kinds=KEY_TYPES) -> dict:
 
     Scalar numeric maps are numpy arrays (bool as ``bool``); ``string`` and
     ``python::object`` maps are lists of str / bytes; vector maps are lists of
-    numpy arrays; ``long double`` (16 bytes on disk) is read as float64 via
-    numpy's longdouble only where the platform's is 16 bytes, else refused.
+    numpy arrays; ``long double`` maps (platform-dependent width on disk) are
+    refused with a clear error.
 
     >>> from partplan.datasets import embedded_path          # doctest: +SKIP
     >>> props = read_gt_properties(embedded_path("polblogs"))  # doctest: +SKIP

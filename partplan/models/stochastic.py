@@ -179,16 +179,24 @@ def make_sampler(spec: str | Sampler | None) -> Sampler:
             raise OptionError("a sampler must have a sample(graph, rng) method")
         return spec
     parts = spec.split(":")
+
+    def at_least_1(name, v):
+        if v < 1:
+            raise OptionError(f"bad sampler spec {spec!r}: {name} must be >= 1, got {v}")
+        return v
+
     try:
         if parts[0] == "neighbor":
-            bs = int(parts[1]) if len(parts) > 1 else 512
+            bs = at_least_1("batch size", int(parts[1]) if len(parts) > 1 else 512)
             fan = tuple(int(x) for x in parts[2].split(",")) if len(parts) > 2 else (10, 5)
+            if not fan or any(f < 1 and f != -1 for f in fan):
+                raise OptionError(f"bad sampler spec {spec!r}: fanouts must be >= 1 (or -1 = all), got {list(fan)}")
             return NeighborSampler(bs, fan)
         if parts[0] == "saint-node":
-            return SaintNodeSampler(int(parts[1]) if len(parts) > 1 else 2000)
+            return SaintNodeSampler(at_least_1("budget", int(parts[1]) if len(parts) > 1 else 2000))
         if parts[0] == "saint-rw":
-            return SaintRandomWalkSampler(int(parts[1]) if len(parts) > 1 else 500,
-                                          int(parts[2]) if len(parts) > 2 else 4)
+            return SaintRandomWalkSampler(at_least_1("roots", int(parts[1]) if len(parts) > 1 else 500),
+                                          at_least_1("walk length", int(parts[2]) if len(parts) > 2 else 4))
     except ValueError as exc:
         raise OptionError(f"bad sampler spec {spec!r}: {exc}") from None
     raise OptionError(f"unknown sampler {spec!r}; use neighbor[:B[:f1,f2..]], saint-node[:budget] "

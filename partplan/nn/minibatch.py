@@ -128,7 +128,15 @@ def _spmm(mat, x):
 def hop_values(A, hop):
     """Â values of the sampled nonzeros (rows, cols) of one hop."""
     rows, cols = hop
-    return np.asarray(A[rows, cols]).ravel()
+    if rows.size == 0:
+        return np.zeros(0, dtype=np.float64)
+    return np.asarray(A[rows, cols], dtype=np.float64).ravel()
+
+
+def backward_exchanges(model) -> list[bool]:
+    """Per layer: does the backward pass send gradients back? Not in layer 1
+    when it exchanges raw X (``(Â X) W``: X needs no gradient)."""
+    return [layer > 0 or model.dims[1] <= model.dims[0] for layer in range(model.layers)]
 
 
 def minibatch_forward(model, comm, A, part, k, ranks, hops, x_rows, x_ids, *, epoch_seed: int,

@@ -125,7 +125,7 @@ def evaluate(model, xchg, ax: list, ids: list, ys: list, masks: dict, comm, c: i
             v += [float((pred_y[mk] == ys[i][mk]).sum()) / c, float(mk.sum()) / c]
         counts.append(v)
     cnt = comm.allreduce_world([np.asarray(v, dtype=np.float64) for v in counts], "sum")[0]
-    return {k: (float(cnt[2 * j] / cnt[2 * j + 1]) if cnt[2 * j + 1] else float("nan"))
+    return {k: (float(cnt[2 * j] / cnt[2 * j + 1]) if cnt[2 * j + 1] else None)  # None: empty mask
             for j, k in enumerate(("train_acc", "val_acc", "test_acc"))}
 
 
@@ -239,7 +239,7 @@ def _train_minibatch(plan, comm, cfg: dict) -> tuple[dict, object]:
     from ..graph import Graph
     from ..plan.validate import _rebuild
     from .gcn import DistGCN
-    from .minibatch import minibatch_forward, sampler_for
+    from .minibatch import backward_exchanges, minibatch_forward, sampler_for
 
     m = plan.manifest
     if m["layout"] != "1d":
@@ -270,7 +270,8 @@ def _train_minibatch(plan, comm, cfg: dict) -> tuple[dict, object]:
     rng = np.random.default_rng(int(cfg.get("seed", 0)) + 7919)
     nb = int(cfg["epochs"]) * int(cfg["batches_per_epoch"])
     widths = [min(model.dims[i], model.dims[i + 1]) for i in range(L)]
-    losses, rows_pb, pred_b, meas_b, times = [], [], [], [], []
+    losses, rows_pb, pred_b, meas_b, times, fwd_rows = [], [], [], [], [], []
+    bwd = backward_exchanges(model)
     for b in range(nb):
         t0 = time.perf_counter()
         hops = smp.sample(g, rng)
@@ -282,6 +283,7 @@ def _train_minibatch(plan, comm, cfg: dict) -> tuple[dict, object]:
         vols = []
         logits, seeds = minibatch_forward(model, comm, A, part, k, comm.local, hops, x_rows, x_ids,
                                           epoch_seed=b, vol_out=vols)
+        fwd_rows.append(float(comm.sent_rows.sum()))  # this process's forward exchange rows (counters)
         sel = [np.flatnonzero(tm[np.searchsorted(o, sd)]) for tm, o, sd in zip(TM, own, seeds)]
         lab = [y[torch.from_numpy(np.searchsorted(o, sd))] for y, o, sd in zip(Y, own, seeds)]
         cnt = comm.allreduce_world([np.array([float(s_.size)]) for s_ in sel], "sum")[0][0]
@@ -294,11 +296,13 @@ def _train_minibatch(plan, comm, cfg: dict) -> tuple[dict, object]:
         times.append(time.perf_counter() - t0)
         losses.append(float(comm.allreduce_world([np.array([t.item()]) for t in terms], "sum")[0][0]))
         rows_pb.append(int(sum(v.sum() for v in vols)))
-        pred_b.append(sum(int(v.sum()) * w * itemsize * 2 for v, w in zip(vols, widths)) + nparams * itemsize * k)
+        pred_b.append(sum(int(v.sum()) * w * itemsize * (2 if back else 1) for v, w, back in zip(vols, widths, bwd))
+                      + nparams * itemsize * k)
         meas_b.append(float(comm.sent_bytes.sum() + comm.reduce_bytes.sum()))
         if cfg.get("progress") and comm.local[0] == 0 and (b + 1) % max(1, nb // 10) == 0:
             print(f"[train] batch {b + 1}/{nb} loss {losses[-1]:.4f}", flush=True, file=sys.stderr)
     meas = comm.allreduce_world([np.asarray(meas_b, dtype=np.float64)], "sum")[0]
+    rows_meas = comm.allreduce_world([np.asarray(fwd_rows, dtype=np.float64)], "sum")[0]
     tmax = comm.allreduce_world([np.asarray(times)], "max")[0]
     # accuracy of the trained weights on the full graph, through the plan's forward program
     from ..runtime.interpreter import Executor
@@ -320,10 +324,12 @@ def _train_minibatch(plan, comm, cfg: dict) -> tuple[dict, object]:
            "classes": int(cfg["classes"]), "dtype": str(np.dtype(npdt)), "epochs": int(cfg["epochs"]),
            "batches": nb, "sampler": smp.describe() if hasattr(smp, "describe") else cfg["sampler"],
            "params": int(nparams), "exchange_widths": widths, "losses": losses, **acc,
-           "rows_per_batch_mean": float(np.mean(rows_pb)), "rows_per_batch": rows_pb,
+           "rows_per_batch_mean": float(np.mean(rows_meas)), "rows_per_batch": [int(v) for v in rows_meas],
+           "rows_per_batch_predicted": rows_pb,
            "bytes_per_batch_predicted_mean": float(np.mean(pred_b)),
            "bytes_per_batch_measured_mean": float(np.mean(meas)),
-           "bytes_match": bool(np.array_equal(np.asarray(pred_b, dtype=np.float64), meas)),
+           "bytes_match": bool(np.array_equal(np.asarray(pred_b, dtype=np.float64), meas)
+                               and np.array_equal(np.asarray(rows_pb, dtype=np.float64), rows_meas)),
            "count_bytes_per_batch": int(8 * k * k * L),  # one int64 per (rank, peer) and layer
            "structure_bytes_per_rank": structure_bytes,
            "batch_s": float(np.median(tmax[1:] if nb > 1 else tmax))}
@@ -484,8 +490,9 @@ def train_gcn(plan, *, nprocs: int | None = None, backend: str = "gloo", data=No
            "layers": int(layers), "lr": float(lr), "weight_decay": float(weight_decay), "dropout": float(dropout),
            "seed": int(seed), "dtype": dtype, "timeout": float(timeout), "kernel": kernel, "progress": progress}
     if data is not None:
-        if random_features is not None:
-            raise DataError("give either a data file or --random-features, not both")
+        if random_features is not None or classes is not None:
+            raise DataError("--random-features / --classes make synthetic data; with --data the classes come "
+                            "from the file's labels")
         info = check_data(data, n)
         cfg.update({"data": str(data), "classes": info.classes})
     else:
@@ -522,5 +529,5 @@ def train_gcn(plan, *, nprocs: int | None = None, backend: str = "gloo", data=No
         return train_worker(cfg)
     if nprocs != m["ranks"]:
         raise PlanError(f"{plan}: the plan is for {m['ranks']} ranks; --nprocs {nprocs} does not match")
-    cfg["deadline_s"] = 600 + 2 * epochs
+    cfg["deadline_s"] = 7 * 86400  # a dead or stuck peer fails each collective within --timeout
     return launch(cfg, nprocs, timeout_s=timeout, threads=threads)
