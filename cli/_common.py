@@ -74,3 +74,15 @@ def print_keys(rep: dict, keys) -> None:
     for k in present:
         v = rep[k]
         print(f"{k:<{w}}  {v:.4g}" if isinstance(v, float) else f"{k:<{w}}  {v}")
+
+
+def add_job_options(parser) -> None:
+    """The options every distributed job shares: --nprocs, --backend, --timeout, --threads."""
+    parser.add_argument("--nprocs", type=positive_int, metavar="N",
+                        help="processes to start here (= the plan's ranks); omit under torchrun")
+    parser.add_argument("--backend", choices=("gloo", "nccl", "local"), default="gloo",
+                        help="gloo (CPU, default), nccl (CUDA GPUs) or local (all ranks in this process)")
+    parser.add_argument("--timeout", type=nonneg_float, default=60.0, metavar="S",
+                        help="seconds a rank waits for a peer before failing (default 60)")
+    parser.add_argument("--threads", type=positive_int, default=1, metavar="T",
+                        help="torch/OpenMP threads per spawned process (default 1)")

@@ -17,7 +17,7 @@ import importlib
 import json
 import sys
 
-from partplan.cli._common import nonneg_float, nonneg_int, positive_int, print_keys
+from partplan.cli._common import add_job_options, nonneg_int, positive_int, print_keys
 
 # modules adding `partplan run JOB` sub-commands (each exposes register_job(subparsers))
 RUN_JOBS: list[str] = ["run_graph"]
@@ -40,10 +40,7 @@ def register(subparsers) -> None:
                "  torchrun --nproc-per-node 4 -m partplan run spmm g.plan --json",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("plan", metavar="PLAN", help="plan directory")
-    s.add_argument("--nprocs", type=positive_int, metavar="N",
-                   help="processes to start here (= the plan's ranks); omit under torchrun")
-    s.add_argument("--backend", choices=("gloo", "nccl", "local"), default="gloo",
-                   help="gloo (CPU, default), nccl (CUDA GPUs) or local (all ranks in this process)")
+    add_job_options(s)
     s.add_argument("--features", metavar="H.npy", help="n × f float32/float64 features (default: random)")
     s.add_argument("-f", type=positive_int, default=16, metavar="F", help="width of random features (default 16)")
     s.add_argument("--seed", type=int, default=0, help="seed of the random features (default 0)")
@@ -57,10 +54,6 @@ def register(subparsers) -> None:
                    help="forward A @ H (default) or backward A^T @ G")
     s.add_argument("--kernel", choices=("auto", "scipy", "torch"), default="auto",
                    help="local SpMM: auto (scipy on CPU, torch CSR on CUDA), scipy, torch")
-    s.add_argument("--timeout", type=nonneg_float, default=60.0, metavar="S",
-                   help="seconds a rank waits for a peer before failing (default 60)")
-    s.add_argument("--threads", type=positive_int, default=1, metavar="T",
-                   help="torch/OpenMP threads per spawned process (default 1)")
     s.add_argument("--json", action="store_true", help="print the report as JSON")
     s.set_defaults(func=run_spmm_cmd)
     for name in RUN_JOBS:  # further jobs: a module of this package with register_job(sub)

@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-from partplan.cli._common import nonneg_float, positive_int
+from partplan.cli._common import add_job_options, nonneg_float, positive_int
 
 _EX = {
     "bfs": "  partplan run bfs g.plan --nprocs 2 --roots 16 --json\n"
@@ -46,13 +46,7 @@ OUT_SUFFIX = {"bfs": ".npz", "pagerank": ".npy", "wcc": ".npy", "sssp": ".npy"}
 def _common(s, job: str) -> None:
     if job != "graph500":
         s.add_argument("plan", metavar="PLAN", help="plan directory (1d layout; bfs also 2d:RxC)")
-    s.add_argument("--nprocs", type=positive_int, metavar="N", help="processes to start here; omit under torchrun")
-    s.add_argument("--backend", choices=("gloo", "nccl", "local"), default="gloo",
-                   help="gloo (CPU, default), nccl (CUDA GPUs) or local (all ranks in this process)")
-    s.add_argument("--timeout", type=nonneg_float, default=60.0, metavar="S",
-                   help="seconds a rank waits for a peer before failing (default 60)")
-    s.add_argument("--threads", type=positive_int, default=1, metavar="T",
-                   help="torch/OpenMP threads per spawned process (default 1)")
+    add_job_options(s)
     s.add_argument("--route", action="store_true",
                    help="routed exchange through domain monitors (needs plans with a topology: not built yet)")
     s.add_argument("--progress", action="store_true", help="progress lines on stderr")

@@ -13,7 +13,7 @@ import argparse
 import json
 import sys
 
-from partplan.cli._common import nonneg_float, positive_int, print_keys
+from partplan.cli._common import add_job_options, nonneg_float, positive_int, print_keys
 
 _KEYS = ("ranks", "backend", "layout", "epochs", "train_acc", "val_acc", "test_acc", "epoch_s", "exchange_s",
          "spmm_s", "allreduce_s", "dense_s", "bytes_per_epoch_predicted", "bytes_per_epoch_measured", "batches",
@@ -38,10 +38,7 @@ def register(subparsers) -> None:
                "  partplan train gcn g.plan --nprocs 2 --data D.npz --sampler neighbor:512:10,5 --epochs 5",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("plan", metavar="PLAN", help="plan directory (built with --normalize gcn|mean)")
-    s.add_argument("--nprocs", type=positive_int, metavar="N",
-                   help="processes to start here (= the plan's ranks); omit under torchrun")
-    s.add_argument("--backend", choices=("gloo", "nccl", "local"), default="gloo",
-                   help="gloo (CPU, default), nccl (CUDA GPUs) or local (all ranks in this process)")
+    add_job_options(s)
     s.add_argument("--data", metavar="D.npz", help="x, y, train_mask, val_mask, test_mask in vertex order")
     s.add_argument("--random-features", type=positive_int, metavar="F", help="synthetic features (timing runs)")
     s.add_argument("--classes", type=positive_int, metavar="C", help="classes of the synthetic labels")
@@ -61,9 +58,6 @@ def register(subparsers) -> None:
                    help="mini-batches per epoch (default 10)")
     s.add_argument("--save", metavar="W.pt", help="write the trained weights (rank 0, atomic)")
     s.add_argument("--kernel", choices=("auto", "scipy", "torch"), default="auto", help="local SpMM kernel")
-    s.add_argument("--timeout", type=nonneg_float, default=60.0, metavar="S",
-                   help="seconds a rank waits for a peer before failing (default 60)")
-    s.add_argument("--threads", type=positive_int, default=1, metavar="T", help="torch threads per process")
     s.add_argument("--json", action="store_true", help="print the report as JSON")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     s.set_defaults(func=run_gcn)
