@@ -99,7 +99,9 @@ def launch(config: dict, nprocs: int, *, timeout_s: float = 60.0, threads: int |
                 if r in killed:
                     lines.append(f"rank {r}: still running after the deadline; killed")
                 elif c and c < 0:
-                    lines.append(f"rank {r}: killed by signal {signal.Signals(-c).name}")
+                    last = _last_error(text)
+                    lines.append(f"rank {r}: killed by signal {signal.Signals(-c).name}"
+                                 + (f" ({last[:300]})" if last else ""))
                 elif c:
                     lines.append(f"rank {r}: {_last_error(text) or f'exit status {c}'}")
             raise CommError("the job failed — " + " | ".join(lines))

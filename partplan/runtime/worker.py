@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 
 from ..errors import PartplanError
@@ -42,5 +43,16 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _exit_now(code: int) -> None:
+    """Leave without running C++ static destructors: after the process group is
+    destroyed, torch/gloo threads torn down at interpreter exit can end a
+    finished worker with ``terminate called without an active exception``
+    (SIGABRT), seen intermittently after 4-process training runs. Everything
+    the job writes is written (atomically) and flushed before this."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    _exit_now(main())
