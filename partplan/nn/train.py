@@ -522,12 +522,6 @@ def train_gcn(plan, *, nprocs: int | None = None, backend: str = "gloo", data=No
     if backend == "local":
         cfg["threads"] = threads
         return _run_local(cfg)
-    from ..runtime.launch import launch, under_torchrun
-    if nprocs is None:
-        if not under_torchrun():
-            raise PartplanError("give --nprocs N (processes to start here), or start the command with torchrun")
-        return train_worker(cfg)
-    if nprocs != m["ranks"]:
-        raise PlanError(f"{plan}: the plan is for {m['ranks']} ranks; --nprocs {nprocs} does not match")
+    from ..runtime.launch import start
     cfg["deadline_s"] = 7 * 86400  # a dead or stuck peer fails each collective within --timeout
-    return launch(cfg, nprocs, timeout_s=timeout, threads=threads)
+    return start(cfg, nprocs, train_worker, timeout_s=timeout, threads=threads, ranks=m["ranks"], plan=plan)

@@ -144,16 +144,9 @@ def _atomic_save(path, write) -> None:
 
 
 def check_output(path, suffix: str):
-    if path is None:
-        return None
-    p = Path(path)
-    if p.suffix != suffix:
-        raise PlanError(f"{p}: the output must be a {suffix} file")
-    if not p.parent.is_dir():
-        raise PlanError(f"{p}: directory {p.parent} does not exist")
-    if not os.access(p.parent, os.W_OK):
-        raise PlanError(f"{p}: directory {p.parent} is not writable")
-    return p
+    """:func:`partplan.runtime.spmm.check_output`, None passing through."""
+    from .spmm import check_output as check_file
+    return None if path is None else check_file(path, suffix)
 
 
 # ----------------------------------------------------------------------------- bfs / graph500
@@ -299,12 +292,8 @@ def run_graph_job(cfg: dict, *, nprocs: int | None = None, threads: int | None =
         raise PlanError(f"unknown graph job {cfg.get('job')!r}")
     if cfg.get("backend", "gloo") == "local":
         return run_local(cfg)
-    from .launch import launch, under_torchrun
-    if nprocs is None:
-        if not under_torchrun():
-            raise PlanError("give --nprocs N (processes to start here), or start the command with torchrun")
-        return graph_worker(cfg)
-    return launch(cfg, nprocs, timeout_s=float(cfg.get("timeout", 60.0)), threads=threads)
+    from .launch import start
+    return start(cfg, nprocs, graph_worker, timeout_s=float(cfg.get("timeout", 60.0)), threads=threads)
 
 
 __all__ = ["GRAPH_JOBS", "run_graph_job", "run_local", "graph_worker", "plan_edges", "graph500_graph",

@@ -131,6 +131,21 @@ def _echo_progress(path: str, shown: int) -> int:
     return shown + end
 
 
+def start(cfg: dict, nprocs: int | None, worker, *, timeout_s: float, threads: int | None = 1,
+          ranks: int | None = None, plan=None) -> dict | None:
+    """Run a job: under torchrun (``nprocs`` None) this process is one rank and
+    runs ``worker(cfg)``; else :func:`launch` starts ``nprocs`` processes.
+    ``ranks``: the plan's rank count, which ``nprocs`` must equal."""
+    from ..errors import PlanError
+    if nprocs is None:
+        if not under_torchrun():
+            raise PlanError("give --nprocs N (processes to start here), or start the command with torchrun")
+        return worker(cfg)
+    if ranks is not None and nprocs != ranks:
+        raise PlanError(f"{plan}: the plan is for {ranks} ranks; --nprocs {nprocs} does not match")
+    return launch(cfg, nprocs, timeout_s=timeout_s, threads=threads)
+
+
 def worker_setup(cfg: dict) -> tuple[str, float, str]:
     """(backend, timeout seconds, device) of this rank of a launched / torchrun
     job: ``cuda:LOCAL_RANK`` with nccl (refused without a visible GPU), else

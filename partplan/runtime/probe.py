@@ -113,7 +113,7 @@ def run_probe(output, *, nprocs: int | None = None, backend: str = "gloo", small
     """Probe ``nprocs`` local processes (None: this process is one rank under torchrun)."""
     from pathlib import Path
 
-    from .launch import launch, under_torchrun
+    from .launch import start
     out = Path(output)
     if not out.parent.exists():
         raise PartplanError(f"{out}: directory {out.parent} does not exist")
@@ -121,10 +121,6 @@ def run_probe(output, *, nprocs: int | None = None, backend: str = "gloo", small
         raise PartplanError(f"probe sizes: need 4 <= small < large bytes, got {small}, {large}")
     cfg = {"job": "topoprobe", "output": str(out), "backend": backend, "small": int(small), "large": int(large),
            "repeat": int(repeat), "timeout": float(timeout)}
-    if nprocs is None:
-        if not under_torchrun():
-            raise PartplanError("give --nprocs N (processes to start here), or start the command with torchrun")
-        return probe_worker(cfg)
-    if nprocs < 2:
+    if nprocs is not None and nprocs < 2:
         raise PartplanError(f"--nprocs must be >= 2 to measure pairs, got {nprocs}")
-    return launch(cfg, nprocs, timeout_s=timeout, threads=1)
+    return start(cfg, nprocs, probe_worker, timeout_s=timeout, threads=1)

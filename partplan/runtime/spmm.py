@@ -89,10 +89,11 @@ def _tmp_output(path: Path) -> Path:
     return path.with_name(f".{path.name}.partial")
 
 
-def _check_output(path) -> Path:
+def check_output(path, suffix: str = ".npy") -> Path:
+    """A job's output file: ``suffix``, an existing writable folder (checked before the job runs)."""
     p = Path(path)
-    if p.suffix != ".npy":
-        raise PlanError(f"{p}: the output must be a .npy file")
+    if p.suffix != suffix:
+        raise PlanError(f"{p}: the output must be a {suffix} file")
     if not p.parent.is_dir():
         raise PlanError(f"{p}: directory {p.parent} does not exist")
     if not os.access(p.parent, os.W_OK):
@@ -254,7 +255,7 @@ def _run_local(cfg: dict) -> dict:
     f = int(inputs[0].shape[1])
     res = _measure(ex, program, inputs, cfg)
     if cfg.get("output"):
-        out = _check_output(cfg["output"])
+        out = check_output(cfg["output"])
         tmp = _tmp_output(out)
         Z = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(n, f))
         for rp, z in zip(plan.ranks, res["outs"]):
@@ -296,7 +297,7 @@ def spmm_worker(cfg: dict) -> dict | None:
         program = cfg.get("program", "forward")
         dtype = _resolve_dtype(cfg, n)
         if cfg.get("output") and rank == 0:
-            _check_output(cfg["output"])
+            check_output(cfg["output"])
         comm = TorchComm(manifest_groups(m), timeout_s=timeout, device=device)
         ops = TorchOps(dtype, device, cfg.get("kernel", "auto"))
         ex = Executor(m, [shard], comm, ops)
@@ -406,21 +407,15 @@ def run_spmm(plan, *, nprocs: int | None = None, backend: str = "gloo", features
     if features is not None:
         open_features(features, m["graph"]["n"])
     if output is not None:
-        _check_output(output)
+        check_output(output)
     cfg = {"job": "spmm", "plan": str(plan), "backend": backend, "features": None if features is None else str(features),
            "f": int(f), "seed": int(seed), "dtype": dtype, "output": None if output is None else str(output),
            "repeat": int(repeat), "warmup": int(warmup), "compare": list(compare), "kernel": kernel,
            "timeout": float(timeout), "program": program}
     if backend == "local":
         return _run_local(cfg)
-    from .launch import launch, under_torchrun
-    if nprocs is None:
-        if not under_torchrun():
-            raise PlanError("give --nprocs N (processes to start here), or start the command with torchrun")
-        return spmm_worker(cfg)
-    if nprocs != m["ranks"]:
-        raise PlanError(f"{plan}: the plan is for {m['ranks']} ranks; --nprocs {nprocs} does not match")
-    return launch(cfg, nprocs, timeout_s=timeout, threads=threads)
+    from .launch import start
+    return start(cfg, nprocs, spmm_worker, timeout_s=timeout, threads=threads, ranks=m["ranks"], plan=plan)
 
 
 class DistSpMM:
