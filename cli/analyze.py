@@ -22,15 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
-from partplan.errors import BackendUnavailableError, PartitionError
+from partplan.errors import PartitionError
 from ._common import load_graph
 from ._common import nonneg_float as _nonneg_float
 from ._common import positive_int as _positive_int
 
-METHODS = ("random", "block", "striped", "metis", "hypergraph")
-# which tuning options each method reads (anything else given is an error, not ignored)
-_METHOD_OPTIONS = {"random": {"seed"}, "block": set(), "striped": set(),
-                   "metis": {"seed", "imbalance"}, "hypergraph": {"seed", "imbalance", "preset"}}
+from partplan.partition.methods import METHOD_NAMES as METHODS  # noqa: E402  (one table: partition/methods.py)
 
 
 # --------------------------------------------------------------------------- parsing helpers
@@ -57,22 +54,13 @@ def _dtype(text: str) -> str:
 # --------------------------------------------------------------------------- graph and partition
 def make_partition(graph, method: str, k: int, *, seed: int = 0, imbalance: float = 0.03,
                    preset: str = "DEFAULT") -> np.ndarray:
-    """Partition ``graph`` into ``k`` parts with ``method`` (a thin call)."""
-    from partplan import partition as P
+    """Partition ``graph`` into ``k`` parts with ``method`` (a thin call; see
+    :mod:`partplan.partition.methods`)."""
+    from partplan.partition.methods import run_method
 
     if k > graph.n:
         raise PartitionError(f"k={k} parts exceed n={graph.n} vertices of {graph.name}")
-    if method == "random":
-        return P.random_partition(graph.n, k, seed=seed)
-    if method == "block":
-        return P.block_partition(graph.n, k)
-    if method == "striped":
-        return P.striped_partition(graph.n, k)
-    if method == "metis":
-        return P.metis(graph, k, imbalance=imbalance, seed=seed)
-    if method == "hypergraph":
-        return P.hypergraph(graph, k, imbalance=imbalance, seed=seed, preset=preset)
-    raise BackendUnavailableError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+    return run_method(graph, method, k, seed=seed, imbalance=imbalance, preset=preset)[0]
 
 
 # --------------------------------------------------------------------------- command
@@ -135,9 +123,8 @@ def _check_options(args) -> None:
         if given:
             raise PartitionError(f"--{sorted(given)[0]} applies to --method only, not to --partition")
         return
-    extra = given - _METHOD_OPTIONS[args.method]
-    if extra:
-        raise PartitionError(f"--{sorted(extra)[0]} has no effect with --method {args.method}")
+    from partplan.partition.methods import check_method_options
+    check_method_options(args.method, given)
     if args.column is not None:
         raise PartitionError("--column applies to --partition table files only")
 
@@ -194,7 +181,8 @@ def run(args) -> int:
         opts = {"seed": 0 if args.seed is None else args.seed,
                 "imbalance": 0.03 if args.imbalance is None else args.imbalance,
                 "preset": "DEFAULT" if args.preset is None else args.preset}
-        opts = {o: v for o, v in opts.items() if o in _METHOD_OPTIONS[args.method]}
+        from partplan.partition.methods import get_method
+        opts = {o: v for o, v in opts.items() if o in get_method(args.method).takes}
         part = make_partition(graph, args.method, lay.row_blocks, **opts)
         source = {"method": args.method, **opts}
         name = args.method

@@ -15,7 +15,7 @@ from ._common import positive_int as _positive_int
 
 
 def register(subparsers) -> None:
-    from partplan.partition.bench import DATASETS, METHODS, QUICK_DATASETS
+    from partplan.partition.bench import ALL_METHODS, DATASETS, METHODS, QUICK_DATASETS
 
     p = subparsers.add_parser(
         "bench", help="benchmark partitioners: volume, bottleneck, messages, balance, time",
@@ -30,7 +30,8 @@ def register(subparsers) -> None:
                "  partplan bench --datasets email-Enron rmat16 --k 16 64 --stochastic email-Enron")
     p.add_argument("--datasets", nargs="+", default=None, metavar="NAME", help="dataset names or rmatS")
     p.add_argument("--k", nargs="+", type=_positive_int, default=None, help="part counts (default 16 64)")
-    p.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    p.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(ALL_METHODS),
+                   help=f"default: {' '.join(METHODS)}")
     p.add_argument("--quick", action="store_true", help="small embedded datasets + rmat14 only")
     p.add_argument("--out", default=None, metavar="DIR", help="write bench_planner.{csv,json,png} here")
     p.add_argument("--preset", default="DEFAULT", help="Mt-KaHyPar preset (default DEFAULT)")

@@ -53,18 +53,12 @@ def _status(msg: str) -> None:
 
 
 def _partition(graph, method: str, k: int, seed: int, preset: str):
-    """(part, extra dict) for one demo method; thin calls into the engines."""
-    from partplan.models import column_net
-    from partplan.partition import block_partition, metis, mtkahypar_hypergraph, random_partition
+    """(part, extra dict) for one demo method; a thin call through the one
+    method table (:mod:`partplan.partition.methods`)."""
+    from partplan.partition.methods import run_method
 
-    if method == "block":
-        return block_partition(graph.n, k), {}
-    if method == "random":
-        return random_partition(graph.n, k, seed=seed), {}
-    if method == "metis":
-        return metis(graph, k, seed=seed), {}
-    part, km1 = mtkahypar_hypergraph(column_net(graph), k, seed=seed, preset=preset)
-    return part, {"mtkahypar_km1": km1}
+    part, info = run_method(graph, method, k, seed=seed, preset=preset)
+    return part, ({"mtkahypar_km1": info["km1"]} if "km1" in info else {})
 
 
 def _table(graph, k: int, rows: dict, timings: dict, ref: str = "metis") -> str:
