@@ -15,11 +15,13 @@ from partplan.cli._common import add_job_options, nonneg_float, positive_int
 
 _EX = {
     "bfs": "  partplan run bfs g.plan --nprocs 2 --roots 16 --json\n"
+           "  partplan run bfs routed.plan --nprocs 4 --roots 8 --json   # plan --layout routed:domain:2\n"
            "  partplan run bfs g.plan --backend local --root 0 --direction top-down --output parents.npz\n"
            "  torchrun --nproc-per-node 4 -m partplan run bfs g.plan --roots 64\n"
            "  partplan run bfs g.plan --nprocs 4 --direction top-down --steal fsteal --steal-solver lp --t4 64",
     "graph500": "  partplan run graph500 --scale 16 --nprocs 2\n"
-                "  partplan run graph500 --scale 14 --nprocs 4 --partition block --json --plot levels.png",
+                "  partplan run graph500 --scale 14 --nprocs 4 --partition block --json --plot levels.png\n"
+                "  partplan run graph500 --scale 14 --nprocs 4 --layout routed:domain:2 --json",
     "pagerank": "  partplan run pagerank g.plan --nprocs 2 --damping 0.85 --tol 1e-8 --output pr.npy",
     "wcc": "  partplan run wcc g.plan --nprocs 2 --output labels.npy",
     "sssp": "  partplan run sssp g.plan --nprocs 2 --root 0 --output dist.npy\n"
@@ -45,10 +47,12 @@ OUT_SUFFIX = {"bfs": ".npz", "pagerank": ".npy", "wcc": ".npy", "sssp": ".npy"}
 
 def _common(s, job: str) -> None:
     if job != "graph500":
-        s.add_argument("plan", metavar="PLAN", help="plan directory (1d layout; bfs also 2d:RxC)")
+        s.add_argument("plan", metavar="PLAN", help="plan directory (1d or routed:ROUTE:D layout; bfs also 2d:RxC)")
     add_job_options(s)
     s.add_argument("--route", action="store_true",
-                   help="routed exchange through domain monitors (needs plans with a topology: not built yet)")
+                   help="insist on a routed exchange through domain monitors: the plan must have a routed layout "
+                        "(`partplan plan ... --layout routed:domain:D` or --route); a routed plan runs routed "
+                        "without it")
     s.add_argument("--progress", action="store_true", help="progress lines on stderr")
     s.add_argument("--json", action="store_true", help="print the report as JSON")
 
@@ -103,7 +107,8 @@ def register_job(sub) -> None:
             s.add_argument("--scale", type=positive_int, required=True, metavar="S", help="2^S vertices")
             s.add_argument("--edgefactor", type=positive_int, default=16, metavar="E",
                            help="edge tuples per vertex (default 16)")
-            s.add_argument("--layout", default="1d", help="process layout: 1d (default) or 2d:RxC (top-down only)")
+            s.add_argument("--layout", default="1d", help="process layout: 1d (default), 2d:RxC, or "
+                           "routed:domain:D / routed:source:D (1D through domains of D ranks)")
             s.add_argument("--partition", default="metis", metavar="metis|block|FILE",
                            help="METIS (default), contiguous blocks, or a partition file for this graph")
         if job == "pagerank":
@@ -124,12 +129,9 @@ def register_job(sub) -> None:
 
 
 def _config(args) -> dict:
-    from partplan.errors import BackendUnavailableError, PlanError
+    from partplan.errors import PlanError
     from partplan.runtime.graphjobs import check_output
     job = args.graph_job
-    if args.route:
-        raise BackendUnavailableError("--route: routed exchange through domain monitors needs plans with a "
-                                      "topology (issue 9), which is not built yet")
     cfg = {"job": job, "backend": args.backend, "timeout": float(args.timeout or 60.0),
            "progress": bool(args.progress)}
     if job != "graph500":
@@ -143,8 +145,10 @@ def _config(args) -> dict:
             raise PlanError("--alpha and --beta must be > 0")
     if job == "graph500":
         from partplan.layouts import check_spec
-        if check_spec(args.layout).split(":")[0] not in ("1d", "2d"):
-            raise PlanError(f"--layout {args.layout}: BFS runs on 1d and 2d:RxC layouts")
+        if check_spec(args.layout).split(":")[0] not in ("1d", "2d", "routed"):
+            raise PlanError(f"--layout {args.layout}: BFS runs on 1d, 2d:RxC and routed:ROUTE:D layouts")
+        if args.route and not args.layout.startswith("routed"):
+            raise PlanError(f"--route: --layout {args.layout} is not routed (give --layout routed:domain:D)")
         if args.scale > 30:
             raise PlanError(f"--scale {args.scale}: at most 30 on one machine")
         n = args.nprocs or 1
@@ -179,7 +183,11 @@ def _precheck(cfg: dict, args) -> None:
     if "plan" not in cfg:
         return
     m = read_manifest(cfg["plan"])
-    check_layout(m, ("1d", "2d") if cfg["job"] == "bfs" and not cfg.get("steal") else ("1d",))
+    if args.route and not str(m["layout"]).startswith("routed"):
+        raise PlanError(f"--route: {cfg['plan']} has layout {m['layout']}, not a routed one; plan the graph with "
+                        f"`partplan plan ... --layout routed:domain:D` (or --topology ... --route domain)")
+    check_layout(m, ("1d",) if cfg.get("steal") else ("1d", "2d", "routed") if cfg["job"] == "bfs"
+                 else ("1d", "routed"))
     if cfg.get("steal"):
         from partplan.runtime.steal import StealConfig
         StealConfig.from_cfg(cfg, int(m["ranks"]))  # a bad topology / threshold fails here, before any process
@@ -206,6 +214,10 @@ def _print_text(rep: dict) -> None:
             print(f"time median        {rep['time_median_s'] * 1e3:.3f} ms")
         print(f"edges examined     {rep['edges_examined_total']:,}")
         print(f"bytes match        {rep['bytes_match']}   chosen mode <= other: {rep['chosen_mode_le_other']}")
+        fam = rep.get("bytes_by_family") or {}
+        if len(fam) > 1:  # routed (dom / cross) or 2d (col / row): where the bytes went
+            msgs = rep.get("messages_by_family") or {}
+            print("bytes by family    " + ", ".join(f"{f} {b:,} ({msgs.get(f, 0):,} messages)" for f, b in fam.items()))
         if not rep.get("all_valid", True):
             bad = [x for x in s if not x.get("valid")]
             print(f"INVALID: root {bad[0]['root']}: {bad[0].get('validation_errors')}", file=sys.stderr)

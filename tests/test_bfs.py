@@ -55,19 +55,28 @@ def test_every_direction_and_rank_count_matches_scipy_and_validates(directed):
 
 @pytest.mark.parametrize("directed", [False, True])
 def test_2d_grids_give_scipys_levels_and_the_1d_tree(directed):
+    """2D top-down, bottom-up (candidates folded to the owner, the owner's visited bits
+    synced back along the grid row) and auto: the 1D tree (smallest-id parent), exact bytes."""
     s, d, g = rmat_graph(10, directed, seed=6)
     root = int(search_keys(s, d, g.n, 1, seed=1)[0])
     tree = bfs_local(build_plan(g, np.arange(g.n) % 2, 2), root).parents
-    for spec, p in (("2d:2x2", 4), ("2d:2x3", 6), ("2d:3x1", 3), ("2d:1x2", 2)):
+    td_edges = {}
+    for spec, p in (("2d:2x2", 4), ("2d:2x3", 6), ("2d:3x1", 3), ("2d:1x3", 3), ("2d:1x2", 2)):
         plan = build_plan(g, np.random.default_rng(p).integers(0, p, g.n), p, layout=spec)
-        r = bfs_local(plan, root)
-        assert np.array_equal(r.levels, scipy_levels(g, root))
-        assert np.array_equal(r.parents, tree)
-        assert validate_bfs_tree(s, d, root, r.parents, levels=r.levels, directed=directed).ok
-        assert all(lv.bytes == lv.bytes_measured <= min(lv.bytes_sparse, lv.bytes_dense) for lv in r.records)
-        assert {lv.direction for lv in r.records} == {"top-down"}
-    with pytest.raises(PlanError, match="top-down"):
-        bfs_local(plan, root, direction="bottom-up")
+        for direction in ("top-down", "bottom-up", "auto"):
+            r = bfs_local(plan, root, direction=direction)
+            assert np.array_equal(r.levels, scipy_levels(g, root))
+            assert np.array_equal(r.parents, tree), (spec, direction)
+            assert validate_bfs_tree(s, d, root, r.parents, levels=r.levels, directed=directed).ok
+            for lv in r.records:
+                assert lv.bytes == lv.bytes_measured == sum(lv.bytes_per_rank) == sum(lv.bytes_by_family.values())
+                assert lv.bytes <= min(lv.bytes_sparse, lv.bytes_dense)
+            dirs = {lv.direction for lv in r.records}
+            assert dirs == ({"top-down", "bottom-up"} if direction == "auto" else {direction})
+            if direction == "top-down":
+                td_edges[spec] = r.edges_examined
+            if direction == "auto":
+                assert r.edges_examined < 0.5 * td_edges[spec]
 
 
 def test_gloo_p2_2d_graph500(capsys):
@@ -187,7 +196,7 @@ def test_bad_inputs_are_one_clear_error(plan_dir, tmp_path, capsys):
     assert main(["run", "bfs", plan, "--nprocs", "3"]) == 2
     assert "2 ranks" in capsys.readouterr().err
     assert main(["run", "bfs", plan, "--backend", "local", "--route"]) == 2
-    assert "not built yet" in capsys.readouterr().err
+    assert "not a routed one" in capsys.readouterr().err
     assert main(["run", "bfs", plan, "--backend", "local", "--output", str(tmp / "x.npy")]) == 2
     assert ".npz" in capsys.readouterr().err
     s, d, g2 = rmat_graph(8)

@@ -9,8 +9,11 @@ a plan's programs (see :mod:`.traversal` for the program of ``A^T``).
   (the out-weights ``A·1`` once by the forward program).
 * :func:`wcc` — min-label propagation: label = smallest vertex id of the
   weak component; each round sends only the labels that changed (sparse or
-  dense per pair, :func:`~.traversal.exchange_flags`) along ``A^T`` and, for a
+  dense per pair, :func:`~.traversal.exchange_chain`) along ``A^T`` and, for a
   directed graph, ``A`` too.
+
+All three run on 1D and routed plans (a routed exchange is a chain of steps
+through the domain monitors; the changed labels / distances follow it).
 * :func:`sssp` — Bellman-Ford over the frontier of changed distances
   (non-negative weights; unweighted plans use 1 per edge), inf = unreachable.
 
@@ -27,7 +30,7 @@ import numpy as np
 
 from ..errors import PartplanError, PlanError
 from ..plan.builder import manifest_volume
-from .traversal import check_layout, exchange_flags, gather_global, rank_graph, traversal_program
+from .traversal import check_layout, exchange_chain, gather_global, rank_graph, traversal_program
 
 
 class ConvergenceError(PartplanError):
@@ -141,8 +144,7 @@ def wcc_parts(manifest: dict, shards, comm, *, progress=None):
         nbytes = np.zeros(3)
         new = [lv.copy() for lv in lab]
         for k, g in enumerate(gs):
-            got, vals, st = exchange_flags(comm, [rg.expand for rg in g], changed, lab,
-                                           [rg.next_ - rg.nl for rg in g], what=f"WCC round {rnd}")
+            got, vals, st = exchange_chain(comm, [rg.steps for rg in g], changed, lab, what=f"WCC round {rnd}")
             nbytes += [st.bytes, st.sparse_bytes, st.dense_bytes]
             for i, rg in enumerate(g):
                 e = ext[k][i]
@@ -169,7 +171,9 @@ def sssp_parts(manifest: dict, shards, comm, root: int, *, progress=None, steal=
     """Distances from ``root``: (ids per local rank, float64 distances, round records).
     ``steal``: a :class:`~.steal.StealConfig` (frontier stealing per round) or None."""
     from . import _bfs_kernels as K
-    check_layout(manifest)
+    kind = check_layout(manifest)
+    if steal is not None and kind != "1d":
+        raise PlanError(f"frontier stealing runs on 1d plans; this plan's layout is {manifest['layout']}")
     n = int(manifest["graph"]["n"])
     if isinstance(root, bool) or not isinstance(root, (int, np.integer)) or not 0 <= int(root) < n:
         raise PlanError(f"root {root!r} is not a vertex id in [0, {n})")
@@ -202,8 +206,7 @@ def sssp_parts(manifest: dict, shards, comm, root: int, *, progress=None, steal=
     while nchg > 0:
         t0 = time.perf_counter()
         sent0 = int(comm.sent_bytes.sum())
-        got, vals, st = exchange_flags(comm, [rg.expand for rg in gs], changed, dist,
-                                       [rg.next_ - rg.nl for rg in gs], what=f"SSSP round {rnd}")
+        got, vals, st = exchange_chain(comm, [rg.steps for rg in gs], changed, dist, what=f"SSSP round {rnd}")
         edges, sout = 0, None
         if bal is not None:
             from .steal import sssp_relax

@@ -42,8 +42,8 @@ import numpy as np
 from ..errors import PlanError
 from ..plan.builder import Plan, program_steps
 from . import _bfs_kernels as K
-from .traversal import (RankGraph, check_layout, exchange_flags, gather_global, rank_graph, traversal_program,
-                        world_sum)
+from .traversal import (RankGraph, check_layout, exchange_chain, exchange_flags, gather_global, rank_graph,
+                        traversal_program, world_sum)
 
 DIRECTIONS = ("auto", "top-down", "bottom-up")
 ALPHA, BETA = 15.0, 18.0
@@ -71,6 +71,8 @@ class Level:
 
     bytes_per_rank: list | None = None  # payload bytes each rank sent (index = rank)
     messages_per_rank: list | None = None  # nonempty payloads each rank sent
+    bytes_by_family: dict | None = None  # payload bytes per group family ("world"; routed "dom", "cross"; 2d "col", "row")
+    messages_by_family: dict | None = None  # nonempty payloads per group family
 
     def to_json(self) -> dict:
         d = dict(self.__dict__)
@@ -106,19 +108,29 @@ def _out_degree(manifest: dict, rp, ids: np.ndarray) -> np.ndarray:
     return deg
 
 
+def _out_degree_2d(comm, rgs: list[RankGraph], n: int) -> list[np.ndarray]:
+    """Out-degree of own vertices on a 2D plan: column nnz of every block of
+    ``A^T`` summed over ranks (one length-n all-reduce, once per engine)."""
+    vecs = [np.bincount(rg.ext_ids, weights=np.diff(rg.cindptr), minlength=n) for rg in rgs]
+    tot = world_sum(comm, vecs) if len(vecs) == 1 else np.sum(vecs, axis=0)
+    return [tot[rg.ids].astype(np.int64) for rg in rgs]
+
+
+def _by_family(families: list[str], v: np.ndarray) -> tuple[dict, dict]:
+    F = len(families)
+    return ({f: int(v[k]) for k, f in enumerate(families)}, {f: int(v[F + k]) for k, f in enumerate(families)})
+
+
 class BfsEngine:
     """BFS over the local ranks of ``comm`` (all of them for LocalComm, one
     for TorchComm) from a plan's manifest and those ranks' shards."""
 
     def __init__(self, manifest: dict, shards: list, comm, *, direction: str = "auto",
                  alpha: float = ALPHA, beta: float = BETA):
-        kind = check_layout(manifest, ("1d", "2d"))
+        kind = check_layout(manifest, ("1d", "2d", "routed"))
         if direction not in DIRECTIONS:
             raise PlanError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
-        self.two_d = kind == "2d"
-        if self.two_d and direction == "bottom-up":
-            raise PlanError("bottom-up BFS is built for 1d plans; a 2d plan runs top-down (--direction "
-                            "top-down or auto)")
+        self.kind, self.two_d = kind, kind == "2d"
         if not (alpha > 0 and beta > 0):
             raise PlanError(f"alpha and beta must be > 0, got {alpha}, {beta}")
         if comm.world != manifest["ranks"]:
@@ -128,8 +140,14 @@ class BfsEngine:
         self.direction, self.alpha, self.beta = direction, float(alpha), float(beta)
         prog = traversal_program(manifest)
         self.rgs: list[RankGraph] = [rank_graph(manifest, rp, prog) for rp in shards]
-        self.outdeg = [np.zeros(rg.nl, np.int64) if self.two_d else _out_degree(manifest, rp, rg.ids)
-                       for rp, rg in zip(shards, self.rgs)]
+        if self.two_d:
+            self.outdeg = _out_degree_2d(comm, self.rgs, self.n)
+            self.sync = [rg.fold.reversed(rg.fold_pos) for rg in self.rgs]  # owner → partial-row holders
+        else:
+            self.outdeg = [_out_degree(manifest, rp, rg.ids) for rp, rg in zip(shards, self.rgs)]
+        rg0 = self.rgs[0]
+        self.families = list(dict.fromkeys([sg.family for sg in rg0.steps]
+                                           + ([rg0.fold.family] if self.two_d else [])))
         self.pos = []  # global id -> own position, per local rank (sorted lookup)
         for rg in self.rgs:
             o = np.argsort(rg.ids, kind="stable")
@@ -147,32 +165,50 @@ class BfsEngine:
         return int(root)
 
     def _next_direction(self, cur: str, scout: float, nf: float, prev_nf: float, to_check: float) -> str:
-        if self.two_d:
-            return "top-down"
         if self.direction != "auto":
             return self.direction
         if cur == "top-down":
             return "bottom-up" if scout > to_check / self.alpha else "top-down"
         return "top-down" if (nf < prev_nf and nf <= self.n / self.beta) else "bottom-up"
 
-    def _fold_2d(self, front, ghost, visited, sent_before, depth):
-        """2D level: top-down over the block's frontier columns gives candidate
-        parents of partial rows; rows of other ranks go to their owner in the
-        grid row (sparse/dense, with the candidate id), except rows this rank
-        proposed before (their owner has visited them since). The owner keeps
-        the smallest candidate of each unvisited own vertex."""
+    def _sync_2d(self, visited, synced, depth):
+        """Before a 2D bottom-up level: owners send the visited bits their grid-row
+        peers do not have yet (``visited & ~synced``: everything at the first
+        bottom-up level, then the last level's discoveries) to the ranks holding
+        the vertex as a partial row — the transpose of the fold, same pairs and
+        rows, sparse/dense per pair. Returns (block rows now known visited, stats)."""
+        flags = []
+        for i in range(len(self.rgs)):
+            flags.append(visited[i] & ~synced[i])
+            synced[i] |= visited[i]
+        got, _, st = exchange_flags(self.comm, self.sync, flags, None, [rg.fold.idx.size for rg in self.rgs],
+                                    what=f"BFS visited sync, level {depth}")
+        return [rg.fold.idx[g] for rg, g in zip(self.rgs, got)], st
+
+    def _level_2d(self, cur, front, ghost, visited, known, depth):
+        """2D level on each block: top-down expands the frontier columns, bottom-up
+        lets every partial row not known visited scan its in-edges (sorted by
+        global id) for the first frontier column; either gives candidate parents
+        of partial rows. Rows of other ranks go to their owner in the grid row
+        (sparse/dense, with the candidate id); ``known`` (block rows proposed
+        before or known visited) is updated. The owner keeps the smallest
+        candidate of each unvisited own vertex — the smallest frontier in-neighbour."""
         rgs = self.rgs
         cands, edges_l, masks = [], [], []
         for i, rg in enumerate(rgs):
-            skip = sent_before[i].copy()
+            skip = known[i].copy()
             skip[rg.self_src] |= visited[i][rg.self_dst]
-            cols = np.concatenate([np.flatnonzero(front[i]), rg.nl + np.flatnonzero(ghost[i])])
             cand = np.full(rg.nrows, -1, dtype=np.int64)
-            new_p, edges = K.top_down(rg.cindptr, rg.crows, cols, rg.ext_ids, skip, cand)
+            if cur == "top-down":
+                cols = np.concatenate([np.flatnonzero(front[i]), rg.nl + np.flatnonzero(ghost[i])])
+                new_p, edges = K.top_down(rg.cindptr, rg.crows, cols, rg.ext_ids, skip, cand)
+            else:
+                new_p, edges = K.bottom_up(rg.indptr, rg.indices, rg.ext_ids, skip,
+                                           np.concatenate([front[i], ghost[i]]), cand)
             mask = np.zeros(rg.nrows, dtype=np.bool_)
             mask[new_p] = True
             mask[rg.self_src] = False  # own rows stay here
-            sent_before[i] |= mask
+            known[i] |= mask
             cands.append(cand)
             edges_l.append(edges)
             masks.append(mask)
@@ -213,19 +249,24 @@ class BfsEngine:
         cur = "bottom-up" if self.direction == "bottom-up" else "top-down"
         records: list[Level] = []
         depth = 0
-        sent_before = [np.zeros(rg.nrows, dtype=np.bool_) for rg in rgs] if self.two_d else None
+        known = [np.zeros(rg.nrows, dtype=np.bool_) for rg in rgs] if self.two_d else None  # 2D block rows
+        synced = [np.zeros(rg.nl, dtype=np.bool_) for rg in rgs] if self.two_d else None  # own bits peers have
         while nf > 0:
             tl = time.perf_counter()
             cur = self._next_direction(cur, scout, nf, prev_nf, to_check) if depth else cur
             if cur == "top-down":
                 to_check -= scout
             sent0 = int(comm.sent_bytes.sum())
-            ghost, _, st = exchange_flags(comm, [rg.expand for rg in rgs], front, None,
-                                          [rg.next_ - rg.nl for rg in rgs], what=f"BFS level {depth}")
+            ghost, _, st = exchange_chain(comm, [rg.steps for rg in rgs], front, None, what=f"BFS level {depth}")
             vec = []
             found, steal = None, None
-            if self.two_d:  # expand along the grid column (above), local top-down, fold along the grid row
-                found, st2 = self._fold_2d(front, ghost, visited, sent_before, depth)
+            if self.two_d:  # expand along the grid column (above), (sync,) local level, fold along the grid row
+                if cur == "bottom-up":
+                    rows, st3 = self._sync_2d(visited, synced, depth)
+                    for i in loc:
+                        known[i][rows[i]] = True
+                    st = st.add(st3)
+                found, st2 = self._level_2d(cur, front, ghost, visited, known, depth)
                 st = st.add(st2)
             elif self.balancer is not None and cur == "top-down":
                 from .steal import bfs_top_down
@@ -250,9 +291,10 @@ class BfsEngine:
                 vec.append(np.array([new.size, self.outdeg[i][new].sum(), edges], dtype=np.float64))
             meas = int(comm.sent_bytes.sum()) - sent0  # this process's ranks; counted once (i = 0)
             meas -= 0 if steal is None else steal.measured_local  # steal bytes are reported apart
-            extra = np.concatenate([st.vector(), [meas], st.rank_vector(comm.world)])
+            extra = np.concatenate([st.vector(), [meas], st.rank_vector(comm.world),
+                                    st.family_vector(self.families)])
             # layout: new, scout, edges, bytes, sparse, dense, dense pairs, sparse pairs, messages, measured,
-            # bytes per rank (p), messages per rank (p)
+            # bytes per rank (p), messages per rank (p), bytes per family (F), messages per family (F)
             vec = [np.concatenate([v, extra if i == 0 else np.zeros_like(extra)]) for i, v in enumerate(vec)]
             tot = world_sum(comm, vec)
             new_nf, scout = float(tot[0]), float(tot[1])
@@ -262,7 +304,8 @@ class BfsEngine:
                                  int(tot[9]), int(tot[8]), time.perf_counter() - tl,
                                  None if steal is None else steal.info,
                                  [int(b) for b in tot[10:10 + comm.world]],
-                                 [int(m) for m in tot[10 + comm.world:10 + 2 * comm.world]]))
+                                 [int(m) for m in tot[10 + comm.world:10 + 2 * comm.world]],
+                                 *_by_family(self.families, tot[10 + 2 * comm.world:])))
             prev_nf, nf = nf, new_nf
             depth += 1
         t_search = time.perf_counter() - t0

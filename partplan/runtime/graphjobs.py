@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PartplanError, PlanError
-from ..plan.builder import Plan, manifest_groups, program_steps
+from ..plan.builder import Plan, manifest_groups
 
 GRAPH_JOBS = ("bfs", "graph500", "pagerank", "wcc", "sssp")
 
@@ -28,12 +28,12 @@ GRAPH_JOBS = ("bfs", "graph500", "pagerank", "wcc", "sssp")
 def plan_edges(manifest: dict, shards) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """The nonzeros (row, col, value or None) of A from the forward program's
     local blocks of ``shards`` (global ids)."""
-    steps = program_steps(manifest, "forward")
-    a = [s for s in steps if s["op"] == "alltoallv"][0]["id"]
-    sp = [s for s in steps if s["op"] == "spmm"][0]["id"]
+    from .traversal import program_ext_ids, program_parts
+    chain, spmm, _ = program_parts(manifest, "forward")
+    sp = spmm["id"]
     rs, cs, ds = [], [], []
     for rp in shards:
-        ext = np.concatenate([np.asarray(rp.in_ids("forward")), np.asarray(rp[f"{a}.recv_ids"])])
+        ext = program_ext_ids(rp, chain, "forward")
         ip = np.asarray(rp[f"{sp}.indptr"], dtype=np.int64)
         rs.append(np.repeat(np.asarray(rp[f"{sp}.row_ids"], dtype=np.int64), np.diff(ip)))
         cs.append(ext[np.asarray(rp[f"{sp}.indices"], dtype=np.int64)])
@@ -173,6 +173,15 @@ def _roots(cfg: dict, eng, val, leader: bool) -> np.ndarray:
     return np.sort(rng.choice(cand, size=min(k, cand.size), replace=False)) if cand.size else cand
 
 
+def _family_totals(levels: list[dict], key: str) -> dict:
+    """Sum of the levels' per-family figures (payload bytes or messages per group family)."""
+    out: dict = {}
+    for lv in levels:
+        for f, v in (lv.get(key) or {}).items():
+            out[f] = out.get(f, 0) + int(v)
+    return out
+
+
 def _bfs_body(cfg: dict, m: dict, shards, comm, val) -> dict | None:
     from .bfs import BfsEngine
     from .graph500 import BfsValidator, teps_stats
@@ -219,6 +228,8 @@ def _bfs_body(cfg: dict, m: dict, shards, comm, val) -> dict | None:
            "bytes_match": all(lv["bytes"] == lv["bytes_measured"] for lv in levels),
            "chosen_mode_le_other": all(lv["bytes"] <= min(lv["bytes_sparse"], lv["bytes_dense"]) for lv in levels),
            "edges_examined_total": int(sum(s["edges_examined"] for s in searches)),
+           "bytes_by_family": _family_totals(levels, "bytes_by_family"),
+           "messages_by_family": _family_totals(levels, "messages_by_family"),
            "output": cfg.get("output")}
     if val is not None:
         ok = [s for s in searches if s["valid"]]

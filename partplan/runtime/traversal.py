@@ -51,13 +51,10 @@ def traversal_program(manifest: dict) -> str:
                     f"{b!r}): rebuild it with `partplan plan ... --backward` or from a symmetric graph")
 
 
-def check_layout(manifest: dict, allowed=("1d",)) -> str:
-    """The layout kind ("1d" / "2d") if traversals run on it, else one PlanError."""
+def check_layout(manifest: dict, allowed=("1d", "routed")) -> str:
+    """The layout kind ("1d" / "2d" / "routed") if traversals run on it, else one PlanError."""
     lay = str(manifest["layout"])
     kind = lay.split(":")[0]
-    if kind == "routed":
-        raise PlanError(f"routed exchange through domain monitors (layout {lay}) is not built yet for graph "
-                        f"traversals; plan the graph with --layout 1d or 2d:RxC")
     if kind not in allowed:
         raise PlanError(f"graph traversals run on {', '.join(allowed)} plans; this plan's layout is {lay}")
     if manifest.get("ownership", "conformal") != "conformal":
@@ -67,9 +64,10 @@ def check_layout(manifest: dict, allowed=("1d",)) -> str:
 
 @dataclass
 class Segments:
-    """One alltoallv's send lists on one rank: ``idx`` rows of the source
+    """One alltoallv step's send lists on one rank: ``idx`` rows of the source
     buffer grouped by destination group-rank (``send_counts``), and
-    ``recv_counts`` rows expected per source group-rank."""
+    ``recv_counts`` rows expected per source group-rank (appended to the next
+    buffer in that order)."""
 
     family: str
     idx: np.ndarray
@@ -81,21 +79,37 @@ class Segments:
         self.send_off = np.concatenate([[0], np.cumsum(self.send_counts)]).astype(np.int64)
         self.recv_off = np.concatenate([[0], np.cumsum(self.recv_counts)]).astype(np.int64)
 
+    @property
+    def nrecv(self) -> int:
+        """Rows this step appends to the receiver's buffer."""
+        return int(self.recv_off[-1])
+
+    def reversed(self, src_idx: np.ndarray) -> "Segments":
+        """The transpose exchange (receiver → sender, the same rows per pair in
+        the same order): the receiver sends rows ``src_idx`` (one per received
+        row, receive order) of its own buffer; received rows line up with ``idx``."""
+        return Segments(self.family, np.asarray(src_idx, dtype=np.int64), self.recv_counts, self.send_counts,
+                        self.silent)
+
 
 @dataclass
 class RankGraph:
-    """One rank's part of ``A^T`` from a 1D or 2D plan.
+    """One rank's part of ``A^T`` from a 1D, routed or 2D plan.
 
     ids : global ids of own vertices (positions 0..nl-1 of every state array).
-    ext_ids : global ids of own + ghost columns (ghosts at nl..).
-    row_ids : global ids of the block's rows (1D: ``ids``; 2D: the partial rows
+    ext_ids : global ids of the columns (own, then every row the expand steps
+        append: 1D the ghosts; routed the rows of each step's buffer, some only
+        forwarded, some twice).
+    row_ids : global ids of the block's rows (1D / routed: ``ids``; 2D: the partial rows
         of the rank's grid row that its block touches).
     indptr, indices, data : CSR of the block (row i = in-edges of row_ids[i]),
         columns are ext positions, sorted by global id inside each row.
     cindptr, crows, cdata : the same block as CSC (column c = out-edges of
         ext_ids[c] that end at the block's rows).
-    expand : the exchange of own-vertex state to ghost holders (1D: world;
-        2D: the grid column).
+    steps : the expand, a chain of alltoallv steps over accumulating buffers
+        (``in`` ⊂ h1 ⊂ h2 ...; 1D and 2D: one step — world / the grid column;
+        routed: A, B, C, ... through the domain monitors). Step k sends rows of
+        the buffer after step k − 1 and appends what it receives.
     fold : 2D only: partial rows → their owner in the grid row (``idx`` over
         block rows); ``fold_pos`` own position of each received row;
         ``self_src``/``self_dst`` block rows that are own rows and their own positions.
@@ -111,11 +125,19 @@ class RankGraph:
     cindptr: np.ndarray
     crows: np.ndarray
     cdata: np.ndarray | None
-    expand: Segments
+    steps: list[Segments]
     fold: Segments | None = None
     fold_pos: np.ndarray | None = None
     self_src: np.ndarray | None = None
     self_dst: np.ndarray | None = None
+
+    @property
+    def expand(self) -> Segments:
+        """The one expand step of a 1D / 2D plan (routed plans have a chain: ``steps``)."""
+        if len(self.steps) != 1:
+            raise PlanError(f"this plan's expand is a chain of {len(self.steps)} steps (routed); "
+                            f"the caller needs a 1d plan")
+        return self.steps[0]
 
     @property
     def nl(self) -> int:
@@ -128,13 +150,6 @@ class RankGraph:
     @property
     def nrows(self) -> int:
         return int(self.row_ids.size)
-
-
-def _steps_by_op(manifest: dict, program: str) -> dict:
-    out: dict = {}
-    for st in program_steps(manifest, program):
-        out.setdefault(st["op"], []).append(st)
-    return out
 
 
 def _positions(ids: np.ndarray, want: np.ndarray, what: str) -> np.ndarray:
@@ -152,15 +167,43 @@ def _segments(rp: RankPlan, gather: dict, a2a: dict) -> Segments:
                     np.asarray(rp[f"{a2a['id']}.recv_counts"], dtype=np.int64), silent=not a2a.get("pairs"))
 
 
+def program_parts(manifest: dict, program: str) -> tuple[list[tuple[dict, dict]], dict, list[dict]]:
+    """(the expand chain: (gather, alltoallv) pairs before the spmm, the spmm step,
+    the steps after it — 2D's fold) of ``program``. Each gather reads the buffer
+    the previous alltoallv appended to (1D / 2D: ``in`` → ``ext``; routed:
+    ``in`` → h1 → h2 ...), and the spmm reads the last one; anything else is one PlanError."""
+    steps = program_steps(manifest, program)
+    ops = [st["op"] for st in steps]
+    if "spmm" not in ops:
+        raise PlanError(f"the {program} program has no spmm step")
+    k = ops.index("spmm")
+    pre = [st for st in steps[:k] if st["op"] != "copy"]
+    chain, held = [], "in"
+    for g, a in zip(pre[::2], pre[1::2]):
+        if g["op"] != "gather" or a["op"] != "alltoallv" or g["src"] != held or a["dst_row"] != held:
+            raise PlanError(f"the {program} program's exchange is not a chain of gather/alltoallv steps over "
+                            f"accumulating buffers (step {g['id']}); graph traversals cannot run it")
+        chain.append((g, a))
+        held = a["dst"]
+    if len(pre) % 2 or steps[k]["src"] != held:
+        raise PlanError(f"the {program} program's spmm does not read the buffer its exchange fills")
+    return chain, steps[k], steps[k + 1:]
+
+
+def program_ext_ids(rp: RankPlan, chain: list[tuple[dict, dict]], program: str) -> np.ndarray:
+    """Global ids of the rows of the buffer the spmm reads: own, then what each step appended."""
+    return np.concatenate([np.asarray(rp.in_ids(program), dtype=np.int64)]
+                          + [np.asarray(rp[f"{a['id']}.recv_ids"], dtype=np.int64) for _, a in chain])
+
+
 def rank_graph(manifest: dict, rp: RankPlan, program: str) -> RankGraph:
-    """Build a :class:`RankGraph` from rank ``rp``'s shard (1D or 2D plan)."""
-    steps = _steps_by_op(manifest, program)
-    g, a, s = steps["gather"][0], steps["alltoallv"][0], steps["spmm"][0]["id"]
-    two_d = len(steps["alltoallv"]) > 1
+    """Build a :class:`RankGraph` from rank ``rp``'s shard (1D, routed or 2D plan)."""
+    chain, sp, post = program_parts(manifest, program)
+    s = sp["id"]
+    two_d = bool(post)
     ids = np.asarray(rp.in_ids(program), dtype=np.int64)
     rows = np.asarray(rp[f"{s}.row_ids"], dtype=np.int64)
-    ghosts = np.asarray(rp[f"{a['id']}.recv_ids"], dtype=np.int64)
-    ext = np.concatenate([ids, ghosts])
+    ext = program_ext_ids(rp, chain, program)
     ip = np.asarray(rp[f"{s}.indptr"], dtype=np.int64)
     ix = np.asarray(rp[f"{s}.indices"], dtype=np.int64)
     dat = np.asarray(rp[f"{s}.data"], dtype=np.float64) if rp.has(f"{s}.data") else None
@@ -168,7 +211,7 @@ def rank_graph(manifest: dict, rp: RankPlan, program: str) -> RankGraph:
     r_of = np.repeat(np.arange(nrow, dtype=np.int64), np.diff(ip))
     if two_d:
         row_ids = rows
-    else:  # 1D: block rows are the own rows (possibly in another order)
+    else:  # 1D / routed: block rows are the own rows (possibly in another order)
         row_ids = ids
         if not np.array_equal(rows, ids):
             r_of = _positions(ids, rows, f"rank {rp.rank}: the {program} program computes rows it does not hold")[r_of]
@@ -180,10 +223,10 @@ def rank_graph(manifest: dict, rp: RankPlan, program: str) -> RankGraph:
     oc = np.lexsort((r_s, c_s))
     cindptr = np.concatenate([[0], np.cumsum(np.bincount(c_s, minlength=ext.size))]).astype(np.int64)
     rg = RankGraph(rp.rank, ids, ext, row_ids, indptr, c_s.copy(), d_s, cindptr, r_s[oc].copy(),
-                   None if d_s is None else d_s[oc].copy(), _segments(rp, g, a))
+                   None if d_s is None else d_s[oc].copy(), [_segments(rp, g, a) for g, a in chain])
     if two_d:
-        g2, a2 = steps["gather"][1], steps["alltoallv"][1]
-        sa_self, sa_recv = steps["scatter_add"][0]["id"], steps["scatter_add"][1]["id"]
+        g2, a2 = [st for st in post if st["op"] == "gather"][0], [st for st in post if st["op"] == "alltoallv"][0]
+        sa_self, sa_recv = [st["id"] for st in post if st["op"] == "scatter_add"][:2]
         rg.fold = _segments(rp, g2, a2)
         rg.self_dst = np.asarray(rp[f"{sa_self}.idx"], dtype=np.int64)
         rg.self_src = np.asarray(rp[f"{sa_self}.src_idx"], dtype=np.int64)
@@ -227,16 +270,26 @@ class ExchangeStats:
     sparse_pairs: int = 0
     messages: int = 0
     per_rank: dict = field(default_factory=dict)  # global rank -> [bytes sent, messages sent]
+    by_family: dict = field(default_factory=dict)  # group family ("world", "dom", "cross", "col", ...) -> [bytes, messages]
 
     def add(self, other: "ExchangeStats") -> "ExchangeStats":
         out = ExchangeStats(*(a + b for a, b in zip(self.vector().astype(np.int64).tolist(),
                                                      other.vector().astype(np.int64).tolist())))
-        for d in (self.per_rank, other.per_rank):
-            for r, (b, m) in d.items():
-                cur = out.per_rank.setdefault(r, [0, 0])
+        for src, dst in ((self.per_rank, out.per_rank), (other.per_rank, out.per_rank),
+                         (self.by_family, out.by_family), (other.by_family, out.by_family)):
+            for r, (b, m) in src.items():
+                cur = dst.setdefault(r, [0, 0])
                 cur[0] += b
                 cur[1] += m
         return out
+
+    def family_vector(self, families: list[str]) -> np.ndarray:
+        """float64[2F]: bytes sent per family of ``families``, then messages per family."""
+        v = np.zeros(2 * len(families))
+        for k, f in enumerate(families):
+            b, m = self.by_family.get(f, (0, 0))
+            v[k], v[len(families) + k] = b, m
+        return v
 
     def rank_vector(self, p: int) -> np.ndarray:
         """float64[2p]: bytes sent per global rank, then messages per rank (zeros for other processes' ranks)."""
@@ -283,6 +336,9 @@ def exchange_flags(comm, segs: list[Segments], masks: list[np.ndarray], values: 
         st.sparse_pairs += int(np.count_nonzero((~dn) & (c > 0)))
         st.messages += int(np.count_nonzero(nb))
         st.per_rank[int(rank_of[i])] = [int(nb.sum()), int(np.count_nonzero(nb))]
+        fam = st.by_family.setdefault(sg.family, [0, 0])
+        fam[0] += int(nb.sum())
+        fam[1] += int(np.count_nonzero(nb))
         parts = []
         f = flagged[i]
         vals = None if values is None else np.asarray(values[i])[sg.idx]
@@ -330,6 +386,35 @@ def exchange_flags(comm, segs: list[Segments], masks: list[np.ndarray], values: 
         flags_out.append(got)
         vals_out.append(gv)
     return flags_out, (None if vdt is None else vals_out), st
+
+
+def exchange_chain(comm, chains: list[list[Segments]], masks: list[np.ndarray], values: list | None,
+                   what: str = "frontier") -> tuple[list, list, ExchangeStats]:
+    """:func:`exchange_flags` along a chain of steps (``chains[i]``: local rank
+    i's :attr:`RankGraph.steps`): step k sends the flagged rows of the buffer
+    after step k − 1 (own rows, then what steps 1..k − 1 brought, each with the
+    flag and value it arrived with) and appends what it receives. Returns the
+    flags (and values) of every appended row (``ext[nl:]`` of the
+    :class:`RankGraph`) and the stats of all steps (``by_family`` per family).
+    A 1D or 2D plan's chain is one step."""
+    if len(chains[0]) == 1:
+        return exchange_flags(comm, [c[0] for c in chains], masks, values, [c[0].nrecv for c in chains], what)
+    fl = [[np.asarray(m, dtype=bool)] for m in masks]
+    vl = None if values is None else [[np.asarray(v)] for v in values]
+    st = ExchangeStats()
+    for k in range(len(chains[0])):
+        segs = [c[k] for c in chains]
+        bufm = [np.concatenate(f) if len(f) > 1 else f[0] for f in fl]
+        bufv = None if vl is None else [np.concatenate(v) if len(v) > 1 else v[0] for v in vl]
+        got, vals, s = exchange_flags(comm, segs, bufm, bufv, [sg.nrecv for sg in segs],
+                                      what=f"{what}, step {k + 1} ({segs[0].family})")
+        st = st.add(s)
+        for i in range(len(chains)):
+            fl[i].append(got[i])
+            if vl is not None:
+                vl[i].append(vals[i])
+    return ([np.concatenate(f[1:]) for f in fl],
+            None if vl is None else [np.concatenate(v[1:]) for v in vl], st)
 
 
 def world_sum(comm, vecs: list) -> np.ndarray:
