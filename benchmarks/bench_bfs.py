@@ -3,10 +3,13 @@ p = 1, 2, 4 processes; every tree validated) beside scipy's single-process
 ``breadth_first_order`` and NetworKit's ``distance.BFS`` (optional peer:
 ``pip install networkit``), all measured in this run on the same graph and
 roots, with the same TEPS edge count (input tuples in the searched component).
-Also: edges examined and time of direction-optimizing vs top-down only.
+Also: 2D (``2d:RxC``, p = R·C) and routed (``routed:ROUTE:D``, p = the largest
+``--p``) rows on gloo, with the messages per search by group family (a routed
+plan's ``cross`` family = messages crossing a domain boundary); edges examined
+and time of direction-optimizing vs top-down only, 1D and 2D (LocalComm).
 
-    python benchmarks/bench_bfs.py                 # scale 16, 16 roots, p = 1 2 4
-    python benchmarks/bench_bfs.py --scale 16 18 --roots 64
+    python benchmarks/bench_bfs.py                 # scale 16, 16 roots, p = 1 2 4, 2d:2x2, routed:domain:2
+    python benchmarks/bench_bfs.py --scale 16 18 --roots 64 --layouts 2d:2x2 2d:1x2
 """
 from __future__ import annotations
 
@@ -40,6 +43,8 @@ def main() -> None:
     ap.add_argument("--roots", type=int, default=16)
     ap.add_argument("--p", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--partition", default="metis")
+    ap.add_argument("--layouts", nargs="*", default=["2d:2x2", "routed:domain:2"],
+                    help="more gloo rows: 2d:RxC (p = R*C) or routed:ROUTE:D (p = the largest --p)")
     args = ap.parse_args()
     for scale in args.scale:
         src, dst, g = graph500_graph(scale, 16, 0)
@@ -66,27 +71,78 @@ def main() -> None:
             rows.append(("networkit distance.BFS (1 thread)", teps_stats(e_sp, t_nk)))
         except ImportError:
             print("networkit not installed (pip install networkit): its row is skipped")
-        for p in args.p:
+        runs = [(p, "1d") for p in args.p] + [(_ranks(lay, max(args.p)), lay) for lay in args.layouts]
+        for p, lay in runs:
             cfg = {"job": "graph500", "backend": "gloo", "roots": int(roots.size), "seed": 0,
-                   "graph500": {"scale": scale, "edgefactor": 16, "seed": 0, "nprocs": p, "layout": "1d",
-                                "partition": "block" if p == 1 else args.partition}, "timeout": 120.0}
+                   "graph500": {"scale": scale, "edgefactor": 16, "seed": 0, "nprocs": p, "layout": lay,
+                                "partition": "block" if p == 1 else args.partition}, "timeout": 300.0}
             rep = run_graph_job(cfg, nprocs=p)
-            assert rep["all_valid"] and rep["bytes_match"]
-            rows.append((f"partplan bfs gloo p={p} ({rep['direction']})", rep))
+            assert rep["all_valid"] and rep["bytes_match"] and rep["chosen_mode_le_other"]
+            rows.append((f"partplan gloo p={p} {lay} ({rep['direction']})", rep))
         ref = rows[0][1]["teps_harmonic_mean"]
-        print(f"{'BFS':<40} {'TEPS (harm. mean)':>18} {'Norris std':>11} {'median ms':>10} {'x scipy':>8}")
+        print(f"{'BFS':<42} {'TEPS (harm. mean)':>18} {'Norris std':>11} {'median ms':>10} {'x scipy':>8}  "
+              f"messages per search by family")
         for name, st in rows:
-            print(f"{name:<40} {st['teps_harmonic_mean']:>18.4g} {st['teps_harmonic_stddev']:>11.3g} "
-                  f"{st['time_median_s'] * 1e3:>10.3f} {st['teps_harmonic_mean'] / ref:>8.3f}")
-        # direction optimization on one process (LocalComm): work and time
-        res = {}
-        for d in ("top-down", "auto"):
-            cfg = {"job": "graph500", "backend": "local", "roots": int(roots.size), "seed": 0, "direction": d,
-                   "graph500": {"scale": scale, "edgefactor": 16, "seed": 0, "nprocs": 1, "partition": "block"}}
-            res[d] = run_graph_job(cfg)
-        e = res["auto"]["edges_examined_total"] / res["top-down"]["edges_examined_total"]
-        t = res["auto"]["time_median_s"] / res["top-down"]["time_median_s"]
-        print(f"direction-optimizing vs top-down only (p=1): edges examined x{e:.3f}, median time x{t:.3f}")
+            fam = st.get("messages_by_family")
+            fam = "" if not fam else ", ".join(f"{f} {v / st['roots']:.0f}" for f, v in fam.items())
+            print(f"{name:<42} {st['teps_harmonic_mean']:>18.4g} {st['teps_harmonic_stddev']:>11.3g} "
+                  f"{st['time_median_s'] * 1e3:>10.3f} {st['teps_harmonic_mean'] / ref:>8.3f}  {fam}")
+        crossing(g, roots, max(args.p), args.partition)
+        # direction optimization (LocalComm): work and time, 1D on one rank and 2D 2x2
+        for lay, p in (("1d", 1), ("2d:2x2", 4)):
+            res = {}
+            for d in ("top-down", "auto"):
+                cfg = {"job": "graph500", "backend": "local", "roots": int(roots.size), "seed": 0, "direction": d,
+                       "graph500": {"scale": scale, "edgefactor": 16, "seed": 0, "nprocs": p, "layout": lay,
+                                    "partition": "block"}}
+                res[d] = run_graph_job(cfg)
+                assert res[d]["all_valid"]
+            e = res["auto"]["edges_examined_total"] / res["top-down"]["edges_examined_total"]
+            t = res["auto"]["time_median_s"] / res["top-down"]["time_median_s"]
+            print(f"direction-optimizing vs top-down only ({lay}, p={p}, LocalComm): edges examined x{e:.3f}, "
+                  f"median time x{t:.3f}")
+
+
+def crossing(g, roots, p: int, partition: str, D: int = 2) -> None:
+    """Messages crossing a domain boundary (domains of D ranks) per search, flat 1D vs
+    routed, counted from LocalComm's byte counters (a nonzero q → r entry of one
+    all-to-all-v with q // D != r // D is one crossing message), same partition."""
+    if p <= D:
+        return
+    from partplan.runtime.bfs import BfsEngine
+    from partplan.runtime.comm import LocalComm
+    from partplan.plan import build_plan
+    from partplan.runtime.graphjobs import graph500_plan
+    dom = np.arange(p) // D
+    inter = dom[:, None] != dom[None, :]
+    part = graph500_plan(None, None, g, p, "1d", partition).part
+    out = []
+    for lay in ("1d", f"routed:domain:{D}", f"routed:source:{D}"):
+        plan = build_plan(g, part, p, layout=lay, f=1, dtype="float64")
+        comm = LocalComm(p, plan.groups())
+        count = [0, 0]
+        a2a = comm.alltoallv
+
+        def counted(*a, _a2a=a2a, **k):
+            before = comm.sent_bytes.copy()
+            _a2a(*a, **k)
+            sent = (comm.sent_bytes - before) > 0
+            count[0] += int(np.count_nonzero(sent & inter))
+            count[1] += int(np.count_nonzero(sent))
+        comm.alltoallv = counted
+        eng = BfsEngine(plan.manifest, plan.ranks, comm)
+        for r in roots:
+            eng.search(int(r))
+        out.append(f"{lay} {count[0] / roots.size:.1f} crossing / {count[1] / roots.size:.1f} all")
+    print(f"messages per search, p={p}, domains of {D} (LocalComm counters, auto): " + "; ".join(out))
+
+
+def _ranks(layout: str, p_max: int) -> int:
+    """Processes of a --layouts entry: R*C for 2d:RxC, else the largest --p."""
+    if layout.startswith("2d:"):
+        r, c = layout[3:].split("x")
+        return int(r) * int(c)
+    return p_max
 
 
 if __name__ == "__main__":
