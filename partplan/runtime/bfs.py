@@ -1,12 +1,15 @@
-"""Distributed breadth-first search from a 1D plan, direction-optimizing, with
-a sparse/dense frontier exchange chosen per (rank, peer) and level.
+"""Distributed breadth-first search from a 1D, routed or 2D plan,
+direction-optimizing, with a sparse/dense frontier exchange chosen per (rank,
+peer) and level.
 
 See :mod:`.traversal` for which program BFS runs on (the plan's ``A^T``: an
 edge u → v is A[u, v] ≠ 0) and why only the owner → ghost-holder exchange is
 needed. Per level every rank:
 
 1. sends the frontier bits of its own vertices in its send lists
-   (:func:`~.traversal.exchange_flags`: counts, then one uint8 all-to-all-v);
+   (:func:`~.traversal.exchange_chain`: counts, then one uint8 all-to-all-v,
+   per step of the plan's chain — one step in 1D, A/B/C through the domain
+   monitors on a routed plan);
 2. top-down: expands the frontier columns (own + received ghosts) of its
    CSC block; bottom-up: each unvisited own vertex scans its in-edges for a
    frontier vertex and stops at the first;
@@ -20,8 +23,14 @@ exceeds ``edges_to_check / alpha`` (``edges_to_check`` starts at nnz and
 drops by each top-down level's scout count); go back top-down when the
 frontier shrinks below ``n / beta``.
 
+2D R × C: step 2 runs on the rank's block (partial rows of its grid row ×
+columns of its grid column) and the candidates fold along the grid row to the
+owner (smallest wins); before a bottom-up level the owners send their
+grid-row peers the visited bits they lack (the fold's transpose), so an
+unvisited partial row is scanned only while it is unvisited.
+
 Parents: vertex v gets the smallest global id among its in-neighbours in the
-previous level, in both directions: the same tree at any rank count.
+previous level, in both directions: the same tree at any rank count or layout.
 
 Examples
 --------

@@ -20,13 +20,24 @@ peer) pairs):
 No "ghost discovered → owner" (transpose) exchange is needed for 1D, for
 directed or undirected graphs alike. (2D adds the fold: see :mod:`.bfs`.)
 
+**The exchange is a chain of steps** (:attr:`RankGraph.steps`,
+:func:`exchange_chain`): the program's gather/alltoallv pairs before its spmm,
+each reading the buffer the previous one appended to (``in`` ⊂ h1 ⊂ h2 …).
+1D and 2D plans have one step; a routed plan (:mod:`partplan.routing`) has
+one per route step — A (owner → monitor, family ``dom``), B (monitor →
+monitor across domains, ``cross``), C (monitor → readers, ``dom``), nested
+levels more. At each step a sender flags the rows of its send list whose
+state is set (own rows, or rows an earlier step brought, with the flag and
+value they came with) and the receiver appends them to the next buffer; the
+last buffer's rows are the columns the local block indexes.
+
 **Exchange modes.** Per (sender, receiver) pair and level the sender has c
 flagged entries in a send list of s rows and w value bytes per entry:
 sparse = c·(4 + w) bytes (uint32 positions in the list, then values), dense =
 ⌈s/8⌉ + c·w bytes (a bitmap over the list, then values). The smaller is sent
 (ties: dense, except c = 0: nothing). Counts go first (one int64 per peer);
 the receiver derives each pair's mode and size from them, so the payload is
-one uint8 all-to-all-v whose bytes the comm counters measure.
+one uint8 all-to-all-v (per step) whose bytes the comm counters measure.
 """
 from __future__ import annotations
 
