@@ -80,10 +80,13 @@ def test_2d_grids_give_scipys_levels_and_the_1d_tree(directed):
 
 
 def test_gloo_p2_2d_graph500(capsys):
-    assert main(["run", "graph500", "--scale", "9", "--nprocs", "2", "--layout", "2d:2x1", "--roots", "4",
+    """2d:1x2: the fold, and before bottom-up levels its transpose (the visited sync), over gloo."""
+    assert main(["run", "graph500", "--scale", "9", "--nprocs", "2", "--layout", "2d:1x2", "--roots", "4",
                  "--partition", "block", "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
-    assert rep["layout"] == "2d:2x1" and rep["all_valid"] and rep["bytes_match"] and len(rep["searches"]) == 4
+    assert rep["layout"] == "2d:1x2" and rep["all_valid"] and rep["bytes_match"] and len(rep["searches"]) == 4
+    assert {lv["direction"] for s in rep["searches"] for lv in s["levels"]} == {"top-down", "bottom-up"}
+    assert rep["bytes_by_family"]["row"] > 0
 
 
 def test_direction_optimization_examines_few_edges():
