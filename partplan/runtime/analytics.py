@@ -111,6 +111,17 @@ def pagerank_parts(manifest: dict, shards, comm, *, damping: float = 0.85, tol: 
                            f"{records[-1]['l1_change']:.3e} >= n·tol = {n * tol:.3e})")
 
 
+def _families(rgs) -> list[str]:
+    """Group families of the expand chains of ``rgs`` (first seen first): the same on every rank."""
+    return list(dict.fromkeys(sg.family for rg in rgs for sg in rg.steps))
+
+
+def _by_family(fams: list[str], v: np.ndarray) -> dict:
+    F = len(fams)
+    return {"bytes_by_family": {f: int(v[k]) for k, f in enumerate(fams)},
+            "messages_by_family": {f: int(v[F + k]) for k, f in enumerate(fams)}}
+
+
 # ----------------------------------------------------------------------------- WCC
 def _min_over_rows(indptr, indices, ext_vals, own_vals):
     """min(own value, min over the row's columns) per row (vectorized)."""
@@ -133,6 +144,7 @@ def wcc_parts(manifest: dict, shards, comm, *, progress=None):
             if not np.array_equal(a.ids, b.ids):
                 raise PlanError("the forward and backward programs hold different rows")
         gs.append(fw)
+    fams = _families([rg for g in gs for rg in g[:1]])
     ids = [rg.ids for rg in gs[0]]
     lab = [i.copy() for i in ids]
     ext = [[rg.ext_ids.copy() for rg in g] for g in gs]  # labels of own + ghost columns
@@ -141,11 +153,11 @@ def wcc_parts(manifest: dict, shards, comm, *, progress=None):
     while True:
         t0 = time.perf_counter()
         sent0 = int(comm.sent_bytes.sum())
-        nbytes = np.zeros(3)
+        nbytes = np.zeros(3 + 2 * len(fams))
         new = [lv.copy() for lv in lab]
         for k, g in enumerate(gs):
             got, vals, st = exchange_chain(comm, [rg.steps for rg in g], changed, lab, what=f"WCC round {rnd}")
-            nbytes += [st.bytes, st.sparse_bytes, st.dense_bytes]
+            nbytes += np.concatenate([[st.bytes, st.sparse_bytes, st.dense_bytes], st.family_vector(fams)])
             for i, rg in enumerate(g):
                 e = ext[k][i]
                 e[:rg.nl] = lab[i]
@@ -154,11 +166,11 @@ def wcc_parts(manifest: dict, shards, comm, *, progress=None):
         changed = [a < b for a, b in zip(new, lab)]
         lab = new
         meas = int(comm.sent_bytes.sum()) - sent0
-        tot = _world_sum(comm, [np.concatenate([[c.sum()], nbytes if i == 0 else np.zeros(3), [meas if i == 0 else 0]])
+        tot = _world_sum(comm, [np.concatenate([[c.sum(), meas if i == 0 else 0], nbytes if i == 0 else 0 * nbytes])
                                 for i, c in enumerate(changed)])
-        records.append({"round": rnd, "changed": int(tot[0]), "bytes": int(tot[1]), "bytes_sparse": int(tot[2]),
-                        "bytes_dense": int(tot[3]), "bytes_measured": int(tot[4]),
-                        "time_s": time.perf_counter() - t0})
+        records.append({"round": rnd, "changed": int(tot[0]), "bytes": int(tot[2]), "bytes_sparse": int(tot[3]),
+                        "bytes_dense": int(tot[4]), "bytes_measured": int(tot[1]),
+                        **_by_family(fams, tot[5:]), "time_s": time.perf_counter() - t0})
         if progress:
             progress(f"round {rnd}: {int(tot[0])} labels changed")
         rnd += 1
@@ -179,6 +191,7 @@ def sssp_parts(manifest: dict, shards, comm, root: int, *, progress=None, steal=
         raise PlanError(f"root {root!r} is not a vertex id in [0, {n})")
     prog = traversal_program(manifest)
     gs = [rank_graph(manifest, rp, prog) for rp in shards]
+    fams = _families(gs[:1])
     bad = []
     for rg in gs:
         if rg.cdata is not None and rg.cdata.size and rg.cdata.min() < 0:
@@ -224,11 +237,13 @@ def sssp_parts(manifest: dict, shards, comm, root: int, *, progress=None, steal=
             edges += K.relax(rg.cindptr, rg.crows, w, cols, de, dist[i], ch)
             changed[i] = ch
         meas = int(comm.sent_bytes.sum()) - sent0 - (0 if sout is None else sout.measured_local)
-        tot = _world_sum(comm, [np.array([c.sum(), edges if i == 0 else 0, st.bytes if i == 0 else 0,
-                                          meas if i == 0 else 0]) for i, c in enumerate(changed)])
+        fv = st.family_vector(fams)
+        tot = _world_sum(comm, [np.concatenate([[c.sum(), edges if i == 0 else 0, st.bytes if i == 0 else 0,
+                                                 meas if i == 0 else 0], fv if i == 0 else 0 * fv])
+                                for i, c in enumerate(changed)])
         nchg = tot[0]
         records.append({"round": rnd, "changed": int(tot[0]), "edges_examined": int(tot[1]), "bytes": int(tot[2]),
-                        "bytes_measured": int(tot[3]), "time_s": time.perf_counter() - t0,
+                        "bytes_measured": int(tot[3]), **_by_family(fams, tot[4:]), "time_s": time.perf_counter() - t0,
                         **({} if sout is None else sout.info)})
         if progress:
             progress(f"round {rnd}: {int(tot[0])} distances changed")
