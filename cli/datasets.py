@@ -204,9 +204,8 @@ def run_generate(args) -> int:
 
 def run_gcn_data(args) -> int:
     from partplan.nn.data import DataError, labeled_dataset, write_data
-    out = Path(args.output)
-    if out.suffix != ".npz" or not out.parent.is_dir():
-        raise DataError("the output must be NAME.npz in an existing directory", out)
+    from partplan.outpath import check_output_file
+    out = check_output_file(args.output, kind="npz")
     if args.train_per_class < 1 or args.val < 0:
         raise DataError(f"--train-per-class must be >= 1 and --val >= 0 (got {args.train_per_class}, {args.val})")
     d = labeled_dataset(args.name, features=args.features, train_per_class=args.train_per_class, val=args.val,

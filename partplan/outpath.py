@@ -7,7 +7,7 @@ missing, is not a folder or cannot be written (probed by creating and removing
 a temporary file there, which also catches read-only file systems and works
 for root), when the name is a folder where a file is expected (or a file or a
 non-empty folder where a new folder is expected), or when its suffix names no
-format the command writes. They create nothing and write nothing else.
+format the command writes (``.npy``/``.npz`` arrays, ``.pt`` weights, ``.png``). They create nothing and write nothing else.
 
 The suffix rules of each output kind live here (one source): graph files
 (:func:`partplan.io.detect_format`), partitions (:data:`PARTITION_SUFFIXES`,
@@ -36,7 +36,7 @@ from .errors import GraphFormatError, OutputPathError
 # partition files: binary / table formats, text (METIS one id per line), and .plan
 PARTITION_SUFFIXES = (".npy", ".parquet", ".arrow", ".feather", ".csv", ".part", ".txt", ".plan")
 _METIS_PART = re.compile(r"\.part\.\d+$")   # METIS's own name: graph.part.16
-KINDS = ("graph", "partition", "plan", "png", "npy", "any")
+KINDS = ("graph", "partition", "plan", "png", "npy", "npz", "pt", "any")
 
 
 def _suffix_problem(p: Path, kind: str) -> str | None:
@@ -60,7 +60,7 @@ def _suffix_problem(p: Path, kind: str) -> str | None:
             return f"only text partitions (.part, .txt, NAME.part.K) may be compressed, not {ext}.gz"
         return (f"unknown partition file suffix {ext or '(none)'}; use "
                 f"{', '.join(PARTITION_SUFFIXES)} or METIS's NAME.part.K (text may end in .gz)")
-    want = {"plan": ".plan", "png": ".png", "npy": ".npy"}[kind]
+    want = {"plan": ".plan", "png": ".png", "npy": ".npy", "npz": ".npz", "pt": ".pt"}[kind]
     if not name.endswith(want) or name == want:
         return f"the output must be a NAME{want} {'directory' if kind == 'plan' else 'file'}"
     return None
@@ -88,7 +88,7 @@ def check_output_file(path: str | os.PathLike, *, kind: str = "any") -> Path:
 
     kind : "graph" | "partition" | "plan" (``partplan partition -o X.plan``
         writes a plan directory; checked as :func:`check_output_dir`) | "png"
-        | "npy" | "any" (no suffix rule). Returns ``Path(path)``.
+        | "npy" | "npz" | "pt" | "any" (no suffix rule). Returns ``Path(path)``.
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")

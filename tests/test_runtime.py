@@ -14,6 +14,7 @@ import pytest
 import scipy.sparse as sp
 
 from partplan import Graph, PartplanError, PlanError, analyze, analyze_15d, analyze_2d, datasets
+from partplan.errors import OutputPathError
 from partplan.plan import build_plan, load_plan, write_plan
 from partplan.runtime.spmm import random_rows, replay, run_spmm
 
@@ -180,7 +181,7 @@ def test_wrong_process_count_and_bad_inputs_are_refused_before_starting(tmp_path
     np.save(tmp_path / "bad.npy", np.zeros((g.n + 1, 3)))
     with pytest.raises(PlanError, match="n = 400 rows"):
         run_spmm(path, nprocs=2, features=tmp_path / "bad.npy")
-    with pytest.raises(PlanError, match="does not exist"):
+    with pytest.raises(OutputPathError, match="does not exist"):
         run_spmm(path, nprocs=2, output=tmp_path / "nope" / "Z.npy")
     with pytest.raises(PlanError, match="--compare"):
         run_spmm(path, nprocs=2, compare=("magic",))

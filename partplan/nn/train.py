@@ -22,11 +22,9 @@ the total from virtual rank 0 and zeros from the others (same bytes counted).
 """
 from __future__ import annotations
 
-import os
 import resource
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -515,10 +513,8 @@ def train_gcn(plan, *, nprocs: int | None = None, backend: str = "gloo", data=No
     elif batch_size is not None:
         raise PartplanError("--batch-size needs --sampler (mini-batch training)")
     if save is not None:
-        s = Path(save)
-        if not s.parent.is_dir() or not os.access(s.parent, os.W_OK):
-            raise PartplanError(f"{s}: directory {s.parent} does not exist or is not writable")
-        cfg["save"] = str(s)
+        from ..outpath import check_output_file
+        cfg["save"] = str(check_output_file(save, kind="pt"))
     if backend == "local":
         cfg["threads"] = threads
         return _run_local(cfg)

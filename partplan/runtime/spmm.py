@@ -90,15 +90,11 @@ def _tmp_output(path: Path) -> Path:
 
 
 def check_output(path, suffix: str = ".npy") -> Path:
-    """A job's output file: ``suffix``, an existing writable folder (checked before the job runs)."""
-    p = Path(path)
-    if p.suffix != suffix:
-        raise PlanError(f"{p}: the output must be a {suffix} file")
-    if not p.parent.is_dir():
-        raise PlanError(f"{p}: directory {p.parent} does not exist")
-    if not os.access(p.parent, os.W_OK):
-        raise PlanError(f"{p}: directory {p.parent} is not writable")
-    return p
+    """A job's output file: ``suffix`` (".npy", ".npz", ".png"), an existing
+    writable folder, checked before the job runs (one
+    :class:`~partplan.errors.OutputPathError`, see :mod:`partplan.outpath`)."""
+    from ..outpath import check_output_file
+    return check_output_file(path, kind=suffix.lstrip("."))
 
 
 # ----------------------------------------------------------------------------- the measured loop
