@@ -34,7 +34,9 @@ _SUMMARY_KEYS = ("total_volume", "max_send", "max_recv", "messages", "max_send_m
 
 def run(args) -> int:
     from partplan.plan import load_plan, read_manifest
+    from partplan.plan.store import check_files
     m = read_manifest(args.plan)
+    check_files(args.plan, m)  # a missing or truncated shard is an error here too (checksums: validate)
     shard = None
     if args.rank is not None:
         rp = load_plan(args.plan, rank=args.rank)

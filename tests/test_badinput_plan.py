@@ -360,3 +360,28 @@ def test_cli_preset_fast(tmp_path, mtx, capsys, argv):
     assert "volume_refine" in out["info"]
     rc, err = run_cli(["partition", mtx, "-k", "4", "--preset", "fast", "--model", "hypergraph"], capsys)
     assert rc == 2 and "preset 'fast'" in err
+
+
+# ----------------------------------------------------------------------------- found by a CLI-wide bad-input sweep
+def test_run_spmm_features_archive_or_nonfinite_is_one_error(plan_path, tmp_path, capsys):
+    g, plan = plan_path
+    np.savez(tmp_path / "h.npz", x=np.zeros((g.n, 2)))
+    rc, err = run_cli(["run", "spmm", plan, "--backend", "local", "--features", tmp_path / "h.npz"], capsys)
+    assert rc == 2 and "not a .npy array" in err and "h.npz" in err
+    H = np.zeros((g.n, 3))
+    H[7, 2] = np.nan
+    np.save(tmp_path / "h.npy", H)
+    rc, err = run_cli(["run", "spmm", plan, "--backend", "local", "--features", tmp_path / "h.npy"], capsys)
+    assert rc == 2 and "H[7, 2]" in err and "not finite" in err
+
+
+def test_inspect_refuses_a_missing_or_truncated_shard(plan_path, capsys):
+    _, plan = plan_path
+    m = read_manifest(plan)
+    shard = Path(plan) / m["shards"][1]["file"]
+    shard.write_bytes(shard.read_bytes()[:-10])
+    rc, err = run_cli(["inspect", plan], capsys)
+    assert rc == 2 and "shard of rank 1 truncated" in err
+    shard.unlink()
+    rc, err = run_cli(["inspect", plan], capsys)
+    assert rc == 2 and "shard of rank 1 is missing" in err

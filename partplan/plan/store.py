@@ -290,6 +290,17 @@ def _check_file(path: Path, entry: dict, what: str, verify: bool):
                             f"field 'sha256' {str(entry.get('sha256'))[:16]}…")
 
 
+def check_files(path, manifest: dict, *, verify: bool = False) -> None:
+    """Every file the manifest lists (shards, partition file) is present with
+    its recorded size; with ``verify`` also its sha256 (``partplan inspect``
+    checks sizes only, ``validate`` checksums). One PlanError naming the file."""
+    path = Path(path)
+    for rank, entry in enumerate(manifest["shards"]):
+        _check_file(path / entry.get("file", shard_name(rank)), entry, f"shard of rank {rank}", verify)
+    pf = manifest["partition_file"]
+    _check_file(path / pf.get("file", PARTITION_FILE), pf, "partition file", verify)
+
+
 def _check_graph(m: dict, graph, where: Path):
     if graph is None:
         return

@@ -58,12 +58,25 @@ def open_features(path, n: int) -> np.ndarray:
         H = np.load(p, mmap_mode="r", allow_pickle=False)
     except (ValueError, OSError) as exc:
         raise PlanError(f"{p}: not a readable .npy array ({str(exc).splitlines()[0]})") from None
+    if not isinstance(H, np.ndarray):  # np.load gives an NpzFile for a zip archive
+        raise PlanError(f"{p}: not a .npy array (an .npz archive?); save H with numpy.save")
     if H.ndim != 2 or H.shape[0] != n:
         raise PlanError(f"{p}: features must be an n × f array with n = {n} rows (the plan's graph), "
                         f"got shape {H.shape}")
     if H.dtype not in (np.float32, np.float64):
         raise PlanError(f"{p}: features dtype {H.dtype} is not float32 or float64")
     return H
+
+
+def check_finite_features(H: np.ndarray, path, *, chunk_elems: int = 1 << 22) -> None:
+    """One PlanError naming the first non-finite entry ``H[i, j]`` (NaN or ±inf),
+    scanning a memory-mapped H in chunks of about ``chunk_elems`` values."""
+    rows = max(1, chunk_elems // max(1, H.shape[1]))
+    for r0 in range(0, H.shape[0], rows):
+        bad = ~np.isfinite(H[r0:r0 + rows])
+        if bad.any():
+            i, j = np.argwhere(bad)[0]
+            raise PlanError(f"{path}: features H[{r0 + int(i)}, {int(j)}] = {H[r0 + int(i), int(j)]} is not finite")
 
 
 def _input_rows(cfg: dict, ids: np.ndarray, n: int, dtype) -> np.ndarray:
@@ -400,10 +413,10 @@ def run_spmm(plan, *, nprocs: int | None = None, backend: str = "gloo", features
     m = read_manifest(plan)  # refuse a bad plan before starting anything
     if program not in m["programs"]:
         raise PlanError(f"{plan}: the plan has no {program} program (backward = {m.get('backward')!r})")
-    if features is not None:
-        open_features(features, m["graph"]["n"])
     if output is not None:
         check_output(output)
+    if features is not None:
+        check_finite_features(open_features(features, m["graph"]["n"]), features)
     cfg = {"job": "spmm", "plan": str(plan), "backend": backend, "features": None if features is None else str(features),
            "f": int(f), "seed": int(seed), "dtype": dtype, "output": None if output is None else str(output),
            "repeat": int(repeat), "warmup": int(warmup), "compare": list(compare), "kernel": kernel,
