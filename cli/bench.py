@@ -59,6 +59,8 @@ def run(args) -> int:
         from partplan.outpath import check_output_folder
         check_output_folder(args.out)
     datasets = args.datasets or (QUICK_DATASETS if args.quick else DATASETS)
+    from partplan.partition.bench import check_bench_names
+    check_bench_names(datasets)
     ks = args.k or [16, 64]
     t0 = time.perf_counter()
 

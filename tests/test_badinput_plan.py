@@ -385,3 +385,19 @@ def test_inspect_refuses_a_missing_or_truncated_shard(plan_path, capsys):
     shard.unlink()
     rc, err = run_cli(["inspect", plan], capsys)
     assert rc == 2 and "shard of rank 1 is missing" in err
+
+
+def test_train_labels_that_are_not_class_indices_are_one_error(tmp_path, capsys):
+    from partplan.nn.data import check_data, write_data
+    n = 6
+    masks = [np.array(m, bool) for m in ([1, 1, 0, 0, 0, 0], [0, 0, 1, 1, 0, 0], [0, 0, 0, 0, 1, 1])]
+    write_data(tmp_path / "d.npz", np.ones((n, 3), np.float32), np.array([0, 10**12, 0, 1, 0, 1]), *masks)
+    with pytest.raises(PartplanError, match="vertex 1 has label 1000000000000"):
+        check_data(tmp_path / "d.npz", n)
+
+
+def test_bench_refuses_an_unknown_dataset_before_any_work(capsys):
+    rc, err = run_cli(["bench", "--datasets", "email-Enron", "nope", "--k", "2", "-q"], capsys)
+    assert rc == 2 and "nope" in err
+    rc, err = run_cli(["bench", "--datasets", "rmat99", "--k", "2", "-q"], capsys)
+    assert rc == 2 and "rmat99" in err

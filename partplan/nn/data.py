@@ -143,6 +143,10 @@ def check_data(path, n: int, *, chunk_rows: int = 65536) -> DataInfo:
         if both.any():
             raise DataError(f"vertex {int(np.flatnonzero(both)[0])} is in both {MASKS[a]} and {MASKS[b]}", p)
     classes = int(y[labeled].max()) + 1
+    if classes > max(n, 2):  # a class id above n: labels are not 0..C-1 class indices
+        v = int(np.flatnonzero(labeled & (y == classes - 1))[0])
+        raise DataError(f"vertex {v} has label {classes - 1}, but labels must be class indices 0..C-1 with "
+                        f"C <= n = {n}; relabel the classes", p, "y")
     return DataInfo(str(p), n, int(shape[1]), classes, str(dt), int(masks["train_mask"].sum()),
                     int(masks["val_mask"].sum()), int(masks["test_mask"].sum()), off is not None)
 

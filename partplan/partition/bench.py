@@ -39,6 +39,21 @@ ALL_METHODS = METHOD_NAMES + (REFINED,)  # every choice: the method table (parti
 FIGURES = ("total_volume", "max_send", "max_recv", "max_send_recv", "messages", "compute_imbalance", "time_s")
 
 
+def check_bench_names(names) -> None:
+    """Refuse a dataset name that is neither registered nor ``rmatS`` before
+    any work (a typo is an error; an unfetchable registered graph is skipped
+    later with its reason)."""
+    from ..datasets.registry import entry
+
+    for name in names:
+        if name.startswith("rmat"):
+            scale = name[4:].lstrip(":")
+            if not scale.isdigit() or not 1 <= int(scale) <= 30:
+                raise DatasetError(f"bad R-MAT name {name!r}; use rmatS with 1 <= S <= 30, e.g. rmat16")
+        else:
+            entry(name)  # DatasetError naming the close matches
+
+
 def load_bench_graph(name: str) -> Graph:
     """A registered dataset (fetched if needed) or ``rmatS`` (Graph500 R-MAT,
     scale S, edge factor 16, symmetrized, self loops removed)."""
