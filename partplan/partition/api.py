@@ -312,12 +312,11 @@ def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | 
         part, binfo = run_backend(backend, model_obj, b, imbalance=imbalance, seed=seed, graph=graph, **opts)
     timings["partition_s"] = time.perf_counter() - t0
     info["backend"] = binfo
-    if fast and b > 1:  # km1 (volume) refinement of METIS's partition, exact gains
-        from .refine import refine as _refine
+    if fast and b > 1:  # km1 (volume) V-cycle refinement of METIS's partition, exact gains (fast.py)
+        from .fast import vcycle_refine
 
         t0 = time.perf_counter()
-        part, info["volume_refine"] = _refine(graph, part, b, objective="total", imbalance=imbalance,
-                                              volume_tolerance=0.0, seed=seed)
+        part, info["volume_refine"] = vcycle_refine(graph, part, b, imbalance=imbalance, seed=seed)
         timings["volume_refine_s"] = time.perf_counter() - t0
         params["preset"] = "fast"
 

@@ -536,7 +536,7 @@ def _restrict(fine: _Level, part, k, rng, depth, activate_max, max_share):
 
 def vcycle_refine(graph: Graph, part, k: int | None = None, *, imbalance: float = 0.03, seed: int = 0,
                   cycles: int = 1, rounds: int = 3, max_net: int = 16, cluster_weight: float = 0.25,
-                  coarse_vertices_per_part: int = 20, activate_max: int = 100, band: int = 2,
+                  coarse_vertices_per_part: int = 20, activate_max: int = 100, band: int = 0,
                   band_share: float = 0.8, dense_candidates: bool = True) -> tuple[np.ndarray, dict]:
     """Lower the total volume (km1) of ``part`` by V-cycles of label propagation.
 
