@@ -19,8 +19,8 @@ from partplan.runtime.bfs import BfsEngine, bfs_local
 from partplan.runtime.comm import LocalComm
 from partplan.runtime.graph500 import search_keys, validate_bfs_tree
 
-SPECS = (("routed:domain:2", 4), ("routed:source:2", 4), ("routed:domain:2", 8), ("routed:domain:2,4", 8),
-         ("routed:source:2,4", 8))
+SPECS = (("routed:domain:2", 4), ("routed:source:2", 4), ("routed:domain:2", 8), ("routed:domain:4", 8),
+         ("routed:domain:2,4", 8), ("routed:source:2,4", 8))  # domain:4 on 8 ranks: 4 lanes per domain pair
 
 
 def rmat(scale, directed, seed):
