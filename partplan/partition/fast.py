@@ -475,13 +475,13 @@ class _Level:
         cpart[cid] = part
         return _Level(vw, cptr, cpin, cw, fixed, own=own), cpart
 
-    def coarsen(self, part, rng, maxw, max_net):
+    def coarsen(self, part, rng, maxw, max_net, own_rating=True, min_shrink=0.1):
         """Cluster and contract (None when it shrinks by less than 10 %)."""
         order = rng.permutation(self.n).astype(np.int64)
-        own = self.own if self.own is not None else np.full(1, -2, np.int64)
+        own = self.own if self.own is not None and own_rating else np.full(1, -2, np.int64)
         cid, nc = _cluster(self.n, self.vptr, self.vnet, self.eptr, self.epin, self.nw, self.vw, part, order,
                            maxw, max_net, np.zeros(self.n), np.zeros(self.n, np.int64), own, self.fixed)
-        if nc > 0.9 * self.n:
+        if nc > (1.0 - min_shrink) * self.n:
             return None, None
         return self.contract(cid, nc, part, rng)
 
@@ -492,9 +492,10 @@ class _Level:
         km1 = _count_pins(self.m, self.eptr, self.epin, self.nw, part, soff, lam, dense, spart, scnt)
         return (soff, lam, dense, spart, scnt), int(km1)
 
-    def refine(self, part, k, load, cap, rng, rounds, activate_max, dense_cand):
-        """Label propagation on this level: (km1 before, gain, moves)."""
-        (soff, lam, dense, spart, scnt), km1 = self.counts(part, k)
+    def refine(self, part, k, load, cap, rng, rounds, activate_max, dense_cand, counts=None):
+        """Label propagation on this level: (km1 before, gain, moves); ``counts``:
+        pin counts of ``part`` made before (:meth:`counts`)."""
+        (soff, lam, dense, spart, scnt), km1 = self.counts(part, k) if counts is None else counts
         active = np.zeros(self.n, np.bool_)
         active[self.epin[np.repeat(lam > 1, np.diff(self.eptr))]] = True      # pins of cut nets
         order = rng.permutation(self.n).astype(np.int64)
@@ -524,7 +525,7 @@ def _restrict(fine: _Level, part, k, rng, depth, activate_max, max_share):
     inb = _band(fine.n, fine.vptr, fine.vnet, fine.eptr, fine.epin, lam, depth, activate_max)
     nb = int(inb.sum())
     if nb > max_share * fine.n:
-        return None, None, km1
+        return None, ((soff, lam, dense, spart, scnt), km1), km1
     cid = np.empty(fine.n, np.int64)
     cid[inb] = np.arange(nb)
     cid[~inb] = nb + part[~inb]
@@ -535,9 +536,10 @@ def _restrict(fine: _Level, part, k, rng, depth, activate_max, max_share):
 
 
 def vcycle_refine(graph: Graph, part, k: int | None = None, *, imbalance: float = 0.03, seed: int = 0,
-                  cycles: int = 1, rounds: int = 3, max_net: int = 16, cluster_weight: float = 0.25,
+                  cycles: int = 1, rounds: int = 3, max_net: int = 16, cluster_weight: float = 1.0,
                   coarse_vertices_per_part: int = 20, activate_max: int = 100, band: int = 0,
-                  band_share: float = 0.8, dense_candidates: bool = True) -> tuple[np.ndarray, dict]:
+                  band_share: float = 0.8, dense_candidates: bool = True,
+                  own_rating: bool = True, min_shrink: float = 0.1) -> tuple[np.ndarray, dict]:
     """Lower the total volume (km1) of ``part`` by V-cycles of label propagation.
 
     Parameters
@@ -598,11 +600,12 @@ def vcycle_refine(graph: Graph, part, k: int | None = None, *, imbalance: float 
         top, tpart, km1 = _restrict(fine, out, k, rng, band, activate_max, band_share)
         if before is None:
             before = after = km1
-        if top is None:
-            top, tpart = fine, out.copy()
+        reuse = None
+        if top is None:       # no restriction: the counts just made serve level 0 if nothing is coarsened
+            top, reuse, tpart = fine, tpart, out.copy()
         levels, parts = [top], [tpart]
         while levels[-1].n > coarse_vertices_per_part * k:
-            lev, cpart = levels[-1].coarsen(parts[-1], rng, maxw, max_net)
+            lev, cpart = levels[-1].coarsen(parts[-1], rng, maxw, max_net, own_rating, min_shrink)
             if lev is None:
                 break
             levels.append(lev)
@@ -616,7 +619,7 @@ def vcycle_refine(graph: Graph, part, k: int | None = None, *, imbalance: float 
                 parts[i] = parts[i + 1][levels[i].cid]
             tl = time.perf_counter()
             km1_in, gain, mv = levels[i].refine(parts[i], k, load, cap, rng, rounds, activate_max,
-                                                dense_candidates)
+                                                dense_candidates, reuse if len(levels) == 1 else None)
             if km1_in != km1:
                 raise RuntimeError(f"internal error: km1 {km1_in} on level {i} differs from {km1} "
                                    "on the level above")
