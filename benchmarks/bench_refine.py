@@ -321,9 +321,19 @@ def main(argv=None) -> int:
                     help="benchmark the fast mode instead: METIS vs METIS + km1 V-cycle refinement "
                          "(min of --repeat runs each)")
     ap.add_argument("--repeat", type=int, default=3, help="--fast: runs per instance, minimum kept (default 3)")
+    ap.add_argument("--fast-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="--fast: a vcycle_refine option (repeatable), e.g. cycles=2 or cluster_weight=0.25")
     a = ap.parse_args(argv)
     if a.fast:
-        run_fast_benchmark(a.instances, a.k, seed=a.seed, imbalance=a.imbalance, fetch=a.fetch, repeat=a.repeat)
+        opts = {}
+        for item in a.fast_option:
+            key, _, val = item.partition("=")
+            try:
+                opts[key] = json.loads(val)
+            except json.JSONDecodeError:
+                ap.error(f"--fast-option {item!r}: the value must be a JSON number, true or false")
+        run_fast_benchmark(a.instances, a.k, seed=a.seed, imbalance=a.imbalance, fetch=a.fetch, repeat=a.repeat,
+                           **opts)
         return 0
     run_benchmark(a.instances, a.k, seed=a.seed, imbalance=a.imbalance, threads=a.threads, fetch=a.fetch,
                   decoupled=not a.no_decoupled, lp_solver=a.lp_solver, time_limit=a.time_limit, out=a.out)
