@@ -113,19 +113,46 @@ def _slots(eptr: np.ndarray, k: int):
 
 @njit
 def _count_pins(m, eptr, epin, nw, part, soff, lam, dense, spart, scnt):
-    """Fill the pin counts of every net; return km1 = Σ w_e (λ_e − 1)."""
+    """Fill the pin counts of every net (the layout of ``_fm._inc``, in O(pins):
+    a part → slot table replaces the scan of a sparse net's slots); return
+    km1 = Σ w_e (λ_e − 1)."""
     km1 = 0
+    k = 0
     for e in range(m):
         for x in range(eptr[e], eptr[e + 1]):
-            _inc(e, part[epin[x]], soff, lam, dense, spart, scnt)
-        km1 += nw[e] * (lam[e] - 1)
+            k = max(k, part[epin[x]] + 1)
+    where = -np.ones(k, np.int64)
+    for e in range(m):
+        b0 = soff[e]
+        L = 0
+        if dense[e]:
+            for x in range(eptr[e], eptr[e + 1]):
+                p = part[epin[x]]
+                if scnt[b0 + p] == 0:
+                    L += 1
+                scnt[b0 + p] += 1
+        else:
+            for x in range(eptr[e], eptr[e + 1]):
+                p = part[epin[x]]
+                s = where[p]
+                if s < 0:
+                    where[p] = L
+                    spart[b0 + L] = p
+                    scnt[b0 + L] = 1
+                    L += 1
+                else:
+                    scnt[b0 + s] += 1
+            for s in range(b0, b0 + L):
+                where[spart[s]] = -1
+        lam[e] = L
+        km1 += nw[e] * (L - 1)
     return km1
 
 
 # ------------------------------------------------------------------ label propagation
 @njit
 def _lp(n, k, vptr, vnet, eptr, epin, nw, vw, part, load, cap, soff, lam, dense, spart, scnt,
-        order, max_rounds, conn, touched, active, activate_max, dense_cand, fixed):
+        order, max_rounds, conn, touched, active, activate_max, dense_cand, fixed, max_deg):
     """Label propagation with exact km1 gains (see the module doc).
 
     ``active[u]``: u is (re-)evaluated in the next round; after a move the
@@ -134,6 +161,7 @@ def _lp(n, k, vptr, vnet, eptr, epin, nw, vw, part, load, cap, soff, lam, dense,
     Returns (total gain, moves)."""
     gain_sum = 0
     moves = 0
+    evals = 0
     for _ in range(max_rounds):
         moved = 0
         for ii in range(n):
@@ -141,35 +169,40 @@ def _lp(n, k, vptr, vnet, eptr, epin, nw, vw, part, load, cap, soff, lam, dense,
             if not active[u]:
                 continue
             active[u] = False
-            if fixed[u]:
+            if fixed[u] or vptr[u + 1] - vptr[u] > max_deg:
                 continue
             a = part[u]
             tot = 0
             leave = 0
             nt = 0
+            evals += 1
             for x in range(vptr[u], vptr[u + 1]):
                 e = vnet[x]
                 we = nw[e]
                 tot += we
                 L = lam[e]
-                if _cnt(e, a, soff, lam, dense, spart, scnt) == 1:
-                    leave += we
-                if L == 1:
-                    continue
                 b0 = soff[e]
-                if dense[e] and dense_cand:
-                    continue
                 if dense[e]:
+                    if scnt[b0 + a] == 1:
+                        leave += we
+                    if L == 1 or dense_cand:
+                        continue
                     for p in range(k):
                         if scnt[b0 + p] > 0 and p != a:
                             if conn[p] == 0:
                                 touched[nt] = p
                                 nt += 1
                             conn[p] += we
-                else:
+                elif L == 1:                 # only part a: one slot, u's own part
+                    if scnt[b0] == 1:
+                        leave += we
+                else:                        # one pass over the (part, count) pairs
                     for s in range(b0, b0 + L):
                         p = spart[s]
-                        if p != a:
+                        if p == a:
+                            if scnt[s] == 1:
+                                leave += we
+                        else:
                             if conn[p] == 0:
                                 touched[nt] = p
                                 nt += 1
@@ -218,9 +251,11 @@ def _lp(n, k, vptr, vnet, eptr, epin, nw, vw, part, load, cap, soff, lam, dense,
                 cb = _inc(e, b, soff, lam, dense, spart, scnt)
                 if eptr[e + 1] - eptr[e] > activate_max:
                     continue
-                if cb == 1:             # the pins' gain towards b rose by w_e
+                if cb == 1:             # the pins' gain towards b rose by w_e (not those in b)
                     for y in range(eptr[e], eptr[e + 1]):
-                        active[epin[y]] = True
+                        v = epin[y]
+                        if part[v] != b:
+                            active[v] = True
                 elif ca == 1:           # the last pin left in a can now leave for free
                     for y in range(eptr[e], eptr[e + 1]):
                         v = epin[y]
@@ -236,7 +271,7 @@ def _lp(n, k, vptr, vnet, eptr, epin, nw, vw, part, load, cap, soff, lam, dense,
         moves += moved
         if moved == 0:
             break
-    return gain_sum, moves
+    return gain_sum, moves, evals
 
 
 # ------------------------------------------------------------------ coarsening
@@ -492,16 +527,18 @@ class _Level:
         km1 = _count_pins(self.m, self.eptr, self.epin, self.nw, part, soff, lam, dense, spart, scnt)
         return (soff, lam, dense, spart, scnt), int(km1)
 
-    def refine(self, part, k, load, cap, rng, rounds, activate_max, dense_cand, counts=None):
+    def refine(self, part, k, load, cap, rng, rounds, activate_max, dense_cand, counts=None, max_degree=1e18):
         """Label propagation on this level: (km1 before, gain, moves); ``counts``:
         pin counts of ``part`` made before (:meth:`counts`)."""
         (soff, lam, dense, spart, scnt), km1 = self.counts(part, k) if counts is None else counts
         active = np.zeros(self.n, np.bool_)
         active[self.epin[np.repeat(lam > 1, np.diff(self.eptr))]] = True      # pins of cut nets
         order = rng.permutation(self.n).astype(np.int64)
-        gain, moves = _lp(self.n, k, self.vptr, self.vnet, self.eptr, self.epin, self.nw, self.vw, part, load,
+        gain, moves, evals = _lp(self.n, k, self.vptr, self.vnet, self.eptr, self.epin, self.nw, self.vw, part, load,
                           cap, soff, lam, dense, spart, scnt, order, rounds, np.zeros(k, np.int64),
-                          np.zeros(k, np.int64), active, activate_max, dense_cand, self.fixed)
+                          np.zeros(k, np.int64), active, activate_max, dense_cand, self.fixed,
+                          int(min(2 ** 62, max(64.0, max_degree * self.vnet.size / max(self.n, 1)))))
+        self.evals = int(evals)
         return km1, int(gain), int(moves)
 
 
@@ -539,7 +576,7 @@ def vcycle_refine(graph: Graph, part, k: int | None = None, *, imbalance: float 
                   cycles: int = 1, rounds: int = 3, max_net: int = 16, cluster_weight: float = 1.0,
                   coarse_vertices_per_part: int = 20, activate_max: int = 100, band: int = 0,
                   band_share: float = 0.8, dense_candidates: bool = True,
-                  own_rating: bool = True, min_shrink: float = 0.1) -> tuple[np.ndarray, dict]:
+                  own_rating: bool = True, min_shrink: float = 0.1, max_degree: float = 16.0) -> tuple[np.ndarray, dict]:
     """Lower the total volume (km1) of ``part`` by V-cycles of label propagation.
 
     Parameters
@@ -569,7 +606,7 @@ def vcycle_refine(graph: Graph, part, k: int | None = None, *, imbalance: float 
     (new_part int64[n], report): ``before``/``after`` {"total_volume"} (rows of
     H: km1 of the start and of the result, counted on the hierarchy; equal to
     :func:`partplan.analyze`'s), ``cycles`` (per cycle: levels with
-    (vertices, nets, pins, moves, seconds), band size, km1 after, seconds),
+    (vertices, nets, pins, evaluations, moves, seconds), band size, km1 after, seconds),
     ``seconds``, ``balance_cap``, ``balance_limit``, ``max_balance_weight``.
     """
     from .refine import balance_cap
@@ -619,12 +656,12 @@ def vcycle_refine(graph: Graph, part, k: int | None = None, *, imbalance: float 
                 parts[i] = parts[i + 1][levels[i].cid]
             tl = time.perf_counter()
             km1_in, gain, mv = levels[i].refine(parts[i], k, load, cap, rng, rounds, activate_max,
-                                                dense_candidates, reuse if len(levels) == 1 else None)
+                                                dense_candidates, reuse if len(levels) == 1 else None, max_degree)
             if km1_in != km1:
                 raise RuntimeError(f"internal error: km1 {km1_in} on level {i} differs from {km1} "
                                    "on the level above")
             km1 -= gain
-            per_level.append((levels[i].n, levels[i].m, int(levels[i].epin.size), mv,
+            per_level.append((levels[i].n, levels[i].m, int(levels[i].epin.size), levels[i].evals, mv,
                               round(time.perf_counter() - tl, 4)))
             moves += mv
         out = parts[0] if levels[0] is fine else parts[0][fine.cid]      # fine.cid: the restriction
