@@ -221,7 +221,8 @@ class BfsEngine:
             cands.append(cand)
             edges_l.append(edges)
             masks.append(mask)
-        got, vals, st = exchange_flags(self.comm, [rg.fold for rg in rgs], masks, cands,
+        cdt = np.int32 if self.n <= np.iinfo(np.int32).max else np.int64  # a candidate id: 4 bytes while it fits
+        got, vals, st = exchange_flags(self.comm, [rg.fold for rg in rgs], masks, [c.astype(cdt) for c in cands],
                                        [rg.fold_pos.size for rg in rgs], what=f"BFS fold, level {depth}")
         out = []
         big = np.iinfo(np.int64).max
@@ -230,7 +231,7 @@ class BfsEngine:
             c_self = cands[i][rg.self_src]
             ok = c_self >= 0
             np.minimum.at(best, rg.self_dst[ok], c_self[ok])
-            np.minimum.at(best, rg.fold_pos[got[i]], vals[i][got[i]])
+            np.minimum.at(best, rg.fold_pos[got[i]], vals[i][got[i]].astype(np.int64))
             new = np.flatnonzero((best < big) & ~visited[i])
             out.append((new, edges_l[i], np.where(best < big, best, -1)))
         return out, st
