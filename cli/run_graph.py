@@ -214,10 +214,6 @@ def _print_text(rep: dict) -> None:
             print(f"time median        {rep['time_median_s'] * 1e3:.3f} ms")
         print(f"edges examined     {rep['edges_examined_total']:,}")
         print(f"bytes match        {rep['bytes_match']}   chosen mode <= other: {rep['chosen_mode_le_other']}")
-        fam = rep.get("bytes_by_family") or {}
-        if len(fam) > 1:  # routed (dom / cross) or 2d (col / row): where the bytes went
-            msgs = rep.get("messages_by_family") or {}
-            print("bytes by family    " + ", ".join(f"{f} {b:,} ({msgs.get(f, 0):,} messages)" for f, b in fam.items()))
         if not rep.get("all_valid", True):
             bad = [x for x in s if not x.get("valid")]
             print(f"INVALID: root {bad[0]['root']}: {bad[0].get('validation_errors')}", file=sys.stderr)
@@ -227,6 +223,10 @@ def _print_text(rep: dict) -> None:
         for k in ("sum", "components", "largest_component", "reached", "max_distance"):
             if k in rep:
                 print(f"{k:<18} {rep[k]}")
+    fam = rep.get("bytes_by_family") or {}
+    if len(fam) > 1:  # routed (dom / cross) or 2d (col / row): where the bytes went
+        msgs = rep.get("messages_by_family") or {}
+        print("bytes by family    " + ", ".join(f"{f} {b:,} ({msgs.get(f, 0):,} messages)" for f, b in fam.items()))
     if rep.get("steal"):
         st = rep["steal"]
         gb, ga = st.get("geomean_before"), st.get("geomean_after")

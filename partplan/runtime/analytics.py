@@ -268,6 +268,10 @@ def _finish(cfg, m, comm, ids, vals, records, fill, extra) -> dict | None:
            "bytes_measured_total": int(sum(r["bytes_measured"] for r in records)),
            "output": cfg.get("output"), **extra}
     rep["bytes_match"] = rep["bytes_total"] == rep["bytes_measured_total"]
+    if records and "bytes_by_family" in records[0]:  # WCC / SSSP: where the bytes went (routed: dom / cross)
+        from .graphjobs import _family_totals
+        rep["bytes_by_family"] = _family_totals(records, "bytes_by_family")
+        rep["messages_by_family"] = _family_totals(records, "messages_by_family")
     rep["_values"] = full
     return rep
 
