@@ -346,7 +346,7 @@ def _touch(q, r, d, dS, dR, mark, tl, nt, obj, dvol, pairs, npairs, k):
 @njit
 def _best1(u, k, obj, vptr, vidx, part, w, load, cap, cap_hard, relax, M, nmax, soff, lam, dense, spart, scnt,
           vol, send, recv, smsg, rmsg, tv, vlimit, alpha, brb, inv, q, mu, max_targets,
-          dS, dR, mark, tl, dsm, drm, dvol, pairs, npairs, buf, tbuf, tcnt, leave, phic, only, hot):
+          dS, dR, mark, tl, dsm, drm, dvol, pairs, npairs, buf, tbuf, tcnt, leave, phic, only, hot, sink, tpos, emask):
     """Best move of u: returns (gain, target, blocked target) (target -1:
     none); ``only`` >= 0 evaluates that one target.
 
@@ -373,7 +373,7 @@ def _best1(u, k, obj, vptr, vidx, part, w, load, cap, cap_hard, relax, M, nmax, 
                 tbuf[nt_c] = p
                 tcnt[nt_c] = _cnt(u, p, soff, lam, dense, spart, scnt)
                 nt_c += 1
-    if nt_c == 0:
+    if nt_c == 0 and not (only < 0 and (sink[0] >= 0 or sink[1] >= 0)):
         return -np.inf, -1, -1
     if nt_c > max_targets:   # partial selection sort by count (desc), ties by part id
         for i in range(max_targets):
@@ -384,15 +384,57 @@ def _best1(u, k, obj, vptr, vidx, part, w, load, cap, cap_hard, relax, M, nmax, 
             tbuf[i], tbuf[bi] = tbuf[bi], tbuf[i]
             tcnt[i], tcnt[bi] = tcnt[bi], tcnt[i]
         nt_c = max_targets
-    # leave events (independent of the target)
+    if only < 0:
+        # the sinks (the cheapest part with room, the part with the most room) are
+        # candidates, adjacent or not: a vertex can leave a full part whose
+        # best-connected neighbours are full too
+        for si in range(2):
+            sp = sink[si]
+            if sp < 0 or sp == a or not (hot[a] or hot[sp]):
+                continue
+            dup = False
+            for t in range(nt_c):
+                if tbuf[t] == sp:
+                    dup = True
+            if not dup:
+                tbuf[nt_c] = sp
+                tcnt[nt_c] = 0
+                nt_c += 1
+    # one scan of u's nets: the leave events (independent of the target) and,
+    # per net, a bitmask of the candidate targets it already holds
+    for t in range(nt_c):
+        tpos[tbuf[t]] = t
     nl = 0
+    ne = 0
     for e in range(vptr[u], vptr[u + 1]):
         j = vidx[e]
+        msk = 0
         if j == u:
-            continue
-        if _cnt(j, a, soff, lam, dense, spart, scnt) == 1:
-            leave[nl] = part[j]
-            nl += 1
+            msk = -1                       # u's own net is handled below
+        else:
+            bj = soff[j]
+            if dense[j]:
+                if scnt[bj + a] == 1:
+                    leave[nl] = part[j]
+                    nl += 1
+                for t in range(nt_c):
+                    if scnt[bj + tbuf[t]] > 0:
+                        msk |= 1 << t
+            else:
+                for sl in range(bj, bj + lam[j]):
+                    ps = spart[sl]
+                    if ps == a:
+                        if scnt[sl] == 1:
+                            leave[nl] = part[j]
+                            nl += 1
+                    else:
+                        tp = tpos[ps]
+                        if tp >= 0:
+                            msk |= 1 << tp
+        emask[ne] = msk
+        ne += 1
+    for t in range(nt_c):
+        tpos[tbuf[t]] = -1
     ca_own = _cnt(u, a, soff, lam, dense, spart, scnt)
     best_g = -np.inf
     best_b = -1
@@ -406,12 +448,10 @@ def _best1(u, k, obj, vptr, vidx, part, w, load, cap, cap_hard, relax, M, nmax, 
         dtv = -nl
         for i in range(nl):
             nt = _touch(leave[i], a, -1, dS, dR, mark, tl, nt, obj, dvol, pairs, npairs, k)
-        for e in range(vptr[u], vptr[u + 1]):
-            j = vidx[e]
-            if j == u:
-                continue
-            if _cnt(j, b, soff, lam, dense, spart, scnt) == 0:
-                nt = _touch(part[j], b, 1, dS, dR, mark, tl, nt, obj, dvol, pairs, npairs, k)
+        vb = vptr[u]
+        for ie in range(ne):
+            if ((emask[ie] >> t) & 1) == 0:          # net gains its first pin in b
+                nt = _touch(part[vidx[vb + ie]], b, 1, dS, dR, mark, tl, nt, obj, dvol, pairs, npairs, k)
                 dtv += 1
         for i in range(m):
             p = buf[i]
@@ -478,7 +518,7 @@ def _best1(u, k, obj, vptr, vidx, part, w, load, cap, cap_hard, relax, M, nmax, 
 
 @njit
 def _eval(verts, nv, only, out_g, out_b, out_blk, k, obj, cap, cap_hard, relax, M, nmax, tv, vlimit, alpha,
-          brb, inv, q, mu, max_targets, S, W, hot):
+          brb, inv, q, mu, max_targets, S, W, hot, sk):
     """Best move of each vertex verts[:nv] (only[i] >= 0: that target only):
     out_g[i] gain, out_b[i] target (-1: none), out_blk[i] a better target
     refused by the balance cap (or -1). S, W: state and scratch tuples.
@@ -488,14 +528,14 @@ def _eval(verts, nv, only, out_g, out_b, out_blk, k, obj, cap, cap_hard, relax, 
     every one of the nmax parts at the max while no touched part reaches M
     (an overloading move must pay for itself on the bottleneck)."""
     vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol, send, recv, smsg, rmsg = S
-    dS, dR, mark, tl, dsm, drm, dvol, pairs, npairs, buf, tbuf, tcnt, leave, phic = W
+    dS, dR, mark, tl, dsm, drm, dvol, pairs, npairs, buf, tbuf, tcnt, leave, phic, tpos, emask = W
     for iv in range(nv):
         u = verts[iv]
         out_g[iv], out_b[iv], out_blk[iv] = _best1(u, k, obj, vptr, vidx, part, w, load, cap, cap_hard, relax, M,
                                                    nmax, soff, lam, dense, spart, scnt, vol, send, recv, smsg,
                                                    rmsg, tv, vlimit, alpha, brb, inv, q, mu, max_targets, dS, dR,
                                                    mark, tl, dsm, drm, dvol, pairs, npairs, buf, tbuf, tcnt,
-                                                   leave, phic, only[iv], hot)
+                                                   leave, phic, only[iv], hot, sk, tpos, emask)
 
 
 # ------------------------------------------------------------------ heaps
@@ -578,6 +618,25 @@ def _hremove(heap, hkey, pos, hoff, hsz, p, u):
 
 # ------------------------------------------------------------------ FM
 @njit
+def _sink(obj, k, send, recv, smsg, rmsg, alpha, brb, load, cap, use, sk):
+    """sk[0] = the part with the lowest cost among those below the balance cap,
+    sk[1] = the part with the lowest load (-1: none, or ``use`` False)."""
+    sk[0] = -1
+    sk[1] = -1
+    if not use:
+        return
+    bc = 0.0
+    for p in range(k):
+        if load[p] < cap:
+            c = _cost(obj, send[p], recv[p], smsg[p], rmsg[p], alpha, brb)
+            if sk[0] < 0 or c < bc:
+                sk[0] = p
+                bc = c
+            if sk[1] < 0 or load[p] < load[sk[1]]:
+                sk[1] = p
+
+
+@njit
 def _push_blocked(u, blk, bl_head, bl_next, bl_vert, bl_n, bl_cap):
     if blk >= 0 and bl_n < bl_cap:
         bl_vert[bl_n] = u
@@ -590,7 +649,7 @@ def _push_blocked(u, blk, bl_head, bl_next, bl_vert, bl_n, bl_cap):
 @njit
 def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, lam, dense, spart, scnt,
         vol, send, recv, smsg, rmsg, tot, vlimit, alpha, brb, q, mu, max_targets, patience, max_passes,
-        min_gain, max_moves, order, deadline, trace, big_deg, use_blocked, stats, full_updates, theta):
+        min_gain, max_moves, order, deadline, trace, big_deg, use_blocked, stats, full_updates, theta, use_sink, vlimit_hard):
     """Run FM passes until a pass improves the optimized value by <= min_gain
     (relative), max_passes, or the deadline (perf_counter seconds; <0: none).
 
@@ -624,7 +683,7 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
          np.zeros(k, np.int64), np.zeros(k, np.int64), np.zeros(k * k if obj == 4 else 1, np.int64),
          np.zeros(2 * maxdeg + 4 * k + 8 if obj == 4 else 1, np.int64), np.zeros(1, np.int64),
          np.zeros(k, np.int64), np.zeros(k, np.int64), np.zeros(k, np.int64), np.zeros(maxdeg + 1, np.int64),
-         np.zeros(k, np.float64))
+         np.zeros(k, np.float64), -np.ones(k, np.int64), np.zeros(maxdeg + 1, np.int64))
     phic = W[13]
     S = (vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol, send, recv, smsg, rmsg)
     buf = np.zeros(k, np.int64)
@@ -640,6 +699,7 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
     hsz = np.zeros(k, np.int64)
     cnts = np.zeros(k, np.int64)
     hot = np.zeros(k, np.bool_)
+    sk = -np.ones(2, np.int64)
     locked = np.zeros(n, np.bool_)
     stamp = np.zeros(n, np.int64)
     st = 0
@@ -681,6 +741,7 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
         _phis(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q, phic)
         best0, best1, best2 = mxs, phs, tot[0]
         M = mxs
+        _sink(obj, k, send, recv, smsg, rmsg, alpha, brb, load, cap, use_sink, sk)
         nmax = 0
         for p in range(k):
             if _cost(obj, send[p], recv[p], smsg[p], rmsg[p], alpha, brb) >= M - 1e-9 * max(1.0, M):
@@ -727,10 +788,11 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
                         ev_o[nv] = -1
                         nv += 1
                 _eval(ev_v, nv, ev_o, ev_g, ev_b, ev_k, k, obj, cap, cap_hard, relax and over_part < 0, M, nmax,
-                      tot[0], vlimit, alpha, brb, inv, q, mu, max_targets, S, W, hot)
+                      tot[0], vlimit_hard, alpha, brb, inv, q, mu, max_targets, S, W, hot, sk)
                 stats[1] += nv
                 for i in range(nv):
                     u = ev_v[i]
+                    stats[3] += vptr[u + 1] - vptr[u]
                     bl_n = _push_blocked(u, ev_k[i], bl_head, bl_next, bl_vert, bl_n, bl_cap)
                     if ev_b[i] >= 0:
                         hb[u] = ev_b[i]
@@ -764,6 +826,7 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
                     over_part = -1
                     M, _ = state_key(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q)
                     _phis(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q, phic)
+                    _sink(obj, k, send, recv, smsg, rmsg, alpha, brb, load, cap, use_sink, sk)
                     nmax = 0
                     for p in range(k):
                         if _cost(obj, send[p], recv[p], smsg[p], rmsg[p], alpha, brb) >= M - 1e-9 * max(1.0, M):
@@ -788,10 +851,11 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
                     break
             u = heap[hoff[hp]]
             stats[0] += 1
+            stats[4] += vptr[u + 1] - vptr[u]
             rl = relax and over_part < 0
             one_v[0] = u
-            _eval(one_v, 1, one_o, one_g, one_b, one_k, k, obj, cap, cap_hard, rl, M, nmax, tot[0], vlimit,
-                  alpha, brb, inv, q, mu, max_targets, S, W, hot)
+            _eval(one_v, 1, one_o, one_g, one_b, one_k, k, obj, cap, cap_hard, rl, M, nmax, tot[0], vlimit_hard,
+                  alpha, brb, inv, q, mu, max_targets, S, W, hot, sk)
             g = one_g[0]
             bb = one_b[0]
             bl_n = _push_blocked(u, one_k[0], bl_head, bl_next, bl_vert, bl_n, bl_cap)
@@ -826,6 +890,7 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
                 over_part = -1
             M, _ = state_key(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q)
             _phis(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q, phic)
+            _sink(obj, k, send, recv, smsg, rmsg, alpha, brb, load, cap, use_sink, sk)
             nmax = 0
             for p in range(k):
                 if _cost(obj, send[p], recv[p], smsg[p], rmsg[p], alpha, brb) >= M - 1e-9 * max(1.0, M):
@@ -851,7 +916,8 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
                         continue
                     for e in range(tptr[j], tptr[j + 1] + 1):
                         x = tidx[e] if e < tptr[j + 1] else j
-                        if locked[x] or stamp[x] == st or part[x] == bb or not (hot[bb] or hot[part[x]]):
+                        if locked[x] or stamp[x] == st or part[x] == bb or not (hot[bb] or hot[part[x]]) \
+                                or vptr[x + 1] - vptr[x] > big_deg:
                             continue
                         stamp[x] = st
                         ev_v[nv] = x
@@ -864,7 +930,7 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
                     for e in range(tptr[j], tptr[j + 1] + 1):
                         x = tidx[e] if e < tptr[j + 1] else j
                         if part[x] == a:
-                            if not locked[x] and stamp[x] != st:
+                            if not locked[x] and stamp[x] != st and vptr[x + 1] - vptr[x] <= big_deg:
                                 stamp[x] = st
                                 ev_v[nv] = x
                                 ev_o[nv] = -1
@@ -893,11 +959,12 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
                 if bl_n > bl_cap - n:               # the pool runs full: drop it
                     bl_head[:] = -1
                     bl_n = 0
-            _eval(ev_v, nv, ev_o, ev_g, ev_b, ev_k, k, obj, cap, cap_hard, relax, M, nmax, tot[0], vlimit,
-                  alpha, brb, inv, q, mu, max_targets, S, W, hot)
+            _eval(ev_v, nv, ev_o, ev_g, ev_b, ev_k, k, obj, cap, cap_hard, relax, M, nmax, tot[0], vlimit_hard,
+                  alpha, brb, inv, q, mu, max_targets, S, W, hot, sk)
             stats[2] += nv
             for i in range(nv):
                 x = ev_v[i]
+                stats[5] += vptr[x + 1] - vptr[x]
                 bl_n = _push_blocked(x, ev_k[i], bl_head, bl_next, bl_vert, bl_n, bl_cap)
                 t2 = ev_b[i]
                 if ev_o[i] < 0:                     # full evaluation: exact key
@@ -910,7 +977,7 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
                     hb[x] = t2                      # one target: raise the key only
                     _hset(heap, hkey, pos, hoff, hsz, part[x], x, ev_g[i])
                 ev_o[i] = -1
-            if over_part < 0:
+            if over_part < 0 and tot[0] <= vlimit:
                 mxn, phn = state_key(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q)
                 if _better(obj, mxn, phn, tot[0], best0, best1, best2):
                     best0, best1, best2 = mxn, phn, tot[0]

@@ -82,7 +82,7 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
            time_limit: float | None = None, alpha: float = DEFAULT_ALPHA_S,
            beta: float = DEFAULT_BETA_S_PER_BYTE, f: int = 128, dtype: str = "float32",
            patience: int = 200, max_passes: int = 30, max_targets: int = 3, q: int = 16,
-           mu: float = 0.05, overload: float = 0.02, big_degree: int | None = None, blocked: bool = True, full_updates: bool = False, hot: float = 0.9,
+           mu: float = 0.05, overload: float = 0.02, big_degree: int | None = None, blocked: bool = True, full_updates: bool = False, hot: float = 0.9, sink: bool = True, volume_slack: float = 0.0,
            max_moves_per_pass: int | None = None,
            min_gain: float = 0.005) -> tuple[np.ndarray, dict]:
     """Lower the bottleneck communication of ``part`` (conformal ownership).
@@ -140,8 +140,8 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
     if time_limit is not None and not (time_limit >= 0):
         raise OptionError(f"time_limit must be >= 0 seconds (or None), got {time_limit!r}")
     check_width(f)
-    if not (q >= 1 and max_targets >= 1 and patience >= 0 and max_passes >= 0):
-        raise OptionError("q and max_targets must be >= 1, patience and max_passes >= 0")
+    if not (q >= 1 and 1 <= max_targets <= 60 and patience >= 0 and max_passes >= 0):
+        raise OptionError("q >= 1 and 1 <= max_targets <= 60 required, patience and max_passes >= 0")
     n = graph.n
     rb = f * dtype_bytes(dtype)
     w = np.maximum(graph.row_nnz, 1).astype(np.int64)
@@ -163,7 +163,7 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
         order = np.random.default_rng(seed).permutation(n).astype(np.int64)
         mm = n if max_moves_per_pass is None else max(1, int(max_moves_per_pass))
         avg = graph.nnz / max(n, 1)
-        big_deg = int(max(64, 16 * avg)) if big_degree is None else int(big_degree)
+        big_deg = int(max(64, 4 * avg)) if big_degree is None else int(big_degree)
         deadline = -1.0 if time_limit is None else t0 + float(time_limit)
         tr = np.zeros((max(1, max_passes), 5))
         stats = np.zeros(8, dtype=np.int64)
@@ -171,7 +171,8 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
             n, k, _fm.OBJ_CODES[objective], st.vptr, st.vidx, st.tptr, st.tidx, out, w, st.load, cap,
             cap + int(overload * cap), st.soff, st.lam, st.dense, st.spart, st.scnt, st.vol, st.send, st.recv, st.smsg, st.rmsg,
             st.tot, vlimit, float(alpha), float(beta) * rb, int(q), float(mu), int(max_targets),
-            int(patience), int(max_passes), float(min_gain), mm, order, deadline, tr, big_deg, bool(blocked), stats, bool(full_updates), float(hot))
+            int(patience), int(max_passes), float(min_gain), mm, order, deadline, tr, big_deg, bool(blocked), stats, bool(full_updates), float(hot),
+            bool(sink) and objective != "total", vlimit + int(volume_slack * before["total_volume"]))
         stopped = ("converged", "time limit", "max passes")[code]
         for i in range(min(passes, tr.shape[0])):
             trace.append({"seconds": round(build_s + float(tr[i, 0]), 4), "value": float(tr[i, 1]),
