@@ -303,6 +303,61 @@ def run_benchmark(instances=DEFAULT_INSTANCES, ks=(16, 64), *, seed: int = 0, im
     return rows
 
 
+def run_scale(scale: int, k: int, *, plan: bool = False, seed: int = 0, imbalance: float = 0.03,
+              verbose: bool = True) -> dict:
+    """Scale run (issue 12): R-MAT ``scale`` (:func:`rmat_graph`), METIS
+    (pymetis) as the starting partition — Mt-KaHyPar is too slow at this size
+    on a small machine — then bottleneck refinement with no time limit; with
+    ``plan`` also :func:`partplan.plan.build_plan` of the METIS partition.
+    Seconds per stage, the refinement's figures, and this process's peak RSS
+    (GiB, ``resource.getrusage``: run one scale run per process)."""
+    import resource
+
+    from partplan.partition.backends import metis
+    from partplan.partition.refine import refine
+
+    def rss_gib() -> float:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+    t0 = time.perf_counter()
+    g = rmat_graph(scale)
+    row = {"graph": f"rmat{scale}", "n": g.n, "nnz": g.nnz, "k": k, "gen_s": time.perf_counter() - t0,
+           "gen_rss_gib": rss_gib()}
+    if verbose:
+        print(f"# rmat{scale}: n {g.n}, nnz {g.nnz}, generated in {row['gen_s']:.1f} s", flush=True)
+    t0 = time.perf_counter()
+    part = metis(g, k, imbalance=imbalance, seed=seed)
+    row["metis_s"] = time.perf_counter() - t0
+    if verbose:
+        print(f"# METIS k={k}: {row['metis_s']:.1f} s", flush=True)
+    if plan:
+        from partplan.plan.builder import build_plan
+
+        t0 = time.perf_counter()
+        pl = build_plan(g, part, k)
+        row["plan_s"] = time.perf_counter() - t0
+        row["plan_rss_gib"] = rss_gib()
+        del pl
+        if verbose:
+            print(f"# plan: {row['plan_s']:.1f} s, peak RSS so far {row['plan_rss_gib']:.2f} GiB", flush=True)
+    new, rep = refine(g, part, k, objective="max-both", imbalance=imbalance, seed=seed)
+    b, a = rep["before"], rep["after"]
+    row.update(refine_s=rep["seconds"], build_s=rep["build_s"], converged_s=rep["converged_s"],
+               passes=rep["passes"], moves=rep["moves"], stopped=rep["stopped"],
+               max_before=b["max_send_recv"], max_after=a["max_send_recv"],
+               max_ratio=a["max_send_recv"] / max(b["max_send_recv"], 1),
+               tv_ratio=a["total_volume"] / max(b["total_volume"], 1),
+               imbalance_after=a["compute_imbalance"], balance_ok=a["max_balance_weight"] <= rep["balance_cap"],
+               peak_rss_gib=rss_gib())
+    if verbose:
+        print(f"rmat{scale} k={k}: max(send,recv) {row['max_before']} -> {row['max_after']} "
+              f"({row['max_ratio']:.3f}), TV {row['tv_ratio']:.4f}, imbalance {row['imbalance_after']:.4f}, "
+              f"balance ok {row['balance_ok']}; refine {row['refine_s']:.1f} s ({row['passes']} passes, "
+              f"{row['stopped']}), METIS {row['metis_s']:.1f} s; peak RSS {row['peak_rss_gib']:.2f} GiB",
+              flush=True)
+    return row
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -323,7 +378,23 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="--fast: runs per instance, minimum kept (default 3)")
     ap.add_argument("--fast-option", action="append", default=[], metavar="KEY=VALUE",
                     help="--fast: a vcycle_refine option (repeatable), e.g. cycles=2 or cluster_weight=0.25")
+    ap.add_argument("--scale-run", nargs="+", default=None, metavar="SCALE:K",
+                    help="instead: R-MAT SCALE, METIS, refinement without a time limit (e.g. 20:256; "
+                         "peak RSS: run one per process, under /usr/bin/time -v)")
+    ap.add_argument("--scale-plan", action="store_true", help="--scale-run: also build the plan of METIS's partition")
     a = ap.parse_args(argv)
+    if a.scale_run:
+        rows = []
+        for item in a.scale_run:
+            sc, _, kk = item.partition(":")
+            if not (sc.isdigit() and kk.isdigit()):
+                ap.error(f"--scale-run {item!r}: expected SCALE:K, e.g. 20:256")
+            rows.append(run_scale(int(sc), int(kk), plan=a.scale_plan, seed=a.seed, imbalance=a.imbalance))
+        if a.out:
+            from partplan._atomic import write_json_atomic
+
+            write_json_atomic(rows, a.out)
+        return 0
     if a.fast:
         opts = {}
         for item in a.fast_option:
