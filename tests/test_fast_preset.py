@@ -79,6 +79,16 @@ def test_km1_recounted_by_brute_force_and_mtkahypar(power_law):
     assert int(h.create_partitioned_hypergraph(ctx, k, new.tolist()).km1()) == rep["after"]["total_volume"]
 
 
+@pytest.mark.parametrize("fine_every_cycle", [True, False])
+def test_several_cycles_stay_exact(power_law, fine_every_cycle):
+    g, k = power_law, 8
+    start = metis(g, k, seed=4)
+    new, rep = vcycle_refine(g, start, k, seed=4, cycles=3, fine_every_cycle=fine_every_cycle)
+    assert len(rep["cycles"]) >= 2
+    assert rep["after"]["total_volume"] == km1_brute(g, new, k) <= km1_brute(g, start, k)
+    assert balance_ok(g, start, new, k)
+
+
 def test_directed_graph_counts_forward_nets():
     rng = np.random.default_rng(5)
     g = Graph.from_edges(rng.integers(0, 300, 1500), rng.integers(0, 300, 1500), n=300)

@@ -102,10 +102,11 @@ def _transpose(n, m, ptr, idx):
 
 
 # ------------------------------------------------------------------ pin counts
-def _slots(eptr: np.ndarray, k: int):
-    """Sparse pin-count slots (layout of :mod:`._fm`): net e gets min(|e|, k) cells."""
+def _slots(eptr: np.ndarray, k: int, dense_pins: int | None = None):
+    """Sparse pin-count slots (layout of :mod:`._fm`): net e gets min(|e|, k) cells;
+    nets of at least ``dense_pins`` (default k) pins get a dense row of k cells."""
     size = np.diff(eptr)
-    dense = size >= k
+    dense = size >= min(k, dense_pins or k)
     soff = np.zeros(size.size + 1, dtype=np.int64)
     np.cumsum(np.where(dense, k, size), out=soff[1:])
     return soff, dense, np.zeros(int(soff[-1]), np.int32), np.zeros(int(soff[-1]), np.int32)
@@ -152,7 +153,7 @@ def _count_pins(m, eptr, epin, nw, part, soff, lam, dense, spart, scnt):
 # ------------------------------------------------------------------ label propagation
 @njit
 def _lp(n, k, vptr, vnet, eptr, epin, nw, vw, part, load, cap, soff, lam, dense, spart, scnt,
-        order, max_rounds, conn, touched, active, activate_max, dense_cand, fixed, max_deg):
+        order, max_rounds, conn, touched, active, activate_max, dense_cand, fixed, max_deg, prune):
     """Label propagation with exact km1 gains (see the module doc).
 
     ``active[u]``: u is (re-)evaluated in the next round; after a move the
@@ -175,6 +176,21 @@ def _lp(n, k, vptr, vnet, eptr, epin, nw, vw, part, load, cap, soff, lam, dense,
             tot = 0
             leave = 0
             nt = 0
+            if prune:
+                # gain(b) = leave + conn(b) - tot: with leave = 0 only a zero-gain move to a
+                # part in every net of u is possible, none if a net of u lies inside a
+                inside = False
+                leave = 0
+                for x in range(vptr[u], vptr[u + 1]):
+                    e = vnet[x]
+                    if lam[e] == 1:
+                        inside = True
+                    elif _cnt(e, a, soff, lam, dense, spart, scnt) == 1:
+                        leave = 1
+                        break
+                if inside and leave == 0:
+                    continue
+                leave = 0
             evals += 1
             for x in range(vptr[u], vptr[u + 1]):
                 e = vnet[x]
@@ -276,7 +292,8 @@ def _lp(n, k, vptr, vnet, eptr, epin, nw, vw, part, load, cap, soff, lam, dense,
 
 # ------------------------------------------------------------------ coarsening
 @njit
-def _cluster(n, vptr, vnet, eptr, epin, nw, vw, part, order, maxw, max_net, rating, touched, own, fixed):
+def _cluster(n, vptr, vnet, eptr, epin, nw, vw, part, order, maxw, max_net, rating, touched, own, fixed,
+             per_weight):
     """Clusters within parts (heavy connectivity over shared nets); returns
     (coarse id per vertex, number of clusters). With ``own[0] >= -1`` (level
     0: own[u] = the net of column u of A + I, -1 if none): rate only the pins
@@ -336,7 +353,7 @@ def _cluster(n, vptr, vnet, eptr, epin, nw, vw, part, order, maxw, max_net, rati
         br = 0.0
         for t in range(nt):
             c = touched[t]
-            r = rating[c]
+            r = rating[c] / (cw[c] + wu) if per_weight else rating[c]
             rating[c] = 0.0
             if r > br or (r == br and cw[c] < cw[best]):
                 best = c
@@ -510,34 +527,41 @@ class _Level:
         cpart[cid] = part
         return _Level(vw, cptr, cpin, cw, fixed, own=own), cpart
 
-    def coarsen(self, part, rng, maxw, max_net, own_rating=True, min_shrink=0.1):
+    def coarsen(self, part, rng, maxw, max_net, own_rating=True, min_shrink=0.1, per_weight=False,
+                min_pin_shrink=0.0):
         """Cluster and contract (None when it shrinks by less than 10 %)."""
         order = rng.permutation(self.n).astype(np.int64)
         own = self.own if self.own is not None and own_rating else np.full(1, -2, np.int64)
         cid, nc = _cluster(self.n, self.vptr, self.vnet, self.eptr, self.epin, self.nw, self.vw, part, order,
-                           maxw, max_net, np.zeros(self.n), np.zeros(self.n, np.int64), own, self.fixed)
+                           maxw, max_net, np.zeros(self.n), np.zeros(self.n, np.int64), own, self.fixed,
+                           per_weight)
         if nc > (1.0 - min_shrink) * self.n:
             return None, None
-        return self.contract(cid, nc, part, rng)
+        lev, cpart = self.contract(cid, nc, part, rng)
+        if lev.epin.size > (1.0 - min_pin_shrink) * self.epin.size:
+            self.cid = None     # the pins barely shrink (hub nets): a level would cost as much as this one
+            return None, None
+        return lev, cpart
 
-    def counts(self, part, k):
+    def counts(self, part, k, dense_pins=None):
         """Pin counts of every net under ``part``: (slots tuple, km1)."""
-        soff, dense, spart, scnt = _slots(self.eptr, k)
+        soff, dense, spart, scnt = _slots(self.eptr, k, dense_pins)
         lam = np.zeros(self.m, np.int32)
         km1 = _count_pins(self.m, self.eptr, self.epin, self.nw, part, soff, lam, dense, spart, scnt)
         return (soff, lam, dense, spart, scnt), int(km1)
 
-    def refine(self, part, k, load, cap, rng, rounds, activate_max, dense_cand, counts=None, max_degree=1e18):
+    def refine(self, part, k, load, cap, rng, rounds, activate_max, dense_cand, counts=None, max_degree=1e18,
+               dense_pins=None, prune=True):
         """Label propagation on this level: (km1 before, gain, moves); ``counts``:
         pin counts of ``part`` made before (:meth:`counts`)."""
-        (soff, lam, dense, spart, scnt), km1 = self.counts(part, k) if counts is None else counts
+        (soff, lam, dense, spart, scnt), km1 = self.counts(part, k, dense_pins) if counts is None else counts
         active = np.zeros(self.n, np.bool_)
         active[self.epin[np.repeat(lam > 1, np.diff(self.eptr))]] = True      # pins of cut nets
         order = rng.permutation(self.n).astype(np.int64)
         gain, moves, evals = _lp(self.n, k, self.vptr, self.vnet, self.eptr, self.epin, self.nw, self.vw, part, load,
                           cap, soff, lam, dense, spart, scnt, order, rounds, np.zeros(k, np.int64),
                           np.zeros(k, np.int64), active, activate_max, dense_cand, self.fixed,
-                          int(min(2 ** 62, max(64.0, max_degree * self.vnet.size / max(self.n, 1)))))
+                          int(min(2 ** 62, max(64.0, max_degree * self.vnet.size / max(self.n, 1)))), prune)
         self.evals = int(evals)
         return km1, int(gain), int(moves)
 
@@ -573,10 +597,12 @@ def _restrict(fine: _Level, part, k, rng, depth, activate_max, max_share):
 
 
 def vcycle_refine(graph: Graph, part, k: int | None = None, *, imbalance: float = 0.03, seed: int = 0,
-                  cycles: int = 1, rounds: int = 3, max_net: int = 16, cluster_weight: float = 1.0,
+                  cycles: int = 2, rounds: int = 3, max_net: int = 16, cluster_weight: float = 1.0,
                   coarse_vertices_per_part: int = 20, activate_max: int = 100, band: int = 0,
                   band_share: float = 0.8, dense_candidates: bool = True,
-                  own_rating: bool = True, min_shrink: float = 0.1, max_degree: float = 16.0) -> tuple[np.ndarray, dict]:
+                  own_rating: bool = True, min_shrink: float = 0.1, max_degree: float = 16.0,
+                  fine_every_cycle: bool = True, dense_pins: int | None = None, prune: bool = True,
+                  rating_per_weight: bool = False, min_pin_shrink: float = 0.1) -> tuple[np.ndarray, dict]:
     """Lower the total volume (km1) of ``part`` by V-cycles of label propagation.
 
     Parameters
@@ -637,12 +663,15 @@ def vcycle_refine(graph: Graph, part, k: int | None = None, *, imbalance: float 
         top, tpart, km1 = _restrict(fine, out, k, rng, band, activate_max, band_share)
         if before is None:
             before = after = km1
+        elif km1 != after:
+            raise RuntimeError(f"internal error: km1 {km1} at the start of cycle {c} differs from {after}")
         reuse = None
         if top is None:       # no restriction: the counts just made serve level 0 if nothing is coarsened
             top, reuse, tpart = fine, tpart, out.copy()
         levels, parts = [top], [tpart]
         while levels[-1].n > coarse_vertices_per_part * k:
-            lev, cpart = levels[-1].coarsen(parts[-1], rng, maxw, max_net, own_rating, min_shrink)
+            lev, cpart = levels[-1].coarsen(parts[-1], rng, maxw, max_net, own_rating, min_shrink, rating_per_weight,
+                                            min_pin_shrink)
             if lev is None:
                 break
             levels.append(lev)
@@ -651,12 +680,17 @@ def vcycle_refine(graph: Graph, part, k: int | None = None, *, imbalance: float 
         moves = 0
         per_level = []
         km1 = after
+        last = c == cycles - 1
         for i in range(len(levels) - 1, -1, -1):
             if i < len(levels) - 1:
                 parts[i] = parts[i + 1][levels[i].cid]
+            if i == 0 and len(levels) > 1 and not last and not fine_every_cycle:
+                per_level.append((levels[0].n, levels[0].m, int(levels[0].epin.size), 0, 0, 0.0))
+                continue      # the next cycle ends on this level anyway
             tl = time.perf_counter()
             km1_in, gain, mv = levels[i].refine(parts[i], k, load, cap, rng, rounds, activate_max,
-                                                dense_candidates, reuse if len(levels) == 1 else None, max_degree)
+                                                dense_candidates, reuse if len(levels) == 1 else None, max_degree,
+                                                dense_pins, prune)
             if km1_in != km1:
                 raise RuntimeError(f"internal error: km1 {km1_in} on level {i} differs from {km1} "
                                    "on the level above")
@@ -671,7 +705,8 @@ def vcycle_refine(graph: Graph, part, k: int | None = None, *, imbalance: float 
                       "moves": moves, "total_volume": km1, "coarsen_s": round(tc1 - tc, 4),
                       "seconds": round(time.perf_counter() - tc, 4)})
         prev, after = after, km1
-        if after > prev * (1 - 0.002):
+        skipped = len(levels) > 1 and not last and not fine_every_cycle
+        if after > prev * (1 - 0.002) and not skipped:    # a skipped finest level runs in the next cycle
             break
     if before is None:
         before = after = _volume(graph, part, k)
