@@ -143,3 +143,43 @@ def test_gloo_p4_routed_graph500_two_domains_of_two(capsys):
     assert rep["bytes_match"] and rep["chosen_mode_le_other"]
     assert set(rep["bytes_by_family"]) == {"dom", "cross"} and rep["messages_by_family"]["cross"] > 0
     assert {lv["direction"] for s in rep["searches"] for lv in s["levels"]} == {"top-down", "bottom-up"}
+
+
+class _PayloadCountingComm(LocalComm):
+    """LocalComm that sums the real length of every payload handed to
+    alltoallv (the bytes the buffers hold, not the counts the caller claims)."""
+
+    payload = 0
+
+    def alltoallv(self, family, sends, send_counts, recv_counts, outs, what=""):
+        for r in self.local:
+            if self.member(family, r) is not None:
+                _PayloadCountingComm.payload += int(np.asarray(sends[r]).nbytes)
+        return super().alltoallv(family, sends, send_counts, recv_counts, outs, what)
+
+
+@pytest.mark.parametrize("directed", [False, True])
+def test_reported_bytes_equal_the_payload_buffers(directed):
+    """Per search, the bytes the BFS report claims (1D, 2D with fold and
+    visited sync, routed chains; every direction) equal the lengths of the
+    buffers actually passed to the comm."""
+    _, _, g = rmat(9, directed, 2)
+    for spec, p in (("1d", 4), ("2d:2x2", 4), ("2d:1x3", 3), ("routed:domain:2", 4), ("routed:source:2,4", 8)):
+        plan = build_plan(g, np.random.default_rng(p).integers(0, p, g.n), p, layout=spec)
+        for direction in ("top-down", "bottom-up", "auto"):
+            eng = BfsEngine(plan.manifest, plan.ranks, _PayloadCountingComm(p, plan.groups()), direction=direction)
+            _PayloadCountingComm.payload = 0
+            r = eng.search(1)
+            assert sum(lv.bytes for lv in r.records) == _PayloadCountingComm.payload, (spec, direction)
+
+
+def test_a_routed_plan_with_no_cut_edge_runs():
+    """No rank pair communicates: the routed chain has no step (found in review: it crashed)."""
+    g = Graph.from_edges([0, 2], [1, 3], n=4, symmetrize=True)
+    plan = build_plan(g, np.array([0, 0, 2, 2]), 4, layout="routed:domain:2")
+    assert bfs_local(plan, 0).parents.tolist() == [0, 0, -1, -1]
+    comm = LocalComm(4, plan.groups())
+    ids, lab, _ = an.wcc_parts(plan.manifest, plan.ranks, comm)
+    assert full(ids, lab, 4, np.int64).tolist() == [0, 0, 2, 2]
+    ids, dist, _ = an.sssp_parts(plan.manifest, plan.ranks, comm, 2)
+    assert full(ids, dist, 4).tolist() == [np.inf, np.inf, 0.0, 1.0]

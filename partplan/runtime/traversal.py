@@ -263,7 +263,7 @@ def pair_bytes(c: np.ndarray, s: np.ndarray, w: int) -> tuple[np.ndarray, np.nda
     entries of s-row send lists with w value bytes per entry."""
     c, s = np.asarray(c, dtype=np.int64), np.asarray(s, dtype=np.int64)
     sparse = c * (POS_BYTES + w)
-    dense = (s + 7) // 8 + c * w
+    dense = np.where(c > 0, (s + 7) // 8 + c * w, 0)  # c = 0: the counts said so; nothing is sent in either mode
     use_dense = (c > 0) & (dense <= sparse)
     return sparse, dense, use_dense
 
@@ -408,6 +408,9 @@ def exchange_chain(comm, chains: list[list[Segments]], masks: list[np.ndarray], 
     flags (and values) of every appended row (``ext[nl:]`` of the
     :class:`RankGraph`) and the stats of all steps (``by_family`` per family).
     A 1D or 2D plan's chain is one step."""
+    if not chains[0]:  # no rank pair communicates (e.g. a routed plan of a partition that cuts no edge)
+        return ([np.zeros(0, dtype=bool) for _ in masks],
+                None if values is None else [np.asarray(v)[:0] for v in values], ExchangeStats())
     if len(chains[0]) == 1:
         return exchange_flags(comm, [c[0] for c in chains], masks, values, [c[0].nrecv for c in chains], what)
     fl = [[np.asarray(m, dtype=bool)] for m in masks]
