@@ -155,10 +155,11 @@ def gmean(x) -> float:
 
 COLUMNS = [("graph", "{:<14}"), ("k", "{:>3}"), ("max_ratio", "{:>6.3f}"), ("tv_ratio", "{:>6.3f}"),
            ("mean_over_max_before", "{:>6.3f}"), ("hub_bound_over_max_before", "{:>6.3f}"),
+           ("max_after_over_hub_bound", "{:>6.2f}"),
            ("imbalance_after", "{:>6.4f}"), ("mtk_s", "{:>7.2f}"), ("refine_s", "{:>7.2f}"),
            ("total_time_ratio", "{:>6.3f}"), ("passes", "{:>4d}"), ("dec_lp_over_bound", "{:>6.4f}"),
            ("dec_greedy_over_bound", "{:>6.4f}")]
-HEADERS = ["graph", "k", "max r", "TV r", "mean/mx", "hub/mx", "imb", "mtk s", "ref s", "(m+r)/m",
+HEADERS = ["graph", "k", "max r", "TV r", "mean/mx", "hub/mx", "mx/hub", "imb", "mtk s", "ref s", "(m+r)/m",
            "passes", "LP/bnd", "gr/bnd"]
 
 
@@ -308,7 +309,8 @@ def run_scale(scale: int, k: int, *, plan: bool = False, seed: int = 0, imbalanc
     """Scale run (issue 12): R-MAT ``scale`` (:func:`rmat_graph`), METIS
     (pymetis) as the starting partition — Mt-KaHyPar is too slow at this size
     on a small machine — then bottleneck refinement with no time limit; with
-    ``plan`` also :func:`partplan.plan.build_plan` of the METIS partition.
+    ``plan`` also :func:`partplan.plan.build_plan` of the METIS partition
+    (after the refinement).
     Seconds per stage, the refinement's figures, and this process's peak RSS
     (GiB, ``resource.getrusage``: run one scale run per process)."""
     import resource
@@ -328,18 +330,9 @@ def run_scale(scale: int, k: int, *, plan: bool = False, seed: int = 0, imbalanc
     t0 = time.perf_counter()
     part = metis(g, k, imbalance=imbalance, seed=seed)
     row["metis_s"] = time.perf_counter() - t0
+    row["metis_rss_gib"] = rss_gib()
     if verbose:
         print(f"# METIS k={k}: {row['metis_s']:.1f} s", flush=True)
-    if plan:
-        from partplan.plan.builder import build_plan
-
-        t0 = time.perf_counter()
-        pl = build_plan(g, part, k)
-        row["plan_s"] = time.perf_counter() - t0
-        row["plan_rss_gib"] = rss_gib()
-        del pl
-        if verbose:
-            print(f"# plan: {row['plan_s']:.1f} s, peak RSS so far {row['plan_rss_gib']:.2f} GiB", flush=True)
     new, rep = refine(g, part, k, objective="max-both", imbalance=imbalance, seed=seed)
     b, a = rep["before"], rep["after"]
     row.update(refine_s=rep["seconds"], build_s=rep["build_s"], converged_s=rep["converged_s"],
@@ -355,6 +348,17 @@ def run_scale(scale: int, k: int, *, plan: bool = False, seed: int = 0, imbalanc
               f"balance ok {row['balance_ok']}; refine {row['refine_s']:.1f} s ({row['passes']} passes, "
               f"{row['stopped']}), METIS {row['metis_s']:.1f} s; peak RSS {row['peak_rss_gib']:.2f} GiB",
               flush=True)
+    if plan:   # after the refinement, so that its figures are printed even if this runs out of memory
+        from partplan.plan.builder import build_plan
+
+        t0 = time.perf_counter()
+        pl = build_plan(g, part, k)
+        row["plan_s"] = time.perf_counter() - t0
+        row["plan_rss_gib"] = rss_gib()
+        del pl
+        if verbose:
+            print(f"# plan: {row['plan_s']:.1f} s, peak RSS so far {row['plan_rss_gib']:.2f} GiB", flush=True)
+    row["peak_rss_gib"] = rss_gib()
     return row
 
 

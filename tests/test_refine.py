@@ -385,22 +385,21 @@ def test_move_gains_equal_a_brute_force_recount_for_every_target(directed):
             assert one_g[0] >= _phi_gain(g, part, u, int(b), k, inv, q, mu) - 1e-12
 
 
-def test_sink_moves_lower_the_max_at_tight_balance():
-    """ε = 0: the balance cap blocks most adjacent targets; the sink moves (to the cheapest part with room / the one with most room,
-    adjacent or not) reach a lower max than adjacent targets alone (instance
-    found by a search over seeds: 9 vs 11 rows). Figures, balance and the
-    volume limit checked against brute-force recounts."""
-    g = random_graph(40, 70, seed=35)
+@pytest.mark.parametrize("seed", [4, 13, 35])
+def test_sink_moves_keep_the_constraints_and_exact_figures(seed):
+    """ε = 0 (the cap blocks most adjacent targets, so sink moves to
+    non-adjacent parts happen): balance, volume limit and the reported
+    figures hold against brute-force recounts, with and without sinks."""
+    g = random_graph(40, 70, seed=seed)
     k = 4
-    part0 = random_partition(g.n, k, seed=35).astype(np.int64)
-    new, rep = refine(g, part0, k, imbalance=0.0, volume_tolerance=0.5, sink=True)
-    old, rep_old = refine(g, part0, k, imbalance=0.0, volume_tolerance=0.5, sink=False)
-    check_constraints(g, part0, new, k, rep, 0.0, 0.5)
-    for p, r in ((new, rep), (old, rep_old)):
-        send, recv = brute_force_send_recv(g, p, k)
-        assert r["after"]["max_send_recv"] == max(max(send), max(recv))
-        assert r["after"]["total_volume"] == sum(send)
-    assert rep["after"]["max_send_recv"] < rep_old["after"]["max_send_recv"]
+    part0 = random_partition(g.n, k, seed=seed).astype(np.int64)
+    for sink in (True, False):
+        new, rep = refine(g, part0, k, imbalance=0.0, volume_tolerance=0.5, sink=sink)
+        check_constraints(g, part0, new, k, rep, 0.0, 0.5)
+        send, recv = brute_force_send_recv(g, new, k)
+        assert rep["after"]["max_send_recv"] == max(max(send), max(recv))
+        assert rep["after"]["total_volume"] == sum(send)
+        assert rep["after"]["max_send_recv"] <= rep["before"]["max_send_recv"]
 
 
 def test_no_time_limit_on_a_generated_rmat_converges():

@@ -56,6 +56,7 @@ except ImportError:  # pragma: no cover
 
 import time as _time
 
+BL_WALK = 64      # waiting (blocked) entries re-examined per move when a part gets room
 OBJ_CODES = {"total": 0, "max-send": 1, "max-recv": 2, "max-both": 3, "weighted": 4}
 
 
@@ -937,25 +938,23 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
                                 nv += 1
                             break
             if use_blocked:                         # part a got room: who waited for it looks again
+                # (at most BL_WALK waiting entries per move, newest first: walking the whole
+                # list after every move was O(n) per move; entries that still do not fit drop out
+                # and come back when their next evaluation is blocked again)
                 room = cap - load[a]
                 e = bl_head[a]
-                bl_head[a] = -1
-                while e >= 0:
+                walked = 0
+                while e >= 0 and walked < BL_WALK:
+                    walked += 1
                     x = bl_vert[e]
-                    nxt = bl_next[e]
-                    if locked[x] or part[x] == a:
-                        e = nxt
+                    e = bl_next[e]
+                    if locked[x] or part[x] == a or w[x] > room or stamp[x] == st:
                         continue
-                    if w[x] > room or stamp[x] == st:     # still does not fit: keep waiting
-                        bl_next[e] = bl_head[a]
-                        bl_head[a] = e
-                        e = nxt
-                        continue
-                    e = nxt
                     stamp[x] = st
                     ev_v[nv] = x
                     ev_o[nv] = a
                     nv += 1
+                bl_head[a] = e
                 if bl_n > bl_cap - n:               # the pool runs full: drop it
                     bl_head[:] = -1
                     bl_n = 0
