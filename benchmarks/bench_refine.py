@@ -304,18 +304,38 @@ def run_benchmark(instances=DEFAULT_INSTANCES, ks=(16, 64), *, seed: int = 0, im
     return rows
 
 
+def lean_metis(g: Graph, k: int, *, imbalance: float = 0.03, seed: int = 0) -> np.ndarray:
+    """pymetis directly on the CSR of a symmetric graph without self loops
+    (what :func:`rmat_graph` returns), uniform edge weights, vertex weights
+    max(row nnz, 1) as :func:`partplan.partition.backends.metis`. That
+    function first symmetrizes (P + Pᵀ with int64 values: several copies of
+    the matrix), which alone exceeded 14 GiB at R-MAT 22; here METIS gets the
+    graph's own arrays. Same objective: on a symmetric pattern the backend's
+    edge weights are all 2."""
+    import pymetis
+
+    diag = np.repeat(np.arange(g.n), np.diff(g.indptr)) == g.indices
+    if not g.is_symmetric() or diag.any():
+        raise ValueError("lean_metis needs a symmetric graph without self loops")
+    del diag
+    vw = np.maximum(g.row_nnz, 1).astype(np.int64)
+    opts = pymetis.Options(ufactor=max(1, int(round(imbalance * 1000))), seed=int(seed))
+    res = pymetis.part_graph(k, adjacency=pymetis.CSRAdjacency(g.indptr, g.indices), vweights=vw, options=opts)
+    return np.asarray(res.vertex_part, dtype=np.int64)
+
+
 def run_scale(scale: int, k: int, *, plan: bool = False, seed: int = 0, imbalance: float = 0.03,
-              verbose: bool = True) -> dict:
+              start: str = "metis", time_limit: float | None = None, verbose: bool = True) -> dict:
     """Scale run (issue 12): R-MAT ``scale`` (:func:`rmat_graph`), METIS
     (pymetis) as the starting partition — Mt-KaHyPar is too slow at this size
     on a small machine — then bottleneck refinement with no time limit; with
     ``plan`` also :func:`partplan.plan.build_plan` of the METIS partition
-    (after the refinement).
+    (after the refinement). ``start="degree-rr"``: the degree round-robin
+    baseline instead of METIS (METIS's own memory exceeded 13 GB at R-MAT 22).
     Seconds per stage, the refinement's figures, and this process's peak RSS
     (GiB, ``resource.getrusage``: run one scale run per process)."""
     import resource
 
-    from partplan.partition.backends import metis
     from partplan.partition.refine import refine
 
     def rss_gib() -> float:
@@ -328,12 +348,18 @@ def run_scale(scale: int, k: int, *, plan: bool = False, seed: int = 0, imbalanc
     if verbose:
         print(f"# rmat{scale}: n {g.n}, nnz {g.nnz}, generated in {row['gen_s']:.1f} s", flush=True)
     t0 = time.perf_counter()
-    part = metis(g, k, imbalance=imbalance, seed=seed)
+    if start == "metis":
+        part = lean_metis(g, k, imbalance=imbalance, seed=seed)
+    else:
+        from partplan.partition.baselines import degree_round_robin
+
+        part = degree_round_robin(g, k)
+    row["start"] = start
     row["metis_s"] = time.perf_counter() - t0
     row["metis_rss_gib"] = rss_gib()
     if verbose:
-        print(f"# METIS k={k}: {row['metis_s']:.1f} s", flush=True)
-    new, rep = refine(g, part, k, objective="max-both", imbalance=imbalance, seed=seed)
+        print(f"# {start} k={k}: {row['metis_s']:.1f} s", flush=True)
+    new, rep = refine(g, part, k, objective="max-both", imbalance=imbalance, seed=seed, time_limit=time_limit)
     b, a = rep["before"], rep["after"]
     row.update(refine_s=rep["seconds"], build_s=rep["build_s"], converged_s=rep["converged_s"],
                passes=rep["passes"], moves=rep["moves"], stopped=rep["stopped"],
@@ -346,7 +372,7 @@ def run_scale(scale: int, k: int, *, plan: bool = False, seed: int = 0, imbalanc
         print(f"rmat{scale} k={k}: max(send,recv) {row['max_before']} -> {row['max_after']} "
               f"({row['max_ratio']:.3f}), TV {row['tv_ratio']:.4f}, imbalance {row['imbalance_after']:.4f}, "
               f"balance ok {row['balance_ok']}; refine {row['refine_s']:.1f} s ({row['passes']} passes, "
-              f"{row['stopped']}), METIS {row['metis_s']:.1f} s; peak RSS {row['peak_rss_gib']:.2f} GiB",
+              f"{row['stopped']}), {start} {row['metis_s']:.1f} s; peak RSS {row['peak_rss_gib']:.2f} GiB",
               flush=True)
     if plan:   # after the refinement, so that its figures are printed even if this runs out of memory
         from partplan.plan.builder import build_plan
@@ -386,6 +412,8 @@ def main(argv=None) -> int:
                     help="instead: R-MAT SCALE, METIS, refinement without a time limit (e.g. 20:256; "
                          "peak RSS: run one per process, under /usr/bin/time -v)")
     ap.add_argument("--scale-plan", action="store_true", help="--scale-run: also build the plan of METIS's partition")
+    ap.add_argument("--scale-start", choices=["metis", "degree-rr"], default="metis",
+                    help="--scale-run: starting partition (default metis)")
     a = ap.parse_args(argv)
     if a.scale_run:
         rows = []
@@ -393,7 +421,8 @@ def main(argv=None) -> int:
             sc, _, kk = item.partition(":")
             if not (sc.isdigit() and kk.isdigit()):
                 ap.error(f"--scale-run {item!r}: expected SCALE:K, e.g. 20:256")
-            rows.append(run_scale(int(sc), int(kk), plan=a.scale_plan, seed=a.seed, imbalance=a.imbalance))
+            rows.append(run_scale(int(sc), int(kk), plan=a.scale_plan, seed=a.seed, imbalance=a.imbalance,
+                                  start=a.scale_start, time_limit=a.time_limit))
         if a.out:
             from partplan._atomic import write_json_atomic
 
