@@ -307,11 +307,12 @@ def run_benchmark(instances=DEFAULT_INSTANCES, ks=(16, 64), *, seed: int = 0, im
 def lean_metis(g: Graph, k: int, *, imbalance: float = 0.03, seed: int = 0) -> np.ndarray:
     """pymetis directly on the CSR of a symmetric graph without self loops
     (what :func:`rmat_graph` returns), uniform edge weights, vertex weights
-    max(row nnz, 1) as :func:`partplan.partition.backends.metis`. That
-    function first symmetrizes (P + Pᵀ with int64 values: several copies of
-    the matrix), which alone exceeded 14 GiB at R-MAT 22; here METIS gets the
-    graph's own arrays. Same objective: on a symmetric pattern the backend's
-    edge weights are all 2."""
+    max(row nnz, 1) as :func:`partplan.partition.backends.metis`, which
+    first symmetrizes (P + Pᵀ with int64 values and edge weights: extra copies
+    of the matrix); here METIS gets the graph's own arrays. Same objective: on
+    a symmetric pattern the backend's edge weights are all 2. (At R-MAT 22
+    neither fits 14 GiB: METIS itself reported 11.1 GB resp. 13.1 GB in use
+    when an allocation failed.)"""
     import pymetis
 
     diag = np.repeat(np.arange(g.n), np.diff(g.indptr)) == g.indices
