@@ -23,7 +23,7 @@ hypergraph of A + I, Σ_j (λ_j − 1), which equals
    balance cap (zero-gain moves only when they leave the target lighter
    than the source); every move lowers km1, so volume never grows;
 3. **V-cycles**: up to 3, with new clusters each time, while a cycle
-   lowers km1 by ≥ 1 %.
+   lowers km1 by ≥ 1 % (one when nothing could be coarsened).
 
 Pin counts per net are the sparse slots of :mod:`partplan.partition._fm`
 (``_cnt``/``_inc``/``_dec``; memory O(pins), no n·k table). All hot loops
@@ -725,6 +725,8 @@ def vcycle_refine(graph: Graph, part, k: int | None = None, *, imbalance: float 
         prev, after = after, km1
         skipped = len(levels) > 1 and not last and not fine_every_cycle
         if after > prev * (1 - min_cycle_gain) and not skipped:    # a skipped finest level runs in the next cycle
+            break
+        if len(levels) == 1:    # nothing coarsened: another cycle would repeat converged label propagation
             break
     if before is None:
         before = after = _volume(graph, part, k)
