@@ -153,3 +153,40 @@ def test_bad_options():
         vcycle_refine(g, part, 2, imbalance=-0.1)
     new, rep = vcycle_refine(g, np.zeros(25, np.int64), 1)          # k = 1: nothing to do
     assert rep["after"]["total_volume"] == 0 and not new.any()
+
+
+@pytest.mark.parametrize("kw, err", [
+    (dict(seed="x"), OptionError), (dict(seed=1.5), OptionError), (dict(imbalance="0.1"), PartitionError),
+    (dict(imbalance=math.inf), PartitionError), (dict(cluster_weight=math.inf), OptionError),
+    (dict(rounds=2 ** 63), OptionError), (dict(prune="yes"), OptionError)])
+def test_bad_option_values_are_one_error_before_any_work(kw, err):
+    """Found in review: these ended in numpy / numba exceptions."""
+    g = grid(5, 5)
+    with pytest.raises(err):
+        vcycle_refine(g, np.arange(25) % 2, 2, **kw)
+    with pytest.raises(OptionError):
+        vcycle_refine(None, np.arange(25) % 2, 2)
+
+
+def test_negative_seed_is_valid_and_deterministic(power_law):
+    """METIS takes any integer seed; the fast preset too (found in review: it crashed after METIS)."""
+    a = partplan.partition(power_law, 4, preset="fast", seed=-1)
+    b = partplan.partition(power_law, 4, preset="fast", seed=-1)
+    assert np.array_equal(a.part, b.part)
+
+
+def test_unsorted_or_duplicate_rows_give_exact_figures():
+    """A Graph built from a raw CSR may list columns out of order or twice
+    (found in review: the fast preset then mis-counted km1 or raised); the
+    result and its figures equal analyze() of the canonical graph."""
+    rng = np.random.default_rng(3)
+    n = 80
+    g = Graph.from_edges(rng.integers(0, n, 300), rng.integers(0, n, 300), n=n, symmetrize=True)
+    rev = np.concatenate([g.indices[a:b][::-1] for a, b in zip(g.indptr[:-1], g.indptr[1:])])
+    dup_ptr = np.concatenate([[0], np.cumsum(2 * np.diff(g.indptr))])
+    dup = np.concatenate([np.repeat(g.indices[a:b], 2) for a, b in zip(g.indptr[:-1], g.indptr[1:])])
+    part = rng.integers(0, 4, n)
+    for raw in (Graph(g.indptr.copy(), rev, directed=False), Graph(dup_ptr, dup, directed=False)):
+        new, rep = vcycle_refine(raw, part, 4, imbalance=0.5)
+        assert rep["before"]["total_volume"] == km1_brute(g, part, 4) == analyze(g, part, 4).total_volume
+        assert rep["after"]["total_volume"] == km1_brute(g, new, 4) <= rep["before"]["total_volume"]

@@ -393,6 +393,7 @@ def test_sink_moves_keep_the_constraints_and_exact_figures(seed):
     g = random_graph(40, 70, seed=seed)
     k = 4
     part0 = random_partition(g.n, k, seed=seed).astype(np.int64)
+    got = {}
     for sink in (True, False):
         new, rep = refine(g, part0, k, imbalance=0.0, volume_tolerance=0.5, sink=sink)
         check_constraints(g, part0, new, k, rep, 0.0, 0.5)
@@ -400,6 +401,8 @@ def test_sink_moves_keep_the_constraints_and_exact_figures(seed):
         assert rep["after"]["max_send_recv"] == max(max(send), max(recv))
         assert rep["after"]["total_volume"] == sum(send)
         assert rep["after"]["max_send_recv"] <= rep["before"]["max_send_recv"]
+        got[sink] = new
+    assert not np.array_equal(got[True], got[False])  # the sink moves did something
 
 
 def test_no_time_limit_on_a_generated_rmat_converges():
@@ -426,3 +429,15 @@ def test_no_time_limit_on_a_generated_rmat_converges():
     assert rep["after"]["max_send_recv"] < rep["before"]["max_send_recv"]
     again, rep2 = refine(g, new, k, volume_tolerance=0.0)
     assert rep2["after"]["max_send_recv"] >= 0.97 * rep["after"]["max_send_recv"]
+
+
+@pytest.mark.parametrize("kw", [dict(volume_slack=math.nan), dict(volume_slack=-1.0), dict(sink="x"),
+                                dict(max_targets=2.5), dict(seed="x"), dict(overload=math.inf),
+                                dict(big_degree=math.nan), dict(max_moves_per_pass=math.nan),
+                                dict(max_passes=2.5), dict(volume_tolerance=math.inf), dict(imbalance=math.inf)])
+def test_bad_option_values_are_one_partplan_error(kw):
+    """Found in review: these ended in numpy / numba exceptions or were silently accepted."""
+    from partplan.errors import PartplanError
+    g = random_graph(30, 60, seed=1)
+    with pytest.raises(PartplanError):
+        refine(g, np.arange(30) % 3, 3, **kw)

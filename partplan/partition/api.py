@@ -49,6 +49,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import BackendUnavailableError, OptionError, PartitionError
+from .options import check_imbalance, check_real, check_seed
 from ..graph import Graph
 from ..metrics import CommStats, LayoutStats, analyze
 from ..metrics.cost import check_width, dtype_bytes
@@ -251,10 +252,11 @@ def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | 
         raise BackendUnavailableError(f"option(s) {', '.join(stoch)} apply to model='stochastic' only")
     if refine_opts and objective == "total":
         raise BackendUnavailableError(f"option(s) {', '.join(refine_opts)} apply to bottleneck objectives only")
-    for key in ("time_limit", "volume_tolerance"):
-        v = refine_opts.get(key)
-        if v is not None and not (isinstance(v, (int, float)) and v >= 0):
-            raise OptionError(f"{key} must be a number >= 0, got {v!r}")
+    v = refine_opts.get("time_limit")
+    if v is not None and not (isinstance(v, (int, float)) and v >= 0):
+        raise OptionError(f"time_limit must be a number >= 0, got {v!r}")
+    if refine_opts.get("volume_tolerance") is not None:
+        check_real("volume_tolerance", refine_opts["volume_tolerance"])
     if stoch:  # sampler spec, θ and δ: checked before any sampling
         from ..models.stochastic import hoeffding_nets, make_sampler
         make_sampler(stoch.get("sampler"))
@@ -264,8 +266,7 @@ def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | 
     b = lay_obj.row_blocks
     if b > graph.n:
         raise PartitionError(f"k={b} row blocks exceed n={graph.n} vertices")
-    if not (0 <= float(imbalance) < 10):
-        raise PartitionError(f"imbalance must be in [0, 10), got {imbalance}")
+    imbalance, seed = check_imbalance(imbalance), check_seed(seed)
     if objective != "total" and lay == "2d":
         raise BackendUnavailableError("bottleneck refinement counts 1D volume; use layout 1d or 1.5d with it")
     if ownership == "decoupled" and lay != "1d":

@@ -54,8 +54,8 @@ def _check_k(n: int, k: int):
 
 
 def _check_imbalance(imbalance: float):
-    if not (0 <= float(imbalance) < 10):
-        raise PartitionError(f"imbalance must be in [0, 10), got {imbalance}")
+    from .options import check_imbalance
+    check_imbalance(imbalance)
 
 
 # --------------------------------------------------------------------- METIS

@@ -49,12 +49,13 @@ import time
 
 import numpy as np
 
-from ..errors import OptionError, PartitionError
+from ..errors import OptionError
 from ..graph import Graph
 from ..metrics.volume1d import volume_matrix
 from ..parts import as_partition
 from . import _fm
 from ._fm import _cnt, _dec, _inc
+from .options import check_bool, check_imbalance, check_int, check_real, rng_seed
 
 njit = _fm.njit
 
@@ -568,10 +569,35 @@ class _Level:
         return km1, int(gain), int(moves)
 
 
+@njit
+def _is_canonical(n, ptr, idx):
+    """Every row's column ids strictly increasing (sorted, no duplicates)."""
+    for i in range(n):
+        for e in range(ptr[i] + 1, ptr[i + 1]):
+            if idx[e] <= idx[e - 1]:
+                return False
+    return True
+
+
+def _canonical_rows(graph: Graph) -> tuple[np.ndarray, np.ndarray]:
+    """(indptr, indices) with sorted, duplicate-free rows: the graph's own
+    arrays when they already are (the readers' output), else a sorted copy
+    (a Graph built directly from a raw CSR may list a column twice or out of
+    order; the km1 gains count each pin once)."""
+    ptr = np.asarray(graph.indptr, dtype=np.int64)
+    idx = np.asarray(graph.indices, dtype=np.int64)
+    if _is_canonical(graph.n, ptr, idx):
+        return ptr, idx
+    import scipy.sparse as sp
+    a = sp.csr_matrix((np.ones(idx.size, np.int8), idx, ptr), shape=(graph.n, graph.n))
+    a.sum_duplicates()
+    return a.indptr.astype(np.int64), a.indices.astype(np.int64)
+
+
 def _level0(graph: Graph) -> _Level:
     """The column-net hypergraph of A + I (net j = column j of A plus j; unit weights)."""
     n = graph.n
-    vptr, vnet = _with_diagonal(n, graph.indptr, graph.indices)
+    vptr, vnet = _with_diagonal(n, *_canonical_rows(graph))
     if graph.is_symmetric():
         eptr, epin = vptr, vnet
     else:
@@ -653,21 +679,22 @@ def vcycle_refine(graph: Graph, part, k: int | None = None, *, imbalance: float 
     from .refine import balance_cap
 
     t0 = time.perf_counter()
+    if not isinstance(graph, Graph):
+        raise OptionError(f"graph must be a partplan.Graph, got {type(graph).__name__}")
     part, k = as_partition(part, graph.n, k)
-    if not imbalance >= 0:
-        raise PartitionError(f"imbalance must be >= 0, got {imbalance!r}")
+    imbalance = check_imbalance(imbalance)
     for name, v in (("cycles", cycles), ("rounds", rounds), ("max_net", max_net), ("band", band),
                     ("coarse_vertices_per_part", coarse_vertices_per_part), ("activate_max", activate_max)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-            raise OptionError(f"{name} must be an integer >= 0, got {v!r}")
-    for name, v in (("cluster_weight", cluster_weight), ("band_share", band_share), ("max_degree", max_degree)):
-        if isinstance(v, bool) or not (isinstance(v, (int, float)) and v > 0):
-            raise OptionError(f"{name} must be a number > 0, got {v!r}")
+        check_int(name, v)
+    cluster_weight, band_share, max_degree = (check_real(name, v, lo=0.0, lo_open=True) for name, v in (
+        ("cluster_weight", cluster_weight), ("band_share", band_share), ("max_degree", max_degree)))
     for name, v in (("min_cycle_gain", min_cycle_gain), ("min_shrink", min_shrink),
                     ("min_pin_shrink", min_pin_shrink)):
-        if isinstance(v, bool) or not (isinstance(v, (int, float)) and 0 <= v < 1):
-            raise OptionError(f"{name} must be a number in [0, 1), got {v!r}")
-    rng = np.random.default_rng(seed)
+        check_real(name, v, hi=1.0, hi_open=True)
+    for name, v in (("own_rating", own_rating), ("dense_candidates", dense_candidates), ("prune", prune),
+                    ("fine_every_cycle", fine_every_cycle)):
+        check_bool(name, v)
+    rng = np.random.default_rng(rng_seed(seed))
     fine = _level0(graph)
     w = fine.vw
     cap, limit = balance_cap(w, part, k, imbalance)

@@ -54,7 +54,7 @@ import time
 
 import numpy as np
 
-from ..errors import OptionError, PartitionError
+from ..errors import OptionError
 from ..graph import Graph
 from ..metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, alpha_beta_time, check_width, dtype_bytes
 from ..metrics.volume1d import volume_matrix
@@ -62,6 +62,7 @@ from ..parts import as_partition
 from . import _fm
 
 from .objectives import OBJECTIVES, check_objective  # noqa: F401  (re-exported)
+from .options import check_bool, check_imbalance, check_int, check_real, rng_seed
 
 _LAST_STATS = [0] * 8
 PASS_END = ("patience", "no candidate", "move limit", "time limit")
@@ -109,6 +110,12 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
     q : exponent of the potential Φ (higher: closer to the plain max).
     mu : weight of Δ(total volume) in the gain, in units of 1/M₀.
     max_moves_per_pass : default n.
+    big_degree : vertices with more nets get a new key only at a pass's start and
+        at the top of their heap (default 4× the average degree, at least 64).
+    sink : also try, per vertex, the cheapest part with room and the part with
+        the most room (adjacent or not); not for ``objective="total"``.
+    volume_slack : a pass may exceed the total-volume limit by this fraction of
+        the input's volume in between (only states within the limit count).
     min_gain : a new pass starts only when the last one lowered the optimized
         value (max cost, or total volume for "total") by more than this fraction.
 
@@ -133,15 +140,22 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
     t0 = time.perf_counter()
     check_objective(objective)
     part, k = as_partition(part, graph.n, k)
-    if not imbalance >= 0:  # as partition() and the backends: a bad ε is a PartitionError
-        raise PartitionError(f"imbalance must be >= 0, got {imbalance!r}")
-    if not volume_tolerance >= 0:
-        raise OptionError(f"volume_tolerance must be >= 0, got {volume_tolerance!r}")
+    imbalance = check_imbalance(imbalance)  # as partition() and the backends: a bad ε is a PartitionError
+    volume_tolerance = check_real("volume_tolerance", volume_tolerance)
+    volume_slack = check_real("volume_slack", volume_slack)
     if time_limit is not None and not (time_limit >= 0):
         raise OptionError(f"time_limit must be >= 0 seconds (or None), got {time_limit!r}")
     check_width(f)
-    if not (q >= 1 and 1 <= max_targets <= 60 and patience >= 0 and max_passes >= 0):
-        raise OptionError("q >= 1 and 1 <= max_targets <= 60 required, patience and max_passes >= 0")
+    seed = rng_seed(seed)
+    q, max_targets = check_int("q", q, lo=1, hi=64), check_int("max_targets", max_targets, lo=1, hi=60)
+    patience, max_passes = check_int("patience", patience), check_int("max_passes", max_passes)
+    max_moves_per_pass = check_int("max_moves_per_pass", max_moves_per_pass, lo=1, none_ok=True)
+    big_degree = check_int("big_degree", big_degree, none_ok=True)
+    mu, hot = check_real("mu", mu), check_real("hot", hot, hi=1.0)
+    overload, min_gain = check_real("overload", overload, hi=1.0), check_real("min_gain", min_gain, hi=1.0)
+    alpha, beta = check_real("alpha", alpha), check_real("beta", beta)
+    blocked, full_updates, sink = (check_bool("blocked", blocked), check_bool("full_updates", full_updates),
+                                   check_bool("sink", sink))
     n = graph.n
     rb = f * dtype_bytes(dtype)
     w = np.maximum(graph.row_nnz, 1).astype(np.int64)

@@ -1,0 +1,76 @@
+"""One validation layer for the partitioners' numeric options (partition,
+refine, the fast preset's V-cycle): a wrong type, NaN, ±inf or a value out
+of range is one :class:`~partplan.errors.OptionError` naming the option —
+never a numpy / numba exception after work has started. ε (``imbalance``) is
+a :class:`~partplan.errors.PartitionError`, as in the backends.
+
+Examples
+--------
+>>> check_int("rounds", 3)
+3
+>>> check_real("cluster_weight", float("inf"), lo=0, lo_open=True)
+Traceback (most recent call last):
+...
+partplan.errors.OptionError: cluster_weight must be a finite number > 0, got inf
+>>> rng_seed(-1) == 2 ** 63 - 1      # negative seeds are valid (METIS takes them) and map to numpy's range
+True
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+from ..errors import OptionError, PartitionError
+
+INT_MAX = 2 ** 62  # larger counts overflow the int64 kernels' arithmetic
+
+
+def check_int(name: str, v, *, lo: int = 0, hi: int = INT_MAX, none_ok: bool = False) -> int | None:
+    """``v`` as an int in [lo, hi] (bools and floats refused)."""
+    if v is None and none_ok:
+        return None
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not lo <= int(v) <= hi:
+        raise OptionError(f"{name} must be an integer in [{lo}, {hi}], got {v!r}")
+    return int(v)
+
+
+def check_real(name: str, v, *, lo: float = 0.0, hi: float = math.inf, lo_open: bool = False,
+               hi_open: bool = False, none_ok: bool = False, error=OptionError) -> float | None:
+    """``v`` as a finite float in the interval (open ends where asked)."""
+    if v is None and none_ok:
+        return None
+    ok = not isinstance(v, bool) and isinstance(v, numbers.Real) and math.isfinite(float(v))
+    if ok:
+        x = float(v)
+        ok = (x > lo if lo_open else x >= lo) and (x < hi if hi_open else x <= hi)
+    if not ok:
+        if hi == math.inf:
+            dom = f"{'>' if lo_open else '>='} {lo:g}"
+        else:
+            dom = f"in {'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+        raise error(f"{name} must be a finite number {dom}, got {v!r}")
+    return float(v)
+
+
+def check_imbalance(v) -> float:
+    """ε of the balance constraint, in [0, 10)."""
+    return check_real("imbalance", v, lo=0.0, hi=10.0, hi_open=True, error=PartitionError)
+
+
+def check_bool(name: str, v) -> bool:
+    if not isinstance(v, (bool,)) and not (isinstance(v, numbers.Integral) and int(v) in (0, 1)):
+        raise OptionError(f"{name} must be True or False, got {v!r}")
+    return bool(v)
+
+
+def check_seed(v) -> int:
+    """A seed: any integer (negative ones included; METIS takes them)."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+        raise OptionError(f"seed must be an integer, got {v!r}")
+    return int(v)
+
+
+def rng_seed(v) -> int:
+    """:func:`check_seed`, mapped into numpy's non-negative seed range
+    (the identity for 0 <= seed < 2^63)."""
+    return check_seed(v) & (2 ** 63 - 1)
