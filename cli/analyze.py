@@ -27,7 +27,7 @@ from ._common import load_graph
 from ._common import nonneg_float as _nonneg_float
 from ._common import positive_int as _positive_int
 
-from partplan.partition.methods import METHOD_NAMES as METHODS  # noqa: E402  (one table: partition/methods.py)
+from partplan.partition.methods import METHOD_NAMES as METHODS  # the one method table
 
 
 # --------------------------------------------------------------------------- parsing helpers
