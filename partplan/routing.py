@@ -68,7 +68,7 @@ import numpy as np
 from .errors import PartitionError
 from .layouts import Layout
 from .metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, alpha_beta_time, dtype_bytes
-from .metrics.stats import imbalance
+from .metrics.stats import PerRankVolume, imbalance
 from .metrics.volume1d import needed_pairs
 from .plan.exchange import positions, row_order, unit_bounds
 from .plan.program import Group, Program
@@ -177,9 +177,10 @@ def route_stages(graph, part, layout: "Routed") -> dict[str, np.ndarray]:
 
 # ----------------------------------------------------------------------------- stats
 @dataclass
-class RoutedStats:
+class RoutedStats(PerRankVolume):
     """Exact volumes of a routed plan: ``stages`` (step name → int64[p, p] rows),
-    ``volume`` = their sum (what the builder cross-checks the program against)."""
+    ``volume`` = their sum (what the builder cross-checks the program against;
+    ``send`` / ``recv`` over all steps from it)."""
 
     layout: str
     p: int
@@ -200,15 +201,6 @@ class RoutedStats:
         for m in self.stages.values():
             v += m
         return v
-
-    @property
-    def send(self) -> np.ndarray:
-        """int64[p]: rows each rank sends over all steps."""
-        return self.volume.sum(axis=1)
-
-    @property
-    def recv(self) -> np.ndarray:
-        return self.volume.sum(axis=0)
 
     @property
     def shape(self) -> tuple:

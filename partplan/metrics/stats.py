@@ -18,8 +18,24 @@ def imbalance(x: np.ndarray) -> float:
     return float(x.max() / mean - 1.0) if mean > 0 else 0.0
 
 
+class PerRankVolume:
+    """``send`` / ``recv`` (int64[p]: rows each rank sends / receives) of a
+    class holding ``volume`` (int64[p, p], rows from rank q (row) to rank r
+    (column)); shared by :class:`CommStats` and the routed plans' stats."""
+
+    @property
+    def send(self) -> np.ndarray:
+        """int64[p]: rows each rank sends."""
+        return self.volume.sum(axis=1)
+
+    @property
+    def recv(self) -> np.ndarray:
+        """int64[p]: rows each rank receives."""
+        return self.volume.sum(axis=0)
+
+
 @dataclass
-class CommStats:
+class CommStats(PerRankVolume):
     """Communication of one 1D row-wise SpMM ``Z = A @ H`` (forward) and, when
     A is not symmetric, of the backward ``A^T @ G`` (:attr:`backward`).
 
@@ -43,17 +59,7 @@ class CommStats:
     name: str = ""
     extra: dict = field(default_factory=dict)
 
-    # derived --------------------------------------------------------------
-    @property
-    def send(self) -> np.ndarray:
-        """int64[k]: rows each part sends."""
-        return self.volume.sum(axis=1)
-
-    @property
-    def recv(self) -> np.ndarray:
-        """int64[k]: rows each part receives."""
-        return self.volume.sum(axis=0)
-
+    # derived (send / recv: PerRankVolume) -------------------------------------
     @property
     def total_volume(self) -> int:
         return int(self.volume.sum())

@@ -37,6 +37,7 @@ from ..hypergraph import Hypergraph
 from ..models import column_net, metis_graph
 from . import baselines
 from .handoff import pin_arrays, write_hmetis
+from .options import check_imbalance
 
 _MTK = {}  # process-wide mtkahypar Initializer (initialize() may run once per process)
 
@@ -53,9 +54,7 @@ def _check_k(n: int, k: int):
         raise PartitionError(f"k={k} parts exceed n={n} vertices")
 
 
-def _check_imbalance(imbalance: float):
-    from .options import check_imbalance
-    check_imbalance(imbalance)
+_check_imbalance = check_imbalance  # ε in [0, 10): the one check (partition/options.py)
 
 
 # --------------------------------------------------------------------- METIS

@@ -335,25 +335,24 @@ def _cluster(n, vptr, vnet, eptr, epin, nw, vw, part, order, maxw, max_net, rati
                     touched[nt] = c
                     nt += 1
                 rating[c] += r
-        for x in range(vptr[u], vptr[u + 1]):
-            if own_nets:
-                break
-            e = vnet[x]
-            s = eptr[e + 1] - eptr[e]
-            if s < 2 or s > max_net:
-                continue
-            r = nw[e] / (s - 1.0)
-            for y in range(eptr[e], eptr[e + 1]):
-                v = epin[y]
-                if v == u or part[v] != pu or fixed[v]:
+        if not own_nets:  # above level 0: heavy connectivity over all shared nets
+            for x in range(vptr[u], vptr[u + 1]):
+                e = vnet[x]
+                s = eptr[e + 1] - eptr[e]
+                if s < 2 or s > max_net:
                     continue
-                c = root[v]
-                if cw[c] + wu > maxw:
-                    continue
-                if rating[c] == 0.0:
-                    touched[nt] = c
-                    nt += 1
-                rating[c] += r
+                r = nw[e] / (s - 1.0)
+                for y in range(eptr[e], eptr[e + 1]):
+                    v = epin[y]
+                    if v == u or part[v] != pu or fixed[v]:
+                        continue
+                    c = root[v]
+                    if cw[c] + wu > maxw:
+                        continue
+                    if rating[c] == 0.0:
+                        touched[nt] = c
+                        nt += 1
+                    rating[c] += r
         best = -1
         br = 0.0
         for t in range(nt):

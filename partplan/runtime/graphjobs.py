@@ -144,9 +144,10 @@ def _atomic_save(path, write) -> None:
 
 
 def check_output(path, suffix: str):
-    """:func:`partplan.runtime.spmm.check_output`, None passing through."""
-    from .spmm import check_output as check_file
-    return None if path is None else check_file(path, suffix)
+    """:func:`partplan.outpath.check_output_file` of a job's ``.npy`` / ``.npz``
+    / ``.png`` output, None passing through."""
+    from ..outpath import check_output_file
+    return None if path is None else check_output_file(path, kind=suffix.lstrip("."))
 
 
 # ----------------------------------------------------------------------------- bfs / graph500

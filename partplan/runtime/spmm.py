@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PlanError
+from ..outpath import check_output_file
 from ..plan.builder import Plan, manifest_groups, manifest_volume
 from ..plan.store import load_plan, load_rank, read_manifest
 from .comm import LocalComm
@@ -100,14 +101,6 @@ def _resolve_dtype(cfg: dict, n: int) -> np.dtype:
 # ----------------------------------------------------------------------------- output
 def _tmp_output(path: Path) -> Path:
     return path.with_name(f".{path.name}.partial")
-
-
-def check_output(path, suffix: str = ".npy") -> Path:
-    """A job's output file: ``suffix`` (".npy", ".npz", ".png"), an existing
-    writable folder, checked before the job runs (one
-    :class:`~partplan.errors.OutputPathError`, see :mod:`partplan.outpath`)."""
-    from ..outpath import check_output_file
-    return check_output_file(path, kind=suffix.lstrip("."))
 
 
 # ----------------------------------------------------------------------------- the measured loop
@@ -264,7 +257,7 @@ def _run_local(cfg: dict) -> dict:
     f = int(inputs[0].shape[1])
     res = _measure(ex, program, inputs, cfg)
     if cfg.get("output"):
-        out = check_output(cfg["output"])
+        out = check_output_file(cfg["output"], kind="npy")
         tmp = _tmp_output(out)
         Z = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(n, f))
         for rp, z in zip(plan.ranks, res["outs"]):
@@ -306,7 +299,7 @@ def spmm_worker(cfg: dict) -> dict | None:
         program = cfg.get("program", "forward")
         dtype = _resolve_dtype(cfg, n)
         if cfg.get("output") and rank == 0:
-            check_output(cfg["output"])
+            check_output_file(cfg["output"], kind="npy")
         comm = TorchComm(manifest_groups(m), timeout_s=timeout, device=device)
         ops = TorchOps(dtype, device, cfg.get("kernel", "auto"))
         ex = Executor(m, [shard], comm, ops)
@@ -414,7 +407,7 @@ def run_spmm(plan, *, nprocs: int | None = None, backend: str = "gloo", features
     if program not in m["programs"]:
         raise PlanError(f"{plan}: the plan has no {program} program (backward = {m.get('backward')!r})")
     if output is not None:
-        check_output(output)
+        check_output_file(output, kind="npy")
     if features is not None:
         check_finite_features(open_features(features, m["graph"]["n"]), features)
     cfg = {"job": "spmm", "plan": str(plan), "backend": backend, "features": None if features is None else str(features),
