@@ -79,6 +79,9 @@ def register(subparsers) -> None:
     p.add_argument("--time-limit", type=nonneg_float, default=None, help="refinement time limit in seconds (default: the partitioning time, at least 2 s)")
     p.add_argument("--volume-tolerance", type=nonneg_float, default=None,
                    help="refinement: allowed total volume growth (default 0.05)")
+    p.add_argument("--hub-factor", type=nonneg_float, default=None,
+                   help="bottleneck objectives with Mt-KaHyPar: rows with more than this times TV/k nonzeros "
+                        "that share a part are put in distinct parts before refinement (default 2; 0: off)")
     p.add_argument("--symmetrize", action="store_true", help="symmetrize the graph after reading")
     p.add_argument("-f", "--features", type=_positive_int, default=128, help="feature width f (for bytes)")
     p.add_argument("--dtype", default="float32", help="feature dtype (for bytes; default float32)")
@@ -135,7 +138,8 @@ def run(args) -> int:
     for name, key in (("preset", "preset"), ("metric", "metric"), ("threads", "threads"),
                       ("handoff", "handoff"), ("kahypar_ini", "ini"), ("sampler", "sampler"),
                       ("theta", "theta"), ("delta", "delta"), ("time_limit", "time_limit"),
-                      ("volume_tolerance", "volume_tolerance"), ("ownership_method", "ownership_method")):
+                      ("volume_tolerance", "volume_tolerance"), ("ownership_method", "ownership_method"),
+                      ("hub_factor", "hub_factor")):
         v = getattr(args, name)
         if v is not None:
             opts[key] = v

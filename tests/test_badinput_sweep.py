@@ -227,6 +227,12 @@ def _build_cases(D: Path) -> list:
     case("partition preset bad", ["partition", good, "-k", "2", "--preset", "turbo", "-o", str(D / "s3.part.2")])
     case("partition backend bad", ["partition", good, "-k", "2", "--backend", "scotch", "-o", str(D / "s4.part.2")])
     case("partition k>n", ["partition", good, "-k", "9", "-o", str(D / "s5.part.9")])
+    case("partition hub factor neg", ["partition", good, "-k", "2", "--hub-factor", "-1", "-o", str(D / "h1.part.2")])
+    case("partition hub factor nan", ["partition", good, "-k", "2", "--hub-factor", "nan", "-o", str(D / "h2.part.2")])
+    case("partition hub factor metis", ["partition", good, "-k", "2", "--hub-factor", "2", "--model", "graph",
+                                        "-o", str(D / "h3.part.2")])
+    case("partition hub factor total", ["partition", good, "-k", "2", "--hub-factor", "2", "--objective", "total",
+                                        "-o", str(D / "h4.part.2")])
     case("partition seed neg", ["partition", good, "-k", "2", "--seed", "-5", "--backend", "metis", "--model", "graph", "-o", str(D / "s6.part.2")], expect_fail=False)
     case("export pyg bad out", ["export", plan, "--to", "pyg", "-o", str(D / "nodir" / "x")])
     case("export fmt bad", ["export", plan, "--to", "foo", "-o", str(D / "ex")])

@@ -401,6 +401,8 @@ def _best1(u, k, obj, vptr, vidx, part, w, load, cap, cap_hard, relax, M, nmax, 
                 tbuf[nt_c] = sp
                 tcnt[nt_c] = 0
                 nt_c += 1
+    if nt_c == 0:          # no target (none hot, no sink): skip the scan of u's nets
+        return -np.inf, -1, -1
     # one scan of u's nets: the leave events (independent of the target) and,
     # per net, a bitmask of the candidate targets it already holds
     for t in range(nt_c):

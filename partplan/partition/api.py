@@ -209,6 +209,7 @@ def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | 
     refine_keys = ("volume_tolerance", "time_limit", "alpha", "beta")
     refine_opts = {key: opts.pop(key) for key in refine_keys if key in opts}
     own_method = opts.pop("ownership_method", None)
+    hub_factor = opts.pop("hub_factor", None)
     if "metric" in opts:
         opts["objective"] = opts.pop("metric")
     # preset "fast": METIS + km1 refinement with exact hypergraph gains (docs/refinement.md)
@@ -257,6 +258,13 @@ def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | 
         raise OptionError(f"time_limit must be a number >= 0, got {v!r}")
     if refine_opts.get("volume_tolerance") is not None:
         check_real("volume_tolerance", refine_opts["volume_tolerance"])
+    if hub_factor is not None:
+        if objective == "total":
+            raise BackendUnavailableError("option hub_factor applies to bottleneck objectives only")
+        hub_factor = check_real("hub_factor", hub_factor)
+        if hub_factor > 0 and (backend != "mtkahypar" or model != "hypergraph"):
+            raise BackendUnavailableError("option hub_factor needs backend mtkahypar on the hypergraph model "
+                                          "(Mt-KaHyPar's fixed vertices)")
     if stoch:  # sampler spec, θ and δ: checked before any sampling
         from ..models.stochastic import hoeffding_nets, make_sampler
         make_sampler(stoch.get("sampler"))
@@ -321,7 +329,22 @@ def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | 
         timings["volume_refine_s"] = time.perf_counter() - t0
         params["preset"] = "fast"
 
-    # ---- bottleneck refinement
+    # ---- hubs apart (Mt-KaHyPar fixed vertices, hubs.py), then bottleneck refinement
+    volume_reference = None
+    if objective != "total" and b > 1 and backend == "mtkahypar" and model == "hypergraph":
+        from .hubs import DEFAULT_FACTOR, spread_hubs
+
+        factor = DEFAULT_FACTOR if hub_factor is None else hub_factor
+        if factor > 0:
+            t0 = time.perf_counter()
+            new, info["hubs"] = spread_hubs(graph, model_obj, part, b, imbalance=imbalance, seed=seed,
+                                            factor=factor, volume_tolerance=refine_opts.get("volume_tolerance", 0.05),
+                                            preset=opts.get("preset", "DEFAULT"), threads=opts.get("threads", 1))
+            timings["hubs_s"] = time.perf_counter() - t0
+            if info["hubs"]["kept"]:
+                say(f"spread {info['hubs']['hubs']} hubs over distinct parts")
+                volume_reference, part = info["hubs"]["before"]["total_volume"], new
+        params["hub_factor"] = factor
     if objective != "total" and b > 1:
         try:
             from . import refine as refine_mod
@@ -335,7 +358,8 @@ def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | 
         say(f"refining for {objective} (time limit {refine_opts['time_limit']:.1f} s)")
         t0 = time.perf_counter()
         part, report = refine_mod.refine(graph, part, b, objective=objective, imbalance=imbalance,
-                                         seed=seed, f=f, dtype=dtype, **refine_opts)
+                                         seed=seed, f=f, dtype=dtype, volume_reference=volume_reference,
+                                         **refine_opts)
         timings["refine_s"] = time.perf_counter() - t0
         info["refine"] = report
         params.update(refine_opts)

@@ -148,11 +148,13 @@ def _mtk_errors():
 def mtkahypar_hypergraph(hg: Hypergraph, k: int, *, imbalance: float = 0.03, seed: int = 0,
                          preset: str = "DEFAULT", objective: str = "km1", threads: int = 1,
                          handoff: str = "arrays", initial: np.ndarray | None = None,
-                         vcycles: int = 1) -> tuple[np.ndarray, int]:
+                         vcycles: int = 1, fixed: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """Partition a hypergraph with Mt-KaHyPar; returns (part, its own km1).
 
     ``initial``: improve this partition with ``vcycles`` V-cycles instead of
-    partitioning from scratch. DEFAULT is not bit-reproducible across runs;
+    partitioning from scratch. ``fixed``: int[n], the part each vertex is
+    fixed to (-1: free; Mt-KaHyPar's fixed vertices; with ``initial`` a
+    fixed vertex must already be in its part there). DEFAULT is not bit-reproducible across runs;
     DETERMINISTIC is. ``threads`` is fixed by the first call in a process.
     """
     import mtkahypar
@@ -165,6 +167,8 @@ def mtkahypar_hypergraph(hg: Hypergraph, k: int, *, imbalance: float = 0.03, see
     mtkahypar.set_seed(int(seed))
     try:
         h = mtk_hypergraph(mtk, ctx, hg, handoff)
+        if fixed is not None:
+            h.add_fixed_vertices(np.asarray(fixed, dtype=np.int64).tolist(), int(k))
         if initial is not None:
             phg = h.create_partitioned_hypergraph(ctx, int(k), np.asarray(initial, dtype=np.int64).tolist())
             phg.improve_partition(ctx, int(vcycles))

@@ -60,12 +60,14 @@ from ..metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, alpha_beta_
 from ..metrics.volume1d import volume_matrix
 from ..parts import as_partition
 from . import _fm
-
+from .multilevel import cluster_moves
 from .objectives import OBJECTIVES, check_objective  # noqa: F401  (re-exported)
 from .options import check_bool, check_imbalance, check_int, check_real, rng_seed
 
 _LAST_STATS = [0] * 8
 PASS_END = ("patience", "no candidate", "move limit", "time limit")
+# multilevel=True: at most this many FM passes before the cluster moves, and after them
+ML_PASSES = (2, 2)
 
 
 def balance_cap(weights: np.ndarray, part: np.ndarray, k: int, imbalance: float) -> tuple[int, int]:
@@ -85,7 +87,7 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
            patience: int = 200, max_passes: int = 30, max_targets: int = 3, q: int = 16,
            mu: float = 0.05, overload: float = 0.02, big_degree: int | None = None, blocked: bool = True, full_updates: bool = False, hot: float = 0.9, sink: bool = True, volume_slack: float = 0.0,
            max_moves_per_pass: int | None = None,
-           min_gain: float = 0.005) -> tuple[np.ndarray, dict]:
+           min_gain: float = 0.005, multilevel: bool = True, volume_reference: int | None = None) -> tuple[np.ndarray, dict]:
     """Lower the bottleneck communication of ``part`` (conformal ownership).
 
     Parameters
@@ -97,7 +99,10 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
         "total" (total volume; km1 refinement with exact gains).
     imbalance : ε of the compute balance constraint (part weight = row nnz,
         at least 1 per row): weight ≤ ⌊(1+ε)·⌈W/k⌉⌋, never worse than the input.
-    volume_tolerance : total volume may grow to (1 + tol) × the input's.
+    volume_tolerance : total volume may grow to (1 + tol) × the input's (or
+        × ``volume_reference``, rows of H, when given: the partitioner's own
+        volume when ``part`` was already changed, e.g. by
+        :func:`partplan.partition.hubs.spread_hubs`).
     seed : seeds the order vertices enter the heap (deterministic for a seed).
     time_limit : seconds (None: none); a safety net — passes stop at
         convergence (``min_gain``). When it expires the running pass is
@@ -118,6 +123,13 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
         the input's volume in between (only states within the limit count).
     min_gain : a new pass starts only when the last one lowered the optimized
         value (max cost, or total volume for "total") by more than this fraction.
+    multilevel : bottleneck objectives: at most ``ML_PASSES[0]`` FM passes, then
+        whole clusters of the partition's own coarsening move
+        (:func:`partplan.partition.multilevel.cluster_moves`; coordinated moves
+        single-vertex FM cannot find), then at most ``ML_PASSES[1]`` FM passes
+        (on to convergence when no cluster moved). False: FM passes until
+        convergence only.
+    volume_reference : see ``volume_tolerance``.
 
     Returns
     -------
@@ -126,7 +138,8 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
     pass), ``passes``, ``moves`` (kept), ``moves_tried``, ``seconds``,
     ``converged_s`` (when the last pass ended), ``stopped`` ("converged",
     "time limit", "max passes", "nothing to refine"), ``trace`` (per pass),
-    ``balance_limit``, ``balance_cap``, ``volume_limit``.
+    ``balance_limit``, ``balance_cap``, ``volume_limit``, ``multilevel`` (the
+    cluster moves' report, None when they did not run).
 
     Examples
     --------
@@ -161,12 +174,16 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
     w = np.maximum(graph.row_nnz, 1).astype(np.int64)
     cap, limit = balance_cap(w, part, k, imbalance)
     before = _figures(graph, part, k, w, alpha, beta, rb)
-    vlimit = int(np.floor(before["total_volume"] * (1.0 + volume_tolerance)))
+    volume_reference = check_int("volume_reference", volume_reference, none_ok=True)
+    multilevel = check_bool("multilevel", multilevel)
+    ref_volume = before["total_volume"] if volume_reference is None else volume_reference
+    vlimit = int(np.floor(ref_volume * (1.0 + volume_tolerance)))
     out = part.copy()
     trace: list[dict] = []
     passes = kept = tried = 0
     stopped = "converged"
     build_s = 0.0
+    ml_report = None
     if k == 1 or n == 0 or max_passes == 0:
         stopped = "nothing to refine"
     elif time_limit is not None and time_limit <= 0:
@@ -179,23 +196,43 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
         avg = graph.nnz / max(n, 1)
         big_deg = int(max(64, 4 * avg)) if big_degree is None else int(big_degree)
         deadline = -1.0 if time_limit is None else t0 + float(time_limit)
-        tr = np.zeros((max(1, max_passes), 5))
         stats = np.zeros(8, dtype=np.int64)
-        passes, kept, tried, code = _fm._fm(
-            n, k, _fm.OBJ_CODES[objective], st.vptr, st.vidx, st.tptr, st.tidx, out, w, st.load, cap,
-            cap + int(overload * cap), st.soff, st.lam, st.dense, st.spart, st.scnt, st.vol, st.send, st.recv, st.smsg, st.rmsg,
-            st.tot, vlimit, float(alpha), float(beta) * rb, int(q), float(mu), int(max_targets),
-            int(patience), int(max_passes), float(min_gain), mm, order, deadline, tr, big_deg, bool(blocked), stats, bool(full_updates), float(hot),
-            bool(sink) and objective != "total", vlimit + int(volume_slack * before["total_volume"]))
+        use_ml = multilevel and objective != "total"
+        stages = (min(max_passes, ML_PASSES[0]), min(max_passes, ML_PASSES[1])) if use_ml else (max_passes,)
+        code = 0
+        for si, npasses in enumerate(stages):
+            if si == 1:       # between the two FM stages: whole clusters move (multilevel.py)
+                if code == 1 or (deadline >= 0 and time.perf_counter() > deadline):
+                    break
+                ml_report = cluster_moves(graph, st, out, k, w, cap, vlimit, _fm.OBJ_CODES[objective],
+                                          float(alpha), float(beta) * rb, int(q), float(mu), seed=seed)
+                if ml_report["moves"] == 0:     # nothing moved: FM goes on to convergence, if it was cut short
+                    if code != 2:
+                        break
+                    npasses = max_passes - passes
+                    if npasses <= 0:
+                        break
+            tr = np.zeros((max(1, npasses), 5))
+            ts = time.perf_counter() - t0
+            p_, k_, t_, code = _fm._fm(
+                n, k, _fm.OBJ_CODES[objective], st.vptr, st.vidx, st.tptr, st.tidx, out, w, st.load, cap,
+                cap + int(overload * cap), st.soff, st.lam, st.dense, st.spart, st.scnt, st.vol, st.send, st.recv,
+                st.smsg, st.rmsg, st.tot, vlimit, float(alpha), float(beta) * rb, int(q), float(mu),
+                int(max_targets), int(patience), int(npasses), float(min_gain), mm, order, deadline, tr, big_deg,
+                bool(blocked), stats, bool(full_updates), float(hot), bool(sink) and objective != "total",
+                vlimit + int(volume_slack * before["total_volume"]))
+            passes, kept, tried = passes + p_, kept + k_, tried + t_
+            for i in range(min(p_, tr.shape[0])):
+                trace.append({"seconds": round(ts + float(tr[i, 0]), 4), "value": float(tr[i, 1]),
+                              "kept": int(tr[i, 2]), "tried": int(tr[i, 3]), "pass_end": PASS_END[int(tr[i, 4])],
+                              "stage": si + 1})
         stopped = ("converged", "time limit", "max passes")[code]
-        for i in range(min(passes, tr.shape[0])):
-            trace.append({"seconds": round(build_s + float(tr[i, 0]), 4), "value": float(tr[i, 1]),
-                          "kept": int(tr[i, 2]), "tried": int(tr[i, 3]), "pass_end": PASS_END[int(tr[i, 4])]})
         st.check(out)
         _LAST_STATS[:] = stats.tolist()
     after = _figures(graph, out, k, w, alpha, beta, rb)
     seconds = time.perf_counter() - t0
     report = {"objective": objective, "k": k, "before": before, "after": after,
+              "multilevel": ml_report,
               "passes": passes, "moves": kept, "moves_tried": tried, "seconds": seconds,
               "converged_s": trace[-1]["seconds"] if trace else 0.0, "build_s": build_s,
               "stopped": stopped, "trace": trace,

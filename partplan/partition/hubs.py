@@ -1,0 +1,123 @@
+"""Spread the hubs of a partition over distinct parts (issue 12), before bottleneck refinement.
+
+A part holding a row of degree d receives up to d rows of H for it alone.
+When two or more *hubs* — rows with more nonzeros than ``factor`` × TV/k, the
+mean per-part volume — share a part, that part's receive volume is far above
+the mean, and single-vertex refinement cannot fix it: moving a hub costs one
+row of H for each neighbour it leaves behind, and its target part is full
+(docs/refinement.md, "Diagnosis", as-22july06). Mt-KaHyPar can: the hubs are
+put in distinct parts (each keeps its part when free, else takes the cheapest
+free part by max(send, recv)), fixed there (Mt-KaHyPar's fixed vertices), and
+one V-cycle of ``improve_partition`` (preset DEFAULT when the partition was
+made with LARGE_K, whose deep multilevel scheme has no fixed vertices)
+rebuilds the partition around them, moving their neighbourhoods with them.
+
+The result is kept only when its total volume stays within
+``(1 + volume_tolerance)`` × the input's, its heaviest part within the input's
+balance cap, and its max(send, recv) is lower; otherwise the input is
+returned unchanged. Nothing runs (no cost) when fewer than two hubs share a
+part. Mt-KaHyPar only: other engines have no fixed vertices with
+``improve_partition``.
+
+Example
+-------
+>>> import numpy as np
+>>> from partplan import Graph
+>>> from partplan.partition.hubs import find_hubs
+>>> star = Graph.from_edges(np.zeros(40, int), np.arange(1, 41), symmetrize=True)
+>>> find_hubs(star, np.arange(41) % 4, 4).tolist()
+[0]
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..errors import PartitionError
+from ..graph import Graph
+from ..hypergraph import Hypergraph
+from ..metrics.volume1d import volume_matrix
+from .options import check_real
+
+DEFAULT_FACTOR = 2.0
+
+
+def _costs(graph: Graph, part: np.ndarray, k: int) -> tuple[int, np.ndarray]:
+    """(total volume, max(send, recv) per part), rows of H."""
+    vol, _ = volume_matrix(graph.indptr, graph.indices, part, k)
+    return int(vol.sum()), np.maximum(vol.sum(axis=1), vol.sum(axis=0))
+
+
+def find_hubs(graph: Graph, part: np.ndarray, k: int, factor: float = DEFAULT_FACTOR) -> np.ndarray:
+    """Rows with more than ``factor`` × TV/k nonzeros (TV: total volume of
+    ``part``), at most k, densest first (ties by id)."""
+    return _dense_rows(graph, _costs(graph, part, k)[0], k, factor)
+
+
+def _dense_rows(graph: Graph, tv: int, k: int, factor: float) -> np.ndarray:
+    nnz = graph.row_nnz
+    top = np.argsort(-nnz, kind="stable")[:k]
+    return top[nnz[top] > factor * tv / k].astype(np.int64)
+
+
+def spread_hubs(graph: Graph, hypergraph: Hypergraph, part: np.ndarray, k: int, *, imbalance: float = 0.03,
+                seed: int = 0, factor: float = DEFAULT_FACTOR, volume_tolerance: float = 0.05,
+                preset: str = "DEFAULT", threads: int = 1) -> tuple[np.ndarray, dict]:
+    """Put the hubs of ``part`` in distinct parts and let Mt-KaHyPar rebuild
+    around them (module doc). ``hypergraph``: the model ``part`` was made on
+    (the column-net hypergraph of ``graph``). Returns (part, report);
+    report["kept"] says whether the new partition replaced the input."""
+    from .backends import mtkahypar_hypergraph
+    from .refine import balance_cap
+
+    t0 = time.perf_counter()
+    factor = check_real("hub factor", factor, lo=0.0, lo_open=True)
+    part = np.asarray(part, dtype=np.int64)
+    w = np.maximum(graph.row_nnz, 1).astype(np.int64)
+    cap, _ = balance_cap(w, part, k, imbalance)
+    tv0, c0 = _costs(graph, part, k)
+    hubs = _dense_rows(graph, tv0, k, factor)
+    hubs = hubs[w[hubs] <= cap]                       # a hub heavier than a part cannot be placed anywhere
+    report = {"hubs": int(hubs.size), "factor": factor, "kept": False, "seconds": 0.0}
+    if hubs.size < 2 or np.unique(part[hubs]).size == hubs.size:
+        report["why"] = "no two hubs share a part"
+        report["seconds"] = time.perf_counter() - t0
+        return part, report
+    free = np.ones(k, dtype=bool)
+    target = np.empty(hubs.size, dtype=np.int64)
+    cheapest = np.argsort(c0, kind="stable")
+    for i, h in enumerate(hubs.tolist()):     # at most k hubs: a loop over hubs, not vertices
+        p = int(part[h])
+        if not free[p]:
+            p = int(cheapest[free[cheapest]][0])
+        free[p] = False
+        target[i] = p
+    start = part.copy()
+    start[hubs] = target
+    fixed = np.full(graph.n, -1, dtype=np.int64)
+    fixed[hubs] = target
+    if preset.upper().replace("-", "_") == "LARGE_K":     # deep multilevel: no fixed vertices in Mt-KaHyPar
+        preset = "DEFAULT"
+    try:
+        new, _ = mtkahypar_hypergraph(hypergraph, k, imbalance=imbalance, seed=seed, preset=preset,
+                                      threads=threads, initial=start, fixed=fixed)
+    except PartitionError as exc:      # the partition in hand stays good: keep it, say why
+        report.update(why=f"Mt-KaHyPar refused: {exc}", seconds=time.perf_counter() - t0)
+        return part, report
+    tv1, c1 = _costs(graph, new, k)
+    heaviest = int(np.bincount(new, weights=w, minlength=k).max())
+    report.update(moved=int((start[hubs] != part[hubs]).sum()), before={"total_volume": tv0,
+                  "max_send_recv": int(c0.max())}, after={"total_volume": tv1, "max_send_recv": int(c1.max())},
+                  max_balance_weight=heaviest, balance_cap=int(cap))
+    if tv1 > (1.0 + volume_tolerance) * tv0:
+        report["why"] = "total volume above the tolerance"
+    elif heaviest > cap:
+        report["why"] = "balance cap exceeded"
+    elif c1.max() >= c0.max():
+        report["why"] = "max(send, recv) not lower"
+    else:
+        report["kept"] = True
+        part = new
+    report["seconds"] = time.perf_counter() - t0
+    return part, report

@@ -1,0 +1,203 @@
+"""Coordinated moves for the bottleneck refinement: clusters of the partition's own coarsening.
+
+Single-vertex FM (:mod:`._fm`) stalls where several parts tie at the max and
+every single move changes a part's boundary by ±1 (meshes): lowering them
+needs many vertices to move together. Here the current partition is
+coarsened *within its parts* (the clustering of the fast mode,
+:meth:`partplan.partition.fast._Level.coarsen`: heavy connectivity over shared
+nets, clusters capped at the balance slack), and from the coarsest level down
+every cluster that touches a hot part tries to move, whole, to each of its
+best-connected parts.
+
+Gains are exact: a trial move applies the members one by one to the fine
+state (pin counts, k×k volume matrix, send/recv; :func:`._fm._apply`), reads
+the potential Φ = Σ_p (send_p/M)^q + (recv_p/M)^q, and undoes them. No
+coarse volume model is needed, so send/recv of conformal ownership stay exact
+at every level; a trial costs O(Σ degrees of the members + k). A move is kept
+when it lowers Φ + μ·ΔTV/M, keeps the target within the balance cap and the
+total volume within its limit (greedy: only improving moves).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _fm
+from ._fm import _apply, _cost, _phi
+
+njit = _fm.njit
+
+
+@njit
+def _phi_total(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q):
+    ph = 0.0
+    for p in range(k):
+        ph += _phi(obj, send[p], recv[p], smsg[p], rmsg[p], alpha, brb, inv, q)
+    return ph
+
+
+@njit
+def _max_cost(obj, k, send, recv, smsg, rmsg, alpha, brb):
+    mx = 0.0
+    for p in range(k):
+        c = _cost(obj, send[p], recv[p], smsg[p], rmsg[p], alpha, brb)
+        if c > mx:
+            mx = c
+    return mx
+
+
+@njit
+def cluster_pass(k, obj, cptr, cmem, order, vptr, vidx, part, w, load, cap, soff, lam, dense, spart, scnt,
+                 vol, send, recv, smsg, rmsg, tot, vlimit, alpha, brb, q, mu, max_targets, theta, max_rounds,
+                 min_gain, maxdeg, min_size, stats):
+    """Greedy rounds of whole-cluster moves (members cmem[cptr[c]:cptr[c+1]],
+    all in one part; clusters visited in ``order``). Returns the moves kept.
+    stats[0] += trial moves, stats[1] += member moves applied (trials included)."""
+    nc = cptr.size - 1
+    crit = np.zeros(maxdeg + 2, np.int64)
+    crita = np.zeros(maxdeg + 2, np.int64)
+    critb = np.zeros(maxdeg + 2, np.int64)
+    ncrit = np.zeros(3, np.int64)
+    buf = np.zeros(k, np.int64)
+    cnt = np.zeros(k, np.int64)
+    touched = np.zeros(k, np.int64)
+    tb = np.zeros(k, np.int64)
+    hot = np.zeros(k, np.bool_)
+    kept = 0
+    for rnd in range(max_rounds):
+        M = _max_cost(obj, k, send, recv, smsg, rmsg, alpha, brb)
+        if M <= 0:
+            break
+        inv = 1.0 / M
+        start = M
+        for p in range(k):
+            hot[p] = _cost(obj, send[p], recv[p], smsg[p], rmsg[p], alpha, brb) >= theta * M
+        phi0 = _phi_total(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q)
+        moved = 0
+        for ii in range(nc):
+            c = order[ii]
+            s0 = cptr[c]
+            s1 = cptr[c + 1]
+            if s1 - s0 < min_size:
+                continue
+            a = part[cmem[s0]]
+            wc = 0
+            nt = 0
+            for s in range(s0, s1):
+                u = cmem[s]
+                wc += w[u]
+                for e in range(vptr[u], vptr[u + 1]):
+                    p = part[vidx[e]]
+                    if p != a:
+                        if cnt[p] == 0:
+                            touched[nt] = p
+                            nt += 1
+                        cnt[p] += 1
+            anyhot = hot[a]
+            for t in range(nt):
+                if hot[touched[t]]:
+                    anyhot = True
+            # the max_targets best-connected parts with room, ties by part id
+            ntb = 0
+            for t in range(nt):
+                p = touched[t]
+                if load[p] + wc <= cap and (hot[a] or hot[p]):   # cool -> cool moves cannot lower a hot part
+                    tb[ntb] = p
+                    ntb += 1
+            for i in range(min(ntb, max_targets)):
+                bi = i
+                for t in range(i + 1, ntb):
+                    if cnt[tb[t]] > cnt[tb[bi]] or (cnt[tb[t]] == cnt[tb[bi]] and tb[t] < tb[bi]):
+                        bi = t
+                tb[i], tb[bi] = tb[bi], tb[i]
+            ntb = min(ntb, max_targets)
+            for t in range(nt):
+                cnt[touched[t]] = 0
+            if not anyhot or ntb == 0:
+                continue
+            tv0 = tot[0]
+            best_g = 1e-12 * max(1.0, phi0)
+            best_b = -1
+            best_phi = phi0
+            for t in range(ntb):
+                b = tb[t]
+                for s in range(s0, s1):
+                    _apply(cmem[s], b, k, vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol, send,
+                           recv, smsg, rmsg, tot, crit, crita, critb, ncrit, buf, False)
+                phi1 = _phi_total(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q)
+                dtv = tot[0] - tv0
+                ok = tot[0] <= vlimit
+                for s in range(s1 - 1, s0 - 1, -1):
+                    _apply(cmem[s], a, k, vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol, send,
+                           recv, smsg, rmsg, tot, crit, crita, critb, ncrit, buf, False)
+                stats[0] += 1
+                stats[1] += 2 * (s1 - s0)
+                g = phi0 - phi1 - mu * inv * dtv
+                if ok and g > best_g:
+                    best_g = g
+                    best_b = b
+                    best_phi = phi1
+            if best_b >= 0:
+                for s in range(s0, s1):
+                    _apply(cmem[s], best_b, k, vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol,
+                           send, recv, smsg, rmsg, tot, crit, crita, critb, ncrit, buf, False)
+                stats[1] += s1 - s0
+                phi0 = best_phi
+                moved += 1
+        kept += moved
+        if moved == 0:
+            break
+        if not _max_cost(obj, k, send, recv, smsg, rmsg, alpha, brb) < start * (1.0 - min_gain):
+            break
+    return kept
+
+
+def _members(cid: np.ndarray, nc: int) -> tuple[np.ndarray, np.ndarray]:
+    """CSR of the clusters: members of c are cmem[cptr[c]:cptr[c + 1]] (ascending ids)."""
+    cmem = np.argsort(cid, kind="stable").astype(np.int64)
+    cptr = np.zeros(nc + 1, np.int64)
+    np.cumsum(np.bincount(cid, minlength=nc), out=cptr[1:])
+    return cptr, cmem
+
+
+def cluster_moves(graph, st, part: np.ndarray, k: int, w: np.ndarray, cap: int, vlimit: int, obj: int,
+                  alpha: float, brb: float, q: int, mu: float, *, seed: int = 0, max_targets: int = 1,
+                  theta: float = 0.9, max_rounds: int = 1, min_gain: float = 0.0, cluster_weight: float = 1.0,
+                  coarse_vertices_per_part: int = 20, max_net: int = 16, min_size: int = 2,
+                  max_levels: int = 64) -> dict:
+    """Coarsen ``part`` within its parts and run :func:`cluster_pass` from the
+    coarsest level down to clusters of two or more vertices; ``part`` and the
+    state ``st`` (:class:`partplan.partition.refine._State`) are updated in
+    place. Returns {"levels": [(clusters, moves kept)], "trials": ..., "seconds": ...}."""
+    import time
+
+    from .fast import _level0
+
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    fine = _level0(graph)
+    slack = max(cap - -(-int(w.sum()) // k), 0)
+    maxw = int(cluster_weight * slack + 2 * w.sum() / max(graph.n, 1)) + 1
+    maps = []                           # fine vertex -> cluster id, per level
+    lev, lpart, cur = fine, part.copy(), np.arange(graph.n, dtype=np.int64)
+    while lev.n > coarse_vertices_per_part * k:
+        nxt, npart = lev.coarsen(lpart, rng, maxw, max_net)
+        if nxt is None:
+            break
+        cur = lev.cid[cur]
+        maps.append((cur, nxt.n))
+        lev, lpart = nxt, npart
+    del fine, lev
+    t_coarse = time.perf_counter() - t0
+    maxdeg = int(np.diff(st.vptr).max()) if graph.n else 0
+    stats = np.zeros(2, np.int64)
+    levels = []
+    for cid, nc in list(reversed(maps))[:max_levels]:
+        cptr, cmem = _members(cid, nc)
+        order = rng.permutation(nc).astype(np.int64)
+        kept = cluster_pass(k, obj, cptr, cmem, order, st.vptr, st.vidx, part, w, st.load, cap, st.soff, st.lam,
+                            st.dense, st.spart, st.scnt, st.vol, st.send, st.recv, st.smsg, st.rmsg, st.tot,
+                            vlimit, alpha, brb, q, mu, max_targets, theta, max_rounds, min_gain, maxdeg, min_size,
+                            stats)
+        levels.append((int(nc), int(kept)))
+    return {"levels": levels, "moves": sum(m for _, m in levels), "trials": int(stats[0]), "member_moves": int(stats[1]),
+            "coarsen_s": t_coarse, "seconds": time.perf_counter() - t0}
