@@ -245,6 +245,14 @@ def _apply(u, b, k, vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vo
     ncrit_arr[2] = nb
 
 
+@njit
+def apply_scratch(maxdeg, k):
+    """Scratch arrays of :func:`_apply` (crit, crita, critb, ncrit, buf) for
+    vertices of at most ``maxdeg`` nets and k parts."""
+    return (np.zeros(maxdeg + 2, np.int64), np.zeros(maxdeg + 2, np.int64), np.zeros(maxdeg + 2, np.int64),
+            np.zeros(3, np.int64), np.zeros(k, np.int64))
+
+
 # ------------------------------------------------------------------ costs
 @njit_inline
 def _cost(obj, S, R, sm, rm, alpha, brb):
@@ -689,11 +697,7 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
          np.zeros(k, np.float64), -np.ones(k, np.int64), np.zeros(maxdeg + 1, np.int64))
     phic = W[13]
     S = (vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol, send, recv, smsg, rmsg)
-    buf = np.zeros(k, np.int64)
-    crit = np.zeros(maxdeg + 2, np.int64)
-    crita = np.zeros(maxdeg + 2, np.int64)
-    critb = np.zeros(maxdeg + 2, np.int64)
-    ncrit = np.zeros(3, np.int64)
+    crit, crita, critb, ncrit, buf = apply_scratch(maxdeg, k)
     heap = np.zeros(n, np.int64)
     hkey = np.zeros(n, np.float64)
     hb = np.zeros(n, np.int64)

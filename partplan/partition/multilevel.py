@@ -22,27 +22,9 @@ from __future__ import annotations
 import numpy as np
 
 from . import _fm
-from ._fm import _apply, _cost, _phi
+from ._fm import _apply, _cost, apply_scratch, state_key
 
 njit = _fm.njit
-
-
-@njit
-def _phi_total(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q):
-    ph = 0.0
-    for p in range(k):
-        ph += _phi(obj, send[p], recv[p], smsg[p], rmsg[p], alpha, brb, inv, q)
-    return ph
-
-
-@njit
-def _max_cost(obj, k, send, recv, smsg, rmsg, alpha, brb):
-    mx = 0.0
-    for p in range(k):
-        c = _cost(obj, send[p], recv[p], smsg[p], rmsg[p], alpha, brb)
-        if c > mx:
-            mx = c
-    return mx
 
 
 @njit
@@ -53,25 +35,21 @@ def cluster_pass(k, obj, cptr, cmem, order, vptr, vidx, part, w, load, cap, soff
     all in one part; clusters visited in ``order``). Returns the moves kept.
     stats[0] += trial moves, stats[1] += member moves applied (trials included)."""
     nc = cptr.size - 1
-    crit = np.zeros(maxdeg + 2, np.int64)
-    crita = np.zeros(maxdeg + 2, np.int64)
-    critb = np.zeros(maxdeg + 2, np.int64)
-    ncrit = np.zeros(3, np.int64)
-    buf = np.zeros(k, np.int64)
+    crit, crita, critb, ncrit, buf = apply_scratch(maxdeg, k)
     cnt = np.zeros(k, np.int64)
     touched = np.zeros(k, np.int64)
     tb = np.zeros(k, np.int64)
     hot = np.zeros(k, np.bool_)
     kept = 0
     for rnd in range(max_rounds):
-        M = _max_cost(obj, k, send, recv, smsg, rmsg, alpha, brb)
+        M = state_key(obj, k, send, recv, smsg, rmsg, alpha, brb, 1.0, q)[0]
         if M <= 0:
             break
         inv = 1.0 / M
         start = M
         for p in range(k):
             hot[p] = _cost(obj, send[p], recv[p], smsg[p], rmsg[p], alpha, brb) >= theta * M
-        phi0 = _phi_total(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q)
+        phi0 = state_key(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q)[1]
         moved = 0
         for ii in range(nc):
             c = order[ii]
@@ -123,7 +101,7 @@ def cluster_pass(k, obj, cptr, cmem, order, vptr, vidx, part, w, load, cap, soff
                 for s in range(s0, s1):
                     _apply(cmem[s], b, k, vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol, send,
                            recv, smsg, rmsg, tot, crit, crita, critb, ncrit, buf, False)
-                phi1 = _phi_total(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q)
+                phi1 = state_key(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q)[1]
                 dtv = tot[0] - tv0
                 ok = tot[0] <= vlimit
                 for s in range(s1 - 1, s0 - 1, -1):
@@ -146,7 +124,7 @@ def cluster_pass(k, obj, cptr, cmem, order, vptr, vidx, part, w, load, cap, soff
         kept += moved
         if moved == 0:
             break
-        if not _max_cost(obj, k, send, recv, smsg, rmsg, alpha, brb) < start * (1.0 - min_gain):
+        if not state_key(obj, k, send, recv, smsg, rmsg, alpha, brb, 1.0, q)[0] < start * (1.0 - min_gain):
             break
     return kept
 
