@@ -62,7 +62,7 @@ def test_cluster_moves_keep_the_state_exact_and_the_constraints(case):
     assert int(st.tot[0]) == analyze(g, out, k, backward=False).total_volume <= vlimit
     assert np.bincount(out, weights=w, minlength=k).max() <= cap
     assert np.array_equal(st.load, np.bincount(out, weights=w, minlength=k))
-    # greedy moves only: the bottleneck never rises
+    # improving moves that never raise the max
     assert np.maximum(s1, r1).max() <= np.maximum(s0, r0).max()
     assert rep["moves"] == sum(m for _, m in rep["levels"]) and rep["trials"] >= rep["moves"]
 
@@ -198,6 +198,8 @@ def test_partition_pipeline_spreads_hubs_within_the_volume_limit():
 
 @pytest.mark.parametrize("kw, err", [
     ({"hub_factor": -1}, OptionError),
+    ({"hub_factor": "x", "objective": "total"}, OptionError),
+    ({"volume_tolerance": None}, OptionError),
     ({"hub_factor": float("nan")}, OptionError),
     ({"hub_factor": "two"}, OptionError),
     ({"hub_factor": 2.0, "objective": "total"}, BackendUnavailableError),
@@ -209,7 +211,7 @@ def test_hub_factor_option_errors(kw, err):
     with pytest.raises(err) as exc:
         api.partition(g, 4, **kw)
     assert isinstance(exc.value, PartplanError)
-    assert "hub_factor" in str(exc.value)
+    assert ("hub_factor" if "hub_factor" in kw else "volume_tolerance") in str(exc.value)
 
 
 def test_large_k_preset_spreads_hubs_with_default_vcycle():
@@ -222,3 +224,87 @@ def test_large_k_preset_spreads_hubs_with_default_vcycle():
     p = api.partition(g, 4, preset="LARGE_K", seed=0)
     s, r = brute_send_recv(g, p.part, 4)
     assert p.stats.total_volume == int(s.sum())
+
+
+def test_cluster_moves_never_raise_the_max_on_strips():
+    """A case where a lower potential alone would raise the max (found in review)."""
+    g = mesh(15)
+    k = 8
+    part = (np.arange(g.n) * k // g.n).astype(np.int64)
+    w = np.maximum(g.row_nnz, 1).astype(np.int64)
+    cap, _ = balance_cap(w, part, k, 0.1)
+    s0, r0 = brute_send_recv(g, part, k)
+    for seed in range(40):
+        st = _State(g, part, k)
+        out = part.copy()
+        cluster_moves(g, st, out, k, w, cap, 10 ** 9, 3, 0.0, 0.0, 16, 0.05, seed=seed, max_rounds=3, max_targets=3)
+        s1, r1 = brute_send_recv(g, out, k)
+        assert np.maximum(s1, r1).max() <= np.maximum(s0, r0).max(), seed
+
+
+def test_cluster_moves_stop_at_the_deadline_with_an_exact_state():
+    g = mesh(20)
+    k = 4
+    part = (np.arange(g.n) % k).astype(np.int64)
+    w = np.maximum(g.row_nnz, 1).astype(np.int64)
+    st = _State(g, part, k)
+    out = part.copy()
+    rep = cluster_moves(g, st, out, k, w, 10 ** 9, 10 ** 9, 3, 0.0, 0.0, 16, 0.05, deadline=0.0)
+    assert rep["stopped"] == "time limit" and rep["moves"] == 0
+    st.check(out)
+    assert np.array_equal(out, part)
+
+
+@pytest.mark.parametrize("max_passes", [1, 2, 3, 5])
+def test_multilevel_keeps_max_passes_and_converges(max_passes):
+    g = mesh(21)
+    k = 4
+    part = np.random.default_rng(0).integers(0, k, g.n)
+    new, rep = refine(g, part, k, imbalance=0.05, max_passes=max_passes)
+    assert len(rep["trace"]) == rep["passes"] <= max_passes
+    new, rep = refine(g, part, k, imbalance=0.05)          # default budget: FM ends by convergence
+    assert rep["stopped"] == "converged"
+    assert len(rep["trace"]) == rep["passes"] and rep["trace"][-1]["stage"] in (1, 2)
+
+
+def test_huge_volume_tolerance_is_no_limit():
+    g = random_graph(200, 800, 5)
+    part = (np.arange(g.n) % 4).astype(np.int64)
+    new, rep = refine(g, part, 4, volume_tolerance=1e17)
+    s, r = brute_send_recv(g, new, 4)
+    assert rep["after"]["total_volume"] == int(s.sum()) and rep["volume_limit"] >= int(s.sum())
+
+
+def test_no_hubs_without_volume():
+    """Disjoint cliques, one per part: nothing is sent, so no row is a hub (TV/k = 0)."""
+    from partplan.models import column_net
+
+    src, dst = [], []
+    for c in range(4):
+        idx = np.arange(c * 10, c * 10 + 10)
+        a, b = np.meshgrid(idx, idx)
+        src.append(a.ravel())
+        dst.append(b.ravel())
+    g = Graph.from_edges(np.concatenate(src), np.concatenate(dst), n=40, symmetrize=True)
+    part = np.repeat(np.arange(4), 10)
+    assert find_hubs(g, part, 4).size == 4           # by the definition every row exceeds 2 * 0 / 4 ...
+    new, rep = spread_hubs(g, column_net(g), part, 4)  # ... but with nothing sent nothing is spread
+    assert rep["hubs"] == 0 and not rep["kept"] and np.array_equal(new, part)
+
+
+@pytest.mark.parametrize("objective", ["max-send", "max-recv", "weighted"])
+def test_spread_hubs_keeps_only_what_lowers_the_objective_asked_for(objective):
+    from partplan.models import column_net
+
+    g, hubs, block = two_hub_graph(2)
+    k = 4
+    new, rep = spread_hubs(g, column_net(g), block, k, volume_tolerance=0.5, objective=objective)
+    s0, s1 = analyze(g, block, k, backward=False), analyze(g, new, k, backward=False)
+    value = {"max-send": lambda s: s.max_send, "max-recv": lambda s: s.max_recv,
+             "weighted": lambda s: s.time_estimate}[objective]
+    if rep["kept"]:
+        assert value(s1) < value(s0)
+    else:
+        assert np.array_equal(new, block) and rep["why"] == f"{objective} not lower"
+    with pytest.raises(OptionError):
+        spread_hubs(g, column_net(g), block, k, objective="total")

@@ -52,7 +52,7 @@ from ..errors import BackendUnavailableError, OptionError, PartitionError
 from .options import check_imbalance, check_real, check_seed
 from ..graph import Graph
 from ..metrics import CommStats, LayoutStats, analyze
-from ..metrics.cost import check_width, dtype_bytes
+from ..metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, check_width, dtype_bytes
 from ..layouts import Layout, parse_layout
 from ..models import column_net, joint_net, stochastic_hypergraph
 from .backends import backend_names, default_backend, run_backend
@@ -256,12 +256,13 @@ def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | 
     v = refine_opts.get("time_limit")
     if v is not None and not (isinstance(v, (int, float)) and v >= 0):
         raise OptionError(f"time_limit must be a number >= 0, got {v!r}")
-    if refine_opts.get("volume_tolerance") is not None:
-        check_real("volume_tolerance", refine_opts["volume_tolerance"])
+    for key in ("volume_tolerance", "alpha", "beta"):
+        if key in refine_opts:
+            refine_opts[key] = check_real(key, refine_opts[key])
     if hub_factor is not None:
-        if objective == "total":
-            raise BackendUnavailableError("option hub_factor applies to bottleneck objectives only")
         hub_factor = check_real("hub_factor", hub_factor)
+        if hub_factor > 0 and objective == "total":
+            raise BackendUnavailableError("option hub_factor applies to bottleneck objectives only")
         if hub_factor > 0 and (backend != "mtkahypar" or model != "hypergraph"):
             raise BackendUnavailableError("option hub_factor needs backend mtkahypar on the hypergraph model "
                                           "(Mt-KaHyPar's fixed vertices)")
@@ -337,9 +338,12 @@ def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | 
         factor = DEFAULT_FACTOR if hub_factor is None else hub_factor
         if factor > 0:
             t0 = time.perf_counter()
-            new, info["hubs"] = spread_hubs(graph, model_obj, part, b, imbalance=imbalance, seed=seed,
-                                            factor=factor, volume_tolerance=refine_opts.get("volume_tolerance", 0.05),
-                                            preset=opts.get("preset", "DEFAULT"), threads=opts.get("threads", 1))
+            new, info["hubs"] = spread_hubs(
+                graph, model_obj, part, b, imbalance=imbalance, seed=seed, factor=factor,
+                volume_tolerance=refine_opts.get("volume_tolerance", 0.05), preset=opts.get("preset", "DEFAULT"),
+                threads=opts.get("threads", 1), objective=objective,
+                alpha=refine_opts.get("alpha", DEFAULT_ALPHA_S), beta=refine_opts.get("beta", DEFAULT_BETA_S_PER_BYTE),
+                row_bytes=f * dtype_bytes(dtype))
             timings["hubs_s"] = time.perf_counter() - t0
             if info["hubs"]["kept"]:
                 say(f"spread {info['hubs']['hubs']} hubs over distinct parts")

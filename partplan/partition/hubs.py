@@ -14,8 +14,8 @@ rebuilds the partition around them, moving their neighbourhoods with them.
 
 The result is kept only when its total volume stays within
 ``(1 + volume_tolerance)`` × the input's, its heaviest part within the input's
-balance cap, and its max(send, recv) is lower; otherwise the input is
-returned unchanged. Nothing runs (no cost) when fewer than two hubs share a
+balance cap, and the objective asked for (max(send, recv) by default) is
+lower; otherwise the input is returned unchanged. Nothing runs (no cost) when fewer than two hubs share a
 part. Mt-KaHyPar only: other engines have no fixed vertices with
 ``improve_partition``.
 
@@ -34,10 +34,12 @@ import time
 
 import numpy as np
 
-from ..errors import PartitionError
+from ..errors import OptionError, PartitionError
 from ..graph import Graph
 from ..hypergraph import Hypergraph
+from ..metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE
 from ..metrics.volume1d import volume_matrix
+from .objectives import check_objective
 from .options import check_real
 
 DEFAULT_FACTOR = 2.0
@@ -47,6 +49,15 @@ def _costs(graph: Graph, part: np.ndarray, k: int) -> tuple[int, np.ndarray]:
     """(total volume, max(send, recv) per part), rows of H."""
     vol, _ = volume_matrix(graph.indptr, graph.indices, part, k)
     return int(vol.sum()), np.maximum(vol.sum(axis=1), vol.sum(axis=0))
+
+
+# the figure of refine's report each bottleneck objective lowers
+_OBJECTIVE_FIGURE = {"max-both": "max_send_recv", "max-send": "max_send", "max-recv": "max_recv",
+                     "weighted": "time_estimate_s"}
+
+
+def _summary(fig: dict) -> dict:
+    return {key: fig[key] for key in ("total_volume", "max_send_recv", "max_send", "max_recv", "time_estimate_s")}
 
 
 def find_hubs(graph: Graph, part: np.ndarray, k: int, factor: float = DEFAULT_FACTOR) -> np.ndarray:
@@ -63,23 +74,32 @@ def _dense_rows(graph: Graph, tv: int, k: int, factor: float) -> np.ndarray:
 
 def spread_hubs(graph: Graph, hypergraph: Hypergraph, part: np.ndarray, k: int, *, imbalance: float = 0.03,
                 seed: int = 0, factor: float = DEFAULT_FACTOR, volume_tolerance: float = 0.05,
-                preset: str = "DEFAULT", threads: int = 1) -> tuple[np.ndarray, dict]:
+                preset: str = "DEFAULT", threads: int = 1, objective: str = "max-both",
+                alpha: float = DEFAULT_ALPHA_S, beta: float = DEFAULT_BETA_S_PER_BYTE,
+                row_bytes: int = 512) -> tuple[np.ndarray, dict]:
     """Put the hubs of ``part`` in distinct parts and let Mt-KaHyPar rebuild
     around them (module doc). ``hypergraph``: the model ``part`` was made on
-    (the column-net hypergraph of ``graph``). Returns (part, report);
+    (the column-net hypergraph of ``graph``). The result is kept only when it
+    lowers ``objective`` (max-both / max-send / max-recv: rows of H; weighted:
+    the α-β time of the busiest rank with ``alpha`` s per message, ``beta`` s
+    per byte, ``row_bytes`` bytes per row). Returns (part, report);
     report["kept"] says whether the new partition replaced the input."""
     from .backends import mtkahypar_hypergraph
-    from .refine import balance_cap
+    from .refine import _figures, balance_cap
 
     t0 = time.perf_counter()
     factor = check_real("hub factor", factor, lo=0.0, lo_open=True)
+    volume_tolerance = check_real("volume_tolerance", volume_tolerance)
+    key = check_objective(objective)
+    if key == "total":
+        raise OptionError("spread_hubs lowers a bottleneck objective; 'total' has none")
     part = np.asarray(part, dtype=np.int64)
     w = np.maximum(graph.row_nnz, 1).astype(np.int64)
     cap, _ = balance_cap(w, part, k, imbalance)
     tv0, c0 = _costs(graph, part, k)
-    hubs = _dense_rows(graph, tv0, k, factor)
-    hubs = hubs[w[hubs] <= cap]                       # a hub heavier than a part cannot be placed anywhere
-    report = {"hubs": int(hubs.size), "factor": factor, "kept": False, "seconds": 0.0}
+    # a partition that sends nothing has no hubs to spread (and TV/k = 0 would make every row one)
+    hubs = _dense_rows(graph, tv0, k, factor) if tv0 > 0 else np.zeros(0, dtype=np.int64)
+    report = {"hubs": int(hubs.size), "factor": factor, "objective": key, "kept": False, "seconds": 0.0}
     if hubs.size < 2 or np.unique(part[hubs]).size == hubs.size:
         report["why"] = "no two hubs share a part"
         report["seconds"] = time.perf_counter() - t0
@@ -105,17 +125,16 @@ def spread_hubs(graph: Graph, hypergraph: Hypergraph, part: np.ndarray, k: int, 
     except PartitionError as exc:      # the partition in hand stays good: keep it, say why
         report.update(why=f"Mt-KaHyPar refused: {exc}", seconds=time.perf_counter() - t0)
         return part, report
-    tv1, c1 = _costs(graph, new, k)
-    heaviest = int(np.bincount(new, weights=w, minlength=k).max())
-    report.update(moved=int((start[hubs] != part[hubs]).sum()), before={"total_volume": tv0,
-                  "max_send_recv": int(c0.max())}, after={"total_volume": tv1, "max_send_recv": int(c1.max())},
-                  max_balance_weight=heaviest, balance_cap=int(cap))
-    if tv1 > (1.0 + volume_tolerance) * tv0:
+    f0 = _figures(graph, part, k, w, alpha, beta, row_bytes)
+    f1 = _figures(graph, new, k, w, alpha, beta, row_bytes)
+    report.update(moved=int((start[hubs] != part[hubs]).sum()), before=_summary(f0), after=_summary(f1),
+                  max_balance_weight=f1["max_balance_weight"], balance_cap=int(cap))
+    if f1["total_volume"] > (1.0 + volume_tolerance) * tv0:
         report["why"] = "total volume above the tolerance"
-    elif heaviest > cap:
+    elif f1["max_balance_weight"] > cap:
         report["why"] = "balance cap exceeded"
-    elif c1.max() >= c0.max():
-        report["why"] = "max(send, recv) not lower"
+    elif not f1[_OBJECTIVE_FIGURE[key]] < f0[_OBJECTIVE_FIGURE[key]]:
+        report["why"] = f"{key} not lower"
     else:
         report["kept"] = True
         part = new

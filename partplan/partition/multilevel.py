@@ -14,15 +14,16 @@ state (pin counts, k×k volume matrix, send/recv; :func:`._fm._apply`), reads
 the potential Φ = Σ_p (send_p/M)^q + (recv_p/M)^q, and undoes them. No
 coarse volume model is needed, so send/recv of conformal ownership stay exact
 at every level; a trial costs O(Σ degrees of the members + k). A move is kept
-when it lowers Φ + μ·ΔTV/M, keeps the target within the balance cap and the
-total volume within its limit (greedy: only improving moves).
+when it lowers Φ + μ·ΔTV/M, does not raise the max cost, keeps the target
+within the balance cap and the total volume within its limit (greedy: only
+improving moves; the max never rises). ``deadline`` stops it between clusters.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from . import _fm
-from ._fm import _apply, _cost, apply_scratch, state_key
+from ._fm import _apply, _cost, _time, apply_scratch, objmode, state_key
 
 njit = _fm.njit
 
@@ -30,10 +31,12 @@ njit = _fm.njit
 @njit
 def cluster_pass(k, obj, cptr, cmem, order, vptr, vidx, part, w, load, cap, soff, lam, dense, spart, scnt,
                  vol, send, recv, smsg, rmsg, tot, vlimit, alpha, brb, q, mu, max_targets, theta, max_rounds,
-                 min_gain, maxdeg, min_size, stats):
+                 min_gain, maxdeg, min_size, deadline, stats):
     """Greedy rounds of whole-cluster moves (members cmem[cptr[c]:cptr[c+1]],
     all in one part; clusters visited in ``order``). Returns the moves kept.
-    stats[0] += trial moves, stats[1] += member moves applied (trials included)."""
+    stats[0] += trial moves, stats[1] += member moves applied (trials included);
+    stats[2] = 1 when the deadline (perf_counter seconds, < 0: none) stopped it.
+    A move must lower Φ + μ·ΔTV/M and must not raise the current max cost."""
     nc = cptr.size - 1
     crit, crita, critb, ncrit, buf = apply_scratch(maxdeg, k)
     cnt = np.zeros(k, np.int64)
@@ -49,9 +52,16 @@ def cluster_pass(k, obj, cptr, cmem, order, vptr, vidx, part, w, load, cap, soff
         start = M
         for p in range(k):
             hot[p] = _cost(obj, send[p], recv[p], smsg[p], rmsg[p], alpha, brb) >= theta * M
-        phi0 = state_key(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q)[1]
+        mcur, phi0 = state_key(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q)
         moved = 0
         for ii in range(nc):
+            if deadline >= 0 and (ii & 15) == 0:
+                now = 0.0
+                with objmode(now="float64"):
+                    now = _time.perf_counter()
+                if now > deadline:
+                    stats[2] = 1
+                    return kept + moved
             c = order[ii]
             s0 = cptr[c]
             s1 = cptr[c + 1]
@@ -96,14 +106,16 @@ def cluster_pass(k, obj, cptr, cmem, order, vptr, vidx, part, w, load, cap, soff
             best_g = 1e-12 * max(1.0, phi0)
             best_b = -1
             best_phi = phi0
+            best_mx = mcur
+            tol = 1e-9 * max(1.0, mcur)
             for t in range(ntb):
                 b = tb[t]
                 for s in range(s0, s1):
                     _apply(cmem[s], b, k, vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol, send,
                            recv, smsg, rmsg, tot, crit, crita, critb, ncrit, buf, False)
-                phi1 = state_key(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q)[1]
+                mx1, phi1 = state_key(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q)
                 dtv = tot[0] - tv0
-                ok = tot[0] <= vlimit
+                ok = tot[0] <= vlimit and mx1 <= mcur + tol
                 for s in range(s1 - 1, s0 - 1, -1):
                     _apply(cmem[s], a, k, vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol, send,
                            recv, smsg, rmsg, tot, crit, crita, critb, ncrit, buf, False)
@@ -114,12 +126,14 @@ def cluster_pass(k, obj, cptr, cmem, order, vptr, vidx, part, w, load, cap, soff
                     best_g = g
                     best_b = b
                     best_phi = phi1
+                    best_mx = mx1
             if best_b >= 0:
                 for s in range(s0, s1):
                     _apply(cmem[s], best_b, k, vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol,
                            send, recv, smsg, rmsg, tot, crit, crita, critb, ncrit, buf, False)
                 stats[1] += s1 - s0
                 phi0 = best_phi
+                mcur = best_mx
                 moved += 1
         kept += moved
         if moved == 0:
@@ -141,11 +155,13 @@ def cluster_moves(graph, st, part: np.ndarray, k: int, w: np.ndarray, cap: int, 
                   alpha: float, brb: float, q: int, mu: float, *, seed: int = 0, max_targets: int = 1,
                   theta: float = 0.9, max_rounds: int = 1, min_gain: float = 0.0, cluster_weight: float = 1.0,
                   coarse_vertices_per_part: int = 20, max_net: int = 16, min_size: int = 2,
-                  max_levels: int = 64) -> dict:
+                  max_levels: int = 64, deadline: float = -1.0) -> dict:
     """Coarsen ``part`` within its parts and run :func:`cluster_pass` from the
     coarsest level down to clusters of two or more vertices; ``part`` and the
     state ``st`` (:class:`partplan.partition.refine._State`) are updated in
-    place. Returns {"levels": [(clusters, moves kept)], "trials": ..., "seconds": ...}."""
+    place. ``deadline``: time.perf_counter() seconds (< 0: none). Returns
+    {"levels": [(clusters, moves kept)], "moves", "trials", "member_moves",
+    "coarsen_s", "seconds", "stopped": "done" | "time limit"}."""
     import time
 
     from .fast import _level0
@@ -167,7 +183,7 @@ def cluster_moves(graph, st, part: np.ndarray, k: int, w: np.ndarray, cap: int, 
     del fine, lev
     t_coarse = time.perf_counter() - t0
     maxdeg = int(np.diff(st.vptr).max()) if graph.n else 0
-    stats = np.zeros(2, np.int64)
+    stats = np.zeros(3, np.int64)
     levels = []
     for cid, nc in list(reversed(maps))[:max_levels]:
         cptr, cmem = _members(cid, nc)
@@ -175,7 +191,10 @@ def cluster_moves(graph, st, part: np.ndarray, k: int, w: np.ndarray, cap: int, 
         kept = cluster_pass(k, obj, cptr, cmem, order, st.vptr, st.vidx, part, w, st.load, cap, st.soff, st.lam,
                             st.dense, st.spart, st.scnt, st.vol, st.send, st.recv, st.smsg, st.rmsg, st.tot,
                             vlimit, alpha, brb, q, mu, max_targets, theta, max_rounds, min_gain, maxdeg, min_size,
-                            stats)
+                            float(deadline), stats)
         levels.append((int(nc), int(kept)))
+        if stats[2]:
+            break
     return {"levels": levels, "moves": sum(m for _, m in levels), "trials": int(stats[0]), "member_moves": int(stats[1]),
-            "coarsen_s": t_coarse, "seconds": time.perf_counter() - t0}
+            "coarsen_s": t_coarse, "seconds": time.perf_counter() - t0,
+            "stopped": "time limit" if stats[2] else "done"}

@@ -66,8 +66,9 @@ from .options import check_bool, check_imbalance, check_int, check_real, rng_see
 
 _LAST_STATS = [0] * 8
 PASS_END = ("patience", "no candidate", "move limit", "time limit")
-# multilevel=True: at most this many FM passes before the cluster moves, and after them
-ML_PASSES = (2, 2)
+# multilevel=True: FM passes before the cluster moves (after them: on to convergence)
+ML_FM_PASSES = 2
+VOLUME_LIMIT_MAX = 2 ** 60
 
 
 def balance_cap(weights: np.ndarray, part: np.ndarray, k: int, imbalance: float) -> tuple[int, int]:
@@ -123,11 +124,11 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
         the input's volume in between (only states within the limit count).
     min_gain : a new pass starts only when the last one lowered the optimized
         value (max cost, or total volume for "total") by more than this fraction.
-    multilevel : bottleneck objectives: at most ``ML_PASSES[0]`` FM passes, then
-        whole clusters of the partition's own coarsening move
-        (:func:`partplan.partition.multilevel.cluster_moves`; coordinated moves
-        single-vertex FM cannot find), then at most ``ML_PASSES[1]`` FM passes
-        (on to convergence when no cluster moved). False: FM passes until
+    multilevel : bottleneck objectives with ``max_passes`` > ``ML_FM_PASSES``:
+        ``ML_FM_PASSES`` FM passes, then whole clusters of the partition's own
+        coarsening move (:func:`partplan.partition.multilevel.cluster_moves`;
+        coordinated moves single-vertex FM cannot find), then FM passes on to
+        convergence (``max_passes`` in all). False: FM passes until
         convergence only.
     volume_reference : see ``volume_tolerance``.
 
@@ -169,15 +170,16 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
     alpha, beta = check_real("alpha", alpha), check_real("beta", beta)
     blocked, full_updates, sink = (check_bool("blocked", blocked), check_bool("full_updates", full_updates),
                                    check_bool("sink", sink))
+    volume_reference = check_int("volume_reference", volume_reference, none_ok=True)
+    multilevel = check_bool("multilevel", multilevel)
     n = graph.n
     rb = f * dtype_bytes(dtype)
     w = np.maximum(graph.row_nnz, 1).astype(np.int64)
     cap, limit = balance_cap(w, part, k, imbalance)
     before = _figures(graph, part, k, w, alpha, beta, rb)
-    volume_reference = check_int("volume_reference", volume_reference, none_ok=True)
-    multilevel = check_bool("multilevel", multilevel)
     ref_volume = before["total_volume"] if volume_reference is None else volume_reference
-    vlimit = int(np.floor(ref_volume * (1.0 + volume_tolerance)))
+    # (capped: a huge tolerance means no limit, and the kernels count in int64)
+    vlimit = int(min(np.floor(ref_volume * (1.0 + volume_tolerance)), VOLUME_LIMIT_MAX))
     out = part.copy()
     trace: list[dict] = []
     passes = kept = tried = 0
@@ -197,21 +199,25 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
         big_deg = int(max(64, 4 * avg)) if big_degree is None else int(big_degree)
         deadline = -1.0 if time_limit is None else t0 + float(time_limit)
         stats = np.zeros(8, dtype=np.int64)
-        use_ml = multilevel and objective != "total"
-        stages = (min(max_passes, ML_PASSES[0]), min(max_passes, ML_PASSES[1])) if use_ml else (max_passes,)
+        # multilevel: ML_FM_PASSES FM passes, the cluster moves, then FM on to convergence
+        # (within max_passes in all); else FM to convergence
+        use_ml = multilevel and objective != "total" and max_passes > ML_FM_PASSES
+        stages = (ML_FM_PASSES, max_passes) if use_ml else (max_passes,)
         code = 0
         for si, npasses in enumerate(stages):
             if si == 1:       # between the two FM stages: whole clusters move (multilevel.py)
                 if code == 1 or (deadline >= 0 and time.perf_counter() > deadline):
+                    code = 1
                     break
                 ml_report = cluster_moves(graph, st, out, k, w, cap, vlimit, _fm.OBJ_CODES[objective],
-                                          float(alpha), float(beta) * rb, int(q), float(mu), seed=seed)
-                if ml_report["moves"] == 0:     # nothing moved: FM goes on to convergence, if it was cut short
-                    if code != 2:
-                        break
-                    npasses = max_passes - passes
-                    if npasses <= 0:
-                        break
+                                          float(alpha), float(beta) * rb, int(q), float(mu), seed=seed,
+                                          deadline=deadline)
+                if ml_report["stopped"] == "time limit":
+                    code = 1
+                    break
+                if ml_report["moves"] == 0 and code == 0:    # FM had converged and no cluster moved
+                    break
+                npasses = max_passes - passes
             tr = np.zeros((max(1, npasses), 5))
             ts = time.perf_counter() - t0
             p_, k_, t_, code = _fm._fm(
