@@ -6,8 +6,8 @@ needs many vertices to move together. Here the current partition is
 coarsened *within its parts* (the clustering of the fast mode,
 :meth:`partplan.partition.fast._Level.coarsen`: heavy connectivity over shared
 nets, clusters capped at the balance slack), and from the coarsest level down
-every cluster that touches a hot part tries to move, whole, to each of its
-best-connected parts.
+every cluster of two or more vertices in a *hot* part (cost ≥ θ × the max)
+tries to move, whole, to its best-connected part with room.
 
 Gains are exact: a trial move applies the members one by one to the fine
 state (pin counts, k×k volume matrix, send/recv; :func:`._fm._apply`), reads
@@ -68,6 +68,8 @@ def cluster_pass(k, obj, cptr, cmem, order, vptr, vidx, part, w, load, cap, soff
             if s1 - s0 < min_size:
                 continue
             a = part[cmem[s0]]
+            if not hot[a]:       # clusters leave hot parts (pulling clusters in measured worse and slower)
+                continue
             wc = 0
             nt = 0
             for s in range(s0, s1):
@@ -80,15 +82,11 @@ def cluster_pass(k, obj, cptr, cmem, order, vptr, vidx, part, w, load, cap, soff
                             touched[nt] = p
                             nt += 1
                         cnt[p] += 1
-            anyhot = hot[a]
-            for t in range(nt):
-                if hot[touched[t]]:
-                    anyhot = True
             # the max_targets best-connected parts with room, ties by part id
             ntb = 0
             for t in range(nt):
                 p = touched[t]
-                if load[p] + wc <= cap and (hot[a] or hot[p]):   # cool -> cool moves cannot lower a hot part
+                if load[p] + wc <= cap:
                     tb[ntb] = p
                     ntb += 1
             for i in range(min(ntb, max_targets)):
@@ -100,7 +98,7 @@ def cluster_pass(k, obj, cptr, cmem, order, vptr, vidx, part, w, load, cap, soff
             ntb = min(ntb, max_targets)
             for t in range(nt):
                 cnt[touched[t]] = 0
-            if not anyhot or ntb == 0:
+            if ntb == 0:
                 continue
             tv0 = tot[0]
             best_g = 1e-12 * max(1.0, phi0)

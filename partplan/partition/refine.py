@@ -88,7 +88,7 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
            patience: int = 200, max_passes: int = 30, max_targets: int = 3, q: int = 16,
            mu: float = 0.05, overload: float = 0.02, big_degree: int | None = None, blocked: bool = True, full_updates: bool = False, hot: float = 0.9, sink: bool = True, volume_slack: float = 0.0,
            max_moves_per_pass: int | None = None,
-           min_gain: float = 0.005, multilevel: bool = True, volume_reference: int | None = None) -> tuple[np.ndarray, dict]:
+           min_gain: float = 0.01, multilevel: bool = True, volume_reference: int | None = None) -> tuple[np.ndarray, dict]:
     """Lower the bottleneck communication of ``part`` (conformal ownership).
 
     Parameters
