@@ -67,7 +67,7 @@ from .options import check_bool, check_imbalance, check_int, check_real, rng_see
 _LAST_STATS = [0] * 8
 PASS_END = ("patience", "no candidate", "move limit", "time limit")
 # multilevel=True: FM passes before the cluster moves (after them: on to convergence)
-ML_FM_PASSES = 2
+ML_FM_PASSES = 1
 VOLUME_LIMIT_MAX = 2 ** 60
 
 
