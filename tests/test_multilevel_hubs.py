@@ -308,3 +308,13 @@ def test_spread_hubs_keeps_only_what_lowers_the_objective_asked_for(objective):
         assert np.array_equal(new, block) and rep["why"] == f"{objective} not lower"
     with pytest.raises(OptionError):
         spread_hubs(g, column_net(g), block, k, objective="total")
+
+
+def test_multilevel_fm_goes_on_after_the_cluster_stage():
+    """FM's one pass before the cluster moves cannot widen to all parts yet; it must not
+    end the refinement as 'converged' (found in review)."""
+    for seed in range(6):
+        g = random_graph(300, 1200, seed)
+        part = np.random.default_rng(seed).integers(0, 5, g.n)
+        _, rep = refine(g, part, 5, seed=seed)
+        assert len(rep["trace"]) >= 2 and rep["trace"][-1]["stage"] == 2

@@ -57,6 +57,7 @@ except ImportError:  # pragma: no cover
 import time as _time
 
 BL_WALK = 64      # waiting (blocked) entries re-examined per move when a part gets room
+SEED_CHUNK = 4096  # vertices evaluated between two looks at the clock when a pass (re)starts
 OBJ_CODES = {"total": 0, "max-send": 1, "max-recv": 2, "max-both": 3, "weighted": 4}
 
 
@@ -794,8 +795,24 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
                         ev_v[nv] = u
                         ev_o[nv] = -1
                         nv += 1
-                _eval(ev_v, nv, ev_o, ev_g, ev_b, ev_k, k, obj, cap, cap_hard, relax and over_part < 0, M, nmax,
-                      tot[0], vlimit_hard, alpha, brb, inv, q, mu, max_targets, S, W, hot, sk)
+                # in chunks, with the clock checked between them (a seed can take seconds)
+                timed_out = False
+                for c0 in range(0, nv, SEED_CHUNK):
+                    c1 = min(nv, c0 + SEED_CHUNK)
+                    _eval(ev_v[c0:c1], c1 - c0, ev_o[c0:c1], ev_g[c0:c1], ev_b[c0:c1], ev_k[c0:c1], k, obj, cap,
+                          cap_hard, relax and over_part < 0, M, nmax, tot[0], vlimit_hard, alpha, brb, inv, q, mu,
+                          max_targets, S, W, hot, sk)
+                    if deadline >= 0:
+                        now = 0.0
+                        with objmode(now="float64"):
+                            now = _time.perf_counter()
+                        if now > deadline:
+                            timed_out = True
+                            break
+                if timed_out:
+                    why = 3
+                    stopped = 1
+                    break
                 stats[1] += nv
                 for i in range(nv):
                     u = ev_v[i]
@@ -812,7 +829,7 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
             if nmoves >= max_moves:
                 why = 2
                 break
-            if deadline >= 0 and (nmoves & 63) == 0:
+            if deadline >= 0 and (nmoves & 15) == 0:
                 now = 0.0
                 with objmode(now="float64"):
                     now = _time.perf_counter()

@@ -105,7 +105,7 @@ def cluster_pass(k, obj, cptr, cmem, order, vptr, vidx, part, w, load, cap, soff
             best_b = -1
             best_phi = phi0
             best_mx = mcur
-            tol = 1e-9 * max(1.0, mcur)
+            tol = 1e-9 * mcur        # relative: weighted costs are seconds (1e-4 and less)
             for t in range(ntb):
                 b = tb[t]
                 for s in range(s0, s1):

@@ -200,7 +200,8 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
         deadline = -1.0 if time_limit is None else t0 + float(time_limit)
         stats = np.zeros(8, dtype=np.int64)
         # multilevel: ML_FM_PASSES FM passes, the cluster moves, then FM on to convergence
-        # (within max_passes in all); else FM to convergence
+        # (within max_passes in all; the coarsening of the cluster stage does not look at the
+        # clock, its moves do); else FM to convergence
         use_ml = multilevel and objective != "total" and max_passes > ML_FM_PASSES
         stages = (ML_FM_PASSES, max_passes) if use_ml else (max_passes,)
         code = 0
@@ -215,8 +216,8 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
                 if ml_report["stopped"] == "time limit":
                     code = 1
                     break
-                if ml_report["moves"] == 0 and code == 0:    # FM had converged and no cluster moved
-                    break
+                # FM goes on to convergence whether or not a cluster moved (its one pass before
+                # could not yet widen to all parts, see _fm)
                 npasses = max_passes - passes
             tr = np.zeros((max(1, npasses), 5))
             ts = time.perf_counter() - t0
