@@ -375,6 +375,20 @@ def test_run_spmm_features_archive_or_nonfinite_is_one_error(plan_path, tmp_path
     assert rc == 2 and "H[7, 2]" in err and "not finite" in err
 
 
+def test_each_rank_checks_the_feature_rows_it_reads(tmp_path):
+    """Under torchrun no process scans all of H first: every rank checks its own rows."""
+    from partplan.runtime.spmm import _input_rows
+
+    H = np.arange(30, dtype=np.float32).reshape(10, 3)
+    H[5, 1] = np.inf
+    np.save(tmp_path / "h.npy", H)
+    cfg = {"features": str(tmp_path / "h.npy")}
+    rows = _input_rows(cfg, np.array([9, 0, 3]), 10, np.float32)
+    assert np.array_equal(rows, H[[9, 0, 3]])
+    with pytest.raises(PlanError, match=r"H\[5, 1\] = inf is not finite"):
+        _input_rows(cfg, np.array([3, 5, 7]), 10, np.float32)
+
+
 def test_inspect_refuses_a_missing_or_truncated_shard(plan_path, capsys):
     _, plan = plan_path
     m = read_manifest(plan)

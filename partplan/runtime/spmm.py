@@ -81,9 +81,17 @@ def check_finite_features(H: np.ndarray, path, *, chunk_elems: int = 1 << 22) ->
 
 
 def _input_rows(cfg: dict, ids: np.ndarray, n: int, dtype) -> np.ndarray:
+    """This rank's rows of H (only those are read), each checked for NaN/inf:
+    under torchrun no process scans the whole file first."""
     if cfg.get("features"):
         H = open_features(cfg["features"], n)
-        return np.ascontiguousarray(H[np.asarray(ids)], dtype=dtype)  # only this rank's rows are read
+        ids = np.asarray(ids)
+        rows = np.ascontiguousarray(H[ids], dtype=dtype)
+        bad = ~np.isfinite(rows)
+        if bad.any():
+            i, j = np.argwhere(bad)[0]
+            raise PlanError(f"{cfg['features']}: features H[{int(ids[i])}, {int(j)}] = {rows[i, j]} is not finite")
+        return rows
     return random_rows(ids, int(cfg.get("f") or 16), int(cfg.get("seed", 0)), dtype)
 
 
@@ -409,7 +417,11 @@ def run_spmm(plan, *, nprocs: int | None = None, backend: str = "gloo", features
     if output is not None:
         check_output_file(output, kind="npy")
     if features is not None:
-        check_finite_features(open_features(features, m["graph"]["n"]), features)
+        from .launch import under_torchrun
+        if nprocs is not None or backend == "local" or not under_torchrun():   # one scan, before any start
+            check_finite_features(open_features(features, m["graph"]["n"]), features)
+        else:       # under torchrun every rank is this process: each checks the rows it reads
+            open_features(features, m["graph"]["n"])
     cfg = {"job": "spmm", "plan": str(plan), "backend": backend, "features": None if features is None else str(features),
            "f": int(f), "seed": int(seed), "dtype": dtype, "output": None if output is None else str(output),
            "repeat": int(repeat), "warmup": int(warmup), "compare": list(compare), "kernel": kernel,
