@@ -649,6 +649,20 @@ def _sink(obj, k, send, recv, smsg, rmsg, alpha, brb, load, cap, use, sk):
 
 
 @njit
+def _refresh(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q, phic, load, cap, use_sink, sk):
+    """After the state changed: the per-part potentials phic, the sinks sk, and
+    (M, nmax) = the max cost and how many parts are at it."""
+    M, _ = state_key(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q)
+    _phis(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q, phic)
+    _sink(obj, k, send, recv, smsg, rmsg, alpha, brb, load, cap, use_sink, sk)
+    nmax = 0
+    for p in range(k):
+        if _cost(obj, send[p], recv[p], smsg[p], rmsg[p], alpha, brb) >= M - 1e-9 * max(1.0, M):
+            nmax += 1
+    return M, nmax
+
+
+@njit
 def _push_blocked(u, blk, bl_head, bl_next, bl_vert, bl_n, bl_cap):
     if blk >= 0 and bl_n < bl_cap:
         bl_vert[bl_n] = u
@@ -746,14 +760,8 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
         inv = 1.0 / scale
         mxs, phs = state_key(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q)
         start0 = float(tot[0]) if obj == 0 else mxs
-        _phis(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q, phic)
         best0, best1, best2 = mxs, phs, tot[0]
-        M = mxs
-        _sink(obj, k, send, recv, smsg, rmsg, alpha, brb, load, cap, use_sink, sk)
-        nmax = 0
-        for p in range(k):
-            if _cost(obj, send[p], recv[p], smsg[p], rmsg[p], alpha, brb) >= M - 1e-9 * max(1.0, M):
-                nmax += 1
+        M, nmax = _refresh(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q, phic, load, cap, use_sink, sk)
         relax = obj != 0
         hot[:] = False
         locked[:] = False
@@ -848,13 +856,8 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
                                vol, send, recv, smsg, rmsg, tot, crit, crita, critb, ncrit, buf, full_updates)
                     nmoves = ov_start
                     over_part = -1
-                    M, _ = state_key(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q)
-                    _phis(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q, phic)
-                    _sink(obj, k, send, recv, smsg, rmsg, alpha, brb, load, cap, use_sink, sk)
-                    nmax = 0
-                    for p in range(k):
-                        if _cost(obj, send[p], recv[p], smsg[p], rmsg[p], alpha, brb) >= M - 1e-9 * max(1.0, M):
-                            nmax += 1
+                    M, nmax = _refresh(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q, phic, load, cap,
+                                       use_sink, sk)
                     since += 1
                     continue
             else:
@@ -912,13 +915,7 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
                 over_part = bb
             elif over_part >= 0 and load[over_part] <= cap:
                 over_part = -1
-            M, _ = state_key(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q)
-            _phis(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q, phic)
-            _sink(obj, k, send, recv, smsg, rmsg, alpha, brb, load, cap, use_sink, sk)
-            nmax = 0
-            for p in range(k):
-                if _cost(obj, send[p], recv[p], smsg[p], rmsg[p], alpha, brb) >= M - 1e-9 * max(1.0, M):
-                    nmax += 1
+            M, nmax = _refresh(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q, phic, load, cap, use_sink, sk)
             # gain updates (see the doc): collect one batch
             st += 1
             nv = 0

@@ -297,6 +297,22 @@ def _lp(n, k, vptr, vnet, eptr, epin, nw, vw, part, load, cap, soff, lam, dense,
 
 
 # ------------------------------------------------------------------ coarsening
+@_fm.njit_inline
+def _rate(u, v, r, pu, wu, maxw, part, fixed, root, cw, rating, touched, nt):
+    """Add rating r to v's cluster as a partner of u (same part, free, room for
+    u's weight wu); returns the new count of touched clusters."""
+    if v == u or part[v] != pu or fixed[v]:
+        return nt
+    c = root[v]
+    if cw[c] + wu > maxw:
+        return nt
+    if rating[c] == 0.0:
+        touched[nt] = c
+        nt += 1
+    rating[c] += r
+    return nt
+
+
 @njit
 def _cluster(n, vptr, vnet, eptr, epin, nw, vw, part, order, maxw, max_net, rating, touched, own, fixed):
     """Clusters within parts (heavy connectivity over shared nets); returns
@@ -322,19 +338,11 @@ def _cluster(n, vptr, vnet, eptr, epin, nw, vw, part, order, maxw, max_net, rati
             ru = nw[eu] / (su - 1.0)
             for y in range(eptr[eu], eptr[eu + 1]):
                 v = epin[y]
-                if v == u or part[v] != pu or fixed[v]:
-                    continue
-                c = root[v]
-                if cw[c] + wu > maxw:
-                    continue
                 ev = own[v]
                 r = ru
                 if ev >= 0 and eptr[ev + 1] - eptr[ev] > 1:
                     r += nw[ev] / (eptr[ev + 1] - eptr[ev] - 1.0)
-                if rating[c] == 0.0:
-                    touched[nt] = c
-                    nt += 1
-                rating[c] += r
+                nt = _rate(u, v, r, pu, wu, maxw, part, fixed, root, cw, rating, touched, nt)
         if not own_nets:  # above level 0: heavy connectivity over all shared nets
             for x in range(vptr[u], vptr[u + 1]):
                 e = vnet[x]
@@ -343,16 +351,7 @@ def _cluster(n, vptr, vnet, eptr, epin, nw, vw, part, order, maxw, max_net, rati
                     continue
                 r = nw[e] / (s - 1.0)
                 for y in range(eptr[e], eptr[e + 1]):
-                    v = epin[y]
-                    if v == u or part[v] != pu or fixed[v]:
-                        continue
-                    c = root[v]
-                    if cw[c] + wu > maxw:
-                        continue
-                    if rating[c] == 0.0:
-                        touched[nt] = c
-                        nt += 1
-                    rating[c] += r
+                    nt = _rate(u, epin[y], r, pu, wu, maxw, part, fixed, root, cw, rating, touched, nt)
         best = -1
         br = 0.0
         for t in range(nt):
