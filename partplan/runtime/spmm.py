@@ -81,14 +81,15 @@ def check_finite_features(H: np.ndarray, path, *, chunk_elems: int = 1 << 22) ->
 
 
 def _input_rows(cfg: dict, ids: np.ndarray, n: int, dtype) -> np.ndarray:
-    """This rank's rows of H (only those are read), each checked for NaN/inf:
-    under torchrun no process scans the whole file first."""
+    """This rank's rows of H (only those are read), checked for NaN/inf unless
+    the launching process scanned all of H already (``features_checked``; under
+    torchrun none did)."""
     if cfg.get("features"):
         H = open_features(cfg["features"], n)
         ids = np.asarray(ids)
         rows = np.ascontiguousarray(H[ids], dtype=dtype)
-        bad = ~np.isfinite(rows)
-        if bad.any():
+        bad = None if cfg.get("features_checked") else ~np.isfinite(rows)
+        if bad is not None and bad.any():
             i, j = np.argwhere(bad)[0]
             raise PlanError(f"{cfg['features']}: features H[{int(ids[i])}, {int(j)}] = {rows[i, j]} is not finite")
         return rows
@@ -416,16 +417,18 @@ def run_spmm(plan, *, nprocs: int | None = None, backend: str = "gloo", features
         raise PlanError(f"{plan}: the plan has no {program} program (backward = {m.get('backward')!r})")
     if output is not None:
         check_output_file(output, kind="npy")
+    scanned = False
     if features is not None:
         from .launch import under_torchrun
         if nprocs is not None or backend == "local" or not under_torchrun():   # one scan, before any start
             check_finite_features(open_features(features, m["graph"]["n"]), features)
+            scanned = True
         else:       # under torchrun every rank is this process: each checks the rows it reads
             open_features(features, m["graph"]["n"])
     cfg = {"job": "spmm", "plan": str(plan), "backend": backend, "features": None if features is None else str(features),
            "f": int(f), "seed": int(seed), "dtype": dtype, "output": None if output is None else str(output),
            "repeat": int(repeat), "warmup": int(warmup), "compare": list(compare), "kernel": kernel,
-           "timeout": float(timeout), "program": program}
+           "timeout": float(timeout), "program": program, "features_checked": scanned}
     if backend == "local":
         return _run_local(cfg)
     from .launch import start
