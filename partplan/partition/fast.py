@@ -461,6 +461,18 @@ def _merge_identical(order, cptr, cpin, cw, ch, nc):
     return optr, opin, ow
 
 
+@_fm.njit_inline
+def _add_pins(e, eptr, epin, inb, out, nout):
+    """Append the pins of net e not yet in the band to out[nout:]; returns the new length."""
+    for y in range(eptr[e], eptr[e + 1]):
+        v = epin[y]
+        if not inb[v]:
+            inb[v] = True
+            out[nout] = v
+            nout += 1
+    return nout
+
+
 @njit
 def _band(n, vptr, vnet, eptr, epin, lam, depth, activate_max):
     """Vertices within ``depth`` net-hops of a cut net's pins (bool[n]); nets
@@ -470,12 +482,7 @@ def _band(n, vptr, vnet, eptr, epin, lam, depth, activate_max):
     nf = 0
     for e in range(eptr.size - 1):
         if lam[e] > 1:
-            for y in range(eptr[e], eptr[e + 1]):
-                v = epin[y]
-                if not inb[v]:
-                    inb[v] = True
-                    front[nf] = v
-                    nf += 1
+            nf = _add_pins(e, eptr, epin, inb, front, nf)
     nxt = np.empty(n, np.int64)
     for _ in range(depth):
         nn = 0
@@ -483,14 +490,8 @@ def _band(n, vptr, vnet, eptr, epin, lam, depth, activate_max):
             u = front[i]
             for x in range(vptr[u], vptr[u + 1]):
                 e = vnet[x]
-                if eptr[e + 1] - eptr[e] > activate_max:
-                    continue
-                for y in range(eptr[e], eptr[e + 1]):
-                    v = epin[y]
-                    if not inb[v]:
-                        inb[v] = True
-                        nxt[nn] = v
-                        nn += 1
+                if eptr[e + 1] - eptr[e] <= activate_max:
+                    nn = _add_pins(e, eptr, epin, inb, nxt, nn)
         front, nxt = nxt, front
         nf = nn
     return inb
