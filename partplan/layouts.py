@@ -50,7 +50,18 @@ class Layout:
     :meth:`_parse`, :attr:`row_blocks`, :meth:`groups`, :meth:`volumes`, :meth:`program`."""
 
     name: ClassVar[str] = ""
-    supports_owner: ClassVar[bool] = False
+    # capabilities: what each layer may do with a plan of this layout (asked, never
+    # inferred from the layout string outside this module)
+    supports_owner: ClassVar[bool] = False   # decoupled ownership (an owner array apart from part)
+    bfs: ClassVar[bool] = False              # BFS / Graph500 run on its program of A^T
+    analytics: ClassVar[bool] = False        # PageRank, WCC, SSSP run on it
+    stealing: ClassVar[bool] = False         # frontier / ownership stealing hooks
+    routes: ClassVar[bool] = False           # the exchange is a chain of steps through domain monitors
+    fold: ClassVar[bool] = False             # 2D: partial rows fold to their owner after the SpMM
+    replicas: ClassVar[bool] = False         # 1.5D: row blocks replicated, partial sums all-reduced
+    gcn: ClassVar[bool] = False              # DistGCN training (partplan train gcn)
+    bottleneck: ClassVar[bool] = True        # max-volume objectives can be optimized for it
+    exact_replay: ClassVar[bool] = False     # replay is bitwise scipy's A @ H (same summation order)
 
     def __init__(self, ranks: int):
         if int(ranks) < 1:
@@ -145,6 +156,7 @@ class OneD(Layout):
 
     name = "1d"
     supports_owner = True
+    bfs = analytics = stealing = gcn = exact_replay = True
 
     @classmethod
     def _parse(cls, s, ranks, row_blocks):
@@ -182,6 +194,7 @@ class OneHalfD(Layout):
     """1.5D: ``ranks / c`` row blocks, each replicated on c consecutive ranks."""
 
     name = "1.5d"
+    replicas = True
 
     def __init__(self, ranks: int, c: int):
         super().__init__(ranks)
@@ -250,6 +263,8 @@ class TwoD(Layout):
     vector entries (rows of H and Z) to the R·C ranks."""
 
     name = "2d"
+    bfs = fold = True
+    bottleneck = False
 
     def __init__(self, R: int, C: int):
         if int(R) < 1 or int(C) < 1:
@@ -390,6 +405,19 @@ def check_spec(spec: str) -> str:
     if re.fullmatch(r"1d|2d|1\.5d:[1-9]\d*|2d:[1-9]\d*x[1-9]\d*|routed:(domain|source):[1-9]\d*(,[1-9]\d*)*", s):
         return s
     raise PartitionError(f"unknown layout {spec!r}; use {LAYOUT_HELP}")
+
+
+def layout_class(spec) -> type[Layout]:
+    """The :class:`Layout` subclass of a layout string (or Layout), without its
+    size: what a caller with only ``--layout`` asks for capabilities.
+
+    >>> layout_class("routed:domain:4").routes, layout_class("2d").analytics
+    (True, False)
+    """
+    if isinstance(spec, Layout):
+        return type(spec)
+    s = check_spec(spec)
+    return LAYOUTS[s.split(":", 1)[0]]
 
 
 def layout_from_manifest(m: dict) -> Layout:

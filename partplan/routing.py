@@ -245,6 +245,7 @@ class Routed(Layout):
     ranks of one local index inside a level-(i + 1) domain, one per level-i domain)."""
 
     name = "routed"
+    bfs = analytics = routes = True
 
     def __init__(self, route: str, ranks: int, sizes):
         super().__init__(ranks)
