@@ -21,6 +21,7 @@ from ..metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, dtype_bytes
 from ..parts import as_partition
 from .exchange import perm_by
 from .program import Group, Program, matrix_to_pairs, step_matrix
+from .steps import STEPS
 from .schema import FORMAT, FORMAT_VERSION
 
 
@@ -140,10 +141,10 @@ def manifest_volume(manifest: dict, program: str = "forward") -> np.ndarray:
     """int64[p, p]: rows sent rank q → rank r by ``program``'s alltoallv steps (the manifest's pairs)."""
     from .program import pairs_to_matrix
     p = manifest["ranks"]
+    from .steps import pair_steps
     vol = np.zeros((p, p), dtype=np.int64)
-    for st in program_steps(manifest, program):
-        if st["op"] == "alltoallv":
-            vol += pairs_to_matrix(st["pairs"], p)
+    for st in pair_steps(program_steps(manifest, program)):
+        vol += pairs_to_matrix(st["pairs"], p)
     return vol
 
 
@@ -204,7 +205,7 @@ def _program_json(prog: Program, groups: list[Group]) -> dict:
     steps = []
     for st in prog.steps:
         st = dict(st)
-        if st["op"] == "alltoallv":
+        if STEPS[st["op"]].pairs:
             st["pairs"] = matrix_to_pairs(step_matrix(prog, st, groups))
         steps.append(st)
     return {"prefix": prog.prefix, "steps": steps}

@@ -18,20 +18,14 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PlanError
-from .program import OP_ARRAYS
+from .steps import STEPS
 from .schema import PARTITION_FILE, shard_name
 
-# op -> {field: kind}; kinds: "buf" (a buffer name), "row" (int >= 0 or a buffer
-# name), "bool"; "group" is checked against the layout's families by the store
-STEP_FIELDS: dict[str, dict[str, str]] = {
-    "copy": {"src": "buf", "dst": "buf", "dst_row": "row"},
-    "gather": {"src": "buf", "dst": "buf"},
-    "alltoallv": {"group": "buf", "src": "buf", "dst": "buf", "dst_row": "row"},
-    "spmm": {"src": "buf", "dst": "buf"},
-    "allreduce": {"group": "buf", "buf": "buf"},
-    "scatter_add": {"src": "buf", "dst": "buf"},
-}
-STEP_OPTIONAL: dict[str, dict[str, str]] = {"scatter_add": {"zero": "bool"}}
+# op -> {field: kind} (required / optional), from the step registry (partplan.plan.steps);
+# kinds: "buf" (a buffer name), "row" (int >= 0 or a buffer name), "bool"; "group" is checked
+# against the layout's families by the store
+STEP_FIELDS: dict[str, dict[str, str]] = {op: dict(cls.fields) for op, cls in STEPS.items()}
+STEP_OPTIONAL: dict[str, dict[str, str]] = {op: dict(cls.optional) for op, cls in STEPS.items() if cls.optional}
 STEP_KNOWN = {"id", "op", "arrays", "pairs"}
 BACKWARD_MODES = {"separate", "same-as-forward", "not-planned"}
 PROGRAMS = ("forward", "backward")
@@ -73,8 +67,8 @@ def check_steps(m: dict, mf: Path) -> None:
             if not isinstance(st, dict):
                 raise PlanError(f"{mf}: field '{where}' must be an object")
             op = st.get("op")
-            if not isinstance(op, str) or op not in OP_ARRAYS:
-                raise PlanError(f"{mf}: field '{where}.op' = {op!r} is not a known step ({', '.join(OP_ARRAYS)})")
+            if not isinstance(op, str) or op not in STEPS:
+                raise PlanError(f"{mf}: field '{where}.op' = {op!r} is not a known step ({', '.join(STEPS)})")
             arrs = st.get("arrays")
             if not isinstance(arrs, list) or not all(isinstance(a, str) for a in arrs):
                 raise PlanError(f"{mf}: field '{where}.arrays' must be a list of array names")
@@ -89,7 +83,7 @@ def check_steps(m: dict, mf: Path) -> None:
             extra = set(st) - set(fields) - STEP_KNOWN
             if extra:
                 raise PlanError(f"{mf}: field '{where}' has unknown key(s) {', '.join(sorted(extra))} for op {op!r}")
-            if op == "alltoallv":
+            if STEPS[op].pairs:
                 pairs = st.get("pairs")
                 n = m["graph"]["n"]
                 if not isinstance(pairs, list) or not all(
@@ -193,7 +187,7 @@ def recount(plan, matrices: dict) -> list[str]:
         probs.append(f"graph.symmetric = {gm['symmetric']!r}, the planned matrix is {'' if sym else 'not '}symmetric")
     if gm.get("directed") is False and not sym:
         probs.append("graph.directed = false, but the planned matrix is not symmetric")
-    weighted = any("data" in st["arrays"] for st in plan.steps("forward") if st["op"] == "spmm")
+    weighted = any("data" in st["arrays"] for st in plan.steps("forward") if "data" in STEPS[st["op"]].optional_arrays)
     if "weighted" in gm and gm["weighted"] != weighted:
         probs.append(f"graph.weighted = {gm['weighted']!r}, the shards hold {'' if weighted else 'no '}values")
     for rp, e in zip(plan.ranks, m["shards"]):

@@ -38,19 +38,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-OPS = ("copy", "gather", "alltoallv", "spmm", "allreduce", "scatter_add")
+from .steps import STEPS, dst_start  # noqa: E402,F401  (dst_start: re-exported)
+
+# derived from the step registry (partplan.plan.steps), kept for readers of these names
+OPS = tuple(STEPS)
 # op -> (arrays it must have, arrays it may have)
 OP_ARRAYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "copy": ((), ()),
-    "gather": (("idx",), ()),
-    "alltoallv": (("send_counts", "recv_counts"), ("recv_ids",)),
-    "spmm": (("indptr", "indices", "row_ids"), ("data",)),
-    "allreduce": ((), ()),
-    "scatter_add": (("idx",), ("src_idx",)),
-}
+    op: (cls.arrays, cls.optional_arrays) for op, cls in STEPS.items()}
 # op -> measurement phase
-PHASE = {"copy": "gather", "gather": "gather", "alltoallv": "exchange", "spmm": "compute",
-         "allreduce": "reduce", "scatter_add": "fold"}
+PHASE = {op: cls.phase for op, cls in STEPS.items()}
 PROGRAM_PREFIX = {"forward": "fwd", "backward": "bwd"}
 
 
@@ -106,10 +102,10 @@ class Program:
 
     def add(self, op: str, per_rank: list[dict] | None = None, **fields) -> dict:
         """Append a step; ``per_rank[r]`` holds rank r's arrays for it."""
-        if op not in OPS:
+        if op not in STEPS:
             raise ValueError(f"unknown op {op!r}")
         step = {"id": f"{self.prefix}.{len(self.steps)}", "op": op, **fields}
-        need, may = OP_ARRAYS[op]
+        need, may = STEPS[op].arrays, STEPS[op].optional_arrays
         names = set()
         for r, arrs in enumerate(per_rank or [{}] * self.p):
             for key, a in arrs.items():
@@ -132,24 +128,9 @@ class Program:
         p = self.p
         vol = np.zeros((p, p), dtype=np.int64)
         for step in self.steps:
-            if step["op"] == "alltoallv":
+            if STEPS[step["op"]].pairs:
                 vol += step_matrix(self, step, groups)
         return vol
-
-
-def dst_start(step: dict, sizes: dict, default: int | None = None) -> int:
-    """First row a step writes in its ``dst`` buffer: ``dst_row`` itself, or the
-    row count of the buffer it names (``sizes``: buffer → rows). ``default``
-    stands for an unknown buffer name (None: PlanError)."""
-    row = step["dst_row"]
-    if not isinstance(row, str):
-        return int(row)
-    if row in sizes:
-        return int(sizes[row])
-    if default is None:
-        from ..errors import PlanError
-        raise PlanError(f"{step['id']}: dst_row names buffer {row!r}, which has no size")
-    return default
 
 
 def member_group(groups: list[Group], family: str, rank: int) -> Group | None:

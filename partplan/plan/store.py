@@ -24,7 +24,7 @@ from .._atomic import clean_stale, temp_prefix
 from ..errors import PlanError
 from .builder import Plan, RankPlan
 from .checks import check_fields, check_steps
-from .program import OP_ARRAYS
+from .steps import STEPS
 from .schema import FORMAT, MANIFEST, PARTITION_FILE, REBUILD_HINT, SUPPORTED_VERSIONS, shard_name
 
 _META_KEY = b"partplan"
@@ -243,19 +243,19 @@ def _check_manifest_fields(m: dict, mf: Path) -> None:
         need("prefix", str, pr, f"programs.{name}.prefix")
         for i, st in enumerate(steps):
             where = f"programs.{name}.steps[{i}]"
-            if not isinstance(st, dict) or st.get("op") not in OP_ARRAYS:
+            if not isinstance(st, dict) or st.get("op") not in STEPS:
                 raise PlanError(f"{mf}: field '{where}.op' is not a known step "
-                                f"({', '.join(OP_ARRAYS)})")
+                                f"({', '.join(STEPS)})")
             if st.get("id") != f"{pr['prefix']}.{i}":
                 raise PlanError(f"{mf}: field '{where}.id' must be {pr['prefix']}.{i!s}")
             if "group" in st and st["group"] not in families:
                 raise PlanError(f"{mf}: field '{where}.group' = {st['group']!r} is no group family of "
                                 f"layout {lay.spec} ({', '.join(sorted(families))})")
             arrs = need("arrays", list, st, f"{where}.arrays")
-            req, opt = OP_ARRAYS[st["op"]]
+            req, opt = STEPS[st["op"]].arrays, STEPS[st["op"]].optional_arrays
             if not set(req) <= set(arrs) <= set(req) | set(opt):
                 raise PlanError(f"{mf}: field '{where}.arrays' = {arrs} does not fit op {st['op']!r}")
-            if st["op"] == "alltoallv":
+            if STEPS[st["op"]].pairs:
                 pairs = need("pairs", list, st, f"{where}.pairs")
                 for pr_ in pairs:
                     if (not isinstance(pr_, list) or len(pr_) != 3 or

@@ -31,7 +31,7 @@ import scipy.sparse as sp
 from ..errors import PlanError
 from ..graph import Graph
 from .builder import Plan, program_steps
-from .program import dst_start
+from .steps import RankArrays, step_op
 from .store import load_plan
 
 
@@ -49,6 +49,8 @@ def _in_range(a, lo, hi):
 
 
 def _structure(plan: Plan, program: str) -> list[str]:
+    """Per rank and step: the buffers it names have sizes, and the step op's own
+    structure check (:meth:`partplan.plan.steps.Step.check`) passes."""
     probs = []
     for rp in plan.ranks:
         r, bufs = rp.rank, rp.buffers(program)
@@ -56,126 +58,43 @@ def _structure(plan: Plan, program: str) -> list[str]:
         if rp[pre + ".in_ids"].size != bufs.get("in") or rp[pre + ".out_ids"].size != bufs.get("out"):
             probs.append(f"rank {r}: {pre}.in_ids / out_ids lengths differ from buffers in / out")
         for st in program_steps(plan.manifest, program):
-            sid, op = st["id"], st["op"]
-            a = lambda k: rp[f"{sid}.{k}"]  # noqa: E731
-            rows = lambda b: bufs.get(b, -1)  # noqa: E731
-            unsized = [b for b in (st.get("src"), st.get("dst"), st.get("buf")) if b is not None and b not in bufs]
-            if isinstance(st.get("dst_row"), str) and st["dst_row"] not in bufs:
-                unsized.append(st["dst_row"])
+            cls = step_op(st)
+            unsized = [b for b in cls.buffers(st) if b not in bufs]
             if unsized:
-                probs += [f"rank {r}: {sid} names buffer {b!r} with no size in the shard" for b in unsized]
+                probs += [f"rank {r}: {st['id']} names buffer {b!r} with no size in the shard" for b in unsized]
                 continue
-            if op == "gather":
-                if not _in_range(a("idx"), 0, rows(st["src"])) or a("idx").size != rows(st["dst"]):
-                    probs.append(f"rank {r}: {sid}.idx outside buffer {st['src']} or not {rows(st['dst'])} long")
-            elif op == "copy":
-                if st["dst_row"] + rows(st["src"]) > rows(st["dst"]):
-                    probs.append(f"rank {r}: {sid} copies past the end of {st['dst']}")
-            elif op == "alltoallv":
-                sc, rc = a("send_counts"), a("recv_counts")
-                start = dst_start(st, bufs)
-                if np.any(sc < 0) or np.any(rc < 0):
-                    probs.append(f"rank {r}: {sid}: negative count")
-                elif int(sc.sum()) != rows(st["src"]) or start + int(rc.sum()) > rows(st["dst"]):
-                    probs.append(f"rank {r}: {sid}: counts ({int(sc.sum())} sent, {int(rc.sum())} received) do "
-                                 f"not fit buffers {st['src']} ({rows(st['src'])}) / {st['dst']} ({rows(st['dst'])})")
-                elif "recv_ids" in st["arrays"] and a("recv_ids").size != int(rc.sum()):
-                    probs.append(f"rank {r}: {sid}.recv_ids has {a('recv_ids').size} ids for {int(rc.sum())} rows")
-            elif op == "spmm":
-                ip, ix = a("indptr"), a("indices")
-                nr = rows(st["dst"])
-                if ip.size != nr + 1 or (ip.size and (ip[0] != 0 or ip[-1] != ix.size or np.any(np.diff(ip) < 0))):
-                    probs.append(f"rank {r}: {sid}.indptr is not a CSR pointer array of {nr} rows over {ix.size} "
-                                 f"nonzeros")
-                if not _in_range(ix, 0, rows(st["src"])):
-                    probs.append(f"rank {r}: {sid}.indices outside [0, {rows(st['src'])})")
-                if "data" in st["arrays"] and a("data").size != ix.size:
-                    probs.append(f"rank {r}: {sid}.data has {a('data').size} values for {ix.size} indices")
-                if a("row_ids").size != nr:
-                    probs.append(f"rank {r}: {sid}.row_ids has {a('row_ids').size} ids for {nr} rows")
-            elif op == "scatter_add":
-                idx = a("idx")
-                srows = a("src_idx").size if "src_idx" in st["arrays"] else rows(st["src"])
-                if not _in_range(idx, 0, rows(st["dst"])) or idx.size != srows or (
-                        "src_idx" in st["arrays"] and not _in_range(a("src_idx"), 0, rows(st["src"]))):
-                    probs.append(f"rank {r}: {sid}: scatter indices out of range or of the wrong length")
+            probs += [f"rank {r}: {m}" for m in cls.check(st, RankArrays(rp, st["id"], bufs))]
     return probs
+
+
+class _Walk:
+    """State of the id walk that each step op's ``walk`` advances: ``ranks``
+    (shards), ``sizes`` (buffer rows per rank), ``bufs`` (int64 id columns, −1 =
+    unwritten), ``comm`` (LocalComm), ``recv`` (rows an alltoallv wrote, per
+    buffer), ``trip`` (rows, cols, values multiplied), ``probs``."""
+
+    def __init__(self, plan: Plan, program: str):
+        from ..runtime.comm import LocalComm
+        self.ranks = plan.ranks
+        self.sizes = [rp.buffers(program) for rp in plan.ranks]
+        self.comm = LocalComm(len(plan.ranks), plan.groups())
+        self.bufs = []
+        for rp, sizes in zip(plan.ranks, self.sizes):
+            b = {name: np.full((rows, 1), -1, dtype=np.int64) for name, rows in sizes.items()}
+            b["in"] = rp.in_ids(program).reshape(-1, 1).astype(np.int64)
+            self.bufs.append(b)
+        self.recv = [dict() for _ in plan.ranks]
+        self.trip = ([], [], [])
+        self.probs: list[str] = []
 
 
 def _id_walk(plan: Plan, program: str, n: int) -> tuple[list[str], tuple]:
     """Push global ids (int64, one column) through the program; see the module doc.
     Returns (problems, (rows, cols, data) of every multiplied nonzero)."""
-    from ..runtime.comm import LocalComm
-    probs = []
-    R = plan.ranks
-    comm = LocalComm(len(R), plan.groups())
-    bufs = []
-    for rp in R:
-        b = {name: np.full((rows, 1), -1, dtype=np.int64) for name, rows in rp.buffers(program).items()}
-        b["in"] = rp.in_ids(program).reshape(-1, 1).astype(np.int64)
-        bufs.append(b)
-    recv = [dict() for _ in R]  # buffer -> bool mask of rows written by an alltoallv
-    trip = ([], [], [])
+    w = _Walk(plan, program)
+    R, bufs, probs = w.ranks, w.bufs, w.probs
     for st in program_steps(plan.manifest, program):
-        sid, op = st["id"], st["op"]
-        if op == "copy":
-            for b in bufs:
-                src = b[st["src"]]
-                b[st["dst"]][st["dst_row"]:st["dst_row"] + src.shape[0]] = src
-        elif op == "gather":
-            for rp, b in zip(R, bufs):
-                b[st["dst"]] = b[st["src"]][rp[f"{sid}.idx"]]
-        elif op == "alltoallv":
-            starts = [dst_start(st, rp.buffers(program)) for rp in R]
-            outs = [b[st["dst"]][s:s + int(rp[f"{sid}.recv_counts"].sum())] for rp, b, s in zip(R, bufs, starts)]
-            comm.alltoallv(st["group"], [b[st["src"]] for b in bufs], [rp[f"{sid}.send_counts"] for rp in R],
-                           [rp[f"{sid}.recv_counts"] for rp in R], outs, what=sid)
-            for i, rp in enumerate(R):
-                mask = recv[i].setdefault(st["dst"], np.zeros(bufs[i][st["dst"]].shape[0], dtype=bool))
-                mask[starts[i]:starts[i] + outs[i].shape[0]] = True
-            for rp, o in zip(R, outs):
-                if comm.member(st["group"], rp.rank) is not None and "recv_ids" in st["arrays"] and \
-                        not np.array_equal(o[:, 0], rp[f"{sid}.recv_ids"]):
-                    probs.append(f"rank {rp.rank}: {sid}: the rows received are not {sid}.recv_ids (wrong rows "
-                                 f"sent, or sent in another order)")
-        elif op == "spmm":
-            for i, (rp, b) in enumerate(zip(R, bufs)):
-                ip, ix = rp[f"{sid}.indptr"], rp[f"{sid}.indices"]
-                src_ids = b[st["src"]][:, 0]
-                cols = src_ids[ix]
-                if np.any(cols < 0):
-                    probs.append(f"rank {rp.rank}: {sid} reads rows of {st['src']} that no step wrote")
-                if st["src"] in recv[i]:
-                    used = np.zeros(src_ids.size, dtype=bool)
-                    used[ix] = True
-                    unread = int(np.count_nonzero(recv[i][st["src"]] & ~used))
-                    if unread:
-                        probs.append(f"rank {rp.rank}: {unread} rows received into {st['src']} are never read")
-                rows = rp[f"{sid}.row_ids"]
-                trip[0].append(np.repeat(rows, np.diff(ip)))
-                trip[1].append(cols)
-                trip[2].append(rp[f"{sid}.data"] if rp.has(f"{sid}.data") else np.ones(ix.size))
-                b[st["dst"]] = rows.reshape(-1, 1).astype(np.int64).copy()
-        elif op == "allreduce":
-            for rp, b in zip(R, bufs):
-                g = comm.member(st["group"], rp.rank)
-                if g is not None and not np.array_equal(b[st["buf"]], bufs[g.ranks[0]][st["buf"]]):
-                    probs.append(f"rank {rp.rank}: {sid}: reduces rows other than rank {g.ranks[0]}'s "
-                                 f"(group {g.name})")
-        elif op == "scatter_add":
-            for rp, b in zip(R, bufs):
-                src = b[st["src"]]
-                if f"{sid}.src_idx" in rp.arrays:
-                    src = src[rp[f"{sid}.src_idx"]]
-                dst, idx = b[st["dst"]], rp[f"{sid}.idx"]
-                if st.get("zero"):
-                    dst[:] = -1
-                    dst[:, 0] = -2  # "zeroed, id unknown" until a row is added
-                tgt = dst[idx, 0]
-                known = tgt >= 0
-                if np.any(src[:, 0][known] != tgt[known]):
-                    probs.append(f"rank {rp.rank}: {sid} adds partial rows to other rows")
-                dst[idx[~known], 0] = src[~known, 0]
+        step_op(st).walk(w, st)
     for i, rp in enumerate(R):
         out = bufs[i]["out"][:, 0].copy()
         zero_rows = out == -2  # zeroed by a scatter_add and never added to: an empty row, Z = 0
@@ -198,7 +117,7 @@ def _id_walk(plan: Plan, program: str, n: int) -> tuple[list[str], tuple]:
             hold[ids] = True
     if not hold.all():
         probs.append(f"vertex {int(np.flatnonzero(~hold)[0])} is an input row of no rank")
-    return probs, trip
+    return probs, w.trip
 
 
 def _matrix(trip, n: int):
@@ -346,5 +265,5 @@ def _rebuild(plan: Plan):
     _, trip = _id_walk(plan, "forward", n)
     A, seen = _matrix(trip, n)
     pattern = not any("data" in st["arrays"] for st in program_steps(plan.manifest, "forward")
-                      if st["op"] == "spmm")
+                      if "data" in step_op(st).optional_arrays)
     return A, seen, pattern

@@ -58,6 +58,13 @@ class _Counters:
         self.sent_bytes = np.zeros((self.world, self.world), dtype=np.int64)
         self.reduce_bytes = np.zeros(self.world, dtype=np.int64)
 
+    def count_prepared(self, i: int, src: int, xp: "Prepared", row_bytes: int):
+        """Count local rank i's (global rank ``src``) sends of a prepared exchange
+        (group ranks are distinct: a plain fancy-index add)."""
+        peers, sc = xp.peers[i], xp.send_counts[i]
+        self.sent_rows[src, peers] += sc
+        self.sent_bytes[src, peers] += sc * row_bytes
+
     def count(self, src: int, group: Group, send_counts, row_bytes: int):
         sc = np.asarray(send_counts, dtype=np.int64)
         idx = np.asarray(group.ranks, dtype=np.int64)
@@ -85,17 +92,44 @@ def _group_index(groups: list[Group]) -> dict[str, dict[int, Group]]:
     return fam
 
 
+class Prepared:
+    """One alltoallv of a program, prepared once for this process's local
+    ranks: the split sizes as Python lists (what ``all_to_all_single`` takes),
+    the group of each local rank and the rows each sends to each global peer
+    (the counters' increment). Made by :meth:`LocalComm.prepare` /
+    :meth:`TorchComm.prepare`; used by ``start`` / ``wait`` with no per-call
+    conversion."""
+
+    __slots__ = ("family", "groups", "send_counts", "recv_counts", "sc", "rc", "peers", "what")
+
+    def __init__(self, comm, family: str, send_counts, recv_counts, what: str = ""):
+        self.family, self.what = family, what
+        self.groups = [comm.member(family, r) for r in comm.local]
+        self.send_counts = [np.asarray(c, dtype=np.int64) for c in send_counts]
+        self.recv_counts = [np.asarray(c, dtype=np.int64) for c in recv_counts]
+        self.sc = [[int(x) for x in c] for c in self.send_counts]
+        self.rc = [[int(x) for x in c] for c in self.recv_counts]
+        self.peers = [None if g is None else np.asarray(g.ranks, dtype=np.int64) for g in self.groups]
+
+
 # ----------------------------------------------------------------------------- LocalComm
 class LocalComm(_Counters):
     """p virtual ranks in one process; collectives are array copies in a fixed
     order (deterministic). Checks every count pair and raises :class:`CommError`
     on a mismatch, like a real exchange should but gloo does not."""
 
-    def __init__(self, world: int, groups: list[Group]):
+    def __init__(self, world: int, groups: list[Group], device=None):
         super().__init__(world)
         self.local = list(range(world))
         self.groups = list(groups)
         self._fam = _group_index(self.groups)
+        # None: buffers are numpy arrays; a torch device ("cpu", "cuda:0"): torch tensors on it,
+        # every collective a device copy (how one GPU runs p > 1 ranks: NCCL refuses two ranks on one GPU)
+        self.device = None
+        if device is not None:
+            import torch
+            self.torch = torch
+            self.device = torch.device(device)
 
     def member(self, family, rank):
         return self._fam.get(family, {}).get(rank)
@@ -122,6 +156,18 @@ class LocalComm(_Counters):
                 pos += want
             self.count(r, g, send_counts[r], _row_bytes(sends[r]))
 
+    def prepare(self, family, send_counts, recv_counts, what="") -> Prepared:
+        return Prepared(self, family, send_counts, recv_counts, what)
+
+    def start(self, xp: Prepared, sends, outs, what="", async_op: bool = False):
+        """Run a prepared exchange (LocalComm: at once, device copies, also when
+        ``async_op``); returns the handle :meth:`wait` takes."""
+        self.alltoallv(xp.family, sends, xp.send_counts, xp.recv_counts, outs, what or xp.what)
+        return None
+
+    def wait(self, handle) -> None:
+        pass
+
     def allreduce(self, family, bufs, op="sum", what=""):
         seen = set()
         for r in self.local:
@@ -129,12 +175,16 @@ class LocalComm(_Counters):
             if g is None or g.name in seen:
                 continue
             seen.add(g.name)
-            acc = bufs[g.ranks[0]].copy()
+            b0 = bufs[g.ranks[0]]
+            acc = b0.clone() if hasattr(b0, "clone") else b0.copy()
             for s in g.ranks[1:]:
-                if bufs[s].shape != acc.shape:
+                if tuple(bufs[s].shape) != tuple(acc.shape):
                     raise CommError(f"{what}: rank {s} reduces {bufs[s].shape[0]} rows, rank {g.ranks[0]} "
                                     f"{acc.shape[0]} (group {g.name})")
-                acc = acc + bufs[s] if op == "sum" else np.maximum(acc, bufs[s])
+                if op == "sum":
+                    acc += bufs[s]
+                else:
+                    acc = self.torch.maximum(acc, bufs[s]) if hasattr(acc, "clone") else np.maximum(acc, bufs[s])
             for s in g.ranks:
                 bufs[s][...] = acc
                 self.reduce_bytes[s] += acc.shape[0] * _row_bytes(acc)
@@ -197,9 +247,12 @@ class TorchComm(_Counters):
         except PartplanError:
             raise
         except Exception as exc:  # gloo/NCCL raise RuntimeError / DistBackendError subclasses
-            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise CommError(f"rank {self.rank}: {what} failed: {msg[:300]} — a peer died, timed out "
-                            f"(timeout {self.timeout_s:g} s) or disagrees with this rank's plan") from None
+            self._fail(exc, what)
+
+    def _fail(self, exc, what: str):
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CommError(f"rank {self.rank}: {what} failed: {msg[:300]} — a peer died, timed out "
+                        f"(timeout {self.timeout_s:g} s) or disagrees with this rank's plan") from None
 
     def member(self, family, rank):
         return self._fam.get(family, {}).get(rank)
@@ -219,6 +272,37 @@ class TorchComm(_Counters):
                                                         input_split_sizes=sc, group=pg),
                     f"{what} (alltoallv in group {g.name})")
         self.count(self.rank, g, sc, _row_bytes(send))
+
+    def prepare(self, family, send_counts, recv_counts, what="") -> Prepared:
+        return Prepared(self, family, send_counts, recv_counts, what)
+
+    def start(self, xp: Prepared, sends, outs, what="", async_op: bool = False):
+        """Start a prepared exchange: ``all_to_all_single`` straight from
+        ``sends[0]`` into ``outs[0]`` (async with ``async_op``: NCCL runs it on
+        its own stream, gloo on its own thread). Returns the handle for :meth:`wait`."""
+        g = xp.groups[0]
+        if g is None:
+            return None
+        pg = self._pg.get(g.name)
+        send, out = sends[0], outs[0]
+        try:
+            work = self.dist.all_to_all_single(out, send, output_split_sizes=xp.rc[0],
+                                               input_split_sizes=xp.sc[0], group=pg, async_op=async_op)
+        except PartplanError:
+            raise
+        except Exception as exc:
+            self._fail(exc, f"{what or xp.what} (alltoallv in group {g.name})")
+        self.count_prepared(0, self.rank, xp, _row_bytes(send))
+        return (work, what or xp.what, g.name) if async_op else None
+
+    def wait(self, handle) -> None:
+        if handle is None:
+            return
+        work, what, gname = handle
+        try:
+            work.wait()
+        except Exception as exc:
+            self._fail(exc, f"{what} (alltoallv in group {gname})")
 
     def allreduce(self, family, bufs, op="sum", what=""):
         g, pg = self._pg_of(family)

@@ -32,42 +32,46 @@ import numpy as np
 
 from ..errors import PlanError
 from ..plan.builder import RankPlan, program_steps
-from ..plan.program import PHASE, dst_start, pairs_to_matrix
+from ..plan.program import pairs_to_matrix
+from ..plan.steps import AllToAllV, Spmm, dst_start, step_op
 from .comm import Comm, CommError
 from .ops import NumpyOps
 
 PHASES = ("gather", "exchange", "compute", "reduce", "fold")
+OVERLAP = ("on", "off")
 
 
 class _Prog:
-    """One program, prepared for the local ranks: index arrays and matrices in
-    the ops' native form, buffer sizes."""
+    """One program, prepared for the local ranks by the step registry
+    (:meth:`partplan.plan.steps.Step.prepare`): per step its class, manifest
+    entry and device-ready data; buffer sizes; which (alltoallv, spmm) pairs
+    can overlap (the spmm reads the buffer the exchange fills)."""
 
-    def __init__(self, manifest, shards, name, ops):
+    def __init__(self, manifest, shards, name, ops, comm):
         self.name = name
         self.steps = program_steps(manifest, name)
         self.prefix = shards[0].prefix(name) if shards else ""
         self.sizes = [rp.buffers(name) for rp in shards]
-        self.arrays = []
-        self.mats = []
-        for rp in shards:
-            arrs, mats = {}, {}
-            for st in self.steps:
-                sid = st["id"]
-                if st["op"] in ("gather", "scatter_add"):
-                    for a in st["arrays"]:
-                        arrs[f"{sid}.{a}"] = ops.index(rp[f"{sid}.{a}"])
-                elif st["op"] == "alltoallv":
-                    for a in ("send_counts", "recv_counts"):
-                        arrs[f"{sid}.{a}"] = np.asarray(rp[f"{sid}.{a}"], dtype=np.int64)
-                elif st["op"] == "spmm":
-                    ip, ix = rp[f"{sid}.indptr"], rp[f"{sid}.indices"]
-                    data = rp[f"{sid}.data"] if rp.has(f"{sid}.data") else None
-                    rows = ip.size - 1
-                    cols = rp.buffers(name).get(st["src"], 0)
-                    mats[sid] = ops.matrix(ip, ix, data, (rows, cols))
-            self.arrays.append(arrs)
-            self.mats.append(mats)
+        self.ops = [step_op(st) for st in self.steps]
+        self.prep = [cls.prepare(st, shards, self.sizes, ops, comm) for cls, st in zip(self.ops, self.steps)]
+        self.counts = {}  # alltoallv step id -> (send counts, recv counts) per local rank (the start-up check)
+        for st in self.steps:
+            if step_op(st) is AllToAllV:
+                self.counts[st["id"]] = ([np.asarray(rp[f"{st['id']}.send_counts"], dtype=np.int64) for rp in shards],
+                                         [np.asarray(rp[f"{st['id']}.recv_counts"], dtype=np.int64) for rp in shards])
+        self.overlap = {k for k in range(len(self.steps) - 1)
+                        if self.ops[k] is AllToAllV and self.ops[k + 1] is Spmm
+                        and self.steps[k + 1]["src"] == self.steps[k]["dst"]}
+
+
+class _Ctx:
+    """What a step op's ``run`` sees: the comm, the array kernels, the local
+    ranks' buffers and the executor's scratch allocator."""
+
+    __slots__ = ("comm", "ops", "bufs", "scratch")
+
+    def __init__(self, comm, ops, bufs, scratch):
+        self.comm, self.ops, self.bufs, self.scratch = comm, ops, bufs, scratch
 
 
 class Executor:
@@ -75,20 +79,28 @@ class Executor:
 
     manifest : the plan manifest; shards : the local ranks' :class:`RankPlan`
     (in ``comm.local`` order); ops : :class:`NumpyOps` (default) or
-    :class:`~partplan.runtime.ops.TorchOps`; verify : run the count checks now.
+    :class:`~partplan.runtime.ops.TorchOps`; verify : run the count checks now;
+    overlap : "on" (default) starts each exchange that feeds an SpMM
+    asynchronously, computes the rows that read no received row, waits, then
+    computes the rest — bitwise the sequential result (no row is re-summed);
+    "off" runs the steps strictly in order.
     """
 
-    def __init__(self, manifest: dict, shards: list[RankPlan], comm: Comm, ops=None, *, verify: bool = True):
+    def __init__(self, manifest: dict, shards: list[RankPlan], comm: Comm, ops=None, *, verify: bool = True,
+                 overlap: str = "on"):
         self.manifest = manifest
         self.comm = comm
         self.ops = ops or NumpyOps()
+        if overlap not in OVERLAP:
+            raise PlanError(f"overlap must be one of {', '.join(OVERLAP)}, got {overlap!r}")
+        self.overlap = overlap
         if [rp.rank for rp in shards] != list(comm.local):
             raise PlanError(f"executor: shards of ranks {[rp.rank for rp in shards]} for local ranks {comm.local}")
         if comm.world != manifest["ranks"]:
             raise PlanError(f"the plan is for {manifest['ranks']} ranks but the job has {comm.world} "
                             f"(start it with --nprocs {manifest['ranks']})")
         self.shards = shards
-        self.programs = {name: _Prog(manifest, shards, name, self.ops) for name in manifest["programs"]}
+        self.programs = {name: _Prog(manifest, shards, name, self.ops, comm) for name in manifest["programs"]}
         self._bufs: dict = {}
         self._obl: dict = {}  # program -> step id -> per-rank oblivious set-up (prepare_oblivious)
         self.last_phases = dict.fromkeys(PHASES, 0.0)
@@ -105,15 +117,16 @@ class Executor:
         p = self.manifest["ranks"]
         for name, prog in self.programs.items():
             for st in prog.steps:
-                if st["op"] != "alltoallv":
+                if st["id"] not in prog.counts:
                     continue
+                scs, rcs = prog.counts[st["id"]]
                 pairs = pairs_to_matrix(st["pairs"], p)
                 sid = st["id"]
                 for i, r in enumerate(self.comm.local):
                     g = self.comm.member(st["group"], r)
                     if g is None:
                         continue
-                    sc, rc = prog.arrays[i][f"{sid}.send_counts"], prog.arrays[i][f"{sid}.recv_counts"]
+                    sc, rc = scs[i], rcs[i]
                     if sc.size != len(g.ranks) or rc.size != len(g.ranks):
                         problems[r].append(f"{sid}: counts do not have one entry per member of {g.name}")
                         continue
@@ -131,13 +144,13 @@ class Executor:
                         problems[r].append(f"{sid}: receives {int(rc.sum())} rows at row {start} of buffer "
                                            f"{st['dst']!r} of {bufs.get(st['dst'])} rows")
                 got = self.comm.exchange_counts(st["group"], [
-                    prog.arrays[i][f"{sid}.send_counts"] if self.comm.member(st["group"], r) else np.zeros(0, np.int64)
+                    scs[i] if self.comm.member(st["group"], r) else np.zeros(0, np.int64)
                     for i, r in enumerate(self.comm.local)])
                 for i, r in enumerate(self.comm.local):
                     g = self.comm.member(st["group"], r)
                     if g is None or got[i].size != len(g.ranks):
                         continue
-                    rc = prog.arrays[i][f"{sid}.recv_counts"]
+                    rc = rcs[i]
                     if not np.array_equal(got[i], rc):
                         j = int(np.flatnonzero(got[i] != rc)[0])
                         problems[r].append(f"{sid}: rank {g.ranks[j]} will send {int(got[i][j])} rows, "
@@ -168,14 +181,16 @@ class Executor:
         """``A^T @ G`` (rows of G on the forward ``out_ids``)."""
         return self.run("backward", grads)
 
-    def run(self, program: str, inputs: list, *, mode: str = "aware", barriers: bool = False) -> list:
+    def run(self, program: str, inputs: list, *, mode: str = "aware", barriers: bool = False,
+            overlap: str | None = None) -> list:
         """Execute ``program`` ("forward" / "backward") on ``inputs`` (one buffer
         of rows ``in_ids`` per local rank); returns the ``out`` buffers (owned
         by the executor: copy them to keep them across calls). ``mode``
         "oblivious" sends whole source buffers instead (see :meth:`prepare_oblivious`).
         ``barriers``: a barrier (not timed) before every collective step, so each
         phase's time is its own and not the wait for a slower rank's previous
-        phase (the measurement mode of ``run spmm``)."""
+        phase (the measurement mode of ``run spmm``; steps then run in order).
+        ``overlap``: "on" / "off" for this call (default: the executor's)."""
         if program not in self.programs:
             raise PlanError(f"the plan has no {program} program (manifest 'backward' = "
                             f"{self.manifest.get('backward')!r})")
@@ -192,58 +207,56 @@ class Executor:
         for i, x in enumerate(inputs):
             bufs[i]["in"] = x
         ph = dict.fromkeys(PHASES, 0.0)
-        ops = self.ops
-        for st in prog.steps:
+        ops, comm = self.ops, self.comm
+        ctx = _Ctx(comm, ops, bufs, self._scratch)
+        lap = (overlap or self.overlap) == "on" and not barriers and mode == "aware"
+        sync = ops.synchronize
+        clock = time.perf_counter
+        k, nsteps = 0, len(prog.steps)
+        while k < nsteps:
+            st, cls, prep = prog.steps[k], prog.ops[k], prog.prep[k]
             if self.fault is not None:
                 self.fault(st["id"])
-            op, sid = st["op"], st["id"]
-            if barriers and op in ("alltoallv", "allreduce"):
-                ops.synchronize()
-                self.comm.barrier()
-            t0 = time.perf_counter()
-            if op == "copy":
-                for b in bufs:
-                    src = b[st["src"]]
-                    b[st["dst"]][st["dst_row"]:st["dst_row"] + src.shape[0]] = src
-            elif op == "gather":
-                for i, b in enumerate(bufs):
-                    ops.take(b[st["src"]], prog.arrays[i][f"{sid}.idx"], b[st["dst"]])
-            elif op == "alltoallv":
-                if mode == "oblivious" and sid in self._obl.get(program, {}):
-                    local_s = self._oblivious_step(program, prog, st, bufs)
-                    ph["gather"] += local_s  # block copies are not charged to the exchange
-                    t0 += local_s
-                else:
-                    outs = []
-                    for i, b in enumerate(bufs):
-                        start = dst_start(st, prog.sizes[i])
-                        rows = int(prog.arrays[i][f"{sid}.recv_counts"].sum())
-                        outs.append(b[st["dst"]][start:start + rows])
-                    self.comm.alltoallv(st["group"], [b[st["src"]] for b in bufs],
-                                        [a[f"{sid}.send_counts"] for a in prog.arrays],
-                                        [a[f"{sid}.recv_counts"] for a in prog.arrays], outs, what=sid)
-            elif op == "spmm":
-                for i, b in enumerate(bufs):
-                    ops.spmm(prog.mats[i][sid], b[st["src"]], b[st["dst"]])
-            elif op == "allreduce":
-                self.comm.allreduce(st["group"], [b[st["buf"]] for b in bufs], "sum", what=sid)
-            elif op == "scatter_add":
-                for i, b in enumerate(bufs):
-                    dst, src = b[st["dst"]], b[st["src"]]
-                    if st.get("zero"):
-                        ops.fill(dst, 0.0)
-                    a = prog.arrays[i]
-                    if f"{sid}.src_idx" in a:
-                        tmp = self._scratch(i, sid, a[f"{sid}.src_idx"].shape[0], f)
-                        ops.take(src, a[f"{sid}.src_idx"], tmp)
-                        src = tmp
-                    ops.index_add(dst, a[f"{sid}.idx"], src)
-            else:  # pragma: no cover - the manifest check refuses unknown ops
-                raise PlanError(f"unknown step op {op!r}")
-            ops.synchronize()
-            ph[PHASE[op]] += time.perf_counter() - t0
+            if barriers and cls.collective:
+                sync()
+                comm.barrier()
+            t0 = clock()
+            if lap and k in prog.overlap:
+                k = self._overlapped(prog, k, ctx, ph, t0)
+                continue
+            if mode == "oblivious" and cls is AllToAllV and st["id"] in self._obl.get(program, {}):
+                local_s = self._oblivious_step(program, prog, st, bufs)
+                ph["gather"] += local_s  # block copies are not charged to the exchange
+                t0 += local_s
+            else:
+                cls.run(ctx, st, prep)
+            sync()
+            ph[cls.phase] += clock() - t0
+            k += 1
         self.last_phases = ph
         return [b["out"] for b in bufs]
+
+    def _overlapped(self, prog: _Prog, k: int, ctx: _Ctx, ph: dict, t0: float) -> int:
+        """Steps k (alltoallv) and k + 1 (spmm over the buffer it fills):
+        start the exchange, compute the interior rows, wait, compute the
+        boundary rows. Returns the next step index."""
+        a2a, sp = prog.steps[k], prog.steps[k + 1]
+        if self.fault is not None:
+            self.fault(sp["id"])
+        clock = time.perf_counter
+        parts = prog.prep[k + 1].split(prog.prep[k].start, ctx.ops)
+        handle = AllToAllV.start(ctx, a2a, prog.prep[k], async_op=True)
+        t1 = clock()
+        Spmm.run_rows(ctx, sp, parts, 0)
+        t2 = clock()
+        ctx.comm.wait(handle)
+        t3 = clock()
+        Spmm.run_rows(ctx, sp, parts, 1)
+        ctx.ops.synchronize()
+        t4 = clock()
+        ph["exchange"] += (t1 - t0) + (t3 - t2)
+        ph["compute"] += (t2 - t1) + (t4 - t3)
+        return k + 2
 
     def _scratch(self, i, sid, rows, f):
         key = ("scratch", i, sid, f)
@@ -265,21 +278,20 @@ class Executor:
         plans = {}
         rows_pq = np.zeros((p, p), dtype=np.int64)
         for k, st in enumerate(steps):
-            if st["op"] != "alltoallv" or k == 0 or steps[k - 1]["op"] != "gather" \
+            if step_op(st) is not AllToAllV or k == 0 or steps[k - 1]["op"] != "gather" \
                     or steps[k - 1]["dst"] != st["src"]:
                 continue
             gat, sid = steps[k - 1], st["id"]
             loc = self.comm.local
             blk = [prog.sizes[i][gat["src"]] for i in range(len(loc))]
-            sc = [prog.arrays[i][f"{sid}.send_counts"] for i in range(len(loc))]
-            rc = [prog.arrays[i][f"{sid}.recv_counts"] for i in range(len(loc))]
+            sc, rc = prog.counts[sid]
             mem = [self.comm.member(st["group"], r) for r in loc]
             obl_sc = [np.where(sc[i] > 0, blk[i], 0).astype(np.int64) if mem[i] else np.zeros(0, np.int64)
                       for i in range(len(loc))]
             obl_rc = self.comm.exchange_counts(st["group"], obl_sc)
             # positions of the needed rows inside each sender's block: the sender's gather indices
-            pos_send = [self.ops.to_numpy(prog.arrays[i][f"{gat['id']}.idx"]) if mem[i] else np.zeros(0, np.int64)
-                        for i in range(len(loc))]
+            pos_send = [np.asarray(self.shards[i][f"{gat['id']}.idx"], dtype=np.int64) if mem[i]
+                        else np.zeros(0, np.int64) for i in range(len(loc))]
             pos_recv = [np.empty((int(rc[i].sum()) if mem[i] else 0, 1), dtype=np.int64) for i in range(len(loc))]
             pos_recv = [self.ops.index(x) for x in pos_recv]
             self.comm.alltoallv(st["group"], [self.ops.index(x.reshape(-1, 1)) for x in pos_send],
@@ -335,32 +347,38 @@ class Executor:
             if per[i] is None:
                 continue
             start = dst_start(st, prog.sizes[i])
-            rows = int(prog.arrays[i][f"{st['id']}.recv_counts"].sum())
+            rows = int(prog.counts[st["id"]][1][i].sum())
             self.ops.take(outs[i], per[i]["pick"], b[st["dst"]][start:start + rows])
         self.ops.synchronize()
         return (t1 - t0) + (time.perf_counter() - t2)
 
-    def bare_exchange(self, program: str = "forward", f: int = 1) -> float:
-        """Seconds of bare ``alltoallv`` calls with the program's split sizes
-        (preallocated buffers, no gather, no checks) — the floor the executor's
-        exchange is compared with."""
+    def bare_exchange(self, program: str = "forward", f: int = 1, *, barriers: bool = True) -> float:
+        """Seconds of bare ``all_to_all_single`` calls with the program's split
+        sizes (preallocated buffers, no gather, no checks, no counters) — the
+        floor the executor's exchange is compared with, measured with the same
+        protocol as its exchange phase: a barrier before each call (not timed),
+        the device synchronized after it, the calls' times summed."""
         prog = self.programs[program]
         key = ("bare", program, f)
         if key not in self._bufs:
             per = []
-            for st in prog.steps:
-                if st["op"] == "alltoallv":
-                    sid = st["id"]
-                    per.append((st, [self.ops.zeros(int(a[f"{sid}.send_counts"].sum()), f) for a in prog.arrays],
-                                [self.ops.zeros(int(a[f"{sid}.recv_counts"].sum()), f) for a in prog.arrays]))
+            for st, prep in zip(prog.steps, prog.prep):
+                if step_op(st) is AllToAllV:
+                    scs, rcs = prog.counts[st["id"]]
+                    per.append((prep.xp, [self.ops.zeros(int(c.sum()), f) for c in scs],
+                                [self.ops.zeros(int(c.sum()), f) for c in rcs]))
             self._bufs[key] = per
-        t0 = time.perf_counter()
-        for st, sends, outs in self._bufs[key]:
-            sid = st["id"]
-            self.comm.alltoallv(st["group"], sends, [a[f"{sid}.send_counts"] for a in prog.arrays],
-                                [a[f"{sid}.recv_counts"] for a in prog.arrays], outs, what=f"{sid} (bare)")
-        self.ops.synchronize()
-        return time.perf_counter() - t0
+        total = 0.0
+        start, wait, sync, barrier = self.comm.start, self.comm.wait, self.ops.synchronize, self.comm.barrier
+        for xp, sends, outs in self._bufs[key]:
+            if barriers:
+                sync()
+                barrier()
+            t0 = time.perf_counter()
+            wait(start(xp, sends, outs))
+            sync()
+            total += time.perf_counter() - t0
+        return total
 
 
 __all__ = ["Executor", "PHASES", "CommError"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-KERNELS = ("auto", "scipy", "torch")
+KERNELS = ("auto", "native", "scipy", "torch")  # native = scipy (the CPU kernel)
 
 
 class NumpyOps:
@@ -50,6 +50,13 @@ class NumpyOps:
     def spmm(self, mat, x, out):
         out[...] = mat @ x
 
+    def spmm_rows(self, mat, x, out, rows):
+        """``out[rows] = mat @ x`` (``mat`` holds just those rows)."""
+        out[rows] = mat @ x
+
+    def fill_rows(self, buf, rows, value: float):
+        buf[rows] = value
+
     def transpose_matrix(self, mat):
         return mat.T.tocsr()
 
@@ -78,12 +85,16 @@ class TorchOps:
         self.dtype = getattr(torch, str(np.dtype(dtype)))
         self.np_dtype = np.dtype(dtype)
         if kernel not in KERNELS:
-            raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+            from ..errors import PlanError
+            raise PlanError(f"kernels must be one of {', '.join(KERNELS)}, got {kernel!r}")
+        if kernel == "native":
+            kernel = "scipy"
         if kernel == "auto":
             kernel = "torch" if self.device.type == "cuda" else "scipy"
         if kernel == "scipy" and self.device.type != "cpu":
             from ..errors import PlanError
-            raise PlanError("the scipy SpMM kernel runs on CPU tensors only; use kernel='torch' on CUDA")
+            raise PlanError("the native (scipy) SpMM kernel runs on CPU tensors only; use kernels 'torch' "
+                            "or 'auto' on CUDA")
         self.kernel = kernel
 
     def index(self, a: np.ndarray):
@@ -126,6 +137,18 @@ class TorchOps:
             out.zero_()
         else:
             out.copy_(self.torch.sparse.mm(mat, x) if mat._nnz() else self.torch.zeros_like(out))
+
+    def spmm_rows(self, mat, x, out, rows):
+        """``out[rows] = mat @ x`` (``mat`` holds just those rows)."""
+        if self.kernel == "scipy":
+            out.numpy()[rows.numpy()] = mat @ x.numpy()
+        elif mat._nnz():
+            out.index_copy_(0, rows, self.torch.sparse.mm(mat, x))
+        else:
+            out.index_fill_(0, rows, 0.0)
+
+    def fill_rows(self, buf, rows, value: float):
+        buf.index_fill_(0, rows, value)
 
     def to_numpy(self, a) -> np.ndarray:
         return a.detach().cpu().numpy()
