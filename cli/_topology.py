@@ -122,7 +122,7 @@ class TopologyOptions:
         if self.topo is None:
             return None
         from partplan.metrics.topology import exchange_steps
-        from partplan.routing import routed_layout
+        from partplan.layouts import routed_layout
         if self.route == "flat":
             st = lay.volumes(graph, part, f=f, dtype=dtype)
         else:

@@ -6,7 +6,9 @@ creates, in one fixed order (:meth:`Layout.groups`), the exact volumes the
 analyzer reports (:meth:`Layout.volumes`) and the exchange program the runtime
 executes (:meth:`Layout.program`). Nothing outside this module interprets a
 layout string; a new layout (a routed, hierarchical one) is one new class
-registered in :data:`LAYOUTS`.
+registered in :data:`LAYOUTS`. The base class is :class:`partplan.layout_base.Layout`
+(re-exported here), the routed layout :class:`partplan.routing.Routed`: this
+module imports both, neither imports it.
 
 * **1d** — rank r owns row block r: its rows of A, H and Z. Program: copy own
   rows into ``ext``, gather the rows peers need, all-to-all-v in ``world``
@@ -35,95 +37,14 @@ from __future__ import annotations
 
 import math
 import re
-from typing import ClassVar
 
 import numpy as np
 
-from .errors import PartitionError, PlanError
-from .graph import Graph
+from .errors import PartitionError
+from .layout_base import Layout
 from .plan.exchange import exchange, positions, row_order, sort_small, unit_bounds
 from .plan.program import Group, Program
-
-
-class Layout:
-    """Base class: ``ranks`` processes. Subclasses set :attr:`name` and implement
-    :meth:`_parse`, :attr:`row_blocks`, :meth:`groups`, :meth:`volumes`, :meth:`program`."""
-
-    name: ClassVar[str] = ""
-    # capabilities: what each layer may do with a plan of this layout (asked, never
-    # inferred from the layout string outside this module)
-    supports_owner: ClassVar[bool] = False   # decoupled ownership (an owner array apart from part)
-    bfs: ClassVar[bool] = False              # BFS / Graph500 run on its program of A^T
-    analytics: ClassVar[bool] = False        # PageRank, WCC, SSSP run on it
-    stealing: ClassVar[bool] = False         # frontier / ownership stealing hooks
-    routes: ClassVar[bool] = False           # the exchange is a chain of steps through domain monitors
-    fold: ClassVar[bool] = False             # 2D: partial rows fold to their owner after the SpMM
-    replicas: ClassVar[bool] = False         # 1.5D: row blocks replicated, partial sums all-reduced
-    gcn: ClassVar[bool] = False              # DistGCN training (partplan train gcn)
-    bottleneck: ClassVar[bool] = True        # max-volume objectives can be optimized for it
-    exact_replay: ClassVar[bool] = False     # replay is bitwise scipy's A @ H (same summation order)
-
-    def __init__(self, ranks: int):
-        if int(ranks) < 1:
-            raise PartitionError(f"layout {self.name}: ranks must be >= 1, got {ranks}")
-        self.ranks = int(ranks)
-
-    # ---- description
-    @property
-    def row_blocks(self) -> int:
-        """Row blocks of the partition (parts the partitioner produces)."""
-        return self.ranks
-
-    @property
-    def params(self) -> dict:
-        return {}
-
-    @property
-    def spec(self) -> str:
-        """The string :func:`parse_layout` turns back into this layout."""
-        return self.name
-
-    def describe(self) -> dict:
-        return {"layout": self.name, "spec": self.spec, "ranks": self.ranks, "row_blocks": self.row_blocks,
-                **self.params, "groups": [g.to_json() for g in self.groups()]}
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.spec!r}, ranks={self.ranks})"
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Layout) and (self.spec, self.ranks) == (other.spec, other.ranks)
-
-    def __hash__(self) -> int:
-        return hash((self.spec, self.ranks))
-
-    # ---- to implement
-    @classmethod
-    def _parse(cls, s: str, ranks: int | None, row_blocks: int | None) -> "Layout | None":
-        raise NotImplementedError
-
-    def groups(self) -> list[Group]:
-        """Every group with its member global ranks, in creation order."""
-        raise NotImplementedError
-
-    def volumes(self, graph: Graph, part, *, owner=None, f: int = 128, dtype: str = "float32", **cost):
-        """Exact exchange figures of this layout for the row-block partition
-        ``part`` (what ``metrics`` reports): CommStats (1d) or LayoutStats."""
-        raise NotImplementedError
-
-    def program(self, graph: Graph, part: np.ndarray, *, owner=None, prefix: str = "fwd") -> Program:
-        """The exchange program of ``Z = A @ H`` (A = ``graph``) for ``part``."""
-        raise NotImplementedError
-
-    # ---- shared
-    def _conformal_only(self, owner) -> None:
-        """Layouts without decoupled ownership refuse an ``owner`` array."""
-        if owner is not None and not self.supports_owner:
-            raise PlanError(f"decoupled ownership is planned for the 1d layout only, not {self.spec}")
-
-    def check_part(self, part: np.ndarray) -> None:
-        if part.size and int(part.max()) >= self.row_blocks:
-            raise PlanError(f"layout {self.spec} on {self.ranks} ranks has {self.row_blocks} row blocks, "
-                            f"but the partition uses part {int(part.max())}")
+from .routing import ROUTES, Routed
 
 
 def _exchange_steps(prog: Program, ex: list[dict], in_ids: list[np.ndarray], family: str,
@@ -171,7 +92,7 @@ class OneD(Layout):
     def volumes(self, graph, part, *, owner=None, f=128, dtype="float32", **cost):
         from .metrics import analyze
         if owner is not None and not np.array_equal(owner, part):
-            from .partition.ownership import owner_stats
+            from .metrics.ownership import owner_stats
             return owner_stats(graph, part, owner, self.ranks, f=f, dtype=dtype, **cost)
         return analyze(graph, part, self.ranks, f=f, dtype=dtype, backward=False, **cost)
 
@@ -365,7 +286,7 @@ class TwoD(Layout):
 
 
 #: name → class; :func:`parse_layout` tries each in order.
-LAYOUTS: dict[str, type[Layout]] = {"1d": OneD, "1.5d": OneHalfD, "2d": TwoD}
+LAYOUTS: dict[str, type[Layout]] = {"1d": OneD, "1.5d": OneHalfD, "2d": TwoD, "routed": Routed}
 
 LAYOUT_HELP = ("1d, 1.5d:C (C replicas of each row block), 2d:RxC (grid; 2d = most square) or "
                "routed:domain:D / routed:source:D (1D through domains of D ranks; D0,D1,... nested)")
@@ -420,6 +341,21 @@ def layout_class(spec) -> type[Layout]:
     return LAYOUTS[s.split(":", 1)[0]]
 
 
+def routed_layout(route: str, ranks: int, topology=None, sizes=None) -> Layout:
+    """The layout of ``route`` on ``ranks``: ``flat`` → 1d; ``domain`` /
+    ``source`` → :class:`Routed` over ``sizes`` (default: every domain level of
+    ``topology`` smaller than the machine, innermost first — a nested route)."""
+    if route == "flat":
+        return OneD(ranks)
+    if route not in ROUTES:
+        raise PartitionError(f"unknown route {route!r}; use one of {', '.join(ROUTES)}")
+    if sizes is None:
+        if topology is None or not topology.levels:
+            raise PartitionError(f"route {route} needs a topology with domain levels (e.g. tree:4x16)")
+        sizes = [lv.size for lv in topology.levels if lv.size < ranks] or [topology.levels[0].size]
+    return Routed(route, ranks, sizes)
+
+
 def layout_from_manifest(m: dict) -> Layout:
     """The layout a plan manifest records (``layout`` spec + ``ranks``)."""
     return parse_layout(m["layout"], int(m["ranks"]))
@@ -443,8 +379,3 @@ def stage_schedule(b: int, c: int) -> np.ndarray:
     out[stage, i, l] = q
     return out
 
-
-# the routed (hierarchy-aware) 1D layout lives in its own module; registered here
-from .routing import Routed  # noqa: E402
-
-LAYOUTS["routed"] = Routed

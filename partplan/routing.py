@@ -66,7 +66,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import PartitionError
-from .layouts import Layout
+from .layout_base import Layout
 from .metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, alpha_beta_time, dtype_bytes
 from .metrics.stats import PerRankVolume, imbalance
 from .metrics.volume1d import needed_pairs
@@ -402,20 +402,4 @@ class Routed(Layout):
         prog.add("spmm", arrs, src=src, dst="out")
 
 
-def routed_layout(route: str, ranks: int, topology=None, sizes=None) -> Layout:
-    """The layout of ``route`` on ``ranks``: ``flat`` → 1d; ``domain`` /
-    ``source`` → :class:`Routed` over ``sizes`` (default: every domain level of
-    ``topology`` smaller than the machine, innermost first — a nested route)."""
-    from .layouts import OneD
-    if route == "flat":
-        return OneD(ranks)
-    if route not in ROUTES:
-        raise PartitionError(f"unknown route {route!r}; use one of {', '.join(ROUTES)}")
-    if sizes is None:
-        if topology is None or not topology.levels:
-            raise PartitionError(f"route {route} needs a topology with domain levels (e.g. tree:4x16)")
-        sizes = [lv.size for lv in topology.levels if lv.size < ranks] or [topology.levels[0].size]
-    return Routed(route, ranks, sizes)
-
-
-__all__ = ["Routed", "RoutedStats", "Messages", "ROUTES", "cross_family", "lanes", "route_messages", "route_stages", "routed_layout"]
+__all__ = ["Routed", "RoutedStats", "Messages", "ROUTES", "cross_family", "lanes", "route_messages", "route_stages"]

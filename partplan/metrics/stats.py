@@ -200,7 +200,7 @@ def analyze_owned(graph: Graph, part, owner, k: int | None = None, *, f: int = 1
     exactly what the plan sends (a part is not sent ``H[j]`` just because it
     computes row j). Compute load from ``part``; ``extra["ownership"] =
     "decoupled"``. ``owner`` is not checked against the connectivity sets here
-    (:func:`partplan.partition.ownership.owner_stats` does).
+    (:func:`partplan.metrics.ownership.owner_stats` does).
 
     >>> import numpy as np
     >>> from partplan import Graph

@@ -1,0 +1,106 @@
+"""The layout base class: what every process layout of ``Z = A @ H`` answers.
+
+:class:`Layout` lives apart from the concrete layouts so that both
+:mod:`partplan.layouts` (1D, 1.5D, 2D and the registry :func:`~partplan.layouts.parse_layout`)
+and :mod:`partplan.routing` (the routed 1D layout) build on it without importing
+each other in a circle: ``layouts`` → ``routing`` → ``layout_base``.
+
+Capabilities (class attributes) say what each layer may do with a plan of a
+layout; callers ask them (``lay.bfs``, ``layout_class(spec).routes``) instead of
+testing a layout string.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+
+from .errors import PartitionError, PlanError
+from .plan.program import Group, Program
+
+if TYPE_CHECKING:
+    from .graph import Graph
+
+
+class Layout:
+    """Base class: ``ranks`` processes. Subclasses set :attr:`name` and implement
+    :meth:`_parse`, :attr:`row_blocks`, :meth:`groups`, :meth:`volumes`, :meth:`program`."""
+
+    name: ClassVar[str] = ""
+    # capabilities: what each layer may do with a plan of this layout (asked, never
+    # inferred from the layout string outside this module)
+    supports_owner: ClassVar[bool] = False   # decoupled ownership (an owner array apart from part)
+    bfs: ClassVar[bool] = False              # BFS / Graph500 run on its program of A^T
+    analytics: ClassVar[bool] = False        # PageRank, WCC, SSSP run on it
+    stealing: ClassVar[bool] = False         # frontier / ownership stealing hooks
+    routes: ClassVar[bool] = False           # the exchange is a chain of steps through domain monitors
+    fold: ClassVar[bool] = False             # 2D: partial rows fold to their owner after the SpMM
+    replicas: ClassVar[bool] = False         # 1.5D: row blocks replicated, partial sums all-reduced
+    gcn: ClassVar[bool] = False              # DistGCN training (partplan train gcn)
+    bottleneck: ClassVar[bool] = True        # max-volume objectives can be optimized for it
+    exact_replay: ClassVar[bool] = False     # replay is bitwise scipy's A @ H (same summation order)
+
+    def __init__(self, ranks: int):
+        if int(ranks) < 1:
+            raise PartitionError(f"layout {self.name}: ranks must be >= 1, got {ranks}")
+        self.ranks = int(ranks)
+
+    # ---- description
+    @property
+    def row_blocks(self) -> int:
+        """Row blocks of the partition (parts the partitioner produces)."""
+        return self.ranks
+
+    @property
+    def params(self) -> dict:
+        return {}
+
+    @property
+    def spec(self) -> str:
+        """The string :func:`parse_layout` turns back into this layout."""
+        return self.name
+
+    def describe(self) -> dict:
+        return {"layout": self.name, "spec": self.spec, "ranks": self.ranks, "row_blocks": self.row_blocks,
+                **self.params, "groups": [g.to_json() for g in self.groups()]}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.spec!r}, ranks={self.ranks})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Layout) and (self.spec, self.ranks) == (other.spec, other.ranks)
+
+    def __hash__(self) -> int:
+        return hash((self.spec, self.ranks))
+
+    # ---- to implement
+    @classmethod
+    def _parse(cls, s: str, ranks: int | None, row_blocks: int | None) -> "Layout | None":
+        raise NotImplementedError
+
+    def groups(self) -> list[Group]:
+        """Every group with its member global ranks, in creation order."""
+        raise NotImplementedError
+
+    def volumes(self, graph: Graph, part, *, owner=None, f: int = 128, dtype: str = "float32", **cost):
+        """Exact exchange figures of this layout for the row-block partition
+        ``part`` (what ``metrics`` reports): CommStats (1d) or LayoutStats."""
+        raise NotImplementedError
+
+    def program(self, graph: Graph, part: np.ndarray, *, owner=None, prefix: str = "fwd") -> Program:
+        """The exchange program of ``Z = A @ H`` (A = ``graph``) for ``part``."""
+        raise NotImplementedError
+
+    # ---- shared
+    def _conformal_only(self, owner) -> None:
+        """Layouts without decoupled ownership refuse an ``owner`` array."""
+        if owner is not None and not self.supports_owner:
+            raise PlanError(f"decoupled ownership is planned for the 1d layout only, not {self.spec}")
+
+    def check_part(self, part: np.ndarray) -> None:
+        if part.size and int(part.max()) >= self.row_blocks:
+            raise PlanError(f"layout {self.spec} on {self.ranks} ranks has {self.row_blocks} row blocks, "
+                            f"but the partition uses part {int(part.max())}")
+
+
+__all__ = ["Layout"]
