@@ -30,6 +30,7 @@ import numpy as np
 
 from ..errors import PartplanError, PlanError
 from ..plan.builder import manifest_volume
+from . import kernels as KT
 from .traversal import check_layout, exchange_chain, gather_global, rank_graph, traversal_program
 
 
@@ -60,45 +61,50 @@ def _order(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- PageRank
 def pagerank_parts(manifest: dict, shards, comm, *, damping: float = 0.85, tol: float = 1e-6,
-                   max_iter: int = 100, progress=None):
-    """PageRank on the local ranks: (ids per local rank, values per local rank, iteration records)."""
-    check_layout(manifest)
+                   max_iter: int = 100, progress=None, kernels: str = "auto"):
+    """PageRank on the local ranks: (ids per local rank, float64 values per
+    local rank — numpy —, iteration records). ``kernels``
+    (:data:`~partplan.runtime.kernels.CHOICES`): ``torch`` keeps the vectors
+    on the comm's device and runs the SpMM there (torch sparse CSR through the
+    Executor); ``native`` uses numpy vectors and the comm's default ops."""
+    check_layout(manifest, "analytics")
     if not 0 <= damping <= 1:
         raise PlanError(f"damping must be in [0, 1], got {damping}")
     if not tol > 0:
         raise PlanError(f"tol must be > 0, got {tol}")
     from .interpreter import Executor
-    ops = _ops(comm)
+    X = KT.for_comm(kernels, comm)
+    ops = X.ops(comm)
     ex = Executor(manifest, shards, comm, ops)
     prog = traversal_program(manifest)
     n = int(manifest["graph"]["n"])
     ids = [np.asarray(rp.in_ids(prog), dtype=np.int64) for rp in shards]
-    pos_out = [_order(i, np.asarray(rp.out_ids(prog))) for i, rp in zip(ids, shards)]
+    pos_out = [X.asarray(_order(i, np.asarray(rp.out_ids(prog))), "int64") for i, rp in zip(ids, shards)]
     fpos_in = [_order(i, np.asarray(rp.in_ids("forward"))) for i, rp in zip(ids, shards)]
-    fpos_out = [_order(i, np.asarray(rp.out_ids("forward"))) for i, rp in zip(ids, shards)]
-    ones = [ops.from_numpy(np.ones((fp.size, 1))) for fp in fpos_in]
+    fpos_out = [X.asarray(_order(i, np.asarray(rp.out_ids("forward"))), "int64") for i, rp in zip(ids, shards)]
+    ones = [X.to_ops(ops, X.full(fp.size, 1.0, "float64")) for fp in fpos_in]
     outw = []
     for i, z in enumerate(ex.run("forward", ones)):
-        w = np.zeros(ids[i].size)
-        w[fpos_out[i]] = ops.to_numpy(z)[:, 0]
+        w = X.zeros(ids[i].size, "float64")
+        w[fpos_out[i]] = X.from_ops(ops, z)
         outw.append(w)
     dang = [w == 0 for w in outw]
-    inv = [np.where(d, 0.0, 1.0 / np.where(d, 1.0, w)) for w, d in zip(outw, dang)]
-    x = [np.full(i.size, 1.0 / n) for i in ids]
+    inv = [X.where(d, 0.0, 1.0 / X.where(d, 1.0, w)) for w, d in zip(outw, dang)]
+    x = [X.full(i.size, 1.0 / n, "float64") for i in ids]
     pred = int(manifest_volume(manifest, prog).sum()) * 8
     records = []
     for it in range(1, max_iter + 1):
         t0 = time.perf_counter()
         sent0 = int(comm.sent_bytes.sum())
-        y = ex.run(prog, [ops.from_numpy((xi * vi)[:, None]) for xi, vi in zip(x, inv)])
-        dsum = _world_sum(comm, [np.array([xi[d].sum()]) for xi, d in zip(x, dang)])[0]
+        y = ex.run(prog, [X.to_ops(ops, xi * vi) for xi, vi in zip(x, inv)])
+        dsum = _world_sum(comm, [np.array([float(xi[d].sum())]) for xi, d in zip(x, dang)])[0]
         new = []
         for i, yi in enumerate(y):
-            a = np.zeros(ids[i].size)
-            a[pos_out[i]] = ops.to_numpy(yi)[:, 0]
+            a = X.zeros(ids[i].size, "float64")
+            a[pos_out[i]] = X.from_ops(ops, yi)
             new.append(damping * (a + dsum / n) + (1.0 - damping) / n)
         meas = int(comm.sent_bytes.sum()) - sent0
-        tot = _world_sum(comm, [np.array([np.abs(a - b).sum(), meas if i == 0 else 0])
+        tot = _world_sum(comm, [np.array([X.l1(a, b), meas if i == 0 else 0])
                                 for i, (a, b) in enumerate(zip(new, x))])
         x = new
         records.append({"iteration": it, "l1_change": float(tot[0]), "bytes": pred,
@@ -106,7 +112,7 @@ def pagerank_parts(manifest: dict, shards, comm, *, damping: float = 0.85, tol: 
         if progress:
             progress(f"iteration {it}: L1 change {tot[0]:.3e}")
         if tot[0] < n * tol:
-            return ids, x, records
+            return ids, [X.host(v) for v in x], records
     raise ConvergenceError(f"PageRank did not converge in {max_iter} iterations (L1 change "
                            f"{records[-1]['l1_change']:.3e} >= n·tol = {n * tol:.3e})")
 
@@ -124,7 +130,7 @@ def _by_family(fams: list[str], v: np.ndarray) -> dict:
 
 # ----------------------------------------------------------------------------- WCC
 def _min_over_rows(indptr, indices, ext_vals, own_vals):
-    """min(own value, min over the row's columns) per row (vectorized)."""
+    """min(own value, min over the row's columns) per row (vectorized, numpy)."""
     out = own_vals.copy()
     nz = np.flatnonzero(np.diff(indptr))
     if indices.size:
@@ -133,9 +139,12 @@ def _min_over_rows(indptr, indices, ext_vals, own_vals):
     return out
 
 
-def wcc_parts(manifest: dict, shards, comm, *, progress=None):
-    """Weak components: (ids per local rank, labels per local rank, round records)."""
-    check_layout(manifest)
+def wcc_parts(manifest: dict, shards, comm, *, progress=None, kernels: str = "auto"):
+    """Weak components: (ids per local rank, int64 labels per local rank —
+    numpy —, round records). ``kernels`` as in :func:`pagerank_parts`: the
+    labels live on the comm's device with ``torch``."""
+    check_layout(manifest, "analytics")
+    X = KT.for_comm(kernels, comm)
     prog = traversal_program(manifest)
     gs = [[rank_graph(manifest, rp, prog) for rp in shards]]
     if prog != "forward":  # directed: out-neighbours too (rows of A)
@@ -144,17 +153,18 @@ def wcc_parts(manifest: dict, shards, comm, *, progress=None):
             if not np.array_equal(a.ids, b.ids):
                 raise PlanError("the forward and backward programs hold different rows")
         gs.append(fw)
+    gvs = [[X.graph(rg) for rg in g] for g in gs]
     fams = _families([rg for g in gs for rg in g[:1]])
     ids = [rg.ids for rg in gs[0]]
-    lab = [i.copy() for i in ids]
-    ext = [[rg.ext_ids.copy() for rg in g] for g in gs]  # labels of own + ghost columns
-    changed = [np.ones(i.size, dtype=bool) for i in ids]
+    lab = [X.asarray(i, "int64") for i in ids]
+    ext = [[X.asarray(rg.ext_ids, "int64") for rg in g] for g in gs]  # labels of own + ghost columns
+    changed = [X.full(i.size, True, "bool") for i in ids]
     records, rnd = [], 0
     while True:
         t0 = time.perf_counter()
         sent0 = int(comm.sent_bytes.sum())
         nbytes = np.zeros(3 + 2 * len(fams))
-        new = [lv.copy() for lv in lab]
+        new = [X.copy(lv) for lv in lab]
         for k, g in enumerate(gs):
             got, vals, st = exchange_chain(comm, [rg.steps for rg in g], changed, lab, what=f"WCC round {rnd}")
             nbytes += np.concatenate([[st.bytes, st.sparse_bytes, st.dense_bytes], st.family_vector(fams)])
@@ -162,11 +172,13 @@ def wcc_parts(manifest: dict, shards, comm, *, progress=None):
                 e = ext[k][i]
                 e[:rg.nl] = lab[i]
                 e[rg.nl:][got[i]] = vals[i][got[i]]
-                new[i] = np.minimum(new[i], _min_over_rows(rg.indptr, rg.indices, e, lab[i]))
+                m = X.min_over_rows(gvs[k][i], e, lab[i])
+                new[i] = X.where(m < new[i], m, new[i])
         changed = [a < b for a, b in zip(new, lab)]
         lab = new
         meas = int(comm.sent_bytes.sum()) - sent0
-        tot = _world_sum(comm, [np.concatenate([[c.sum(), meas if i == 0 else 0], nbytes if i == 0 else 0 * nbytes])
+        tot = _world_sum(comm, [np.concatenate([[float(c.sum()), meas if i == 0 else 0],
+                                                nbytes if i == 0 else 0 * nbytes])
                                 for i, c in enumerate(changed)])
         records.append({"round": rnd, "changed": int(tot[0]), "bytes": int(tot[2]), "bytes_sparse": int(tot[3]),
                         "bytes_dense": int(tot[4]), "bytes_measured": int(tot[1]),
@@ -175,17 +187,16 @@ def wcc_parts(manifest: dict, shards, comm, *, progress=None):
             progress(f"round {rnd}: {int(tot[0])} labels changed")
         rnd += 1
         if tot[0] == 0:
-            return ids, lab, records
+            return ids, [X.host(v) for v in lab], records
 
 
 # ----------------------------------------------------------------------------- SSSP
-def sssp_parts(manifest: dict, shards, comm, root: int, *, progress=None, steal=None):
-    """Distances from ``root``: (ids per local rank, float64 distances, round records).
-    ``steal``: a :class:`~.steal.StealConfig` (frontier stealing per round) or None."""
-    from . import _bfs_kernels as K
-    kind = check_layout(manifest)
-    if steal is not None and kind != "1d":
-        raise PlanError(f"frontier stealing runs on 1d plans; this plan's layout is {manifest['layout']}")
+def sssp_parts(manifest: dict, shards, comm, root: int, *, progress=None, steal=None, kernels: str = "auto"):
+    """Distances from ``root``: (ids per local rank, float64 distances — numpy —,
+    round records). ``steal``: a :class:`~.steal.StealConfig` (frontier
+    stealing per round) or None. ``kernels`` as in :func:`pagerank_parts`."""
+    check_layout(manifest, ("analytics", "stealing") if steal is not None else "analytics")
+    X = KT.for_comm(kernels, comm)
     n = int(manifest["graph"]["n"])
     if isinstance(root, bool) or not isinstance(root, (int, np.integer)) or not 0 <= int(root) < n:
         raise PlanError(f"root {root!r} is not a vertex id in [0, {n})")
@@ -203,12 +214,12 @@ def sssp_parts(manifest: dict, shards, comm, root: int, *, progress=None, steal=
         raise PlanError(f"SSSP needs non-negative edge weights: {bad[0]}")
     if flag > 0:
         raise PlanError("SSSP needs non-negative edge weights: another rank holds a negative one")
-    dist = [np.full(rg.nl, np.inf) for rg in gs]
-    dext = [np.full(rg.next_ - rg.nl, np.inf) for rg in gs]
-    changed = [np.zeros(rg.nl, dtype=bool) for rg in gs]
+    gvs = [X.graph(rg) for rg in gs]
+    dist = [X.full(rg.nl, np.inf, "float64") for rg in gs]
+    dext = [X.full(rg.next_ - rg.nl, np.inf, "float64") for rg in gs]
+    changed = [X.zeros(rg.nl, "bool") for rg in gs]
     for i, rg in enumerate(gs):
-        k = np.flatnonzero(rg.ids == root)
-        if k.size:
+        for k in np.flatnonzero(rg.ids == root).tolist():
             dist[i][k] = 0.0
             changed[i][k] = True
     records, rnd, nchg = [], 0, 1.0
@@ -221,24 +232,22 @@ def sssp_parts(manifest: dict, shards, comm, root: int, *, progress=None, steal=
         sent0 = int(comm.sent_bytes.sum())
         got, vals, st = exchange_chain(comm, [rg.steps for rg in gs], changed, dist, what=f"SSSP round {rnd}")
         edges, sout = 0, None
+        for i in range(len(gs)):
+            dext[i][got[i]] = vals[i][got[i]]
         if bal is not None:
             from .steal import sssp_relax
-            for i in range(len(gs)):
-                dext[i][got[i]] = vals[i][got[i]]
-            res, sout = sssp_relax(bal, gs, changed, got, dist, dext, rnd, records[-1]["time_s"] if records else None)
+            res, sout = sssp_relax(bal, gs, changed, got, dist, dext, rnd, records[-1]["time_s"] if records else None,
+                                   kernels=X)
             changed = [r[0] for r in res]
             edges = sum(r[1] for r in res)
         for i, rg in enumerate(gs if bal is None else []):
-            dext[i][got[i]] = vals[i][got[i]]
-            cols = np.concatenate([np.flatnonzero(changed[i]), rg.nl + np.flatnonzero(got[i])])
-            de = np.concatenate([dist[i], dext[i]])
-            ch = np.zeros(rg.nl, dtype=np.bool_)
-            w = rg.cdata if rg.cdata is not None else np.zeros(0)
-            edges += K.relax(rg.cindptr, rg.crows, w, cols, de, dist[i], ch)
+            cols = X.cat([X.flatnonzero(changed[i]), rg.nl + X.flatnonzero(got[i])])
+            ch, e = X.relax(gvs[i], cols, X.cat([dist[i], dext[i]]), dist[i])
+            edges += e
             changed[i] = ch
         meas = int(comm.sent_bytes.sum()) - sent0 - (0 if sout is None else sout.measured_local)
         fv = st.family_vector(fams)
-        tot = _world_sum(comm, [np.concatenate([[c.sum(), edges if i == 0 else 0, st.bytes if i == 0 else 0,
+        tot = _world_sum(comm, [np.concatenate([[float(c.sum()), edges if i == 0 else 0, st.bytes if i == 0 else 0,
                                                  meas if i == 0 else 0], fv if i == 0 else 0 * fv])
                                 for i, c in enumerate(changed)])
         nchg = tot[0]
@@ -248,7 +257,7 @@ def sssp_parts(manifest: dict, shards, comm, root: int, *, progress=None, steal=
         if progress:
             progress(f"round {rnd}: {int(tot[0])} distances changed")
         rnd += 1
-    return [rg.ids for rg in gs], dist, records
+    return [rg.ids for rg in gs], [X.host(d) for d in dist], records
 
 
 # ----------------------------------------------------------------------------- job bodies

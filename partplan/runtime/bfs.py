@@ -50,7 +50,7 @@ import numpy as np
 
 from ..errors import PlanError
 from ..plan.builder import Plan, program_steps
-from . import _bfs_kernels as K
+from . import kernels as KT
 from .traversal import (RankGraph, check_layout, exchange_chain, exchange_flags, gather_global, rank_graph,
                         traversal_program, world_sum)
 
@@ -132,18 +132,26 @@ def _by_family(families: list[str], v: np.ndarray) -> tuple[dict, dict]:
 
 class BfsEngine:
     """BFS over the local ranks of ``comm`` (all of them for LocalComm, one
-    for TorchComm) from a plan's manifest and those ranks' shards."""
+    for TorchComm) from a plan's manifest and those ranks' shards.
+
+    ``kernels`` (:data:`~partplan.runtime.kernels.CHOICES`): the per-rank
+    compute — ``native`` (numba, numpy state on the host), ``torch`` (torch
+    ops, state as tensors on ``comm.device``, CPU tensors when the comm has
+    none) or ``auto`` (torch on CUDA, native otherwise). Both give the same
+    parents, levels and per-level figures."""
 
     def __init__(self, manifest: dict, shards: list, comm, *, direction: str = "auto",
-                 alpha: float = ALPHA, beta: float = BETA):
-        kind = check_layout(manifest, ("1d", "2d", "routed"))
+                 alpha: float = ALPHA, beta: float = BETA, kernels: str = "auto"):
+        lay = check_layout(manifest, "bfs")
         if direction not in DIRECTIONS:
             raise PlanError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
-        self.kind, self.two_d = kind, kind == "2d"
+        self.kind, self.two_d = lay.name, bool(lay.fold)
         if not (alpha > 0 and beta > 0):
             raise PlanError(f"alpha and beta must be > 0, got {alpha}, {beta}")
         if comm.world != manifest["ranks"]:
             raise PlanError(f"the plan is for {manifest['ranks']} ranks but the job has {comm.world}")
+        self.X = KT.for_comm(kernels, comm)
+        self.kernels = self.X.name
         self.manifest, self.comm = manifest, comm
         self.n, self.nnz = int(manifest["graph"]["n"]), int(manifest["graph"]["nnz"])
         self.direction, self.alpha, self.beta = direction, float(alpha), float(beta)
@@ -154,6 +162,8 @@ class BfsEngine:
             self.sync = [rg.fold.reversed(rg.fold_pos) for rg in self.rgs]  # owner → partial-row holders
         else:
             self.outdeg = [_out_degree(manifest, rp, rg.ids) for rp, rg in zip(shards, self.rgs)]
+        self.gvs = [self.X.graph(rg) for rg in self.rgs]  # the kernels' view (device copies for torch)
+        self.outdeg_x = [self.X.asarray(d, "int64") for d in self.outdeg]
         rg0 = self.rgs[0]
         self.families = list(dict.fromkeys([sg.family for sg in rg0.steps]
                                            + ([rg0.fold.family] if self.two_d else [])))
@@ -180,6 +190,14 @@ class BfsEngine:
             return "bottom-up" if scout > to_check / self.alpha else "top-down"
         return "top-down" if (nf < prev_nf and nf <= self.n / self.beta) else "bottom-up"
 
+    def _expand(self, i: int, cur: str, front, ghost, skip):
+        """One direction's kernel on local rank i's block: (new rows, edges, candidates)."""
+        X, gv = self.X, self.gvs[i]
+        if cur == "top-down":
+            cols = X.cat([X.flatnonzero(front), gv.nl + X.flatnonzero(ghost)])
+            return X.top_down(gv, cols, skip)
+        return X.bottom_up(gv, X.cat([front, ghost]), skip)
+
     def _sync_2d(self, visited, synced, depth):
         """Before a 2D bottom-up level: owners send the visited bits their grid-row
         peers do not have yet (``visited & ~synced``: everything at the first
@@ -192,7 +210,7 @@ class BfsEngine:
             synced[i] |= visited[i]
         got, _, st = exchange_flags(self.comm, self.sync, flags, None, [rg.fold.idx.size for rg in self.rgs],
                                     what=f"BFS visited sync, level {depth}")
-        return [rg.fold.idx[g] for rg, g in zip(self.rgs, got)], st
+        return [gv.fold_idx[g] for gv, g in zip(self.gvs, got)], st
 
     def _level_2d(self, cur, front, ghost, visited, known, depth):
         """2D level on each block: top-down expands the frontier columns, bottom-up
@@ -202,49 +220,45 @@ class BfsEngine:
         (sparse/dense, with the candidate id); ``known`` (block rows proposed
         before or known visited) is updated. The owner keeps the smallest
         candidate of each unvisited own vertex — the smallest frontier in-neighbour."""
-        rgs = self.rgs
+        X, rgs = self.X, self.rgs
         cands, edges_l, masks = [], [], []
         for i, rg in enumerate(rgs):
-            skip = known[i].copy()
-            skip[rg.self_src] |= visited[i][rg.self_dst]
-            cand = np.full(rg.nrows, -1, dtype=np.int64)
-            if cur == "top-down":
-                cols = np.concatenate([np.flatnonzero(front[i]), rg.nl + np.flatnonzero(ghost[i])])
-                new_p, edges = K.top_down(rg.cindptr, rg.crows, cols, rg.ext_ids, skip, cand)
-            else:
-                new_p, edges = K.bottom_up(rg.indptr, rg.indices, rg.ext_ids, skip,
-                                           np.concatenate([front[i], ghost[i]]), cand)
-            mask = np.zeros(rg.nrows, dtype=np.bool_)
+            gv = self.gvs[i]
+            skip = X.copy(known[i])
+            skip[gv.self_src] |= visited[i][gv.self_dst]
+            new_p, edges, cand = self._expand(i, cur, front[i], ghost[i], skip)
+            mask = X.zeros(rg.nrows, "bool")
             mask[new_p] = True
-            mask[rg.self_src] = False  # own rows stay here
+            mask[gv.self_src] = False  # own rows stay here
             known[i] |= mask
             cands.append(cand)
             edges_l.append(edges)
             masks.append(mask)
-        cdt = np.int32 if self.n <= np.iinfo(np.int32).max else np.int64  # a candidate id: 4 bytes while it fits
-        got, vals, st = exchange_flags(self.comm, [rg.fold for rg in rgs], masks, [c.astype(cdt) for c in cands],
+        cdt = "int32" if self.n <= np.iinfo(np.int32).max else "int64"  # a candidate id: 4 bytes while it fits
+        got, vals, st = exchange_flags(self.comm, [rg.fold for rg in rgs], masks, [X.astype(c, cdt) for c in cands],
                                        [rg.fold_pos.size for rg in rgs], what=f"BFS fold, level {depth}")
         out = []
         big = np.iinfo(np.int64).max
         for i, rg in enumerate(rgs):
-            best = np.full(rg.nl, big, dtype=np.int64)
-            c_self = cands[i][rg.self_src]
+            gv = self.gvs[i]
+            best = X.full(rg.nl, big, "int64")
+            c_self = cands[i][gv.self_src]
             ok = c_self >= 0
-            np.minimum.at(best, rg.self_dst[ok], c_self[ok])
-            np.minimum.at(best, rg.fold_pos[got[i]], vals[i][got[i]].astype(np.int64))
-            new = np.flatnonzero((best < big) & ~visited[i])
-            out.append((new, edges_l[i], np.where(best < big, best, -1)))
+            X.minimum_at(best, gv.self_dst[ok], c_self[ok])
+            X.minimum_at(best, gv.fold_pos[got[i]], X.astype(vals[i][got[i]], "int64"))
+            new = X.flatnonzero((best < big) & ~visited[i])
+            out.append((new, edges_l[i], X.where(best < big, best, -1)))
         return out, st
 
     def search(self, root: int) -> BfsResult:
         """One BFS from ``root`` (global id); every local rank takes part."""
         root = self.check_root(root)
-        comm, rgs = self.comm, self.rgs
+        comm, rgs, X = self.comm, self.rgs, self.X
         loc = range(len(rgs))
-        visited = [np.zeros(rg.nl, dtype=np.bool_) for rg in rgs]
-        parent = [np.full(rg.nl, -1, dtype=np.int64) for rg in rgs]
-        level = [np.full(rg.nl, -1, dtype=np.int64) for rg in rgs]
-        front = [np.zeros(rg.nl, dtype=np.bool_) for rg in rgs]
+        visited = [X.zeros(rg.nl, "bool") for rg in rgs]
+        parent = [X.full(rg.nl, -1, "int64") for rg in rgs]
+        level = [X.full(rg.nl, -1, "int64") for rg in rgs]
+        front = [X.zeros(rg.nl, "bool") for rg in rgs]
         for i in loc:
             k = self._own(i, root)
             if k >= 0:
@@ -253,14 +267,14 @@ class BfsEngine:
         comm.barrier()
         t0 = time.perf_counter()
         nf, scout = 1.0, 0.0
-        deg_root = [float(self.outdeg[i][front[i]].sum()) for i in loc]
+        deg_root = [float(self.outdeg_x[i][front[i]].sum()) for i in loc]
         scout = float(world_sum(comm, [np.array([d]) for d in deg_root])[0])
         to_check, prev_nf = float(self.nnz), 0.0
         cur = "bottom-up" if self.direction == "bottom-up" else "top-down"
         records: list[Level] = []
         depth = 0
-        known = [np.zeros(rg.nrows, dtype=np.bool_) for rg in rgs] if self.two_d else None  # 2D block rows
-        synced = [np.zeros(rg.nl, dtype=np.bool_) for rg in rgs] if self.two_d else None  # own bits peers have
+        known = [X.zeros(rg.nrows, "bool") for rg in rgs] if self.two_d else None  # 2D block rows
+        synced = [X.zeros(rg.nl, "bool") for rg in rgs] if self.two_d else None  # own bits peers have
         while nf > 0:
             tl = time.perf_counter()
             cur = self._next_direction(cur, scout, nf, prev_nf, to_check) if depth else cur
@@ -281,24 +295,18 @@ class BfsEngine:
             elif self.balancer is not None and cur == "top-down":
                 from .steal import bfs_top_down
                 found, steal = bfs_top_down(self.balancer, rgs, front, ghost, visited, depth,
-                                            records[-1].time_s if records else None)
+                                            records[-1].time_s if records else None, kernels=X)
             for i in loc:
-                rg = rgs[i]
-                cand = np.full(rg.nl, -1, dtype=np.int64)
                 if found is not None:
                     new, edges, cand = found[i]
-                elif cur == "top-down":
-                    cols = np.concatenate([np.flatnonzero(front[i]), rg.nl + np.flatnonzero(ghost[i])])
-                    new, edges = K.top_down(rg.cindptr, rg.crows, cols, rg.ext_ids, visited[i], cand)
                 else:
-                    fe = np.concatenate([front[i], ghost[i]])
-                    new, edges = K.bottom_up(rg.indptr, rg.indices, rg.ext_ids, visited[i], fe, cand)
+                    new, edges, cand = self._expand(i, cur, front[i], ghost[i], visited[i])
                 visited[i][new] = True
                 parent[i][new] = cand[new]
                 level[i][new] = depth + 1
                 front[i][:] = False
                 front[i][new] = True
-                vec.append(np.array([new.size, self.outdeg[i][new].sum(), edges], dtype=np.float64))
+                vec.append(np.array([len(new), float(self.outdeg_x[i][new].sum()), edges], dtype=np.float64))
             meas = int(comm.sent_bytes.sum()) - sent0  # this process's ranks; counted once (i = 0)
             meas -= 0 if steal is None else steal.measured_local  # steal bytes are reported apart
             extra = np.concatenate([st.vector(), [meas], st.rank_vector(comm.world),
@@ -319,8 +327,9 @@ class BfsEngine:
             prev_nf, nf = nf, new_nf
             depth += 1
         t_search = time.perf_counter() - t0
-        pg = gather_global(comm, [rg.ids for rg in rgs], parent, self.n, -1.0).astype(np.int64)
-        lg = gather_global(comm, [rg.ids for rg in rgs], level, self.n, -1.0).astype(np.int64)
+        ids = [rg.ids for rg in rgs]
+        pg = gather_global(comm, ids, [X.host(a) for a in parent], self.n, -1.0).astype(np.int64)
+        lg = gather_global(comm, ids, [X.host(a) for a in level], self.n, -1.0).astype(np.int64)
         return BfsResult(root, pg, lg, records, t_search)
 
 

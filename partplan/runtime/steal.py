@@ -534,41 +534,63 @@ __all__ = ["STEAL_MODES", "StealConfig", "Balancer", "LevelOutcome", "OwnershipP
 
 
 # ----------------------------------------------------------------------------- engine hooks
-def bfs_top_down(bal: Balancer, rgs, front, ghost, visited, depth: int, prev_seconds: float | None):
+def _kernels(bal: Balancer, kernels):
+    """The kernel set of a hook: a given set, else one made for ``kernels`` on
+    the balancer's comm and kept on the balancer (its device graph views too)."""
+    from . import kernels as KT
+    if not isinstance(kernels, str):
+        return kernels
+    cache = bal.__dict__.setdefault("_kernel_sets", {})
+    if kernels not in cache:
+        cache[kernels] = KT.for_comm(kernels, bal.comm)
+    return cache[kernels]
+
+
+def bfs_top_down(bal: Balancer, rgs, front, ghost, visited, depth: int, prev_seconds: float | None,
+                 *, kernels="auto"):
     """One top-down 1D BFS level with stealing: per local rank (new own rows,
-    edges this rank examined, candidate parents), and the LevelOutcome."""
-    from . import _bfs_kernels as K
-    cols = [np.concatenate([np.flatnonzero(front[i]), rg.nl + np.flatnonzero(ghost[i])]) for i, rg in enumerate(rgs)]
+    edges this rank examined, candidate parents), and the LevelOutcome.
+
+    ``kernels``: a name of :data:`~partplan.runtime.kernels.CHOICES` or a kernel
+    set; the state arrays (``front``, ``ghost``, ``visited``) are that set's
+    (numpy or device tensors) and so are the results. The balancer's cut and
+    payloads run on the host (the frontier column lists cross once)."""
+    X = _kernels(bal, kernels)
+    gvs = [X.graph(rg) for rg in rgs]
+    cols = [X.host(X.cat([X.flatnonzero(front[i]), rg.nl + X.flatnonzero(ghost[i])])) for i, rg in enumerate(rgs)]
     out = bal.level(cols, None, f"BFS level {depth}", prev_seconds)
     found = []
     for i, rg in enumerate(rgs):
-        cand = np.full(rg.nl, -1, dtype=np.int64)
-        new, edges = K.top_down(rg.cindptr, rg.crows, np.asarray(out.kept[i], np.int64), rg.ext_ids, visited[i], cand)
+        new, edges, cand = X.top_down(gvs[i], X.asarray(np.asarray(out.kept[i], np.int64)), visited[i])
         if out.returned[i] is not None and out.returned[i][0].size:
             r, v = out.returned[i]
+            r, v = X.asarray(r, "int64"), X.asarray(v.astype(np.int64))
             ok = ~visited[i][r]
-            r, v = r[ok], v[ok].astype(np.int64)
-            cand[r] = np.where(cand[r] < 0, v, np.minimum(cand[r], v))
-            new = np.flatnonzero(cand >= 0)
+            r, v = r[ok], v[ok]
+            cand[r] = X.where(cand[r] < 0, v, X.where(cand[r] < v, cand[r], v))
+            new = X.flatnonzero(cand >= 0)
         found.append((new, edges + out.stolen_done[i], cand))
     return found, out
 
 
-def sssp_relax(bal: Balancer, rgs, changed, got, dist, dext, rnd: int, prev_seconds: float | None):
+def sssp_relax(bal: Balancer, rgs, changed, got, dist, dext, rnd: int, prev_seconds: float | None,
+               *, kernels="auto"):
     """One SSSP round's relaxation with stealing: per local rank (changed
     bool[nl], edges this rank examined), and the LevelOutcome. Updates
-    ``dist`` in place (``dext`` must already hold the received distances)."""
-    from . import _bfs_kernels as K
-    cols = [np.concatenate([np.flatnonzero(changed[i]), rg.nl + np.flatnonzero(got[i])]) for i, rg in enumerate(rgs)]
-    dex = [np.concatenate([dist[i], dext[i]]) for i in range(len(rgs))]
-    out = bal.level(cols, [dex[i][c] for i, c in enumerate(cols)], f"SSSP round {rnd}", prev_seconds)
+    ``dist`` in place (``dext`` must already hold the received distances).
+    ``kernels`` as in :func:`bfs_top_down`."""
+    X = _kernels(bal, kernels)
+    gvs = [X.graph(rg) for rg in rgs]
+    cols = [X.cat([X.flatnonzero(changed[i]), rg.nl + X.flatnonzero(got[i])]) for i, rg in enumerate(rgs)]
+    dex = [X.cat([dist[i], dext[i]]) for i in range(len(rgs))]
+    out = bal.level([X.host(c) for c in cols], [X.host(dex[i][c]) for i, c in enumerate(cols)],
+                    f"SSSP round {rnd}", prev_seconds)
     res = []
     for i, rg in enumerate(rgs):
-        ch = np.zeros(rg.nl, dtype=np.bool_)
-        w = rg.cdata if rg.cdata is not None else np.zeros(0)
-        edges = K.relax(rg.cindptr, rg.crows, w, np.asarray(out.kept[i], np.int64), dex[i], dist[i], ch)
+        ch, edges = X.relax(gvs[i], X.asarray(np.asarray(out.kept[i], np.int64)), dex[i], dist[i])
         if out.returned[i] is not None and out.returned[i][0].size:
             r, v = out.returned[i]
+            r, v = X.asarray(r, "int64"), X.asarray(v, "float64")
             better = v < dist[i][r]
             dist[i][r[better]] = v[better]
             ch[r[better]] = True

@@ -62,15 +62,28 @@ def traversal_program(manifest: dict) -> str:
                     f"{b!r}): rebuild it with `partplan plan ... --backward` or from a symmetric graph")
 
 
-def check_layout(manifest: dict, allowed=("1d", "routed")) -> str:
-    """The layout kind ("1d" / "2d" / "routed") if traversals run on it, else one PlanError."""
-    lay = str(manifest["layout"])
-    kind = lay.split(":")[0]
-    if kind not in allowed:
-        raise PlanError(f"graph traversals run on {', '.join(allowed)} plans; this plan's layout is {lay}")
+CAPABILITIES = ("bfs", "analytics", "stealing", "routes", "fold")
+_WHAT = {"bfs": "BFS", "analytics": "PageRank, WCC and SSSP", "stealing": "frontier stealing",
+         "routes": "routed traversals", "fold": "2D traversals"}
+
+
+def check_layout(manifest: dict, needs: str | tuple[str, ...] = "analytics"):
+    """The plan's :class:`~partplan.layouts.Layout` if it declares every
+    capability in ``needs`` (names of :data:`CAPABILITIES`: ``bfs``,
+    ``analytics``, ``stealing``, ...) and has conformal ownership; else one PlanError."""
+    from ..layouts import layout_from_manifest
+    needs = (needs,) if isinstance(needs, str) else tuple(needs)
+    bad = [c for c in needs if c not in CAPABILITIES]
+    if bad:
+        raise PlanError(f"unknown layout capability {bad[0]!r}; one of {', '.join(CAPABILITIES)}")
+    lay = layout_from_manifest(manifest)
+    for c in needs:
+        if not getattr(lay, c, False):
+            raise PlanError(f"{_WHAT[c]} cannot run on this plan: its layout {manifest['layout']} does not "
+                            f"support it (plan the graph with a layout that does, e.g. 1d)")
     if manifest.get("ownership", "conformal") != "conformal":
         raise PlanError("graph traversals need conformal ownership (the plan has decoupled owners)")
-    return kind
+    return lay
 
 
 @dataclass
@@ -89,6 +102,15 @@ class Segments:
     def __post_init__(self):
         self.send_off = np.concatenate([[0], np.cumsum(self.send_counts)]).astype(np.int64)
         self.recv_off = np.concatenate([[0], np.cumsum(self.recv_counts)]).astype(np.int64)
+        self._dev: dict = {}
+
+    def on(self, device):
+        """(``idx``, ``send_off``) as int64 tensors on ``device`` (copied once per device)."""
+        key = str(device)
+        if key not in self._dev:
+            import torch
+            self._dev[key] = (torch.as_tensor(self.idx).to(device), torch.as_tensor(self.send_off).to(device))
+        return self._dev[key]
 
     @property
     def nrecv(self) -> int:
@@ -153,6 +175,11 @@ class RankGraph:
     @property
     def nl(self) -> int:
         return int(self.ids.size)
+
+    @property
+    def fold_idx(self) -> np.ndarray | None:
+        """2D: the block rows the fold sends (``fold.idx``); None otherwise."""
+        return None if self.fold is None else self.fold.idx
 
     @property
     def next_(self) -> int:
@@ -314,28 +341,20 @@ class ExchangeStats:
                          self.sparse_pairs, self.messages], dtype=np.float64)
 
 
-def exchange_flags(comm, segs: list[Segments], masks: list[np.ndarray], values: list | None,
-                   nrecv: list[int], what: str = "frontier") -> tuple[list, list, ExchangeStats]:
-    """Send, for every local rank i, the rows ``segs[i].idx`` of its source
-    buffer whose ``masks[i]`` is set (with ``values[i][row]`` if values is
-    given, a numpy array of one fixed dtype) to the peers the send lists name;
-    returns (received flags: bool[nrecv[i]] in receive order, received values
-    or None, stats). ``nrecv[i]`` = rows the receive side holds (sum of recv_counts)."""
-    st = ExchangeStats()
-    vdt = None if values is None else np.asarray(values[0]).dtype
-    w = 0 if vdt is None else vdt.itemsize
-    if all(sg.silent for sg in segs):  # the plan has no pair at all in this step (e.g. one rank): no collective
-        return ([np.zeros(k, dtype=bool) for k in nrecv],
-                None if vdt is None else [np.zeros(k, dtype=vdt) for k in nrecv], st)
-    counts, payloads, flagged = [], [], []
-    for i, sg in enumerate(segs):
-        f = np.asarray(masks[i], dtype=bool)[sg.idx]
-        flagged.append(f)
-        csum = np.concatenate([[0], np.cumsum(f, dtype=np.int64)])
-        counts.append(csum[sg.send_off[1:]] - csum[sg.send_off[:-1]])
-    peer_c = comm.exchange_counts(segs[0].family, counts)
+def _is_tensor(x) -> bool:
+    return type(x).__module__.startswith("torch")
+
+
+def _wants_tensors(comm) -> bool:
+    """The comm exchanges torch tensors (TorchComm, or a LocalComm with a device)."""
+    return hasattr(comm, "torch") or getattr(comm, "device", None) is not None
+
+
+def _tally(st: ExchangeStats, comm, segs: list[Segments], counts: list, peer_c: list, w: int):
+    """Add the chosen modes' bytes of every local rank to ``st``; returns (bytes
+    sent per peer, bytes received per peer, dense sent?, dense received?) per rank."""
     rank_of = list(comm.local)
-    sends, sc_bytes, rc_bytes = [], [], []
+    sc_bytes, rc_bytes, dns, rdns = [], [], [], []
     for i, sg in enumerate(segs):
         c = counts[i]
         sp, de, dn = pair_bytes(c, sg.send_counts, w)
@@ -350,6 +369,48 @@ def exchange_flags(comm, segs: list[Segments], masks: list[np.ndarray], values: 
         fam = st.by_family.setdefault(sg.family, [0, 0])
         fam[0] += int(nb.sum())
         fam[1] += int(np.count_nonzero(nb))
+        rsp, rde, rdn = pair_bytes(peer_c[i], sg.recv_counts, w)
+        sc_bytes.append(nb)
+        rc_bytes.append(np.where(rdn, rde, rsp))
+        dns.append(dn)
+        rdns.append(rdn)
+    return sc_bytes, rc_bytes, dns, rdns
+
+
+def exchange_flags(comm, segs: list[Segments], masks: list, values: list | None,
+                   nrecv: list[int], what: str = "frontier") -> tuple[list, list, ExchangeStats]:
+    """Send, for every local rank i, the rows ``segs[i].idx`` of its source
+    buffer whose ``masks[i]`` is set (with ``values[i][row]`` if values is
+    given, an array of one fixed dtype) to the peers the send lists name;
+    returns (received flags: bool[nrecv[i]] in receive order, received values
+    or None, stats). ``nrecv[i]`` = rows the receive side holds (sum of recv_counts).
+
+    numpy masks / values: packed on the host. torch tensors (the ``torch``
+    kernels): counted and packed on their device — flag counts per peer by a
+    cumsum there, only the counts (one int64 per peer) go to the host; the
+    sparse positions, dense bitmaps (:func:`~.kernels.torchk.packbits`, numpy's
+    bit order) and values are packed on the device into the same bytes as the
+    host path and sent as one uint8 all-to-all-v; the received flags and values
+    stay on the device."""
+    if masks and _is_tensor(masks[0]):
+        return _exchange_flags_torch(comm, segs, masks, values, nrecv, what)
+    st = ExchangeStats()
+    vdt = None if values is None else np.asarray(values[0]).dtype
+    w = 0 if vdt is None else vdt.itemsize
+    if all(sg.silent for sg in segs):  # the plan has no pair at all in this step (e.g. one rank): no collective
+        return ([np.zeros(k, dtype=bool) for k in nrecv],
+                None if vdt is None else [np.zeros(k, dtype=vdt) for k in nrecv], st)
+    counts, flagged = [], []
+    for i, sg in enumerate(segs):
+        f = np.asarray(masks[i], dtype=bool)[sg.idx]
+        flagged.append(f)
+        csum = np.concatenate([[0], np.cumsum(f, dtype=np.int64)])
+        counts.append(csum[sg.send_off[1:]] - csum[sg.send_off[:-1]])
+    peer_c = comm.exchange_counts(segs[0].family, counts)
+    sc_bytes, rc_bytes, dns, rdns = _tally(st, comm, segs, counts, peer_c, w)
+    sends = []
+    for i, sg in enumerate(segs):
+        c, dn = counts[i], dns[i]
         parts = []
         f = flagged[i]
         vals = None if values is None else np.asarray(values[i])[sg.idx]
@@ -363,10 +424,6 @@ def exchange_flags(comm, segs: list[Segments], masks: list[np.ndarray], values: 
             if vals is not None:
                 parts.append(np.ascontiguousarray(vals[lo:hi][fj]).view(np.uint8))
         sends.append(np.concatenate(parts) if parts else np.zeros(0, np.uint8))
-        _, _, rdn = pair_bytes(peer_c[i], sg.recv_counts, w)
-        rsp, rde, _ = pair_bytes(peer_c[i], sg.recv_counts, w)
-        sc_bytes.append(nb)
-        rc_bytes.append(np.where(rdn, rde, rsp))
     outs = [np.empty(int(rb.sum()), np.uint8) for rb in rc_bytes]
     comm.alltoallv(segs[0].family, [_as_comm(comm, s) for s in sends], sc_bytes, rc_bytes,
                    outs if not hasattr(comm, "torch") else [_as_comm(comm, o) for o in outs], what=what)
@@ -376,8 +433,7 @@ def exchange_flags(comm, segs: list[Segments], masks: list[np.ndarray], values: 
     for i, sg in enumerate(segs):
         got = np.zeros(nrecv[i], dtype=bool)
         gv = None if vdt is None else np.zeros(nrecv[i], dtype=vdt)
-        c = peer_c[i]
-        _, _, rdn = pair_bytes(c, sg.recv_counts, w)
+        c, rdn = peer_c[i], rdns[i]
         buf, pos = outs[i], 0
         for j in range(c.size):
             if c[j] == 0:
@@ -399,7 +455,96 @@ def exchange_flags(comm, segs: list[Segments], masks: list[np.ndarray], values: 
     return flags_out, (None if vdt is None else vals_out), st
 
 
-def exchange_chain(comm, chains: list[list[Segments]], masks: list[np.ndarray], values: list | None,
+def _exchange_flags_torch(comm, segs, masks, values, nrecv, what):
+    """:func:`exchange_flags` on device tensors (same counts, modes and bytes)."""
+    import torch
+
+    from .kernels.torchk import from_u32, packbits, u32_bytes, unpackbits, view_as
+    dev = masks[0].device
+    st = ExchangeStats()
+    vdt = None if values is None else values[0].dtype
+    w = 0 if vdt is None else torch.empty(0, dtype=vdt).element_size()
+    if all(sg.silent for sg in segs):
+        return ([torch.zeros(k, dtype=torch.bool, device=dev) for k in nrecv],
+                None if vdt is None else [torch.zeros(k, dtype=vdt, device=dev) for k in nrecv], st)
+    flagged, cts = [], []
+    for i, sg in enumerate(segs):
+        idx, soff = sg.on(dev)
+        f = masks[i][idx]
+        csum = torch.cat([torch.zeros(1, dtype=torch.int64, device=dev), torch.cumsum(f, 0, dtype=torch.int64)])
+        cts.append(csum[soff[1:]] - csum[soff[:-1]])
+        flagged.append(f)
+    allc = torch.cat(cts).cpu().numpy()  # the one device → host copy: one int64 per (local rank, peer)
+    cut = np.cumsum([0] + [sg.send_counts.size for sg in segs])
+    counts = [allc[cut[i]:cut[i + 1]] for i in range(len(segs))]
+    peer_c = comm.exchange_counts(segs[0].family, counts)
+    sc_bytes, rc_bytes, dns, rdns = _tally(st, comm, segs, counts, peer_c, w)
+    sends = []
+    for i, sg in enumerate(segs):
+        c, dn = counts[i], dns[i]
+        tot = int(c.sum())
+        if tot == 0:
+            sends.append(torch.zeros(0, dtype=torch.uint8, device=dev))
+            continue
+        f = flagged[i]
+        pos = torch.nonzero(f).reshape(-1)  # flagged list positions, grouped by peer (the list is)
+        cst = np.concatenate([[0], np.cumsum(c)])
+        vb = None
+        if values is not None:
+            idx, _ = sg.on(dev)
+            vb = values[i][idx[pos]].contiguous().view(torch.uint8).reshape(tot, w)
+        parts = []
+        for j in np.flatnonzero(c):  # loop over peers
+            lo, hi = int(sg.send_off[j]), int(sg.send_off[j + 1])
+            parts.append(packbits(f[lo:hi]) if dn[j] else u32_bytes(pos[cst[j]:cst[j + 1]] - lo))
+            if vb is not None:
+                parts.append(vb[cst[j]:cst[j + 1]].reshape(-1))
+        sends.append(torch.cat(parts))
+    if _wants_tensors(comm):
+        outs = [torch.empty(int(rb.sum()), dtype=torch.uint8, device=dev) for rb in rc_bytes]
+        comm.alltoallv(segs[0].family, sends, sc_bytes, rc_bytes, outs, what=what)
+    else:  # a numpy comm: cross at its boundary (zero-copy views of CPU tensors)
+        outs_np = [np.empty(int(rb.sum()), np.uint8) for rb in rc_bytes]
+        comm.alltoallv(segs[0].family, [s.cpu().numpy() for s in sends], sc_bytes, rc_bytes, outs_np, what=what)
+        outs = [torch.from_numpy(o).to(dev) for o in outs_np]
+    flags_out, vals_out = [], []
+    for i, sg in enumerate(segs):
+        got = torch.zeros(nrecv[i], dtype=torch.bool, device=dev)
+        gv = None if vdt is None else torch.zeros(nrecv[i], dtype=vdt, device=dev)
+        c, rdn = peer_c[i], rdns[i]
+        buf, pos = outs[i], 0
+        for j in np.flatnonzero(c):  # loop over peers
+            lo, s, cj = int(sg.recv_off[j]), int(sg.recv_counts[j]), int(c[j])
+            if rdn[j]:
+                nb = (s + 7) // 8
+                bits = unpackbits(buf[pos:pos + nb], s)
+                pos += nb
+                got[lo:lo + s] = bits
+                if gv is not None:
+                    vals = view_as(buf[pos:pos + w * cj], vdt)
+                    k = (torch.cumsum(bits, 0, dtype=torch.int64) - 1).clamp_(min=0)
+                    gv[lo:lo + s] = torch.where(bits, vals[k], gv[lo:lo + s])
+            else:
+                hit = lo + from_u32(buf[pos:pos + 4 * cj])
+                pos += 4 * cj
+                got[hit] = True
+                if gv is not None:
+                    gv[hit] = view_as(buf[pos:pos + w * cj], vdt)
+            if gv is not None:
+                pos += w * cj
+        flags_out.append(got)
+        vals_out.append(gv)
+    return flags_out, (None if vdt is None else vals_out), st
+
+
+def _cat(parts: list):
+    if _is_tensor(parts[0]):
+        import torch
+        return torch.cat(parts)
+    return np.concatenate(parts)
+
+
+def exchange_chain(comm, chains: list[list[Segments]], masks: list, values: list | None,
                    what: str = "frontier") -> tuple[list, list, ExchangeStats]:
     """:func:`exchange_flags` along a chain of steps (``chains[i]``: local rank
     i's :attr:`RankGraph.steps`): step k sends the flagged rows of the buffer
@@ -407,19 +552,19 @@ def exchange_chain(comm, chains: list[list[Segments]], masks: list[np.ndarray], 
     flag and value it arrived with) and appends what it receives. Returns the
     flags (and values) of every appended row (``ext[nl:]`` of the
     :class:`RankGraph`) and the stats of all steps (``by_family`` per family).
-    A 1D or 2D plan's chain is one step."""
+    A 1D or 2D plan's chain is one step. numpy arrays or device tensors alike."""
     if not chains[0]:  # no rank pair communicates (e.g. a routed plan of a partition that cuts no edge)
-        return ([np.zeros(0, dtype=bool) for _ in masks],
-                None if values is None else [np.asarray(v)[:0] for v in values], ExchangeStats())
+        return ([m[:0].bool() if _is_tensor(m) else np.zeros(0, dtype=bool) for m in masks],
+                None if values is None else [v[:0] for v in values], ExchangeStats())
     if len(chains[0]) == 1:
         return exchange_flags(comm, [c[0] for c in chains], masks, values, [c[0].nrecv for c in chains], what)
-    fl = [[np.asarray(m, dtype=bool)] for m in masks]
-    vl = None if values is None else [[np.asarray(v)] for v in values]
+    fl = [[m if _is_tensor(m) else np.asarray(m, dtype=bool)] for m in masks]
+    vl = None if values is None else [[v if _is_tensor(v) else np.asarray(v)] for v in values]
     st = ExchangeStats()
     for k in range(len(chains[0])):
         segs = [c[k] for c in chains]
-        bufm = [np.concatenate(f) if len(f) > 1 else f[0] for f in fl]
-        bufv = None if vl is None else [np.concatenate(v) if len(v) > 1 else v[0] for v in vl]
+        bufm = [_cat(f) if len(f) > 1 else f[0] for f in fl]
+        bufv = None if vl is None else [_cat(v) if len(v) > 1 else v[0] for v in vl]
         got, vals, s = exchange_flags(comm, segs, bufm, bufv, [sg.nrecv for sg in segs],
                                       what=f"{what}, step {k + 1} ({segs[0].family})")
         st = st.add(s)
@@ -427,8 +572,7 @@ def exchange_chain(comm, chains: list[list[Segments]], masks: list[np.ndarray], 
             fl[i].append(got[i])
             if vl is not None:
                 vl[i].append(vals[i])
-    return ([np.concatenate(f[1:]) for f in fl],
-            None if vl is None else [np.concatenate(v[1:]) for v in vl], st)
+    return ([_cat(f[1:]) for f in fl], None if vl is None else [_cat(v[1:]) for v in vl], st)
 
 
 def world_sum(comm, vecs: list) -> np.ndarray:

@@ -1,0 +1,244 @@
+"""Device kernels of the graph jobs: pure torch ops, vectorized over a
+level's edges, on any device (CPU or CUDA).
+
+Every method has its twin of the same name and meaning in
+:class:`~.native.NativeKernels` and gives bitwise the same result (see the
+package docstring). Arrays are torch tensors on :attr:`TorchKernels.device`
+(bool, int64, float64, int32); a graph view is a :class:`TorchGraph` (the
+RankGraph's arrays copied to the device once, plus the row of every CSR edge).
+
+Also :func:`packbits` / :func:`unpackbits`: numpy's default bit order (the
+first entry is the most significant bit of its byte), so the dense frontier
+bitmaps on the wire are byte for byte the host exchange's.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+BIG = torch.iinfo(torch.int64).max  # "no candidate" in the int64 minima
+_DT = {"bool": torch.bool, "int32": torch.int32, "int64": torch.int64, "float64": torch.float64}
+_WEIGHTS = (128, 64, 32, 16, 8, 4, 2, 1)
+_SHIFTS = (7, 6, 5, 4, 3, 2, 1, 0)
+
+
+def packbits(bits: torch.Tensor) -> torch.Tensor:
+    """uint8[⌈n/8⌉] of a bool/0-1 tensor of n entries, like ``numpy.packbits``
+    (bit order "big": entry 8k is bit 7 of byte k; the last byte zero-padded)."""
+    n = bits.numel()
+    b = bits.reshape(-1).to(torch.uint8)
+    pad = (-n) % 8
+    if pad:
+        b = torch.cat([b, torch.zeros(pad, dtype=torch.uint8, device=b.device)])
+    w = torch.tensor(_WEIGHTS, dtype=torch.uint8, device=b.device)
+    return (b.reshape(-1, 8) * w).sum(dim=1, dtype=torch.int32).to(torch.uint8)
+
+
+def unpackbits(buf: torch.Tensor, count: int) -> torch.Tensor:
+    """bool[count] from the bytes of :func:`packbits` (``numpy.unpackbits(buf, count=count)``)."""
+    s = torch.tensor(_SHIFTS, dtype=torch.uint8, device=buf.device)
+    return ((buf.reshape(-1, 1) >> s) & 1).reshape(-1)[:count].to(torch.bool)
+
+
+def u32_bytes(x: torch.Tensor) -> torch.Tensor:
+    """uint8[4·k]: int64 values in [0, 2**32) as native-endian uint32 (``numpy.astype(uint32).view(uint8)``)."""
+    x = x.to(torch.int64)
+    return torch.where(x >= 2 ** 31, x - 2 ** 32, x).to(torch.int32).contiguous().view(torch.uint8)
+
+
+def from_u32(buf: torch.Tensor) -> torch.Tensor:
+    """int64 values of native-endian uint32 bytes (the inverse of :func:`u32_bytes`)."""
+    return buf.clone().view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+
+
+def view_as(buf: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The bytes ``buf`` (uint8) reinterpreted as ``dtype`` (a copy: any offset)."""
+    return buf.clone().view(dtype)
+
+
+def _ranges(ptr: torch.Tensor, sel: torch.Tensor):
+    """(edge positions of the ptr-ranges of ``sel`` concatenated, lengths, total)."""
+    starts = ptr[sel]
+    lens = ptr[sel + 1] - starts
+    tot = int(lens.sum()) if sel.numel() else 0
+    if tot == 0:
+        return torch.zeros(0, dtype=torch.int64, device=ptr.device), starts, lens, 0
+    offs = torch.cumsum(lens, 0) - lens
+    pos = torch.repeat_interleave(starts - offs, lens, output_size=tot) + torch.arange(tot, device=ptr.device)
+    return pos, starts, lens, tot
+
+
+@dataclass
+class TorchGraph:
+    """A RankGraph's arrays as int64 / float64 tensors on one device (names as
+    in :class:`~partplan.runtime.traversal.RankGraph`); ``row_of`` = the block
+    row of every CSR edge; ``fold_idx`` = ``fold.idx`` (2D)."""
+
+    nl: int
+    nrows: int
+    ext_ids: torch.Tensor
+    indptr: torch.Tensor
+    indices: torch.Tensor
+    row_of: torch.Tensor
+    cindptr: torch.Tensor
+    crows: torch.Tensor
+    cdata: torch.Tensor | None
+    self_src: torch.Tensor | None = None
+    self_dst: torch.Tensor | None = None
+    fold_pos: torch.Tensor | None = None
+    fold_idx: torch.Tensor | None = None
+
+
+class TorchKernels:
+    """torch tensors on ``device`` (None: CPU)."""
+
+    name = "torch"
+
+    def __init__(self, device=None):
+        self.device = torch.device("cpu") if device is None else torch.device(device)
+        self._views: dict = {}
+
+    # ------------------------------------------------------------------ arrays
+    def _t(self, a, dtype=torch.int64) -> torch.Tensor | None:
+        if a is None:
+            return None
+        return torch.as_tensor(np.ascontiguousarray(a)).to(device=self.device, dtype=dtype)
+
+    def graph(self, rg) -> TorchGraph:
+        """The device copy of a RankGraph (made once per RankGraph and kernel set)."""
+        key = id(rg)
+        hit = self._views.get(key)
+        if hit is not None and hit[0] is rg:
+            return hit[1]
+        t = self._t
+        row_of = np.repeat(np.arange(rg.nrows, dtype=np.int64), np.diff(rg.indptr))
+        gv = TorchGraph(rg.nl, rg.nrows, t(rg.ext_ids), t(rg.indptr), t(rg.indices), t(row_of), t(rg.cindptr),
+                        t(rg.crows), t(rg.cdata, torch.float64), t(rg.self_src), t(rg.self_dst), t(rg.fold_pos),
+                        None if rg.fold is None else t(rg.fold.idx))
+        self._views[key] = (rg, gv)
+        return gv
+
+    def asarray(self, a, dtype: str | None = None) -> torch.Tensor:
+        """A tensor on the device (from numpy or a tensor; ``dtype`` bool / int32 / int64 / float64)."""
+        if isinstance(a, torch.Tensor):
+            return a.to(device=self.device, dtype=None if dtype is None else _DT[dtype])
+        a = np.ascontiguousarray(a)
+        return torch.as_tensor(a).to(device=self.device, dtype=None if dtype is None else _DT[dtype])
+
+    def host(self, a) -> np.ndarray:
+        """numpy copy of a tensor (no copy for a CPU tensor)."""
+        return a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else np.asarray(a)
+
+    def zeros(self, n: int, dtype: str = "bool") -> torch.Tensor:
+        return torch.zeros(int(n), dtype=_DT[dtype], device=self.device)
+
+    def full(self, n: int, value, dtype: str) -> torch.Tensor:
+        return torch.full((int(n),), value, dtype=_DT[dtype], device=self.device)
+
+    def astype(self, a, dtype: str) -> torch.Tensor:
+        return a.to(_DT[dtype])
+
+    def copy(self, a) -> torch.Tensor:
+        return a.clone()
+
+    def flatnonzero(self, a) -> torch.Tensor:
+        """int64 positions of the true entries (ascending)."""
+        return torch.nonzero(a.reshape(-1)).reshape(-1)
+
+    def cat(self, parts: list) -> torch.Tensor:
+        return torch.cat(parts)
+
+    def where(self, cond, a, b):
+        return torch.where(cond, a, b)
+
+    def minimum_at(self, dst, idx, vals) -> None:
+        """dst[idx] = min(dst[idx], vals) with repeated indices (in place)."""
+        if idx.numel():
+            dst.scatter_reduce_(0, idx, vals.to(dst.dtype), "amin")
+
+    def l1(self, a, b) -> float:
+        """sum |a − b| (a float)."""
+        return float((a - b).abs().sum())
+
+    # ------------------------------------------------------------------ level kernels
+    def top_down(self, gv: TorchGraph, cols, visited):
+        """Expand the frontier columns ``cols`` (ext positions, int64) of the CSC
+        block: the CSC ranges of the columns are gathered with
+        ``repeat_interleave``, every edge carries its column's global id (or
+        int64 max when its row is ``visited``) and a ``scatter_reduce(amin)``
+        per row keeps the smallest. Returns (new rows, edges examined = every
+        edge of the columns, candidate parents int64[visited.size], −1 elsewhere)."""
+        cols = cols.to(torch.int64)
+        n = visited.numel()
+        cand = torch.full((n,), -1, dtype=torch.int64, device=self.device)
+        pos, _, lens, tot = _ranges(gv.cindptr, cols)
+        if tot == 0:
+            return torch.zeros(0, dtype=torch.int64, device=self.device), 0, cand
+        rows = gv.crows[pos]
+        g = torch.repeat_interleave(gv.ext_ids[cols], lens, output_size=tot)
+        g = torch.where(visited[rows], BIG, g)
+        best = torch.full((n,), BIG, dtype=torch.int64, device=self.device).scatter_reduce_(0, rows, g, "amin")
+        hit = best < BIG
+        cand = torch.where(hit, best, cand)
+        return self.flatnonzero(hit), tot, cand
+
+    def bottom_up(self, gv: TorchGraph, front_ext, visited):
+        """Every row not ``visited`` looks for its first in-edge (in the block's
+        order: ascending global id) whose column is in the frontier: a masked
+        segment minimum of edge positions over the unvisited rows' CSR ranges.
+        Returns (new rows, edges scanned up to and including each first hit —
+        the whole row when none —, candidate parents, −1 elsewhere)."""
+        n = visited.numel()
+        cand = torch.full((n,), -1, dtype=torch.int64, device=self.device)
+        uv = self.flatnonzero(~visited)
+        pos, starts, lens, tot = _ranges(gv.indptr, uv)
+        if tot == 0:
+            return torch.zeros(0, dtype=torch.int64, device=self.device), 0, cand
+        seg = torch.repeat_interleave(torch.arange(uv.numel(), device=self.device), lens, output_size=tot)
+        hit = front_ext[gv.indices[pos]]
+        first = torch.full((uv.numel(),), BIG, dtype=torch.int64, device=self.device)
+        first.scatter_reduce_(0, seg, torch.where(hit, pos, BIG), "amin")
+        found = first < BIG
+        edges = int(torch.where(found, first - starts + 1, lens).sum())
+        new = uv[found]
+        cand[new] = gv.ext_ids[gv.indices[first[found]]]
+        return new, edges, cand
+
+    def relax(self, gv: TorchGraph, cols, dist_ext, dist):
+        """Bellman-Ford over columns ``cols``: dist[r] = min(dist[r], dist_ext[c] + w)
+        (w = 1 on unweighted blocks) by ``scatter_reduce(amin)``, in place.
+        Returns (changed bool[nl], edges examined = every edge of the columns)."""
+        cols = cols.to(torch.int64)
+        pos, _, lens, tot = _ranges(gv.cindptr, cols)
+        if tot == 0:
+            return torch.zeros(dist.numel(), dtype=torch.bool, device=self.device), 0
+        rows = gv.crows[pos]
+        nd = torch.repeat_interleave(dist_ext[cols], lens, output_size=tot)
+        nd = nd + (gv.cdata[pos] if gv.cdata is not None and gv.cdata.numel() else 1.0)
+        best = dist.clone().scatter_reduce_(0, rows, nd, "amin")
+        ch = best < dist
+        dist.copy_(best)
+        return ch, tot
+
+    def min_over_rows(self, gv: TorchGraph, ext_vals, own_vals):
+        """min(own value, min over the row's columns of ``ext_vals``) per row (segment min)."""
+        out = own_vals.clone()
+        if gv.indices.numel():
+            out.scatter_reduce_(0, gv.row_of, ext_vals[gv.indices], "amin")
+        return out
+
+    # ------------------------------------------------------------------ PageRank's Executor boundary
+    def ops(self, comm, dtype: str = "float64"):
+        """The Executor's array table: TorchOps on this device with torch sparse CSR SpMM."""
+        from ..ops import TorchOps
+        return TorchOps(dtype, str(self.device), "torch")
+
+    def to_ops(self, ops, a):
+        """A state vector as an Executor input column (rows × 1), on the device."""
+        return a.to(ops.dtype).reshape(-1, 1).contiguous()
+
+    def from_ops(self, ops, z):
+        """Column 0 of an Executor output as a state vector (stays on the device)."""
+        return z[:, 0]
