@@ -14,6 +14,14 @@ import numpy as np
 from partplan.topology import PRESET_HELP, TopologyError
 
 
+def _routable(layout) -> bool:
+    """Whether --route / --map apply to ``layout`` (a spec, a Layout or None = the default 1d)."""
+    if layout is None:
+        return True
+    from partplan.layouts import layout_class
+    return layout_class(layout).routable
+
+
 def add_topology_args(p) -> None:
     """Add --topology, --route, --map to an argparse parser."""
     from partplan.mapping import MAP_METHODS
@@ -61,7 +69,7 @@ class TopologyOptions:
         self.level = self.topo.level_index(self.level_name) if self.level_name is not None else None
         if self.level_name is not None and self.route == "flat":
             raise TopologyError(f"--route-level {self.level_name} applies to --route source / domain, not flat")
-        if layout not in (None, "1d", "1") and (self.route != "flat" or self.map != "none"):
+        if (self.route != "flat" or self.map != "none") and not _routable(layout):
             raise TopologyError(f"--route {self.route} / --map {self.map} apply to the 1d layout, not {layout}")
 
     @property
@@ -103,7 +111,7 @@ class TopologyOptions:
             k = int(src.ranks) if hasattr(src, "ranks") else (int(part.max()) + 1 if part.size else 1)
         self.check_ranks(k)
         src_layout = getattr(src, "layout", None)
-        if src_layout not in (None, "1d") and (self.route != "flat" or self.map != "none") and layout is None:
+        if (self.route != "flat" or self.map != "none") and layout is None and not _routable(src_layout):
             raise TopologyError(f"--route {self.route} / --map {self.map} apply to 1d partitions; this one is "
                                 f"for layout {src_layout}")
         new = self.place(graph, part)

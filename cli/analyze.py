@@ -132,6 +132,7 @@ def _check_options(args) -> None:
 def run(args) -> int:
     from partplan.io.partfile import partition_k_from_name, read_partition, write_partition
     from partplan.layouts import parse_layout as layout_of
+    from partplan.layouts import spec_ranks
     from partplan.metrics import analyze
     from partplan.metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE
     from partplan.parts import as_partition
@@ -156,8 +157,8 @@ def run(args) -> int:
     timing["load_s"] = time.perf_counter() - t0
 
     k = args.k  # ranks
-    if spec.startswith("2d:") and k is None:
-        k = layout_of(spec).ranks
+    if k is None:
+        k = spec_ranks(spec)  # 2d:RxC fixes R·C ranks by itself
     topts.check_ranks(k)
     t0 = time.perf_counter()
     if args.partition is not None:
@@ -197,7 +198,7 @@ def run(args) -> int:
                     name=f"{graph.name} / {name}")
     lstats = None
     layout = lay.name
-    if layout != "1d":
+    if lay.layout_stats:
         lstats = lay.volumes(graph, part, f=args.f, dtype=args.dtype, alpha=alpha, beta=beta)
     topo_out = topts.metrics(graph, part, lay, args.f, args.dtype)
     timing["analyze_s"] = time.perf_counter() - t0

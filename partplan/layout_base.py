@@ -39,6 +39,9 @@ class Layout:
     gcn: ClassVar[bool] = False              # DistGCN training (partplan train gcn)
     bottleneck: ClassVar[bool] = True        # max-volume objectives can be optimized for it
     exact_replay: ClassVar[bool] = False     # replay is bitwise scipy's A @ H (same summation order)
+    minibatch: ClassVar[bool] = False        # mini-batch GCN training (sampled exchanges of 1D row blocks)
+    routable: ClassVar[bool] = False         # a topology route (--route) or part → rank map (--map) applies
+    layout_stats: ClassVar[bool] = True      # volumes() are its own figures, not the 1D CommStats of its blocks
 
     def __init__(self, ranks: int):
         if int(ranks) < 1:
@@ -59,6 +62,12 @@ class Layout:
     def spec(self) -> str:
         """The string :func:`parse_layout` turns back into this layout."""
         return self.name
+
+    @classmethod
+    def spec_for(cls, params: dict) -> str:
+        """The spec of this layout with :attr:`params` ``params`` (what a partition
+        file of schema /1 recorded: the name, and the parameters apart)."""
+        return cls.name
 
     def describe(self) -> dict:
         return {"layout": self.name, "spec": self.spec, "ranks": self.ranks, "row_blocks": self.row_blocks,

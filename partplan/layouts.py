@@ -78,6 +78,8 @@ class OneD(Layout):
     name = "1d"
     supports_owner = True
     bfs = analytics = stealing = gcn = exact_replay = True
+    minibatch = routable = True
+    layout_stats = False  # its volumes are the CommStats of analyze()
 
     @classmethod
     def _parse(cls, s, ranks, row_blocks):
@@ -148,6 +150,10 @@ class OneHalfD(Layout):
     @property
     def spec(self) -> str:
         return f"1.5d:{self.c}"
+
+    @classmethod
+    def spec_for(cls, params):
+        return f"1.5d:{int(params['c'])}"
 
     def groups(self) -> list[Group]:
         b, c = self.row_blocks, self.c
@@ -221,6 +227,10 @@ class TwoD(Layout):
     @property
     def spec(self) -> str:
         return f"2d:{self.R}x{self.C}"
+
+    @classmethod
+    def spec_for(cls, params):
+        return f"2d:{int(params['R'])}x{int(params['C'])}"
 
     def groups(self) -> list[Group]:
         R, C = self.R, self.C
@@ -354,6 +364,32 @@ def routed_layout(route: str, ranks: int, topology=None, sizes=None) -> Layout:
             raise PartitionError(f"route {route} needs a topology with domain levels (e.g. tree:4x16)")
         sizes = [lv.size for lv in topology.levels if lv.size < ranks] or [topology.levels[0].size]
     return Routed(route, ranks, sizes)
+
+
+def spec_from_params(layout, params: dict | None = None) -> str:
+    """The spec of a layout recorded as its name and its parameters apart (partition
+    files of schema /1: ``"1.5d"`` with ``{"c": 2}``); a full spec comes back as is.
+
+    >>> spec_from_params("2d", {"R": 2, "C": 3}), spec_from_params("1.5d:2", {"c": 2})
+    ('2d:2x3', '1.5d:2')
+    """
+    s = str(layout).strip().lower()
+    cls = LAYOUTS.get(s)
+    if cls is None or not params:
+        return s
+    return cls.spec_for(params)
+
+
+def spec_ranks(spec) -> int | None:
+    """The number of ranks a layout string fixes by itself (``2d:RxC``: R·C), else None.
+
+    >>> spec_ranks("2d:2x3"), spec_ranks("1.5d:2"), spec_ranks("2d")
+    (6, None, None)
+    """
+    try:
+        return parse_layout(spec).ranks
+    except PartitionError:
+        return None
 
 
 def layout_from_manifest(m: dict) -> Layout:

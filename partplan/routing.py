@@ -295,6 +295,11 @@ class Routed(Layout):
     def spec(self) -> str:
         return f"routed:{self.route}:{','.join(map(str, self.sizes))}"
 
+    @classmethod
+    def spec_for(cls, params):
+        sizes = params.get("domain_sizes") or [params["domain_size"]]
+        return f"routed:{params['route']}:{','.join(str(int(x)) for x in sizes)}"
+
     def _parent(self, i: int) -> int:
         return self.sizes[i + 1] if i + 1 < len(self.sizes) else self.ranks
 

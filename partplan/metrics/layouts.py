@@ -45,6 +45,7 @@ class LayoutStats:
     dtype: str = "float32"
     alpha: float = DEFAULT_ALPHA_S
     beta: float = DEFAULT_BETA_S_PER_BYTE
+    replicas: int = 1          # ranks holding each row block (1.5D: c; 2D: 1)
 
     @property
     def send(self):
@@ -58,7 +59,7 @@ class LayoutStats:
     def reduce_messages(self) -> np.ndarray:
         """int64[p]: messages each rank sends (and receives) in the 1.5D ring
         all-reduce: 2 (c − 1) (reduce-scatter + all-gather steps); 0 for 2D."""
-        c = int(self.shape[1]) if self.layout == "1.5d" else 1
+        c = self.replicas
         return np.full(self.p, 2 * (c - 1) if self.reduce_rows.any() else 0, dtype=np.int64)
 
     def summary(self) -> dict:
@@ -98,7 +99,7 @@ def analyze_15d(graph: Graph, block_part, c: int, *, f: int = 128, dtype: str = 
     vol[q * c + l, i * c + l] = vol_b[q, i]
     sizes = np.bincount(part, minlength=b)
     reduce_rows = np.repeat(2 * (c - 1) * sizes // c if c > 1 else np.zeros(b, dtype=np.int64), c)
-    return LayoutStats("1.5d", p, (b, c), vol, reduce_rows.astype(np.int64), f, dtype, alpha, beta)
+    return LayoutStats("1.5d", p, (b, c), vol, reduce_rows.astype(np.int64), f, dtype, alpha, beta, replicas=c)
 
 
 def analyze_2d(graph: Graph, part, R: int, C: int, *, f: int = 128, dtype: str = "float32",

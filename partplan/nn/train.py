@@ -240,7 +240,8 @@ def _train_minibatch(plan, comm, cfg: dict) -> tuple[dict, object]:
     from .minibatch import backward_exchanges, minibatch_forward, sampler_for
 
     m = plan.manifest
-    if m["layout"] != "1d":
+    from ..layouts import layout_class
+    if not layout_class(m["layout"]).minibatch:
         raise PlanError(f"{cfg['plan']}: mini-batch training runs on 1d plans (this one is {m['layout']})")
     tdt = torch.float64 if cfg.get("dtype") == "float64" else torch.float32
     npdt = np.float64 if tdt == torch.float64 else np.float32
@@ -498,8 +499,9 @@ def train_gcn(plan, *, nprocs: int | None = None, backend: str = "gloo", data=No
             raise DataError("give --data D.npz, or --random-features F (>= 1) and --classes C (>= 2)")
         cfg.update({"random_features": int(random_features), "classes": int(classes)})
     if sampler is not None:
+        from ..layouts import layout_class
         from .minibatch import sampler_for
-        if m["layout"] != "1d":
+        if not layout_class(m["layout"]).minibatch:
             raise PlanError(f"{plan}: mini-batch training runs on 1d plans (this one is {m['layout']})")
         if backend == "nccl":
             raise PlanError("mini-batch training runs on gloo or local in this version (its exchange is CPU-side)")

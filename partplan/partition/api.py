@@ -53,7 +53,7 @@ from .options import check_imbalance, check_real, check_seed
 from ..graph import Graph
 from ..metrics import CommStats, LayoutStats, analyze
 from ..metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, check_width, dtype_bytes
-from ..layouts import Layout, parse_layout
+from ..layouts import Layout, parse_layout, spec_from_params
 from ..models import column_net, joint_net, stochastic_hypergraph
 from .backends import backend_names, default_backend, run_backend
 from .objectives import FAST_PRESET, OBJECTIVES, check_objective, check_planner_preset
@@ -238,7 +238,8 @@ def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | 
     _choose(model, MODELS, "model")
     if objective is None:
         objective = DEFAULT_OBJECTIVE.get(model, "total")
-        if parse_layout(layout, k).name not in ("1d", "1.5d"):  # refinement counts 1D volume
+        lay_obj = parse_layout(layout, k)
+        if not lay_obj.bottleneck or lay_obj.routes:  # refinement counts the 1D volume of the row blocks
             objective = "total"
     check_objective(objective)
     _choose(ownership, OWNERSHIP, "ownership")
@@ -271,15 +272,16 @@ def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | 
         make_sampler(stoch.get("sampler"))
         hoeffding_nets(2, stoch.get("theta", 0.1), stoch.get("delta", 0.05))
     lay_obj = parse_layout(layout, k)
-    lay, lparams = lay_obj.name, lay_obj.params
+    lparams = lay_obj.params
     b = lay_obj.row_blocks
     if b > graph.n:
         raise PartitionError(f"k={b} row blocks exceed n={graph.n} vertices")
     imbalance, seed = check_imbalance(imbalance), check_seed(seed)
-    if objective != "total" and lay == "2d":
-        raise BackendUnavailableError("bottleneck refinement counts 1D volume; use layout 1d or 1.5d with it")
-    if ownership == "decoupled" and lay != "1d":
-        raise BackendUnavailableError("decoupled ownership is implemented for the 1D layout only")
+    if objective != "total" and not lay_obj.bottleneck:
+        raise BackendUnavailableError(f"bottleneck refinement counts 1D volume; layout {lay_obj.spec} cannot use "
+                                      f"it (use layout 1d or 1.5d)")
+    if ownership == "decoupled" and not lay_obj.supports_owner:
+        raise BackendUnavailableError(f"decoupled ownership is implemented for the 1D layout only, not {lay_obj.spec}")
 
     say = progress or (lambda msg: None)
     timings: dict = {}
@@ -396,7 +398,7 @@ def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | 
 
             info["conformal_stats"] = stats.summary()
             stats = owner_stats(graph, part, owner, b, f=f, dtype=dtype)
-        if lay != "1d":
+        if lay_obj.layout_stats:
             lstats = lay_obj.volumes(graph, part, f=f, dtype=dtype)
         timings["stats_s"] = time.perf_counter() - t0
     info["layout"] = {key: v for key, v in lay_obj.describe().items() if key != "groups"}
@@ -449,8 +451,7 @@ def _layout_of(meta: dict, path) -> Layout:
     """The layout a saved partition describes (schema /1 stored k = row blocks)."""
     try:
         k = int(meta["k"])
-        name, lp = str(meta.get("layout", "1d")), dict(meta.get("layout_params") or {})
-        spec = {"1.5d": f"1.5d:{lp.get('c')}", "2d": f"2d:{lp.get('R')}x{lp.get('C')}"}.get(name, name)
+        spec = spec_from_params(meta.get("layout", "1d"), dict(meta.get("layout_params") or {}))
         if meta.get("schema", SCHEMA) == "partplan.partition/1":
             return parse_layout(spec, row_blocks=k)
         return parse_layout(spec, k)
@@ -521,7 +522,7 @@ def load_partition(path: str | os.PathLike, graph: Graph | None = None) -> Parti
             stats = owner_stats(graph, part, owner, b, f=f, dtype=dtype)
         else:
             stats = analyze(graph, part, b, f=f, dtype=dtype, name=f"{graph.name} {meta.get('model')}/{meta.get('backend')}")
-        if lay.name != "1d":
+        if lay.layout_stats:
             lstats = lay.volumes(graph, part, f=f, dtype=dtype)
     k = lay.ranks
     meta["layout"] = lay.spec
