@@ -299,28 +299,29 @@ class SpmmPrep:
         self._split = {}
 
     def split(self, start: list[int], ops) -> list:
-        """Per local rank ``(interior rows, interior matrix, boundary rows,
-        boundary matrix)``: interior rows read only source rows below ``start``
-        (there before the exchange that fills the rest); each row keeps its
-        nonzeros in stored order, so the products are bitwise the unsplit ones."""
+        """Per local rank ``(interior matrix, boundary matrix)``, both of the
+        full shape: interior keeps the rows that read only source rows below
+        ``start`` (there before the exchange that fills the rest), boundary
+        the others; each row keeps its nonzeros in stored order and lies in
+        exactly one of them, so ``interior @ x`` then ``+= boundary @ x`` is
+        bitwise the unsplit product."""
         key = tuple(start)
         if key not in self._split:
             out = []
             for i, s in enumerate(start):
                 ip, ix = self.indptr[i], self.indices[i]
                 nrow = ip.size - 1
-                has_nz = np.diff(ip) > 0
-                row_of = np.repeat(np.arange(nrow, dtype=np.int64), np.diff(ip))
-                reads_halo = np.zeros(nrow, dtype=bool)
-                reads_halo[row_of[ix >= s]] = True
-                parts = []
-                for rows in (np.flatnonzero(~reads_halo & has_nz), np.flatnonzero(reads_halo)):
-                    sub_ip = np.concatenate([[0], np.cumsum(np.diff(ip)[rows])]).astype(np.int64)
-                    sel = _ranges(ip, rows)
-                    d = None if self.data[i] is None else self.data[i][sel]
-                    parts += [ops.index(rows), ops.matrix(sub_ip, ix[sel], d, (rows.size, self.shape[i][1]))]
-                empty = ops.index(np.flatnonzero(~has_nz))
-                out.append((*parts, empty))
+                lens = np.diff(ip)
+                row_of = np.repeat(np.arange(nrow, dtype=np.int64), lens)
+                halo = np.zeros(nrow, dtype=bool)
+                halo[row_of[ix >= s]] = True
+                mats = []
+                for keep in (~halo, halo):
+                    sel = keep[row_of]
+                    sub_ip = np.concatenate([[0], np.cumsum(np.where(keep, lens, 0))]).astype(np.int64)
+                    d = None if self.data[i] is None else np.asarray(self.data[i])[sel]
+                    mats.append(ops.matrix(sub_ip, ix[sel], d, self.shape[i]))
+                out.append(tuple(mats))
             self._split[key] = out
         return self._split[key]
 
@@ -405,17 +406,12 @@ class Spmm(Step):
             spmm(mat, b[st["src"]], b[st["dst"]])
 
     @classmethod
-    def run_rows(cls, ctx, st, parts: list, which: int) -> None:
-        """Rows ``which`` (0: interior, 1: boundary) of a split SpMM
-        (:meth:`SpmmPrep.split`); interior also zeroes the rows without nonzeros."""
-        ops = ctx.ops
+    def run_part(cls, ctx, st, parts: list, which: int) -> None:
+        """Part ``which`` (0: interior, written; 1: boundary, added) of a split
+        SpMM (:meth:`SpmmPrep.split`)."""
+        spmm_into = ctx.ops.spmm_into
         for b, pr in zip(ctx.bufs, parts):
-            rows, mat = pr[2 * which], pr[2 * which + 1]
-            out = b[st["dst"]]
-            if which == 0 and pr[4].shape[0]:
-                ops.fill_rows(out, pr[4], 0.0)
-            if rows.shape[0]:
-                ops.spmm_rows(mat, b[st["src"]], out, rows)
+            spmm_into(pr[which], b[st["src"]], b[st["dst"]], accumulate=bool(which))
 
 
 @register

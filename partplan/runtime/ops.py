@@ -14,6 +14,26 @@ import numpy as np
 
 KERNELS = ("auto", "native", "scipy", "torch")  # native = scipy (the CPU kernel)
 
+try:  # scipy's CSR x dense kernel (what csr_matrix @ ndarray calls), to write into a given buffer
+    from scipy.sparse._sparsetools import csr_matvecs as _scipy_matvecs
+except ImportError:  # pragma: no cover - a scipy without it: the operator path
+    _scipy_matvecs = None
+
+
+def _csr_matvecs(mat, x, out, accumulate: bool) -> None:
+    """``out (+)= mat @ x`` for numpy ``x`` / ``out`` (C-contiguous, one dtype)."""
+    if (_scipy_matvecs is not None and out.flags.c_contiguous and x.flags.c_contiguous
+            and x.dtype == out.dtype == mat.dtype and out.ndim == 2 and x.ndim == 2):
+        if not accumulate:
+            out.fill(0)
+        if mat.nnz and out.shape[1]:
+            _scipy_matvecs(mat.shape[0], mat.shape[1], out.shape[1], mat.indptr, mat.indices, mat.data,
+                           x.ravel(), out.ravel())
+    elif accumulate:
+        out += mat @ x
+    else:
+        out[...] = mat @ x
+
 
 class NumpyOps:
     """numpy buffers; scipy SpMM."""
@@ -48,14 +68,13 @@ class NumpyOps:
         return sp.csr_matrix((d, indices, indptr), shape=shape)
 
     def spmm(self, mat, x, out):
-        out[...] = mat @ x
+        self.spmm_into(mat, x, out)
 
-    def spmm_rows(self, mat, x, out, rows):
-        """``out[rows] = mat @ x`` (``mat`` holds just those rows)."""
-        out[rows] = mat @ x
-
-    def fill_rows(self, buf, rows, value: float):
-        buf[rows] = value
+    def spmm_into(self, mat, x, out, accumulate: bool = False):
+        """``out = mat @ x`` (``accumulate``: ``out += mat @ x``), written in
+        place: scipy's own CSR × dense kernel, which is what ``mat @ x`` runs
+        into a zeroed temporary — so bitwise its result, without the temporary."""
+        _csr_matvecs(mat, x, out, accumulate)
 
     def transpose_matrix(self, mat):
         return mat.T.tocsr()
@@ -130,25 +149,25 @@ class TorchOps:
             return mat.T.tocsr()
         return mat.t().to_sparse_csr()
 
+    def spmm_into(self, mat, x, out, accumulate: bool = False):
+        """``out = mat @ x`` (``accumulate``: ``out += mat @ x``), in place."""
+        if self.kernel == "scipy":
+            _csr_matvecs(mat, x.numpy(), out.numpy(), accumulate)
+        elif mat.shape[0] == 0 or x.shape[1] == 0 or not mat._nnz():
+            if not accumulate:
+                out.zero_()
+        elif accumulate:
+            out.add_(self.torch.sparse.mm(mat, x))
+        else:
+            out.copy_(self.torch.sparse.mm(mat, x))
+
     def spmm(self, mat, x, out):
         if self.kernel == "scipy":
-            out.numpy()[...] = mat @ x.numpy()
+            _csr_matvecs(mat, x.numpy(), out.numpy(), False)
         elif mat.shape[0] == 0 or x.shape[1] == 0:
             out.zero_()
         else:
             out.copy_(self.torch.sparse.mm(mat, x) if mat._nnz() else self.torch.zeros_like(out))
-
-    def spmm_rows(self, mat, x, out, rows):
-        """``out[rows] = mat @ x`` (``mat`` holds just those rows)."""
-        if self.kernel == "scipy":
-            out.numpy()[rows.numpy()] = mat @ x.numpy()
-        elif mat._nnz():
-            out.index_copy_(0, rows, self.torch.sparse.mm(mat, x))
-        else:
-            out.index_fill_(0, rows, 0.0)
-
-    def fill_rows(self, buf, rows, value: float):
-        buf.index_fill_(0, rows, value)
 
     def to_numpy(self, a) -> np.ndarray:
         return a.detach().cpu().numpy()

@@ -1,0 +1,188 @@
+"""Runtime v2's executor: the step-op registry, overlap of the exchange with the
+SpMM's interior rows (bitwise the sequential Z), LocalComm on torch tensors,
+and the prepared exchange. Oracles: scipy ``A @ H`` and the sequential step."""
+import numpy as np
+import pytest
+
+from partplan import Graph
+from partplan.layouts import parse_layout
+from partplan.plan import build_plan, write_plan
+from partplan.plan.steps import STEPS, Step, program_rows, register, step_op
+from partplan.runtime.spmm import local_executor, run_spmm
+
+torch = pytest.importorskip("torch")
+
+LAYOUTS = [("1d", 3), ("1.5d:2", 4), ("2d:2x2", 4), ("routed:domain:2", 4), ("routed:source:2", 4), ("1d", 1)]
+
+
+def _graph(directed, n=240, m=1500, seed=0):
+    rng = np.random.default_rng(seed)
+    return Graph.from_edges(rng.integers(0, n, m), rng.integers(0, n, m), rng.random(m) + 0.25, n=n,
+                            symmetrize=not directed)
+
+
+def _plan(spec, p, directed, seed=0):
+    g = _graph(directed, seed=seed)
+    part = np.random.default_rng(seed + 1).integers(0, parse_layout(spec, p).row_blocks, g.n)
+    return g, build_plan(g, part, p, layout=spec)
+
+
+def _run(plan, H, prog, **kw):
+    ex = local_executor(plan, dtype=H.dtype, **kw)
+    xs = [H[rp.in_ids(prog)] for rp in plan.ranks]
+    if kw.get("device"):
+        xs = [ex.ops.from_numpy(x) for x in xs]
+    Z = np.zeros((H.shape[0], H.shape[1]), dtype=H.dtype)
+    for rp, z in zip(plan.ranks, ex.run(prog, xs)):
+        if rp.writes_output(prog):
+            Z[rp.out_ids(prog)] = ex.ops.to_numpy(z)
+    return Z, ex
+
+
+@pytest.mark.parametrize("directed", [False, True])
+@pytest.mark.parametrize("spec,p", LAYOUTS)
+def test_overlap_is_bitwise_the_sequential_step_on_every_layout(spec, p, directed):
+    g, plan = _plan(spec, p, directed)
+    H = np.random.default_rng(3).standard_normal((g.n, 7))
+    A = g.to_scipy()
+    for prog, M in (("forward", A), ("backward", A.T.tocsr())):
+        for dev, k in ((None, "auto"), ("cpu", "torch"), ("cpu", "native")):
+            on, ex = _run(plan, H, prog, device=dev, kernels=k, overlap="on")
+            off, _ = _run(plan, H, prog, device=dev, kernels=k, overlap="off")
+            assert np.array_equal(on, off), (prog, dev, k)
+            if parse_layout(spec, p).exact_replay and k != "torch":
+                assert np.array_equal(on, M @ H), (prog, dev, k)   # scipy's own summation order
+            else:
+                np.testing.assert_allclose(on, M @ H, rtol=1e-12, atol=1e-12)
+        if p > 1:  # the exchange that feeds the SpMM is the overlapped one
+            assert ex.programs[prog].overlap, prog
+
+
+def test_overlap_splits_rows_by_what_they_read():
+    """Interior rows read no received row; boundary rows read at least one;
+    every row with a nonzero is in exactly one part (checked on the CSR)."""
+    g, plan = _plan("1d", 3, True, seed=5)
+    ex = local_executor(plan)
+    prog = ex.programs["forward"]
+    k = min(prog.overlap)
+    parts = prog.prep[k + 1].split(prog.prep[k].start, ex.ops)
+    for i, (inner, bound) in enumerate(parts):
+        start = prog.prep[k].start[i]
+        full = prog.prep[k + 1].mats[i]
+        assert (inner + bound - full).nnz == 0
+        assert inner.nnz == 0 or inner.indices.max() < start
+        rows_b = np.flatnonzero(np.diff(bound.indptr))
+        assert all(bound[r].indices.max() >= start for r in rows_b)
+        assert np.intersect1d(np.flatnonzero(np.diff(inner.indptr)), rows_b).size == 0
+
+
+@pytest.mark.parametrize("spec,p", [("1d", 4), ("2d:2x2", 4), ("routed:domain:2", 4), ("1.5d:3", 3)])
+def test_localcomm_on_torch_tensors_counts_the_same_bytes(spec, p):
+    g, plan = _plan(spec, p, True, seed=2)
+    H = np.random.default_rng(0).standard_normal((g.n, 3)).astype(np.float32)
+    Zn, exn = _run(plan, H, "forward")
+    Zt, ext = _run(plan, H, "forward", device="cpu", kernels="torch")
+    np.testing.assert_allclose(Zt, Zn, rtol=1e-5, atol=1e-5)
+    assert np.array_equal(exn.comm.sent_bytes, ext.comm.sent_bytes)
+    assert ext.comm.sent_bytes.sum() + ext.comm.reduce_bytes.sum() > 0
+    assert np.array_equal(exn.comm.reduce_bytes, ext.comm.reduce_bytes)
+    # the buffers really are tensors on the device
+    assert all(isinstance(b, torch.Tensor) for b in ext._buffers(ext.programs["forward"], 3)[0].values())
+
+
+def test_run_spmm_local_backend_on_a_torch_device(tmp_path):
+    g, plan = _plan("1d", 3, False)
+    path = write_plan(plan, tmp_path / "g.plan")
+    rep = run_spmm(path, backend="local", device="cpu", kernels="torch", f=8, repeat=1, overlap="on")
+    assert rep["bytes_match"] and rep["device"] == "cpu" and rep["kernels"] == "torch"
+    assert rep["overlap"] == "on" and rep["step_sequential_s"] > 0
+    rep = run_spmm(path, backend="local", f=8, repeat=1, overlap="off")
+    assert rep["kernels"] == "native" and rep["overlap"] == "off"
+
+
+def test_bad_options_are_one_clear_error(tmp_path):
+    from partplan import PlanError
+    g, plan = _plan("1d", 2, False)
+    path = write_plan(plan, tmp_path / "g.plan")
+    with pytest.raises(PlanError, match="overlap"):
+        run_spmm(path, backend="local", overlap="maybe")
+    with pytest.raises(PlanError, match="kernels"):
+        run_spmm(path, backend="local", kernels="cuda")
+    with pytest.raises(PlanError, match="no CUDA" if not torch.cuda.is_available() else "gloo"):
+        run_spmm(path, nprocs=2, backend="gloo", device="cuda")
+    with pytest.raises(PlanError, match="not a torch device|partplan runs on"):
+        run_spmm(path, backend="local", device="tpu:7")
+
+
+def test_gloo_p2_overlap_on_and_off_write_the_same_Z(tmp_path):
+    g, plan = _plan("1d", 2, True, seed=7)
+    path = write_plan(plan, tmp_path / "g.plan")
+    H = np.random.default_rng(1).standard_normal((g.n, 16))
+    np.save(tmp_path / "H.npy", H)
+    Z = {}
+    for ov in ("on", "off"):
+        rep = run_spmm(path, nprocs=2, backend="gloo", features=tmp_path / "H.npy", output=tmp_path / f"Z{ov}.npy",
+                       repeat=1, overlap=ov, compare=["bare"], timeout=30)
+        assert rep["bytes_match"] and rep["overlap"] == ov
+        Z[ov] = np.load(tmp_path / f"Z{ov}.npy")
+    assert np.array_equal(Z["on"], Z["off"])
+    assert np.array_equal(Z["on"], g.to_scipy() @ H)
+
+
+# ----------------------------------------------------------------------------- the registry
+def test_every_op_the_layouts_emit_is_registered_and_declares_itself():
+    seen = set()
+    for spec, p in LAYOUTS:
+        _, plan = _plan(spec, p, True)
+        for prog in ("forward", "backward"):
+            seen |= {st["op"] for st in plan.steps(prog)}
+    assert seen == set(STEPS)
+    for op, cls in STEPS.items():
+        assert cls.op == op and cls.phase in ("gather", "exchange", "compute", "reduce", "fold")
+        assert set(cls.arrays).isdisjoint(cls.optional_arrays)
+
+
+def test_program_rows_are_the_bytes_the_comm_counts():
+    """The registry's collective rows × f × itemsize equal the comm counters
+    (alltoallv + allreduce) on a 1.5D plan, rank by rank."""
+    g, plan = _plan("1.5d:2", 4, True, seed=3)
+    H = np.random.default_rng(2).standard_normal((g.n, 5))
+    _, ex = _run(plan, H, "forward")
+    comm = ex.comm
+    for rp in plan.ranks:
+        rows = program_rows(plan.steps("forward"), rp.rank, rp.buffers("forward"),
+                            lambda fam: comm.member(fam, rp.rank) is not None, 4)
+        assert rows * 5 * 8 == comm.sent_bytes[rp.rank].sum() + comm.reduce_bytes[rp.rank]
+
+
+def test_a_new_step_op_is_one_class():
+    """A toy op registered from outside runs in the interpreter and is checked
+    by the manifest reader: nothing else needs to change."""
+    from partplan.runtime.interpreter import Executor
+
+    @register
+    class Scale(Step):
+        op, phase = "scale_test", "compute"
+        fields = {"buf": "buf"}
+
+        @classmethod
+        def walk(cls, w, st):
+            pass
+
+        @classmethod
+        def run(cls, ctx, st, prep):
+            for b in ctx.bufs:
+                b[st["buf"]] *= 2.0
+    try:
+        g, plan = _plan("1d", 2, False)
+        prog = plan.manifest["programs"]["forward"]
+        prog["steps"].append({"id": f"{prog['prefix']}.{len(prog['steps'])}", "op": "scale_test", "buf": "out",
+                              "arrays": []})
+        H = np.random.default_rng(0).standard_normal((g.n, 2))
+        Z, _ = _run(plan, H, "forward")
+        np.testing.assert_allclose(Z, 2.0 * (g.to_scipy() @ H), rtol=1e-12)
+        assert step_op(prog["steps"][-1]) is Scale
+    finally:
+        STEPS.pop("scale_test", None)
+    with pytest.raises(Exception, match="unknown step op"):
+        step_op({"op": "scale_test"})
