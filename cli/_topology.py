@@ -90,7 +90,8 @@ class TopologyOptions:
         """The routed layout's spec, or None for flat."""
         if self.topo is None or self.route == "flat":
             return None
-        return f"routed:{self.route}:{','.join(map(str, self.sizes()))}"
+        from partplan.layouts import routed_layout
+        return routed_layout(self.route, self.topo.ranks, sizes=self.sizes()).spec
 
     def place(self, graph, part: np.ndarray) -> np.ndarray:
         """``part`` mapped onto the topology (``--map``); records what the mapping gained."""
