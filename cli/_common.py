@@ -1,12 +1,18 @@
-"""Pieces every command shares: loading GRAPH arguments and argparse types
-that reject bad numbers with one clear line."""
+"""Pieces every command shares: loading GRAPH arguments, argparse types that
+reject bad numbers with one clear line (defined with the job options in
+:mod:`partplan.jobs.args`), and the subcommands of the registered jobs."""
 from __future__ import annotations
 
 import argparse
-import math
+import json
+import sys
 from pathlib import Path
 
 from partplan.errors import GraphFormatError
+from partplan.jobs.args import fraction, nonneg_float, nonneg_int, positive_int
+
+__all__ = ["load_graph", "fraction", "nonneg_float", "nonneg_int", "positive_int", "add_job_commands",
+           "run_job_cmd"]
 
 
 def load_graph(spec: str, *, fetch: bool = False, symmetrize: bool = False):
@@ -28,61 +34,35 @@ def load_graph(spec: str, *, fetch: bool = False, symmetrize: bool = False):
     return g.normalize(symmetrize=True) if symmetrize and not g.is_symmetric() else g
 
 
-def _number(text: str, kind, what: str):
-    try:
-        return kind(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+def add_job_commands(sub, command: str) -> None:
+    """One subcommand per registered job under ``command`` ("run", "train"):
+    its help, description and examples, the shared job options, the job's own
+    arguments and ``--json`` (:mod:`partplan.jobs` is the one list)."""
+    from partplan.jobs import jobs
+    from partplan.jobs.args import add_job_options
+    for job in jobs(command):
+        s = sub.add_parser(job.subcommand, help=job.help, description=job.description or job.help,
+                           epilog=("examples:\n" + job.examples) if job.examples else None,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        add_job_options(s)
+        job.add_arguments(s)
+        s.add_argument("--json", action="store_true", help="print the report as JSON")
+        s.set_defaults(func=run_job_cmd, job_name=job.name)
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    v = _number(text, int, "a positive integer")
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
-    return v
-
-
-def nonneg_int(text: str) -> int:
-    """argparse type: an integer >= 0."""
-    v = _number(text, int, "an integer >= 0")
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {v}")
-    return v
-
-
-def nonneg_float(text: str) -> float:
-    """argparse type: a finite number >= 0."""
-    v = _number(text, float, "a number")
-    if not math.isfinite(v) or v < 0:
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text}")
-    return v
-
-
-def fraction(text: str) -> float:
-    """argparse type: an imbalance / tolerance in [0, 10)."""
-    v = _number(text, float, "a number")
-    if not (0 <= v < 10):
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 10), got {text}")
-    return v
-
-
-def print_keys(rep: dict, keys) -> None:
-    """``key  value`` lines of ``rep`` for the keys present (floats to 4 digits)."""
-    present = [k for k in keys if k in rep]
-    w = max((len(k) for k in present), default=0)
-    for k in present:
-        v = rep[k]
-        print(f"{k:<{w}}  {v:.4g}" if isinstance(v, float) else f"{k:<{w}}  {v}")
-
-
-def add_job_options(parser) -> None:
-    """The options every distributed job shares: --nprocs, --backend, --timeout, --threads."""
-    parser.add_argument("--nprocs", type=positive_int, metavar="N",
-                        help="processes to start here (= the plan's ranks); omit under torchrun")
-    parser.add_argument("--backend", choices=("gloo", "nccl", "local"), default="gloo",
-                        help="gloo (CPU, default), nccl (CUDA GPUs) or local (all ranks in this process)")
-    parser.add_argument("--timeout", type=nonneg_float, default=60.0, metavar="S",
-                        help="seconds a rank waits for a peer before failing (default 60)")
-    parser.add_argument("--threads", type=positive_int, default=1, metavar="T",
-                        help="torch/OpenMP threads per spawned process (default 1)")
+def run_job_cmd(args) -> int:
+    """Run the registered job ``args.job_name``: configure (checks), execute,
+    print the report (``--json`` or the job's text); exit 1 when the job's
+    report says the run went wrong (the line goes to stderr)."""
+    from partplan.jobs import execute, get
+    job = get(args.job_name)
+    cfg = job.configure(args)
+    rep = execute(job, cfg, nprocs=args.nprocs, threads=args.threads)
+    if rep is None:  # a non-zero rank under torchrun
+        return 0
+    print(json.dumps(rep, indent=1) if args.json else job.render(rep))
+    problem = job.problem(rep)
+    if problem:
+        print(problem, file=sys.stderr)
+        return 1
+    return 0

@@ -309,7 +309,7 @@ def _train_minibatch(plan, comm, cfg: dict) -> tuple[dict, object]:
     from .gcn import PlanExchange
     shards = [plan.ranks[r] for r in comm.local]
     ops = NumpyOps(str(np.dtype(npdt))) if len(comm.local) > 1 or not hasattr(comm, "dist") else \
-        TorchOps(str(np.dtype(npdt)), "cpu", cfg.get("kernel", "auto"))
+        TorchOps(str(np.dtype(npdt)), "cpu", _OPS_KERNEL[_kernels(cfg, "cpu")])
     xchg = PlanExchange(Executor(m, shards, comm, ops))
     ids = [np.asarray(rp.in_ids("forward")) for rp in shards]
     pos = [np.searchsorted(o, i) for o, i in zip(own, ids)]
@@ -335,6 +335,16 @@ def _train_minibatch(plan, comm, cfg: dict) -> tuple[dict, object]:
     return rep, model
 
 
+# ----------------------------------------------------------------------------- kernels
+_OPS_KERNEL = {"torch": "torch", "native": "scipy"}  # the local SpMM of TorchOps for each kernel table
+
+
+def _kernels(cfg: dict, device: str) -> str:
+    """The resolved kernel table ("torch" / "native") of ``cfg["kernels"]`` on ``device``."""
+    from ..runtime.kernels import resolve
+    return resolve(cfg.get("kernels", "auto"), device)
+
+
 # ----------------------------------------------------------------------------- local (all ranks here)
 def _run_local(cfg: dict) -> dict:
     import torch
@@ -349,15 +359,23 @@ def _run_local(cfg: dict) -> dict:
 
 def _run_local_inner(cfg: dict) -> dict:
     from ..runtime.comm import LocalComm
-    from ..runtime.ops import NumpyOps
+    from ..runtime.launch import WorkerContext
+    from ..runtime.ops import NumpyOps, TorchOps
     plan = load_plan(cfg["plan"])
     m = plan.manifest
-    comm = LocalComm(m["ranks"], world_groups(m))
+    ctx = WorkerContext.open(cfg)  # local: every rank here, on cfg["device"]
+    kernels = _kernels(cfg, ctx.device)
+    if cfg.get("sampler") or (kernels == "native" and ctx.device == "cpu"):  # numpy buffers, scipy SpMM
+        comm = LocalComm(m["ranks"], world_groups(m))
+        ops = NumpyOps(cfg.get("dtype") or "float32")
+    else:  # torch tensors on the device, every rank in this process
+        comm = LocalComm(m["ranks"], world_groups(m), device=ctx.device)
+        ops = TorchOps(cfg.get("dtype") or "float32", ctx.device, _OPS_KERNEL[kernels])
     if cfg.get("sampler"):
         rep, model = _train_minibatch(plan, comm, cfg)
     else:
-        rep, model = _train(m, plan.ranks, comm, NumpyOps(cfg.get("dtype") or "float32"), cfg)
-    rep.update({"backend": "local", "peak_rss_bytes": _rss()})
+        rep, model = _train(m, plan.ranks, comm, ops, cfg, ctx.device)
+    rep.update({"backend": "local", "device": ctx.device, "kernels": kernels, "peak_rss_bytes": _rss()})
     if cfg.get("save"):
         _save(model, rep, cfg)
     return rep
@@ -411,40 +429,35 @@ def train_worker(cfg: dict) -> dict | None:
     """One rank of a torch.distributed training job; rank 0 returns the report."""
     import torch
 
-    from ..runtime.comm import TorchComm, init_distributed
-    from ..runtime.launch import worker_setup, worker_shutdown
+    from ..runtime.launch import WorkerContext
     from ..runtime.ops import TorchOps
 
-    backend, timeout, device = worker_setup(cfg)
     m = read_manifest(cfg["plan"])
     check_plan_for_gcn(m, cfg["plan"])
-    rank, world = init_distributed(backend, timeout_s=timeout, device=device if backend == "nccl" else None)
+    ctx = WorkerContext.open(cfg)  # threads, device, process group
+    rank, world, device = ctx.rank, ctx.world, ctx.device
     try:
-        if world != m["ranks"]:
-            raise PlanError(f"{cfg['plan']}: the plan is for {m['ranks']} ranks but the job has {world} "
-                            f"(use --nprocs {m['ranks']})")
-        comm = TorchComm(world_groups(m), timeout_s=timeout, device=device)
+        comm = ctx.comm(world_groups(m), m["ranks"])
         if cfg.get("sampler"):  # every rank holds the whole structure to sample (see nn.minibatch)
             rep, model = _train_minibatch(load_plan(cfg["plan"]), comm, cfg)
         else:
             shard = load_rank(cfg["plan"], rank, manifest=m)
-            ops = TorchOps(cfg.get("dtype") or "float32", device, cfg.get("kernel", "auto"))
+            ops = TorchOps(cfg.get("dtype") or "float32", device, _OPS_KERNEL[_kernels(cfg, device)])
             rep, model = _train(m, [shard], comm, ops, cfg, device)
         vec = np.zeros(world)
         vec[rank] = _rss()
         rss = comm.allreduce_world([vec], "sum")[0]
         if rank != 0:
             return None
-        rep.update({"backend": backend, "device": device, "peak_rss_bytes_per_rank": [int(v) for v in rss],
+        rep.update({"backend": ctx.backend, "device": device, "kernels": _kernels(cfg, device),
+                    "peak_rss_bytes_per_rank": [int(v) for v in rss],
                     "torch_threads": torch.get_num_threads()})
         if cfg.get("save"):
             _save(model, rep, cfg)
-        if cfg.get("result"):
-            from .._atomic import write_json_atomic
-            write_json_atomic(rep, cfg["result"])
+        ctx.write_result(cfg, rep)
         return rep
     finally:
-        worker_shutdown()
+        ctx.close()
 
 
 # ----------------------------------------------------------------------------- public API
@@ -452,7 +465,7 @@ def train_gcn(plan, *, nprocs: int | None = None, backend: str = "gloo", data=No
               random_features: int | None = None, classes: int | None = None, epochs: int = 200,
               hidden: int = 16, layers: int = 2, lr: float = 0.01, weight_decay: float = 5e-4,
               dropout: float = 0.5, seed: int = 0, dtype: str = "float32", save=None, timeout: float = 60.0,
-              threads: int | None = 1, kernel: str = "auto", progress: bool = False,
+              threads: int | None = 1, kernels: str = "auto", device: str | None = None, progress: bool = False,
               sampler: str | None = None, batch_size: int | None = None,
               batches_per_epoch: int = 10) -> dict | None:
     """Train a :class:`~partplan.nn.DistGCN` full-batch from ``plan``.
@@ -462,6 +475,10 @@ def train_gcn(plan, *, nprocs: int | None = None, backend: str = "gloo", data=No
     "nccl" or "local" (all ranks in this process, LocalComm). data : ``D.npz``
     (see :mod:`partplan.nn.data`), or ``random_features`` F and ``classes`` C.
     save : ``W.pt`` written atomically by rank 0 (state dict + dims + losses).
+    kernels : local compute, "torch", "native" (scipy SpMM, CPU) or "auto"
+    (:func:`partplan.runtime.kernels.resolve`: torch on CUDA, native on CPU).
+    device : "cpu" or "cuda" (default: cuda with nccl, else cpu; gloo takes
+    CPU tensors only, see :func:`partplan.runtime.launch.resolve_device`).
     sampler : mini-batch training with the stochastic model's sampler spec
     (``neighbor:B:f1,f2``, ``saint-node:budget``, ``saint-rw:roots:len``; one
     hop per layer), ``batch_size`` overriding the neighbor sampler's B, and
@@ -487,7 +504,10 @@ def train_gcn(plan, *, nprocs: int | None = None, backend: str = "gloo", data=No
     n = m["graph"]["n"]
     cfg = {"job": "train-gcn", "plan": str(plan), "backend": backend, "epochs": int(epochs), "hidden": int(hidden),
            "layers": int(layers), "lr": float(lr), "weight_decay": float(weight_decay), "dropout": float(dropout),
-           "seed": int(seed), "dtype": dtype, "timeout": float(timeout), "kernel": kernel, "progress": progress}
+           "seed": int(seed), "dtype": dtype, "timeout": float(timeout), "kernels": kernels, "device": device,
+           "progress": progress}
+    from ..runtime.launch import resolve_device
+    _kernels(cfg, resolve_device(backend, device))  # a bad kernels / device choice fails before any start
     if data is not None:
         if random_features is not None or classes is not None:
             raise DataError("--random-features / --classes make synthetic data; with --data the classes come "
@@ -503,8 +523,9 @@ def train_gcn(plan, *, nprocs: int | None = None, backend: str = "gloo", data=No
         from .minibatch import sampler_for
         if not layout_class(m["layout"]).minibatch:
             raise PlanError(f"{plan}: mini-batch training runs on 1d plans (this one is {m['layout']})")
-        if backend == "nccl":
-            raise PlanError("mini-batch training runs on gloo or local in this version (its exchange is CPU-side)")
+        if backend == "nccl" or str(device or "cpu").startswith("cuda"):
+            raise PlanError("mini-batch training runs on CPU (gloo or local) in this version (its exchange is "
+                            "CPU-side)")
         if not isinstance(batches_per_epoch, (int, np.integer)) or batches_per_epoch < 1:
             raise PartplanError(f"batches per epoch must be >= 1, got {batches_per_epoch!r}")
         try:

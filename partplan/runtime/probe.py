@@ -18,7 +18,6 @@ Examples::
 """
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
@@ -44,17 +43,14 @@ def _pingpong(dist, torch, buf, me: int, a: int, b: int, repeat: int) -> float:
 def probe_worker(cfg: dict):
     """One rank of a probe job; rank 0 writes the matrix topology to ``cfg["output"]``
     and returns (and writes to ``cfg["result"]``) a short report."""
-    import json
-
     import torch
     import torch.distributed as dist
 
-    from .comm import init_distributed
+    from .launch import WorkerContext
 
     backend = cfg.get("backend", "gloo")
-    timeout = float(cfg.get("timeout", 60.0))
-    device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}" if backend == "nccl" else "cpu"
-    rank, world = init_distributed(backend, timeout_s=timeout, device=device if backend == "nccl" else None)
+    ctx = WorkerContext.open(cfg)  # threads, device, process group
+    rank, world, device = ctx.rank, ctx.world, ctx.device
     try:
         small, large, repeat = int(cfg.get("small", 8)), int(cfg.get("large", 1 << 22)), int(cfg.get("repeat", 5))
         bufs = {s: torch.zeros(max(1, s // 4), dtype=torch.float32, device=device) for s in (small, large)}
@@ -96,16 +92,10 @@ def probe_worker(cfg: dict):
                            "max": float(alpha[off].max()) if world > 1 else 0.0},
                "bandwidth_bytes_per_s": {"min": float(1 / beta[off].max()) if world > 1 else 0.0,
                                          "max": float(1 / beta[off].min()) if world > 1 else 0.0}}
-        if cfg.get("result"):
-            write_json_atomic(rep, cfg["result"])
+        ctx.write_result(cfg, rep)
         return rep
-    except PartplanError:
-        raise
     finally:
-        try:
-            dist.destroy_process_group()
-        except Exception:
-            pass
+        ctx.close()
 
 
 def run_probe(output, *, nprocs: int | None = None, backend: str = "gloo", small: int = 8,

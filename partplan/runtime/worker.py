@@ -1,8 +1,12 @@
 """Entry point of a launched worker: ``python -m partplan.runtime.worker CONFIG.json``.
 
-Runs the job named by ``config["job"]`` on this rank (the function named in
-:data:`JOBS`); rank 0 writes the report to ``config["result"]``. A user error
-ends with one line ``partplan: error: ...`` on stderr and exit status 2.
+Runs ``config["entry"]`` (``module:function``, written by
+:func:`partplan.runtime.launch.launch` from the worker function it was given)
+on ``config`` in this rank. The runtime keeps no table of job names: which
+function a job's ranks run is the caller's choice (the job registry,
+:mod:`partplan.jobs`, or the runtime's own ``run_spmm`` / ``run_probe``).
+A user error ends with one line ``partplan: error: ...`` on stderr and exit
+status 2.
 """
 from __future__ import annotations
 
@@ -13,22 +17,18 @@ import sys
 
 from ..errors import PartplanError
 
-# job name -> "module:function" taking the config dict (one table; each job adds its line)
-JOBS = {
-    "spmm": "partplan.runtime.spmm:spmm_worker",
-    "topoprobe": "partplan.runtime.probe:probe_worker",
-    "train-gcn": "partplan.nn.train:train_worker",
-    **{j: "partplan.runtime.graphjobs:graph_worker" for j in ("bfs", "graph500", "pagerank", "wcc", "sssp")},
-}
 
-
-def run_job(cfg: dict):
-    """Run ``cfg["job"]`` on this rank (import its worker lazily)."""
-    job = cfg.get("job", "spmm")
-    if job not in JOBS:
-        raise PartplanError(f"unknown job {job!r} (known: {', '.join(sorted(JOBS))})")
-    mod, fn = JOBS[job].split(":")
-    return getattr(importlib.import_module(mod), fn)(cfg)
+def run_entry(cfg: dict):
+    """Import ``cfg["entry"]`` (``module:function``) and run it on ``cfg``."""
+    entry = cfg.get("entry")
+    if not isinstance(entry, str) or entry.count(":") != 1:
+        raise PartplanError(f"the worker config names no entry function (module:function), got {entry!r}")
+    mod, fn = entry.split(":")
+    try:
+        func = getattr(importlib.import_module(mod), fn)
+    except (ImportError, AttributeError) as exc:
+        raise PartplanError(f"worker entry {entry}: {exc}") from None
+    return func(cfg)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     with open(argv[0]) as fh:
         cfg = json.load(fh)
     try:
-        run_job(cfg)
+        run_entry(cfg)
     except PartplanError as exc:
         print(f"partplan: error: {exc}", file=sys.stderr, flush=True)
         return 2

@@ -1,0 +1,88 @@
+"""argparse pieces the jobs (and the CLI's other commands) share: number
+types that reject bad values with one clear line, and the options every
+distributed job takes."""
+from __future__ import annotations
+
+import argparse
+import math
+
+from ..runtime.kernels import CHOICES as KERNEL_CHOICES
+
+BACKENDS = ("gloo", "nccl", "local")
+DEVICE_CHOICES = ("cpu", "cuda")
+
+
+def _number(text: str, kind, what: str):
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    v = _number(text, int, "a positive integer")
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
+    return v
+
+
+def nonneg_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    v = _number(text, int, "an integer >= 0")
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {v}")
+    return v
+
+
+def nonneg_float(text: str) -> float:
+    """argparse type: a finite number >= 0."""
+    v = _number(text, float, "a number")
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text}")
+    return v
+
+
+def fraction(text: str) -> float:
+    """argparse type: an imbalance / tolerance in [0, 10)."""
+    v = _number(text, float, "a number")
+    if not (0 <= v < 10):
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 10), got {text}")
+    return v
+
+
+def add_job_options(parser: argparse.ArgumentParser, *, kernels: bool = True) -> None:
+    """The options every distributed job shares: --nprocs, --backend,
+    --timeout, --threads and (``kernels``) --kernels, --device."""
+    parser.add_argument("--nprocs", type=positive_int, metavar="N",
+                        help="processes to start here (= the plan's ranks); omit under torchrun")
+    parser.add_argument("--backend", choices=BACKENDS, default="gloo",
+                        help="gloo (CPU, default), nccl (CUDA GPUs) or local (all ranks in this process)")
+    parser.add_argument("--timeout", type=nonneg_float, default=60.0, metavar="S",
+                        help="seconds a rank waits for a peer before failing (default 60)")
+    parser.add_argument("--threads", type=positive_int, default=1, metavar="T",
+                        help="torch/OpenMP threads per spawned process (default 1)")
+    if kernels:
+        parser.add_argument("--kernels", choices=KERNEL_CHOICES, default="auto",
+                            help="local compute kernels: torch (any device), native (numba / scipy, CPU) or "
+                                 "auto (torch on CUDA, native on CPU; default); the report names the one used")
+        parser.add_argument("--device", choices=DEVICE_CHOICES, default=None,
+                            help="where the buffers live: cpu (default with gloo / local) or cuda (default with "
+                                 "nccl; with --backend local every rank on one GPU; refused with gloo, whose "
+                                 "all-to-all takes CPU tensors only)")
+
+
+def job_config(args: argparse.Namespace, *keys: str) -> dict:
+    """The shared part of a job's config from its parsed arguments (backend,
+    timeout, kernels, device when present, ``progress``) plus ``keys`` of
+    ``args`` as they are. The device is checked here, before anything starts
+    (:func:`partplan.runtime.launch.resolve_device`)."""
+    from ..runtime.launch import resolve_device
+    cfg = {"backend": args.backend, "timeout": float(args.timeout or 60.0)}
+    if hasattr(args, "kernels"):
+        resolve_device(args.backend, args.device)
+        cfg.update({"kernels": args.kernels, "device": args.device})
+    if hasattr(args, "progress"):
+        cfg["progress"] = bool(args.progress)
+    cfg.update({k: getattr(args, k) for k in keys})
+    return cfg

@@ -1,0 +1,71 @@
+"""``spmm``: ``Z = A @ H`` (or ``A^T @ G``) from a plan, measured — the
+runtime's :func:`~partplan.runtime.spmm.run_spmm` (it checks the plan and
+the features, then launches :func:`~partplan.runtime.spmm.spmm_worker` on
+each rank, which opens the shared worker context)."""
+from __future__ import annotations
+
+from .args import job_config, nonneg_int, positive_int
+from .registry import Job, register
+
+KEYS = ("ranks", "backend", "device", "kernels", "layout", "f", "dtype", "overlap", "bytes_predicted",
+        "bytes_measured", "bytes_match", "step_s", "gather_s", "exchange_s", "compute_s", "reduce_s", "fold_s",
+        "oblivious_bytes", "oblivious_exchange_s", "bare_a2a_s", "aware_over_oblivious_exchange",
+        "exchange_over_bare")
+
+
+def render_keys(rep: dict, keys=KEYS) -> str:
+    """``key  value`` lines of ``rep`` for the keys present (floats to 4 digits)."""
+    present = [k for k in keys if k in rep]
+    w = max((len(k) for k in present), default=0)
+    return "\n".join(f"{k:<{w}}  {rep[k]:.4g}" if isinstance(rep[k], float) else f"{k:<{w}}  {rep[k]}"
+                     for k in present)
+
+
+def _arguments(s) -> None:
+    s.add_argument("plan", metavar="PLAN", help="plan directory")
+    s.add_argument("--features", metavar="H.npy", help="n × f float32/float64 features (default: random)")
+    s.add_argument("-f", type=positive_int, default=16, metavar="F", help="width of random features (default 16)")
+    s.add_argument("--seed", type=int, default=0, help="seed of the random features (default 0)")
+    s.add_argument("--dtype", choices=("float32", "float64"), help="compute type (default: H's, else float32)")
+    s.add_argument("--output", metavar="Z.npy", help="write Z (n × f, vertex order)")
+    s.add_argument("--repeat", type=positive_int, default=5, metavar="R", help="timed repeats (default 5)")
+    s.add_argument("--warmup", type=nonneg_int, default=1, metavar="W", help="untimed warm-up runs (default 1)")
+    s.add_argument("--compare", default="", metavar="LIST",
+                   help="comma list: oblivious (whole block rows, CAGNET-style), bare (bare all_to_all_single)")
+    s.add_argument("--program", choices=("forward", "backward"), default="forward",
+                   help="forward A @ H (default) or backward A^T @ G")
+    s.add_argument("--overlap", choices=("on", "off"), default="on",
+                   help="overlap the exchange with the local SpMM where the plan allows (default on)")
+
+
+def _configure(args) -> dict:
+    cfg = job_config(args, "plan", "features", "f", "seed", "dtype", "output", "repeat", "warmup", "program",
+                     "overlap")
+    cfg["compare"] = [c.strip() for c in args.compare.split(",") if c.strip()]
+    return cfg
+
+
+def _start(cfg: dict, nprocs: int | None, threads: int | None) -> dict | None:
+    from ..runtime.spmm import run_spmm
+    return run_spmm(cfg["plan"], nprocs=nprocs, backend=cfg["backend"], features=cfg.get("features"),
+                    f=cfg.get("f", 16), seed=cfg.get("seed", 0), dtype=cfg.get("dtype"), output=cfg.get("output"),
+                    repeat=cfg.get("repeat", 5), warmup=cfg.get("warmup", 1), compare=cfg.get("compare", ()),
+                    kernels=cfg.get("kernels", "auto"), device=cfg.get("device"), overlap=cfg.get("overlap", "on"),
+                    timeout=cfg.get("timeout", 60.0), program=cfg.get("program", "forward"), threads=threads)
+
+
+def _rank(ctx, cfg: dict) -> dict | None:
+    """One launched rank: the runtime's worker (``cfg`` as :func:`run_spmm` wrote it)."""
+    from ..runtime.spmm import spmm_worker
+    return spmm_worker(cfg)
+
+
+register(Job(
+    name="spmm", help="Z = A @ H from a plan, on N processes",
+    description="Run the plan's forward program (Z = A @ H) or backward program (A^T @ G) on N processes "
+                "and report predicted vs measured bytes per (rank, peer) and per-phase times.",
+    examples="  partplan run spmm g.plan --nprocs 4 -f 64 --compare oblivious,bare --json\n"
+             "  partplan run spmm g.plan --nprocs 2 --features H.npy --output Z.npy\n"
+             "  partplan run spmm g.plan --backend local --kernels torch --device cuda --json\n"
+             "  torchrun --nproc-per-node 4 -m partplan run spmm g.plan --json",
+    add_arguments=_arguments, configure=_configure, run=_rank, start=_start, render=render_keys, output="npy"))
