@@ -20,7 +20,8 @@ import numpy as np
 import scipy.sparse.csgraph as cg
 
 from partplan.runtime.graph500 import search_keys, teps_stats, validate_bfs_tree
-from partplan.runtime.graphjobs import graph500_graph, run_graph_job
+from partplan.jobs import execute
+from partplan.jobs.traversal import graph500_graph
 
 
 def peer_teps(name, fn, roots, src, dst, n):
@@ -76,7 +77,7 @@ def main() -> None:
             cfg = {"job": "graph500", "backend": "gloo", "roots": int(roots.size), "seed": 0,
                    "graph500": {"scale": scale, "edgefactor": 16, "seed": 0, "nprocs": p, "layout": lay,
                                 "partition": "block" if p == 1 else args.partition}, "timeout": 300.0}
-            rep = run_graph_job(cfg, nprocs=p)
+            rep = execute(cfg["job"], cfg, nprocs=p)
             assert rep["all_valid"] and rep["bytes_match"] and rep["chosen_mode_le_other"]
             rows.append((f"partplan gloo p={p} {lay} ({rep['direction']})", rep))
         ref = rows[0][1]["teps_harmonic_mean"]
@@ -95,7 +96,7 @@ def main() -> None:
                 cfg = {"job": "graph500", "backend": "local", "roots": int(roots.size), "seed": 0, "direction": d,
                        "graph500": {"scale": scale, "edgefactor": 16, "seed": 0, "nprocs": p, "layout": lay,
                                     "partition": "block"}}
-                res[d] = run_graph_job(cfg)
+                res[d] = execute(cfg["job"], cfg)
                 assert res[d]["all_valid"]
             e = res["auto"]["edges_examined_total"] / res["top-down"]["edges_examined_total"]
             t = res["auto"]["time_median_s"] / res["top-down"]["time_median_s"]
@@ -112,10 +113,10 @@ def crossing(g, roots, p: int, partition: str, D: int = 2) -> None:
     from partplan.runtime.bfs import BfsEngine
     from partplan.runtime.comm import LocalComm
     from partplan.plan import build_plan
-    from partplan.runtime.graphjobs import graph500_plan
+    from partplan.jobs.traversal import graph500_plan
     dom = np.arange(p) // D
     inter = dom[:, None] != dom[None, :]
-    part = graph500_plan(None, None, g, p, "1d", partition).part
+    part = graph500_plan(g, p, "1d", partition).part
     out = []
     for lay in ("1d", f"routed:domain:{D}", f"routed:source:{D}"):
         plan = build_plan(g, part, p, layout=lay, f=1, dtype="float64")

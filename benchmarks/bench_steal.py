@@ -29,7 +29,8 @@ from partplan.plan import build_plan
 from partplan.runtime.bfs import BfsEngine
 from partplan.runtime.comm import LocalComm
 from partplan.runtime.graph500 import BfsValidator, search_keys
-from partplan.runtime.graphjobs import graph500_graph, run_graph_job
+from partplan.jobs import execute
+from partplan.jobs.traversal import graph500_graph
 from partplan.runtime.steal import Balancer, StealConfig, cost_matrix
 from partplan.runtime.steal_solve import solve
 
@@ -176,7 +177,7 @@ def gloo(args):
                                 "partition": "metis", "nprocs": 4}, "timeout": 300.0}
             if steal:
                 cfg["steal"] = {"mode": steal, "solver": args.solver, "t1": args.t1, "t2": args.t2, "t4": args.t4}
-            rep = run_graph_job(cfg, nprocs=4, threads=1)
+            rep = execute(cfg["job"], cfg, nprocs=4, threads=1)
             ss = rep.get("steal", {})
             print(f"{direction:<10}{steal or 'none':<16}{rep['time_median_s'] * 1e3:>10.1f}"
                   f"{rep['teps_harmonic_mean']:>12.4g}{ss.get('solve_s', 0.0) / max(rep['roots'], 1):>15.4f}"
