@@ -51,11 +51,15 @@ def add_job_commands(sub, command: str) -> None:
 
 
 def run_job_cmd(args) -> int:
-    """Run the registered job ``args.job_name``: configure (checks), execute,
+    """Run the registered job ``args.job_name``: check ``--output`` (the job's
+    output kind), configure (checks), execute,
     print the report (``--json`` or the job's text); exit 1 when the job's
     report says the run went wrong (the line goes to stderr)."""
     from partplan.jobs import execute, get
     job = get(args.job_name)
+    if job.output and getattr(args, "output", None) is not None:  # the output first, before anything is read
+        from partplan.outpath import check_output_file
+        args.output = str(check_output_file(args.output, kind=job.output))
     cfg = job.configure(args)
     rep = execute(job, cfg, nprocs=args.nprocs, threads=args.threads)
     if rep is None:  # a non-zero rank under torchrun

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import PlanError
 from .args import nonneg_float, positive_int
-from .common import (add_output_option, add_plan_options, atomic_save, base_report, checked_output, family_totals,
+from .common import (add_output_option, add_plan_options, atomic_save, base_report, family_totals,
                      plan_inputs, precheck_plan, progress_fn, render_footer, render_header, resolved_kernels)
 from .registry import Job, register
 
@@ -107,10 +107,10 @@ def render_iterative(rep: dict) -> str:
 
 
 # ----------------------------------------------------------------------------- CLI
-def _plan_config(args, *keys: str, kind: str) -> dict:
+def _plan_config(args, *keys: str) -> dict:
     from .args import job_config
     cfg = job_config(args, *keys)
-    cfg.update({"plan": args.plan, "output": checked_output(args.output, kind)})
+    cfg.update({"plan": args.plan, "output": args.output})
     return cfg
 
 
@@ -128,7 +128,7 @@ def _pagerank_config(args) -> dict:
         raise PlanError(f"--damping must be in [0, 1], got {args.damping}")
     if args.tol <= 0:
         raise PlanError(f"--tol must be > 0, got {args.tol}")
-    cfg = _plan_config(args, "damping", "tol", "max_iter", kind="npy")
+    cfg = _plan_config(args, "damping", "tol", "max_iter")
     precheck_plan(cfg, args, capability="analytics")
     return cfg
 
@@ -139,7 +139,7 @@ def _wcc_arguments(s) -> None:
 
 
 def _wcc_config(args) -> dict:
-    cfg = _plan_config(args, kind="npy")
+    cfg = _plan_config(args)
     precheck_plan(cfg, args, capability="analytics")
     return cfg
 
@@ -154,7 +154,7 @@ def _sssp_arguments(s) -> None:
 
 def _sssp_config(args) -> dict:
     from .traversal import steal_config
-    cfg = _plan_config(args, "root", kind="npy")
+    cfg = _plan_config(args, "root")
     steal = steal_config(args)
     if steal is not None:
         cfg["steal"] = steal

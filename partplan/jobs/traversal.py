@@ -313,7 +313,7 @@ def _bfs_arguments(s) -> None:
 
 def _bfs_config(args) -> dict:
     cfg = _search_config(args)
-    cfg.update({"plan": args.plan, "output": checked_output(args.output, "npz")})
+    cfg.update({"plan": args.plan, "output": args.output})
     precheck_plan(cfg, args, capability="bfs")
     return cfg
 
