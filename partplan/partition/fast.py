@@ -31,7 +31,7 @@ are numba kernels; Python loops run over levels and V-cycles only.
 
 Balance: part weight (row nnz, at least 1) ≤ ⌊(1+ε)·⌈W/k⌉⌋, or the
 heaviest input part when METIS's result already exceeds it
-(:func:`partplan.partition.refine.balance_cap`). Deterministic for a seed.
+(:func:`partplan.partition.objectives.balance_cap`). Deterministic for a seed.
 
 Example
 -------
@@ -675,7 +675,7 @@ def vcycle_refine(graph: Graph, part, k: int | None = None, *, imbalance: float 
     seconds), ``seconds``, ``balance_cap``, ``balance_limit``,
     ``max_balance_weight``.
     """
-    from .refine import balance_cap
+    from .objectives import balance_cap
 
     t0 = time.perf_counter()
     if not isinstance(graph, Graph):

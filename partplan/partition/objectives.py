@@ -1,4 +1,4 @@
-"""The planner's objectives and presets: one list, one check each.
+"""The planner's objectives, presets and balance cap: one list, one check each.
 
 ``objective`` (``partition(..., objective=)``, ``refine(..., objective=)``,
 ``--objective``): "total" = the partitioner's volume alone; the others run
@@ -10,6 +10,8 @@ takes the subset :data:`OWNER_OBJECTIVES`. An unknown name is one
 or the planner's own "fast" (METIS + km1 refinement, docs/refinement.md).
 """
 from __future__ import annotations
+
+import numpy as np
 
 from ..errors import OptionError
 
@@ -36,3 +38,13 @@ def check_planner_preset(preset) -> str:
         return FAST_PRESET
     from .backends import check_preset
     return check_preset(preset)
+
+
+def balance_cap(weights: np.ndarray, part: np.ndarray, k: int, imbalance: float) -> tuple[int, int]:
+    """(cap, limit): the largest part weight a move may create, and the ε-limit
+    ⌊(1+ε)·⌈W/k⌉⌋ (the planner's definition). cap = max(limit, heaviest input
+    part) so an input that already violates ε never gets worse."""
+    W = int(weights.sum())
+    limit = int(np.floor((1.0 + imbalance) * -(-W // k)))
+    heaviest = int(np.bincount(part, weights=weights, minlength=k).max()) if part.size else 0
+    return max(limit, heaviest), limit

@@ -61,7 +61,7 @@ from ..metrics.volume1d import volume_matrix
 from ..parts import as_partition
 from . import _fm
 from .multilevel import cluster_moves
-from .objectives import OBJECTIVES, check_objective  # noqa: F401  (re-exported)
+from .objectives import OBJECTIVES, balance_cap, check_objective  # noqa: F401  (re-exported)
 from .options import check_bool, check_imbalance, check_int, check_real, rng_seed
 
 _LAST_STATS = [0] * 8
@@ -69,16 +69,6 @@ PASS_END = ("patience", "no candidate", "move limit", "time limit")
 # multilevel=True: FM passes before the cluster moves (after them: on to convergence)
 ML_FM_PASSES = 1
 VOLUME_LIMIT_MAX = 2 ** 60
-
-
-def balance_cap(weights: np.ndarray, part: np.ndarray, k: int, imbalance: float) -> tuple[int, int]:
-    """(cap, limit): the largest part weight a move may create, and the ε-limit
-    ⌊(1+ε)·⌈W/k⌉⌋ (the planner's definition). cap = max(limit, heaviest input
-    part) so an input that already violates ε never gets worse."""
-    W = int(weights.sum())
-    limit = int(np.floor((1.0 + imbalance) * -(-W // k)))
-    heaviest = int(np.bincount(part, weights=weights, minlength=k).max()) if part.size else 0
-    return max(limit, heaviest), limit
 
 
 def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-both",
