@@ -1,17 +1,54 @@
 #!/usr/bin/env python
-"""The CUDA path, for a machine with a GPU: local SpMM GF/s (torch CSR on CUDA
-vs scipy on CPU), NCCL with one rank end to end against scipy, and the
-DistSpMM forward/backward on CUDA tensors. Prints one JSON document."""
+"""Runtime v2 on a machine with a GPU (run it whenever one is lent; commit the JSON under docs/).
+
+Sections (each one records its own error instead of stopping the others):
+
+* ``spmm_kernel`` — local SpMM GF/s, torch CSR on CUDA vs scipy on the host CPU.
+* ``jobs_p1_nccl`` — every job (SpMM, BFS in each direction, PageRank, WCC,
+  SSSP) on one NCCL rank with torch kernels on the GPU, against the CPU's
+  native answers (LocalComm, numpy, numba).
+* ``jobs_p4_local_gpu`` — the same jobs with 4 ranks in one process on the GPU
+  (LocalComm on CUDA tensors: NCCL refuses two ranks on one GPU) on 1d, 2d and
+  routed plans, against the CPU's answers.
+* ``graph500`` — Kronecker scale ``--scale`` (default 20), p = 1: TEPS of the
+  torch kernels on the GPU vs the native kernels on the host CPU vs NetworKit's
+  BFS, same roots, harmonic means; GPU parents checked by Graph500's validator.
+* ``gcn`` — DistGCN epoch (forward, loss, backward, Adam step) on the GPU vs
+  ``torch_geometric.nn.GCNConv`` with the same sizes on the same GPU; losses vs
+  the CPU run.
+* ``spmm_overlap_gpu`` — the SpMM step on 4 LocalComm ranks on the GPU with and
+  without overlap (bitwise equal Z checked).
+* ``exchange_cpu`` — on the host's CPU cores over gloo: executor exchange vs a
+  bare ``all_to_all_single`` (p = 4, f = 16 and 128), α-β prediction, and the
+  overlap step at p = 2, f = 256 (``--partitions DIR``: ``email-Enron-P.npy``
+  partitions made where the partitioners are installed).
+
+Prints one JSON document (``--out FILE`` writes it too).
+"""
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import socket
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+DEV, DEV0 = "cuda", "cuda:0"  # --device cpu: a dry run of every section on the CPU
+
+
+def sync():
+    import torch
+    if DEV.startswith("cuda"):
+        torch.cuda.synchronize()
 
 
 def med(fn, repeat=9, sync=None):
@@ -28,17 +65,346 @@ def med(fn, repeat=9, sync=None):
     return float(np.median(ts))
 
 
-def main() -> int:
+def section(out, name, fn):
+    t0 = time.perf_counter()
+    try:
+        out[name] = fn()
+    except Exception as exc:  # one section's failure must not cost the others
+        out[name] = {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()[-3000:]}
+    print(f"[{name}] {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+
+
+def block_part(n, k):
+    return (np.arange(n, dtype=np.int64) * k) // max(n, 1)
+
+
+def load_part(args, name, g, k):
+    p = Path(args.partitions or "") / f"{name}-{k}.npy"
+    if args.partitions and p.is_file():
+        return np.load(p), "file (metis)"
+    return block_part(g.n, k), "block"
+
+
+# ----------------------------------------------------------------------------- jobs on one plan
+def run_jobs(plan, comm_factory, kernels, *, roots):
+    """Every job on ``plan`` through ``comm_factory()``: results in vertex order (numpy)."""
+    from partplan.runtime.analytics import pagerank_parts, sssp_parts, wcc_parts
+    from partplan.runtime.bfs import BfsEngine
+    m = plan.manifest
+    n = m["graph"]["n"]
+    res = {}
+    lay = plan.layout
+    for direction in ("top-down", "bottom-up", "auto"):
+        eng = BfsEngine(m, plan_shards(plan, comm_factory), comm_factory.last, direction=direction, kernels=kernels)
+        eng.search(int(roots[0]))
+        t, out = [], []
+        for r in roots:
+            s = eng.search(int(r))
+            t.append(s.time_s)
+            out.append((s.parents, s.levels))
+        res[f"bfs_{direction}"] = out
+        res[f"bfs_{direction}_s"] = float(np.median(t))
+    if lay.analytics:
+        def full(ids, vals, fill):
+            x = np.full(n, fill)
+            for i, v in zip(ids, vals):
+                x[np.asarray(i)] = np.asarray(v)
+            return x
+        ids, x, _ = pagerank_parts(m, plan_shards(plan, comm_factory), comm_factory.last, kernels=kernels)
+        res["pagerank"] = full(ids, x, np.nan)
+        ids, lab, _ = wcc_parts(m, plan_shards(plan, comm_factory), comm_factory.last, kernels=kernels)
+        res["wcc"] = full(ids, lab, -1)
+        ids, d, _ = sssp_parts(m, plan_shards(plan, comm_factory), comm_factory.last, int(roots[0]), kernels=kernels)
+        res["sssp"] = full(ids, d, np.nan)
+    return res
+
+
+def plan_shards(plan, cf):
+    cf.make()
+    return [plan.ranks[r] for r in cf.last.local]
+
+
+class CommFactory:
+    def __init__(self, fn):
+        self.fn, self.last = fn, None
+
+    def make(self):
+        self.last = self.fn()
+        return self.last
+
+
+def compare_jobs(ref, got):
+    out = {}
+    for k, v in ref.items():
+        if k.endswith("_s"):
+            continue
+        g = got.get(k)
+        if k.startswith("bfs_"):
+            out[k + "_equal"] = all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) for a, b in zip(v, g))
+        elif k == "pagerank":
+            out["pagerank_l1"] = float(np.abs(v - g).sum())
+        else:
+            out[k + "_equal"] = bool(np.array_equal(v, g))
+    return out
+
+
+def spmm_check(plan, ex, H, device):
     import torch
-    import partplan
-    from partplan.plan import build_plan, write_plan
+    A = None
+    xs = [ex.ops.from_numpy(H[rp.in_ids("forward")]) for rp in plan.ranks if rp.rank in ex.comm.local]
+    outs = ex.run("forward", xs)
+    sync()
+    Z = np.zeros_like(H)
+    for rp, z in zip([plan.ranks[r] for r in ex.comm.local], outs):
+        if rp.writes_output("forward"):
+            Z[rp.out_ids("forward")] = ex.ops.to_numpy(z)
+    return Z
+
+
+def jobs_p1_nccl(args, graphs):
+    import torch
+    import torch.distributed as dist
+    from partplan.plan import build_plan
+    from partplan.plan.builder import manifest_groups
+    from partplan.runtime.comm import LocalComm, TorchComm
+    from partplan.runtime.interpreter import Executor
     from partplan.runtime.ops import TorchOps
-    from partplan.runtime.spmm import run_spmm, random_rows
-    out = {"torch": torch.__version__, "cuda": torch.cuda.is_available(),
-           "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
-    graphs = {"email-Enron": partplan.datasets.load("email-Enron")}
-    from partplan.datasets.generators import rmat
-    graphs["rmat18"] = rmat(18, seed=1).normalize(symmetrize=True, self_loops="remove")
+    g = graphs["email-Enron"]
+    plan = build_plan(g, np.zeros(g.n, dtype=np.int64), 1)
+    roots = np.random.default_rng(0).choice(g.n, 4, replace=False)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+    if DEV.startswith("cuda"):
+        torch.cuda.set_device(0)
+        dist.init_process_group("cpu:gloo,cuda:nccl", init_method="env://", rank=0, world_size=1,
+                                device_id=torch.device(DEV0))
+    else:
+        dist.init_process_group("gloo", init_method="env://", rank=0, world_size=1)
+    try:
+        ref = run_jobs(plan, CommFactory(lambda: LocalComm(1, plan.groups())), "native", roots=roots)
+        got = run_jobs(plan, CommFactory(lambda: TorchComm(manifest_groups(plan.manifest), device=DEV0)),
+                       "torch", roots=roots)
+        out = compare_jobs(ref, got)
+        out.update({f"{k}_gpu": v for k, v in got.items() if k.endswith("_s")})
+        out.update({f"{k}_cpu": v for k, v in ref.items() if k.endswith("_s")})
+        H = np.random.default_rng(1).standard_normal((g.n, 32))
+        ex = Executor(plan.manifest, plan.ranks, TorchComm(manifest_groups(plan.manifest), device=DEV0),
+                      TorchOps("float64", DEV0, "torch"))
+        Z = spmm_check(plan, ex, H, DEV0)
+        ref_Z = g.to_scipy() @ H
+        out["spmm_max_rel_err"] = float(np.abs(Z - ref_Z).max() / max(np.abs(ref_Z).max(), 1e-300))
+        return out
+    finally:
+        dist.destroy_process_group()
+
+
+def jobs_p4_local_gpu(args, graphs):
+    from partplan.layouts import parse_layout
+    from partplan.plan import build_plan
+    from partplan.runtime.comm import LocalComm
+    from partplan.runtime.spmm import local_executor
+    g = graphs["email-Enron"]
+    roots = np.random.default_rng(0).choice(g.n, 4, replace=False)
+    out = {}
+    for spec in ("1d", "2d:2x2", "routed:domain:2"):
+        lay = parse_layout(spec, 4)
+        part, how = load_part(args, "email-Enron", g, lay.row_blocks)
+        plan = build_plan(g, part, 4, layout=lay)
+        ref = run_jobs(plan, CommFactory(lambda: LocalComm(4, plan.groups())), "native", roots=roots)
+        got = run_jobs(plan, CommFactory(lambda: LocalComm(4, plan.groups(), device=DEV)), "torch", roots=roots)
+        r = compare_jobs(ref, got)
+        r.update({f"{k}_gpu": v for k, v in got.items() if k.endswith("_s")})
+        r.update({f"{k}_cpu": v for k, v in ref.items() if k.endswith("_s")})
+        H = np.random.default_rng(1).standard_normal((g.n, 32))
+        ex = local_executor(plan, dtype="float64", device=DEV, kernels="torch")
+        Z = spmm_check(plan, ex, H, "cuda")
+        ref_Z = g.to_scipy() @ H
+        r["spmm_max_rel_err"] = float(np.abs(Z - ref_Z).max() / max(np.abs(ref_Z).max(), 1e-300))
+        r["partition"] = how
+        out[spec] = r
+    return out
+
+
+# ----------------------------------------------------------------------------- Graph500
+def graph500(args):
+    from partplan import Graph
+    from partplan.datasets.generators import rmat_edges
+    from partplan.plan import build_plan
+    from partplan.runtime.bfs import BfsEngine
+    from partplan.runtime.comm import LocalComm
+    from partplan.runtime.graph500 import BfsValidator, search_keys, teps_stats
+    t0 = time.perf_counter()
+    src, dst = rmat_edges(args.scale, 16, seed=0)
+    g = Graph.from_edges(src, dst, n=1 << args.scale, symmetrize=True, self_loops="remove")
+    plan = build_plan(g, np.zeros(g.n, dtype=np.int64), 1)
+    setup_s = time.perf_counter() - t0
+    roots = search_keys(src, dst, g.n, args.roots, 0)
+    val = BfsValidator(src, dst, g.n, directed=False)
+    out = {"scale": args.scale, "n": g.n, "nnz": g.nnz, "roots": int(roots.size), "setup_s": setup_s}
+    runs = {}
+    for name, comm, kern in (("torch_gpu", LocalComm(1, plan.groups(), device=DEV), "torch"),
+                             ("native_cpu", LocalComm(1, plan.groups()), "native")):
+        eng = BfsEngine(plan.manifest, plan.ranks, comm, kernels=kern)
+        eng.search(int(roots[0]))  # untimed warm-up (compiles, allocations)
+        runs[name] = [eng.search(int(r)) for r in roots]
+    # TEPS edge counts from Graph500's validator on the GPU's trees (all five checks)
+    checks = [val.check(int(r), res.parents, levels=res.levels) for r, res in zip(roots, runs["torch_gpu"])]
+    nedge = [v.nedge for v in checks]
+    out["gpu_all_valid"] = all(v.ok for v in checks)
+    out["gpu_parents_equal_cpu"] = all(np.array_equal(a.parents, b.parents) and np.array_equal(a.levels, b.levels)
+                                       for a, b in zip(runs["torch_gpu"], runs["native_cpu"]))
+    for name, rs in runs.items():
+        out[name] = {**teps_stats(nedge, [r.time_s for r in rs]), "median_s": float(np.median([r.time_s for r in rs]))}
+    try:
+        import networkit as nk
+        G = nk.Graph(g.n, directed=False)
+        A = g.to_scipy().tocoo()
+        keep = A.row < A.col
+        G.addEdges((A.row[keep].astype(np.uint64), A.col[keep].astype(np.uint64)))
+        times = []
+        for r in roots:
+            t0 = time.perf_counter()
+            nk.distance.BFS(G, int(r), storePaths=False).run()
+            times.append(time.perf_counter() - t0)
+        out["networkit"] = {"version": nk.__version__, "threads": nk.getCurrentNumberOfThreads(),
+                            **teps_stats(nedge, times)}
+        out["networkit"]["median_s"] = float(np.median(times))
+    except Exception as exc:
+        out["networkit"] = {"error": f"{type(exc).__name__}: {exc}"}
+    for k in ("native_cpu", "networkit"):
+        if "teps_harmonic_mean" in out.get(k, {}) and "teps_harmonic_mean" in out["torch_gpu"]:
+            out[f"gpu_over_{k}_teps"] = out["torch_gpu"]["teps_harmonic_mean"] / out[k]["teps_harmonic_mean"]
+    return out
+
+
+# ----------------------------------------------------------------------------- GCN
+def gcn(args, graphs):
+    import torch
+    from partplan.nn.gcn import DistGCN, PlanExchange
+    from partplan.nn.normalize import normalize_adjacency
+    from partplan.plan import build_plan
+    from partplan.runtime.spmm import local_executor
+    g = graphs["email-Enron"]
+    gn = normalize_adjacency(g, "gcn")
+    plan = build_plan(gn, np.zeros(g.n, dtype=np.int64), 1)
+    f, hidden, classes, epochs = 128, 128, 16, args.epochs
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((g.n, f)).astype(np.float32)
+    y = torch.from_numpy(rng.integers(0, classes, g.n))
+    out = {"n": g.n, "nnz": g.nnz, "f": f, "hidden": hidden, "classes": classes}
+
+    def ours(device, kernels):
+        ex = local_executor(plan, dtype="float32", device=device, kernels=kernels)
+        xchg = PlanExchange(ex)
+        model = DistGCN(f, hidden, classes, layers=2, dropout=0.0, seed=0).to(device)
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        ax = model.precompute(xchg, [torch.from_numpy(X).to(device)])
+        ids = [np.arange(g.n)]
+        yd = y.to(device)
+        losses, times = [], []
+        for ep in range(epochs):
+            if device.startswith("cuda"):
+                sync()
+            t0 = time.perf_counter()
+            opt.zero_grad()
+            logits = model(xchg, ax, ids, epoch=ep)[0]
+            loss = torch.nn.functional.cross_entropy(logits, yd)
+            loss.backward()
+            opt.step()
+            if device.startswith("cuda"):
+                sync()
+            times.append(time.perf_counter() - t0)
+            losses.append(float(loss))
+        return losses, float(np.median(times[2:]))
+
+    l_gpu, t_gpu = ours(DEV, "torch")
+    l_cpu, t_cpu = ours("cpu", "native")
+    out["partplan_epoch_s_gpu"] = t_gpu
+    out["partplan_epoch_s_cpu"] = t_cpu
+    out["loss_max_abs_diff_gpu_vs_cpu"] = float(np.max(np.abs(np.array(l_gpu) - np.array(l_cpu))))
+    try:
+        from torch_geometric.nn import GCNConv
+        A = g.to_scipy().tocoo()
+        ei = torch.from_numpy(np.vstack([A.col, A.row]).astype(np.int64)).to(DEV)  # source -> target
+
+        class PyG(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.c1 = GCNConv(f, hidden, cached=True)
+                self.c2 = GCNConv(hidden, classes, cached=True)
+
+            def forward(self, x, ei):
+                return self.c2(torch.relu(self.c1(x, ei)), ei)
+        m = PyG().to(DEV)
+        opt = torch.optim.Adam(m.parameters(), lr=0.01)
+        xd, yd = torch.from_numpy(X).to(DEV), y.to(DEV)
+        times = []
+        for ep in range(epochs):
+            sync()
+            t0 = time.perf_counter()
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(m(xd, ei), yd)
+            loss.backward()
+            opt.step()
+            sync()
+            times.append(time.perf_counter() - t0)
+        out["pyg_gcnconv_epoch_s_gpu"] = float(np.median(times[2:]))
+        out["partplan_over_pyg"] = t_gpu / out["pyg_gcnconv_epoch_s_gpu"]
+    except Exception as exc:
+        out["pyg_error"] = f"{type(exc).__name__}: {exc}"
+    return out
+
+
+# ----------------------------------------------------------------------------- SpMM overlap on the GPU
+def spmm_overlap_gpu(args, graphs):
+    from partplan.plan import build_plan, write_plan
+    from partplan.runtime.spmm import run_spmm
+    out = {}
+    for name in ("email-Enron", "rmat18"):
+        g = graphs[name]
+        part, how = load_part(args, name, g, 4)
+        with tempfile.TemporaryDirectory() as d:
+            path = write_plan(build_plan(g, part, 4), Path(d) / "g.plan")
+            for f in (64, 256):
+                rows = {}
+                for ov in ("on", "off"):
+                    r = run_spmm(path, backend="local", device=DEV, kernels="torch", f=f, repeat=15,
+                                 overlap=ov, output=Path(d) / f"Z{ov}.npy")
+                    rows[ov] = {k: r[k] for k in ("step_s", "step_sequential_s", "exchange_s", "compute_s",
+                                                  "gather_s", "bytes_match")}
+                rows["z_bitwise_equal"] = bool(np.array_equal(np.load(Path(d) / "Zon.npy"),
+                                                              np.load(Path(d) / "Zoff.npy")))
+                rows["partition"] = how
+                out[f"{name}_f{f}"] = rows
+    return out
+
+
+# ----------------------------------------------------------------------------- gloo on the host's cores
+def exchange_cpu(args, graphs):
+    from partplan.plan import build_plan, write_plan
+    from partplan.runtime.spmm import run_spmm
+    out = {"cpu_count": os.cpu_count()}
+    g = graphs["email-Enron"]
+    keys = ("step_s", "step_sequential_s", "overlap_speedup", "gather_s", "exchange_s", "compute_s", "bare_a2a_s",
+            "exchange_over_bare", "exchange_predicted_s", "exchange_over_predicted", "alpha_s", "beta_s_per_byte",
+            "bytes_match", "bytes_measured")
+    with tempfile.TemporaryDirectory() as d:
+        for p, fs in ((4, (16, 128)), (2, (16, 256))):
+            part, how = load_part(args, "email-Enron", g, p)
+            path = write_plan(build_plan(g, part, p), Path(d) / f"g{p}.plan")
+            for f in fs:
+                for ov in ("on", "off"):
+                    r = run_spmm(path, nprocs=p, backend="gloo", f=f, repeat=args.repeat, overlap=ov,
+                                 compare=["bare"], timeout=120)
+                    out[f"p{p}_f{f}_overlap_{ov}"] = {**{k: r.get(k) for k in keys}, "partition": how}
+    return out
+
+
+def spmm_kernel(args, graphs):
+    import torch
+    from partplan.runtime.ops import TorchOps
     kern = []
     for name, g in graphs.items():
         A = g.to_scipy()
@@ -47,32 +413,54 @@ def main() -> int:
                 X = np.random.default_rng(0).standard_normal((g.n, f)).astype(dt)
                 Ad = A.astype(dt)
                 t_cpu = med(lambda: Ad @ X, 5)
-                ops = TorchOps(dt, "cuda", "torch")
+                ops = TorchOps(dt, DEV, "torch")
                 M = ops.matrix(A.indptr.astype(np.int64), A.indices.astype(np.int64), A.data, A.shape)
-                Xd = torch.from_numpy(X).cuda()
+                Xd = torch.from_numpy(X).to(DEV)
                 o = ops.empty(g.n, f)
-                t_gpu = med(lambda: ops.spmm(M, Xd, o), 20, torch.cuda.synchronize)
+                t_gpu = med(lambda: ops.spmm(M, Xd, o), 20, sync)
                 err = float(np.abs(o.cpu().numpy() - (A @ X.astype(np.float64))).max())
                 gf = 2 * g.nnz * f / 1e9
                 kern.append({"graph": name, "nnz": g.nnz, "f": f, "dtype": dt, "scipy_cpu_gflops": gf / t_cpu,
                              "torch_cuda_gflops": gf / t_gpu, "speedup": t_cpu / t_gpu, "max_abs_err": err})
-    out["spmm_kernel"] = kern
-    g = graphs["email-Enron"]
-    with tempfile.TemporaryDirectory() as tmp:
-        path = write_plan(build_plan(g, np.zeros(g.n, dtype=np.int64), 1), Path(tmp) / "one.plan")
-        rep = run_spmm(path, nprocs=1, backend="nccl", f=64, output=Path(tmp) / "Z.npy", repeat=9)
-        Z = np.load(Path(tmp) / "Z.npy")
-        ref = g.to_scipy() @ random_rows(np.arange(g.n), 64, 0, "float64")
-        rep["max_rel_err_vs_scipy"] = float(np.abs(Z - ref).max() / np.abs(ref).max())
-        out["nccl_one_rank"] = rep
-        for p in (2, 4):  # several ranks on one GPU through NCCL is not supported; gloo on the 16 CPU cores
-            part = (np.arange(g.n) * p // g.n).astype(np.int64)
-            if os.path.isfile(f"gpu_in/email-Enron-{p}.npy"):
-                part = np.load(f"gpu_in/email-Enron-{p}.npy")
-            pp = write_plan(build_plan(g, part, p), Path(tmp) / f"e{p}.plan")
-            out[f"gloo_p{p}_f64"] = run_spmm(pp, nprocs=p, backend="gloo", f=64, repeat=15,
-                                             compare=("oblivious", "bare"), threads=2)
-    print(json.dumps(out, indent=1))
+    return kern
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scale", type=int, default=20, help="Graph500 scale (2^scale vertices)")
+    ap.add_argument("--roots", type=int, default=16, help="Graph500 search keys")
+    ap.add_argument("--validate", type=int, default=4, help="searches checked by the Graph500 validator")
+    ap.add_argument("--epochs", type=int, default=20, help="GCN epochs timed")
+    ap.add_argument("--repeat", type=int, default=15, help="repeats of the gloo SpMM measurements")
+    ap.add_argument("--partitions", help="folder of <graph>-<k>.npy partitions (else block partitions)")
+    ap.add_argument("--only", nargs="*", help="sections to run (default: all)")
+    ap.add_argument("--out", help="also write the JSON here")
+    ap.add_argument("--device", default="cuda", help="cuda (default) or cpu (a dry run of the script)")
+    args = ap.parse_args(argv)
+    global DEV, DEV0
+    DEV, DEV0 = args.device, ("cuda:0" if args.device == "cuda" else args.device)
+    import torch
+    import partplan
+    out = {"torch": torch.__version__, "cuda": torch.cuda.is_available(),
+           "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+           "cpu_count": os.cpu_count(), "date": time.strftime("%Y-%m-%d")}
+    graphs = {"email-Enron": partplan.datasets.load("email-Enron")}
+    from partplan.datasets.generators import rmat
+    graphs["rmat18"] = rmat(18, seed=1).normalize(symmetrize=True, self_loops="remove")
+    todo = [("spmm_kernel", lambda: spmm_kernel(args, graphs)),
+            ("jobs_p1_nccl", lambda: jobs_p1_nccl(args, graphs)),
+            ("jobs_p4_local_gpu", lambda: jobs_p4_local_gpu(args, graphs)),
+            ("gcn", lambda: gcn(args, graphs)),
+            ("spmm_overlap_gpu", lambda: spmm_overlap_gpu(args, graphs)),
+            ("graph500", lambda: graph500(args)),
+            ("exchange_cpu", lambda: exchange_cpu(args, graphs))]
+    for name, fn in todo:
+        if args.only and name not in args.only:
+            continue
+        section(out, name, fn)
+        if args.out:
+            Path(args.out).write_text(json.dumps(out, indent=1, default=str))
+    print(json.dumps(out, indent=1, default=str))
     return 0
 
 

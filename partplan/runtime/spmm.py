@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import PlanError
 from ..outpath import check_output_file
-from ..plan.builder import Plan, manifest_groups, manifest_volume
+from ..plan.builder import Plan, manifest_groups, manifest_volume, program_steps
 from ..plan.store import load_plan, load_rank, read_manifest
 from .comm import LocalComm
 from .interpreter import PHASES, Executor
@@ -134,16 +134,21 @@ def _measure(ex: Executor, program: str, inputs: list, cfg: dict) -> dict:
     if not nan_in and any(ops.has_nan(o) for o in outs):
         raise PlanError(f"rank {comm.local[0]}: the output has rows no step wrote (NaN-filled buffers survived)")
     outs = [o.clone() if hasattr(o, "clone") else o.copy() for o in outs]
-    times = np.zeros((repeat, 1 + len(PHASES)))
+    times = np.zeros((repeat, 2 + len(PHASES)))
     for i in range(repeat):
         comm.barrier()
         t0 = time.perf_counter()
         ex.run(program, inputs)
         ops.synchronize()
-        times[i, 0] = time.perf_counter() - t0  # the step as it runs (no inner barriers)
+        times[i, 0] = time.perf_counter() - t0  # the step as it runs (no inner barriers; overlapped if on)
         comm.barrier()
         ex.run(program, inputs, barriers=True)
-        times[i, 1:] = [ex.last_phases[k] for k in PHASES]  # per phase, barrier before each collective
+        times[i, 1:1 + len(PHASES)] = [ex.last_phases[k] for k in PHASES]  # per phase, barrier before each collective
+        comm.barrier()
+        t0 = time.perf_counter()
+        ex.run(program, inputs, overlap="off")
+        ops.synchronize()
+        times[i, -1] = time.perf_counter() - t0  # the same step strictly in order
     res = {"times": times, "sent": sent, "reduce": reduce_b, "outs": outs}
     cmp_ = cfg.get("compare") or []
     if "oblivious" in cmp_:
@@ -176,20 +181,74 @@ def _measure(ex: Executor, program: str, inputs: list, cfg: dict) -> dict:
     return res
 
 
+def calibrate_alltoall(comm, ops, repeat: int = 5, large_bytes: int = 1 << 20) -> tuple[float, float]:
+    """(α seconds per message, β seconds per byte) of this job's world
+    ``all_to_all_single``, fitted from two of them on the job's own ranks,
+    device and backend: every rank sends one 4-byte value to every peer
+    (t_small = α·(p − 1)) and then ``large_bytes`` to every peer
+    (t_large = α·(p − 1) + β·(p − 1)·large_bytes). Times are medians over
+    ``repeat`` of the max over ranks, barrier before each. (0, 0) on one rank."""
+    p = comm.world
+    if p < 2:
+        return 0.0, 0.0
+    torch, dist = comm.torch, comm.dist
+    dev = comm.device
+    ts = {}
+    for nb in (4, int(large_bytes)):
+        send = torch.zeros(p * max(1, nb // 4), dtype=torch.float32, device=dev)
+        out = torch.empty_like(send)
+        t = []
+        for _ in range(repeat + 1):
+            comm.barrier()
+            t0 = time.perf_counter()
+            comm._guard(lambda: dist.all_to_all_single(out, send), "calibration all-to-all")
+            ops.synchronize()
+            t.append(time.perf_counter() - t0)
+        ts[nb] = t[1:]
+    tw = comm.allreduce_world([np.concatenate([ts[4], ts[int(large_bytes)]])], "max")[0]
+    t_small, t_large = float(np.median(tw[:repeat])), float(np.median(tw[repeat:]))
+    alpha = t_small / (p - 1)
+    beta = max(t_large - t_small, 0.0) / ((p - 1) * int(large_bytes))
+    return alpha, beta
+
+
+def predicted_exchange(manifest: dict, program: str, row_bytes: int, alpha: float, beta: float) -> float:
+    """α-β seconds of the program's exchange phase: per alltoallv step, the
+    slowest rank's ``α·max(messages sent, received) + β·max(bytes sent,
+    received)`` (:func:`partplan.metrics.cost.alpha_beta_time`), summed over
+    the steps (they run one after another)."""
+    from ..metrics.cost import alpha_beta_time
+    from ..plan.program import pairs_to_matrix
+    from ..plan.steps import pair_steps
+    p = manifest["ranks"]
+    total = 0.0
+    for st in pair_steps(program_steps(manifest, program)):
+        vol = pairs_to_matrix(st["pairs"], p) * row_bytes
+        np.fill_diagonal(vol, 0)
+        t = alpha_beta_time((vol > 0).sum(1), (vol > 0).sum(0), vol.sum(1), vol.sum(0), alpha, beta)
+        total += float(t.max()) if t.size else 0.0
+    return total
+
+
 def _report(manifest, cfg, program, f, dtype, kernel, device, sent, reduce_b, times, extra) -> dict:
     """rank-independent report from world-reduced arrays."""
     row_bytes = f * np.dtype(dtype).itemsize
     pred = manifest_volume(manifest, program) * row_bytes
     match = bool(np.array_equal(pred, sent))
-    med = np.median(times, axis=0) if times.size else np.zeros(1 + len(PHASES))
+    med = np.median(times, axis=0) if times.size else np.zeros(2 + len(PHASES))
     rep = {"ranks": manifest["ranks"], "backend": cfg["backend"], "layout": manifest["layout"],
            "program": program, "n": manifest["graph"]["n"], "nnz": manifest["graph"]["nnz"], "f": f,
-           "dtype": str(np.dtype(dtype)), "kernel": kernel, "device": device,
+           "dtype": str(np.dtype(dtype)), "kernel": kernel,
+           "kernels": "native" if kernel == "scipy" else kernel, "device": str(device),
            "repeat": int(times.shape[0]),
            "bytes_predicted": int(pred.sum()), "bytes_measured": int(sent.sum()), "bytes_match": match,
            "messages_predicted": int(np.count_nonzero(pred)), "messages_measured": int(np.count_nonzero(sent)),
            "allreduce_bytes_measured": int(reduce_b.sum()),
-           "step_s": float(med[0]), **{f"{k}_s": float(v) for k, v in zip(PHASES, med[1:])}}
+           "overlap": cfg.get("overlap", "on"),
+           "step_s": float(med[0]), "step_sequential_s": float(med[-1]),
+           **{f"{k}_s": float(v) for k, v in zip(PHASES, med[1:1 + len(PHASES)])}}
+    if rep["step_s"] > 0:
+        rep["overlap_speedup"] = rep["step_sequential_s"] / rep["step_s"]
     if not match:
         q, r = np.argwhere(pred != sent)[0]
         rep["bytes_mismatch"] = {"src": int(q), "dst": int(r), "predicted": int(pred[q, r]),
@@ -220,6 +279,11 @@ def _finish_compare(res_w: dict, manifest, f, dtype) -> dict:
         out["oblivious_exchange_s"] = float(np.median(res_w["obl_times"][:, 1]))
     if "bare_times" in res_w:
         out["bare_a2a_s"] = float(np.median(res_w["bare_times"]))
+    if "alpha_beta" in res_w:
+        alpha, beta = res_w["alpha_beta"]
+        out["alpha_s"], out["beta_s_per_byte"] = alpha, beta
+        out["calibration"] = "world all_to_all_single of 4 B and 1 MiB per peer, this job"
+        out["exchange_predicted_s"] = predicted_exchange(manifest, res_w["program"], row_bytes, alpha, beta)
     return out
 
 
@@ -228,16 +292,44 @@ def _ratios(rep: dict) -> dict:
         rep["aware_over_oblivious_exchange"] = rep["exchange_s"] / rep["oblivious_exchange_s"]
     if rep.get("bare_a2a_s"):
         rep["exchange_over_bare"] = rep["exchange_s"] / rep["bare_a2a_s"]
+    if rep.get("exchange_predicted_s"):
+        rep["exchange_over_predicted"] = rep["exchange_s"] / rep["exchange_predicted_s"]
     return rep
 
 
 # ----------------------------------------------------------------------------- local (one process)
-def local_executor(plan: Plan | str | os.PathLike, *, dtype="float64", verify: bool = True) -> Executor:
-    """An :class:`Executor` over all ranks of a plan in this process (LocalComm, numpy)."""
+def local_executor(plan: Plan | str | os.PathLike, *, dtype="float64", verify: bool = True,
+                   device: str | None = None, kernels: str = "auto", overlap: str = "on") -> Executor:
+    """An :class:`Executor` over all ranks of a plan in this process (LocalComm):
+    numpy buffers and scipy when ``device`` is None, else torch tensors on
+    ``device`` (every exchange a device copy: p ranks on one GPU) with the
+    ``kernels`` SpMM ("auto": torch on CUDA, native = scipy on CPU)."""
     if not isinstance(plan, Plan):
         plan = load_plan(plan)
-    comm = LocalComm(plan.manifest["ranks"], plan.groups())
-    return Executor(plan.manifest, plan.ranks, comm, NumpyOps(dtype), verify=verify)
+    if device is None:
+        if kernels not in ("auto", "native", "scipy"):
+            raise PlanError(f"kernels {kernels!r} need a torch device (device='cpu' or 'cuda')")
+        comm, ops = LocalComm(plan.manifest["ranks"], plan.groups()), NumpyOps(dtype)
+    else:
+        from .ops import TorchOps
+        comm = LocalComm(plan.manifest["ranks"], plan.groups(), device=check_device(device))
+        ops = TorchOps(dtype, device, kernels)
+    return Executor(plan.manifest, plan.ranks, comm, ops, verify=verify, overlap=overlap)
+
+
+def check_device(device: str) -> str:
+    """``device`` if torch can use it here, else one PlanError (e.g. "cuda" on a
+    machine without a GPU)."""
+    import torch
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise PlanError(f"device {device!r} is not a torch device ({exc})") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise PlanError(f"device {device!r}: no CUDA GPU is available here (use --device cpu)")
+    if dev.type not in ("cpu", "cuda"):
+        raise PlanError(f"device {device!r}: partplan runs on cpu or cuda")
+    return device
 
 
 def replay(plan: Plan, H: np.ndarray, program: str = "forward") -> np.ndarray:
@@ -261,8 +353,12 @@ def _run_local(cfg: dict) -> dict:
     n = m["graph"]["n"]
     program = cfg.get("program", "forward")
     dtype = _resolve_dtype(cfg, n)
-    ex = local_executor(plan, dtype=dtype)
+    dev = cfg.get("device")
+    ex = local_executor(plan, dtype=dtype, device=dev, kernels=cfg.get("kernels", "auto"),
+                        overlap=cfg.get("overlap", "on"))
     inputs = [_input_rows(cfg, rp.in_ids(program), n, dtype) for rp in plan.ranks]
+    if dev is not None:
+        inputs = [ex.ops.from_numpy(x) for x in inputs]
     f = int(inputs[0].shape[1])
     res = _measure(ex, program, inputs, cfg)
     if cfg.get("output"):
@@ -271,13 +367,14 @@ def _run_local(cfg: dict) -> dict:
         Z = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(n, f))
         for rp, z in zip(plan.ranks, res["outs"]):
             if rp.writes_output(program):
-                Z[rp.out_ids(program)] = z
+                Z[rp.out_ids(program)] = ex.ops.to_numpy(z)
         Z.flush()
         del Z
         os.replace(tmp, out)
     extra = _finish_compare(res, m, f, dtype)
     extra["peak_rss_bytes"] = _rss()
-    rep = _report(m, cfg, program, f, dtype, "scipy", "cpu", res["sent"], res["reduce"], res["times"], extra)
+    rep = _report(m, cfg, program, f, dtype, ex.ops.kernel, dev or "cpu", res["sent"], res["reduce"], res["times"],
+                  extra)
     return _ratios(rep)
 
 
@@ -292,26 +389,23 @@ def spmm_worker(cfg: dict) -> dict | None:
     ``cfg["result"]``) the report."""
     import torch
 
-    from .comm import TorchComm, init_distributed
-    from .launch import worker_setup, worker_shutdown
+    from .launch import WorkerContext
     from .ops import TorchOps
 
-    backend, timeout, device = worker_setup(cfg)
     m = read_manifest(cfg["plan"])  # before init: a bad plan fails every rank the same way
-    rank, world = init_distributed(backend, timeout_s=timeout, device=device if backend == "nccl" else None)
+    ctx = WorkerContext.open(cfg)  # threads, device, process group
+    rank, world, device = ctx.rank, ctx.world, ctx.device
     try:
-        if world != m["ranks"]:
-            raise PlanError(f"{cfg['plan']}: the plan is for {m['ranks']} ranks but the job has {world} "
-                            f"(use --nprocs {m['ranks']})")
+        ctx.check_ranks(m["ranks"], cfg["plan"])
         shard = load_rank(cfg["plan"], rank, manifest=m)
         n = m["graph"]["n"]
         program = cfg.get("program", "forward")
         dtype = _resolve_dtype(cfg, n)
         if cfg.get("output") and rank == 0:
             check_output_file(cfg["output"], kind="npy")
-        comm = TorchComm(manifest_groups(m), timeout_s=timeout, device=device)
-        ops = TorchOps(dtype, device, cfg.get("kernel", "auto"))
-        ex = Executor(m, [shard], comm, ops)
+        comm = ctx.comm(manifest_groups(m), m["ranks"])
+        ops = TorchOps(dtype, device, cfg.get("kernels") or cfg.get("kernel", "auto"))
+        ex = Executor(m, [shard], comm, ops, overlap=cfg.get("overlap", "on"))
         fault = os.environ.get("PARTPLAN_FAULT_KILL")  # test hook "RANK:STEP_ID:COUNT": SIGKILL self
         if fault:
             fr, fstep, fcount = fault.split(":")
@@ -332,7 +426,7 @@ def spmm_worker(cfg: dict) -> dict | None:
         sent = comm.allreduce_world([res["sent"].astype(np.float64).reshape(-1)], "sum")[0].reshape(p, p)
         red = comm.allreduce_world([res["reduce"].astype(np.float64)], "sum")[0]
         times = comm.allreduce_world([res["times"].reshape(-1)], "max")[0].reshape(res["times"].shape)
-        res_w = {}
+        res_w = {"program": program}
         if "obl_sent" in res:
             res_w["obl_sent"] = comm.allreduce_world([res["obl_sent"].astype(np.float64).reshape(-1)],
                                                      "sum")[0].reshape(p, p)
@@ -341,6 +435,8 @@ def spmm_worker(cfg: dict) -> dict | None:
             res_w["obl_times"] = comm.allreduce_world([res["obl_times"].reshape(-1)], "max")[0].reshape(-1, 2)
         if "bare_times" in res:
             res_w["bare_times"] = comm.allreduce_world([res["bare_times"]], "max")[0]
+        alpha, beta = calibrate_alltoall(comm, ops, repeat=max(3, int(cfg.get("repeat", 5))))
+        res_w["alpha_beta"] = (alpha, beta)
         vec = np.zeros(2 * p)
         vec[rank] = _rss()
         vec[p + rank] = sum(a.nbytes for a in shard.arrays.values())
@@ -380,14 +476,15 @@ def spmm_worker(cfg: dict) -> dict | None:
                 Path(tmpres).write_text(json.dumps(rep, indent=1))
         return rep
     finally:
-        worker_shutdown()
+        ctx.close()
 
 
 # ----------------------------------------------------------------------------- public API
 def run_spmm(plan, *, nprocs: int | None = None, backend: str = "gloo", features=None, f: int = 16,
              seed: int = 0, dtype: str | None = None, output=None, repeat: int = 5, warmup: int = 1,
-             compare=(), kernel: str = "auto", timeout: float = 60.0, program: str = "forward",
-             threads: int | None = 1) -> dict:
+             compare=(), kernel: str | None = None, timeout: float = 60.0, program: str = "forward",
+             threads: int | None = 1, kernels: str = "auto", device: str | None = None,
+             overlap: str = "on") -> dict:
     """Run ``Z = A @ H`` (or the backward ``A^T @ G`` with ``program="backward"``)
     from a plan and measure it.
 
@@ -396,7 +493,13 @@ def run_spmm(plan, *, nprocs: int | None = None, backend: str = "gloo", features
     (all ranks in this process, LocalComm — exact, no timing meaning).
     features : ``H.npy`` (n × f) or None for deterministic random features of
     width ``f`` from ``seed``. output : ``Z.npy`` to write. compare : subset of
-    ("oblivious", "bare"). kernel : local SpMM ("auto", "scipy", "torch").
+    ("oblivious", "bare"). kernels : local SpMM ("auto": torch on CUDA, native
+    = scipy on CPU; "torch"; ``kernel`` is the older name of this option).
+    device : "cpu" / "cuda" (None: cuda with nccl, else cpu; with backend
+    "local" None keeps numpy buffers, a device puts every rank's tensors on it).
+    overlap : "on" starts each exchange asynchronously and computes the rows
+    that need no received row meanwhile (bitwise the same Z), "off" runs the
+    steps in order; the report has both step times.
     timeout : seconds a rank waits on a peer before failing. threads : torch /
     OpenMP threads per spawned process.
 
@@ -408,6 +511,18 @@ def run_spmm(plan, *, nprocs: int | None = None, backend: str = "gloo", features
     bad = [c for c in compare if c not in COMPARE]
     if bad:
         raise PlanError(f"--compare takes {', '.join(COMPARE)}; got {', '.join(bad)}")
+    from .interpreter import OVERLAP
+    from .ops import KERNELS
+    kernels = kernel if kernel is not None else kernels
+    if kernels not in KERNELS:
+        raise PlanError(f"kernels must be one of auto, torch, native; got {kernels!r}")
+    if overlap not in OVERLAP:
+        raise PlanError(f"overlap must be on or off, got {overlap!r}")
+    if device is not None:
+        check_device(device)
+        if backend == "gloo" and device.startswith("cuda"):
+            raise PlanError("gloo's all-to-all takes CPU tensors only: use --backend nccl (one GPU per rank) "
+                            "or --backend local (every rank on one device) with --device cuda")
     if repeat < 1 or warmup < 0:
         raise PlanError("repeat must be >= 1 and warmup >= 0")
     if features is None and (not isinstance(f, (int, np.integer)) or f < 1):
@@ -427,7 +542,8 @@ def run_spmm(plan, *, nprocs: int | None = None, backend: str = "gloo", features
             open_features(features, m["graph"]["n"])
     cfg = {"job": "spmm", "plan": str(plan), "backend": backend, "features": None if features is None else str(features),
            "f": int(f), "seed": int(seed), "dtype": dtype, "output": None if output is None else str(output),
-           "repeat": int(repeat), "warmup": int(warmup), "compare": list(compare), "kernel": kernel,
+           "repeat": int(repeat), "warmup": int(warmup), "compare": list(compare), "kernels": kernels,
+           "device": device, "overlap": overlap,
            "timeout": float(timeout), "program": program, "features_checked": scanned}
     if backend == "local":
         return _run_local(cfg)
