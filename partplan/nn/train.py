@@ -29,7 +29,7 @@ import time
 import numpy as np
 
 from ..errors import PartplanError, PlanError
-from ..plan.builder import manifest_groups, manifest_volume, program_steps
+from ..plan.builder import manifest_groups, program_steps
 from ..plan.program import Group
 from ..plan.store import load_plan, load_rank, read_manifest
 from .data import DataError, check_data, random_data, read_rows
@@ -78,10 +78,9 @@ def program_bytes(m: dict, rp, comm, program: str, width: int, itemsize: int) ->
     """Bytes rank ``rp.rank`` hands to collectives in one run of ``program`` at
     ``width`` columns: its alltoallv rows (the manifest's count pairs) plus the
     rows of its in-program all-reduces (from the shard's buffer sizes)."""
-    rows = int(manifest_volume(m, program)[rp.rank].sum())
-    for st in program_steps(m, program):
-        if st["op"] == "allreduce" and comm.member(st["group"], rp.rank) is not None:
-            rows += int(rp.buffers(program).get(st["buf"], 0))
+    from ..plan.steps import program_rows
+    rows = program_rows(program_steps(m, program), rp.rank, rp.buffers(program),
+                        lambda fam: comm.member(fam, rp.rank) is not None, int(m["ranks"]))
     return rows * int(width) * int(itemsize)
 
 
