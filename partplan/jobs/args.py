@@ -75,12 +75,9 @@ def add_job_options(parser: argparse.ArgumentParser, *, kernels: bool = True) ->
 def job_config(args: argparse.Namespace, *keys: str) -> dict:
     """The shared part of a job's config from its parsed arguments (backend,
     timeout, kernels, device when present, ``progress``) plus ``keys`` of
-    ``args`` as they are. The device is checked here, before anything starts
-    (:func:`partplan.runtime.launch.resolve_device`)."""
-    from ..runtime.launch import resolve_device
+    ``args`` as they are."""
     cfg = {"backend": args.backend, "timeout": float(args.timeout or 60.0)}
     if hasattr(args, "kernels"):
-        resolve_device(args.backend, args.device)
         cfg.update({"kernels": args.kernels, "device": args.device})
     if hasattr(args, "progress"):
         cfg["progress"] = bool(args.progress)

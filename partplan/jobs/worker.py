@@ -4,7 +4,7 @@ and :func:`rank_main`, what each launched process runs.
 """
 from __future__ import annotations
 
-from ..runtime.launch import WorkerContext, start
+from ..runtime.launch import WorkerContext, resolve_device, start
 from .registry import Job, get
 
 
@@ -29,6 +29,7 @@ def execute(job: Job | str, cfg: dict, *, nprocs: int | None = None, threads: in
     cfg = dict(cfg, job=job.name)
     if job.start is not None:
         return job.start(cfg, nprocs, threads)
+    resolve_device(cfg.get("backend", "gloo"), cfg.get("device"))  # a bad device fails here, before any start
     if cfg.get("backend", "gloo") == "local":
         return rank_main(cfg)
     return start(cfg, nprocs, rank_main, timeout_s=float(cfg.get("timeout", 60.0)), threads=threads)
