@@ -2,8 +2,13 @@
 LOCAL_RANK, MASTER_ADDR, MASTER_PORT in the environment), wait for them with a
 deadline, and turn any failure into one :class:`CommError` that quotes each
 failed rank's own error line. The workers run ``python -m
-partplan.runtime.worker CONFIG.json`` — the same code path torchrun takes
+partplan.runtime.worker CONFIG.json``, which calls the worker function named
+in the config (``entry``) — the function torchrun's processes call directly
 through ``python -m partplan run ...``.
+
+:class:`WorkerContext` is the one set-up and teardown of a worker (threads,
+device, process group, comm, shards, rank 0's result file), used by every
+job's ranks; :func:`resolve_device` is the device policy.
 """
 from __future__ import annotations
 
