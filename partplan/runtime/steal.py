@@ -164,10 +164,10 @@ def exchange_bytes(comm, family: str, payloads: list[list[np.ndarray]], what: st
     sends = [np.concatenate(row) if row else np.zeros(0, np.uint8) for row in payloads]
     outs = [np.empty(int(g.sum()), np.uint8) for g in got]
     torch_ = hasattr(comm, "torch")
-    comm.alltoallv(family, [_as_comm(comm, s) for s in sends], sizes, got,
-                   [_as_comm(comm, o) for o in outs] if torch_ else outs, what=what)
-    if torch_:
-        outs = [_to_np(o) for o in outs] if comm.device.type == "cuda" else outs
+    touts = [_as_comm(comm, o) for o in outs] if torch_ else outs
+    comm.alltoallv(family, [_as_comm(comm, s) for s in sends], sizes, got, touts, what=what)
+    if torch_:  # CPU tensors share the numpy buffers; CUDA ones are copied back
+        outs = [_to_np(o) for o in touts] if comm.device.type == "cuda" else outs
     res = []
     for o, g in zip(outs, got):
         off = np.concatenate([[0], np.cumsum(g)])

@@ -425,10 +425,10 @@ def exchange_flags(comm, segs: list[Segments], masks: list, values: list | None,
                 parts.append(np.ascontiguousarray(vals[lo:hi][fj]).view(np.uint8))
         sends.append(np.concatenate(parts) if parts else np.zeros(0, np.uint8))
     outs = [np.empty(int(rb.sum()), np.uint8) for rb in rc_bytes]
-    comm.alltoallv(segs[0].family, [_as_comm(comm, s) for s in sends], sc_bytes, rc_bytes,
-                   outs if not hasattr(comm, "torch") else [_as_comm(comm, o) for o in outs], what=what)
+    touts = outs if not hasattr(comm, "torch") else [_as_comm(comm, o) for o in outs]
+    comm.alltoallv(segs[0].family, [_as_comm(comm, s) for s in sends], sc_bytes, rc_bytes, touts, what=what)
     if hasattr(comm, "torch"):
-        outs = [_to_np(o) for o in outs]  # torch.from_numpy shares memory on CPU; copy back for CUDA
+        outs = [_to_np(o) for o in touts]  # torch.from_numpy shares memory on CPU; copy back from CUDA
     flags_out, vals_out = [], []
     for i, sg in enumerate(segs):
         got = np.zeros(nrecv[i], dtype=bool)
