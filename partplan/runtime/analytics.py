@@ -129,16 +129,6 @@ def _by_family(fams: list[str], v: np.ndarray) -> dict:
 
 
 # ----------------------------------------------------------------------------- WCC
-def _min_over_rows(indptr, indices, ext_vals, own_vals):
-    """min(own value, min over the row's columns) per row (vectorized, numpy)."""
-    out = own_vals.copy()
-    nz = np.flatnonzero(np.diff(indptr))
-    if indices.size:
-        m = np.minimum.reduceat(ext_vals[indices], indptr[nz])
-        out[nz] = np.minimum(out[nz], m)
-    return out
-
-
 def wcc_parts(manifest: dict, shards, comm, *, progress=None, kernels: str = "auto"):
     """Weak components: (ids per local rank, int64 labels per local rank —
     numpy —, round records). ``kernels`` as in :func:`pagerank_parts`: the
