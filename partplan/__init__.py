@@ -28,7 +28,7 @@ from .partition.ownership import assign_owners, owner_lower_bound, owner_stats
 from .partition.refine import refine
 from .plan import Plan, RankPlan, build_plan, load_plan, validate_plan, write_plan
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: E402
 
 __all__ = ["Graph", "Hypergraph", "CommStats", "LayoutStats", "Partition", "Plan", "RankPlan",
            "analyze", "analyze_15d", "analyze_2d", "partition", "load_partition", "save_partition",

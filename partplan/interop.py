@@ -330,7 +330,7 @@ def _finish(tmp: Path, out: Path) -> Path:
 
 def _plan_graph_parts(plan):
     """(part, per-row nnz, rebuilt scipy A) of a loaded Plan."""
-    from .plan.validate import _rebuild
+    from .validation import _rebuild
     A, _, pattern = _rebuild(plan)
     return plan.part, np.diff(A.indptr), A, pattern
 

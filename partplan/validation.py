@@ -1,5 +1,8 @@
 """Check a plan: structure, counts, ids, the planned matrix, and a replay.
 
+(Above the runtime: it replays plans through it. ``partplan.plan.validate_plan``
+is this module's function.)
+
 Every check runs the plan's own programs — there is one interpreter
 (:class:`partplan.runtime.Executor`); here it runs on
 :class:`~partplan.runtime.LocalComm` (all ranks in this process, numpy):
@@ -28,11 +31,11 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import PlanError
-from ..graph import Graph
-from .builder import Plan, program_steps
-from .steps import RankArrays, step_op
-from .store import load_plan
+from .errors import PlanError
+from .graph import Graph
+from .plan.builder import Plan, program_steps
+from .plan.steps import RankArrays, step_op
+from .plan.store import load_plan
 
 
 class _Report:
@@ -74,7 +77,7 @@ class _Walk:
     buffer), ``trip`` (rows, cols, values multiplied), ``probs``."""
 
     def __init__(self, plan: Plan, program: str):
-        from ..runtime.comm import LocalComm
+        from .runtime.comm import LocalComm
         self.ranks = plan.ranks
         self.sizes = [rp.buffers(program) for rp in plan.ranks]
         self.comm = LocalComm(len(plan.ranks), plan.groups())
@@ -165,12 +168,12 @@ def validate_plan(path, graph: Graph | None = None, *, seed: int = 0, f: int = 4
     truncated, missing shard, unknown version, another graph). Consistency
     failures are reported (``ok`` False) with the first offending ranks.
     """
-    from ..runtime.spmm import local_executor, replay
+    from .runtime.spmm import local_executor, replay
     if graph is not None:  # a normalized plan is checked against the normalized input graph
-        from .store import read_manifest
+        from .plan.store import read_manifest
         m0 = read_manifest(path)
         if m0.get("normalize") and graph.fingerprint == m0["graph"].get("source_fingerprint"):
-            from ..nn.normalize import normalize_adjacency
+            from .models.normalize import normalize_adjacency
             graph = normalize_adjacency(graph, m0["normalize"])
     plan = load_plan(path, graph=graph)
     m = plan.manifest
@@ -215,14 +218,14 @@ def validate_plan(path, graph: Graph | None = None, *, seed: int = 0, f: int = 4
                           f"{g2.fingerprint[:16]}… is not the planned matrix's {want[:16]}… (nnz {m['graph']['nnz']})")
     rep.add("matrix", mprobs, "the SpMM steps multiply exactly the planned matrix (fingerprint match)")
     if not mprobs:
-        from .checks import recount
+        from .plan.checks import recount
         rep.add("manifest", recount(plan, mats), "per-shard summaries and stats equal a recount from the shards")
     if replay_check and not mprobs:
         ref = graph.to_scipy() if graph is not None else mats["forward"]
         rng = np.random.default_rng(seed)
         integral = bool(np.all(ref.data == np.round(ref.data)))
         problems, details = [], []
-        one_d = plan.layout.name == "1d"
+        one_d = plan.layout.exact_replay
         for prog in ("forward", "backward"):
             if prog not in m["programs"]:
                 continue
@@ -248,13 +251,13 @@ def _result(path, m, graph, rep) -> dict:
 
 def replay_backward(plan: Plan, G: np.ndarray) -> np.ndarray:
     """``A^T @ G`` through the plan's backward program (LocalComm)."""
-    from ..runtime.spmm import replay
+    from .runtime.spmm import replay
     return replay(plan, G, "backward")
 
 
 def __getattr__(name):
     if name == "replay":
-        from ..runtime.spmm import replay
+        from .runtime.spmm import replay
         return replay
     raise AttributeError(name)
 

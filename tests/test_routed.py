@@ -14,7 +14,7 @@ from partplan.cli.main import main
 from partplan.metrics.topology import level_bytes, topology_metrics
 from partplan.plan import build_plan, write_plan
 from partplan.plan.builder import manifest_volume
-from partplan.plan.validate import validate_plan
+from partplan.validation import validate_plan
 from partplan.routing import Routed, lanes, route_stages
 from partplan.runtime import Executor, LocalComm
 from partplan.topology import load_topology

@@ -55,8 +55,7 @@ def datasets_dir() -> Path:
     packaged = Path(__file__).resolve().parent / "data"   # a wheel that ships datasets/ as package data
     if (packaged / "registry.json").is_file():
         return packaged
-    import partplan
-    p = Path(partplan.__file__).resolve().parent.parent / "datasets"
+    p = Path(__file__).resolve().parents[2] / "datasets"   # a source checkout: <repo>/datasets
     if (p / "registry.json").is_file():
         return p
     raise DatasetError("the dataset registry (datasets/registry.json) was not found next to the "

@@ -120,7 +120,7 @@ def read_edge_table(path: str | os.PathLike, *, format: str | None = None, src: 
         (``weighted=None``), required with ``weighted=True``, ignored with False.
     relabel : as in :func:`partplan.io.edgelist.read_edgelist`.
     """
-    from .edgelist import edges_to_graph
+    from ._edges import edges_to_graph
 
     p = Path(path)
     fmt = format or _format_of(p)

@@ -234,7 +234,7 @@ def _train_minibatch(plan, comm, cfg: dict) -> tuple[dict, object]:
     import torch.nn.functional as F
 
     from ..graph import Graph
-    from ..plan.validate import _rebuild
+    from ..validation import _rebuild
     from .gcn import DistGCN
     from .minibatch import backward_exchanges, minibatch_forward, sampler_for
 

@@ -8,7 +8,14 @@ own shard. Format: plans/SCHEMA.md. Guide: docs/plans.md.
 from .builder import Plan, RankPlan, build_plan
 from .schema import FORMAT_VERSION
 from .store import load_plan, read_manifest, write_plan
-from .validate import replay, replay_backward, validate_plan
+
+
+def __getattr__(name):  # validation replays plans through the runtime: it lives above it (partplan.validation)
+    if name in ("replay", "replay_backward", "validate_plan"):
+        from .. import validation
+        return getattr(validation, name)
+    raise AttributeError(name)
+
 
 __all__ = ["FORMAT_VERSION", "Plan", "RankPlan", "build_plan", "load_plan", "read_manifest", "replay",
            "replay_backward", "validate_plan", "write_plan"]

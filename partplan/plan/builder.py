@@ -268,7 +268,7 @@ def build_plan(graph: Graph, part_or_partition, k: int | None = None, *, layout=
     part, k, layout, owner, info = _unpack(graph, part_or_partition, k, layout, owner, meta)
     source_fp = graph.fingerprint
     if normalize is not None:
-        from ..nn.normalize import check_normalize, normalize_adjacency
+        from ..models.normalize import check_normalize, normalize_adjacency
         normalize = check_normalize(normalize)
         graph = normalize_adjacency(graph, normalize)
     if not isinstance(f, (int, np.integer)) or f < 1:

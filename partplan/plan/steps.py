@@ -23,7 +23,7 @@ one class here, registered with :func:`register`, and nothing else changes:
 
 Users of the registry: :class:`partplan.plan.program.Program` (building),
 :mod:`partplan.plan.checks` and :mod:`partplan.plan.store` (manifest fields and
-arrays), :mod:`partplan.plan.validate` (structure and the id walk), the
+arrays), :mod:`partplan.validation` (structure and the id walk), the
 interpreter (:class:`partplan.runtime.Executor`: prepare and run), the byte
 predictions (:func:`program_rows`) and the traversals' view of a program
 (:func:`role`).

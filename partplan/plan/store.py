@@ -109,7 +109,7 @@ def write_plan(plan: Plan, path, *, created: str | None | bool = None) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(path), dir=path.parent))
     try:
         m = dict(plan.manifest)
-        from .. import __version__
+        from .._version import __version__
         m["tool"] = {"name": "partplan", "version": __version__}
         if created is None:
             epoch = os.environ.get("SOURCE_DATE_EPOCH")
@@ -219,7 +219,7 @@ def _check_manifest_fields(m: dict, mf: Path) -> None:
     if need("row_blocks", int) != lay.row_blocks:
         raise PlanError(f"{mf}: field 'row_blocks' = {m['row_blocks']} but layout {lay.spec} on {ranks} ranks "
                         f"has {lay.row_blocks}")
-    from ..nn.normalize import NORMALIZATIONS
+    from ..models.normalize import NORMALIZATIONS
     if m.get("normalize") is not None and m.get("normalize") not in NORMALIZATIONS:
         raise PlanError(f"{mf}: field 'normalize' = {m.get('normalize')!r} is not null or one of "
                         f"{', '.join(NORMALIZATIONS)}")
