@@ -27,8 +27,13 @@ def _plan(spec, p, directed, seed=0):
     return g, build_plan(g, part, p, layout=spec)
 
 
-def _run(plan, H, prog, **kw):
+def _run(plan, H, prog, async_comm=False, **kw):
     ex = local_executor(plan, dtype=H.dtype, **kw)
+    # LocalComm's exchange is synchronous, so the executor never overlaps on it; to drive the
+    # overlapped code path (async start, interior rows, wait, boundary rows) in one process,
+    # declare its exchange asynchronous: start copies at once and wait is a no-op, which is a
+    # valid (if eager) asynchronous exchange
+    ex.comm.asynchronous = async_comm
     xs = [H[rp.in_ids(prog)] for rp in plan.ranks]
     if kw.get("device"):
         xs = [ex.ops.from_numpy(x) for x in xs]
@@ -47,7 +52,7 @@ def test_overlap_is_bitwise_the_sequential_step_on_every_layout(spec, p, directe
     A = g.to_scipy()
     for prog, M in (("forward", A), ("backward", A.T.tocsr())):
         for dev, k in ((None, "auto"), ("cpu", "torch"), ("cpu", "native")):
-            on, ex = _run(plan, H, prog, device=dev, kernels=k, overlap="on")
+            on, ex = _run(plan, H, prog, async_comm=True, device=dev, kernels=k, overlap="on")
             off, _ = _run(plan, H, prog, device=dev, kernels=k, overlap="off")
             assert np.array_equal(on, off), (prog, dev, k)
             if parse_layout(spec, p).exact_replay and k != "torch":
@@ -74,6 +79,24 @@ def test_overlap_splits_rows_by_what_they_read():
         rows_b = np.flatnonzero(np.diff(bound.indptr))
         assert all(bound[r].indices.max() >= start for r in rows_b)
         assert np.intersect1d(np.flatnonzero(np.diff(inner.indptr)), rows_b).size == 0
+
+
+def test_localcomm_never_overlaps_its_synchronous_exchange():
+    from partplan.runtime.interpreter import Executor
+    g, plan = _plan("1d", 3, False)
+    ex = local_executor(plan, overlap="on")
+    called = []
+    orig = Executor._overlapped
+    Executor._overlapped = lambda self, *a: called.append(1) or orig(self, *a)
+    try:
+        H = np.ones((g.n, 2))
+        ex.run("forward", [H[rp.in_ids("forward")] for rp in plan.ranks])
+        assert not called
+        ex.comm.asynchronous = True
+        ex.run("forward", [H[rp.in_ids("forward")] for rp in plan.ranks])
+        assert called
+    finally:
+        Executor._overlapped = orig
 
 
 @pytest.mark.parametrize("spec,p", [("1d", 4), ("2d:2x2", 4), ("routed:domain:2", 4), ("1.5d:3", 3)])

@@ -37,8 +37,13 @@ class PlanExchange:
     """The plan's programs on torch tensors; accumulates per-phase seconds
     (``phases``) over calls until :meth:`reset_phases`."""
 
-    def __init__(self, executor: Executor):
+    def __init__(self, executor: Executor, *, phase_times: bool | None = None):
         self.ex = executor
+        # per-phase seconds synchronize the device after every step; on a GPU the
+        # training loop runs unsynchronized unless asked (phase_times=True)
+        if phase_times is None:
+            phase_times = getattr(getattr(executor.ops, "device", None), "type", "cpu") != "cuda"
+        executor.phase_times = phase_times
         self.numpy = isinstance(executor.ops, NumpyOps)
         self.phases = dict.fromkeys(PHASES, 0.0)
         self.calls = 0

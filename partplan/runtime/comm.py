@@ -116,7 +116,10 @@ class Prepared:
 class LocalComm(_Counters):
     """p virtual ranks in one process; collectives are array copies in a fixed
     order (deterministic). Checks every count pair and raises :class:`CommError`
-    on a mismatch, like a real exchange should but gloo does not."""
+    on a mismatch, like a real exchange should but gloo does not. Its exchange
+    is synchronous (``asynchronous`` False): there is nothing to overlap."""
+
+    asynchronous = False
 
     def __init__(self, world: int, groups: list[Group], device=None):
         super().__init__(world)
@@ -211,6 +214,8 @@ class LocalComm(_Counters):
 
 # ----------------------------------------------------------------------------- TorchComm
 class TorchComm(_Counters):
+    asynchronous = True  # all_to_all_single(async_op=True): gloo's worker thread, NCCL's stream
+
     """One rank of a torch.distributed job. Creates every group of the plan once,
     in the manifest's order (torch requires all ranks to create all groups in
     the same order), and wraps every collective so that a dead peer, a timeout

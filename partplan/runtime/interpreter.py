@@ -64,6 +64,10 @@ class _Prog:
                         and self.steps[k + 1]["src"] == self.steps[k]["dst"]}
 
 
+def _no_sync() -> None:
+    pass
+
+
 class _Ctx:
     """What a step op's ``run`` sees: the comm, the array kernels, the local
     ranks' buffers and the executor's scratch allocator."""
@@ -82,8 +86,11 @@ class Executor:
     :class:`~partplan.runtime.ops.TorchOps`; verify : run the count checks now;
     overlap : "on" (default) starts each exchange that feeds an SpMM
     asynchronously, computes the rows that read no received row, waits, then
-    computes the rest — bitwise the sequential result (no row is re-summed);
-    "off" runs the steps strictly in order.
+    computes the rest — bitwise the sequential result with the CPU kernels (no
+    row is re-summed; cuSPARSE balances rows by matrix structure, so on CUDA
+    the two agree to rounding); "off" runs the steps strictly in order. Only a
+    comm whose exchange is asynchronous (TorchComm) overlaps; LocalComm's
+    exchange is a synchronous copy, so it always runs in order.
     """
 
     def __init__(self, manifest: dict, shards: list[RankPlan], comm: Comm, ops=None, *, verify: bool = True,
@@ -105,6 +112,9 @@ class Executor:
         self._obl: dict = {}  # program -> step id -> per-rank oblivious set-up (prepare_oblivious)
         self.last_phases = dict.fromkeys(PHASES, 0.0)
         self.fault = None  # test hook: callable(step_id) run before each step
+        # synchronize the device after every step so last_phases holds each phase's seconds
+        # (False: one stream of kernels, phases then count launch time only)
+        self.phase_times = True
         if verify:
             self.verify()
 
@@ -209,8 +219,11 @@ class Executor:
         ph = dict.fromkeys(PHASES, 0.0)
         ops, comm = self.ops, self.comm
         ctx = _Ctx(comm, ops, bufs, self._scratch)
-        lap = (overlap or self.overlap) == "on" and not barriers and mode == "aware"
-        sync = ops.synchronize
+        lap = ((overlap or self.overlap) == "on" and not barriers and mode == "aware"
+               and getattr(comm, "asynchronous", False))
+        # per-phase seconds need the device synchronized after each step; a run that
+        # is not measured (phase_times False, e.g. training on a GPU) lets the queue flow
+        sync = ops.synchronize if (barriers or self.phase_times) else _no_sync
         clock = time.perf_counter
         k, nsteps = 0, len(prog.steps)
         while k < nsteps:
