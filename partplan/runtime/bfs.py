@@ -108,7 +108,8 @@ class BfsResult:
 
 def _out_degree(manifest: dict, rp, ids: np.ndarray) -> np.ndarray:
     """Out-degree (row nnz of A) of own vertices ``ids``, from the forward program."""
-    sp = [s for s in program_steps(manifest, "forward") if s["op"] == "spmm"][0]["id"]
+    from ..plan.steps import Spmm, step_op
+    sp = [s for s in program_steps(manifest, "forward") if step_op(s) is Spmm][0]["id"]
     ip = np.asarray(rp[f"{sp}.indptr"], dtype=np.int64)
     rows = np.asarray(rp[f"{sp}.row_ids"], dtype=np.int64)
     deg = np.zeros(ids.size, dtype=np.int64)

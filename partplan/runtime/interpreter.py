@@ -33,7 +33,7 @@ import numpy as np
 from ..errors import PlanError
 from ..plan.builder import RankPlan, program_steps
 from ..plan.program import pairs_to_matrix
-from ..plan.steps import AllToAllV, Spmm, dst_start, step_op
+from ..plan.steps import AllToAllV, Gather, Spmm, dst_start, step_op
 from .comm import Comm, CommError
 from .ops import NumpyOps
 
@@ -291,7 +291,7 @@ class Executor:
         plans = {}
         rows_pq = np.zeros((p, p), dtype=np.int64)
         for k, st in enumerate(steps):
-            if step_op(st) is not AllToAllV or k == 0 or steps[k - 1]["op"] != "gather" \
+            if step_op(st) is not AllToAllV or k == 0 or step_op(steps[k - 1]) is not Gather \
                     or steps[k - 1]["dst"] != st["src"]:
                 continue
             gat, sid = steps[k - 1], st["id"]

@@ -47,6 +47,7 @@ import numpy as np
 
 from ..errors import PlanError
 from ..plan.builder import RankPlan, program_steps
+from ..plan.steps import AllToAllV, Copy, Gather, ScatterAdd, Spmm, step_op
 
 POS_BYTES = 4  # a sparse entry's position in the send list (uint32)
 
@@ -211,14 +212,14 @@ def program_parts(manifest: dict, program: str) -> tuple[list[tuple[dict, dict]]
     the previous alltoallv appended to (1D / 2D: ``in`` → ``ext``; routed:
     ``in`` → h1 → h2 ...), and the spmm reads the last one; anything else is one PlanError."""
     steps = program_steps(manifest, program)
-    ops = [st["op"] for st in steps]
-    if "spmm" not in ops:
+    ops = [step_op(st) for st in steps]  # the registry's classes, not op strings
+    if Spmm not in ops:
         raise PlanError(f"the {program} program has no spmm step")
-    k = ops.index("spmm")
-    pre = [st for st in steps[:k] if st["op"] != "copy"]
+    k = ops.index(Spmm)
+    pre = [st for st in steps[:k] if step_op(st) is not Copy]
     chain, held = [], "in"
     for g, a in zip(pre[::2], pre[1::2]):
-        if g["op"] != "gather" or a["op"] != "alltoallv" or g["src"] != held or a["dst_row"] != held:
+        if step_op(g) is not Gather or step_op(a) is not AllToAllV or g["src"] != held or a["dst_row"] != held:
             raise PlanError(f"the {program} program's exchange is not a chain of gather/alltoallv steps over "
                             f"accumulating buffers (step {g['id']}); graph traversals cannot run it")
         chain.append((g, a))
@@ -263,8 +264,9 @@ def rank_graph(manifest: dict, rp: RankPlan, program: str) -> RankGraph:
     rg = RankGraph(rp.rank, ids, ext, row_ids, indptr, c_s.copy(), d_s, cindptr, r_s[oc].copy(),
                    None if d_s is None else d_s[oc].copy(), [_segments(rp, g, a) for g, a in chain])
     if two_d:
-        g2, a2 = [st for st in post if st["op"] == "gather"][0], [st for st in post if st["op"] == "alltoallv"][0]
-        sa_self, sa_recv = [st["id"] for st in post if st["op"] == "scatter_add"][:2]
+        g2 = [st for st in post if step_op(st) is Gather][0]
+        a2 = [st for st in post if step_op(st) is AllToAllV][0]
+        sa_self, sa_recv = [st["id"] for st in post if step_op(st) is ScatterAdd][:2]
         rg.fold = _segments(rp, g2, a2)
         rg.self_dst = np.asarray(rp[f"{sa_self}.idx"], dtype=np.int64)
         rg.self_src = np.asarray(rp[f"{sa_self}.src_idx"], dtype=np.int64)
