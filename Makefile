@@ -40,7 +40,8 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_analyzer.py
 	$(PY) benchmarks/bench_plan.py
 	$(PY) benchmarks/bench_planner.py --quick --out $(OUT)/bench
-	$(PY) benchmarks/bench_exec.py --p 2 4 --f 16 64
+	$(PY) benchmarks/bench_exec.py --p 2 4 --f 16 128
+	$(PY) benchmarks/bench_exec.py --graphs rmat16 --p 2 --f 256 --partition block
 	$(PY) benchmarks/bench_gcn.py --json $(OUT)/bench/gcn.json
 	$(PY) benchmarks/bench_topology.py
 	$(PY) benchmarks/bench_bfs.py --scale 16 --roots 16 --p 1 2 4

@@ -31,9 +31,11 @@ def load(name: str):
     return partplan.datasets.load(name)
 
 
-def part_for(g, name, blocks, seed, pdir):
+def part_for(g, name, blocks, seed, pdir, how="mtkahypar"):
     if pdir is not None and (Path(pdir) / f"{name}-{blocks}.npy").is_file():
         return np.load(Path(pdir) / f"{name}-{blocks}.npy"), "file"
+    if how == "block":
+        return (np.arange(g.n) * blocks // g.n).astype(np.int64), "block"
     try:
         from partplan.partition.api import partition
         p = partition(g, blocks, model="hypergraph", seed=seed, stats=False)
@@ -65,6 +67,9 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=9)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--partition-dir")
+    ap.add_argument("--partition", default="mtkahypar", choices=("mtkahypar", "block"),
+                    help="block: contiguous row blocks (a high-volume case, where overlap has something to hide)")
+    ap.add_argument("--overlap", default="on", choices=("on", "off"))
     ap.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     a = ap.parse_args(argv)
     from partplan.layouts import parse_layout
@@ -72,8 +77,8 @@ def main(argv=None) -> int:
     from partplan.runtime.spmm import run_spmm
     rows = []
     head = (f"{'graph':<12} {'p':>2} {'f':>4} {'layout':<7} {'part':<9} {'aware MB':>9} {'obliv MB':>9} "
-            f"{'aware ms':>9} {'obliv ms':>9} {'aw/obl':>7} {'bare ms':>8} {'ex/bare':>7} {'spmm ms':>8} "
-            f"{'step ms':>8} {'scipy ms':>9} {'bytes ok':>8}")
+            f"{'aware ms':>9} {'obliv ms':>9} {'aw/obl':>7} {'bare ms':>8} {'ex/bare':>7} {'a-b ms':>7} "
+            f"{'ex/a-b':>6} {'spmm ms':>8} {'step ms':>8} {'seq ms':>8} {'seq/ovl':>7} {'scipy ms':>9} {'bytes ok':>8}")
     print(head)
     print("-" * len(head))
     with tempfile.TemporaryDirectory() as tmp:
@@ -82,11 +87,12 @@ def main(argv=None) -> int:
             for p in a.p:
                 for spec in a.layouts:
                     lay = parse_layout(spec, p)
-                    part, how = part_for(g, name, lay.row_blocks, 0, a.partition_dir)
+                    part, how = part_for(g, name, lay.row_blocks, 0, a.partition_dir, a.partition)
                     path = write_plan(build_plan(g, part, p, layout=lay), Path(tmp) / f"{name}-{p}-{spec}.plan")
                     for f in a.f:
                         r = run_spmm(path, nprocs=p, backend=a.backend, f=f, dtype=a.dtype, repeat=a.repeat,
-                                     compare=("oblivious", "bare"), threads=a.threads, timeout=120)
+                                     compare=("oblivious", "bare"), threads=a.threads, timeout=120,
+                                     overlap=a.overlap)
                         ref = scipy_time(g, f, a.dtype, a.repeat)
                         r.update(graph=name, partition=how, scipy_s=ref)
                         rows.append(r)
@@ -94,10 +100,21 @@ def main(argv=None) -> int:
                               f"{r['oblivious_bytes'] / 1e6:>9.2f} {r['exchange_s'] * 1e3:>9.3f} "
                               f"{r['oblivious_exchange_s'] * 1e3:>9.3f} {r['aware_over_oblivious_exchange']:>7.2f} "
                               f"{r['bare_a2a_s'] * 1e3:>8.3f} {r['exchange_over_bare']:>7.2f} "
-                              f"{r['compute_s'] * 1e3:>8.3f} {r['step_s'] * 1e3:>8.3f} {ref * 1e3:>9.3f} "
-                              f"{str(r['bytes_match']):>8}", flush=True)
+                              f"{r.get('exchange_predicted_s', 0) * 1e3:>7.3f} {r.get('exchange_over_predicted', 0):>6.2f} "
+                              f"{r['compute_s'] * 1e3:>8.3f} {r['step_s'] * 1e3:>8.3f} "
+                              f"{r['step_sequential_s'] * 1e3:>8.3f} {r.get('overlap_speedup', 0):>7.2f} "
+                              f"{ref * 1e3:>9.3f} {str(r['bytes_match']):>8}", flush=True)
     print("aw/obl = sparsity-aware / oblivious exchange time; ex/bare = executor exchange / bare "
-          "all_to_all_single of the same splits; scipy = one-process A @ H")
+          "all_to_all_single of the same splits, both timed after a step with a barrier before each call; "
+          "a-b = alpha-beta prediction calibrated in the same job; step = as run (overlap " + a.overlap + "), "
+          "seq = the same step in order, seq/ovl > 1: overlap helps; scipy = one-process A @ H")
+    print("overlap split (exchange and compute as shares of the in-order phases):")
+    for r in rows:
+        tot = r["gather_s"] + r["exchange_s"] + r["compute_s"]
+        if tot > 0:
+            print(f"  {r['graph']:<12} p={r['ranks']} f={r['f']:<4} exchange {r['exchange_s'] / tot:5.1%}  "
+                  f"compute {r['compute_s'] / tot:5.1%}  step with overlap / in order = "
+                  f"{r['step_s'] / r['step_sequential_s']:.2f}")
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1))
     return 0 if all(r["bytes_match"] for r in rows) else 1
