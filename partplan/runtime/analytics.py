@@ -17,9 +17,10 @@ through the domain monitors; the changed labels / distances follow it).
 * :func:`sssp` — Bellman-Ford over the frontier of changed distances
   (non-negative weights; unweighted plans use 1 per edge), inf = unreachable.
 
-Each ``*_body(cfg, manifest, shards, comm)`` is the job run by
-:mod:`.graphjobs`: figures per iteration, rank 0 writes the output and
-returns the report.
+Each ``*_parts(manifest, shards, comm, ..., kernels=)`` is a plain function
+over the local ranks' shards and a comm (per-rank compute from the kernel
+table :mod:`.kernels`); the jobs ``pagerank`` / ``wcc`` / ``sssp``
+(:mod:`partplan.jobs.analytics`) call them and write the outputs.
 """
 from __future__ import annotations
 
