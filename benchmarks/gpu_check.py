@@ -16,12 +16,13 @@ Sections (each one records its own error instead of stopping the others):
 * ``gcn`` — DistGCN epoch (forward, loss, backward, Adam step) on the GPU vs
   ``torch_geometric.nn.GCNConv`` with the same sizes on the same GPU; losses vs
   the CPU run.
-* ``spmm_overlap_gpu`` — the SpMM step on 4 LocalComm ranks on the GPU with and
-  without overlap (bitwise equal Z checked).
 * ``exchange_cpu`` — on the host's CPU cores over gloo: executor exchange vs a
-  bare ``all_to_all_single`` (p = 4, f = 16 and 128), α-β prediction, and the
-  overlap step at p = 2, f = 256 (``--partitions DIR``: ``email-Enron-P.npy``
-  partitions made where the partitioners are installed).
+  bare ``all_to_all_single`` by the same protocol (p = 4, f = 16 and 128), the
+  α-β prediction, and the step with overlap vs in order (p = 2, f = 256; a
+  METIS partition from ``--partitions DIR`` — ``email-Enron-P.npy``, made where
+  the partitioners are installed — and contiguous row blocks of R-MAT 16, a
+  high-volume case). LocalComm's exchange is synchronous, so overlap is measured
+  on gloo only; NCCL with several ranks needs several GPUs.
 
 Prints one JSON document (``--out FILE`` writes it too).
 """
@@ -357,48 +358,34 @@ def gcn(args, graphs):
     return out
 
 
-# ----------------------------------------------------------------------------- SpMM overlap on the GPU
-def spmm_overlap_gpu(args, graphs):
-    from partplan.plan import build_plan, write_plan
-    from partplan.runtime.spmm import run_spmm
-    out = {}
-    for name in ("email-Enron", "rmat18"):
-        g = graphs[name]
-        part, how = load_part(args, name, g, 4)
-        with tempfile.TemporaryDirectory() as d:
-            path = write_plan(build_plan(g, part, 4), Path(d) / "g.plan")
-            for f in (64, 256):
-                rows = {}
-                for ov in ("on", "off"):
-                    r = run_spmm(path, backend="local", device=DEV, kernels="torch", f=f, repeat=15,
-                                 overlap=ov, output=Path(d) / f"Z{ov}.npy")
-                    rows[ov] = {k: r[k] for k in ("step_s", "step_sequential_s", "exchange_s", "compute_s",
-                                                  "gather_s", "bytes_match")}
-                rows["z_bitwise_equal"] = bool(np.array_equal(np.load(Path(d) / "Zon.npy"),
-                                                              np.load(Path(d) / "Zoff.npy")))
-                rows["partition"] = how
-                out[f"{name}_f{f}"] = rows
-    return out
-
-
 # ----------------------------------------------------------------------------- gloo on the host's cores
 def exchange_cpu(args, graphs):
+    """gloo on the host's cores: executor exchange vs the bare floor (same protocol), the α-β
+    prediction, and the step with overlap vs in order, on a tuned partition (METIS, from
+    --partitions) and on a high-volume one (contiguous row blocks of R-MAT 16)."""
+    from partplan.datasets.generators import rmat
     from partplan.plan import build_plan, write_plan
     from partplan.runtime.spmm import run_spmm
     out = {"cpu_count": os.cpu_count()}
-    g = graphs["email-Enron"]
     keys = ("step_s", "step_sequential_s", "overlap_speedup", "gather_s", "exchange_s", "compute_s", "bare_a2a_s",
-            "exchange_over_bare", "exchange_predicted_s", "exchange_over_predicted", "alpha_s", "beta_s_per_byte",
-            "bytes_match", "bytes_measured")
+            "bare_a2a_back_to_back_s", "exchange_over_bare", "exchange_predicted_s", "exchange_over_predicted",
+            "alpha_s", "beta_s_per_byte", "bytes_match", "bytes_measured")
+    gs = {"email-Enron": graphs["email-Enron"],
+          "rmat16": rmat(16, seed=1).normalize(symmetrize=True, self_loops="remove")}
+    cases = [("email-Enron", "metis", 4, 16), ("email-Enron", "metis", 4, 128), ("email-Enron", "metis", 2, 256),
+             ("rmat16", "block", 2, 256), ("rmat16", "block", 4, 64)]
     with tempfile.TemporaryDirectory() as d:
-        for p, fs in ((4, (16, 128)), (2, (16, 256))):
-            part, how = load_part(args, "email-Enron", g, p)
-            path = write_plan(build_plan(g, part, p), Path(d) / f"g{p}.plan")
-            for f in fs:
-                for ov in ("on", "off"):
-                    r = run_spmm(path, nprocs=p, backend="gloo", f=f, repeat=args.repeat, overlap=ov,
-                                 compare=["bare"], timeout=120)
-                    out[f"p{p}_f{f}_overlap_{ov}"] = {**{k: r.get(k) for k in keys}, "partition": how}
+        for name, how, p, f in cases:
+            g = gs[name]
+            part, got = (load_part(args, name, g, p) if how == "metis" else (block_part(g.n, p), "block"))
+            path = write_plan(build_plan(g, part, p), Path(d) / f"{name}-{how}-{p}.plan")
+            r = run_spmm(path, nprocs=p, backend="gloo", f=f, repeat=args.repeat, overlap="on",
+                         compare=["bare"], timeout=120)
+            row = {k: r.get(k) for k in keys}
+            tot = r["gather_s"] + r["exchange_s"] + r["compute_s"]
+            row.update(partition=got, exchange_share=r["exchange_s"] / tot, compute_share=r["compute_s"] / tot,
+                       overlapped_over_sequential=r["step_s"] / r["step_sequential_s"])
+            out[f"{name}_{got.split()[0]}_p{p}_f{f}"] = row
     return out
 
 
@@ -451,7 +438,6 @@ def main(argv=None) -> int:
             ("jobs_p4_local_gpu", lambda: jobs_p4_local_gpu(args, graphs)),
             ("graph500", lambda: graph500(args)),
             ("gcn", lambda: gcn(args, graphs)),
-            ("spmm_overlap_gpu", lambda: spmm_overlap_gpu(args, graphs)),
             ("exchange_cpu", lambda: exchange_cpu(args, graphs)),
             ("spmm_kernel", lambda: spmm_kernel(args, graphs))]
     for name, fn in todo:
