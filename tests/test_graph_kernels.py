@@ -143,6 +143,39 @@ def test_each_level_kernel_equals_native_on_random_states(directed):
                                   T.min_over_rows(gv, torch.from_numpy(lab), torch.from_numpy(own)).numpy())
 
 
+def test_bottom_up_rounds_and_the_engines_device_path_equal_native():
+    """The torch bottom-up scans rows in rounds (BU_CHUNKS: a dense first chunk,
+    then longer ones, then the rest): hub rows of hundreds of edges with sparse
+    frontiers take every round; and one engine's reused device buffers give the
+    native result search after search (1D p = 1 without exchange, p = 3 with)."""
+    from partplan.runtime.kernels.torchk import BU_CHUNKS
+    g = rmat_graph(10, False, seed=5)
+    deg = np.diff(g.indptr)
+    assert deg.max() > sum(BU_CHUNKS)
+    plan = plan_of(g, 1)
+    rg = rank_graph(plan.manifest, plan.ranks[0], traversal_program(plan.manifest))
+    N, T = NativeKernels(), TorchKernels()
+    gv = T.graph(rg)
+    rng = np.random.default_rng(3)
+    for q in (0.001, 0.01, 0.1):
+        front = rng.random(rg.next_) < q
+        visited = rng.random(rg.nl) < 0.2
+        a = N.bottom_up(rg, front, visited)
+        b = T.bottom_up(gv, torch.from_numpy(front), torch.from_numpy(visited))
+        assert a[1] == b[1] and np.array_equal(np.sort(a[0]), b[0].numpy()) and np.array_equal(a[2], b[2].numpy())
+    roots = [int(r) for r in np.flatnonzero(deg > 0)[[0, 5, 40]]]
+    for p in (1, 3):
+        plan = plan_of(g, p)
+        for direction in ("auto", "bottom-up"):
+            engs = [BfsEngine(plan.manifest, plan.ranks, LocalComm(p, plan.groups(), device=d), kernels=k,
+                              direction=direction) for k, d in (("native", None), ("torch", "cpu"))]
+            for root in roots + roots[:1]:
+                a, b = (e.search(root) for e in engs)
+                assert np.array_equal(a.parents, b.parents) and np.array_equal(a.levels, b.levels)
+                assert [lv.to_json() | {"time_s": 0} for lv in a.records] == \
+                    [lv.to_json() | {"time_s": 0} for lv in b.records]
+
+
 # ----------------------------------------------------------------------------- BFS engines
 @pytest.mark.parametrize("directed", [False, True])
 def test_bfs_torch_equals_native_on_1d_2d_routed_in_every_direction(directed):

@@ -251,9 +251,175 @@ class BfsEngine:
             out.append((new, edges_l[i], X.where(best < big, best, -1)))
         return out, st
 
+    def _record(self, records: list, vec: list, st, meas: int, depth: int, cur: str, nf: float, tl: float,
+                steal=None) -> tuple[float, float]:
+        """All-reduce the level's figures (``vec``: [new, scout, edges] per local
+        rank, host float64) with the exchange stats and append its Level;
+        returns (new frontier size, its scout count) over all ranks."""
+        comm = self.comm
+        extra = np.concatenate([st.vector(), [meas], st.rank_vector(comm.world),
+                                st.family_vector(self.families)])
+        # layout: new, scout, edges, bytes, sparse, dense, dense pairs, sparse pairs, messages, measured,
+        # bytes per rank (p), messages per rank (p), bytes per family (F), messages per family (F)
+        vec = [np.concatenate([v, extra if i == 0 else np.zeros_like(extra)]) for i, v in enumerate(vec)]
+        tot = world_sum(comm, vec)
+        mode = "none" if tot[3] == 0 else ("dense" if tot[7] == 0 and tot[6] > 0 else
+                                          "sparse" if tot[6] == 0 else "mixed")
+        records.append(Level(depth, cur, mode, int(nf), int(tot[2]), int(tot[3]), int(tot[4]), int(tot[5]),
+                             int(tot[9]), int(tot[8]), time.perf_counter() - tl,
+                             None if steal is None else steal.info,
+                             [int(b) for b in tot[10:10 + comm.world]],
+                             [int(m) for m in tot[10 + comm.world:10 + 2 * comm.world]],
+                             *_by_family(self.families, tot[10 + 2 * comm.world:])))
+        return float(tot[0]), float(tot[1])
+
+    def _torch_state(self):
+        """The torch path's buffers, made once per engine: per local rank the state
+        (visited, parent, level), the frontier over the ext columns (own, then
+        ghosts: the exchange writes the ghost part, bottom-up reads it whole),
+        a candidate scratch, and the figure weights float64[4, nl] (1, out-degree,
+        CSC column length, CSR row length of every own vertex: one product with
+        the new rows' 0/1 vector gives a level's new count, scout count, next
+        top-down edges, and the in-edges leaving the unvisited set — integer
+        sums, exact in float64), with a host copy. ``parent`` holds int64 max,
+        not −1, for unreached vertices (a level updates it by a minimum)."""
+        if getattr(self, "_tstate", None) is not None:
+            return self._tstate
+        import torch
+        dev = self.X.device
+        st = []
+        for i, rg in enumerate(self.rgs):
+            clen = np.diff(rg.cindptr)
+            rlen = np.diff(rg.indptr)
+            w = np.stack([np.ones(rg.nl, np.int64), self.outdeg[i], clen[:rg.nl], rlen]).astype(np.int64)
+            st.append(dict(visited=torch.zeros(rg.nl, dtype=torch.bool, device=dev),
+                           parent=torch.empty(rg.nl, dtype=torch.int64, device=dev),
+                           level=torch.full((rg.nl,), -1, dtype=torch.int64, device=dev),
+                           fext=torch.zeros(rg.next_, dtype=torch.bool, device=dev),
+                           best=torch.empty(rg.nrows, dtype=torch.int64, device=dev),
+                           w=self.X.asarray(w, "float64"), w_host=w,
+                           gclen=self.X.asarray(clen[rg.nl:].astype(np.int64)),
+                           silent=all(sg.silent for sg in rg.steps)))
+        self._tstate = st
+        return st
+
+    def _search_torch(self, root: int) -> BfsResult:
+        """:meth:`search` for the torch kernels on a 1D / routed plan with no
+        balancer: the same levels, records and result, with the state in
+        per-engine device buffers and one device → host copy of the level's
+        figures (plus the exchange's counts, one copy of the ghost frontier's
+        size on a top-down level with ghosts, one per later bottom-up round)."""
+        import torch
+
+        from .kernels.torchk import BIG as KT_BIG
+        comm, rgs, X = self.comm, self.rgs, self.X
+        S = self._torch_state()
+        loc = range(len(rgs))
+        # host counters per local rank: own frontier size and its CSC edges, unvisited rows and their in-edges
+        nf_own, own_e, unv, unv_e = [], [], [], []
+        deg_root = []
+        for i in loc:
+            s = S[i]
+            s["visited"].zero_()
+            s["parent"].fill_(KT_BIG)
+            s["level"].fill_(-1)
+            s["fext"].zero_()
+            k = self._own(i, root)
+            w = s["w_host"]
+            unv.append(rgs[i].nl)
+            unv_e.append(int(w[3].sum()))
+            if k >= 0:
+                s["visited"][k] = True
+                s["fext"][k] = True
+                s["parent"][k], s["level"][k] = root, 0
+                nf_own.append(1)
+                own_e.append(int(w[2, k]))
+                unv[i] -= 1
+                unv_e[i] -= int(w[3, k])
+                deg_root.append(float(w[1, k]))
+            else:
+                nf_own.append(0)
+                own_e.append(0)
+                deg_root.append(0.0)
+        silent = all(s["silent"] for s in S)
+        comm.barrier()
+        t0 = time.perf_counter()
+        nf = 1.0
+        scout = float(world_sum(comm, [np.array([d]) for d in deg_root])[0])
+        to_check, prev_nf = float(self.nnz), 0.0
+        cur = "bottom-up" if self.direction == "bottom-up" else "top-down"
+        records: list[Level] = []
+        depth = 0
+        from .traversal import ExchangeStats
+        while nf > 0:
+            tl = time.perf_counter()
+            cur = self._next_direction(cur, scout, nf, prev_nf, to_check) if depth else cur
+            if cur == "top-down":
+                to_check -= scout
+            sent0 = int(comm.sent_bytes.sum())
+            if silent:  # no (rank, peer) pair at all (one rank): no exchange, no ghost
+                st = ExchangeStats()
+            else:
+                ghost, _, st = exchange_chain(comm, [rg.steps for rg in rgs], [S[i]["fext"][:rg.nl]
+                                                                              for i, rg in enumerate(rgs)],
+                                              None, what=f"BFS level {depth}")
+                for i, rg in enumerate(rgs):
+                    if ghost[i].numel():
+                        S[i]["fext"][rg.nl:].copy_(ghost[i])
+            gcount = [(0, 0)] * len(rgs)
+            if cur == "top-down" and not silent:  # the ghost frontier's size and CSC edges: one copy
+                has = [i for i in loc if rgs[i].next_ > rgs[i].nl]
+                if has:
+                    gf = [S[i]["fext"][rgs[i].nl:] for i in has]
+                    got = torch.stack([torch.stack([g.sum(), torch.where(g, S[i]["gclen"], 0).sum()])
+                                       for i, g in zip(has, gf)]).tolist()
+                    for i, (c, e) in zip(has, got):
+                        gcount[i] = (int(c), int(e))
+            figs, edges_host = [], []
+            for i in loc:
+                s, gv = S[i], self.gvs[i]
+                if cur == "top-down":
+                    tot = own_e[i] + gcount[i][1]
+                    cols = X.nonzero_n(s["fext"], nf_own[i] + gcount[i][0])
+                    hit, best = X.top_down_x(gv, cols, tot, s["visited"], s["best"])
+                    edges_host.append(tot)
+                    fig = s["w"] @ hit.to(torch.float64)
+                else:
+                    hit, best, edges = X.bottom_up_x(gv, s["fext"], s["visited"], unv[i], unv_e[i], s["best"])
+                    edges_host.append(None)
+                    fig = torch.cat([s["w"] @ hit.to(torch.float64), edges.to(torch.float64).reshape(1)])
+                s["visited"] |= hit
+                torch.minimum(s["parent"], best, out=s["parent"])  # best: int64 max off the new rows
+                s["level"].masked_fill_(hit, depth + 1)
+                s["fext"][:rgs[i].nl].copy_(hit)
+                figs.append(fig)
+            host = [f.tolist() for f in (figs if len(figs) == 1 else [torch.cat(figs)])]  # the level's one copy
+            flat = host[0]
+            vec, o = [], 0
+            for i in loc:
+                cnt, sc, ce, re = flat[o:o + 4]
+                e = edges_host[i] if edges_host[i] is not None else flat[o + 4]
+                o += 4 if edges_host[i] is not None else 5
+                nf_own[i], own_e[i] = int(cnt), int(ce)
+                unv[i] -= int(cnt)
+                unv_e[i] -= int(re)
+                vec.append(np.array([cnt, sc, e], dtype=np.float64))
+            meas = int(comm.sent_bytes.sum()) - sent0
+            new_nf, scout = self._record(records, vec, st, meas, depth, cur, nf, tl)
+            prev_nf, nf = nf, new_nf
+            depth += 1
+        t_search = time.perf_counter() - t0
+        ids = [rg.ids for rg in rgs]
+        par = [X.host(torch.where(S[i]["parent"] == KT_BIG, -1, S[i]["parent"])) for i in loc]
+        pg = gather_global(comm, ids, par, self.n, -1.0).astype(np.int64)
+        lg = gather_global(comm, ids, [X.host(S[i]["level"]) for i in loc], self.n, -1.0).astype(np.int64)
+        return BfsResult(root, pg, lg, records, t_search)
+
     def search(self, root: int) -> BfsResult:
         """One BFS from ``root`` (global id); every local rank takes part."""
         root = self.check_root(root)
+        if self.kernels == "torch" and not self.two_d and self.balancer is None:
+            return self._search_torch(root)
         comm, rgs, X = self.comm, self.rgs, self.X
         loc = range(len(rgs))
         visited = [X.zeros(rg.nl, "bool") for rg in rgs]
@@ -310,21 +476,7 @@ class BfsEngine:
                 vec.append(np.array([len(new), float(self.outdeg_x[i][new].sum()), edges], dtype=np.float64))
             meas = int(comm.sent_bytes.sum()) - sent0  # this process's ranks; counted once (i = 0)
             meas -= 0 if steal is None else steal.measured_local  # steal bytes are reported apart
-            extra = np.concatenate([st.vector(), [meas], st.rank_vector(comm.world),
-                                    st.family_vector(self.families)])
-            # layout: new, scout, edges, bytes, sparse, dense, dense pairs, sparse pairs, messages, measured,
-            # bytes per rank (p), messages per rank (p), bytes per family (F), messages per family (F)
-            vec = [np.concatenate([v, extra if i == 0 else np.zeros_like(extra)]) for i, v in enumerate(vec)]
-            tot = world_sum(comm, vec)
-            new_nf, scout = float(tot[0]), float(tot[1])
-            mode = "none" if tot[3] == 0 else ("dense" if tot[7] == 0 and tot[6] > 0 else
-                                              "sparse" if tot[6] == 0 else "mixed")
-            records.append(Level(depth, cur, mode, int(nf), int(tot[2]), int(tot[3]), int(tot[4]), int(tot[5]),
-                                 int(tot[9]), int(tot[8]), time.perf_counter() - tl,
-                                 None if steal is None else steal.info,
-                                 [int(b) for b in tot[10:10 + comm.world]],
-                                 [int(m) for m in tot[10 + comm.world:10 + 2 * comm.world]],
-                                 *_by_family(self.families, tot[10 + 2 * comm.world:])))
+            new_nf, scout = self._record(records, vec, st, meas, depth, cur, nf, tl, steal)
             prev_nf, nf = nf, new_nf
             depth += 1
         t_search = time.perf_counter() - t0

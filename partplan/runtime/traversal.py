@@ -461,7 +461,7 @@ def _exchange_flags_torch(comm, segs, masks, values, nrecv, what):
     """:func:`exchange_flags` on device tensors (same counts, modes and bytes)."""
     import torch
 
-    from .kernels.torchk import from_u32, packbits, u32_bytes, unpackbits, view_as
+    from .kernels.torchk import from_u32, nonzero_n, packbits, u32_bytes, unpackbits, view_as
     dev = masks[0].device
     st = ExchangeStats()
     vdt = None if values is None else values[0].dtype
@@ -489,7 +489,7 @@ def _exchange_flags_torch(comm, segs, masks, values, nrecv, what):
             sends.append(torch.zeros(0, dtype=torch.uint8, device=dev))
             continue
         f = flagged[i]
-        pos = torch.nonzero(f).reshape(-1)  # flagged list positions, grouped by peer (the list is)
+        pos = nonzero_n(f, tot)  # flagged list positions, grouped by peer (the list is); no sync: tot is known
         cst = np.concatenate([[0], np.cumsum(c)])
         vb = None
         if values is not None:

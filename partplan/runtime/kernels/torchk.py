@@ -65,9 +65,34 @@ def _ranges(ptr: torch.Tensor, sel: torch.Tensor):
     tot = int(lens.sum()) if sel.numel() else 0
     if tot == 0:
         return torch.zeros(0, dtype=torch.int64, device=ptr.device), starts, lens, 0
+    return _gather_ranges(starts, lens, tot), starts, lens, tot
+
+
+def _gather_ranges(starts: torch.Tensor, lens: torch.Tensor, tot: int) -> torch.Tensor:
+    """Positions [starts[k], starts[k] + lens[k]) concatenated; ``tot`` = lens.sum() known on the host (no sync)."""
     offs = torch.cumsum(lens, 0) - lens
-    pos = torch.repeat_interleave(starts - offs, lens, output_size=tot) + torch.arange(tot, device=ptr.device)
-    return pos, starts, lens, tot
+    return torch.repeat_interleave(starts - offs, lens, output_size=tot) + torch.arange(tot, device=starts.device)
+
+
+def _take(a: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """``a[idx]`` for a 1-D ``a`` and an int64 index of any shape, by ``index_select``
+    (on CPU several times faster than advanced indexing)."""
+    return a.index_select(0, idx.reshape(-1)).view(idx.shape)
+
+
+def nonzero_n(mask: torch.Tensor, count: int) -> torch.Tensor:
+    """int64 positions (ascending) of the ``count`` true entries of ``mask``, the
+    count known on the host: ``nonzero_static``, no device → host sync."""
+    if count == 0:
+        return torch.zeros(0, dtype=torch.int64, device=mask.device)
+    return torch.nonzero_static(mask.reshape(-1), size=int(count)).reshape(-1)
+
+
+# bottom-up scans each unvisited row in rounds: the first CHUNKS[0] edges of every
+# row (one dense gather), then the next CHUNKS[1] edges of the rows still without a
+# hit, ..., then the rest of the rows left (one host sync per later round): most rows
+# find their parent in a few edges, so the scan touches about the edges it counts
+BU_CHUNKS = (8, 120)
 
 
 @dataclass
@@ -163,6 +188,10 @@ class TorchKernels:
         return float((a - b).abs().sum())
 
     # ------------------------------------------------------------------ level kernels
+    def nonzero_n(self, mask, count: int) -> torch.Tensor:
+        """Positions of the ``count`` true entries of ``mask`` (count known on the host: no sync)."""
+        return nonzero_n(mask, count)
+
     def top_down(self, gv: TorchGraph, cols, visited):
         """Expand the frontier columns ``cols`` (ext positions, int64) of the CSC
         block: the CSC ranges of the columns are gathered with
@@ -172,39 +201,81 @@ class TorchKernels:
         edge of the columns, candidate parents int64[visited.size], −1 elsewhere)."""
         cols = cols.to(torch.int64)
         n = visited.numel()
-        cand = torch.full((n,), -1, dtype=torch.int64, device=self.device)
-        pos, _, lens, tot = _ranges(gv.cindptr, cols)
-        if tot == 0:
-            return torch.zeros(0, dtype=torch.int64, device=self.device), 0, cand
-        rows = gv.crows[pos]
-        g = torch.repeat_interleave(gv.ext_ids[cols], lens, output_size=tot)
-        g = torch.where(visited[rows], BIG, g)
-        best = torch.full((n,), BIG, dtype=torch.int64, device=self.device).scatter_reduce_(0, rows, g, "amin")
-        hit = best < BIG
-        cand = torch.where(hit, best, cand)
-        return self.flatnonzero(hit), tot, cand
+        tot = int((gv.cindptr[cols + 1] - gv.cindptr[cols]).sum()) if cols.numel() else 0
+        best = torch.empty(n, dtype=torch.int64, device=self.device)
+        hit, best = self.top_down_x(gv, cols, tot, visited, best)
+        return self.flatnonzero(hit), tot, torch.where(hit, best, -1)
+
+    def top_down_x(self, gv: TorchGraph, cols, tot: int, visited, best):
+        """:meth:`top_down` with no host sync: ``tot`` (the columns' edge count) is
+        known on the host, ``best`` (int64[visited.size]) is scratch it overwrites.
+        Returns (new rows as a bool mask, ``best``: the candidate parent of every
+        new row, int64 max elsewhere)."""
+        best.fill_(BIG)
+        if tot:
+            starts = _take(gv.cindptr, cols)
+            lens = _take(gv.cindptr, cols + 1) - starts
+            rows = _take(gv.crows, _gather_ranges(starts, lens, tot))
+            g = torch.repeat_interleave(_take(gv.ext_ids, cols), lens, output_size=tot)
+            best.scatter_reduce_(0, rows, g.masked_fill_(_take(visited, rows), BIG), "amin")
+        return best < BIG, best
 
     def bottom_up(self, gv: TorchGraph, front_ext, visited):
         """Every row not ``visited`` looks for its first in-edge (in the block's
         order: ascending global id) whose column is in the frontier: a masked
-        segment minimum of edge positions over the unvisited rows' CSR ranges.
-        Returns (new rows, edges scanned up to and including each first hit —
-        the whole row when none —, candidate parents, −1 elsewhere)."""
+        segment minimum of edge positions over the unvisited rows' CSR ranges
+        (scanned in rounds: :data:`BU_CHUNKS`). Returns (new rows, edges scanned
+        up to and including each first hit — the whole row when none —,
+        candidate parents, −1 elsewhere)."""
         n = visited.numel()
-        cand = torch.full((n,), -1, dtype=torch.int64, device=self.device)
-        uv = self.flatnonzero(~visited)
-        pos, starts, lens, tot = _ranges(gv.indptr, uv)
-        if tot == 0:
-            return torch.zeros(0, dtype=torch.int64, device=self.device), 0, cand
-        seg = torch.repeat_interleave(torch.arange(uv.numel(), device=self.device), lens, output_size=tot)
-        hit = front_ext[gv.indices[pos]]
-        first = torch.full((uv.numel(),), BIG, dtype=torch.int64, device=self.device)
-        first.scatter_reduce_(0, seg, torch.where(hit, pos, BIG), "amin")
+        unv = ~visited
+        nu = int(unv.sum())
+        uv = self.nonzero_n(unv, nu)
+        tot = int((_take(gv.indptr, uv + 1) - _take(gv.indptr, uv)).sum()) if nu else 0
+        best = torch.empty(n, dtype=torch.int64, device=self.device)
+        hit, best, edges = self.bottom_up_x(gv, front_ext, visited, nu, tot, best)
+        return self.flatnonzero(hit), int(edges), torch.where(hit, best, -1)
+
+    def bottom_up_x(self, gv: TorchGraph, front_ext, visited, nu: int, tot: int, best):
+        """:meth:`bottom_up` with the counts known on the host: ``nu`` rows not
+        ``visited`` with ``tot`` in-edges in all; ``best`` (int64[visited.size]) is
+        scratch it overwrites. Rounds: the first ``BU_CHUNKS[0]`` edges of every
+        unvisited row (dense, no sync), then per later round one small host copy
+        (rows still searching, their edges in the round). Returns (new rows as a
+        bool mask, ``best``: candidate parents of the new rows, int64 max
+        elsewhere, edges scanned as a 0-dim int64 tensor)."""
+        dev = self.device
+        best.fill_(BIG)
+        if nu == 0 or tot == 0:
+            return best < BIG, best, torch.zeros((), dtype=torch.int64, device=dev)
+        uv = nonzero_n(~visited, nu)
+        starts = _take(gv.indptr, uv)
+        lens = _take(gv.indptr, uv + 1) - starts
+        k0 = BU_CHUNKS[0]
+        ar = torch.arange(k0, device=dev)
+        p2 = (starts[:, None] + ar).clamp_(max=gv.indices.numel() - 1)  # [nu, k0]: a row's edges side by side
+        h = (ar < lens[:, None]) & _take(front_ext, _take(gv.indices, p2))
+        m = (h * (k0 - ar).to(torch.int32)).amax(1)  # k0 − the first hit's offset; 0: no hit
+        first = torch.where(m > 0, starts + (k0 - m), BIG)  # first hit (edge position)
+        lo = k0
+        for c in BU_CHUNKS[1:] + (None,):
+            act = (first == BIG) & (lens > lo)
+            rem = lens - lo if c is None else (lens - lo).clamp_(max=c)
+            na, ta = (int(x) for x in torch.stack([act.sum(), torch.where(act, rem, 0).sum()]).tolist())
+            if na == 0:
+                break
+            a = nonzero_n(act, na)
+            la = _take(rem, a)
+            pos = _gather_ranges(_take(starts, a) + lo, la, ta)
+            seg = torch.repeat_interleave(a, la, output_size=ta)
+            first.scatter_reduce_(0, seg, torch.where(_take(front_ext, _take(gv.indices, pos)), pos, BIG), "amin")
+            if c is None:
+                break
+            lo += c
         found = first < BIG
-        edges = int(torch.where(found, first - starts + 1, lens).sum())
-        new = uv[found]
-        cand[new] = gv.ext_ids[gv.indices[first[found]]]
-        return new, edges, cand
+        edges = torch.where(found, first - starts + 1, lens).sum()
+        best[uv] = torch.where(found, _take(gv.ext_ids, _take(gv.indices, torch.where(found, first, 0))), BIG)
+        return best < BIG, best, edges
 
     def relax(self, gv: TorchGraph, cols, dist_ext, dist):
         """Bellman-Ford over columns ``cols``: dist[r] = min(dist[r], dist_ext[c] + w)
