@@ -370,14 +370,25 @@ def exchange_cpu(args, graphs):
     keys = ("step_s", "step_sequential_s", "overlap_speedup", "gather_s", "exchange_s", "compute_s", "bare_a2a_s",
             "bare_a2a_back_to_back_s", "exchange_over_bare", "exchange_predicted_s", "exchange_over_predicted",
             "alpha_s", "beta_s_per_byte", "bytes_match", "bytes_measured")
+    import partplan
     gs = {"email-Enron": graphs["email-Enron"],
-          "rmat16": rmat(16, seed=1).normalize(symmetrize=True, self_loops="remove")}
+          "rmat16": rmat(16, seed=1).normalize(symmetrize=True, self_loops="remove"),
+          "delaunay_n15": partplan.datasets.load("delaunay_n15")}
     cases = [("email-Enron", "metis", 4, 16), ("email-Enron", "metis", 4, 128), ("email-Enron", "metis", 2, 256),
-             ("rmat16", "block", 2, 256), ("rmat16", "block", 4, 64)]
+             ("rmat16", "block", 2, 256), ("rmat16", "block", 4, 64),
+             # a low-degree mesh cut at random: the exchange is as large as the SpMM (overlap's case)
+             ("delaunay_n15", "random", 2, 256)]
+    if args.exchange_cases:
+        cases = [c for c in cases if f"{c[0]}:{c[1]}:{c[2]}:{c[3]}" in args.exchange_cases]
     with tempfile.TemporaryDirectory() as d:
         for name, how, p, f in cases:
             g = gs[name]
-            part, got = (load_part(args, name, g, p) if how == "metis" else (block_part(g.n, p), "block"))
+            if how == "metis":
+                part, got = load_part(args, name, g, p)
+            elif how == "random":
+                part, got = np.random.default_rng(0).integers(0, p, g.n), "random"
+            else:
+                part, got = block_part(g.n, p), "block"
             path = write_plan(build_plan(g, part, p), Path(d) / f"{name}-{how}-{p}.plan")
             r = run_spmm(path, nprocs=p, backend="gloo", f=f, repeat=args.repeat, overlap="on",
                          compare=["bare"], timeout=120)
@@ -421,6 +432,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=15, help="repeats of the gloo SpMM measurements")
     ap.add_argument("--partitions", help="folder of <graph>-<k>.npy partitions (else block partitions)")
     ap.add_argument("--only", nargs="*", help="sections to run (default: all)")
+    ap.add_argument("--exchange-cases", nargs="*", help="exchange_cpu cases GRAPH:PARTITION:P:F (default: all)")
     ap.add_argument("--out", help="also write the JSON here")
     ap.add_argument("--device", default="cuda", help="cuda (default) or cpu (a dry run of the script)")
     args = ap.parse_args(argv)
