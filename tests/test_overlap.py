@@ -63,22 +63,46 @@ def test_overlap_is_bitwise_the_sequential_step_on_every_layout(spec, p, directe
             assert ex.programs[prog].overlap, prog
 
 
-def test_overlap_splits_rows_by_what_they_read():
-    """Interior rows read no received row; boundary rows read at least one;
-    every row with a nonzero is in exactly one part (checked on the CSR)."""
+@pytest.mark.parametrize("dev,kernels", [(None, "auto"), ("cpu", "torch")])
+def test_overlap_split_reads_only_rows_that_are_there(dev, kernels):
+    """The early part reads only source rows below the halo; early + late is
+    the whole CSR. scipy's kernel (rows added in stored order) splits each row
+    at its first received column: late's part of a row starts there. torch's
+    splits whole rows: a row is early or late, never both. Checked on the CSR
+    of the shards, against the halo start of the exchange."""
     g, plan = _plan("1d", 3, True, seed=5)
-    ex = local_executor(plan)
+    ex = local_executor(plan, device=dev, kernels=kernels)
     prog = ex.programs["forward"]
     k = min(prog.overlap)
     parts = prog.prep[k + 1].split(prog.prep[k].start, ex.ops)
-    for i, (inner, bound) in enumerate(parts):
+    import scipy.sparse as sps
+
+    def csr(m):  # a copy: scipy's elementwise ops sort indices in place (the executor's matrices must not)
+        if isinstance(m, sps.spmatrix):
+            return m.tocsr().copy()
+        return sps.csr_matrix((m.values().numpy().copy(), m.col_indices().numpy().copy(),
+                               m.crow_indices().numpy().copy()), shape=tuple(m.shape))
+    for i, (early, late) in enumerate(parts):
         start = prog.prep[k].start[i]
-        full = prog.prep[k + 1].mats[i]
-        assert (inner + bound - full).nnz == 0
-        assert inner.nnz == 0 or inner.indices.max() < start
-        rows_b = np.flatnonzero(np.diff(bound.indptr))
-        assert all(bound[r].indices.max() >= start for r in rows_b)
-        assert np.intersect1d(np.flatnonzero(np.diff(inner.indptr)), rows_b).size == 0
+        early, late = csr(early), csr(late)
+        ip, ix = prog.prep[k + 1].indptr[i], prog.prep[k + 1].indices[i]
+        for r in range(ip.size - 1):  # row by row, in stored order: early's nonzeros, then late's, = the row
+            got = np.concatenate([early.indices[early.indptr[r]:early.indptr[r + 1]],
+                                  late.indices[late.indptr[r]:late.indptr[r + 1]]])
+            if kernels == "torch":
+                got = np.sort(got)
+                assert np.array_equal(got, np.sort(ix[ip[r]:ip[r + 1]])), r
+            else:
+                assert np.array_equal(got, ix[ip[r]:ip[r + 1]]), r
+        assert early.nnz == 0 or early.indices.max() < start
+        assert late.nnz > 0 and (early.nnz > 0 or kernels == "torch")  # a random cut: few whole rows are early
+        for r in np.flatnonzero(np.diff(late.indptr)):
+            cols = late.indices[late.indptr[r]:late.indptr[r + 1]]
+            if kernels == "torch":                                   # whole rows that read a received row
+                assert cols.max() >= start and early.indptr[r] == early.indptr[r + 1]
+            else:
+                assert cols[0] >= start                              # late starts at a received row
+
 
 
 def test_localcomm_never_overlaps_its_synchronous_exchange():

@@ -290,7 +290,7 @@ class AllToAllV(Step):
 
 class SpmmPrep:
     """A prepared local SpMM: per local rank the matrix in the kernel's form and,
-    made on first use by :meth:`split`, the interior / boundary row split."""
+    made on first use by :meth:`split`, its early / late parts for overlap."""
 
     __slots__ = ("mats", "indptr", "indices", "data", "shape", "_split")
 
@@ -299,26 +299,39 @@ class SpmmPrep:
         self._split = {}
 
     def split(self, start: list[int], ops) -> list:
-        """Per local rank ``(interior matrix, boundary matrix)``, both of the
-        full shape: interior keeps the rows that read only source rows below
-        ``start`` (there before the exchange that fills the rest), boundary
-        the others; each row keeps its nonzeros in stored order and lies in
-        exactly one of them, so ``interior @ x`` then ``+= boundary @ x`` is
-        bitwise the unsplit product."""
+        """Per local rank ``(early matrix, late matrix)``, both of the full
+        shape and together the whole CSR: ``early @ x`` is written while the
+        exchange that fills the source rows from ``start`` on is in flight,
+        ``late @ x`` is added after it. Summation order is kept, so the result
+        is bitwise the unsplit product:
+
+        * kernels that add each row's nonzeros one by one in stored order
+          (``ops.in_order_rows``: scipy's) split every row at its first
+          received column — early holds the nonzeros before it, late the rest,
+          and adding late continues the same sequence of additions;
+        * other kernels (torch: cuSPARSE balances by structure) split whole
+          rows — early holds the rows that read no received row, late the
+          others; each row lies in one of them, so ``s + 0 = s``."""
         key = tuple(start)
         if key not in self._split:
+            per_row = bool(getattr(ops, "in_order_rows", False))
             out = []
             for i, s in enumerate(start):
                 ip, ix = self.indptr[i], self.indices[i]
                 nrow = ip.size - 1
                 lens = np.diff(ip)
                 row_of = np.repeat(np.arange(nrow, dtype=np.int64), lens)
-                halo = np.zeros(nrow, dtype=bool)
-                halo[row_of[ix >= s]] = True
+                halo = ix >= s
+                if per_row:  # nonzeros before the row's first received column
+                    cs = np.concatenate([[0], np.cumsum(halo, dtype=np.int64)])
+                    early = (cs[1:] - cs[ip[row_of]]) == 0
+                else:        # whole rows that read no received column
+                    reads = np.zeros(nrow, dtype=bool)
+                    reads[row_of[halo]] = True
+                    early = ~reads[row_of]
                 mats = []
-                for keep in (~halo, halo):
-                    sel = keep[row_of]
-                    sub_ip = np.concatenate([[0], np.cumsum(np.where(keep, lens, 0))]).astype(np.int64)
+                for sel in (early, ~early):
+                    sub_ip = np.concatenate([[0], np.cumsum(np.bincount(row_of[sel], minlength=nrow))]).astype(np.int64)
                     d = None if self.data[i] is None else np.asarray(self.data[i])[sel]
                     mats.append(ops.matrix(sub_ip, ix[sel], d, self.shape[i]))
                 out.append(tuple(mats))
@@ -407,8 +420,8 @@ class Spmm(Step):
 
     @classmethod
     def run_part(cls, ctx, st, parts: list, which: int) -> None:
-        """Part ``which`` (0: interior, written; 1: boundary, added) of a split
-        SpMM (:meth:`SpmmPrep.split`)."""
+        """Part ``which`` (0: early, written; 1: late, added) of a split SpMM
+        (:meth:`SpmmPrep.split`)."""
         spmm_into = ctx.ops.spmm_into
         for b, pr in zip(ctx.bufs, parts):
             spmm_into(pr[which], b[st["src"]], b[st["dst"]], accumulate=bool(which))

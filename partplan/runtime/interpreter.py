@@ -85,10 +85,12 @@ class Executor:
     (in ``comm.local`` order); ops : :class:`NumpyOps` (default) or
     :class:`~partplan.runtime.ops.TorchOps`; verify : run the count checks now;
     overlap : "on" (default) starts each exchange that feeds an SpMM
-    asynchronously, computes the rows that read no received row, waits, then
-    computes the rest — bitwise the sequential result with the CPU kernels (no
-    row is re-summed; cuSPARSE balances rows by matrix structure, so on CUDA
-    the two agree to rounding); "off" runs the steps strictly in order. Only a
+    asynchronously, computes what reads no received row (with scipy's kernel:
+    each row's nonzeros before its first received column; with torch's: the
+    rows that read none), waits, then adds the rest — bitwise the sequential
+    result with the CPU kernels (each row's additions keep their order;
+    cuSPARSE balances rows by matrix structure, so on CUDA the two agree to
+    rounding); "off" runs the steps strictly in order. Only a
     comm whose exchange is asynchronous (TorchComm) overlaps; LocalComm's
     exchange is a synchronous copy, so it always runs in order.
     """
@@ -251,8 +253,9 @@ class Executor:
 
     def _overlapped(self, prog: _Prog, k: int, ctx: _Ctx, ph: dict, t0: float) -> int:
         """Steps k (alltoallv) and k + 1 (spmm over the buffer it fills):
-        start the exchange, compute the interior rows, wait, compute the
-        boundary rows. Returns the next step index."""
+        start the exchange, compute what needs no received row (the early part
+        of :meth:`~partplan.plan.steps.SpmmPrep.split`), wait, add the rest.
+        Returns the next step index."""
         a2a, sp = prog.steps[k], prog.steps[k + 1]
         if self.fault is not None:
             self.fault(sp["id"])

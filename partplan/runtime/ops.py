@@ -40,6 +40,7 @@ class NumpyOps:
 
     name = "numpy"
     kernel = "scipy"
+    in_order_rows = True  # the SpMM adds each row's nonzeros one by one in stored order
 
     def __init__(self, dtype="float64"):
         self.dtype = np.dtype(dtype)
@@ -115,6 +116,12 @@ class TorchOps:
             raise PlanError("the native (scipy) SpMM kernel runs on CPU tensors only; use kernels 'torch' "
                             "or 'auto' on CUDA")
         self.kernel = kernel
+
+    @property
+    def in_order_rows(self) -> bool:
+        """Whether the SpMM adds each row's nonzeros one by one in stored order
+        (scipy's kernel does; torch's sparse kernels give no such promise)."""
+        return self.kernel == "scipy"
 
     def index(self, a: np.ndarray):
         return self.torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64)).to(self.device)
