@@ -34,7 +34,7 @@ import scipy.sparse as sp
 from .errors import PlanError
 from .graph import Graph
 from .plan.builder import Plan, program_steps
-from .plan.steps import RankArrays, step_op
+from .plan.steps import step_op, structure_problems
 from .plan.store import load_plan
 
 
@@ -60,13 +60,7 @@ def _structure(plan: Plan, program: str) -> list[str]:
         pre = rp.prefix(program)
         if rp[pre + ".in_ids"].size != bufs.get("in") or rp[pre + ".out_ids"].size != bufs.get("out"):
             probs.append(f"rank {r}: {pre}.in_ids / out_ids lengths differ from buffers in / out")
-        for st in program_steps(plan.manifest, program):
-            cls = step_op(st)
-            unsized = [b for b in cls.buffers(st) if b not in bufs]
-            if unsized:
-                probs += [f"rank {r}: {st['id']} names buffer {b!r} with no size in the shard" for b in unsized]
-                continue
-            probs += [f"rank {r}: {m}" for m in cls.check(st, RankArrays(rp, st["id"], bufs))]
+        probs += [f"rank {r}: {m}" for m in structure_problems(program_steps(plan.manifest, program), rp, bufs)]
     return probs
 
 

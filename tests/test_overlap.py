@@ -8,6 +8,8 @@ from partplan import Graph
 from partplan.layouts import parse_layout
 from partplan.plan import build_plan, write_plan
 from partplan.plan.steps import STEPS, Step, program_rows, register, step_op
+from partplan.runtime.comm import LocalComm
+from partplan.runtime.interpreter import Executor
 from partplan.runtime.spmm import local_executor, run_spmm
 
 torch = pytest.importorskip("torch")
@@ -27,13 +29,35 @@ def _plan(spec, p, directed, seed=0):
     return g, build_plan(g, part, p, layout=spec)
 
 
+class DeferredComm(LocalComm):
+    """A LocalComm whose exchange is really deferred: ``start`` fills the rows
+    it will write with NaN and returns; ``wait`` copies them. Whatever the
+    overlapped step computes between the two sees NaN in every received row —
+    a split that reads one gives a different Z."""
+
+    asynchronous = True
+
+    def start(self, xp, sends, outs, what="", async_op=False):
+        for o in outs:
+            o[...] = float("nan")
+        handle = (xp, sends, outs, what)
+        if not async_op:
+            self.wait(handle)
+            return None
+        return handle
+
+    def wait(self, handle):
+        if handle is not None:
+            xp, sends, outs, what = handle
+            LocalComm.start(self, xp, sends, outs, what)
+
+
 def _run(plan, H, prog, async_comm=False, **kw):
     ex = local_executor(plan, dtype=H.dtype, **kw)
-    # LocalComm's exchange is synchronous, so the executor never overlaps on it; to drive the
-    # overlapped code path (async start, interior rows, wait, boundary rows) in one process,
-    # declare its exchange asynchronous: start copies at once and wait is a no-op, which is a
-    # valid (if eager) asynchronous exchange
-    ex.comm.asynchronous = async_comm
+    if async_comm:  # LocalComm never overlaps (its exchange is synchronous): drive the overlapped path
+        dev = kw.get("device")
+        ex = Executor(plan.manifest, plan.ranks, DeferredComm(plan.p, plan.groups(), device=dev), ex.ops,
+                      overlap=kw.get("overlap", "on"))
     xs = [H[rp.in_ids(prog)] for rp in plan.ranks]
     if kw.get("device"):
         xs = [ex.ops.from_numpy(x) for x in xs]
@@ -105,6 +129,59 @@ def test_overlap_split_reads_only_rows_that_are_there(dev, kernels):
 
 
 
+def test_a_split_that_reads_received_rows_early_is_caught(monkeypatch):
+    """The exactness test above can fail: with every nonzero in the early part
+    (read before the exchange lands) the deferred comm's NaN rows reach Z."""
+    from partplan.plan.steps import SpmmPrep
+    g, plan = _plan("1d", 3, True)
+    H = np.random.default_rng(3).standard_normal((g.n, 4))
+    off, _ = _run(plan, H, "forward", overlap="off")
+    on, _ = _run(plan, H, "forward", async_comm=True, overlap="on")
+    assert np.array_equal(on, off)
+    monkeypatch.setattr(SpmmPrep, "split", lambda self, start, ops: [
+        (m, ops.matrix(np.zeros(m.shape[0] + 1, dtype=np.int64), np.zeros(0, dtype=np.int64), None, m.shape))
+        for m in self.mats])
+    bad, _ = _run(plan, H, "forward", async_comm=True, overlap="on")
+    assert not np.array_equal(bad, off)
+
+
+def test_a_shard_whose_csr_does_not_fit_its_buffers_is_one_error():
+    """A re-signed shard with one SpMM row too many is refused before any
+    kernel runs (scipy's kernel writes through raw pointers: it would corrupt
+    memory), by the executor itself, not only by ``partplan validate``."""
+    from partplan import PlanError
+    g, plan = _plan("1d", 2, False)
+    rp = plan.ranks[0]
+    sid = [st["id"] for st in plan.steps("forward") if st["op"] == "spmm"][0]
+    ip = rp.arrays[f"{sid}.indptr"]
+    rp.arrays[f"{sid}.indptr"] = np.append(ip, ip[-1] + 1)
+    rp.arrays[f"{sid}.indices"] = np.append(rp.arrays[f"{sid}.indices"], 0)
+    rp.arrays[f"{sid}.row_ids"] = np.append(rp.arrays[f"{sid}.row_ids"], 0)
+    for kw in ({}, {"device": "cpu", "kernels": "torch"}):
+        with pytest.raises(PlanError, match="indptr is not a CSR pointer array"):
+            local_executor(plan, **kw)
+    rp.arrays[f"{sid}.indptr"] = ip
+    rp.arrays[f"{sid}.indices"] = rp.arrays[f"{sid}.indices"][:-1].copy()
+    rp.arrays[f"{sid}.indices"][0] = 10 ** 6           # a column far past the halo
+    with pytest.raises(PlanError, match="indices outside"):
+        local_executor(plan)
+
+
+def test_inputs_of_another_dtype_or_kind_are_one_error():
+    from partplan import PlanError
+    g, plan = _plan("1d", 2, False)
+    ex = local_executor(plan, device="cpu", kernels="torch", dtype="float32")
+    xs = [torch.zeros((len(rp.in_ids("forward")), 2), dtype=torch.float64) for rp in plan.ranks]
+    with pytest.raises(PlanError, match="dtype"):
+        ex.run("forward", xs)
+    with pytest.raises(PlanError, match="torch tensors"):
+        ex.run("forward", [np.zeros((len(rp.in_ids("forward")), 2), dtype=np.float32) for rp in plan.ranks])
+    # an integer H replays exactly (cast to the executor's float type first)
+    from partplan.runtime.spmm import replay
+    Hi = np.arange(g.n * 2).reshape(g.n, 2)
+    assert np.array_equal(replay(plan, Hi), g.to_scipy() @ Hi)
+
+
 def test_localcomm_never_overlaps_its_synchronous_exchange():
     from partplan.runtime.interpreter import Executor
     g, plan = _plan("1d", 3, False)
@@ -145,6 +222,8 @@ def test_run_spmm_local_backend_on_a_torch_device(tmp_path):
     assert rep["overlap"] == "on" and rep["step_sequential_s"] > 0
     rep = run_spmm(path, backend="local", f=8, repeat=1, overlap="off")
     assert rep["kernels"] == "native" and rep["overlap"] == "off"
+    rep = run_spmm(path, backend="local", kernels="torch", f=4, repeat=1)   # torch kernels: CPU tensors
+    assert rep["kernels"] == "torch" and rep["device"] == "cpu" and rep["bytes_match"]
 
 
 def test_bad_options_are_one_clear_error(tmp_path):
@@ -171,6 +250,7 @@ def test_gloo_p2_overlap_on_and_off_write_the_same_Z(tmp_path):
         rep = run_spmm(path, nprocs=2, backend="gloo", features=tmp_path / "H.npy", output=tmp_path / f"Z{ov}.npy",
                        repeat=1, overlap=ov, compare=["bare"], timeout=30)
         assert rep["bytes_match"] and rep["overlap"] == ov
+        assert rep["alpha_s"] > 0 and rep["exchange_predicted_s"] > 0 and rep["bare_a2a_s"] > 0
         Z[ov] = np.load(tmp_path / f"Z{ov}.npy")
     assert np.array_equal(Z["on"], Z["off"])
     assert np.array_equal(Z["on"], g.to_scipy() @ H)

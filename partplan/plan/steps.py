@@ -509,6 +509,28 @@ class ScatterAdd(Step):
 
 
 # ----------------------------------------------------------------------------- questions to the registry
+def structure_problems(steps: list[dict], shard, sizes: dict) -> list[str]:
+    """Problems of one rank's program before anything indexes with its arrays:
+    every buffer a step names has a size, and each step op's own
+    :meth:`Step.check` passes (indices inside their buffers, CSR pointers,
+    counts fitting). Asked by ``partplan validate`` and by the executor before
+    it prepares a program (a bad shard is one PlanError, never an
+    out-of-bounds read or write)."""
+    probs = []
+    for st in steps:
+        cls = step_op(st)
+        unsized = [b for b in cls.buffers(st) if b not in sizes]
+        if unsized:
+            probs += [f"{st['id']} names buffer {b!r} with no size in the shard" for b in unsized]
+            continue
+        try:
+            probs += cls.check(st, RankArrays(shard, st["id"], sizes))
+        except (KeyError, IndexError, ValueError, TypeError) as exc:
+            probs.append(f"{st['id']}: its arrays cannot be checked ({type(exc).__name__}: {exc})")
+    return probs
+
+
+
 def program_rows(steps: list[dict], rank: int, sizes: dict, member: Callable[[str], bool], p: int) -> int:
     """Rows ``rank`` hands to collectives in one run of a program (``steps``:
     the manifest's; ``sizes``: its buffer rows; ``member(family)``: whether it is
@@ -529,5 +551,5 @@ def role(st: dict) -> str:
     return step_op(st).op
 
 
-__all__ = ["STEPS", "Step", "register", "step_op", "dst_start", "program_rows", "pair_steps", "role", "RankArrays",
+__all__ = ["STEPS", "Step", "register", "step_op", "dst_start", "program_rows", "pair_steps", "role", "structure_problems", "RankArrays",
            "Copy", "Gather", "AllToAllV", "Spmm", "AllReduce", "ScatterAdd"]

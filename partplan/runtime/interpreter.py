@@ -33,7 +33,7 @@ import numpy as np
 from ..errors import PlanError
 from ..plan.builder import RankPlan, program_steps
 from ..plan.program import pairs_to_matrix
-from ..plan.steps import AllToAllV, Gather, Spmm, dst_start, step_op
+from ..plan.steps import AllToAllV, Gather, Spmm, dst_start, step_op, structure_problems
 from .comm import Comm, CommError
 from .ops import NumpyOps
 
@@ -53,15 +53,22 @@ class _Prog:
         self.prefix = shards[0].prefix(name) if shards else ""
         self.sizes = [rp.buffers(name) for rp in shards]
         self.ops = [step_op(st) for st in self.steps]
-        self.prep = [cls.prepare(st, shards, self.sizes, ops, comm) for cls, st in zip(self.ops, self.steps)]
+        # indices, CSR pointers and counts checked against the buffers before anything is prepared
+        self.problems = [(rp.rank, f"{name}: {m}") for rp, sz in zip(shards, self.sizes)
+                         for m in structure_problems(self.steps, rp, sz)]
+        self.prep = None if self.problems else \
+            [cls.prepare(st, shards, self.sizes, ops, comm) for cls, st in zip(self.ops, self.steps)]
         self.counts = {}  # alltoallv step id -> (send counts, recv counts) per local rank (the start-up check)
         for st in self.steps:
             if step_op(st) is AllToAllV:
                 self.counts[st["id"]] = ([np.asarray(rp[f"{st['id']}.send_counts"], dtype=np.int64) for rp in shards],
                                          [np.asarray(rp[f"{st['id']}.recv_counts"], dtype=np.int64) for rp in shards])
+        # the spmm reads the buffer the exchange fills, and writes neither of the exchange's buffers
+        # (the exchange may still be reading src / writing dst while the early rows are computed)
         self.overlap = {k for k in range(len(self.steps) - 1)
                         if self.ops[k] is AllToAllV and self.ops[k + 1] is Spmm
-                        and self.steps[k + 1]["src"] == self.steps[k]["dst"]}
+                        and self.steps[k + 1]["src"] == self.steps[k]["dst"]
+                        and self.steps[k + 1]["dst"] not in (self.steps[k]["src"], self.steps[k]["dst"])}
 
 
 def _no_sync() -> None:
@@ -110,6 +117,10 @@ class Executor:
                             f"(start it with --nprocs {manifest['ranks']})")
         self.shards = shards
         self.programs = {name: _Prog(manifest, shards, name, self.ops, comm) for name in manifest["programs"]}
+        self._structure = [m for pr in self.programs.values() for m in pr.problems]
+        if self._structure and not verify:
+            raise PlanError("the plan's shards do not fit their buffers — " +
+                            "; ".join(f"rank {r}: {m}" for r, m in self._structure[:4]))
         self._bufs: dict = {}
         self._obl: dict = {}  # program -> step id -> per-rank oblivious set-up (prepare_oblivious)
         self.last_phases = dict.fromkeys(PHASES, 0.0)
@@ -126,6 +137,8 @@ class Executor:
         each peer will send == what this rank expects (one int per peer through
         the group). Every rank raises if any rank failed."""
         problems = {r: [] for r in self.comm.local}
+        for r, m in self._structure:  # every rank still takes part in the collective checks below
+            problems[r].append(m)
         p = self.manifest["ranks"]
         for name, prog in self.programs.items():
             for st in prog.steps:
@@ -170,7 +183,7 @@ class Executor:
         flags = self.comm.allreduce_world([np.array([float(bool(problems[r]))]) for r in self.comm.local], "max")
         mine = [f"rank {r}: {m}" for r in self.comm.local for m in problems[r]]
         if mine:
-            raise PlanError("plan counts are inconsistent — " + "; ".join(mine[:4]) +
+            raise PlanError("the plan's shards are inconsistent — " + "; ".join(mine[:4]) +
                             (f" (+{len(mine) - 4} more)" if len(mine) > 4 else ""))
         if flags[0][0] > 0:
             raise PlanError(f"rank {self.comm.local[0]}: another rank found its plan counts inconsistent "
@@ -215,6 +228,9 @@ class Executor:
             if tuple(x.shape) != (prog.sizes[i]["in"], f):
                 raise PlanError(f"rank {loc[i]}: input has shape {tuple(x.shape)}, the plan's {program} program "
                                 f"reads {prog.sizes[i]['in']} rows × f")
+            bad = self.ops.input_problem(x)
+            if bad:
+                raise PlanError(f"rank {loc[i]}: {bad}")
         bufs = self._buffers(prog, f)
         for i, x in enumerate(inputs):
             bufs[i]["in"] = x
@@ -268,7 +284,8 @@ class Executor:
         ctx.comm.wait(handle)
         t3 = clock()
         Spmm.run_part(ctx, sp, parts, 1)
-        ctx.ops.synchronize()
+        if self.phase_times:
+            ctx.ops.synchronize()
         t4 = clock()
         ph["exchange"] += (t1 - t0) + (t3 - t2)
         ph["compute"] += (t2 - t1) + (t4 - t3)

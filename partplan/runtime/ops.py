@@ -21,9 +21,17 @@ except ImportError:  # pragma: no cover - a scipy without it: the operator path
 
 
 def _csr_matvecs(mat, x, out, accumulate: bool) -> None:
-    """``out (+)= mat @ x`` for numpy ``x`` / ``out`` (C-contiguous, one dtype)."""
-    if (_scipy_matvecs is not None and out.flags.c_contiguous and x.flags.c_contiguous
-            and x.dtype == out.dtype == mat.dtype and out.ndim == 2 and x.ndim == 2):
+    """``out (+)= mat @ x`` for numpy ``x`` / ``out``: scipy's kernel adding each
+    row's nonzeros into ``out`` one by one in stored order (what an overlapped
+    step's late part relies on). Shapes are checked first: the kernel writes
+    through raw pointers."""
+    if x.ndim != 2 or out.ndim != 2 or x.shape[0] != mat.shape[1] or out.shape != (mat.shape[0], x.shape[1]):
+        from ..errors import PlanError
+        raise PlanError(f"local SpMM of a {mat.shape[0]} x {mat.shape[1]} matrix with {tuple(x.shape)} rows into "
+                        f"{tuple(out.shape)}: the shard's CSR does not fit its buffers")
+    if _scipy_matvecs is not None and (not x.flags.c_contiguous or x.dtype != mat.dtype):
+        x = np.ascontiguousarray(x, dtype=mat.dtype)  # the in-order kernel, not a separate sum added afterwards
+    if (_scipy_matvecs is not None and out.flags.c_contiguous and x.dtype == out.dtype == mat.dtype):
         if not accumulate:
             out.fill(0)
         if mat.nnz and out.shape[1]:
@@ -92,6 +100,14 @@ class NumpyOps:
     def has_nan(self, a) -> bool:
         return bool(np.isnan(a).any())
 
+    def input_problem(self, x) -> str | None:
+        """Why the executor cannot take ``x`` as an input buffer (None: it can)."""
+        if not isinstance(x, np.ndarray):
+            return f"input is a {type(x).__name__}, the executor computes on numpy arrays"
+        if not np.can_cast(x.dtype, self.dtype, "safe"):
+            return f"input dtype {x.dtype} does not fit the executor's {self.dtype} (cast it first)"
+        return None
+
 
 class TorchOps:
     """torch buffers on ``device``; SpMM by scipy (CPU) or torch sparse CSR."""
@@ -158,6 +174,10 @@ class TorchOps:
 
     def spmm_into(self, mat, x, out, accumulate: bool = False):
         """``out = mat @ x`` (``accumulate``: ``out += mat @ x``), in place."""
+        if tuple(out.shape) != (mat.shape[0], x.shape[1]) or x.shape[0] != mat.shape[1]:
+            from ..errors import PlanError
+            raise PlanError(f"local SpMM of a {mat.shape[0]} x {mat.shape[1]} matrix with {tuple(x.shape)} rows "
+                            f"into {tuple(out.shape)}: the shard's CSR does not fit its buffers")
         if self.kernel == "scipy":
             _csr_matvecs(mat, x.numpy(), out.numpy(), accumulate)
         elif mat.shape[0] == 0 or x.shape[1] == 0 or not mat._nnz():
@@ -169,12 +189,7 @@ class TorchOps:
             out.copy_(self.torch.sparse.mm(mat, x))
 
     def spmm(self, mat, x, out):
-        if self.kernel == "scipy":
-            _csr_matvecs(mat, x.numpy(), out.numpy(), False)
-        elif mat.shape[0] == 0 or x.shape[1] == 0:
-            out.zero_()
-        else:
-            out.copy_(self.torch.sparse.mm(mat, x) if mat._nnz() else self.torch.zeros_like(out))
+        self.spmm_into(mat, x, out)
 
     def to_numpy(self, a) -> np.ndarray:
         return a.detach().cpu().numpy()
@@ -188,3 +203,13 @@ class TorchOps:
 
     def has_nan(self, a) -> bool:
         return bool(self.torch.isnan(a).any())
+
+    def input_problem(self, x) -> str | None:
+        """Why the executor cannot take ``x`` as an input buffer (None: it can)."""
+        if not isinstance(x, self.torch.Tensor):
+            return f"input is a {type(x).__name__}, the executor computes on torch tensors"
+        if x.dtype != self.dtype:
+            return f"input dtype {x.dtype} differs from the executor's {self.dtype}"
+        if x.device != self.device:
+            return f"input is on {x.device}, the executor's buffers on {self.device}"
+        return None

@@ -186,20 +186,21 @@ def _measure(ex: Executor, program: str, inputs: list, cfg: dict) -> dict:
     return res
 
 
-def calibrate_alltoall(comm, ops, repeat: int = 5, large_bytes: int = 1 << 20) -> tuple[float, float]:
+def calibrate_alltoall(comm, ops, repeat: int = 5, large_bytes: int | None = None) -> tuple[float, float]:
     """(α seconds per message, β seconds per byte) of this job's world
     ``all_to_all_single``, fitted from two of them on the job's own ranks,
     device and backend: every rank sends one 4-byte value to every peer
-    (t_small = α·(p − 1)) and then ``large_bytes`` to every peer
-    (t_large = α·(p − 1) + β·(p − 1)·large_bytes). Times are medians over
-    ``repeat`` of the max over ranks, barrier before each. (0, 0) on one rank."""
+    (t_small = α·(p − 1)) and then L bytes to every peer (t_large = α·(p − 1) +
+    β·(p − 1)·L; L = ``large_bytes``, default 1 MiB, at most 16 MiB over all
+    peers; 4× once more if t_large did not exceed t_small). Times are medians
+    over ``repeat`` of the max over ranks, barrier before each. (0, 0) on one rank."""
     p = comm.world
     if p < 2:
         return 0.0, 0.0
     torch, dist = comm.torch, comm.dist
     dev = comm.device
-    ts = {}
-    for nb in (4, int(large_bytes)):
+
+    def timed(nb: int) -> float:
         send = torch.zeros(p * max(1, nb // 4), dtype=torch.float32, device=dev)
         out = torch.empty_like(send)
         t = []
@@ -209,11 +210,16 @@ def calibrate_alltoall(comm, ops, repeat: int = 5, large_bytes: int = 1 << 20) -
             comm._guard(lambda: dist.all_to_all_single(out, send), "calibration all-to-all")
             ops.synchronize()
             t.append(time.perf_counter() - t0)
-        ts[nb] = t[1:]
-    tw = comm.allreduce_world([np.concatenate([ts[4], ts[int(large_bytes)]])], "max")[0]
-    t_small, t_large = float(np.median(tw[:repeat])), float(np.median(tw[repeat:]))
+        tw = comm.allreduce_world([np.asarray(t[1:])], "max")[0]  # every rank: the same sizes, the same calls
+        return float(np.median(tw))
+
+    big = int(large_bytes) if large_bytes else max(1 << 16, min(1 << 20, (16 << 20) // p))
+    t_small, t_large = timed(4), timed(big)
+    if t_large <= t_small:
+        big *= 4
+        t_large = timed(big)
     alpha = t_small / (p - 1)
-    beta = max(t_large - t_small, 0.0) / ((p - 1) * int(large_bytes))
+    beta = max(t_large - t_small, 0.0) / ((p - 1) * big)
     return alpha, beta
 
 
@@ -289,7 +295,7 @@ def _finish_compare(res_w: dict, manifest, f, dtype) -> dict:
     if "alpha_beta" in res_w:
         alpha, beta = res_w["alpha_beta"]
         out["alpha_s"], out["beta_s_per_byte"] = alpha, beta
-        out["calibration"] = "world all_to_all_single of 4 B and 1 MiB per peer, this job"
+        out["calibration"] = "world all_to_all_single of 4 B and up to 1 MiB per peer, this job's ranks"
         out["exchange_predicted_s"] = predicted_exchange(manifest, res_w["program"], row_bytes, alpha, beta)
     return out
 
@@ -313,9 +319,9 @@ def local_executor(plan: Plan | str | os.PathLike, *, dtype="float64", verify: b
     ``kernels`` SpMM ("auto": torch on CUDA, native = scipy on CPU)."""
     if not isinstance(plan, Plan):
         plan = load_plan(plan)
+    if device is None and kernels == "torch":
+        device = "cpu"   # torch kernels on CPU tensors
     if device is None:
-        if kernels not in ("auto", "native", "scipy"):
-            raise PlanError(f"kernels {kernels!r} need a torch device (device='cpu' or 'cuda')")
         comm, ops = LocalComm(plan.manifest["ranks"], plan.groups()), NumpyOps(dtype)
     else:
         from .ops import TorchOps
@@ -345,8 +351,9 @@ def replay(plan: Plan, H: np.ndarray, program: str = "forward") -> np.ndarray:
     H = np.asarray(H)
     if H.ndim == 1:
         H = H[:, None]
-    ex = local_executor(plan, dtype=np.result_type(H.dtype, np.float32))
-    outs = ex.run(program, [H[rp.in_ids(program)] for rp in plan.ranks])
+    dt = np.result_type(H.dtype, np.float32)
+    ex = local_executor(plan, dtype=dt)
+    outs = ex.run(program, [np.asarray(H[rp.in_ids(program)], dtype=dt) for rp in plan.ranks])
     Z = np.zeros((plan.part.size, H.shape[1]), dtype=outs[0].dtype if outs else H.dtype)
     for rp, z in zip(plan.ranks, outs):
         if rp.writes_output(program):
@@ -360,7 +367,7 @@ def _run_local(cfg: dict) -> dict:
     n = m["graph"]["n"]
     program = cfg.get("program", "forward")
     dtype = _resolve_dtype(cfg, n)
-    dev = cfg.get("device")
+    dev = cfg.get("device") or ("cpu" if cfg.get("kernels") == "torch" else None)
     ex = local_executor(plan, dtype=dtype, device=dev, kernels=cfg.get("kernels", "auto"),
                         overlap=cfg.get("overlap", "on"))
     inputs = [_input_rows(cfg, rp.in_ids(program), n, dtype) for rp in plan.ranks]
@@ -522,11 +529,11 @@ def run_spmm(plan, *, nprocs: int | None = None, backend: str = "gloo", features
     from .ops import KERNELS
     kernels = kernel if kernel is not None else kernels
     if kernels not in KERNELS:
-        raise PlanError(f"kernels must be one of auto, torch, native; got {kernels!r}")
+        raise PlanError(f"kernels must be one of auto, torch, native (scipy: native's older name); got {kernels!r}")
     if overlap not in OVERLAP:
         raise PlanError(f"overlap must be on or off, got {overlap!r}")
-    if device is not None:
-        check_device(device)
+    if device is not None or backend == "nccl":
+        check_device(device or "cuda")
         if backend == "gloo" and device.startswith("cuda"):
             raise PlanError("gloo's all-to-all takes CPU tensors only: use --backend nccl (one GPU per rank) "
                             "or --backend local (every rank on one device) with --device cuda")
