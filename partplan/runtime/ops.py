@@ -210,6 +210,8 @@ class TorchOps:
             return f"input is a {type(x).__name__}, the executor computes on torch tensors"
         if x.dtype != self.dtype:
             return f"input dtype {x.dtype} differs from the executor's {self.dtype}"
-        if x.device != self.device:
-            return f"input is on {x.device}, the executor's buffers on {self.device}"
+        want = self.device
+        if x.device.type != want.type or (want.index is not None and x.device.index not in (None, want.index)
+                                          and want.type == "cuda"):
+            return f"input is on {x.device}, the executor's buffers on {want}"
         return None
