@@ -6,6 +6,8 @@
   labeled datasets (polblogs).
 * :mod:`.gcn` — :class:`DistGCN` and the autograd function over the plan's
   exchange programs (torch).
+* :mod:`.dist_spmm` — :class:`DistSpMM`: ``Z = A @ H`` from a plan as an
+  autograd-aware ``torch.nn.Module`` for your own torchrun script.
 * :mod:`.train` — :func:`train_gcn`: full-batch and mini-batch training on p
   processes (gloo / NCCL) or p virtual ranks (LocalComm), measured.
 
@@ -18,6 +20,9 @@ def __getattr__(name):  # lazy: torch only when asked for
     if name in ("DistGCN", "PlanSpMM"):
         from . import gcn
         return getattr(gcn, name)
+    if name == "DistSpMM":
+        from . import dist_spmm
+        return dist_spmm.DistSpMM
     if name in ("train_gcn",):
         from . import train
         return getattr(train, name)
@@ -25,4 +30,4 @@ def __getattr__(name):  # lazy: torch only when asked for
 
 
 __all__ = ["NORMALIZATIONS", "NormalizationError", "check_normalize", "normalize_adjacency", "DistGCN",
-           "PlanSpMM", "train_gcn"]
+           "PlanSpMM", "DistSpMM", "train_gcn"]

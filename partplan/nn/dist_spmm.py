@@ -1,0 +1,284 @@
+"""``Z = A @ H`` from a plan as an autograd-aware ``torch.nn.Module``, for your
+own torch.distributed training script.
+
+Under torchrun, after ``init_process_group``, every rank does::
+
+    op = partplan.nn.DistSpMM("g.plan")          # manifest + this rank's shard only
+    Z = op(X[op.in_ids] @ W)                      # rows op.out_ids of A @ (X W)
+    loss = ...; loss.backward()                   # dL/dH = A^T @ dL/dZ by the plan's backward program
+
+Rows: the input ``h`` holds rows ``in_ids`` of H (global vertex ids, in that
+order), the output rows ``out_ids`` of Z. The backward pass runs the plan's
+backward program (``A^T @ G``: the forward program itself when the manifest says
+``backward: same-as-forward``, i.e. A is symmetric); a plan built without one
+(``backward: not-planned``) raises :class:`~partplan.errors.PlanError` when a
+gradient is needed.
+
+All ranks must construct the module, call it and call ``.to(...)`` in the same
+order (each is collective: process groups, the count check, the exchanges).
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import torch
+
+from ..errors import PlanError
+from ..plan.builder import Plan, manifest_groups, program_steps
+from ..plan.steps import dst_start
+
+__all__ = ["DistSpMM"]
+
+
+def _torch_dtype(dtype) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        dt = dtype
+    else:
+        name = str(np.dtype(dtype))
+        dt = getattr(torch, name, None)
+    if dt not in (torch.float32, torch.float64):
+        raise PlanError(f"DistSpMM: dtype must be torch.float32 or torch.float64, got {dtype!r}")
+    return dt
+
+
+class _PlanSpMMFn(torch.autograd.Function):
+    """``Z = A h`` by the forward program; ``dh = A^T dZ`` by the backward program."""
+
+    @staticmethod
+    def forward(ctx, op: "DistSpMM", h):
+        ctx.op = op
+        return op._run("forward", h)
+
+    @staticmethod
+    def backward(ctx, g):
+        op = ctx.op
+        if g is None:
+            return None, None
+        return None, op._run("backward", g)
+
+
+class DistSpMM(torch.nn.Module):
+    """One rank's share of ``Z = A @ H`` from a plan (a directory written by
+    ``partplan plan`` / :func:`partplan.plan.write_plan`, or an in-memory
+    :class:`~partplan.plan.builder.Plan`).
+
+    Parameters
+    ----------
+    plan : plan directory (or :class:`Plan`); torch.distributed must be
+        initialized with as many ranks as the plan has (checked first, before
+        any process group is created).
+    device : where the input, output and buffers live (default CPU; CUDA with NCCL).
+    dtype : torch.float32 (default) or torch.float64.
+    kernels : local SpMM kernel: "auto" (torch on CUDA, scipy on CPU), "torch", "native".
+    timeout : seconds a rank waits on a peer before failing.
+    overlap : "on" (exchange and independent rows overlapped, same result) or "off".
+
+    ``op(h)``: ``h`` is ``len(in_ids) × f`` of the module's dtype and device;
+    returns ``len(out_ids) × f``. ``op.to(torch.float64)`` / ``op.to("cuda")``
+    rebuild the executor on the new dtype / device (collective).
+    """
+
+    def __init__(self, plan, *, device=None, dtype=torch.float32, kernels: str = "auto", timeout: float = 60.0,
+                 overlap: str = "on", verify: bool = True):
+        super().__init__()
+        import torch.distributed as dist
+
+        from ..plan.store import load_rank, read_manifest
+        from ..runtime.comm import TorchComm
+        from ..runtime.ops import KERNELS
+        if isinstance(plan, Plan):
+            self.plan_name = str(plan.manifest.get("graph", {}).get("name") or "the plan")
+            m = plan.manifest
+        else:
+            if not isinstance(plan, (str, os.PathLike)):
+                raise PlanError(f"DistSpMM: plan must be a plan directory or a Plan, got {type(plan).__name__}")
+            self.plan_name = str(plan)
+            m = read_manifest(plan)  # a bad plan: the same error on every rank, before any collective
+        if not dist.is_available() or not dist.is_initialized():
+            raise PlanError(f"{self.plan_name}: DistSpMM needs torch.distributed initialized (start the script "
+                            f"with torchrun --nproc-per-node {m['ranks']} and call init_process_group, or "
+                            f"partplan.runtime.init_distributed)")
+        world = dist.get_world_size()
+        if world != int(m["ranks"]):
+            raise PlanError(f"{self.plan_name} is for {m['ranks']} ranks, this job has {world} "
+                            f"(start it with --nproc-per-node {m['ranks']})")
+        if kernels not in KERNELS:
+            raise PlanError(f"{self.plan_name}: kernels must be one of {', '.join(KERNELS)}, got {kernels!r}")
+        self._dtype = _torch_dtype(dtype)
+        self._device = torch.device(device) if device is not None else torch.device("cpu")
+        if self._device.type == "cuda" and kernels in ("native", "scipy"):
+            raise PlanError(f"{self.plan_name}: the native (scipy) kernel runs on CPU only; use kernels='torch'")
+        self.manifest = m
+        self.rank = dist.get_rank()
+        self.kernels = kernels
+        self.overlap = overlap
+        self.shard = plan.ranks[self.rank] if isinstance(plan, Plan) else load_rank(plan, self.rank, manifest=m)
+        self.comm = TorchComm(manifest_groups(m), timeout_s=timeout, device=self._device)
+        self._block = None
+        self._build(verify=verify)
+
+    # ------------------------------------------------------------------ executor
+    def _build(self, verify: bool) -> None:
+        from ..runtime.interpreter import Executor
+        from ..runtime.ops import TorchOps
+        kern = self.kernels
+        if kern == "auto" or (kern in ("native", "scipy") and self._device.type != "cpu"):
+            kern = "torch" if self._device.type == "cuda" else "scipy"
+        self.ops = TorchOps(str(self._dtype).replace("torch.", ""), self._device, kern)
+        self.comm.device = self._device
+        self.executor = Executor(self.manifest, [self.shard], self.comm, self.ops, verify=verify,
+                                 overlap=self.overlap)
+        # per-phase seconds need a device sync after every step; not on a GPU training loop
+        self.executor.phase_times = self._device.type != "cuda"
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self._dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self._device
+
+    def _apply(self, fn, *args, **kwargs):
+        super()._apply(fn, *args, **kwargs)
+        probe = fn(torch.empty(0, dtype=self._dtype, device=self._device))
+        if probe.dtype != self._dtype or probe.device != self._device:
+            dt = _torch_dtype(probe.dtype)
+            if probe.device.type == "cuda" and self.kernels in ("native", "scipy"):
+                raise PlanError(f"{self.plan_name}: the native (scipy) kernel runs on CPU only; "
+                                f"construct DistSpMM with kernels='torch' or 'auto' to move it to {probe.device}")
+            self._dtype, self._device = dt, probe.device
+            self._build(verify=False)  # the counts were checked when the module was made
+        return self
+
+    def extra_repr(self) -> str:
+        return (f"plan={self.plan_name!r}, rank={self.rank}/{self.manifest['ranks']}, in_rows={len(self.in_ids)}, "
+                f"out_rows={len(self.out_ids)}, dtype={self._dtype}, device={self._device}")
+
+    # ------------------------------------------------------------------ rows
+    @property
+    def in_ids(self) -> np.ndarray:
+        """Global ids (int64) of the input rows this rank reads, in order."""
+        return np.asarray(self.shard.in_ids("forward"), dtype=np.int64)
+
+    @property
+    def out_ids(self) -> np.ndarray:
+        """Global ids (int64) of the rows of Z this rank returns, in order."""
+        return np.asarray(self.shard.out_ids("forward"), dtype=np.int64)
+
+    @property
+    def halo_ids(self) -> np.ndarray:
+        """Global ids (int64) of the rows this rank receives from its peers in the
+        forward pass, in the order they follow the input rows in
+        :meth:`local_edge_index`'s source positions."""
+        return self._local_block()[0]
+
+    @property
+    def has_backward(self) -> bool:
+        return "backward" in self.manifest["programs"]
+
+    def _local_block(self):
+        """(halo ids, edge_index, weights) of a plan whose forward program is one
+        local SpMM over ``[in rows; received rows]`` (1d layouts)."""
+        if self._block is not None:
+            return self._block
+        steps = program_steps(self.manifest, "forward")
+        ops = [st["op"] for st in steps]
+        spmms = [st for st in steps if st["op"] == "spmm"]
+        bad = [o for o in ops if o not in ("copy", "gather", "alltoallv", "spmm")]
+        if bad or len(spmms) != 1 or spmms[0]["dst"] != "out":
+            raise PlanError(f"{self.plan_name}: local_edge_index needs a plan whose forward program is one local "
+                            f"SpMM over [held rows; received rows] (1d layouts); layout "
+                            f"{self.manifest.get('layout')!r} runs {', '.join(ops)}")
+        sh, sizes = self.shard, self.shard.buffers("forward")
+        ids = {"in": self.in_ids}
+        for st in steps:
+            sid, op = st["id"], st["op"]
+            if op == "copy":
+                src = ids[st["src"]]
+                at = dst_start(st, sizes)
+                buf = ids.setdefault(st["dst"], np.full(sizes[st["dst"]], -1, np.int64))
+                buf[at:at + src.size] = src
+            elif op == "gather":
+                ids[st["dst"]] = ids[st["src"]][np.asarray(sh[f"{sid}.idx"], dtype=np.int64)]
+            elif op == "alltoallv":
+                rid = np.asarray(sh[f"{sid}.recv_ids"], dtype=np.int64)
+                at = dst_start(st, sizes, default=0)
+                buf = ids.setdefault(st["dst"], np.full(sizes[st["dst"]], -1, np.int64))
+                buf[at:at + rid.size] = rid
+        st = spmms[0]
+        src = ids.get(st["src"])
+        n_in = self.in_ids.size
+        if st["src"] == "in":
+            src = self.in_ids
+        if src is None or np.any(src < 0) or not np.array_equal(src[:n_in], self.in_ids):
+            raise PlanError(f"{self.plan_name}: rank {self.rank}: the forward SpMM does not read "
+                            f"[held rows; received rows]; local_edge_index is not defined for this plan")
+        sid = st["id"]
+        ip = np.asarray(sh[f"{sid}.indptr"], dtype=np.int64)
+        ix = np.asarray(sh[f"{sid}.indices"], dtype=np.int64)
+        if not np.array_equal(np.asarray(sh[f"{sid}.row_ids"], dtype=np.int64), self.out_ids):
+            raise PlanError(f"{self.plan_name}: rank {self.rank}: the forward SpMM's rows are not out_ids")
+        tgt = np.repeat(np.arange(ip.size - 1, dtype=np.int64), np.diff(ip))
+        w = (np.asarray(sh[f"{sid}.data"], dtype=np.float64) if sh.has(f"{sid}.data")
+             else np.ones(ix.size, dtype=np.float64))
+        self._block = (np.ascontiguousarray(src[n_in:]), np.vstack([ix, tgt]), w)
+        return self._block
+
+    def local_edge_index(self) -> torch.Tensor:
+        """This rank's block of A as a PyG ``edge_index`` (int64, 2 × E) over
+        local positions, in PyG's source → target convention:
+
+        * ``edge_index[0]`` (sources) index the rows of ``X_ext =
+          cat([h, H[halo_ids]])``: ``0 .. len(in_ids) - 1`` are the input rows
+          (``in_ids``), ``len(in_ids) + k`` is halo row ``halo_ids[k]``;
+        * ``edge_index[1]`` (targets) index the output rows (``out_ids``).
+
+        Edge e is the nonzero ``A[out_ids[t], ext_ids[s]]`` with weight
+        ``local_edge_weight()[e]``, so ``op(h)[t] = Σ_e w_e · X_ext[s_e]`` over
+        the edges with target t (a scatter-add, PyG's ``aggr="add"``). Edges are
+        sorted by target, then in the plan's stored order. Defined for plans
+        whose forward program is one local SpMM (1d layouts); others raise
+        :class:`PlanError`."""
+        return torch.from_numpy(self._local_block()[1].copy())
+
+    def local_edge_weight(self) -> torch.Tensor:
+        """Values of the edges of :meth:`local_edge_index` (float64; ones for
+        an unweighted, unnormalized plan)."""
+        return torch.from_numpy(self._local_block()[2].copy())
+
+    # ------------------------------------------------------------------ compute
+    def _check_input(self, x, program: str, what: str) -> None:
+        if not isinstance(x, torch.Tensor):
+            raise PlanError(f"{self.plan_name}: DistSpMM takes a torch.Tensor, got {type(x).__name__}")
+        if x.dtype != self._dtype:
+            raise PlanError(f"{self.plan_name}: {what} has dtype {x.dtype}, this DistSpMM computes in "
+                            f"{self._dtype} (cast the input, or move the module with .to({x.dtype}))")
+        if x.device.type != self._device.type or (self._device.index is not None and x.device.index is not None
+                                                   and x.device.index != self._device.index):
+            raise PlanError(f"{self.plan_name}: {what} is on {x.device}, this DistSpMM's buffers are on "
+                            f"{self._device} (move the input, or the module with .to({str(x.device)!r}))")
+        rows = self.shard.buffers(program)["in"]
+        if x.dim() != 2 or x.shape[0] != rows:
+            raise PlanError(f"{self.plan_name}: rank {self.rank}: {what} has shape {tuple(x.shape)}, the plan's "
+                            f"{program} program reads {rows} rows × f (rows in_ids of H)")
+
+    def _run(self, program: str, x):
+        if program not in self.manifest["programs"]:
+            raise PlanError(f"{self.plan_name}: the plan has no {program} program (backward: "
+                            f"{self.manifest.get('backward')!r}), so DistSpMM cannot compute gradients of its "
+                            f"input; rebuild the plan with the backward program planned (build_plan(..., "
+                            f"backward=True)) or call it under torch.no_grad()")
+        self._check_input(x, program, "the input" if program == "forward" else "the gradient")
+        return self.executor.run(program, [x.detach().contiguous()])[0].clone()
+
+    def forward(self, h):
+        """Rows ``out_ids`` of ``A @ H`` from rows ``in_ids`` of H (autograd-aware)."""
+        self._check_input(h, "forward", "the input")
+        return _PlanSpMMFn.apply(self, h)
+
+    def transpose_apply(self, g):
+        """Rows ``in_ids`` of ``A^T @ G`` from rows ``out_ids`` of G (the backward
+        program, no autograd)."""
+        return self._run("backward", g)

@@ -1,0 +1,122 @@
+"""partplan.nn.DistSpMM: the plan's SpMM as an autograd-aware torch.nn.Module, on
+2 gloo processes (torch.multiprocessing, file rendezvous)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import traceback
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from partplan import Graph, build_plan, write_plan  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _directed(n=80, m=400, seed=5):
+    rng = np.random.default_rng(seed)
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    return Graph.from_edges(src, dst, rng.random(m) + 0.5, n=n, name="dsp-directed")
+
+
+def _worker(rank, world, init_file, tmp):
+    import torch.distributed as dist
+
+    from partplan.errors import PlanError
+    from partplan.nn import DistSpMM
+    out = {}
+    try:
+        torch.set_num_threads(1)
+        dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+        tmp = Path(tmp)
+        # world size mismatch: one clear PlanError before any process group is created
+        try:
+            DistSpMM(tmp / "p4.plan")
+            out["world_error"] = None
+        except PlanError as exc:
+            out["world_error"] = str(exc)
+        n = int(np.load(tmp / "X.npy").shape[0])
+        X = torch.from_numpy(np.load(tmp / "X.npy"))
+        G = torch.from_numpy(np.load(tmp / "G.npy"))
+        op = DistSpMM(tmp / "g.plan")                      # float32 by default
+        try:
+            op(X[op.in_ids])                              # float64 input into a float32 module
+            out["dtype_error"] = None
+        except PlanError as exc:
+            out["dtype_error"] = str(exc)
+        z32 = op(X[op.in_ids].float())
+        out["z32_dtype"] = str(z32.dtype)
+        op = op.to(torch.float64)
+        out["module_dtype"] = str(op.dtype)
+        h = X[op.in_ids].clone().requires_grad_(True)
+        Z = op(h)
+        (Z * G[op.out_ids]).sum().backward()
+        # local_edge_index: a scatter-add over [held rows; halo rows] gives the same rows
+        ei, w = op.local_edge_index(), op.local_edge_weight()
+        xext = torch.cat([X[op.in_ids], X[op.halo_ids]])
+        zl = torch.zeros(len(op.out_ids), X.shape[1], dtype=torch.float64)
+        zl.index_add_(0, ei[1], w[:, None] * xext[ei[0]])
+        out["edge_index_err"] = float((zl - Z.detach()).abs().max()) if Z.numel() else 0.0
+        out["edge_index_ok"] = bool(ei.dtype == torch.int64 and ei.shape[0] == 2
+                                    and int(ei[0].max()) < len(op.in_ids) + len(op.halo_ids))
+        np.savez(tmp / f"r{rank}.npz", in_ids=op.in_ids, out_ids=op.out_ids, Z=Z.detach().numpy(),
+                 dH=h.grad.numpy(), z32=z32.numpy(), n=n)
+        # a plan without a backward program: forward works, backward is a clear error
+        op_nb = DistSpMM(tmp / "nb.plan", dtype=torch.float64)
+        h2 = X[op_nb.in_ids].clone().requires_grad_(True)
+        z2 = op_nb(h2)
+        try:
+            z2.sum().backward()
+            out["nobwd_error"] = None
+        except PlanError as exc:
+            out["nobwd_error"] = str(exc)
+        dist.barrier()
+    except BaseException:
+        out["exception"] = traceback.format_exc()
+    finally:
+        (Path(tmp) / f"r{rank}.json").write_text(json.dumps(out))
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def test_dist_spmm_gloo_directed(tmp_path):
+    import torch.multiprocessing as mp
+    g = _directed()
+    A = g.to_scipy().astype(np.float64)
+    assert (A != A.T).nnz > 0
+    rng = np.random.default_rng(1)
+    part = rng.integers(0, 2, g.n)
+    plan = build_plan(g, part, 2)
+    assert plan.manifest["backward"] == "separate"
+    write_plan(plan, tmp_path / "g.plan")
+    write_plan(build_plan(g, rng.integers(0, 4, g.n), 4), tmp_path / "p4.plan")
+    write_plan(build_plan(g, part, 2, backward=False), tmp_path / "nb.plan")
+    X = rng.standard_normal((g.n, 5))
+    Gr = rng.standard_normal((g.n, 5))
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "G.npy", Gr)
+    init = tmp_path / "rendezvous"
+    mp.start_processes(_worker, args=(2, str(init), str(tmp_path)), nprocs=2, join=True, start_method="spawn")
+    Zref, dHref = A @ X, A.T @ Gr
+    for r in range(2):
+        res = json.loads((tmp_path / f"r{r}.json").read_text())
+        assert "exception" not in res, res["exception"]
+        assert "p4.plan is for 4 ranks, this job has 2 (start it with --nproc-per-node 4)" in res["world_error"]
+        assert "torch.float64" in res["dtype_error"] and "torch.float32" in res["dtype_error"]
+        assert "g.plan" in res["dtype_error"]
+        assert res["z32_dtype"] == "torch.float32" and res["module_dtype"] == "torch.float64"
+        assert res["edge_index_ok"] and res["edge_index_err"] < 1e-12
+        assert res["nobwd_error"] and "no backward program" in res["nobwd_error"]
+        d = np.load(tmp_path / f"r{r}.npz")
+        assert np.abs(d["Z"] - Zref[d["out_ids"]]).max() < 1e-10
+        assert np.abs(d["dH"] - dHref[d["in_ids"]]).max() < 1e-10
+        assert np.abs(d["z32"] - Zref[d["out_ids"]]).max() < 1e-4
+    # every row computed once, every input row held once
+    outs = np.concatenate([np.load(tmp_path / f"r{r}.npz")["out_ids"] for r in range(2)])
+    assert np.array_equal(np.sort(outs), np.arange(g.n))
