@@ -282,7 +282,7 @@ def test_program_rows_are_the_bytes_the_comm_counts():
         assert rows * 5 * 8 == comm.sent_bytes[rp.rank].sum() + comm.reduce_bytes[rp.rank]
 
 
-def test_a_new_step_op_is_one_class():
+def test_a_new_step_op_is_one_class(tmp_path):
     """A toy op registered from outside runs in the interpreter and is checked
     by the manifest reader: nothing else needs to change."""
     from partplan.runtime.interpreter import Executor
@@ -309,6 +309,14 @@ def test_a_new_step_op_is_one_class():
         Z, _ = _run(plan, H, "forward")
         np.testing.assert_allclose(Z, 2.0 * (g.to_scipy() @ H), rtol=1e-12)
         assert step_op(prog["steps"][-1]) is Scale
+        # the manifest reader takes it too (fields by kind from the registry): written, read, run
+        from partplan.plan import load_plan
+        loaded = load_plan(write_plan(plan, tmp_path / "scaled.plan"))
+        Z2, _ = _run(loaded, H, "forward")
+        assert np.array_equal(Z2, Z)
+        prog["steps"][-1]["buf"] = 7                     # a field of the wrong kind: one clear error
+        with pytest.raises(Exception, match="buf"):
+            load_plan(write_plan(plan, tmp_path / "bad.plan"))
     finally:
         STEPS.pop("scale_test", None)
     with pytest.raises(Exception, match="unknown step op"):

@@ -21,11 +21,9 @@ from ..errors import PlanError
 from .steps import STEPS
 from .schema import PARTITION_FILE, shard_name
 
-# op -> {field: kind} (required / optional), from the step registry (partplan.plan.steps);
-# kinds: "buf" (a buffer name), "row" (int >= 0 or a buffer name), "bool"; "group" is checked
-# against the layout's families by the store
-STEP_FIELDS: dict[str, dict[str, str]] = {op: dict(cls.fields) for op, cls in STEPS.items()}
-STEP_OPTIONAL: dict[str, dict[str, str]] = {op: dict(cls.optional) for op, cls in STEPS.items() if cls.optional}
+# a step's fields by kind come from the step registry (partplan.plan.steps: Step.fields /
+# Step.optional); kinds: "buf" (a buffer name), "row" (int >= 0 or a buffer name), "bool";
+# "group" is checked against the layout's families by the store
 STEP_KNOWN = {"id", "op", "arrays", "pairs"}
 BACKWARD_MODES = {"separate", "same-as-forward", "not-planned"}
 PROGRAMS = ("forward", "backward")
@@ -72,10 +70,10 @@ def check_steps(m: dict, mf: Path) -> None:
             arrs = st.get("arrays")
             if not isinstance(arrs, list) or not all(isinstance(a, str) for a in arrs):
                 raise PlanError(f"{mf}: field '{where}.arrays' must be a list of array names")
-            fields = {**STEP_FIELDS[op], **STEP_OPTIONAL.get(op, {})}
+            fields = {**STEPS[op].fields, **STEPS[op].optional}  # the registry as it is now (ops added later too)
             for key, kind in fields.items():
                 if key not in st:
-                    if key in STEP_FIELDS[op]:
+                    if key in STEPS[op].fields:
                         raise PlanError(f"{mf}: field '{where}.{key}' is missing (op {op!r} needs it)")
                     continue
                 if not _is(kind, st[key]):

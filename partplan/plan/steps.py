@@ -282,10 +282,7 @@ class AllToAllV(Step):
     def start(cls, ctx, st, prep, async_op: bool = False):
         """Start the exchange (async: the handle the comm's ``wait`` takes)."""
         bufs = ctx.bufs
-        sends = [b[st["src"]] for b in bufs]
-        if async_op:
-            return ctx.comm.start(prep.xp, sends, prep.outs(bufs, st["dst"]), async_op=True)
-        return ctx.comm.start(prep.xp, sends, prep.outs(bufs, st["dst"]))
+        return ctx.comm.start(prep.xp, [b[st["src"]] for b in bufs], prep.outs(bufs, st["dst"]), async_op=async_op)
 
 
 class SpmmPrep:
