@@ -4,13 +4,16 @@ Thin layer over :func:`partplan.interop.export_plan`. ``metis`` writes one part
 id per line; ``dgl`` a DGL partition config + id mappings + the pipeline's
 partition assignment (no ``.dgl`` binaries: dgl is not installed); ``pyg`` the
 ``torch_geometric.distributed.Partitioner`` folder (META.json, node_map.pt,
-edge_map.pt, part_i/*.pt, no features). See docs/plans.md, "Interop".
+edge_map.pt, part_i/*.pt) holding the ORIGINAL graph's edges (a normalized
+plan needs ``--graph GRAPH``, checked against the plan's source fingerprint)
+and, with ``--data D.npz``, each part's x, y and masks. See docs/plans.md, "Interop".
 
 Examples::
 
     partplan export enron16.plan --to metis enron.part.16
     partplan export enron16.plan --to dgl enron_dgl/
     partplan export enron16.plan --to pyg enron_pyg/
+    partplan export enron16_gcn.plan --to pyg enron_pyg/ --graph enron.mtx --data enron.npz
 """
 from __future__ import annotations
 
@@ -30,6 +33,12 @@ def register(subparsers) -> None:
     p.add_argument("--to", required=True, choices=("dgl", "pyg", "metis"), help="target layout")
     p.add_argument("out", metavar="OUT", help="output file (metis) or new/empty directory (dgl, pyg)")
     p.add_argument("--graph-name", help="graph name used in the DGL config (default: the plan's graph name)")
+    p.add_argument("--graph", metavar="GRAPH",
+                   help="pyg: the original graph (file or dataset name) whose edges are exported; needed for a "
+                        "normalized plan (checked against the plan's source fingerprint)")
+    p.add_argument("--symmetrize", action="store_true", help="with --graph: use A + A^T (as the plan was built)")
+    p.add_argument("--data", metavar="D.npz",
+                   help="pyg: node data file (x, y, train/val/test masks; see `partplan train`) stored per part")
     p.add_argument("--json", action="store_true", help="print what was written as JSON")
     p.set_defaults(func=run)
 
@@ -43,7 +52,14 @@ def run(args) -> int:
         check_output_file(args.out)
     else:
         check_output_dir(args.out)
-    out = export_plan(args.plan, args.to, args.out, graph_name=args.graph_name)
+    if args.to != "pyg" and (args.graph or args.data):
+        from partplan.errors import OptionError
+        raise OptionError(f"--graph and --data are for --to pyg only, not --to {args.to}")
+    graph = None
+    if args.graph:
+        from partplan.cli._common import load_graph
+        graph = load_graph(args.graph, symmetrize=args.symmetrize)
+    out = export_plan(args.plan, args.to, args.out, graph_name=args.graph_name, graph=graph, data=args.data)
     files = sorted(str(p.relative_to(out)) for p in Path(out).rglob("*") if p.is_file()) if Path(out).is_dir() \
         else [Path(out).name]
     if args.json:

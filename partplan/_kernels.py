@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _cache  # noqa: F401  (numba's cache directory, set before numba is imported)
+
 try:  # pragma: no cover - depends on the environment
     import numba
 

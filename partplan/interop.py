@@ -415,7 +415,37 @@ PYG_META = {"num_parts": None, "node_types": None, "edge_types": None, "node_off
             "is_hetero": False, "is_sorted": True}
 
 
-def export_pyg(plan, out) -> Path:
+def _source_matrix(plan, graph):
+    """(A as scipy CSR, pattern?) of the ORIGINAL graph of ``plan``: ``graph``
+    checked against the manifest's source fingerprint, or (no graph) the
+    plan's own matrix when the plan multiplies A itself (not normalized)."""
+    m = plan.manifest
+    g = m.get("graph", {})
+    norm = m.get("normalize")
+    want = g.get("source_fingerprint") or g.get("fingerprint")
+    n = plan.part.size
+    if graph is None:
+        if norm:
+            raise PartitionError(
+                f"the plan multiplies the {norm}-normalized matrix (self loops added, {norm} values), not the "
+                f"graph's edges; pass the original graph with --graph GRAPH (library: graph=) so the export "
+                f"holds its edges (fingerprint {str(want)[:16]}…)")
+        _, _, A, pattern = _plan_graph_parts(plan)
+        return A, pattern
+    if graph.fingerprint != want:
+        hint = ""
+        if norm and graph.fingerprint == g.get("fingerprint"):
+            hint = f" (that is the {norm}-normalized matrix; pass the graph it was built from)"
+        elif graph.n == n and not graph.is_symmetric():
+            hint = " (was the plan built with --symmetrize?)"
+        raise PartitionError(f"graph {graph.name!r} (fingerprint {graph.fingerprint[:16]}…, n={graph.n}, "
+                             f"nnz={graph.nnz}) is not the graph of this plan (fingerprint {str(want)[:16]}…){hint}")
+    if graph.n != n:  # pragma: no cover - a matching fingerprint has the same n
+        raise PartitionError(f"graph {graph.name!r} has {graph.n} vertices, the plan {n}")
+    return graph.to_scipy(), graph.data is None
+
+
+def export_pyg(plan, out, *, graph=None, data=None) -> Path:
     """PyG ``torch_geometric.distributed.Partitioner`` layout for ``plan`` (homogeneous).
 
     Writes ``META.json`` (the keys PyG 2.8's ``Partitioner`` writes and
@@ -424,20 +454,38 @@ def export_pyg(plan, out) -> Path:
     ``edge_types``, ``node_offset``, ``is_hetero``, ``is_sorted``),
     ``node_map.pt`` (int64[n]: part of each node), ``edge_map.pt``
     (int64[nnz]: part of each edge) and per part ``part_i/graph.pt`` (dict
-    edge_id, row, col, size), ``node_feats.pt`` (global_id, feats={'x': None})
-    and ``edge_feats.pt`` (global_id, feats={'edge_attr': values or None}).
-    Edge e is the e-th nonzero A[i, j] of partplan's CSR, stored as PyG edge
-    (row=j, col=i) (message j → i, flow source_to_target). As in PyG's
-    Partitioner (``ClusterData(sparse_format='csc')``), an edge goes with the
-    partition of its ``col`` (destination) node i, and each part's edges are
-    sorted by ``col`` (``is_sorted: true``), so a part holds the incoming
-    edges its sampler needs. No node features (partplan has none).
+    edge_id, row, col, size), ``node_feats.pt`` (global_id, feats) and
+    ``edge_feats.pt`` (global_id, feats={'edge_attr': values or None}).
+
+    The edges are those of the ORIGINAL graph A, never a normalized Â (a
+    ``GCNConv`` normalizes again): ``graph`` (a :class:`partplan.Graph`) is
+    checked against the manifest's ``graph.source_fingerprint`` (or
+    ``graph.fingerprint``); without it, an unnormalized plan's own matrix is
+    rebuilt (it is A), and a normalized plan is a PartitionError asking for it.
+    Edge e is the e-th nonzero A[i, j] of the CSR, stored as PyG edge
+    (row=j, col=i): PyG's ``edge_index[0]`` = source, ``[1]`` = target, and
+    partplan's ``Z = A @ H`` sums the message j → i into row i (flow
+    source_to_target). As in PyG's Partitioner (``ClusterData(sparse_format='csc')``),
+    an edge goes with the partition of its ``col`` (destination) node i, and
+    each part's edges are sorted by ``col`` (``is_sorted: true``).
+
+    ``data`` : a partplan data file (``.npz``/``.pt``, :mod:`partplan.nn.data`,
+    checked with ``check_data``): each part's ``node_feats.pt`` holds
+    ``feats = {x, y, train_mask, val_mask, test_mask}`` of its nodes (rows by
+    global id, in ``global_id`` order; LocalFeatureStore gives them by
+    attribute name) and ``label.pt`` (y of every node) is written beside
+    META.json, as PyG's distributed example does. Without data, ``x`` is None.
     """
     torch = _torch()
     out = Path(out)
-    part, row_nnz, A, pattern = _plan_graph_parts(plan)
+    A, pattern = _source_matrix(plan, graph)
+    part = plan.part
     k = int(plan.manifest["k"])
     n = part.size
+    if data is not None:
+        from .nn.data import check_data, read_rows
+        check_data(data, n)
+    row_nnz = np.diff(A.indptr)
     erow = np.repeat(np.arange(n, dtype=np.int64), row_nnz)    # i (target)
     ecol = A.indices.astype(np.int64)                          # j (source)
     emap = part[erow]                                          # PyG: edge goes with its destination
@@ -446,30 +494,50 @@ def export_pyg(plan, out) -> Path:
         (tmp / "META.json").write_text(json.dumps(PYG_META | {"num_parts": k}) + "\n")
         torch.save(torch.from_numpy(part.astype(np.int64)), tmp / "node_map.pt")
         torch.save(torch.from_numpy(emap.astype(np.int64)), tmp / "edge_map.pt")
+        labels = np.zeros(n, dtype=np.int64) if data is not None else None
         for i in range(k):
             d = tmp / f"part_{i}"
             d.mkdir()
             eid = np.flatnonzero(emap == i)     # ascending, so erow[eid] (PyG's col) is sorted
             torch.save({"edge_id": torch.from_numpy(eid), "row": torch.from_numpy(ecol[eid]),
                         "col": torch.from_numpy(erow[eid]), "size": (n, n)}, d / "graph.pt")
-            torch.save({"global_id": torch.from_numpy(np.flatnonzero(part == i).astype(np.int64)),
-                        "feats": {"x": None}}, d / "node_feats.pt")
-            attr = None if pattern else torch.from_numpy(A.data[eid].astype(np.float64))
+            nodes = np.flatnonzero(part == i).astype(np.int64)
+            feats = {"x": None}
+            if data is not None:
+                rows = read_rows(data, nodes)
+                feats = {key: torch.from_numpy(np.ascontiguousarray(rows[key])) for key in
+                         ("x", "y", "train_mask", "val_mask", "test_mask")}
+                feats["y"] = feats["y"].long()
+                labels[nodes] = feats["y"].numpy()
+                for key in ("train_mask", "val_mask", "test_mask"):
+                    feats[key] = feats[key].bool()
+            torch.save({"global_id": torch.from_numpy(nodes), "feats": feats}, d / "node_feats.pt")
+            attr = None if pattern else torch.from_numpy(np.asarray(A.data[eid], dtype=np.float64))
             torch.save({"global_id": torch.from_numpy(eid), "feats": {"edge_attr": attr}}, d / "edge_feats.pt")
+        if labels is not None:
+            torch.save(torch.from_numpy(labels), tmp / "label.pt")
         return _finish(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 
-def export_plan(plan_path, to: str, out, *, graph_name: str | None = None) -> Path:
-    """Export the partition of the plan at ``plan_path`` to ``to`` = dgl | pyg | metis."""
+def export_plan(plan_path, to: str, out, *, graph_name: str | None = None, graph=None, data=None) -> Path:
+    """Export the partition of the plan at ``plan_path`` to ``to`` = dgl | pyg | metis.
+
+    ``graph`` (a :class:`partplan.Graph` or a graph file) and ``data`` (a data
+    file) are for ``pyg`` only: see :func:`export_pyg`."""
     from .plan import load_plan
+    if to not in ("dgl", "pyg", "metis"):
+        raise BackendUnavailableError(f"unknown export target {to!r}; choose dgl, pyg or metis")
+    if to != "pyg" and (graph is not None or data is not None):
+        raise PartitionError(f"a graph and data are used by the pyg export only, not by {to}")
     plan = load_plan(plan_path)
     if to == "metis":
         return export_metis(plan.part, out)
     if to == "dgl":
         return export_dgl(plan, out, graph_name=graph_name)
-    if to == "pyg":
-        return export_pyg(plan, out)
-    raise BackendUnavailableError(f"unknown export target {to!r}; choose dgl, pyg or metis")
+    if graph is not None and not hasattr(graph, "fingerprint"):
+        from .io import read_graph
+        graph = read_graph(graph)
+    return export_pyg(plan, out, graph=graph, data=data)

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _cache  # noqa: F401  (numba's cache directory, set before numba is imported)
+
 try:  # pragma: no cover - exercised by whichever environment runs the tests
     import numba
 

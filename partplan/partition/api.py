@@ -165,6 +165,47 @@ LP_OWNERSHIP_MAX_BLOCKS = 64
 REFINE_MIN_SECONDS = 2.0
 
 
+# heartbeat while a backend runs (seconds): first message, then every HEARTBEAT_EVERY_S
+HEARTBEAT_FIRST_S = 2.0
+HEARTBEAT_EVERY_S = 5.0
+
+
+class _heartbeat:
+    """Context manager: while the body runs, a daemon thread calls
+    ``progress("partitioning with <backend>: N s elapsed")`` after
+    HEARTBEAT_FIRST_S, then every HEARTBEAT_EVERY_S; no thread when ``progress``
+    is None. The thread is stopped and joined on exit, error or not."""
+
+    def __init__(self, progress, backend):
+        self.progress, self.backend, self.thread = progress, backend, None
+
+    def __enter__(self):
+        if self.progress is None:
+            return self
+        import threading
+        self.stop = threading.Event()
+        t0 = time.perf_counter()
+
+        def beat():
+            wait = HEARTBEAT_FIRST_S
+            while not self.stop.wait(wait):
+                try:
+                    self.progress(f"partitioning with {self.backend}: {time.perf_counter() - t0:.0f} s elapsed")
+                except Exception:  # a broken progress callback must not kill the partition
+                    return
+                wait = HEARTBEAT_EVERY_S
+
+        self.thread = threading.Thread(target=beat, name="partplan-heartbeat", daemon=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.thread is not None:
+            self.stop.set()
+            self.thread.join()
+        return False
+
+
 def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | None = None,
               objective: str | None = None, layout: str = "1d", imbalance: float = 0.03, seed: int = 0,
               ownership: str = "conformal", **backend_options) -> Partition:
@@ -321,7 +362,8 @@ def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | 
     if b == 1:  # one row block: nothing to partition (no engine call)
         part, binfo = np.zeros(graph.n, dtype=np.int64), {"note": "one row block: no partitioner call"}
     else:
-        part, binfo = run_backend(backend, model_obj, b, imbalance=imbalance, seed=seed, graph=graph, **opts)
+        with _heartbeat(progress, backend):
+            part, binfo = run_backend(backend, model_obj, b, imbalance=imbalance, seed=seed, graph=graph, **opts)
     timings["partition_s"] = time.perf_counter() - t0
     info["backend"] = binfo
     if fast and b > 1:  # km1 (volume) V-cycle refinement of METIS's partition, exact gains (fast.py)

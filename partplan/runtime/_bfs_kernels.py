@@ -9,6 +9,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from .. import _cache  # noqa: F401  (numba's cache directory, set before any kernel is decorated)
+
 
 @numba.njit(cache=True, nogil=True)
 def top_down(cindptr, crows, front_cols, ext_ids, visited, cand):

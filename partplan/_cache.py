@@ -1,0 +1,103 @@
+"""Where numba keeps partplan's compiled kernels, and the first-compile notice.
+
+Imported by every module that defines numba kernels, *before* numba is
+imported there (numba picks its cache directory when a function is
+decorated). The cache goes to the user's cache directory, not into the
+installed package:
+
+* ``$NUMBA_CACHE_DIR`` if already set (left as it is);
+* else ``$PARTPLAN_CACHE/numba`` if ``PARTPLAN_CACHE`` is set;
+* else ``$XDG_CACHE_HOME/partplan/numba`` or ``~/.cache/partplan/numba``.
+
+When numba is about to compile a partplan kernel (a cache miss) and the cache
+holds no index file (``*.nbi``) of that kernel's module yet, one line
+``partplan: compiling kernels (first run only, ~N s)`` goes to stderr, once per
+process; ``PARTPLAN_QUIET=1`` silences it.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import sys
+from pathlib import Path
+
+# rough first-compile time of each module's kernels (measured on a laptop-class CPU)
+_ESTIMATE_S = {"partplan.partition": 70, "partplan.runtime": 10, "partplan": 5}
+
+
+def cache_root() -> Path:
+    """partplan's cache directory (``$PARTPLAN_CACHE``, XDG, ``~/.cache/partplan``)."""
+    env = os.environ.get("PARTPLAN_CACHE")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "partplan"
+
+
+def numba_cache_dir() -> str:
+    """The directory numba caches into (sets ``NUMBA_CACHE_DIR`` when unset)."""
+    cur = os.environ.get("NUMBA_CACHE_DIR")
+    if cur:
+        return cur
+    d = str(cache_root() / "numba")
+    os.environ["NUMBA_CACHE_DIR"] = d
+    if "numba.core.config" in sys.modules:  # numba already read its settings: make it re-read them
+        try:
+            sys.modules["numba.core.config"].reload_config()
+        except Exception:  # pragma: no cover - numba internals changed
+            pass
+    return d
+
+
+_noticed = False
+
+
+def _estimate(module: str) -> int:
+    for prefix in sorted(_ESTIMATE_S, key=len, reverse=True):
+        if module == prefix or module.startswith(prefix + "."):
+            return _ESTIMATE_S[prefix]
+    return 10
+
+
+def _has_index(dispatcher) -> bool:
+    """True when numba's cache dir holds an index file of ``dispatcher``'s module."""
+    try:
+        path = dispatcher._cache._cache_path
+    except AttributeError:
+        return True  # no cache (or unknown numba internals): say nothing
+    stem = Path(dispatcher.py_func.__code__.co_filename).stem
+    return bool(glob.glob(os.path.join(glob.escape(path), f"{glob.escape(stem)}.*.nbi")))
+
+
+def _on_compile(ev) -> None:
+    global _noticed
+    if _noticed or os.environ.get("PARTPLAN_QUIET", "") not in ("", "0"):
+        return
+    try:
+        disp = ev.data["dispatcher"]
+        module = disp.py_func.__module__ or ""
+    except (KeyError, AttributeError, TypeError):
+        return
+    if not module.startswith("partplan") or _has_index(disp):
+        return
+    _noticed = True
+    print(f"partplan: compiling kernels (first run only, ~{_estimate(module)} s)", file=sys.stderr, flush=True)
+
+
+numba_cache_dir()  # before anything below imports numba
+
+try:  # pragma: no cover - depends on numba being installed
+    from numba.core import event as _event
+except ImportError:  # no numba: kernels run as Python, nothing to compile
+    _event = None
+
+if _event is not None:
+    class _Listener(_event.Listener):
+        def on_start(self, ev):
+            _on_compile(ev)
+
+        def on_end(self, ev):
+            pass
+
+    _event.register("numba:compile", _Listener())

@@ -1,0 +1,140 @@
+"""First-run feedback: numba's cache lives in the user's cache directory (not in
+the installed package) with a one-line notice before the first compile, and a
+heartbeat on stderr while a partitioning backend runs."""
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import partplan
+from partplan import Graph
+from partplan.partition import api
+
+pytest.importorskip("numba")
+
+KERNEL_RUN = """
+import numpy as np
+from partplan import _kernels as K
+assert K.HAVE_NUMBA
+assert K.csr_pattern_is_symmetric(np.array([0, 1, 2]), np.array([1, 0]))
+"""
+
+
+def _run(env_extra, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "PARTPLAN_QUIET", "XDG_CACHE_HOME")}
+    env.update(env_extra)
+    return subprocess.run([sys.executable, "-c", KERNEL_RUN], env=env, capture_output=True, text=True,
+                          cwd=tmp_path, timeout=600)
+
+
+def _package_index_files():
+    root = Path(partplan.__file__).parent
+    return {p for p in root.rglob("_kernels.csr_pattern_is_symmetric-*.nbi")}
+
+
+def test_cache_in_user_dir_and_notice_once(tmp_path):
+    cache = tmp_path / "cache"
+    before = _package_index_files()
+    r1 = _run({"PARTPLAN_CACHE": str(cache)}, tmp_path)
+    assert r1.returncode == 0, r1.stderr
+    assert r1.stderr.count("partplan: compiling kernels (first run only, ~") == 1, r1.stderr
+    assert list(cache.rglob("_kernels.csr_pattern_is_symmetric-*.nbi"))       # index under PARTPLAN_CACHE
+    assert list(cache.rglob("_kernels.csr_pattern_is_symmetric-*.nbc"))
+    assert _package_index_files() == before                                   # nothing new in the package
+    r2 = _run({"PARTPLAN_CACHE": str(cache)}, tmp_path)
+    assert r2.returncode == 0, r2.stderr
+    assert "compiling kernels" not in r2.stderr
+
+
+def test_quiet_and_existing_numba_cache_dir(tmp_path):
+    mine = tmp_path / "numba_mine"
+    r = _run({"PARTPLAN_CACHE": str(tmp_path / "unused"), "NUMBA_CACHE_DIR": str(mine),
+              "PARTPLAN_QUIET": "1"}, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "compiling kernels" not in r.stderr
+    assert list(mine.rglob("_kernels.*.nbi")) and not (tmp_path / "unused").exists()
+
+
+def test_xdg_cache_home(tmp_path):
+    r = _run({"XDG_CACHE_HOME": str(tmp_path / "xdg"), "PARTPLAN_CACHE": ""}, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert list((tmp_path / "xdg" / "partplan").rglob("_kernels.*.nbi"))
+
+
+def test_cache_root_defaults(monkeypatch, tmp_path):
+    from partplan import _cache
+    monkeypatch.delenv("PARTPLAN_CACHE", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    assert _cache.cache_root() == Path.home() / ".cache" / "partplan"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert _cache.cache_root() == tmp_path / "partplan"
+    monkeypatch.setenv("PARTPLAN_CACHE", str(tmp_path / "pc"))
+    assert _cache.cache_root() == tmp_path / "pc"
+
+
+# ---------------------------------------------------------------- heartbeat around the backend
+@pytest.fixture
+def graph():
+    n = 40
+    return Graph.from_edges(np.arange(n - 1), np.arange(1, n), symmetrize=True, n=n)
+
+
+@pytest.fixture
+def fast_beat(monkeypatch):
+    monkeypatch.setattr(api, "HEARTBEAT_FIRST_S", 0.05)
+    monkeypatch.setattr(api, "HEARTBEAT_EVERY_S", 0.05)
+
+
+def _beats():
+    return [t for t in threading.enumerate() if t.name == "partplan-heartbeat"]
+
+
+def _slow_backend(seen, fail=False):
+    def run(backend, model_obj, b, **kw):
+        time.sleep(0.4)
+        seen.append(len(_beats()))
+        if fail:
+            raise RuntimeError("backend crashed")
+        return np.arange(model_obj.n) % b, {"fake": True}
+    return run
+
+
+def test_heartbeat_while_backend_runs(graph, fast_beat, monkeypatch):
+    seen, msgs = [], []
+    monkeypatch.setattr(api, "run_backend", _slow_backend(seen))
+    api.partition(graph, 2, model="graph", progress=msgs.append)
+    beats = [m for m in msgs if m.startswith("partitioning with ") and m.endswith(" s elapsed")]
+    assert len(beats) >= 3, msgs
+    assert seen == [1] and not _beats()                     # one thread while it ran, none after
+
+
+def test_heartbeat_stops_on_error(graph, fast_beat, monkeypatch):
+    seen, msgs = [], []
+    monkeypatch.setattr(api, "run_backend", _slow_backend(seen, fail=True))
+    with pytest.raises(RuntimeError, match="backend crashed"):
+        api.partition(graph, 2, model="graph", progress=msgs.append)
+    assert seen == [1] and not _beats()
+    assert any(m.endswith(" s elapsed") for m in msgs)
+
+
+def test_no_heartbeat_without_progress(graph, fast_beat, monkeypatch):
+    seen = []
+    monkeypatch.setattr(api, "run_backend", _slow_backend(seen))
+    api.partition(graph, 2, model="graph")
+    assert seen == [0]
+
+
+def test_cli_heartbeat_and_quiet(graph, fast_beat, monkeypatch, tmp_path, capsys):
+    from partplan.cli.main import main
+    from partplan.io import write_graph
+    gfile = write_graph(graph, tmp_path / "g.mtx")
+    monkeypatch.setattr(api, "run_backend", _slow_backend([]))
+    assert main(["partition", str(gfile), "-k", "2"]) == 0
+    assert " s elapsed" in capsys.readouterr().err
+    assert main(["partition", str(gfile), "-k", "2", "-q"]) == 0
+    assert " s elapsed" not in capsys.readouterr().err
