@@ -27,13 +27,14 @@ from .partition import Partition, load_partition, save_partition
 from .partition.ownership import assign_owners, owner_lower_bound, owner_stats
 from .partition.refine import refine
 from .plan import Plan, RankPlan, build_plan, load_plan, validate_plan, write_plan
+from .pyg import from_pyg, plan_from_pyg
 
 from ._version import __version__  # noqa: E402
 
 __all__ = ["Graph", "Hypergraph", "CommStats", "LayoutStats", "Partition", "Plan", "RankPlan",
            "analyze", "analyze_15d", "analyze_2d", "partition", "load_partition", "save_partition",
            "refine", "assign_owners", "owner_stats", "owner_lower_bound",
-           "expected_volume", "build_plan", "write_plan", "load_plan", "validate_plan",
+           "expected_volume", "from_pyg", "plan_from_pyg", "build_plan", "write_plan", "load_plan", "validate_plan",
            "read_graph", "write_graph", "read_hypergraph", "write_hypergraph", "read_partition",
            "write_partition", "datasets", "io", "metrics", "models", "plan",
            "PartplanError", "GraphFormatError", "PartitionError", "PlanError", "DatasetError",

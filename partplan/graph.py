@@ -39,6 +39,18 @@ def _as_int64(name: str, a, where: str | None = None) -> np.ndarray:
     return np.ascontiguousarray(arr, dtype=np.int64)
 
 
+def _numpy_of(a) -> np.ndarray:
+    """A numpy view / copy of ``a``: torch tensors (any device, with grad) are
+    detached and moved to the CPU first; anything else goes through np.asarray."""
+    if hasattr(a, "detach") and hasattr(a, "cpu"):
+        a = a.detach().cpu()
+        if hasattr(a, "as_subclass"):  # PyG EdgeIndex and other tensor subclasses -> plain tensor
+            import torch
+            a = a.as_subclass(torch.Tensor)
+        return a.numpy()
+    return np.asarray(a)
+
+
 @dataclass(frozen=True, eq=False)
 class Graph:
     """A square sparse matrix / graph in canonical CSR form.
@@ -121,6 +133,13 @@ class Graph:
                    source: str | None = None) -> "Graph":
         """Build a graph from edge arrays ``src[e] -> dst[e]`` (vectorized).
 
+        Direction: edge ``e`` becomes the entry ``A[src[e], dst[e]] = weights[e]``
+        (row ``src``, column ``dst``). In ``Z = A @ H`` row ``src`` therefore
+        gathers ``H[dst]``: information flows from ``dst`` to ``src``. This is
+        PyTorch Geometric's ``flow="target_to_source"`` for
+        ``edge_index = [src, dst]``; for PyG's default flow (targets aggregate
+        what sources send) use :meth:`from_edge_index`.
+
         Parameters
         ----------
         src, dst : integer vertex ids (any int dtype; 64-bit kept).
@@ -163,6 +182,99 @@ class Graph:
         g = cls._from_coo(src, dst, w, n, dedupe=dedupe, ids=ids, name=name)
         return g.normalize(symmetrize=symmetrize, self_loops=self_loops, dedupe=dedupe,
                            drop_isolated=drop_isolated)
+
+    @classmethod
+    def from_edge_index(cls, edge_index, num_nodes: int | None = None, *, edge_weight=None,
+                        flow: Literal["source_to_target", "target_to_source"] = "source_to_target",
+                        name: str = "graph", source: str | None = None) -> "Graph":
+        """Build ``A`` from a PyTorch Geometric ``edge_index`` so that ``Z = A @ H``
+        is PyG's message passing with ``aggr="add"``.
+
+        With the default ``flow="source_to_target"`` the edge
+        ``edge_index[:, e] = (j, i)`` sends ``H[j]`` to target ``i``: the entry is
+        ``A[i, j] = edge_weight[e]`` (row ``edge_index[1]``, column
+        ``edge_index[0]``), so ``(A @ H)[i] = sum_e w_e H[j]`` exactly like
+        ``MessagePassing`` returning ``edge_weight.view(-1, 1) * x_j``. With
+        ``flow="target_to_source"`` it is the transpose (row ``edge_index[0]``).
+        Duplicated edges are summed (PyG's scatter-add, as in ``GCNConv``):
+        without ``edge_weight`` the result is a pattern matrix when every edge
+        is distinct, else weighted with each entry's multiplicity. Self loops
+        are kept as given (no normalization, no added loops).
+
+        Parameters
+        ----------
+        edge_index : int array of shape (2, E): a torch tensor (any device) or
+            a numpy array; vertex ids in ``[0, num_nodes)``.
+        num_nodes : number of vertices n; default ``max id + 1`` (0 for no
+            edges). Must be at least ``max id + 1``.
+        edge_weight : optional float weights of shape (E,) (dimensionless
+            multipliers of the messages), finite and >= 0. None: pattern
+            matrix (all ones).
+        flow : "source_to_target" (PyG's default) or "target_to_source".
+        name : label of the graph; source : file name used in error messages.
+
+        Raises
+        ------
+        GraphFormatError : wrong shape or dtype, ids out of range, a
+            ``num_nodes`` below ``max id + 1``, non-finite or negative weights
+            (the field is named: ``edge_index``, ``num_nodes`` or ``edge_weight``).
+
+        Examples
+        --------
+        >>> g = Graph.from_edge_index(np.array([[0, 0], [1, 2]]), 3)  # 0 -> 1, 0 -> 2
+        >>> g.to_scipy().toarray().astype(int).tolist()
+        [[0, 0, 0], [1, 0, 0], [1, 0, 0]]
+        """
+        if flow not in ("source_to_target", "target_to_source"):
+            raise OptionError(f"flow must be 'source_to_target' or 'target_to_source', not {flow!r}")
+        ei = _numpy_of(edge_index)
+        if ei.ndim != 2 or ei.shape[0] != 2:
+            raise GraphFormatError(f"edge_index must have shape (2, E), got {tuple(ei.shape)}", source,
+                                   field="edge_index")
+        if ei.dtype.kind not in "iu":
+            raise GraphFormatError(f"edge_index must hold integer vertex ids, got dtype {ei.dtype}", source,
+                                   field="edge_index")
+        ei = ei.astype(np.int64, copy=False)
+        if ei.size and ei.min() < 0:
+            e = int(np.flatnonzero((ei < 0).any(axis=0))[0])
+            raise GraphFormatError(f"edge {e} has a negative vertex id ({ei[:, e].tolist()})", source,
+                                   field="edge_index")
+        top = int(ei.max()) + 1 if ei.size else 0
+        if num_nodes is None:
+            n = top
+        else:
+            nn_ = _numpy_of(num_nodes)
+            if nn_.ndim != 0 or nn_.dtype.kind not in "iu" or int(nn_) < 0:
+                raise GraphFormatError(f"num_nodes must be a non-negative integer, got {num_nodes!r}", source,
+                                       field="num_nodes")
+            n = int(nn_)
+            if top > n:
+                e = int(np.flatnonzero((ei >= n).any(axis=0))[0])
+                raise GraphFormatError(f"edge {e} has vertex id {int(ei[:, e].max())} out of range "
+                                       f"[0, {n}) (num_nodes = {n})", source, field="edge_index")
+        w = None
+        if edge_weight is not None:
+            w = _numpy_of(edge_weight)
+            if w.ndim == 2 and w.shape[1] == 1:
+                w = w[:, 0]
+            if w.shape != (ei.shape[1],):
+                raise GraphFormatError(f"edge_weight must have shape ({ei.shape[1]},) (one per edge), got "
+                                       f"{tuple(w.shape)}", source, field="edge_weight")
+            if w.dtype.kind not in "fiub":
+                raise GraphFormatError(f"edge_weight must be real numbers, got dtype {w.dtype}", source,
+                                       field="edge_weight")
+            w = w.astype(np.float64)
+            if not np.all(np.isfinite(w)):
+                e = int(np.flatnonzero(~np.isfinite(w))[0])
+                raise GraphFormatError(f"edge {e} has a non-finite weight ({w[e]})", source, field="edge_weight")
+            if w.size and w.min() < 0:
+                e = int(np.flatnonzero(w < 0)[0])
+                raise GraphFormatError(f"edge {e} has a negative weight ({w[e]})", source, field="edge_weight")
+        row, col = (ei[1], ei[0]) if flow == "source_to_target" else (ei[0], ei[1])
+        g = cls.from_edges(row, col, w, n, dedupe=True, name=name, source=source)
+        if w is None and g.nnz != row.size:  # duplicates without weights: PyG adds them, so A counts them
+            g = cls.from_edges(row, col, np.ones(row.size), n, dedupe=True, name=name, source=source)
+        return g
 
     @classmethod
     def _from_coo(cls, r, c, d, n, *, dedupe, ids=None, name="graph", vertex_weights=None,

@@ -10,6 +10,8 @@
 - ``.txt`` ``.edges`` ``.el`` ``.tsv`` ``.edgelist`` ``.snap`` (and ``.csv``
   without header) -> ``edgelist``: :func:`read_edgelist` / :func:`write_edgelist`
 - ``.gt`` -> ``gt`` (graph-tool binary): :func:`read_gt` / :func:`write_gt`; property maps: :func:`read_gt_properties`
+- ``.pt`` -> ``pt`` (PyTorch: a PyG ``Data`` or an ``edge_index`` tensor, safe
+  ``weights_only`` load; read only): :func:`read_pt`
 
 Text formats may carry ``.gz``. Partition files: :func:`read_partition` /
 :func:`write_partition` (module ``partfile``). See docs/io.md.
@@ -45,6 +47,7 @@ from .metis import read_metis, write_metis
 from .mtx import read_mtx, write_mtx
 from .npz import read_npz, write_npz
 from .partfile import read_partition, write_partition
+from .pt import read_pt
 from .table import read_edge_table, write_edge_table
 
 EXTENSIONS: dict[str, str] = {
@@ -59,9 +62,10 @@ EXTENSIONS: dict[str, str] = {
     "txt": "edgelist", "edges": "edgelist", "el": "edgelist", "tsv": "edgelist",
     "edgelist": "edgelist", "snap": "edgelist",
     "gt": "gt",
+    "pt": "pt",
 }
-FORMATS = ("mtx", "metis", "hgr", "npz", "parquet", "arrow", "feather", "csv", "edgelist", "gt")
-_BINARY = ("npz", "parquet", "arrow", "feather")
+FORMATS = ("mtx", "metis", "hgr", "npz", "parquet", "arrow", "feather", "csv", "edgelist", "gt", "pt")
+_BINARY = ("npz", "parquet", "arrow", "feather", "pt")
 
 
 def detect_format(path: str | os.PathLike) -> str:
@@ -72,7 +76,8 @@ def detect_format(path: str | os.PathLike) -> str:
     if fmt is None:
         known = " ".join("." + e for e in EXTENSIONS)
         raise GraphFormatError(f"unknown graph file extension {('.' + ext) if ext else '(none)'}; known: "
-                               f"{known} (or pass format=)", path)
+                               f"{known} (or name the format: read_graph(path, format=...), "
+                               f"partplan convert --from FMT)", path)
     if fmt in _BINARY and Path(path).name.lower().endswith(".gz"):
         raise GraphFormatError(f"{fmt} files are binary; .gz is only for text formats", path)
     return fmt
@@ -82,7 +87,7 @@ def _reader(fmt: str):
     from functools import partial
 
     return {
-        "mtx": read_mtx, "metis": read_metis, "hgr": read_hgr_graph, "npz": read_npz, "gt": read_gt,
+        "mtx": read_mtx, "metis": read_metis, "hgr": read_hgr_graph, "npz": read_npz, "gt": read_gt, "pt": read_pt,
         "edgelist": read_edgelist, "csv": _read_csv,
         "parquet": partial(read_edge_table, format="parquet"),
         "arrow": partial(read_edge_table, format="arrow"),
@@ -143,6 +148,8 @@ def write_graph(graph: Graph, path: str | os.PathLike, format: str | None = None
     if fmt == "hgr":
         raise BackendUnavailableError("write_graph does not write .hgr: build a hypergraph model "
                                       "(partplan.models.column_net) and call partplan.io.write_hypergraph")
+    if fmt == "pt":
+        raise BackendUnavailableError("write_graph does not write .pt graphs (read only); use .npz, .mtx, ...")
     if fmt not in writers:
         raise GraphFormatError(f"unknown format {fmt!r} (known: {', '.join(FORMATS)})", path)
     if fmt in ("parquet", "arrow", "feather", "csv"):
@@ -153,5 +160,5 @@ def write_graph(graph: Graph, path: str | os.PathLike, format: str | None = None
 __all__ = ["read_graph", "write_graph", "detect_format", "read_hypergraph", "write_hypergraph",
            "read_mtx", "write_mtx", "read_metis", "write_metis", "read_npz", "write_npz",
            "read_edgelist", "write_edgelist", "read_edge_table", "write_edge_table", "read_gt", "read_gt_properties", "write_gt",
-           "read_hgr_graph", "read_partition", "write_partition", "Graph", "Hypergraph", "FORMATS",
+           "read_hgr_graph", "read_pt", "read_partition", "write_partition", "Graph", "Hypergraph", "FORMATS",
            "EXTENSIONS"]

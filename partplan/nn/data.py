@@ -16,6 +16,12 @@ memory-mapped straight out of the zip, so a rank reads ``rows × f`` values, not
 ``n × f``; compressed members (``np.savez_compressed``) must be inflated whole
 (said in :func:`check_data`'s report as ``mmap: False``).
 
+A PyTorch Geometric ``Data`` saved with ``torch.save`` (``D.pt``) is read the
+same way: its ``x``, ``y`` and the three masks, loaded safely
+(:func:`partplan.io.pt.load_pt`: ``weights_only=True``, only PyG's classes
+allowed) and checked by the same rules; a ``.pt`` file is read whole (no
+memory map), once per process for repeated :func:`read_rows` calls.
+
 :func:`labeled_dataset` builds such a file for a registered labeled graph
 (polblogs); :func:`random_data` makes deterministic synthetic data for timing.
 """
@@ -40,6 +46,49 @@ class DataError(PartplanError, ValueError):
         where = f"{path}: " if path is not None else ""
         fld = f"field '{field}': " if field else ""
         super().__init__(f"{where}{fld}{msg}")
+
+
+# ----------------------------------------------------------------------------- .pt (PyG Data)
+_PT_CACHE: dict = {}
+
+
+def _is_pt(p: Path) -> bool:
+    return p.suffix.lower() == ".pt"
+
+
+def _pt_arrays(p: Path) -> dict:
+    """``x``, ``y`` and the masks of the PyG Data in ``p`` as numpy arrays (cached
+    by path, size and mtime, so ranks in one process read the file once)."""
+    from ..errors import GraphFormatError
+    st = p.stat()
+    key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+    if key in _PT_CACHE:
+        return _PT_CACHE[key]
+    from ..io.pt import load_pt
+    try:
+        obj = load_pt(p)
+    except GraphFormatError as exc:
+        raise DataError(exc.problem, p) from None
+    if not hasattr(obj, "edge_index") and not hasattr(obj, "x"):
+        raise DataError(f"a tensor of shape {tuple(obj.shape)}, not a PyG Data; a data file holds "
+                        f"{', '.join(KEYS)}", p)
+    out, missing = {}, []
+    for k in KEYS:
+        v = getattr(obj, k, None)
+        if v is None:
+            missing.append(k)
+            continue
+        if not hasattr(v, "detach"):
+            raise DataError(f"must be a tensor, got {type(v).__name__}", p, k)
+        try:
+            out[k] = v.detach().cpu().numpy()
+        except (RuntimeError, TypeError) as exc:  # sparse or other layouts
+            raise DataError(f"cannot be read as a dense array ({exc})", p, k) from None
+    if missing:
+        raise DataError(f"missing key(s) {', '.join(missing)}; a data file holds {', '.join(KEYS)}", p)
+    _PT_CACHE.clear()  # keep one file's arrays only
+    _PT_CACHE[key] = out
+    return out
 
 
 # ----------------------------------------------------------------------------- npz members
@@ -97,10 +146,26 @@ class DataInfo:
 
 
 def check_data(path, n: int, *, chunk_rows: int = 65536) -> DataInfo:
-    """Validate ``D.npz`` for a graph of ``n`` vertices; raises :class:`DataError`."""
+    """Validate ``D.npz`` (or a PyG ``D.pt``) for a graph of ``n`` vertices; raises :class:`DataError`."""
     p = Path(path)
     if not p.is_file():
         raise DataError("no such data file", p)
+    if _is_pt(p):
+        arrs = _pt_arrays(p)
+        heads = {k: (tuple(a.shape), a.dtype, False, None) for k, a in arrs.items()}
+
+        def get(key, rows=None):
+            return arrs[key] if rows is None else arrs[key][rows]
+    else:
+        heads = _npz_heads(p)
+
+        def get(key, rows=None):
+            return _member(p, key, rows)
+    return _check_heads(p, n, heads, get, chunk_rows)
+
+
+def _npz_heads(p: Path) -> dict:
+    """(shape, dtype, fortran, offset) of every key of the npz, from the headers."""
     try:
         zf = zipfile.ZipFile(p)
     except (zipfile.BadZipFile, OSError) as exc:
@@ -111,6 +176,10 @@ def check_data(path, n: int, *, chunk_rows: int = 65536) -> DataInfo:
         if missing:
             raise DataError(f"missing key(s) {', '.join(missing)}; a data file holds {', '.join(KEYS)}", p)
         heads = {k: _member_header(zf, k + ".npy", p) for k in KEYS}
+    return heads
+
+
+def _check_heads(p: Path, n: int, heads: dict, get, chunk_rows: int) -> DataInfo:
     shape, dt, _, off = heads["x"]
     if len(shape) != 2 or shape[0] != n:
         raise DataError(f"x must be an n × f array with n = {n} (the plan's graph), got shape {shape}", p, "x")
@@ -125,13 +194,13 @@ def check_data(path, n: int, *, chunk_rows: int = 65536) -> DataInfo:
         if k != "y" and d != np.bool_:
             raise DataError(f"masks must be bool, got dtype {d}", p, k)
     for lo in range(0, n, chunk_rows):  # NaN / inf scan, one chunk at a time
-        xs = _member(p, "x", np.arange(lo, min(n, lo + chunk_rows)))
+        xs = get("x", np.arange(lo, min(n, lo + chunk_rows)))
         bad = ~np.isfinite(xs)
         if bad.any():
             r, c = np.argwhere(bad)[0]
             raise DataError(f"non-finite feature x[{lo + r}, {c}] = {xs[r, c]}", p, "x")
-    y = _member(p, "y").astype(np.int64)
-    masks = {k: _member(p, k) for k in MASKS}
+    y = get("y").astype(np.int64)
+    masks = {k: get(k) for k in MASKS}
     if not masks["train_mask"].any():
         raise DataError("no training vertex (train_mask is all False)", p, "train_mask")
     labeled = masks["train_mask"] | masks["val_mask"] | masks["test_mask"]
@@ -152,10 +221,15 @@ def check_data(path, n: int, *, chunk_rows: int = 65536) -> DataInfo:
 
 
 def read_rows(path, ids: np.ndarray) -> dict:
-    """Rows ``ids`` of every key (``x`` memory-mapped when stored uncompressed)."""
+    """Rows ``ids`` of every key (``x`` memory-mapped when stored uncompressed;
+    a ``.pt`` Data is loaded whole once and sliced)."""
     p = Path(path)
     ids = np.asarray(ids, dtype=np.int64)
-    out = {k: _member(p, k, ids) for k in KEYS}
+    if _is_pt(p):
+        arrs = _pt_arrays(p)
+        out = {k: np.ascontiguousarray(arrs[k][ids]) for k in KEYS}
+    else:
+        out = {k: _member(p, k, ids) for k in KEYS}
     out["y"] = out["y"].astype(np.int64)
     return out
 
