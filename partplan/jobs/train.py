@@ -18,7 +18,8 @@ _ARGS = ("plan", "data", "random_features", "classes", "epochs", "hidden", "laye
 
 def _arguments(s) -> None:
     s.add_argument("plan", metavar="PLAN", help="plan directory (built with --normalize gcn|mean)")
-    s.add_argument("--data", metavar="D.npz", help="x, y, train_mask, val_mask, test_mask in vertex order")
+    s.add_argument("--data", metavar="D.npz|D.pt", help="x, y, train_mask, val_mask, test_mask in vertex order "
+                   "(partplan's .npz, or a PyG Data saved with torch.save)")
     s.add_argument("--random-features", type=positive_int, metavar="F", help="synthetic features (timing runs)")
     s.add_argument("--classes", type=positive_int, metavar="C", help="classes of the synthetic labels")
     s.add_argument("--epochs", type=positive_int, default=200, metavar="E", help="epochs (default 200)")

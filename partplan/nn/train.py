@@ -515,7 +515,7 @@ def train_gcn(plan, *, nprocs: int | None = None, backend: str = "gloo", data=No
         cfg.update({"data": str(data), "classes": info.classes})
     else:
         if random_features is None or classes is None or random_features < 1 or classes < 2:
-            raise DataError("give --data D.npz, or --random-features F (>= 1) and --classes C (>= 2)")
+            raise DataError("give --data D.npz (or a PyG Data .pt), or --random-features F (>= 1) and --classes C (>= 2)")
         cfg.update({"random_features": int(random_features), "classes": int(classes)})
     if sampler is not None:
         from ..layouts import layout_class
