@@ -67,6 +67,11 @@ def _worker(rank, world, init_file, tmp):
                                     and int(ei[0].max()) < len(op.in_ids) + len(op.halo_ids))
         np.savez(tmp / f"r{rank}.npz", in_ids=op.in_ids, out_ids=op.out_ids, Z=Z.detach().numpy(),
                  dH=h.grad.numpy(), z32=z32.numpy(), n=n)
+        # the older name partplan.runtime.DistSpMM: the same module, forward / backward by hand
+        from partplan.runtime import DistSpMM as Legacy
+        leg = Legacy(tmp / "g.plan", dtype="float64")
+        out["legacy_err"] = max(float((leg.forward(X[leg.in_ids]) - Z.detach()).abs().max()),
+                                float((leg.backward(G[leg.out_ids]) - h.grad).abs().max()))
         # a plan without a backward program: forward works, backward is a clear error
         op_nb = DistSpMM(tmp / "nb.plan", dtype=torch.float64)
         h2 = X[op_nb.in_ids].clone().requires_grad_(True)
@@ -112,6 +117,7 @@ def test_dist_spmm_gloo_directed(tmp_path):
         assert "g.plan" in res["dtype_error"]
         assert res["z32_dtype"] == "torch.float32" and res["module_dtype"] == "torch.float64"
         assert res["edge_index_ok"] and res["edge_index_err"] < 1e-12
+        assert res["legacy_err"] == 0.0
         assert res["nobwd_error"] and "no backward program" in res["nobwd_error"]
         d = np.load(tmp_path / f"r{r}.npz")
         assert np.abs(d["Z"] - Zref[d["out_ids"]]).max() < 1e-10

@@ -282,3 +282,7 @@ class DistSpMM(torch.nn.Module):
         """Rows ``in_ids`` of ``A^T @ G`` from rows ``out_ids`` of G (the backward
         program, no autograd)."""
         return self._run("backward", g)
+
+    def backward(self, g):
+        """:meth:`transpose_apply` (the older :class:`partplan.runtime.DistSpMM` name)."""
+        return self._run("backward", g)

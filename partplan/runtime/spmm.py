@@ -566,44 +566,21 @@ def run_spmm(plan, *, nprocs: int | None = None, backend: str = "gloo", features
 
 
 class DistSpMM:
-    """The plan's exchange inside your own torch.distributed program.
+    """The plan's exchange inside your own torch.distributed program — now
+    :class:`partplan.nn.DistSpMM` (an autograd-aware ``torch.nn.Module``); this
+    name builds one with the older keywords (``kernel``, ``dtype`` as a string).
 
     After ``init_process_group`` (torchrun), every rank does::
 
         op = DistSpMM("g.plan")                      # reads manifest + its own shard only
         H_local = features[op.in_ids]                # rows this rank holds
-        Z_local = op.forward(H_local)                # rows op.out_ids of A @ H
-        G_in = op.backward(dL_dZ_local)              # rows op.in_ids of A^T @ G
+        Z_local = op.forward(H_local)                # rows op.out_ids of A @ H (autograd-aware)
+        G_in = op.backward(dL_dZ_local)              # rows op.in_ids of A^T @ G (no autograd)
 
     Tensors stay on ``device`` (CUDA with NCCL); results are fresh tensors.
     """
 
-    def __init__(self, plan, *, device=None, kernel: str = "auto", dtype: str = "float32",
-                 timeout: float = 60.0, verify: bool = True):
-        import torch.distributed as dist
-
-        from .comm import TorchComm
-        from .ops import TorchOps
-        if not dist.is_initialized():
-            raise PlanError("DistSpMM needs torch.distributed initialized (torchrun + init_process_group)")
-        m = read_manifest(plan)
-        rank = dist.get_rank()
-        self.manifest = m
-        self.shard = load_rank(plan, rank, manifest=m)
-        self.comm = TorchComm(manifest_groups(m), timeout_s=timeout, device=device)
-        self.ops = TorchOps(dtype, device or "cpu", kernel)
-        self.executor = Executor(m, [self.shard], self.comm, self.ops, verify=verify)
-
-    @property
-    def in_ids(self) -> np.ndarray:
-        return np.asarray(self.shard.in_ids("forward"))
-
-    @property
-    def out_ids(self) -> np.ndarray:
-        return np.asarray(self.shard.out_ids("forward"))
-
-    def forward(self, H_local):
-        return self.executor.run("forward", [H_local.contiguous()])[0].clone()
-
-    def backward(self, G_local):
-        return self.executor.run("backward", [G_local.contiguous()])[0].clone()
+    def __new__(cls, plan, *, device=None, kernel: str = "auto", dtype: str = "float32",
+                timeout: float = 60.0, verify: bool = True):
+        from ..nn.dist_spmm import DistSpMM as _Module
+        return _Module(plan, device=device, kernels=kernel, dtype=dtype, timeout=timeout, verify=verify)
