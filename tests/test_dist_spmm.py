@@ -50,6 +50,14 @@ def _worker(rank, world, init_file, tmp):
             out["dtype_error"] = None
         except PlanError as exc:
             out["dtype_error"] = str(exc)
+        errs = []
+        for bad in (torch.empty(len(op.in_ids), 5, device="meta"), X[op.in_ids][:-1].float()):
+            try:
+                op(bad)
+                errs.append(None)
+            except PlanError as exc:
+                errs.append(str(exc))
+        out["device_error"], out["shape_error"] = errs
         z32 = op(X[op.in_ids].float())
         out["z32_dtype"] = str(z32.dtype)
         op = op.to(torch.float64)
@@ -115,6 +123,8 @@ def test_dist_spmm_gloo_directed(tmp_path):
         assert "p4.plan is for 4 ranks, this job has 2 (start it with --nproc-per-node 4)" in res["world_error"]
         assert "torch.float64" in res["dtype_error"] and "torch.float32" in res["dtype_error"]
         assert "g.plan" in res["dtype_error"]
+        assert "meta" in res["device_error"] and "cpu" in res["device_error"]
+        assert "rows in_ids" in res["shape_error"]
         assert res["z32_dtype"] == "torch.float32" and res["module_dtype"] == "torch.float64"
         assert res["edge_index_ok"] and res["edge_index_err"] < 1e-12
         assert res["legacy_err"] == 0.0
