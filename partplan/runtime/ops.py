@@ -140,7 +140,10 @@ class TorchOps:
         return self.kernel == "scipy"
 
     def index(self, a: np.ndarray):
-        return self.torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64)).to(self.device)
+        a = np.ascontiguousarray(a, dtype=np.int64)
+        if not a.flags.writeable:  # memory-mapped shard arrays: torch wants a writable buffer
+            a = a.copy()
+        return self.torch.from_numpy(a).to(self.device)
 
     def empty(self, rows: int, f: int):
         return self.torch.empty((rows, f), dtype=self.dtype, device=self.device)
