@@ -88,7 +88,7 @@ def read_pt(path: str | os.PathLike, *, symmetrize: bool = False, self_loops: st
     ``dedupe=False`` is refused. Then normalized like every reader
     (symmetrize, self_loops, drop_isolated).
     """
-    from ..pyg import from_pyg
+    from ._pyg import from_pyg
     if not dedupe:
         raise BackendUnavailableError("the .pt reader always sums duplicate edges (PyG's aggregation); "
                                       "dedupe=False is not supported")

@@ -6,8 +6,8 @@
   labeled datasets (polblogs).
 * :mod:`.gcn` — :class:`DistGCN` and the autograd function over the plan's
   exchange programs (torch).
-* :mod:`.dist_spmm` — :class:`DistSpMM`: ``Z = A @ H`` from a plan as an
-  autograd-aware ``torch.nn.Module`` for your own torchrun script.
+* :class:`DistSpMM` (:mod:`partplan.runtime.dist_spmm`): ``Z = A @ H`` from a
+  plan as an autograd-aware ``torch.nn.Module`` for your own torchrun script.
 * :mod:`.train` — :func:`train_gcn`: full-batch and mini-batch training on p
   processes (gloo / NCCL) or p virtual ranks (LocalComm), measured.
 
@@ -20,9 +20,9 @@ def __getattr__(name):  # lazy: torch only when asked for
     if name in ("DistGCN", "PlanSpMM"):
         from . import gcn
         return getattr(gcn, name)
-    if name == "DistSpMM":
-        from . import dist_spmm
-        return dist_spmm.DistSpMM
+    if name == "DistSpMM":  # defined with the runtime it drives (partplan.runtime.dist_spmm)
+        from ..runtime.dist_spmm import DistSpMM
+        return DistSpMM
     if name in ("train_gcn",):
         from . import train
         return getattr(train, name)

@@ -582,5 +582,5 @@ class DistSpMM:
 
     def __new__(cls, plan, *, device=None, kernel: str = "auto", dtype: str = "float32",
                 timeout: float = 60.0, verify: bool = True):
-        from ..nn.dist_spmm import DistSpMM as _Module
+        from .dist_spmm import DistSpMM as _Module
         return _Module(plan, device=device, kernels=kernel, dtype=dtype, timeout=timeout, verify=verify)

@@ -85,8 +85,8 @@ class DistSpMM(torch.nn.Module):
         import torch.distributed as dist
 
         from ..plan.store import load_rank, read_manifest
-        from ..runtime.comm import TorchComm
-        from ..runtime.ops import KERNELS
+        from .comm import TorchComm
+        from .ops import KERNELS
         if isinstance(plan, Plan):
             self.plan_name = str(plan.manifest.get("graph", {}).get("name") or "the plan")
             m = plan.manifest
@@ -120,8 +120,8 @@ class DistSpMM(torch.nn.Module):
 
     # ------------------------------------------------------------------ executor
     def _build(self, verify: bool) -> None:
-        from ..runtime.interpreter import Executor
-        from ..runtime.ops import TorchOps
+        from .interpreter import Executor
+        from .ops import TorchOps
         kern = self.kernels
         if kern == "auto" or (kern in ("native", "scipy") and self._device.type != "cpu"):
             kern = "torch" if self._device.type == "cuda" else "scipy"
