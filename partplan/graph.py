@@ -52,6 +52,16 @@ def _numpy_of(a) -> np.ndarray:
 
 
 @dataclass(frozen=True, eq=False)
+
+def _check_edge_weights(w: np.ndarray, source, field: str) -> None:
+    """One GraphFormatError naming the first non-finite or negative edge weight."""
+    if not np.all(np.isfinite(w)):
+        e = int(np.flatnonzero(~np.isfinite(w))[0])
+        raise GraphFormatError(f"edge {e} has a non-finite weight ({w[e]})", source, field=field)
+    if w.size and w.min() < 0:
+        e = int(np.flatnonzero(w < 0)[0])
+        raise GraphFormatError(f"edge {e} has a negative weight ({w[e]})", source, field=field)
+
 class Graph:
     """A square sparse matrix / graph in canonical CSR form.
 
@@ -159,12 +169,7 @@ class Graph:
             w = np.asarray(weights, dtype=np.float64)
             if w.shape != src.shape:
                 raise GraphFormatError("weights must have one value per edge", source, field="weight")
-            if not np.all(np.isfinite(w)):
-                e = int(np.flatnonzero(~np.isfinite(w))[0])
-                raise GraphFormatError(f"edge {e} has a non-finite weight ({w[e]})", source, field="weight")
-            if w.size and w.min() < 0:
-                e = int(np.flatnonzero(w < 0)[0])
-                raise GraphFormatError(f"edge {e} has a negative weight ({w[e]})", source, field="weight")
+            _check_edge_weights(w, source, "weight")
         ids = None
         if relabel:
             ids, inv = np.unique(np.concatenate([src, dst]), return_inverse=True)
@@ -264,12 +269,7 @@ class Graph:
                 raise GraphFormatError(f"edge_weight must be real numbers, got dtype {w.dtype}", source,
                                        field="edge_weight")
             w = w.astype(np.float64)
-            if not np.all(np.isfinite(w)):
-                e = int(np.flatnonzero(~np.isfinite(w))[0])
-                raise GraphFormatError(f"edge {e} has a non-finite weight ({w[e]})", source, field="edge_weight")
-            if w.size and w.min() < 0:
-                e = int(np.flatnonzero(w < 0)[0])
-                raise GraphFormatError(f"edge {e} has a negative weight ({w[e]})", source, field="edge_weight")
+            _check_edge_weights(w, source, "edge_weight")
         row, col = (ei[1], ei[0]) if flow == "source_to_target" else (ei[0], ei[1])
         g = cls.from_edges(row, col, w, n, dedupe=True, name=name, source=source)
         if w is None and g.nnz != row.size:  # duplicates without weights: PyG adds them, so A counts them
