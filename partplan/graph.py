@@ -51,7 +51,6 @@ def _numpy_of(a) -> np.ndarray:
     return np.asarray(a)
 
 
-@dataclass(frozen=True, eq=False)
 
 def _check_edge_weights(w: np.ndarray, source, field: str) -> None:
     """One GraphFormatError naming the first non-finite or negative edge weight."""
@@ -62,6 +61,8 @@ def _check_edge_weights(w: np.ndarray, source, field: str) -> None:
         e = int(np.flatnonzero(w < 0)[0])
         raise GraphFormatError(f"edge {e} has a negative weight ({w[e]})", source, field=field)
 
+
+@dataclass(frozen=True, eq=False)
 class Graph:
     """A square sparse matrix / graph in canonical CSR form.
 
