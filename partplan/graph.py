@@ -51,7 +51,6 @@ def _numpy_of(a) -> np.ndarray:
     return np.asarray(a)
 
 
-
 def _check_edge_weights(w: np.ndarray, source, field: str) -> None:
     """One GraphFormatError naming the first non-finite or negative edge weight."""
     if not np.all(np.isfinite(w)):
