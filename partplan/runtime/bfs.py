@@ -131,6 +131,35 @@ def _by_family(families: list[str], v: np.ndarray) -> tuple[dict, dict]:
     return ({f: int(v[k]) for k, f in enumerate(families)}, {f: int(v[F + k]) for k, f in enumerate(families)})
 
 
+class _Schedule:
+    """The direction-optimizing state of one search (Beamer et al. with GAPBS's
+    thresholds, module doc): frontier sizes, the scout count and the edges
+    left to check. :meth:`next` gives the level's direction, :meth:`advance`
+    takes the level's world-summed frontier size and scout count."""
+
+    def __init__(self, eng: "BfsEngine", scout: float):
+        self.eng, self.scout = eng, scout
+        self.nf, self.prev_nf, self.to_check, self.depth = 1.0, 0.0, float(eng.nnz), 0
+        self.cur = "bottom-up" if eng.direction == "bottom-up" else "top-down"
+
+    def next(self) -> str:
+        e = self.eng
+        if self.depth:
+            if e.direction != "auto":
+                self.cur = e.direction
+            elif self.cur == "top-down":
+                self.cur = "bottom-up" if self.scout > self.to_check / e.alpha else "top-down"
+            else:
+                self.cur = "top-down" if (self.nf < self.prev_nf and self.nf <= e.n / e.beta) else "bottom-up"
+        if self.cur == "top-down":
+            self.to_check -= self.scout
+        return self.cur
+
+    def advance(self, new_nf: float, scout: float) -> None:
+        self.prev_nf, self.nf, self.scout = self.nf, new_nf, scout
+        self.depth += 1
+
+
 class BfsEngine:
     """BFS over the local ranks of ``comm`` (all of them for LocalComm, one
     for TorchComm) from a plan's manifest and those ranks' shards.
@@ -183,13 +212,6 @@ class BfsEngine:
         if isinstance(root, bool) or not isinstance(root, (int, np.integer)) or not 0 <= int(root) < self.n:
             raise PlanError(f"root {root!r} is not a vertex id in [0, {self.n})")
         return int(root)
-
-    def _next_direction(self, cur: str, scout: float, nf: float, prev_nf: float, to_check: float) -> str:
-        if self.direction != "auto":
-            return self.direction
-        if cur == "top-down":
-            return "bottom-up" if scout > to_check / self.alpha else "top-down"
-        return "top-down" if (nf < prev_nf and nf <= self.n / self.beta) else "bottom-up"
 
     def _expand(self, i: int, cur: str, front, ghost, skip):
         """One direction's kernel on local rank i's block: (new rows, edges, candidates)."""
@@ -344,18 +366,12 @@ class BfsEngine:
         silent = all(s["silent"] for s in S)
         comm.barrier()
         t0 = time.perf_counter()
-        nf = 1.0
-        scout = float(world_sum(comm, [np.array([d]) for d in deg_root])[0])
-        to_check, prev_nf = float(self.nnz), 0.0
-        cur = "bottom-up" if self.direction == "bottom-up" else "top-down"
+        sched = _Schedule(self, float(world_sum(comm, [np.array([d]) for d in deg_root])[0]))
         records: list[Level] = []
-        depth = 0
         from .traversal import ExchangeStats
-        while nf > 0:
+        while sched.nf > 0:
             tl = time.perf_counter()
-            cur = self._next_direction(cur, scout, nf, prev_nf, to_check) if depth else cur
-            if cur == "top-down":
-                to_check -= scout
+            cur, depth, nf = sched.next(), sched.depth, sched.nf
             sent0 = int(comm.sent_bytes.sum())
             if silent:  # no (rank, peer) pair at all (one rank): no exchange, no ghost
                 st = ExchangeStats()
@@ -405,9 +421,7 @@ class BfsEngine:
                 unv_e[i] -= int(re)
                 vec.append(np.array([cnt, sc, e], dtype=np.float64))
             meas = int(comm.sent_bytes.sum()) - sent0
-            new_nf, scout = self._record(records, vec, st, meas, depth, cur, nf, tl)
-            prev_nf, nf = nf, new_nf
-            depth += 1
+            sched.advance(*self._record(records, vec, st, meas, depth, cur, nf, tl))
         t_search = time.perf_counter() - t0
         ids = [rg.ids for rg in rgs]
         par = [X.host(torch.where(S[i]["parent"] == KT_BIG, -1, S[i]["parent"])) for i in loc]
@@ -433,20 +447,14 @@ class BfsEngine:
                 parent[i][k], level[i][k] = root, 0
         comm.barrier()
         t0 = time.perf_counter()
-        nf, scout = 1.0, 0.0
         deg_root = [float(self.outdeg_x[i][front[i]].sum()) for i in loc]
-        scout = float(world_sum(comm, [np.array([d]) for d in deg_root])[0])
-        to_check, prev_nf = float(self.nnz), 0.0
-        cur = "bottom-up" if self.direction == "bottom-up" else "top-down"
+        sched = _Schedule(self, float(world_sum(comm, [np.array([d]) for d in deg_root])[0]))
         records: list[Level] = []
-        depth = 0
         known = [X.zeros(rg.nrows, "bool") for rg in rgs] if self.two_d else None  # 2D block rows
         synced = [X.zeros(rg.nl, "bool") for rg in rgs] if self.two_d else None  # own bits peers have
-        while nf > 0:
+        while sched.nf > 0:
             tl = time.perf_counter()
-            cur = self._next_direction(cur, scout, nf, prev_nf, to_check) if depth else cur
-            if cur == "top-down":
-                to_check -= scout
+            cur, depth, nf = sched.next(), sched.depth, sched.nf
             sent0 = int(comm.sent_bytes.sum())
             ghost, _, st = exchange_chain(comm, [rg.steps for rg in rgs], front, None, what=f"BFS level {depth}")
             vec = []
@@ -476,9 +484,7 @@ class BfsEngine:
                 vec.append(np.array([len(new), float(self.outdeg_x[i][new].sum()), edges], dtype=np.float64))
             meas = int(comm.sent_bytes.sum()) - sent0  # this process's ranks; counted once (i = 0)
             meas -= 0 if steal is None else steal.measured_local  # steal bytes are reported apart
-            new_nf, scout = self._record(records, vec, st, meas, depth, cur, nf, tl, steal)
-            prev_nf, nf = nf, new_nf
-            depth += 1
+            sched.advance(*self._record(records, vec, st, meas, depth, cur, nf, tl, steal))
         t_search = time.perf_counter() - t0
         ids = [rg.ids for rg in rgs]
         pg = gather_global(comm, ids, [X.host(a) for a in parent], self.n, -1.0).astype(np.int64)
