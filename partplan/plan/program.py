@@ -40,13 +40,9 @@ import numpy as np
 
 from .steps import STEPS, dst_start  # noqa: E402,F401  (dst_start: re-exported)
 
-# derived from the step registry (partplan.plan.steps), kept for readers of these names
-OPS = tuple(STEPS)
-# op -> (arrays it must have, arrays it may have)
+# op -> (arrays it must have, arrays it may have): a view of the step registry (partplan.plan.steps)
 OP_ARRAYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     op: (cls.arrays, cls.optional_arrays) for op, cls in STEPS.items()}
-# op -> measurement phase
-PHASE = {op: cls.phase for op, cls in STEPS.items()}
 PROGRAM_PREFIX = {"forward": "fwd", "backward": "bwd"}
 
 
