@@ -88,7 +88,11 @@ def load_part(args, name, g, k):
 
 # ----------------------------------------------------------------------------- jobs on one plan
 def run_jobs(plan, comm_factory, kernels, *, roots):
-    """Every job on ``plan`` through ``comm_factory()``: results in vertex order (numpy)."""
+    """Every job on ``plan``, each on a fresh comm from ``comm_factory()``: results in vertex order (numpy)."""
+
+    def inputs():  # a fresh comm and the shards of its local ranks
+        comm = comm_factory()
+        return [plan.ranks[r] for r in comm.local], comm
     from partplan.runtime.analytics import pagerank_parts, sssp_parts, wcc_parts
     from partplan.runtime.bfs import BfsEngine
     m = plan.manifest
@@ -96,7 +100,7 @@ def run_jobs(plan, comm_factory, kernels, *, roots):
     res = {}
     lay = plan.layout
     for direction in ("top-down", "bottom-up", "auto"):
-        eng = BfsEngine(m, plan_shards(plan, comm_factory), comm_factory.last, direction=direction, kernels=kernels)
+        eng = BfsEngine(m, *inputs(), direction=direction, kernels=kernels)
         eng.search(int(roots[0]))
         t, out = [], []
         for r in roots:
@@ -111,27 +115,13 @@ def run_jobs(plan, comm_factory, kernels, *, roots):
             for i, v in zip(ids, vals):
                 x[np.asarray(i)] = np.asarray(v)
             return x
-        ids, x, _ = pagerank_parts(m, plan_shards(plan, comm_factory), comm_factory.last, kernels=kernels)
+        ids, x, _ = pagerank_parts(m, *inputs(), kernels=kernels)
         res["pagerank"] = full(ids, x, np.nan)
-        ids, lab, _ = wcc_parts(m, plan_shards(plan, comm_factory), comm_factory.last, kernels=kernels)
+        ids, lab, _ = wcc_parts(m, *inputs(), kernels=kernels)
         res["wcc"] = full(ids, lab, -1)
-        ids, d, _ = sssp_parts(m, plan_shards(plan, comm_factory), comm_factory.last, int(roots[0]), kernels=kernels)
+        ids, d, _ = sssp_parts(m, *inputs(), int(roots[0]), kernels=kernels)
         res["sssp"] = full(ids, d, np.nan)
     return res
-
-
-def plan_shards(plan, cf):
-    cf.make()
-    return [plan.ranks[r] for r in cf.last.local]
-
-
-class CommFactory:
-    def __init__(self, fn):
-        self.fn, self.last = fn, None
-
-    def make(self):
-        self.last = self.fn()
-        return self.last
 
 
 def compare_jobs(ref, got):
@@ -184,9 +174,8 @@ def jobs_p1_nccl(args, graphs):
     else:
         dist.init_process_group("gloo", init_method="env://", rank=0, world_size=1)
     try:
-        ref = run_jobs(plan, CommFactory(lambda: LocalComm(1, plan.groups())), "native", roots=roots)
-        got = run_jobs(plan, CommFactory(lambda: TorchComm(manifest_groups(plan.manifest), device=DEV0)),
-                       "torch", roots=roots)
+        ref = run_jobs(plan, lambda: LocalComm(1, plan.groups()), "native", roots=roots)
+        got = run_jobs(plan, lambda: TorchComm(manifest_groups(plan.manifest), device=DEV0), "torch", roots=roots)
         out = compare_jobs(ref, got)
         out.update({f"{k}_gpu": v for k, v in got.items() if k.endswith("_s")})
         out.update({f"{k}_cpu": v for k, v in ref.items() if k.endswith("_s")})
@@ -213,8 +202,8 @@ def jobs_p4_local_gpu(args, graphs):
         lay = parse_layout(spec, 4)
         part, how = load_part(args, "email-Enron", g, lay.row_blocks)
         plan = build_plan(g, part, 4, layout=lay)
-        ref = run_jobs(plan, CommFactory(lambda: LocalComm(4, plan.groups())), "native", roots=roots)
-        got = run_jobs(plan, CommFactory(lambda: LocalComm(4, plan.groups(), device=DEV)), "torch", roots=roots)
+        ref = run_jobs(plan, lambda: LocalComm(4, plan.groups()), "native", roots=roots)
+        got = run_jobs(plan, lambda: LocalComm(4, plan.groups(), device=DEV), "torch", roots=roots)
         r = compare_jobs(ref, got)
         r.update({f"{k}_gpu": v for k, v in got.items() if k.endswith("_s")})
         r.update({f"{k}_cpu": v for k, v in ref.items() if k.endswith("_s")})
