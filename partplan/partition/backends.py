@@ -6,6 +6,9 @@
 - kahypar (KaHyPar, GPL): :func:`kahypar_hypergraph`, always in a subprocess
   (KaHyPar exits the process on bad input and is not thread-safe) with an
   INI written by :mod:`partplan.partition.kahypar_ini`.
+- kaminpar (KaMinPar 3.7, graph model, edge cut): :mod:`partplan.partition.kaminpar`
+  (contexts default / fast / eco / strong / largek* / terapart*; ``context=``
+  or ``preset=``).
 - baselines (:mod:`partplan.partition.baselines`).
 
 :data:`REGISTRY` is the one list of backends: each :class:`Backend` entry says
@@ -36,6 +39,7 @@ from ..graph import Graph
 from ..hypergraph import Hypergraph
 from ..models import column_net, metis_graph
 from . import baselines
+from . import kaminpar as _kaminpar
 from .handoff import pin_arrays, write_hmetis
 from .options import check_imbalance
 
@@ -351,6 +355,7 @@ register(Backend("mtkahypar", ("graph", "hypergraph", "stochastic"),
                  default_for=("hypergraph", "stochastic")))
 register(Backend("kahypar", ("hypergraph", "stochastic"), frozenset({"objective", "ini", "quality", "timeout"}),
                  _run_kahypar))
+register(Backend("kaminpar", ("graph",), frozenset({"context", "preset", "threads"}), _kaminpar.run))
 register(Backend("random", ("baseline",), frozenset(),
                  lambda m, k, *, imbalance, seed, graph=None: (baselines.random_partition(m.n, k, seed), {}),
                  default_for=("baseline",)))
@@ -394,7 +399,7 @@ def run_backend(name: str, model_obj: Graph | Hypergraph, k: int, *, imbalance: 
         ``n`` via the hypergraph's vertex count (degree-rr needs a Graph).
     opts : backend options — mtkahypar: preset, objective (km1|cut|soed),
         threads, handoff (arrays|file); kahypar: objective, ini, quality,
-        timeout; metis: recursive. An option a backend does not take raises
+        timeout; metis: recursive; kaminpar: context (or preset), threads. An option a backend does not take raises
         BackendUnavailableError (never ignored).
     Returns (part int64[n], info) where info holds the engine's own objective
     (``km1`` / ``cut`` / ``edge_cut``) when it reports one.

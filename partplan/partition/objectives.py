@@ -18,6 +18,7 @@ from ..errors import OptionError
 OBJECTIVES = ("total", "max-send", "max-recv", "max-both", "weighted")
 OWNER_OBJECTIVES = ("max-send", "max-both")
 FAST_PRESET = "fast"
+AUTO_PRESET = "auto"   # the default pipeline (partition/pipeline.py)
 
 
 def check_objective(objective, allowed=OBJECTIVES, what: str = "objective") -> str:
@@ -31,13 +32,27 @@ def check_objective(objective, allowed=OBJECTIVES, what: str = "objective") -> s
     return objective
 
 
-def check_planner_preset(preset) -> str:
-    """"fast" or a Mt-KaHyPar preset name (normalized, e.g. "quality" -> "QUALITY");
-    else :class:`~partplan.errors.BackendUnavailableError` (as Mt-KaHyPar's own check)."""
-    if isinstance(preset, str) and preset.lower() == FAST_PRESET:
-        return FAST_PRESET
-    from .backends import check_preset
-    return check_preset(preset)
+def check_planner_preset(preset, backend: str | None = None) -> str:
+    """"fast", "auto" (the default pipeline), a Mt-KaHyPar preset name
+    (normalized, e.g. "quality" -> "QUALITY") or, for ``backend="kaminpar"``
+    (or a name only KaMinPar has, e.g. "strong"), a KaMinPar context; else
+    :class:`~partplan.errors.BackendUnavailableError` (as Mt-KaHyPar's own check)."""
+    from .kaminpar import CONTEXTS, check_context
+
+    if backend == "kaminpar":
+        return check_context(preset)
+    if isinstance(preset, str) and preset.lower() in (FAST_PRESET, AUTO_PRESET):
+        return preset.lower()
+    from ..errors import BackendUnavailableError
+    from .backends import PRESETS, check_preset
+    try:
+        return check_preset(preset)
+    except BackendUnavailableError:
+        if isinstance(preset, str) and preset.lower().replace("_", "-") in CONTEXTS:
+            return check_context(preset)
+        raise BackendUnavailableError(f"unknown mtkahypar preset {preset!r}; choose one of {', '.join(PRESETS)}; "
+                                      f"or the planner's fast / auto; or (backend kaminpar) a KaMinPar context: "
+                                      f"{', '.join(CONTEXTS)}") from None
 
 
 def balance_cap(weights: np.ndarray, part: np.ndarray, k: int, imbalance: float) -> tuple[int, int]:

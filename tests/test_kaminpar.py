@@ -1,0 +1,102 @@
+"""KaMinPar backend: its partition against its own reported edge cut (recomputed
+independently with scipy), balance within ε, determinism, one clear error for
+bad input; the METIS-text hand-off against the repo's METIS reader."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+pytest.importorskip("kaminpar")
+
+from partplan.errors import BackendUnavailableError, OptionError, PartitionError  # noqa: E402
+from partplan.graph import Graph  # noqa: E402
+from partplan.partition.backends import run_backend  # noqa: E402
+from partplan.partition.kaminpar import CONTEXTS, kaminpar_graph, metis_text  # noqa: E402
+from partplan.partition.api import partition  # noqa: E402
+
+
+def _grid(r=30, c=30, extra=60, seed=1):
+    rng = np.random.default_rng(seed)
+    idx = np.arange(r * c).reshape(r, c)
+    src = np.concatenate([idx[:, :-1].ravel(), idx[:-1, :].ravel(), rng.integers(0, r * c, extra)])
+    dst = np.concatenate([idx[:, 1:].ravel(), idx[1:, :].ravel(), rng.integers(0, r * c, extra)])
+    return Graph.from_edges(src, dst, n=r * c, symmetrize=True, self_loops="remove", name="grid")
+
+
+def _scipy_cut(g: Graph, part: np.ndarray) -> int:
+    """Edge cut of the symmetrized pattern (each undirected edge weighted by its
+    number of directed entries in A), computed from scratch with scipy."""
+    A = sp.csr_matrix((np.ones(g.nnz), g.indices, g.indptr), shape=(g.n, g.n))
+    A.data[:] = 1
+    A.sum_duplicates()
+    A.data[:] = 1
+    S = sp.triu(A + A.T, k=1).tocoo()
+    return int(S.data[part[S.row] != part[S.col]].sum())
+
+
+@pytest.mark.parametrize("context", ["default", "fast", "strong", "largek", "terapart"])
+@pytest.mark.parametrize("k", [2, 7, 16])
+def test_own_edge_cut_and_balance(context, k):
+    g = _grid()
+    eps = 0.03
+    part, cut = kaminpar_graph(g, k, imbalance=eps, context=context)
+    assert part.shape == (g.n,) and part.min() >= 0 and part.max() < k
+    assert cut == _scipy_cut(g, part)
+    w = np.maximum(g.row_nnz, 1)
+    loads = np.bincount(part, weights=w, minlength=k)
+    assert loads.max() <= np.floor((1 + eps) * np.ceil(w.sum() / k)) + 1e-9
+    # better than a random partition by a wide margin (it is optimizing the cut)
+    rnd = np.random.default_rng(0).integers(0, k, g.n)
+    assert cut < 0.5 * _scipy_cut(g, rnd)
+
+
+def test_deterministic_for_a_seed():
+    g = _grid()
+    a, _ = kaminpar_graph(g, 8, seed=3)
+    b, _ = kaminpar_graph(g, 8, seed=3)
+    assert np.array_equal(a, b)
+
+
+def test_metis_text_round_trip(tmp_path):
+    from partplan.io.metis import read_metis
+    from partplan.models import metis_graph
+
+    g = _grid(6, 5, extra=4)
+    xadj, adjncy, ew, vw = metis_graph(g)
+    p = tmp_path / "g.graph"
+    p.write_text(metis_text(xadj, adjncy, ew, vw))
+    h = read_metis(p)
+    A = sp.csr_matrix((ew, adjncy, xadj), shape=(g.n, g.n))
+    B = sp.csr_matrix((h.data if getattr(h, "data", None) is not None else np.ones(h.nnz), h.indices, h.indptr),
+                      shape=(g.n, g.n))
+    assert (A != 0).sum() == (B != 0).sum() and ((A != 0) != (B != 0)).nnz == 0
+
+
+def test_registry_and_planner():
+    g = _grid()
+    part, info = run_backend("kaminpar", g, 4, context="fast")
+    assert info["edge_cut"] == _scipy_cut(g, part) and info["context"] == "fast"
+    p = partition(g, 4, model="graph", backend="kaminpar", preset="eco")
+    assert p.backend == "kaminpar" and p.stats.total_volume > 0
+    assert p.info["backend"]["edge_cut"] == _scipy_cut(g, p.part)
+
+
+@pytest.mark.parametrize("call, err", [
+    (lambda g: kaminpar_graph(g, g.n + 1), PartitionError),
+    (lambda g: kaminpar_graph(g, 0), PartitionError),
+    (lambda g: kaminpar_graph(g, 4, context="nope"), BackendUnavailableError),
+    (lambda g: kaminpar_graph(g, 4, threads=0), OptionError),
+    (lambda g: kaminpar_graph(g, 4, imbalance=-0.1), PartitionError),
+    (lambda g: run_backend("kaminpar", g, 4, recursive=True), BackendUnavailableError),
+    (lambda g: partition(g, 4, backend="kaminpar", preset="QUALITY"), BackendUnavailableError),
+    (lambda g: partition(g, 4, model="hypergraph", backend="kaminpar"), BackendUnavailableError),
+])
+def test_bad_input_one_clear_error(call, err):
+    with pytest.raises(err):
+        call(_grid(5, 5, extra=0))
+
+
+def test_contexts_all_run():
+    g = _grid(12, 12, extra=10)
+    for c in CONTEXTS:
+        part, cut = kaminpar_graph(g, 4, context=c)
+        assert cut == _scipy_cut(g, part)
