@@ -56,7 +56,8 @@ from ..metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, check_width
 from ..layouts import Layout, parse_layout, spec_from_params
 from ..models import column_net, joint_net, stochastic_hypergraph
 from .backends import backend_names, default_backend, run_backend
-from .objectives import FAST_PRESET, OBJECTIVES, check_objective, check_planner_preset
+from .objectives import AUTO_PRESET, FAST_PRESET, OBJECTIVES, check_objective, check_planner_preset
+from .pipeline import DEFAULT_STARTS
 from .._atomic import atomic_path
 
 MODELS = ("graph", "hypergraph", "stochastic", "baseline")
@@ -176,8 +177,9 @@ class _heartbeat:
     HEARTBEAT_FIRST_S, then every HEARTBEAT_EVERY_S; no thread when ``progress``
     is None. The thread is stopped and joined on exit, error or not."""
 
-    def __init__(self, progress, backend):
+    def __init__(self, progress, backend, label: str | None = None):
         self.progress, self.backend, self.thread = progress, backend, None
+        self.label = f"partitioning with {backend}" if label is None else label
 
     def __enter__(self):
         if self.progress is None:
@@ -190,7 +192,7 @@ class _heartbeat:
             wait = HEARTBEAT_FIRST_S
             while not self.stop.wait(wait):
                 try:
-                    self.progress(f"partitioning with {self.backend}: {time.perf_counter() - t0:.0f} s elapsed")
+                    self.progress(f"{self.label}: {time.perf_counter() - t0:.0f} s elapsed")
                 except Exception:  # a broken progress callback must not kill the partition
                     return
                 wait = HEARTBEAT_EVERY_S
@@ -204,6 +206,18 @@ class _heartbeat:
             self.stop.set()
             self.thread.join()
         return False
+
+
+AUTO_KEYS = ("starts", "vcycle", "refine_factor", "refine_min_s")
+
+
+def _auto_layout(layout, k) -> bool:
+    """The default pipeline refines the 1D volume of the row blocks: layouts where that counts."""
+    try:
+        lay = parse_layout(layout, k)
+    except PartitionError:
+        return False  # the caller's own check reports the bad layout
+    return bool(lay.bottleneck and not lay.routes)
 
 
 def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | None = None,
@@ -253,10 +267,26 @@ def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | 
     hub_factor = opts.pop("hub_factor", None)
     if "metric" in opts:
         opts["objective"] = opts.pop("metric")
-    # preset "fast": METIS + km1 refinement with exact hypergraph gains (docs/refinement.md)
+    auto_opts = {key: opts.pop(key) for key in AUTO_KEYS if key in opts}
+    # preset "fast": METIS + km1 refinement with exact hypergraph gains (docs/refinement.md);
+    # for backend kaminpar the preset names KaMinPar's context
     if "preset" in opts:
-        opts["preset"] = check_planner_preset(opts["preset"])
-    fast = opts.get("preset") == FAST_PRESET
+        opts["preset"] = check_planner_preset(opts["preset"], backend=backend)
+    # no model, backend or preset: the measured default pipeline (pipeline.py, docs/planner.md)
+    auto = opts.get("preset") == AUTO_PRESET or (
+        model is None and backend is None and "preset" not in opts and hub_factor is None and nets == "auto"
+        and not stoch and objective in (None, "max-both") and own_method is None
+        and _auto_layout(layout, k))
+    if auto:
+        opts.pop("preset", None)
+        if model not in (None, "graph") or backend is not None or objective not in (None, "max-both"):
+            raise BackendUnavailableError("preset 'auto' chooses its own engines (METIS / KaMinPar starts, "
+                                          "max-both refinement); drop model, backend and objective")
+        model, backend, objective = "graph", "metis", "max-both"
+    elif auto_opts:
+        raise BackendUnavailableError(f"option(s) {', '.join(auto_opts)} apply to the default pipeline "
+                                      f"(preset 'auto') only")
+    fast = opts.get("preset") == FAST_PRESET and backend != "kaminpar"
     if fast:
         opts.pop("preset")
         if model not in (None, "graph"):
@@ -357,15 +387,31 @@ def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | 
     timings["model_s"] = time.perf_counter() - t0
 
     # ---- partitioner
-    say(f"partitioning with {backend} into {b} parts")
     t0 = time.perf_counter()
-    if b == 1:  # one row block: nothing to partition (no engine call)
-        part, binfo = np.zeros(graph.n, dtype=np.int64), {"note": "one row block: no partitioner call"}
+    if auto and b > 1:
+        from .pipeline import auto_partition
+
+        say(f"default pipeline: starts {', '.join(auto_opts.get('starts', DEFAULT_STARTS))} into {b} parts")
+        part, rep = auto_partition(graph, b, imbalance=imbalance, seed=seed, progress=progress,
+                                   threads=opts.get("threads", 1), **auto_opts, **refine_opts)
+        timings["partition_s"] = rep["start_s"]
+        timings["refine_s"] = rep["seconds"] - rep["start_s"]
+        backend = rep["chosen"]
+        info["refine"] = rep.pop("refine")
+        info["auto"] = rep
+        params.update({"preset": AUTO_PRESET, **{key: v for key, v in auto_opts.items() if key != "starts"}})
+        params["starts"] = list(auto_opts.get("starts", DEFAULT_STARTS))
+        params.update(refine_opts)
     else:
-        with _heartbeat(progress, backend):
-            part, binfo = run_backend(backend, model_obj, b, imbalance=imbalance, seed=seed, graph=graph, **opts)
-    timings["partition_s"] = time.perf_counter() - t0
-    info["backend"] = binfo
+        if b == 1:  # one row block: nothing to partition (no engine call)
+            part, binfo = np.zeros(graph.n, dtype=np.int64), {"note": "one row block: no partitioner call"}
+        else:
+            say(f"partitioning with {backend} into {b} parts")
+            with _heartbeat(progress, backend):
+                part, binfo = run_backend(backend, model_obj, b, imbalance=imbalance, seed=seed, graph=graph,
+                                          **opts)
+        timings["partition_s"] = time.perf_counter() - t0
+        info["backend"] = binfo
     if fast and b > 1:  # km1 (volume) V-cycle refinement of METIS's partition, exact gains (fast.py)
         from .fast import vcycle_refine
 
@@ -393,7 +439,7 @@ def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | 
                 say(f"spread {info['hubs']['hubs']} hubs over distinct parts")
                 volume_reference, part = info["hubs"]["before"]["total_volume"], new
         params["hub_factor"] = factor
-    if objective != "total" and b > 1:
+    if objective != "total" and b > 1 and not auto:
         try:
             from . import refine as refine_mod
         except ImportError as exc:
@@ -407,7 +453,7 @@ def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | 
         t0 = time.perf_counter()
         part, report = refine_mod.refine(graph, part, b, objective=objective, imbalance=imbalance,
                                          seed=seed, f=f, dtype=dtype, volume_reference=volume_reference,
-                                         **refine_opts)
+                                         progress=progress, **refine_opts)
         timings["refine_s"] = time.perf_counter() - t0
         info["refine"] = report
         params.update(refine_opts)

@@ -78,7 +78,8 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
            patience: int = 200, max_passes: int = 30, max_targets: int = 3, q: int = 16,
            mu: float = 0.05, overload: float = 0.02, big_degree: int | None = None, blocked: bool = True, full_updates: bool = False, hot: float = 0.9, sink: bool = True, volume_slack: float = 0.0,
            max_moves_per_pass: int | None = None,
-           min_gain: float = 0.01, multilevel: bool = True, volume_reference: int | None = None) -> tuple[np.ndarray, dict]:
+           min_gain: float = 0.01, multilevel: bool = True, volume_reference: int | None = None,
+           progress=None) -> tuple[np.ndarray, dict]:
     """Lower the bottleneck communication of ``part`` (conformal ownership).
 
     Parameters
@@ -121,6 +122,10 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
         convergence (``max_passes`` in all). False: FM passes until
         convergence only.
     volume_reference : see ``volume_tolerance``.
+    progress : callable(str) or None: a heartbeat line while the compiled
+        passes run (the mechanism of :func:`partplan.partition.partition`'s
+        backends) and one line per refinement pass (value, moves kept/tried,
+        why it ended) as each stage of passes returns.
 
     Returns
     -------
@@ -141,6 +146,8 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
     >>> rep["after"]["max_send_recv"] <= rep["before"]["max_send_recv"]
     True
     """
+    from .api import _heartbeat  # (api imports this module lazily: no cycle)
+
     t0 = time.perf_counter()
     check_objective(objective)
     part, k = as_partition(part, graph.n, k)
@@ -211,18 +218,24 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
                 npasses = max_passes - passes
             tr = np.zeros((max(1, npasses), 5))
             ts = time.perf_counter() - t0
-            p_, k_, t_, code = _fm._fm(
-                n, k, _fm.OBJ_CODES[objective], st.vptr, st.vidx, st.tptr, st.tidx, out, w, st.load, cap,
-                cap + int(overload * cap), st.soff, st.lam, st.dense, st.spart, st.scnt, st.vol, st.send, st.recv,
-                st.smsg, st.rmsg, st.tot, vlimit, float(alpha), float(beta) * rb, int(q), float(mu),
-                int(max_targets), int(patience), int(npasses), float(min_gain), mm, order, deadline, tr, big_deg,
-                bool(blocked), stats, bool(full_updates), float(hot), bool(sink) and objective != "total",
-                vlimit + int(volume_slack * before["total_volume"]))
+            with _heartbeat(progress, None, label=f"refining {objective} (stage {si + 1})"):
+                p_, k_, t_, code = _fm._fm(
+                    n, k, _fm.OBJ_CODES[objective], st.vptr, st.vidx, st.tptr, st.tidx, out, w, st.load, cap,
+                    cap + int(overload * cap), st.soff, st.lam, st.dense, st.spart, st.scnt, st.vol, st.send, st.recv,
+                    st.smsg, st.rmsg, st.tot, vlimit, float(alpha), float(beta) * rb, int(q), float(mu),
+                    int(max_targets), int(patience), int(npasses), float(min_gain), mm, order, deadline, tr, big_deg,
+                    bool(blocked), stats, bool(full_updates), float(hot), bool(sink) and objective != "total",
+                    vlimit + int(volume_slack * before["total_volume"]))
             passes, kept, tried = passes + p_, kept + k_, tried + t_
             for i in range(min(p_, tr.shape[0])):
                 trace.append({"seconds": round(ts + float(tr[i, 0]), 4), "value": float(tr[i, 1]),
                               "kept": int(tr[i, 2]), "tried": int(tr[i, 3]), "pass_end": PASS_END[int(tr[i, 4])],
                               "stage": si + 1})
+                if progress is not None:
+                    t = trace[-1]
+                    progress(f"refine pass {len(trace)}: {objective} {t['value']:.0f}, "
+                             f"{t['kept']}/{t['tried']} moves kept, ended by {t['pass_end']} "
+                             f"({t['seconds']:.2f} s)")
         stopped = ("converged", "time limit", "max passes")[code]
         st.check(out)
         _LAST_STATS[:] = stats.tolist()

@@ -1,0 +1,232 @@
+"""Planner v3 family benchmark (issue 20): METIS, plain Mt-KaHyPar (km1),
+KaMinPar and the partplan presets side by side in ONE run, per graph family.
+
+Every method runs through :func:`partplan.partition.api.partition` — the code
+path of ``partplan partition`` (the CLI adds only the read and printing):
+
+  metis      partition(g, k, model="graph")                       (METIS 5.1 k-way)
+  mtk        partition(g, k, objective="total")                   (Mt-KaHyPar DEFAULT, km1)
+  kaminpar   partition(g, k, model="graph", backend="kaminpar")   (KaMinPar default context)
+  pp-default partition(g, k)                                      (the default pipeline, pipeline.py)
+  pp-fast    partition(g, k, preset="fast")                       (METIS + km1 V-cycle)
+  pp-quality partition(g, k, preset="quality")                    (Mt-KaHyPar QUALITY + hubs + max-both refine)
+
+Figures are exact (1D forward column-net volume of the partition, recomputed
+here with :func:`partplan.metrics.volume1d.volume_matrix`): wall seconds,
+total volume, max(send, recv), compute imbalance (row nnz), and the graph's
+hub bound (a lower bound on max recv for any ε-balanced partition,
+:func:`bench_refine.hub_recv_bound`).
+
+The set is split into two fixed halves, each spanning several families:
+
+  TUNE   email-Enron (social), power (power grid), copter2 (FE mesh),
+         cond-mat-2003 (collaboration), rmat14 (R-MAT)
+  REPORT polblogs (web, directed), as-22july06 (internet AS), delaunay_n15
+         (FE mesh / geometric), astro-ph (collaboration), rmat15 (R-MAT)
+
+The default pipeline was chosen on TUNE only (``--tune`` adds the candidate
+pipelines); REPORT is reported untouched. Ratios: vs the best peer per graph
+(the lowest max(send, recv) among METIS, Mt-KaHyPar, KaMinPar; total volume vs
+the lowest peer total volume), vs plain Mt-KaHyPar, and wall vs METIS — all
+measured in the same run (the machine is shared: compare ratios, not seconds).
+
+  python benchmarks/bench_families.py --quick            # make bench
+  python benchmarks/bench_families.py --k 16 64 256 --json out/families.json
+  python benchmarks/bench_families.py --half tune --tune  # the candidates
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_refine import hub_recv_bound, load_instance  # noqa: E402
+
+FAMILY = {"email-Enron": "social", "power": "power grid", "copter2": "FE mesh", "cond-mat-2003": "collab",
+          "rmat14": "R-MAT", "polblogs": "web (dir.)", "as-22july06": "internet", "delaunay_n15": "FE mesh",
+          "astro-ph": "collab", "rmat15": "R-MAT"}
+TUNE = ("email-Enron", "power", "copter2", "cond-mat-2003", "rmat14")
+REPORT = ("polblogs", "as-22july06", "delaunay_n15", "astro-ph", "rmat15")
+QUICK = ("power", "polblogs")
+PEERS = ("metis", "mtk", "kaminpar")
+PRESETS = ("pp-default", "pp-fast", "pp-quality")
+METHODS = {
+    "metis": dict(model="graph"),
+    "mtk": dict(objective="total"),
+    "kaminpar": dict(model="graph", backend="kaminpar"),
+    "pp-default": dict(),
+    "pp-fast": dict(preset="fast"),
+    "pp-quality": dict(preset="quality"),
+}
+# candidate default pipelines (TUNE half only): preset "auto" with its knobs
+CANDIDATES = {
+    "auto:m+k": dict(preset="auto", starts="metis,kaminpar"),
+    "auto:m+k,min0": dict(preset="auto", starts="metis,kaminpar", refine_min_s=0.0),
+    "auto:m+k,ref0.5,min0": dict(preset="auto", starts="metis,kaminpar", refine_factor=0.5, refine_min_s=0.0),
+    "auto:m+k,ref2": dict(preset="auto", starts="metis,kaminpar", refine_factor=2.0),
+    "auto:m+k,novc,min0": dict(preset="auto", starts="metis,kaminpar", vcycle=False, refine_min_s=0.0),
+    "auto:m+k,noref": dict(preset="auto", starts="metis,kaminpar", refine=False),
+    "auto:metis,min0": dict(preset="auto", starts="metis", refine_min_s=0.0),
+    "auto:kaminpar,min0": dict(preset="auto", starts="kaminpar", refine_min_s=0.0),
+    "auto:m+k+mtkgraph,min0": dict(preset="auto", starts="metis,kaminpar,mtkahypar", refine_min_s=0.0),
+}
+
+
+def _figures(g, part, k, eps):
+    from partplan.metrics.volume1d import volume_matrix
+
+    vol, _ = volume_matrix(g.indptr, g.indices, part, k)
+    send, recv = vol.sum(axis=1), vol.sum(axis=0)
+    load = np.bincount(part, weights=g.row_nnz, minlength=k)
+    w = np.maximum(g.row_nnz, 1)
+    bal = np.bincount(part, weights=w, minlength=k).max()
+    return {"total_volume": int(send.sum()), "max_send_recv": int(np.maximum(send, recv).max()),
+            "compute_imbalance": float(load.max() / load.mean() - 1.0),
+            "balance_ok": bool(bal <= math.floor((1 + eps) * -(-int(w.sum()) // k)))}
+
+
+def run_graph(g, k, methods, *, eps=0.03, seed=0, progress=None):
+    from partplan.partition.api import partition
+
+    w = np.maximum(g.row_nnz, 1)
+    cap = int(math.floor((1 + eps) * -(-int(w.sum()) // k)))
+    rows = []
+    for name, kw in methods.items():
+        t0 = time.perf_counter()
+        p = partition(g, k, imbalance=eps, seed=seed, stats=False, **kw)
+        wall = time.perf_counter() - t0
+        r = {"graph": g.name, "family": FAMILY.get(g.name, "?"), "n": g.n, "nnz": g.nnz, "k": k,
+             "method": name, "wall_s": wall, "backend": p.backend, **_figures(g, p.part, k, eps)}
+        if "auto" in p.info:
+            r["chosen_start"] = p.info["auto"]["chosen"]
+        rows.append(r)
+        if progress:
+            progress(f"{g.name} k={k} {name}: {wall:.2f} s, max {r['max_send_recv']}, tv {r['total_volume']}")
+    hub = hub_recv_bound(g, cap)
+    for r in rows:
+        r["hub_bound"] = hub
+    return rows
+
+
+def gmean(x):
+    x = [v for v in x if v is not None and v > 0 and math.isfinite(v)]
+    return float(np.exp(np.mean(np.log(x)))) if x else float("nan")
+
+
+def ratios(rows):
+    """Per (graph, k): each method vs the best peer, vs plain Mt-KaHyPar and vs METIS' wall."""
+    out = {}
+    for key in sorted({(r["graph"], r["k"]) for r in rows}):
+        rs = {r["method"]: r for r in rows if (r["graph"], r["k"]) == key}
+        peers = [rs[p] for p in PEERS if p in rs]
+        if not peers:
+            continue
+        best_max = min(p["max_send_recv"] for p in peers)
+        best_tv = min(p["total_volume"] for p in peers)
+        for m, r in rs.items():
+            r["vs_best_peer_max"] = r["max_send_recv"] / max(best_max, 1)
+            r["vs_best_peer_tv"] = r["total_volume"] / max(best_tv, 1)
+            if "mtk" in rs:
+                r["vs_mtk_max"] = r["max_send_recv"] / max(rs["mtk"]["max_send_recv"], 1)
+            if "metis" in rs:
+                r["wall_vs_metis"] = r["wall_s"] / max(rs["metis"]["wall_s"], 1e-9)
+            r["best_peer"] = min(peers, key=lambda p: p["max_send_recv"])["method"]
+        out[key] = rs
+    return out
+
+
+def table(rows, title):
+    lines = [f"## {title}", "",
+             "| graph (family) | k | hub bound | method | wall s | ×METIS wall | total vol | max(s,r) | "
+             "vs best peer (max) | vs best peer (tv) | vs mtk (max) | imbal |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['graph']} ({r['family']}) | {r['k']} | {r['hub_bound']} | {r['method']}"
+                     f"{'[' + r['chosen_start'] + ']' if 'chosen_start' in r else ''} | {r['wall_s']:.2f} | "
+                     f"{r.get('wall_vs_metis', float('nan')):.2f} | {r['total_volume']} | {r['max_send_recv']} | "
+                     f"{r.get('vs_best_peer_max', float('nan')):.3f} | {r.get('vs_best_peer_tv', float('nan')):.3f} | "
+                     f"{r.get('vs_mtk_max', float('nan')):.3f} | {r['compute_imbalance']:.3f}"
+                     f"{'' if r['balance_ok'] else ' (!)'} |")
+    return "\n".join(lines)
+
+
+def summary(rows, title):
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    lines = [f"### {title}: geometric means over (graph, k)", "",
+             "| method | max vs best peer | worst graph | tv vs best peer (max over graphs) | max vs mtk | "
+             "wall vs METIS | all balanced |", "|---|---|---|---|---|---|---|"]
+    for m in methods:
+        rs = [r for r in rows if r["method"] == m]
+        worst = max(rs, key=lambda r: r.get("vs_best_peer_max", 0))
+        lines.append(f"| {m} | {gmean(r.get('vs_best_peer_max') for r in rs):.3f} | "
+                     f"{worst.get('vs_best_peer_max', float('nan')):.3f} ({worst['graph']} k={worst['k']}) | "
+                     f"{gmean(r.get('vs_best_peer_tv') for r in rs):.3f} "
+                     f"({max(r.get('vs_best_peer_tv', 0) for r in rs):.3f}) | "
+                     f"{gmean(r.get('vs_mtk_max') for r in rs):.3f} | "
+                     f"{gmean(r.get('wall_vs_metis') for r in rs):.2f} | {all(r['balance_ok'] for r in rs)} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--graphs", nargs="+", default=None, help="graph names (default: both halves)")
+    ap.add_argument("--half", choices=("tune", "report", "both"), default="both")
+    ap.add_argument("--k", nargs="+", type=int, default=[16, 64, 256])
+    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS) + list(CANDIDATES))
+    ap.add_argument("--tune", action="store_true", help="add the candidate default pipelines")
+    ap.add_argument("--quick", action="store_true", help=f"{', '.join(QUICK)} at k = 16, 64, no pp-quality")
+    ap.add_argument("--max-k-ratio", type=float, default=0.0,
+                    help="skip k > n * this (0: no limit); k = 256 on larger graphs takes Mt-KaHyPar minutes")
+    ap.add_argument("--fetch", action="store_true", help="fetch registry datasets that are not cached")
+    ap.add_argument("--json", default=None, help="write all rows here")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("-q", "--quiet", action="store_true")
+    a = ap.parse_args(argv)
+    graphs = a.graphs or {"tune": TUNE, "report": REPORT, "both": TUNE + REPORT}[a.half]
+    ks = a.k
+    methods = {m: ({**METHODS, **CANDIDATES})[m] for m in a.methods}
+    if a.quick:
+        graphs, ks = a.graphs or QUICK, [16, 64]
+        methods.pop("pp-quality", None)
+    if a.tune:
+        methods.update(CANDIDATES)
+    say = None if a.quiet else (lambda msg: print(f"# {msg}", file=sys.stderr, flush=True))
+    # warm up the compiled kernels (numba) and the engines outside the timings
+    from partplan.graph import Graph
+    from partplan.partition.api import partition
+    g0 = Graph.from_edges(np.arange(200), (np.arange(200) * 7 + 1) % 200, n=200, symmetrize=True)
+    for kw in list(METHODS.values())[:5] + [CANDIDATES["auto:m+k"]]:
+        partition(g0, 4, stats=False, **kw)
+    rows = []
+    for name in graphs:
+        g = load_instance(name, fetch=a.fetch)
+        if g is None:
+            continue
+        for k in ks:
+            if k > g.n or (a.max_k_ratio and k > g.n * a.max_k_ratio):
+                continue
+            rows += run_graph(g, k, methods, seed=a.seed, progress=say)
+    ratios(rows)
+    tune = [r for r in rows if r["graph"] not in REPORT]
+    rep = [r for r in rows if r["graph"] in REPORT]
+    print(f"# bench_families: {len(rows)} rows; ratios vs peers measured in this run (shared 2-core machine)")
+    for part_rows, title in ((tune, "TUNE half"), (rep, "REPORT half")):
+        if part_rows:
+            print(table(part_rows, title))
+            print()
+            print(summary(part_rows, title))
+            print()
+    if a.json:
+        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.json).write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,69 @@
+"""The default pipeline (partition(graph, k) with no options, pipeline.py):
+best start per graph, exact figures, ε-balance, determinism, progress lines."""
+import numpy as np
+import pytest
+
+pytest.importorskip("kaminpar")
+
+from partplan import analyze  # noqa: E402
+from partplan.errors import BackendUnavailableError, OptionError  # noqa: E402
+from partplan.graph import Graph  # noqa: E402
+from partplan.partition.api import partition  # noqa: E402
+from partplan.partition.pipeline import auto_partition, figures  # noqa: E402
+
+
+def _graph(n=1500, seed=0):
+    rng = np.random.default_rng(seed)
+    pts = rng.random((n, 2))
+    from scipy.spatial import cKDTree
+    _, nb = cKDTree(pts).query(pts, 7)
+    src = np.concatenate([np.repeat(np.arange(n), 6), rng.integers(0, n, n // 10)])
+    dst = np.concatenate([nb[:, 1:].ravel(), rng.integers(0, n, n // 10)])
+    return Graph.from_edges(src, dst, n=n, symmetrize=True, self_loops="remove", name="geo")
+
+
+def test_default_is_the_pipeline_and_figures_are_exact():
+    g = _graph()
+    p = partition(g, 8)
+    assert p.params["preset"] == "auto" and p.objective == "max-both" and p.backend in ("metis", "kaminpar")
+    s = analyze(g, p.part, 8)
+    after = p.info["refine"]["after"]
+    assert after["total_volume"] == s.total_volume
+    assert after["max_send_recv"] == max(int(s.volume.sum(1).max()), int(s.volume.sum(0).max()))
+    # the kept start is the best (balanced) start; refinement never makes it worse
+    starts = p.info["auto"]["starts"]
+    chosen = [r for r in starts if r["engine"] == p.info["auto"]["chosen"]][0]
+    assert chosen["figures"]["max_send_recv"] == min(r["figures"]["max_send_recv"] for r in starts if r["balanced"])
+    assert after["max_send_recv"] <= chosen["figures"]["max_send_recv"]
+    w = np.maximum(g.row_nnz, 1)
+    assert np.bincount(p.part, weights=w).max() <= np.floor(1.03 * np.ceil(w.sum() / 8))
+
+
+def test_deterministic_without_time_limit():
+    g = _graph(800)
+    a, ra = auto_partition(g, 4, seed=5, time_limit=1e9)
+    b, rb = auto_partition(g, 4, seed=5, time_limit=1e9)
+    assert np.array_equal(a, b)
+    assert figures(g, a, 4)["max_send_recv"] == ra["refine"]["after"]["max_send_recv"]
+
+
+def test_progress_line_per_refinement_pass():
+    g = _graph(800)
+    lines = []
+    p = partition(g, 4, progress=lines.append, time_limit=1e9)
+    passes = [m for m in lines if m.startswith("refine pass ")]
+    assert len(passes) == p.info["refine"]["passes"] >= 1
+    quiet = partition(g, 4, time_limit=1e9)  # no progress callable: nothing printed, same result
+    assert np.array_equal(quiet.part, p.part)
+
+
+def test_explicit_paths_unchanged_and_bad_options():
+    g = _graph(600)
+    assert partition(g, 4, objective="total").backend == "mtkahypar"
+    assert partition(g, 4, model="graph").backend == "metis"
+    with pytest.raises(BackendUnavailableError):
+        partition(g, 4, model="graph", starts="metis")
+    with pytest.raises(OptionError):
+        partition(g, 4, starts="kahypar")
+    with pytest.raises(BackendUnavailableError):
+        partition(g, 4, preset="auto", backend="mtkahypar")
