@@ -57,6 +57,8 @@ def run_job_cmd(args) -> int:
     report says the run went wrong (the line goes to stderr)."""
     from partplan.jobs import execute, get
     job = get(args.job_name)
+    if getattr(args, "quiet", False) and hasattr(args, "progress"):
+        args.progress = False  # -q wins over --progress
     if job.output and getattr(args, "output", None) is not None:  # the output first, before anything is read
         from partplan.outpath import check_output_file
         args.output = str(check_output_file(args.output, kind=job.output))
@@ -66,7 +68,7 @@ def run_job_cmd(args) -> int:
         return 0
     print(json.dumps(rep, indent=1) if args.json else job.render(rep))
     problem = job.problem(rep)
-    if problem:
-        print(problem, file=sys.stderr)
+    if problem:  # a failure: shown under -q too
+        print(problem, file=getattr(sys.stderr, "real", sys.stderr))
         return 1
     return 0

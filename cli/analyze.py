@@ -2,7 +2,7 @@
 
 Thin layer over :func:`partplan.metrics.analyze` (and ``analyze_15d`` /
 ``analyze_2d``); the partition comes from a file
-(:func:`partplan.io.partfile.read_partition`) or from a thin call into a
+(:func:`partplan.jobs.partitions.read_partition_file`) or from a thin call into a
 partitioner (pymetis, mtkahypar or a baseline).
 
 Examples::
@@ -105,8 +105,10 @@ def register(subparsers) -> None:
     p.add_argument("-f", "--features", dest="f", type=_positive_int, default=128, metavar="F",
                    help="feature width: columns of H (default 128); used for bytes")
     p.add_argument("--dtype", type=_dtype, default="float32", help="element type of H (default float32)")
-    p.add_argument("--alpha", type=_nonneg_float, metavar="A", help="α: seconds per message (default 1e-5)")
-    p.add_argument("--beta", type=_nonneg_float, metavar="B", help="β: seconds per byte (default 1e-10)")
+    p.add_argument("--latency", dest="alpha", type=_nonneg_float, metavar="S",
+                   help="α of the α-β time estimate: seconds per message (default 1e-5)")
+    p.add_argument("--byte-time", dest="beta", type=_nonneg_float, metavar="S",
+                   help="β of the α-β time estimate: seconds per byte (default 1e-10)")
     p.add_argument("--layout", type=parse_layout, default="1d", metavar="L",
                    help="1d (default), 1.5d:C (k/C row blocks × C replicas = k ranks) or 2d:RxC (R·C = k ranks)")
     p.add_argument("--json", action="store_true", help="print all figures as JSON on stdout")
@@ -130,7 +132,7 @@ def _check_options(args) -> None:
 
 
 def run(args) -> int:
-    from partplan.io.partfile import partition_k_from_name, read_partition, write_partition
+    from partplan.io.partfile import write_partition
     from partplan.layouts import parse_layout as layout_of
     from partplan.layouts import spec_ranks
     from partplan.metrics import analyze
@@ -163,13 +165,10 @@ def run(args) -> int:
     t0 = time.perf_counter()
     if args.partition is not None:
         source = {"file": str(args.partition)}
-        if args.column is not None:
-            part = read_partition(args.partition, graph.n, column=args.column)
-        else:  # METIS .part, .npy, tables, DGL folders, PyG node_map.pt, CAGNET .part-sizes
-            from partplan.interop import read_partition_any
-            part = read_partition_any(args.partition, graph.n)
-        b = partition_k_from_name(args.partition)
-        part, b = as_partition(part, graph.n, b, source=str(args.partition))
+        # METIS .part.K, .npy, .pt, tables, DGL folders, PyG node_map.pt, CAGNET .part-sizes, partplan's own
+        from partplan.jobs.partitions import read_partition_file
+        P = read_partition_file(args.partition, graph, column=args.column)
+        part, b = P.part, P.row_blocks
         lay = layout_of(spec, k) if k is not None else layout_of(spec, row_blocks=b)
         if b > lay.row_blocks:
             raise PartitionError(f"{args.partition}: {b} row blocks, but layout {lay.spec} on {lay.ranks} ranks "

@@ -49,7 +49,7 @@ def register(subparsers) -> None:
     q.add_argument("--force", action="store_true", help="download again even if a verified copy exists")
     q.add_argument("--from-source", action="store_true",
                    help="download embedded datasets too (default: use the copy in datasets/)")
-    q.add_argument("--quiet", action="store_true", help="no progress output")
+    q.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     q.add_argument("--json", action="store_true", help="print JSON")
     q.set_defaults(func=run_fetch)
 
@@ -83,7 +83,8 @@ def register(subparsers) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     q.add_argument("name", metavar="NAME", help="a labeled dataset (polblogs)")
     q.add_argument("-o", "--output", required=True, metavar="D.npz", help="data file to write")
-    q.add_argument("--features", default="identity", help="identity (one-hot, default) or random:F")
+    q.add_argument("--random-features", type=_pos_int, metavar="F",
+                   help="F random features per vertex (default: one-hot identity features)")
     q.add_argument("--train-per-class", type=int, default=20, metavar="T", help="training vertices per class (20)")
     q.add_argument("--val", type=int, default=500, metavar="V", help="validation vertices (500)")
     q.add_argument("--seed", type=int, default=0, help="split / feature seed (default 0)")
@@ -208,7 +209,8 @@ def run_gcn_data(args) -> int:
     out = check_output_file(args.output, kind="npz")
     if args.train_per_class < 1 or args.val < 0:
         raise DataError(f"--train-per-class must be >= 1 and --val >= 0 (got {args.train_per_class}, {args.val})")
-    d = labeled_dataset(args.name, features=args.features, train_per_class=args.train_per_class, val=args.val,
+    feats = "identity" if args.random_features is None else f"random:{args.random_features}"
+    d = labeled_dataset(args.name, features=feats, train_per_class=args.train_per_class, val=args.val,
                         seed=args.seed)
     write_data(out, d["x"], d["y"], d["train_mask"], d["val_mask"], d["test_mask"])
     info = {"output": str(out), "n": int(d["y"].size), "features": int(d["x"].shape[1]),

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from partplan._atomic import write_json_atomic
+from partplan.jobs.args import positive_int
 
 DEMO_METHODS = ("block", "random", "metis", "hypergraph")
 
@@ -29,14 +30,14 @@ def register(subparsers) -> None:
         "demo", help="partition an embedded real graph 4 ways and compare the exact communication",
         description=__doc__.split("\n\n")[1] if __doc__ else None)
     p.add_argument("--out", metavar="DIR", default="out", help="output folder (default ./out)")
-    p.add_argument("--k", "-k", type=int, default=16, metavar="K", help="number of parts (default 16)")
+    p.add_argument("-k", "--k", type=positive_int, default=16, metavar="K", help="number of parts (default 16)")
     p.add_argument("--dataset", default="email-Enron",
                    help="dataset name or graph file (default email-Enron, embedded)")
     p.add_argument("--seed", type=int, default=0, help="seed of random / METIS / Mt-KaHyPar (default 0)")
     p.add_argument("--preset", default="DEFAULT",
                    help="Mt-KaHyPar preset (default DEFAULT; its partition can vary slightly between runs. "
                         "DETERMINISTIC repeats exactly but takes ~3x longer)")
-    p.add_argument("-f", "--features", dest="f", type=int, default=128, metavar="F",
+    p.add_argument("-f", "--features", dest="f", type=positive_int, default=128, metavar="F",
                    help="feature width for the byte figures (default 128)")
     p.add_argument("--exec-ranks", type=int, default=4, metavar="P",
                    help="then plan the Mt-KaHyPar partition for P ranks and execute it on P gloo processes "

@@ -4,11 +4,18 @@ Each command lives in its own module of this package exposing
 ``register(subparsers)``; the parser it adds sets ``func(args) -> int``.
 Every :class:`partplan.errors.PartplanError` is printed as one line
 (``partplan: error: ...``) with exit status 2, never as a traceback.
+
+``-q/--quiet`` is added here to every command and subcommand that does not
+define it (:func:`add_quiet_everywhere`): it sets ``PARTPLAN_QUIET=1`` (the
+compile notice, launched ranks) and, while the command runs, drops stderr
+lines other than errors and warnings (progress, heartbeats, "wrote ...").
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import io
+import os
 import sys
 
 from partplan import __version__
@@ -33,7 +40,58 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         mod.register(sub)
+    add_quiet_everywhere(parser)
     return parser
+
+
+def iter_parsers(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+    """(command path, parser) of ``parser`` and every subcommand below it, depth first."""
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            seen = set()
+            for name, sp in action.choices.items():
+                if id(sp) in seen:  # aliases
+                    continue
+                seen.add(id(sp))
+                yield from iter_parsers(sp, path + (name,))
+
+
+def add_quiet_everywhere(parser: argparse.ArgumentParser) -> None:
+    """``-q/--quiet`` on every command and subcommand that lacks it (one meaning:
+    no progress on stderr). Subparsers get ``default=SUPPRESS`` so that a
+    ``-q`` given before the subcommand is not reset by it."""
+    for path, p in iter_parsers(parser):
+        if any("--quiet" in a.option_strings for a in p._actions):
+            continue
+        p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS if path else False,
+                       help="no progress messages on stderr (errors and warnings still shown)")
+
+
+class _QuietStderr(io.TextIOBase):
+    """stderr under ``-q``: complete lines pass only when they carry an error or
+    a warning; the rest (progress, heartbeats, "wrote ...") is dropped."""
+
+    def __init__(self, real):
+        self.real, self._buf = real, ""
+
+    def write(self, text: str) -> int:
+        self._buf += text
+        *lines, self._buf = self._buf.split("\n")
+        for line in lines:
+            low = line.lower()
+            if "error" in low or "warning" in low or "traceback" in low:
+                self.real.write(line + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self.real.flush()
+
+    def fileno(self) -> int:
+        return self.real.fileno()
+
+    def isatty(self) -> bool:
+        return False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,18 +100,28 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 1
+    real_stderr, quiet_env = sys.stderr, os.environ.get("PARTPLAN_QUIET")
+    if getattr(args, "quiet", False):
+        os.environ["PARTPLAN_QUIET"] = "1"  # the compile notice; ranks started by the launcher inherit it
+        sys.stderr = _QuietStderr(real_stderr)
     try:
         return int(args.func(args) or 0)
     except PartplanError as exc:
-        print(f"partplan: error: {exc}", file=sys.stderr)
+        print(f"partplan: error: {exc}", file=real_stderr)
         return 2
     except KeyboardInterrupt:
-        print("partplan: interrupted", file=sys.stderr)
+        print("partplan: interrupted", file=real_stderr)
         return 130
     except BrokenPipeError:  # output piped into `head` etc.: stop quietly
-        import os
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    finally:
+        sys.stderr = real_stderr
+        if getattr(args, "quiet", False):  # main() may run again in this process (tests, notebooks)
+            if quiet_env is None:
+                os.environ.pop("PARTPLAN_QUIET", None)
+            else:
+                os.environ["PARTPLAN_QUIET"] = quiet_env
 
 
 if __name__ == "__main__":  # pragma: no cover

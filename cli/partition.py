@@ -6,10 +6,15 @@ Thin layer over :func:`partplan.partition.api.partition`. OUT by name:
 plan (:func:`partplan.plan.build_plan` + :func:`partplan.plan.write_plan`),
 or the partition alone with ``--partition-only``. Progress goes to stderr.
 
+Without ``-o`` the partition goes where gpmetis puts it: ``GRAPH.part.K``
+next to the graph file (``NAME.part.K`` in the current folder for a dataset
+name), and stderr says so. An output named ``*.part.K`` must have the K of
+``-k``.
+
 Examples::
 
     partplan partition email-Enron -k 16 -o enron16.npy
-    partplan partition graph.mtx -k 64 --model graph --backend metis -o g.part.64
+    partplan partition graph.mtx -k 64 --model graph --engine metis -o g.part.64
     partplan partition graph.mtx -k 16 --objective max-both --json -o g16.plan
     partplan partition graph.mtx -k 16 --layout 1.5d:4 --preset QUALITY -o g.parquet
 """
@@ -48,7 +53,7 @@ def register(subparsers) -> None:
     p.add_argument("--model", default=None, choices=["graph", "hypergraph", "stochastic", "baseline"],
                    help="partitioning model (default hypergraph)")
     from partplan.partition.backends import BACKENDS  # the registry: one list of engines
-    p.add_argument("--backend", default=None, choices=list(BACKENDS),
+    p.add_argument("--engine", dest="backend", default=None, choices=list(BACKENDS),
                    help="engine (default: metis for graph, mtkahypar for hypergraph/stochastic, random "
                         "for baseline)")
     p.add_argument("--preset", default=None, help="Mt-KaHyPar preset: DEFAULT, QUALITY, HIGHEST_QUALITY, "
@@ -86,7 +91,8 @@ def register(subparsers) -> None:
     p.add_argument("-f", "--features", type=_positive_int, default=128, help="feature width f (for bytes)")
     p.add_argument("--dtype", default="float32", help="feature dtype (for bytes; default float32)")
     p.add_argument("-o", "--output", metavar="OUT", default=None,
-                   help=".npy / .part / .parquet (partition) or .plan (communication plan)")
+                   help="output file: .npy / .part / .part.K / .parquet (partition) or .plan (communication plan); "
+                        "default GRAPH.part.K next to the graph (like gpmetis)")
     p.add_argument("--normalize", choices=("none", "gcn", "mean"), default="none",
                    help="plan values: gcn = D^-1/2 (A+I) D^-1/2 (PyG GCNConv), mean = D^-1 (A+I); "
                         "needed by `partplan train gcn` (default none: A as read)")
@@ -98,6 +104,16 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+def default_output(graph: str, k: int) -> Path:
+    """gpmetis's name for the partition of ``graph`` into ``k`` parts:
+    ``GRAPH.part.K`` beside a graph file, ``NAME.part.K`` in the current
+    folder for a dataset name."""
+    path = Path(graph)
+    if path.exists():
+        return path.with_name(f"{path.name}.part.{k}")
+    return Path(f"{Path(graph).name}.part.{k}")
+
+
 def run(args) -> int:
     from partplan.partition.api import partition, save_partition
 
@@ -107,7 +123,12 @@ def run(args) -> int:
         if not args.quiet:
             print(f"[{time.perf_counter() - t_start:7.1f}s] {msg}", file=sys.stderr, flush=True)
 
-    out = Path(args.output) if args.output else None
+    out = Path(args.output) if args.output else default_output(args.graph, args.k)
+    from partplan.io.partfile import partition_k_from_name
+    named = partition_k_from_name(out)
+    if named is not None and named != args.k:
+        raise PartitionError(f"{out}: the name says {named} parts (.part.{named}) but -k is {args.k}; "
+                             f"name it {out.name[:-len(str(named))]}{args.k}")
     want_plan = out is not None and out.suffix.lower() == ".plan" and not args.partition_only
     if out is not None:  # where the result goes is checked before any work
         from partplan.outpath import check_output_file
@@ -131,6 +152,9 @@ def run(args) -> int:
         check_planner_preset(args.preset)  # Mt-KaHyPar's presets or "fast" (METIS + km1 refinement)
     if args.ownership_method is not None and args.ownership != "decoupled":
         raise BackendUnavailableError("--ownership-method applies to --ownership decoupled only")
+    if not args.output:  # said once every option is checked
+        print(f"partplan: no -o given: writing the partition to {out} (like gpmetis)", file=sys.stderr,
+              flush=True)
     progress(f"reading {args.graph}")
     graph = load_graph(args.graph, symmetrize=args.symmetrize)
     progress(f"{graph.name}: n={graph.n}, nnz={graph.nnz}")

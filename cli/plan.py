@@ -103,19 +103,8 @@ def run(args) -> int:
 
 
 def _read(args, graph):
-    """A saved partplan Partition (layout kept) or a bare part array."""
-    from partplan.errors import PartitionError
-    p = Path(args.partition)
-    if args.column is None:
-        try:
-            from partplan.partition import load_partition
-            part = load_partition(p, graph)
-            if part.model != "external":
-                return part
-        except PartitionError:
-            pass
-    if args.column is not None:
-        from partplan.io import read_partition
-        return read_partition(p, graph.n, column=args.column)
-    from partplan.interop import read_partition_any
-    return read_partition_any(p, graph.n)
+    """A saved partplan Partition (layout kept) or a bare part array, through
+    the one partition reader (:func:`partplan.jobs.partitions.read_partition_file`)."""
+    from partplan.jobs.partitions import read_partition_file
+    P = read_partition_file(args.partition, graph, column=args.column)
+    return P if P.model != "external" else P.part

@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from partplan.jobs.args import nonneg_float, positive_int
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -38,12 +40,12 @@ def register(subparsers) -> None:
                        epilog="examples:\n  partplan topology probe --nprocs 4 -o machine.json\n"
                               "  torchrun --nproc-per-node 8 -m partplan topology probe -o gpus.json --backend nccl",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    q.add_argument("--nprocs", type=int, metavar="N", help="processes to start here (omit under torchrun)")
+    q.add_argument("--nprocs", type=positive_int, metavar="N", help="processes to start here (omit under torchrun)")
     q.add_argument("-o", "--output", required=True, metavar="FILE", help="topology JSON to write")
     q.add_argument("--backend", choices=("gloo", "nccl"), default="gloo", help="default gloo")
     q.add_argument("--large", type=int, default=1 << 22, metavar="BYTES", help="bandwidth message (default 4 MiB)")
-    q.add_argument("--repeat", type=int, default=5, help="round trips per pair and size (default 5)")
-    q.add_argument("--timeout", type=float, default=60.0, help="seconds a rank waits for a peer (default 60)")
+    q.add_argument("--repeat", type=positive_int, default=5, help="round trips per pair and size (default 5)")
+    q.add_argument("--timeout", type=nonneg_float, default=60.0, help="seconds a rank waits for a peer (default 60)")
     q.add_argument("--json", action="store_true", help="print the report as JSON")
     q.set_defaults(func=run_probe)
     p.set_defaults(func=lambda args: (p.print_help(), 1)[1])

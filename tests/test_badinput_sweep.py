@@ -141,7 +141,7 @@ def _build_cases(D: Path) -> list:
     case("convert out bad", ["convert", good, str(D / "nodir" / "y.mtx")])
     # plans
     plan = str(D / "g.plan")
-    rc, o, e, x = _run(["partition", good, "-k", "2", "--backend", "metis", "--model", "graph", "-o", plan])
+    rc, o, e, x = _run(["partition", good, "-k", "2", "--engine", "metis", "--model", "graph", "-o", plan])
     assert rc == 0, (rc, e, x)
     def plan_copy(name, edit):
         q = D / name
@@ -197,7 +197,7 @@ def _build_cases(D: Path) -> list:
 
     # ---- batch 2
     nplan = str(D / "n.plan")
-    rc, o, e, x = _run(["partition", good, "-k", "2", "--backend", "metis", "--model", "graph", "--normalize", "gcn", "-o", nplan])
+    rc, o, e, x = _run(["partition", good, "-k", "2", "--engine", "metis", "--model", "graph", "--normalize", "gcn", "-o", nplan])
     assert rc == 0, (rc, e, x)
     def data(name, **kw):
         base = dict(x=np.ones((6, 3), np.float32), y=np.array([0, 1, 0, 1, 0, 1]), train_mask=np.array([1, 1, 0, 0, 0, 0], bool),
@@ -225,7 +225,7 @@ def _build_cases(D: Path) -> list:
     case("partition stochastic bad sampler", ["partition", good, "-k", "2", "--model", "stochastic", "--sampler", "foo:1", "-o", str(D / "s.part.2")])
     case("partition objective bad", ["partition", good, "-k", "2", "--objective", "nope", "-o", str(D / "s2.part.2")])
     case("partition preset bad", ["partition", good, "-k", "2", "--preset", "turbo", "-o", str(D / "s3.part.2")])
-    case("partition backend bad", ["partition", good, "-k", "2", "--backend", "scotch", "-o", str(D / "s4.part.2")])
+    case("partition backend bad", ["partition", good, "-k", "2", "--engine", "scotch", "-o", str(D / "s4.part.2")])
     case("partition k>n", ["partition", good, "-k", "9", "-o", str(D / "s5.part.9")])
     case("partition hub factor neg", ["partition", good, "-k", "2", "--hub-factor", "-1", "-o", str(D / "h1.part.2")])
     case("partition hub factor nan", ["partition", good, "-k", "2", "--hub-factor", "nan", "-o", str(D / "h2.part.2")])
@@ -233,7 +233,7 @@ def _build_cases(D: Path) -> list:
                                         "-o", str(D / "h3.part.2")])
     case("partition hub factor total", ["partition", good, "-k", "2", "--hub-factor", "2", "--objective", "total",
                                         "-o", str(D / "h4.part.2")])
-    case("partition seed neg", ["partition", good, "-k", "2", "--seed", "-5", "--backend", "metis", "--model", "graph", "-o", str(D / "s6.part.2")], expect_fail=False)
+    case("partition seed neg", ["partition", good, "-k", "2", "--seed", "-5", "--engine", "metis", "--model", "graph", "-o", str(D / "s6.part.2")], expect_fail=False)
     case("export pyg bad out", ["export", plan, "--to", "pyg", "-o", str(D / "nodir" / "x")])
     case("export fmt bad", ["export", plan, "--to", "foo", "-o", str(D / "ex")])
     case("convert bad suffix", ["convert", good, str(D / "y.xyz")])

@@ -223,7 +223,7 @@ def test_error_options_with_partition_file(path_graph, tmp_path, capsys):
     (["--method", "block", "-k", "2", "--layout", "3d"], "unknown layout '3d'"),
     (["--method", "block", "-k", "0"], "positive integer"),
     (["--method", "block", "-k", "2", "--dtype", "float7"], "unknown dtype"),
-    (["--method", "block", "-k", "2", "--alpha", "-1"], ">= 0"),
+    (["--method", "block", "-k", "2", "--latency", "-1"], ">= 0"),
     (["--method", "kway", "-k", "2"], "invalid choice"),
     (["-k", "2"], "one of the arguments --partition --method is required"),
 ])

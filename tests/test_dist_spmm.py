@@ -194,3 +194,78 @@ def test_torchrun_gcn_example_matches_pyg(tmp_path):
     for k in ("train_acc", "val_acc", "test_acc"):
         assert abs(got[k] - ref[k]) <= 0.01, (k, got, ref)
     assert got["test_acc"] > 0.8
+
+
+# ----------------------------------------------------------------------------- p = 4 against PyG's GCNConv
+def _gcnconv_worker(rank, world, init_file, tmp):
+    """One rank of a user's torchrun-style loop: the GCN layer Z = Â (X W) with
+    DistSpMM, a loss, backward, the weight gradient all-reduced."""
+    import torch.distributed as dist
+
+    from partplan.nn import DistSpMM
+    tmp = Path(tmp)
+    try:
+        torch.set_num_threads(1)
+        dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+        X = torch.from_numpy(np.load(tmp / "X.npy"))
+        G = torch.from_numpy(np.load(tmp / "G.npy"))
+        W = torch.nn.Parameter(torch.from_numpy(np.load(tmp / "W.npy")))     # replicated weights
+        op = DistSpMM(tmp / "gcn.plan", dtype=torch.float64)
+        Z = op(X[op.in_ids] @ W)                                              # this rank's rows of Â X W
+        (Z * G[op.out_ids]).sum().backward()
+        dist.all_reduce(W.grad)                                               # what DDP does
+        np.savez(tmp / f"g{rank}.npz", out_ids=op.out_ids, Z=Z.detach().numpy(), dW=W.grad.numpy())
+        dist.barrier()
+    except BaseException:
+        (tmp / f"g{rank}.err").write_text(traceback.format_exc())
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def test_dist_spmm_p4_equals_gcnconv_on_a_directed_graph(tmp_path):
+    pytest.importorskip("torch_geometric")
+    import torch.multiprocessing as mp
+    from torch_geometric.data import Data
+    from torch_geometric.nn import GCNConv
+
+    from partplan import plan_from_pyg
+    rng = np.random.default_rng(11)
+    n, m, f_in, f_out = 90, 500, 6, 4
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    keep = src != dst
+    pairs = np.unique(np.stack([src[keep], dst[keep]]), axis=1)             # no self loops, no duplicates
+    ei = torch.from_numpy(pairs)
+    rev = set(zip(pairs[1].tolist(), pairs[0].tolist()))
+    assert sum((a, b) not in rev for a, b in zip(pairs[0].tolist(), pairs[1].tolist())) > 100  # directed
+    indeg, outdeg = np.bincount(pairs[1], minlength=n), np.bincount(pairs[0], minlength=n)
+    assert np.any(indeg != outdeg)
+    X, G, W = rng.standard_normal((n, f_in)), rng.standard_normal((n, f_out)), rng.standard_normal((f_in, f_out))
+    data = Data(x=torch.from_numpy(X), edge_index=ei, num_nodes=n)
+    plan = plan_from_pyg(data, 4, normalize="gcn", out=tmp_path / "gcn.plan", model="baseline", backend="random",
+                         seed=2)
+    assert plan.manifest["ranks"] == 4
+    for name, a in (("X", X), ("G", G), ("W", W)):
+        np.save(tmp_path / f"{name}.npy", a)
+    mp.start_processes(_gcnconv_worker, args=(4, str(tmp_path / "rdv"), str(tmp_path)), nprocs=4, join=True,
+                       start_method="spawn")
+    errs = [p.read_text() for p in tmp_path.glob("g*.err")]
+    assert not errs, errs[0]
+    # the oracle: PyG's own GCNConv (self loops, D^-1/2 from in-degree at the target, flow source_to_target)
+    conv = GCNConv(f_in, f_out, bias=False).double()
+    with torch.no_grad():
+        conv.lin.weight.copy_(torch.from_numpy(W.T))
+    ref = conv(data.x, data.edge_index)
+    (ref * torch.from_numpy(G)).sum().backward()
+    ref, dW_ref = ref.detach().numpy(), conv.lin.weight.grad.numpy().T
+    outs = []
+    for r in range(4):
+        d = np.load(tmp_path / f"g{r}.npz")
+        outs.append(d["out_ids"])
+        assert np.abs(d["Z"] - ref[d["out_ids"]]).max() < 1e-10, r
+        assert np.abs(d["dW"] - dW_ref).max() < 1e-10, r
+    assert np.array_equal(np.sort(np.concatenate(outs)), np.arange(n))       # every row once
+    # the transposed graph (the trap of issue 19) gives other rows: the comparison can fail
+    with torch.no_grad():
+        flipped = conv(data.x, data.edge_index.flip(0)).numpy()
+    assert np.abs(flipped - ref).max() > 1e-3

@@ -138,3 +138,51 @@ def test_cli_heartbeat_and_quiet(graph, fast_beat, monkeypatch, tmp_path, capsys
     assert " s elapsed" in capsys.readouterr().err
     assert main(["partition", str(gfile), "-k", "2", "-q"]) == 0
     assert " s elapsed" not in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ train gcn under --nprocs
+def _sbm_case(tmp_path):
+    """Two 40-vertex communities (networkx SBM), one-hot features, labels = community."""
+    import networkx as nx
+    g = nx.stochastic_block_model([40, 40], [[0.25, 0.01], [0.01, 0.25]], seed=3)
+    src, dst = np.array(list(g.edges)).T
+    n = g.number_of_nodes()
+    rng = np.random.default_rng(0)
+    y = np.repeat([0, 1], 40).astype(np.int64)
+    train = np.zeros(n, bool)
+    train[rng.choice(n, 16, replace=False)] = True
+    test = ~train
+    np.savez(tmp_path / "d.npz", x=np.eye(n, dtype=np.float32), y=y, train_mask=train,
+             val_mask=np.zeros(n, bool), test_mask=test)
+    lines = "\n".join(f"{a + 1} {b + 1}" for a, b in zip(src, dst))
+    (tmp_path / "g.mtx").write_text("%%MatrixMarket matrix coordinate pattern symmetric\n"
+                                    f"{n} {n} {src.size}\n{lines}\n")
+    return y, train, test
+
+
+def test_train_gcn_nprocs_prints_epochs_and_writes_predictions(tmp_path, capfd):
+    pytest.importorskip("torch")
+    from partplan.cli.main import main
+    y, train, test = _sbm_case(tmp_path)
+    plan, pred = tmp_path / "g.plan", tmp_path / "pred.npy"
+    assert main(["partition", str(tmp_path / "g.mtx"), "-k", "2", "--model", "graph", "--engine", "random",
+                 "--normalize", "gcn", "-q", "-o", str(plan)]) == 0
+    capfd.readouterr()
+    assert main(["train", "gcn", str(plan), "--nprocs", "2", "--data", str(tmp_path / "d.npz"), "--epochs", "12",
+                 "--json", "--predictions", str(pred)]) == 0
+    cap = capfd.readouterr()
+    epochs = [ln for ln in cap.err.splitlines() if ln.startswith("[train] epoch")]
+    assert epochs[0].startswith("[train] epoch 1/12") and epochs[-1].startswith("[train] epoch 12/12")
+    import json
+    rep = json.loads(cap.out)
+    p = np.load(pred)
+    assert p.dtype == np.int64 and p.shape == y.shape and set(np.unique(p)) <= {0, 1}
+    # the file, read in vertex order against the labels, gives the accuracies the run reported
+    # (a random partition permutes the rows: a file in any other order would not)
+    assert (p[train] == y[train]).mean() == pytest.approx(rep["train_acc"])
+    assert (p[test] == y[test]).mean() == pytest.approx(rep["test_acc"])
+    assert not list(tmp_path.glob("*.tmp*")) and not list(tmp_path.glob(".pred*"))
+    # -q: no epoch lines
+    assert main(["train", "gcn", str(plan), "--nprocs", "2", "--data", str(tmp_path / "d.npz"), "--epochs", "3",
+                 "-q"]) == 0
+    assert "[train]" not in capfd.readouterr().err

@@ -6,6 +6,9 @@ Formats, chosen by file name:
   allowed): one integer part id per line, line ``v + 1`` holding vertex ``v``.
   Blank lines and lines starting with ``#`` or ``%`` are skipped.
 - ``.npy``: a 1-D integer array (numpy, ``allow_pickle=False``).
+- ``.pt``: a 1-D integer tensor (a PyG ``node_map.pt``; ``torch.load`` with
+  ``weights_only=True``, never an arbitrary pickle). A (2, E) tensor, an
+  ``edge_index`` passed by mistake, is refused ("expected a 1-D node map").
 - ``.parquet`` / ``.arrow`` / ``.feather`` / ``.csv``: one column of a table
   (pyarrow); ``column`` names it, else the only column or the column ``part``.
 
@@ -73,6 +76,8 @@ def read_partition(path: str | os.PathLike, n: int, *, column: str | None = None
     suffix = _suffixes(p)
     if suffix == ".npy":
         part = _read_npy(p, n)
+    elif suffix == ".pt":
+        part = _read_pt(p)
     elif suffix in TABLE_SUFFIXES:
         part = _read_table(p, suffix, column)
     else:
@@ -115,6 +120,31 @@ def load_npy(p: Path, n: int | None = None, what: str = "array") -> np.ndarray:
 
 def _read_npy(p: Path, n: int | None = None) -> np.ndarray:
     return _check_values(p, load_npy(p, n), "array")
+
+
+def _read_pt(p: Path) -> np.ndarray:
+    """A ``.pt`` node map: a 1-D integer tensor (or a one-entry dict of one),
+    loaded with ``weights_only=True``."""
+    try:
+        import torch
+    except ImportError:
+        raise PartitionError(f"{p}: reading a .pt partition needs torch (pip install torch)") from None
+    try:
+        obj = torch.load(p, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - torch raises pickle, zip and runtime errors alike
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise PartitionError(f"{p}: not a readable torch tensor file ({first})") from None
+    if isinstance(obj, dict) and len(obj) == 1:
+        obj = next(iter(obj.values()))
+    if not isinstance(obj, torch.Tensor):
+        raise PartitionError(f"{p}: expected a 1-D node map tensor, got a {type(obj).__name__}")
+    if obj.dim() != 1:
+        raise PartitionError(f"{p}: expected a 1-D node map, got shape {tuple(obj.shape)}"
+                             + (" (an edge_index?)" if obj.dim() == 2 and obj.shape[0] == 2 else ""))
+    if obj.is_complex() or obj.dtype == torch.bool:
+        raise PartitionError(f"{p}: node map must hold integer part ids, got {obj.dtype}")
+    arr = obj.detach().cpu().to(torch.float64 if obj.is_floating_point() else torch.int64).numpy()
+    return _check_values(p, arr, "node map")
 
 
 def _read_table(p: Path, suffix: str, column: str | None) -> np.ndarray:

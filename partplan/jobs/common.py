@@ -71,7 +71,7 @@ def add_plan_options(parser, *, capability: str) -> None:
     """PLAN, --route, --progress: the options of a job on a plan directory
     whose layout has ``capability`` (a :class:`~partplan.layouts.Layout` flag)."""
     parser.add_argument("plan", metavar="PLAN", help=f"plan directory (a layout that supports {capability})")
-    parser.add_argument("--route", action="store_true",
+    parser.add_argument("--routed", dest="route", action="store_true",
                         help="insist on a routed exchange through domain monitors: the plan must have a routed "
                              "layout (`partplan plan ... --layout routed:domain:D` or --route); a routed plan runs "
                              "routed without it")

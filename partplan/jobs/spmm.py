@@ -23,8 +23,10 @@ def render_keys(rep: dict, keys=KEYS) -> str:
 
 def _arguments(s) -> None:
     s.add_argument("plan", metavar="PLAN", help="plan directory")
-    s.add_argument("--features", metavar="H.npy", help="n × f float32/float64 features (default: random)")
-    s.add_argument("-f", type=positive_int, default=16, metavar="F", help="width of random features (default 16)")
+    s.add_argument("--feature-file", dest="features", metavar="H.npy",
+                   help="n × f float32/float64 features (default: random)")
+    s.add_argument("-f", "--features", dest="f", type=positive_int, default=16, metavar="F",
+                   help="feature width f of the random features (default 16)")
     s.add_argument("--seed", type=int, default=0, help="seed of the random features (default 0)")
     s.add_argument("--dtype", choices=("float32", "float64"), help="compute type (default: H's, else float32)")
     s.add_argument("--output", metavar="Z.npy", help="write Z (n × f, vertex order)")

@@ -13,7 +13,7 @@ KEYS = ("ranks", "backend", "device", "kernels", "layout", "epochs", "train_acc"
         "batches", "rows_per_batch_mean", "bytes_per_batch_predicted_mean", "bytes_per_batch_measured_mean",
         "batch_s", "bytes_match")
 _ARGS = ("plan", "data", "random_features", "classes", "epochs", "hidden", "layers", "lr", "weight_decay",
-         "dropout", "seed", "dtype", "save", "sampler", "batch_size", "batches_per_epoch")
+         "dropout", "seed", "dtype", "save", "sampler", "batch_size", "batches_per_epoch", "predictions")
 
 
 def _arguments(s) -> None:
@@ -37,6 +37,8 @@ def _arguments(s) -> None:
     s.add_argument("--batches-per-epoch", type=positive_int, default=10, metavar="N",
                    help="mini-batches per epoch (default 10)")
     s.add_argument("--save", metavar="W.pt", help="write the trained weights (rank 0, atomic)")
+    s.add_argument("--predictions", metavar="P.npy",
+                   help="write the predicted class of every vertex: int64[n], vertex order (rank 0, atomic)")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
 
 

@@ -70,8 +70,8 @@ def graph500_plan(g, nprocs: int, layout: str = "1d", partition: str = "metis", 
         part = run_partition(g, nprocs, model="graph", backend="metis", layout=lay.spec, seed=seed,
                              stats=False).part
     else:
-        from ..partition.api import load_partition
-        P = load_partition(partition, g)
+        from .partitions import read_partition_file
+        P = read_partition_file(partition, g)
         if P.ranks != nprocs:
             raise PlanError(f"{partition}: the partition is for {P.ranks} ranks, not --nprocs {nprocs}")
         part = P.part
@@ -320,7 +320,7 @@ def _bfs_config(args) -> dict:
 
 def _graph500_arguments(s) -> None:
     s.add_argument("--progress", action="store_true", help="progress lines on stderr")
-    s.add_argument("--route", action="store_true", help="insist on a routed exchange (with --layout routed:...)")
+    s.add_argument("--routed", dest="route", action="store_true", help="insist on a routed exchange (with --layout routed:...)")
     add_search_options(s)
     s.add_argument("--scale", type=positive_int, required=True, metavar="S", help="2^S vertices")
     s.add_argument("--edgefactor", type=positive_int, default=16, metavar="E",

@@ -106,9 +106,43 @@ def allreduce_gradients(model, comm) -> None:
         off += p.numel()
 
 
-def evaluate(model, xchg, ax: list, ids: list, ys: list, masks: dict, comm, c: int) -> dict:
+def _say(cfg: dict, msg: str) -> None:
+    """A progress line: to the launcher's progress file when there is one (it
+    echoes the lines on its stderr while the ranks run), else to stderr."""
+    if cfg.get("progress_file"):
+        with open(cfg["progress_file"], "a") as fh:
+            fh.write(msg + "\n")
+    else:
+        print(msg, flush=True, file=sys.stderr)
+
+
+def _write_predictions(cfg: dict, comm, ids: list, preds: list, n: int, c: int) -> str | None:
+    """Gather the predicted class of every vertex (summed over processes; each
+    row held by ``c`` replicas) and write ``int64[n]`` in vertex order to
+    ``cfg["predictions"]`` (rank 0, atomic). Returns the path on rank 0."""
+    vec = np.zeros(n, dtype=np.float64)  # class + 1 (0: no rank held the row); exact below 2**53
+    for i, p in zip(ids, preds):
+        np.add.at(vec, np.asarray(i, dtype=np.int64), (np.asarray(p, dtype=np.float64) + 1.0) / c)
+    tot = comm.allreduce_world([vec], "sum")[0]
+    if comm.local[0] != 0:
+        return None
+    out = np.rint(tot).astype(np.int64) - 1
+    if np.any(out < 0):
+        from ..errors import PlanError
+        raise PlanError(f"{cfg['plan']}: no rank holds vertex {int(np.flatnonzero(out < 0)[0])}; "
+                        f"no predictions written")
+    from .._atomic import atomic_path
+    with atomic_path(cfg["predictions"], suffix=".npy") as tmp:
+        with open(tmp, "wb") as fh:
+            np.save(fh, out, allow_pickle=False)
+    return str(cfg["predictions"])
+
+
+def evaluate(model, xchg, ax: list, ids: list, ys: list, masks: dict, comm, c: int,
+             preds: list | None = None) -> dict:
     """Full-graph accuracies (eval mode) through the plan's forward program:
-    ``{"train_acc", "val_acc", "test_acc"}``, each row counted once (1/c per replica)."""
+    ``{"train_acc", "val_acc", "test_acc"}``, each row counted once (1/c per replica).
+    ``preds``: a list the predicted classes of each local rank are appended to."""
     import torch
     model.eval()
     with torch.no_grad():
@@ -116,6 +150,8 @@ def evaluate(model, xchg, ax: list, ids: list, ys: list, masks: dict, comm, c: i
     counts = []
     for i, lg in enumerate(logits):
         pred_y = lg.argmax(dim=1)
+        if preds is not None:
+            preds.append(pred_y.cpu().numpy())
         v = []
         for k in ("train_mask", "val_mask", "test_mask"):
             mk = masks[k][i]
@@ -184,6 +220,7 @@ def _train(m: dict, shards: list, comm, ops, cfg: dict, device: str = "cpu") -> 
     losses, measured = [], []
     times = np.zeros((epochs, 5))  # epoch, exchange, spmm, grad all-reduce, dense
     progress = cfg.get("progress") and comm.local[0] == 0
+    last_said = time.perf_counter()
     for epoch in range(epochs):
         comm.reset()
         xchg.reset_phases()
@@ -207,9 +244,15 @@ def _train(m: dict, shards: list, comm, ops, cfg: dict, device: str = "cpu") -> 
         exch = ph["exchange"] + ph["reduce"]
         spmm = ph["compute"] + ph["gather"] + ph["fold"]
         times[epoch] = [t3 - t0, exch, spmm, t2 - t1, (t3 - t0) - exch - spmm - (t2 - t1)]
-        if progress and (epoch + 1) % max(1, epochs // 10) == 0:
-            print(f"[train] epoch {epoch + 1}/{epochs} loss {losses[-1]:.4f}", flush=True, file=sys.stderr)
-    acc = evaluate(model, xchg, ax, ids, ys, masks, comm, c)  # not counted in the epoch figures
+        # a line for the first and last epoch, every tenth of the run, and at least every 2 s
+        if progress and (epoch == 0 or epoch + 1 == epochs or (epoch + 1) % max(1, epochs // 10) == 0
+                         or time.perf_counter() - last_said > 2.0):
+            _say(cfg, f"[train] epoch {epoch + 1}/{epochs} loss {losses[-1]:.4f} "
+                      f"({times[epoch, 0]:.3f} s/epoch)")
+            last_said = time.perf_counter()
+    preds = [] if cfg.get("predictions") else None
+    acc = evaluate(model, xchg, ax, ids, ys, masks, comm, c, preds)  # not counted in the epoch figures
+    written = _write_predictions(cfg, comm, ids, preds, int(m["graph"]["n"]), c) if preds is not None else None
     tmax = comm.allreduce_world([times.reshape(-1)], "max")[0].reshape(times.shape)
     meas = world_sum([measured])  # per epoch, summed over processes
     med = np.median(tmax[1:] if epochs > 1 else tmax, axis=0)  # epoch 0 warms up
@@ -225,6 +268,8 @@ def _train(m: dict, shards: list, comm, ops, cfg: dict, device: str = "cpu") -> 
            "gradient_allreduce_bytes_per_epoch": int(nparams * itemsize * m["ranks"]),
            "setup_bytes_predicted": int(pred_setup), "setup_bytes_measured": int(world_sum([[setup_measured]])[0]),
            "setup_s": setup_s}
+    if written is not None:
+        rep["predictions"] = written
     return rep, model
 
 
@@ -298,7 +343,7 @@ def _train_minibatch(plan, comm, cfg: dict) -> tuple[dict, object]:
                       + nparams * itemsize * k)
         meas_b.append(float(comm.sent_bytes.sum() + comm.reduce_bytes.sum()))
         if cfg.get("progress") and comm.local[0] == 0 and (b + 1) % max(1, nb // 10) == 0:
-            print(f"[train] batch {b + 1}/{nb} loss {losses[-1]:.4f}", flush=True, file=sys.stderr)
+            _say(cfg, f"[train] batch {b + 1}/{nb} loss {losses[-1]:.4f}")
     meas = comm.allreduce_world([np.asarray(meas_b, dtype=np.float64)], "sum")[0]
     rows_meas = comm.allreduce_world([np.asarray(fwd_rows, dtype=np.float64)], "sum")[0]
     tmax = comm.allreduce_world([np.asarray(times)], "max")[0]
@@ -466,7 +511,7 @@ def train_gcn(plan, *, nprocs: int | None = None, backend: str = "gloo", data=No
               dropout: float = 0.5, seed: int = 0, dtype: str = "float32", save=None, timeout: float = 60.0,
               threads: int | None = 1, kernels: str = "auto", device: str | None = None, progress: bool = False,
               sampler: str | None = None, batch_size: int | None = None,
-              batches_per_epoch: int = 10) -> dict | None:
+              batches_per_epoch: int = 10, predictions=None) -> dict | None:
     """Train a :class:`~partplan.nn.DistGCN` full-batch from ``plan``.
 
     plan : plan directory built with ``--normalize gcn`` (or ``mean``).
@@ -474,6 +519,9 @@ def train_gcn(plan, *, nprocs: int | None = None, backend: str = "gloo", data=No
     "nccl" or "local" (all ranks in this process, LocalComm). data : ``D.npz``
     (see :mod:`partplan.nn.data`), or ``random_features`` F and ``classes`` C.
     save : ``W.pt`` written atomically by rank 0 (state dict + dims + losses).
+    predictions : ``P.npy`` written atomically by rank 0 after training: the
+    predicted class (argmax of the eval-mode logits) of every vertex, int64[n]
+    in the graph's vertex order (full-batch training only).
     kernels : local compute, "torch", "native" (scipy SpMM, CPU) or "auto"
     (:func:`partplan.runtime.kernels.resolve`: torch on CUDA, native on CPU).
     device : "cpu" or "cuda" (default: cuda with nccl, else cpu; gloo takes
@@ -537,6 +585,11 @@ def train_gcn(plan, *, nprocs: int | None = None, backend: str = "gloo", data=No
     if save is not None:
         from ..outpath import check_output_file
         cfg["save"] = str(check_output_file(save, kind="pt"))
+    if predictions is not None:
+        if sampler is not None:
+            raise PartplanError("--predictions applies to full-batch training (no --sampler)")
+        from ..outpath import check_output_file
+        cfg["predictions"] = str(check_output_file(predictions, kind="npy"))
     if backend == "local":
         cfg["threads"] = threads
         return _run_local(cfg)

@@ -1,0 +1,107 @@
+"""The one partition reader every command uses (``partplan plan``,
+``partplan analyze``, ``run graph500 --partition FILE``).
+
+:func:`read_partition_file` takes any partition a user may hold and returns a
+:class:`partplan.partition.Partition`:
+
+- a partition saved by ``partplan partition`` (``.npy`` / text / ``.parquet``
+  with partplan's metadata): :func:`partplan.partition.load_partition`, its
+  layout, ranks and graph fingerprint kept;
+- a bare file: METIS text ``.part.K`` (one id per line), ``.npy``, ``.pt``
+  (a 1-D node map), a Parquet / Arrow / Feather / CSV column
+  (:func:`partplan.io.partfile.read_partition` reads all of these);
+- a PyG ``Partitioner`` folder (``node_map.pt`` inside), a DGL partition
+  folder or config JSON, a DGL assignment folder, a CAGNET ``.part-sizes``
+  file (:mod:`partplan.interop`).
+
+Every problem is one :class:`~partplan.errors.PartitionError` naming the file
+(and the line of a text file): ids that are not integers (floats, NaN), a
+negative id, a count other than the graph's ``n``, an id ``>= K`` (``K`` from
+``k=``, else from a ``.part.K`` name), a tensor or array that is not 1-D.
+A bare partition is described as ``model="external"`` on the 1d layout.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import PartitionError
+
+__all__ = ["read_partition_file"]
+
+
+def _is_partplan_saved(p: Path) -> bool:
+    """Whether ``p`` was written by ``save_partition`` (a JSON sidecar, or
+    partplan's metadata in a Parquet file)."""
+    if p.is_dir():
+        return False
+    if p.with_name(p.name + ".json").is_file():
+        return True
+    if p.suffix.lower() == ".parquet":
+        try:
+            import pyarrow.parquet as pq
+            md = pq.read_schema(p).metadata or {}
+        except Exception:  # noqa: BLE001 - unreadable: the bare reader names the problem
+            return False
+        return b"partplan" in md
+    return False
+
+
+def _bare_array(p: Path, n: int, column: str | None) -> np.ndarray:
+    from ..interop import detect_kind, read_cagnet_part_sizes, read_dgl_partition
+    from ..io.partfile import read_partition
+
+    if p.is_dir() and (p / "node_map.pt").is_file():  # PyG Partitioner folder
+        if (p / "META.json").is_file():
+            import json
+            try:
+                meta = json.loads((p / "META.json").read_text())
+            except (OSError, ValueError, UnicodeDecodeError) as exc:
+                raise PartitionError(f"{p / 'META.json'}: not a readable JSON file ({exc})") from None
+            if isinstance(meta, dict) and meta.get("is_hetero"):
+                raise PartitionError(f"{p / 'META.json'}: heterogeneous PyG partitions are not supported "
+                                     f"(partplan graphs have one node type)")
+        return read_partition(p / "node_map.pt", n)
+    kind = detect_kind(p)
+    if column is not None and (p.is_dir() or kind not in ("file", "pyg")):
+        raise PartitionError(f"{p}: --column applies to Parquet/Arrow/CSV partition files only")
+    if kind in ("file", "pyg"):  # text, .npy, .pt, tables
+        return read_partition(p, n, column=column)
+    if kind == "cagnet":
+        return read_cagnet_part_sizes(p, n)
+    return read_dgl_partition(p, n)  # folders and config JSON (assignment folders too)
+
+
+def read_partition_file(path: str | os.PathLike, graph, *, column: str | None = None,
+                        k: int | None = None):
+    """Read the partition in ``path`` for ``graph`` (a :class:`partplan.Graph`);
+    returns a :class:`partplan.partition.Partition`.
+
+    ``column`` names the column of a table file. ``k`` is the number of row
+    blocks the ids must stay below (default: K of a ``NAME.part.K`` file name,
+    else the largest id + 1). A saved partplan partition keeps its own layout
+    and ranks (and must match ``graph``'s fingerprint). Raises
+    :class:`~partplan.errors.PartitionError` naming the file on bad input.
+    """
+    from ..io.partfile import partition_k_from_name
+    from ..partition import Partition, load_partition
+    from ..parts import as_partition
+
+    p = Path(path)
+    if not p.exists():
+        raise PartitionError(f"{p}: no such partition file or directory")
+    if column is None and _is_partplan_saved(p):
+        P = load_partition(p, graph)
+        if k is not None and P.row_blocks > k:
+            raise PartitionError(f"{p}: {P.row_blocks} row blocks, more than the {k} asked for")
+        return P
+    part = _bare_array(p, graph.n, column)
+    named = partition_k_from_name(p)
+    if k is not None and named is not None and named != k:
+        raise PartitionError(f"{p}: the name says K = {named} parts but {k} were asked for")
+    part, b = as_partition(part, graph.n, k if k is not None else named, source=str(p))
+    return Partition(part=part, k=b, layout="1d", layout_params={}, model="external", backend="external",
+                     objective="total", params={}, timings={}, stats=None, owner=None,
+                     graph_fingerprint=graph.fingerprint, info={"file": str(p)})
