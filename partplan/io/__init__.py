@@ -128,6 +128,10 @@ def read_graph(path: str | os.PathLike, format: str | None = None, *, symmetrize
     """
     if self_loops not in ("keep", "add", "remove"):
         raise OptionError(f"self_loops must be 'keep', 'add' or 'remove', not {self_loops!r}")
+    if format is None and Path(path).is_dir() and (Path(path) / "header.json").is_file():  # chunked graph (io/chunked.py, issue 22)
+        from .chunked import read_chunked
+        return read_chunked(path, symmetrize=symmetrize, self_loops=self_loops, dedupe=dedupe,
+                            drop_isolated=drop_isolated, **fmt_opts)
     fmt = format or detect_format(path)
     if fmt not in FORMATS:
         raise GraphFormatError(f"unknown format {fmt!r} (known: {', '.join(FORMATS)})", path)

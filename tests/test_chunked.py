@@ -1,0 +1,145 @@
+"""Chunked graph input (issue 22): partplan/io/chunked.py and the streaming
+R-MAT writer partplan/datasets/chunked_gen.py. Oracles: scipy row slices of
+the in-memory graph, Graph.fingerprint, and the in-memory rmat()."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from partplan.datasets.chunked_gen import rmat_chunked
+from partplan.datasets.generators import GeneratorParameterError, rmat
+from partplan.errors import GraphFormatError
+from partplan.graph import Graph
+from partplan.io import read_graph
+from partplan.io.chunked import (chunk_info, chunked_fingerprint, read_chunk_rows, read_chunked,
+                                 write_chunked)
+
+
+def _weighted(n=60, seed=4) -> Graph:
+    rng = np.random.default_rng(seed)
+    s, t = rng.integers(0, n, 400), rng.integers(0, n, 400)
+    return Graph.from_edges(s, t, rng.random(400) + 0.5, n=n, name="w60")
+
+
+@pytest.mark.parametrize("chunks", [1, 3, 7])
+def test_roundtrip_and_row_slices_match_scipy(tmp_path, chunks):
+    g = _weighted()
+    p = write_chunked(g, tmp_path / "g.chunked", chunks=chunks)
+    info = chunk_info(p)
+    assert (info.n, info.nnz, info.weighted, info.directed, info.name) == (g.n, g.nnz, True, True, "w60")
+    assert len(info.chunks) == chunks and info.row_bounds[0] == 0 and info.row_bounds[-1] == g.n
+    h = read_chunked(p)
+    assert h.fingerprint == g.fingerprint and np.array_equal(h.data, g.data)
+    assert chunked_fingerprint(p) == g.fingerprint
+    A = g.to_scipy()
+    for lo, hi in [(0, g.n), (5, 41), (17, 18), (30, 30), (59, 60)]:
+        r = read_chunk_rows(p, lo, hi)
+        B = A[lo:hi]
+        assert np.array_equal(r.indptr, B.indptr) and np.array_equal(r.indices, B.indices)
+        assert np.array_equal(r.data, B.data)
+    assert read_graph(p).fingerprint == g.fingerprint          # io dispatch hook
+
+
+def test_rewrite_replaces_and_refuses_foreign_dir(tmp_path):
+    g = rmat(6, seed=1)
+    p = write_chunked(g, tmp_path / "g.chunked", chunks=2)
+    write_chunked(g, p, chunks=3)
+    assert len(chunk_info(p).chunks) == 3
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "keep.txt").write_text("x")
+    with pytest.raises(GraphFormatError, match="refusing"):
+        write_chunked(g, other, chunks=2)
+    assert (other / "keep.txt").exists()
+    assert not [x for x in tmp_path.iterdir() if x.name.startswith(".")]
+
+
+@pytest.mark.parametrize("kw", [{}, {"symmetrize": False}, {"self_loops": "keep"},
+                                {"self_loops": "add", "permute": False}, {"edgefactor": 3, "a": 0.45}])
+def test_rmat_chunked_equals_rmat(tmp_path, kw):
+    g = rmat(10, seed=7, **kw)
+    p = rmat_chunked(10, seed=7, path=tmp_path / "r.chunked", chunks=5, **kw)
+    h = read_chunked(p)
+    assert h.fingerprint == g.fingerprint and h.nnz == g.nnz
+    assert (h.name, h.directed, h.data is None) == (g.name, g.directed, True)
+
+
+def test_rmat_chunked_more_blocks_than_one(tmp_path):
+    """scale 17: 2 M tuples = 2 generator blocks, so the per-block streams matter."""
+    g = rmat(17, edgefactor=16, seed=2)
+    p = rmat_chunked(17, seed=2, path=tmp_path / "r.chunked", chunks=4)
+    assert chunked_fingerprint(p) == g.fingerprint
+
+
+def test_rmat_chunked_bad_parameters(tmp_path):
+    with pytest.raises(GeneratorParameterError, match="scale"):
+        rmat_chunked(40, path=tmp_path / "x", chunks=2)
+    with pytest.raises(GeneratorParameterError, match="chunks"):
+        rmat_chunked(5, path=tmp_path / "x", chunks=0)
+    assert not (tmp_path / "x").exists()
+
+
+# ----------------------------------------------------------------------------- hostile headers / arrays
+def _edit(p, fn):
+    h = json.loads((p / "header.json").read_text())
+    fn(h)
+    (p / "header.json").write_text(json.dumps(h))
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda h: h.update(n=-1), "n"),
+    (lambda h: h.update(n=1 << 60), "n"),
+    (lambda h: h.update(nnz="7"), "nnz"),
+    (lambda h: h.update(format="other"), "format"),
+    (lambda h: h.update(version=9), "version"),
+    (lambda h: h.update(index_dtype="float32"), "index_dtype"),
+    (lambda h: h.update(weighted="yes"), "weighted"),
+    (lambda h: h.update(chunks=[]), "chunks"),
+    (lambda h: h["chunks"][1].update(row_lo=h["chunks"][1]["row_lo"] + 1), "chunks[1].row_lo"),
+    (lambda h: h["chunks"][0].update(row_hi=-3), "chunks[0].row_hi"),
+    (lambda h: h["chunks"][-1].update(row_hi=h["chunks"][-1]["row_hi"] - 1), "chunks[2].row_hi"),
+    (lambda h: h["chunks"][0].update(nnz=h["chunks"][0]["nnz"] + 1), "nnz"),
+    (lambda h: h["chunks"][0].update(indices="../../etc/passwd.npy"), "chunks[0].indices"),
+    (lambda h: h["chunks"][0].update(data="x.npy"), "chunks[0].data"),
+])
+def test_bad_header_fields_are_named(tmp_path, edit, field):
+    p = write_chunked(rmat(6, seed=0), tmp_path / "g.chunked", chunks=3)
+    _edit(p, edit)
+    with pytest.raises(GraphFormatError) as ei:
+        chunk_info(p)
+    assert ei.value.field == field and "header.json" in str(ei.value)
+
+
+def test_bad_arrays_are_named(tmp_path):
+    g = rmat(6, seed=0)
+    p = write_chunked(g, tmp_path / "g.chunked", chunks=2)
+    c0 = chunk_info(p).chunks[0]
+    good = np.load(c0.indices)
+    for bad, what in [(np.where(np.arange(good.size) == 3, g.n + 5, good), "out of range"),
+                      (good[::-1].copy(), "increasing")]:
+        np.save(c0.indices, bad)
+        with pytest.raises(GraphFormatError, match=what) as ei:
+            read_chunk_rows(p, 0, g.n)
+        assert ei.value.field == "indices" and "chunk-00000.indices.npy" in str(ei.value)
+    np.save(c0.indices, good[:-1])                      # shorter than the header says
+    with pytest.raises(GraphFormatError, match="shape") as ei:
+        read_chunked(p)
+    np.save(c0.indices, good)
+    ip = np.load(c0.indptr)
+    ip[2], ip[3] = ip[3], ip[2] - 1
+    np.save(c0.indptr, ip)
+    with pytest.raises(GraphFormatError, match="monotone") as ei:
+        read_chunked(p)
+    assert ei.value.field == "indptr"
+    with open(c0.indptr, "wb") as fh:                    # a header claiming 8 TB
+        np.lib.format.write_array_header_1_0(fh, {"descr": "<i8", "fortran_order": False,
+                                                  "shape": (10 ** 12,)})
+    with pytest.raises(GraphFormatError, match="claims shape"):
+        read_chunked(p)
+    c0.indptr.unlink()
+    with pytest.raises(GraphFormatError, match="missing"):
+        read_chunked(p)
+    with pytest.raises(GraphFormatError, match="no such directory"):
+        chunk_info(tmp_path / "nope")
