@@ -13,8 +13,19 @@ dtypes, NaN / inf features, labels of masked rows in ``[0, classes)``,
 overlapping masks), naming the file and the field. :func:`read_rows` gives one
 rank only its rows: members stored uncompressed (``np.savez``) are
 memory-mapped straight out of the zip, so a rank reads ``rows × f`` values, not
-``n × f``; compressed members (``np.savez_compressed``) must be inflated whole
-(said in :func:`check_data`'s report as ``mmap: False``).
+``n × f``; compressed members (``np.savez_compressed``) are inflated as a
+stream, a chunk of rows at a time, keeping only the rank's rows (said in
+:func:`check_data`'s report as ``mmap: False``: every rank then spends the
+CPU time of inflating the whole member, but never its memory).
+
+Budgets (issue 21): every member's shape and dtype are read from its ``.npy``
+header and checked against ``n`` and against the zip's own record of the
+member's size before any data is read; what one process keeps — the rows it
+reads × the row's bytes — must fit :func:`data_budget`:
+``$PARTPLAN_MAX_BYTES`` (or 80 % of the memory this process may use) shared
+by the ranks on this machine (``$LOCAL_WORLD_SIZE``). A small compressed file
+that would inflate to gigabytes is refused with one :class:`DataError`
+before anything is inflated.
 
 A PyTorch Geometric ``Data`` saved with ``torch.save`` (``D.pt``) is read the
 same way: its ``x``, ``y`` and the three masks, loaded safely
@@ -104,6 +115,15 @@ def _member_header(zf: zipfile.ZipFile, name: str, path):
         except ValueError as exc:
             raise DataError(f"not a .npy array ({exc})", path, name[:-4]) from None
         hdr_len = fh.tell()
+    dt = np.dtype(dtype)
+    if dt.hasobject:
+        raise DataError(f"dtype {dt} holds Python objects; not a data array", path, name[:-4])
+    if any(int(d) < 0 for d in shape):
+        raise DataError(f"negative dimension in shape {tuple(shape)}", path, name[:-4])
+    if info.file_size != hdr_len + _nbytes(tuple(shape), dt):
+        raise DataError(f"the zip records {info.file_size} bytes for this member but its header says shape "
+                        f"{tuple(shape)} of {dt} ({hdr_len + _nbytes(tuple(shape), dt)} bytes with the header); "
+                        f"the file is corrupt or crafted", path, name[:-4])
     offset = None
     if info.compress_type == zipfile.ZIP_STORED:
         with open(zf.filename, "rb") as raw:
@@ -115,16 +135,128 @@ def _member_header(zf: zipfile.ZipFile, name: str, path):
     return tuple(shape), np.dtype(dtype), bool(fortran), offset
 
 
+STREAM_BYTES = 8 << 20   # bytes inflated at a time when a compressed member is streamed
+
+
+def data_budget() -> int:
+    """Bytes of data one process may hold: ``$PARTPLAN_MAX_BYTES`` (or 80 % of
+    this process's memory, :func:`partplan.io._common.memory_budget`) divided
+    by the ranks on this machine (``$LOCAL_WORLD_SIZE``, set by the launcher
+    and torchrun; 1 otherwise)."""
+    import os
+
+    from ..errors import GraphFormatError
+    from ..io._common import memory_budget
+    try:
+        total = memory_budget()
+    except GraphFormatError as exc:
+        raise DataError(exc.problem, field="PARTPLAN_MAX_BYTES") from None
+    try:
+        local = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    except ValueError:
+        local = 1
+    return total // local
+
+
+def _nbytes(shape: tuple, dtype: np.dtype) -> int:
+    out = int(dtype.itemsize)
+    for s in shape:
+        out *= int(s)
+    return out
+
+
+def _check_budget(path, key: str, need: int, what: str) -> None:
+    from ..io._common import human_bytes
+    budget = data_budget()
+    if need > budget:
+        raise DataError(f"{what} would take {human_bytes(need)}, above this rank's data budget of "
+                        f"{human_bytes(budget)} (PARTPLAN_MAX_BYTES / LOCAL_WORLD_SIZE)", path, key)
+
+
+def _stream(fh, shape: tuple, dtype: np.dtype, fortran: bool, rows: np.ndarray | None, path, key: str):
+    """Read the array data that follows the header in ``fh`` a chunk at a time,
+    keeping rows ``rows`` (all when None) of a 1-D or 2-D array."""
+    n = int(shape[0]) if shape else 1
+    want = np.arange(n) if rows is None else np.asarray(rows, dtype=np.int64)
+    if want.size and (want.min() < 0 or want.max() >= n):
+        raise DataError(f"row index out of range [0, {n})", path, key)
+    out = np.empty((want.size,) + tuple(shape[1:]), dtype=dtype)
+    order = np.argsort(want, kind="stable")
+    sw = want[order]
+    if len(shape) <= 1 or not fortran:
+        row_b = _nbytes(tuple(shape[1:]), dtype)
+        step = max(1, STREAM_BYTES // max(1, row_b))
+        for lo in range(0, n, step):
+            hi = min(n, lo + step)
+            buf = fh.read((hi - lo) * row_b)
+            if len(buf) != (hi - lo) * row_b:
+                raise DataError("truncated member (fewer bytes than its header's shape)", path, key)
+            blk = np.frombuffer(buf, dtype=dtype).reshape((hi - lo,) + tuple(shape[1:]))
+            a, b = np.searchsorted(sw, lo), np.searchsorted(sw, hi)
+            out[order[a:b]] = blk[sw[a:b] - lo]
+    else:  # column-major 2-D: a chunk of columns at a time
+        col_b = n * dtype.itemsize
+        f = int(shape[1])
+        step = max(1, STREAM_BYTES // max(1, col_b))
+        for lo in range(0, f, step):
+            hi = min(f, lo + step)
+            buf = fh.read((hi - lo) * col_b)
+            if len(buf) != (hi - lo) * col_b:
+                raise DataError("truncated member (fewer bytes than its header's shape)", path, key)
+            blk = np.frombuffer(buf, dtype=dtype).reshape((hi - lo, n))
+            out[:, lo:hi] = blk[:, want].T
+    return out
+
+
 def _member(path: Path, key: str, rows: np.ndarray | None = None) -> np.ndarray:
-    """Array ``key`` of the npz (only ``rows`` of it when given), memory-mapped when stored."""
+    """Array ``key`` of the npz (only ``rows`` of it when given): memory-mapped
+    when stored, streamed when compressed; what is kept must fit :func:`data_budget`."""
     with zipfile.ZipFile(path) as zf:
         shape, dtype, fortran, offset = _member_header(zf, key + ".npy", path)
-        if offset is not None and not fortran and dtype.hasobject is False:
+        if dtype.hasobject:
+            raise DataError(f"dtype {dtype} holds Python objects; not a data array", path, key)
+        if not shape:
+            raise DataError("a scalar, not an array", path, key)
+        row_b = _nbytes(tuple(shape[1:]), dtype)
+        keep = row_b * (int(shape[0]) if rows is None else int(np.size(rows)))
+        _check_budget(path, key, keep, f"{'all' if rows is None else np.size(rows)} rows of shape {shape}")
+        if offset is not None and not fortran:
             arr = np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)
             return np.ascontiguousarray(arr if rows is None else arr[rows])
         with zf.open(key + ".npy") as fh:
-            arr = np.lib.format.read_array(fh, allow_pickle=False)
-        return arr if rows is None else np.ascontiguousarray(arr[rows])
+            version = np.lib.format.read_magic(fh)
+            (np.lib.format.read_array_header_1_0 if version == (1, 0) else
+             np.lib.format.read_array_header_2_0)(fh)
+            return _stream(fh, shape, dtype, fortran, rows, path, key)
+
+
+def _iter_rows(path: Path, key: str, shape: tuple, chunk_rows: int):
+    """(first row, block) over all rows of the npz member ``key``, one block of
+    ``chunk_rows`` rows at a time (memory map or a single inflating pass)."""
+    with zipfile.ZipFile(path) as zf:
+        shape, dtype, fortran, offset = _member_header(zf, key + ".npy", path)
+        if offset is not None and not fortran:
+            arr = np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)
+            for lo in range(0, shape[0], chunk_rows):
+                yield lo, np.asarray(arr[lo:lo + chunk_rows])
+            return
+        if fortran:  # a column-major member cannot be streamed by rows: bounded by the budget
+            _check_budget(path, key, _nbytes(shape, dtype), f"the column-major member of shape {shape}")
+            whole = _member(path, key)
+            for lo in range(0, shape[0], chunk_rows):
+                yield lo, whole[lo:lo + chunk_rows]
+            return
+        with zf.open(key + ".npy") as fh:
+            version = np.lib.format.read_magic(fh)
+            (np.lib.format.read_array_header_1_0 if version == (1, 0) else
+             np.lib.format.read_array_header_2_0)(fh)
+            row_b = _nbytes(tuple(shape[1:]), dtype)
+            for lo in range(0, shape[0], chunk_rows):
+                hi = min(shape[0], lo + chunk_rows)
+                buf = fh.read((hi - lo) * row_b)
+                if len(buf) != (hi - lo) * row_b:
+                    raise DataError("truncated member (fewer bytes than its header's shape)", path, key)
+                yield lo, np.frombuffer(buf, dtype=dtype).reshape((hi - lo,) + tuple(shape[1:]))
 
 
 @dataclass
@@ -161,6 +293,10 @@ def check_data(path, n: int, *, chunk_rows: int = 65536) -> DataInfo:
 
         def get(key, rows=None):
             return _member(p, key, rows)
+
+        def iter_x(rows_per_chunk):
+            return _iter_rows(p, "x", heads["x"][0], rows_per_chunk)
+        return _check_heads(p, n, heads, get, chunk_rows, iter_x)
     return _check_heads(p, n, heads, get, chunk_rows)
 
 
@@ -179,12 +315,14 @@ def _npz_heads(p: Path) -> dict:
     return heads
 
 
-def _check_heads(p: Path, n: int, heads: dict, get, chunk_rows: int) -> DataInfo:
+def _check_heads(p: Path, n: int, heads: dict, get, chunk_rows: int, iter_x=None) -> DataInfo:
     shape, dt, _, off = heads["x"]
     if len(shape) != 2 or shape[0] != n:
         raise DataError(f"x must be an n × f array with n = {n} (the plan's graph), got shape {shape}", p, "x")
     if dt not in (np.float32, np.float64):
         raise DataError(f"x has dtype {dt}; use float32 or float64", p, "x")
+    # from the header alone, before anything is inflated: the ranks together keep all of x
+    _check_budget(p, "x", _nbytes(tuple(shape), np.dtype(dt)), f"the features x of shape {tuple(shape)} ({dt})")
     for k in ("y",) + MASKS:
         s, d, _, _ = heads[k]
         if s != (n,):
@@ -193,8 +331,11 @@ def _check_heads(p: Path, n: int, heads: dict, get, chunk_rows: int) -> DataInfo
             raise DataError(f"labels must be integers, got dtype {d}", p, k)
         if k != "y" and d != np.bool_:
             raise DataError(f"masks must be bool, got dtype {d}", p, k)
-    for lo in range(0, n, chunk_rows):  # NaN / inf scan, one chunk at a time
-        xs = get("x", np.arange(lo, min(n, lo + chunk_rows)))
+    if iter_x is not None:
+        chunks = iter_x(chunk_rows)
+    else:
+        chunks = ((lo, get("x", np.arange(lo, min(n, lo + chunk_rows)))) for lo in range(0, n, chunk_rows))
+    for lo, xs in chunks:  # NaN / inf scan, one chunk at a time (one inflating pass when compressed)
         bad = ~np.isfinite(xs)
         if bad.any():
             r, c = np.argwhere(bad)[0]

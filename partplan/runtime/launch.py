@@ -1,7 +1,22 @@
 """Start p local worker processes the way torchrun does (RANK, WORLD_SIZE,
-LOCAL_RANK, MASTER_ADDR, MASTER_PORT in the environment), wait for them with a
-deadline, and turn any failure into one :class:`CommError` that quotes each
-failed rank's own error line. The workers run ``python -m
+LOCAL_RANK in the environment), wait for them with a deadline, and turn any
+failure into one :class:`CommError` that quotes each failed rank's own error
+line.
+
+The launcher owns its workers (issue 21): each is the leader of its own
+process group; SIGINT / SIGTERM / SIGHUP to the launcher stop every worker
+(SIGTERM to each group, SIGKILL after :data:`STOP_GRACE_S`), remove the
+temporaries they were writing and the job's ``/tmp/partplan-run-<pid>-*``
+folder, then end the launcher: KeyboardInterrupt for SIGINT (the CLI prints
+``partplan: interrupted``, exit 130), one line ``partplan: interrupted
+(SIGTERM)`` and exit 128 + signal number otherwise (143, 129). A worker sets
+``PR_SET_PDEATHSIG`` (SIGKILL) at start-up, so a launcher killed with SIGKILL
+still takes its workers with it; the folder it leaves is removed by the next
+launch. Local workers meet through a ``FileStore`` in the job's private 0700
+folder (no TCP store, no network listener) and gloo binds to loopback
+(``GLOO_SOCKET_IFNAME=lo``). Every rank proves knowledge of
+``$PARTPLAN_SECRET`` (HMAC of all ranks' nonces) before any data moves
+(:func:`authenticate`). The workers run ``python -m
 partplan.runtime.worker CONFIG.json``, which calls the worker function named
 in the config (``entry``) — the function torchrun's processes call directly
 through ``python -m partplan run ...``.
@@ -12,13 +27,19 @@ job's ranks; :func:`resolve_device` is the device policy.
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
+import re
+import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -40,6 +61,115 @@ def _last_error(text: str) -> str:
     return lines[-1] if lines else ""
 
 
+STOP_GRACE_S = 2.0          # seconds between SIGTERM and SIGKILL when workers are stopped
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+RUN_PREFIX = "partplan-run-"  # the job folder: RUN_PREFIX + <launcher pid> + "-" + random
+STORE_ENV = "PARTPLAN_STORE"  # FileStore path for the workers of a local job
+SECRET_ENV = "PARTPLAN_SECRET"
+LAUNCHER_ENV = "PARTPLAN_LAUNCHER_PID"
+
+
+def _sweep_stale_runs() -> list[str]:
+    """Remove job folders (``/tmp/partplan-run-<pid>-*``, ours) whose launcher
+    no longer runs: what a launcher killed with SIGKILL left behind."""
+    from .._atomic import _pid_alive
+    removed = []
+    base = tempfile.gettempdir()
+    pat = re.compile(rf"^{re.escape(RUN_PREFIX)}(\d+)-[A-Za-z0-9_]+$")
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return removed
+    for e in entries:
+        m = pat.match(e.name)
+        if not m or _pid_alive(int(m.group(1))):
+            continue
+        try:
+            st = e.stat(follow_symlinks=False)
+            if not e.is_dir(follow_symlinks=False) or st.st_uid != os.getuid():
+                continue
+            shutil.rmtree(e.path)
+            removed.append(e.path)
+        except OSError:
+            pass
+    return removed
+
+
+def _remove_job_temps(tmp: Path) -> None:
+    """Unlink the output temporaries the workers logged in ``tmp/temps``
+    (:mod:`partplan._atomic`): those of workers that were killed."""
+    try:
+        lines = (tmp / "temps").read_text(errors="surrogateescape").splitlines()
+    except OSError:
+        return
+    import stat as _stat
+    tmpname = re.compile(r"^\..+\.tmp-\d+-[0-9a-f]+(\.[A-Za-z0-9]+)?$")
+    for ln in lines:
+        q = Path(ln)
+        if not tmpname.match(q.name):
+            continue
+        try:
+            if _stat.S_ISREG(os.lstat(q).st_mode):
+                os.unlink(q)
+        except OSError:
+            pass
+
+
+def _stop(procs: list, grace: float = STOP_GRACE_S) -> None:
+    """SIGTERM every live worker's process group, SIGKILL what is left after
+    ``grace`` seconds, and reap them all."""
+    for p in procs:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except (ProcessLookupError, PermissionError):
+                pass
+    end = time.monotonic() + grace
+    while any(p.poll() is None for p in procs) and time.monotonic() < end:
+        time.sleep(0.02)
+    for p in procs:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    for p in procs:
+        p.wait()
+
+
+class _Signals:
+    """While active (main thread only), SIGINT/SIGTERM/SIGHUP are recorded
+    instead of acted on; the launcher's loop sees them in :attr:`got`."""
+
+    def __init__(self):
+        self.got: list[int] = []
+        self.old: dict = {}
+
+    def __enter__(self) -> "_Signals":
+        if threading.current_thread() is threading.main_thread():
+            for sig in FORWARDED:
+                try:
+                    self.old[sig] = signal.signal(sig, lambda signum, frame: self.got.append(signum))
+                except (ValueError, OSError):  # pragma: no cover
+                    pass
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, h in self.old.items():
+            signal.signal(sig, h)
+
+    def raise_if_interrupted(self) -> None:
+        """End the launcher for the first recorded signal (see the module doc)."""
+        if not self.got:
+            return
+        sig = self.got[0]
+        if sig == signal.SIGINT:
+            raise KeyboardInterrupt
+        print(f"partplan: interrupted ({signal.Signals(sig).name}); the job's workers were stopped, nothing written",
+              file=sys.stderr, flush=True)
+        raise SystemExit(128 + int(sig))
+
+
 def launch(config: dict, nprocs: int, *, worker, timeout_s: float = 60.0, threads: int | None = None,
            env: dict | None = None) -> dict:
     """Run ``nprocs`` workers on ``config`` (JSON-able); returns rank 0's report.
@@ -54,50 +184,61 @@ def launch(config: dict, nprocs: int, *, worker, timeout_s: float = 60.0, thread
     """
     if nprocs < 1:
         raise CommError(f"--nprocs must be >= 1, got {nprocs}")
-    tmp = Path(tempfile.mkdtemp(prefix="partplan-run-"))
+    _sweep_stale_runs()
+    tmp = Path(tempfile.mkdtemp(prefix=f"{RUN_PREFIX}{os.getpid()}-"))  # mode 0700
     errs: list = []
+    procs: list = []
+    sigs = _Signals()
     try:
-        cfg = dict(config)
-        cfg["result"] = str(tmp / "result.json")
-        cfg["entry"] = entry_of(worker)
-        if config.get("progress"):  # rank 0 appends progress lines here; echoed to our stderr while waiting
-            cfg["progress_file"] = str(tmp / "progress.log")
-            (tmp / "progress.log").write_text("")
-        shown = 0
-        (tmp / "config.json").write_text(json.dumps(cfg))
-        port = free_port()
-        base = dict(os.environ)
-        base.update({"WORLD_SIZE": str(nprocs), "LOCAL_WORLD_SIZE": str(nprocs), "MASTER_ADDR": "127.0.0.1",
-                     "MASTER_PORT": str(port), "PARTPLAN_LAUNCHED": "1"})
-        if threads is not None:
-            base.setdefault("OMP_NUM_THREADS", str(threads))
-        base.update(env or {})
-        procs = []
-        for r in range(nprocs):
-            e = dict(base, RANK=str(r), LOCAL_RANK=str(r), GROUP_RANK="0")
-            err = open(tmp / f"rank-{r}.err", "w+")
-            errs.append(err)
-            procs.append(subprocess.Popen([sys.executable, "-m", "partplan.runtime.worker", str(tmp / "config.json")],
-                                          env=e, stdout=err, stderr=subprocess.STDOUT, start_new_session=True))
-        deadline = time.monotonic() + 120 + 4 * timeout_s + float(config.get("deadline_s", 0))
-        killed = set()
-        first_fail = None
-        while any(p.poll() is None for p in procs):
-            now = time.monotonic()
-            if cfg.get("progress_file"):
-                shown = _echo_progress(cfg["progress_file"], shown)
-            if first_fail is None and any(p.poll() not in (None, 0) for p in procs):
-                first_fail = now
-            # survivors must notice a dead peer within their own timeout
-            if now > deadline or (first_fail is not None and now > first_fail + 2 * timeout_s + 30):
-                for r, p in enumerate(procs):
-                    if p.poll() is None:
-                        os.killpg(p.pid, signal.SIGKILL)
-                        killed.add(r)
-                break
-            time.sleep(0.05)
-        for p in procs:
-            p.wait()
+        with sigs:
+            cfg = dict(config)
+            cfg["result"] = str(tmp / "result.json")
+            cfg["entry"] = entry_of(worker)
+            if config.get("progress"):  # rank 0 appends progress lines here; echoed to our stderr while waiting
+                cfg["progress_file"] = str(tmp / "progress.log")
+                (tmp / "progress.log").write_text("")
+            shown = 0
+            (tmp / "config.json").write_text(json.dumps(cfg))
+            base = {k: v for k, v in os.environ.items() if k != "MASTER_PORT"}  # no TCP store
+            base.update({"WORLD_SIZE": str(nprocs), "LOCAL_WORLD_SIZE": str(nprocs), "MASTER_ADDR": "127.0.0.1",
+                         STORE_ENV: str(tmp / "store"), "GLOO_SOCKET_IFNAME": "lo", "PARTPLAN_LAUNCHED": "1",
+                         LAUNCHER_ENV: str(os.getpid()), "PARTPLAN_JOB_DIR": str(tmp)})
+            if threads is not None:
+                base.setdefault("OMP_NUM_THREADS", str(threads))
+            base.update(env or {})
+            for r in range(nprocs):
+                if sigs.got:
+                    break
+                e = dict(base, RANK=str(r), LOCAL_RANK=str(r), GROUP_RANK="0")
+                err = open(tmp / f"rank-{r}.err", "w+")
+                errs.append(err)
+                procs.append(subprocess.Popen([sys.executable, "-m", "partplan.runtime.worker",
+                                               str(tmp / "config.json")],
+                                              env=e, stdout=err, stderr=subprocess.STDOUT, start_new_session=True))
+            deadline = time.monotonic() + 120 + 4 * timeout_s + float(config.get("deadline_s", 0))
+            killed = set()
+            first_fail = None
+            while any(p.poll() is None for p in procs) and not sigs.got:
+                now = time.monotonic()
+                if cfg.get("progress_file"):
+                    shown = _echo_progress(cfg["progress_file"], shown)
+                if first_fail is None and any(p.poll() not in (None, 0) for p in procs):
+                    first_fail = now
+                # survivors must notice a dead peer within their own timeout
+                if now > deadline or (first_fail is not None and now > first_fail + 2 * timeout_s + 30):
+                    for r, p in enumerate(procs):
+                        if p.poll() is None:
+                            os.killpg(p.pid, signal.SIGKILL)
+                            killed.add(r)
+                    break
+                time.sleep(0.05)
+            if sigs.got:
+                _stop(procs)
+                _remove_job_temps(tmp)
+            else:
+                for p in procs:
+                    p.wait()
+        sigs.raise_if_interrupted()
         if cfg.get("progress_file"):
             _echo_progress(cfg["progress_file"], shown)
         codes = [p.returncode for p in procs]
@@ -120,9 +261,11 @@ def launch(config: dict, nprocs: int, *, worker, timeout_s: float = 60.0, thread
             raise CommError("the job ended without a report from rank 0")
         return json.loads(res.read_text())
     finally:
+        if any(p.poll() is None for p in procs):  # an exception in the loop: never leave a worker behind
+            _stop(procs, grace=0.5)
+        _remove_job_temps(tmp)
         for fh in errs:
             fh.close()
-        import shutil
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -233,7 +376,13 @@ class WorkerContext:
                                 local_rank=int(os.environ.get("LOCAL_RANK", "0")) if backend == "nccl" else None)
         if os.environ.get("PARTPLAN_LAUNCHED") and "OMP_NUM_THREADS" in os.environ:
             torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-        rank, world = init_distributed(backend, timeout_s=timeout, device=device if backend == "nccl" else None)
+        if os.environ.get(STORE_ENV):
+            rank, world, store = _init_file_store(backend, timeout, device if backend == "nccl" else None)
+        else:  # torchrun / env://: the TCP store torchrun made
+            rank, world = init_distributed(backend, timeout_s=timeout, device=device if backend == "nccl" else None)
+            import torch.distributed.distributed_c10d as c10d
+            store = c10d._get_default_store()
+        authenticate(store, rank, world, timeout)
         return cls(backend, device, timeout, rank, world)
 
     @property
@@ -299,11 +448,178 @@ class WorkerContext:
         self.close()
 
 
+def _init_file_store(backend: str, timeout: float, device=None):
+    """``init_process_group`` on the ``FileStore`` ``$PARTPLAN_STORE`` (a file
+    in the launcher's private 0700 job folder: no network listener);
+    returns (rank, world, store)."""
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    if not dist.is_initialized():
+        be = "cpu:gloo,cuda:nccl" if backend == "nccl" else backend
+        kw = {}
+        if backend == "nccl" and device is not None:
+            torch.cuda.set_device(device)
+            kw["device_id"] = torch.device(device)
+        try:
+            store = dist.FileStore(os.environ[STORE_ENV], world)
+            dist.init_process_group(be, store=store, rank=rank, world_size=world,
+                                    timeout=datetime.timedelta(seconds=timeout), **kw)
+        except Exception as exc:  # noqa: BLE001 - gloo/NCCL raise RuntimeError subclasses
+            raise CommError(f"rank {rank}: init_process_group({be}) on the job's file store failed: "
+                            f"{(str(exc).splitlines() or [type(exc).__name__])[0][:300]}") from None
+    else:  # pragma: no cover - initialised by the caller
+        import torch.distributed.distributed_c10d as c10d
+        store = c10d._get_default_store()
+    return dist.get_rank(), dist.get_world_size(), store
+
+
+def _proof(secret: bytes | None, nonces: list[str], rank: int) -> str:
+    if secret is None:
+        return "none"
+    msg = ("partplan-rendezvous-v1|" + ",".join(nonces) + f"|{rank}").encode()
+    return "hmac-sha256:" + hmac.new(secret, msg, hashlib.sha256).hexdigest()
+
+
+def authenticate(store, rank: int, world: int, timeout: float = 60.0) -> None:
+    """Check that every rank of the job knows the same ``$PARTPLAN_SECRET``
+    before any data moves; raises one :class:`CommError` on every rank
+    otherwise.
+
+    Each rank writes a fresh 128-bit nonce into the rendezvous ``store``, then
+    ``HMAC-SHA256(secret, all ranks' nonces | rank)``; each rank recomputes and
+    compares every other rank's proof (constant-time). As every proof covers
+    each rank's own fresh nonce, an old proof cannot be replayed. Without a
+    secret on any rank the proofs are the word "none" (no check; a rank with a
+    secret refuses a peer without one and vice versa). Costs two store round
+    trips. Keys live under ``partplan-auth/<run id>/`` (torchrun's run id and
+    restart count, so an elastic restart does not read stale keys)."""
+    import datetime
+
+    import torch.distributed as dist
+    raw = os.environ.get(SECRET_ENV)
+    secret = raw.encode() if raw else None
+    run = f"{os.environ.get('TORCHELASTIC_RUN_ID', 'job')}.{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+    st = dist.PrefixStore(f"partplan-auth/{run}/", store)
+    try:
+        st.set_timeout(datetime.timedelta(seconds=timeout))
+    except (AttributeError, RuntimeError):  # pragma: no cover
+        pass
+    where = f"rank {rank}: rendezvous check"
+    try:
+        st.set(f"nonce/{rank}", secrets.token_hex(16))
+        st.wait([f"nonce/{r}" for r in range(world)])
+        nonces = [st.get(f"nonce/{r}").decode() for r in range(world)]
+        st.set(f"proof/{rank}", _proof(secret, nonces, rank))
+        st.wait([f"proof/{r}" for r in range(world)])
+        proofs = [st.get(f"proof/{r}").decode(errors="replace") for r in range(world)]
+    except Exception as exc:  # noqa: BLE001 - store timeouts are RuntimeError / DistStoreError
+        raise CommError(f"{where} failed: {(str(exc).splitlines() or [type(exc).__name__])[0][:200]} "
+                        f"(a rank did not reach the rendezvous within {timeout:g} s)") from None
+    for r, got in enumerate(proofs):
+        if r == rank:
+            continue
+        if secret is None and got != "none":
+            raise CommError(f"{where} failed: rank {r} uses {SECRET_ENV} but this rank has none; set the same "
+                            f"{SECRET_ENV} on every rank")
+        if secret is not None and got == "none":
+            raise CommError(f"{where} failed: rank {r} has no {SECRET_ENV}; set the same {SECRET_ENV} on every rank")
+        if not hmac.compare_digest(got, _proof(secret, nonces, r)):
+            raise CommError(f"{where} failed: rank {r}'s proof does not match this rank's {SECRET_ENV} "
+                            f"(a different secret, or a process outside this job joined the rendezvous)")
+
+
+# ----------------------------------------------------------------------------- a shared output file
+class SharedOutput:
+    """One ``.npy`` output written by several ranks (each fills its rows),
+    created and committed by rank 0 (issue 21).
+
+    :meth:`create` (every rank, before the work): rank 0 makes a unique
+    temporary next to ``path`` (:func:`partplan._atomic.create_npy`:
+    ``O_EXCL``, pid + random name, no symlink followed, the whole size
+    reserved with ``posix_fallocate``) and tells the others its name and
+    inode through one world all-reduce; a rank-0 failure (a full disk) is
+    raised on every rank, before any work. :meth:`write` (every writing rank)
+    fills rows through an ``O_NOFOLLOW`` memory map of that same inode;
+    :meth:`finish` (every rank) barriers, then rank 0 fsyncs and renames. Two
+    jobs writing one ``path`` each commit a complete file (the last rename
+    wins). :meth:`discard` removes the temporary (rank 0)."""
+
+    def __init__(self, path: Path, tmp: Path, ident: tuple, dtype, shape, rank: int, comm):
+        self.path, self.tmp, self.ident = path, tmp, ident
+        self.dtype, self.shape, self.rank, self.comm = dtype, tuple(shape), rank, comm
+
+    @classmethod
+    def create(cls, comm, rank: int, path, dtype, shape) -> "SharedOutput":
+        import numpy as np
+
+        from .._atomic import create_npy
+        from ..errors import OutputPathError, PartplanError
+        path = Path(path)
+        vec = np.zeros(10, dtype=np.float64)
+        err = None
+        if rank == 0:
+            try:
+                tmp, ident = create_npy(path, dtype, shape)
+                m = re.match(r"^.*\.tmp-(\d+)-([0-9a-f]{16})\.npy$", tmp.name)
+                token = int(m.group(2), 16)
+                vec[0], vec[1] = 1.0, float(m.group(1))
+                for i in range(4):
+                    vec[2 + i] = float((token >> (16 * i)) & 0xFFFF)
+                    vec[6 + i] = float((ident[1] >> (16 * i)) & 0xFFFF)
+            except PartplanError as exc:
+                err = exc
+        vec = comm.allreduce_world([vec], "sum")[0]
+        if err is not None:
+            raise err
+        if vec[0] != 1.0:
+            raise OutputPathError(f"{path}: rank 0 could not create the output (see rank 0's error); nothing written")
+        pid = int(vec[1])
+        token = sum(int(vec[2 + i]) << (16 * i) for i in range(4))
+        ino = sum(int(vec[6 + i]) << (16 * i) for i in range(4))
+        tmp = path.parent / f".{path.name}.tmp-{pid}-{token:016x}.npy"
+        if rank == 0:
+            return cls(path, tmp, ident, dtype, shape, rank, comm)
+        return cls(path, tmp, (None, ino), dtype, shape, rank, comm)  # another node may see another st_dev
+
+    def write(self, ids, rows) -> None:
+        """Set rows ``ids`` of the output to ``rows`` (this rank's part)."""
+        import numpy as np
+
+        from .._atomic import open_npy
+        Z = open_npy(self.tmp, self.dtype, self.shape, self.ident)
+        Z[np.asarray(ids)] = rows
+        if hasattr(Z, "flush"):
+            Z.flush()
+        del Z
+
+    def finish(self) -> Path:
+        """Every rank: wait until all rows are written; rank 0 commits (fsync, rename)."""
+        from .._atomic import commit
+        self.comm.barrier()
+        if self.rank == 0:
+            commit(self.tmp, self.path, self.ident)
+        return self.path
+
+    def discard(self) -> None:
+        """Remove the temporary (rank 0; others leave it to rank 0)."""
+        if self.rank == 0:
+            try:
+                os.unlink(self.tmp)
+            except OSError:
+                pass
+
+
 def worker_context(cfg: dict) -> WorkerContext:
     """``with worker_context(cfg) as ctx: ...`` — :meth:`WorkerContext.open`."""
     return WorkerContext.open(cfg)
 
 
 def under_torchrun() -> bool:
-    """True when this process was started by torchrun (or by :func:`launch`)."""
+    """True when this process was started by torchrun (or by :func:`launch`:
+    RANK, WORLD_SIZE and the file store ``$PARTPLAN_STORE``)."""
+    if all(v in os.environ for v in ("RANK", "WORLD_SIZE", STORE_ENV)):
+        return True
     return all(v in os.environ for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))

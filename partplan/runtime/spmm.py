@@ -30,6 +30,7 @@ from ..plan.builder import Plan, manifest_groups, manifest_volume, program_steps
 from ..plan.store import load_plan, load_rank, read_manifest
 from .comm import LocalComm
 from .interpreter import PHASES, Executor
+from .launch import SharedOutput
 from .ops import NumpyOps
 
 COMPARE = ("oblivious", "bare")
@@ -108,10 +109,6 @@ def _resolve_dtype(cfg: dict, n: int) -> np.dtype:
 
 
 # ----------------------------------------------------------------------------- output
-def _tmp_output(path: Path) -> Path:
-    return path.with_name(f".{path.name}.partial")
-
-
 # ----------------------------------------------------------------------------- the measured loop
 def _measure(ex: Executor, program: str, inputs: list, cfg: dict) -> dict:
     """Warm-up, one counted pass (NaN-filled buffers: any unfilled row shows),
@@ -374,17 +371,20 @@ def _run_local(cfg: dict) -> dict:
     if dev is not None:
         inputs = [ex.ops.from_numpy(x) for x in inputs]
     f = int(inputs[0].shape[1])
-    res = _measure(ex, program, inputs, cfg)
-    if cfg.get("output"):
-        out = check_output_file(cfg["output"], kind="npy")
-        tmp = _tmp_output(out)
-        Z = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(n, f))
-        for rp, z in zip(plan.ranks, res["outs"]):
-            if rp.writes_output(program):
-                Z[rp.out_ids(program)] = ex.ops.to_numpy(z)
-        Z.flush()
-        del Z
-        os.replace(tmp, out)
+    out = None
+    if cfg.get("output"):  # unique temp, space reserved before the work (issue 21)
+        out = SharedOutput.create(LocalComm(1, []), 0, check_output_file(cfg["output"], kind="npy"), dtype, (n, f))
+    try:
+        res = _measure(ex, program, inputs, cfg)
+        if out is not None:
+            for rp, z in zip(plan.ranks, res["outs"]):
+                if rp.writes_output(program):
+                    out.write(rp.out_ids(program), ex.ops.to_numpy(z))
+            out.finish()
+    except BaseException:
+        if out is not None:
+            out.discard()
+        raise
     extra = _finish_compare(res, m, f, dtype)
     extra["peak_rss_bytes"] = _rss()
     rep = _report(m, cfg, program, f, dtype, ex.ops.kernel, dev or "cpu", res["sent"], res["reduce"], res["times"],
@@ -434,7 +434,15 @@ def spmm_worker(cfg: dict) -> dict | None:
                 ex.fault = _die
         x = ops.from_numpy(_input_rows(cfg, shard.in_ids(program), n, dtype))
         f = int(x.shape[1])
-        res = _measure(ex, program, [x], cfg)
+        out = None
+        if cfg.get("output"):  # unique temp, space reserved before the work; every rank learns its name
+            out = SharedOutput.create(comm, rank, cfg["output"], dtype, (n, f))
+        try:
+            res = _measure(ex, program, [x], cfg)
+        except BaseException:
+            if out is not None:
+                out.discard()
+            raise
         p = world
         # world-reduce the figures (numeric only: works on any backend, no shared files needed)
         sent = comm.allreduce_world([res["sent"].astype(np.float64).reshape(-1)], "sum")[0].reshape(p, p)
@@ -455,26 +463,15 @@ def spmm_worker(cfg: dict) -> dict | None:
         vec[rank] = _rss()
         vec[p + rank] = sum(a.nbytes for a in shard.arrays.values())
         vec = comm.allreduce_world([vec], "sum")[0]
-        # output: rank 0 makes the memory-mapped file, each writing rank fills its rows, rank 0 renames
-        if cfg.get("output"):
-            out = Path(cfg["output"])
-            tmp = _tmp_output(out)
-            if rank == 0:
-                np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(n, f)).flush()
-            comm.barrier()
+        # output: each writing rank fills its rows of rank 0's reserved temporary, rank 0 renames
+        if out is not None:
             try:
                 if shard.writes_output(program):
-                    Z = np.lib.format.open_memmap(tmp, mode="r+")
-                    Z[np.asarray(shard.out_ids(program))] = ops.to_numpy(res["outs"][0])
-                    Z.flush()
-                    del Z
-                comm.barrier()
+                    out.write(shard.out_ids(program), ops.to_numpy(res["outs"][0]))
+                out.finish()
             except BaseException:
-                if rank == 0:
-                    tmp.unlink(missing_ok=True)
+                out.discard()
                 raise
-            if rank == 0:
-                os.replace(tmp, out)
         if rank != 0:
             return None
         extra = _finish_compare(res_w, m, f, dtype)

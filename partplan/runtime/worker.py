@@ -7,6 +7,11 @@ function a job's ranks run is the caller's choice (the job registry,
 :mod:`partplan.jobs`, or the runtime's own ``run_spmm`` / ``run_probe``).
 A user error ends with one line ``partplan: error: ...`` on stderr and exit
 status 2.
+
+A worker started by the launcher dies with it: the first thing it does is
+``prctl(PR_SET_PDEATHSIG, SIGKILL)`` (Linux), then it checks that its parent
+is still the launcher (``$PARTPLAN_LAUNCHER_PID``) — if the launcher died
+before the prctl, the worker leaves at once.
 """
 from __future__ import annotations
 
@@ -31,10 +36,39 @@ def run_entry(cfg: dict):
     return func(cfg)
 
 
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_launcher() -> bool:
+    """Ask the kernel to SIGKILL this process when its parent (the launcher)
+    dies, then close the race: if the parent is already another process
+    (the launcher died first; we were re-parented), exit now with status 137.
+    Returns True when the death signal is set (Linux with a launcher pid in
+    ``$PARTPLAN_LAUNCHER_PID``), False when there is nothing to do."""
+    want = os.environ.get("PARTPLAN_LAUNCHER_PID")
+    if not want or not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+    import signal
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        ok = libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
+    except (OSError, AttributeError):  # pragma: no cover - no libc prctl
+        ok = False
+    if os.getppid() != int(want):
+        _exit_now(137)
+    return ok
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    with open(argv[0]) as fh:
-        cfg = json.load(fh)
+    try:
+        with open(argv[0]) as fh:
+            cfg = json.load(fh)
+    except (OSError, ValueError, IndexError) as exc:
+        print(f"partplan: error: worker config {argv[0] if argv else '(none given)'}: {exc}", file=sys.stderr,
+              flush=True)
+        return 2
     try:
         run_entry(cfg)
     except PartplanError as exc:
@@ -55,4 +89,5 @@ def _exit_now(code: int) -> None:
 
 
 if __name__ == "__main__":
+    die_with_launcher()
     _exit_now(main())
