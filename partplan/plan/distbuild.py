@@ -1,0 +1,772 @@
+"""Distributed plan build (issue 22): N processes build a 1D plan together,
+none of them holding the whole graph.
+
+Input: a chunked graph (:mod:`partplan.io.chunked`) and a partition (``.npy``
+is memory-mapped and only the slice a process needs is read; other partition
+formats are read whole by each process). Output: the same plan directory
+:func:`partplan.plan.build_plan` + :func:`partplan.plan.write_plan` write for
+that graph and partition, **byte for byte** (shards, partition file and
+manifest; ``created`` aside — pass ``created=False`` to both).
+
+Coverage: layout ``1d`` with conformal ownership (H rows held on ``part``),
+``normalize=None``, the backward program (``same_as`` forward when A equals its
+transpose, else a separate ``bwd`` program built from A^T) — every option
+``build_plan`` offers for the default layout except ``owner`` (decoupled
+ownership) and ``normalize``. **1.5D and 2D layouts are not covered**: they
+raise a :class:`PlanError` saying so. One process per plan rank
+(``nprocs == k``).
+
+Stages, on every rank u of N = k processes (all exchanges are
+``torch.distributed.all_to_all_single`` with explicit split sizes, gloo on
+CPU; counts first, then payload, in rounds of at most 256 MiB per rank):
+
+1. **read** — the header, this process's contiguous run of chunks (balanced by
+   nonzeros; rows ``[lo, hi)``) and ``part[lo:hi]``; everything checked, and the
+   ranks agree on any error before going on (one error, raised on all ranks).
+2. **shuffle** — vertex ids and degrees, then the column ids (and values) of
+   every row, go to the row's part. Sources hold ascending disjoint row
+   ranges and keep row order, so what arrives is already the global CSR order
+   of the part's rows: no sort.
+3. **columns** — the distinct columns of the part's rows; ``part[j]`` of each
+   is asked from the process holding row j (range lookup); the halo (remote
+   columns, by owner then id) is requested from the owners, whose answers are
+   the send lists; the local CSR columns are renumbered ``[own rows | halo]``.
+4. **symmetry** — is A = A^T (pattern, and values)? Decided without a
+   transpose by comparing, over all ranks, the sums of two keyed 64-bit
+   hashes of every (i, j[, w]) with those of (j, i[, w]) (a false "symmetric"
+   needs a 2^-128 collision). When A is not symmetric the nonzeros are
+   shuffled once more, transposed, and the backward program is built from A^T
+   like the forward one.
+5. **write** — each rank writes its own shard into the plan's temporary
+   directory; rank 0 gathers the counts (p × p volume matrix, sizes, loads,
+   edge cut), writes ``partition.arrow`` (it holds ``part`` and ``perm``:
+   O(n) on rank 0 only), the graph fingerprint (streamed from the chunk files
+   in 4 MiB blocks) and the manifest, then renames the directory into place.
+
+Every stage reports its peak RSS per process (``VmHWM``, reset between
+stages through ``/proc/self/clear_refs`` where the kernel allows it): see
+:func:`build_plan_distributed`'s result.
+
+Run it: under torchrun (``torchrun --nproc-per-node 4 -m partplan.plan.distbuild
+GRAPH --partition PART -k 4 -o OUT.plan``) or on one machine with
+``python -m partplan.plan.distbuild GRAPH --partition PART -k 4 -o OUT.plan --nprocs 4``
+(:func:`launch_local`).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import PartitionError, PartplanError, PlanError
+from ..io.chunked import ChunkInfo, chunk_info, chunked_fingerprint, read_chunk_rows
+from ..metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, dtype_bytes
+from ..metrics.stats import CommStats
+from .exchange import perm_by, sort_small
+from .program import Program, matrix_to_pairs
+from .schema import FORMAT, FORMAT_VERSION, MANIFEST, PARTITION_FILE, shard_name
+
+#: bytes one rank sends per all-to-all round (larger payloads go in rounds)
+ROUND_BYTES = 256 << 20
+
+
+# ----------------------------------------------------------------------------- memory
+def peak_rss_bytes() -> int:
+    """Peak resident set size of this process in bytes (``VmHWM`` of
+    /proc/self/status; ``ru_maxrss`` where there is no /proc)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def _reset_peak() -> bool:
+    """Reset VmHWM to the current RSS (Linux: write 5 to /proc/self/clear_refs).
+    False where not allowed (then stage peaks are cumulative)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+class _Stages:
+    """Wall time and peak RSS of each stage of this process."""
+
+    def __init__(self):
+        self.rows: list[dict] = []
+        self.resettable = _reset_peak()
+        self.t = time.perf_counter()
+        self.name = None
+
+    def start(self, name: str) -> None:
+        if self.resettable:
+            _reset_peak()
+        self.name, self.t = name, time.perf_counter()
+
+    def stop(self) -> None:
+        self.rows.append({"stage": self.name, "seconds": round(time.perf_counter() - self.t, 4),
+                          "peak_rss_bytes": peak_rss_bytes()})
+
+
+# ----------------------------------------------------------------------------- communication
+_NP2TORCH = {np.dtype(np.int64): "int64", np.dtype(np.float64): "float64"}
+
+
+class SelfComm:
+    """The one-process communicator (N = 1): every exchange returns its input."""
+
+    rank, size = 0, 1
+
+    def alltoallv(self, arr: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return np.ascontiguousarray(arr), np.asarray(counts, dtype=np.int64).copy()
+
+    def allgather(self, obj: Any) -> list:
+        return [obj]
+
+
+class TorchComm:
+    """A thin numpy layer over ``torch.distributed`` (an initialized default
+    process group or ``group``): all-to-all-v of row arrays in rounds of at
+    most :data:`ROUND_BYTES` per rank, and all-gather of small JSON-able
+    objects. Exceptions of the backend surface as PlanError naming the
+    exchange."""
+
+    def __init__(self, group=None):
+        import torch
+        import torch.distributed as dist
+        self.torch, self.dist, self.group = torch, dist, group
+        self.rank = dist.get_rank(group)
+        self.size = dist.get_world_size(group)
+
+    def _a2a(self, out, inp, osplit, isplit):
+        self.dist.all_to_all_single(out, inp, [int(x) for x in osplit], [int(x) for x in isplit],
+                                    group=self.group)
+
+    def alltoallv(self, arr: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Rows ``arr[sum(counts[:j]) : sum(counts[:j+1])]`` go to rank j; returns
+        (received rows in source-rank order, rows received from each rank)."""
+        torch = self.torch
+        p = self.size
+        arr = np.ascontiguousarray(arr)
+        counts = np.asarray(counts, dtype=np.int64)
+        if arr.dtype not in _NP2TORCH:
+            raise PlanError(f"internal: alltoallv of dtype {arr.dtype}")
+        tdt = getattr(torch, _NP2TORCH[arr.dtype])
+        rc = torch.zeros(p, dtype=torch.int64)
+        self._a2a(rc, torch.from_numpy(counts.copy()), [1] * p, [1] * p)
+        rcounts = rc.numpy().copy()
+        tail = arr.shape[1:]
+        row_bytes = arr.dtype.itemsize * int(np.prod(tail, dtype=np.int64)) if tail else arr.dtype.itemsize
+        mine = max(int(counts.sum()), int(rcounts.sum())) * row_bytes
+        rounds = max(self.allgather(-(-mine // ROUND_BYTES) if mine else 1))
+        out = np.empty((int(rcounts.sum()),) + tail, dtype=arr.dtype)
+        soff = np.concatenate([[0], np.cumsum(counts)])
+        roff = np.concatenate([[0], np.cumsum(rcounts)])
+        for i in range(rounds):  # loop over rounds: piece i of every segment
+            s_lo = counts * i // rounds
+            s_hi = counts * (i + 1) // rounds
+            r_lo = rcounts * i // rounds
+            r_hi = rcounts * (i + 1) // rounds
+            send = np.concatenate([arr[soff[j] + s_lo[j]: soff[j] + s_hi[j]] for j in range(p)]) \
+                if rounds > 1 else arr
+            recv = torch.empty((int((r_hi - r_lo).sum()),) + tail, dtype=tdt)
+            self._a2a(recv, torch.from_numpy(send), r_hi - r_lo, s_hi - s_lo)
+            rv = recv.numpy()
+            if rounds == 1:
+                out = rv
+            else:
+                pos = np.concatenate([[0], np.cumsum(r_hi - r_lo)])
+                for j in range(p):
+                    out[roff[j] + r_lo[j]: roff[j] + r_hi[j]] = rv[pos[j]:pos[j + 1]]
+        return out, rcounts
+
+    def allgather(self, obj: Any) -> list:
+        res = [None] * self.size
+        self.dist.all_gather_object(res, obj, group=self.group)
+        return res
+
+
+def _agree(comm, err: str | None) -> None:
+    """Every rank raises the same PlanError when any rank has an error (so no
+    rank waits in a collective the failed one never joins)."""
+    errs = comm.allgather(err)
+    bad = [(r, e) for r, e in enumerate(errs) if e]
+    if bad:
+        r, e = bad[0]
+        raise PlanError(e if comm.size == 1 else f"rank {r}: {e}")
+
+
+# ----------------------------------------------------------------------------- helpers
+_M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finalizer on uint64 (wrapping arithmetic)."""
+    x = x ^ (x >> np.uint64(30))
+    x = x * np.uint64(0xBF58476D1CE4E5B9)
+    x = x ^ (x >> np.uint64(27))
+    x = x * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def _pair_hash_sums(i: np.ndarray, j: np.ndarray, w: np.ndarray | None) -> list[int]:
+    """[Σ h1(i,j), Σ h2(i,j), Σ h1(j,i), Σ h2(j,i)] mod 2**64, and the same
+    four with the value bits of w mixed in (8 Python ints). Keyed by two fixed
+    seeds; sums are order-independent, so ranks add theirs."""
+    out = []
+    with np.errstate(over="ignore"):
+        iu, ju = i.astype(np.uint64), j.astype(np.uint64)
+        wb = None if w is None else w.view(np.uint64)
+        for with_w in (False, True):
+            for a, b in ((iu, ju), (ju, iu)):
+                for seed in (0x9E3779B97F4A7C15, 0xD1B54A32D192ED03):
+                    h = _mix(_mix(a ^ np.uint64(seed)) + b)
+                    if with_w and wb is not None:
+                        h = _mix(h + wb)
+                    out.append(int(h.sum(dtype=np.uint64)))
+    return out
+
+
+def _segments(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """int64 positions ``starts[0] .. starts[0]+lengths[0]-1, starts[1] ..``."""
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, np.int64)
+    off = np.zeros(lengths.size, dtype=np.int64)
+    np.cumsum(lengths[:-1], out=off[1:])
+    pos = np.repeat(starts - off, lengths)
+    pos += np.arange(total, dtype=np.int64)
+    return pos
+
+
+def _process_rows(info: ChunkInfo, p: int) -> np.ndarray:
+    """int64[p + 1]: row boundaries of the processes — whole chunks, balanced
+    by nonzeros when there are at least p chunks; equal row ranges otherwise."""
+    if len(info.chunks) >= p:
+        cum = np.concatenate([[0], np.cumsum(info.chunk_nnz)])
+        tgt = np.arange(p + 1, dtype=np.float64) * info.nnz / p
+        ci = np.clip(np.searchsorted(cum, tgt, side="left"), 0, len(info.chunks))
+        ci[0], ci[-1] = 0, len(info.chunks)
+        ci = np.maximum.accumulate(ci)
+        return info.row_bounds[ci]
+    return (np.arange(p + 1, dtype=np.int64) * info.n) // p
+
+
+def _read_part_slice(partition, n: int, k: int, lo: int, hi: int) -> np.ndarray:
+    """part[lo:hi] as int64, checked (integers in [0, k)); ``partition`` is an
+    array, a ``.npy`` path (memory-mapped, only the slice is read) or any
+    other partition file (read whole, :func:`partplan.io.read_partition`)."""
+    if isinstance(partition, (str, os.PathLike)):
+        p = Path(partition)
+        if p.suffix.lower() == ".npy":
+            from ..io._common import npy_claim_problem, npy_header
+            try:
+                with open(p, "rb") as fh:
+                    shape, dt, hl = npy_header(fh)
+                    size = os.fstat(fh.fileno()).st_size
+            except (OSError, ValueError, EOFError, SyntaxError) as exc:
+                raise PartitionError(f"{p}: not a readable .npy array ({exc})") from None
+            problem = npy_claim_problem(shape, dt, size - hl)
+            if problem or len(shape) != 1 or dt.kind not in "iu":
+                raise PartitionError(f"{p}: must be a 1-D integer array" + (f" ({problem})" if problem else
+                                     f", got shape {tuple(shape)} dtype {dt}"))
+            if shape[0] != n:
+                raise PartitionError(f"{p}: has {shape[0]} part ids but the graph has {n} vertices")
+            arr = np.array(np.load(p, mmap_mode="r", allow_pickle=False)[lo:hi], dtype=np.int64)
+            where = f"{p}: "
+        else:
+            from ..io.partfile import read_partition
+            arr = read_partition(p, n)[lo:hi].astype(np.int64)
+            where = f"{p}: "
+    else:
+        full = np.asarray(partition)
+        if full.ndim != 1 or full.size != n:
+            raise PartitionError(f"partition has {full.size} entries but the graph has {n} vertices")
+        if full.size and full.dtype.kind not in "iu":
+            raise PartitionError(f"partition must hold integer part ids, got dtype {full.dtype}")
+        arr = np.array(full[lo:hi], dtype=np.int64)
+        where = ""
+    if arr.size and (arr.min() < 0 or arr.max() >= k):
+        e = int(np.flatnonzero((arr < 0) | (arr >= k))[0])
+        raise PartitionError(f"{where}vertex {lo + e} has part id {int(arr[e])} outside [0, k={k})")
+    return arr
+
+
+# ----------------------------------------------------------------------------- one program
+def _rank_program(comm, prefix: str, in_ids: np.ndarray, row_nnz: np.ndarray, cols: np.ndarray,
+                  data: np.ndarray | None, need: np.ndarray, part_need: np.ndarray) -> tuple[Program, dict]:
+    """This rank's 1D exchange program (copy, gather, alltoallv, spmm) for
+    the rows ``in_ids`` whose nonzeros are ``cols`` (global CSR order), with
+    ``need`` the sorted distinct columns and ``part_need`` their parts.
+    Returns (Program of this one rank, counts: recv_counts, edge_cut, nnz)."""
+    from ..layouts import _exchange_steps   # the 1D layout's own step emitter (same JSON)
+    u, p = comm.rank, comm.size
+    nl = in_ids.size
+    remote = part_need != u
+    ridx = np.flatnonzero(remote)
+    o = sort_small(part_need[ridx], p)            # by owner, then id (need is ascending)
+    halo = need[ridx[o]]
+    recv_counts = np.bincount(part_need[ridx], minlength=p).astype(np.int64)
+    lid = np.empty(need.size, dtype=np.int64)
+    own = np.flatnonzero(~remote)
+    lid[own] = np.searchsorted(in_ids, need[own])
+    lid[ridx[o]] = nl + np.arange(halo.size, dtype=np.int64)
+    lcol = lid[np.searchsorted(need, cols)]
+    del lid
+    edge_cut = int(np.count_nonzero(lcol >= nl))
+    # ---- the halo requested from the owners: their answers are the send lists
+    req, send_counts = comm.alltoallv(halo, recv_counts)
+    send_idx = np.searchsorted(in_ids, req)
+    if req.size and (send_idx.max() >= nl or not np.array_equal(in_ids[send_idx], req)):
+        raise PlanError(f"internal error: rank {u} was asked for a row it does not hold")
+    indptr = np.zeros(nl + 1, dtype=np.int64)
+    np.cumsum(row_nnz, out=indptr[1:])
+    ex = {"send_idx": send_idx, "send_counts": send_counts, "recv_counts": recv_counts, "halo_ids": halo,
+          "indptr": indptr, "indices": lcol, "row_ids": in_ids}
+    if data is not None:
+        ex["data"] = data
+    prog = Program.empty(prefix, 1)
+    prog.set_io([in_ids], [in_ids])
+    _exchange_steps(prog, [ex], [in_ids], "world")
+    return prog, {"recv_counts": recv_counts.tolist(), "edge_cut": edge_cut, "nnz": int(cols.size),
+                  "rows": int(nl)}
+
+
+def _lookup_parts(comm, need: np.ndarray, bounds: np.ndarray, part_slice: np.ndarray, lo: int) -> np.ndarray:
+    """part[need] (need ascending), asked from the processes holding those rows."""
+    holder = np.searchsorted(bounds, need, side="right") - 1
+    counts = np.bincount(holder, minlength=comm.size).astype(np.int64)
+    asked, asked_counts = comm.alltoallv(need, counts)
+    answer = part_slice[asked - lo] if asked.size else np.zeros(0, np.int64)
+    got, _ = comm.alltoallv(answer, asked_counts)
+    return got
+
+
+def _distinct(c: np.ndarray, n: int) -> np.ndarray:
+    """Sorted distinct values of c (a length-n mask when cheaper than a sort)."""
+    if c.size * 8 < n:
+        return np.unique(c)
+    seen = np.zeros(n, dtype=bool)
+    seen[c] = True
+    return np.flatnonzero(seen)
+
+
+# ----------------------------------------------------------------------------- public API
+def build_plan_distributed(graph_path, partition, k: int, out, *, comm=None, layout: str = "1d",
+                           f: int = 128, dtype: str = "float32", meta: dict | None = None,
+                           backward: bool | None = None, alpha: float = DEFAULT_ALPHA_S,
+                           beta: float = DEFAULT_BETA_S_PER_BYTE, created: str | None | bool = None) -> dict:
+    """Build and write the 1D plan of a chunked graph with ``comm.size``
+    processes (one per plan rank: ``comm.size == k``); call it on every rank.
+
+    graph_path : a chunked graph directory (:mod:`partplan.io.chunked`).
+    partition : part[v] per vertex: a ``.npy`` file (only this process's slice
+        is read), another partition file (read whole), or an int array.
+    k : ranks of the plan (== processes).
+    out : the plan directory (written atomically by rank 0's rename; an
+        existing plan there is replaced; anything else is refused).
+    comm : :class:`TorchComm` (default when torch.distributed is initialized)
+        or :class:`SelfComm` (one process).
+    layout : only "1d"; f, dtype, meta, backward, alpha, beta, created : as
+        :func:`build_plan` / :func:`write_plan`.
+
+    Returns (on every rank) a JSON-able dict: ``plan`` (path), ``rank``,
+    ``ranks``, ``stages`` (this rank's list of ``{stage, seconds,
+    peak_rss_bytes}``), ``peak_rss_bytes`` (this rank's maximum over stages)
+    and, on rank 0, ``per_rank`` (every rank's stages) and ``total_volume``.
+    """
+    from ..layouts import parse_layout
+    if comm is None:
+        import torch.distributed as dist
+        comm = TorchComm() if dist.is_available() and dist.is_initialized() else SelfComm()
+    st = _Stages()
+    u, p = comm.rank, comm.size
+    # ---------------------------------------------------------------- 1. read
+    st.start("read")
+    err, info, R, part_slice, bounds = None, None, None, None, None
+    try:
+        lay = parse_layout(layout, int(k))
+        if lay.name != "1d":
+            raise PlanError(f"the distributed plan build covers layout 1d only, not {lay.spec} "
+                            f"(build 1.5D / 2D plans with the single-process builder: partplan plan)")
+        if int(k) != p:
+            raise PlanError(f"the distributed build runs one process per plan rank: k = {k} but "
+                            f"{p} processes (start it with --nprocs {k})")
+        if not isinstance(f, (int, np.integer)) or isinstance(f, bool) or f < 1:
+            raise PlanError(f"f (feature width) must be an integer >= 1, got {f!r}")
+        dtype_bytes(dtype)
+        info = chunk_info(graph_path)
+        if p > info.n:
+            raise PartitionError(f"k={p} parts exceed n={info.n} vertices")
+        bounds = _process_rows(info, p)
+        lo, hi = int(bounds[u]), int(bounds[u + 1])
+        R = read_chunk_rows(graph_path, lo, hi, info=info)
+        part_slice = _read_part_slice(partition, info.n, p, lo, hi)
+    except PartplanError as exc:
+        err = str(exc)
+    _agree(comm, err)
+    n, weighted = info.n, info.weighted
+    st.stop()
+    # ---------------------------------------------------------------- 2. shuffle rows to their part
+    st.start("shuffle")
+    deg = np.diff(R.indptr)
+    order = sort_small(part_slice, p)
+    vcounts = np.bincount(part_slice, minlength=p).astype(np.int64)
+    vsend = np.stack([order + lo, deg[order]], axis=1)
+    vrecv, _ = comm.alltoallv(vsend, vcounts)
+    in_ids, row_nnz = np.ascontiguousarray(vrecv[:, 0]), np.ascontiguousarray(vrecv[:, 1])
+    del vsend, vrecv
+    epos = _segments(R.indptr[order], deg[order])
+    ecounts = np.bincount(part_slice, weights=deg, minlength=p).astype(np.int64)
+    cols, _ = comm.alltoallv(R.indices[epos], ecounts)
+    data = comm.alltoallv(R.data[epos], ecounts)[0] if weighted else None
+    del R, epos, order, deg
+    st.stop()
+    # ---------------------------------------------------------------- 3. columns, halo, send lists
+    st.start("columns")
+    need = _distinct(cols, n)
+    part_need = _lookup_parts(comm, need, bounds, part_slice, lo)
+    fwd, fcnt = _rank_program(comm, "fwd", in_ids, row_nnz, cols, data, need, part_need)
+    st.stop()
+    # ---------------------------------------------------------------- 4. symmetry, backward program
+    st.start("backward")
+    rows = np.repeat(in_ids, row_nnz)
+    sums = comm.allgather(_pair_hash_sums(rows, cols, data))
+    tot = [sum(int(s[i]) for s in sums) % (1 << 64) for i in range(8)]
+    sym_pattern = tot[0:2] == tot[2:4]
+    same = sym_pattern and (not weighted or tot[4:6] == tot[6:8])
+    if backward is None:
+        backward = not same
+    bwd = bcnt = None
+    if backward:
+        pcol = part_need[np.searchsorted(need, cols)]
+        o = sort_small(pcol, p)
+        tcounts = np.bincount(pcol, minlength=p).astype(np.int64)
+        trc, tsrc = comm.alltoallv(np.stack([cols[o], rows[o]], axis=1), tcounts)
+        tdata = comm.alltoallv(data[o], tcounts)[0] if weighted else None
+        del pcol, o
+        tsrc_part = np.repeat(np.arange(p, dtype=np.int64), tsrc)   # part of A^T's column = sender
+        so = np.lexsort((trc[:, 1], trc[:, 0]))
+        t_rows, t_cols, t_part = trc[so, 0], trc[so, 1], tsrc_part[so]
+        t_data = None if tdata is None else tdata[so]
+        del trc, tsrc_part, tdata, so
+        t_nnz = np.diff(np.searchsorted(t_rows, np.append(in_ids, n)))
+        t_need, first = np.unique(t_cols, return_index=True)
+        bwd, bcnt = _rank_program(comm, "bwd", in_ids, t_nnz, t_cols, t_data, t_need, t_part[first])
+        del t_rows, t_cols, t_part, t_data
+    del rows
+    st.stop()
+    # ---------------------------------------------------------------- 5. write shards, manifest
+    st.start("write")
+    res = _write(comm, st, info, graph_path, partition, out, lay, fwd, fcnt, bwd, bcnt, same, sym_pattern,
+                 backward, f, dtype, meta, alpha, beta, created)
+    return res
+
+
+def _write(comm, st, info, graph_path, partition, out, lay, fwd, fcnt, bwd, bcnt, same, sym_pattern,
+           backward, f, dtype, meta, alpha, beta, created) -> dict:
+    from .builder import RankPlan
+    from .store import _json_default, _write_arrow
+    from . import store as _store
+    from .._atomic import clean_stale, temp_prefix
+    u, p = comm.rank, comm.size
+    out = Path(out)
+    err, tmp = None, None
+    if u == 0:
+        try:
+            check = getattr(_store, "_check_target", None)
+            if check is not None:
+                check(out)
+            elif out.exists() and not (out / MANIFEST).is_file() and (out.is_file() or any(out.iterdir())):
+                raise PlanError(f"{out}: exists and is not a plan directory; refusing to overwrite it")
+            out.parent.mkdir(parents=True, exist_ok=True)
+            clean_stale(out)
+            tmp = tempfile.mkdtemp(prefix=temp_prefix(out), dir=out.parent)
+        except (PartplanError, OSError) as exc:
+            err = str(exc)
+    got = comm.allgather((err, tmp))
+    _agree(comm, got[0][0])
+    tmp = Path(got[0][1])
+    fp = chunked_fingerprint(graph_path, info=info) if u == 0 else None
+    fp = comm.allgather(fp)[0]
+    bmode = "separate" if bwd is not None else ("same-as-forward" if same else "not-planned")
+    arrays = dict(fwd.arrays[0])
+    progs = {"forward": {"prefix": "fwd", "buffers": fwd.buffers[0], "writes_output": True}}
+    if bwd is not None:
+        arrays.update(bwd.arrays[0])
+        progs["backward"] = {"prefix": "bwd", "buffers": bwd.buffers[0], "writes_output": True}
+    elif bmode == "same-as-forward":
+        progs["backward"] = progs["forward"]
+    rmeta = {"rank": u, "ranks": p, "layout": lay.spec, "format_version": FORMAT_VERSION,
+             "graph_fingerprint": fp, "programs": progs}
+    rp = RankPlan(u, rmeta, arrays)
+    err, entry = None, None
+    try:
+        name = shard_name(u)
+        size, digest = _write_arrow(tmp / name, arrays, rmeta)
+        entry = {"rank": u, "file": name, "bytes": size, "sha256": digest,
+                 **{kk: v for kk, v in rp.summary().items() if kk != "rank"}}
+    except (PartplanError, OSError) as exc:
+        err = str(exc)
+    st.stop()
+    gathered = comm.allgather((err, entry, fcnt, bcnt, st.rows))
+    errs = [g[0] for g in gathered]
+    if any(errs):
+        if u == 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+        _agree(comm, next(e for e in errs if e))
+    result = {"plan": str(out), "rank": u, "ranks": p, "stages": st.rows,
+              "peak_rss_bytes": max(r["peak_rss_bytes"] for r in st.rows),
+              "peak_rss_reset_per_stage": st.resettable}
+    err = None
+    if u == 0:
+        try:
+            st.start("manifest")
+            result["total_volume"] = _manifest(tmp, info, partition, lay, fwd, bwd, gathered, bmode,
+                                               sym_pattern, fp, f, dtype, meta, alpha, beta, created,
+                                               _json_default, _write_arrow)
+            os.chmod(tmp, 0o755)
+            swap = getattr(_store, "_swap_in", None)
+            if swap is not None:
+                swap(tmp, out)
+            elif out.exists():
+                old = Path(tempfile.mkdtemp(prefix=temp_prefix(out, "old"), dir=out.parent))
+                os.replace(out, old / "plan")
+                os.replace(tmp, out)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(tmp, out)
+            st.stop()
+            result["stages"] = st.rows
+            result["peak_rss_bytes"] = max(r["peak_rss_bytes"] for r in st.rows)
+        except (PartplanError, OSError) as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            err = str(exc)
+    _agree(comm, comm.allgather(err)[0])
+    if u == 0:
+        result["per_rank"] = [{"rank": r, "stages": g[4], "peak_rss_bytes": max(x["peak_rss_bytes"] for x in g[4])}
+                              for r, g in enumerate(gathered)]
+        result["per_rank"][0] = {"rank": 0, "stages": result["stages"], "peak_rss_bytes": result["peak_rss_bytes"]}
+    return result
+
+
+def _stats(k, n, nnz, f, dtype, alpha, beta, counts: list[dict], sizes: np.ndarray) -> CommStats:
+    vol = np.array([c["recv_counts"] for c in counts], dtype=np.int64).T   # vol[q, u] = rows q → u
+    load = np.array([c["nnz"] for c in counts], dtype=np.int64)
+    cut = int(sum(c["edge_cut"] for c in counts))
+    return CommStats(k=k, n=n, nnz=nnz, f=f, dtype=str(dtype), volume=vol, part_sizes=sizes,
+                     compute_load=load, edge_cut=cut, alpha=alpha, beta=beta)
+
+
+def _program_json(prog: Program, vol: np.ndarray) -> dict:
+    steps = []
+    for s in prog.steps:
+        s = dict(s)
+        if s["op"] == "alltoallv":
+            s["pairs"] = matrix_to_pairs(vol)
+        steps.append(s)
+    return {"prefix": prog.prefix, "steps": steps}
+
+
+def _manifest(tmp: Path, info: ChunkInfo, partition, lay, fwd, bwd, gathered, bmode, sym_pattern, fp, f,
+              dtype, meta, alpha, beta, created, json_default, write_arrow) -> int:
+    """Rank 0: partition.arrow and manifest.json, as write_plan writes them."""
+    from .._version import __version__
+    p = lay.ranks
+    fcnts = [g[2] for g in gathered]
+    sizes = np.array([c["rows"] for c in fcnts], dtype=np.int64)
+    cost = {"alpha": alpha, "beta": beta}
+    stf = _stats(p, info.n, info.nnz, int(f), dtype, alpha, beta, fcnts, sizes)
+    programs = {"forward": _program_json(fwd, stf.volume)}
+    stb = None
+    if bwd is not None:
+        stb = _stats(p, info.n, info.nnz, int(f), dtype, alpha, beta, [g[3] for g in gathered], sizes)
+        programs["backward"] = _program_json(bwd, stb.volume)
+    elif bmode == "same-as-forward":
+        programs["backward"] = {"same_as": "forward"}
+    info_meta = dict(meta or {})
+    manifest = {
+        "format": FORMAT, "format_version": FORMAT_VERSION,
+        "graph": {"fingerprint": fp, "name": info.name, "n": info.n, "nnz": info.nnz,
+                  "directed": bool(info.directed), "symmetric": bool(sym_pattern),
+                  "weighted": bool(info.weighted), "source_fingerprint": fp},
+        "normalize": None,
+        "k": p, "ranks": p, "row_blocks": lay.row_blocks,
+        "layout": lay.spec, "layout_params": lay.params,
+        "groups": [g.to_json() for g in lay.groups()],
+        "programs": programs,
+        "ownership": "conformal",
+        "backward": bmode,
+        "model": info_meta.get("model"), "backend": info_meta.get("backend"),
+        "objective": info_meta.get("objective"), "seed": info_meta.get("seed"),
+        "params": info_meta.get("params", {}),
+        "f": int(f), "dtype": str(dtype), "row_bytes": int(f * dtype_bytes(dtype)),
+        "topology": info_meta.get("topology"),
+        "stats": stf.summary(),
+        "columns_sorted_within_rows": False,
+    }
+    del cost
+    if stb is not None:
+        manifest["stats_backward"] = stb.summary()
+    for key, val in info_meta.items():
+        if key not in manifest:
+            manifest[key] = val
+    m = dict(manifest)
+    m["tool"] = {"name": "partplan", "version": __version__}
+    if created is None:
+        epoch = os.environ.get("SOURCE_DATE_EPOCH")
+        now = (_dt.datetime.fromtimestamp(int(epoch), _dt.timezone.utc) if epoch
+               else _dt.datetime.now(_dt.timezone.utc))
+        created = now.replace(microsecond=0).isoformat()
+    if created is not False:
+        m["created"] = created
+    part = _read_part_slice(partition, info.n, p, 0, info.n)          # O(n), rank 0 only
+    size, digest = write_arrow(tmp / PARTITION_FILE, {"part": part, "perm": perm_by(part, p)},
+                               {"graph_fingerprint": fp, "k": p})
+    del part
+    m["partition_file"] = {"file": PARTITION_FILE, "bytes": size, "sha256": digest}
+    m["shards"] = [g[1] for g in gathered]
+    with open(tmp / MANIFEST, "w") as fh:
+        json.dump(m, fh, indent=1, sort_keys=True, default=json_default)
+        fh.write("\n")
+    return stf.total_volume
+
+
+# ----------------------------------------------------------------------------- launch
+def _init_from_env(timeout_s: float):
+    """init_process_group("gloo") from PARTPLAN_DIST_INIT (a file:// store,
+    set by :func:`launch_local`) or torchrun's env://."""
+    import torch
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    if dist.is_initialized():
+        return
+    init = os.environ.get("PARTPLAN_DIST_INIT")
+    kw = {"timeout": _dt.timedelta(seconds=timeout_s)}
+    if init:
+        dist.init_process_group("gloo", init_method=init, rank=int(os.environ["RANK"]),
+                                world_size=int(os.environ["WORLD_SIZE"]), **kw)
+    else:
+        missing = [v for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if v not in os.environ]
+        if missing:
+            raise PlanError(f"not started by torchrun or --nprocs: {', '.join(missing)} unset")
+        dist.init_process_group("gloo", init_method="env://", **kw)
+
+
+def launch_local(graph_path, partition, k: int, out, *, nprocs: int | None = None, timeout_s: float = 600.0,
+                 f: int = 128, dtype: str = "float32", meta: dict | None = None,
+                 backward: bool | None = None, created: str | None | bool = None) -> dict:
+    """Run :func:`build_plan_distributed` in ``nprocs`` (default k) local
+    processes (``python -m partplan.plan.distbuild``, gloo over a private
+    file:// store) and return rank 0's result. ``partition`` must be a file
+    path (an array is saved to a temporary ``.npy`` first). Raises PlanError
+    quoting the first failing rank's error."""
+    nprocs = int(k if nprocs is None else nprocs)
+    work = Path(tempfile.mkdtemp(prefix="partplan-distbuild-"))
+    procs = []
+    try:
+        if not isinstance(partition, (str, os.PathLike)):
+            np.save(work / "part.npy", np.asarray(partition))
+            partition = work / "part.npy"
+        cfg = {"graph": str(graph_path), "partition": str(partition), "k": int(k), "out": str(out), "f": f,
+               "dtype": dtype, "meta": meta, "backward": backward, "created": created,
+               "result": str(work / "result.json"), "timeout_s": timeout_s}
+        (work / "config.json").write_text(json.dumps(cfg))
+        env = dict(os.environ, WORLD_SIZE=str(nprocs), PARTPLAN_DIST_INIT=f"file://{work / 'store'}",
+                   OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME=os.environ.get("GLOO_SOCKET_IFNAME", "lo"))
+        for r in range(nprocs):
+            procs.append(subprocess.Popen([sys.executable, "-m", "partplan.plan.distbuild", "--config",
+                                           str(work / "config.json")], env=dict(env, RANK=str(r)),
+                                          stdout=subprocess.DEVNULL, stderr=open(work / f"rank{r}.err", "w")))
+        deadline = time.monotonic() + timeout_s + 60
+        for pr in procs:
+            pr.wait(timeout=max(1.0, deadline - time.monotonic()))
+        bad = [(r, pr.returncode) for r, pr in enumerate(procs) if pr.returncode]
+        if bad:
+            msgs = []
+            for r, rc in bad:
+                lines = [ln for ln in (work / f"rank{r}.err").read_text().splitlines() if ln.strip()]
+                msgs.append(lines[-1] if lines else f"exit status {rc}")
+            raise PlanError("distributed plan build failed: " + msgs[0])
+        return json.loads((work / "result.json").read_text())
+    except subprocess.TimeoutExpired:
+        raise PlanError(f"distributed plan build did not finish within {timeout_s + 60:.0f} s") from None
+    finally:
+        for pr in procs:
+            if pr.poll() is None:
+                pr.kill()
+                pr.wait()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _worker(cfg: dict) -> int:
+    _init_from_env(float(cfg.get("timeout_s", 600.0)))
+    import torch.distributed as dist
+    try:
+        res = build_plan_distributed(cfg["graph"], cfg["partition"], cfg["k"], cfg["out"],
+                                     f=cfg.get("f", 128), dtype=cfg.get("dtype", "float32"),
+                                     meta=cfg.get("meta"), backward=cfg.get("backward"),
+                                     created=cfg.get("created"))
+        if res["rank"] == 0 and cfg.get("result"):
+            Path(cfg["result"]).write_text(json.dumps(res, indent=1))
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m partplan.plan.distbuild",
+                                 description="Distributed 1D plan build from a chunked graph (issue 22).")
+    ap.add_argument("graph", nargs="?", help="chunked graph directory")
+    ap.add_argument("--partition", help="partition file (.npy read by slices)")
+    ap.add_argument("-k", type=int, help="ranks of the plan (= processes)")
+    ap.add_argument("-o", "--out", help="plan directory to write")
+    ap.add_argument("--nprocs", type=int, help="start this many local processes (else: running under torchrun)")
+    ap.add_argument("--f", type=int, default=128)
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--no-created", action="store_true", help="leave 'created' out of the manifest")
+    ap.add_argument("--json", help="write rank 0's result (stages, peak RSS per rank) here")
+    ap.add_argument("--config", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    try:
+        if a.config:
+            return _worker(json.loads(Path(a.config).read_text()))
+        if not (a.graph and a.partition and a.k and a.out):
+            ap.error("GRAPH, --partition, -k and -o are required")
+        created = False if a.no_created else None
+        if a.nprocs:
+            res = launch_local(a.graph, a.partition, a.k, a.out, nprocs=a.nprocs, f=a.f, dtype=a.dtype,
+                               created=created)
+        else:
+            res = _worker({"graph": a.graph, "partition": a.partition, "k": a.k, "out": a.out, "f": a.f,
+                           "dtype": a.dtype, "created": created, "result": a.json})
+            return res
+        text = json.dumps(res, indent=1)
+        if a.json:
+            Path(a.json).write_text(text)
+        print(text)
+        return 0
+    except PartplanError as exc:
+        print(f"partplan: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

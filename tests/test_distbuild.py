@@ -1,0 +1,120 @@
+"""Distributed 1D plan build (issue 22, partplan/plan/distbuild.py): the plan
+written by N gloo processes, each reading only its chunks, must be byte-
+identical to the single-process build_plan + write_plan (created=False), on
+the golden plans' graphs, email-Enron and R-MAT 14, at p = 2 and 4."""
+from __future__ import annotations
+
+import filecmp
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from partplan.errors import PlanError
+from partplan.io.chunked import write_chunked
+from partplan.plan import build_plan, load_plan, write_plan
+
+pytest.importorskip("torch")
+from partplan.plan.distbuild import SelfComm, build_plan_distributed, launch_local  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1] / "plans"
+spec = importlib.util.spec_from_file_location("make_golden", ROOT / "make_golden.py")
+make_golden = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(make_golden)
+
+
+def _graphs():
+    c = make_golden.cases()
+    return {"path4": c["path4-1d-k2"][0], "directed8": c["directed8-1d-k3"][0], "grid4x4": c["grid4x4-1.5d-b2c2"][0]}
+
+
+def _assert_same_dir(a: Path, b: Path):
+    fa, fb = sorted(os.listdir(a)), sorted(os.listdir(b))
+    assert fa == fb
+    bad = [f for f in fa if not filecmp.cmp(a / f, b / f, shallow=False)]
+    assert not bad, f"files differ: {bad}"
+
+
+def _check(g, part, k, tmp_path, chunks=3, **kw):
+    gp = write_chunked(g, tmp_path / "g.chunked", chunks=chunks)
+    ref = write_plan(build_plan(g, part, k, f=16, meta=kw.get("meta")), tmp_path / "ref.plan", created=False)
+    res = launch_local(gp, part, k, tmp_path / "dist.plan", f=16, created=False, timeout_s=240, **kw)
+    _assert_same_dir(ref, Path(res["plan"]))
+    assert len(res["per_rank"]) == k
+    for r in res["per_rank"]:
+        names = [s["stage"] for s in r["stages"]]
+        assert names[:5] == ["read", "shuffle", "columns", "backward", "write"]
+        assert all(s["peak_rss_bytes"] > 0 for s in r["stages"])
+    json.dumps(res)
+    return res
+
+
+@pytest.mark.parametrize("p", [2, 4])
+def test_golden_graphs_byte_identical(tmp_path, p):
+    for name, g in _graphs().items():
+        part = np.arange(g.n) * 7 % p if g.n >= p else None
+        sub = tmp_path / name
+        sub.mkdir()
+        _check(g, part, p, sub, chunks=2, meta={"model": "golden", "seed": 0})
+
+
+@pytest.mark.parametrize("p", [2, 4])
+def test_email_enron_byte_identical(tmp_path, p):
+    from partplan.datasets import load_graph
+    g = load_graph("email-Enron")
+    part = np.random.default_rng(p).integers(0, p, g.n)
+    res = _check(g, part, p, tmp_path, chunks=5)
+    assert res["total_volume"] == load_plan(tmp_path / "ref.plan").manifest["stats"]["total_volume"]
+
+
+@pytest.mark.parametrize("p", [2, 4])
+def test_rmat14_chunked_generator_byte_identical(tmp_path, p):
+    from partplan.datasets.chunked_gen import rmat_chunked
+    from partplan.datasets.generators import rmat
+    gp = rmat_chunked(14, seed=1, path=tmp_path / "g.chunked", chunks=6)
+    g = rmat(14, seed=1)
+    part = (np.arange(g.n) // 3) % p                  # blocks of 3 over permuted labels
+    ref = write_plan(build_plan(g, part, p, f=16), tmp_path / "ref.plan", created=False)
+    res = launch_local(gp, part, p, tmp_path / "dist.plan", f=16, created=False, timeout_s=240)
+    _assert_same_dir(ref, Path(res["plan"]))
+
+
+def test_directed_weighted_one_process_and_forced_backward(tmp_path):
+    """SelfComm (N = 1) and backward=True on a symmetric graph (separate bwd program)."""
+    g = _graphs()["grid4x4"]
+    gp = write_chunked(g, tmp_path / "g.chunked", chunks=3)
+    ref = write_plan(build_plan(g, np.zeros(g.n, int), 1, f=16, backward=True), tmp_path / "ref.plan",
+                     created=False)
+    build_plan_distributed(gp, np.zeros(g.n, int), 1, tmp_path / "d.plan", comm=SelfComm(), f=16,
+                           backward=True, created=False)
+    _assert_same_dir(ref, tmp_path / "d.plan")
+
+
+def test_refusals(tmp_path):
+    g = _graphs()["grid4x4"]
+    gp = write_chunked(g, tmp_path / "g.chunked", chunks=2)
+    with pytest.raises(PlanError, match="layout 1d only"):
+        build_plan_distributed(gp, np.zeros(g.n, int), 1, tmp_path / "x.plan", comm=SelfComm(), layout="2d:1x1")
+    with pytest.raises(PlanError, match="one process per plan rank"):
+        build_plan_distributed(gp, np.zeros(g.n, int), 2, tmp_path / "x.plan", comm=SelfComm())
+    with pytest.raises(PlanError, match="part id 5 outside"):
+        build_plan_distributed(gp, np.full(g.n, 5), 1, tmp_path / "x.plan", comm=SelfComm())
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "mine.txt").write_text("x")
+    with pytest.raises(PlanError, match="not a plan directory"):
+        build_plan_distributed(gp, np.zeros(g.n, int), 1, tmp_path / "foreign", comm=SelfComm())
+    assert not (tmp_path / "x.plan").exists()
+
+
+def test_bad_partition_stops_every_rank(tmp_path):
+    """One rank's slice is bad: all ranks agree and stop with one error (no hang)."""
+    g = _graphs()["grid4x4"]
+    gp = write_chunked(g, tmp_path / "g.chunked", chunks=2)
+    part = np.zeros(g.n, int)
+    part[-1] = 9
+    with pytest.raises(PlanError, match="rank 1: .*vertex 15 has part id 9"):
+        launch_local(gp, part, 2, tmp_path / "x.plan", timeout_s=120)
+    assert not (tmp_path / "x.plan").exists()
