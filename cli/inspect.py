@@ -49,32 +49,45 @@ def run(args) -> int:
         print(json.dumps(out, indent=1, sort_keys=True))
         return 0
     g = m["graph"]
-    print(f"plan        {args.plan}  (format {m['format']} v{m['format_version']}, "
+    _print(f"plan        {args.plan}  (format {m['format']} v{m['format_version']}, "
           f"{m.get('tool', {}).get('name', '?')} {m.get('tool', {}).get('version', '?')}, created {m.get('created', '-')})")
-    print(f"graph       {g.get('name')}  n={g['n']} nnz={g['nnz']} "
+    _print(f"graph       {g.get('name')}  n={g['n']} nnz={g['nnz']} "
           f"{'directed' if g.get('directed') else 'undirected'} fingerprint {g['fingerprint'][:16]}…")
-    print(f"layout      {m['layout']} {m['layout_params'] or ''}  k={m['k']} ranks={m['ranks']} "
+    _print(f"layout      {m['layout']} {m['layout_params'] or ''}  k={m['k']} ranks={m['ranks']} "
           f"ownership={m.get('ownership')} backward={m.get('backward')}")
-    print(f"partition   model={m.get('model')} backend={m.get('backend')} objective={m.get('objective')} "
+    _print(f"partition   model={m.get('model')} backend={m.get('backend')} objective={m.get('objective')} "
           f"seed={m.get('seed')}")
-    print(f"costed for  f={m.get('f')} dtype={m.get('dtype')} ({m.get('row_bytes')} bytes/row)")
+    _print(f"costed for  f={m.get('f')} dtype={m.get('dtype')} ({m.get('row_bytes')} bytes/row)")
     st = m.get("stats") or {}
-    print("stats       " + "  ".join(f"{k}={_fmt(st[k])}" for k in _SUMMARY_KEYS if k in st))
+    _print("stats       " + "  ".join(f"{k}={_fmt(st[k])}" for k in _SUMMARY_KEYS if k in st))
     from ._topology import print_topology
-    print_topology(m.get("topology"))
+    import contextlib
+    import io
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):  # its strings come from the manifest too: escaped below
+        print_topology(m.get("topology"))
+    for line in buf.getvalue().splitlines():
+        _print(line)
     cols = ["rank", "rows", "held", "halo", "nnz", "send_rows", "recv_rows", "send_msgs", "recv_msgs", "bytes"]
     extra = [c for c in ("fold_send_rows", "fold_recv_rows", "bwd_send_rows", "bwd_recv_rows")
              if m["shards"] and c in m["shards"][0]]
     cols += extra
     rows = [[str(s.get(c, "")) for c in cols] for s in m["shards"]]
     w = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)] if rows else [len(c) for c in cols]
-    print("  ".join(c.rjust(w[i]) for i, c in enumerate(cols)))
+    _print("  ".join(c.rjust(w[i]) for i, c in enumerate(cols)))
     for r in rows:
-        print("  ".join(v.rjust(w[i]) for i, v in enumerate(r)))
+        _print("  ".join(v.rjust(w[i]) for i, v in enumerate(r)))
     if shard is not None:
-        print(f"shard of rank {shard['rank']}: " + ", ".join(f"{k}[{v['length']}] {v['dtype']}"
+        _print(f"shard of rank {shard['rank']}: " + ", ".join(f"{k}[{v['length']}] {v['dtype']}"
                                                               for k, v in sorted(shard["fields"].items())))
     return 0
+
+
+def _print(line: str = "") -> None:
+    """Print a line of the text report with control characters escaped (its
+    strings come from the plan's files: an ANSI escape there is shown, not obeyed)."""
+    from partplan.plan.trust import printable
+    print(printable(line))
 
 
 def _fmt(v):

@@ -44,11 +44,21 @@ def run(args) -> int:
         graph = load_graph(args.graph)
     rep = validate_plan(args.plan, graph, seed=args.seed, f=args.features, replay_check=not args.no_replay)
     if args.json:
-        print(json.dumps(rep, indent=1))
+        print(json.dumps(rep, indent=1))  # ensure_ascii: control characters are \u escapes
     else:
-        print(f"plan {rep['plan']}: layout {rep['layout']}, {rep['ranks']} ranks, n={rep['n']}, nnz={rep['nnz']}"
+        from partplan.plan.trust import printable
+        out = _escaped(printable)  # every line of the report, escaped (strings come from the plan's files)
+        out(f"plan {rep['plan']}: layout {rep['layout']}, {rep['ranks']} ranks, n={rep['n']}, nnz={rep['nnz']}"
               + (" (graph checked)" if rep["graph_checked"] else ""))
         for c in rep["checks"]:
-            print(f"  {'ok  ' if c['ok'] else 'FAIL'}  {c['name']:<10} {c['detail']}")
-        print("valid" if rep["ok"] else "INVALID")
+            out(f"  {'ok  ' if c['ok'] else 'FAIL'}  {c['name']:<10} {c['detail']}")
+        out("valid" if rep["ok"] else "INVALID")
     return 0 if rep["ok"] else 1
+
+
+def _escaped(printable):
+    import builtins
+
+    def _p(line: str = "") -> None:
+        builtins.print(printable(line))
+    return _p

@@ -6,11 +6,28 @@ catch them all.
 """
 from __future__ import annotations
 
+import re
 from os import PathLike
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(s: str) -> str:
+    """Control characters (ANSI escapes, newlines, bidi overrides) as backslash escapes."""
+    return _CONTROL.sub(lambda mt: mt.group(0).encode("unicode_escape").decode("ascii"), s)
+
+
 class PartplanError(Exception):
-    """Base class of every error partplan raises on purpose."""
+    """Base class of every error partplan raises on purpose.
+
+    Its message is one line of printable text: control characters in it
+    (an ANSI escape or a newline in a name read from a file) are written as
+    backslash escapes, so printing an error never lets a file drive the
+    terminal."""
+
+    def __init__(self, *args):
+        super().__init__(*(_escape(a) if isinstance(a, str) else a for a in args))
 
 
 class GraphFormatError(PartplanError, ValueError):

@@ -175,9 +175,13 @@ def read_dgl_partition(path, n: int | None = None, *, ids: str = "original") -> 
     num_nodes = m.get("num_nodes")
     node_map = m["node_map"]
     if isinstance(node_map, str):  # old layout: file with the part of every original id
-        f = root / node_map if not Path(node_map).is_absolute() else Path(node_map)
-        if not f.is_file():
-            f = root / Path(node_map).name
+        # a name from the file never becomes a path: only its last component, inside the config's folder
+        base = Path(node_map).name
+        from .plan.trust import plain_name_problem, printable
+        why = plain_name_problem(base)
+        if why:
+            raise PartitionError(f"{cfg}: field 'node_map' = {printable(repr(node_map))[:80]}: its file name {why}")
+        f = root / base
         from .io.partfile import load_npy
         try:
             part = load_npy(f, n, "node_map").astype(np.int64)
@@ -358,6 +362,11 @@ def export_dgl(plan, out, *, graph_name: str | None = None) -> Path:
     k = int(plan.manifest["k"])
     n = part.size
     name = graph_name or plan.manifest["graph"].get("name") or "graph"
+    from .plan.trust import plain_name_problem, printable
+    why = plain_name_problem(name)
+    if why:  # the name becomes <name>.json inside `out`: never a path
+        src = "graph_name" if graph_name else "the plan's graph.name"
+        raise PartitionError(f"{src} = {printable(repr(name))[:80]} {why}")
     order = np.argsort(part, kind="stable")                   # new id → original id
     sizes = np.bincount(part, minlength=k)
     starts = np.concatenate([[0], np.cumsum(sizes)])

@@ -159,12 +159,24 @@ def test_edited_count_resigned_is_caught_by_the_validator(plan_dir):
         a["fwd.2.send_counts"][q] -= 1
         a["fwd.1.idx"] = a["fwd.1.idx"][:-1]
     _rewrite_shard(path, 1, edit)
-    m = json.loads((path / "manifest.json").read_text())  # buffer sizes follow the edit: structure stays valid
-    meta_fix(path, 1, lambda bufs: bufs.update(send=bufs["send"] - 1))
-    rep = validate_plan(path, g)
+    meta_fix(path, 1, lambda bufs: bufs.update(send=bufs["send"] - 1))  # buffer sizes follow the edit
+    from partplan.runtime.spmm import local_executor
+    load_plan(path, rank=1)  # fits its own buffers: left to the executor, which stops every rank alike
+    with pytest.raises(PlanError, match=r"rank 1: fwd.2: shard counts differ from the manifest.s pairs"):
+        local_executor(path)
+    rep = validate_plan(path, g)              # validate reports it
     assert not rep["ok"]
     bad = {c["name"]: c["detail"] for c in rep["checks"] if not c["ok"]}
-    assert "counts" in bad and "rank 1" in bad["counts"] and "expects" in bad["counts"]
+    assert "rank 1 (rank-00001.arrow)" in bad["structure"] and "fwd.2.send_counts" in bad["structure"]
+    # re-signing the manifest's pairs too makes rank 1 consistent and exposes its peer instead
+    m = json.loads((path / "manifest.json").read_text())
+    sc = load_plan(path, rank=1, check=False)["fwd.2.send_counts"]
+    st = m["programs"]["forward"]["steps"][2]
+    st["pairs"] = [x for x in ([q, r, int(sc[r])] if q == 1 else [q, r, c] for q, r, c in st["pairs"]) if x[2] > 0]
+    (path / "manifest.json").write_text(json.dumps(m))
+    load_plan(path, rank=1)
+    bad = {c["name"]: c["detail"] for c in validate_plan(path, g)["checks"] if not c["ok"]}
+    assert "fwd.2.recv_counts' differs from the manifest's pairs" in bad["structure"]
 
 
 def test_out_of_range_index_is_reported(plan_dir):

@@ -23,6 +23,7 @@ from .exchange import perm_by
 from .program import Group, Program, matrix_to_pairs, step_matrix
 from .steps import STEPS
 from .schema import FORMAT, FORMAT_VERSION
+from .trust import plain_name
 
 
 # ----------------------------------------------------------------------------- data classes
@@ -39,11 +40,23 @@ class RankPlan:
     rank: int
     meta: dict
     arrays: dict[str, np.ndarray]
+    # structure problems found when the shard was read (partplan.plan.trust.shard_problems): a
+    # quarantined shard — reading an array through it raises the first one; the executor reports
+    # them through its collective start-up check, so every rank of a job stops with the same error
+    problems: list[str] = field(default_factory=list)
 
     def has(self, name: str) -> bool:
         return name in self.arrays
 
+    def check(self) -> None:
+        """Raise the first problem found when the shard was read (if any)."""
+        if self.problems:
+            more = f" (+{len(self.problems) - 1} more)" if len(self.problems) > 1 else ""
+            raise PlanError(self.problems[0] + more)
+
     def __getitem__(self, name: str) -> np.ndarray:
+        if self.problems:
+            self.check()
         return self.arrays[name]
 
     def prefix(self, program: str) -> str:
@@ -55,11 +68,11 @@ class RankPlan:
 
     def in_ids(self, program: str = "forward") -> np.ndarray:
         """Global ids of the input rows (``in`` buffer) of ``program``."""
-        return self.arrays[self.prefix(program) + ".in_ids"]
+        return self[self.prefix(program) + ".in_ids"]
 
     def out_ids(self, program: str = "forward") -> np.ndarray:
         """Global ids of the output rows (``out`` buffer) of ``program``."""
-        return self.arrays[self.prefix(program) + ".out_ids"]
+        return self[self.prefix(program) + ".out_ids"]
 
     def buffers(self, program: str = "forward") -> dict:
         return self.meta["programs"][program]["buffers"]
@@ -328,7 +341,7 @@ def build_plan(graph: Graph, part_or_partition, k: int | None = None, *, layout=
         rank_plans.append(RankPlan(r, m, arrays))
     manifest = {
         "format": FORMAT, "format_version": FORMAT_VERSION,
-        "graph": {"fingerprint": graph.fingerprint, "name": graph.name, "n": graph.n, "nnz": graph.nnz,
+        "graph": {"fingerprint": graph.fingerprint, "name": plain_name(graph.name), "n": graph.n, "nnz": graph.nnz,
                   "directed": bool(graph.directed), "symmetric": bool(graph.is_symmetric()),
                   "weighted": graph.data is not None, "source_fingerprint": source_fp},
         "normalize": normalize,

@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import PlanError
 from .steps import STEPS
 from .schema import PARTITION_FILE, shard_name
+from .trust import plain_name_problem, printable
 
 # a step's fields by kind come from the step registry (partplan.plan.steps: Step.fields /
 # Step.optional); kinds: "buf" (a buffer name), "row" (int >= 0 or a buffer name), "bool";
@@ -28,6 +29,7 @@ STEP_KNOWN = {"id", "op", "arrays", "pairs"}
 BACKWARD_MODES = {"separate", "same-as-forward", "not-planned"}
 PROGRAMS = ("forward", "backward")
 _INT64_MAX = (1 << 63) - 1
+MAX_F = 1 << 24   # feature columns a plan may be costed for (a row of 2^24 float64 is 128 MiB)
 
 
 def _int(v) -> bool:
@@ -102,8 +104,10 @@ def check_fields(m: dict, mf: Path) -> None:
     for key in ("directed", "symmetric", "weighted"):
         if key in g and not isinstance(g[key], bool):
             raise PlanError(f"{mf}: field 'graph.{key}' must be true or false, got {g[key]!r}")
-    if "name" in g and not isinstance(g["name"], str):
-        raise PlanError(f"{mf}: field 'graph.name' must be a string, got {g['name']!r}")
+    if "name" in g and g["name"] is not None:
+        why = plain_name_problem(g["name"])
+        if why:  # it names exported files (export --to dgl): a path here would write outside the output
+            raise PlanError(f"{mf}: field 'graph.name' = {printable(repr(g['name']))[:80]} {why}")
     lay = parse_layout(m["layout"], m["ranks"])
     for key in ("layout_params", "f", "dtype", "row_bytes", "backward", "ownership"):
         if key not in m:
@@ -112,8 +116,8 @@ def check_fields(m: dict, mf: Path) -> None:
         raise PlanError(f"{mf}: field 'layout_params' = {m['layout_params']!r} differs from layout "
                         f"{lay.spec}'s {lay.params!r}")
     f = m.get("f")
-    if not _int(f) or f < 1:
-        raise PlanError(f"{mf}: field 'f' must be an integer >= 1, got {f!r}")
+    if not _int(f) or not 1 <= f <= MAX_F:
+        raise PlanError(f"{mf}: field 'f' must be an integer in [1, {MAX_F}], got {f!r}")
     try:
         isz = dtype_bytes(m.get("dtype"))
     except (ValueError, TypeError, KeyError):

@@ -8,13 +8,21 @@ is renamed into place at the end, so a reader never sees half a plan.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import errno
 import hashlib
 import json
+import mmap
 import os
+import re
 import shutil
+import stat
+import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -25,9 +33,12 @@ from ..errors import PlanError
 from .builder import Plan, RankPlan
 from .checks import check_fields, check_steps
 from .steps import STEPS
+from .trust import load_json, printable, shard_problems
 from .schema import FORMAT, MANIFEST, PARTITION_FILE, REBUILD_HINT, SUPPORTED_VERSIONS, shard_name
 
 _META_KEY = b"partplan"
+_MAX_MANIFEST_BYTES = 256 << 20   # bytes; a manifest of 10^4 ranks' pairs is far smaller
+_PLAN_ENTRY = re.compile(r"^(?:manifest\.json|partition\.arrow|rank-\d{5,}\.arrow)$")
 
 
 # ----------------------------------------------------------------------------- arrow encoding
@@ -66,44 +77,185 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _read_arrow(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
-    """(meta, arrays) from a shard, arrays zero-copy views of a memory map."""
+def _open_plain(path: Path, what: str) -> tuple[int, os.stat_result]:
+    """(fd, fstat) of a regular file of a plan, opened without following a
+    symbolic link (``O_NOFOLLOW``): a plan's files are its own, a link could
+    point anywhere. One PlanError naming the file otherwise."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        source = pa.memory_map(str(path), "r")
-        reader = ipc.open_file(source)
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise PlanError(f"{path}: {what} is missing (manifest lists it)") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or os.path.islink(path):
+            raise PlanError(f"{path}: {what} is a symbolic link; a plan's files must be regular files "
+                            f"(refusing to follow it)") from None
+        raise PlanError(f"{path}: {what} cannot be opened ({exc.strerror})") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise PlanError(f"{path}: {what} is not a regular file")
+    return fd, st
+
+
+class _Mapped:
+    """A plan file opened by :func:`_open_plain` and memory-mapped read-only
+    (``buf``: a pyarrow buffer over the map; empty files map to an empty buffer)."""
+
+    def __init__(self, path: Path, what: str):
+        fd, st = _open_plain(path, what)
+        try:
+            self.size = st.st_size
+            self.mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ) if st.st_size else None
+        except (OSError, ValueError) as exc:
+            raise PlanError(f"{path}: {what} cannot be mapped ({exc})") from None
+        finally:
+            os.close(fd)
+        self.buf = pa.py_buffer(self.mm) if self.mm is not None else pa.py_buffer(b"")
+
+    def sha256(self) -> str:
+        return hashlib.sha256(self.mm if self.mm is not None else b"").hexdigest()
+
+
+def _parse_arrow(path: Path, buf) -> tuple[dict, dict[str, np.ndarray]]:
+    """(meta, arrays) of an Arrow IPC file in ``buf``, arrays zero-copy views."""
+    try:
+        reader = ipc.open_file(buf)
         if reader.num_record_batches != 1:
             raise PlanError(f"{path}: expected 1 record batch, found {reader.num_record_batches}")
         batch = reader.get_batch(0)
         raw = (reader.schema.metadata or {}).get(_META_KEY)
         if raw is None:
             raise PlanError(f"{path}: schema metadata 'partplan' is missing (not a partplan shard)")
-        meta = json.loads(raw)
+        meta = load_json(raw, f"{path}: schema metadata 'partplan'")
+        if not isinstance(meta, dict):
+            raise PlanError(f"{path}: schema metadata 'partplan' is not an object")
         arrays = {}
         for name, col in zip(batch.schema.names, batch.columns):
-            if not pa.types.is_large_list(col.type) or len(col) != 1:
-                raise PlanError(f"{path}: field {name!r} is not a one-row large_list column")
-            arrays[name] = col.values.to_numpy(zero_copy_only=True)
+            if not pa.types.is_large_list(col.type) or len(col) != 1 or col.null_count:
+                raise PlanError(f"{path}: field {printable(name)!r} is not a one-row large_list column")
+            vals = col.values
+            if not (pa.types.is_integer(vals.type) or pa.types.is_floating(vals.type)) or vals.null_count:
+                raise PlanError(f"{path}: field {printable(name)!r} holds {vals.type}, not int64 or float64 values")
+            arrays[name] = vals.to_numpy(zero_copy_only=True)
         return meta, arrays
     except PlanError:
         raise
-    except (pa.ArrowException, OSError, ValueError, json.JSONDecodeError) as exc:
-        raise PlanError(f"{path}: unreadable Arrow shard ({exc})") from exc
+    except (pa.ArrowException, OSError, ValueError, TypeError, json.JSONDecodeError) as exc:
+        raise PlanError(f"{path}: unreadable Arrow shard ({printable(exc)})") from exc
+
+
+def _read_arrow(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
+    """(meta, arrays) from a shard, arrays zero-copy views of a memory map
+    (the file opened without following a symbolic link)."""
+    return _parse_arrow(path, _Mapped(Path(path), "Arrow file").buf)
 
 
 # ----------------------------------------------------------------------------- write
-def write_plan(plan: Plan, path, *, created: str | None | bool = None) -> Path:
+def is_plan_dir(path: Path) -> str | None:
+    """Why the existing directory ``path`` is not a partplan plan that a new
+    plan may replace (None: it is one). A plan directory holds only regular
+    files named ``manifest.json``, ``partition.arrow`` and ``rank-NNNNN.arrow``,
+    and its manifest says ``"format": "partplan-plan"``; anything else (a
+    sub-directory, a link, another file) means the directory is not ours to
+    delete."""
+    try:
+        entries = list(os.scandir(path))
+    except OSError as exc:
+        return f"cannot be listed ({exc.strerror})"
+    if not entries:
+        return None
+    for e in entries:
+        if not _PLAN_ENTRY.match(e.name):
+            return f"holds {printable(e.name)!r}, which is no file of a plan"
+        if e.is_symlink() or not e.is_file(follow_symlinks=False):
+            return f"holds {printable(e.name)!r}, which is not a regular file"
+    try:
+        fd, st = _open_plain(path / MANIFEST, "manifest")
+    except PlanError:
+        return "has no manifest.json"
+    try:
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            head = fh.read(min(st.st_size, _MAX_MANIFEST_BYTES))
+    finally:
+        os.close(fd)
+    try:
+        fmt = load_json(head, "manifest").get("format")
+    except (PlanError, AttributeError):
+        fmt = None
+    if fmt != FORMAT:
+        return f"has a manifest.json whose 'format' is not {FORMAT!r}"
+    return None
+
+
+@contextlib.contextmanager
+def _dir_lock(parent: Path):
+    """Serialize the swap of concurrent partplan writers in ``parent`` (an
+    advisory ``flock`` on the directory itself: nothing is created, nothing
+    left behind). Where flock is unavailable, no lock (the swap still never
+    deletes a foreign directory)."""
+    try:
+        import fcntl
+        fd = os.open(parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            pass
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+class Progress:
+    """A heartbeat on a stream (stderr by default) while a long plan is built
+    or written: ``progress(what, done, total)`` prints ``partplan: WHAT
+    DONE/TOTAL`` at most every ``every_s`` seconds (and the last call), so a
+    user waiting on a large plan sees it move. Pass an instance (or any
+    callable with that signature) as ``progress=``; None or a quiet caller
+    prints nothing."""
+
+    def __init__(self, stream=None, every_s: float = 2.0):
+        self.stream = stream if stream is not None else sys.stderr
+        self.every_s = float(every_s)
+        self._last = -float("inf")
+
+    def __call__(self, what: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done < total and now - self._last < self.every_s:
+            return
+        self._last = now
+        print(f"partplan: {what} {done}/{total}", file=self.stream, flush=True)
+
+
+ProgressFn = Callable[[str, int, int], None]
+
+
+def write_plan(plan: Plan, path, *, created: str | None | bool = None,
+               progress: ProgressFn | None = None) -> Path:
     """Write ``plan`` as a directory at ``path`` (atomically; replaces an existing plan).
 
     created : the manifest's creation time (ISO 8601 UTC). Default: now, or
         ``$SOURCE_DATE_EPOCH`` when set; ``False`` leaves it out. Shard and
         partition bytes never depend on it: two builds of the same input write
         identical shards and manifests that differ only in ``created``.
+    progress : called as ``progress("writing plan shards", done, total)``
+        after each shard (e.g. :class:`Progress`, a heartbeat on stderr);
+        None (the default) is silent.
+
+    ``path`` may be missing, an empty directory or a partplan plan
+    (:func:`is_plan_dir`); anything else is refused and left untouched.
+    Everything is written to a fresh temporary sibling (``mkdtemp``: pid +
+    random, created exclusively) and renamed into place; concurrent writers
+    of one plan each end with a complete plan in place (the last rename wins)
+    or one PlanError, and leave no temporaries.
     Returns the plan directory path.
     """
     path = Path(path)
-    if path.exists() and not (path / MANIFEST).is_file():
-        if path.is_file() or any(path.iterdir()):
-            raise PlanError(f"{path}: exists and is not a plan directory; refusing to overwrite it")
+    _check_target(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     clean_stale(path)  # temp dirs of writers killed before their rename
     tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(path), dir=path.parent))
@@ -119,11 +271,14 @@ def write_plan(plan: Plan, path, *, created: str | None | bool = None) -> Path:
         if created is not False:
             m["created"] = created
         shards = []
-        for rp in plan.ranks:
+        total = len(plan.ranks) + 1
+        for i, rp in enumerate(plan.ranks):
             name = shard_name(rp.rank)
             size, digest = _write_arrow(tmp / name, rp.arrays, rp.meta)
             shards.append({"rank": rp.rank, "file": name, "bytes": size, "sha256": digest,
                            **{k: v for k, v in rp.summary().items() if k != "rank"}})
+            if progress is not None:
+                progress("writing plan shards", i + 1, total)
         garr = {"part": plan.part}
         if plan.owner is not None:
             garr["owner"] = plan.owner
@@ -136,19 +291,62 @@ def write_plan(plan: Plan, path, *, created: str | None | bool = None) -> Path:
         with open(tmp / MANIFEST, "w") as fh:
             json.dump(m, fh, indent=1, sort_keys=True, default=_json_default)
             fh.write("\n")
+        if progress is not None:
+            progress("writing plan shards", total, total)
         os.chmod(tmp, 0o755)
-        if path.exists():
-            old = Path(tempfile.mkdtemp(prefix=temp_prefix(path, "old"), dir=path.parent))
-            os.replace(path, old / "plan")
-            os.replace(tmp, path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, path)
+        _swap_in(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     plan.manifest = m
     return path
+
+
+def _check_target(path: Path) -> None:
+    """``path`` may be replaced by a plan: missing, an empty directory or a plan."""
+    if os.path.islink(path):
+        raise PlanError(f"{path}: is a symbolic link; refusing to replace it with a plan")
+    if path.is_file():
+        raise PlanError(f"{path}: exists and is not a plan directory; refusing to overwrite it")
+    if path.is_dir():
+        why = is_plan_dir(path)
+        if why is not None:
+            raise PlanError(f"{path}: exists and is not a plan directory ({why}); refusing to overwrite it")
+
+
+def _swap_in(tmp: Path, path: Path) -> None:
+    """Rename the finished plan ``tmp`` onto ``path`` (under the parent's lock,
+    the target checked again inside it: another writer may have put a plan
+    there meanwhile, never something else)."""
+    with _dir_lock(path.parent):
+        for _ in range(8):
+            _check_target(path)
+            if not os.path.lexists(path):
+                try:
+                    os.rename(tmp, path)  # an empty directory at path is replaced too
+                    return
+                except OSError as exc:
+                    if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                        raise PlanError(f"{path}: the new plan could not be moved into place "
+                                        f"({exc.strerror})") from None
+                    continue  # a concurrent writer (without the lock) got there first: check again
+            old = Path(tempfile.mkdtemp(prefix=temp_prefix(path, "old"), dir=path.parent))
+            try:
+                try:
+                    os.rename(path, old / "plan")
+                except FileNotFoundError:
+                    continue  # gone meanwhile: try again
+                try:
+                    os.rename(tmp, path)
+                except OSError as exc:
+                    if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                        raise PlanError(f"{path}: the new plan could not be moved into place "
+                                        f"({exc.strerror})") from None
+                    continue
+                return
+            finally:
+                shutil.rmtree(old, ignore_errors=True)
+        raise PlanError(f"{path}: other writers kept replacing the plan; gave up after 8 tries")
 
 
 def _json_default(o):
@@ -170,12 +368,18 @@ def read_manifest(path) -> dict:
         raise PlanError(f"{path}: not a plan directory (no such directory)")
     if not mf.is_file():
         raise PlanError(f"{mf}: missing manifest (not a plan, or an interrupted write)")
+    fd, st = _open_plain(mf, "manifest")
     try:
-        m = json.loads(mf.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise PlanError(f"{mf}: not valid JSON ({exc})") from exc
+        if st.st_size > _MAX_MANIFEST_BYTES:
+            raise PlanError(f"{mf}: {st.st_size} bytes, more than a plan's manifest needs ({_MAX_MANIFEST_BYTES})")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            raw = fh.read(_MAX_MANIFEST_BYTES + 1)
+    finally:
+        os.close(fd)
+    m = load_json(raw, str(mf))
     if not isinstance(m, dict) or m.get("format") != FORMAT:
-        raise PlanError(f"{mf}: field 'format' must be {FORMAT!r}, got {m.get('format') if isinstance(m, dict) else m!r}")
+        got = m.get("format") if isinstance(m, dict) else type(m).__name__
+        raise PlanError(f"{mf}: field 'format' must be {FORMAT!r}, got {printable(repr(got))[:80]}")
     v = m.get("format_version")
     if v not in SUPPORTED_VERSIONS:
         old = isinstance(v, int) and v < min(SUPPORTED_VERSIONS)
@@ -276,18 +480,22 @@ def _check_manifest_fields(m: dict, mf: Path) -> None:
     check_fields(m, mf)  # descriptive fields by type and against each other; shard file names
 
 
-def _check_file(path: Path, entry: dict, what: str, verify: bool):
-    if not path.is_file():
-        raise PlanError(f"{path}: {what} is missing (manifest lists it)")
-    size = path.stat().st_size
-    if size != entry.get("bytes"):
-        kind = "truncated" if size < entry.get("bytes", 0) else "has extra bytes"
-        raise PlanError(f"{path}: {what} {kind}: {size} bytes, manifest field 'bytes' says {entry.get('bytes')}")
+def _check_file(path: Path, entry: dict, what: str, verify: bool) -> "_Mapped":
+    """Open (never through a symbolic link) and map a file the manifest lists;
+    its size must be the manifest's ``bytes`` and, with ``verify``, its sha256
+    the manifest's ``sha256`` — checked on the very bytes that are then read.
+    Returns the mapped file."""
+    f = _Mapped(path, what)
+    size, want = f.size, entry.get("bytes")
+    if size != want:
+        kind = "truncated" if size < want else "has extra bytes"
+        raise PlanError(f"{path}: {what} {kind}: {size} bytes, manifest field 'bytes' says {want}")
     if verify:
-        digest = _sha256(path)
+        digest = f.sha256()
         if digest != entry.get("sha256"):
             raise PlanError(f"{path}: {what} is corrupted: sha256 {digest[:16]}… does not match manifest "
-                            f"field 'sha256' {str(entry.get('sha256'))[:16]}…")
+                            f"field 'sha256' {printable(entry.get('sha256'))[:16]}…")
+    return f
 
 
 def check_files(path, manifest: dict, *, verify: bool = False) -> None:
@@ -295,6 +503,7 @@ def check_files(path, manifest: dict, *, verify: bool = False) -> None:
     its recorded size; with ``verify`` also its sha256 (``partplan inspect``
     checks sizes only, ``validate`` checksums). One PlanError naming the file."""
     path = Path(path)
+    _check_n(path, manifest)
     for rank, entry in enumerate(manifest["shards"]):
         _check_file(path / entry.get("file", shard_name(rank)), entry, f"shard of rank {rank}", verify)
     pf = manifest["partition_file"]
@@ -321,29 +530,44 @@ def _peek_fingerprint(f: Path) -> str | None:
     try:
         with pa.memory_map(str(f), "r") as src:
             raw = (ipc.open_file(src).schema.metadata or {}).get(_META_KEY)
-        return json.loads(raw).get("graph_fingerprint") if raw else None
+        fp = load_json(raw, str(f)).get("graph_fingerprint") if raw else None
+        return fp if isinstance(fp, str) else None
     except Exception:  # any damage: fall back to the size/checksum message
         return None
 
 
-def load_rank(path, rank: int, *, manifest: dict | None = None, verify: bool = True) -> RankPlan:
-    """Read only rank ``rank``'s shard (memory-mapped) after checking it against the manifest."""
+def load_rank(path, rank: int, *, manifest: dict | None = None, verify: bool = True,
+              check: bool = True) -> RankPlan:
+    """Read only rank ``rank``'s shard (memory-mapped) after checking it against the manifest.
+
+    verify : check the shard's sha256 (on the mapped bytes that are then read).
+    check : run :func:`partplan.plan.trust.shard_problems` (array types,
+        ids inside [0, n), counts and buffer sizes bounded by the manifest's
+        pairs and the shard's arrays, indices inside their buffers, CSR
+        pointers) before anything indexes. A shard with problems comes back
+        *quarantined* (``RankPlan.problems``; any array read through it raises
+        the first problem as a PlanError naming the file and field): the
+        executor then stops every rank of a job with that error through its
+        collective start-up check, instead of this rank failing alone while
+        its peers wait. :func:`load_plan` raises at once. Only ``validate``
+        turns ``check`` off, to report the problems as its ``structure`` check."""
     path = Path(path)
     m = manifest or read_manifest(path)
     if not 0 <= rank < m["ranks"]:
         raise PlanError(f"{path}: rank {rank} out of range [0, {m['ranks']})")
     entry = m["shards"][rank]
     f = path / entry.get("file", shard_name(rank))
+    _check_n(path, m)
     try:
-        _check_file(f, entry, f"shard of rank {rank}", verify)
+        mapped = _check_file(f, entry, f"shard of rank {rank}", verify)
     except PlanError:
-        other = _peek_fingerprint(f)
+        other = None if os.path.islink(f) else _peek_fingerprint(f)
         if other is not None and other != m["graph"]["fingerprint"]:
             raise PlanError(f"{f}: shard was built for graph {other[:16]}… but {path / MANIFEST} field "
                             f"'graph.fingerprint' says {m['graph']['fingerprint'][:16]}… (manifest and shards "
                             f"come from different plans)") from None
         raise
-    meta, arrays = _read_arrow(f)
+    meta, arrays = _parse_arrow(f, mapped.buf)
     if meta.get("rank") != rank:
         raise PlanError(f"{f}: shard metadata field 'rank' = {meta.get('rank')!r}, expected {rank}")
     if meta.get("graph_fingerprint") != m["graph"]["fingerprint"]:
@@ -372,18 +596,43 @@ def load_rank(path, rank: int, *, manifest: dict | None = None, verify: bool = T
     for p_, pm in progs.items():
         for b_, rows in pm["buffers"].items():
             if not isinstance(rows, int) or isinstance(rows, bool) or rows < 0:
-                raise PlanError(f"{f}: shard metadata field 'programs.{p_}.buffers.{b_}' = {rows!r} "
-                                f"is not a row count")
-    return RankPlan(rank, meta, arrays)
+                raise PlanError(f"{f}: shard metadata field 'programs.{p_}.buffers.{printable(b_)}' = "
+                                f"{printable(repr(rows))[:40]} is not a row count")
+    rp = RankPlan(rank, meta, arrays)
+    if check:  # what validate's structure check asks, before anything indexes or allocates
+        rp.problems = [f"{f}: {x}" for x in shard_problems(m, rp, pairs=False)]
+    return rp
 
 
-def load_plan(path, rank: int | None = None, graph=None, *, verify: bool = True):
+def _check_n(path: Path, m: dict) -> None:
+    """``graph.n`` is bounded by the partition file (int64 ``part`` of length
+    n): a manifest claiming more rows than that file can hold is refused
+    before anything is sized by n (a stat, not a read)."""
+    pf = m["partition_file"]
+    f = path / pf.get("file", PARTITION_FILE)
+    n = int(m["graph"]["n"])
+    if 8 * n > pf["bytes"]:
+        raise PlanError(f"{path / MANIFEST}: field 'graph.n' = {n} but the partition file holds at most "
+                        f"{pf['bytes'] // 8} rows (field 'partition_file.bytes' = {pf['bytes']})")
+    try:
+        st = os.lstat(f)
+    except OSError:
+        return  # a rank alone does not need partition.arrow; load_plan reports it missing
+    if stat.S_ISREG(st.st_mode) and st.st_size != pf["bytes"]:
+        raise PlanError(f"{f}: partition file is {st.st_size} bytes, manifest field 'partition_file.bytes' "
+                        f"says {pf['bytes']}")
+
+
+def load_plan(path, rank: int | None = None, graph=None, *, verify: bool = True, check: bool = True):
     """Load a plan directory.
 
     rank : None → the whole :class:`Plan` (every shard + partition.arrow);
         an int → only that rank's :class:`RankPlan` (reads manifest + one shard).
     graph : if given, its fingerprint must match the plan's (else PlanError).
     verify : check each file's sha256 (reads it once); sizes are always checked.
+    check : each shard's structure checked before it is returned (see
+        :func:`load_rank`); a shard that could make a reader index out of
+        bounds or allocate beyond what its file holds is a PlanError.
 
     Raises :class:`PlanError` naming the file and field on a missing or
     corrupted shard, truncation, unknown format version or another graph.
@@ -392,11 +641,22 @@ def load_plan(path, rank: int | None = None, graph=None, *, verify: bool = True)
     m = read_manifest(path)
     _check_graph(m, graph, path)
     if rank is not None:
-        return load_rank(path, int(rank), manifest=m, verify=verify)
-    ranks = [load_rank(path, r, manifest=m, verify=verify) for r in range(m["ranks"])]
+        rp = load_rank(path, int(rank), manifest=m, verify=verify, check=check)
+        rp.check()
+        return rp
+    ranks = [load_rank(path, r, manifest=m, verify=verify, check=check) for r in range(m["ranks"])]
+    for rp in ranks:
+        rp.check()
     pf = path / m["partition_file"].get("file", PARTITION_FILE)
-    _check_file(pf, m["partition_file"], "partition file", verify)
-    _, g = _read_arrow(pf)
-    if "part" not in g or g["part"].size != m["graph"]["n"]:
-        raise PlanError(f"{pf}: field 'part' missing or not of length n = {m['graph']['n']}")
+    _, g = _parse_arrow(pf, _check_file(pf, m["partition_file"], "partition file", verify).buf)
+    n, k = m["graph"]["n"], m["k"]
+    for key in ("part", "owner", "perm"):
+        a = g.get(key)
+        if a is None:
+            if key == "part":
+                raise PlanError(f"{pf}: field 'part' is missing")
+            continue
+        lim = n if key == "perm" else k
+        if a.dtype.kind not in "iu" or a.size != n or (a.size and (int(a.min()) < 0 or int(a.max()) >= lim)):
+            raise PlanError(f"{pf}: field {key!r} is not {n} integers in [0, {lim})")
     return Plan(m, ranks, g["part"], g.get("owner"), g.get("perm"))

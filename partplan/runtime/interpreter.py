@@ -53,22 +53,40 @@ class _Prog:
         self.prefix = shards[0].prefix(name) if shards else ""
         self.sizes = [rp.buffers(name) for rp in shards]
         self.ops = [step_op(st) for st in self.steps]
-        # indices, CSR pointers and counts checked against the buffers before anything is prepared
-        self.problems = [(rp.rank, f"{name}: {m}") for rp, sz in zip(shards, self.sizes)
+        # indices, CSR pointers and counts checked against the buffers before anything is prepared;
+        # a shard quarantined when it was read (RankPlan.problems: partplan.plan.trust) brings its
+        # problems instead, reported on every rank by verify's collective check
+        self.problems = [(rp.rank, f"{name}: {m}") for rp, sz in zip(shards, self.sizes) if not rp.problems
                          for m in structure_problems(self.steps, rp, sz)]
-        self.prep = None if self.problems else \
+        self.prep = None if self.problems or any(rp.problems for rp in shards) else \
             [cls.prepare(st, shards, self.sizes, ops, comm) for cls, st in zip(self.ops, self.steps)]
         self.counts = {}  # alltoallv step id -> (send counts, recv counts) per local rank (the start-up check)
         for st in self.steps:
             if step_op(st) is AllToAllV:
-                self.counts[st["id"]] = ([np.asarray(rp[f"{st['id']}.send_counts"], dtype=np.int64) for rp in shards],
-                                         [np.asarray(rp[f"{st['id']}.recv_counts"], dtype=np.int64) for rp in shards])
+                self.counts[st["id"]] = ([_counts(rp, f"{st['id']}.send_counts", st, comm) for rp in shards],
+                                         [_counts(rp, f"{st['id']}.recv_counts", st, comm) for rp in shards])
         # the spmm reads the buffer the exchange fills, and writes neither of the exchange's buffers
         # (the exchange may still be reading src / writing dst while the early rows are computed)
         self.overlap = {k for k in range(len(self.steps) - 1)
                         if self.ops[k] is AllToAllV and self.ops[k + 1] is Spmm
                         and self.steps[k + 1]["src"] == self.steps[k]["dst"]
                         and self.steps[k + 1]["dst"] not in (self.steps[k]["src"], self.steps[k]["dst"])}
+
+
+def _counts(rp: RankPlan, name: str, st: dict, comm) -> np.ndarray:
+    """A step's counts of one local rank as int64 — for a quarantined shard
+    (whose arrays are not to be trusted) the manifest's pairs instead: the
+    rank still takes part in the count exchange, its peers see counts that
+    agree, and verify's world-wide flag stops every rank with this rank's
+    problem named on it."""
+    if not rp.problems:
+        return np.asarray(rp[name], dtype=np.int64)
+    from ..plan.trust import pairs_of
+    g = comm.member(st["group"], rp.rank)
+    if g is None:
+        return np.zeros(0, dtype=np.int64)
+    send, recv = pairs_of(st, rp.rank, list(g.ranks))
+    return send if name.endswith(".send_counts") else recv
 
 
 def _no_sync() -> None:
@@ -117,7 +135,8 @@ class Executor:
                             f"(start it with --nprocs {manifest['ranks']})")
         self.shards = shards
         self.programs = {name: _Prog(manifest, shards, name, self.ops, comm) for name in manifest["programs"]}
-        self._structure = [m for pr in self.programs.values() for m in pr.problems]
+        self._structure = [(rp.rank, m) for rp in shards for m in rp.problems]  # quarantined when read
+        self._structure += [m for pr in self.programs.values() for m in pr.problems]
         if self._structure and not verify:
             raise PlanError("the plan's shards do not fit their buffers — " +
                             "; ".join(f"rank {r}: {m}" for r, m in self._structure[:4]))
@@ -149,7 +168,7 @@ class Executor:
                 sid = st["id"]
                 for i, r in enumerate(self.comm.local):
                     g = self.comm.member(st["group"], r)
-                    if g is None:
+                    if g is None or self.shards[i].problems:  # a quarantined shard's counts are stand-ins
                         continue
                     sc, rc = scs[i], rcs[i]
                     if sc.size != len(g.ranks) or rc.size != len(g.ranks):
@@ -166,7 +185,7 @@ class Executor:
                     for i, r in enumerate(self.comm.local)])
                 for i, r in enumerate(self.comm.local):
                     g = self.comm.member(st["group"], r)
-                    if g is None or got[i].size != len(g.ranks):
+                    if g is None or got[i].size != len(g.ranks) or self.shards[i].problems:
                         continue
                     rc = rcs[i]
                     if not np.array_equal(got[i], rc):
@@ -186,9 +205,26 @@ class Executor:
     def _buffers(self, prog: _Prog, f: int):
         key = (prog.name, f)
         if key not in self._bufs:
+            self._check_budget(prog, f)
             self._bufs[key] = [{b: self.ops.empty(rows, f) for b, rows in sizes.items() if b != "in"}
                                for sizes in prog.sizes]
         return self._bufs[key]
+
+    def _check_budget(self, prog: _Prog, f: int) -> None:
+        """The program's buffers (rows × f × itemsize bytes, every local rank)
+        must fit the memory budget (:func:`partplan.io._common.memory_budget`:
+        ``PARTPLAN_MAX_BYTES``, else 80% of this machine's memory): one
+        PlanError before anything is allocated, never a MemoryError."""
+        from ..io._common import ENV_MAX_BYTES, human_bytes, memory_budget
+        dt = getattr(self.ops, "dtype", None)
+        item = int(getattr(dt, "itemsize", 0) or 8)
+        rows = sum(int(r) for sizes in prog.sizes for b, r in sizes.items() if b != "in")
+        need = rows * int(f) * item
+        budget = memory_budget()
+        if need > budget:
+            raise PlanError(f"the {prog.name} program's buffers need {human_bytes(need)} ({rows} rows × f = {f} "
+                            f"× {item} bytes) on this process, above the memory budget of {human_bytes(budget)} "
+                            f"({ENV_MAX_BYTES})")
 
     # ------------------------------------------------------------------ run
     def forward(self, inputs: list) -> list:
