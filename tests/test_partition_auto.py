@@ -67,3 +67,11 @@ def test_explicit_paths_unchanged_and_bad_options():
         partition(g, 4, starts="kahypar")
     with pytest.raises(BackendUnavailableError):
         partition(g, 4, preset="auto", backend="mtkahypar")
+
+
+def test_pipeline_options_are_used_or_refused():
+    g = _graph(600)
+    p = partition(g, 4, preset="auto", refine=False)
+    assert p.info["refine"] is None
+    with pytest.raises(BackendUnavailableError):
+        partition(g, 4, preset="auto", handoff="file")

@@ -208,7 +208,7 @@ class _heartbeat:
         return False
 
 
-AUTO_KEYS = ("starts", "vcycle", "refine_factor", "refine_min_s")
+AUTO_KEYS = ("starts", "vcycle", "refine", "refine_factor", "refine_min_s")
 
 
 def _auto_layout(layout, k) -> bool:
@@ -390,6 +390,10 @@ def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | 
     t0 = time.perf_counter()
     if auto and b > 1:
         from .pipeline import auto_partition
+
+        extra = set(opts) - {"threads"}
+        if extra:  # never ignored silently
+            raise BackendUnavailableError(f"the default pipeline does not take option(s) {', '.join(sorted(extra))}")
 
         say(f"default pipeline: starts {', '.join(auto_opts.get('starts', DEFAULT_STARTS))} into {b} parts")
         part, rep = auto_partition(graph, b, imbalance=imbalance, seed=seed, progress=progress,
