@@ -95,6 +95,18 @@ def peak_rss_bytes() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
+def current_rss_bytes() -> int:
+    """Resident set size of this process now, in bytes (``VmRSS``; 0 without /proc)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 def _reset_peak() -> bool:
     """Reset VmHWM to the current RSS (Linux: write 5 to /proc/self/clear_refs).
     False where not allowed (then stage peaks are cumulative)."""
@@ -111,6 +123,7 @@ class _Stages:
 
     def __init__(self):
         self.rows: list[dict] = []
+        self.baseline = current_rss_bytes()   # interpreter + numpy/torch/gloo before any graph data
         self.resettable = _reset_peak()
         self.t = time.perf_counter()
         self.name = None
@@ -214,7 +227,7 @@ def _agree(comm, err: str | None) -> None:
 
 
 # ----------------------------------------------------------------------------- helpers
-_M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+_HASH_BLOCK = 1 << 18   # nonzeros hashed at a time
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -448,7 +461,12 @@ def build_plan_distributed(graph_path, partition, k: int, out, *, comm=None, lay
     # ---------------------------------------------------------------- 4. symmetry, backward program
     st.start("backward")
     rows = np.repeat(in_ids, row_nnz)
-    sums = comm.allgather(_pair_hash_sums(rows, cols, data))
+    mine = [0] * 8
+    for a in range(0, max(cols.size, 1), _HASH_BLOCK):   # blocks bound the uint64 temporaries
+        b = min(cols.size, a + _HASH_BLOCK)
+        blk = _pair_hash_sums(rows[a:b], cols[a:b], None if data is None else data[a:b])
+        mine = [(x + y) % (1 << 64) for x, y in zip(mine, blk)]
+    sums = comm.allgather(mine)
     tot = [sum(int(s[i]) for s in sums) % (1 << 64) for i in range(8)]
     sym_pattern = tot[0:2] == tot[2:4]
     same = sym_pattern and (not weighted or tot[4:6] == tot[6:8])
@@ -526,7 +544,7 @@ def _write(comm, st, info, graph_path, partition, out, lay, fwd, fcnt, bwd, bcnt
     except (PartplanError, OSError) as exc:
         err = str(exc)
     st.stop()
-    gathered = comm.allgather((err, entry, fcnt, bcnt, st.rows))
+    gathered = comm.allgather((err, entry, fcnt, bcnt, st.rows, st.baseline))
     errs = [g[0] for g in gathered]
     if any(errs):
         if u == 0:
@@ -534,7 +552,7 @@ def _write(comm, st, info, graph_path, partition, out, lay, fwd, fcnt, bwd, bcnt
         _agree(comm, next(e for e in errs if e))
     result = {"plan": str(out), "rank": u, "ranks": p, "stages": st.rows,
               "peak_rss_bytes": max(r["peak_rss_bytes"] for r in st.rows),
-              "peak_rss_reset_per_stage": st.resettable}
+              "peak_rss_reset_per_stage": st.resettable, "baseline_rss_bytes": st.baseline}
     err = None
     if u == 0:
         try:
@@ -561,9 +579,9 @@ def _write(comm, st, info, graph_path, partition, out, lay, fwd, fcnt, bwd, bcnt
             err = str(exc)
     _agree(comm, comm.allgather(err)[0])
     if u == 0:
-        result["per_rank"] = [{"rank": r, "stages": g[4], "peak_rss_bytes": max(x["peak_rss_bytes"] for x in g[4])}
-                              for r, g in enumerate(gathered)]
-        result["per_rank"][0] = {"rank": 0, "stages": result["stages"], "peak_rss_bytes": result["peak_rss_bytes"]}
+        result["per_rank"] = [{"rank": r, "stages": g[4], "peak_rss_bytes": max(x["peak_rss_bytes"] for x in g[4]),
+                               "baseline_rss_bytes": g[5]} for r, g in enumerate(gathered)]
+        result["per_rank"][0].update(stages=result["stages"], peak_rss_bytes=result["peak_rss_bytes"])
     return result
 
 
