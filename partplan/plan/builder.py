@@ -237,7 +237,8 @@ def _crosscheck(prog: Program, groups, stats, what: str):
 def build_plan(graph: Graph, part_or_partition, k: int | None = None, *, layout=None,
                owner=None, f: int = 128, dtype: str = "float32", meta: dict | None = None,
                backward: bool | None = None, alpha: float = DEFAULT_ALPHA_S,
-               beta: float = DEFAULT_BETA_S_PER_BYTE, normalize: str | None = None) -> Plan:
+               beta: float = DEFAULT_BETA_S_PER_BYTE, normalize: str | None = None,
+               progress=None) -> Plan:
     """Build the exchange program of SpMM ``Z = A @ H`` for a partition.
 
     Parameters
@@ -261,6 +262,10 @@ def build_plan(graph: Graph, part_or_partition, k: int | None = None, *, layout=
         the plan multiplies that matrix (:func:`partplan.nn.normalize_adjacency`);
         the manifest records ``normalize`` and the input graph's fingerprint as
         ``graph.source_fingerprint``. A partition is checked against the input graph.
+    progress : None (silent) or a callable ``progress(what, done, total)``
+        called after each stage (checks, forward program, backward program,
+        rank shards) — e.g. :class:`partplan.plan.store.Progress`, a heartbeat
+        on stderr that the CLI silences with ``-q``.
 
     Returns a :class:`Plan` (write it with :func:`partplan.plan.write_plan`).
 
@@ -306,12 +311,15 @@ def build_plan(graph: Graph, part_or_partition, k: int | None = None, *, layout=
     if backward is None:
         backward = not same
     t1 = time.perf_counter()
+    tick = progress or (lambda what, done, total: None)
+    tick("building plan", 1, 4)
     groups = lay.groups()
     cost = {"alpha": alpha, "beta": beta}
     fwd = lay.program(graph, part, owner=owner, prefix="fwd")
     st = lay.volumes(graph, part, owner=owner, f=f, dtype=dtype, **cost)
     _crosscheck(fwd, groups, st, "forward")
     programs = {"forward": _program_json(fwd, groups)}
+    tick("building plan", 2, 4)
     bwd = bst = None
     if backward:
         T = graph.transpose()
@@ -326,6 +334,7 @@ def build_plan(graph: Graph, part_or_partition, k: int | None = None, *, layout=
     else:
         bmode = "not-planned"
     t2 = time.perf_counter()
+    tick("building plan", 3, 4)
     rank_plans = []
     for r in range(lay.ranks):
         arrays = dict(fwd.arrays[r])
@@ -364,6 +373,7 @@ def build_plan(graph: Graph, part_or_partition, k: int | None = None, *, layout=
         if key not in manifest:
             manifest[key] = val
     perm = perm_by(part if owner is None else owner, lay.row_blocks)
+    tick("building plan", 4, 4)
     timings = {"check_s": t1 - t0, "build_s": t2 - t1}
     plan = Plan(manifest, rank_plans, part, owner, perm, st, timings)
     if bst is not None:
