@@ -56,7 +56,10 @@ def _pid_alive(pid: int) -> bool:
         return False
     except (PermissionError, OverflowError, ValueError):  # another user's process / absurd number: keep
         return True
-    return True
+    try:  # a zombie (killed, not yet reaped by whoever inherited it) writes nothing more
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def clean_stale(path: str | os.PathLike, *, now: float | None = None) -> list[Path]:
@@ -207,7 +210,13 @@ def commit(tmp: str | os.PathLike, path: str | os.PathLike, ident: tuple[int, in
     removes ``tmp`` on failure."""
     from .errors import OutputPathError
     tmp, p = Path(tmp), Path(path)
-    fd = os.open(tmp, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        fd = os.open(tmp, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOENT):
+            raise OutputPathError(f"{p}: its temporary {tmp.name} was replaced or removed while it was written; "
+                                  f"nothing written") from None
+        raise
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or (ident is not None and (st.st_dev, st.st_ino) != ident):

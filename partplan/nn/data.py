@@ -114,6 +114,8 @@ def _member_header(zf: zipfile.ZipFile, name: str, path):
             shape, fortran, dtype = read(fh)
         except ValueError as exc:
             raise DataError(f"not a .npy array ({exc})", path, name[:-4]) from None
+        except (zipfile.BadZipFile, EOFError, OSError) as exc:  # bad CRC, truncated member
+            raise DataError(f"corrupt zip member ({exc})", path, name[:-4]) from None
         hdr_len = fh.tell()
     dt = np.dtype(dtype)
     if dt.hasobject:

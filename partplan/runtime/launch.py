@@ -623,3 +623,10 @@ def under_torchrun() -> bool:
     if all(v in os.environ for v in ("RANK", "WORLD_SIZE", STORE_ENV)):
         return True
     return all(v in os.environ for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
+
+
+def _probe_entry(cfg: dict) -> None:
+    """A worker entry that only opens and closes the worker context (the
+    rendezvous and its secret check); for tests."""
+    with WorkerContext.open(cfg):
+        pass
