@@ -24,8 +24,9 @@ def load_graph(spec: str, *, fetch: bool = False, symmetrize: bool = False):
 
     path = Path(spec)
     if path.exists():
-        if path.is_dir():
-            raise GraphFormatError("is a directory, not a graph file", path)
+        from partplan.io.chunked import is_chunked
+        if path.is_dir() and not is_chunked(path):
+            raise GraphFormatError("is a directory, not a graph file (nor a chunked graph: no header.json)", path)
         return read_graph(path, symmetrize=symmetrize)
     if spec not in datasets.names():
         raise GraphFormatError("no such file, and not a registered dataset name "

@@ -63,6 +63,9 @@ def register(subparsers) -> None:
     q.add_argument("--abc", type=float, nargs=3, metavar=("A", "B", "C"), default=(0.57, 0.19, 0.19),
                    help="rmat: quadrant probabilities (0.57 0.19 0.19)")
     q.add_argument("--no-permute", action="store_true", help="rmat: keep the generator's labels")
+    q.add_argument("--chunks", type=_pos_int, metavar="C",
+                   help="rmat: write a chunked graph directory of C row chunks without ever holding the "
+                        "whole graph (-o names the directory)")
     q.add_argument("--nx", type=_pos_int, help="grid2d/grid3d: size along x")
     q.add_argument("--ny", type=_pos_int, help="grid2d/grid3d: size along y")
     q.add_argument("--nz", type=_pos_int, help="grid3d: size along z")
@@ -168,10 +171,34 @@ def _need(args, *fields):
         raise DatasetError(f"generate {args.generator} needs {flags}")
 
 
+def _generate_chunked(args) -> int:
+    """``generate rmat --chunks C -o DIR``: :func:`partplan.datasets.chunked_gen.rmat_chunked`."""
+    if args.generator != "rmat":
+        raise DatasetError(f"--chunks is offered for rmat only, not {args.generator}")
+    _need(args, "scale")
+    out = Path(args.output)
+    if out.exists() and not out.is_dir():
+        raise DatasetError(f"{out}: --chunks writes a directory, and this is a file")
+    from partplan.datasets.chunked_gen import rmat_chunked
+    from partplan.io.chunked import chunk_info
+    a, b, c = args.abc
+    path = rmat_chunked(args.scale, args.edgefactor, a, b, c, seed=args.seed, path=out, chunks=args.chunks,
+                        permute=not args.no_permute)
+    info = chunk_info(path)
+    res = {"generator": "rmat", "n": int(info.n), "nnz": int(info.nnz), "chunks": args.chunks, "output": str(path)}
+    if args.json:
+        print(json.dumps(res, indent=2))
+    else:
+        print(f"wrote {path}: n={res['n']} nnz={res['nnz']} in {args.chunks} chunks", file=sys.stderr)
+    return 0
+
+
 def run_generate(args) -> int:
     from partplan import datasets as ds
     from partplan.outpath import check_output_file
 
+    if args.chunks is not None:
+        return _generate_chunked(args)
     check_output_file(args.output, kind="graph")
 
     if args.generator == "rmat":

@@ -50,6 +50,9 @@ def register(subparsers) -> None:
     p.add_argument("--normalize", choices=("none", "gcn", "mean"), default="none",
                    help="plan values: gcn = D^-1/2 (A+I) D^-1/2 (PyG GCNConv), mean = D^-1 (A+I); "
                         "needed by `partplan train gcn` (default none: A as read)")
+    p.add_argument("--nprocs", type=positive_int, metavar="N",
+                   help="build with N processes (gloo), each reading only its chunks: needs a chunked GRAPH "
+                        "directory (`partplan convert G DIR --chunks C`), layout 1d and N = ranks")
     p.add_argument("--json", action="store_true", help="print the manifest summary as JSON")
     from ._topology import add_topology_args
     add_topology_args(p)
@@ -75,6 +78,8 @@ def run(args) -> int:
     from ._topology import TopologyOptions
     topts = TopologyOptions(args, layout=args.layout)  # checked before the graph is read
     topts.check_ranks(args.k)
+    if args.nprocs is not None:
+        return _run_distributed(args, out)
     graph = load_graph(args.graph, symmetrize=args.symmetrize)
     src = _read(args, graph)
     src, args.layout = topts.prepare(graph, src, args.k, args.layout)  # --map, and the --route's layout
@@ -99,6 +104,37 @@ def run(args) -> int:
               f"backward {m['backward']}", file=sys.stderr)
         print(f"total volume {st.get('total_volume')} rows, max send {st.get('max_send')}, "
               f"max recv {st.get('max_recv')}, messages {st.get('messages')}")
+    return 0
+
+
+def _run_distributed(args, out: Path) -> int:
+    """``--nprocs N``: :func:`partplan.plan.distbuild.launch_local` on a chunked
+    graph (1D layout; the plan is byte-identical to the one-process build)."""
+    from partplan.errors import PlanError
+    from partplan.io.chunked import is_chunked
+    unsupported = [flag for flag, on in (("--symmetrize", args.symmetrize), ("--normalize", args.normalize != "none"),
+                                         ("--column", args.column), ("--topology", getattr(args, "topology", None)))
+                   if on]
+    if not is_chunked(args.graph):
+        raise PlanError(f"{args.graph}: --nprocs needs a chunked graph directory (write one with "
+                        f"`partplan convert GRAPH DIR --chunks C`)")
+    if unsupported:
+        raise PlanError(f"--nprocs builds the plan of the chunked graph as stored; {', '.join(unsupported)} "
+                        f"is not offered with it")
+    if args.layout not in (None, "1d"):
+        raise PlanError(f"--nprocs builds 1d plans only (got --layout {args.layout}); build 1.5d/2d plans "
+                        f"without --nprocs")
+    k = args.k if args.k is not None else args.nprocs
+    if k != args.nprocs:
+        raise PlanError(f"--nprocs {args.nprocs} must equal the plan's ranks (-k {k}): one process per rank")
+    from partplan.plan.distbuild import launch_local
+    backward = {"auto": None, "separate": True, "none": False}[args.backward]
+    res = launch_local(args.graph, args.partition, k, out, nprocs=args.nprocs, f=args.features, dtype=args.dtype,
+                       meta={"partition_file": str(args.partition)}, backward=backward)
+    if args.json:
+        print(json.dumps(res, indent=1, default=str))
+    else:
+        print(f"wrote {out}: layout 1d on {k} ranks, built by {args.nprocs} processes", file=sys.stderr)
     return 0
 
 

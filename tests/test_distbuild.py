@@ -118,3 +118,41 @@ def test_bad_partition_stops_every_rank(tmp_path):
     with pytest.raises(PlanError, match="rank 1: .*vertex 15 has part id 9"):
         launch_local(gp, part, 2, tmp_path / "x.plan", timeout_s=120)
     assert not (tmp_path / "x.plan").exists()
+
+
+def test_cli_chunked_convert_generate_and_plan_nprocs(tmp_path):
+    """The CLI wiring: `convert --chunks`, `datasets generate rmat --chunks` and
+    `plan --nprocs` give the plan `plan` builds in one process, byte for byte
+    (created aside), and refuse what the distributed build does not offer."""
+    import subprocess
+    import sys
+    from partplan.datasets import rmat
+
+    def cli(*a):
+        return subprocess.run([sys.executable, "-m", "partplan", *map(str, a)], capture_output=True, text=True,
+                              cwd=tmp_path, timeout=300)
+    r = cli("datasets", "generate", "rmat", "--scale", 9, "--chunks", 3, "-o", "r9")
+    assert r.returncode == 0, r.stderr
+    r = cli("convert", "r9", "r9.npz")  # a chunked directory reads as a graph too
+    assert r.returncode == 0, r.stderr
+    from partplan.io import read_graph
+    assert read_graph(tmp_path / "r9.npz").fingerprint == rmat(9).fingerprint
+    r = cli("convert", "r9.npz", "r9c", "--chunks", 2)
+    assert r.returncode == 0, r.stderr
+    part = np.arange(rmat(9).n) % 2
+    np.save(tmp_path / "p.npy", part)
+    for out, extra in (("d.plan", ("--nprocs", 2)), ("s.plan", ())):
+        r = cli("plan", "r9c", "--partition", "p.npy", "-o", out, *extra)
+        assert r.returncode == 0, r.stderr
+    for name in sorted(os.listdir(tmp_path / "s.plan")):
+        if name != "manifest.json":
+            assert filecmp.cmp(tmp_path / "s.plan" / name, tmp_path / "d.plan" / name, shallow=False), name
+    ms, md = (json.loads((tmp_path / d / "manifest.json").read_text()) for d in ("s.plan", "d.plan"))
+    ms.pop("created", None), md.pop("created", None)
+    assert ms == md
+    for args, msg in ((("r9c", "--nprocs", 2, "--layout", "2d:1x2"), "1d plans only"),
+                      (("r9.npz", "--nprocs", 2), "chunked graph directory"),
+                      (("r9c", "--nprocs", 2, "-k", 4), "must equal")):
+        r = cli("plan", *args[:1], "--partition", "p.npy", "-o", "x.plan", *args[1:])
+        assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr
+        assert not (tmp_path / "x.plan").exists()
