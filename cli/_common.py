@@ -63,10 +63,9 @@ def run_job_cmd(args) -> int:
     if job.output and getattr(args, "output", None) is not None:  # the output first, before anything is read
         from partplan.outpath import check_output_file
         args.output = str(check_output_file(args.output, kind=job.output))
-    if args.nprocs and args.backend != "local":  # starting processes takes seconds: say so first (-q drops it)
-        print(f"[{job.command} {job.subcommand}] starting {args.nprocs} {args.backend} processes ...",
-              file=sys.stderr, flush=True)
     cfg = job.configure(args)
+    if not getattr(args, "quiet", False):  # the launcher says "starting N processes" once the checks passed
+        cfg["announce"] = f"[{job.command} {job.subcommand}]"
     rep = execute(job, cfg, nprocs=args.nprocs, threads=args.threads)
     if rep is None:  # a non-zero rank under torchrun
         return 0

@@ -206,6 +206,9 @@ def launch(config: dict, nprocs: int, *, worker, timeout_s: float = 60.0, thread
             if threads is not None:
                 base.setdefault("OMP_NUM_THREADS", str(threads))
             base.update(env or {})
+            if config.get("announce"):  # starting processes takes seconds: say so (after every check passed)
+                print(f"{config['announce']} starting {nprocs} {config.get('backend', 'gloo')} processes ...",
+                      file=sys.stderr, flush=True)
             for r in range(nprocs):
                 if sigs.got:
                     break
