@@ -94,6 +94,33 @@ class _QuietStderr(io.TextIOBase):
         return False
 
 
+class _Terminated(BaseException):
+    """SIGTERM / SIGHUP outside a launch (the launcher handles them while its
+    workers run): unwinds like Ctrl-C, so temporary outputs are removed."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_terminated(signum, frame):
+    raise _Terminated(signum)
+
+
+def _install_signal_handlers() -> dict:
+    """SIGTERM / SIGHUP → :class:`_Terminated` (main thread only); returns the old handlers."""
+    import signal
+    import threading
+    old = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            try:
+                old[sig] = signal.signal(sig, _raise_terminated)
+            except (ValueError, OSError):  # pragma: no cover
+                pass
+    return old
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -104,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "quiet", False):
         os.environ["PARTPLAN_QUIET"] = "1"  # the compile notice; ranks started by the launcher inherit it
         sys.stderr = _QuietStderr(real_stderr)
+    old_handlers = _install_signal_handlers()
     try:
         return int(args.func(args) or 0)
     except PartplanError as exc:
@@ -112,10 +140,17 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("partplan: interrupted", file=real_stderr)
         return 130
+    except _Terminated as exc:
+        import signal
+        print(f"partplan: interrupted ({signal.Signals(exc.signum).name})", file=real_stderr)
+        return 128 + int(exc.signum)
     except BrokenPipeError:  # output piped into `head` etc.: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     finally:
+        import signal
+        for sig, handler in old_handlers.items():
+            signal.signal(sig, handler)
         sys.stderr = real_stderr
         if getattr(args, "quiet", False):  # main() may run again in this process (tests, notebooks)
             if quiet_env is None:

@@ -367,3 +367,27 @@ def test_secret_mismatch_is_one_error_on_every_rank(tmp_path):
         lines = _lines(err)
         assert p.returncode == 2 and len(lines) == 1, err
         assert f"rank {r}: rendezvous check failed" in lines[0] and "PARTPLAN_SECRET" in lines[0]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_outside_a_launch_is_one_line_and_no_output(tmp_path, sig):
+    """SIGTERM / SIGHUP while a command works in this process (no workers):
+    exit 128 + signal, one line, and the output being written is not left
+    behind (the atomic writer's temporary is removed as the stack unwinds)."""
+    code = f"""
+import os, signal, sys
+import partplan.cli.datasets as d
+from partplan._atomic import atomic_path
+def slow(args):
+    with atomic_path({str(tmp_path / 'out.npz')!r}) as tmp:
+        open(tmp, 'wb').write(b'partial')
+        os.kill(os.getpid(), {int(sig)})
+    return 0
+d.run_generate = slow
+from partplan.cli.main import main
+sys.exit(main(['datasets', 'generate', 'rmat', '--scale', '4', '-o', {str(tmp_path / 'out.npz')!r}]))
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 128 + int(sig), r.stderr
+    assert r.stderr.strip().splitlines() == [f"partplan: interrupted ({signal.Signals(sig).name})"]
+    assert os.listdir(tmp_path) == []
