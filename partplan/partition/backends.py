@@ -42,6 +42,7 @@ from . import baselines
 from . import kaminpar as _kaminpar
 from .handoff import pin_arrays, write_hmetis
 from .options import check_imbalance
+from .schema import Opt, Schema
 
 _MTK = {}  # process-wide mtkahypar Initializer (initialize() may run once per process)
 
@@ -297,6 +298,9 @@ class Backend:
         "stochastic", "baseline"); the first backend listing a model in
         ``default_for`` is that model's default.
     options : backend options it takes (anything else is an error, never ignored).
+    schema : the typed option set (name -> :class:`~partplan.partition.schema.Opt`)
+        ``partition()`` validates against (its names as the planner spells
+        them: ``metric`` is the engine's ``objective``); None: untyped.
     run : ``run(model_obj, k, *, imbalance, seed, graph, **options) -> (part, info)``;
         ``model_obj`` is the model's object (a Graph for graph/baseline, a
         Hypergraph otherwise), ``graph`` the input graph; info holds the
@@ -308,6 +312,7 @@ class Backend:
     options: frozenset = frozenset()
     run: Callable = None
     default_for: tuple[str, ...] = ()
+    schema: Schema | None = None  # typed options (partition/schema.py); None: untyped rows for ``options``
 
 
 REGISTRY: dict[str, Backend] = {}
@@ -349,21 +354,48 @@ def _degree_rr(model_obj, k, *, imbalance, seed, graph=None):
     return baselines.degree_round_robin(g, k), {}
 
 
-register(Backend("metis", ("graph",), frozenset({"recursive"}), _run_metis, default_for=("graph",)))
+# the engines' typed option sets (partition/schema.py validates every option against these)
+_THREADS = Opt("threads", "int", 1, "worker threads (Mt-KaHyPar: fixed by its first call in a process)",
+               lo=1, hi=_kaminpar.MAX_THREADS)
+METIS_SCHEMA = {"recursive": Opt("recursive", "bool", None, "recursive bisection instead of direct k-way",
+                                 none_ok=True)}
+MTKAHYPAR_SCHEMA = {
+    "preset": Opt("preset", "choice", "DEFAULT", "Mt-KaHyPar preset", choices=PRESETS, normalize=check_preset),
+    "metric": Opt("metric", "choice", "km1", "the engine's objective (km1 = volume; graph mode: cut only)",
+                  choices=MTK_OBJECTIVES),
+    "threads": _THREADS,
+    "handoff": Opt("handoff", "choice", "arrays", "how the hypergraph reaches Mt-KaHyPar", choices=("arrays", "file"))}
+KAHYPAR_SCHEMA = {
+    "metric": Opt("metric", "choice", "km1", "KaHyPar's objective", choices=("km1", "cut")),
+    "ini": Opt("ini", "path", None, "a KaHyPar INI file (default: generated)", none_ok=True),
+    "quality": Opt("quality", "choice", "default", "the generated INI's quality", choices=("fast", "default")),
+    "timeout": Opt("timeout", "real", None, "seconds before the KaHyPar child process is killed", lo_open=True,
+                   none_ok=True)}
+KAMINPAR_SCHEMA = {
+    "context": Opt("context", "choice", "default", "KaMinPar context", choices=_kaminpar.CONTEXTS,
+                   normalize=_kaminpar.check_context),
+    "preset": Opt("preset", "choice", "default", "KaMinPar context (same as context)", choices=_kaminpar.CONTEXTS,
+                  normalize=_kaminpar.check_context),
+    "threads": _THREADS}
+
+register(Backend("metis", ("graph",), frozenset({"recursive"}), _run_metis, default_for=("graph",),
+                 schema=METIS_SCHEMA))
 register(Backend("mtkahypar", ("graph", "hypergraph", "stochastic"),
                  frozenset({"preset", "objective", "threads", "handoff"}), _run_mtkahypar,
-                 default_for=("hypergraph", "stochastic")))
+                 default_for=("hypergraph", "stochastic"), schema=MTKAHYPAR_SCHEMA))
 register(Backend("kahypar", ("hypergraph", "stochastic"), frozenset({"objective", "ini", "quality", "timeout"}),
-                 _run_kahypar))
-register(Backend("kaminpar", ("graph",), frozenset({"context", "preset", "threads"}), _kaminpar.run))
+                 _run_kahypar, schema=KAHYPAR_SCHEMA))
+register(Backend("kaminpar", ("graph",), frozenset({"context", "preset", "threads"}), _kaminpar.run,
+                 schema=KAMINPAR_SCHEMA))
 register(Backend("random", ("baseline",), frozenset(),
                  lambda m, k, *, imbalance, seed, graph=None: (baselines.random_partition(m.n, k, seed), {}),
-                 default_for=("baseline",)))
+                 default_for=("baseline",), schema={}))
 register(Backend("block", ("baseline",), frozenset(),
-                 lambda m, k, *, imbalance, seed, graph=None: (baselines.block_partition(m.n, k), {})))
+                 lambda m, k, *, imbalance, seed, graph=None: (baselines.block_partition(m.n, k), {}), schema={}))
 register(Backend("striped", ("baseline",), frozenset(),
-                 lambda m, k, *, imbalance, seed, graph=None: (baselines.striped_partition(m.n, k), {})))
-register(Backend("degree-rr", ("baseline",), frozenset(), _degree_rr))
+                 lambda m, k, *, imbalance, seed, graph=None: (baselines.striped_partition(m.n, k), {}),
+                 schema={}))
+register(Backend("degree-rr", ("baseline",), frozenset(), _degree_rr, schema={}))
 
 
 def backend_names(model: str | None = None) -> tuple[str, ...]:

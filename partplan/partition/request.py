@@ -1,0 +1,218 @@
+"""What ``partition()`` was asked to do, decided and checked before any work.
+
+:func:`resolve` turns ``partition(graph, k, model=, backend=, objective=,
+layout=, imbalance=, seed=, ownership=, **options)`` into one frozen
+:class:`Request`: the engine (a registry backend, or the planner's ``fast``
+/ ``auto``), the model, the objective, the layout and every option, checked
+against its schema (:mod:`partplan.partition.schema`). Every error a user can
+trigger with bad input is raised here, before a model is built or an engine
+runs; the stages (:mod:`partplan.partition.stages`) only do the work.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from ..errors import BackendUnavailableError, PartitionError
+from ..graph import Graph
+from ..layouts import Layout, parse_layout
+from .backends import backend_names, default_backend
+from .objectives import AUTO_PRESET, FAST_PRESET, check_objective, check_planner_preset
+from .options import check_imbalance, check_seed
+from .schema import AUTO, GROUPS, check_group, check_options
+
+MODELS = ("graph", "hypergraph", "stochastic", "baseline")
+OWNERSHIP = ("conformal", "decoupled")
+# default objective per model: the hypergraph model refines the bottleneck (max(send, recv)) since
+# Mt-KaHyPar + refinement measured 1.15x plain Mt-KaHyPar's time (docs/refinement.md, "Defaults")
+DEFAULT_OBJECTIVE = {"hypergraph": "max-both"}
+# options only the default pipeline takes (its refinement options are the refine group's)
+AUTO_KEYS = ("starts", "vcycle", "refine", "refine_factor", "refine_min_s")
+_POST_GROUPS = ("hypergraph", "stochastic", "refine", "hubs", "ownership")
+
+
+@dataclass(frozen=True)
+class Request:
+    """One checked ``partition()`` call. ``engine``: the registry backend, or
+    "fast" / "auto"; ``backend``: the registry backend the engine runs first
+    (auto: "metis", replaced by the chosen start); ``b``: row blocks;
+    ``engine_opts``: the engine's options as the planner spells them
+    (``metric`` = the engine's objective); ``groups``: the model / post-pass
+    options by group (hypergraph, stochastic, refine, hubs, ownership, auto)."""
+
+    k: int
+    b: int
+    lay: Layout
+    model: str
+    engine: str
+    backend: str
+    objective: str
+    imbalance: float
+    seed: int
+    ownership: str
+    engine_opts: dict
+    groups: dict
+    f: int = 128
+    dtype: str = "float32"
+    want_stats: bool = True
+    progress: Callable[[str], None] | None = field(default=None, compare=False)
+
+    def say(self, msg: str) -> None:
+        if self.progress is not None:
+            self.progress(msg)
+
+    @property
+    def bottleneck(self) -> bool:
+        """Whether a bottleneck objective refines the partition (and b > 1)."""
+        return self.objective != "total" and self.b > 1
+
+
+def _choose(value, allowed, what: str) -> str:
+    if value not in allowed:
+        raise BackendUnavailableError(f"unknown {what} {value!r}; choose one of {', '.join(allowed)}")
+    return value
+
+
+def _pop(opts: dict, names) -> dict:
+    return {key: opts.pop(key) for key in list(names) if key in opts}
+
+
+def _auto_layout(layout, k) -> bool:
+    """The default pipeline refines the 1D volume of the row blocks: layouts where that counts."""
+    try:
+        lay = parse_layout(layout, k)
+    except PartitionError:
+        return False  # the caller's own check reports the bad layout
+    return bool(lay.bottleneck and not lay.routes)
+
+
+def _engine(model, backend, objective, layout, k, opts: dict, groups: dict) -> tuple[str, str | None, str | None,
+                                                                                      str | None]:
+    """(engine, model, backend, objective) as given or implied by the preset."""
+    if "preset" in opts:
+        opts["preset"] = check_planner_preset(opts["preset"], backend=backend)
+    plain = not any(groups[g] for g in ("stochastic", "hubs", "ownership")) and \
+        groups["hypergraph"].get("nets", "auto") == "auto"
+    if opts.get("preset") == AUTO_PRESET or (model is None and backend is None and "preset" not in opts and plain
+                                             and objective in (None, "max-both") and _auto_layout(layout, k)):
+        opts.pop("preset", None)
+        if model not in (None, "graph") or backend is not None or objective not in (None, "max-both"):
+            raise BackendUnavailableError("preset 'auto' chooses its own engines (METIS / KaMinPar starts, "
+                                          "max-both refinement); drop model, backend and objective")
+        return "auto", "graph", "metis", "max-both"
+    if groups["auto"]:
+        raise BackendUnavailableError(f"option(s) {', '.join(groups['auto'])} apply to the default pipeline "
+                                      f"(preset 'auto') only")
+    if opts.get("preset") == FAST_PRESET and backend != "kaminpar":
+        opts.pop("preset")
+        if model not in (None, "graph"):
+            raise BackendUnavailableError(f"preset 'fast' partitions the graph model with METIS; it does not "
+                                          f"apply to model={model!r}")
+        return "fast", "graph", _choose(backend or "metis", ("metis",), "backend (preset 'fast' runs METIS)"), objective
+    return "", model, backend, objective
+
+
+def _check_graph_k(graph, k) -> int:
+    if not isinstance(graph, Graph):
+        raise PartitionError(f"partition() needs a partplan Graph, got {type(graph).__name__}")
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise PartitionError(f"k must be an integer number of ranks, got {k!r}")
+    if int(k) < 1:
+        raise PartitionError(f"k must be >= 1, got {int(k)}")
+    return int(k)
+
+
+def _model_backend(model, backend, objective, layout, k, ownership, nets) -> tuple[str, str, str]:
+    """The model, backend and objective, defaulted and checked against each other."""
+    model = "hypergraph" if model is None else model
+    if backend is not None:
+        _choose(backend, backend_names(), "backend")
+        if backend in backend_names("baseline"):
+            model = "baseline"
+    _choose(model, MODELS, "model")
+    if objective is None:
+        objective = DEFAULT_OBJECTIVE.get(model, "total")
+        lay = parse_layout(layout, k)
+        if not lay.bottleneck or lay.routes:  # refinement counts the 1D volume of the row blocks
+            objective = "total"
+    check_objective(objective)
+    _choose(ownership, OWNERSHIP, "ownership")
+    _choose(nets, ("auto", "forward", "joint"), "nets option")
+    backend = backend or default_backend(model)
+    if backend not in backend_names(model):
+        raise BackendUnavailableError(f"backend {backend!r} does not partition the {model} model; "
+                                      f"use one of {', '.join(backend_names(model))}")
+    return model, backend, objective
+
+
+def _check_context(req_model, backend, objective, groups: dict) -> None:
+    """Options valid in themselves but not for this model / engine / objective."""
+    nets = groups["hypergraph"].get("nets", "auto")
+    if nets != "auto" and req_model != "hypergraph":
+        raise BackendUnavailableError(f"nets={nets!r} applies to model='hypergraph' only")
+    if groups["stochastic"] and req_model != "stochastic":
+        raise BackendUnavailableError(f"option(s) {', '.join(groups['stochastic'])} apply to model='stochastic' only")
+    if groups["refine"] and objective == "total":
+        raise BackendUnavailableError(f"option(s) {', '.join(groups['refine'])} apply to bottleneck objectives only")
+    hub = groups["hubs"].get("hub_factor")
+    if hub is not None and hub > 0 and objective == "total":
+        raise BackendUnavailableError("option hub_factor applies to bottleneck objectives only")
+    if hub is not None and hub > 0 and (backend != "mtkahypar" or req_model != "hypergraph"):
+        raise BackendUnavailableError("option hub_factor needs backend mtkahypar on the hypergraph model "
+                                      "(Mt-KaHyPar's fixed vertices)")
+    if groups["stochastic"]:  # the sampler spec and θ / δ together: checked before any sampling
+        from ..models.stochastic import hoeffding_nets, make_sampler
+        make_sampler(groups["stochastic"].get("sampler"))
+        hoeffding_nets(2, groups["stochastic"].get("theta", 0.1), groups["stochastic"].get("delta", 0.05))
+
+
+def _check_layout(graph, lay: Layout, objective: str, ownership: str) -> None:
+    if lay.row_blocks > graph.n:
+        raise PartitionError(f"k={lay.row_blocks} row blocks exceed n={graph.n} vertices")
+    if objective != "total" and not lay.bottleneck:
+        raise BackendUnavailableError(f"bottleneck refinement counts 1D volume; layout {lay.spec} cannot use "
+                                      f"it (use layout 1d or 1.5d)")
+    if ownership == "decoupled" and not lay.supports_owner:
+        raise BackendUnavailableError(f"decoupled ownership is implemented for the 1D layout only, not {lay.spec}")
+
+
+def _engine_options(engine: str, opts: dict, groups: dict) -> dict:
+    """The engine's options checked against its schema; auto also takes the refine group's
+    volume_tolerance / time_limit and its own (its schema lists them all)."""
+    if engine != "auto":
+        return check_options(engine, opts, extra=_valid_elsewhere())
+    mine = {**opts, **groups["auto"], **groups["refine"]}
+    return check_options("auto", mine)
+
+
+def _valid_elsewhere() -> tuple[str, ...]:
+    return tuple(name for g in ("planner",) + _POST_GROUPS for name in GROUPS[g])
+
+
+def resolve(graph, k, *, model=None, backend=None, objective=None, layout="1d", imbalance=0.03, seed=0,
+            ownership="conformal", options: dict | None = None) -> Request:
+    """Check everything ``partition()`` was given (module doc); returns the :class:`Request`."""
+    opts = dict(options or {})
+    planner = check_group("planner", _pop(opts, GROUPS["planner"]))
+    groups = {g: check_group(g, _pop(opts, GROUPS[g])) for g in _POST_GROUPS}
+    groups["auto"] = check_group("auto", _pop(opts, AUTO_KEYS))
+    engine, model, backend, objective = _engine(model, backend, objective, layout, k, opts, groups)
+    k = _check_graph_k(graph, k)
+    model, backend, objective = _model_backend(model, backend, objective, layout, k, ownership,
+                                               groups["hypergraph"].get("nets", "auto"))
+    engine = engine or backend
+    engine_opts = _engine_options(engine, opts, groups)
+    _check_context(model, backend, objective, groups)
+    lay = parse_layout(layout, k)
+    _check_layout(graph, lay, objective, ownership)
+    imbalance, seed = check_imbalance(imbalance), check_seed(seed)
+    return Request(k=k, b=lay.row_blocks, lay=lay, model=model, engine=engine, backend=backend,
+                   objective=objective, imbalance=imbalance, seed=seed, ownership=ownership,
+                   engine_opts=engine_opts, groups=groups, f=planner.get("f", 128),
+                   dtype=planner.get("dtype", "float32"), want_stats=planner.get("stats", True),
+                   progress=planner.get("progress"))
+
+
+__all__ = ["AUTO", "DEFAULT_OBJECTIVE", "MODELS", "OWNERSHIP", "Request", "resolve"]

@@ -1,0 +1,196 @@
+"""Typed option sets of the partitioner: one schema per engine, one validation layer.
+
+Every option ``partition()`` (and ``partplan partition``) accepts is one
+:class:`Opt` row — name, kind, range or choices, default, doc — in exactly one
+group of :data:`GROUPS`:
+
+- an **engine** group per entry of the backend registry
+  (:data:`partplan.partition.backends.REGISTRY`: metis, mtkahypar, kahypar,
+  kaminpar, the baselines, and any engine registered later; an entry without
+  a typed schema gets untyped rows from its ``options`` set), plus the two
+  planner engines ``fast`` (METIS + km1 V-cycle) and ``auto`` (the default
+  pipeline, :mod:`partplan.partition.pipeline`); the engines' typed schemas
+  live beside the engines in :mod:`partplan.partition.backends`;
+- the **planner** group (f, dtype, stats, progress: every engine);
+- one group per **model** or **post-pass** that takes options:
+  ``hypergraph`` (nets), ``stochastic`` (sampler, θ, δ, batches),
+  ``refine`` (bottleneck refinement), ``hubs`` and ``ownership``.
+
+:func:`check_options` is the one place a value is checked. The errors are
+uniform and raised before any expensive work:
+
+- an option no group of this engine takes:
+  :class:`~partplan.errors.BackendUnavailableError` "backend 'metis' does not
+  take option(s) x; it takes: ..." (the engine and every valid name);
+- a value of the wrong type or out of range: :class:`~partplan.errors.OptionError`
+  "metis option recursive must be True or False, got 'yes'" (engine, option,
+  value, accepted range);
+- a name outside an option's choices (a preset, a context, a handoff):
+  :class:`~partplan.errors.BackendUnavailableError` naming the choices.
+
+>>> check_options("metis", {"recursive": True})
+{'recursive': True}
+>>> check_options("metis", {"recursive": "yes"})
+Traceback (most recent call last):
+...
+partplan.errors.OptionError: metis option recursive must be True or False, got 'yes'
+>>> sorted(engine_schema("kaminpar"))
+['context', 'preset', 'threads']
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..errors import BackendUnavailableError, OptionError
+from .options import check_bool, check_int, check_real
+
+KINDS = ("int", "real", "bool", "choice", "text", "path", "callable", "any")
+
+
+@dataclass(frozen=True)
+class Opt:
+    """One option: ``name``, ``kind`` (one of :data:`KINDS`), ``default``
+    (None: the engine's own), ``doc`` (with units), the closed range [lo, hi]
+    of an int / real (``lo_open``: lo excluded), the ``choices`` of a choice,
+    ``none_ok`` (None accepted: "use the default"), and ``normalize`` (a
+    choice's own check, returning the canonical name: presets, contexts)."""
+
+    name: str
+    kind: str
+    default: Any = None
+    doc: str = ""
+    lo: float = 0
+    hi: float = math.inf
+    lo_open: bool = False
+    choices: tuple = ()
+    none_ok: bool = False
+    normalize: Callable | None = None
+
+    def check(self, value, engine: str):
+        """``value`` checked (and normalized) for ``engine``; raises as the module doc says."""
+        label = f"{engine} option {self.name}"
+        if value is None and (self.none_ok or self.kind == "any"):
+            return None
+        if self.kind == "int":
+            return check_int(label, value, lo=int(self.lo), hi=int(min(self.hi, 2 ** 62)))
+        if self.kind == "real":
+            return check_real(label, value, lo=self.lo, hi=self.hi, lo_open=self.lo_open)
+        if self.kind == "bool":
+            return check_bool(label, value)
+        if self.normalize is not None:  # a named choice's own check (presets, contexts, dtypes)
+            return self.normalize(value)
+        if self.kind == "choice":
+            if not isinstance(value, str) or value not in self.choices:
+                raise BackendUnavailableError(f"unknown {label} {value!r}; choose one of {', '.join(self.choices)}")
+            return value
+        if self.kind in ("text", "path") and not isinstance(value, (str, bytes)) and not hasattr(value, "__fspath__"):
+            raise OptionError(f"{label} must be a {'file name' if self.kind == 'path' else 'string'}, got {value!r}")
+        if self.kind == "callable" and not callable(value):
+            raise OptionError(f"{label} must be a callable(str), got {value!r}")
+        return value
+
+    def describe(self) -> str:
+        """One line: name, accepted values, default."""
+        if self.kind == "choice":
+            dom = "one of " + ", ".join(self.choices)
+        elif self.kind in ("int", "real"):
+            dom = f"{self.kind} {'>' if self.lo_open else '>='} {self.lo:g}" + (
+                f", <= {self.hi:g}" if self.hi != math.inf else "")
+        else:
+            dom = self.kind
+        return f"{self.name}: {dom} (default {self.default!r}) — {self.doc}"
+
+
+Schema = dict  # name -> Opt, in declaration order
+
+
+def _schema(*opts: Opt) -> Schema:
+    return {o.name: o for o in opts}
+
+
+def _dtype(v):
+    from ..metrics.cost import dtype_bytes
+    if not isinstance(v, str):
+        raise OptionError(f"option dtype must be a numpy dtype name, got {v!r}")
+    dtype_bytes(v)  # an unknown dtype is an OptionError now, not after partitioning
+    return v
+
+
+_THREADS = Opt("threads", "int", 1, "worker threads (fixed by the first Mt-KaHyPar call of a process)", lo=1, hi=1024)
+
+AUTO = _schema(
+    Opt("starts", "any", ("metis", "kaminpar"), "start engines (graph model), a list or 'a,b'"),
+    Opt("vcycle", "bool", True, "km1 V-cycle on each start"),
+    Opt("refine", "bool", True, "max-both bottleneck refinement of the kept start"),
+    Opt("refine_factor", "real", 1.0, "refinement budget, x the start time"),
+    Opt("refine_min_s", "real", 0.2, "refinement budget floor (s)"),
+    Opt("volume_tolerance", "real", 0.03, "allowed total volume growth (fraction)"),
+    Opt("time_limit", "real", None, "refinement time limit (s; default: the budget)", none_ok=True),
+    _THREADS)
+
+PLANNER = _schema(
+    Opt("f", "int", 128, "feature width (columns of H) for bytes", lo=1),
+    Opt("dtype", "text", "float32", "feature dtype for bytes (a numpy name)", normalize=_dtype),
+    Opt("stats", "bool", True, "measure the partition exactly"),
+    Opt("progress", "callable", None, "progress callback, one str per step", none_ok=True))
+HYPERGRAPH = _schema(Opt("nets", "choice", "auto", "auto: joint nets for a directed graph",
+                         choices=("auto", "forward", "joint")))
+STOCHASTIC = _schema(
+    Opt("sampler", "any", None, "neighbor[:B[:f1,f2]] | saint-node[:budget] | saint-rw[:roots[:length]]"),
+    Opt("theta", "real", 0.1, "Hoeffding θ", lo_open=True),
+    Opt("delta", "real", 0.05, "Hoeffding δ, in (0, 1)", lo_open=True, hi=1.0),
+    Opt("min_batches", "int", None, "sample at least this many batches", lo=1, none_ok=True),
+    Opt("max_batches", "int", 100_000, "sample at most this many batches", lo=1))
+REFINE = _schema(
+    Opt("volume_tolerance", "real", 0.05, "allowed total volume growth (fraction)"),
+    Opt("time_limit", "real", None, "seconds (default: the partitioning time, at least 2 s)", none_ok=True),
+    Opt("alpha", "real", None, "α-β model: seconds per message"),
+    Opt("beta", "real", None, "α-β model: seconds per byte"))
+HUBS = _schema(Opt("hub_factor", "real", 2.0, "rows with > factor·TV/k nonzeros sharing a part go apart (0: off)"))
+OWNERSHIP = _schema(Opt("ownership_method", "choice", None, "decoupled ownership solver (default lp up to 64 "
+                                                              "row blocks, else greedy)", choices=("greedy", "lp")))
+
+# the planner's own groups (engines come from the registry)
+GROUPS: dict[str, Schema] = {"planner": PLANNER, "auto": AUTO, "hypergraph": HYPERGRAPH,
+                             "stochastic": STOCHASTIC, "refine": REFINE, "hubs": HUBS, "ownership": OWNERSHIP}
+PLANNER_ENGINES = ("fast", "auto")
+
+
+def engine_schema(engine: str) -> Schema:
+    """The option schema of ``engine``: a planner engine (fast, auto) or a registry entry
+    (its typed ``schema``, else untyped rows for its ``options``)."""
+    from .backends import get_backend
+    if engine == "fast":  # METIS + the km1 V-cycle: METIS's options
+        return get_backend("metis").schema
+    if engine in PLANNER_ENGINES:
+        return GROUPS[engine]
+    b = get_backend(engine)
+    if b.schema is not None:
+        return b.schema
+    return _schema(*(Opt(name, "any", None, "engine option (untyped)") for name in sorted(b.options)))
+
+
+def engines() -> tuple[str, ...]:
+    """Every engine with a schema: the registry's, then fast and auto."""
+    from .backends import backend_names
+    return backend_names() + PLANNER_ENGINES
+
+
+def check_options(engine: str, options: dict, extra: tuple[str, ...] = ()) -> dict:
+    """``options`` checked against ``engine``'s schema (the module doc's errors);
+    ``extra``: other option names valid here (listed in the unknown-option error).
+    Returns the normalized dict (same keys)."""
+    schema = engine_schema(engine)
+    unknown = sorted(set(options) - set(schema))
+    if unknown:
+        valid = ", ".join(list(schema) + [e for e in extra if e not in schema]) or "none"
+        raise BackendUnavailableError(f"engine {engine!r} does not take option(s) {', '.join(unknown)}; "
+                                      f"it takes: {valid}")
+    return {name: schema[name].check(v, engine) for name, v in options.items()}
+
+
+def check_group(group: str, options: dict) -> dict:
+    """``options`` checked against a planner group of :data:`GROUPS` (all keys must belong to it)."""
+    return {name: GROUPS[group][name].check(v, group) for name, v in options.items()}
