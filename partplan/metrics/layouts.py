@@ -84,14 +84,15 @@ class LayoutStats:
 
 def analyze_15d(graph: Graph, block_part, c: int, *, f: int = 128, dtype: str = "float32",
                 alpha: float = DEFAULT_ALPHA_S, beta: float = DEFAULT_BETA_S_PER_BYTE,
-                b: int | None = None) -> LayoutStats:
+                b: int | None = None, volume: np.ndarray | None = None) -> LayoutStats:
     """1.5D with replication ``c``: ``block_part`` splits rows into b blocks
     (b = p / c; default max(block_part) + 1); returns per-rank figures for
-    p = b·c ranks (rank = i·c + l)."""
+    p = b·c ranks (rank = i·c + l). ``volume``: the blocks' int64[b, b] 1D
+    volume matrix when the caller has counted it already."""
     if c < 1:
         raise PartitionError(f"replication factor c must be >= 1, got {c}")
     part, b = as_partition(block_part, graph.n, b)
-    vol_b, _ = volume_matrix(graph.indptr, graph.indices, part, b)
+    vol_b = volume_matrix(graph.indptr, graph.indices, part, b)[0] if volume is None else np.asarray(volume)
     p = b * c
     q, i = np.nonzero(vol_b)
     l = (q - i) % c

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..graph import Graph
+from ..errors import PartitionError
 from ..parts import as_partition
 from .cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, alpha_beta_time, check_width, dtype_bytes
 from .volume1d import needed_pairs, volume_matrix
@@ -180,10 +181,12 @@ def _comm_stats(g: Graph, part: np.ndarray, k: int, vol: np.ndarray, cut: int | 
 
 
 def _stats_1d(g: Graph, part: np.ndarray, k: int, f: int, dtype: str, alpha: float, beta: float,
-              name: str) -> CommStats:
+              name: str, vol: np.ndarray | None = None) -> CommStats:
     from .._kernels import HAVE_NUMBA, symmetric_volume
 
-    if HAVE_NUMBA and g.is_symmetric():   # one sequential pass, no n×k mask (column j = row j)
+    if vol is not None:   # counted once by the caller (partition()'s stages hand it on)
+        cut = None
+    elif HAVE_NUMBA and g.is_symmetric():   # one sequential pass, no n×k mask (column j = row j)
         vol, cut = symmetric_volume(g.indptr, g.indices, part.astype(np.int32), k)  # half the cache
     else:
         vol, _ = volume_matrix(g.indptr, g.indices, part, k)
@@ -221,7 +224,7 @@ def analyze_owned(graph: Graph, part, owner, k: int | None = None, *, f: int = 1
 
 def analyze(graph: Graph, part, k: int | None = None, *, f: int = 128, dtype: str = "float32",
             alpha: float = DEFAULT_ALPHA_S, beta: float = DEFAULT_BETA_S_PER_BYTE,
-            backward: bool | None = None, name: str = "") -> CommStats:
+            backward: bool | None = None, name: str = "", volume: np.ndarray | None = None) -> CommStats:
     """Exact communication of 1D row-wise SpMM for ``part``.
 
     Parameters
@@ -233,6 +236,9 @@ def analyze(graph: Graph, part, k: int | None = None, *, f: int = 128, dtype: st
     alpha, beta : α-β model (seconds per message, seconds per byte).
     backward : also analyze ``A^T @ G``; default: only when A is not symmetric
         (for symmetric A it is identical).
+    volume : int64[k, k], the forward volume matrix of ``part`` when the caller
+        has counted it already (:func:`partplan.metrics.volume1d.volume_matrix`);
+        it is used as given (rows of H sent from part q to part r).
 
     Examples
     --------
@@ -246,7 +252,9 @@ def analyze(graph: Graph, part, k: int | None = None, *, f: int = 128, dtype: st
     part, k = as_partition(part, graph.n, k)
     check_width(f)
     dtype_bytes(dtype)
-    st = _stats_1d(graph, part, k, f, dtype, alpha, beta, name)
+    if volume is not None and np.shape(volume) != (k, k):
+        raise PartitionError(f"volume matrix must be {k}x{k}, got shape {np.shape(volume)}")
+    st = _stats_1d(graph, part, k, f, dtype, alpha, beta, name, volume)
     if backward is None:
         backward = not graph.is_symmetric()
     if backward:

@@ -44,27 +44,20 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-from ..errors import BackendUnavailableError, OptionError, PartitionError
-from .options import check_imbalance, check_real, check_seed
+from ..errors import PartitionError
 from ..graph import Graph
 from ..metrics import CommStats, LayoutStats, analyze
-from ..metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, check_width, dtype_bytes
 from ..layouts import Layout, parse_layout, spec_from_params
-from ..models import column_net, joint_net, stochastic_hypergraph
-from .backends import backend_names, default_backend, run_backend
-from .objectives import AUTO_PRESET, FAST_PRESET, OBJECTIVES, check_objective, check_planner_preset
-from .pipeline import DEFAULT_STARTS
+from .backends import backend_names, default_backend
+from .objectives import OBJECTIVES  # noqa: F401  (re-exported by partplan.partition)
+from .request import DEFAULT_OBJECTIVE, MODELS, OWNERSHIP, resolve  # noqa: F401
+from . import stages
+from .stages import LP_OWNERSHIP_MAX_BLOCKS, REFINE_MIN_SECONDS  # noqa: F401  (documented here)
 from .._atomic import atomic_path
 
-MODELS = ("graph", "hypergraph", "stochastic", "baseline")
-# default objective per model: the hypergraph model refines the bottleneck (max(send, recv)) since
-# Mt-KaHyPar + refinement measured 1.15x plain Mt-KaHyPar's time (docs/refinement.md, "Defaults")
-DEFAULT_OBJECTIVE = {"hypergraph": "max-both"}
-OWNERSHIP = ("conformal", "decoupled")
 # derived from the backend registry (partplan.partition.backends.REGISTRY), the one list of engines
 DEFAULT_BACKEND = {m: default_backend(m) for m in MODELS}
 MODEL_BACKENDS = {m: backend_names(m) for m in MODELS}
@@ -153,19 +146,6 @@ def _jsonable(x):
     return str(x)
 
 
-def _choose(value: str, allowed, what: str) -> str:
-    if value not in allowed:
-        raise BackendUnavailableError(f"unknown {what} {value!r}; choose one of {', '.join(allowed)}")
-    return value
-
-
-# decoupled ownership: the LP (PuLP + CBC) reaches the bound within seconds up to
-# this many row blocks (docs/refinement.md); above it the greedy pass is used
-LP_OWNERSHIP_MAX_BLOCKS = 64
-# refinement's default time limit is the partitioning time, but at least this (s)
-REFINE_MIN_SECONDS = 2.0
-
-
 # heartbeat while a backend runs (seconds): first message, then every HEARTBEAT_EVERY_S
 HEARTBEAT_FIRST_S = 2.0
 HEARTBEAT_EVERY_S = 5.0
@@ -208,18 +188,6 @@ class _heartbeat:
         return False
 
 
-AUTO_KEYS = ("starts", "vcycle", "refine", "refine_factor", "refine_min_s")
-
-
-def _auto_layout(layout, k) -> bool:
-    """The default pipeline refines the 1D volume of the row blocks: layouts where that counts."""
-    try:
-        lay = parse_layout(layout, k)
-    except PartitionError:
-        return False  # the caller's own check reports the bad layout
-    return bool(lay.bottleneck and not lay.routes)
-
-
 def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | None = None,
               objective: str | None = None, layout: str = "1d", imbalance: float = 0.03, seed: int = 0,
               ownership: str = "conformal", **backend_options) -> Partition:
@@ -240,263 +208,30 @@ def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | 
     ownership : "conformal" (row j of H lives with row j of A) or "decoupled"
         (owners chosen by :func:`partplan.partition.ownership.assign_owners`;
         total volume unchanged, bottleneck lowered; 1D only).
+    backend_options : typed, per engine — :func:`partplan.partition.schema.engine_schema`
+        lists an engine's (e.g. mtkahypar: preset, metric, threads, handoff;
+        kahypar: metric, ini, quality, timeout; metis: recursive; kaminpar:
+        context, threads; auto: starts, vcycle, refine, ...), and
+        :data:`partplan.partition.schema.GROUPS` the planner's (f, dtype,
+        stats, progress), the models' (nets; sampler, theta, delta, ...) and
+        the post-passes' (volume_tolerance, time_limit, alpha, beta;
+        hub_factor; ownership_method). All are checked before any work
+        (:func:`partplan.partition.request.resolve`).
 
-    backend_options (all optional):
-        preset, threads, handoff ("arrays" | "file"), metric ("km1" | "cut" |
-        "soed": the engine's objective) — mtkahypar; ini, quality, timeout —
-        kahypar; recursive — metis; nets ("auto" | "forward" | "joint") —
-        hypergraph model; sampler, theta, delta, min_batches, max_batches —
-        stochastic model; volume_tolerance, time_limit (default: the partitioning
-        time, at least REFINE_MIN_SECONDS), alpha, beta —
-        refinement; ownership_method ("greedy" | "lp"; default "lp" (PuLP + CBC)
-        up to LP_OWNERSHIP_MAX_BLOCKS row blocks, else "greedy"); f, dtype — bytes in
-        the stats; stats (bool, default True); progress (callable(str)).
+    The work runs as four stages (:mod:`partplan.partition.stages`): model →
+    engine → post-passes → measure.
     """
-    opts = dict(backend_options)
-    progress: Callable[[str], None] | None = opts.pop("progress", None)
-    want_stats = bool(opts.pop("stats", True))
-    f = check_width(opts.pop("f", 128))
-    dtype = str(opts.pop("dtype", "float32"))
-    dtype_bytes(dtype)  # an unknown dtype is an error now, not after partitioning
-    nets = opts.pop("nets", "auto")
-    stoch_keys = ("sampler", "theta", "delta", "min_batches", "max_batches")
-    stoch = {key: opts.pop(key) for key in stoch_keys if key in opts}
-    refine_keys = ("volume_tolerance", "time_limit", "alpha", "beta")
-    refine_opts = {key: opts.pop(key) for key in refine_keys if key in opts}
-    own_method = opts.pop("ownership_method", None)
-    hub_factor = opts.pop("hub_factor", None)
-    if "metric" in opts:
-        opts["objective"] = opts.pop("metric")
-    auto_opts = {key: opts.pop(key) for key in AUTO_KEYS if key in opts}
-    # preset "fast": METIS + km1 refinement with exact hypergraph gains (docs/refinement.md);
-    # for backend kaminpar the preset names KaMinPar's context
-    if "preset" in opts:
-        opts["preset"] = check_planner_preset(opts["preset"], backend=backend)
-    # no model, backend or preset: the measured default pipeline (pipeline.py, docs/planner.md)
-    auto = opts.get("preset") == AUTO_PRESET or (
-        model is None and backend is None and "preset" not in opts and hub_factor is None and nets == "auto"
-        and not stoch and objective in (None, "max-both") and own_method is None
-        and _auto_layout(layout, k))
-    if auto:
-        opts.pop("preset", None)
-        if model not in (None, "graph") or backend is not None or objective not in (None, "max-both"):
-            raise BackendUnavailableError("preset 'auto' chooses its own engines (METIS / KaMinPar starts, "
-                                          "max-both refinement); drop model, backend and objective")
-        model, backend, objective = "graph", "metis", "max-both"
-    elif auto_opts:
-        raise BackendUnavailableError(f"option(s) {', '.join(auto_opts)} apply to the default pipeline "
-                                      f"(preset 'auto') only")
-    fast = opts.get("preset") == FAST_PRESET and backend != "kaminpar"
-    if fast:
-        opts.pop("preset")
-        if model not in (None, "graph"):
-            raise BackendUnavailableError(f"preset 'fast' partitions the graph model with METIS; it does not "
-                                          f"apply to model={model!r}")
-        model, backend = "graph", _choose(backend or "metis", ("metis",), "backend (preset 'fast' runs METIS)")
-    model = "hypergraph" if model is None else model
-
-    if not isinstance(graph, Graph):
-        raise PartitionError(f"partition() needs a partplan Graph, got {type(graph).__name__}")
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-        raise PartitionError(f"k must be an integer number of ranks, got {k!r}")
-    k = int(k)
-    if k < 1:
-        raise PartitionError(f"k must be >= 1, got {k}")
-    if backend is not None:
-        _choose(backend, backend_names(), "backend")
-        if backend in backend_names("baseline"):
-            model = "baseline"
-    _choose(model, MODELS, "model")
-    if objective is None:
-        objective = DEFAULT_OBJECTIVE.get(model, "total")
-        lay_obj = parse_layout(layout, k)
-        if not lay_obj.bottleneck or lay_obj.routes:  # refinement counts the 1D volume of the row blocks
-            objective = "total"
-    check_objective(objective)
-    _choose(ownership, OWNERSHIP, "ownership")
-    _choose(nets, ("auto", "forward", "joint"), "nets option")
-    backend = backend or default_backend(model)
-    if backend not in backend_names(model):
-        raise BackendUnavailableError(f"backend {backend!r} does not partition the {model} model; "
-                                      f"use one of {', '.join(backend_names(model))}")
-    if nets != "auto" and model != "hypergraph":
-        raise BackendUnavailableError(f"nets={nets!r} applies to model='hypergraph' only")
-    if stoch and model != "stochastic":
-        raise BackendUnavailableError(f"option(s) {', '.join(stoch)} apply to model='stochastic' only")
-    if refine_opts and objective == "total":
-        raise BackendUnavailableError(f"option(s) {', '.join(refine_opts)} apply to bottleneck objectives only")
-    v = refine_opts.get("time_limit")
-    if v is not None and not (isinstance(v, (int, float)) and v >= 0):
-        raise OptionError(f"time_limit must be a number >= 0, got {v!r}")
-    for key in ("volume_tolerance", "alpha", "beta"):
-        if key in refine_opts:
-            refine_opts[key] = check_real(key, refine_opts[key])
-    if hub_factor is not None:
-        hub_factor = check_real("hub_factor", hub_factor)
-        if hub_factor > 0 and objective == "total":
-            raise BackendUnavailableError("option hub_factor applies to bottleneck objectives only")
-        if hub_factor > 0 and (backend != "mtkahypar" or model != "hypergraph"):
-            raise BackendUnavailableError("option hub_factor needs backend mtkahypar on the hypergraph model "
-                                          "(Mt-KaHyPar's fixed vertices)")
-    if stoch:  # sampler spec, θ and δ: checked before any sampling
-        from ..models.stochastic import hoeffding_nets, make_sampler
-        make_sampler(stoch.get("sampler"))
-        hoeffding_nets(2, stoch.get("theta", 0.1), stoch.get("delta", 0.05))
-    lay_obj = parse_layout(layout, k)
-    lparams = lay_obj.params
-    b = lay_obj.row_blocks
-    if b > graph.n:
-        raise PartitionError(f"k={b} row blocks exceed n={graph.n} vertices")
-    imbalance, seed = check_imbalance(imbalance), check_seed(seed)
-    if objective != "total" and not lay_obj.bottleneck:
-        raise BackendUnavailableError(f"bottleneck refinement counts 1D volume; layout {lay_obj.spec} cannot use "
-                                      f"it (use layout 1d or 1.5d)")
-    if ownership == "decoupled" and not lay_obj.supports_owner:
-        raise BackendUnavailableError(f"decoupled ownership is implemented for the 1D layout only, not {lay_obj.spec}")
-
-    say = progress or (lambda msg: None)
-    timings: dict = {}
-    info: dict = {}
-    params = {"imbalance": float(imbalance), "seed": int(seed), "ranks": k, "f": f, "dtype": dtype,
-              **{key: v for key, v in opts.items() if key != "ini"}}
-    if "ini" in opts:
-        params["ini"] = str(opts["ini"])
-
-    # ---- model
-    t0 = time.perf_counter()
-    if model == "graph":
-        model_obj = graph
-        info["model_size"] = {"n": graph.n, "nnz": graph.nnz}
-    elif model == "hypergraph":
-        use_joint = nets == "joint" or (nets == "auto" and not graph.is_symmetric())
-        params["nets"] = "joint" if use_joint else "forward"
-        say(f"building {'joint' if use_joint else 'column-net'} hypergraph")
-        model_obj = joint_net(graph) if use_joint else column_net(graph)
-        info["model_size"] = {"n": model_obj.n, "nets": model_obj.m, "pins": model_obj.num_pins}
-    elif model == "stochastic":
-        say("sampling mini-batches for the stochastic hypergraph")
-        sm = stochastic_hypergraph(graph, b, stoch.get("sampler"), seed=seed, progress=progress,
-                                   **{key: v for key, v in stoch.items() if key != "sampler"})
-        model_obj = sm.hypergraph
-        info["stochastic"] = sm.to_dict()
-        params.update({key: (v if key != "sampler" else sm.sampler) for key, v in stoch.items()})
-        params.setdefault("sampler", sm.sampler)
-        info["model_size"] = {"n": model_obj.n, "nets": model_obj.m, "pins": model_obj.num_pins}
-    else:
-        model_obj = graph
-    timings["model_s"] = time.perf_counter() - t0
-
-    # ---- partitioner
-    t0 = time.perf_counter()
-    if auto and b > 1:
-        from .pipeline import auto_partition
-
-        extra = set(opts) - {"threads"}
-        if extra:  # never ignored silently
-            raise BackendUnavailableError(f"the default pipeline does not take option(s) {', '.join(sorted(extra))}")
-
-        say(f"default pipeline: starts {', '.join(auto_opts.get('starts', DEFAULT_STARTS))} into {b} parts")
-        part, rep = auto_partition(graph, b, imbalance=imbalance, seed=seed, progress=progress,
-                                   threads=opts.get("threads", 1), **auto_opts, **refine_opts)
-        timings["partition_s"] = rep["start_s"]
-        timings["refine_s"] = rep["seconds"] - rep["start_s"]
-        backend = rep["chosen"]
-        info["refine"] = rep.pop("refine")
-        info["auto"] = rep
-        params.update({"preset": AUTO_PRESET, **{key: v for key, v in auto_opts.items() if key != "starts"}})
-        params["starts"] = list(auto_opts.get("starts", DEFAULT_STARTS))
-        params.update(refine_opts)
-    else:
-        if b == 1:  # one row block: nothing to partition (no engine call)
-            part, binfo = np.zeros(graph.n, dtype=np.int64), {"note": "one row block: no partitioner call"}
-        else:
-            say(f"partitioning with {backend} into {b} parts")
-            with _heartbeat(progress, backend):
-                part, binfo = run_backend(backend, model_obj, b, imbalance=imbalance, seed=seed, graph=graph,
-                                          **opts)
-        timings["partition_s"] = time.perf_counter() - t0
-        info["backend"] = binfo
-    if fast and b > 1:  # km1 (volume) V-cycle refinement of METIS's partition, exact gains (fast.py)
-        from .fast import vcycle_refine
-
-        t0 = time.perf_counter()
-        part, info["volume_refine"] = vcycle_refine(graph, part, b, imbalance=imbalance, seed=seed)
-        timings["volume_refine_s"] = time.perf_counter() - t0
-        params["preset"] = "fast"
-
-    # ---- hubs apart (Mt-KaHyPar fixed vertices, hubs.py), then bottleneck refinement
-    volume_reference = None
-    if objective != "total" and b > 1 and backend == "mtkahypar" and model == "hypergraph":
-        from .hubs import DEFAULT_FACTOR, spread_hubs
-
-        factor = DEFAULT_FACTOR if hub_factor is None else hub_factor
-        if factor > 0:
-            t0 = time.perf_counter()
-            new, info["hubs"] = spread_hubs(
-                graph, model_obj, part, b, imbalance=imbalance, seed=seed, factor=factor,
-                volume_tolerance=refine_opts.get("volume_tolerance", 0.05), preset=opts.get("preset", "DEFAULT"),
-                threads=opts.get("threads", 1), objective=objective,
-                alpha=refine_opts.get("alpha", DEFAULT_ALPHA_S), beta=refine_opts.get("beta", DEFAULT_BETA_S_PER_BYTE),
-                row_bytes=f * dtype_bytes(dtype))
-            timings["hubs_s"] = time.perf_counter() - t0
-            if info["hubs"]["kept"]:
-                say(f"spread {info['hubs']['hubs']} hubs over distinct parts")
-                volume_reference, part = info["hubs"]["before"]["total_volume"], new
-        params["hub_factor"] = factor
-    if objective != "total" and b > 1 and not auto:
-        try:
-            from . import refine as refine_mod
-        except ImportError as exc:
-            raise BackendUnavailableError("bottleneck refinement (partplan.partition.refine) is not "
-                                          "available in this install") from exc
-        if refine_opts.get("time_limit") is None:
-            # default budget: the partitioner's own time (the planner's target is
-            # refinement time <= Mt-KaHyPar time), at least REFINE_MIN_SECONDS
-            refine_opts["time_limit"] = max(REFINE_MIN_SECONDS, timings["partition_s"])
-        say(f"refining for {objective} (time limit {refine_opts['time_limit']:.1f} s)")
-        t0 = time.perf_counter()
-        part, report = refine_mod.refine(graph, part, b, objective=objective, imbalance=imbalance,
-                                         seed=seed, f=f, dtype=dtype, volume_reference=volume_reference,
-                                         progress=progress, **refine_opts)
-        timings["refine_s"] = time.perf_counter() - t0
-        info["refine"] = report
-        params.update(refine_opts)
-
-    # ---- decoupled ownership
-    owner = None
-    if ownership == "decoupled":
-        try:
-            from . import ownership as own_mod
-        except ImportError as exc:
-            raise BackendUnavailableError("decoupled ownership (partplan.partition.ownership) is not "
-                                          "available in this install") from exc
-        if own_method is None:  # the LP reaches the average-load bound; greedy stalls above it
-            own_method = "lp" if b <= LP_OWNERSHIP_MAX_BLOCKS else "greedy"
-        say(f"assigning owners ({own_mod.__name__.rsplit('.', 1)[-1]}, {own_method})")
-        t0 = time.perf_counter()
-        own_obj = "max-send" if objective in ("total", "max-send") else "max-both"
-        owner = np.asarray(own_mod.assign_owners(graph, part, b, method=own_method, objective=own_obj),
-                           dtype=np.int64)
-        timings["ownership_s"] = time.perf_counter() - t0
-        params["ownership_method"] = own_method
-
-    # ---- exact stats
-    stats = lstats = None
-    if want_stats:
-        t0 = time.perf_counter()
-        stats = analyze(graph, part, b, f=f, dtype=dtype, name=f"{graph.name} {model}/{backend}")
-        if owner is not None:  # the exchange actually planned: H[j] sent by owner[j] (forward pass)
-            from .ownership import owner_stats
-
-            info["conformal_stats"] = stats.summary()
-            stats = owner_stats(graph, part, owner, b, f=f, dtype=dtype)
-        if lay_obj.layout_stats:
-            lstats = lay_obj.volumes(graph, part, f=f, dtype=dtype)
-        timings["stats_s"] = time.perf_counter() - t0
-    info["layout"] = {key: v for key, v in lay_obj.describe().items() if key != "groups"}
-    return Partition(part=part, k=k, layout=lay_obj.spec, layout_params=lparams, model=model, backend=backend,
-                     objective=objective, params=params, timings=timings, stats=stats, owner=owner,
-                     graph_fingerprint=graph.fingerprint, layout_stats=lstats, info=info)
+    req = resolve(graph, k, model=model, backend=backend, objective=objective, layout=layout,
+                  imbalance=imbalance, seed=seed, ownership=ownership, options=backend_options)
+    w = stages.start(req)
+    w = stages.build_model(graph, req, w)
+    w = stages.run_engine(graph, req, w)
+    w = stages.post_passes(graph, req, w)
+    stats, lstats = stages.measure(graph, req, w)
+    w.info["layout"] = {key: v for key, v in req.lay.describe().items() if key != "groups"}
+    return Partition(part=w.part, k=req.k, layout=req.lay.spec, layout_params=req.lay.params, model=req.model,
+                     backend=w.backend, objective=req.objective, params=w.params, timings=w.timings, stats=stats,
+                     owner=w.owner, graph_fingerprint=graph.fingerprint, layout_stats=lstats, info=w.info)
 
 
 # ------------------------------------------------------------- save / load
