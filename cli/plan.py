@@ -112,6 +112,7 @@ def _run_distributed(args, out: Path) -> int:
     graph (1D layout; the plan is byte-identical to the one-process build)."""
     from partplan.errors import PlanError
     from partplan.io.chunked import is_chunked
+    from partplan.layouts import layout_class
     unsupported = [flag for flag, on in (("--symmetrize", args.symmetrize), ("--normalize", args.normalize != "none"),
                                          ("--column", args.column), ("--topology", getattr(args, "topology", None)))
                    if on]
@@ -121,7 +122,7 @@ def _run_distributed(args, out: Path) -> int:
     if unsupported:
         raise PlanError(f"--nprocs builds the plan of the chunked graph as stored; {', '.join(unsupported)} "
                         f"is not offered with it")
-    if args.layout not in (None, "1d"):
+    if args.layout is not None and not layout_class(args.layout).distributed_build:
         raise PlanError(f"--nprocs builds 1d plans only (got --layout {args.layout}); build 1.5d/2d plans "
                         f"without --nprocs")
     k = args.k if args.k is not None else args.nprocs

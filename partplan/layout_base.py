@@ -42,6 +42,7 @@ class Layout:
     minibatch: ClassVar[bool] = False        # mini-batch GCN training (sampled exchanges of 1D row blocks)
     routable: ClassVar[bool] = False         # a topology route (--route) or part → rank map (--map) applies
     layout_stats: ClassVar[bool] = True      # volumes() are its own figures, not the 1D CommStats of its blocks
+    distributed_build: ClassVar[bool] = False  # plan.distbuild builds its plan over N processes (chunked input)
 
     def __init__(self, ranks: int):
         if int(ranks) < 1:

@@ -58,7 +58,6 @@ import argparse
 import datetime as _dt
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -75,6 +74,8 @@ from ..metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, dtype_bytes
 from ..metrics.stats import CommStats
 from .exchange import perm_by, sort_small
 from .program import Program, matrix_to_pairs
+from .._memory import current_rss_bytes, peak_rss_bytes  # noqa: F401 (re-exported: the benchmarks read them here)
+from .._memory import reset_peak as _reset_peak
 from .schema import FORMAT, FORMAT_VERSION, MANIFEST, PARTITION_FILE, shard_name
 
 #: bytes one rank sends per all-to-all round (larger payloads go in rounds)
@@ -82,42 +83,6 @@ ROUND_BYTES = 256 << 20
 
 
 # ----------------------------------------------------------------------------- memory
-def peak_rss_bytes() -> int:
-    """Peak resident set size of this process in bytes (``VmHWM`` of
-    /proc/self/status; ``ru_maxrss`` where there is no /proc)."""
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
-
-
-def current_rss_bytes() -> int:
-    """Resident set size of this process now, in bytes (``VmRSS``; 0 without /proc)."""
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def _reset_peak() -> bool:
-    """Reset VmHWM to the current RSS (Linux: write 5 to /proc/self/clear_refs).
-    False where not allowed (then stage peaks are cumulative)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False
-
-
 class _Stages:
     """Wall time and peak RSS of each stage of this process."""
 
@@ -416,7 +381,7 @@ def build_plan_distributed(graph_path, partition, k: int, out, *, comm=None, lay
     err, info, R, part_slice, bounds = None, None, None, None, None
     try:
         lay = parse_layout(layout, int(k))
-        if lay.name != "1d":
+        if not lay.distributed_build:
             raise PlanError(f"the distributed plan build covers layout 1d only, not {lay.spec} "
                             f"(build 1.5D / 2D plans with the single-process builder: partplan plan)")
         if int(k) != p:
