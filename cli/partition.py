@@ -171,9 +171,7 @@ def run(args) -> int:
                   layout=args.layout, imbalance=args.imbalance, seed=args.seed, ownership=args.ownership,
                   **opts)
     if topts.active:  # --map places the parts on ranks; --route picks the routed layout
-        p, spec = topts.prepare(graph, p, args.k, None)
-        if spec is not None:
-            p.layout, p.layout_params = spec, parse_layout(spec, args.k).params
+        p = topts.apply(graph, p)
     written = None
     if out is not None:
         if want_plan:
