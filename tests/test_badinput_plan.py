@@ -352,7 +352,7 @@ def test_bad_dtype_fails_before_partitioning(mtx, capsys):
     assert rc == 2 and "unknown dtype 'float7'" in err and len(err.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("argv", [["--preset", "fast"], ["--preset", "FAST", "--backend", "metis"]])
+@pytest.mark.parametrize("argv", [["--preset", "fast"], ["--preset", "FAST", "--engine", "metis"]])
 def test_cli_preset_fast(tmp_path, mtx, capsys, argv):
     rc = main(["partition", str(mtx), "-k", "4", "-q", "--json", "-o", str(tmp_path / "p.npy")] + argv)
     out = json.loads(capsys.readouterr().out)
@@ -366,12 +366,12 @@ def test_cli_preset_fast(tmp_path, mtx, capsys, argv):
 def test_run_spmm_features_archive_or_nonfinite_is_one_error(plan_path, tmp_path, capsys):
     g, plan = plan_path
     np.savez(tmp_path / "h.npz", x=np.zeros((g.n, 2)))
-    rc, err = run_cli(["run", "spmm", plan, "--backend", "local", "--features", tmp_path / "h.npz"], capsys)
+    rc, err = run_cli(["run", "spmm", plan, "--backend", "local", "--feature-file", tmp_path / "h.npz"], capsys)
     assert rc == 2 and "not a .npy array" in err and "h.npz" in err
     H = np.zeros((g.n, 3))
     H[7, 2] = np.nan
     np.save(tmp_path / "h.npy", H)
-    rc, err = run_cli(["run", "spmm", plan, "--backend", "local", "--features", tmp_path / "h.npy"], capsys)
+    rc, err = run_cli(["run", "spmm", plan, "--backend", "local", "--feature-file", tmp_path / "h.npy"], capsys)
     assert rc == 2 and "H[7, 2]" in err and "not finite" in err
 
 
