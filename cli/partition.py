@@ -114,6 +114,20 @@ def default_output(graph: str, k: int) -> Path:
     return Path(f"{Path(graph).name}.part.{k}")
 
 
+def _options(args, progress) -> dict:
+    """The engine / model / post-pass options given on the command line, as partition() names them."""
+    opts = {"f": args.features, "dtype": args.dtype, "progress": progress}
+    for name, key in (("preset", "preset"), ("metric", "metric"), ("threads", "threads"),
+                      ("handoff", "handoff"), ("kahypar_ini", "ini"), ("sampler", "sampler"),
+                      ("theta", "theta"), ("delta", "delta"), ("time_limit", "time_limit"),
+                      ("volume_tolerance", "volume_tolerance"), ("ownership_method", "ownership_method"),
+                      ("hub_factor", "hub_factor")):
+        v = getattr(args, name)
+        if v is not None:
+            opts[key] = v
+    return opts
+
+
 def run(args) -> int:
     from partplan.partition.api import partition, save_partition
 
@@ -142,31 +156,24 @@ def run(args) -> int:
                                           f"use --partition-only or a .npy/.part/.parquet name") from None
     # check every option before the (possibly long) read
     from partplan.layouts import parse_layout
-    from partplan.partition.objectives import check_planner_preset
 
     parse_layout(args.layout, args.k)
     from ._topology import TopologyOptions
     topts = TopologyOptions(args, layout=args.layout)
     topts.check_ranks(args.k)
-    if args.preset is not None:
-        check_planner_preset(args.preset)  # Mt-KaHyPar's presets or "fast" (METIS + km1 refinement)
     if args.ownership_method is not None and args.ownership != "decoupled":
         raise BackendUnavailableError("--ownership-method applies to --ownership decoupled only")
+    opts = _options(args, progress)
+    # the library's one validation layer (partition/request.py), before the read; partition() repeats it
+    from partplan.partition.request import resolve
+    resolve(None, args.k, model=args.model, backend=args.backend, objective=args.objective, layout=args.layout,
+            imbalance=args.imbalance, seed=args.seed, ownership=args.ownership, options=opts)
     if not args.output:  # said once every option is checked
         print(f"partplan: no -o given: writing the partition to {out} (like gpmetis)", file=sys.stderr,
               flush=True)
     progress(f"reading {args.graph}")
     graph = load_graph(args.graph, symmetrize=args.symmetrize)
     progress(f"{graph.name}: n={graph.n}, nnz={graph.nnz}")
-    opts = {"f": args.features, "dtype": args.dtype, "progress": progress}
-    for name, key in (("preset", "preset"), ("metric", "metric"), ("threads", "threads"),
-                      ("handoff", "handoff"), ("kahypar_ini", "ini"), ("sampler", "sampler"),
-                      ("theta", "theta"), ("delta", "delta"), ("time_limit", "time_limit"),
-                      ("volume_tolerance", "volume_tolerance"), ("ownership_method", "ownership_method"),
-                      ("hub_factor", "hub_factor")):
-        v = getattr(args, name)
-        if v is not None:
-            opts[key] = v
     p = partition(graph, args.k, model=args.model, backend=args.backend, objective=args.objective,
                   layout=args.layout, imbalance=args.imbalance, seed=args.seed, ownership=args.ownership,
                   **opts)

@@ -51,7 +51,7 @@ from ..errors import PartitionError
 from ..graph import Graph
 from ..metrics import CommStats, LayoutStats, analyze
 from ..layouts import Layout, parse_layout, spec_from_params
-from .backends import backend_names, default_backend
+from .backends import backend_names, default_backend, run_backend  # noqa: F401
 from .objectives import OBJECTIVES  # noqa: F401  (re-exported by partplan.partition)
 from .request import DEFAULT_OBJECTIVE, MODELS, OWNERSHIP, resolve  # noqa: F401
 from . import stages
@@ -225,7 +225,7 @@ def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | 
                   imbalance=imbalance, seed=seed, ownership=ownership, options=backend_options)
     w = stages.start(req)
     w = stages.build_model(graph, req, w)
-    w = stages.run_engine(graph, req, w)
+    w = stages.run_engine(graph, req, w, heartbeat=_heartbeat, run=run_backend)
     w = stages.post_passes(graph, req, w)
     stats, lstats = stages.measure(graph, req, w)
     w.info["layout"] = {key: v for key, v in req.lay.describe().items() if key != "groups"}

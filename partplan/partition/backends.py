@@ -9,6 +9,8 @@
 - kaminpar (KaMinPar 3.7, graph model, edge cut): :mod:`partplan.partition.kaminpar`
   (contexts default / fast / eco / strong / largek* / terapart*; ``context=``
   or ``preset=``).
+- stream (graph model): the Fennel / LDG streaming partitioner of
+  :mod:`partplan.partition.stream` (method, passes, balance, order, block_rows).
 - baselines (:mod:`partplan.partition.baselines`).
 
 :data:`REGISTRY` is the one list of backends: each :class:`Backend` entry says
@@ -40,9 +42,10 @@ from ..hypergraph import Hypergraph
 from ..models import column_net, metis_graph
 from . import baselines
 from . import kaminpar as _kaminpar
+from . import stream as _stream
 from .handoff import pin_arrays, write_hmetis
 from .options import check_imbalance
-from .schema import Opt, Schema
+from .schema import GROUPS, PLANNER_ENGINES, Opt, Schema
 
 _MTK = {}  # process-wide mtkahypar Initializer (initialize() may run once per process)
 
@@ -387,6 +390,27 @@ register(Backend("kahypar", ("hypergraph", "stochastic"), frozenset({"objective"
                  _run_kahypar, schema=KAHYPAR_SCHEMA))
 register(Backend("kaminpar", ("graph",), frozenset({"context", "preset", "threads"}), _kaminpar.run,
                  schema=KAMINPAR_SCHEMA))
+STREAM_SCHEMA = {
+    "method": Opt("method", "choice", "fennel", "one-pass rule: Fennel or LDG", choices=_stream.METHODS),
+    "passes": Opt("passes", "int", 1, "passes over the rows; > 1 restreams (ReFennel / ReLDG)", lo=1, hi=1000),
+    "balance": Opt("balance", "choice", "nnz", "part weights: row nnz (at least 1) or 1 per row",
+                   choices=_stream.BALANCES),
+    "order": Opt("order", "choice", "natural", "vertex order inside a block (random: seeded)",
+                 choices=_stream.ORDERS),
+    "block_rows": Opt("block_rows", "int", _stream.DEFAULT_BLOCK_ROWS, "rows per streamed block (memory)",
+                      lo=1, hi=1 << 40)}
+
+
+def _run_stream(model_obj, k, *, imbalance, seed, graph=None, **opts):
+    """The streaming partitioner (stream.py, Fennel / LDG) on the graph model; info = its stats."""
+    if not isinstance(model_obj, Graph):
+        raise BackendUnavailableError("stream partitions graphs only (model='graph')")
+    stats: dict = {}
+    part = _stream.stream_partition(model_obj, k, eps=imbalance, seed=seed, stats=stats, **opts)
+    return np.asarray(part, dtype=np.int64), stats
+
+
+register(Backend("stream", ("graph",), frozenset(STREAM_SCHEMA), _run_stream, schema=STREAM_SCHEMA))
 register(Backend("random", ("baseline",), frozenset(),
                  lambda m, k, *, imbalance, seed, graph=None: (baselines.random_partition(m.n, k, seed), {}),
                  default_for=("baseline",), schema={}))
@@ -415,6 +439,46 @@ def get_backend(name: str) -> Backend:
     if name not in REGISTRY:
         raise BackendUnavailableError(f"unknown backend {name!r}; choose one of {', '.join(REGISTRY)}")
     return REGISTRY[name]
+
+
+def engine_schema(engine: str) -> Schema:
+    """The option schema of ``engine``: a planner engine (fast, auto) or a registry entry
+    (its typed ``schema``, else untyped rows for its ``options``)."""
+    if engine == "fast":  # METIS + the km1 V-cycle: METIS's options
+        return get_backend("metis").schema
+    if engine in PLANNER_ENGINES:
+        return GROUPS[engine]
+    b = get_backend(engine)
+    if b.schema is not None:
+        return b.schema
+    return {name: Opt(name, "any", None, "engine option (untyped)") for name in sorted(b.options)}
+
+
+def engines() -> tuple[str, ...]:
+    """Every engine with a schema: the registry's, then fast and auto."""
+    return backend_names() + PLANNER_ENGINES
+
+
+def check_options(engine: str, options: dict, extra: tuple[str, ...] = ()) -> dict:
+    """The one check of an engine's options (partition/schema.py's errors).
+
+    >>> check_options("metis", {"recursive": True})
+    {'recursive': True}
+    >>> check_options("metis", {"recursive": "yes"})
+    Traceback (most recent call last):
+    ...
+    partplan.errors.OptionError: metis option recursive must be True or False, got 'yes'
+
+    ``options`` checked against ``engine``'s schema (the module doc's errors);
+    ``extra``: other option names valid here (listed in the unknown-option error).
+    Returns the normalized dict (same keys)."""
+    schema = engine_schema(engine)
+    unknown = sorted(set(options) - set(schema))
+    if unknown:
+        valid = ", ".join(list(schema) + [e for e in extra if e not in schema]) or "none"
+        raise BackendUnavailableError(f"engine {engine!r} does not take option(s) {', '.join(unknown)}; "
+                                      f"it takes: {valid}")
+    return {name: schema[name].check(v, engine) for name, v in options.items()}
 
 
 BASELINES = backend_names("baseline")

@@ -18,10 +18,10 @@ import numpy as np
 from ..errors import BackendUnavailableError, PartitionError
 from ..graph import Graph
 from ..layouts import Layout, parse_layout
-from .backends import backend_names, default_backend
+from .backends import backend_names, check_options, default_backend
 from .objectives import AUTO_PRESET, FAST_PRESET, check_objective, check_planner_preset
 from .options import check_imbalance, check_seed
-from .schema import AUTO, GROUPS, check_group, check_options
+from .schema import AUTO, GROUPS, check_group
 
 MODELS = ("graph", "hypergraph", "stochastic", "baseline")
 OWNERSHIP = ("conformal", "decoupled")
@@ -115,7 +115,7 @@ def _engine(model, backend, objective, layout, k, opts: dict, groups: dict) -> t
 
 
 def _check_graph_k(graph, k) -> int:
-    if not isinstance(graph, Graph):
+    if graph is not None and not isinstance(graph, Graph):
         raise PartitionError(f"partition() needs a partplan Graph, got {type(graph).__name__}")
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
         raise PartitionError(f"k must be an integer number of ranks, got {k!r}")
@@ -147,13 +147,15 @@ def _model_backend(model, backend, objective, layout, k, ownership, nets) -> tup
     return model, backend, objective
 
 
-def _check_context(req_model, backend, objective, groups: dict) -> None:
+def _check_context(req_model, backend, objective, ownership, groups: dict) -> None:
     """Options valid in themselves but not for this model / engine / objective."""
     nets = groups["hypergraph"].get("nets", "auto")
     if nets != "auto" and req_model != "hypergraph":
         raise BackendUnavailableError(f"nets={nets!r} applies to model='hypergraph' only")
     if groups["stochastic"] and req_model != "stochastic":
         raise BackendUnavailableError(f"option(s) {', '.join(groups['stochastic'])} apply to model='stochastic' only")
+    if groups["ownership"] and ownership != "decoupled":
+        raise BackendUnavailableError("option ownership_method applies to ownership='decoupled' only")
     if groups["refine"] and objective == "total":
         raise BackendUnavailableError(f"option(s) {', '.join(groups['refine'])} apply to bottleneck objectives only")
     hub = groups["hubs"].get("hub_factor")
@@ -169,7 +171,7 @@ def _check_context(req_model, backend, objective, groups: dict) -> None:
 
 
 def _check_layout(graph, lay: Layout, objective: str, ownership: str) -> None:
-    if lay.row_blocks > graph.n:
+    if graph is not None and lay.row_blocks > graph.n:
         raise PartitionError(f"k={lay.row_blocks} row blocks exceed n={graph.n} vertices")
     if objective != "total" and not lay.bottleneck:
         raise BackendUnavailableError(f"bottleneck refinement counts 1D volume; layout {lay.spec} cannot use "
@@ -178,22 +180,26 @@ def _check_layout(graph, lay: Layout, objective: str, ownership: str) -> None:
         raise BackendUnavailableError(f"decoupled ownership is implemented for the 1D layout only, not {lay.spec}")
 
 
-def _engine_options(engine: str, opts: dict, groups: dict) -> dict:
+def _engine_options(engine: str, model: str, opts: dict, groups: dict) -> dict:
     """The engine's options checked against its schema; auto also takes the refine group's
     volume_tolerance / time_limit and its own (its schema lists them all)."""
     if engine != "auto":
-        return check_options(engine, opts, extra=_valid_elsewhere())
+        return check_options(engine, opts, extra=_valid_elsewhere(model))
     mine = {**opts, **groups["auto"], **groups["refine"]}
     return check_options("auto", mine)
 
 
-def _valid_elsewhere() -> tuple[str, ...]:
-    return tuple(name for g in ("planner",) + _POST_GROUPS for name in GROUPS[g])
+def _valid_elsewhere(model: str) -> tuple[str, ...]:
+    """The planner's and the post-passes' option names valid with ``model``."""
+    groups = ("planner",) + tuple(g for g in _POST_GROUPS if g not in ("hypergraph", "stochastic") or g == model)
+    return tuple(name for g in groups for name in GROUPS[g])
 
 
 def resolve(graph, k, *, model=None, backend=None, objective=None, layout="1d", imbalance=0.03, seed=0,
             ownership="conformal", options: dict | None = None) -> Request:
-    """Check everything ``partition()`` was given (module doc); returns the :class:`Request`."""
+    """Check everything ``partition()`` was given (module doc); returns the :class:`Request`.
+    ``graph=None`` checks all but what needs the graph (k row blocks <= n): the CLI calls
+    it so before reading the graph."""
     opts = dict(options or {})
     planner = check_group("planner", _pop(opts, GROUPS["planner"]))
     groups = {g: check_group(g, _pop(opts, GROUPS[g])) for g in _POST_GROUPS}
@@ -203,8 +209,8 @@ def resolve(graph, k, *, model=None, backend=None, objective=None, layout="1d", 
     model, backend, objective = _model_backend(model, backend, objective, layout, k, ownership,
                                                groups["hypergraph"].get("nets", "auto"))
     engine = engine or backend
-    engine_opts = _engine_options(engine, opts, groups)
-    _check_context(model, backend, objective, groups)
+    engine_opts = _engine_options(engine, model, opts, groups)
+    _check_context(model, backend, objective, ownership, groups)
     lay = parse_layout(layout, k)
     _check_layout(graph, lay, objective, ownership)
     imbalance, seed = check_imbalance(imbalance), check_seed(seed)

@@ -16,7 +16,8 @@ group of :data:`GROUPS`:
   ``hypergraph`` (nets), ``stochastic`` (sampler, θ, δ, batches),
   ``refine`` (bottleneck refinement), ``hubs`` and ``ownership``.
 
-:func:`check_options` is the one place a value is checked. The errors are
+:meth:`Opt.check` is the one place a value is checked (through
+:func:`check_group` and :func:`partplan.partition.backends.check_options`). The errors are
 uniform and raised before any expensive work:
 
 - an option no group of this engine takes:
@@ -28,14 +29,15 @@ uniform and raised before any expensive work:
 - a name outside an option's choices (a preset, a context, a handoff):
   :class:`~partplan.errors.BackendUnavailableError` naming the choices.
 
->>> check_options("metis", {"recursive": True})
-{'recursive': True}
->>> check_options("metis", {"recursive": "yes"})
+>>> check_group("refine", {"time_limit": 5})
+{'time_limit': 5.0}
+>>> check_group("hubs", {"hub_factor": -1})
 Traceback (most recent call last):
 ...
-partplan.errors.OptionError: metis option recursive must be True or False, got 'yes'
->>> sorted(engine_schema("kaminpar"))
-['context', 'preset', 'threads']
+partplan.errors.OptionError: hubs option hub_factor must be a finite number >= 0, got -1
+
+The engines' own checks (:func:`partplan.partition.backends.check_options`,
+:func:`~partplan.partition.backends.engine_schema`) live with the registry.
 """
 from __future__ import annotations
 
@@ -156,39 +158,6 @@ OWNERSHIP = _schema(Opt("ownership_method", "choice", None, "decoupled ownership
 GROUPS: dict[str, Schema] = {"planner": PLANNER, "auto": AUTO, "hypergraph": HYPERGRAPH,
                              "stochastic": STOCHASTIC, "refine": REFINE, "hubs": HUBS, "ownership": OWNERSHIP}
 PLANNER_ENGINES = ("fast", "auto")
-
-
-def engine_schema(engine: str) -> Schema:
-    """The option schema of ``engine``: a planner engine (fast, auto) or a registry entry
-    (its typed ``schema``, else untyped rows for its ``options``)."""
-    from .backends import get_backend
-    if engine == "fast":  # METIS + the km1 V-cycle: METIS's options
-        return get_backend("metis").schema
-    if engine in PLANNER_ENGINES:
-        return GROUPS[engine]
-    b = get_backend(engine)
-    if b.schema is not None:
-        return b.schema
-    return _schema(*(Opt(name, "any", None, "engine option (untyped)") for name in sorted(b.options)))
-
-
-def engines() -> tuple[str, ...]:
-    """Every engine with a schema: the registry's, then fast and auto."""
-    from .backends import backend_names
-    return backend_names() + PLANNER_ENGINES
-
-
-def check_options(engine: str, options: dict, extra: tuple[str, ...] = ()) -> dict:
-    """``options`` checked against ``engine``'s schema (the module doc's errors);
-    ``extra``: other option names valid here (listed in the unknown-option error).
-    Returns the normalized dict (same keys)."""
-    schema = engine_schema(engine)
-    unknown = sorted(set(options) - set(schema))
-    if unknown:
-        valid = ", ".join(list(schema) + [e for e in extra if e not in schema]) or "none"
-        raise BackendUnavailableError(f"engine {engine!r} does not take option(s) {', '.join(unknown)}; "
-                                      f"it takes: {valid}")
-    return {name: schema[name].check(v, engine) for name, v in options.items()}
 
 
 def check_group(group: str, options: dict) -> dict:

@@ -104,10 +104,12 @@ def build_model(graph: Graph, req: Request, w: Work) -> Work:
     return w
 
 
-def run_engine(graph: Graph, req: Request, w: Work) -> Work:
+def run_engine(graph: Graph, req: Request, w: Work, heartbeat=None, run=run_backend) -> Work:
     """Stage 2: the engine's partition into ``req.b`` row blocks (the default pipeline: its starts,
-    V-cycles and refinement)."""
-    from .api import _heartbeat
+    V-cycles and refinement). ``heartbeat(progress, backend)``: a context manager around the
+    engine call (api._heartbeat: "N s elapsed" lines); None: none. ``run``: the backend runner
+    (:func:`~partplan.partition.backends.run_backend`)."""
+    from contextlib import nullcontext
 
     if req.engine == "auto" and req.b > 1:
         return _run_auto(graph, req, w)
@@ -116,8 +118,8 @@ def run_engine(graph: Graph, req: Request, w: Work) -> Work:
         w.part, binfo = np.zeros(graph.n, dtype=np.int64), {"note": "one row block: no partitioner call"}
     else:
         req.say(f"partitioning with {req.backend} into {req.b} parts")
-        with _heartbeat(req.progress, req.backend):
-            w.part, binfo = run_backend(req.backend, w.model_obj, req.b, imbalance=req.imbalance, seed=req.seed,
+        with (heartbeat or (lambda *a: nullcontext()))(req.progress, req.backend):
+            w.part, binfo = run(req.backend, w.model_obj, req.b, imbalance=req.imbalance, seed=req.seed,
                                         graph=graph, **_engine_params(req))
     w.timings["partition_s"] = time.perf_counter() - t0
     w.info["backend"] = binfo
