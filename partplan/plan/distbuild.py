@@ -13,24 +13,33 @@ Coverage: layout ``1d`` with conformal ownership (H rows held on ``part``),
 transpose, else a separate ``bwd`` program built from A^T) — every option
 ``build_plan`` offers for the default layout except ``owner`` (decoupled
 ownership) and ``normalize``. **1.5D and 2D layouts are not covered**: they
-raise a :class:`PlanError` saying so. One process per plan rank
-(``nprocs == k``).
+raise a :class:`PlanError` saying so.
 
-Stages, on every rank u of N = k processes (all exchanges are
+Processes and plan ranks: N ≤ k processes. Process u builds the shards of a
+contiguous run of plan ranks (parts) ``[b[u], b[u+1])`` (:func:`part_bounds`:
+balanced by rows + nonzeros per part, at least one part each; every process
+computes the same map from an all-gather of k counts). With N = k it is one
+part per process; with N = 1 (:class:`SelfComm`) one process builds them all.
+Loops run over a process's parts, never over vertices or edges.
+
+Stages, on every process u of N (all exchanges are
 ``torch.distributed.all_to_all_single`` with explicit split sizes, gloo on
 CPU; counts first, then payload, in rounds of at most 256 MiB per rank):
 
 1. **read** — the header, this process's contiguous run of chunks (balanced by
    nonzeros; rows ``[lo, hi)``) and ``part[lo:hi]``; everything checked, and the
    ranks agree on any error before going on (one error, raised on all ranks).
-2. **shuffle** — vertex ids and degrees, then the column ids (and values) of
-   every row, go to the row's part. Sources hold ascending disjoint row
-   ranges and keep row order, so what arrives is already the global CSR order
-   of the part's rows: no sort.
+2. **shuffle** — vertex ids, degrees and parts, then the column ids (and
+   values) of every row, go to the process of the row's part. Sources hold
+   ascending disjoint row ranges and keep row order, so what arrives is, per
+   part, already the global CSR order of the part's rows; a process holding
+   several parts groups them by part with one stable counting sort.
 3. **columns** — the distinct columns of the part's rows; ``part[j]`` of each
    is asked from the process holding row j (range lookup); the halo (remote
    columns, by owner then id) is requested from the owners, whose answers are
-   the send lists; the local CSR columns are renumbered ``[own rows | halo]``.
+   the send lists (one all-to-all of (owner part, requesting part, id) for
+   all parts of all processes); the local CSR columns are renumbered
+   ``[own rows | halo]``.
 4. **symmetry** — is A = A^T (pattern, and values)? Decided without a
    transpose by comparing, over all ranks, the sums of two keyed 64-bit
    hashes of every (i, j[, w]) with those of (j, i[, w]) (a false "symmetric"
@@ -48,9 +57,10 @@ stages through ``/proc/self/clear_refs`` where the kernel allows it): see
 :func:`build_plan_distributed`'s result.
 
 Run it: under torchrun (``torchrun --nproc-per-node 4 -m partplan.plan.distbuild
-GRAPH --partition PART -k 4 -o OUT.plan``) or on one machine with
-``python -m partplan.plan.distbuild GRAPH --partition PART -k 4 -o OUT.plan --nprocs 4``
-(:func:`launch_local`).
+GRAPH --partition PART -k 64 -o OUT.plan``: 4 processes, 64 plan ranks) or on
+one machine with ``python -m partplan.plan.distbuild GRAPH --partition PART -k 64
+-o OUT.plan --nprocs 2`` (:func:`launch_local`). Each process carries
+~380 MiB of torch + gloo, so use few processes (N ≤ k) on a small machine.
 """
 from __future__ import annotations
 
@@ -287,44 +297,100 @@ def _read_part_slice(partition, n: int, k: int, lo: int, hi: int) -> np.ndarray:
     return arr
 
 
-# ----------------------------------------------------------------------------- one program
-def _rank_program(comm, prefix: str, in_ids: np.ndarray, row_nnz: np.ndarray, cols: np.ndarray,
-                  data: np.ndarray | None, need: np.ndarray, part_need: np.ndarray) -> tuple[Program, dict]:
-    """This rank's 1D exchange program (copy, gather, alltoallv, spmm) for
-    the rows ``in_ids`` whose nonzeros are ``cols`` (global CSR order), with
-    ``need`` the sorted distinct columns and ``part_need`` their parts.
-    Returns (Program of this one rank, counts: recv_counts, edge_cut, nnz)."""
-    from ..layouts import _exchange_steps   # the 1D layout's own step emitter (same JSON)
-    u, p = comm.rank, comm.size
+# ----------------------------------------------------------------------------- part -> process
+def part_bounds(weight: np.ndarray, nprocs: int) -> np.ndarray:
+    """int64[nprocs + 1]: process u builds the plan ranks (parts)
+    ``[b[u], b[u+1])`` — contiguous runs, balanced by ``weight`` (int64[k],
+    here rows + nonzeros per part), every process at least one part
+    (needs ``nprocs <= k``). Deterministic: every process computes the same."""
+    k = int(weight.size)
+    if not 1 <= nprocs <= k:
+        raise PlanError(f"internal: {nprocs} processes for {k} parts")
+    cum = np.zeros(k + 1, dtype=np.float64)
+    np.cumsum(weight, out=cum[1:])
+    tgt = np.arange(nprocs + 1, dtype=np.float64) * cum[-1] / nprocs
+    b = np.searchsorted(cum, tgt, side="left").astype(np.int64)
+    b[0], b[-1] = 0, k
+    ar = np.arange(nprocs + 1, dtype=np.int64)
+    c = np.maximum.accumulate(np.clip(b - ar, 0, k - nprocs))   # b strictly increasing, b[u] >= u
+    return c + ar
+
+
+# ----------------------------------------------------------------------------- programs of a process's parts
+def _prep(q: int, in_ids: np.ndarray, row_nnz: np.ndarray, cols: np.ndarray, need: np.ndarray,
+          part_need: np.ndarray, k: int) -> dict:
+    """Part q's halo (remote columns by owner part, then id), its recv counts
+    (int64[k]), the local CSR columns ``[own rows | halo]`` and the edge cut.
+    ``need`` = sorted distinct columns of the part's rows, ``part_need`` their parts."""
     nl = in_ids.size
-    remote = part_need != u
+    remote = part_need != q
     ridx = np.flatnonzero(remote)
-    o = sort_small(part_need[ridx], p)            # by owner, then id (need is ascending)
+    o = sort_small(part_need[ridx], k)            # by owner, then id (need is ascending)
     halo = need[ridx[o]]
-    recv_counts = np.bincount(part_need[ridx], minlength=p).astype(np.int64)
+    halo_part = part_need[ridx[o]]
+    recv_counts = np.bincount(part_need[ridx], minlength=k).astype(np.int64)
     lid = np.empty(need.size, dtype=np.int64)
     own = np.flatnonzero(~remote)
     lid[own] = np.searchsorted(in_ids, need[own])
     lid[ridx[o]] = nl + np.arange(halo.size, dtype=np.int64)
     lcol = lid[np.searchsorted(need, cols)]
-    del lid
-    edge_cut = int(np.count_nonzero(lcol >= nl))
-    # ---- the halo requested from the owners: their answers are the send lists
-    req, send_counts = comm.alltoallv(halo, recv_counts)
+    return {"q": q, "halo": halo, "halo_part": halo_part, "recv_counts": recv_counts, "lcol": lcol,
+            "edge_cut": int(np.count_nonzero(lcol >= nl))}
+
+
+def _request_halos(comm, preps: list[dict], proc_of: np.ndarray, k: int, q_lo: int, q_hi: int
+                   ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Every part's halo requested from the owner parts' processes, in one
+    all-to-all of (owner·k + requester, id) pairs. Returns, per part r of
+    this process (q_lo ≤ r < q_hi), (requested ids grouped by requesting part
+    in ascending order, ids ascending within a part; int64[k] counts per
+    requesting part) — r's send list before mapping ids to local rows."""
+    keys = np.concatenate([pr["halo_part"] * k + pr["q"] for pr in preps]) if preps else np.zeros(0, np.int64)
+    ids = np.concatenate([pr["halo"] for pr in preps]) if preps else np.zeros(0, np.int64)
+    dest = proc_of[keys // k]
+    o = sort_small(dest, comm.size)
+    got, _ = comm.alltoallv(np.stack([keys[o], ids[o]], axis=1), np.bincount(dest, minlength=comm.size))
+    del keys, ids, dest, o
+    so = sort_small(got[:, 0], k * k)             # stable: (owner, requester), ids stay ascending
+    gk, gid = got[so, 0], got[so, 1]
+    del got, so
+    bnd = np.searchsorted(gk // k, np.arange(q_lo, q_hi + 1))
+    return [(gid[bnd[i]:bnd[i + 1]], np.bincount(gk[bnd[i]:bnd[i + 1]] % k, minlength=k).astype(np.int64))
+            for i in range(q_hi - q_lo)]
+
+
+def _finish(prefix: str, pr: dict, in_ids: np.ndarray, row_nnz: np.ndarray, cols: np.ndarray,
+            data: np.ndarray | None, req: np.ndarray, send_counts: np.ndarray) -> tuple[Program, dict]:
+    """Part pr['q']'s 1D exchange program (copy, gather, alltoallv, spmm) for
+    plan rank q and its counts (recv_counts, edge_cut, nnz, rows)."""
+    from ..layouts import _exchange_steps   # the 1D layout's own step emitter (same JSON)
+    nl = in_ids.size
     send_idx = np.searchsorted(in_ids, req)
     if req.size and (send_idx.max() >= nl or not np.array_equal(in_ids[send_idx], req)):
-        raise PlanError(f"internal error: rank {u} was asked for a row it does not hold")
+        raise PlanError(f"internal error: part {pr['q']} was asked for a row it does not hold")
     indptr = np.zeros(nl + 1, dtype=np.int64)
     np.cumsum(row_nnz, out=indptr[1:])
-    ex = {"send_idx": send_idx, "send_counts": send_counts, "recv_counts": recv_counts, "halo_ids": halo,
-          "indptr": indptr, "indices": lcol, "row_ids": in_ids}
+    ex = {"send_idx": send_idx, "send_counts": send_counts, "recv_counts": pr["recv_counts"],
+          "halo_ids": pr["halo"], "indptr": indptr, "indices": pr["lcol"], "row_ids": in_ids}
     if data is not None:
         ex["data"] = data
     prog = Program.empty(prefix, 1)
     prog.set_io([in_ids], [in_ids])
     _exchange_steps(prog, [ex], [in_ids], "world")
-    return prog, {"recv_counts": recv_counts.tolist(), "edge_cut": edge_cut, "nnz": int(cols.size),
+    return prog, {"recv_counts": pr["recv_counts"].tolist(), "edge_cut": pr["edge_cut"], "nnz": int(cols.size),
                   "rows": int(nl)}
+
+
+def _part_programs(comm, prefix: str, parts: list[dict], proc_of: np.ndarray, k: int, q_lo: int, q_hi: int,
+                   n: int) -> list[tuple[Program, dict]]:
+    """The programs of this process's parts. ``parts[i]`` (part q_lo + i):
+    ``in_ids``, ``row_nnz``, ``cols``, ``data`` (rows in global CSR order),
+    and ``need``/``part_need`` (sorted distinct columns, their parts)."""
+    preps = [_prep(q_lo + i, d["in_ids"], d["row_nnz"], d["cols"], d["need"], d["part_need"], k)
+             for i, d in enumerate(parts)]
+    reqs = _request_halos(comm, preps, proc_of, k, q_lo, q_hi)
+    return [_finish(prefix, pr, d["in_ids"], d["row_nnz"], d["cols"], d["data"], req, sc)
+            for pr, d, (req, sc) in zip(preps, parts, reqs)]
 
 
 def _lookup_parts(comm, need: np.ndarray, bounds: np.ndarray, part_slice: np.ndarray, lo: int) -> np.ndarray:
@@ -351,13 +417,14 @@ def build_plan_distributed(graph_path, partition, k: int, out, *, comm=None, lay
                            f: int = 128, dtype: str = "float32", meta: dict | None = None,
                            backward: bool | None = None, alpha: float = DEFAULT_ALPHA_S,
                            beta: float = DEFAULT_BETA_S_PER_BYTE, created: str | None | bool = None) -> dict:
-    """Build and write the 1D plan of a chunked graph with ``comm.size``
-    processes (one per plan rank: ``comm.size == k``); call it on every rank.
+    """Build and write the 1D plan of a chunked graph with N = ``comm.size``
+    processes, N ≤ k (each builds the shards of a contiguous run of plan
+    ranks, :func:`part_bounds`); call it on every process.
 
     graph_path : a chunked graph directory (:mod:`partplan.io.chunked`).
     partition : part[v] per vertex: a ``.npy`` file (only this process's slice
         is read), another partition file (read whole), or an int array.
-    k : ranks of the plan (== processes).
+    k : ranks of the plan (parts), k ≥ N.
     out : the plan directory (written atomically by rank 0's rename; an
         existing plan there is replaced; anything else is refused).
     comm : :class:`TorchComm` (default when torch.distributed is initialized)
@@ -365,10 +432,12 @@ def build_plan_distributed(graph_path, partition, k: int, out, *, comm=None, lay
     layout : only "1d"; f, dtype, meta, backward, alpha, beta, created : as
         :func:`build_plan` / :func:`write_plan`.
 
-    Returns (on every rank) a JSON-able dict: ``plan`` (path), ``rank``,
-    ``ranks``, ``stages`` (this rank's list of ``{stage, seconds,
-    peak_rss_bytes}``), ``peak_rss_bytes`` (this rank's maximum over stages)
-    and, on rank 0, ``per_rank`` (every rank's stages) and ``total_volume``.
+    Returns (on every process) a JSON-able dict: ``plan`` (path), ``rank``
+    (this process), ``ranks`` (k, plan ranks), ``processes`` (N), ``parts``
+    ([first, end) plan ranks built here), ``stages`` (this process's list of
+    ``{stage, seconds, peak_rss_bytes}``), ``peak_rss_bytes`` (its maximum
+    over stages, bytes) and, on process 0, ``per_rank`` (every process's
+    stages, parts and peaks) and ``total_volume`` (rows).
     """
     from ..layouts import parse_layout
     if comm is None:
@@ -381,47 +450,75 @@ def build_plan_distributed(graph_path, partition, k: int, out, *, comm=None, lay
     err, info, R, part_slice, bounds = None, None, None, None, None
     try:
         lay = parse_layout(layout, int(k))
-        if not lay.distributed_build:
+        if lay.name != "1d":
             raise PlanError(f"the distributed plan build covers layout 1d only, not {lay.spec} "
                             f"(build 1.5D / 2D plans with the single-process builder: partplan plan)")
-        if int(k) != p:
-            raise PlanError(f"the distributed build runs one process per plan rank: k = {k} but "
-                            f"{p} processes (start it with --nprocs {k})")
+        k = int(k)
+        if p > k:
+            raise PlanError(f"the distributed build needs processes <= plan ranks: {p} processes for "
+                            f"k = {k} ranks (use at most {k} processes)")
         if not isinstance(f, (int, np.integer)) or isinstance(f, bool) or f < 1:
             raise PlanError(f"f (feature width) must be an integer >= 1, got {f!r}")
         dtype_bytes(dtype)
         info = chunk_info(graph_path)
-        if p > info.n:
-            raise PartitionError(f"k={p} parts exceed n={info.n} vertices")
+        if k > info.n:
+            raise PartitionError(f"k={k} parts exceed n={info.n} vertices")
         bounds = _process_rows(info, p)
         lo, hi = int(bounds[u]), int(bounds[u + 1])
         R = read_chunk_rows(graph_path, lo, hi, info=info)
-        part_slice = _read_part_slice(partition, info.n, p, lo, hi)
+        part_slice = _read_part_slice(partition, info.n, k, lo, hi)
     except PartplanError as exc:
         err = str(exc)
     _agree(comm, err)
     n, weighted = info.n, info.weighted
     st.stop()
-    # ---------------------------------------------------------------- 2. shuffle rows to their part
+    # ---------------------------------------------------------------- 2. shuffle rows to their part's process
     st.start("shuffle")
     deg = np.diff(R.indptr)
-    order = sort_small(part_slice, p)
-    vcounts = np.bincount(part_slice, minlength=p).astype(np.int64)
-    vsend = np.stack([order + lo, deg[order]], axis=1)
-    vrecv, _ = comm.alltoallv(vsend, vcounts)
-    in_ids, row_nnz = np.ascontiguousarray(vrecv[:, 0]), np.ascontiguousarray(vrecv[:, 1])
-    del vsend, vrecv
+    w = np.bincount(part_slice, minlength=k).astype(np.int64) + \
+        np.bincount(part_slice, weights=deg, minlength=k).astype(np.int64)
+    pb = part_bounds(np.sum(np.array(comm.allgather(w.tolist()), dtype=np.int64), axis=0), p)
+    q_lo, q_hi = int(pb[u]), int(pb[u + 1])
+    proc_of = np.repeat(np.arange(p, dtype=np.int64), np.diff(pb))     # part -> process
+    order = sort_small(part_slice, k)
+    dest = proc_of[part_slice]
+    vcounts = np.bincount(dest, minlength=p).astype(np.int64)
+    vrecv, _ = comm.alltoallv(np.stack([order + lo, deg[order], part_slice[order]], axis=1), vcounts)
     epos = _segments(R.indptr[order], deg[order])
-    ecounts = np.bincount(part_slice, weights=deg, minlength=p).astype(np.int64)
+    ecounts = np.bincount(dest, weights=deg, minlength=p).astype(np.int64)
     cols, _ = comm.alltoallv(R.indices[epos], ecounts)
     data = comm.alltoallv(R.data[epos], ecounts)[0] if weighted else None
-    del R, epos, order, deg
+    del R, epos, order, deg, dest
+    in_ids, row_nnz, rpart = (np.ascontiguousarray(vrecv[:, c]) for c in range(3))
+    del vrecv
+    if rpart.size and np.any(rpart[1:] < rpart[:-1]):
+        # several parts here: group by part (stable: sources hold ascending row
+        # ranges, so each part's rows stay in global CSR order)
+        o2 = sort_small(rpart - q_lo, q_hi - q_lo)
+        rstart = np.zeros(in_ids.size, dtype=np.int64)
+        np.cumsum(row_nnz[:-1], out=rstart[1:])
+        ep2 = _segments(rstart[o2], row_nnz[o2])
+        cols = cols[ep2]
+        data = None if data is None else data[ep2]
+        in_ids, row_nnz, rpart = in_ids[o2], row_nnz[o2], rpart[o2]
+        del o2, rstart, ep2
+    vofs = np.searchsorted(rpart, np.arange(q_lo, q_hi + 1))          # rows of each of my parts
+    eofs = np.zeros(in_ids.size + 1, dtype=np.int64)
+    np.cumsum(row_nnz, out=eofs[1:])
+    eofs = eofs[vofs]                                                  # nonzeros of each of my parts
     st.stop()
     # ---------------------------------------------------------------- 3. columns, halo, send lists
     st.start("columns")
     need = _distinct(cols, n)
     part_need = _lookup_parts(comm, need, bounds, part_slice, lo)
-    fwd, fcnt = _rank_program(comm, "fwd", in_ids, row_nnz, cols, data, need, part_need)
+
+    def fwd_part(i: int) -> dict:
+        c = cols[eofs[i]:eofs[i + 1]]
+        nq = need if q_hi - q_lo == 1 else _distinct(c, n)
+        return {"in_ids": in_ids[vofs[i]:vofs[i + 1]], "row_nnz": row_nnz[vofs[i]:vofs[i + 1]], "cols": c,
+                "data": None if data is None else data[eofs[i]:eofs[i + 1]], "need": nq,
+                "part_need": part_need if q_hi - q_lo == 1 else part_need[np.searchsorted(need, nq)]}
+    fres = _part_programs(comm, "fwd", [fwd_part(i) for i in range(q_hi - q_lo)], proc_of, k, q_lo, q_hi, n)
     st.stop()
     # ---------------------------------------------------------------- 4. symmetry, backward program
     st.start("backward")
@@ -437,39 +534,52 @@ def build_plan_distributed(graph_path, partition, k: int, out, *, comm=None, lay
     same = sym_pattern and (not weighted or tot[4:6] == tot[6:8])
     if backward is None:
         backward = not same
-    bwd = bcnt = None
+    bres = None
     if backward:
-        pcol = part_need[np.searchsorted(need, cols)]
-        o = sort_small(pcol, p)
-        tcounts = np.bincount(pcol, minlength=p).astype(np.int64)
-        trc, tsrc = comm.alltoallv(np.stack([cols[o], rows[o]], axis=1), tcounts)
+        pcol = part_need[np.searchsorted(need, cols)]                 # A^T row j goes to part[j]
+        tdest = proc_of[pcol]
+        o = sort_small(tdest, p)
+        tcounts = np.bincount(tdest, minlength=p).astype(np.int64)
+        key = pcol * k + np.repeat(rpart, row_nnz)                     # (part of j)·k + part of i
+        trc, _ = comm.alltoallv(np.stack([cols[o], rows[o], key[o]], axis=1), tcounts)
         tdata = comm.alltoallv(data[o], tcounts)[0] if weighted else None
-        del pcol, o
-        tsrc_part = np.repeat(np.arange(p, dtype=np.int64), tsrc)   # part of A^T's column = sender
-        so = np.lexsort((trc[:, 1], trc[:, 0]))
-        t_rows, t_cols, t_part = trc[so, 0], trc[so, 1], tsrc_part[so]
+        del pcol, tdest, o, key
+        tr = trc[:, 2] // k
+        so = np.lexsort((trc[:, 1], trc[:, 0], tr))                    # by part, row j, column i
+        t_rows, t_cols, t_part, tr = trc[so, 0], trc[so, 1], trc[so, 2] % k, tr[so]
         t_data = None if tdata is None else tdata[so]
-        del trc, tsrc_part, tdata, so
-        t_nnz = np.diff(np.searchsorted(t_rows, np.append(in_ids, n)))
-        t_need, first = np.unique(t_cols, return_index=True)
-        bwd, bcnt = _rank_program(comm, "bwd", in_ids, t_nnz, t_cols, t_data, t_need, t_part[first])
+        del trc, tdata, so
+        tb = np.searchsorted(tr, np.arange(q_lo, q_hi + 1))
+        del tr
+
+        def bwd_part(i: int) -> dict:
+            a, b = tb[i], tb[i + 1]
+            ids = in_ids[vofs[i]:vofs[i + 1]]
+            t_need, first = np.unique(t_cols[a:b], return_index=True)
+            return {"in_ids": ids, "row_nnz": np.diff(np.searchsorted(t_rows[a:b], np.append(ids, n))),
+                    "cols": t_cols[a:b], "data": None if t_data is None else t_data[a:b], "need": t_need,
+                    "part_need": t_part[a:b][first]}
+        bres = _part_programs(comm, "bwd", [bwd_part(i) for i in range(q_hi - q_lo)], proc_of, k, q_lo, q_hi, n)
         del t_rows, t_cols, t_part, t_data
     del rows
     st.stop()
     # ---------------------------------------------------------------- 5. write shards, manifest
     st.start("write")
-    res = _write(comm, st, info, graph_path, partition, out, lay, fwd, fcnt, bwd, bcnt, same, sym_pattern,
+    res = _write(comm, st, info, graph_path, partition, out, lay, (q_lo, q_hi), fres, bres, same, sym_pattern,
                  backward, f, dtype, meta, alpha, beta, created)
     return res
 
 
-def _write(comm, st, info, graph_path, partition, out, lay, fwd, fcnt, bwd, bcnt, same, sym_pattern,
+def _write(comm, st, info, graph_path, partition, out, lay, qr, fres, bres, same, sym_pattern,
            backward, f, dtype, meta, alpha, beta, created) -> dict:
+    """Stage 5: each process writes the shards of its parts (plan ranks
+    ``qr = (q_lo, q_hi)``) into rank 0's temporary directory; rank 0 writes
+    partition.arrow and the manifest and renames the directory into place."""
     from .builder import RankPlan
     from .store import _json_default, _write_arrow
     from . import store as _store
     from .._atomic import clean_stale, temp_prefix
-    u, p = comm.rank, comm.size
+    u, p, k = comm.rank, comm.size, lay.ranks
     out = Path(out)
     err, tmp = None, None
     if u == 0:
@@ -489,40 +599,50 @@ def _write(comm, st, info, graph_path, partition, out, lay, fwd, fcnt, bwd, bcnt
     tmp = Path(got[0][1])
     fp = chunked_fingerprint(graph_path, info=info) if u == 0 else None
     fp = comm.allgather(fp)[0]
-    bmode = "separate" if bwd is not None else ("same-as-forward" if same else "not-planned")
-    arrays = dict(fwd.arrays[0])
-    progs = {"forward": {"prefix": "fwd", "buffers": fwd.buffers[0], "writes_output": True}}
-    if bwd is not None:
-        arrays.update(bwd.arrays[0])
-        progs["backward"] = {"prefix": "bwd", "buffers": bwd.buffers[0], "writes_output": True}
-    elif bmode == "same-as-forward":
-        progs["backward"] = progs["forward"]
-    rmeta = {"rank": u, "ranks": p, "layout": lay.spec, "format_version": FORMAT_VERSION,
-             "graph_fingerprint": fp, "programs": progs}
-    rp = RankPlan(u, rmeta, arrays)
-    err, entry = None, None
+    bmode = "separate" if bres is not None else ("same-as-forward" if same else "not-planned")
+    err, entries = None, []
     try:
-        name = shard_name(u)
-        size, digest = _write_arrow(tmp / name, arrays, rmeta)
-        entry = {"rank": u, "file": name, "bytes": size, "sha256": digest,
-                 **{kk: v for kk, v in rp.summary().items() if kk != "rank"}}
+        for i, q in enumerate(range(*qr)):    # loop over this process's parts
+            fwd = fres[i][0]
+            bwd = None if bres is None else bres[i][0]
+            arrays = dict(fwd.arrays[0])
+            progs = {"forward": {"prefix": "fwd", "buffers": fwd.buffers[0], "writes_output": True}}
+            if bwd is not None:
+                arrays.update(bwd.arrays[0])
+                progs["backward"] = {"prefix": "bwd", "buffers": bwd.buffers[0], "writes_output": True}
+            elif bmode == "same-as-forward":
+                progs["backward"] = progs["forward"]
+            rmeta = {"rank": q, "ranks": k, "layout": lay.spec, "format_version": FORMAT_VERSION,
+                     "graph_fingerprint": fp, "programs": progs}
+            rp = RankPlan(q, rmeta, arrays)
+            name = shard_name(q)
+            size, digest = _write_arrow(tmp / name, arrays, rmeta)
+            entries.append({"rank": q, "file": name, "bytes": size, "sha256": digest,
+                            **{kk: v for kk, v in rp.summary().items() if kk != "rank"}})
+            del arrays, rp
     except (PartplanError, OSError) as exc:
         err = str(exc)
     st.stop()
-    gathered = comm.allgather((err, entry, fcnt, bcnt, st.rows, st.baseline))
+    fcnt = [c for _, c in fres]
+    bcnt = None if bres is None else [c for _, c in bres]
+    gathered = comm.allgather((err, entries, fcnt, bcnt, st.rows, st.baseline, list(qr)))
     errs = [g[0] for g in gathered]
     if any(errs):
         if u == 0:
             shutil.rmtree(tmp, ignore_errors=True)
         _agree(comm, next(e for e in errs if e))
-    result = {"plan": str(out), "rank": u, "ranks": p, "stages": st.rows,
+    result = {"plan": str(out), "rank": u, "ranks": k, "processes": p, "parts": list(qr), "stages": st.rows,
               "peak_rss_bytes": max(r["peak_rss_bytes"] for r in st.rows),
               "peak_rss_reset_per_stage": st.resettable, "baseline_rss_bytes": st.baseline}
     err = None
     if u == 0:
         try:
             st.start("manifest")
-            result["total_volume"] = _manifest(tmp, info, partition, lay, fwd, bwd, gathered, bmode,
+            # one row per plan rank, in rank order (processes hold ascending runs of ranks)
+            per_part = [(None, e, fc, None if g[3] is None else g[3][i])
+                        for g in gathered for i, (e, fc) in enumerate(zip(g[1], g[2]))]
+            result["total_volume"] = _manifest(tmp, info, partition, lay, fres[0][0],
+                                               None if bres is None else bres[0][0], per_part, bmode,
                                                sym_pattern, fp, f, dtype, meta, alpha, beta, created,
                                                _json_default, _write_arrow)
             os.chmod(tmp, 0o755)
@@ -544,7 +664,8 @@ def _write(comm, st, info, graph_path, partition, out, lay, fwd, fcnt, bwd, bcnt
             err = str(exc)
     _agree(comm, comm.allgather(err)[0])
     if u == 0:
-        result["per_rank"] = [{"rank": r, "stages": g[4], "peak_rss_bytes": max(x["peak_rss_bytes"] for x in g[4]),
+        result["per_rank"] = [{"rank": r, "parts": g[6], "stages": g[4],
+                               "peak_rss_bytes": max(x["peak_rss_bytes"] for x in g[4]),
                                "baseline_rss_bytes": g[5]} for r, g in enumerate(gathered)]
         result["per_rank"][0].update(stages=result["stages"], peak_rss_bytes=result["peak_rss_bytes"])
     return result
@@ -633,6 +754,20 @@ def _manifest(tmp: Path, info: ChunkInfo, partition, lay, fwd, bwd, gathered, bm
 
 
 # ----------------------------------------------------------------------------- launch
+def check_nprocs(k, nprocs) -> int:
+    """nprocs (default k) as an int, checked: 1 ≤ nprocs ≤ k. Raises PlanError."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise PlanError(f"k (plan ranks) must be an integer >= 1, got {k!r}")
+    if nprocs is None:
+        return int(k)
+    if isinstance(nprocs, bool) or not isinstance(nprocs, (int, np.integer)) or nprocs < 1:
+        raise PlanError(f"nprocs must be an integer >= 1, got {nprocs!r}")
+    if nprocs > k:
+        raise PlanError(f"{nprocs} processes for a plan of {k} ranks: the distributed build needs "
+                        f"processes <= ranks (each process builds one or more whole ranks)")
+    return int(nprocs)
+
+
 def _init_from_env(timeout_s: float):
     """init_process_group("gloo") from PARTPLAN_DIST_INIT (a file:// store,
     set by :func:`launch_local`) or torchrun's env://."""
@@ -656,12 +791,14 @@ def _init_from_env(timeout_s: float):
 def launch_local(graph_path, partition, k: int, out, *, nprocs: int | None = None, timeout_s: float = 600.0,
                  f: int = 128, dtype: str = "float32", meta: dict | None = None,
                  backward: bool | None = None, created: str | None | bool = None) -> dict:
-    """Run :func:`build_plan_distributed` in ``nprocs`` (default k) local
-    processes (``python -m partplan.plan.distbuild``, gloo over a private
-    file:// store) and return rank 0's result. ``partition`` must be a file
-    path (an array is saved to a temporary ``.npy`` first). Raises PlanError
-    quoting the first failing rank's error."""
-    nprocs = int(k if nprocs is None else nprocs)
+    """Run :func:`build_plan_distributed` in ``nprocs`` (default k; 1 ≤
+    nprocs ≤ k) local processes (``python -m partplan.plan.distbuild``, gloo
+    over a private file:// store) and return process 0's result.
+    ``partition``: a file path or an array (saved to a temporary ``.npy``
+    first). timeout_s : seconds for the build (+60 s to start). Raises
+    PlanError for a bad nprocs (before starting anything) or quoting the first
+    failing process's error."""
+    nprocs = check_nprocs(k, nprocs)
     work = Path(tempfile.mkdtemp(prefix="partplan-distbuild-"))
     procs = []
     try:
@@ -719,9 +856,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                                  description="Distributed 1D plan build from a chunked graph (issue 22).")
     ap.add_argument("graph", nargs="?", help="chunked graph directory")
     ap.add_argument("--partition", help="partition file (.npy read by slices)")
-    ap.add_argument("-k", type=int, help="ranks of the plan (= processes)")
+    ap.add_argument("-k", type=int, help="ranks of the plan (>= processes)")
     ap.add_argument("-o", "--out", help="plan directory to write")
-    ap.add_argument("--nprocs", type=int, help="start this many local processes (else: running under torchrun)")
+    ap.add_argument("--nprocs", type=int, help="start this many local processes, 1 <= N <= k "
+                    "(else: running under torchrun, N = its world size)")
     ap.add_argument("--f", type=int, default=128)
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--no-created", action="store_true", help="leave 'created' out of the manifest")
