@@ -25,16 +25,22 @@ def _graph(n=1500, seed=0):
 def test_default_is_the_pipeline_and_figures_are_exact():
     g = _graph()
     p = partition(g, 8)
-    assert p.params["preset"] == "auto" and p.objective == "max-both" and p.backend in ("metis", "kaminpar")
+    assert p.params["preset"] == "auto" and p.objective == "max-both" and p.backend in ("metis", "kaminpar",
+                                                                                         "mtkahypar")
     s = analyze(g, p.part, 8)
     after = p.info["refine"]["after"]
     assert after["total_volume"] == s.total_volume
     assert after["max_send_recv"] == max(int(s.volume.sum(1).max()), int(s.volume.sum(0).max()))
-    # the kept start is the best (balanced) start; refinement never makes it worse
+    # the kept start is the balanced start of lowest total volume (before the V-cycle, which runs
+    # on the kept one only); refinement never makes it worse
     starts = p.info["auto"]["starts"]
     chosen = [r for r in starts if r["engine"] == p.info["auto"]["chosen"]][0]
-    assert chosen["figures"]["max_send_recv"] == min(r["figures"]["max_send_recv"] for r in starts if r["balanced"])
+    assert chosen["start"]["total_volume"] == min(r["start"]["total_volume"] for r in starts if r["balanced"])
     assert after["max_send_recv"] <= chosen["figures"]["max_send_recv"]
+    assert [("vcycle_s" in r) for r in starts] == [r is chosen for r in starts]
+    # total volume within (1 + tolerance) x the lowest start's (recomputed by analyze above)
+    low = min(r["figures"]["total_volume"] for r in starts)
+    assert s.total_volume <= max(chosen["figures"]["total_volume"], int(low * 1.03))
     w = np.maximum(g.row_nnz, 1)
     assert np.bincount(p.part, weights=w).max() <= np.floor(1.03 * np.ceil(w.sum() / 8))
 
@@ -75,3 +81,41 @@ def test_pipeline_options_are_used_or_refused():
     assert p.info["refine"] is None
     with pytest.raises(BackendUnavailableError):
         partition(g, 4, preset="auto", handoff="file")
+
+
+def test_starts_by_size(monkeypatch):
+    from partplan.partition import pipeline
+
+    g = _graph(600)
+    assert pipeline.starts_by_size(g)[0] == ("metis", "kaminpar", "mtkahypar")
+    monkeypatch.setattr(pipeline, "SMALL_NNZ", 0)
+    assert pipeline.starts_by_size(g) == (("metis", "kaminpar"), {})
+    monkeypatch.setattr(pipeline, "METIS_MAX_NNZ", 0)
+    assert pipeline.starts_by_size(g) == (("kaminpar",), {})
+    monkeypatch.setattr(pipeline, "TERAPART_NNZ", 0)
+    starts, opts = pipeline.starts_by_size(g)
+    assert starts == ("kaminpar",) and opts["kaminpar"]["context"] == "terapart"
+    part, rep = auto_partition(g, 4, time_limit=1e9)   # KaMinPar terapart only, figures exact
+    assert [r["engine"] for r in rep["starts"]] == ["kaminpar"]
+    assert figures(g, part, 4)["max_send_recv"] == rep["refine"]["after"]["max_send_recv"]
+
+
+def test_no_balanced_start_keeps_the_least_overloaded():
+    """A row heavier than the ε-limit: no start can be balanced; the kept one has the lightest
+    heaviest part (then refinement does not make it heavier)."""
+    from partplan.partition.pipeline import overload
+
+    base = _graph(400)
+    n = base.n
+    hub = np.zeros(n - 1, dtype=np.int64)
+    src = np.concatenate([np.repeat(np.arange(n), np.diff(base.indptr)), hub])
+    dst = np.concatenate([base.indices, np.arange(1, n)])
+    g = Graph.from_edges(src, dst, n=n, symmetrize=True, self_loops="remove", name="hubby")
+    w = np.maximum(g.row_nnz, 1)
+    assert w.max() > np.floor(1.03 * np.ceil(w.sum() / 16))
+    part, rep = auto_partition(g, 16, time_limit=1e9)
+    loads = [r["overload"] for r in rep["starts"]]
+    assert min(loads) > 0 and not any(r["balanced"] for r in rep["starts"])
+    chosen = [r for r in rep["starts"] if r["engine"] == rep["chosen"]][0]
+    assert chosen["overload"] == min(loads)
+    assert overload(g, part, 16, 0.03) <= chosen["overload"]
