@@ -52,7 +52,8 @@ def register(subparsers) -> None:
                         "needed by `partplan train gcn` (default none: A as read)")
     p.add_argument("--nprocs", type=positive_int, metavar="N",
                    help="build with N processes (gloo), each reading only its chunks: needs a chunked GRAPH "
-                        "directory (`partplan convert G DIR --chunks C`), layout 1d and N = ranks")
+                        "directory (`partplan convert G DIR --chunks C`), layout 1d and N <= ranks (each "
+                        "process builds a run of whole ranks; ~380 MiB of torch+gloo per process)")
     p.add_argument("--json", action="store_true", help="print the manifest summary as JSON")
     from ._topology import add_topology_args
     add_topology_args(p)
@@ -125,10 +126,14 @@ def _run_distributed(args, out: Path) -> int:
     if args.layout is not None and not layout_class(args.layout).distributed_build:
         raise PlanError(f"--nprocs builds 1d plans only (got --layout {args.layout}); build 1.5d/2d plans "
                         f"without --nprocs")
-    k = args.k if args.k is not None else args.nprocs
-    if k != args.nprocs:
-        raise PlanError(f"--nprocs {args.nprocs} must equal the plan's ranks (-k {k}): one process per rank")
-    from partplan.plan.distbuild import launch_local
+    from partplan.io.chunked import chunk_info
+    from partplan.plan.distbuild import launch_local, partition_ranks
+    # ranks: -k, else max(part) + 1 as the one-process build defaults them
+    k = args.k if args.k is not None else partition_ranks(args.partition, chunk_info(args.graph).n)
+    if args.nprocs > k:
+        raise PlanError(f"--nprocs {args.nprocs} exceeds the plan's ranks ({k}"
+                        f"{' from -k' if args.k is not None else ' = max part id + 1'}): use --nprocs <= {k} "
+                        f"(each process builds one or more whole ranks)")
     backward = {"auto": None, "separate": True, "none": False}[args.backward]
     res = launch_local(args.graph, args.partition, k, out, nprocs=args.nprocs, f=args.features, dtype=args.dtype,
                        meta={"partition_file": str(args.partition)}, backward=backward)

@@ -1,7 +1,9 @@
 """Distributed 1D plan build (issue 22, partplan/plan/distbuild.py): the plan
 written by N gloo processes, each reading only its chunks, must be byte-
 identical to the single-process build_plan + write_plan (created=False), on
-the golden plans' graphs, email-Enron and R-MAT 14, at p = 2 and 4."""
+the golden plans' graphs, email-Enron and R-MAT 12, at k = 2, 4 and 8 plan
+ranks with N = k processes and N < k (each process builds several ranks:
+k = 4 / N = 2, k = 8 / N = 3, and N = 1 in-process through SelfComm)."""
 from __future__ import annotations
 
 import filecmp
@@ -38,12 +40,18 @@ def _assert_same_dir(a: Path, b: Path):
     assert not bad, f"files differ: {bad}"
 
 
-def _check(g, part, k, tmp_path, chunks=3, **kw):
-    gp = write_chunked(g, tmp_path / "g.chunked", chunks=chunks)
-    ref = write_plan(build_plan(g, part, k, f=16, meta=kw.get("meta")), tmp_path / "ref.plan", created=False)
-    res = launch_local(gp, part, k, tmp_path / "dist.plan", f=16, created=False, timeout_s=240, **kw)
-    _assert_same_dir(ref, Path(res["plan"]))
-    assert len(res["per_rank"]) == k
+def _dist(gp, part, k, nprocs, out, **kw):
+    """The distributed build with nprocs processes (N = 1: in this process
+    through SelfComm, no torch start-up); checks the per-process report."""
+    if nprocs == 1:
+        res = build_plan_distributed(gp, part, k, out, comm=SelfComm(), f=16, created=False, **kw)
+        assert res["parts"] == [0, k] and res["per_rank"][0]["parts"] == [0, k]
+    else:
+        res = launch_local(gp, part, k, out, nprocs=nprocs, f=16, created=False, timeout_s=240, **kw)
+    assert res["ranks"] == k and res["processes"] == nprocs and len(res["per_rank"]) == nprocs
+    runs = [r["parts"] for r in res["per_rank"]]       # contiguous, non-empty runs covering 0..k-1
+    assert runs[0][0] == 0 and runs[-1][1] == k and all(a < b for a, b in runs)
+    assert all(runs[i][1] == runs[i + 1][0] for i in range(nprocs - 1))
     for r in res["per_rank"]:
         names = [s["stage"] for s in r["stages"]]
         assert names[:5] == ["read", "shuffle", "columns", "backward", "write"]
@@ -52,34 +60,55 @@ def _check(g, part, k, tmp_path, chunks=3, **kw):
     return res
 
 
-@pytest.mark.parametrize("p", [2, 4])
-def test_golden_graphs_byte_identical(tmp_path, p):
+def _check(g, part, k, tmp_path, nprocs_list, chunks=3, gp=None, **kw):
+    """One reference (build_plan + write_plan in this process), then the
+    distributed build with each N in nprocs_list, compared byte for byte."""
+    gp = gp or write_chunked(g, tmp_path / "g.chunked", chunks=chunks)
+    ref = write_plan(build_plan(g, part, k, f=16, meta=kw.get("meta")), tmp_path / "ref.plan", created=False)
+    out = []
+    for nprocs in nprocs_list:
+        res = _dist(gp, part, k, nprocs, tmp_path / f"dist{nprocs}.plan", **kw)
+        _assert_same_dir(ref, Path(res["plan"]))
+        out.append(res)
+    return out
+
+
+@pytest.mark.parametrize("k,nprocs", [(2, [2]), (4, [4, 2]), (8, [3, 1])])
+def test_golden_graphs_byte_identical(tmp_path, k, nprocs):
     for name, g in _graphs().items():
-        part = np.arange(g.n) * 7 % p if g.n >= p else None
+        if g.n < k:
+            continue
+        part = np.arange(g.n) * 7 % k
         sub = tmp_path / name
         sub.mkdir()
-        _check(g, part, p, sub, chunks=2, meta={"model": "golden", "seed": 0})
+        _check(g, part, k, sub, nprocs, chunks=2, meta={"model": "golden", "seed": 0})
 
 
-@pytest.mark.parametrize("p", [2, 4])
-def test_email_enron_byte_identical(tmp_path, p):
+def test_directed_several_parts_per_process_backward(tmp_path):
+    """directed8 (A != A^T: a separate bwd program built from the transposed
+    shuffle) with 3 parts on process 0 and an unbalanced partition."""
+    g = _graphs()["directed8"]
+    part = np.array([2, 2, 2, 2, 0, 1, 2, 0])
+    _check(g, part, 3, tmp_path, [2, 1], chunks=3)
+
+
+@pytest.mark.parametrize("k,nprocs", [(2, [2]), (4, [2]), (8, [3, 1])])
+def test_email_enron_byte_identical(tmp_path, k, nprocs):
     from partplan.datasets import load_graph
     g = load_graph("email-Enron")
-    part = np.random.default_rng(p).integers(0, p, g.n)
-    res = _check(g, part, p, tmp_path, chunks=5)
-    assert res["total_volume"] == load_plan(tmp_path / "ref.plan").manifest["stats"]["total_volume"]
+    part = np.random.default_rng(k).integers(0, k, g.n)
+    for res in _check(g, part, k, tmp_path, nprocs, chunks=5):
+        assert res["total_volume"] == load_plan(tmp_path / "ref.plan").manifest["stats"]["total_volume"]
 
 
-@pytest.mark.parametrize("p", [2, 4])
-def test_rmat14_chunked_generator_byte_identical(tmp_path, p):
+@pytest.mark.parametrize("k,nprocs", [(4, [2]), (8, [3, 1])])
+def test_rmat12_chunked_generator_byte_identical(tmp_path, k, nprocs):
     from partplan.datasets.chunked_gen import rmat_chunked
     from partplan.datasets.generators import rmat
-    gp = rmat_chunked(14, seed=1, path=tmp_path / "g.chunked", chunks=6)
-    g = rmat(14, seed=1)
-    part = (np.arange(g.n) // 3) % p                  # blocks of 3 over permuted labels
-    ref = write_plan(build_plan(g, part, p, f=16), tmp_path / "ref.plan", created=False)
-    res = launch_local(gp, part, p, tmp_path / "dist.plan", f=16, created=False, timeout_s=240)
-    _assert_same_dir(ref, Path(res["plan"]))
+    gp = rmat_chunked(12, seed=1, path=tmp_path / "g.chunked", chunks=6)
+    g = rmat(12, seed=1)
+    part = (np.arange(g.n) // 3) % k                  # blocks of 3 over permuted labels
+    _check(g, part, k, tmp_path, nprocs, gp=gp)
 
 
 def test_directed_weighted_one_process_and_forced_backward(tmp_path):
@@ -98,8 +127,16 @@ def test_refusals(tmp_path):
     gp = write_chunked(g, tmp_path / "g.chunked", chunks=2)
     with pytest.raises(PlanError, match="layout 1d only"):
         build_plan_distributed(gp, np.zeros(g.n, int), 1, tmp_path / "x.plan", comm=SelfComm(), layout="2d:1x1")
-    with pytest.raises(PlanError, match="one process per plan rank"):
-        build_plan_distributed(gp, np.zeros(g.n, int), 2, tmp_path / "x.plan", comm=SelfComm())
+    with pytest.raises(PlanError, match=r"3 processes for a plan of 2 ranks.*processes <= ranks"):
+        launch_local(gp, np.zeros(g.n, int), 2, tmp_path / "x.plan", nprocs=3)   # before any start
+
+    class TwoComm(SelfComm):          # a 2-process communicator seen from rank 0
+        size = 2
+
+        def allgather(self, obj):
+            return [obj, obj]
+    with pytest.raises(PlanError, match=r"2 processes for k = 1 ranks"):
+        build_plan_distributed(gp, np.zeros(g.n, int), 1, tmp_path / "x.plan", comm=TwoComm())
     with pytest.raises(PlanError, match="part id 5 outside"):
         build_plan_distributed(gp, np.full(g.n, 5), 1, tmp_path / "x.plan", comm=SelfComm())
     (tmp_path / "foreign").mkdir()
@@ -139,9 +176,9 @@ def test_cli_chunked_convert_generate_and_plan_nprocs(tmp_path):
     assert read_graph(tmp_path / "r9.npz").fingerprint == rmat(9).fingerprint
     r = cli("convert", "r9.npz", "r9c", "--chunks", 2)
     assert r.returncode == 0, r.stderr
-    part = np.arange(rmat(9).n) % 2
+    part = np.arange(rmat(9).n) % 3
     np.save(tmp_path / "p.npy", part)
-    for out, extra in (("d.plan", ("--nprocs", 2)), ("s.plan", ())):
+    for out, extra in (("d.plan", ("--nprocs", 2)), ("s.plan", ())):   # 3 ranks from the partition, 2 processes
         r = cli("plan", "r9c", "--partition", "p.npy", "-o", out, *extra)
         assert r.returncode == 0, r.stderr
     for name in sorted(os.listdir(tmp_path / "s.plan")):
@@ -152,7 +189,8 @@ def test_cli_chunked_convert_generate_and_plan_nprocs(tmp_path):
     assert ms == md
     for args, msg in ((("r9c", "--nprocs", 2, "--layout", "2d:1x2"), "1d plans only"),
                       (("r9.npz", "--nprocs", 2), "chunked graph directory"),
-                      (("r9c", "--nprocs", 2, "-k", 4), "must equal")):
+                      (("r9c", "--nprocs", 4), "--nprocs 4 exceeds the plan's ranks (3 = max part id + 1)"),
+                      (("r9c", "--nprocs", 5, "-k", 4), "--nprocs 5 exceeds the plan's ranks (4 from -k)")):
         r = cli("plan", *args[:1], "--partition", "p.npy", "-o", "x.plan", *args[1:])
         assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr
         assert not (tmp_path / "x.plan").exists()

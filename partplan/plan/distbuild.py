@@ -297,6 +297,23 @@ def _read_part_slice(partition, n: int, k: int, lo: int, hi: int) -> np.ndarray:
     return arr
 
 
+def partition_ranks(partition, n: int, block: int = 1 << 22) -> int:
+    """max(part) + 1 (at least 1) — the plan's ranks when none are given, as
+    :func:`partplan.parts.as_partition` defaults them. A ``.npy`` file is
+    memory-mapped and scanned in blocks of ``block`` entries (O(block)
+    memory); other partition files / arrays are read whole. Values are checked
+    as :func:`build_plan_distributed` checks them (integers ≥ 0, n entries)."""
+    big = 1 << 62
+    if not isinstance(partition, (str, os.PathLike)) or Path(partition).suffix.lower() != ".npy":
+        s = _read_part_slice(partition, n, big, 0, n)
+        return max(int(s.max()) + 1 if s.size else 1, 1)
+    top = -1
+    for a in range(0, n, block):
+        s = _read_part_slice(partition, n, big, a, min(n, a + block))
+        top = max(top, int(s.max()) if s.size else -1)
+    return max(top + 1, 1)
+
+
 # ----------------------------------------------------------------------------- part -> process
 def part_bounds(weight: np.ndarray, nprocs: int) -> np.ndarray:
     """int64[nprocs + 1]: process u builds the plan ranks (parts)
