@@ -30,7 +30,8 @@ def check_int(name: str, v, *, lo: int = 0, hi: int = INT_MAX, none_ok: bool = F
     if v is None and none_ok:
         return None
     if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not lo <= int(v) <= hi:
-        raise OptionError(f"{name} must be an integer in [{lo}, {hi}], got {v!r}")
+        bound = f">= {lo}" if hi >= INT_MAX else f"in [{lo}, {hi}]"
+        raise OptionError(f"{name} must be an integer {bound}, got {v!r}")
     return int(v)
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import BackendUnavailableError, PartitionError
 from ..graph import Graph
 from ..layouts import Layout, parse_layout
-from .backends import backend_names, check_options, default_backend
+from .backends import backend_names, check_options, default_backend, get_backend
 from .objectives import AUTO_PRESET, FAST_PRESET, check_objective, check_planner_preset
 from .options import check_imbalance, check_seed
 from .schema import AUTO, GROUPS, check_group
@@ -126,11 +126,14 @@ def _check_graph_k(graph, k) -> int:
 
 def _model_backend(model, backend, objective, layout, k, ownership, nets) -> tuple[str, str, str]:
     """The model, backend and objective, defaulted and checked against each other."""
+    given = model
     model = "hypergraph" if model is None else model
     if backend is not None:
         _choose(backend, backend_names(), "backend")
         if backend in backend_names("baseline"):
             model = "baseline"
+        elif given is None and backend not in backend_names(model):  # an engine alone implies its model
+            model = get_backend(backend).models[0]
     _choose(model, MODELS, "model")
     if objective is None:
         objective = DEFAULT_OBJECTIVE.get(model, "total")

@@ -72,7 +72,7 @@ class Opt:
 
     def check(self, value, engine: str):
         """``value`` checked (and normalized) for ``engine``; raises as the module doc says."""
-        label = f"{engine} option {self.name}"
+        label = f"{engine} option {self.name} ({self.doc})"
         if value is None and (self.none_ok or self.kind == "any"):
             return None
         if self.kind == "int":
