@@ -183,10 +183,12 @@ def run(args) -> int:
     if out is not None:
         if want_plan:
             progress("building the communication plan")
+            from partplan.plan.store import Progress
+            beat = None if args.quiet else Progress()
             plan = build_plan(graph, p, f=args.features, dtype=args.dtype,
-                              normalize=None if args.normalize == "none" else args.normalize)
+                              normalize=None if args.normalize == "none" else args.normalize, progress=beat)
             topts.attach(plan)
-            written = write_plan(plan, out)
+            written = write_plan(plan, out, progress=beat)
         else:
             if out.suffix.lower() == ".plan":
                 out = out.with_suffix(".npy")

@@ -85,11 +85,13 @@ def run(args) -> int:
     src = _read(args, graph)
     src, args.layout = topts.prepare(graph, src, args.k, args.layout)  # --map, and the --route's layout
     backward = {"auto": None, "separate": True, "none": False}[args.backward]
-    plan = build_plan(graph, src, args.k, layout=args.layout, f=args.features, dtype=args.dtype,
+    from partplan.plan.store import Progress
+    beat = None if getattr(args, "quiet", False) else Progress()
+    plan = build_plan(graph, src, args.k, layout=args.layout, f=args.features, dtype=args.dtype, progress=beat,
                       backward=backward, meta={"partition_file": str(args.partition)},
                       normalize=None if args.normalize == "none" else args.normalize)
     topts.attach(plan)  # the manifest's topology object
-    path = write_plan(plan, out)
+    path = write_plan(plan, out, progress=beat)
     m = plan.manifest
     summary = {"plan": str(path), "layout": m["layout"], "ranks": m["ranks"], "row_blocks": m["row_blocks"],
                "backward": m["backward"], "groups": len(m["groups"]),
