@@ -57,6 +57,7 @@ from .request import DEFAULT_OBJECTIVE, MODELS, OWNERSHIP, resolve  # noqa: F401
 from . import stages
 from .stages import LP_OWNERSHIP_MAX_BLOCKS, REFINE_MIN_SECONDS  # noqa: F401  (documented here)
 from .._atomic import atomic_path
+from .._memory import peak_rss_bytes
 
 # derived from the backend registry (partplan.partition.backends.REGISTRY), the one list of engines
 DEFAULT_BACKEND = {m: default_backend(m) for m in MODELS}
@@ -219,15 +220,22 @@ def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | 
         (:func:`partplan.partition.request.resolve`).
 
     The work runs as four stages (:mod:`partplan.partition.stages`): model →
-    engine → post-passes → measure.
+    engine → post-passes → measure; ``timings`` has their seconds and
+    ``info["peak_rss_bytes"]`` the process's peak resident memory (VmHWM,
+    bytes) at the end of each — a jump shows the stage that raised it.
     """
     req = resolve(graph, k, model=model, backend=backend, objective=objective, layout=layout,
                   imbalance=imbalance, seed=seed, ownership=ownership, options=backend_options)
     w = stages.start(req)
+    rss = w.info.setdefault("peak_rss_bytes", {})  # the process's peak RSS (VmHWM) after each stage, bytes
     w = stages.build_model(graph, req, w)
+    rss["model"] = peak_rss_bytes()
     w = stages.run_engine(graph, req, w, heartbeat=_heartbeat, run=run_backend)
+    rss["engine"] = peak_rss_bytes()
     w = stages.post_passes(graph, req, w)
+    rss["post_passes"] = peak_rss_bytes()
     stats, lstats = stages.measure(graph, req, w)
+    rss["measure"] = peak_rss_bytes()
     w.info["layout"] = {key: v for key, v in req.lay.describe().items() if key != "groups"}
     return Partition(part=w.part, k=req.k, layout=req.lay.spec, layout_params=req.lay.params, model=req.model,
                      backend=w.backend, objective=req.objective, params=w.params, timings=w.timings, stats=stats,
