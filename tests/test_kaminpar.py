@@ -139,3 +139,26 @@ def test_parhip_and_metis_handoff_agree(context):
     assert np.array_equal(a, b) and cut_a == cut_b == _scipy_cut(g, a)
     with pytest.raises(BackendUnavailableError):
         kaminpar_graph(g, 6, handoff="xml")
+
+
+@pytest.mark.parametrize("loops", [False, True])
+def test_lean_parhip_equals_the_metis_graph_file(tmp_path, monkeypatch, loops):
+    """The streaming writer (symmetric canonical graphs) writes the very bytes of write_parhip on
+    metis_graph's arrays; small chunks so several chunk boundaries are crossed."""
+    from partplan.models import metis_graph
+    from partplan.partition import kaminpar as kmod
+
+    g = _grid(9, 7, extra=15)
+    if loops:
+        src = np.concatenate([np.repeat(np.arange(g.n), np.diff(g.indptr)), np.arange(0, g.n, 3)])
+        dst = np.concatenate([g.indices, np.arange(0, g.n, 3)])
+        g = Graph.from_edges(src, dst, n=g.n, symmetrize=True, name="loops")
+        assert g.has_self_loops()
+    monkeypatch.setattr(kmod, "LEAN_CHUNK", 17)
+    vw = np.maximum(g.row_nnz, 1).astype(np.int64)
+    assert kmod.write_parhip_lean(tmp_path / "lean", g, vw)
+    kmod.write_parhip(tmp_path / "ref", *metis_graph(g))
+    assert (tmp_path / "lean").read_bytes() == (tmp_path / "ref").read_bytes()
+    directed = Graph.from_edges([0, 1, 2], [1, 2, 0], n=3, name="cycle")
+    assert not kmod.write_parhip_lean(tmp_path / "d", directed, np.ones(3, np.int64))
+    assert not (tmp_path / "d").exists()
