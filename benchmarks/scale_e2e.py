@@ -142,10 +142,11 @@ def _disk_check(where: Path, scale: int) -> dict:
     est = {"nnz_upper_bound": nnz, "chunk_bytes_estimate": need_chunks, "plan_bytes_estimate": need_plan,
            "free_bytes": free}
     if free < need_chunks + need_plan:
-        raise SystemExit(f"scale_e2e: error: {probe} has {free / 2**30:.1f} GiB free; scale {scale} needs about "
+        print(f"scale_e2e: error: {probe} has {free / 2**30:.1f} GiB free; scale {scale} needs about "
                          f"{need_chunks / 2**30:.1f} GiB for the chunk files (16 B x nnz x 2, nnz <= {nnz}) + "
                          f"{need_plan / 2**30:.1f} GiB for the plan: use --workdir on a larger file system or a "
-                         f"smaller --scale")
+                         f"smaller --scale", file=sys.stderr)
+        raise SystemExit(2)
     return est
 
 
