@@ -4,21 +4,27 @@
 Chosen by measurement on the TUNE half of ``benchmarks/bench_families.py``
 (docs/planner.md, "Planner v3"):
 
-1. **starts**: each engine of ``starts`` (default METIS and KaMinPar "fast",
-   both graph model, both cheap) partitions the graph;
-2. **km1 V-cycle** (:func:`partplan.partition.fast.vcycle_refine`) on each
-   start when ``vcycle`` (exact hypergraph gains, total volume down);
-3. the start with the lowest (max(send, recv), total volume) is kept — the
-   best start per graph, not one engine for all;
+1. **starts by size** (:func:`starts_by_size`): METIS and KaMinPar ("fast"),
+   plus Mt-KaHyPar graph mode (DETERMINISTIC) on small graphs (≤ SMALL_NNZ
+   nonzeros, where engine times are fixed costs); KaMinPar alone above
+   METIS_MAX_NNZ (METIS's own allocation: 17.4 GiB on R-MAT 22), in its
+   memory-efficient "terapart" context above TERAPART_NNZ;
+2. the start kept: ε-balanced first, else the **least overloaded**; then the
+   lowest total volume, then max(send, recv) (``select="volume"``; measured
+   better after the V-cycle and refinement than choosing by max);
+3. **km1 V-cycle** (:func:`partplan.partition.fast.vcycle_refine`) on the kept
+   start only (``vcycle="best"``; ``"all"``: on every start, then choose);
 4. **bottleneck refinement** (:func:`partplan.partition.refine.refine`,
    max-both, exact) with a time budget of ``refine_factor`` × the time spent
-   in 1–3 (at least ``refine_min_s``) and the total volume allowed to grow by
-   ``volume_tolerance`` over the kept start's.
+   in 1–3 (at least ``refine_min_s``) and the total volume capped at
+   (1 + ``volume_tolerance``) × the *lowest* total volume among the starts
+   (or the kept start's own when that is already higher).
 
 Every figure in the report is recomputed exactly from the partition
 (:func:`partplan.metrics.volume1d.volume_matrix`). Deterministic for a seed
-(METIS, KaMinPar with one thread, the V-cycle and the refinement are) unless
-the refinement stops at its time limit rather than converging.
+(METIS, KaMinPar with one thread, Mt-KaHyPar DETERMINISTIC, the V-cycle and the
+refinement are) unless the refinement stops at its time limit rather than
+converging.
 """
 from __future__ import annotations
 
