@@ -13,7 +13,7 @@ import pytest
 
 import partplan
 from partplan import Graph
-from partplan.partition import api
+from partplan.partition import api, heartbeat
 
 pytest.importorskip("numba")
 
@@ -86,8 +86,8 @@ def graph():
 
 @pytest.fixture
 def fast_beat(monkeypatch):
-    monkeypatch.setattr(api, "HEARTBEAT_FIRST_S", 0.05)
-    monkeypatch.setattr(api, "HEARTBEAT_EVERY_S", 0.05)
+    monkeypatch.setattr(heartbeat, "HEARTBEAT_FIRST_S", 0.05)
+    monkeypatch.setattr(heartbeat, "HEARTBEAT_EVERY_S", 0.05)
 
 
 def _beats():

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,6 +57,7 @@ from . import stages
 from .stages import LP_OWNERSHIP_MAX_BLOCKS, REFINE_MIN_SECONDS  # noqa: F401  (documented here)
 from .._atomic import atomic_path
 from .._memory import peak_rss_bytes
+from .heartbeat import HEARTBEAT_EVERY_S, HEARTBEAT_FIRST_S, _heartbeat  # noqa: F401  (re-exported)
 
 # derived from the backend registry (partplan.partition.backends.REGISTRY), the one list of engines
 DEFAULT_BACKEND = {m: default_backend(m) for m in MODELS}
@@ -145,48 +145,6 @@ def _jsonable(x):
     if isinstance(x, (str, int, float, bool)) or x is None:
         return x
     return str(x)
-
-
-# heartbeat while a backend runs (seconds): first message, then every HEARTBEAT_EVERY_S
-HEARTBEAT_FIRST_S = 2.0
-HEARTBEAT_EVERY_S = 5.0
-
-
-class _heartbeat:
-    """Context manager: while the body runs, a daemon thread calls
-    ``progress("partitioning with <backend>: N s elapsed")`` after
-    HEARTBEAT_FIRST_S, then every HEARTBEAT_EVERY_S; no thread when ``progress``
-    is None. The thread is stopped and joined on exit, error or not."""
-
-    def __init__(self, progress, backend, label: str | None = None):
-        self.progress, self.backend, self.thread = progress, backend, None
-        self.label = f"partitioning with {backend}" if label is None else label
-
-    def __enter__(self):
-        if self.progress is None:
-            return self
-        import threading
-        self.stop = threading.Event()
-        t0 = time.perf_counter()
-
-        def beat():
-            wait = HEARTBEAT_FIRST_S
-            while not self.stop.wait(wait):
-                try:
-                    self.progress(f"{self.label}: {time.perf_counter() - t0:.0f} s elapsed")
-                except Exception:  # a broken progress callback must not kill the partition
-                    return
-                wait = HEARTBEAT_EVERY_S
-
-        self.thread = threading.Thread(target=beat, name="partplan-heartbeat", daemon=True)
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        if self.thread is not None:
-            self.stop.set()
-            self.thread.join()
-        return False
 
 
 def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | None = None,

@@ -44,22 +44,13 @@ from . import baselines
 from . import kaminpar as _kaminpar
 from . import stream as _stream
 from .handoff import pin_arrays, write_hmetis
-from .options import check_imbalance
+from .options import _check_k, check_imbalance
 from .schema import GROUPS, PLANNER_ENGINES, Opt, Schema
 
 _MTK = {}  # process-wide mtkahypar Initializer (initialize() may run once per process)
 
 PRESETS = ("DEFAULT", "QUALITY", "HIGHEST_QUALITY", "DETERMINISTIC", "DETERMINISTIC_QUALITY", "LARGE_K")
 MTK_OBJECTIVES = ("km1", "cut", "soed")
-
-
-def _check_k(n: int, k: int):
-    if not isinstance(k, (int, np.integer)) or isinstance(k, bool):
-        raise PartitionError(f"k must be an integer, got {k!r}")
-    if k < 1:
-        raise PartitionError(f"k must be >= 1, got {k}")
-    if k > n:
-        raise PartitionError(f"k={k} parts exceed n={n} vertices")
 
 
 _check_imbalance = check_imbalance  # ε in [0, 10): the one check (partition/options.py)

@@ -145,7 +145,7 @@ def kaminpar_graph(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int =
     """Partition the METIS graph model of ``graph`` with KaMinPar; returns
     (part int64[n], KaMinPar's own edge cut of it (``kaminpar.edge_cut``))."""
     kp = _module()
-    from .backends import _check_k
+    from .options import _check_k
 
     _check_k(graph.n, k)
     imbalance = check_imbalance(imbalance)

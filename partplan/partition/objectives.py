@@ -32,29 +32,6 @@ def check_objective(objective, allowed=OBJECTIVES, what: str = "objective") -> s
     return objective
 
 
-def check_planner_preset(preset, backend: str | None = None) -> str:
-    """"fast", "auto" (the default pipeline), a Mt-KaHyPar preset name
-    (normalized, e.g. "quality" -> "QUALITY") or, for ``backend="kaminpar"``
-    (or a name only KaMinPar has, e.g. "strong"), a KaMinPar context; else
-    :class:`~partplan.errors.BackendUnavailableError` (as Mt-KaHyPar's own check)."""
-    from .kaminpar import CONTEXTS, check_context
-
-    if backend == "kaminpar":
-        return check_context(preset)
-    if isinstance(preset, str) and preset.lower() in (FAST_PRESET, AUTO_PRESET):
-        return preset.lower()
-    from ..errors import BackendUnavailableError
-    from .backends import PRESETS, check_preset
-    try:
-        return check_preset(preset)
-    except BackendUnavailableError:
-        if isinstance(preset, str) and preset.lower().replace("_", "-") in CONTEXTS:
-            return check_context(preset)
-        raise BackendUnavailableError(f"unknown mtkahypar preset {preset!r}; choose one of {', '.join(PRESETS)}; "
-                                      f"or the planner's fast / auto; or (backend kaminpar) a KaMinPar context: "
-                                      f"{', '.join(CONTEXTS)}") from None
-
-
 def balance_cap(weights: np.ndarray, part: np.ndarray, k: int, imbalance: float) -> tuple[int, int]:
     """(cap, limit): the largest part weight a move may create, and the ε-limit
     ⌊(1+ε)·⌈W/k⌉⌋ (the planner's definition). cap = max(limit, heaviest input

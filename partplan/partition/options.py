@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as np
+
 from ..errors import OptionError, PartitionError
 
 INT_MAX = 2 ** 62  # larger counts overflow the int64 kernels' arithmetic
@@ -75,3 +77,12 @@ def rng_seed(v) -> int:
     """:func:`check_seed`, mapped into numpy's non-negative seed range
     (the identity for 0 <= seed < 2^63)."""
     return check_seed(v) & (2 ** 63 - 1)
+
+
+def _check_k(n: int, k: int):
+    if not isinstance(k, (int, np.integer)) or isinstance(k, bool):
+        raise PartitionError(f"k must be an integer, got {k!r}")
+    if k < 1:
+        raise PartitionError(f"k must be >= 1, got {k}")
+    if k > n:
+        raise PartitionError(f"k={k} parts exceed n={n} vertices")

@@ -146,7 +146,7 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
     >>> rep["after"]["max_send_recv"] <= rep["before"]["max_send_recv"]
     True
     """
-    from .api import _heartbeat  # (api imports this module lazily: no cycle)
+    from .heartbeat import _heartbeat
 
     t0 = time.perf_counter()
     check_objective(objective)

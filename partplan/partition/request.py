@@ -19,7 +19,7 @@ from ..errors import BackendUnavailableError, PartitionError
 from ..graph import Graph
 from ..layouts import Layout, parse_layout
 from .backends import backend_names, check_options, default_backend, get_backend
-from .objectives import AUTO_PRESET, FAST_PRESET, check_objective, check_planner_preset
+from .objectives import AUTO_PRESET, FAST_PRESET, check_objective
 from .options import check_imbalance, check_seed
 from .schema import AUTO, GROUPS, check_group
 
@@ -225,3 +225,26 @@ def resolve(graph, k, *, model=None, backend=None, objective=None, layout="1d", 
 
 
 __all__ = ["AUTO", "DEFAULT_OBJECTIVE", "MODELS", "OWNERSHIP", "Request", "resolve"]
+
+
+def check_planner_preset(preset, backend: str | None = None) -> str:
+    """"fast", "auto" (the default pipeline), a Mt-KaHyPar preset name
+    (normalized, e.g. "quality" -> "QUALITY") or, for ``backend="kaminpar"``
+    (or a name only KaMinPar has, e.g. "strong"), a KaMinPar context; else
+    :class:`~partplan.errors.BackendUnavailableError` (as Mt-KaHyPar's own check)."""
+    from .kaminpar import CONTEXTS, check_context
+
+    if backend == "kaminpar":
+        return check_context(preset)
+    if isinstance(preset, str) and preset.lower() in (FAST_PRESET, AUTO_PRESET):
+        return preset.lower()
+    from ..errors import BackendUnavailableError
+    from .backends import PRESETS, check_preset
+    try:
+        return check_preset(preset)
+    except BackendUnavailableError:
+        if isinstance(preset, str) and preset.lower().replace("_", "-") in CONTEXTS:
+            return check_context(preset)
+        raise BackendUnavailableError(f"unknown mtkahypar preset {preset!r}; choose one of {', '.join(PRESETS)}; "
+                                      f"or the planner's fast / auto; or (backend kaminpar) a KaMinPar context: "
+                                      f"{', '.join(CONTEXTS)}") from None

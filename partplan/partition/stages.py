@@ -107,7 +107,7 @@ def build_model(graph: Graph, req: Request, w: Work) -> Work:
 def run_engine(graph: Graph, req: Request, w: Work, heartbeat=None, run=run_backend) -> Work:
     """Stage 2: the engine's partition into ``req.b`` row blocks (the default pipeline: its starts,
     V-cycles and refinement). ``heartbeat(progress, backend)``: a context manager around the
-    engine call (api._heartbeat: "N s elapsed" lines); None: none. ``run``: the backend runner
+    engine call (heartbeat._heartbeat: "N s elapsed" lines); None: none. ``run``: the backend runner
     (:func:`~partplan.partition.backends.run_backend`)."""
     from contextlib import nullcontext
 

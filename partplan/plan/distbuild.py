@@ -467,7 +467,7 @@ def build_plan_distributed(graph_path, partition, k: int, out, *, comm=None, lay
     err, info, R, part_slice, bounds = None, None, None, None, None
     try:
         lay = parse_layout(layout, int(k))
-        if lay.name != "1d":
+        if not lay.distributed_build:
             raise PlanError(f"the distributed plan build covers layout 1d only, not {lay.spec} "
                             f"(build 1.5D / 2D plans with the single-process builder: partplan plan)")
         k = int(k)
