@@ -64,21 +64,10 @@ import time
 
 import numpy as np
 
-from .. import _cache  # noqa: F401  (numba's cache directory, set before numba is imported)
+from .._kernels import HAVE_NUMBA, njit  # numba with the user's cache directory (or plain Python)
 from ..errors import GraphFormatError, OptionError, PartitionError
 from ..graph import Graph
 from .options import check_int, check_real, check_seed
-
-try:  # pragma: no cover - depends on the environment
-    import numba
-
-    HAVE_NUMBA = True
-    njit = numba.njit(cache=True)
-except ImportError:  # pragma: no cover
-    HAVE_NUMBA = False
-
-    def njit(f):
-        return f
 
 
 METHODS = ("fennel", "ldg")

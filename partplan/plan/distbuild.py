@@ -89,7 +89,7 @@ from .._memory import reset_peak as _reset_peak
 from .schema import FORMAT, FORMAT_VERSION, MANIFEST, PARTITION_FILE, shard_name
 
 #: bytes one rank sends per all-to-all round (larger payloads go in rounds)
-ROUND_BYTES = 256 << 20
+ROUND_BYTES = 32 << 20
 
 
 # ----------------------------------------------------------------------------- memory
@@ -114,7 +114,7 @@ class _Stages:
 
 
 # ----------------------------------------------------------------------------- communication
-_NP2TORCH = {np.dtype(np.int64): "int64", np.dtype(np.float64): "float64"}
+_NP2TORCH = {np.dtype(np.int64): "int64", np.dtype(np.int32): "int32", np.dtype(np.float64): "float64"}
 
 
 class SelfComm:
@@ -124,6 +124,13 @@ class SelfComm:
 
     def alltoallv(self, arr: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return np.ascontiguousarray(arr), np.asarray(counts, dtype=np.int64).copy()
+
+    def alltoallv_fill(self, fill, counts: np.ndarray, dtype) -> tuple[np.ndarray, np.ndarray]:
+        counts = np.asarray(counts, dtype=np.int64).copy()
+        out = np.empty(int(counts.sum()), dtype=dtype)
+        if out.size:
+            fill(out, 0, out.size)
+        return out, counts
 
     def allgather(self, obj: Any) -> list:
         return [obj]
@@ -150,21 +157,33 @@ class TorchComm:
     def alltoallv(self, arr: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Rows ``arr[sum(counts[:j]) : sum(counts[:j+1])]`` go to rank j; returns
         (received rows in source-rank order, rows received from each rank)."""
+        arr = np.ascontiguousarray(arr)
+
+        def fill(dst, a, b):
+            dst[...] = arr[a:b]
+        return self._exchange(fill, counts, arr.dtype, arr.shape[1:], whole=arr)
+
+    def alltoallv_fill(self, fill, counts: np.ndarray, dtype) -> tuple[np.ndarray, np.ndarray]:
+        """As :meth:`alltoallv` of a 1-D send array that is never materialized:
+        ``fill(dst, a, b)`` writes its elements ``[a, b)`` into ``dst``; each
+        round builds only its own piece (at most :data:`ROUND_BYTES`) and the
+        received pieces go straight into the preallocated result."""
+        return self._exchange(fill, counts, np.dtype(dtype), ())
+
+    def _exchange(self, fill, counts, dtype, tail, whole=None) -> tuple[np.ndarray, np.ndarray]:
         torch = self.torch
         p = self.size
-        arr = np.ascontiguousarray(arr)
         counts = np.asarray(counts, dtype=np.int64)
-        if arr.dtype not in _NP2TORCH:
-            raise PlanError(f"internal: alltoallv of dtype {arr.dtype}")
-        tdt = getattr(torch, _NP2TORCH[arr.dtype])
+        if dtype not in _NP2TORCH:
+            raise PlanError(f"internal: alltoallv of dtype {dtype}")
+        tdt = getattr(torch, _NP2TORCH[dtype])
         rc = torch.zeros(p, dtype=torch.int64)
         self._a2a(rc, torch.from_numpy(counts.copy()), [1] * p, [1] * p)
         rcounts = rc.numpy().copy()
-        tail = arr.shape[1:]
-        row_bytes = arr.dtype.itemsize * int(np.prod(tail, dtype=np.int64)) if tail else arr.dtype.itemsize
+        row_bytes = dtype.itemsize * int(np.prod(tail, dtype=np.int64)) if tail else dtype.itemsize
         mine = max(int(counts.sum()), int(rcounts.sum())) * row_bytes
         rounds = max(self.allgather(-(-mine // ROUND_BYTES) if mine else 1))
-        out = np.empty((int(rcounts.sum()),) + tail, dtype=arr.dtype)
+        out = np.empty((int(rcounts.sum()),) + tail, dtype=dtype) if rounds > 1 else None
         soff = np.concatenate([[0], np.cumsum(counts)])
         roff = np.concatenate([[0], np.cumsum(rcounts)])
         for i in range(rounds):  # loop over rounds: piece i of every segment
@@ -172,10 +191,19 @@ class TorchComm:
             s_hi = counts * (i + 1) // rounds
             r_lo = rcounts * i // rounds
             r_hi = rcounts * (i + 1) // rounds
-            send = np.concatenate([arr[soff[j] + s_lo[j]: soff[j] + s_hi[j]] for j in range(p)]) \
-                if rounds > 1 else arr
+            if rounds == 1 and whole is not None:
+                send = whole
+            else:
+                send = np.empty((int((s_hi - s_lo).sum()),) + tail, dtype=dtype)
+                at = 0
+                for j in range(p):
+                    m = int(s_hi[j] - s_lo[j])
+                    if m:
+                        fill(send[at:at + m], int(soff[j] + s_lo[j]), int(soff[j] + s_hi[j]))
+                    at += m
             recv = torch.empty((int((r_hi - r_lo).sum()),) + tail, dtype=tdt)
             self._a2a(recv, torch.from_numpy(send), r_hi - r_lo, s_hi - s_lo)
+            del send
             rv = recv.numpy()
             if rounds == 1:
                 out = rv
@@ -183,6 +211,7 @@ class TorchComm:
                 pos = np.concatenate([[0], np.cumsum(r_hi - r_lo)])
                 for j in range(p):
                     out[roff[j] + r_lo[j]: roff[j] + r_hi[j]] = rv[pos[j]:pos[j + 1]]
+            del recv, rv
         return out, rcounts
 
     def allgather(self, obj: Any) -> list:
@@ -242,6 +271,80 @@ def _segments(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     pos = np.repeat(starts - off, lengths)
     pos += np.arange(total, dtype=np.int64)
     return pos
+
+
+_GATHER_BLOCK = 1 << 22   # nonzeros gathered at a time (bounds the int64 positions)
+_READ_BLOCK_NNZ = 1 << 22  # nonzeros read from the chunk files at a time
+
+
+def _row_span(vstart: np.ndarray, a: int, b: int) -> tuple[int, int, int, int]:
+    """Rows r0 .. r1-1 whose nonzeros (row r: ``[vstart[r], vstart[r+1])``)
+    meet ``[a, b)`` (a < b), and how much of the first / last one lies outside."""
+    r0 = int(np.searchsorted(vstart, a, side="right")) - 1
+    r1 = int(np.searchsorted(vstart, b, side="left"))
+    return r0, r1, a - int(vstart[r0]), int(vstart[r1]) - b
+
+
+def _gather_rows_fill(src: np.ndarray, starts: np.ndarray, vstart: np.ndarray):
+    """``fill(dst, a, b)`` for :meth:`TorchComm.alltoallv_fill`: the virtual
+    array ``concat(src[starts[r] : starts[r] + len_r] for r)`` (len_r =
+    vstart[r+1] - vstart[r]), elements [a, b), gathered in blocks."""
+    def fill(dst, a, b):
+        for s in range(a, b, _GATHER_BLOCK):
+            e = min(b, s + _GATHER_BLOCK)
+            r0, r1, cut0, cut1 = _row_span(vstart, s, e)
+            st = starts[r0:r1].copy()
+            ln = np.diff(vstart[r0:r1 + 1])
+            st[0] += cut0
+            ln[0] -= cut0
+            ln[-1] -= cut1
+            np.take(src, _segments(st, ln), out=dst[s - a:e - a])
+    return fill
+
+
+def _rows_of(ids: np.ndarray, vstart: np.ndarray, a: int, b: int) -> np.ndarray:
+    """Row id of each nonzero ``a .. b-1`` (row r holds ``[vstart[r], vstart[r+1])``)."""
+    r0, r1, cut0, cut1 = _row_span(vstart, a, b)
+    ln = np.diff(vstart[r0:r1 + 1])
+    ln[0] -= cut0
+    ln[-1] -= cut1
+    return np.repeat(ids[r0:r1], ln)
+
+
+def _read_rows(graph_path, info: ChunkInfo, lo: int, hi: int):
+    """Rows [lo, hi): (indptr int64 from 0, column ids — int32 when n < 2**31 —,
+    values or None), read in pieces of about :data:`_READ_BLOCK_NNZ`
+    nonzeros into preallocated arrays (each piece checked by
+    :func:`read_chunk_rows`): never an int64 copy of the whole range."""
+    from ..io.chunked import _npy_slice
+    spans = []                                   # (a, b, row cuts)
+    for c in info.chunks:
+        a, b = max(lo, c.row_lo), min(hi, c.row_hi)
+        if a < b:
+            ip = _npy_slice(c.indptr, np.dtype("<i8"), c.row_hi - c.row_lo + 1, a - c.row_lo, b - a + 1, "indptr")
+            cuts = np.searchsorted(ip, np.arange(int(ip[0]), int(ip[-1]), _READ_BLOCK_NNZ), side="right") - 1
+            cuts = np.unique(np.concatenate([np.clip(cuts, 0, b - a), [0, b - a]])) + a
+            spans.append((int(ip[-1] - ip[0]), cuts))
+    total = sum(m for m, _ in spans)
+    idt = np.int32 if info.n < (1 << 31) else np.int64
+    indices = np.empty(total, dtype=idt)
+    data = np.empty(total, dtype=np.float64) if info.weighted else None
+    indptr = np.zeros(hi - lo + 1, dtype=np.int64)
+    at = 0
+    for _, cuts in spans:
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            a, b = int(a), int(b)
+            r = read_chunk_rows(graph_path, a, b, info=info)
+            m = r.indices.size
+            indices[at:at + m] = r.indices
+            if data is not None:
+                data[at:at + m] = r.data
+            indptr[a - lo + 1:b - lo + 1] = r.indptr[1:] - r.indptr[0] + at
+            at += m
+            del r
+    if at != total:
+        raise PlanError(f"internal: rows [{lo}, {hi}) hold {at} nonzeros, their indptr says {total}")
+    return indptr, indices, data
 
 
 def _process_rows(info: ChunkInfo, p: int) -> np.ndarray:
@@ -346,11 +449,13 @@ def _prep(q: int, in_ids: np.ndarray, row_nnz: np.ndarray, cols: np.ndarray, nee
     halo = need[ridx[o]]
     halo_part = part_need[ridx[o]]
     recv_counts = np.bincount(part_need[ridx], minlength=k).astype(np.int64)
-    lid = np.empty(need.size, dtype=np.int64)
+    # local ids fit int32 when n < 2**31 (the shard stores them as int64 all the same)
+    lid = np.empty(need.size, dtype=np.int32 if nl + halo.size < (1 << 31) else np.int64)
     own = np.flatnonzero(~remote)
     lid[own] = np.searchsorted(in_ids, need[own])
     lid[ridx[o]] = nl + np.arange(halo.size, dtype=np.int64)
     lcol = lid[np.searchsorted(need, cols)]
+    del lid
     return {"q": q, "halo": halo, "halo_part": halo_part, "recv_counts": recv_counts, "lcol": lcol,
             "edge_cut": int(np.count_nonzero(lcol >= nl))}
 
@@ -376,7 +481,7 @@ def _request_halos(comm, preps: list[dict], proc_of: np.ndarray, k: int, q_lo: i
             for i in range(q_hi - q_lo)]
 
 
-def _finish(prefix: str, pr: dict, in_ids: np.ndarray, row_nnz: np.ndarray, cols: np.ndarray,
+def _finish(prefix: str, pr: dict, in_ids: np.ndarray, row_nnz: np.ndarray, nnz: int,
             data: np.ndarray | None, req: np.ndarray, send_counts: np.ndarray) -> tuple[Program, dict]:
     """Part pr['q']'s 1D exchange program (copy, gather, alltoallv, spmm) for
     plan rank q and its counts (recv_counts, edge_cut, nnz, rows)."""
@@ -394,20 +499,26 @@ def _finish(prefix: str, pr: dict, in_ids: np.ndarray, row_nnz: np.ndarray, cols
     prog = Program.empty(prefix, 1)
     prog.set_io([in_ids], [in_ids])
     _exchange_steps(prog, [ex], [in_ids], "world")
-    return prog, {"recv_counts": pr["recv_counts"].tolist(), "edge_cut": pr["edge_cut"], "nnz": int(cols.size),
+    return prog, {"recv_counts": pr["recv_counts"].tolist(), "edge_cut": pr["edge_cut"], "nnz": int(nnz),
                   "rows": int(nl)}
 
 
-def _part_programs(comm, prefix: str, parts: list[dict], proc_of: np.ndarray, k: int, q_lo: int, q_hi: int,
+def _part_programs(comm, prefix: str, part_of, proc_of: np.ndarray, k: int, q_lo: int, q_hi: int,
                    n: int) -> list[tuple[Program, dict]]:
-    """The programs of this process's parts. ``parts[i]`` (part q_lo + i):
-    ``in_ids``, ``row_nnz``, ``cols``, ``data`` (rows in global CSR order),
-    and ``need``/``part_need`` (sorted distinct columns, their parts)."""
-    preps = [_prep(q_lo + i, d["in_ids"], d["row_nnz"], d["cols"], d["need"], d["part_need"], k)
-             for i, d in enumerate(parts)]
+    """The programs of this process's parts. ``part_of(i)`` (part q_lo + i)
+    returns ``in_ids``, ``row_nnz``, ``cols``, ``data`` (rows in global CSR
+    order), and ``need``/``part_need`` (sorted distinct columns, their
+    parts); parts are taken one at a time and their columns dropped once
+    renumbered (only the int32 local columns stay)."""
+    preps, keep = [], []
+    for i in range(q_hi - q_lo):     # loop over this process's parts
+        d = part_of(i)
+        preps.append(_prep(q_lo + i, d["in_ids"], d["row_nnz"], d["cols"], d["need"], d["part_need"], k))
+        keep.append((d["in_ids"], d["row_nnz"], int(d["cols"].size), d["data"]))
+        del d
     reqs = _request_halos(comm, preps, proc_of, k, q_lo, q_hi)
-    return [_finish(prefix, pr, d["in_ids"], d["row_nnz"], d["cols"], d["data"], req, sc)
-            for pr, d, (req, sc) in zip(preps, parts, reqs)]
+    return [_finish(prefix, pr, ids, rn, nz, dt, req, sc)
+            for pr, (ids, rn, nz, dt), (req, sc) in zip(preps, keep, reqs)]
 
 
 def _lookup_parts(comm, need: np.ndarray, bounds: np.ndarray, part_slice: np.ndarray, lo: int) -> np.ndarray:
@@ -423,7 +534,7 @@ def _lookup_parts(comm, need: np.ndarray, bounds: np.ndarray, part_slice: np.nda
 def _distinct(c: np.ndarray, n: int) -> np.ndarray:
     """Sorted distinct values of c (a length-n mask when cheaper than a sort)."""
     if c.size * 8 < n:
-        return np.unique(c)
+        return np.unique(c).astype(np.int64, copy=False)
     seen = np.zeros(n, dtype=bool)
     seen[c] = True
     return np.flatnonzero(seen)
@@ -464,7 +575,8 @@ def build_plan_distributed(graph_path, partition, k: int, out, *, comm=None, lay
     u, p = comm.rank, comm.size
     # ---------------------------------------------------------------- 1. read
     st.start("read")
-    err, info, R, part_slice, bounds = None, None, None, None, None
+    err, info, part_slice, bounds = None, None, None, None
+    r_indptr = r_indices = r_data = None
     try:
         lay = parse_layout(layout, int(k))
         if not lay.distributed_build:
@@ -482,7 +594,7 @@ def build_plan_distributed(graph_path, partition, k: int, out, *, comm=None, lay
             raise PartitionError(f"k={k} parts exceed n={info.n} vertices")
         bounds = _process_rows(info, p)
         lo, hi = int(bounds[u]), int(bounds[u + 1])
-        R = read_chunk_rows(graph_path, lo, hi, info=info)
+        r_indptr, r_indices, r_data = _read_rows(graph_path, info, lo, hi)
         part_slice = _read_part_slice(partition, info.n, k, lo, hi)
     except PartplanError as exc:
         err = str(exc)
@@ -491,7 +603,7 @@ def build_plan_distributed(graph_path, partition, k: int, out, *, comm=None, lay
     st.stop()
     # ---------------------------------------------------------------- 2. shuffle rows to their part's process
     st.start("shuffle")
-    deg = np.diff(R.indptr)
+    deg = np.diff(r_indptr)
     w = np.bincount(part_slice, minlength=k).astype(np.int64) + \
         np.bincount(part_slice, weights=deg, minlength=k).astype(np.int64)
     pb = part_bounds(np.sum(np.array(comm.allgather(w.tolist()), dtype=np.int64), axis=0), p)
@@ -501,49 +613,64 @@ def build_plan_distributed(graph_path, partition, k: int, out, *, comm=None, lay
     dest = proc_of[part_slice]
     vcounts = np.bincount(dest, minlength=p).astype(np.int64)
     vrecv, _ = comm.alltoallv(np.stack([order + lo, deg[order], part_slice[order]], axis=1), vcounts)
-    epos = _segments(R.indptr[order], deg[order])
+    # the nonzeros of the rows in `order`, gathered round by round (never a whole send copy)
+    vstart = np.zeros(order.size + 1, dtype=np.int64)
+    np.cumsum(deg[order], out=vstart[1:])
+    starts = r_indptr[:-1][order]
     ecounts = np.bincount(dest, weights=deg, minlength=p).astype(np.int64)
-    cols, _ = comm.alltoallv(R.indices[epos], ecounts)
-    data = comm.alltoallv(R.data[epos], ecounts)[0] if weighted else None
-    del R, epos, order, deg, dest
-    in_ids, row_nnz, rpart = (np.ascontiguousarray(vrecv[:, c]) for c in range(3))
+    del deg, dest, order
+    cols, _ = comm.alltoallv_fill(_gather_rows_fill(r_indices, starts, vstart), ecounts, r_indices.dtype)
+    r_indices = None
+    data = None
+    if weighted:
+        data, _ = comm.alltoallv_fill(_gather_rows_fill(r_data, starts, vstart), ecounts, np.float64)
+    del r_indptr, r_indices, r_data, starts, vstart
+    # rows as received: per source process, grouped by part, in global order within a part
+    in_r, nnz_r, rpart_r = (np.ascontiguousarray(vrecv[:, c]) for c in range(3))
     del vrecv
-    if rpart.size and np.any(rpart[1:] < rpart[:-1]):
-        # several parts here: group by part (stable: sources hold ascending row
-        # ranges, so each part's rows stay in global CSR order)
-        o2 = sort_small(rpart - q_lo, q_hi - q_lo)
-        rstart = np.zeros(in_ids.size, dtype=np.int64)
-        np.cumsum(row_nnz[:-1], out=rstart[1:])
-        ep2 = _segments(rstart[o2], row_nnz[o2])
-        cols = cols[ep2]
-        data = None if data is None else data[ep2]
-        in_ids, row_nnz, rpart = in_ids[o2], row_nnz[o2], rpart[o2]
-        del o2, rstart, ep2
+    estart_r = np.zeros(in_r.size + 1, dtype=np.int64)                # nonzeros of received row r
+    np.cumsum(nnz_r, out=estart_r[1:])
+    if rpart_r.size and np.any(rpart_r[1:] < rpart_r[:-1]):
+        # several parts here: group the rows by part (stable: sources hold
+        # ascending row ranges, so each part's rows stay in global CSR order);
+        # the nonzeros stay where they arrived and are gathered part by part
+        o2 = sort_small(rpart_r - q_lo, q_hi - q_lo)
+        in_ids, row_nnz, rpart, estart = in_r[o2], nnz_r[o2], rpart_r[o2], estart_r[:-1][o2]
+        del o2
+    else:
+        in_ids, row_nnz, rpart, estart = in_r, nnz_r, rpart_r, None
     vofs = np.searchsorted(rpart, np.arange(q_lo, q_hi + 1))          # rows of each of my parts
-    eofs = np.zeros(in_ids.size + 1, dtype=np.int64)
-    np.cumsum(row_nnz, out=eofs[1:])
-    eofs = eofs[vofs]                                                  # nonzeros of each of my parts
     st.stop()
     # ---------------------------------------------------------------- 3. columns, halo, send lists
     st.start("columns")
+
+    def part_nz(i: int):
+        """(columns, values) of part q_lo + i's nonzeros in global CSR order."""
+        a, b = vofs[i], vofs[i + 1]
+        if estart is None:
+            ea, eb = int(estart_r[a]), int(estart_r[b])
+            return cols[ea:eb], None if data is None else data[ea:eb]
+        pos = _segments(estart[a:b], row_nnz[a:b])
+        return cols[pos], None if data is None else data[pos]
+
     need = _distinct(cols, n)
     part_need = _lookup_parts(comm, need, bounds, part_slice, lo)
 
     def fwd_part(i: int) -> dict:
-        c = cols[eofs[i]:eofs[i + 1]]
+        c, d = part_nz(i)
         nq = need if q_hi - q_lo == 1 else _distinct(c, n)
         return {"in_ids": in_ids[vofs[i]:vofs[i + 1]], "row_nnz": row_nnz[vofs[i]:vofs[i + 1]], "cols": c,
-                "data": None if data is None else data[eofs[i]:eofs[i + 1]], "need": nq,
+                "data": d, "need": nq,
                 "part_need": part_need if q_hi - q_lo == 1 else part_need[np.searchsorted(need, nq)]}
-    fres = _part_programs(comm, "fwd", [fwd_part(i) for i in range(q_hi - q_lo)], proc_of, k, q_lo, q_hi, n)
+    fres = _part_programs(comm, "fwd", fwd_part, proc_of, k, q_lo, q_hi, n)
     st.stop()
     # ---------------------------------------------------------------- 4. symmetry, backward program
     st.start("backward")
-    rows = np.repeat(in_ids, row_nnz)
     mine = [0] * 8
     for a in range(0, max(cols.size, 1), _HASH_BLOCK):   # blocks bound the uint64 temporaries
         b = min(cols.size, a + _HASH_BLOCK)
-        blk = _pair_hash_sums(rows[a:b], cols[a:b], None if data is None else data[a:b])
+        rows = _rows_of(in_r, estart_r, a, b) if b > a else np.zeros(0, np.int64)
+        blk = _pair_hash_sums(rows, cols[a:b], None if data is None else data[a:b])
         mine = [(x + y) % (1 << 64) for x, y in zip(mine, blk)]
     sums = comm.allgather(mine)
     tot = [sum(int(s[i]) for s in sums) % (1 << 64) for i in range(8)]
@@ -553,14 +680,17 @@ def build_plan_distributed(graph_path, partition, k: int, out, *, comm=None, lay
         backward = not same
     bres = None
     if backward:
+        # nonzeros in received order: (row, column) pairs are distinct, so the
+        # (part, row j, column i) sort below does not depend on the send order
+        rows = np.repeat(in_r, nnz_r)
         pcol = part_need[np.searchsorted(need, cols)]                 # A^T row j goes to part[j]
         tdest = proc_of[pcol]
         o = sort_small(tdest, p)
         tcounts = np.bincount(tdest, minlength=p).astype(np.int64)
-        key = pcol * k + np.repeat(rpart, row_nnz)                     # (part of j)·k + part of i
-        trc, _ = comm.alltoallv(np.stack([cols[o], rows[o], key[o]], axis=1), tcounts)
+        key = pcol * k + np.repeat(rpart_r, nnz_r)                     # (part of j)·k + part of i
+        trc, _ = comm.alltoallv(np.stack([cols[o].astype(np.int64), rows[o], key[o]], axis=1), tcounts)
         tdata = comm.alltoallv(data[o], tcounts)[0] if weighted else None
-        del pcol, tdest, o, key
+        del pcol, tdest, o, key, rows
         tr = trc[:, 2] // k
         so = np.lexsort((trc[:, 1], trc[:, 0], tr))                    # by part, row j, column i
         t_rows, t_cols, t_part, tr = trc[so, 0], trc[so, 1], trc[so, 2] % k, tr[so]
@@ -576,9 +706,9 @@ def build_plan_distributed(graph_path, partition, k: int, out, *, comm=None, lay
             return {"in_ids": ids, "row_nnz": np.diff(np.searchsorted(t_rows[a:b], np.append(ids, n))),
                     "cols": t_cols[a:b], "data": None if t_data is None else t_data[a:b], "need": t_need,
                     "part_need": t_part[a:b][first]}
-        bres = _part_programs(comm, "bwd", [bwd_part(i) for i in range(q_hi - q_lo)], proc_of, k, q_lo, q_hi, n)
+        bres = _part_programs(comm, "bwd", bwd_part, proc_of, k, q_lo, q_hi, n)
         del t_rows, t_cols, t_part, t_data
-    del rows
+    del cols, data
     st.stop()
     # ---------------------------------------------------------------- 5. write shards, manifest
     st.start("write")
@@ -637,6 +767,9 @@ def _write(comm, st, info, graph_path, partition, out, lay, qr, fres, bres, same
             entries.append({"rank": q, "file": name, "bytes": size, "sha256": digest,
                             **{kk: v for kk, v in rp.summary().items() if kk != "rank"}})
             del arrays, rp
+            fwd.arrays[0].clear()          # written: this part's arrays are no longer needed
+            if bwd is not None:
+                bwd.arrays[0].clear()
     except (PartplanError, OSError) as exc:
         err = str(exc)
     st.stop()
@@ -751,13 +884,8 @@ def _manifest(tmp: Path, info: ChunkInfo, partition, lay, fwd, bwd, gathered, bm
             manifest[key] = val
     m = dict(manifest)
     m["tool"] = {"name": "partplan", "version": __version__}
-    if created is None:
-        epoch = os.environ.get("SOURCE_DATE_EPOCH")
-        now = (_dt.datetime.fromtimestamp(int(epoch), _dt.timezone.utc) if epoch
-               else _dt.datetime.now(_dt.timezone.utc))
-        created = now.replace(microsecond=0).isoformat()
-    if created is not False:
-        m["created"] = created
+    from .store import stamp_created
+    stamp_created(m, created)
     part = _read_part_slice(partition, info.n, p, 0, info.n)          # O(n), rank 0 only
     size, digest = write_arrow(tmp / PARTITION_FILE, {"part": part, "perm": perm_by(part, p)},
                                {"graph_fingerprint": fp, "k": p})

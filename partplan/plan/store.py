@@ -234,6 +234,18 @@ class Progress:
 ProgressFn = Callable[[str, int, int], None]
 
 
+def stamp_created(manifest: dict, created: str | None | bool) -> None:
+    """Set ``manifest["created"]``: ``created`` as given (ISO 8601 UTC), now
+    (or ``$SOURCE_DATE_EPOCH``) for None, nothing for False."""
+    if created is None:
+        epoch = os.environ.get("SOURCE_DATE_EPOCH")
+        now = (_dt.datetime.fromtimestamp(int(epoch), _dt.timezone.utc) if epoch
+               else _dt.datetime.now(_dt.timezone.utc))
+        created = now.replace(microsecond=0).isoformat()
+    if created is not False:
+        manifest["created"] = created
+
+
 def write_plan(plan: Plan, path, *, created: str | None | bool = None,
                progress: ProgressFn | None = None) -> Path:
     """Write ``plan`` as a directory at ``path`` (atomically; replaces an existing plan).
@@ -263,13 +275,7 @@ def write_plan(plan: Plan, path, *, created: str | None | bool = None,
         m = dict(plan.manifest)
         from .._version import __version__
         m["tool"] = {"name": "partplan", "version": __version__}
-        if created is None:
-            epoch = os.environ.get("SOURCE_DATE_EPOCH")
-            now = (_dt.datetime.fromtimestamp(int(epoch), _dt.timezone.utc) if epoch
-                   else _dt.datetime.now(_dt.timezone.utc))
-            created = now.replace(microsecond=0).isoformat()
-        if created is not False:
-            m["created"] = created
+        stamp_created(m, created)
         shards = []
         total = len(plan.ranks) + 1
         for i, rp in enumerate(plan.ranks):

@@ -341,6 +341,20 @@ class TorchComm(_Counters):
         self.allreduce_world([np.zeros(1)], "max")
 
 
+def group_backend(backend: str, device=None) -> tuple[str, dict]:
+    """``init_process_group``'s backend string and keywords for ``backend``:
+    "nccl" becomes ``cpu:gloo,cuda:nccl`` (CPU count tensors work too) and, with
+    a ``device``, selects it and binds the group to it."""
+    if backend != "nccl":
+        return backend, {}
+    kw = {}
+    if device is not None:
+        import torch
+        torch.cuda.set_device(device)
+        kw["device_id"] = torch.device(device)
+    return "cpu:gloo,cuda:nccl", kw
+
+
 def init_distributed(backend: str = "gloo", *, timeout_s: float = 60.0, device=None):
     """``init_process_group`` from torchrun's environment (RANK, WORLD_SIZE,
     MASTER_ADDR, MASTER_PORT) with a short timeout; returns (rank, world).
@@ -351,12 +365,7 @@ def init_distributed(backend: str = "gloo", *, timeout_s: float = 60.0, device=N
         raise CommError(f"not started by torchrun or `--nprocs`: environment variable(s) {', '.join(missing)} "
                         f"unset")
     if not dist.is_initialized():
-        be = "cpu:gloo,cuda:nccl" if backend == "nccl" else backend
-        kw = {}
-        if backend == "nccl" and device is not None:
-            import torch
-            torch.cuda.set_device(device)
-            kw["device_id"] = torch.device(device)
+        be, kw = group_backend(backend, device)
         try:
             dist.init_process_group(be, init_method="env://", timeout=datetime.timedelta(seconds=timeout_s), **kw)
         except Exception as exc:

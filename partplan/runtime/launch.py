@@ -457,15 +457,12 @@ def _init_file_store(backend: str, timeout: float, device=None):
     returns (rank, world, store)."""
     import datetime
 
-    import torch
     import torch.distributed as dist
+
+    from .comm import group_backend
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     if not dist.is_initialized():
-        be = "cpu:gloo,cuda:nccl" if backend == "nccl" else backend
-        kw = {}
-        if backend == "nccl" and device is not None:
-            torch.cuda.set_device(device)
-            kw["device_id"] = torch.device(device)
+        be, kw = group_backend(backend, device)
         try:
             store = dist.FileStore(os.environ[STORE_ENV], world)
             dist.init_process_group(be, store=store, rank=rank, world_size=world,
