@@ -89,6 +89,8 @@ CANDIDATES = {
     "auto:metis,min0": dict(preset="auto", starts="metis", refine_min_s=0.0),
     "auto:kaminpar,min0": dict(preset="auto", starts="kaminpar", refine_min_s=0.0),
     "auto:m+k+mtkgraph,min0": dict(preset="auto", starts="metis,kaminpar,mtkahypar", refine_min_s=0.0),
+    "auto:vc-all,max": dict(preset="auto", vcycle="all", select="max"),
+    "auto:vc-best,max": dict(preset="auto", vcycle="best", select="max"),
 }
 
 

@@ -9,11 +9,12 @@ Chosen by measurement on the TUNE half of ``benchmarks/bench_families.py``
    nonzeros, where engine times are fixed costs); KaMinPar alone above
    METIS_MAX_NNZ (METIS's own allocation: 17.4 GiB on R-MAT 22), in its
    memory-efficient "terapart" context above TERAPART_NNZ;
-2. the start kept: ε-balanced first, else the **least overloaded**; then the
-   lowest total volume, then max(send, recv) (``select="volume"``; measured
-   better after the V-cycle and refinement than choosing by max);
-3. **km1 V-cycle** (:func:`partplan.partition.fast.vcycle_refine`) on the kept
-   start only (``vcycle="best"``; ``"all"``: on every start, then choose);
+2. **km1 V-cycle** (:func:`partplan.partition.fast.vcycle_refine`) on every
+   start (``vcycle="all"``; ``"best"``: on the kept start only, cheaper);
+3. the start kept: ε-balanced first, else the **least overloaded**; then the
+   lowest max(send, recv), then total volume (``select="max"``; on the TUNE
+   half this beat ``vcycle="best", select="volume"`` on the bottleneck,
+   0.833 vs 0.846 of the best peer, at 1.3× its in-API time — docs/planner.md);
 4. **bottleneck refinement** (:func:`partplan.partition.refine.refine`,
    max-both, exact) with a time budget of ``refine_factor`` × the time spent
    in 1–3 (at least ``refine_min_s``) and the total volume capped at
@@ -50,8 +51,8 @@ METIS_MAX_NNZ = 16_000_000
 # km1 after the V-cycle is ~8 % lower on the power grid (k = 16) than either cheap start's
 SMALL_NNZ = 50_000
 TERAPART_NNZ = 64_000_000
-DEFAULT_VCYCLE = "best"
-DEFAULT_SELECT = "volume"
+DEFAULT_VCYCLE = "all"
+DEFAULT_SELECT = "max"
 DEFAULT_VOLUME_TOLERANCE = 0.03
 DEFAULT_REFINE_FACTOR = 1.0
 DEFAULT_REFINE_MIN_S = 0.2

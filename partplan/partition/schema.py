@@ -120,11 +120,21 @@ def _dtype(v):
     return v
 
 
+def _vcycle(v):
+    if v is True or v is False or v in ("all", "best"):
+        return "all" if v is True else v
+    raise OptionError(f"auto option vcycle must be 'all', 'best', True or False, got {v!r}")
+
+
 _THREADS = Opt("threads", "int", 1, "worker threads (fixed by the first Mt-KaHyPar call of a process)", lo=1, hi=1024)
 
 AUTO = _schema(
     Opt("starts", "any", ("metis", "kaminpar"), "start engines (graph model), a list or 'a,b'"),
-    Opt("vcycle", "bool", True, "km1 V-cycle on each start"),
+    Opt("vcycle", "any", "all", "km1 V-cycle: 'all' (every start), 'best' (the kept start only), False",
+        normalize=_vcycle),
+    Opt("select", "choice", "max", "keep the start with the lowest max(send, recv) or total volume",
+        choices=("max", "volume")),
+    Opt("km1_fm", "bool", False, "a km1 FM pass on the kept start before the bottleneck refinement"),
     Opt("refine", "bool", True, "max-both bottleneck refinement of the kept start"),
     Opt("refine_factor", "real", 1.0, "refinement budget, x the start time"),
     Opt("refine_min_s", "real", 0.2, "refinement budget floor (s)"),

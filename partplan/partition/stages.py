@@ -29,7 +29,6 @@ from ..metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, dtype_bytes
 from ..models import column_net, joint_net, stochastic_hypergraph
 from .backends import run_backend
 from .objectives import AUTO_PRESET
-from .pipeline import DEFAULT_STARTS
 from .request import Request
 
 # decoupled ownership: the LP (PuLP + CBC) reaches the bound within seconds up to
@@ -130,7 +129,7 @@ def _run_auto(graph: Graph, req: Request, w: Work) -> Work:
     from .pipeline import auto_partition
 
     opts = req.engine_opts
-    req.say(f"default pipeline: starts {', '.join(opts.get('starts', DEFAULT_STARTS))} into {req.b} parts")
+    req.say(f"default pipeline into {req.b} parts")  # auto_partition names the starts it runs (by size)
     w.part, rep = auto_partition(graph, req.b, imbalance=req.imbalance, seed=req.seed, progress=req.progress,
                                  **opts)
     w.timings["partition_s"] = rep["start_s"]
@@ -140,7 +139,7 @@ def _run_auto(graph: Graph, req: Request, w: Work) -> Work:
     w.info["auto"] = rep
     w.params.update({"preset": AUTO_PRESET,
                      **{key: v for key, v in opts.items() if key not in ("starts", "threads")}})
-    w.params["starts"] = list(opts.get("starts", DEFAULT_STARTS))
+    w.params["starts"] = [r["engine"] for r in rep["starts"]]  # the ones run (by size, unless given)
     return w
 
 
