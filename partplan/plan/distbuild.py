@@ -89,7 +89,7 @@ from .._memory import reset_peak as _reset_peak
 from .schema import FORMAT, FORMAT_VERSION, MANIFEST, PARTITION_FILE, shard_name
 
 #: bytes one rank sends per all-to-all round (larger payloads go in rounds)
-ROUND_BYTES = 32 << 20
+ROUND_BYTES = 16 << 20
 
 
 # ----------------------------------------------------------------------------- memory
@@ -273,7 +273,7 @@ def _segments(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return pos
 
 
-_GATHER_BLOCK = 1 << 22   # nonzeros gathered at a time (bounds the int64 positions)
+_GATHER_BLOCK = 1 << 20   # nonzeros gathered at a time (bounds the int64 positions)
 _READ_BLOCK_NNZ = 1 << 22  # nonzeros read from the chunk files at a time
 
 
@@ -447,7 +447,9 @@ def _prep(q: int, in_ids: np.ndarray, row_nnz: np.ndarray, cols: np.ndarray, nee
     ridx = np.flatnonzero(remote)
     o = sort_small(part_need[ridx], k)            # by owner, then id (need is ascending)
     halo = need[ridx[o]]
-    halo_part = part_need[ridx[o]]
+    if need.size == 0 or int(need[-1]) < (1 << 31):
+        halo = halo.astype(np.int32)                 # ids < 2**31: half the bytes (stored as int64 all the same)
+    halo_part = part_need[ridx[o]].astype(np.int32 if k < (1 << 31) else np.int64)
     recv_counts = np.bincount(part_need[ridx], minlength=k).astype(np.int64)
     # local ids fit int32 when n < 2**31 (the shard stores them as int64 all the same)
     lid = np.empty(need.size, dtype=np.int32 if nl + halo.size < (1 << 31) else np.int64)
@@ -466,19 +468,42 @@ def _request_halos(comm, preps: list[dict], proc_of: np.ndarray, k: int, q_lo: i
     all-to-all of (owner·k + requester, id) pairs. Returns, per part r of
     this process (q_lo ≤ r < q_hi), (requested ids grouped by requesting part
     in ascending order, ids ascending within a part; int64[k] counts per
-    requesting part) — r's send list before mapping ids to local rows."""
-    keys = np.concatenate([pr["halo_part"] * k + pr["q"] for pr in preps]) if preps else np.zeros(0, np.int64)
-    ids = np.concatenate([pr["halo"] for pr in preps]) if preps else np.zeros(0, np.int64)
-    dest = proc_of[keys // k]
-    o = sort_small(dest, comm.size)
-    got, _ = comm.alltoallv(np.stack([keys[o], ids[o]], axis=1), np.bincount(dest, minlength=comm.size))
-    del keys, ids, dest, o
-    so = sort_small(got[:, 0], k * k)             # stable: (owner, requester), ids stay ascending
-    gk, gid = got[so, 0], got[so, 1]
-    del got, so
-    bnd = np.searchsorted(gk // k, np.arange(q_lo, q_hi + 1))
-    return [(gid[bnd[i]:bnd[i + 1]], np.bincount(gk[bnd[i]:bnd[i + 1]] % k, minlength=k).astype(np.int64))
-            for i in range(q_hi - q_lo)]
+    requesting part) — r's send list before mapping ids to local rows.
+
+    No argsort: a part's halo is sorted by owner, so the send order (by
+    destination process, then requesting part) is a concatenation of slices;
+    what arrives for owner q comes from ascending sources, each sending its
+    requesters in ascending order, so picking q's entries in arrival order
+    already gives them by requester, ids ascending."""
+    p = comm.size
+    kdt = np.int32 if k * k < (1 << 31) else np.int64
+    idt = np.result_type(*[pr["halo"].dtype for pr in preps]) if preps else np.dtype(np.int64)
+    pb = np.searchsorted(proc_of, np.arange(p + 1))                # parts of process j: [pb[j], pb[j+1])
+    cuts = [np.searchsorted(pr["halo_part"], pb) for pr in preps]  # halo_part ascending within a part
+    counts = np.zeros(p, dtype=np.int64)
+    ksl, isl = [np.zeros(0, kdt)], [np.zeros(0, idt)]
+    for j in range(p):                                             # loop over processes, then parts
+        for pr, c in zip(preps, cuts):
+            a, b = int(c[j]), int(c[j + 1])
+            if b > a:
+                ksl.append(pr["halo_part"][a:b].astype(kdt) * k + pr["q"])
+                isl.append(pr["halo"][a:b].astype(idt, copy=False))
+                counts[j] += b - a
+    keys = np.concatenate(ksl)
+    del ksl
+    for pr in preps:                                               # owners are in keys now
+        del pr["halo_part"]
+    gk, _ = comm.alltoallv(keys, counts)
+    del keys
+    ids = np.concatenate(isl)
+    del isl
+    gid, _ = comm.alltoallv(ids, counts)
+    del ids
+    out = []
+    for q in range(q_lo, q_hi):                                    # loop over this process's parts
+        sel = np.flatnonzero((gk >= q * k) & (gk < (q + 1) * k))
+        out.append((gid[sel], np.bincount(gk[sel] - q * k, minlength=k).astype(np.int64)))
+    return out
 
 
 def _finish(prefix: str, pr: dict, in_ids: np.ndarray, row_nnz: np.ndarray, nnz: int,
@@ -488,6 +513,8 @@ def _finish(prefix: str, pr: dict, in_ids: np.ndarray, row_nnz: np.ndarray, nnz:
     from ..layouts import _exchange_steps   # the 1D layout's own step emitter (same JSON)
     nl = in_ids.size
     send_idx = np.searchsorted(in_ids, req)
+    if nl < (1 << 31):
+        send_idx = send_idx.astype(np.int32)          # stored as int64 all the same
     if req.size and (send_idx.max() >= nl or not np.array_equal(in_ids[send_idx], req)):
         raise PlanError(f"internal error: part {pr['q']} was asked for a row it does not hold")
     indptr = np.zeros(nl + 1, dtype=np.int64)
