@@ -64,9 +64,8 @@ def run(args) -> int:
     ks = args.k or [16, 64]
     t0 = time.perf_counter()
 
-    def progress(msg: str) -> None:
-        if not args.quiet:
-            print(f"[{time.perf_counter() - t0:7.1f}s] {msg}", file=sys.stderr, flush=True)
+    from partplan.partition.heartbeat import StderrProgress
+    progress = StderrProgress(t0, quiet=args.quiet)
 
     res = run_bench(datasets, ks, methods=args.methods, out=args.out, imbalance=args.imbalance, seed=args.seed,
                     preset=preset, threads=args.threads, refine_time_limit=args.refine_time_limit,

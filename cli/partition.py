@@ -133,9 +133,8 @@ def run(args) -> int:
 
     t_start = time.perf_counter()
 
-    def progress(msg: str) -> None:
-        if not args.quiet:
-            print(f"[{time.perf_counter() - t_start:7.1f}s] {msg}", file=sys.stderr, flush=True)
+    from partplan.partition.heartbeat import StderrProgress
+    progress = StderrProgress(t_start, quiet=args.quiet)
 
     out = Path(args.output) if args.output else default_output(args.graph, args.k)
     from partplan.io.partfile import partition_k_from_name

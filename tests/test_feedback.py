@@ -186,3 +186,34 @@ def test_train_gcn_nprocs_prints_epochs_and_writes_predictions(tmp_path, capfd):
     assert main(["train", "gcn", str(plan), "--nprocs", "2", "--data", str(tmp_path / "d.npz"), "--epochs", "3",
                  "-q"]) == 0
     assert "[train]" not in capfd.readouterr().err
+
+
+_GIL_HOLDER = r"""
+import re, sys, time
+from partplan.partition import heartbeat as h
+h.HEARTBEAT_FIRST_S, h.HEARTBEAT_EVERY_S = 0.05, 0.05
+say = h.StderrProgress(quiet=sys.argv[1] == "quiet")
+hb = h._heartbeat(say, "engine")
+with hb:
+    t = time.perf_counter()
+    while time.perf_counter() - t < 0.6:      # C calls that hold the GIL, like METIS or KaMinPar
+        re.match(r"(a+)+$", "a" * 21 + "b")
+print(hb.thread is None, hb.child is not None and hb.child.poll() is not None)
+"""
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_cli_heartbeat_speaks_while_a_c_call_holds_the_gil(quiet):
+    """The CLI's heartbeat is a child process: it writes while the engine holds the GIL (a thread
+    could not), is reaped when the body ends, and says nothing under -q."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", _GIL_HOLDER, "quiet" if quiet else "loud"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    beats = [ln for ln in r.stderr.splitlines() if "partitioning with engine:" in ln and ln.endswith(" s elapsed")]
+    if quiet:
+        assert beats == [] and r.stdout.split() == ["False", "False"]  # quiet: the thread path, which says nothing
+    else:
+        assert len(beats) >= 3, r.stderr
+        assert r.stdout.split() == ["True", "True"]                    # a child, and it was reaped

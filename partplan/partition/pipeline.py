@@ -38,6 +38,7 @@ from ..errors import OptionError
 from ..graph import Graph
 from ..metrics.volume1d import volume_matrix
 from .backends import get_backend, run_backend
+from .heartbeat import _heartbeat
 from .objectives import balance_cap
 from .options import check_bool, check_real
 
@@ -143,12 +144,14 @@ def auto_partition(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int =
         opts = dict(START_OPTIONS.get(eng, {}), **start_opts.get(eng, {}))
         if eng == "kaminpar":
             opts["threads"] = threads
-        part, _ = run_backend(eng, graph, k, imbalance=imbalance, seed=seed, graph=graph, **opts)
+        with _heartbeat(progress, eng):
+            part, _ = run_backend(eng, graph, k, imbalance=imbalance, seed=seed, graph=graph, **opts)
         rep = {"engine": eng, "engine_s": time.perf_counter() - ts, "start": figures(graph, part, k),
                "overload": overload(graph, part, k, imbalance)}
         rep["figures"] = rep["start"]
         if vcycle == "all":
-            _vcycle(graph, part, k, imbalance, seed, rep, vcycle_refine)
+            with _heartbeat(progress, eng, f"km1 V-cycle on the {eng} start"):
+                _vcycle(graph, part, k, imbalance, seed, rep, vcycle_refine)
             part = rep.pop("_part")
         say(f"start {eng}: max(send, recv) {rep['figures']['max_send_recv']}, "
             f"total volume {rep['figures']['total_volume']} ({time.perf_counter() - ts:.2f} s)")
@@ -158,7 +161,8 @@ def auto_partition(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int =
         raise OptionError(f"select must be 'max' or 'volume', got {select!r}")
     best = min(range(len(reps)), key=lambda i: _key(reps[i], select) + (i,))
     if vcycle == "best":   # the km1 V-cycle on the kept start only (the other's would cost as much)
-        _vcycle(graph, parts[best], k, imbalance, seed, reps[best], vcycle_refine)
+        with _heartbeat(progress, reps[best]["engine"], f"km1 V-cycle on the {reps[best]['engine']} start"):
+            _vcycle(graph, parts[best], k, imbalance, seed, reps[best], vcycle_refine)
         parts[best] = reps[best].pop("_part")
         f = reps[best]["figures"]
         say(f"km1 V-cycle on the {reps[best]['engine']} start: max(send, recv) {f['max_send_recv']}, "
