@@ -48,6 +48,9 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_steal.py --scale 16 --roots 8 --png $(OUT)/bench/steal_balance.png
 	$(PY) benchmarks/bench_refine.py --fast
 	$(PY) benchmarks/bench_families.py --quick --json $(OUT)/bench/families.json
+	# the scale table at a size that takes seconds; R-MAT 22/24 figures: README "Graphs larger than memory"
+	$(PY) benchmarks/scale_dist_build.py --scale 18 --nprocs 4
+	$(PY) benchmarks/scale_e2e.py --scale 18 --k 64 --nprocs 2
 
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache .hypothesis
