@@ -1,8 +1,8 @@
 """Distributed 1D plan build (issue 22, partplan/plan/distbuild.py): the plan
 written by N gloo processes, each reading only its chunks, must be byte-
 identical to the single-process build_plan + write_plan (created=False), on
-the golden plans' graphs, email-Enron and R-MAT 12, at k = 2, 4 and 8 plan
-ranks with N = k processes and N < k (each process builds several ranks:
+the golden plans' graphs, email-Enron, R-MAT 12 and R-MAT 18, at k = 2, 4 and 8
+plan ranks with N = k processes (p = 2 and 4) and N < k (each process builds several ranks:
 k = 4 / N = 2, k = 8 / N = 3, and N = 1 in-process through SelfComm)."""
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def test_directed_several_parts_per_process_backward(tmp_path):
     _check(g, part, 3, tmp_path, [2, 1], chunks=3)
 
 
-@pytest.mark.parametrize("k,nprocs", [(2, [2]), (4, [2]), (8, [3, 1])])
+@pytest.mark.parametrize("k,nprocs", [(2, [2]), (4, [4, 2]), (8, [3, 1])])
 def test_email_enron_byte_identical(tmp_path, k, nprocs):
     from partplan.datasets import load_graph
     g = load_graph("email-Enron")
@@ -109,6 +109,20 @@ def test_rmat12_chunked_generator_byte_identical(tmp_path, k, nprocs):
     g = rmat(12, seed=1)
     part = (np.arange(g.n) // 3) % k                  # blocks of 3 over permuted labels
     _check(g, part, k, tmp_path, nprocs, gp=gp)
+
+
+def test_rmat18_byte_identical_p2_p4(tmp_path):
+    """The issue's size: R-MAT 18 (262,144 rows, 7.6 M nonzeros) from the chunked generator,
+    k = p = 2 and 4 processes, a random partition."""
+    from partplan.datasets.chunked_gen import rmat_chunked
+    from partplan.datasets.generators import rmat
+    gp = rmat_chunked(18, seed=0, path=tmp_path / "g.chunked", chunks=8)
+    g = rmat(18, seed=0)
+    for p in (2, 4):
+        sub = tmp_path / f"p{p}"
+        sub.mkdir()
+        part = np.random.default_rng(p).integers(0, p, g.n)
+        _check(g, part, p, sub, [p], gp=gp)
 
 
 def test_directed_weighted_one_process_and_forced_backward(tmp_path):
