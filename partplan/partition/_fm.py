@@ -9,7 +9,7 @@ slots at ``soff[j]``. When ``|pins_j| >= k`` the slots are a dense row indexed
 by part (O(1) lookup, k <= |pins_j| cells); otherwise they hold the λ_j
 (part, count) pairs of the net, unsorted (lookup scans λ_j < k entries).
 
-State (exact, updated by :func:`_apply` in O(deg v + λ_v)): part, pin counts,
+State (exact, updated by :func:`apply_move` in O(deg v + λ_v)): part, pin counts,
 λ_j, k×k volume matrix vol[q, r], send/recv per part, send/recv message
 counts, total volume, part loads.
 
@@ -22,10 +22,53 @@ crossed 0/1/2 in the source or target part, and the pins of the moved
 vertex's own net (its sender changed), are re-evaluated. Moves with a loss
 are applied; the pass is rolled back to its best feasible prefix.
 
+The kernels take their arrays grouped in named records
+(:func:`collections.namedtuple`; numba compiles attribute access and tuple
+unpacking of them, the arrays inside stay mutable; a scalar a kernel changes
+is an array element, e.g. ``tot[0]``). Units: vertices = rows of A (the rows
+of H a part owns), k parts, volumes in rows of H, loads in balance weight
+(row nnz, at least 1 per row), times in seconds.
+
+* :class:`Topology` — the graph: ``vptr, vidx`` (CSR of A: the nets of
+  vertex v), ``tptr, tidx`` (CSR of Aᵀ: the pins of net j; the same arrays
+  as vptr/vidx when A is symmetric), ``w`` (balance weight per vertex).
+* :class:`PinSlots` — the sparse pin counts: ``soff`` (first slot of net j),
+  ``lam`` (λ_j), ``dense`` (net j's slots are a row indexed by part),
+  ``spart``/``scnt`` (part and pin count per slot).
+* :class:`VolumeState` — the partition and its exact volumes: ``part``,
+  ``load`` (per part), ``vol`` (k×k rows of H sent q → r), ``send``/``recv``
+  (rows per part), ``smsg``/``rmsg`` (messages per part), ``tot`` =
+  [total volume, messages].
+* :class:`CostModel` — ``obj`` (an :data:`OBJ_CODES` value), ``alpha`` (s per
+  message), ``brb`` (s per row of H: β × bytes per row), ``q`` (exponent of
+  the potential), ``mu`` (weight of the total volume in a gain).
+* :class:`Limits` — ``cap`` (balance cap of a best state), ``cap_hard`` (a
+  bottleneck-lowering move may overload a part up to it), ``vlimit`` (total
+  volume of a best state), ``vlimit_hard`` (no move may exceed it), and
+  ``max_targets`` (best-connected target parts tried per vertex).
+* :class:`Current` — per evaluation: ``inv`` (1 / the pass's scale),
+  ``M`` (current max cost), ``nmax`` (parts at it), ``relax`` (overloading
+  moves allowed now), ``tv`` (current total volume).
+* :class:`PartFocus` — per part: ``phic`` (its term of Φ), ``hot`` (its
+  vertices may move), and ``sink`` (the two sink parts, -1: none).
+* :class:`EvalScratch` — scratch of :func:`_best1` (k-, k²- and
+  degree-sized buffers; zero / -1 between calls).
+* :class:`ApplyScratch` — scratch and output of :func:`apply_move`: the
+  nets whose counts crossed 0/1/2 (``crit``), the last pin left in a
+  (``crita``), the first pin in b (``critb``), their counts ``ncrit``, ``buf``.
+* :class:`MoveBatch` — vertices to evaluate (``verts``, ``only``: one
+  target or -1) and the results (``gain``, ``target``, ``blocked``).
+* :class:`PartHeaps` — one indexed max-heap per part (``heap, hkey, pos,
+  hoff, hsz``); :class:`Waiting` — per part, the vertices whose best move
+  into it was refused by the balance cap (linked lists ``head, nxt, vert``).
+* :class:`PassOptions` — the FM pass options (see :func:`_fm`).
+
 Without numba the same functions run as plain Python (correct, slow: only
 for tiny graphs in environments without numba).
 """
 from __future__ import annotations
+
+from collections import namedtuple
 
 import numpy as np
 
@@ -61,6 +104,56 @@ import time as _time
 BL_WALK = 64      # waiting (blocked) entries re-examined per move when a part gets room
 SEED_CHUNK = 4096  # vertices evaluated between two looks at the clock when a pass (re)starts
 OBJ_CODES = {"total": 0, "max-send": 1, "max-recv": 2, "max-both": 3, "weighted": 4}
+
+
+# ------------------------------------------------------------------ records
+Topology = namedtuple("Topology", "vptr vidx tptr tidx w")
+Topology.__doc__ = """The graph: CSR of A (vptr, vidx: the nets of a vertex), CSR of Aᵀ (tptr,
+tidx: the pins of a net), w: balance weight per vertex (row nnz, >= 1)."""
+PinSlots = namedtuple("PinSlots", "soff lam dense spart scnt")
+PinSlots.__doc__ = """Sparse pin counts per net: first slot soff[j], λ_j = lam[j], dense[j]
+(slots indexed by part) else (part spart[s], count scnt[s]) pairs."""
+VolumeState = namedtuple("VolumeState", "part load vol send recv smsg rmsg tot")
+VolumeState.__doc__ = """The partition (part per vertex, load per part) and its exact volumes in
+rows of H: vol[q, r] (k×k), send/recv and smsg/rmsg (messages) per part,
+tot = [total volume, messages] (int64[2], updated in place)."""
+CostModel = namedtuple("CostModel", "obj alpha brb q mu")
+CostModel.__doc__ = """obj: OBJ_CODES value; alpha: seconds per message; brb: seconds per row
+of H; q: exponent of the potential Φ; mu: weight of Δ(total volume)."""
+Limits = namedtuple("Limits", "cap cap_hard vlimit vlimit_hard max_targets")
+Limits.__doc__ = """Balance caps (weight per part: of a best state / of any state), total
+volume limits (rows of H: of a best state / of any move), target parts
+tried per vertex (its max_targets best connected)."""
+Current = namedtuple("Current", "inv M nmax relax tv")
+Current.__doc__ = """Per evaluation: inv = 1 / the pass's scale, M = the current max cost,
+nmax = the parts at it, relax = overloading moves allowed, tv = total volume."""
+PartFocus = namedtuple("PartFocus", "phic hot sink")
+PartFocus.__doc__ = """phic[p]: part p's term of Φ; hot[p]: its vertices may move; sink: the
+cheapest part with room and the part with the most room (-1: none)."""
+EvalScratch = namedtuple("EvalScratch", "dS dR mark tl dsm drm dvol pairs npairs buf tbuf tcnt leave tpos emask")
+EvalScratch.__doc__ = """Scratch of _best1: per-part volume and message deltas (dS, dR, dsm, drm),
+touched parts (mark, tl), pair deltas of "weighted" (dvol, pairs, npairs),
+the parts of u's net (buf), candidate targets (tbuf, tcnt, tpos), leave
+events and per-net target masks (leave, emask)."""
+ApplyScratch = namedtuple("ApplyScratch", "crit crita critb ncrit buf")
+ApplyScratch.__doc__ = """Scratch and output of apply_move: nets whose counts crossed 0/1/2
+(crit), whose last pin is left in a (crita), with a first pin in b (critb);
+ncrit = their counts; buf: the parts of a net."""
+MoveBatch = namedtuple("MoveBatch", "verts only gain target blocked")
+MoveBatch.__doc__ = """Vertices to evaluate (only[i] >= 0: that target only) and the results:
+gain, target (-1: none), blocked (a better target refused by the cap, or -1)."""
+PartHeaps = namedtuple("PartHeaps", "heap hkey pos hoff hsz")
+PartHeaps.__doc__ = """One indexed max-heap per part in one array: part p's heap is
+heap[hoff[p] : hoff[p] + hsz[p]], keys hkey[u], pos[u] = u's local index (-1: none)."""
+Waiting = namedtuple("Waiting", "head nxt vert")
+Waiting.__doc__ = """Per part a linked list (head[p], nxt[e], vert[e]) of the vertices whose
+best move into p was refused by the balance cap."""
+PassOptions = namedtuple("PassOptions", "patience max_passes min_gain max_moves deadline big_deg use_blocked "
+                                        "full_updates theta use_sink")
+PassOptions.__doc__ = """Options of the FM passes (see _fm): patience (moves), max_passes,
+min_gain (relative), max_moves (per pass), deadline (perf_counter seconds,
+< 0: none), big_deg (nets/vertices above it are not re-evaluated), use_blocked,
+full_updates, theta (hot parts: cost >= theta × max), use_sink."""
 
 
 # ------------------------------------------------------------------ slots
@@ -137,9 +230,13 @@ def _parts_of(j, k, soff, lam, dense, spart, scnt, out):
 
 
 @njit
-def build_slots(n, k, tptr, tidx, part, soff, dense, spart, scnt, lam, vol):
-    """Fill the pin counts of every net (pins of net j: row j of Aᵀ without
-    the diagonal, plus j) and the volume matrix."""
+def build_slots(tptr, tidx, part, P, vol):
+    """Fill the pin counts P (:class:`PinSlots`, zero) of every net (pins of net
+    j: row j of Aᵀ without the diagonal, plus j) and the k×k volume matrix vol
+    (rows of H, zero)."""
+    soff, lam, dense, spart, scnt = P
+    n = lam.shape[0]
+    k = vol.shape[0]
     for j in range(n):
         _inc(j, part[j], soff, lam, dense, spart, scnt)
         for e in range(tptr[j], tptr[j + 1]):
@@ -161,8 +258,10 @@ def build_slots(n, k, tptr, tidx, part, soff, dense, spart, scnt, lam, vol):
 
 # ------------------------------------------------------------------ state
 @njit_inline
-def _addvol(q, r, d, vol, send, recv, smsg, rmsg):
-    """vol[q, r] += d (d = ±1); returns the change of the message count."""
+def _addvol(q, r, d, V):
+    """vol[q, r] += d (d = ±1) in the :class:`VolumeState` V; returns the
+    change of the message count."""
+    vol, send, recv, smsg, rmsg = V.vol, V.send, V.recv, V.smsg, V.rmsg
     old = vol[q, r]
     new = old + d
     vol[q, r] = new
@@ -180,10 +279,18 @@ def _addvol(q, r, d, vol, send, recv, smsg, rmsg):
 
 
 @njit
-def _apply(u, b, k, vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol, send, recv,
-           smsg, rmsg, tot, crit, crita, critb, ncrit_arr, buf, own_crit):
-    """Move u to part b, updating the state exactly. tot = [tv, msgs].
-    Nets whose counts crossed 0/1/2 (and u's own net) go to crit."""
+def apply_move(u, b, T, P, V, A, own_crit):
+    """Move vertex u to part b, updating the state V (:class:`VolumeState`: part,
+    loads, volumes, tot = [total volume, messages]) and the pin counts P
+    (:class:`PinSlots`) exactly; T: :class:`Topology`. Into A
+    (:class:`ApplyScratch`): the nets whose counts crossed 0/1/2 (and u's own
+    net when ``own_crit``) in crit, those left with one pin in a in crita, those
+    with a first pin in b in critb; ncrit = their counts."""
+    vptr, vidx, w = T.vptr, T.vidx, T.w
+    soff, lam, dense, spart, scnt = P
+    part, load, tot = V.part, V.load, V.tot
+    crit, crita, critb, ncrit_arr, buf = A
+    k = V.vol.shape[0]
     a = part[u]
     if a == b:
         return
@@ -198,7 +305,7 @@ def _apply(u, b, k, vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vo
         c = False
         ca = _dec(j, a, soff, lam, dense, spart, scnt)
         if ca == 0:
-            tot[1] += _addvol(o, a, -1, vol, send, recv, smsg, rmsg)
+            tot[1] += _addvol(o, a, -1, V)
             tot[0] -= 1
         if ca <= 1:
             c = True
@@ -207,7 +314,7 @@ def _apply(u, b, k, vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vo
             na += 1
         cb = _inc(j, b, soff, lam, dense, spart, scnt)
         if cb == 1:
-            tot[1] += _addvol(o, b, 1, vol, send, recv, smsg, rmsg)
+            tot[1] += _addvol(o, b, 1, V)
             tot[0] += 1
             critb[nb] = j
             nb += 1
@@ -221,7 +328,7 @@ def _apply(u, b, k, vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vo
     for i in range(m):
         p = buf[i]
         if p != a:
-            tot[1] += _addvol(a, p, -1, vol, send, recv, smsg, rmsg)
+            tot[1] += _addvol(a, p, -1, V)
             tot[0] -= 1
     ca = _dec(u, a, soff, lam, dense, spart, scnt)
     cb = _inc(u, b, soff, lam, dense, spart, scnt)
@@ -229,7 +336,7 @@ def _apply(u, b, k, vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vo
     for i in range(m):
         p = buf[i]
         if p != b:
-            tot[1] += _addvol(b, p, 1, vol, send, recv, smsg, rmsg)
+            tot[1] += _addvol(b, p, 1, V)
             tot[0] += 1
     if own_crit or ca <= 1 or cb <= 2:
         crit[nc] = u
@@ -250,10 +357,10 @@ def _apply(u, b, k, vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vo
 
 @njit
 def apply_scratch(maxdeg, k):
-    """Scratch arrays of :func:`_apply` (crit, crita, critb, ncrit, buf) for
-    vertices of at most ``maxdeg`` nets and k parts."""
-    return (np.zeros(maxdeg + 2, np.int64), np.zeros(maxdeg + 2, np.int64), np.zeros(maxdeg + 2, np.int64),
-            np.zeros(3, np.int64), np.zeros(k, np.int64))
+    """:class:`ApplyScratch` of :func:`apply_move` for vertices of at most
+    ``maxdeg`` nets and k parts."""
+    return ApplyScratch(np.zeros(maxdeg + 2, np.int64), np.zeros(maxdeg + 2, np.int64),
+                        np.zeros(maxdeg + 2, np.int64), np.zeros(3, np.int64), np.zeros(k, np.int64))
 
 
 # ------------------------------------------------------------------ costs
@@ -294,8 +401,12 @@ def _phi(obj, S, R, sm, rm, alpha, brb, inv, q):
 
 
 @njit
-def state_key(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q):
-    """(max cost, Φ) of the current state."""
+def state_key(C, V, inv):
+    """(max cost, Φ) of the state V (:class:`VolumeState`) under the cost model C
+    (:class:`CostModel`), Φ with the scale 1 / inv."""
+    obj, alpha, brb, q = C.obj, C.alpha, C.brb, C.q
+    send, recv, smsg, rmsg = V.send, V.recv, V.smsg, V.rmsg
+    k = send.shape[0]
     mx = 0.0
     ph = 0.0
     for p in range(k):
@@ -335,7 +446,10 @@ def _better(obj, a0, a1, a2, b0, b1, b2):
 
 # ------------------------------------------------------------------ evaluation
 @njit_inline
-def _touch(q, r, d, dS, dR, mark, tl, nt, obj, dvol, pairs, npairs, k):
+def _touch(q, r, d, nt, obj, k, X):
+    """Volume q -> r changes by d (rows): into the deltas of the
+    :class:`EvalScratch` X; returns the new number of touched parts."""
+    dS, dR, mark, tl, dvol, pairs, npairs = X.dS, X.dR, X.mark, X.tl, X.dvol, X.pairs, X.npairs
     if not mark[q]:
         mark[q] = True
         tl[nt] = q
@@ -356,17 +470,35 @@ def _touch(q, r, d, dS, dR, mark, tl, nt, obj, dvol, pairs, npairs, k):
 
 
 @njit
-def _best1(u, k, obj, vptr, vidx, part, w, load, cap, cap_hard, relax, M, nmax, soff, lam, dense, spart, scnt,
-          vol, send, recv, smsg, rmsg, tv, vlimit, alpha, brb, inv, q, mu, max_targets,
-          dS, dR, mark, tl, dsm, drm, dvol, pairs, npairs, buf, tbuf, tcnt, leave, phic, only, hot, sink, tpos, emask):
-    """Best move of u: returns (gain, target, blocked target) (target -1:
-    none); ``only`` >= 0 evaluates that one target.
+def _best1(u, only, T, P, V, C, L, cur, X, F):
+    """Best move of vertex u: returns (gain, target, blocked target) (target -1:
+    none); ``only`` >= 0 evaluates that one target part.
 
-    A target b is allowed when load_b + w_u <= cap, or — with ``relax`` —
-    when load_b + w_u <= cap_hard and the move lowers the current max M of
-    every one of the nmax parts at the max while no touched part reaches M
-    (an overloading move must pay for itself on the bottleneck).
-    blk gets a better target refused by the balance cap (or -1)."""
+    T, P, V: :class:`Topology`, :class:`PinSlots`, :class:`VolumeState` (read
+    only); C: :class:`CostModel`; L: :class:`Limits` (cap, cap_hard,
+    vlimit_hard, max_targets); cur: :class:`Current` (inv, M, nmax, relax, tv);
+    X: :class:`EvalScratch`; F: :class:`PartFocus` (phic, hot, sink).
+
+    Candidates: the L.max_targets parts of u's own net best connected to u
+    (with only < 0; source or target hot), plus the sinks. A target b is
+    allowed when load_b + w_u <= cap, or — with ``relax`` — when
+    load_b + w_u <= cap_hard and the move lowers the current max M of every
+    one of the nmax parts at the max while no touched part reaches M (an
+    overloading move must pay for itself on the bottleneck); never when the
+    total volume would exceed vlimit_hard. The gain is −ΔΦ − mu·inv·Δtv
+    ("total": −Δtv − 10⁻³·ΔΦ). blk gets a better target refused by the
+    balance cap (or -1)."""
+    vptr, vidx, w = T.vptr, T.vidx, T.w
+    soff, lam, dense, spart, scnt = P
+    part, load, vol, send, recv, smsg, rmsg = V.part, V.load, V.vol, V.send, V.recv, V.smsg, V.rmsg
+    obj, alpha, brb, q, mu = C
+    cap, cap_hard, vlimit, max_targets = L.cap, L.cap_hard, L.vlimit_hard, L.max_targets
+    inv, M, nmax, relax, tv = cur
+    dS, dR, mark, tl, dsm, drm = X.dS, X.dR, X.mark, X.tl, X.dsm, X.drm
+    dvol, pairs, npairs, buf, tbuf, tcnt, leave, tpos, emask = (X.dvol, X.pairs, X.npairs, X.buf, X.tbuf, X.tcnt,
+                                                                X.leave, X.tpos, X.emask)
+    phic, hot, sink = F
+    k = vol.shape[0]
     a = part[u]
     blk = -1
     m = _parts_of(u, k, soff, lam, dense, spart, scnt, buf)
@@ -461,23 +593,23 @@ def _best1(u, k, obj, vptr, vidx, part, w, load, cap, cap_hard, relax, M, nmax, 
         npairs[0] = 0
         dtv = -nl
         for i in range(nl):
-            nt = _touch(leave[i], a, -1, dS, dR, mark, tl, nt, obj, dvol, pairs, npairs, k)
+            nt = _touch(leave[i], a, -1, nt, obj, k, X)
         vb = vptr[u]
         for ie in range(ne):
             if ((emask[ie] >> t) & 1) == 0:          # net gains its first pin in b
-                nt = _touch(part[vidx[vb + ie]], b, 1, dS, dR, mark, tl, nt, obj, dvol, pairs, npairs, k)
+                nt = _touch(part[vidx[vb + ie]], b, 1, nt, obj, k, X)
                 dtv += 1
         for i in range(m):
             p = buf[i]
             if p != a:
-                nt = _touch(a, p, -1, dS, dR, mark, tl, nt, obj, dvol, pairs, npairs, k)
+                nt = _touch(a, p, -1, nt, obj, k, X)
                 dtv -= 1
             if p == a:
                 if ca_own >= 2:
-                    nt = _touch(b, a, 1, dS, dR, mark, tl, nt, obj, dvol, pairs, npairs, k)
+                    nt = _touch(b, a, 1, nt, obj, k, X)
                     dtv += 1
             elif p != b:
-                nt = _touch(b, p, 1, dS, dR, mark, tl, nt, obj, dvol, pairs, npairs, k)
+                nt = _touch(b, p, 1, nt, obj, k, X)
                 dtv += 1
         if obj == 4:
             for i in range(npairs[0]):
@@ -531,25 +663,15 @@ def _best1(u, k, obj, vptr, vidx, part, w, load, cap, cap_hard, relax, M, nmax, 
 
 
 @njit
-def _eval(verts, nv, only, out_g, out_b, out_blk, k, obj, cap, cap_hard, relax, M, nmax, tv, vlimit, alpha,
-          brb, inv, q, mu, max_targets, S, W, hot, sk):
-    """Best move of each vertex verts[:nv] (only[i] >= 0: that target only):
-    out_g[i] gain, out_b[i] target (-1: none), out_blk[i] a better target
-    refused by the balance cap (or -1). S, W: state and scratch tuples.
-
-    A target b is allowed when load_b + w_u <= cap, or — with ``relax`` —
-    when load_b + w_u <= cap_hard and the move lowers the current max M of
-    every one of the nmax parts at the max while no touched part reaches M
-    (an overloading move must pay for itself on the bottleneck)."""
-    vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol, send, recv, smsg, rmsg = S
-    dS, dR, mark, tl, dsm, drm, dvol, pairs, npairs, buf, tbuf, tcnt, leave, phic, tpos, emask = W
-    for iv in range(nv):
+def eval_moves(B, i0, i1, T, P, V, C, L, cur, X, F):
+    """Best move of each vertex B.verts[i0:i1] of the :class:`MoveBatch` B
+    (B.only[i] >= 0: that target only): B.gain[i], B.target[i] (-1: none),
+    B.blocked[i] (a better target refused by the balance cap, or -1). The
+    other records as in :func:`_best1`."""
+    verts, only, out_g, out_b, out_blk = B
+    for iv in range(i0, i1):
         u = verts[iv]
-        out_g[iv], out_b[iv], out_blk[iv] = _best1(u, k, obj, vptr, vidx, part, w, load, cap, cap_hard, relax, M,
-                                                   nmax, soff, lam, dense, spart, scnt, vol, send, recv, smsg,
-                                                   rmsg, tv, vlimit, alpha, brb, inv, q, mu, max_targets, dS, dR,
-                                                   mark, tl, dsm, drm, dvol, pairs, npairs, buf, tbuf, tcnt,
-                                                   leave, phic, only[iv], hot, sk, tpos, emask)
+        out_g[iv], out_b[iv], out_blk[iv] = _best1(u, only[iv], T, P, V, C, L, cur, X, F)
 
 
 # ------------------------------------------------------------------ heaps
@@ -594,8 +716,9 @@ def _hdown(heap, hkey, pos, base, size, i):
 
 
 @njit
-def _hset(heap, hkey, pos, hoff, hsz, p, u, key):
-    """Insert u into part p's heap or change its key."""
+def _hset(H, p, u, key):
+    """Insert u into part p's heap of the :class:`PartHeaps` H or change its key."""
+    heap, hkey, pos, hoff, hsz = H
     base = hoff[p]
     i = pos[u]
     if i < 0:
@@ -615,7 +738,9 @@ def _hset(heap, hkey, pos, hoff, hsz, p, u, key):
 
 
 @njit
-def _hremove(heap, hkey, pos, hoff, hsz, p, u):
+def _hremove(H, p, u):
+    """Remove u from part p's heap of the :class:`PartHeaps` H (if there)."""
+    heap, hkey, pos, hoff, hsz = H
     i = pos[u]
     if i < 0:
         return
@@ -632,9 +757,12 @@ def _hremove(heap, hkey, pos, hoff, hsz, p, u):
 
 # ------------------------------------------------------------------ FM
 @njit
-def _sink(obj, k, send, recv, smsg, rmsg, alpha, brb, load, cap, use, sk):
+def _sink(C, V, cap, use, sk):
     """sk[0] = the part with the lowest cost among those below the balance cap,
     sk[1] = the part with the lowest load (-1: none, or ``use`` False)."""
+    obj, alpha, brb = C.obj, C.alpha, C.brb
+    send, recv, smsg, rmsg, load = V.send, V.recv, V.smsg, V.rmsg, V.load
+    k = send.shape[0]
     sk[0] = -1
     sk[1] = -1
     if not use:
@@ -651,12 +779,16 @@ def _sink(obj, k, send, recv, smsg, rmsg, alpha, brb, load, cap, use, sk):
 
 
 @njit
-def _refresh(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q, phic, load, cap, use_sink, sk):
-    """After the state changed: the per-part potentials phic, the sinks sk, and
-    (M, nmax) = the max cost and how many parts are at it."""
-    M, _ = state_key(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q)
-    _phis(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q, phic)
-    _sink(obj, k, send, recv, smsg, rmsg, alpha, brb, load, cap, use_sink, sk)
+def _refresh(C, V, inv, cap, use_sink, F):
+    """After the state V changed: the per-part potentials F.phic, the sinks
+    F.sink (:class:`PartFocus`), and (M, nmax) = the max cost and how many
+    parts are at it."""
+    obj, alpha, brb, q = C.obj, C.alpha, C.brb, C.q
+    send, recv, smsg, rmsg = V.send, V.recv, V.smsg, V.rmsg
+    k = send.shape[0]
+    M, _ = state_key(C, V, inv)
+    _phis(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q, F.phic)
+    _sink(C, V, cap, use_sink, F.sink)
     nmax = 0
     for p in range(k):
         if _cost(obj, send[p], recv[p], smsg[p], rmsg[p], alpha, brb) >= M - 1e-9 * max(1.0, M):
@@ -665,7 +797,11 @@ def _refresh(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q, phic, load, cap
 
 
 @njit
-def _push_blocked(u, blk, bl_head, bl_next, bl_vert, bl_n, bl_cap):
+def _push_blocked(u, blk, BL, bl_n):
+    """u waits for part blk (>= 0) in the :class:`Waiting` lists BL, whose
+    first bl_n entries are used; returns the new bl_n."""
+    bl_head, bl_next, bl_vert = BL
+    bl_cap = bl_vert.shape[0]
     if blk >= 0 and bl_n < bl_cap:
         bl_vert[bl_n] = u
         bl_next[bl_n] = bl_head[blk]
@@ -675,11 +811,15 @@ def _push_blocked(u, blk, bl_head, bl_next, bl_vert, bl_n, bl_cap):
 
 
 @njit
-def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, lam, dense, spart, scnt,
-        vol, send, recv, smsg, rmsg, tot, vlimit, alpha, brb, q, mu, max_targets, patience, max_passes,
-        min_gain, max_moves, order, deadline, trace, big_deg, use_blocked, stats, full_updates, theta, use_sink, vlimit_hard):
-    """Run FM passes until a pass improves the optimized value by <= min_gain
-    (relative), max_passes, or the deadline (perf_counter seconds; <0: none).
+def _fm(T, P, V, C, L, O, order, trace, stats):
+    """Run FM passes until a pass improves the optimized value by <= O.min_gain
+    (relative), O.max_passes, or O.deadline (perf_counter seconds; <0: none).
+
+    T: :class:`Topology`; P: :class:`PinSlots` and V: :class:`VolumeState`
+    (updated in place: the partition V.part is the result); C:
+    :class:`CostModel`; L: :class:`Limits`; O: :class:`PassOptions`;
+    order: int64[n], the order vertices are first evaluated in; trace:
+    float64[passes, 5] (written); stats: int64[8] counters (added to).
 
     One heap per part (vertices of the part keyed by the gain of their best
     move). A move into a full part is allowed (up to cap_hard) only when it
@@ -697,6 +837,15 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
     trace[p] = (seconds, value, kept, tried, why) per pass; why: 0 patience,
     1 no candidate, 2 move limit, 3 time limit. Returns (passes, kept moves,
     tried moves, stopped: 0 converged / 1 time limit / 2 max passes)."""
+    vptr, vidx, tptr, tidx, w = T
+    soff, lam, dense, spart, scnt = P
+    part, load, vol, send, recv, smsg, rmsg, tot = V
+    obj, alpha, brb = C.obj, C.alpha, C.brb
+    cap, vlimit = L.cap, L.vlimit
+    patience, max_passes, min_gain, max_moves, deadline = O.patience, O.max_passes, O.min_gain, O.max_moves, O.deadline
+    big_deg, use_blocked, full_updates, theta, use_sink = O.big_deg, O.use_blocked, O.full_updates, O.theta, O.use_sink
+    n = part.shape[0]
+    k = vol.shape[0]
     maxdeg = 1
     for v in range(n):
         d = vptr[v + 1] - vptr[v]
@@ -707,23 +856,25 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
         d = tptr[v + 1] - tptr[v] + 1
         if d > maxpins:
             maxpins = d
-    W = (np.zeros(k, np.int64), np.zeros(k, np.int64), np.zeros(k, np.bool_), np.zeros(2 * k + 4, np.int64),
-         np.zeros(k, np.int64), np.zeros(k, np.int64), np.zeros(k * k if obj == 4 else 1, np.int64),
-         np.zeros(2 * maxdeg + 4 * k + 8 if obj == 4 else 1, np.int64), np.zeros(1, np.int64),
-         np.zeros(k, np.int64), np.zeros(k, np.int64), np.zeros(k, np.int64), np.zeros(maxdeg + 1, np.int64),
-         np.zeros(k, np.float64), -np.ones(k, np.int64), np.zeros(maxdeg + 1, np.int64))
-    phic = W[13]
-    S = (vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol, send, recv, smsg, rmsg)
-    crit, crita, critb, ncrit, buf = apply_scratch(maxdeg, k)
+    X = EvalScratch(np.zeros(k, np.int64), np.zeros(k, np.int64), np.zeros(k, np.bool_),
+                    np.zeros(2 * k + 4, np.int64), np.zeros(k, np.int64), np.zeros(k, np.int64),
+                    np.zeros(k * k if obj == 4 else 1, np.int64),
+                    np.zeros(2 * maxdeg + 4 * k + 8 if obj == 4 else 1, np.int64), np.zeros(1, np.int64),
+                    np.zeros(k, np.int64), np.zeros(k, np.int64), np.zeros(k, np.int64),
+                    np.zeros(maxdeg + 1, np.int64), -np.ones(k, np.int64), np.zeros(maxdeg + 1, np.int64))
+    A = apply_scratch(maxdeg, k)
+    crit, crita, critb, ncrit = A.crit, A.crita, A.critb, A.ncrit
     heap = np.zeros(n, np.int64)
     hkey = np.zeros(n, np.float64)
     hb = np.zeros(n, np.int64)
     pos = -np.ones(n, np.int64)
     hoff = np.zeros(k + 1, np.int64)
     hsz = np.zeros(k, np.int64)
+    H = PartHeaps(heap, hkey, pos, hoff, hsz)
     cnts = np.zeros(k, np.int64)
     hot = np.zeros(k, np.bool_)
     sk = -np.ones(2, np.int64)
+    F = PartFocus(np.zeros(k, np.float64), hot, sk)
     locked = np.zeros(n, np.bool_)
     stamp = np.zeros(n, np.int64)
     st = 0
@@ -738,10 +889,13 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
     one_g = np.zeros(1, np.float64)
     one_b = np.zeros(1, np.int64)
     one_k = np.zeros(1, np.int64)
+    EV = MoveBatch(ev_v, ev_o, ev_g, ev_b, ev_k)
+    ONE = MoveBatch(one_v, one_o, one_g, one_b, one_k)
     bl_head = -np.ones(k, np.int64)
     bl_cap = 4 * n + 16
     bl_next = np.zeros(bl_cap, np.int64)
     bl_vert = np.zeros(bl_cap, np.int64)
+    BL = Waiting(bl_head, bl_next, bl_vert)
     bl_n = 0
     mv_v = np.zeros(max_moves, np.int64)
     mv_a = np.zeros(max_moves, np.int64)
@@ -755,15 +909,15 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
         t_start = _time.perf_counter()
     while passes < max_passes:
         passes += 1
-        mx0, _ = state_key(obj, k, send, recv, smsg, rmsg, alpha, brb, 1.0, q)
+        mx0, _ = state_key(C, V, 1.0)
         scale = mx0 if mx0 > 0 else 1.0
         if obj == 0:
             scale = max(1.0, float(max(np.max(send), np.max(recv))))
         inv = 1.0 / scale
-        mxs, phs = state_key(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q)
+        mxs, phs = state_key(C, V, inv)
         start0 = float(tot[0]) if obj == 0 else mxs
         best0, best1, best2 = mxs, phs, tot[0]
-        M, nmax = _refresh(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q, phic, load, cap, use_sink, sk)
+        M, nmax = _refresh(C, V, inv, cap, use_sink, F)
         relax = obj != 0
         hot[:] = False
         locked[:] = False
@@ -809,9 +963,8 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
                 timed_out = False
                 for c0 in range(0, nv, SEED_CHUNK):
                     c1 = min(nv, c0 + SEED_CHUNK)
-                    _eval(ev_v[c0:c1], c1 - c0, ev_o[c0:c1], ev_g[c0:c1], ev_b[c0:c1], ev_k[c0:c1], k, obj, cap,
-                          cap_hard, relax and over_part < 0, M, nmax, tot[0], vlimit_hard, alpha, brb, inv, q, mu,
-                          max_targets, S, W, hot, sk)
+                    eval_moves(EV, c0, c1, T, P, V, C, L, Current(inv, M, nmax, relax and over_part < 0, tot[0]),
+                               X, F)
                     if deadline >= 0:
                         now = 0.0
                         with objmode(now="float64"):
@@ -827,12 +980,12 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
                 for i in range(nv):
                     u = ev_v[i]
                     stats[3] += vptr[u + 1] - vptr[u]
-                    bl_n = _push_blocked(u, ev_k[i], bl_head, bl_next, bl_vert, bl_n, bl_cap)
+                    bl_n = _push_blocked(u, ev_k[i], BL, bl_n)
                     if ev_b[i] >= 0:
                         hb[u] = ev_b[i]
-                        _hset(heap, hkey, pos, hoff, hsz, part[u], u, ev_g[i])
+                        _hset(H, part[u], u, ev_g[i])
                     elif pos[u] >= 0:
-                        _hremove(heap, hkey, pos, hoff, hsz, part[u], u)
+                        _hremove(H, part[u], u)
             if since >= patience and over_part < 0:
                 why = 0
                 break
@@ -854,12 +1007,10 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
                     # nothing can leave the overloaded part: undo the moves since it
                     # was overloaded (their vertices stay locked) and go on
                     for i in range(nmoves - 1, ov_start - 1, -1):
-                        _apply(mv_v[i], mv_a[i], k, vptr, vidx, part, w, load, soff, lam, dense, spart, scnt,
-                               vol, send, recv, smsg, rmsg, tot, crit, crita, critb, ncrit, buf, full_updates)
+                        apply_move(mv_v[i], mv_a[i], T, P, V, A, full_updates)
                     nmoves = ov_start
                     over_part = -1
-                    M, nmax = _refresh(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q, phic, load, cap,
-                                       use_sink, sk)
+                    M, nmax = _refresh(C, V, inv, cap, use_sink, F)
                     since += 1
                     continue
             else:
@@ -883,16 +1034,15 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
             stats[4] += vptr[u + 1] - vptr[u]
             rl = relax and over_part < 0
             one_v[0] = u
-            _eval(one_v, 1, one_o, one_g, one_b, one_k, k, obj, cap, cap_hard, rl, M, nmax, tot[0], vlimit_hard,
-                  alpha, brb, inv, q, mu, max_targets, S, W, hot, sk)
+            eval_moves(ONE, 0, 1, T, P, V, C, L, Current(inv, M, nmax, rl, tot[0]), X, F)
             g = one_g[0]
             bb = one_b[0]
-            bl_n = _push_blocked(u, one_k[0], bl_head, bl_next, bl_vert, bl_n, bl_cap)
+            bl_n = _push_blocked(u, one_k[0], BL, bl_n)
             if bb < 0:
-                _hremove(heap, hkey, pos, hoff, hsz, hp, u)
+                _hremove(H, hp, u)
                 continue
             hb[u] = bb
-            _hset(heap, hkey, pos, hoff, hsz, hp, u, g)
+            _hset(H, hp, u, g)
             if heap[hoff[hp]] != u:       # its key dropped below another entry of its heap
                 continue
             if over_part < 0:             # ... or below the top of another heap
@@ -903,21 +1053,20 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
                         break
                 if not ok:
                     continue
-            _hremove(heap, hkey, pos, hoff, hsz, hp, u)
+            _hremove(H, hp, u)
             a = part[u]
             mv_v[nmoves] = u
             mv_a[nmoves] = a
             nmoves += 1
             locked[u] = True
-            _apply(u, bb, k, vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol, send, recv,
-                   smsg, rmsg, tot, crit, crita, critb, ncrit, buf, full_updates)
+            apply_move(u, bb, T, P, V, A, full_updates)
             if load[bb] > cap:
                 if over_part < 0:
                     ov_start = nmoves - 1
                 over_part = bb
             elif over_part >= 0 and load[over_part] <= cap:
                 over_part = -1
-            M, nmax = _refresh(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q, phic, load, cap, use_sink, sk)
+            M, nmax = _refresh(C, V, inv, cap, use_sink, F)
             # gain updates (see the doc): collect one batch
             st += 1
             nv = 0
@@ -980,26 +1129,25 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
                 if bl_n > bl_cap - n:               # the pool runs full: drop it
                     bl_head[:] = -1
                     bl_n = 0
-            _eval(ev_v, nv, ev_o, ev_g, ev_b, ev_k, k, obj, cap, cap_hard, relax, M, nmax, tot[0], vlimit_hard,
-                  alpha, brb, inv, q, mu, max_targets, S, W, hot, sk)
+            eval_moves(EV, 0, nv, T, P, V, C, L, Current(inv, M, nmax, relax, tot[0]), X, F)
             stats[2] += nv
             for i in range(nv):
                 x = ev_v[i]
                 stats[5] += vptr[x + 1] - vptr[x]
-                bl_n = _push_blocked(x, ev_k[i], bl_head, bl_next, bl_vert, bl_n, bl_cap)
+                bl_n = _push_blocked(x, ev_k[i], BL, bl_n)
                 t2 = ev_b[i]
                 if ev_o[i] < 0:                     # full evaluation: exact key
                     if t2 < 0:
-                        _hremove(heap, hkey, pos, hoff, hsz, part[x], x)
+                        _hremove(H, part[x], x)
                     else:
                         hb[x] = t2
-                        _hset(heap, hkey, pos, hoff, hsz, part[x], x, ev_g[i])
+                        _hset(H, part[x], x, ev_g[i])
                 elif t2 >= 0 and (pos[x] < 0 or ev_g[i] > hkey[x]):
                     hb[x] = t2                      # one target: raise the key only
-                    _hset(heap, hkey, pos, hoff, hsz, part[x], x, ev_g[i])
+                    _hset(H, part[x], x, ev_g[i])
                 ev_o[i] = -1
             if over_part < 0 and tot[0] <= vlimit:
-                mxn, phn = state_key(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q)
+                mxn, phn = state_key(C, V, inv)
                 if _better(obj, mxn, phn, tot[0], best0, best1, best2):
                     best0, best1, best2 = mxn, phn, tot[0]
                     best_len = nmoves
@@ -1010,14 +1158,13 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
                 since += 1
         # roll back to the best prefix
         for i in range(nmoves - 1, best_len - 1, -1):
-            _apply(mv_v[i], mv_a[i], k, vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol,
-                   send, recv, smsg, rmsg, tot, crit, crita, critb, ncrit, buf, full_updates)
+            apply_move(mv_v[i], mv_a[i], T, P, V, A, full_updates)
         kept_total += best_len
         tried_total += nmoves
         now = 0.0
         with objmode(now="float64"):
             now = _time.perf_counter()
-        mxe, _ = state_key(obj, k, send, recv, smsg, rmsg, alpha, brb, 1.0, q)
+        mxe, _ = state_key(C, V, 1.0)
         val = float(tot[0]) if obj == 0 else mxe
         if passes - 1 < trace.shape[0]:
             trace[passes - 1, 0] = now - t_start
@@ -1036,3 +1183,28 @@ def _fm(n, k, obj, vptr, vidx, tptr, tidx, part, w, load, cap, cap_hard, soff, l
         if passes >= max_passes:
             stopped = 2
     return passes, kept_total, tried_total, stopped
+
+
+# ------------------------------------------------------------------ flat-argument entry points
+# Plain Python (not compiled): the flat signatures of before the records, kept for callers
+# outside this package's kernels (tests/test_refine.py checks the kernels through them).
+def _apply(u, b, k, vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol, send, recv,
+           smsg, rmsg, tot, crit, crita, critb, ncrit_arr, buf, own_crit):
+    """:func:`apply_move` with flat arguments (k = vol.shape[0])."""
+    apply_move(u, b, Topology(vptr, vidx, vptr, vidx, w), PinSlots(soff, lam, dense, spart, scnt),
+               VolumeState(part, load, vol, send, recv, smsg, rmsg, tot),
+               ApplyScratch(crit, crita, critb, ncrit_arr, buf), own_crit)
+
+
+def _eval(verts, nv, only, out_g, out_b, out_blk, k, obj, cap, cap_hard, relax, M, nmax, tv, vlimit, alpha,
+          brb, inv, q, mu, max_targets, S, W, hot, sk):
+    """:func:`eval_moves` with flat arguments: S = (vptr, vidx, part, w, load,
+    soff, lam, dense, spart, scnt, vol, send, recv, smsg, rmsg), W = the
+    fields of :class:`EvalScratch` with phic inserted after leave; vlimit is
+    the hard volume limit (k = vol.shape[0])."""
+    vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol, send, recv, smsg, rmsg = S
+    tot = np.array([tv, 0], np.int64)            # the evaluation reads the total volume from tv
+    eval_moves(MoveBatch(verts, only, out_g, out_b, out_blk), 0, nv, Topology(vptr, vidx, vptr, vidx, w),
+               PinSlots(soff, lam, dense, spart, scnt), VolumeState(part, load, vol, send, recv, smsg, rmsg, tot),
+               CostModel(obj, alpha, brb, q, mu), Limits(cap, cap_hard, vlimit, vlimit, max_targets),
+               Current(inv, M, nmax, relax, tv), EvalScratch(*W[:13], *W[14:]), PartFocus(W[13], hot, sk))

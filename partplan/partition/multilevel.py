@@ -10,49 +10,73 @@ every cluster of two or more vertices in a *hot* part (cost ≥ θ × the max)
 tries to move, whole, to its best-connected part with room.
 
 Gains are exact: a trial move applies the members one by one to the fine
-state (pin counts, k×k volume matrix, send/recv; :func:`._fm._apply`), reads
+state (pin counts, k×k volume matrix, send/recv; :func:`._fm.apply_move`), reads
 the potential Φ = Σ_p (send_p/M)^q + (recv_p/M)^q, and undoes them. No
 coarse volume model is needed, so send/recv of conformal ownership stay exact
 at every level; a trial costs O(Σ degrees of the members + k). A move is kept
 when it lowers Φ + μ·ΔTV/M, does not raise the max cost, keeps the target
 within the balance cap and the total volume within its limit (greedy: only
 improving moves; the max never rises). ``deadline`` stops it between clusters.
+
+The kernel takes the records of :mod:`._fm` (:class:`._fm.Topology`,
+:class:`._fm.PinSlots`, :class:`._fm.VolumeState`, :class:`._fm.CostModel`,
+:class:`._fm.Limits`) plus two of its own: :class:`Clusters` (the clusters
+of one level and the order they are visited in) and :class:`ClusterOptions`.
 """
 from __future__ import annotations
+
+from collections import namedtuple
 
 import numpy as np
 
 from . import _fm
-from ._fm import _apply, _cost, _time, apply_scratch, objmode, state_key
+from ._fm import _cost, _time, apply_move, apply_scratch, objmode, state_key
 
 njit = _fm.njit
 
+Clusters = namedtuple("Clusters", "cptr cmem order")
+Clusters.__doc__ = """The clusters of one level: members of cluster c are cmem[cptr[c]:cptr[c+1]]
+(vertices, all in one part); order: the order clusters are visited in."""
+ClusterOptions = namedtuple("ClusterOptions", "theta max_rounds min_gain min_size deadline")
+ClusterOptions.__doc__ = """theta: clusters leave parts whose cost is >= theta × the max; max_rounds;
+min_gain: a round must lower the max by more (relative) for another; min_size:
+smallest cluster that moves (vertices); deadline: perf_counter seconds (< 0: none)."""
+
 
 @njit
-def cluster_pass(k, obj, cptr, cmem, order, vptr, vidx, part, w, load, cap, soff, lam, dense, spart, scnt,
-                 vol, send, recv, smsg, rmsg, tot, vlimit, alpha, brb, q, mu, max_targets, theta, max_rounds,
-                 min_gain, maxdeg, min_size, deadline, stats):
-    """Greedy rounds of whole-cluster moves (members cmem[cptr[c]:cptr[c+1]],
-    all in one part; clusters visited in ``order``). Returns the moves kept.
-    stats[0] += trial moves, stats[1] += member moves applied (trials included);
-    stats[2] = 1 when the deadline (perf_counter seconds, < 0: none) stopped it.
-    A move must lower Φ + μ·ΔTV/M and must not raise the current max cost."""
+def cluster_pass(T, P, V, C, L, CL, O, maxdeg, stats):
+    """Greedy rounds of whole-cluster moves (CL: :class:`Clusters`; members
+    cmem[cptr[c]:cptr[c+1]], all in one part; clusters visited in
+    ``CL.order``). T, P, V, C: the records of :mod:`._fm` (P and V updated in
+    place); L: :class:`._fm.Limits` (cap, vlimit, max_targets: target parts
+    tried per cluster); O: :class:`ClusterOptions`; maxdeg: the most nets of a
+    vertex. Returns the moves kept. stats[0] += trial moves, stats[1] +=
+    member moves applied (trials included); stats[2] = 1 when the deadline
+    (perf_counter seconds, < 0: none) stopped it. A move must lower
+    Φ + μ·ΔTV/M and must not raise the current max cost."""
+    vptr, vidx, w = T.vptr, T.vidx, T.w
+    part, load, send, recv, smsg, rmsg, tot = V.part, V.load, V.send, V.recv, V.smsg, V.rmsg, V.tot
+    obj, alpha, brb, mu = C.obj, C.alpha, C.brb, C.mu
+    cap, vlimit, max_targets = L.cap, L.vlimit, L.max_targets
+    cptr, cmem, order = CL
+    theta, max_rounds, min_gain, min_size, deadline = O
+    k = V.vol.shape[0]
     nc = cptr.size - 1
-    crit, crita, critb, ncrit, buf = apply_scratch(maxdeg, k)
+    A = apply_scratch(maxdeg, k)
     cnt = np.zeros(k, np.int64)
     touched = np.zeros(k, np.int64)
     tb = np.zeros(k, np.int64)
     hot = np.zeros(k, np.bool_)
     kept = 0
     for rnd in range(max_rounds):
-        M = state_key(obj, k, send, recv, smsg, rmsg, alpha, brb, 1.0, q)[0]
+        M = state_key(C, V, 1.0)[0]
         if M <= 0:
             break
         inv = 1.0 / M
         start = M
         for p in range(k):
             hot[p] = _cost(obj, send[p], recv[p], smsg[p], rmsg[p], alpha, brb) >= theta * M
-        mcur, phi0 = state_key(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q)
+        mcur, phi0 = state_key(C, V, inv)
         moved = 0
         for ii in range(nc):
             if deadline >= 0 and (ii & 15) == 0:
@@ -109,14 +133,12 @@ def cluster_pass(k, obj, cptr, cmem, order, vptr, vidx, part, w, load, cap, soff
             for t in range(ntb):
                 b = tb[t]
                 for s in range(s0, s1):
-                    _apply(cmem[s], b, k, vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol, send,
-                           recv, smsg, rmsg, tot, crit, crita, critb, ncrit, buf, False)
-                mx1, phi1 = state_key(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q)
+                    apply_move(cmem[s], b, T, P, V, A, False)
+                mx1, phi1 = state_key(C, V, inv)
                 dtv = tot[0] - tv0
                 ok = tot[0] <= vlimit and mx1 <= mcur + tol
                 for s in range(s1 - 1, s0 - 1, -1):
-                    _apply(cmem[s], a, k, vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol, send,
-                           recv, smsg, rmsg, tot, crit, crita, critb, ncrit, buf, False)
+                    apply_move(cmem[s], a, T, P, V, A, False)
                 stats[0] += 1
                 stats[1] += 2 * (s1 - s0)
                 g = phi0 - phi1 - mu * inv * dtv
@@ -127,8 +149,7 @@ def cluster_pass(k, obj, cptr, cmem, order, vptr, vidx, part, w, load, cap, soff
                     best_mx = mx1
             if best_b >= 0:
                 for s in range(s0, s1):
-                    _apply(cmem[s], best_b, k, vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol,
-                           send, recv, smsg, rmsg, tot, crit, crita, critb, ncrit, buf, False)
+                    apply_move(cmem[s], best_b, T, P, V, A, False)
                 stats[1] += s1 - s0
                 phi0 = best_phi
                 mcur = best_mx
@@ -136,7 +157,7 @@ def cluster_pass(k, obj, cptr, cmem, order, vptr, vidx, part, w, load, cap, soff
         kept += moved
         if moved == 0:
             break
-        if not state_key(obj, k, send, recv, smsg, rmsg, alpha, brb, 1.0, q)[0] < start * (1.0 - min_gain):
+        if not state_key(C, V, 1.0)[0] < start * (1.0 - min_gain):
             break
     return kept
 
@@ -182,14 +203,15 @@ def cluster_moves(graph, st, part: np.ndarray, k: int, w: np.ndarray, cap: int, 
     t_coarse = time.perf_counter() - t0
     maxdeg = int(np.diff(st.vptr).max()) if graph.n else 0
     stats = np.zeros(3, np.int64)
+    T, P, V = st.records(part, w)
+    C = _fm.CostModel(obj, alpha, brb, q, mu)
+    L = _fm.Limits(cap, cap, vlimit, vlimit, max_targets)      # no overload, no volume slack
+    O = ClusterOptions(theta, max_rounds, min_gain, min_size, float(deadline))
     levels = []
     for cid, nc in list(reversed(maps))[:max_levels]:
         cptr, cmem = _members(cid, nc)
         order = rng.permutation(nc).astype(np.int64)
-        kept = cluster_pass(k, obj, cptr, cmem, order, st.vptr, st.vidx, part, w, st.load, cap, st.soff, st.lam,
-                            st.dense, st.spart, st.scnt, st.vol, st.send, st.recv, st.smsg, st.rmsg, st.tot,
-                            vlimit, alpha, brb, q, mu, max_targets, theta, max_rounds, min_gain, maxdeg, min_size,
-                            float(deadline), stats)
+        kept = cluster_pass(T, P, V, C, L, Clusters(cptr, cmem, order), O, maxdeg, stats)
         levels.append((int(nc), int(kept)))
         if stats[2]:
             break

@@ -190,6 +190,10 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
     else:
         st = _State(graph, out, k)
         build_s = time.perf_counter() - t0
+        T, P, V = st.records(out, w)
+        C = _fm.CostModel(_fm.OBJ_CODES[objective], float(alpha), float(beta) * rb, int(q), float(mu))
+        L = _fm.Limits(cap, cap + int(overload * cap), vlimit, vlimit + int(volume_slack * before["total_volume"]),
+                       int(max_targets))
         order = np.random.default_rng(seed).permutation(n).astype(np.int64)
         mm = n if max_moves_per_pass is None else max(1, int(max_moves_per_pass))
         avg = graph.nnz / max(n, 1)
@@ -218,14 +222,10 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
                 npasses = max_passes - passes
             tr = np.zeros((max(1, npasses), 5))
             ts = time.perf_counter() - t0
+            O = _fm.PassOptions(int(patience), int(npasses), float(min_gain), mm, deadline, big_deg, bool(blocked),
+                                bool(full_updates), float(hot), bool(sink) and objective != "total")
             with _heartbeat(progress, None, label=f"refining {objective} (stage {si + 1})"):
-                p_, k_, t_, code = _fm._fm(
-                    n, k, _fm.OBJ_CODES[objective], st.vptr, st.vidx, st.tptr, st.tidx, out, w, st.load, cap,
-                    cap + int(overload * cap), st.soff, st.lam, st.dense, st.spart, st.scnt, st.vol, st.send, st.recv,
-                    st.smsg, st.rmsg, st.tot, vlimit, float(alpha), float(beta) * rb, int(q), float(mu),
-                    int(max_targets), int(patience), int(npasses), float(min_gain), mm, order, deadline, tr, big_deg,
-                    bool(blocked), stats, bool(full_updates), float(hot), bool(sink) and objective != "total",
-                    vlimit + int(volume_slack * before["total_volume"]))
+                p_, k_, t_, code = _fm._fm(T, P, V, C, L, O, order, tr, stats)
             passes, kept, tried = passes + p_, kept + k_, tried + t_
             for i in range(min(p_, tr.shape[0])):
                 trace.append({"seconds": round(ts + float(tr[i, 0]), 4), "value": float(tr[i, 1]),
@@ -256,7 +256,8 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
 
 
 class _State:
-    """Arrays of the refinement state (see :mod:`._fm`)."""
+    """Arrays of the refinement state (see :mod:`._fm`); :meth:`records` groups
+    them in the kernels' records."""
 
     def __init__(self, graph: Graph, part: np.ndarray, k: int):
         n = graph.n
@@ -275,8 +276,7 @@ class _State:
         self.scnt = np.zeros(int(self.soff[-1]), dtype=np.int32)
         self.lam = np.zeros(n, dtype=np.int32)
         self.vol = np.zeros((k, k), dtype=np.int64)
-        _fm.build_slots(n, k, self.tptr, self.tidx, part, self.soff, self.dense, self.spart, self.scnt,
-                        self.lam, self.vol)
+        _fm.build_slots(self.tptr, self.tidx, part, self.pins(), self.vol)
         self.send = self.vol.sum(axis=1)
         self.recv = self.vol.sum(axis=0)
         nz = self.vol > 0
@@ -284,6 +284,18 @@ class _State:
         self.rmsg = nz.sum(axis=0).astype(np.int64)
         self.tot = np.array([int(self.send.sum()), int(nz.sum())], dtype=np.int64)
         self.load = np.bincount(part, weights=np.maximum(graph.row_nnz, 1), minlength=k).astype(np.int64)
+
+    def pins(self) -> _fm.PinSlots:
+        """The pin counts as a :class:`._fm.PinSlots` record (the same arrays)."""
+        return _fm.PinSlots(self.soff, self.lam, self.dense, self.spart, self.scnt)
+
+    def records(self, part: np.ndarray, w: np.ndarray) -> tuple:
+        """(:class:`._fm.Topology`, :class:`._fm.PinSlots`, :class:`._fm.VolumeState`)
+        of the kernels: the same arrays, with ``part`` (int64[n], the partition
+        the state was built from, updated in place by the kernels) and ``w``
+        (int64[n] balance weight per vertex)."""
+        return (_fm.Topology(self.vptr, self.vidx, self.tptr, self.tidx, w), self.pins(),
+                _fm.VolumeState(part, self.load, self.vol, self.send, self.recv, self.smsg, self.rmsg, self.tot))
 
     def check(self, part: np.ndarray):
         """The incremental state must equal a recount (cheap, O(nnz))."""
