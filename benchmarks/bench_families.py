@@ -91,6 +91,12 @@ CANDIDATES = {
     "auto:m+k+mtkgraph,min0": dict(preset="auto", starts="metis,kaminpar,mtkahypar", refine_min_s=0.0),
     "auto:vc-all,max": dict(preset="auto", vcycle="all", select="max"),
     "auto:vc-best,max": dict(preset="auto", vcycle="best", select="max"),
+    "auto:tol0.01": dict(preset="auto", volume_tolerance=0.01),
+    "auto:km1fm": dict(preset="auto", km1_fm=True),
+    "auto:km1fm,tol0.01": dict(preset="auto", km1_fm=True, volume_tolerance=0.01),
+    "auto:ref2": dict(preset="auto", refine_factor=2.0),
+    "auto:m+k+mtkgraph": dict(preset="auto", starts="metis,kaminpar,mtkahypar"),
+    "auto:ref2,tol0.05": dict(preset="auto", refine_factor=2.0, volume_tolerance=0.05),
 }
 
 

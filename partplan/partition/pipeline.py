@@ -9,6 +9,10 @@ Chosen by measurement on the TUNE half of ``benchmarks/bench_families.py``
    nonzeros, where engine times are fixed costs); KaMinPar alone above
    METIS_MAX_NNZ (METIS's own allocation: 17.4 GiB on R-MAT 22), in its
    memory-efficient "terapart" context above TERAPART_NNZ;
+   A start above the ε-limit (METIS and KaMinPar on skewed graphs at large k)
+   is repaired first by :func:`partplan.partition.rebalance.rebalance` (rows
+   least tied to their part move to neighbouring parts with room), kept when
+   less overloaded;
 2. **km1 V-cycle** (:func:`partplan.partition.fast.vcycle_refine`) on every
    start (``vcycle="all"``; ``"best"``: on the kept start only, cheaper);
 3. the start kept: ε-balanced first, else the **least overloaded**; then the
@@ -148,6 +152,8 @@ def auto_partition(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int =
             part, _ = run_backend(eng, graph, k, imbalance=imbalance, seed=seed, graph=graph, **opts)
         rep = {"engine": eng, "engine_s": time.perf_counter() - ts, "start": figures(graph, part, k),
                "overload": overload(graph, part, k, imbalance)}
+        if rep["overload"] > 0:      # the engine broke ε: repair before the V-cycle (it keeps the cap)
+            part, rep = _rebalance(graph, part, k, imbalance, rep, say)
         rep["figures"] = rep["start"]
         if vcycle == "all":
             with _heartbeat(progress, eng, f"km1 V-cycle on the {eng} start"):
@@ -195,6 +201,23 @@ def auto_partition(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int =
         report["refine"] = rrep
     report["seconds"] = time.perf_counter() - t0
     return part, report
+
+
+def _rebalance(graph, part, k, imbalance, rep, say):
+    """Balance repair of an overloaded start (partition/rebalance.py); kept when less overloaded."""
+    from .rebalance import rebalance
+
+    tr = time.perf_counter()
+    fixed, info = rebalance(graph, part, k, imbalance=imbalance)
+    after = overload(graph, fixed, k, imbalance)
+    info.update(seconds=time.perf_counter() - tr, overload_before=rep["overload"], overload_after=after)
+    rep["rebalance"] = info
+    if after < rep["overload"]:
+        rep["overload"], rep["start"] = after, figures(graph, fixed, k)
+        say(f"start {rep['engine']}: above the balance limit by {info['overload_before']}; "
+            f"{info['moved']} rows moved, now {'balanced' if after == 0 else f'above it by {after}'}")
+        return fixed, rep
+    return part, rep
 
 
 def _vcycle(graph, part, k, imbalance, seed, rep, vcycle_refine):

@@ -1,0 +1,94 @@
+"""Balance repair (partition/rebalance.py) and its use by the default pipeline.
+
+Oracles: the ε-limit computed here from its definition (⌊(1+ε)·⌈W/k⌉⌋ over
+weights max(row nnz, 1)), bincount of the weights, and the rule's promises
+(parts at or below the limit never go above it; the heaviest part never gets
+heavier)."""
+import numpy as np
+import pytest
+
+from partplan.graph import Graph
+from partplan.partition import pipeline
+from partplan.partition.rebalance import rebalance
+
+
+def _weights(g):
+    return np.maximum(np.diff(g.indptr), 1).astype(np.int64)
+
+
+def _limit(g, k, eps):
+    W = int(_weights(g).sum())
+    return int(np.floor((1 + eps) * -(-W // k)))
+
+
+def _loads(g, part, k):
+    return np.bincount(part, weights=_weights(g), minlength=k).astype(np.int64)
+
+
+def _powerlaw(n=3000, seed=0):
+    import networkx as nx
+    h = nx.barabasi_albert_graph(n, 3, seed=seed)
+    src, dst = np.array(list(h.edges)).T
+    return Graph.from_edges(src, dst, n=n, symmetrize=True)
+
+
+@pytest.mark.parametrize("k", [4, 16, 64])
+def test_everything_in_one_part_is_repaired(k):
+    g = _powerlaw()
+    part, info = rebalance(g, np.zeros(g.n, np.int64), k, imbalance=0.03)
+    assert _loads(g, part, k).max() <= _limit(g, k, 0.03)
+    assert part.min() >= 0 and part.max() < k and part.dtype == np.int64
+    assert info["moved"] == int((part != 0).sum())
+
+
+def test_parts_with_room_stay_within_the_limit_and_nothing_gets_heavier():
+    g = _powerlaw(seed=1)
+    k, eps = 16, 0.03
+    rng = np.random.default_rng(0)
+    start = rng.integers(0, k, g.n)
+    start[rng.random(g.n) < 0.3] = 3                  # part 3 far above the limit
+    before = _loads(g, start, k)
+    part, _ = rebalance(g, start, k, imbalance=eps)
+    after, lim = _loads(g, part, k), _limit(g, k, eps)
+    assert (after[before <= lim] <= lim).all()
+    assert after.max() <= before.max() and after.max() <= lim
+    moved = part != start
+    assert (start[moved] == 3).all()                  # only rows of the overloaded part moved
+    np.testing.assert_array_equal(part, rebalance(g, start, k, imbalance=eps)[0])   # deterministic
+
+
+def test_balanced_input_is_returned_unchanged():
+    g = _powerlaw(seed=2)
+    start, _ = rebalance(g, np.zeros(g.n, np.int64), 8, imbalance=0.05)
+    assert _loads(g, start, 8).max() <= _limit(g, 8, 0.05)
+    part, info = rebalance(g, start, 8, imbalance=0.05)
+    np.testing.assert_array_equal(part, start)
+    assert info["moved"] == 0 and info["passes"] == 0
+
+
+def test_unbalanceable_star_never_gets_worse():
+    n = 200                                           # the hub's row weighs 199 > the limit of 4 parts
+    g = Graph.from_edges(np.zeros(n - 1, np.int64), np.arange(1, n), n=n, symmetrize=True)
+    start = np.zeros(n, np.int64)
+    part, info = rebalance(g, start, 4, imbalance=0.03)
+    loads, lim = _loads(g, part, 4), _limit(g, 4, 0.03)
+    assert part[0] == 0 and loads[0] < _loads(g, start, 4)[0]
+    assert (loads[1:] <= lim).all() and info["heaviest_after"] == loads.max()
+
+
+def test_default_pipeline_repairs_overloaded_starts(monkeypatch):
+    """Engines that return everything in one part: the default pipeline's result is ε-balanced
+    and says it repaired the starts."""
+    pytest.importorskip("kaminpar")
+    from partplan.partition.api import partition
+    g = _powerlaw(n=1500, seed=3)
+
+    def lopsided(eng, model_obj, k, **kw):
+        return np.zeros(g.n, np.int64), {}
+    monkeypatch.setattr(pipeline, "run_backend", lopsided)
+    msgs = []
+    p = partition(g, 8, progress=msgs.append)
+    assert _loads(g, p.part, 8).max() <= _limit(g, 8, 0.03)
+    starts = p.info["auto"]["starts"]
+    assert all(r["rebalance"]["overload_after"] == 0 and r["balanced"] for r in starts)
+    assert any("rows moved, now balanced" in m for m in msgs)
