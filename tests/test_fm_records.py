@@ -1,6 +1,6 @@
 """The refinement kernels (partplan.partition._fm, multilevel) take their state
 in named records: short signatures, the records share the state's arrays, and
-the record kernels agree with recounts and with the flat entry points."""
+the record kernels agree with recounts and with one-vertex calls."""
 import inspect
 
 import numpy as np
@@ -89,7 +89,7 @@ def test_apply_move_keeps_the_state_exact(directed):
 @pytest.mark.parametrize("obj", [1, 3, 4])
 def test_eval_moves_batch_equals_single_evaluations(obj):
     """One batch over all vertices gives the same (gain, target, blocked) as
-    one evaluation per vertex through the flat entry point _eval."""
+    one evaluation per vertex (a one-row batch)."""
     g = random_graph(50, 110, seed=3)
     k, q, mu = 5, 4, 0.05
     part = random_partition(g.n, k, seed=8).astype(np.int64)
@@ -116,12 +116,8 @@ def test_eval_moves_batch_equals_single_evaluations(obj):
                       np.zeros(n, np.int64))
     _fm.eval_moves(B, 0, n, T, P, V, C, L, cur, X, F)
     assert (B.target >= 0).any()
-    S = (st.vptr, st.vidx, part, w, st.load, st.soff, st.lam, st.dense, st.spart, st.scnt, st.vol, st.send,
-         st.recv, st.smsg, st.rmsg)
-    W = (*X[:13], F.phic, *X[13:])
     one_g, one_b, one_k = np.zeros(1), np.zeros(1, np.int64), np.zeros(1, np.int64)
-    for u in range(n):
-        _fm._eval(np.array([u]), 1, np.array([-1]), one_g, one_b, one_k, k, obj, L.cap, L.cap_hard, True, M,
-                  nmax, int(st.tot[0]), L.vlimit_hard, C.alpha, C.brb, inv, q, mu, L.max_targets, S, W, F.hot,
-                  F.sink)
+    for u in range(n):        # one vertex per call gives what the batch gave
+        _fm.eval_moves(_fm.MoveBatch(np.array([u]), np.array([-1]), one_g, one_b, one_k), 0, 1, T, P, V, C, L,
+                       cur, X, F)
         assert (one_g[0], one_b[0], one_k[0]) == (B.gain[u], B.target[u], B.blocked[u])

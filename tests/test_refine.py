@@ -11,6 +11,7 @@ import pytest
 
 from partplan import Graph, PartitionError, analyze
 from partplan.errors import OptionError
+from partplan.partition import _fm
 from partplan.partition.baselines import random_partition
 from partplan.partition.refine import OBJECTIVES, refine
 
@@ -197,7 +198,6 @@ def test_incremental_state_matches_a_recount_after_random_moves():
     """Sparse/dense pin counts, λ, the volume matrix and message counts stay
     exact under arbitrary moves (oracle: volume_matrix from scratch)."""
     from partplan.metrics.volume1d import volume_matrix
-    from partplan.partition import _fm
     from partplan.partition.refine import _State
 
     rng = np.random.default_rng(5)
@@ -211,7 +211,7 @@ def test_incremental_state_matches_a_recount_after_random_moves():
         m = np.zeros(g.n + 2, np.int64)
         for _ in range(300):
             u, b = int(rng.integers(g.n)), int(rng.integers(k))
-            _fm._apply(u, b, k, st.vptr, st.vidx, part, w, st.load, st.soff, st.lam, st.dense, st.spart,
+            _apply_flat(u, b, k, st.vptr, st.vidx, part, w, st.load, st.soff, st.lam, st.dense, st.spart,
                        st.scnt, st.vol, st.send, st.recv, st.smsg, st.rmsg, st.tot, m, m.copy(), m.copy(),
                        np.zeros(3, np.int64), np.zeros(k, np.int64), False)
             vol, lam = volume_matrix(g.indptr, g.indices, part, k)
@@ -332,7 +332,6 @@ def _phi_gain(g, part, u, b, k, inv, q, mu):
 
 def _kernel_state(g, part, k):
     """The kernel's state and scratch arrays, as _fm._fm builds them."""
-    from partplan.partition import _fm
     from partplan.partition.refine import _State
 
     st = _State(g, part, k)
@@ -368,7 +367,7 @@ def test_move_gains_equal_a_brute_force_recount_for_every_target(directed):
         for b in range(k):
             if b == part[u]:
                 continue
-            _fm._eval(np.array([u]), 1, np.array([b]), one_g, one_b, one_k, k, 3, 10**9, 10**9, False, M, 1,
+            _eval_flat(np.array([u]), 1, np.array([b]), one_g, one_b, one_k, k, 3, 10**9, 10**9, False, M, 1,
                       int(st.tot[0]), 10**9, 0.0, 0.0, inv, q, mu, 3, S, W, hot, no_sink)
             assert one_b[0] == b
             assert one_g[0] == pytest.approx(_phi_gain(g, part, u, b, k, inv, q, mu), rel=1e-9, abs=1e-12)
@@ -377,7 +376,7 @@ def test_move_gains_equal_a_brute_force_recount_for_every_target(directed):
     # with sinks: the chosen target is the best of the candidates and its gain is exact
     for u in range(g.n):
         sinks = np.array([(part[u] + 1) % k, (part[u] + 2) % k], np.int64)
-        _fm._eval(np.array([u]), 1, np.array([-1]), one_g, one_b, one_k, k, 3, 10**9, 10**9, False, M, 1,
+        _eval_flat(np.array([u]), 1, np.array([-1]), one_g, one_b, one_k, k, 3, 10**9, 10**9, False, M, 1,
                   int(st.tot[0]), 10**9, 0.0, 0.0, inv, q, mu, 3, S, W, hot, sinks)
         assert one_b[0] >= 0
         assert one_g[0] == pytest.approx(_phi_gain(g, part, u, int(one_b[0]), k, inv, q, mu), rel=1e-9, abs=1e-12)
@@ -441,3 +440,27 @@ def test_bad_option_values_are_one_partplan_error(kw):
     g = random_graph(30, 60, seed=1)
     with pytest.raises(PartplanError):
         refine(g, np.arange(30) % 3, 3, **kw)
+
+
+# ------------------------------------------------------------------ the kernels with flat arguments
+# (the test's cases are written against the flat argument lists; the kernels take records)
+def _apply_flat(u, b, k, vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol, send, recv,
+           smsg, rmsg, tot, crit, crita, critb, ncrit_arr, buf, own_crit):
+    """:func:`apply_move` with flat arguments (k = vol.shape[0])."""
+    _fm.apply_move(u, b, _fm.Topology(vptr, vidx, vptr, vidx, w), _fm.PinSlots(soff, lam, dense, spart, scnt),
+               _fm.VolumeState(part, load, vol, send, recv, smsg, rmsg, tot),
+               _fm.ApplyScratch(crit, crita, critb, ncrit_arr, buf), own_crit)
+
+
+def _eval_flat(verts, nv, only, out_g, out_b, out_blk, k, obj, cap, cap_hard, relax, M, nmax, tv, vlimit, alpha,
+          brb, inv, q, mu, max_targets, S, W, hot, sk):
+    """:func:`eval_moves` with flat arguments: S = (vptr, vidx, part, w, load,
+    soff, lam, dense, spart, scnt, vol, send, recv, smsg, rmsg), W = the
+    fields of :class:`EvalScratch` with phic inserted after leave; vlimit is
+    the hard volume limit (k = vol.shape[0])."""
+    vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol, send, recv, smsg, rmsg = S
+    tot = np.array([tv, 0], np.int64)            # the evaluation reads the total volume from tv
+    _fm.eval_moves(_fm.MoveBatch(verts, only, out_g, out_b, out_blk), 0, nv, _fm.Topology(vptr, vidx, vptr, vidx, w),
+               _fm.PinSlots(soff, lam, dense, spart, scnt), _fm.VolumeState(part, load, vol, send, recv, smsg, rmsg, tot),
+               _fm.CostModel(obj, alpha, brb, q, mu), _fm.Limits(cap, cap_hard, vlimit, vlimit, max_targets),
+               _fm.Current(inv, M, nmax, relax, tv), _fm.EvalScratch(*W[:13], *W[14:]), _fm.PartFocus(W[13], hot, sk))

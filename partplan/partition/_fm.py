@@ -1183,28 +1183,3 @@ def _fm(T, P, V, C, L, O, order, trace, stats):
         if passes >= max_passes:
             stopped = 2
     return passes, kept_total, tried_total, stopped
-
-
-# ------------------------------------------------------------------ flat-argument entry points
-# Plain Python (not compiled): the flat signatures of before the records, kept for callers
-# outside this package's kernels (tests/test_refine.py checks the kernels through them).
-def _apply(u, b, k, vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol, send, recv,
-           smsg, rmsg, tot, crit, crita, critb, ncrit_arr, buf, own_crit):
-    """:func:`apply_move` with flat arguments (k = vol.shape[0])."""
-    apply_move(u, b, Topology(vptr, vidx, vptr, vidx, w), PinSlots(soff, lam, dense, spart, scnt),
-               VolumeState(part, load, vol, send, recv, smsg, rmsg, tot),
-               ApplyScratch(crit, crita, critb, ncrit_arr, buf), own_crit)
-
-
-def _eval(verts, nv, only, out_g, out_b, out_blk, k, obj, cap, cap_hard, relax, M, nmax, tv, vlimit, alpha,
-          brb, inv, q, mu, max_targets, S, W, hot, sk):
-    """:func:`eval_moves` with flat arguments: S = (vptr, vidx, part, w, load,
-    soff, lam, dense, spart, scnt, vol, send, recv, smsg, rmsg), W = the
-    fields of :class:`EvalScratch` with phic inserted after leave; vlimit is
-    the hard volume limit (k = vol.shape[0])."""
-    vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol, send, recv, smsg, rmsg = S
-    tot = np.array([tv, 0], np.int64)            # the evaluation reads the total volume from tv
-    eval_moves(MoveBatch(verts, only, out_g, out_b, out_blk), 0, nv, Topology(vptr, vidx, vptr, vidx, w),
-               PinSlots(soff, lam, dense, spart, scnt), VolumeState(part, load, vol, send, recv, smsg, rmsg, tot),
-               CostModel(obj, alpha, brb, q, mu), Limits(cap, cap_hard, vlimit, vlimit, max_targets),
-               Current(inv, M, nmax, relax, tv), EvalScratch(*W[:13], *W[14:]), PartFocus(W[13], hot, sk))
