@@ -21,8 +21,8 @@ Chosen by measurement on the TUNE half of ``benchmarks/bench_families.py``
    0.833 vs 0.846 of the best peer, at 1.3× its in-API time — docs/planner.md);
 4. **bottleneck refinement** (:func:`partplan.partition.refine.refine`,
    max-both, exact; on graphs of ≤ SMALL_NNZ nonzeros every start as balanced
-   as the kept one is refined and the lowest result kept) with a time budget of ``refine_factor`` × the time spent
-   in 1–3 (at least ``refine_min_s``) and the total volume capped at
+   as the kept one is refined and the lowest result kept) with a time budget
+   of ``refine_factor`` × the time spent in 1–3 (at least ``refine_min_s``) and the total volume capped at
    (1 + ``volume_tolerance``) × the *lowest* total volume among the starts
    (or the kept start's own when that is already higher).
 
@@ -188,30 +188,37 @@ def auto_partition(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int =
     start_s = time.perf_counter() - t0
     report = {"starts": reps, "chosen": chosen, "start_s": start_s, "vcycle": vcycle, "refine": None}
     if refine and k > 1:
-        from . import refine as refine_mod
-
-        # total volume: at most (1 + tolerance) x the lowest of the starts' (not only the refined one's)
-        low = min(r["figures"]["total_volume"] for r in reps)
         budget = max(refine_min_s, refine_factor * start_s) if time_limit is None else float(time_limit)
-        # small graphs (engine times are fixed costs): every start as balanced as the kept one is
-        # refined and the best result kept (a start's max before refinement does not rank its result)
-        tied = [i for i in range(len(reps)) if reps[i]["overload"] == reps[best]["overload"]]
-        cands = [best] + [i for i in tied if i != best] if graph.nnz <= SMALL_NNZ else [best]
-        results = []
-        for i in cands:
-            tv = reps[i]["figures"]["total_volume"]
-            ref, tol = (low, volume_tolerance) if tv <= low * (1 + volume_tolerance) else (tv, 0.0)
-            say(f"refining max(send, recv) of the {reps[i]['engine']} start (time limit {budget:.1f} s)")
-            p_i, r_i = refine_mod.refine(graph, parts[i], k, objective="max-both", imbalance=imbalance, seed=seed,
-                                         volume_tolerance=tol, volume_reference=ref, time_limit=budget,
-                                         progress=progress)
-            a = r_i["after"]
-            results.append((a["max_send_recv"], a["total_volume"], len(results), i, p_i, r_i))
-        _, _, _, i, part, rrep = min(results, key=lambda t: t[:3])
-        report["chosen"], report["refine"] = reps[i]["engine"], rrep
-        report["refined_starts"] = [reps[j]["engine"] for j in cands]
+        part, report["refine"], i, report["refined_starts"] = _refine_starts(
+            graph, k, reps, parts, best, imbalance, seed, volume_tolerance, budget, progress)
+        report["chosen"] = reps[i]["engine"]
     report["seconds"] = time.perf_counter() - t0
     return part, report
+
+
+def _refine_starts(graph, k, reps, parts, best, imbalance, seed, volume_tolerance, budget, progress):
+    """Bottleneck refinement (max-both) of the kept start — on small graphs (≤ SMALL_NNZ nonzeros,
+    where engine times are fixed costs) of every start as balanced as the kept one, since a start's
+    max before refinement does not rank its refined result. Total volume at most
+    (1 + volume_tolerance) × the lowest of the starts' (or the start's own when already higher).
+    Returns (part, refine report, index of the start kept, engines refined)."""
+    from . import refine as refine_mod
+
+    say = progress or (lambda msg: None)
+    low = min(r["figures"]["total_volume"] for r in reps)
+    tied = [i for i in range(len(reps)) if reps[i]["overload"] == reps[best]["overload"] and i != best]
+    cands = [best] + (tied if graph.nnz <= SMALL_NNZ else [])
+    results = []
+    for i in cands:
+        tv = reps[i]["figures"]["total_volume"]
+        ref, tol = (low, volume_tolerance) if tv <= low * (1 + volume_tolerance) else (tv, 0.0)
+        say(f"refining max(send, recv) of the {reps[i]['engine']} start (time limit {budget:.1f} s)")
+        p_i, r_i = refine_mod.refine(graph, parts[i], k, objective="max-both", imbalance=imbalance, seed=seed,
+                                     volume_tolerance=tol, volume_reference=ref, time_limit=budget,
+                                     progress=progress)
+        results.append((r_i["after"]["max_send_recv"], r_i["after"]["total_volume"], len(results), i, p_i, r_i))
+    *_, i, part, rrep = min(results, key=lambda t: t[:3])
+    return part, rrep, i, [reps[j]["engine"] for j in cands]
 
 
 def _rebalance(graph, part, k, imbalance, rep, say):
