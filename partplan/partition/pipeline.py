@@ -22,9 +22,9 @@ Chosen by measurement on the TUNE half of ``benchmarks/bench_families.py``
 4. **bottleneck refinement** (:func:`partplan.partition.refine.refine`,
    max-both, exact; on graphs of ≤ SMALL_NNZ nonzeros every start as balanced
    as the kept one is refined and the lowest result kept) with a time budget
-   of ``refine_factor`` × the time spent in 1–3 (at least ``refine_min_s``) and the total volume capped at
-   (1 + ``volume_tolerance``) × the *lowest* total volume among the starts
-   (or the kept start's own when that is already higher).
+   of ``refine_factor`` × the time spent in 1–3 (at least ``refine_min_s``)
+   and the total volume capped at (1 + ``volume_tolerance``) × the *lowest*
+   total volume among the starts (or the start's own when already higher).
 
 Every figure in the report is recomputed exactly from the partition
 (:func:`partplan.metrics.volume1d.volume_matrix`). Deterministic for a seed
