@@ -213,6 +213,20 @@ def _dec(j, p, soff, lam, dense, spart, scnt):
 
 
 @njit_inline
+def count_neighbour_parts(u, vptr, vidx, part, skip, cnt, touched, nt):
+    """Add u's neighbours (vidx[vptr[u]:vptr[u + 1]]) per part other than ``skip`` to ``cnt``; a part
+    seen for the first time is appended to ``touched[nt:]``. Returns the new nt."""
+    for e in range(vptr[u], vptr[u + 1]):
+        p = part[vidx[e]]
+        if p != skip:
+            if cnt[p] == 0:
+                touched[nt] = p
+                nt += 1
+            cnt[p] += 1
+    return nt
+
+
+@njit_inline
 def _parts_of(j, k, soff, lam, dense, spart, scnt, out):
     """Write the parts of Λ_j into out; return their number."""
     b = soff[j]

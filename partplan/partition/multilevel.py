@@ -30,7 +30,7 @@ from collections import namedtuple
 import numpy as np
 
 from . import _fm
-from ._fm import _cost, _time, apply_move, apply_scratch, objmode, state_key
+from ._fm import _cost, _time, apply_move, apply_scratch, count_neighbour_parts, objmode, state_key
 
 njit = _fm.njit
 
@@ -99,13 +99,7 @@ def cluster_pass(T, P, V, C, L, CL, O, maxdeg, stats):
             for s in range(s0, s1):
                 u = cmem[s]
                 wc += w[u]
-                for e in range(vptr[u], vptr[u + 1]):
-                    p = part[vidx[e]]
-                    if p != a:
-                        if cnt[p] == 0:
-                            touched[nt] = p
-                            nt += 1
-                        cnt[p] += 1
+                nt = count_neighbour_parts(u, vptr, vidx, part, a, cnt, touched, nt)
             # the max_targets best-connected parts with room, ties by part id
             ntb = 0
             for t in range(nt):

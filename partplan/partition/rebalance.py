@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._kernels import njit
+from ._fm import count_neighbour_parts
 from ..graph import Graph
 from .objectives import balance_cap
 
@@ -46,14 +47,7 @@ def _pass(indptr, indices, w, part, load, limit, order, cnt, touched):
         p = part[v]
         if load[p] <= limit:
             continue
-        nt = 0
-        for e in range(indptr[v], indptr[v + 1]):
-            t = part[indices[e]]
-            if t != p:
-                if cnt[t] == 0:
-                    touched[nt] = t
-                    nt += 1
-                cnt[t] += 1
+        nt = count_neighbour_parts(v, indptr, indices, part, p, cnt, touched, 0)
         best, bc = -1, -1
         for i in range(nt):
             t = touched[i]
