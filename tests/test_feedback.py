@@ -217,3 +217,36 @@ def test_cli_heartbeat_speaks_while_a_c_call_holds_the_gil(quiet):
     else:
         assert len(beats) >= 3, r.stderr
         assert r.stdout.split() == ["True", "True"]                    # a child, and it was reaped
+
+
+_INTERRUPTED = r"""
+import re, sys, time
+from partplan.partition import heartbeat as h
+h.HEARTBEAT_FIRST_S, h.HEARTBEAT_EVERY_S = 0.05, 0.05
+hb = h._heartbeat(h.StderrProgress(), "engine")
+try:
+    with hb:
+        print("started", flush=True)
+        while True:
+            re.match(r"(a+)+$", "a" * 21 + "b")
+except KeyboardInterrupt:
+    print("interrupted", hb.child.poll() is not None, flush=True)
+    sys.exit(130)
+"""
+
+
+def test_ctrl_c_to_the_process_group_leaves_no_child_traceback():
+    """Ctrl-C reaches the heartbeat child too: it prints nothing and ends with its parent."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    proc = subprocess.Popen([sys.executable, "-c", _INTERRUPTED], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    assert proc.stdout.readline().strip() == "started"
+    time.sleep(0.4)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and out.split() == ["interrupted", "True"]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert any(ln.endswith(" s elapsed") for ln in err.splitlines())

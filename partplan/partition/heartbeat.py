@@ -25,15 +25,21 @@ HEARTBEAT_FIRST_S = 2.0
 HEARTBEAT_EVERY_S = 5.0
 
 # the child: waits on its stdin (the parent's pipe) with a timeout; EOF ends it
+# (Ctrl-C reaches the whole process group: the child ignores it and ends with its parent instead of
+# printing a traceback; a closed stderr ends it quietly)
 _CHILD = r"""
-import os, select, sys, time
+import os, select, signal, sys, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)
 label, t0, start, first, every = sys.argv[1], *map(float, sys.argv[2:6])
 wait = max(0.0, first - (time.time() - start))
 while True:
     if select.select([0], [], [], wait)[0]:
         break
     now = time.time()
-    os.write(2, ("[%7.1fs] %s: %.0f s elapsed\n" % (now - t0, label, now - start)).encode("utf-8", "replace"))
+    try:
+        os.write(2, ("[%7.1fs] %s: %.0f s elapsed\n" % (now - t0, label, now - start)).encode("utf-8", "replace"))
+    except OSError:
+        break
     wait = every
 """
 
