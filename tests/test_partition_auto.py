@@ -131,3 +131,15 @@ def test_no_balanced_start_keeps_the_least_overloaded():
     chosen = [r for r in rep["starts"] if r["engine"] == rep["chosen"]][0]
     assert chosen["overload"] == min(loads)
     assert overload(g, part, 16, 0.03) <= chosen["overload"]
+
+
+def test_bad_pipeline_options_refused_before_any_engine_runs(monkeypatch):
+    from partplan.partition import pipeline
+
+    def engine_must_not_run(*a, **kw):
+        raise AssertionError("an engine ran before the options were checked")
+    monkeypatch.setattr(pipeline, "run_backend", engine_must_not_run)
+    g = _graph(300)
+    for kw in (dict(select="bogus"), dict(vcycle="sometimes"), dict(starts="kahypar")):
+        with pytest.raises(OptionError):
+            auto_partition(g, 4, **kw)

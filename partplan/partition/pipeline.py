@@ -127,66 +127,29 @@ def auto_partition(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int =
                    select: str = DEFAULT_SELECT, km1_fm: bool = False,
                    threads: int = 1, progress: Callable[[str], None] | None = None) -> tuple[np.ndarray, dict]:
     """Run the default pipeline (module doc); returns (part int64[n], report)."""
-    from .fast import vcycle_refine
-
-    if starts is None or starts == "auto":
-        starts, start_opts = starts_by_size(graph)
-    else:
-        start_opts = {}
-    starts = check_starts(starts)
-    if vcycle not in VCYCLE_CHOICES:
-        raise OptionError(f"vcycle must be one of {VCYCLE_CHOICES}, got {vcycle!r}")
-    vcycle = "all" if vcycle is True else vcycle
+    starts, start_opts, vcycle = _check_options(graph, starts, vcycle, select)
     refine = check_bool("refine", refine)
     refine_factor = check_real("refine_factor", refine_factor)
     refine_min_s = check_real("refine_min_s", refine_min_s)
     volume_tolerance = check_real("volume_tolerance", volume_tolerance)
-    say = progress or (lambda msg: None)
     t0 = time.perf_counter()
     reps, parts = [], []
     for eng in starts:
-        ts = time.perf_counter()
-        opts = dict(START_OPTIONS.get(eng, {}), **start_opts.get(eng, {}))
-        if eng == "kaminpar":
-            opts["threads"] = threads
-        with _heartbeat(progress, eng):
-            part, _ = run_backend(eng, graph, k, imbalance=imbalance, seed=seed, graph=graph, **opts)
-        rep = {"engine": eng, "engine_s": time.perf_counter() - ts, "start": figures(graph, part, k),
-               "overload": overload(graph, part, k, imbalance)}
-        if rep["overload"] > 0:      # the engine broke ε: repair before the V-cycle (it keeps the cap)
-            part, rep = _rebalance(graph, part, k, imbalance, rep, say)
-        rep["figures"] = rep["start"]
-        if vcycle == "all":
-            with _heartbeat(progress, eng, f"km1 V-cycle on the {eng} start"):
-                _vcycle(graph, part, k, imbalance, seed, rep, vcycle_refine)
-            part = rep.pop("_part")
-        say(f"start {eng}: max(send, recv) {rep['figures']['max_send_recv']}, "
-            f"total volume {rep['figures']['total_volume']} ({time.perf_counter() - ts:.2f} s)")
+        opts = dict(START_OPTIONS.get(eng, {}), **start_opts.get(eng, {}), **(
+            {"threads": threads} if eng == "kaminpar" else {}))
+        part, rep = _start(graph, k, eng, opts, imbalance, seed, vcycle == "all", progress)
         reps.append(rep)
         parts.append(part)
-    if select not in ("max", "volume"):
-        raise OptionError(f"select must be 'max' or 'volume', got {select!r}")
     best = min(range(len(reps)), key=lambda i: _key(reps[i], select) + (i,))
     if vcycle == "best":   # the km1 V-cycle on the kept start only (the other's would cost as much)
-        with _heartbeat(progress, reps[best]["engine"], f"km1 V-cycle on the {reps[best]['engine']} start"):
-            _vcycle(graph, parts[best], k, imbalance, seed, reps[best], vcycle_refine)
-        parts[best] = reps[best].pop("_part")
-        f = reps[best]["figures"]
-        say(f"km1 V-cycle on the {reps[best]['engine']} start: max(send, recv) {f['max_send_recv']}, "
-            f"total volume {f['total_volume']} ({reps[best]['vcycle_s']:.2f} s)")
+        parts[best] = _vcycle(graph, parts[best], k, imbalance, seed, reps[best], progress, say_figures=True)
     if km1_fm and k > 1:
-        from . import refine as refine_mod
-
-        tf = time.perf_counter()
-        parts[best], _ = refine_mod.refine(graph, parts[best], k, objective="total", imbalance=imbalance, seed=seed,
-                                           volume_tolerance=0.0, time_limit=None if time_limit else None)
-        reps[best]["km1_fm_s"] = time.perf_counter() - tf
-        reps[best]["figures"] = figures(graph, parts[best], k)
-    part, chosen = parts[best], reps[best]["engine"]
+        parts[best] = _km1_fm(graph, parts[best], k, imbalance, seed, reps[best])
     for r in reps:
         r["balanced"] = r["overload"] == 0
     start_s = time.perf_counter() - t0
-    report = {"starts": reps, "chosen": chosen, "start_s": start_s, "vcycle": vcycle, "refine": None}
+    part = parts[best]
+    report = {"starts": reps, "chosen": reps[best]["engine"], "start_s": start_s, "vcycle": vcycle, "refine": None}
     if refine and k > 1:
         budget = max(refine_min_s, refine_factor * start_s) if time_limit is None else float(time_limit)
         part, report["refine"], i, report["refined_starts"] = _refine_starts(
@@ -194,6 +157,51 @@ def auto_partition(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int =
         report["chosen"] = reps[i]["engine"]
     report["seconds"] = time.perf_counter() - t0
     return part, report
+
+
+def _check_options(graph, starts, vcycle, select):
+    """(starts, per-start options, vcycle) checked before any work: an unknown value is one OptionError."""
+    if starts is None or starts == "auto":
+        starts, start_opts = starts_by_size(graph)
+    else:
+        start_opts = {}
+    starts = check_starts(starts)
+    if vcycle not in VCYCLE_CHOICES:
+        raise OptionError(f"vcycle must be one of {VCYCLE_CHOICES}, got {vcycle!r}")
+    if select not in ("max", "volume"):
+        raise OptionError(f"select must be 'max' or 'volume', got {select!r}")
+    return starts, start_opts, "all" if vcycle is True else vcycle
+
+
+def _start(graph, k, eng, opts, imbalance, seed, vcycle, progress):
+    """One start: the engine (with a heartbeat), the balance repair when it broke ε, the km1
+    V-cycle when ``vcycle``; returns (part, report of the start)."""
+    say = progress or (lambda msg: None)
+    ts = time.perf_counter()
+    with _heartbeat(progress, eng):
+        part, _ = run_backend(eng, graph, k, imbalance=imbalance, seed=seed, graph=graph, **opts)
+    rep = {"engine": eng, "engine_s": time.perf_counter() - ts, "start": figures(graph, part, k),
+           "overload": overload(graph, part, k, imbalance)}
+    if rep["overload"] > 0:      # the engine broke ε: repair before the V-cycle (it keeps the cap)
+        part, rep = _rebalance(graph, part, k, imbalance, rep, say)
+    rep["figures"] = rep["start"]
+    if vcycle:
+        part = _vcycle(graph, part, k, imbalance, seed, rep, progress)
+    say(f"start {eng}: max(send, recv) {rep['figures']['max_send_recv']}, "
+        f"total volume {rep['figures']['total_volume']} ({time.perf_counter() - ts:.2f} s)")
+    return part, rep
+
+
+def _km1_fm(graph, part, k, imbalance, seed, rep):
+    """A km1 FM pass (refine objective "total", no volume growth) on the kept start."""
+    from . import refine as refine_mod
+
+    tf = time.perf_counter()
+    part, _ = refine_mod.refine(graph, part, k, objective="total", imbalance=imbalance, seed=seed,
+                                volume_tolerance=0.0, time_limit=None)
+    rep["km1_fm_s"] = time.perf_counter() - tf
+    rep["figures"] = figures(graph, part, k)
+    return part
 
 
 def _refine_starts(graph, k, reps, parts, best, imbalance, seed, volume_tolerance, budget, progress):
@@ -238,8 +246,16 @@ def _rebalance(graph, part, k, imbalance, rep, say):
     return part, rep
 
 
-def _vcycle(graph, part, k, imbalance, seed, rep, vcycle_refine):
+def _vcycle(graph, part, k, imbalance, seed, rep, progress, say_figures=False):
+    """The km1 V-cycle of a start (with a heartbeat); its time and figures go to ``rep``."""
+    from .fast import vcycle_refine
+
     tv = time.perf_counter()
-    rep["_part"], _ = vcycle_refine(graph, part, k, imbalance=imbalance, seed=seed)
+    with _heartbeat(progress, rep["engine"], f"km1 V-cycle on the {rep['engine']} start"):
+        part, _ = vcycle_refine(graph, part, k, imbalance=imbalance, seed=seed)
     rep["vcycle_s"] = time.perf_counter() - tv
-    rep["figures"] = figures(graph, rep["_part"], k)
+    rep["figures"] = f = figures(graph, part, k)
+    if say_figures and progress is not None:
+        progress(f"km1 V-cycle on the {rep['engine']} start: max(send, recv) {f['max_send_recv']}, "
+                 f"total volume {f['total_volume']} ({rep['vcycle_s']:.2f} s)")
+    return part
