@@ -104,3 +104,23 @@ def test_saved_partition_keeps_its_layout(graph, tmp_path):
     out = save_partition(p, tmp_path / "s.npy")
     P = read_partition_file(out, graph)
     assert P.layout == p.layout and P.k == 4 and P.part.tolist() == p.part.tolist()
+
+
+@pytest.mark.parametrize("sidecar, field", [
+    ('{"n": "12"}', "'n'"),
+    ('{"n": -1}', "'n'"),
+    ('[1, 2]', "JSON object"),
+    ('{"n": 12, "owner_file": "../elsewhere.npy"}', "'owner_file'"),
+    ('{"n": 12, "owner_file": "/etc/passwd"}', "'owner_file'"),
+    ('{"n": 12', "bad JSON"),
+])
+def test_saved_partition_sidecar_is_checked(tmp_path, sidecar, field):
+    """A saved partition's sidecar is input too: one PartitionError naming the sidecar and field;
+    names from it are never paths."""
+    from partplan.partition.api import load_partition
+    f = tmp_path / "p.npy"
+    np.save(f, np.arange(12) % 3)
+    (tmp_path / "p.npy.json").write_text(sidecar)
+    with pytest.raises(PartitionError, match=field) as ei:
+        load_partition(f)
+    assert ".json" in str(ei.value)

@@ -252,15 +252,11 @@ def _layout_of(meta: dict, path) -> Layout:
         raise PartitionError(f"{path}: partition metadata field 'k'/'layout' is not usable ({exc})") from None
 
 
-def load_partition(path: str | os.PathLike, graph: Graph | None = None) -> Partition:
-    """Read a partition written by :func:`save_partition`. With ``graph`` the
-    fingerprint is checked and the stats are recomputed; without a sidecar
-    (a bare partition file) ``graph`` is required and the partition is
-    described as an external 1D one."""
+def _read_saved(path: Path, graph: Graph | None) -> tuple[np.ndarray, np.ndarray | None, dict | None]:
+    """(part, owner or None, partplan metadata or None) of a saved partition: Parquet (metadata in
+    the schema) or any partition file with an optional ``.json`` sidecar."""
     from ..io.partfile import read_partition
-    from ..parts import as_partition
 
-    path = Path(path)
     if not path.is_file():
         raise PartitionError(f"{path}: no such partition file")
     owner = None
@@ -272,26 +268,52 @@ def load_partition(path: str | os.PathLike, graph: Graph | None = None) -> Parti
         except Exception as exc:  # pyarrow raises several types for bad files
             raise PartitionError(f"{path}: not a readable Parquet file ({exc})") from None
         raw = (table.schema.metadata or {}).get(b"partplan")
-        meta = json.loads(raw) if raw else None
+        meta = _meta_dict(raw, path) if raw else None
         if "part" not in table.column_names:
             raise PartitionError(f"{path}: no 'part' column")
         part = table.column("part").to_numpy().astype(np.int64)
         if "owner" in table.column_names:
             owner = table.column("owner").to_numpy().astype(np.int64)
-    else:
-        side = _sidecar(path)
-        meta = None
-        if side.is_file():
-            try:
-                meta = json.loads(side.read_text())
-            except json.JSONDecodeError as exc:
-                raise PartitionError(f"{side}: line {exc.lineno}: bad JSON ({exc.msg})") from None
-        n = meta["n"] if meta else (graph.n if graph is not None else None)
-        if n is None:
-            raise PartitionError(f"{path}: no sidecar {side.name}; pass the graph to read a bare partition")
-        part = read_partition(path, n)
-        if meta and meta.get("owner_file"):
-            owner = read_partition(path.with_name(meta["owner_file"]), n)
+        return part, owner, meta
+    side = _sidecar(path)
+    meta = _meta_dict(side.read_bytes(), side) if side.is_file() else None
+    n = meta["n"] if meta else (graph.n if graph is not None else None)
+    if n is None:
+        raise PartitionError(f"{path}: no sidecar {side.name}; pass the graph to read a bare partition")
+    part = read_partition(path, n)
+    if meta and meta.get("owner_file"):
+        name = meta["owner_file"]
+        if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
+            raise PartitionError(f"{side}: field 'owner_file' must be a plain file name, got {name!r}")
+        owner = read_partition(path.with_name(name), n)
+    return part, owner, meta
+
+
+def _meta_dict(raw: bytes, where) -> dict:
+    """The partplan metadata of a saved partition: a JSON object whose 'n' (rows) is an integer."""
+    try:
+        meta = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise PartitionError(f"{where}: line {exc.lineno}: bad JSON ({exc.msg})") from None
+    except (UnicodeDecodeError, RecursionError, ValueError) as exc:
+        raise PartitionError(f"{where}: not valid JSON ({type(exc).__name__})") from None
+    if not isinstance(meta, dict):
+        raise PartitionError(f"{where}: partition metadata must be a JSON object")
+    n = meta.get("n")
+    if "n" in meta and (isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < 1 << 40):
+        raise PartitionError(f"{where}: field 'n' must be a row count (0 <= n < 2**40), got {n!r}")
+    return meta
+
+
+def load_partition(path: str | os.PathLike, graph: Graph | None = None) -> Partition:
+    """Read a partition written by :func:`save_partition`. With ``graph`` the
+    fingerprint is checked and the stats are recomputed; without a sidecar
+    (a bare partition file) ``graph`` is required and the partition is
+    described as an external 1D one."""
+    from ..parts import as_partition
+
+    path = Path(path)
+    part, owner, meta = _read_saved(path, graph)
     if meta is None:
         if graph is None:
             raise PartitionError(f"{path}: no partplan metadata; pass the graph to read a bare partition")
