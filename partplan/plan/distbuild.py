@@ -995,7 +995,8 @@ def launch_local(graph_path, partition, k: int, out, *, nprocs: int | None = Non
             msgs = []
             for r, rc in bad:
                 lines = [ln for ln in (work / f"rank{r}.err").read_text().splitlines() if ln.strip()]
-                msgs.append(lines[-1] if lines else f"exit status {rc}")
+                last = lines[-1] if lines else f"exit status {rc}"
+                msgs.append(last.removeprefix("partplan: error: "))
             raise PlanError("distributed plan build failed: " + msgs[0])
         return json.loads((work / "result.json").read_text())
     except subprocess.TimeoutExpired:
