@@ -97,6 +97,8 @@ CANDIDATES = {
     "auto:ref2": dict(preset="auto", refine_factor=2.0),
     "auto:m+k+mtkgraph": dict(preset="auto", starts="metis,kaminpar,mtkahypar"),
     "auto:ref2,tol0.05": dict(preset="auto", refine_factor=2.0, volume_tolerance=0.05),
+    "auto:rounds1": dict(preset="auto", refine_rounds=1),
+    "auto:vc-best,ref2": dict(preset="auto", vcycle="best", refine_factor=2.0),
 }
 
 

@@ -67,9 +67,12 @@ def test_progress_line_per_refinement_pass():
         if m.startswith("refining max(send, recv) of the "):
             cur = m.split(" of the ")[1].split(" start")[0]
             segments[cur] = []
+        elif m.startswith("refinement round "):   # rounds 2.. refine the best start's result
+            cur = p.info["auto"]["chosen"]
         elif m.startswith("refine pass ") and cur is not None:
             segments[cur].append(m)
     assert list(segments) == p.info["auto"]["refined_starts"]
+    # the chosen start's passes: its first round's and every later round's (refine report: the sum)
     assert len(segments[p.info["auto"]["chosen"]]) == p.info["refine"]["passes"] >= 1
     quiet = partition(g, 4, time_limit=1e9)  # no progress callable: nothing printed, same result
     assert np.array_equal(quiet.part, p.part)
@@ -140,6 +143,44 @@ def test_bad_pipeline_options_refused_before_any_engine_runs(monkeypatch):
         raise AssertionError("an engine ran before the options were checked")
     monkeypatch.setattr(pipeline, "run_backend", engine_must_not_run)
     g = _graph(300)
-    for kw in (dict(select="bogus"), dict(vcycle="sometimes"), dict(starts="kahypar")):
+    for kw in (dict(select="bogus"), dict(vcycle="sometimes"), dict(starts="kahypar"), dict(refine_rounds=0),
+               dict(refine_rounds=2.5)):
         with pytest.raises(OptionError):
             auto_partition(g, 4, **kw)
+
+
+def test_refinement_rounds_never_worse_exact_and_within_the_first_rounds_limits():
+    """Rounds restart the refinement from its result with the next seed: the kept result is the
+    lowest round, recounted independently (analyze), within the first round's volume limit and the
+    ε-limit, and the rounds end after ROUND_PATIENCE rounds in a row without a lower max."""
+    from partplan.partition.pipeline import ROUND_PATIENCE
+
+    g = _graph(1500, seed=3)
+    one, r1 = auto_partition(g, 8, refine_rounds=1, time_limit=1e9)
+    many, r8 = auto_partition(g, 8, refine_rounds=8, time_limit=1e9)
+    f1, f8 = r1["refine"], r8["refine"]
+    assert f1["rounds"] == [f1["after"]["max_send_recv"]]
+    assert f8["rounds"][0] == f1["after"]["max_send_recv"] and f8["before"] == f1["before"]
+    assert 2 <= len(f8["rounds"]) <= 8
+    s = analyze(g, many, 8)
+    got = max(int(s.volume.sum(1).max()), int(s.volume.sum(0).max()))
+    assert got == f8["after"]["max_send_recv"] == min(f8["rounds"]) <= f1["after"]["max_send_recv"]
+    assert s.total_volume == f8["after"]["total_volume"]
+    if len(f8["rounds"]) < 8:   # ended by patience: the last rounds found no lower max
+        assert min(f8["rounds"][-ROUND_PATIENCE:]) >= min(f8["rounds"][:-ROUND_PATIENCE])
+    starts = r8["starts"]
+    chosen = [r for r in starts if r["engine"] == r8["chosen"]][0]
+    low = min(r["figures"]["total_volume"] for r in starts)
+    assert s.total_volume <= max(chosen["figures"]["total_volume"], int(low * 1.03))
+    w = np.maximum(g.row_nnz, 1)
+    assert np.bincount(many, weights=w).max() <= np.floor(1.03 * np.ceil(w.sum() / 8))
+    again, _ = auto_partition(g, 8, refine_rounds=8, time_limit=1e9)
+    assert np.array_equal(again, many)
+
+
+def test_refine_rounds_option_through_partition():
+    g = _graph(600)
+    p = partition(g, 4, refine_rounds=1, time_limit=1e9)
+    assert len(p.info["refine"]["rounds"]) == 1
+    with pytest.raises(OptionError):
+        partition(g, 4, refine_rounds="many")
