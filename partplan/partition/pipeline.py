@@ -136,7 +136,8 @@ def auto_partition(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int =
                    refine_factor: float = DEFAULT_REFINE_FACTOR, refine_min_s: float = DEFAULT_REFINE_MIN_S,
                    volume_tolerance: float = DEFAULT_VOLUME_TOLERANCE, time_limit: float | None = None,
                    select: str = DEFAULT_SELECT, km1_fm: bool = False,
-                   refine_rounds: int = DEFAULT_REFINE_ROUNDS, threads: int = 1, progress: Callable[[str], None] | None = None) -> tuple[np.ndarray, dict]:
+                   refine_rounds: int = DEFAULT_REFINE_ROUNDS, threads: int = 1,
+                   progress: Callable[[str], None] | None = None) -> tuple[np.ndarray, dict]:
     """Run the default pipeline (module doc); returns (part int64[n], report)."""
     starts, start_opts, vcycle = _check_options(graph, starts, vcycle, select)
     refine = check_bool("refine", refine)
@@ -249,7 +250,8 @@ def _more_rounds(graph, k, part, rrep, imbalance, seed, ref, tol, rounds, deadli
     """Rounds 2.. of the refinement: restart it from its own result with seed + round (a new vertex
     order; the first round's volume limit), keep the lowest (max(send, recv), total volume); stop
     after ``rounds`` in all, ROUND_PATIENCE rounds in a row without a lower one, or at the deadline
-    (perf_counter seconds). Measured on the TUNE half (docs/planner.md, v3.4): 1–7 % off the max.
+    (perf_counter seconds). Measured on both halves (docs/planner.md, v3.4): up to 6 % off the max
+    within the budget (delaunay_n15, k = 64: 98 -> 92), 0.3-0.8 % on the geometric means.
     Returns (part, report): the best round's report with the first round's ``before``, ``rounds``
     (max(send, recv) after each round) and the passes, moves and seconds of all rounds."""
     from . import refine as refine_mod
