@@ -224,8 +224,6 @@ def _refine_starts(graph, k, reps, parts, best, imbalance, seed, volume_toleranc
     (:func:`_more_rounds`) while the budget (seconds, all rounds) lasts. Total volume at most
     (1 + volume_tolerance) × the lowest of the starts' (or the start's own when already higher).
     Returns (part, refine report, index of the start kept, engines refined)."""
-    from . import refine as refine_mod
-
     deadline = time.perf_counter() + budget
     say = progress or (lambda msg: None)
     low = min(r["figures"]["total_volume"] for r in reps)
@@ -236,9 +234,7 @@ def _refine_starts(graph, k, reps, parts, best, imbalance, seed, volume_toleranc
         tv = reps[i]["figures"]["total_volume"]
         ref, tol = (low, volume_tolerance) if tv <= low * (1 + volume_tolerance) else (tv, 0.0)
         say(f"refining max(send, recv) of the {reps[i]['engine']} start (time limit {budget:.1f} s)")
-        p_i, r_i = refine_mod.refine(graph, parts[i], k, objective="max-both", imbalance=imbalance, seed=seed,
-                                     volume_tolerance=tol, volume_reference=ref, time_limit=budget,
-                                     progress=progress)
+        p_i, r_i = _refine_max(graph, parts[i], k, imbalance, seed, ref, tol, budget, progress)
         results.append((r_i["after"]["max_send_recv"], r_i["after"]["total_volume"], len(results), i, p_i, r_i,
                         ref, tol))
     *_, i, part, rrep, ref, tol = min(results, key=lambda t: t[:3])
@@ -254,8 +250,6 @@ def _more_rounds(graph, k, part, rrep, imbalance, seed, ref, tol, rounds, deadli
     within the budget (delaunay_n15, k = 64: 98 -> 92), 0.3-0.8 % on the geometric means.
     Returns (part, report): the best round's report with the first round's ``before``, ``rounds``
     (max(send, recv) after each round) and the passes, moves and seconds of all rounds."""
-    from . import refine as refine_mod
-
     first, cur = rrep, part
     best = (rrep["after"]["max_send_recv"], rrep["after"]["total_volume"])
     trail, stall, passes, moves, seconds = [best[0]], 0, rrep["passes"], rrep["moves"], rrep["seconds"]
@@ -265,9 +259,7 @@ def _more_rounds(graph, k, part, rrep, imbalance, seed, ref, tol, rounds, deadli
             break
         if progress:
             progress(f"refinement round {r + 1} (seed {seed + r}, time limit {left:.1f} s)")
-        cur, r_i = refine_mod.refine(graph, cur, k, objective="max-both", imbalance=imbalance, seed=seed + r,
-                                     volume_tolerance=tol, volume_reference=ref, time_limit=left,
-                                     progress=progress)
+        cur, r_i = _refine_max(graph, cur, k, imbalance, seed + r, ref, tol, left, progress)
         passes, moves, seconds = passes + r_i["passes"], moves + r_i["moves"], seconds + r_i["seconds"]
         got = (r_i["after"]["max_send_recv"], r_i["after"]["total_volume"])
         trail.append(got[0])
@@ -278,6 +270,15 @@ def _more_rounds(graph, k, part, rrep, imbalance, seed, ref, tol, rounds, deadli
     if len(trail) > 1 and progress:
         progress(f"refinement rounds: max(send, recv) {' -> '.join(map(str, trail))}")
     return part, dict(rrep, before=first["before"], rounds=trail, passes=passes, moves=moves, seconds=seconds)
+
+
+def _refine_max(graph, part, k, imbalance, seed, ref, tol, time_limit, progress):
+    """One max-both refinement of ``part``: total volume at most (1 + tol) × ``ref`` (rows of H),
+    ``time_limit`` seconds; returns (part, refine report)."""
+    from .refine import refine
+
+    return refine(graph, part, k, objective="max-both", imbalance=imbalance, seed=seed, volume_tolerance=tol,
+                  volume_reference=ref, time_limit=time_limit, progress=progress)
 
 
 def _rebalance(graph, part, k, imbalance, rep, say):

@@ -4,8 +4,8 @@ Engines can return partitions that break the balance constraint on skewed
 graphs at large k (METIS and KaMinPar on email-Enron at k = 256: heaviest part
 1.34–1.55× the mean) although a balanced partition exists (Mt-KaHyPar finds
 one). The refinement never makes balance worse but does not repair it, so the
-default pipeline repairs a start with :func:`rebalance` when none of its
-starts is balanced.
+default pipeline repairs every start that breaks ε with :func:`rebalance`
+before its V-cycle, and keeps the repair when it is less overloaded.
 
 Rule (greedy, deterministic, exact loads): the rows of overloaded parts are
 visited in order of increasing *internal share* (neighbours in their own part

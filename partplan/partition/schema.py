@@ -129,7 +129,8 @@ def _vcycle(v):
 _THREADS = Opt("threads", "int", 1, "worker threads (fixed by the first Mt-KaHyPar call of a process)", lo=1, hi=1024)
 
 AUTO = _schema(
-    Opt("starts", "any", ("metis", "kaminpar"), "start engines (graph model), a list or 'a,b'"),
+    Opt("starts", "any", "auto", "start engines (graph model), a list or 'a,b'; 'auto': by graph size "
+        "(pipeline.starts_by_size)"),
     Opt("vcycle", "any", "all", "km1 V-cycle: 'all' (every start), 'best' (the kept start only), False",
         normalize=_vcycle),
     Opt("select", "choice", "max", "keep the start with the lowest max(send, recv) or total volume",
