@@ -81,24 +81,18 @@ METHODS = {
 # candidate default pipelines (TUNE half only): preset "auto" with its knobs
 CANDIDATES = {
     "auto:m+k": dict(preset="auto", starts="metis,kaminpar"),
-    "auto:m+k,min0": dict(preset="auto", starts="metis,kaminpar", refine_min_s=0.0),
-    "auto:m+k,ref0.5,min0": dict(preset="auto", starts="metis,kaminpar", refine_factor=0.5, refine_min_s=0.0),
-    "auto:m+k,ref2": dict(preset="auto", starts="metis,kaminpar", refine_factor=2.0),
-    "auto:m+k,novc,min0": dict(preset="auto", starts="metis,kaminpar", vcycle=False, refine_min_s=0.0),
     "auto:m+k,noref": dict(preset="auto", starts="metis,kaminpar", refine=False),
-    "auto:metis,min0": dict(preset="auto", starts="metis", refine_min_s=0.0),
-    "auto:kaminpar,min0": dict(preset="auto", starts="kaminpar", refine_min_s=0.0),
-    "auto:m+k+mtkgraph,min0": dict(preset="auto", starts="metis,kaminpar,mtkahypar", refine_min_s=0.0),
     "auto:vc-all,max": dict(preset="auto", vcycle="all", select="max"),
     "auto:vc-best,max": dict(preset="auto", vcycle="best", select="max"),
     "auto:tol0.01": dict(preset="auto", volume_tolerance=0.01),
     "auto:km1fm": dict(preset="auto", km1_fm=True),
     "auto:km1fm,tol0.01": dict(preset="auto", km1_fm=True, volume_tolerance=0.01),
-    "auto:ref2": dict(preset="auto", refine_factor=2.0),
     "auto:m+k+mtkgraph": dict(preset="auto", starts="metis,kaminpar,mtkahypar"),
-    "auto:ref2,tol0.05": dict(preset="auto", refine_factor=2.0, volume_tolerance=0.05),
     "auto:rounds1": dict(preset="auto", refine_rounds=1),
-    "auto:vc-best,ref2": dict(preset="auto", vcycle="best", refine_factor=2.0),
+    "auto:work16": dict(preset="auto", refine_work=16.0),
+    "auto:work32": dict(preset="auto", refine_work=32.0),
+    "auto:rw0.5": dict(preset="auto", rounds_work=0.5),
+    "auto:rw0.1": dict(preset="auto", rounds_work=0.1),
 }
 
 

@@ -50,18 +50,44 @@ def test_default_is_the_pipeline_and_figures_are_exact():
     assert np.bincount(p.part, weights=w).max() <= np.floor(1.03 * np.ceil(w.sum() / 8))
 
 
-def test_deterministic_without_time_limit():
+def test_deterministic_for_a_seed():
     g = _graph(800)
-    a, ra = auto_partition(g, 4, seed=5, time_limit=1e9)
-    b, rb = auto_partition(g, 4, seed=5, time_limit=1e9)
+    a, ra = auto_partition(g, 4, seed=5)
+    b, rb = auto_partition(g, 4, seed=5)
     assert np.array_equal(a, b)
     assert figures(g, a, 4)["max_send_recv"] == ra["refine"]["after"]["max_send_recv"]
+
+
+def test_default_budget_is_counted_work_not_seconds(monkeypatch):
+    """The default refinement budget is work units (refine's work_limit), so a machine ten times
+    slower gets the same partition: a progress callable that sleeps after every line leaves the
+    result unchanged, with the budget binding (shrunk here so that it does). The first round
+    spends at most its limit (plus one evaluation batch), the later rounds their share."""
+    import time as _t
+
+    from partplan.partition import pipeline
+
+    g = _graph(2000, seed=7)
+    monkeypatch.setattr(pipeline, "REFINE_WORK_MIN", 1)
+    monkeypatch.setattr(pipeline, "ROUNDS_WORK_MIN", 1)
+    fast, rf = auto_partition(g, 8, refine_work=0.5, rounds_work=0.5)
+    slow, rs = auto_partition(g, 8, refine_work=0.5, rounds_work=0.5, progress=lambda m: _t.sleep(0.01))
+    assert np.array_equal(fast, slow)
+    first = int(0.5 * (g.nnz + g.n))
+    assert rf["refine"]["work"] == rs["refine"]["work"] > first // 2
+    assert figures(g, fast, 8)["max_send_recv"] == rf["refine"]["after"]["max_send_recv"]
+    unlimited, ru = auto_partition(g, 8, refine_rounds=1, refine_work=1e6)
+    assert ru["refine"]["work"] > first        # the small budget did bind above
+    with pytest.raises(OptionError, match="refine_work"):
+        auto_partition(g, 8, refine_work=-1.0)
+    with pytest.raises(OptionError, match="time_limit"):
+        auto_partition(g, 8, time_limit=float("nan"))
 
 
 def test_progress_line_per_refinement_pass():
     g = _graph(800)
     lines = []
-    p = partition(g, 4, progress=lines.append, time_limit=1e9)
+    p = partition(g, 4, progress=lines.append)
     segments, cur = {}, None          # pass lines after each "refining ... of the X start" line
     for m in lines:
         if m.startswith("refining max(send, recv) of the "):
@@ -74,7 +100,7 @@ def test_progress_line_per_refinement_pass():
     assert list(segments) == p.info["auto"]["refined_starts"]
     # the chosen start's passes: its first round's and every later round's (refine report: the sum)
     assert len(segments[p.info["auto"]["chosen"]]) == p.info["refine"]["passes"] >= 1
-    quiet = partition(g, 4, time_limit=1e9)  # no progress callable: nothing printed, same result
+    quiet = partition(g, 4)  # no progress callable: nothing printed, same result
     assert np.array_equal(quiet.part, p.part)
 
 
@@ -110,7 +136,7 @@ def test_starts_by_size(monkeypatch):
     monkeypatch.setattr(pipeline, "TERAPART_NNZ", 0)
     starts, opts = pipeline.starts_by_size(g)
     assert starts == ("kaminpar",) and opts["kaminpar"]["context"] == "terapart"
-    part, rep = auto_partition(g, 4, time_limit=1e9)   # KaMinPar terapart only, figures exact
+    part, rep = auto_partition(g, 4)   # KaMinPar terapart only, figures exact
     assert [r["engine"] for r in rep["starts"]] == ["kaminpar"]
     assert figures(g, part, 4)["max_send_recv"] == rep["refine"]["after"]["max_send_recv"]
 
@@ -128,7 +154,7 @@ def test_no_balanced_start_keeps_the_least_overloaded():
     g = Graph.from_edges(src, dst, n=n, symmetrize=True, self_loops="remove", name="hubby")
     w = np.maximum(g.row_nnz, 1)
     assert w.max() > np.floor(1.03 * np.ceil(w.sum() / 16))
-    part, rep = auto_partition(g, 16, time_limit=1e9)
+    part, rep = auto_partition(g, 16)
     loads = [r["overload"] for r in rep["starts"]]
     assert min(loads) > 0 and not any(r["balanced"] for r in rep["starts"])
     chosen = [r for r in rep["starts"] if r["engine"] == rep["chosen"]][0]
@@ -156,8 +182,8 @@ def test_refinement_rounds_never_worse_exact_and_within_the_first_rounds_limits(
     from partplan.partition.pipeline import ROUND_PATIENCE
 
     g = _graph(1500, seed=3)
-    one, r1 = auto_partition(g, 8, refine_rounds=1, time_limit=1e9)
-    many, r8 = auto_partition(g, 8, refine_rounds=8, time_limit=1e9)
+    one, r1 = auto_partition(g, 8, refine_rounds=1)
+    many, r8 = auto_partition(g, 8, refine_rounds=8)
     f1, f8 = r1["refine"], r8["refine"]
     assert f1["rounds"] == [f1["after"]["max_send_recv"]]
     assert f8["rounds"][0] == f1["after"]["max_send_recv"] and f8["before"] == f1["before"]
@@ -174,13 +200,13 @@ def test_refinement_rounds_never_worse_exact_and_within_the_first_rounds_limits(
     assert s.total_volume <= max(chosen["figures"]["total_volume"], int(low * 1.03))
     w = np.maximum(g.row_nnz, 1)
     assert np.bincount(many, weights=w).max() <= np.floor(1.03 * np.ceil(w.sum() / 8))
-    again, _ = auto_partition(g, 8, refine_rounds=8, time_limit=1e9)
+    again, _ = auto_partition(g, 8, refine_rounds=8)
     assert np.array_equal(again, many)
 
 
 def test_refine_rounds_option_through_partition():
     g = _graph(600)
-    p = partition(g, 4, refine_rounds=1, time_limit=1e9)
+    p = partition(g, 4, refine_rounds=1)
     assert len(p.info["refine"]["rounds"]) == 1
     with pytest.raises(OptionError):
         partition(g, 4, refine_rounds="many")

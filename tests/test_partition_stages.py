@@ -69,7 +69,7 @@ def test_every_engine_has_a_typed_schema(engine):
     ("kahypar", "timeout", -1.0, "range"), ("kahypar", "quality", "best", "choice"),
     ("kaminpar", "threads", 10_000, "range"), ("kaminpar", "context", "nope", "choice"),
     ("fast", "recursive", 2, "type"),
-    ("auto", "refine_factor", float("nan"), "range"), ("auto", "vcycle", "x", "type"),
+    ("auto", "refine_work", float("nan"), "range"), ("auto", "vcycle", "x", "type"),
     ("stream", "passes", 0, "range"), ("stream", "method", "metis", "choice"),
 ])
 def test_a_bad_value_names_engine_option_value_and_range(engine, opt, bad, kind):
@@ -100,7 +100,7 @@ def test_auto_schema_documents_the_pipelines_own_defaults():
 def test_defaults_and_normalization():
     assert backends.engine_schema("mtkahypar")["preset"].default == "DEFAULT"
     assert backends.engine_schema("kaminpar")["context"].default == "default"
-    assert backends.engine_schema("auto")["refine_factor"].default == 1.0
+    assert backends.engine_schema("auto")["refine_work"].default == 8.0
     assert schema.GROUPS["planner"]["f"].default == 128
     assert backends.check_options("mtkahypar", {"preset": "quality"}) == {"preset": "QUALITY"}
     assert backends.check_options("kaminpar", {"context": "LARGEK_FAST"}) == {"context": "largek-fast"}
@@ -112,7 +112,7 @@ def test_defaults_and_normalization():
     (dict(model="graph", backend="kaminpar", threads=0), OptionError, ["kaminpar", "threads", "0"]),
     (dict(model="graph", backend="metis", f=0), OptionError, ["f", "0"]),
     (dict(model="graph", backend="metis", dtype="complex7"), OptionError, ["complex7"]),
-    (dict(preset="auto", alpha=1.0), BackendUnavailableError, ["auto", "alpha", "refine_factor"]),
+    (dict(preset="auto", alpha=1.0), BackendUnavailableError, ["auto", "alpha", "refine_work"]),
     (dict(model="graph", backend="metis", objective="max-both", time_limit=-1), OptionError, ["time_limit", "-1"]),
     (dict(model="graph", backend="metis", ownership_method="lp"), BackendUnavailableError, ["decoupled"]),
 ])

@@ -168,6 +168,32 @@ def test_time_limit_stops():
     assert rep["stopped"] == "time limit" and rep["moves"] == 0
 
 
+def test_work_limit_stops_at_the_same_move_however_slow_the_machine():
+    """A work limit counts evaluated nets, not seconds: a run slowed down by a progress callable that
+    sleeps ends with the same partition; the units spent pass the limit by at most one evaluation
+    batch, and the figures stay exact and within the constraints."""
+    import time as _t
+
+    g = random_graph(600, 3000, seed=4)
+    part0 = random_partition(g.n, 8, seed=1)
+    _, full = refine(g, part0, 8, seed=2)
+    limit = full["work"] // 3
+    fast, rf = refine(g, part0, 8, seed=2, work_limit=limit)
+    slow, rs = refine(g, part0, 8, seed=2, work_limit=limit, progress=lambda m: _t.sleep(0.02))
+    assert rf["stopped"] == rs["stopped"] == "work limit"
+    assert np.array_equal(fast, slow) and rf["work"] == rs["work"]
+    assert limit < rf["work"] < full["work"]
+    check_constraints(g, part0, fast, 8, rf, 0.03, 0.05)
+    s = analyze(g, fast, 8, backward=False)
+    assert rf["after"]["max_send_recv"] == int(np.maximum(s.send, s.recv).max())
+    zero, r0 = refine(g, part0, 8, work_limit=0)
+    assert r0["stopped"] == "work limit" and np.array_equal(zero, part0) and r0["work"] == 0
+    with pytest.raises(OptionError, match="work_limit"):
+        refine(g, part0, 8, work_limit=-5)
+    with pytest.raises(OptionError, match="work_limit"):
+        refine(g, part0, 8, work_limit=1.5)
+
+
 def test_bad_inputs():
     g = random_graph(30, 60, seed=0)
     part = random_partition(g.n, 3, seed=0)

@@ -149,11 +149,21 @@ Waiting = namedtuple("Waiting", "head nxt vert")
 Waiting.__doc__ = """Per part a linked list (head[p], nxt[e], vert[e]) of the vertices whose
 best move into p was refused by the balance cap."""
 PassOptions = namedtuple("PassOptions", "patience max_passes min_gain max_moves deadline big_deg use_blocked "
-                                        "full_updates theta use_sink")
+                                        "full_updates theta use_sink work_limit")
 PassOptions.__doc__ = """Options of the FM passes (see _fm): patience (moves), max_passes,
 min_gain (relative), max_moves (per pass), deadline (perf_counter seconds,
 < 0: none), big_deg (nets/vertices above it are not re-evaluated), use_blocked,
-full_updates, theta (hot parts: cost >= theta × max), use_sink."""
+full_updates, theta (hot parts: cost >= theta × max), use_sink, work_limit
+(work units, see :func:`work_done`; < 0: none — unlike the deadline, the same
+on every machine)."""
+
+
+@njit_inline
+def work_done(stats):
+    """Work units of the counters ``stats``: the summed degrees (nets) of the vertices whose moves
+    were evaluated (stats[3:6]) plus what the caller charged for other stages (stats[6]).
+    Deterministic: the work limits of the default pipeline count these, not seconds."""
+    return stats[3] + stats[4] + stats[5] + stats[6]
 
 
 # ------------------------------------------------------------------ slots
@@ -827,7 +837,8 @@ def _push_blocked(u, blk, BL, bl_n):
 @njit
 def _fm(T, P, V, C, L, O, order, trace, stats):
     """Run FM passes until a pass improves the optimized value by <= O.min_gain
-    (relative), O.max_passes, or O.deadline (perf_counter seconds; <0: none).
+    (relative), O.max_passes, O.deadline (perf_counter seconds; <0: none) or
+    O.work_limit (work units of ``stats``, :func:`work_done`; <0: none).
 
     T: :class:`Topology`; P: :class:`PinSlots` and V: :class:`VolumeState`
     (updated in place: the partition V.part is the result); C:
@@ -849,8 +860,9 @@ def _fm(T, P, V, C, L, O, order, trace, stats):
     every net whose counts crossed 0/1/2 (slower; for comparison).
 
     trace[p] = (seconds, value, kept, tried, why) per pass; why: 0 patience,
-    1 no candidate, 2 move limit, 3 time limit. Returns (passes, kept moves,
-    tried moves, stopped: 0 converged / 1 time limit / 2 max passes)."""
+    1 no candidate, 2 move limit, 3 time limit, 4 work limit. Returns (passes,
+    kept moves, tried moves, stopped: 0 converged / 1 time limit / 2 max passes
+    / 3 work limit)."""
     vptr, vidx, tptr, tidx, w = T
     soff, lam, dense, spart, scnt = P
     part, load, vol, send, recv, smsg, rmsg, tot = V
@@ -858,6 +870,7 @@ def _fm(T, P, V, C, L, O, order, trace, stats):
     cap, vlimit = L.cap, L.vlimit
     patience, max_passes, min_gain, max_moves, deadline = O.patience, O.max_passes, O.min_gain, O.max_moves, O.deadline
     big_deg, use_blocked, full_updates, theta, use_sink = O.big_deg, O.use_blocked, O.full_updates, O.theta, O.use_sink
+    work_limit = O.work_limit
     n = part.shape[0]
     k = vol.shape[0]
     maxdeg = 1
@@ -974,9 +987,15 @@ def _fm(T, P, V, C, L, O, order, trace, stats):
                         ev_o[nv] = -1
                         nv += 1
                 # in chunks, with the clock checked between them (a seed can take seconds)
-                timed_out = False
+                timed_out = 0
                 for c0 in range(0, nv, SEED_CHUNK):
                     c1 = min(nv, c0 + SEED_CHUNK)
+                    if work_limit >= 0:         # this chunk's work counts before it runs
+                        for i in range(c0, c1):
+                            stats[3] += vptr[ev_v[i] + 1] - vptr[ev_v[i]]
+                        if work_done(stats) > work_limit:
+                            timed_out = 4
+                            break
                     eval_moves(EV, c0, c1, T, P, V, C, L, Current(inv, M, nmax, relax and over_part < 0, tot[0]),
                                X, F)
                     if deadline >= 0:
@@ -984,16 +1003,17 @@ def _fm(T, P, V, C, L, O, order, trace, stats):
                         with objmode(now="float64"):
                             now = _time.perf_counter()
                         if now > deadline:
-                            timed_out = True
+                            timed_out = 3
                             break
                 if timed_out:
-                    why = 3
-                    stopped = 1
+                    why = timed_out
+                    stopped = 1 if timed_out == 3 else 3
                     break
                 stats[1] += nv
                 for i in range(nv):
                     u = ev_v[i]
-                    stats[3] += vptr[u + 1] - vptr[u]
+                    if work_limit < 0:
+                        stats[3] += vptr[u + 1] - vptr[u]
                     bl_n = _push_blocked(u, ev_k[i], BL, bl_n)
                     if ev_b[i] >= 0:
                         hb[u] = ev_b[i]
@@ -1014,6 +1034,10 @@ def _fm(T, P, V, C, L, O, order, trace, stats):
                     why = 3
                     stopped = 1
                     break
+            if work_limit >= 0 and work_done(stats) > work_limit:
+                why = 4
+                stopped = 3
+                break
             # the overloaded part's heap, else the heap with the best top
             if over_part >= 0:
                 hp = over_part
@@ -1186,7 +1210,7 @@ def _fm(T, P, V, C, L, O, order, trace, stats):
             trace[passes - 1, 2] = best_len
             trace[passes - 1, 3] = nmoves
             trace[passes - 1, 4] = why
-        if why == 3:
+        if why == 3 or why == 4:
             break
         if not val < start0 * (1.0 - min_gain):
             if widen or widen_next or passes >= max_passes:

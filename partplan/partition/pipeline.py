@@ -21,27 +21,30 @@ Chosen by measurement on the TUNE half of ``benchmarks/bench_families.py``
    0.833 vs 0.846 of the best peer, at 1.3× its in-API time — docs/planner.md);
 4. **bottleneck refinement** (:func:`partplan.partition.refine.refine`,
    max-both, exact; on graphs of ≤ SMALL_NNZ nonzeros every start as balanced
-   as the kept one is refined and the lowest result kept) with a time budget
-   of ``refine_factor`` × the time spent in 1–3 (at least ``refine_min_s``)
-   and the total volume capped at (1 + ``volume_tolerance``) × the *lowest*
-   total volume among the starts (or the start's own when already higher);
-   then **refinement rounds** within the same budget: the refinement restarted
-   from its own result with the next seed, the lowest kept, ending after
-   ROUND_PATIENCE rounds in a row without a lower max (at most
-   ``refine_rounds``).
+   as the kept one is refined and the lowest result kept), its first round
+   limited to ``refine_work`` work units per pin of A + I (at least
+   REFINE_WORK_MIN, at most REFINE_WORK_MAX), with the total volume capped at
+   (1 + ``volume_tolerance``) × the *lowest* total volume among the starts (or
+   the start's own when already higher); then **refinement rounds**: the
+   refinement restarted from its own result with the next seed, the lowest
+   kept, ending after ROUND_PATIENCE rounds in a row without a lower max (at
+   most ``refine_rounds``), all of them within ``rounds_work`` × the first
+   round's work units (at least ROUNDS_WORK_MIN).
 
 Every figure in the report is recomputed exactly from the partition
-(:func:`partplan.metrics.volume1d.volume_matrix`). Deterministic for a seed
-(METIS, KaMinPar with one thread, Mt-KaHyPar DETERMINISTIC, the V-cycle and the
-refinement are) unless the refinement stops at its time limit rather than
-converging (as-22july06, k = 16: the first round needs 0.58 s here against a
-0.5 s budget, and the result then depends on the machine: 1,583–1,693, 1,570
-converged; pass ``time_limit`` for a fixed budget).
+(:func:`partplan.metrics.volume1d.volume_matrix`). **Deterministic** for a seed,
+on any machine and under any load: METIS, KaMinPar with one thread, Mt-KaHyPar
+DETERMINISTIC and the V-cycle are, and the refinement's budget is *counted* work
+(the nets of the vertices whose moves were evaluated: refine's ``work_limit``),
+not seconds (v3.5; v3.4's budget of 1× the start time stopped rounds, and on
+R-MAT 15 or as-22july06 the first round, at a machine-dependent move). A
+caller's ``time_limit`` (seconds) replaces the work limits; the result then
+depends on the machine.
 """
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -66,8 +69,16 @@ TERAPART_NNZ = 64_000_000
 DEFAULT_VCYCLE = "all"
 DEFAULT_SELECT = "max"
 DEFAULT_VOLUME_TOLERANCE = 0.03
-DEFAULT_REFINE_FACTOR = 1.0
-DEFAULT_REFINE_MIN_S = 0.5
+# the refinement's budget, in work units (refine.refine's ``work_limit``: counted, not timed, so the
+# result is the same on every machine; about 2-6 M units per second here): the first round may spend
+# REFINE_WORK_PER_PIN units per pin of A + I (nnz + n), at least REFINE_WORK_MIN and at most
+# REFINE_WORK_MAX (~1-3 minutes); the rounds after it together ROUNDS_WORK_SHARE x what the first
+# round spent, at least ROUNDS_WORK_MIN. Chosen on the TUNE half (docs/planner.md, v3.5).
+DEFAULT_REFINE_WORK = 8.0
+REFINE_WORK_MIN = 2_000_000
+REFINE_WORK_MAX = 400_000_000
+DEFAULT_ROUNDS_WORK = 0.25
+ROUNDS_WORK_MIN = 2_000_000
 # refinement rounds: the refinement restarted from its own result with the next seed (a new vertex
 # order finds moves the converged order does not), at most this many rounds in all, ending after
 # ROUND_PATIENCE rounds in a row that do not lower (max(send, recv), total volume)
@@ -133,7 +144,7 @@ def _key(rep: dict, select: str = "max") -> tuple:
 
 def auto_partition(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int = 0,
                    starts=None, vcycle=DEFAULT_VCYCLE, refine: bool = True,
-                   refine_factor: float = DEFAULT_REFINE_FACTOR, refine_min_s: float = DEFAULT_REFINE_MIN_S,
+                   refine_work: float = DEFAULT_REFINE_WORK, rounds_work: float = DEFAULT_ROUNDS_WORK,
                    volume_tolerance: float = DEFAULT_VOLUME_TOLERANCE, time_limit: float | None = None,
                    select: str = DEFAULT_SELECT, km1_fm: bool = False,
                    refine_rounds: int = DEFAULT_REFINE_ROUNDS, threads: int = 1,
@@ -141,8 +152,9 @@ def auto_partition(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int =
     """Run the default pipeline (module doc); returns (part int64[n], report)."""
     starts, start_opts, vcycle = _check_options(graph, starts, vcycle, select)
     refine = check_bool("refine", refine)
-    refine_factor = check_real("refine_factor", refine_factor)
-    refine_min_s = check_real("refine_min_s", refine_min_s)
+    refine_work = check_real("refine_work", refine_work)
+    rounds_work = check_real("rounds_work", rounds_work)
+    time_limit = check_real("time_limit", time_limit, none_ok=True)
     volume_tolerance = check_real("volume_tolerance", volume_tolerance)
     refine_rounds = check_int("refine_rounds", refine_rounds, lo=1)
     t0 = time.perf_counter()
@@ -164,7 +176,7 @@ def auto_partition(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int =
     part = parts[best]
     report = {"starts": reps, "chosen": reps[best]["engine"], "start_s": start_s, "vcycle": vcycle, "refine": None}
     if refine and k > 1:
-        budget = max(refine_min_s, refine_factor * start_s) if time_limit is None else float(time_limit)
+        budget = Budget.of(graph, refine_work, rounds_work, time_limit)
         part, report["refine"], i, report["refined_starts"] = _refine_starts(
             graph, k, reps, parts, best, imbalance, seed, volume_tolerance, budget, refine_rounds, progress)
         report["chosen"] = reps[i]["engine"]
@@ -217,14 +229,38 @@ def _km1_fm(graph, part, k, imbalance, seed, rep):
     return part
 
 
+class Budget(NamedTuple):
+    """The refinement's limits: ``first`` (work units of each first round, None: none),
+    ``share``/``floor`` (the later rounds together: share × the kept first round's units, at least
+    floor), ``deadline`` (perf_counter seconds for all of it, only when the caller gave a
+    ``time_limit``: then the result depends on the machine; None: none)."""
+    first: int | None
+    share: float
+    floor: int
+    deadline: float | None
+
+    @classmethod
+    def of(cls, graph: Graph, work: float, share: float, time_limit: float | None) -> "Budget":
+        if time_limit is not None:     # the caller's wall-clock limit replaces the work budget
+            return cls(None, 0.0, 0, time.perf_counter() + time_limit)
+        first = int(min(REFINE_WORK_MAX, max(REFINE_WORK_MIN, work * (graph.nnz + graph.n))))
+        return cls(first, share, ROUNDS_WORK_MIN, None)
+
+    def left_s(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.perf_counter()
+
+    def say(self, work: int | None) -> str:
+        left = self.left_s()
+        return f"time limit {left:.1f} s" if left is not None else f"work limit {work:,} units"
+
+
 def _refine_starts(graph, k, reps, parts, best, imbalance, seed, volume_tolerance, budget, rounds, progress):
     """Bottleneck refinement (max-both) of the kept start — on small graphs (≤ SMALL_NNZ nonzeros,
     where engine times are fixed costs) of every start as balanced as the kept one, since a start's
     max before refinement does not rank its refined result — then more rounds of the best result
-    (:func:`_more_rounds`) while the budget (seconds, all rounds) lasts. Total volume at most
+    (:func:`_more_rounds`) within the :class:`Budget`. Total volume at most
     (1 + volume_tolerance) × the lowest of the starts' (or the start's own when already higher).
     Returns (part, refine report, index of the start kept, engines refined)."""
-    deadline = time.perf_counter() + budget
     say = progress or (lambda msg: None)
     low = min(r["figures"]["total_volume"] for r in reps)
     tied = [i for i in range(len(reps)) if reps[i]["overload"] == reps[best]["overload"] and i != best]
@@ -233,34 +269,42 @@ def _refine_starts(graph, k, reps, parts, best, imbalance, seed, volume_toleranc
     for i in cands:
         tv = reps[i]["figures"]["total_volume"]
         ref, tol = (low, volume_tolerance) if tv <= low * (1 + volume_tolerance) else (tv, 0.0)
-        say(f"refining max(send, recv) of the {reps[i]['engine']} start (time limit {budget:.1f} s)")
-        p_i, r_i = _refine_max(graph, parts[i], k, imbalance, seed, ref, tol, budget, progress)
+        say(f"refining max(send, recv) of the {reps[i]['engine']} start ({budget.say(budget.first)})")
+        p_i, r_i = _refine_max(graph, parts[i], k, imbalance, seed, ref, tol, budget.left_s(), budget.first,
+                               progress)
         results.append((r_i["after"]["max_send_recv"], r_i["after"]["total_volume"], len(results), i, p_i, r_i,
                         ref, tol))
     *_, i, part, rrep, ref, tol = min(results, key=lambda t: t[:3])
-    part, rrep = _more_rounds(graph, k, part, rrep, imbalance, seed, ref, tol, rounds, deadline, progress)
+    part, rrep = _more_rounds(graph, k, part, rrep, imbalance, seed, ref, tol, rounds, budget, progress)
     return part, rrep, i, [reps[j]["engine"] for j in cands]
 
 
-def _more_rounds(graph, k, part, rrep, imbalance, seed, ref, tol, rounds, deadline, progress):
+def _more_rounds(graph, k, part, rrep, imbalance, seed, ref, tol, rounds, budget, progress):
     """Rounds 2.. of the refinement: restart it from its own result with seed + round (a new vertex
     order; the first round's volume limit), keep the lowest (max(send, recv), total volume); stop
-    after ``rounds`` in all, ROUND_PATIENCE rounds in a row without a lower one, or at the deadline
-    (perf_counter seconds). Measured on both halves (docs/planner.md, v3.4): up to 6 % off the max
-    within the budget (delaunay_n15, k = 64: 98 -> 92), 0.3-0.8 % on the geometric means.
+    after ``rounds`` in all, ROUND_PATIENCE rounds in a row without a lower one, or when the
+    :class:`Budget` of the rounds is spent (work units; seconds only under a caller's time limit).
+    Measured on both halves (docs/planner.md, v3.4): up to 6 % off the max
+    (delaunay_n15, k = 64: 98 -> 92), 0.3-0.8 % on the geometric means.
     Returns (part, report): the best round's report with the first round's ``before``, ``rounds``
-    (max(send, recv) after each round) and the passes, moves and seconds of all rounds."""
+    (max(send, recv) after each round) and the passes, moves, work and seconds of all rounds."""
     first, cur = rrep, part
     best = (rrep["after"]["max_send_recv"], rrep["after"]["total_volume"])
-    trail, stall, passes, moves, seconds = [best[0]], 0, rrep["passes"], rrep["moves"], rrep["seconds"]
+    trail, stall = [best[0]], 0
+    passes, moves, seconds, work = rrep["passes"], rrep["moves"], rrep["seconds"], rrep["work"]
+    work_left = None if budget.first is None else max(budget.floor, int(budget.share * rrep["work"]))
     for r in range(1, rounds):
-        left = deadline - time.perf_counter()
-        if stall >= ROUND_PATIENCE or left <= 0 or rrep["stopped"] == "nothing to refine":
+        left = budget.left_s()
+        if (stall >= ROUND_PATIENCE or rrep["stopped"] == "nothing to refine"
+                or (left is not None and left <= 0) or (work_left is not None and work_left <= 0)):
             break
         if progress:
-            progress(f"refinement round {r + 1} (seed {seed + r}, time limit {left:.1f} s)")
-        cur, r_i = _refine_max(graph, cur, k, imbalance, seed + r, ref, tol, left, progress)
-        passes, moves, seconds = passes + r_i["passes"], moves + r_i["moves"], seconds + r_i["seconds"]
+            progress(f"refinement round {r + 1} (seed {seed + r}, {budget.say(work_left)})")
+        cur, r_i = _refine_max(graph, cur, k, imbalance, seed + r, ref, tol, left, work_left, progress)
+        passes, moves, seconds, work = (passes + r_i["passes"], moves + r_i["moves"], seconds + r_i["seconds"],
+                                        work + r_i["work"])
+        if work_left is not None:
+            work_left -= r_i["work"]
         got = (r_i["after"]["max_send_recv"], r_i["after"]["total_volume"])
         trail.append(got[0])
         if got < best:
@@ -269,16 +313,17 @@ def _more_rounds(graph, k, part, rrep, imbalance, seed, ref, tol, rounds, deadli
             stall += 1
     if len(trail) > 1 and progress:
         progress(f"refinement rounds: max(send, recv) {' -> '.join(map(str, trail))}")
-    return part, dict(rrep, before=first["before"], rounds=trail, passes=passes, moves=moves, seconds=seconds)
+    return part, dict(rrep, before=first["before"], rounds=trail, passes=passes, moves=moves, seconds=seconds,
+                      work=work)
 
 
-def _refine_max(graph, part, k, imbalance, seed, ref, tol, time_limit, progress):
+def _refine_max(graph, part, k, imbalance, seed, ref, tol, time_limit, work_limit, progress):
     """One max-both refinement of ``part``: total volume at most (1 + tol) × ``ref`` (rows of H),
-    ``time_limit`` seconds; returns (part, refine report)."""
+    ``time_limit`` seconds and ``work_limit`` work units (None: none); returns (part, refine report)."""
     from .refine import refine
 
     return refine(graph, part, k, objective="max-both", imbalance=imbalance, seed=seed, volume_tolerance=tol,
-                  volume_reference=ref, time_limit=time_limit, progress=progress)
+                  volume_reference=ref, time_limit=time_limit, work_limit=work_limit, progress=progress)
 
 
 def _rebalance(graph, part, k, imbalance, rep, say):

@@ -65,7 +65,12 @@ from .objectives import OBJECTIVES, balance_cap, check_objective  # noqa: F401  
 from .options import check_bool, check_imbalance, check_int, check_real, rng_seed
 
 _LAST_STATS = [0] * 8
-PASS_END = ("patience", "no candidate", "move limit", "time limit")
+PASS_END = ("patience", "no candidate", "move limit", "time limit", "work limit")
+STOPPED = ("converged", "time limit", "max passes", "work limit")
+# work units charged for one cluster-move stage, per pin of A + I (nnz + n): its coarsening and
+# moves take about as long as FM evaluating that many nets (measured: 0.15-0.4 s per stage on
+# email-Enron, copter2, cond-mat-2003 at 2-4 M units/s)
+ML_WORK_PER_PIN = 1.0
 # multilevel=True: FM passes before the cluster moves (after them: on to convergence)
 ML_FM_PASSES = 1
 VOLUME_LIMIT_MAX = 2 ** 60
@@ -92,7 +97,7 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
            mu: float = 0.05, overload: float = 0.02, big_degree: int | None = None, blocked: bool = True, full_updates: bool = False, hot: float = 0.9, sink: bool = True, volume_slack: float = 0.0,
            max_moves_per_pass: int | None = None,
            min_gain: float = 0.01, multilevel: bool = True, volume_reference: int | None = None,
-           progress=None) -> tuple[np.ndarray, dict]:
+           work_limit: int | None = None, progress=None) -> tuple[np.ndarray, dict]:
     """Lower the bottleneck communication of ``part`` (conformal ownership).
 
     Parameters
@@ -111,7 +116,13 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
     seed : seeds the order vertices enter the heap (deterministic for a seed).
     time_limit : seconds (None: none); a safety net — passes stop at
         convergence (``min_gain``). When it expires the running pass is
-        rolled back to its best prefix.
+        rolled back to its best prefix. The result then depends on the
+        machine and its load; ``work_limit`` does not.
+    work_limit : work units (None: none): the summed degrees (nets) of the
+        vertices whose moves were evaluated, plus ``ML_WORK_PER_PIN`` × (nnz + n)
+        per cluster-move stage; counted, not timed, so a limit stops the
+        refinement at the same move on every machine (about 2–6 M units per
+        second here). The report's ``work`` is the units spent.
     alpha, beta, f, dtype : α-β model and row size (bytes) for "weighted" and
         the reported time estimate.
     patience : moves without a new best state before a pass ends.
@@ -184,6 +195,7 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
                                    check_bool("sink", sink))
     volume_reference = check_int("volume_reference", volume_reference, none_ok=True)
     multilevel = check_bool("multilevel", multilevel)
+    work_limit = check_int("work_limit", work_limit, none_ok=True)
     n = graph.n
     rb = f * dtype_bytes(dtype)
     w = np.maximum(graph.row_nnz, 1).astype(np.int64)
@@ -197,11 +209,14 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
     passes = kept = tried = 0
     stopped = "converged"
     build_s = 0.0
+    work = 0
     ml_report = None
     if k == 1 or n == 0 or max_passes == 0:
         stopped = "nothing to refine"
     elif time_limit is not None and time_limit <= 0:
         stopped = "time limit"
+    elif work_limit is not None and work_limit <= 0:
+        stopped = "work limit"
     else:
         st = _State(graph, out, k)
         build_s = time.perf_counter() - t0
@@ -223,8 +238,12 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
         code = 0
         for si, npasses in enumerate(stages):
             if si == 1:       # between the two FM stages: whole clusters move (multilevel.py)
-                if code == 1 or (deadline >= 0 and time.perf_counter() > deadline):
-                    code = 1
+                if code in (1, 3) or (deadline >= 0 and time.perf_counter() > deadline):
+                    code = code if code in (1, 3) else 1
+                    break
+                stats[6] += int(ML_WORK_PER_PIN * (graph.nnz + n))
+                if work_limit is not None and int(stats[3:7].sum()) > work_limit:
+                    code = 3
                     break
                 ml_report = cluster_moves(graph, st, out, k, w, cap, vlimit, _fm.OBJ_CODES[objective],
                                           float(alpha), float(beta) * rb, int(q), float(mu), seed=seed,
@@ -238,7 +257,8 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
             tr = np.zeros((max(1, npasses), 5))
             ts = time.perf_counter() - t0
             O = _fm.PassOptions(int(patience), int(npasses), float(min_gain), mm, deadline, big_deg, bool(blocked),
-                                bool(full_updates), float(hot), bool(sink) and objective != "total")
+                                bool(full_updates), float(hot), bool(sink) and objective != "total",
+                                -1 if work_limit is None else int(work_limit))
             with _heartbeat(progress, None, label=f"refining {objective} (stage {si + 1})"):
                 p_, k_, t_, code = _fm._fm(T, P, V, C, L, O, order, tr, stats)
             passes, kept, tried = passes + p_, kept + k_, tried + t_
@@ -251,22 +271,24 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
                     progress(f"refine pass {len(trace)}: {objective} {t['value']:.0f}, "
                              f"{t['kept']}/{t['tried']} moves kept, ended by {t['pass_end']} "
                              f"({t['seconds']:.2f} s)")
-        stopped = ("converged", "time limit", "max passes")[code]
+        stopped = STOPPED[code]
         st.check(out)
         _LAST_STATS[:] = stats.tolist()
+        work = int(stats[3:7].sum())
     after = _figures(graph, out, k, w, alpha, beta, rb)
     seconds = time.perf_counter() - t0
     report = {"objective": objective, "k": k, "before": before, "after": after,
               "multilevel": ml_report,
               "passes": passes, "moves": kept, "moves_tried": tried, "seconds": seconds,
               "converged_s": trace[-1]["seconds"] if trace else 0.0, "build_s": build_s,
+              "work": work,
               "stopped": stopped, "trace": trace,
               "balance_limit": limit, "balance_cap": cap, "volume_limit": vlimit,
               "compiled": _fm.HAVE_NUMBA,
               "params": {"imbalance": imbalance, "volume_tolerance": volume_tolerance, "seed": seed,
                          "time_limit": time_limit, "alpha": alpha, "beta": beta, "f": f, "dtype": dtype,
                          "patience": patience, "max_passes": max_passes, "max_targets": max_targets,
-                         "q": q, "mu": mu, "min_gain": min_gain}}
+                         "q": q, "mu": mu, "min_gain": min_gain, "work_limit": work_limit}}
     return out, report
 
 

@@ -29,7 +29,7 @@ OWNERSHIP = ("conformal", "decoupled")
 # Mt-KaHyPar + refinement measured 1.15x plain Mt-KaHyPar's time (docs/refinement.md, "Defaults")
 DEFAULT_OBJECTIVE = {"hypergraph": "max-both"}
 # options only the default pipeline takes (its refinement options are the refine group's)
-AUTO_KEYS = ("starts", "vcycle", "select", "km1_fm", "refine", "refine_factor", "refine_min_s",
+AUTO_KEYS = ("starts", "vcycle", "select", "km1_fm", "refine", "refine_work", "rounds_work",
              "refine_rounds")
 _POST_GROUPS = ("hypergraph", "stochastic", "refine", "hubs", "ownership")
 

@@ -137,11 +137,13 @@ AUTO = _schema(
         choices=("max", "volume")),
     Opt("km1_fm", "bool", False, "a km1 FM pass on the kept start before the bottleneck refinement"),
     Opt("refine", "bool", True, "max-both bottleneck refinement of the kept start"),
-    Opt("refine_factor", "real", 1.0, "refinement budget, x the start time"),
-    Opt("refine_min_s", "real", 0.5, "refinement budget floor (s)"),
+    Opt("refine_work", "real", 8.0, "first refinement round's work limit, units per pin of A + I "
+        "(counted, not timed: the same result on every machine)"),
+    Opt("rounds_work", "real", 0.25, "later rounds' work limit, x the first round's work"),
     Opt("refine_rounds", "int", 8, "refinement rounds at most (restarts from the result, next seed)", lo=1),
     Opt("volume_tolerance", "real", 0.03, "allowed total volume growth (fraction)"),
-    Opt("time_limit", "real", None, "refinement time limit (s; default: the budget)", none_ok=True),
+    Opt("time_limit", "real", None, "refinement time limit (s) instead of the work limits (the result then "
+        "depends on the machine)", none_ok=True),
     _THREADS)
 
 PLANNER = _schema(
