@@ -170,8 +170,9 @@ def test_time_limit_stops():
 
 def test_work_limit_stops_at_the_same_move_however_slow_the_machine():
     """A work limit counts evaluated nets, not seconds: a run slowed down by a progress callable that
-    sleeps ends with the same partition; the units spent pass the limit by at most one evaluation
-    batch, and the figures stay exact and within the constraints."""
+    sleeps ends with the same partition and the same units spent (past the limit, by the last
+    evaluation batch, and below an unlimited run's); the figures stay exact and within the
+    constraints."""
     import time as _t
 
     g = random_graph(600, 3000, seed=4)

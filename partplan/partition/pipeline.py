@@ -71,9 +71,10 @@ DEFAULT_SELECT = "max"
 DEFAULT_VOLUME_TOLERANCE = 0.03
 # the refinement's budget, in work units (refine.refine's ``work_limit``: counted, not timed, so the
 # result is the same on every machine; about 2-6 M units per second here): the first round may spend
-# REFINE_WORK_PER_PIN units per pin of A + I (nnz + n), at least REFINE_WORK_MIN and at most
-# REFINE_WORK_MAX (~1-3 minutes); the rounds after it together ROUNDS_WORK_SHARE x what the first
-# round spent, at least ROUNDS_WORK_MIN. Chosen on the TUNE half (docs/planner.md, v3.5).
+# ``refine_work`` (DEFAULT_REFINE_WORK) units per pin of A + I (nnz + n), at least REFINE_WORK_MIN and
+# at most REFINE_WORK_MAX (~1-3 minutes); the rounds after it together ``rounds_work``
+# (DEFAULT_ROUNDS_WORK) x what the first round spent, at least ROUNDS_WORK_MIN. Chosen on the TUNE
+# half (docs/planner.md, v3.5).
 DEFAULT_REFINE_WORK = 8.0
 REFINE_WORK_MIN = 2_000_000
 REFINE_WORK_MAX = 400_000_000

@@ -85,8 +85,15 @@ def _load_kernels() -> None:
     global _KERNELS_LOADED
     if not _KERNELS_LOADED:
         _KERNELS_LOADED = True
-        path = Graph.from_edges(np.arange(63), np.arange(1, 64), symmetrize=True)
-        refine(path, np.arange(64) % 4, 4, imbalance=0.5)
+        # a grid big enough that the cluster-move stage loads its kernels too, and a time limit
+        # that does not bind, so that the clock reads inside the kernels (numba objmode blocks,
+        # compiled when first reached: ~0.1 s) load as well
+        side = 16
+        v = np.arange(side * side).reshape(side, side)
+        src = np.concatenate([v[:, :-1].ravel(), v[:-1, :].ravel()])
+        dst = np.concatenate([v[:, 1:].ravel(), v[1:, :].ravel()])
+        grid = Graph.from_edges(src, dst, n=side * side, symmetrize=True)
+        refine(grid, np.arange(side * side) % 6, 6, imbalance=0.5, time_limit=1e9)
 
 
 def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-both",
