@@ -990,12 +990,11 @@ def _fm(T, P, V, C, L, O, order, trace, stats):
                 timed_out = 0
                 for c0 in range(0, nv, SEED_CHUNK):
                     c1 = min(nv, c0 + SEED_CHUNK)
-                    if work_limit >= 0:         # this chunk's work counts before it runs
-                        for i in range(c0, c1):
-                            stats[3] += vptr[ev_v[i] + 1] - vptr[ev_v[i]]
-                        if work_done(stats) > work_limit:
-                            timed_out = 4
-                            break
+                    for i in range(c0, c1):     # this chunk's work counts before it runs
+                        stats[3] += vptr[ev_v[i] + 1] - vptr[ev_v[i]]
+                    if work_limit >= 0 and work_done(stats) > work_limit:
+                        timed_out = 4
+                        break
                     eval_moves(EV, c0, c1, T, P, V, C, L, Current(inv, M, nmax, relax and over_part < 0, tot[0]),
                                X, F)
                     if deadline >= 0:
@@ -1012,8 +1011,6 @@ def _fm(T, P, V, C, L, O, order, trace, stats):
                 stats[1] += nv
                 for i in range(nv):
                     u = ev_v[i]
-                    if work_limit < 0:
-                        stats[3] += vptr[u + 1] - vptr[u]
                     bl_n = _push_blocked(u, ev_k[i], BL, bl_n)
                     if ev_b[i] >= 0:
                         hb[u] = ev_b[i]

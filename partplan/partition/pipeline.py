@@ -232,20 +232,19 @@ def _km1_fm(graph, part, k, imbalance, seed, rep):
 
 class Budget(NamedTuple):
     """The refinement's limits: ``first`` (work units of each first round, None: none),
-    ``share``/``floor`` (the later rounds together: share × the kept first round's units, at least
-    floor), ``deadline`` (perf_counter seconds for all of it, only when the caller gave a
+    ``share`` (the later rounds together: share × the kept first round's units, at least
+    ROUNDS_WORK_MIN), ``deadline`` (perf_counter seconds for all of it, only when the caller gave a
     ``time_limit``: then the result depends on the machine; None: none)."""
     first: int | None
     share: float
-    floor: int
     deadline: float | None
 
     @classmethod
     def of(cls, graph: Graph, work: float, share: float, time_limit: float | None) -> "Budget":
         if time_limit is not None:     # the caller's wall-clock limit replaces the work budget
-            return cls(None, 0.0, 0, time.perf_counter() + time_limit)
+            return cls(None, 0.0, time.perf_counter() + time_limit)
         first = int(min(REFINE_WORK_MAX, max(REFINE_WORK_MIN, work * (graph.nnz + graph.n))))
-        return cls(first, share, ROUNDS_WORK_MIN, None)
+        return cls(first, share, None)
 
     def left_s(self) -> float | None:
         return None if self.deadline is None else self.deadline - time.perf_counter()
@@ -293,7 +292,7 @@ def _more_rounds(graph, k, part, rrep, imbalance, seed, ref, tol, rounds, budget
     best = (rrep["after"]["max_send_recv"], rrep["after"]["total_volume"])
     trail, stall = [best[0]], 0
     passes, moves, seconds, work = rrep["passes"], rrep["moves"], rrep["seconds"], rrep["work"]
-    work_left = None if budget.first is None else max(budget.floor, int(budget.share * rrep["work"]))
+    work_left = None if budget.first is None else max(ROUNDS_WORK_MIN, int(budget.share * rrep["work"]))
     for r in range(1, rounds):
         left = budget.left_s()
         if (stall >= ROUND_PATIENCE or rrep["stopped"] == "nothing to refine"

@@ -249,7 +249,7 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
                     code = code if code in (1, 3) else 1
                     break
                 stats[6] += int(ML_WORK_PER_PIN * (graph.nnz + n))
-                if work_limit is not None and int(stats[3:7].sum()) > work_limit:
+                if work_limit is not None and _fm.work_done(stats) > work_limit:
                     code = 3
                     break
                 ml_report = cluster_moves(graph, st, out, k, w, cap, vlimit, _fm.OBJ_CODES[objective],
@@ -281,7 +281,7 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
         stopped = STOPPED[code]
         st.check(out)
         _LAST_STATS[:] = stats.tolist()
-        work = int(stats[3:7].sum())
+        work = int(_fm.work_done(stats))
     after = _figures(graph, out, k, w, alpha, beta, rb)
     seconds = time.perf_counter() - t0
     report = {"objective": objective, "k": k, "before": before, "after": after,
