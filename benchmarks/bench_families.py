@@ -29,6 +29,11 @@ pipelines); REPORT is reported untouched. Ratios: vs the best peer per graph
 (the lowest max(send, recv) among METIS, Mt-KaHyPar, KaMinPar; total volume vs
 the lowest peer total volume), vs plain Mt-KaHyPar, and wall vs METIS — all
 measured in the same run (the machine is shared: compare ratios, not seconds).
+The summary also gives max(send, recv) vs the best peer *as balanced*: only
+peers whose partition is ε-balanced or has no heavier heaviest part count
+(where a row outweighs the ε-limit, as on as-22july06 at k = 64, a peer that
+overloads a part further is not solving the same problem). The plain ratio
+stays the headline.
 
   python benchmarks/bench_families.py --quick            # make bench
   python benchmarks/bench_families.py --k 16 64 256 --json out/families.json
@@ -105,7 +110,7 @@ def _figures(g, part, k, eps):
     w = np.maximum(g.row_nnz, 1)
     bal = np.bincount(part, weights=w, minlength=k).max()
     return {"total_volume": int(send.sum()), "max_send_recv": int(np.maximum(send, recv).max()),
-            "compute_imbalance": float(load.max() / load.mean() - 1.0),
+            "compute_imbalance": float(load.max() / load.mean() - 1.0), "max_balance_weight": int(bal),
             "balance_ok": bool(bal <= math.floor((1 + eps) * -(-int(w.sum()) // k)))}
 
 
@@ -180,6 +185,11 @@ def ratios(rows):
                 if "cli_wall_s" in r and "cli_wall_s" in rs["metis"]:
                     r["cli_vs_metis"] = r["cli_wall_s"] / max(rs["metis"]["cli_wall_s"], 1e-9)
             r["best_peer"] = min(peers, key=lambda p: p["max_send_recv"])["method"]
+            # only the peers whose partition is as balanced: ε-balanced, or no heavier heaviest part
+            # (where no partition can be ε-balanced, a peer that overloads more is not a rival)
+            fair = [p for p in peers if p["balance_ok"] or p["max_balance_weight"] <= r["max_balance_weight"]]
+            if fair:
+                r["vs_balanced_peer_max"] = r["max_send_recv"] / max(min(p["max_send_recv"] for p in fair), 1)
         out[key] = rs
     return out
 
@@ -205,13 +215,15 @@ def table(rows, title):
 def summary(rows, title):
     methods = list(dict.fromkeys(r["method"] for r in rows))
     lines = [f"### {title}: geometric means over (graph, k)", "",
-             "| method | max vs best peer | worst graph | tv vs best peer (max over graphs) | max vs mtk | "
-             "wall vs METIS (API) | wall vs METIS (CLI) | all balanced |", "|---|---|---|---|---|---|---|---|"]
+             "| method | max vs best peer | worst graph | max vs best peer as balanced | "
+             "tv vs best peer (max over graphs) | max vs mtk | "
+             "wall vs METIS (API) | wall vs METIS (CLI) | all balanced |", "|---|---|---|---|---|---|---|---|---|"]
     for m in methods:
         rs = [r for r in rows if r["method"] == m]
         worst = max(rs, key=lambda r: r.get("vs_best_peer_max", 0))
         lines.append(f"| {m} | {gmean(r.get('vs_best_peer_max') for r in rs):.3f} | "
                      f"{worst.get('vs_best_peer_max', float('nan')):.3f} ({worst['graph']} k={worst['k']}) | "
+                     f"{gmean(r.get('vs_balanced_peer_max') for r in rs):.3f} | "
                      f"{gmean(r.get('vs_best_peer_tv') for r in rs):.3f} "
                      f"({max(r.get('vs_best_peer_tv', 0) for r in rs):.3f}) | "
                      f"{gmean(r.get('vs_mtk_max') for r in rs):.3f} | "

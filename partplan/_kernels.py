@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
+import sys
+import time
+
 from . import _cache  # noqa: F401  (numba's cache directory, set before numba is imported)
 
 try:  # pragma: no cover - depends on the environment
@@ -19,6 +22,55 @@ except ImportError:  # pragma: no cover
 
     def njit(f):
         return f
+
+# Linux: CLOCK_MONOTONIC, the clock of time.perf_counter(); struct timespec = two 64-bit integers
+_CLOCK_MONOTONIC = 1
+
+
+def _monotonic_intrinsic():
+    """An intrinsic calling clock_gettime(CLOCK_MONOTONIC) by its symbol name: unlike a numba
+    ``objmode`` block (compiled anew in every process, ~0.04 s each) it is cached with the kernel
+    that calls it."""
+    from llvmlite import ir
+    from numba.core import cgutils, types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def _clock(typingctx):
+        def codegen(context, builder, signature, args):
+            i64, f64 = ir.IntType(64), ir.DoubleType()
+            ts_t = ir.LiteralStructType([i64, i64])
+            fnty = ir.FunctionType(ir.IntType(32), [ir.IntType(32), ts_t.as_pointer()])
+            fn = cgutils.get_or_insert_function(builder.module, fnty, "clock_gettime")
+            ts = cgutils.alloca_once(builder, ts_t)
+            builder.call(fn, [ir.Constant(ir.IntType(32), _CLOCK_MONOTONIC), ts])
+            sec = builder.sitofp(builder.load(cgutils.gep_inbounds(builder, ts, 0, 0)), f64)
+            nsec = builder.sitofp(builder.load(cgutils.gep_inbounds(builder, ts, 0, 1)), f64)
+            return builder.fadd(sec, builder.fmul(nsec, ir.Constant(f64, 1e-9)))
+        return types.float64(), codegen
+
+    return _clock
+
+
+if HAVE_NUMBA and sys.platform.startswith("linux") and sys.maxsize > 2 ** 32:
+    _clock = _monotonic_intrinsic()
+
+    @njit
+    def monotonic():
+        """Seconds of time.perf_counter()'s clock, readable inside compiled kernels (deadlines)."""
+        return _clock()
+elif HAVE_NUMBA:  # pragma: no cover - other systems: a numba objmode block (compiled per process)
+    @njit
+    def monotonic():
+        """Seconds of time.perf_counter()'s clock, readable inside compiled kernels (deadlines)."""
+        now = 0.0
+        with numba.objmode(now="float64"):
+            now = time.perf_counter()
+        return now
+else:  # pragma: no cover
+    def monotonic():
+        """Seconds of time.perf_counter()'s clock (plain Python without numba)."""
+        return time.perf_counter()
 
 
 @njit

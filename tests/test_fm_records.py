@@ -105,7 +105,7 @@ def test_eval_moves_batch_equals_single_evaluations(obj):
                         np.zeros(maxdeg + 1, np.int64))
     C = _fm.CostModel(obj, 1e-6, 1e-9, q, mu)
     cap = int(w.sum() // k * 1.05)
-    L = _fm.Limits(cap, cap + 20, 10**9, 10**9, 3)
+    L = _fm.Limits(cap, cap + 20, 10**9, 10**9, 3, -1.0)
     F = _fm.PartFocus(np.zeros(k), np.ones(k, np.bool_), -np.ones(2, np.int64))
     M, nmax = _fm._refresh(C, V, 1.0, cap, True, F)
     inv = 1.0 / M

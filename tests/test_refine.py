@@ -457,6 +457,43 @@ def test_no_time_limit_on_a_generated_rmat_converges():
     assert rep2["after"]["max_send_recv"] >= 0.97 * rep["after"]["max_send_recv"]
 
 
+def _bench_refine():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "bench_refine.py"
+    spec = importlib.util.spec_from_file_location("bench_refine", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
+
+
+@pytest.mark.parametrize("k", [8, 16])
+def test_max_cost_lowers_total_volume_without_raising_the_bottleneck(k):
+    """The pipeline's volume round: km1 FM (objective "total") with max_cost = the refined max.
+    Recounted by analyze: the total volume drops, no part's max(send, recv) exceeds the cap, the
+    balance holds; without the cap the same pass raises the max on this R-MAT graph (so the cap
+    is what keeps it)."""
+    from partplan.partition.backends import metis
+
+    g = _bench_refine().rmat_graph(12)
+    p1, r1 = refine(g, metis(g, k, imbalance=0.03, seed=0), k)
+    m1 = int(np.maximum(*(lambda s: (s.send, s.recv))(analyze(g, p1, k, backward=False))).max())
+    tv1 = analyze(g, p1, k, backward=False).total_volume
+    free, _ = refine(g, p1, k, objective="total", volume_tolerance=0.0)
+    sf = analyze(g, free, k, backward=False)
+    assert np.maximum(sf.send, sf.recv).max() > m1
+    capped, rep = refine(g, p1, k, objective="total", volume_tolerance=0.0, max_cost=m1)
+    s = analyze(g, capped, k, backward=False)
+    assert np.maximum(s.send, s.recv).max() <= m1
+    assert s.total_volume < tv1
+    assert rep["after"]["total_volume"] == s.total_volume
+    check_constraints(g, p1, capped, k, rep, 0.03, 0.0)
+    for bad in (-1.0, math.nan, "x"):
+        with pytest.raises(OptionError, match="max_cost"):
+            refine(g, p1, k, objective="total", max_cost=bad)
+
+
 @pytest.mark.parametrize("kw", [dict(volume_slack=math.nan), dict(volume_slack=-1.0), dict(sink="x"),
                                 dict(max_targets=2.5), dict(seed="x"), dict(overload=math.inf),
                                 dict(big_degree=math.nan), dict(max_moves_per_pass=math.nan),
@@ -489,7 +526,7 @@ def _eval_flat(verts, nv, only, out_g, out_b, out_blk, k, obj, cap, cap_hard, re
     tot = np.array([tv, 0], np.int64)            # the evaluation reads the total volume from tv
     _fm.eval_moves(_fm.MoveBatch(verts, only, out_g, out_b, out_blk), 0, nv, _fm.Topology(vptr, vidx, vptr, vidx, w),
                _fm.PinSlots(soff, lam, dense, spart, scnt), _fm.VolumeState(part, load, vol, send, recv, smsg, rmsg, tot),
-               _fm.CostModel(obj, alpha, brb, q, mu), _fm.Limits(cap, cap_hard, vlimit, vlimit, max_targets),
+               _fm.CostModel(obj, alpha, brb, q, mu), _fm.Limits(cap, cap_hard, vlimit, vlimit, max_targets, -1.0),
                _fm.Current(inv, M, nmax, relax, tv), _fm.EvalScratch(*W[:13], *W[14:]), _fm.PartFocus(W[13], hot, sk))
 
 

@@ -44,8 +44,9 @@ of H a part owns), k parts, volumes in rows of H, loads in balance weight
   the potential), ``mu`` (weight of the total volume in a gain).
 * :class:`Limits` — ``cap`` (balance cap of a best state), ``cap_hard`` (a
   bottleneck-lowering move may overload a part up to it), ``vlimit`` (total
-  volume of a best state), ``vlimit_hard`` (no move may exceed it), and
-  ``max_targets`` (best-connected target parts tried per vertex).
+  volume of a best state), ``vlimit_hard`` (no move may exceed it),
+  ``max_targets`` (best-connected target parts tried per vertex) and
+  ``cost_cap`` (no move may raise a part's cost above it; < 0: none).
 * :class:`Current` — per evaluation: ``inv`` (1 / the pass's scale),
   ``M`` (current max cost), ``nmax`` (parts at it), ``relax`` (overloading
   moves allowed now), ``tv`` (current total volume).
@@ -73,6 +74,7 @@ from collections import namedtuple
 import numpy as np
 
 from .. import _cache  # noqa: F401  (numba's cache directory, set before numba is imported)
+from .._kernels import monotonic
 
 try:  # pragma: no cover - exercised by whichever environment runs the tests
     import numba
@@ -80,7 +82,6 @@ try:  # pragma: no cover - exercised by whichever environment runs the tests
     HAVE_NUMBA = True
     njit = numba.njit(cache=True)
     njit_inline = numba.njit(cache=True, inline="always")
-    objmode = numba.objmode
 except ImportError:  # pragma: no cover
     HAVE_NUMBA = False
 
@@ -88,18 +89,6 @@ except ImportError:  # pragma: no cover
         return f
 
     njit_inline = njit
-
-    class objmode:  # noqa: N801 - mimics numba.objmode
-        def __init__(self, **kw):
-            pass
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *a):
-            return False
-
-import time as _time
 
 BL_WALK = 64      # waiting (blocked) entries re-examined per move when a part gets room
 SEED_CHUNK = 4096  # vertices evaluated between two looks at the clock when a pass (re)starts
@@ -120,10 +109,12 @@ tot = [total volume, messages] (int64[2], updated in place)."""
 CostModel = namedtuple("CostModel", "obj alpha brb q mu")
 CostModel.__doc__ = """obj: OBJ_CODES value; alpha: seconds per message; brb: seconds per row
 of H; q: exponent of the potential Φ; mu: weight of Δ(total volume)."""
-Limits = namedtuple("Limits", "cap cap_hard vlimit vlimit_hard max_targets")
+Limits = namedtuple("Limits", "cap cap_hard vlimit vlimit_hard max_targets cost_cap")
 Limits.__doc__ = """Balance caps (weight per part: of a best state / of any state), total
 volume limits (rows of H: of a best state / of any move), target parts
-tried per vertex (its max_targets best connected)."""
+tried per vertex (its max_targets best connected), cost_cap (no move may
+raise a part's cost above it, e.g. the max(send, recv) a volume refinement
+must keep; < 0: none)."""
 Current = namedtuple("Current", "inv M nmax relax tv")
 Current.__doc__ = """Per evaluation: inv = 1 / the pass's scale, M = the current max cost,
 nmax = the parts at it, relax = overloading moves allowed, tv = total volume."""
@@ -516,7 +507,7 @@ def _best1(u, only, T, P, V, C, L, cur, X, F):
     soff, lam, dense, spart, scnt = P
     part, load, vol, send, recv, smsg, rmsg = V.part, V.load, V.vol, V.send, V.recv, V.smsg, V.rmsg
     obj, alpha, brb, q, mu = C
-    cap, cap_hard, vlimit, max_targets = L.cap, L.cap_hard, L.vlimit_hard, L.max_targets
+    cap, cap_hard, vlimit, max_targets, cost_cap = L.cap, L.cap_hard, L.vlimit_hard, L.max_targets, L.cost_cap
     inv, M, nmax, relax, tv = cur
     dS, dR, mark, tl, dsm, drm = X.dS, X.dR, X.mark, X.tl, X.dsm, X.drm
     dvol, pairs, npairs, buf, tbuf, tcnt, leave, tpos, emask = (X.dvol, X.pairs, X.npairs, X.buf, X.tbuf, X.tcnt,
@@ -650,11 +641,16 @@ def _best1(u, only, T, P, V, C, L, cur, X, F):
         dphi = 0.0
         lowered = 0
         reach = False
+        capped = False
         for i in range(nt):
             p = tl[i]
             S0, R0, sm0, rm0 = send[p], recv[p], smsg[p], rmsg[p]
             S1, R1, sm1, rm1 = S0 + dS[p], R0 + dR[p], sm0 + dsm[p], rm0 + drm[p]
             dphi += _phi(obj, S1, R1, sm1, rm1, alpha, brb, inv, q) - phic[p]
+            if cost_cap >= 0:
+                c1 = _cost(obj, S1, R1, sm1, rm1, alpha, brb)
+                if c1 > cost_cap and c1 > _cost(obj, S0, R0, sm0, rm0, alpha, brb):
+                    capped = True
             if over:
                 c0 = _cost(obj, S0, R0, sm0, rm0, alpha, brb)
                 c1 = _cost(obj, S1, R1, sm1, rm1, alpha, brb)
@@ -671,7 +667,7 @@ def _best1(u, only, T, P, V, C, L, cur, X, F):
             g = -float(dtv) - 1e-3 * dphi
         else:
             g = -dphi - mu * inv * dtv
-        if tv + dtv > vlimit:
+        if tv + dtv > vlimit or capped:
             continue
         if over and (not relax or load[b] + w[u] > cap_hard or reach or lowered < nmax):
             if g > best_blocked_g:
@@ -931,9 +927,7 @@ def _fm(T, P, V, C, L, O, order, trace, stats):
     kept_total = 0
     tried_total = 0
     stopped = 0
-    t_start = 0.0
-    with objmode(t_start="float64"):
-        t_start = _time.perf_counter()
+    t_start = monotonic()
     while passes < max_passes:
         passes += 1
         mx0, _ = state_key(C, V, 1.0)
@@ -998,9 +992,7 @@ def _fm(T, P, V, C, L, O, order, trace, stats):
                     eval_moves(EV, c0, c1, T, P, V, C, L, Current(inv, M, nmax, relax and over_part < 0, tot[0]),
                                X, F)
                     if deadline >= 0:
-                        now = 0.0
-                        with objmode(now="float64"):
-                            now = _time.perf_counter()
+                        now = monotonic()
                         if now > deadline:
                             timed_out = 3
                             break
@@ -1024,9 +1016,7 @@ def _fm(T, P, V, C, L, O, order, trace, stats):
                 why = 2
                 break
             if deadline >= 0 and (nmoves & 15) == 0:
-                now = 0.0
-                with objmode(now="float64"):
-                    now = _time.perf_counter()
+                now = monotonic()
                 if now > deadline:
                     why = 3
                     stopped = 1
@@ -1196,9 +1186,7 @@ def _fm(T, P, V, C, L, O, order, trace, stats):
             apply_move(mv_v[i], mv_a[i], T, P, V, A, full_updates)
         kept_total += best_len
         tried_total += nmoves
-        now = 0.0
-        with objmode(now="float64"):
-            now = _time.perf_counter()
+        now = monotonic()
         mxe, _ = state_key(C, V, 1.0)
         val = float(tot[0]) if obj == 0 else mxe
         if passes - 1 < trace.shape[0]:

@@ -30,7 +30,8 @@ from collections import namedtuple
 import numpy as np
 
 from . import _fm
-from ._fm import _cost, _time, apply_move, apply_scratch, count_neighbour_parts, objmode, state_key
+from .._kernels import monotonic
+from ._fm import _cost, apply_move, apply_scratch, count_neighbour_parts, state_key
 
 njit = _fm.njit
 
@@ -80,9 +81,7 @@ def cluster_pass(T, P, V, C, L, CL, O, maxdeg, stats):
         moved = 0
         for ii in range(nc):
             if deadline >= 0 and (ii & 15) == 0:
-                now = 0.0
-                with objmode(now="float64"):
-                    now = _time.perf_counter()
+                now = monotonic()
                 if now > deadline:
                     stats[2] = 1
                     return kept + moved
@@ -199,7 +198,7 @@ def cluster_moves(graph, st, part: np.ndarray, k: int, w: np.ndarray, cap: int, 
     stats = np.zeros(3, np.int64)
     T, P, V = st.records(part, w)
     C = _fm.CostModel(obj, alpha, brb, q, mu)
-    L = _fm.Limits(cap, cap, vlimit, vlimit, max_targets)      # no overload, no volume slack
+    L = _fm.Limits(cap, cap, vlimit, vlimit, max_targets, -1.0)      # no overload, no volume slack, no cost cap
     O = ClusterOptions(theta, max_rounds, min_gain, min_size, float(deadline))
     levels = []
     for cid, nc in list(reversed(maps))[:max_levels]:

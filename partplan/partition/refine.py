@@ -86,8 +86,7 @@ def _load_kernels() -> None:
     if not _KERNELS_LOADED:
         _KERNELS_LOADED = True
         # a grid big enough that the cluster-move stage loads its kernels too, and a time limit
-        # that does not bind, so that the clock reads inside the kernels (numba objmode blocks,
-        # compiled when first reached: ~0.1 s) load as well
+        # that does not bind, so that the code paths reading the clock are reached as well
         side = 16
         v = np.arange(side * side).reshape(side, side)
         src = np.concatenate([v[:, :-1].ravel(), v[:-1, :].ravel()])
@@ -104,7 +103,8 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
            mu: float = 0.05, overload: float = 0.02, big_degree: int | None = None, blocked: bool = True, full_updates: bool = False, hot: float = 0.9, sink: bool = True, volume_slack: float = 0.0,
            max_moves_per_pass: int | None = None,
            min_gain: float = 0.01, multilevel: bool = True, volume_reference: int | None = None,
-           work_limit: int | None = None, progress=None) -> tuple[np.ndarray, dict]:
+           work_limit: int | None = None, max_cost: float | None = None,
+           progress=None) -> tuple[np.ndarray, dict]:
     """Lower the bottleneck communication of ``part`` (conformal ownership).
 
     Parameters
@@ -153,6 +153,11 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
         convergence (``max_passes`` in all). False: FM passes until
         convergence only.
     volume_reference : see ``volume_tolerance``.
+    max_cost : no move raises a part's cost above this (rows of H for
+        "total", "max-*": max(send, recv), max send, max recv; seconds for
+        "weighted"); None: no cap. With ``objective="total"`` and the current
+        max(send, recv) it lowers the total volume without raising the
+        bottleneck (the default pipeline's volume rounds).
     progress : callable(str) or None: a heartbeat line while the compiled
         passes run (the mechanism of :func:`partplan.partition.partition`'s
         backends) and one line per refinement pass (value, moves kept/tried,
@@ -203,6 +208,7 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
     volume_reference = check_int("volume_reference", volume_reference, none_ok=True)
     multilevel = check_bool("multilevel", multilevel)
     work_limit = check_int("work_limit", work_limit, none_ok=True)
+    max_cost = check_real("max_cost", max_cost, none_ok=True)
     n = graph.n
     rb = f * dtype_bytes(dtype)
     w = np.maximum(graph.row_nnz, 1).astype(np.int64)
@@ -230,7 +236,7 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
         T, P, V = st.records(out, w)
         C = _fm.CostModel(_fm.OBJ_CODES[objective], float(alpha), float(beta) * rb, int(q), float(mu))
         L = _fm.Limits(cap, cap + int(overload * cap), vlimit, vlimit + int(volume_slack * before["total_volume"]),
-                       int(max_targets))
+                       int(max_targets), -1.0 if max_cost is None else float(max_cost))
         order = np.random.default_rng(seed).permutation(n).astype(np.int64)
         mm = n if max_moves_per_pass is None else max(1, int(max_moves_per_pass))
         avg = graph.nnz / max(n, 1)

@@ -141,6 +141,8 @@ AUTO = _schema(
         "(counted, not timed: the same result on every machine)"),
     Opt("rounds_work", "real", 0.25, "later rounds' work limit, x the first round's work"),
     Opt("refine_rounds", "int", 8, "refinement rounds at most (restarts from the result, next seed)", lo=1),
+    Opt("volume_work", "real", 2.0, "volume round after the refinement: km1 FM that keeps max(send, recv), "
+        "work units per pin of A + I (0: none)"),
     Opt("volume_tolerance", "real", 0.03, "allowed total volume growth (fraction)"),
     Opt("time_limit", "real", None, "refinement time limit (s) instead of the work limits (the result then "
         "depends on the machine)", none_ok=True),
