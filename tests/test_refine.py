@@ -492,6 +492,8 @@ def test_max_cost_lowers_total_volume_without_raising_the_bottleneck(k):
     for bad in (-1.0, math.nan, "x"):
         with pytest.raises(OptionError, match="max_cost"):
             refine(g, p1, k, objective="total", max_cost=bad)
+    with pytest.raises(OptionError, match="max_cost"):
+        refine(g, p1, k, objective="max-both", max_cost=m1)
 
 
 @pytest.mark.parametrize("kw", [dict(volume_slack=math.nan), dict(volume_slack=-1.0), dict(sink="x"),

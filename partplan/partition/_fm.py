@@ -500,7 +500,8 @@ def _best1(u, only, T, P, V, C, L, cur, X, F):
     load_b + w_u <= cap_hard and the move lowers the current max M of every
     one of the nmax parts at the max while no touched part reaches M (an
     overloading move must pay for itself on the bottleneck); never when the
-    total volume would exceed vlimit_hard. The gain is −ΔΦ − mu·inv·Δtv
+    total volume would exceed vlimit_hard, nor when a touched part's cost
+    would rise above L.cost_cap (>= 0). The gain is −ΔΦ − mu·inv·Δtv
     ("total": −Δtv − 10⁻³·ΔΦ). blk gets a better target refused by the
     balance cap (or -1)."""
     vptr, vidx, w = T.vptr, T.vidx, T.w

@@ -76,12 +76,14 @@ DEFAULT_VOLUME_TOLERANCE = 0.03
 # the refinement's budget, in work units (refine.refine's ``work_limit``: counted, not timed, so the
 # result is the same on every machine; about 2-6 M units per second here): the first round may spend
 # ``refine_work`` (DEFAULT_REFINE_WORK) units per pin of A + I (nnz + n), at least REFINE_WORK_MIN and
-# at most REFINE_WORK_MAX (~1-3 minutes); the rounds after it together ``rounds_work``
-# (DEFAULT_ROUNDS_WORK) x what the first round spent, at least ROUNDS_WORK_MIN. Chosen on the TUNE
-# half (docs/planner.md, v3.5).
+# at most REFINE_WORK_MAX; the rounds after it together ``rounds_work`` (DEFAULT_ROUNDS_WORK) x what
+# the first round spent, at least ROUNDS_WORK_MIN. Chosen on the TUNE half (docs/planner.md, v3.5).
+# REFINE_WORK_MAX = 8 units per pin up to ~310 M pins (R-MAT 23: 267 M), about 10-15 minutes here,
+# near the start's own time at that size: 400 M units (v3.5) left R-MAT 23 at k = 64 one FM pass,
+# max(send, recv) 1.34 M where v3.3's budget of the start time reached 0.95 M (docs/planner.md, v3.6)
 DEFAULT_REFINE_WORK = 8.0
 REFINE_WORK_MIN = 2_000_000
-REFINE_WORK_MAX = 400_000_000
+REFINE_WORK_MAX = 2_500_000_000
 DEFAULT_ROUNDS_WORK = 0.25
 ROUNDS_WORK_MIN = 2_000_000
 # refinement rounds: the refinement restarted from its own result with the next seed (a new vertex

@@ -153,11 +153,11 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
         convergence (``max_passes`` in all). False: FM passes until
         convergence only.
     volume_reference : see ``volume_tolerance``.
-    max_cost : no move raises a part's cost above this (rows of H for
-        "total", "max-*": max(send, recv), max send, max recv; seconds for
-        "weighted"); None: no cap. With ``objective="total"`` and the current
+    max_cost : ``objective="total"`` only: no move raises a part's
+        max(send, recv) (rows of H) above this; None: no cap. With the current
         max(send, recv) it lowers the total volume without raising the
-        bottleneck (the default pipeline's volume rounds).
+        bottleneck (the default pipeline's volume round). The bottleneck
+        objectives never raise their max anyway.
     progress : callable(str) or None: a heartbeat line while the compiled
         passes run (the mechanism of :func:`partplan.partition.partition`'s
         backends) and one line per refinement pass (value, moves kept/tried,
@@ -209,6 +209,8 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
     multilevel = check_bool("multilevel", multilevel)
     work_limit = check_int("work_limit", work_limit, none_ok=True)
     max_cost = check_real("max_cost", max_cost, none_ok=True)
+    if max_cost is not None and objective != "total":
+        raise OptionError(f"max_cost applies to objective='total' only, got objective={objective!r}")
     n = graph.n
     rb = f * dtype_bytes(dtype)
     w = np.maximum(graph.row_nnz, 1).astype(np.int64)
