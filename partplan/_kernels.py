@@ -5,10 +5,10 @@ and the callers use their numpy paths instead, see :data:`HAVE_NUMBA`).
 """
 from __future__ import annotations
 
-import numpy as np
-
 import sys
 import time
+
+import numpy as np
 
 from . import _cache  # noqa: F401  (numba's cache directory, set before numba is imported)
 

@@ -374,3 +374,18 @@ def test_gloo_p2_torch_kernels_equal_native_local(tmp_path):
             assert np.array_equal(a, b), name
         assert np.array_equal(got[0][name + "_bytes"][:, 0], got[0][name + "_bytes"][:, 1])
         assert np.array_equal(got[0][name + "_bytes"][:, 0], [r["bytes"] for r in rec])
+
+
+def test_monotonic_reads_the_clock_of_perf_counter():
+    """The kernels' deadlines are perf_counter() seconds: the compiled clock read must fall between
+    two perf_counter() reads around it (a different clock, or a wrong struct layout, would not)."""
+    import time
+
+    from partplan._kernels import monotonic
+
+    monotonic()                      # the first call may load the kernel
+    for _ in range(5):
+        a = time.perf_counter()
+        m = monotonic()
+        b = time.perf_counter()
+        assert a <= m <= b
