@@ -21,7 +21,8 @@ Chosen by measurement on the TUNE half of ``benchmarks/bench_families.py``
    0.833 vs 0.846 of the best peer, at 1.3× its in-API time — docs/planner.md);
 4. **bottleneck refinement** (:func:`partplan.partition.refine.refine`,
    max-both, exact; on graphs of ≤ SMALL_NNZ nonzeros every start as balanced
-   as the kept one is refined and the lowest result kept), its first round
+   as the kept one is refined and the lowest result kept; FM passes end after
+   REFINE_PATIENCE moves without a new best state), its first round
    limited to ``refine_work`` work units per pin of A + I (at least
    REFINE_WORK_MIN, at most REFINE_WORK_MAX), with the total volume capped at
    (1 + ``volume_tolerance``) × the *lowest* total volume among the starts (or
