@@ -67,6 +67,18 @@ def check_constraints(g, part0, new, k, rep, imbalance, tol):
     assert tv1 <= math.floor(tv0 * (1 + tol))
 
 
+def _bench_refine():
+    """benchmarks/bench_refine.py as a module (its R-MAT generator)."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "bench_refine.py"
+    spec = importlib.util.spec_from_file_location("bench_refine", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
+
+
 @pytest.mark.parametrize("objective", OBJECTIVES)
 @pytest.mark.parametrize("directed", [False, True])
 def test_constraints_and_reported_figures(objective, directed):
@@ -328,13 +340,7 @@ def test_fast_preset_refines_metis_volume():
 
 
 def test_benchmark_row_on_a_small_rmat():
-    import importlib.util
-    import pathlib
-
-    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "bench_refine.py"
-    spec = importlib.util.spec_from_file_location("bench_refine", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = _bench_refine()
     g = bench.rmat_graph(9)
     row = bench.run_one(g, 4, seed=0)
     s = analyze(g, np.zeros(g.n, dtype=np.int64), 1)   # sanity: graph is usable
@@ -435,14 +441,7 @@ def test_no_time_limit_on_a_generated_rmat_converges():
     """No time limit, a power-law graph with hubs (R-MAT 13) at k = 64: the run
     stops by convergence, keeps ε and the volume limit, and a second run of
     its output gains little."""
-    import importlib.util
-    import pathlib
-
-    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "bench_refine.py"
-    spec = importlib.util.spec_from_file_location("bench_refine", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    g = bench.rmat_graph(13)
+    g = _bench_refine().rmat_graph(13)
     k = 64
     from partplan.partition.backends import metis
 
@@ -457,17 +456,6 @@ def test_no_time_limit_on_a_generated_rmat_converges():
     assert rep2["after"]["max_send_recv"] >= 0.97 * rep["after"]["max_send_recv"]
 
 
-def _bench_refine():
-    import importlib.util
-    import pathlib
-
-    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "bench_refine.py"
-    spec = importlib.util.spec_from_file_location("bench_refine", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench
-
-
 @pytest.mark.parametrize("k", [8, 16])
 def test_max_cost_lowers_total_volume_without_raising_the_bottleneck(k):
     """The pipeline's volume round: km1 FM (objective "total") with max_cost = the refined max.
@@ -478,8 +466,8 @@ def test_max_cost_lowers_total_volume_without_raising_the_bottleneck(k):
 
     g = _bench_refine().rmat_graph(12)
     p1, r1 = refine(g, metis(g, k, imbalance=0.03, seed=0), k)
-    m1 = int(np.maximum(*(lambda s: (s.send, s.recv))(analyze(g, p1, k, backward=False))).max())
-    tv1 = analyze(g, p1, k, backward=False).total_volume
+    s1 = analyze(g, p1, k, backward=False)
+    m1, tv1 = int(np.maximum(s1.send, s1.recv).max()), s1.total_volume
     free, _ = refine(g, p1, k, objective="total", volume_tolerance=0.0)
     sf = analyze(g, free, k, backward=False)
     assert np.maximum(sf.send, sf.recv).max() > m1
@@ -533,7 +521,7 @@ def _eval_flat(verts, nv, only, out_g, out_b, out_blk, k, obj, cap, cap_hard, re
 
 
 def test_kernel_loading_does_not_count_against_the_time_limit():
-    """The first refinement of a process loads the compiled kernels (~0.8 s here) before its time
+    """The first refinement of a process loads the compiled kernels (~0.3 s here) before its time
     limit starts: with a 0.2 s limit on a tiny graph it converges instead of stopping at the limit."""
     import subprocess
     import sys

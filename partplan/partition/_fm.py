@@ -648,17 +648,16 @@ def _best1(u, only, T, P, V, C, L, cur, X, F):
             S0, R0, sm0, rm0 = send[p], recv[p], smsg[p], rmsg[p]
             S1, R1, sm1, rm1 = S0 + dS[p], R0 + dR[p], sm0 + dsm[p], rm0 + drm[p]
             dphi += _phi(obj, S1, R1, sm1, rm1, alpha, brb, inv, q) - phic[p]
-            if cost_cap >= 0:
-                c1 = _cost(obj, S1, R1, sm1, rm1, alpha, brb)
-                if c1 > cost_cap and c1 > _cost(obj, S0, R0, sm0, rm0, alpha, brb):
-                    capped = True
-            if over:
+            if over or cost_cap >= 0:
                 c0 = _cost(obj, S0, R0, sm0, rm0, alpha, brb)
                 c1 = _cost(obj, S1, R1, sm1, rm1, alpha, brb)
-                if c1 >= M - tolM:
-                    reach = True
-                elif c0 >= M - tolM:
-                    lowered += 1
+                if cost_cap >= 0 and c1 > cost_cap and c1 > c0:
+                    capped = True
+                if over:
+                    if c1 >= M - tolM:
+                        reach = True
+                    elif c0 >= M - tolM:
+                        lowered += 1
             dS[p] = 0
             dR[p] = 0
             dsm[p] = 0
@@ -982,24 +981,24 @@ def _fm(T, P, V, C, L, O, order, trace, stats):
                         ev_o[nv] = -1
                         nv += 1
                 # in chunks, with the clock checked between them (a seed can take seconds)
-                timed_out = 0
+                cut = 0          # why the seed was cut short: 3 time limit, 4 work limit
                 for c0 in range(0, nv, SEED_CHUNK):
                     c1 = min(nv, c0 + SEED_CHUNK)
                     for i in range(c0, c1):     # this chunk's work counts before it runs
                         stats[3] += vptr[ev_v[i] + 1] - vptr[ev_v[i]]
                     if work_limit >= 0 and work_done(stats) > work_limit:
-                        timed_out = 4
+                        cut = 4
                         break
                     eval_moves(EV, c0, c1, T, P, V, C, L, Current(inv, M, nmax, relax and over_part < 0, tot[0]),
                                X, F)
                     if deadline >= 0:
                         now = monotonic()
                         if now > deadline:
-                            timed_out = 3
+                            cut = 3
                             break
-                if timed_out:
-                    why = timed_out
-                    stopped = 1 if timed_out == 3 else 3
+                if cut:
+                    why = cut
+                    stopped = 1 if cut == 3 else 3
                     break
                 stats[1] += nv
                 for i in range(nv):

@@ -78,7 +78,7 @@ _KERNELS_LOADED = False
 
 
 def _load_kernels() -> None:
-    """Load the compiled kernels once per process (numba's on-disk cache; ~0.8 s, or a compile on the
+    """Load the compiled kernels once per process (numba's on-disk cache; ~0.3 s, or a compile on the
     very first run) before a time limit starts counting: otherwise the first refinement of a process
     loses that time to loading, stops at its limit instead of converging, and the result depends on
     the machine rather than the seed (delaunay_n15, k = 16: max 175 instead of 167)."""
@@ -303,7 +303,7 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
               "params": {"imbalance": imbalance, "volume_tolerance": volume_tolerance, "seed": seed,
                          "time_limit": time_limit, "alpha": alpha, "beta": beta, "f": f, "dtype": dtype,
                          "patience": patience, "max_passes": max_passes, "max_targets": max_targets,
-                         "q": q, "mu": mu, "min_gain": min_gain, "work_limit": work_limit}}
+                         "q": q, "mu": mu, "min_gain": min_gain, "work_limit": work_limit, "max_cost": max_cost}}
     return out, report
 
 
