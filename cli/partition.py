@@ -82,9 +82,8 @@ def register(subparsers) -> None:
     p.add_argument("--theta", type=float, default=None, help="stochastic model Hoeffding θ (default 0.1)")
     p.add_argument("--delta", type=float, default=None, help="stochastic model Hoeffding δ (default 0.05)")
     p.add_argument("--time-limit", type=nonneg_float, default=None,
-                   help="refinement time limit in seconds (default pipeline: a counted-work budget, the same "
-                        "result on every machine; --preset quality and explicit objectives: the partitioning "
-                        "time, at least 2 s)")
+                   help="refinement time limit in seconds instead of its counted-work budget (the default: "
+                        "the same result on every machine; with a time limit it depends on the machine)")
     p.add_argument("--volume-tolerance", type=nonneg_float, default=None,
                    help="refinement: allowed total volume growth (default 0.05)")
     p.add_argument("--hub-factor", type=nonneg_float, default=None,

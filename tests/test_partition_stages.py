@@ -235,3 +235,28 @@ def test_topology_through_the_api_equals_the_cli(tmp_path, capsys):
     assert cli["layout"] == p.layout
     topo = tp.metrics(read, p.part, parse_layout("1d", 8), 128, "float32")
     assert json.loads(json.dumps(topo)) == cli["topology"]
+
+
+# --------------------------------------------------------------------------- refinement budget
+def test_explicit_refinement_budget_is_counted_work_not_seconds(monkeypatch):
+    """After an explicit engine the refinement's default budget is work units, not the
+    partitioning time: a progress callable that sleeps after every line (a machine many times
+    slower) leaves the partition unchanged, with the budget binding (shrunk here so that it does)."""
+    import time as _t
+
+    pytest.importorskip("numba")
+    g = GRAPHS["rand"]
+    monkeypatch.setattr(stages, "EXPLICIT_REFINE_WORK_MIN", 1)
+    monkeypatch.setattr(stages, "EXPLICIT_REFINE_WORK", 1)
+    case = dict(model="graph", backend="metis", objective="max-both", seed=3)
+    fast = api.partition(g, 8, **case)
+    slow = api.partition(g, 8, progress=lambda m: _t.sleep(0.02), **case)
+    assert fast.part.tolist() == slow.part.tolist()
+    rf = fast.info["refine"]
+    assert fast.params["work_limit"] == g.nnz + g.n and rf["stopped"] == "work limit"
+    assert rf["work"] == slow.info["refine"]["work"]
+    monkeypatch.setattr(stages, "EXPLICIT_REFINE_WORK", 10_000)
+    more = api.partition(g, 8, **case)           # a larger budget spends more: the small one did bind
+    assert more.info["refine"]["work"] > rf["work"]
+    timed = api.partition(g, 8, time_limit=30.0, **case)   # the caller's seconds replace the work limit
+    assert "work_limit" not in timed.params and timed.params["time_limit"] == 30.0

@@ -54,7 +54,7 @@ from .backends import backend_names, default_backend, run_backend  # noqa: F401
 from .objectives import OBJECTIVES  # noqa: F401  (re-exported by partplan.partition)
 from .request import DEFAULT_OBJECTIVE, MODELS, OWNERSHIP, resolve  # noqa: F401
 from . import stages
-from .stages import LP_OWNERSHIP_MAX_BLOCKS, REFINE_MIN_SECONDS  # noqa: F401  (documented here)
+from .stages import EXPLICIT_REFINE_WORK, LP_OWNERSHIP_MAX_BLOCKS  # noqa: F401  (documented here)
 from .._atomic import atomic_path
 from .._memory import peak_rss_bytes
 from .heartbeat import HEARTBEAT_EVERY_S, HEARTBEAT_FIRST_S, _heartbeat  # noqa: F401  (re-exported)

@@ -163,7 +163,8 @@ STOCHASTIC = _schema(
     Opt("max_batches", "int", 100_000, "sample at most this many batches", lo=1))
 REFINE = _schema(
     Opt("volume_tolerance", "real", 0.05, "allowed total volume growth (fraction)"),
-    Opt("time_limit", "real", None, "seconds (default: the partitioning time, at least 2 s)", none_ok=True),
+    Opt("time_limit", "real", None, "seconds instead of the work limit (64 units per pin of A + I; the "
+        "result then depends on the machine)", none_ok=True),
     Opt("alpha", "real", None, "α-β model: seconds per message"),
     Opt("beta", "real", None, "α-β model: seconds per byte"))
 HUBS = _schema(Opt("hub_factor", "real", 2.0, "rows with > factor·TV/k nonzeros sharing a part go apart (0: off)"))

@@ -34,8 +34,15 @@ from .request import Request
 # decoupled ownership: the LP (PuLP + CBC) reaches the bound within seconds up to
 # this many row blocks (docs/refinement.md); above it the greedy pass is used
 LP_OWNERSHIP_MAX_BLOCKS = 64
-# refinement's default time limit is the partitioning time, but at least this (s)
-REFINE_MIN_SECONDS = 2.0
+# the refinement's default budget after an explicit engine (--preset quality, --model hypergraph ...):
+# counted work (refine's ``work_limit``: the nets of the vertices whose moves were evaluated), not
+# seconds, so the result is the same on every machine and under any load. EXPLICIT_REFINE_WORK units
+# per pin of A + I, at least EXPLICIT_REFINE_WORK_MIN, at most the default pipeline's REFINE_WORK_MAX.
+# Until v3.6 the budget was the partitioning time (at least 2 s); on the TUNE graphs with Mt-KaHyPar
+# the refinement converged within 1.4-39 units per pin (rmat14, k = 64), so 64 keeps those results
+# and bounds large graphs the same way on every machine (docs/refinement.md, "Budget").
+EXPLICIT_REFINE_WORK = 64
+EXPLICIT_REFINE_WORK_MIN = 8_000_000
 
 
 @dataclass
@@ -188,7 +195,8 @@ def _hubs(graph: Graph, req: Request, w: Work) -> None:
 
 
 def _refine(graph: Graph, req: Request, w: Work) -> None:
-    """Bottleneck refinement (refine.py) with the partitioner's time as the default budget."""
+    """Bottleneck refinement (refine.py); its default budget is counted work (EXPLICIT_REFINE_WORK
+    units per pin), a caller's ``time_limit`` (seconds) replaces it."""
     from ..errors import BackendUnavailableError
     try:
         from . import refine as refine_mod
@@ -197,16 +205,24 @@ def _refine(graph: Graph, req: Request, w: Work) -> None:
                                       "available in this install") from exc
     ro = dict(req.groups["refine"])
     if ro.get("time_limit") is None:
-        # default budget: the partitioner's own time (the planner's target is
-        # refinement time <= Mt-KaHyPar time), at least REFINE_MIN_SECONDS
-        ro["time_limit"] = max(REFINE_MIN_SECONDS, w.timings["partition_s"])
-    req.say(f"refining for {req.objective} (time limit {ro['time_limit']:.1f} s)")
+        ro["work_limit"] = explicit_work_limit(graph)
+        req.say(f"refining for {req.objective} (work limit {ro['work_limit']:,} units)")
+    else:
+        req.say(f"refining for {req.objective} (time limit {ro['time_limit']:.1f} s)")
     t0 = time.perf_counter()
     w.part, w.info["refine"] = refine_mod.refine(graph, w.part, req.b, objective=req.objective,
                                                  imbalance=req.imbalance, seed=req.seed, f=req.f, dtype=req.dtype,
                                                  volume_reference=w.volume_reference, progress=req.progress, **ro)
     w.timings["refine_s"] = time.perf_counter() - t0
     w.params.update(ro)
+
+
+def explicit_work_limit(graph: Graph) -> int:
+    """The refinement's default work limit after an explicit engine (units: nets evaluated)."""
+    from .pipeline import REFINE_WORK_MAX
+
+    pins = graph.nnz + graph.n
+    return int(min(REFINE_WORK_MAX, max(EXPLICIT_REFINE_WORK_MIN, EXPLICIT_REFINE_WORK * pins)))
 
 
 def _ownership(graph: Graph, req: Request, w: Work) -> None:
