@@ -231,3 +231,64 @@ def test_refine_rounds_option_through_partition():
     assert len(p.info["refine"]["rounds"]) == 1
     with pytest.raises(OptionError):
         partition(g, 4, refine_rounds="many")
+
+
+def _with_isolated(g, extra, seed=1):
+    """``g`` with ``extra`` isolated vertices interleaved; returns (graph, new id of each old row)."""
+    rng = np.random.default_rng(seed)
+    n2 = g.n + extra
+    pos = np.sort(rng.choice(n2, g.n, replace=False))
+    r = np.repeat(np.arange(g.n), np.diff(g.indptr))
+    return Graph.from_edges(pos[r], pos[g.indices], n=n2, symmetrize=True), pos
+
+
+def test_isolated_rows_do_not_break_compute_balance():
+    """Rows with no nonzero in row or column weigh 1 in the planner's balance but 0 in the compute
+    load: the pipeline partitions the other rows alone (the same partition as the graph without
+    them), then spreads the isolated ones, so the compute imbalance (analyze) stays what it is
+    without them while the balance weights hold the ε-limit. Before, with 60 % of the rows isolated,
+    a part could hold (1 + ε) × the mean balance weight in nonzeros alone."""
+    from partplan.partition.pipeline import balanced, isolated_rows
+
+    g = _graph(1200, seed=5)
+    h, pos = _with_isolated(g, 1800)
+    assert isolated_rows(h).sum() == 1800
+    for k in (4, 16):
+        base, _ = auto_partition(g, k)
+        part, rep = auto_partition(h, k)
+        assert rep["isolated_rows"] == 1800 and np.array_equal(part[pos], base)
+        sg, sh = analyze(g, base, k), analyze(h, part, k)
+        assert sh.total_volume == sg.total_volume and np.array_equal(sh.volume, sg.volume)
+        assert np.array_equal(sh.compute_load, sg.compute_load)     # the same nonzeros per part
+        assert balanced(h, part, k, 0.03) and part.min() >= 0 and part.max() < k
+
+
+def test_isolated_rows_are_spread_as_one_at_a_time_to_the_lightest_part():
+    """Water-filling equals the brute force: each isolated row in turn to the lightest part
+    (balance weight), ties to the lowest id."""
+    from partplan.partition.pipeline import spread_isolated
+
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        k = int(rng.integers(1, 9))
+        n_sub = int(rng.integers(k, 30))
+        deg = rng.integers(1, 6, n_sub)
+        e = int(rng.integers(1, 40))
+        empty = np.zeros(n_sub + e, bool)
+        empty[rng.choice(n_sub + e, e, replace=False)] = True
+        row_nnz = np.zeros(n_sub + e, np.int64)
+        row_nnz[~empty] = deg
+        sub_part = rng.integers(0, k, n_sub)
+
+        class G:                     # only what spread_isolated reads
+            n = n_sub + e
+        G.row_nnz = row_nnz
+        part = spread_isolated(G, sub_part, empty, k)
+        load = np.bincount(sub_part, weights=deg, minlength=k).astype(np.int64)
+        want = np.zeros(k, np.int64)
+        for _ in range(e):
+            p = int(np.lexsort((np.arange(k), load))[0])
+            load[p] += 1
+            want[p] += 1
+        assert np.array_equal(part[~empty], sub_part)
+        assert np.array_equal(np.bincount(part[empty], minlength=k), want)

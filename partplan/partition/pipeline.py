@@ -166,6 +166,7 @@ def auto_partition(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int =
                    threads: int = 1,
                    progress: Callable[[str], None] | None = None) -> tuple[np.ndarray, dict]:
     """Run the default pipeline (module doc); returns (part int64[n], report)."""
+    asked = starts             # as given: the rows without the isolated ones choose their own by size
     starts, start_opts, vcycle = _check_options(graph, starts, vcycle, select)
     refine = check_bool("refine", refine)
     refine_work = check_real("refine_work", refine_work)
@@ -174,6 +175,19 @@ def auto_partition(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int =
     volume_tolerance = check_real("volume_tolerance", volume_tolerance)
     refine_rounds = check_int("refine_rounds", refine_rounds, lo=1)
     volume_work = check_real("volume_work", volume_work)
+    empty = isolated_rows(graph)
+    if empty.any() and graph.n - int(empty.sum()) >= k:
+        if progress:
+            progress(f"{int(empty.sum())} isolated rows (no nonzero in row or column) set aside, "
+                     f"spread over the parts at the end")
+        sub = without_rows(graph, empty)
+        part, report = auto_partition(
+            sub, k, imbalance=imbalance, seed=seed, starts=asked, vcycle=vcycle, refine=refine,
+            refine_work=refine_work, rounds_work=rounds_work, volume_tolerance=volume_tolerance,
+            time_limit=time_limit, select=select, km1_fm=km1_fm, refine_rounds=refine_rounds,
+            volume_work=volume_work, threads=threads, progress=progress)
+        report["isolated_rows"] = int(empty.sum())
+        return spread_isolated(graph, part, empty, k), report
     t0 = time.perf_counter()
     reps, parts = [], []
     for eng in starts:
@@ -202,6 +216,46 @@ def auto_partition(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int =
                                                          volume_work, budget, progress)
     report["seconds"] = time.perf_counter() - t0
     return part, report
+
+
+def isolated_rows(graph: Graph) -> np.ndarray:
+    """bool[n]: rows with no nonzero in their row or their column (no compute, no volume)."""
+    return (graph.row_nnz == 0) & (np.bincount(graph.indices, minlength=graph.n) == 0)
+
+
+def without_rows(graph: Graph, drop: np.ndarray) -> Graph:
+    """``graph`` without the isolated rows ``drop`` (:func:`isolated_rows`), the others renumbered
+    in their order."""
+    keep = ~drop
+    new_id = np.cumsum(keep) - 1
+    indptr = np.concatenate([[0], graph.indptr[1:][keep]])
+    return Graph(indptr, new_id[graph.indices], graph.data, directed=graph.directed, name=graph.name)
+
+
+def spread_isolated(graph: Graph, sub_part: np.ndarray, empty: np.ndarray, k: int) -> np.ndarray:
+    """The partition of ``graph`` (int64[n]): ``sub_part`` on the rows that are not ``empty``, the
+    empty rows (balance weight 1 each, no compute, no volume) by water-filling: the least loaded
+    parts (weight max(row nnz, 1)) raised to one level, the rows left over one each to the raised
+    parts of lowest id — the counts of giving each empty row in turn to the lightest part (ties:
+    lowest id). No part's compute load (row nnz) changes, and no balance weight exceeds the heavier
+    of the rest's heaviest part and the mean (+1). The empty rows go, in id order, to the parts in
+    id order (deterministic)."""
+    load = np.bincount(sub_part, weights=np.maximum(graph.row_nnz[~empty], 1), minlength=k).astype(np.int64)
+    order = np.lexsort((np.arange(k), load))
+    low = load[order]
+    prefix = np.concatenate([[0], np.cumsum(low)])
+    e = int(empty.sum())
+    need = np.arange(1, k + 1) * low - prefix[1:]        # to raise the j lowest parts to the j-th load
+    j = int(np.searchsorted(need, e, side="right"))      # >= 1: need[0] == 0
+    total = e + int(prefix[j])
+    level, extra = divmod(total, j)
+    counts = np.zeros(k, np.int64)
+    counts[order[:j]] = level - low[:j]
+    counts[np.sort(order[:j])[:extra]] += 1              # one more: the raised parts of lowest id
+    part = np.empty(graph.n, np.int64)
+    part[~empty] = sub_part
+    part[empty] = np.repeat(np.arange(k), counts)
+    return part
 
 
 def _check_options(graph, starts, vcycle, select):
