@@ -235,7 +235,10 @@ def without_rows(graph: Graph, drop: np.ndarray) -> Graph:
     keep = ~drop
     new_id = np.cumsum(keep) - 1
     indptr = np.concatenate([[0], graph.indptr[1:][keep]])
-    return Graph(indptr, new_id[graph.indices], graph.data, directed=graph.directed, name=graph.name)
+    sub = Graph(indptr, new_id[graph.indices], graph.data, directed=graph.directed, name=graph.name)
+    if "sym" in graph._cache:            # dropping isolated rows keeps the pattern's symmetry
+        sub._cache["sym"] = graph._cache["sym"]
+    return sub
 
 
 def spread_isolated(graph: Graph, sub_part: np.ndarray, empty: np.ndarray, k: int) -> np.ndarray:
