@@ -182,9 +182,10 @@ def auto_partition(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int =
     refine_rounds = check_int("refine_rounds", refine_rounds, lo=1)
     volume_work = check_real("volume_work", volume_work)
     empty = isolated_rows(graph)
-    if empty.any() and graph.n - int(empty.sum()) >= k:
+    n_empty = int(empty.sum())
+    if n_empty and graph.n - n_empty >= k:
         if progress:
-            progress(f"{int(empty.sum())} isolated rows (no nonzero in row or column) set aside, "
+            progress(f"{n_empty} isolated rows (no nonzero in row or column) set aside, "
                      f"spread over the parts at the end")
         sub = without_rows(graph, empty)
         part, report = auto_partition(
@@ -192,7 +193,7 @@ def auto_partition(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int =
             refine_work=refine_work, rounds_work=rounds_work, volume_tolerance=volume_tolerance,
             time_limit=time_limit, select=select, km1_fm=km1_fm, refine_rounds=refine_rounds,
             volume_work=volume_work, threads=threads, progress=progress)
-        report["isolated_rows"] = int(empty.sum())
+        report["isolated_rows"] = n_empty
         return spread_isolated(graph, part, empty, k), report
     t0 = time.perf_counter()
     reps, parts = [], []
@@ -312,6 +313,13 @@ def _km1_fm(graph, part, k, imbalance, seed, rep):
     return part
 
 
+def work_units(graph: Graph, per_pin: float, lo: int = 1, hi: int | None = None) -> int:
+    """A work limit (refine's ``work_limit`` units): ``per_pin`` units per pin of A + I (nnz + n),
+    at least ``lo``, at most ``hi`` (None: no cap)."""
+    units = max(lo, int(per_pin * (graph.nnz + graph.n)))
+    return units if hi is None else min(hi, units)
+
+
 class Budget(NamedTuple):
     """The refinement's limits: ``first`` (work units of each first round, None: none),
     ``share`` (the later rounds together: share × the kept first round's units, at least
@@ -325,8 +333,7 @@ class Budget(NamedTuple):
     def of(cls, graph: Graph, work: float, share: float, time_limit: float | None) -> "Budget":
         if time_limit is not None:     # the caller's wall-clock limit replaces the work budget
             return cls(None, 0.0, time.perf_counter() + time_limit)
-        first = int(min(REFINE_WORK_MAX, max(REFINE_WORK_MIN, work * (graph.nnz + graph.n))))
-        return cls(first, share, None)
+        return cls(work_units(graph, work, REFINE_WORK_MIN, REFINE_WORK_MAX), share, None)
 
     def left_s(self) -> float | None:
         return None if self.deadline is None else self.deadline - time.perf_counter()
@@ -407,7 +414,7 @@ def _volume_round(graph, k, part, rrep, imbalance, seed, work, budget, progress)
     from .refine import refine
 
     left = budget.left_s()
-    units = None if left is not None else max(1, int(work * (graph.nnz + graph.n)))
+    units = None if left is not None else work_units(graph, work)
     if progress:
         progress(f"volume round: total volume at most max(send, recv) {rrep['after']['max_send_recv']} "
                  f"({budget.say(units)})")

@@ -219,10 +219,9 @@ def _refine(graph: Graph, req: Request, w: Work) -> None:
 
 def explicit_work_limit(graph: Graph) -> int:
     """The refinement's default work limit after an explicit engine (units: nets evaluated)."""
-    from .pipeline import REFINE_WORK_MAX
+    from .pipeline import REFINE_WORK_MAX, work_units
 
-    pins = graph.nnz + graph.n
-    return int(min(REFINE_WORK_MAX, max(EXPLICIT_REFINE_WORK_MIN, EXPLICIT_REFINE_WORK * pins)))
+    return work_units(graph, EXPLICIT_REFINE_WORK, EXPLICIT_REFINE_WORK_MIN, REFINE_WORK_MAX)
 
 
 def _ownership(graph: Graph, req: Request, w: Work) -> None:
