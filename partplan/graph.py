@@ -312,6 +312,14 @@ class Graph:
         return np.diff(self.indptr)
 
     @property
+    def balance_weights(self) -> np.ndarray:
+        """int64[n]: the planner's balance weight of each row — its nonzeros, at least 1 (an empty
+        row still owns a row of H). Every engine, refinement and ε-limit balances these; the
+        compute load counts row nnz alone (partplan.partition.rebalance.repair_compute keeps both).
+        Computed on each call (not cached: n int64 more per graph)."""
+        return np.maximum(self.row_nnz, 1).astype(np.int64, copy=False)
+
+    @property
     def rows(self) -> np.ndarray:
         """int64[nnz]: row id of every nonzero (COO row array), cached."""
         if "rows" not in self._cache:

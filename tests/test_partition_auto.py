@@ -283,6 +283,7 @@ def test_isolated_rows_are_spread_as_one_at_a_time_to_the_lightest_part():
         class G:                     # only what spread_isolated reads
             n = n_sub + e
         G.row_nnz = row_nnz
+        G.balance_weights = np.maximum(row_nnz, 1)
         part = spread_isolated(G, sub_part, empty, k)
         load = np.bincount(sub_part, weights=deg, minlength=k).astype(np.int64)
         want = np.zeros(k, np.int64)

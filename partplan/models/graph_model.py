@@ -25,7 +25,7 @@ def metis_graph(graph: Graph, *, vertex_weights: str = "nnz") -> tuple[np.ndarra
     S.eliminate_zeros()
     S.sort_indices()
     if vertex_weights == "nnz":
-        vw = np.maximum(graph.row_nnz, 1).astype(np.int64)
+        vw = graph.balance_weights
     elif vertex_weights == "unit":
         vw = np.ones(n, dtype=np.int64)
     else:

@@ -38,7 +38,7 @@ def column_net(graph: Graph, *, net_weight: int = 1, vertex_weights: str = "nnz"
         net_ptr = np.concatenate([[0], np.cumsum(sizes[keep])]).astype(np.int64)
     m = net_ptr.size - 1
     if vertex_weights == "nnz":
-        vw = np.maximum(graph.row_nnz, 1)
+        vw = graph.balance_weights
     elif vertex_weights == "unit":
         vw = np.ones(n, dtype=np.int64)
     else:

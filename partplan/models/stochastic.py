@@ -298,7 +298,7 @@ def stochastic_hypergraph(graph: Graph, k: int, sampler: Sampler | str | None = 
     pins = np.concatenate(pinss) if pinss else np.zeros(0, dtype=np.int64)
     net_ptr, pins, w = merge_identical_nets(net_ptr, pins)
     if vertex_weights == "nnz":
-        vw = np.maximum(graph.row_nnz, 1)
+        vw = graph.balance_weights
     elif vertex_weights == "unit":
         vw = np.ones(graph.n, dtype=np.int64)
     else:

@@ -601,7 +601,7 @@ def _level0(graph: Graph) -> _Level:
         eptr, epin = vptr, vnet
     else:
         eptr, epin = _transpose(n, n, vptr, vnet)
-    return _Level(np.maximum(graph.row_nnz, 1).astype(np.int64), eptr, epin, np.ones(n, np.int64),
+    return _Level(graph.balance_weights, eptr, epin, np.ones(n, np.int64),
                   np.zeros(n, np.bool_), vptr, vnet, own=np.arange(n, dtype=np.int64))
 
 

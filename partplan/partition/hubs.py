@@ -94,7 +94,7 @@ def spread_hubs(graph: Graph, hypergraph: Hypergraph, part: np.ndarray, k: int, 
     if key == "total":
         raise OptionError("spread_hubs lowers a bottleneck objective; 'total' has none")
     part = np.asarray(part, dtype=np.int64)
-    w = np.maximum(graph.row_nnz, 1).astype(np.int64)
+    w = graph.balance_weights
     cap, _ = balance_cap(w, part, k, imbalance)
     tv0, c0 = _costs(graph, part, k)
     # a partition that sends nothing has no hubs to spread (and TV/k = 0 would make every row one)

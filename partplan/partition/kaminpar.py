@@ -158,7 +158,7 @@ def kaminpar_graph(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int =
         return np.zeros(graph.n, dtype=np.int64), 0
     if vertex_weights not in ("nnz", "unit"):
         raise OptionError(f"vertex_weights must be 'nnz' or 'unit', not {vertex_weights!r}")
-    vw = np.maximum(graph.row_nnz, 1).astype(np.int64) if vertex_weights == "nnz" else np.ones(graph.n, np.int64)
+    vw = graph.balance_weights if vertex_weights == "nnz" else np.ones(graph.n, np.int64)
     if imbalance == 0.0 and int(vw.sum()) % k:  # KaMinPar cannot meet an impossible exact balance
         raise PartitionError(f"KaMinPar: imbalance 0 is infeasible for total weight {int(vw.sum())} and k={k}")
     with tempfile.TemporaryDirectory(prefix="partplan-kaminpar-") as d:

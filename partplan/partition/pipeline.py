@@ -127,7 +127,7 @@ def figures(graph: Graph, part: np.ndarray, k: int) -> dict:
 
 def overload(graph: Graph, part: np.ndarray, k: int, imbalance: float) -> int:
     """How far the heaviest part (row nnz, at least 1) exceeds the planner's ε-limit (0: ε-balanced)."""
-    w = np.maximum(graph.row_nnz, 1).astype(np.int64)
+    w = graph.balance_weights
     _, limit = balance_cap(w, part, k, imbalance)
     return max(0, int(np.bincount(part, weights=w, minlength=k).max()) - limit)
 
@@ -259,7 +259,7 @@ def spread_isolated(graph: Graph, sub_part: np.ndarray, empty: np.ndarray, k: in
     lowest id). No part's compute load (row nnz) changes, and no balance weight exceeds the heavier
     of the rest's heaviest part and the mean (+1). The empty rows go, in id order, to the parts in
     id order (deterministic)."""
-    load = np.bincount(sub_part, weights=np.maximum(graph.row_nnz[~empty], 1), minlength=k).astype(np.int64)
+    load = np.bincount(sub_part, weights=graph.balance_weights[~empty], minlength=k).astype(np.int64)
     order = np.lexsort((np.arange(k), load))
     low = load[order]
     prefix = np.concatenate([[0], np.cumsum(low)])

@@ -108,7 +108,7 @@ def rebalance(graph: Graph, part: np.ndarray, k: int, *, imbalance: float = 0.03
     ``part`` is not modified. info: ``moved`` (rows), ``passes``, ``limit`` and
     ``heaviest_before`` / ``heaviest_after`` (weights: row nnz, at least 1)."""
     part = np.asarray(part, dtype=np.int64).copy()
-    w = np.maximum(graph.row_nnz, 1).astype(np.int64)
+    w = graph.balance_weights
     _, limit = balance_cap(w, part, k, imbalance)
     info = {"moved": 0, "passes": 0, "limit": int(limit),
             "heaviest_before": int(np.bincount(part, weights=w, minlength=k).max(initial=0))}
@@ -139,7 +139,7 @@ def repair_compute(graph: Graph, part: np.ndarray, k: int, *, imbalance: float =
     ``heaviest_after`` (compute))."""
     part = np.asarray(part, dtype=np.int64).copy()
     nnz = graph.row_nnz.astype(np.int64)
-    w = np.maximum(nnz, 1)
+    w = graph.balance_weights
     _, c_limit = balance_cap(nnz, part, k, imbalance)
     _, w_limit = balance_cap(w, part, k, imbalance)
     cload = np.bincount(part, weights=nnz, minlength=k).astype(np.int64)

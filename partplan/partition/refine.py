@@ -213,7 +213,7 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
         raise OptionError(f"max_cost applies to objective='total' only, got objective={objective!r}")
     n = graph.n
     rb = f * dtype_bytes(dtype)
-    w = np.maximum(graph.row_nnz, 1).astype(np.int64)
+    w = graph.balance_weights
     cap, limit = balance_cap(w, part, k, imbalance)
     before = _figures(graph, part, k, w, alpha, beta, rb)
     ref_volume = before["total_volume"] if volume_reference is None else volume_reference
@@ -335,7 +335,7 @@ class _State:
         self.smsg = nz.sum(axis=1).astype(np.int64)
         self.rmsg = nz.sum(axis=0).astype(np.int64)
         self.tot = np.array([int(self.send.sum()), int(nz.sum())], dtype=np.int64)
-        self.load = np.bincount(part, weights=np.maximum(graph.row_nnz, 1), minlength=k).astype(np.int64)
+        self.load = np.bincount(part, weights=graph.balance_weights, minlength=k).astype(np.int64)
 
     def pins(self) -> _fm.PinSlots:
         """The pin counts as a :class:`._fm.PinSlots` record (the same arrays)."""
