@@ -115,15 +115,18 @@ def _shed(indptr, indices, w, part, k, limit, rows, max_passes, cost=None, near_
         order = _by_internal_share(indptr, indices, part, rows, cost)
         cnt, touched = np.zeros(k, np.int64), np.zeros(k, np.int64)
         indptr, indices = indptr.astype(np.int64), indices.astype(np.int64)
-        near = 0                          # passes to neighbours' parts only, before any to the lightest
-        while passes < max_passes + near and (load > limit).any():
-            m = _pass(indptr, indices, w, part, load, limit, order, cnt, touched, near >= near_passes)
+        near = far = 0                    # passes to neighbours' parts only / also to the lightest part
+        while (load > limit).any() and far < max_passes:
+            anywhere = near >= near_passes
+            m = int(_pass(indptr, indices, w, part, load, limit, order, cnt, touched, anywhere))
             passes += 1
-            moved += int(m)
-            if near < near_passes:
+            moved += m
+            if not anywhere:
                 near = near + 1 if m > 0 else near_passes
             elif m == 0:
                 break
+            else:
+                far += 1
     return load, moved, passes
 
 
@@ -136,9 +139,9 @@ def rebalance(graph: Graph, part: np.ndarray, k: int, *, imbalance: float = 0.03
     part = np.asarray(part, dtype=np.int64).copy()
     w = graph.balance_weights
     _, limit = balance_cap(w, part, k, imbalance)
-    info = {"moved": 0, "passes": 0, "limit": int(limit),
-            "heaviest_before": int(np.bincount(part, weights=w, minlength=k).max(initial=0))}
-    rows = np.flatnonzero(np.bincount(part, weights=w, minlength=k)[part] > limit)   # rows of overloaded parts
+    load = np.bincount(part, weights=w, minlength=k)
+    info = {"moved": 0, "passes": 0, "limit": int(limit), "heaviest_before": int(load.max(initial=0))}
+    rows = np.flatnonzero(load[part] > limit)                # rows of overloaded parts
     load, info["moved"], info["passes"] = _shed(graph.indptr, graph.indices, w, part, k, limit, rows, max_passes)
     info["heaviest_after"] = int(load.max(initial=0))
     return part, info
