@@ -220,7 +220,9 @@ def test_cli_heartbeat_speaks_while_a_c_call_holds_the_gil(quiet):
 
 
 _INTERRUPTED = r"""
-import re, sys, time
+import re, signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)   # a terminal's Ctrl-C, even when started
+                                                           # from a background job (SIGINT ignored)
 from partplan.partition import heartbeat as h
 h.HEARTBEAT_FIRST_S, h.HEARTBEAT_EVERY_S = 0.05, 0.05
 hb = h._heartbeat(h.StderrProgress(), "engine")
