@@ -245,10 +245,15 @@ def test_ctrl_c_to_the_process_group_leaves_no_child_traceback():
     import sys
     proc = subprocess.Popen([sys.executable, "-c", _INTERRUPTED], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
-    assert proc.stdout.readline().strip() == "started"
-    time.sleep(0.4)
-    os.killpg(proc.pid, signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    try:
+        assert proc.stdout.readline().strip() == "started"
+        time.sleep(0.4)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:                                  # a failed run leaves no spinning process behind
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
     assert proc.returncode == 130 and out.split() == ["interrupted", "True"]
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert any(ln.endswith(" s elapsed") for ln in err.splitlines())
