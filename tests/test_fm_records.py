@@ -43,9 +43,10 @@ def test_records_share_the_state_arrays():
     w = np.maximum(g.row_nnz, 1).astype(np.int64)
     T, P, V = st.records(part, w)
     assert T.tptr is st.tptr and T.w is w and P.scnt is st.scnt and V.part is part and V.tot is st.tot
-    assert T._fields == ("vptr", "vidx", "tptr", "tidx", "w")
+    assert T._fields == ("vptr", "vidx", "tptr", "tidx", "w", "w2")
     assert P._fields == ("soff", "lam", "dense", "spart", "scnt")
-    assert V._fields == ("part", "load", "vol", "send", "recv", "smsg", "rmsg", "tot")
+    assert V._fields == ("part", "load", "vol", "send", "recv", "smsg", "rmsg", "tot", "load2")
+    assert T.w2 is w and V.load2 is st.load2 and st.cap2 == 2 ** 62     # no second weight: a cap never reached
 
 
 @pytest.mark.parametrize("directed", [False, True])
@@ -105,11 +106,11 @@ def test_eval_moves_batch_equals_single_evaluations(obj):
                         np.zeros(maxdeg + 1, np.int64))
     C = _fm.CostModel(obj, 1e-6, 1e-9, q, mu)
     cap = int(w.sum() // k * 1.05)
-    L = _fm.Limits(cap, cap + 20, 10**9, 10**9, 3, -1.0)
+    L = _fm.Limits(cap, cap + 20, 10**9, 10**9, 3, -1.0, 2**62)
     F = _fm.PartFocus(np.zeros(k), np.ones(k, np.bool_), -np.ones(2, np.int64))
-    M, nmax = _fm._refresh(C, V, 1.0, cap, True, F)
+    M, nmax = _fm._refresh(C, V, 1.0, cap, True, F, 2**62)
     inv = 1.0 / M
-    M, nmax = _fm._refresh(C, V, inv, cap, True, F)
+    M, nmax = _fm._refresh(C, V, inv, cap, True, F, 2**62)
     cur = _fm.Current(inv, M, nmax, True, int(st.tot[0]))
     n = g.n
     B = _fm.MoveBatch(np.arange(n, dtype=np.int64), -np.ones(n, np.int64), np.zeros(n), np.zeros(n, np.int64),

@@ -152,3 +152,32 @@ def test_default_pipeline_keeps_compute_within_eps_on_directed_graphs_with_empty
         assert _loads(g, part, k).max() <= _limit(g, k, 0.03)
         if rep.get("compute_repair"):
             assert rep["compute_repair"]["after"]["max_send_recv"] == int(np.maximum(s.send, s.recv).max())
+
+
+def test_refine_keeps_a_second_weight_under_its_cap():
+    """refine's weights2/cap2 (the pipeline's compute limit on graphs with empty rows): from a
+    start within both limits, the max-both refinement stays within both (bincount here), and the
+    state it reports is exact; without them the same refinement breaks the compute limit on this
+    graph (so the cap is what holds it)."""
+    from partplan.errors import OptionError
+    from partplan.metrics.stats import analyze
+    from partplan.partition.refine import refine
+    from partplan.partition.rebalance import repair_compute
+
+    g = _dangling(frac=0.3, seed=2)
+    k, eps = 16, 0.03
+    nnz = np.diff(g.indptr).astype(np.int64)
+    start, _ = repair_compute(g, (np.arange(g.n) * k) // g.n, k, imbalance=eps)
+    cl = _compute_limit(g, k, eps)
+    assert np.bincount(start, weights=nnz, minlength=k).max() <= cl
+    kept, rep = refine(g, start, k, weights2=nnz, cap2=cl, seed=1)
+    assert np.bincount(kept, weights=nnz, minlength=k).max() <= cl
+    assert _loads(g, kept, k).max() <= max(_limit(g, k, eps), _loads(g, start, k).max())
+    s = analyze(g, kept, k)
+    assert rep["after"]["max_send_recv"] == int(np.maximum(s.send, s.recv).max()) < rep["before"]["max_send_recv"]
+    free, _ = refine(g, start, k, seed=1)
+    assert np.bincount(free, weights=nnz, minlength=k).max() > cl
+    with pytest.raises(OptionError):
+        refine(g, start, k, weights2=nnz)
+    with pytest.raises(OptionError):
+        refine(g, start, k, weights2=nnz[:-1], cap2=cl)

@@ -501,8 +501,8 @@ def test_bad_option_values_are_one_partplan_error(kw):
 def _apply_flat(u, b, k, vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol, send, recv,
            smsg, rmsg, tot, crit, crita, critb, ncrit_arr, buf, own_crit):
     """:func:`apply_move` with flat arguments (k = vol.shape[0])."""
-    _fm.apply_move(u, b, _fm.Topology(vptr, vidx, vptr, vidx, w), _fm.PinSlots(soff, lam, dense, spart, scnt),
-               _fm.VolumeState(part, load, vol, send, recv, smsg, rmsg, tot),
+    _fm.apply_move(u, b, _fm.Topology(vptr, vidx, vptr, vidx, w, w), _fm.PinSlots(soff, lam, dense, spart, scnt),
+               _fm.VolumeState(part, load, vol, send, recv, smsg, rmsg, tot, load.copy()),
                _fm.ApplyScratch(crit, crita, critb, ncrit_arr, buf), own_crit)
 
 
@@ -514,9 +514,10 @@ def _eval_flat(verts, nv, only, out_g, out_b, out_blk, k, obj, cap, cap_hard, re
     the hard volume limit (k = vol.shape[0])."""
     vptr, vidx, part, w, load, soff, lam, dense, spart, scnt, vol, send, recv, smsg, rmsg = S
     tot = np.array([tv, 0], np.int64)            # the evaluation reads the total volume from tv
-    _fm.eval_moves(_fm.MoveBatch(verts, only, out_g, out_b, out_blk), 0, nv, _fm.Topology(vptr, vidx, vptr, vidx, w),
-               _fm.PinSlots(soff, lam, dense, spart, scnt), _fm.VolumeState(part, load, vol, send, recv, smsg, rmsg, tot),
-               _fm.CostModel(obj, alpha, brb, q, mu), _fm.Limits(cap, cap_hard, vlimit, vlimit, max_targets, -1.0),
+    _fm.eval_moves(_fm.MoveBatch(verts, only, out_g, out_b, out_blk), 0, nv, _fm.Topology(vptr, vidx, vptr, vidx, w, w),
+               _fm.PinSlots(soff, lam, dense, spart, scnt),
+               _fm.VolumeState(part, load, vol, send, recv, smsg, rmsg, tot, load.copy()),
+               _fm.CostModel(obj, alpha, brb, q, mu), _fm.Limits(cap, cap_hard, vlimit, vlimit, max_targets, -1.0, 2**62),
                _fm.Current(inv, M, nmax, relax, tv), _fm.EvalScratch(*W[:13], *W[14:]), _fm.PartFocus(W[13], hot, sk))
 
 

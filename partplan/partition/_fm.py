@@ -96,21 +96,23 @@ OBJ_CODES = {"total": 0, "max-send": 1, "max-recv": 2, "max-both": 3, "weighted"
 
 
 # ------------------------------------------------------------------ records
-Topology = namedtuple("Topology", "vptr vidx tptr tidx w")
+Topology = namedtuple("Topology", "vptr vidx tptr tidx w w2")
 Topology.__doc__ = """The graph: CSR of A (vptr, vidx: the nets of a vertex), CSR of Aᵀ (tptr,
-tidx: the pins of a net), w: balance weight per vertex (row nnz, >= 1)."""
+tidx: the pins of a net), w: balance weight per vertex (row nnz, >= 1), w2: a second weight per
+vertex under its own cap (Limits.cap2; the compute load on graphs with empty rows)."""
 PinSlots = namedtuple("PinSlots", "soff lam dense spart scnt")
 PinSlots.__doc__ = """Sparse pin counts per net: first slot soff[j], λ_j = lam[j], dense[j]
 (slots indexed by part) else (part spart[s], count scnt[s]) pairs."""
-VolumeState = namedtuple("VolumeState", "part load vol send recv smsg rmsg tot")
-VolumeState.__doc__ = """The partition (part per vertex, load per part) and its exact volumes in
+VolumeState = namedtuple("VolumeState", "part load vol send recv smsg rmsg tot load2")
+VolumeState.__doc__ = """The partition (part per vertex, load and load2 (of w2) per part) and its exact volumes in
 rows of H: vol[q, r] (k×k), send/recv and smsg/rmsg (messages) per part,
 tot = [total volume, messages] (int64[2], updated in place)."""
 CostModel = namedtuple("CostModel", "obj alpha brb q mu")
 CostModel.__doc__ = """obj: OBJ_CODES value; alpha: seconds per message; brb: seconds per row
 of H; q: exponent of the potential Φ; mu: weight of Δ(total volume)."""
-Limits = namedtuple("Limits", "cap cap_hard vlimit vlimit_hard max_targets cost_cap")
-Limits.__doc__ = """Balance caps (weight per part: of a best state / of any state), total
+Limits = namedtuple("Limits", "cap cap_hard vlimit vlimit_hard max_targets cost_cap cap2")
+Limits.__doc__ = """Balance caps (weight per part: of a best state / of any state; cap2: of
+load2 in every state, never relaxed), total
 volume limits (rows of H: of a best state / of any move), target parts
 tried per vertex (its max_targets best connected), cost_cap (no move may
 raise a part's cost above it, e.g. the max(send, recv) a volume refinement
@@ -301,9 +303,9 @@ def apply_move(u, b, T, P, V, A, own_crit):
     (:class:`ApplyScratch`): the nets whose counts crossed 0/1/2 (and u's own
     net when ``own_crit``) in crit, those left with one pin in a in crita, those
     with a first pin in b in critb; ncrit = their counts."""
-    vptr, vidx, w = T.vptr, T.vidx, T.w
+    vptr, vidx, w, w2 = T.vptr, T.vidx, T.w, T.w2
     soff, lam, dense, spart, scnt = P
-    part, load, tot = V.part, V.load, V.tot
+    part, load, tot, load2 = V.part, V.load, V.tot, V.load2
     crit, crita, critb, ncrit_arr, buf = A
     k = V.vol.shape[0]
     a = part[u]
@@ -365,6 +367,8 @@ def apply_move(u, b, T, P, V, A, own_crit):
     part[u] = b
     load[a] -= w[u]
     load[b] += w[u]
+    load2[a] -= w2[u]
+    load2[b] += w2[u]
     ncrit_arr[0] = nc
     ncrit_arr[1] = na
     ncrit_arr[2] = nb
@@ -504,11 +508,13 @@ def _best1(u, only, T, P, V, C, L, cur, X, F):
     would rise above L.cost_cap (>= 0). The gain is −ΔΦ − mu·inv·Δtv
     ("total": −Δtv − 10⁻³·ΔΦ). blk gets a better target refused by the
     balance cap (or -1)."""
-    vptr, vidx, w = T.vptr, T.vidx, T.w
+    vptr, vidx, w, w2 = T.vptr, T.vidx, T.w, T.w2
     soff, lam, dense, spart, scnt = P
     part, load, vol, send, recv, smsg, rmsg = V.part, V.load, V.vol, V.send, V.recv, V.smsg, V.rmsg
+    load2 = V.load2
     obj, alpha, brb, q, mu = C
     cap, cap_hard, vlimit, max_targets, cost_cap = L.cap, L.cap_hard, L.vlimit_hard, L.max_targets, L.cost_cap
+    cap2 = L.cap2
     inv, M, nmax, relax, tv = cur
     dS, dR, mark, tl, dsm, drm = X.dS, X.dR, X.mark, X.tl, X.dsm, X.drm
     dvol, pairs, npairs, buf, tbuf, tcnt, leave, tpos, emask = (X.dvol, X.pairs, X.npairs, X.buf, X.tbuf, X.tcnt,
@@ -604,7 +610,7 @@ def _best1(u, only, T, P, V, C, L, cur, X, F):
     tolM = 1e-9 * max(1.0, M)
     for t in range(nt_c):
         b = tbuf[t]
-        over = load[b] + w[u] > cap
+        over = load[b] + w[u] > cap or load2[b] + w2[u] > cap2
         nt = 0
         npairs[0] = 0
         dtv = -nl
@@ -669,7 +675,8 @@ def _best1(u, only, T, P, V, C, L, cur, X, F):
             g = -dphi - mu * inv * dtv
         if tv + dtv > vlimit or capped:
             continue
-        if over and (not relax or load[b] + w[u] > cap_hard or reach or lowered < nmax):
+        if over and (not relax or load[b] + w[u] > cap_hard or load2[b] + w2[u] > cap2 or reach
+                     or lowered < nmax):
             if g > best_blocked_g:
                 best_blocked_g = g
                 blk = b
@@ -777,11 +784,11 @@ def _hremove(H, p, u):
 
 # ------------------------------------------------------------------ FM
 @njit
-def _sink(C, V, cap, use, sk):
-    """sk[0] = the part with the lowest cost among those below the balance cap,
+def _sink(C, V, cap, use, sk, cap2):
+    """sk[0] = the part with the lowest cost among those below the balance cap (and cap2),
     sk[1] = the part with the lowest load (-1: none, or ``use`` False)."""
     obj, alpha, brb = C.obj, C.alpha, C.brb
-    send, recv, smsg, rmsg, load = V.send, V.recv, V.smsg, V.rmsg, V.load
+    send, recv, smsg, rmsg, load, load2 = V.send, V.recv, V.smsg, V.rmsg, V.load, V.load2
     k = send.shape[0]
     sk[0] = -1
     sk[1] = -1
@@ -789,7 +796,7 @@ def _sink(C, V, cap, use, sk):
         return
     bc = 0.0
     for p in range(k):
-        if load[p] < cap:
+        if load[p] < cap and load2[p] < cap2:
             c = _cost(obj, send[p], recv[p], smsg[p], rmsg[p], alpha, brb)
             if sk[0] < 0 or c < bc:
                 sk[0] = p
@@ -799,7 +806,7 @@ def _sink(C, V, cap, use, sk):
 
 
 @njit
-def _refresh(C, V, inv, cap, use_sink, F):
+def _refresh(C, V, inv, cap, use_sink, F, cap2):
     """After the state V changed: the per-part potentials F.phic, the sinks
     F.sink (:class:`PartFocus`), and (M, nmax) = the max cost and how many
     parts are at it."""
@@ -808,7 +815,7 @@ def _refresh(C, V, inv, cap, use_sink, F):
     k = send.shape[0]
     M, _ = state_key(C, V, inv)
     _phis(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q, F.phic)
-    _sink(C, V, cap, use_sink, F.sink)
+    _sink(C, V, cap, use_sink, F.sink, cap2)
     nmax = 0
     for p in range(k):
         if _cost(obj, send[p], recv[p], smsg[p], rmsg[p], alpha, brb) >= M - 1e-9 * max(1.0, M):
@@ -859,11 +866,11 @@ def _fm(T, P, V, C, L, O, order, trace, stats):
     1 no candidate, 2 move limit, 3 time limit, 4 work limit. Returns (passes,
     kept moves, tried moves, stopped: 0 converged / 1 time limit / 2 max passes
     / 3 work limit)."""
-    vptr, vidx, tptr, tidx, w = T
+    vptr, vidx, tptr, tidx, w, w2 = T
     soff, lam, dense, spart, scnt = P
-    part, load, vol, send, recv, smsg, rmsg, tot = V
+    part, load, vol, send, recv, smsg, rmsg, tot, load2 = V
     obj, alpha, brb = C.obj, C.alpha, C.brb
-    cap, vlimit = L.cap, L.vlimit
+    cap, vlimit, cap2 = L.cap, L.vlimit, L.cap2
     patience, max_passes, min_gain, max_moves, deadline = O.patience, O.max_passes, O.min_gain, O.max_moves, O.deadline
     big_deg, use_blocked, full_updates, theta, use_sink = O.big_deg, O.use_blocked, O.full_updates, O.theta, O.use_sink
     work_limit = O.work_limit
@@ -938,7 +945,7 @@ def _fm(T, P, V, C, L, O, order, trace, stats):
         mxs, phs = state_key(C, V, inv)
         start0 = float(tot[0]) if obj == 0 else mxs
         best0, best1, best2 = mxs, phs, tot[0]
-        M, nmax = _refresh(C, V, inv, cap, use_sink, F)
+        M, nmax = _refresh(C, V, inv, cap, use_sink, F, cap2)
         relax = obj != 0
         hot[:] = False
         locked[:] = False
@@ -1035,7 +1042,7 @@ def _fm(T, P, V, C, L, O, order, trace, stats):
                         apply_move(mv_v[i], mv_a[i], T, P, V, A, full_updates)
                     nmoves = ov_start
                     over_part = -1
-                    M, nmax = _refresh(C, V, inv, cap, use_sink, F)
+                    M, nmax = _refresh(C, V, inv, cap, use_sink, F, cap2)
                     since += 1
                     continue
             else:
@@ -1091,7 +1098,7 @@ def _fm(T, P, V, C, L, O, order, trace, stats):
                 over_part = bb
             elif over_part >= 0 and load[over_part] <= cap:
                 over_part = -1
-            M, nmax = _refresh(C, V, inv, cap, use_sink, F)
+            M, nmax = _refresh(C, V, inv, cap, use_sink, F, cap2)
             # gain updates (see the doc): collect one batch
             st += 1
             nv = 0

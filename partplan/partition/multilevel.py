@@ -55,10 +55,11 @@ def cluster_pass(T, P, V, C, L, CL, O, maxdeg, stats):
     member moves applied (trials included); stats[2] = 1 when the deadline
     (perf_counter seconds, < 0: none) stopped it. A move must lower
     Φ + μ·ΔTV/M and must not raise the current max cost."""
-    vptr, vidx, w = T.vptr, T.vidx, T.w
+    vptr, vidx, w, w2 = T.vptr, T.vidx, T.w, T.w2
     part, load, send, recv, smsg, rmsg, tot = V.part, V.load, V.send, V.recv, V.smsg, V.rmsg, V.tot
+    load2 = V.load2
     obj, alpha, brb, mu = C.obj, C.alpha, C.brb, C.mu
-    cap, vlimit, max_targets = L.cap, L.vlimit, L.max_targets
+    cap, vlimit, max_targets, cap2 = L.cap, L.vlimit, L.max_targets, L.cap2
     cptr, cmem, order = CL
     theta, max_rounds, min_gain, min_size, deadline = O
     k = V.vol.shape[0]
@@ -94,16 +95,18 @@ def cluster_pass(T, P, V, C, L, CL, O, maxdeg, stats):
             if not hot[a]:       # clusters leave hot parts (pulling clusters in measured worse and slower)
                 continue
             wc = 0
+            wc2 = 0
             nt = 0
             for s in range(s0, s1):
                 u = cmem[s]
                 wc += w[u]
+                wc2 += w2[u]
                 nt = count_neighbour_parts(u, vptr, vidx, part, a, cnt, touched, nt)
             # the max_targets best-connected parts with room, ties by part id
             ntb = 0
             for t in range(nt):
                 p = touched[t]
-                if load[p] + wc <= cap:
+                if load[p] + wc <= cap and load2[p] + wc2 <= cap2:
                     tb[ntb] = p
                     ntb += 1
             for i in range(min(ntb, max_targets)):
@@ -199,7 +202,7 @@ def cluster_moves(graph, st, part: np.ndarray, k: int, w: np.ndarray, cap: int, 
     stats = np.zeros(3, np.int64)
     T, P, V = st.records(part, w)
     C = _fm.CostModel(obj, alpha, brb, q, mu)
-    L = _fm.Limits(cap, cap, vlimit, vlimit, max_targets, -1.0)      # no overload, no volume slack, no cost cap
+    L = _fm.Limits(cap, cap, vlimit, vlimit, max_targets, -1.0, st.cap2)   # no overload, no volume slack, no cost cap
     O = ClusterOptions(theta, max_rounds, min_gain, min_size, float(deadline))
     levels = []
     for cid, nc in list(reversed(maps))[:max_levels]:

@@ -44,13 +44,14 @@ partitioned with the rest they let a part hold (1 + ε) × the mean balance weig
 
 A directed graph's rows with no nonzero in their row but some in their column (pages without
 out-links) carry volume, so they stay in the partitioned graph; they too weigh 1 in the balance and
-0 in compute, so the result ends with a **compute repair** (:func:`partplan.partition.rebalance.repair_compute`,
-since session 30) when a part is above the compute limit ⌊(1+ε)·⌈nnz/k⌉⌋: rows with nonzeros leave
-it, rows with no nonzero then leave parts pushed above the balance limit (compute imbalance 0.037
-at k = 64 before, on a graph with 30 % such rows). It does not model the bottleneck: on directed
-power-law graphs with 20-35 % such rows it moved 0-11 rows, max(send, recv) x1.000-1.004; on banded
-ones (links to nearby ids) 3-59 rows, x1.03-1.24. Refining under both limits at once (the empty
-rows fixed but for the most read, per-part caps) did as well on held-out graphs, not better.
+0 in compute, so every stage that keeps the balance limit alone can leave a part above ε in compute
+(0.030-0.058 on generated directed graphs; 0.037 at k = 64 with 30 % such rows). On such graphs
+(since session 30) each refined start is first brought within the compute limit ⌊(1+ε)·⌈nnz/k⌉⌋
+(:func:`partplan.partition.rebalance.repair_compute`), the refinement, its rounds and the volume
+round keep it beside the balance limit (refine's ``weights2``/``cap2``: :func:`compute_limit`),
+and the same repair runs once more at the end (a no-op unless the refinement did not run).
+Measured (benchmarks/bench_empty_rows.py): max(send, recv) within ×0.98-1.03 of the pipeline
+that ignores the compute limit; a repair at the end alone had cost ×1.00-1.25.
 
 Every figure in the report is recomputed exactly from the partition
 (:func:`partplan.metrics.volume1d.volume_matrix`). **Deterministic** for a seed,
@@ -116,6 +117,9 @@ REFINE_PATIENCE = 1000
 # A + I (0: none); measured on the TUNE half: total volume -0.6 to -2.9 % at 2 units per pin
 DEFAULT_VOLUME_WORK = 2.0
 VCYCLE_CHOICES = (True, False, "all", "best")
+# graphs with empty rows: keep the compute limit too (starts repaired, refinement under both limits,
+# a repair at the end); False only to measure what that costs (benchmarks/bench_empty_rows.py)
+KEEP_COMPUTE_LIMIT = True
 from .objectives import AUTO_PRESET  # noqa: E402,F401  (re-exported)
 
 
@@ -235,6 +239,23 @@ def auto_partition(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int =
         part, report["compute_repair"] = _repair_compute(graph, part, k, imbalance, progress)
     report["seconds"] = time.perf_counter() - t0
     return part, report
+
+
+def has_empty_rows(graph: Graph) -> bool:
+    """Rows with no nonzero (read by others: isolated ones are set aside first) weigh 1 in the
+    balance and 0 in compute, so the pipeline keeps the compute limit on its own
+    (KEEP_COMPUTE_LIMIT); without them the two limits are one."""
+    return KEEP_COMPUTE_LIMIT and bool((graph.row_nnz == 0).any())
+
+
+def compute_limit(graph: Graph, part: np.ndarray, k: int, imbalance: float) -> dict:
+    """refine's keywords that keep the compute limit (row nnz ≤ ⌊(1+ε)·⌈nnz/k⌉⌋ per part) beside
+    the balance limit: {} when :func:`has_empty_rows` is False."""
+    nnz = graph.row_nnz
+    if not has_empty_rows(graph):
+        return {}
+    nnz = nnz.astype(np.int64)
+    return {"weights2": nnz, "cap2": balance_cap(nnz, part, k, imbalance)[1]}
 
 
 def isolated_rows(graph: Graph) -> np.ndarray:
@@ -361,7 +382,11 @@ def _refine_starts(graph, k, reps, parts, best, imbalance, seed, volume_toleranc
     max before refinement does not rank its refined result — then more rounds of the best result
     (:func:`_more_rounds`) within the :class:`Budget`. Total volume at most
     (1 + volume_tolerance) × the lowest of the starts' (or the start's own when already higher).
+    On a graph with empty rows each start is first brought within the compute limit
+    (rebalance.repair_compute), and every refinement keeps it (:func:`compute_limit`).
     Returns (part, refine report, index of the start kept, engines refined)."""
+    from .rebalance import repair_compute
+
     say = progress or (lambda msg: None)
     low = min(r["figures"]["total_volume"] for r in reps)
     tied = [i for i in range(len(reps)) if reps[i]["overload"] == reps[best]["overload"] and i != best]
@@ -371,7 +396,8 @@ def _refine_starts(graph, k, reps, parts, best, imbalance, seed, volume_toleranc
         tv = reps[i]["figures"]["total_volume"]
         ref, tol = (low, volume_tolerance) if tv <= low * (1 + volume_tolerance) else (tv, 0.0)
         say(f"refining max(send, recv) of the {reps[i]['engine']} start ({budget.say(budget.first)})")
-        p_i, r_i = _refine_max(graph, parts[i], k, imbalance, seed, ref, tol, budget.left_s(), budget.first,
+        start = repair_compute(graph, parts[i], k, imbalance=imbalance)[0] if has_empty_rows(graph) else parts[i]
+        p_i, r_i = _refine_max(graph, start, k, imbalance, seed, ref, tol, budget.left_s(), budget.first,
                                progress)
         results.append((r_i["after"]["max_send_recv"], r_i["after"]["total_volume"], len(results), i, p_i, r_i,
                         ref, tol))
@@ -432,7 +458,7 @@ def _volume_round(graph, k, part, rrep, imbalance, seed, work, budget, progress)
                  f"({budget.say(units)})")
     new, vrep = refine(graph, part, k, objective="total", imbalance=imbalance, seed=seed, volume_tolerance=0.0,
                        max_cost=rrep["after"]["max_send_recv"], time_limit=None if left is None else max(left, 0.0),
-                       work_limit=units)
+                       work_limit=units, **compute_limit(graph, part, k, imbalance))
     b, a = vrep["before"], vrep["after"]
     if progress:
         progress(f"volume round: total volume {b['total_volume']} -> {a['total_volume']}, "
@@ -448,17 +474,17 @@ def _refine_max(graph, part, k, imbalance, seed, ref, tol, time_limit, work_limi
 
     return refine(graph, part, k, objective="max-both", imbalance=imbalance, seed=seed, volume_tolerance=tol,
                   volume_reference=ref, time_limit=time_limit, work_limit=work_limit, patience=REFINE_PATIENCE,
-                  progress=progress)
+                  progress=progress, **compute_limit(graph, part, k, imbalance))
 
 
 def _repair_compute(graph, part, k, imbalance, progress):
-    """The compute limit (row nnz) as well as the balance limit (row nnz, at least 1): a directed
-    graph's rows with no nonzero weigh 1 in the one and 0 in the other, so every stage, which
-    keeps the balance limit, can leave a part above ε in compute (rebalance.repair_compute).
-    Returns (part, report or None when nothing moved)."""
+    """The compute limit (row nnz) as well as the balance limit (row nnz, at least 1) at the end
+    (rebalance.repair_compute): the refinement keeps both, so this moves rows only when it did not
+    run (``refine=False``, k = 1 stages) or could not start within them. Returns (part, report or
+    None when nothing moved)."""
     from .rebalance import repair_compute
 
-    if not (graph.row_nnz == 0).any():     # then both limits are one
+    if not has_empty_rows(graph):
         return part, None
     fixed, info = repair_compute(graph, part, k, imbalance=imbalance)
     if sum(info["moved"]) == 0:

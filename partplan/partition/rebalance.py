@@ -165,9 +165,10 @@ def repair_compute(graph: Graph, part: np.ndarray, k: int, *, imbalance: float =
        volume.
 
     Each step first moves rows only to their neighbours' parts (up to NEAR_PASSES passes), then
-    also to the lightest part. The bottleneck is not modelled: on banded directed graphs with
-    26-38 % empty rows the repair raised max(send, recv) by x1.03-1.24 (it had to move 3-59 rows);
-    on power-law ones by at most x1.004.
+    also to the lightest part. The bottleneck is not modelled: as the pipeline's last step alone
+    it raised max(send, recv) by x1.03-1.25 on banded directed graphs with 26-38 % empty rows
+    (3-59 rows moved). The pipeline therefore repairs the starts and refines under both limits
+    (refine's ``weights2``/``cap2``), and runs this at the end only as a safety net.
 
     Exact loads, deterministic; ``part`` is not modified. A row heavier than the room any part
     has stays (an unbalanceable input ends as close as the rule gets). Returns (part int64[n],

@@ -104,6 +104,7 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
            max_moves_per_pass: int | None = None,
            min_gain: float = 0.01, multilevel: bool = True, volume_reference: int | None = None,
            work_limit: int | None = None, max_cost: float | None = None,
+           weights2: np.ndarray | None = None, cap2: int | None = None,
            progress=None) -> tuple[np.ndarray, dict]:
     """Lower the bottleneck communication of ``part`` (conformal ownership).
 
@@ -158,6 +159,10 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
         max(send, recv) it lowers the total volume without raising the
         bottleneck (the default pipeline's volume round). The bottleneck
         objectives never raise their max anyway.
+    weights2, cap2 : a second weight per row (int64[n], ≥ 0) and its cap per part, kept in every
+        state alongside the balance cap (never relaxed; at least the input's heaviest part). The
+        default pipeline passes row nnz and the compute limit on graphs with empty rows, whose
+        balance weight (1) and compute (0) differ (:func:`partplan.partition.pipeline.compute_limit`).
     progress : callable(str) or None: a heartbeat line while the compiled
         passes run (the mechanism of :func:`partplan.partition.partition`'s
         backends) and one line per refinement pass (value, moves kept/tried,
@@ -215,6 +220,11 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
     rb = f * dtype_bytes(dtype)
     w = graph.balance_weights
     cap, limit = balance_cap(w, part, k, imbalance)
+    if (weights2 is None) != (cap2 is None):
+        raise OptionError("weights2 and cap2 go together (a second weight per row and its cap per part)")
+    if weights2 is not None:
+        weights2 = _check_weights(weights2, n)
+        cap2 = max(check_int("cap2", cap2), int(np.bincount(part, weights=weights2, minlength=k).max()))
     before = _figures(graph, part, k, w, alpha, beta, rb)
     ref_volume = before["total_volume"] if volume_reference is None else volume_reference
     # (capped: a huge tolerance means no limit, and the kernels count in int64)
@@ -233,12 +243,12 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
     elif work_limit is not None and work_limit <= 0:
         stopped = "work limit"
     else:
-        st = _State(graph, out, k)
+        st = _State(graph, out, k, weights2, cap2)
         build_s = time.perf_counter() - t0
         T, P, V = st.records(out, w)
         C = _fm.CostModel(_fm.OBJ_CODES[objective], float(alpha), float(beta) * rb, int(q), float(mu))
         L = _fm.Limits(cap, cap + int(overload * cap), vlimit, vlimit + int(volume_slack * before["total_volume"]),
-                       int(max_targets), -1.0 if max_cost is None else float(max_cost))
+                       int(max_targets), -1.0 if max_cost is None else float(max_cost), st.cap2)
         order = np.random.default_rng(seed).permutation(n).astype(np.int64)
         mm = n if max_moves_per_pass is None else max(1, int(max_moves_per_pass))
         avg = graph.nnz / max(n, 1)
@@ -307,11 +317,24 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
     return out, report
 
 
+CAP2_NONE = 2 ** 62        # the second weight's cap when there is none
+
+
+def _check_weights(weights, n: int) -> np.ndarray:
+    """``weights`` as int64[n], each ≥ 0, or one OptionError."""
+    w = np.asarray(weights)
+    if w.shape != (n,) or not np.issubdtype(w.dtype, np.integer) or (w.size and w.min() < 0):
+        raise OptionError(f"weights2 must be {n} non-negative integers (one per row), got shape {w.shape}, "
+                          f"dtype {w.dtype}")
+    return w.astype(np.int64, copy=False)
+
+
 class _State:
     """Arrays of the refinement state (see :mod:`._fm`); :meth:`records` groups
     them in the kernels' records."""
 
-    def __init__(self, graph: Graph, part: np.ndarray, k: int):
+    def __init__(self, graph: Graph, part: np.ndarray, k: int, w2: np.ndarray | None = None,
+                 cap2: int | None = None):
         n = graph.n
         self.vptr, self.vidx = graph.indptr, graph.indices
         if graph.is_symmetric():
@@ -336,6 +359,9 @@ class _State:
         self.rmsg = nz.sum(axis=0).astype(np.int64)
         self.tot = np.array([int(self.send.sum()), int(nz.sum())], dtype=np.int64)
         self.load = np.bincount(part, weights=graph.balance_weights, minlength=k).astype(np.int64)
+        # the second weight and its cap (none: the kernels check load2 against a cap never reached)
+        self.w2, self.cap2 = w2, (CAP2_NONE if cap2 is None else int(cap2))
+        self.load2 = self.load.copy() if w2 is None else np.bincount(part, weights=w2, minlength=k).astype(np.int64)
 
     def pins(self) -> _fm.PinSlots:
         """The pin counts as a :class:`._fm.PinSlots` record (the same arrays)."""
@@ -346,8 +372,10 @@ class _State:
         of the kernels: the same arrays, with ``part`` (int64[n], the partition
         the state was built from, updated in place by the kernels) and ``w``
         (int64[n] balance weight per vertex)."""
-        return (_fm.Topology(self.vptr, self.vidx, self.tptr, self.tidx, w), self.pins(),
-                _fm.VolumeState(part, self.load, self.vol, self.send, self.recv, self.smsg, self.rmsg, self.tot))
+        return (_fm.Topology(self.vptr, self.vidx, self.tptr, self.tidx, w, w if self.w2 is None else self.w2),
+                self.pins(),
+                _fm.VolumeState(part, self.load, self.vol, self.send, self.recv, self.smsg, self.rmsg, self.tot,
+                                self.load2))
 
     def check(self, part: np.ndarray):
         """The incremental state must equal a recount (cheap, O(nnz))."""
