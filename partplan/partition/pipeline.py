@@ -50,8 +50,9 @@ out-links) carry volume, so they stay in the partitioned graph; they too weigh 1
 (:func:`partplan.partition.rebalance.repair_compute`), the refinement, its rounds and the volume
 round keep it beside the balance limit (refine's ``weights2``/``cap2``: :func:`compute_limit`),
 and the same repair runs once more at the end (a no-op unless the refinement did not run).
-Measured (benchmarks/bench_empty_rows.py): max(send, recv) within ×0.98-1.03 of the pipeline
-that ignores the compute limit; a repair at the end alone had cost ×1.00-1.25.
+Measured (benchmarks/bench_empty_rows.py, 30 generated cases): max(send, recv) ×0.947-1.050 of
+the pipeline that ignores the compute limit (geometric means ×0.995 TUNE, ×1.007 REPORT); a repair
+at the end alone had cost up to ×1.25.
 
 Every figure in the report is recomputed exactly from the partition
 (:func:`partplan.metrics.volume1d.volume_matrix`). **Deterministic** for a seed,
