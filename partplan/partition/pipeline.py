@@ -252,10 +252,9 @@ def has_empty_rows(graph: Graph) -> bool:
 def compute_limit(graph: Graph, part: np.ndarray, k: int, imbalance: float) -> dict:
     """refine's keywords that keep the compute limit (row nnz ≤ ⌊(1+ε)·⌈nnz/k⌉⌋ per part) beside
     the balance limit: {} when :func:`has_empty_rows` is False."""
-    nnz = graph.row_nnz
     if not has_empty_rows(graph):
         return {}
-    nnz = nnz.astype(np.int64)
+    nnz = graph.row_nnz.astype(np.int64)
     return {"weights2": nnz, "cap2": balance_cap(nnz, part, k, imbalance)[1]}
 
 
@@ -483,7 +482,7 @@ def _refine_max(graph, part, k, imbalance, seed, ref, tol, time_limit, work_limi
 def _repair_compute(graph, part, k, imbalance, progress):
     """The compute limit (row nnz) as well as the balance limit (row nnz, at least 1) at the end
     (rebalance.repair_compute): the refinement keeps both, so this moves rows only when it did not
-    run (``refine=False``, k = 1 stages) or could not start within them. Returns (part, report or
+    run (``refine=False``) or could not start within them (a row heavier than the compute limit). Returns (part, report or
     None when nothing moved)."""
     from .rebalance import repair_compute
 

@@ -71,15 +71,20 @@ def _pass(indptr, indices, w, part, load, limit, order, cnt, touched, anywhere=T
     return moved
 
 
+def _entries(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(degree of each of ``rows``, the positions of their entries in the adjacency's indices, row
+    after row): one arange per row, vectorized."""
+    deg = np.diff(indptr)[rows]
+    first = np.repeat(indptr[rows] - np.concatenate(([0], np.cumsum(deg)[:-1])), deg)
+    return deg, first + np.arange(int(deg.sum()))
+
+
 def _by_internal_share(indptr: np.ndarray, indices: np.ndarray, part: np.ndarray, rows: np.ndarray,
                        cost: np.ndarray | None = None) -> np.ndarray:
     """``rows`` in order of increasing internal share (neighbours in their own part / degree, over
     the adjacency ``indptr, indices``; ties by row id): the rows least tied to their part first;
     by increasing ``cost`` (int64[n]) first when given."""
-    deg = np.diff(indptr)[rows]
-    # positions of those rows' entries in indices (one arange per row, vectorized)
-    first = np.repeat(indptr[rows] - np.concatenate(([0], np.cumsum(deg)[:-1])), deg)
-    idx = first + np.arange(int(deg.sum()))
+    deg, idx = _entries(indptr, rows)
     same = part[indices[idx]] == np.repeat(part[rows], deg)
     inside = np.bincount(np.repeat(np.arange(rows.size), deg), weights=same, minlength=rows.size)
     keys = (rows, inside / np.maximum(deg, 1)) + (() if cost is None else (cost[rows],))
@@ -92,15 +97,12 @@ def _by_internal_share(indptr: np.ndarray, indices: np.ndarray, part: np.ndarray
 NEAR_PASSES = 3
 
 
-def _reader_parts(At: Graph, part: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
+def _reader_parts(At: Graph, part: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
     """int64[n]: for ``rows``, the number of parts holding rows that read them (their owner sends
     their H row to each of those but its own): what a move costs the part receiving it; 0 elsewhere."""
-    deg = np.diff(At.indptr)[rows]
-    first = np.repeat(At.indptr[rows] - np.concatenate(([0], np.cumsum(deg)[:-1])), deg)
-    pairs = np.unique(np.repeat(rows, deg) * np.int64(part.max() + 1) + part[At.indices[first + np.arange(int(deg.sum()))]])
-    out = np.zeros(n, np.int64)
-    np.add.at(out, pairs // np.int64(part.max() + 1), 1)
-    return out
+    deg, idx = _entries(At.indptr, rows)
+    pairs = np.unique(np.repeat(rows, deg) * np.int64(k) + part[At.indices[idx]])   # (row, reading part)
+    return np.bincount(pairs // k, minlength=At.n).astype(np.int64)
 
 
 def _shed(indptr, indices, w, part, k, limit, rows, max_passes, cost=None, near_passes=0) -> tuple[np.ndarray, int, int]:
@@ -182,17 +184,17 @@ def repair_compute(graph: Graph, part: np.ndarray, k: int, *, imbalance: float =
     cload = np.bincount(part, weights=nnz, minlength=k).astype(np.int64)
     info = {"moved": [0, 0], "compute_limit": int(c_limit), "balance_limit": int(w_limit),
             "heaviest_before": int(cload.max(initial=0))}
-    if (cload > c_limit).any() or (np.bincount(part, weights=w, minlength=k) > w_limit).any():
+    if (cload > c_limit).any():
         # a row's volume is at most its degree (the rows it reads + the rows reading it): cheap rows first
         indeg = np.bincount(graph.indices, minlength=graph.n)
         rows = np.flatnonzero((cload[part] > c_limit) & (nnz > 0))
         cload, info["moved"][0], _ = _shed(graph.indptr, graph.indices, nnz, part, k, c_limit, rows, max_passes,
                                            cost=nnz + indeg, near_passes=NEAR_PASSES)
-        wload = np.bincount(part, weights=w, minlength=k).astype(np.int64)
-        if (wload > w_limit).any():
-            At = graph.transpose()
-            rows = np.flatnonzero((wload[part] > w_limit) & (nnz == 0))
-            _, info["moved"][1], _ = _shed(At.indptr, At.indices, w, part, k, w_limit, rows, max_passes,
-                                           cost=_reader_parts(At, part, rows, graph.n), near_passes=NEAR_PASSES)
+    wload = np.bincount(part, weights=w, minlength=k)
+    if (wload > w_limit).any():
+        At = graph.transpose()
+        rows = np.flatnonzero((wload[part] > w_limit) & (nnz == 0))
+        _, info["moved"][1], _ = _shed(At.indptr, At.indices, w, part, k, w_limit, rows, max_passes,
+                                       cost=_reader_parts(At, part, rows, k), near_passes=NEAR_PASSES)
     info["heaviest_after"] = int(cload.max(initial=0))
     return part, info
