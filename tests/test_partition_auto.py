@@ -109,7 +109,9 @@ def test_progress_line_per_refinement_pass():
     g = _graph(800)
     lines = []
     p = partition(g, 4, progress=lines.append)
-    segments, cur = {}, None          # pass lines after each "refining ... of the X start" line
+    # pass lines after each "refining ... of the X start" line; several starts refined side by side
+    # (lanes.py) say "X start: refine pass ..."
+    segments, cur = {}, None
     for m in lines:
         if m.startswith("refining max(send, recv) of the "):
             cur = m.split(" of the ")[1].split(" start")[0]
@@ -118,6 +120,8 @@ def test_progress_line_per_refinement_pass():
             cur = p.info["auto"]["chosen"]
         elif m.startswith("refine pass ") and cur is not None:
             segments[cur].append(m)
+        elif " start: refine pass " in m:
+            segments[m.split(" start: ")[0]].append(m)
     assert list(segments) == p.info["auto"]["refined_starts"]
     # the chosen start's passes: its first round's and every later round's (refine report: the sum)
     assert len(segments[p.info["auto"]["chosen"]]) == p.info["refine"]["passes"] >= 1

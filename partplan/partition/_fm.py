@@ -80,8 +80,9 @@ try:  # pragma: no cover - exercised by whichever environment runs the tests
     import numba
 
     HAVE_NUMBA = True
-    njit = numba.njit(cache=True)
-    njit_inline = numba.njit(cache=True, inline="always")
+    # nogil: the default pipeline runs independent refinements and V-cycles side by side (lanes.py)
+    njit = numba.njit(cache=True, nogil=True)
+    njit_inline = numba.njit(cache=True, nogil=True, inline="always")
 except ImportError:  # pragma: no cover
     HAVE_NUMBA = False
 

@@ -83,14 +83,15 @@ def metis(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int = 0,
 
 
 # ---------------------------------------------------------------- Mt-KaHyPar
-def mtk_initializer(threads: int = 1):
-    """The process-wide mtkahypar initializer (thread count fixed at first call)."""
+def mtk_initializer(threads: int | None = None):
+    """The process-wide mtkahypar initializer (thread count fixed at first call; ``None``: the
+    count it already has, else 1 — the default pipeline's start may have set it to all cores)."""
     import mtkahypar
 
     if "init" not in _MTK:
-        _MTK["init"] = mtkahypar.initialize(int(threads))
-        _MTK["threads"] = int(threads)
-    elif _MTK["threads"] != int(threads):
+        _MTK["threads"] = 1 if threads is None else int(threads)
+        _MTK["init"] = mtkahypar.initialize(_MTK["threads"])
+    elif threads is not None and _MTK["threads"] != int(threads):
         warnings.warn(f"mtkahypar already initialized with {_MTK['threads']} threads in this process; "
                       f"ignoring threads={threads}", RuntimeWarning, stacklevel=3)
     return _MTK["init"]
@@ -108,7 +109,8 @@ def check_preset(preset: str) -> str:
     return p
 
 
-def mtk_context(k: int, imbalance: float, preset: str = "DEFAULT", objective: str = "km1", threads: int = 1):
+def mtk_context(k: int, imbalance: float, preset: str = "DEFAULT", objective: str = "km1",
+                threads: int | None = None):
     import mtkahypar
 
     preset = check_preset(preset)
@@ -145,7 +147,7 @@ def _mtk_errors():
 
 
 def mtkahypar_hypergraph(hg: Hypergraph, k: int, *, imbalance: float = 0.03, seed: int = 0,
-                         preset: str = "DEFAULT", objective: str = "km1", threads: int = 1,
+                         preset: str = "DEFAULT", objective: str = "km1", threads: int | None = None,
                          handoff: str = "arrays", initial: np.ndarray | None = None,
                          vcycles: int = 1, fixed: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """Partition a hypergraph with Mt-KaHyPar; returns (part, its own km1).
@@ -179,7 +181,7 @@ def mtkahypar_hypergraph(hg: Hypergraph, k: int, *, imbalance: float = 0.03, see
 
 
 def mtkahypar_graph(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int = 0,
-                    preset: str = "DEFAULT", threads: int = 1) -> tuple[np.ndarray, int]:
+                    preset: str = "DEFAULT", threads: int | None = None) -> tuple[np.ndarray, int]:
     """Mt-KaHyPar graph mode (edge cut) on the METIS graph model; (part, cut)."""
     import mtkahypar
 
@@ -349,7 +351,7 @@ def _degree_rr(model_obj, k, *, imbalance, seed, graph=None):
 
 
 # the engines' typed option sets (partition/schema.py validates every option against these)
-_THREADS = Opt("threads", "int", 1, "worker threads (Mt-KaHyPar: fixed by its first call in a process)",
+_THREADS = Opt("threads", "int", 1, "worker threads (several: not reproducible)",
                lo=1, hi=_kaminpar.MAX_THREADS)
 METIS_SCHEMA = {"recursive": Opt("recursive", "bool", None, "recursive bisection instead of direct k-way",
                                  none_ok=True)}
@@ -357,7 +359,8 @@ MTKAHYPAR_SCHEMA = {
     "preset": Opt("preset", "choice", "DEFAULT", "Mt-KaHyPar preset", choices=PRESETS, normalize=check_preset),
     "metric": Opt("metric", "choice", "km1", "the engine's objective (km1 = volume; graph mode: cut only)",
                   choices=MTK_OBJECTIVES),
-    "threads": _THREADS,
+    "threads": Opt("threads", "int", None, "worker threads, fixed by the first Mt-KaHyPar call of a process "
+                   "(None: the count it has, else 1)", lo=1, hi=_kaminpar.MAX_THREADS, none_ok=True),
     "handoff": Opt("handoff", "choice", "arrays", "how the hypergraph reaches Mt-KaHyPar", choices=("arrays", "file"))}
 KAHYPAR_SCHEMA = {
     "metric": Opt("metric", "choice", "km1", "KaHyPar's objective", choices=("km1", "cut")),

@@ -79,7 +79,7 @@ def _row(graph: Graph, part: np.ndarray, k: int, seconds: float) -> dict:
 
 
 def run_methods(graph: Graph, k: int, *, methods=METHODS, imbalance: float = 0.03, seed: int = 0,
-                preset: str = "DEFAULT", threads: int = 1, refine_time_limit: float | None = None,
+                preset: str = "DEFAULT", threads: int | None = None, refine_time_limit: float | None = None,
                 progress: Callable[[str], None] | None = None) -> dict:
     """{method: figures} for one graph and k (methods that cannot run are
     reported as {"skipped": reason})."""
@@ -146,7 +146,7 @@ def summarize(rows: list[dict]) -> dict:
 
 def stochastic_compare(graph: Graph, k: int, *, sampler: str = "neighbor:256:10,5", theta: float = 0.02,
                        delta: float = 0.05, batches: int = 1000, seed: int = 0, preset: str = "DEFAULT",
-                       threads: int = 1, imbalance: float = 0.03,
+                       threads: int | None = None, imbalance: float = 0.03,
                        progress: Callable[[str], None] | None = None) -> dict:
     """Expected mini-batch volume (on ``batches`` fresh batches, held-out seed)
     of the stochastic-hypergraph partition vs the full-batch hypergraph one."""
@@ -183,7 +183,7 @@ def stochastic_compare(graph: Graph, k: int, *, sampler: str = "neighbor:256:10,
 
 
 def run_bench(datasets=QUICK_DATASETS, ks=(16, 64), *, methods=METHODS, out: str | os.PathLike | None = None,
-              imbalance: float = 0.03, seed: int = 0, preset: str = "DEFAULT", threads: int = 1,
+              imbalance: float = 0.03, seed: int = 0, preset: str = "DEFAULT", threads: int | None = None,
               refine_time_limit: float | None = None, stochastic: str | None = None,
               stochastic_k: int = 16, stochastic_batches: int = 1000, stochastic_sampler: str = "neighbor:256:10,5",
               stochastic_theta: float = 0.02,

@@ -57,7 +57,7 @@ from . import _fm
 from ._fm import _cnt, _dec, _inc
 from .options import check_bool, check_imbalance, check_int, check_real, rng_seed
 
-njit = _fm.njit
+njit = _fm.njit  # cache=True, nogil=True: V-cycles and refinements run side by side (lanes.py)
 
 
 # ------------------------------------------------------------------ level 0

@@ -74,7 +74,7 @@ def _dense_rows(graph: Graph, tv: int, k: int, factor: float) -> np.ndarray:
 
 def spread_hubs(graph: Graph, hypergraph: Hypergraph, part: np.ndarray, k: int, *, imbalance: float = 0.03,
                 seed: int = 0, factor: float = DEFAULT_FACTOR, volume_tolerance: float = 0.05,
-                preset: str = "DEFAULT", threads: int = 1, objective: str = "max-both",
+                preset: str = "DEFAULT", threads: int | None = None, objective: str = "max-both",
                 alpha: float = DEFAULT_ALPHA_S, beta: float = DEFAULT_BETA_S_PER_BYTE,
                 row_bytes: int = 512) -> tuple[np.ndarray, dict]:
     """Put the hubs of ``part`` in distinct parts and let Mt-KaHyPar rebuild

@@ -33,7 +33,7 @@ from . import _fm
 from .._kernels import monotonic
 from ._fm import _cost, apply_move, apply_scratch, count_neighbour_parts, state_key
 
-njit = _fm.njit
+njit = _fm.njit  # cache=True, nogil=True: V-cycles and refinements run side by side (lanes.py)
 
 Clusters = namedtuple("Clusters", "cptr cmem order")
 Clusters.__doc__ = """The clusters of one level: members of cluster c are cmem[cptr[c]:cptr[c+1]]

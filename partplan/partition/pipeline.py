@@ -54,10 +54,16 @@ Measured (benchmarks/bench_empty_rows.py, 30 generated cases): max(send, recv) �
 the pipeline that ignores the compute limit (geometric means ×0.995 TUNE, ×1.006 REPORT); a repair
 at the end alone had cost up to ×1.25.
 
+**Cores** (since session 31, ``threads``; default: all this process may run on): each start's
+km1 V-cycle runs beside the next start's engine, the starts refined on a small graph run side by
+side (:mod:`partplan.partition.lanes`; the compiled kernels release the GIL), and the Mt-KaHyPar
+start uses that many threads. The work done does not depend on the count, only its wall time.
+
 Every figure in the report is recomputed exactly from the partition
 (:func:`partplan.metrics.volume1d.volume_matrix`). **Deterministic** for a seed,
-on any machine and under any load: METIS, KaMinPar with one thread, Mt-KaHyPar
-DETERMINISTIC and the V-cycle are, and the refinement's budget is *counted* work
+on any machine, at any core count and under any load: METIS, KaMinPar with one thread,
+Mt-KaHyPar DETERMINISTIC (the same partition at 1 and 2 threads, tests/test_lanes.py) and the
+V-cycle are, results of side-by-side pieces are taken in a fixed order, and the refinement's budget is *counted* work
 (the nets of the vertices whose moves were evaluated: refine's ``work_limit``),
 not seconds (v3.5; v3.4's budget of 1× the start time stopped rounds, and on
 R-MAT 15 or as-22july06 the first round, at a machine-dependent move). A
@@ -74,8 +80,9 @@ import numpy as np
 from ..errors import OptionError
 from ..graph import Graph
 from ..metrics.volume1d import volume_matrix
-from .backends import get_backend, run_backend
+from .backends import get_backend, mtk_threads, run_backend
 from .heartbeat import _heartbeat
+from .lanes import Lanes, Task, available_cores
 from .objectives import balance_cap
 from .options import check_bool, check_int, check_real
 
@@ -88,6 +95,9 @@ METIS_MAX_NNZ = 16_000_000
 # small graphs (engine times are fixed costs there): also a Mt-KaHyPar graph-mode start, whose
 # km1 after the V-cycle is ~8 % lower on the power grid (k = 16) than either cheap start's
 SMALL_NNZ = 50_000
+# graphs of at most this many nonzeros refine every start as balanced as the kept one (side by side
+# on several cores, lanes.py) and keep the lowest result; above it only the kept start
+REFINE_ALL_NNZ = SMALL_NNZ
 TERAPART_NNZ = 64_000_000
 DEFAULT_VCYCLE = "all"
 DEFAULT_SELECT = "max"
@@ -184,9 +194,14 @@ def auto_partition(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int =
                    volume_tolerance: float = DEFAULT_VOLUME_TOLERANCE, time_limit: float | None = None,
                    select: str = DEFAULT_SELECT, km1_fm: bool = False,
                    refine_rounds: int = DEFAULT_REFINE_ROUNDS, volume_work: float = DEFAULT_VOLUME_WORK,
-                   threads: int = 1,
+                   threads: int | None = None,
                    progress: Callable[[str], None] | None = None) -> tuple[np.ndarray, dict]:
-    """Run the default pipeline (module doc); returns (part int64[n], report)."""
+    """Run the default pipeline (module doc); returns (part int64[n], report).
+
+    threads : cores the pipeline may use (None: all this process may run on). Its independent
+        pieces run side by side (:mod:`.lanes`) and the Mt-KaHyPar start uses that many threads:
+        the partition is the same at any count. KaMinPar gets ``threads`` only when it is given
+        (several KaMinPar threads are not reproducible); otherwise one."""
     asked = starts             # as given: the rows without the isolated ones choose their own by size
     starts, start_opts, vcycle = _check_options(graph, starts, vcycle, select)
     refine = check_bool("refine", refine)
@@ -196,6 +211,8 @@ def auto_partition(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int =
     volume_tolerance = check_real("volume_tolerance", volume_tolerance)
     refine_rounds = check_int("refine_rounds", refine_rounds, lo=1)
     volume_work = check_real("volume_work", volume_work)
+    threads = None if threads is None else check_int("threads", threads, lo=1)
+    workers = available_cores() if threads is None else threads
     empty = isolated_rows(graph)
     n_empty = int(empty.sum())
     if n_empty and graph.n - n_empty >= k:
@@ -211,13 +228,10 @@ def auto_partition(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int =
         report["isolated_rows"] = n_empty
         return spread_isolated(graph, part, empty, k), report
     t0 = time.perf_counter()
-    reps, parts = [], []
-    for eng in starts:
-        opts = dict(START_OPTIONS.get(eng, {}), **start_opts.get(eng, {}), **(
-            {"threads": threads} if eng == "kaminpar" else {}))
-        part, rep = _start(graph, k, eng, opts, imbalance, seed, vcycle == "all", progress)
-        reps.append(rep)
-        parts.append(part)
+    lanes = Lanes(workers)
+    started = [_start(graph, k, eng, _start_options(eng, start_opts, threads, workers), imbalance, seed,
+                      vcycle == "all", progress, lanes) for eng in starts]
+    parts, reps = map(list, zip(*(_started(*s, progress) for s in started)))
     best = min(range(len(reps)), key=lambda i: _key(reps[i], select) + (i,))
     if vcycle == "best":   # the km1 V-cycle on the kept start only (the other's would cost as much)
         parts[best] = _vcycle(graph, parts[best], k, imbalance, seed, reps[best], progress, say_figures=True)
@@ -227,11 +241,12 @@ def auto_partition(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int =
         r["balanced"] = r["overload"] == 0
     start_s = time.perf_counter() - t0
     part = parts[best]
-    report = {"starts": reps, "chosen": reps[best]["engine"], "start_s": start_s, "vcycle": vcycle, "refine": None}
+    report = {"starts": reps, "chosen": reps[best]["engine"], "start_s": start_s, "vcycle": vcycle, "refine": None,
+              "workers": workers}
     if refine and k > 1:
         budget = Budget.of(graph, refine_work, rounds_work, time_limit)
         part, report["refine"], i, report["refined_starts"] = _refine_starts(
-            graph, k, reps, parts, best, imbalance, seed, volume_tolerance, budget, refine_rounds, progress)
+            graph, k, reps, parts, best, imbalance, seed, volume_tolerance, budget, refine_rounds, progress, lanes)
         report["chosen"] = reps[i]["engine"]
         if volume_work > 0:
             part, report["volume_round"] = _volume_round(graph, k, part, report["refine"], imbalance, seed,
@@ -315,9 +330,22 @@ def _check_options(graph, starts, vcycle, select):
     return starts, start_opts, "all" if vcycle is True else vcycle
 
 
-def _start(graph, k, eng, opts, imbalance, seed, vcycle, progress):
+def _start_options(eng, start_opts, threads, workers) -> dict:
+    """A start engine's options: START_OPTIONS, the size rule's, and its threads — Mt-KaHyPar
+    DETERMINISTIC ``workers`` (or the count its process-wide pool already has: the same partition
+    at any count, tested), KaMinPar ``threads`` only when given."""
+    opts = dict(START_OPTIONS.get(eng, {}), **start_opts.get(eng, {}))
+    if eng == "kaminpar" and threads is not None:
+        opts["threads"] = threads
+    if eng == "mtkahypar" and opts.get("preset") == "DETERMINISTIC":
+        opts["threads"] = mtk_threads() or workers
+    return opts
+
+
+def _start(graph, k, eng, opts, imbalance, seed, vcycle, progress, lanes):
     """One start: the engine (with a heartbeat), the balance repair when it broke ε, the km1
-    V-cycle when ``vcycle``; returns (part, report of the start)."""
+    V-cycle when ``vcycle`` (a task on ``lanes``: it runs beside the next start's engine);
+    returns (the part or the V-cycle's task, report of the start)."""
     say = progress or (lambda msg: None)
     ts = time.perf_counter()
     with _heartbeat(progress, eng):
@@ -328,9 +356,18 @@ def _start(graph, k, eng, opts, imbalance, seed, vcycle, progress):
         part, rep = _rebalance(graph, part, k, imbalance, rep, say)
     rep["figures"] = rep["start"]
     if vcycle:
-        part = _vcycle(graph, part, k, imbalance, seed, rep, progress)
-    say(f"start {eng}: max(send, recv) {rep['figures']['max_send_recv']}, "
-        f"total volume {rep['figures']['total_volume']} ({time.perf_counter() - ts:.2f} s)")
+        part = lanes.submit(_vcycle, graph, part, k, imbalance, seed, rep, progress)
+    return part, rep
+
+
+def _started(part, rep, progress):
+    """A start's (part, report) once its V-cycle (if any) is done, said in the starts' order."""
+    if isinstance(part, Task):
+        part = part.result()
+    if progress:
+        secs = rep["engine_s"] + rep.get("rebalance", {}).get("seconds", 0.0) + rep.get("vcycle_s", 0.0)
+        progress(f"start {rep['engine']}: max(send, recv) {rep['figures']['max_send_recv']}, "
+                 f"total volume {rep['figures']['total_volume']} ({secs:.2f} s)")
     return part, rep
 
 
@@ -376,7 +413,8 @@ class Budget(NamedTuple):
         return f"time limit {left:.1f} s" if left is not None else f"work limit {work:,} units"
 
 
-def _refine_starts(graph, k, reps, parts, best, imbalance, seed, volume_tolerance, budget, rounds, progress):
+def _refine_starts(graph, k, reps, parts, best, imbalance, seed, volume_tolerance, budget, rounds, progress,
+                   lanes):
     """Bottleneck refinement (max-both) of the kept start — on small graphs (≤ SMALL_NNZ nonzeros,
     where engine times are fixed costs) of every start as balanced as the kept one, since a start's
     max before refinement does not rank its refined result — then more rounds of the best result
@@ -390,8 +428,8 @@ def _refine_starts(graph, k, reps, parts, best, imbalance, seed, volume_toleranc
     say = progress or (lambda msg: None)
     low = min(r["figures"]["total_volume"] for r in reps)
     tied = [i for i in range(len(reps)) if reps[i]["overload"] == reps[best]["overload"] and i != best]
-    cands = [best] + (tied if graph.nnz <= SMALL_NNZ else [])
-    results = []
+    cands = [best] + (tied if graph.nnz <= REFINE_ALL_NNZ else [])
+    tasks = []
     for i in cands:
         start, tv = parts[i], reps[i]["figures"]["total_volume"]
         if has_empty_rows(graph):        # within the compute limit before the refinement keeps it
@@ -399,8 +437,13 @@ def _refine_starts(graph, k, reps, parts, best, imbalance, seed, volume_toleranc
             tv = figures(graph, start, k)["total_volume"]
         ref, tol = (low, volume_tolerance) if tv <= low * (1 + volume_tolerance) else (tv, 0.0)
         say(f"refining max(send, recv) of the {reps[i]['engine']} start ({budget.say(budget.first)})")
-        p_i, r_i = _refine_max(graph, start, k, imbalance, seed, ref, tol, budget.left_s(), budget.first,
-                               progress)
+        said = progress if len(cands) == 1 or progress is None else (
+            lambda msg, eng=reps[i]["engine"]: progress(f"{eng} start: {msg}"))
+        tasks.append((i, ref, tol, lanes.submit(_refine_max, graph, start, k, imbalance, seed, ref, tol,
+                                                budget.left_s(), budget.first, said)))
+    results = []
+    for i, ref, tol, task in tasks:      # in the candidates' order, whichever ended first
+        p_i, r_i = task.result()
         results.append((r_i["after"]["max_send_recv"], r_i["after"]["total_volume"], len(results), i, p_i, r_i,
                         ref, tol))
     *_, i, part, rrep, ref, tol = min(results, key=lambda t: t[:3])

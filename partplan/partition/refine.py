@@ -50,6 +50,7 @@ Volumes are in rows of H (bytes = rows × f × dtype size).
 """
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -75,6 +76,7 @@ ML_WORK_PER_PIN = 1.0
 ML_FM_PASSES = 1
 VOLUME_LIMIT_MAX = 2 ** 60
 _KERNELS_LOADED = False
+_KERNELS_LOCK = threading.RLock()
 
 
 def _load_kernels() -> None:
@@ -83,16 +85,22 @@ def _load_kernels() -> None:
     loses that time to loading, stops at its limit instead of converging, and the result depends on
     the machine rather than the seed (delaunay_n15, k = 16: max 175 instead of 167)."""
     global _KERNELS_LOADED
-    if not _KERNELS_LOADED:
-        _KERNELS_LOADED = True
-        # a grid big enough that the cluster-move stage loads its kernels too, and a time limit
-        # that does not bind, so that the code paths reading the clock are reached as well
-        side = 16
-        v = np.arange(side * side).reshape(side, side)
-        src = np.concatenate([v[:, :-1].ravel(), v[:-1, :].ravel()])
-        dst = np.concatenate([v[:, 1:].ravel(), v[1:, :].ravel()])
-        grid = Graph.from_edges(src, dst, n=side * side, symmetrize=True)
-        refine(grid, np.arange(side * side) % 6, 6, imbalance=0.5, time_limit=1e9)
+    with _KERNELS_LOCK:     # refinements may start side by side (lanes.py): one loads, the others wait
+        if not _KERNELS_LOADED:
+            _KERNELS_LOADED = True      # (the grid's own refine() call re-enters: nothing to load)
+            _grid_refine()
+
+
+def _grid_refine() -> None:
+    """A refinement of a small grid that reaches every kernel (:func:`_load_kernels`): big enough
+    that the cluster-move stage loads its kernels too, with a time limit that does not bind, so
+    that the code paths reading the clock are reached as well."""
+    side = 16
+    v = np.arange(side * side).reshape(side, side)
+    src = np.concatenate([v[:, :-1].ravel(), v[:-1, :].ravel()])
+    dst = np.concatenate([v[:, 1:].ravel(), v[1:, :].ravel()])
+    grid = Graph.from_edges(src, dst, n=side * side, symmetrize=True)
+    refine(grid, np.arange(side * side) % 6, 6, imbalance=0.5, time_limit=1e9)
 
 
 def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-both",

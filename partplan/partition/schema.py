@@ -126,7 +126,6 @@ def _vcycle(v):
     raise OptionError(f"auto option vcycle must be 'all', 'best', True or False, got {v!r}")
 
 
-_THREADS = Opt("threads", "int", 1, "worker threads (fixed by the first Mt-KaHyPar call of a process)", lo=1, hi=1024)
 
 AUTO = _schema(
     Opt("starts", "any", "auto", "start engines (graph model), a list or 'a,b'; 'auto': by graph size "
@@ -146,7 +145,9 @@ AUTO = _schema(
     Opt("volume_tolerance", "real", 0.03, "allowed total volume growth (fraction)"),
     Opt("time_limit", "real", None, "refinement time limit (s) instead of the work limits (the result then "
         "depends on the machine)", none_ok=True),
-    _THREADS)
+    Opt("threads", "int", None, "cores the pipeline may use (None: all): V-cycles and refinements side by "
+        "side, the Mt-KaHyPar start's threads (the same partition at any count); KaMinPar's only when given",
+        lo=1, hi=1024, none_ok=True))
 
 PLANNER = _schema(
     Opt("f", "int", 128, "feature width (columns of H) for bytes", lo=1),

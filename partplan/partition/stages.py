@@ -184,7 +184,7 @@ def _hubs(graph: Graph, req: Request, w: Work) -> None:
         new, w.info["hubs"] = spread_hubs(
             graph, w.model_obj, w.part, req.b, imbalance=req.imbalance, seed=req.seed, factor=factor,
             volume_tolerance=ro.get("volume_tolerance", 0.05), preset=req.engine_opts.get("preset", "DEFAULT"),
-            threads=req.engine_opts.get("threads", 1), objective=req.objective,
+            threads=req.engine_opts.get("threads"), objective=req.objective,
             alpha=ro.get("alpha", DEFAULT_ALPHA_S), beta=ro.get("beta", DEFAULT_BETA_S_PER_BYTE),
             row_bytes=req.f * dtype_bytes(req.dtype))
         w.timings["hubs_s"] = time.perf_counter() - t0
