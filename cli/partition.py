@@ -69,8 +69,9 @@ def register(subparsers) -> None:
     p.add_argument("--imbalance", type=_fraction, default=0.03, help="ε: compute balance tolerance "
                                                                       "(default 0.03)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--threads", type=_positive_int, default=None, help="threads: Mt-KaHyPar's; the default pipeline's cores (default: all; "
-                   "the same partition at any count)")
+    p.add_argument("--threads", type=_positive_int, default=None,
+                   help="the default pipeline: cores it may use (default: all; the same partition at any "
+                        "count); --engine mtkahypar / kaminpar: the engine's threads (several: not reproducible)")
     p.add_argument("--ownership", default="conformal", choices=["conformal", "decoupled"],
                    help="decoupled: choose the owner of each H row inside its connectivity set (1D)")
     p.add_argument("--ownership-method", default=None, choices=["greedy", "lp"],

@@ -84,3 +84,19 @@ def test_plan_output_or_clear_error(mtx, tmp_path, capsys):
     rc = main(["partition", str(mtx), "-k", "4", "--engine", "block", "-o", str(tmp_path / "h.plan"),
                "--partition-only", "-q"])
     assert rc == 0 and (tmp_path / "h.npy").is_file()
+
+
+def test_default_partition_is_the_same_on_one_core_and_all(mtx, tmp_path, capsys, monkeypatch):
+    """``--threads 1`` and the default (all cores: 3 workers here, whatever the machine has)
+    write the same partition file, and the JSON says how many workers ran."""
+    from partplan.partition import pipeline
+
+    monkeypatch.setattr(pipeline, "available_cores", lambda: 3)
+    got = []
+    for extra in (["--threads", "1"], []):
+        out = tmp_path / f"g{len(got)}.npy"
+        assert main(["partition", str(mtx), "-k", "4", "-o", str(out), "--json", *extra]) == 0
+        d = json.loads(capsys.readouterr().out)
+        got.append((np.load(out), d["info"]["auto"]["workers"]))
+    assert np.array_equal(got[0][0], got[1][0])
+    assert [w for _, w in got] == [1, 3]

@@ -297,3 +297,24 @@ def test_isolated_rows_are_spread_as_one_at_a_time_to_the_lightest_part():
             want[p] += 1
         assert np.array_equal(part[~empty], sub_part)
         assert np.array_equal(np.bincount(part[empty], minlength=k), want)
+
+
+def test_every_balanced_start_is_refined_above_the_small_size(monkeypatch):
+    """Two starts (METIS, KaMinPar: the size rule above SMALL_NNZ): each one as balanced as the
+    kept one is refined, side by side or one after the other with the same partition; with
+    REFINE_ALL_NNZ below the graph's size only the kept start is. Figures checked by analyze."""
+    from partplan.partition import pipeline
+
+    g = _graph(3000, seed=2)
+    monkeypatch.setattr(pipeline, "SMALL_NNZ", 0)
+    part2, rep2 = auto_partition(g, 8, threads=2)
+    part1, rep1 = auto_partition(g, 8, threads=1)
+    assert [r["engine"] for r in rep2["starts"]] == ["metis", "kaminpar"]
+    kept = min(r["overload"] for r in rep2["starts"])
+    assert set(rep2["refined_starts"]) == {r["engine"] for r in rep2["starts"] if r["overload"] == kept}
+    assert np.array_equal(part1, part2) and rep1["refined_starts"] == rep2["refined_starts"]
+    s = analyze(g, part2, 8)
+    assert max(int(s.volume.sum(1).max()), int(s.volume.sum(0).max())) == figures(g, part2, 8)["max_send_recv"]
+    monkeypatch.setattr(pipeline, "REFINE_ALL_NNZ", 0)
+    _, rep = auto_partition(g, 8, threads=2)
+    assert rep["refined_starts"] == [rep["chosen"]]

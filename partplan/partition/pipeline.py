@@ -20,8 +20,9 @@ Chosen by measurement on the TUNE half of ``benchmarks/bench_families.py``
    half this beat ``vcycle="best", select="volume"`` on the bottleneck,
    0.833 vs 0.846 of the best peer, at 1.3× its in-API time — docs/planner.md);
 4. **bottleneck refinement** (:func:`partplan.partition.refine.refine`,
-   max-both, exact; on graphs of ≤ SMALL_NNZ nonzeros every start as balanced
-   as the kept one is refined and the lowest result kept; FM passes end after
+   max-both, exact; every start as balanced as the kept one is refined — side
+   by side on several cores — and the lowest result kept (up to REFINE_ALL_NNZ
+   nonzeros; since session 32, before only up to SMALL_NNZ); FM passes end after
    REFINE_PATIENCE moves without a new best state), its first round
    limited to ``refine_work`` work units per pin of A + I (at least
    REFINE_WORK_MIN, at most REFINE_WORK_MAX), with the total volume capped at
@@ -96,8 +97,11 @@ METIS_MAX_NNZ = 16_000_000
 # km1 after the V-cycle is ~8 % lower on the power grid (k = 16) than either cheap start's
 SMALL_NNZ = 50_000
 # graphs of at most this many nonzeros refine every start as balanced as the kept one (side by side
-# on several cores, lanes.py) and keep the lowest result; above it only the kept start
-REFINE_ALL_NNZ = SMALL_NNZ
+# on several cores, lanes.py) and keep the lowest result; above it only the kept start. Session 32
+# (docs/planner.md): every size that has two starts — chosen on TUNE (max x0.974 at x0.99 of the
+# wall on 2 cores), held-out REPORT x0.995 at x1.04; before, SMALL_NNZ (one core: twice the
+# refinement's time)
+REFINE_ALL_NNZ = METIS_MAX_NNZ
 TERAPART_NNZ = 64_000_000
 DEFAULT_VCYCLE = "all"
 DEFAULT_SELECT = "max"
@@ -200,8 +204,9 @@ def auto_partition(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int =
 
     threads : cores the pipeline may use (None: all this process may run on). Its independent
         pieces run side by side (:mod:`.lanes`) and the Mt-KaHyPar start uses that many threads:
-        the partition is the same at any count. KaMinPar gets ``threads`` only when it is given
-        (several KaMinPar threads are not reproducible); otherwise one."""
+        the partition is the same at any count. KaMinPar always runs on one thread (several
+        KaMinPar threads are not reproducible; ``--engine kaminpar --threads N`` is the fast,
+        non-deterministic path)."""
     asked = starts             # as given: the rows without the isolated ones choose their own by size
     starts, start_opts, vcycle = _check_options(graph, starts, vcycle, select)
     refine = check_bool("refine", refine)
@@ -229,7 +234,7 @@ def auto_partition(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int =
         return spread_isolated(graph, part, empty, k), report
     t0 = time.perf_counter()
     lanes = Lanes(workers)
-    started = [_start(graph, k, eng, _start_options(eng, start_opts, threads, workers), imbalance, seed,
+    started = [_start(graph, k, eng, _start_options(eng, start_opts, workers), imbalance, seed,
                       vcycle == "all", progress, lanes) for eng in starts]
     parts, reps = map(list, zip(*(_started(*s, progress) for s in started)))
     best = min(range(len(reps)), key=lambda i: _key(reps[i], select) + (i,))
@@ -330,13 +335,11 @@ def _check_options(graph, starts, vcycle, select):
     return starts, start_opts, "all" if vcycle is True else vcycle
 
 
-def _start_options(eng, start_opts, threads, workers) -> dict:
+def _start_options(eng, start_opts, workers) -> dict:
     """A start engine's options: START_OPTIONS, the size rule's, and its threads — Mt-KaHyPar
     DETERMINISTIC ``workers`` (or the count its process-wide pool already has: the same partition
-    at any count, tested), KaMinPar ``threads`` only when given."""
+    at any count, tested); KaMinPar one thread (its default: several are not reproducible)."""
     opts = dict(START_OPTIONS.get(eng, {}), **start_opts.get(eng, {}))
-    if eng == "kaminpar" and threads is not None:
-        opts["threads"] = threads
     if eng == "mtkahypar" and opts.get("preset") == "DETERMINISTIC":
         opts["threads"] = mtk_threads() or workers
     return opts
@@ -415,8 +418,8 @@ class Budget(NamedTuple):
 
 def _refine_starts(graph, k, reps, parts, best, imbalance, seed, volume_tolerance, budget, rounds, progress,
                    lanes):
-    """Bottleneck refinement (max-both) of the kept start — on small graphs (≤ SMALL_NNZ nonzeros,
-    where engine times are fixed costs) of every start as balanced as the kept one, since a start's
+    """Bottleneck refinement (max-both) of the kept start — on graphs of ≤ REFINE_ALL_NNZ nonzeros
+    of every start as balanced as the kept one (side by side on ``lanes``), since a start's
     max before refinement does not rank its refined result — then more rounds of the best result
     (:func:`_more_rounds`) within the :class:`Budget`. Total volume at most
     (1 + volume_tolerance) × the lowest of the starts' (or the start's own when already higher).

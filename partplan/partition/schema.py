@@ -146,7 +146,7 @@ AUTO = _schema(
     Opt("time_limit", "real", None, "refinement time limit (s) instead of the work limits (the result then "
         "depends on the machine)", none_ok=True),
     Opt("threads", "int", None, "cores the pipeline may use (None: all): V-cycles and refinements side by "
-        "side, the Mt-KaHyPar start's threads (the same partition at any count); KaMinPar's only when given",
+        "side, the Mt-KaHyPar start's threads (the same partition at any count); KaMinPar keeps one",
         lo=1, hi=1024, none_ok=True))
 
 PLANNER = _schema(
