@@ -60,7 +60,7 @@ def _geo(n, seed=0):
                             self_loops="remove", name="geo")
 
 
-@pytest.mark.parametrize("n", [1200, 9000])   # small: three starts refined side by side; larger: one
+@pytest.mark.parametrize("n", [1200, 9000])   # small: three starts (Mt-KaHyPar too); larger: two, both refined
 def test_default_partition_is_the_same_with_one_worker_and_several(n, monkeypatch):
     pytest.importorskip("kaminpar")
     from partplan.partition import pipeline

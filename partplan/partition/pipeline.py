@@ -56,7 +56,7 @@ the pipeline that ignores the compute limit (geometric means ×0.995 TUNE, ×1.0
 at the end alone had cost up to ×1.25.
 
 **Cores** (since session 31, ``threads``; default: all this process may run on): each start's
-km1 V-cycle runs beside the next start's engine, the starts refined on a small graph run side by
+km1 V-cycle runs beside the next start's engine, the refinements of the starts run side by
 side (:mod:`partplan.partition.lanes`; the compiled kernels release the GIL), and the Mt-KaHyPar
 start uses that many threads. The work done does not depend on the count, only its wall time.
 
