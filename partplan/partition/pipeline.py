@@ -63,7 +63,7 @@ start uses that many threads. The work done does not depend on the count, only i
 Every figure in the report is recomputed exactly from the partition
 (:func:`partplan.metrics.volume1d.volume_matrix`). **Deterministic** for a seed,
 on any machine, at any core count and under any load: METIS, KaMinPar with one thread,
-Mt-KaHyPar DETERMINISTIC (the same partition at 1 and 2 threads, tests/test_lanes.py) and the
+Mt-KaHyPar DETERMINISTIC (the same partition at 1, 2 and 4 threads, tests/test_lanes.py) and the
 V-cycle are, results of side-by-side pieces are taken in a fixed order, and the refinement's budget is *counted* work
 (the nets of the vertices whose moves were evaluated: refine's ``work_limit``),
 not seconds (v3.5; v3.4's budget of 1× the start time stopped rounds, and on
@@ -216,7 +216,7 @@ def auto_partition(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int =
     volume_tolerance = check_real("volume_tolerance", volume_tolerance)
     refine_rounds = check_int("refine_rounds", refine_rounds, lo=1)
     volume_work = check_real("volume_work", volume_work)
-    threads = None if threads is None else check_int("threads", threads, lo=1)
+    threads = None if threads is None else check_int("threads", threads, lo=1, hi=1024)
     workers = available_cores() if threads is None else threads
     empty = isolated_rows(graph)
     n_empty = int(empty.sum())
@@ -337,11 +337,11 @@ def _check_options(graph, starts, vcycle, select):
 
 def _start_options(eng, start_opts, workers) -> dict:
     """A start engine's options: START_OPTIONS, the size rule's, and its threads — Mt-KaHyPar
-    DETERMINISTIC ``workers`` (or the count its process-wide pool already has: the same partition
-    at any count, tested); KaMinPar one thread (its default: several are not reproducible)."""
+    DETERMINISTIC ``workers`` up to the cores there are (or the count its process-wide pool already
+    has: the same partition at any count, tested); KaMinPar one thread (its default: several are not reproducible)."""
     opts = dict(START_OPTIONS.get(eng, {}), **start_opts.get(eng, {}))
     if eng == "mtkahypar" and opts.get("preset") == "DETERMINISTIC":
-        opts["threads"] = mtk_threads() or workers
+        opts["threads"] = mtk_threads() or min(workers, available_cores())
     return opts
 
 
