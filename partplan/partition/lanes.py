@@ -23,6 +23,9 @@ import os
 import threading
 from typing import Any, Callable
 
+# the most workers a caller may ask for (``threads``: pipeline.auto_partition and its schema)
+MAX_WORKERS = 1024
+
 
 def available_cores() -> int:
     """Cores this process may run on (its CPU affinity where the OS has one, else cpu_count)."""

@@ -83,7 +83,7 @@ from ..graph import Graph
 from ..metrics.volume1d import volume_matrix
 from .backends import get_backend, mtk_threads, run_backend
 from .heartbeat import _heartbeat
-from .lanes import Lanes, Task, available_cores
+from .lanes import MAX_WORKERS, Lanes, Task, available_cores
 from .objectives import balance_cap
 from .options import check_bool, check_int, check_real
 
@@ -216,7 +216,7 @@ def auto_partition(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int =
     volume_tolerance = check_real("volume_tolerance", volume_tolerance)
     refine_rounds = check_int("refine_rounds", refine_rounds, lo=1)
     volume_work = check_real("volume_work", volume_work)
-    threads = None if threads is None else check_int("threads", threads, lo=1, hi=1024)
+    threads = None if threads is None else check_int("threads", threads, lo=1, hi=MAX_WORKERS)
     workers = available_cores() if threads is None else threads
     empty = isolated_rows(graph)
     n_empty = int(empty.sum())

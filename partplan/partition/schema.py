@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..errors import BackendUnavailableError, OptionError
+from .lanes import MAX_WORKERS
 from .options import check_bool, check_int, check_real
 
 KINDS = ("int", "real", "bool", "choice", "text", "path", "callable", "any")
@@ -126,7 +127,6 @@ def _vcycle(v):
     raise OptionError(f"auto option vcycle must be 'all', 'best', True or False, got {v!r}")
 
 
-
 AUTO = _schema(
     Opt("starts", "any", "auto", "start engines (graph model), a list or 'a,b'; 'auto': by graph size "
         "(pipeline.starts_by_size)"),
@@ -147,7 +147,7 @@ AUTO = _schema(
         "depends on the machine)", none_ok=True),
     Opt("threads", "int", None, "cores the pipeline may use (None: all): V-cycles and refinements side by "
         "side, the Mt-KaHyPar start's threads (the same partition at any count); KaMinPar keeps one",
-        lo=1, hi=1024, none_ok=True))
+        lo=1, hi=MAX_WORKERS, none_ok=True))
 
 PLANNER = _schema(
     Opt("f", "int", 128, "feature width (columns of H) for bytes", lo=1),
