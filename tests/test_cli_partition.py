@@ -100,3 +100,20 @@ def test_default_partition_is_the_same_on_one_core_and_all(mtx, tmp_path, capsys
         got.append((np.load(out), d["info"]["auto"]["workers"]))
     assert np.array_equal(got[0][0], got[1][0])
     assert [w for _, w in got] == [1, 3]
+
+
+def test_engine_prints_stay_off_json_stdout(tmp_path, capfd):
+    """METIS prints diagnostics with C printf (a star whose hub outweighs a part: "***Cannot bisect a
+    graph with 0 vertices!"), below sys.stdout; ``--json`` must still print one JSON record there."""
+    from partplan.graph import Graph
+    from partplan.io import write_npz
+
+    rng = np.random.default_rng(0)
+    g = Graph.from_edges(np.zeros(103, np.int64), rng.integers(0, 56, 103), n=56, symmetrize=True)
+    write_npz(g, tmp_path / "star.npz")
+    assert main(["partition", str(tmp_path / "star.npz"), "-k", "16", "--json", "-q",
+                 "-o", str(tmp_path / "star.part")]) == 0
+    cap = capfd.readouterr()
+    d = json.loads(cap.out)                 # nothing but the record on stdout
+    assert d["k"] == 16 and d["n"] == 56
+    assert "***" in cap.err                 # METIS's lines went to stderr (else this test would not test it)

@@ -36,6 +36,7 @@ from typing import Callable
 
 import numpy as np
 
+from .._stdio import engine_output_to_stderr
 from ..errors import BackendUnavailableError, PartitionError
 from ..graph import Graph
 from ..hypergraph import Hypergraph
@@ -500,4 +501,5 @@ def run_backend(name: str, model_obj: Graph | Hypergraph, k: int, *, imbalance: 
         raise BackendUnavailableError(f"backend {name!r} does not take option(s) {', '.join(sorted(extra))}")
     _check_k(model_obj.n, k)
     _check_imbalance(imbalance)
-    return b.run(model_obj, k, imbalance=imbalance, seed=seed, graph=graph, **opts)
+    with engine_output_to_stderr():      # METIS's printf diagnostics must not reach --json's stdout
+        return b.run(model_obj, k, imbalance=imbalance, seed=seed, graph=graph, **opts)
