@@ -318,3 +318,43 @@ def test_every_balanced_start_is_refined_above_the_small_size(monkeypatch):
     monkeypatch.setattr(pipeline, "REFINE_ALL_NNZ", 0)
     _, rep = auto_partition(g, 8, threads=2)
     assert rep["refined_starts"] == [rep["chosen"]]
+
+
+def test_refine_cycles_never_worse_exact_within_limits_and_deterministic():
+    """refine_cycles > 1: refinement + volume round again from the volume round's result. The
+    result is never above the one-cycle pipeline's max (the cycles start from it), its figures are
+    what analyze recounts, the total volume stays within the first refinement's limit and the
+    ε-limit holds; the cycles end at the first one that does not lower the max; same result on
+    one core and two."""
+    g = _graph(2500, seed=4)
+    one, r1 = auto_partition(g, 8, threads=1)
+    many, rc = auto_partition(g, 8, refine_cycles=5, threads=1)
+    trail = rc["cycles"]["trail"]
+    assert "cycles" not in r1 and trail[0] == (r1["volume_round"]["after"]["max_send_recv"],
+                                               r1["volume_round"]["after"]["total_volume"])
+    assert 2 <= len(trail) <= 5
+    assert all(a[0] > b[0] for a, b in zip(trail[:-2], trail[1:-1]))     # went on only while the max fell
+    if len(trail) < 5:
+        assert trail[-1][0] >= trail[-2][0]                                # ended by a cycle that did not
+    s = analyze(g, many, 8)
+    got = (max(int(s.volume.sum(1).max()), int(s.volume.sum(0).max())), int(s.total_volume))
+    assert got == min(trail) == (rc["volume_round"]["after"]["max_send_recv"],
+                                 rc["volume_round"]["after"]["total_volume"])
+    assert got[0] <= figures(g, one, 8)["max_send_recv"]
+    chosen = [r for r in rc["starts"] if r["engine"] == rc["chosen"]][0]
+    low = min(r["figures"]["total_volume"] for r in rc["starts"])
+    assert s.total_volume <= max(chosen["figures"]["total_volume"], int(low * 1.03))
+    w = np.maximum(g.row_nnz, 1)
+    assert np.bincount(many, weights=w).max() <= np.floor(1.03 * np.ceil(w.sum() / 8))
+    again, _ = auto_partition(g, 8, refine_cycles=5, threads=2)
+    assert np.array_equal(again, many)
+
+
+def test_refine_cycles_option_through_partition_and_bad_values():
+    g = _graph(600)
+    p = partition(g, 4, refine_cycles=3)
+    assert 1 <= len(p.info["auto"]["cycles"]["trail"]) <= 3
+    for bad in (dict(refine_cycles=0), dict(refine_cycles="x"), dict(refine_cycles=2, volume_work=0),
+                dict(cycle_work=-1.0), dict(cycle_work=float("nan"))):
+        with pytest.raises(OptionError):
+            partition(g, 4, **bad)

@@ -35,7 +35,12 @@ Chosen by measurement on the TUNE half of ``benchmarks/bench_families.py``
 5. a **volume round** (since v3.6): km1 FM (refine objective "total") that
    lowers the total volume while no part's max(send, recv) rises above the
    refined max, within ``volume_work`` units per pin (0: off) — the bottleneck
-   stays, the volume the refinement spent on it is partly given back.
+   stays, the volume the refinement spent on it is partly given back;
+6. optional (``refine_cycles`` > 1; default 1, session 33): **refine/volume cycles** — the
+   bottleneck refinement again from the volume round's result, then another volume round, while a
+   cycle lowers the max. On the TUNE half (k = 16, 64) ``refine_cycles=6, refine_rounds=1`` gave
+   max(send, recv) x0.987 (social and collaboration graphs x0.95-0.98, meshes, power grid and
+   R-MAT x1.00-1.01) at x1.6 of the pipeline's wall: not the default (docs/planner.md).
 
 Rows with no nonzero in their row or their column (isolated vertices) are set aside first: the
 pipeline runs on the other rows, and the isolated ones are spread over the parts by water-filling
@@ -131,6 +136,13 @@ REFINE_PATIENCE = 1000
 # the volume round: km1 FM capped at the refined max(send, recv), this many work units per pin of
 # A + I (0: none); measured on the TUNE half: total volume -0.6 to -2.9 % at 2 units per pin
 DEFAULT_VOLUME_WORK = 2.0
+# refine/volume cycles: the volume round gives total volume back below the refinement's limit and
+# leaves the partition at another point of the same max; the bottleneck refinement runs again from
+# it (seed + 100 c, the same total-volume limit, within ``cycle_work`` x the first round's work
+# units, at least REFINE_WORK_MIN), then another volume round; at most ``refine_cycles`` cycles in
+# all, ending at the first that does not lower max(send, recv)
+DEFAULT_REFINE_CYCLES = 1
+DEFAULT_CYCLE_WORK = 0.25
 VCYCLE_CHOICES = (True, False, "all", "best")
 # graphs with empty rows: keep the compute limit too (starts repaired, refinement under both limits,
 # a repair at the end); False only to measure what that costs (benchmarks/bench_empty_rows.py)
@@ -198,6 +210,7 @@ def auto_partition(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int =
                    volume_tolerance: float = DEFAULT_VOLUME_TOLERANCE, time_limit: float | None = None,
                    select: str = DEFAULT_SELECT, km1_fm: bool = False,
                    refine_rounds: int = DEFAULT_REFINE_ROUNDS, volume_work: float = DEFAULT_VOLUME_WORK,
+                   refine_cycles: int = DEFAULT_REFINE_CYCLES, cycle_work: float = DEFAULT_CYCLE_WORK,
                    threads: int | None = None,
                    progress: Callable[[str], None] | None = None) -> tuple[np.ndarray, dict]:
     """Run the default pipeline (module doc); returns (part int64[n], report).
@@ -216,6 +229,10 @@ def auto_partition(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int =
     volume_tolerance = check_real("volume_tolerance", volume_tolerance)
     refine_rounds = check_int("refine_rounds", refine_rounds, lo=1)
     volume_work = check_real("volume_work", volume_work)
+    refine_cycles = check_int("refine_cycles", refine_cycles, lo=1, hi=1000)
+    cycle_work = check_real("cycle_work", cycle_work)
+    if refine_cycles > 1 and volume_work <= 0:
+        raise OptionError("refine_cycles > 1 needs the volume round between the refinements (volume_work > 0)")
     threads = None if threads is None else check_int("threads", threads, lo=1, hi=MAX_WORKERS)
     workers = available_cores() if threads is None else threads
     empty = isolated_rows(graph)
@@ -229,7 +246,8 @@ def auto_partition(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int =
             sub, k, imbalance=imbalance, seed=seed, starts=asked, vcycle=vcycle, refine=refine,
             refine_work=refine_work, rounds_work=rounds_work, volume_tolerance=volume_tolerance,
             time_limit=time_limit, select=select, km1_fm=km1_fm, refine_rounds=refine_rounds,
-            volume_work=volume_work, threads=threads, progress=progress)
+            volume_work=volume_work, refine_cycles=refine_cycles, cycle_work=cycle_work, threads=threads,
+            progress=progress)
         report["isolated_rows"] = n_empty
         return spread_isolated(graph, part, empty, k), report
     t0 = time.perf_counter()
@@ -250,12 +268,15 @@ def auto_partition(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int =
               "workers": workers}
     if refine and k > 1:
         budget = Budget.of(graph, refine_work, rounds_work, time_limit)
-        part, report["refine"], i, report["refined_starts"] = _refine_starts(
+        part, report["refine"], i, report["refined_starts"], limit = _refine_starts(
             graph, k, reps, parts, best, imbalance, seed, volume_tolerance, budget, refine_rounds, progress, lanes)
         report["chosen"] = reps[i]["engine"]
         if volume_work > 0:
             part, report["volume_round"] = _volume_round(graph, k, part, report["refine"], imbalance, seed,
                                                          volume_work, budget, progress)
+            if refine_cycles > 1:
+                part, report["cycles"] = _cycles(graph, k, part, report, imbalance, seed, limit, budget,
+                                                 refine_cycles, cycle_work, volume_work, progress)
     if k > 1:
         part, report["compute_repair"] = _repair_compute(graph, part, k, imbalance, progress)
     report["seconds"] = time.perf_counter() - t0
@@ -451,7 +472,45 @@ def _refine_starts(graph, k, reps, parts, best, imbalance, seed, volume_toleranc
                         ref, tol))
     *_, i, part, rrep, ref, tol = min(results, key=lambda t: t[:3])
     part, rrep = _more_rounds(graph, k, part, rrep, imbalance, seed, ref, tol, rounds, budget, progress)
-    return part, rrep, i, [reps[j]["engine"] for j in cands]
+    return part, rrep, i, [reps[j]["engine"] for j in cands], (ref, tol)
+
+
+def _cycles(graph, k, part, report, imbalance, seed, limit, budget, cycles, cycle_work, volume_work, progress):
+    """Cycles 2.. of refinement + volume round (``refine_cycles``): the max-both refinement from
+    the last volume round's result (seed + 100 c; ``limit`` = (ref, tol): total volume at most
+    (1 + tol) x ref, as the first refinement), within ``cycle_work`` x the first round's work
+    units (at least REFINE_WORK_MIN; seconds left under a caller's time limit), then a volume
+    round. Ends at the first cycle that does not lower max(send, recv); the lowest
+    (max(send, recv), total volume) is kept, and ``report["volume_round"]`` becomes the kept
+    cycle's (its ``after``: the final figures). Returns (part, report: ``trail`` of (max(send,
+    recv), total volume) after each cycle, the first being the volume round's, ``kept`` (index in
+    the trail), ``work`` units and ``seconds`` of the cycles)."""
+    ref, tol = limit
+    after = report["volume_round"]["after"]
+    best = (after["max_send_recv"], after["total_volume"])
+    trail, kept, work, t0 = [best], 0, 0, time.perf_counter()
+    units = None if budget.first is None else max(REFINE_WORK_MIN, int(cycle_work * report["refine"]["work"]))
+    cur = part
+    for c in range(1, cycles):
+        left = budget.left_s()
+        if left is not None and left <= 0:
+            break
+        if progress:
+            progress(f"refine/volume cycle {c + 1}: from max(send, recv) {trail[-1][0]}, total volume "
+                     f"{trail[-1][1]} ({budget.say(units)})")
+        cur, r_c = _refine_max(graph, cur, k, imbalance, seed + 100 * c, ref, tol, left, units, None)
+        cur, v_c = _volume_round(graph, k, cur, r_c, imbalance, seed + 100 * c, volume_work, budget, None)
+        work += r_c["work"] + v_c["work"]
+        got = (v_c["after"]["max_send_recv"], v_c["after"]["total_volume"])
+        trail.append(got)
+        if got < best:
+            best, part, kept = got, cur, c
+            report["volume_round"] = dict(v_c, cycle=c + 1)
+        if got[0] >= trail[-2][0]:
+            break
+    if progress:
+        progress(f"refine/volume cycles: max(send, recv) {' -> '.join(str(t[0]) for t in trail)}")
+    return part, {"trail": trail, "kept": kept, "work": work, "seconds": time.perf_counter() - t0}
 
 
 def _more_rounds(graph, k, part, rrep, imbalance, seed, ref, tol, rounds, budget, progress):

@@ -30,7 +30,7 @@ OWNERSHIP = ("conformal", "decoupled")
 DEFAULT_OBJECTIVE = {"hypergraph": "max-both"}
 # options only the default pipeline takes (its refinement options are the refine group's)
 AUTO_KEYS = ("starts", "vcycle", "select", "km1_fm", "refine", "refine_work", "rounds_work",
-             "refine_rounds", "volume_work")
+             "refine_rounds", "volume_work", "refine_cycles", "cycle_work")
 _POST_GROUPS = ("hypergraph", "stochastic", "refine", "hubs", "ownership")
 
 
