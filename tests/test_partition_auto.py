@@ -88,12 +88,12 @@ def test_default_budget_is_counted_work_not_seconds(monkeypatch):
 def test_volume_round_gives_back_volume_and_keeps_the_bottleneck():
     """The last stage (volume_work units per pin, 0: off) lowers the total volume of the refined
     partition without raising max(send, recv): both recounted by analyze against the same
-    pipeline without it; ε-balance holds."""
+    pipeline without it (one cycle: refine_cycles=1; the cycles are tested below); ε-balance holds."""
     for n, seed, k in ((2000, 7, 8), (1500, 3, 16)):
         g = _graph(n, seed=seed)
         without, r0 = auto_partition(g, k, volume_work=0)
         assert "volume_round" not in r0
-        with_, r1 = auto_partition(g, k)
+        with_, r1 = auto_partition(g, k, refine_cycles=1)
         s0, s1 = analyze(g, without, k), analyze(g, with_, k)
         assert max(s1.max_send, s1.max_recv) <= max(s0.max_send, s0.max_recv)
         assert s1.total_volume < s0.total_volume
@@ -327,7 +327,7 @@ def test_refine_cycles_never_worse_exact_within_limits_and_deterministic():
     ε-limit holds; the cycles end at the first one that does not lower the max; same result on
     one core and two."""
     g = _graph(2500, seed=4)
-    one, r1 = auto_partition(g, 8, threads=1)
+    one, r1 = auto_partition(g, 8, refine_cycles=1, threads=1)
     many, rc = auto_partition(g, 8, refine_cycles=5, threads=1)
     trail = rc["cycles"]["trail"]
     assert "cycles" not in r1 and trail[0] == (r1["volume_round"]["after"]["max_send_recv"],
@@ -350,11 +350,18 @@ def test_refine_cycles_never_worse_exact_within_limits_and_deterministic():
     assert np.array_equal(again, many)
 
 
-def test_refine_cycles_option_through_partition_and_bad_values():
+def test_refine_cycles_option_through_partition_and_bad_values(monkeypatch):
+    from partplan.partition import pipeline
+
     g = _graph(600)
-    p = partition(g, 4, refine_cycles=3)
-    assert 1 <= len(p.info["auto"]["cycles"]["trail"]) <= 3
-    for bad in (dict(refine_cycles=0), dict(refine_cycles="x"), dict(refine_cycles=2, volume_work=0),
+    p = partition(g, 4)                                   # the default runs the cycles
+    assert 2 <= len(p.info["auto"]["cycles"]["trail"]) <= pipeline.DEFAULT_REFINE_CYCLES
+    assert "cycles" not in partition(g, 4, refine_cycles=1).info["auto"]
+    monkeypatch.setattr(pipeline, "CYCLES_MAX_NNZ", g.nnz - 1)      # above the size: one cycle by default
+    assert "cycles" not in partition(g, 4).info["auto"]
+    assert len(partition(g, 4, refine_cycles=2).info["auto"]["cycles"]["trail"]) >= 2   # asked for: runs
+    assert "cycles" not in partition(g, 4, volume_work=0).info["auto"]      # a cycle needs its volume round
+    for bad in (dict(refine_cycles=0), dict(refine_cycles="x"), dict(refine_cycles=10 ** 6),
                 dict(cycle_work=-1.0), dict(cycle_work=float("nan"))):
         with pytest.raises(OptionError):
             partition(g, 4, **bad)

@@ -36,11 +36,12 @@ Chosen by measurement on the TUNE half of ``benchmarks/bench_families.py``
    lowers the total volume while no part's max(send, recv) rises above the
    refined max, within ``volume_work`` units per pin (0: off) — the bottleneck
    stays, the volume the refinement spent on it is partly given back;
-6. optional (``refine_cycles`` > 1; default 1, session 33): **refine/volume cycles** — the
-   bottleneck refinement again from the volume round's result, then another volume round, while a
-   cycle lowers the max. On the TUNE half (k = 16, 64) ``refine_cycles=6, refine_rounds=1`` gave
-   max(send, recv) x0.987 (social and collaboration graphs x0.95-0.98, meshes, power grid and
-   R-MAT x1.00-1.01) at x1.6 of the pipeline's wall: not the default (docs/planner.md).
+6. **refine/volume cycles** (session 33; ``refine_cycles``, default DEFAULT_REFINE_CYCLES = 3 up
+   to CYCLES_MAX_NNZ nonzeros, 1 above): the bottleneck refinement again from the volume round's
+   result (another point of the same max, with the volume it gave back), then another volume
+   round, while a cycle lowers the max. Chosen on TUNE (k = 16, 64: max(send, recv) x0.990, CLI
+   wall x1.15 on 2 cores); held-out REPORT x0.985 (social, web, internet and collaboration graphs
+   x0.95-0.99; meshes, power grid and R-MAT x0.99-1.00; no case higher), docs/planner.md.
 
 Rows with no nonzero in their row or their column (isolated vertices) are set aside first: the
 pipeline runs on the other rows, and the isolated ones are spread over the parts by water-filling
@@ -136,12 +137,16 @@ REFINE_PATIENCE = 1000
 # the volume round: km1 FM capped at the refined max(send, recv), this many work units per pin of
 # A + I (0: none); measured on the TUNE half: total volume -0.6 to -2.9 % at 2 units per pin
 DEFAULT_VOLUME_WORK = 2.0
-# refine/volume cycles: the volume round gives total volume back below the refinement's limit and
-# leaves the partition at another point of the same max; the bottleneck refinement runs again from
-# it (seed + 100 c, the same total-volume limit, within ``cycle_work`` x the first round's work
-# units, at least REFINE_WORK_MIN), then another volume round; at most ``refine_cycles`` cycles in
-# all, ending at the first that does not lower max(send, recv)
-DEFAULT_REFINE_CYCLES = 1
+# refine/volume cycles (session 33): the volume round gives total volume back below the
+# refinement's limit and leaves the partition at another point of the same max; the bottleneck
+# refinement runs again from it (seed + 100 c, the same total-volume limit, within ``cycle_work`` x
+# the first round's work units), then another volume round; at most DEFAULT_REFINE_CYCLES cycles
+# in all (``refine_cycles=None``) on graphs of at most CYCLES_MAX_NNZ nonzeros (above, the first
+# refinement alone takes minutes and the cycles were not measured there: 1), ending at the first
+# that does not lower max(send, recv). Chosen on TUNE (max x0.990, CLI wall x1.15 on 2 cores);
+# held-out REPORT x0.985 (CLI x1.12); R-MAT 18 k = 64 x0.968 at x1.40 of the wall
+DEFAULT_REFINE_CYCLES = 3
+CYCLES_MAX_NNZ = METIS_MAX_NNZ
 DEFAULT_CYCLE_WORK = 0.25
 VCYCLE_CHOICES = (True, False, "all", "best")
 # graphs with empty rows: keep the compute limit too (starts repaired, refinement under both limits,
@@ -210,7 +215,7 @@ def auto_partition(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int =
                    volume_tolerance: float = DEFAULT_VOLUME_TOLERANCE, time_limit: float | None = None,
                    select: str = DEFAULT_SELECT, km1_fm: bool = False,
                    refine_rounds: int = DEFAULT_REFINE_ROUNDS, volume_work: float = DEFAULT_VOLUME_WORK,
-                   refine_cycles: int = DEFAULT_REFINE_CYCLES, cycle_work: float = DEFAULT_CYCLE_WORK,
+                   refine_cycles: int | None = None, cycle_work: float = DEFAULT_CYCLE_WORK,
                    threads: int | None = None,
                    progress: Callable[[str], None] | None = None) -> tuple[np.ndarray, dict]:
     """Run the default pipeline (module doc); returns (part int64[n], report).
@@ -229,10 +234,8 @@ def auto_partition(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int =
     volume_tolerance = check_real("volume_tolerance", volume_tolerance)
     refine_rounds = check_int("refine_rounds", refine_rounds, lo=1)
     volume_work = check_real("volume_work", volume_work)
-    refine_cycles = check_int("refine_cycles", refine_cycles, lo=1, hi=1000)
+    refine_cycles = None if refine_cycles is None else check_int("refine_cycles", refine_cycles, lo=1, hi=1000)
     cycle_work = check_real("cycle_work", cycle_work)
-    if refine_cycles > 1 and volume_work <= 0:
-        raise OptionError("refine_cycles > 1 needs the volume round between the refinements (volume_work > 0)")
     threads = None if threads is None else check_int("threads", threads, lo=1, hi=MAX_WORKERS)
     workers = available_cores() if threads is None else threads
     empty = isolated_rows(graph)
@@ -274,9 +277,10 @@ def auto_partition(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int =
         if volume_work > 0:
             part, report["volume_round"] = _volume_round(graph, k, part, report["refine"], imbalance, seed,
                                                          volume_work, budget, progress)
-            if refine_cycles > 1:
+            cycles = refine_cycles or (DEFAULT_REFINE_CYCLES if graph.nnz <= CYCLES_MAX_NNZ else 1)
+            if cycles > 1:
                 part, report["cycles"] = _cycles(graph, k, part, report, imbalance, seed, limit, budget,
-                                                 refine_cycles, cycle_work, volume_work, progress)
+                                                 cycles, cycle_work, volume_work, progress)
     if k > 1:
         part, report["compute_repair"] = _repair_compute(graph, part, k, imbalance, progress)
     report["seconds"] = time.perf_counter() - t0
@@ -489,7 +493,7 @@ def _cycles(graph, k, part, report, imbalance, seed, limit, budget, cycles, cycl
     after = report["volume_round"]["after"]
     best = (after["max_send_recv"], after["total_volume"])
     trail, kept, work, t0 = [best], 0, 0, time.perf_counter()
-    units = None if budget.first is None else max(REFINE_WORK_MIN, int(cycle_work * report["refine"]["work"]))
+    units = None if budget.first is None else max(1, int(cycle_work * report["refine"]["work"]))
     cur = part
     for c in range(1, cycles):
         left = budget.left_s()

@@ -142,8 +142,10 @@ AUTO = _schema(
     Opt("refine_rounds", "int", 8, "refinement rounds at most (restarts from the result, next seed)", lo=1),
     Opt("volume_work", "real", 2.0, "volume round after the refinement: km1 FM that keeps max(send, recv), "
         "work units per pin of A + I (0: none)"),
-    Opt("refine_cycles", "int", 1, "refinement + volume round cycles at most (the refinement again from the "
-        "volume round's result, ending at the first cycle that does not lower the max)", lo=1, hi=1000),
+    Opt("refine_cycles", "int", None, "refinement + volume round cycles at most (the refinement again from the "
+        "volume round's result, ending at the first cycle that does not lower the max; none without the "
+        "volume round); None: 3 up to 16 M nonzeros, 1 above (pipeline.CYCLES_MAX_NNZ)", lo=1, hi=1000,
+        none_ok=True),
     Opt("cycle_work", "real", 0.25, "later cycles' refinement work limit, x the first round's work", lo=0.0),
     Opt("volume_tolerance", "real", 0.03, "allowed total volume growth (fraction)"),
     Opt("time_limit", "real", None, "refinement time limit (s) instead of the work limits (the result then "
