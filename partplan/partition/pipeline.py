@@ -140,7 +140,7 @@ DEFAULT_VOLUME_WORK = 2.0
 # refine/volume cycles (session 33): the volume round gives total volume back below the
 # refinement's limit and leaves the partition at another point of the same max; the bottleneck
 # refinement runs again from it (seed + 100 c, the same total-volume limit, within ``cycle_work`` x
-# the first round's work units), then another volume round; at most DEFAULT_REFINE_CYCLES cycles
+# the work units the refinement spent, its rounds included), then another volume round; at most DEFAULT_REFINE_CYCLES cycles
 # in all (``refine_cycles=None``) on graphs of at most CYCLES_MAX_NNZ nonzeros (above, the first
 # refinement alone takes minutes and the cycles were not measured there: 1), ending at the first
 # that does not lower max(send, recv). Chosen on TUNE (max x0.990, CLI wall x1.15 on 2 cores);
@@ -482,9 +482,9 @@ def _refine_starts(graph, k, reps, parts, best, imbalance, seed, volume_toleranc
 def _cycles(graph, k, part, report, imbalance, seed, limit, budget, cycles, cycle_work, volume_work, progress):
     """Cycles 2.. of refinement + volume round (``refine_cycles``): the max-both refinement from
     the last volume round's result (seed + 100 c; ``limit`` = (ref, tol): total volume at most
-    (1 + tol) x ref, as the first refinement), within ``cycle_work`` x the first round's work
-    units (at least REFINE_WORK_MIN; seconds left under a caller's time limit), then a volume
-    round. Ends at the first cycle that does not lower max(send, recv); the lowest
+    (1 + tol) x ref, as the first refinement), within ``cycle_work`` x the work units the
+    refinement spent (its rounds included; the seconds left under a caller's time limit), then a
+    volume round. Ends at the first cycle that does not lower max(send, recv); the lowest
     (max(send, recv), total volume) is kept, and ``report["volume_round"]`` becomes the kept
     cycle's (its ``after``: the final figures). Returns (part, report: ``trail`` of (max(send,
     recv), total volume) after each cycle, the first being the volume round's, ``kept`` (index in

@@ -146,7 +146,8 @@ AUTO = _schema(
         "volume round's result, ending at the first cycle that does not lower the max; none without the "
         "volume round); None: 3 up to 16 M nonzeros, 1 above (pipeline.CYCLES_MAX_NNZ)", lo=1, hi=1000,
         none_ok=True),
-    Opt("cycle_work", "real", 0.25, "later cycles' refinement work limit, x the first round's work", lo=0.0),
+    Opt("cycle_work", "real", 0.25, "each later cycle's refinement work limit, x the work the refinement "
+        "spent (its rounds included)", lo=0.0),
     Opt("volume_tolerance", "real", 0.03, "allowed total volume growth (fraction)"),
     Opt("time_limit", "real", None, "refinement time limit (s) instead of the work limits (the result then "
         "depends on the machine)", none_ok=True),
