@@ -101,7 +101,8 @@ CANDIDATES = {
     "auto:work32": dict(preset="auto", refine_work=32.0),
     "auto:rw0.5": dict(preset="auto", rounds_work=0.5),
     "auto:rw0.1": dict(preset="auto", rounds_work=0.1),
-    # session 33: refine/volume cycles (pipeline.DEFAULT_REFINE_CYCLES), with or without the rounds
+    # session 33: refine/volume cycles (pipeline.DEFAULT_REFINE_CYCLES = 3 now), with or without the rounds
+    "auto:cyc1": dict(preset="auto", refine_cycles=1),          # the default before session 33
     "auto:cyc6": dict(preset="auto", refine_cycles=6),
     "auto:r1,cyc6": dict(preset="auto", refine_rounds=1, refine_cycles=6),
     "auto:r1,cyc6,w0.1": dict(preset="auto", refine_rounds=1, refine_cycles=6, cycle_work=0.1),
