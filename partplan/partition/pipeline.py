@@ -140,10 +140,10 @@ DEFAULT_VOLUME_WORK = 2.0
 # refine/volume cycles (session 33): the volume round gives total volume back below the
 # refinement's limit and leaves the partition at another point of the same max; the bottleneck
 # refinement runs again from it (seed + 100 c, the same total-volume limit, within ``cycle_work`` x
-# the work units the refinement spent, its rounds included), then another volume round; at most DEFAULT_REFINE_CYCLES cycles
-# in all (``refine_cycles=None``) on graphs of at most CYCLES_MAX_NNZ nonzeros (above, the first
-# refinement alone takes minutes and the cycles were not measured there: 1), ending at the first
-# that does not lower max(send, recv). Chosen on TUNE (max x0.990, CLI wall x1.15 on 2 cores);
+# the work units the refinement spent, its rounds included), then another volume round; at most
+# DEFAULT_REFINE_CYCLES cycles in all (``refine_cycles=None``) on graphs of at most CYCLES_MAX_NNZ
+# nonzeros (above, the first refinement alone takes minutes and the cycles were not measured
+# there: 1), ending at the first that does not lower max(send, recv). Chosen on TUNE (max x0.990, CLI wall x1.15 on 2 cores);
 # held-out REPORT x0.985 (CLI x1.12); R-MAT 18 k = 64 x0.968 at x1.40 of the wall
 DEFAULT_REFINE_CYCLES = 3
 CYCLES_MAX_NNZ = METIS_MAX_NNZ
