@@ -1,0 +1,125 @@
+#!/usr/bin/env python
+"""Session 34: is the default's bottleneck limited by its volume budget or by its search?
+(docs/planner.md, "Session 34"). In-process, k = 16 and 64, kernels loaded before the first wall.
+
+  knobs   JSON   the default against variants of its own options (``auto_partition`` keywords),
+                 e.g. '{"tol.04": {"volume_tolerance": 0.04}, "c4": {"refine_cycles": 4}}'
+  seeds   N      the rounds, volume round and cycles run again from the same refined start with
+                 seed offsets 1000, 2000, ...: best of 2 .. N of these "chains"
+  volclu  R      after the default, R rounds of whole-cluster moves that only lower the total
+                 volume (multilevel.cluster_moves with theta = 0, mu = 1e6: no part above the max,
+                 within the balance cap), each followed by the km1 volume round
+
+Prints one line per case and geometric means against the default (ratios < 1: lower).
+
+    python benchmarks/experiment_search_frontier.py knobs '{"tol.02": {"volume_tolerance": 0.02}}' --half tune
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_families as bf  # noqa: E402
+from partplan.partition import pipeline as pl  # noqa: E402
+
+
+def gmean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def knobs(cases, variants: dict) -> None:
+    rows = {c: [] for c in ["default", *variants]}
+    for name, g, k in cases:
+        for c in rows:
+            t = time.perf_counter()
+            part, _ = pl.auto_partition(g, k, **variants.get(c, {}))
+            w = time.perf_counter() - t
+            f = pl.figures(g, part, k)
+            rows[c].append((f["max_send_recv"], f["total_volume"], w))
+            print(f"{name} {k} {c}: max {f['max_send_recv']} tv {f['total_volume']} wall {w:.2f}", flush=True)
+    base = rows.pop("default")
+    for c, r in rows.items():
+        g3 = [gmean([a[i] / b[i] for a, b in zip(r, base)]) for i in range(3)]
+        print(f"== {c}: max x{g3[0]:.4f} tv x{g3[1]:.4f} wall x{g3[2]:.3f} "
+              f"(cases higher: {sum(a[0] > b[0] for a, b in zip(r, base))}, lower: {sum(a[0] < b[0] for a, b in zip(r, base))})")
+
+
+def seeds(cases, n: int) -> None:
+    off = [0]
+    for fn in ("_more_rounds", "_volume_round", "_cycles"):   # every stage after the first refinement
+        orig = getattr(pl, fn)
+
+        def shifted(graph, k, part, rep, imbalance, seed, *a, _orig=orig, **kw):
+            return _orig(graph, k, part, rep, imbalance, seed + off[0], *a, **kw)
+        setattr(pl, fn, shifted)
+    res = []
+    for name, g, k in cases:
+        got = []
+        for i in range(n):
+            off[0] = 1000 * i
+            part, _ = pl.auto_partition(g, k)
+            f = pl.figures(g, part, k)
+            got.append((f["max_send_recv"], f["total_volume"]))
+        print(name, k, got, flush=True)
+        res.append(got)
+    for m in range(2, n + 1):
+        print(f"== best of {m} chains: max x{gmean([min(r[:m])[0] / r[0][0] for r in res]):.4f} "
+              f"tv x{gmean([min(r[:m])[1] / r[0][1] for r in res]):.4f}")
+
+
+def volclu(cases, rounds: int) -> None:
+    from partplan.partition.multilevel import cluster_moves
+    from partplan.partition.objectives import balance_cap
+    from partplan.partition.refine import _State, refine
+
+    ratios = []
+    for name, g, k in cases:
+        part, rep = pl.auto_partition(g, k)
+        f0 = pl.figures(g, part, k)
+        out, w = part.copy(), g.balance_weights
+        cap = balance_cap(w, out, k, 0.03)[0]
+        lim = pl.compute_limit(g, out, k, 0.03)
+        t, trail = time.perf_counter(), []
+        for r in range(rounds):
+            st = _State(g, out, k, lim.get("weights2"), lim.get("cap2"))
+            cm = cluster_moves(g, st, out, k, w, cap, f0["total_volume"], 3, 0.0, 0.0, 16, 1e6, seed=r, theta=0.0,
+                               max_rounds=3, max_targets=3)
+            st.check(out)
+            out, _ = refine(g, out, k, objective="total", imbalance=0.03, seed=r, volume_tolerance=0.0,
+                            max_cost=f0["max_send_recv"], work_limit=pl.work_units(g, pl.DEFAULT_VOLUME_WORK), **lim)
+            f = pl.figures(g, out, k)
+            trail.append((cm["moves"], f["total_volume"], f["max_send_recv"]))
+        load = int(np.bincount(out, weights=w, minlength=k).max())
+        assert f["max_send_recv"] <= f0["max_send_recv"] and load <= cap, (name, k)
+        ratios.append(f["total_volume"] / f0["total_volume"])
+        print(f"{name} {k}: max {f0['max_send_recv']} tv {f0['total_volume']} -> (moves, tv, max) {trail} "
+              f"in {time.perf_counter() - t:.2f} s (pipeline {rep['seconds']:.2f} s)", flush=True)
+    print(f"== total volume x{gmean(ratios):.4f}, max(send, recv) never higher")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--half", default="tune", help="tune, report or comma-separated graph names")
+    ap.add_argument("--k", type=int, nargs="+", default=[16, 64])
+    ap.add_argument("what", choices=["knobs", "seeds", "volclu"])
+    ap.add_argument("arg", help="knobs: JSON of variants; seeds: chains; volclu: rounds")
+    a = ap.parse_args(argv)
+    names = bf.TUNE if a.half == "tune" else bf.REPORT if a.half == "report" else tuple(a.half.split(","))
+    pl.auto_partition(bf.load_instance("power"), 4)          # compiled kernels loaded outside the walls
+    cases = [(name, g, k) for name in names if (g := bf.load_instance(name)) is not None for k in a.k]
+    {"knobs": lambda: knobs(cases, json.loads(a.arg)), "seeds": lambda: seeds(cases, int(a.arg)),
+     "volclu": lambda: volclu(cases, int(a.arg))}[a.what]()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
