@@ -197,6 +197,12 @@ def run(args) -> int:
                 out = out.with_suffix(".npy")
             written = save_partition(p, out)
         progress(f"wrote {written}")
+    if "balance_floor" in p.info:   # a warning: said even under -q (stderr; stdout stays the result)
+        from partplan.partition.api import balance_floor_message
+        said = balance_floor_message(p.info["balance_floor"], p.row_blocks)
+        if p.stats is not None:
+            said += f" (this partition: {p.stats.summary()['compute_imbalance']:.3f})"
+        print(f"partplan: warning: {said}", file=sys.stderr, flush=True)
     if args.json:
         d = p.to_dict(arrays=False)
         d["output"] = None if written is None else str(written)

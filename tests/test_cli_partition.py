@@ -117,3 +117,48 @@ def test_engine_prints_stay_off_json_stdout(tmp_path, capfd):
     d = json.loads(cap.out)                 # nothing but the record on stdout
     assert d["k"] == 16 and d["n"] == 56
     assert "***" in cap.err                 # METIS's lines went to stderr (else this test would not test it)
+
+
+def _star(n_leaves: int, extra: int, seed: int = 0):
+    """A hub (row 5) joined to every leaf, plus ``extra`` random edges among the leaves."""
+    from partplan.graph import Graph
+
+    rng = np.random.default_rng(seed)
+    n = n_leaves + 1
+    leaves = np.setdiff1d(np.arange(n), [5])
+    src = np.concatenate([np.full(leaves.size, 5), rng.choice(leaves, extra)])
+    dst = np.concatenate([leaves, rng.choice(leaves, extra)])
+    keep = src != dst
+    return Graph.from_edges(src[keep], dst[keep], n=n, symmetrize=True)
+
+
+def test_unbalanceable_graph_warns_once_even_quiet_and_records_the_floor(tmp_path, capfd):
+    """A row heavier than the ε-limit of one part: one warning line on stderr (also under -q), the
+    floor in the JSON record, and the partition's compute imbalance never below that floor."""
+    from partplan.io import read_partition, write_npz
+
+    g = _star(300, 200)
+    write_npz(g, tmp_path / "star.npz")
+    k, eps = 8, 0.03
+    nnz = np.diff(g.indptr)                                   # the oracle, from the CSR itself
+    limit = int(np.floor((1 + eps) * -(-int(np.maximum(nnz, 1).sum()) // k)))
+    assert nnz[5] > limit                                     # the instance cannot be balanced
+    least = nnz[5] / (nnz.sum() / k) - 1
+    for engine in ([], ["--engine", "metis", "--model", "graph"]):
+        assert main(["partition", str(tmp_path / "star.npz"), "-k", str(k), "--json", "-q",
+                     "-o", str(tmp_path / "star.part"), *engine]) == 0
+        cap = capfd.readouterr()
+        d = json.loads(cap.out)
+        warn = [ln for ln in cap.err.splitlines() if ln.startswith("partplan: warning:")]
+        assert len(warn) == 1 and "row 5 " in warn[0] and f"{limit} (ε = 0.03, {k} parts)" in warn[0]
+        f = d["info"]["balance_floor"]
+        assert (f["row"], f["row_weight"], f["limit"]) == (5, int(nnz[5]), limit)
+        assert f["least_compute_imbalance"] == pytest.approx(least)
+        loads = np.bincount(read_partition(tmp_path / "star.part", g.n), weights=nnz, minlength=k)
+        assert loads.max() / loads.mean() - 1 >= least - 1e-12   # a floor no engine gets below
+
+
+def test_balanceable_graph_has_no_floor_and_no_warning(mtx, tmp_path, capfd):
+    assert main(["partition", str(mtx), "-k", "4", "--json", "-q", "-o", str(tmp_path / "g.part")]) == 0
+    cap = capfd.readouterr()
+    assert "balance_floor" not in json.loads(cap.out)["info"] and "warning" not in cap.err

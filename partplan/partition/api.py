@@ -51,7 +51,7 @@ from ..graph import Graph
 from ..metrics import CommStats, LayoutStats, analyze
 from ..layouts import Layout, parse_layout, spec_from_params
 from .backends import backend_names, default_backend, run_backend  # noqa: F401
-from .objectives import OBJECTIVES  # noqa: F401  (re-exported by partplan.partition)
+from .objectives import OBJECTIVES, balance_floor  # noqa: F401  (OBJECTIVES: re-exported by partplan.partition)
 from .request import DEFAULT_OBJECTIVE, MODELS, OWNERSHIP, resolve  # noqa: F401
 from . import stages
 from .stages import EXPLICIT_REFINE_WORK, LP_OWNERSHIP_MAX_BLOCKS  # noqa: F401  (documented here)
@@ -185,6 +185,7 @@ def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | 
     req = resolve(graph, k, model=model, backend=backend, objective=objective, layout=layout,
                   imbalance=imbalance, seed=seed, ownership=ownership, options=backend_options)
     w = stages.start(req)
+    _say_balance_floor(graph, req, w.info)
     rss = w.info.setdefault("peak_rss_bytes", {})  # the process's peak RSS (VmHWM) after each stage, bytes
     w = stages.build_model(graph, req, w)
     rss["model"] = peak_rss_bytes()
@@ -198,6 +199,25 @@ def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | 
     return Partition(part=w.part, k=req.k, layout=req.lay.spec, layout_params=req.lay.params, model=req.model,
                      backend=w.backend, objective=req.objective, params=w.params, timings=w.timings, stats=stats,
                      owner=w.owner, graph_fingerprint=graph.fingerprint, layout_stats=lstats, info=w.info)
+
+
+def _say_balance_floor(graph: Graph, req, info: dict) -> None:
+    """A row heavier than the ε-limit of one part: no partition is within ε (every engine then
+    returns one above it). Recorded in ``info["balance_floor"]`` (:func:`.objectives.balance_floor`)
+    and said on ``progress``; not an error — the least overloaded partition is still the answer."""
+    floor = balance_floor(graph.row_nnz, req.b, req.imbalance)
+    if floor is None:
+        return
+    info["balance_floor"] = floor
+    if req.progress is not None:
+        req.progress(balance_floor_message(floor, req.b))
+
+
+def balance_floor_message(floor: dict, parts: int) -> str:
+    """One line for a user: which row, its weight, the limit, and the least compute imbalance."""
+    return (f"row {floor['row']} weighs {floor['row_weight']} (row nnz), more than the ε-limit of one part, "
+            f"{floor['limit']} (ε = {floor['imbalance']:g}, {parts} parts): no partition is within ε; "
+            f"compute imbalance is at least {floor['least_compute_imbalance']:.3f}")
 
 
 # ------------------------------------------------------------- save / load

@@ -40,3 +40,32 @@ def balance_cap(weights: np.ndarray, part: np.ndarray, k: int, imbalance: float)
     limit = int(np.floor((1.0 + imbalance) * -(-W // k)))
     heaviest = int(np.bincount(part, weights=weights, minlength=k).max()) if part.size else 0
     return max(limit, heaviest), limit
+
+
+def balance_floor(row_nnz: np.ndarray, parts: int, imbalance: float) -> dict | None:
+    """Why no row partition into ``parts`` parts can be within the ε-limit, or None when the
+    weights alone do not rule it out.
+
+    The limit is the planner's ⌊(1+ε)·⌈W/k⌉⌋ on the balance weights (row nnz, at least 1 per
+    row); a row heavier than it puts its part above the limit in every partition. Returns
+    {"row": the heaviest row (id), "row_weight": its weight, "limit": the ε-limit, "imbalance": ε,
+    "least_compute_imbalance": the lowest compute imbalance any partition can have, its row nnz /
+    (nnz / parts) − 1}.
+
+    >>> balance_floor(np.array([9, 1, 1, 1, 1, 1, 1, 1]), 4, 0.03)["least_compute_imbalance"]
+    1.25
+    >>> balance_floor(np.array([2, 2, 2, 2]), 2, 0.03) is None
+    True
+    """
+    nnz = np.asarray(row_nnz, dtype=np.int64)
+    if nnz.size == 0 or parts < 2:
+        return None
+    w = np.maximum(nnz, 1)
+    limit = int(np.floor((1.0 + imbalance) * -(-int(w.sum()) // parts)))
+    row = int(np.argmax(w))
+    if int(w[row]) <= limit:
+        return None
+    total = int(nnz.sum())
+    least = float(nnz[row] / (total / parts) - 1.0) if total > 0 else 0.0
+    return {"row": row, "row_weight": int(w[row]), "limit": limit, "imbalance": float(imbalance),
+            "least_compute_imbalance": least}
