@@ -153,7 +153,7 @@ def test_unbalanceable_graph_warns_once_even_quiet_and_records_the_floor(tmp_pat
         assert len(warn) == 1 and "row 5 " in warn[0] and f"{limit} (ε = 0.03, {k} parts)" in warn[0]
         f = d["info"]["balance_floor"]
         assert (f["row"], f["row_weight"], f["limit"]) == (5, int(nnz[5]), limit)
-        assert f["least_compute_imbalance"] == pytest.approx(least)
+        assert f["compute_imbalance_at_least"] == pytest.approx(least)
         loads = np.bincount(read_partition(tmp_path / "star.part", g.n), weights=nnz, minlength=k)
         assert loads.max() / loads.mean() - 1 >= least - 1e-12   # a floor no engine gets below
 
@@ -162,3 +162,36 @@ def test_balanceable_graph_has_no_floor_and_no_warning(mtx, tmp_path, capfd):
     assert main(["partition", str(mtx), "-k", "4", "--json", "-q", "-o", str(tmp_path / "g.part")]) == 0
     cap = capfd.readouterr()
     assert "balance_floor" not in json.loads(cap.out)["info"] and "warning" not in cap.err
+
+
+@pytest.mark.parametrize("nnz,parts,eps,want", [
+    ([10, 0, 0, 0, 0, 0, 0, 1, 1], 2, 0.0, (9, 10 / (12 / 2) - 1)),   # empty rows weigh 1 in the limit, 0 in compute
+    ([7] + [1] * 12, 3, 0.0, None),                                   # ⌈19/3⌉ = 7: the row fits exactly
+    ([8] + [1] * 12, 3, 0.0, (7, 8 / (20 / 3) - 1)),
+    ([7, 7, 7, 7], 3, 0.03, None),                                    # no single row too heavy (packing is not judged)
+])
+def test_balance_floor_by_hand(nnz, parts, eps, want):
+    from partplan.partition.objectives import balance_floor
+
+    got = balance_floor(np.array(nnz), parts, eps)
+    if want is None:
+        assert got is None
+    else:
+        assert got["row"] == 0 and got["limit"] == want[0]
+        assert got["compute_imbalance_at_least"] == pytest.approx(want[1])
+
+
+def test_balance_floor_counts_row_blocks_not_ranks():
+    """1.5D with c = 2: the rows are split into k / c blocks, and the ε-limit is that of a block."""
+    from partplan.partition.api import partition
+
+    g = _star(300, 200)
+    nnz = np.diff(g.indptr)
+    p = partition(g, 8, layout="1.5d:2")
+    blocks = p.row_blocks
+    assert blocks == 4
+    limit = int(np.floor(1.03 * -(-int(np.maximum(nnz, 1).sum()) // blocks)))
+    f = p.info["balance_floor"]
+    assert f["limit"] == limit and f["row"] == 5
+    loads = np.bincount(p.part, weights=nnz, minlength=blocks)
+    assert loads.max() / loads.mean() - 1 >= f["compute_imbalance_at_least"] - 1e-12

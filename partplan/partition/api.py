@@ -204,20 +204,21 @@ def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | 
 def _say_balance_floor(graph: Graph, req, info: dict) -> None:
     """A row heavier than the ε-limit of one part: no partition is within ε (every engine then
     returns one above it). Recorded in ``info["balance_floor"]`` (:func:`.objectives.balance_floor`)
-    and said on ``progress``; not an error — the least overloaded partition is still the answer."""
+    and said on ``progress`` before the work; not an error — a partition is still the answer."""
     floor = balance_floor(graph.row_nnz, req.b, req.imbalance)
     if floor is None:
         return
     info["balance_floor"] = floor
     if req.progress is not None:
-        req.progress(balance_floor_message(floor, req.b))
+        req.progress(f"no partition into {req.b} parts is within ε = {floor['imbalance']:g}: row {floor['row']} "
+                     f"weighs {floor['row_weight']}, the limit of one part is {floor['limit']}")
 
 
 def balance_floor_message(floor: dict, parts: int) -> str:
-    """One line for a user: which row, its weight, the limit, and the least compute imbalance."""
+    """One line for a user: which row, its weight, the limit, and the bound on compute imbalance."""
     return (f"row {floor['row']} weighs {floor['row_weight']} (row nnz), more than the ε-limit of one part, "
             f"{floor['limit']} (ε = {floor['imbalance']:g}, {parts} parts): no partition is within ε; "
-            f"compute imbalance is at least {floor['least_compute_imbalance']:.3f}")
+            f"compute imbalance is at least {floor['compute_imbalance_at_least']:.3f}")
 
 
 # ------------------------------------------------------------- save / load

@@ -43,16 +43,17 @@ def balance_cap(weights: np.ndarray, part: np.ndarray, k: int, imbalance: float)
 
 
 def balance_floor(row_nnz: np.ndarray, parts: int, imbalance: float) -> dict | None:
-    """Why no row partition into ``parts`` parts can be within the ε-limit, or None when the
-    weights alone do not rule it out.
+    """Why no row partition into ``parts`` parts can be within the ε-limit because of one row, or
+    None when no single row is heavier than that limit.
 
     The limit is the planner's ⌊(1+ε)·⌈W/k⌉⌋ on the balance weights (row nnz, at least 1 per
-    row); a row heavier than it puts its part above the limit in every partition. Returns
-    {"row": the heaviest row (id), "row_weight": its weight, "limit": the ε-limit, "imbalance": ε,
-    "least_compute_imbalance": the lowest compute imbalance any partition can have, its row nnz /
-    (nnz / parts) − 1}.
+    row); a row heavier than it puts its part above the limit in every partition. (Rows that are
+    each light enough but cannot be packed, e.g. four rows of 7 into 3 parts of 10, are a
+    bin-packing question and are not detected.) Returns {"row": the heaviest row (id),
+    "row_weight": its weight, "limit": the ε-limit, "imbalance": ε, "compute_imbalance_at_least":
+    a lower bound on the compute imbalance of every partition, row nnz / (nnz / parts) − 1}.
 
-    >>> balance_floor(np.array([9, 1, 1, 1, 1, 1, 1, 1]), 4, 0.03)["least_compute_imbalance"]
+    >>> balance_floor(np.array([9, 1, 1, 1, 1, 1, 1, 1]), 4, 0.03)["compute_imbalance_at_least"]
     1.25
     >>> balance_floor(np.array([2, 2, 2, 2]), 2, 0.03) is None
     True
@@ -66,6 +67,6 @@ def balance_floor(row_nnz: np.ndarray, parts: int, imbalance: float) -> dict | N
     if int(w[row]) <= limit:
         return None
     total = int(nnz.sum())
-    least = float(nnz[row] / (total / parts) - 1.0) if total > 0 else 0.0
+    bound = float(nnz[row] / (total / parts) - 1.0) if total > 0 else 0.0
     return {"row": row, "row_weight": int(w[row]), "limit": limit, "imbalance": float(imbalance),
-            "least_compute_imbalance": least}
+            "compute_imbalance_at_least": bound}
