@@ -32,12 +32,20 @@ def check_objective(objective, allowed=OBJECTIVES, what: str = "objective") -> s
     return objective
 
 
+def eps_limit(total_weight: int, k: int, imbalance: float) -> int:
+    """The planner's ε-limit of one part, ⌊(1+ε)·⌈W/k⌉⌋ (balance weight: row nnz, at least 1 per row).
+
+    >>> eps_limit(19, 3, 0.0), eps_limit(100, 4, 0.03)
+    (7, 25)
+    """
+    return int(np.floor((1.0 + imbalance) * -(-int(total_weight) // k)))
+
+
 def balance_cap(weights: np.ndarray, part: np.ndarray, k: int, imbalance: float) -> tuple[int, int]:
     """(cap, limit): the largest part weight a move may create, and the ε-limit
     ⌊(1+ε)·⌈W/k⌉⌋ (the planner's definition). cap = max(limit, heaviest input
     part) so an input that already violates ε never gets worse."""
-    W = int(weights.sum())
-    limit = int(np.floor((1.0 + imbalance) * -(-W // k)))
+    limit = eps_limit(int(weights.sum()), k, imbalance)
     heaviest = int(np.bincount(part, weights=weights, minlength=k).max()) if part.size else 0
     return max(limit, heaviest), limit
 
@@ -62,7 +70,7 @@ def balance_floor(row_nnz: np.ndarray, parts: int, imbalance: float) -> dict | N
     if nnz.size == 0 or parts < 2:
         return None
     w = np.maximum(nnz, 1)
-    limit = int(np.floor((1.0 + imbalance) * -(-int(w.sum()) // parts)))
+    limit = eps_limit(int(w.sum()), parts, imbalance)
     row = int(np.argmax(w))
     if int(w[row]) <= limit:
         return None
