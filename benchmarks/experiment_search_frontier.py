@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -30,10 +29,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_families as bf  # noqa: E402
 from partplan.partition import pipeline as pl  # noqa: E402
-
-
-def gmean(xs):
-    return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
 def knobs(cases, variants: dict) -> None:
@@ -48,9 +43,9 @@ def knobs(cases, variants: dict) -> None:
             print(f"{name} {k} {c}: max {f['max_send_recv']} tv {f['total_volume']} wall {w:.2f}", flush=True)
     base = rows.pop("default")
     for c, r in rows.items():
-        g3 = [gmean([a[i] / b[i] for a, b in zip(r, base)]) for i in range(3)]
-        print(f"== {c}: max x{g3[0]:.4f} tv x{g3[1]:.4f} wall x{g3[2]:.3f} "
-              f"(cases higher: {sum(a[0] > b[0] for a, b in zip(r, base))}, lower: {sum(a[0] < b[0] for a, b in zip(r, base))})")
+        g3 = [bf.gmean([a[i] / b[i] for a, b in zip(r, base)]) for i in range(3)]
+        higher, lower = sum(a[0] > b[0] for a, b in zip(r, base)), sum(a[0] < b[0] for a, b in zip(r, base))
+        print(f"== {c}: max x{g3[0]:.4f} tv x{g3[1]:.4f} wall x{g3[2]:.3f} (cases higher: {higher}, lower: {lower})")
 
 
 def seeds(cases, n: int) -> None:
@@ -72,8 +67,8 @@ def seeds(cases, n: int) -> None:
         print(name, k, got, flush=True)
         res.append(got)
     for m in range(2, n + 1):
-        print(f"== best of {m} chains: max x{gmean([min(r[:m])[0] / r[0][0] for r in res]):.4f} "
-              f"tv x{gmean([min(r[:m])[1] / r[0][1] for r in res]):.4f}")
+        print(f"== best of {m} chains: max x{bf.gmean([min(r[:m])[0] / r[0][0] for r in res]):.4f} "
+              f"tv x{bf.gmean([min(r[:m])[1] / r[0][1] for r in res]):.4f}")
 
 
 def volclu(cases, rounds: int) -> None:
@@ -103,7 +98,7 @@ def volclu(cases, rounds: int) -> None:
         ratios.append(f["total_volume"] / f0["total_volume"])
         print(f"{name} {k}: max {f0['max_send_recv']} tv {f0['total_volume']} -> (moves, tv, max) {trail} "
               f"in {time.perf_counter() - t:.2f} s (pipeline {rep['seconds']:.2f} s)", flush=True)
-    print(f"== total volume x{gmean(ratios):.4f}, max(send, recv) never higher")
+    print(f"== total volume x{bf.gmean(ratios):.4f}, max(send, recv) never higher")
 
 
 def main(argv=None) -> int:

@@ -143,8 +143,9 @@ DEFAULT_VOLUME_WORK = 2.0
 # the work units the refinement spent, its rounds included), then another volume round; at most
 # DEFAULT_REFINE_CYCLES cycles in all (``refine_cycles=None``) on graphs of at most CYCLES_MAX_NNZ
 # nonzeros (above, the first refinement alone takes minutes and the cycles were not measured
-# there: 1), ending at the first that does not lower max(send, recv). Chosen on TUNE (max x0.990, CLI wall x1.15 on 2 cores);
-# held-out REPORT x0.985 (CLI x1.12); R-MAT 18 k = 64 x0.968 at x1.40 of the wall
+# there: 1), ending at the first that does not lower max(send, recv). Chosen on TUNE (max x0.990,
+# CLI wall x1.15 on 2 cores); held-out REPORT x0.985 (CLI x1.12); R-MAT 18 k = 64 x0.968 at x1.40
+# of the wall
 DEFAULT_REFINE_CYCLES = 3
 CYCLES_MAX_NNZ = METIS_MAX_NNZ
 DEFAULT_CYCLE_WORK = 0.25
