@@ -83,13 +83,18 @@ try:  # pragma: no cover - exercised by whichever environment runs the tests
     # nogil: the default pipeline runs independent refinements and V-cycles side by side (lanes.py)
     njit = numba.njit(cache=True, nogil=True)
     njit_inline = numba.njit(cache=True, nogil=True, inline="always")
+    # kernels that allocate nothing (every array comes in a record) compile without numba's
+    # reference counting (NRT): with it, unpacking the records' arrays and the inlined helpers
+    # cost an atomic incref/decref pair per array each time, 3.2 x the time of a move evaluation
+    # (_best1) on a 6-regular graph at k = 16 (4.1 -> 1.3 us; docs/planner.md, session 35)
+    njit_rc_free = numba.njit(cache=True, nogil=True, _nrt=False)
 except ImportError:  # pragma: no cover
     HAVE_NUMBA = False
 
     def njit(f):
         return f
 
-    njit_inline = njit
+    njit_inline = njit_rc_free = njit
 
 BL_WALK = 64      # waiting (blocked) entries re-examined per move when a part gets room
 SEED_CHUNK = 4096  # vertices evaluated between two looks at the clock when a pass (re)starts
@@ -142,6 +147,14 @@ heap[hoff[p] : hoff[p] + hsz[p]], keys hkey[u], pos[u] = u's local index (-1: no
 Waiting = namedtuple("Waiting", "head nxt vert")
 Waiting.__doc__ = """Per part a linked list (head[p], nxt[e], vert[e]) of the vertices whose
 best move into p was refused by the balance cap."""
+PassScratch = namedtuple("PassScratch", "hb cnts locked stamp mv_v mv_a")
+PassScratch.__doc__ = """Scratch of the FM passes: hb[u] (the target of u's heap entry), cnts (per
+part), locked[u] and stamp[u] (per vertex), mv_v/mv_a (the moves of a pass and their source parts)."""
+FMScratch = namedtuple("FMScratch", "X A H F EV ONE BL S")
+FMScratch.__doc__ = """Everything the FM passes write besides the state, allocated once by _fm:
+X (:class:`EvalScratch`), A (:class:`ApplyScratch`), H (:class:`PartHeaps`), F
+(:class:`PartFocus`), EV and ONE (:class:`MoveBatch` of n + 1 and of 1 vertex), BL
+(:class:`Waiting`), S (:class:`PassScratch`)."""
 PassOptions = namedtuple("PassOptions", "patience max_passes min_gain max_moves deadline big_deg use_blocked "
                                         "full_updates theta use_sink work_limit")
 PassOptions.__doc__ = """Options of the FM passes (see _fm): patience (moves), max_passes,
@@ -247,7 +260,7 @@ def _parts_of(j, k, soff, lam, dense, spart, scnt, out):
     return m
 
 
-@njit
+@njit_rc_free
 def build_slots(tptr, tidx, part, P, vol):
     """Fill the pin counts P (:class:`PinSlots`, zero) of every net (pins of net
     j: row j of Aᵀ without the diagonal, plus j) and the k×k volume matrix vol
@@ -296,7 +309,7 @@ def _addvol(q, r, d, V):
     return 0
 
 
-@njit
+@njit_rc_free
 def apply_move(u, b, T, P, V, A, own_crit):
     """Move vertex u to part b, updating the state V (:class:`VolumeState`: part,
     loads, volumes, tot = [total volume, messages]) and the pin counts P
@@ -420,7 +433,7 @@ def _phi(obj, S, R, sm, rm, alpha, brb, inv, q):
     return _pw(S * inv, q) + _pw(R * inv, q)
 
 
-@njit
+@njit_rc_free
 def state_key(C, V, inv):
     """(max cost, Φ) of the state V (:class:`VolumeState`) under the cost model C
     (:class:`CostModel`), Φ with the scale 1 / inv."""
@@ -437,13 +450,13 @@ def state_key(C, V, inv):
     return mx, ph
 
 
-@njit
+@njit_rc_free
 def _phis(obj, k, send, recv, smsg, rmsg, alpha, brb, inv, q, phic):
     for p in range(k):
         phic[p] = _phi(obj, send[p], recv[p], smsg[p], rmsg[p], alpha, brb, inv, q)
 
 
-@njit
+@njit_rc_free
 def _better(obj, a0, a1, a2, b0, b1, b2):
     """Is state (max a0, Φ a1, tv a2) strictly better than (b0, b1, b2)?
     For "total" the tuple order is (tv, max, Φ)."""
@@ -489,7 +502,7 @@ def _touch(q, r, d, nt, obj, k, X):
     return nt
 
 
-@njit
+@njit_rc_free
 def _best1(u, only, T, P, V, C, L, cur, X, F):
     """Best move of vertex u: returns (gain, target, blocked target) (target -1:
     none); ``only`` >= 0 evaluates that one target part.
@@ -690,7 +703,7 @@ def _best1(u, only, T, P, V, C, L, cur, X, F):
     return best_g, best_b, blk
 
 
-@njit
+@njit_rc_free
 def eval_moves(B, i0, i1, T, P, V, C, L, cur, X, F):
     """Best move of each vertex B.verts[i0:i1] of the :class:`MoveBatch` B
     (B.only[i] >= 0: that target only): B.gain[i], B.target[i] (-1: none),
@@ -705,7 +718,7 @@ def eval_moves(B, i0, i1, T, P, V, C, L, cur, X, F):
 # ------------------------------------------------------------------ heaps
 # one indexed max-heap per part, stored in segments of one array: part p's
 # heap lives in heap[hoff[p] : hoff[p] + hsz[p]]; pos[u] is u's local index.
-@njit
+@njit_rc_free
 def _hswap(heap, pos, base, i, j):
     a = heap[base + i]
     b = heap[base + j]
@@ -715,7 +728,7 @@ def _hswap(heap, pos, base, i, j):
     pos[a] = j
 
 
-@njit
+@njit_rc_free
 def _hup(heap, hkey, pos, base, i):
     while i > 0:
         par = (i - 1) >> 1
@@ -726,7 +739,7 @@ def _hup(heap, hkey, pos, base, i):
             break
 
 
-@njit
+@njit_rc_free
 def _hdown(heap, hkey, pos, base, size, i):
     while True:
         l = 2 * i + 1
@@ -743,7 +756,7 @@ def _hdown(heap, hkey, pos, base, size, i):
             break
 
 
-@njit
+@njit_rc_free
 def _hset(H, p, u, key):
     """Insert u into part p's heap of the :class:`PartHeaps` H or change its key."""
     heap, hkey, pos, hoff, hsz = H
@@ -765,7 +778,7 @@ def _hset(H, p, u, key):
             _hdown(heap, hkey, pos, base, hsz[p], i)
 
 
-@njit
+@njit_rc_free
 def _hremove(H, p, u):
     """Remove u from part p's heap of the :class:`PartHeaps` H (if there)."""
     heap, hkey, pos, hoff, hsz = H
@@ -784,7 +797,7 @@ def _hremove(H, p, u):
 
 
 # ------------------------------------------------------------------ FM
-@njit
+@njit_rc_free
 def _sink(C, V, cap, use, sk, cap2):
     """sk[0] = the part with the lowest cost among those below the balance cap (and cap2),
     sk[1] = the part with the lowest load (-1: none, or ``use`` False)."""
@@ -806,7 +819,7 @@ def _sink(C, V, cap, use, sk, cap2):
                 sk[1] = p
 
 
-@njit
+@njit_rc_free
 def _refresh(C, V, inv, cap, use_sink, F, cap2):
     """After the state V changed: the per-part potentials F.phic, the sinks
     F.sink (:class:`PartFocus`), and (M, nmax) = the max cost and how many
@@ -824,7 +837,7 @@ def _refresh(C, V, inv, cap, use_sink, F, cap2):
     return M, nmax
 
 
-@njit
+@njit_rc_free
 def _push_blocked(u, blk, BL, bl_n):
     """u waits for part blk (>= 0) in the :class:`Waiting` lists BL, whose
     first bl_n entries are used; returns the new bl_n."""
@@ -867,6 +880,38 @@ def _fm(T, P, V, C, L, O, order, trace, stats):
     1 no candidate, 2 move limit, 3 time limit, 4 work limit. Returns (passes,
     kept moves, tried moves, stopped: 0 converged / 1 time limit / 2 max passes
     / 3 work limit)."""
+    vptr, tptr, part, k = T.vptr, T.tptr, V.part, V.vol.shape[0]
+    obj, max_moves = C.obj, O.max_moves
+    n = part.shape[0]
+    maxdeg = 1
+    for v in range(n):
+        d = vptr[v + 1] - vptr[v]
+        if d > maxdeg:
+            maxdeg = d
+    X = EvalScratch(np.zeros(k, np.int64), np.zeros(k, np.int64), np.zeros(k, np.bool_),
+                    np.zeros(2 * k + 4, np.int64), np.zeros(k, np.int64), np.zeros(k, np.int64),
+                    np.zeros(k * k if obj == 4 else 1, np.int64),
+                    np.zeros(2 * maxdeg + 4 * k + 8 if obj == 4 else 1, np.int64), np.zeros(1, np.int64),
+                    np.zeros(k, np.int64), np.zeros(k, np.int64), np.zeros(k, np.int64),
+                    np.zeros(maxdeg + 1, np.int64), -np.ones(k, np.int64), np.zeros(maxdeg + 1, np.int64))
+    H = PartHeaps(np.zeros(n, np.int64), np.zeros(n, np.float64), -np.ones(n, np.int64), np.zeros(k + 1, np.int64),
+                  np.zeros(k, np.int64))
+    F = PartFocus(np.zeros(k, np.float64), np.zeros(k, np.bool_), -np.ones(2, np.int64))
+    EV = MoveBatch(np.zeros(n + 1, np.int64), -np.ones(n + 1, np.int64), np.zeros(n + 1, np.float64),
+                   np.zeros(n + 1, np.int64), np.zeros(n + 1, np.int64))
+    ONE = MoveBatch(np.zeros(1, np.int64), -np.ones(1, np.int64), np.zeros(1, np.float64), np.zeros(1, np.int64),
+                    np.zeros(1, np.int64))
+    BL = Waiting(-np.ones(k, np.int64), np.zeros(4 * n + 16, np.int64), np.zeros(4 * n + 16, np.int64))
+    S = PassScratch(np.zeros(n, np.int64), np.zeros(k, np.int64), np.zeros(n, np.bool_), np.zeros(n, np.int64),
+                    np.zeros(max_moves, np.int64), np.zeros(max_moves, np.int64))
+    return _fm_passes(T, P, V, C, L, O, order, trace, stats, FMScratch(X, apply_scratch(maxdeg, k), H, F, EV, ONE, BL, S))
+
+
+@njit_rc_free
+def _fm_passes(T, P, V, C, L, O, order, trace, stats, W):
+    """The passes of :func:`_fm`, which allocates their scratch W (:class:`FMScratch`).
+    Allocates nothing (compiled without reference counting)."""
+    X, A, H, F, EV, ONE, BL, S = W
     vptr, vidx, tptr, tidx, w, w2 = T
     soff, lam, dense, spart, scnt = P
     part, load, vol, send, recv, smsg, rmsg, tot, load2 = V
@@ -877,59 +922,16 @@ def _fm(T, P, V, C, L, O, order, trace, stats):
     work_limit = O.work_limit
     n = part.shape[0]
     k = vol.shape[0]
-    maxdeg = 1
-    for v in range(n):
-        d = vptr[v + 1] - vptr[v]
-        if d > maxdeg:
-            maxdeg = d
-    maxpins = 1
-    for v in range(n):
-        d = tptr[v + 1] - tptr[v] + 1
-        if d > maxpins:
-            maxpins = d
-    X = EvalScratch(np.zeros(k, np.int64), np.zeros(k, np.int64), np.zeros(k, np.bool_),
-                    np.zeros(2 * k + 4, np.int64), np.zeros(k, np.int64), np.zeros(k, np.int64),
-                    np.zeros(k * k if obj == 4 else 1, np.int64),
-                    np.zeros(2 * maxdeg + 4 * k + 8 if obj == 4 else 1, np.int64), np.zeros(1, np.int64),
-                    np.zeros(k, np.int64), np.zeros(k, np.int64), np.zeros(k, np.int64),
-                    np.zeros(maxdeg + 1, np.int64), -np.ones(k, np.int64), np.zeros(maxdeg + 1, np.int64))
-    A = apply_scratch(maxdeg, k)
     crit, crita, critb, ncrit = A.crit, A.crita, A.critb, A.ncrit
-    heap = np.zeros(n, np.int64)
-    hkey = np.zeros(n, np.float64)
-    hb = np.zeros(n, np.int64)
-    pos = -np.ones(n, np.int64)
-    hoff = np.zeros(k + 1, np.int64)
-    hsz = np.zeros(k, np.int64)
-    H = PartHeaps(heap, hkey, pos, hoff, hsz)
-    cnts = np.zeros(k, np.int64)
-    hot = np.zeros(k, np.bool_)
-    sk = -np.ones(2, np.int64)
-    F = PartFocus(np.zeros(k, np.float64), hot, sk)
-    locked = np.zeros(n, np.bool_)
-    stamp = np.zeros(n, np.int64)
+    heap, hkey, pos, hoff, hsz = H
+    hot = F.hot
+    ev_v, ev_o, ev_g, ev_b, ev_k = EV
+    one_v, one_o, one_g, one_b, one_k = ONE
+    bl_head, bl_next, bl_vert = BL
+    bl_cap = bl_next.shape[0]
+    hb, cnts, locked, stamp, mv_v, mv_a = S
     st = 0
-    # batches of vertices to (re-)evaluate
-    ev_v = np.zeros(n + 1, np.int64)
-    ev_o = -np.ones(n + 1, np.int64)
-    ev_g = np.zeros(n + 1, np.float64)
-    ev_b = np.zeros(n + 1, np.int64)
-    ev_k = np.zeros(n + 1, np.int64)
-    one_v = np.zeros(1, np.int64)
-    one_o = -np.ones(1, np.int64)
-    one_g = np.zeros(1, np.float64)
-    one_b = np.zeros(1, np.int64)
-    one_k = np.zeros(1, np.int64)
-    EV = MoveBatch(ev_v, ev_o, ev_g, ev_b, ev_k)
-    ONE = MoveBatch(one_v, one_o, one_g, one_b, one_k)
-    bl_head = -np.ones(k, np.int64)
-    bl_cap = 4 * n + 16
-    bl_next = np.zeros(bl_cap, np.int64)
-    bl_vert = np.zeros(bl_cap, np.int64)
-    BL = Waiting(bl_head, bl_next, bl_vert)
     bl_n = 0
-    mv_v = np.zeros(max_moves, np.int64)
-    mv_a = np.zeros(max_moves, np.int64)
     passes = 0
     widen_next = False
     kept_total = 0
@@ -941,7 +943,10 @@ def _fm(T, P, V, C, L, O, order, trace, stats):
         mx0, _ = state_key(C, V, 1.0)
         scale = mx0 if mx0 > 0 else 1.0
         if obj == 0:
-            scale = max(1.0, float(max(np.max(send), np.max(recv))))
+            top = 0                       # (a loop: np.max needs numba's reference counting)
+            for p in range(k):
+                top = max(top, send[p], recv[p])
+            scale = max(1.0, float(top))
         inv = 1.0 / scale
         mxs, phs = state_key(C, V, inv)
         start0 = float(tot[0]) if obj == 0 else mxs

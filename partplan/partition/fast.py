@@ -157,7 +157,7 @@ def _count_pins(m, eptr, epin, nw, part, soff, lam, dense, spart, scnt):
 
 
 # ------------------------------------------------------------------ label propagation
-@njit
+@_fm.njit_rc_free
 def _lp(n, k, vptr, vnet, eptr, epin, nw, vw, part, load, cap, soff, lam, dense, spart, scnt,
         order, max_rounds, conn, touched, active, activate_max, dense_cand, fixed, max_deg, prune):
     """Label propagation with exact km1 gains (see the module doc).
@@ -321,10 +321,18 @@ def _cluster(n, vptr, vnet, eptr, epin, nw, vw, part, order, maxw, max_net, rati
     v of u's own net, by the two nets u and v surely share,
     w_own(u)/(|own(u)| − 1) + w_own(v)/(|own(v)| − 1) — O(pins) instead of
     O(Σ|e|²). Fixed vertices neither join nor are joined."""
+    cid = -np.ones(n, np.int64)
+    nc = _cluster_into(n, vptr, vnet, eptr, epin, nw, vw, part, order, maxw, max_net, rating, touched, own, fixed,
+                       np.arange(n), vw.copy(), np.ones(n, np.int64), cid)
+    return cid, nc
+
+
+@_fm.njit_rc_free
+def _cluster_into(n, vptr, vnet, eptr, epin, nw, vw, part, order, maxw, max_net, rating, touched, own, fixed,
+                  root, cw, csize, cid):
+    """The loops of :func:`_cluster` (which allocates): root[v] = v, cw = vw, csize = 1 and
+    cid = -1 on entry; cid is written. Returns the number of clusters."""
     own_nets = own[0] >= -1
-    root = np.arange(n)
-    cw = vw.copy()
-    csize = np.ones(n, np.int64)
     for ii in range(n):
         u = order[ii]
         if root[u] != u or csize[u] > 1 or fixed[u]:
@@ -365,7 +373,6 @@ def _cluster(n, vptr, vnet, eptr, epin, nw, vw, part, order, maxw, max_net, rati
             root[u] = best
             cw[best] += wu
             csize[best] += 1
-    cid = -np.ones(n, np.int64)
     nc = 0
     for v in range(n):
         if root[v] == v:
@@ -373,7 +380,7 @@ def _cluster(n, vptr, vnet, eptr, epin, nw, vw, part, order, maxw, max_net, rati
             nc += 1
     for v in range(n):
         cid[v] = cid[root[v]]
-    return cid, nc
+    return nc
 
 
 @njit

@@ -38,20 +38,24 @@ njit = _fm.njit  # cache=True, nogil=True: V-cycles and refinements run side by 
 Clusters = namedtuple("Clusters", "cptr cmem order")
 Clusters.__doc__ = """The clusters of one level: members of cluster c are cmem[cptr[c]:cptr[c+1]]
 (vertices, all in one part); order: the order clusters are visited in."""
+ClusterScratch = namedtuple("ClusterScratch", "A cnt touched tb hot")
+ClusterScratch.__doc__ = """Scratch of cluster_pass: A (:class:`._fm.ApplyScratch`), per part the
+member counts of the neighbour parts (cnt), those parts (touched), the target parts (tb) and the
+hot parts (hot)."""
 ClusterOptions = namedtuple("ClusterOptions", "theta max_rounds min_gain min_size deadline")
 ClusterOptions.__doc__ = """theta: clusters leave parts whose cost is >= theta × the max; max_rounds;
 min_gain: a round must lower the max by more (relative) for another; min_size:
 smallest cluster that moves (vertices); deadline: perf_counter seconds (< 0: none)."""
 
 
-@njit
-def cluster_pass(T, P, V, C, L, CL, O, maxdeg, stats):
+@_fm.njit_rc_free
+def cluster_pass(T, P, V, C, L, CL, O, S, stats):
     """Greedy rounds of whole-cluster moves (CL: :class:`Clusters`; members
     cmem[cptr[c]:cptr[c+1]], all in one part; clusters visited in
     ``CL.order``). T, P, V, C: the records of :mod:`._fm` (P and V updated in
     place); L: :class:`._fm.Limits` (cap, vlimit, max_targets: target parts
-    tried per cluster); O: :class:`ClusterOptions`; maxdeg: the most nets of a
-    vertex. Returns the moves kept. stats[0] += trial moves, stats[1] +=
+    tried per cluster); O: :class:`ClusterOptions`; S: :class:`ClusterScratch`
+    (allocates nothing: compiled without reference counting). Returns the moves kept. stats[0] += trial moves, stats[1] +=
     member moves applied (trials included); stats[2] = 1 when the deadline
     (perf_counter seconds, < 0: none) stopped it. A move must lower
     Φ + μ·ΔTV/M and must not raise the current max cost."""
@@ -64,11 +68,7 @@ def cluster_pass(T, P, V, C, L, CL, O, maxdeg, stats):
     theta, max_rounds, min_gain, min_size, deadline = O
     k = V.vol.shape[0]
     nc = cptr.size - 1
-    A = apply_scratch(maxdeg, k)
-    cnt = np.zeros(k, np.int64)
-    touched = np.zeros(k, np.int64)
-    tb = np.zeros(k, np.int64)
-    hot = np.zeros(k, np.bool_)
+    A, cnt, touched, tb, hot = S
     kept = 0
     for rnd in range(max_rounds):
         M = state_key(C, V, 1.0)[0]
@@ -204,11 +204,13 @@ def cluster_moves(graph, st, part: np.ndarray, k: int, w: np.ndarray, cap: int, 
     C = _fm.CostModel(obj, alpha, brb, q, mu)
     L = _fm.Limits(cap, cap, vlimit, vlimit, max_targets, -1.0, st.cap2)   # no overload, no volume slack, no cost cap
     O = ClusterOptions(theta, max_rounds, min_gain, min_size, float(deadline))
+    S = ClusterScratch(apply_scratch(maxdeg, k), np.zeros(k, np.int64), np.zeros(k, np.int64),
+                       np.zeros(k, np.int64), np.zeros(k, np.bool_))
     levels = []
     for cid, nc in list(reversed(maps))[:max_levels]:
         cptr, cmem = _members(cid, nc)
         order = rng.permutation(nc).astype(np.int64)
-        kept = cluster_pass(T, P, V, C, L, Clusters(cptr, cmem, order), O, maxdeg, stats)
+        kept = cluster_pass(T, P, V, C, L, Clusters(cptr, cmem, order), O, S, stats)
         levels.append((int(nc), int(kept)))
         if stats[2]:
             break
