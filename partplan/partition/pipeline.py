@@ -113,7 +113,8 @@ DEFAULT_VCYCLE = "all"
 DEFAULT_SELECT = "max"
 DEFAULT_VOLUME_TOLERANCE = 0.03
 # the refinement's budget, in work units (refine.refine's ``work_limit``: counted, not timed, so the
-# result is the same on every machine; about 2-6 M units per second here): the first round may spend
+# result is the same on every machine; about 2-6 M units per second here, 1.3-2x that since the
+# kernels dropped numba's reference counting in session 35): the first round may spend
 # ``refine_work`` (DEFAULT_REFINE_WORK) units per pin of A + I (nnz + n), at least REFINE_WORK_MIN and
 # at most REFINE_WORK_MAX; the rounds after it together ``rounds_work`` (DEFAULT_ROUNDS_WORK) x what
 # the first round spent, at least ROUNDS_WORK_MIN. Chosen on the TUNE half (docs/planner.md, v3.5).
