@@ -136,4 +136,5 @@ def test_hot_kernels_compile_without_reference_counting():
     rc_free = (_fm._best1, _fm.eval_moves, _fm.apply_move, _fm.state_key, _fm._refresh, _fm._fm_passes,
                multilevel.cluster_pass, fast._lp, fast._cluster_into)
     assert all(f.targetoptions.get("_nrt") is False for f in rc_free)
-    assert _fm._fm.targetoptions.get("_nrt", True) is not False and fast._cluster.targetoptions.get("_nrt", True) is not False
+    shells = (_fm._fm, fast._cluster)
+    assert all(f.targetoptions.get("_nrt", True) is not False for f in shells)

@@ -880,7 +880,7 @@ def _fm(T, P, V, C, L, O, order, trace, stats):
     1 no candidate, 2 move limit, 3 time limit, 4 work limit. Returns (passes,
     kept moves, tried moves, stopped: 0 converged / 1 time limit / 2 max passes
     / 3 work limit)."""
-    vptr, tptr, part, k = T.vptr, T.tptr, V.part, V.vol.shape[0]
+    vptr, part, k = T.vptr, V.part, V.vol.shape[0]
     obj, max_moves = C.obj, O.max_moves
     n = part.shape[0]
     maxdeg = 1
@@ -904,7 +904,8 @@ def _fm(T, P, V, C, L, O, order, trace, stats):
     BL = Waiting(-np.ones(k, np.int64), np.zeros(4 * n + 16, np.int64), np.zeros(4 * n + 16, np.int64))
     S = PassScratch(np.zeros(n, np.int64), np.zeros(k, np.int64), np.zeros(n, np.bool_), np.zeros(n, np.int64),
                     np.zeros(max_moves, np.int64), np.zeros(max_moves, np.int64))
-    return _fm_passes(T, P, V, C, L, O, order, trace, stats, FMScratch(X, apply_scratch(maxdeg, k), H, F, EV, ONE, BL, S))
+    W = FMScratch(X, apply_scratch(maxdeg, k), H, F, EV, ONE, BL, S)
+    return _fm_passes(T, P, V, C, L, O, order, trace, stats, W)
 
 
 @njit_rc_free

@@ -33,8 +33,6 @@ from . import _fm
 from .._kernels import monotonic
 from ._fm import _cost, apply_move, apply_scratch, count_neighbour_parts, state_key
 
-njit = _fm.njit  # cache=True, nogil=True: V-cycles and refinements run side by side (lanes.py)
-
 Clusters = namedtuple("Clusters", "cptr cmem order")
 Clusters.__doc__ = """The clusters of one level: members of cluster c are cmem[cptr[c]:cptr[c+1]]
 (vertices, all in one part); order: the order clusters are visited in."""
@@ -48,6 +46,7 @@ min_gain: a round must lower the max by more (relative) for another; min_size:
 smallest cluster that moves (vertices); deadline: perf_counter seconds (< 0: none)."""
 
 
+# nogil (refinements run side by side, lanes.py); no reference counting: it allocates nothing
 @_fm.njit_rc_free
 def cluster_pass(T, P, V, C, L, CL, O, S, stats):
     """Greedy rounds of whole-cluster moves (CL: :class:`Clusters`; members
@@ -55,8 +54,9 @@ def cluster_pass(T, P, V, C, L, CL, O, S, stats):
     ``CL.order``). T, P, V, C: the records of :mod:`._fm` (P and V updated in
     place); L: :class:`._fm.Limits` (cap, vlimit, max_targets: target parts
     tried per cluster); O: :class:`ClusterOptions`; S: :class:`ClusterScratch`
-    (allocates nothing: compiled without reference counting). Returns the moves kept. stats[0] += trial moves, stats[1] +=
-    member moves applied (trials included); stats[2] = 1 when the deadline
+    (it allocates nothing: compiled without reference counting). Returns the
+    moves kept. stats[0] += trial moves, stats[1] += member moves applied
+    (trials included); stats[2] = 1 when the deadline
     (perf_counter seconds, < 0: none) stopped it. A move must lower
     Φ + μ·ΔTV/M and must not raise the current max cost."""
     vptr, vidx, w, w2 = T.vptr, T.vidx, T.w, T.w2
