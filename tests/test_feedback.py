@@ -140,6 +140,30 @@ def test_cli_heartbeat_and_quiet(graph, fast_beat, monkeypatch, tmp_path, capsys
     assert " s elapsed" not in capsys.readouterr().err
 
 
+def test_heartbeat_while_refine_moves_clusters(fast_beat, monkeypatch):
+    """The refinement's cluster-move stage (minutes on R-MAT 22) speaks like its FM passes: a
+    heartbeat while it runs and one line with its moves after it."""
+    import networkx as nx
+
+    from partplan.partition import refine as rf
+    nxg = nx.random_regular_graph(4, 400, seed=3)
+    u, v = np.array(nxg.edges()).T
+    g = Graph.from_edges(u, v, symmetrize=True, n=400)
+    orig, seen = rf.cluster_moves, []
+
+    def slow(*a, **kw):
+        time.sleep(0.4)
+        seen.append(len(_beats()))
+        return orig(*a, **kw)
+    monkeypatch.setattr(rf, "cluster_moves", slow)
+    msgs = []
+    rf.refine(g, np.arange(400) % 4, 4, seed=1, progress=msgs.append)
+    assert seen == [1] and not _beats()
+    assert sum(m.startswith("refining max-both (cluster moves): ") and m.endswith(" s elapsed") for m in msgs) >= 3
+    done = [m for m in msgs if m.startswith("refine cluster moves: ")]
+    assert len(done) == 1 and " kept on " in done[0], msgs
+
+
 # ------------------------------------------------------------------ train gcn under --nprocs
 def _sbm_case(tmp_path):
     """Two 40-vertex communities (networkx SBM), one-hot features, labels = community."""

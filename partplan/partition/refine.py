@@ -278,9 +278,13 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
                 if work_limit is not None and _fm.work_done(stats) > work_limit:
                     code = 3
                     break
-                ml_report = cluster_moves(graph, st, out, k, w, cap, vlimit, _fm.OBJ_CODES[objective],
-                                          float(alpha), float(beta) * rb, int(q), float(mu), seed=seed,
-                                          deadline=deadline)
+                with _heartbeat(progress, None, label=f"refining {objective} (cluster moves)"):
+                    ml_report = cluster_moves(graph, st, out, k, w, cap, vlimit, _fm.OBJ_CODES[objective],
+                                              float(alpha), float(beta) * rb, int(q), float(mu), seed=seed,
+                                              deadline=deadline)
+                if progress is not None:
+                    progress(f"refine cluster moves: {ml_report['moves']} of {ml_report['trials']} kept on "
+                             f"{len(ml_report['levels'])} levels ({time.perf_counter() - t0:.2f} s)")
                 if ml_report["stopped"] == "time limit":
                     code = 1
                     break
