@@ -116,27 +116,28 @@ CANDIDATES = {
 }
 
 
-def generated_graph(name: str):
+def generated_graph(name: str, seed: int = 1):
     """One graph of GENERATED (networkx generators, seed 1; 20-33 k vertices). Undirected ones are
-    symmetric without self loops; "scale-free (dir.)" keeps its direction (rows without out-links)."""
+    symmetric without self loops; "scale-free (dir.)" keeps its direction (rows without out-links).
+    Another ``seed`` draws another graph of the same family (the grids are the same at any seed)."""
     import networkx as nx
 
     from partplan.graph import Graph
 
     if name == "scalefree-dir":
-        nxg = nx.DiGraph(nx.scale_free_graph(20000, seed=1))
+        nxg = nx.DiGraph(nx.scale_free_graph(20000, seed=seed))
         nxg.remove_edges_from(list(nx.selfloop_edges(nxg)))
     else:
         nxg = {"grid2d": lambda: nx.grid_2d_graph(180, 180),
                "grid3d": lambda: nx.grid_graph(dim=[32, 32, 32]),
-               "regular6": lambda: nx.random_regular_graph(6, 20000, seed=1),
-               "ba4": lambda: nx.barabasi_albert_graph(20000, 4, seed=1),
-               "ws": lambda: nx.watts_strogatz_graph(30000, 8, 0.05, seed=1),
-               "tree": lambda: getattr(nx, "random_labeled_tree", getattr(nx, "random_tree", None))(30000, seed=1),
-               "caveman": lambda: nx.relaxed_caveman_graph(1000, 20, 0.1, seed=1),
+               "regular6": lambda: nx.random_regular_graph(6, 20000, seed=seed),
+               "ba4": lambda: nx.barabasi_albert_graph(20000, 4, seed=seed),
+               "ws": lambda: nx.watts_strogatz_graph(30000, 8, 0.05, seed=seed),
+               "tree": lambda: getattr(nx, "random_labeled_tree", getattr(nx, "random_tree", None))(30000, seed=seed),
+               "caveman": lambda: nx.relaxed_caveman_graph(1000, 20, 0.1, seed=seed),
                "sbm": lambda: nx.stochastic_block_model(
-                   [500] * 40, [[0.02 if i == j else 0.0004 for j in range(40)] for i in range(40)], seed=1),
-               "bipartite": lambda: nx.bipartite.random_graph(10000, 15000, 0.0005, seed=1)}[name]()
+                   [500] * 40, [[0.02 if i == j else 0.0004 for j in range(40)] for i in range(40)], seed=seed),
+               "bipartite": lambda: nx.bipartite.random_graph(10000, 15000, 0.0005, seed=seed)}[name]()
     nxg = nx.convert_node_labels_to_integers(nxg, ordering="sorted")
     e = np.array(list(nxg.edges()), dtype=np.int64).reshape(-1, 2)
     return Graph.from_edges(e[:, 0], e[:, 1], n=nxg.number_of_nodes(), symmetrize=not nxg.is_directed(),

@@ -2,6 +2,7 @@
 the installed package) with a one-line notice before the first compile, and a
 heartbeat on stderr while a partitioning backend runs."""
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -162,6 +163,33 @@ def test_heartbeat_while_refine_moves_clusters(fast_beat, monkeypatch):
     assert sum(m.startswith("refining max-both (cluster moves): ") and m.endswith(" s elapsed") for m in msgs) >= 3
     done = [m for m in msgs if m.startswith("refine cluster moves: ")]
     assert len(done) == 1 and " kept on " in done[0], msgs
+
+
+def test_progress_lines_from_threads_stay_whole(monkeypatch):
+    """The pipeline refines its starts on several threads that all report: every line arrives
+    whole, even through a stream that gives up the GIL between writes."""
+    class Yielding:
+        def __init__(self):
+            self.chunks = []
+
+        def write(self, s):
+            time.sleep(0.0005)                 # another thread runs here
+            self.chunks.append(s)
+            return len(s)
+
+        def flush(self):
+            pass
+    out = Yielding()
+    monkeypatch.setattr(sys, "stderr", out)
+    say = heartbeat.StderrProgress()
+    threads = [threading.Thread(target=lambda t=t: [say(f"lane {t} line {i}") for i in range(40)]) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    lines = "".join(out.chunks).splitlines()
+    assert len(lines) == 160
+    assert all(re.fullmatch(r"\[ *\d+\.\ds\] lane \d line \d+", ln) for ln in lines), lines
 
 
 # ------------------------------------------------------------------ train gcn under --nprocs

@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
+
+_WRITE_LOCK = threading.Lock()
 
 # heartbeat while a backend runs (seconds): first message, then every HEARTBEAT_EVERY_S
 HEARTBEAT_FIRST_S = 2.0
@@ -57,7 +60,10 @@ class StderrProgress:
 
     def __call__(self, msg: str) -> None:
         if not self.quiet:
-            print(f"[{time.perf_counter() - self.t0:7.1f}s] {msg}", file=sys.stderr, flush=True)
+            line = f"[{time.perf_counter() - self.t0:7.1f}s] {msg}\n"
+            with _WRITE_LOCK:    # the pipeline's lanes report from several threads: one line each
+                sys.stderr.write(line)
+                sys.stderr.flush()
 
     def wall_t0(self) -> float | None:
         """``t0`` on the wall clock (seconds since the epoch) when lines may be written straight to
@@ -83,7 +89,6 @@ class _heartbeat:
         wall = getattr(self.progress, "wall_t0", lambda: None)()
         if wall is not None and self._start_child(wall):
             return self
-        import threading
         self.stop = threading.Event()
         t0 = time.perf_counter()
 
