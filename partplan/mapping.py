@@ -132,12 +132,13 @@ def steiner_map(graph, part: np.ndarray, topo, *, imbalance: float = 0.03, seed:
 
     from .models import column_net
     from .partition.backends import _mtk_errors, mtk_context, mtk_hypergraph
+    from .partition.options import engine_seed
     k = topo.ranks
     if k > 64:
         raise PartitionError(f"--map steiner: Mt-KaHyPar maps hypergraphs onto at most 64 ranks, not {k}")
     mtk, ctx = mtk_context(k, imbalance, preset)
     ctx.set_mapping_parameters(int(k), float(imbalance))
-    mtkahypar.set_seed(int(seed))
+    mtkahypar.set_seed(engine_seed(seed))
     Cs = (topo.cost + topo.cost.T) / 2.0
     a, b = np.triu_indices(k, 1)
     w = Cs[a, b]

@@ -262,6 +262,9 @@ def test_other_bad_options(pb_plans, pb_data, tmp_path):
         train_gcn(pb_plans["2"], nprocs=2, data=pb_data, classes=3)
     with pytest.raises(PartplanError, match="dropout"):
         train_gcn(pb_plans["2"], nprocs=2, data=pb_data, dropout=1.0)
+    for seed in (2 ** 70, -2 ** 63 - 1, 1.5, True):       # outside torch's seed range: said before launching
+        with pytest.raises(PartplanError, match="seed must be an integer"):
+            train_gcn(pb_plans["2"], nprocs=2, data=pb_data, seed=seed)
     with pytest.raises(PartplanError, match="not writable|does not exist"):
         train_gcn(pb_plans["2"], nprocs=2, data=pb_data, save=tmp_path / "no" / "w.pt")
     (tmp_path / "junk.npz").write_bytes(b"not a zip")

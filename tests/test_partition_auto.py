@@ -59,6 +59,33 @@ def test_deterministic_for_a_seed():
     assert figures(g, a, 4)["max_send_recv"] == ra["volume_round"]["after"]["max_send_recv"]
 
 
+@pytest.mark.parametrize("kw", [{}, {"model": "graph"}, {"backend": "kahypar"}, {"preset": "quality"}])
+def test_any_integer_seed_reaches_the_engines(kw):
+    """METIS, Mt-KaHyPar and KaHyPar take a C int seed: a seed outside it (--seed 2^40) used to end
+    in a TypeError from the binding. Now every path runs (deterministically, but for the quality
+    preset: Mt-KaHyPar QUALITY is not)."""
+    g = _graph(300)                        # small: the default pipeline also starts Mt-KaHyPar
+    for seed in (2 ** 40 + 3, 2 ** 70 + 3, -(2 ** 40) + 3):
+        a = partition(g, 4, seed=seed, stats=False, **kw)
+        assert a.part.shape == (300,) and a.part.min() >= 0 and a.part.max() < 4
+        if kw.get("preset") != "quality":
+            assert np.array_equal(a.part, partition(g, 4, seed=seed, stats=False, **kw).part)
+
+
+def test_engine_seed_is_the_low_31_bits_outside_the_c_range():
+    """Each engine gets the seed's low 31 bits (the same partition as that seed); seeds within
+    the C int range pass unchanged."""
+    from partplan.partition import backends as be
+    from partplan.partition.options import engine_seed
+    g = _graph(300)
+    assert engine_seed(-5) == -5 and engine_seed(2 ** 31 - 1) == 2 ** 31 - 1 and engine_seed(2 ** 31) == 0
+    for seed in (2 ** 40 + 3, 2 ** 70 + 3, -(2 ** 40) + 3):
+        assert engine_seed(seed) == seed % 2 ** 31 == 3
+        assert np.array_equal(be.metis(g, 4, seed=seed), be.metis(g, 4, seed=3))
+        assert np.array_equal(be.mtkahypar_graph(g, 4, seed=seed, preset="DETERMINISTIC", threads=1)[0],
+                              be.mtkahypar_graph(g, 4, seed=3, preset="DETERMINISTIC", threads=1)[0])
+
+
 def test_default_budget_is_counted_work_not_seconds(monkeypatch):
     """The default refinement budget is work units (refine's work_limit), so a machine ten times
     slower gets the same partition: a progress callable that sleeps after every line leaves the

@@ -310,7 +310,7 @@ def _train_minibatch(plan, comm, cfg: dict) -> tuple[dict, object]:
                     dropout=float(cfg["dropout"]), seed=int(cfg.get("seed", 0)), dtype=tdt)
     opt = torch.optim.Adam(model.parameters(), lr=float(cfg["lr"]), weight_decay=float(cfg["weight_decay"]))
     nparams = sum(p.numel() for p in model.parameters())
-    rng = np.random.default_rng(int(cfg.get("seed", 0)) + 7919)
+    rng = np.random.default_rng((int(cfg.get("seed", 0)) + 7919) % 2 ** 63)   # numpy: non-negative seeds
     nb = int(cfg["epochs"]) * int(cfg["batches_per_epoch"])
     widths = [min(model.dims[i], model.dims[i + 1]) for i in range(L)]
     losses, rows_pb, pred_b, meas_b, times, fwd_rows = [], [], [], [], [], []
@@ -546,6 +546,8 @@ def train_gcn(plan, *, nprocs: int | None = None, backend: str = "gloo", data=No
         raise PartplanError(f"dropout must be in [0, 1), got {dropout}")
     if dtype not in ("float32", "float64"):
         raise PartplanError(f"dtype must be float32 or float64, got {dtype!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not -2 ** 63 <= seed < 2 ** 63:
+        raise PartplanError(f"seed must be an integer in [-2^63, 2^63) (torch's seed range), got {seed!r}")
     m = read_manifest(plan)
     check_plan_for_gcn(m, plan)
     n = m["graph"]["n"]

@@ -45,7 +45,7 @@ from . import baselines
 from . import kaminpar as _kaminpar
 from . import stream as _stream
 from .handoff import pin_arrays, write_hmetis
-from .options import _check_k, check_imbalance
+from .options import _check_k, check_imbalance, engine_seed
 from .schema import GROUPS, PLANNER_ENGINES, Opt, Schema
 
 _MTK = {}  # process-wide mtkahypar Initializer (initialize() may run once per process)
@@ -71,7 +71,7 @@ def metis(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int = 0,
     if k == 1:
         return np.zeros(graph.n, dtype=np.int64)
     xadj, adjncy, ew, vw = metis_graph(graph, vertex_weights=vertex_weights)
-    opts = pymetis.Options(ufactor=max(1, int(round(imbalance * 1000))), seed=int(seed))
+    opts = pymetis.Options(ufactor=max(1, int(round(imbalance * 1000))), seed=engine_seed(seed))
     try:
         res = pymetis.part_graph(k, adjacency=pymetis.CSRAdjacency(xadj, adjncy), vweights=vw,
                                  eweights=ew, recursive=recursive, options=opts)
@@ -166,7 +166,7 @@ def mtkahypar_hypergraph(hg: Hypergraph, k: int, *, imbalance: float = 0.03, see
     mtk, ctx = mtk_context(k, imbalance, preset, objective, threads)
     if k == 1:
         return np.zeros(hg.n, dtype=np.int64), 0
-    mtkahypar.set_seed(int(seed))
+    mtkahypar.set_seed(engine_seed(seed))
     try:
         h = mtk_hypergraph(mtk, ctx, hg, handoff)
         if fixed is not None:
@@ -195,7 +195,7 @@ def mtkahypar_graph(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int 
     src = np.repeat(np.arange(graph.n, dtype=np.int64), np.diff(xadj))
     keep = src < adjncy
     edges = np.stack([src[keep], adjncy[keep]], axis=1)
-    mtkahypar.set_seed(int(seed))
+    mtkahypar.set_seed(engine_seed(seed))
     try:
         h = mtk.create_graph(ctx, graph.n, int(edges.shape[0]), edges.tolist(), vw.tolist(), ew[keep].tolist())
         phg = h.partition(ctx)
@@ -269,7 +269,7 @@ def kahypar_hypergraph(hg: Hypergraph, k: int, *, imbalance: float = 0.03, seed:
         text = Path(ini).read_text() if ini is not None else kahypar_ini(objective, quality=quality)
         (Path(d) / "kahypar.ini").write_text(text)
         (Path(d) / "job.json").write_text(json.dumps({"n": hg.n, "m": hg.m, "k": int(k),
-                                                     "epsilon": float(imbalance), "seed": int(seed)}))
+                                                     "epsilon": float(imbalance), "seed": engine_seed(seed)}))
         try:
             proc = subprocess.run([sys.executable, "-c", _KAHYPAR_WORKER, d], capture_output=True,
                                   text=True, timeout=timeout)

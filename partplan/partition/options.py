@@ -79,6 +79,21 @@ def rng_seed(v) -> int:
     return check_seed(v) & (2 ** 63 - 1)
 
 
+C_INT_SEED = 2 ** 31      # METIS, Mt-KaHyPar and KaHyPar take their seed as a C int
+
+
+def engine_seed(v) -> int:
+    """:func:`check_seed`, as a C engine takes it (a C int): the seed itself within
+    [-2^31, 2^31), else its low 31 bits (any integer is a valid seed; two seeds that map to the
+    same value give the same partition).
+
+    >>> engine_seed(7), engine_seed(-7), engine_seed(2 ** 40 + 5)
+    (7, -7, 5)
+    """
+    s = check_seed(v)
+    return s if -C_INT_SEED <= s < C_INT_SEED else s & (C_INT_SEED - 1)
+
+
 def _check_k(n: int, k: int):
     if not isinstance(k, (int, np.integer)) or isinstance(k, bool):
         raise PartitionError(f"k must be an integer, got {k!r}")
