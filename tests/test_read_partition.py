@@ -71,6 +71,18 @@ def test_bad_inputs_are_one_error_naming_the_file(graph, tmp_path, name, bad, wh
         assert ":line 5:" in msg  # vertex 4 is on line 5
 
 
+@pytest.mark.parametrize("name", FORMATS)
+def test_a_binary_file_under_any_name_is_one_error(graph, tmp_path, name):
+    """A .npy (or random bytes) renamed to another format: one PartitionError naming the file — a
+    binary file read as CSV used to end in pyarrow's UnicodeDecodeError on its "header"."""
+    f = tmp_path / name
+    f.write_bytes(b"\x93NUMPY\x01\x00v\x00{'descr': '<i8', 'fortran_order': False, 'shape': (12,), }"
+                  + b" " * 60 + b"\n")   # a .npy header alone: one CSV "header" line that is not UTF-8
+    with pytest.raises(PartitionError) as ei:
+        read_partition_file(f, graph)
+    assert str(f) in str(ei.value)
+
+
 def test_ids_out_of_range_for_k(graph, tmp_path):
     f = _write(tmp_path / "g.part.2", PART)  # ids up to 2 in a file named for 2 parts
     with pytest.raises(PartitionError, match=r"g\.part\.2: vertex 2 has part id 2 >= k=2"):

@@ -160,9 +160,9 @@ def _read_table(p: Path, suffix: str, column: str | None) -> np.ndarray:
             table = pcsv.read_csv(pa.input_stream(str(p), compression="detect"))
         else:
             table = feather.read_table(p)
-    except (pa.ArrowException, OSError) as exc:
+        names = table.column_names      # (a binary file read as CSV: its "header" is not UTF-8)
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
         raise PartitionError(f"{p}: not a readable {suffix[1:]} table ({exc})") from exc
-    names = table.column_names
     if column is None:
         if len(names) == 1:
             column = names[0]
