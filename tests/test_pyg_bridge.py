@@ -220,9 +220,11 @@ def test_pt_refusal_never_runs_the_pickle(tmp_path):
     assert not marker.exists()
 
 
-def test_pt_garbage_file(tmp_path):
+@pytest.mark.parametrize("junk", [b"not a torch file at all",
+                                  b"src,dst\n0,1\n1,\xff\n"])   # the unpickler's IndexError escaped before
+def test_pt_garbage_file(tmp_path, junk):
     p = tmp_path / "junk.pt"
-    p.write_bytes(b"not a torch file at all")
+    p.write_bytes(junk)
     with pytest.raises(GraphFormatError, match="junk.pt"):
         partplan.io.read_graph(p)
 

@@ -66,8 +66,8 @@ def load_pt(path: str | os.PathLike) -> Any:
         m = re.search(r"GLOBAL ([\w.]+)", str(exc))
         what = f" (it pickles {m.group(1)})" if m else ""
         raise GraphFormatError(_REFUSE + what, p) from None
-    except (RuntimeError, OSError, EOFError, ValueError, AttributeError, TypeError) as exc:
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    except Exception as exc:  # noqa: BLE001 - torch's weights-only unpickler also raises IndexError, KeyError, ...
+        msg = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         raise GraphFormatError(f"not a readable torch .pt file ({msg})", p) from None
     if isinstance(obj, torch.Tensor):
         return obj
