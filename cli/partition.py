@@ -51,14 +51,18 @@ def register(subparsers) -> None:
                                                   "or a dataset name (partplan datasets)")
     p.add_argument("-k", type=_positive_int, required=True, metavar="K", help="number of ranks")
     p.add_argument("--model", default=None, choices=["graph", "hypergraph", "stochastic", "baseline"],
-                   help="partitioning model (default hypergraph)")
+                   help="partitioning model (default: none given, the default pipeline of --preset auto; a "
+                        "model runs one engine)")
     from partplan.partition.backends import BACKENDS  # the registry: one list of engines
     p.add_argument("--engine", dest="backend", default=None, choices=list(BACKENDS),
                    help="engine (default: metis for graph, mtkahypar for hypergraph/stochastic, random "
                         "for baseline)")
-    p.add_argument("--preset", default=None, help="Mt-KaHyPar preset: DEFAULT, QUALITY, HIGHEST_QUALITY, "
-                                                   "DETERMINISTIC, DETERMINISTIC_QUALITY, LARGE_K; or fast "
-                                                   "(METIS + km1 refinement, no Mt-KaHyPar)")
+    p.add_argument("--preset", default=None,
+                   help="auto (the default: METIS and KaMinPar starts, km1 V-cycles, max(send, recv) "
+                        "refinement; docs/planner.md); fast (METIS + km1 V-cycle); a Mt-KaHyPar preset: "
+                        "DEFAULT, QUALITY (the slow best-km1 path: QUALITY km1, hubs, max-both refinement), "
+                        "HIGHEST_QUALITY, DETERMINISTIC, DETERMINISTIC_QUALITY, LARGE_K; with --engine "
+                        "kaminpar a KaMinPar context (default, fast, eco, strong, largek*, terapart*)")
     p.add_argument("--metric", default=None, choices=["km1", "cut", "soed"],
                    help="the engine's own objective (mtkahypar/kahypar; default km1 = volume)")
     p.add_argument("--objective", default=None,
