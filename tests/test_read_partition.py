@@ -118,6 +118,33 @@ def test_saved_partition_keeps_its_layout(graph, tmp_path):
     assert P.layout == p.layout and P.k == 4 and P.part.tolist() == p.part.tolist()
 
 
+@pytest.mark.parametrize("layout", ["1d", "1.5d:2", "2d:2x2"])
+def test_a_plan_gives_the_partition_it_was_built_from(graph, tmp_path, layout):
+    """A plan directory as --partition: its part (original vertex order), layout and ranks, the
+    plan's checks applied; a plan of another graph or a bad checksum is one
+    error naming the file."""
+    from partplan.errors import PlanError
+    from partplan.partition.api import partition
+    from partplan.plan import build_plan, write_plan
+    p = partition(graph, 4, model="baseline", backend="block", layout=layout)
+    d = write_plan(build_plan(graph, p), tmp_path / "g.plan")
+    P = read_partition_file(d, graph)
+    assert P.part.tolist() == p.part.tolist() and P.layout == p.layout and P.ranks == p.ranks
+    with pytest.raises(PartitionError, match="more than the 1 asked for"):
+        read_partition_file(d, graph, k=1)
+    with pytest.raises(PartitionError, match="--column"):
+        read_partition_file(d, graph, column="part")
+    other = Graph.from_edges(np.arange(N - 1), np.arange(1, N), n=N, symmetrize=True, name="path12")
+    with pytest.raises(PlanError, match="another graph"):
+        read_partition_file(d, other)
+    f = d / "partition.arrow"
+    raw = bytearray(f.read_bytes())
+    raw[-20] ^= 0xFF                                # one flipped byte: the checksum says so
+    f.write_bytes(bytes(raw))
+    with pytest.raises(PlanError, match="partition.arrow"):
+        read_partition_file(d, graph)
+
+
 @pytest.mark.parametrize("sidecar, field", [
     ('{"n": "12"}', "'n'"),
     ('{"n": -1}', "'n'"),

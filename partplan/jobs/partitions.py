@@ -10,6 +10,9 @@
 - a bare file: METIS text ``.part.K`` (one id per line), ``.npy``, ``.pt``
   (a 1-D node map), a Parquet / Arrow / Feather / CSV column
   (:func:`partplan.io.partfile.read_partition` reads all of these);
+- a partplan plan directory: the partition it was built from, with its layout
+  (:func:`partplan.plan.store.load_plan_partition`: manifest, checksum, ids
+  and the graph's fingerprint checked; the shards are not read);
 - a PyG ``Partitioner`` folder (``node_map.pt`` inside), a DGL partition
   folder or config JSON, a DGL assignment folder, a CAGNET ``.part-sizes``
   file (:mod:`partplan.interop`).
@@ -74,6 +77,25 @@ def _bare_array(p: Path, n: int, column: str | None) -> np.ndarray:
     return read_dgl_partition(p, n)  # folders and config JSON (assignment folders too)
 
 
+def _from_plan(p: Path, graph):
+    """The partition of plan directory ``p`` (checked as :func:`partplan.plan.load_plan` checks it,
+    shards not read) with the plan's layout, model and engine; its graph must be ``graph``."""
+    from ..partition import Partition
+    from ..partition.api import _layout_of
+    from ..parts import as_partition
+    from ..plan.store import load_plan_partition
+
+    m, part, owner = load_plan_partition(p, graph)
+    lay = _layout_of({"k": m["ranks"], "layout": m.get("layout", "1d"),
+                      "layout_params": m.get("layout_params") or {}}, p / "manifest.json")
+    part, _ = as_partition(part, graph.n, lay.row_blocks, source=str(p))
+    text = {f: str(m.get(f) or "") for f in ("model", "backend", "objective")}
+    return Partition(part=part, k=lay.ranks, layout=lay.spec, layout_params=dict(m.get("layout_params") or {}),
+                     model=text["model"] or "external", backend=text["backend"] or "external",
+                     objective=text["objective"] or "total", params={}, timings={}, stats=None, owner=owner,
+                     graph_fingerprint=graph.fingerprint, info={"file": str(p), "plan": True})
+
+
 def read_partition_file(path: str | os.PathLike, graph, *, column: str | None = None,
                         k: int | None = None):
     """Read the partition in ``path`` for ``graph`` (a :class:`partplan.Graph`);
@@ -92,6 +114,13 @@ def read_partition_file(path: str | os.PathLike, graph, *, column: str | None = 
     p = Path(path)
     if not p.exists():
         raise PartitionError(f"{p}: no such partition file or directory")
+    if p.is_dir() and (p / "manifest.json").is_file():      # a plan: the partition it was built from
+        if column is not None:
+            raise PartitionError(f"{p}: --column applies to Parquet/Arrow/CSV partition files only")
+        P = _from_plan(p, graph)
+        if k is not None and P.row_blocks > k:
+            raise PartitionError(f"{p}: {P.row_blocks} row blocks, more than the {k} asked for")
+        return P
     if column is None and _is_partplan_saved(p):
         P = load_partition(p, graph)
         if k is not None and P.row_blocks > k:

@@ -653,6 +653,13 @@ def load_plan(path, rank: int | None = None, graph=None, *, verify: bool = True,
     ranks = [load_rank(path, r, manifest=m, verify=verify, check=check) for r in range(m["ranks"])]
     for rp in ranks:
         rp.check()
+    g = _partition_arrays(path, m, verify)
+    return Plan(m, ranks, g["part"], g.get("owner"), g.get("perm"))
+
+
+def _partition_arrays(path: Path, m: dict, verify: bool) -> dict[str, np.ndarray]:
+    """The arrays of a plan's partition file (``part``, optional ``owner`` and ``perm``), its size
+    (and sha256 when ``verify``) checked against the manifest, every array n integers in range."""
     pf = path / m["partition_file"].get("file", PARTITION_FILE)
     _, g = _parse_arrow(pf, _check_file(pf, m["partition_file"], "partition file", verify).buf)
     n, k = m["graph"]["n"], m["k"]
@@ -665,4 +672,17 @@ def load_plan(path, rank: int | None = None, graph=None, *, verify: bool = True,
         lim = n if key == "perm" else k
         if a.dtype.kind not in "iu" or a.size != n or (a.size and (int(a.min()) < 0 or int(a.max()) >= lim)):
             raise PlanError(f"{pf}: field {key!r} is not {n} integers in [0, {lim})")
-    return Plan(m, ranks, g["part"], g.get("owner"), g.get("perm"))
+    return g
+
+
+def load_plan_partition(path, graph=None, *, verify: bool = True) -> tuple[dict, np.ndarray, np.ndarray | None]:
+    """The partition a plan was built from, without its shards: (manifest, part int64[n] (row block
+    of every vertex, original vertex order), owner int64[n] or None). The manifest and the
+    partition file get the checks of :func:`load_plan`; with ``graph`` its fingerprint must be
+    the plan's. Raises :class:`PlanError` naming the file and field."""
+    path = Path(path)
+    m = read_manifest(path)
+    _check_graph(m, graph, path)
+    g = _partition_arrays(path, m, verify)
+    owner = g.get("owner")
+    return m, g["part"].astype(np.int64, copy=False), None if owner is None else owner.astype(np.int64, copy=False)
