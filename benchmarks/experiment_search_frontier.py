@@ -121,15 +121,11 @@ def _overlay(g, p1, p2):
 
 
 def _polish(g, part, k, vref, seed):
-    """One max-both refinement (total volume at most vref, 2 work units per pin) and a volume round."""
-    from partplan.partition.refine import refine
-
-    lim = pl.compute_limit(g, part, k, 0.03)
-    out, r = refine(g, part, k, objective="max-both", imbalance=0.03, seed=seed, volume_tolerance=0.0,
-                    volume_reference=vref, work_limit=pl.work_units(g, 2.0), patience=pl.REFINE_PATIENCE, **lim)
-    out, _ = refine(g, out, k, objective="total", imbalance=0.03, seed=seed, volume_tolerance=0.0,
-                    max_cost=r["after"]["max_send_recv"], work_limit=pl.work_units(g, pl.DEFAULT_VOLUME_WORK), **lim)
-    return out
+    """The pipeline's own stages once: a max-both refinement (total volume at most vref, 2 work
+    units per pin) and a volume round."""
+    out, r = pl._refine_max(g, part, k, 0.03, seed, vref, 0.0, None, pl.work_units(g, 2.0), None)
+    budget = pl.Budget.of(g, pl.DEFAULT_REFINE_WORK, pl.DEFAULT_ROUNDS_WORK, None)
+    return pl._volume_round(g, k, out, r, 0.03, seed, pl.DEFAULT_VOLUME_WORK, budget, None)[0]
 
 
 def combine(cases) -> None:

@@ -67,7 +67,7 @@ import numpy as np
 from .._kernels import HAVE_NUMBA, njit  # numba with the user's cache directory (or plain Python)
 from ..errors import GraphFormatError, OptionError, PartitionError
 from ..graph import Graph
-from .options import check_int, check_real, check_seed
+from .options import check_int, check_real, rng_seed
 
 
 METHODS = ("fennel", "ldg")
@@ -260,7 +260,7 @@ def stream_partition(path_or_graph, k, *, eps=0.03, method="fennel", passes=1, s
         raise OptionError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
     eps = check_real("eps", eps, lo=0.0, hi=10.0, hi_open=True, error=PartitionError)
     passes = check_int("passes", passes, lo=1, hi=1000)
-    seed = check_seed(seed) & (2 ** 63 - 1)
+    seed = rng_seed(seed)
     block_rows = check_int("block_rows", block_rows, lo=1, hi=1 << 40)
     if progress is not None and not callable(progress):
         raise OptionError(f"progress must be callable or None, got {type(progress).__name__}")
