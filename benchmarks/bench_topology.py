@@ -61,8 +61,8 @@ def row(cols, widths):
 
 def bench_graph(name: str, p: int, D: int, f: int, log) -> list[str]:
     from partplan import analyze
-    from partplan.hierarchy import hierarchical_partition
-    from partplan.mapping import brute_force_map, greedy_map, map_parts, mapping_cost
+    from partplan.partition.hierarchy import hierarchical_partition
+    from partplan.partition.mapping import brute_force_map, greedy_map, map_parts, mapping_cost
     from partplan.metrics.topology import level_bytes, topology_metrics
     from partplan.partition import metis
     from partplan.plan import build_plan
@@ -190,7 +190,7 @@ def bench_gloo(f: int, log) -> list[str]:
     from partplan.metrics.topology import level_bytes
     from partplan.partition import metis
     from partplan.plan import build_plan, write_plan
-    from partplan.plan.builder import manifest_volume
+    from partplan.program.plan import manifest_volume
     from partplan.runtime.spmm import run_spmm
     from partplan.topology import load_topology
 

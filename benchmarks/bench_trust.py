@@ -10,7 +10,7 @@ shard in the page cache (as on the second read of a job):
 - ``read``   — :func:`partplan.plan.store.load_rank` with ``check=False``:
   open without following links, memory-map, sha256 of the mapped bytes,
   Arrow parse, manifest-vs-shard field checks (what a reader did before);
-- ``check``  — :func:`partplan.plan.trust.shard_problems` on that shard (array
+- ``check``  — :func:`partplan.io.trust.shard_problems` on that shard (array
   types, ids in [0, n), counts against the pairs, buffer bounds, each step's
   structure check) — what ``load_rank`` adds by default;
 - ``read_nosha`` — the read with ``verify=False`` (no checksum: the checks are
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> dict:
     from partplan.datasets.generators import rmat
     from partplan.plan import build_plan, read_manifest, write_plan
     from partplan.plan.store import load_rank
-    from partplan.plan.trust import shard_problems
+    from partplan.program.checks import shard_problems
 
     t0 = time.perf_counter()
     g = rmat(args.scale, args.edgefactor, seed=0)

@@ -94,11 +94,12 @@ def run_jobs(plan, comm_factory, kernels, *, roots):
         comm = comm_factory()
         return [plan.ranks[r] for r in comm.local], comm
     from partplan.runtime.analytics import pagerank_parts, sssp_parts, wcc_parts
+    from partplan.layouts import layout_from_manifest
     from partplan.runtime.bfs import BfsEngine
     m = plan.manifest
     n = m["graph"]["n"]
     res = {}
-    lay = plan.layout
+    lay = layout_from_manifest(plan.manifest)
     for direction in ("top-down", "bottom-up", "auto"):
         eng = BfsEngine(m, *inputs(), direction=direction, kernels=kernels)
         eng.search(int(roots[0]))
@@ -156,7 +157,7 @@ def jobs_p1_nccl(args, graphs):
     import torch
     import torch.distributed as dist
     from partplan.plan import build_plan
-    from partplan.plan.builder import manifest_groups
+    from partplan.program.plan import manifest_groups
     from partplan.runtime.comm import LocalComm, TorchComm
     from partplan.runtime.interpreter import Executor
     from partplan.runtime.ops import TorchOps

@@ -61,7 +61,7 @@ def run_job_cmd(args) -> int:
     if getattr(args, "quiet", False) and hasattr(args, "progress"):
         args.progress = False  # -q wins over --progress
     if job.output and getattr(args, "output", None) is not None:  # the output first, before anything is read
-        from partplan.outpath import check_output_file
+        from partplan.io.outpath import check_output_file
         args.output = str(check_output_file(args.output, kind=job.output))
     cfg = job.configure(args)
     if not getattr(args, "quiet", False):  # the launcher says "starting N processes" once the checks passed

@@ -1,6 +1,6 @@
 """``--topology T --route R --map M`` for analyze / partition / plan: the parsing.
 
-The planning itself is the library's :class:`partplan.topology_plan.TopologyPlan`
+The planning itself is the library's :class:`partplan.partition.topology_plan.TopologyPlan`
 (checks before any work, ``--map`` placement, the route's layout, the
 ``topology`` object); :class:`TopologyOptions` builds one from the parsed
 arguments.
@@ -8,13 +8,13 @@ arguments.
 from __future__ import annotations
 
 from partplan.topology import PRESET_HELP
-from partplan.topology_plan import TopologyPlan
+from partplan.partition.topology_plan import TopologyPlan
 
 
 def add_topology_args(p) -> None:
     """Add --topology, --route, --map to an argparse parser."""
-    from partplan.mapping import MAP_METHODS
-    from partplan.routing import ROUTES
+    from partplan.partition.mapping import MAP_METHODS
+    from partplan.layouts.routed import ROUTES
     g = p.add_argument_group("topology (hierarchy-aware plans, docs/topology.md)")
     g.add_argument("--topology", metavar="T", help=f"machine topology: {PRESET_HELP}")
     g.add_argument("--route", choices=ROUTES, default=None,
@@ -32,7 +32,7 @@ def add_topology_args(p) -> None:
 
 class TopologyOptions(TopologyPlan):
     """The parsed --topology / --route / --map / --route-level of one command (``layout``: the
-    command's --layout spec or None), as a :class:`~partplan.topology_plan.TopologyPlan`."""
+    command's --layout spec or None), as a :class:`~partplan.partition.topology_plan.TopologyPlan`."""
 
     def __init__(self, args, layout: str | None = None):
         super().__init__(getattr(args, "topology", None), getattr(args, "route", None),

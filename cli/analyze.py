@@ -140,7 +140,7 @@ def run(args) -> int:
     from partplan.parts import as_partition
 
     _check_options(args)
-    from partplan.outpath import check_output_file
+    from partplan.io.outpath import check_output_file
     if args.plot:
         check_output_file(args.plot, kind="png")
     if args.save_partition:

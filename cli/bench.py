@@ -56,7 +56,7 @@ def run(args) -> int:
 
     preset = check_preset(args.preset)
     if args.out:
-        from partplan.outpath import check_output_folder
+        from partplan.io.outpath import check_output_folder
         check_output_folder(args.out)
     datasets = args.datasets or (QUICK_DATASETS if args.quick else DATASETS)
     from partplan.partition.bench import check_bench_names

@@ -79,7 +79,7 @@ def _load(args):
 def run(args) -> int:
     from partplan.io import detect_format, write_graph, write_hypergraph
 
-    from partplan.outpath import check_output_file
+    from partplan.io.outpath import check_output_file
     if args.chunks is not None:
         return _run_chunked(args)
     if args.out_format is None:

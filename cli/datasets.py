@@ -195,7 +195,7 @@ def _generate_chunked(args) -> int:
 
 def run_generate(args) -> int:
     from partplan import datasets as ds
-    from partplan.outpath import check_output_file
+    from partplan.io.outpath import check_output_file
 
     if args.chunks is not None:
         return _generate_chunked(args)
@@ -232,7 +232,7 @@ def run_generate(args) -> int:
 
 def run_gcn_data(args) -> int:
     from partplan.nn.data import DataError, labeled_dataset, write_data
-    from partplan.outpath import check_output_file
+    from partplan.io.outpath import check_output_file
     out = check_output_file(args.output, kind="npz")
     if args.train_per_class < 1 or args.val < 0:
         raise DataError(f"--train-per-class must be >= 1 and --val >= 0 (got {args.train_per_class}, {args.val})")

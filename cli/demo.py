@@ -95,7 +95,7 @@ def run(args) -> int:
         raise PartitionError(f"--k must be at least 2 for a comparison, got {args.k}")
     if args.f < 1:
         raise PartitionError(f"-f must be >= 1, got {args.f}")
-    from partplan.outpath import check_output_folder
+    from partplan.io.outpath import check_output_folder
     out = check_output_folder(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t_all = time.perf_counter()

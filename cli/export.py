@@ -46,8 +46,8 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    from partplan.interop import export_plan
-    from partplan.outpath import check_output_dir, check_output_file
+    from partplan.interop.export import export_plan
+    from partplan.io.outpath import check_output_dir, check_output_file
     if args.to == "metis":
         check_output_file(args.out)
     else:

@@ -86,7 +86,7 @@ def run(args) -> int:
 def _print(line: str = "") -> None:
     """Print a line of the text report with control characters escaped (its
     strings come from the plan's files: an ANSI escape there is shown, not obeyed)."""
-    from partplan.plan.trust import printable
+    from partplan.io.trust import printable
     print(printable(line))
 
 

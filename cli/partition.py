@@ -152,7 +152,7 @@ def run(args) -> int:
                              f"name it {out.name[:-len(str(named))]}{args.k}")
     want_plan = out is not None and out.suffix.lower() == ".plan" and not args.partition_only
     if out is not None:  # where the result goes is checked before any work
-        from partplan.outpath import check_output_file
+        from partplan.io.outpath import check_output_file
         check_output_file(out.with_suffix(".npy") if out.suffix.lower() == ".plan" and not want_plan else out,
                           kind="partition")
     if want_plan:

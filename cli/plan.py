@@ -72,7 +72,7 @@ def run(args) -> int:
         raise PlanError(f"{out}: exists and is not a plan directory; refusing to overwrite it")
     if not out.parent.exists():
         raise PlanError(f"{out}: directory {out.parent} does not exist")
-    from partplan.outpath import check_output_dir
+    from partplan.io.outpath import check_output_dir
     check_output_dir(out, kind="plan")  # writable, before the graph is read
     if args.layout is not None:
         check_spec(args.layout)

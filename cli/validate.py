@@ -37,7 +37,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from partplan.plan import validate_plan
+    from partplan.runtime.validate import validate_plan
     graph = None
     if args.graph:
         from partplan.cli._common import load_graph
@@ -46,7 +46,7 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(rep, indent=1))  # ensure_ascii: control characters are \u escapes
     else:
-        from partplan.plan.trust import printable
+        from partplan.io.trust import printable
         out = _escaped(printable)  # every line of the report, escaped (strings come from the plan's files)
         out(f"plan {rep['plan']}: layout {rep['layout']}, {rep['ranks']} ranks, n={rep['n']}, nnz={rep['nnz']}"
               + (" (graph checked)" if rep["graph_checked"] else ""))

@@ -26,8 +26,9 @@ from .models import expected_volume
 from .partition import Partition, load_partition, save_partition
 from .partition.ownership import assign_owners, owner_lower_bound, owner_stats
 from .partition.refine import refine
-from .plan import Plan, RankPlan, build_plan, load_plan, validate_plan, write_plan
-from .pyg import from_pyg, plan_from_pyg
+from .plan import Plan, RankPlan, build_plan, load_plan, write_plan
+from .runtime.validate import validate_plan
+from .interop.pyg import from_pyg, plan_from_pyg
 
 from ._version import __version__  # noqa: E402
 

@@ -328,7 +328,7 @@ def test_partition_ids_beyond_int64(tmp_path, monkeypatch):
     p.write_text(f"0\n{BIG}\n1\n")
     with pytest.raises(PartitionError, match=r"line 2: part id \d+ does not fit in 64 bits"):
         read_partition(p, 3)
-    from partplan.interop import read_cagnet_part_sizes
+    from partplan.io.foreign import read_cagnet_part_sizes
     q = tmp_path / "g.part-sizes"
     q.write_text(f"1 {BIG}\n")
     with pytest.raises(PartitionError, match="beyond 64 bits"):
@@ -636,7 +636,7 @@ def test_partition_npy_header_claims_huge_array(tmp_path):
 def test_dgl_node_map_npy_header_claims_huge_array(tmp_path):
     import json
 
-    from partplan.interop import read_dgl_partition
+    from partplan.io.foreign import read_dgl_partition
     cfg = {"graph_name": "t", "num_parts": 2, "num_nodes": 3, "node_map": "node_map.npy"}
     (tmp_path / "t.json").write_text(json.dumps(cfg))
     _lying_npy(tmp_path / "node_map.npy", 10 ** 11)

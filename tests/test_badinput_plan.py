@@ -25,8 +25,9 @@ from partplan import Graph, PlanError
 from partplan._atomic import STALE_SECONDS, atomic_path, clean_stale, temp_prefix
 from partplan.cli.main import main
 from partplan.errors import OptionError, OutputPathError, PartplanError
-from partplan.outpath import check_output_dir, check_output_file, check_output_folder
-from partplan.plan import build_plan, read_manifest, validate_plan, write_plan
+from partplan.io.outpath import check_output_dir, check_output_file, check_output_folder
+from partplan.plan import build_plan, read_manifest, write_plan
+from partplan.runtime.validate import validate_plan
 
 
 def grid(r=6, c=6) -> Graph:

@@ -77,7 +77,7 @@ def test_inspect(plan_path, capsys):
 
 def test_export_all_targets(plan_path, tmp_path, capsys):
     path, _ = plan_path
-    from partplan.interop import read_partition_any
+    from partplan.io.foreign import read_partition_any
     from partplan.plan import load_plan
     part = load_plan(path).part
     for to, out in (("metis", tmp_path / "g.part.3"), ("dgl", tmp_path / "dgl"), ("pyg", tmp_path / "pyg")):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from partplan import Graph, PartitionError
-from partplan.interop import export_plan, export_pyg
+from partplan.interop.export import export_plan, export_pyg
 from partplan.plan import build_plan, load_plan, write_plan
 
 torch = pytest.importorskip("torch")

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from partplan import BackendUnavailableError, Graph, PartitionError
-from partplan.interop import (detect_kind, export_dgl, export_metis, export_plan, export_pyg,
-                              read_cagnet_part_sizes, read_dgl_partition, read_partition_any,
-                              read_pyg_partition)
+from partplan.io.foreign import (
+    detect_kind, read_cagnet_part_sizes, read_dgl_partition, read_partition_any, read_pyg_partition)
+from partplan.interop.export import export_dgl, export_metis, export_plan, export_pyg
 from partplan.plan import build_plan, load_plan, write_plan
 
 torch = pytest.importorskip("torch")

@@ -37,7 +37,8 @@ def test_decoupled_enron_stats_survive_save_load(tmp_path, suffix):
 def test_directed_decoupled_without_diagonal_plans(tmp_path):
     """Columns their own part does not read (no self loop): the owners chosen
     send only to readers; stats, save/load and the plan all agree."""
-    from partplan.plan import build_plan, validate_plan, write_plan
+    from partplan.plan import build_plan, write_plan
+    from partplan.runtime.validate import validate_plan
 
     rng = np.random.default_rng(4)
     g = Graph.from_edges(rng.integers(0, 60, 240), rng.integers(0, 60, 240), n=60, name="d60")

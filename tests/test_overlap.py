@@ -7,7 +7,7 @@ import pytest
 from partplan import Graph
 from partplan.layouts import parse_layout
 from partplan.plan import build_plan, write_plan
-from partplan.plan.steps import STEPS, Step, program_rows, register, step_op
+from partplan.program.steps import STEPS, Step, program_rows, register, step_op
 from partplan.runtime.comm import LocalComm
 from partplan.runtime.interpreter import Executor
 from partplan.runtime.spmm import local_executor, run_spmm
@@ -132,7 +132,7 @@ def test_overlap_split_reads_only_rows_that_are_there(dev, kernels):
 def test_a_split_that_reads_received_rows_early_is_caught(monkeypatch):
     """The exactness test above can fail: with every nonzero in the early part
     (read before the exchange lands) the deferred comm's NaN rows reach Z."""
-    from partplan.plan.steps import SpmmPrep
+    from partplan.program.steps import SpmmPrep
     g, plan = _plan("1d", 3, True)
     H = np.random.default_rng(3).standard_normal((g.n, 4))
     off, _ = _run(plan, H, "forward", overlap="off")

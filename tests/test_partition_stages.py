@@ -216,7 +216,7 @@ def test_topology_through_the_api_equals_the_cli(tmp_path, capsys):
     from partplan.cli.main import main
     from partplan.io import read_graph, write_graph
     from partplan.layouts import parse_layout
-    from partplan.topology_plan import TopologyPlan
+    from partplan.partition.topology_plan import TopologyPlan
 
     g = GRAPHS["grid"]
     gp = tmp_path / "g.mtx"

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from partplan import Graph, PartitionError, PartplanError, PlanError, analyze, analyze_15d, analyze_2d
-from partplan.plan import build_plan, replay, replay_backward
-from partplan.plan.builder import manifest_volume
+from partplan.plan import build_plan
+from partplan.runtime.validate import replay, replay_backward
+from partplan.program.plan import manifest_volume
 
 
 class V:

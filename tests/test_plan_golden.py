@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from partplan.plan import load_plan, validate_plan, write_plan
+from partplan.plan import load_plan, write_plan
+from partplan.runtime.validate import validate_plan
 from partplan.plan.store import _read_arrow
 
 ROOT = Path(__file__).resolve().parents[1] / "plans"
@@ -65,8 +66,8 @@ def test_version_1_plan_is_refused_with_the_rebuild_command():
 
 
 def test_schema_md_documents_every_field():
-    from partplan.plan.program import OP_ARRAYS
-    from partplan.plan.schema import FORMAT_VERSION, PARTITION_FIELDS
+    from partplan.program.core import OP_ARRAYS
+    from partplan.program.schema import FORMAT_VERSION, PARTITION_FIELDS
     text = (ROOT / "SCHEMA.md").read_text()
     assert f"version {FORMAT_VERSION}" in text
     for name in PARTITION_FIELDS:

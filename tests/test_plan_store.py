@@ -12,7 +12,8 @@ import pyarrow.ipc as ipc
 import pytest
 
 from partplan import Graph, PlanError
-from partplan.plan import build_plan, load_plan, read_manifest, validate_plan, write_plan
+from partplan.plan import build_plan, load_plan, read_manifest, write_plan
+from partplan.runtime.validate import validate_plan
 
 
 def make_graph(seed=0, directed=True, n=120, m=600):

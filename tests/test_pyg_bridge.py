@@ -130,7 +130,7 @@ def test_from_pyg_equals_from_edge_index():
 
 
 def test_plan_from_pyg_replays_pyg_aggregation(tmp_path):
-    from partplan.validation import replay, validate_plan
+    from partplan.runtime.validate import replay, validate_plan
     ei, w, x = _directed(seed=4)
     d = Data(x=x, edge_index=ei, edge_weight=w)
     out = tmp_path / "g.plan"
@@ -143,7 +143,7 @@ def test_plan_from_pyg_replays_pyg_aggregation(tmp_path):
 @pytest.mark.parametrize("directed", [False, True])
 def test_plan_from_pyg_gcn_matches_gcnconv(directed):
     """normalize="gcn" = GCNConv's propagation (weight = I, no bias), directed or not."""
-    from partplan.validation import replay
+    from partplan.runtime.validate import replay
     from torch_geometric.utils import to_undirected
     ei, _, x = _directed(seed=5, dup=False)
     ei = torch.unique(ei[:, ei[0] != ei[1]], dim=1)

@@ -13,9 +13,10 @@ from partplan import Graph, datasets
 from partplan.cli.main import main
 from partplan.metrics.topology import level_bytes, topology_metrics
 from partplan.plan import build_plan, write_plan
-from partplan.plan.builder import manifest_volume
-from partplan.validation import validate_plan
-from partplan.routing import Routed, lanes, route_stages
+from partplan.program.plan import manifest_volume
+from partplan.runtime.validate import validate_plan
+from partplan.layouts import layout_from_manifest
+from partplan.layouts.routed import Routed, lanes, route_stages
 from partplan.runtime import Executor, LocalComm
 from partplan.topology import load_topology
 
@@ -150,7 +151,7 @@ def test_routed_plans_equal_scipy_on_localcomm(spec, p, directed, weighted):
     A = g.to_scipy()
     Z, comm = _run_local(plan, H)
     assert np.array_equal(Z, A @ H)                 # local CSRs keep scipy's order: bitwise
-    pred = route_stages(g, part, plan.layout)
+    pred = route_stages(g, part, layout_from_manifest(plan.manifest))
     assert np.array_equal(comm.sent_rows, sum(pred.values()))
     if directed:
         Zb, _ = _run_local(plan, H, "backward")
@@ -259,7 +260,7 @@ def test_nested_routes_exact_and_cross_each_outer_domain_once(route, p, sizes, d
     H = np.random.default_rng(2).standard_normal((g.n, 3))
     Z, comm = _run_local(plan, H)
     assert np.array_equal(Z, g.to_scipy() @ H)
-    st = route_stages(g, part, plan.layout)
+    st = route_stages(g, part, layout_from_manifest(plan.manifest))
     assert np.array_equal(comm.sent_rows, sum(st.values()))
     # outer level: every (row, destination outer domain) pair crosses once, counted from the matrix
     A = g.to_scipy().tocoo()

@@ -23,7 +23,8 @@ import pytest
 
 from partplan import Graph, PlanError
 from partplan.cli.main import main
-from partplan.plan import build_plan, load_plan, read_manifest, validate_plan, write_plan
+from partplan.plan import build_plan, load_plan, read_manifest, write_plan
+from partplan.runtime.validate import validate_plan
 
 PARTPLAN = [sys.executable, "-m", "partplan"]
 
@@ -190,7 +191,7 @@ def test_run_spmm_on_resigned_shard_is_one_error_in_a_subprocess(plan, case):
 def test_every_rank_reports_a_quarantined_shard(plan):
     """A rank reading a bad shard alone (load_rank) keeps it quarantined: the
     executor's collective check stops every rank, naming the shard."""
-    from partplan.plan.builder import manifest_groups
+    from partplan.program.plan import manifest_groups
     from partplan.plan.store import load_rank
     from partplan.runtime import Executor, LocalComm
     g, path = plan
@@ -246,7 +247,7 @@ def test_huge_integer_and_deep_nesting(plan, capsys):
 
 
 def test_nan_and_strings_with_quotes_and_brackets(plan):
-    from partplan.plan.trust import json_depth, load_json
+    from partplan.io.trust import json_depth, load_json
     assert json_depth(b'{"a": "[[[[\\"]]]", "b": [1, [2]]}') == 3
     with pytest.raises(PlanError, match="NaN"):
         load_json(b'{"a": NaN}', "x.json")
@@ -279,7 +280,7 @@ def test_export_graph_name_option_is_never_a_path(plan, tmp_path, capsys):
 
 
 def test_writer_sanitizes_the_graph_name(tmp_path):
-    from partplan.plan.trust import plain_name, plain_name_problem
+    from partplan.io.trust import plain_name, plain_name_problem
     import dataclasses
     g = dataclasses.replace(grid(), name="../we\x1bird/name")
     path = write_plan(build_plan(g, np.arange(g.n) % 2, 2), tmp_path / "s.plan")

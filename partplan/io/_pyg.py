@@ -1,5 +1,5 @@
 """PyG data to a :class:`~partplan.Graph` (the io layer's half of
-:mod:`partplan.pyg`): what the ``.pt`` reader and :func:`partplan.from_pyg`
+:mod:`partplan.interop.pyg`): what the ``.pt`` reader and :func:`partplan.from_pyg`
 share. PyG's convention: with ``flow="source_to_target"`` the edge
 ``edge_index[:, e] = (j, i)`` is the entry ``A[i, j]`` (row = target)."""
 from __future__ import annotations

@@ -5,7 +5,7 @@ classes allowed (``Data`` and its storages, via
 ``torch.serialization.safe_globals``), never an arbitrary pickle. A file that
 pickles any other object is refused with one
 :class:`~partplan.errors.GraphFormatError` naming the file. The graph is
-:meth:`partplan.graph.Graph.from_edge_index` / :func:`partplan.pyg.from_pyg`:
+:meth:`partplan.graph.Graph.from_edge_index` / :func:`partplan.interop.pyg.from_pyg`:
 PyG's convention (default ``flow="source_to_target"``: row = target, column
 = source; duplicates summed). Read-only: partplan writes no ``.pt`` graphs.
 """
@@ -82,7 +82,7 @@ def read_pt(path: str | os.PathLike, *, symmetrize: bool = False, self_loops: st
             dedupe: bool = True, drop_isolated: bool = False, flow: str = "source_to_target",
             weight: str | None = "auto", num_nodes: int | None = None) -> Graph:
     """Read a ``.pt`` graph: a PyG ``Data`` (its ``edge_index``, ``num_nodes``
-    and 1-D ``edge_weight`` / ``edge_attr``, see :func:`partplan.pyg.from_pyg`)
+    and 1-D ``edge_weight`` / ``edge_attr``, see :func:`partplan.interop.pyg.from_pyg`)
     or a bare ``edge_index`` tensor of shape (2, E) (``num_nodes`` default
     ``max id + 1``). Duplicate edges are always summed (PyG's scatter-add);
     ``dedupe=False`` is refused. Then normalized like every reader

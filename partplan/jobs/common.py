@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..errors import PlanError
 from ..layouts import layout_from_manifest
-from ..plan.builder import manifest_groups
+from ..program.plan import manifest_groups
 
 
 def plan_inputs(ctx, cfg: dict) -> tuple[dict, list, object]:
@@ -85,7 +85,7 @@ def add_output_option(parser, kind: str, what: str) -> None:
 
 def checked_output(path, kind: str) -> str | None:
     """``path`` checked as a writable ``.kind`` output (None passes)."""
-    from ..outpath import check_output_file
+    from ..io.outpath import check_output_file
     return None if path is None else str(check_output_file(path, kind=kind))
 
 

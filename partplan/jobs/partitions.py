@@ -53,7 +53,7 @@ def _is_partplan_saved(p: Path) -> bool:
 
 
 def _bare_array(p: Path, n: int, column: str | None) -> np.ndarray:
-    from ..interop import detect_kind, read_cagnet_part_sizes, read_dgl_partition
+    from ..io.foreign import detect_kind, read_cagnet_part_sizes, read_dgl_partition
     from ..io.partfile import read_partition
 
     if p.is_dir() and (p / "node_map.pt").is_file():  # PyG Partitioner folder

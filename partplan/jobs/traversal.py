@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import PlanError
 from ..layouts import layout_class, parse_layout
-from ..plan.builder import Plan, manifest_groups
+from ..program.plan import Plan, manifest_groups
 from .args import nonneg_float, positive_int
 from .common import (add_output_option, add_plan_options, atomic_save, base_report, checked_output, family_totals,
                      plan_inputs, precheck_plan, progress, render_footer, render_header, resolved_kernels)

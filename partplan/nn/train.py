@@ -29,8 +29,8 @@ import time
 import numpy as np
 
 from ..errors import PartplanError, PlanError
-from ..plan.builder import manifest_groups, program_steps
-from ..plan.program import Group
+from ..program.plan import manifest_groups, program_steps
+from ..program.core import Group
 from ..plan.store import load_plan, load_rank, read_manifest
 from .data import DataError, check_data, random_data, read_rows
 from .normalize import NORMALIZATIONS, NormalizationError
@@ -78,7 +78,7 @@ def program_bytes(m: dict, rp, comm, program: str, width: int, itemsize: int) ->
     """Bytes rank ``rp.rank`` hands to collectives in one run of ``program`` at
     ``width`` columns: its alltoallv rows (the manifest's count pairs) plus the
     rows of its in-program all-reduces (from the shard's buffer sizes)."""
-    from ..plan.steps import program_rows
+    from ..program.steps import program_rows
     rows = program_rows(program_steps(m, program), rp.rank, rp.buffers(program),
                         lambda fam: comm.member(fam, rp.rank) is not None, int(m["ranks"]))
     return rows * int(width) * int(itemsize)
@@ -279,7 +279,7 @@ def _train_minibatch(plan, comm, cfg: dict) -> tuple[dict, object]:
     import torch.nn.functional as F
 
     from ..graph import Graph
-    from ..validation import _rebuild
+    from ..runtime.validate import _rebuild
     from .gcn import DistGCN
     from .minibatch import backward_exchanges, minibatch_forward, sampler_for
 
@@ -585,12 +585,12 @@ def train_gcn(plan, *, nprocs: int | None = None, backend: str = "gloo", data=No
     elif batch_size is not None:
         raise PartplanError("--batch-size needs --sampler (mini-batch training)")
     if save is not None:
-        from ..outpath import check_output_file
+        from ..io.outpath import check_output_file
         cfg["save"] = str(check_output_file(save, kind="pt"))
     if predictions is not None:
         if sampler is not None:
             raise PartplanError("--predictions applies to full-batch training (no --sampler)")
-        from ..outpath import check_output_file
+        from ..io.outpath import check_output_file
         cfg["predictions"] = str(check_output_file(predictions, kind="npy"))
     if backend == "local":
         cfg["threads"] = threads

@@ -82,11 +82,11 @@ from ..errors import PartitionError, PartplanError, PlanError
 from ..io.chunked import ChunkInfo, chunk_info, chunked_fingerprint, read_chunk_rows
 from ..metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, dtype_bytes
 from ..metrics.stats import CommStats
-from .exchange import perm_by, sort_small
-from .program import Program, matrix_to_pairs
+from ..program.exchange import perm_by, sort_small
+from ..program.core import Program, matrix_to_pairs
 from .._memory import current_rss_bytes, peak_rss_bytes  # noqa: F401 (re-exported: the benchmarks read them here)
 from .._memory import reset_peak as _reset_peak
-from .schema import FORMAT, FORMAT_VERSION, MANIFEST, PARTITION_FILE, shard_name
+from ..program.schema import FORMAT, FORMAT_VERSION, MANIFEST, PARTITION_FILE, shard_name
 
 #: bytes one rank sends per all-to-all round (larger payloads go in rounds)
 ROUND_BYTES = 16 << 20
@@ -510,7 +510,7 @@ def _finish(prefix: str, pr: dict, in_ids: np.ndarray, row_nnz: np.ndarray, nnz:
             data: np.ndarray | None, req: np.ndarray, send_counts: np.ndarray) -> tuple[Program, dict]:
     """Part pr['q']'s 1D exchange program (copy, gather, alltoallv, spmm) for
     plan rank q and its counts (recv_counts, edge_cut, nnz, rows)."""
-    from ..layouts import _exchange_steps   # the 1D layout's own step emitter (same JSON)
+    from ..layouts.base import exchange_steps  # the 1D layout's own step emitter (same JSON)
     nl = in_ids.size
     send_idx = np.searchsorted(in_ids, req)
     if nl < (1 << 31):
@@ -525,7 +525,7 @@ def _finish(prefix: str, pr: dict, in_ids: np.ndarray, row_nnz: np.ndarray, nnz:
         ex["data"] = data
     prog = Program.empty(prefix, 1)
     prog.set_io([in_ids], [in_ids])
-    _exchange_steps(prog, [ex], [in_ids], "world")
+    exchange_steps(prog, [ex], [in_ids], "world")
     return prog, {"recv_counts": pr["recv_counts"].tolist(), "edge_cut": pr["edge_cut"], "nnz": int(nnz),
                   "rows": int(nl)}
 
@@ -749,7 +749,7 @@ def _write(comm, st, info, graph_path, partition, out, lay, qr, fres, bres, same
     """Stage 5: each process writes the shards of its parts (plan ranks
     ``qr = (q_lo, q_hi)``) into rank 0's temporary directory; rank 0 writes
     partition.arrow and the manifest and renames the directory into place."""
-    from .builder import RankPlan
+    from ..program.plan import RankPlan
     from .store import _json_default, _write_arrow
     from . import store as _store
     from .._atomic import clean_stale, temp_prefix

@@ -30,11 +30,13 @@ import pyarrow.ipc as ipc
 
 from .._atomic import clean_stale, temp_prefix
 from ..errors import PlanError
-from .builder import Plan, RankPlan
-from .checks import check_fields, check_steps
-from .steps import STEPS
-from .trust import load_json, printable, shard_problems
-from .schema import FORMAT, MANIFEST, PARTITION_FILE, REBUILD_HINT, SUPPORTED_VERSIONS, shard_name
+from ..program.plan import Plan, RankPlan
+from ..layouts import parse_layout
+from ..program.checks import check_fields, check_steps
+from ..program.steps import STEPS
+from ..io.trust import load_json, printable
+from ..program.checks import shard_problems
+from ..program.schema import FORMAT, MANIFEST, PARTITION_FILE, REBUILD_HINT, SUPPORTED_VERSIONS, shard_name
 
 _META_KEY = b"partplan"
 _MAX_MANIFEST_BYTES = 256 << 20   # bytes; a manifest of 10^4 ranks' pairs is far smaller
@@ -421,7 +423,6 @@ def _check_manifest_fields(m: dict, mf: Path) -> None:
         raise PlanError(f"{mf}: field 'k' = {k} differs from 'ranks' = {ranks} (k counts ranks)")
     need("layout", str)
     from ..errors import PartitionError
-    from ..layouts import parse_layout
     try:
         lay = parse_layout(m["layout"], ranks)
     except PartitionError as exc:
@@ -483,7 +484,7 @@ def _check_manifest_fields(m: dict, mf: Path) -> None:
     pf = need("partition_file", dict)
     if not isinstance(pf.get("bytes"), int) or not isinstance(pf.get("sha256"), str):
         raise PlanError(f"{mf}: field 'partition_file' must hold bytes (int) and sha256 (str)")
-    check_fields(m, mf)  # descriptive fields by type and against each other; shard file names
+    check_fields(m, mf, parse_layout)  # descriptive fields by type and against each other; shard file names
 
 
 def _check_file(path: Path, entry: dict, what: str, verify: bool) -> "_Mapped":
@@ -547,7 +548,7 @@ def load_rank(path, rank: int, *, manifest: dict | None = None, verify: bool = T
     """Read only rank ``rank``'s shard (memory-mapped) after checking it against the manifest.
 
     verify : check the shard's sha256 (on the mapped bytes that are then read).
-    check : run :func:`partplan.plan.trust.shard_problems` (array types,
+    check : run :func:`partplan.io.trust.shard_problems` (array types,
         ids inside [0, n), counts and buffer sizes bounded by the manifest's
         pairs and the shard's arrays, indices inside their buffers, CSR
         pointers) before anything indexes. A shard with problems comes back

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PartplanError, PlanError
-from ..plan.builder import manifest_volume
+from ..program.plan import manifest_volume
 from . import kernels as KT
 from .traversal import check_layout, exchange_chain, gather_global, rank_graph, traversal_program
 

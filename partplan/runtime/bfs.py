@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import PlanError
-from ..plan.builder import Plan, program_steps
+from ..program.plan import Plan, program_steps
 from . import kernels as KT
 from .traversal import (RankGraph, check_layout, exchange_chain, exchange_flags, gather_global, rank_graph,
                         traversal_program, world_sum)
@@ -108,7 +108,7 @@ class BfsResult:
 
 def _out_degree(manifest: dict, rp, ids: np.ndarray) -> np.ndarray:
     """Out-degree (row nnz of A) of own vertices ``ids``, from the forward program."""
-    from ..plan.steps import Spmm, step_op
+    from ..program.steps import Spmm, step_op
     sp = [s for s in program_steps(manifest, "forward") if step_op(s) is Spmm][0]["id"]
     ip = np.asarray(rp[f"{sp}.indptr"], dtype=np.int64)
     rows = np.asarray(rp[f"{sp}.row_ids"], dtype=np.int64)

@@ -29,7 +29,7 @@ from typing import Protocol
 import numpy as np
 
 from ..errors import PartplanError, PlanError
-from ..plan.program import Group
+from ..program.core import Group
 
 
 class CommError(PartplanError):

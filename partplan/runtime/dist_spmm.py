@@ -25,8 +25,8 @@ import numpy as np
 import torch
 
 from ..errors import PlanError
-from ..plan.builder import Plan, manifest_groups, program_steps
-from ..plan.steps import dst_start
+from ..program.plan import Plan, manifest_groups, program_steps
+from ..program.steps import dst_start
 
 __all__ = ["DistSpMM"]
 

@@ -1,4 +1,4 @@
-"""The one interpreter of exchange programs (see :mod:`partplan.plan.program`).
+"""The one interpreter of exchange programs (see :mod:`partplan.program.core`).
 
 :class:`Executor` runs a plan's forward or backward program for the local
 ranks of a :class:`~partplan.runtime.comm.Comm`: all p virtual ranks with
@@ -31,9 +31,9 @@ import time
 import numpy as np
 
 from ..errors import PlanError
-from ..plan.builder import RankPlan, program_steps
-from ..plan.program import pairs_to_matrix
-from ..plan.steps import AllToAllV, Gather, Spmm, dst_start, step_op, structure_problems
+from ..program.plan import RankPlan, program_steps
+from ..program.core import pairs_to_matrix
+from ..program.steps import AllToAllV, Gather, Spmm, dst_start, step_op, structure_problems
 from .comm import Comm, CommError
 from .ops import NumpyOps
 
@@ -43,7 +43,7 @@ OVERLAP = ("on", "off")
 
 class _Prog:
     """One program, prepared for the local ranks by the step registry
-    (:meth:`partplan.plan.steps.Step.prepare`): per step its class, manifest
+    (:meth:`partplan.program.steps.Step.prepare`): per step its class, manifest
     entry and device-ready data; buffer sizes; which (alltoallv, spmm) pairs
     can overlap (the spmm reads the buffer the exchange fills)."""
 
@@ -54,7 +54,7 @@ class _Prog:
         self.sizes = [rp.buffers(name) for rp in shards]
         self.ops = [step_op(st) for st in self.steps]
         # indices, CSR pointers and counts checked against the buffers before anything is prepared;
-        # a shard quarantined when it was read (RankPlan.problems: partplan.plan.trust) brings its
+        # a shard quarantined when it was read (RankPlan.problems: partplan.io.trust) brings its
         # problems instead, reported on every rank by verify's collective check
         self.problems = [(rp.rank, f"{name}: {m}") for rp, sz in zip(shards, self.sizes) if not rp.problems
                          for m in structure_problems(self.steps, rp, sz)]
@@ -81,7 +81,7 @@ def _counts(rp: RankPlan, name: str, st: dict, comm) -> np.ndarray:
     problem named on it."""
     if not rp.problems:
         return np.asarray(rp[name], dtype=np.int64)
-    from ..plan.trust import pairs_of
+    from ..program.checks import pairs_of
     g = comm.member(st["group"], rp.rank)
     if g is None:
         return np.zeros(0, dtype=np.int64)
@@ -299,7 +299,7 @@ class Executor:
     def _overlapped(self, prog: _Prog, k: int, ctx: _Ctx, ph: dict, t0: float) -> int:
         """Steps k (alltoallv) and k + 1 (spmm over the buffer it fills):
         start the exchange, compute what needs no received row (the early part
-        of :meth:`~partplan.plan.steps.SpmmPrep.split`), wait, add the rest.
+        of :meth:`~partplan.program.steps.SpmmPrep.split`), wait, add the rest.
         Returns the next step index."""
         a2a, sp = prog.steps[k], prog.steps[k + 1]
         if self.fault is not None:

@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PlanError
-from ..outpath import check_output_file
-from ..plan.builder import Plan, manifest_groups, manifest_volume, program_steps
+from ..io.outpath import check_output_file
+from ..program.plan import Plan, manifest_groups, manifest_volume, program_steps
 from ..plan.store import load_plan, load_rank, read_manifest
 from .comm import LocalComm
 from .interpreter import PHASES, Executor
@@ -226,8 +226,8 @@ def predicted_exchange(manifest: dict, program: str, row_bytes: int, alpha: floa
     received)`` (:func:`partplan.metrics.cost.alpha_beta_time`), summed over
     the steps (they run one after another)."""
     from ..metrics.cost import alpha_beta_time
-    from ..plan.program import pairs_to_matrix
-    from ..plan.steps import pair_steps
+    from ..program.core import pairs_to_matrix
+    from ..program.steps import pair_steps
     p = manifest["ranks"]
     total = 0.0
     for st in pair_steps(program_steps(manifest, program)):

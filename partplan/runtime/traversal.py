@@ -23,7 +23,7 @@ directed or undirected graphs alike. (2D adds the fold: see :mod:`.bfs`.)
 **The exchange is a chain of steps** (:attr:`RankGraph.steps`,
 :func:`exchange_chain`): the program's gather/alltoallv pairs before its spmm,
 each reading the buffer the previous one appended to (``in`` ⊂ h1 ⊂ h2 …).
-1D and 2D plans have one step; a routed plan (:mod:`partplan.routing`) has
+1D and 2D plans have one step; a routed plan (:mod:`partplan.layouts.routed`) has
 one per route step — A (owner → monitor, family ``dom``), B (monitor →
 monitor across domains, ``cross``), C (monitor → readers, ``dom``), nested
 levels more. At each step a sender flags the rows of its send list whose
@@ -46,8 +46,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import PlanError
-from ..plan.builder import RankPlan, program_steps
-from ..plan.steps import AllToAllV, Copy, Gather, ScatterAdd, Spmm, step_op
+from ..program.plan import RankPlan, program_steps
+from ..program.steps import AllToAllV, Copy, Gather, ScatterAdd, Spmm, step_op
 
 POS_BYTES = 4  # a sparse entry's position in the send list (uint32)
 

@@ -31,7 +31,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from .errors import GraphFormatError, OutputPathError
+from ..errors import GraphFormatError, OutputPathError
 
 # partition files: binary / table formats, text (METIS one id per line), and .plan
 PARTITION_SUFFIXES = (".npy", ".parquet", ".arrow", ".feather", ".csv", ".part", ".txt", ".plan")
@@ -44,7 +44,7 @@ def _suffix_problem(p: Path, kind: str) -> str | None:
     if kind == "any":
         return None
     if kind == "graph":
-        from .io import detect_format
+        from . import detect_format
         try:
             detect_format(p)
         except GraphFormatError as exc:

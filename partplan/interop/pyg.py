@@ -23,11 +23,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .errors import OptionError
+from ..errors import OptionError
 
 __all__ = ["from_pyg", "plan_from_pyg"]
 
-from .io._pyg import Flow, from_pyg  # noqa: E402,F401  (Data -> Graph lives in the io layer)
+from ..io._pyg import Flow, from_pyg  # noqa: E402,F401  (Data -> Graph lives in the io layer)
 
 
 def plan_from_pyg(data: Any, k: int, *, normalize: str | None = None, out: str | os.PathLike | None = None,
@@ -45,8 +45,8 @@ def plan_from_pyg(data: Any, k: int, *, normalize: str | None = None, out: str |
 
     Returns the :class:`~partplan.plan.Plan`.
     """
-    from .partition.api import partition as run_partition
-    from .plan import build_plan, write_plan
+    from ..partition.api import partition as run_partition
+    from ..plan import build_plan, write_plan
     if normalize not in (None, "gcn", "mean"):
         raise OptionError(f"normalize must be None, 'gcn' or 'mean', not {normalize!r}")
     g = from_pyg(data, flow=flow, weight=weight)

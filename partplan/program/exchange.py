@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+
 def sort_small(keys: np.ndarray, bound: int) -> np.ndarray:
     """Stable argsort of non-negative integer keys < bound (radix sort when they
     fit in 16 bits — numpy picks radix sort for small integer dtypes)."""

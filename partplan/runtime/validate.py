@@ -31,11 +31,12 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from .errors import PlanError
-from .graph import Graph
-from .plan.builder import Plan, program_steps
-from .plan.steps import step_op, structure_problems
-from .plan.store import load_plan
+from ..errors import PlanError
+from ..graph import Graph
+from ..program.plan import Plan, program_steps
+from ..program.steps import step_op, structure_problems
+from ..layouts import layout_from_manifest
+from ..plan.store import load_plan
 
 
 class _Report:
@@ -52,13 +53,13 @@ def _in_range(a, lo, hi):
 
 
 def _structure(plan: Plan) -> list[str]:
-    """Per rank: :func:`partplan.plan.trust.shard_problems` — the checks every
+    """Per rank: :func:`partplan.io.trust.shard_problems` — the checks every
     reader of a shard runs before it indexes (array types, ids in [0, n),
     counts equal to the manifest's pairs, buffer sizes the arrays can fill,
-    each step op's :meth:`~partplan.plan.steps.Step.check`); here reported
+    each step op's :meth:`~partplan.program.steps.Step.check`); here reported
     instead of raised."""
-    from .plan.schema import shard_name
-    from .plan.trust import shard_problems
+    from ..program.schema import shard_name
+    from ..program.checks import shard_problems
     return [f"rank {rp.rank} ({shard_name(rp.rank)}): {m}" for rp in plan.ranks
             for m in shard_problems(plan.manifest, rp)]
 
@@ -70,7 +71,7 @@ class _Walk:
     buffer), ``trip`` (rows, cols, values multiplied), ``probs``."""
 
     def __init__(self, plan: Plan, program: str):
-        from .runtime.comm import LocalComm
+        from .comm import LocalComm
         self.ranks = plan.ranks
         self.sizes = [rp.buffers(program) for rp in plan.ranks]
         self.comm = LocalComm(len(plan.ranks), plan.groups())
@@ -125,7 +126,7 @@ def _matrix(trip, n: int):
 def _partition_agrees(plan: Plan) -> list[str]:
     """1d-style check against partition.arrow: rank r's outputs are part == r's rows."""
     probs = []
-    lay = plan.layout
+    lay = layout_from_manifest(plan.manifest)
     per_block = lay.ranks // lay.row_blocks
     for rp in plan.ranks:
         out = rp.out_ids("forward")
@@ -161,12 +162,12 @@ def validate_plan(path, graph: Graph | None = None, *, seed: int = 0, f: int = 4
     truncated, missing shard, unknown version, another graph). Consistency
     failures are reported (``ok`` False) with the first offending ranks.
     """
-    from .runtime.spmm import local_executor, replay
+    from .spmm import local_executor, replay
     if graph is not None:  # a normalized plan is checked against the normalized input graph
-        from .plan.store import read_manifest
+        from ..plan.store import read_manifest
         m0 = read_manifest(path)
         if m0.get("normalize") and graph.fingerprint == m0["graph"].get("source_fingerprint"):
-            from .models.normalize import normalize_adjacency
+            from ..models.normalize import normalize_adjacency
             graph = normalize_adjacency(graph, m0["normalize"])
     plan = load_plan(path, graph=graph, check=False)  # the shard checks are reported below, not raised
     m = plan.manifest
@@ -209,14 +210,14 @@ def validate_plan(path, graph: Graph | None = None, *, seed: int = 0, f: int = 4
                           f"{g2.fingerprint[:16]}… is not the planned matrix's {want[:16]}… (nnz {m['graph']['nnz']})")
     rep.add("matrix", mprobs, "the SpMM steps multiply exactly the planned matrix (fingerprint match)")
     if not mprobs:
-        from .plan.checks import recount
+        from ..plan.checks import recount
         rep.add("manifest", recount(plan, mats), "per-shard summaries and stats equal a recount from the shards")
     if replay_check and not mprobs:
         ref = graph.to_scipy() if graph is not None else mats["forward"]
         rng = np.random.default_rng(seed)
         integral = bool(np.all(ref.data == np.round(ref.data)))
         problems, details = [], []
-        one_d = plan.layout.exact_replay
+        one_d = layout_from_manifest(plan.manifest).exact_replay
         for prog in ("forward", "backward"):
             if prog not in m["programs"]:
                 continue
@@ -242,13 +243,13 @@ def _result(path, m, graph, rep) -> dict:
 
 def replay_backward(plan: Plan, G: np.ndarray) -> np.ndarray:
     """``A^T @ G`` through the plan's backward program (LocalComm)."""
-    from .runtime.spmm import replay
+    from .spmm import replay
     return replay(plan, G, "backward")
 
 
 def __getattr__(name):
     if name == "replay":
-        from .runtime.spmm import replay
+        from .spmm import replay
         return replay
     raise AttributeError(name)
 

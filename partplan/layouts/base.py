@@ -2,7 +2,7 @@
 
 :class:`Layout` lives apart from the concrete layouts so that both
 :mod:`partplan.layouts` (1D, 1.5D, 2D and the registry :func:`~partplan.layouts.parse_layout`)
-and :mod:`partplan.routing` (the routed 1D layout) build on it without importing
+and :mod:`partplan.layouts.routed` (the routed 1D layout) build on it without importing
 each other in a circle: ``layouts`` → ``routing`` → ``layout_base``.
 
 Capabilities (class attributes) say what each layer may do with a plan of a
@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from .errors import PartitionError, PlanError
-from .plan.program import Group, Program
+from ..errors import PartitionError, PlanError
+from ..program.core import Group, Program
 
 if TYPE_CHECKING:
-    from .graph import Graph
+    from ..graph import Graph
 
 
 class Layout:
@@ -114,3 +114,26 @@ class Layout:
 
 
 __all__ = ["Layout"]
+
+
+def exchange_steps(prog: Program, ex: list[dict], in_ids: list[np.ndarray], family: str,
+                    out: str = "out") -> None:
+    """copy in → ext, gather, alltoallv in ``family`` into ext's tail, spmm ext → ``out``."""
+    p = prog.p
+    prog.add("copy", src="in", dst="ext", dst_row=0)
+    prog.add("gather", [{"idx": ex[r]["send_idx"]} for r in range(p)], src="in", dst="send")
+    prog.add("alltoallv", [{"send_counts": ex[r]["send_counts"], "recv_counts": ex[r]["recv_counts"],
+                            "recv_ids": ex[r]["halo_ids"]} for r in range(p)],
+             group=family, src="send", dst="ext", dst_row="in")
+    arrs = []
+    for r in range(p):
+        d = {"indptr": ex[r]["indptr"], "indices": ex[r]["indices"], "row_ids": ex[r]["row_ids"]}
+        if "data" in ex[r]:
+            d["data"] = ex[r]["data"]
+        arrs.append(d)
+    prog.add("spmm", arrs, src="ext", dst=out)
+    for r in range(p):
+        nl = len(in_ids[r])
+        prog.size(r, "ext", nl + len(ex[r]["halo_ids"]))
+        prog.size(r, "send", len(ex[r]["send_idx"]))
+        prog.size(r, out, len(ex[r]["row_ids"]))

@@ -21,9 +21,9 @@ one class here, registered with :func:`register`, and nothing else changes:
 ``run``            execute it for the local ranks
 =================  ==============================================================
 
-Users of the registry: :class:`partplan.plan.program.Program` (building),
+Users of the registry: :class:`partplan.program.core.Program` (building),
 :mod:`partplan.plan.checks` and :mod:`partplan.plan.store` (manifest fields and
-arrays), :mod:`partplan.validation` (structure and the id walk), the
+arrays), :mod:`partplan.runtime.validate` (structure and the id walk), the
 interpreter (:class:`partplan.runtime.Executor`: prepare and run), the byte
 predictions (:func:`program_rows`) and the traversals' view of a program
 (:func:`role`).

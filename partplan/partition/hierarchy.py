@@ -8,7 +8,7 @@ part ids are hierarchical by construction. Each split is a real partitioner
 call (METIS, or Mt-KaHyPar's hypergraph model) on the induced subgraph; the
 loop runs over levels and domains, never over vertices.
 
-The alternative is a flat k-way partition placed by :mod:`partplan.mapping`;
+The alternative is a flat k-way partition placed by :mod:`partplan.partition.mapping`;
 ``benchmarks/bench_topology.py`` measures both.
 
 Examples
@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import PartitionError
-from .graph import Graph
+from ..errors import PartitionError
+from ..graph import Graph
 
 
 def _split(graph: Graph, k: int, method: str, seed: int, imbalance: float) -> np.ndarray:
-    from .partition import hypergraph, metis
+    from . import hypergraph, metis
     if k == 1:
         return np.zeros(graph.n, dtype=np.int64)
     if graph.n < k:

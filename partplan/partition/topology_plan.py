@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .topology import PRESET_HELP, TopologyError, load_topology
+from ..topology import PRESET_HELP, TopologyError, load_topology
 
 
 def _routable(layout) -> bool:
     """Whether --route / --map apply to ``layout`` (a spec, a Layout or None = the default 1d)."""
     if layout is None:
         return True
-    from .layouts import layout_class
+    from ..layouts import layout_class
     return layout_class(layout).routable
 
 
@@ -37,8 +37,8 @@ class TopologyPlan:
     Parameters
     ----------
     topology : a preset or file (:func:`partplan.topology.load_topology`); None: no topology.
-    route : "flat" (default with a topology) | "source" | "domain" (:data:`partplan.routing.ROUTES`).
-    map_method : "none" (default) | "greedy" | "steiner" | "hierarchical" (:data:`partplan.mapping.MAP_METHODS`).
+    route : "flat" (default with a topology) | "source" | "domain" (:data:`partplan.layouts.routed.ROUTES`).
+    map_method : "none" (default) | "greedy" | "steiner" | "hierarchical" (:data:`partplan.partition.mapping.MAP_METHODS`).
     route_level : route at this domain level only (default: every level, nested).
     layout : the layout spec the partition is for (None: 1d); route / map apply to 1d only.
 
@@ -87,7 +87,7 @@ class TopologyPlan:
         """The routed layout's spec, or None for flat."""
         if self.topo is None or self.route == "flat":
             return None
-        from .layouts import routed_layout
+        from ..layouts import routed_layout
         return routed_layout(self.route, self.topo.ranks, sizes=self.sizes()).spec
 
     def place(self, graph, part: np.ndarray) -> np.ndarray:
@@ -115,7 +115,7 @@ class TopologyPlan:
         new = self.place(graph, part)
         if hasattr(src, "part"):
             if new is not part:
-                from .metrics import analyze
+                from ..metrics import analyze
                 src.part = new
                 if getattr(src, "stats", None) is not None:
                     src.stats = analyze(graph, new, k, f=src.stats.f, dtype=src.stats.dtype)
@@ -128,7 +128,7 @@ class TopologyPlan:
         (``map_method``) and given the route's layout, as ``partplan partition --topology`` does."""
         p, spec = self.prepare(graph, p, p.ranks, None)
         if spec is not None:
-            from .layouts import parse_layout
+            from ..layouts import parse_layout
             p.layout, p.layout_params = spec, parse_layout(spec, p.ranks).params
         return p
 
@@ -136,8 +136,8 @@ class TopologyPlan:
         """The ``topology`` object for ``part`` under the route (None without --topology)."""
         if self.topo is None:
             return None
-        from .metrics.topology import exchange_steps
-        from .layouts import routed_layout
+        from ..metrics.topology import exchange_steps
+        from ..layouts import routed_layout
         if self.route == "flat":
             st = lay.volumes(graph, part, f=f, dtype=dtype)
         else:
@@ -145,8 +145,8 @@ class TopologyPlan:
         return self.report(exchange_steps(st), f, dtype)
 
     def report(self, steps, f: int, dtype: str) -> dict:
-        from .metrics import dtype_bytes
-        from .metrics.topology import topology_metrics
+        from ..metrics import dtype_bytes
+        from ..metrics.topology import topology_metrics
         d = topology_metrics(steps, self.topo, row_bytes=int(f) * dtype_bytes(dtype), route=self.route)
         d["map"] = {"method": self.map, **(getattr(self, "map_info", None) or {})}
         return d
@@ -155,7 +155,7 @@ class TopologyPlan:
         """Record the topology object (forward program) and the topology itself in the plan manifest."""
         if self.topo is None:
             return
-        from .metrics.topology import exchange_steps
+        from ..metrics.topology import exchange_steps
         m = plan.manifest
         d = self.report(exchange_steps(plan.stats), m["f"], m["dtype"])
         params = m.get("layout_params") or {}

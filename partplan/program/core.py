@@ -40,7 +40,7 @@ import numpy as np
 
 from .steps import STEPS, dst_start  # noqa: E402,F401  (dst_start: re-exported)
 
-# op -> (arrays it must have, arrays it may have): a view of the step registry (partplan.plan.steps)
+# op -> (arrays it must have, arrays it may have): a view of the step registry (partplan.program.steps)
 OP_ARRAYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     op: (cls.arrays, cls.optional_arrays) for op, cls in STEPS.items()}
 PROGRAM_PREFIX = {"forward": "fwd", "backward": "bwd"}

@@ -11,7 +11,7 @@ placement π (part → rank) with the rank × rank cost C of a
   swaps (:func:`swap_refine`) from it and from the identity; the better of the
   two, never worse than the identity;
 * ``hierarchical`` — not a placement: the graph is partitioned again with
-  :func:`partplan.hierarchy.hierarchical_partition` (METIS across the outermost
+  :func:`partplan.partition.hierarchy.hierarchical_partition` (METIS across the outermost
   domains first, then inside each), ignoring the given partition;
 * ``steiner`` — Mt-KaHyPar's ``improve_mapping`` (Steiner-tree objective on
   the column-net hypergraph, target graph = the topology's complete cost
@@ -38,7 +38,7 @@ import itertools
 
 import numpy as np
 
-from .errors import PartitionError
+from ..errors import PartitionError
 
 MAP_METHODS = ("none", "greedy", "steiner", "hierarchical")
 
@@ -130,9 +130,9 @@ def steiner_map(graph, part: np.ndarray, topo, *, imbalance: float = 0.03, seed:
     objective; see the module doc). Returns the new part → rank vector."""
     import mtkahypar
 
-    from .models import column_net
-    from .partition.backends import _mtk_errors, mtk_context, mtk_hypergraph
-    from .partition.options import engine_seed
+    from ..models import column_net
+    from .backends import _mtk_errors, mtk_context, mtk_hypergraph
+    from .options import engine_seed
     k = topo.ranks
     if k > 64:
         raise PartitionError(f"--map steiner: Mt-KaHyPar maps hypergraphs onto at most 64 ranks, not {k}")
@@ -159,7 +159,7 @@ def steiner_map(graph, part: np.ndarray, topo, *, imbalance: float = 0.03, seed:
 def map_parts(graph, part: np.ndarray, topo, method: str = "greedy", **kw) -> tuple[np.ndarray, dict]:
     """The partition placed on ``topo``'s ranks by ``method``: (new part vector,
     info with the cost before and after). ``part`` must have k = topo.ranks parts."""
-    from .metrics import analyze
+    from ..metrics import analyze
     if method not in MAP_METHODS:
         raise PartitionError(f"unknown mapping {method!r}; use one of {', '.join(MAP_METHODS)}")
     part = np.asarray(part, dtype=np.int64)

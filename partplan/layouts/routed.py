@@ -65,13 +65,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import PartitionError
-from .layout_base import Layout
-from .metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, alpha_beta_time, dtype_bytes
-from .metrics.stats import PerRankVolume, imbalance
-from .metrics.volume1d import needed_pairs
-from .plan.exchange import positions, row_order, unit_bounds
-from .plan.program import Group, Program
+from ..errors import PartitionError
+from ..metrics.cost import (
+    DEFAULT_ALPHA_S,
+    DEFAULT_BETA_S_PER_BYTE,
+    alpha_beta_time,
+    dtype_bytes,
+)
+from ..metrics.stats import PerRankVolume, imbalance
+from ..metrics.volume1d import needed_pairs
+from ..program.core import Group, Program
+from ..program.exchange import positions, row_order, unit_bounds
+from .base import Layout
 
 ROUTES = ("flat", "source", "domain")
 

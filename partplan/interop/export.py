@@ -1,0 +1,261 @@
+"""Export a plan's partition to other systems (partitions they wrote are read by
+:mod:`partplan.io.foreign`).
+
+Export (:func:`export_plan`, CLI ``partplan export PLAN --to dgl|pyg|metis OUT``)
+writes only what can be written without DGL / PyG installed — see
+docs/plans.md, "Interop", for the exact file list. DGL's binary ``.dgl``
+files (``graph.dgl``, ``node_feat.dgl``) are NOT written: DGL is not installable
+here; its pipeline builds them from the exported assignment. torch is used
+(lazily) only for PyG's ``.pt`` files.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import BackendUnavailableError, PartitionError
+from ..io.foreign import DGL_ETYPE, DGL_NTYPE, _torch
+
+
+# ============================================================================ export
+def _atomic_dir(out: Path):
+    out = Path(out)
+    if out.exists() and (out.is_file() or any(out.iterdir())):
+        raise PartitionError(f"{out}: exists and is not empty; refusing to overwrite it")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    from .._atomic import clean_stale, temp_prefix
+    clean_stale(out)  # temp dirs of exports killed before their rename
+    return Path(tempfile.mkdtemp(prefix=temp_prefix(out), dir=out.parent))
+
+
+def _finish(tmp: Path, out: Path) -> Path:
+    os.chmod(tmp, 0o755)
+    if out.exists():
+        out.rmdir()
+    os.replace(tmp, out)
+    return out
+
+
+def _plan_graph_parts(plan):
+    """(part, per-row nnz, rebuilt scipy A) of a loaded Plan."""
+    from ..runtime.validate import _rebuild
+    A, _, pattern = _rebuild(plan)
+    return plan.part, np.diff(A.indptr), A, pattern
+
+
+def export_metis(part, path) -> Path:
+    """One part id per line (METIS ``.part.K`` layout)."""
+    from ..io.partfile import write_partition
+    return write_partition(np.asarray(part, dtype=np.int64), path)
+
+
+def export_dgl(plan, out, *, graph_name: str | None = None) -> Path:
+    """DGL partition config + mappings for ``plan`` (a loaded :class:`partplan.plan.Plan`).
+
+    Writes: ``<graph_name>.json`` (DGL's range partition book: num_parts,
+    num_nodes, num_edges, node_map / edge_map id ranges in the reshuffled
+    numbering, ntypes, etypes, ``part-i`` file names), ``orig_nids.npy``
+    (reshuffled id → original id), ``orig_eids.npy`` (reshuffled edge id →
+    partplan edge id), ``node_map.npy`` (part of every original node),
+    ``partition_assignment/{_N.txt,partition_meta.json}`` (input of DGL's
+    distributed pipeline) and ``EXPORT.md``. Not written: ``part*/graph.dgl``,
+    ``node_feat.dgl``, ``edge_feat.dgl`` (DGL binary formats; need dgl).
+    """
+    out = Path(out)
+    part, row_nnz, A, _ = _plan_graph_parts(plan)
+    k = int(plan.manifest["k"])
+    n = part.size
+    name = graph_name or plan.manifest["graph"].get("name") or "graph"
+    from ..io.trust import plain_name_problem, printable
+    why = plain_name_problem(name)
+    if why:  # the name becomes <name>.json inside `out`: never a path
+        src = "graph_name" if graph_name else "the plan's graph.name"
+        raise PartitionError(f"{src} = {printable(repr(name))[:80]} {why}")
+    order = np.argsort(part, kind="stable")                   # new id → original id
+    sizes = np.bincount(part, minlength=k)
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    # DGL assigns an edge u -> v to the partition of its destination v; partplan's
+    # nonzero A[i, j] is the message j -> i, so edge e belongs to part[i].
+    erow = np.repeat(np.arange(n), row_nnz)
+    eorder = np.argsort(part[erow], kind="stable")
+    esizes = np.bincount(part[erow], minlength=k)
+    estarts = np.concatenate([[0], np.cumsum(esizes)])
+    cfg = {"graph_name": name, "part_method": "partplan", "num_parts": k, "halo_hops": 1,
+           "num_nodes": int(n), "num_edges": int(A.nnz),
+           "node_map": {DGL_NTYPE: [[int(starts[i]), int(starts[i + 1])] for i in range(k)]},
+           "edge_map": {DGL_ETYPE: [[int(estarts[i]), int(estarts[i + 1])] for i in range(k)]},
+           "ntypes": {DGL_NTYPE: 0}, "etypes": {DGL_ETYPE: 0}}
+    for i in range(k):
+        cfg[f"part-{i}"] = {"node_feats": f"part{i}/node_feat.dgl", "edge_feats": f"part{i}/edge_feat.dgl",
+                            "part_graph": f"part{i}/graph.dgl"}
+    tmp = _atomic_dir(out)
+    try:
+        (tmp / f"{name}.json").write_text(json.dumps(cfg, indent=4) + "\n")
+        np.save(tmp / "orig_nids.npy", order.astype(np.int64))
+        np.save(tmp / "orig_eids.npy", eorder.astype(np.int64))
+        np.save(tmp / "node_map.npy", part.astype(np.int64))
+        pa_dir = tmp / "partition_assignment"
+        pa_dir.mkdir()
+        np.savetxt(pa_dir / f"{DGL_NTYPE}.txt", part, fmt="%d")
+        (pa_dir / "partition_meta.json").write_text(json.dumps({"num_parts": k, "algo_name": "partplan"}) + "\n")
+        (tmp / "EXPORT.md").write_text(_DGL_NOTE.format(name=name, k=k))
+        return _finish(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+_DGL_NOTE = """# partplan export for DGL ({name}, {k} parts)
+
+Written: {name}.json (DGL partition config: RangePartitionBook node_map/edge_map
+over the reshuffled ids, readable by dgl.distributed.load_partition_book),
+orig_nids.npy (reshuffled node id -> original id), orig_eids.npy (reshuffled
+edge id -> partplan edge id = position in the CSR of A; an edge A[i, j] is the
+message j -> i and belongs to the partition of i), node_map.npy (part of every
+original node id), partition_assignment/ (_N.txt + partition_meta.json: the
+input of DGL's distributed partitioning pipeline, which builds graph.dgl).
+
+NOT written: part*/graph.dgl, node_feat.dgl, edge_feat.dgl (DGL binary files;
+dgl is needed to produce them). partplan's ghost-row exchange lists are not
+representable in DGL's layout; use the partplan plan itself for that.
+"""
+
+
+# META.json of a homogeneous partition, as torch_geometric.distributed.Partitioner
+# (PyG 2.8) writes it; ``is_sorted`` (edges sorted by destination) is read
+# unconditionally by LocalGraphStore.from_partition.
+PYG_META = {"num_parts": None, "node_types": None, "edge_types": None, "node_offset": None,
+            "is_hetero": False, "is_sorted": True}
+
+
+def _source_matrix(plan, graph):
+    """(A as scipy CSR, pattern?) of the ORIGINAL graph of ``plan``: ``graph``
+    checked against the manifest's source fingerprint, or (no graph) the
+    plan's own matrix when the plan multiplies A itself (not normalized)."""
+    m = plan.manifest
+    g = m.get("graph", {})
+    norm = m.get("normalize")
+    want = g.get("source_fingerprint") or g.get("fingerprint")
+    n = plan.part.size
+    if graph is None:
+        if norm:
+            raise PartitionError(
+                f"the plan multiplies the {norm}-normalized matrix (self loops added, {norm} values), not the "
+                f"graph's edges; pass the original graph with --graph GRAPH (library: graph=) so the export "
+                f"holds its edges (fingerprint {str(want)[:16]}…)")
+        _, _, A, pattern = _plan_graph_parts(plan)
+        return A, pattern
+    if graph.fingerprint != want:
+        hint = ""
+        if norm and graph.fingerprint == g.get("fingerprint"):
+            hint = f" (that is the {norm}-normalized matrix; pass the graph it was built from)"
+        elif graph.n == n and not graph.is_symmetric():
+            hint = " (was the plan built with --symmetrize?)"
+        raise PartitionError(f"graph {graph.name!r} (fingerprint {graph.fingerprint[:16]}…, n={graph.n}, "
+                             f"nnz={graph.nnz}) is not the graph of this plan (fingerprint {str(want)[:16]}…){hint}")
+    if graph.n != n:  # pragma: no cover - a matching fingerprint has the same n
+        raise PartitionError(f"graph {graph.name!r} has {graph.n} vertices, the plan {n}")
+    return graph.to_scipy(), graph.data is None
+
+
+def export_pyg(plan, out, *, graph=None, data=None) -> Path:
+    """PyG ``torch_geometric.distributed.Partitioner`` layout for ``plan`` (homogeneous).
+
+    Writes ``META.json`` (the keys PyG 2.8's ``Partitioner`` writes and
+    ``torch_geometric.distributed.partition.load_partition_info`` /
+    ``LocalGraphStore.from_partition`` read: ``num_parts``, ``node_types``,
+    ``edge_types``, ``node_offset``, ``is_hetero``, ``is_sorted``),
+    ``node_map.pt`` (int64[n]: part of each node), ``edge_map.pt``
+    (int64[nnz]: part of each edge) and per part ``part_i/graph.pt`` (dict
+    edge_id, row, col, size), ``node_feats.pt`` (global_id, feats) and
+    ``edge_feats.pt`` (global_id, feats={'edge_attr': values or None}).
+
+    The edges are those of the ORIGINAL graph A, never a normalized Â (a
+    ``GCNConv`` normalizes again): ``graph`` (a :class:`partplan.Graph`) is
+    checked against the manifest's ``graph.source_fingerprint`` (or
+    ``graph.fingerprint``); without it, an unnormalized plan's own matrix is
+    rebuilt (it is A), and a normalized plan is a PartitionError asking for it.
+    Edge e is the e-th nonzero A[i, j] of the CSR, stored as PyG edge
+    (row=j, col=i): PyG's ``edge_index[0]`` = source, ``[1]`` = target, and
+    partplan's ``Z = A @ H`` sums the message j → i into row i (flow
+    source_to_target). As in PyG's Partitioner (``ClusterData(sparse_format='csc')``),
+    an edge goes with the partition of its ``col`` (destination) node i, and
+    each part's edges are sorted by ``col`` (``is_sorted: true``).
+
+    ``data`` : a partplan data file (``.npz``/``.pt``, :mod:`partplan.nn.data`,
+    checked with ``check_data``): each part's ``node_feats.pt`` holds
+    ``feats = {x, y, train_mask, val_mask, test_mask}`` of its nodes (rows by
+    global id, in ``global_id`` order; LocalFeatureStore gives them by
+    attribute name) and ``label.pt`` (y of every node) is written beside
+    META.json, as PyG's distributed example does. Without data, ``x`` is None.
+    """
+    torch = _torch()
+    out = Path(out)
+    A, pattern = _source_matrix(plan, graph)
+    part = plan.part
+    k = int(plan.manifest["k"])
+    n = part.size
+    if data is not None:
+        from ..nn.data import check_data, read_rows
+        check_data(data, n)
+    row_nnz = np.diff(A.indptr)
+    erow = np.repeat(np.arange(n, dtype=np.int64), row_nnz)    # i (target)
+    ecol = A.indices.astype(np.int64)                          # j (source)
+    emap = part[erow]                                          # PyG: edge goes with its destination
+    tmp = _atomic_dir(out)
+    try:
+        (tmp / "META.json").write_text(json.dumps(PYG_META | {"num_parts": k}) + "\n")
+        torch.save(torch.from_numpy(part.astype(np.int64)), tmp / "node_map.pt")
+        torch.save(torch.from_numpy(emap.astype(np.int64)), tmp / "edge_map.pt")
+        labels = np.zeros(n, dtype=np.int64) if data is not None else None
+        for i in range(k):
+            d = tmp / f"part_{i}"
+            d.mkdir()
+            eid = np.flatnonzero(emap == i)     # ascending, so erow[eid] (PyG's col) is sorted
+            torch.save({"edge_id": torch.from_numpy(eid), "row": torch.from_numpy(ecol[eid]),
+                        "col": torch.from_numpy(erow[eid]), "size": (n, n)}, d / "graph.pt")
+            nodes = np.flatnonzero(part == i).astype(np.int64)
+            feats = {"x": None}
+            if data is not None:
+                rows = read_rows(data, nodes)
+                feats = {key: torch.from_numpy(np.ascontiguousarray(rows[key])) for key in
+                         ("x", "y", "train_mask", "val_mask", "test_mask")}
+                feats["y"] = feats["y"].long()
+                labels[nodes] = feats["y"].numpy()
+                for key in ("train_mask", "val_mask", "test_mask"):
+                    feats[key] = feats[key].bool()
+            torch.save({"global_id": torch.from_numpy(nodes), "feats": feats}, d / "node_feats.pt")
+            attr = None if pattern else torch.from_numpy(np.asarray(A.data[eid], dtype=np.float64))
+            torch.save({"global_id": torch.from_numpy(eid), "feats": {"edge_attr": attr}}, d / "edge_feats.pt")
+        if labels is not None:
+            torch.save(torch.from_numpy(labels), tmp / "label.pt")
+        return _finish(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def export_plan(plan_path, to: str, out, *, graph_name: str | None = None, graph=None, data=None) -> Path:
+    """Export the partition of the plan at ``plan_path`` to ``to`` = dgl | pyg | metis.
+
+    ``graph`` (a :class:`partplan.Graph` or a graph file) and ``data`` (a data
+    file) are for ``pyg`` only: see :func:`export_pyg`."""
+    from ..plan import load_plan
+    if to not in ("dgl", "pyg", "metis"):
+        raise BackendUnavailableError(f"unknown export target {to!r}; choose dgl, pyg or metis")
+    if to != "pyg" and (graph is not None or data is not None):
+        raise PartitionError(f"a graph and data are used by the pyg export only, not by {to}")
+    plan = load_plan(plan_path)
+    if to == "metis":
+        return export_metis(plan.part, out)
+    if to == "dgl":
+        return export_dgl(plan, out, graph_name=graph_name)
+    if graph is not None and not hasattr(graph, "fingerprint"):
+        from ..io import read_graph
+        graph = read_graph(graph)
+    return export_pyg(plan, out, graph=graph, data=data)

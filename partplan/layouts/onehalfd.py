@@ -1,0 +1,101 @@
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..errors import PartitionError
+from ..program.core import Group, Program
+from ..program.exchange import exchange, positions
+from .base import Layout, exchange_steps
+
+
+class OneHalfD(Layout):
+    """1.5D: ``ranks / c`` row blocks, each replicated on c consecutive ranks."""
+
+    name = "1.5d"
+    replicas = True
+
+    def __init__(self, ranks: int, c: int):
+        super().__init__(ranks)
+        if int(c) < 1:
+            raise PartitionError(f"layout 1.5d:{c}: replication factor c must be >= 1")
+        if self.ranks % int(c):
+            raise PartitionError(f"layout 1.5d:{c}: {self.ranks} ranks are not divisible by c={c}")
+        self.c = int(c)
+
+    @classmethod
+    def _parse(cls, s, ranks, row_blocks):
+        m = re.fullmatch(r"1\.5d:(\d+)", s)
+        if not m:
+            return None
+        c = int(m.group(1))
+        if c < 1:
+            raise PartitionError(f"layout {s!r}: replication factor c must be >= 1")
+        if ranks is None and row_blocks is not None:
+            ranks = row_blocks * c
+        return None if ranks is None else cls(ranks, c)
+
+    @property
+    def row_blocks(self) -> int:
+        return self.ranks // self.c
+
+    @property
+    def params(self) -> dict:
+        return {"c": self.c}
+
+    @property
+    def spec(self) -> str:
+        return f"1.5d:{self.c}"
+
+    @classmethod
+    def spec_for(cls, params):
+        return f"1.5d:{int(params['c'])}"
+
+    def groups(self) -> list[Group]:
+        b, c = self.row_blocks, self.c
+        cols = [Group(f"col.{l}", tuple(int(x) * c + l for x in range(b))) for l in range(c)]
+        reps = [Group(f"replica.{i}", tuple(range(i * c, i * c + c))) for i in range(b)]
+        return cols + reps
+
+    def volumes(self, graph, part, *, owner=None, f=128, dtype="float32", **cost):
+        from ..metrics import analyze_15d
+        self._conformal_only(owner)
+        return analyze_15d(graph, part, self.c, f=f, dtype=dtype, b=self.row_blocks, **cost)
+
+    def program(self, graph, part, *, owner=None, prefix="fwd"):
+        self._conformal_only(owner)
+        b, c, p = self.row_blocks, self.c, self.ranks
+        pos, lists = positions(part, b)
+        rows, cols = graph.rows, graph.indices
+        bi, bq = part[rows], part[cols]
+        unit = bi * c + (bq - bi) % c
+        mine = [lists[r // c] for r in range(p)]
+        ex, _ = exchange(graph.n, p, rows, cols, graph.data, unit, lambda u, j: part[j] * c + u % c,
+                         mine, pos, pos, mine, lambda r: r // c, b,
+                         lambda u: np.arange(b, dtype=np.int64) * c + u % c)
+        prog = Program.empty(prefix, p)
+        prog.set_io(mine, mine)
+        exchange_steps(prog, ex, mine, "col")
+        prog.add("allreduce", group="replica", buf="out")
+        prog.writes_output = [r % c == 0 for r in range(p)]
+        return prog
+
+
+def stage_schedule(b: int, c: int) -> np.ndarray:
+    """int64[S, b, c]: the source block replica l of block i fetches from at
+    stage s (−1: nothing), in order of ring offset ``(q − i) mod b`` — the
+    staged form of the 1.5D exchange (replica l of block i handles exactly the
+    blocks q with ``(q − i) mod c == l``, so every block is fetched once)."""
+    i = np.repeat(np.arange(b), b)
+    d = np.tile(np.arange(b), b)
+    q = (i + d) % b
+    l = (q - i) % c
+    order = np.lexsort((d, l, i))
+    i, l, q = i[order], l[order], q[order]
+    grp = i * c + l
+    starts = np.flatnonzero(np.concatenate([[True], grp[1:] != grp[:-1]]))
+    stage = np.arange(grp.size) - np.repeat(starts, np.diff(np.concatenate([starts, [grp.size]])))
+    out = np.full((int(stage.max()) + 1 if stage.size else 0, b, c), -1, dtype=np.int64)
+    out[stage, i, l] = q
+    return out

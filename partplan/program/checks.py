@@ -1,0 +1,292 @@
+"""Structure checks of a plan's manifest and shards: every step field and
+descriptive field by type (:func:`check_steps`, :func:`check_fields`) and every
+shard's arrays against the manifest (:func:`shard_problems`). The store runs them
+when it reads a plan, ``validate`` and the runtime report what they find."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import PlanError
+from ..io.trust import plain_name_problem, printable
+from .schema import PARTITION_FILE, shard_name
+from .steps import STEPS
+
+# a step's fields by kind come from the step registry (partplan.program.steps: Step.fields /
+# Step.optional); kinds: "buf" (a buffer name), "row" (int >= 0 or a buffer name), "bool";
+# "group" is checked against the layout's families by the store
+STEP_KNOWN = {"id", "op", "arrays", "pairs"}
+
+
+BACKWARD_MODES = {"separate", "same-as-forward", "not-planned"}
+
+
+PROGRAMS = ("forward", "backward")
+
+
+_INT64_MAX = (1 << 63) - 1
+
+
+MAX_F = 1 << 24   # feature columns a plan may be costed for (a row of 2^24 float64 is 128 MiB)
+
+
+def _int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and -_INT64_MAX <= v <= _INT64_MAX
+
+
+def _is(kind: str, v) -> bool:
+    if kind == "buf":
+        return isinstance(v, str) and v != ""
+    if kind == "row":
+        return (_int(v) and v >= 0) or (isinstance(v, str) and v != "")
+    return isinstance(v, bool)
+
+
+_KIND_WORDS = {"buf": "a non-empty name", "row": "a row offset >= 0 or a buffer name", "bool": "true or false"}
+
+
+def check_steps(m: dict, mf: Path) -> None:
+    """Program and step fields by type (before anything indexes with them)."""
+    progs = m["programs"]
+    for name in progs:
+        if name not in PROGRAMS:
+            raise PlanError(f"{mf}: field 'programs.{name}' is no program ({', '.join(PROGRAMS)})")
+        pr = progs[name]
+        if not isinstance(pr, dict):
+            raise PlanError(f"{mf}: field 'programs.{name}' must be an object")
+        if "same_as" in pr:
+            if not isinstance(pr["same_as"], str):
+                raise PlanError(f"{mf}: field 'programs.{name}.same_as' must be a program name")
+            continue
+        if not isinstance(pr.get("steps"), list):
+            raise PlanError(f"{mf}: field 'programs.{name}.steps' must be a list")
+        for i, st in enumerate(pr["steps"]):
+            where = f"programs.{name}.steps[{i}]"
+            if not isinstance(st, dict):
+                raise PlanError(f"{mf}: field '{where}' must be an object")
+            op = st.get("op")
+            if not isinstance(op, str) or op not in STEPS:
+                raise PlanError(f"{mf}: field '{where}.op' = {op!r} is not a known step ({', '.join(STEPS)})")
+            arrs = st.get("arrays")
+            if not isinstance(arrs, list) or not all(isinstance(a, str) for a in arrs):
+                raise PlanError(f"{mf}: field '{where}.arrays' must be a list of array names")
+            fields = {**STEPS[op].fields, **STEPS[op].optional}  # the registry as it is now (ops added later too)
+            for key, kind in fields.items():
+                if key not in st:
+                    if key in STEPS[op].fields:
+                        raise PlanError(f"{mf}: field '{where}.{key}' is missing (op {op!r} needs it)")
+                    continue
+                if not _is(kind, st[key]):
+                    raise PlanError(f"{mf}: field '{where}.{key}' = {st[key]!r} must be {_KIND_WORDS[kind]}")
+            extra = set(st) - set(fields) - STEP_KNOWN
+            if extra:
+                raise PlanError(f"{mf}: field '{where}' has unknown key(s) {', '.join(sorted(extra))} for op {op!r}")
+            if STEPS[op].pairs:
+                pairs = st.get("pairs")
+                n = m["graph"]["n"]
+                if not isinstance(pairs, list) or not all(
+                        isinstance(x, list) and len(x) == 3 and all(_int(y) for y in x) and 0 < x[2] <= n
+                        for x in pairs):
+                    raise PlanError(f"{mf}: field '{where}.pairs' must list [src rank, dst rank, rows] with "
+                                    f"0 < rows <= n = {n}")
+
+
+def check_fields(m: dict, mf: Path, parse_layout) -> None:
+    """Descriptive fields by type and against each other; file names of shards.
+
+    ``parse_layout(spec, ranks)`` is the layouts' parser (the caller's: the format
+    layer knows no layout), which raises on a spec it does not know."""
+    from ..metrics.cost import dtype_bytes
+
+    g = m["graph"]
+    if g["n"] < 0 or g["nnz"] < 0:
+        raise PlanError(f"{mf}: fields 'graph.n' / 'graph.nnz' must be >= 0")
+    for key in ("directed", "symmetric", "weighted"):
+        if key in g and not isinstance(g[key], bool):
+            raise PlanError(f"{mf}: field 'graph.{key}' must be true or false, got {g[key]!r}")
+    if "name" in g and g["name"] is not None:
+        why = plain_name_problem(g["name"])
+        if why:  # it names exported files (export --to dgl): a path here would write outside the output
+            raise PlanError(f"{mf}: field 'graph.name' = {printable(repr(g['name']))[:80]} {why}")
+    lay = parse_layout(m["layout"], m["ranks"])
+    for key in ("layout_params", "f", "dtype", "row_bytes", "backward", "ownership"):
+        if key not in m:
+            raise PlanError(f"{mf}: required field {key!r} is missing")
+    if m["layout_params"] != lay.params:
+        raise PlanError(f"{mf}: field 'layout_params' = {m['layout_params']!r} differs from layout "
+                        f"{lay.spec}'s {lay.params!r}")
+    f = m.get("f")
+    if not _int(f) or not 1 <= f <= MAX_F:
+        raise PlanError(f"{mf}: field 'f' must be an integer in [1, {MAX_F}], got {f!r}")
+    try:
+        isz = dtype_bytes(m.get("dtype"))
+    except (ValueError, TypeError, KeyError):
+        raise PlanError(f"{mf}: field 'dtype' = {m.get('dtype')!r} is not a known element type") from None
+    if m.get("row_bytes") != f * isz:
+        raise PlanError(f"{mf}: field 'row_bytes' = {m.get('row_bytes')!r} but f × size of {m['dtype']!r} = "
+                        f"{f * isz}")
+    for key in ("model", "backend", "objective", "created"):
+        if m.get(key) is not None and not isinstance(m[key], str):
+            raise PlanError(f"{mf}: field {key!r} must be a string, got {m[key]!r}")
+    if m.get("seed") is not None and not _int(m["seed"]):
+        raise PlanError(f"{mf}: field 'seed' must be an integer, got {m['seed']!r}")
+    for key in ("params", "tool"):
+        if key in m and not isinstance(m[key], dict):
+            raise PlanError(f"{mf}: field {key!r} must be an object, got {type(m[key]).__name__}")
+    if "columns_sorted_within_rows" in m and not isinstance(m["columns_sorted_within_rows"], bool):
+        raise PlanError(f"{mf}: field 'columns_sorted_within_rows' must be true or false")
+    own = m.get("ownership", "conformal")
+    if own not in ("conformal", "decoupled"):
+        raise PlanError(f"{mf}: field 'ownership' = {own!r} must be 'conformal' or 'decoupled'")
+    progs = m["programs"]
+    bmode = m.get("backward")
+    want = ("separate" if "backward" in progs and "same_as" not in progs["backward"] else
+            "same-as-forward" if "backward" in progs else "not-planned")
+    if bmode != want:
+        raise PlanError(f"{mf}: field 'backward' = {bmode!r} but the programs make it {want!r}")
+    for key in ("stats", "stats_backward"):
+        st = m.get(key)
+        if key == "stats" or st is not None:
+            if not isinstance(st, dict) or not all(
+                    isinstance(v, (int, float, str, list)) or v is None for v in st.values()):
+                raise PlanError(f"{mf}: field {key!r} must be an object of figures")
+    if ("stats_backward" in m) != (want == "separate"):
+        raise PlanError(f"{mf}: field 'stats_backward' must be present exactly when the backward program is separate")
+    for i, e in enumerate(m["shards"]):
+        if e.get("file") != shard_name(i):
+            raise PlanError(f"{mf}: field 'shards[{i}].file' = {e.get('file')!r}, expected {shard_name(i)!r}")
+    if m["partition_file"].get("file") != PARTITION_FILE:
+        raise PlanError(f"{mf}: field 'partition_file.file' = {m['partition_file'].get('file')!r}, "
+                        f"expected {PARTITION_FILE!r}")
+
+
+# ----------------------------------------------------------------------------- one rank's shard
+def _int_array(a: np.ndarray) -> bool:
+    return a.dtype.kind in "iu"
+
+
+def pairs_of(st: dict, rank: int, members: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(rows ``rank`` sends to each member, rows it receives from each) in
+    group-rank order, from the manifest's ``pairs`` (no p × p matrix)."""
+    pos = {r: i for i, r in enumerate(members)}
+    send = np.zeros(len(members), dtype=np.int64)
+    recv = np.zeros(len(members), dtype=np.int64)
+    for q, r, rows in st.get("pairs", ()):
+        if q == rank and r in pos:
+            send[pos[r]] += rows
+        if r == rank and q in pos:
+            recv[pos[q]] += rows
+    return send, recv
+
+
+def shard_problems(m: dict, rp, *, pairs: bool = True) -> list[str]:
+    """Structure problems of one rank's shard ``rp`` (a :class:`RankPlan`)
+    against the manifest ``m`` — what ``partplan validate`` reports as its
+    ``structure`` check, run by every reader before it indexes:
+
+    * every array is 1-D, index arrays integers, ``*.data`` floats;
+    * the shard's program prefixes are the manifest's; ``in`` / ``out``
+      buffers are as long as ``in_ids`` / ``out_ids``, whose ids lie in
+      ``[0, graph.n)``;
+    * every alltoallv step has one count per group member, each in
+      ``[0, bound]``, and (``pairs``) equal to the manifest's pairs for this
+      rank. ``pairs=False`` leaves that equality to the executor, whose
+      start-up check compares counts with the pairs on every rank and stops
+      every rank with the same error (one rank failing alone at load time
+      would leave its peers waiting in the first collective); the sizes below
+      are bounded by the manifest's pairs either way;
+    * every buffer has at most as many rows as the shard's arrays and the
+      received rows can fill (a buffer of 2^40 rows in a small shard is
+      refused before anything is allocated);
+    * each step op's own check (:func:`partplan.program.steps.structure_problems`:
+      indices inside their buffers, CSR pointers, counts fitting).
+
+    Returns problem strings naming the field (empty: the shard is safe to
+    index with). Cost: one pass over each array, O(pairs) over the manifest."""
+    from .plan import program_steps
+    from .steps import AllToAllV, step_op, structure_problems
+
+    n, rank = int(m["graph"]["n"]), int(rp.rank)
+    probs: list[str] = []
+    held = 0
+    for name, a in rp.arrays.items():
+        held += int(a.size)
+        if a.ndim != 1:
+            probs.append(f"field {name!r} is not a 1-D array")
+        elif name.endswith(".data"):
+            if a.dtype.kind != "f":
+                probs.append(f"field {name!r} holds {a.dtype}, not float values")
+        elif not _int_array(a):
+            probs.append(f"field {name!r} holds {a.dtype}, not integer indices")
+    if probs:
+        return probs
+    families = {}
+    for g in m["groups"]:
+        if rank in g["ranks"]:
+            families.setdefault(g["name"].split(".", 1)[0], list(g["ranks"]))
+    for prog in m["programs"]:
+        pm = rp.meta["programs"].get(prog)
+        pr = m["programs"][prog]
+        want_prefix = m["programs"][pr["same_as"]]["prefix"] if "same_as" in pr else pr["prefix"]
+        if not isinstance(pm, dict) or pm.get("prefix") != want_prefix:
+            probs.append(f"metadata field 'programs.{prog}.prefix' is not the manifest's {want_prefix!r}")
+            continue
+        if not isinstance(pm.get("writes_output"), bool):
+            probs.append(f"metadata field 'programs.{prog}.writes_output' must be true or false")
+        bufs = pm["buffers"]
+        for key, buf in (("in_ids", "in"), ("out_ids", "out")):
+            ids = rp.arrays[f"{want_prefix}.{key}"]
+            if bufs.get(buf) != ids.size:
+                probs.append(f"metadata field 'programs.{prog}.buffers.{buf}' = {bufs.get(buf)!r} but field "
+                             f"'{want_prefix}.{key}' holds {ids.size} ids")
+            elif ids.size and (int(ids.min()) < 0 or int(ids.max()) >= n):
+                probs.append(f"field '{want_prefix}.{key}' holds ids outside [0, graph.n = {n})")
+        if probs:
+            return probs
+        steps = program_steps(m, prog)
+        received = 0
+        for st in steps:
+            if step_op(st) is not AllToAllV:
+                continue
+            sid = st["id"]
+            sc, rc = rp.arrays[f"{sid}.send_counts"], rp.arrays[f"{sid}.recv_counts"]
+            members = families.get(st["group"])
+            if members is None:
+                if sc.size or rc.size:
+                    probs.append(f"fields '{sid}.send_counts' / '{sid}.recv_counts': rank {rank} is in no group "
+                                 f"of family {st['group']!r} but has counts")
+                continue
+            want_s, want_r = pairs_of(st, rank, members)
+            cap = held + int(want_r.sum()) + int(want_s.sum())
+            for nm, c, want in ((f"{sid}.send_counts", sc, want_s), (f"{sid}.recv_counts", rc, want_r)):
+                if c.size != len(members):
+                    probs.append(f"field {nm!r} has {c.size} counts for the {len(members)} members of rank "
+                                 f"{rank}'s group of family {st['group']!r}")
+                elif c.size and (int(c.min()) < 0 or int(c.max()) > cap):
+                    probs.append(f"field {nm!r} holds counts outside [0, {cap}]")  # sums cannot overflow
+                elif pairs and not np.array_equal(c, want):
+                    probs.append(f"field {nm!r} differs from the manifest's pairs for rank {rank} "
+                                 f"(programs.{prog}: {st['id']}.pairs)")
+            received += int(want_r.sum())
+        if probs:
+            return probs
+        bound = held + received  # every row of a buffer comes from an array of the shard or a received row
+        for buf, rows in bufs.items():
+            if rows > bound:
+                probs.append(f"metadata field 'programs.{prog}.buffers.{buf}' = {rows} rows, more than the "
+                             f"shard's arrays and received rows can fill ({bound})")
+        if probs:
+            return probs
+        if "same_as" not in pr:  # the same steps and arrays as the program it names
+            probs += [f"{prog}: {x}" for x in structure_problems(steps, rp, bufs)]
+    return probs
+
+
+def check_shard(m: dict, rp, where, *, pairs: bool = False) -> None:
+    """:func:`shard_problems` as one :class:`PlanError` starting with the
+    shard file ``where`` (the first problem; the count of others)."""
+    probs = shard_problems(m, rp, pairs=pairs)
+    if probs:
+        more = f" (+{len(probs) - 1} more)" if len(probs) > 1 else ""
+        raise PlanError(f"{where}: {probs[0]}{more}")
