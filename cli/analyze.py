@@ -2,7 +2,7 @@
 
 Thin layer over :func:`partplan.metrics.analyze` (and ``analyze_15d`` /
 ``analyze_2d``); the partition comes from a file
-(:func:`partplan.jobs.partitions.read_partition_file`) or from a thin call into a
+(:func:`partplan.plan.partitions.read_partition_file`) or from a thin call into a
 partitioner (pymetis, mtkahypar or a baseline).
 
 Examples::
@@ -166,7 +166,7 @@ def run(args) -> int:
     if args.partition is not None:
         source = {"file": str(args.partition)}
         # METIS .part.K, .npy, .pt, tables, DGL folders, PyG node_map.pt, CAGNET .part-sizes, partplan's own
-        from partplan.jobs.partitions import read_partition_file
+        from partplan.plan.partitions import read_partition_file
         P = read_partition_file(args.partition, graph, column=args.column)
         part, b = P.part, P.row_blocks
         lay = layout_of(spec, k) if k is not None else layout_of(spec, row_blocks=b)

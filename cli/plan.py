@@ -148,7 +148,7 @@ def _run_distributed(args, out: Path) -> int:
 
 def _read(args, graph):
     """A saved partplan Partition (layout kept) or a bare part array, through
-    the one partition reader (:func:`partplan.jobs.partitions.read_partition_file`)."""
-    from partplan.jobs.partitions import read_partition_file
+    the one partition reader (:func:`partplan.plan.partitions.read_partition_file`)."""
+    from partplan.plan.partitions import read_partition_file
     P = read_partition_file(args.partition, graph, column=args.column)
     return P if P.model != "external" else P.part

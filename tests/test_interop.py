@@ -117,7 +117,7 @@ def test_pyg_node_map(tmp_path):
     with pytest.raises(PartitionError, match="4 entries but the graph has 5"):
         read_pyg_partition(tmp_path, 5)
     (tmp_path / "bad.pt").write_bytes(b"not a torch file")
-    with pytest.raises(PartitionError, match="bad.pt: cannot load"):
+    with pytest.raises(PartitionError, match="bad.pt: not a readable torch tensor file"):
         read_partition_any(tmp_path / "bad.pt", 4)
 
 

@@ -1,4 +1,4 @@
-"""The one partition reader (partplan.jobs.partitions.read_partition_file):
+"""The one partition reader (partplan.plan.partitions.read_partition_file):
 every format gives the same Partition; every bad input is one PartitionError
 naming the file (and the line of a text file)."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 
 from partplan import Graph
 from partplan.errors import PartitionError
-from partplan.jobs.partitions import read_partition_file
+from partplan.plan.partitions import read_partition_file
 
 N = 12
 PART = np.array([0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2], dtype=np.int64)  # brute-force known answer

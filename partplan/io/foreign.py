@@ -1,6 +1,6 @@
 """Read partitions written by other systems.
 
-Import (:func:`read_partition_any` detects the kind):
+One reader, :func:`read_partition_any`, detects the kind:
 
 =====================  ======================================================
 kind                   what is read
@@ -34,7 +34,6 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BackendUnavailableError, PartitionError
-from ..parts import as_partition
 
 DGL_NTYPE = "_N"
 
@@ -43,12 +42,6 @@ DGL_ETYPE = "_N:_E:_N"
 
 
 # ============================================================================ import
-def read_metis_part(path, n: int) -> np.ndarray:
-    """METIS partition file (``graph.part.K``): one part id per line."""
-    from .partfile import read_partition
-    return read_partition(path, n)
-
-
 def read_cagnet_part_sizes(path, n: int | None = None) -> np.ndarray:
     """CAGNET ``.part-sizes``: the sizes of contiguous row blocks → part[v]."""
     p = Path(path)
@@ -280,26 +273,33 @@ def detect_kind(path) -> str:
     return "file"
 
 
-def read_partition_any(path, n: int, *, kind: str | None = None) -> np.ndarray:
-    """Read a partition of any supported kind (see module doc); returns int64[n].
-
-    ``kind`` overrides detection ("metis"/"file", "dgl", "dgl-assignment",
-    "pyg", "cagnet"). Raises PartitionError naming the file on bad input.
+def read_partition_any(path, n: int, *, column: str | None = None) -> np.ndarray:
+    """The part ids (int64[n]) of a partition file or folder of any kind that
+    holds no partplan metadata (see the module doc; saved partplan partitions and
+    plan folders are read by :func:`partplan.plan.partitions.read_partition_file`,
+    which calls this for everything else): text (METIS ``.part.K``), ``.npy``,
+    ``.pt``, Parquet / Arrow / Feather / CSV columns (``column``), a PyG
+    ``Partitioner`` folder, a DGL partition folder or config JSON, a DGL
+    assignment folder, a CAGNET ``.part-sizes`` file. Ids are not range-checked
+    against a part count here. Raises PartitionError naming the file on bad input.
     """
-    if not Path(path).exists():
-        raise PartitionError(f"{path}: no such partition file or directory")
-    kind = kind or detect_kind(path)
-    if kind in ("file", "metis"):
-        part = read_metis_part(path, n)
-    elif kind == "dgl":
-        part = read_dgl_partition(path, n)
-    elif kind == "dgl-assignment":
-        part = read_dgl_assignment(path, n)
-    elif kind == "pyg":
-        part = read_pyg_partition(path, n)
-    elif kind == "cagnet":
-        part = read_cagnet_part_sizes(path, n)
-    else:
-        raise BackendUnavailableError(f"unknown partition kind {kind!r}")
-    part, _ = as_partition(part, n, source=str(path))
-    return part
+    from .partfile import read_partition
+
+    p = Path(path)
+    if not p.exists():
+        raise PartitionError(f"{p}: no such partition file or directory")
+    if p.is_dir() and (p / "node_map.pt").is_file():  # PyG Partitioner folder
+        if (p / "META.json").is_file():
+            meta = _read_json(p / "META.json")
+            if isinstance(meta, dict) and meta.get("is_hetero"):
+                raise PartitionError(f"{p / 'META.json'}: heterogeneous PyG partitions are not supported "
+                                     f"(partplan graphs have one node type)")
+        return read_partition(p / "node_map.pt", n)
+    kind = detect_kind(p)
+    if column is not None and (p.is_dir() or kind not in ("file", "pyg")):
+        raise PartitionError(f"{p}: --column applies to Parquet/Arrow/CSV partition files only")
+    if kind in ("file", "pyg"):  # text, .npy, .pt, tables
+        return read_partition(p, n, column=column)
+    if kind == "cagnet":
+        return read_cagnet_part_sizes(p, n)
+    return read_dgl_partition(p, n)  # folders and config JSON (assignment folders too)

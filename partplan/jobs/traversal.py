@@ -70,7 +70,7 @@ def graph500_plan(g, nprocs: int, layout: str = "1d", partition: str = "metis", 
         part = run_partition(g, nprocs, model="graph", backend="metis", layout=lay.spec, seed=seed,
                              stats=False).part
     else:
-        from .partitions import read_partition_file
+        from ..plan.partitions import read_partition_file
         P = read_partition_file(partition, g)
         if P.ranks != nprocs:
             raise PlanError(f"{partition}: the partition is for {P.ranks} ranks, not --nprocs {nprocs}")

@@ -15,7 +15,7 @@
   and the graph's fingerprint checked; the shards are not read);
 - a PyG ``Partitioner`` folder (``node_map.pt`` inside), a DGL partition
   folder or config JSON, a DGL assignment folder, a CAGNET ``.part-sizes``
-  file (:mod:`partplan.interop`).
+  file (:func:`partplan.io.foreign.read_partition_any`).
 
 Every problem is one :class:`~partplan.errors.PartitionError` naming the file
 (and the line of a text file): ids that are not integers (floats, NaN), a
@@ -28,7 +28,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import numpy as np
 
 from ..errors import PartitionError
 
@@ -50,31 +49,6 @@ def _is_partplan_saved(p: Path) -> bool:
             return False
         return b"partplan" in md
     return False
-
-
-def _bare_array(p: Path, n: int, column: str | None) -> np.ndarray:
-    from ..io.foreign import detect_kind, read_cagnet_part_sizes, read_dgl_partition
-    from ..io.partfile import read_partition
-
-    if p.is_dir() and (p / "node_map.pt").is_file():  # PyG Partitioner folder
-        if (p / "META.json").is_file():
-            import json
-            try:
-                meta = json.loads((p / "META.json").read_text())
-            except (OSError, ValueError, UnicodeDecodeError) as exc:
-                raise PartitionError(f"{p / 'META.json'}: not a readable JSON file ({exc})") from None
-            if isinstance(meta, dict) and meta.get("is_hetero"):
-                raise PartitionError(f"{p / 'META.json'}: heterogeneous PyG partitions are not supported "
-                                     f"(partplan graphs have one node type)")
-        return read_partition(p / "node_map.pt", n)
-    kind = detect_kind(p)
-    if column is not None and (p.is_dir() or kind not in ("file", "pyg")):
-        raise PartitionError(f"{p}: --column applies to Parquet/Arrow/CSV partition files only")
-    if kind in ("file", "pyg"):  # text, .npy, .pt, tables
-        return read_partition(p, n, column=column)
-    if kind == "cagnet":
-        return read_cagnet_part_sizes(p, n)
-    return read_dgl_partition(p, n)  # folders and config JSON (assignment folders too)
 
 
 def _from_plan(p: Path, graph):
@@ -107,6 +81,7 @@ def read_partition_file(path: str | os.PathLike, graph, *, column: str | None = 
     and ranks (and must match ``graph``'s fingerprint). Raises
     :class:`~partplan.errors.PartitionError` naming the file on bad input.
     """
+    from ..io.foreign import read_partition_any
     from ..io.partfile import partition_k_from_name
     from ..partition import Partition, load_partition
     from ..parts import as_partition
@@ -126,7 +101,7 @@ def read_partition_file(path: str | os.PathLike, graph, *, column: str | None = 
         if k is not None and P.row_blocks > k:
             raise PartitionError(f"{p}: {P.row_blocks} row blocks, more than the {k} asked for")
         return P
-    part = _bare_array(p, graph.n, column)
+    part = read_partition_any(p, graph.n, column=column)
     named = partition_k_from_name(p)
     if k is not None and named is not None and named != k:
         raise PartitionError(f"{p}: the name says K = {named} parts but {k} were asked for")
