@@ -1,11 +1,8 @@
-"""What a reader checks in a plan before it trusts it (issue 21).
+"""Untrusted text from files: JSON with limits, names, terminal output.
 
-A plan is input like any other: anyone who edits a shard can re-sign it (the
-checksums only catch accidents). So every reader of a rank's shard
-(:func:`partplan.plan.store.load_rank`, hence ``load_plan``, the workers and
-``DistSpMM``) runs :func:`shard_problems` before anything indexes with the
-shard's arrays or allocates a buffer sized by it, and the JSON of a manifest
-or a shard's metadata is parsed by :func:`load_json` (depth and integer
+A file is input like any other: anyone who edits it can re-sign it (the
+checksums only catch accidents). The JSON of a manifest, a shard's metadata
+or a foreign partition's config is parsed by :func:`load_json` (depth and integer
 length bounded). Strings from files never become paths
 (:func:`plain_name_problem`) and are escaped before they reach a terminal
 (:func:`printable`).
@@ -122,5 +119,5 @@ def printable(s: Any) -> str:
     return _CONTROL.sub(lambda mt: mt.group(0).encode("unicode_escape").decode("ascii"), s)
 
 
-__all__ = ["pairs_of", "load_json", "json_depth", "plain_name_problem", "plain_name", "printable", "shard_problems", "check_shard",
-           "MAX_JSON_DEPTH", "MAX_INT_DIGITS"]
+__all__ = ["load_json", "json_depth", "plain_name_problem", "plain_name", "printable", "MAX_JSON_DEPTH",
+           "MAX_INT_DIGITS"]

@@ -32,8 +32,7 @@ from .._atomic import clean_stale, temp_prefix
 from ..errors import PlanError
 from ..program.plan import Plan, RankPlan
 from ..layouts import parse_layout
-from ..program.checks import check_fields, check_steps
-from ..program.steps import STEPS
+from ..program.checks import check_manifest
 from ..io.trust import load_json, printable
 from ..program.checks import shard_problems
 from ..program.schema import FORMAT, MANIFEST, PARTITION_FILE, REBUILD_HINT, SUPPORTED_VERSIONS, shard_name
@@ -394,97 +393,8 @@ def read_manifest(path) -> dict:
         raise PlanError(f"{mf}: field 'format_version' = {v!r} is not supported by this partplan "
                         f"(supported: {', '.join(map(str, SUPPORTED_VERSIONS))})"
                         + (f"; a version-{v} plan has no exchange program: {REBUILD_HINT}" if old else ""))
-    _check_manifest_fields(m, mf)
+    check_manifest(m, mf, parse_layout)  # one PlanError naming the field
     return m
-
-
-def _check_manifest_fields(m: dict, mf: Path) -> None:
-    """Types and cross-field consistency of a v2 manifest (one PlanError naming the field)."""
-    def need(key, typ, where=m, name=None):
-        name = name or key
-        if key not in where:
-            raise PlanError(f"{mf}: required field {name!r} is missing")
-        val = where[key]
-        if typ is int and (isinstance(val, bool) or not isinstance(val, int)):
-            raise PlanError(f"{mf}: field {name!r} must be an integer, got {val!r}")
-        if typ is not int and not isinstance(val, typ):
-            raise PlanError(f"{mf}: field {name!r} must be {typ.__name__ if isinstance(typ, type) else typ}, "
-                            f"got {type(val).__name__}")
-        return val
-    g = need("graph", dict)
-    need("fingerprint", str, g, "graph.fingerprint")
-    need("n", int, g, "graph.n")
-    need("nnz", int, g, "graph.nnz")
-    ranks = need("ranks", int)
-    if ranks < 1:
-        raise PlanError(f"{mf}: field 'ranks' must be >= 1, got {ranks}")
-    k = need("k", int)
-    if k != ranks:
-        raise PlanError(f"{mf}: field 'k' = {k} differs from 'ranks' = {ranks} (k counts ranks)")
-    need("layout", str)
-    from ..errors import PartitionError
-    try:
-        lay = parse_layout(m["layout"], ranks)
-    except PartitionError as exc:
-        raise PlanError(f"{mf}: field 'layout': {exc}") from None
-    if need("row_blocks", int) != lay.row_blocks:
-        raise PlanError(f"{mf}: field 'row_blocks' = {m['row_blocks']} but layout {lay.spec} on {ranks} ranks "
-                        f"has {lay.row_blocks}")
-    from ..models.normalize import NORMALIZATIONS
-    if m.get("normalize") is not None and m.get("normalize") not in NORMALIZATIONS:
-        raise PlanError(f"{mf}: field 'normalize' = {m.get('normalize')!r} is not null or one of "
-                        f"{', '.join(NORMALIZATIONS)}")
-    groups = need("groups", list)
-    want = [gg.to_json() for gg in lay.groups()]
-    if groups != want:
-        raise PlanError(f"{mf}: field 'groups' differs from the groups of layout {lay.spec} on {ranks} ranks")
-    progs = need("programs", dict)
-    if "forward" not in progs:
-        raise PlanError(f"{mf}: field 'programs.forward' is missing")
-    check_steps(m, mf)  # every step field by type, before anything indexes with them
-    families = {gg.family for gg in lay.groups()}
-    for name, pr in progs.items():
-        if not isinstance(pr, dict):
-            raise PlanError(f"{mf}: field 'programs.{name}' must be an object")
-        if "same_as" in pr:
-            if pr["same_as"] not in progs or "same_as" in progs[pr["same_as"]]:
-                raise PlanError(f"{mf}: field 'programs.{name}.same_as' names no program")
-            continue
-        steps = need("steps", list, pr, f"programs.{name}.steps")
-        need("prefix", str, pr, f"programs.{name}.prefix")
-        for i, st in enumerate(steps):
-            where = f"programs.{name}.steps[{i}]"
-            if not isinstance(st, dict) or st.get("op") not in STEPS:
-                raise PlanError(f"{mf}: field '{where}.op' is not a known step "
-                                f"({', '.join(STEPS)})")
-            if st.get("id") != f"{pr['prefix']}.{i}":
-                raise PlanError(f"{mf}: field '{where}.id' must be {pr['prefix']}.{i!s}")
-            if "group" in st and st["group"] not in families:
-                raise PlanError(f"{mf}: field '{where}.group' = {st['group']!r} is no group family of "
-                                f"layout {lay.spec} ({', '.join(sorted(families))})")
-            arrs = need("arrays", list, st, f"{where}.arrays")
-            req, opt = STEPS[st["op"]].arrays, STEPS[st["op"]].optional_arrays
-            if not set(req) <= set(arrs) <= set(req) | set(opt):
-                raise PlanError(f"{mf}: field '{where}.arrays' = {arrs} does not fit op {st['op']!r}")
-            if STEPS[st["op"]].pairs:
-                pairs = need("pairs", list, st, f"{where}.pairs")
-                for pr_ in pairs:
-                    if (not isinstance(pr_, list) or len(pr_) != 3 or
-                            not all(isinstance(x, int) and not isinstance(x, bool) for x in pr_) or
-                            not (0 <= pr_[0] < ranks and 0 <= pr_[1] < ranks and pr_[2] > 0)):
-                        raise PlanError(f"{mf}: field '{where}.pairs' holds {pr_!r}, not "
-                                        f"[src rank, dst rank, rows > 0]")
-    shards = need("shards", list)
-    if len(shards) != ranks:
-        raise PlanError(f"{mf}: field 'shards' lists {len(shards)} shards for ranks = {ranks}")
-    for i, e in enumerate(shards):
-        if not isinstance(e, dict) or e.get("rank") != i or not isinstance(e.get("bytes"), int) \
-                or not isinstance(e.get("sha256"), str):
-            raise PlanError(f"{mf}: field 'shards[{i}]' must hold rank = {i}, bytes (int) and sha256 (str)")
-    pf = need("partition_file", dict)
-    if not isinstance(pf.get("bytes"), int) or not isinstance(pf.get("sha256"), str):
-        raise PlanError(f"{mf}: field 'partition_file' must hold bytes (int) and sha256 (str)")
-    check_fields(m, mf, parse_layout)  # descriptive fields by type and against each other; shard file names
 
 
 def _check_file(path: Path, entry: dict, what: str, verify: bool) -> "_Mapped":
@@ -548,7 +458,7 @@ def load_rank(path, rank: int, *, manifest: dict | None = None, verify: bool = T
     """Read only rank ``rank``'s shard (memory-mapped) after checking it against the manifest.
 
     verify : check the shard's sha256 (on the mapped bytes that are then read).
-    check : run :func:`partplan.io.trust.shard_problems` (array types,
+    check : run :func:`partplan.program.checks.shard_problems` (array types,
         ids inside [0, n), counts and buffer sizes bounded by the manifest's
         pairs and the shard's arrays, indices inside their buffers, CSR
         pointers) before anything indexes. A shard with problems comes back

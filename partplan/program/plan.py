@@ -25,7 +25,7 @@ class RankPlan:
     rank: int
     meta: dict
     arrays: dict[str, np.ndarray]
-    # structure problems found when the shard was read (partplan.io.trust.shard_problems): a
+    # structure problems found when the shard was read (partplan.program.checks.shard_problems): a
     # quarantined shard — reading an array through it raises the first one; the executor reports
     # them through its collective start-up check, so every rank of a job stops with the same error
     problems: list[str] = field(default_factory=list)

@@ -53,7 +53,7 @@ def _in_range(a, lo, hi):
 
 
 def _structure(plan: Plan) -> list[str]:
-    """Per rank: :func:`partplan.io.trust.shard_problems` — the checks every
+    """Per rank: :func:`partplan.program.checks.shard_problems` — the checks every
     reader of a shard runs before it indexes (array types, ids in [0, n),
     counts equal to the manifest's pairs, buffer sizes the arrays can fill,
     each step op's :meth:`~partplan.program.steps.Step.check`); here reported
