@@ -1,5 +1,5 @@
 """The default pipeline on directed graphs with empty rows (pages without out-links): what keeping
-the compute limit costs (issue 20, session 30).
+the compute limit costs.
 
 A row with no nonzero but read by other rows weighs 1 in the planner's balance and 0 in compute,
 so a pipeline that keeps the balance limit alone can leave a part above ε in compute. The default

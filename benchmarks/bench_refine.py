@@ -1,4 +1,4 @@
-"""Benchmark of bottleneck refinement, the fast mode and decoupled ownership (issues 4 and 12).
+"""Benchmark of bottleneck refinement, the fast mode and decoupled ownership.
 
 Starts from Mt-KaHyPar DEFAULT partitions of the column-net hypergraph and
 reports, per instance and k: max(send, recv) after/before refinement, total
@@ -80,7 +80,7 @@ SYNTHETIC = {"rmat14": lambda: rmat_graph(14), "rmat15": lambda: rmat_graph(15),
              "rmat16": lambda: rmat_graph(16), "geo32k": lambda: geometric_graph(32768)}
 REAL = ("email-Enron", "as-22july06", "astro-ph", "cond-mat-2003", "copter2", "mdual",
         "delaunay_n15", "rgg_n_2_15_s0")
-# issue 12's benchmark set: the fetchable real graphs and R-MAT 16 (k = 16, 64)
+# the benchmark set: the fetchable real graphs and R-MAT 16 (k = 16, 64)
 DEFAULT_INSTANCES = ("email-Enron", "as-22july06", "astro-ph", "cond-mat-2003", "copter2", "rmat16")
 
 
@@ -220,7 +220,7 @@ def warm_up() -> float:
 
 
 def run_fast(g: Graph, k: int, *, seed: int = 0, imbalance: float = 0.03, repeat: int = 3, **opts) -> dict:
-    """Fast mode (issue 12 item 3): METIS, then the km1 V-cycle refinement
+    """Fast mode : METIS, then the km1 V-cycle refinement
     (:func:`partplan.partition.fast.vcycle_refine`, what ``preset="fast"``
     runs), against METIS alone. Each is run ``repeat`` times; the minimum
     wall and the minimum CPU (process) seconds are kept — both runs are
@@ -345,7 +345,7 @@ def lean_metis(g: Graph, k: int, *, imbalance: float = 0.03, seed: int = 0) -> n
 
 def run_scale(scale: int, k: int, *, plan: bool = False, seed: int = 0, imbalance: float = 0.03,
               start: str = "metis", time_limit: float | None = None, verbose: bool = True) -> dict:
-    """Scale run (issue 12): R-MAT ``scale`` (:func:`rmat_graph`), METIS
+    """Scale run: R-MAT ``scale`` (:func:`rmat_graph`), METIS
     (pymetis) as the starting partition — Mt-KaHyPar is too slow at this size
     on a small machine — then bottleneck refinement with no time limit; with
     ``plan`` also :func:`partplan.plan.build_plan` of the METIS partition

@@ -1,4 +1,4 @@
-"""Streaming partitioner (issue 22 item 3) vs METIS vs hash.
+"""Streaming partitioner vs METIS vs hash.
 
 For each graph (R-MAT scales, a 2D mesh), written as a chunked graph
 directory first, each method runs in its own fresh subprocess, so that its

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Hierarchy-aware planning benchmark (issue 9 targets): mapping, routing, dedupe, α-β time,
+"""Hierarchy-aware planning benchmark: mapping, routing, dedupe, α-β time,
 bytes per level measured == predicted.
 
 For each graph (email-Enron from datasets/, R-MAT scale 16 symmetrized) at 64 ranks as

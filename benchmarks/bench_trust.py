@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Cost of the per-rank shard checks on loading (issue 21; goal ≤ 10 % of the read).
+"""Cost of the per-rank shard checks on loading (goal ≤ 10 % of the read).
 
 Graph: Graph500 R-MAT (default scale 18, edgefactor 16), symmetrized; a
 balanced random partition into p = 4 ranks (every rank talks to every rank:

@@ -1,4 +1,4 @@
-"""Correctness sweep on the fetched real graphs (issue 10 target): BFS on
+"""Correctness sweep on the fetched real graphs: BFS on
 LocalComm, 4 ranks, METIS partition, layouts 1d / 2d:2x2 / routed:domain:2,
 three directions, three roots each. Levels must equal scipy's unweighted
 shortest paths and every tree must pass the five Graph500 checks.

@@ -1,4 +1,4 @@
-"""Issue 12 scale target: METIS + plan of R-MAT SCALE at k ranks within the
+"""Scale target: METIS + plan of R-MAT SCALE at k ranks within the
 machine's memory. Generates the graph (bench_refine.rmat_graph), partitions
 it with METIS on the graph's own CSR (bench_refine.lean_metis: no symmetrized
 copy), builds and writes the plan; prints seconds per stage and the peak RSS.

@@ -9,7 +9,7 @@ a writer killed with SIGKILL (its pid no longer runs) from a live concurrent
 writer, and remove them (:func:`clean_stale`). Leftovers without a pid (older
 partplan versions) are removed once they are :data:`STALE_SECONDS` old.
 
-Trust (issue 21): a temporary is created with ``O_CREAT | O_EXCL`` under a
+Trust: a temporary is created with ``O_CREAT | O_EXCL`` under a
 name that carries the pid and random characters (a planted file or symlink at
 a predictable name makes the create fail and another name is drawn, never a
 write through the link); its mode is set on the open descriptor; before the

@@ -128,7 +128,7 @@ def read_graph(path: str | os.PathLike, format: str | None = None, *, symmetrize
     """
     if self_loops not in ("keep", "add", "remove"):
         raise OptionError(f"self_loops must be 'keep', 'add' or 'remove', not {self_loops!r}")
-    if format is None and Path(path).is_dir() and (Path(path) / "header.json").is_file():  # chunked graph (io/chunked.py, issue 22)
+    if format is None and Path(path).is_dir() and (Path(path) / "header.json").is_file():  # chunked graph (io/chunked.py)
         from .chunked import read_chunked
         return read_chunked(path, symmetrize=symmetrize, self_loops=self_loops, dedupe=dedupe,
                             drop_isolated=drop_isolated, **fmt_opts)

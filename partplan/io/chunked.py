@@ -1,6 +1,6 @@
 """Chunked CSR: a graph stored as row chunks that a process can read alone.
 
-Issue 22 (planning past one machine's memory). A chunked graph is a
+For planning past one machine's memory. A chunked graph is a
 **directory** (any name; ``NAME.chunked`` by convention)::
 
     NAME.chunked/

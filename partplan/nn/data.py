@@ -18,7 +18,7 @@ stream, a chunk of rows at a time, keeping only the rank's rows (said in
 :func:`check_data`'s report as ``mmap: False``: every rank then spends the
 CPU time of inflating the whole member, but never its memory).
 
-Budgets (issue 21): every member's shape and dtype are read from its ``.npy``
+Budgets: every member's shape and dtype are read from its ``.npy``
 header and checked against ``n`` and against the zip's own record of the
 member's size before any data is read; what one process keeps — the rows it
 reads × the row's bytes — must fit :func:`data_budget`:
