@@ -73,6 +73,10 @@ def render() -> str:
     out = [HEADER.format(toc=", ".join(f"[`{p[0]}`](#partplan-{p[0]})" for p in top))]
     for path, p in parsers:
         if not path:
+            rows = [a for a in p._actions if not _is_subparsers(a) and "--help" not in a.option_strings]
+            out.append("Options of `partplan` itself:\n\n| option | meaning |\n|---|---|")
+            out.extend(f"| {_option(a)} | {_help(p, a)} |" for a in rows)
+            out.append("")
             continue
         name = " ".join(("partplan",) + path)
         out.append(f"{'#' * min(len(path) + 1, 4)} `{name}`\n")
