@@ -12,7 +12,8 @@ its pages stay readable, and the command reference covers the parser.
    tests, so each names its own offenders (file:line).
 3. README.md ≤ 250 lines; every other doc page ≤ 800 lines.
 4. docs/reference/cli.md names every subcommand and every long option of the
-   ``partplan`` parser (regenerate it with ``python docs/reference/gen_cli.py``).
+   ``partplan`` parser, and docs/reference/options.md every option of the
+   partitioner's schemas (regenerate both with ``python docs/reference/gen_cli.py``).
 5. Relative links in README.md and docs/ point at files that exist.
 """
 from __future__ import annotations
@@ -191,6 +192,17 @@ def test_cli_reference_names_every_command_and_option():
                     missing.append(f"partplan {' '.join(path)} {opt}".replace("  ", " "))
     assert not missing, ("docs/reference/cli.md is stale (run python docs/reference/gen_cli.py); missing:\n"
                          + "\n".join(missing))
+
+
+def test_options_reference_names_every_option():
+    from partplan.partition.backends import REGISTRY, engine_schema
+    from partplan.partition.schema import GROUPS
+    text = (DOCS / "reference" / "options.md").read_text()
+    names = {n for s in GROUPS.values() for n in s} | {n for e in REGISTRY for n in engine_schema(e)}
+    missing = sorted(n for n in names if f"| `{n}` |" not in text)
+    missing += sorted(e for e in REGISTRY if f"`{e}`" not in text)
+    assert not missing, ("docs/reference/options.md is stale (run python docs/reference/gen_cli.py); "
+                         f"missing: {missing}")
 
 
 # --------------------------------------------------------------------------- 5. links
