@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Runtime v2 on a machine with a GPU (run it whenever one is lent; commit the JSON under docs/).
+"""The runtime on a machine with a GPU (run it whenever one is lent; commit the JSON under docs/results/).
 
 Sections (each one records its own error instead of stopping the others):
 

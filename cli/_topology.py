@@ -15,7 +15,7 @@ def add_topology_args(p) -> None:
     """Add --topology, --route, --map to an argparse parser."""
     from partplan.partition.mapping import MAP_METHODS
     from partplan.layouts.routed import ROUTES
-    g = p.add_argument_group("topology (hierarchy-aware plans, docs/topology.md)")
+    g = p.add_argument_group("topology (hierarchy-aware plans, docs/guide/topology.md)")
     g.add_argument("--topology", metavar="T", help=f"machine topology: {PRESET_HELP}")
     g.add_argument("--route", choices=ROUTES, default=None,
                    help="flat: plain 1D all-to-all (default); source: each rank aggregates per target domain; "

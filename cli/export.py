@@ -6,7 +6,7 @@ partition assignment (no ``.dgl`` binaries: dgl is not installed); ``pyg`` the
 ``torch_geometric.distributed.Partitioner`` folder (META.json, node_map.pt,
 edge_map.pt, part_i/*.pt) holding the ORIGINAL graph's edges (a normalized
 plan needs ``--graph GRAPH``, checked against the plan's source fingerprint)
-and, with ``--data D.npz``, each part's x, y and masks. See docs/plans.md, "Interop".
+and, with ``--data D.npz``, each part's x, y and masks. See docs/guide/plans.md, "Interop".
 
 Examples::
 

@@ -20,7 +20,7 @@ def register(subparsers) -> None:
         "topology", help="show a machine topology, or measure one (probe)",
         description="Topologies describe which ranks share a domain (node, rack) and what a message between "
                     "two ranks costs (α seconds, β seconds/byte, abstract cost); analyze / partition / plan take "
-                    "them with --topology. See docs/topology.md.",
+                    "them with --topology. See docs/guide/topology.md.",
         epilog="examples:\n  partplan topology show tree:4x16\n  partplan topology show dgx1 --json\n"
                "  partplan topology probe --nprocs 4 -o machine.json\n"
                "  partplan analyze g.mtx --method metis -k 64 --topology machine.json",

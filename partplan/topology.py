@@ -17,7 +17,7 @@ Sources (:func:`load_topology`): presets ``tree:RxD`` (R ranks per domain ×
 D domains; intra cost 1, inter 10 — or ``tree:RxD:1,4``), deeper trees
 ``tree:4x8x2`` (levels node, rack; costs 1, 10, 100), ``dgx1`` (the 8-GPU
 DGX-1 hybrid cube-mesh: 2, 1 or 0 NVLinks per pair), or a JSON file (format
-in docs/topology.md). α and β default to ``1e-6 s × cost`` and
+in docs/guide/topology.md). α and β default to ``1e-6 s × cost`` and
 ``1e-10 s/byte × cost`` where not given.
 
 Examples
@@ -315,7 +315,7 @@ def parse_preset(spec: str) -> Topology | None:
 
 
 def topology_from_json(d: dict, source: str = "") -> Topology:
-    """A topology from its JSON object (see docs/topology.md); errors name ``source``."""
+    """A topology from its JSON object (see docs/guide/topology.md); errors name ``source``."""
     where = source or "topology"
     try:
         return _from_json(d, source, where)

@@ -3,7 +3,7 @@
 
 Export (:func:`export_plan`, CLI ``partplan export PLAN --to dgl|pyg|metis OUT``)
 writes only what can be written without DGL / PyG installed — see
-docs/plans.md, "Interop", for the exact file list. DGL's binary ``.dgl``
+docs/guide/plans.md, "Interop", for the exact file list. DGL's binary ``.dgl``
 files (``graph.dgl``, ``node_feat.dgl``) are NOT written: DGL is not installable
 here; its pipeline builds them from the exported assignment. torch is used
 (lazily) only for PyG's ``.pt`` files.

@@ -14,7 +14,7 @@
   ``weights_only`` load; read only): :func:`read_pt`
 
 Text formats may carry ``.gz``. Partition files: :func:`read_partition` /
-:func:`write_partition` (module ``partfile``). See docs/io.md.
+:func:`write_partition` (module ``partfile``). See docs/guide/formats.md.
 
 Every reader raises :class:`~partplan.errors.GraphFormatError` naming the file
 (and the 1-based line, or the column / array) on malformed input; writers are

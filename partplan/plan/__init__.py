@@ -3,7 +3,7 @@ manifest), load per rank (memory-mapped, checksummed) and recount.
 
 A plan is an exchange program (:mod:`partplan.program`): named groups and the ordered
 steps of the forward and backward passes, with each rank's step arrays in its
-own shard. Format: plans/SCHEMA.md. Guide: docs/plans.md.
+own shard. Format: docs/reference/plan-format.md. Guide: docs/guide/plans.md.
 """
 from ..program.plan import Plan, RankPlan
 from .builder import build_plan

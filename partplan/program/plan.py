@@ -14,7 +14,7 @@ from .core import Group
 # ----------------------------------------------------------------------------- data classes
 @dataclass
 class RankPlan:
-    """Everything rank ``rank`` needs, as named numpy arrays (see plans/SCHEMA.md).
+    """Everything rank ``rank`` needs, as named numpy arrays (see docs/reference/plan-format.md).
 
     ``arrays`` maps ``"<step id>.<name>"`` (and ``fwd.in_ids``, ``fwd.out_ids``,
     ``bwd.*``) to a 1-D numpy array; ``meta`` holds the shard's scalars (rank,

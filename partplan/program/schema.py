@@ -1,4 +1,4 @@
-"""Plan format constants (the source of plans/SCHEMA.md).
+"""Plan format constants (the source of docs/reference/plan-format.md).
 
 A plan is a directory ``NAME.plan/`` with ``manifest.json`` (the groups and the
 ordered steps of the forward and backward exchange programs), ``partition.arrow``

@@ -6,7 +6,7 @@ through zero-copy numpy views) and ``torch`` (``torch.sparse_csr_tensor`` ×
 dense; the only one on CUDA). Inside a row both sum the nonzeros in stored
 order, so with the plan's global column order a 1D float64 product is bitwise
 scipy's global ``A @ H`` (checked by the tests). ``auto`` = ``scipy`` on CPU
-(measured faster here, see docs/runtime.md) and ``torch`` on CUDA.
+(measured faster here, see docs/design/runtime.md) and ``torch`` on CUDA.
 """
 from __future__ import annotations
 
