@@ -104,11 +104,7 @@ METHODS = {
 CANDIDATES = {
     "auto:m+k": dict(preset="auto", starts="metis,kaminpar"),
     "auto:m+k,noref": dict(preset="auto", starts="metis,kaminpar", refine=False),
-    "auto:vc-all,max": dict(preset="auto", vcycle="all", select="max"),
-    "auto:vc-best,max": dict(preset="auto", vcycle="best", select="max"),
     "auto:tol0.01": dict(preset="auto", volume_tolerance=0.01),
-    "auto:km1fm": dict(preset="auto", km1_fm=True),
-    "auto:km1fm,tol0.01": dict(preset="auto", km1_fm=True, volume_tolerance=0.01),
     "auto:m+k+mtkgraph": dict(preset="auto", starts="metis,kaminpar,mtkahypar"),
     "auto:rounds1": dict(preset="auto", refine_rounds=1),
     "auto:work16": dict(preset="auto", refine_work=16.0),

@@ -59,7 +59,7 @@ def register(subparsers) -> None:
                         "for baseline)")
     p.add_argument("--preset", default=None,
                    help="auto (the default: METIS and KaMinPar starts, km1 V-cycles, max(send, recv) "
-                        "refinement; docs/planner.md); fast (METIS + km1 V-cycle); a Mt-KaHyPar preset: "
+                        "refinement; docs/design/planner.md); fast (METIS + km1 V-cycle); a Mt-KaHyPar preset: "
                         "DEFAULT, QUALITY (the slow best-km1 path: QUALITY km1, hubs, max-both refinement), "
                         "HIGHEST_QUALITY, DETERMINISTIC, DETERMINISTIC_QUALITY, LARGE_K; with --engine "
                         "kaminpar a KaMinPar context (default, fast, eco, strong, largek*, terapart*)")
@@ -73,31 +73,22 @@ def register(subparsers) -> None:
     p.add_argument("--imbalance", type=_fraction, default=0.03, help="ε: compute balance tolerance "
                                                                       "(default 0.03)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--threads", type=_positive_int, default=None,
-                   help="the default pipeline: cores it may use (default: all; the same partition at any "
-                        "count); --engine mtkahypar / kaminpar: the engine's threads (several: not reproducible)")
+    p.add_argument("--threads", type=_positive_int, default=None, help=_help("--threads"))
     p.add_argument("--ownership", default="conformal", choices=["conformal", "decoupled"],
                    help="decoupled: choose the owner of each H row inside its connectivity set (1D)")
-    p.add_argument("--ownership-method", default=None, choices=["greedy", "lp"],
-                   help="decoupled ownership solver (default lp, PuLP + CBC, up to 64 row blocks; greedy above)")
-    p.add_argument("--handoff", default=None, choices=["arrays", "file"],
-                   help="how the hypergraph reaches Mt-KaHyPar (default arrays)")
-    p.add_argument("--kahypar-ini", default=None, metavar="INI", help="KaHyPar INI file (default: generated)")
-    p.add_argument("--sampler", default=None, help="stochastic model sampler: neighbor[:B[:f1,f2]], "
-                                                   "saint-node[:budget], saint-rw[:roots[:length]]")
-    p.add_argument("--theta", type=float, default=None, help="stochastic model Hoeffding θ (default 0.1)")
-    p.add_argument("--delta", type=float, default=None, help="stochastic model Hoeffding δ (default 0.05)")
-    p.add_argument("--time-limit", type=nonneg_float, default=None,
-                   help="refinement time limit in seconds instead of its counted-work budget (the default: "
-                        "the same result on every machine; with a time limit it depends on the machine)")
-    p.add_argument("--volume-tolerance", type=nonneg_float, default=None,
-                   help="refinement: allowed total volume growth (default 0.05)")
-    p.add_argument("--hub-factor", type=nonneg_float, default=None,
-                   help="bottleneck objectives with Mt-KaHyPar: rows with more than this times TV/k nonzeros "
-                        "that share a part are put in distinct parts before refinement (default 2; 0: off)")
+    p.add_argument("--ownership-method", default=None, choices=_choices("--ownership-method"),
+                   help=_help("--ownership-method"))
+    p.add_argument("--handoff", default=None, choices=_choices("--handoff"), help=_help("--handoff"))
+    p.add_argument("--kahypar-ini", default=None, metavar="INI", help=_help("--kahypar-ini"))
+    p.add_argument("--sampler", default=None, help="stochastic model sampler: " + _help("--sampler"))
+    p.add_argument("--theta", type=float, default=None, help="stochastic model " + _help("--theta"))
+    p.add_argument("--delta", type=float, default=None, help="stochastic model " + _help("--delta"))
+    p.add_argument("--time-limit", type=nonneg_float, default=None, help=_help("--time-limit"))
+    p.add_argument("--volume-tolerance", type=nonneg_float, default=None, help=_help("--volume-tolerance"))
+    p.add_argument("--hub-factor", type=nonneg_float, default=None, help=_help("--hub-factor"))
     p.add_argument("--symmetrize", action="store_true", help="symmetrize the graph after reading")
-    p.add_argument("-f", "--features", type=_positive_int, default=128, help="feature width f (for bytes)")
-    p.add_argument("--dtype", default="float32", help="feature dtype (for bytes; default float32)")
+    p.add_argument("-f", "--features", type=_positive_int, default=_default("--features"), help=_help("--features"))
+    p.add_argument("--dtype", default=_default("--dtype"), help=_help("--dtype"))
     p.add_argument("-o", "--output", metavar="OUT", default=None,
                    help="output file: .npy / .part / .part.K / .parquet (partition) or .plan (communication plan); "
                         "default GRAPH.part.K next to the graph (like gpmetis)")
@@ -112,6 +103,25 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+def _help(flag: str) -> str:
+    """A flag's help and default(s), from the option's context field (partition/context.py)."""
+    from partplan.partition.context import cli_help
+    return cli_help(flag).replace("%", "%%")
+
+
+def _field(flag: str):
+    from partplan.partition.context import cli_fields
+    return cli_fields(flag)[0][1]
+
+
+def _choices(flag: str) -> list:
+    return list(_field(flag).metadata["choices"])
+
+
+def _default(flag: str):
+    return _field(flag).default
+
+
 def default_output(graph: str, k: int) -> Path:
     """gpmetis's name for the partition of ``graph`` into ``k`` parts:
     ``GRAPH.part.K`` beside a graph file, ``NAME.part.K`` in the current
@@ -124,14 +134,13 @@ def default_output(graph: str, k: int) -> Path:
 
 def _options(args, progress) -> dict:
     """The engine / model / post-pass options given on the command line, as partition() names them."""
+    from partplan.partition.context import cli_options
+
     opts = {"f": args.features, "dtype": args.dtype, "progress": progress}
-    for name, key in (("preset", "preset"), ("metric", "metric"), ("threads", "threads"),
-                      ("handoff", "handoff"), ("kahypar_ini", "ini"), ("sampler", "sampler"),
-                      ("theta", "theta"), ("delta", "delta"), ("time_limit", "time_limit"),
-                      ("volume_tolerance", "volume_tolerance"), ("ownership_method", "ownership_method"),
-                      ("hub_factor", "hub_factor")):
-        v = getattr(args, name)
-        if v is not None:
+    given = {"--preset": "preset", "--metric": "metric", **cli_options()}   # flag -> option, from the contexts
+    for flag, key in given.items():
+        v = getattr(args, flag.lstrip("-").replace("-", "_"))
+        if v is not None and key not in ("f", "dtype"):
             opts[key] = v
     return opts
 

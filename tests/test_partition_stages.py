@@ -84,17 +84,14 @@ def test_a_bad_value_names_engine_option_value_and_range(engine, opt, bad, kind)
         assert engine in msg and ("[" in msg or ">" in msg or "True or False" in msg)
 
 
-def test_auto_schema_documents_the_pipelines_own_defaults():
-    """The auto rows' defaults (shown by --help and describe()) are the ones auto_partition applies:
-    two declarations, compared so that changing one without the other fails."""
-    import inspect
+def test_auto_schema_is_the_pipeline_context():
+    """The auto rows (shown by --help and describe()) are derived from the context auto_partition
+    runs with: one declaration of each default."""
+    from partplan.partition.context import PipelineContext, flat
 
-    from partplan.partition.pipeline import auto_partition
-
-    applied = inspect.signature(auto_partition).parameters
+    applied = flat(PipelineContext())
     for name, opt in backends.engine_schema("auto").items():
-        default = applied[name].default
-        assert opt.default == ("auto" if default is None and name == "starts" else default), name
+        assert opt.default == applied[name], name
 
 
 def test_defaults_and_normalization():

@@ -46,12 +46,14 @@ from . import kaminpar as _kaminpar
 from . import stream as _stream
 from .handoff import pin_arrays, write_hmetis
 from .options import _check_k, check_imbalance, engine_seed
+from .context import (MTKAHYPAR_METRICS, MTKAHYPAR_PRESETS, KaHyParContext, KaMinParContext, MetisContext,
+                      MtKaHyParContext, StreamContext, schema_of)
 from .schema import GROUPS, PLANNER_ENGINES, Opt, Schema
 
 _MTK = {}  # process-wide mtkahypar Initializer (initialize() may run once per process)
 
-PRESETS = ("DEFAULT", "QUALITY", "HIGHEST_QUALITY", "DETERMINISTIC", "DETERMINISTIC_QUALITY", "LARGE_K")
-MTK_OBJECTIVES = ("km1", "cut", "soed")
+PRESETS = MTKAHYPAR_PRESETS
+MTK_OBJECTIVES = MTKAHYPAR_METRICS
 
 
 _check_imbalance = check_imbalance  # ε in [0, 10): the one check (partition/options.py)
@@ -351,30 +353,12 @@ def _degree_rr(model_obj, k, *, imbalance, seed, graph=None):
     return baselines.degree_round_robin(g, k), {}
 
 
-# the engines' typed option sets (partition/schema.py validates every option against these)
-_THREADS = Opt("threads", "int", 1, "worker threads (several: not reproducible)",
-               lo=1, hi=_kaminpar.MAX_THREADS)
-METIS_SCHEMA = {"recursive": Opt("recursive", "bool", None, "recursive bisection instead of direct k-way",
-                                 none_ok=True)}
-MTKAHYPAR_SCHEMA = {
-    "preset": Opt("preset", "choice", "DEFAULT", "Mt-KaHyPar preset", choices=PRESETS, normalize=check_preset),
-    "metric": Opt("metric", "choice", "km1", "the engine's objective (km1 = volume; graph mode: cut only)",
-                  choices=MTK_OBJECTIVES),
-    "threads": Opt("threads", "int", None, "worker threads, fixed by the first Mt-KaHyPar call of a process "
-                   "(None: the count it has, else 1)", lo=1, hi=_kaminpar.MAX_THREADS, none_ok=True),
-    "handoff": Opt("handoff", "choice", "arrays", "how the hypergraph reaches Mt-KaHyPar", choices=("arrays", "file"))}
-KAHYPAR_SCHEMA = {
-    "metric": Opt("metric", "choice", "km1", "KaHyPar's objective", choices=("km1", "cut")),
-    "ini": Opt("ini", "path", None, "a KaHyPar INI file (default: generated)", none_ok=True),
-    "quality": Opt("quality", "choice", "default", "the generated INI's quality", choices=("fast", "default")),
-    "timeout": Opt("timeout", "real", None, "seconds before the KaHyPar child process is killed", lo_open=True,
-                   none_ok=True)}
-KAMINPAR_SCHEMA = {
-    "context": Opt("context", "choice", "default", "KaMinPar context", choices=_kaminpar.CONTEXTS,
-                   normalize=_kaminpar.check_context),
-    "preset": Opt("preset", "choice", "default", "KaMinPar context (same as context)", choices=_kaminpar.CONTEXTS,
-                  normalize=_kaminpar.check_context),
-    "threads": _THREADS}
+# the engines' typed option sets: derived from their contexts (partition/context.py), where each
+# option's default, help, range and CLI flag are declared once; partition/schema.py checks against them
+METIS_SCHEMA = schema_of(MetisContext)
+MTKAHYPAR_SCHEMA = schema_of(MtKaHyParContext)
+KAHYPAR_SCHEMA = schema_of(KaHyParContext)
+KAMINPAR_SCHEMA = schema_of(KaMinParContext)
 
 register(Backend("metis", ("graph",), frozenset({"recursive"}), _run_metis, default_for=("graph",),
                  schema=METIS_SCHEMA))
@@ -385,15 +369,7 @@ register(Backend("kahypar", ("hypergraph", "stochastic"), frozenset({"objective"
                  _run_kahypar, schema=KAHYPAR_SCHEMA))
 register(Backend("kaminpar", ("graph",), frozenset({"context", "preset", "threads"}), _kaminpar.run,
                  schema=KAMINPAR_SCHEMA))
-STREAM_SCHEMA = {
-    "method": Opt("method", "choice", "fennel", "one-pass rule: Fennel or LDG", choices=_stream.METHODS),
-    "passes": Opt("passes", "int", 1, "passes over the rows; > 1 restreams (ReFennel / ReLDG)", lo=1, hi=1000),
-    "balance": Opt("balance", "choice", "nnz", "part weights: row nnz (at least 1) or 1 per row",
-                   choices=_stream.BALANCES),
-    "order": Opt("order", "choice", "natural", "vertex order inside a block (random: seeded)",
-                 choices=_stream.ORDERS),
-    "block_rows": Opt("block_rows", "int", _stream.DEFAULT_BLOCK_ROWS, "rows per streamed block (memory)",
-                      lo=1, hi=1 << 40)}
+STREAM_SCHEMA = schema_of(StreamContext)
 
 
 def _run_stream(model_obj, k, *, imbalance, seed, graph=None, **opts):

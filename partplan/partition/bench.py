@@ -1,4 +1,4 @@
-"""The planner benchmark (issue 4 item 6): block, random, METIS graph model,
+"""The planner benchmark: block, random, METIS graph model,
 Mt-KaHyPar hypergraph, and hypergraph + bottleneck refinement on a list of
 datasets and k values; the seed-paper table (total volume, max send, max recv,
 messages, compute imbalance, partition time) normalized to random and to

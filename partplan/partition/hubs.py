@@ -1,11 +1,11 @@
-"""Spread the hubs of a partition over distinct parts (issue 12), before bottleneck refinement.
+"""Spread the hubs of a partition over distinct parts, before bottleneck refinement.
 
 A part holding a row of degree d receives up to d rows of H for it alone.
 When two or more *hubs* — rows with more nonzeros than ``factor`` × TV/k, the
 mean per-part volume — share a part, that part's receive volume is far above
 the mean, and single-vertex refinement cannot fix it: moving a hub costs one
 row of H for each neighbour it leaves behind, and its target part is full
-(docs/refinement.md, "Diagnosis", as-22july06). Mt-KaHyPar can: the hubs are
+(docs/design/refinement.md, "Diagnosis", as-22july06). Mt-KaHyPar can: the hubs are
 put in distinct parts (each keeps its part when free, else takes the cheapest
 free part by max(send, recv)), fixed there (Mt-KaHyPar's fixed vertices), and
 one V-cycle of ``improve_partition`` (preset DEFAULT when the partition was
@@ -39,10 +39,11 @@ from ..graph import Graph
 from ..hypergraph import Hypergraph
 from ..metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE
 from ..metrics.volume1d import volume_matrix
+from .context import HubsContext, RefineContext
 from .objectives import check_objective
 from .options import check_real
 
-DEFAULT_FACTOR = 2.0
+DEFAULT_FACTOR = HubsContext.hub_factor
 
 
 def _costs(graph: Graph, part: np.ndarray, k: int) -> tuple[int, np.ndarray]:
@@ -73,7 +74,8 @@ def _dense_rows(graph: Graph, tv: int, k: int, factor: float) -> np.ndarray:
 
 
 def spread_hubs(graph: Graph, hypergraph: Hypergraph, part: np.ndarray, k: int, *, imbalance: float = 0.03,
-                seed: int = 0, factor: float = DEFAULT_FACTOR, volume_tolerance: float = 0.05,
+                seed: int = 0, factor: float = DEFAULT_FACTOR,
+                volume_tolerance: float = RefineContext.volume_tolerance,
                 preset: str = "DEFAULT", threads: int | None = None, objective: str = "max-both",
                 alpha: float = DEFAULT_ALPHA_S, beta: float = DEFAULT_BETA_S_PER_BYTE,
                 row_bytes: int = 512) -> tuple[np.ndarray, dict]:

@@ -7,7 +7,7 @@ takes the subset :data:`OWNER_OBJECTIVES`. An unknown name is one
 :class:`~partplan.errors.OptionError` wherever it is given.
 
 ``preset``: Mt-KaHyPar's presets (:data:`partplan.partition.backends.PRESETS`)
-or the planner's own "fast" (METIS + km1 refinement, docs/refinement.md).
+or the planner's own "fast" (METIS + km1 refinement, docs/design/refinement.md).
 """
 from __future__ import annotations
 

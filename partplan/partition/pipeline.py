@@ -1,8 +1,9 @@
 """The planner's default pipeline ("auto"): what ``partition(graph, k)`` and
 ``partplan partition GRAPH -k K`` run when no model, backend or preset is given.
 
-Chosen by measurement on the TUNE half of ``benchmarks/bench_families.py``
-(docs/planner.md, "Planner v3"):
+Its options are one :class:`~partplan.partition.context.PipelineContext` (defaults, units and
+ranges there; :func:`partplan.partition.context.options_table` lists them). Chosen by measurement
+on the TUNE half of ``benchmarks/bench_families.py`` (docs/design/planner.md):
 
 1. **starts by size** (:func:`starts_by_size`): METIS and KaMinPar ("fast"),
    plus Mt-KaHyPar graph mode (DETERMINISTIC) on small graphs (≤ SMALL_NNZ
@@ -14,17 +15,14 @@ Chosen by measurement on the TUNE half of ``benchmarks/bench_families.py``
    least tied to their part move to neighbouring parts with room), kept when
    less overloaded;
 2. **km1 V-cycle** (:func:`partplan.partition.fast.vcycle_refine`) on every
-   start (``vcycle="all"``; ``"best"``: on the kept start only, cheaper);
+   start (``vcycle``);
 3. the start kept: ε-balanced first, else the **least overloaded**; then the
-   lowest max(send, recv), then total volume (``select="max"``; on the TUNE
-   half this beat ``vcycle="best", select="volume"`` on the bottleneck,
-   0.833 vs 0.846 of the best peer, at 1.3× its in-API time — docs/planner.md);
+   lowest max(send, recv), then total volume;
 4. **bottleneck refinement** (:func:`partplan.partition.refine.refine`,
    max-both, exact; every start as balanced as the kept one is refined — side
-   by side on several cores — and the lowest result kept (up to REFINE_ALL_NNZ
-   nonzeros; since session 32, before only up to SMALL_NNZ); FM passes end after
-   REFINE_PATIENCE moves without a new best state), its first round
-   limited to ``refine_work`` work units per pin of A + I (at least
+   by side on several cores — and the lowest result kept, up to REFINE_ALL_NNZ
+   nonzeros; FM passes end after REFINE_PATIENCE moves without a new best state),
+   its first round limited to ``refine_work`` work units per pin of A + I (at least
    REFINE_WORK_MIN, at most REFINE_WORK_MAX), with the total volume capped at
    (1 + ``volume_tolerance``) × the *lowest* total volume among the starts (or
    the start's own when already higher); then **refinement rounds**: the
@@ -32,28 +30,28 @@ Chosen by measurement on the TUNE half of ``benchmarks/bench_families.py``
    kept, ending after ROUND_PATIENCE rounds in a row without a lower max (at
    most ``refine_rounds``), all of them within ``rounds_work`` × the first
    round's work units (at least ROUNDS_WORK_MIN);
-5. a **volume round** (since v3.6): km1 FM (refine objective "total") that
+5. a **volume round**: km1 FM (refine objective "total") that
    lowers the total volume while no part's max(send, recv) rises above the
    refined max, within ``volume_work`` units per pin (0: off) — the bottleneck
    stays, the volume the refinement spent on it is partly given back;
-6. **refine/volume cycles** (session 33; ``refine_cycles``, default DEFAULT_REFINE_CYCLES = 3 up
+6. **refine/volume cycles** (``refine_cycles``, default DEFAULT_REFINE_CYCLES = 3 up
    to CYCLES_MAX_NNZ nonzeros, 1 above): the bottleneck refinement again from the volume round's
    result (another point of the same max, with the volume it gave back), then another volume
    round, while a cycle lowers the max. Chosen on TUNE (k = 16, 64: max(send, recv) x0.990, CLI
    wall x1.15 on 2 cores); held-out REPORT x0.985 (social, web, internet and collaboration graphs
-   x0.95-0.99; meshes, power grid and R-MAT x0.99-1.00; no case higher), docs/planner.md.
+   x0.95-0.99; meshes, power grid and R-MAT x0.99-1.00; no case higher), docs/design/planner.md.
 
 Rows with no nonzero in their row or their column (isolated vertices) are set aside first: the
 pipeline runs on the other rows, and the isolated ones are spread over the parts by water-filling
 (:func:`spread_isolated`). They carry no volume and no compute but weigh 1 in the balance, so
 partitioned with the rest they let a part hold (1 + ε) × the mean balance weight in nonzeros alone
-(compute imbalance 0.045 on R-MAT 23 at ε = 0.03; since session 29 it is that of the other rows).
+(compute imbalance 0.045 on R-MAT 23 at ε = 0.03; now that of the other rows).
 
 A directed graph's rows with no nonzero in their row but some in their column (pages without
 out-links) carry volume, so they stay in the partitioned graph; they too weigh 1 in the balance and
 0 in compute, so every stage that keeps the balance limit alone can leave a part above ε in compute
 (0.030-0.058 on generated directed graphs; 0.037 at k = 64 with 30 % such rows). On such graphs
-(since session 30) each refined start is first brought within the compute limit ⌊(1+ε)·⌈nnz/k⌉⌋
+each refined start is first brought within the compute limit ⌊(1+ε)·⌈nnz/k⌉⌋
 (:func:`partplan.partition.rebalance.repair_compute`), the refinement, its rounds and the volume
 round keep it beside the balance limit (refine's ``weights2``/``cap2``: :func:`compute_limit`),
 and the same repair runs once more at the end (a no-op unless the refinement did not run).
@@ -61,7 +59,7 @@ Measured (benchmarks/bench_empty_rows.py, 30 generated cases): max(send, recv) �
 the pipeline that ignores the compute limit (geometric means ×0.995 TUNE, ×1.006 REPORT); a repair
 at the end alone had cost up to ×1.25.
 
-**Cores** (since session 31, ``threads``; default: all this process may run on): each start's
+**Cores** (``threads``; default: all this process may run on): each start's
 km1 V-cycle runs beside the next start's engine, the refinements of the starts run side by
 side (:mod:`partplan.partition.lanes`; the compiled kernels release the GIL), and the Mt-KaHyPar
 start uses that many threads. The work done does not depend on the count, only its wall time.
@@ -72,14 +70,14 @@ on any machine, at any core count and under any load: METIS, KaMinPar with one t
 Mt-KaHyPar DETERMINISTIC (the same partition at 1, 2 and 4 threads, tests/test_lanes.py) and the
 V-cycle are, results of side-by-side pieces are taken in a fixed order, and the refinement's budget is *counted* work
 (the nets of the vertices whose moves were evaluated: refine's ``work_limit``),
-not seconds (v3.5; v3.4's budget of 1× the start time stopped rounds, and on
-R-MAT 15 or as-22july06 the first round, at a machine-dependent move). A
-caller's ``time_limit`` (seconds) replaces the work limits; the result then
-depends on the machine.
+not seconds (a budget in seconds stopped rounds, and on R-MAT 15 or as-22july06 the first round,
+at a machine-dependent move). A caller's ``time_limit`` (seconds) replaces the work limits; the
+result then depends on the machine.
 """
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -88,10 +86,10 @@ from ..errors import OptionError
 from ..graph import Graph
 from ..metrics.volume1d import volume_matrix
 from .backends import get_backend, mtk_threads, run_backend
+from .context import FMContext, PipelineContext, RefineContext, resolve
 from .heartbeat import _heartbeat
-from .lanes import MAX_WORKERS, Lanes, Task, available_cores
+from .lanes import Lanes, Task, available_cores
 from .objectives import balance_cap
-from .options import check_bool, check_int, check_real
 
 DEFAULT_STARTS = ("metis", "kaminpar")
 START_OPTIONS = {"kaminpar": {"context": "fast"}, "mtkahypar": {"preset": "DETERMINISTIC"}}  # per start engine
@@ -103,57 +101,40 @@ METIS_MAX_NNZ = 16_000_000
 # km1 after the V-cycle is ~8 % lower on the power grid (k = 16) than either cheap start's
 SMALL_NNZ = 50_000
 # graphs of at most this many nonzeros refine every start as balanced as the kept one (side by side
-# on several cores, lanes.py) and keep the lowest result; above it only the kept start. Session 32
-# (docs/planner.md): every size that has two starts — chosen on TUNE (max x0.974 at x0.99 of the
-# wall on 2 cores), held-out REPORT x0.995 at x1.04; before, SMALL_NNZ (one core: twice the
-# refinement's time)
+# on several cores, lanes.py) and keep the lowest result; above it only the kept start. Every size
+# that has two starts (docs/design/planner.md) — chosen on TUNE (max x0.974 at x0.99 of the wall on
+# 2 cores), held-out REPORT x0.995 at x1.04; before, SMALL_NNZ (one core: twice the refinement's time)
 REFINE_ALL_NNZ = METIS_MAX_NNZ
 TERAPART_NNZ = 64_000_000
-DEFAULT_VCYCLE = "all"
-DEFAULT_SELECT = "max"
-DEFAULT_VOLUME_TOLERANCE = 0.03
 # the refinement's budget, in work units (refine.refine's ``work_limit``: counted, not timed, so the
-# result is the same on every machine; about 2-6 M units per second here, 1.3-2x that since the
-# kernels dropped numba's reference counting in session 35): the first round may spend
-# ``refine_work`` (DEFAULT_REFINE_WORK) units per pin of A + I (nnz + n), at least REFINE_WORK_MIN and
-# at most REFINE_WORK_MAX; the rounds after it together ``rounds_work`` (DEFAULT_ROUNDS_WORK) x what
-# the first round spent, at least ROUNDS_WORK_MIN. Chosen on the TUNE half (docs/planner.md, v3.5).
-# REFINE_WORK_MAX = 8 units per pin up to ~310 M pins (R-MAT 23: 267 M), about 10-15 minutes here,
-# near the start's own time at that size: 400 M units (v3.5) left R-MAT 23 at k = 64 one FM pass,
-# max(send, recv) 1.34 M where v3.3's budget of the start time reached 0.95 M (docs/planner.md, v3.6)
-DEFAULT_REFINE_WORK = 8.0
+# result is the same on every machine; a few million units per second here): the first round may spend
+# ``refine_work`` units per pin of A + I (nnz + n), at least REFINE_WORK_MIN and at most
+# REFINE_WORK_MAX; the rounds after it together ``rounds_work`` x what the first round spent, at
+# least ROUNDS_WORK_MIN (the defaults: context.BudgetContext). Chosen on the TUNE half
+# (docs/design/planner.md). REFINE_WORK_MAX = 8 units per pin up to ~310 M pins (R-MAT 23: 267 M),
+# about 10-15 minutes here, near the start's own time at that size: 400 M units left R-MAT 23 at
+# k = 64 one FM pass, max(send, recv) 1.34 M where a budget of the start time reached 0.95 M
 REFINE_WORK_MIN = 2_000_000
 REFINE_WORK_MAX = 2_500_000_000
-DEFAULT_ROUNDS_WORK = 0.25
 ROUNDS_WORK_MIN = 2_000_000
 # refinement rounds: the refinement restarted from its own result with the next seed (a new vertex
-# order finds moves the converged order does not), at most this many rounds in all, ending after
+# order finds moves the converged order does not), at most ``refine_rounds`` in all, ending after
 # ROUND_PATIENCE rounds in a row that do not lower (max(send, recv), total volume)
-DEFAULT_REFINE_ROUNDS = 8
 ROUND_PATIENCE = 2
 # moves without a new best state before an FM pass of the max-both refinement ends (refine's
 # default: 200). Under a work budget a longer pass explores further from the same start: on the
-# TUNE half 1000 gave x0.991 on max(send, recv) (500: x0.993, 2000: x0.994), docs/planner.md v3.6
+# TUNE half 1000 gave x0.991 on max(send, recv) (500: x0.993, 2000: x0.994), docs/design/planner.md
 REFINE_PATIENCE = 1000
-# the volume round: km1 FM capped at the refined max(send, recv), this many work units per pin of
-# A + I (0: none); measured on the TUNE half: total volume -0.6 to -2.9 % at 2 units per pin
-DEFAULT_VOLUME_WORK = 2.0
-# refine/volume cycles (session 33): the volume round gives total volume back below the
-# refinement's limit and leaves the partition at another point of the same max; the bottleneck
-# refinement runs again from it (seed + 100 c, the same total-volume limit, within ``cycle_work`` x
-# the work units the refinement spent, its rounds included), then another volume round; at most
-# DEFAULT_REFINE_CYCLES cycles in all (``refine_cycles=None``) on graphs of at most CYCLES_MAX_NNZ
-# nonzeros (above, the first refinement alone takes minutes and the cycles were not measured
-# there: 1), ending at the first that does not lower max(send, recv). Chosen on TUNE (max x0.990,
-# CLI wall x1.15 on 2 cores); held-out REPORT x0.985 (CLI x1.12); R-MAT 18 k = 64 x0.968 at x1.40
-# of the wall
+# refine/volume cycles: the volume round gives total volume back below the refinement's limit and
+# leaves the partition at another point of the same max; the bottleneck refinement runs again from
+# it (seed + 100 c, the same total-volume limit, within ``cycle_work`` x the work units the
+# refinement spent, its rounds included), then another volume round; at most DEFAULT_REFINE_CYCLES
+# cycles in all (``refine_cycles=None``) on graphs of at most CYCLES_MAX_NNZ nonzeros (above, the
+# first refinement alone takes minutes and the cycles were not measured there: 1), ending at the
+# first that does not lower max(send, recv). Chosen on TUNE (max x0.990, CLI wall x1.15 on 2 cores);
+# held-out REPORT x0.985 (CLI x1.12); R-MAT 18 k = 64 x0.968 at x1.40 of the wall
 DEFAULT_REFINE_CYCLES = 3
 CYCLES_MAX_NNZ = METIS_MAX_NNZ
-DEFAULT_CYCLE_WORK = 0.25
-VCYCLE_CHOICES = (True, False, "all", "best")
-# graphs with empty rows: keep the compute limit too (starts repaired, refinement under both limits,
-# a repair at the end); False only to measure what that costs (benchmarks/bench_empty_rows.py)
-KEEP_COMPUTE_LIMIT = True
 from .objectives import AUTO_PRESET  # noqa: E402,F401  (re-exported)
 
 
@@ -190,110 +171,99 @@ def starts_by_size(graph: Graph) -> tuple[tuple[str, ...], dict]:
 
 
 def check_starts(starts) -> tuple[str, ...]:
+    """Start engines as a tuple (a list, or names joined by ',' or '+'), each a graph-model engine
+    (the ``starts`` option's check, context.StartsContext)."""
     if isinstance(starts, str):
         starts = tuple(s for s in starts.replace("+", ",").split(",") if s)
-    starts = tuple(starts)
+    try:
+        starts = tuple(starts)
+    except TypeError:
+        raise OptionError(f"starts must be engine names, got {starts!r}") from None
     if not starts:
         raise OptionError("starts must name at least one graph-model engine")
     for s in starts:
-        if "graph" not in get_backend(s).models:
+        if not isinstance(s, str) or "graph" not in get_backend(s).models:
             raise OptionError(f"start engine {s!r} does not partition the graph model")
     return starts
 
 
-def _key(rep: dict, select: str = "max") -> tuple:
+def _key(rep: dict) -> tuple:
     """Order of the starts: ε-balanced first, else the least overloaded (refinement never worsens
-    balance but does not repair it); then max(send, recv) and total volume (``select="max"``) or
-    the other way round (``"volume"``)."""
+    balance but does not repair it); then max(send, recv) and total volume."""
     f = rep["figures"]
-    if select == "volume":
-        return rep["overload"], f["total_volume"], f["max_send_recv"]
     return rep["overload"], f["max_send_recv"], f["total_volume"]
 
 
-def auto_partition(graph: Graph, k: int, *, imbalance: float = 0.03, seed: int = 0,
-                   starts=None, vcycle=DEFAULT_VCYCLE, refine: bool = True,
-                   refine_work: float = DEFAULT_REFINE_WORK, rounds_work: float = DEFAULT_ROUNDS_WORK,
-                   volume_tolerance: float = DEFAULT_VOLUME_TOLERANCE, time_limit: float | None = None,
-                   select: str = DEFAULT_SELECT, km1_fm: bool = False,
-                   refine_rounds: int = DEFAULT_REFINE_ROUNDS, volume_work: float = DEFAULT_VOLUME_WORK,
-                   refine_cycles: int | None = None, cycle_work: float = DEFAULT_CYCLE_WORK,
-                   threads: int | None = None,
-                   progress: Callable[[str], None] | None = None) -> tuple[np.ndarray, dict]:
+def auto_partition(graph: Graph, k: int, *, context: PipelineContext | None = None,
+                   progress: Callable[[str], None] | None = None, **options) -> tuple[np.ndarray, dict]:
     """Run the default pipeline (module doc); returns (part int64[n], report).
 
-    threads : cores the pipeline may use (None: all this process may run on). Its independent
-        pieces run side by side (:mod:`.lanes`) and the Mt-KaHyPar start uses that many threads:
-        the partition is the same at any count. KaMinPar always runs on one thread (several
-        KaMinPar threads are not reproducible; ``--engine kaminpar --threads N`` is the fast,
-        non-deterministic path)."""
-    asked = starts             # as given: the rows without the isolated ones choose their own by size
-    starts, start_opts, vcycle = _check_options(graph, starts, vcycle, select)
-    refine = check_bool("refine", refine)
-    refine_work = check_real("refine_work", refine_work)
-    rounds_work = check_real("rounds_work", rounds_work)
-    time_limit = check_real("time_limit", time_limit, none_ok=True)
-    volume_tolerance = check_real("volume_tolerance", volume_tolerance)
-    refine_rounds = check_int("refine_rounds", refine_rounds, lo=1)
-    volume_work = check_real("volume_work", volume_work)
-    refine_cycles = None if refine_cycles is None else check_int("refine_cycles", refine_cycles, lo=1, hi=1000)
-    cycle_work = check_real("cycle_work", cycle_work)
-    threads = None if threads is None else check_int("threads", threads, lo=1, hi=MAX_WORKERS)
-    workers = available_cores() if threads is None else threads
+    context : a :class:`~partplan.partition.context.PipelineContext` (checked: built by
+        :func:`~partplan.partition.context.resolve` or the preset
+        :func:`~partplan.partition.context.auto`); None: the defaults.
+    options : the context's options by name (imbalance, seed, starts, vcycle, threads, refine,
+        volume_tolerance, refine_work, rounds_work, refine_rounds, volume_work, refine_cycles,
+        cycle_work, time_limit), checked and applied over ``context``.
+    progress : callable(str) or None: one line per step.
+
+    ``threads`` (None: all this process may run on): the pipeline's independent pieces run side by
+    side (:mod:`.lanes`) and the Mt-KaHyPar start uses that many threads: the partition is the same
+    at any count. KaMinPar always runs on one thread (several KaMinPar threads are not
+    reproducible; ``--engine kaminpar --threads N`` is the fast, non-deterministic path)."""
+    ctx = resolve(PipelineContext, options, label="auto", base=context) if options or context is None else context
     empty = isolated_rows(graph)
     n_empty = int(empty.sum())
-    if n_empty and graph.n - n_empty >= k:
+    if n_empty and graph.n - n_empty >= k:      # the other rows choose their own starts by size
         if progress:
             progress(f"{n_empty} isolated rows (no nonzero in row or column) set aside, "
                      f"spread over the parts at the end")
-        sub = without_rows(graph, empty)
-        part, report = auto_partition(
-            sub, k, imbalance=imbalance, seed=seed, starts=asked, vcycle=vcycle, refine=refine,
-            refine_work=refine_work, rounds_work=rounds_work, volume_tolerance=volume_tolerance,
-            time_limit=time_limit, select=select, km1_fm=km1_fm, refine_rounds=refine_rounds,
-            volume_work=volume_work, refine_cycles=refine_cycles, cycle_work=cycle_work, threads=threads,
-            progress=progress)
+        part, report = auto_partition(without_rows(graph, empty), k, context=ctx, progress=progress)
         report["isolated_rows"] = n_empty
         return spread_isolated(graph, part, empty, k), report
     t0 = time.perf_counter()
+    sc = ctx.start
+    workers = available_cores() if sc.threads is None else sc.threads
     lanes = Lanes(workers)
-    started = [_start(graph, k, eng, _start_options(eng, start_opts, workers), imbalance, seed,
-                      vcycle == "all", progress, lanes) for eng in starts]
+    starts, start_opts = starts_by_size(graph) if sc.starts is None else (sc.starts, {})
+    started = [_start(graph, k, eng, _start_options(eng, start_opts, workers), ctx, progress, lanes)
+               for eng in starts]
     parts, reps = map(list, zip(*(_started(*s, progress) for s in started)))
-    best = min(range(len(reps)), key=lambda i: _key(reps[i], select) + (i,))
-    if vcycle == "best":   # the km1 V-cycle on the kept start only (the other's would cost as much)
-        parts[best] = _vcycle(graph, parts[best], k, imbalance, seed, reps[best], progress, say_figures=True)
-    if km1_fm and k > 1:
-        parts[best] = _km1_fm(graph, parts[best], k, imbalance, seed, reps[best])
+    best = min(range(len(reps)), key=lambda i: _key(reps[i]) + (i,))
     for r in reps:
         r["balanced"] = r["overload"] == 0
-    start_s = time.perf_counter() - t0
+    report = {"starts": reps, "chosen": reps[best]["engine"], "start_s": time.perf_counter() - t0,
+              "vcycle": sc.vcycle, "refine": None, "workers": workers}
     part = parts[best]
-    report = {"starts": reps, "chosen": reps[best]["engine"], "start_s": start_s, "vcycle": vcycle, "refine": None,
-              "workers": workers}
-    if refine and k > 1:
-        budget = Budget.of(graph, refine_work, rounds_work, time_limit)
-        part, report["refine"], i, report["refined_starts"], limit = _refine_starts(
-            graph, k, reps, parts, best, imbalance, seed, volume_tolerance, budget, refine_rounds, progress, lanes)
-        report["chosen"] = reps[i]["engine"]
-        if volume_work > 0:
-            part, report["volume_round"] = _volume_round(graph, k, part, report["refine"], imbalance, seed,
-                                                         volume_work, budget, progress)
-            cycles = refine_cycles or (DEFAULT_REFINE_CYCLES if graph.nnz <= CYCLES_MAX_NNZ else 1)
-            if cycles > 1:
-                part, report["cycles"] = _cycles(graph, k, part, report, imbalance, seed, limit, budget,
-                                                 cycles, cycle_work, volume_work, progress)
+    if ctx.refine and k > 1:
+        part = _refinement(graph, k, ctx, reps, parts, best, report, progress, lanes)
     if k > 1:
-        part, report["compute_repair"] = _repair_compute(graph, part, k, imbalance, progress)
+        part, report["compute_repair"] = _repair_compute(graph, part, k, ctx.imbalance, progress)
     report["seconds"] = time.perf_counter() - t0
     return part, report
 
 
+def _refinement(graph, k, ctx: PipelineContext, reps, parts, best, report, progress, lanes) -> np.ndarray:
+    """Steps 4-6 of the module doc on the starts: the refinement (with its rounds), the volume
+    round, the cycles; their reports go to ``report``. Returns the partition."""
+    b = ctx.budget
+    budget = Budget.of(graph, b.refine_work, b.rounds_work, b.time_limit)
+    part, report["refine"], i, report["refined_starts"], rctx = _refine_starts(
+        graph, k, reps, parts, best, ctx, budget, progress, lanes)
+    report["chosen"] = reps[i]["engine"]
+    if b.volume_work > 0:
+        part, report["volume_round"] = _volume_round(graph, k, part, report["refine"], ctx, ctx.seed, budget,
+                                                     progress)
+        cycles = b.refine_cycles or (DEFAULT_REFINE_CYCLES if graph.nnz <= CYCLES_MAX_NNZ else 1)
+        if cycles > 1:
+            part, report["cycles"] = _cycles(graph, k, part, report, ctx, rctx, budget, cycles, progress)
+    return part
+
+
 def has_empty_rows(graph: Graph) -> bool:
     """Rows with no nonzero (read by others: isolated ones are set aside first) weigh 1 in the
-    balance and 0 in compute, so the pipeline keeps the compute limit on its own
-    (KEEP_COMPUTE_LIMIT); without them the two limits are one."""
-    return KEEP_COMPUTE_LIMIT and bool((graph.row_nnz == 0).any())
+    balance and 0 in compute, so the pipeline keeps the compute limit on its own; without them
+    the two limits are one."""
+    return bool((graph.row_nnz == 0).any())
 
 
 def compute_limit(graph: Graph, part: np.ndarray, k: int, imbalance: float) -> dict:
@@ -348,20 +318,6 @@ def spread_isolated(graph: Graph, sub_part: np.ndarray, empty: np.ndarray, k: in
     return part
 
 
-def _check_options(graph, starts, vcycle, select):
-    """(starts, per-start options, vcycle) checked before any work: an unknown value is one OptionError."""
-    if starts is None or starts == "auto":
-        starts, start_opts = starts_by_size(graph)
-    else:
-        start_opts = {}
-    starts = check_starts(starts)
-    if vcycle not in VCYCLE_CHOICES:
-        raise OptionError(f"vcycle must be one of {VCYCLE_CHOICES}, got {vcycle!r}")
-    if select not in ("max", "volume"):
-        raise OptionError(f"select must be 'max' or 'volume', got {select!r}")
-    return starts, start_opts, "all" if vcycle is True else vcycle
-
-
 def _start_options(eng, start_opts, workers) -> dict:
     """A start engine's options: START_OPTIONS, the size rule's, and its threads — Mt-KaHyPar
     DETERMINISTIC ``workers`` up to the cores there are (or the count its process-wide pool already
@@ -372,11 +328,12 @@ def _start_options(eng, start_opts, workers) -> dict:
     return opts
 
 
-def _start(graph, k, eng, opts, imbalance, seed, vcycle, progress, lanes):
+def _start(graph, k, eng, opts, ctx: PipelineContext, progress, lanes):
     """One start: the engine (with a heartbeat), the balance repair when it broke ε, the km1
-    V-cycle when ``vcycle`` (a task on ``lanes``: it runs beside the next start's engine);
+    V-cycle when ``ctx`` asks for it (a task on ``lanes``: it runs beside the next start's engine);
     returns (the part or the V-cycle's task, report of the start)."""
     say = progress or (lambda msg: None)
+    imbalance, seed = ctx.imbalance, ctx.seed
     ts = time.perf_counter()
     with _heartbeat(progress, eng):
         part, _ = run_backend(eng, graph, k, imbalance=imbalance, seed=seed, graph=graph, **opts)
@@ -385,7 +342,7 @@ def _start(graph, k, eng, opts, imbalance, seed, vcycle, progress, lanes):
     if rep["overload"] > 0:      # the engine broke ε: repair before the V-cycle (it keeps the cap)
         part, rep = _rebalance(graph, part, k, imbalance, rep, say)
     rep["figures"] = rep["start"]
-    if vcycle:
+    if ctx.start.vcycle:
         part = lanes.submit(_vcycle, graph, part, k, imbalance, seed, rep, progress)
     return part, rep
 
@@ -401,18 +358,6 @@ def _started(part, rep, progress):
     return part, rep
 
 
-def _km1_fm(graph, part, k, imbalance, seed, rep):
-    """A km1 FM pass (refine objective "total", no volume growth) on the kept start."""
-    from . import refine as refine_mod
-
-    tf = time.perf_counter()
-    part, _ = refine_mod.refine(graph, part, k, objective="total", imbalance=imbalance, seed=seed,
-                                volume_tolerance=0.0, time_limit=None)
-    rep["km1_fm_s"] = time.perf_counter() - tf
-    rep["figures"] = figures(graph, part, k)
-    return part
-
-
 def work_units(graph: Graph, per_pin: float, lo: int = 1, hi: int | None = None) -> int:
     """A work limit (refine's ``work_limit`` units): ``per_pin`` units per pin of A + I (nnz + n),
     at least ``lo``, at most ``hi`` (None: no cap)."""
@@ -421,8 +366,8 @@ def work_units(graph: Graph, per_pin: float, lo: int = 1, hi: int | None = None)
 
 
 class Budget(NamedTuple):
-    """The refinement's limits: ``first`` (work units of each first round, None: none),
-    ``share`` (the later rounds together: share × the kept first round's units, at least
+    """The refinement's limits while it runs: ``first`` (work units of each first round, None:
+    none), ``share`` (the later rounds together: share × the kept first round's units, at least
     ROUNDS_WORK_MIN), ``deadline`` (perf_counter seconds for all of it, only when the caller gave a
     ``time_limit``: then the result depends on the machine; None: none)."""
     first: int | None
@@ -443,8 +388,14 @@ class Budget(NamedTuple):
         return f"time limit {left:.1f} s" if left is not None else f"work limit {work:,} units"
 
 
-def _refine_starts(graph, k, reps, parts, best, imbalance, seed, volume_tolerance, budget, rounds, progress,
-                   lanes):
+def max_context(ctx: PipelineContext) -> RefineContext:
+    """The pipeline's max-both refinement (FM passes of REFINE_PATIENCE; refine's other defaults);
+    each call sets its seed, volume limit and budget with :func:`dataclasses.replace`."""
+    return RefineContext(objective="max-both", imbalance=ctx.imbalance, seed=ctx.seed,
+                         fm=FMContext(patience=REFINE_PATIENCE))
+
+
+def _refine_starts(graph, k, reps, parts, best, ctx: PipelineContext, budget: Budget, progress, lanes):
     """Bottleneck refinement (max-both) of the kept start — on graphs of ≤ REFINE_ALL_NNZ nonzeros
     of every start as balanced as the kept one (side by side on ``lanes``), since a start's
     max before refinement does not rank its refined result — then more rounds of the best result
@@ -452,10 +403,12 @@ def _refine_starts(graph, k, reps, parts, best, imbalance, seed, volume_toleranc
     (1 + volume_tolerance) × the lowest of the starts' (or the start's own when already higher).
     On a graph with empty rows each start is first brought within the compute limit
     (rebalance.repair_compute), and every refinement keeps it (:func:`compute_limit`).
-    Returns (part, refine report, index of the start kept, engines refined)."""
+    Returns (part, refine report, index of the start kept, engines refined, the kept start's
+    refinement context: its volume limit)."""
     from .rebalance import repair_compute
 
     say = progress or (lambda msg: None)
+    tol0 = ctx.volume_tolerance
     low = min(r["figures"]["total_volume"] for r in reps)
     tied = [i for i in range(len(reps)) if reps[i]["overload"] == reps[best]["overload"] and i != best]
     cands = [best] + (tied if graph.nnz <= REFINE_ALL_NNZ else [])
@@ -463,39 +416,38 @@ def _refine_starts(graph, k, reps, parts, best, imbalance, seed, volume_toleranc
     for i in cands:
         start, tv = parts[i], reps[i]["figures"]["total_volume"]
         if has_empty_rows(graph):        # within the compute limit before the refinement keeps it
-            start = repair_compute(graph, start, k, imbalance=imbalance)[0]
+            start = repair_compute(graph, start, k, imbalance=ctx.imbalance)[0]
             tv = figures(graph, start, k)["total_volume"]
-        ref, tol = (low, volume_tolerance) if tv <= low * (1 + volume_tolerance) else (tv, 0.0)
+        ref, tol = (low, tol0) if tv <= low * (1 + tol0) else (tv, 0.0)
+        rctx = replace(max_context(ctx), volume_reference=ref, volume_tolerance=tol)
         say(f"refining max(send, recv) of the {reps[i]['engine']} start ({budget.say(budget.first)})")
         said = progress if len(cands) == 1 or progress is None else (
             lambda msg, eng=reps[i]["engine"]: progress(f"{eng} start: {msg}"))
-        tasks.append((i, ref, tol, lanes.submit(_refine_max, graph, start, k, imbalance, seed, ref, tol,
-                                                budget.left_s(), budget.first, said)))
+        tasks.append((i, rctx, lanes.submit(_refine_max, graph, start, k, replace(
+            rctx, time_limit=budget.left_s(), work_limit=budget.first), said)))
     results = []
-    for i, ref, tol, task in tasks:      # in the candidates' order, whichever ended first
+    for i, rctx, task in tasks:      # in the candidates' order, whichever ended first
         p_i, r_i = task.result()
         results.append((r_i["after"]["max_send_recv"], r_i["after"]["total_volume"], len(results), i, p_i, r_i,
-                        ref, tol))
-    *_, i, part, rrep, ref, tol = min(results, key=lambda t: t[:3])
-    part, rrep = _more_rounds(graph, k, part, rrep, imbalance, seed, ref, tol, rounds, budget, progress)
-    return part, rrep, i, [reps[j]["engine"] for j in cands], (ref, tol)
+                        rctx))
+    *_, i, part, rrep, rctx = min(results, key=lambda t: t[:3])
+    part, rrep = _more_rounds(graph, k, part, rrep, rctx, ctx.budget.refine_rounds, budget, progress)
+    return part, rrep, i, [reps[j]["engine"] for j in cands], rctx
 
 
-def _cycles(graph, k, part, report, imbalance, seed, limit, budget, cycles, cycle_work, volume_work, progress):
+def _cycles(graph, k, part, report, ctx: PipelineContext, rctx: RefineContext, budget, cycles, progress):
     """Cycles 2.. of refinement + volume round (``refine_cycles``): the max-both refinement from
-    the last volume round's result (seed + 100 c; ``limit`` = (ref, tol): total volume at most
-    (1 + tol) x ref, as the first refinement), within ``cycle_work`` x the work units the
-    refinement spent (its rounds included; the seconds left under a caller's time limit), then a
-    volume round. Ends at the first cycle that does not lower max(send, recv); the lowest
-    (max(send, recv), total volume) is kept, and ``report["volume_round"]`` becomes the kept
-    cycle's (its ``after``: the final figures). Returns (part, report: ``trail`` of (max(send,
-    recv), total volume) after each cycle, the first being the volume round's, ``kept`` (index in
-    the trail), ``work`` units and ``seconds`` of the cycles)."""
-    ref, tol = limit
+    the last volume round's result (seed + 100 c; ``rctx``: the first refinement's total-volume
+    limit), within ``cycle_work`` x the work units the refinement spent (its rounds included; the
+    seconds left under a caller's time limit), then a volume round. Ends at the first cycle that
+    does not lower max(send, recv); the lowest (max(send, recv), total volume) is kept, and
+    ``report["volume_round"]`` becomes the kept cycle's (its ``after``: the final figures). Returns
+    (part, report: ``trail`` of (max(send, recv), total volume) after each cycle, the first being
+    the volume round's, ``kept`` (index in the trail), ``work`` units and ``seconds`` of the cycles)."""
     after = report["volume_round"]["after"]
     best = (after["max_send_recv"], after["total_volume"])
     trail, kept, work, t0 = [best], 0, 0, time.perf_counter()
-    units = None if budget.first is None else max(1, int(cycle_work * report["refine"]["work"]))
+    units = None if budget.first is None else max(1, int(ctx.budget.cycle_work * report["refine"]["work"]))
     cur = part
     for c in range(1, cycles):
         left = budget.left_s()
@@ -504,8 +456,9 @@ def _cycles(graph, k, part, report, imbalance, seed, limit, budget, cycles, cycl
         if progress:
             progress(f"refine/volume cycle {c + 1}: from max(send, recv) {trail[-1][0]}, total volume "
                      f"{trail[-1][1]} ({budget.say(units)})")
-        cur, r_c = _refine_max(graph, cur, k, imbalance, seed + 100 * c, ref, tol, left, units, None)
-        cur, v_c = _volume_round(graph, k, cur, r_c, imbalance, seed + 100 * c, volume_work, budget, None)
+        seed = ctx.seed + 100 * c
+        cur, r_c = _refine_max(graph, cur, k, replace(rctx, seed=seed, time_limit=left, work_limit=units), None)
+        cur, v_c = _volume_round(graph, k, cur, r_c, ctx, seed, budget, None)
         work += r_c["work"] + v_c["work"]
         got = (v_c["after"]["max_send_recv"], v_c["after"]["total_volume"])
         trail.append(got)
@@ -519,12 +472,12 @@ def _cycles(graph, k, part, report, imbalance, seed, limit, budget, cycles, cycl
     return part, {"trail": trail, "kept": kept, "work": work, "seconds": time.perf_counter() - t0}
 
 
-def _more_rounds(graph, k, part, rrep, imbalance, seed, ref, tol, rounds, budget, progress):
+def _more_rounds(graph, k, part, rrep, rctx: RefineContext, rounds, budget, progress):
     """Rounds 2.. of the refinement: restart it from its own result with seed + round (a new vertex
-    order; the first round's volume limit), keep the lowest (max(send, recv), total volume); stop
-    after ``rounds`` in all, ROUND_PATIENCE rounds in a row without a lower one, or when the
-    :class:`Budget` of the rounds is spent (work units; seconds only under a caller's time limit).
-    Measured on both halves (docs/planner.md, v3.4): up to 6 % off the max
+    order; ``rctx``: the first round's volume limit), keep the lowest (max(send, recv), total
+    volume); stop after ``rounds`` in all, ROUND_PATIENCE rounds in a row without a lower one, or
+    when the :class:`Budget` of the rounds is spent (work units; seconds only under a caller's time
+    limit). Measured on both halves (docs/design/planner.md): up to 6 % off the max
     (delaunay_n15, k = 64: 98 -> 92), 0.3-0.8 % on the geometric means.
     Returns (part, report): the best round's report with the first round's ``before``, ``rounds``
     (max(send, recv) after each round) and the passes, moves, work and seconds of all rounds."""
@@ -539,8 +492,9 @@ def _more_rounds(graph, k, part, rrep, imbalance, seed, ref, tol, rounds, budget
                 or (left is not None and left <= 0) or (work_left is not None and work_left <= 0)):
             break
         if progress:
-            progress(f"refinement round {r + 1} (seed {seed + r}, {budget.say(work_left)})")
-        cur, r_i = _refine_max(graph, cur, k, imbalance, seed + r, ref, tol, left, work_left, progress)
+            progress(f"refinement round {r + 1} (seed {rctx.seed + r}, {budget.say(work_left)})")
+        cur, r_i = _refine_max(graph, cur, k, replace(rctx, seed=rctx.seed + r, time_limit=left, work_limit=work_left),
+                               progress)
         passes, moves, seconds, work = (passes + r_i["passes"], moves + r_i["moves"], seconds + r_i["seconds"],
                                         work + r_i["work"])
         if work_left is not None:
@@ -557,21 +511,22 @@ def _more_rounds(graph, k, part, rrep, imbalance, seed, ref, tol, rounds, budget
                       work=work)
 
 
-def _volume_round(graph, k, part, rrep, imbalance, seed, work, budget, progress):
+def _volume_round(graph, k, part, rrep, ctx: PipelineContext, seed, budget, progress):
     """km1 FM on the refined ``part`` (refine objective "total", never above its own total volume)
-    with no part's max(send, recv) allowed above the refined max: ``work`` units per pin of A + I
-    (seconds left under a caller's time limit instead). Returns (part, report: the figures
+    with no part's max(send, recv) allowed above the refined max: ``volume_work`` units per pin of
+    A + I (seconds left under a caller's time limit instead). Returns (part, report: the figures
     ``before``/``after`` (as refine's), work units, seconds, why it stopped)."""
     from .refine import refine
 
     left = budget.left_s()
-    units = None if left is not None else work_units(graph, work)
+    units = None if left is not None else work_units(graph, ctx.budget.volume_work)
     if progress:
         progress(f"volume round: total volume at most max(send, recv) {rrep['after']['max_send_recv']} "
                  f"({budget.say(units)})")
-    new, vrep = refine(graph, part, k, objective="total", imbalance=imbalance, seed=seed, volume_tolerance=0.0,
-                       max_cost=rrep["after"]["max_send_recv"], time_limit=None if left is None else max(left, 0.0),
-                       work_limit=units, **compute_limit(graph, part, k, imbalance))
+    vctx = RefineContext(objective="total", imbalance=ctx.imbalance, seed=seed, volume_tolerance=0.0,
+                         max_cost=rrep["after"]["max_send_recv"], time_limit=None if left is None else max(left, 0.0),
+                         work_limit=units)
+    new, vrep = refine(graph, part, k, context=vctx, **compute_limit(graph, part, k, ctx.imbalance))
     b, a = vrep["before"], vrep["after"]
     if progress:
         progress(f"volume round: total volume {b['total_volume']} -> {a['total_volume']}, "
@@ -580,14 +535,14 @@ def _volume_round(graph, k, part, rrep, imbalance, seed, work, budget, progress)
                  "stopped": vrep["stopped"]}
 
 
-def _refine_max(graph, part, k, imbalance, seed, ref, tol, time_limit, work_limit, progress):
-    """One max-both refinement of ``part``: total volume at most (1 + tol) × ``ref`` (rows of H),
-    ``time_limit`` seconds and ``work_limit`` work units (None: none); returns (part, refine report)."""
+def _refine_max(graph, part, k, rctx: RefineContext, progress):
+    """One max-both refinement of ``part`` under ``rctx`` (total volume at most (1 + tol) ×
+    ``volume_reference``, its time and work limits), keeping the compute limit on graphs with
+    empty rows; returns (part, refine report)."""
     from .refine import refine
 
-    return refine(graph, part, k, objective="max-both", imbalance=imbalance, seed=seed, volume_tolerance=tol,
-                  volume_reference=ref, time_limit=time_limit, work_limit=work_limit, patience=REFINE_PATIENCE,
-                  progress=progress, **compute_limit(graph, part, k, imbalance))
+    return refine(graph, part, k, context=rctx, progress=progress,
+                  **compute_limit(graph, part, k, rctx.imbalance))
 
 
 def _repair_compute(graph, part, k, imbalance, progress):

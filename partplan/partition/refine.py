@@ -52,20 +52,23 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
 from ..errors import OptionError
 from ..graph import Graph
-from ..metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, alpha_beta_time, check_width, dtype_bytes
+from ..metrics.cost import alpha_beta_time, dtype_bytes
 from ..metrics.volume1d import volume_matrix
 from ..parts import as_partition
 from . import _fm
+from .context import RefineContext, resolve
+from .heartbeat import _heartbeat
 from .multilevel import cluster_moves
 from .objectives import OBJECTIVES, balance_cap, check_objective  # noqa: F401  (re-exported)
-from .options import check_bool, check_imbalance, check_int, check_real, rng_seed
+from .options import check_int
 
-_LAST_STATS = [0] * 8
 PASS_END = ("patience", "no candidate", "move limit", "time limit", "work limit")
 STOPPED = ("converged", "time limit", "max passes", "work limit")
 # work units charged for one cluster-move stage, per pin of A + I (nnz + n): its coarsening and
@@ -103,88 +106,42 @@ def _grid_refine() -> None:
     refine(grid, np.arange(side * side) % 6, 6, imbalance=0.5, time_limit=1e9)
 
 
-def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-both",
-           imbalance: float = 0.03, volume_tolerance: float = 0.05, seed: int = 0,
-           time_limit: float | None = None, alpha: float = DEFAULT_ALPHA_S,
-           beta: float = DEFAULT_BETA_S_PER_BYTE, f: int = 128, dtype: str = "float32",
-           patience: int = 200, max_passes: int = 30, max_targets: int = 3, q: int = 16,
-           mu: float = 0.05, overload: float = 0.02, big_degree: int | None = None, blocked: bool = True, full_updates: bool = False, hot: float = 0.9, sink: bool = True, volume_slack: float = 0.0,
-           max_moves_per_pass: int | None = None,
-           min_gain: float = 0.01, multilevel: bool = True, volume_reference: int | None = None,
-           work_limit: int | None = None, max_cost: float | None = None,
-           weights2: np.ndarray | None = None, cap2: int | None = None,
-           progress=None) -> tuple[np.ndarray, dict]:
+def refine(graph: Graph, part, k: int | None = None, *, context: RefineContext | None = None,
+           weights2: np.ndarray | None = None, cap2: int | None = None, progress=None,
+           **options) -> tuple[np.ndarray, dict]:
     """Lower the bottleneck communication of ``part`` (conformal ownership).
 
     Parameters
     ----------
     graph : the matrix A (rows = vertices).
     part : int[n] row partition into k parts (not modified).
-    objective : "max-both" (default: max over parts of max(send, recv)),
-        "max-send", "max-recv", "weighted" (α-β time of the worst rank) or
-        "total" (total volume; km1 refinement with exact gains).
-    imbalance : ε of the compute balance constraint (part weight = row nnz,
-        at least 1 per row): weight ≤ ⌊(1+ε)·⌈W/k⌉⌋, never worse than the input.
-    volume_tolerance : total volume may grow to (1 + tol) × the input's (or
-        × ``volume_reference``, rows of H, when given: the partitioner's own
-        volume when ``part`` was already changed, e.g. by
-        :func:`partplan.partition.hubs.spread_hubs`).
-    seed : seeds the order vertices enter the heap (deterministic for a seed).
-    time_limit : seconds (None: none); a safety net — passes stop at
-        convergence (``min_gain``). When it expires the running pass is
-        rolled back to its best prefix. The result then depends on the
-        machine and its load; ``work_limit`` does not.
-    work_limit : work units (None: none): the summed degrees (nets) of the
-        vertices whose moves were evaluated, plus ``ML_WORK_PER_PIN`` × (nnz + n)
-        per cluster-move stage; counted, not timed, so a limit stops the
-        refinement at the same move on every machine (about 2–6 M units per
-        second here). The report's ``work`` is the units spent.
-    alpha, beta, f, dtype : α-β model and row size (bytes) for "weighted" and
-        the reported time estimate.
-    patience : moves without a new best state before a pass ends.
-    max_passes : at most this many passes.
-    max_targets : target parts evaluated per vertex (its best-connected ones).
-    q : exponent of the potential Φ (higher: closer to the plain max).
-    mu : weight of Δ(total volume) in the gain, in units of 1/M₀.
-    max_moves_per_pass : default n.
-    big_degree : vertices with more nets get a new key only at a pass's start and
-        at the top of their heap (default 4× the average degree, at least 64).
-    sink : also try, per vertex, the cheapest part with room and the part with
-        the most room (adjacent or not); not for ``objective="total"``.
-    volume_slack : a pass may exceed the total-volume limit by this fraction of
-        the input's volume in between (only states within the limit count).
-    min_gain : a new pass starts only when the last one lowered the optimized
-        value (max cost, or total volume for "total") by more than this fraction.
-    multilevel : bottleneck objectives with ``max_passes`` > ``ML_FM_PASSES``:
-        ``ML_FM_PASSES`` FM passes, then whole clusters of the partition's own
-        coarsening move (:func:`partplan.partition.multilevel.cluster_moves`;
-        coordinated moves single-vertex FM cannot find), then FM passes on to
-        convergence (``max_passes`` in all). False: FM passes until
-        convergence only.
-    volume_reference : see ``volume_tolerance``.
-    max_cost : ``objective="total"`` only: no move raises a part's
-        max(send, recv) (rows of H) above this; None: no cap. With the current
-        max(send, recv) it lowers the total volume without raising the
-        bottleneck (the default pipeline's volume round). The bottleneck
-        objectives never raise their max anyway.
+    context : a :class:`~partplan.partition.context.RefineContext` (checked: built by
+        :func:`~partplan.partition.context.resolve`); None: the defaults.
+    options : the context's options by name, checked and applied over ``context`` — the
+        ``objective`` ("max-both", the default: max over parts of max(send, recv); "max-send",
+        "max-recv", "weighted": α-β time of the worst rank; "total": km1 refinement with exact
+        gains), ``imbalance`` (ε: part weight ≤ ⌊(1+ε)·⌈W/k⌉⌋, never worse than the input),
+        ``volume_tolerance`` (total volume ≤ (1 + tol) × the input's, or × ``volume_reference``),
+        ``seed``, ``time_limit`` (seconds; a safety net, the result then depends on the machine)
+        or ``work_limit`` (counted work units: the same stop on every machine), ``max_cost``
+        ("total" only: no part's max(send, recv) above it), ``alpha``/``beta``/``f``/``dtype``
+        (α-β model) and the FM passes' knobs (patience, max_passes, q, mu, multilevel, ...).
+        :func:`partplan.partition.context.options_table` lists them all with their defaults.
     weights2, cap2 : a second weight per row (int64[n], ≥ 0) and its cap per part, kept in every
         state alongside the balance cap (never relaxed; at least the input's heaviest part). The
-        default pipeline passes row nnz and the compute limit on graphs with empty rows, whose
-        balance weight (1) and compute (0) differ (:func:`partplan.partition.pipeline.compute_limit`).
-    progress : callable(str) or None: a heartbeat line while the compiled
-        passes run (the mechanism of :func:`partplan.partition.partition`'s
-        backends) and one line per refinement pass (value, moves kept/tried,
-        why it ended) as each stage of passes returns.
+        default pipeline passes row nnz and the compute limit on graphs with empty rows
+        (:func:`partplan.partition.pipeline.compute_limit`).
+    progress : callable(str) or None: a heartbeat line while the compiled passes run and one
+        line per refinement pass (value, moves kept/tried, why it ended).
 
     Returns
     -------
-    (new_part int64[n], report) where report holds ``before``/``after``
-    figures (rows of H; equal to :func:`partplan.analyze` of the forward
-    pass), ``passes``, ``moves`` (kept), ``moves_tried``, ``seconds``,
-    ``converged_s`` (when the last pass ended), ``stopped`` ("converged",
-    "time limit", "max passes", "nothing to refine"), ``trace`` (per pass),
-    ``balance_limit``, ``balance_cap``, ``volume_limit``, ``multilevel`` (the
-    cluster moves' report, None when they did not run).
+    (new_part int64[n], report) where report holds ``before``/``after`` figures (rows of H;
+    equal to :func:`partplan.analyze` of the forward pass), ``passes``, ``moves`` (kept),
+    ``moves_tried``, ``seconds``, ``converged_s`` (when the last pass ended), ``work`` (units
+    spent), ``stopped`` ("converged", "time limit", "max passes", "work limit", "nothing to
+    refine"), ``trace`` (per pass), ``balance_limit``, ``balance_cap``, ``volume_limit``,
+    ``multilevel`` (the cluster moves' report, None when they did not run), ``params``.
 
     Examples
     --------
@@ -195,138 +152,173 @@ def refine(graph: Graph, part, k: int | None = None, *, objective: str = "max-bo
     >>> rep["after"]["max_send_recv"] <= rep["before"]["max_send_recv"]
     True
     """
-    from .heartbeat import _heartbeat
-
-    if time_limit is not None:
+    ctx = resolve(RefineContext, options, label="refine", base=context) if options or context is None else context
+    if ctx.time_limit is not None:
         _load_kernels()
     t0 = time.perf_counter()
-    check_objective(objective)
     part, k = as_partition(part, graph.n, k)
-    imbalance = check_imbalance(imbalance)  # as partition() and the backends: a bad ε is a PartitionError
-    volume_tolerance = check_real("volume_tolerance", volume_tolerance)
-    volume_slack = check_real("volume_slack", volume_slack)
-    if time_limit is not None and not (time_limit >= 0):
-        raise OptionError(f"time_limit must be >= 0 seconds (or None), got {time_limit!r}")
-    check_width(f)
-    seed = rng_seed(seed)
-    q, max_targets = check_int("q", q, lo=1, hi=64), check_int("max_targets", max_targets, lo=1, hi=60)
-    patience, max_passes = check_int("patience", patience), check_int("max_passes", max_passes)
-    max_moves_per_pass = check_int("max_moves_per_pass", max_moves_per_pass, lo=1, none_ok=True)
-    big_degree = check_int("big_degree", big_degree, none_ok=True)
-    mu, hot = check_real("mu", mu), check_real("hot", hot, hi=1.0)
-    overload, min_gain = check_real("overload", overload, hi=1.0), check_real("min_gain", min_gain, hi=1.0)
-    alpha, beta = check_real("alpha", alpha), check_real("beta", beta)
-    blocked, full_updates, sink = (check_bool("blocked", blocked), check_bool("full_updates", full_updates),
-                                   check_bool("sink", sink))
-    volume_reference = check_int("volume_reference", volume_reference, none_ok=True)
-    multilevel = check_bool("multilevel", multilevel)
-    work_limit = check_int("work_limit", work_limit, none_ok=True)
-    max_cost = check_real("max_cost", max_cost, none_ok=True)
-    if max_cost is not None and objective != "total":
-        raise OptionError(f"max_cost applies to objective='total' only, got objective={objective!r}")
-    n = graph.n
-    rb = f * dtype_bytes(dtype)
+    b = _bounds(graph, part, k, ctx, weights2, cap2)
+    out, run = part.copy(), _Run(stopped=_nothing_to_refine(graph.n, k, ctx))
+    if run.stopped is None:
+        _search(graph, out, k, ctx, b, run, t0, progress)
+    return out, _report(graph, out, k, ctx, b, run, t0)
+
+
+class _Bounds(NamedTuple):
+    """What a refinement keeps and reports, fixed at its start: balance weights ``w``, the cap a
+    move may create and the ε-limit, the total-volume limit, the input's figures, bytes per row,
+    the second weight and its cap, the numpy seed."""
+    w: np.ndarray
+    cap: int
+    limit: int
+    vlimit: int
+    before: dict
+    rb: int
+    weights2: np.ndarray | None
+    cap2: int | None
+    seed: int
+
+
+@dataclass
+class _Run:
+    """What the stages of passes did: the report's counters, trace and cluster-move report."""
+    stopped: str | None = None
+    trace: list = field(default_factory=list)
+    passes: int = 0
+    kept: int = 0
+    tried: int = 0
+    build_s: float = 0.0
+    work: int = 0
+    ml: dict | None = None
+
+
+def _bounds(graph: Graph, part: np.ndarray, k: int, ctx: RefineContext, weights2, cap2) -> _Bounds:
+    """The refinement's limits (module doc) and the input's figures; checks the second weight."""
     w = graph.balance_weights
-    cap, limit = balance_cap(w, part, k, imbalance)
+    cap, limit = balance_cap(w, part, k, ctx.imbalance)
     if (weights2 is None) != (cap2 is None):
         raise OptionError("weights2 and cap2 go together (a second weight per row and its cap per part)")
     if weights2 is not None:
-        weights2 = _check_weights(weights2, n)
+        weights2 = _check_weights(weights2, graph.n)
         cap2 = max(check_int("cap2", cap2), int(np.bincount(part, weights=weights2, minlength=k).max()))
-    before = _figures(graph, part, k, w, alpha, beta, rb)
-    ref_volume = before["total_volume"] if volume_reference is None else volume_reference
+    rb = ctx.f * dtype_bytes(ctx.dtype)
+    before = _figures(graph, part, k, w, ctx.alpha, ctx.beta, rb)
+    ref_volume = before["total_volume"] if ctx.volume_reference is None else ctx.volume_reference
     # (capped: a huge tolerance means no limit, and the kernels count in int64)
-    vlimit = int(min(np.floor(ref_volume * (1.0 + volume_tolerance)), VOLUME_LIMIT_MAX))
-    out = part.copy()
-    trace: list[dict] = []
-    passes = kept = tried = 0
-    stopped = "converged"
-    build_s = 0.0
-    work = 0
-    ml_report = None
-    if k == 1 or n == 0 or max_passes == 0:
-        stopped = "nothing to refine"
-    elif time_limit is not None and time_limit <= 0:
-        stopped = "time limit"
-    elif work_limit is not None and work_limit <= 0:
-        stopped = "work limit"
-    else:
-        st = _State(graph, out, k, weights2, cap2)
-        build_s = time.perf_counter() - t0
-        T, P, V = st.records(out, w)
-        C = _fm.CostModel(_fm.OBJ_CODES[objective], float(alpha), float(beta) * rb, int(q), float(mu))
-        L = _fm.Limits(cap, cap + int(overload * cap), vlimit, vlimit + int(volume_slack * before["total_volume"]),
-                       int(max_targets), -1.0 if max_cost is None else float(max_cost), st.cap2)
-        order = np.random.default_rng(seed).permutation(n).astype(np.int64)
-        mm = n if max_moves_per_pass is None else max(1, int(max_moves_per_pass))
-        avg = graph.nnz / max(n, 1)
-        big_deg = int(max(64, 4 * avg)) if big_degree is None else int(big_degree)
-        deadline = -1.0 if time_limit is None else t0 + float(time_limit)
-        stats = np.zeros(8, dtype=np.int64)
-        # multilevel: ML_FM_PASSES FM passes, the cluster moves, then FM on to convergence
-        # (within max_passes in all; the coarsening of the cluster stage does not look at the
-        # clock, its moves do); else FM to convergence
-        use_ml = multilevel and objective != "total" and max_passes > ML_FM_PASSES
-        stages = (ML_FM_PASSES, max_passes) if use_ml else (max_passes,)
-        code = 0
-        for si, npasses in enumerate(stages):
-            if si == 1:       # between the two FM stages: whole clusters move (multilevel.py)
-                if code in (1, 3) or (deadline >= 0 and time.perf_counter() > deadline):
-                    code = code if code in (1, 3) else 1
-                    break
-                stats[6] += int(ML_WORK_PER_PIN * (graph.nnz + n))
-                if work_limit is not None and _fm.work_done(stats) > work_limit:
-                    code = 3
-                    break
-                with _heartbeat(progress, None, label=f"refining {objective} (cluster moves)"):
-                    ml_report = cluster_moves(graph, st, out, k, w, cap, vlimit, _fm.OBJ_CODES[objective],
-                                              float(alpha), float(beta) * rb, int(q), float(mu), seed=seed,
-                                              deadline=deadline)
-                if progress is not None:
-                    progress(f"refine cluster moves: {ml_report['moves']} of {ml_report['trials']} kept on "
-                             f"{len(ml_report['levels'])} levels ({time.perf_counter() - t0:.2f} s)")
-                if ml_report["stopped"] == "time limit":
-                    code = 1
-                    break
-                # FM goes on to convergence whether or not a cluster moved (its one pass before
-                # could not yet widen to all parts, see _fm)
-                npasses = max_passes - passes
-            tr = np.zeros((max(1, npasses), 5))
-            ts = time.perf_counter() - t0
-            O = _fm.PassOptions(int(patience), int(npasses), float(min_gain), mm, deadline, big_deg, bool(blocked),
-                                bool(full_updates), float(hot), bool(sink) and objective != "total",
-                                -1 if work_limit is None else int(work_limit))
-            with _heartbeat(progress, None, label=f"refining {objective} (stage {si + 1})"):
-                p_, k_, t_, code = _fm._fm(T, P, V, C, L, O, order, tr, stats)
-            passes, kept, tried = passes + p_, kept + k_, tried + t_
-            for i in range(min(p_, tr.shape[0])):
-                trace.append({"seconds": round(ts + float(tr[i, 0]), 4), "value": float(tr[i, 1]),
-                              "kept": int(tr[i, 2]), "tried": int(tr[i, 3]), "pass_end": PASS_END[int(tr[i, 4])],
-                              "stage": si + 1})
-                if progress is not None:
-                    t = trace[-1]
-                    progress(f"refine pass {len(trace)}: {objective} {t['value']:.0f}, "
-                             f"{t['kept']}/{t['tried']} moves kept, ended by {t['pass_end']} "
-                             f"({t['seconds']:.2f} s)")
-        stopped = STOPPED[code]
-        st.check(out)
-        _LAST_STATS[:] = stats.tolist()
-        work = int(_fm.work_done(stats))
-    after = _figures(graph, out, k, w, alpha, beta, rb)
-    seconds = time.perf_counter() - t0
-    report = {"objective": objective, "k": k, "before": before, "after": after,
-              "multilevel": ml_report,
-              "passes": passes, "moves": kept, "moves_tried": tried, "seconds": seconds,
-              "converged_s": trace[-1]["seconds"] if trace else 0.0, "build_s": build_s,
-              "work": work,
-              "stopped": stopped, "trace": trace,
-              "balance_limit": limit, "balance_cap": cap, "volume_limit": vlimit,
-              "compiled": _fm.HAVE_NUMBA,
-              "params": {"imbalance": imbalance, "volume_tolerance": volume_tolerance, "seed": seed,
-                         "time_limit": time_limit, "alpha": alpha, "beta": beta, "f": f, "dtype": dtype,
-                         "patience": patience, "max_passes": max_passes, "max_targets": max_targets,
-                         "q": q, "mu": mu, "min_gain": min_gain, "work_limit": work_limit, "max_cost": max_cost}}
-    return out, report
+    vlimit = int(min(np.floor(ref_volume * (1.0 + ctx.volume_tolerance)), VOLUME_LIMIT_MAX))
+    return _Bounds(w, cap, limit, vlimit, before, rb, weights2, cap2, ctx.seed & (2 ** 63 - 1))
+
+
+def _nothing_to_refine(n: int, k: int, ctx: RefineContext) -> str | None:
+    """Why no pass can run (the report's ``stopped``), or None."""
+    if k == 1 or n == 0 or ctx.fm.max_passes == 0:
+        return "nothing to refine"
+    if ctx.time_limit is not None and ctx.time_limit <= 0:
+        return "time limit"
+    if ctx.work_limit is not None and ctx.work_limit <= 0:
+        return "work limit"
+    return None
+
+
+def _search(graph: Graph, out: np.ndarray, k: int, ctx: RefineContext, b: _Bounds, run: _Run, t0: float,
+            progress) -> None:
+    """The stages of passes on ``out`` (in place): with ``multilevel``, ML_FM_PASSES FM passes, the
+    cluster moves, then FM on to convergence (within max_passes in all; the coarsening of the
+    cluster stage does not look at the clock, its moves do); else FM to convergence."""
+    st = _State(graph, out, k, b.weights2, b.cap2)
+    run.build_s = time.perf_counter() - t0
+    records = st.records(out, b.w)
+    fm, obj = ctx.fm, ctx.objective
+    cost = _fm.CostModel(_fm.OBJ_CODES[obj], float(ctx.alpha), float(ctx.beta) * b.rb, int(fm.q), float(fm.mu))
+    limits = _fm.Limits(b.cap, b.cap + int(fm.overload * b.cap), b.vlimit,
+                        b.vlimit + int(fm.volume_slack * b.before["total_volume"]), int(fm.max_targets),
+                        -1.0 if ctx.max_cost is None else float(ctx.max_cost), st.cap2)
+    order = np.random.default_rng(b.seed).permutation(graph.n).astype(np.int64)
+    deadline = -1.0 if ctx.time_limit is None else t0 + float(ctx.time_limit)
+    stats = np.zeros(8, dtype=np.int64)
+    use_ml = fm.multilevel and obj != "total" and fm.max_passes > ML_FM_PASSES
+    code = 0
+    for si, npasses in enumerate((ML_FM_PASSES, fm.max_passes) if use_ml else (fm.max_passes,)):
+        if si == 1:       # between the two FM stages: whole clusters move (multilevel.py)
+            stop = _cluster_stage(graph, st, out, k, ctx, b, run, stats, code, deadline, t0, progress)
+            if stop is not None:
+                code = stop
+                break
+            # FM goes on to convergence whether or not a cluster moved (its one pass before
+            # could not yet widen to all parts, see _fm)
+            npasses = fm.max_passes - run.passes
+        opts = _pass_options(graph, ctx, npasses, deadline)
+        code = _fm_stage(records, cost, limits, opts, order, stats, ctx, run, si, t0, progress)
+    run.stopped = STOPPED[code]
+    st.check(out)
+    run.work = int(_fm.work_done(stats))
+
+
+def _pass_options(graph: Graph, ctx: RefineContext, npasses: int, deadline: float) -> _fm.PassOptions:
+    """The kernels' options of one stage of ``npasses`` FM passes."""
+    fm, n = ctx.fm, graph.n
+    avg = graph.nnz / max(n, 1)
+    big_deg = int(max(64, 4 * avg)) if fm.big_degree is None else int(fm.big_degree)
+    mm = n if fm.max_moves_per_pass is None else max(1, int(fm.max_moves_per_pass))
+    return _fm.PassOptions(int(fm.patience), int(npasses), float(fm.min_gain), mm, deadline, big_deg,
+                           bool(fm.blocked), False, float(fm.hot), bool(fm.sink) and ctx.objective != "total",
+                           -1 if ctx.work_limit is None else int(ctx.work_limit))
+
+
+def _fm_stage(records, cost, limits, opts, order, stats, ctx: RefineContext, run: _Run, si: int, t0: float,
+              progress) -> int:
+    """One stage of FM passes (the compiled kernels); adds to ``run``; returns the kernels' stop code."""
+    tr = np.zeros((max(1, opts.max_passes), 5))
+    ts = time.perf_counter() - t0
+    with _heartbeat(progress, None, label=f"refining {ctx.objective} (stage {si + 1})"):
+        p_, k_, t_, code = _fm._fm(*records, cost, limits, opts, order, tr, stats)
+    run.passes, run.kept, run.tried = run.passes + p_, run.kept + k_, run.tried + t_
+    for i in range(min(p_, tr.shape[0])):
+        run.trace.append({"seconds": round(ts + float(tr[i, 0]), 4), "value": float(tr[i, 1]),
+                          "kept": int(tr[i, 2]), "tried": int(tr[i, 3]), "pass_end": PASS_END[int(tr[i, 4])],
+                          "stage": si + 1})
+        if progress is not None:
+            t = run.trace[-1]
+            progress(f"refine pass {len(run.trace)}: {ctx.objective} {t['value']:.0f}, "
+                     f"{t['kept']}/{t['tried']} moves kept, ended by {t['pass_end']} ({t['seconds']:.2f} s)")
+    return code
+
+
+def _cluster_stage(graph, st, out, k, ctx: RefineContext, b: _Bounds, run: _Run, stats, code: int,
+                   deadline: float, t0: float, progress) -> int | None:
+    """The cluster moves between the FM stages (charged ML_WORK_PER_PIN units per pin); returns the
+    stop code when the refinement ends here (time or work limit), else None."""
+    if code in (1, 3) or (deadline >= 0 and time.perf_counter() > deadline):
+        return code if code in (1, 3) else 1
+    stats[6] += int(ML_WORK_PER_PIN * (graph.nnz + graph.n))
+    if ctx.work_limit is not None and _fm.work_done(stats) > ctx.work_limit:
+        return 3
+    with _heartbeat(progress, None, label=f"refining {ctx.objective} (cluster moves)"):
+        run.ml = cluster_moves(graph, st, out, k, b.w, b.cap, b.vlimit, _fm.OBJ_CODES[ctx.objective],
+                               float(ctx.alpha), float(ctx.beta) * b.rb, int(ctx.fm.q), float(ctx.fm.mu), seed=b.seed,
+                               deadline=deadline)
+    if progress is not None:
+        progress(f"refine cluster moves: {run.ml['moves']} of {run.ml['trials']} kept on "
+                 f"{len(run.ml['levels'])} levels ({time.perf_counter() - t0:.2f} s)")
+    return 1 if run.ml["stopped"] == "time limit" else None
+
+
+def _report(graph: Graph, out: np.ndarray, k: int, ctx: RefineContext, b: _Bounds, run: _Run, t0: float) -> dict:
+    """The refinement's report (:func:`refine`'s Returns)."""
+    fm = ctx.fm
+    after = _figures(graph, out, k, b.w, ctx.alpha, ctx.beta, b.rb)
+    return {"objective": ctx.objective, "k": k, "before": b.before, "after": after, "multilevel": run.ml,
+            "passes": run.passes, "moves": run.kept, "moves_tried": run.tried,
+            "seconds": time.perf_counter() - t0,
+            "converged_s": run.trace[-1]["seconds"] if run.trace else 0.0, "build_s": run.build_s,
+            "work": run.work, "stopped": run.stopped, "trace": run.trace,
+            "balance_limit": b.limit, "balance_cap": b.cap, "volume_limit": b.vlimit,
+            "compiled": _fm.HAVE_NUMBA,
+            "params": {"imbalance": ctx.imbalance, "volume_tolerance": ctx.volume_tolerance, "seed": b.seed,
+                       "time_limit": ctx.time_limit, "alpha": ctx.alpha, "beta": ctx.beta, "f": ctx.f,
+                       "dtype": ctx.dtype, "patience": fm.patience, "max_passes": fm.max_passes,
+                       "max_targets": fm.max_targets, "q": fm.q, "mu": fm.mu, "min_gain": fm.min_gain,
+                       "work_limit": ctx.work_limit, "max_cost": ctx.max_cost}}
 
 
 CAP2_NONE = 2 ** 62        # the second weight's cap when there is none

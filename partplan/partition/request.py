@@ -21,16 +21,17 @@ from ..layouts import Layout, parse_layout
 from .backends import backend_names, check_options, default_backend, get_backend
 from .objectives import AUTO_PRESET, FAST_PRESET, check_objective
 from .options import check_imbalance, check_seed
+from .context import refuse_removed
 from .schema import AUTO, GROUPS, check_group
 
 MODELS = ("graph", "hypergraph", "stochastic", "baseline")
 OWNERSHIP = ("conformal", "decoupled")
 # default objective per model: the hypergraph model refines the bottleneck (max(send, recv)) since
-# Mt-KaHyPar + refinement measured 1.15x plain Mt-KaHyPar's time (docs/refinement.md, "Defaults")
+# Mt-KaHyPar + refinement measured 1.15x plain Mt-KaHyPar's time (docs/design/refinement.md, "Defaults")
 DEFAULT_OBJECTIVE = {"hypergraph": "max-both"}
-# options only the default pipeline takes (its refinement options are the refine group's)
-AUTO_KEYS = ("starts", "vcycle", "select", "km1_fm", "refine", "refine_work", "rounds_work",
-             "refine_rounds", "volume_work", "refine_cycles", "cycle_work")
+# options only the default pipeline takes (its volume_tolerance / time_limit are the refine group's,
+# its threads the engines' name too)
+AUTO_KEYS = tuple(name for name in AUTO if name not in ("volume_tolerance", "time_limit", "threads"))
 _POST_GROUPS = ("hypergraph", "stochastic", "refine", "hubs", "ownership")
 
 
@@ -186,11 +187,13 @@ def _check_layout(graph, lay: Layout, objective: str, ownership: str) -> None:
 
 def _engine_options(engine: str, model: str, opts: dict, groups: dict) -> dict:
     """The engine's options checked against its schema; auto also takes the refine group's
-    volume_tolerance / time_limit and its own (its schema lists them all)."""
+    volume_tolerance / time_limit and its own (its schema lists them all; those groups are
+    checked already: only a name auto does not take is an error here)."""
     if engine != "auto":
         return check_options(engine, opts, extra=_valid_elsewhere(model))
-    mine = {**opts, **groups["auto"], **groups["refine"]}
-    return check_options("auto", mine)
+    checked = {**groups["auto"], **groups["refine"]}
+    foreign = {name: v for name, v in checked.items() if name not in AUTO}
+    return {**check_options("auto", {**opts, **foreign}), **checked}
 
 
 def _valid_elsewhere(model: str) -> tuple[str, ...]:
@@ -205,6 +208,7 @@ def resolve(graph, k, *, model=None, backend=None, objective=None, layout="1d", 
     ``graph=None`` checks all but what needs the graph (k row blocks <= n): the CLI calls
     it so before reading the graph."""
     opts = dict(options or {})
+    refuse_removed(opts)
     planner = check_group("planner", _pop(opts, GROUPS["planner"]))
     groups = {g: check_group(g, _pop(opts, GROUPS[g])) for g in _POST_GROUPS}
     groups["auto"] = check_group("auto", _pop(opts, AUTO_KEYS))

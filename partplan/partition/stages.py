@@ -25,22 +25,23 @@ import numpy as np
 
 from ..graph import Graph
 from ..metrics import analyze, volume1d
-from ..metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, dtype_bytes
+from ..metrics.cost import dtype_bytes
 from ..models import column_net, joint_net, stochastic_hypergraph
 from .backends import run_backend
+from .context import HubsContext, PipelineContext, RefineContext, build
 from .objectives import AUTO_PRESET
 from .request import Request
 
 # decoupled ownership: the LP (PuLP + CBC) reaches the bound within seconds up to
-# this many row blocks (docs/refinement.md); above it the greedy pass is used
+# this many row blocks (docs/design/refinement.md); above it the greedy pass is used
 LP_OWNERSHIP_MAX_BLOCKS = 64
 # the refinement's default budget after an explicit engine (--preset quality, --model hypergraph ...):
 # counted work (refine's ``work_limit``: the nets of the vertices whose moves were evaluated), not
 # seconds, so the result is the same on every machine and under any load. EXPLICIT_REFINE_WORK units
 # per pin of A + I, at least EXPLICIT_REFINE_WORK_MIN, at most the default pipeline's REFINE_WORK_MAX.
-# Until v3.6 the budget was the partitioning time (at least 2 s); on the TUNE graphs with Mt-KaHyPar
+# Before, the budget was the partitioning time (at least 2 s); on the TUNE graphs with Mt-KaHyPar
 # the refinement converged within 1.4-39 units per pin (rmat14, k = 64), so 64 keeps those results
-# and bounds large graphs the same way on every machine (docs/refinement.md, "Budget").
+# and bounds large graphs the same way on every machine (docs/design/refinement.md, "Budget").
 EXPLICIT_REFINE_WORK = 64
 EXPLICIT_REFINE_WORK_MIN = 8_000_000
 
@@ -137,8 +138,8 @@ def _run_auto(graph: Graph, req: Request, w: Work) -> Work:
 
     opts = req.engine_opts
     req.say(f"default pipeline into {req.b} parts")  # auto_partition names the starts it runs (by size)
-    w.part, rep = auto_partition(graph, req.b, imbalance=req.imbalance, seed=req.seed, progress=req.progress,
-                                 **opts)
+    ctx = build(PipelineContext, {**opts, "imbalance": req.imbalance, "seed": req.seed})  # resolve checked them
+    w.part, rep = auto_partition(graph, req.b, context=ctx, progress=req.progress)
     w.timings["partition_s"] = rep["start_s"]
     w.timings["refine_s"] = rep["seconds"] - rep["start_s"]
     w.backend = rep["chosen"]
@@ -175,17 +176,16 @@ def _vcycle(graph: Graph, req: Request, w: Work) -> None:
 
 def _hubs(graph: Graph, req: Request, w: Work) -> None:
     """Hubs apart (Mt-KaHyPar fixed vertices, hubs.py) before the refinement."""
-    from .hubs import DEFAULT_FACTOR, spread_hubs
+    from .hubs import spread_hubs
 
-    ro, factor = req.groups["refine"], req.groups["hubs"].get("hub_factor")
-    factor = DEFAULT_FACTOR if factor is None else factor
+    ro = build(RefineContext, req.groups["refine"])      # the refinement's tolerance and α-β model
+    factor = build(HubsContext, {k: v for k, v in req.groups["hubs"].items() if v is not None}).hub_factor
     if factor > 0:
         t0 = time.perf_counter()
         new, w.info["hubs"] = spread_hubs(
             graph, w.model_obj, w.part, req.b, imbalance=req.imbalance, seed=req.seed, factor=factor,
-            volume_tolerance=ro.get("volume_tolerance", 0.05), preset=req.engine_opts.get("preset", "DEFAULT"),
-            threads=req.engine_opts.get("threads"), objective=req.objective,
-            alpha=ro.get("alpha", DEFAULT_ALPHA_S), beta=ro.get("beta", DEFAULT_BETA_S_PER_BYTE),
+            volume_tolerance=ro.volume_tolerance, preset=req.engine_opts.get("preset", "DEFAULT"),
+            threads=req.engine_opts.get("threads"), objective=req.objective, alpha=ro.alpha, beta=ro.beta,
             row_bytes=req.f * dtype_bytes(req.dtype))
         w.timings["hubs_s"] = time.perf_counter() - t0
         if w.info["hubs"]["kept"]:
@@ -209,10 +209,10 @@ def _refine(graph: Graph, req: Request, w: Work) -> None:
         req.say(f"refining for {req.objective} (work limit {ro['work_limit']:,} units)")
     else:
         req.say(f"refining for {req.objective} (time limit {ro['time_limit']:.1f} s)")
+    ctx = build(RefineContext, {**ro, "objective": req.objective, "imbalance": req.imbalance, "seed": req.seed,
+                                "f": req.f, "dtype": req.dtype, "volume_reference": w.volume_reference})
     t0 = time.perf_counter()
-    w.part, w.info["refine"] = refine_mod.refine(graph, w.part, req.b, objective=req.objective,
-                                                 imbalance=req.imbalance, seed=req.seed, f=req.f, dtype=req.dtype,
-                                                 volume_reference=w.volume_reference, progress=req.progress, **ro)
+    w.part, w.info["refine"] = refine_mod.refine(graph, w.part, req.b, context=ctx, progress=req.progress)
     w.timings["refine_s"] = time.perf_counter() - t0
     w.params.update(ro)
 

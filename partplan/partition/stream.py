@@ -1,4 +1,4 @@
-"""Streaming partitioner (issue 22, item 3): a partition of a graph that does
+"""Streaming partitioner: a partition of a graph that does
 not fit in memory, computed in passes over its row blocks with O(n + k) state.
 
 :func:`stream_partition` reads the graph one block of rows at a time — a

@@ -1,0 +1,625 @@
+"""Typed contexts of the partitioner: one frozen dataclass per phase or engine, the one place an
+option is declared (default, help, unit, range, CLI flag) and checked.
+
+Each option is a dataclass field made by :func:`option`; its ``metadata`` feeds
+
+* the option schemas of :mod:`partplan.partition.schema` and the engines' in
+  :mod:`partplan.partition.backends` (:func:`schema_of`: one :class:`Opt` row per field),
+* the help of ``partplan partition`` (:func:`cli_help`, :func:`cli_options`),
+* the options table of the docs (:func:`options_table`).
+
+:func:`resolve` builds a context from user options and is the only place they are checked (with
+the checkers of :mod:`partplan.partition.options`); code that receives a context trusts it and
+derives changed ones with :func:`dataclasses.replace`. The presets are functions returning a
+context (:data:`PRESETS`: :func:`auto`, :func:`fast`, :func:`quality`).
+
+Contexts:
+
+* :class:`FMContext` — the FM passes of a refinement (refine.py / _fm.py);
+* :class:`RefineContext` — one refinement: objective, limits, cost model, budget, its
+  :class:`FMContext`;
+* :class:`StartsContext`, :class:`BudgetContext` and :class:`PipelineContext` — the default
+  pipeline (pipeline.py): its starts, its refinement budget, the whole;
+* :class:`PlannerContext`, :class:`HypergraphContext`, :class:`StochasticContext`,
+  :class:`HubsContext`, :class:`OwnershipContext` — the planner's and the models' / post-passes'
+  option groups of ``partition()``;
+* :class:`MetisContext`, :class:`MtKaHyParContext`, :class:`KaHyParContext`,
+  :class:`KaMinParContext`, :class:`StreamContext` — the engines' options.
+
+>>> ctx = resolve(RefineContext, {"q": 8, "volume_tolerance": 0}, label="refine")
+>>> ctx.fm.q, ctx.volume_tolerance
+(8, 0.0)
+>>> resolve(PipelineContext, {"refine_rounds": 0}, label="auto")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+partplan.errors.OptionError: auto option refine_rounds (...) must be an integer >= 1, got 0
+>>> resolve(PipelineContext, {"select": "volume"}, label="auto")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+partplan.errors.OptionError: option select was removed: ...
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Callable, ClassVar
+
+from ..errors import BackendUnavailableError, OptionError
+from ..metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE
+from . import kaminpar as _kaminpar
+from . import stream as _stream
+from .lanes import MAX_WORKERS
+from .objectives import OBJECTIVES, check_objective
+from .options import INT_MAX, check_bool, check_imbalance, check_int, check_real, check_seed
+
+KINDS = ("int", "real", "bool", "choice", "text", "path", "callable", "any")
+
+
+# ------------------------------------------------------------------------------------ one option
+@dataclass(frozen=True)
+class Opt:
+    """One option as a schema row: ``name``, ``kind`` (one of :data:`KINDS`), ``default``
+    (None: the engine's own), ``doc`` (with units), the closed range [lo, hi] of an int / real
+    (``lo_open``: lo excluded), the ``choices`` of a choice, ``none_ok`` (None accepted: "use the
+    default"), and ``normalize`` (the option's own check, returning the canonical value:
+    presets, contexts, ε, seeds). Built from a context field by :func:`schema_of`."""
+
+    name: str
+    kind: str
+    default: Any = None
+    doc: str = ""
+    lo: float = 0
+    hi: float = math.inf
+    lo_open: bool = False
+    choices: tuple = ()
+    none_ok: bool = False
+    normalize: Callable | None = None
+
+    def check(self, value, engine: str):
+        """``value`` checked (and normalized) for ``engine``: a wrong type or range is an
+        :class:`OptionError` naming engine, option, value and range; a name outside the choices a
+        :class:`BackendUnavailableError` naming them."""
+        label = f"{engine} option {self.name} ({self.doc})"
+        if value is None and (self.none_ok or self.kind == "any"):
+            return None
+        if self.normalize is not None:  # the option's own check (presets, contexts, dtypes, ε, seeds)
+            return self.normalize(value)
+        if self.kind == "int":
+            return check_int(label, value, lo=int(self.lo), hi=int(min(self.hi, INT_MAX)))
+        if self.kind == "real":
+            return check_real(label, value, lo=self.lo, hi=self.hi, lo_open=self.lo_open)
+        if self.kind == "bool":
+            return check_bool(label, value)
+        if self.kind == "choice":
+            if not isinstance(value, str) or value not in self.choices:
+                raise BackendUnavailableError(f"unknown {label} {value!r}; choose one of {', '.join(self.choices)}")
+            return value
+        if self.kind in ("text", "path") and not isinstance(value, (str, bytes)) and not hasattr(value, "__fspath__"):
+            raise OptionError(f"{label} must be a {'file name' if self.kind == 'path' else 'string'}, got {value!r}")
+        if self.kind == "callable" and not callable(value):
+            raise OptionError(f"{label} must be a callable(str), got {value!r}")
+        return value
+
+    def describe(self) -> str:
+        """One line: name, accepted values, default."""
+        return f"{self.name}: {self.accepted()} (default {self.default!r}) — {self.doc}"
+
+    def accepted(self) -> str:
+        """The accepted values in words."""
+        if self.kind == "choice":
+            return "one of " + ", ".join(map(str, self.choices))
+        if self.kind in ("int", "real"):
+            fmt = (lambda x: str(int(x))) if self.kind == "int" else (lambda x: f"{x:g}")
+            return f"{self.kind} {'>' if self.lo_open else '>='} {fmt(self.lo)}" + (
+                f", <= {fmt(self.hi)}" if self.hi < INT_MAX else "")
+        return self.kind
+
+
+def option(default, help: str, *, kind: str | None = None, unit: str = "", lo: float = 0, hi: float = math.inf,
+           lo_open: bool = False, choices: tuple = (), none_ok: bool | None = None, normalize: Callable | None = None,
+           cli: str | None = None, public: bool = True, accepted: str = ""):
+    """A context field: ``default`` and its metadata — ``help``, ``unit``, ``kind`` (inferred
+    from the default when not given), range [lo, hi] (``lo_open``), ``choices``, ``none_ok``
+    (default: True when the default is None), ``normalize`` (the option's own check), ``cli``
+    (the ``partplan partition`` flag) and ``public`` (an option of ``partition()``; False: of
+    the function that takes the context only, e.g. refine's FM knobs)."""
+    if kind is None:
+        kind = ("bool" if isinstance(default, bool) else "int" if isinstance(default, int)
+                else "real" if isinstance(default, float) else "choice" if choices else "text")
+    meta = {"help": help, "unit": unit, "kind": kind, "lo": lo, "hi": hi, "lo_open": lo_open, "choices": choices,
+            "none_ok": default is None if none_ok is None else none_ok, "normalize": normalize, "cli": cli,
+            "public": public, "accepted": accepted}
+    return field(default=default, metadata=meta)
+
+
+def sub(cls):
+    """A field holding a nested context (its options are named flat, as the caller gives them)."""
+    return field(default_factory=cls, metadata={"context": cls})
+
+
+# ------------------------------------------------------------------------------------ checkers
+def _seconds(v) -> float:
+    """A time limit in seconds: a number >= 0 (infinity allowed: no limit)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v) or v < 0:
+        raise OptionError(f"time_limit must be >= 0 seconds (or None), got {v!r}")
+    return float(v)
+
+
+def _width(v) -> int:
+    from ..metrics.cost import check_width
+    return check_width(v)
+
+
+def _dtype(v):
+    from ..metrics.cost import dtype_bytes
+    if not isinstance(v, str):
+        raise OptionError(f"option dtype must be a numpy dtype name, got {v!r}")
+    dtype_bytes(v)  # an unknown dtype is an OptionError now, not after partitioning
+    return v
+
+
+def _vcycle(v):
+    if v is True or v is False or v == "all":
+        return "all" if v is True else v
+    if v == "best":
+        raise OptionError(REMOVED["vcycle='best'"])
+    raise OptionError(f"auto option vcycle must be True or False ('all': the same as True), got {v!r}")
+
+
+def _starts(v):
+    if v is None or v == "auto":
+        return None
+    from .pipeline import check_starts
+    return check_starts(v)
+
+
+def _mtk_preset(v):
+    from .backends import check_preset
+    return check_preset(v)
+
+
+# ------------------------------------------------------------------------------------ refinement
+# one help per CLI flag: the default pipeline measures the growth from the lowest start's total volume,
+# a refinement after an explicit engine from its input's (or volume_reference)
+VOLUME_TOLERANCE_HELP = "refinement: allowed total volume growth"
+TIME_LIMIT_HELP = ("refinement time limit instead of its counted-work budget (the result then depends on the "
+                   "machine)")
+
+
+@dataclass(frozen=True)
+class FMContext:
+    """The FM passes of a refinement (refine.py; the kernels in _fm.py)."""
+
+    patience: int = option(200, "moves without a new best state before a pass ends", unit="moves", public=False)
+    max_passes: int = option(30, "at most this many passes", unit="passes", public=False)
+    max_targets: int = option(3, "target parts evaluated per vertex (its best-connected ones)", unit="parts", lo=1,
+                              hi=60, public=False)
+    q: int = option(16, "exponent of the potential Φ (higher: closer to the plain max)", lo=1, hi=64, public=False)
+    mu: float = option(0.05, "weight of Δ(total volume) in the gain", unit="1/M₀", public=False)
+    overload: float = option(0.02, "a pass may overload a part by this fraction of the balance cap in between "
+                             "(only states within the cap count)", unit="fraction", hi=1.0, public=False)
+    big_degree: int | None = option(None, "vertices with more nets get a new key only at a pass's start and at the "
+                                    "top of their heap (None: 4× the average degree, at least 64)", kind="int",
+                                    unit="nets", public=False)
+    blocked: bool = option(True, "a vertex whose best move the balance cap refuses waits for room in that part",
+                           public=False)
+    hot: float = option(0.9, "hot parts (cost >= hot × max): the candidates start around them", unit="fraction",
+                        hi=1.0, public=False)
+    sink: bool = option(True, "also try, per vertex, the cheapest part with room and the part with the most room "
+                        "(not for objective 'total')", public=False)
+    volume_slack: float = option(0.0, "a pass may exceed the total-volume limit by this fraction of the input's "
+                                 "volume in between (only states within the limit count)", unit="fraction",
+                                 public=False)
+    max_moves_per_pass: int | None = option(None, "moves per pass at most (None: n)", kind="int", unit="moves", lo=1,
+                                            public=False)
+    min_gain: float = option(0.01, "a new pass starts only when the last one lowered the optimized value by more "
+                             "than this fraction", unit="fraction", hi=1.0, public=False)
+    multilevel: bool = option(True, "bottleneck objectives: one FM pass, then whole clusters of the partition's "
+                              "own coarsening move, then FM on to convergence", public=False)
+
+
+@dataclass(frozen=True)
+class RefineContext:
+    """One refinement of a partition (:func:`partplan.partition.refine.refine`): its objective,
+    its limits (balance, total volume, a cap on max(send, recv)), its cost model, its budget and
+    its FM passes. ``public`` fields are also options of ``partition()`` after an explicit engine
+    (the "refine" group)."""
+
+    cli_where: ClassVar[str] = "after an explicit engine (--preset QUALITY, --model ...)"
+    objective: str = option("max-both", "what the refinement lowers: max over parts of max(send, recv), send, "
+                            "recv, the α-β time of the worst rank, or the total volume", kind="choice",
+                            choices=OBJECTIVES, normalize=check_objective, public=False)
+    imbalance: float = option(0.03, "ε: part weight (row nnz, at least 1) <= ⌊(1+ε)·⌈W/k⌉⌋, never worse than the "
+                              "input", unit="fraction", hi=10.0, normalize=check_imbalance, public=False)
+    volume_tolerance: float = option(0.05, VOLUME_TOLERANCE_HELP,
+                                     unit="fraction", cli="--volume-tolerance")
+    seed: int = option(0, "seeds the order vertices enter the heap", normalize=check_seed, accepted="any integer",
+                       public=False)
+    time_limit: float | None = option(None, TIME_LIMIT_HELP, kind="real", unit="s", normalize=_seconds,
+                                      cli="--time-limit")
+    work_limit: int | None = option(None, "work units at most: the nets of the vertices whose moves were evaluated "
+                                    "(counted, not timed: the same result on every machine)", kind="int",
+                                    unit="work units", public=False)
+    alpha: float = option(DEFAULT_ALPHA_S, "α-β model: seconds per message", unit="s")
+    beta: float = option(DEFAULT_BETA_S_PER_BYTE, "α-β model: seconds per byte", unit="s/byte")
+    f: int = option(128, "feature width (columns of H) for bytes", unit="columns", lo=1, normalize=_width,
+                    public=False)
+    dtype: str = option("float32", "feature dtype for bytes (a numpy name)", normalize=_dtype, public=False)
+    volume_reference: int | None = option(None, "the total volume the tolerance is relative to (None: the "
+                                          "input's)", kind="int", unit="rows of H", public=False)
+    max_cost: float | None = option(None, "objective 'total' only: no move raises a part's max(send, recv) above "
+                                    "this", kind="real", unit="rows of H", public=False)
+    fm: FMContext = sub(FMContext)
+
+
+# ------------------------------------------------------------------------------------ the default pipeline
+@dataclass(frozen=True)
+class StartsContext:
+    """The default pipeline's starts: which engines, their km1 V-cycles, the cores."""
+
+    cli_where: ClassVar[str] = "in the default pipeline"
+    starts: tuple | None = option(None, "start engines (graph model), a list or 'a,b'; None or 'auto': by graph "
+                                  "size (pipeline.starts_by_size)", kind="any", normalize=_starts)
+    vcycle: bool | str = option("all", "km1 V-cycle on every start ('all', or True); False: none", kind="any",
+                                normalize=_vcycle)
+    threads: int | None = option(None, "cores the pipeline may use (None: all): V-cycles and refinements side by "
+                                 "side, the Mt-KaHyPar start's threads (the same partition at any count); KaMinPar "
+                                 "keeps one", kind="int", lo=1, hi=MAX_WORKERS, cli="--threads")
+
+
+@dataclass(frozen=True)
+class BudgetContext:
+    """The default pipeline's refinement budget (counted work units, not seconds, unless a
+    ``time_limit`` is given) and its rounds, volume round and cycles."""
+
+    cli_where: ClassVar[str] = "in the default pipeline"
+    refine_work: float = option(8.0, "first refinement round's work limit, units per pin of A + I; counted, not "
+                                "timed: the same result on every machine", unit="work units per pin")
+    rounds_work: float = option(0.25, "later rounds' work limit, x the first round's work", unit="x")
+    refine_rounds: int = option(8, "refinement rounds at most (restarts from the result, next seed)",
+                                unit="rounds", lo=1)
+    volume_work: float = option(2.0, "volume round after the refinement: km1 FM that keeps max(send, recv), work "
+                                "units per pin of A + I (0: none)", unit="work units per pin")
+    refine_cycles: int | None = option(None, "refinement + volume round cycles at most (the refinement again from "
+                                       "the volume round's result, ending at the first cycle that does not lower "
+                                       "the max; none without the volume round); None: 3 up to 16 M nonzeros, 1 "
+                                       "above (pipeline.CYCLES_MAX_NNZ)", kind="int", unit="cycles", lo=1, hi=1000)
+    cycle_work: float = option(0.25, "each later cycle's refinement work limit, x the work the refinement spent "
+                               "(its rounds included)", unit="x")
+    time_limit: float | None = option(None, TIME_LIMIT_HELP, kind="real", unit="s", cli="--time-limit")
+
+
+@dataclass(frozen=True)
+class PipelineContext:
+    """The default pipeline (pipeline.py, ``preset="auto"``): starts, V-cycles, the kept start,
+    bottleneck refinement with its rounds, volume round and cycles."""
+
+    cli_where: ClassVar[str] = "in the default pipeline"
+    imbalance: float = option(0.03, "ε: part weight (row nnz, at least 1) <= ⌊(1+ε)·⌈W/k⌉⌋", unit="fraction",
+                              hi=10.0, normalize=check_imbalance, public=False)
+    seed: int = option(0, "random seed of every stage", normalize=check_seed, accepted="any integer", public=False)
+    refine: bool = option(True, "max-both bottleneck refinement of the kept start")
+    volume_tolerance: float = option(0.03, VOLUME_TOLERANCE_HELP,
+                                     unit="fraction", cli="--volume-tolerance")
+    start: StartsContext = sub(StartsContext)
+    budget: BudgetContext = sub(BudgetContext)
+
+
+# ------------------------------------------------------------------------------------ partition()'s groups
+@dataclass(frozen=True)
+class PlannerContext:
+    """Options every engine of ``partition()`` takes."""
+
+    f: int = option(128, "feature width (columns of H) for bytes", unit="columns", lo=1, cli="--features")
+    dtype: str = option("float32", "feature dtype for bytes (a numpy name)", normalize=_dtype, cli="--dtype")
+    stats: bool = option(True, "measure the partition exactly")
+    progress: Callable | None = option(None, "progress callback, one str per step", kind="callable")
+
+
+@dataclass(frozen=True)
+class HypergraphContext:
+    """The hypergraph model."""
+
+    nets: str = option("auto", "auto: joint nets for a directed graph", choices=("auto", "forward", "joint"))
+
+
+@dataclass(frozen=True)
+class StochasticContext:
+    """The stochastic hypergraph model (models/stochastic.py)."""
+
+    sampler: Any = option(None, "neighbor[:B[:f1,f2]] | saint-node[:budget] | saint-rw[:roots[:length]]",
+                          kind="any", cli="--sampler")
+    theta: float = option(0.1, "Hoeffding θ", lo_open=True, cli="--theta")
+    delta: float = option(0.05, "Hoeffding δ, in (0, 1)", lo_open=True, hi=1.0, cli="--delta")
+    min_batches: int | None = option(None, "sample at least this many batches", kind="int", unit="batches", lo=1)
+    max_batches: int = option(100_000, "sample at most this many batches", unit="batches", lo=1)
+
+
+@dataclass(frozen=True)
+class HubsContext:
+    """Hubs apart before the refinement (hubs.py; Mt-KaHyPar on the hypergraph model)."""
+
+    hub_factor: float = option(2.0, "bottleneck objectives with Mt-KaHyPar: rows with more than this times TV/k "
+                               "nonzeros that share a part are put in distinct parts before refinement (0: off)",
+                               cli="--hub-factor")
+
+
+@dataclass(frozen=True)
+class OwnershipContext:
+    """Decoupled ownership (ownership.py)."""
+
+    ownership_method: str | None = option(None, "decoupled ownership solver (default lp, PuLP + CBC, up to 64 row "
+                                          "blocks; greedy above)", kind="choice", choices=("greedy", "lp"),
+                                          cli="--ownership-method")
+
+
+# ------------------------------------------------------------------------------------ engines
+MTKAHYPAR_PRESETS = ("DEFAULT", "QUALITY", "HIGHEST_QUALITY", "DETERMINISTIC", "DETERMINISTIC_QUALITY", "LARGE_K")
+MTKAHYPAR_METRICS = ("km1", "cut", "soed")
+
+
+@dataclass(frozen=True)
+class MetisContext:
+    """METIS (pymetis)."""
+
+    recursive: bool | None = option(None, "recursive bisection instead of direct k-way", kind="bool")
+
+
+@dataclass(frozen=True)
+class MtKaHyParContext:
+    """Mt-KaHyPar (hypergraph model; graph mode for the pipeline's start)."""
+
+    cli_where: ClassVar[str] = "with --engine mtkahypar"
+    preset: str = option("DEFAULT", "Mt-KaHyPar preset", choices=MTKAHYPAR_PRESETS, normalize=_mtk_preset)
+    metric: str = option("km1", "the engine's objective (km1 = volume; graph mode: cut only)",
+                         choices=MTKAHYPAR_METRICS)
+    threads: int | None = option(None, "worker threads, fixed by the first Mt-KaHyPar call of a process (None: the "
+                                 "count it has, else 1)", kind="int", lo=1, hi=_kaminpar.MAX_THREADS, cli="--threads")
+    handoff: str = option("arrays", "how the hypergraph reaches Mt-KaHyPar", choices=("arrays", "file"),
+                          cli="--handoff")
+
+
+@dataclass(frozen=True)
+class KaHyParContext:
+    """KaHyPar (a child process)."""
+
+    metric: str = option("km1", "KaHyPar's objective", choices=("km1", "cut"))
+    ini: str | None = option(None, "a KaHyPar INI file (default: generated)", kind="path", cli="--kahypar-ini")
+    quality: str = option("default", "the generated INI's quality", choices=("fast", "default"))
+    timeout: float | None = option(None, "seconds before the KaHyPar child process is killed", kind="real", unit="s",
+                                   lo_open=True)
+
+
+@dataclass(frozen=True)
+class KaMinParContext:
+    """KaMinPar (graph model)."""
+
+    cli_where: ClassVar[str] = "with --engine kaminpar"
+    context: str = option("default", "KaMinPar context", choices=_kaminpar.CONTEXTS,
+                          normalize=_kaminpar.check_context)
+    preset: str = option("default", "KaMinPar context (same as context)", choices=_kaminpar.CONTEXTS,
+                         normalize=_kaminpar.check_context)
+    threads: int = option(1, "worker threads (several: not reproducible)", lo=1, hi=_kaminpar.MAX_THREADS,
+                          cli="--threads")
+
+
+@dataclass(frozen=True)
+class StreamContext:
+    """The streaming partitioner (stream.py, Fennel / LDG)."""
+
+    method: str = option("fennel", "one-pass rule: Fennel or LDG", choices=_stream.METHODS)
+    passes: int = option(1, "passes over the rows; > 1 restreams (ReFennel / ReLDG)", unit="passes", lo=1, hi=1000)
+    balance: str = option("nnz", "part weights: row nnz (at least 1) or 1 per row", choices=_stream.BALANCES)
+    order: str = option("natural", "vertex order inside a block (random: seeded)", choices=_stream.ORDERS)
+    block_rows: int = option(_stream.DEFAULT_BLOCK_ROWS, "rows per streamed block (memory)", unit="rows", lo=1,
+                             hi=1 << 40)
+
+
+# the option groups of partition() and the engines' contexts, by the names partition() uses
+GROUP_CONTEXTS = {"planner": PlannerContext, "auto": PipelineContext, "hypergraph": HypergraphContext,
+                  "stochastic": StochasticContext, "refine": RefineContext, "hubs": HubsContext,
+                  "ownership": OwnershipContext}
+ENGINE_CONTEXTS = {"metis": MetisContext, "mtkahypar": MtKaHyParContext, "kahypar": KaHyParContext,
+                   "kaminpar": KaMinParContext, "stream": StreamContext}
+
+# options that existed for experiments only: a clear error instead of "unknown option"
+REMOVED = {
+    "select": "option select was removed: the default pipeline keeps the start with the lowest max(send, recv) "
+              "(select='volume' measured worse on the bottleneck)",
+    "km1_fm": "option km1_fm was removed: the km1 FM pass on the kept start gained <= 1 % of total volume and "
+              "raised the bottleneck; the volume round after the refinement does that work",
+    "full_updates": "option full_updates was removed: the FM passes always re-evaluate incrementally",
+    "vcycle='best'": "vcycle='best' was removed: the V-cycle runs on every start (True) or on none (False)",
+}
+
+
+# ------------------------------------------------------------------------------------ fields and schemas
+def options_of(cls) -> dict[str, dataclasses.Field]:
+    """The option fields of context ``cls`` by flat name, nested contexts included (in order)."""
+    out = {}
+    for f in fields(cls):
+        if "context" in f.metadata:
+            out.update(options_of(f.metadata["context"]))
+        else:
+            out[f.name] = f
+    return out
+
+
+def _opt(f: dataclasses.Field) -> Opt:
+    m = f.metadata
+    return Opt(f.name, m["kind"], f.default, _doc(f), m["lo"], m["hi"], m["lo_open"], m["choices"], m["none_ok"],
+               m["normalize"])
+
+
+def schema_of(cls, public: bool = False) -> dict[str, Opt]:
+    """The :class:`Opt` rows of context ``cls`` (name -> Opt), nested contexts flat; ``public``:
+    only the options ``partition()`` takes."""
+    return {name: _opt(f) for name, f in options_of(cls).items() if f.metadata["public"] or not public}
+
+
+def build(cls, values: dict, base=None):
+    """A ``cls`` context from ``values`` (flat names, already checked) over ``base`` (default:
+    the defaults). No check: for values :func:`resolve` has checked or code derives."""
+    base = cls() if base is None else base
+    changes = {}
+    for f in fields(cls):
+        inner = f.metadata.get("context")
+        if inner is not None:
+            mine = {n: v for n, v in values.items() if n in options_of(inner)}
+            if mine:
+                changes[f.name] = build(inner, mine, getattr(base, f.name))
+        elif f.name in values:
+            changes[f.name] = values[f.name]
+    return replace(base, **changes)
+
+
+def refuse_removed(options, where: str = "") -> None:
+    """One :class:`OptionError` for an option that existed for experiments only (:data:`REMOVED`)."""
+    for name in options:
+        if name in REMOVED:
+            raise OptionError(REMOVED[name] + (f" ({where})" if where else ""))
+
+
+def resolve(cls, options: dict | None = None, *, label: str, base=None):
+    """The one check of user ``options`` (flat names) for context ``cls``: every value checked
+    by its field's :class:`Opt` (an unknown name, a wrong type or range: one error naming it),
+    the context built over ``base`` (default: the defaults) and checked as a whole."""
+    options = dict(options or {})
+    refuse_removed(options)
+    schema = schema_of(cls)
+    unknown = sorted(set(options) - set(schema))
+    if unknown:
+        raise OptionError(f"{label} does not take option(s) {', '.join(unknown)}; it takes: {', '.join(schema)}")
+    ctx = build(cls, {name: schema[name].check(v, label) for name, v in options.items()}, base)
+    if isinstance(ctx, RefineContext) and ctx.max_cost is not None and ctx.objective != "total":
+        raise OptionError(f"max_cost applies to objective='total' only, got objective={ctx.objective!r}")
+    return ctx
+
+
+def flat(ctx) -> dict:
+    """A context's option values by flat name (nested contexts included)."""
+    out = {}
+    for f in fields(ctx):
+        v = getattr(ctx, f.name)
+        out.update(flat(v) if "context" in f.metadata else {f.name: v})
+    return out
+
+
+# ------------------------------------------------------------------------------------ presets
+def auto(**options) -> PipelineContext:
+    """The default pipeline (``preset="auto"``, what ``partition(graph, k)`` runs)."""
+    return resolve(PipelineContext, options, label="auto")
+
+
+def fast(**options) -> MetisContext:
+    """``preset="fast"``: METIS (these options), then the km1 V-cycle (fast.py; no options)."""
+    return resolve(MetisContext, options, label="fast")
+
+
+def quality(**options) -> MtKaHyParContext:
+    """``preset="quality"``: Mt-KaHyPar QUALITY on the hypergraph model; the refinement after it is
+    a :class:`RefineContext` (max-both, the explicit engines' work budget), its hubs a
+    :class:`HubsContext`."""
+    return resolve(MtKaHyParContext, {"preset": "QUALITY", **options}, label="mtkahypar")
+
+
+PRESETS = {"auto": auto, "fast": fast, "quality": quality}
+
+
+# ------------------------------------------------------------------------------------ CLI and docs
+def _all_contexts():
+    seen = {}
+    for group, cls in list(GROUP_CONTEXTS.items()) + list(ENGINE_CONTEXTS.items()):
+        seen.setdefault(cls, group)
+    return [(group, cls) for cls, group in seen.items()]
+
+
+def _fmt(v) -> str:
+    return "none" if v is None else f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def cli_options() -> dict[str, str]:
+    """``partplan partition`` flag -> the ``partition()`` option it sets (from the fields' ``cli``)."""
+    out = {}
+    for _, cls in _all_contexts():
+        for name, f in options_of(cls).items():
+            if f.metadata["cli"]:
+                out.setdefault(f.metadata["cli"], name)
+    return out
+
+
+def cli_fields(flag: str) -> list:
+    """(context, field) of every option ``partplan partition FLAG`` sets, in the contexts' order."""
+    return [(owner, f) for _, cls in _all_contexts() for owner in _owners(cls) for f in fields(owner)
+            if f.metadata.get("cli") == flag]
+
+
+def cli_help(flag: str) -> str:
+    """The help of ``partplan partition FLAG``: the field's help and unit, and its default in every
+    context that takes it (the pipeline's and the refinement's ``--volume-tolerance`` differ)."""
+    rows = [(_where(owner), f) for owner, f in cli_fields(flag)]
+    if not rows:
+        raise KeyError(flag)
+    if len({f.metadata["help"] for _, f in rows}) == 1:
+        if len({_fmt(f.default) for _, f in rows}) == 1:
+            return _doc(rows[0][1]) + _said_default(rows[0][1], "; default {}")
+        defaults = ", ".join(dict.fromkeys(f"{_fmt(f.default)} {where}".strip() for where, f in rows))
+        return f"{_doc(rows[0][1])}; default {defaults}"
+    return "; ".join(f"{where}: {_doc(f)}{_said_default(f, ' (default {})')}" for where, f in rows)
+
+
+def _said_default(f, form: str) -> str:
+    """``form`` with the field's default, or nothing when the help already says what None means."""
+    if f.default is None and ("None" in f.metadata["help"] or "default" in f.metadata["help"]):
+        return ""
+    return form.format(_fmt(f.default))
+
+
+def _where(cls) -> str:
+    return getattr(cls, "cli_where", "")
+
+
+def _doc(f) -> str:
+    m = f.metadata
+    return m["help"] if not m["unit"] or m["unit"] in m["help"] else f"{m['help']} ({m['unit']})"
+
+
+def options_table() -> str:
+    """Every option of every context as one markdown table (option, context, default, unit,
+    accepted values, CLI flag, description), from the fields' metadata."""
+    lines = ["| option | context | default | unit | accepted | CLI | description |",
+             "|---|---|---|---|---|---|---|"]
+    done = set()
+    for ctx in (PipelineContext, RefineContext, PlannerContext, HypergraphContext, StochasticContext, HubsContext,
+                OwnershipContext, *ENGINE_CONTEXTS.values()):
+        for owner in _owners(ctx):
+            for f in fields(owner):
+                if "context" in f.metadata or (owner, f.name) in done:
+                    continue
+                done.add((owner, f.name))
+                lines.append(_table_row(owner, f))
+    return "\n".join(lines) + "\n"
+
+
+def _table_row(owner, f) -> str:
+    o, m = _opt(f), f.metadata
+    accepted = m["accepted"] or o.accepted() + (", None" if m["none_ok"] and o.kind != "any" else "")
+    return (f"| `{f.name}` | {owner.__name__} | `{_fmt(f.default)}` | {m['unit']} | {accepted} | "
+            f"{'`' + m['cli'] + '`' if m['cli'] else ''} | {m['help'].replace('|', '/')} |")
+
+
+
+def _owners(cls):
+    """``cls`` and its nested contexts, depth first."""
+    yield cls
+    for f in fields(cls):
+        if "context" in f.metadata:
+            yield from _owners(f.metadata["context"])
+
+
+__all__ = ["BudgetContext", "FMContext", "HubsContext", "HypergraphContext", "KaHyParContext", "KaMinParContext",
+           "MetisContext", "MtKaHyParContext", "Opt", "OwnershipContext", "PRESETS", "PipelineContext",
+           "PlannerContext", "REMOVED", "RefineContext", "StartsContext", "StochasticContext", "StreamContext",
+           "auto", "build", "cli_help", "cli_options", "fast", "flat", "option", "options_table", "quality",
+           "resolve", "schema_of"]
