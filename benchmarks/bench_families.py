@@ -49,7 +49,7 @@ peer is printed under the summary.
 
 Two wall ratios vs METIS: "×METIS wall" (API) is ``partition()`` in one warm
 process (compiled kernels loaded once, outside the timings); "×METIS CLI" is
-what the issue's target counts: each of ``partplan partition G.npz -k K -o
+what the time target counts: each of ``partplan partition G.npz -k K -o
 x.part.K`` (the default) and ``partplan partition G.npz -k K --engine metis
 --model graph -o x.part.K`` run as a fresh subprocess (process start, imports,
 numba cache loads, the same read of the same .npz written once per graph,
