@@ -1,16 +1,16 @@
 #!/usr/bin/env python
-"""Peak memory of the single-process plan build vs the distributed one (issue 22).
+"""Peak memory of the single-process plan build vs the distributed one.
 
 Writes an R-MAT graph as a chunked graph (partplan.datasets.chunked_gen, never
 whole in memory), a random partition into p parts (.npy), then
 
 * single: a fresh process reads the graph (read_chunked), build_plan, write_plan;
-* distributed: p processes (python -m partplan.plan.distbuild, gloo) build the
-  same plan from the chunks;
+* distributed: p processes (the plan-build job, partplan.jobs.build, gloo)
+  build the same plan from the chunks;
 
 and prints wall time and peak RSS (VmHWM, reset per stage via
 /proc/self/clear_refs where allowed) per stage and per rank, the ratio of the
-largest per-rank peak to the single-process peak (issue target at scale 22:
+largest per-rank peak to the single-process peak (target at scale 22:
 <= 0.35), and whether the two plans are byte-identical (created left out).
 
 Usage: python benchmarks/scale_dist_build.py [--scale 18] [--nprocs 4] [--chunks 16] [--json OUT]
@@ -34,12 +34,11 @@ import numpy as np
 SINGLE = r"""
 import json, sys, time
 import numpy as np
-from partplan.plan.distbuild import _Stages
+from partplan.plan.distbuild import Stages
 from partplan.io.chunked import read_chunked
 from partplan.plan import build_plan, write_plan
 graph, part, k, out, res = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
-st = _Stages()
-import partplan.plan.distbuild  # same imports as a rank, but no torch
+st = Stages()
 st.start("read"); g = read_chunked(graph); p = np.load(part); st.stop()
 st.start("build"); plan = build_plan(g, p, k, f=128); st.stop()
 st.start("write"); write_plan(plan, out, created=False); st.stop()
@@ -60,7 +59,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workdir", help="keep the graph and plans here (default: a temporary dir, removed)")
     a = ap.parse_args(argv)
     from partplan.datasets.chunked_gen import rmat_chunked
-    from partplan.plan.distbuild import launch_local
+    from partplan.jobs.build import build_distributed
 
     work = Path(a.workdir or tempfile.mkdtemp(prefix="scale-dist-build-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -80,8 +79,8 @@ def main(argv=None) -> int:
     single = json.loads((work / "single.json").read_text())
 
     t = time.perf_counter()
-    dist = launch_local(gp, work / "part.npy", a.nprocs, work / "dist.plan", f=128, created=False,
-                        timeout_s=3000)
+    dist = build_distributed(gp, work / "part.npy", a.nprocs, work / "dist.plan", f=128, created=False,
+                             timeout_s=3000)
     t_dist = time.perf_counter() - t
 
     files = sorted(os.listdir(work / "single.plan"))
@@ -103,9 +102,9 @@ def main(argv=None) -> int:
         row = {s["stage"]: s["peak_rss_bytes"] / MiB for s in r["stages"]}
         print(f"  {r['rank']:>4} {r['baseline_rss_bytes'] / MiB:9.1f}" + "".join(f"{row.get(x, float('nan')):10.1f}" for x in stages)
               + f"{r['peak_rss_bytes'] / MiB:10.1f}")
-    print(f"  seconds (rank 0): " + ", ".join(f"{s['stage']} {s['seconds']:.2f}" for s in dist["stages"]))
+    print("  seconds (rank 0): " + ", ".join(f"{s['stage']} {s['seconds']:.2f}" for s in dist["stages"]))
     print(f"\nmax per-rank peak / single-process peak = {per_rank_peak / MiB:.1f} / "
-          f"{single['peak_rss_bytes'] / MiB:.1f} MiB = {ratio:.3f}  (issue target at scale 22: <= 0.35)")
+          f"{single['peak_rss_bytes'] / MiB:.1f} MiB = {ratio:.3f}  (target at scale 22: <= 0.35)")
     base = max(r["baseline_rss_bytes"] for r in dist["per_rank"])
     print(f"without the import baseline (torch + gloo on the ranks): "
           f"{(per_rank_peak - base) / MiB:.1f} / {(single['peak_rss_bytes'] - single['baseline_rss_bytes']) / MiB:.1f}"

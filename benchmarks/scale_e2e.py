@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""End-to-end run past one process's memory (issue 22): generate → partition →
+"""End-to-end run past one process's memory: generate → partition →
 distributed plan build → volume figures, with wall time and peak RSS per stage.
 
 Stages (each timed; peak RSS = ``VmHWM``, reset per stage through
@@ -11,7 +11,7 @@ Stages (each timed; peak RSS = ``VmHWM``, reset per stage through
 2. **partition** — :func:`partplan.partition.stream.stream_partition`
    (Fennel, 3 passes: one stream + 2 restreams; O(n + k) state) into ``k``
    parts, saved as ``part.npy``.
-3. **plan** — :func:`partplan.plan.distbuild.launch_local`: the 1D plan of k
+3. **plan** — :func:`partplan.jobs.build.build_distributed`: the 1D plan of k
    ranks built by N ≤ k gloo processes (each builds a contiguous run of
    ranks; each reports its own per-stage peak RSS).
 4. **volume** — the plan's figures read from its manifest (``stats``: total
@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -63,13 +62,13 @@ class Stages:
     """Wall time (s) and peak RSS (bytes, VmHWM of this process) per stage."""
 
     def __init__(self):
-        from partplan.plan.distbuild import _reset_peak, current_rss_bytes
+        from partplan._memory import current_rss_bytes, reset_peak as _reset_peak
         self.rows: list[dict] = []
         self.baseline = current_rss_bytes()
         self.resettable = _reset_peak()
 
     def run(self, name: str, fn, *a, **kw):
-        from partplan.plan.distbuild import _reset_peak, peak_rss_bytes
+        from partplan._memory import peak_rss_bytes, reset_peak as _reset_peak
         if self.resettable:
             _reset_peak()
         t = time.perf_counter()
@@ -217,7 +216,7 @@ def main(argv=None) -> int:
     from partplan.datasets.chunked_gen import rmat_chunked
     from partplan.io.chunked import chunk_info
     from partplan.partition.stream import stream_partition
-    from partplan.plan.distbuild import launch_local
+    from partplan.jobs.build import build_distributed
 
     base = Path(a.workdir) if a.workdir else Path(tempfile.gettempdir())
     disk = _disk_check(base, a.scale)
@@ -245,7 +244,7 @@ def main(argv=None) -> int:
         st.run("partition", partition)
 
         log(f"[3/4] distributed plan build, {a.nprocs} processes")
-        build = st.run("plan", launch_local, gp, work / "part.npy", a.k, work / "plan.plan",
+        build = st.run("plan", build_distributed, gp, work / "part.npy", a.k, work / "plan.plan",
                        nprocs=a.nprocs, timeout_s=a.timeout, f=128)
         st.rows[-1]["builder_peak_rss_bytes"] = [r["peak_rss_bytes"] for r in build["per_rank"]]
 

@@ -8,10 +8,16 @@ a PyG ``node_map.pt``, a CAGNET ``.part-sizes`` file, or a partition saved by
 per vertex; ``-k`` is the number of ranks (default: the file's row blocks
 times the layout's replication).
 
+With ``--nprocs N`` on a chunked graph directory, N processes build the 1D
+plan together (the ``plan-build`` job, :mod:`partplan.jobs.build`); started
+by torchrun on a chunked graph, the same command is one of those processes.
+
 Examples::
 
     partplan plan graph.mtx --partition graph.part.16 -o g16.plan
     partplan plan email-Enron --partition p.npy --layout 1.5d:2 -o e.plan --json
+    partplan plan rmat22.chunked --partition part.npy -k 64 -o r.plan --nprocs 2
+    torchrun --nproc-per-node 4 -m partplan plan rmat22.chunked --partition part.npy -k 4 -o r.plan
 """
 from __future__ import annotations
 
@@ -79,7 +85,7 @@ def run(args) -> int:
     from ._topology import TopologyOptions
     topts = TopologyOptions(args, layout=args.layout)  # checked before the graph is read
     topts.check_ranks(args.k)
-    if args.nprocs is not None:
+    if args.nprocs is not None or _under_torchrun_chunked(args.graph):
         return _run_distributed(args, out)
     graph = load_graph(args.graph, symmetrize=args.symmetrize)
     src = _read(args, graph)
@@ -110,9 +116,20 @@ def run(args) -> int:
     return 0
 
 
+def _under_torchrun_chunked(graph: str) -> bool:
+    """Started by torchrun on a chunked graph: this process is one of the
+    distributed build's (``torchrun --nproc-per-node N -m partplan plan DIR ...``)."""
+    from partplan.runtime.launch import under_torchrun
+    if not under_torchrun():
+        return False
+    from partplan.io.chunked import is_chunked
+    return is_chunked(graph)
+
+
 def _run_distributed(args, out: Path) -> int:
-    """``--nprocs N``: :func:`partplan.plan.distbuild.launch_local` on a chunked
-    graph (1D layout; the plan is byte-identical to the one-process build)."""
+    """``--nprocs N`` (or torchrun's processes): the ``plan-build`` job
+    (:func:`partplan.jobs.build.build_distributed`) on a chunked graph (1D
+    layout; the plan is byte-identical to the one-process build)."""
     from partplan.errors import PlanError
     from partplan.io.chunked import is_chunked
     from partplan.layouts import layout_class
@@ -129,20 +146,23 @@ def _run_distributed(args, out: Path) -> int:
         raise PlanError(f"--nprocs builds 1d plans only (got --layout {args.layout}); build 1.5d/2d plans "
                         f"without --nprocs")
     from partplan.io.chunked import chunk_info
-    from partplan.plan.distbuild import launch_local, partition_ranks
+    from partplan.jobs.build import build_distributed
+    from partplan.plan.distbuild import partition_ranks
     # ranks: -k, else max(part) + 1 as the one-process build defaults them
     k = args.k if args.k is not None else partition_ranks(args.partition, chunk_info(args.graph).n)
-    if args.nprocs > k:
+    if args.nprocs is not None and args.nprocs > k:
         raise PlanError(f"--nprocs {args.nprocs} exceeds the plan's ranks ({k}"
                         f"{' from -k' if args.k is not None else ' = max part id + 1'}): use --nprocs <= {k} "
                         f"(each process builds one or more whole ranks)")
     backward = {"auto": None, "separate": True, "none": False}[args.backward]
-    res = launch_local(args.graph, args.partition, k, out, nprocs=args.nprocs, f=args.features, dtype=args.dtype,
-                       meta={"partition_file": str(args.partition)}, backward=backward)
+    res = build_distributed(args.graph, args.partition, k, out, nprocs=args.nprocs, f=args.features,
+                            dtype=args.dtype, meta={"partition_file": str(args.partition)}, backward=backward)
+    if res is None:  # not process 0 under torchrun
+        return 0
     if args.json:
         print(json.dumps(res, indent=1, default=str))
     else:
-        print(f"wrote {out}: layout 1d on {k} ranks, built by {args.nprocs} processes", file=sys.stderr)
+        print(f"wrote {out}: layout 1d on {k} ranks, built by {res['processes']} processes", file=sys.stderr)
     return 0
 
 

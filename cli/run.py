@@ -9,6 +9,8 @@ same command runs as one rank of that job::
     torchrun --nproc-per-node 4 -m partplan run spmm g.plan --json
 
 ``--backend local`` runs every rank in this process (LocalComm, exact).
+``graph500`` generates, partitions and plans its graph here first
+(:mod:`partplan.cli._graph500`); the job runs the searches on that plan.
 ``--kernels`` / ``--device`` pick the local compute and where buffers live;
 the JSON report names both.
 """
@@ -22,4 +24,6 @@ def register(subparsers) -> None:
                               description="Execute plans on torch.distributed (or every rank in this process).")
     sub = p.add_subparsers(dest="job", metavar="JOB")
     add_job_commands(sub, "run")
+    from partplan.cli._graph500 import run_graph500
+    sub.choices["graph500"].set_defaults(func=run_graph500)  # Graph500's set-up happens here, above the jobs
     p.set_defaults(func=lambda args: (p.print_help(), 1)[1])

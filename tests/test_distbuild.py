@@ -1,9 +1,10 @@
-"""Distributed 1D plan build (issue 22, partplan/plan/distbuild.py): the plan
-written by N gloo processes, each reading only its chunks, must be byte-
-identical to the single-process build_plan + write_plan (created=False), on
-the golden plans' graphs, email-Enron, R-MAT 12 and R-MAT 18, at k = 2, 4 and 8
-plan ranks with N = k processes (p = 2 and 4) and N < k (each process builds several ranks:
-k = 4 / N = 2, k = 8 / N = 3, and N = 1 in-process through SelfComm)."""
+"""Distributed 1D plan build (the plan-build job, partplan/jobs/build.py over
+partplan/plan/distbuild.py): the plan written by N gloo processes, each
+reading only its chunks, must be byte-identical to the single-process
+build_plan + write_plan (created=False), on the golden plans' graphs,
+email-Enron, R-MAT 12 and R-MAT 18, at k = 2, 4 and 8 plan ranks with N = k
+processes (p = 2 and 4) and N < k (each process builds several ranks: k = 4 /
+N = 2, k = 8 / N = 3, and N = 1 in-process through a one-rank LocalComm)."""
 from __future__ import annotations
 
 import filecmp
@@ -20,7 +21,17 @@ from partplan.io.chunked import write_chunked
 from partplan.plan import build_plan, load_plan, write_plan
 
 pytest.importorskip("torch")
-from partplan.plan.distbuild import SelfComm, build_plan_distributed, launch_local  # noqa: E402
+from partplan.jobs.build import build_distributed, build_plan_distributed  # noqa: E402
+from partplan.runtime.comm import LocalComm  # noqa: E402
+
+
+def SelfComm():
+    """The comm of one process that builds every rank."""
+    return LocalComm(1, [])
+
+
+def launch_local(gp, part, k, out, **kw):
+    return build_distributed(gp, part, k, out, **kw)
 
 ROOT = Path(__file__).resolve().parents[1] / "plans"
 spec = importlib.util.spec_from_file_location("make_golden", ROOT / "make_golden.py")
@@ -42,7 +53,7 @@ def _assert_same_dir(a: Path, b: Path):
 
 def _dist(gp, part, k, nprocs, out, **kw):
     """The distributed build with nprocs processes (N = 1: in this process
-    through SelfComm, no torch start-up); checks the per-process report."""
+    through a one-rank LocalComm, no torch start-up); checks the per-process report."""
     if nprocs == 1:
         res = build_plan_distributed(gp, part, k, out, comm=SelfComm(), f=16, created=False, **kw)
         assert res["parts"] == [0, k] and res["per_rank"][0]["parts"] == [0, k]
@@ -126,7 +137,7 @@ def test_rmat18_byte_identical_p2_p4(tmp_path):
 
 
 def test_directed_weighted_one_process_and_forced_backward(tmp_path):
-    """SelfComm (N = 1) and backward=True on a symmetric graph (separate bwd program)."""
+    """One process (N = 1) and backward=True on a symmetric graph (separate bwd program)."""
     g = _graphs()["grid4x4"]
     gp = write_chunked(g, tmp_path / "g.chunked", chunks=3)
     ref = write_plan(build_plan(g, np.zeros(g.n, int), 1, f=16, backward=True), tmp_path / "ref.plan",
@@ -144,10 +155,12 @@ def test_refusals(tmp_path):
     with pytest.raises(PlanError, match=r"3 processes for a plan of 2 ranks.*processes <= ranks"):
         launch_local(gp, np.zeros(g.n, int), 2, tmp_path / "x.plan", nprocs=3)   # before any start
 
-    class TwoComm(SelfComm):          # a 2-process communicator seen from rank 0
-        size = 2
+    class TwoComm(LocalComm):          # a 2-process communicator seen from rank 0
+        def __init__(self):
+            super().__init__(1, [])
+            self.world = 2
 
-        def allgather(self, obj):
+        def allgather_object(self, obj):
             return [obj, obj]
     with pytest.raises(PlanError, match=r"2 processes for k = 1 ranks"):
         build_plan_distributed(gp, np.zeros(g.n, int), 1, tmp_path / "x.plan", comm=TwoComm())
@@ -169,6 +182,23 @@ def test_bad_partition_stops_every_rank(tmp_path):
     with pytest.raises(PlanError, match="rank 1: .*vertex 15 has part id 9"):
         launch_local(gp, part, 2, tmp_path / "x.plan", timeout_s=120)
     assert not (tmp_path / "x.plan").exists()
+
+
+def test_dead_process_ends_the_build_with_one_error(tmp_path, monkeypatch):
+    """Process 1 is SIGKILLed at its 3rd exchange (tests/faults/sitecustomize.py):
+    the build ends with an error naming it, within the timeout, and writes no plan."""
+    import time
+    g = _graphs()["grid4x4"]
+    gp = write_chunked(g, tmp_path / "g.chunked", chunks=2)
+    faults = Path(__file__).resolve().parent / "faults"
+    rest = [os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(faults)] + rest))
+    monkeypatch.setenv("KILL_AT_EXCHANGE", "1:3:exchange_rows")
+    t0 = time.monotonic()
+    with pytest.raises(PlanError, match="distributed plan build failed: .*rank 1: killed by signal SIGKILL"):
+        launch_local(gp, np.arange(g.n) % 2, 2, tmp_path / "x.plan", timeout_s=20)
+    assert time.monotonic() - t0 < 20 + 90
+    assert not (tmp_path / "x.plan").exists() and not list(tmp_path.glob(".x.plan*"))
 
 
 def test_cli_chunked_convert_generate_and_plan_nprocs(tmp_path):

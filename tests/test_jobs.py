@@ -49,21 +49,32 @@ def test_the_registry_is_the_one_list_of_jobs():
     want_run = {"spmm", "bfs", "graph500", "pagerank", "wcc", "sssp"}
     assert set(names("run")) == want_run
     assert names("train") == ["train-gcn"] and get("train-gcn").subcommand == "gcn"
-    assert set(names()) == want_run | {"train-gcn", "topoprobe"}
+    assert set(names()) == want_run | {"train-gcn", "topoprobe", "plan-build"}
     parser = build_parser()
     assert sorted(_subcommands(parser, "run")) == sorted(j.subcommand for j in jobs("run"))
     assert _subcommands(parser, "train") == [j.subcommand for j in jobs("train")]
-    # the launched worker has no table of its own: the runtime entry runs the function it is given,
-    # the jobs' entry looks the name up in the registry
+    # the launched worker has no table of its own: it runs the function it is given (the job's run)
     import partplan.runtime.worker as rw
     src = (ROOT / "partplan/runtime/worker.py").read_text()
     assert not any(f'"{n}"' in src for n in names()), "the runtime worker names jobs"
     assert not hasattr(rw, "JOBS")
-    from partplan.jobs.worker import rank_main
     with pytest.raises(PartplanError, match="unknown job 'nope'.*bfs"):
-        rank_main({"job": "nope", "backend": "local"})
+        execute("nope", {"backend": "local"})
     for j in jobs():
         assert callable(j.run) and j.output in (None, "npy", "npz")
+
+
+def test_every_job_runs_through_one_protocol():
+    """No job launches itself: each has a module-level run(ctx, cfg) that the launched
+    workers import, and at most a prepare(cfg, nprocs, threads) of checks."""
+    from dataclasses import fields
+
+    from partplan.runtime.launch import entry_of
+    assert "start" not in {f.name for f in fields(Job)}
+    for j in jobs():
+        mod, fn = entry_of(j.run).split(":")
+        assert mod.startswith("partplan.jobs.") and fn, j.name
+        assert j.prepare is None or callable(j.prepare)
 
 
 def test_a_job_name_registers_once():
@@ -152,6 +163,24 @@ def test_no_runtime_module_imports_the_partitioner_generators_or_jobs_even_lazil
             else:
                 continue
             bad += [f"{path.relative_to(ROOT)}:{node.lineno}: {m}" for m in mods if m.startswith(FORBIDDEN)]
+    assert not bad, "\n".join(bad)
+
+
+def test_no_job_imports_the_partitioner_or_the_generators_even_lazily():
+    """Every import statement of partplan/jobs: Graph500's set-up lives in the CLI."""
+    bad = []
+    for path in sorted((ROOT / "partplan/jobs").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = ["partplan", "jobs"][:3 - node.level] if node.level else []
+                mods = [".".join(base + ([node.module] if node.module else []))]
+                mods += [f"{mods[0]}.{a.name}" for a in node.names]
+            else:
+                continue
+            bad += [f"{path.relative_to(ROOT)}:{node.lineno}: {m}" for m in mods
+                    if m.startswith(("partplan.partition", "partplan.datasets.generators"))]
     assert not bad, "\n".join(bad)
 
 

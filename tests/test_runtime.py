@@ -142,9 +142,19 @@ def _plan2(tmp_path, n=400):
     return g, write_plan(build_plan(g, part, 2), tmp_path / "f.plan")
 
 
+FAULTS = Path(__file__).resolve().parent / "faults"  # a sitecustomize that kills a worker (test-only)
+
+
+def _kill_at_exchange(monkeypatch, spec: str) -> None:
+    """Launched workers load tests/faults/sitecustomize.py: rank:N[:method] dies at its N-th exchange."""
+    rest = [os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(FAULTS)] + rest))
+    monkeypatch.setenv("KILL_AT_EXCHANGE", spec)
+
+
 def test_dead_peer_fails_every_survivor_within_the_timeout(tmp_path, monkeypatch):
     _, path = _plan2(tmp_path)
-    monkeypatch.setenv("PARTPLAN_FAULT_KILL", "1:fwd.2:4")   # rank 1 SIGKILLs itself at its 4th exchange
+    _kill_at_exchange(monkeypatch, "1:4")   # rank 1 SIGKILLs itself at its 4th exchange
     t0 = time.monotonic()
     with pytest.raises(PartplanError) as ei:
         run_spmm(path, nprocs=2, backend="gloo", f=4, repeat=50, timeout=15)

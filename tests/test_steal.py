@@ -17,7 +17,7 @@ from partplan.runtime import analytics as an
 from partplan.runtime.bfs import BfsEngine
 from partplan.runtime.comm import LocalComm
 from partplan.runtime.graph500 import BfsValidator
-from partplan.jobs.traversal import graph500_graph
+from partplan.cli._graph500 import graph500_graph
 from partplan.runtime.steal import (Balancer, OwnershipPolicy, StealConfig, cost_matrix, cut_ranges, min_per_row,
                                     reduction_tree)
 from partplan.runtime.steal_solve import round_rows, rounding_bound, solve, worker_costs

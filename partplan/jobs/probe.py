@@ -1,22 +1,22 @@
 """``topoprobe``: pairwise latency / bandwidth between the ranks, written as a
-matrix topology — :func:`~partplan.runtime.probe.run_probe`, started by
-``partplan topology probe`` (no ``run`` subcommand of its own)."""
+matrix topology — :func:`~partplan.runtime.probe.probe_config` checks the
+options, every process runs :func:`~partplan.runtime.probe.probe_rank` (the
+same work as :func:`~partplan.runtime.probe.run_probe`, which ``partplan
+topology probe`` calls); no ``run`` subcommand of its own."""
 from __future__ import annotations
 
 from .registry import Job, register
 
 
-def _start(cfg: dict, nprocs: int | None, threads: int | None) -> dict | None:
-    from ..runtime.probe import run_probe
-    return run_probe(cfg["output"], nprocs=nprocs, backend=cfg.get("backend", "gloo"), small=cfg.get("small", 8),
-                     large=cfg.get("large", 1 << 22), repeat=cfg.get("repeat", 5), timeout=cfg.get("timeout", 60.0))
+def _prepare(cfg: dict, nprocs: int | None, threads: int | None) -> dict:
+    from ..runtime.probe import probe_config
+    return probe_config(cfg, nprocs)
 
 
 def _rank(ctx, cfg: dict) -> dict | None:
-    """One launched rank: the probe worker (``cfg`` as :func:`run_probe` wrote it)."""
-    from ..runtime.probe import probe_worker
-    return probe_worker(cfg)
+    from ..runtime.probe import probe_rank
+    return probe_rank(ctx, cfg)
 
 
 register(Job(name="topoprobe", command=None, help="measure pairwise latency and bandwidth (topology probe)",
-             run=_rank, start=_start))
+             prepare=_prepare, run=_rank))

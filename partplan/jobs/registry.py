@@ -2,14 +2,19 @@
 train``, the launched workers and the docs read.
 
 A :class:`Job` is a name, its command-line arguments, how its arguments
-become a JSON-able config, the function one process runs on a
-:class:`~partplan.runtime.launch.WorkerContext` and how its report is shown.
-Jobs register themselves when their family module is imported
+become a JSON-able config, the checks made before any process starts
+(``prepare``), the function every process runs on a
+:class:`~partplan.runtime.launch.WorkerContext` (``run``) and how its report
+is shown. Every job runs the same way (:func:`partplan.jobs.execute`):
+``prepare`` in the calling process, then ``run(ctx, cfg)`` on every process
+of the job through :func:`partplan.runtime.launch.start` (here with the
+local backend, on launched processes, or as one rank under torchrun). Jobs
+register themselves when their family module is imported
 (``register(Job(...))``); :data:`FAMILIES` lists those modules.
 
 Adding a job: write ``partplan/jobs/<family>.py`` with the job's ``run`` and
 ``register(Job(...))``, and add the module's name to :data:`FAMILIES`
-(docs/runtime.md, "Adding a job").
+(docs/design/runtime.md, "Adding a job").
 """
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ from typing import Callable
 from ..errors import PartplanError
 
 # family modules of this package, each registering its jobs on import (one line per family)
-FAMILIES: tuple[str, ...] = ("spmm", "traversal", "analytics", "train", "probe")
+FAMILIES: tuple[str, ...] = ("spmm", "traversal", "analytics", "train", "probe", "build")
 
 OUTPUT_KINDS = (None, "npy", "npz")
 _SKIP = frozenset({"func", "job_name", "command", "job", "model", "json"})
@@ -56,10 +61,10 @@ class Job:
     name : ``cfg["job"]`` and the subcommand (:attr:`subcommand`: ``partplan <command> <name>``).
     help : one line for the command's list; ``description`` / ``examples``
         fill its ``--help``.
-    run : ``run(ctx, cfg) -> report | None`` — the work of the ranks this
-        process holds (all of them on the local backend, one under
-        torch.distributed); the leader (rank 0) returns the report, the
-        others None.
+    run : ``run(ctx, cfg) -> report | None`` — a module-level function: the
+        work of the ranks this process holds (all of them on the local
+        backend, one under torch.distributed); the leader (rank 0) returns
+        the report, the others None.
     add_arguments : adds the job's options to its argparse parser (the
         shared ``--nprocs/--backend/--timeout/--threads`` and ``--json`` are
         added by :mod:`partplan.jobs.args` / the CLI).
@@ -69,10 +74,11 @@ class Job:
     problem : report -> a line for stderr when the run went wrong (exit 1), else None.
     output : the kind of the job's ``--output`` file: "npy", "npz" or None.
     command : the CLI command the job sits under ("run", "train"), or None
-        when another command starts it (``topology probe``).
-    start : optional ``start(cfg, nprocs, threads) -> report | None`` for a
-        job whose runtime API checks and launches it itself (spmm, train-gcn,
-        topoprobe); default :func:`partplan.jobs.worker.execute`.
+        when another command starts it (``topology probe``, ``plan --nprocs``).
+    prepare : optional ``prepare(cfg, nprocs, threads) -> cfg``, run once in
+        the calling process before any process starts: every check that can
+        fail early (the plan, the inputs, the process count), and the config
+        the processes get (keys it does not know kept).
     """
 
     name: str
@@ -86,7 +92,7 @@ class Job:
     command: str | None = "run"
     description: str = ""
     examples: str = ""
-    start: Callable | None = field(default=None)
+    prepare: Callable[[dict, int | None, int | None], dict] | None = field(default=None)
 
     @property
     def subcommand(self) -> str:

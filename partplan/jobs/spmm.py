@@ -1,7 +1,8 @@
 """``spmm``: ``Z = A @ H`` (or ``A^T @ G``) from a plan, measured — the
-runtime's :func:`~partplan.runtime.spmm.run_spmm` (it checks the plan and
-the features, then launches :func:`~partplan.runtime.spmm.spmm_worker` on
-each rank, which opens the shared worker context)."""
+runtime's :func:`~partplan.runtime.spmm.spmm_config` checks the plan and the
+features before any process starts, and every process runs
+:func:`~partplan.runtime.spmm.spmm_rank` (the same work as
+:func:`~partplan.runtime.spmm.run_spmm`)."""
 from __future__ import annotations
 
 from .args import job_config, nonneg_int, positive_int
@@ -47,19 +48,14 @@ def _configure(args) -> dict:
     return cfg
 
 
-def _start(cfg: dict, nprocs: int | None, threads: int | None) -> dict | None:
-    from ..runtime.spmm import run_spmm
-    return run_spmm(cfg["plan"], nprocs=nprocs, backend=cfg["backend"], features=cfg.get("features"),
-                    f=cfg.get("f", 16), seed=cfg.get("seed", 0), dtype=cfg.get("dtype"), output=cfg.get("output"),
-                    repeat=cfg.get("repeat", 5), warmup=cfg.get("warmup", 1), compare=cfg.get("compare", ()),
-                    kernels=cfg.get("kernels", "auto"), device=cfg.get("device"), overlap=cfg.get("overlap", "on"),
-                    timeout=cfg.get("timeout", 60.0), program=cfg.get("program", "forward"), threads=threads)
+def _prepare(cfg: dict, nprocs: int | None, threads: int | None) -> dict:
+    from ..runtime.spmm import spmm_config
+    return spmm_config(cfg, nprocs)
 
 
 def _rank(ctx, cfg: dict) -> dict | None:
-    """One launched rank: the runtime's worker (``cfg`` as :func:`run_spmm` wrote it)."""
-    from ..runtime.spmm import spmm_worker
-    return spmm_worker(cfg)
+    from ..runtime.spmm import spmm_rank
+    return spmm_rank(ctx, cfg)
 
 
 register(Job(
@@ -70,4 +66,5 @@ register(Job(
              "  partplan run spmm g.plan --nprocs 2 --features H.npy --output Z.npy\n"
              "  partplan run spmm g.plan --backend local --kernels torch --device cuda --json\n"
              "  torchrun --nproc-per-node 4 -m partplan run spmm g.plan --json",
-    add_arguments=_arguments, configure=_configure, run=_rank, start=_start, render=render_keys, output="npy"))
+    add_arguments=_arguments, configure=_configure, prepare=_prepare, run=_rank, render=render_keys,
+    output="npy"))

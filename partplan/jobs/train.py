@@ -1,7 +1,8 @@
 """``train gcn``: full-batch (or sampled mini-batch) GCN training from a plan
-— the :func:`~partplan.nn.train.train_gcn` API (it checks the plan, the
-data and the options, then launches :func:`~partplan.nn.train.train_worker`
-on each rank, which opens the shared worker context)."""
+— :func:`~partplan.nn.train.train_config` checks the plan, the data and the
+options before any process starts, and every process runs
+:func:`~partplan.nn.train.train_rank` (the same work as
+:func:`~partplan.nn.train.train_gcn`)."""
 from __future__ import annotations
 
 from .args import job_config, nonneg_float, positive_int
@@ -48,18 +49,14 @@ def _configure(args) -> dict:
     return cfg
 
 
-def _start(cfg: dict, nprocs: int | None, threads: int | None) -> dict | None:
-    from ..nn.train import train_gcn
-    kw = {k: cfg.get(k) for k in _ARGS[1:] if cfg.get(k) is not None}
-    return train_gcn(cfg["plan"], nprocs=nprocs, backend=cfg["backend"], timeout=cfg.get("timeout", 60.0),
-                     threads=threads, kernels=cfg.get("kernels", "auto"), device=cfg.get("device"),
-                     progress=bool(cfg.get("progress")), **kw)
+def _prepare(cfg: dict, nprocs: int | None, threads: int | None) -> dict:
+    from ..nn.train import train_config
+    return train_config(cfg, nprocs, threads)
 
 
 def _rank(ctx, cfg: dict) -> dict | None:
-    """One launched rank: the training worker (``cfg`` as :func:`train_gcn` wrote it)."""
-    from ..nn.train import train_worker
-    return train_worker(cfg)
+    from ..nn.train import train_rank
+    return train_rank(ctx, cfg)
 
 
 def _render(rep: dict) -> str:
@@ -76,4 +73,4 @@ register(Job(
              "  partplan train gcn pb.plan --nprocs 4 --data pb.npz --epochs 200 --json\n"
              "  partplan train gcn g.plan --nprocs 2 --random-features 64 --classes 8 --epochs 20\n"
              "  partplan train gcn g.plan --nprocs 2 --data D.npz --sampler neighbor:512:10,5 --epochs 5",
-    add_arguments=_arguments, configure=_configure, run=_rank, start=_start, render=_render))
+    add_arguments=_arguments, configure=_configure, prepare=_prepare, run=_rank, render=_render))

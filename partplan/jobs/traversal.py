@@ -1,26 +1,22 @@
 """Traversal jobs: ``bfs`` (on a plan directory) and ``graph500`` (Graph500
-kernels 1 and 2: generate a Kronecker graph, partition it, plan it in
-memory, then the same searches).
+kernel 2, the searches, on the graph and plan of kernel 1).
 
 The searches run :class:`~partplan.runtime.bfs.BfsEngine` on the plan's
 program of ``A^T``; every parent tree is checked by the five Graph500 checks
 (:mod:`partplan.runtime.graph500`) against the input edges; TEPS are
-harmonic means over the valid searches. Graph500's set-up (generation by
-:func:`partplan.datasets.generators.rmat_edges`, partitioning by
-:mod:`partplan.partition`) lives here, above the runtime, which only reads
-the plan it is given.
+harmonic means over the valid searches. Graph500's set-up — the Kronecker
+generator, the partitioner, the plan — is no job's: the CLI prepares it
+(:mod:`partplan.cli._graph500`) and the job gets the plan directory
+(``cfg["plan"]``) and the Kronecker tuples (``cfg["graph500"]["edges"]``).
 """
 from __future__ import annotations
 
-import hashlib
-import time
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import PlanError
 from ..layouts import layout_class, parse_layout
-from ..program.plan import Plan, manifest_groups
 from .args import nonneg_float, positive_int
 from .common import (add_output_option, add_plan_options, atomic_save, base_report, checked_output, family_totals,
                      plan_inputs, precheck_plan, progress, render_footer, render_header, resolved_kernels)
@@ -46,61 +42,27 @@ def plan_edges(manifest: dict, shards) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return r, c, (np.concatenate(ds) if ds else None)
 
 
-def graph500_graph(scale: int, edgefactor: int = 16, seed: int = 0):
-    """(tuples src, dst, Graph) of Graph500 kernel 1: the Kronecker tuples
-    (self loops and duplicates kept, for validation and TEPS) and the
-    undirected graph built from them (deduplicated, no self loops)."""
-    from ..datasets.generators import rmat_edges
-    from ..graph import Graph
-    src, dst = rmat_edges(scale, edgefactor, seed=seed)
-    g = Graph.from_edges(src, dst, n=1 << scale, symmetrize=True, self_loops="remove",
-                         name=f"graph500-s{scale}-e{edgefactor}")
-    return src, dst, g
-
-
-def graph500_plan(g, nprocs: int, layout: str = "1d", partition: str = "metis", seed: int = 0) -> Plan:
-    """Partition ``g`` (``metis``, ``block`` or a partition file) for ``nprocs``
-    ranks and build the plan in memory (f = 1, float64)."""
-    from ..plan.builder import build_plan
-    lay = parse_layout(layout, nprocs)
-    if partition == "block":
-        part = (np.arange(g.n, dtype=np.int64) * lay.row_blocks) // max(g.n, 1)
-    elif partition == "metis":
-        from ..partition.api import partition as run_partition
-        part = run_partition(g, nprocs, model="graph", backend="metis", layout=lay.spec, seed=seed,
-                             stats=False).part
-    else:
-        from ..plan.partitions import read_partition_file
-        P = read_partition_file(partition, g)
-        if P.ranks != nprocs:
-            raise PlanError(f"{partition}: the partition is for {P.ranks} ranks, not --nprocs {nprocs}")
-        part = P.part
-    return build_plan(g, np.asarray(part, dtype=np.int64), nprocs, layout=lay, f=1, dtype="float64")
-
-
 def _graph500_inputs(ctx, cfg: dict):
-    """(manifest, shards, comm, validation input) of a Graph500 run: every
-    process generates the tuples, partitions and plans (deterministic; checked
-    equal across ranks)."""
+    """(manifest, shards, comm, validation input) of a Graph500 run: the plan
+    the CLI prepared and the Kronecker tuples (every rank draws the search
+    keys from them). Under torchrun every process prepared its own plan: they
+    must hold the same partition (checked, not assumed)."""
     gp = cfg["graph500"]
-    t0 = time.perf_counter()
-    src, dst, g = graph500_graph(int(gp["scale"]), int(gp.get("edgefactor", 16)), int(gp.get("seed", 0)))
-    progress(cfg, ctx.leader, f"generated {src.size:,} tuples, n = {g.n:,} ({time.perf_counter() - t0:.1f} s)")
-    t0 = time.perf_counter()
-    nprocs = int(gp["nprocs"]) if ctx.local else int(ctx.world)
-    plan = graph500_plan(g, nprocs, gp.get("layout", "1d"), gp.get("partition", "metis"), int(gp.get("seed", 0)))
-    progress(cfg, ctx.leader, f"partitioned ({gp.get('partition', 'metis')}) and planned {plan.manifest['layout']} "
-                              f"on {plan.p} ranks ({time.perf_counter() - t0:.1f} s)")
-    m = plan.manifest
-    comm = ctx.comm(manifest_groups(m), int(m["ranks"]))
+    if not cfg.get("plan") or not gp.get("edges"):
+        raise PlanError("graph500 runs on a prepared plan and its Kronecker tuples (cfg['plan'], "
+                        "cfg['graph500']['edges']): start it with `partplan run graph500`, which generates, "
+                        "partitions and plans the graph (partplan.cli._graph500.prepared)")
+    m, shards, comm = plan_inputs(ctx, cfg)
     if not ctx.local:  # every rank must have built the same plan (checked, not assumed)
-        h = float(int(hashlib.sha1(plan.part.tobytes()).hexdigest()[:12], 16))
+        h = float(int(str(m["partition_file"]["sha256"])[:12], 16))
         mx = comm.allreduce_world([np.array([h])], "max")[0][0]
         sm = comm.allreduce_world([np.array([h])], "sum")[0][0]
         if mx != h or sm != h * comm.world:
             raise PlanError("the ranks built different Graph500 partitions (partitioner not deterministic "
                             "here); use --partition block or a partition file")
-    return m, ctx.mine(plan.ranks), comm, {"src": src, "dst": dst, "directed": False, "n": g.n}
+    e = Path(gp["edges"])
+    src, dst = np.load(e / "src.npy", allow_pickle=False), np.load(e / "dst.npy", allow_pickle=False)
+    return m, shards, comm, {"src": src, "dst": dst, "directed": False, "n": int(m["graph"]["n"])}
 
 
 def _plan_validation(ctx, cfg: dict, m: dict, shards) -> dict | None:
@@ -356,6 +318,9 @@ def _graph500_config(args) -> dict:
         StealConfig.from_cfg(cfg, n)
     cfg["graph500"] = {"scale": args.scale, "edgefactor": args.edgefactor, "seed": args.seed,
                        "layout": args.layout, "partition": args.partition, "nprocs": n}
+    prepared = getattr(args, "graph500_prepared", None)  # the CLI's set-up: plan directory and tuples folder
+    if prepared is not None:
+        cfg["plan"], cfg["graph500"]["edges"] = prepared
     return cfg
 
 

@@ -1,7 +1,8 @@
 """GCN training from a plan — full-batch, or mini-batch with ``sampler``
 (:mod:`partplan.nn.minibatch`): :func:`train_gcn` (p processes, gloo / NCCL,
-or p virtual ranks with ``backend="local"``) and :func:`train_worker` (one
-rank; what torchrun and ``--nprocs`` start).
+or p virtual ranks with ``backend="local"``): :func:`train_config` checks
+everything before any process starts, :func:`train_rank` is the work of one
+process (every rank here, or one rank under torchrun / ``--nprocs``).
 
 Per epoch every rank runs the model's forward (``L − 1`` planned SpMMs after
 the one-off ``Â X``), the loss on its training rows, the backward (``L − 1``
@@ -389,25 +390,28 @@ def _kernels(cfg: dict, device: str) -> str:
     return resolve(cfg.get("kernels", "auto"), device)
 
 
-# ----------------------------------------------------------------------------- local (all ranks here)
-def _run_local(cfg: dict) -> dict:
-    import torch
-    before = torch.get_num_threads()
-    if cfg.get("threads"):  # oversubscribed OpenMP threads cost 4x here (2 cores)
-        torch.set_num_threads(int(cfg["threads"]))
-    try:
-        return _run_local_inner(cfg)
-    finally:
-        torch.set_num_threads(before)
+# ----------------------------------------------------------------------------- the ranks' work
+def train_rank(ctx, cfg: dict) -> dict | None:
+    """The training of the ranks this process holds (a
+    :class:`~partplan.runtime.launch.WorkerContext`: every rank here with the
+    local backend, else one rank of torch.distributed); rank 0 returns the report."""
+    if ctx.local:
+        import torch
+        before = torch.get_num_threads()
+        if cfg.get("threads"):  # oversubscribed OpenMP threads cost 4x here (2 cores)
+            torch.set_num_threads(int(cfg["threads"]))
+        try:
+            return _train_local(ctx, cfg)
+        finally:
+            torch.set_num_threads(before)
+    return _train_rank(ctx, cfg)
 
 
-def _run_local_inner(cfg: dict) -> dict:
+def _train_local(ctx, cfg: dict) -> dict:
     from ..runtime.comm import LocalComm
-    from ..runtime.launch import WorkerContext
     from ..runtime.ops import NumpyOps, TorchOps
     plan = load_plan(cfg["plan"])
     m = plan.manifest
-    ctx = WorkerContext.open(cfg)  # local: every rank here, on cfg["device"]
     kernels = _kernels(cfg, ctx.device)
     if cfg.get("sampler") or (kernels == "native" and ctx.device == "cpu"):  # numpy buffers, scipy SpMM
         comm = LocalComm(m["ranks"], world_groups(m))
@@ -469,42 +473,42 @@ def predict(plan, model, x: np.ndarray) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- torch worker
-def train_worker(cfg: dict) -> dict | None:
+def _train_rank(ctx, cfg: dict) -> dict | None:
     """One rank of a torch.distributed training job; rank 0 returns the report."""
     import torch
 
-    from ..runtime.launch import WorkerContext
     from ..runtime.ops import TorchOps
 
     m = read_manifest(cfg["plan"])
     check_plan_for_gcn(m, cfg["plan"])
-    ctx = WorkerContext.open(cfg)  # threads, device, process group
     rank, world, device = ctx.rank, ctx.world, ctx.device
-    try:
-        comm = ctx.comm(world_groups(m), m["ranks"])
-        if cfg.get("sampler"):  # every rank holds the whole structure to sample (see nn.minibatch)
-            rep, model = _train_minibatch(load_plan(cfg["plan"]), comm, cfg)
-        else:
-            shard = load_rank(cfg["plan"], rank, manifest=m)
-            ops = TorchOps(cfg.get("dtype") or "float32", device, _OPS_KERNEL[_kernels(cfg, device)])
-            rep, model = _train(m, [shard], comm, ops, cfg, device)
-        vec = np.zeros(world)
-        vec[rank] = _rss()
-        rss = comm.allreduce_world([vec], "sum")[0]
-        if rank != 0:
-            return None
-        rep.update({"backend": ctx.backend, "device": device, "kernels": _kernels(cfg, device),
-                    "peak_rss_bytes_per_rank": [int(v) for v in rss],
-                    "torch_threads": torch.get_num_threads()})
-        if cfg.get("save"):
-            _save(model, rep, cfg)
-        ctx.write_result(cfg, rep)
-        return rep
-    finally:
-        ctx.close()
+    comm = ctx.comm(world_groups(m), m["ranks"])
+    if cfg.get("sampler"):  # every rank holds the whole structure to sample (see nn.minibatch)
+        rep, model = _train_minibatch(load_plan(cfg["plan"]), comm, cfg)
+    else:
+        shard = load_rank(cfg["plan"], rank, manifest=m)
+        ops = TorchOps(cfg.get("dtype") or "float32", device, _OPS_KERNEL[_kernels(cfg, device)])
+        rep, model = _train(m, [shard], comm, ops, cfg, device)
+    vec = np.zeros(world)
+    vec[rank] = _rss()
+    rss = comm.allreduce_world([vec], "sum")[0]
+    if rank != 0:
+        return None
+    rep.update({"backend": ctx.backend, "device": device, "kernels": _kernels(cfg, device),
+                "peak_rss_bytes_per_rank": [int(v) for v in rss],
+                "torch_threads": torch.get_num_threads()})
+    if cfg.get("save"):
+        _save(model, rep, cfg)
+    return rep
 
 
 # ----------------------------------------------------------------------------- public API
+_OPTIONS = {"backend": "gloo", "data": None, "random_features": None, "classes": None, "epochs": 200, "hidden": 16,
+            "layers": 2, "lr": 0.01, "weight_decay": 5e-4, "dropout": 0.5, "seed": 0, "dtype": "float32",
+            "save": None, "timeout": 60.0, "kernels": "auto", "device": None, "progress": False, "sampler": None,
+            "batch_size": None, "batches_per_epoch": 10, "predictions": None}
+
+
 def train_gcn(plan, *, nprocs: int | None = None, backend: str = "gloo", data=None,
               random_features: int | None = None, classes: int | None = None, epochs: int = 200,
               hidden: int = 16, layers: int = 2, lr: float = 0.01, weight_decay: float = 5e-4,
@@ -531,10 +535,30 @@ def train_gcn(plan, *, nprocs: int | None = None, backend: str = "gloo", data=No
     hop per layer), ``batch_size`` overriding the neighbor sampler's B, and
     ``batches_per_epoch`` batches per epoch (see :mod:`partplan.nn.minibatch`).
 
-    Returns the report (keys in docs/training.md); under torchrun only rank 0
-    returns it. All checks on the plan, the data and the options happen here,
-    before any process starts.
+    Returns the report (keys in docs/guide/training.md); under torchrun only
+    rank 0 returns it. All checks on the plan, the data and the options happen
+    here (:func:`train_config`), before any process starts; every process
+    then runs :func:`train_rank`.
     """
+    from ..runtime.launch import start
+    opts = {"plan": plan, "backend": backend, "data": data, "random_features": random_features, "classes": classes,
+            "epochs": epochs, "hidden": hidden, "layers": layers, "lr": lr, "weight_decay": weight_decay,
+            "dropout": dropout, "seed": seed, "dtype": dtype, "save": save, "timeout": timeout, "kernels": kernels,
+            "device": device, "progress": progress, "sampler": sampler, "batch_size": batch_size,
+            "batches_per_epoch": batches_per_epoch, "predictions": predictions}
+    cfg = train_config(opts, nprocs, threads)
+    return start(cfg, nprocs, train_rank, timeout_s=timeout, threads=threads)
+
+
+def train_config(options: dict, nprocs: int | None = None, threads: int | None = 1) -> dict:
+    """The training job's config, every check made before any process starts:
+    ``options`` holds ``plan`` and :func:`train_gcn`'s keywords (None: the
+    default); keys it does not know (``job``, ``announce``) are kept."""
+    o = {**_OPTIONS, **{k: v for k, v in options.items() if v is not None}}
+    plan, backend = o["plan"], o["backend"]
+    epochs, hidden, layers, lr, weight_decay = o["epochs"], o["hidden"], o["layers"], o["lr"], o["weight_decay"]
+    dropout, seed, dtype, data, sampler = o["dropout"], o["seed"], o["dtype"], o["data"], o["sampler"]
+    random_features, classes, batch_size = o["random_features"], o["classes"], o["batch_size"]
     if backend not in BACKENDS:
         raise PartplanError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     for name, v, lo in (("epochs", epochs, 1), ("hidden", hidden, 1), ("layers", layers, 1)):
@@ -551,12 +575,13 @@ def train_gcn(plan, *, nprocs: int | None = None, backend: str = "gloo", data=No
     m = read_manifest(plan)
     check_plan_for_gcn(m, plan)
     n = m["graph"]["n"]
-    cfg = {"job": "train-gcn", "plan": str(plan), "backend": backend, "epochs": int(epochs), "hidden": int(hidden),
-           "layers": int(layers), "lr": float(lr), "weight_decay": float(weight_decay), "dropout": float(dropout),
-           "seed": int(seed), "dtype": dtype, "timeout": float(timeout), "kernels": kernels, "device": device,
-           "progress": progress}
+    cfg = {k: v for k, v in options.items() if k not in _OPTIONS}
+    cfg.update({"job": options.get("job", "train-gcn"), "plan": str(plan), "backend": backend, "epochs": int(epochs),
+                "hidden": int(hidden), "layers": int(layers), "lr": float(lr), "weight_decay": float(weight_decay),
+                "dropout": float(dropout), "seed": int(seed), "dtype": dtype, "timeout": float(o["timeout"]),
+                "kernels": o["kernels"], "device": o["device"], "progress": o["progress"]})
     from ..runtime.launch import resolve_device
-    _kernels(cfg, resolve_device(backend, device))  # a bad kernels / device choice fails before any start
+    _kernels(cfg, resolve_device(backend, o["device"]))  # a bad kernels / device choice fails before any start
     if data is not None:
         if random_features is not None or classes is not None:
             raise DataError("--random-features / --classes make synthetic data; with --data the classes come "
@@ -572,9 +597,10 @@ def train_gcn(plan, *, nprocs: int | None = None, backend: str = "gloo", data=No
         from .minibatch import sampler_for
         if not layout_class(m["layout"]).minibatch:
             raise PlanError(f"{plan}: mini-batch training runs on 1d plans (this one is {m['layout']})")
-        if backend == "nccl" or str(device or "cpu").startswith("cuda"):
+        if backend == "nccl" or str(o["device"] or "cpu").startswith("cuda"):
             raise PlanError("mini-batch training runs on CPU (gloo or local) in this version (its exchange is "
                             "CPU-side)")
+        batches_per_epoch = o["batches_per_epoch"]
         if not isinstance(batches_per_epoch, (int, np.integer)) or batches_per_epoch < 1:
             raise PartplanError(f"batches per epoch must be >= 1, got {batches_per_epoch!r}")
         try:
@@ -584,17 +610,18 @@ def train_gcn(plan, *, nprocs: int | None = None, backend: str = "gloo", data=No
         cfg.update({"sampler": sampler, "batch_size": batch_size, "batches_per_epoch": int(batches_per_epoch)})
     elif batch_size is not None:
         raise PartplanError("--batch-size needs --sampler (mini-batch training)")
-    if save is not None:
+    if o["save"] is not None:
         from ..io.outpath import check_output_file
-        cfg["save"] = str(check_output_file(save, kind="pt"))
-    if predictions is not None:
+        cfg["save"] = str(check_output_file(o["save"], kind="pt"))
+    if o["predictions"] is not None:
         if sampler is not None:
             raise PartplanError("--predictions applies to full-batch training (no --sampler)")
         from ..io.outpath import check_output_file
-        cfg["predictions"] = str(check_output_file(predictions, kind="npy"))
+        cfg["predictions"] = str(check_output_file(o["predictions"], kind="npy"))
     if backend == "local":
         cfg["threads"] = threads
-        return _run_local(cfg)
-    from ..runtime.launch import start
-    cfg["deadline_s"] = 7 * 86400  # a dead or stuck peer fails each collective within --timeout
-    return start(cfg, nprocs, train_worker, timeout_s=timeout, threads=threads, ranks=m["ranks"], plan=plan)
+    else:
+        if nprocs is not None and nprocs != m["ranks"]:
+            raise PlanError(f"{plan}: the plan is for {m['ranks']} ranks; --nprocs {nprocs} does not match")
+        cfg["deadline_s"] = 7 * 86400  # a dead or stuck peer fails each collective within --timeout
+    return cfg

@@ -1,12 +1,19 @@
-"""Distributed plan build (issue 22): N processes build a 1D plan together,
-none of them holding the whole graph.
+"""The distributed 1D plan build: N processes build a plan together, none of
+them holding the whole graph — the plan-building computations, each on the
+arrays a process holds or received from its peers. The processes and their
+exchanges are driven by the ``plan-build`` job (:mod:`partplan.jobs.build`,
+``partplan plan --nprocs N``); nothing here communicates.
 
 Input: a chunked graph (:mod:`partplan.io.chunked`) and a partition (``.npy``
 is memory-mapped and only the slice a process needs is read; other partition
 formats are read whole by each process). Output: the same plan directory
 :func:`partplan.plan.build_plan` + :func:`partplan.plan.write_plan` write for
 that graph and partition, **byte for byte** (shards, partition file and
-manifest; ``created`` aside — pass ``created=False`` to both).
+manifest; ``created`` aside — pass ``created=False`` to both); the shards,
+partition file and manifest go through the plan store's writer
+(:func:`~partplan.plan.store.begin_plan_dir`,
+:func:`~partplan.plan.store.write_shard`,
+:func:`~partplan.plan.store.finish_plan_dir`).
 
 Coverage: layout ``1d`` with conformal ownership (H rows held on ``part``),
 ``normalize=None``, the backward program (``same_as`` forward when A equals its
@@ -19,12 +26,12 @@ Processes and plan ranks: N ≤ k processes. Process u builds the shards of a
 contiguous run of plan ranks (parts) ``[b[u], b[u+1])`` (:func:`part_bounds`:
 balanced by rows + nonzeros per part, at least one part each; every process
 computes the same map from an all-gather of k counts). With N = k it is one
-part per process; with N = 1 (:class:`SelfComm`) one process builds them all.
-Loops run over a process's parts, never over vertices or edges.
+part per process; with N = 1 one process builds them all. Loops run over a
+process's parts, never over vertices or edges.
 
-Stages, on every process u of N (all exchanges are
-``torch.distributed.all_to_all_single`` with explicit split sizes, gloo on
-CPU; counts first, then payload, in rounds of at most 256 MiB per rank):
+Stages, on every process u of N (every exchange an all-to-all-v with
+explicit split sizes, counts first, then payload, in rounds —
+``exchange_rows`` of the runtime's comm):
 
 1. **read** — the header, this process's contiguous run of chunks (balanced by
    nonzeros; rows ``[lo, hi)``) and ``part[lo:hi]``; everything checked, and the
@@ -53,47 +60,32 @@ CPU; counts first, then payload, in rounds of at most 256 MiB per rank):
    in 4 MiB blocks) and the manifest, then renames the directory into place.
 
 Every stage reports its peak RSS per process (``VmHWM``, reset between
-stages through ``/proc/self/clear_refs`` where the kernel allows it): see
-:func:`build_plan_distributed`'s result.
-
-Run it: under torchrun (``torchrun --nproc-per-node 4 -m partplan.plan.distbuild
-GRAPH --partition PART -k 64 -o OUT.plan``: 4 processes, 64 plan ranks) or on
-one machine with ``python -m partplan.plan.distbuild GRAPH --partition PART -k 64
--o OUT.plan --nprocs 2`` (:func:`launch_local`). Each process carries
-~380 MiB of torch + gloo, so use few processes (N ≤ k) on a small machine.
+stages through ``/proc/self/clear_refs`` where the kernel allows it,
+:class:`Stages`). Each process carries ~380 MiB of torch + gloo, so use few
+processes (N ≤ k) on a small machine.
 """
 from __future__ import annotations
 
-import argparse
-import datetime as _dt
-import json
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
-from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import PartitionError, PartplanError, PlanError
-from ..io.chunked import ChunkInfo, chunk_info, chunked_fingerprint, read_chunk_rows
-from ..metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, dtype_bytes
+from ..errors import PartitionError, PlanError
+from ..io.chunked import ChunkInfo, chunk_info, read_chunk_rows
+from ..metrics.cost import dtype_bytes
 from ..metrics.stats import CommStats
-from ..program.exchange import perm_by, sort_small
 from ..program.core import Program, matrix_to_pairs
-from .._memory import current_rss_bytes, peak_rss_bytes  # noqa: F401 (re-exported: the benchmarks read them here)
+from ..program.exchange import perm_by, sort_small
+from ..program.plan import RankPlan
+from ..program.schema import FORMAT, FORMAT_VERSION
+from .._memory import current_rss_bytes, peak_rss_bytes  # noqa: F401 (the benchmarks read them here)
 from .._memory import reset_peak as _reset_peak
-from ..program.schema import FORMAT, FORMAT_VERSION, MANIFEST, PARTITION_FILE, shard_name
-
-#: bytes one rank sends per all-to-all round (larger payloads go in rounds)
-ROUND_BYTES = 16 << 20
 
 
 # ----------------------------------------------------------------------------- memory
-class _Stages:
+class Stages:
     """Wall time and peak RSS of each stage of this process."""
 
     def __init__(self):
@@ -113,121 +105,18 @@ class _Stages:
                           "peak_rss_bytes": peak_rss_bytes()})
 
 
-# ----------------------------------------------------------------------------- communication
-_NP2TORCH = {np.dtype(np.int64): "int64", np.dtype(np.int32): "int32", np.dtype(np.float64): "float64"}
+_Stages = Stages  # the benchmarks' name
 
 
-class SelfComm:
-    """The one-process communicator (N = 1): every exchange returns its input."""
-
-    rank, size = 0, 1
-
-    def alltoallv(self, arr: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return np.ascontiguousarray(arr), np.asarray(counts, dtype=np.int64).copy()
-
-    def alltoallv_fill(self, fill, counts: np.ndarray, dtype) -> tuple[np.ndarray, np.ndarray]:
-        counts = np.asarray(counts, dtype=np.int64).copy()
-        out = np.empty(int(counts.sum()), dtype=dtype)
-        if out.size:
-            fill(out, 0, out.size)
-        return out, counts
-
-    def allgather(self, obj: Any) -> list:
-        return [obj]
-
-
-class TorchComm:
-    """A thin numpy layer over ``torch.distributed`` (an initialized default
-    process group or ``group``): all-to-all-v of row arrays in rounds of at
-    most :data:`ROUND_BYTES` per rank, and all-gather of small JSON-able
-    objects. Exceptions of the backend surface as PlanError naming the
-    exchange."""
-
-    def __init__(self, group=None):
-        import torch
-        import torch.distributed as dist
-        self.torch, self.dist, self.group = torch, dist, group
-        self.rank = dist.get_rank(group)
-        self.size = dist.get_world_size(group)
-
-    def _a2a(self, out, inp, osplit, isplit):
-        self.dist.all_to_all_single(out, inp, [int(x) for x in osplit], [int(x) for x in isplit],
-                                    group=self.group)
-
-    def alltoallv(self, arr: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Rows ``arr[sum(counts[:j]) : sum(counts[:j+1])]`` go to rank j; returns
-        (received rows in source-rank order, rows received from each rank)."""
-        arr = np.ascontiguousarray(arr)
-
-        def fill(dst, a, b):
-            dst[...] = arr[a:b]
-        return self._exchange(fill, counts, arr.dtype, arr.shape[1:], whole=arr)
-
-    def alltoallv_fill(self, fill, counts: np.ndarray, dtype) -> tuple[np.ndarray, np.ndarray]:
-        """As :meth:`alltoallv` of a 1-D send array that is never materialized:
-        ``fill(dst, a, b)`` writes its elements ``[a, b)`` into ``dst``; each
-        round builds only its own piece (at most :data:`ROUND_BYTES`) and the
-        received pieces go straight into the preallocated result."""
-        return self._exchange(fill, counts, np.dtype(dtype), ())
-
-    def _exchange(self, fill, counts, dtype, tail, whole=None) -> tuple[np.ndarray, np.ndarray]:
-        torch = self.torch
-        p = self.size
-        counts = np.asarray(counts, dtype=np.int64)
-        if dtype not in _NP2TORCH:
-            raise PlanError(f"internal: alltoallv of dtype {dtype}")
-        tdt = getattr(torch, _NP2TORCH[dtype])
-        rc = torch.zeros(p, dtype=torch.int64)
-        self._a2a(rc, torch.from_numpy(counts.copy()), [1] * p, [1] * p)
-        rcounts = rc.numpy().copy()
-        row_bytes = dtype.itemsize * int(np.prod(tail, dtype=np.int64)) if tail else dtype.itemsize
-        mine = max(int(counts.sum()), int(rcounts.sum())) * row_bytes
-        rounds = max(self.allgather(-(-mine // ROUND_BYTES) if mine else 1))
-        out = np.empty((int(rcounts.sum()),) + tail, dtype=dtype) if rounds > 1 else None
-        soff = np.concatenate([[0], np.cumsum(counts)])
-        roff = np.concatenate([[0], np.cumsum(rcounts)])
-        for i in range(rounds):  # loop over rounds: piece i of every segment
-            s_lo = counts * i // rounds
-            s_hi = counts * (i + 1) // rounds
-            r_lo = rcounts * i // rounds
-            r_hi = rcounts * (i + 1) // rounds
-            if rounds == 1 and whole is not None:
-                send = whole
-            else:
-                send = np.empty((int((s_hi - s_lo).sum()),) + tail, dtype=dtype)
-                at = 0
-                for j in range(p):
-                    m = int(s_hi[j] - s_lo[j])
-                    if m:
-                        fill(send[at:at + m], int(soff[j] + s_lo[j]), int(soff[j] + s_hi[j]))
-                    at += m
-            recv = torch.empty((int((r_hi - r_lo).sum()),) + tail, dtype=tdt)
-            self._a2a(recv, torch.from_numpy(send), r_hi - r_lo, s_hi - s_lo)
-            del send
-            rv = recv.numpy()
-            if rounds == 1:
-                out = rv
-            else:
-                pos = np.concatenate([[0], np.cumsum(r_hi - r_lo)])
-                for j in range(p):
-                    out[roff[j] + r_lo[j]: roff[j] + r_hi[j]] = rv[pos[j]:pos[j + 1]]
-            del recv, rv
-        return out, rcounts
-
-    def allgather(self, obj: Any) -> list:
-        res = [None] * self.size
-        self.dist.all_gather_object(res, obj, group=self.group)
-        return res
-
-
-def _agree(comm, err: str | None) -> None:
-    """Every rank raises the same PlanError when any rank has an error (so no
-    rank waits in a collective the failed one never joins)."""
-    errs = comm.allgather(err)
+def first_error(errs: list) -> str | None:
+    """The error every process raises when any has one (``errs``: one entry
+    per process, None when fine): the first, prefixed with its rank when
+    there are several processes; None when all are fine."""
     bad = [(r, e) for r, e in enumerate(errs) if e]
-    if bad:
-        r, e = bad[0]
-        raise PlanError(e if comm.size == 1 else f"rank {r}: {e}")
+    if not bad:
+        return None
+    r, e = bad[0]
+    return e if len(errs) == 1 else f"rank {r}: {e}"
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -274,6 +163,8 @@ def _segments(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 
 _GATHER_BLOCK = 1 << 20   # nonzeros gathered at a time (bounds the int64 positions)
+
+
 _READ_BLOCK_NNZ = 1 << 22  # nonzeros read from the chunk files at a time
 
 
@@ -285,8 +176,8 @@ def _row_span(vstart: np.ndarray, a: int, b: int) -> tuple[int, int, int, int]:
     return r0, r1, a - int(vstart[r0]), int(vstart[r1]) - b
 
 
-def _gather_rows_fill(src: np.ndarray, starts: np.ndarray, vstart: np.ndarray):
-    """``fill(dst, a, b)`` for :meth:`TorchComm.alltoallv_fill`: the virtual
+def gather_rows_fill(src: np.ndarray, starts: np.ndarray, vstart: np.ndarray):
+    """``fill(dst, a, b)`` for :meth:`~partplan.runtime.comm.TorchComm.exchange_fill`: the virtual
     array ``concat(src[starts[r] : starts[r] + len_r] for r)`` (len_r =
     vstart[r+1] - vstart[r]), elements [a, b), gathered in blocks."""
     def fill(dst, a, b):
@@ -360,7 +251,7 @@ def _process_rows(info: ChunkInfo, p: int) -> np.ndarray:
     return (np.arange(p + 1, dtype=np.int64) * info.n) // p
 
 
-def _read_part_slice(partition, n: int, k: int, lo: int, hi: int) -> np.ndarray:
+def read_part_slice(partition, n: int, k: int, lo: int, hi: int) -> np.ndarray:
     """part[lo:hi] as int64, checked (integers in [0, k)); ``partition`` is an
     array, a ``.npy`` path (memory-mapped, only the slice is read) or any
     other partition file (read whole, :func:`partplan.io.read_partition`)."""
@@ -408,16 +299,15 @@ def partition_ranks(partition, n: int, block: int = 1 << 22) -> int:
     as :func:`build_plan_distributed` checks them (integers ≥ 0, n entries)."""
     big = 1 << 62
     if not isinstance(partition, (str, os.PathLike)) or Path(partition).suffix.lower() != ".npy":
-        s = _read_part_slice(partition, n, big, 0, n)
+        s = read_part_slice(partition, n, big, 0, n)
         return max(int(s.max()) + 1 if s.size else 1, 1)
     top = -1
     for a in range(0, n, block):
-        s = _read_part_slice(partition, n, big, a, min(n, a + block))
+        s = read_part_slice(partition, n, big, a, min(n, a + block))
         top = max(top, int(s.max()) if s.size else -1)
     return max(top + 1, 1)
 
 
-# ----------------------------------------------------------------------------- part -> process
 def part_bounds(weight: np.ndarray, nprocs: int) -> np.ndarray:
     """int64[nprocs + 1]: process u builds the plan ranks (parts)
     ``[b[u], b[u+1])`` — contiguous runs, balanced by ``weight`` (int64[k],
@@ -436,8 +326,7 @@ def part_bounds(weight: np.ndarray, nprocs: int) -> np.ndarray:
     return c + ar
 
 
-# ----------------------------------------------------------------------------- programs of a process's parts
-def _prep(q: int, in_ids: np.ndarray, row_nnz: np.ndarray, cols: np.ndarray, need: np.ndarray,
+def prep(q: int, in_ids: np.ndarray, row_nnz: np.ndarray, cols: np.ndarray, need: np.ndarray,
           part_need: np.ndarray, k: int) -> dict:
     """Part q's halo (remote columns by owner part, then id), its recv counts
     (int64[k]), the local CSR columns ``[own rows | halo]`` and the edge cut.
@@ -462,51 +351,7 @@ def _prep(q: int, in_ids: np.ndarray, row_nnz: np.ndarray, cols: np.ndarray, nee
             "edge_cut": int(np.count_nonzero(lcol >= nl))}
 
 
-def _request_halos(comm, preps: list[dict], proc_of: np.ndarray, k: int, q_lo: int, q_hi: int
-                   ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Every part's halo requested from the owner parts' processes, in one
-    all-to-all of (owner·k + requester, id) pairs. Returns, per part r of
-    this process (q_lo ≤ r < q_hi), (requested ids grouped by requesting part
-    in ascending order, ids ascending within a part; int64[k] counts per
-    requesting part) — r's send list before mapping ids to local rows.
-
-    No argsort: a part's halo is sorted by owner, so the send order (by
-    destination process, then requesting part) is a concatenation of slices;
-    what arrives for owner q comes from ascending sources, each sending its
-    requesters in ascending order, so picking q's entries in arrival order
-    already gives them by requester, ids ascending."""
-    p = comm.size
-    kdt = np.int32 if k * k < (1 << 31) else np.int64
-    idt = np.result_type(*[pr["halo"].dtype for pr in preps]) if preps else np.dtype(np.int64)
-    pb = np.searchsorted(proc_of, np.arange(p + 1))                # parts of process j: [pb[j], pb[j+1])
-    cuts = [np.searchsorted(pr["halo_part"], pb) for pr in preps]  # halo_part ascending within a part
-    counts = np.zeros(p, dtype=np.int64)
-    ksl, isl = [np.zeros(0, kdt)], [np.zeros(0, idt)]
-    for j in range(p):                                             # loop over processes, then parts
-        for pr, c in zip(preps, cuts):
-            a, b = int(c[j]), int(c[j + 1])
-            if b > a:
-                ksl.append(pr["halo_part"][a:b].astype(kdt) * k + pr["q"])
-                isl.append(pr["halo"][a:b].astype(idt, copy=False))
-                counts[j] += b - a
-    keys = np.concatenate(ksl)
-    del ksl
-    for pr in preps:                                               # owners are in keys now
-        del pr["halo_part"]
-    gk, _ = comm.alltoallv(keys, counts)
-    del keys
-    ids = np.concatenate(isl)
-    del isl
-    gid, _ = comm.alltoallv(ids, counts)
-    del ids
-    out = []
-    for q in range(q_lo, q_hi):                                    # loop over this process's parts
-        sel = np.flatnonzero((gk >= q * k) & (gk < (q + 1) * k))
-        out.append((gid[sel], np.bincount(gk[sel] - q * k, minlength=k).astype(np.int64)))
-    return out
-
-
-def _finish(prefix: str, pr: dict, in_ids: np.ndarray, row_nnz: np.ndarray, nnz: int,
+def finish_program(prefix: str, pr: dict, in_ids: np.ndarray, row_nnz: np.ndarray, nnz: int,
             data: np.ndarray | None, req: np.ndarray, send_counts: np.ndarray) -> tuple[Program, dict]:
     """Part pr['q']'s 1D exchange program (copy, gather, alltoallv, spmm) for
     plan rank q and its counts (recv_counts, edge_cut, nnz, rows)."""
@@ -530,35 +375,7 @@ def _finish(prefix: str, pr: dict, in_ids: np.ndarray, row_nnz: np.ndarray, nnz:
                   "rows": int(nl)}
 
 
-def _part_programs(comm, prefix: str, part_of, proc_of: np.ndarray, k: int, q_lo: int, q_hi: int,
-                   n: int) -> list[tuple[Program, dict]]:
-    """The programs of this process's parts. ``part_of(i)`` (part q_lo + i)
-    returns ``in_ids``, ``row_nnz``, ``cols``, ``data`` (rows in global CSR
-    order), and ``need``/``part_need`` (sorted distinct columns, their
-    parts); parts are taken one at a time and their columns dropped once
-    renumbered (only the int32 local columns stay)."""
-    preps, keep = [], []
-    for i in range(q_hi - q_lo):     # loop over this process's parts
-        d = part_of(i)
-        preps.append(_prep(q_lo + i, d["in_ids"], d["row_nnz"], d["cols"], d["need"], d["part_need"], k))
-        keep.append((d["in_ids"], d["row_nnz"], int(d["cols"].size), d["data"]))
-        del d
-    reqs = _request_halos(comm, preps, proc_of, k, q_lo, q_hi)
-    return [_finish(prefix, pr, ids, rn, nz, dt, req, sc)
-            for pr, (ids, rn, nz, dt), (req, sc) in zip(preps, keep, reqs)]
-
-
-def _lookup_parts(comm, need: np.ndarray, bounds: np.ndarray, part_slice: np.ndarray, lo: int) -> np.ndarray:
-    """part[need] (need ascending), asked from the processes holding those rows."""
-    holder = np.searchsorted(bounds, need, side="right") - 1
-    counts = np.bincount(holder, minlength=comm.size).astype(np.int64)
-    asked, asked_counts = comm.alltoallv(need, counts)
-    answer = part_slice[asked - lo] if asked.size else np.zeros(0, np.int64)
-    got, _ = comm.alltoallv(answer, asked_counts)
-    return got
-
-
-def _distinct(c: np.ndarray, n: int) -> np.ndarray:
+def distinct(c: np.ndarray, n: int) -> np.ndarray:
     """Sorted distinct values of c (a length-n mask when cheaper than a sort)."""
     if c.size * 8 < n:
         return np.unique(c).astype(np.int64, copy=False)
@@ -567,285 +384,18 @@ def _distinct(c: np.ndarray, n: int) -> np.ndarray:
     return np.flatnonzero(seen)
 
 
-# ----------------------------------------------------------------------------- public API
-def build_plan_distributed(graph_path, partition, k: int, out, *, comm=None, layout: str = "1d",
-                           f: int = 128, dtype: str = "float32", meta: dict | None = None,
-                           backward: bool | None = None, alpha: float = DEFAULT_ALPHA_S,
-                           beta: float = DEFAULT_BETA_S_PER_BYTE, created: str | None | bool = None) -> dict:
-    """Build and write the 1D plan of a chunked graph with N = ``comm.size``
-    processes, N ≤ k (each builds the shards of a contiguous run of plan
-    ranks, :func:`part_bounds`); call it on every process.
-
-    graph_path : a chunked graph directory (:mod:`partplan.io.chunked`).
-    partition : part[v] per vertex: a ``.npy`` file (only this process's slice
-        is read), another partition file (read whole), or an int array.
-    k : ranks of the plan (parts), k ≥ N.
-    out : the plan directory (written atomically by rank 0's rename; an
-        existing plan there is replaced; anything else is refused).
-    comm : :class:`TorchComm` (default when torch.distributed is initialized)
-        or :class:`SelfComm` (one process).
-    layout : only "1d"; f, dtype, meta, backward, alpha, beta, created : as
-        :func:`build_plan` / :func:`write_plan`.
-
-    Returns (on every process) a JSON-able dict: ``plan`` (path), ``rank``
-    (this process), ``ranks`` (k, plan ranks), ``processes`` (N), ``parts``
-    ([first, end) plan ranks built here), ``stages`` (this process's list of
-    ``{stage, seconds, peak_rss_bytes}``), ``peak_rss_bytes`` (its maximum
-    over stages, bytes) and, on process 0, ``per_rank`` (every process's
-    stages, parts and peaks) and ``total_volume`` (rows).
-    """
-    from ..layouts import parse_layout
-    if comm is None:
-        import torch.distributed as dist
-        comm = TorchComm() if dist.is_available() and dist.is_initialized() else SelfComm()
-    st = _Stages()
-    u, p = comm.rank, comm.size
-    # ---------------------------------------------------------------- 1. read
-    st.start("read")
-    err, info, part_slice, bounds = None, None, None, None
-    r_indptr = r_indices = r_data = None
-    try:
-        lay = parse_layout(layout, int(k))
-        if not lay.distributed_build:
-            raise PlanError(f"the distributed plan build covers layout 1d only, not {lay.spec} "
-                            f"(build 1.5D / 2D plans with the single-process builder: partplan plan)")
-        k = int(k)
-        if p > k:
-            raise PlanError(f"the distributed build needs processes <= plan ranks: {p} processes for "
-                            f"k = {k} ranks (use at most {k} processes)")
-        if not isinstance(f, (int, np.integer)) or isinstance(f, bool) or f < 1:
-            raise PlanError(f"f (feature width) must be an integer >= 1, got {f!r}")
-        dtype_bytes(dtype)
-        info = chunk_info(graph_path)
-        if k > info.n:
-            raise PartitionError(f"k={k} parts exceed n={info.n} vertices")
-        bounds = _process_rows(info, p)
-        lo, hi = int(bounds[u]), int(bounds[u + 1])
-        r_indptr, r_indices, r_data = _read_rows(graph_path, info, lo, hi)
-        part_slice = _read_part_slice(partition, info.n, k, lo, hi)
-    except PartplanError as exc:
-        err = str(exc)
-    _agree(comm, err)
-    n, weighted = info.n, info.weighted
-    st.stop()
-    # ---------------------------------------------------------------- 2. shuffle rows to their part's process
-    st.start("shuffle")
-    deg = np.diff(r_indptr)
-    w = np.bincount(part_slice, minlength=k).astype(np.int64) + \
-        np.bincount(part_slice, weights=deg, minlength=k).astype(np.int64)
-    pb = part_bounds(np.sum(np.array(comm.allgather(w.tolist()), dtype=np.int64), axis=0), p)
-    q_lo, q_hi = int(pb[u]), int(pb[u + 1])
-    proc_of = np.repeat(np.arange(p, dtype=np.int64), np.diff(pb))     # part -> process
-    order = sort_small(part_slice, k)
-    dest = proc_of[part_slice]
-    vcounts = np.bincount(dest, minlength=p).astype(np.int64)
-    vrecv, _ = comm.alltoallv(np.stack([order + lo, deg[order], part_slice[order]], axis=1), vcounts)
-    # the nonzeros of the rows in `order`, gathered round by round (never a whole send copy)
-    vstart = np.zeros(order.size + 1, dtype=np.int64)
-    np.cumsum(deg[order], out=vstart[1:])
-    starts = r_indptr[:-1][order]
-    ecounts = np.bincount(dest, weights=deg, minlength=p).astype(np.int64)
-    del deg, dest, order
-    cols, _ = comm.alltoallv_fill(_gather_rows_fill(r_indices, starts, vstart), ecounts, r_indices.dtype)
-    r_indices = None
-    data = None
-    if weighted:
-        data, _ = comm.alltoallv_fill(_gather_rows_fill(r_data, starts, vstart), ecounts, np.float64)
-    del r_indptr, r_indices, r_data, starts, vstart
-    # rows as received: per source process, grouped by part, in global order within a part
-    in_r, nnz_r, rpart_r = (np.ascontiguousarray(vrecv[:, c]) for c in range(3))
-    del vrecv
-    estart_r = np.zeros(in_r.size + 1, dtype=np.int64)                # nonzeros of received row r
-    np.cumsum(nnz_r, out=estart_r[1:])
-    if rpart_r.size and np.any(rpart_r[1:] < rpart_r[:-1]):
-        # several parts here: group the rows by part (stable: sources hold
-        # ascending row ranges, so each part's rows stay in global CSR order);
-        # the nonzeros stay where they arrived and are gathered part by part
-        o2 = sort_small(rpart_r - q_lo, q_hi - q_lo)
-        in_ids, row_nnz, rpart, estart = in_r[o2], nnz_r[o2], rpart_r[o2], estart_r[:-1][o2]
-        del o2
-    else:
-        in_ids, row_nnz, rpart, estart = in_r, nnz_r, rpart_r, None
-    vofs = np.searchsorted(rpart, np.arange(q_lo, q_hi + 1))          # rows of each of my parts
-    st.stop()
-    # ---------------------------------------------------------------- 3. columns, halo, send lists
-    st.start("columns")
-
-    def part_nz(i: int):
-        """(columns, values) of part q_lo + i's nonzeros in global CSR order."""
-        a, b = vofs[i], vofs[i + 1]
-        if estart is None:
-            ea, eb = int(estart_r[a]), int(estart_r[b])
-            return cols[ea:eb], None if data is None else data[ea:eb]
-        pos = _segments(estart[a:b], row_nnz[a:b])
-        return cols[pos], None if data is None else data[pos]
-
-    need = _distinct(cols, n)
-    part_need = _lookup_parts(comm, need, bounds, part_slice, lo)
-
-    def fwd_part(i: int) -> dict:
-        c, d = part_nz(i)
-        nq = need if q_hi - q_lo == 1 else _distinct(c, n)
-        return {"in_ids": in_ids[vofs[i]:vofs[i + 1]], "row_nnz": row_nnz[vofs[i]:vofs[i + 1]], "cols": c,
-                "data": d, "need": nq,
-                "part_need": part_need if q_hi - q_lo == 1 else part_need[np.searchsorted(need, nq)]}
-    fres = _part_programs(comm, "fwd", fwd_part, proc_of, k, q_lo, q_hi, n)
-    st.stop()
-    # ---------------------------------------------------------------- 4. symmetry, backward program
-    st.start("backward")
-    mine = [0] * 8
-    for a in range(0, max(cols.size, 1), _HASH_BLOCK):   # blocks bound the uint64 temporaries
-        b = min(cols.size, a + _HASH_BLOCK)
-        rows = _rows_of(in_r, estart_r, a, b) if b > a else np.zeros(0, np.int64)
-        blk = _pair_hash_sums(rows, cols[a:b], None if data is None else data[a:b])
-        mine = [(x + y) % (1 << 64) for x, y in zip(mine, blk)]
-    sums = comm.allgather(mine)
-    tot = [sum(int(s[i]) for s in sums) % (1 << 64) for i in range(8)]
-    sym_pattern = tot[0:2] == tot[2:4]
-    same = sym_pattern and (not weighted or tot[4:6] == tot[6:8])
-    if backward is None:
-        backward = not same
-    bres = None
-    if backward:
-        # nonzeros in received order: (row, column) pairs are distinct, so the
-        # (part, row j, column i) sort below does not depend on the send order
-        rows = np.repeat(in_r, nnz_r)
-        pcol = part_need[np.searchsorted(need, cols)]                 # A^T row j goes to part[j]
-        tdest = proc_of[pcol]
-        o = sort_small(tdest, p)
-        tcounts = np.bincount(tdest, minlength=p).astype(np.int64)
-        key = pcol * k + np.repeat(rpart_r, nnz_r)                     # (part of j)·k + part of i
-        trc, _ = comm.alltoallv(np.stack([cols[o].astype(np.int64), rows[o], key[o]], axis=1), tcounts)
-        tdata = comm.alltoallv(data[o], tcounts)[0] if weighted else None
-        del pcol, tdest, o, key, rows
-        tr = trc[:, 2] // k
-        so = np.lexsort((trc[:, 1], trc[:, 0], tr))                    # by part, row j, column i
-        t_rows, t_cols, t_part, tr = trc[so, 0], trc[so, 1], trc[so, 2] % k, tr[so]
-        t_data = None if tdata is None else tdata[so]
-        del trc, tdata, so
-        tb = np.searchsorted(tr, np.arange(q_lo, q_hi + 1))
-        del tr
-
-        def bwd_part(i: int) -> dict:
-            a, b = tb[i], tb[i + 1]
-            ids = in_ids[vofs[i]:vofs[i + 1]]
-            t_need, first = np.unique(t_cols[a:b], return_index=True)
-            return {"in_ids": ids, "row_nnz": np.diff(np.searchsorted(t_rows[a:b], np.append(ids, n))),
-                    "cols": t_cols[a:b], "data": None if t_data is None else t_data[a:b], "need": t_need,
-                    "part_need": t_part[a:b][first]}
-        bres = _part_programs(comm, "bwd", bwd_part, proc_of, k, q_lo, q_hi, n)
-        del t_rows, t_cols, t_part, t_data
-    del cols, data
-    st.stop()
-    # ---------------------------------------------------------------- 5. write shards, manifest
-    st.start("write")
-    res = _write(comm, st, info, graph_path, partition, out, lay, (q_lo, q_hi), fres, bres, same, sym_pattern,
-                 backward, f, dtype, meta, alpha, beta, created)
-    return res
-
-
-def _write(comm, st, info, graph_path, partition, out, lay, qr, fres, bres, same, sym_pattern,
-           backward, f, dtype, meta, alpha, beta, created) -> dict:
-    """Stage 5: each process writes the shards of its parts (plan ranks
-    ``qr = (q_lo, q_hi)``) into rank 0's temporary directory; rank 0 writes
-    partition.arrow and the manifest and renames the directory into place."""
-    from ..program.plan import RankPlan
-    from .store import _json_default, _write_arrow
-    from . import store as _store
-    from .._atomic import clean_stale, temp_prefix
-    u, p, k = comm.rank, comm.size, lay.ranks
-    out = Path(out)
-    err, tmp = None, None
-    if u == 0:
-        try:
-            check = getattr(_store, "_check_target", None)
-            if check is not None:
-                check(out)
-            elif out.exists() and not (out / MANIFEST).is_file() and (out.is_file() or any(out.iterdir())):
-                raise PlanError(f"{out}: exists and is not a plan directory; refusing to overwrite it")
-            out.parent.mkdir(parents=True, exist_ok=True)
-            clean_stale(out)
-            tmp = tempfile.mkdtemp(prefix=temp_prefix(out), dir=out.parent)
-        except (PartplanError, OSError) as exc:
-            err = str(exc)
-    got = comm.allgather((err, tmp))
-    _agree(comm, got[0][0])
-    tmp = Path(got[0][1])
-    fp = chunked_fingerprint(graph_path, info=info) if u == 0 else None
-    fp = comm.allgather(fp)[0]
-    bmode = "separate" if bres is not None else ("same-as-forward" if same else "not-planned")
-    err, entries = None, []
-    try:
-        for i, q in enumerate(range(*qr)):    # loop over this process's parts
-            fwd = fres[i][0]
-            bwd = None if bres is None else bres[i][0]
-            arrays = dict(fwd.arrays[0])
-            progs = {"forward": {"prefix": "fwd", "buffers": fwd.buffers[0], "writes_output": True}}
-            if bwd is not None:
-                arrays.update(bwd.arrays[0])
-                progs["backward"] = {"prefix": "bwd", "buffers": bwd.buffers[0], "writes_output": True}
-            elif bmode == "same-as-forward":
-                progs["backward"] = progs["forward"]
-            rmeta = {"rank": q, "ranks": k, "layout": lay.spec, "format_version": FORMAT_VERSION,
-                     "graph_fingerprint": fp, "programs": progs}
-            rp = RankPlan(q, rmeta, arrays)
-            name = shard_name(q)
-            size, digest = _write_arrow(tmp / name, arrays, rmeta)
-            entries.append({"rank": q, "file": name, "bytes": size, "sha256": digest,
-                            **{kk: v for kk, v in rp.summary().items() if kk != "rank"}})
-            del arrays, rp
-            fwd.arrays[0].clear()          # written: this part's arrays are no longer needed
-            if bwd is not None:
-                bwd.arrays[0].clear()
-    except (PartplanError, OSError) as exc:
-        err = str(exc)
-    st.stop()
-    fcnt = [c for _, c in fres]
-    bcnt = None if bres is None else [c for _, c in bres]
-    gathered = comm.allgather((err, entries, fcnt, bcnt, st.rows, st.baseline, list(qr)))
-    errs = [g[0] for g in gathered]
-    if any(errs):
-        if u == 0:
-            shutil.rmtree(tmp, ignore_errors=True)
-        _agree(comm, next(e for e in errs if e))
-    result = {"plan": str(out), "rank": u, "ranks": k, "processes": p, "parts": list(qr), "stages": st.rows,
-              "peak_rss_bytes": max(r["peak_rss_bytes"] for r in st.rows),
-              "peak_rss_reset_per_stage": st.resettable, "baseline_rss_bytes": st.baseline}
-    err = None
-    if u == 0:
-        try:
-            st.start("manifest")
-            # one row per plan rank, in rank order (processes hold ascending runs of ranks)
-            per_part = [(None, e, fc, None if g[3] is None else g[3][i])
-                        for g in gathered for i, (e, fc) in enumerate(zip(g[1], g[2]))]
-            result["total_volume"] = _manifest(tmp, info, partition, lay, fres[0][0],
-                                               None if bres is None else bres[0][0], per_part, bmode,
-                                               sym_pattern, fp, f, dtype, meta, alpha, beta, created,
-                                               _json_default, _write_arrow)
-            os.chmod(tmp, 0o755)
-            swap = getattr(_store, "_swap_in", None)
-            if swap is not None:
-                swap(tmp, out)
-            elif out.exists():
-                old = Path(tempfile.mkdtemp(prefix=temp_prefix(out, "old"), dir=out.parent))
-                os.replace(out, old / "plan")
-                os.replace(tmp, out)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.replace(tmp, out)
-            st.stop()
-            result["stages"] = st.rows
-            result["peak_rss_bytes"] = max(r["peak_rss_bytes"] for r in st.rows)
-        except (PartplanError, OSError) as exc:
-            shutil.rmtree(tmp, ignore_errors=True)
-            err = str(exc)
-    _agree(comm, comm.allgather(err)[0])
-    if u == 0:
-        result["per_rank"] = [{"rank": r, "parts": g[6], "stages": g[4],
-                               "peak_rss_bytes": max(x["peak_rss_bytes"] for x in g[4]),
-                               "baseline_rss_bytes": g[5]} for r, g in enumerate(gathered)]
-        result["per_rank"][0].update(stages=result["stages"], peak_rss_bytes=result["peak_rss_bytes"])
-    return result
+def check_nprocs(k, nprocs) -> int:
+    """nprocs (default k) as an int, checked: 1 ≤ nprocs ≤ k. Raises PlanError."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise PlanError(f"k (plan ranks) must be an integer >= 1, got {k!r}")
+    if nprocs is None:
+        return int(k)
+    if isinstance(nprocs, bool) or not isinstance(nprocs, (int, np.integer)) or nprocs < 1:
+        raise PlanError(f"nprocs must be an integer >= 1, got {nprocs!r}")
+    if nprocs > k:
+        raise PlanError(f"{nprocs} processes for a plan of {k} ranks: the distributed build needs "
+                        f"processes <= ranks (each process builds one or more whole ranks)")
+    return int(nprocs)
 
 
 def _stats(k, n, nnz, f, dtype, alpha, beta, counts: list[dict], sizes: np.ndarray) -> CommStats:
@@ -866,24 +416,269 @@ def _program_json(prog: Program, vol: np.ndarray) -> dict:
     return {"prefix": prog.prefix, "steps": steps}
 
 
-def _manifest(tmp: Path, info: ChunkInfo, partition, lay, fwd, bwd, gathered, bmode, sym_pattern, fp, f,
-              dtype, meta, alpha, beta, created, json_default, write_arrow) -> int:
-    """Rank 0: partition.arrow and manifest.json, as write_plan writes them."""
-    from .._version import __version__
+# ----------------------------------------------------------------------------- 1. read
+def read_stage(graph_path, partition, layout, k, f, dtype, u: int, p: int) -> dict:
+    """Process u of p: the checked options and its rows — ``lay``, ``k``,
+    ``info`` (the chunked graph's header), ``bounds`` (row boundaries of the
+    processes), ``lo``/``hi``, ``indptr``/``indices``/``data`` of rows
+    ``[lo, hi)`` and ``part`` (``part[lo:hi]``). Raises a PartplanError."""
+    from ..layouts import parse_layout
+    lay = parse_layout(layout, int(k))
+    if not lay.distributed_build:
+        raise PlanError(f"the distributed plan build covers layout 1d only, not {lay.spec} "
+                        f"(build 1.5D / 2D plans with the single-process builder: partplan plan)")
+    k = int(k)
+    if p > k:
+        raise PlanError(f"the distributed build needs processes <= plan ranks: {p} processes for "
+                        f"k = {k} ranks (use at most {k} processes)")
+    if not isinstance(f, (int, np.integer)) or isinstance(f, bool) or f < 1:
+        raise PlanError(f"f (feature width) must be an integer >= 1, got {f!r}")
+    dtype_bytes(dtype)
+    info = chunk_info(graph_path)
+    if k > info.n:
+        raise PartitionError(f"k={k} parts exceed n={info.n} vertices")
+    bounds = _process_rows(info, p)
+    lo, hi = int(bounds[u]), int(bounds[u + 1])
+    indptr, indices, data = _read_rows(graph_path, info, lo, hi)
+    part = read_part_slice(partition, info.n, k, lo, hi)
+    return {"lay": lay, "k": k, "info": info, "bounds": bounds, "lo": lo, "hi": hi, "indptr": indptr,
+            "indices": indices, "data": data, "part": part}
+
+
+# ----------------------------------------------------------------------------- 2. shuffle
+def part_weights(part_slice: np.ndarray, deg: np.ndarray, k: int) -> np.ndarray:
+    """int64[k]: rows + nonzeros of each part among this process's rows."""
+    return (np.bincount(part_slice, minlength=k).astype(np.int64) +
+            np.bincount(part_slice, weights=deg, minlength=k).astype(np.int64))
+
+
+def row_sends(part_slice: np.ndarray, deg: np.ndarray, indptr: np.ndarray, lo: int, proc_of: np.ndarray,
+              k: int, p: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """What this process sends in the shuffle: (``rows``: (vertex id, degree,
+    part) per row grouped by destination process — the part's —, in part
+    order; ``counts``: rows per process; ``starts`` and ``vstart``: where each
+    sent row's nonzeros start in this process's CSR and in the virtual send
+    array of :func:`gather_rows_fill`; ``ecounts``: nonzeros per process)."""
+    order = sort_small(part_slice, k)
+    dest = proc_of[part_slice]
+    counts = np.bincount(dest, minlength=p).astype(np.int64)
+    rows = np.stack([order + lo, deg[order], part_slice[order]], axis=1)
+    vstart = np.zeros(order.size + 1, dtype=np.int64)
+    np.cumsum(deg[order], out=vstart[1:])
+    starts = indptr[:-1][order]
+    ecounts = np.bincount(dest, weights=deg, minlength=p).astype(np.int64)
+    return rows, counts, starts, vstart, ecounts
+
+
+class Received:
+    """The rows a process received in the shuffle (per source process, grouped
+    by part, in global order within a part) and its view of them by part:
+    ``in_r``, ``nnz_r``, ``rpart_r`` (vertex id, nonzeros, part of each
+    received row), ``estart_r`` (where each row's nonzeros start in the
+    received columns); ``in_ids``, ``row_nnz`` the rows grouped by part and
+    ``vofs`` the rows of each part ``q_lo + i``: ``[vofs[i], vofs[i+1])``.
+    ``cols`` / ``data``: the received nonzeros (dropped once used)."""
+
+    def __init__(self, vrecv: np.ndarray, cols: np.ndarray, data: np.ndarray | None, q_lo: int, q_hi: int):
+        self.q_lo, self.q_hi = q_lo, q_hi
+        self.in_r, self.nnz_r, self.rpart_r = (np.ascontiguousarray(vrecv[:, c]) for c in range(3))
+        self.cols, self.data = cols, data
+        self.estart_r = np.zeros(self.in_r.size + 1, dtype=np.int64)   # nonzeros of received row r
+        np.cumsum(self.nnz_r, out=self.estart_r[1:])
+        if self.rpart_r.size and np.any(self.rpart_r[1:] < self.rpart_r[:-1]):
+            # several parts here: group the rows by part (stable: sources hold
+            # ascending row ranges, so each part's rows stay in global CSR order);
+            # the nonzeros stay where they arrived and are gathered part by part
+            o2 = sort_small(self.rpart_r - q_lo, q_hi - q_lo)
+            self.in_ids, self.row_nnz, rpart = self.in_r[o2], self.nnz_r[o2], self.rpart_r[o2]
+            self.estart = self.estart_r[:-1][o2]
+        else:
+            self.in_ids, self.row_nnz, rpart, self.estart = self.in_r, self.nnz_r, self.rpart_r, None
+        self.vofs = np.searchsorted(rpart, np.arange(q_lo, q_hi + 1))   # rows of each of my parts
+
+    def part_nz(self, i: int):
+        """(columns, values) of part q_lo + i's nonzeros in global CSR order."""
+        a, b = self.vofs[i], self.vofs[i + 1]
+        cols, data = self.cols, self.data
+        if self.estart is None:
+            ea, eb = int(self.estart_r[a]), int(self.estart_r[b])
+            return cols[ea:eb], None if data is None else data[ea:eb]
+        pos = _segments(self.estart[a:b], self.row_nnz[a:b])
+        return cols[pos], None if data is None else data[pos]
+
+    def forward_part(self, i: int, need: np.ndarray, part_need: np.ndarray, n: int) -> dict:
+        """Part q_lo + i's rows and nonzeros for :func:`prep` (``need``,
+        ``part_need``: the distinct columns of this process and their parts)."""
+        c, d = self.part_nz(i)
+        one = self.q_hi - self.q_lo == 1
+        nq = need if one else distinct(c, n)
+        a, b = self.vofs[i], self.vofs[i + 1]
+        return {"in_ids": self.in_ids[a:b], "row_nnz": self.row_nnz[a:b], "cols": c, "data": d, "need": nq,
+                "part_need": part_need if one else part_need[np.searchsorted(need, nq)]}
+
+
+# ----------------------------------------------------------------------------- 3. columns
+def lookup_counts(need: np.ndarray, bounds: np.ndarray, p: int) -> np.ndarray:
+    """Columns ``need`` (ascending) asked from each process: the one holding their row."""
+    holder = np.searchsorted(bounds, need, side="right") - 1
+    return np.bincount(holder, minlength=p).astype(np.int64)
+
+
+def lookup_answer(asked: np.ndarray, part_slice: np.ndarray, lo: int) -> np.ndarray:
+    """``part[asked]`` from this process's slice ``part[lo:hi]``."""
+    return part_slice[asked - lo] if asked.size else np.zeros(0, np.int64)
+
+
+def halo_requests(preps: list[dict], proc_of: np.ndarray, k: int, p: int
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every part's halo as requests to the owner parts' processes: (``keys``
+    owner·k + requester, ``ids``, ``counts`` per process), in one send order
+    for both arrays. Drops each prep's ``halo_part``.
+
+    No argsort: a part's halo is sorted by owner, so the send order (by
+    destination process, then requesting part) is a concatenation of slices;
+    what arrives for owner q comes from ascending sources, each sending its
+    requesters in ascending order, so picking q's entries in arrival order
+    already gives them by requester, ids ascending (:func:`send_lists`)."""
+    kdt = np.int32 if k * k < (1 << 31) else np.int64
+    idt = np.result_type(*[pr["halo"].dtype for pr in preps]) if preps else np.dtype(np.int64)
+    pb = np.searchsorted(proc_of, np.arange(p + 1))                # parts of process j: [pb[j], pb[j+1])
+    cuts = [np.searchsorted(pr["halo_part"], pb) for pr in preps]  # halo_part ascending within a part
+    counts = np.zeros(p, dtype=np.int64)
+    ksl, isl = [np.zeros(0, kdt)], [np.zeros(0, idt)]
+    for j in range(p):                                             # loop over processes, then parts
+        for pr, c in zip(preps, cuts):
+            a, b = int(c[j]), int(c[j + 1])
+            if b > a:
+                ksl.append(pr["halo_part"][a:b].astype(kdt) * k + pr["q"])
+                isl.append(pr["halo"][a:b].astype(idt, copy=False))
+                counts[j] += b - a
+    keys = np.concatenate(ksl)
+    del ksl
+    for pr in preps:                                               # owners are in keys now
+        del pr["halo_part"]
+    ids = np.concatenate(isl)
+    return keys, ids, counts
+
+
+def send_lists(gk: np.ndarray, gid: np.ndarray, k: int, q_lo: int, q_hi: int
+               ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per part r of this process (q_lo ≤ r < q_hi), from the requests
+    received (keys ``gk``, ids ``gid``): (requested ids grouped by requesting
+    part in ascending order, ids ascending within a part; int64[k] counts per
+    requesting part) — r's send list before mapping ids to local rows."""
+    out = []
+    for q in range(q_lo, q_hi):                                    # loop over this process's parts
+        sel = np.flatnonzero((gk >= q * k) & (gk < (q + 1) * k))
+        out.append((gid[sel], np.bincount(gk[sel] - q * k, minlength=k).astype(np.int64)))
+    return out
+
+
+# ----------------------------------------------------------------------------- 4. symmetry, A^T
+def hash_sums(in_r: np.ndarray, estart_r: np.ndarray, cols: np.ndarray, data: np.ndarray | None) -> list[int]:
+    """This process's 8 keyed hash sums (:func:`_pair_hash_sums`) over its
+    received nonzeros, in blocks (they bound the uint64 temporaries)."""
+    mine = [0] * 8
+    for a in range(0, max(cols.size, 1), _HASH_BLOCK):
+        b = min(cols.size, a + _HASH_BLOCK)
+        rows = _rows_of(in_r, estart_r, a, b) if b > a else np.zeros(0, np.int64)
+        blk = _pair_hash_sums(rows, cols[a:b], None if data is None else data[a:b])
+        mine = [(x + y) % (1 << 64) for x, y in zip(mine, blk)]
+    return mine
+
+
+def symmetry(sums: list[list[int]], weighted: bool) -> tuple[bool, bool]:
+    """(A's pattern is symmetric, A = A^T values included) from every process's :func:`hash_sums`."""
+    tot = [sum(int(s[i]) for s in sums) % (1 << 64) for i in range(8)]
+    sym_pattern = tot[0:2] == tot[2:4]
+    return sym_pattern, sym_pattern and (not weighted or tot[4:6] == tot[6:8])
+
+
+def transpose_sends(rc: Received, need: np.ndarray, part_need: np.ndarray, proc_of: np.ndarray, k: int, p: int
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The nonzeros of A^T this process sends: (``rows``: (column j, row i,
+    part of j · k + part of i) per nonzero grouped by the process of part[j];
+    ``order``: the order the values are sent in; ``counts`` per process).
+
+    Nonzeros in received order: (row, column) pairs are distinct, so the
+    (part, row j, column i) sort of :class:`Transposed` does not depend on
+    the send order."""
+    rows = np.repeat(rc.in_r, rc.nnz_r)
+    pcol = part_need[np.searchsorted(need, rc.cols)]                 # A^T row j goes to part[j]
+    tdest = proc_of[pcol]
+    o = sort_small(tdest, p)
+    counts = np.bincount(tdest, minlength=p).astype(np.int64)
+    key = pcol * k + np.repeat(rc.rpart_r, rc.nnz_r)                 # (part of j)·k + part of i
+    return np.stack([rc.cols[o].astype(np.int64), rows[o], key[o]], axis=1), o, counts
+
+
+class Transposed:
+    """The nonzeros of A^T received for this process's parts, sorted by (part,
+    row j, column i); :meth:`backward_part` gives a part's rows for :func:`prep`."""
+
+    def __init__(self, trc: np.ndarray, tdata: np.ndarray | None, k: int, q_lo: int, q_hi: int):
+        tr = trc[:, 2] // k
+        so = np.lexsort((trc[:, 1], trc[:, 0], tr))                    # by part, row j, column i
+        self.rows, self.cols, self.part, tr = trc[so, 0], trc[so, 1], trc[so, 2] % k, tr[so]
+        self.data = None if tdata is None else tdata[so]
+        self.tb = np.searchsorted(tr, np.arange(q_lo, q_hi + 1))
+
+    def backward_part(self, i: int, rc: Received, n: int) -> dict:
+        a, b = self.tb[i], self.tb[i + 1]
+        ids = rc.in_ids[rc.vofs[i]:rc.vofs[i + 1]]
+        t_need, first = np.unique(self.cols[a:b], return_index=True)
+        return {"in_ids": ids, "row_nnz": np.diff(np.searchsorted(self.rows[a:b], np.append(ids, n))),
+                "cols": self.cols[a:b], "data": None if self.data is None else self.data[a:b], "need": t_need,
+                "part_need": self.part[a:b][first]}
+
+
+# ----------------------------------------------------------------------------- 5. write
+def write_parts(tmp: Path, qr: tuple[int, int], lay, fres, bres, bmode: str, fp: str) -> list[dict]:
+    """Write the shards of this process's parts (plan ranks ``qr = (q_lo,
+    q_hi)``; ``fres`` / ``bres``: their forward / backward (program, counts))
+    into ``tmp`` through the plan store; returns their manifest entries. Each
+    part's arrays are dropped once written."""
+    from .store import write_shard
+    entries = []
+    for i, q in enumerate(range(*qr)):    # loop over this process's parts
+        fwd = fres[i][0]
+        bwd = None if bres is None else bres[i][0]
+        arrays = dict(fwd.arrays[0])
+        progs = {"forward": {"prefix": "fwd", "buffers": fwd.buffers[0], "writes_output": True}}
+        if bwd is not None:
+            arrays.update(bwd.arrays[0])
+            progs["backward"] = {"prefix": "bwd", "buffers": bwd.buffers[0], "writes_output": True}
+        elif bmode == "same-as-forward":
+            progs["backward"] = progs["forward"]
+        rmeta = {"rank": q, "ranks": lay.ranks, "layout": lay.spec, "format_version": FORMAT_VERSION,
+                 "graph_fingerprint": fp, "programs": progs}
+        entries.append(write_shard(tmp, RankPlan(q, rmeta, arrays)))
+        del arrays
+        fwd.arrays[0].clear()          # written: this part's arrays are no longer needed
+        if bwd is not None:
+            bwd.arrays[0].clear()
+    return entries
+
+
+def manifest(info: ChunkInfo, lay, fwd: Program, bwd: Program | None, counts: list, bcounts: list | None,
+             bmode: str, sym_pattern: bool, fp: str, f: int, dtype, meta: dict | None, alpha: float,
+             beta: float) -> tuple[dict, int]:
+    """(the manifest ``write_plan`` writes for this plan, less what the store
+    adds — tool, created, partition file, shards —; the total volume in rows)
+    from every part's counts (``counts`` / ``bcounts``: per plan rank, in rank
+    order) and the programs of part 0 (their steps are every part's)."""
     p = lay.ranks
-    fcnts = [g[2] for g in gathered]
-    sizes = np.array([c["rows"] for c in fcnts], dtype=np.int64)
-    cost = {"alpha": alpha, "beta": beta}
-    stf = _stats(p, info.n, info.nnz, int(f), dtype, alpha, beta, fcnts, sizes)
+    sizes = np.array([c["rows"] for c in counts], dtype=np.int64)
+    stf = _stats(p, info.n, info.nnz, int(f), dtype, alpha, beta, counts, sizes)
     programs = {"forward": _program_json(fwd, stf.volume)}
     stb = None
     if bwd is not None:
-        stb = _stats(p, info.n, info.nnz, int(f), dtype, alpha, beta, [g[3] for g in gathered], sizes)
+        stb = _stats(p, info.n, info.nnz, int(f), dtype, alpha, beta, bcounts, sizes)
         programs["backward"] = _program_json(bwd, stb.volume)
     elif bmode == "same-as-forward":
         programs["backward"] = {"same_as": "forward"}
     info_meta = dict(meta or {})
-    manifest = {
+    m = {
         "format": FORMAT, "format_version": FORMAT_VERSION,
         "graph": {"fingerprint": fp, "name": info.name, "n": info.n, "nnz": info.nnz,
                   "directed": bool(info.directed), "symmetric": bool(sym_pattern),
@@ -903,164 +698,15 @@ def _manifest(tmp: Path, info: ChunkInfo, partition, lay, fwd, bwd, gathered, bm
         "stats": stf.summary(),
         "columns_sorted_within_rows": False,
     }
-    del cost
     if stb is not None:
-        manifest["stats_backward"] = stb.summary()
+        m["stats_backward"] = stb.summary()
     for key, val in info_meta.items():
-        if key not in manifest:
-            manifest[key] = val
-    m = dict(manifest)
-    m["tool"] = {"name": "partplan", "version": __version__}
-    from .store import stamp_created
-    stamp_created(m, created)
-    part = _read_part_slice(partition, info.n, p, 0, info.n)          # O(n), rank 0 only
-    size, digest = write_arrow(tmp / PARTITION_FILE, {"part": part, "perm": perm_by(part, p)},
-                               {"graph_fingerprint": fp, "k": p})
-    del part
-    m["partition_file"] = {"file": PARTITION_FILE, "bytes": size, "sha256": digest}
-    m["shards"] = [g[1] for g in gathered]
-    with open(tmp / MANIFEST, "w") as fh:
-        json.dump(m, fh, indent=1, sort_keys=True, default=json_default)
-        fh.write("\n")
-    return stf.total_volume
+        if key not in m:
+            m[key] = val
+    return m, stf.total_volume
 
 
-# ----------------------------------------------------------------------------- launch
-def check_nprocs(k, nprocs) -> int:
-    """nprocs (default k) as an int, checked: 1 ≤ nprocs ≤ k. Raises PlanError."""
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise PlanError(f"k (plan ranks) must be an integer >= 1, got {k!r}")
-    if nprocs is None:
-        return int(k)
-    if isinstance(nprocs, bool) or not isinstance(nprocs, (int, np.integer)) or nprocs < 1:
-        raise PlanError(f"nprocs must be an integer >= 1, got {nprocs!r}")
-    if nprocs > k:
-        raise PlanError(f"{nprocs} processes for a plan of {k} ranks: the distributed build needs "
-                        f"processes <= ranks (each process builds one or more whole ranks)")
-    return int(nprocs)
-
-
-def _init_from_env(timeout_s: float):
-    """init_process_group("gloo") from PARTPLAN_DIST_INIT (a file:// store,
-    set by :func:`launch_local`) or torchrun's env://."""
-    import torch
-    import torch.distributed as dist
-    torch.set_num_threads(1)
-    if dist.is_initialized():
-        return
-    init = os.environ.get("PARTPLAN_DIST_INIT")
-    kw = {"timeout": _dt.timedelta(seconds=timeout_s)}
-    if init:
-        dist.init_process_group("gloo", init_method=init, rank=int(os.environ["RANK"]),
-                                world_size=int(os.environ["WORLD_SIZE"]), **kw)
-    else:
-        missing = [v for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if v not in os.environ]
-        if missing:
-            raise PlanError(f"not started by torchrun or --nprocs: {', '.join(missing)} unset")
-        dist.init_process_group("gloo", init_method="env://", **kw)
-
-
-def launch_local(graph_path, partition, k: int, out, *, nprocs: int | None = None, timeout_s: float = 600.0,
-                 f: int = 128, dtype: str = "float32", meta: dict | None = None,
-                 backward: bool | None = None, created: str | None | bool = None) -> dict:
-    """Run :func:`build_plan_distributed` in ``nprocs`` (default k; 1 ≤
-    nprocs ≤ k) local processes (``python -m partplan.plan.distbuild``, gloo
-    over a private file:// store) and return process 0's result.
-    ``partition``: a file path or an array (saved to a temporary ``.npy``
-    first). timeout_s : seconds for the build (+60 s to start). Raises
-    PlanError for a bad nprocs (before starting anything) or quoting the first
-    failing process's error."""
-    nprocs = check_nprocs(k, nprocs)
-    work = Path(tempfile.mkdtemp(prefix="partplan-distbuild-"))
-    procs = []
-    try:
-        if not isinstance(partition, (str, os.PathLike)):
-            np.save(work / "part.npy", np.asarray(partition))
-            partition = work / "part.npy"
-        cfg = {"graph": str(graph_path), "partition": str(partition), "k": int(k), "out": str(out), "f": f,
-               "dtype": dtype, "meta": meta, "backward": backward, "created": created,
-               "result": str(work / "result.json"), "timeout_s": timeout_s}
-        (work / "config.json").write_text(json.dumps(cfg))
-        env = dict(os.environ, WORLD_SIZE=str(nprocs), PARTPLAN_DIST_INIT=f"file://{work / 'store'}",
-                   OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME=os.environ.get("GLOO_SOCKET_IFNAME", "lo"))
-        for r in range(nprocs):
-            procs.append(subprocess.Popen([sys.executable, "-m", "partplan.plan.distbuild", "--config",
-                                           str(work / "config.json")], env=dict(env, RANK=str(r)),
-                                          stdout=subprocess.DEVNULL, stderr=open(work / f"rank{r}.err", "w")))
-        deadline = time.monotonic() + timeout_s + 60
-        for pr in procs:
-            pr.wait(timeout=max(1.0, deadline - time.monotonic()))
-        bad = [(r, pr.returncode) for r, pr in enumerate(procs) if pr.returncode]
-        if bad:
-            msgs = []
-            for r, rc in bad:
-                lines = [ln for ln in (work / f"rank{r}.err").read_text().splitlines() if ln.strip()]
-                last = lines[-1] if lines else f"exit status {rc}"
-                msgs.append(last.removeprefix("partplan: error: "))
-            raise PlanError("distributed plan build failed: " + msgs[0])
-        return json.loads((work / "result.json").read_text())
-    except subprocess.TimeoutExpired:
-        raise PlanError(f"distributed plan build did not finish within {timeout_s + 60:.0f} s") from None
-    finally:
-        for pr in procs:
-            if pr.poll() is None:
-                pr.kill()
-                pr.wait()
-        shutil.rmtree(work, ignore_errors=True)
-
-
-def _worker(cfg: dict) -> int:
-    _init_from_env(float(cfg.get("timeout_s", 600.0)))
-    import torch.distributed as dist
-    try:
-        res = build_plan_distributed(cfg["graph"], cfg["partition"], cfg["k"], cfg["out"],
-                                     f=cfg.get("f", 128), dtype=cfg.get("dtype", "float32"),
-                                     meta=cfg.get("meta"), backward=cfg.get("backward"),
-                                     created=cfg.get("created"))
-        if res["rank"] == 0 and cfg.get("result"):
-            Path(cfg["result"]).write_text(json.dumps(res, indent=1))
-    finally:
-        dist.destroy_process_group()
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m partplan.plan.distbuild",
-                                 description="Distributed 1D plan build from a chunked graph (issue 22).")
-    ap.add_argument("graph", nargs="?", help="chunked graph directory")
-    ap.add_argument("--partition", help="partition file (.npy read by slices)")
-    ap.add_argument("-k", type=int, help="ranks of the plan (>= processes)")
-    ap.add_argument("-o", "--out", help="plan directory to write")
-    ap.add_argument("--nprocs", type=int, help="start this many local processes, 1 <= N <= k "
-                    "(else: running under torchrun, N = its world size)")
-    ap.add_argument("--f", type=int, default=128)
-    ap.add_argument("--dtype", default="float32")
-    ap.add_argument("--no-created", action="store_true", help="leave 'created' out of the manifest")
-    ap.add_argument("--json", help="write rank 0's result (stages, peak RSS per rank) here")
-    ap.add_argument("--config", help=argparse.SUPPRESS)
-    a = ap.parse_args(argv)
-    try:
-        if a.config:
-            return _worker(json.loads(Path(a.config).read_text()))
-        if not (a.graph and a.partition and a.k and a.out):
-            ap.error("GRAPH, --partition, -k and -o are required")
-        created = False if a.no_created else None
-        if a.nprocs:
-            res = launch_local(a.graph, a.partition, a.k, a.out, nprocs=a.nprocs, f=a.f, dtype=a.dtype,
-                               created=created)
-        else:
-            res = _worker({"graph": a.graph, "partition": a.partition, "k": a.k, "out": a.out, "f": a.f,
-                           "dtype": a.dtype, "created": created, "result": a.json})
-            return res
-        text = json.dumps(res, indent=1)
-        if a.json:
-            Path(a.json).write_text(text)
-        print(text)
-        return 0
-    except PartplanError as exc:
-        print(f"partplan: error: {exc}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def partition_arrays(partition, n: int, k: int) -> dict:
+    """``part`` and ``perm`` of the partition file (O(n): rank 0 only)."""
+    part = read_part_slice(partition, n, k, 0, n)
+    return {"part": part, "perm": perm_by(part, k)}

@@ -268,22 +268,12 @@ def write_plan(plan: Plan, path, *, created: str | None | bool = None,
     Returns the plan directory path.
     """
     path = Path(path)
-    _check_target(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    clean_stale(path)  # temp dirs of writers killed before their rename
-    tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(path), dir=path.parent))
+    tmp = begin_plan_dir(path)
     try:
-        m = dict(plan.manifest)
-        from .._version import __version__
-        m["tool"] = {"name": "partplan", "version": __version__}
-        stamp_created(m, created)
         shards = []
         total = len(plan.ranks) + 1
         for i, rp in enumerate(plan.ranks):
-            name = shard_name(rp.rank)
-            size, digest = _write_arrow(tmp / name, rp.arrays, rp.meta)
-            shards.append({"rank": rp.rank, "file": name, "bytes": size, "sha256": digest,
-                           **{k: v for k, v in rp.summary().items() if k != "rank"}})
+            shards.append(write_shard(tmp, rp))
             if progress is not None:
                 progress("writing plan shards", i + 1, total)
         garr = {"part": plan.part}
@@ -291,22 +281,55 @@ def write_plan(plan: Plan, path, *, created: str | None | bool = None,
             garr["owner"] = plan.owner
         if plan.perm is not None:
             garr["perm"] = plan.perm
-        size, digest = _write_arrow(tmp / PARTITION_FILE, garr,
-                                    {"graph_fingerprint": m["graph"]["fingerprint"], "k": m["k"]})
-        m["partition_file"] = {"file": PARTITION_FILE, "bytes": size, "sha256": digest}
-        m["shards"] = shards
-        with open(tmp / MANIFEST, "w") as fh:
-            json.dump(m, fh, indent=1, sort_keys=True, default=_json_default)
-            fh.write("\n")
+        m = finish_plan_dir(tmp, path, plan.manifest, garr, shards, created=created)
         if progress is not None:
             progress("writing plan shards", total, total)
-        os.chmod(tmp, 0o755)
-        _swap_in(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     plan.manifest = m
     return path
+
+
+# the three steps of write_plan, also taken by writers that hold no whole Plan (the distributed build)
+def begin_plan_dir(path: Path) -> Path:
+    """The temporary sibling directory a plan for ``path`` is written into
+    (``path`` checked: missing, an empty directory or a plan; temporaries of
+    killed writers removed)."""
+    _check_target(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    clean_stale(path)  # temp dirs of writers killed before their rename
+    return Path(tempfile.mkdtemp(prefix=temp_prefix(path), dir=path.parent))
+
+
+def write_shard(tmp: Path, rp: RankPlan) -> dict:
+    """Write rank plan ``rp`` as its shard in ``tmp``; returns its manifest entry."""
+    name = shard_name(rp.rank)
+    size, digest = _write_arrow(tmp / name, rp.arrays, rp.meta)
+    return {"rank": rp.rank, "file": name, "bytes": size, "sha256": digest,
+            **{k: v for k, v in rp.summary().items() if k != "rank"}}
+
+
+def finish_plan_dir(tmp: Path, path: Path, manifest: dict, partition: dict, shards: list[dict], *,
+                    created: str | None | bool = None) -> dict:
+    """Write the partition file (``partition``: its arrays) and the manifest
+    (``manifest`` + tool, ``created``, the partition file's and ``shards``'
+    entries) into ``tmp``, then rename ``tmp`` onto ``path``. Returns the
+    manifest written. The caller removes ``tmp`` on failure."""
+    m = dict(manifest)
+    from .._version import __version__
+    m["tool"] = {"name": "partplan", "version": __version__}
+    stamp_created(m, created)
+    size, digest = _write_arrow(tmp / PARTITION_FILE, partition,
+                                {"graph_fingerprint": m["graph"]["fingerprint"], "k": m["k"]})
+    m["partition_file"] = {"file": PARTITION_FILE, "bytes": size, "sha256": digest}
+    m["shards"] = shards
+    with open(tmp / MANIFEST, "w") as fh:
+        json.dump(m, fh, indent=1, sort_keys=True, default=_json_default)
+        fh.write("\n")
+    os.chmod(tmp, 0o755)
+    _swap_in(tmp, path)
+    return m
 
 
 def _check_target(path: Path) -> None:

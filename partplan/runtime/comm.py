@@ -16,6 +16,18 @@ takes one entry per local rank, in ``comm.local`` order:
 * ``allreduce_world(values, op)`` on small numpy vectors (status flags, timings);
 * ``barrier()``.
 
+Process-level collectives (one call per process, no plan groups: what a job
+that is not a plan's program exchanges, such as the distributed plan build):
+
+* ``exchange_rows(arr, counts)`` — all-to-all-v of the rows of a numpy array
+  over the world, in rounds of at most :data:`ROUND_BYTES` per process;
+* ``exchange_fill(fill, counts, dtype)`` — the same for a 1-D send array that
+  is never materialized (``fill(dst, a, b)`` writes its elements ``[a, b)``);
+* ``allgather_object(obj)`` — every process's small JSON-able object.
+
+:class:`TorchComm` runs them over the default process group;
+:class:`LocalComm` of one rank (this process alone) returns its input.
+
 Counters: ``sent_rows[q, r]`` rows and ``sent_bytes[q, r]`` bytes handed to
 alltoallv from local rank q to peer r; ``reduce_bytes[q]`` bytes handed to
 allreduce — what ``run spmm`` reports as measured.
@@ -34,6 +46,11 @@ from ..program.core import Group
 
 class CommError(PartplanError):
     """A collective failed: a peer died, timed out, or sent what the plan does not say."""
+
+
+#: bytes one process sends per round of :meth:`TorchComm.exchange_rows` (larger payloads go in rounds)
+ROUND_BYTES = 16 << 20
+_NP2TORCH = {np.dtype(np.int64): "int64", np.dtype(np.int32): "int32", np.dtype(np.float64): "float64"}
 
 
 class Comm(Protocol):
@@ -211,6 +228,30 @@ class LocalComm(_Counters):
     def barrier(self):
         pass
 
+    # process-level collectives: this process is the whole world (one rank)
+    def _alone(self, what: str) -> None:
+        if self.world != 1:
+            raise CommError(f"{what}: a process-level collective on LocalComm needs a world of one rank, "
+                            f"this one has {self.world} (start one process per rank: TorchComm)")
+
+    def exchange_rows(self, arr: np.ndarray, counts, what: str = "exchange") -> tuple[np.ndarray, np.ndarray]:
+        """(``arr``, ``counts``): the one process sends its rows to itself."""
+        self._alone(what)
+        return np.ascontiguousarray(arr), np.asarray(counts, dtype=np.int64).copy()
+
+    def exchange_fill(self, fill, counts, dtype, what: str = "exchange") -> tuple[np.ndarray, np.ndarray]:
+        """The virtual send array of :meth:`TorchComm.exchange_fill`, filled whole."""
+        self._alone(what)
+        counts = np.asarray(counts, dtype=np.int64).copy()
+        out = np.empty(int(counts.sum()), dtype=dtype)
+        if out.size:
+            fill(out, 0, out.size)
+        return out, counts
+
+    def allgather_object(self, obj) -> list:
+        self._alone("all-gather")
+        return [obj]
+
 
 # ----------------------------------------------------------------------------- TorchComm
 class TorchComm(_Counters):
@@ -339,6 +380,76 @@ class TorchComm(_Counters):
     def barrier(self):
         # an all-reduce, not dist.barrier(): it honours the timeout on gloo and NCCL alike
         self.allreduce_world([np.zeros(1)], "max")
+
+    # ------------------------------------------------------------------ process-level collectives
+    def allgather_object(self, obj) -> list:
+        """Every rank's ``obj`` (small, picklable), in rank order."""
+        res = [None] * self.world
+        self._guard(lambda: self.dist.all_gather_object(res, obj), "all-gather")
+        return res
+
+    def exchange_rows(self, arr: np.ndarray, counts, what: str = "exchange") -> tuple[np.ndarray, np.ndarray]:
+        """Rows ``arr[sum(counts[:j]) : sum(counts[:j+1])]`` go to rank j (world
+        group, CPU); returns (received rows in source-rank order, rows received
+        from each rank). Payloads above :data:`ROUND_BYTES` per rank go in rounds."""
+        arr = np.ascontiguousarray(arr)
+
+        def fill(dst, a, b):
+            dst[...] = arr[a:b]
+        return self._rounds(fill, counts, arr.dtype, arr.shape[1:], what, whole=arr)
+
+    def exchange_fill(self, fill, counts, dtype, what: str = "exchange") -> tuple[np.ndarray, np.ndarray]:
+        """As :meth:`exchange_rows` of a 1-D send array that is never
+        materialized: ``fill(dst, a, b)`` writes its elements ``[a, b)`` into
+        ``dst``; each round builds only its own piece (at most
+        :data:`ROUND_BYTES`) and the received pieces go straight into the
+        preallocated result."""
+        return self._rounds(fill, counts, np.dtype(dtype), (), what)
+
+    def _a2a(self, out, inp, osplit, isplit, what: str) -> None:
+        self._guard(lambda: self.dist.all_to_all_single(out, inp, [int(x) for x in osplit],
+                                                        [int(x) for x in isplit]), what)
+
+    def _rounds(self, fill, counts, dtype, tail, what: str, whole=None) -> tuple[np.ndarray, np.ndarray]:
+        torch, p = self.torch, self.world
+        counts = np.asarray(counts, dtype=np.int64)
+        if dtype not in _NP2TORCH:
+            raise CommError(f"{what}: cannot exchange numpy dtype {dtype}")
+        tdt = getattr(torch, _NP2TORCH[dtype])
+        rc = torch.zeros(p, dtype=torch.int64)
+        self._a2a(rc, torch.from_numpy(counts.copy()), [1] * p, [1] * p, f"{what} (counts)")
+        rcounts = rc.numpy().copy()
+        row_bytes = dtype.itemsize * int(np.prod(tail, dtype=np.int64)) if tail else dtype.itemsize
+        mine = max(int(counts.sum()), int(rcounts.sum())) * row_bytes
+        rounds = max(self.allgather_object(-(-mine // ROUND_BYTES) if mine else 1))
+        out = np.empty((int(rcounts.sum()),) + tail, dtype=dtype) if rounds > 1 else None
+        soff = np.concatenate([[0], np.cumsum(counts)])
+        roff = np.concatenate([[0], np.cumsum(rcounts)])
+        for i in range(rounds):  # loop over rounds: piece i of every segment
+            s_lo, s_hi = counts * i // rounds, counts * (i + 1) // rounds
+            r_lo, r_hi = rcounts * i // rounds, rcounts * (i + 1) // rounds
+            if rounds == 1 and whole is not None:
+                send = whole
+            else:
+                send = np.empty((int((s_hi - s_lo).sum()),) + tail, dtype=dtype)
+                at = 0
+                for j in range(p):
+                    m = int(s_hi[j] - s_lo[j])
+                    if m:
+                        fill(send[at:at + m], int(soff[j] + s_lo[j]), int(soff[j] + s_hi[j]))
+                    at += m
+            recv = torch.empty((int((r_hi - r_lo).sum()),) + tail, dtype=tdt)
+            self._a2a(recv, torch.from_numpy(send), r_hi - r_lo, s_hi - s_lo, what)
+            del send
+            rv = recv.numpy()
+            if rounds == 1:
+                out = rv
+            else:
+                pos = np.concatenate([[0], np.cumsum(r_hi - r_lo)])
+                for j in range(p):
+                    out[roff[j] + r_lo[j]: roff[j] + r_hi[j]] = rv[pos[j]:pos[j + 1]]
+            del recv, rv
+        return out, rcounts
 
 
 def group_backend(backend: str, device=None) -> tuple[str, dict]:

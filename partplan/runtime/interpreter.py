@@ -143,7 +143,6 @@ class Executor:
         self._bufs: dict = {}
         self._obl: dict = {}  # program -> step id -> per-rank oblivious set-up (prepare_oblivious)
         self.last_phases = dict.fromkeys(PHASES, 0.0)
-        self.fault = None  # test hook: callable(step_id) run before each step
         # synchronize the device after every step so last_phases holds each phase's seconds
         # (False: one stream of kernels, phases then count launch time only)
         self.phase_times = True
@@ -275,8 +274,6 @@ class Executor:
         k, nsteps = 0, len(prog.steps)
         while k < nsteps:
             st, cls, prep = prog.steps[k], prog.ops[k], prog.prep[k]
-            if self.fault is not None:
-                self.fault(st["id"])
             if barriers and cls.collective:
                 sync()
                 comm.barrier()
@@ -302,8 +299,6 @@ class Executor:
         of :meth:`~partplan.program.steps.SpmmPrep.split`), wait, add the rest.
         Returns the next step index."""
         a2a, sp = prog.steps[k], prog.steps[k + 1]
-        if self.fault is not None:
-            self.fault(sp["id"])
         clock = time.perf_counter
         parts = prog.prep[k + 1].split(prog.prep[k].start, ctx.ops)
         handle = AllToAllV.start(ctx, a2a, prog.prep[k], async_op=True)

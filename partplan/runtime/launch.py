@@ -1,9 +1,9 @@
 """Start p local worker processes the way torchrun does (RANK, WORLD_SIZE,
 LOCAL_RANK in the environment), wait for them with a deadline, and turn any
 failure into one :class:`CommError` that quotes each failed rank's own error
-line.
+line (once, when every rank ended on the same error).
 
-The launcher owns its workers (issue 21): each is the leader of its own
+The launcher owns its workers: each is the leader of its own
 process group; SIGINT / SIGTERM / SIGHUP to the launcher stop every worker
 (SIGTERM to each group, SIGKILL after :data:`STOP_GRACE_S`), remove the
 temporaries they were writing and the job's ``/tmp/partplan-run-<pid>-*``
@@ -16,14 +16,20 @@ launch. Local workers meet through a ``FileStore`` in the job's private 0700
 folder (no TCP store, no network listener) and gloo binds to loopback
 (``GLOO_SOCKET_IFNAME=lo``). Every rank proves knowledge of
 ``$PARTPLAN_SECRET`` (HMAC of all ranks' nonces) before any data moves
-(:func:`authenticate`). The workers run ``python -m
-partplan.runtime.worker CONFIG.json``, which calls the worker function named
-in the config (``entry``) — the function torchrun's processes call directly
-through ``python -m partplan run ...``.
+(:func:`authenticate`).
+
+One protocol runs every job: the work of a process is a module-level
+function ``fn(ctx, cfg) -> report | None`` on a :class:`WorkerContext`;
+:func:`run_rank` opens the context, runs it, has rank 0 write the report
+and tears the context down. :func:`start` runs a job's ``fn`` in this
+process (``backend`` "local": every rank here; under torchrun: one rank) or
+on ``nprocs`` launched processes (:func:`launch`), each of which runs
+``python -m partplan.runtime.worker CONFIG.json`` — :func:`run_rank` of the
+function named in the config (``entry``).
 
 :class:`WorkerContext` is the one set-up and teardown of a worker (threads,
-device, process group, comm, shards, rank 0's result file), used by every
-job's ranks; :func:`resolve_device` is the device policy.
+device, process group, comm, shards, rank 0's result file);
+:func:`resolve_device` is the device policy.
 """
 from __future__ import annotations
 
@@ -174,9 +180,10 @@ def launch(config: dict, nprocs: int, *, worker, timeout_s: float = 60.0, thread
            env: dict | None = None) -> dict:
     """Run ``nprocs`` workers on ``config`` (JSON-able); returns rank 0's report.
 
-    Each worker process runs ``worker(config)`` (a module-level function: its
-    ``module:name`` goes into the config as ``entry``, which
-    :mod:`partplan.runtime.worker` imports; the runtime holds no job table).
+    Each worker process runs :func:`run_rank` of ``worker`` — a module-level
+    ``worker(ctx, cfg)``: its ``module:name`` goes into the config as
+    ``entry``, which :mod:`partplan.runtime.worker` imports; the runtime holds
+    no job table.
 
     The deadline is generous (start-up + 4 × timeout + the config's own
     ``deadline_s`` if given): workers time out by themselves first; a worker
@@ -246,19 +253,7 @@ def launch(config: dict, nprocs: int, *, worker, timeout_s: float = 60.0, thread
             _echo_progress(cfg["progress_file"], shown)
         codes = [p.returncode for p in procs]
         if any(codes):
-            lines = []
-            for r, (c, err) in enumerate(zip(codes, errs)):
-                err.seek(0)
-                text = err.read()
-                if r in killed:
-                    lines.append(f"rank {r}: still running after the deadline; killed")
-                elif c and c < 0:
-                    last = _last_error(text)
-                    lines.append(f"rank {r}: killed by signal {signal.Signals(-c).name}"
-                                 + (f" ({last[:300]})" if last else ""))
-                elif c:
-                    lines.append(f"rank {r}: {_last_error(text) or f'exit status {c}'}")
-            raise CommError("the job failed — " + " | ".join(lines))
+            raise CommError("the job failed — " + _failures(codes, errs, killed))
         res = Path(cfg["result"])
         if not res.is_file():
             raise CommError("the job ended without a report from rank 0")
@@ -270,6 +265,30 @@ def launch(config: dict, nprocs: int, *, worker, timeout_s: float = 60.0, thread
         for fh in errs:
             fh.close()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _failures(codes: list, errs: list, killed: set) -> str:
+    """What the failed ranks said: each rank's own error line (``rank r: ...``
+    joined by `` | ``), or the line once when every rank ended on the same
+    error (one the ranks agreed on)."""
+    lines, said = [], []
+    for r, (c, err) in enumerate(zip(codes, errs)):
+        err.seek(0)
+        said.append(_last_error(err.read()) if c and c > 0 and r not in killed else None)
+    if said[0] and len(set(said)) == 1:
+        return said[0]
+    for r, (c, err) in enumerate(zip(codes, errs)):
+        err.seek(0)
+        text = err.read()
+        if r in killed:
+            lines.append(f"rank {r}: still running after the deadline; killed")
+        elif c and c < 0:
+            last = _last_error(text)
+            lines.append(f"rank {r}: killed by signal {signal.Signals(-c).name}"
+                         + (f" ({last[:300]})" if last else ""))
+        elif c:
+            lines.append(f"rank {r}: {_last_error(text) or f'exit status {c}'}")
+    return " | ".join(lines)
 
 
 def entry_of(worker) -> str:
@@ -295,20 +314,34 @@ def _echo_progress(path: str, shown: int) -> int:
     return shown + end
 
 
-def start(cfg: dict, nprocs: int | None, worker, *, timeout_s: float, threads: int | None = 1,
+def run_rank(fn, cfg: dict) -> dict | None:
+    """One process of a job: open the :class:`WorkerContext` of ``cfg`` (local:
+    every rank here; else this rank's process group), run ``fn(ctx, cfg)``,
+    have rank 0 write the report to ``cfg["result"]``, tear down. Returns
+    ``fn``'s report (None on the other ranks)."""
+    with WorkerContext.open(cfg) as ctx:
+        rep = fn(ctx, cfg)
+        ctx.write_result(cfg, rep)
+        return rep
+
+
+def start(cfg: dict, nprocs: int | None, fn, *, timeout_s: float, threads: int | None = 1,
           ranks: int | None = None, plan=None) -> dict | None:
-    """Run a job: under torchrun (``nprocs`` None) this process is one rank and
-    runs ``worker(cfg)``; else :func:`launch` starts ``nprocs`` processes that
-    each run ``worker(cfg)``. ``ranks``: the plan's rank count, which ``nprocs``
-    must equal."""
+    """Run the job whose processes run ``fn(ctx, cfg)`` (:func:`run_rank`):
+    ``cfg["backend"]`` "local" runs every rank in this process; under torchrun
+    (``nprocs`` None) this process is one rank; else :func:`launch` starts
+    ``nprocs`` processes. ``ranks``: the plan's rank count, which ``nprocs``
+    must equal. Returns the report (None on a non-zero torchrun rank)."""
     from ..errors import PlanError
+    if cfg.get("backend", "gloo") == "local":
+        return run_rank(fn, cfg)
     if nprocs is None:
         if not under_torchrun():
             raise PlanError("give --nprocs N (processes to start here), or start the command with torchrun")
-        return worker(cfg)
+        return run_rank(fn, cfg)
     if ranks is not None and nprocs != ranks:
         raise PlanError(f"{plan}: the plan is for {ranks} ranks; --nprocs {nprocs} does not match")
-    return launch(cfg, nprocs, worker=worker, timeout_s=timeout_s, threads=threads)
+    return launch(cfg, nprocs, worker=fn, timeout_s=timeout_s, threads=threads)
 
 
 # ----------------------------------------------------------------------------- the worker context
@@ -414,6 +447,16 @@ class WorkerContext:
         if self.local:
             return LocalComm(ranks, list(groups), device=None if self.device == "cpu" else self.device)
         return TorchComm(list(groups), timeout_s=self.timeout, device=self.device)
+
+    def world_comm(self):
+        """A comm over the processes of the job with no plan groups, for the
+        process-level collectives (``exchange_rows``, ``allgather_object``):
+        TorchComm of this rank, or LocalComm of one rank when this process is
+        the whole job."""
+        from .comm import LocalComm, TorchComm
+        if self.local:
+            return LocalComm(1, [])
+        return TorchComm([], timeout_s=self.timeout, device="cpu")
 
     def mine(self, per_rank: list) -> list:
         """The entries of a per-rank list that this process holds (all, or ``[per_rank[rank]]``)."""
@@ -534,7 +577,7 @@ def authenticate(store, rank: int, world: int, timeout: float = 60.0) -> None:
 # ----------------------------------------------------------------------------- a shared output file
 class SharedOutput:
     """One ``.npy`` output written by several ranks (each fills its rows),
-    created and committed by rank 0 (issue 21).
+    created and committed by rank 0.
 
     :meth:`create` (every rank, before the work): rank 0 makes a unique
     temporary next to ``path`` (:func:`partplan._atomic.create_npy`:
@@ -625,8 +668,7 @@ def under_torchrun() -> bool:
     return all(v in os.environ for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
 
 
-def _probe_entry(cfg: dict) -> None:
-    """A worker entry that only opens and closes the worker context (the
-    rendezvous and its secret check); for tests."""
-    with WorkerContext.open(cfg):
-        pass
+def _probe_entry(ctx, cfg: dict) -> None:
+    """A worker function that does nothing: the process only opens and closes
+    its worker context (the rendezvous and its secret check); for tests."""
+    return None

@@ -40,77 +40,80 @@ def _pingpong(dist, torch, buf, me: int, a: int, b: int, repeat: int) -> float:
     return float(np.median(times[1:])) if times else 0.0
 
 
-def probe_worker(cfg: dict):
-    """One rank of a probe job; rank 0 writes the matrix topology to ``cfg["output"]``
-    and returns (and writes to ``cfg["result"]``) a short report."""
+def probe_rank(ctx, cfg: dict):
+    """One rank of a probe job (a torch.distributed worker context); rank 0
+    writes the matrix topology to ``cfg["output"]`` and returns a short report."""
     import torch
     import torch.distributed as dist
 
-    from .launch import WorkerContext
-
     backend = cfg.get("backend", "gloo")
-    ctx = WorkerContext.open(cfg)  # threads, device, process group
+    if ctx.local:
+        raise PartplanError("the topology probe measures processes: run it on --nprocs N (or under torchrun)")
     rank, world, device = ctx.rank, ctx.world, ctx.device
-    try:
-        small, large, repeat = int(cfg.get("small", 8)), int(cfg.get("large", 1 << 22)), int(cfg.get("repeat", 5))
-        bufs = {s: torch.zeros(max(1, s // 4), dtype=torch.float32, device=device) for s in (small, large)}
-        rt = np.zeros((2, world, world))
-        flag = torch.zeros(1, device=device)
-        for a in range(world):
-            for b in range(world):
-                if a == b:
-                    continue
-                if rank in (a, b):
-                    for i, s in enumerate((small, large)):
-                        v = _pingpong(dist, torch, bufs[s], rank, a, b, repeat)
-                        if rank == a:
-                            rt[i, a, b] = v
-                dist.all_reduce(flag)  # keep every rank at the same pair
-        t = torch.from_numpy(rt.copy()).to(device)
-        dist.all_reduce(t)  # each entry was measured by exactly one rank (the sender a)
-        rt = t.cpu().numpy()
-        if rank != 0:
-            return None
-        one_way = rt / 2.0
-        nbytes = np.array([bufs[small].numel() * 4, bufs[large].numel() * 4], dtype=np.float64)
-        alpha = one_way[0]
-        beta = np.maximum((one_way[1] - one_way[0]) / (nbytes[1] - nbytes[0]), 1e-15)
-        alpha = (alpha + alpha.T) / 2
-        beta = (beta + beta.T) / 2
-        np.fill_diagonal(alpha, 0.0)
-        np.fill_diagonal(beta, 0.0)
-        off = ~np.eye(world, dtype=bool)
-        cost = beta / beta[off].min() if world > 1 else np.zeros((1, 1))
-        doc = {"format": "partplan.topology", "version": 1, "kind": "matrix", "ranks": world,
-               "cost": np.round(cost, 6).tolist(), "alpha": alpha.tolist(), "beta": beta.tolist(),
-               "probe": {"backend": backend, "small_bytes": int(nbytes[0]), "large_bytes": int(nbytes[1]),
-                         "repeat": repeat}}
-        from .._atomic import write_json_atomic
-        write_json_atomic(doc, cfg["output"])
-        rep = {"output": cfg["output"], "ranks": world,
-               "alpha_s": {"min": float(alpha[off].min()) if world > 1 else 0.0,
-                           "max": float(alpha[off].max()) if world > 1 else 0.0},
-               "bandwidth_bytes_per_s": {"min": float(1 / beta[off].max()) if world > 1 else 0.0,
-                                         "max": float(1 / beta[off].min()) if world > 1 else 0.0}}
-        ctx.write_result(cfg, rep)
-        return rep
-    finally:
-        ctx.close()
+    small, large, repeat = int(cfg.get("small", 8)), int(cfg.get("large", 1 << 22)), int(cfg.get("repeat", 5))
+    bufs = {s: torch.zeros(max(1, s // 4), dtype=torch.float32, device=device) for s in (small, large)}
+    rt = np.zeros((2, world, world))
+    flag = torch.zeros(1, device=device)
+    for a in range(world):
+        for b in range(world):
+            if a == b:
+                continue
+            if rank in (a, b):
+                for i, s in enumerate((small, large)):
+                    v = _pingpong(dist, torch, bufs[s], rank, a, b, repeat)
+                    if rank == a:
+                        rt[i, a, b] = v
+            dist.all_reduce(flag)  # keep every rank at the same pair
+    t = torch.from_numpy(rt.copy()).to(device)
+    dist.all_reduce(t)  # each entry was measured by exactly one rank (the sender a)
+    rt = t.cpu().numpy()
+    if rank != 0:
+        return None
+    one_way = rt / 2.0
+    nbytes = np.array([bufs[small].numel() * 4, bufs[large].numel() * 4], dtype=np.float64)
+    alpha = one_way[0]
+    beta = np.maximum((one_way[1] - one_way[0]) / (nbytes[1] - nbytes[0]), 1e-15)
+    alpha = (alpha + alpha.T) / 2
+    beta = (beta + beta.T) / 2
+    np.fill_diagonal(alpha, 0.0)
+    np.fill_diagonal(beta, 0.0)
+    off = ~np.eye(world, dtype=bool)
+    cost = beta / beta[off].min() if world > 1 else np.zeros((1, 1))
+    doc = {"format": "partplan.topology", "version": 1, "kind": "matrix", "ranks": world,
+           "cost": np.round(cost, 6).tolist(), "alpha": alpha.tolist(), "beta": beta.tolist(),
+           "probe": {"backend": backend, "small_bytes": int(nbytes[0]), "large_bytes": int(nbytes[1]),
+                     "repeat": repeat}}
+    from .._atomic import write_json_atomic
+    write_json_atomic(doc, cfg["output"])
+    rep = {"output": cfg["output"], "ranks": world,
+           "alpha_s": {"min": float(alpha[off].min()) if world > 1 else 0.0,
+                       "max": float(alpha[off].max()) if world > 1 else 0.0},
+           "bandwidth_bytes_per_s": {"min": float(1 / beta[off].max()) if world > 1 else 0.0,
+                                     "max": float(1 / beta[off].min()) if world > 1 else 0.0}}
+    return rep
 
 
-def run_probe(output, *, nprocs: int | None = None, backend: str = "gloo", small: int = 8,
-              large: int = 1 << 22, repeat: int = 5, timeout: float = 60.0) -> dict:
-    """Probe ``nprocs`` local processes (None: this process is one rank under torchrun)."""
+def probe_config(cfg: dict, nprocs: int | None = None) -> dict:
+    """The probe's config checked before any process starts (output folder,
+    message sizes, process count); returns the config the ranks run on."""
     from pathlib import Path
-
-    from .launch import start
-    out = Path(output)
+    out = Path(cfg["output"])
+    small, large = int(cfg.get("small", 8)), int(cfg.get("large", 1 << 22))
     if not out.parent.exists():
         raise PartplanError(f"{out}: directory {out.parent} does not exist")
     if small < 4 or large <= small:
         raise PartplanError(f"probe sizes: need 4 <= small < large bytes, got {small}, {large}")
-    cfg = {"job": "topoprobe", "output": str(out), "backend": backend, "small": int(small), "large": int(large),
-           "repeat": int(repeat), "timeout": float(timeout)}
     if nprocs is not None and nprocs < 2:
         raise PartplanError(f"--nprocs must be >= 2 to measure pairs, got {nprocs}")
-    return start(cfg, nprocs, probe_worker, timeout_s=timeout, threads=1)
+    return dict(cfg, output=str(out), backend=cfg.get("backend", "gloo"), small=small, large=large,
+                repeat=int(cfg.get("repeat", 5)), timeout=float(cfg.get("timeout", 60.0)))
+
+
+def run_probe(output, *, nprocs: int | None = None, backend: str = "gloo", small: int = 8,
+              large: int = 1 << 22, repeat: int = 5, timeout: float = 60.0) -> dict:
+    """Probe ``nprocs`` local processes (None: this process is one rank under
+    torchrun): :func:`probe_config`, then :func:`probe_rank` on each process."""
+    from .launch import start
+    cfg = probe_config({"job": "topoprobe", "output": output, "backend": backend, "small": small, "large": large,
+                        "repeat": repeat, "timeout": timeout}, nprocs)
+    return start(cfg, nprocs, probe_rank, timeout_s=timeout, threads=1)

@@ -2,6 +2,12 @@
 p processes), :class:`DistSpMM` (inside your own torch training loop) and
 :func:`replay` (all ranks in one process through :class:`LocalComm`).
 
+The measured job's work is one function, :func:`spmm_rank` (every rank in
+this process with the local backend, one rank of torch.distributed
+otherwise); :func:`spmm_config` checks everything before any process starts
+and :func:`run_spmm` (or the ``spmm`` job of :mod:`partplan.jobs`) starts it
+through :func:`partplan.runtime.launch.start`.
+
 Files are in the graph's vertex order: ``H.npy`` and ``Z.npy`` are ``n × f``
 arrays whose row v belongs to vertex v of the graph the plan was built for.
 Each rank memory-maps ``H.npy`` and reads only its own rows; the output is a
@@ -27,7 +33,7 @@ import numpy as np
 from ..errors import PlanError
 from ..io.outpath import check_output_file
 from ..program.plan import Plan, manifest_groups, manifest_volume, program_steps
-from ..plan.store import load_plan, load_rank, read_manifest
+from ..plan.store import load_plan, read_manifest
 from .comm import LocalComm
 from .interpreter import PHASES, Executor
 from .launch import SharedOutput
@@ -358,139 +364,156 @@ def replay(plan: Plan, H: np.ndarray, program: str = "forward") -> np.ndarray:
     return Z
 
 
-def _run_local(cfg: dict) -> dict:
-    plan = load_plan(cfg["plan"])
-    m = plan.manifest
+def _rss() -> int:
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+# ----------------------------------------------------------------------------- the ranks' work
+def _comm_and_ops(ctx, m: dict, dtype, cfg: dict):
+    """(comm, ops, device) of this process: every rank here (LocalComm; numpy
+    buffers unless a device or the torch kernels ask for tensors), or one rank
+    of torch.distributed (TorchComm, tensors on the context's device)."""
+    kernels = cfg.get("kernels") or cfg.get("kernel") or "auto"
+    from .ops import TorchOps
+    if not ctx.local:
+        return ctx.comm(manifest_groups(m), m["ranks"]), TorchOps(dtype, ctx.device, kernels), ctx.device
+    dev = cfg.get("device") or ("cpu" if kernels == "torch" else None)
+    if dev is None:
+        return LocalComm(m["ranks"], manifest_groups(m)), NumpyOps(dtype), "cpu"
+    comm = LocalComm(m["ranks"], manifest_groups(m), device=check_device(dev))
+    return comm, TorchOps(dtype, dev, kernels), dev
+
+
+def _world_figures(comm, res: dict, program: str) -> dict:
+    """The measured figures summed (bytes) or maxed (times) over the ranks of a
+    torch.distributed job (numeric all-reduces only: any backend, no shared files)."""
+    p = comm.world
+
+    def red(a, op, shape):
+        return comm.allreduce_world([np.asarray(a, dtype=np.float64).reshape(-1)], op)[0].reshape(shape)
+    out = {"program": program, "sent": red(res["sent"], "sum", (p, p)).astype(np.int64),
+           "reduce": red(res["reduce"], "sum", (-1,)), "times": red(res["times"], "max", res["times"].shape)}
+    if "obl_sent" in res:
+        out["obl_sent"] = red(res["obl_sent"], "sum", (p, p))
+        out["obl_rows"] = red(res["obl_rows"], "sum", (p, p))
+        out["obl_times"] = red(res["obl_times"], "max", (-1, 2))
+    if "bare_times" in res:
+        out["bare_times"] = red(res["bare_times"], "max", (-1,))
+    return out
+
+
+def spmm_rank(ctx, cfg: dict) -> dict | None:
+    """The spmm job's work in this process (every rank of the plan with the
+    local backend, one rank under torch.distributed): read the shards, run
+    the measured passes, write the rows of ``Z`` this process holds into the
+    shared output; the leader returns the report."""
+    m = read_manifest(cfg["plan"])
+    shards = ctx.shards(cfg["plan"], m)
     n = m["graph"]["n"]
     program = cfg.get("program", "forward")
     dtype = _resolve_dtype(cfg, n)
-    dev = cfg.get("device") or ("cpu" if cfg.get("kernels") == "torch" else None)
-    ex = local_executor(plan, dtype=dtype, device=dev, kernels=cfg.get("kernels", "auto"),
-                        overlap=cfg.get("overlap", "on"))
-    inputs = [_input_rows(cfg, rp.in_ids(program), n, dtype) for rp in plan.ranks]
-    if dev is not None:
-        inputs = [ex.ops.from_numpy(x) for x in inputs]
+    if cfg.get("output") and ctx.leader:
+        check_output_file(cfg["output"], kind="npy")
+    comm, ops, device = _comm_and_ops(ctx, m, dtype, cfg)
+    ex = Executor(m, shards, comm, ops, overlap=cfg.get("overlap", "on"))
+    inputs = [ops.from_numpy(_input_rows(cfg, rp.in_ids(program), n, dtype)) for rp in shards]
     f = int(inputs[0].shape[1])
     out = None
-    if cfg.get("output"):  # unique temp, space reserved before the work (issue 21)
-        out = SharedOutput.create(LocalComm(1, []), 0, check_output_file(cfg["output"], kind="npy"), dtype, (n, f))
+    if cfg.get("output"):  # unique temp, space reserved before the work; every rank learns its name
+        out = SharedOutput.create(LocalComm(1, []) if ctx.local else comm, ctx.rank or 0, Path(cfg["output"]),
+                                  dtype, (n, f))
     try:
         res = _measure(ex, program, inputs, cfg)
-        if out is not None:
-            for rp, z in zip(plan.ranks, res["outs"]):
+        if ctx.local:
+            res_w, extra = res, {}
+        else:
+            import torch
+            res_w = _world_figures(comm, res, program)
+            res_w["alpha_beta"] = calibrate_alltoall(comm, ops, repeat=max(3, int(cfg.get("repeat", 5))))
+            vec = np.zeros(2 * comm.world)
+            vec[ctx.rank] = _rss()
+            vec[comm.world + ctx.rank] = sum(a.nbytes for a in shards[0].arrays.values())
+            vec = comm.allreduce_world([vec], "sum")[0]
+            extra = {"peak_rss_bytes_per_rank": [int(v) for v in vec[:comm.world]],
+                     "shard_array_bytes_per_rank": [int(v) for v in vec[comm.world:]],
+                     "torch_threads": torch.get_num_threads(), "output": cfg.get("output")}
+        if out is not None:  # each writing rank fills its rows of rank 0's reserved temporary, rank 0 renames
+            for rp, z in zip(shards, res["outs"]):
                 if rp.writes_output(program):
-                    out.write(rp.out_ids(program), ex.ops.to_numpy(z))
+                    out.write(rp.out_ids(program), ops.to_numpy(z))
             out.finish()
     except BaseException:
         if out is not None:
             out.discard()
         raise
-    extra = _finish_compare(res, m, f, dtype)
-    extra["peak_rss_bytes"] = _rss()
-    rep = _report(m, cfg, program, f, dtype, ex.ops.kernel, dev or "cpu", res["sent"], res["reduce"], res["times"],
+    if not ctx.leader:
+        return None
+    extra = {**_finish_compare(res_w, m, f, dtype), **extra}
+    if ctx.local:
+        extra["peak_rss_bytes"] = _rss()
+    rep = _report(m, cfg, program, f, dtype, ops.kernel, device, res_w["sent"], res_w["reduce"], res_w["times"],
                   extra)
     return _ratios(rep)
 
 
-def _rss() -> int:
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
-
-
-# ----------------------------------------------------------------------------- torch worker
-def spmm_worker(cfg: dict) -> dict | None:
-    """One rank of a torch.distributed SpMM job (started by torchrun or
-    :func:`partplan.runtime.launch.launch`); rank 0 returns (and writes to
-    ``cfg["result"]``) the report."""
-    import torch
-
-    from .launch import WorkerContext
-    from .ops import TorchOps
-
-    m = read_manifest(cfg["plan"])  # before init: a bad plan fails every rank the same way
-    ctx = WorkerContext.open(cfg)  # threads, device, process group
-    rank, world, device = ctx.rank, ctx.world, ctx.device
-    try:
-        ctx.check_ranks(m["ranks"], cfg["plan"])
-        shard = load_rank(cfg["plan"], rank, manifest=m)
-        n = m["graph"]["n"]
-        program = cfg.get("program", "forward")
-        dtype = _resolve_dtype(cfg, n)
-        if cfg.get("output") and rank == 0:
-            check_output_file(cfg["output"], kind="npy")
-        comm = ctx.comm(manifest_groups(m), m["ranks"])
-        ops = TorchOps(dtype, device, cfg.get("kernels") or cfg.get("kernel", "auto"))
-        ex = Executor(m, [shard], comm, ops, overlap=cfg.get("overlap", "on"))
-        fault = os.environ.get("PARTPLAN_FAULT_KILL")  # test hook "RANK:STEP_ID:COUNT": SIGKILL self
-        if fault:
-            fr, fstep, fcount = fault.split(":")
-            if int(fr) == rank:
-                seen = {"n": 0}
-
-                def _die(step_id, fstep=fstep, fcount=int(fcount)):
-                    if step_id == fstep:
-                        seen["n"] += 1
-                        if seen["n"] >= fcount:
-                            os.kill(os.getpid(), 9)
-                ex.fault = _die
-        x = ops.from_numpy(_input_rows(cfg, shard.in_ids(program), n, dtype))
-        f = int(x.shape[1])
-        out = None
-        if cfg.get("output"):  # unique temp, space reserved before the work; every rank learns its name
-            out = SharedOutput.create(comm, rank, cfg["output"], dtype, (n, f))
-        try:
-            res = _measure(ex, program, [x], cfg)
-        except BaseException:
-            if out is not None:
-                out.discard()
-            raise
-        p = world
-        # world-reduce the figures (numeric only: works on any backend, no shared files needed)
-        sent = comm.allreduce_world([res["sent"].astype(np.float64).reshape(-1)], "sum")[0].reshape(p, p)
-        red = comm.allreduce_world([res["reduce"].astype(np.float64)], "sum")[0]
-        times = comm.allreduce_world([res["times"].reshape(-1)], "max")[0].reshape(res["times"].shape)
-        res_w = {"program": program}
-        if "obl_sent" in res:
-            res_w["obl_sent"] = comm.allreduce_world([res["obl_sent"].astype(np.float64).reshape(-1)],
-                                                     "sum")[0].reshape(p, p)
-            res_w["obl_rows"] = comm.allreduce_world([res["obl_rows"].astype(np.float64).reshape(-1)],
-                                                     "sum")[0].reshape(p, p)
-            res_w["obl_times"] = comm.allreduce_world([res["obl_times"].reshape(-1)], "max")[0].reshape(-1, 2)
-        if "bare_times" in res:
-            res_w["bare_times"] = comm.allreduce_world([res["bare_times"]], "max")[0]
-        alpha, beta = calibrate_alltoall(comm, ops, repeat=max(3, int(cfg.get("repeat", 5))))
-        res_w["alpha_beta"] = (alpha, beta)
-        vec = np.zeros(2 * p)
-        vec[rank] = _rss()
-        vec[p + rank] = sum(a.nbytes for a in shard.arrays.values())
-        vec = comm.allreduce_world([vec], "sum")[0]
-        # output: each writing rank fills its rows of rank 0's reserved temporary, rank 0 renames
-        if out is not None:
-            try:
-                if shard.writes_output(program):
-                    out.write(shard.out_ids(program), ops.to_numpy(res["outs"][0]))
-                out.finish()
-            except BaseException:
-                out.discard()
-                raise
-        if rank != 0:
-            return None
-        extra = _finish_compare(res_w, m, f, dtype)
-        extra.update({"peak_rss_bytes_per_rank": [int(v) for v in vec[:p]],
-                      "shard_array_bytes_per_rank": [int(v) for v in vec[p:]],
-                      "torch_threads": torch.get_num_threads(), "output": cfg.get("output")})
-        rep = _ratios(_report(m, cfg, program, f, dtype, ops.kernel, device, sent.astype(np.int64),
-                              red, times, extra))
-        if cfg.get("result"):
-            from .._atomic import atomic_path
-            import json
-            with atomic_path(cfg["result"]) as tmpres:
-                Path(tmpres).write_text(json.dumps(rep, indent=1))
-        return rep
-    finally:
-        ctx.close()
-
-
 # ----------------------------------------------------------------------------- public API
+def spmm_config(cfg: dict, nprocs: int | None = None) -> dict:
+    """The spmm job's config checked before any process starts (the plan, its
+    program, the features — scanned once for NaN / inf —, the output, the
+    process count, the options); returns the config the ranks run on (keys
+    as :func:`run_spmm` takes them, others kept)."""
+    cfg = dict(cfg)
+    backend, plan = cfg.get("backend", "gloo"), cfg["plan"]
+    if backend not in BACKENDS:
+        raise PlanError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    compare = list(cfg.get("compare") or ())
+    bad = [c for c in compare if c not in COMPARE]
+    if bad:
+        raise PlanError(f"--compare takes {', '.join(COMPARE)}; got {', '.join(bad)}")
+    from .interpreter import OVERLAP
+    from .ops import KERNELS
+    kernels = cfg.pop("kernel", None) or cfg.get("kernels") or "auto"
+    if kernels not in KERNELS:
+        raise PlanError(f"kernels must be one of auto, torch, native (scipy: native's older name); got {kernels!r}")
+    overlap, device = cfg.get("overlap", "on"), cfg.get("device")
+    if overlap not in OVERLAP:
+        raise PlanError(f"overlap must be on or off, got {overlap!r}")
+    if device is not None or backend == "nccl":
+        check_device(device or "cuda")
+        if backend == "gloo" and device.startswith("cuda"):
+            raise PlanError("gloo's all-to-all takes CPU tensors only: use --backend nccl (one GPU per rank) "
+                            "or --backend local (every rank on one device) with --device cuda")
+    repeat, warmup, f = cfg.get("repeat", 5), cfg.get("warmup", 1), cfg.get("f", 16)
+    if repeat < 1 or warmup < 0:
+        raise PlanError("repeat must be >= 1 and warmup >= 0")
+    features = cfg.get("features")
+    if features is None and (not isinstance(f, (int, np.integer)) or f < 1):
+        raise PlanError(f"f (feature width) must be an integer >= 1, got {f!r}")
+    m = read_manifest(plan)  # refuse a bad plan before starting anything
+    program = cfg.get("program", "forward")
+    if program not in m["programs"]:
+        raise PlanError(f"{plan}: the plan has no {program} program (backward = {m.get('backward')!r})")
+    if backend != "local" and nprocs is not None and nprocs != m["ranks"]:
+        raise PlanError(f"{plan}: the plan is for {m['ranks']} ranks; --nprocs {nprocs} does not match")
+    if cfg.get("output") is not None:
+        check_output_file(cfg["output"], kind="npy")
+    scanned = False
+    if features is not None:
+        from .launch import under_torchrun
+        if nprocs is not None or backend == "local" or not under_torchrun():   # one scan, before any start
+            check_finite_features(open_features(features, m["graph"]["n"]), features)
+            scanned = True
+        else:       # under torchrun every rank is this process: each checks the rows it reads
+            open_features(features, m["graph"]["n"])
+    cfg.update({"plan": str(plan), "backend": backend, "features": None if features is None else str(features),
+                "f": int(f), "seed": int(cfg.get("seed", 0)), "dtype": cfg.get("dtype"),
+                "output": None if cfg.get("output") is None else str(cfg["output"]),
+                "repeat": int(repeat), "warmup": int(warmup), "compare": compare, "kernels": kernels,
+                "device": device, "overlap": overlap, "timeout": float(cfg.get("timeout", 60.0)),
+                "program": program, "features_checked": scanned})
+    return cfg
+
+
 def run_spmm(plan, *, nprocs: int | None = None, backend: str = "gloo", features=None, f: int = 16,
              seed: int = 0, dtype: str | None = None, output=None, repeat: int = 5, warmup: int = 1,
              compare=(), kernel: str | None = None, timeout: float = 60.0, program: str = "forward",
@@ -514,52 +537,16 @@ def run_spmm(plan, *, nprocs: int | None = None, backend: str = "gloo", features
     timeout : seconds a rank waits on a peer before failing. threads : torch /
     OpenMP threads per spawned process.
 
-    Returns the report dict (keys listed in docs/runtime.md); under torchrun
-    only rank 0 returns it (others None).
+    Every check happens before any process starts (:func:`spmm_config`); each
+    process then runs :func:`spmm_rank`. Returns the report dict (keys listed
+    in docs/design/runtime.md); under torchrun only rank 0 returns it (others None).
     """
-    if backend not in BACKENDS:
-        raise PlanError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    bad = [c for c in compare if c not in COMPARE]
-    if bad:
-        raise PlanError(f"--compare takes {', '.join(COMPARE)}; got {', '.join(bad)}")
-    from .interpreter import OVERLAP
-    from .ops import KERNELS
-    kernels = kernel if kernel is not None else kernels
-    if kernels not in KERNELS:
-        raise PlanError(f"kernels must be one of auto, torch, native (scipy: native's older name); got {kernels!r}")
-    if overlap not in OVERLAP:
-        raise PlanError(f"overlap must be on or off, got {overlap!r}")
-    if device is not None or backend == "nccl":
-        check_device(device or "cuda")
-        if backend == "gloo" and device.startswith("cuda"):
-            raise PlanError("gloo's all-to-all takes CPU tensors only: use --backend nccl (one GPU per rank) "
-                            "or --backend local (every rank on one device) with --device cuda")
-    if repeat < 1 or warmup < 0:
-        raise PlanError("repeat must be >= 1 and warmup >= 0")
-    if features is None and (not isinstance(f, (int, np.integer)) or f < 1):
-        raise PlanError(f"f (feature width) must be an integer >= 1, got {f!r}")
-    m = read_manifest(plan)  # refuse a bad plan before starting anything
-    if program not in m["programs"]:
-        raise PlanError(f"{plan}: the plan has no {program} program (backward = {m.get('backward')!r})")
-    if output is not None:
-        check_output_file(output, kind="npy")
-    scanned = False
-    if features is not None:
-        from .launch import under_torchrun
-        if nprocs is not None or backend == "local" or not under_torchrun():   # one scan, before any start
-            check_finite_features(open_features(features, m["graph"]["n"]), features)
-            scanned = True
-        else:       # under torchrun every rank is this process: each checks the rows it reads
-            open_features(features, m["graph"]["n"])
-    cfg = {"job": "spmm", "plan": str(plan), "backend": backend, "features": None if features is None else str(features),
-           "f": int(f), "seed": int(seed), "dtype": dtype, "output": None if output is None else str(output),
-           "repeat": int(repeat), "warmup": int(warmup), "compare": list(compare), "kernels": kernels,
-           "device": device, "overlap": overlap,
-           "timeout": float(timeout), "program": program, "features_checked": scanned}
-    if backend == "local":
-        return _run_local(cfg)
     from .launch import start
-    return start(cfg, nprocs, spmm_worker, timeout_s=timeout, threads=threads, ranks=m["ranks"], plan=plan)
+    cfg = spmm_config({"job": "spmm", "plan": plan, "backend": backend, "features": features, "f": f, "seed": seed,
+                       "dtype": dtype, "output": output, "repeat": repeat, "warmup": warmup, "compare": compare,
+                       "kernel": kernel, "kernels": kernels, "device": device, "overlap": overlap,
+                       "timeout": timeout, "program": program}, nprocs)
+    return start(cfg, nprocs, spmm_rank, timeout_s=timeout, threads=threads)
 
 
 class DistSpMM:

@@ -2,9 +2,11 @@
 
 Runs ``config["entry"]`` (``module:function``, written by
 :func:`partplan.runtime.launch.launch` from the worker function it was given)
-on ``config`` in this rank. The runtime keeps no table of job names: which
-function a job's ranks run is the caller's choice (the job registry,
-:mod:`partplan.jobs`, or the runtime's own ``run_spmm`` / ``run_probe``).
+in this rank through :func:`partplan.runtime.launch.run_rank`: the worker
+context opened, ``function(ctx, config)``, rank 0's report written, the
+context closed. The runtime keeps no table of job names: which function a
+job's ranks run is the caller's choice (a job of :mod:`partplan.jobs`, or
+the runtime's own ``run_spmm`` / ``run_probe``).
 A user error ends with one line ``partplan: error: ...`` on stderr and exit
 status 2.
 
@@ -24,7 +26,8 @@ from ..errors import PartplanError
 
 
 def run_entry(cfg: dict):
-    """Import ``cfg["entry"]`` (``module:function``) and run it on ``cfg``."""
+    """Import ``cfg["entry"]`` (``module:function``) and run it on ``cfg`` in
+    this process's worker context (:func:`~partplan.runtime.launch.run_rank`)."""
     entry = cfg.get("entry")
     if not isinstance(entry, str) or entry.count(":") != 1:
         raise PartplanError(f"the worker config names no entry function (module:function), got {entry!r}")
@@ -33,7 +36,8 @@ def run_entry(cfg: dict):
         func = getattr(importlib.import_module(mod), fn)
     except (ImportError, AttributeError) as exc:
         raise PartplanError(f"worker entry {entry}: {exc}") from None
-    return func(cfg)
+    from .launch import run_rank
+    return run_rank(func, cfg)
 
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>

@@ -1,0 +1,288 @@
+"""``plan-build``: the distributed 1D plan build as a job — N processes build
+the plan of a chunked graph together, each reading only its chunks
+(``partplan plan GRAPH --partition P --nprocs N``, or the same command under
+torchrun). The computations and the algorithm are
+:mod:`partplan.plan.distbuild`'s; this module drives the processes: their
+exchanges (the runtime comm's ``exchange_rows`` / ``exchange_fill`` /
+``allgather_object``) and their agreement on errors.
+
+:func:`build_distributed` starts the job (the Python entry the CLI calls);
+:func:`build_plan_distributed` is the work of one process on a comm (a
+:class:`~partplan.runtime.comm.TorchComm`, or ``LocalComm(1, [])`` when one
+process builds every rank).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import PartplanError, PlanError
+from ..metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE
+from ..plan import distbuild as D
+from .registry import Job, register
+
+
+def agree(comm, err: str | None) -> None:
+    """Every process raises the same PlanError when any process has an error
+    (so no process waits in a collective the failed one never joins)."""
+    msg = D.first_error(comm.allgather_object(err))
+    if msg:
+        raise PlanError(msg)
+
+
+def _part_programs(comm, prefix: str, part_of, proc_of: np.ndarray, k: int, q_lo: int, q_hi: int
+                   ) -> list[tuple]:
+    """(program, counts) of this process's parts. ``part_of(i)`` (part q_lo + i)
+    returns ``in_ids``, ``row_nnz``, ``cols``, ``data`` (rows in global CSR
+    order), and ``need``/``part_need`` (sorted distinct columns, their
+    parts); parts are taken one at a time and their columns dropped once
+    renumbered (only the int32 local columns stay). The halos are requested
+    from their owners in one exchange of (owner·k + requester, id) pairs."""
+    preps, keep = [], []
+    for i in range(q_hi - q_lo):     # loop over this process's parts
+        d = part_of(i)
+        preps.append(D.prep(q_lo + i, d["in_ids"], d["row_nnz"], d["cols"], d["need"], d["part_need"], k))
+        keep.append((d["in_ids"], d["row_nnz"], int(d["cols"].size), d["data"]))
+        del d
+    keys, ids, counts = D.halo_requests(preps, proc_of, k, comm.world)
+    gk, _ = comm.exchange_rows(keys, counts, "halo requests")
+    del keys
+    gid, _ = comm.exchange_rows(ids, counts, "halo requests")
+    del ids
+    reqs = D.send_lists(gk, gid, k, q_lo, q_hi)
+    return [D.finish_program(prefix, pr, ids_, rn, nz, dt, req, sc)
+            for pr, (ids_, rn, nz, dt), (req, sc) in zip(preps, keep, reqs)]
+
+
+def _shuffle(comm, r: dict, k: int, p: int, u: int):
+    """Stage 2: rows to the process of their part. Returns (Received,
+    proc_of, (q_lo, q_hi)); drops the read rows from ``r``."""
+    indptr, part_slice, lo = r["indptr"], r["part"], r["lo"]
+    deg = np.diff(indptr)
+    w = D.part_weights(part_slice, deg, k)
+    pb = D.part_bounds(np.sum(np.array(comm.allgather_object(w.tolist()), dtype=np.int64), axis=0), p)
+    q_lo, q_hi = int(pb[u]), int(pb[u + 1])
+    proc_of = np.repeat(np.arange(p, dtype=np.int64), np.diff(pb))     # part -> process
+    rows, vcounts, starts, vstart, ecounts = D.row_sends(part_slice, deg, indptr, lo, proc_of, k, p)
+    del deg
+    vrecv, _ = comm.exchange_rows(rows, vcounts, "row shuffle")
+    del rows
+    # the nonzeros of the sent rows, gathered round by round (never a whole send copy)
+    indices, data = r.pop("indices"), r.pop("data")
+    cols, _ = comm.exchange_fill(D.gather_rows_fill(indices, starts, vstart), ecounts, indices.dtype,
+                                 "column shuffle")
+    del indices
+    if r["info"].weighted:
+        data, _ = comm.exchange_fill(D.gather_rows_fill(data, starts, vstart), ecounts, np.float64, "value shuffle")
+    del starts, vstart, indptr, r["indptr"]
+    return D.Received(vrecv, cols, data, q_lo, q_hi), proc_of, (q_lo, q_hi)
+
+
+def _columns(comm, r: dict, rc, proc_of, qr, k: int):
+    """Stage 3: the parts of the distinct columns, the forward programs."""
+    n = r["info"].n
+    need = D.distinct(rc.cols, n)
+    asked, asked_counts = comm.exchange_rows(need, D.lookup_counts(need, r["bounds"], comm.world), "part lookup")
+    part_need, _ = comm.exchange_rows(D.lookup_answer(asked, r["part"], r["lo"]), asked_counts, "part lookup")
+    del asked
+    fres = _part_programs(comm, "fwd", lambda i: rc.forward_part(i, need, part_need, n), proc_of, k, *qr)
+    return need, part_need, fres
+
+
+def _backward(comm, r: dict, rc, need, part_need, proc_of, qr, k: int, backward):
+    """Stage 4: symmetry; the backward programs from A^T when asked (``backward``
+    True) or needed (None and A != A^T). Returns (bres or None, same, sym_pattern)."""
+    sym_pattern, same = D.symmetry(comm.allgather_object(D.hash_sums(rc.in_r, rc.estart_r, rc.cols, rc.data)),
+                                   r["info"].weighted)
+    if backward is None:
+        backward = not same
+    bres = None
+    if backward:
+        rows, order, tcounts = D.transpose_sends(rc, need, part_need, proc_of, k, comm.world)
+        trc, _ = comm.exchange_rows(rows, tcounts, "transpose")
+        del rows
+        tdata = comm.exchange_rows(rc.data[order], tcounts, "transpose")[0] if r["info"].weighted else None
+        del order
+        T = D.Transposed(trc, tdata, k, *qr)
+        del trc, tdata
+        bres = _part_programs(comm, "bwd", lambda i: T.backward_part(i, rc, r["info"].n), proc_of, k, *qr)
+        del T
+    rc.cols = rc.data = None
+    return bres, same, sym_pattern
+
+
+def build_plan_distributed(graph_path, partition, k: int, out, *, comm, layout: str = "1d",
+                           f: int = 128, dtype: str = "float32", meta: dict | None = None,
+                           backward: bool | None = None, alpha: float = DEFAULT_ALPHA_S,
+                           beta: float = DEFAULT_BETA_S_PER_BYTE, created: str | None | bool = None) -> dict:
+    """Build and write the 1D plan of a chunked graph with N = ``comm.world``
+    processes, N ≤ k (each builds the shards of a contiguous run of plan
+    ranks, :func:`~partplan.plan.distbuild.part_bounds`); call it on every process.
+
+    graph_path : a chunked graph directory (:mod:`partplan.io.chunked`).
+    partition : part[v] per vertex: a ``.npy`` file (only this process's slice
+        is read), another partition file (read whole), or an int array.
+    k : ranks of the plan (parts), k ≥ N.
+    out : the plan directory (written atomically by rank 0's rename; an
+        existing plan there is replaced; anything else is refused).
+    comm : the runtime's comm of this process (:meth:`WorkerContext.world_comm
+        <partplan.runtime.launch.WorkerContext.world_comm>`: TorchComm, or
+        ``LocalComm(1, [])`` for one process).
+    layout : only "1d"; f, dtype, meta, backward, alpha, beta, created : as
+        :func:`build_plan` / :func:`write_plan`.
+
+    Returns (on every process) a JSON-able dict: ``plan`` (path), ``rank``
+    (this process), ``ranks`` (k, plan ranks), ``processes`` (N), ``parts``
+    ([first, end) plan ranks built here), ``stages`` (this process's list of
+    ``{stage, seconds, peak_rss_bytes}``), ``peak_rss_bytes`` (its maximum
+    over stages, bytes) and, on process 0, ``per_rank`` (every process's
+    stages, parts and peaks) and ``total_volume`` (rows).
+    """
+    st = D.Stages()
+    u, p = comm.local[0], comm.world
+    st.start("read")
+    r, err = None, None
+    try:
+        r = D.read_stage(graph_path, partition, layout, k, f, dtype, u, p)
+    except PartplanError as exc:
+        err = str(exc)
+    agree(comm, err)
+    k = r["k"]
+    st.stop()
+    st.start("shuffle")
+    rc, proc_of, qr = _shuffle(comm, r, k, p, u)
+    st.stop()
+    st.start("columns")
+    need, part_need, fres = _columns(comm, r, rc, proc_of, qr, k)
+    st.stop()
+    st.start("backward")
+    bres, same, sym_pattern = _backward(comm, r, rc, need, part_need, proc_of, qr, k, backward)
+    del rc, need, part_need
+    st.stop()
+    st.start("write")
+    return _write(comm, st, r, graph_path, partition, out, qr, fres, bres, same, sym_pattern,
+                  f, dtype, meta, alpha, beta, created)
+
+
+def _write(comm, st, r: dict, graph_path, partition, out, qr, fres, bres, same, sym_pattern,
+           f, dtype, meta, alpha, beta, created) -> dict:
+    """Stage 5: each process writes the shards of its parts (plan ranks
+    ``qr = (q_lo, q_hi)``) into rank 0's temporary directory; rank 0 writes
+    partition.arrow and the manifest and renames the directory into place
+    (the plan store's writer)."""
+    from ..io.chunked import chunked_fingerprint
+    from ..plan.store import begin_plan_dir, finish_plan_dir
+    u, p, lay, info = comm.local[0], comm.world, r["lay"], r["info"]
+    k = lay.ranks
+    out = Path(out)
+    err, tmp = None, None
+    if u == 0:
+        try:
+            tmp = str(begin_plan_dir(out))
+        except (PartplanError, OSError) as exc:
+            err = str(exc)
+    got = comm.allgather_object((err, tmp))
+    agree(comm, got[0][0])
+    tmp = Path(got[0][1])
+    fp = comm.allgather_object(chunked_fingerprint(graph_path, info=info) if u == 0 else None)[0]
+    bmode = "separate" if bres is not None else ("same-as-forward" if same else "not-planned")
+    err, entries = None, []
+    try:
+        entries = D.write_parts(tmp, qr, lay, fres, bres, bmode, fp)
+    except (PartplanError, OSError) as exc:
+        err = str(exc)
+    st.stop()
+    fcnt = [c for _, c in fres]
+    bcnt = None if bres is None else [c for _, c in bres]
+    gathered = comm.allgather_object((err, entries, fcnt, bcnt, st.rows, st.baseline, list(qr)))
+    errs = [g[0] for g in gathered]
+    if any(errs):
+        if u == 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+        agree(comm, next(e for e in errs if e))
+    result = {"plan": str(out), "rank": u, "ranks": k, "processes": p, "parts": list(qr), "stages": st.rows,
+              "peak_rss_bytes": max(x["peak_rss_bytes"] for x in st.rows),
+              "peak_rss_reset_per_stage": st.resettable, "baseline_rss_bytes": st.baseline}
+    err = None
+    if u == 0:
+        try:
+            st.start("manifest")
+            # one row per plan rank, in rank order (processes hold ascending runs of ranks)
+            shards = [e for g in gathered for e in g[1]]
+            counts = [c for g in gathered for c in g[2]]
+            bcounts = None if bres is None else [c for g in gathered for c in g[3]]
+            m, result["total_volume"] = D.manifest(info, lay, fres[0][0], None if bres is None else bres[0][0],
+                                                   counts, bcounts, bmode, sym_pattern, fp, f, dtype, meta,
+                                                   alpha, beta)
+            finish_plan_dir(tmp, out, m, D.partition_arrays(partition, info.n, k), shards, created=created)
+            st.stop()
+            result["stages"] = st.rows
+            result["peak_rss_bytes"] = max(x["peak_rss_bytes"] for x in st.rows)
+        except (PartplanError, OSError) as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            err = str(exc)
+    agree(comm, comm.allgather_object(err)[0])
+    if u == 0:
+        result["per_rank"] = [{"rank": q, "parts": g[6], "stages": g[4],
+                               "peak_rss_bytes": max(x["peak_rss_bytes"] for x in g[4]),
+                               "baseline_rss_bytes": g[5]} for q, g in enumerate(gathered)]
+        result["per_rank"][0].update(stages=result["stages"], peak_rss_bytes=result["peak_rss_bytes"])
+    return result
+
+
+# ----------------------------------------------------------------------------- the job
+def run_build(ctx, cfg: dict) -> dict | None:
+    """The ``plan-build`` job's work in this process (one of N; with the
+    local backend this process builds every rank); process 0 returns the result."""
+    res = build_plan_distributed(cfg["graph"], cfg["partition"], cfg["k"], cfg["out"], comm=ctx.world_comm(),
+                                 f=cfg.get("f", 128), dtype=cfg.get("dtype", "float32"), meta=cfg.get("meta"),
+                                 backward=cfg.get("backward"), created=cfg.get("created"))
+    return res if ctx.leader else None
+
+
+def _prepare(cfg: dict, nprocs: int | None, threads: int | None) -> dict:
+    """k and ``nprocs`` (1 ≤ nprocs ≤ k) checked before any start."""
+    D.check_nprocs(cfg["k"], nprocs)
+    return cfg
+
+
+register(Job(name="plan-build", command=None, prepare=_prepare, run=run_build,
+             help="build a 1D plan of a chunked graph with N processes (partplan plan --nprocs N)"))
+
+
+def build_distributed(graph_path, partition, k: int, out, *, nprocs: int | None = None,
+                      timeout_s: float = 600.0, f: int = 128, dtype: str = "float32", meta: dict | None = None,
+                      backward: bool | None = None, created: str | None | bool = None) -> dict | None:
+    """Build the plan of ``graph_path`` with ``nprocs`` (default k; 1 ≤ nprocs
+    ≤ k) local processes over gloo, or — ``nprocs`` None under torchrun — as
+    one of torchrun's processes; returns process 0's result
+    (:func:`build_plan_distributed`; None on the other torchrun ranks).
+
+    ``partition``: a file path or an array (saved to a private temporary
+    ``.npy`` first). timeout_s : seconds a process waits on a peer. Raises a
+    PlanError for a bad nprocs (before starting anything); a process's error
+    ends every process with that one error."""
+    from ..runtime.comm import CommError
+    from ..runtime.launch import under_torchrun
+    from .worker import execute
+    if nprocs is None and not under_torchrun():
+        nprocs = D.check_nprocs(k, None)
+    work = None
+    try:
+        if not isinstance(partition, (str, os.PathLike)):
+            work = Path(tempfile.mkdtemp(prefix="partplan-distbuild-"))
+            np.save(work / "part.npy", np.asarray(partition))
+            partition = work / "part.npy"
+        cfg = {"backend": "gloo", "graph": str(graph_path), "partition": str(partition), "k": int(k),
+               "out": str(out), "f": f, "dtype": dtype, "meta": meta, "backward": backward, "created": created,
+               "timeout": float(timeout_s)}
+        return execute("plan-build", cfg, nprocs=nprocs, threads=1)
+    except CommError as exc:  # the processes' one error (or each one's own)
+        raise PlanError("distributed plan build failed: " + str(exc).removeprefix("the job failed — ")) from None
+    finally:
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
