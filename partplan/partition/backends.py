@@ -30,9 +30,7 @@ import subprocess
 import sys
 import tempfile
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -46,8 +44,9 @@ from . import kaminpar as _kaminpar
 from . import stream as _stream
 from .handoff import pin_arrays, write_hmetis
 from .options import _check_k, check_imbalance, engine_seed
-from .context import (MTKAHYPAR_METRICS, MTKAHYPAR_PRESETS, KaHyParContext, KaMinParContext, MetisContext,
+from .context import (check_preset, MTKAHYPAR_METRICS, MTKAHYPAR_PRESETS, KaHyParContext, KaMinParContext, MetisContext,
                       MtKaHyParContext, StreamContext, schema_of)
+from .registry import REGISTRY, Backend, backend_names, default_backend, get_backend, register  # noqa: F401 (re-exported)
 from .schema import GROUPS, PLANNER_ENGINES, Opt, Schema
 
 _MTK = {}  # process-wide mtkahypar Initializer (initialize() may run once per process)
@@ -103,13 +102,6 @@ def mtk_initializer(threads: int | None = None):
 def mtk_threads() -> int | None:
     """Thread count mtkahypar was initialized with in this process (None: not yet)."""
     return _MTK.get("threads")
-
-
-def check_preset(preset: str) -> str:
-    p = str(preset).upper().replace("-", "_")
-    if p not in PRESETS:
-        raise BackendUnavailableError(f"unknown mtkahypar preset {preset!r}; choose one of {', '.join(PRESETS)}")
-    return p
 
 
 def mtk_context(k: int, imbalance: float, preset: str = "DEFAULT", objective: str = "km1",
@@ -288,41 +280,6 @@ def kahypar_hypergraph(hg: Hypergraph, k: int, *, imbalance: float = 0.03, seed:
 
 
 # ------------------------------------------------------------ the registry
-@dataclass(frozen=True)
-class Backend:
-    """One partitioner behind :func:`run_backend`.
-
-    name : the ``backend=`` / ``--backend`` value.
-    models : the planner models it partitions ("graph", "hypergraph",
-        "stochastic", "baseline"); the first backend listing a model in
-        ``default_for`` is that model's default.
-    options : backend options it takes (anything else is an error, never ignored).
-    schema : the typed option set (name -> :class:`~partplan.partition.schema.Opt`)
-        ``partition()`` validates against (its names as the planner spells
-        them: ``metric`` is the engine's ``objective``); None: untyped.
-    run : ``run(model_obj, k, *, imbalance, seed, graph, **options) -> (part, info)``;
-        ``model_obj`` is the model's object (a Graph for graph/baseline, a
-        Hypergraph otherwise), ``graph`` the input graph; info holds the
-        engine's own objective when it reports one.
-    """
-
-    name: str
-    models: tuple[str, ...]
-    options: frozenset = frozenset()
-    run: Callable = None
-    default_for: tuple[str, ...] = ()
-    schema: Schema | None = None  # typed options (partition/schema.py); None: untyped rows for ``options``
-
-
-REGISTRY: dict[str, Backend] = {}
-
-
-def register(backend: Backend) -> Backend:
-    """Add a backend (a new engine is this one call)."""
-    REGISTRY[backend.name] = backend
-    return backend
-
-
 def _run_metis(model_obj, k, *, imbalance, seed, graph=None, **opts):
     if not isinstance(model_obj, Graph):
         raise BackendUnavailableError("metis partitions graphs only (model='graph')")
@@ -391,25 +348,6 @@ register(Backend("striped", ("baseline",), frozenset(),
                  lambda m, k, *, imbalance, seed, graph=None: (baselines.striped_partition(m.n, k), {}),
                  schema={}))
 register(Backend("degree-rr", ("baseline",), frozenset(), _degree_rr, schema={}))
-
-
-def backend_names(model: str | None = None) -> tuple[str, ...]:
-    """Registered backends (of ``model``, when given), in registration order."""
-    return tuple(n for n, b in REGISTRY.items() if model is None or model in b.models)
-
-
-def default_backend(model: str) -> str:
-    """The default backend of ``model`` (the first registered with it in ``default_for``)."""
-    for n, b in REGISTRY.items():
-        if model in b.default_for:
-            return n
-    raise BackendUnavailableError(f"no backend partitions the {model!r} model")
-
-
-def get_backend(name: str) -> Backend:
-    if name not in REGISTRY:
-        raise BackendUnavailableError(f"unknown backend {name!r}; choose one of {', '.join(REGISTRY)}")
-    return REGISTRY[name]
 
 
 def engine_schema(engine: str) -> Schema:

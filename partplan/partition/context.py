@@ -167,15 +167,41 @@ def _vcycle(v):
     raise OptionError(f"auto option vcycle must be True or False ('all': the same as True), got {v!r}")
 
 
+def check_starts(starts) -> tuple[str, ...]:
+    """Start engines as a tuple (a list, or names joined by ',' or '+'), each a graph-model engine
+    (the ``starts`` option's check, context.StartsContext)."""
+    from .registry import get_backend  # filled by .backends, which the package imports first
+
+    if isinstance(starts, str):
+        starts = tuple(s for s in starts.replace("+", ",").split(",") if s)
+    try:
+        starts = tuple(starts)
+    except TypeError:
+        raise OptionError(f"starts must be engine names, got {starts!r}") from None
+    if not starts:
+        raise OptionError("starts must name at least one graph-model engine")
+    for s in starts:
+        if not isinstance(s, str) or "graph" not in get_backend(s).models:
+            raise OptionError(f"start engine {s!r} does not partition the graph model")
+    return starts
+
+
 def _starts(v):
     if v is None or v == "auto":
         return None
-    from .pipeline import check_starts
     return check_starts(v)
 
 
+def check_preset(preset: str) -> str:
+    """Mt-KaHyPar's preset name, normalized (``quality`` -> ``QUALITY``)."""
+    p = str(preset).upper().replace("-", "_")
+    if p not in MTKAHYPAR_PRESETS:
+        raise BackendUnavailableError(f"unknown mtkahypar preset {preset!r}; "
+                                      f"choose one of {', '.join(MTKAHYPAR_PRESETS)}")
+    return p
+
+
 def _mtk_preset(v):
-    from .backends import check_preset
     return check_preset(v)
 
 

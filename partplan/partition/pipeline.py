@@ -82,10 +82,9 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from ..errors import OptionError
 from ..graph import Graph
 from ..metrics.volume1d import volume_matrix
-from .backends import get_backend, mtk_threads, run_backend
+from .backends import mtk_threads, run_backend
 from .context import FMContext, PipelineContext, RefineContext, resolve
 from .heartbeat import _heartbeat
 from .lanes import Lanes, Task, available_cores
@@ -168,23 +167,6 @@ def starts_by_size(graph: Graph) -> tuple[tuple[str, ...], dict]:
     if graph.nnz <= METIS_MAX_NNZ:
         return DEFAULT_STARTS, {}
     return ("kaminpar",), ({"kaminpar": {"context": "terapart"}} if graph.nnz > TERAPART_NNZ else {})
-
-
-def check_starts(starts) -> tuple[str, ...]:
-    """Start engines as a tuple (a list, or names joined by ',' or '+'), each a graph-model engine
-    (the ``starts`` option's check, context.StartsContext)."""
-    if isinstance(starts, str):
-        starts = tuple(s for s in starts.replace("+", ",").split(",") if s)
-    try:
-        starts = tuple(starts)
-    except TypeError:
-        raise OptionError(f"starts must be engine names, got {starts!r}") from None
-    if not starts:
-        raise OptionError("starts must name at least one graph-model engine")
-    for s in starts:
-        if not isinstance(s, str) or "graph" not in get_backend(s).models:
-            raise OptionError(f"start engine {s!r} does not partition the graph model")
-    return starts
 
 
 def _key(rep: dict) -> tuple:
