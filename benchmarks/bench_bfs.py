@@ -20,9 +20,8 @@ import numpy as np
 import scipy.sparse.csgraph as cg
 
 from partplan.runtime.graph500 import search_keys, teps_stats, validate_bfs_tree
-from partplan.jobs import execute
-from partplan.jobs.traversal import graph500_graph
 
+from partplan.cli._graph500 import execute_graph500, graph500_graph
 
 def peer_teps(name, fn, roots, src, dst, n):
     times, edges = [], []
@@ -36,7 +35,6 @@ def peer_teps(name, fn, roots, src, dst, n):
             assert v.ok, (name, v.messages)
             edges.append(v.nedge)
     return times, edges
-
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -77,7 +75,7 @@ def main() -> None:
             cfg = {"job": "graph500", "backend": "gloo", "roots": int(roots.size), "seed": 0,
                    "graph500": {"scale": scale, "edgefactor": 16, "seed": 0, "nprocs": p, "layout": lay,
                                 "partition": "block" if p == 1 else args.partition}, "timeout": 300.0}
-            rep = execute(cfg["job"], cfg, nprocs=p)
+            rep = execute_graph500(cfg, nprocs=p)
             assert rep["all_valid"] and rep["bytes_match"] and rep["chosen_mode_le_other"]
             rows.append((f"partplan gloo p={p} {lay} ({rep['direction']})", rep))
         ref = rows[0][1]["teps_harmonic_mean"]
@@ -96,13 +94,12 @@ def main() -> None:
                 cfg = {"job": "graph500", "backend": "local", "roots": int(roots.size), "seed": 0, "direction": d,
                        "graph500": {"scale": scale, "edgefactor": 16, "seed": 0, "nprocs": p, "layout": lay,
                                     "partition": "block"}}
-                res[d] = execute(cfg["job"], cfg)
+                res[d] = execute_graph500(cfg)
                 assert res[d]["all_valid"]
             e = res["auto"]["edges_examined_total"] / res["top-down"]["edges_examined_total"]
             t = res["auto"]["time_median_s"] / res["top-down"]["time_median_s"]
             print(f"direction-optimizing vs top-down only ({lay}, p={p}, LocalComm): edges examined x{e:.3f}, "
                   f"median time x{t:.3f}")
-
 
 def crossing(g, roots, p: int, partition: str, D: int = 2) -> None:
     """Messages crossing a domain boundary (domains of D ranks) per search, flat 1D vs
@@ -113,7 +110,7 @@ def crossing(g, roots, p: int, partition: str, D: int = 2) -> None:
     from partplan.runtime.bfs import BfsEngine
     from partplan.runtime.comm import LocalComm
     from partplan.plan import build_plan
-    from partplan.jobs.traversal import graph500_plan
+    from partplan.cli._graph500 import graph500_plan
     dom = np.arange(p) // D
     inter = dom[:, None] != dom[None, :]
     part = graph500_plan(g, p, "1d", partition).part
@@ -137,14 +134,12 @@ def crossing(g, roots, p: int, partition: str, D: int = 2) -> None:
         out.append(f"{lay} {count[0] / roots.size:.1f} crossing / {count[1] / roots.size:.1f} all")
     print(f"messages per search, p={p}, domains of {D} (LocalComm counters, auto): " + "; ".join(out))
 
-
 def _ranks(layout: str, p_max: int) -> int:
     """Processes of a --layouts entry: R*C for 2d:RxC, else the largest --p."""
     if layout.startswith("2d:"):
         r, c = layout[3:].split("x")
         return int(r) * int(c)
     return p_max
-
 
 if __name__ == "__main__":
     main()

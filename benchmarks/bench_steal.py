@@ -29,16 +29,14 @@ from partplan.plan import build_plan
 from partplan.runtime.bfs import BfsEngine
 from partplan.runtime.comm import LocalComm
 from partplan.runtime.graph500 import BfsValidator, search_keys
-from partplan.jobs import execute
-from partplan.jobs.traversal import graph500_graph
+
+from partplan.cli._graph500 import execute_graph500, graph500_graph
 from partplan.runtime.steal import Balancer, StealConfig, cost_matrix
 from partplan.runtime.steal_solve import solve
-
 
 def gmean(a) -> float:
     a = np.asarray(a, dtype=float)
     return float(np.exp(np.log(a).mean())) if a.size else float("nan")
-
 
 def part_of(g, p, kind, seed=0):
     if kind == "random":
@@ -48,7 +46,6 @@ def part_of(g, p, kind, seed=0):
         return partition(g, p, model="graph", backend="metis", seed=seed, stats=False).part
     return partition(g, p, model="hypergraph", objective="total", seed=seed, stats=False, threads=2).part
 
-
 def engine(g, part, p, sc=None):
     plan = build_plan(g, np.asarray(part, np.int64), p)
     comm = LocalComm(p, plan.groups())
@@ -56,7 +53,6 @@ def engine(g, part, p, sc=None):
     if sc is not None:
         e.balancer = Balancer(comm, e.rgs, g.n, sc)
     return e
-
 
 def balance(args, graphs):
     print(f"\n== 1. per-level balance, p = {args.p}, top-down BFS, {args.roots} roots, topology "
@@ -93,7 +89,6 @@ def balance(args, graphs):
                   f"{sum(x['steal_bytes'] for x in lv) / 1e6:>10.2f}{e.balancer.hub_cache_bytes / 1e6:>8.2f}  {ok}")
     return keep
 
-
 def level_loads(g, part, p, roots):
     """Per-level loads l_i (edges frontier -> rank i's vertices) of BFS from ``roots``."""
     import scipy.sparse.csgraph as cg
@@ -110,7 +105,6 @@ def level_loads(g, part, p, roots):
             if loads.max() > 0:
                 out.append(loads)
     return out
-
 
 def solver_times(args, g):
     print("\n== 2. assignment solve time per level (ms, mean over the levels that trigger; R-MAT BFS loads, random 1D "
@@ -136,7 +130,6 @@ def solver_times(args, g):
             ms[s] = 1e3 * np.mean(t)
         print(f"{p:>4}{len(loads):>8}" + "".join(f"{ms[s]:>12.1f}" for s in ("cbc", "highs", "lp"))
               + f"{gap_milp:>15.2e}{gap_lp:>13.2e}")
-
 
 def osteal(args):
     from partplan.datasets.generators import grid2d
@@ -165,7 +158,6 @@ def osteal(args):
             print("  active ranks per level (ranks x levels): " + " ".join(runs[:40])
                   + (f" ... ({len(runs)} runs)" if len(runs) > 40 else ""))
 
-
 def gloo(args):
     print(f"\n== 4. end to end: Graph500 scale {args.scale}, gloo p = 4 processes, {args.roots} roots, "
           f"METIS partition (2 CPU cores shared by 4 processes)")
@@ -177,12 +169,11 @@ def gloo(args):
                                 "partition": "metis", "nprocs": 4}, "timeout": 300.0}
             if steal:
                 cfg["steal"] = {"mode": steal, "solver": args.solver, "t1": args.t1, "t2": args.t2, "t4": args.t4}
-            rep = execute(cfg["job"], cfg, nprocs=4, threads=1)
+            rep = execute_graph500(cfg, nprocs=4, threads=1)
             ss = rep.get("steal", {})
             print(f"{direction:<10}{steal or 'none':<16}{rep['time_median_s'] * 1e3:>10.1f}"
                   f"{rep['teps_harmonic_mean']:>12.4g}{ss.get('solve_s', 0.0) / max(rep['roots'], 1):>15.4f}"
                   f"  {rep['all_valid']}")
-
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -222,7 +213,6 @@ def main() -> None:
     osteal(args)
     if not args.skip_gloo:
         gloo(args)
-
 
 if __name__ == "__main__":
     main()
