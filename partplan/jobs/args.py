@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import math
 
+from ..runtime.comm import BACKENDS
 from ..runtime.kernels import CHOICES as KERNEL_CHOICES
 
-BACKENDS = ("gloo", "nccl", "local")
 DEVICE_CHOICES = ("cpu", "cuda")
 
 

@@ -33,10 +33,10 @@ from ..errors import PartplanError, PlanError
 from ..program.plan import manifest_groups, program_steps
 from ..program.core import Group
 from ..plan.store import load_plan, load_rank, read_manifest
+from ..runtime.comm import BACKENDS
 from .data import DataError, check_data, random_data, read_rows
 from .normalize import NORMALIZATIONS, NormalizationError
 
-BACKENDS = ("gloo", "nccl", "local")
 
 
 # ----------------------------------------------------------------------------- checks

@@ -43,6 +43,9 @@ import numpy as np
 from ..errors import PartplanError, PlanError
 from ..program.core import Group
 
+#: torch.distributed backends a job may name; "local" runs every rank in one process (LocalComm)
+BACKENDS = ("gloo", "nccl", "local")
+
 
 class CommError(PartplanError):
     """A collective failed: a peer died, timed out, or sent what the plan does not say."""

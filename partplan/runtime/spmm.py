@@ -34,13 +34,12 @@ from ..errors import PlanError
 from ..io.outpath import check_output_file
 from ..program.plan import Plan, manifest_groups, manifest_volume, program_steps
 from ..plan.store import load_plan, read_manifest
-from .comm import LocalComm
+from .comm import BACKENDS, LocalComm
 from .interpreter import PHASES, Executor
 from .launch import SharedOutput
 from .ops import NumpyOps
 
 COMPARE = ("oblivious", "bare")
-BACKENDS = ("gloo", "nccl", "local")
 
 
 # ----------------------------------------------------------------------------- features
