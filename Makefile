@@ -1,7 +1,9 @@
 # partplan: every target sets up .venv itself on a fresh machine.
 #   make demo   - partition an embedded real graph 4 ways at k=16, print the table, write the heat map,
 #                 then execute the Mt-KaHyPar plan on 4 gloo processes (bytes predicted vs measured)
-#   make test   - the whole pytest suite
+#   make check  - the fast tier (about 3 min on 2 cores): unit tests, LocalComm oracles, one small
+#                 launch per job family and the import contract (pytest -m "not slow")
+#   make test   - the whole pytest suite (what CI runs), after fetching the real datasets
 #   make bench  - benchmarks that print ratios against a peer measured in the same run
 PYTHON ?= python3
 VENV   := .venv
@@ -12,7 +14,7 @@ STAMP  := $(VENV)/.installed
 TORCH  := torch==2.13.0
 OUT    ?= out
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo check test bench clean
 
 setup: $(STAMP)
 
@@ -31,10 +33,25 @@ demo: $(STAMP)
 # without network those tests skip with a reason instead of failing
 TEST_DATASETS := as-22july06 astro-ph cond-mat-2003 copter2
 
+# Tiers and markers: tests/conftest.py. pytest-xdist runs one worker per core, at most 4 (a gloo
+# test starts 2-4 processes of its own); --dist loadfile keeps a file's fixtures on one worker.
+# JOBS=1 runs everything in one process.
+JOBS   ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n > 4 ? 4 : n )))
+PYTEST  = $(PY) -m pytest $(if $(filter-out 1,$(JOBS)),-n $(JOBS) --dist loadfile)
+# numba compiles each kernel on first use and caches it (partplan/_cache.py); compiling them once
+# here keeps the workers and the ranks of distributed tests from each compiling the same ones
+WARM    = $(PY) tests/warm_kernels.py
+
+check: $(STAMP)
+	$(WARM) || echo "WARNING: kernel warm-up failed; the tests compile kernels on first use" >&2
+	$(PYTEST) -m "not slow" tests
+
 test: $(STAMP)
+	$(WARM) & warm=$$!; \
 	$(VENV)/bin/partplan datasets fetch $(TEST_DATASETS) --quiet || \
-	  echo "WARNING: could not fetch $(TEST_DATASETS); the real-data km1 tests will be skipped" >&2
-	$(PY) -m pytest tests
+	  echo "WARNING: could not fetch $(TEST_DATASETS); the real-data km1 tests will be skipped" >&2; \
+	wait $$warm || echo "WARNING: kernel warm-up failed; the tests compile kernels on first use" >&2
+	$(PYTEST) tests
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_analyzer.py

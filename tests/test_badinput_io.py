@@ -532,6 +532,7 @@ def _bad_files(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.dist
 def test_cli_bad_inputs_exit_2_one_line(tmp_path):
     for label, f in _bad_files(tmp_path).items():
         r = _cli("analyze", f, "-k", "2", "--method", "block", env_extra={"PARTPLAN_MAX_BYTES": "2G"})
@@ -543,6 +544,7 @@ def test_cli_bad_inputs_exit_2_one_line(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.dist
 def test_cli_convert_and_k_above_n(tmp_path):
     files = _bad_files(tmp_path)
     out = tmp_path / "out.graph"

@@ -149,6 +149,8 @@ def _killed_writer(path: Path, kind: str) -> Path:
     return left
 
 
+@pytest.mark.dist
+@pytest.mark.slow
 def test_stale_plan_tempdir_removed_on_next_write(tmp_path):
     g = grid()
     target = tmp_path / "g.plan"
@@ -169,6 +171,8 @@ def test_stale_plan_tempdir_removed_on_next_write(tmp_path):
     assert validate_plan(target, g)["ok"]
 
 
+@pytest.mark.dist
+@pytest.mark.slow
 def test_stale_file_temp_removed_by_atomic_writer(tmp_path):
     target = tmp_path / "p.npy"
     dead = _killed_writer(target, "file")

@@ -79,6 +79,8 @@ def test_2d_grids_give_scipys_levels_and_the_1d_tree(directed):
                 assert r.edges_examined < 0.5 * td_edges[spec]
 
 
+@pytest.mark.dist
+@pytest.mark.slow
 def test_gloo_p2_2d_graph500(capsys):
     """2d:1x2: the fold, and before bottom-up levels its transpose (the visited sync), over gloo."""
     assert main(["run", "graph500", "--scale", "9", "--nprocs", "2", "--layout", "2d:1x2", "--roots", "4",
@@ -166,6 +168,8 @@ def plan_dir(tmp_path):
     return tmp_path, g
 
 
+@pytest.mark.dist
+@pytest.mark.slow
 def test_gloo_p2_graph500_validates_every_search(capsys):
     assert main(["run", "graph500", "--scale", "10", "--nprocs", "2", "--roots", "8", "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
@@ -175,6 +179,7 @@ def test_gloo_p2_graph500_validates_every_search(capsys):
     assert {"level", "direction", "mode", "frontier", "edges_examined", "bytes", "time_s"} <= set(lv)
 
 
+@pytest.mark.dist
 def test_gloo_p2_directed_plan_parents_equal_local(plan_dir, capsys):
     tmp, g = plan_dir
     assert main(["run", "bfs", str(tmp / "g.plan"), "--nprocs", "2", "--roots", "3",

@@ -134,6 +134,8 @@ def test_routed_wcc_sssp_pagerank_equal_the_oracles(spec, p):
     assert all(r["bytes"] == r["bytes_measured"] for r in rec)
 
 
+@pytest.mark.dist
+@pytest.mark.slow
 def test_gloo_p4_routed_graph500_two_domains_of_two(capsys):
     """The one p = 4 gloo launch: 2 domains of 2, several roots, every tree validated."""
     assert main(["run", "graph500", "--scale", "9", "--nprocs", "4", "--layout", "routed:domain:2",

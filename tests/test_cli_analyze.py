@@ -237,6 +237,8 @@ def test_argparse_errors_exit_2(path_graph, capsys, argv, expect):
 
 # --------------------------------------------------------------------------- help, console script
 @pytest.mark.parametrize("cmd", ["analyze", "demo"])
+@pytest.mark.dist
+@pytest.mark.slow
 def test_help(cmd):
     r = subprocess.run([sys.executable, "-m", "partplan.cli.main", cmd, "--help"], capture_output=True,
                        text=True, timeout=120)
@@ -245,6 +247,8 @@ def test_help(cmd):
     assert ("--partition" in r.stdout) if cmd == "analyze" else ("--out" in r.stdout)
 
 
+@pytest.mark.dist
+@pytest.mark.slow
 def test_console_script_error_is_one_line(tmp_path):
     exe = Path(sys.executable).with_name("partplan")
     if not exe.exists():
@@ -256,6 +260,8 @@ def test_console_script_error_is_one_line(tmp_path):
 
 
 # --------------------------------------------------------------------------- demo
+@pytest.mark.dist
+@pytest.mark.slow
 def test_demo_on_small_graph(random_graph, tmp_path, capsys):
     graph, E = random_graph
     out_dir = tmp_path / "demo"
@@ -279,6 +285,7 @@ def test_demo_bad_k(random_graph, tmp_path, capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.dist
 def test_demo_default_dataset(tmp_path):
     try:
         from partplan.datasets import load

@@ -87,6 +87,8 @@ def test_export_all_targets(plan_path, tmp_path, capsys):
         assert np.array_equal(read_partition_any(out, part.size), part)
 
 
+@pytest.mark.dist
+@pytest.mark.slow
 def test_console_script_subprocess(plan_path):
     path, _ = plan_path
     exe = os.path.join(os.path.dirname(sys.executable), "partplan")

@@ -3,6 +3,8 @@ without torch: torch is only the runtime's dependency."""
 import subprocess
 import sys
 
+import pytest
+
 CODE = r"""
 import sys
 class Block:
@@ -18,6 +20,8 @@ print("ok")
 """
 
 
+@pytest.mark.dist
+@pytest.mark.slow
 def test_core_imports_without_torch():
     out = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

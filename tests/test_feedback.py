@@ -38,6 +38,8 @@ def _package_index_files():
     return {p for p in root.rglob("_kernels.csr_pattern_is_symmetric-*.nbi")}
 
 
+@pytest.mark.dist
+@pytest.mark.slow
 def test_cache_in_user_dir_and_notice_once(tmp_path):
     cache = tmp_path / "cache"
     before = _package_index_files()
@@ -52,6 +54,8 @@ def test_cache_in_user_dir_and_notice_once(tmp_path):
     assert "compiling kernels" not in r2.stderr
 
 
+@pytest.mark.dist
+@pytest.mark.slow
 def test_quiet_and_existing_numba_cache_dir(tmp_path):
     mine = tmp_path / "numba_mine"
     r = _run({"PARTPLAN_CACHE": str(tmp_path / "unused"), "NUMBA_CACHE_DIR": str(mine),
@@ -61,6 +65,8 @@ def test_quiet_and_existing_numba_cache_dir(tmp_path):
     assert list(mine.rglob("_kernels.*.nbi")) and not (tmp_path / "unused").exists()
 
 
+@pytest.mark.dist
+@pytest.mark.slow
 def test_xdg_cache_home(tmp_path):
     r = _run({"XDG_CACHE_HOME": str(tmp_path / "xdg"), "PARTPLAN_CACHE": ""}, tmp_path)
     assert r.returncode == 0, r.stderr
@@ -212,6 +218,8 @@ def _sbm_case(tmp_path):
     return y, train, test
 
 
+@pytest.mark.dist
+@pytest.mark.slow
 def test_train_gcn_nprocs_prints_epochs_and_writes_predictions(tmp_path, capfd):
     pytest.importorskip("torch")
     from partplan.cli.main import main
@@ -255,6 +263,8 @@ print(hb.thread is None, hb.child is not None and hb.child.poll() is not None)
 
 
 @pytest.mark.parametrize("quiet", [False, True])
+@pytest.mark.dist
+@pytest.mark.slow
 def test_cli_heartbeat_speaks_while_a_c_call_holds_the_gil(quiet):
     """The CLI's heartbeat is a child process: it writes while the engine holds the GIL (a thread
     could not), is reaped when the body ends, and says nothing under -q."""
@@ -289,6 +299,8 @@ except KeyboardInterrupt:
 """
 
 
+@pytest.mark.dist
+@pytest.mark.slow
 def test_ctrl_c_to_the_process_group_leaves_no_child_traceback():
     """Ctrl-C reaches the heartbeat child too: it prints nothing and ends with its parent."""
     import os

@@ -174,6 +174,7 @@ def pb_ref200(pb_plans, pb_data):
 
 
 # ----------------------------------------------------------------------------- gloo
+@pytest.mark.dist
 def test_gloo_p2_float64_equals_p1(pb_plans, pb_data, tmp_path):
     ref = train_gcn(pb_plans["1"], backend="local", data=pb_data, epochs=20, dropout=0.0, seed=3, dtype="float64")
     r = train_gcn(pb_plans["2"], nprocs=2, data=pb_data, epochs=20, dropout=0.0, seed=3, dtype="float64",
@@ -184,6 +185,8 @@ def test_gloo_p2_float64_equals_p1(pb_plans, pb_data, tmp_path):
     assert state["dims"] == [1490, 16, 2] and len(state["losses"]) == 20
 
 
+@pytest.mark.dist
+@pytest.mark.slow
 def test_gloo_p4_polblogs_cli(pb_plans, pb_data, pb_ref200, capsys):
     """The issue's target: p = 4 (gloo), 200 epochs, dropout on: test accuracy
     equal to p = 1 with the same seed and >= 0.90."""
@@ -306,6 +309,8 @@ def test_minibatch_same_losses_at_any_p_and_saint(pb_plans, pb_data):
         assert 0 <= r4["test_acc"] <= 1
 
 
+@pytest.mark.dist
+@pytest.mark.slow
 def test_minibatch_gloo_p2_equals_local(pb_plans, pb_data):
     kw = dict(data=pb_data, epochs=1, batches_per_epoch=4, sampler="neighbor:128:5,5", seed=1, dtype="float64")
     ref = train_gcn(pb_plans["2"], backend="local", **kw)
@@ -352,6 +357,8 @@ def test_dropout_mask_rate_and_rank_independence():
 
 
 # ----------------------------------------------------------------------------- kernels
+@pytest.mark.dist
+@pytest.mark.slow
 def test_torch_kernels_equal_native_losses_float64(polblogs, pb_plans, pb_data, tmp_path):
     """Issue 18's target: the GCN with torch kernels forced on CPU (LocalComm on
     torch tensors, torch sparse CSR) trains to the native kernels' losses

@@ -93,6 +93,7 @@ def test_negative_weight_and_bad_root_are_refused():
         an.pagerank_parts(plan.manifest, plan.ranks, comm, tol=1e-15, max_iter=3)
 
 
+@pytest.mark.dist
 def test_gloo_p2_pagerank_wcc_sssp_through_the_cli(tmp_path, capsys):
     g = graph(True, seed=4)
     write_plan(build_plan(g, np.arange(g.n) % 2, 2), tmp_path / "g.plan")

@@ -346,6 +346,8 @@ def _gloo_worker(rank, world, port, out):
         dist.destroy_process_group()
 
 
+@pytest.mark.dist
+@pytest.mark.slow
 def test_gloo_p2_torch_kernels_equal_native_local(tmp_path):
     import torch.multiprocessing as mp
     mp.spawn(_gloo_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True)

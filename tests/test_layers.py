@@ -9,6 +9,7 @@ Run it by hand with ``lint-imports`` from the repository root.
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import re
 import shutil
@@ -21,21 +22,44 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _contracts() -> list[str]:
+def _contracts() -> list[tuple[str, str]]:
+    """(id, name) of every contract in pyproject.toml [tool.importlinter]."""
     import tomllib
 
     cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    return [c["id"] for c in cfg["tool"]["importlinter"]["contracts"]]
+    return [(c["id"], c["name"]) for c in cfg["tool"]["importlinter"]["contracts"]]
 
 
-def _lint_imports(contract: str) -> subprocess.CompletedProcess:
+@functools.lru_cache(maxsize=None)
+def _lint_report() -> tuple[int, str]:
+    """One ``lint-imports`` run over every contract: (exit status, report text).
+    Cached, so the per-contract tests below read one report."""
     exe = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
     cmd = [exe] if exe else [sys.executable, "-c",
                              "import sys; from importlinter.cli import lint_imports_command as c; sys.exit(c())"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
            "COLUMNS": "200", "NO_COLOR": "1"}
-    return subprocess.run(cmd + ["--no-cache", "--contract", contract], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    r = subprocess.run(cmd + ["--no-cache", "--no-logo"], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=300)
+    return r.returncode, r.stdout + r.stderr
+
+
+def contract_verdict(report: str, name: str) -> tuple[str | None, str]:
+    """("KEPT" | "BROKEN" | None, the contract's section of "Broken contracts")
+    for the contract called ``name`` in a ``lint-imports`` report."""
+    m = re.search(rf"^{re.escape(name)} (KEPT|BROKEN)\b", report, re.M)  # "KEPT (2 ignored imports)"
+    if not m:
+        return None, ""
+    if m.group(1) == "KEPT":
+        return "KEPT", ""
+    broken = report[report.find("Broken contracts"):] if "Broken contracts" in report else report
+    h = re.search(rf"^{re.escape(name)}\n-+\n", broken, re.M)
+    if not h:
+        return "BROKEN", broken
+    rest = broken[h.end():]
+    # the next contract's heading: a line followed by a line of dashes as long
+    nxt = re.search(r"^(.+)\n-+\n", rest, re.M)
+    return "BROKEN", rest[:nxt.start()] if nxt else rest
 
 
 def test_import_linter_installed():
@@ -46,16 +70,31 @@ def test_import_linter_installed():
                     "the import contract of pyproject.toml cannot be checked without it")
 
 
-@pytest.mark.parametrize("contract", _contracts())
-def test_import_contract(contract):
-    """One contract of pyproject.toml [tool.importlinter]; a broken one fails
-    with import-linter's report (importer:line -> imported, and the chain)."""
+def test_contract_verdict_reads_the_report():
+    report = ("Contracts\n---------\n\nalpha one KEPT (1 ignored import)\nbeta two BROKEN\ngamma BROKEN\n\n"
+              "Contracts: 1 kept, 2 broken.\n\n----------------\nBroken contracts\n----------------\n\n"
+              "beta two\n--------\n\na is not allowed to import b:\n\n-   a.x -> b (l.3)\n\n\n"
+              "gamma\n-----\n\nc is not allowed to import d:\n")
+    assert contract_verdict(report, "alpha one") == ("KEPT", "")
+    verdict, text = contract_verdict(report, "beta two")
+    assert verdict == "BROKEN" and "a.x -> b (l.3)" in text and "c is not" not in text
+    assert contract_verdict(report, "gamma")[0] == "BROKEN" and "c is not" in contract_verdict(report, "gamma")[1]
+    assert contract_verdict(report, "delta") == (None, "")
+
+
+@pytest.mark.parametrize("contract,name", _contracts(), ids=[c for c, _ in _contracts()])
+@pytest.mark.dist
+def test_import_contract(contract, name):
+    """One contract of pyproject.toml [tool.importlinter], read from the one
+    ``lint-imports`` run of this session; a broken one fails with
+    import-linter's report (importer:line -> imported, and the chain)."""
     pytest.importorskip("importlinter")
-    r = _lint_imports(contract)
-    if r.returncode != 0:
-        out = r.stdout + r.stderr
-        tail = out[out.find("Broken contracts"):] if "Broken contracts" in out else out
-        pytest.fail(f"import contract {contract!r} is broken:\n{tail}", pytrace=False)
+    rc, out = _lint_report()
+    verdict, section = contract_verdict(out, name)
+    if verdict is None:
+        pytest.fail(f"lint-imports (exit {rc}) did not report contract {contract!r}:\n{out}", pytrace=False)
+    if verdict == "BROKEN":
+        pytest.fail(f"import contract {contract!r} is broken:\n{name}\n{section.strip()}", pytrace=False)
 
 
 # ----------------------------------------------------------------------------- cli is the top
@@ -63,7 +102,13 @@ def _sources(*dirs: str):
     for d in dirs:
         for p in sorted((ROOT / d).rglob("*.py")):
             if "__pycache__" not in p.parts:
-                yield p, ast.parse(p.read_text(), filename=str(p))
+                yield p, _parse(p)
+
+
+@functools.lru_cache(maxsize=None)
+def _parse(path: Path) -> ast.AST:
+    """Each source file parsed once for the tests of this module."""
+    return ast.parse(path.read_text(), filename=str(path))
 
 
 def test_library_never_imports_the_cli():

@@ -1,5 +1,6 @@
 """Runtime v2's executor: the step-op registry, overlap of the exchange with the
-SpMM's interior rows (bitwise the sequential Z), LocalComm on torch tensors,
+SpMM's interior rows (bitwise the sequential Z with scipy's kernel, within 1e-12
+with torch's, whose summation order is MKL's), LocalComm on torch tensors,
 and the prepared exchange. Oracles: scipy ``A @ H`` and the sequential step."""
 import numpy as np
 import pytest
@@ -78,7 +79,10 @@ def test_overlap_is_bitwise_the_sequential_step_on_every_layout(spec, p, directe
         for dev, k in ((None, "auto"), ("cpu", "torch"), ("cpu", "native")):
             on, ex = _run(plan, H, prog, async_comm=True, device=dev, kernels=k, overlap="on")
             off, _ = _run(plan, H, prog, device=dev, kernels=k, overlap="off")
-            assert np.array_equal(on, off), (prog, dev, k)
+            if k == "torch":   # torch's CSR kernel (MKL) picks its own summation order for each call
+                np.testing.assert_allclose(on, off, rtol=1e-12, atol=1e-12)
+            else:
+                assert np.array_equal(on, off), (prog, dev, k)
             if parse_layout(spec, p).exact_replay and k != "torch":
                 assert np.array_equal(on, M @ H), (prog, dev, k)   # scipy's own summation order
             else:
@@ -240,6 +244,8 @@ def test_bad_options_are_one_clear_error(tmp_path):
         run_spmm(path, backend="local", device="tpu:7")
 
 
+@pytest.mark.dist
+@pytest.mark.slow
 def test_gloo_p2_overlap_on_and_off_write_the_same_Z(tmp_path):
     g, plan = _plan("1d", 2, True, seed=7)
     path = write_plan(plan, tmp_path / "g.plan")

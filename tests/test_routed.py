@@ -192,6 +192,8 @@ def test_routed_plan_validates(tmp_path):
 
 
 # ----------------------------------------------------------------------------- gloo
+@pytest.mark.dist
+@pytest.mark.slow
 def test_gloo_p4_two_domains_of_two(tmp_path):
     from partplan.runtime.spmm import run_spmm
     g = _rand_graph(400, 3000, 11, True)

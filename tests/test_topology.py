@@ -206,6 +206,7 @@ def test_cli_show_writes_a_loadable_file(tmp_path, capsys):
     assert np.array_equal(t.cost, load_topology("tree:4x8x2").cost)
 
 
+@pytest.mark.dist
 def test_probe_two_gloo_processes_writes_a_matrix_topology(tmp_path, capsys):
     out = tmp_path / "m.json"
     assert main(["topology", "probe", "--nprocs", "2", "-o", str(out), "--repeat", "2", "--large", "200000",

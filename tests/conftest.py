@@ -1,0 +1,241 @@
+"""Test tiers, shared fixtures and a launch audit for the whole suite.
+
+Tiers (the Makefile's targets)::
+
+    make check   pytest -m "not slow"   unit tests, LocalComm oracles, one small launch per job family
+    make test    pytest                 everything (what CI runs), after fetching the real datasets
+
+Markers (registered in pyproject.toml)::
+
+    dist   the test starts Python processes: gloo workers, torchrun, mp.spawn, the CLI or an
+           interpreter in a subprocess (see the launch audit below)
+    slow   the extra that ``make check`` leaves out: further launches, real or large graphs,
+           network downloads, long trainings
+    data   needs a dataset fetched into the cache (skipped when absent)
+
+A test file may carry its markers itself (decorators, ``pytestmark``); :data:`MARKS` assigns
+them by file and test name for files whose authors have not done so yet (an entry can move into
+its file and leave this table at any time; an entry that matches nothing is reported).
+
+``make check`` keeps one small launch per job family (``dist`` without ``slow``): spmm,
+train gcn, bfs, pagerank/wcc/sssp, steal, topology probe, distributed plan build; every other
+launch is ``slow``.
+
+Launch audit: every test records how many Python processes it started; the terminal summary
+lists those that started one without the ``dist`` marker (and ``dist`` tests that started
+none), so the tiers stay true as tests change. It works under pytest-xdist too.
+"""
+from __future__ import annotations
+
+import fnmatch
+import multiprocessing.process as _mpp
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+
+# ----------------------------------------------------------------------------- markers by file
+#: file name -> marker -> fnmatch patterns over the test's name (with its [parameters]).
+#: Keyed by the file's name alone, so it survives moving the file into a subfolder.
+MARKS: dict[str, dict[str, tuple[str, ...]]] = {
+    "test_runtime.py": {
+        "dist": ("test_gloo_*", "test_dead_peer_*", "test_count_mismatch_*", "test_torchrun_*", "test_nccl_*",
+                 "test_torch_csr_kernel_equals_scipy[[]AVX2]"),
+        "slow": ("test_gloo_p2_every_layout_writes_scipys_Z[[]1.5d*", "test_gloo_p2_every_layout_writes_scipys_Z[[]2d*",
+                 "test_gloo_p4_*", "test_dead_peer_*", "test_count_mismatch_*", "test_torchrun_*", "test_nccl_*",
+                 "test_torch_csr_kernel_equals_scipy[[]AVX2]"),
+    },
+    "test_distbuild.py": {
+        "dist": ("test_golden_graphs_byte_identical*", "test_directed_several_parts_per_process_backward",
+                 "test_email_enron_byte_identical*", "test_rmat12_chunked_generator_byte_identical*",
+                 "test_rmat18_byte_identical_p2_p4", "test_bad_partition_stops_every_rank",
+                 "test_cli_chunked_convert_generate_and_plan_nprocs"),
+        "slow": ("test_golden_graphs_byte_identical*", "test_email_enron_byte_identical*",
+                 "test_rmat12_chunked_generator_byte_identical*", "test_rmat18_byte_identical_p2_p4",
+                 "test_bad_partition_stops_every_rank", "test_cli_chunked_convert_generate_and_plan_nprocs"),
+    },
+    "test_jobs.py": {
+        "dist": ("test_importing_the_runtime_loads_no_partitioner_generator_or_job",
+                 "test_gloo_ranks_run_a_registered_job_through_the_shared_worker_context"),
+        "slow": ("test_importing_the_runtime_loads_no_partitioner_generator_or_job",
+                 "test_gloo_ranks_run_a_registered_job_through_the_shared_worker_context"),
+    },
+    "test_trust_launch.py": {
+        "dist": ("test_signal_stops_workers_writes_nothing*", "test_sigkill_of_launcher_takes_workers_down",
+                 "test_worker_exits_when_launcher_already_gone", "test_concurrent_writers_each_end_in_a_correct_file",
+                 "test_planted_symlinks_at_temp_names_redirect_nothing", "test_full_disk_is_one_error_before_work_faked*",
+                 "test_full_tmpfs_is_one_error", "test_secret_mismatch_is_one_error_on_every_rank",
+                 "test_sigterm_outside_a_launch_is_one_line_and_no_output*"),
+        "slow": ("test_signal_stops_workers_writes_nothing*", "test_sigkill_of_launcher_takes_workers_down",
+                 "test_worker_exits_when_launcher_already_gone", "test_concurrent_writers_each_end_in_a_correct_file",
+                 "test_planted_symlinks_at_temp_names_redirect_nothing", "test_full_disk_is_one_error_before_work_faked*",
+                 "test_full_tmpfs_is_one_error", "test_secret_mismatch_is_one_error_on_every_rank",
+                 "test_sigterm_outside_a_launch_is_one_line_and_no_output*"),
+    },
+    "test_dist_spmm.py": {
+        "dist": ("test_dist_spmm_gloo_directed", "test_torchrun_gcn_example_matches_pyg",
+                 "test_dist_spmm_p4_equals_gcnconv_on_a_directed_graph"),
+        "slow": ("test_dist_spmm_gloo_directed", "test_torchrun_gcn_example_matches_pyg",
+                 "test_dist_spmm_p4_equals_gcnconv_on_a_directed_graph"),
+    },
+    "test_lanes.py": {
+        "dist": ("test_mtkahypar_deterministic_start_is_the_same_at_any_thread_count",),
+        "slow": ("test_mtkahypar_deterministic_start_is_the_same_at_any_thread_count",),
+    },
+    "test_refine.py": {
+        "dist": ("test_kernel_loading_does_not_count_against_the_time_limit",),
+        "slow": ("test_kernel_loading_does_not_count_against_the_time_limit",),
+    },
+    "test_steal.py": {
+        "dist": ("test_gloo_p2_bfs_and_sssp_with_stealing_through_the_cli", "test_every_process_computes_the_same_assignment"),
+        "slow": ("test_every_process_computes_the_same_assignment",),
+    },
+}
+
+#: the launch each job family keeps in ``make check`` (``dist`` without ``slow``)
+CHECK_LAUNCHES: dict[str, str] = {
+    "spmm": "test_runtime.py::test_gloo_p2_every_layout_writes_scipys_Z[1d-2-True]",
+    "train gcn": "test_gcn.py::test_gloo_p2_float64_equals_p1",
+    "bfs": "test_bfs.py::test_gloo_p2_directed_plan_parents_equal_local",
+    "pagerank/wcc/sssp": "test_graph_analytics.py::test_gloo_p2_pagerank_wcc_sssp_through_the_cli",
+    "steal": "test_steal.py::test_gloo_p2_bfs_and_sssp_with_stealing_through_the_cli",
+    "probe": "test_topology.py::test_probe_two_gloo_processes_writes_a_matrix_topology",
+    "distributed plan build": "test_distbuild.py::test_directed_several_parts_per_process_backward",
+    "import contract (lint-imports, once)": "test_layers.py::test_import_contract",
+}
+
+
+def _marks_for(item) -> list[str]:
+    table = MARKS.get(Path(str(item.fspath)).name)
+    if not table:
+        return []
+    name = item.name
+    return [m for m, pats in table.items() if any(fnmatch.fnmatchcase(name, p) for p in pats)]
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by the markers added here
+def pytest_collection_modifyitems(session, config, items):
+    used: set[tuple[str, str, str]] = set()
+    files = set()
+    for item in items:
+        fname = Path(str(item.fspath)).name
+        files.add(fname)
+        for marker, pats in MARKS.get(fname, {}).items():
+            for p in pats:
+                if fnmatch.fnmatchcase(item.name, p):
+                    used.add((fname, marker, p))
+                    if item.get_closest_marker(marker) is None:
+                        item.add_marker(getattr(pytest.mark, marker))
+    if any("::" in str(a) for a in config.args):  # single tests named: the rest is not collected
+        return
+    stale = [f"{f}: {m} {p!r}" for f, table in MARKS.items() if f in files
+             for m, pats in table.items() for p in pats if (f, m, p) not in used]
+    if stale:
+        config.issue_config_time_warning(
+            pytest.PytestConfigWarning("tests/conftest.py MARKS entries that match no test (renamed?): "
+                                       + "; ".join(stale)), stacklevel=2)
+
+
+# ----------------------------------------------------------------------------- launch audit
+_current: dict = {"n": 0}
+_PY_TOOLS = ("python", "partplan", "torchrun", "lint-imports")
+
+
+def _is_python_launch(argv) -> bool:
+    """A process that starts a Python interpreter with site packages (what costs seconds);
+    the partitioner's heartbeat child (``python -I -S``) and tools like dpkg-deb are not counted."""
+    if not argv:
+        return False
+    if isinstance(argv, (str, bytes, os.PathLike)):
+        argv = [argv]
+    argv = [os.fsdecode(a) if isinstance(a, (bytes, os.PathLike)) else str(a) for a in argv]
+    exe = os.path.basename(argv[0])
+    if not exe.startswith(_PY_TOOLS) and argv[0] != sys.executable:
+        return False
+    return "-S" not in argv[1:3] and not {"-I", "-S"} <= set(argv[1:4])
+
+
+def _audit_hook(event, args):
+    if event == "subprocess.Popen":
+        try:
+            if _is_python_launch(args[1] if args[1] is not None else args[0]):
+                _current["n"] += 1
+        except Exception:  # noqa: BLE001 - an audit hook must never raise
+            pass
+
+
+sys.addaudithook(_audit_hook)
+_orig_start = _mpp.BaseProcess.start
+
+
+def _mp_start(self):  # multiprocessing's spawn start method is not an audit event
+    _current["n"] += 1
+    return _orig_start(self)
+
+
+_mpp.BaseProcess.start = _mp_start
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _current["n"] = 0
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    if call.when == "teardown":
+        rep = outcome.get_result()
+        rep.user_properties.append(("launches", _current["n"]))
+
+
+_audit: dict[str, list] = {"passed": [], "rows": []}
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call" and report.passed:
+        _audit["passed"].append(report.nodeid)
+    if report.when == "teardown":
+        n = dict(report.user_properties).get("launches", 0)
+        _audit["rows"].append((report.nodeid, n, "dist" in report.keywords))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    passed = set(_audit["passed"])
+    unmarked = [(nid, n) for nid, n, dist in _audit["rows"] if n and not dist]
+    launched = {nid.split("[")[0] for nid, n, _ in _audit["rows"] if n}   # a session fixture launches once
+    idle = [nid for nid, n, dist in _audit["rows"] if dist and not n and nid in passed
+            and nid.split("[")[0] not in launched]
+    if not (unmarked or idle):
+        return
+    tr = terminalreporter
+    tr.section("launch audit")
+    if unmarked:
+        tr.write_line("started Python processes without the `dist` marker (add it, and `slow` unless it is "
+                      "its family's one launch in `make check`; see tests/conftest.py):")
+        for nid, n in unmarked:
+            tr.write_line(f"  {nid}  ({n} process{'es' if n > 1 else ''})")
+    if idle:
+        tr.write_line("marked `dist` but started no Python process:")
+        for nid in idle:
+            tr.write_line(f"  {nid}")
+
+
+# ----------------------------------------------------------------------------- shared fixtures
+@pytest.fixture(scope="session")
+def enron():
+    """The embedded email-Enron graph (36,692 vertices), loaded once per session. Read-only:
+    copy it before changing anything."""
+    from partplan import datasets
+    return datasets.load("email-Enron")
+
+
+@pytest.fixture(scope="session")
+def polblogs_sym():
+    """The embedded polblogs graph, symmetrized (what the GCN tests train on), once per session."""
+    from partplan import datasets
+    return datasets.load_graph("polblogs").normalize(symmetrize=True)
