@@ -1,15 +1,22 @@
-"""The refinement kernels (partplan.partition._fm, multilevel) take their state
+"""The refinement kernels (partplan.partition.fm, multilevel) take their state
 in named records: short signatures, the records share the state's arrays, and
-the record kernels agree with recounts and with one-vertex calls."""
+the record kernels agree with recounts and with one-vertex calls. The kernels
+stay cut into phases: no function over 150 lines, no module over 800."""
+import ast
+import importlib
 import inspect
+import pkgutil
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from partplan import Graph
-from partplan.partition import _fm, multilevel
+from partplan.partition import _fm, fm, multilevel
 from partplan.partition.baselines import random_partition
 from partplan.partition.refine import _State
+
+FM_MODULES = [importlib.import_module(f"{fm.__name__}.{m.name}") for m in pkgutil.iter_modules(fm.__path__)]
 
 
 def random_graph(n, m, seed, directed=False):
@@ -27,12 +34,28 @@ def _kernels(mod):
 
 def test_kernels_take_few_parameters():
     counts = {}
-    for mod in (_fm, multilevel):
+    for mod in (*FM_MODULES, multilevel):
         for name, py in _kernels(mod):
             counts[name] = len(inspect.signature(py).parameters)
-    assert {"_fm", "_best1", "eval_moves", "apply_move", "cluster_pass", "state_key"} <= set(counts)
+    assert {"_fm", "_best1", "eval_moves", "apply_move", "cluster_pass", "state_key", "_lp"} <= set(counts)
     assert max(counts.values()) <= 12, counts
-    assert counts["_fm"] <= 10 and counts["_best1"] <= 10
+    assert counts["_fm"] <= 10 and counts["_best1"] <= 10 and counts["_lp"] <= 10
+
+
+def test_kernels_cut_into_phases():
+    """No function (compiled kernels included) over 150 lines, no module over 800, in the FM
+    package and the modules built on it; the old path re-exports the kernels."""
+    root = Path(fm.__file__).parent
+    paths = [*sorted(root.glob("*.py")), *(root.parent / f"{m}.py" for m in ("_fm", "fast", "multilevel",
+                                                                             "rebalance"))]
+    for path in paths:
+        text = path.read_text()
+        assert len(text.splitlines()) <= 800, path
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                first = min([d.lineno for d in node.decorator_list] + [node.lineno])
+                assert node.end_lineno - first + 1 <= 150, f"{path.name}: {node.name}"
+    assert _fm._fm is fm.passes._fm and _fm.apply_move is fm.apply.apply_move and _fm._best1 is fm.gains._best1
 
 
 def test_records_share_the_state_arrays():
@@ -134,7 +157,7 @@ def test_hot_kernels_compile_without_reference_counting():
     from partplan.partition import fast
 
     rc_free = (_fm._best1, _fm.eval_moves, _fm.apply_move, _fm.state_key, _fm._refresh, _fm._fm_passes,
-               multilevel.cluster_pass, fast._lp, fast._cluster_into)
+               fm.passes._pass_moves, fm.apply.roll_back, multilevel.cluster_pass, fast._lp, fast._cluster_into)
     assert all(f.targetoptions.get("_nrt") is False for f in rc_free)
     shells = (_fm._fm, fast._cluster)
     assert all(f.targetoptions.get("_nrt", True) is not False for f in shells)

@@ -25,8 +25,9 @@ hypergraph of A + I, Σ_j (λ_j − 1), which equals
 3. **V-cycles**: up to 3, with new clusters each time, while a cycle
    lowers km1 by ≥ 1 % (one when nothing could be coarsened).
 
-Pin counts per net are the sparse slots of :mod:`partplan.partition._fm`
-(``_cnt``/``_inc``/``_dec``; memory O(pins), no n·k table). All hot loops
+Pin counts per net are the sparse slots of :mod:`partplan.partition.fm.slots`
+(``_cnt``/``_inc``/``_dec``; memory O(pins), no n·k table); the label
+propagation is :func:`partplan.partition.fm.labelprop._lp`. All hot loops
 are numba kernels; Python loops run over levels and V-cycles only.
 
 Balance: part weight (row nnz, at least 1) ≤ ⌊(1+ε)·⌈W/k⌉⌋, or the
@@ -53,11 +54,10 @@ from ..errors import OptionError
 from ..graph import Graph
 from ..metrics.volume1d import volume_matrix
 from ..parts import as_partition
-from . import _fm
-from ._fm import _cnt, _dec, _inc
+from .fm.jit import HAVE_NUMBA, njit, njit_inline, njit_rc_free  # njit: cache=True, nogil=True (lanes.py)
+from .fm.labelprop import LPOptions, LPScratch, NetLevel, _lp
+from .fm.records import PinSlots
 from .options import check_bool, check_imbalance, check_int, check_real, rng_seed
-
-njit = _fm.njit  # cache=True, nogil=True: V-cycles and refinements run side by side (lanes.py)
 
 
 # ------------------------------------------------------------------ level 0
@@ -110,7 +110,7 @@ def _transpose(n, m, ptr, idx):
 
 # ------------------------------------------------------------------ pin counts
 def _slots(eptr: np.ndarray, k: int):
-    """Sparse pin-count slots (layout of :mod:`._fm`): net e gets min(|e|, k) cells."""
+    """Sparse pin-count slots (layout of :mod:`.fm.slots`): net e gets min(|e|, k) cells."""
     size = np.diff(eptr)
     dense = size >= k
     soff = np.zeros(size.size + 1, dtype=np.int64)
@@ -120,7 +120,7 @@ def _slots(eptr: np.ndarray, k: int):
 
 @njit
 def _count_pins(m, eptr, epin, nw, part, soff, lam, dense, spart, scnt):
-    """Fill the pin counts of every net (the layout of ``_fm._inc``, in O(pins):
+    """Fill the pin counts of every net (the layout of ``fm.slots._inc``, in O(pins):
     a part → slot table replaces the scan of a sparse net's slots); return
     km1 = Σ w_e (λ_e − 1)."""
     km1 = 0
@@ -156,148 +156,8 @@ def _count_pins(m, eptr, epin, nw, part, soff, lam, dense, spart, scnt):
     return km1
 
 
-# ------------------------------------------------------------------ label propagation
-@_fm.njit_rc_free
-def _lp(n, k, vptr, vnet, eptr, epin, nw, vw, part, load, cap, soff, lam, dense, spart, scnt,
-        order, max_rounds, conn, touched, active, activate_max, dense_cand, fixed, max_deg, prune):
-    """Label propagation with exact km1 gains (see the module doc).
-
-    ``active[u]``: u is (re-)evaluated in the next round; after a move the
-    pins of nets whose count in the target became 1 (their gain towards it
-    rose) and of nets left with one pin in the source are activated.
-    Returns (total gain, moves)."""
-    gain_sum = 0
-    moves = 0
-    evals = 0
-    for _ in range(max_rounds):
-        moved = 0
-        for ii in range(n):
-            u = order[ii]
-            if not active[u]:
-                continue
-            active[u] = False
-            if fixed[u] or vptr[u + 1] - vptr[u] > max_deg:
-                continue
-            a = part[u]
-            tot = 0
-            leave = 0
-            nt = 0
-            if prune:
-                # gain(b) = leave + conn(b) - tot: with leave = 0 only a zero-gain move to a
-                # part in every net of u is possible, none if a net of u lies inside a
-                inside = False
-                leave = 0
-                for x in range(vptr[u], vptr[u + 1]):
-                    e = vnet[x]
-                    if lam[e] == 1:
-                        inside = True
-                    elif _cnt(e, a, soff, lam, dense, spart, scnt) == 1:
-                        leave = 1
-                        break
-                if inside and leave == 0:
-                    continue
-                leave = 0
-            evals += 1
-            for x in range(vptr[u], vptr[u + 1]):
-                e = vnet[x]
-                we = nw[e]
-                tot += we
-                L = lam[e]
-                b0 = soff[e]
-                if dense[e]:
-                    if scnt[b0 + a] == 1:
-                        leave += we
-                    if L == 1 or dense_cand:
-                        continue
-                    for p in range(k):
-                        if scnt[b0 + p] > 0 and p != a:
-                            if conn[p] == 0:
-                                touched[nt] = p
-                                nt += 1
-                            conn[p] += we
-                elif L == 1:                 # only part a: one slot, u's own part
-                    if scnt[b0] == 1:
-                        leave += we
-                else:                        # one pass over the (part, count) pairs
-                    for s in range(b0, b0 + L):
-                        p = spart[s]
-                        if p == a:
-                            if scnt[s] == 1:
-                                leave += we
-                        else:
-                            if conn[p] == 0:
-                                touched[nt] = p
-                                nt += 1
-                            conn[p] += we
-            if dense_cand:
-                # dense nets (>= k pins): their connectivity is added only for the
-                # candidates found in the sparse nets (exact gains for those)
-                if nt == 0:
-                    for x in range(vptr[u], vptr[u + 1]):
-                        e = vnet[x]
-                        if dense[e] and lam[e] > 1:
-                            b0 = soff[e]
-                            for p in range(k):
-                                if scnt[b0 + p] > 0 and p != a and conn[p] == 0:
-                                    touched[nt] = p
-                                    nt += 1
-                                    conn[p] = 0
-                            break
-                for x in range(vptr[u], vptr[u + 1]):
-                    e = vnet[x]
-                    if dense[e] and lam[e] > 1:
-                        b0 = soff[e]
-                        we = nw[e]
-                        for t in range(nt):
-                            p = touched[t]
-                            if scnt[b0 + p] > 0:
-                                conn[p] += we
-            best = -1
-            bg = 0
-            wu = vw[u]
-            for t in range(nt):
-                p = touched[t]
-                g = leave + conn[p] - tot
-                conn[p] = 0
-                if g < 0 or load[p] + wu > cap or (g == 0 and load[p] + wu >= load[a]):
-                    continue
-                if best < 0 or g > bg or (g == bg and load[p] < load[best]):
-                    best = p
-                    bg = g
-            if best < 0:
-                continue
-            b = best
-            for x in range(vptr[u], vptr[u + 1]):
-                e = vnet[x]
-                ca = _dec(e, a, soff, lam, dense, spart, scnt)
-                cb = _inc(e, b, soff, lam, dense, spart, scnt)
-                if eptr[e + 1] - eptr[e] > activate_max:
-                    continue
-                if cb == 1:             # the pins' gain towards b rose by w_e (not those in b)
-                    for y in range(eptr[e], eptr[e + 1]):
-                        v = epin[y]
-                        if part[v] != b:
-                            active[v] = True
-                elif ca == 1:           # the last pin left in a can now leave for free
-                    for y in range(eptr[e], eptr[e + 1]):
-                        v = epin[y]
-                        if v != u and part[v] == a:
-                            active[v] = True
-                            break
-            part[u] = b
-            load[a] -= wu
-            load[b] += wu
-            active[u] = False
-            gain_sum += bg
-            moved += 1
-        moves += moved
-        if moved == 0:
-            break
-    return gain_sum, moves, evals
-
-
 # ------------------------------------------------------------------ coarsening
-@_fm.njit_inline
+@njit_inline
 def _rate(u, v, r, pu, wu, maxw, part, fixed, root, cw, rating, touched, nt):
     """Add rating r to v's cluster as a partner of u (same part, free, room for
     u's weight wu); returns the new count of touched clusters."""
@@ -327,7 +187,7 @@ def _cluster(n, vptr, vnet, eptr, epin, nw, vw, part, order, maxw, max_net, rati
     return cid, nc
 
 
-@_fm.njit_rc_free
+@njit_rc_free
 def _cluster_into(n, vptr, vnet, eptr, epin, nw, vw, part, order, maxw, max_net, rating, touched, own, fixed,
                   root, cw, csize, cid):
     """The loops of :func:`_cluster` (which allocates): root[v] = v, cw = vw, csize = 1 and
@@ -468,7 +328,7 @@ def _merge_identical(order, cptr, cpin, cw, ch, nc):
     return optr, opin, ow
 
 
-@_fm.njit_inline
+@njit_inline
 def _add_pins(e, eptr, epin, inb, out, nout):
     """Append the pins of net e not yet in the band to out[nout:]; returns the new length."""
     for y in range(eptr[e], eptr[e + 1]):
@@ -567,10 +427,11 @@ class _Level:
         active = np.zeros(self.n, np.bool_)
         active[self.epin[np.repeat(lam > 1, np.diff(self.eptr))]] = True      # pins of cut nets
         order = rng.permutation(self.n).astype(np.int64)
-        gain, moves, evals = _lp(self.n, k, self.vptr, self.vnet, self.eptr, self.epin, self.nw, self.vw, part, load,
-                          cap, soff, lam, dense, spart, scnt, order, rounds, np.zeros(k, np.int64),
-                          np.zeros(k, np.int64), active, activate_max, dense_cand, self.fixed,
-                          int(min(2 ** 62, max(64.0, max_degree * self.vnet.size / max(self.n, 1)))), prune)
+        max_deg = int(min(2 ** 62, max(64.0, max_degree * self.vnet.size / max(self.n, 1))))
+        gain, moves, evals = _lp(NetLevel(self.vptr, self.vnet, self.eptr, self.epin, self.nw, self.vw, self.fixed),
+                                 PinSlots(soff, lam, dense, spart, scnt), part, load, order, active,
+                                 LPOptions(cap, rounds, activate_max, dense_cand, max_deg, prune),
+                                 LPScratch(np.zeros(k, np.int64), np.zeros(k, np.int64)))
         self.evals = int(evals)
         return km1, int(gain), int(moves)
 
@@ -766,7 +627,7 @@ def vcycle_refine(graph: Graph, part, k: int | None = None, *, imbalance: float 
     report = {"before": {"total_volume": before}, "after": {"total_volume": after}, "cycles": trace,
               "seconds": time.perf_counter() - t0, "balance_cap": cap, "balance_limit": limit,
               "max_balance_weight": int(load.max()),
-              "compiled": _fm.HAVE_NUMBA,
+              "compiled": HAVE_NUMBA,
               "params": {"imbalance": imbalance, "seed": seed, "cycles": cycles, "min_cycle_gain": min_cycle_gain,
                          "rounds": rounds, "max_net": max_net, "cluster_weight": cluster_weight,
                          "coarse_vertices_per_part": coarse_vertices_per_part, "min_shrink": min_shrink,

@@ -1,6 +1,6 @@
 """Coordinated moves for the bottleneck refinement: clusters of the partition's own coarsening.
 
-Single-vertex FM (:mod:`._fm`) stalls where several parts tie at the max and
+Single-vertex FM (:mod:`.fm`) stalls where several parts tie at the max and
 every single move changes a part's boundary by ±1 (meshes): lowering them
 needs many vertices to move together. Here the current partition is
 coarsened *within its parts* (the clustering of the fast mode,
@@ -10,7 +10,7 @@ every cluster of two or more vertices in a *hot* part (cost ≥ θ × the max)
 tries to move, whole, to its best-connected part with room.
 
 Gains are exact: a trial move applies the members one by one to the fine
-state (pin counts, k×k volume matrix, send/recv; :func:`._fm.apply_move`), reads
+state (pin counts, k×k volume matrix, send/recv; :func:`.fm.apply.apply_move`), reads
 the potential Φ = Σ_p (send_p/M)^q + (recv_p/M)^q, and undoes them. No
 coarse volume model is needed, so send/recv of conformal ownership stay exact
 at every level; a trial costs O(Σ degrees of the members + k). A move is kept
@@ -18,9 +18,9 @@ when it lowers Φ + μ·ΔTV/M, does not raise the max cost, keeps the target
 within the balance cap and the total volume within its limit (greedy: only
 improving moves; the max never rises). ``deadline`` stops it between clusters.
 
-The kernel takes the records of :mod:`._fm` (:class:`._fm.Topology`,
-:class:`._fm.PinSlots`, :class:`._fm.VolumeState`, :class:`._fm.CostModel`,
-:class:`._fm.Limits`) plus two of its own: :class:`Clusters` (the clusters
+The kernel takes the records of :mod:`.fm.records` (:class:`.fm.records.Topology`,
+:class:`.fm.records.PinSlots`, :class:`.fm.records.VolumeState`, :class:`.fm.records.CostModel`,
+:class:`.fm.records.Limits`) plus two of its own: :class:`Clusters` (the clusters
 of one level and the order they are visited in) and :class:`ClusterOptions`.
 """
 from __future__ import annotations
@@ -29,15 +29,18 @@ from collections import namedtuple
 
 import numpy as np
 
-from . import _fm
 from .._kernels import monotonic
-from ._fm import _cost, apply_move, apply_scratch, count_neighbour_parts, state_key
+from .fm.apply import apply_move, apply_scratch
+from .fm.costs import _cost, state_key
+from .fm.jit import njit_rc_free
+from .fm.records import CostModel, Limits
+from .fm.slots import count_neighbour_parts
 
 Clusters = namedtuple("Clusters", "cptr cmem order")
 Clusters.__doc__ = """The clusters of one level: members of cluster c are cmem[cptr[c]:cptr[c+1]]
 (vertices, all in one part); order: the order clusters are visited in."""
 ClusterScratch = namedtuple("ClusterScratch", "A cnt touched tb hot")
-ClusterScratch.__doc__ = """Scratch of cluster_pass: A (:class:`._fm.ApplyScratch`), per part the
+ClusterScratch.__doc__ = """Scratch of cluster_pass: A (:class:`.fm.records.ApplyScratch`), per part the
 member counts of the neighbour parts (cnt), those parts (touched), the target parts (tb) and the
 hot parts (hot)."""
 ClusterOptions = namedtuple("ClusterOptions", "theta max_rounds min_gain min_size deadline")
@@ -47,12 +50,12 @@ smallest cluster that moves (vertices); deadline: perf_counter seconds (< 0: non
 
 
 # nogil (refinements run side by side, lanes.py); no reference counting: it allocates nothing
-@_fm.njit_rc_free
+@njit_rc_free
 def cluster_pass(T, P, V, C, L, CL, O, S, stats):
     """Greedy rounds of whole-cluster moves (CL: :class:`Clusters`; members
     cmem[cptr[c]:cptr[c+1]], all in one part; clusters visited in
-    ``CL.order``). T, P, V, C: the records of :mod:`._fm` (P and V updated in
-    place); L: :class:`._fm.Limits` (cap, vlimit, max_targets: target parts
+    ``CL.order``). T, P, V, C: the records of :mod:`.fm.records` (P and V updated in
+    place); L: :class:`.fm.records.Limits` (cap, vlimit, max_targets: target parts
     tried per cluster); O: :class:`ClusterOptions`; S: :class:`ClusterScratch`
     (it allocates nothing: compiled without reference counting). Returns the
     moves kept. stats[0] += trial moves, stats[1] += member moves applied
@@ -201,8 +204,8 @@ def cluster_moves(graph, st, part: np.ndarray, k: int, w: np.ndarray, cap: int, 
     maxdeg = int(np.diff(st.vptr).max()) if graph.n else 0
     stats = np.zeros(3, np.int64)
     T, P, V = st.records(part, w)
-    C = _fm.CostModel(obj, alpha, brb, q, mu)
-    L = _fm.Limits(cap, cap, vlimit, vlimit, max_targets, -1.0, st.cap2)   # no overload, no volume slack, no cost cap
+    C = CostModel(obj, alpha, brb, q, mu)
+    L = Limits(cap, cap, vlimit, vlimit, max_targets, -1.0, st.cap2)   # no overload, no volume slack, no cost cap
     O = ClusterOptions(theta, max_rounds, min_gain, min_size, float(deadline))
     S = ClusterScratch(apply_scratch(maxdeg, k), np.zeros(k, np.int64), np.zeros(k, np.int64),
                        np.zeros(k, np.int64), np.zeros(k, np.bool_))

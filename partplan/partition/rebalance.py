@@ -33,8 +33,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._kernels import njit
-from ._fm import count_neighbour_parts
 from ..graph import Graph
+from .fm.slots import count_neighbour_parts
 from .objectives import balance_cap
 
 
