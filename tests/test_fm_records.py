@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from partplan import Graph
-from partplan.partition import _fm, fm, multilevel
+from partplan.partition import fm, multilevel
 from partplan.partition.baselines import random_partition
 from partplan.partition.refine import _State
 
@@ -44,9 +44,9 @@ def test_kernels_take_few_parameters():
 
 def test_kernels_cut_into_phases():
     """No function (compiled kernels included) over 150 lines, no module over 800, in the FM
-    package and the modules built on it; the old path re-exports the kernels."""
+    package and the modules built on it."""
     root = Path(fm.__file__).parent
-    paths = [*sorted(root.glob("*.py")), *(root.parent / f"{m}.py" for m in ("_fm", "fast", "multilevel",
+    paths = [*sorted(root.glob("*.py")), *(root.parent / f"{m}.py" for m in ("fast", "multilevel",
                                                                              "rebalance"))]
     for path in paths:
         text = path.read_text()
@@ -55,7 +55,7 @@ def test_kernels_cut_into_phases():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 first = min([d.lineno for d in node.decorator_list] + [node.lineno])
                 assert node.end_lineno - first + 1 <= 150, f"{path.name}: {node.name}"
-    assert _fm._fm is fm.passes._fm and _fm.apply_move is fm.apply.apply_move and _fm._best1 is fm.gains._best1
+    assert fm._fm is fm.passes._fm and fm.apply_move is fm.apply.apply_move and fm._best1 is fm.gains._best1
 
 
 def test_records_share_the_state_arrays():
@@ -86,13 +86,13 @@ def test_apply_move_keeps_the_state_exact(directed):
     st = _State(g, part, k)
     w = np.maximum(g.row_nnz, 1).astype(np.int64)
     T, P, V = st.records(part, w)
-    A = _fm.apply_scratch(int(np.diff(g.indptr).max()), k)
-    assert isinstance(A, _fm.ApplyScratch)
+    A = fm.apply_scratch(int(np.diff(g.indptr).max()), k)
+    assert isinstance(A, fm.ApplyScratch)
     moves = []
     for _ in range(200):
         u, b = int(rng.integers(g.n)), int(rng.integers(k))
         moves.append((u, int(part[u])))
-        _fm.apply_move(u, b, T, P, V, A, False)
+        fm.apply_move(u, b, T, P, V, A, False)
         vol, _ = volume_matrix(g.indptr, g.indices, part, k)
         assert np.array_equal(st.vol, vol)
         assert st.tot[0] == vol.sum() and st.tot[1] == np.count_nonzero(vol)
@@ -100,14 +100,14 @@ def test_apply_move_keeps_the_state_exact(directed):
         assert np.array_equal(st.rmsg, np.count_nonzero(vol, axis=0))
         assert np.array_equal(st.load, np.bincount(part, weights=w, minlength=k))
     for u, a in reversed(moves):
-        _fm.apply_move(u, a, T, P, V, A, False)
+        fm.apply_move(u, a, T, P, V, A, False)
     assert np.array_equal(part, start)
     fresh = _State(g, start.copy(), k)
     for name in ("lam", "vol", "send", "recv", "smsg", "rmsg", "tot", "load"):
         assert np.array_equal(getattr(st, name), getattr(fresh, name)), name
     for j in range(g.n):            # sparse slots are unordered: compare the counts per part
         for p in range(k):
-            assert _fm._cnt(j, p, *st.pins()) == _fm._cnt(j, p, *fresh.pins())
+            assert fm._cnt(j, p, *st.pins()) == fm._cnt(j, p, *fresh.pins())
 
 
 @pytest.mark.parametrize("obj", [1, 3, 4])
@@ -121,28 +121,28 @@ def test_eval_moves_batch_equals_single_evaluations(obj):
     w = np.maximum(g.row_nnz, 1).astype(np.int64)
     T, P, V = st.records(part, w)
     maxdeg = int(np.diff(g.indptr).max())
-    X = _fm.EvalScratch(np.zeros(k, np.int64), np.zeros(k, np.int64), np.zeros(k, np.bool_),
+    X = fm.EvalScratch(np.zeros(k, np.int64), np.zeros(k, np.int64), np.zeros(k, np.bool_),
                         np.zeros(2 * k + 4, np.int64), np.zeros(k, np.int64), np.zeros(k, np.int64),
                         np.zeros(k * k, np.int64), np.zeros(2 * maxdeg + 4 * k + 8, np.int64),
                         np.zeros(1, np.int64), np.zeros(k, np.int64), np.zeros(k, np.int64),
                         np.zeros(k, np.int64), np.zeros(maxdeg + 1, np.int64), -np.ones(k, np.int64),
                         np.zeros(maxdeg + 1, np.int64))
-    C = _fm.CostModel(obj, 1e-6, 1e-9, q, mu)
+    C = fm.CostModel(obj, 1e-6, 1e-9, q, mu)
     cap = int(w.sum() // k * 1.05)
-    L = _fm.Limits(cap, cap + 20, 10**9, 10**9, 3, -1.0, 2**62)
-    F = _fm.PartFocus(np.zeros(k), np.ones(k, np.bool_), -np.ones(2, np.int64))
-    M, nmax = _fm._refresh(C, V, 1.0, cap, True, F, 2**62)
+    L = fm.Limits(cap, cap + 20, 10**9, 10**9, 3, -1.0, 2**62)
+    F = fm.PartFocus(np.zeros(k), np.ones(k, np.bool_), -np.ones(2, np.int64))
+    M, nmax = fm._refresh(C, V, 1.0, cap, True, F, 2**62)
     inv = 1.0 / M
-    M, nmax = _fm._refresh(C, V, inv, cap, True, F, 2**62)
-    cur = _fm.Current(inv, M, nmax, True, int(st.tot[0]))
+    M, nmax = fm._refresh(C, V, inv, cap, True, F, 2**62)
+    cur = fm.Current(inv, M, nmax, True, int(st.tot[0]))
     n = g.n
-    B = _fm.MoveBatch(np.arange(n, dtype=np.int64), -np.ones(n, np.int64), np.zeros(n), np.zeros(n, np.int64),
+    B = fm.MoveBatch(np.arange(n, dtype=np.int64), -np.ones(n, np.int64), np.zeros(n), np.zeros(n, np.int64),
                       np.zeros(n, np.int64))
-    _fm.eval_moves(B, 0, n, T, P, V, C, L, cur, X, F)
+    fm.eval_moves(B, 0, n, T, P, V, C, L, cur, X, F)
     assert (B.target >= 0).any()
     one_g, one_b, one_k = np.zeros(1), np.zeros(1, np.int64), np.zeros(1, np.int64)
     for u in range(n):        # one vertex per call gives what the batch gave
-        _fm.eval_moves(_fm.MoveBatch(np.array([u]), np.array([-1]), one_g, one_b, one_k), 0, 1, T, P, V, C, L,
+        fm.eval_moves(fm.MoveBatch(np.array([u]), np.array([-1]), one_g, one_b, one_k), 0, 1, T, P, V, C, L,
                        cur, X, F)
         assert (one_g[0], one_b[0], one_k[0]) == (B.gain[u], B.target[u], B.blocked[u])
 
@@ -152,12 +152,12 @@ def test_hot_kernels_compile_without_reference_counting():
     incref/decref per array unpacked from a record: 3.2x the time of a move evaluation); the
     allocating shells (_fm, _cluster) keep it. A kernel that starts allocating fails to compile
     rather than running slowly."""
-    if not _fm.HAVE_NUMBA:
+    if not fm.HAVE_NUMBA:
         pytest.skip("numba not installed")
     from partplan.partition import fast
 
-    rc_free = (_fm._best1, _fm.eval_moves, _fm.apply_move, _fm.state_key, _fm._refresh, _fm._fm_passes,
+    rc_free = (fm._best1, fm.eval_moves, fm.apply_move, fm.state_key, fm._refresh, fm._fm_passes,
                fm.passes._pass_moves, fm.apply.roll_back, multilevel.cluster_pass, fast._lp, fast._cluster_into)
     assert all(f.targetoptions.get("_nrt") is False for f in rc_free)
-    shells = (_fm._fm, fast._cluster)
+    shells = (fm._fm, fast._cluster)
     assert all(f.targetoptions.get("_nrt", True) is not False for f in shells)

@@ -11,7 +11,7 @@ import pytest
 
 from partplan import Graph, PartitionError, analyze
 from partplan.errors import OptionError
-from partplan.partition import _fm
+from partplan.partition import fm as _fm
 from partplan.partition.baselines import random_partition
 from partplan.partition.refine import OBJECTIVES, refine
 
@@ -364,7 +364,7 @@ def _phi_gain(g, part, u, b, k, inv, q, mu):
 
 
 def _kernel_state(g, part, k):
-    """The kernel's state and scratch arrays, as _fm._fm builds them."""
+    """The kernel's state and scratch arrays, as fm._fm builds them."""
     from partplan.partition.refine import _State
 
     st = _State(g, part, k)

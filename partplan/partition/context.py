@@ -15,7 +15,7 @@ context (:data:`PRESETS`: :func:`auto`, :func:`fast`, :func:`quality`).
 
 Contexts:
 
-* :class:`FMContext` — the FM passes of a refinement (refine.py / _fm.py);
+* :class:`FMContext` — the FM passes of a refinement (refine.py / fm/);
 * :class:`RefineContext` — one refinement: objective, limits, cost model, budget, its
   :class:`FMContext`;
 * :class:`StartsContext`, :class:`BudgetContext` and :class:`PipelineContext` — the default
@@ -215,7 +215,7 @@ TIME_LIMIT_HELP = ("refinement time limit instead of its counted-work budget (th
 
 @dataclass(frozen=True)
 class FMContext:
-    """The FM passes of a refinement (refine.py; the kernels in _fm.py)."""
+    """The FM passes of a refinement (refine.py; the kernels in partition/fm/)."""
 
     patience: int = option(200, "moves without a new best state before a pass ends", unit="moves", public=False)
     max_passes: int = option(30, "at most this many passes", unit="passes", public=False)

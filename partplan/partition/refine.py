@@ -15,7 +15,7 @@ column j of A plus the diagonal, sent by part[j] to every other part holding a
 pin; send_p = Σ_{j ∈ p} (λ_j − 1), recv_p = |{j ∉ p : p ∈ Λ_j}|.
 
 Algorithm: k-way FM with exact gains in a potential (compiled kernels in
-:mod:`partplan.partition._fm`; numba):
+:mod:`partplan.partition.fm`; numba):
 
 * state: sparse per-net pin counts (memory O(pins); no n×k table), λ_j, the
   k×k volume matrix, send/recv volumes and message counts per part, loads;
@@ -62,7 +62,7 @@ from ..graph import Graph
 from ..metrics.cost import alpha_beta_time, dtype_bytes
 from ..metrics.volume1d import volume_matrix
 from ..parts import as_partition
-from . import _fm
+from . import fm as kernels
 from .context import RefineContext, resolve
 from .heartbeat import _heartbeat
 from .multilevel import cluster_moves
@@ -229,8 +229,8 @@ def _search(graph: Graph, out: np.ndarray, k: int, ctx: RefineContext, b: _Bound
     run.build_s = time.perf_counter() - t0
     records = st.records(out, b.w)
     fm, obj = ctx.fm, ctx.objective
-    cost = _fm.CostModel(_fm.OBJ_CODES[obj], float(ctx.alpha), float(ctx.beta) * b.rb, int(fm.q), float(fm.mu))
-    limits = _fm.Limits(b.cap, b.cap + int(fm.overload * b.cap), b.vlimit,
+    cost = kernels.CostModel(kernels.OBJ_CODES[obj], float(ctx.alpha), float(ctx.beta) * b.rb, int(fm.q), float(fm.mu))
+    limits = kernels.Limits(b.cap, b.cap + int(fm.overload * b.cap), b.vlimit,
                         b.vlimit + int(fm.volume_slack * b.before["total_volume"]), int(fm.max_targets),
                         -1.0 if ctx.max_cost is None else float(ctx.max_cost), st.cap2)
     order = np.random.default_rng(b.seed).permutation(graph.n).astype(np.int64)
@@ -245,22 +245,22 @@ def _search(graph: Graph, out: np.ndarray, k: int, ctx: RefineContext, b: _Bound
                 code = stop
                 break
             # FM goes on to convergence whether or not a cluster moved (its one pass before
-            # could not yet widen to all parts, see _fm)
+            # could not yet widen to all parts, see partition/fm)
             npasses = fm.max_passes - run.passes
         opts = _pass_options(graph, ctx, npasses, deadline)
         code = _fm_stage(records, cost, limits, opts, order, stats, ctx, run, si, t0, progress)
     run.stopped = STOPPED[code]
     st.check(out)
-    run.work = int(_fm.work_done(stats))
+    run.work = int(kernels.work_done(stats))
 
 
-def _pass_options(graph: Graph, ctx: RefineContext, npasses: int, deadline: float) -> _fm.PassOptions:
+def _pass_options(graph: Graph, ctx: RefineContext, npasses: int, deadline: float) -> kernels.PassOptions:
     """The kernels' options of one stage of ``npasses`` FM passes."""
     fm, n = ctx.fm, graph.n
     avg = graph.nnz / max(n, 1)
     big_deg = int(max(64, 4 * avg)) if fm.big_degree is None else int(fm.big_degree)
     mm = n if fm.max_moves_per_pass is None else max(1, int(fm.max_moves_per_pass))
-    return _fm.PassOptions(int(fm.patience), int(npasses), float(fm.min_gain), mm, deadline, big_deg,
+    return kernels.PassOptions(int(fm.patience), int(npasses), float(fm.min_gain), mm, deadline, big_deg,
                            bool(fm.blocked), False, float(fm.hot), bool(fm.sink) and ctx.objective != "total",
                            -1 if ctx.work_limit is None else int(ctx.work_limit))
 
@@ -271,7 +271,7 @@ def _fm_stage(records, cost, limits, opts, order, stats, ctx: RefineContext, run
     tr = np.zeros((max(1, opts.max_passes), 5))
     ts = time.perf_counter() - t0
     with _heartbeat(progress, None, label=f"refining {ctx.objective} (stage {si + 1})"):
-        p_, k_, t_, code = _fm._fm(*records, cost, limits, opts, order, tr, stats)
+        p_, k_, t_, code = kernels._fm(*records, cost, limits, opts, order, tr, stats)
     run.passes, run.kept, run.tried = run.passes + p_, run.kept + k_, run.tried + t_
     for i in range(min(p_, tr.shape[0])):
         run.trace.append({"seconds": round(ts + float(tr[i, 0]), 4), "value": float(tr[i, 1]),
@@ -291,10 +291,10 @@ def _cluster_stage(graph, st, out, k, ctx: RefineContext, b: _Bounds, run: _Run,
     if code in (1, 3) or (deadline >= 0 and time.perf_counter() > deadline):
         return code if code in (1, 3) else 1
     stats[6] += int(ML_WORK_PER_PIN * (graph.nnz + graph.n))
-    if ctx.work_limit is not None and _fm.work_done(stats) > ctx.work_limit:
+    if ctx.work_limit is not None and kernels.work_done(stats) > ctx.work_limit:
         return 3
     with _heartbeat(progress, None, label=f"refining {ctx.objective} (cluster moves)"):
-        run.ml = cluster_moves(graph, st, out, k, b.w, b.cap, b.vlimit, _fm.OBJ_CODES[ctx.objective],
+        run.ml = cluster_moves(graph, st, out, k, b.w, b.cap, b.vlimit, kernels.OBJ_CODES[ctx.objective],
                                float(ctx.alpha), float(ctx.beta) * b.rb, int(ctx.fm.q), float(ctx.fm.mu), seed=b.seed,
                                deadline=deadline)
     if progress is not None:
@@ -313,7 +313,7 @@ def _report(graph: Graph, out: np.ndarray, k: int, ctx: RefineContext, b: _Bound
             "converged_s": run.trace[-1]["seconds"] if run.trace else 0.0, "build_s": run.build_s,
             "work": run.work, "stopped": run.stopped, "trace": run.trace,
             "balance_limit": b.limit, "balance_cap": b.cap, "volume_limit": b.vlimit,
-            "compiled": _fm.HAVE_NUMBA,
+            "compiled": kernels.HAVE_NUMBA,
             "params": {"imbalance": ctx.imbalance, "volume_tolerance": ctx.volume_tolerance, "seed": b.seed,
                        "time_limit": ctx.time_limit, "alpha": ctx.alpha, "beta": ctx.beta, "f": ctx.f,
                        "dtype": ctx.dtype, "patience": fm.patience, "max_passes": fm.max_passes,
@@ -334,7 +334,7 @@ def _check_weights(weights, n: int) -> np.ndarray:
 
 
 class _State:
-    """Arrays of the refinement state (see :mod:`._fm`); :meth:`records` groups
+    """Arrays of the refinement state (see :mod:`.fm`); :meth:`records` groups
     them in the kernels' records."""
 
     def __init__(self, graph: Graph, part: np.ndarray, k: int, w2: np.ndarray | None = None,
@@ -355,7 +355,7 @@ class _State:
         self.scnt = np.zeros(int(self.soff[-1]), dtype=np.int32)
         self.lam = np.zeros(n, dtype=np.int32)
         self.vol = np.zeros((k, k), dtype=np.int64)
-        _fm.build_slots(self.tptr, self.tidx, part, self.pins(), self.vol)
+        kernels.build_slots(self.tptr, self.tidx, part, self.pins(), self.vol)
         self.send = self.vol.sum(axis=1)
         self.recv = self.vol.sum(axis=0)
         nz = self.vol > 0
@@ -367,18 +367,18 @@ class _State:
         self.w2, self.cap2 = w2, (CAP2_NONE if cap2 is None else int(cap2))
         self.load2 = self.load.copy() if w2 is None else np.bincount(part, weights=w2, minlength=k).astype(np.int64)
 
-    def pins(self) -> _fm.PinSlots:
-        """The pin counts as a :class:`._fm.PinSlots` record (the same arrays)."""
-        return _fm.PinSlots(self.soff, self.lam, self.dense, self.spart, self.scnt)
+    def pins(self) -> kernels.PinSlots:
+        """The pin counts as a :class:`.kernels.PinSlots` record (the same arrays)."""
+        return kernels.PinSlots(self.soff, self.lam, self.dense, self.spart, self.scnt)
 
     def records(self, part: np.ndarray, w: np.ndarray) -> tuple:
-        """(:class:`._fm.Topology`, :class:`._fm.PinSlots`, :class:`._fm.VolumeState`)
+        """(:class:`.kernels.Topology`, :class:`.kernels.PinSlots`, :class:`.kernels.VolumeState`)
         of the kernels: the same arrays, with ``part`` (int64[n], the partition
         the state was built from, updated in place by the kernels) and ``w``
         (int64[n] balance weight per vertex)."""
-        return (_fm.Topology(self.vptr, self.vidx, self.tptr, self.tidx, w, w if self.w2 is None else self.w2),
+        return (kernels.Topology(self.vptr, self.vidx, self.tptr, self.tidx, w, w if self.w2 is None else self.w2),
                 self.pins(),
-                _fm.VolumeState(part, self.load, self.vol, self.send, self.recv, self.smsg, self.rmsg, self.tot,
+                kernels.VolumeState(part, self.load, self.vol, self.send, self.recv, self.smsg, self.rmsg, self.tot,
                                 self.load2))
 
     def check(self, part: np.ndarray):
