@@ -9,19 +9,16 @@ to 10^12 without relabelling) refused against the file length and the memory
 budget (PARTPLAN_MAX_BYTES) before allocating; integers beyond 2^63 in every
 text format; a symmetric .mtx holding both triangles; .npz errors naming the
 file and the array; NaN / inf / negative values. The CLI turns each into
-``partplan: error: ...`` with exit status 2 (tested by subprocess).
+``partplan: error: ...`` with exit status 2 (tested in a fresh interpreter).
 """
 from __future__ import annotations
 
 import gzip
 import io
 import os
-import subprocess
-import sys
 import tracemalloc
 import zipfile
 import zlib
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -505,13 +502,9 @@ def test_partition_file_bad_values(tmp_path):
 
 
 # ------------------------------------------------------------------ the CLI: exit 2, one line
-def _cli(*args, env_extra=None):
-    exe = Path(sys.executable).with_name("partplan")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "partplan.cli.main"]
-    env = dict(os.environ, **(env_extra or {}))
-    return subprocess.run(cmd + [str(a) for a in args], capture_output=True, text=True, timeout=300, env=env)
-
-
+# Each command line runs in a fresh interpreter (the cli_batch fixture of conftest.py: one
+# process for all of a test's cases), so a MemoryError or a crash cannot pass unseen; the
+# console script's own exit path is tested in test_cli_analyze.py.
 def _bad_files(tmp_path):
     files = {}
     text, _, _ = TEXTS["g.mtx.gz"]
@@ -533,30 +526,33 @@ def _bad_files(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.dist
-def test_cli_bad_inputs_exit_2_one_line(tmp_path):
-    for label, f in _bad_files(tmp_path).items():
-        r = _cli("analyze", f, "-k", "2", "--method", "block", env_extra={"PARTPLAN_MAX_BYTES": "2G"})
-        assert r.returncode == 2, (label, r.returncode, r.stderr[-2000:])
-        assert "Traceback" not in r.stderr and "Traceback" not in r.stdout, label
-        lines = r.stderr.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("partplan: error: "), (label, r.stderr)
+def test_cli_bad_inputs_exit_2_one_line(tmp_path, cli_batch):
+    files = _bad_files(tmp_path)
+    runs = cli_batch([["analyze", f, "-k", "2", "--method", "block"] for f in files.values()],
+                     env={"PARTPLAN_MAX_BYTES": "2G"})
+    for (label, f), (rc, out, err) in zip(files.items(), runs):
+        assert rc == 2, (label, rc, err[-2000:])
+        assert "Traceback" not in err and "Traceback" not in out, label
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("partplan: error: "), (label, err)
         assert f.name in lines[0], (label, lines[0])
 
 
 @pytest.mark.slow
 @pytest.mark.dist
-def test_cli_convert_and_k_above_n(tmp_path):
+def test_cli_convert_and_k_above_n(tmp_path, cli_batch):
     files = _bad_files(tmp_path)
     out = tmp_path / "out.graph"
-    r = _cli("convert", files["n=1e10"], out, env_extra={"PARTPLAN_MAX_BYTES": "2G"})
-    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
-    assert r.stderr.count("\n") == 1 and "huge.mtx" in r.stderr and "memory budget" in r.stderr
-    assert not out.exists()
     small = tmp_path / "small.mtx"
     small.write_text("%%MatrixMarket matrix coordinate pattern general\n3 3 2\n1 2\n2 3\n")
-    r = _cli("analyze", small, "-k", "100", "--method", "block")
-    assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert r.stderr.count("\n") == 1 and "k=100" in r.stderr
+    (rc, _, err), (rc2, _, err2) = cli_batch([["convert", files["n=1e10"], out],
+                                              ["analyze", small, "-k", "100", "--method", "block"]],
+                                             env={"PARTPLAN_MAX_BYTES": "2G"})
+    assert rc == 2 and "Traceback" not in err, err[-2000:]
+    assert err.count("\n") == 1 and "huge.mtx" in err and "memory budget" in err
+    assert not out.exists()
+    assert rc2 == 2 and "Traceback" not in err2
+    assert err2.count("\n") == 1 and "k=100" in err2
 
 
 # ------------------------------------------------------------------ found by fuzzing the readers

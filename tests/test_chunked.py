@@ -66,6 +66,7 @@ def test_rmat_chunked_equals_rmat(tmp_path, kw):
     assert (h.name, h.directed, h.data is None) == (g.name, g.directed, True)
 
 
+@pytest.mark.slow
 def test_rmat_chunked_more_blocks_than_one(tmp_path):
     """scale 17: 2 M tuples = 2 generator blocks, so the per-block streams matter."""
     g = rmat(17, edgefactor=16, seed=2)

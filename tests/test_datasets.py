@@ -368,6 +368,7 @@ def test_fetch_real_debian_artifact(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.dist   # pip download
 def test_fetch_real_pypi_sdist(tmp_path):
     if not _online("https://pypi.org/simple/mtkahypar/"):
         pytest.skip("pypi.org is not reachable (no network)")

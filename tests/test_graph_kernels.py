@@ -177,7 +177,7 @@ def test_bottom_up_rounds_and_the_engines_device_path_equal_native():
 
 
 # ----------------------------------------------------------------------------- BFS engines
-@pytest.mark.parametrize("directed", [False, True])
+@pytest.mark.parametrize("directed", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_bfs_torch_equals_native_on_1d_2d_routed_in_every_direction(directed):
     g = rmat_graph(9, directed, seed=4)
     deg = np.diff(g.indptr)
@@ -227,7 +227,7 @@ def nx_pagerank(g, tol):
     return np.array([ref[i] for i in range(g.n)])
 
 
-@pytest.mark.parametrize("directed", [False, True])
+@pytest.mark.parametrize("directed", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_analytics_torch_equal_native_and_the_oracles(directed):
     g = weighted_graph(directed, seed=1, m=700)
     pr_ref = nx_pagerank(g, 1e-10)

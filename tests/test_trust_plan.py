@@ -158,8 +158,6 @@ def test_resigned_shard_is_refused_by_every_reader(plan, case, tmp_path):
     assert not rep["ok"] and fld in bad["structure"] and "rank-00000.arrow" in bad["structure"]
 
 
-@pytest.mark.dist
-@pytest.mark.slow
 def test_index_just_past_the_halo_is_an_error_not_a_wrong_z(plan, tmp_path, capsys):
     g, path = plan
     ext = load_plan(path, rank=0).buffers()["ext"]
@@ -179,17 +177,18 @@ def test_index_just_past_the_halo_is_an_error_not_a_wrong_z(plan, tmp_path, caps
 @pytest.mark.parametrize("case", ["column index 10^9", "buffer of 2^40 rows"])
 @pytest.mark.dist
 @pytest.mark.slow
-def test_run_spmm_on_resigned_shard_is_one_error_in_a_subprocess(plan, case):
-    """Used to end in SIGSEGV (exit 139) / a MemoryError traceback."""
+def test_run_spmm_on_resigned_shard_is_one_error_in_a_subprocess(plan, case, cli_batch):
+    """Used to end in SIGSEGV (exit 139) / a MemoryError traceback: the three
+    commands run in a fresh interpreter (one for the three)."""
     arrays, meta, fld = SHARD_CASES[case]
     g, path = plan
     resign(path, 0, arrays, meta)
-    rc, _, err = cli(["run", "spmm", path, "--backend", "local", "-f", "2", "--repeat", "1"])
+    (rc, _, err), (rc2, out2, err2), (rc3, _, err3) = cli_batch(
+        [["run", "spmm", path, "--backend", "local", "-f", "2", "--repeat", "1"], ["validate", path],
+         ["inspect", path, "--rank", "0"]], env={"OMP_NUM_THREADS": "1"})
     one_error(rc, err, "rank-00000.arrow", fld)
-    rc, out, err = cli(["validate", path])
-    assert rc == 1 and "Traceback" not in err and "FAIL  structure" in out and fld in out
-    rc, _, err = cli(["inspect", path, "--rank", "0"])
-    one_error(rc, err, "rank-00000.arrow", fld)
+    assert rc2 == 1 and "Traceback" not in err2 and "FAIL  structure" in out2 and fld in out2
+    one_error(rc3, err3, "rank-00000.arrow", fld)
 
 
 def test_every_rank_reports_a_quarantined_shard(plan):
@@ -209,8 +208,6 @@ def test_every_rank_reports_a_quarantined_shard(plan):
         Executor(m, shards, LocalComm(4, manifest_groups(m)))
 
 
-@pytest.mark.dist
-@pytest.mark.slow
 def test_graph_n_beyond_the_partition_file_is_refused(plan, tmp_path, capsys):
     g, path = plan
     edit_manifest(path, lambda m: m["graph"].__setitem__("n", 2 ** 32))
@@ -236,8 +233,6 @@ def _raw_manifest(path: Path, text: str) -> None:
     (path / "manifest.json").write_text(text)
 
 
-@pytest.mark.dist
-@pytest.mark.slow
 def test_huge_integer_and_deep_nesting(plan, capsys):
     g, path = plan
     raw = (path / "manifest.json").read_text()
@@ -265,8 +260,6 @@ def test_nan_and_strings_with_quotes_and_brackets(plan):
 
 
 @pytest.mark.parametrize("name", ["../escaped", "/tmp/abs", "a/b", "..", ".hidden", "-rf", "x\x1b[31m", ""])
-@pytest.mark.dist
-@pytest.mark.slow
 def test_graph_name_is_never_a_path(plan, tmp_path, name, capsys):
     g, path = plan
     edit_manifest(path, lambda m: m["graph"].__setitem__("name", name))
@@ -280,8 +273,6 @@ def test_graph_name_is_never_a_path(plan, tmp_path, name, capsys):
     one_error(rc, err, "graph.name")
 
 
-@pytest.mark.dist
-@pytest.mark.slow
 def test_export_graph_name_option_is_never_a_path(plan, tmp_path, capsys):
     g, path = plan
     rc, _, err = cli(["export", path, "--to", "dgl", tmp_path / "dgl", "--graph-name", "../up"], capsys)
@@ -300,8 +291,6 @@ def test_writer_sanitizes_the_graph_name(tmp_path):
     assert name == plain_name("../we\x1bird/name") == "_we_ird_name" and plain_name_problem(name) is None
 
 
-@pytest.mark.dist
-@pytest.mark.slow
 def test_ansi_in_manifest_strings_is_escaped(plan, capsys):
     g, path = plan
     edit_manifest(path, lambda m: m.update(model="\x1b[2J\x1b[31mEVIL", backend="a\rb"))
@@ -315,8 +304,6 @@ def test_ansi_in_manifest_strings_is_escaped(plan, capsys):
 
 
 # ----------------------------------------------------------------------------- files and writers
-@pytest.mark.dist
-@pytest.mark.slow
 def test_symlinked_shard_is_not_followed(plan, tmp_path, capsys):
     g, path = plan
     target = tmp_path / "elsewhere.arrow"
