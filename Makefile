@@ -34,10 +34,11 @@ demo: $(STAMP)
 TEST_DATASETS := as-22july06 astro-ph cond-mat-2003 copter2
 
 # Tiers and markers: tests/conftest.py. pytest-xdist runs one worker per core, at most 4 (a gloo
-# test starts 2-4 processes of its own); --dist loadfile keeps a file's fixtures on one worker.
+# test starts 2-4 processes of its own); --dist loadfile keeps a file's fixtures on one worker, and
+# conftest.py hands out the heaviest files first (--no-loadscope-reorder keeps that order).
 # JOBS=1 runs everything in one process.
 JOBS   ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n > 4 ? 4 : n )))
-PYTEST  = $(PY) -m pytest $(if $(filter-out 1,$(JOBS)),-n $(JOBS) --dist loadfile)
+PYTEST  = $(PY) -m pytest $(if $(filter-out 1,$(JOBS)),-n $(JOBS) --dist loadfile --no-loadscope-reorder)
 # numba compiles each kernel on first use and caches it (partplan/_cache.py); compiling them once
 # here keeps the workers and the ranks of distributed tests from each compiling the same ones
 WARM    = $(PY) tests/warm_kernels.py
