@@ -236,15 +236,13 @@ def test_argparse_errors_exit_2(path_graph, capsys, argv, expect):
 
 
 # --------------------------------------------------------------------------- help, console script
-@pytest.mark.parametrize("cmd", ["analyze", "demo"])
 @pytest.mark.dist
 @pytest.mark.slow
-def test_help(cmd):
-    r = subprocess.run([sys.executable, "-m", "partplan.cli.main", cmd, "--help"], capture_output=True,
-                       text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    assert f"usage: partplan {cmd}" in r.stdout
-    assert ("--partition" in r.stdout) if cmd == "analyze" else ("--out" in r.stdout)
+def test_help(cli_batch):
+    for cmd, (rc, out, err) in zip(("analyze", "demo"), cli_batch([["analyze", "--help"], ["demo", "--help"]])):
+        assert rc == 0, err
+        assert f"usage: partplan {cmd}" in out
+        assert ("--partition" in out) if cmd == "analyze" else ("--out" in out)
 
 
 @pytest.mark.dist

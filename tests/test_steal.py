@@ -291,8 +291,7 @@ def test_every_process_computes_the_same_assignment():
             "    for s in ('cbc', 'highs', 'lp'):\n"
             "        out.append(solve(loads, c, s).x.ravel())\n"
             "sys.stdout.write(np.concatenate(out).tobytes().hex())\n")
-    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-            for _ in range(2)]
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     ns = {}
     exec(code.replace("sys.stdout.write(", "res = ("), ns)
-    assert runs[0] == runs[1] == ns["res"] and len(runs[0]) > 0
+    assert other == ns["res"] and len(other) > 0
