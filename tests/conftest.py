@@ -120,7 +120,7 @@ CHECK_LAUNCHES: dict[str, str] = {
     "spmm": "test_runtime.py::test_gloo_p2_every_layout_writes_scipys_Z[1d-2-True]",
     "train gcn": "test_gcn.py::test_gloo_p2_float64_equals_p1",
     "bfs": "test_bfs.py::test_gloo_p2_directed_plan_parents_equal_local",
-    "pagerank/wcc/sssp": "test_graph_analytics.py::test_gloo_p2_pagerank_and_local_sssp_through_the_cli",
+    "pagerank/wcc/sssp": "test_graph_analytics.py::test_gloo_p2_pagerank_and_local_wcc_sssp_through_the_cli",
     "steal": "test_steal.py::test_gloo_p2_bfs_and_sssp_with_stealing_through_the_cli",
     "probe": "test_topology.py::test_probe_two_gloo_processes_writes_a_matrix_topology",
     "distributed plan build": "test_distbuild.py::test_directed_several_parts_per_process_backward",

@@ -242,10 +242,7 @@ def test_train_gcn_nprocs_prints_epochs_and_writes_predictions(tmp_path, capfd):
     assert (p[train] == y[train]).mean() == pytest.approx(rep["train_acc"])
     assert (p[test] == y[test]).mean() == pytest.approx(rep["test_acc"])
     assert not list(tmp_path.glob("*.tmp*")) and not list(tmp_path.glob(".pred*"))
-    # -q: no epoch lines
-    assert main(["train", "gcn", str(plan), "--nprocs", "2", "--data", str(tmp_path / "d.npz"), "--epochs", "3",
-                 "-q"]) == 0
-    assert "[train]" not in capfd.readouterr().err
+    # -q (no epoch lines from the ranks): test_gcn.py's gloo p = 4 run
 
 
 _GIL_HOLDER = r"""

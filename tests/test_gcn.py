@@ -193,8 +193,10 @@ def test_gloo_p4_polblogs_cli(pb_plans, pb_data, pb_ref200, capsys):
     from partplan.cli.main import main
     rc = main(["train", "gcn", str(pb_plans["4"]), "--nprocs", "4", "--data", str(pb_data), "--epochs", "200",
                "--dtype", "float64", "--json", "-q"])
-    rep = json.loads(capsys.readouterr().out)
+    cap = capsys.readouterr()
+    rep = json.loads(cap.out)
     assert rc == 0 and rep["bytes_match"]
+    assert "[train]" not in cap.err                      # -q: no epoch lines from the ranks either
     assert rep["test_acc"] >= 0.90 and rep["test_acc"] == pb_ref200["test_acc"]
     ref = np.array(pb_ref200["losses"])
     assert np.max(np.abs(np.array(rep["losses"]) - ref) / ref) < 1e-9

@@ -100,7 +100,8 @@ def _cli_plan(tmp_path):
 
 
 @pytest.mark.dist
-def test_gloo_p2_pagerank_and_local_sssp_through_the_cli(tmp_path, capsys):
+def test_gloo_p2_pagerank_and_local_wcc_sssp_through_the_cli(tmp_path, capsys):
+    """pagerank over gloo (wcc over gloo: test_jobs.py), wcc and sssp on the local backend."""
     g, plan = _cli_plan(tmp_path)
     assert main(["run", "pagerank", plan, "--nprocs", "2", "--tol", "1e-10", "--output", str(tmp_path / "pr.npy"),
                  "--json"]) == 0
@@ -111,18 +112,12 @@ def test_gloo_p2_pagerank_and_local_sssp_through_the_cli(tmp_path, capsys):
     ref = cg.dijkstra(g.to_scipy(), indices=3)
     d = np.load(tmp_path / "d.npy")
     assert np.array_equal(np.isinf(d), np.isinf(ref)) and np.allclose(d[np.isfinite(d)], ref[np.isfinite(ref)])
-    assert main(["run", "sssp", plan, "--backend", "local", "--root", str(g.n)]) == 2
-    assert main(["run", "pagerank", plan, "--backend", "local", "--output", str(tmp_path / "pr.txt")]) == 2
-
-
-@pytest.mark.dist
-@pytest.mark.slow
-def test_gloo_p2_wcc_through_the_cli(tmp_path):
-    g, plan = _cli_plan(tmp_path)
-    assert main(["run", "wcc", plan, "--nprocs", "2", "--output", str(tmp_path / "wcc.npy")]) == 0
+    assert main(["run", "wcc", plan, "--backend", "local", "--output", str(tmp_path / "wcc.npy")]) == 0
     nc, cl = cg.connected_components(g.to_scipy(), directed=True, connection="weak")
     lab = np.load(tmp_path / "wcc.npy")
     assert lab.dtype == np.int64 and np.unique(lab).size == nc
+    assert main(["run", "sssp", plan, "--backend", "local", "--root", str(g.n)]) == 2
+    assert main(["run", "pagerank", plan, "--backend", "local", "--output", str(tmp_path / "pr.txt")]) == 2
 
 
 def test_real_graph_polblogs_bfs_pagerank_wcc():
