@@ -8,7 +8,7 @@ schemas (:mod:`partplan.partition.schema`). Run after changing an option:
     .venv/bin/python docs/reference/gen_cli.py            # rewrites both pages
     .venv/bin/python docs/reference/gen_cli.py --check    # exit 1 when a page is stale
 
-``tests/test_docs.py`` checks that cli.md names every subcommand and every long
+``tests/cli/test_docs.py`` checks that cli.md names every subcommand and every long
 option and that options.md names every option, so a new option without a
 regenerated page fails the tests.
 """

@@ -33,7 +33,7 @@ from .generators import RMAT_CHUNK, GeneratorParameterError, _check_int, _rmat_p
 def _rmat_block(blk: int, m: int, scale: int, seed: int, thresholds) -> tuple[np.ndarray, np.ndarray]:
     """Tuples ``[blk·RMAT_CHUNK, ...)`` of the Graph500 stream, before the label
     permutation: the same arithmetic as :func:`partplan.datasets.generators.rmat_edges`
-    (tests/test_chunked.py checks the graphs are equal)."""
+    (tests/unit/io/test_chunked.py checks the graphs are equal)."""
     t_ab, t_c, t_a = thresholds
     low, shift = np.uint64(0xFFFFFFFF), np.uint64(32)
     lo, hi = blk * RMAT_CHUNK, min(m, (blk + 1) * RMAT_CHUNK)

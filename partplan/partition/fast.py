@@ -1,4 +1,4 @@
-"""Fast mode (issue 12 item 3): km1 volume refinement of a METIS partition by V-cycles.
+"""Fast mode: km1 volume refinement of a METIS partition by V-cycles.
 
 The planner's ``preset="fast"`` partitions the graph model with METIS and
 then lowers the total communication volume — km1 of the column-net

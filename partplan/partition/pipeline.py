@@ -67,7 +67,7 @@ start uses that many threads. The work done does not depend on the count, only i
 Every figure in the report is recomputed exactly from the partition
 (:func:`partplan.metrics.volume1d.volume_matrix`). **Deterministic** for a seed,
 on any machine, at any core count and under any load: METIS, KaMinPar with one thread,
-Mt-KaHyPar DETERMINISTIC (the same partition at 1, 2 and 4 threads, tests/test_lanes.py) and the
+Mt-KaHyPar DETERMINISTIC (the same partition at 1, 2 and 4 threads, tests/unit/partition/test_lanes.py) and the
 V-cycle are, results of side-by-side pieces are taken in a fixed order, and the refinement's budget is *counted* work
 (the nets of the vertices whose moves were evaluated: refine's ``work_limit``),
 not seconds (a budget in seconds stopped rounds, and on R-MAT 15 or as-22july06 the first round,

@@ -376,10 +376,10 @@ def test_concurrent_writers_end_in_one_correct_plan(tmp_path):
 @pytest.mark.dist
 @pytest.mark.slow
 def test_concurrent_writer_processes(tmp_path):
-    code = ("import sys, numpy as np; sys.path.insert(0, %r); from tests.test_trust_plan import grid; "
+    code = ("import sys, numpy as np; sys.path.insert(0, %r); from tests.unit.plan.test_trust_plan import grid; "
             "from partplan.plan import build_plan, write_plan; g = grid(); k = int(sys.argv[1]); "
             "[write_plan(build_plan(g, np.arange(g.n) * k // g.n, k), sys.argv[2]) for _ in range(3)]"
-            % str(Path(__file__).resolve().parents[1]))
+            % str(Path(__file__).resolve().parents[3]))
     procs = [subprocess.Popen([sys.executable, "-c", code, str(k), str(tmp_path / "c.plan")],
                               stderr=subprocess.PIPE, text=True) for k in (2, 3, 4)]
     for p in procs:

@@ -19,7 +19,7 @@ from partplan.errors import PartplanError
 from partplan.jobs import Job, execute, get, jobs, names, register, unregister
 from partplan.plan import build_plan, write_plan
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _subcommands(parser, *path: str) -> list[str]:

@@ -21,7 +21,7 @@ from partplan.errors import BackendUnavailableError, OptionError, PartplanError 
 from partplan.metrics import volume1d  # noqa: E402
 from partplan.partition import api, backends, request, schema, stages  # noqa: E402
 
-ORACLE = Path(__file__).parent / "data" / "partition_stages_oracle.json"
+ORACLE = Path(__file__).resolve().parents[2] / "data" / "partition_stages_oracle.json"
 
 
 def _graphs():

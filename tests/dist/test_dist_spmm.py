@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 
 from partplan import Graph, build_plan, write_plan  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _directed(n=80, m=400, seed=5):

@@ -15,7 +15,7 @@ from partplan import Graph
 from partplan.errors import GraphFormatError
 from partplan.io import read_graph, write_graph
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[2]  # tests/
 REPO = HERE.parent
 MAGIC = b"\xe2\x9b\xbe gt"
 

@@ -172,7 +172,7 @@ def _plan2(tmp_path, n=400):
     return g, write_plan(build_plan(g, part, 2), tmp_path / "f.plan")
 
 
-FAULTS = Path(__file__).resolve().parent / "faults"  # a sitecustomize that kills a worker (test-only)
+FAULTS = Path(__file__).resolve().parents[2] / "faults"  # a sitecustomize that kills a worker (test-only)
 
 
 def _kill_at_exchange(monkeypatch, spec: str) -> None:

@@ -11,7 +11,7 @@ from partplan.plan import load_plan, write_plan
 from partplan.runtime.validate import validate_plan
 from partplan.plan.store import _read_arrow
 
-ROOT = Path(__file__).resolve().parents[1] / "plans"
+ROOT = Path(__file__).resolve().parents[3] / "plans"
 spec = importlib.util.spec_from_file_location("make_golden", ROOT / "make_golden.py")
 make_golden = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(make_golden)
@@ -60,7 +60,7 @@ def test_path4_golden_by_hand():
 
 def test_version_1_plan_is_refused_with_the_rebuild_command():
     from partplan import PlanError
-    old = Path(__file__).resolve().parent / "data" / "path4-v1.plan"
+    old = Path(__file__).resolve().parents[2] / "data" / "path4-v1.plan"
     with pytest.raises(PlanError, match=r"format_version' = 1 .*partplan plan GRAPH --partition"):
         load_plan(old)
 

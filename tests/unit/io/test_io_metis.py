@@ -13,7 +13,7 @@ from partplan.errors import BackendUnavailableError, GraphFormatError
 from partplan.io import read_graph, write_graph
 from partplan.io.metis import read_metis, write_metis
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 def manual_text():
     # a weighted fmt 011 file written from an explicit edge list (each edge on both lines)

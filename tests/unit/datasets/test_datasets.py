@@ -19,7 +19,7 @@ from partplan.cli.main import main as cli_main
 from partplan.errors import DatasetError
 from partplan.datasets import registry as reg
 
-REPO_DATASETS = Path(__file__).resolve().parent.parent / "datasets"
+REPO_DATASETS = Path(__file__).resolve().parents[3] / "datasets"
 
 # Independent figures from /work/shared/notes/datasets.md (counted there by
 # loading the files): n, m (undirected edges, no loops/duplicates) or, for

@@ -33,7 +33,7 @@ def SelfComm():
 def launch_local(gp, part, k, out, **kw):
     return build_distributed(gp, part, k, out, **kw)
 
-ROOT = Path(__file__).resolve().parents[1] / "plans"
+ROOT = Path(__file__).resolve().parents[2] / "plans"
 spec = importlib.util.spec_from_file_location("make_golden", ROOT / "make_golden.py")
 make_golden = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(make_golden)
@@ -190,7 +190,7 @@ def test_dead_process_ends_the_build_with_one_error(tmp_path, monkeypatch):
     import time
     g = _graphs()["grid4x4"]
     gp = write_chunked(g, tmp_path / "g.chunked", chunks=2)
-    faults = Path(__file__).resolve().parent / "faults"
+    faults = Path(__file__).resolve().parents[1] / "faults"
     rest = [os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(faults)] + rest))
     monkeypatch.setenv("KILL_AT_EXCHANGE", "1:3:exchange_rows")

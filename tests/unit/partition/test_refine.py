@@ -72,7 +72,7 @@ def _bench_refine():
     import importlib.util
     import pathlib
 
-    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "bench_refine.py"
+    path = pathlib.Path(__file__).resolve().parents[3] / "benchmarks" / "bench_refine.py"
     spec = importlib.util.spec_from_file_location("bench_refine", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
