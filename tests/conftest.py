@@ -236,6 +236,8 @@ def pytest_runtest_makereport(item, call):
     if call.when == "teardown":
         rep = outcome.get_result()
         rep.user_properties.append(("launches", _current["n"]))
+        rep.user_properties.append(("dist", item.get_closest_marker("dist") is not None))  # not keywords:
+        # they hold the folder names too, and tests/dist is one
 
 
 _audit: dict[str, list] = {"passed": [], "rows": []}
@@ -245,8 +247,8 @@ def pytest_runtest_logreport(report):
     if report.when == "call" and report.passed:
         _audit["passed"].append(report.nodeid)
     if report.when == "teardown":
-        n = dict(report.user_properties).get("launches", 0)
-        _audit["rows"].append((report.nodeid, n, "dist" in report.keywords))
+        props = dict(report.user_properties)
+        _audit["rows"].append((report.nodeid, props.get("launches", 0), props.get("dist", False)))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
