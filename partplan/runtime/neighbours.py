@@ -89,7 +89,7 @@ def sym_graphs(manifest: dict, shards) -> tuple[list[SymGraph], list[str]]:
     out = []
     for rp in shards:
         rgs = [rank_graph(manifest, rp, p) for p in progs]
-        ids = rgs[0].ids
+        ids = np.array(rgs[0].ids, dtype=np.int64)  # a writable copy (torch refuses read-only views)
         perms = [None]
         for rg in rgs[1:]:  # the programs may hold the same rows in another order (routed plans)
             o = np.argsort(ids, kind="stable")
@@ -209,7 +209,7 @@ def to_owners(comm, owner, rows: list, what: str) -> tuple[list, list[Route], in
     a global vertex id) to the rank that owns that vertex (``owner``: the
     :func:`owner_map`, as the kernel set's array). Returns (per local rank the
     rows it owns: its own first, then each peer's in rank order; the routes for
-    :func:`reply`; payload bytes sent by this process's ranks)."""
+    :func:`reply`; (payload bytes, nonempty messages) sent by this process's ranks)."""
     p = comm.world
     routes, sends, scs = [], [], []
     for i, r in enumerate(comm.local):
@@ -231,28 +231,30 @@ def to_owners(comm, owner, rows: list, what: str) -> tuple[list, list[Route], in
         routes.append(Route(o, sc, np.zeros(p, np.int64), int(cnt[r]), r, srt[lo:hi]))
     rcs = comm.exchange_counts(WORLD, scs)
     k = int(rows[0].shape[1])
-    got, nbytes = [], 0
+    got, nbytes, nmsg = [], 0, 0
     outs = []
     for i, a in enumerate(rows):
         routes[i].recv = np.asarray(rcs[i], dtype=np.int64)
         nbytes += int(scs[i].sum()) * 8 * k
+        nmsg += int(np.count_nonzero(scs[i]))
         outs.append(_for_comm(comm, np.empty((int(routes[i].recv.sum()), k), dtype=np.int64)))
     comm.alltoallv(WORLD, [_for_comm(comm, s) for s in sends], scs, [rt.recv for rt in routes], outs, what=what)
     for i, a in enumerate(rows):
         got.append(_cat([routes[i].held, outs[i]], a))
         routes[i].held = None
-    return got, routes, nbytes
+    return got, routes, (nbytes, nmsg)
 
 
 def reply(comm, routes: list[Route], values: list, what: str) -> tuple[list, int]:
     """Send one int64 value per received row (``values[i]`` aligned with what
     :func:`to_owners` returned to local rank i) back to the row's sender;
-    returns (per local rank the values in the order of its rows, payload bytes sent)."""
-    sends, outs, nbytes = [], [], 0
+    returns (per local rank the values in the order of its rows, (payload bytes, nonempty messages) sent)."""
+    sends, outs, nbytes, nmsg = [], [], 0, 0
     for rt, v in zip(routes, values):
         sends.append(_for_comm(comm, v[rt.nself:]))
         outs.append(_for_comm(comm, np.empty(int(rt.send.sum()), dtype=np.int64)))
         nbytes += int(rt.recv.sum()) * 8
+        nmsg += int(np.count_nonzero(rt.recv))
     comm.alltoallv(WORLD, sends, [rt.recv for rt in routes], [rt.send for rt in routes], outs, what=what)
     res = []
     for rt, v, o in zip(routes, values, outs):
@@ -265,4 +267,4 @@ def reply(comm, routes: list[Route], values: list, what: str) -> tuple[list, int
             out = np.empty_like(full)
         out[rt.order] = full
         res.append(out)
-    return res, nbytes
+    return res, (nbytes, nmsg)

@@ -21,7 +21,8 @@ until no ``gf`` changes. Then every ``gf[v]`` is the smallest id of v's
 component (the smallest vertex never moves and the trees are stars). A
 round's ``bytes`` = neighbour exchange + hooking rows (16 bytes each) +
 parent requests and replies (8 bytes each way); ``bytes_requests`` the last
-two; ``bytes_all_values`` what sending every gf along the plan would cost.
+two, counted under the ``world`` family in ``bytes_by_family``;
+``bytes_all_values`` what sending every gf along the plan would cost.
 """
 from __future__ import annotations
 
@@ -61,6 +62,8 @@ def wcc_pointer_jump_parts(manifest: dict, shards, comm, *, progress=None, kerne
     X = KT.for_comm(kernels, comm)
     n = int(manifest["graph"]["n"])
     sgs, fams = sym_graphs(manifest, shards)
+    fams = fams + ([] if WORLD in fams else [WORLD])  # the owner messages' family
+    wk = fams.index(WORLD)
     ids = [s.ids for s in sgs]
     own = X.asarray(owner_map(comm, ids, n), "int64")
     rows = [X.asarray(s.rows, "int64") for s in sgs]
@@ -106,7 +109,9 @@ def wcc_pointer_jump_parts(manifest: dict, shards, comm, *, progress=None, kerne
         changed = [a != b for a, b in zip(new, gf)]
         gf = new
         meas = int(comm.sent_bytes.sum()) - sent0
-        reqb = hb + qb + rb
+        reqb = hb[0] + qb[0] + rb[0]
+        nb[3 + wk] += reqb
+        nb[3 + len(fams) + wk] += hb[1] + qb[1] + rb[1]
         tot = world_sum(comm, [np.concatenate([[float(c.sum()), meas if i == 0 else 0, reqb if i == 0 else 0],
                                                nb if i == 0 else 0 * nb])
                                for i, c in enumerate(changed)])
