@@ -172,7 +172,7 @@ def _pagerank_config(args) -> dict:
 
 def _wcc_arguments(s) -> None:
     add_plan_options(s, capability="analytics (1d, routed:ROUTE:D)")
-    s.add_argument("--method", choices=WCC_METHODS, default="propagate",
+    s.add_argument("--method", choices=WCC_METHODS, default="propagate", metavar="M",
                    help="propagate: min-label propagation, only changed labels exchanged (default; rounds = the "
                         "diameter); pointer-jump: hooking + pointer jumping (FastSV), O(log n) rounds, each also "
                         "sending parent requests to the parents' owners")

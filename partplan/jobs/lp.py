@@ -34,11 +34,11 @@ def run_lp(ctx, cfg: dict) -> dict | None:
 
 
 def _lp_arguments(s) -> None:
-    add_plan_options(s, capability="analytics (1d, routed:ROUTE:D)")
     s.add_argument("--iterations", type=positive_int, default=20, metavar="N",
                    help="iteration limit (default 20); it stops earlier when no label changes")
     s.add_argument("--weighted", action="store_true",
                    help="sum the edge weights (the plan's values) per label instead of counting neighbours")
+    add_plan_options(s, capability="analytics (1d, routed:ROUTE:D)")
     add_output_option(s, "npy", "labels.npy: int64[n]")
 
 
