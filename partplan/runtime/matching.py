@@ -14,7 +14,9 @@ A round: the pointers that changed go to ghost holders (the plan's exchange,
 sparse or dense per pair; value = the neighbour's global id, −2 once matched,
 −1 when it has nobody left); every unmatched owner whose target points back
 matches; every one whose target was matched moves on to its next available
-neighbour. It stops when no pointer changes. ``bytes_all_values`` in each
+neighbour (scanning on from the matched one: the edges before it were
+taken already, so a round's work is the edges scanned, not the whole graph).
+It stops when no pointer changes. ``bytes_all_values`` in each
 record is what sending every pointer along the same pairs would cost.
 """
 from __future__ import annotations
@@ -62,6 +64,8 @@ def matching_parts(manifest: dict, shards, comm, *, progress=None, kernels: str 
     gid = [X.asarray(s.gid[k], "int64") for s, k in zip(sgs, keep)]
     wts = [X.asarray(s.w[k], "float64") for s, k in zip(sgs, keep)]
     idx = [X.asarray(i, "int64") for i in ids]
+    indptr = [X.asarray(np.concatenate([[0], np.cumsum(np.bincount(s.rows[k], minlength=s.nl))]), "int64")
+              for s, k in zip(sgs, keep)]
     ext = [X.full(s.next_, NOBODY, "int64") for s in sgs]
     first = [C.first_available(X, rows[i], X.full(int(rows[i].shape[0]), True, "bool"), s.nl)
              for i, s in enumerate(sgs)]
@@ -76,15 +80,21 @@ def matching_parts(manifest: dict, shards, comm, *, progress=None, kernels: str 
         nb = exchange_values(comm, sgs, changed, st, ext, fams, what=f"matching round {rnd}", X=X)
         new = []
         for i in range(len(sgs)):
-            ev = ext[i][cols[i]]                       # every neighbour's value as of this round
             f = first[i]
             has = f >= 0
-            tv = X.where(has, ev[X.where(has, f, 0 * f)] if int(ev.shape[0]) else f, f)  # the target's value
+            if int(cols[i].shape[0]):                  # the target's value as of this round
+                tv = X.where(has, ext[i][cols[i][X.where(has, f, 0 * f)]], f)
+            else:
+                tv = f
             free = st[i] >= 0                          # unmatched and pointing somewhere
             mutual = free & (tv == idx[i])
             mate[i] = X.where(mutual, st[i], mate[i])
-            first[i] = C.first_available(X, rows[i], ev != MATCHED, sgs[i].nl)
-            ptr = _ptr(X, first[i], gid[i])
+            # a target matched elsewhere: move on from it (edges before it were taken already)
+            sel = X.flatnonzero(free & ~mutual & (tv == MATCHED))
+            f = X.copy(f)
+            f[sel] = C.next_available(X, indptr[i], cols[i], ext[i], sel, f[sel], MATCHED)
+            first[i] = f
+            ptr = _ptr(X, f, gid[i])
             nst = X.where(mutual, X.full(sgs[i].nl, MATCHED, "int64"), X.where(free, ptr, st[i]))
             new.append(nst)
         changed = [a != b for a, b in zip(new, st)]

@@ -130,3 +130,40 @@ def first_available(X, rows, avail, nl: int):
         first = np.concatenate([[True], r[1:] != r[:-1]])
         out[r[first]] = hit[first]
     return out
+
+
+def next_available(X, indptr, cols, ext, rows, start, blocked: int):
+    """For each row ``rows[k]``, the first edge position ≥ ``start[k]`` (in the
+    row's edge range ``indptr``) whose column value ``ext[cols[e]]`` is not
+    ``blocked``; −1 when none. Work: the edges scanned from ``start`` to the row end."""
+    if _is_torch(X):
+        import torch
+        dev = cols.device
+        k = rows.numel()
+        if k == 0:
+            return torch.zeros(0, dtype=torch.int64, device=dev)
+        lens = (indptr[rows + 1] - start).clamp_(min=0)
+        tot = int(lens.sum())
+        out = torch.full((k,), _BIG, dtype=torch.int64, device=dev)
+        if tot:
+            which = torch.repeat_interleave(torch.arange(k, device=dev), lens, output_size=tot)
+            off = torch.cumsum(lens, 0) - lens
+            e = start[which] + torch.arange(tot, device=dev) - off[which]
+            ok = ext[cols[e]] != blocked
+            out.scatter_reduce_(0, which, torch.where(ok, e, torch.full_like(e, _BIG)), "amin")
+        return torch.where(out == _BIG, torch.full_like(out, -1), out)
+    k = rows.size
+    out = np.full(k, -1, dtype=np.int64)
+    if k == 0:
+        return out
+    lens = np.maximum(indptr[rows + 1] - start, 0)
+    tot = int(lens.sum())
+    if tot:
+        which = np.repeat(np.arange(k), lens)
+        off = np.cumsum(lens) - lens
+        e = start[which] + np.arange(tot) - off[which]
+        hit = np.flatnonzero(ext[cols[e]] != blocked)
+        w = which[hit]
+        first = np.concatenate([[True], w[1:] != w[:-1]]) if w.size else np.zeros(0, bool)
+        out[w[first]] = e[hit[first]]
+    return out
