@@ -128,11 +128,13 @@ def bench_graph(name, g, args):
 
 
 def render(rows) -> str:
-    out = ["graph           n        nnz   LP it  LP Medge/s  NK PLP it  NK Medge/s  ratio | CC prop s (rounds)"
-           "  CC PJ s (rounds)  NK CC s  ratio prop/PJ | match s  NK match s  ratio"]
+    out = [("graph           n        nnz   LP it  LP Medge/s  NK PLP it  NK Medge/s  ratio | CC prop s (rounds)"
+            "  CC PJ s (rounds)  NK CC s  ratio prop/PJ | match s  NK match s  ratio")]
     for r in rows:
         nk = "nk_plp_s" in r
-        f = (lambda k, fmt: format(r[k], fmt) if k in r else "-")
+
+        def f(k, fmt, r=r):
+            return format(r[k], fmt) if k in r else "-"
         out.append(
             f"{r['graph']:<12} {r['n']:>7,} {r['nnz']:>10,} {r['lp_iterations']:>6} {r['lp_edges_per_s'] / 1e6:>11.2f}"
             f" {f('nk_plp_iterations', 'd'):>10} {(r['nk_plp_edges_per_s'] / 1e6 if nk else 0):>11.2f}"

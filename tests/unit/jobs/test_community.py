@@ -82,7 +82,7 @@ def smallest_ids(g):
 
 def numpy_lp(g, iterations, weighted):
     """Synchronous LP, written plainly: neighbours once (symmetrized), ties to the smallest label."""
-    nbr = [dict() for _ in range(g.n)]
+    nbr: list[dict] = [{} for _ in range(g.n)]
     for (a, b), w in sym_edges(g).items():
         nbr[a][b] = w
         nbr[b][a] = w
@@ -157,7 +157,7 @@ def test_pointer_jump_rounds_are_logarithmic_and_beat_propagation_on_a_long_path
         assert len(rec) <= 2 * np.log2(g.n), (name, len(rec))
         check_bytes(rec)
         if name == "path":  # diameter 255 > 50
-            _, lab2, rec2 = wcc_parts(plan.manifest, plan.ranks, LocalComm(3, plan.groups()), kernels=kernels)
+            _, _, rec2 = wcc_parts(plan.manifest, plan.ranks, LocalComm(3, plan.groups()), kernels=kernels)
             assert len(rec) < len(rec2)
 
 
