@@ -296,3 +296,15 @@ def test_gloo_p3_lp_and_matching(plan_dir, capsys):
                  "--output", str(d / "m3.npy")]) == 0
     assert json.loads(capsys.readouterr().out)["bytes_match"]
     assert np.array_equal(np.load(d / "m3.npy"), greedy_matching(g))
+
+
+def test_every_plan_job_reports_the_same_byte_keys(plan_dir, capsys):
+    d, _ = plan_dir
+    plan = str(d / "g.plan")
+    extra = {"sssp": ["--root", "0"], "bfs": ["--roots", "1"], "spmm": ["-f", "2"]}
+    for job in ("spmm", "bfs", "pagerank", "wcc", "sssp", "lp", "matching"):
+        assert main(["run", job, plan, "--backend", "local", "--json", *extra.get(job, [])]) == 0, job
+        rep = json.loads(capsys.readouterr().out)
+        assert rep["bytes_match"] is True, job
+        assert rep["bytes_predicted"] == rep["bytes_measured"] > 0, job
+        assert "bytes_total" not in rep and "bytes_measured_total" not in rep, job
