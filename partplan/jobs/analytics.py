@@ -171,7 +171,7 @@ def _pagerank_config(args) -> dict:
 
 
 def _wcc_arguments(s) -> None:
-    add_plan_options(s, capability="analytics (1d, routed:ROUTE:D)")
+    add_plan_options(s, capability="analytics (1d, routed:ROUTE:D; with --method pointer-jump also 2d:RxC)")
     s.add_argument("--method", choices=WCC_METHODS, default="propagate", metavar="M",
                    help="propagate: min-label propagation, only changed labels exchanged (default; rounds = the "
                         "diameter); pointer-jump: hooking + pointer jumping (FastSV), O(log n) rounds, each also "
@@ -181,8 +181,16 @@ def _wcc_arguments(s) -> None:
 
 def _wcc_config(args) -> dict:
     cfg = _plan_config(args, "method")
-    precheck_plan(cfg, args, capability="analytics")
+    precheck_plan(cfg, args, capability=fold_or_analytics(cfg) if args.method == "pointer-jump" else "analytics")
     return cfg
+
+
+def fold_or_analytics(cfg: dict) -> str:
+    """The layout capability a job that also runs on 2D plans needs: ``fold``
+    for a 2D plan, ``analytics`` (1D, routed) otherwise."""
+    from ..layouts import layout_from_manifest
+    from ..plan.store import read_manifest
+    return "fold" if layout_from_manifest(read_manifest(cfg["plan"])).fold else "analytics"
 
 
 def _sssp_arguments(s) -> None:

@@ -15,6 +15,7 @@ import scipy.sparse.csgraph as cg
 from partplan import Graph
 from partplan.cli.main import main
 from partplan.errors import PlanError
+from partplan.layouts import parse_layout
 from partplan.plan import build_plan, write_plan
 from partplan.runtime.analytics import wcc_parts
 from partplan.runtime.comm import LocalComm
@@ -46,7 +47,8 @@ _PLANS: dict = {}
 def plan_of(g, key, layout, p):
     k = (key, layout, p)
     if k not in _PLANS:
-        part = np.random.default_rng(p).integers(0, p, g.n)
+        blocks = parse_layout(layout, p).row_blocks
+        part = np.random.default_rng(p).integers(0, blocks, g.n)
         _PLANS[k] = build_plan(g, part, p, layout=layout)
     plan = _PLANS[k]
     return plan, LocalComm(p, with_world(plan.groups(), p))
@@ -119,7 +121,7 @@ def check_bytes(rec):
 
 
 # ----------------------------------------------------------------------------- pointer-jump WCC
-@pytest.mark.parametrize("layout,p", LAYOUTS)
+@pytest.mark.parametrize("layout,p", LAYOUTS + [("2d:2x2", 4), ("2d:1x3", 3)])
 @pytest.mark.parametrize("kernels", KERNELS)
 @pytest.mark.parametrize("key", ["und", "dir"])
 def test_pointer_jump_labels_are_scipys_components_smallest_id(graphs, key, kernels, layout, p):
@@ -189,7 +191,7 @@ def test_lp_refuses_a_bad_iteration_count_and_a_2d_plan(graphs):
     with pytest.raises(PlanError, match="iterations"):
         lp_parts(plan.manifest, plan.ranks, comm, iterations=0)
     p2 = build_plan(g, np.arange(g.n) % 4, 4, layout="2d:2x2")
-    for fn in (lp_parts, matching_parts, wcc_pointer_jump_parts):
+    for fn in (lp_parts, matching_parts):
         with pytest.raises(PlanError, match="label propagation and matching cannot run on this plan"):
             fn(p2.manifest, p2.ranks, LocalComm(4, with_world(p2.groups(), 4)))
 
@@ -262,7 +264,11 @@ def test_cli_lp_matching_and_pointer_jump(plan_dir, capsys):
 
 
 def test_cli_refuses_2d_plans_and_bad_options(plan_dir, capsys):
-    d, _ = plan_dir
+    d, g = plan_dir
+    assert main(["run", "wcc", str(d / "g2.plan"), "--backend", "local", "--method", "pointer-jump",
+                 "--output", str(d / "pj2d.npy")]) == 0  # pointer jumping runs on 2D plans
+    capsys.readouterr()
+    assert np.array_equal(np.load(d / "pj2d.npy"), smallest_ids(g))
     for job in ("lp", "matching"):
         assert main(["run", job, str(d / "g2.plan"), "--backend", "local"]) == 2
         err = capsys.readouterr().err
