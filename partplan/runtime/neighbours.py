@@ -165,11 +165,12 @@ class Route:
     """How :func:`to_owners` sorted one rank's rows (to send replies back)."""
 
     order: object
-    send: np.ndarray   # rows sent to each peer (0 to itself)
-    recv: np.ndarray   # rows received from each peer
+    send: np.ndarray   # rows sent to each group peer (0 to itself)
+    recv: np.ndarray   # rows received from each group peer
     nself: int
-    me: int
+    me: int            # the rank's position in its group
     held: object = None  # the rows a rank sends itself (until to_owners returns)
+    family: str = WORLD
 
 
 def _np(a) -> np.ndarray:
@@ -204,32 +205,42 @@ def _cat(parts, ref):
     return np.concatenate([_np(p) for p in parts])
 
 
-def to_owners(comm, owner, rows: list, what: str) -> tuple[list, list[Route], int]:
+def to_owners(comm, owner, rows: list, what: str) -> tuple[list, list[Route], tuple[int, int]]:
     """Send every local rank's int64 rows (``rows[i]``: shape (m, k), column 0
     a global vertex id) to the rank that owns that vertex (``owner``: the
-    :func:`owner_map`, as the kernel set's array). Returns (per local rank the
-    rows it owns: its own first, then each peer's in rank order; the routes for
-    :func:`reply`; (payload bytes, nonempty messages) sent by this process's ranks)."""
-    p = comm.world
+    :func:`owner_map`, as the kernel set's array) over the ``world`` group.
+    Returns (per local rank the rows it owns: its own first, then each peer's in
+    rank order; the routes for :func:`reply`; (payload bytes, nonempty messages)
+    sent by this process's ranks)."""
+    return send_rows(comm, WORLD, [owner[a[:, 0]] for a in rows], rows, what)
+
+
+def send_rows(comm, family: str, dests: list, rows: list, what: str) -> tuple[list, list[Route], tuple[int, int]]:
+    """Send local rank i's int64 rows ``rows[i]`` (shape (m, k)) to the group-ranks
+    ``dests[i]`` (int64 per row) of its group of ``family``; rows for the rank
+    itself stay. Returns as :func:`to_owners`."""
     routes, sends, scs = [], [], []
     for i, r in enumerate(comm.local):
-        a = rows[i]
-        dest = owner[a[:, 0]]
+        g = comm.member(family, r)
+        if g is None:
+            raise PlanError(f"rank {r} is in no group of family {family!r}")
+        pg, me = len(g.ranks), g.ranks.index(r)
+        a, dest = rows[i], dests[i]
         if hasattr(a, "detach"):
             import torch
             o = torch.argsort(dest, stable=True)
-            cnt = torch.bincount(dest, minlength=p).cpu().numpy().astype(np.int64)
+            cnt = torch.bincount(dest, minlength=pg).cpu().numpy().astype(np.int64)
         else:
             o = np.argsort(dest, kind="stable")
-            cnt = np.bincount(dest, minlength=p).astype(np.int64)
+            cnt = np.bincount(dest, minlength=pg).astype(np.int64)
         srt = a[o]
-        lo, hi = int(cnt[:r].sum()), int(cnt[:r + 1].sum())
+        lo, hi = int(cnt[:me].sum()), int(cnt[:me + 1].sum())
         sc = cnt.copy()
-        sc[r] = 0
+        sc[me] = 0
         sends.append(_cat([srt[:lo], srt[hi:]], a))
         scs.append(sc)
-        routes.append(Route(o, sc, np.zeros(p, np.int64), int(cnt[r]), r, srt[lo:hi]))
-    rcs = comm.exchange_counts(WORLD, scs)
+        routes.append(Route(o, sc, np.zeros(pg, np.int64), int(cnt[me]), me, srt[lo:hi], family))
+    rcs = comm.exchange_counts(family, scs)
     k = int(rows[0].shape[1])
     got, nbytes, nmsg = [], 0, 0
     outs = []
@@ -238,7 +249,7 @@ def to_owners(comm, owner, rows: list, what: str) -> tuple[list, list[Route], in
         nbytes += int(scs[i].sum()) * 8 * k
         nmsg += int(np.count_nonzero(scs[i]))
         outs.append(_for_comm(comm, np.empty((int(routes[i].recv.sum()), k), dtype=np.int64)))
-    comm.alltoallv(WORLD, [_for_comm(comm, s) for s in sends], scs, [rt.recv for rt in routes], outs, what=what)
+    comm.alltoallv(family, [_for_comm(comm, s) for s in sends], scs, [rt.recv for rt in routes], outs, what=what)
     for i, a in enumerate(rows):
         got.append(_cat([routes[i].held, outs[i]], a))
         routes[i].held = None
@@ -255,7 +266,7 @@ def reply(comm, routes: list[Route], values: list, what: str) -> tuple[list, int
         outs.append(_for_comm(comm, np.empty(int(rt.send.sum()), dtype=np.int64)))
         nbytes += int(rt.recv.sum()) * 8
         nmsg += int(np.count_nonzero(rt.recv))
-    comm.alltoallv(WORLD, sends, [rt.recv for rt in routes], [rt.send for rt in routes], outs, what=what)
+    comm.alltoallv(routes[0].family, sends, [rt.recv for rt in routes], [rt.send for rt in routes], outs, what=what)
     res = []
     for rt, v, o in zip(routes, values, outs):
         before = int(rt.send[:rt.me].sum())

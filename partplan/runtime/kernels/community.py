@@ -167,3 +167,50 @@ def next_available(X, indptr, cols, ext, rows, start, blocked: int):
         first = np.concatenate([[True], w[1:] != w[:-1]]) if w.size else np.zeros(0, bool)
         out[w[first]] = e[hit[first]]
     return out
+
+
+def label_sums(X, rows, labels, weights):
+    """(row, label, summed weight) per distinct (row, label) pair, sorted by
+    row then label: int64, int64, float64 arrays."""
+    if _is_torch(X):
+        import torch
+        if rows.numel() == 0:
+            return rows, labels, weights
+        o1 = torch.argsort(labels, stable=True)
+        o = o1[torch.argsort(rows[o1], stable=True)]
+        r, lab, w = rows[o], labels[o], weights[o]
+        brk = torch.ones(r.numel(), dtype=torch.bool, device=r.device)
+        brk[1:] = (r[1:] != r[:-1]) | (lab[1:] != lab[:-1])
+        gid = torch.cumsum(brk.to(torch.int64), 0) - 1
+        sums = torch.zeros(int(gid[-1]) + 1, dtype=w.dtype, device=w.device).index_add_(0, gid, w)
+        st = torch.nonzero(brk).reshape(-1)
+        return r[st], lab[st], sums
+    if rows.size == 0:
+        return rows, labels, weights
+    o = np.lexsort((labels, rows))
+    r, lab, w = rows[o], labels[o], weights[o]
+    st = np.flatnonzero(np.concatenate([[True], (r[1:] != r[:-1]) | (lab[1:] != lab[:-1])]))
+    return r[st], lab[st], np.add.reduceat(w, st)
+
+
+def pick_mode(X, gr, gl, sums, own):
+    """Per row, the label of largest sum among its (row, label, sum) groups —
+    ties to the smallest label; rows without groups keep ``own``."""
+    if _is_torch(X):
+        import torch
+        if gr.numel() == 0:
+            return own.clone()
+        rmax = torch.full((own.numel(),), -np.inf, dtype=sums.dtype, device=sums.device).scatter_reduce_(
+            0, gr, sums, "amax")
+        cand = sums == rmax[gr]
+        best = torch.full((own.numel(),), _BIG, dtype=torch.int64, device=sums.device).scatter_reduce_(
+            0, gr[cand], gl[cand], "amin")
+        return torch.where(best == _BIG, own, best)
+    if gr.size == 0:
+        return own.copy()
+    rmax = np.full(own.size, -np.inf)
+    np.maximum.at(rmax, gr, sums)
+    cand = sums == rmax[gr]
+    best = np.full(own.size, _BIG, dtype=np.int64)
+    np.minimum.at(best, gr[cand], gl[cand])
+    return np.where(best == _BIG, own, best)
