@@ -39,8 +39,7 @@ from ..errors import PlanError
 from . import kernels as KT
 from .kernels import community as C
 from .neighbours import WORLD, exchange_values, owner_map, reply, sym_graphs, to_owners
-from .traversal import (check_layout, exchange_chain, exchange_flags, rank_graph, traversal_program,
-                        world_sum)
+from .traversal import check_layout, exchange_chain, exchange_flags, rank_graph, traversal_program, world_sum
 
 _BIG = np.iinfo(np.int64).max
 
