@@ -125,10 +125,19 @@ def run_jobs(plan, comm_factory, kernels, *, roots):
         res["wcc"] = full(ids, lab, -1)
         ids, d, _ = sssp_parts(m, *inputs(), int(roots[0]), kernels=kernels)
         res["sssp"] = full(ids, d, np.nan)
+    if lay.analytics or lay.fold:
+        def full(ids, vals, fill):
+            x = np.full(n, fill)
+            for i, v in zip(ids, vals):
+                x[np.asarray(i)] = np.asarray(v)
+            return x
         # the comm factories carry a world group (with_world): pointer jumping's owner messages
-        for name, fn in (("wcc_pointer_jump", lambda: wcc_pointer_jump_parts(m, *inputs(), kernels=kernels)),
-                         ("lp", lambda: lp_parts(m, *inputs(), iterations=20, kernels=kernels)),
-                         ("matching", lambda: matching_parts(m, *inputs(), kernels=kernels))):
+        todo = [("wcc_pointer_jump", lambda: wcc_pointer_jump_parts(m, *inputs(), kernels=kernels))]
+        if lay.analytics or m["graph"]["symmetric"]:  # 2D label propagation takes symmetric graphs
+            todo.append(("lp", lambda: lp_parts(m, *inputs(), iterations=20, kernels=kernels)))
+        if lay.analytics:  # matching: 1D and routed plans
+            todo.append(("matching", lambda: matching_parts(m, *inputs(), kernels=kernels)))
+        for name, fn in todo:
             fn()  # warm-up
             sync()
             t0 = time.perf_counter()
