@@ -135,7 +135,7 @@ def run_jobs(plan, comm_factory, kernels, *, roots):
         todo = [("wcc_pointer_jump", lambda: wcc_pointer_jump_parts(m, *inputs(), kernels=kernels))]
         if lay.analytics or m["graph"]["symmetric"]:  # 2D label propagation takes symmetric graphs
             todo.append(("lp", lambda: lp_parts(m, *inputs(), iterations=20, kernels=kernels)))
-        if lay.analytics:  # matching: 1D and routed plans
+        if lay.analytics or m["graph"]["symmetric"]:  # 2D matching takes symmetric graphs too
             todo.append(("matching", lambda: matching_parts(m, *inputs(), kernels=kernels)))
         for name, fn in todo:
             fn()  # warm-up

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .analytics import finish, render_iterative
-from .common import add_output_option, add_plan_options, plan_inputs, precheck_plan, progress_fn, resolved_kernels
+from .analytics import finish, fold_or_analytics, plan_inputs_world, render_iterative
+from .common import add_output_option, add_plan_options, precheck_plan, progress_fn, resolved_kernels
 from .registry import Job, register
 
 
 def run_matching(ctx, cfg: dict) -> dict | None:
     """The locally dominant matching: mate per vertex, weight (each edge once), size (matched edges)."""
     from ..runtime.matching import matching_parts
-    m, shards, comm = plan_inputs(ctx, cfg)
+    m, shards, comm = plan_inputs_world(ctx, cfg)  # 2D: the mutual checks ask the targets' owners
     kernels = resolved_kernels(cfg, ctx)
     ids, mate, weight, rec = matching_parts(m, shards, comm, progress=progress_fn(cfg, ctx), kernels=kernels)
     out = finish(ctx, cfg, m, comm, kernels, ids, mate, rec, {"weight": weight}, dtype=np.int64,
@@ -26,7 +26,7 @@ def run_matching(ctx, cfg: dict) -> dict | None:
 
 
 def _matching_arguments(s) -> None:
-    add_plan_options(s, capability="analytics (1d, routed:ROUTE:D)")
+    add_plan_options(s, capability="analytics (1d, routed:ROUTE:D) or a 2D fold (2d:RxC, symmetric graphs)")
     add_output_option(s, "npy", "mate.npy: int64[n], -1 = unmatched")
 
 
@@ -34,7 +34,7 @@ def _matching_config(args) -> dict:
     from .args import job_config
     cfg = job_config(args)
     cfg.update({"plan": args.plan, "output": args.output})
-    precheck_plan(cfg, args, capability="analytics")
+    precheck_plan(cfg, args, capability=fold_or_analytics(cfg))
     return cfg
 
 

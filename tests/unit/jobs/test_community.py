@@ -194,20 +194,24 @@ def test_lp_refuses_a_bad_iteration_count_and_a_directed_2d_plan(graphs):
     plan, comm = plan_of(g, "und", "1d", 3)
     with pytest.raises(PlanError, match="iterations"):
         lp_parts(plan.manifest, plan.ranks, comm, iterations=0)
-    p2 = build_plan(g, np.arange(g.n) % 4, 4, layout="2d:2x2")
-    with pytest.raises(PlanError, match="label propagation and matching cannot run on this plan"):
-        matching_parts(p2.manifest, p2.ranks, LocalComm(4, p2.groups()))
     gd = graphs["dir"]
     p3 = build_plan(gd, np.arange(gd.n) % 4, 4, layout="2d:2x2")
-    with pytest.raises(PlanError, match="2D plan needs a symmetric graph"):
-        lp_parts(p3.manifest, p3.ranks, LocalComm(4, p3.groups()))
+    for fn in (lp_parts, matching_parts):
+        with pytest.raises(PlanError, match="2D plan needs a symmetric graph"):
+            fn(p3.manifest, p3.ranks, LocalComm(4, with_world(p3.groups(), 4)))
+    p15 = build_plan(g, np.arange(g.n) % 2, 4, layout="1.5d:2")
+    for fn in (lp_parts, matching_parts, wcc_pointer_jump_parts):
+        with pytest.raises(PlanError, match="cannot run on this plan"):
+            fn(p15.manifest, p15.ranks, LocalComm(4, with_world(p15.groups(), 4)))
 
 
 # ----------------------------------------------------------------------------- matching
-@pytest.mark.parametrize("layout,p", LAYOUTS)
+@pytest.mark.parametrize("layout,p", LAYOUTS + [("2d:2x2", 4), ("2d:1x3", 3)])
 @pytest.mark.parametrize("kernels", KERNELS)
 @pytest.mark.parametrize("key", ["dense", "dense_dir", "und"])
 def test_matching_equals_greedy_and_halves_networkx(graphs, key, kernels, layout, p):
+    if key == "dense_dir" and layout.startswith("2d"):
+        pytest.skip("2D matching takes symmetric graphs (refusal: test_lp_refuses_...)")
     g = graphs[key]
     plan, comm = plan_of(g, key, layout, p)
     ids, mate, weight, rec = matching_parts(plan.manifest, plan.ranks, comm, kernels=kernels)
@@ -241,6 +245,7 @@ def plan_dir(tmp_path_factory, graphs):
     g = graphs["dense"]
     write_plan(build_plan(g, np.arange(g.n) % 3, 3), d / "g.plan")
     write_plan(build_plan(g, np.arange(g.n) % 4, 4, layout="2d:2x2"), d / "g2.plan")
+    write_plan(build_plan(g, np.arange(g.n) % 2, 4, layout="1.5d:2"), d / "g15.plan")
     return d, g
 
 
@@ -270,7 +275,7 @@ def test_cli_lp_matching_and_pointer_jump(plan_dir, capsys):
     assert rep["method"] == "propagate" and rep["bytes_predicted"] == rep["bytes_measured"]
 
 
-def test_cli_refuses_2d_plans_and_bad_options(plan_dir, capsys):
+def test_cli_2d_plans_and_refusals(plan_dir, capsys):
     d, g = plan_dir
     assert main(["run", "wcc", str(d / "g2.plan"), "--backend", "local", "--method", "pointer-jump",
                  "--output", str(d / "pj2d.npy")]) == 0  # pointer jumping runs on 2D plans
@@ -280,7 +285,10 @@ def test_cli_refuses_2d_plans_and_bad_options(plan_dir, capsys):
                  "--output", str(d / "lp2d.npy")]) == 0  # and so does label propagation (2.5D reduction)
     capsys.readouterr()
     assert np.array_equal(np.load(d / "lp2d.npy"), numpy_lp(g, 7, False)[0])
-    assert main(["run", "matching", str(d / "g2.plan"), "--backend", "local"]) == 2
+    assert main(["run", "matching", str(d / "g2.plan"), "--backend", "local", "--output", str(d / "m2d.npy")]) == 0
+    capsys.readouterr()
+    assert np.array_equal(np.load(d / "m2d.npy"), greedy_matching(g))
+    assert main(["run", "lp", str(d / "g15.plan"), "--backend", "local"]) == 2
     err = capsys.readouterr().err
     assert "cannot run on this plan" in err and "Traceback" not in err
     with pytest.raises(SystemExit) as e:
