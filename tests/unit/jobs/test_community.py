@@ -311,12 +311,12 @@ def test_gloo_p3_pointer_jump_torch_kernels(plan_dir, capsys):
 
 @pytest.mark.dist
 @pytest.mark.slow
-def test_gloo_p3_lp_and_matching(plan_dir, capsys):
+def test_gloo_p3_lp_and_p4_2d_matching(plan_dir, capsys):
     d, g = plan_dir
     assert main(["run", "lp", str(d / "g.plan"), "--nprocs", "3", "--json", "--output", str(d / "lp3.npy")]) == 0
     assert json.loads(capsys.readouterr().out)["bytes_match"]
     assert np.array_equal(np.load(d / "lp3.npy"), numpy_lp(g, 20, False)[0])
-    assert main(["run", "matching", str(d / "g.plan"), "--nprocs", "3", "--json",
+    assert main(["run", "matching", str(d / "g2.plan"), "--nprocs", "4", "--json",
                  "--output", str(d / "m3.npy")]) == 0
     assert json.loads(capsys.readouterr().out)["bytes_match"]
     assert np.array_equal(np.load(d / "m3.npy"), greedy_matching(g))
