@@ -63,6 +63,8 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_gcn.py --json $(OUT)/bench/gcn.json
 	$(PY) benchmarks/bench_topology.py
 	$(PY) benchmarks/bench_bfs.py --scale 16 --roots 16 --p 1 2 4
+	$(PY) -m pip install -q 'networkit>=11' || echo "WARNING: networkit not installed; bench_community skips its rows" >&2
+	$(PY) benchmarks/bench_community.py --scale 15 --grid 192
 	$(PY) benchmarks/bench_steal.py --scale 16 --roots 8 --png $(OUT)/bench/steal_balance.png
 	$(PY) benchmarks/bench_refine.py --fast
 	$(PY) benchmarks/bench_families.py --quick --json $(OUT)/bench/families.json

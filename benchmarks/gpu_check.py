@@ -4,8 +4,8 @@
 Sections (each one records its own error instead of stopping the others):
 
 * ``spmm_kernel`` — local SpMM GF/s, torch CSR on CUDA vs scipy on the host CPU.
-* ``jobs_p1_nccl`` — every job (SpMM, BFS in each direction, PageRank, WCC,
-  SSSP) on one NCCL rank with torch kernels on the GPU, against the CPU's
+* ``jobs_p1_nccl`` — every job (SpMM, BFS in each direction, PageRank, WCC by
+  propagation and by pointer jumping, SSSP, label propagation, matching) on one NCCL rank with torch kernels on the GPU, against the CPU's
   native answers (LocalComm, numpy, numba).
 * ``jobs_p4_local_gpu`` — the same jobs with 4 ranks in one process on the GPU
   (LocalComm on CUDA tensors: NCCL refuses two ranks on one GPU) on 1d, 2d and
@@ -94,6 +94,9 @@ def run_jobs(plan, comm_factory, kernels, *, roots):
         comm = comm_factory()
         return [plan.ranks[r] for r in comm.local], comm
     from partplan.runtime.analytics import pagerank_parts, sssp_parts, wcc_parts
+    from partplan.runtime.lp import lp_parts
+    from partplan.runtime.matching import matching_parts
+    from partplan.runtime.pointer_jump import wcc_pointer_jump_parts
     from partplan.layouts import layout_from_manifest
     from partplan.runtime.bfs import BfsEngine
     m = plan.manifest
@@ -122,6 +125,28 @@ def run_jobs(plan, comm_factory, kernels, *, roots):
         res["wcc"] = full(ids, lab, -1)
         ids, d, _ = sssp_parts(m, *inputs(), int(roots[0]), kernels=kernels)
         res["sssp"] = full(ids, d, np.nan)
+    if lay.analytics or lay.fold:
+        def full(ids, vals, fill):
+            x = np.full(n, fill)
+            for i, v in zip(ids, vals):
+                x[np.asarray(i)] = np.asarray(v)
+            return x
+        # the comm factories carry a world group (with_world): pointer jumping's owner messages
+        todo = [("wcc_pointer_jump", lambda: wcc_pointer_jump_parts(m, *inputs(), kernels=kernels))]
+        if lay.analytics or m["graph"]["symmetric"]:  # 2D label propagation takes symmetric graphs
+            todo.append(("lp", lambda: lp_parts(m, *inputs(), iterations=20, kernels=kernels)))
+        if lay.analytics or m["graph"]["symmetric"]:  # 2D matching takes symmetric graphs too
+            todo.append(("matching", lambda: matching_parts(m, *inputs(), kernels=kernels)))
+        for name, fn in todo:
+            fn()  # warm-up
+            sync()
+            t0 = time.perf_counter()
+            out = fn()
+            sync()
+            res[f"{name}_s"] = time.perf_counter() - t0
+            res[name] = full(out[0], out[1], -1)
+            res[f"{name}_rounds"] = len(out[-1])
+            res[f"{name}_bytes_match"] = all(r["bytes"] == r["bytes_measured"] for r in out[-1])
     return res
 
 
@@ -131,7 +156,11 @@ def compare_jobs(ref, got):
         if k.endswith("_s"):
             continue
         g = got.get(k)
-        if k.startswith("bfs_"):
+        if k.endswith("_rounds"):
+            out[k] = {"cpu": v, "gpu": g}
+        elif k.endswith("_bytes_match"):
+            out[k] = bool(v and g)
+        elif k.startswith("bfs_"):
             out[k + "_equal"] = all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) for a, b in zip(v, g))
         elif k == "pagerank":
             out["pagerank_l1"] = float(np.abs(v - g).sum())
@@ -160,6 +189,7 @@ def jobs_p1_nccl(args, graphs):
     from partplan.program.plan import manifest_groups
     from partplan.runtime.comm import LocalComm, TorchComm
     from partplan.runtime.interpreter import Executor
+    from partplan.runtime.neighbours import with_world
     from partplan.runtime.ops import TorchOps
     g = graphs["email-Enron"]
     plan = build_plan(g, np.zeros(g.n, dtype=np.int64), 1)
@@ -175,8 +205,9 @@ def jobs_p1_nccl(args, graphs):
     else:
         dist.init_process_group("gloo", init_method="env://", rank=0, world_size=1)
     try:
-        ref = run_jobs(plan, lambda: LocalComm(1, plan.groups()), "native", roots=roots)
-        got = run_jobs(plan, lambda: TorchComm(manifest_groups(plan.manifest), device=DEV0), "torch", roots=roots)
+        ref = run_jobs(plan, lambda: LocalComm(1, with_world(plan.groups(), 1)), "native", roots=roots)
+        got = run_jobs(plan, lambda: TorchComm(with_world(manifest_groups(plan.manifest), 1), device=DEV0), "torch",
+                       roots=roots)
         out = compare_jobs(ref, got)
         out.update({f"{k}_gpu": v for k, v in got.items() if k.endswith("_s")})
         out.update({f"{k}_cpu": v for k, v in ref.items() if k.endswith("_s")})
@@ -195,6 +226,7 @@ def jobs_p4_local_gpu(args, graphs):
     from partplan.layouts import parse_layout
     from partplan.plan import build_plan
     from partplan.runtime.comm import LocalComm
+    from partplan.runtime.neighbours import with_world
     from partplan.runtime.spmm import local_executor
     g = graphs["email-Enron"]
     roots = np.random.default_rng(0).choice(g.n, 4, replace=False)
@@ -203,8 +235,8 @@ def jobs_p4_local_gpu(args, graphs):
         lay = parse_layout(spec, 4)
         part, how = load_part(args, "email-Enron", g, lay.row_blocks)
         plan = build_plan(g, part, 4, layout=lay)
-        ref = run_jobs(plan, lambda: LocalComm(4, plan.groups()), "native", roots=roots)
-        got = run_jobs(plan, lambda: LocalComm(4, plan.groups(), device=DEV), "torch", roots=roots)
+        ref = run_jobs(plan, lambda: LocalComm(4, with_world(plan.groups(), 4)), "native", roots=roots)
+        got = run_jobs(plan, lambda: LocalComm(4, with_world(plan.groups(), 4), device=DEV), "torch", roots=roots)
         r = compare_jobs(ref, got)
         r.update({f"{k}_gpu": v for k, v in got.items() if k.endswith("_s")})
         r.update({f"{k}_cpu": v for k, v in ref.items() if k.endswith("_s")})

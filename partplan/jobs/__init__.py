@@ -8,7 +8,7 @@ process starts), ``run(ctx, cfg)`` on a
 :func:`execute` runs a job — every job the same way: ``prepare`` here, then
 ``run`` on every process through :func:`partplan.runtime.launch.start`.
 Families: :mod:`.spmm`, :mod:`.traversal` (bfs, graph500), :mod:`.analytics`
-(pagerank, wcc, sssp), :mod:`.train` (train-gcn), :mod:`.probe` (topoprobe),
+(pagerank, wcc, sssp), :mod:`.lp` (lp), :mod:`.matching` (matching), :mod:`.train` (train-gcn), :mod:`.probe` (topoprobe),
 :mod:`.build` (plan-build: the distributed plan build).
 
 Jobs use the runtime and read plans; they never import the partitioner or

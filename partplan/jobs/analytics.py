@@ -1,9 +1,13 @@
 """Iterative analytics jobs on a plan: ``pagerank``, ``wcc``, ``sssp``.
 
 Each runs the runtime's algorithm (:func:`~partplan.runtime.analytics.pagerank_parts`,
-``wcc_parts``, ``sssp_parts``) on the ranks this process holds, gathers the
-per-vertex result on rank 0 (graph vertex order), writes ``--output``
-atomically and reports figures per iteration (predicted and measured bytes).
+``wcc_parts`` or, with ``--method pointer-jump``,
+:func:`~partplan.runtime.pointer_jump.wcc_pointer_jump_parts`, ``sssp_parts``)
+on the ranks this process holds, gathers the per-vertex result on rank 0
+(graph vertex order), writes ``--output`` atomically and reports figures per
+iteration and their sums under the keys every job shares: ``bytes_predicted``,
+``bytes_measured``, ``bytes_match``. :func:`finish` and
+:func:`plan_inputs_world` serve the ``lp`` and ``matching`` jobs too.
 """
 from __future__ import annotations
 
@@ -18,9 +22,28 @@ from .common import (add_output_option, add_plan_options, atomic_save, base_repo
 from .registry import Job, register
 
 
-def _finish(ctx, cfg: dict, m: dict, comm, kernels: str, ids, vals, records, extra: dict, *,
-            dtype=np.float64) -> tuple[dict, np.ndarray] | None:
-    """Gather the values on rank 0, write the output; (report, values in vertex order) on the leader."""
+WCC_METHODS = ("propagate", "pointer-jump")
+
+
+def plan_inputs_world(ctx, cfg: dict) -> tuple[dict, list, object]:
+    """:func:`~.common.plan_inputs` with a ``world`` group over all ranks in the
+    comm (the owner messages of pointer jumping; a 1D plan has one already)."""
+    from ..plan.store import read_manifest
+    from ..program.plan import manifest_groups
+    from ..runtime.neighbours import with_world
+    m = read_manifest(cfg["plan"])
+    shards = ctx.shards(cfg["plan"], m)
+    p = int(m["ranks"])
+    return m, shards, ctx.comm(with_world(manifest_groups(m), p), p)
+
+
+def finish(ctx, cfg: dict, m: dict, comm, kernels: str, ids, vals, records, extra: dict, *,
+           dtype=np.float64, records_key: str = "iterations") -> tuple[dict, np.ndarray] | None:
+    """Gather the values on rank 0, write the output; (report, values in vertex
+    order) on the leader. The report holds ``records`` under ``records_key``,
+    ``rounds`` (their number), ``time_s`` and the byte sums ``bytes_predicted``,
+    ``bytes_measured``, ``bytes_match`` (and ``bytes_all_values`` when the
+    records have it: every value sent every round instead of the changed ones)."""
     from ..runtime.traversal import gather_global
     full = gather_global(comm, ids, vals, int(m["graph"]["n"]), -1.0)
     if not ctx.leader:
@@ -29,11 +52,13 @@ def _finish(ctx, cfg: dict, m: dict, comm, kernels: str, ids, vals, records, ext
         arr = full.astype(dtype)
         atomic_save(Path(cfg["output"]), lambda tmp: np.save(open(tmp, "wb"), arr))
     rep = {**base_report(cfg, m, ctx, kernels),
-           "iterations": records, "rounds": len(records), "time_s": float(sum(r["time_s"] for r in records)),
-           "bytes_total": int(sum(r["bytes"] for r in records)),
-           "bytes_measured_total": int(sum(r["bytes_measured"] for r in records)),
+           records_key: records, "rounds": len(records), "time_s": float(sum(r["time_s"] for r in records)),
+           "bytes_predicted": int(sum(r["bytes"] for r in records)),
+           "bytes_measured": int(sum(r["bytes_measured"] for r in records)),
            "output": cfg.get("output"), **extra}
-    rep["bytes_match"] = rep["bytes_total"] == rep["bytes_measured_total"]
+    rep["bytes_match"] = all(r["bytes"] == r["bytes_measured"] for r in records)
+    if records and "bytes_all_values" in records[0]:
+        rep["bytes_all_values"] = int(sum(r["bytes_all_values"] for r in records))
     if records and "bytes_by_family" in records[0]:  # WCC / SSSP: where the bytes went (routed: dom / cross)
         rep["bytes_by_family"] = family_totals(records, "bytes_by_family")
         rep["messages_by_family"] = family_totals(records, "messages_by_family")
@@ -48,7 +73,7 @@ def run_pagerank(ctx, cfg: dict) -> dict | None:
     damping, tol = float(cfg.get("damping", 0.85)), float(cfg.get("tol", 1e-6))
     ids, x, rec = pagerank_parts(m, shards, comm, damping=damping, tol=tol, max_iter=int(cfg.get("max_iter", 100)),
                                  progress=progress_fn(cfg, ctx), kernels=kernels)
-    out = _finish(ctx, cfg, m, comm, kernels, ids, x, rec, {"damping": damping, "tol": tol})
+    out = finish(ctx, cfg, m, comm, kernels, ids, x, rec, {"damping": damping, "tol": tol})
     if out is None:
         return None
     rep, full = out
@@ -57,12 +82,21 @@ def run_pagerank(ctx, cfg: dict) -> dict | None:
 
 
 def run_wcc(ctx, cfg: dict) -> dict | None:
-    """Weakly connected components (label = smallest vertex id)."""
-    from ..runtime.analytics import wcc_parts
-    m, shards, comm = plan_inputs(ctx, cfg)
+    """Weakly connected components (label = smallest vertex id) by min-label
+    propagation or (``cfg["method"]`` "pointer-jump") hooking and pointer jumping."""
+    method = cfg.get("method", "propagate")
+    if method not in WCC_METHODS:
+        raise PlanError(f"wcc --method must be one of {', '.join(WCC_METHODS)}, got {method!r}")
     kernels = resolved_kernels(cfg, ctx)
-    ids, lab, rec = wcc_parts(m, shards, comm, progress=progress_fn(cfg, ctx), kernels=kernels)
-    out = _finish(ctx, cfg, m, comm, kernels, ids, lab, rec, {}, dtype=np.int64)
+    if method == "pointer-jump":
+        from ..runtime.pointer_jump import wcc_pointer_jump_parts
+        m, shards, comm = plan_inputs_world(ctx, cfg)
+        ids, lab, rec = wcc_pointer_jump_parts(m, shards, comm, progress=progress_fn(cfg, ctx), kernels=kernels)
+    else:
+        from ..runtime.analytics import wcc_parts
+        m, shards, comm = plan_inputs(ctx, cfg)
+        ids, lab, rec = wcc_parts(m, shards, comm, progress=progress_fn(cfg, ctx), kernels=kernels)
+    out = finish(ctx, cfg, m, comm, kernels, ids, lab, rec, {"method": method}, dtype=np.int64)
     if out is None:
         return None
     rep, full = out
@@ -83,7 +117,7 @@ def run_sssp(ctx, cfg: dict) -> dict | None:
     steal = StealConfig.from_cfg(cfg, int(m["ranks"]))
     ids, dist, rec = sssp_parts(m, shards, comm, cfg["root"], progress=progress_fn(cfg, ctx), steal=steal,
                                 kernels=kernels)
-    out = _finish(ctx, cfg, m, comm, kernels, ids, dist, rec, {"root": int(cfg["root"])})
+    out = finish(ctx, cfg, m, comm, kernels, ids, dist, rec, {"root": int(cfg["root"])})
     if out is None:
         return None
     rep, full = out
@@ -96,11 +130,14 @@ def run_sssp(ctx, cfg: dict) -> dict | None:
 
 
 def render_iterative(rep: dict) -> str:
-    """The text report of pagerank / wcc / sssp."""
+    """The text report of pagerank / wcc / sssp / lp / matching."""
     out = render_header(rep)
     out.append(f"rounds             {rep['rounds']}   time {rep['time_s']:.4g} s")
-    out.append(f"bytes              {rep['bytes_total']:,} predicted, {rep['bytes_measured_total']:,} measured")
-    for k in ("sum", "components", "largest_component", "reached", "max_distance"):
+    out.append(f"bytes              {rep['bytes_predicted']:,} predicted, {rep['bytes_measured']:,} measured")
+    if "bytes_all_values" in rep:
+        out.append(f"bytes, all values  {rep['bytes_all_values']:,} (every value every round, no queue)")
+    for k in ("method", "sum", "components", "largest_component", "communities", "largest_community", "converged",
+              "size", "weight", "reached", "max_distance"):
         if k in rep:
             out.append(f"{k:<18} {rep[k]}")
     return "\n".join(out + render_footer(rep))
@@ -134,14 +171,26 @@ def _pagerank_config(args) -> dict:
 
 
 def _wcc_arguments(s) -> None:
-    add_plan_options(s, capability="analytics (1d, routed:ROUTE:D)")
+    add_plan_options(s, capability="analytics (1d, routed:ROUTE:D; with --method pointer-jump also 2d:RxC)")
+    s.add_argument("--method", choices=WCC_METHODS, default="propagate", metavar="M",
+                   help="propagate: min-label propagation, only changed labels exchanged (default; rounds = the "
+                        "diameter); pointer-jump: hooking + pointer jumping (FastSV), O(log n) rounds, each also "
+                        "sending parent requests to the parents' owners")
     add_output_option(s, "npy", "labels.npy: int64[n]")
 
 
 def _wcc_config(args) -> dict:
-    cfg = _plan_config(args)
-    precheck_plan(cfg, args, capability="analytics")
+    cfg = _plan_config(args, "method")
+    precheck_plan(cfg, args, capability=fold_or_analytics(cfg) if args.method == "pointer-jump" else "analytics")
     return cfg
+
+
+def fold_or_analytics(cfg: dict) -> str:
+    """The layout capability a job that also runs on 2D plans needs: ``fold``
+    for a 2D plan, ``analytics`` (1D, routed) otherwise."""
+    from ..layouts import layout_from_manifest
+    from ..plan.store import read_manifest
+    return "fold" if layout_from_manifest(read_manifest(cfg["plan"])).fold else "analytics"
 
 
 def _sssp_arguments(s) -> None:
@@ -172,8 +221,10 @@ register(Job(
 
 register(Job(
     name="wcc", help="weakly connected components (label = smallest vertex id) from a plan",
-    description="Min-label propagation; only changed labels are exchanged.",
-    examples="  partplan run wcc g.plan --nprocs 2 --output labels.npy",
+    description="Min-label propagation (only changed labels are exchanged) or, with --method pointer-jump, "
+                "hooking and pointer jumping (FastSV: O(log n) rounds).",
+    examples="  partplan run wcc g.plan --nprocs 2 --output labels.npy\n"
+             "  partplan run wcc g.plan --backend local --method pointer-jump --json",
     add_arguments=_wcc_arguments, configure=_wcc_config, run=run_wcc, render=render_iterative, output="npy"))
 
 register(Job(

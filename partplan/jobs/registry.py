@@ -27,7 +27,7 @@ from typing import Callable
 from ..errors import PartplanError
 
 # family modules of this package, each registering its jobs on import (one line per family)
-FAMILIES: tuple[str, ...] = ("spmm", "traversal", "analytics", "train", "probe", "build")
+FAMILIES: tuple[str, ...] = ("spmm", "traversal", "analytics", "lp", "matching", "train", "probe", "build")
 
 OUTPUT_KINDS = (None, "npy", "npz")
 _SKIP = frozenset({"func", "job_name", "command", "job", "model", "json"})

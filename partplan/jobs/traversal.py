@@ -156,6 +156,8 @@ def run_bfs(ctx, cfg: dict) -> dict | None:
     rep = {**base_report(cfg, m, ctx, kernels),
            "direction": eng.direction, "alpha": eng.alpha, "beta": eng.beta, "roots": int(roots.size),
            "searches": searches,
+           "bytes_predicted": int(sum(lv["bytes"] for lv in levels)),
+           "bytes_measured": int(sum(lv["bytes_measured"] for lv in levels)),
            "bytes_match": all(lv["bytes"] == lv["bytes_measured"] for lv in levels),
            "chosen_mode_le_other": all(lv["bytes"] <= min(lv["bytes_sparse"], lv["bytes_dense"]) for lv in levels),
            "edges_examined_total": int(sum(s["edges_examined"] for s in searches)),

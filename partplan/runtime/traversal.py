@@ -64,7 +64,7 @@ def traversal_program(manifest: dict) -> str:
 
 
 CAPABILITIES = ("bfs", "analytics", "stealing", "routes", "fold")
-_WHAT = {"bfs": "BFS", "analytics": "PageRank, WCC and SSSP", "stealing": "frontier stealing",
+_WHAT = {"bfs": "BFS", "analytics": "PageRank, WCC, SSSP, label propagation and matching", "stealing": "frontier stealing",
          "routes": "routed traversals", "fold": "2D traversals"}
 
 

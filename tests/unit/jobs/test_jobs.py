@@ -46,7 +46,7 @@ def plan(tmp_path):
 
 # ----------------------------------------------------------------------------- one list
 def test_the_registry_is_the_one_list_of_jobs():
-    want_run = {"spmm", "bfs", "graph500", "pagerank", "wcc", "sssp"}
+    want_run = {"spmm", "bfs", "graph500", "pagerank", "wcc", "sssp", "lp", "matching"}
     assert set(names("run")) == want_run
     assert names("train") == ["train-gcn"] and get("train-gcn").subcommand == "gcn"
     assert set(names()) == want_run | {"train-gcn", "topoprobe", "plan-build"}
