@@ -73,6 +73,7 @@ def cluster_pass(T, P, V, C, L, CL, O, S, stats):
     nc = cptr.size - 1
     A, cnt, touched, tb, hot = S
     kept = 0
+    partial = np.bool_(False)   # the kernels' update mode, typed bool (a literal False compiles apply_move again)
     for rnd in range(max_rounds):
         M = state_key(C, V, 1.0)[0]
         if M <= 0:
@@ -125,19 +126,19 @@ def cluster_pass(T, P, V, C, L, CL, O, S, stats):
                 continue
             tv0 = tot[0]
             best_g = 1e-12 * max(1.0, phi0)
-            best_b = -1
+            best_b = np.int64(-1)   # int64, not a literal: numba would compile apply_move once more
             best_phi = phi0
             best_mx = mcur
             tol = 1e-9 * mcur        # relative: weighted costs are seconds (1e-4 and less)
             for t in range(ntb):
                 b = tb[t]
                 for s in range(s0, s1):
-                    apply_move(cmem[s], b, T, P, V, A, False)
+                    apply_move(cmem[s], b, T, P, V, A, partial)
                 mx1, phi1 = state_key(C, V, inv)
                 dtv = tot[0] - tv0
                 ok = tot[0] <= vlimit and mx1 <= mcur + tol
                 for s in range(s1 - 1, s0 - 1, -1):
-                    apply_move(cmem[s], a, T, P, V, A, False)
+                    apply_move(cmem[s], a, T, P, V, A, partial)
                 stats[0] += 1
                 stats[1] += 2 * (s1 - s0)
                 g = phi0 - phi1 - mu * inv * dtv
@@ -148,7 +149,7 @@ def cluster_pass(T, P, V, C, L, CL, O, S, stats):
                     best_mx = mx1
             if best_b >= 0:
                 for s in range(s0, s1):
-                    apply_move(cmem[s], best_b, T, P, V, A, False)
+                    apply_move(cmem[s], best_b, T, P, V, A, partial)
                 stats[1] += s1 - s0
                 phi0 = best_phi
                 mcur = best_mx

@@ -168,12 +168,12 @@ def _pass_moves(T, P, V, C, L, O, order, stats, W, inv, widen, st):
     best2 = tot[0]
     M, nmax = _refresh(C, V, inv, cap, use_sink, F, cap2)
     relax = obj != 0
-    nmoves = 0
+    nmoves = np.int64(0)   # int64 from the start (literal 0s make numba compile roll_back twice)
     best_len = 0
     since = 0
     why = 0
     over_part = -1
-    ov_start = 0
+    ov_start = np.int64(0)
     bl_n = 0
     seed = True
     while True:
@@ -235,7 +235,7 @@ def _pass_moves(T, P, V, C, L, O, order, stats, W, inv, widen, st):
             nv = _collect_crossings(a, b, st, T, V, O, W)
         if O.use_blocked:                       # part a got room: who waited for it looks again
             nv, bl_n = _collect_waiting(a, st, nv, T, V, L, W, bl_n)
-        eval_moves(W.EV, 0, nv, T, P, V, C, L, Current(inv, M, nmax, relax, tot[0]), W.X, F)
+        eval_moves(W.EV, np.int64(0), nv, T, P, V, C, L, Current(inv, M, nmax, relax, tot[0]), W.X, F)
         stats[2] += nv
         bl_n = _file_updates(nv, T, V, stats, W, bl_n)
         if over_part < 0 and tot[0] <= vlimit:
@@ -256,7 +256,7 @@ def _fm_passes(T, P, V, C, L, O, order, trace, stats, W):
     """The passes of :func:`_fm`, which allocates their scratch W (:class:`FMScratch`).
     Allocates nothing (compiled without reference counting). Returns what :func:`_fm` does."""
     obj, max_passes, tot = C.obj, O.max_passes, V.tot
-    st = 0
+    st = np.int64(0)   # typed int64 from the start: a literal 0 makes numba compile _pass_moves twice
     passes = 0
     widen_next = False
     kept_total = 0

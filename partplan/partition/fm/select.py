@@ -71,7 +71,7 @@ def _select_move(hp, over_part, T, P, V, C, L, cur, stats, W, bl_n):
     stats[0] += 1
     stats[4] += vptr[u + 1] - vptr[u]
     ONE.verts[0] = u
-    eval_moves(ONE, 0, 1, T, P, V, C, L, cur, W.X, W.F)
+    eval_moves(ONE, np.int64(0), np.int64(1), T, P, V, C, L, cur, W.X, W.F)
     g = ONE.gain[0]
     bb = ONE.target[0]
     bl_n = _push_blocked(u, ONE.blocked[0], W.BL, bl_n)
