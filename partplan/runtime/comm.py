@@ -35,6 +35,7 @@ allreduce — what ``run spmm`` reports as measured.
 from __future__ import annotations
 
 import datetime
+import itertools
 import os
 from typing import Protocol
 
@@ -290,6 +291,19 @@ class TorchComm(_Counters):
             if self.rank in g.ranks:
                 self._pg[g.name] = pg
 
+    def bind_world_timeout(self) -> None:
+        """Run this comm's world-wide groups on a group of their own created with
+        ``timeout_s`` (collective: every rank calls it once, in the same order),
+        instead of the default process group, whose timeout is
+        ``init_process_group``'s (30 minutes unless set): a peer that never calls
+        an exchange then fails it within ``timeout_s``."""
+        td = datetime.timedelta(seconds=self.timeout_s)
+        for g in self.groups:
+            if len(g.ranks) == self.world and self._pg.get(g.name, 0) is None:
+                ranks = list(g.ranks)
+                self._pg[g.name] = self._guard(lambda r=ranks: self.dist.new_group(r, timeout=td),
+                                               f"creating group {g.name}")
+
     def _guard(self, fn, what: str):
         try:
             return fn()
@@ -453,6 +467,46 @@ class TorchComm(_Counters):
                     out[roff[j] + r_lo[j]: roff[j] + r_hi[j]] = rv[pos[j]:pos[j + 1]]
             del recv, rv
         return out, rcounts
+
+
+class CallCounter:
+    """Names the ranks that did not call a collective module (:class:`~partplan.nn.Halo`,
+    :class:`~partplan.nn.DistSpMM`): each call adds one to this rank's counter in the
+    job's store (``called``); when an exchange fails (``fail``), the ranks whose
+    counter is behind this rank's are the ones that never came, and the error
+    names them. Modules made in the same order on every rank share a key."""
+
+    _ids = itertools.count()
+
+    def __init__(self, comm: TorchComm, name: str):
+        self.comm, self.name = comm, name
+        self.key = f"partplan.calls.{next(self._ids)}"
+        self.n = 0
+        try:
+            from torch.distributed import distributed_c10d as c10d
+            self.store = c10d._get_default_store()
+        except Exception:  # noqa: BLE001 - without a store the error cannot name the ranks
+            self.store = None
+
+    def called(self) -> None:
+        self.n += 1
+        if self.store is not None:
+            self.store.add(f"{self.key}.{self.comm.rank}", 1)
+
+    def fail(self, what: str) -> None:
+        """Raise the :class:`CommError` naming the ranks behind this one (if any)."""
+        if self.store is None:
+            return
+        try:
+            behind = [r for r in range(self.comm.world)
+                      if r != self.comm.rank and self.store.add(f"{self.key}.{r}", 0) < self.n]
+        except Exception:  # noqa: BLE001 - the store went with the job: keep the original error
+            return
+        if behind:
+            raise CommError(f"{self.name}: rank {self.comm.rank}: {what} (call {self.n}) timed out after "
+                            f"{self.comm.timeout_s:g} s: rank{'s' if len(behind) > 1 else ''} "
+                            f"{', '.join(map(str, behind))} did not call it (every rank must call the module "
+                            f"the same number of times, also when evaluating)") from None
 
 
 def group_backend(backend: str, device=None) -> tuple[str, dict]:
