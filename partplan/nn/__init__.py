@@ -11,6 +11,8 @@
 * :class:`Halo` (:mod:`.halo`): a 1D plan's local rows plus their halo rows
   (the plan's exchange, autograd-aware) for any PyG layer; :class:`LocalHalo`
   runs every rank in one process.
+* :func:`global_mean`, :func:`accuracy` (:mod:`.glue`): the loss share and
+  metrics over every rank's rows, for your own loop.
 * :mod:`.train` — :func:`train_gcn`: full-batch and mini-batch training on p
   processes (gloo / NCCL) or p virtual ranks (LocalComm), measured.
 
@@ -29,6 +31,9 @@ def __getattr__(name):  # lazy: torch only when asked for
     if name in ("Halo", "LocalHalo", "HaloRank"):
         from . import halo
         return getattr(halo, name)
+    if name in ("global_mean", "accuracy"):
+        from . import glue
+        return getattr(glue, name)
     if name in ("train_gcn",):
         from . import train
         return getattr(train, name)
@@ -36,4 +41,5 @@ def __getattr__(name):  # lazy: torch only when asked for
 
 
 __all__ = ["NORMALIZATIONS", "NormalizationError", "check_normalize", "normalize_adjacency", "DistGCN",
-           "PlanSpMM", "DistSpMM", "Halo", "LocalHalo", "HaloRank", "train_gcn"]
+           "PlanSpMM", "DistSpMM", "Halo", "LocalHalo", "HaloRank", "train_gcn",
+           "global_mean", "accuracy"]

@@ -93,7 +93,7 @@ class HaloRank:
         self.num_local = int(ids_in.size)
         if step:
             sid = step["id"]
-            self.idx = np.asarray(shard[f"{_gather_id(m)}.idx"], dtype=np.int64)
+            self.idx = np.array(shard[f"{_gather_id(m)}.idx"], dtype=np.int64)
             self.send_counts = np.asarray(shard[f"{sid}.send_counts"], dtype=np.int64)
             self.recv_counts = np.asarray(shard[f"{sid}.recv_counts"], dtype=np.int64)
             self.halo_ids = np.array(shard[f"{sid}.recv_ids"], dtype=np.int64)
@@ -169,8 +169,16 @@ class _Exchange:
                                     "halo exchange (forward)")
             self.bwd = comm.prepare(fam, [v.recv_counts for v in views], [v.send_counts for v in views],
                                     "halo exchange (backward)")
-        self.calls = 0
         self.marker = None
+        self._idx_on: dict = {}
+
+    def _idx(self, i: int, device) -> torch.Tensor:
+        """Local rank i's send rows as an int64 tensor on ``device`` (made once per device)."""
+        key = (i, str(device))
+        t = self._idx_on.get(key)
+        if t is None:
+            t = self._idx_on[key] = torch.from_numpy(self.views[i].idx).to(device)
+        return t
 
     def _go(self, xp, sends, outs, what: str):
         if self.marker is not None:
@@ -190,8 +198,7 @@ class _Exchange:
             out[:v.num_local] = x
             outs.append(out)
         if self.family is not None:
-            idx = [torch.from_numpy(v.idx).to(x.device) for v, x in zip(self.views, xs)]
-            sends = [x.index_select(0, i) for x, i in zip(xs, idx)]
+            sends = [x.index_select(0, self._idx(i, x.device)) for i, x in enumerate(xs)]
             self._go(self.fwd, sends, [o[v.num_local:] for o, v in zip(outs, self.views)], "halo exchange (forward)")
         return outs
 
@@ -201,8 +208,8 @@ class _Exchange:
             sends = [g[v.num_local:].contiguous() for g, v in zip(gs, self.views)]
             bufs = [g.new_empty((v.idx.size,) + tuple(g.shape[1:])) for g, v in zip(gs, self.views)]
             self._go(self.bwd, sends, bufs, "halo exchange (backward)")
-            for r, b, v in zip(res, bufs, self.views):
-                r.index_add_(0, torch.from_numpy(v.idx).to(r.device), b)
+            for i, (r, b) in enumerate(zip(res, bufs)):
+                r.index_add_(0, self._idx(i, r.device), b)
         return res
 
 

@@ -181,6 +181,17 @@ class DistSpMM(torch.nn.Module):
         return np.array(self.shard.out_ids("forward"), dtype=np.int64)
 
     @property
+    def local_ids(self) -> np.ndarray:
+        """Global ids of this rank's rows when it reads and computes the same rows
+        (a conformal 1d plan: ``in_ids == out_ids``), as :class:`partplan.nn.Halo`
+        names them; other plans raise :class:`PlanError` (use ``in_ids`` / ``out_ids``)."""
+        ids = self.in_ids
+        if not np.array_equal(ids, self.out_ids):
+            raise PlanError(f"{self.plan_name}: rank {self.rank} reads rows in_ids and computes rows out_ids, "
+                            f"which differ on this plan; index the input by in_ids and the output by out_ids")
+        return ids
+
+    @property
     def halo_ids(self) -> np.ndarray:
         """Global ids (int64) of the rows this rank receives from its peers in the
         forward pass, in the order they follow the input rows in

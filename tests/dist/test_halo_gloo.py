@@ -97,7 +97,7 @@ def _worker(rank, world, init_file, tmp):
             t0 = time.perf_counter()
             while not (tmp / "rank0_done").exists() and time.perf_counter() - t0 < 60:
                 time.sleep(0.1)
-    except BaseException:
+    except BaseException:  # noqa: BLE001 - reported to the parent through the file
         out["exception"] = traceback.format_exc()
     finally:
         (tmp / f"r{rank}.json").write_text(json.dumps(out))

@@ -96,3 +96,19 @@ def test_directed_default_is_the_joint_model_and_recorded(capsys):
     und = Data(edge_index=torch.cat([ei, ei.flip(0)], 1), num_nodes=N)
     assert partplan.plan_from_pyg(und, 2, seed=0).manifest["params"].get("nets") != "joint"
     assert partplan.plan_from_pyg(d, 2, model="graph").manifest["model"] == "graph"
+
+
+def test_analyze_takes_a_partition_result():
+    ei, _ = _graph(loops=0)
+    g = partplan.from_pyg(Data(edge_index=ei, num_nodes=N))
+    p = partplan.partition(g, 3, model="baseline", backend="block")
+    a = partplan.analyze(g, p)
+    b = partplan.analyze(g, np.asarray(p.part), 3)
+    assert (a.total_volume, a.max_send, a.messages) == (b.total_volume, b.max_send, b.messages)
+    # brute force: rows of vertex j sent to each other part holding a row that reads j
+    A = g.to_scipy().tocoo()
+    need = {(int(p.part[j]), int(p.part[i]), int(j)) for i, j in zip(A.row, A.col) if p.part[i] != p.part[j]}
+    assert a.total_volume == len(need)
+    p15 = partplan.partition(g, 4, model="baseline", backend="block", layout="1.5d:2")
+    with pytest.raises(partplan.PartitionError, match="1.5d:2"):
+        partplan.analyze(g, p15)
