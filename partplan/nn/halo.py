@@ -180,11 +180,14 @@ class _Exchange:
             t = self._idx_on[key] = torch.from_numpy(self.views[i].idx).to(device)
         return t
 
-    def _go(self, xp, sends, outs, what: str):
+    def _go(self, xp, sends, outs, what: str, meanwhile=None):
+        """The exchange (asynchronous where the comm allows, ``meanwhile()`` run while it flies)."""
         if self.marker is not None:
             self.marker.called()
         try:
             h = self.comm.start(xp, sends, outs, what, async_op=getattr(self.comm, "asynchronous", False))
+            if meanwhile is not None:
+                meanwhile()
             self.comm.wait(h)
         except Exception:
             if self.marker is not None:
@@ -192,24 +195,31 @@ class _Exchange:
             raise
 
     def forward(self, xs: list) -> list:
-        outs = []
-        for v, x in zip(self.views, xs):
-            out = x.new_empty((v.num_local + v.num_halo,) + tuple(x.shape[1:]))
-            out[:v.num_local] = x
-            outs.append(out)
-        if self.family is not None:
-            sends = [x.index_select(0, self._idx(i, x.device)) for i, x in enumerate(xs)]
-            self._go(self.fwd, sends, [o[v.num_local:] for o, v in zip(outs, self.views)], "halo exchange (forward)")
+        outs = [x.new_empty((v.num_local + v.num_halo,) + tuple(x.shape[1:])) for v, x in zip(self.views, xs)]
+
+        def local_rows():
+            for o, v, x in zip(outs, self.views, xs):
+                o[:v.num_local] = x
+        if self.family is None:
+            local_rows()
+            return outs
+        sends = [x.index_select(0, self._idx(i, x.device)) for i, x in enumerate(xs)]
+        self._go(self.fwd, sends, [o[v.num_local:] for o, v in zip(outs, self.views)], "halo exchange (forward)",
+                 meanwhile=local_rows)
         return outs
 
     def backward(self, gs: list) -> list:
-        res = [g[:v.num_local].clone() for g, v in zip(gs, self.views)]
-        if self.family is not None:
-            sends = [g[v.num_local:].contiguous() for g, v in zip(gs, self.views)]
-            bufs = [g.new_empty((v.idx.size,) + tuple(g.shape[1:])) for g, v in zip(gs, self.views)]
-            self._go(self.bwd, sends, bufs, "halo exchange (backward)")
-            for i, (r, b) in enumerate(zip(res, bufs)):
-                r.index_add_(0, self._idx(i, r.device), b)
+        if self.family is None:
+            return [g[:v.num_local].clone() for g, v in zip(gs, self.views)]
+        sends = [g[v.num_local:].contiguous() for g, v in zip(gs, self.views)]
+        bufs = [g.new_empty((v.idx.size,) + tuple(g.shape[1:])) for g, v in zip(gs, self.views)]
+        res = []
+
+        def local_rows():
+            res.extend(g[:v.num_local].clone() for g, v in zip(gs, self.views))
+        self._go(self.bwd, sends, bufs, "halo exchange (backward)", meanwhile=local_rows)
+        for i, (r, b) in enumerate(zip(res, bufs)):
+            r.index_add_(0, self._idx(i, r.device), b)
         return res
 
 

@@ -471,15 +471,17 @@ class TorchComm(_Counters):
 
 class CallCounter:
     """Names the ranks that did not call a collective module (:class:`~partplan.nn.Halo`,
-    :class:`~partplan.nn.DistSpMM`): each call adds one to this rank's counter in the
-    job's store (``called``); when an exchange fails (``fail``), the ranks whose
-    counter is behind this rank's are the ones that never came, and the error
-    names them. Modules made in the same order on every rank share a key."""
+    :class:`~partplan.nn.DistSpMM`). Each call counts locally (``called``: no
+    communication); when an exchange fails (``fail``), the rank posts its call
+    number in the job's store and waits up to ``grace`` seconds for its peers'
+    posts: a peer that called the same exchange failed too and posts the same
+    number; the ranks without it are named in the error. Modules made in the
+    same order on every rank share a key."""
 
     _ids = itertools.count()
 
-    def __init__(self, comm: TorchComm, name: str):
-        self.comm, self.name = comm, name
+    def __init__(self, comm: TorchComm, name: str, grace: float = 2.0):
+        self.comm, self.name, self.grace = comm, name, float(grace)
         self.key = f"partplan.calls.{next(self._ids)}"
         self.n = 0
         try:
@@ -490,24 +492,29 @@ class CallCounter:
 
     def called(self) -> None:
         self.n += 1
-        if self.store is not None:
-            self.store.add(f"{self.key}.{self.comm.rank}", 1)
 
     def fail(self, what: str) -> None:
-        """Raise the :class:`CommError` naming the ranks behind this one (if any)."""
+        """Raise the :class:`CommError` naming the ranks that did not call (if any)."""
         if self.store is None:
             return
+        import time
+        me, world = self.comm.rank, self.comm.world
         try:
-            behind = [r for r in range(self.comm.world)
-                      if r != self.comm.rank and self.store.add(f"{self.key}.{r}", 0) < self.n]
+            self.store.set(f"{self.key}.{self.n}.{me}", "1")
+            keys = {r: f"{self.key}.{self.n}.{r}" for r in range(world) if r != me}
+            end = time.monotonic() + self.grace
+            while True:
+                behind = [r for r, k in keys.items() if not self.store.check([k])]
+                if not behind or time.monotonic() >= end:
+                    break
+                time.sleep(0.05)
         except Exception:  # noqa: BLE001 - the store went with the job: keep the original error
             return
         if behind:
-            raise CommError(f"{self.name}: rank {self.comm.rank}: {what} (call {self.n}) timed out after "
+            raise CommError(f"{self.name}: rank {me}: {what} (call {self.n}) timed out after "
                             f"{self.comm.timeout_s:g} s: rank{'s' if len(behind) > 1 else ''} "
                             f"{', '.join(map(str, behind))} did not call it (every rank must call the module "
                             f"the same number of times, also when evaluating)") from None
-
 
 def group_backend(backend: str, device=None) -> tuple[str, dict]:
     """``init_process_group``'s backend string and keywords for ``backend``:
