@@ -104,6 +104,25 @@ def remaining_self_loops(data: Any, weight: str | None) -> dict:
     return out
 
 
+def _directed_partition(g, k: int, **options):
+    """The partition of a directed graph that sends the fewest rows forward plus
+    backward (what one training step sends) of two candidates: the joint
+    hypergraph (nets of A and Aᵀ together) and METIS's graph model (the edge cut
+    of A + Aᵀ). Ties go to the joint model."""
+    from ..metrics import analyze
+    from ..partition.api import partition as run_partition
+    best, best_sum = None, None
+    for kw in ({"model": "hypergraph", "nets": "joint"}, {"model": "graph"}):
+        part = run_partition(g, k, **kw, **options)
+        if getattr(part, "layout_params", None):         # 1.5D / 2D: one candidate, the joint model
+            return part
+        st = analyze(g, part.part, k, backward=True)
+        total = int(st.total_volume) + int(st.backward.total_volume)
+        if best is None or total < best_sum:
+            best, best_sum = part, total
+    return best
+
+
 def _progress(msg: str, t0: float, quiet: bool) -> None:
     if not quiet:
         print(f"partplan: {msg} ({time.perf_counter() - t0:.1f} s)", file=sys.stderr, flush=True)
@@ -128,10 +147,12 @@ def plan_from_pyg(data: Any, k: int, *, normalize: str | None = None, out: str |
       unweighted) or 1 when it had none; duplicated edges between distinct
       vertices are summed.
 
-    On a directed graph (A not symmetric) the default partition model is the
-    joint hypergraph (``model="hypergraph", nets="joint"``: forward and
-    backward exchange optimized together); the manifest records it
-    (``model``, ``params.nets``). Name a ``model`` or ``backend`` to choose. ``f`` / ``dtype`` are the feature width
+    On a directed graph (A not symmetric) the default partition is the one of
+    two candidates that sends the fewest rows forward plus backward (what a
+    training step sends): the joint hypergraph (``model="hypergraph",
+    nets="joint"``) and METIS's graph model; the manifest records the model
+    used (``model``, and ``params.nets`` for the hypergraph). Name a ``model``
+    or ``backend`` to choose. ``f`` / ``dtype`` are the feature width
     (columns of H) and element type the plan is costed for (bytes = rows × f ×
     itemsize). With ``out`` the plan is written there (a ``.plan`` folder).
     ``progress``: a line with the elapsed seconds after each step (default:
@@ -147,10 +168,11 @@ def plan_from_pyg(data: Any, k: int, *, normalize: str | None = None, out: str |
     src = remaining_self_loops(data, weight) if normalize is not None else data
     g = from_pyg(src, flow=flow, weight=("edge_weight" if weight is not None and normalize is not None
                                          else weight))
-    if "model" not in partition_options and "backend" not in partition_options and not g.is_symmetric():
-        partition_options.update(model="hypergraph", nets="joint")  # recorded: model, params.nets
     t1 = time.perf_counter()
-    part = run_partition(g, k, f=f, dtype=dtype, **partition_options)
+    if "model" not in partition_options and "backend" not in partition_options and not g.is_symmetric():
+        part = _directed_partition(g, k, f=f, dtype=dtype, **partition_options)
+    else:
+        part = run_partition(g, k, f=f, dtype=dtype, **partition_options)
     if progress or (progress is None and time.perf_counter() - t1 > 2.0):
         _progress(f"partitioned {g.n:,} vertices for {k} ranks", t0, False)
     t1 = time.perf_counter()
