@@ -31,8 +31,6 @@ def _worker(rank, world, port, tmp, args):
     dist.init_process_group("gloo", rank=rank, world_size=world)
     ei = torch.load(os.path.join(tmp, "ei.pt"))
     op = Halo(os.path.join(tmp, "g.plan"), ei)
-    if os.environ.get("HALO_NO_MARKER"):
-        op._ex.marker = None
     v = op._view
     x = torch.randn(op.num_local, args.f)
     send = torch.randn(int(v.send_counts.sum()), args.f)
