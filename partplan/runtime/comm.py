@@ -376,7 +376,7 @@ class TorchComm(_Counters):
         self.reduce_bytes[self.rank] += bufs[0].shape[0] * _row_bytes(bufs[0])
 
     def _small(self, a: np.ndarray):
-        t = self.torch.from_numpy(np.ascontiguousarray(a))
+        t = self.torch.from_numpy(np.array(a, order="C"))  # a copy: plans are read-only maps
         return t.to(self.device) if self.device.type == "cuda" else t
 
     def exchange_counts(self, family, values):
