@@ -23,7 +23,8 @@ from ._version import __version__
 #: (PEP 562): ``import partplan.runtime`` in a launched worker then loads the runtime, not the
 #: partitioner, the generators and scipy.spatial the rest of the facade needs.
 _EXPORTS: dict[str, tuple[str, str | None]] = {
-    **{m: (f"partplan.{m}", None) for m in ("datasets", "io", "layouts", "metrics", "models", "partition", "plan")},
+    **{m: (f"partplan.{m}", None) for m in ("datasets", "interop", "io", "layouts", "metrics", "models", "nn", "partition",
+                                                 "plan")},
     **{e: ("partplan.errors", e) for e in ("BackendUnavailableError", "DatasetError", "GraphFormatError",
                                            "PartitionError", "PartplanError", "PlanError")},
     "Graph": ("partplan.graph", "Graph"),

@@ -163,75 +163,132 @@ def _source_matrix(plan, graph):
     return graph.to_scipy(), graph.data is None
 
 
+def _is_pyg_data(graph) -> bool:
+    """A PyG ``Data`` (or anything with an ``edge_index``) rather than a partplan Graph or a file."""
+    return graph is not None and not hasattr(graph, "fingerprint") and not isinstance(graph, (str, os.PathLike)) \
+        and (getattr(graph, "edge_index", None) is not None
+             or (isinstance(graph, dict) and graph.get("edge_index") is not None))
+
+
+def _data_edges(plan, data):
+    """(source, target, edge_attr or None, node features) of a PyG ``Data``, checked
+    against the plan's graph (same vertex count and edge pattern)."""
+    from ..graph import _numpy_of
+    from ..io._pyg import _attr
+    from .pyg import from_pyg
+    m = plan.manifest
+    want = m.get("graph", {}).get("source_fingerprint") or m.get("graph", {}).get("fingerprint")
+    n = plan.part.size
+    g = from_pyg(data)
+    if g.n != n or g.fingerprint != want:
+        raise PartitionError(f"the Data's graph (n={g.n}, {g.nnz} distinct edges, fingerprint "
+                             f"{g.fingerprint[:16]}…) is not the graph of this plan (n={n}, fingerprint "
+                             f"{str(want)[:16]}…): pass the Data the plan was built from")
+    ei = np.asarray(_numpy_of(_attr(data, "edge_index"))).astype(np.int64, copy=False)
+    attr = _attr(data, "edge_attr")
+    if attr is not None:
+        attr = np.asarray(_numpy_of(attr))
+        if attr.shape[:1] != (ei.shape[1],):
+            raise PartitionError(f"edge_attr has {attr.shape[0] if attr.ndim else 0} rows, edge_index "
+                                 f"{ei.shape[1]} columns")
+    feats = {}
+    for key in ("x", "y", "train_mask", "val_mask", "test_mask"):
+        v = _attr(data, key)
+        if v is not None and getattr(v, "shape", ())[:1] == (n,):
+            feats[key] = np.asarray(_numpy_of(v))
+    return ei[0], ei[1], attr, feats
+
+
 def export_pyg(plan, out, *, graph=None, data=None) -> Path:
     """PyG ``torch_geometric.distributed.Partitioner`` layout for ``plan`` (homogeneous).
 
-    Writes ``META.json`` (the keys PyG 2.8's ``Partitioner`` writes and
+    Writes ``META.json`` (the keys PyG's ``Partitioner`` writes and
     ``torch_geometric.distributed.partition.load_partition_info`` /
     ``LocalGraphStore.from_partition`` read: ``num_parts``, ``node_types``,
     ``edge_types``, ``node_offset``, ``is_hetero``, ``is_sorted``),
     ``node_map.pt`` (int64[n]: part of each node), ``edge_map.pt``
-    (int64[nnz]: part of each edge) and per part ``part_i/graph.pt`` (dict
-    edge_id, row, col, size), ``node_feats.pt`` (global_id, feats) and
-    ``edge_feats.pt`` (global_id, feats={'edge_attr': values or None}).
+    (int64[E]: part of each edge, by edge id) and per part ``part_i/graph.pt``
+    (dict edge_id, row, col, size), ``node_feats.pt`` (global_id, feats) and
+    ``edge_feats.pt`` (global_id and ``feats={'edge_attr': ...}`` when the edges
+    carry values; an empty dict otherwise, as PyG writes it). No attribute is
+    stored as None.
 
-    The edges are those of the ORIGINAL graph A, never a normalized Â (a
-    ``GCNConv`` normalizes again): ``graph`` (a :class:`partplan.Graph`) is
-    checked against the manifest's ``graph.source_fingerprint`` (or
-    ``graph.fingerprint``); without it, an unnormalized plan's own matrix is
-    rebuilt (it is A), and a normalized plan is a PartitionError asking for it.
-    Edge e is the e-th nonzero A[i, j] of the CSR, stored as PyG edge
-    (row=j, col=i): PyG's ``edge_index[0]`` = source, ``[1]`` = target, and
-    partplan's ``Z = A @ H`` sums the message j → i into row i (flow
-    source_to_target). As in PyG's Partitioner (``ClusterData(sparse_format='csc')``),
-    an edge goes with the partition of its ``col`` (destination) node i, and
-    each part's edges are sorted by ``col`` (``is_sorted: true``).
+    The edges are those of the ORIGINAL graph, never a normalized Â (a
+    ``GCNConv`` normalizes again):
+
+    * ``graph`` a PyG ``Data`` (checked against the plan's graph): PyG's own
+      convention — every column of ``data.edge_index`` once (multi-edges
+      and self loops kept), edge id = that column, ``row`` = source,
+      ``col`` = target, ``edge_attr`` rows (any width) by edge id, and
+      ``x``, ``y`` and the masks of the Data as node features;
+    * ``graph`` a :class:`partplan.Graph` (checked against the manifest's
+      ``graph.source_fingerprint``), or none for an unnormalized plan (its own
+      matrix is A; a normalized plan without ``graph`` is a PartitionError):
+      edge e is the e-th nonzero ``A[i, j]`` of the CSR (duplicates merged),
+      stored as (row=j, col=i), ``edge_attr`` its value when A is weighted.
+
+    As in PyG's Partitioner, an edge goes with the partition of its ``col``
+    (destination) node and each part's edges are sorted by ``col`` (then by
+    edge id; ``is_sorted: true``).
 
     ``data`` : a partplan data file (``.npz``/``.pt``, :mod:`partplan.nn.data`,
     checked with ``check_data``): each part's ``node_feats.pt`` holds
     ``feats = {x, y, train_mask, val_mask, test_mask}`` of its nodes (rows by
     global id, in ``global_id`` order; LocalFeatureStore gives them by
     attribute name) and ``label.pt`` (y of every node) is written beside
-    META.json, as PyG's distributed example does. Without data, ``x`` is None.
+    META.json, as PyG's distributed example does.
     """
     torch = _torch()
     out = Path(out)
-    A, pattern = _source_matrix(plan, graph)
     part = plan.part
     k = int(plan.manifest["k"])
     n = part.size
+    node_feats = {}
+    if _is_pyg_data(graph):
+        src, dst, eattr, node_feats = _data_edges(plan, graph)
+    else:
+        A, pattern = _source_matrix(plan, graph)
+        dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(A.indptr))    # i (target)
+        src = A.indices.astype(np.int64)                                     # j (source)
+        eattr = None if pattern else np.asarray(A.data, dtype=np.float64)
     if data is not None:
         from ..nn.data import check_data, read_rows
         check_data(data, n)
-    row_nnz = np.diff(A.indptr)
-    erow = np.repeat(np.arange(n, dtype=np.int64), row_nnz)    # i (target)
-    ecol = A.indices.astype(np.int64)                          # j (source)
-    emap = part[erow]                                          # PyG: edge goes with its destination
+    emap = part[dst]                                           # PyG: edge goes with its destination
     tmp = _atomic_dir(out)
     try:
         (tmp / "META.json").write_text(json.dumps(PYG_META | {"num_parts": k}) + "\n")
         torch.save(torch.from_numpy(part.astype(np.int64)), tmp / "node_map.pt")
         torch.save(torch.from_numpy(emap.astype(np.int64)), tmp / "edge_map.pt")
-        labels = np.zeros(n, dtype=np.int64) if data is not None else None
+        labels = None
+        if data is not None or "y" in node_feats:
+            labels = np.zeros(n, dtype=np.int64)
         for i in range(k):
             d = tmp / f"part_{i}"
             d.mkdir()
-            eid = np.flatnonzero(emap == i)     # ascending, so erow[eid] (PyG's col) is sorted
-            torch.save({"edge_id": torch.from_numpy(eid), "row": torch.from_numpy(ecol[eid]),
-                        "col": torch.from_numpy(erow[eid]), "size": (n, n)}, d / "graph.pt")
+            eid = np.flatnonzero(emap == i)
+            eid = eid[np.argsort(dst[eid], kind="stable")]      # by col, then edge id
+            torch.save({"edge_id": torch.from_numpy(eid), "row": torch.from_numpy(src[eid]),
+                        "col": torch.from_numpy(dst[eid]), "size": (n, n)}, d / "graph.pt")
             nodes = np.flatnonzero(part == i).astype(np.int64)
-            feats = {"x": None}
             if data is not None:
                 rows = read_rows(data, nodes)
                 feats = {key: torch.from_numpy(np.ascontiguousarray(rows[key])) for key in
                          ("x", "y", "train_mask", "val_mask", "test_mask")}
+            else:
+                feats = {key: torch.from_numpy(np.ascontiguousarray(v[nodes])) for key, v in node_feats.items()}
+            if "y" in feats:
                 feats["y"] = feats["y"].long()
                 labels[nodes] = feats["y"].numpy()
-                for key in ("train_mask", "val_mask", "test_mask"):
+            for key in ("train_mask", "val_mask", "test_mask"):
+                if key in feats:
                     feats[key] = feats[key].bool()
             torch.save({"global_id": torch.from_numpy(nodes), "feats": feats}, d / "node_feats.pt")
-            attr = None if pattern else torch.from_numpy(np.asarray(A.data[eid], dtype=np.float64))
-            torch.save({"global_id": torch.from_numpy(eid), "feats": {"edge_attr": attr}}, d / "edge_feats.pt")
+            ef = {}
+            if eattr is not None:
+                ef = {"global_id": torch.from_numpy(eid),
+                      "feats": {"edge_attr": torch.from_numpy(np.ascontiguousarray(eattr[eid]))}}
+            torch.save(ef, d / "edge_feats.pt")
         if labels is not None:
             torch.save(torch.from_numpy(labels), tmp / "label.pt")
         return _finish(tmp, out)
@@ -243,8 +300,8 @@ def export_pyg(plan, out, *, graph=None, data=None) -> Path:
 def export_plan(plan_path, to: str, out, *, graph_name: str | None = None, graph=None, data=None) -> Path:
     """Export the partition of the plan at ``plan_path`` to ``to`` = dgl | pyg | metis.
 
-    ``graph`` (a :class:`partplan.Graph` or a graph file) and ``data`` (a data
-    file) are for ``pyg`` only: see :func:`export_pyg`."""
+    ``graph`` (a PyG ``Data``, a :class:`partplan.Graph` or a graph file) and
+    ``data`` (a data file) are for ``pyg`` only: see :func:`export_pyg`."""
     from ..plan import load_plan
     if to not in ("dgl", "pyg", "metis"):
         raise BackendUnavailableError(f"unknown export target {to!r}; choose dgl, pyg or metis")
@@ -255,7 +312,10 @@ def export_plan(plan_path, to: str, out, *, graph_name: str | None = None, graph
         return export_metis(plan.part, out)
     if to == "dgl":
         return export_dgl(plan, out, graph_name=graph_name)
-    if graph is not None and not hasattr(graph, "fingerprint"):
+    if graph is not None and not hasattr(graph, "fingerprint") and not _is_pyg_data(graph):
+        if not isinstance(graph, (str, os.PathLike)):
+            raise PartitionError(f"graph must be a PyG Data, a partplan Graph or a graph file, not "
+                                 f"{type(graph).__name__}")
         from ..io import read_graph
         graph = read_graph(graph)
     return export_pyg(plan, out, graph=graph, data=data)

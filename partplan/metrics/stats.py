@@ -248,7 +248,16 @@ def analyze(graph: Graph, part, k: int | None = None, *, f: int = 128, dtype: st
     >>> s = analyze(g, np.array([0, 0, 1, 1]))
     >>> s.total_volume, s.max_send, s.messages
     (2, 1, 2)
+
+    ``part`` may also be a partition result (:func:`partplan.partition`'s
+    ``Partition``, anything with ``part`` and ``k``) of a 1D layout.
     """
+    if not isinstance(part, np.ndarray) and hasattr(part, "part") and hasattr(part, "k"):
+        if getattr(part, "layout_params", None):   # 1.5D / 2D: its .part holds row blocks, not ranks
+            raise PartitionError(f"analyze counts 1D row-wise exchange; this partition's layout is "
+                                 f"{getattr(part, 'layout', '?')!r} (its own .stats holds that layout's figures)")
+        k = int(part.k) if k is None else k
+        part = part.part
     part, k = as_partition(part, graph.n, k)
     check_width(f)
     dtype_bytes(dtype)

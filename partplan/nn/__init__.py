@@ -8,6 +8,11 @@
   exchange programs (torch).
 * :class:`DistSpMM` (:mod:`partplan.runtime.dist_spmm`): ``Z = A @ H`` from a
   plan as an autograd-aware ``torch.nn.Module`` for your own torchrun script.
+* :class:`Halo` (:mod:`.halo`): a 1D plan's local rows plus their halo rows
+  (the plan's exchange, autograd-aware) for any PyG layer; :class:`LocalHalo`
+  runs every rank in one process.
+* :func:`global_mean`, :func:`accuracy` (:mod:`.glue`): the loss share and
+  metrics over every rank's rows, for your own loop.
 * :mod:`.train` — :func:`train_gcn`: full-batch and mini-batch training on p
   processes (gloo / NCCL) or p virtual ranks (LocalComm), measured.
 
@@ -23,6 +28,12 @@ def __getattr__(name):  # lazy: torch only when asked for
     if name == "DistSpMM":  # defined with the runtime it drives (partplan.runtime.dist_spmm)
         from ..runtime.dist_spmm import DistSpMM
         return DistSpMM
+    if name in ("Halo", "LocalHalo", "HaloRank"):
+        from . import halo
+        return getattr(halo, name)
+    if name in ("global_mean", "accuracy"):
+        from . import glue
+        return getattr(glue, name)
     if name in ("train_gcn",):
         from . import train
         return getattr(train, name)
@@ -30,4 +41,5 @@ def __getattr__(name):  # lazy: torch only when asked for
 
 
 __all__ = ["NORMALIZATIONS", "NormalizationError", "check_normalize", "normalize_adjacency", "DistGCN",
-           "PlanSpMM", "DistSpMM", "train_gcn"]
+           "PlanSpMM", "DistSpMM", "Halo", "LocalHalo", "HaloRank", "train_gcn",
+           "global_mean", "accuracy"]

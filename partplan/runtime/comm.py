@@ -35,6 +35,7 @@ allreduce — what ``run spmm`` reports as measured.
 from __future__ import annotations
 
 import datetime
+import itertools
 import os
 from typing import Protocol
 
@@ -290,6 +291,19 @@ class TorchComm(_Counters):
             if self.rank in g.ranks:
                 self._pg[g.name] = pg
 
+    def bind_world_timeout(self) -> None:
+        """Run this comm's world-wide groups on a group of their own created with
+        ``timeout_s`` (collective: every rank calls it once, in the same order),
+        instead of the default process group, whose timeout is
+        ``init_process_group``'s (30 minutes unless set): a peer that never calls
+        an exchange then fails it within ``timeout_s``."""
+        td = datetime.timedelta(seconds=self.timeout_s)
+        for g in self.groups:
+            if len(g.ranks) == self.world and self._pg.get(g.name, 0) is None:
+                ranks = list(g.ranks)
+                self._pg[g.name] = self._guard(lambda r=ranks: self.dist.new_group(r, timeout=td),
+                                               f"creating group {g.name}")
+
     def _guard(self, fn, what: str):
         try:
             return fn()
@@ -362,7 +376,7 @@ class TorchComm(_Counters):
         self.reduce_bytes[self.rank] += bufs[0].shape[0] * _row_bytes(bufs[0])
 
     def _small(self, a: np.ndarray):
-        t = self.torch.from_numpy(np.ascontiguousarray(a))
+        t = self.torch.from_numpy(np.array(a, order="C"))  # a copy: plans are read-only maps
         return t.to(self.device) if self.device.type == "cuda" else t
 
     def exchange_counts(self, family, values):
@@ -454,6 +468,53 @@ class TorchComm(_Counters):
             del recv, rv
         return out, rcounts
 
+
+class CallCounter:
+    """Names the ranks that did not call a collective module (:class:`~partplan.nn.Halo`,
+    :class:`~partplan.nn.DistSpMM`). Each call counts locally (``called``: no
+    communication); when an exchange fails (``fail``), the rank posts its call
+    number in the job's store and waits up to ``grace`` seconds for its peers'
+    posts: a peer that called the same exchange failed too and posts the same
+    number; the ranks without it are named in the error. Modules made in the
+    same order on every rank share a key."""
+
+    _ids = itertools.count()
+
+    def __init__(self, comm: TorchComm, name: str, grace: float = 2.0):
+        self.comm, self.name, self.grace = comm, name, float(grace)
+        self.key = f"partplan.calls.{next(self._ids)}"
+        self.n = 0
+        try:
+            from torch.distributed import distributed_c10d as c10d
+            self.store = c10d._get_default_store()
+        except Exception:  # noqa: BLE001 - without a store the error cannot name the ranks
+            self.store = None
+
+    def called(self) -> None:
+        self.n += 1
+
+    def fail(self, what: str) -> None:
+        """Raise the :class:`CommError` naming the ranks that did not call (if any)."""
+        if self.store is None:
+            return
+        import time
+        me, world = self.comm.rank, self.comm.world
+        try:
+            self.store.set(f"{self.key}.{self.n}.{me}", "1")
+            keys = {r: f"{self.key}.{self.n}.{r}" for r in range(world) if r != me}
+            end = time.monotonic() + self.grace
+            while True:
+                behind = [r for r, k in keys.items() if not self.store.check([k])]
+                if not behind or time.monotonic() >= end:
+                    break
+                time.sleep(0.05)
+        except Exception:  # noqa: BLE001 - the store went with the job: keep the original error
+            return
+        if behind:
+            raise CommError(f"{self.name}: rank {me}: {what} (call {self.n}) timed out after "
+                            f"{self.comm.timeout_s:g} s: rank{'s' if len(behind) > 1 else ''} "
+                            f"{', '.join(map(str, behind))} did not call it (every rank must call the module "
+                            f"the same number of times, also when evaluating)") from None
 
 def group_backend(backend: str, device=None) -> tuple[str, dict]:
     """``init_process_group``'s backend string and keywords for ``backend``:

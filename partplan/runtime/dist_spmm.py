@@ -27,6 +27,7 @@ import torch
 from ..errors import PlanError
 from ..program.plan import Plan, manifest_groups, program_steps
 from ..program.steps import dst_start
+from .comm import CommError
 
 __all__ = ["DistSpMM"]
 
@@ -85,7 +86,7 @@ class DistSpMM(torch.nn.Module):
         import torch.distributed as dist
 
         from ..plan.store import load_rank, read_manifest
-        from .comm import TorchComm
+        from .comm import CallCounter, TorchComm
         from .ops import KERNELS
         if isinstance(plan, Plan):
             self.plan_name = str(plan.manifest.get("graph", {}).get("name") or "the plan")
@@ -115,6 +116,8 @@ class DistSpMM(torch.nn.Module):
         self.overlap = overlap
         self.shard = plan.ranks[self.rank] if isinstance(plan, Plan) else load_rank(plan, self.rank, manifest=m)
         self.comm = TorchComm(manifest_groups(m), timeout_s=timeout, device=self._device)
+        self.comm.bind_world_timeout()  # a peer that never calls fails within `timeout`, not init's 30 min
+        self.calls = CallCounter(self.comm, self.plan_name)
         self._block = None
         self._build(verify=verify)
 
@@ -140,8 +143,17 @@ class DistSpMM(torch.nn.Module):
     def device(self) -> torch.device:
         return self._device
 
+    def __getstate__(self):
+        # process groups do not pickle: a saved module keeps its plan's rows and must be built
+        # again to run (it has no parameters: state dicts hold nothing of it)
+        state = dict(self.__dict__)
+        state["comm"] = state["executor"] = state["ops"] = state["calls"] = None
+        return state
+
     def _apply(self, fn, *args, **kwargs):
         super()._apply(fn, *args, **kwargs)
+        if self.comm is None:  # unpickled: nothing to rebuild until it is built again from the plan
+            return self
         probe = fn(torch.empty(0, dtype=self._dtype, device=self._device))
         if probe.dtype != self._dtype or probe.device != self._device:
             dt = _torch_dtype(probe.dtype)
@@ -159,13 +171,25 @@ class DistSpMM(torch.nn.Module):
     # ------------------------------------------------------------------ rows
     @property
     def in_ids(self) -> np.ndarray:
-        """Global ids (int64) of the input rows this rank reads, in order."""
-        return np.asarray(self.shard.in_ids("forward"), dtype=np.int64)
+        """Global ids (int64) of the input rows this rank reads, in order (a
+        writable copy: ``torch.from_numpy`` takes it without a warning)."""
+        return np.array(self.shard.in_ids("forward"), dtype=np.int64)
 
     @property
     def out_ids(self) -> np.ndarray:
-        """Global ids (int64) of the rows of Z this rank returns, in order."""
-        return np.asarray(self.shard.out_ids("forward"), dtype=np.int64)
+        """Global ids (int64) of the rows of Z this rank returns, in order (a writable copy)."""
+        return np.array(self.shard.out_ids("forward"), dtype=np.int64)
+
+    @property
+    def local_ids(self) -> np.ndarray:
+        """Global ids of this rank's rows when it reads and computes the same rows
+        (a conformal 1d plan: ``in_ids == out_ids``), as :class:`partplan.nn.Halo`
+        names them; other plans raise :class:`PlanError` (use ``in_ids`` / ``out_ids``)."""
+        ids = self.in_ids
+        if not np.array_equal(ids, self.out_ids):
+            raise PlanError(f"{self.plan_name}: rank {self.rank} reads rows in_ids and computes rows out_ids, "
+                            f"which differ on this plan; index the input by in_ids and the output by out_ids")
+        return ids
 
     @property
     def halo_ids(self) -> np.ndarray:
@@ -265,17 +289,40 @@ class DistSpMM(torch.nn.Module):
                             f"{program} program reads {rows} rows × f (rows in_ids of H)")
 
     def _run(self, program: str, x):
+        if self.executor is None:
+            raise PlanError(f"{self.plan_name}: this DistSpMM was unpickled; process groups do not survive "
+                            f"pickling: build it again with partplan.nn.DistSpMM(plan)")
         if program not in self.manifest["programs"]:
             raise PlanError(f"{self.plan_name}: the plan has no {program} program (backward: "
                             f"{self.manifest.get('backward')!r}), so DistSpMM cannot compute gradients of its "
                             f"input; rebuild the plan with the backward program planned (build_plan(..., "
                             f"backward=True)) or call it under torch.no_grad()")
         self._check_input(x, program, "the input" if program == "forward" else "the gradient")
-        return self.executor.run(program, [x.detach().contiguous()])[0].clone()
+        self.calls.called()
+        try:
+            return self.executor.run(program, [x.detach().contiguous()])[0].clone()
+        except CommError:
+            self.calls.fail(f"the {program} program")
+            raise
+
+    @property
+    def replicas(self) -> int:
+        """Ranks holding each row (``ranks / row_blocks``: 1 for 1d and 2d plans, c for 1.5d:c)."""
+        return max(1, int(self.manifest["ranks"]) // max(1, int(self.manifest.get("row_blocks") or
+                                                                 self.manifest["ranks"])))
 
     def forward(self, h):
         """Rows ``out_ids`` of ``A @ H`` from rows ``in_ids`` of H (autograd-aware)."""
         self._check_input(h, "forward", "the input")
+        if self.replicas > 1 and torch.is_grad_enabled() and h.requires_grad:
+            raise PlanError(f"{self.plan_name}: layout {self.manifest.get('layout')!r} holds every row on "
+                            f"{self.replicas} ranks, so a loss summed over the ranks counts each row "
+                            f"{self.replicas} times and its gradients would be {self.replicas}x too large; "
+                            f"train through DistSpMM with a 1d or 2d plan (partplan train gcn and DistGCN "
+                            f"scale replicated rows themselves), or call it under torch.no_grad()")
+        if self.executor is None:
+            raise PlanError(f"{self.plan_name}: this DistSpMM was unpickled; process groups do not survive "
+                            f"pickling: build it again with partplan.nn.DistSpMM(plan)")
         return _PlanSpMMFn.apply(self, h)
 
     def transpose_apply(self, g):

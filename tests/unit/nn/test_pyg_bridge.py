@@ -115,16 +115,25 @@ def test_from_edge_index_bad_flow():
 def test_from_pyg_equals_from_edge_index():
     ei, w, x = _directed(seed=3)
     d = Data(x=x, edge_index=ei, edge_weight=w)
-    assert partplan.from_pyg(d).fingerprint == Graph.from_edge_index(ei, 60, edge_weight=w).fingerprint
-    # a 1-D edge_attr is the weight; num_nodes comes from the Data (x has 70 rows here)
+    g = partplan.from_pyg(d, weight="edge_weight")
+    assert g.fingerprint == Graph.from_edge_index(ei, 60, edge_weight=w).fingerprint
+    np.testing.assert_allclose(g.to_scipy() @ x.numpy(), _pyg(ei, w, x), rtol=0, atol=1e-12)
+    # weights only when asked: by default every edge weighs 1 (as GCNConv(x, edge_index) does)
+    ones = torch.ones(ei.size(1), dtype=torch.float64)
+    np.testing.assert_allclose(partplan.from_pyg(d).to_scipy() @ x.numpy(), _pyg(ei, ones, x), rtol=0, atol=1e-12)
+    # a 1-D edge_attr is the weight when named; num_nodes comes from the Data (x has 70 rows here)
     d2 = Data(x=torch.zeros(70, 1), edge_index=ei, edge_attr=w)
-    g2 = partplan.from_pyg(d2)
+    g2 = partplan.from_pyg(d2, weight="edge_attr")
     assert g2.n == 70 and g2.fingerprint == Graph.from_edge_index(ei, 70, edge_weight=w).fingerprint
-    # a wide edge_attr is not silently dropped
+    np.testing.assert_allclose(partplan.from_pyg(d2).to_scipy()[:60, :60] @ x.numpy(), _pyg(ei, ones, x),
+                               rtol=0, atol=1e-12)
+    # a wide edge_attr: accepted (left to the layers), refused only when named as the weight
     d3 = Data(edge_index=ei, edge_attr=torch.zeros(ei.size(1), 3), num_nodes=60)
+    assert partplan.from_pyg(d3).fingerprint == Graph.from_edge_index(ei, 60).fingerprint
+    plan = partplan.plan_from_pyg(d3, 2, model="baseline")
+    assert plan.manifest["graph"]["n"] == 60
     with pytest.raises(GraphFormatError, match="edge_attr"):
-        partplan.from_pyg(d3)
-    assert partplan.from_pyg(d3, weight=None).fingerprint == Graph.from_edge_index(ei, 60).fingerprint
+        partplan.from_pyg(d3, weight="edge_attr")
     with pytest.raises(GraphFormatError, match="no edge_index"):
         partplan.from_pyg(Data(x=x))
 
@@ -134,9 +143,9 @@ def test_plan_from_pyg_replays_pyg_aggregation(tmp_path):
     ei, w, x = _directed(seed=4)
     d = Data(x=x, edge_index=ei, edge_weight=w)
     out = tmp_path / "g.plan"
-    plan = partplan.plan_from_pyg(d, 3, out=out, model="baseline", dtype="float64")
+    plan = partplan.plan_from_pyg(d, 3, out=out, model="baseline", dtype="float64", weight="edge_weight")
     np.testing.assert_allclose(replay(plan, x.numpy()), _pyg(ei, w, x), rtol=0, atol=1e-12)
-    rep = validate_plan(out, partplan.from_pyg(d))
+    rep = validate_plan(out, partplan.from_pyg(d, weight="edge_weight"))
     assert rep["ok"], rep
 
 

@@ -1,0 +1,377 @@
+"""Halo rows of a 1D plan for any PyG layer: :class:`Halo` (one rank of a
+torch.distributed job) and :class:`LocalHalo` (every rank in this process, the
+in-process oracle).
+
+A 1D plan gives each rank a block of rows (``local_ids``) and the rows it
+receives from its peers (``halo_ids``: the sources of its incoming edges held
+elsewhere). ``op(x_local)`` returns ``cat([x_local, x_halo])`` by the plan's
+forward exchange; its backward sends the halo rows' gradients back to their
+owners, which add them to their local rows' gradients. With ``op.edge_index``
+(every edge of the user's graph whose target is a local row, PyG's
+source → target flow, indices into ``cat([x_local, x_halo])``) a layer whose
+output at a target depends only on its incoming edges runs unchanged::
+
+    op = partplan.nn.Halo("g.plan", data.edge_index)
+    h = conv(op(x[op.local_ids]), op.edge_index, edge_attr[op.edge_ids])[:op.num_local]
+
+GATConv, SAGEConv, GINConv, GraphConv and the like (their self loops are local
+rows). The rows sent are the plan's: bytes sent per rank pair equal
+``predicted_bytes(f, dtype)`` exactly, forward and backward.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..errors import PlanError
+from ..program.plan import Plan, manifest_groups, manifest_volume, program_steps
+
+__all__ = ["Halo", "HaloRank", "LocalHalo"]
+
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def _load(plan) -> tuple[str, dict, Any]:
+    """(name, manifest, shard reader) of a plan directory or an in-memory Plan."""
+    from ..plan.store import load_rank, read_manifest
+    if isinstance(plan, Plan):
+        m = plan.manifest
+        return str(m.get("graph", {}).get("name") or "the plan"), m, lambda r: plan.ranks[r]
+    if not isinstance(plan, (str, os.PathLike)):
+        raise PlanError(f"Halo: plan must be a plan directory or a Plan, got {type(plan).__name__}")
+    m = read_manifest(plan)
+    return str(plan), m, lambda r: load_rank(plan, r, manifest=m)
+
+
+def _exchange_step(name: str, m: dict) -> dict:
+    """The forward program's one alltoallv, after checking the program is a 1D one:
+    ``ext = [in; received]``, ``out = spmm(ext)``, ``in == out`` rows."""
+    try:
+        steps = program_steps(m, "forward")
+    except PlanError:
+        raise PlanError(f"{name}: the plan has no forward program") from None
+    ops = [st.get("op") for st in steps]
+    a2a = [st for st in steps if st.get("op") == "alltoallv"]
+    ok = (set(ops) <= {"copy", "gather", "alltoallv", "spmm"} and len(a2a) <= 1
+          and ops.count("gather") == len(a2a) and ops.count("spmm") == 1
+          and all(st.get("src") == "in" for st in steps if st.get("op") in ("copy", "gather")))
+    if not ok or (a2a and (a2a[0].get("src") != "send" or a2a[0].get("dst_row") not in ("in", None))):
+        raise PlanError(f"{name}: Halo needs a 1D plan (layout 1d: each rank's rows plus the rows it "
+                        f"receives); this plan's layout is {m.get('layout')!r} (steps {', '.join(map(str, ops))}); "
+                        f"build it with layout='1d'")
+    return a2a[0] if a2a else {}
+
+
+class HaloRank:
+    """One rank's rows and edges of a 1D plan (what :class:`Halo` exposes).
+
+    Attributes
+    ----------
+    rank : the rank.
+    num_local : rows this rank holds (and computes).
+    local_ids : int64 global ids of those rows, in order.
+    halo_ids : int64 global ids of the rows it receives, in order (they follow
+        the local rows in ``op(x)``).
+    edge_index : int64 tensor (2, E_r): every edge of the user's graph whose
+        target is a local row, in the user's column order; sources index
+        ``cat([x_local, x_halo])``, targets ``0 .. num_local - 1``.
+    edge_ids : int64 tensor (E_r,): each such edge's column in the user's
+        ``edge_index`` (``edge_attr[edge_ids]`` aligns with ``edge_index``).
+    """
+
+    def __init__(self, name: str, m: dict, shard, step: dict, edge_index, n: int):
+        self.rank = int(shard.rank)
+        ids_in = np.asarray(shard.in_ids("forward"), dtype=np.int64)
+        ids_out = np.asarray(shard.out_ids("forward"), dtype=np.int64)
+        if not np.array_equal(ids_in, ids_out):
+            raise PlanError(f"{name}: rank {self.rank} holds rows it does not compute (ownership "
+                            f"{m.get('ownership')!r}); Halo needs a conformal 1D plan (ownership='conformal')")
+        self.local_ids = np.array(ids_in)  # writable (torch.from_numpy warns on a read-only map)
+        self.num_local = int(ids_in.size)
+        if step:
+            sid = step["id"]
+            self.idx = np.array(shard[f"{_gather_id(m)}.idx"], dtype=np.int64)
+            self.send_counts = np.asarray(shard[f"{sid}.send_counts"], dtype=np.int64)
+            self.recv_counts = np.asarray(shard[f"{sid}.recv_counts"], dtype=np.int64)
+            self.halo_ids = np.array(shard[f"{sid}.recv_ids"], dtype=np.int64)
+            self.family = step["group"]
+        else:
+            self.idx = self.halo_ids = np.zeros(0, dtype=np.int64)
+            self.send_counts = self.recv_counts = np.zeros(0, dtype=np.int64)
+            self.family = None
+        if self.idx.size != int(self.send_counts.sum()) or self.halo_ids.size != int(self.recv_counts.sum()) \
+                or (self.idx.size and (self.idx.min() < 0 or self.idx.max() >= self.num_local)):
+            raise PlanError(f"{name}: rank {self.rank}: the forward exchange's arrays disagree with its counts")
+        ei, eids = _local_edges(name, edge_index, n, self.local_ids, self.halo_ids, self.rank)
+        self.edge_index = torch.from_numpy(ei)
+        self.edge_ids = torch.from_numpy(eids)
+
+    @property
+    def num_halo(self) -> int:
+        return int(self.halo_ids.size)
+
+
+def _gather_id(m: dict) -> str:
+    steps = program_steps(m, "forward")
+    gathers = [st["id"] for st in steps if st.get("op") == "gather" and st.get("dst") == "send"]
+    if len(gathers) != 1:
+        raise PlanError(f"the forward program has {len(gathers)} gathers into the send buffer, not one")
+    return gathers[0]
+
+
+def _edge_array(edge_index) -> np.ndarray:
+    ei = getattr(edge_index, "edge_index", edge_index)  # a PyG Data
+    if ei is None:
+        raise PlanError("Halo: the graph has no edge_index")
+    if isinstance(ei, torch.Tensor):
+        ei = ei.detach().cpu().numpy()
+    ei = np.asarray(ei)
+    if ei.ndim != 2 or ei.shape[0] != 2 or ei.dtype.kind not in "iu":
+        raise PlanError(f"Halo: edge_index must be an integer array of shape (2, E), got "
+                        f"{ei.dtype} {tuple(ei.shape)}")
+    return ei.astype(np.int64, copy=False)
+
+
+def _local_edges(name: str, edge_index, n: int, local_ids, halo_ids, rank: int):
+    """(edge_index over [local; halo] positions, edge ids) of the edges whose target is local."""
+    ei = _edge_array(edge_index)
+    if ei.size and (ei.min() < 0 or ei.max() >= n):
+        raise PlanError(f"{name}: edge_index holds vertex ids outside 0..{n - 1} (the plan's graph has "
+                        f"{n} vertices)")
+    pos = np.full(n, -1, dtype=np.int64)
+    pos[halo_ids] = np.arange(local_ids.size, local_ids.size + halo_ids.size, dtype=np.int64)
+    pos[local_ids] = np.arange(local_ids.size, dtype=np.int64)
+    local = np.zeros(n, dtype=bool)
+    local[local_ids] = True
+    sel = np.flatnonzero(local[ei[1]])
+    src, dst = pos[ei[0, sel]], pos[ei[1, sel]]
+    bad = np.flatnonzero(src < 0)
+    if bad.size:
+        e = int(sel[bad[0]])
+        raise PlanError(f"{name}: rank {rank}: edge {e} ({int(ei[0, e])} -> {int(ei[1, e])}) reads a row the "
+                        f"plan does not send to this rank ({bad.size} such edges): the plan was not built from "
+                        f"this edge_index with PyG's source -> target flow")
+    return np.vstack([src, dst]), sel.astype(np.int64)
+
+
+class _Exchange:
+    """The forward exchange of a 1D plan (and its transpose) for the local ranks of a comm."""
+
+    def __init__(self, name: str, m: dict, views: list[HaloRank], comm):
+        self.name, self.m, self.views, self.comm = name, m, views, comm
+        fam = views[0].family if views else None
+        self.family = fam
+        if fam is not None:
+            self.fwd = comm.prepare(fam, [v.send_counts for v in views], [v.recv_counts for v in views],
+                                    "halo exchange (forward)")
+            self.bwd = comm.prepare(fam, [v.recv_counts for v in views], [v.send_counts for v in views],
+                                    "halo exchange (backward)")
+        self.marker = None
+        self._idx_on: dict = {}
+
+    def _idx(self, i: int, device) -> torch.Tensor:
+        """Local rank i's send rows as an int64 tensor on ``device`` (made once per device)."""
+        key = (i, str(device))
+        t = self._idx_on.get(key)
+        if t is None:
+            t = self._idx_on[key] = torch.from_numpy(self.views[i].idx).to(device)
+        return t
+
+    def _go(self, xp, sends, outs, what: str, meanwhile=None):
+        """The exchange, ``meanwhile()`` run while it flies: asynchronous on a GPU
+        (NCCL's stream); on CPU (gloo) synchronous, which measured faster than
+        handing a copy of a few hundred microseconds to gloo's thread."""
+        if self.marker is not None:
+            self.marker.called()
+        try:
+            async_op = bool(getattr(self.comm, "asynchronous", False) and sends and sends[0].is_cuda)
+            h = self.comm.start(xp, sends, outs, what, async_op=async_op)
+            if meanwhile is not None:
+                meanwhile()
+            self.comm.wait(h)
+        except Exception:
+            if self.marker is not None:
+                self.marker.fail(what)
+            raise
+
+    def forward(self, xs: list) -> list:
+        outs = [x.new_empty((v.num_local + v.num_halo,) + tuple(x.shape[1:])) for v, x in zip(self.views, xs)]
+
+        def local_rows():
+            for o, v, x in zip(outs, self.views, xs):
+                o[:v.num_local] = x
+        if self.family is None:
+            local_rows()
+            return outs
+        sends = [x.index_select(0, self._idx(i, x.device)) for i, x in enumerate(xs)]
+        self._go(self.fwd, sends, [o[v.num_local:] for o, v in zip(outs, self.views)], "halo exchange (forward)",
+                 meanwhile=local_rows)
+        return outs
+
+    def backward(self, gs: list) -> list:
+        if self.family is None:
+            return [g[:v.num_local].clone() for g, v in zip(gs, self.views)]
+        sends = [g[v.num_local:].contiguous() for g, v in zip(gs, self.views)]
+        bufs = [g.new_empty((v.idx.size,) + tuple(g.shape[1:])) for g, v in zip(gs, self.views)]
+        res = []
+
+        def local_rows():
+            res.extend(g[:v.num_local].clone() for g, v in zip(gs, self.views))
+        self._go(self.bwd, sends, bufs, "halo exchange (backward)", meanwhile=local_rows)
+        for i, (r, b) in enumerate(zip(res, bufs)):
+            r.index_add_(0, self._idx(i, r.device), b)
+        return res
+
+
+class _HaloFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, ex: _Exchange, *xs):
+        ctx.ex = ex
+        return tuple(ex.forward([x.detach().contiguous() for x in xs]))
+
+    @staticmethod
+    def backward(ctx, *gs):
+        gs = [g.contiguous() for g in gs]
+        return (None, *ctx.ex.backward(gs))
+
+
+def _check_x(name: str, v: HaloRank, x, dtype, device) -> None:
+    if not isinstance(x, torch.Tensor):
+        raise PlanError(f"{name}: Halo takes a torch.Tensor, got {type(x).__name__}")
+    if x.dtype not in _FLOATS:
+        raise PlanError(f"{name}: Halo exchanges floating-point rows (float16/32/64, bfloat16), got {x.dtype} "
+                        f"(cast the features, e.g. x.float())")
+    if dtype is not None and x.dtype != dtype:
+        raise PlanError(f"{name}: the input has dtype {x.dtype}, this Halo was made for {dtype}")
+    if device is not None and x.device.type != device.type:
+        raise PlanError(f"{name}: the input is on {x.device}, this Halo exchanges on {device}")
+    if x.dim() < 1 or x.shape[0] != v.num_local:
+        raise PlanError(f"{name}: rank {v.rank}: the input has shape {tuple(x.shape)}, Halo takes the "
+                        f"rank's {v.num_local} local rows (x[op.local_ids])")
+
+
+def _predicted(m: dict, f: int, dtype) -> dict:
+    itemsize = torch.empty(0, dtype=dtype).element_size() if isinstance(dtype, torch.dtype) \
+        else np.dtype(dtype).itemsize
+    vol = manifest_volume(m, "forward")
+    return {"forward": vol * int(f) * itemsize, "backward": vol.T.copy() * int(f) * itemsize}
+
+
+class Halo(torch.nn.Module):
+    """One rank's local rows plus its halo rows, by a 1D plan's exchange.
+
+    Parameters
+    ----------
+    plan : plan directory (``partplan plan`` / :func:`partplan.plan_from_pyg`
+        ``out=``) or an in-memory :class:`~partplan.plan.Plan`; a 1D, conformal
+        plan of the graph of ``edge_index`` (PyG's source → target flow).
+    edge_index : the user's ``edge_index`` (2 × E, torch or numpy) or a PyG
+        ``Data``; only the columns whose target is a local row are kept.
+    dtype : when given, the only dtype ``op(x)`` accepts (default: any float).
+    device : when given, the device ``op(x)`` must be on (default: the input's).
+    timeout : seconds an exchange waits on a peer (default 60); a rank that
+        never calls is named in the error.
+
+    torch.distributed must be initialized with the plan's rank count; every
+    rank constructs the module and calls it the same number of times
+    (collective). ``op(x)`` takes ``x`` = rows ``local_ids`` (``num_local`` × ...)
+    and returns ``cat([x, x_halo])`` (``num_local + len(halo_ids)`` rows),
+    autograd-aware. ``comm.sent_bytes`` counts the bytes sent per rank pair.
+    """
+
+    def __init__(self, plan, edge_index, *, dtype: torch.dtype | None = None, device=None,
+                 timeout: float | None = None):
+        super().__init__()
+        import torch.distributed as dist
+
+        from ..runtime.comm import CallCounter, TorchComm
+        name, m, shard_of = _load(plan)
+        self.plan_name, self.manifest = name, m
+        if not dist.is_available() or not dist.is_initialized():
+            raise PlanError(f"{name}: Halo needs torch.distributed initialized (torchrun + init_process_group); "
+                            f"LocalHalo runs every rank in this process")
+        world = dist.get_world_size()
+        if world != int(m["ranks"]):
+            raise PlanError(f"{name} is for {m['ranks']} ranks, this job has {world} "
+                            f"(start it with --nproc-per-node {m['ranks']})")
+        step = _exchange_step(name, m)
+        rank = dist.get_rank()
+        self._view = HaloRank(name, m, shard_of(rank), step, edge_index, int(m["graph"]["n"]))
+        self.dtype = dtype
+        self.device = torch.device(device) if device is not None else None
+        self.timeout = 60.0 if timeout is None else float(timeout)
+        self.comm = TorchComm(manifest_groups(m), timeout_s=self.timeout, device=self.device)
+        self.comm.bind_world_timeout()
+        self._ex = _Exchange(name, m, [self._view], self.comm)
+        self._ex.marker = CallCounter(self.comm, name)
+
+    # rows and edges of this rank
+    rank = property(lambda self: self._view.rank)
+    num_local = property(lambda self: self._view.num_local)
+    local_ids = property(lambda self: self._view.local_ids)
+    halo_ids = property(lambda self: self._view.halo_ids)
+    edge_index = property(lambda self: self._view.edge_index)
+    edge_ids = property(lambda self: self._view.edge_ids)
+
+    def predicted_bytes(self, f: int, dtype=torch.float32) -> dict:
+        """{"forward", "backward"}: int64[p, p] bytes rank q sends rank r per call
+        on ``f`` columns of ``dtype`` (the plan's rows × f × itemsize; the
+        backward pass sends the transpose)."""
+        return _predicted(self.manifest, f, dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``cat([x, x[halo rows from their owners]])``; backward adds the halo
+        rows' gradients into their owners' rows."""
+        _check_x(self.plan_name, self._view, x, self.dtype, self.device)
+        return _HaloFn.apply(self._exchange(), x)[0]
+
+    def extra_repr(self) -> str:
+        return (f"plan={self.plan_name!r}, rank={self.rank}/{self.manifest['ranks']}, local={self.num_local}, "
+                f"halo={len(self.halo_ids)}, edges={self.edge_ids.numel()}")
+
+    def __getstate__(self):
+        # process groups do not pickle: a saved Halo keeps its rows and edges and must be
+        # built again from the plan to exchange (it has no parameters: state dicts hold nothing)
+        state = dict(self.__dict__)
+        state["comm"] = state["_ex"] = None
+        return state
+
+    def _exchange(self) -> _Exchange:
+        if self._ex is None:
+            raise PlanError(f"{self.plan_name}: this Halo was unpickled; process groups do not survive "
+                            f"pickling: build it again with partplan.nn.Halo(plan, edge_index)")
+        return self._ex
+
+
+class LocalHalo(torch.nn.Module):
+    """Every rank of a 1D plan in this process (a :class:`~partplan.runtime.LocalComm`):
+    ``ranks[r]`` is rank r's :class:`HaloRank`; ``op(xs)`` takes one tensor per
+    rank (rows ``ranks[r].local_ids``) and returns ``cat([x_r, halo_r])`` per
+    rank, autograd-aware, by the same exchange as :class:`Halo`."""
+
+    def __init__(self, plan, edge_index, *, device=None):
+        super().__init__()
+        from ..runtime.comm import LocalComm
+        name, m, shard_of = _load(plan)
+        self.plan_name, self.manifest = name, m
+        step = _exchange_step(name, m)
+        n = int(m["graph"]["n"])
+        p = int(m["ranks"])
+        self.ranks = [HaloRank(name, m, shard_of(r), step, edge_index, n) for r in range(p)]
+        self.comm = LocalComm(p, manifest_groups(m), device=device if device is not None else "cpu")
+        self._ex = _Exchange(name, m, self.ranks, self.comm)
+
+    def predicted_bytes(self, f: int, dtype=torch.float32) -> dict:
+        """As :meth:`Halo.predicted_bytes`."""
+        return _predicted(self.manifest, f, dtype)
+
+    def forward(self, xs: list) -> list:
+        if len(xs) != len(self.ranks):
+            raise PlanError(f"{self.plan_name}: LocalHalo takes one tensor per rank ({len(self.ranks)}), "
+                            f"got {len(xs)}")
+        for v, x in zip(self.ranks, xs):
+            _check_x(self.plan_name, v, x, None, None)
+        return list(_HaloFn.apply(self._ex, *xs))

@@ -1,0 +1,34 @@
+"""partplan.nn.global_mean / accuracy on one process (the world of one rank): the
+oracle is torch's own mean and a count by hand; the multi-rank sums run in
+tests/dist/test_pyg_examples.py."""
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn.functional as F
+
+import partplan.nn as pnn
+
+
+def test_global_mean_is_the_mean_over_the_mask_and_never_nan():
+    g = torch.Generator().manual_seed(0)
+    logits, y = torch.randn(20, 3, generator=g, requires_grad=True), torch.randint(0, 3, (20,), generator=g)
+    mask = torch.rand(20, generator=g) < 0.5
+    loss = pnn.global_mean(F.cross_entropy(logits, y, reduction="none"), mask)
+    ref = F.cross_entropy(logits[mask], y[mask])
+    torch.testing.assert_close(loss, ref, rtol=1e-6, atol=0)
+    loss.backward()
+    grad = logits.grad.clone()
+    logits.grad = None
+    ref.backward()
+    torch.testing.assert_close(grad, logits.grad)
+    none = pnn.global_mean(F.cross_entropy(logits, y, reduction="none"), torch.zeros(20, dtype=torch.bool))
+    assert float(none.detach()) == 0.0                       # a rank (here: the world) without training rows: 0, not NaN
+    assert float(pnn.global_mean(torch.ones(4), ddp=True)) == 1.0   # world of one: ddp scales by 1
+
+
+def test_accuracy_counts_by_hand():
+    pred = torch.tensor([0, 1, 2, 1])
+    y = torch.tensor([0, 1, 1, 1])
+    assert pnn.accuracy(pred, y) == 0.75
+    assert pnn.accuracy(torch.eye(3)[pred], y, torch.tensor([True, False, True, False])) == 0.5
+    assert pnn.accuracy(pred, y, torch.zeros(4, dtype=torch.bool)) != pnn.accuracy(pred, y, torch.zeros(4, dtype=torch.bool))   # NaN
