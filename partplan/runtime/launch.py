@@ -42,7 +42,6 @@ import secrets
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -50,6 +49,7 @@ import time
 from pathlib import Path
 
 from .comm import CommError
+from .zygote import start_worker
 
 
 def free_port() -> int:
@@ -222,9 +222,7 @@ def launch(config: dict, nprocs: int, *, worker, timeout_s: float = 60.0, thread
                 e = dict(base, RANK=str(r), LOCAL_RANK=str(r), GROUP_RANK="0")
                 err = open(tmp / f"rank-{r}.err", "w+")
                 errs.append(err)
-                procs.append(subprocess.Popen([sys.executable, "-m", "partplan.runtime.worker",
-                                               str(tmp / "config.json")],
-                                              env=e, stdout=err, stderr=subprocess.STDOUT, start_new_session=True))
+                procs.append(start_worker([str(tmp / "config.json")], e, str(tmp / f"rank-{r}.err"), err))
             deadline = time.monotonic() + 120 + 4 * timeout_s + float(config.get("deadline_s", 0))
             killed = set()
             first_fail = None

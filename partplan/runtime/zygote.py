@@ -1,0 +1,171 @@
+"""Start launched workers from a process that has already imported torch.
+
+A worker started as ``python -m partplan.runtime.worker CONFIG`` spends about
+2 s of CPU importing torch before it does anything; a 4-process job pays that
+four times, and a test suite that launches a few hundred workers pays it a few
+hundred times. :func:`start_worker` instead forks each worker from a
+*zygote*: multiprocessing's fork server, started once per launching process
+with torch and ``torch.distributed`` imported. The fork inherits the imports;
+the worker then runs exactly what ``python -m partplan.runtime.worker`` runs.
+
+What a worker sees is the same either way:
+
+* its environment is the launcher's ``env`` for that rank (the zygote's own
+  environment is replaced before the worker runs);
+* it is the leader of a new session (``setsid``), so the launcher's
+  ``killpg(pid, ...)`` reaches it and its children;
+* its stdout and stderr go to the rank's file;
+* it dies with its launcher: it asks for ``SIGKILL`` when its parent dies
+  (:func:`partplan.runtime.worker.die_with_launcher`); its parent is the fork
+  server, which exits as soon as the launcher is gone (its end of a pipe to
+  the launcher closes).
+
+The zygote is used only where it cannot change what a worker does: on Linux,
+while the launcher's environment is the one the fork server was started
+with (an interpreter's start-up reads ``PYTHONPATH``, ``sitecustomize`` and
+variables such as ``MKL_ENABLE_INSTRUCTIONS`` before any code runs), and when
+the rank's ``env`` changes no variable outside :data:`PER_RANK`. Otherwise the
+worker is a fresh interpreter, as before (:class:`subprocess.Popen`).
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import types
+
+#: modules imported once in the fork server (what every worker imports first)
+PRELOAD = ("torch", "torch.distributed")
+
+#: variables a rank's environment may set or change without a fresh interpreter:
+#: read by the worker and torch.distributed after start-up, never at import
+PER_RANK = frozenset({
+    "RANK", "LOCAL_RANK", "GROUP_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+    "GLOO_SOCKET_IFNAME", "OMP_NUM_THREADS", "PARTPLAN_LAUNCHED", "PARTPLAN_LAUNCHER_PID", "PARTPLAN_JOB_DIR",
+    "PARTPLAN_STORE", "PARTPLAN_SECRET", "PARTPLAN_QUIET", "TORCH_DISTRIBUTED_DEBUG",
+})
+
+_lock = threading.Lock()
+_state: dict = {}
+
+
+class ForkedWorker:
+    """The part of :class:`subprocess.Popen` the launcher uses (``pid``,
+    ``poll``, ``wait``, ``returncode``: negative for a signal), over a
+    :class:`multiprocessing.Process` forked by the zygote."""
+
+    def __init__(self, proc):
+        self._proc = proc
+        self.pid = proc.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.exitcode
+
+    def poll(self) -> int | None:
+        return self._proc.exitcode
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        self._proc.join(timeout)
+        return self._proc.exitcode
+
+
+def _context():
+    """The fork-server context (started with :data:`PRELOAD` on first use), or
+    None where there is none (not Linux, or it cannot start)."""
+    with _lock:
+        if "ctx" not in _state:
+            ctx = None
+            if sys.platform.startswith("linux") and _popen_forkserver is not None:
+                try:
+                    import multiprocessing as mp
+                    ctx = mp.get_context("forkserver")
+                    ctx.set_forkserver_preload(list(PRELOAD))
+                except (ImportError, ValueError):  # pragma: no cover
+                    ctx = None
+            _state["ctx"] = ctx
+            _state["env"] = dict(os.environ)
+        return _state["ctx"]
+
+
+try:  # POSIX: the fork-server start method
+    from multiprocessing import context as _mp_context
+    from multiprocessing import popen_forkserver as _popen_forkserver
+except ImportError:  # pragma: no cover - no fork server on this platform
+    _popen_forkserver = None
+
+if _popen_forkserver is not None:
+    class _NoMainPopen(_popen_forkserver.Popen):
+        """The fork server's Popen without the parent's ``__main__`` in the child's
+        preparation data: multiprocessing re-imports a parent's main script in the
+        child (which would run a user's unguarded script, or the console script,
+        again); a worker needs nothing from it."""
+
+        def _launch(self, process_obj):
+            main = sys.modules.get("__main__")
+            sys.modules["__main__"] = types.ModuleType("__main__")  # no __file__, no __spec__: no fix-up
+            try:
+                super()._launch(process_obj)
+            finally:
+                sys.modules["__main__"] = main
+
+    class WorkerProcess(_mp_context.ForkServerProcess):
+        """A process forked by the fork server through :class:`_NoMainPopen`."""
+
+        @staticmethod
+        def _Popen(process_obj):
+            return _NoMainPopen(process_obj)
+
+
+def _zygote_fits(env: dict) -> bool:
+    """True when a worker forked from the zygote starts as a fresh interpreter
+    with ``env`` would (see the module doc)."""
+    if _context() is None or dict(os.environ) != _state["env"]:
+        return False
+    base = _state["env"]
+    changed = {k for k in set(env) | set(base) if env.get(k) != base.get(k)}
+    return changed <= PER_RANK
+
+
+def start_worker(argv: list[str], env: dict, out_path: str, out_file):
+    """Start one worker running ``python -m partplan.runtime.worker *argv``
+    with environment ``env``, stdout and stderr to ``out_path`` (``out_file``:
+    the launcher's open handle of it, for the fresh-interpreter path); a new
+    session. Returns a :class:`ForkedWorker` or a :class:`subprocess.Popen`."""
+    if _zygote_fits(env):
+        try:
+            with _lock:
+                proc = WorkerProcess(target=_child, args=(list(argv), dict(env), str(out_path)), daemon=False)
+                proc.start()
+            return ForkedWorker(proc)
+        except OSError:  # the fork server could not start or fork: a fresh interpreter instead
+            pass
+    return subprocess.Popen([sys.executable, "-m", "partplan.runtime.worker", *argv], env=env,
+                            stdout=out_file, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _child(argv: list[str], env: dict, out_path: str) -> None:  # pragma: no cover - runs in the forked worker
+    """The forked worker: what ``python -m partplan.runtime.worker`` does, in
+    the rank's session, environment and output file."""
+    parent = os.getppid()                       # the fork server (it exits when the launcher is gone)
+    os.setsid()
+    fd = os.open(out_path, os.O_WRONLY | os.O_APPEND)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    os.environ.clear()
+    os.environ.update(env)
+    from . import worker
+    launcher = env.get("PARTPLAN_LAUNCHER_PID")
+    os.environ["PARTPLAN_LAUNCHER_PID"] = str(parent)
+    worker.die_with_launcher()                  # SIGKILL when the fork server exits; gone already: exit
+    os.environ["PARTPLAN_LAUNCHER_PID"] = launcher or ""
+    if launcher and launcher.isdigit():         # the launcher itself died before the fork server noticed
+        try:
+            os.kill(int(launcher), 0)
+        except ProcessLookupError:
+            worker._exit_now(137)
+        except PermissionError:
+            pass
+    worker._exit_now(worker.main(argv))
