@@ -43,14 +43,13 @@ import hashlib
 import json
 import os
 import re
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .._atomic import clean_stale, temp_prefix
+from .. import _atomic
+from .._atomic import clean_stale, discard_temp, make_temp_dir, release_temp
 from ..errors import GraphFormatError
 from ..graph import Graph
 from ._common import npy_claim_problem, npy_header
@@ -384,7 +383,7 @@ class ChunkedWriter:
                                    field="index_dtype")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         clean_stale(self.path)
-        self.tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(self.path), dir=self.path.parent))
+        self.tmp = make_temp_dir(self.path)   # locked while this process writes it
         self.n, self.weighted, self.directed, self.name = int(n), bool(weighted), bool(directed), str(name)
         self.index_dtype = index_dtype
         self.chunks: list[dict] = []
@@ -413,17 +412,21 @@ class ChunkedWriter:
             fh.write("\n")
         os.chmod(self.tmp, 0o755)
         chunk_info(self.tmp)            # what we wrote must read back
-        if self.path.exists():
-            old = Path(tempfile.mkdtemp(prefix=temp_prefix(self.path, "old"), dir=self.path.parent))
-            os.replace(self.path, old / "g")
-            os.replace(self.tmp, self.path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(self.tmp, self.path)
+        try:
+            if os.path.lexists(self.path):
+                _atomic.swap_dir(self.tmp, self.path)   # the old graph stays in place on any failure
+            else:
+                os.rename(self.tmp, self.path)
+        except OSError as exc:
+            from ..errors import OutputPathError
+            from .trust import printable
+            raise OutputPathError(f"{self.path}: the new chunked graph could not be moved into place "
+                                  f"({printable(exc.strerror or exc)}); the old one, if any, is unchanged") from None
+        release_temp(self.tmp)
         return self.path
 
     def abort(self) -> None:
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        discard_temp(self.tmp)
 
     def __enter__(self):
         return self

@@ -16,10 +16,8 @@ import json
 import mmap
 import os
 import re
-import shutil
 import stat
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -28,7 +26,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from .._atomic import clean_stale, temp_prefix
+from .. import _atomic
+from .._atomic import clean_stale, discard_temp, make_temp_dir, release_temp
 from ..errors import PlanError
 from ..program.plan import Plan, RankPlan
 from ..layouts import parse_layout
@@ -285,7 +284,7 @@ def write_plan(plan: Plan, path, *, created: str | None | bool = None,
         if progress is not None:
             progress("writing plan shards", total, total)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        discard_temp(tmp)
         raise
     plan.manifest = m
     return path
@@ -299,7 +298,7 @@ def begin_plan_dir(path: Path) -> Path:
     _check_target(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     clean_stale(path)  # temp dirs of writers killed before their rename
-    return Path(tempfile.mkdtemp(prefix=temp_prefix(path), dir=path.parent))
+    return make_temp_dir(path)   # locked while this process writes it
 
 
 def write_shard(tmp: Path, rp: RankPlan) -> dict:
@@ -314,8 +313,10 @@ def finish_plan_dir(tmp: Path, path: Path, manifest: dict, partition: dict, shar
                     created: str | None | bool = None) -> dict:
     """Write the partition file (``partition``: its arrays) and the manifest
     (``manifest`` + tool, ``created``, the partition file's and ``shards``'
-    entries) into ``tmp``, then rename ``tmp`` onto ``path``. Returns the
-    manifest written. The caller removes ``tmp`` on failure."""
+    entries) into ``tmp``, then rename ``tmp`` onto ``path`` (an existing
+    plan is replaced without ever being lost: :func:`partplan._atomic.swap_dir`).
+    Returns the manifest written. The caller removes ``tmp`` on failure
+    (:func:`partplan._atomic.discard_temp`)."""
     m = dict(manifest)
     from .._version import __version__
     m["tool"] = {"name": "partplan", "version": __version__}
@@ -347,35 +348,27 @@ def _check_target(path: Path) -> None:
 def _swap_in(tmp: Path, path: Path) -> None:
     """Rename the finished plan ``tmp`` onto ``path`` (under the parent's lock,
     the target checked again inside it: another writer may have put a plan
-    there meanwhile, never something else)."""
+    there meanwhile, never something else). An existing plan is exchanged
+    for the new one in one step where the platform allows, else moved aside
+    and moved back on any failure (:func:`partplan._atomic.swap_dir`): a
+    failure leaves the old plan at ``path``, never nothing."""
     with _dir_lock(path.parent):
         for _ in range(8):
             _check_target(path)
-            if not os.path.lexists(path):
-                try:
-                    os.rename(tmp, path)  # an empty directory at path is replaced too
-                    return
-                except OSError as exc:
-                    if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
-                        raise PlanError(f"{path}: the new plan could not be moved into place "
-                                        f"({exc.strerror})") from None
-                    continue  # a concurrent writer (without the lock) got there first: check again
-            old = Path(tempfile.mkdtemp(prefix=temp_prefix(path, "old"), dir=path.parent))
             try:
-                try:
-                    os.rename(path, old / "plan")
-                except FileNotFoundError:
-                    continue  # gone meanwhile: try again
-                try:
-                    os.rename(tmp, path)
-                except OSError as exc:
-                    if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
-                        raise PlanError(f"{path}: the new plan could not be moved into place "
-                                        f"({exc.strerror})") from None
-                    continue
-                return
-            finally:
-                shutil.rmtree(old, ignore_errors=True)
+                if not os.path.lexists(path):
+                    os.rename(tmp, path)  # an empty directory at path is replaced too
+                else:
+                    _atomic.swap_dir(tmp, path)
+            except FileNotFoundError:
+                continue  # gone meanwhile: check again
+            except OSError as exc:
+                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                    continue  # a concurrent writer (without the lock) got there first: check again
+                raise PlanError(f"{path}: the new plan could not be moved into place "
+                                f"({printable(exc.strerror or exc)}); the old plan, if any, is unchanged") from None
+            release_temp(tmp)
+            return
         raise PlanError(f"{path}: other writers kept replacing the plan; gave up after 8 tries")
 
 
