@@ -18,10 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from partplan import Graph, PlanError
-from partplan import _atomic
-from partplan.errors import OutputPathError
+from partplan import Graph, PlanError, _atomic
 from partplan._atomic import atomic_path, clean_stale, rename_exchange, temp_prefix
+from partplan.errors import OutputPathError
 from partplan.io.chunked import read_chunked, write_chunked
 from partplan.plan import build_plan, read_manifest, write_plan
 
