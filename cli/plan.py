@@ -60,10 +60,24 @@ def register(subparsers) -> None:
                    help="build with N processes (gloo), each reading only its chunks: needs a chunked GRAPH "
                         "directory (`partplan convert G DIR --chunks C`), layout 1d and N <= ranks (each "
                         "process builds a run of whole ranks; ~380 MiB of torch+gloo per process)")
+    p.add_argument("--timeout", type=_seconds, default=None, metavar="S",
+                   help="with --nprocs: seconds a process waits on a peer before the build ends in one error "
+                        "(default 120)")
     p.add_argument("--json", action="store_true", help="print the manifest summary as JSON")
     from ._topology import add_topology_args
     add_topology_args(p)
     p.set_defaults(func=run)
+
+
+def _seconds(text: str) -> float:
+    """argparse type: a finite number of seconds > 0."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not (0 < v < 1e9):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text}")
+    return v
 
 
 def run(args) -> int:
@@ -155,8 +169,11 @@ def _run_distributed(args, out: Path) -> int:
                         f"{' from -k' if args.k is not None else ' = max part id + 1'}): use --nprocs <= {k} "
                         f"(each process builds one or more whole ranks)")
     backward = {"auto": None, "separate": True, "none": False}[args.backward]
+    from partplan.jobs.build import DEFAULT_TIMEOUT_S
+    timeout = DEFAULT_TIMEOUT_S if args.timeout is None else args.timeout
     res = build_distributed(args.graph, args.partition, k, out, nprocs=args.nprocs, f=args.features,
-                            dtype=args.dtype, meta={"partition_file": str(args.partition)}, backward=backward)
+                            dtype=args.dtype, meta={"partition_file": str(args.partition)}, backward=backward,
+                            timeout_s=timeout)
     if res is None:  # not process 0 under torchrun
         return 0
     if args.json:

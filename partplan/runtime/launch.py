@@ -68,6 +68,7 @@ def _last_error(text: str) -> str:
 
 
 STOP_GRACE_S = 2.0          # seconds between SIGTERM and SIGKILL when workers are stopped
+DEAD_PEER_GRACE_S = 5.0     # seconds the survivors of a worker killed by a signal get to end by themselves
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 RUN_PREFIX = "partplan-run-"  # the job folder: RUN_PREFIX + <launcher pid> + "-" + random
 STORE_ENV = "PARTPLAN_STORE"  # FileStore path for the workers of a local job
@@ -187,7 +188,10 @@ def launch(config: dict, nprocs: int, *, worker, timeout_s: float = 60.0, thread
 
     The deadline is generous (start-up + 4 × timeout + the config's own
     ``deadline_s`` if given): workers time out by themselves first; a worker
-    still alive after it is killed and reported.
+    still alive after it is killed and reported. A worker that fails ends
+    the job within ``timeout_s`` + 30 s; a worker killed by a signal (a dead
+    peer) within :data:`DEAD_PEER_GRACE_S` (or ``timeout_s`` when shorter):
+    its survivors are stopped and the one error names the dead rank.
     """
     if nprocs < 1:
         raise CommError(f"--nprocs must be >= 1, got {nprocs}")
@@ -226,20 +230,28 @@ def launch(config: dict, nprocs: int, *, worker, timeout_s: float = 60.0, thread
                                                str(tmp / "config.json")],
                                               env=e, stdout=err, stderr=subprocess.STDOUT, start_new_session=True))
             deadline = time.monotonic() + 120 + 4 * timeout_s + float(config.get("deadline_s", 0))
-            killed = set()
-            first_fail = None
+            killed: set = set()
+            stopped: set = set()
+            first_fail, dead = None, None
             while any(p.poll() is None for p in procs) and not sigs.got:
                 now = time.monotonic()
                 if cfg.get("progress_file"):
                     shown = _echo_progress(cfg["progress_file"], shown)
                 if first_fail is None and any(p.poll() not in (None, 0) for p in procs):
                     first_fail = now
-                # survivors must notice a dead peer within their own timeout
-                if now > deadline or (first_fail is not None and now > first_fail + 2 * timeout_s + 30):
+                if dead is None and any((p.poll() or 0) < 0 for p in procs):
+                    dead = now   # a worker died of a signal: its peers wait on it in vain
+                if now > deadline or (first_fail is not None and now > first_fail + timeout_s + 30):
+                    # survivors must notice a failed peer within their own timeout
                     for r, p in enumerate(procs):
                         if p.poll() is None:
                             os.killpg(p.pid, signal.SIGKILL)
                             killed.add(r)
+                    break
+                if dead is not None and now > dead + min(DEAD_PEER_GRACE_S, timeout_s):
+                    # a dead peer: its survivors are stopped after a short grace, whatever their timeout
+                    stopped = {r for r, p in enumerate(procs) if p.poll() is None}
+                    _stop(procs, grace=0.5)
                     break
                 time.sleep(0.05)
             if sigs.got:
@@ -253,7 +265,7 @@ def launch(config: dict, nprocs: int, *, worker, timeout_s: float = 60.0, thread
             _echo_progress(cfg["progress_file"], shown)
         codes = [p.returncode for p in procs]
         if any(codes):
-            raise CommError("the job failed — " + _failures(codes, errs, killed))
+            raise CommError("the job failed — " + _failures(codes, errs, killed, stopped))
         res = Path(cfg["result"])
         if not res.is_file():
             raise CommError("the job ended without a report from rank 0")
@@ -267,10 +279,11 @@ def launch(config: dict, nprocs: int, *, worker, timeout_s: float = 60.0, thread
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _failures(codes: list, errs: list, killed: set) -> str:
+def _failures(codes: list, errs: list, killed: set, stopped: set = frozenset()) -> str:
     """What the failed ranks said: each rank's own error line (``rank r: ...``
     joined by `` | ``), or the line once when every rank ended on the same
-    error (one the ranks agreed on)."""
+    error (one the ranks agreed on). Ranks in ``stopped`` were stopped by
+    the launcher because a peer died; they are not listed."""
     lines, said = [], []
     for r, (c, err) in enumerate(zip(codes, errs)):
         err.seek(0)
@@ -280,12 +293,15 @@ def _failures(codes: list, errs: list, killed: set) -> str:
     for r, (c, err) in enumerate(zip(codes, errs)):
         err.seek(0)
         text = err.read()
+        if r in stopped:
+            continue
         if r in killed:
             lines.append(f"rank {r}: still running after the deadline; killed")
         elif c and c < 0:
             last = _last_error(text)
             lines.append(f"rank {r}: killed by signal {signal.Signals(-c).name}"
-                         + (f" ({last[:300]})" if last else ""))
+                         + (f" ({last[:300]})" if last else "")
+                         + (f"; its peers were stopped ({', '.join(map(str, sorted(stopped)))})" if stopped else ""))
         elif c:
             lines.append(f"rank {r}: {_last_error(text) or f'exit status {c}'}")
     return " | ".join(lines)
