@@ -32,6 +32,7 @@ from ..errors import PlanError
 from ..program.plan import Plan, RankPlan
 from ..layouts import parse_layout
 from ..program.checks import check_manifest
+from ..io.arrowcheck import IpcProblem, ipc_batches
 from ..io.trust import load_json, printable
 from ..program.checks import shard_problems
 from ..program.schema import FORMAT, MANIFEST, PARTITION_FILE, REBUILD_HINT, SUPPORTED_VERSIONS, shard_name
@@ -81,9 +82,9 @@ def _open_plain(path: Path, what: str) -> tuple[int, os.stat_result]:
     """(fd, fstat) of a regular file of a plan, opened without following a
     symbolic link (``O_NOFOLLOW``): a plan's files are its own, a link could
     point anywhere. One PlanError naming the file otherwise."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
-        fd = os.open(path, flags)
+        fd = os.open(path, flags)   # non-blocking: a FIFO in a plan never blocks the open
     except FileNotFoundError:
         raise PlanError(f"{path}: {what} is missing (manifest lists it)") from None
     except OSError as exc:
@@ -94,7 +95,8 @@ def _open_plain(path: Path, what: str) -> tuple[int, os.stat_result]:
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
-        raise PlanError(f"{path}: {what} is not a regular file")
+        from ..io._common import file_kind
+        raise PlanError(f"{path}: {what} is {file_kind(st.st_mode)}, not a regular file")
     return fd, st
 
 
@@ -118,12 +120,29 @@ class _Mapped:
 
 
 def _parse_arrow(path: Path, buf) -> tuple[dict, dict[str, np.ndarray]]:
-    """(meta, arrays) of an Arrow IPC file in ``buf``, arrays zero-copy views."""
+    """(meta, arrays) of an Arrow IPC file in ``buf``, arrays zero-copy views.
+
+    Before pyarrow reads the batch, its footer and message header are read
+    here (:func:`partplan.io.arrowcheck.ipc_batches`): one record batch,
+    buffers inside their body, none compressed (a plan's shards are written
+    uncompressed; a compressed buffer could claim any size). The batch is
+    then validated in full (every array's declared length against its
+    buffers, offsets in range) before any value is touched."""
+    try:
+        batches = ipc_batches(buf)
+    except IpcProblem as exc:
+        raise PlanError(f"{path}: unreadable Arrow shard ({exc})") from None
+    if len(batches) != 1:
+        raise PlanError(f"{path}: expected 1 record batch, found {len(batches)}")
+    if batches[0].compressed:
+        raise PlanError(f"{path}: its buffers are compressed (they claim {batches[0].decompressed_bytes} bytes); "
+                        f"a plan's shards are stored uncompressed, refusing to decompress them")
     try:
         reader = ipc.open_file(buf)
         if reader.num_record_batches != 1:
             raise PlanError(f"{path}: expected 1 record batch, found {reader.num_record_batches}")
         batch = reader.get_batch(0)
+        batch.validate(full=True)
         raw = (reader.schema.metadata or {}).get(_META_KEY)
         if raw is None:
             raise PlanError(f"{path}: schema metadata 'partplan' is missing (not a partplan shard)")
