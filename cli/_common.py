@@ -15,6 +15,17 @@ __all__ = ["load_graph", "fraction", "nonneg_float", "nonneg_int", "positive_int
            "run_job_cmd"]
 
 
+def feature_width(text: str) -> int:
+    """argparse type: a feature width f in [1, MAX_F] — the range every plan
+    reader accepts (:data:`partplan.program.checks.MAX_F`), so no command
+    writes a plan its readers refuse."""
+    from partplan.program.checks import MAX_F
+    v = positive_int(text)
+    if v > MAX_F:
+        raise argparse.ArgumentTypeError(f"expected a feature width of at most {MAX_F} (2^24), got {v}")
+    return v
+
+
 def load_graph(spec: str, *, fetch: bool = False, symmetrize: bool = False):
     """A graph file (any format :func:`partplan.io.read_graph` reads) or a
     registered dataset name (:func:`partplan.datasets.load_graph`; with

@@ -26,7 +26,7 @@ import json
 import sys
 from pathlib import Path
 
-from partplan.cli._common import load_graph, positive_int
+from partplan.cli._common import feature_width, load_graph, positive_int
 
 
 def register(subparsers) -> None:
@@ -46,7 +46,7 @@ def register(subparsers) -> None:
                    help="1d (default), 1.5d:C or 2d:RxC; default: the layout saved with the partition, else 1d")
     p.add_argument("-k", type=positive_int, metavar="RANKS", help="number of ranks (default from the partition)")
     p.add_argument("-o", "--output", required=True, metavar="OUT.plan", help="plan directory to write")
-    p.add_argument("-f", "--features", type=positive_int, default=128, metavar="F",
+    p.add_argument("-f", "--features", type=feature_width, default=128, metavar="F",
                    help="feature width the plan is costed for (default 128)")
     p.add_argument("--dtype", choices=("float32", "float64", "float16", "bfloat16"), default="float32",
                    help="element type the plan is costed for (default float32)")

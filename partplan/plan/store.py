@@ -31,7 +31,7 @@ from .._atomic import clean_stale, discard_temp, make_temp_dir, release_temp
 from ..errors import PlanError
 from ..program.plan import Plan, RankPlan
 from ..layouts import parse_layout
-from ..program.checks import check_manifest
+from ..program.checks import MAX_F, check_manifest
 from ..io.arrowcheck import IpcProblem, ipc_batches
 from ..io.trust import load_json, printable
 from ..program.checks import shard_problems
@@ -286,6 +286,9 @@ def write_plan(plan: Plan, path, *, created: str | None | bool = None,
     Returns the plan directory path.
     """
     path = Path(path)
+    f = plan.manifest.get("f")
+    if isinstance(f, int) and not 1 <= f <= MAX_F:   # the writer never writes what a reader refuses
+        raise PlanError(f"{path}: a plan for f = {f} feature columns; plans are for f in [1, {MAX_F}]")
     tmp = begin_plan_dir(path)
     try:
         shards = []
@@ -344,6 +347,7 @@ def finish_plan_dir(tmp: Path, path: Path, manifest: dict, partition: dict, shar
                                 {"graph_fingerprint": m["graph"]["fingerprint"], "k": m["k"]})
     m["partition_file"] = {"file": PARTITION_FILE, "bytes": size, "sha256": digest}
     m["shards"] = shards
+    check_manifest(m, path / MANIFEST, parse_layout)   # what every reader checks: never written when it fails
     with open(tmp / MANIFEST, "w") as fh:
         json.dump(m, fh, indent=1, sort_keys=True, default=_json_default)
         fh.write("\n")
