@@ -601,8 +601,10 @@ class SharedOutput:
     reserved with ``posix_fallocate``) and tells the others its name and
     inode through one world all-reduce; a rank-0 failure (a full disk) is
     raised on every rank, before any work. :meth:`write` (every writing rank)
-    fills rows through an ``O_NOFOLLOW`` memory map of that same inode;
-    :meth:`finish` (every rank) barriers, then rank 0 fsyncs and renames. Two
+    fills rows through an ``O_NOFOLLOW`` memory map of that same inode and
+    notes the first non-finite value; :meth:`finish` (every rank) all-reduces
+    those notes (the job's barrier), refuses an output that overflowed, then
+    rank 0 fsyncs and renames. Two
     jobs writing one ``path`` each commit a complete file (the last rename
     wins). :meth:`discard` removes the temporary (rank 0)."""
 
@@ -644,20 +646,69 @@ class SharedOutput:
         return cls(path, tmp, (None, ino), dtype, shape, rank, comm)  # another node may see another st_dev
 
     def write(self, ids, rows) -> None:
-        """Set rows ``ids`` of the output to ``rows`` (this rank's part)."""
+        """Set rows ``ids`` of the output to ``rows`` (this rank's part); the
+        first non-finite value (NaN, ±inf) among them is remembered for
+        :meth:`finish` (one vectorized ``isfinite`` pass)."""
         import numpy as np
 
         from .._atomic import open_npy
+        rows = np.asarray(rows)
+        ids = np.asarray(ids)
+        if rows.dtype.kind in "fc":
+            bad = ~np.isfinite(rows)
+            if bad.any():
+                i, j = np.argwhere(bad)[0]
+                count = int(bad.sum())
+                first = getattr(self, "nonfinite", None)
+                total = count + (first[0] if first else 0)
+                if first is None:
+                    self.nonfinite = (total, int(ids[i]), int(j), bool(np.isnan(rows[i, j])) if rows.ndim == 2
+                                      else bool(np.isnan(rows[i])))
+                else:
+                    self.nonfinite = (total,) + first[1:]
         Z = open_npy(self.tmp, self.dtype, self.shape, self.ident)
-        Z[np.asarray(ids)] = rows
+        Z[ids] = rows
         if hasattr(Z, "flush"):
             Z.flush()
         del Z
 
-    def finish(self) -> Path:
-        """Every rank: wait until all rows are written; rank 0 commits (fsync, rename)."""
+    def finish(self, *, input_finite: bool = True, step: str | None = None) -> Path:
+        """Every rank: wait until all rows are written (one world all-reduce
+        that also sums what each rank's :meth:`write` saw); rank 0 commits
+        (fsync, rename). Non-finite values in the output: with
+        ``input_finite`` (the job's input held none) they were made by the
+        computation — float overflow (±inf) or inf − inf (NaN) — and every
+        rank raises the same :class:`~partplan.errors.PlanError` naming the
+        rank, the first entry and ``step``, nothing written; else the input
+        held them: a warning on stderr (rank 0) and the output is written."""
+        import numpy as np
+
         from .._atomic import commit
-        self.comm.barrier()
+        from ..errors import PlanError
+        world = int(getattr(self.comm, "world", 1) or 1)
+        vec = np.zeros(1 + 4 * world, dtype=np.float64)
+        mine = getattr(self, "nonfinite", None)
+        if mine is not None:
+            vec[0] = mine[0]
+            slot = 1 + 4 * (self.rank if world > 1 else 0)
+            vec[slot:slot + 4] = (mine[0], mine[1] + 1, mine[2], 1.0 if mine[3] else 0.0)
+        vec = self.comm.allreduce_world([vec], "sum")[0]
+        if vec[0]:
+            r = next(q for q in range(world) if vec[1 + 4 * q])
+            _, row, col, isnan = vec[1 + 4 * r:5 + 4 * r]
+            rank = f"rank {r}, first at " if world > 1 else "first at "
+            at = f"Z[{int(row) - 1}, {int(col)}] = {'nan' if isnan else 'inf'}"
+            where = f" at {step}" if step else ""
+            if input_finite:
+                why = ("NaN from inf - inf after an overflow" if isnan else
+                       f"the sums overflowed {np.dtype(self.dtype).name}")
+                raise PlanError(f"{self.path}: the output holds {int(vec[0])} non-finite values ({rank}{at}"
+                                f"{where}) computed from finite input: {why}; nothing written (use --dtype "
+                                f"float64 or scale the input)")
+            if self.rank == 0:
+                import sys
+                print(f"partplan: warning: {self.path}: the output holds {int(vec[0])} non-finite values "
+                      f"({rank}{at}{where}); the input held non-finite values", file=sys.stderr, flush=True)
         if self.rank == 0:
             commit(self.tmp, self.path, self.ident)
         return self.path
@@ -665,6 +716,8 @@ class SharedOutput:
     def discard(self) -> None:
         """Remove the temporary (rank 0; others leave it to rank 0)."""
         if self.rank == 0:
+            from .._atomic import release_temp
+            release_temp(self.tmp)
             try:
                 os.unlink(self.tmp)
             except OSError:
