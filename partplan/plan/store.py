@@ -484,8 +484,8 @@ def _check_graph(m: dict, graph, where: Path):
 def _peek_fingerprint(f: Path) -> str | None:
     """The graph fingerprint in a shard's schema metadata, or None if unreadable."""
     try:
-        with pa.memory_map(str(f), "r") as src:
-            raw = (ipc.open_file(src).schema.metadata or {}).get(_META_KEY)
+        mapped = _Mapped(f, "shard")   # a regular file, opened non-blocking without following a link
+        raw = (ipc.open_file(mapped.buf).schema.metadata or {}).get(_META_KEY)
         fp = load_json(raw, str(f)).get("graph_fingerprint") if raw else None
         return fp if isinstance(fp, str) else None
     except Exception:  # any damage: fall back to the size/checksum message
