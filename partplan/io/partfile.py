@@ -274,8 +274,15 @@ def _bounded_text(p: Path, fh, n: int) -> bytes:
                                  f"(at most {limit})")
         return fh.read()
     gz = gzip.GzipFile(fileobj=fh, mode="rb")
+    parts, got = [], 0
     try:
-        raw = gz.read(limit + 1)
+        while got <= limit:   # in 4 MiB pieces: a read of n bytes would allocate n up front
+            piece = gz.read(min(4 << 20, limit + 1 - got))
+            if not piece:
+                break
+            parts.append(piece)
+            got += len(piece)
+        raw = b"".join(parts)
     except (OSError, EOFError, zlib.error) as exc:
         at = gzip_corrupt_line(p)
         where = (f"line {at}: corrupt or truncated compressed file ({exc}); the data stops decompressing on "
