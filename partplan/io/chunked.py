@@ -227,10 +227,11 @@ def _npy_slice(f: Path, dtype: np.dtype, length: int, start: int, count: int, fi
     """``count`` elements from ``start`` of the 1-D .npy file ``f``, whose
     header must say ``dtype`` and ``length`` (checked against the file size
     before reading). Reads only those bytes (no memory map)."""
-    if not f.is_file():
-        raise GraphFormatError("file is missing (the header lists it)", f, field=field)
+    from ._common import open_regular
+    fd, _ = open_regular(f, follow=False, error=lambda problem: GraphFormatError(
+        "file is missing (the header lists it)" if problem == "file not found" else problem, f, field=field))
     try:
-        with open(f, "rb") as fh:
+        with os.fdopen(fd, "rb") as fh:   # a regular file of the folder itself: never through a link
             shape, dt, hl = npy_header(fh)
             size = os.fstat(fh.fileno()).st_size
             problem = npy_claim_problem(shape, dt, size - hl)

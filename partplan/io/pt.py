@@ -56,12 +56,12 @@ def load_pt(path: str | os.PathLike) -> Any:
         import torch
     except ImportError:
         raise BackendUnavailableError(f"{p}: reading .pt files needs torch (pip install torch)") from None
-    if not p.is_file():
-        raise GraphFormatError("file not found" if not p.exists() else "not a regular file", p)
+    from ._common import open_regular
+    fd, _ = open_regular(p)   # a regular file (a FIFO or a pipe never blocks the reader)
     allowed = pyg_safe_globals()
     try:
-        with torch.serialization.safe_globals(allowed):
-            obj = torch.load(p, weights_only=True, map_location="cpu")
+        with torch.serialization.safe_globals(allowed), os.fdopen(fd, "rb") as fh:
+            obj = torch.load(fh, weights_only=True, map_location="cpu")
     except pickle.UnpicklingError as exc:
         m = re.search(r"GLOBAL ([\w.]+)", str(exc))
         what = f" (it pickles {m.group(1)})" if m else ""

@@ -212,3 +212,21 @@ def test_graph_file_through_a_symlink_still_reads(tmp_path):
     write_graph(g, tmp_path / "g.mtx")
     (tmp_path / "link.mtx").symlink_to(tmp_path / "g.mtx")
     assert read_graph(tmp_path / "link.mtx").nnz == g.nnz
+
+
+def test_chunk_array_through_a_symlink_is_refused(tmp_path):
+    from partplan.io.chunked import read_chunked, write_chunked
+    out = write_chunked(_grid(4, 4), tmp_path / "g.chunks", chunks=2)
+    f = sorted(out.glob("*.npy"))[0]
+    target = tmp_path / "elsewhere.npy"
+    f.rename(target)
+    f.symlink_to(target)
+    with pytest.raises(GraphFormatError, match="symbolic link"):
+        read_chunked(out)
+
+
+def test_fifo_edge_table_and_pt_graph_are_refused_without_blocking(tmp_path):
+    for name in ("e.parquet", "g.pt"):
+        os.mkfifo(tmp_path / name)
+        with no_hang(), pytest.raises(GraphFormatError, match="FIFO"):
+            read_graph(tmp_path / name)
