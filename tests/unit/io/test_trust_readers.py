@@ -24,9 +24,9 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import pytest
+from pyarrow import ipc
 
 from partplan import Graph, PlanError
 from partplan.errors import GraphFormatError, PartitionError
@@ -179,7 +179,7 @@ def test_parquet_row_count_checked_before_reading(tmp_path, monkeypatch):
 
 
 def test_feather_batch_lengths_checked_before_decompressing(tmp_path):
-    import pyarrow.feather as feather
+    from pyarrow import feather
     p = tmp_path / "p.feather"
     feather.write_feather(pa.table({"part": np.zeros(5000, dtype=np.int64)}), p, compression="zstd")
     with pytest.raises(PartitionError, match="has 5000 part ids"):
@@ -217,7 +217,7 @@ def test_graph_file_through_a_symlink_still_reads(tmp_path):
 def test_chunk_array_through_a_symlink_is_refused(tmp_path):
     from partplan.io.chunked import read_chunked, write_chunked
     out = write_chunked(_grid(4, 4), tmp_path / "g.chunks", chunks=2)
-    f = sorted(out.glob("*.npy"))[0]
+    f = min(out.glob("*.npy"))
     target = tmp_path / "elsewhere.npy"
     f.rename(target)
     f.symlink_to(target)
