@@ -282,26 +282,31 @@ def launch(config: dict, nprocs: int, *, worker, timeout_s: float = 60.0, thread
 def _failures(codes: list, errs: list, killed: set, stopped: set = frozenset()) -> str:
     """What the failed ranks said: each rank's own error line (``rank r: ...``
     joined by `` | ``), or the line once when every rank ended on the same
-    error (one the ranks agreed on). Ranks in ``stopped`` were stopped by
-    the launcher because a peer died; they are not listed."""
+    error (one the ranks agreed on). When a rank was killed by a signal (a
+    dead peer), only the dead ranks are named: the others' errors (a closed
+    connection, a timeout, or being stopped by the launcher: ``stopped``)
+    are its consequence."""
     lines, said = [], []
     for r, (c, err) in enumerate(zip(codes, errs)):
         err.seek(0)
         said.append(_last_error(err.read()) if c and c > 0 and r not in killed else None)
     if said[0] and len(set(said)) == 1:
         return said[0]
+    dead = [r for r, c in enumerate(codes) if c and c < 0 and r not in killed]
+    if dead:   # a worker killed by a signal: the others' errors are its echo (a closed connection, a timeout)
+        others = [r for r in range(len(codes)) if r not in dead]
+        for r in dead:
+            errs[r].seek(0)
+            last = _last_error(errs[r].read())
+            lines.append(f"rank {r}: killed by signal {signal.Signals(-codes[r]).name}"
+                         + (f" ({last[:300]})" if last else ""))
+        return " | ".join(lines) + (f"; the other ranks ({', '.join(map(str, others))}) then stopped"
+                                    if others else "")
     for r, (c, err) in enumerate(zip(codes, errs)):
         err.seek(0)
         text = err.read()
-        if r in stopped:
-            continue
         if r in killed:
             lines.append(f"rank {r}: still running after the deadline; killed")
-        elif c and c < 0:
-            last = _last_error(text)
-            lines.append(f"rank {r}: killed by signal {signal.Signals(-c).name}"
-                         + (f" ({last[:300]})" if last else "")
-                         + (f"; its peers were stopped ({', '.join(map(str, sorted(stopped)))})" if stopped else ""))
         elif c:
             lines.append(f"rank {r}: {_last_error(text) or f'exit status {c}'}")
     return " | ".join(lines)
