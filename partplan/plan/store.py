@@ -258,8 +258,12 @@ def stamp_created(manifest: dict, created: str | None | bool) -> None:
     (or ``$SOURCE_DATE_EPOCH``) for None, nothing for False."""
     if created is None:
         epoch = os.environ.get("SOURCE_DATE_EPOCH")
-        now = (_dt.datetime.fromtimestamp(int(epoch), _dt.timezone.utc) if epoch
-               else _dt.datetime.now(_dt.timezone.utc))
+        try:
+            now = (_dt.datetime.fromtimestamp(int(epoch), _dt.timezone.utc) if epoch
+                   else _dt.datetime.now(_dt.timezone.utc))
+        except (ValueError, OverflowError, OSError):
+            raise PlanError(f"SOURCE_DATE_EPOCH = {printable(epoch)[:40]!r} is not a time in seconds since "
+                            f"1970 (unset it or give an integer)") from None
         created = now.replace(microsecond=0).isoformat()
     if created is not False:
         manifest["created"] = created
