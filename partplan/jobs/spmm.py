@@ -67,8 +67,8 @@ def check_feature_budget(cfg: dict) -> None:
 
     from ..io._common import npy_header, open_regular
     from ..io.budget import check_array_bytes
-    from ..plan.store import read_manifest
-    n = int(read_manifest(cfg["plan"])["graph"]["n"])
+    from ..plan.store import plan_rows
+    n = plan_rows(cfg["plan"])
     dtype = np.dtype(cfg.get("dtype") or "float32") if cfg.get("dtype") in (None, "float32", "float64") else None
     if cfg.get("features"):
         path = cfg["features"]
@@ -76,10 +76,10 @@ def check_feature_budget(cfg: dict) -> None:
         with os.fdopen(fd, "rb") as fh:
             try:
                 shape, hdtype, _ = npy_header(fh)
-            except (ValueError, EOFError, OSError) as exc:
-                raise PlanError(f"{path}: not a readable .npy array ({exc})") from None
+            except (ValueError, EOFError, OSError):
+                return   # not a .npy: the runtime's own check (spmm_config) names what it is
         if len(shape) != 2:
-            raise PlanError(f"{path}: features must be an n × f array, got shape {tuple(shape)}")
+            return       # likewise: spmm_config refuses the shape with its own message
         f = int(shape[1])
         itemsize = max(hdtype.itemsize, dtype.itemsize if dtype is not None else 0)
         check_array_bytes(n, f, itemsize, f"{path}: features of width f = {f}", path=path, field="shape",

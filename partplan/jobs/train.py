@@ -62,8 +62,8 @@ def check_model_budget(cfg: dict) -> None:
     width × itemsize for activations, their gradients and the optimizer's
     state (4 copies), n from the plan's manifest."""
     from ..io.budget import check_array_bytes
-    from ..plan.store import read_manifest
-    n = int(read_manifest(cfg["plan"])["graph"]["n"])
+    from ..plan.store import plan_rows
+    n = plan_rows(cfg["plan"])
     itemsize = 8 if cfg.get("dtype") == "float64" else 4
     hidden = int(cfg.get("hidden") or 16)
     feats = int(cfg.get("random_features") or 0)

@@ -564,6 +564,15 @@ def load_rank(path, rank: int, *, manifest: dict | None = None, verify: bool = T
     return rp
 
 
+def plan_rows(path) -> int:
+    """The plan's ``graph.n`` once it is checked against its partition file
+    (what a job sizes its buffers by, before it reads any shard)."""
+    path = Path(path)
+    m = read_manifest(path)
+    _check_n(path, m)
+    return int(m["graph"]["n"])
+
+
 def _check_n(path: Path, m: dict) -> None:
     """``graph.n`` is bounded by the partition file (int64 ``part`` of length
     n): a manifest claiming more rows than that file can hold is refused
