@@ -154,12 +154,18 @@ def chunk_info(path) -> ChunkInfo:
         raise GraphFormatError("not a chunked graph directory (no such directory)", p)
     if not hf.is_file():
         raise GraphFormatError(f"missing {HEADER} (not a chunked graph, or an interrupted write)", p)
-    if hf.stat().st_size > 64 << 20:
-        raise GraphFormatError(f"header is {hf.stat().st_size} bytes (more than 64 MiB)", hf)
-    try:
-        h = json.loads(hf.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise GraphFormatError(f"not valid JSON ({exc})", hf) from None
+    from ..errors import PlanError
+    from ._common import open_regular
+    from .trust import load_json
+    fd, st = open_regular(hf, follow=False)
+    with os.fdopen(fd, "rb") as fh:
+        if st.st_size > 64 << 20:
+            raise GraphFormatError(f"header is {st.st_size} bytes (more than 64 MiB)", hf)
+        raw = fh.read(st.st_size + 1)
+    try:   # nesting depth, integer length and NaN bounded before parsing
+        h = load_json(raw, "header")
+    except PlanError as exc:
+        raise GraphFormatError(str(exc).removeprefix("header: "), hf) from None
     if not isinstance(h, dict):
         raise GraphFormatError("must be a JSON object", hf)
     if h.get("format") != FORMAT:
@@ -395,10 +401,18 @@ class ChunkedWriter:
         i = len(self.chunks)
         names = chunk_file_names(i)
         rows = int(indptr.size) - 1
-        np.save(self.tmp / names["indptr"], np.ascontiguousarray(indptr, dtype="<i8"))
-        np.save(self.tmp / names["indices"], np.ascontiguousarray(indices, dtype=INDEX_DTYPES[self.index_dtype]))
-        if self.weighted:
-            np.save(self.tmp / names["data"], np.ascontiguousarray(data, dtype="<f8"))
+        try:
+            np.save(self.tmp / names["indptr"], np.ascontiguousarray(indptr, dtype="<i8"))
+            np.save(self.tmp / names["indices"],
+                    np.ascontiguousarray(indices, dtype=INDEX_DTYPES[self.index_dtype]))
+            if self.weighted:
+                np.save(self.tmp / names["data"], np.ascontiguousarray(data, dtype="<f8"))
+        except OSError as exc:   # a full disk, a quota, the folder gone: one error, the old graph untouched
+            from .. import _atomic
+            from ..errors import OutputPathError
+            if exc.errno in _atomic._NO_SPACE:
+                raise _atomic._space_error(self.path, exc) from None
+            raise OutputPathError(f"{self.path}: chunk {i} could not be written ({exc.strerror or exc})") from None
         self.chunks.append({"row_lo": self.next_row, "row_hi": self.next_row + rows, "nnz": int(indices.size),
                             "indptr": names["indptr"], "indices": names["indices"],
                             "data": names["data"] if self.weighted else None})

@@ -309,6 +309,12 @@ def write_plan(plan: Plan, path, *, created: str | None | bool = None,
         m = finish_plan_dir(tmp, path, plan.manifest, garr, shards, created=created)
         if progress is not None:
             progress("writing plan shards", total, total)
+    except OSError as exc:   # a full disk, a quota, an I/O error while writing the temporary
+        discard_temp(tmp)
+        if exc.errno in _atomic._NO_SPACE:
+            raise _atomic._space_error(path, exc) from None
+        raise PlanError(f"{path}: the plan could not be written ({printable(exc.strerror or exc)}); "
+                        f"the old plan, if any, is unchanged") from None
     except BaseException:
         discard_temp(tmp)
         raise
