@@ -146,6 +146,52 @@ def test_budgets_refused_before_any_work(plan, tmp_path, capsys):
     rc, _, err = run_cli(["partition", mtx, "-k", 2, "-f", 1 << 40, "-o", tmp_path / "x.plan"], capsys)
     one_line(rc, err, 2, "-f", str(1 << 24))
     assert not (tmp_path / "x.plan").exists()
+    for argv, needle in ((["analyze", mtx, "-k", 2, "--partition", tmp_path / "p.npy", "--topology", "tree:100x100"],
+                          "10000 ranks, but -k is 2"),
+                         (["datasets", "generate", "rmat", "--scale", 36, "-o", tmp_path / "r.mtx"], "--scale"),
+                         (["datasets", "generate", "grid2d", "--nx", 10 ** 6, "--ny", 10 ** 6, "-o",
+                           tmp_path / "g.mtx"], "--nx / --ny")):
+        np.save(tmp_path / "p.npy", np.arange(N) % 2)
+        t0 = time.monotonic()
+        rc, _, err = run_cli(argv, capsys)
+        one_line(rc, err, 2, needle)
+        assert time.monotonic() - t0 < 10
+    assert sorted(listing(tmp_path)) == ["g.plan", "p.npy"]
+
+
+def test_full_disk_while_writing_a_plan_keeps_the_old_one(plan, monkeypatch):
+    import errno
+
+    from partplan.errors import OutputPathError
+    from partplan.plan import read_manifest, store
+    g, path, _ = plan
+    before = {p.name: p.read_bytes() for p in path.iterdir()}
+
+    def full(*a, **kw):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(store, "_write_arrow", full)
+    with pytest.raises(OutputPathError, match="not enough space"):
+        write_plan(build_plan(g, np.arange(N) % 3, 3), path)
+    assert {p.name: p.read_bytes() for p in path.iterdir()} == before and read_manifest(path)["k"] == 2
+    assert listing(path.parent) == ["g.plan"]
+
+
+def test_bidi_override_breaks_the_plain_name_rule():
+    from partplan.io.trust import plain_name, plain_name_problem
+    assert plain_name_problem("ab\u202ecd") and plain_name("ab\u202ecd") == "ab_cd"
+    assert plain_name_problem("graph-1") is None
+
+
+def test_chunked_header_with_deep_nesting_is_one_error(tmp_path):
+    from partplan.errors import GraphFormatError
+    from partplan.io.chunked import chunk_info, write_chunked
+    out = write_chunked(_graph(), tmp_path / "g.chunks", chunks=2)
+    (out / "header.json").write_text("[" * 100000 + "]" * 100000)
+    with pytest.raises(GraphFormatError, match="nested"):
+        chunk_info(out)
+    (out / "header.json").write_text('{"n": ' + "9" * 5000 + "}")
+    with pytest.raises(GraphFormatError, match="digits"):
+        chunk_info(out)
 
 
 def test_non_finite_output_is_one_error_and_no_file(plan, tmp_path, capsys):
