@@ -103,21 +103,25 @@ def _sweep_stale_runs() -> list[str]:
 
 
 def _remove_job_temps(tmp: Path) -> None:
-    """Unlink the output temporaries the workers logged in ``tmp/temps``
-    (:mod:`partplan._atomic`): those of workers that were killed."""
+    """Remove the output temporaries the workers logged in ``tmp/temps``
+    (:mod:`partplan._atomic`: files, and the folders of a plan being
+    written): those of workers that were killed."""
     try:
         lines = (tmp / "temps").read_text(errors="surrogateescape").splitlines()
     except OSError:
         return
     import stat as _stat
-    tmpname = re.compile(r"^\..+\.tmp-\d+-[0-9a-f]+(\.[A-Za-z0-9]+)?$")
+    tmpname = re.compile(r"^\..+\.tmp-\d+-[A-Za-z0-9_]+(\.[A-Za-z0-9]+)?$")
     for ln in lines:
         q = Path(ln)
         if not tmpname.match(q.name):
             continue
         try:
-            if _stat.S_ISREG(os.lstat(q).st_mode):
+            mode = os.lstat(q).st_mode
+            if _stat.S_ISREG(mode):
                 os.unlink(q)
+            elif _stat.S_ISDIR(mode):    # a plan or chunked graph being written (never through a link)
+                shutil.rmtree(q, ignore_errors=True)
         except OSError:
             pass
 
