@@ -105,6 +105,8 @@ def read_pt(path: str | os.PathLike, *, symmetrize: bool = False, self_loops: st
             raise GraphFormatError(f"a tensor of shape {tuple(obj.shape)} where a graph is expected: a .pt "
                                    f"graph holds a PyG Data or an edge_index tensor of shape (2, E)", p,
                                    field="edge_index")
+        from ._pyg import check_tensor_sizes
+        check_tensor_sizes(obj, num_nodes, None, str(p))
         g = Graph.from_edge_index(obj, num_nodes, flow=flow, name=name, source=str(p))
     if symmetrize or self_loops != "keep" or drop_isolated:
         g = g.normalize(symmetrize=symmetrize, self_loops=self_loops, dedupe=True, drop_isolated=drop_isolated)

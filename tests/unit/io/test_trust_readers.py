@@ -230,3 +230,20 @@ def test_fifo_edge_table_and_pt_graph_are_refused_without_blocking(tmp_path):
         os.mkfifo(tmp_path / name)
         with no_hang(), pytest.raises(GraphFormatError, match="FIFO"):
             read_graph(tmp_path / name)
+
+
+def test_pt_graph_sizes_and_layouts_checked_before_building(tmp_path):
+    torch = pytest.importorskip("torch")
+    data_mod = pytest.importorskip("torch_geometric.data")
+    ei = torch.tensor([[0, 1], [1, 2]])
+    cases = {"huge_n.pt": (data_mod.Data(edge_index=ei, num_nodes=2 ** 62), "num_nodes"),
+             "far_id.pt": (torch.tensor([[0, 2 ** 40], [1, 2]]), "memory budget"),
+             "sparse.pt": (ei.to_sparse(), "sparse_coo tensor"),
+             "meta.pt": (data_mod.Data(edge_index=torch.empty((2, 3), dtype=torch.long, device="meta")),
+                         "meta tensor")}
+    for name, (obj, needle) in cases.items():
+        torch.save(obj, tmp_path / name)
+        with pytest.raises(GraphFormatError, match=needle):
+            read_graph(tmp_path / name)
+    torch.save(data_mod.Data(edge_index=ei, num_nodes=3), tmp_path / "ok.pt")
+    assert read_graph(tmp_path / "ok.pt").n == 3
