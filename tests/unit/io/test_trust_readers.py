@@ -239,7 +239,7 @@ def test_pt_graph_sizes_and_layouts_checked_before_building(tmp_path):
     cases = {"huge_n.pt": (data_mod.Data(edge_index=ei, num_nodes=2 ** 62), "num_nodes"),
              "far_id.pt": (torch.tensor([[0, 2 ** 40], [1, 2]]), "memory budget"),
              "sparse.pt": (ei.to_sparse(), "sparse_coo tensor"),
-             "meta.pt": (data_mod.Data(edge_index=torch.empty((2, 3), dtype=torch.long, device="meta")),
+             "meta.pt": (data_mod.Data(edge_index=torch.empty((2, 3), dtype=torch.long, device="meta"), num_nodes=3),
                          "meta tensor")}
     for name, (obj, needle) in cases.items():
         torch.save(obj, tmp_path / name)
