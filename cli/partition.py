@@ -28,7 +28,7 @@ from pathlib import Path
 
 from partplan.errors import BackendUnavailableError, PartitionError
 from ._common import fraction as _fraction
-from ._common import feature_width, load_graph, nonneg_float
+from ._common import check_feature_width, load_graph, nonneg_float
 from ._common import positive_int as _positive_int
 
 
@@ -87,7 +87,7 @@ def register(subparsers) -> None:
     p.add_argument("--volume-tolerance", type=nonneg_float, default=None, help=_help("--volume-tolerance"))
     p.add_argument("--hub-factor", type=nonneg_float, default=None, help=_help("--hub-factor"))
     p.add_argument("--symmetrize", action="store_true", help="symmetrize the graph after reading")
-    p.add_argument("-f", "--features", type=feature_width, default=_default("--features"), help=_help("--features"))
+    p.add_argument("-f", "--features", type=_positive_int, default=_default("--features"), help=_help("--features"))
     p.add_argument("--dtype", default=_default("--dtype"), help=_help("--dtype"))
     p.add_argument("-o", "--output", metavar="OUT", default=None,
                    help="output file: .npy / .part / .part.K / .parquet (partition) or .plan (communication plan); "
@@ -148,6 +148,8 @@ def _options(args, progress) -> dict:
 def run(args) -> int:
     from partplan.partition.api import partition, save_partition
 
+    if args.features is not None:
+        check_feature_width(args.features)   # the range every plan reader accepts, before any work
     t_start = time.perf_counter()
 
     from partplan.partition.heartbeat import StderrProgress

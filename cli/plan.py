@@ -26,7 +26,12 @@ import json
 import sys
 from pathlib import Path
 
-from partplan.cli._common import feature_width, load_graph, positive_int
+from partplan.cli._common import (
+    check_feature_width,
+    load_graph,
+    nonneg_float,
+    positive_int,
+)
 
 
 def register(subparsers) -> None:
@@ -46,7 +51,7 @@ def register(subparsers) -> None:
                    help="1d (default), 1.5d:C or 2d:RxC; default: the layout saved with the partition, else 1d")
     p.add_argument("-k", type=positive_int, metavar="RANKS", help="number of ranks (default from the partition)")
     p.add_argument("-o", "--output", required=True, metavar="OUT.plan", help="plan directory to write")
-    p.add_argument("-f", "--features", type=feature_width, default=128, metavar="F",
+    p.add_argument("-f", "--features", type=positive_int, default=128, metavar="F",
                    help="feature width the plan is costed for (default 128)")
     p.add_argument("--dtype", choices=("float32", "float64", "float16", "bfloat16"), default="float32",
                    help="element type the plan is costed for (default float32)")
@@ -60,24 +65,13 @@ def register(subparsers) -> None:
                    help="build with N processes (gloo), each reading only its chunks: needs a chunked GRAPH "
                         "directory (`partplan convert G DIR --chunks C`), layout 1d and N <= ranks (each "
                         "process builds a run of whole ranks; ~380 MiB of torch+gloo per process)")
-    p.add_argument("--timeout", type=_seconds, default=None, metavar="S",
+    p.add_argument("--timeout", type=nonneg_float, default=None, metavar="S",
                    help="with --nprocs: seconds a process waits on a peer before the build ends in one error "
-                        "(default 120)")
+                        "(default 120; 0 = the default)")
     p.add_argument("--json", action="store_true", help="print the manifest summary as JSON")
     from ._topology import add_topology_args
     add_topology_args(p)
     p.set_defaults(func=run)
-
-
-def _seconds(text: str) -> float:
-    """argparse type: a finite number of seconds > 0."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not (0 < v < 1e9):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text}")
-    return v
 
 
 def run(args) -> int:
@@ -85,6 +79,7 @@ def run(args) -> int:
     from partplan.layouts import check_spec
     from partplan.plan import build_plan, write_plan
 
+    check_feature_width(args.features)   # the range every plan reader accepts, before any work
     out = Path(args.output)
     if out.suffix != ".plan":
         raise PlanError(f"{out}: the output of `partplan plan` must be a NAME.plan directory")
@@ -170,7 +165,7 @@ def _run_distributed(args, out: Path) -> int:
                         f"(each process builds one or more whole ranks)")
     backward = {"auto": None, "separate": True, "none": False}[args.backward]
     from partplan.jobs.build import DEFAULT_TIMEOUT_S
-    timeout = DEFAULT_TIMEOUT_S if args.timeout is None else args.timeout
+    timeout = args.timeout or DEFAULT_TIMEOUT_S
     res = build_distributed(args.graph, args.partition, k, out, nprocs=args.nprocs, f=args.features,
                             dtype=args.dtype, meta={"partition_file": str(args.partition)}, backward=backward,
                             timeout_s=timeout)

@@ -144,7 +144,7 @@ def test_budgets_refused_before_any_work(plan, tmp_path, capsys):
         one_line(rc, err, 2, needle)
         assert time.monotonic() - t0 < 10
     rc, _, err = run_cli(["partition", mtx, "-k", 2, "-f", 1 << 40, "-o", tmp_path / "x.plan"], capsys)
-    one_line(rc, err, 2, "-f", str(1 << 24))
+    one_line(rc, err, 2, "-f: a feature width of 1099511627776", "2^24")
     assert not (tmp_path / "x.plan").exists()
     for argv, needle in ((["analyze", mtx, "-k", 2, "--partition", tmp_path / "p.npy", "--topology", "tree:100x100"],
                           "10000 ranks, but -k is 2"),
