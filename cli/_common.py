@@ -15,6 +15,18 @@ __all__ = ["load_graph", "fraction", "nonneg_float", "nonneg_int", "positive_int
            "run_job_cmd"]
 
 
+def check_feature_width(f: int, option: str = "-f") -> int:
+    """A feature width ``f`` in [1, MAX_F] — the range every plan reader
+    accepts (:data:`partplan.program.checks.MAX_F`), so no command writes a
+    plan its readers refuse. One OptionError naming the option, before any
+    work."""
+    from partplan.errors import OptionError
+    from partplan.program.checks import MAX_F
+    if not 1 <= int(f) <= MAX_F:
+        raise OptionError(f"{option}: a feature width of {f}; plans are costed for f in [1, {MAX_F}] (2^24)")
+    return int(f)
+
+
 def load_graph(spec: str, *, fetch: bool = False, symmetrize: bool = False):
     """A graph file (any format :func:`partplan.io.read_graph` reads) or a
     registered dataset name (:func:`partplan.datasets.load_graph`; with

@@ -30,11 +30,33 @@ def add_topology_args(p) -> None:
                         "hierarchical (partition again: METIS across domains first, then inside each)")
 
 
+def _check_preset_size(spec, k) -> None:
+    """A ``tree:AxBx...`` preset's ranks (the product of its fanouts) checked
+    before the topology is built (it holds ranks × ranks matrices): equal to
+    ``-k`` when given, and its matrices within the memory budget
+    (:mod:`partplan.io.budget`). One OptionError naming --topology."""
+    import re
+
+    from partplan.errors import OptionError
+    from partplan.io.budget import check_array_bytes
+    m = re.fullmatch(r"tree:(\d+(?:x\d+)+)(?::[^:]+)?", str(spec or "").strip().lower())
+    if not m:
+        return
+    ranks = 1
+    for f in m.group(1).split("x"):
+        ranks *= int(f)
+    if k is not None and ranks != int(k):
+        raise OptionError(f"--topology {spec}: {ranks} ranks, but -k is {k} (one rank per part)")
+    check_array_bytes(ranks, ranks, 8, f"{spec}: its {ranks} × {ranks} rank matrices", option="--topology",
+                      copies=4)
+
+
 class TopologyOptions(TopologyPlan):
     """The parsed --topology / --route / --map / --route-level of one command (``layout``: the
     command's --layout spec or None), as a :class:`~partplan.partition.topology_plan.TopologyPlan`."""
 
     def __init__(self, args, layout: str | None = None):
+        _check_preset_size(getattr(args, "topology", None), getattr(args, "k", None))
         super().__init__(getattr(args, "topology", None), getattr(args, "route", None),
                          getattr(args, "map_method", None), getattr(args, "route_level", None), layout)
 

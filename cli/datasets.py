@@ -193,10 +193,50 @@ def _generate_chunked(args) -> int:
     return 0
 
 
+def _check_generator_size(args) -> None:
+    """The graph a generator is asked for, against the memory budget
+    (:mod:`partplan.io.budget`), before anything is generated: n and the
+    nonzeros its options give (rmat: 2^scale vertices, 2 × edgefactor
+    nonzeros each; grids: the product of their sides; rgg: n × avg degree).
+    A chunked rmat holds one chunk at a time; its n must fit int64 ids."""
+    from partplan.errors import OptionError
+    from partplan.io._common import graph_bytes
+    from partplan.io.budget import human_bytes, memory_budget
+    g = args.generator
+    if g == "rmat":
+        if args.scale is None:
+            return
+        if args.scale > 40:
+            raise OptionError(f"--scale: {args.scale} gives 2^{args.scale} vertices; at most 40")
+        n, nnz, opt = 1 << args.scale, 2 * args.edgefactor << args.scale, "--scale / --edgefactor"
+        if args.chunks is not None:
+            return
+    elif g in ("grid2d", "grid3d"):
+        sides = [getattr(args, a, None) for a in (("nx", "ny") if g == "grid2d" else ("nx", "ny", "nz"))]
+        if any(v is None for v in sides):
+            return
+        n = 1
+        for v in sides:
+            n *= int(v)
+        nnz, opt = 2 * len(sides) * n, "--nx / --ny" + (" / --nz" if g == "grid3d" else "")
+    else:
+        if getattr(args, "n", None) is None:
+            return
+        import math
+        n, deg = int(args.n), float(getattr(args, "avg_degree", None) or 8)
+        nnz, opt = (int(n * deg) if math.isfinite(deg) and deg > 0 else n), "-n / --avg-degree"
+    need, budget = graph_bytes(n, nnz), memory_budget()
+    if need > budget:
+        raise OptionError(f"{opt}: a {g} graph of {n} vertices and about {nnz} nonzeros needs at least "
+                          f"{human_bytes(need)}, above the memory budget of {human_bytes(budget)} (raise it with "
+                          f"PARTPLAN_MAX_BYTES=<bytes>)")
+
+
 def run_generate(args) -> int:
     from partplan import datasets as ds
     from partplan.io.outpath import check_output_file
 
+    _check_generator_size(args)
     if args.chunks is not None:
         return _generate_chunked(args)
     check_output_file(args.output, kind="graph")

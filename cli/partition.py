@@ -28,7 +28,7 @@ from pathlib import Path
 
 from partplan.errors import BackendUnavailableError, PartitionError
 from ._common import fraction as _fraction
-from ._common import load_graph, nonneg_float
+from ._common import check_feature_width, load_graph, nonneg_float
 from ._common import positive_int as _positive_int
 
 
@@ -148,6 +148,8 @@ def _options(args, progress) -> dict:
 def run(args) -> int:
     from partplan.partition.api import partition, save_partition
 
+    if args.features is not None:
+        check_feature_width(args.features)   # the range every plan reader accepts, before any work
     t_start = time.perf_counter()
 
     from partplan.partition.heartbeat import StderrProgress

@@ -26,7 +26,12 @@ import json
 import sys
 from pathlib import Path
 
-from partplan.cli._common import load_graph, positive_int
+from partplan.cli._common import (
+    check_feature_width,
+    load_graph,
+    nonneg_float,
+    positive_int,
+)
 
 
 def register(subparsers) -> None:
@@ -60,6 +65,9 @@ def register(subparsers) -> None:
                    help="build with N processes (gloo), each reading only its chunks: needs a chunked GRAPH "
                         "directory (`partplan convert G DIR --chunks C`), layout 1d and N <= ranks (each "
                         "process builds a run of whole ranks; ~380 MiB of torch+gloo per process)")
+    p.add_argument("--timeout", type=nonneg_float, default=None, metavar="S",
+                   help="with --nprocs: seconds a process waits on a peer before the build ends in one error "
+                        "(default 120; 0 = the default)")
     p.add_argument("--json", action="store_true", help="print the manifest summary as JSON")
     from ._topology import add_topology_args
     add_topology_args(p)
@@ -71,6 +79,7 @@ def run(args) -> int:
     from partplan.layouts import check_spec
     from partplan.plan import build_plan, write_plan
 
+    check_feature_width(args.features)   # the range every plan reader accepts, before any work
     out = Path(args.output)
     if out.suffix != ".plan":
         raise PlanError(f"{out}: the output of `partplan plan` must be a NAME.plan directory")
@@ -155,8 +164,11 @@ def _run_distributed(args, out: Path) -> int:
                         f"{' from -k' if args.k is not None else ' = max part id + 1'}): use --nprocs <= {k} "
                         f"(each process builds one or more whole ranks)")
     backward = {"auto": None, "separate": True, "none": False}[args.backward]
+    from partplan.jobs.build import DEFAULT_TIMEOUT_S
+    timeout = args.timeout or DEFAULT_TIMEOUT_S
     res = build_distributed(args.graph, args.partition, k, out, nprocs=args.nprocs, f=args.features,
-                            dtype=args.dtype, meta={"partition_file": str(args.partition)}, backward=backward)
+                            dtype=args.dtype, meta={"partition_file": str(args.partition)}, backward=backward,
+                            timeout_s=timeout)
     if res is None:  # not process 0 under torchrun
         return 0
     if args.json:

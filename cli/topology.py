@@ -64,7 +64,9 @@ def run_show(args) -> int:
 
 
 def run_probe(args) -> int:
+    from partplan.io.outpath import check_output_file
     from partplan.runtime.probe import run_probe as probe
+    check_output_file(args.output, kind="any")   # an unwritable -o ends the probe before any process starts
     rep = probe(args.output, nprocs=args.nprocs, backend=args.backend, large=args.large, repeat=args.repeat,
                 timeout=args.timeout)
     if rep is None:  # not rank 0 under torchrun

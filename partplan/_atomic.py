@@ -4,10 +4,20 @@ failure leaves the old file (or none) in place. Plans (directories) have their
 own temp-dir + rename in :mod:`partplan.plan.store`.
 
 Temporary names carry the writer's process id (``.NAME.tmp-<pid>-XXXXXXXX``,
-:func:`temp_prefix`), so the next write to ``NAME`` can tell the leftovers of
-a writer killed with SIGKILL (its pid no longer runs) from a live concurrent
-writer, and remove them (:func:`clean_stale`). Leftovers without a pid (older
-partplan versions) are removed once they are :data:`STALE_SECONDS` old.
+:func:`temp_prefix`), and the writer holds an advisory ``flock`` on each of
+its temporaries (the file itself, or the temporary folder) for as long as it
+writes (:func:`lock_temp`). The next write to ``NAME`` removes a leftover only
+when nobody holds its lock (a writer killed with SIGKILL released it) and its
+pid runs no process here (:func:`clean_stale`): a live writer in another pid
+namespace (a container on a shared volume) holds its lock, so its temporary is
+kept whatever its pid says. Leftovers without a pid (older partplan versions)
+are removed once they are :data:`STALE_SECONDS` old.
+
+Replacing a folder (a plan, a chunked graph) never loses the old one:
+:func:`swap_dir` exchanges the two names in one step (``renameat2`` with
+``RENAME_EXCHANGE``) where the kernel and file system allow it; elsewhere it
+moves the old folder aside, moves the new one in, and moves the old one back
+when that fails.
 
 Trust: a temporary is created with ``O_CREAT | O_EXCL`` under a
 name that carries the pid and random characters (a planted file or symlink at
@@ -26,6 +36,7 @@ folder, so the launcher removes the temporaries of workers it had to kill.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import json
 import os
@@ -33,6 +44,7 @@ import re
 import secrets
 import shutil
 import stat
+import tempfile
 import time
 from pathlib import Path
 from typing import Iterator
@@ -96,7 +108,11 @@ def clean_stale(path: str | os.PathLike, *, now: float | None = None) -> list[Pa
         if not e.name.startswith(mine):  # cheap filter: a folder of many files is scanned at C speed
             continue
         m = with_pid.match(e.name)
+        lock = None
         if m:
+            lock = _try_lock(e.path)
+            if lock is None:  # its writer holds the lock (or the lock cannot be judged): live
+                continue
             stale = not _pid_alive(int(m.group(1)))
         elif legacy.match(e.name):
             try:
@@ -105,17 +121,187 @@ def clean_stale(path: str | os.PathLike, *, now: float | None = None) -> list[Pa
                 continue
         else:
             continue
-        if not stale:
-            continue
         try:
-            if e.is_dir(follow_symlinks=False):
-                shutil.rmtree(e.path)
-            else:
-                os.unlink(e.path)
-            removed.append(Path(e.path))
-        except OSError:
-            pass
+            if not stale:
+                continue
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    shutil.rmtree(e.path)
+                else:
+                    os.unlink(e.path)
+                removed.append(Path(e.path))
+            except OSError:
+                pass
+        finally:
+            if lock is not None:
+                os.close(lock)
     return removed
+
+
+# ----------------------------------------------------------------------------- writer locks
+# temporaries this process writes -> the descriptor holding their flock (closed when the temporary is
+# committed or removed: release_temp)
+_HELD: dict[str, int] = {}
+_O_LOCK = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+
+
+def lock_temp(tmp: str | os.PathLike, fd: int | None = None) -> None:
+    """Hold a shared ``flock`` on the temporary ``tmp`` (a file or a folder)
+    until :func:`release_temp`: the sign :func:`clean_stale` reads that its
+    writer is alive, in whatever pid namespace. ``fd``: an open descriptor of
+    ``tmp`` to lock (duplicated; the caller may close its own). Without flock
+    (another OS, a file system that refuses it) the temporary is left
+    unlocked and judged by its pid."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        return
+    try:
+        lfd = os.dup(fd) if fd is not None else os.open(tmp, _O_LOCK)
+    except OSError:
+        return
+    try:
+        fcntl.flock(lfd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        os.close(lfd)
+        return
+    old = _HELD.pop(str(tmp), None)
+    if old is not None:
+        os.close(old)
+    _HELD[str(tmp)] = lfd
+
+
+def release_temp(tmp: str | os.PathLike) -> None:
+    """Drop this process's lock on ``tmp`` (after it was renamed into place or removed)."""
+    fd = _HELD.pop(str(tmp), None)
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def discard_temp(tmp: str | os.PathLike) -> None:
+    """Remove the temporary ``tmp`` (file or folder) and drop its lock; never raises."""
+    try:
+        if os.path.isdir(tmp) and not os.path.islink(tmp):
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            os.unlink(tmp)
+    except OSError:
+        pass
+    release_temp(tmp)
+
+
+def make_temp_dir(path: str | os.PathLike) -> Path:
+    """A new temporary folder for ``path`` in its folder (``mkdtemp``: mode
+    0700, pid + random name, created exclusively), locked by this process
+    (:func:`lock_temp`) and logged for the launcher. Remove it with
+    :func:`discard_temp`; after it was renamed into place, :func:`release_temp`."""
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(p), dir=parent))
+    except OSError as exc:
+        if exc.errno in _NO_SPACE:
+            raise _space_error(p, exc) from None
+        raise
+    lock_temp(tmp)
+    _log_temp(str(tmp))
+    return tmp
+
+
+def _try_lock(path: str) -> int | None:
+    """An open descriptor holding the exclusive flock of ``path`` (its writer is
+    gone), or None when a writer holds it or it cannot be judged (no flock:
+    kept, judged again on the next write)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: pid only
+        return os.open(os.devnull, os.O_RDONLY)
+    try:
+        fd = os.open(path, _O_LOCK)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+# ----------------------------------------------------------------------------- replacing a folder
+RENAME_EXCHANGE = 2    # linux/fs.h
+_AT_FDCWD = -100
+
+
+def rename_exchange(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Swap the names ``a`` and ``b`` (both must exist) in one atomic step:
+    ``renameat2(..., RENAME_EXCHANGE)``. False where the C library, kernel or
+    file system cannot (nothing was changed); any other failure raises
+    OSError (nothing was changed either)."""
+    fn = _renameat2()
+    if fn is None:
+        return False
+    r = fn(_AT_FDCWD, os.fsencode(os.fspath(a)), _AT_FDCWD, os.fsencode(os.fspath(b)), RENAME_EXCHANGE)
+    if r == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), os.fspath(a), None, os.fspath(b))
+
+
+_RENAMEAT2 = []
+
+
+def _renameat2():
+    if not _RENAMEAT2:
+        fn = None
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fn = libc.renameat2
+            fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+            fn.restype = ctypes.c_int
+        except (OSError, AttributeError):
+            fn = None
+        _RENAMEAT2.append(fn)
+    return _RENAMEAT2[0]
+
+
+def swap_dir(tmp: str | os.PathLike, path: str | os.PathLike) -> None:
+    """Put the finished folder ``tmp`` at ``path``, which exists (the caller
+    checked it may be replaced), and remove the old folder. The old folder is
+    never lost: :func:`rename_exchange` swaps the two in one step where
+    possible; elsewhere the old folder is moved aside (into a locked
+    ``.NAME.old-*`` temporary), the new one moved in, and on any failure of
+    that second move the old one is moved back before the error is raised
+    (OSError; ``tmp`` is then still the new folder, for the caller to remove).
+    FileNotFoundError: ``path`` vanished meanwhile (nothing changed)."""
+    tmp, path = Path(tmp), Path(path)
+    if rename_exchange(tmp, path):
+        shutil.rmtree(tmp, ignore_errors=True)   # now the old folder
+        return
+    old = Path(tempfile.mkdtemp(prefix=temp_prefix(path, "old"), dir=path.parent))
+    lock_temp(old)
+    keep = False
+    try:
+        os.rename(path, old / "old")
+        try:
+            os.rename(tmp, path)
+        except BaseException:
+            try:
+                os.rename(old / "old", path)
+            except OSError:
+                keep = True   # neither the new nor the old folder could go to path: keep the old one
+                raise OSError(errno.EIO, f"{path} could not be replaced and the old folder could not be moved "
+                                         f"back; it is kept at {old / 'old'}") from None
+            raise
+    finally:
+        if keep:
+            _HELD.pop(str(old), None)  # its lock stays held while this process runs
+        else:
+            shutil.rmtree(old, ignore_errors=True)
+            release_temp(old)
 
 
 # errno values that mean "no room for this file" (disk full, quota, file too large for the fs)
@@ -168,14 +354,14 @@ def create_temp(path: str | os.PathLike, *, suffix: str = ".tmp", size: int | No
         break
     else:  # pragma: no cover - 100 collisions of 64 random bits
         raise FileExistsError(f"{p}: no free temporary name")
+    lock_temp(tmp, fd)
     _log_temp(str(tmp))
     if size:
         try:
             reserve(fd, int(size), p)
         except BaseException:
             os.close(fd)
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+            discard_temp(tmp)
             raise
     return fd, tmp
 
@@ -236,6 +422,7 @@ def commit(tmp: str | os.PathLike, path: str | os.PathLike, ident: tuple[int, in
     if ident is not None and not _same_file(tmp, ident):
         raise OutputPathError(f"{p}: its temporary {tmp.name} was replaced while it was written; nothing written")
     os.replace(tmp, p)
+    release_temp(tmp)
     return p
 
 
@@ -272,14 +459,12 @@ def atomic_path(path: str | os.PathLike, *, suffix: str = ".tmp", size: int | No
         yield tmp
         commit(tmp, p, (st.st_dev, st.st_ino))
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        discard_temp(tmp)
         if exc.errno in _NO_SPACE:
             raise _space_error(p, exc) from None
         raise
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        discard_temp(tmp)
         raise
 
 
@@ -302,8 +487,7 @@ def create_npy(path: str | os.PathLike, dtype, shape: tuple[int, ...]) -> tuple[
         st = os.fstat(fd)
     except OSError as exc:
         os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        discard_temp(tmp)
         if exc.errno in _NO_SPACE:
             raise _space_error(path, exc, nbytes) from None
         raise

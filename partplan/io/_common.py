@@ -10,9 +10,11 @@ Nothing here knows a file format; each format module (``mtx``, ``edgelist``,
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import io
 import os
+import stat
 import zlib
 from pathlib import Path
 from typing import BinaryIO, Iterator
@@ -20,7 +22,18 @@ from typing import BinaryIO, Iterator
 import numpy as np
 
 from .._atomic import atomic_path
-from ..errors import GraphFormatError, SizeLimitError
+from ..errors import GraphFormatError, SizeLimitError  # noqa: F401 (SizeLimitError: the format modules import it here)
+
+# the one budget rule lives in partplan.io.budget; re-exported here for the format modules
+from .budget import (  # noqa: F401
+    DEFAULT_RAM_FRACTION,
+    ENV_MAX_BYTES,
+    _physical_memory,
+    check_budget,
+    human_bytes,
+    memory_budget,
+    parse_bytes,
+)
 
 GZIP_MAGIC = b"\x1f\x8b"
 # what a corrupt / truncated gzip stream raises while being read: zlib.error
@@ -32,72 +45,6 @@ MAX_GZIP_RATIO = 1100
 INT64_MAX = (1 << 63) - 1
 
 # ---------------------------------------------------------------- sizes and the memory budget
-ENV_MAX_BYTES = "PARTPLAN_MAX_BYTES"
-DEFAULT_RAM_FRACTION = 0.8
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
-          "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tb": 1 << 40,
-          "tib": 1 << 40}
-
-
-def _physical_memory() -> int | None:
-    """Bytes this process may use: physical RAM, lowered by a cgroup limit
-    (containers) and by ``RLIMIT_AS``; None when nothing is known."""
-    cands = []
-    try:
-        cands.append(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        pass
-    for f in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            txt = Path(f).read_text().strip()
-        except OSError:
-            continue
-        if txt.isdigit() and int(txt) < (1 << 60):
-            cands.append(int(txt))
-    try:
-        import resource
-        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
-        if soft != resource.RLIM_INFINITY and soft > 0:
-            cands.append(soft)
-    except (ImportError, ValueError, OSError):
-        pass
-    return min(cands) if cands else None
-
-
-def parse_bytes(text: str) -> int:
-    """``"123"``, ``"512M"``, ``"4GiB"``, ``"1.5T"`` -> bytes (ValueError if malformed)."""
-    t = text.strip().lower().replace(" ", "")
-    num = t.rstrip("kmgtib")
-    unit = t[len(num):]
-    if unit not in _UNITS or not num:
-        raise ValueError(f"not a byte count: {text!r}")
-    v = float(num) * _UNITS[unit]
-    if not (v >= 0) or v == float("inf"):
-        raise ValueError(f"not a byte count: {text!r}")
-    return int(v)
-
-
-def memory_budget() -> int:
-    """Most bytes a reader may allocate for one graph: ``$PARTPLAN_MAX_BYTES``
-    (``4G``, ``512MiB``, plain bytes) when set, else 80% of the memory this
-    process may use (physical RAM, cgroup limit, ``RLIMIT_AS``)."""
-    env = os.environ.get(ENV_MAX_BYTES)
-    if env:
-        try:
-            return parse_bytes(env)
-        except ValueError:
-            raise GraphFormatError(f"bad memory budget {env!r} (expected bytes, e.g. 8G or 512MiB)",
-                                   field=ENV_MAX_BYTES) from None
-    mem = _physical_memory()
-    return int(mem * DEFAULT_RAM_FRACTION) if mem else 1 << 62
-
-
-def human_bytes(b: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if b < 1024 or unit == "PiB":
-            return f"{b:.0f} {unit}" if unit == "B" else f"{b:.1f} {unit}"
-        b /= 1024
-    return f"{b:.1f} EiB"  # pragma: no cover
 
 
 def graph_bytes(n: int, nnz: int, *, weighted: bool = True) -> int:
@@ -106,17 +53,6 @@ def graph_bytes(n: int, nnz: int, *, weighted: bool = True) -> int:
     (n + 1) and, per nonzero, the COO row and column (int64) it is built from
     plus the CSR column (int64) and a float64 value when weighted."""
     return 8 * (int(n) + 1) + int(nnz) * (24 + (8 if weighted else 0))
-
-
-def check_budget(nbytes: int, path, what: str, *, line: int | None = None, field: str | None = None) -> None:
-    """Raise :class:`~partplan.errors.SizeLimitError` (naming the file, the
-    line and the field) when ``what`` needs more than :func:`memory_budget`
-    bytes. Called with sizes read from a header, BEFORE allocating."""
-    budget = memory_budget()
-    if nbytes > budget:
-        raise SizeLimitError(f"{what} needs at least {human_bytes(nbytes)}, above the memory budget of "
-                             f"{human_bytes(budget)} (raise it with {ENV_MAX_BYTES}=<bytes>, e.g. 64G)",
-                             path, line, field=field)
 
 
 def check_int64(value: int, path, what: str, *, line: int | None = None, field: str | None = None) -> int:
@@ -130,12 +66,15 @@ def input_size(path) -> tuple[int, bool]:
     """(bytes on disk, gzip-compressed?) of ``path``."""
     p = Path(path)
     try:
-        size = p.stat().st_size
-        with open(p, "rb") as fh:
-            gz = fh.read(2) == GZIP_MAGIC
+        fd, st = open_regular(p)
+    except GraphFormatError:
+        return 0, False
+    try:
+        return st.st_size, os.pread(fd, 2, 0) == GZIP_MAGIC
     except OSError:
         return 0, False
-    return size, gz
+    finally:
+        os.close(fd)
 
 
 def check_file_holds(count: int, min_bytes: int, path, what: str, *, line: int | None = None,
@@ -154,19 +93,53 @@ def check_file_holds(count: int, min_bytes: int, path, what: str, *, line: int |
                                f"has {shown}", path, line, field=field)
 
 
+MAX_NPY_HEADER = 1 << 16    # bytes of a .npy header; numpy writes a few hundred
+
+
 def npy_header(fh) -> tuple[tuple, np.dtype, int]:
     """(shape, dtype, header length) of the ``.npy`` stream ``fh`` (at its
-    start), read without the data. numpy allocates the shape a header claims
+    start), read without the data: any format version numpy writes (1.0,
+    2.0, 3.0), the header at most :data:`MAX_NPY_HEADER` bytes and parsed as
+    a literal (never evaluated). numpy allocates the shape a header claims
     before reading the data, so readers check it first. ValueError /
     EOFError on a bad header."""
-    version = np.lib.format.read_magic(fh)
-    if version == (1, 0):
-        shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
-    elif version == (2, 0):
-        shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
-    else:
-        shape, _, dtype = np.lib.format._read_array_header(fh, version)
-    return shape, dtype, fh.tell()
+    import ast
+    import struct
+    magic = fh.read(8)
+    if len(magic) < 8:
+        raise EOFError("shorter than a .npy header")
+    if magic[:6] != b"\x93NUMPY":
+        raise ValueError("not a .npy file (bad magic bytes)")
+    major, minor = magic[6], magic[7]
+    if (major, minor) not in ((1, 0), (2, 0), (3, 0)):
+        raise ValueError(f".npy format version {major}.{minor} is not one numpy writes")
+    size_bytes = 2 if major == 1 else 4
+    raw = fh.read(size_bytes)
+    if len(raw) < size_bytes:
+        raise EOFError("shorter than a .npy header")
+    hlen = struct.unpack("<H" if major == 1 else "<I", raw)[0]
+    if hlen > MAX_NPY_HEADER:
+        raise ValueError(f".npy header of {hlen} bytes (at most {MAX_NPY_HEADER})")
+    text = fh.read(hlen)
+    if len(text) < hlen:
+        raise EOFError("truncated .npy header")
+    try:
+        d = ast.literal_eval(text.decode("utf8" if major == 3 else "latin1"))
+    except (ValueError, SyntaxError, UnicodeDecodeError, MemoryError, RecursionError) as exc:
+        raise ValueError(f"unreadable .npy header ({type(exc).__name__})") from None
+    if not isinstance(d, dict) or set(d) != {"descr", "shape", "fortran_order"}:
+        raise ValueError("a .npy header must hold exactly 'descr', 'fortran_order' and 'shape'")
+    shape = d["shape"]
+    if (not isinstance(shape, tuple) or len(shape) > 64
+            or not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 1 << 63 for x in shape)):
+        raise ValueError(f"bad .npy shape {str(shape)[:80]}")
+    if not isinstance(d["fortran_order"], bool):
+        raise ValueError("bad .npy fortran_order")
+    try:
+        dtype = np.lib.format.descr_to_dtype(d["descr"])
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"bad .npy descr ({exc})") from None
+    return shape, dtype, 8 + size_bytes + hlen
 
 
 def npy_claim_problem(shape: tuple, dtype: np.dtype, available: int) -> str | None:
@@ -298,21 +271,56 @@ def stream_error_at(exc: GraphFormatError, path, line: int) -> GraphFormatError:
     return GraphFormatError(f"{exc.problem} (in the data from this line on)", path, line)
 
 
+_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISDIR, "a directory"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file of ``st_mode`` is, in words."""
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def open_regular(path: str | os.PathLike, *, follow: bool = True, error=None) -> tuple[int, os.stat_result]:
+    """(read-only descriptor, fstat) of ``path`` if it is a regular file —
+    checked on the open descriptor before any byte is read. The open is
+    non-blocking (a FIFO never blocks it; the flag is cleared afterwards for
+    a regular file) and, with ``follow=False``, refuses a symbolic link
+    (``O_NOFOLLOW``). ``error``: makes the exception from a one-line problem
+    (default :class:`~partplan.errors.GraphFormatError` naming ``path``)."""
+    import fcntl
+    make = error if error is not None else (lambda problem: GraphFormatError(problem, path))
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    if not follow:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise make("file not found") from None
+    except OSError as exc:
+        if not follow and (exc.errno == errno.ELOOP or os.path.islink(path)):
+            raise make("is a symbolic link; refusing to follow it") from None
+        raise make(f"cannot open: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise make(f"is {file_kind(st.st_mode)}, not a regular file")
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~getattr(os, "O_NONBLOCK", 0))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
 def open_binary(path: str | os.PathLike, *, text: bool = True) -> BinaryIO:
     """Open ``path`` for reading bytes; gzip is detected by its magic bytes
     (not only by the ``.gz`` name) and read through :class:`CheckedGzipFile`
     (a corrupt stream -> GraphFormatError naming, for ``text`` files, the
-    line where the data stops decompressing). Missing file ->
-    GraphFormatError."""
+    line where the data stops decompressing). A missing file or anything but
+    a regular file (a FIFO, a device, a directory: :func:`open_regular`,
+    checked before any read) -> GraphFormatError."""
     p = Path(path)
-    try:
-        fh = open(p, "rb")
-    except FileNotFoundError:
-        raise GraphFormatError("file not found", p) from None
-    except IsADirectoryError:
-        raise GraphFormatError("is a directory, not a graph file", p) from None
-    except OSError as exc:
-        raise GraphFormatError(f"cannot open: {exc.strerror or exc}", p) from None
+    fd, _ = open_regular(p)
+    fh = os.fdopen(fd, "rb")
     head = fh.read(2)
     fh.seek(0)
     if head == GZIP_MAGIC:

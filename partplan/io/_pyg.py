@@ -45,6 +45,44 @@ def _weights(data: Any, weight: str | None, source) -> tuple[Any, str | None]:
                            source, field="edge_attr")
 
 
+def check_tensor_sizes(ei, n: int | None, w, src) -> None:
+    """Before any graph is built from ``edge_index`` ``ei`` (2 × E), ``n``
+    and weights ``w``: dense (strided) tensors on a real device only —
+    sparse, meta or quantized tensors are refused —, integer ids, and the
+    vertices (``n``, else the largest id + 1: one vectorized max) and edges
+    within the memory budget (:func:`partplan.io.budget.check_budget`).
+    One GraphFormatError naming the field."""
+    from ._common import check_budget, graph_bytes
+    for field, t in (("edge_index", ei), ("edge_weight", w)):
+        if t is None or not hasattr(t, "layout"):
+            continue
+        import torch
+        if t.layout != torch.strided or getattr(t, "is_meta", False) or getattr(t, "is_quantized", False):
+            kind = "meta" if getattr(t, "is_meta", False) else str(t.layout).replace("torch.", "")
+            raise GraphFormatError(f"{field} is a {kind} tensor; a graph file holds dense tensors", src,
+                                   field=field)
+    shape = tuple(getattr(ei, "shape", ()))
+    if len(shape) != 2 or 2 not in shape[:1]:
+        return   # Graph.from_edge_index names the shape
+    dt = str(getattr(ei, "dtype", ""))
+    if any(k in dt for k in ("float", "complex", "bool")):
+        raise GraphFormatError(f"edge_index must hold integer ids, got {dt}", src, field="edge_index")
+    e = int(shape[1])
+    if n is None and e:
+        top = int(ei.max())
+        if top >= 1 << 62:
+            raise GraphFormatError(f"vertex id {top} is beyond the ids a graph can have", src, field="edge_index")
+        n, what = top + 1, f"the largest id in edge_index ({top}) + 1"
+    else:
+        what = "num_nodes"
+    if n is not None:
+        if n >= 1 << 62:
+            raise GraphFormatError(f"num_nodes = {n} is beyond the vertices a graph can have", src,
+                                   field="num_nodes")
+        check_budget(graph_bytes(n, e, weighted=w is not None), src, f"a graph of {n} vertices ({what}) and "
+                     f"{e} edges", field="num_nodes" if what == "num_nodes" else "edge_index")
+
+
 def from_pyg(data: Any, *, flow: Flow = "source_to_target", weight: str | None = "auto",
              name: str = "graph", source: str | os.PathLike | None = None) -> Graph:
     """The matrix ``A`` of a PyG ``Data`` (or anything with ``edge_index``).
@@ -78,6 +116,7 @@ def from_pyg(data: Any, *, flow: Flow = "source_to_target", weight: str | None =
             raise GraphFormatError(f"num_nodes must be an integer, got {n!r}", src, field="num_nodes")
         n = int(n_arr)
     w, field = _weights(data, weight, src)
+    check_tensor_sizes(ei, n, w, src)
     try:
         return Graph.from_edge_index(ei, n, edge_weight=w, flow=flow, name=name, source=src)
     except GraphFormatError as exc:

@@ -43,14 +43,13 @@ import hashlib
 import json
 import os
 import re
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .._atomic import clean_stale, temp_prefix
+from .. import _atomic
+from .._atomic import clean_stale, discard_temp, make_temp_dir, release_temp
 from ..errors import GraphFormatError
 from ..graph import Graph
 from ._common import npy_claim_problem, npy_header
@@ -155,12 +154,18 @@ def chunk_info(path) -> ChunkInfo:
         raise GraphFormatError("not a chunked graph directory (no such directory)", p)
     if not hf.is_file():
         raise GraphFormatError(f"missing {HEADER} (not a chunked graph, or an interrupted write)", p)
-    if hf.stat().st_size > 64 << 20:
-        raise GraphFormatError(f"header is {hf.stat().st_size} bytes (more than 64 MiB)", hf)
-    try:
-        h = json.loads(hf.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise GraphFormatError(f"not valid JSON ({exc})", hf) from None
+    from ..errors import PlanError
+    from ._common import open_regular
+    from .trust import load_json
+    fd, st = open_regular(hf, follow=False)
+    with os.fdopen(fd, "rb") as fh:
+        if st.st_size > 64 << 20:
+            raise GraphFormatError(f"header is {st.st_size} bytes (more than 64 MiB)", hf)
+        raw = fh.read(st.st_size + 1)
+    try:   # nesting depth, integer length and NaN bounded before parsing
+        h = load_json(raw, "header")
+    except PlanError as exc:
+        raise GraphFormatError(str(exc).removeprefix("header: "), hf) from None
     if not isinstance(h, dict):
         raise GraphFormatError("must be a JSON object", hf)
     if h.get("format") != FORMAT:
@@ -228,10 +233,11 @@ def _npy_slice(f: Path, dtype: np.dtype, length: int, start: int, count: int, fi
     """``count`` elements from ``start`` of the 1-D .npy file ``f``, whose
     header must say ``dtype`` and ``length`` (checked against the file size
     before reading). Reads only those bytes (no memory map)."""
-    if not f.is_file():
-        raise GraphFormatError("file is missing (the header lists it)", f, field=field)
+    from ._common import open_regular
+    fd, _ = open_regular(f, follow=False, error=lambda problem: GraphFormatError(
+        "file is missing (the header lists it)" if problem == "file not found" else problem, f, field=field))
     try:
-        with open(f, "rb") as fh:
+        with os.fdopen(fd, "rb") as fh:   # a regular file of the folder itself: never through a link
             shape, dt, hl = npy_header(fh)
             size = os.fstat(fh.fileno()).st_size
             problem = npy_claim_problem(shape, dt, size - hl)
@@ -384,7 +390,7 @@ class ChunkedWriter:
                                    field="index_dtype")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         clean_stale(self.path)
-        self.tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(self.path), dir=self.path.parent))
+        self.tmp = make_temp_dir(self.path)   # locked while this process writes it
         self.n, self.weighted, self.directed, self.name = int(n), bool(weighted), bool(directed), str(name)
         self.index_dtype = index_dtype
         self.chunks: list[dict] = []
@@ -395,10 +401,18 @@ class ChunkedWriter:
         i = len(self.chunks)
         names = chunk_file_names(i)
         rows = int(indptr.size) - 1
-        np.save(self.tmp / names["indptr"], np.ascontiguousarray(indptr, dtype="<i8"))
-        np.save(self.tmp / names["indices"], np.ascontiguousarray(indices, dtype=INDEX_DTYPES[self.index_dtype]))
-        if self.weighted:
-            np.save(self.tmp / names["data"], np.ascontiguousarray(data, dtype="<f8"))
+        try:
+            np.save(self.tmp / names["indptr"], np.ascontiguousarray(indptr, dtype="<i8"))
+            np.save(self.tmp / names["indices"],
+                    np.ascontiguousarray(indices, dtype=INDEX_DTYPES[self.index_dtype]))
+            if self.weighted:
+                np.save(self.tmp / names["data"], np.ascontiguousarray(data, dtype="<f8"))
+        except OSError as exc:   # a full disk, a quota, the folder gone: one error, the old graph untouched
+            from .. import _atomic
+            from ..errors import OutputPathError
+            if exc.errno in _atomic._NO_SPACE:
+                raise _atomic._space_error(self.path, exc) from None
+            raise OutputPathError(f"{self.path}: chunk {i} could not be written ({exc.strerror or exc})") from None
         self.chunks.append({"row_lo": self.next_row, "row_hi": self.next_row + rows, "nnz": int(indices.size),
                             "indptr": names["indptr"], "indices": names["indices"],
                             "data": names["data"] if self.weighted else None})
@@ -413,17 +427,21 @@ class ChunkedWriter:
             fh.write("\n")
         os.chmod(self.tmp, 0o755)
         chunk_info(self.tmp)            # what we wrote must read back
-        if self.path.exists():
-            old = Path(tempfile.mkdtemp(prefix=temp_prefix(self.path, "old"), dir=self.path.parent))
-            os.replace(self.path, old / "g")
-            os.replace(self.tmp, self.path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(self.tmp, self.path)
+        try:
+            if os.path.lexists(self.path):
+                _atomic.swap_dir(self.tmp, self.path)   # the old graph stays in place on any failure
+            else:
+                os.rename(self.tmp, self.path)
+        except OSError as exc:
+            from ..errors import OutputPathError
+            from .trust import printable
+            raise OutputPathError(f"{self.path}: the new chunked graph could not be moved into place "
+                                  f"({printable(exc.strerror or exc)}); the old one, if any, is unchanged") from None
+        release_temp(self.tmp)
         return self.path
 
     def abort(self) -> None:
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        discard_temp(self.tmp)
 
     def __enter__(self):
         return self

@@ -28,7 +28,7 @@ CAGNET ``.part-sizes`` sizes of contiguous row blocks (whitespace separated):
 """
 from __future__ import annotations
 
-import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -46,8 +46,8 @@ def read_cagnet_part_sizes(path, n: int | None = None) -> np.ndarray:
     """CAGNET ``.part-sizes``: the sizes of contiguous row blocks → part[v]."""
     p = Path(path)
     try:
-        tokens = p.read_text().split()
-    except (OSError, UnicodeDecodeError) as exc:
+        tokens = _read_bytes(p).decode().split()
+    except UnicodeDecodeError as exc:
         raise PartitionError(f"{p}: cannot read part sizes ({exc})") from exc
     sizes = []
     for t in tokens:
@@ -83,15 +83,24 @@ def _torch():
 
 def _load_pt(path: Path) -> np.ndarray:
     torch = _torch()
+    from ._common import open_regular
+    fd, _ = open_regular(path, error=lambda problem: PartitionError(f"{path}: {problem}"))
     try:
-        obj = torch.load(str(path), map_location="cpu", weights_only=True)
+        with os.fdopen(fd, "rb") as fh:
+            obj = torch.load(fh, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many kinds (pickle, zip, runtime)
-        raise PartitionError(f"{path}: cannot load as a torch tensor file ({exc})") from exc
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise PartitionError(f"{path}: cannot load as a torch tensor file ({first})") from None
     if isinstance(obj, dict) and len(obj) == 1:
         obj = next(iter(obj.values()))
     if not isinstance(obj, torch.Tensor):
         raise PartitionError(f"{path}: expected a tensor, got {type(obj).__name__} "
                              f"(heterogeneous node maps are not supported)")
+    if obj.layout != torch.strided or obj.is_meta or obj.dim() != 1:
+        raise PartitionError(f"{path}: expected a dense 1-D tensor, got layout {obj.layout}, shape "
+                             f"{tuple(obj.shape)}{' (meta)' if obj.is_meta else ''}")
+    if obj.is_floating_point() or obj.is_complex() or obj.dtype == torch.bool:
+        raise PartitionError(f"{path}: expected integer ids, got {obj.dtype}")
     return obj.cpu().numpy().astype(np.int64)
 
 
@@ -114,11 +123,43 @@ def read_pyg_partition(path, n: int | None = None) -> np.ndarray:
     return part
 
 
+_MAX_TEXT = 64 << 20   # bytes of a foreign config or size list (a config of 10^5 parts' ranges is ~4 MB)
+
+
+def _read_bytes(path: Path, limit: int = _MAX_TEXT) -> bytes:
+    """The bytes of the regular file ``path`` (non-blocking open, fstat before
+    any read: a FIFO or a device never blocks), at most ``limit``."""
+    from ._common import open_regular
+    fd, st = open_regular(path, error=lambda problem: PartitionError(f"{path}: {problem}"))
+    with os.fdopen(fd, "rb") as fh:
+        if st.st_size > limit:
+            raise PartitionError(f"{path}: {st.st_size} bytes, more than a partition description needs ({limit})")
+        return fh.read(st.st_size + 1)   # (a read of n bytes allocates n up front)
+
+
 def _read_json(path: Path) -> dict:
+    """A foreign partition's JSON (through :func:`partplan.io.trust.load_json`:
+    depth, integer length and NaN refused); one PartitionError naming the file."""
+    from ..errors import PlanError
+    from .trust import load_json
     try:
-        return json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise PartitionError(f"{path}: not a readable JSON file ({exc})") from exc
+        m = load_json(_read_bytes(Path(path)), str(path))
+    except PlanError as exc:
+        raise PartitionError(str(exc)) from None
+    if not isinstance(m, dict):
+        raise PartitionError(f"{path}: expected a JSON object, got {type(m).__name__}")
+    return m
+
+
+def _exact_ints(values, cfg: Path, field: str) -> np.ndarray:
+    """``values`` (nested lists from JSON) as int64, refusing fractions,
+    booleans, strings and numbers beyond 64 bits instead of truncating them."""
+    flat = np.asarray(values, dtype=object).ravel()
+    ok = [isinstance(v, int) and not isinstance(v, bool) and -(1 << 63) <= v < (1 << 63) for v in flat[:1 << 20]]
+    if flat.size > (1 << 20) or not all(ok):
+        bad = next((v for v, good in zip(flat, ok) if not good), None)
+        raise PartitionError(f"{cfg}: field {field!r} must hold integers, got {str(bad)[:40]!r}")
+    return np.asarray(values, dtype=np.int64)
 
 
 def _dgl_config(path: Path) -> Path:
@@ -127,9 +168,9 @@ def _dgl_config(path: Path) -> Path:
     cands = []
     for f in sorted(path.glob("*.json")):
         try:
-            if "num_parts" in json.loads(f.read_text()) and f.name != "partition_meta.json":
+            if f.name != "partition_meta.json" and "num_parts" in _read_json(f):
                 cands.append(f)
-        except (json.JSONDecodeError, UnicodeDecodeError, OSError):
+        except PartitionError:
             continue
     if len(cands) != 1:
         raise PartitionError(f"{path}: expected one DGL partition config (*.json with 'num_parts'), "
@@ -181,11 +222,16 @@ def read_dgl_partition(path, n: int | None = None, *, ids: str = "original") -> 
             ranges = next(iter(node_map.values()))
         else:
             ranges = node_map
+        k = m["num_parts"]
+        if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= (1 << 24):
+            raise PartitionError(f"{cfg}: field 'num_parts' must be an integer in [1, 2^24], got {str(k)[:40]!r}")
         try:
+            if not isinstance(ranges, list) or len(ranges) > k:
+                raise ValueError
             if ranges and not isinstance(ranges[0], list):  # oldest form: end of each range
-                ends = [int(e) for e in ranges]
+                ends = _exact_ints(ranges, cfg, "node_map").tolist()
                 ranges = [[s, e] for s, e in zip([0] + ends[:-1], ends)]
-            r = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+            r = _exact_ints(ranges, cfg, "node_map").reshape(-1, 2)
         except (TypeError, ValueError) as exc:
             raise PartitionError(f"{cfg}: field 'node_map' is not a list of [start, end) ranges") from exc
         if r.shape[0] != m["num_parts"]:
@@ -246,7 +292,7 @@ def read_dgl_assignment(path, n: int | None = None) -> np.ndarray:
         raise BackendUnavailableError(f"{p}: expected one <ntype>.txt (homogeneous graph), found {len(txts)}")
     from .partfile import read_partition
     if n is None:
-        n = sum(1 for line in open(txts[0]) if line.strip())
+        n = sum(1 for line in _read_bytes(txts[0], 1 << 34).splitlines() if line.strip())
     part = read_partition(txts[0], n)
     k = meta.get("num_parts")
     if k is not None and part.size and int(part.max()) >= int(k):

@@ -13,7 +13,13 @@ Formats, chosen by file name:
   (pyarrow); ``column`` names it, else the only column or the column ``part``.
 
 Reading checks the file, not the number of parts: every entry must be a
-non-negative integer and there must be exactly ``n`` of them. ``k`` is checked
+non-negative integer and there must be exactly ``n`` of them. The file must
+be a regular file (checked on the open descriptor before any read: a FIFO
+never blocks), and every size it declares is compared with ``n`` before
+anything is parsed or decompressed: a ``.npy`` header's shape, a Parquet
+footer's row count and uncompressed column size, an Arrow / Feather file's
+record-batch lengths and declared decompressed sizes, and the bytes of text
+(plain, or gzip decompressed at most :func:`text_limit` bytes). ``k`` is checked
 by :func:`partplan.parts.as_partition` (the caller knows it). Text is parsed by
 pyarrow's CSV reader (multi-threaded C++); only when that fails is the file
 re-read line by line to name the first bad line. Writing is atomic (temporary
@@ -71,23 +77,39 @@ def read_partition(path: str | os.PathLike, n: int, *, column: str | None = None
     or a count different from ``n``.
     """
     p = Path(path)
-    if not p.is_file():
-        raise PartitionError(f"{p}: no such partition file")
-    suffix = _suffixes(p)
-    if suffix == ".npy":
-        part = _read_npy(p, n)
-    elif suffix == ".pt":
-        part = _read_pt(p)
-    elif suffix in TABLE_SUFFIXES:
-        part = _read_table(p, suffix, column)
-    else:
-        if column is not None:
-            raise PartitionError(f"{p}: --column applies to table files ({', '.join(TABLE_SUFFIXES)}), "
-                                 "not to a one-part-per-line text file")
-        part = _read_text(p)
+    n = int(n)
+    with _open(p) as fh:
+        suffix = _suffixes(p)
+        if suffix == ".npy":
+            part = _check_values(p, _load_npy_fh(fh, p, n, "array"), "array")
+        elif suffix == ".pt":
+            part = _read_pt(p, fh)
+        elif suffix in TABLE_SUFFIXES:
+            part = _read_table(p, suffix, column, fh, n)
+        else:
+            if column is not None:
+                raise PartitionError(f"{p}: --column applies to table files ({', '.join(TABLE_SUFFIXES)}), "
+                                     "not to a one-part-per-line text file")
+            part = _read_text(p, fh, n)
     if part.size != n:
         raise PartitionError(f"{p}: has {part.size} part ids but the graph has {n} vertices")
     return part
+
+
+def _open(p: Path):
+    """``p`` opened for reading if it is a regular file (non-blocking open,
+    fstat before any read); one PartitionError naming it otherwise."""
+    from ._common import open_regular
+    fd, _ = open_regular(p, error=lambda problem: PartitionError(
+        f"{p}: no such partition file" if problem == "file not found" else f"{p}: {problem}"))
+    return os.fdopen(fd, "rb")
+
+
+def text_limit(n: int) -> int:
+    """Most bytes of (decompressed) text a partition file of ``n`` vertices
+    may hold: 64 per vertex (a 20-digit id, its newline and room for
+    comments) plus 1 MiB."""
+    return 64 * (int(n) + 1) + (1 << 20)
 
 
 def _check_values(p: Path, arr: np.ndarray, what: str) -> np.ndarray:
@@ -96,12 +118,16 @@ def _check_values(p: Path, arr: np.ndarray, what: str) -> np.ndarray:
 
 def load_npy(p: Path, n: int | None = None, what: str = "array") -> np.ndarray:
     """A ``.npy`` file, its header checked first (numpy allocates the shape a
-    header claims): 1-D, numeric, no bigger than the file, and ``n`` long
-    when given. Any problem -> PartitionError naming the file."""
+    header claims): a regular file, 1-D, numeric, no bigger than the file,
+    and ``n`` long when given. Any problem -> PartitionError naming the file."""
+    with _open(Path(p)) as fh:
+        return _load_npy_fh(fh, Path(p), n, what)
+
+
+def _load_npy_fh(fh, p: Path, n: int | None, what: str) -> np.ndarray:
     try:
-        with open(p, "rb") as fh:
-            shape, dtype, header_len = npy_header(fh)
-            size = os.fstat(fh.fileno()).st_size
+        shape, dtype, header_len = npy_header(fh)
+        size = os.fstat(fh.fileno()).st_size
     except (ValueError, OSError, EOFError, SyntaxError) as exc:
         raise PartitionError(f"{p}: not a readable .npy array ({exc})") from None
     problem = npy_claim_problem(shape, dtype, size - header_len)
@@ -113,24 +139,21 @@ def load_npy(p: Path, n: int | None = None, what: str = "array") -> np.ndarray:
         ids = "part ids" if what == "array" else f"entries in {what}"
         raise PartitionError(f"{p}: has {shape[0]} {ids} but the graph has {n} vertices")
     try:
-        return np.load(p, allow_pickle=False)
+        fh.seek(0)
+        return np.load(fh, allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
         raise PartitionError(f"{p}: not a readable .npy array ({exc})") from None
 
 
-def _read_npy(p: Path, n: int | None = None) -> np.ndarray:
-    return _check_values(p, load_npy(p, n), "array")
-
-
-def _read_pt(p: Path) -> np.ndarray:
+def _read_pt(p: Path, fh) -> np.ndarray:
     """A ``.pt`` node map: a 1-D integer tensor (or a one-entry dict of one),
-    loaded with ``weights_only=True``."""
+    loaded with ``weights_only=True`` from the open file ``fh``."""
     try:
         import torch
     except ImportError:
         raise PartitionError(f"{p}: reading a .pt partition needs torch (pip install torch)") from None
     try:
-        obj = torch.load(p, map_location="cpu", weights_only=True)
+        obj = torch.load(fh, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - torch raises pickle, zip and runtime errors alike
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
         raise PartitionError(f"{p}: not a readable torch tensor file ({first})") from None
@@ -147,31 +170,42 @@ def _read_pt(p: Path) -> np.ndarray:
     return _check_values(p, arr, "node map")
 
 
-def _read_table(p: Path, suffix: str, column: str | None) -> np.ndarray:
+def _read_table(p: Path, suffix: str, column: str | None, fh, n: int) -> np.ndarray:
+    """One column of a Parquet / Arrow / Feather / CSV table in ``fh``; the
+    sizes the file declares (rows, uncompressed bytes) are compared with
+    ``n`` before any data is read or decompressed."""
     import pyarrow as pa
     import pyarrow.csv as pcsv
     import pyarrow.feather as feather
     import pyarrow.parquet as pq
 
+    limit = text_limit(n)
     try:
         if suffix == ".parquet":
-            table = pq.read_table(p)
+            pf = pq.ParquetFile(fh)
+            names = pf.schema_arrow.names
+            column = _pick_column(p, names, column)
+            md = pf.metadata
+            if md.num_rows != n:
+                raise PartitionError(f"{p}: has {md.num_rows} part ids (its footer's num_rows) but the graph has "
+                                     f"{n} vertices")
+            j = names.index(column)
+            raw = sum(md.row_group(i).column(j).total_uncompressed_size for i in range(md.num_row_groups)
+                      if j < md.row_group(i).num_columns)
+            if raw > limit:
+                raise PartitionError(f"{p}: column {column!r} declares {raw} uncompressed bytes, more than "
+                                     f"{n} part ids need (at most {limit})")
+            table = pf.read(columns=[column])
         elif suffix == ".csv":
-            table = pcsv.read_csv(pa.input_stream(str(p), compression="detect"))
+            table = pcsv.read_csv(pa.BufferReader(_bounded_text(p, fh, n)))
         else:
-            table = feather.read_table(p)
+            table = _read_ipc(p, fh, n, feather)
         names = table.column_names      # (a binary file read as CSV: its "header" is not UTF-8)
+    except PartitionError:
+        raise
     except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
         raise PartitionError(f"{p}: not a readable {suffix[1:]} table ({exc})") from exc
-    if column is None:
-        if len(names) == 1:
-            column = names[0]
-        elif "part" in names:
-            column = "part"
-        else:
-            raise PartitionError(f"{p}: has columns {names}; name the partition column (--column)")
-    if column not in names:
-        raise PartitionError(f"{p}: no column {column!r} (columns: {names})")
+    column = _pick_column(p, names, column)
     col = table.column(column)
     if col.null_count:
         v = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
@@ -181,18 +215,94 @@ def _read_table(p: Path, suffix: str, column: str | None) -> np.ndarray:
     return _check_values(p, col.to_numpy(), f"column {column!r}")
 
 
-def _open_text(p: Path):
-    return gzip.open(p, "rb") if p.name.lower().endswith(".gz") else open(p, "rb")
+def _pick_column(p: Path, names: list, column: str | None) -> str:
+    if column is None:
+        if len(names) == 1:
+            return names[0]
+        if "part" in names:
+            return "part"
+        raise PartitionError(f"{p}: has columns {names}; name the partition column (--column)")
+    if column not in names:
+        raise PartitionError(f"{p}: no column {column!r} (columns: {names})")
+    return column
 
 
-def _read_text(p: Path) -> np.ndarray:
+def _read_ipc(p: Path, fh, n: int, feather):
+    """An Arrow IPC (Feather v2) file: its record batches' lengths and
+    declared decompressed sizes checked against ``n`` first
+    (:func:`partplan.io.arrowcheck.ipc_batches`), then read and validated."""
+    import mmap
+
+    import pyarrow as pa
+    from pyarrow import ipc
+
+    from .arrowcheck import IpcProblem, ipc_batches
+    size = os.fstat(fh.fileno()).st_size
+    if size == 0:
+        raise PartitionError(f"{p}: empty file")
+    mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        batches = ipc_batches(mm)
+    except IpcProblem as exc:
+        if bytes(mm[:6]) == b"FEA1":   # Feather v1: uncompressed columns, no larger than the file
+            if size > 16 * (n + 1) + (1 << 20):
+                raise PartitionError(f"{p}: {size} bytes, more than {n} part ids need") from None
+            return feather.read_table(pa.py_buffer(mm))
+        raise PartitionError(f"{p}: not a readable Arrow file ({exc})") from None
+    rows = sum(b.rows for b in batches)
+    if rows != n:
+        raise PartitionError(f"{p}: has {rows} part ids (its record batches' lengths) but the graph has "
+                             f"{n} vertices")
+    raw = sum(b.decompressed_bytes for b in batches)
+    if raw > 16 * (n + 1) * max(1, len(ipc.open_file(pa.py_buffer(mm)).schema)) + (1 << 20):
+        raise PartitionError(f"{p}: its record batches declare {raw} bytes, more than {n} part ids need")
+    table = ipc.open_file(pa.py_buffer(mm)).read_all()
+    table.validate(full=True)
+    return table
+
+
+def _bounded_text(p: Path, fh, n: int) -> bytes:
+    """The (decompressed) text of ``fh``, at most :func:`text_limit` bytes:
+    a plain file's size is compared with it before reading, a gzip stream is
+    decompressed no further than it."""
+    limit = text_limit(n)
+    head = os.pread(fh.fileno(), 2, 0)
+    if head != b"\x1f\x8b":
+        size = os.fstat(fh.fileno()).st_size
+        if size > limit:
+            raise PartitionError(f"{p}: {size} bytes of text, more than a partition of {n} vertices needs "
+                                 f"(at most {limit})")
+        return fh.read()
+    gz = gzip.GzipFile(fileobj=fh, mode="rb")
+    parts, got = [], 0
+    try:
+        while got <= limit:   # in 4 MiB pieces: a read of n bytes would allocate n up front
+            piece = gz.read(min(4 << 20, limit + 1 - got))
+            if not piece:
+                break
+            parts.append(piece)
+            got += len(piece)
+        raw = b"".join(parts)
+    except (OSError, EOFError, zlib.error) as exc:
+        at = gzip_corrupt_line(p)
+        where = (f"line {at}: corrupt or truncated compressed file ({exc}); the data stops decompressing on "
+                 "this line" if at is not None else f"corrupt or truncated compressed file ({exc})")
+        raise PartitionError(f"{p}:{where}") from None
+    if len(raw) > limit:
+        raise PartitionError(f"{p}: decompresses to more than {limit} bytes, more than a partition of {n} "
+                             f"vertices needs (stopped there)")
+    return raw
+
+
+def _read_text(p: Path, fh, n: int) -> np.ndarray:
     import pyarrow as pa
     import pyarrow.csv as pcsv
 
+    raw = _bounded_text(p, fh, n)
     # fast path: pyarrow's C++ CSV reader, one int64 column, blank lines skipped
     try:
         table = pcsv.read_csv(
-            pa.input_stream(str(p), compression="detect"),
+            pa.BufferReader(raw),
             read_options=pcsv.ReadOptions(column_names=["part"]),
             parse_options=pcsv.ParseOptions(delimiter=" "),
             convert_options=pcsv.ConvertOptions(column_types={"part": pa.int64()}))
@@ -204,39 +314,30 @@ def _read_text(p: Path) -> np.ndarray:
                 return np.ascontiguousarray(arr, dtype=np.int64)
     except (pa.ArrowException, OSError, EOFError):
         pass
-    return _read_text_slow(p)
+    return _read_text_slow(p, raw)
 
 
-def _read_text_slow(p: Path) -> np.ndarray:
+def _read_text_slow(p: Path, raw: bytes) -> np.ndarray:
     """Line-by-line parse that names the first bad line (only on odd input)."""
     out = []
-    lineno = 0
-    try:
-        with _open_text(p) as fh:
-            for lineno, raw in enumerate(fh, 1):
-                s = raw.strip()
-                if not s or s[:1] in (b"#", b"%"):
-                    continue
-                fields = s.split()
-                if len(fields) != 1:
-                    raise PartitionError(f"{p}:line {lineno}: expected one part id per line, "
-                                         f"got {len(fields)} fields: {s[:40].decode(errors='replace')!r}")
-                try:
-                    v = int(fields[0])
-                except ValueError:
-                    raise PartitionError(f"{p}:line {lineno}: part id "
-                                         f"{fields[0][:40].decode(errors='replace')!r} is not an integer") from None
-                if v < 0:
-                    raise PartitionError(f"{p}:line {lineno}: negative part id {v}")
-                if v > _INT64_MAX:
-                    raise PartitionError(f"{p}:line {lineno}: part id {v} does not fit in 64 bits")
-                out.append(v)
-    except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:  # zlib.error: corrupt deflate data
-        at = gzip_corrupt_line(p) if p.name.lower().endswith(".gz") else None
-        where = (f"line {at}: corrupt or truncated compressed file ({exc}); the data stops decompressing on "
-                 "this line" if at is not None else
-                 f"line {lineno + 1}: corrupt or truncated compressed file ({exc}) in the data from this line on")
-        raise PartitionError(f"{p}:{where}") from None
+    for lineno, line in enumerate(raw.split(b"\n"), 1):
+        s = line.strip()
+        if not s or s[:1] in (b"#", b"%"):
+            continue
+        fields = s.split()
+        if len(fields) != 1:
+            raise PartitionError(f"{p}:line {lineno}: expected one part id per line, "
+                                 f"got {len(fields)} fields: {s[:40].decode(errors='replace')!r}")
+        try:
+            v = int(fields[0])
+        except ValueError:
+            raise PartitionError(f"{p}:line {lineno}: part id "
+                                 f"{fields[0][:40].decode(errors='replace')!r} is not an integer") from None
+        if v < 0:
+            raise PartitionError(f"{p}:line {lineno}: negative part id {v}")
+        if v > _INT64_MAX:
+            raise PartitionError(f"{p}:line {lineno}: part id {v} does not fit in 64 bits")
+        out.append(v)
     if not out:
         raise PartitionError(f"{p}: empty partition file (no part ids)")
     return np.asarray(out, dtype=np.int64)

@@ -56,12 +56,12 @@ def load_pt(path: str | os.PathLike) -> Any:
         import torch
     except ImportError:
         raise BackendUnavailableError(f"{p}: reading .pt files needs torch (pip install torch)") from None
-    if not p.is_file():
-        raise GraphFormatError("file not found" if not p.exists() else "not a regular file", p)
+    from ._common import open_regular
+    fd, _ = open_regular(p)   # a regular file (a FIFO or a pipe never blocks the reader)
     allowed = pyg_safe_globals()
     try:
-        with torch.serialization.safe_globals(allowed):
-            obj = torch.load(p, weights_only=True, map_location="cpu")
+        with torch.serialization.safe_globals(allowed), os.fdopen(fd, "rb") as fh:
+            obj = torch.load(fh, weights_only=True, map_location="cpu")
     except pickle.UnpicklingError as exc:
         m = re.search(r"GLOBAL ([\w.]+)", str(exc))
         what = f" (it pickles {m.group(1)})" if m else ""
@@ -105,6 +105,8 @@ def read_pt(path: str | os.PathLike, *, symmetrize: bool = False, self_loops: st
             raise GraphFormatError(f"a tensor of shape {tuple(obj.shape)} where a graph is expected: a .pt "
                                    f"graph holds a PyG Data or an edge_index tensor of shape (2, E)", p,
                                    field="edge_index")
+        from ._pyg import check_tensor_sizes
+        check_tensor_sizes(obj, num_nodes, None, str(p))
         g = Graph.from_edge_index(obj, num_nodes, flow=flow, name=name, source=str(p))
     if symmetrize or self_loops != "keep" or drop_isolated:
         g = g.normalize(symmetrize=symmetrize, self_loops=self_loops, dedupe=True, drop_isolated=drop_isolated)

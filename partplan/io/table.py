@@ -32,6 +32,21 @@ def _load(p: Path, fmt: str, columns: list[str], delimiter: str):
     import pyarrow.ipc as ipc
     import pyarrow.parquet as pq
 
+    from ._common import check_budget, open_regular
+    fd, st = open_regular(p)   # a regular file, checked before pyarrow opens it (a FIFO never blocks)
+    try:
+        if fmt in ("arrow", "feather") and st.st_size:
+            import mmap
+
+            from .arrowcheck import IpcProblem, ipc_batches
+            with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as mm:
+                try:
+                    claimed = sum(b.decompressed_bytes for b in ipc_batches(mm))
+                except IpcProblem:
+                    claimed = 0    # a stream or Feather v1 file: pyarrow's own checks below
+            check_budget(claimed, p, "the table's record batches (decompressed)")
+    finally:
+        os.close(fd)
     try:
         if fmt == "parquet":
             schema = pq.read_schema(p)
@@ -39,6 +54,7 @@ def _load(p: Path, fmt: str, columns: list[str], delimiter: str):
             return pq.read_table(p, columns=[c for c in columns if c in names]), names
         if fmt == "feather":
             t = feather.read_table(p)
+            t.validate(full=True)
             return t, t.column_names
         if fmt == "arrow":
             try:
@@ -47,6 +63,7 @@ def _load(p: Path, fmt: str, columns: list[str], delimiter: str):
             except pa.ArrowInvalid:
                 with pa.memory_map(str(p)) as src:
                     t = ipc.open_stream(src).read_all()
+            t.validate(full=True)
             return t, t.column_names
         if fmt == "csv":
             t = pacsv.read_csv(p, parse_options=pacsv.ParseOptions(delimiter=delimiter),

@@ -80,7 +80,7 @@ _BAD_NAME_CHARS = re.compile(r"[/\\\x00-\x1f\x7f-\x9f:]")
 def plain_name_problem(name: str) -> str | None:
     """Why ``name`` (a string read from a file) cannot be used as a file name
     — None when it can. A plain name is 1..200 characters, holds no ``/``,
-    ``\\``, ``:``, NUL or other control character, does not start with ``.``
+    ``\\``, ``:``, NUL or other control character, no bidi override, does not start with ``.``
     or ``-`` (so it is never ``.``, ``..``, a hidden file or an option) and is
     not all blanks."""
     if not isinstance(name, str):
@@ -89,8 +89,9 @@ def plain_name_problem(name: str) -> str | None:
         return "is empty"
     if len(name) > _MAX_NAME:
         return f"is {len(name)} characters long (at most {_MAX_NAME})"
-    if _BAD_NAME_CHARS.search(name):
-        return "holds a path separator, ':' or a control character (it must be a plain name, not a path)"
+    if _BAD_NAME_CHARS.search(name) or _CONTROL.search(name):
+        return ("holds a path separator, ':' or a control or bidi-override character (it must be a plain name, "
+                "not a path)")
     if name[0] in ".-":
         return f"starts with {name[0]!r} (it must be a plain name, not a path or an option)"
     return None
@@ -102,7 +103,7 @@ def plain_name(name, default: str = "graph") -> str:
     character becomes ``_``, leading ``.`` / ``-`` are dropped, the rest is cut
     to 200 characters; nothing left gives ``default``. What a writer stores;
     a reader refuses a name that breaks the rule instead of repairing it."""
-    s = _BAD_NAME_CHARS.sub("_", str(name))[:_MAX_NAME].lstrip(".-")
+    s = _CONTROL.sub("_", _BAD_NAME_CHARS.sub("_", str(name)))[:_MAX_NAME].lstrip(".-")
     return s if s.strip() else default
 
 

@@ -20,10 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
+from .._atomic import discard_temp
 from ..errors import PartplanError, PlanError
 from ..metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE
 from ..plan import distbuild as D
 from .registry import Job, register
+
+DEFAULT_TIMEOUT_S = 120.0   # seconds a process of the distributed build waits on a peer (``plan --timeout``)
 
 
 def agree(comm, err: str | None) -> None:
@@ -202,7 +205,7 @@ def _write(comm, st, r: dict, graph_path, partition, out, qr, fres, bres, same, 
     errs = [g[0] for g in gathered]
     if any(errs):
         if u == 0:
-            shutil.rmtree(tmp, ignore_errors=True)
+            discard_temp(tmp)
         agree(comm, next(e for e in errs if e))
     result = {"plan": str(out), "rank": u, "ranks": k, "processes": p, "parts": list(qr), "stages": st.rows,
               "peak_rss_bytes": max(x["peak_rss_bytes"] for x in st.rows),
@@ -223,7 +226,7 @@ def _write(comm, st, r: dict, graph_path, partition, out, qr, fres, bres, same, 
             result["stages"] = st.rows
             result["peak_rss_bytes"] = max(x["peak_rss_bytes"] for x in st.rows)
         except (PartplanError, OSError) as exc:
-            shutil.rmtree(tmp, ignore_errors=True)
+            discard_temp(tmp)
             err = str(exc)
     agree(comm, comm.allgather_object(err)[0])
     if u == 0:
@@ -255,7 +258,7 @@ register(Job(name="plan-build", command=None, prepare=_prepare, run=run_build,
 
 
 def build_distributed(graph_path, partition, k: int, out, *, nprocs: int | None = None,
-                      timeout_s: float = 600.0, f: int = 128, dtype: str = "float32", meta: dict | None = None,
+                      timeout_s: float = DEFAULT_TIMEOUT_S, f: int = 128, dtype: str = "float32", meta: dict | None = None,
                       backward: bool | None = None, created: str | None | bool = None) -> dict | None:
     """Build the plan of ``graph_path`` with ``nprocs`` (default k; 1 ≤ nprocs
     ≤ k) local processes over gloo, or — ``nprocs`` None under torchrun — as
@@ -263,7 +266,8 @@ def build_distributed(graph_path, partition, k: int, out, *, nprocs: int | None 
     (:func:`build_plan_distributed`; None on the other torchrun ranks).
 
     ``partition``: a file path or an array (saved to a private temporary
-    ``.npy`` first). timeout_s : seconds a process waits on a peer. Raises a
+    ``.npy`` first). timeout_s : seconds a process waits on a peer (a
+    worker that dies ends the job in one error within that time). Raises a
     PlanError for a bad nprocs (before starting anything); a process's error
     ends every process with that one error."""
     from ..runtime.comm import CommError

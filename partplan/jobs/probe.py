@@ -9,7 +9,10 @@ from .registry import Job, register
 
 
 def _prepare(cfg: dict, nprocs: int | None, threads: int | None) -> dict:
+    from ..io.outpath import check_output_file
     from ..runtime.probe import probe_config
+    if cfg.get("output") is not None:   # a folder it cannot write to ends the probe before it starts
+        check_output_file(cfg["output"], kind="any")
     return probe_config(cfg, nprocs)
 
 

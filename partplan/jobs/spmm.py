@@ -5,6 +5,9 @@ features before any process starts, and every process runs
 :func:`~partplan.runtime.spmm.run_spmm`)."""
 from __future__ import annotations
 
+import os
+
+from ..errors import PlanError
 from .args import job_config, nonneg_int, positive_int
 from .registry import Job, register
 
@@ -50,7 +53,41 @@ def _configure(args) -> dict:
 
 def _prepare(cfg: dict, nprocs: int | None, threads: int | None) -> dict:
     from ..runtime.spmm import spmm_config
+    check_feature_budget(cfg)
     return spmm_config(cfg, nprocs)
+
+
+def check_feature_budget(cfg: dict) -> None:
+    """rows × f × itemsize of H, Z and the exchange buffers (3 copies) against
+    the memory budget (:mod:`partplan.io.budget`), before the features are
+    scanned or any process starts: f from ``--feature-file``'s ``.npy``
+    header (opened as a regular file, never the data) or ``-f``; rows from
+    the plan's manifest. One error naming the option or the file."""
+    import numpy as np
+
+    from ..io._common import npy_header, open_regular
+    from ..io.budget import check_array_bytes
+    from ..plan.store import plan_rows
+    n = plan_rows(cfg["plan"])
+    dtype = np.dtype(cfg.get("dtype") or "float32") if cfg.get("dtype") in (None, "float32", "float64") else None
+    if cfg.get("features"):
+        path = cfg["features"]
+        fd, _ = open_regular(path, error=lambda problem: PlanError(f"{path}: {problem}"))
+        with os.fdopen(fd, "rb") as fh:
+            try:
+                shape, hdtype, _ = npy_header(fh)
+            except (ValueError, EOFError, OSError):
+                return   # not a .npy: the runtime's own check (spmm_config) names what it is
+        if len(shape) != 2:
+            return       # likewise: spmm_config refuses the shape with its own message
+        f = int(shape[1])
+        itemsize = max(hdtype.itemsize, dtype.itemsize if dtype is not None else 0)
+        check_array_bytes(n, f, itemsize, f"{path}: features of width f = {f}", path=path, field="shape",
+                          copies=3)
+    else:
+        f = int(cfg.get("f") or 16)
+        check_array_bytes(n, f, dtype.itemsize if dtype is not None else 8, f"features of width f = {f}",
+                          option="-f", copies=3)
 
 
 def _rank(ctx, cfg: dict) -> dict | None:

@@ -51,7 +51,29 @@ def _configure(args) -> dict:
 
 def _prepare(cfg: dict, nprocs: int | None, threads: int | None) -> dict:
     from ..nn.train import train_config
+    check_model_budget(cfg)
     return train_config(cfg, nprocs, threads)
+
+
+def check_model_budget(cfg: dict) -> None:
+    """The widths a user gives (``--classes``, ``--random-features``,
+    ``--hidden``) against the memory budget (:mod:`partplan.io.budget`)
+    before the data is read or any process starts: (n + the widest input) ×
+    width × itemsize for activations, their gradients and the optimizer's
+    state (4 copies), n from the plan's manifest."""
+    from ..io.budget import check_array_bytes
+    from ..plan.store import plan_rows
+    n = plan_rows(cfg["plan"])
+    itemsize = 8 if cfg.get("dtype") == "float64" else 4
+    hidden = int(cfg.get("hidden") or 16)
+    feats = int(cfg.get("random_features") or 0)
+    if feats:
+        check_array_bytes(n + hidden, feats, itemsize, f"--random-features {feats}", option="--random-features",
+                          copies=4)
+    check_array_bytes(n + max(feats, hidden), hidden, itemsize, f"--hidden {hidden}", option="--hidden", copies=4)
+    if cfg.get("classes"):
+        c = int(cfg["classes"])
+        check_array_bytes(n + hidden, c, itemsize, f"--classes {c}", option="--classes", copies=4)
 
 
 def _rank(ctx, cfg: dict) -> dict | None:

@@ -15,8 +15,11 @@ def execute(job: Job | str, cfg: dict, *, nprocs: int | None = None, threads: in
     ``job.run`` on every process — ``cfg["backend"]`` "local" runs every rank
     in this process; else ``nprocs`` processes are launched here (None: this
     process is one rank under torchrun). Returns the report (None on a
-    non-zero torchrun rank)."""
+    non-zero torchrun rank). ``threads`` (per process) above the cores this
+    process may use is one OptionError, before anything starts."""
+    from ..io.budget import check_threads
     job = get(job) if isinstance(job, str) else job
+    check_threads(threads)   # at most the cores: refused before anything starts
     cfg = dict(cfg, job=job.name)
     if job.prepare is not None:
         cfg = job.prepare(cfg, nprocs, threads)

@@ -16,10 +16,8 @@ import json
 import mmap
 import os
 import re
-import shutil
 import stat
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -28,11 +26,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from .._atomic import clean_stale, temp_prefix
+from .. import _atomic
+from .._atomic import clean_stale, discard_temp, make_temp_dir, release_temp
 from ..errors import PlanError
 from ..program.plan import Plan, RankPlan
 from ..layouts import parse_layout
-from ..program.checks import check_manifest
+from ..program.checks import MAX_F, check_manifest
+from ..io.arrowcheck import IpcProblem, ipc_batches
 from ..io.trust import load_json, printable
 from ..program.checks import shard_problems
 from ..program.schema import FORMAT, MANIFEST, PARTITION_FILE, REBUILD_HINT, SUPPORTED_VERSIONS, shard_name
@@ -82,9 +82,9 @@ def _open_plain(path: Path, what: str) -> tuple[int, os.stat_result]:
     """(fd, fstat) of a regular file of a plan, opened without following a
     symbolic link (``O_NOFOLLOW``): a plan's files are its own, a link could
     point anywhere. One PlanError naming the file otherwise."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
-        fd = os.open(path, flags)
+        fd = os.open(path, flags)   # non-blocking: a FIFO in a plan never blocks the open
     except FileNotFoundError:
         raise PlanError(f"{path}: {what} is missing (manifest lists it)") from None
     except OSError as exc:
@@ -95,7 +95,8 @@ def _open_plain(path: Path, what: str) -> tuple[int, os.stat_result]:
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
-        raise PlanError(f"{path}: {what} is not a regular file")
+        from ..io._common import file_kind
+        raise PlanError(f"{path}: {what} is {file_kind(st.st_mode)}, not a regular file")
     return fd, st
 
 
@@ -119,12 +120,29 @@ class _Mapped:
 
 
 def _parse_arrow(path: Path, buf) -> tuple[dict, dict[str, np.ndarray]]:
-    """(meta, arrays) of an Arrow IPC file in ``buf``, arrays zero-copy views."""
+    """(meta, arrays) of an Arrow IPC file in ``buf``, arrays zero-copy views.
+
+    Before pyarrow reads the batch, its footer and message header are read
+    here (:func:`partplan.io.arrowcheck.ipc_batches`): one record batch,
+    buffers inside their body, none compressed (a plan's shards are written
+    uncompressed; a compressed buffer could claim any size). The batch is
+    then validated in full (every array's declared length against its
+    buffers, offsets in range) before any value is touched."""
+    try:
+        batches = ipc_batches(buf)
+    except IpcProblem as exc:
+        raise PlanError(f"{path}: unreadable Arrow shard ({exc})") from None
+    if len(batches) != 1:
+        raise PlanError(f"{path}: expected 1 record batch, found {len(batches)}")
+    if batches[0].compressed:
+        raise PlanError(f"{path}: its buffers are compressed (they claim {batches[0].decompressed_bytes} bytes); "
+                        f"a plan's shards are stored uncompressed, refusing to decompress them")
     try:
         reader = ipc.open_file(buf)
         if reader.num_record_batches != 1:
             raise PlanError(f"{path}: expected 1 record batch, found {reader.num_record_batches}")
         batch = reader.get_batch(0)
+        batch.validate(full=True)
         raw = (reader.schema.metadata or {}).get(_META_KEY)
         if raw is None:
             raise PlanError(f"{path}: schema metadata 'partplan' is missing (not a partplan shard)")
@@ -240,8 +258,12 @@ def stamp_created(manifest: dict, created: str | None | bool) -> None:
     (or ``$SOURCE_DATE_EPOCH``) for None, nothing for False."""
     if created is None:
         epoch = os.environ.get("SOURCE_DATE_EPOCH")
-        now = (_dt.datetime.fromtimestamp(int(epoch), _dt.timezone.utc) if epoch
-               else _dt.datetime.now(_dt.timezone.utc))
+        try:
+            now = (_dt.datetime.fromtimestamp(int(epoch), _dt.timezone.utc) if epoch
+                   else _dt.datetime.now(_dt.timezone.utc))
+        except (ValueError, OverflowError, OSError):
+            raise PlanError(f"SOURCE_DATE_EPOCH = {printable(epoch)[:40]!r} is not a time in seconds since "
+                            f"1970 (unset it or give an integer)") from None
         created = now.replace(microsecond=0).isoformat()
     if created is not False:
         manifest["created"] = created
@@ -268,6 +290,9 @@ def write_plan(plan: Plan, path, *, created: str | None | bool = None,
     Returns the plan directory path.
     """
     path = Path(path)
+    f = plan.manifest.get("f")
+    if isinstance(f, int) and not 1 <= f <= MAX_F:   # the writer never writes what a reader refuses
+        raise PlanError(f"{path}: a plan for f = {f} feature columns; plans are for f in [1, {MAX_F}]")
     tmp = begin_plan_dir(path)
     try:
         shards = []
@@ -284,8 +309,14 @@ def write_plan(plan: Plan, path, *, created: str | None | bool = None,
         m = finish_plan_dir(tmp, path, plan.manifest, garr, shards, created=created)
         if progress is not None:
             progress("writing plan shards", total, total)
+    except OSError as exc:   # a full disk, a quota, an I/O error while writing the temporary
+        discard_temp(tmp)
+        if exc.errno in _atomic._NO_SPACE:
+            raise _atomic._space_error(path, exc) from None
+        raise PlanError(f"{path}: the plan could not be written ({printable(exc.strerror or exc)}); "
+                        f"the old plan, if any, is unchanged") from None
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        discard_temp(tmp)
         raise
     plan.manifest = m
     return path
@@ -299,7 +330,7 @@ def begin_plan_dir(path: Path) -> Path:
     _check_target(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     clean_stale(path)  # temp dirs of writers killed before their rename
-    return Path(tempfile.mkdtemp(prefix=temp_prefix(path), dir=path.parent))
+    return make_temp_dir(path)   # locked while this process writes it
 
 
 def write_shard(tmp: Path, rp: RankPlan) -> dict:
@@ -314,8 +345,10 @@ def finish_plan_dir(tmp: Path, path: Path, manifest: dict, partition: dict, shar
                     created: str | None | bool = None) -> dict:
     """Write the partition file (``partition``: its arrays) and the manifest
     (``manifest`` + tool, ``created``, the partition file's and ``shards``'
-    entries) into ``tmp``, then rename ``tmp`` onto ``path``. Returns the
-    manifest written. The caller removes ``tmp`` on failure."""
+    entries) into ``tmp``, then rename ``tmp`` onto ``path`` (an existing
+    plan is replaced without ever being lost: :func:`partplan._atomic.swap_dir`).
+    Returns the manifest written. The caller removes ``tmp`` on failure
+    (:func:`partplan._atomic.discard_temp`)."""
     m = dict(manifest)
     from .._version import __version__
     m["tool"] = {"name": "partplan", "version": __version__}
@@ -324,6 +357,7 @@ def finish_plan_dir(tmp: Path, path: Path, manifest: dict, partition: dict, shar
                                 {"graph_fingerprint": m["graph"]["fingerprint"], "k": m["k"]})
     m["partition_file"] = {"file": PARTITION_FILE, "bytes": size, "sha256": digest}
     m["shards"] = shards
+    check_manifest(m, path / MANIFEST, parse_layout)   # what every reader checks: never written when it fails
     with open(tmp / MANIFEST, "w") as fh:
         json.dump(m, fh, indent=1, sort_keys=True, default=_json_default)
         fh.write("\n")
@@ -347,35 +381,27 @@ def _check_target(path: Path) -> None:
 def _swap_in(tmp: Path, path: Path) -> None:
     """Rename the finished plan ``tmp`` onto ``path`` (under the parent's lock,
     the target checked again inside it: another writer may have put a plan
-    there meanwhile, never something else)."""
+    there meanwhile, never something else). An existing plan is exchanged
+    for the new one in one step where the platform allows, else moved aside
+    and moved back on any failure (:func:`partplan._atomic.swap_dir`): a
+    failure leaves the old plan at ``path``, never nothing."""
     with _dir_lock(path.parent):
         for _ in range(8):
             _check_target(path)
-            if not os.path.lexists(path):
-                try:
-                    os.rename(tmp, path)  # an empty directory at path is replaced too
-                    return
-                except OSError as exc:
-                    if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
-                        raise PlanError(f"{path}: the new plan could not be moved into place "
-                                        f"({exc.strerror})") from None
-                    continue  # a concurrent writer (without the lock) got there first: check again
-            old = Path(tempfile.mkdtemp(prefix=temp_prefix(path, "old"), dir=path.parent))
             try:
-                try:
-                    os.rename(path, old / "plan")
-                except FileNotFoundError:
-                    continue  # gone meanwhile: try again
-                try:
-                    os.rename(tmp, path)
-                except OSError as exc:
-                    if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
-                        raise PlanError(f"{path}: the new plan could not be moved into place "
-                                        f"({exc.strerror})") from None
-                    continue
-                return
-            finally:
-                shutil.rmtree(old, ignore_errors=True)
+                if not os.path.lexists(path):
+                    os.rename(tmp, path)  # an empty directory at path is replaced too
+                else:
+                    _atomic.swap_dir(tmp, path)
+            except FileNotFoundError:
+                continue  # gone meanwhile: check again
+            except OSError as exc:
+                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                    continue  # a concurrent writer (without the lock) got there first: check again
+                raise PlanError(f"{path}: the new plan could not be moved into place "
+                                f"({printable(exc.strerror or exc)}); the old plan, if any, is unchanged") from None
+            release_temp(tmp)
+            return
         raise PlanError(f"{path}: other writers kept replacing the plan; gave up after 8 tries")
 
 
@@ -468,8 +494,8 @@ def _check_graph(m: dict, graph, where: Path):
 def _peek_fingerprint(f: Path) -> str | None:
     """The graph fingerprint in a shard's schema metadata, or None if unreadable."""
     try:
-        with pa.memory_map(str(f), "r") as src:
-            raw = (ipc.open_file(src).schema.metadata or {}).get(_META_KEY)
+        mapped = _Mapped(f, "shard")   # a regular file, opened non-blocking without following a link
+        raw = (ipc.open_file(mapped.buf).schema.metadata or {}).get(_META_KEY)
         fp = load_json(raw, str(f)).get("graph_fingerprint") if raw else None
         return fp if isinstance(fp, str) else None
     except Exception:  # any damage: fall back to the size/checksum message
@@ -542,6 +568,15 @@ def load_rank(path, rank: int, *, manifest: dict | None = None, verify: bool = T
     if check:  # what validate's structure check asks, before anything indexes or allocates
         rp.problems = [f"{f}: {x}" for x in shard_problems(m, rp, pairs=False)]
     return rp
+
+
+def plan_rows(path) -> int:
+    """The plan's ``graph.n`` once it is checked against its partition file
+    (what a job sizes its buffers by, before it reads any shard)."""
+    path = Path(path)
+    m = read_manifest(path)
+    _check_n(path, m)
+    return int(m["graph"]["n"])
 
 
 def _check_n(path: Path, m: dict) -> None:

@@ -68,6 +68,7 @@ def _last_error(text: str) -> str:
 
 
 STOP_GRACE_S = 2.0          # seconds between SIGTERM and SIGKILL when workers are stopped
+DEAD_PEER_GRACE_S = 5.0     # seconds the survivors of a worker killed by a signal get to end by themselves
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 RUN_PREFIX = "partplan-run-"  # the job folder: RUN_PREFIX + <launcher pid> + "-" + random
 STORE_ENV = "PARTPLAN_STORE"  # FileStore path for the workers of a local job
@@ -102,21 +103,25 @@ def _sweep_stale_runs() -> list[str]:
 
 
 def _remove_job_temps(tmp: Path) -> None:
-    """Unlink the output temporaries the workers logged in ``tmp/temps``
-    (:mod:`partplan._atomic`): those of workers that were killed."""
+    """Remove the output temporaries the workers logged in ``tmp/temps``
+    (:mod:`partplan._atomic`: files, and the folders of a plan being
+    written): those of workers that were killed."""
     try:
         lines = (tmp / "temps").read_text(errors="surrogateescape").splitlines()
     except OSError:
         return
     import stat as _stat
-    tmpname = re.compile(r"^\..+\.tmp-\d+-[0-9a-f]+(\.[A-Za-z0-9]+)?$")
+    tmpname = re.compile(r"^\..+\.tmp-\d+-[A-Za-z0-9_]+(\.[A-Za-z0-9]+)?$")
     for ln in lines:
         q = Path(ln)
         if not tmpname.match(q.name):
             continue
         try:
-            if _stat.S_ISREG(os.lstat(q).st_mode):
+            mode = os.lstat(q).st_mode
+            if _stat.S_ISREG(mode):
                 os.unlink(q)
+            elif _stat.S_ISDIR(mode):    # a plan or chunked graph being written (never through a link)
+                shutil.rmtree(q, ignore_errors=True)
         except OSError:
             pass
 
@@ -187,7 +192,10 @@ def launch(config: dict, nprocs: int, *, worker, timeout_s: float = 60.0, thread
 
     The deadline is generous (start-up + 4 × timeout + the config's own
     ``deadline_s`` if given): workers time out by themselves first; a worker
-    still alive after it is killed and reported.
+    still alive after it is killed and reported. A worker that fails ends
+    the job within ``timeout_s`` + 30 s; a worker killed by a signal (a dead
+    peer) within :data:`DEAD_PEER_GRACE_S` (or ``timeout_s`` when shorter):
+    its survivors are stopped and the one error names the dead rank.
     """
     if nprocs < 1:
         raise CommError(f"--nprocs must be >= 1, got {nprocs}")
@@ -224,20 +232,28 @@ def launch(config: dict, nprocs: int, *, worker, timeout_s: float = 60.0, thread
                 errs.append(err)
                 procs.append(start_worker([str(tmp / "config.json")], e, str(tmp / f"rank-{r}.err"), err))
             deadline = time.monotonic() + 120 + 4 * timeout_s + float(config.get("deadline_s", 0))
-            killed = set()
-            first_fail = None
+            killed: set = set()
+            stopped: set = set()
+            first_fail, dead = None, None
             while any(p.poll() is None for p in procs) and not sigs.got:
                 now = time.monotonic()
                 if cfg.get("progress_file"):
                     shown = _echo_progress(cfg["progress_file"], shown)
                 if first_fail is None and any(p.poll() not in (None, 0) for p in procs):
                     first_fail = now
-                # survivors must notice a dead peer within their own timeout
-                if now > deadline or (first_fail is not None and now > first_fail + 2 * timeout_s + 30):
+                if dead is None and any((p.poll() or 0) < 0 for p in procs):
+                    dead = now   # a worker died of a signal: its peers wait on it in vain
+                if now > deadline or (first_fail is not None and now > first_fail + timeout_s + 30):
+                    # survivors must notice a failed peer within their own timeout
                     for r, p in enumerate(procs):
                         if p.poll() is None:
                             os.killpg(p.pid, signal.SIGKILL)
                             killed.add(r)
+                    break
+                if dead is not None and now > dead + min(DEAD_PEER_GRACE_S, timeout_s):
+                    # a dead peer: its survivors are stopped after a short grace, whatever their timeout
+                    stopped = {r for r, p in enumerate(procs) if p.poll() is None}
+                    _stop(procs, grace=0.5)
                     break
                 time.sleep(0.05)
             if sigs.got:
@@ -251,7 +267,7 @@ def launch(config: dict, nprocs: int, *, worker, timeout_s: float = 60.0, thread
             _echo_progress(cfg["progress_file"], shown)
         codes = [p.returncode for p in procs]
         if any(codes):
-            raise CommError("the job failed — " + _failures(codes, errs, killed))
+            raise CommError("the job failed — " + _failures(codes, errs, killed, stopped))
         res = Path(cfg["result"])
         if not res.is_file():
             raise CommError("the job ended without a report from rank 0")
@@ -265,25 +281,34 @@ def launch(config: dict, nprocs: int, *, worker, timeout_s: float = 60.0, thread
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _failures(codes: list, errs: list, killed: set) -> str:
+def _failures(codes: list, errs: list, killed: set, stopped: set = frozenset()) -> str:
     """What the failed ranks said: each rank's own error line (``rank r: ...``
     joined by `` | ``), or the line once when every rank ended on the same
-    error (one the ranks agreed on)."""
+    error (one the ranks agreed on). When a rank was killed by a signal (a
+    dead peer), only the dead ranks are named: the others' errors (a closed
+    connection, a timeout, or being stopped by the launcher: ``stopped``)
+    are its consequence."""
     lines, said = [], []
     for r, (c, err) in enumerate(zip(codes, errs)):
         err.seek(0)
         said.append(_last_error(err.read()) if c and c > 0 and r not in killed else None)
     if said[0] and len(set(said)) == 1:
         return said[0]
+    dead = [r for r, c in enumerate(codes) if c and c < 0 and r not in killed]
+    if dead:   # a worker killed by a signal: the others' errors are its echo (a closed connection, a timeout)
+        others = [r for r in range(len(codes)) if r not in dead]
+        for r in dead:
+            errs[r].seek(0)
+            last = _last_error(errs[r].read())
+            lines.append(f"rank {r}: killed by signal {signal.Signals(-codes[r]).name}"
+                         + (f" ({last[:300]})" if last else ""))
+        return " | ".join(lines) + (f"; the other ranks ({', '.join(map(str, others))}) then stopped"
+                                    if others else "")
     for r, (c, err) in enumerate(zip(codes, errs)):
         err.seek(0)
         text = err.read()
         if r in killed:
             lines.append(f"rank {r}: still running after the deadline; killed")
-        elif c and c < 0:
-            last = _last_error(text)
-            lines.append(f"rank {r}: killed by signal {signal.Signals(-c).name}"
-                         + (f" ({last[:300]})" if last else ""))
         elif c:
             lines.append(f"rank {r}: {_last_error(text) or f'exit status {c}'}")
     return " | ".join(lines)
@@ -583,8 +608,10 @@ class SharedOutput:
     reserved with ``posix_fallocate``) and tells the others its name and
     inode through one world all-reduce; a rank-0 failure (a full disk) is
     raised on every rank, before any work. :meth:`write` (every writing rank)
-    fills rows through an ``O_NOFOLLOW`` memory map of that same inode;
-    :meth:`finish` (every rank) barriers, then rank 0 fsyncs and renames. Two
+    fills rows through an ``O_NOFOLLOW`` memory map of that same inode and
+    notes the first non-finite value; :meth:`finish` (every rank) all-reduces
+    those notes (the job's barrier), refuses an output that overflowed, then
+    rank 0 fsyncs and renames. Two
     jobs writing one ``path`` each commit a complete file (the last rename
     wins). :meth:`discard` removes the temporary (rank 0)."""
 
@@ -626,20 +653,69 @@ class SharedOutput:
         return cls(path, tmp, (None, ino), dtype, shape, rank, comm)  # another node may see another st_dev
 
     def write(self, ids, rows) -> None:
-        """Set rows ``ids`` of the output to ``rows`` (this rank's part)."""
+        """Set rows ``ids`` of the output to ``rows`` (this rank's part); the
+        first non-finite value (NaN, ±inf) among them is remembered for
+        :meth:`finish` (one vectorized ``isfinite`` pass)."""
         import numpy as np
 
         from .._atomic import open_npy
+        rows = np.asarray(rows)
+        ids = np.asarray(ids)
+        if rows.dtype.kind in "fc":
+            bad = ~np.isfinite(rows)
+            if bad.any():
+                i, j = np.argwhere(bad)[0]
+                count = int(bad.sum())
+                first = getattr(self, "nonfinite", None)
+                total = count + (first[0] if first else 0)
+                if first is None:
+                    self.nonfinite = (total, int(ids[i]), int(j), bool(np.isnan(rows[i, j])) if rows.ndim == 2
+                                      else bool(np.isnan(rows[i])))
+                else:
+                    self.nonfinite = (total,) + first[1:]
         Z = open_npy(self.tmp, self.dtype, self.shape, self.ident)
-        Z[np.asarray(ids)] = rows
+        Z[ids] = rows
         if hasattr(Z, "flush"):
             Z.flush()
         del Z
 
-    def finish(self) -> Path:
-        """Every rank: wait until all rows are written; rank 0 commits (fsync, rename)."""
+    def finish(self, *, input_finite: bool = True, step: str | None = None) -> Path:
+        """Every rank: wait until all rows are written (one world all-reduce
+        that also sums what each rank's :meth:`write` saw); rank 0 commits
+        (fsync, rename). Non-finite values in the output: with
+        ``input_finite`` (the job's input held none) they were made by the
+        computation — float overflow (±inf) or inf − inf (NaN) — and every
+        rank raises the same :class:`~partplan.errors.PlanError` naming the
+        rank, the first entry and ``step``, nothing written; else the input
+        held them: a warning on stderr (rank 0) and the output is written."""
+        import numpy as np
+
         from .._atomic import commit
-        self.comm.barrier()
+        from ..errors import PlanError
+        world = int(getattr(self.comm, "world", 1) or 1)
+        vec = np.zeros(1 + 4 * world, dtype=np.float64)
+        mine = getattr(self, "nonfinite", None)
+        if mine is not None:
+            vec[0] = mine[0]
+            slot = 1 + 4 * (self.rank if world > 1 else 0)
+            vec[slot:slot + 4] = (mine[0], mine[1] + 1, mine[2], 1.0 if mine[3] else 0.0)
+        vec = self.comm.allreduce_world([vec], "sum")[0]
+        if vec[0]:
+            r = next(q for q in range(world) if vec[1 + 4 * q])
+            _, row, col, isnan = vec[1 + 4 * r:5 + 4 * r]
+            rank = f"rank {r}, first at " if world > 1 else "first at "
+            at = f"Z[{int(row) - 1}, {int(col)}] = {'nan' if isnan else 'inf'}"
+            where = f" at {step}" if step else ""
+            if input_finite:
+                why = ("NaN from inf - inf after an overflow" if isnan else
+                       f"the sums overflowed {np.dtype(self.dtype).name}")
+                raise PlanError(f"{self.path}: the output holds {int(vec[0])} non-finite values ({rank}{at}"
+                                f"{where}) computed from finite input: {why}; nothing written (use --dtype "
+                                f"float64 or scale the input)")
+            if self.rank == 0:
+                import sys
+                print(f"partplan: warning: {self.path}: the output holds {int(vec[0])} non-finite values "
+                      f"({rank}{at}{where}); the input held non-finite values", file=sys.stderr, flush=True)
         if self.rank == 0:
             commit(self.tmp, self.path, self.ident)
         return self.path
@@ -647,6 +723,8 @@ class SharedOutput:
     def discard(self) -> None:
         """Remove the temporary (rank 0; others leave it to rank 0)."""
         if self.rank == 0:
+            from .._atomic import release_temp
+            release_temp(self.tmp)
             try:
                 os.unlink(self.tmp)
             except OSError:

@@ -1,0 +1,249 @@
+"""Readers check before they touch.
+
+Every file a reader opens must be a regular file, checked on the descriptor
+of a non-blocking open (a FIFO never blocks a reader); an Arrow shard's
+footer and message header are read before pyarrow builds arrays (compressed
+buffers refused, declared lengths validated against the buffers); every size
+a partition file declares is compared with n before it is parsed or
+decompressed; ``.npy`` headers of every version numpy writes are read.
+
+Oracles: numpy / pyarrow write the files (their own formats), the expected
+counts are the test's own; a hang is turned into a failure by an alarm.
+"""
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import io
+import json
+import os
+import signal
+import struct
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyarrow import ipc
+
+from partplan import Graph, PlanError
+from partplan.errors import GraphFormatError, PartitionError
+from partplan.io import read_graph, write_graph
+from partplan.io.arrowcheck import IpcProblem, ipc_batches
+from partplan.io.partfile import read_partition, text_limit
+from partplan.plan import build_plan, load_plan, write_plan
+
+
+@contextlib.contextmanager
+def no_hang(seconds=20):
+    """Fail (instead of hanging the suite) when the block blocks."""
+    def boom(*_):
+        raise TimeoutError(f"blocked for {seconds} s")
+    old = signal.signal(signal.SIGALRM, boom)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _grid(r=5, c=5) -> Graph:
+    idx = np.arange(r * c).reshape(r, c)
+    src = np.concatenate([idx[:, :-1].ravel(), idx[:-1, :].ravel()])
+    dst = np.concatenate([idx[:, 1:].ravel(), idx[1:, :].ravel()])
+    return Graph.from_edges(src, dst, n=r * c, symmetrize=True, name="grid")
+
+
+@pytest.fixture
+def plan(tmp_path):
+    g = _grid()
+    return g, write_plan(build_plan(g, np.arange(g.n) * 2 // g.n, 2), tmp_path / "g.plan")
+
+
+def _resign(path: Path, rank: int, data: bytes) -> None:
+    """Put ``data`` as rank ``rank``'s shard and record its size and sha256 as write_plan does."""
+    f = path / f"rank-{rank:05d}.arrow"
+    f.write_bytes(data)
+    m = json.loads((path / "manifest.json").read_text())
+    m["shards"][rank].update(bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
+    (path / "manifest.json").write_text(json.dumps(m))
+
+
+def _rewrite(f: Path, compression=None) -> bytes:
+    """The shard ``f`` written again by pyarrow (same schema and batch), optionally compressed."""
+    with pa.memory_map(str(f)) as src:
+        r = ipc.open_file(src)
+        batch, schema = r.get_batch(0), r.schema
+        sink = io.BytesIO()
+        with ipc.new_file(sink, schema, options=ipc.IpcWriteOptions(compression=compression)) as w:
+            w.write_batch(batch)
+    return sink.getvalue()
+
+
+# ----------------------------------------------------------------------------- non-regular files
+def test_fifo_shard_is_refused_without_blocking(plan):
+    _, path = plan
+    shard = path / "rank-00001.arrow"
+    shard.unlink()
+    os.mkfifo(shard)
+    with no_hang(), pytest.raises(PlanError, match="rank-00001.arrow.*FIFO"):
+        load_plan(path, verify=False)
+
+
+def test_fifo_graph_and_partition_are_refused_without_blocking(tmp_path):
+    g = tmp_path / "g.mtx"
+    os.mkfifo(g)
+    with no_hang(), pytest.raises(GraphFormatError, match="FIFO"):
+        read_graph(g)
+    p = tmp_path / "p.part.2"
+    os.mkfifo(p)
+    with no_hang(), pytest.raises(PartitionError, match="p.part.2.*FIFO"):
+        read_partition(p, 4)
+    d = tmp_path / "d.npy"
+    d.mkdir()
+    with pytest.raises(PartitionError, match="directory"):
+        read_partition(d, 4)
+
+
+# ----------------------------------------------------------------------------- Arrow shards
+def test_compressed_shard_is_refused_before_decompressing(plan):
+    g, path = plan
+    _resign(path, 0, _rewrite(path / "rank-00000.arrow", "zstd"))
+    with pytest.raises(PlanError, match="rank-00000.arrow: its buffers are compressed"):
+        load_plan(path, graph=g)
+
+
+def test_array_longer_than_its_buffer_is_refused_not_a_crash(plan):
+    """The values array of one column declares far more entries than its buffer holds
+    (the header re-signed): validated before any value is read."""
+    g, path = plan
+    f = path / "rank-00000.arrow"
+    data = bytearray(_rewrite(f))
+    with pa.memory_map(str(f)) as src:
+        b = ipc.open_file(src).get_batch(0)
+        count = len(b.column(0).values)
+    node = struct.pack("<qq", count, 0)           # FieldNode(length, null_count) of the first values array
+    at = bytes(data).find(node)
+    assert at > 0
+    data[at:at + 16] = struct.pack("<qq", 1 << 40, 0)
+    _resign(path, 0, bytes(data))
+    with pytest.raises(PlanError, match="rank-00000.arrow"):
+        load_plan(path, graph=g)
+
+
+def test_ipc_batches_reads_what_pyarrow_wrote():
+    t = pa.table({"a": np.arange(1000) % 7, "b": np.zeros(1000)})
+    for comp in (None, "lz4", "zstd"):
+        sink = io.BytesIO()
+        with ipc.new_file(sink, t.schema, options=ipc.IpcWriteOptions(compression=comp)) as w:
+            w.write_table(t, max_chunksize=300)
+        got = ipc_batches(sink.getvalue())
+        assert [b.rows for b in got] == [300, 300, 300, 100]
+        assert all(b.compressed == (comp is not None) for b in got)
+        assert sum(b.decompressed_bytes for b in got) >= 1000 * 16     # two 8-byte columns
+    with pytest.raises(IpcProblem):
+        ipc_batches(b"ARROW1\0\0" + b"\0" * 20 + b"ARROW1")
+
+
+# ----------------------------------------------------------------------------- partition files
+def test_npy_of_every_version_numpy_writes(tmp_path):
+    part = np.array([0, 1, 1, 0, 2])
+    for v in ((1, 0), (2, 0), (3, 0)):
+        p = tmp_path / f"p{v[0]}.npy"
+        with open(p, "wb") as fh:
+            np.lib.format.write_array(fh, part, version=v)
+        assert read_partition(p, 5).tolist() == part.tolist()
+
+
+def test_npy_header_claiming_more_than_the_file_is_refused(tmp_path):
+    p = tmp_path / "p.npy"
+    np.save(p, np.zeros(4, dtype=np.int64))
+    raw = p.read_bytes().replace(b"(4,)", b"(40000000000,)".ljust(4))
+    p.write_bytes(raw)
+    with pytest.raises(PartitionError, match="p.npy"):
+        read_partition(p, 4)
+
+
+def test_parquet_row_count_checked_before_reading(tmp_path, monkeypatch):
+    p = tmp_path / "p.parquet"
+    pq.write_table(pa.table({"part": np.zeros(11, dtype=np.int64)}), p)
+
+    def no_read(*a, **kw):
+        raise AssertionError("the data was read before the footer's row count was checked")
+    monkeypatch.setattr(pq.ParquetFile, "read", no_read)
+    with pytest.raises(PartitionError, match="has 11 part ids .*num_rows.* 10 vertices"):
+        read_partition(p, 10)
+
+
+def test_feather_batch_lengths_checked_before_decompressing(tmp_path):
+    from pyarrow import feather
+    p = tmp_path / "p.feather"
+    feather.write_feather(pa.table({"part": np.zeros(5000, dtype=np.int64)}), p, compression="zstd")
+    with pytest.raises(PartitionError, match="has 5000 part ids"):
+        read_partition(p, 10)
+    assert read_partition(p, 5000).sum() == 0       # the honest file still reads
+
+
+def test_gzip_text_decompressed_no_further_than_n_allows(tmp_path):
+    member = gzip.compress(b"0\n" * (1 << 20), compresslevel=9)   # 2 MiB of text per member
+    p = tmp_path / "p.part.gz"
+    p.write_bytes(member * 8)                                      # 16 MiB of text in a small file
+    with pytest.raises(PartitionError, match="decompresses to more than"):
+        read_partition(p, 10)
+    assert text_limit(10) < (2 << 20)
+    small = tmp_path / "s.part.gz"
+    small.write_bytes(gzip.compress(b"# a comment\n1\n0\n1\n"))
+    assert read_partition(small, 3).tolist() == [1, 0, 1]
+
+
+def test_plain_text_larger_than_n_allows_is_refused_before_parsing(tmp_path):
+    p = tmp_path / "p.txt"
+    p.write_bytes(b"0\n" * (text_limit(3) // 2 + 1))
+    with pytest.raises(PartitionError, match="bytes of text, more than a partition of 3 vertices needs"):
+        read_partition(p, 3)
+
+
+def test_graph_file_through_a_symlink_still_reads(tmp_path):
+    """A user's own path may be a link (only a plan's files are refused through links)."""
+    g = _grid(3, 3)
+    write_graph(g, tmp_path / "g.mtx")
+    (tmp_path / "link.mtx").symlink_to(tmp_path / "g.mtx")
+    assert read_graph(tmp_path / "link.mtx").nnz == g.nnz
+
+
+def test_chunk_array_through_a_symlink_is_refused(tmp_path):
+    from partplan.io.chunked import read_chunked, write_chunked
+    out = write_chunked(_grid(4, 4), tmp_path / "g.chunks", chunks=2)
+    f = min(out.glob("*.npy"))
+    target = tmp_path / "elsewhere.npy"
+    f.rename(target)
+    f.symlink_to(target)
+    with pytest.raises(GraphFormatError, match="symbolic link"):
+        read_chunked(out)
+
+
+def test_fifo_edge_table_and_pt_graph_are_refused_without_blocking(tmp_path):
+    for name in ("e.parquet", "g.pt"):
+        os.mkfifo(tmp_path / name)
+        with no_hang(), pytest.raises(GraphFormatError, match="FIFO"):
+            read_graph(tmp_path / name)
+
+
+def test_pt_graph_sizes_and_layouts_checked_before_building(tmp_path):
+    torch = pytest.importorskip("torch")
+    data_mod = pytest.importorskip("torch_geometric.data")
+    ei = torch.tensor([[0, 1], [1, 2]])
+    cases = {"huge_n.pt": (data_mod.Data(edge_index=ei, num_nodes=2 ** 62), "num_nodes"),
+             "far_id.pt": (torch.tensor([[0, 2 ** 40], [1, 2]]), "memory budget"),
+             "sparse.pt": (ei.to_sparse(), "sparse_coo tensor"),
+             "meta.pt": (data_mod.Data(edge_index=torch.empty((2, 3), dtype=torch.long, device="meta"), num_nodes=3),
+                         "meta tensor")}
+    for name, (obj, needle) in cases.items():
+        torch.save(obj, tmp_path / name)
+        with pytest.raises(GraphFormatError, match=needle):
+            read_graph(tmp_path / name)
+    torch.save(data_mod.Data(edge_index=ei, num_nodes=3), tmp_path / "ok.pt")
+    assert read_graph(tmp_path / "ok.pt").n == 3
