@@ -15,6 +15,9 @@ What a worker sees is the same either way:
 * it is the leader of a new session (``setsid``), so the launcher's
   ``killpg(pid, ...)`` reaches it and its children;
 * its stdout and stderr go to the rank's file;
+* ``ps`` shows it as ``python -m partplan.runtime.worker CONFIG`` (its
+  ``/proc/PID/environ`` is the fork server's initial one: the variables it
+  runs with are those of ``os.environ`` inside it);
 * it dies with its launcher: it asks for ``SIGKILL`` when its parent dies
   (:func:`partplan.runtime.worker.die_with_launcher`); its parent is the fork
   server, which exits as soon as the launcher is gone (its end of a pipe to
@@ -145,11 +148,80 @@ def start_worker(argv: list[str], env: dict, out_path: str, out_file):
                             stdout=out_file, stderr=subprocess.STDOUT, start_new_session=True)
 
 
+def _show_cmdline(args: list[str]) -> None:  # pragma: no cover - runs in the forked worker
+    """Show ``args`` as this process's command line (``ps``, ``pgrep -f``,
+    ``/proc/PID/cmdline``) instead of the fork server's: written over the argv
+    area the kernel reports (``arg_start``..``arg_end`` of ``/proc/self/stat``),
+    as setproctitle does on Linux; cut to that area's length."""
+    import ctypes
+    try:
+        with open("/proc/self/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        start, end = int(fields[45]), int(fields[46])      # fields 48 and 49 (field 3 is fields[0])
+    except (OSError, ValueError, IndexError):
+        return
+    if not 0 < start < end:
+        return
+    data = b"\0".join(a.encode(errors="replace") for a in args)[: end - start - 1]
+    ctypes.memmove(start, data + b"\0" * (end - start - len(data)), end - start)
+
+
+def _release_fork_server() -> None:  # pragma: no cover - runs in the forked worker
+    """Close this worker's copy of the launcher's end of the fork server's
+    liveness pipe (multiprocessing hands it to every child so that children
+    could fork too): while any worker held it, the fork server would never see
+    the launcher die, never exit, and the workers' death signal (tied to the
+    fork server) would never come."""
+    from multiprocessing import forkserver
+    server = getattr(forkserver, "_forkserver", None)
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if isinstance(fd, int):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+        server._forkserver_alive_fd = None
+
+
+def _die_with(pid: int) -> None:  # pragma: no cover - runs in the forked worker
+    """SIGKILL this worker as soon as process ``pid`` (the launcher) ends: a
+    daemon thread waits on a pidfd (Linux >= 5.3; else it polls every 0.2 s).
+    The fork server's exit would also end it, but only after the server's own
+    interpreter shutdown (seconds with torch loaded)."""
+    import select
+    import signal
+    import time
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        os.kill(os.getpid(), signal.SIGKILL)
+        return
+    except (AttributeError, OSError):
+        fd = None
+
+    def wait_then_die() -> None:
+        if fd is not None:
+            select.select([fd], [], [])
+        else:
+            while True:
+                time.sleep(0.2)
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+                except PermissionError:
+                    pass
+        os.kill(os.getpid(), signal.SIGKILL)
+    threading.Thread(target=wait_then_die, name="partplan-launcher-watch", daemon=True).start()
+
+
 def _child(argv: list[str], env: dict, out_path: str) -> None:  # pragma: no cover - runs in the forked worker
     """The forked worker: what ``python -m partplan.runtime.worker`` does, in
     the rank's session, environment and output file."""
     parent = os.getppid()                       # the fork server (it exits when the launcher is gone)
     os.setsid()
+    _release_fork_server()
+    _show_cmdline([sys.executable, "-m", "partplan.runtime.worker", *argv])
     fd = os.open(out_path, os.O_WRONLY | os.O_APPEND)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
@@ -161,11 +233,6 @@ def _child(argv: list[str], env: dict, out_path: str) -> None:  # pragma: no cov
     os.environ["PARTPLAN_LAUNCHER_PID"] = str(parent)
     worker.die_with_launcher()                  # SIGKILL when the fork server exits; gone already: exit
     os.environ["PARTPLAN_LAUNCHER_PID"] = launcher or ""
-    if launcher and launcher.isdigit():         # the launcher itself died before the fork server noticed
-        try:
-            os.kill(int(launcher), 0)
-        except ProcessLookupError:
-            worker._exit_now(137)
-        except PermissionError:
-            pass
+    if launcher and launcher.isdigit():         # and with the launcher itself, at once
+        _die_with(int(launcher))
     worker._exit_now(worker.main(argv))

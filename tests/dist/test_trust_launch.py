@@ -135,8 +135,11 @@ def test_signal_stops_workers_writes_nothing(plan, tmp_path, sig, code):
         assert all(a.startswith(LOOPBACK) for a in addrs), addrs
         env = Path(f"/proc/{workers[0]}/environ").read_bytes().split(b"\0")
         assert not any(e.startswith(b"MASTER_PORT=") for e in env)
-        store = [e for e in env if e.startswith(b"PARTPLAN_STORE=")][0].split(b"=", 1)[1].decode()
-        assert Path(store).parent.stat().st_mode & 0o777 == 0o700
+        # the file store sits in the job's folder, beside the config the worker runs (its last argument;
+        # a worker forked from the launcher's zygote shows the fork server's initial environment in /proc)
+        config = Path(f"/proc/{workers[0]}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")[-1].decode()
+        assert Path(config).name == "config.json" and (Path(config).parent / "store").exists()
+        assert Path(config).parent.stat().st_mode & 0o777 == 0o700
     p.send_signal(sig)
     _, err = p.communicate(timeout=30)
     assert p.returncode == code, err
