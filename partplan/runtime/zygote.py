@@ -25,9 +25,10 @@ What a worker sees is the same either way:
 
 The zygote is used only where it cannot change what a worker does: on Linux,
 while the launcher's environment is the one the fork server was started
-with (an interpreter's start-up reads ``PYTHONPATH``, ``sitecustomize`` and
-variables such as ``MKL_ENABLE_INSTRUCTIONS`` before any code runs), and when
-the rank's ``env`` changes no variable outside :data:`PER_RANK`. Otherwise the
+with (variables such as ``MKL_ENABLE_INSTRUCTIONS`` are read when torch is
+imported), when the rank's ``env`` changes no variable outside
+:data:`PER_RANK`, and when no start-up code could read the rank's environment
+(no ``PYTHONPATH``, ``PYTHONSTARTUP``, ``sitecustomize`` or ``usercustomize``). Otherwise the
 worker is a fresh interpreter, as before (:class:`subprocess.Popen`).
 """
 from __future__ import annotations
@@ -48,6 +49,9 @@ PER_RANK = frozenset({
     "GLOO_SOCKET_IFNAME", "OMP_NUM_THREADS", "PARTPLAN_LAUNCHED", "PARTPLAN_LAUNCHER_PID", "PARTPLAN_JOB_DIR",
     "PARTPLAN_STORE", "PARTPLAN_SECRET", "PARTPLAN_QUIET", "TORCH_DISTRIBUTED_DEBUG",
 })
+
+#: variables that make a fresh interpreter run extra code at start-up (no zygote when set)
+STARTUP_CODE = ("PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "PYTHONUSERBASE")
 
 _lock = threading.Lock()
 _state: dict = {}
@@ -125,6 +129,10 @@ def _zygote_fits(env: dict) -> bool:
     """True when a worker forked from the zygote starts as a fresh interpreter
     with ``env`` would (see the module doc)."""
     if _context() is None or dict(os.environ) != _state["env"]:
+        return False
+    # code a fresh interpreter runs at start-up may read the rank's environment (a sitecustomize
+    # on PYTHONPATH, PYTHONSTARTUP): it would run once in the fork server, not in each worker
+    if any(os.environ.get(v) for v in STARTUP_CODE) or {"sitecustomize", "usercustomize"} & set(sys.modules):
         return False
     base = _state["env"]
     changed = {k for k in set(env) | set(base) if env.get(k) != base.get(k)}
