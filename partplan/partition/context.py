@@ -328,6 +328,10 @@ class PipelineContext:
     refine: bool = option(True, "max-both bottleneck refinement of the kept start")
     volume_tolerance: float = option(0.03, VOLUME_TOLERANCE_HELP,
                                      unit="fraction", cli="--volume-tolerance")
+    allow_overload: bool = option(False, "only where one row outweighs a part's ε-limit (no partition is within "
+                                  "ε): parts may stay above the limit as the start engine left them (METIS, "
+                                  "KaMinPar) when that lowers max(send, recv); False: every part as close to "
+                                  "the limit as the hub allows", cli="--allow-overload")
     start: StartsContext = sub(StartsContext)
     budget: BudgetContext = sub(BudgetContext)
 

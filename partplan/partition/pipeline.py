@@ -169,11 +169,12 @@ def starts_by_size(graph: Graph) -> tuple[tuple[str, ...], dict]:
     return ("kaminpar",), ({"kaminpar": {"context": "terapart"}} if graph.nnz > TERAPART_NNZ else {})
 
 
-def _key(rep: dict) -> tuple:
+def _key(rep: dict, over_ok: bool = False) -> tuple:
     """Order of the starts: ε-balanced first, else the least overloaded (refinement never worsens
-    balance but does not repair it); then max(send, recv) and total volume."""
+    balance but does not repair it); then max(send, recv) and total volume. Under
+    ``allow_overload`` (``over_ok``) max(send, recv) and total volume alone."""
     f = rep["figures"]
-    return rep["overload"], f["max_send_recv"], f["total_volume"]
+    return (0 if over_ok else rep["overload"]), f["max_send_recv"], f["total_volume"]
 
 
 def auto_partition(graph: Graph, k: int, *, context: PipelineContext | None = None,
@@ -206,31 +207,80 @@ def auto_partition(graph: Graph, k: int, *, context: PipelineContext | None = No
     sc = ctx.start
     workers = available_cores() if sc.threads is None else sc.threads
     lanes = Lanes(workers)
+    over_ok = overload_allowed(graph, k, ctx)
+    if over_ok and progress:
+        progress("allow_overload: a row outweighs the ε-limit; parts may stay above it where the start "
+                 "engine left them, the lowest max(send, recv) is kept")
     starts, start_opts = starts_by_size(graph) if sc.starts is None else (sc.starts, {})
-    started = [_start(graph, k, eng, _start_options(eng, start_opts, workers), ctx, progress, lanes)
-               for eng in starts]
+    started = [_start(graph, k, eng, _start_options(eng, start_opts, workers), ctx, progress, lanes,
+                      repair=not over_ok) for eng in starts]
     parts, reps = map(list, zip(*(_started(*s, progress) for s in started)))
-    best = min(range(len(reps)), key=lambda i: _key(reps[i]) + (i,))
+    best = min(range(len(reps)), key=lambda i: _key(reps[i], over_ok) + (i,))
     for r in reps:
         r["balanced"] = r["overload"] == 0
     report = {"starts": reps, "chosen": reps[best]["engine"], "start_s": time.perf_counter() - t0,
-              "vcycle": sc.vcycle, "refine": None, "workers": workers}
+              "vcycle": sc.vcycle, "refine": None, "workers": workers, "overload_allowed": over_ok}
     part = parts[best]
     if ctx.refine and k > 1:
-        part = _refinement(graph, k, ctx, reps, parts, best, report, progress, lanes)
-    if k > 1:
+        part = _refinement(graph, k, ctx, reps, parts, best, report, progress, lanes, over_ok)
+        part, report["start_kept"] = _no_worse_than_starts(graph, k, part, parts, reps, ctx.imbalance, over_ok,
+                                                           progress)
+    if k > 1 and not over_ok:
         part, report["compute_repair"] = _repair_compute(graph, part, k, ctx.imbalance, progress)
     report["seconds"] = time.perf_counter() - t0
     return part, report
 
 
-def _refinement(graph, k, ctx: PipelineContext, reps, parts, best, report, progress, lanes) -> np.ndarray:
+def overload_allowed(graph: Graph, k: int, ctx: PipelineContext) -> bool:
+    """``allow_overload`` is in force: asked for, and one row outweighs the ε-limit of a part
+    (:func:`partplan.partition.objectives.balance_floor`), so no partition is ε-balanced."""
+    from .objectives import balance_floor
+
+    return bool(ctx.allow_overload) and k > 1 and balance_floor(graph.row_nnz, k, ctx.imbalance) is not None
+
+
+def within_compute_limit(graph: Graph, part: np.ndarray, k: int, imbalance: float) -> bool:
+    """Every part's compute (row nnz) within ⌊(1+ε)·⌈nnz/k⌉⌋ (always True without empty rows: the
+    balance limit is then the same)."""
+    if not has_empty_rows(graph):
+        return True
+    nnz = graph.row_nnz.astype(np.int64)
+    return int(np.bincount(part, weights=nnz, minlength=k).max()) <= balance_cap(nnz, part, k, imbalance)[1]
+
+
+def _no_worse_than_starts(graph, k, part, parts, reps, imbalance, over_ok, progress):
+    """The refined ``part``, or the start (after its V-cycle) that is at least as good on both
+    max(send, recv) and total volume and better on one — only a start as balanced (no more
+    overloaded, within the compute limit on graphs with empty rows; any start under
+    ``allow_overload``). The lowest (max, total volume) such start wins. Returns (part, the kept
+    start's engine or None)."""
+    f = figures(graph, part, k)
+    have = (f["max_send_recv"], f["total_volume"])
+    ov = overload(graph, part, k, imbalance)
+    kept, best = None, have
+    for i, r in enumerate(reps):
+        g = (r["figures"]["max_send_recv"], r["figures"]["total_volume"])
+        if not (g[0] <= have[0] and g[1] <= have[1] and g != have) or g >= best:
+            continue
+        if not over_ok and (r["overload"] > ov or not within_compute_limit(graph, parts[i], k, imbalance)):
+            continue
+        kept, best = i, g
+    if kept is None:
+        return part, None
+    if progress:
+        progress(f"the {reps[kept]['engine']} start (max(send, recv) {best[0]}, total volume {best[1]}) is "
+                 f"below the refined partition ({have[0]}, {have[1]}) on both: kept")
+    return parts[kept], reps[kept]["engine"]
+
+
+def _refinement(graph, k, ctx: PipelineContext, reps, parts, best, report, progress, lanes,
+                over_ok: bool = False) -> np.ndarray:
     """Steps 4-6 of the module doc on the starts: the refinement (with its rounds), the volume
     round, the cycles; their reports go to ``report``. Returns the partition."""
     b = ctx.budget
     budget = Budget.of(graph, b.refine_work, b.rounds_work, b.time_limit)
     part, report["refine"], i, report["refined_starts"], rctx = _refine_starts(
-        graph, k, reps, parts, best, ctx, budget, progress, lanes)
+        graph, k, reps, parts, best, ctx, budget, progress, lanes, over_ok)
     report["chosen"] = reps[i]["engine"]
     if b.volume_work > 0:
         part, report["volume_round"] = _volume_round(graph, k, part, report["refine"], ctx, ctx.seed, budget,
@@ -310,10 +360,11 @@ def _start_options(eng, start_opts, workers) -> dict:
     return opts
 
 
-def _start(graph, k, eng, opts, ctx: PipelineContext, progress, lanes):
-    """One start: the engine (with a heartbeat), the balance repair when it broke ε, the km1
-    V-cycle when ``ctx`` asks for it (a task on ``lanes``: it runs beside the next start's engine);
-    returns (the part or the V-cycle's task, report of the start)."""
+def _start(graph, k, eng, opts, ctx: PipelineContext, progress, lanes, repair: bool = True):
+    """One start: the engine (with a heartbeat), the balance repair when it broke ε (``repair``;
+    False under ``allow_overload``), the km1 V-cycle when ``ctx`` asks for it (a task on ``lanes``:
+    it runs beside the next start's engine); returns (the part or the V-cycle's task, report of
+    the start)."""
     say = progress or (lambda msg: None)
     imbalance, seed = ctx.imbalance, ctx.seed
     ts = time.perf_counter()
@@ -321,7 +372,7 @@ def _start(graph, k, eng, opts, ctx: PipelineContext, progress, lanes):
         part, _ = run_backend(eng, graph, k, imbalance=imbalance, seed=seed, graph=graph, **opts)
     rep = {"engine": eng, "engine_s": time.perf_counter() - ts, "start": figures(graph, part, k),
            "overload": overload(graph, part, k, imbalance)}
-    if rep["overload"] > 0:      # the engine broke ε: repair before the V-cycle (it keeps the cap)
+    if rep["overload"] > 0 and repair:     # the engine broke ε: repair before the V-cycle (it keeps the cap)
         part, rep = _rebalance(graph, part, k, imbalance, rep, say)
     rep["figures"] = rep["start"]
     if ctx.start.vcycle:
@@ -377,7 +428,8 @@ def max_context(ctx: PipelineContext) -> RefineContext:
                          fm=FMContext(patience=REFINE_PATIENCE))
 
 
-def _refine_starts(graph, k, reps, parts, best, ctx: PipelineContext, budget: Budget, progress, lanes):
+def _refine_starts(graph, k, reps, parts, best, ctx: PipelineContext, budget: Budget, progress, lanes,
+                   over_ok: bool = False):
     """Bottleneck refinement (max-both) of the kept start — on graphs of ≤ REFINE_ALL_NNZ nonzeros
     of every start as balanced as the kept one (side by side on ``lanes``), since a start's
     max before refinement does not rank its refined result — then more rounds of the best result
@@ -392,12 +444,12 @@ def _refine_starts(graph, k, reps, parts, best, ctx: PipelineContext, budget: Bu
     say = progress or (lambda msg: None)
     tol0 = ctx.volume_tolerance
     low = min(r["figures"]["total_volume"] for r in reps)
-    tied = [i for i in range(len(reps)) if reps[i]["overload"] == reps[best]["overload"] and i != best]
+    tied = [i for i in range(len(reps)) if (over_ok or reps[i]["overload"] == reps[best]["overload"]) and i != best]
     cands = [best] + (tied if graph.nnz <= REFINE_ALL_NNZ else [])
     tasks = []
     for i in cands:
         start, tv = parts[i], reps[i]["figures"]["total_volume"]
-        if has_empty_rows(graph):        # within the compute limit before the refinement keeps it
+        if has_empty_rows(graph) and not over_ok:     # within the compute limit before the refinement keeps it
             start = repair_compute(graph, start, k, imbalance=ctx.imbalance)[0]
             tv = figures(graph, start, k)["total_volume"]
         ref, tol = (low, tol0) if tv <= low * (1 + tol0) else (tv, 0.0)
