@@ -133,6 +133,15 @@ REFINE_PATIENCE = 1000
 # first that does not lower max(send, recv). Chosen on TUNE (max x0.990, CLI wall x1.15 on 2 cores);
 # held-out REPORT x0.985 (CLI x1.12); R-MAT 18 k = 64 x0.968 at x1.40 of the wall
 DEFAULT_REFINE_CYCLES = 3
+# large graphs: above LARGE_PINS pins of A + I (nnz + n) the stages after the engines cost a multiple
+# of METIS's own time (webcrawl-150k, 1.3 M pins, k = 64: 8.4 x METIS's CPU seconds, the V-cycles of
+# both starts 2.2 x alone), so there the pipeline keeps the start of the engines' own figures, gives it
+# one V-cycle (LARGE_VCYCLES), refines it alone with LARGE_REFINE_WORK units per pin and runs one
+# refine/volume cycle (docs/design/planner.md "Time that scales")
+LARGE_PINS = 1_000_000
+LARGE_VCYCLES = 1
+LARGE_REFINE_WORK = 4.0
+DEFAULT_REFINE_WORK = 8.0
 CYCLES_MAX_NNZ = METIS_MAX_NNZ
 from .objectives import AUTO_PRESET  # noqa: E402,F401  (re-exported)
 
@@ -212,10 +221,14 @@ def auto_partition(graph: Graph, k: int, *, context: PipelineContext | None = No
         progress("allow_overload: a row outweighs the ε-limit; parts may stay above it where the start "
                  "engine left them, the lowest max(send, recv) is kept")
     starts, start_opts = starts_by_size(graph) if sc.starts is None else (sc.starts, {})
+    large = is_large(graph)
     started = [_start(graph, k, eng, _start_options(eng, start_opts, workers), ctx, progress, lanes,
-                      repair=not over_ok) for eng in starts]
+                      repair=not over_ok, vcycle=bool(sc.vcycle) and not large) for eng in starts]
     parts, reps = map(list, zip(*(_started(*s, progress) for s in started)))
     best = min(range(len(reps)), key=lambda i: _key(reps[i], over_ok) + (i,))
+    if sc.vcycle and large:       # large graphs: the kept start alone gets (one) V-cycle
+        parts[best] = _vcycle(graph, parts[best], k, ctx.imbalance, ctx.seed, reps[best], progress, True,
+                              cycles=LARGE_VCYCLES)
     for r in reps:
         r["balanced"] = r["overload"] == 0
     report = {"starts": reps, "chosen": reps[best]["engine"], "start_s": time.perf_counter() - t0,
@@ -229,6 +242,11 @@ def auto_partition(graph: Graph, k: int, *, context: PipelineContext | None = No
         part, report["compute_repair"] = _repair_compute(graph, part, k, ctx.imbalance, progress)
     report["seconds"] = time.perf_counter() - t0
     return part, report
+
+
+def is_large(graph: Graph) -> bool:
+    """More than LARGE_PINS pins of A + I: the pipeline's large-graph schedule (module constants)."""
+    return graph.nnz + graph.n > LARGE_PINS
 
 
 def overload_allowed(graph: Graph, k: int, ctx: PipelineContext) -> bool:
@@ -278,14 +296,16 @@ def _refinement(graph, k, ctx: PipelineContext, reps, parts, best, report, progr
     """Steps 4-6 of the module doc on the starts: the refinement (with its rounds), the volume
     round, the cycles; their reports go to ``report``. Returns the partition."""
     b = ctx.budget
-    budget = Budget.of(graph, b.refine_work, b.rounds_work, b.time_limit)
+    work = b.refine_work if b.refine_work is not None else (
+        LARGE_REFINE_WORK if is_large(graph) else DEFAULT_REFINE_WORK)
+    budget = Budget.of(graph, work, b.rounds_work, b.time_limit)
     part, report["refine"], i, report["refined_starts"], rctx = _refine_starts(
         graph, k, reps, parts, best, ctx, budget, progress, lanes, over_ok)
     report["chosen"] = reps[i]["engine"]
     if b.volume_work > 0:
         part, report["volume_round"] = _volume_round(graph, k, part, report["refine"], ctx, ctx.seed, budget,
                                                      progress)
-        cycles = b.refine_cycles or (DEFAULT_REFINE_CYCLES if graph.nnz <= CYCLES_MAX_NNZ else 1)
+        cycles = b.refine_cycles or (1 if is_large(graph) else DEFAULT_REFINE_CYCLES)
         if cycles > 1:
             part, report["cycles"] = _cycles(graph, k, part, report, ctx, rctx, budget, cycles, progress)
     return part
@@ -360,7 +380,7 @@ def _start_options(eng, start_opts, workers) -> dict:
     return opts
 
 
-def _start(graph, k, eng, opts, ctx: PipelineContext, progress, lanes, repair: bool = True):
+def _start(graph, k, eng, opts, ctx: PipelineContext, progress, lanes, repair: bool = True, vcycle: bool = True):
     """One start: the engine (with a heartbeat), the balance repair when it broke ε (``repair``;
     False under ``allow_overload``), the km1 V-cycle when ``ctx`` asks for it (a task on ``lanes``:
     it runs beside the next start's engine); returns (the part or the V-cycle's task, report of
@@ -375,7 +395,7 @@ def _start(graph, k, eng, opts, ctx: PipelineContext, progress, lanes, repair: b
     if rep["overload"] > 0 and repair:     # the engine broke ε: repair before the V-cycle (it keeps the cap)
         part, rep = _rebalance(graph, part, k, imbalance, rep, say)
     rep["figures"] = rep["start"]
-    if ctx.start.vcycle:
+    if vcycle:
         part = lanes.submit(_vcycle, graph, part, k, imbalance, seed, rep, progress)
     return part, rep
 
@@ -445,7 +465,7 @@ def _refine_starts(graph, k, reps, parts, best, ctx: PipelineContext, budget: Bu
     tol0 = ctx.volume_tolerance
     low = min(r["figures"]["total_volume"] for r in reps)
     tied = [i for i in range(len(reps)) if (over_ok or reps[i]["overload"] == reps[best]["overload"]) and i != best]
-    cands = [best] + (tied if graph.nnz <= REFINE_ALL_NNZ else [])
+    cands = [best] + (tied if graph.nnz <= REFINE_ALL_NNZ and not is_large(graph) else [])
     tasks = []
     for i in cands:
         start, tv = parts[i], reps[i]["figures"]["total_volume"]
@@ -616,13 +636,15 @@ def _rebalance(graph, part, k, imbalance, rep, say):
     return part, rep
 
 
-def _vcycle(graph, part, k, imbalance, seed, rep, progress, say_figures=False):
-    """The km1 V-cycle of a start (with a heartbeat); its time and figures go to ``rep``."""
+def _vcycle(graph, part, k, imbalance, seed, rep, progress, say_figures=False, cycles: int | None = None):
+    """The km1 V-cycle of a start (with a heartbeat; at most ``cycles`` V-cycles, None: vcycle_refine's
+    default); its time and figures go to ``rep``."""
     from .fast import vcycle_refine
 
     tv = time.perf_counter()
+    kw = {} if cycles is None else {"cycles": cycles}
     with _heartbeat(progress, rep["engine"], f"km1 V-cycle on the {rep['engine']} start"):
-        part, _ = vcycle_refine(graph, part, k, imbalance=imbalance, seed=seed)
+        part, _ = vcycle_refine(graph, part, k, imbalance=imbalance, seed=seed, **kw)
     rep["vcycle_s"] = time.perf_counter() - tv
     rep["figures"] = f = figures(graph, part, k)
     if say_figures and progress is not None:
