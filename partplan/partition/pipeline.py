@@ -15,14 +15,16 @@ on the TUNE half of ``benchmarks/bench_families.py`` (docs/design/planner.md):
    least tied to their part move to neighbouring parts with room), kept when
    less overloaded;
 2. **km1 V-cycle** (:func:`partplan.partition.fast.vcycle_refine`) on every
-   start (``vcycle``);
+   start (``vcycle``); on large graphs (more than LARGE_PINS pins of A + I) on
+   the kept start alone, one V-cycle (LARGE_VCYCLES);
 3. the start kept: ε-balanced first, else the **least overloaded**; then the
    lowest max(send, recv), then total volume;
 4. **bottleneck refinement** (:func:`partplan.partition.refine.refine`,
    max-both, exact; every start as balanced as the kept one is refined — side
    by side on several cores — and the lowest result kept, up to REFINE_ALL_NNZ
-   nonzeros; FM passes end after REFINE_PATIENCE moves without a new best state),
-   its first round limited to ``refine_work`` work units per pin of A + I (at least
+   nonzeros and not large; FM passes end after REFINE_PATIENCE moves without a new best state),
+   its first round limited to ``refine_work`` work units per pin of A + I (None: by size,
+   DEFAULT_REFINE_WORK, LARGE_REFINE_WORK on large graphs; at least
    REFINE_WORK_MIN, at most REFINE_WORK_MAX), with the total volume capped at
    (1 + ``volume_tolerance``) × the *lowest* total volume among the starts (or
    the start's own when already higher); then **refinement rounds**: the
@@ -35,11 +37,22 @@ on the TUNE half of ``benchmarks/bench_families.py`` (docs/design/planner.md):
    refined max, within ``volume_work`` units per pin (0: off) — the bottleneck
    stays, the volume the refinement spent on it is partly given back;
 6. **refine/volume cycles** (``refine_cycles``, default DEFAULT_REFINE_CYCLES = 3 up
-   to CYCLES_MAX_NNZ nonzeros, 1 above): the bottleneck refinement again from the volume round's
+   to LARGE_PINS pins, 1 above): the bottleneck refinement again from the volume round's
    result (another point of the same max, with the volume it gave back), then another volume
    round, while a cycle lowers the max. Chosen on TUNE (k = 16, 64: max(send, recv) x0.990, CLI
    wall x1.15 on 2 cores); held-out REPORT x0.985 (social, web, internet and collaboration graphs
-   x0.95-0.99; meshes, power grid and R-MAT x0.99-1.00; no case higher), docs/design/planner.md.
+   x0.95-0.99; meshes, power grid and R-MAT x0.99-1.00; no case higher), docs/design/planner.md;
+7. **never behind a start**: a start (after its V-cycle) at least as low on both max(send, recv)
+   and total volume, and lower on one, replaces the refined partition (only one as balanced:
+   no more overloaded, within the compute limit) — :func:`_no_worse_than_starts`.
+
+**Graphs no partition can ε-balance** (a row heavier than a part's ε-limit,
+:func:`partplan.partition.objectives.balance_floor`): by default the kept start is the least
+overloaded one and no stage makes its heaviest part heavier. With ``allow_overload``
+(``--allow-overload``) overloaded starts are not repaired, starts are ranked by max(send, recv)
+and total volume alone, every start is refined, and the compute repair is skipped: parts may stay
+above the limit as METIS or KaMinPar left them where that lowers max(send, recv). On graphs that
+can be balanced the option changes nothing.
 
 Rows with no nonzero in their row or their column (isolated vertices) are set aside first: the
 pipeline runs on the other rows, and the isolated ones are spread over the parts by water-filling
@@ -128,8 +141,7 @@ REFINE_PATIENCE = 1000
 # leaves the partition at another point of the same max; the bottleneck refinement runs again from
 # it (seed + 100 c, the same total-volume limit, within ``cycle_work`` x the work units the
 # refinement spent, its rounds included), then another volume round; at most DEFAULT_REFINE_CYCLES
-# cycles in all (``refine_cycles=None``) on graphs of at most CYCLES_MAX_NNZ nonzeros (above, the
-# first refinement alone takes minutes and the cycles were not measured there: 1), ending at the
+# cycles in all (``refine_cycles=None``) on graphs of at most LARGE_PINS pins (above: 1), ending at the
 # first that does not lower max(send, recv). Chosen on TUNE (max x0.990, CLI wall x1.15 on 2 cores);
 # held-out REPORT x0.985 (CLI x1.12); R-MAT 18 k = 64 x0.968 at x1.40 of the wall
 DEFAULT_REFINE_CYCLES = 3
@@ -142,7 +154,6 @@ LARGE_PINS = 1_000_000
 LARGE_VCYCLES = 1
 LARGE_REFINE_WORK = 4.0
 DEFAULT_REFINE_WORK = 8.0
-CYCLES_MAX_NNZ = METIS_MAX_NNZ
 from .objectives import AUTO_PRESET  # noqa: E402,F401  (re-exported)
 
 
