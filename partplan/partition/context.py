@@ -332,8 +332,9 @@ class PipelineContext:
                                      unit="fraction", cli="--volume-tolerance")
     allow_overload: bool = option(False, "only where one row outweighs a part's ε-limit (no partition is within "
                                   "ε): parts may stay above the limit as the start engine left them (METIS, "
-                                  "KaMinPar) when that lowers max(send, recv); False: every part as close to "
-                                  "the limit as the hub allows", cli="--allow-overload")
+                                  "KaMinPar) when that lowers max(send, recv); False: the least overloaded "
+                                  "start is kept and no part grows above its heaviest part",
+                                  cli="--allow-overload")
     start: StartsContext = sub(StartsContext)
     budget: BudgetContext = sub(BudgetContext)
 
