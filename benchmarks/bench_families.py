@@ -95,7 +95,7 @@ REPORT = ("polblogs", "as-22july06", "delaunay_n15", "astro-ph", "rmat15", "webc
 # the generated web crawls: (pages, seed) of partplan.datasets.web_crawl, symmetrized
 WEB = {"webcrawl-150k": (150_000, 1), "webcrawl-325k": (325_729, 2)}
 GENERATED = ("grid2d", "grid3d", "regular6", "ba4", "ws", "tree", "caveman", "sbm", "scalefree-dir", "bipartite")
-QUICK = ("power", "polblogs")
+QUICK = ("power", "polblogs", "webcrawl-150k")   # the web crawl without plain Mt-KaHyPar (minutes there)
 PEERS = ("metis", "mtk", "kaminpar")
 PRESETS = ("pp-default", "pp-default-1t", "pp-fast", "pp-quality")
 METHODS = {
@@ -331,7 +331,8 @@ def main(argv=None) -> int:
     ap.add_argument("--k", nargs="+", type=int, default=[16, 64, 256])
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS) + list(CANDIDATES))
     ap.add_argument("--tune", action="store_true", help="add the candidate default pipelines")
-    ap.add_argument("--quick", action="store_true", help=f"{', '.join(QUICK)} at k = 16, 64, no pp-quality")
+    ap.add_argument("--quick", action="store_true", help=f"{', '.join(QUICK)} at k = 16, 64, no pp-quality; "
+                    "no plain Mt-KaHyPar on the web crawl")
     ap.add_argument("--max-k-ratio", type=float, default=0.0,
                     help="skip k > n * this (0: no limit); k = 256 on larger graphs takes Mt-KaHyPar minutes")
     ap.add_argument("--fetch", action="store_true", help="fetch registry datasets that are not cached")
@@ -376,6 +377,8 @@ def main(argv=None) -> int:
             if k > g.n or (a.max_k_ratio and k > g.n * a.max_k_ratio):
                 continue
             ms = dict(methods)
+            if a.quick and name in WEB:
+                ms.pop("mtk", None)
             if k > 64 and a.mtk_time_limit is not None and mtk64 is not None and mtk64 > a.mtk_time_limit:
                 ms.pop("mtk", None)
                 if say:
