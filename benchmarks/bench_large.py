@@ -47,15 +47,15 @@ def main(argv=None) -> int:
     print(f"# {a.graph}: {g.n} rows, {g.nnz} nonzeros, large = {pipeline.is_large(g)} (shared machine: ratios only)")
     large = pipeline.LARGE_PINS
     for k in a.k:
-        metis = [_timed(lambda: run_backend("metis", g, k, imbalance=0.03, seed=0, graph=g))]
+        metis = [_timed(lambda k=k: run_backend("metis", g, k, imbalance=0.03, seed=0, graph=g))]
         rows = {}
         for name, limit in (("full", 10 ** 18), ("default", large)):
             pipeline.LARGE_PINS = limit
             say = (lambda m: print(f"  {m}", flush=True)) if a.progress and name == "default" else None
-            (part, _), w, c = _timed(lambda: pipeline.auto_partition(g, k, progress=say))
+            (part, _), w, c = _timed(lambda k=k, say=say: pipeline.auto_partition(g, k, progress=say))
             rows[name] = (w, c, pipeline.figures(g, part, k))
         pipeline.LARGE_PINS = large
-        metis.append(_timed(lambda: run_backend("metis", g, k, imbalance=0.03, seed=0, graph=g)))
+        metis.append(_timed(lambda k=k: run_backend("metis", g, k, imbalance=0.03, seed=0, graph=g)))
         mw = sum(m[1] for m in metis) / 2
         mc = sum(m[2] for m in metis) / 2
         print(f"k={k} METIS wall {metis[0][1]:.1f}/{metis[1][1]:.1f} s, CPU {metis[0][2]:.1f}/{metis[1][2]:.1f} s")
