@@ -205,8 +205,8 @@ def auto_partition(graph: Graph, k: int, *, context: PipelineContext | None = No
         :func:`~partplan.partition.context.resolve` or the preset
         :func:`~partplan.partition.context.auto`); None: the defaults.
     options : the context's options by name (imbalance, seed, starts, vcycle, threads, refine,
-        volume_tolerance, refine_work, rounds_work, refine_rounds, volume_work, refine_cycles,
-        cycle_work, time_limit), checked and applied over ``context``.
+        volume_tolerance, allow_overload, refine_work, rounds_work, refine_rounds, volume_work,
+        refine_cycles, cycle_work, time_limit), checked and applied over ``context``.
     progress : callable(str) or None: one line per step.
 
     ``threads`` (None: all this process may run on): the pipeline's independent pieces run side by
