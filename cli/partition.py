@@ -85,6 +85,7 @@ def register(subparsers) -> None:
     p.add_argument("--delta", type=float, default=None, help="stochastic model " + _help("--delta"))
     p.add_argument("--time-limit", type=nonneg_float, default=None, help=_help("--time-limit"))
     p.add_argument("--volume-tolerance", type=nonneg_float, default=None, help=_help("--volume-tolerance"))
+    p.add_argument("--allow-overload", action="store_true", default=None, help=_help("--allow-overload"))
     p.add_argument("--hub-factor", type=nonneg_float, default=None, help=_help("--hub-factor"))
     p.add_argument("--symmetrize", action="store_true", help="symmetrize the graph after reading")
     p.add_argument("-f", "--features", type=_positive_int, default=_default("--features"), help=_help("--features"))

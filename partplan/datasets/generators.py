@@ -1,5 +1,5 @@
 """Synthetic graph generators: Graph500 Kronecker / R-MAT, 2D/3D grids, random
-geometric graphs.
+geometric graphs, web crawls (hosts, local links, global hubs).
 
 Every generator is vectorized numpy (no Python loop over vertices or edges),
 deterministic for a given ``seed`` (numpy ``PCG64`` streams derived with
@@ -23,7 +23,7 @@ from ..errors import DatasetError
 from ..graph import Graph
 
 __all__ = ["GeneratorParameterError", "rmat_edges", "rmat", "grid2d", "grid3d",
-           "random_geometric"]
+           "random_geometric", "web_crawl"]
 
 #: edges drawn per random stream in :func:`rmat_edges`; fixed so that the
 #: output for a seed does not depend on memory settings (changing it changes
@@ -279,3 +279,94 @@ def random_geometric(n: int, radius: float | None = None, avg_degree: float = 10
     g = Graph.from_edges(pairs[:, 0], pairs[:, 1], n=n, symmetrize=True, self_loops="remove",
                          name=name or f"rgg-n{n}-d{dim}-seed{seed}")
     return (g, pts) if return_coords else g
+
+
+def _pareto_weights(rng: np.random.Generator, size: int, exponent: float) -> np.ndarray:
+    """Weights w ≥ 1 with P(w > x) = x^-(exponent - 1): a power-law density of ``exponent``."""
+    return (1.0 - rng.random(size)) ** (-1.0 / (exponent - 1.0))
+
+
+def _draw(cum: np.ndarray, lo: np.ndarray, span: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Indices i with cum[i-1] <= lo + u·span < cum[i] (inverse-CDF sampling on a cumulative array)."""
+    return np.minimum(np.searchsorted(cum, lo + u * span, side="right"), cum.size - 1)
+
+
+def web_crawl(n: int, avg_out: float = 4.0, seed: int = 0, *, local: float = 0.75, in_exponent: float = 2.1,
+              out_exponent: float = 2.4, host_exponent: float = 1.6, dangling: float = 0.2,
+              max_share: float = 0.02, symmetrize: bool = True, name: str | None = None) -> Graph:
+    """A web-crawl-like directed graph of ``n`` pages: hub-heavy, with host locality.
+
+    The structure measured on web crawls (Broder et al., "Graph structure in the web", 2000;
+    Barabási-Albert's web-NotreDame crawl): in-degrees follow a power law of density exponent
+    ``in_exponent`` (~2.1: a few pages are linked from a large share of all pages), out-degrees one
+    of ``out_exponent`` (~2.4), most links stay on the page's own host, and a share of the crawled
+    pages has no out-link (the crawl frontier). Every page was found through a link: each has one
+    from the crawl tree (an earlier page of its host, or an earlier page anywhere for a host's first).
+
+    Construction (vectorized, deterministic for ``seed``):
+
+    * hosts: sizes drawn from a power law of density ``host_exponent`` (pages ≥ 1), pages of a
+      host consecutive before the final random relabelling;
+    * each page gets an out-degree ⌈Pareto(``out_exponent``) · scale⌉ (mean ``avg_out`` over the
+      pages that have links), and with probability ``dangling`` none;
+    * each page has a popularity drawn from a power law of density ``in_exponent``, at most
+      ``max_share`` of the total (the largest hub of web-NotreDame, 325,729 pages, has 0.7 % of
+      its 1.5 M links); each link goes,
+      with probability ``local``, to a page of its own host drawn by popularity (a host's home
+      and menu pages collect its links), else to any page drawn by popularity (the global hubs);
+    * the crawl tree: page i > 0 is linked from a uniform earlier page of its host, a host's first
+      page from a uniform earlier page; these links come on top of the out-degrees above;
+    * self links and duplicate links are dropped; page ids are randomly permuted.
+
+    ``symmetrize`` (default True) stores A + Aᵀ (the partitioner's undirected view, as the
+    benchmarks use it); False keeps the directed graph (pages without out-links are empty rows).
+
+    >>> g = web_crawl(2000, seed=1)
+    >>> g.n, g.is_symmetric(), g.has_self_loops()
+    (2000, True, False)
+    """
+    n = _check_int("n", n, 2)
+    for label, v, lo, hi in (("avg_out", avg_out, 1.0, 1e4), ("local", local, 0.0, 1.0),
+                             ("dangling", dangling, 0.0, 0.99), ("max_share", max_share, 1e-6, 1.0),
+                             ("in_exponent", in_exponent, 1.05, 10.0),
+                             ("out_exponent", out_exponent, 2.05, 10.0), ("host_exponent", host_exponent, 1.05, 10.0)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (lo <= v <= hi):
+            raise GeneratorParameterError(f"{label} must be a number in [{lo:g}, {hi:g}], got {v!r}")
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(_check_int("seed", seed, 0))))
+    # hosts: power-law sizes, at most n pages in all; page -> host, consecutive
+    sizes = np.ceil(_pareto_weights(rng, n, host_exponent)).astype(np.int64)
+    sizes = np.minimum(sizes, n)
+    ends = np.cumsum(sizes)
+    nh = int(np.searchsorted(ends, n)) + 1
+    sizes = sizes[:nh]
+    sizes[-1] -= int(ends[nh - 1]) - n
+    host = np.repeat(np.arange(nh), sizes)
+    first = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    # out-degrees: Pareto of density out_exponent, mean avg_out over the linking pages
+    raw = _pareto_weights(rng, n, out_exponent)
+    out = np.ceil(raw * (avg_out / raw.mean()) - 0.5).clip(1, n - 1).astype(np.int64)
+    out[rng.random(n) < dangling] = 0
+    src = np.repeat(np.arange(n), out)
+    m = src.size
+    # popularity: global cumulative weights (pages of a host consecutive, so a host's is a slice)
+    pop = _pareto_weights(rng, n, in_exponent)
+    for _ in range(3):      # the cap lowers the total: a few rounds settle it
+        pop = np.minimum(pop, max_share * pop.sum())
+    cum = np.cumsum(pop)
+    lo_page = first[host[src]]
+    base = np.where(lo_page > 0, cum[lo_page - 1], 0.0)
+    span_local = cum[lo_page + sizes[host[src]] - 1] - base
+    is_local = rng.random(m) < local
+    u = rng.random(m)
+    dst = np.where(is_local, _draw(cum, base, span_local, u), _draw(cum, np.zeros(m), np.full(m, cum[-1]), u))
+    # the crawl tree: every page but page 0 has an in-link from an earlier page (its host's, else any)
+    page = np.arange(1, n)
+    lo_tree = first[host[page]]
+    own = page > lo_tree
+    back = rng.random(n - 1)
+    parent = np.where(own, lo_tree + (back * (page - lo_tree)).astype(np.int64), (back * page).astype(np.int64))
+    src, dst = np.concatenate([src, parent]), np.concatenate([dst, page])
+    relabel = rng.permutation(n)
+    name = name or f"web-crawl-n{n}-seed{seed}"
+    return Graph.from_edges(relabel[src], relabel[dst], n=n, symmetrize=symmetrize, self_loops="remove",
+                            dedupe=True, name=name)

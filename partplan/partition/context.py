@@ -300,8 +300,10 @@ class BudgetContext:
     ``time_limit`` is given) and its rounds, volume round and cycles."""
 
     cli_where: ClassVar[str] = "in the default pipeline"
-    refine_work: float = option(8.0, "first refinement round's work limit, units per pin of A + I; counted, not "
-                                "timed: the same result on every machine", unit="work units per pin")
+    refine_work: float | None = option(None, "first refinement round's work limit, units per pin of A + I; "
+                                       "counted, not timed: the same result on every machine; None: 8 up to 1 M "
+                                       "pins, 4 above (pipeline.LARGE_PINS)", kind="real",
+                                       unit="work units per pin")
     rounds_work: float = option(0.25, "later rounds' work limit, x the first round's work", unit="x")
     refine_rounds: int = option(8, "refinement rounds at most (restarts from the result, next seed)",
                                 unit="rounds", lo=1)
@@ -309,8 +311,8 @@ class BudgetContext:
                                 "units per pin of A + I (0: none)", unit="work units per pin")
     refine_cycles: int | None = option(None, "refinement + volume round cycles at most (the refinement again from "
                                        "the volume round's result, ending at the first cycle that does not lower "
-                                       "the max; none without the volume round); None: 3 up to 16 M nonzeros, 1 "
-                                       "above (pipeline.CYCLES_MAX_NNZ)", kind="int", unit="cycles", lo=1, hi=1000)
+                                       "the max; none without the volume round); None: 3 up to 1 M pins, 1 "
+                                       "above (pipeline.LARGE_PINS)", kind="int", unit="cycles", lo=1, hi=1000)
     cycle_work: float = option(0.25, "each later cycle's refinement work limit, x the work the refinement spent "
                                "(its rounds included)", unit="x")
     time_limit: float | None = option(None, TIME_LIMIT_HELP, kind="real", unit="s", cli="--time-limit")
@@ -328,6 +330,11 @@ class PipelineContext:
     refine: bool = option(True, "max-both bottleneck refinement of the kept start")
     volume_tolerance: float = option(0.03, VOLUME_TOLERANCE_HELP,
                                      unit="fraction", cli="--volume-tolerance")
+    allow_overload: bool = option(False, "only where one row outweighs a part's ε-limit (no partition is within "
+                                  "ε): parts may stay above the limit as the start engine left them (METIS, "
+                                  "KaMinPar) when that lowers max(send, recv); False: the least overloaded "
+                                  "start is kept and no part grows above its heaviest part",
+                                  cli="--allow-overload")
     start: StartsContext = sub(StartsContext)
     budget: BudgetContext = sub(BudgetContext)
 

@@ -15,14 +15,16 @@ on the TUNE half of ``benchmarks/bench_families.py`` (docs/design/planner.md):
    least tied to their part move to neighbouring parts with room), kept when
    less overloaded;
 2. **km1 V-cycle** (:func:`partplan.partition.fast.vcycle_refine`) on every
-   start (``vcycle``);
+   start (``vcycle``); on large graphs (more than LARGE_PINS pins of A + I) on
+   the kept start alone, one V-cycle (LARGE_VCYCLES);
 3. the start kept: ε-balanced first, else the **least overloaded**; then the
    lowest max(send, recv), then total volume;
 4. **bottleneck refinement** (:func:`partplan.partition.refine.refine`,
    max-both, exact; every start as balanced as the kept one is refined — side
    by side on several cores — and the lowest result kept, up to REFINE_ALL_NNZ
-   nonzeros; FM passes end after REFINE_PATIENCE moves without a new best state),
-   its first round limited to ``refine_work`` work units per pin of A + I (at least
+   nonzeros and not large; FM passes end after REFINE_PATIENCE moves without a new best state),
+   its first round limited to ``refine_work`` work units per pin of A + I (None: by size,
+   DEFAULT_REFINE_WORK, LARGE_REFINE_WORK on large graphs; at least
    REFINE_WORK_MIN, at most REFINE_WORK_MAX), with the total volume capped at
    (1 + ``volume_tolerance``) × the *lowest* total volume among the starts (or
    the start's own when already higher); then **refinement rounds**: the
@@ -35,11 +37,22 @@ on the TUNE half of ``benchmarks/bench_families.py`` (docs/design/planner.md):
    refined max, within ``volume_work`` units per pin (0: off) — the bottleneck
    stays, the volume the refinement spent on it is partly given back;
 6. **refine/volume cycles** (``refine_cycles``, default DEFAULT_REFINE_CYCLES = 3 up
-   to CYCLES_MAX_NNZ nonzeros, 1 above): the bottleneck refinement again from the volume round's
+   to LARGE_PINS pins, 1 above): the bottleneck refinement again from the volume round's
    result (another point of the same max, with the volume it gave back), then another volume
    round, while a cycle lowers the max. Chosen on TUNE (k = 16, 64: max(send, recv) x0.990, CLI
    wall x1.15 on 2 cores); held-out REPORT x0.985 (social, web, internet and collaboration graphs
-   x0.95-0.99; meshes, power grid and R-MAT x0.99-1.00; no case higher), docs/design/planner.md.
+   x0.95-0.99; meshes, power grid and R-MAT x0.99-1.00; no case higher), docs/design/planner.md;
+7. **never behind a start**: a start (after its V-cycle) at least as low on both max(send, recv)
+   and total volume, and lower on one, replaces the refined partition (only one as balanced:
+   no more overloaded, within the compute limit) — :func:`_no_worse_than_starts`.
+
+**Graphs no partition can ε-balance** (a row heavier than a part's ε-limit,
+:func:`partplan.partition.objectives.balance_floor`): by default the kept start is the least
+overloaded one and no stage makes its heaviest part heavier. With ``allow_overload``
+(``--allow-overload``) overloaded starts are not repaired, starts are ranked by max(send, recv)
+and total volume alone, every start is refined, and the compute repair is skipped: parts may stay
+above the limit as METIS or KaMinPar left them where that lowers max(send, recv). On graphs that
+can be balanced the option changes nothing.
 
 Rows with no nonzero in their row or their column (isolated vertices) are set aside first: the
 pipeline runs on the other rows, and the isolated ones are spread over the parts by water-filling
@@ -128,12 +141,19 @@ REFINE_PATIENCE = 1000
 # leaves the partition at another point of the same max; the bottleneck refinement runs again from
 # it (seed + 100 c, the same total-volume limit, within ``cycle_work`` x the work units the
 # refinement spent, its rounds included), then another volume round; at most DEFAULT_REFINE_CYCLES
-# cycles in all (``refine_cycles=None``) on graphs of at most CYCLES_MAX_NNZ nonzeros (above, the
-# first refinement alone takes minutes and the cycles were not measured there: 1), ending at the
+# cycles in all (``refine_cycles=None``) on graphs of at most LARGE_PINS pins (above: 1), ending at the
 # first that does not lower max(send, recv). Chosen on TUNE (max x0.990, CLI wall x1.15 on 2 cores);
 # held-out REPORT x0.985 (CLI x1.12); R-MAT 18 k = 64 x0.968 at x1.40 of the wall
 DEFAULT_REFINE_CYCLES = 3
-CYCLES_MAX_NNZ = METIS_MAX_NNZ
+# large graphs: above LARGE_PINS pins of A + I (nnz + n) the stages after the engines cost a multiple
+# of METIS's own time (webcrawl-150k, 1.3 M pins, k = 64: 8.4 x METIS's CPU seconds, the V-cycles of
+# both starts 2.2 x alone), so there the pipeline keeps the start of the engines' own figures, gives it
+# one V-cycle (LARGE_VCYCLES), refines it alone with LARGE_REFINE_WORK units per pin and runs one
+# refine/volume cycle (docs/design/planner.md "Time that scales")
+LARGE_PINS = 1_000_000
+LARGE_VCYCLES = 1
+LARGE_REFINE_WORK = 4.0
+DEFAULT_REFINE_WORK = 8.0
 from .objectives import AUTO_PRESET  # noqa: E402,F401  (re-exported)
 
 
@@ -169,11 +189,12 @@ def starts_by_size(graph: Graph) -> tuple[tuple[str, ...], dict]:
     return ("kaminpar",), ({"kaminpar": {"context": "terapart"}} if graph.nnz > TERAPART_NNZ else {})
 
 
-def _key(rep: dict) -> tuple:
+def _key(rep: dict, over_ok: bool = False) -> tuple:
     """Order of the starts: ε-balanced first, else the least overloaded (refinement never worsens
-    balance but does not repair it); then max(send, recv) and total volume."""
+    balance but does not repair it); then max(send, recv) and total volume. Under
+    ``allow_overload`` (``over_ok``) max(send, recv) and total volume alone."""
     f = rep["figures"]
-    return rep["overload"], f["max_send_recv"], f["total_volume"]
+    return (0 if over_ok else rep["overload"]), f["max_send_recv"], f["total_volume"]
 
 
 def auto_partition(graph: Graph, k: int, *, context: PipelineContext | None = None,
@@ -184,8 +205,8 @@ def auto_partition(graph: Graph, k: int, *, context: PipelineContext | None = No
         :func:`~partplan.partition.context.resolve` or the preset
         :func:`~partplan.partition.context.auto`); None: the defaults.
     options : the context's options by name (imbalance, seed, starts, vcycle, threads, refine,
-        volume_tolerance, refine_work, rounds_work, refine_rounds, volume_work, refine_cycles,
-        cycle_work, time_limit), checked and applied over ``context``.
+        volume_tolerance, allow_overload, refine_work, rounds_work, refine_rounds, volume_work,
+        refine_cycles, cycle_work, time_limit), checked and applied over ``context``.
     progress : callable(str) or None: one line per step.
 
     ``threads`` (None: all this process may run on): the pipeline's independent pieces run side by
@@ -206,36 +227,96 @@ def auto_partition(graph: Graph, k: int, *, context: PipelineContext | None = No
     sc = ctx.start
     workers = available_cores() if sc.threads is None else sc.threads
     lanes = Lanes(workers)
+    over_ok = overload_allowed(graph, k, ctx)
+    if over_ok and progress:
+        progress("allow_overload: a row outweighs the ε-limit; parts may stay above it where the start "
+                 "engine left them, the lowest max(send, recv) is kept")
     starts, start_opts = starts_by_size(graph) if sc.starts is None else (sc.starts, {})
-    started = [_start(graph, k, eng, _start_options(eng, start_opts, workers), ctx, progress, lanes)
-               for eng in starts]
+    large = is_large(graph)
+    started = [_start(graph, k, eng, _start_options(eng, start_opts, workers), ctx, progress, lanes,
+                      repair=not over_ok, vcycle=bool(sc.vcycle) and not large) for eng in starts]
     parts, reps = map(list, zip(*(_started(*s, progress) for s in started)))
-    best = min(range(len(reps)), key=lambda i: _key(reps[i]) + (i,))
+    best = min(range(len(reps)), key=lambda i: _key(reps[i], over_ok) + (i,))
+    if sc.vcycle and large:       # large graphs: the kept start alone gets (one) V-cycle
+        parts[best] = _vcycle(graph, parts[best], k, ctx.imbalance, ctx.seed, reps[best], progress, True,
+                              cycles=LARGE_VCYCLES)
     for r in reps:
         r["balanced"] = r["overload"] == 0
     report = {"starts": reps, "chosen": reps[best]["engine"], "start_s": time.perf_counter() - t0,
-              "vcycle": sc.vcycle, "refine": None, "workers": workers}
+              "vcycle": sc.vcycle, "refine": None, "workers": workers, "overload_allowed": over_ok}
     part = parts[best]
     if ctx.refine and k > 1:
-        part = _refinement(graph, k, ctx, reps, parts, best, report, progress, lanes)
-    if k > 1:
+        part = _refinement(graph, k, ctx, reps, parts, best, report, progress, lanes, over_ok)
+        part, report["start_kept"] = _no_worse_than_starts(graph, k, part, parts, reps, ctx.imbalance, over_ok,
+                                                           progress)
+    if k > 1 and not over_ok:
         part, report["compute_repair"] = _repair_compute(graph, part, k, ctx.imbalance, progress)
     report["seconds"] = time.perf_counter() - t0
     return part, report
 
 
-def _refinement(graph, k, ctx: PipelineContext, reps, parts, best, report, progress, lanes) -> np.ndarray:
+def is_large(graph: Graph) -> bool:
+    """More than LARGE_PINS pins of A + I: the pipeline's large-graph schedule (module constants)."""
+    return graph.nnz + graph.n > LARGE_PINS
+
+
+def overload_allowed(graph: Graph, k: int, ctx: PipelineContext) -> bool:
+    """``allow_overload`` is in force: asked for, and one row outweighs the ε-limit of a part
+    (:func:`partplan.partition.objectives.balance_floor`), so no partition is ε-balanced."""
+    from .objectives import balance_floor
+
+    return bool(ctx.allow_overload) and k > 1 and balance_floor(graph.row_nnz, k, ctx.imbalance) is not None
+
+
+def within_compute_limit(graph: Graph, part: np.ndarray, k: int, imbalance: float) -> bool:
+    """Every part's compute (row nnz) within ⌊(1+ε)·⌈nnz/k⌉⌋ (always True without empty rows: the
+    balance limit is then the same)."""
+    if not has_empty_rows(graph):
+        return True
+    nnz = graph.row_nnz.astype(np.int64)
+    return int(np.bincount(part, weights=nnz, minlength=k).max()) <= balance_cap(nnz, part, k, imbalance)[1]
+
+
+def _no_worse_than_starts(graph, k, part, parts, reps, imbalance, over_ok, progress):
+    """The refined ``part``, or the start (after its V-cycle) that is at least as good on both
+    max(send, recv) and total volume and better on one — only a start as balanced (no more
+    overloaded, within the compute limit on graphs with empty rows; any start under
+    ``allow_overload``). The lowest (max, total volume) such start wins. Returns (part, the kept
+    start's engine or None)."""
+    f = figures(graph, part, k)
+    have = (f["max_send_recv"], f["total_volume"])
+    ov = overload(graph, part, k, imbalance)
+    kept, best = None, have
+    for i, r in enumerate(reps):
+        g = (r["figures"]["max_send_recv"], r["figures"]["total_volume"])
+        if not (g[0] <= have[0] and g[1] <= have[1] and g != have) or g >= best:
+            continue
+        if not over_ok and (r["overload"] > ov or not within_compute_limit(graph, parts[i], k, imbalance)):
+            continue
+        kept, best = i, g
+    if kept is None:
+        return part, None
+    if progress:
+        progress(f"the {reps[kept]['engine']} start (max(send, recv) {best[0]}, total volume {best[1]}) is "
+                 f"below the refined partition ({have[0]}, {have[1]}) on both: kept")
+    return parts[kept], reps[kept]["engine"]
+
+
+def _refinement(graph, k, ctx: PipelineContext, reps, parts, best, report, progress, lanes,
+                over_ok: bool = False) -> np.ndarray:
     """Steps 4-6 of the module doc on the starts: the refinement (with its rounds), the volume
     round, the cycles; their reports go to ``report``. Returns the partition."""
     b = ctx.budget
-    budget = Budget.of(graph, b.refine_work, b.rounds_work, b.time_limit)
+    work = b.refine_work if b.refine_work is not None else (
+        LARGE_REFINE_WORK if is_large(graph) else DEFAULT_REFINE_WORK)
+    budget = Budget.of(graph, work, b.rounds_work, b.time_limit)
     part, report["refine"], i, report["refined_starts"], rctx = _refine_starts(
-        graph, k, reps, parts, best, ctx, budget, progress, lanes)
+        graph, k, reps, parts, best, ctx, budget, progress, lanes, over_ok)
     report["chosen"] = reps[i]["engine"]
     if b.volume_work > 0:
         part, report["volume_round"] = _volume_round(graph, k, part, report["refine"], ctx, ctx.seed, budget,
                                                      progress)
-        cycles = b.refine_cycles or (DEFAULT_REFINE_CYCLES if graph.nnz <= CYCLES_MAX_NNZ else 1)
+        cycles = b.refine_cycles or (1 if is_large(graph) else DEFAULT_REFINE_CYCLES)
         if cycles > 1:
             part, report["cycles"] = _cycles(graph, k, part, report, ctx, rctx, budget, cycles, progress)
     return part
@@ -310,10 +391,11 @@ def _start_options(eng, start_opts, workers) -> dict:
     return opts
 
 
-def _start(graph, k, eng, opts, ctx: PipelineContext, progress, lanes):
-    """One start: the engine (with a heartbeat), the balance repair when it broke ε, the km1
-    V-cycle when ``ctx`` asks for it (a task on ``lanes``: it runs beside the next start's engine);
-    returns (the part or the V-cycle's task, report of the start)."""
+def _start(graph, k, eng, opts, ctx: PipelineContext, progress, lanes, repair: bool = True, vcycle: bool = True):
+    """One start: the engine (with a heartbeat), the balance repair when it broke ε (``repair``;
+    False under ``allow_overload``), the km1 V-cycle when ``ctx`` asks for it (a task on ``lanes``:
+    it runs beside the next start's engine); returns (the part or the V-cycle's task, report of
+    the start)."""
     say = progress or (lambda msg: None)
     imbalance, seed = ctx.imbalance, ctx.seed
     ts = time.perf_counter()
@@ -321,10 +403,10 @@ def _start(graph, k, eng, opts, ctx: PipelineContext, progress, lanes):
         part, _ = run_backend(eng, graph, k, imbalance=imbalance, seed=seed, graph=graph, **opts)
     rep = {"engine": eng, "engine_s": time.perf_counter() - ts, "start": figures(graph, part, k),
            "overload": overload(graph, part, k, imbalance)}
-    if rep["overload"] > 0:      # the engine broke ε: repair before the V-cycle (it keeps the cap)
+    if rep["overload"] > 0 and repair:     # the engine broke ε: repair before the V-cycle (it keeps the cap)
         part, rep = _rebalance(graph, part, k, imbalance, rep, say)
     rep["figures"] = rep["start"]
-    if ctx.start.vcycle:
+    if vcycle:
         part = lanes.submit(_vcycle, graph, part, k, imbalance, seed, rep, progress)
     return part, rep
 
@@ -377,7 +459,8 @@ def max_context(ctx: PipelineContext) -> RefineContext:
                          fm=FMContext(patience=REFINE_PATIENCE))
 
 
-def _refine_starts(graph, k, reps, parts, best, ctx: PipelineContext, budget: Budget, progress, lanes):
+def _refine_starts(graph, k, reps, parts, best, ctx: PipelineContext, budget: Budget, progress, lanes,
+                   over_ok: bool = False):
     """Bottleneck refinement (max-both) of the kept start — on graphs of ≤ REFINE_ALL_NNZ nonzeros
     of every start as balanced as the kept one (side by side on ``lanes``), since a start's
     max before refinement does not rank its refined result — then more rounds of the best result
@@ -392,12 +475,12 @@ def _refine_starts(graph, k, reps, parts, best, ctx: PipelineContext, budget: Bu
     say = progress or (lambda msg: None)
     tol0 = ctx.volume_tolerance
     low = min(r["figures"]["total_volume"] for r in reps)
-    tied = [i for i in range(len(reps)) if reps[i]["overload"] == reps[best]["overload"] and i != best]
-    cands = [best] + (tied if graph.nnz <= REFINE_ALL_NNZ else [])
+    tied = [i for i in range(len(reps)) if (over_ok or reps[i]["overload"] == reps[best]["overload"]) and i != best]
+    cands = [best] + (tied if graph.nnz <= REFINE_ALL_NNZ and not is_large(graph) else [])
     tasks = []
     for i in cands:
         start, tv = parts[i], reps[i]["figures"]["total_volume"]
-        if has_empty_rows(graph):        # within the compute limit before the refinement keeps it
+        if has_empty_rows(graph) and not over_ok:     # within the compute limit before the refinement keeps it
             start = repair_compute(graph, start, k, imbalance=ctx.imbalance)[0]
             tv = figures(graph, start, k)["total_volume"]
         ref, tol = (low, tol0) if tv <= low * (1 + tol0) else (tv, 0.0)
@@ -564,13 +647,15 @@ def _rebalance(graph, part, k, imbalance, rep, say):
     return part, rep
 
 
-def _vcycle(graph, part, k, imbalance, seed, rep, progress, say_figures=False):
-    """The km1 V-cycle of a start (with a heartbeat); its time and figures go to ``rep``."""
+def _vcycle(graph, part, k, imbalance, seed, rep, progress, say_figures=False, cycles: int | None = None):
+    """The km1 V-cycle of a start (with a heartbeat; at most ``cycles`` V-cycles, None: vcycle_refine's
+    default); its time and figures go to ``rep``."""
     from .fast import vcycle_refine
 
     tv = time.perf_counter()
+    kw = {} if cycles is None else {"cycles": cycles}
     with _heartbeat(progress, rep["engine"], f"km1 V-cycle on the {rep['engine']} start"):
-        part, _ = vcycle_refine(graph, part, k, imbalance=imbalance, seed=seed)
+        part, _ = vcycle_refine(graph, part, k, imbalance=imbalance, seed=seed, **kw)
     rep["vcycle_s"] = time.perf_counter() - tv
     rep["figures"] = f = figures(graph, part, k)
     if say_figures and progress is not None:

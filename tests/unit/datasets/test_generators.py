@@ -192,3 +192,53 @@ def test_grid_bad_parameters():
         grid2d(0, 3)
     with pytest.raises(GeneratorParameterError):
         grid3d(2, 2, "3")
+
+
+# ----------------------------------------------------------------- web crawl
+def test_web_crawl_shape_determinism_and_connectivity():
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    from partplan.datasets import web_crawl
+
+    g = web_crawl(3000, seed=3)
+    assert g.n == 3000 and g.is_symmetric() and not g.has_self_loops()
+    h = web_crawl(3000, seed=3)
+    assert np.array_equal(g.indptr, h.indptr) and np.array_equal(g.indices, h.indices)
+    assert not np.array_equal(g.indices, web_crawl(3000, seed=4).indices)
+    # the crawl tree reaches every page: one connected component (scipy)
+    a = csr_matrix((np.ones(g.nnz), g.indices, g.indptr), shape=(g.n, g.n))
+    assert connected_components(a, directed=False)[0] == 1
+
+
+def test_web_crawl_is_hub_heavy_and_directed_view_has_dangling_pages():
+    from partplan.datasets import web_crawl
+
+    g = web_crawl(20000, seed=1)
+    deg = np.diff(g.indptr)
+    # hubs: the largest degree far above the mean, the top 1 % of pages hold a large share of the ends
+    assert deg.max() > 50 * deg.mean()
+    top = np.sort(deg)[::-1][: g.n // 100]
+    assert top.sum() > 0.15 * deg.sum()
+    d = web_crawl(20000, seed=1, symmetrize=False)
+    out_deg = np.diff(d.indptr)
+    in_deg = np.bincount(d.indices, minlength=d.n)
+    assert (out_deg == 0).any()                     # crawl frontier: pages without out-links
+    assert (in_deg[np.argsort(in_deg)[1:]] >= 1).all()   # every page but the crawl's root is linked
+    # symmetrizing the directed graph gives the undirected one (scipy A + A^T)
+    from scipy.sparse import csr_matrix
+    a = csr_matrix((np.ones(d.nnz), d.indices, d.indptr), shape=(d.n, d.n))
+    s = ((a + a.T) > 0).tocsr()
+    s.setdiag(0)
+    s.eliminate_zeros()
+    s.sort_indices()
+    assert np.array_equal(s.indptr, g.indptr) and np.array_equal(s.indices, g.indices)
+
+
+@pytest.mark.parametrize("kw", [dict(n=1), dict(n=100, local=1.5), dict(n=100, in_exponent=1.0),
+                                dict(n=100, avg_out=True), dict(n=100, seed=-1)])
+def test_web_crawl_bad_parameters(kw):
+    from partplan.datasets import web_crawl
+
+    with pytest.raises(GeneratorParameterError):
+        web_crawl(**kw)

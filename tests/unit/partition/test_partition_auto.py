@@ -385,7 +385,7 @@ def test_refine_cycles_option_through_partition_and_bad_values(monkeypatch):
     assert 2 <= len(p.info["auto"]["cycles"]["trail"]) <= pipeline.DEFAULT_REFINE_CYCLES
     assert "cycles" not in partition(g, 4, refine_cycles=1).info["auto"]
     assert "cycles" not in partition(g, 4, refine_cycles=3, volume_work=0).info["auto"]   # needs its volume round
-    monkeypatch.setattr(pipeline, "CYCLES_MAX_NNZ", g.nnz - 1)      # above the size: one cycle by default
+    monkeypatch.setattr(pipeline, "LARGE_PINS", g.nnz + g.n - 1)    # a large graph: one cycle by default
     assert "cycles" not in partition(g, 4).info["auto"]
     assert len(partition(g, 4, refine_cycles=2).info["auto"]["cycles"]["trail"]) >= 2   # asked for: runs
     for bad in (dict(refine_cycles=0), dict(refine_cycles="x"), dict(refine_cycles=10 ** 6),

@@ -97,7 +97,7 @@ def test_auto_schema_is_the_pipeline_context():
 def test_defaults_and_normalization():
     assert backends.engine_schema("mtkahypar")["preset"].default == "DEFAULT"
     assert backends.engine_schema("kaminpar")["context"].default == "default"
-    assert backends.engine_schema("auto")["refine_work"].default == 8.0
+    assert backends.engine_schema("auto")["refine_work"].default is None      # by size (pipeline.LARGE_PINS)
     assert schema.GROUPS["planner"]["f"].default == 128
     assert backends.check_options("mtkahypar", {"preset": "quality"}) == {"preset": "QUALITY"}
     assert backends.check_options("kaminpar", {"context": "LARGEK_FAST"}) == {"context": "largek-fast"}
