@@ -382,3 +382,21 @@ def test_torch_kernels_equal_native_losses_float64(polblogs, pb_plans, pb_data, 
     r = train_gcn(plans["2"], nprocs=2, kernels="torch", timeout=60, **kw)
     assert r["kernels"] == "torch" and r["bytes_match"]
     assert np.max(np.abs(np.array(r["losses"]) - ref["losses"])) < 1e-9
+
+
+def test_flipped_value_in_a_stored_member_is_refused(tmp_path):
+    """write_data stores its members uncompressed and the reader memory-maps them: the
+    member's CRC-32 is checked first, so a flipped bit is an error, not a wrong feature."""
+    from partplan.nn.data import check_data
+    n = 40
+    x = np.arange(n * 3, dtype=np.float32).reshape(n, 3)
+    y = np.arange(n) % 2
+    train = np.arange(n) < 10
+    path = write_data(tmp_path / "d.npz", x, y, train, (np.arange(n) >= 10) & (np.arange(n) < 20), np.arange(n) >= 20)
+    assert check_data(path, n).n == n
+    raw = bytearray(path.read_bytes())
+    at = raw.find(np.float32(77.0).tobytes())
+    raw[at] ^= 1
+    path.write_bytes(bytes(raw))
+    with pytest.raises(DataError, match="field 'x'.*CRC"):
+        check_data(path, n)
