@@ -387,7 +387,7 @@ def test_torch_kernels_equal_native_losses_float64(polblogs, pb_plans, pb_data, 
 def test_flipped_value_in_a_stored_member_is_refused(tmp_path):
     """write_data stores its members uncompressed and the reader memory-maps them: the
     member's CRC-32 is checked first, so a flipped bit is an error, not a wrong feature."""
-    from partplan.nn.data import check_data
+    from partplan.nn.data import check_data, read_rows
     n = 40
     x = np.arange(n * 3, dtype=np.float32).reshape(n, 3)
     y = np.arange(n) % 2
@@ -399,4 +399,4 @@ def test_flipped_value_in_a_stored_member_is_refused(tmp_path):
     raw[at] ^= 1
     path.write_bytes(bytes(raw))
     with pytest.raises(DataError, match="field 'x'.*CRC"):
-        check_data(path, n)
+        read_rows(path, np.arange(n))          # what each rank reads: a memory map of its rows
