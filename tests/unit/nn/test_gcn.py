@@ -388,14 +388,14 @@ def test_flipped_value_in_a_stored_member_is_refused(tmp_path):
     """write_data stores its members uncompressed and the reader memory-maps them: the
     member's CRC-32 is checked first, so a flipped bit is an error, not a wrong feature."""
     from partplan.nn.data import check_data, read_rows
-    n = 40
+    n = 5000                                       # x: 60 kB, far more than zipfile reads with a header
     x = np.arange(n * 3, dtype=np.float32).reshape(n, 3)
     y = np.arange(n) % 2
     train = np.arange(n) < 10
     path = write_data(tmp_path / "d.npz", x, y, train, (np.arange(n) >= 10) & (np.arange(n) < 20), np.arange(n) >= 20)
     assert check_data(path, n).n == n
     raw = bytearray(path.read_bytes())
-    at = raw.find(np.float32(77.0).tobytes())
+    at = raw.find(np.float32(12345.0).tobytes())
     raw[at] ^= 1
     path.write_bytes(bytes(raw))
     with pytest.raises(DataError, match="field 'x'.*CRC"):
