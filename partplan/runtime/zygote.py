@@ -34,6 +34,7 @@ worker is a fresh interpreter, as before (:class:`subprocess.Popen`).
 from __future__ import annotations
 
 import os
+import runpy
 import subprocess
 import sys
 import threading
@@ -236,11 +237,11 @@ def _child(argv: list[str], env: dict, out_path: str) -> None:  # pragma: no cov
     os.close(fd)
     os.environ.clear()
     os.environ.update(env)
-    from . import worker
     launcher = env.get("PARTPLAN_LAUNCHER_PID")
-    os.environ["PARTPLAN_LAUNCHER_PID"] = str(parent)
-    worker.die_with_launcher()                  # SIGKILL when the fork server exits; gone already: exit
-    os.environ["PARTPLAN_LAUNCHER_PID"] = launcher or ""
+    os.environ["PARTPLAN_LAUNCHER_PID"] = str(parent)   # the worker's parent: its death signal is tied to it
     if launcher and launcher.isdigit():         # and with the launcher itself, at once
         _die_with(int(launcher))
-    worker._exit_now(worker.main(argv))
+    sys.argv = ["-m", *argv]
+    # what `python -m partplan.runtime.worker CONFIG` runs (its __main__ block: death signal, main, exit)
+    runpy.run_module("partplan.runtime.worker", run_name="__main__", alter_sys=True)
+    os._exit(0)                                 # not reached: the worker's main block exits

@@ -105,7 +105,7 @@ def test_unreadable_and_yaml_files(tmp_path):
 
 @pytest.mark.parametrize("argv,msg", [
     (["--topology", "tree:4x"], "expected tree:RxD"),
-    (["--topology", "tree:4x4"], "has 16 ranks, the job has 8"),
+    (["--topology", "tree:4x4"], "--topology tree:4x4: 16 ranks, but -k is 8"),   # checked where it enters
     (["--route", "domain"], "--route domain needs --topology"),
     (["--topology", "tree:2x4", "--route", "domain", "--layout", "2d:2x4"], "apply to the 1d layout"),
 ])
