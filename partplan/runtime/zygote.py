@@ -39,6 +39,7 @@ import subprocess
 import sys
 import threading
 import types
+import weakref
 
 #: modules imported once in the fork server (what every worker imports first)
 PRELOAD = ("torch", "torch.distributed")
@@ -56,6 +57,7 @@ STARTUP_CODE = ("PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "PYTHONUSERBASE")
 
 _lock = threading.Lock()
 _state: dict = {}
+_live: weakref.WeakSet = weakref.WeakSet()   # workers forked by the running server
 
 
 class ForkedWorker:
@@ -129,15 +131,31 @@ if _popen_forkserver is not None:
 def _zygote_fits(env: dict) -> bool:
     """True when a worker forked from the zygote starts as a fresh interpreter
     with ``env`` would (see the module doc)."""
-    if _context() is None or dict(os.environ) != _state["env"]:
-        return False
     # code a fresh interpreter runs at start-up may read the rank's environment (a sitecustomize
     # on PYTHONPATH, PYTHONSTARTUP): it would run once in the fork server, not in each worker
     if any(os.environ.get(v) for v in STARTUP_CODE) or {"sitecustomize", "usercustomize"} & set(sys.modules):
         return False
+    if _context() is None:
+        return False
+    if dict(os.environ) != _state["env"] and not _restart():
+        return False
     base = _state["env"]
     changed = {k for k in set(env) | set(base) if env.get(k) != base.get(k)}
     return changed <= PER_RANK
+
+
+def _restart() -> bool:
+    """Stop the fork server (started under another environment) so that the next
+    start brings up one under today's; False where it cannot be stopped, or while
+    workers it forked still run (they would lose their parent)."""
+    from multiprocessing import forkserver
+    stop = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)
+    if stop is None or any(w.poll() is None for w in list(_live)):
+        return False
+    with _lock:
+        stop()
+        _state["env"] = dict(os.environ)
+    return True
 
 
 def start_worker(argv: list[str], env: dict, out_path: str, out_file):
@@ -150,7 +168,9 @@ def start_worker(argv: list[str], env: dict, out_path: str, out_file):
             with _lock:
                 proc = WorkerProcess(target=_child, args=(list(argv), dict(env), str(out_path)), daemon=False)
                 proc.start()
-            return ForkedWorker(proc)
+            worker = ForkedWorker(proc)
+            _live.add(worker)
+            return worker
         except OSError:  # the fork server could not start or fork: a fresh interpreter instead
             pass
     return subprocess.Popen([sys.executable, "-m", "partplan.runtime.worker", *argv], env=env,
