@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from .._atomic import discard_temp
 from ..errors import BackendUnavailableError, PartitionError
 from ..io.foreign import DGL_ETYPE, DGL_NTYPE, _torch
 
@@ -28,16 +27,18 @@ def _atomic_dir(out: Path):
     if out.exists() and (out.is_file() or any(out.iterdir())):
         raise PartitionError(f"{out}: exists and is not empty; refusing to overwrite it")
     out.parent.mkdir(parents=True, exist_ok=True)
-    from .._atomic import clean_stale, temp_prefix
-    clean_stale(out)  # temp dirs of exports killed before their rename
-    return Path(tempfile.mkdtemp(prefix=temp_prefix(out), dir=out.parent))
+    from .._atomic import clean_stale, make_temp_dir
+    clean_stale(out)  # temp dirs of exports killed before their rename (judged by their writer's lock)
+    return make_temp_dir(out)
 
 
 def _finish(tmp: Path, out: Path) -> Path:
+    from .._atomic import release_temp
     os.chmod(tmp, 0o755)
     if out.exists():
         out.rmdir()
     os.replace(tmp, out)
+    release_temp(tmp)
     return out
 
 
@@ -106,7 +107,7 @@ def export_dgl(plan, out, *, graph_name: str | None = None) -> Path:
         (tmp / "EXPORT.md").write_text(_DGL_NOTE.format(name=name, k=k))
         return _finish(tmp, out)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        discard_temp(tmp)
         raise
 
 
@@ -293,7 +294,7 @@ def export_pyg(plan, out, *, graph=None, data=None) -> Path:
             torch.save(torch.from_numpy(labels), tmp / "label.pt")
         return _finish(tmp, out)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        discard_temp(tmp)
         raise
 
 

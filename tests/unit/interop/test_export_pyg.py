@@ -144,3 +144,27 @@ def test_cli(setup, tmp_path, capsys):
     eid, src, dst, w, _ = _load(tmp_path / "out", K)
     assert np.array_equal(dst, g.rows) and np.array_equal(src, g.indices)
     assert main(["export", str(gcn), "--to", "metis", str(tmp_path / "p.txt"), "--data", str(data)]) != 0
+
+
+def test_export_temporary_is_held_by_its_writers_lock(tmp_path):
+    """An export's temporary folder carries its writer's flock while it is written (so
+    clean_stale never removes a live export's folder, whatever the pid namespace), and the
+    lock is dropped once the folder is in place."""
+    import fcntl
+    import os
+
+    from partplan import _atomic
+    from partplan.interop.export import _atomic_dir, _finish
+    out = tmp_path / "exp"
+    tmp = _atomic_dir(out)
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        with pytest.raises(BlockingIOError):          # our shared lock blocks an exclusive one
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert _atomic.clean_stale(out) == [] and tmp.is_dir()
+        (tmp / "META.json").write_text("{}")
+        _finish(tmp, out)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)   # released
+    finally:
+        os.close(fd)
+    assert (out / "META.json").is_file() and not tmp.exists()
