@@ -19,9 +19,9 @@ What a worker sees is the same either way:
   ``/proc/PID/environ`` is the fork server's initial one: the variables it
   runs with are those of ``os.environ`` inside it);
 * it dies with its launcher: it asks for ``SIGKILL`` when its parent dies
-  (:func:`partplan.runtime.worker.die_with_launcher`); its parent is the fork
-  server, which exits as soon as the launcher is gone (its end of a pipe to
-  the launcher closes).
+  (:func:`partplan.runtime.worker.die_with_launcher`; its parent is the fork
+  server, which exits when the launcher is gone), and a thread waiting on a
+  pidfd of the launcher SIGKILLs it the moment the launcher ends.
 
 The zygote is used only where it cannot change what a worker does: on Linux,
 while the launcher's environment is the one the fork server was started
@@ -29,7 +29,8 @@ with (variables such as ``MKL_ENABLE_INSTRUCTIONS`` are read when torch is
 imported), when the rank's ``env`` changes no variable outside
 :data:`PER_RANK`, and when no start-up code could read the rank's environment
 (no ``PYTHONPATH``, ``PYTHONSTARTUP``, ``sitecustomize`` or ``usercustomize``). Otherwise the
-worker is a fresh interpreter, as before (:class:`subprocess.Popen`).
+worker is a fresh interpreter (:class:`subprocess.Popen`). When the launcher's environment
+changed since the fork server started, the server is restarted (once none of its workers runs).
 """
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ PRELOAD = ("torch", "torch.distributed")
 PER_RANK = frozenset({
     "RANK", "LOCAL_RANK", "GROUP_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
     "GLOO_SOCKET_IFNAME", "OMP_NUM_THREADS", "PARTPLAN_LAUNCHED", "PARTPLAN_LAUNCHER_PID", "PARTPLAN_JOB_DIR",
-    "PARTPLAN_STORE", "PARTPLAN_SECRET", "PARTPLAN_QUIET", "TORCH_DISTRIBUTED_DEBUG",
+    "PARTPLAN_STORE", "PARTPLAN_SECRET", "PARTPLAN_QUIET",
 })
 
 #: variables that make a fresh interpreter run extra code at start-up (no zygote when set)
