@@ -73,43 +73,7 @@ def mode_label(X, rows, labels, weights, own):
     weight over the row's edges (``weights`` float64, 1 per edge unweighted),
     ties to the smallest label; rows without edges keep ``own``. ``rows``
     sorted, int64; ``labels`` int64 per edge."""
-    if _is_torch(X):
-        import torch
-        if rows.numel() == 0:
-            return own.clone()
-        o1 = torch.argsort(labels, stable=True)
-        o = o1[torch.argsort(rows[o1], stable=True)]
-        r, lab, w = rows[o], labels[o], weights[o]
-        brk = torch.ones(r.numel(), dtype=torch.bool, device=r.device)
-        brk[1:] = (r[1:] != r[:-1]) | (lab[1:] != lab[:-1])
-        gid = torch.cumsum(brk.to(torch.int64), 0) - 1
-        ng = int(gid[-1]) + 1
-        sums = torch.zeros(ng, dtype=w.dtype, device=w.device).index_add_(0, gid, w)
-        st = torch.nonzero(brk).reshape(-1)
-        gr, gl = r[st], lab[st]
-        rmax = torch.full((own.numel(),), -np.inf, dtype=w.dtype, device=w.device).scatter_reduce_(
-            0, gr, sums, "amax")
-        cand = sums == rmax[gr]
-        best = torch.full((own.numel(),), _BIG, dtype=torch.int64, device=w.device).scatter_reduce_(
-            0, gr[cand], gl[cand], "amin")
-        return torch.where(best == _BIG, own, best)
-    if rows.size == 0:
-        return own.copy()
-    o = np.lexsort((labels, rows))
-    r, lab, w = rows[o], labels[o], weights[o]
-    brk = np.concatenate([[True], (r[1:] != r[:-1]) | (lab[1:] != lab[:-1])])
-    st = np.flatnonzero(brk)
-    sums = np.add.reduceat(w, st)
-    gr, gl = r[st], lab[st]
-    rs = np.flatnonzero(np.concatenate([[True], gr[1:] != gr[:-1]]))  # groups of one row are contiguous
-    rmax = np.maximum.reduceat(sums, rs)
-    rowk = np.cumsum(np.concatenate([[False], gr[1:] != gr[:-1]]))
-    cand = sums == rmax[rowk]
-    best = np.full(own.size, _BIG, dtype=np.int64)
-    cs = np.flatnonzero(cand)
-    first = cs[np.concatenate([[True], gr[cs][1:] != gr[cs][:-1]])]  # labels ascend inside a row: first = smallest
-    best[gr[first]] = gl[first]
-    return np.where(best == _BIG, own, best)
+    return pick_mode(X, *label_sums(X, rows, labels, weights), own)
 
 
 def first_available(X, rows, avail, nl: int):
@@ -195,7 +159,8 @@ def label_sums(X, rows, labels, weights):
 
 def pick_mode(X, gr, gl, sums, own):
     """Per row, the label of largest sum among its (row, label, sum) groups —
-    ties to the smallest label; rows without groups keep ``own``."""
+    ties to the smallest label; rows without groups keep ``own``. The groups
+    come as :func:`label_sums` gives them: sorted by row, then label."""
     if _is_torch(X):
         import torch
         if gr.numel() == 0:
@@ -208,9 +173,12 @@ def pick_mode(X, gr, gl, sums, own):
         return torch.where(best == _BIG, own, best)
     if gr.size == 0:
         return own.copy()
-    rmax = np.full(own.size, -np.inf)
-    np.maximum.at(rmax, gr, sums)
-    cand = sums == rmax[gr]
+    rs = np.flatnonzero(np.concatenate([[True], gr[1:] != gr[:-1]]))  # groups of one row are contiguous
+    rmax = np.maximum.reduceat(sums, rs)
+    rowk = np.cumsum(np.concatenate([[False], gr[1:] != gr[:-1]]))
+    cand = sums == rmax[rowk]
     best = np.full(own.size, _BIG, dtype=np.int64)
-    np.minimum.at(best, gr[cand], gl[cand])
+    cs = np.flatnonzero(cand)
+    first = cs[np.concatenate([[True], gr[cs][1:] != gr[cs][:-1]])]  # labels ascend inside a row: first = smallest
+    best[gr[first]] = gl[first]
     return np.where(best == _BIG, own, best)
