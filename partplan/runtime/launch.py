@@ -230,7 +230,7 @@ def launch(config: dict, nprocs: int, *, worker, timeout_s: float = 60.0, thread
                 e = dict(base, RANK=str(r), LOCAL_RANK=str(r), GROUP_RANK="0")
                 err = open(tmp / f"rank-{r}.err", "w+")
                 errs.append(err)
-                procs.append(start_worker([str(tmp / "config.json")], e, str(tmp / f"rank-{r}.err"), err))
+                procs.append(start_worker([str(tmp / "config.json")], e, err))
             deadline = time.monotonic() + 120 + 4 * timeout_s + float(config.get("deadline_s", 0))
             killed: set = set()
             stopped: set = set()

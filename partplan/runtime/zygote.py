@@ -159,15 +159,15 @@ def _restart() -> bool:
     return True
 
 
-def start_worker(argv: list[str], env: dict, out_path: str, out_file):
+def start_worker(argv: list[str], env: dict, out_file):
     """Start one worker running ``python -m partplan.runtime.worker *argv``
-    with environment ``env``, stdout and stderr to ``out_path`` (``out_file``:
-    the launcher's open handle of it, for the fresh-interpreter path); a new
-    session. Returns a :class:`ForkedWorker` or a :class:`subprocess.Popen`."""
+    with environment ``env``, stdout and stderr to the open file ``out_file``
+    (the forked worker opens it again by its name); a new session. Returns a
+    :class:`ForkedWorker` or a :class:`subprocess.Popen`."""
     if _zygote_fits(env):
         try:
             with _lock:
-                proc = WorkerProcess(target=_child, args=(list(argv), dict(env), str(out_path)), daemon=False)
+                proc = WorkerProcess(target=_child, args=(list(argv), dict(env), str(out_file.name)), daemon=False)
                 proc.start()
             worker = ForkedWorker(proc)
             _live.add(worker)
