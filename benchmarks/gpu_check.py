@@ -16,6 +16,9 @@ Sections (each one records its own error instead of stopping the others):
 * ``gcn`` — DistGCN epoch (forward, loss, backward, Adam step) on the GPU vs
   ``torch_geometric.nn.GCNConv`` with the same sizes on the same GPU; losses vs
   the CPU run.
+* ``gat_halo`` — a 2-layer PyG ``GATConv`` model through ``partplan.nn.LocalHalo`` (4 ranks of a
+  1D plan on one GPU) vs single-GPU PyG on the whole graph: logits and gradients (float64), bytes
+  sent vs predicted, epoch time (float32).
 * ``exchange_cpu`` — on the host's CPU cores over gloo: executor exchange vs a
   bare ``all_to_all_single`` by the same protocol (p = 4, f = 16 and 128), the
   α-β prediction, and the step with overlap vs in order (p = 2, f = 256; a
@@ -445,6 +448,100 @@ def spmm_kernel(args, graphs):
     return kern
 
 
+# ----------------------------------------------------------------------------- GAT through the halo
+def gat_halo(args, graphs):
+    """A 2-layer GAT (PyG ``GATConv``) through :class:`partplan.nn.LocalHalo` — 4 ranks of a 1D plan on
+    one GPU — against single-GPU PyG on the whole graph: logits and gradients in float64, bytes sent vs
+    predicted, and the epoch time (forward, loss, backward, Adam) in float32."""
+    import torch
+    from torch_geometric.nn import GATConv
+    from partplan.interop.pyg import from_pyg
+    from partplan.nn import LocalHalo
+    from partplan.plan import build_plan
+    g0 = graphs["email-Enron"]
+    A = g0.to_scipy().tocoo()
+    ei = torch.from_numpy(np.vstack([A.col, A.row]).astype(np.int64))  # source -> target
+    n, p, f, hidden, heads, classes = g0.n, 4, 128, 32, 4, 16
+    g = from_pyg({"edge_index": ei, "num_nodes": n})
+    part, how = load_part(args, "email-Enron", g, p)
+    plan = build_plan(g, part, p, f=f)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((n, f))
+    y = torch.from_numpy(rng.integers(0, classes, n)).to(DEV)
+    out = {"n": n, "nnz": int(ei.shape[1]), "p": p, "partition": how, "f": f, "hidden": hidden * heads,
+           "classes": classes}
+
+    def model(dtype):
+        torch.manual_seed(0)
+        return torch.nn.ModuleList([GATConv(f, hidden, heads=heads), GATConv(hidden * heads, classes)]).to(
+            DEV, dtype)
+
+    def full(m, x, eid):
+        return m[1](torch.nn.functional.elu(m[0](x, eid)), eid)
+
+    def dist(m, op, xs, eis):
+        hs = [torch.nn.functional.elu(m[0](h, e)[:v.num_local]) for h, e, v in zip(op(xs), eis, op.ranks)]
+        return [m[1](h, e)[:v.num_local] for h, e, v in zip(op(hs), eis, op.ranks)]
+
+    op = LocalHalo(plan, ei, device=DEV0)
+    ids = [torch.from_numpy(v.local_ids).to(DEV) for v in op.ranks]
+    eis = [v.edge_index.to(DEV) for v in op.ranks]
+    eid = ei.to(DEV)
+    # exactness, float64: the same weights on both sides
+    m = model(torch.float64)
+    x = torch.from_numpy(X).to(DEV)
+    xr = x.clone().requires_grad_(True)
+    loss = torch.nn.functional.cross_entropy(full(m, xr, eid), y)
+    loss.backward()
+    ref = full(m, x, eid).detach()
+    ref_gw = [q.grad.clone() for q in m.parameters()]
+    m.zero_grad()
+    xs = [x[i].clone().requires_grad_(True) for i in ids]
+    op.comm.sent_bytes[:] = 0
+    outs = dist(m, op, xs, eis)
+    sent_fwd = op.comm.sent_bytes.copy()
+    dl = sum(torch.nn.functional.cross_entropy(o, y[i], reduction="sum") for o, i in zip(outs, ids)) / n
+    dl.backward()
+    out["logits_max_abs_diff_f64"] = max(float((o.detach() - ref[i]).abs().max()) for o, i in zip(outs, ids))
+    out["x_grad_max_abs_diff_f64"] = max(float((xx.grad - xr.grad[i]).abs().max()) for xx, i in zip(xs, ids))
+    out["w_grad_max_abs_diff_f64"] = max(float((q.grad - r).abs().max()) for q, r in zip(m.parameters(), ref_gw))
+    pred = op.predicted_bytes(f, torch.float64)["forward"] + op.predicted_bytes(hidden * heads, torch.float64)[
+        "forward"]
+    out["forward_bytes_match"] = bool(np.array_equal(sent_fwd, pred))
+    out["forward_bytes"] = int(sent_fwd.sum())
+
+    # time, float32
+    def epochs(step):
+        ts = []
+        for _ in range(args.epochs):
+            sync()
+            t0 = time.perf_counter()
+            step()
+            sync()
+            ts.append(time.perf_counter() - t0)
+        return float(np.median(ts[2:]))
+
+    x32 = torch.from_numpy(X.astype(np.float32)).to(DEV)
+    m = model(torch.float32)
+    opt = torch.optim.Adam(m.parameters(), lr=0.01)
+
+    def step_full():
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(full(m, x32, eid), y).backward()
+        opt.step()
+    xs32 = [x32[i] for i in ids]
+
+    def step_halo():
+        opt.zero_grad()
+        outs = dist(m, op, xs32, eis)
+        (sum(torch.nn.functional.cross_entropy(o, y[i], reduction="sum") for o, i in zip(outs, ids)) / n).backward()
+        opt.step()
+    out["pyg_gatconv_epoch_s_gpu"] = epochs(step_full)
+    out["halo_p4_one_gpu_epoch_s"] = epochs(step_halo)
+    out["halo_p4_over_pyg"] = out["halo_p4_one_gpu_epoch_s"] / out["pyg_gatconv_epoch_s_gpu"]
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", type=int, default=20, help="Graph500 scale (2^scale vertices)")
@@ -472,6 +569,7 @@ def main(argv=None) -> int:
             ("jobs_p4_local_gpu", lambda: jobs_p4_local_gpu(args, graphs)),
             ("graph500", lambda: graph500(args)),
             ("gcn", lambda: gcn(args, graphs)),
+            ("gat_halo", lambda: gat_halo(args, graphs)),
             ("exchange_cpu", lambda: exchange_cpu(args, graphs)),
             ("spmm_kernel", lambda: spmm_kernel(args, graphs))]
     for name, fn in todo:
