@@ -12,13 +12,18 @@ installed package:
 When numba is about to compile a partplan kernel (a cache miss) and the cache
 holds no index file (``*.nbi``) of that kernel's module yet, one line
 ``partplan: compiling kernels (first run only, ~N s)`` goes to stderr, once per
-process; ``PARTPLAN_QUIET=1`` silences it.
+process, then ``partplan: compiling kernels ... N s`` every 10 s while kernels
+keep compiling and ``partplan: kernels compiled in N s`` when they stop (a
+daemon thread; numba's LLVM passes release the GIL). ``PARTPLAN_QUIET=1``
+silences all of it.
 """
 from __future__ import annotations
 
 import glob
 import os
 import sys
+import threading
+import time
 from pathlib import Path
 
 # rough first-compile time of each module's kernels (measured on a laptop-class CPU)
@@ -51,6 +56,9 @@ def numba_cache_dir() -> str:
 
 
 _noticed = False
+_TICK_S = 10.0     # seconds between the elapsed-time lines of a first compile
+_active = 0        # partplan kernels compiling now (numba nests compiles of called kernels)
+_last_end = 0.0    # time.monotonic() when the last one finished
 
 
 def _estimate(module: str) -> int:
@@ -83,6 +91,30 @@ def _on_compile(ev) -> None:
         return
     _noticed = True
     print(f"partplan: compiling kernels (first run only, ~{_estimate(module)} s)", file=sys.stderr, flush=True)
+    threading.Thread(target=_ticker, args=(time.monotonic(), _TICK_S), name="partplan-compile-ticks",
+                     daemon=True).start()
+
+
+def _ticker(t0: float, every: float) -> None:
+    """Print the elapsed seconds every ``every`` s while kernels compile; one
+    closing line once none compiled for ``every`` s (when any tick was printed)."""
+    ticks = 0
+    while True:
+        time.sleep(every)
+        now = time.monotonic()
+        if _active <= 0 and now - _last_end >= every:
+            if ticks:
+                print(f"partplan: kernels compiled in {_last_end - t0:.0f} s", file=sys.stderr, flush=True)
+            return
+        ticks += 1
+        print(f"partplan: compiling kernels ... {now - t0:.0f} s", file=sys.stderr, flush=True)
+
+
+def _partplan_kernel(ev) -> bool:
+    try:
+        return (ev.data["dispatcher"].py_func.__module__ or "").startswith("partplan")
+    except (KeyError, AttributeError, TypeError):
+        return False
 
 
 numba_cache_dir()  # before anything below imports numba
@@ -95,9 +127,15 @@ except ImportError:  # no numba: kernels run as Python, nothing to compile
 if _event is not None:
     class _Listener(_event.Listener):
         def on_start(self, ev):
+            global _active
+            if _partplan_kernel(ev):
+                _active += 1
             _on_compile(ev)
 
         def on_end(self, ev):
-            pass
+            global _active, _last_end
+            if _partplan_kernel(ev):
+                _active -= 1
+                _last_end = time.monotonic()
 
     _event.register("numba:compile", _Listener())

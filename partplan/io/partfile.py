@@ -179,6 +179,7 @@ def _read_table(p: Path, suffix: str, column: str | None, fh, n: int) -> np.ndar
     import pyarrow.feather as feather
     import pyarrow.parquet as pq
 
+    from .parquetcheck import ParquetProblem, declared_bytes
     limit = text_limit(n)
     try:
         if suffix == ".parquet":
@@ -189,12 +190,14 @@ def _read_table(p: Path, suffix: str, column: str | None, fh, n: int) -> np.ndar
             if md.num_rows != n:
                 raise PartitionError(f"{p}: has {md.num_rows} part ids (its footer's num_rows) but the graph has "
                                      f"{n} vertices")
-            j = names.index(column)
-            raw = sum(md.row_group(i).column(j).total_uncompressed_size for i in range(md.num_row_groups)
-                      if j < md.row_group(i).num_columns)
-            if raw > limit:
-                raise PartitionError(f"{p}: column {column!r} declares {raw} uncompressed bytes, more than "
-                                     f"{n} part ids need (at most {limit})")
+            try:
+                footer, pages = declared_bytes(fh.fileno(), md, [column])
+            except ParquetProblem as exc:
+                raise PartitionError(f"{p}: {exc}") from None
+            for raw, where in ((footer, "its footer"), (pages, "its page headers")):
+                if raw > limit:
+                    raise PartitionError(f"{p}: column {column!r} declares {raw} uncompressed bytes in {where}, "
+                                         f"more than {n} part ids need (at most {limit})")
             table = pf.read(columns=[column])
         elif suffix == ".csv":
             table = pcsv.read_csv(pa.BufferReader(_bounded_text(p, fh, n)))

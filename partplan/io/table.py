@@ -35,6 +35,18 @@ def _load(p: Path, fmt: str, columns: list[str], delimiter: str):
     from ._common import check_budget, open_regular
     fd, st = open_regular(p)   # a regular file, checked before pyarrow opens it (a FIFO never blocks)
     try:
+        if fmt == "parquet" and st.st_size:
+            from .parquetcheck import ParquetProblem, declared_bytes
+            try:
+                with os.fdopen(os.dup(fd), "rb") as f:
+                    md = pq.read_metadata(f)
+                footer, pages = declared_bytes(fd, md, columns)
+            except ParquetProblem as exc:
+                raise GraphFormatError(f"cannot read parquet table: {exc}", p) from None
+            except (pa.ArrowException, OSError):
+                footer = pages = 0    # not Parquet: pyarrow's own error below names it
+            check_budget(footer, p, "the table's columns (footer, uncompressed)")
+            check_budget(pages, p, "the table's pages (their headers, uncompressed)")
         if fmt in ("arrow", "feather") and st.st_size:
             import mmap
 

@@ -54,6 +54,31 @@ def test_cache_in_user_dir_and_notice_once(tmp_path):
     assert "compiling kernels" not in r2.stderr
 
 
+TICKING_RUN = """
+import time
+from partplan import _cache
+_cache._TICK_S = 0.05
+from partplan import _kernels as K
+K.csr_pattern_is_symmetric(np.array([0, 1, 2]), np.array([1, 0]))
+time.sleep(0.5)   # the ticker's closing line comes 0.05 s after the last compile
+"""
+
+
+@pytest.mark.dist
+@pytest.mark.slow
+def test_first_compile_prints_elapsed_time(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "PARTPLAN_QUIET", "XDG_CACHE_HOME")}
+    env["PARTPLAN_CACHE"] = str(tmp_path / "cache")
+    r = subprocess.run([sys.executable, "-c", "import numpy as np\n" + TICKING_RUN], env=env, capture_output=True,
+                       text=True, cwd=tmp_path, timeout=600)
+    assert r.returncode == 0, r.stderr
+    ticks = [float(s) for s in re.findall(r"partplan: compiling kernels \.\.\. (\d+) s", r.stderr)]
+    assert ticks and ticks == sorted(ticks), r.stderr             # elapsed seconds, growing
+    done = re.findall(r"partplan: kernels compiled in (\d+) s", r.stderr)
+    assert len(done) == 1 and r.stderr.rstrip().endswith(f"compiled in {done[0]} s"), r.stderr
+    assert int(done[0]) >= ticks[-1] - 1
+
+
 @pytest.mark.dist
 @pytest.mark.slow
 def test_quiet_and_existing_numba_cache_dir(tmp_path):

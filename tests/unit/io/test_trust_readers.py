@@ -178,6 +178,69 @@ def test_parquet_row_count_checked_before_reading(tmp_path, monkeypatch):
         read_partition(p, 10)
 
 
+def _lying_parquet(path: Path, n: int, name: str, claim: int = 134_217_727) -> None:
+    """A zstd Parquet file of ``n`` zero int64s in one page whose header claims
+    ``claim`` uncompressed bytes (a 4-byte varint, so no offset moves); its footer stays honest."""
+    from partplan.io.parquetcheck import _Compact
+    b = io.BytesIO()
+    pq.write_table(pa.table({name: np.zeros(n, dtype=np.int64)}), b, compression="zstd", use_dictionary=False,
+                   data_page_size=1 << 24, max_rows_per_page=n, write_batch_size=n)
+    buf = bytearray(b.getvalue())
+    c = pq.ParquetFile(io.BytesIO(bytes(buf))).metadata.row_group(0).column(0)
+    r = _Compact(buf, c.data_page_offset, len(buf))
+    assert r.byte() == 0x15 and r.varint() == 0 and r.byte() == 0x15   # field 1 (type: data page), field 2
+    at = r.pos
+    assert r.varint() >> 1 >= 8 * n and r.pos - at == 4
+    z = claim << 1
+    buf[at:at + 4] = bytes([z & 0x7F | 0x80, (z >> 7) & 0x7F | 0x80, (z >> 14) & 0x7F | 0x80, (z >> 21) & 0x7F])
+    path.write_bytes(bytes(buf))
+
+
+@pytest.mark.parametrize("codec", ["none", "snappy", "zstd"])
+def test_parquet_page_headers_read_as_written(tmp_path, codec):
+    from partplan.io.parquetcheck import declared_page_bytes
+    n = 50_000
+    schema = pa.schema([pa.field("a", pa.int64(), nullable=False), pa.field("b", pa.int32(), nullable=False)])
+    t = pa.table({"a": np.arange(n), "b": np.arange(n, dtype=np.int32) % 7}, schema=schema)
+    p = tmp_path / "t.parquet"
+    pq.write_table(t, p, compression=codec, use_dictionary=False, row_group_size=20_000, data_page_size=4096)
+    md = pq.read_metadata(p)
+    assert md.num_row_groups == 3
+    buf = p.read_bytes()
+    # PLAIN, required columns: a page holds exactly its values (no level bytes)
+    assert declared_page_bytes(buf, md, [0]) == 8 * n
+    assert declared_page_bytes(buf, md, [1]) == 4 * n
+    assert declared_page_bytes(buf, md, [0, 1]) == 12 * n
+
+
+def test_parquet_page_header_claims_checked_before_decompressing(tmp_path, monkeypatch):
+    p = tmp_path / "p.parquet"
+    n = 200_000      # 1.6 MB of values: the page header's size takes the 4-byte varint rewritten
+    _lying_parquet(p, n, "part")
+    with pytest.raises(PartitionError, match=r"p.parquet: column 'part' declares 134217727 uncompressed bytes "
+                                             r"in its page headers"):
+        read_partition(p, n)
+    e = tmp_path / "e.parquet"
+    _lying_parquet(e, n, "src")
+    monkeypatch.setenv("PARTPLAN_MAX_BYTES", str(64 << 20))
+    with pytest.raises(GraphFormatError, match="e.parquet.*pages .*128.0 MiB"):
+        read_graph(e, format="parquet", src="src", dst="src")
+    ok = tmp_path / "ok.parquet"
+    pq.write_table(pa.table({"part": np.zeros(1000, dtype=np.int64)}), ok, compression="zstd")
+    assert read_partition(ok, 1000).sum() == 0          # the honest file still reads
+
+
+def test_parquet_page_header_garbage_is_one_error(tmp_path):
+    p = tmp_path / "p.parquet"
+    pq.write_table(pa.table({"part": np.zeros(1000, dtype=np.int64)}), p)
+    raw = bytearray(p.read_bytes())
+    start = pq.read_metadata(p).row_group(0).column(0).data_page_offset
+    raw[start:start + 24] = b"\xff" * 24                  # varints that never end
+    p.write_bytes(bytes(raw))
+    with no_hang(), pytest.raises(PartitionError, match="p.parquet: .*row group 0 column 'part'"):
+        read_partition(p, 1000)
+
+
 def test_feather_batch_lengths_checked_before_decompressing(tmp_path):
     from pyarrow import feather
     p = tmp_path / "p.feather"
