@@ -278,22 +278,54 @@ def _workers(marker: str) -> list[int]:
     return out
 
 
-@pytest.mark.dist
-@pytest.mark.slow
-def test_dead_peer_in_the_distributed_build_ends_in_one_line_within_the_timeout(tmp_path):
+def _build_with_fault(tmp_path: Path, spec: str, **env_extra):
+    """``partplan plan g.chunked --nprocs 2`` with the fault ``spec`` (tests/faults/sitecustomize.py):
+    (Popen, marker in the workers' environment)."""
     from partplan.io.chunked import write_chunked
-    g = _graph()
-    write_chunked(g, tmp_path / "g.chunked", chunks=2)
+    write_chunked(_graph(), tmp_path / "g.chunked", chunks=2)
     np.save(tmp_path / "p.npy", np.arange(N) % 2)
     faults = Path(__file__).resolve().parent
     marker = f"trust-fault-{os.getpid()}-{time.monotonic_ns()}"
-    env = dict(os.environ, OMP_NUM_THREADS="1", KILL_AT_EXCHANGE="1:3:exchange_rows", FAULT_MARKER=marker,
+    env = dict(os.environ, OMP_NUM_THREADS="1", KILL_AT_EXCHANGE=spec, FAULT_MARKER=marker, **env_extra,
                PYTHONPATH=os.pathsep.join([str(faults)] + ([os.environ["PYTHONPATH"]]
                                                              if os.environ.get("PYTHONPATH") else [])))
+    p = subprocess.Popen(PARTPLAN + ["plan", "g.chunked", "--partition", "p.npy", "-o", "x.plan", "--nprocs", "2",
+                                     "--timeout", "30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         cwd=tmp_path, env=env)
+    return p, marker
+
+
+@pytest.mark.dist
+@pytest.mark.slow
+def test_sigterm_during_the_distributed_build_stops_workers_and_leaves_nothing(tmp_path):
+    # rank 1 sleeps in the write stage's first allgather, after rank 0 made the temporary plan folder
+    p, marker = _build_with_fault(tmp_path, "1:1:allgather_object@_write", FAULT_ACTION="pause")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (len(_workers(marker)) == 2 and len(listing(tmp_path)) > 2):
+        time.sleep(0.2)
+    workers = _workers(marker)
+    assert len(workers) == 2, "the build's workers did not start"
+    assert len(listing(tmp_path)) > 2, "no temporary plan folder while the build runs"
+    time.sleep(1)         # rank 1 is asleep in the write stage, rank 0 waits for it
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 143, err
+    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("partplan: compiling")]
+    assert len(lines) == 1 and lines[0].startswith("partplan: interrupted"), err
+    deadline = time.monotonic() + 5
+    while _workers(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _workers(marker) == []
+    assert listing(tmp_path) == ["g.chunked", "p.npy"]
+
+
+@pytest.mark.dist
+@pytest.mark.slow
+def test_dead_peer_in_the_distributed_build_ends_in_one_line_within_the_timeout(tmp_path):
     t0 = time.monotonic()
-    r = subprocess.run(PARTPLAN + ["plan", "g.chunked", "--partition", "p.npy", "-o", "x.plan", "--nprocs", "2",
-                                   "--timeout", "30"], capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                       env=env, check=False)
+    p, marker = _build_with_fault(tmp_path, "1:3:exchange_rows")
+    _, err = p.communicate(timeout=120)
+    r = subprocess.CompletedProcess(p.args, p.returncode, "", err)
     took = time.monotonic() - t0
     one_line(r.returncode, r.stderr, 2, "rank 1: killed by signal SIGKILL")
     assert took < 30, took
