@@ -18,11 +18,12 @@ OUT    ?= out
 
 setup: $(STAMP)
 
+# --no-compile: pip byte-compiles nothing at install (a minute for torch's thousands of modules
+# on 2 cores); Python compiles each module the first time it is imported instead
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q $(TORCH)
-	$(PY) -m pip install -q -e '.[test,runtime]'
+	$(PY) -m pip install -q --no-compile --upgrade pip
+	$(PY) -m pip install -q --no-compile $(TORCH) -e '.[test,runtime]'
 	touch $(STAMP)
 
 demo: $(STAMP)
