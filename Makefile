@@ -18,16 +18,15 @@ OUT    ?= out
 
 setup: $(STAMP)
 
-# pip byte-compiles each wheel on one core; compileall does it on every core afterwards (skipping the
-# packages' own test suites). The .pyc files must exist before the tests: with PYTHONDONTWRITEBYTECODE
-# set, every worker process would otherwise compile torch from source at each import.
+# pip installs without byte-compiling (a minute on 2 cores for torch's thousands of modules, most of
+# which no test imports); each module is compiled once, when first imported, and its .pyc kept:
+# PYTHONDONTWRITEBYTECODE (set on some CI images) would make every worker process compile torch
+# from source again, so make does not pass it on.
+unexport PYTHONDONTWRITEBYTECODE
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --no-compile --upgrade pip
 	$(PY) -m pip install -q --no-compile $(TORCH) -e '.[test,runtime]'
-	$(PY) -m compileall -q -j 0 -x '/tests?/' "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
-	  > /dev/null || true
-	$(PY) -m compileall -q -j 0 partplan cli > /dev/null
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -5,7 +5,8 @@ or GCN through ``partplan.nn.DistSpMM``.
     torchrun --nproc-per-node 2 examples/pyg_train.py --model gcn --plan pb-gcn.plan
 
 The glue from a PyG ``Data`` to distributed training is the block marked
-``# glue`` in :func:`main` (9 lines, the same for both models); the models are
+``# glue`` in :func:`main` (13 lines, one statement each, the same for both
+models; 5 of them exist only for the distribution); the models are
 ordinary PyG code whose graph layers read ``op``:
 
 * GAT: ``conv(op(h), op.edge_index)[:op.num_local]`` — ``op(h)`` appends the
@@ -14,8 +15,9 @@ ordinary PyG code whose graph layers read ``op``:
 * GCN: ``op(h @ W)`` is ``Â (H W)`` (``Â`` = GCNConv's normalized adjacency,
   the plan built with ``normalize="gcn"``).
 
-Rank 0 builds the plan when ``--plan`` does not exist (the others wait at a
-barrier); every rank then reads only its own shard. The loss is the mean over
+Rank 0 builds the plan when ``--plan`` holds none for this rank count
+(:func:`partplan.nn.shared_plan`; the others wait for it); every rank then
+reads only its own shard. The loss is the mean over
 the training nodes of all ranks (:func:`partplan.nn.global_mean`) and the
 accuracy counts every rank's test nodes (:func:`partplan.nn.accuracy`), so the
 numbers do not depend on the rank count. Rank 0 prints a JSON line.
@@ -27,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 import numpy as np
@@ -108,15 +109,18 @@ def main(argv=None):
 
     data, dtype, gat = load_data(), getattr(torch, args.dtype), args.model == "gat"
     torch.manual_seed(args.seed)                        # the same initial weights on every rank
-    # glue: from a PyG Data to distributed training (9 lines)
-    dist.init_process_group("gloo") if not dist.is_initialized() else None  # torchrun's environment
-    if dist.get_rank() == 0 and not os.path.exists(args.plan): partplan.plan_from_pyg(data, dist.get_world_size(), normalize=None if gat else "gcn", out=args.plan)
-    dist.barrier()
-    op = partplan.nn.Halo(args.plan, data) if gat else partplan.nn.DistSpMM(args.plan, dtype=dtype)
+    # glue: from a PyG Data to distributed training (10 lines)
+    if not dist.is_initialized():
+        dist.init_process_group("gloo")   # torchrun's environment
+    plan = partplan.nn.shared_plan(data, args.plan, reuse=True, normalize=None if gat else "gcn")  # rank 0 plans
+    op = partplan.nn.Halo(plan, data) if gat else partplan.nn.DistSpMM(plan, dtype=dtype)
     x, y, train, test = (t[op.local_ids] for t in (data.x.to(dtype), data.y, data.train_mask, data.test_mask))
     model = torch.nn.parallel.DistributedDataParallel(build_model(args.model, op, data, args.hidden, dtype))
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
-    for _ in range(args.epochs): opt.zero_grad(); partplan.nn.global_mean(F.cross_entropy(model(x), y, reduction="none"), train, ddp=True).backward(); opt.step()
+    for _ in range(args.epochs):
+        opt.zero_grad()
+        partplan.nn.global_mean(F.cross_entropy(model(x), y, reduction="none"), train, ddp=True).backward()
+        opt.step()
     acc = partplan.nn.accuracy(model(x), y, test)
     # end of glue
     if dist.get_rank() == 0:

@@ -146,6 +146,8 @@ def declared_page_bytes(buf, metadata, columns: list[int]) -> int:
             if j >= rg.num_columns:
                 continue
             c = rg.column(j)
+            if c.num_values == 0 and rg.num_rows == 0:   # an empty row group: pyarrow reads no page of it
+                continue
             start = c.data_page_offset
             if c.has_dictionary_page and c.dictionary_page_offset is not None and c.dictionary_page_offset > 0:
                 start = min(start, c.dictionary_page_offset)

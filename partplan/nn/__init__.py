@@ -31,7 +31,7 @@ def __getattr__(name):  # lazy: torch only when asked for
     if name in ("Halo", "LocalHalo", "HaloRank"):
         from . import halo
         return getattr(halo, name)
-    if name in ("global_mean", "accuracy"):
+    if name in ("global_mean", "accuracy", "shared_plan"):
         from . import glue
         return getattr(glue, name)
     if name in ("train_gcn",):
@@ -42,4 +42,4 @@ def __getattr__(name):  # lazy: torch only when asked for
 
 __all__ = ["NORMALIZATIONS", "NormalizationError", "check_normalize", "normalize_adjacency", "DistGCN",
            "PlanSpMM", "DistSpMM", "Halo", "LocalHalo", "HaloRank", "train_gcn",
-           "global_mean", "accuracy"]
+           "global_mean", "accuracy", "shared_plan"]

@@ -8,6 +8,8 @@ on one process.
   gradients of the single-process loss. A rank without rows contributes 0,
   never NaN.
 * :func:`accuracy` — the fraction of correct predictions over all ranks' rows.
+* :func:`shared_plan` — one rank partitions the graph and writes the plan, the
+  others wait for it (and get its error if it fails).
 
 Without torch.distributed initialized the world is this process alone.
 """
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["accuracy", "global_mean"]
+__all__ = ["accuracy", "global_mean", "shared_plan"]
 
 
 def _world(group=None) -> int:
@@ -73,3 +75,55 @@ def accuracy(pred: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None = No
     c = torch.tensor([float(ok.sum()), float(ok.numel())], dtype=torch.float64, device=pred.device)
     c = _allreduce(c, group).cpu()
     return float(c[0] / c[1]) if c[1] > 0 else float("nan")
+
+
+def shared_plan(data, path, *, reuse: bool = False, group=None, **plan_options) -> str:
+    """Rank 0 partitions ``data`` (a PyG ``Data`` or anything
+    :func:`partplan.plan_from_pyg` takes) for the job's world size and writes
+    the plan to ``path``; every rank returns ``path`` once it is written.
+
+    ``plan_options`` go to :func:`partplan.plan_from_pyg` (``normalize``,
+    ``seed``, ``model``, ...). With ``reuse=True`` rank 0 keeps a plan already
+    at ``path`` when it reads and is for this many ranks (rank 0 alone decides,
+    so the ranks never disagree). The ranks meet in one broadcast from rank 0
+    (the process group's timeout applies): if rank 0 fails, every rank raises
+    a :class:`~partplan.errors.PlanError` with its message instead of waiting.
+    Without torch.distributed initialized the world is this process alone.
+
+    Example (each rank of ``torchrun --nproc-per-node 2``)::
+
+        op = partplan.nn.Halo(partplan.nn.shared_plan(data, "g.plan"), data)
+    """
+    import torch.distributed as dist
+
+    from ..errors import PlanError
+    from ..interop import plan_from_pyg
+    world = _world(group)
+    rank = dist.get_rank(group) if world > 1 else 0
+    err, failure = None, None
+    if rank == 0:
+        try:
+            if not (reuse and _plan_for(path, world)):
+                plan_from_pyg(data, world, out=path, **plan_options)
+        except Exception as exc:  # noqa: BLE001 - every rank must hear of it, then rank 0 re-raises it
+            err, failure = f"{type(exc).__name__}: {exc}", exc
+    if world > 1:
+        box = [err]
+        dist.broadcast_object_list(box, src=dist.get_global_rank(group, 0) if group is not None else 0,
+                                   group=group)
+        err = box[0]
+    if failure is not None:
+        raise failure
+    if err is not None:
+        raise PlanError(f"rank 0 could not write the plan {str(path)!r}: {err}")
+    return str(path)
+
+
+def _plan_for(path, ranks: int) -> bool:
+    """True when ``path`` holds a plan (its manifest reads) for ``ranks`` ranks."""
+    from ..errors import PartplanError
+    from ..plan.store import read_manifest
+    try:
+        return int(read_manifest(path)["ranks"]) == ranks
+    except (PartplanError, OSError, KeyError, TypeError, ValueError):
+        return False

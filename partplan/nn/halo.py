@@ -72,7 +72,8 @@ class HaloRank:
     ----------
     rank : the rank.
     num_local : rows this rank holds (and computes).
-    local_ids : int64 global ids of those rows, in order.
+    local_ids : int64 global ids of those rows, in the order ``op(x)`` takes
+        them: the rows sent to peers first (in send order), then the others.
     halo_ids : int64 global ids of the rows it receives, in order (they follow
         the local rows in ``op(x)``).
     edge_index : int64 tensor (2, E_r): every edge of the user's graph whose
@@ -105,6 +106,7 @@ class HaloRank:
         if self.idx.size != int(self.send_counts.sum()) or self.halo_ids.size != int(self.recv_counts.sum()) \
                 or (self.idx.size and (self.idx.min() < 0 or self.idx.max() >= self.num_local)):
             raise PlanError(f"{name}: rank {self.rank}: the forward exchange's arrays disagree with its counts")
+        self._sent_rows_first()
         ei, eids = _local_edges(name, edge_index, n, self.local_ids, self.halo_ids, self.rank)
         self.edge_index = torch.from_numpy(ei)
         self.edge_ids = torch.from_numpy(eids)
@@ -112,6 +114,23 @@ class HaloRank:
     @property
     def num_halo(self) -> int:
         return int(self.halo_ids.size)
+
+    def _sent_rows_first(self) -> None:
+        """Order the local rows as the send buffer lists them (each row at its
+        first appearance), then the rows never sent. When no row goes to two
+        peers (always at p = 2) the send buffer is then ``x[:len(idx)]``, a
+        view: the exchange sends from ``x`` without gathering a copy
+        (``contiguous_send``)."""
+        rows, first = np.unique(self.idx, return_index=True)   # each sent row, its first position in idx
+        sent = rows[np.argsort(first, kind="stable")]
+        unsent = np.ones(self.num_local, dtype=bool)
+        unsent[sent] = False
+        perm = np.concatenate([sent, np.flatnonzero(unsent)])
+        new_pos = np.empty(self.num_local, dtype=np.int64)
+        new_pos[perm] = np.arange(self.num_local, dtype=np.int64)
+        self.local_ids = self.local_ids[perm]
+        self.idx = new_pos[self.idx]
+        self.contiguous_send = bool(np.array_equal(self.idx, np.arange(self.idx.size)))
 
 
 def _gather_id(m: dict) -> str:
@@ -206,7 +225,8 @@ class _Exchange:
         if self.family is None:
             local_rows()
             return outs
-        sends = [x.index_select(0, self._idx(i, x.device)) for i, x in enumerate(xs)]
+        sends = [x[:v.idx.size] if v.contiguous_send else x.index_select(0, self._idx(i, x.device))
+                 for i, (x, v) in enumerate(zip(xs, self.views))]
         self._go(self.fwd, sends, [o[v.num_local:] for o, v in zip(outs, self.views)], "halo exchange (forward)",
                  meanwhile=local_rows)
         return outs
@@ -221,8 +241,11 @@ class _Exchange:
         def local_rows():
             res.extend(g[:v.num_local].clone() for g, v in zip(gs, self.views))
         self._go(self.bwd, sends, bufs, "halo exchange (backward)", meanwhile=local_rows)
-        for i, (r, b) in enumerate(zip(res, bufs)):
-            r.index_add_(0, self._idx(i, r.device), b)
+        for i, (r, b, v) in enumerate(zip(res, bufs, self.views)):
+            if v.contiguous_send:
+                r[:b.shape[0]] += b
+            else:
+                r.index_add_(0, self._idx(i, r.device), b)
         return res
 
 

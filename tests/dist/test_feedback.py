@@ -1,5 +1,6 @@
 """First-run feedback: numba's cache lives in the user's cache directory (not in
-the installed package) with a one-line notice before the first compile, and a
+the installed package) with a one-line notice before the first compile and the
+elapsed seconds while it lasts, and a
 heartbeat on stderr while a partitioning backend runs."""
 import os
 import re
@@ -26,10 +27,20 @@ assert K.csr_pattern_is_symmetric(np.array([0, 1, 2]), np.array([1, 0]))
 """
 
 
-def _run(env_extra, tmp_path):
+# the first run's ticks come every 0.05 s instead of 10 s, and it waits for the ticker's closing line
+TICKING_RUN = """
+import time
+from partplan import _cache
+_cache._TICK_S = 0.05
+""" + KERNEL_RUN + """
+time.sleep(0.5)
+"""
+
+
+def _run(env_extra, tmp_path, script=KERNEL_RUN):
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "PARTPLAN_QUIET", "XDG_CACHE_HOME")}
     env.update(env_extra)
-    return subprocess.run([sys.executable, "-c", KERNEL_RUN], env=env, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                           cwd=tmp_path, timeout=600)
 
 
@@ -43,40 +54,21 @@ def _package_index_files():
 def test_cache_in_user_dir_and_notice_once(tmp_path):
     cache = tmp_path / "cache"
     before = _package_index_files()
-    r1 = _run({"PARTPLAN_CACHE": str(cache)}, tmp_path)
+    r1 = _run({"PARTPLAN_CACHE": str(cache)}, tmp_path, TICKING_RUN)
     assert r1.returncode == 0, r1.stderr
     assert r1.stderr.count("partplan: compiling kernels (first run only, ~") == 1, r1.stderr
+    # then the elapsed seconds while it compiles, growing, and one closing line
+    ticks = [float(s) for s in re.findall(r"partplan: compiling kernels \.\.\. (\d+) s", r1.stderr)]
+    assert ticks and ticks == sorted(ticks), r1.stderr
+    done = re.findall(r"partplan: kernels compiled in (\d+) s", r1.stderr)
+    assert len(done) == 1 and r1.stderr.rstrip().endswith(f"compiled in {done[0]} s"), r1.stderr
+    assert int(done[0]) >= ticks[-1] - 1
     assert list(cache.rglob("_kernels.csr_pattern_is_symmetric-*.nbi"))       # index under PARTPLAN_CACHE
     assert list(cache.rglob("_kernels.csr_pattern_is_symmetric-*.nbc"))
     assert _package_index_files() == before                                   # nothing new in the package
     r2 = _run({"PARTPLAN_CACHE": str(cache)}, tmp_path)
     assert r2.returncode == 0, r2.stderr
     assert "compiling kernels" not in r2.stderr
-
-
-TICKING_RUN = """
-import time
-from partplan import _cache
-_cache._TICK_S = 0.05
-from partplan import _kernels as K
-K.csr_pattern_is_symmetric(np.array([0, 1, 2]), np.array([1, 0]))
-time.sleep(0.5)   # the ticker's closing line comes 0.05 s after the last compile
-"""
-
-
-@pytest.mark.dist
-@pytest.mark.slow
-def test_first_compile_prints_elapsed_time(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "PARTPLAN_QUIET", "XDG_CACHE_HOME")}
-    env["PARTPLAN_CACHE"] = str(tmp_path / "cache")
-    r = subprocess.run([sys.executable, "-c", "import numpy as np\n" + TICKING_RUN], env=env, capture_output=True,
-                       text=True, cwd=tmp_path, timeout=600)
-    assert r.returncode == 0, r.stderr
-    ticks = [float(s) for s in re.findall(r"partplan: compiling kernels \.\.\. (\d+) s", r.stderr)]
-    assert ticks and ticks == sorted(ticks), r.stderr             # elapsed seconds, growing
-    done = re.findall(r"partplan: kernels compiled in (\d+) s", r.stderr)
-    assert len(done) == 1 and r.stderr.rstrip().endswith(f"compiled in {done[0]} s"), r.stderr
-    assert int(done[0]) >= ticks[-1] - 1
 
 
 @pytest.mark.dist

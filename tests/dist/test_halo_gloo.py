@@ -99,6 +99,12 @@ def _worker(rank, world, port, tmp):
         torch.manual_seed(0)
         exec(compile(  # noqa: S102 - the README's own block, as tests/cli/test_docs.py runs the others
             _readme_block().replace("range(50)", f"range({EPOCHS})"), "README.md", "exec"), ns)
+        # shared_plan: rank 0's failure reaches every rank (an edge id past num_nodes)
+        from partplan.nn import shared_plan
+        try:
+            shared_plan({"edge_index": torch.tensor([[0], [5]]), "num_nodes": 2}, tmp / "bad.plan")
+        except PartplanError as exc:
+            out["shared_plan_error"] = [type(exc).__name__, str(exc)]
         for m in ("gat", "gcn"):
             out[m] = ex.main(["--model", m, "--plan", f"{tmp}/{m}.plan", "--epochs", str(EPOCHS),
                               "--dtype", "float64", "--seed", "1"])
@@ -218,8 +224,11 @@ def test_gloo_p2_pyg_layers_through_halo_equal_single_process(tmp_path):
             np.testing.assert_allclose(d[f"{k}_gx"], gx[d["local_ids"]], rtol=0, atol=1e-10)
             np.testing.assert_allclose(d[f"{k}_gw"], gw, rtol=0, atol=1e-10)
         assert r["pickled_rows"] and "build it again" in r["unpickled_error"]
+        assert "5" in r["shared_plan_error"][1] and not (tmp_path / "bad.plan").exists()
         assert "2 ranks" in r["replicated_error"] and "2x too large" in r["replicated_error"]
     assert sorted(np.concatenate(ids).tolist()) == list(range(n))
+    assert res[1]["shared_plan_error"][0] == "PlanError" and "rank 0 could not write the plan" in \
+        res[1]["shared_plan_error"][1] and res[1]["shared_plan_error"][1].endswith(res[0]["shared_plan_error"][1])
     # README block and examples/pyg_train.py against the same models trained single-process with PyG
     for name in ("gat", "gcn"):
         acc = _reference(ex, data, name)

@@ -149,3 +149,20 @@ def test_refusals(graph):
     # the rows and edges pickle (process groups are not part of it)
     back = pickle.loads(pickle.dumps(op.ranks[0]))
     assert torch.equal(back.edge_index, op.ranks[0].edge_index)
+
+
+def test_send_buffer_is_a_view_when_no_row_goes_to_two_peers(graph, halo):
+    """Local rows are ordered as the send buffer lists them: at p = 2 the rows sent are
+    ``x[:S]`` (no gather); at p = 3 rows sent to two peers need the gather. Either way the
+    rows each peer receives are the plan's (checked against the global ids)."""
+    plan, op = halo
+    p = len(op.ranks)
+    x = torch.arange(N, dtype=torch.float64).unsqueeze(1)          # each row holds its global id
+    outs = op([x[torch.from_numpy(v.local_ids)] for v in op.ranks])
+    for v, o in zip(op.ranks, outs):
+        assert o[v.num_local:, 0].long().tolist() == v.halo_ids.tolist()
+    if p == 2:
+        assert all(v.contiguous_send for v in op.ranks)
+    else:
+        dup = [np.unique(v.idx).size < v.idx.size for v in op.ranks]
+        assert any(dup) and [not d for d in dup] == [v.contiguous_send for v in op.ranks]
