@@ -200,13 +200,13 @@ class _Exchange:
         return t
 
     def _go(self, xp, sends, outs, what: str, meanwhile=None):
-        """The exchange, ``meanwhile()`` run while it flies: asynchronous on a GPU
-        (NCCL's stream); on CPU (gloo) synchronous, which measured faster than
-        handing a copy of a few hundred microseconds to gloo's thread."""
+        """The exchange, ``meanwhile()`` run while it flies: asynchronous wherever
+        the comm allows (NCCL's stream; gloo's worker thread, while this thread
+        copies the local rows)."""
         if self.marker is not None:
             self.marker.called()
         try:
-            async_op = bool(getattr(self.comm, "asynchronous", False) and sends and sends[0].is_cuda)
+            async_op = bool(getattr(self.comm, "asynchronous", False) and sends)
             h = self.comm.start(xp, sends, outs, what, async_op=async_op)
             if meanwhile is not None:
                 meanwhile()
