@@ -124,13 +124,13 @@ def test_rmat12_chunked_generator_byte_identical(tmp_path, k, nprocs):
     _check(g, part, k, tmp_path, nprocs, gp=gp)
 
 
-def test_rmat18_byte_identical_p4(tmp_path):
-    """R-MAT 18 (262,144 rows, 7.6 M nonzeros) from the chunked generator, k = p = 4 processes,
+def test_rmat16_byte_identical_p4(tmp_path):
+    """R-MAT 16 (65,536 rows, 1.8 M nonzeros) from the chunked generator, k = p = 4 processes,
     a random partition (p = 2 is email-Enron's and R-MAT 12's)."""
     from partplan.datasets.chunked_gen import rmat_chunked
     from partplan.datasets.generators import rmat
-    gp = rmat_chunked(18, seed=0, path=tmp_path / "g.chunked", chunks=8)
-    g = rmat(18, seed=0)
+    gp = rmat_chunked(16, seed=0, path=tmp_path / "g.chunked", chunks=8)
+    g = rmat(16, seed=0)
     part = np.random.default_rng(4).integers(0, 4, g.n)
     _check(g, part, 4, tmp_path, [4], gp=gp)
 

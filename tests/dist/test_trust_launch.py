@@ -18,6 +18,7 @@ import pytest
 from partplan import Graph
 from partplan.plan import build_plan, write_plan
 from partplan.runtime.spmm import random_rows
+from proctools import gone_within, live_pids
 
 pytest.importorskip("torch")
 
@@ -43,19 +44,8 @@ def _env(tmp_path, **kw):
 
 
 def _workers(marker: str) -> list[int]:
-    """Pids of live processes whose command line mentions ``marker`` (the test's TMPDIR)."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            cmd = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if "partplan.runtime.worker" in cmd and marker in cmd and state != "Z":
-            out.append(int(d))
-    return out
+    """Pids of live workers whose command line mentions ``marker`` (the test's TMPDIR)."""
+    return live_pids(cmdline=("partplan.runtime.worker", marker))
 
 
 def _start_slow(plan, tmp_path, out):
@@ -75,27 +65,6 @@ def _start_slow(plan, tmp_path, out):
         pytest.fail("the job did not start")
     time.sleep(0.5)
     return p, marker
-
-
-def _alive(pid: int) -> bool:
-    """True while ``pid`` runs (also while it is being torn down); False once gone or a zombie."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
-
-def _gone_within(pids: list[int], seconds: float = 5.0) -> list[int]:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if not any(_alive(q) for q in pids):
-            return []
-        time.sleep(0.05)
-    alive = [q for q in pids if _alive(q)]
-    for q in alive:  # never leave workers behind, even when the test fails
-        os.kill(q, signal.SIGKILL)
-    return alive
 
 
 def _lines(err: str) -> list[str]:
@@ -145,7 +114,7 @@ def test_signal_stops_workers_writes_nothing(plan, tmp_path, sig, code):
     assert p.returncode == code, err
     lines = _lines(err)
     assert len(lines) == 1 and lines[0].startswith("partplan: interrupted"), err
-    assert _gone_within(workers) == []
+    assert gone_within(workers) == []
     assert not out.exists() and list(tmp_path.glob(".Z.npy*")) == []
     assert list(Path(marker).glob("partplan-run-*")) == []
 
@@ -158,7 +127,7 @@ def test_sigkill_of_launcher_takes_workers_down(plan, tmp_path):
     workers = _workers(marker)
     p.kill()
     p.communicate(timeout=30)
-    assert _gone_within(workers) == [], "workers outlived a SIGKILLed launcher (PR_SET_PDEATHSIG)"
+    assert gone_within(workers) == [], "workers outlived a SIGKILLed launcher (PR_SET_PDEATHSIG)"
     assert not out.exists()
     # what a SIGKILLed launcher cannot remove, the next launch / writer of the output removes
     left = list(Path(marker).glob("partplan-run-*"))

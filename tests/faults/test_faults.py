@@ -15,8 +15,6 @@ within --timeout, no plan, no temporaries, no worker left).
 from __future__ import annotations
 
 import gzip
-import hashlib
-import json
 import os
 import resource
 import signal
@@ -33,6 +31,7 @@ from partplan.cli.main import main
 from partplan import Graph
 from partplan.io import write_graph
 from partplan.plan import build_plan, write_plan
+from proctools import live_pids, resign_shard
 
 PARTPLAN = [sys.executable, "-m", "partplan"]
 N = 64
@@ -80,14 +79,6 @@ def run_cli(argv, capsys):
 
 def listing(d: Path) -> list[str]:
     return sorted(p.name for p in d.iterdir())
-
-
-def _resign(path: Path, rank: int, data: bytes) -> None:
-    f = path / f"rank-{rank:05d}.arrow"
-    f.write_bytes(data)
-    m = json.loads((path / "manifest.json").read_text())
-    m["shards"][rank].update(bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
-    (path / "manifest.json").write_text(json.dumps(m))
 
 
 def _lying_shard(f: Path) -> bytes:
@@ -218,8 +209,8 @@ def test_resigned_shards_are_one_error_never_a_crash(plan, tmp_path, cli_batch):
     import shutil
     shutil.copytree(path, lie)
     shutil.copytree(path, comp)
-    _resign(lie, 0, _lying_shard(lie / "rank-00000.arrow"))
-    _resign(comp, 0, _compressed_shard(comp / "rank-00000.arrow"))
+    resign_shard(lie, 0, _lying_shard(lie / "rank-00000.arrow"))
+    resign_shard(comp, 0, _compressed_shard(comp / "rank-00000.arrow"))
     res = cli_batch([["validate", lie], ["inspect", lie, "--rank", 0],
                      ["run", "spmm", lie, "--backend", "local", "--repeat", 1, "--warmup", 0],
                      ["validate", comp]], timeout=180)
@@ -264,18 +255,13 @@ def test_gzip_partition_bomb_under_rlimit_as(plan, tmp_path):
 
 
 def _workers(marker: str) -> list[int]:
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            env = Path(f"/proc/{d}/environ").read_bytes()
-            state = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker.encode() in env and state != "Z" and int(d) != os.getpid():
-            out.append(int(d))
-    return out
+    """Every live process of the job (launcher and workers: the marker is in their environment)."""
+    return live_pids(environ=marker)
+
+
+def _ranks(marker: str) -> list[int]:
+    """The job's live worker processes."""
+    return live_pids(cmdline=("partplan.runtime.worker",), environ=marker)
 
 
 def _build_with_fault(tmp_path: Path, spec: str, **env_extra):
@@ -301,12 +287,11 @@ def test_sigterm_during_the_distributed_build_stops_workers_and_leaves_nothing(t
     # rank 1 sleeps in the write stage's first allgather, after rank 0 made the temporary plan folder
     p, marker = _build_with_fault(tmp_path, "1:1:allgather_object@_write", FAULT_ACTION="pause")
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (len(_workers(marker)) == 2 and len(listing(tmp_path)) > 2):
-        time.sleep(0.2)
-    workers = _workers(marker)
-    assert len(workers) == 2, "the build's workers did not start"
+    while time.monotonic() < deadline and not (len(_ranks(marker)) == 2 and len(listing(tmp_path)) > 2):
+        time.sleep(0.1)
+    assert len(_ranks(marker)) == 2, "the build's workers did not start"
     assert len(listing(tmp_path)) > 2, "no temporary plan folder while the build runs"
-    time.sleep(1)         # rank 1 is asleep in the write stage, rank 0 waits for it
+    time.sleep(0.5)       # rank 1 is asleep in the write stage, rank 0 waits for it
     p.send_signal(signal.SIGTERM)
     _, err = p.communicate(timeout=30)
     assert p.returncode == 143, err
@@ -330,5 +315,7 @@ def test_dead_peer_in_the_distributed_build_ends_in_one_line_within_the_timeout(
     one_line(r.returncode, r.stderr, 2, "rank 1: killed by signal SIGKILL")
     assert took < 30, took
     assert listing(tmp_path) == ["g.chunked", "p.npy"]
-    time.sleep(5)
+    deadline = time.monotonic() + 5                 # no worker alive 5 s after its launcher ended
+    while _workers(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert _workers(marker) == []

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-import hashlib
 import io
-import json
 import os
 import signal
 import struct
@@ -34,6 +32,7 @@ from partplan.io import read_graph, write_graph
 from partplan.io.arrowcheck import IpcProblem, ipc_batches
 from partplan.io.partfile import read_partition, text_limit
 from partplan.plan import build_plan, load_plan, write_plan
+from proctools import resign_shard
 
 
 @contextlib.contextmanager
@@ -61,15 +60,6 @@ def _grid(r=5, c=5) -> Graph:
 def plan(tmp_path):
     g = _grid()
     return g, write_plan(build_plan(g, np.arange(g.n) * 2 // g.n, 2), tmp_path / "g.plan")
-
-
-def _resign(path: Path, rank: int, data: bytes) -> None:
-    """Put ``data`` as rank ``rank``'s shard and record its size and sha256 as write_plan does."""
-    f = path / f"rank-{rank:05d}.arrow"
-    f.write_bytes(data)
-    m = json.loads((path / "manifest.json").read_text())
-    m["shards"][rank].update(bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
-    (path / "manifest.json").write_text(json.dumps(m))
 
 
 def _rewrite(f: Path, compression=None) -> bytes:
@@ -111,7 +101,7 @@ def test_fifo_graph_and_partition_are_refused_without_blocking(tmp_path):
 # ----------------------------------------------------------------------------- Arrow shards
 def test_compressed_shard_is_refused_before_decompressing(plan):
     g, path = plan
-    _resign(path, 0, _rewrite(path / "rank-00000.arrow", "zstd"))
+    resign_shard(path, 0, _rewrite(path / "rank-00000.arrow", "zstd"))
     with pytest.raises(PlanError, match="rank-00000.arrow: its buffers are compressed"):
         load_plan(path, graph=g)
 
@@ -129,7 +119,7 @@ def test_array_longer_than_its_buffer_is_refused_not_a_crash(plan):
     at = bytes(data).find(node)
     assert at > 0
     data[at:at + 16] = struct.pack("<qq", 1 << 40, 0)
-    _resign(path, 0, bytes(data))
+    resign_shard(path, 0, bytes(data))
     with pytest.raises(PlanError, match="rank-00000.arrow"):
         load_plan(path, graph=g)
 
