@@ -84,8 +84,8 @@ def shared_plan(data, path, *, reuse: bool = False, group=None, **plan_options) 
 
     ``plan_options`` go to :func:`partplan.plan_from_pyg` (``normalize``,
     ``seed``, ``model``, ...). With ``reuse=True`` rank 0 keeps a plan already
-    at ``path`` when it reads and is for this many ranks (rank 0 alone decides,
-    so the ranks never disagree). The ranks meet in one broadcast from rank 0
+    at ``path`` when it reads and is for this many ranks and as many vertices
+    as ``data`` has (rank 0 alone decides, so the ranks never disagree). The ranks meet in one broadcast from rank 0
     (the process group's timeout applies): if rank 0 fails, every rank raises
     a :class:`~partplan.errors.PlanError` with its message instead of waiting.
     Without torch.distributed initialized the world is this process alone.
@@ -103,7 +103,7 @@ def shared_plan(data, path, *, reuse: bool = False, group=None, **plan_options) 
     err, failure = None, None
     if rank == 0:
         try:
-            if not (reuse and _plan_for(path, world)):
+            if not (reuse and _plan_for(path, world, _num_nodes(data))):
                 plan_from_pyg(data, world, out=path, **plan_options)
         except Exception as exc:  # noqa: BLE001 - every rank must hear of it, then rank 0 re-raises it
             err, failure = f"{type(exc).__name__}: {exc}", exc
@@ -119,11 +119,21 @@ def shared_plan(data, path, *, reuse: bool = False, group=None, **plan_options) 
     return str(path)
 
 
-def _plan_for(path, ranks: int) -> bool:
-    """True when ``path`` holds a plan (its manifest reads) for ``ranks`` ranks."""
+def _num_nodes(data) -> int | None:
+    n = data.get("num_nodes") if isinstance(data, dict) else getattr(data, "num_nodes", None)
+    try:
+        return None if n is None else int(n)
+    except (TypeError, ValueError):
+        return None
+
+
+def _plan_for(path, ranks: int, n: int | None) -> bool:
+    """True when ``path`` holds a plan (its manifest reads) for ``ranks`` ranks and ``n``
+    vertices (any count when ``n`` is None)."""
     from ..errors import PartplanError
     from ..plan.store import read_manifest
     try:
-        return int(read_manifest(path)["ranks"]) == ranks
+        m = read_manifest(path)
+        return int(m["ranks"]) == ranks and (n is None or int(m["graph"]["n"]) == n)
     except (PartplanError, OSError, KeyError, TypeError, ValueError):
         return False

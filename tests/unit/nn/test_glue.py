@@ -32,3 +32,22 @@ def test_accuracy_counts_by_hand():
     assert pnn.accuracy(pred, y) == 0.75
     assert pnn.accuracy(torch.eye(3)[pred], y, torch.tensor([True, False, True, False])) == 0.5
     assert pnn.accuracy(pred, y, torch.zeros(4, dtype=torch.bool)) != pnn.accuracy(pred, y, torch.zeros(4, dtype=torch.bool))   # NaN
+
+
+def test_shared_plan_on_one_process_writes_reuses_and_rebuilds(tmp_path):
+    import json
+
+    from partplan.errors import PartplanError
+    ei = torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]])
+    path = tmp_path / "g.plan"
+    assert pnn.shared_plan({"edge_index": ei, "num_nodes": 4}, path) == str(path)
+    manifest = path / "manifest.json"
+    assert json.loads(manifest.read_text())["graph"]["n"] == 4
+    before = manifest.stat().st_mtime_ns
+    pnn.shared_plan({"edge_index": ei, "num_nodes": 4}, path, reuse=True)          # kept
+    assert manifest.stat().st_mtime_ns == before
+    pnn.shared_plan({"edge_index": ei, "num_nodes": 5}, path, reuse=True)          # another graph: rebuilt
+    assert json.loads(manifest.read_text())["graph"]["n"] == 5
+    with pytest.raises(PartplanError):                                             # rank 0's own error
+        pnn.shared_plan({"edge_index": torch.tensor([[0], [9]]), "num_nodes": 2}, tmp_path / "bad.plan")
+    assert not (tmp_path / "bad.plan").exists()
