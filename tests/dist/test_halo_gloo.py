@@ -24,7 +24,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("torch_geometric")
 
-pytestmark = pytest.mark.dist   # the PyG bridge's one launch, kept in `make check`
+# beyond `make check` (30 s); the PyG bridge's launch there is test_dist_spmm.py's p = 2 gloo one
+pytestmark = [pytest.mark.dist, pytest.mark.slow]
 
 TIMEOUT = 3.0
 ROOT = Path(__file__).resolve().parents[2]
