@@ -19,7 +19,8 @@ OUT    ?= out
 setup: $(STAMP)
 
 # pip installs without byte-compiling (a minute on 2 cores for torch's thousands of modules, most of
-# which no test imports); each module is compiled once, when first imported, and its .pyc kept:
+# which no test imports); a module is compiled when first imported and its .pyc kept (processes that
+# import it at the same moment may each compile it once):
 # PYTHONDONTWRITEBYTECODE (set on some CI images) would make every worker process compile torch
 # from source again, so make does not pass it on.
 unexport PYTHONDONTWRITEBYTECODE

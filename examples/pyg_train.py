@@ -5,7 +5,7 @@ or GCN through ``partplan.nn.DistSpMM``.
     torchrun --nproc-per-node 2 examples/pyg_train.py --model gcn --plan pb-gcn.plan
 
 The glue from a PyG ``Data`` to distributed training is the block marked
-``# glue`` in :func:`main` (13 lines, one statement each, the same for both
+``# glue`` in :func:`main` (12 lines, one statement each, the same for both
 models; 5 of them exist only for the distribution); the models are
 ordinary PyG code whose graph layers read ``op``:
 
@@ -109,7 +109,7 @@ def main(argv=None):
 
     data, dtype, gat = load_data(), getattr(torch, args.dtype), args.model == "gat"
     torch.manual_seed(args.seed)                        # the same initial weights on every rank
-    # glue: from a PyG Data to distributed training (10 lines)
+    # glue: from a PyG Data to distributed training (12 lines)
     if not dist.is_initialized():
         dist.init_process_group("gloo")   # torchrun's environment
     plan = partplan.nn.shared_plan(data, args.plan, reuse=True, normalize=None if gat else "gcn")  # rank 0 plans

@@ -13,8 +13,8 @@ When numba is about to compile a partplan kernel (a cache miss) and the cache
 holds no index file (``*.nbi``) of that kernel's module yet, one line
 ``partplan: compiling kernels (first run only, ~N s)`` goes to stderr, once per
 process, then ``partplan: compiling kernels ... N s`` every 10 s while kernels
-keep compiling and ``partplan: kernels compiled in N s`` when they stop (a
-daemon thread; numba's LLVM passes release the GIL). ``PARTPLAN_QUIET=1``
+keep compiling and ``partplan: kernels compiled in N s`` within a second of
+the last one (a daemon thread; numba's LLVM passes release the GIL). ``PARTPLAN_QUIET=1``
 silences all of it.
 """
 from __future__ import annotations
@@ -80,7 +80,7 @@ def _has_index(dispatcher) -> bool:
 
 def _on_compile(ev) -> None:
     global _noticed
-    if _noticed or os.environ.get("PARTPLAN_QUIET", "") not in ("", "0"):
+    if _noticed or _quiet():
         return
     try:
         disp = ev.data["dispatcher"]
@@ -95,19 +95,27 @@ def _on_compile(ev) -> None:
                      daemon=True).start()
 
 
+def _quiet() -> bool:
+    return os.environ.get("PARTPLAN_QUIET", "") not in ("", "0")
+
+
 def _ticker(t0: float, every: float) -> None:
-    """Print the elapsed seconds every ``every`` s while kernels compile; one
-    closing line once none compiled for ``every`` s (when any tick was printed)."""
-    ticks = 0
+    """Print the elapsed seconds every ``every`` s while kernels compile, and one
+    closing line (when any tick was printed) once none has compiled for a
+    second (checked every second, or every ``every`` s when shorter)."""
+    poll = min(1.0, every)
+    ticks, last = 0, t0
     while True:
-        time.sleep(every)
+        time.sleep(poll)
         now = time.monotonic()
-        if _active <= 0 and now - _last_end >= every:
-            if ticks:
+        if _active <= 0 and now - _last_end >= poll:
+            if ticks and not _quiet():
                 print(f"partplan: kernels compiled in {_last_end - t0:.0f} s", file=sys.stderr, flush=True)
             return
-        ticks += 1
-        print(f"partplan: compiling kernels ... {now - t0:.0f} s", file=sys.stderr, flush=True)
+        if now - last >= every:
+            last, ticks = now, ticks + 1
+            if not _quiet():
+                print(f"partplan: compiling kernels ... {now - t0:.0f} s", file=sys.stderr, flush=True)
 
 
 def _partplan_kernel(ev) -> bool:

@@ -156,10 +156,28 @@ def declared_page_bytes(buf, metadata, columns: list[int]) -> int:
     return total
 
 
+def _leaves(t) -> int:
+    """Parquet leaf columns of an arrow type (a nested type has one per primitive inside)."""
+    import pyarrow as pa
+    if pa.types.is_struct(t):
+        return sum(_leaves(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_map(t):
+        return _leaves(t.key_type) + _leaves(t.item_type)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return _leaves(t.value_type)
+    return 1
+
+
 def leaf_columns(metadata, names) -> list[int]:
-    """Indices of the leaf columns under the top-level columns ``names``."""
-    want = set(names)
-    return [i for i in range(metadata.num_columns) if metadata.schema.column(i).path.split(".")[0] in want]
+    """Indices of the leaf columns under the top-level columns ``names`` (by the
+    arrow schema's fields, in order: a name may hold dots)."""
+    want, out, at = set(names), [], 0
+    for f in metadata.schema.to_arrow_schema():
+        n = _leaves(f.type)
+        if f.name in want:
+            out.extend(range(at, at + n))
+        at += n
+    return [i for i in out if i < metadata.num_columns]
 
 
 def declared_bytes(fd: int, metadata, names) -> tuple[int, int]:

@@ -40,11 +40,14 @@ def _load(p: Path, fmt: str, columns: list[str], delimiter: str):
             try:
                 with os.fdopen(os.dup(fd), "rb") as f:
                     md = pq.read_metadata(f)
-                footer, pages = declared_bytes(fd, md, columns)
-            except ParquetProblem as exc:
-                raise GraphFormatError(f"cannot read parquet table: {exc}", p) from None
             except (pa.ArrowException, OSError):
-                footer = pages = 0    # not Parquet: pyarrow's own error below names it
+                md = None             # not Parquet: pyarrow's own error below names it
+            footer = pages = 0
+            if md is not None:
+                try:
+                    footer, pages = declared_bytes(fd, md, columns)
+                except (ParquetProblem, OSError, ValueError) as exc:
+                    raise GraphFormatError(f"cannot read parquet table: {exc}", p) from None
             check_budget(footer, p, "the table's columns (footer, uncompressed)")
             check_budget(pages, p, "the table's pages (their headers, uncompressed)")
         if fmt in ("arrow", "feather") and st.st_size:

@@ -84,8 +84,10 @@ def shared_plan(data, path, *, reuse: bool = False, group=None, **plan_options) 
 
     ``plan_options`` go to :func:`partplan.plan_from_pyg` (``normalize``,
     ``seed``, ``model``, ...). With ``reuse=True`` rank 0 keeps a plan already
-    at ``path`` when it reads and is for this many ranks and as many vertices
-    as ``data`` has (rank 0 alone decides, so the ranks never disagree). The ranks meet in one broadcast from rank 0
+    at ``path`` when it reads and is for this many ranks, as many vertices as
+    ``data`` has and the same ``normalize`` (rank 0 alone decides, so the ranks
+    never disagree; ``path`` must be on a filesystem every rank reads). On NCCL
+    call ``torch.cuda.set_device`` first (the broadcast runs on the device). The ranks meet in one broadcast from rank 0
     (the process group's timeout applies): if rank 0 fails, every rank raises
     a :class:`~partplan.errors.PlanError` with its message instead of waiting.
     Without torch.distributed initialized the world is this process alone.
@@ -103,7 +105,7 @@ def shared_plan(data, path, *, reuse: bool = False, group=None, **plan_options) 
     err, failure = None, None
     if rank == 0:
         try:
-            if not (reuse and _plan_for(path, world, _num_nodes(data))):
+            if not (reuse and _plan_for(path, world, _num_nodes(data), plan_options.get("normalize"))):
                 plan_from_pyg(data, world, out=path, **plan_options)
         except Exception as exc:  # noqa: BLE001 - every rank must hear of it, then rank 0 re-raises it
             err, failure = f"{type(exc).__name__}: {exc}", exc
@@ -127,13 +129,14 @@ def _num_nodes(data) -> int | None:
         return None
 
 
-def _plan_for(path, ranks: int, n: int | None) -> bool:
-    """True when ``path`` holds a plan (its manifest reads) for ``ranks`` ranks and ``n``
-    vertices (any count when ``n`` is None)."""
+def _plan_for(path, ranks: int, n: int | None, normalize) -> bool:
+    """True when ``path`` holds a plan (its manifest reads) for ``ranks`` ranks, ``n``
+    vertices (any count when ``n`` is None) and the normalization ``normalize``."""
     from ..errors import PartplanError
     from ..plan.store import read_manifest
     try:
         m = read_manifest(path)
-        return int(m["ranks"]) == ranks and (n is None or int(m["graph"]["n"]) == n)
+        return (int(m["ranks"]) == ranks and (n is None or int(m["graph"]["n"]) == n)
+                and m.get("normalize") == normalize)
     except (PartplanError, OSError, KeyError, TypeError, ValueError):
         return False

@@ -31,7 +31,7 @@ from partplan.cli.main import main
 from partplan import Graph
 from partplan.io import write_graph
 from partplan.plan import build_plan, write_plan
-from proctools import live_pids, resign_shard
+from proctools import gone_within, live_pids, resign_shard
 
 PARTPLAN = [sys.executable, "-m", "partplan"]
 N = 64
@@ -293,9 +293,16 @@ def test_sigterm_during_the_distributed_build_stops_workers_and_leaves_nothing(t
     assert len(listing(tmp_path)) > 2, "no temporary plan folder while the build runs"
     time.sleep(0.5)       # rank 1 is asleep in the write stage, rank 0 waits for it
     p.send_signal(signal.SIGTERM)
-    _, err = p.communicate(timeout=30)
+    try:
+        _, err = p.communicate(timeout=30)
+    finally:              # never leave the launcher or the paused worker behind
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+        gone_within(_workers(marker))
     assert p.returncode == 143, err
-    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("partplan: compiling")]
+    lines = [ln for ln in err.splitlines()
+             if ln.strip() and not ln.startswith(("partplan: compiling", "partplan: kernels compiled"))]
     assert len(lines) == 1 and lines[0].startswith("partplan: interrupted"), err
     deadline = time.monotonic() + 5
     while _workers(marker) and time.monotonic() < deadline:

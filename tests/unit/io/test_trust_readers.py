@@ -210,6 +210,10 @@ def test_parquet_page_header_claims_checked_before_decompressing(tmp_path, monke
     with pytest.raises(PartitionError, match=r"p.parquet: column 'part' declares 134217727 uncompressed bytes "
                                              r"in its page headers"):
         read_partition(p, n)
+    d = tmp_path / "d.parquet"                          # a column name with a dot: still its own column
+    _lying_parquet(d, n, "p.x")
+    with pytest.raises(PartitionError, match=r"column 'p.x' declares 134217727 uncompressed bytes in its page"):
+        read_partition(d, n, column="p.x")
     e = tmp_path / "e.parquet"
     _lying_parquet(e, n, "src")
     monkeypatch.setenv("PARTPLAN_MAX_BYTES", str(64 << 20))
@@ -225,9 +229,9 @@ def test_parquet_page_header_garbage_is_one_error(tmp_path):
     pq.write_table(pa.table({"part": np.zeros(1000, dtype=np.int64)}), p)
     raw = bytearray(p.read_bytes())
     start = pq.read_metadata(p).row_group(0).column(0).data_page_offset
-    raw[start:start + 24] = b"\xff" * 24                  # varints that never end
+    raw[start:start + 24] = b"\x15" + b"\xff" * 23        # field 1 (i32), then a varint that never ends
     p.write_bytes(bytes(raw))
-    with no_hang(), pytest.raises(PartitionError, match="p.parquet: .*row group 0 column 'part'"):
+    with no_hang(), pytest.raises(PartitionError, match="p.parquet: .*row group 0 column 'part'.*varint longer"):
         read_partition(p, 1000)
 
 
