@@ -46,7 +46,7 @@ def _load(p: Path, fmt: str, columns: list[str], delimiter: str):
             if md is not None:
                 try:
                     footer, pages = declared_bytes(fd, md, columns)
-                except (ParquetProblem, OSError, ValueError) as exc:
+                except (ParquetProblem, pa.ArrowException, OSError, ValueError) as exc:
                     raise GraphFormatError(f"cannot read parquet table: {exc}", p) from None
             check_budget(footer, p, "the table's columns (footer, uncompressed)")
             check_budget(pages, p, "the table's pages (their headers, uncompressed)")
