@@ -78,18 +78,13 @@ def _has_index(dispatcher) -> bool:
     return bool(glob.glob(os.path.join(glob.escape(path), f"{glob.escape(stem)}.*.nbi")))
 
 
-def _on_compile(ev) -> None:
+def _on_compile(disp) -> None:
+    """A partplan kernel (numba dispatcher ``disp``) is about to compile."""
     global _noticed
-    if _noticed or _quiet():
-        return
-    try:
-        disp = ev.data["dispatcher"]
-        module = disp.py_func.__module__ or ""
-    except (KeyError, AttributeError, TypeError):
-        return
-    if not module.startswith("partplan") or _has_index(disp):
+    if _noticed or _quiet() or _has_index(disp):
         return
     _noticed = True
+    module = disp.py_func.__module__
     print(f"partplan: compiling kernels (first run only, ~{_estimate(module)} s)", file=sys.stderr, flush=True)
     threading.Thread(target=_ticker, args=(time.monotonic(), _TICK_S), name="partplan-compile-ticks",
                      daemon=True).start()
@@ -118,11 +113,13 @@ def _ticker(t0: float, every: float) -> None:
                 print(f"partplan: compiling kernels ... {now - t0:.0f} s", file=sys.stderr, flush=True)
 
 
-def _partplan_kernel(ev) -> bool:
+def _partplan_dispatcher(ev):
+    """The dispatcher of a compile event when it is a partplan kernel, else None."""
     try:
-        return (ev.data["dispatcher"].py_func.__module__ or "").startswith("partplan")
+        disp = ev.data["dispatcher"]
+        return disp if (disp.py_func.__module__ or "").startswith("partplan") else None
     except (KeyError, AttributeError, TypeError):
-        return False
+        return None
 
 
 numba_cache_dir()  # before anything below imports numba
@@ -136,13 +133,14 @@ if _event is not None:
     class _Listener(_event.Listener):
         def on_start(self, ev):
             global _active
-            if _partplan_kernel(ev):
+            disp = _partplan_dispatcher(ev)
+            if disp is not None:
                 _active += 1
-            _on_compile(ev)
+                _on_compile(disp)
 
         def on_end(self, ev):
             global _active, _last_end
-            if _partplan_kernel(ev):
+            if _partplan_dispatcher(ev) is not None:
                 _active -= 1
                 _last_end = time.monotonic()
 

@@ -144,8 +144,8 @@ def test_sigkill_of_launcher_takes_workers_down(plan, tmp_path):
         else:
             os.environ["TMPDIR"] = old
         tempfile.tempdir = None
-    # rank 0's temporary of Z.npy, when the killed job left one (in one CI run none was left: not
-    # explained), is removed by the next writer's clean-up; none remains either way
+    # rank 0's temporary of Z.npy, when the killed job left one (it may leave none), is removed by
+    # the next writer's clean-up; none remains either way
     leftovers = sorted(tmp_path.glob(".Z.npy*"))
     assert sorted(clean_stale(out)) == leftovers and list(tmp_path.glob(".Z.npy*")) == []
 
