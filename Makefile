@@ -14,7 +14,7 @@ STAMP  := $(VENV)/.installed
 TORCH  := torch==2.13.0
 OUT    ?= out
 
-.PHONY: setup demo check test bench clean
+.PHONY: setup mpi demo check test bench clean
 
 setup: $(STAMP)
 
@@ -27,8 +27,17 @@ unexport PYTHONDONTWRITEBYTECODE
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --no-compile --upgrade pip
-	$(PY) -m pip install -q --no-compile $(TORCH) -e '.[test,runtime]'
+	$(PY) -m pip install -q --no-compile $(TORCH) -e '.[test,runtime,mpi]'
 	touch $(STAMP)
+
+# the distributed partitioner's engines (partition --nprocs): OpenMPI, Zoltan and PT-Scotch from Debian;
+# as root or with sudo. Without them the MPI tests skip and `partition --nprocs` says what to install.
+MPI_APT := openmpi-bin libopenmpi-dev libtrilinos-zoltan-dev ptscotch libptscotch-dev
+SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
+mpi:
+	@dpkg -s $(MPI_APT) >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(MPI_APT) >/dev/null; } || \
+	  echo "WARNING: could not install $(MPI_APT); the MPI partitioner tests will be skipped" >&2
 
 demo: $(STAMP)
 	mkdir -p $(OUT)
@@ -53,10 +62,11 @@ check: $(STAMP)
 	$(PYTEST) -m "not slow" tests
 
 test: $(STAMP)
-	$(WARM) & warm=$$!; \
+	$(WARM) & warm=$$!; $(MAKE) -s mpi & mpi=$$!; \
 	$(VENV)/bin/partplan datasets fetch $(TEST_DATASETS) --quiet || \
 	  echo "WARNING: could not fetch $(TEST_DATASETS); the real-data km1 tests will be skipped" >&2; \
-	wait $$warm || echo "WARNING: kernel warm-up failed; the tests compile kernels on first use" >&2
+	wait $$warm || echo "WARNING: kernel warm-up failed; the tests compile kernels on first use" >&2; \
+	wait $$mpi
 	$(PYTEST) tests
 
 bench: $(STAMP)

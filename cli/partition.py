@@ -54,7 +54,7 @@ def register(subparsers) -> None:
                    help="partitioning model (default: none given, the default pipeline of --preset auto; a "
                         "model runs one engine)")
     from partplan.partition.backends import BACKENDS  # the registry: one list of engines
-    p.add_argument("--engine", dest="backend", default=None, choices=list(BACKENDS),
+    p.add_argument("--engine", dest="backend", default=None, choices=list(BACKENDS) + _mpi_engines(),
                    help="engine (default: metis for graph, mtkahypar for hypergraph/stochastic, random "
                         "for baseline)")
     p.add_argument("--preset", default=None,
@@ -97,11 +97,65 @@ def register(subparsers) -> None:
                    help="plan values: gcn = D^-1/2 (A+I) D^-1/2 (PyG GCNConv), mean = D^-1 (A+I); "
                         "needed by `partplan train gcn` (default none: A as read)")
     p.add_argument("--partition-only", action="store_true", help="write the partition even if OUT ends in .plan")
+    p.add_argument("--nprocs", type=_positive_int, default=None, metavar="N",
+                   help="partition with N MPI processes (mpirun; each reads only its chunks of a chunked graph): "
+                        "--engine zoltan (default: Zoltan PHG, exact volume), ptscotch or stream, then the "
+                        "distributed bottleneck refinement; writes a .npy partition")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages on stderr")
     from ._topology import add_topology_args
     add_topology_args(p)
     p.set_defaults(func=run)
+
+
+def _backend_names() -> list:
+    from partplan.partition.backends import BACKENDS
+    return list(BACKENDS)
+
+
+def _mpi_engines() -> list:
+    from partplan.partition.mpi.launch import ENGINES
+    from partplan.partition.backends import BACKENDS
+    return [e for e in ENGINES if e not in BACKENDS]
+
+
+def _run_distributed(args, progress) -> int:
+    """``--nprocs N``: the MPI stage (partplan.partition.mpi), 1D partitions only."""
+    from partplan.partition.mpi.launch import check_request, distributed_partition
+
+    given = [flag for flag, v in (("--model", args.model), ("--objective", args.objective),
+                                  ("--preset", args.preset), ("--ownership-method", args.ownership_method))
+             if v is not None]
+    if args.layout != "1d" or args.ownership != "conformal":
+        given.append("--layout" if args.layout != "1d" else "--ownership")
+    if given:
+        raise BackendUnavailableError(f"{', '.join(given)} do not apply with --nprocs (the distributed "
+                                      f"partitioner writes 1D partitions)")
+    check_request(args.backend, args.nprocs, args.k)
+    out = Path(args.output) if args.output else Path(f"{default_output(args.graph, args.k)}.npy")
+    if not args.output:
+        print(f"partplan: no -o given: writing the partition to {out}", file=sys.stderr, flush=True)
+    res = distributed_partition(args.graph, args.k, nprocs=args.nprocs, output=out, engine=args.backend,
+                                imbalance=args.imbalance, seed=args.seed, time_limit=args.time_limit,
+                                quiet=args.quiet, progress=progress)
+    if args.json:
+        print(json.dumps({k: v for k, v in res.items() if k not in ("send", "recv", "compute_load")}, indent=1))
+        return 0
+    r, e = res["result"], res["engine_result"]
+    rows = [("graph", f"{res['graph']} (n={res['n']}, nnz={res['nnz']})"),
+            ("ranks / processes", f"{res['k']} / {res['nprocs']} MPI"), ("engine", res["backend"]),
+            ("total_volume", f"{r['total_volume']} (engine {e['total_volume']})"),
+            ("max_send", f"{r['max_send']} (engine {e['max_send']})"),
+            ("max_recv", f"{r['max_recv']} (engine {e['max_recv']})"),
+            ("compute_imbalance", f"{res['compute_imbalance']:.4g}"),
+            ("time (s)", ", ".join(f"{name} {max(s[name]['wall_s'] for s in res['stages']):.3g}"
+                                   for name in res["stages"][0])),
+            ("peak RSS / process (MiB)", str(max(max(v['peak_rss_bytes'] for v in s.values())
+                                              for s in res["stages"]) >> 20)),
+            ("output", res["output"])]
+    w = max(len(a) for a, _ in rows)
+    print("\n".join(f"{a:<{w}}  {b}" for a, b in rows))
+    return 0
 
 
 def _help(flag: str) -> str:
@@ -155,6 +209,11 @@ def run(args) -> int:
 
     from partplan.partition.heartbeat import StderrProgress
     progress = StderrProgress(t_start, quiet=args.quiet)
+    if args.nprocs is not None:
+        return _run_distributed(args, progress)
+    from partplan.partition.mpi.launch import ENGINES
+    if args.backend in ENGINES and args.backend not in _backend_names():
+        raise BackendUnavailableError(f"--engine {args.backend} runs with MPI processes: add --nprocs N")
 
     out = Path(args.output) if args.output else default_output(args.graph, args.k)
     from partplan.io.partfile import partition_k_from_name

@@ -197,6 +197,8 @@ def _is_python_launch(argv) -> bool:
         argv = [argv]
     argv = [os.fsdecode(a) if isinstance(a, (bytes, os.PathLike)) else str(a) for a in argv]
     exe = os.path.basename(argv[0])
+    if exe in ("mpirun", "mpiexec", "orterun") and sys.executable in argv:   # MPI ranks running Python
+        return True
     if not (exe.startswith(_PY_TOOLS) or exe in _SHELLS) and argv[0] != sys.executable:
         return False
     return "-S" not in argv[1:3] and not {"-I", "-S"} <= set(argv[1:4])

@@ -363,7 +363,8 @@ def load_partition(path: str | os.PathLike, graph: Graph | None = None) -> Parti
     k = lay.ranks
     meta["layout"] = lay.spec
     return Partition(part=part, k=k, layout=meta["layout"], layout_params=meta.get("layout_params", {}),
-                     model=meta["model"], backend=meta["backend"], objective=meta["objective"],
+                     model=str(meta.get("model", "")), backend=str(meta.get("backend", "")),
+                     objective=str(meta.get("objective", "")),
                      params=meta.get("params", {}), timings=meta.get("timings", {}), stats=stats,
                      owner=owner, graph_fingerprint=meta.get("graph_fingerprint", ""),
                      layout_stats=lstats, info=meta.get("info", {}))

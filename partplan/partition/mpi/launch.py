@@ -1,0 +1,181 @@
+"""``distributed_partition``: partition a graph with N MPI processes.
+
+The partitioner past one machine runs as its own stage under ``mpirun -np N``
+(the torch.distributed jobs never call MPI): every process reads only its
+chunks of a chunked graph (:mod:`partplan.io.chunked`; a graph file is first
+written as chunks into a temporary folder), runs the engine on its row block,
+refines max(send, recv) (:mod:`.refine`) and writes its slice of the output
+``.npy``. The launcher checks everything before it starts (packages, chunks,
+output path, sizes), creates the output temporary, renames it into place
+only when every process succeeded, and writes the JSON sidecar with the exact
+figures, the engine, the process count and each stage's wall time and peak
+RSS per process.
+
+Engines (``engine=``): ``"zoltan"`` (Zoltan PHG on the column-net
+hypergraph: the exact volume), ``"ptscotch"`` (PT-Scotch on the graph,
+symmetric patterns), ``"stream"`` (Fennel, 3 passes, in process 0 with
+O(n) state). ``None`` picks the measured best, Zoltan
+(``docs/design/distributed.md``).
+
+Example::
+
+    partplan partition rmat20.chunked -k 64 --nprocs 2 -o rmat20.part.npy --json
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ...errors import BackendUnavailableError, PartitionError
+
+ENGINES = ("zoltan", "ptscotch", "stream")
+DEFAULT_ENGINE = "zoltan"
+SCHEMA = "partplan.partition/2"
+
+
+def mpirun_command(nprocs: int) -> list[str]:
+    """``mpirun`` for N processes on this machine (oversubscribed, shared memory
+    only); ``$PARTPLAN_MPIRUN`` replaces it (e.g. a hostfile for a cluster)."""
+    given = os.environ.get("PARTPLAN_MPIRUN")
+    if given:
+        return given.split() + ["-np", str(nprocs)]
+    return ["mpirun", "-np", str(nprocs), "--oversubscribe", "--mca", "btl", "self,vader"]
+
+
+def _env() -> dict:
+    env = dict(os.environ)
+    if hasattr(os, "geteuid") and os.geteuid() == 0:   # OpenMPI refuses root without these
+        env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
+    env.setdefault("OMP_NUM_THREADS", "1")
+    src = str(Path(__file__).resolve().parents[3])
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def _preexec():   # mpirun dies with this process (its ranks die with mpirun: worker._die_with_mpirun)
+    if sys.platform.startswith("linux"):
+        import ctypes
+        try:
+            ctypes.CDLL(None).prctl(1, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):   # pragma: no cover
+            pass
+
+
+def check_request(engine: str | None, nprocs: int, k: int) -> str:
+    """The engine to run, after every check that needs no graph; raises one PartplanError."""
+    from .libs import INSTALL_HINT, missing
+    engine = DEFAULT_ENGINE if engine is None else engine
+    if engine not in ENGINES:
+        raise BackendUnavailableError(f"--engine {engine} does not run distributed; with --nprocs use one of "
+                                      f"{', '.join(ENGINES)}")
+    if isinstance(nprocs, bool) or int(nprocs) < 1:
+        raise PartitionError(f"--nprocs must be at least 1, got {nprocs}")
+    if k < 1:
+        raise PartitionError(f"-k must be at least 1, got {k}")
+    need = missing(engine)
+    if need:
+        raise BackendUnavailableError(f"the distributed engine {engine} needs {', '.join(need)}; install: "
+                                      f"{INSTALL_HINT}")
+    return engine
+
+
+def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | None = None,
+                          imbalance: float = 0.03, seed: int = 0, refine: bool = True, rounds: int = 200,
+                          time_limit: float | None = None, quiet: bool = False, timeout_s: float | None = None,
+                          progress=None) -> dict:
+    """Partition ``graph`` (a chunked graph directory or a graph file) for
+    ``k`` ranks with ``nprocs`` MPI processes; write the partition to
+    ``output`` (``.npy``, int64[n]) and its sidecar ``output.json``. Returns
+    the sidecar's dict: exact send / recv / compute load per part, the
+    engine's figures before the refinement, stages (wall s, peak RSS bytes per
+    process)."""
+    from ..._atomic import commit, create_npy, discard_temp, write_json_atomic
+    from ...io.chunked import chunk_info, is_chunked, write_chunked
+    from ...io.outpath import check_output_file
+
+    engine = check_request(engine, nprocs, k)
+    out = Path(output)
+    if out.suffix.lower() != ".npy":
+        raise PartitionError(f"{out}: the distributed partitioner writes a .npy partition (each process writes "
+                             f"its rows); name the output NAME.npy")
+    check_output_file(out, kind="partition")
+    say = progress or (lambda msg: None)
+    t0 = time.perf_counter()
+    work = Path(tempfile.mkdtemp(prefix="partplan-mpi-"))
+    tmp = None
+    try:
+        if is_chunked(graph):
+            path = Path(graph)
+        else:
+            from ...io import read_graph
+            say(f"reading {graph}")
+            g = read_graph(graph)
+            path = work / "graph.chunked"
+            write_chunked(g, path, chunks=max(4 * nprocs, 8))
+            del g
+        info = chunk_info(path)
+        if len(info.chunks) < nprocs:
+            raise PartitionError(f"{path}: {len(info.chunks)} chunks for {nprocs} processes; every process reads "
+                                 f"whole chunks (rewrite it with at least {nprocs} chunks)")
+        if k > info.n:
+            raise PartitionError(f"-k {k} is more than the graph's {info.n} vertices")
+        if engine == "zoltan":
+            from .zoltan import MAX_N
+            if info.n > MAX_N:
+                raise PartitionError(f"{path}: n = {info.n} exceeds Zoltan's 32-bit global ids here; "
+                                     f"use --engine ptscotch or stream")
+        tmp, ident = create_npy(out, "<i8", (info.n,))
+        report = work / "report.json"
+        cfg = {"graph": str(path), "k": int(k), "imbalance": float(imbalance), "seed": int(seed),
+               "engine": engine, "refine": bool(refine), "rounds": int(rounds), "time_limit": time_limit,
+               "tmp": str(tmp), "ident": list(ident), "report": str(report), "quiet": bool(quiet)}
+        (work / "config.json").write_text(json.dumps(cfg))
+        cmd = mpirun_command(nprocs) + [sys.executable, "-m", "partplan.partition.mpi.worker",
+                                        str(work / "config.json")]
+        say(f"running {engine} on {nprocs} MPI processes")
+        proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=_preexec, start_new_session=False)
+        lines = []
+        try:
+            for line in proc.stderr:
+                lines.append(line.rstrip("\n"))
+                if line.startswith("partplan: ") and not line.startswith("partplan: error") and not quiet:
+                    print(line, end="", file=sys.stderr, flush=True)
+            rc = proc.wait(timeout=timeout_s)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        if rc != 0 or not report.is_file():
+            errs = [ln for ln in lines if "partplan: error" in ln]
+            why = errs[0].split("partplan: error: ", 1)[1] if errs else (lines[-1] if lines else f"exit status {rc}")
+            raise PartitionError(f"the distributed partitioner ({engine}, {nprocs} processes) failed: {why}")
+        result = json.loads(report.read_text())
+        commit(tmp, out, ident)
+        tmp = None
+        load = result["compute_load"]
+        mean = sum(load) / len(load) if load else 0.0
+        result.update(schema=SCHEMA, k=int(k), layout="1d", layout_params={},
+                      model="graph" if engine == "ptscotch" else "hypergraph", objective="max-both",
+                      timings={f"{name}_s": max(s[name]["wall_s"] for s in result["stages"])
+                               for name in result["stages"][0]}, backend=f"{engine}+refine" if refine else engine,
+                      graph=str(graph), output=str(out), wall_s=round(time.perf_counter() - t0, 3),
+                      compute_imbalance=(max(load) / mean - 1.0) if mean > 0 else 0.0)
+        write_json_atomic(result, out.with_name(out.name + ".json"))
+        return result
+    finally:
+        if tmp is not None:
+            discard_temp(tmp)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+__all__ = ["distributed_partition", "check_request", "mpirun_command", "ENGINES", "DEFAULT_ENGINE"]
