@@ -126,8 +126,11 @@ def _run_distributed(args, progress) -> int:
     given = [flag for flag, v in (("--model", args.model), ("--objective", args.objective),
                                   ("--preset", args.preset), ("--ownership-method", args.ownership_method))
              if v is not None]
-    if args.layout != "1d" or args.ownership != "conformal":
-        given.append("--layout" if args.layout != "1d" else "--ownership")
+    from partplan.layouts import parse_layout
+    if parse_layout(args.layout, args.k) != parse_layout("1d", args.k):
+        given.append("--layout")
+    if args.ownership != "conformal":
+        given.append("--ownership")
     if given:
         raise BackendUnavailableError(f"{', '.join(given)} do not apply with --nprocs (the distributed "
                                       f"partitioner writes 1D partitions)")

@@ -12,24 +12,32 @@ partitioner), and the k-vectors send, recv and part weights.
 
 One round:
 
-1. **Propose.** Each process picks up to ``per_round`` of its vertices in
-   heavy parts (send or recv within ``theta`` of the maximum, or over the
-   weight limit), scored by the rows their own net sends and their external
-   degree, each with one target: the least loaded feasible part among its
-   neighbours' parts and the globally lightest one. Proposals are gathered.
-2. **Evaluate exactly.** Each proposal's vertex is a pin of the nets of its
-   row (and owns its own net): the proposer sends (net, proposal) pairs to
-   the nets' processes, which count the touched nets' pins per part and
-   return each proposal's exact change of send and recv per part as if it
-   moved alone (summed over processes).
-3. **Select.** Every process runs the same sequential filter in priority
-   order: the part weight stays within the limit, the maximum load
-   max(send, recv) does not rise, and Σ load² + γ·B·total volume falls.
+1. **Propose.** Each process picks up to ``per_round`` of its vertices:
+   bottleneck moves from heavy parts (send or recv at least ``theta`` × the
+   maximum), scored by the rows their own net sends plus their external
+   degree, and repair moves from parts over the weight limit (light vertices
+   with few neighbours in their part first). Targets are chosen in score
+   order against virtual loads (each choice adds the candidate's estimated
+   load to its target), so the candidates spread over the light parts; a
+   part's price is its virtual load plus γ × the candidate's neighbours
+   outside it. Proposals are gathered on every process.
+2. **Evaluate exactly.** A moved vertex is a pin of the nets of its row and
+   owns its own net: the proposer sends (net, proposal) pairs to the nets'
+   processes, which count the touched nets' pins per part and return each
+   proposal's exact change of send and recv per part as if it moved alone
+   (summed over processes).
+3. **Select.** Every process runs the same filter: repairs first (least
+   damage per weight), then bottleneck moves by gain; the maximum load
+   max(send, recv) may not rise, a bottleneck move must lower
+   Σ load² + γ·B·total volume and may fill its target up to
+   ``(1 + slack)`` × the weight limit, a repair must land within the limit.
 4. **Commit exactly.** Moves that share a net interact, so the selected set's
    combined change is recounted exactly from the touched nets' pin counts
-   with all selected moves applied; if it misses the criterion, the set is
-   halved (lowest priority dropped) and recounted. The committed change
-   keeps send / recv exact.
+   with all selected moves applied; if it breaks a rule, the set is halved
+   and recounted. The committed change keeps send / recv exact.
+
+After the rounds, repair rounds take every part back under the weight limit;
+the result is the best state seen within it.
 
 Every figure is recounted from scratch at the end and must equal the
 maintained one (an internal error otherwise).
@@ -41,6 +49,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+_DEBUG = bool(__import__("os").environ.get("PARTPLAN_REFINE_DEBUG"))
 #: pin-count matrix cells per block when counting nets (bounds memory: 64 MiB of int32)
 _BLOCK_CELLS = 1 << 24
 
@@ -76,13 +85,20 @@ class RefineContext:
     ``rounds``: most propose / commit rounds. ``per_round``: most proposals
     per process per round. ``theta``: a part is heavy when its send or recv is
     at least ``theta`` × the maximum. ``gamma``: price of one row of total
-    volume in units of bottleneck rows moved off the maximum. ``time_limit``:
-    seconds (None: no limit)."""
+    volume in units of bottleneck rows moved off the maximum. ``slack``: how
+    far above the weight limit a bottleneck move may fill a part (repair
+    moves take it back). ``repair_rounds``: most rounds of repair moves at the
+    end. ``pair_budget``: most (net, proposal) pairs evaluated per round (the
+    proposals' degrees, over all processes). ``time_limit``: seconds (None: no
+    limit)."""
 
     rounds: int = 200
     per_round: int = 2048
-    theta: float = 0.9
+    theta: float = 0.97
     gamma: float = 1.0
+    slack: float = 0.05
+    repair_rounds: int = 50
+    pair_budget: int = 1 << 22
     time_limit: float | None = None
     seed: int = 0
 
@@ -203,10 +219,11 @@ class _Refiner:
         total = int(self.W.sum())
         wmax_local = int(self.w.max()) if self.w.size else 0
         self.wmax_vertex = int(comm.allreduce(wmax_local, op=_mpi_max()))
-        self.Wmax = max(int(np.floor((1.0 + eps) * total / k)), int(np.ceil(total / k)) + self.wmax_vertex * 0)
+        self.Wmax = max(int(np.floor((1.0 + eps) * total / k)), int(np.ceil(total / k)))
+        self.Wslack = int(np.floor(self.Wmax * (1.0 + ctx.slack)))
+        self.Wfinal = max(self.Wmax, int(self.W.max()))
         s, r, self.net_send = local_volume(sl, part, k)
         self.send, self.recv = _allsum(comm, s), _allsum(comm, r)
-        self.rng = np.random.default_rng(ctx.seed * 7919 + self.rank)
         self.ext = self._external_degree(np.arange(sl.rows, dtype=np.int64))
 
     def _external_degree(self, rows: np.ndarray) -> np.ndarray:
@@ -218,46 +235,75 @@ class _Refiner:
         return np.bincount(seg, weights=self.part[cols] != mine, minlength=rows.size).astype(np.int64)
 
     # ----------------------------------------------------------------- propose
-    def _propose(self, theta: float):
-        sl, k, part = self.sl, self.k, self.part
+    def _propose(self, theta: float, repair_only: bool):
+        """This process's proposals: (vertex, from, to, weight, kind) with kind 0 for a
+        bottleneck move (from a heavy part; may fill the target up to the slack limit)
+        and 1 for a repair move (from a part over the weight limit, into room)."""
+        sl, k, part, ctx = self.sl, self.k, self.part, self.ctx
         L = _load(self.send, self.recv)
         B = L.max()
         hs, hr, over = self.send >= theta * B, self.recv >= theta * B, self.W > self.Wmax
         a = part[sl.lo:sl.hi]
-        score = (np.where(hs[a], self.net_send, 0).astype(np.float64) + np.where(hr[a], self.ext, 0)
-                 + np.where(over[a], self.w, 0))
-        m = min(self.ctx.per_round, max(1, (1 << 22) // (k * self.size)))
-        cand = np.flatnonzero(score > 0)
-        if cand.size > m:
-            cand = cand[np.argpartition(-score[cand], m - 1)[:m]]
-        u = cand.astype(np.int64)
-        wu = self.w[u]
-        au = a[u]
-        # target: the least loaded feasible part among the neighbours' parts and the lightest part
-        room = self.Wmax - self.W
+        deg = np.diff(sl.indptr)
+        m = min(ctx.per_round, max(1, (1 << 22) // (k * self.size)))
+        picks = []
+        if over.any():   # repair: light vertices with few neighbours in their part first
+            score = np.where(over[a] & (self.w > 0), self.w / (1.0 + deg - self.ext), 0.0)
+            picks.append((score, 1, m // 2 if not repair_only else m))
+        if not repair_only:
+            score = (np.where(hs[a], self.net_send, 0).astype(np.float64) + np.where(hr[a], self.ext, 0))
+            picks.append((score, 0, m - (m // 2 if over.any() else 0)))
+        us, kinds = [], []
+        budget = max(1, ctx.pair_budget // self.size)
+        for score, kind, cap in picks:
+            cand = np.flatnonzero(score > 0)
+            if cand.size > cap:
+                cand = cand[np.argpartition(-score[cand], cap - 1)[:cap]]
+            cand = cand[np.argsort(-score[cand], kind="stable")]
+            cand = cand[np.cumsum(deg[cand]) <= budget // len(picks)] if cand.size else cand
+            us.append(cand)
+            kinds.append(np.full(cand.size, kind, np.int8))
+        u = np.concatenate(us).astype(np.int64) if us else np.zeros(0, np.int64)
+        kind = np.concatenate(kinds) if kinds else np.zeros(0, np.int8)
+        u, first = np.unique(u, return_index=True)
+        kind = kind[first]
+        wu, au = self.w[u], a[u]
+        b = self._targets(u, au, wu, kind, L)
+        keep = b >= 0
+        return ((sl.lo + u[keep]).astype(np.int64), au[keep].astype(np.int32), b[keep].astype(np.int32),
+                wu[keep], kind[keep])
+
+    def _targets(self, u, au, wu, kind, L) -> np.ndarray:
+        """One target part per candidate (−1: none), chosen in candidate order
+        against virtual loads: each choice adds the candidate's estimated load
+        (its net's sends, or its external degree) to the target and removes it
+        from its part (scaled by the process count: every process proposes at
+        once), so the candidates spread over the light parts instead of all
+        taking the lightest; the price of a part is its virtual load plus γ ×
+        the candidate's neighbours outside it (the volume a move there adds)."""
+        sl, k = self.sl, self.k
         lens = sl.indptr[u + 1] - sl.indptr[u]
-        nb = part[sl.indices[_ranges(sl.indptr[u], lens)]]
+        nb = self.part[sl.indices[_ranges(sl.indptr[u], lens)]]
         seg = np.repeat(np.arange(u.size), lens)
-        light = np.argsort(L, kind="stable")
-        glob = light[0] if light.size else 0
-        seg = np.concatenate([seg, np.arange(u.size)])
-        nb = np.concatenate([nb, np.full(u.size, glob, np.int32)])
-        if u.size:
-            alt = light[1] if light.size > 1 else glob
-            seg = np.concatenate([seg, np.arange(u.size)])
-            nb = np.concatenate([nb, np.full(u.size, alt, np.int32)])
-        val = L[nb].astype(np.float64)
-        bad = (nb == au[seg]) | (room[nb] < wu[seg])
-        val[bad] = np.inf
-        order = np.lexsort((val, seg))
-        first = np.ones(order.size, bool)
-        first[1:] = seg[order][1:] != seg[order][:-1]
-        pick = order[first]
-        ok = np.isfinite(val[pick])
-        keep = seg[pick][ok]
-        b = nb[pick][ok]
-        prio = score[cand][keep] + self.rng.random(keep.size) * 1e-3
-        return (sl.lo + u[keep]).astype(np.int64), au[keep].astype(np.int32), b.astype(np.int32), wu[keep], prio
+        inside = np.bincount(seg * k + nb, minlength=u.size * k).reshape(u.size, k)
+        est = np.maximum(self.net_send[u], self.ext[u]).astype(np.float64) * self.size
+        limit = np.where(kind == 1, self.Wmax, self.Wslack)
+        Lv, Wv = L.astype(np.float64), self.W.astype(np.float64)
+        gamma = self.ctx.gamma
+        out = np.full(u.size, -1, np.int64)
+        for i in range(u.size):
+            cost = Lv + gamma * (lens[i] - inside[i])
+            cost[au[i]] = np.inf
+            cost[Wv + wu[i] > limit[i]] = np.inf
+            b = int(np.argmin(cost))
+            if not np.isfinite(cost[b]):
+                continue
+            out[i] = b
+            Lv[b] += est[i]
+            Lv[au[i]] -= est[i]
+            Wv[b] += wu[i] * self.size
+            Wv[au[i]] -= wu[i] * self.size
+        return out
 
     # ----------------------------------------------------------------- evaluate
     def _route(self, U, A, B, P):
@@ -320,63 +366,76 @@ class _Refiner:
         return d[:k], d[k:], (t[touched], ns1)
 
     # ----------------------------------------------------------------- select
-    def _select(self, order, U, A, B, Wu, dS, dR):
+    def _select(self, U, A, B, Wu, kind, dS, dR):
+        """The moves to commit, chosen the same way on every process from the
+        proposals' exact single-move changes: repairs first (least damage per
+        weight), then bottleneck moves by gain; each must keep every load at or
+        below the current maximum."""
         send, recv, W = self.send.astype(np.float64), self.recv.astype(np.float64), self.W.copy()
         L = _load(send, recv)
         Bmax = L.max()
         gamma = self.ctx.gamma
+        L2 = np.maximum(send + dS, recv + dR)
+        gain = (L * L - L2 * L2).sum(1) - gamma * Bmax * dS.sum(1)
+        rep = np.flatnonzero(kind == 1)
+        bot = np.flatnonzero((kind == 0) & (gain > 0))
+        order = np.concatenate([rep[np.argsort(-gain[rep] / np.maximum(Wu[rep], 1), kind="stable")],
+                                bot[np.argsort(-gain[bot], kind="stable")]])
         chosen = []
         for i in order:
             a, b, w = A[i], B[i], Wu[i]
-            if W[b] + w > self.Wmax and not (W[a] > self.Wmax):
-                continue
-            if W[b] + w > self.Wmax and W[b] + w >= W[a]:
+            if kind[i] == 1:
+                if W[a] <= self.Wmax or W[b] + w > self.Wmax:
+                    continue
+            elif W[b] + w > self.Wslack:
                 continue
             nz = np.flatnonzero(dS[i] | dR[i])
             s2, r2 = send[nz] + dS[i, nz], recv[nz] + dR[i, nz]
-            L2 = np.maximum(s2, r2)
-            if L2.size and L2.max() > Bmax:
+            l2 = np.maximum(s2, r2)
+            if l2.size and l2.max() > Bmax:
                 continue
-            gain = float((L[nz] ** 2).sum() - (L2 ** 2).sum()) - gamma * Bmax * float(dS[i].sum())
-            if W[a] > self.Wmax:
-                gain += Bmax * Bmax
-            if gain <= 0:
+            if kind[i] == 0 and float((L[nz] ** 2).sum() - (l2 ** 2).sum()) - gamma * Bmax * float(dS[i].sum()) <= 0:
                 continue
-            send[nz], recv[nz], L[nz] = s2, r2, L2
+            send[nz], recv[nz], L[nz] = s2, r2, l2
             W[a] -= w
             W[b] += w
             chosen.append(i)
         return np.array(chosen, np.int64)
 
+    def _over(self, W, cap):
+        return int(np.maximum(W - cap, 0).sum())
+
     def _better(self, dS, dR, chosen, Wu, A, B) -> bool:
+        """Does the exact combined change of the chosen moves keep the rules?"""
         s2, r2 = self.send + dS, self.recv + dR
         B0 = _load(self.send, self.recv).max()
         W2 = self.W.copy()
         np.add.at(W2, A[chosen], -Wu[chosen])
         np.add.at(W2, B[chosen], Wu[chosen])
-        over0 = np.maximum(self.W - self.Wmax, 0).sum()
-        over1 = np.maximum(W2 - self.Wmax, 0).sum()
-        if over1 > over0 or _load(s2, r2).max() > B0:
+        if _load(s2, r2).max() > B0 or self._over(W2, self.Wslack) > self._over(self.W, self.Wslack):
             return False
-        if over1 < over0:
+        if self._over(W2, self.Wmax) < self._over(self.W, self.Wmax):
             return True
         return _phi(s2, r2, self.ctx.gamma, B0) < _phi(self.send, self.recv, self.ctx.gamma, B0)
 
     # ----------------------------------------------------------------- round
-    def round(self, theta: float) -> int:
-        comm, k = self.comm, self.k
-        got = comm.allgather(self._propose(theta))
+    def round(self, theta: float, repair_only: bool = False) -> int:
+        comm = self.comm
+        got = comm.allgather(self._propose(theta, repair_only))
         U = np.concatenate([g[0] for g in got])
         if U.size == 0:
             return 0
         A = np.concatenate([g[1] for g in got]).astype(np.int64)
         B = np.concatenate([g[2] for g in got]).astype(np.int64)
         Wu = np.concatenate([g[3] for g in got]).astype(np.int64)
-        prio = np.concatenate([g[4] for g in got])
-        v, pid, pin = self._route(U, A, B, prio)
+        kind = np.concatenate([g[4] for g in got])
+        v, pid, pin = self._route(U, A, B, None)
         dS, dR, cache = self._evaluate(U, A, B, v, pid, pin)
-        order = np.argsort(-prio, kind="stable")
-        chosen = self._select(order, U, A, B, Wu, dS, dR)
+        chosen = self._select(U, A, B, Wu, kind, dS, dR)
+        if _DEBUG and self.rank == 0:
+            L = _load(self.send, self.recv)
+            print("props", U.size, "rep", int((kind == 1).sum()), "chosen", chosen.size, "heavy",
+                  int((L >= theta * L.max()).sum()), "over", int((self.W > self.Wmax).sum()), flush=True)
         while chosen.size:
             mask = np.zeros(U.size, bool)
             mask[chosen] = True
@@ -395,6 +454,22 @@ class _Refiner:
             chosen = chosen[: chosen.size // 2]
         return 0
 
+    # ----------------------------------------------------------------- best state
+    def feasible(self) -> bool:
+        return int(self.W.max()) <= self.Wfinal
+
+    def key(self) -> tuple[int, int]:
+        return int(_load(self.send, self.recv).max()), int(self.send.sum())
+
+    def snapshot(self):
+        return (self.part.copy(), self.send.copy(), self.recv.copy(), self.W.copy(), self.key())
+
+    def restore(self, snap) -> None:
+        part, self.send, self.recv, self.W, _ = snap
+        self.part[:] = part
+        _, _, self.net_send = local_volume(self.sl, self.part, self.k)
+        self.ext = self._external_degree(np.arange(self.sl.rows, dtype=np.int64))
+
 
 def _mpi_max():
     from mpi4py import MPI
@@ -405,23 +480,31 @@ def refine_distributed(comm, sl: RowSlice, part: np.ndarray, k: int, eps: float,
                        ctx: RefineContext | None = None, progress=None) -> RefineResult:
     """Refine ``part`` (int32[n], the same on every process; changed in place)
     for max(send, recv). Collective over ``comm``. Returns the exact figures
-    before and after (recounted from scratch at the end)."""
+    before and after (recounted from scratch at the end).
+
+    Bottleneck moves may fill a part up to ``(1 + slack)`` × the weight limit;
+    repair moves then take parts back under it. The result is the best state
+    seen (lowest max(send, recv), then total volume) whose heaviest part is
+    within ⌊(1 + ε) W / k⌋, or within the input's heaviest part when that was
+    already above."""
     ctx = ctx or RefineContext()
     t0 = time.perf_counter()
     r = _Refiner(comm, sl, part, k, eps, ctx)
     before = {"total_volume": int(r.send.sum()), "max_send": int(r.send.max()), "max_recv": int(r.recv.max()),
               "max_weight": int(r.W.max())}
     res = RefineResult(send=r.send, recv=r.recv, weights=r.W, before=before)
+    best = r.snapshot() if r.feasible() else None
     idle, theta = 0, ctx.theta
     for i in range(ctx.rounds):
         if ctx.time_limit is not None and time.perf_counter() - t0 > ctx.time_limit:
             break
         moved = r.round(theta)
         res.rounds, res.moved = i + 1, res.moved + moved
-        res.history.append((i, moved, int(_load(r.send, r.recv).max()), int(r.send.sum())))
+        if r.feasible() and (best is None or r.key() < best[4]):
+            best = r.snapshot()
+        res.history.append((i, moved, *r.key()))
         if progress is not None and i % 10 == 0:
-            progress(f"refine round {i}: moved {moved}, max(send, recv) {int(_load(r.send, r.recv).max())}, "
-                     f"total {int(r.send.sum())}")
+            progress(f"refine round {i}: moved {moved}, max(send, recv) {r.key()[0]}, total {r.key()[1]}")
         if moved == 0:
             idle += 1
             theta = max(0.5, theta - 0.1)
@@ -429,6 +512,13 @@ def refine_distributed(comm, sl: RowSlice, part: np.ndarray, k: int, eps: float,
                 break
         else:
             idle = 0
+    for _ in range(ctx.repair_rounds):   # back under the weight limit
+        if r.feasible() or r.round(ctx.theta, repair_only=True) == 0:
+            break
+    if r.feasible() and (best is None or r.key() <= best[4]):
+        best = None   # the current state is the best feasible one
+    if best is not None:
+        r.restore(best)
     s, rv, _ = local_volume(sl, part, k)
     s, rv = _allsum(comm, s), _allsum(comm, rv)
     if not (np.array_equal(s, r.send) and np.array_equal(rv, r.recv)):
