@@ -317,16 +317,22 @@ MTKAHYPAR_SCHEMA = schema_of(MtKaHyParContext)
 KAHYPAR_SCHEMA = schema_of(KaHyParContext)
 KAMINPAR_SCHEMA = schema_of(KaMinParContext)
 
+def engine(name: str, models: tuple[str, ...], run, context: type, **kw) -> Backend:
+    """An engine's registry entry whose options and schema are its context's fields:
+    adding an engine is its module (run + context) and one ``register(engine(...))`` here."""
+    schema = schema_of(context)
+    return Backend(name, models, frozenset(kw.pop("options", schema)), run, schema=schema, context=context, **kw)
+
+
 register(Backend("metis", ("graph",), frozenset({"recursive"}), _run_metis, default_for=("graph",),
-                 schema=METIS_SCHEMA))
+                 schema=METIS_SCHEMA, context=MetisContext))
 register(Backend("mtkahypar", ("graph", "hypergraph", "stochastic"),
                  frozenset({"preset", "objective", "threads", "handoff"}), _run_mtkahypar,
-                 default_for=("hypergraph", "stochastic"), schema=MTKAHYPAR_SCHEMA))
+                 default_for=("hypergraph", "stochastic"), schema=MTKAHYPAR_SCHEMA, context=MtKaHyParContext))
 register(Backend("kahypar", ("hypergraph", "stochastic"), frozenset({"objective", "ini", "quality", "timeout"}),
-                 _run_kahypar, schema=KAHYPAR_SCHEMA))
+                 _run_kahypar, schema=KAHYPAR_SCHEMA, context=KaHyParContext))
 register(Backend("kaminpar", ("graph",), frozenset({"context", "preset", "threads"}), _kaminpar.run,
-                 schema=KAMINPAR_SCHEMA))
-STREAM_SCHEMA = schema_of(StreamContext)
+                 schema=KAMINPAR_SCHEMA, context=KaMinParContext))
 
 
 def _run_stream(model_obj, k, *, imbalance, seed, graph=None, **opts):
@@ -338,7 +344,7 @@ def _run_stream(model_obj, k, *, imbalance, seed, graph=None, **opts):
     return np.asarray(part, dtype=np.int64), stats
 
 
-register(Backend("stream", ("graph",), frozenset(STREAM_SCHEMA), _run_stream, schema=STREAM_SCHEMA))
+register(engine("stream", ("graph",), _run_stream, StreamContext))
 register(Backend("random", ("baseline",), frozenset(),
                  lambda m, k, *, imbalance, seed, graph=None: (baselines.random_partition(m.n, k, seed), {}),
                  default_for=("baseline",), schema={}))

@@ -51,6 +51,7 @@ from . import kaminpar as _kaminpar
 from . import stream as _stream
 from .lanes import MAX_WORKERS
 from .objectives import OBJECTIVES, check_objective
+from .registry import engine_contexts
 from .options import INT_MAX, check_bool, check_imbalance, check_int, check_real, check_seed
 
 KINDS = ("int", "real", "bool", "choice", "text", "path", "callable", "any")
@@ -453,8 +454,7 @@ class StreamContext:
 GROUP_CONTEXTS = {"planner": PlannerContext, "auto": PipelineContext, "hypergraph": HypergraphContext,
                   "stochastic": StochasticContext, "refine": RefineContext, "hubs": HubsContext,
                   "ownership": OwnershipContext}
-ENGINE_CONTEXTS = {"metis": MetisContext, "mtkahypar": MtKaHyParContext, "kahypar": KaHyParContext,
-                   "kaminpar": KaMinParContext, "stream": StreamContext}
+# the engines' contexts are registered with the engines (registry.Backend.context: backends.py)
 
 # options that existed for experiments only: a clear error instead of "unknown option"
 REMOVED = {
@@ -563,7 +563,7 @@ PRESETS = {"auto": auto, "fast": fast, "quality": quality}
 # ------------------------------------------------------------------------------------ CLI and docs
 def _all_contexts():
     seen = {}
-    for group, cls in list(GROUP_CONTEXTS.items()) + list(ENGINE_CONTEXTS.items()):
+    for group, cls in list(GROUP_CONTEXTS.items()) + list(engine_contexts().items()):
         seen.setdefault(cls, group)
     return [(group, cls) for cls, group in seen.items()]
 
@@ -625,7 +625,7 @@ def options_table() -> str:
              "|---|---|---|---|---|---|---|"]
     done = set()
     for ctx in (PipelineContext, RefineContext, PlannerContext, HypergraphContext, StochasticContext, HubsContext,
-                OwnershipContext, *ENGINE_CONTEXTS.values()):
+                OwnershipContext, *engine_contexts().values()):
         for owner in _owners(ctx):
             for f in fields(owner):
                 if "context" in f.metadata or (owner, f.name) in done:

@@ -25,6 +25,9 @@ class Backend:
     schema : the typed option set (name -> :class:`~partplan.partition.schema.Opt`)
         ``partition()`` validates against (its names as the planner spells
         them: ``metric`` is the engine's ``objective``); None: untyped.
+    context : the engine's typed option context (a frozen dataclass of
+        :func:`~partplan.partition.context.option` fields: defaults, help, ranges,
+        CLI flags); the options table, the CLI help and the schema read it from here.
     run : ``run(model_obj, k, *, imbalance, seed, graph, **options) -> (part, info)``;
         ``model_obj`` is the model's object (a Graph for graph/baseline, a
         Hypergraph otherwise), ``graph`` the input graph; info holds the
@@ -37,6 +40,7 @@ class Backend:
     run: Callable = None
     default_for: tuple[str, ...] = ()
     schema: dict | None = None  # typed options (partition/schema.py); None: untyped rows for ``options``
+    context: type | None = None
 
 
 REGISTRY: dict[str, Backend] = {}
@@ -46,6 +50,11 @@ def register(backend: Backend) -> Backend:
     """Add a backend (a new engine is this one call)."""
     REGISTRY[backend.name] = backend
     return backend
+
+
+def engine_contexts() -> dict[str, type]:
+    """The registered engines' option contexts, by engine name, in registration order."""
+    return {n: b.context for n, b in REGISTRY.items() if b.context is not None}
 
 
 def backend_names(model: str | None = None) -> tuple[str, ...]:

@@ -12,7 +12,7 @@ where its default, help, unit, range and CLI flag live once:
   a typed schema gets untyped rows from its ``options`` set), plus the two
   planner engines ``fast`` (METIS + km1 V-cycle) and ``auto`` (the default
   pipeline, :mod:`partplan.partition.pipeline`: context.PipelineContext); the engines'
-  schemas are their contexts' (context.ENGINE_CONTEXTS, registered in
+  schemas are their contexts' (registry.Backend.context, registered in
   :mod:`partplan.partition.backends`);
 - the **planner** group (f, dtype, stats, progress: every engine; context.PlannerContext);
 - one group per **model** or **post-pass** that takes options:

@@ -99,7 +99,7 @@ def test_options_table_lists_every_option():
     widths = {r.count("|") for r in table.splitlines()}
     assert len(widths) == 1
     names = {r.split("`")[1] for r in rows}
-    for cls in list(C.GROUP_CONTEXTS.values()) + list(C.ENGINE_CONTEXTS.values()):
+    for cls in list(C.GROUP_CONTEXTS.values()) + list(C.engine_contexts().values()):
         assert set(C.options_of(cls)) <= names
     assert "`--volume-tolerance`" in table
 
