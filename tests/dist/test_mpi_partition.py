@@ -52,11 +52,13 @@ def test_zoltan_then_refinement_exact_and_lower_bottleneck(rmat11, tmp_path):
     _need("zoltan")
     g, path = rmat11
     k = 16
-    plain = launch.distributed_partition(path, k, nprocs=2, output=tmp_path / "z.npy", refine=False, quiet=True)
+    plain = launch.distributed_partition(path, k, nprocs=2, output=tmp_path / "z.npy", refine=False, quiet=True,
+                                         engine="zoltan")
     p0 = np.load(tmp_path / "z.npy")
     assert p0.shape == (g.n,) and p0.min() >= 0 and p0.max() < k
     _check_sidecar(plain, g, p0, k)
-    ref = launch.distributed_partition(path, k, nprocs=2, output=tmp_path / "r.npy", quiet=True, rounds=60)
+    ref = launch.distributed_partition(path, k, nprocs=2, output=tmp_path / "r.npy", quiet=True, rounds=60,
+                                       engine="zoltan")
     p1 = np.load(tmp_path / "r.npy")
     _check_sidecar(ref, g, p1, k)
     t0, s0, r0, i0 = _figures(g, p0, k)
@@ -74,10 +76,9 @@ def test_zoltan_then_refinement_exact_and_lower_bottleneck(rmat11, tmp_path):
 def test_ptscotch_exact(rmat11, tmp_path):
     _need("ptscotch")
     g, path = rmat11
-    res = launch.distributed_partition(path, 8, nprocs=2, output=tmp_path / "s.npy", engine="ptscotch", quiet=True,
-                                       rounds=20)
+    res = launch.distributed_partition(path, 8, nprocs=2, output=tmp_path / "s.npy", quiet=True, rounds=20)
     _check_sidecar(res, g, np.load(tmp_path / "s.npy"), 8)
-    assert res["engine"] == "ptscotch"
+    assert res["engine"] == "ptscotch"     # the default for a symmetric pattern
 
 
 @pytest.mark.slow
@@ -90,7 +91,7 @@ def test_directed_graph_nets_are_columns(tmp_path):
     g = Graph.from_edges(src, dst, n=n)
     path = write_chunked(g, tmp_path / "d.chunked", chunks=4)
     res = launch.distributed_partition(path, 6, nprocs=2, output=tmp_path / "d.npy", quiet=True, rounds=30)
-    assert res["symmetric"] is False
+    assert res["symmetric"] is False and res["engine"] == "zoltan"    # the default for a directed pattern
     _check_sidecar(res, g, np.load(tmp_path / "d.npy"), 6)
 
 

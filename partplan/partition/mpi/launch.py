@@ -14,8 +14,8 @@ RSS per process.
 Engines (``engine=``): ``"zoltan"`` (Zoltan PHG on the column-net
 hypergraph: the exact volume), ``"ptscotch"`` (PT-Scotch on the graph,
 symmetric patterns), ``"stream"`` (Fennel, 3 passes, in process 0 with
-O(n) state). ``None`` picks the measured best, Zoltan
-(``docs/design/distributed.md``).
+O(n) state). ``None`` picks the measured best: PT-Scotch for a symmetric
+pattern, Zoltan for a directed one (``docs/design/distributed.md``).
 
 Example::
 
@@ -35,8 +35,10 @@ from pathlib import Path
 
 from ...errors import BackendUnavailableError, PartitionError
 
-ENGINES = ("zoltan", "ptscotch", "stream")
-DEFAULT_ENGINE = "zoltan"
+ENGINES = ("ptscotch", "zoltan", "stream")
+#: no --engine: PT-Scotch for a symmetric pattern, Zoltan for a directed one (PT-Scotch needs symmetry);
+#: measured in docs/design/distributed.md
+DEFAULT_ENGINE = "auto"
 SCHEMA = "partplan.partition/2"
 
 
@@ -74,14 +76,14 @@ def check_request(engine: str | None, nprocs: int, k: int) -> str:
     """The engine to run, after every check that needs no graph; raises one PartplanError."""
     from .libs import INSTALL_HINT, missing
     engine = DEFAULT_ENGINE if engine is None else engine
-    if engine not in ENGINES:
+    if engine not in ENGINES + (DEFAULT_ENGINE,):
         raise BackendUnavailableError(f"--engine {engine} does not run distributed; with --nprocs use one of "
                                       f"{', '.join(ENGINES)}")
     if isinstance(nprocs, bool) or int(nprocs) < 1:
         raise PartitionError(f"--nprocs must be at least 1, got {nprocs}")
     if k < 1:
         raise PartitionError(f"-k must be at least 1, got {k}")
-    need = missing(engine)
+    need = sorted(set(missing("ptscotch")) | set(missing("zoltan"))) if engine == DEFAULT_ENGINE else missing(engine)
     if need:
         raise BackendUnavailableError(f"the distributed engine {engine} needs {', '.join(need)}; install: "
                                       f"{INSTALL_HINT}")
@@ -128,7 +130,7 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
                                  f"whole chunks (rewrite it with at least {nprocs} chunks)")
         if k > info.n:
             raise PartitionError(f"-k {k} is more than the graph's {info.n} vertices")
-        if engine == "zoltan":
+        if engine in ("zoltan", DEFAULT_ENGINE) and info.directed:
             from .zoltan import MAX_N
             if info.n > MAX_N:
                 raise PartitionError(f"{path}: n = {info.n} exceeds Zoltan's 32-bit global ids here; "
@@ -141,7 +143,7 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
         (work / "config.json").write_text(json.dumps(cfg))
         cmd = mpirun_command(nprocs) + [sys.executable, "-m", "partplan.partition.mpi.worker",
                                         str(work / "config.json")]
-        say(f"running {engine} on {nprocs} MPI processes")
+        say(f"running the partitioner ({engine}) on {nprocs} MPI processes")
         proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                 preexec_fn=_preexec, start_new_session=False)
         lines = []
@@ -164,6 +166,7 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
         tmp = None
         load = result["compute_load"]
         mean = sum(load) / len(load) if load else 0.0
+        engine = result["engine"]
         result.update(schema=SCHEMA, k=int(k), layout="1d", layout_params={},
                       model="graph" if engine == "ptscotch" else "hypergraph", objective="max-both",
                       timings={f"{name}_s": max(s[name]["wall_s"] for s in result["stages"])

@@ -224,7 +224,17 @@ class _Refiner:
         self.Wfinal = max(self.Wmax, int(self.W.max()))
         s, r, self.net_send = local_volume(sl, part, k)
         self.send, self.recv = _allsum(comm, s), _allsum(comm, r)
-        self.ext = self._external_degree(np.arange(sl.rows, dtype=np.int64))
+        self.ext = self._all_external_degrees()
+
+    def _all_external_degrees(self, block: int = 1 << 22) -> np.ndarray:
+        """External degree of every local row, in blocks of about ``block`` nonzeros."""
+        sl = self.sl
+        out = np.zeros(sl.rows, np.int64)
+        step = max(1, block // max(1, sl.indices.size // max(sl.rows, 1) + 1))
+        for r0 in range(0, sl.rows, step):
+            rows = np.arange(r0, min(sl.rows, r0 + step), dtype=np.int64)
+            out[rows] = self._external_degree(rows)
+        return out
 
     def _external_degree(self, rows: np.ndarray) -> np.ndarray:
         sl = self.sl
@@ -468,7 +478,7 @@ class _Refiner:
         part, self.send, self.recv, self.W, _ = snap
         self.part[:] = part
         _, _, self.net_send = local_volume(self.sl, self.part, self.k)
-        self.ext = self._external_degree(np.arange(self.sl.rows, dtype=np.int64))
+        self.ext = self._all_external_degrees()
 
 
 def _mpi_max():
