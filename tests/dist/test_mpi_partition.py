@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -158,3 +159,32 @@ def test_chunk_split_balances_and_covers():
         assert s[0] == 0 and s[-1] == 8 and np.all(np.diff(s) >= 1) and s.size == p + 1
     s = chunk_split(nnz, rows, 2)
     assert s[1] == 3      # the heavy chunk closes the first process's run
+
+
+@pytest.mark.slow
+@pytest.mark.dist
+def test_sigkill_of_the_launcher_takes_mpirun_and_the_ranks_down(rmat11, tmp_path):
+    _need("zoltan")
+    import os
+    import signal
+    import time
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from proctools import gone_within, live_pids
+    _, path = rmat11
+    tag = f"PARTPLAN_TEST_TAG={tmp_path.name}"
+    env = dict(os.environ, PARTPLAN_TEST_TAG=tmp_path.name)
+    proc = subprocess.Popen([sys.executable, "-m", "partplan", "partition", str(path), "-k", "64", "--nprocs", "2",
+                             "--engine", "zoltan", "-o", str(tmp_path / "k.npy"), "-q"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ranks = []
+    end = time.monotonic() + 60
+    while time.monotonic() < end and len(ranks) < 2:
+        ranks = live_pids(cmdline=("partplan.partition.mpi.worker",), environ=tag)
+        time.sleep(0.1)
+    assert len(ranks) == 2, "the MPI ranks did not start"
+    mpirun = live_pids(cmdline=("mpirun",), environ=tag)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert gone_within(ranks + mpirun, 10.0) == []
+    assert not (tmp_path / "k.npy").exists()

@@ -181,16 +181,17 @@ def _pair_deltas(counts, tinv, lam_t, a, b, o, o2, is_pin):
     lam = lam_t[tinv]
     lam2 = lam - ((ca > 0) & (ca2 == 0)) + ((cb == 0) & (cb2 > 0))
 
-    def has(r, after):
-        c = counts[tinv, r] > 0
-        if after:
-            c = np.where(r == a, ca2 > 0, np.where(r == b, cb2 > 0, c))
-        return c
+    co, co2 = counts[tinv, o] > 0, counts[tinv, o2] > 0
 
-    send_o, send_o2 = lam - has(o, False), lam2 - has(o2, True)
+    def after(r, before):   # r is a, b or another part whose count did not change
+        return np.where(r == a, ca2 > 0, np.where(r == b, cb2 > 0, before))
+
+    has_before = {"a": ca > 0, "b": cb > 0, "o": co, "o2": co2}
+    has_after = {"a": ca2 > 0, "b": cb2 > 0, "o": after(o, co), "o2": after(o2, co2)}
+    send_o, send_o2 = lam - has_before["o"], lam2 - has_after["o2"]
     parts = np.stack([a, b, o, o2], 1)
-    drecv = np.stack([(has(r, True) & (r != o2)).astype(np.int64) - (has(r, False) & (r != o)).astype(np.int64)
-                      for r in parts.T], 1)
+    drecv = np.stack([(has_after[x] & (r != o2)).astype(np.int64) - (has_before[x] & (r != o)).astype(np.int64)
+                      for x, r in zip(("a", "b", "o", "o2"), parts.T)], 1)
     for j in range(1, 4):   # a part listed twice counts once
         dup = np.zeros(m, bool)
         for i in range(j):
