@@ -51,10 +51,10 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 MARKS: dict[str, dict[str, tuple[str, ...]]] = {
     "test_runtime.py": {
         "dist": ("test_gloo_*", "test_dead_peer_*", "test_count_mismatch_*", "test_torchrun_*", "test_nccl_*",
-                 "test_torch_csr_kernel_equals_scipy[[]AVX2]"),
+                 "test_torch_csr_kernel_equals_scipy[[]AVX2]", "test_torch_csr_kernel_equals_scipy[[]SSE4_2]"),
         "slow": ("test_gloo_p2_every_layout_writes_scipys_Z[[]1.5d*", "test_gloo_p2_every_layout_writes_scipys_Z[[]2d*",
                  "test_gloo_p4_*", "test_dead_peer_*", "test_count_mismatch_*", "test_torchrun_*", "test_nccl_*",
-                 "test_torch_csr_kernel_equals_scipy[[]AVX2]"),
+                 "test_torch_csr_kernel_equals_scipy[[]AVX2]", "test_torch_csr_kernel_equals_scipy[[]SSE4_2]"),
     },
     "test_distbuild.py": {
         "dist": ("test_golden_graphs_byte_identical*", "test_directed_several_parts_per_process_backward",
