@@ -139,7 +139,12 @@ def _run_distributed(args, progress) -> int:
     out = Path(args.output) if args.output else Path(f"{default_output(args.graph, args.k)}.npy")
     if not args.output:
         print(f"partplan: no -o given: writing the partition to {out}", file=sys.stderr, flush=True)
-    res = distributed_partition(args.graph, args.k, nprocs=args.nprocs, output=out, engine=args.backend,
+    from partplan.io.chunked import is_chunked
+    graph = args.graph
+    if not is_chunked(graph) or args.symmetrize:   # a file or a dataset name: read here, chunked by the launcher
+        progress(f"reading {args.graph}")
+        graph = load_graph(args.graph, symmetrize=args.symmetrize)
+    res = distributed_partition(graph, args.k, nprocs=args.nprocs, output=out, engine=args.backend,
                                 imbalance=args.imbalance, seed=args.seed, time_limit=args.time_limit,
                                 quiet=args.quiet, progress=progress)
     if args.json:

@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 from ...errors import BackendUnavailableError, PartitionError
+from ...graph import Graph
 
 ENGINES = ("ptscotch", "zoltan", "stream")
 #: no --engine: PT-Scotch for a symmetric pattern, Zoltan for a directed one (PT-Scotch needs symmetry);
@@ -94,7 +95,9 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
                           imbalance: float = 0.03, seed: int = 0, refine: bool = True, rounds: int = 200,
                           time_limit: float | None = None, quiet: bool = False, timeout_s: float | None = None,
                           progress=None) -> dict:
-    """Partition ``graph`` (a chunked graph directory or a graph file) for
+    """Partition ``graph`` (a chunked graph directory, a graph file or a
+    :class:`~partplan.graph.Graph`; the last two are written as chunks into a
+    temporary folder first) for
     ``k`` ranks with ``nprocs`` MPI processes; write the partition to
     ``output`` (``.npy``, int64[n]) and its sidecar ``output.json``. Returns
     the sidecar's dict: exact send / recv / compute load per part, the
@@ -115,12 +118,15 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
     work = Path(tempfile.mkdtemp(prefix="partplan-mpi-"))
     tmp = None
     try:
-        if is_chunked(graph):
+        if not isinstance(graph, Graph) and is_chunked(graph):
             path = Path(graph)
         else:
-            from ...io import read_graph
-            say(f"reading {graph}")
-            g = read_graph(graph)
+            if isinstance(graph, Graph):
+                g = graph
+            else:
+                from ...io import read_graph
+                say(f"reading {graph}")
+                g = read_graph(graph)
             path = work / "graph.chunked"
             write_chunked(g, path, chunks=max(4 * nprocs, 8))
             del g
@@ -171,7 +177,7 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
                       model="graph" if engine == "ptscotch" else "hypergraph", objective="max-both",
                       timings={f"{name}_s": max(s[name]["wall_s"] for s in result["stages"])
                                for name in result["stages"][0]}, backend=f"{engine}+refine" if refine else engine,
-                      graph=str(graph), output=str(out), wall_s=round(time.perf_counter() - t0, 3),
+                      graph=graph.name if isinstance(graph, Graph) else str(graph), output=str(out), wall_s=round(time.perf_counter() - t0, 3),
                       compute_imbalance=(max(load) / mean - 1.0) if mean > 0 else 0.0)
         write_json_atomic(result, out.with_name(out.name + ".json"))
         return result

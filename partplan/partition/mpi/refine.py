@@ -88,7 +88,9 @@ class RefineContext:
     volume in units of bottleneck rows moved off the maximum. ``slack``: how
     far above the weight limit a bottleneck move may fill a part (repair
     moves take it back). ``repair_rounds``: most rounds of repair moves at the
-    end. ``pair_budget``: most (net, proposal) pairs evaluated per round (the
+    end. ``stall_rounds`` / ``stall_gain``: stop when the maximum load fell by
+    less than this fraction over the last ``stall_rounds`` rounds.
+    ``pair_budget``: most (net, proposal) pairs evaluated per round (the
     proposals' degrees, over all processes). ``time_limit``: seconds (None: no
     limit)."""
 
@@ -98,6 +100,8 @@ class RefineContext:
     gamma: float = 1.0
     slack: float = 0.05
     repair_rounds: int = 50
+    stall_rounds: int = 25
+    stall_gain: float = 0.002
     pair_budget: int = 1 << 22
     time_limit: float | None = None
     seed: int = 0
@@ -516,6 +520,9 @@ def refine_distributed(comm, sl: RowSlice, part: np.ndarray, k: int, eps: float,
         res.history.append((i, moved, *r.key()))
         if progress is not None and i % 10 == 0:
             progress(f"refine round {i}: moved {moved}, max(send, recv) {r.key()[0]}, total {r.key()[1]}")
+        h = res.history
+        if len(h) > ctx.stall_rounds and h[-1][2] > (1.0 - ctx.stall_gain) * h[-1 - ctx.stall_rounds][2]:
+            break
         if moved == 0:
             idle += 1
             theta = max(0.5, theta - 0.1)
