@@ -86,6 +86,9 @@ bench: $(STAMP)
 	# the scale table at a size that takes seconds; R-MAT 22/24 figures: README "Graphs larger than memory"
 	$(PY) benchmarks/scale_dist_build.py --scale 18 --nprocs 4
 	$(PY) benchmarks/scale_e2e.py --scale 18 --k 64 --nprocs 2
+	# the MPI partitioner (make mpi) against the single-process default and hash; R-MAT 18/20: docs/design/distributed.md
+	$(MAKE) -s mpi
+	$(PY) benchmarks/bench_distributed.py --scales 14 --k 16 --nprocs 2
 
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache .hypothesis
