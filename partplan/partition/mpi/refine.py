@@ -49,7 +49,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-_DEBUG = bool(__import__("os").environ.get("PARTPLAN_REFINE_DEBUG"))
 #: pin-count matrix cells per block when counting nets (bounds memory: 64 MiB of int32)
 _BLOCK_CELLS = 1 << 24
 
@@ -98,7 +97,7 @@ class RefineContext:
     per_round: int = 2048
     theta: float = 0.97
     gamma: float = 1.0
-    slack: float = 0.05
+    slack: float = 0.01
     repair_rounds: int = 50
     stall_rounds: int = 25
     stall_gain: float = 0.002
@@ -227,6 +226,7 @@ class _Refiner:
         self.Wmax = max(int(np.floor((1.0 + eps) * total / k)), int(np.ceil(total / k)))
         self.Wslack = int(np.floor(self.Wmax * (1.0 + ctx.slack)))
         self.Wfinal = max(self.Wmax, int(self.W.max()))
+        self.load_cap = None   # repair moves may raise loads up to this (None: the current maximum)
         s, r, self.net_send = local_volume(sl, part, k)
         self.send, self.recv = _allsum(comm, s), _allsum(comm, r)
         self.ext = self._all_external_degrees()
@@ -291,11 +291,15 @@ class _Refiner:
     def _targets(self, u, au, wu, kind, L) -> np.ndarray:
         """One target part per candidate (−1: none), chosen in candidate order
         against virtual loads: each choice adds the candidate's estimated load
-        (its net's sends, or its external degree) to the target and removes it
-        from its part (scaled by the process count: every process proposes at
-        once), so the candidates spread over the light parts instead of all
+        (its net's sends, or its external degree) and its weight to the target
+        (scaled by the process count: every process proposes at once) and, for
+        a bottleneck move, takes them off its part (a repair's part is over
+        the limit until its moves are selected: nothing is freed there), so the candidates spread over the light parts instead of all
         taking the lightest; the price of a part is its virtual load plus γ ×
-        the candidate's neighbours outside it (the volume a move there adds)."""
+        the candidate's neighbours outside it (the volume a move there adds).
+        A repair goes where most of its neighbours are (the move adds the least
+        volume, so the target's load grows least), then where weight and load,
+        relative to their limits, add up least."""
         sl, k = self.sl, self.k
         lens = sl.indptr[u + 1] - sl.indptr[u]
         nb = self.part[sl.indices[_ranges(sl.indptr[u], lens)]]
@@ -306,8 +310,12 @@ class _Refiner:
         Lv, Wv = L.astype(np.float64), self.W.astype(np.float64)
         gamma = self.ctx.gamma
         out = np.full(u.size, -1, np.int64)
+        Bmax = max(float(L.max()), 1.0)
         for i in range(u.size):
-            cost = Lv + gamma * (lens[i] - inside[i])
+            if kind[i] == 1:   # a repair: where most of its neighbours are, then the most weight and load room
+                cost = Wv / self.Wmax + Lv / Bmax + gamma * (lens[i] - inside[i]) / Bmax
+            else:
+                cost = Lv + gamma * (lens[i] - inside[i])
             cost[au[i]] = np.inf
             cost[Wv + wu[i] > limit[i]] = np.inf
             b = int(np.argmin(cost))
@@ -315,9 +323,10 @@ class _Refiner:
                 continue
             out[i] = b
             Lv[b] += est[i]
-            Lv[au[i]] -= est[i]
             Wv[b] += wu[i] * self.size
-            Wv[au[i]] -= wu[i] * self.size
+            if kind[i] == 0:   # a bottleneck move frees its part for the next candidates
+                Lv[au[i]] -= est[i]
+                Wv[au[i]] -= wu[i] * self.size
         return out
 
     # ----------------------------------------------------------------- evaluate
@@ -389,6 +398,7 @@ class _Refiner:
         send, recv, W = self.send.astype(np.float64), self.recv.astype(np.float64), self.W.copy()
         L = _load(send, recv)
         Bmax = L.max()
+        cap = Bmax if self.load_cap is None else self.load_cap
         gamma = self.ctx.gamma
         L2 = np.maximum(send + dS, recv + dR)
         gain = (L * L - L2 * L2).sum(1) - gamma * Bmax * dS.sum(1)
@@ -407,7 +417,7 @@ class _Refiner:
             nz = np.flatnonzero(dS[i] | dR[i])
             s2, r2 = send[nz] + dS[i, nz], recv[nz] + dR[i, nz]
             l2 = np.maximum(s2, r2)
-            if l2.size and l2.max() > Bmax:
+            if l2.size and l2.max() > (cap if kind[i] == 1 else Bmax):
                 continue
             if kind[i] == 0 and float((L[nz] ** 2).sum() - (l2 ** 2).sum()) - gamma * Bmax * float(dS[i].sum()) <= 0:
                 continue
@@ -427,7 +437,8 @@ class _Refiner:
         W2 = self.W.copy()
         np.add.at(W2, A[chosen], -Wu[chosen])
         np.add.at(W2, B[chosen], Wu[chosen])
-        if _load(s2, r2).max() > B0 or self._over(W2, self.Wslack) > self._over(self.W, self.Wslack):
+        cap = B0 if self.load_cap is None else max(B0, self.load_cap)
+        if _load(s2, r2).max() > cap or self._over(W2, self.Wslack) > self._over(self.W, self.Wslack):
             return False
         if self._over(W2, self.Wmax) < self._over(self.W, self.Wmax):
             return True
@@ -447,10 +458,6 @@ class _Refiner:
         v, pid, pin = self._route(U, A, B, None)
         dS, dR, cache = self._evaluate(U, A, B, v, pid, pin)
         chosen = self._select(U, A, B, Wu, kind, dS, dR)
-        if _DEBUG and self.rank == 0:
-            L = _load(self.send, self.recv)
-            print("props", U.size, "rep", int((kind == 1).sum()), "chosen", chosen.size, "heavy",
-                  int((L >= theta * L.max()).sum()), "over", int((self.W > self.Wmax).sum()), flush=True)
         while chosen.size:
             mask = np.zeros(U.size, bool)
             mask[chosen] = True
@@ -530,7 +537,10 @@ def refine_distributed(comm, sl: RowSlice, part: np.ndarray, k: int, eps: float,
                 break
         else:
             idle = 0
-    for _ in range(ctx.repair_rounds):   # back under the weight limit
+    # back under the weight limit; repairs may raise the maximum load up to just below the best
+    # state within the limit, so a state they reach is still better than that one
+    r.load_cap = None if best is None else best[4][0] - 1
+    for _ in range(ctx.repair_rounds):
         if r.feasible() or r.round(ctx.theta, repair_only=True) == 0:
             break
     if r.feasible() and (best is None or r.key() <= best[4]):
