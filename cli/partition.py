@@ -124,9 +124,15 @@ def _run_distributed(args, progress) -> int:
     """``--nprocs N``: the MPI stage (partplan.partition.mpi), 1D partitions only."""
     from partplan.partition.mpi.launch import check_request, distributed_partition
 
-    given = [flag for flag, v in (("--model", args.model), ("--objective", args.objective),
-                                  ("--preset", args.preset), ("--ownership-method", args.ownership_method))
-             if v is not None]
+    from partplan.partition.context import cli_options
+    flags = {f: f.lstrip("-").replace("-", "_") for f in ("--model", "--objective", "--preset", "--metric",
+                                                          "--ownership-method", "--topology", "--route",
+                                                          "--route-level", *cli_options())}
+    flags["--map"] = "map_method"
+    given = [flag for flag, attr in flags.items() if flag not in ("--time-limit", "-f", "--features", "--dtype")
+             and getattr(args, attr, None) not in (None, False)]
+    if args.partition_only:
+        given.append("--partition-only")
     from partplan.layouts import parse_layout
     if parse_layout(args.layout, args.k) != parse_layout("1d", args.k):
         given.append("--layout")
@@ -137,6 +143,11 @@ def _run_distributed(args, progress) -> int:
                                       f"partitioner writes 1D partitions)")
     check_request(args.backend, args.nprocs, args.k)
     out = Path(args.output) if args.output else Path(f"{default_output(args.graph, args.k)}.npy")
+    if out.suffix.lower() != ".npy":
+        raise PartitionError(f"{out}: the distributed partitioner writes a .npy partition (each process writes "
+                             f"its rows); name the output NAME.npy")
+    from partplan.io.outpath import check_output_file
+    check_output_file(out, kind="partition")   # before the (possibly long) read
     if not args.output:
         print(f"partplan: no -o given: writing the partition to {out}", file=sys.stderr, flush=True)
     from partplan.io.chunked import is_chunked

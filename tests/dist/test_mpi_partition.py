@@ -159,6 +159,8 @@ def test_chunk_split_balances_and_covers():
         assert s[0] == 0 and s[-1] == 8 and np.all(np.diff(s) >= 1) and s.size == p + 1
     s = chunk_split(nnz, rows, 2)
     assert s[1] == 3      # the heavy chunk closes the first process's run
+    s = chunk_split(np.array([0, 1000, 0, 0]), np.ones(4), 3)
+    assert s.tolist()[0] == 0 and s[-1] == 4 and np.all(np.diff(s) >= 1)
 
 
 @pytest.mark.slow
@@ -177,14 +179,13 @@ def test_sigkill_of_the_launcher_takes_mpirun_and_the_ranks_down(rmat11, tmp_pat
     proc = subprocess.Popen([sys.executable, "-m", "partplan", "partition", str(path), "-k", "64", "--nprocs", "2",
                              "--engine", "zoltan", "-o", str(tmp_path / "k.npy"), "-q"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    ranks = []
+    procs = []   # mpirun and its two ranks (all three command lines name the worker module)
     end = time.monotonic() + 60
-    while time.monotonic() < end and len(ranks) < 2:
-        ranks = live_pids(cmdline=("partplan.partition.mpi.worker",), environ=tag)
+    while time.monotonic() < end and len(procs) < 3:
+        procs = live_pids(cmdline=("partplan.partition.mpi.worker",), environ=tag)
         time.sleep(0.1)
-    assert len(ranks) == 2, "the MPI ranks did not start"
-    mpirun = live_pids(cmdline=("mpirun",), environ=tag)
+    assert len(procs) == 3, f"mpirun and the MPI ranks did not start: {procs}"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert gone_within(ranks + mpirun, 10.0) == []
+    assert gone_within(procs, 10.0) == []
     assert not (tmp_path / "k.npy").exists()

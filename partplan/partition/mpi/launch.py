@@ -25,11 +25,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -62,6 +61,15 @@ def _env() -> dict:
     src = str(Path(__file__).resolve().parents[3])
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
+
+
+def _reason(lines: list[str], rc: int) -> str:
+    """A rank's one error line, else the last line of mpirun's that says something."""
+    errs = [ln for ln in lines if "partplan: error: " in ln]
+    if errs:
+        return errs[0].split("partplan: error: ", 1)[1]
+    said = [ln.strip() for ln in lines if any(ch.isalnum() for ch in ln)]
+    return said[-1] if said else f"exit status {rc}"
 
 
 def _preexec():   # mpirun dies with this process (its ranks die with mpirun: worker._die_with_mpirun)
@@ -103,7 +111,7 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
     the sidecar's dict: exact send / recv / compute load per part, the
     engine's figures before the refinement, stages (wall s, peak RSS bytes per
     process)."""
-    from ..._atomic import commit, create_npy, discard_temp, write_json_atomic
+    from ..._atomic import commit, create_npy, discard_temp, make_temp_dir, write_json_atomic
     from ...io.chunked import chunk_info, is_chunked, write_chunked
     from ...io.outpath import check_output_file
 
@@ -115,7 +123,7 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
     check_output_file(out, kind="partition")
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()
-    work = Path(tempfile.mkdtemp(prefix="partplan-mpi-"))
+    work = make_temp_dir(out)   # beside the output, locked and swept like every partplan temporary
     tmp = None
     try:
         if not isinstance(graph, Graph) and is_chunked(graph):
@@ -136,7 +144,7 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
                                  f"whole chunks (rewrite it with at least {nprocs} chunks)")
         if k > info.n:
             raise PartitionError(f"-k {k} is more than the graph's {info.n} vertices")
-        if engine in ("zoltan", DEFAULT_ENGINE) and info.directed:
+        if engine == "zoltan" or (engine == DEFAULT_ENGINE and info.directed):
             from .zoltan import MAX_N
             if info.n > MAX_N:
                 raise PartitionError(f"{path}: n = {info.n} exceeds Zoltan's 32-bit global ids here; "
@@ -151,22 +159,32 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
                                         str(work / "config.json")]
         say(f"running the partitioner ({engine}) on {nprocs} MPI processes")
         proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                preexec_fn=_preexec, start_new_session=False)
-        lines = []
-        try:
+                                errors="replace", preexec_fn=_preexec, start_new_session=False)
+        lines: list[str] = []
+
+        def pump():   # progress lines through, the rest kept for the error message
             for line in proc.stderr:
                 lines.append(line.rstrip("\n"))
                 if line.startswith("partplan: ") and not line.startswith("partplan: error") and not quiet:
                     print(line, end="", file=sys.stderr, flush=True)
+
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        try:
             rc = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise PartitionError(f"the distributed partitioner ({engine}, {nprocs} processes) did not finish "
+                                 f"within {timeout_s} s; stopped") from None
         except BaseException:
             proc.kill()
             proc.wait()
             raise
+        reader.join(timeout=5)
         if rc != 0 or not report.is_file():
-            errs = [ln for ln in lines if "partplan: error" in ln]
-            why = errs[0].split("partplan: error: ", 1)[1] if errs else (lines[-1] if lines else f"exit status {rc}")
-            raise PartitionError(f"the distributed partitioner ({engine}, {nprocs} processes) failed: {why}")
+            raise PartitionError(f"the distributed partitioner ({engine}, {nprocs} processes) failed: "
+                                 f"{_reason(lines, rc)}")
         result = json.loads(report.read_text())
         commit(tmp, out, ident)
         tmp = None
@@ -184,7 +202,7 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
     finally:
         if tmp is not None:
             discard_temp(tmp)
-        shutil.rmtree(work, ignore_errors=True)
+        discard_temp(work)
 
 
 __all__ = ["distributed_partition", "check_request", "mpirun_command", "ENGINES", "DEFAULT_ENGINE"]

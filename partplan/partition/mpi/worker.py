@@ -39,8 +39,10 @@ def chunk_split(chunk_nnz: np.ndarray, rows: np.ndarray, nprocs: int) -> np.ndar
     c = chunk_nnz.size
     w = np.cumsum(chunk_nnz.astype(np.float64) + rows)
     cut = np.searchsorted(w, w[-1] * np.arange(1, nprocs) / nprocs, side="left") + 1 if c else np.zeros(0, int)
-    cut = np.clip(cut, np.arange(1, nprocs), c - nprocs + np.arange(1, nprocs))
-    return np.concatenate(([0], np.maximum.accumulate(cut), [c])).astype(np.int64)
+    j = np.arange(1, nprocs)
+    cut = np.clip(cut, j, c - nprocs + j)
+    cut = np.maximum.accumulate(cut - j) + j   # strictly increasing: every process at least one chunk
+    return np.concatenate(([0], cut, [c])).astype(np.int64)
 
 
 def _transpose(comm, bounds, lo, hi, indptr, indices):
@@ -194,13 +196,13 @@ def main(argv: list[str] | None = None) -> int:
     from mpi4py import MPI
     try:
         result = run(cfg)
+        if result:
+            from ..._atomic import write_json_atomic
+            write_json_atomic(result, cfg["report"])
     except Exception as exc:   # one line, then every process leaves
         print(f"partplan: error: rank {MPI.COMM_WORLD.Get_rank()}: {exc}", file=sys.stderr, flush=True)
         MPI.COMM_WORLD.Abort(2)
         return 2
-    if result:
-        from ..._atomic import write_json_atomic
-        write_json_atomic(result, cfg["report"])
     return 0
 
 

@@ -1,0 +1,74 @@
+"""The distributed refinement's single-move volume deltas against a brute-force
+recount of each net before and after the move (no MPI needed)."""
+from __future__ import annotations
+
+import numpy as np
+
+from partplan.partition.mpi.refine import _contrib, _pair_deltas, _ranges
+
+
+def _net_figures(pin_parts, owner, k):
+    send, recv = np.zeros(k, np.int64), np.zeros(k, np.int64)
+    others = set(int(x) for x in pin_parts) - {int(owner)}
+    send[owner] += len(others)
+    for r in others:
+        recv[r] += 1
+    return send, recv
+
+
+def test_pair_deltas_equal_a_recount_of_each_net():
+    rng = np.random.default_rng(7)
+    k, m = 5, 3000
+    counts, a, b, o, o2, pin, truth_s, truth_r = [], [], [], [], [], [], [], []
+    for _ in range(m):
+        pins = rng.integers(0, k, rng.integers(1, 6))
+        owner_move = rng.random() < 0.3
+        is_pin = 1 if not owner_move else int(rng.random() < 0.5)
+        if is_pin:
+            ai = int(pins[rng.integers(pins.size)])          # the moved vertex is one of the pins
+        else:
+            ai = int(rng.integers(k))
+        bi = int((ai + rng.integers(1, k)) % k)
+        oi = ai if owner_move else int(rng.integers(k))        # the owner moves with it, or stays
+        o2i = bi if owner_move else oi
+        after = pins.copy()
+        if is_pin:
+            after[np.flatnonzero(after == ai)[0]] = bi
+        s0, r0 = _net_figures(pins, oi, k)
+        s1, r1 = _net_figures(after, o2i, k)
+        truth_s.append(s1 - s0)
+        truth_r.append(r1 - r0)
+        counts.append(np.bincount(pins, minlength=k))
+        a.append(ai), b.append(bi), o.append(oi), o2.append(o2i), pin.append(is_pin)
+    counts = np.array(counts, np.int32)
+    a, b, o, o2, pin = (np.array(x, np.int64) for x in (a, b, o, o2, pin))
+    tinv = np.arange(m)
+    parts, drecv, so, so2 = _pair_deltas(counts, tinv, (counts > 0).sum(1), a, b, o, o2, pin)
+    dS = np.zeros((m, k), np.int64)
+    dR = np.zeros((m, k), np.int64)
+    np.add.at(dS, (tinv, o), -so)
+    np.add.at(dS, (tinv, o2), so2)
+    for j in range(4):
+        np.add.at(dR, (tinv, parts[:, j]), drecv[:, j])
+    assert np.array_equal(dS, np.array(truth_s)) and np.array_equal(dR, np.array(truth_r))
+
+
+def test_contributions_sum_to_a_brute_force_count():
+    rng = np.random.default_rng(3)
+    k = 6
+    nets = [rng.integers(0, k, rng.integers(0, 7)) for _ in range(400)]
+    owner = rng.integers(0, k, len(nets))
+    counts = np.array([np.bincount(p, minlength=k) for p in nets], np.int32)
+    send, recv, net_send = _contrib(counts, owner, k)
+    ts, tr = np.zeros(k, np.int64), np.zeros(k, np.int64)
+    for p, q in zip(nets, owner):
+        s, r = _net_figures(p, q, k)
+        ts += s
+        tr += r
+    assert np.array_equal(send, ts) and np.array_equal(recv, tr)
+    assert net_send.sum() == ts.sum()
+
+
+def test_ranges_concatenates_index_ranges():
+    out = _ranges(np.array([5, 0, 9]), np.array([2, 0, 3]))
+    assert out.tolist() == [5, 6, 9, 10, 11]
