@@ -58,15 +58,16 @@ PYTEST  = $(PY) -m pytest $(if $(filter-out 1,$(JOBS)),-n $(JOBS) --dist loadfil
 WARM    = $(PY) tests/warm_kernels.py
 
 check: $(STAMP)
-	$(WARM) || echo "WARNING: kernel warm-up failed; the tests compile kernels on first use" >&2
+	$(WARM) & warm=$$!; $(MAKE) -s mpi; \
+	wait $$warm || echo "WARNING: kernel warm-up failed; the tests compile kernels on first use" >&2
 	$(PYTEST) -m "not slow" tests
 
 test: $(STAMP)
-	$(WARM) & warm=$$!; $(MAKE) -s mpi & mpi=$$!; \
+	$(WARM) & warm=$$!; \
 	$(VENV)/bin/partplan datasets fetch $(TEST_DATASETS) --quiet || \
 	  echo "WARNING: could not fetch $(TEST_DATASETS); the real-data km1 tests will be skipped" >&2; \
-	wait $$warm || echo "WARNING: kernel warm-up failed; the tests compile kernels on first use" >&2; \
-	wait $$mpi
+	$(MAKE) -s mpi; \
+	wait $$warm || echo "WARNING: kernel warm-up failed; the tests compile kernels on first use" >&2
 	$(PYTEST) tests
 
 bench: $(STAMP)
