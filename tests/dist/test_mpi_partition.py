@@ -58,7 +58,7 @@ def test_zoltan_then_refinement_exact_and_lower_bottleneck(rmat11, tmp_path):
     p0 = np.load(tmp_path / "z.npy")
     assert p0.shape == (g.n,) and p0.min() >= 0 and p0.max() < k
     _check_sidecar(plain, g, p0, k)
-    ref = launch.distributed_partition(path, k, nprocs=2, output=tmp_path / "r.npy", quiet=True, rounds=60,
+    ref = launch.distributed_partition(path, k, nprocs=2, output=tmp_path / "r.npy", quiet=True, rounds=30,
                                        engine="zoltan")
     p1 = np.load(tmp_path / "r.npy")
     _check_sidecar(ref, g, p1, k)
