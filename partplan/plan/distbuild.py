@@ -77,7 +77,7 @@ from ..io.chunked import ChunkInfo, chunk_info, read_chunk_rows
 from ..metrics.cost import dtype_bytes
 from ..metrics.stats import CommStats
 from ..program.core import Program, matrix_to_pairs
-from ..program.exchange import perm_by, sort_small
+from ..program.exchange import perm_by, segments, sort_small
 from ..program.plan import RankPlan
 from ..program.schema import FORMAT, FORMAT_VERSION
 from .._memory import current_rss_bytes, peak_rss_bytes  # noqa: F401 (the benchmarks read them here)
@@ -150,18 +150,6 @@ def _pair_hash_sums(i: np.ndarray, j: np.ndarray, w: np.ndarray | None) -> list[
     return out
 
 
-def _segments(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """int64 positions ``starts[0] .. starts[0]+lengths[0]-1, starts[1] ..``."""
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, np.int64)
-    off = np.zeros(lengths.size, dtype=np.int64)
-    np.cumsum(lengths[:-1], out=off[1:])
-    pos = np.repeat(starts - off, lengths)
-    pos += np.arange(total, dtype=np.int64)
-    return pos
-
-
 _GATHER_BLOCK = 1 << 20   # nonzeros gathered at a time (bounds the int64 positions)
 
 
@@ -189,7 +177,7 @@ def gather_rows_fill(src: np.ndarray, starts: np.ndarray, vstart: np.ndarray):
             st[0] += cut0
             ln[0] -= cut0
             ln[-1] -= cut1
-            np.take(src, _segments(st, ln), out=dst[s - a:e - a])
+            np.take(src, segments(st, ln), out=dst[s - a:e - a])
     return fill
 
 
@@ -503,7 +491,7 @@ class Received:
         if self.estart is None:
             ea, eb = int(self.estart_r[a]), int(self.estart_r[b])
             return cols[ea:eb], None if data is None else data[ea:eb]
-        pos = _segments(self.estart[a:b], self.row_nnz[a:b])
+        pos = segments(self.estart[a:b], self.row_nnz[a:b])
         return cols[pos], None if data is None else data[pos]
 
     def forward_part(self, i: int, need: np.ndarray, part_need: np.ndarray, n: int) -> dict:

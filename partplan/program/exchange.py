@@ -132,6 +132,19 @@ def exchange(n: int, p: int, rows: np.ndarray, cols: np.ndarray, data: np.ndarra
     return out, vol
 
 
+def segments(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """int64 positions ``starts[0] .. starts[0]+lengths[0]-1, starts[1] ..``
+    (concatenated index ranges, vectorized)."""
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, np.int64)
+    off = np.zeros(lengths.size, dtype=np.int64)
+    np.cumsum(lengths[:-1], out=off[1:])
+    pos = np.repeat(starts - off, lengths)
+    pos += np.arange(total, dtype=np.int64)
+    return pos
+
+
 def unit_bounds(unit: np.ndarray, p: int) -> np.ndarray:
     b = np.zeros(p + 1, dtype=np.int64)
     np.cumsum(np.bincount(unit, minlength=p), out=b[1:])

@@ -45,6 +45,7 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 
 from ..errors import PlanError
+from .exchange import segments
 
 
 def dst_start(step: dict, sizes: dict, default: int | None = None) -> int:
@@ -338,13 +339,7 @@ class SpmmPrep:
 
 def _ranges(indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """Concatenated ``arange(indptr[r], indptr[r + 1])`` over ``rows`` (vectorized)."""
-    lens = np.diff(indptr)[rows]
-    total = int(lens.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    starts = indptr[rows]
-    offs = np.repeat(starts - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens)
-    return np.arange(total, dtype=np.int64) + offs
+    return segments(indptr[rows], np.diff(indptr)[rows])
 
 
 @register

@@ -51,6 +51,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...program.exchange import segments as _ranges
+
 #: pin-count matrix cells per block when counting nets (bounds memory: 64 MiB of int32)
 _BLOCK_CELLS = 1 << 24
 
@@ -118,15 +120,6 @@ class RefineResult:
     moved: int = 0
     seconds: float = 0.0
     history: list = field(default_factory=list)
-
-
-def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Concatenated index ranges [starts[i], starts[i] + lengths[i])."""
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, np.int64)
-    off = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
-    return off + np.arange(total, dtype=np.int64)
 
 
 def net_counts(sl: RowSlice, part: np.ndarray, nets: np.ndarray, k: int) -> np.ndarray:
