@@ -5,15 +5,17 @@ Writes an R-MAT graph as a chunked graph (partplan.datasets.chunked_gen, never
 whole in memory), a random partition into p parts (.npy), then
 
 * single: a fresh process reads the graph (read_chunked), build_plan, write_plan;
-* distributed: p processes (the plan-build job, partplan.jobs.build, gloo)
+* distributed: N processes (the plan-build job, partplan.jobs.build, gloo)
   build the same plan from the chunks;
+
+for a layout (``--layout``: 1d, 1.5d:c, 2d:RxC) on k ranks (``--k``, default N)
 
 and prints wall time and peak RSS (VmHWM, reset per stage via
 /proc/self/clear_refs where allowed) per stage and per rank, the ratio of the
 largest per-rank peak to the single-process peak (target at scale 22:
 <= 0.35), and whether the two plans are byte-identical (created left out).
 
-Usage: python benchmarks/scale_dist_build.py [--scale 18] [--nprocs 4] [--chunks 16] [--json OUT]
+Usage: python benchmarks/scale_dist_build.py [--scale 18] [--nprocs 4] [--k K] [--layout L] [--chunks 16] [--json OUT]
 Default scale 18; 20 takes a few minutes on 2 cores; 22 needs ~8 GiB for the
 single-process side. Units: MiB (2**20 bytes), seconds.
 """
@@ -37,10 +39,10 @@ import numpy as np
 from partplan.plan.distbuild import Stages
 from partplan.io.chunked import read_chunked
 from partplan.plan import build_plan, write_plan
-graph, part, k, out, res = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
+graph, part, k, out, res, layout = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6]
 st = Stages()
 st.start("read"); g = read_chunked(graph); p = np.load(part); st.stop()
-st.start("build"); plan = build_plan(g, p, k, f=128); st.stop()
+st.start("build"); plan = build_plan(g, p, k, layout=layout, f=128); st.stop()
 st.start("write"); write_plan(plan, out, created=False); st.stop()
 json.dump({"stages": st.rows, "baseline_rss_bytes": st.baseline, "peak_rss_bytes": max(r["peak_rss_bytes"] for r in st.rows),
            "n": g.n, "nnz": g.nnz}, open(res, "w"))
@@ -53,6 +55,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scale", type=int, default=18)
     ap.add_argument("--nprocs", type=int, default=4)
+    ap.add_argument("--k", type=int, help="plan ranks (default: --nprocs)")
+    ap.add_argument("--layout", default="1d", help="1d, 1.5d:c or 2d:RxC (default 1d)")
     ap.add_argument("--chunks", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", help="write the figures here")
@@ -60,6 +64,9 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     from partplan.datasets.chunked_gen import rmat_chunked
     from partplan.jobs.build import build_distributed
+    from partplan.layouts import parse_layout
+    k = a.k or a.nprocs
+    blocks = parse_layout(a.layout, k).row_blocks
 
     work = Path(a.workdir or tempfile.mkdtemp(prefix="scale-dist-build-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -67,20 +74,20 @@ def main(argv=None) -> int:
     gp = rmat_chunked(a.scale, seed=a.seed, path=work / f"rmat{a.scale}.chunked", chunks=a.chunks)
     t_gen = time.perf_counter() - t
     n = 1 << a.scale
-    part = np.random.default_rng(a.seed).integers(0, a.nprocs, n)
+    part = np.random.default_rng(a.seed).integers(0, blocks, n)
     np.save(work / "part.npy", part)
     del part
 
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-c", SINGLE, str(gp), str(work / "part.npy"), str(a.nprocs),
-                    str(work / "single.plan"), str(work / "single.json")], check=True,
+    subprocess.run([sys.executable, "-c", SINGLE, str(gp), str(work / "part.npy"), str(k),
+                    str(work / "single.plan"), str(work / "single.json"), a.layout], check=True,
                    env=dict(os.environ, OMP_NUM_THREADS="1"))
     t_single = time.perf_counter() - t
     single = json.loads((work / "single.json").read_text())
 
     t = time.perf_counter()
-    dist = build_distributed(gp, work / "part.npy", a.nprocs, work / "dist.plan", f=128, created=False,
-                             timeout_s=3000)
+    dist = build_distributed(gp, work / "part.npy", k, work / "dist.plan", nprocs=a.nprocs, layout=a.layout, f=128,
+                             created=False, timeout_s=3000)
     t_dist = time.perf_counter() - t
 
     files = sorted(os.listdir(work / "single.plan"))
@@ -89,7 +96,7 @@ def main(argv=None) -> int:
     per_rank_peak = max(r["peak_rss_bytes"] for r in dist["per_rank"])
     ratio = per_rank_peak / single["peak_rss_bytes"]
 
-    print(f"R-MAT scale {a.scale}: n = {single['n']}, nnz = {single['nnz']}; p = {a.nprocs}; "
+    print(f"R-MAT scale {a.scale}: n = {single['n']}, nnz = {single['nnz']}; layout {a.layout} on k = {k} ranks; "
           f"chunked graph written in {t_gen:.1f} s ({a.chunks} chunks)")
     print(f"\nsingle process (read_chunked + build_plan + write_plan), {t_single:.1f} s wall; "
           f"RSS before reading {single['baseline_rss_bytes'] / MiB:.1f} MiB:")
@@ -110,7 +117,7 @@ def main(argv=None) -> int:
           f"{(per_rank_peak - base) / MiB:.1f} / {(single['peak_rss_bytes'] - single['baseline_rss_bytes']) / MiB:.1f}"
           f" MiB = {(per_rank_peak - base) / max(1, single['peak_rss_bytes'] - single['baseline_rss_bytes']):.3f}")
     print(f"plans byte-identical: {same}")
-    out = {"scale": a.scale, "nprocs": a.nprocs, "chunks": a.chunks, "n": single["n"], "nnz": single["nnz"],
+    out = {"scale": a.scale, "nprocs": a.nprocs, "k": k, "layout": a.layout, "chunks": a.chunks, "n": single["n"], "nnz": single["nnz"],
            "single": single, "single_wall_s": t_single, "distributed": dist, "distributed_wall_s": t_dist,
            "ratio": ratio, "byte_identical": same}
     if a.json:

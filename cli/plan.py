@@ -8,8 +8,8 @@ a PyG ``node_map.pt``, a CAGNET ``.part-sizes`` file, or a partition saved by
 per vertex; ``-k`` is the number of ranks (default: the file's row blocks
 times the layout's replication).
 
-With ``--nprocs N`` on a chunked graph directory, N processes build the 1D
-plan together (the ``plan-build`` job, :mod:`partplan.jobs.build`); started
+With ``--nprocs N`` on a chunked graph directory, N processes build the plan
+(layouts 1d, 1.5d:c and 2d:RxC) together (the ``plan-build`` job, :mod:`partplan.jobs.build`); started
 by torchrun on a chunked graph, the same command is one of those processes.
 
 Examples::
@@ -63,8 +63,9 @@ def register(subparsers) -> None:
                         "needed by `partplan train gcn` (default none: A as read)")
     p.add_argument("--nprocs", type=positive_int, metavar="N",
                    help="build with N processes (gloo), each reading only its chunks: needs a chunked GRAPH "
-                        "directory (`partplan convert G DIR --chunks C`), layout 1d and N <= ranks (each "
-                        "process builds a run of whole ranks; ~380 MiB of torch+gloo per process)")
+                        "directory (`partplan convert G DIR --chunks C`), layout 1d, 1.5d:c or 2d:RxC, and N <= row "
+                        "blocks (each process builds the ranks of a run of whole row blocks; ~380 MiB of "
+                        "torch+gloo per process); the plan is byte-identical to the one-process build")
     p.add_argument("--timeout", type=nonneg_float, default=None, metavar="S",
                    help="with --nprocs: seconds a process waits on a peer before the build ends in one error "
                         "(default 120; 0 = the default)")
@@ -152,21 +153,26 @@ def _run_distributed(args, out: Path) -> int:
         raise PlanError(f"--nprocs builds the plan of the chunked graph as stored; {', '.join(unsupported)} "
                         f"is not offered with it")
     if args.layout is not None and not layout_class(args.layout).distributed_build:
-        raise PlanError(f"--nprocs builds 1d plans only (got --layout {args.layout}); build 1.5d/2d plans "
-                        f"without --nprocs")
+        raise PlanError(f"--nprocs builds 1d, 1.5d and 2d plans (got --layout {args.layout}); build this "
+                        f"layout without --nprocs")
     from partplan.io.chunked import chunk_info
     from partplan.jobs.build import build_distributed
+    from partplan.layouts import parse_layout
     from partplan.plan.distbuild import partition_ranks
-    # ranks: -k, else max(part) + 1 as the one-process build defaults them
-    k = args.k if args.k is not None else partition_ranks(args.partition, chunk_info(args.graph).n)
-    if args.nprocs is not None and args.nprocs > k:
-        raise PlanError(f"--nprocs {args.nprocs} exceeds the plan's ranks ({k}"
-                        f"{' from -k' if args.k is not None else ' = max part id + 1'}): use --nprocs <= {k} "
-                        f"(each process builds one or more whole ranks)")
+    # ranks: -k, else the layout on max(part) + 1 row blocks, as the one-process build defaults them
+    if args.k is not None:
+        lay = parse_layout(args.layout or "1d", args.k)
+    else:
+        lay = parse_layout(args.layout or "1d", row_blocks=partition_ranks(args.partition, chunk_info(args.graph).n))
+    k, b = lay.ranks, lay.row_blocks
+    if args.nprocs is not None and args.nprocs > b:
+        raise PlanError(f"--nprocs {args.nprocs} exceeds the plan's row blocks ({b} for layout {lay.spec} on "
+                        f"{k} ranks{' from -k' if args.k is not None else ''}): use --nprocs <= {b} "
+                        f"(each process builds the ranks of one or more whole row blocks)")
     backward = {"auto": None, "separate": True, "none": False}[args.backward]
     from partplan.jobs.build import DEFAULT_TIMEOUT_S
     timeout = args.timeout or DEFAULT_TIMEOUT_S
-    res = build_distributed(args.graph, args.partition, k, out, nprocs=args.nprocs, f=args.features,
+    res = build_distributed(args.graph, args.partition, k, out, nprocs=args.nprocs, layout=lay.spec, f=args.features,
                             dtype=args.dtype, meta={"partition_file": str(args.partition)}, backward=backward,
                             timeout_s=timeout)
     if res is None:  # not process 0 under torchrun
@@ -174,7 +180,7 @@ def _run_distributed(args, out: Path) -> int:
     if args.json:
         print(json.dumps(res, indent=1, default=str))
     else:
-        print(f"wrote {out}: layout 1d on {k} ranks, built by {res['processes']} processes", file=sys.stderr)
+        print(f"wrote {out}: layout {lay.spec} on {k} ranks, built by {res['processes']} processes", file=sys.stderr)
     return 0
 
 

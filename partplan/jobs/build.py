@@ -1,8 +1,10 @@
-"""``plan-build``: the distributed 1D plan build as a job — N processes build
+"""``plan-build``: the distributed plan build as a job — N processes build
 the plan of a chunked graph together, each reading only its chunks
 (``partplan plan GRAPH --partition P --nprocs N``, or the same command under
 torchrun). The computations and the algorithm are
-:mod:`partplan.plan.distbuild`'s; this module drives the processes: their
+:mod:`partplan.plan.distbuild`'s (1D: rows move to their part's process) and
+:mod:`partplan.plan.distlayout`'s (1.5D, 2D: nonzeros move to the rank that
+multiplies them); this module drives the processes: their
 exchanges (the runtime comm's ``exchange_rows`` / ``exchange_fill`` /
 ``allgather_object``) and their agreement on errors.
 
@@ -122,20 +124,23 @@ def build_plan_distributed(graph_path, partition, k: int, out, *, comm, layout: 
                            f: int = 128, dtype: str = "float32", meta: dict | None = None,
                            backward: bool | None = None, alpha: float = DEFAULT_ALPHA_S,
                            beta: float = DEFAULT_BETA_S_PER_BYTE, created: str | None | bool = None) -> dict:
-    """Build and write the 1D plan of a chunked graph with N = ``comm.world``
-    processes, N ≤ k (each builds the shards of a contiguous run of plan
-    ranks, :func:`~partplan.plan.distbuild.part_bounds`); call it on every process.
+    """Build and write the plan (layout 1d, 1.5d:c or 2d:RxC) of a chunked
+    graph with N = ``comm.world`` processes, N ≤ the layout's row blocks (each
+    builds the shards of the plan ranks of a contiguous run of row blocks,
+    :func:`~partplan.plan.distbuild.part_bounds`); call it on every process.
+    The plan is byte for byte the one :func:`~partplan.plan.build_plan` +
+    :func:`~partplan.plan.write_plan` write.
 
     graph_path : a chunked graph directory (:mod:`partplan.io.chunked`).
     partition : part[v] per vertex: a ``.npy`` file (only this process's slice
         is read), another partition file (read whole), or an int array.
-    k : ranks of the plan (parts), k ≥ N.
+    k : ranks of the plan (1d: parts), with at least N row blocks.
     out : the plan directory (written atomically by rank 0's rename; an
         existing plan there is replaced; anything else is refused).
     comm : the runtime's comm of this process (:meth:`WorkerContext.world_comm
         <partplan.runtime.launch.WorkerContext.world_comm>`: TorchComm, or
         ``LocalComm(1, [])`` for one process).
-    layout : only "1d"; f, dtype, meta, backward, alpha, beta, created : as
+    layout : "1d", "1.5d:c" or "2d:RxC"; f, dtype, meta, backward, alpha, beta, created : as
         :func:`build_plan` / :func:`write_plan`.
 
     Returns (on every process) a JSON-able dict: ``plan`` (path), ``rank``
@@ -156,6 +161,9 @@ def build_plan_distributed(graph_path, partition, k: int, out, *, comm, layout: 
     agree(comm, err)
     k = r["k"]
     st.stop()
+    if r["lay"].split_nonzeros:
+        return _build_nonzeros(comm, st, r, graph_path, partition, out, f, dtype, meta, backward, alpha, beta,
+                               created)
     st.start("shuffle")
     rc, proc_of, qr = _shuffle(comm, r, k, p, u)
     st.stop()
@@ -167,16 +175,20 @@ def build_plan_distributed(graph_path, partition, k: int, out, *, comm, layout: 
     del rc, need, part_need
     st.stop()
     st.start("write")
-    return _write(comm, st, r, graph_path, partition, out, qr, fres, bres, same, sym_pattern,
-                  f, dtype, meta, alpha, beta, created)
+
+    def make_manifest(fp, bmode, counts, bcounts):
+        return D.manifest(r["info"], r["lay"], fres[0][0], None if bres is None else bres[0][0], counts, bcounts,
+                          bmode, sym_pattern, fp, f, dtype, meta, alpha, beta)
+    return _write(comm, st, r, graph_path, partition, out, qr, fres, bres, same, make_manifest, created)
 
 
-def _write(comm, st, r: dict, graph_path, partition, out, qr, fres, bres, same, sym_pattern,
-           f, dtype, meta, alpha, beta, created) -> dict:
-    """Stage 5: each process writes the shards of its parts (plan ranks
-    ``qr = (q_lo, q_hi)``) into rank 0's temporary directory; rank 0 writes
-    partition.arrow and the manifest and renames the directory into place
-    (the plan store's writer)."""
+def _write(comm, st, r: dict, graph_path, partition, out, qr, fres, bres, same, make_manifest, created) -> dict:
+    """Stage 5: each process writes the shards of its plan ranks
+    ``qr = (first, end)`` into rank 0's temporary directory; rank 0 writes
+    partition.arrow and the manifest (``make_manifest(fingerprint, backward
+    mode, counts, backward counts)`` → (manifest, total volume), counts per
+    plan rank in rank order) and renames the directory into place (the plan
+    store's writer)."""
     from ..io.chunked import chunked_fingerprint
     from ..plan.store import begin_plan_dir, finish_plan_dir
     u, p, lay, info = comm.local[0], comm.world, r["lay"], r["info"]
@@ -218,10 +230,9 @@ def _write(comm, st, r: dict, graph_path, partition, out, qr, fres, bres, same, 
             shards = [e for g in gathered for e in g[1]]
             counts = [c for g in gathered for c in g[2]]
             bcounts = None if bres is None else [c for g in gathered for c in g[3]]
-            m, result["total_volume"] = D.manifest(info, lay, fres[0][0], None if bres is None else bres[0][0],
-                                                   counts, bcounts, bmode, sym_pattern, fp, f, dtype, meta,
-                                                   alpha, beta)
-            finish_plan_dir(tmp, out, m, D.partition_arrays(partition, info.n, k), shards, created=created)
+            m, result["total_volume"] = make_manifest(fp, bmode, counts, bcounts)
+            finish_plan_dir(tmp, out, m, D.partition_arrays(partition, info.n, lay.row_blocks), shards,
+                            created=created)
             st.stop()
             result["stages"] = st.rows
             result["peak_rss_bytes"] = max(x["peak_rss_bytes"] for x in st.rows)
@@ -237,27 +248,166 @@ def _write(comm, st, r: dict, graph_path, partition, out, qr, fres, bres, same, 
     return result
 
 
+# ----------------------------------------------------------------------------- 1.5D / 2D: nonzeros move
+def _build_nonzeros(comm, st, r: dict, graph_path, partition, out, f, dtype, meta, backward, alpha, beta,
+                    created) -> dict:
+    """The stages of :mod:`partplan.plan.distlayout` (layouts whose ranks split
+    a row's nonzeros: 1.5D, 2D) after the read stage."""
+    from ..plan import distlayout as L
+    lay, info = r["lay"], r["info"]
+    u, N, n, b = comm.local[0], comm.world, r["info"].n, r["lay"].row_blocks
+    st.start("lookup")
+    indptr, part_slice, lo, hi = r.pop("indptr"), r["part"], r["lo"], r["hi"]
+    deg = np.diff(indptr)
+    indices = r.pop("indices")
+    need = D.distinct(indices, n)
+    asked, asked_counts = comm.exchange_rows(need, D.lookup_counts(need, r["bounds"], N), "part lookup")
+    part_need, _ = comm.exchange_rows(D.lookup_answer(asked, part_slice, lo), asked_counts, "part lookup")
+    del asked
+    cols = indices.astype(np.int64)
+    pcol = part_need[np.searchsorted(need, cols)]
+    del need, part_need
+    rows = np.repeat(np.arange(lo, hi, dtype=np.int64), deg)
+    prow = np.repeat(part_slice, deg)
+    sym_pattern, same = D.symmetry(comm.allgather_object(
+        D.hash_sums(np.arange(lo, hi, dtype=np.int64), indptr, indices, r["data"])), info.weighted)
+    del indices
+    if backward is None:
+        backward = not same
+    st.stop()
+    st.start("shuffle")
+    w = L.block_weights(part_slice, deg, b)
+    pb = D.part_bounds(np.sum(np.array(comm.allgather_object(w.tolist()), dtype=np.int64), axis=0), N)
+    proc_of_block = np.repeat(np.arange(N, dtype=np.int64), np.diff(pb))
+    proc_of_rank = L.rank_process(lay, proc_of_block)
+    qr = (int(np.searchsorted(proc_of_rank, u)), int(np.searchsorted(proc_of_rank, u, side="right")))
+    b_lo, b_hi = int(pb[u]), int(pb[u + 1])
+    hdest = proc_of_block[part_slice]
+    o = D.sort_small(hdest, N)
+    got, _ = comm.exchange_rows(np.stack([o + lo, part_slice[o]], axis=1), np.bincount(hdest, minlength=N),
+                                "held rows")
+    # arrivals hold ascending ids (ascending sources, each in id order): a stable sort by block keeps that
+    ob = D.sort_small(got[:, 1] - b_lo, b_hi - b_lo)
+    held_ids = got[ob, 0]
+    hb = np.searchsorted(got[ob, 1], np.arange(b_lo, b_hi + 1))
+    del got, ob
+
+    def held(q):
+        blk = lay.held_block(q) - b_lo
+        return held_ids[hb[blk]:hb[blk + 1]]
+
+    def ship(i, j, pi, pj):
+        trip, order, counts = L.nonzero_sends(lay, i, j, pi, pj, proc_of_rank, N)
+        got, _ = comm.exchange_rows(trip, counts, "nonzero shuffle")
+        del trip
+        vals = comm.exchange_rows(r["data"][order], counts, "value shuffle")[0] if info.weighted else None
+        return L.RankNonzeros(lay, got, vals, *qr)
+    fnz = ship(rows, cols, prow, pcol)
+    bnz = ship(cols, rows, pcol, prow) if backward else None
+    del rows, cols, prow, pcol, r["data"]
+    st.stop()
+    scratch = L.Scratch(n)
+    st.start("columns")
+    fres = _nz_programs(comm, lay, "fwd", fnz, held, qr, proc_of_rank, scratch)
+    del fnz
+    st.stop()
+    st.start("backward")
+    bres = None if bnz is None else _nz_programs(comm, lay, "bwd", bnz, held, qr, proc_of_rank, scratch)
+    del bnz, scratch
+    st.stop()
+    st.start("write")
+    block_sizes = np.zeros(b, dtype=np.int64)
+    block_sizes[b_lo:b_hi] = np.diff(hb)
+    sizes = np.sum(np.array(comm.allgather_object(block_sizes.tolist()), dtype=np.int64), axis=0)
+    cost = {"alpha": alpha, "beta": beta}
+
+    def make_manifest(fp, bmode, counts, bcounts):
+        def stats_and_json(prog, cnt):
+            mats = [np.array([c[m] for c in cnt], dtype=np.int64).T for m in range(len(cnt[0]))]
+            return lay.stats_from(mats, sizes, f=int(f), dtype=dtype, **cost), L.programs_json(prog, mats)
+        stf, jf = stats_and_json(fres[0][0], counts)
+        programs = {"forward": jf}
+        stb = None
+        if bres is not None:
+            stb, programs["backward"] = stats_and_json(bres[0][0], bcounts)
+        elif bmode == "same-as-forward":
+            programs["backward"] = {"same_as": "forward"}
+        m = D.manifest_fields(info, lay, programs, stf.summary(), None if stb is None else stb.summary(), bmode,
+                              sym_pattern, fp, f, dtype, meta)
+        return m, int(stf.volume.sum())
+    return _write(comm, st, r, graph_path, partition, out, qr, fres, bres, same, make_manifest, created)
+
+
+def _nz_programs(comm, lay, prefix: str, nz, held, qr, proc_of_rank: np.ndarray, scratch) -> list[tuple]:
+    """(program, counts) of this process's plan ranks ``qr``; counts: per
+    counting step, the int64[p] rows each rank sends to this one (a column
+    of that step's volume matrix)."""
+    from ..plan import distlayout as L
+    p, N = lay.ranks, comm.world
+    grank, G, _ = lay.a2a()
+    exs, halo_req, fold_req, counts = [], [], [], []
+    for q in range(*qr):        # loop over this process's ranks
+        d, hq = nz.of(q), held(q)
+        ex, hsrc, halo = L.receive(lay, q, d, hq, scratch)
+        halo_req.append(L.keyed_pairs(hsrc, q, halo, p))
+        cnt = [np.bincount(hsrc, minlength=p).tolist()]
+        snd = None
+        if lay.fold:
+            ri = ex["row_ids"]
+            scratch.pmap[d["rows"]] = d["pi"]
+            dest = scratch.pmap[ri]
+            snd, rem = lay.fold_send(q, ri, dest, lambda ids, hq=hq: np.searchsorted(hq, ids))
+            fold_req.append(L.keyed_pairs(dest[rem], q, ri[rem], p))
+        exs.append((ex, snd))
+        counts.append(cnt)
+        del d
+    got, _ = comm.exchange_rows(*L.route(halo_req, proc_of_rank, p, N), "halo requests")
+    del halo_req
+    for i, q in enumerate(range(*qr)):
+        req, ids = L.arrivals(got, q, p)
+        hq = held(q)
+        send_idx = np.searchsorted(hq, ids)
+        if ids.size and (send_idx.max() >= hq.size or not np.array_equal(hq[send_idx], ids)):
+            raise PlanError(f"internal error: rank {q} was asked for a row it does not hold")
+        exs[i][0]["send_idx"] = send_idx
+        exs[i][0]["send_counts"] = np.bincount(grank(req), minlength=G).astype(np.int64)
+    del got
+    folds = [None] * len(exs)
+    if lay.fold:
+        got, _ = comm.exchange_rows(*L.route(fold_req, proc_of_rank, p, N), "fold")
+        del fold_req
+        for i, q in enumerate(range(*qr)):
+            snd, ids = L.arrivals(got, q, p)
+            folds[i] = {"send": exs[i][1], **lay.fold_receive(snd, ids, held(q))}
+            counts[i].append(np.bincount(snd, minlength=p).tolist())
+    out = []
+    for i, q in enumerate(range(*qr)):
+        out.append((L.program(lay, prefix, q, exs[i][0], held(q), folds[i]), counts[i]))
+        exs[i] = None
+    return out
+
+
 # ----------------------------------------------------------------------------- the job
 def run_build(ctx, cfg: dict) -> dict | None:
     """The ``plan-build`` job's work in this process (one of N; with the
     local backend this process builds every rank); process 0 returns the result."""
     res = build_plan_distributed(cfg["graph"], cfg["partition"], cfg["k"], cfg["out"], comm=ctx.world_comm(),
-                                 f=cfg.get("f", 128), dtype=cfg.get("dtype", "float32"), meta=cfg.get("meta"),
+                                 layout=cfg.get("layout", "1d"), f=cfg.get("f", 128), dtype=cfg.get("dtype", "float32"), meta=cfg.get("meta"),
                                  backward=cfg.get("backward"), created=cfg.get("created"))
     return res if ctx.leader else None
 
 
 def _prepare(cfg: dict, nprocs: int | None, threads: int | None) -> dict:
-    """k and ``nprocs`` (1 ≤ nprocs ≤ k) checked before any start."""
-    D.check_nprocs(cfg["k"], nprocs)
+    """k and ``nprocs`` (1 ≤ nprocs ≤ row blocks) checked before any start."""
+    D.check_nprocs(cfg["k"], nprocs, cfg.get("layout", "1d"))
     return cfg
 
 
 register(Job(name="plan-build", command=None, prepare=_prepare, run=run_build,
-             help="build a 1D plan of a chunked graph with N processes (partplan plan --nprocs N)"))
+             help="build a 1d / 1.5d / 2d plan of a chunked graph with N processes (partplan plan --nprocs N)"))
 
 
-def build_distributed(graph_path, partition, k: int, out, *, nprocs: int | None = None,
+def build_distributed(graph_path, partition, k: int, out, *, nprocs: int | None = None, layout: str = "1d",
                       timeout_s: float = DEFAULT_TIMEOUT_S, f: int = 128, dtype: str = "float32", meta: dict | None = None,
                       backward: bool | None = None, created: str | None | bool = None) -> dict | None:
     """Build the plan of ``graph_path`` with ``nprocs`` (default k; 1 ≤ nprocs
@@ -274,7 +424,7 @@ def build_distributed(graph_path, partition, k: int, out, *, nprocs: int | None 
     from ..runtime.launch import under_torchrun
     from .worker import execute
     if nprocs is None and not under_torchrun():
-        nprocs = D.check_nprocs(k, None)
+        nprocs = D.check_nprocs(k, None, layout)
     work = None
     try:
         if not isinstance(partition, (str, os.PathLike)):
@@ -282,6 +432,7 @@ def build_distributed(graph_path, partition, k: int, out, *, nprocs: int | None 
             np.save(work / "part.npy", np.asarray(partition))
             partition = work / "part.npy"
         cfg = {"backend": "gloo", "graph": str(graph_path), "partition": str(partition), "k": int(k),
+               "layout": str(layout),
                "out": str(out), "f": f, "dtype": dtype, "meta": meta, "backward": backward, "created": created,
                "timeout": float(timeout_s)}
         return execute("plan-build", cfg, nprocs=nprocs, threads=1)

@@ -42,7 +42,9 @@ class Layout:
     minibatch: ClassVar[bool] = False        # mini-batch GCN training (sampled exchanges of 1D row blocks)
     routable: ClassVar[bool] = False         # a topology route (--route) or part → rank map (--map) applies
     layout_stats: ClassVar[bool] = True      # volumes() are its own figures, not the 1D CommStats of its blocks
-    distributed_build: ClassVar[bool] = False  # plan.distbuild builds its plan over N processes (chunked input)
+    distributed_build: ClassVar[bool] = False  # the plan-build job builds its plan over N processes (chunked input)
+    split_nonzeros: ClassVar[bool] = False   # a rank multiplies part of a row's nonzeros (chosen by both ends):
+    #                                          the distributed build moves nonzeros (plan.distlayout), not rows
 
     def __init__(self, ranks: int):
         if int(ranks) < 1:

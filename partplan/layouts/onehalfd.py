@@ -15,6 +15,7 @@ class OneHalfD(Layout):
 
     name = "1.5d"
     replicas = True
+    distributed_build = split_nonzeros = True
 
     def __init__(self, ranks: int, c: int):
         super().__init__(ranks)
@@ -63,22 +64,56 @@ class OneHalfD(Layout):
         self._conformal_only(owner)
         return analyze_15d(graph, part, self.c, f=f, dtype=dtype, b=self.row_blocks, **cost)
 
+    # ---- the exchange's rules (the single-process and the distributed builders use them)
+    def nz_rank(self, pi: np.ndarray, pj: np.ndarray) -> np.ndarray:
+        """Rank multiplying a_ij (row block pi, column block pj): replica
+        ``(pj − pi) mod c`` of block pi."""
+        c = self.c
+        return pi * c + (pj - pi) % c
+
+    def h_source(self, u: int, pj: np.ndarray) -> np.ndarray:
+        """Rank that sends H[j] (block pj) to rank u: u's replica of block pj."""
+        return pj * self.c + u % self.c
+
+    def a2a(self):
+        """(group-rank of a rank, group size, members of u's group): the ``col`` groups."""
+        b, c = self.row_blocks, self.c
+        return (lambda r: r // c), b, (lambda u: np.arange(b, dtype=np.int64) * c + u % c)
+
+    def held_block(self, u: int) -> int:
+        """The row block whose H rows (and output rows) rank u holds."""
+        return u // self.c
+
+    local_rows_held = True
+
+    def stats_from(self, volumes: list, block_sizes: np.ndarray, *, f=128, dtype="float32", **cost):
+        """The figures ``volumes`` would give from counts the program already
+        holds: ``volumes[0]`` the exchange's int64[p, p] rows moved;
+        ``block_sizes`` the rows of each block."""
+        from ..metrics.layouts import stats_15d
+        return stats_15d(volumes[0], block_sizes, self.c, f=f, dtype=dtype, **cost)   # a rank's local CSR rows are all rows of its block
+
+    def finish(self, prog: Program, ranks) -> None:
+        """After the exchange: the replicas all-reduce their partial ``out``;
+        replica 0 of each block writes the output (``ranks``: the global rank
+        of each of the program's ranks)."""
+        prog.add("allreduce", group="replica", buf="out")
+        prog.writes_output = [int(r) % self.c == 0 for r in ranks]
+
     def program(self, graph, part, *, owner=None, prefix="fwd"):
         self._conformal_only(owner)
-        b, c, p = self.row_blocks, self.c, self.ranks
+        b, p = self.row_blocks, self.ranks
         pos, lists = positions(part, b)
         rows, cols = graph.rows, graph.indices
-        bi, bq = part[rows], part[cols]
-        unit = bi * c + (bq - bi) % c
-        mine = [lists[r // c] for r in range(p)]
-        ex, _ = exchange(graph.n, p, rows, cols, graph.data, unit, lambda u, j: part[j] * c + u % c,
-                         mine, pos, pos, mine, lambda r: r // c, b,
-                         lambda u: np.arange(b, dtype=np.int64) * c + u % c)
+        unit = self.nz_rank(part[rows], part[cols])
+        mine = [lists[self.held_block(r)] for r in range(p)]
+        grank, G, members = self.a2a()
+        ex, _ = exchange(graph.n, p, rows, cols, graph.data, unit, lambda u, j: self.h_source(u, part[j]),
+                         mine, pos, pos, mine, grank, G, members)
         prog = Program.empty(prefix, p)
         prog.set_io(mine, mine)
         exchange_steps(prog, ex, mine, "col")
-        prog.add("allreduce", group="replica", buf="out")
-        prog.writes_output = [r % c == 0 for r in range(p)]
+        self.finish(prog, range(p))
         return prog
 
 

@@ -18,6 +18,7 @@ class TwoD(Layout):
     name = "2d"
     bfs = fold = True
     bottleneck = False
+    distributed_build = split_nonzeros = True
 
     def __init__(self, R: int, C: int):
         if int(R) < 1 or int(C) < 1:
@@ -69,33 +70,96 @@ class TwoD(Layout):
         self._conformal_only(owner)
         return analyze_2d(graph, part, self.R, self.C, f=f, dtype=dtype, **cost)
 
+    # ---- the exchange's rules (the single-process and the distributed builders use them)
+    def nz_rank(self, pi: np.ndarray, pj: np.ndarray) -> np.ndarray:
+        """Rank multiplying a_ij: grid row of part[i], grid column of part[j]."""
+        return (pi // self.C) * self.C + pj % self.C
+
+    def h_source(self, u: int, pj: np.ndarray) -> np.ndarray:
+        """Rank that sends H[j] to rank u: its owner part[j] (in u's grid column)."""
+        return pj
+
+    def a2a(self):
+        """(group-rank of a rank, group size, members of u's group): the ``col`` groups."""
+        R, C = self.R, self.C
+        return (lambda r: r // C), R, (lambda u: np.arange(R, dtype=np.int64) * C + u % C)
+
+    def held_block(self, u: int) -> int:
+        """The part whose H rows (and output rows) rank u holds."""
+        return u
+
+    local_rows_held = False  # a rank's local CSR rows are the rows its nonzeros touch
+
+    def stats_from(self, volumes: list, block_sizes: np.ndarray, *, f=128, dtype="float32", **cost):
+        """The figures ``volumes`` would give from counts the program already
+        holds: int64[p, p] rows moved by the expand (``volumes[0]``) and the
+        fold (``volumes[1]``)."""
+        from ..metrics.layouts import stats_2d
+        return stats_2d(volumes[0] + volumes[1], self.R, self.C, f=f, dtype=dtype, **cost)
+
+    def fold_send(self, u: int, ri: np.ndarray, dest: np.ndarray, own_pos) -> tuple[dict, np.ndarray]:
+        """Rank u's side of the fold: its partial rows ``ri`` (ascending) go
+        to their owners ``dest`` = part[ri] in u's grid row. ``own_pos(ids)``:
+        positions of u's own rows among the rows it holds. Returns (``self_src``,
+        ``self_dst``, ``send_idx`` — by destination grid column, ids ascending
+        —, ``send_counts`` per grid column; the positions in ``ri`` sent)."""
+        C = self.C
+        own = dest == u
+        rem = np.flatnonzero(~own)
+        dg = dest[rem] % C
+        o = sort_small(dg, C)  # stable: ascending global id inside a destination
+        return ({"self_src": np.flatnonzero(own).astype(np.int64), "self_dst": own_pos(ri[own]),
+                 "send_idx": rem[o].astype(np.int64),
+                 "send_counts": np.bincount(dg, minlength=C).astype(np.int64)}, rem)
+
+    def fold_receive(self, senders: np.ndarray, ids: np.ndarray, held: np.ndarray) -> dict:
+        """A rank's side of the fold from the partial rows it receives
+        (``senders``, ``ids`` sorted by (sender, id); ``held``: its rows,
+        ascending): ``recv_ids``, ``recv_pos`` (their positions in ``held``),
+        ``recv_counts`` per sender's grid column."""
+        return {"recv_ids": ids, "recv_pos": np.searchsorted(held, ids),
+                "recv_counts": np.bincount(senders % self.C, minlength=self.C).astype(np.int64)}
+
+    def fold_steps(self, prog: Program, sends: list[dict], recv_counts: list, recv_ids: list,
+                   recv_pos: list, out_rows: list) -> None:
+        """The fold's steps (gather, alltoallv in the ``row`` groups, two
+        scatter-adds) from each rank's :meth:`fold_send`, the rows it receives
+        (``recv_ids``: by sender, ids ascending; ``recv_counts`` per grid
+        column; ``recv_pos`` their positions among its rows) and ``out_rows``
+        (rows it holds)."""
+        p = prog.p
+        prog.add("gather", [{"idx": sends[r]["send_idx"]} for r in range(p)], src="partial", dst="fold_send")
+        prog.add("alltoallv", [{"send_counts": sends[r]["send_counts"], "recv_counts": recv_counts[r],
+                                "recv_ids": recv_ids[r]} for r in range(p)],
+                 group="row", src="fold_send", dst="fold_recv", dst_row=0)
+        prog.add("scatter_add", [{"idx": sends[r]["self_dst"], "src_idx": sends[r]["self_src"]} for r in range(p)],
+                 src="partial", dst="out", zero=True)
+        prog.add("scatter_add", [{"idx": recv_pos[r]} for r in range(p)], src="fold_recv", dst="out")
+        for r in range(p):
+            prog.size(r, "fold_send", len(sends[r]["send_idx"]))
+            prog.size(r, "fold_recv", len(recv_ids[r]))
+            prog.size(r, "out", int(out_rows[r]))
+
     def program(self, graph, part, *, owner=None, prefix="fwd"):
         self._conformal_only(owner)
-        R, C, p = self.R, self.C, self.ranks
+        C, p = self.C, self.ranks
         pos, lists = positions(part, p)
         rows, cols = graph.rows, graph.indices
-        grow, gcol = part // C, part % C
-        unit = grow[rows] * C + gcol[cols]
-        ex, _ = exchange(graph.n, p, rows, cols, graph.data, unit, lambda u, j: part[j],
-                         lists, pos, None, None, lambda r: r // C, R,
-                         lambda u: np.arange(R, dtype=np.int64) * C + u % C)
+        unit = self.nz_rank(part[rows], part[cols])
+        grank, G, members = self.a2a()
+        ex, _ = exchange(graph.n, p, rows, cols, graph.data, unit, lambda u, j: self.h_source(u, part[j]),
+                         lists, pos, None, None, grank, G, members)
         prog = Program.empty(prefix, p)
         prog.set_io(lists, lists)
         exchange_steps(prog, ex, lists, "col", out="partial")
         # fold: partial row i on rank u goes to part[i] in u's grid row (group-rank = grid column)
-        self_src, self_dst, send_idx, send_counts, f_rows = [], [], [], [], []
+        sends, f_rows = [], []
         fvol = np.zeros((p, p), dtype=np.int64)
         for u in range(p):
             ri = ex[u]["row_ids"]
             dest = part[ri]
-            own = dest == u
-            self_src.append(np.flatnonzero(own).astype(np.int64))
-            self_dst.append(pos[ri[own]])
-            rem = np.flatnonzero(~own)
-            dg = gcol[ri[rem]]
-            o = sort_small(dg, C)  # stable: ascending global id inside a destination
-            send_idx.append(rem[o].astype(np.int64))
-            send_counts.append(np.bincount(dg, minlength=C).astype(np.int64))
+            snd, rem = self.fold_send(u, ri, dest, lambda ids: pos[ids])
+            sends.append(snd)
             fvol[u] = np.bincount(dest[rem], minlength=p)
             f_rows.append(ri[rem])
         # receive side: rows concatenated by sender (ascending rank = ascending group-rank in
@@ -107,15 +171,5 @@ class TwoD(Layout):
         recv_rows = fr[o]
         recv_ids = [recv_rows[fb[r]:fb[r + 1]] for r in range(p)]
         recv_counts = [fvol[(r // C) * C:(r // C + 1) * C, r].copy() for r in range(p)]
-        prog.add("gather", [{"idx": send_idx[r]} for r in range(p)], src="partial", dst="fold_send")
-        prog.add("alltoallv", [{"send_counts": send_counts[r], "recv_counts": recv_counts[r],
-                                "recv_ids": recv_ids[r]} for r in range(p)],
-                 group="row", src="fold_send", dst="fold_recv", dst_row=0)
-        prog.add("scatter_add", [{"idx": self_dst[r], "src_idx": self_src[r]} for r in range(p)],
-                 src="partial", dst="out", zero=True)
-        prog.add("scatter_add", [{"idx": pos[recv_ids[r]]} for r in range(p)], src="fold_recv", dst="out")
-        for r in range(p):
-            prog.size(r, "fold_send", len(send_idx[r]))
-            prog.size(r, "fold_recv", len(recv_ids[r]))
-            prog.size(r, "out", len(lists[r]))
+        self.fold_steps(prog, sends, recv_counts, recv_ids, [pos[x] for x in recv_ids], [len(x) for x in lists])
         return prog

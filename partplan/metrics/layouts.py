@@ -98,9 +98,19 @@ def analyze_15d(graph: Graph, block_part, c: int, *, f: int = 128, dtype: str = 
     l = (q - i) % c
     vol = np.zeros((p, p), dtype=np.int64)
     vol[q * c + l, i * c + l] = vol_b[q, i]
-    sizes = np.bincount(part, minlength=b)
+    return stats_15d(vol, np.bincount(part, minlength=b), c, f=f, dtype=dtype, alpha=alpha, beta=beta)
+
+
+def stats_15d(volume: np.ndarray, block_sizes: np.ndarray, c: int, *, f: int = 128, dtype: str = "float32",
+              alpha: float = DEFAULT_ALPHA_S, beta: float = DEFAULT_BETA_S_PER_BYTE) -> LayoutStats:
+    """The 1.5D figures from the exchange's int64[p, p] ``volume`` (rows rank
+    q → rank r) and the rows of each of the b = p / c blocks (their ring
+    all-reduce moves ``2 (c − 1) / c · n_i`` rows per rank)."""
+    sizes = np.asarray(block_sizes, dtype=np.int64)
+    b = sizes.size
     reduce_rows = np.repeat(2 * (c - 1) * sizes // c if c > 1 else np.zeros(b, dtype=np.int64), c)
-    return LayoutStats("1.5d", p, (b, c), vol, reduce_rows.astype(np.int64), f, dtype, alpha, beta, replicas=c)
+    return LayoutStats("1.5d", b * c, (b, c), volume, reduce_rows.astype(np.int64), f, dtype, alpha, beta,
+                       replicas=c)
 
 
 def analyze_2d(graph: Graph, part, R: int, C: int, *, f: int = 128, dtype: str = "float32",
@@ -125,4 +135,11 @@ def analyze_2d(graph: Graph, part, R: int, C: int, *, f: int = 128, dtype: str =
     off = cc != gcol[i]
     src = grow[i[off]] * C + cc[off]
     vol += np.bincount(src * p + part[i[off]], minlength=p * p).reshape(p, p)
-    return LayoutStats("2d", p, (R, C), vol, np.zeros(p, dtype=np.int64), f, dtype, alpha, beta)
+    return stats_2d(vol, R, C, f=f, dtype=dtype, alpha=alpha, beta=beta)
+
+
+def stats_2d(volume: np.ndarray, R: int, C: int, *, f: int = 128, dtype: str = "float32",
+             alpha: float = DEFAULT_ALPHA_S, beta: float = DEFAULT_BETA_S_PER_BYTE) -> LayoutStats:
+    """The 2D figures from the int64[p, p] rows moved by expand + fold."""
+    p = R * C
+    return LayoutStats("2d", p, (R, C), volume, np.zeros(p, dtype=np.int64), f, dtype, alpha, beta)

@@ -19,8 +19,10 @@ Coverage: layout ``1d`` with conformal ownership (H rows held on ``part``),
 ``normalize=None``, the backward program (``same_as`` forward when A equals its
 transpose, else a separate ``bwd`` program built from A^T) — every option
 ``build_plan`` offers for the default layout except ``owner`` (decoupled
-ownership) and ``normalize``. **1.5D and 2D layouts are not covered**: they
-raise a :class:`PlanError` saying so.
+ownership) and ``normalize``. The 1.5D and 2D layouts, whose ranks split a
+row's nonzeros, move nonzeros instead of rows: :mod:`partplan.plan.distlayout`
+(the same read stage, checks and manifest fields as here). Routed layouts are
+refused with a :class:`PlanError`.
 
 Processes and plan ranks: N ≤ k processes. Process u builds the shards of a
 contiguous run of plan ranks (parts) ``[b[u], b[u+1])`` (:func:`part_bounds`:
@@ -372,17 +374,23 @@ def distinct(c: np.ndarray, n: int) -> np.ndarray:
     return np.flatnonzero(seen)
 
 
-def check_nprocs(k, nprocs) -> int:
-    """nprocs (default k) as an int, checked: 1 ≤ nprocs ≤ k. Raises PlanError."""
+def check_nprocs(k, nprocs, layout="1d") -> int:
+    """nprocs (default: the layout's row blocks on k ranks) as an int,
+    checked: 1 ≤ nprocs ≤ row blocks (k for 1d). Raises PlanError."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise PlanError(f"k (plan ranks) must be an integer >= 1, got {k!r}")
+    from ..layouts import parse_layout
+    try:
+        b = parse_layout(layout, int(k)).row_blocks
+    except PartitionError as exc:
+        raise PlanError(str(exc)) from None
     if nprocs is None:
-        return int(k)
+        return int(b)
     if isinstance(nprocs, bool) or not isinstance(nprocs, (int, np.integer)) or nprocs < 1:
         raise PlanError(f"nprocs must be an integer >= 1, got {nprocs!r}")
-    if nprocs > k:
-        raise PlanError(f"{nprocs} processes for a plan of {k} ranks: the distributed build needs "
-                        f"processes <= ranks (each process builds one or more whole ranks)")
+    if nprocs > b:
+        raise PlanError(f"{nprocs} processes for a plan of {b} row blocks ({k} ranks): the distributed build "
+                        f"needs processes <= row blocks (each process builds the ranks of whole row blocks)")
     return int(nprocs)
 
 
@@ -413,22 +421,23 @@ def read_stage(graph_path, partition, layout, k, f, dtype, u: int, p: int) -> di
     from ..layouts import parse_layout
     lay = parse_layout(layout, int(k))
     if not lay.distributed_build:
-        raise PlanError(f"the distributed plan build covers layout 1d only, not {lay.spec} "
-                        f"(build 1.5D / 2D plans with the single-process builder: partplan plan)")
+        raise PlanError(f"the distributed plan build covers layouts 1d, 1.5d and 2d, not {lay.spec} "
+                        f"(build it with the single-process builder: partplan plan without --nprocs)")
     k = int(k)
-    if p > k:
-        raise PlanError(f"the distributed build needs processes <= plan ranks: {p} processes for "
-                        f"k = {k} ranks (use at most {k} processes)")
+    b = lay.row_blocks
+    if p > b:
+        raise PlanError(f"the distributed build needs processes <= row blocks: {p} processes for "
+                        f"{b} row blocks of layout {lay.spec} on {k} ranks (use at most {b} processes)")
     if not isinstance(f, (int, np.integer)) or isinstance(f, bool) or f < 1:
         raise PlanError(f"f (feature width) must be an integer >= 1, got {f!r}")
     dtype_bytes(dtype)
     info = chunk_info(graph_path)
-    if k > info.n:
-        raise PartitionError(f"k={k} parts exceed n={info.n} vertices")
+    if b > info.n:
+        raise PartitionError(f"{b} row blocks exceed n={info.n} vertices")
     bounds = _process_rows(info, p)
     lo, hi = int(bounds[u]), int(bounds[u + 1])
     indptr, indices, data = _read_rows(graph_path, info, lo, hi)
-    part = read_part_slice(partition, info.n, k, lo, hi)
+    part = read_part_slice(partition, info.n, b, lo, hi)
     return {"lay": lay, "k": k, "info": info, "bounds": bounds, "lo": lo, "hi": hi, "indptr": indptr,
             "indices": indices, "data": data, "part": part}
 
@@ -632,10 +641,10 @@ def write_parts(tmp: Path, qr: tuple[int, int], lay, fres, bres, bmode: str, fp:
         fwd = fres[i][0]
         bwd = None if bres is None else bres[i][0]
         arrays = dict(fwd.arrays[0])
-        progs = {"forward": {"prefix": "fwd", "buffers": fwd.buffers[0], "writes_output": True}}
+        progs = {"forward": {"prefix": "fwd", "buffers": fwd.buffers[0], "writes_output": fwd.writes_output[0]}}
         if bwd is not None:
             arrays.update(bwd.arrays[0])
-            progs["backward"] = {"prefix": "bwd", "buffers": bwd.buffers[0], "writes_output": True}
+            progs["backward"] = {"prefix": "bwd", "buffers": bwd.buffers[0], "writes_output": bwd.writes_output[0]}
         elif bmode == "same-as-forward":
             progs["backward"] = progs["forward"]
         rmeta = {"rank": q, "ranks": lay.ranks, "layout": lay.spec, "format_version": FORMAT_VERSION,
@@ -651,10 +660,10 @@ def write_parts(tmp: Path, qr: tuple[int, int], lay, fres, bres, bmode: str, fp:
 def manifest(info: ChunkInfo, lay, fwd: Program, bwd: Program | None, counts: list, bcounts: list | None,
              bmode: str, sym_pattern: bool, fp: str, f: int, dtype, meta: dict | None, alpha: float,
              beta: float) -> tuple[dict, int]:
-    """(the manifest ``write_plan`` writes for this plan, less what the store
-    adds — tool, created, partition file, shards —; the total volume in rows)
-    from every part's counts (``counts`` / ``bcounts``: per plan rank, in rank
-    order) and the programs of part 0 (their steps are every part's)."""
+    """(the manifest ``write_plan`` writes for this 1D plan, less what the
+    store adds — tool, created, partition file, shards —; the total volume in
+    rows) from every part's counts (``counts`` / ``bcounts``: per plan rank,
+    in rank order) and the programs of part 0 (their steps are every part's)."""
     p = lay.ranks
     sizes = np.array([c["rows"] for c in counts], dtype=np.int64)
     stf = _stats(p, info.n, info.nnz, int(f), dtype, alpha, beta, counts, sizes)
@@ -665,6 +674,15 @@ def manifest(info: ChunkInfo, lay, fwd: Program, bwd: Program | None, counts: li
         programs["backward"] = _program_json(bwd, stb.volume)
     elif bmode == "same-as-forward":
         programs["backward"] = {"same_as": "forward"}
+    m = manifest_fields(info, lay, programs, stf.summary(), None if stb is None else stb.summary(), bmode,
+                        sym_pattern, fp, f, dtype, meta)
+    return m, stf.total_volume
+
+
+def manifest_fields(info: ChunkInfo, lay, programs: dict, stats: dict, stats_backward: dict | None,
+                    bmode: str, sym_pattern: bool, fp: str, f: int, dtype, meta: dict | None) -> dict:
+    """The manifest :func:`partplan.plan.build_plan` writes (less what the
+    store adds) from its programs' JSON and the stats summaries."""
     info_meta = dict(meta or {})
     m = {
         "format": FORMAT, "format_version": FORMAT_VERSION,
@@ -672,7 +690,7 @@ def manifest(info: ChunkInfo, lay, fwd: Program, bwd: Program | None, counts: li
                   "directed": bool(info.directed), "symmetric": bool(sym_pattern),
                   "weighted": bool(info.weighted), "source_fingerprint": fp},
         "normalize": None,
-        "k": p, "ranks": p, "row_blocks": lay.row_blocks,
+        "k": lay.ranks, "ranks": lay.ranks, "row_blocks": lay.row_blocks,
         "layout": lay.spec, "layout_params": lay.params,
         "groups": [g.to_json() for g in lay.groups()],
         "programs": programs,
@@ -683,15 +701,15 @@ def manifest(info: ChunkInfo, lay, fwd: Program, bwd: Program | None, counts: li
         "params": info_meta.get("params", {}),
         "f": int(f), "dtype": str(dtype), "row_bytes": int(f * dtype_bytes(dtype)),
         "topology": info_meta.get("topology"),
-        "stats": stf.summary(),
+        "stats": stats,
         "columns_sorted_within_rows": False,
     }
-    if stb is not None:
-        m["stats_backward"] = stb.summary()
+    if stats_backward is not None:
+        m["stats_backward"] = stats_backward
     for key, val in info_meta.items():
         if key not in m:
             m[key] = val
-    return m, stf.total_volume
+    return m
 
 
 def partition_arrays(partition, n: int, k: int) -> dict:

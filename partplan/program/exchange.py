@@ -81,39 +81,10 @@ def exchange(n: int, p: int, rows: np.ndarray, cols: np.ndarray, data: np.ndarra
     out, h_src, h_j = [], [], []
     for u in range(p):
         a0, a1 = ub[u], ub[u + 1]
-        c = c_s[a0:a1]
-        need = _distinct_cols(c, seen)
-        src = src_of(u, need)
-        rem = src != u
-        rsrc, rj = src[rem], need[rem]
-        g = grank(rsrc)
-        o = sort_small(g, G)                       # by source group-rank, then id
-        halo, hsrc, hg = rj[o], rsrc[o], g[o]
-        h_ids = held[u]
-        nl = h_ids.size
-        colmap[h_ids] = np.arange(nl, dtype=np.int64)
-        colmap[halo] = nl + np.arange(halo.size, dtype=np.int64)
-        lcol = colmap[c]
-        if row_nnz is not None:
-            rl = np.ascontiguousarray(row_lists[u], dtype=np.int64)
-            indptr = np.zeros(rl.size + 1, dtype=np.int64)
-            np.cumsum(row_nnz[rl], out=indptr[1:])
-        else:
-            r = r_s[a0:a1]
-            if row_lists is None:
-                rl = _distinct_cols(r, seen)
-                colmap[rl] = np.arange(rl.size, dtype=np.int64)
-                lr = colmap[r]
-            else:
-                rl = np.ascontiguousarray(row_lists[u], dtype=np.int64)
-                lr = row_pos[r]
-            indptr = np.zeros(rl.size + 1, dtype=np.int64)
-            np.cumsum(np.bincount(lr, minlength=rl.size), out=indptr[1:])
-        d = {prefix + "row_ids": rl, prefix + "halo_ids": halo, prefix + "indptr": indptr,
-             prefix + "indices": lcol,
-             prefix + "recv_counts": np.bincount(hg, minlength=G).astype(np.int64)}
-        if d_s is not None:
-            d[prefix + "data"] = d_s[a0:a1]
+        d, hsrc, halo = receive_side(
+            u, c_s[a0:a1], None if r_s is None else r_s[a0:a1], None if d_s is None else d_s[a0:a1],
+            src_of, held[u], grank, G, seen, colmap, row_list=None if row_lists is None else row_lists[u],
+            row_pos=row_pos, row_nnz=row_nnz, prefix=prefix)
         out.append(d)
         h_src.append(hsrc)
         h_j.append(halo)
@@ -130,6 +101,56 @@ def exchange(n: int, p: int, rows: np.ndarray, cols: np.ndarray, data: np.ndarra
         out[u][prefix + "send_idx"] = hold_pos[sj[sb[u]:sb[u + 1]]]
         out[u][prefix + "send_counts"] = vol[u, members(u)]
     return out, vol
+
+
+
+def receive_side(u: int, c: np.ndarray, r: np.ndarray | None, d: np.ndarray | None, src_of,
+                 held_u: np.ndarray, grank, G: int, seen: np.ndarray, colmap: np.ndarray, *,
+                 row_list: np.ndarray | None = None, row_pos: np.ndarray | None = None,
+                 row_nnz: np.ndarray | None = None, prefix: str = "") -> tuple[dict, np.ndarray, np.ndarray]:
+    """Rank u's side of :func:`exchange` from its own nonzeros alone — what a
+    process of the distributed build computes for each rank it builds.
+
+    c, r, d : rank u's nonzeros (columns, rows, values or None) in global CSR
+        order (r unused when ``row_nnz`` is given).
+    src_of, grank, G : as :func:`exchange`; held_u : the H rows u holds (ascending).
+    seen, colmap : all-False bool[n] and int64[n] scratch (``seen`` left all-False).
+    row_list : the local CSR rows (ascending; None: the distinct rows of the
+        nonzeros); row_pos : int64[n] position of a row in ``row_list``;
+        row_nnz : int64[n] nonzeros per row when every nonzero of a listed row
+        is u's (the indptr is then a prefix sum).
+    Returns (the rank's arrays less the send side, the source rank of each
+    halo row, the halo's global ids)."""
+    need = _distinct_cols(c, seen)
+    src = src_of(u, need)
+    rem = src != u
+    rsrc, rj = src[rem], need[rem]
+    g = grank(rsrc)
+    o = sort_small(g, G)                       # by source group-rank, then id
+    halo, hsrc, hg = rj[o], rsrc[o], g[o]
+    nl = held_u.size
+    colmap[held_u] = np.arange(nl, dtype=np.int64)
+    colmap[halo] = nl + np.arange(halo.size, dtype=np.int64)
+    lcol = colmap[c]
+    if row_nnz is not None:
+        rl = np.ascontiguousarray(row_list, dtype=np.int64)
+        indptr = np.zeros(rl.size + 1, dtype=np.int64)
+        np.cumsum(row_nnz[rl], out=indptr[1:])
+    else:
+        if row_list is None:
+            rl = _distinct_cols(r, seen)
+            colmap[rl] = np.arange(rl.size, dtype=np.int64)
+            lr = colmap[r]
+        else:
+            rl = np.ascontiguousarray(row_list, dtype=np.int64)
+            lr = row_pos[r]
+        indptr = np.zeros(rl.size + 1, dtype=np.int64)
+        np.cumsum(np.bincount(lr, minlength=rl.size), out=indptr[1:])
+    out = {prefix + "row_ids": rl, prefix + "halo_ids": halo, prefix + "indptr": indptr,
+           prefix + "indices": lcol, prefix + "recv_counts": np.bincount(hg, minlength=G).astype(np.int64)}
+    if d is not None:
+        out[prefix + "data"] = d
+    return out, hsrc, halo
 
 
 def segments(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:

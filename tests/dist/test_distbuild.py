@@ -146,13 +146,68 @@ def test_directed_weighted_one_process_and_forced_backward(tmp_path):
     _assert_same_dir(ref, tmp_path / "d.plan")
 
 
+def _weighted_directed(scale: int, seed: int):
+    """An R-MAT graph with its edges' directions scrambled and random weights."""
+    from partplan import Graph
+    from partplan.datasets.generators import rmat
+    g = rmat(scale, 6, seed=seed)
+    rng = np.random.default_rng(seed)
+    return Graph.from_edges(g.rows, (g.indices * 7 + 3) % g.n, n=g.n,
+                            weights=rng.integers(1, 9, g.nnz) / 4.0)
+
+
+def _check_layout(g, layout, k, nprocs_list, tmp_path, seed=0, **kw):
+    """build_plan + write_plan of ``layout`` against the distributed build with each N."""
+    from partplan.layouts import parse_layout
+    b = parse_layout(layout, k).row_blocks
+    part = np.random.default_rng(seed).integers(0, b, g.n)
+    gp = write_chunked(g, tmp_path / "g.chunked", chunks=3)
+    ref = write_plan(build_plan(g, part, k, layout=layout, f=16, **kw), tmp_path / "ref.plan", created=False)
+    for nprocs in nprocs_list:
+        out = tmp_path / f"dist{nprocs}.plan"
+        if nprocs == 1:
+            res = build_plan_distributed(gp, part, k, out, comm=SelfComm(), layout=layout, f=16, created=False, **kw)
+        else:
+            res = launch_local(gp, part, k, out, nprocs=nprocs, layout=layout, f=16, created=False, timeout_s=240,
+                               **kw)
+        _assert_same_dir(ref, Path(res["plan"]))
+        assert res["processes"] == nprocs and res["ranks"] == k
+        runs = [r["parts"] for r in res["per_rank"]]     # contiguous runs of plan ranks covering 0..k-1
+        assert runs[0][0] == 0 and runs[-1][1] == k and all(runs[i][1] == runs[i + 1][0] for i in range(nprocs - 1))
+        assert [s["stage"] for s in res["stages"]][:6] == ["read", "lookup", "shuffle", "columns", "backward", "write"]
+    return json.loads((tmp_path / "ref.plan" / "manifest.json").read_text())
+
+
+@pytest.mark.parametrize("layout,k", [("1.5d:2", 4), ("1.5d:3", 6), ("1.5d:1", 3), ("2d:2x2", 4), ("2d:3x2", 6),
+                                      ("2d:1x3", 3), ("2d:2x1", 2)])
+def test_split_layouts_byte_identical_in_process(tmp_path, layout, k):
+    """1.5D and 2D by one process (N = 1), on a symmetric golden graph (backward = forward) and a directed
+    weighted R-MAT (separate backward program from A^T, values shuffled with their nonzeros)."""
+    (tmp_path / "sym").mkdir()
+    (tmp_path / "dir").mkdir()
+    m = _check_layout(_graphs()["grid4x4"], layout, k, [1], tmp_path / "sym", seed=1)
+    assert m["backward"] == "same-as-forward"
+    m = _check_layout(_weighted_directed(8, 2), layout, k, [1], tmp_path / "dir", seed=2)
+    assert m["backward"] == "separate" and m["layout"].startswith(layout.split(":")[0])
+
+
+@pytest.mark.parametrize("layout,k,nprocs", [("1.5d:2", 4, 2), ("2d:2x2", 4, 2), ("1.5d:2", 8, 3), ("2d:2x4", 8, 3)])
+def test_split_layouts_byte_identical_on_gloo(tmp_path, layout, k, nprocs):
+    """1.5D and 2D at p = 4 by 2 gloo processes and at p = 8 by 3 (several row blocks per process):
+    byte for byte the one-process plan of a directed weighted graph."""
+    _check_layout(_weighted_directed(9, 3), layout, k, [nprocs], tmp_path, seed=3)
+
+
 def test_refusals(tmp_path):
     g = _graphs()["grid4x4"]
     gp = write_chunked(g, tmp_path / "g.chunked", chunks=2)
-    with pytest.raises(PlanError, match="layout 1d only"):
-        build_plan_distributed(gp, np.zeros(g.n, int), 1, tmp_path / "x.plan", comm=SelfComm(), layout="2d:1x1")
-    with pytest.raises(PlanError, match=r"3 processes for a plan of 2 ranks.*processes <= ranks"):
+    with pytest.raises(PlanError, match="covers layouts 1d, 1.5d and 2d, not routed"):
+        build_plan_distributed(gp, np.zeros(g.n, int), 2, tmp_path / "x.plan", comm=SelfComm(),
+                               layout="routed:domain:1")
+    with pytest.raises(PlanError, match=r"3 processes for a plan of 2 row blocks.*processes <= row blocks"):
         launch_local(gp, np.zeros(g.n, int), 2, tmp_path / "x.plan", nprocs=3)   # before any start
+    with pytest.raises(PlanError, match=r"3 processes for a plan of 2 row blocks \(4 ranks\)"):
+        launch_local(gp, np.zeros(g.n, int), 4, tmp_path / "x.plan", nprocs=3, layout="1.5d:2")
 
     class TwoComm(LocalComm):          # a 2-process communicator seen from rank 0
         def __init__(self):
@@ -161,7 +216,7 @@ def test_refusals(tmp_path):
 
         def allgather_object(self, obj):
             return [obj, obj]
-    with pytest.raises(PlanError, match=r"2 processes for k = 1 ranks"):
+    with pytest.raises(PlanError, match=r"2 processes for 1 row blocks"):
         build_plan_distributed(gp, np.zeros(g.n, int), 1, tmp_path / "x.plan", comm=TwoComm())
     with pytest.raises(PlanError, match="part id 5 outside"):
         build_plan_distributed(gp, np.full(g.n, 5), 1, tmp_path / "x.plan", comm=SelfComm())
@@ -234,10 +289,13 @@ def test_cli_chunked_convert_generate_and_plan_nprocs(tmp_path, monkeypatch, cap
     ms, md = (json.loads((tmp_path / d / "manifest.json").read_text()) for d in ("s.plan", "d.plan"))
     ms.pop("created", None), md.pop("created", None)
     assert ms == md
-    for args, msg in ((("r9c", "--nprocs", 2, "--layout", "2d:1x2"), "1d plans only"),
+    for args, msg in ((("r9c", "--nprocs", 2, "--layout", "routed:domain:1"), "1d, 1.5d and 2d plans"),
                       (("r9.npz", "--nprocs", 2), "chunked graph directory"),
-                      (("r9c", "--nprocs", 4), "--nprocs 4 exceeds the plan's ranks (3 = max part id + 1)"),
-                      (("r9c", "--nprocs", 5, "-k", 4), "--nprocs 5 exceeds the plan's ranks (4 from -k)")):
+                      (("r9c", "--nprocs", 4), "--nprocs 4 exceeds the plan's row blocks (3 for layout 1d on 3 ranks)"),
+                      (("r9c", "--nprocs", 5, "-k", 4), "--nprocs 5 exceeds the plan's row blocks (4 for layout 1d on 4 "
+                                                        "ranks from -k)"),
+                      (("r9c", "--nprocs", 4, "--layout", "1.5d:2"), "--nprocs 4 exceeds the plan's row blocks (3 for layout "
+                                                                      "1.5d:2 on 6 ranks)")):
         r = cli("plan", *args[:1], "--partition", "p.npy", "-o", "x.plan", *args[1:])
         assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr
         assert not (tmp_path / "x.plan").exists()

@@ -1,0 +1,167 @@
+"""The distributed plan build of the layouts that split nonzeros by both
+ends — 1.5D (``1.5d:c``) and 2D (``2d:RxC``): the computations of one
+process, on the arrays it holds or received; the ``plan-build`` job
+(:mod:`partplan.jobs.build`) drives the exchanges. Output: the plan
+directory :func:`partplan.plan.build_plan` + :func:`partplan.plan.write_plan`
+write for that graph, partition and layout, byte for byte.
+
+Where :mod:`partplan.plan.distbuild` (1D) moves whole rows to their part's
+process, a rank of these layouts multiplies the nonzeros ``a_ij`` whose row
+block *and* column block select it (:meth:`Layout.nz_rank
+<partplan.layouts.onehalfd.OneHalfD.nz_rank>`), so nonzeros move one by one:
+
+1. **read** — rows ``[lo, hi)`` of the chunked graph and ``part[lo:hi]``
+   (:func:`partplan.plan.distbuild.read_stage`).
+2. **columns** — ``part[j]`` of the distinct columns, asked from the
+   processes holding those rows.
+3. **shuffle** — every process builds the plan ranks of a contiguous run of
+   row blocks (:func:`~partplan.plan.distbuild.part_bounds`, balanced by
+   rows + nonzeros); the ids of each block's rows go to its process, and
+   every nonzero ``(i, j, part[i]·b + part[j], a_ij)`` to the process of the
+   rank that multiplies it, where a sort by (rank, i, j) puts each rank's
+   nonzeros in global CSR order.
+4. **programs** — each rank's side of the exchange from its nonzeros alone
+   (:func:`partplan.program.exchange.receive_side`, the single-process
+   builder's own code); its halo rows are asked from their source ranks,
+   whose (requester, id)-sorted requests are their send lists; 2D ranks then
+   send their partial rows' ids to the rows' owners (the fold,
+   :meth:`~partplan.layouts.twod.TwoD.fold_send`), which order what arrives by
+   (sender, id). The backward program is the same on the transposed
+   nonzeros ``(j, i)``, when A ≠ A^T (pattern or values, decided by keyed
+   hash sums as in the 1D build).
+5. **write** — each process writes its ranks' shards; process 0 adds the
+   manifest (counts gathered from every rank) and ``partition.arrow``.
+
+Loops run over a process's ranks, never over vertices or edges. Memory per
+process: its nonzeros as int64 triples (24 bytes each, plus 8 for values)
+and a few length-n scratch arrays.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import PlanError
+from ..program.core import Program, matrix_to_pairs
+from ..layouts.base import exchange_steps
+from ..program.exchange import receive_side, sort_small
+from ..program.steps import STEPS
+
+
+def block_weights(part_slice: np.ndarray, deg: np.ndarray, b: int) -> np.ndarray:
+    """int64[b]: rows + nonzeros of each row block among this process's rows."""
+    return (np.bincount(part_slice, minlength=b).astype(np.int64) +
+            np.bincount(part_slice, weights=deg, minlength=b).astype(np.int64))
+
+
+def rank_process(lay, proc_of_block: np.ndarray) -> np.ndarray:
+    """int64[p]: the process that builds each plan rank (its held block's)."""
+    return proc_of_block[np.array([lay.held_block(r) for r in range(lay.ranks)], dtype=np.int64)]
+
+
+def nonzero_sends(lay, rows: np.ndarray, cols: np.ndarray, prow: np.ndarray, pcol: np.ndarray,
+                  proc_of_rank: np.ndarray, nprocs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(``triples`` int64[m, 3] of (row, column, part[row]·b + part[column])
+    grouped by destination process, ``order`` the same grouping of the
+    nonzeros (for their values), ``counts`` per process)."""
+    b = lay.row_blocks
+    dest = proc_of_rank[lay.nz_rank(prow, pcol)]
+    o = sort_small(dest, nprocs)
+    trip = np.stack([rows[o], cols[o].astype(np.int64), prow[o] * b + pcol[o]], axis=1)
+    return trip, o, np.bincount(dest, minlength=nprocs).astype(np.int64)
+
+
+class RankNonzeros:
+    """The nonzeros this process received, sorted by (rank, row, column) =
+    global CSR order inside each rank; :meth:`of` gives one rank's."""
+
+    def __init__(self, lay, trip: np.ndarray, data: np.ndarray | None, r_lo: int, r_hi: int):
+        b = lay.row_blocks
+        pi, pj = trip[:, 2] // b, trip[:, 2] % b
+        unit = lay.nz_rank(pi, pj)
+        o = np.lexsort((trip[:, 1], trip[:, 0], unit))
+        self.rows, self.cols, self.pi, self.pj = trip[o, 0], trip[o, 1], pi[o], pj[o]
+        self.data = None if data is None else data[o]
+        self.bounds = np.searchsorted(unit[o], np.arange(r_lo, r_hi + 1))
+        self.r_lo = r_lo
+
+    def of(self, u: int) -> dict:
+        a, e = int(self.bounds[u - self.r_lo]), int(self.bounds[u - self.r_lo + 1])
+        return {"rows": self.rows[a:e], "cols": self.cols[a:e], "pi": self.pi[a:e], "pj": self.pj[a:e],
+                "data": None if self.data is None else self.data[a:e]}
+
+
+class Scratch:
+    """Length-n work arrays of one process (reused rank after rank)."""
+
+    def __init__(self, n: int):
+        self.seen = np.zeros(n, dtype=bool)
+        self.colmap = np.zeros(n, dtype=np.int64)
+        self.rowpos = np.zeros(n, dtype=np.int64)
+        self.pmap = np.zeros(n, dtype=np.int64)
+
+
+def receive(lay, u: int, nz: dict, held_u: np.ndarray, s: Scratch) -> tuple[dict, np.ndarray, np.ndarray]:
+    """Rank u's exchange arrays less the send side (:func:`receive_side`
+    with the layout's rules), the source rank and id of each halo row."""
+    grank, G, _ = lay.a2a()
+    s.pmap[nz["cols"]] = nz["pj"]
+    pmap = s.pmap
+
+    def src_of(uu, need):
+        return lay.h_source(uu, pmap[need])
+    row_list = row_pos = None
+    if lay.local_rows_held:
+        row_list = held_u
+        s.rowpos[held_u] = np.arange(held_u.size, dtype=np.int64)
+        row_pos = s.rowpos
+    return receive_side(u, nz["cols"], nz["rows"], nz["data"], src_of, held_u, grank, G, s.seen, s.colmap,
+                        row_list=row_list, row_pos=row_pos)
+
+
+def keyed_pairs(dst: np.ndarray, src_rank: int, ids: np.ndarray, p: int) -> np.ndarray:
+    """int64[m, 2] of (dst·p + src_rank, id): requests from rank ``src_rank``."""
+    return np.stack([dst.astype(np.int64) * p + src_rank, ids.astype(np.int64)], axis=1)
+
+
+def route(pairs: list[np.ndarray], proc_of_rank: np.ndarray, p: int, nprocs: int
+          ) -> tuple[np.ndarray, np.ndarray]:
+    """(the keyed pairs grouped by the process of their destination rank, counts per process)."""
+    allp = np.concatenate(pairs) if pairs else np.zeros((0, 2), np.int64)
+    dest = proc_of_rank[allp[:, 0] // p]
+    o = sort_small(dest, nprocs)
+    return allp[o], np.bincount(dest, minlength=nprocs).astype(np.int64)
+
+
+def arrivals(got: np.ndarray, r: int, p: int) -> tuple[np.ndarray, np.ndarray]:
+    """(sender ranks, ids) of the pairs addressed to rank r, sorted by (sender, id)."""
+    sel = got[(got[:, 0] >= r * p) & (got[:, 0] < (r + 1) * p)]
+    o = np.lexsort((sel[:, 1], sel[:, 0]))
+    return sel[o, 0] - r * p, sel[o, 1]
+
+
+def program(lay, prefix: str, u: int, ex: dict, held_u: np.ndarray, fold: dict | None) -> Program:
+    """Rank u's program (one-rank :class:`Program`) with the layout's steps."""
+    prog = Program.empty(prefix, 1)
+    prog.set_io([held_u], [held_u])
+    exchange_steps(prog, [ex], [held_u], "col", out="partial" if lay.fold else "out")
+    if lay.fold:
+        lay.fold_steps(prog, [fold["send"]], [fold["recv_counts"]], [fold["recv_ids"]], [fold["recv_pos"]],
+                       [held_u.size])
+    else:
+        lay.finish(prog, [u])
+    return prog
+
+
+def programs_json(prog: Program, matrices: list[np.ndarray]) -> dict:
+    """The manifest's view of a program: its steps, each pair-counting step
+    given the next of ``matrices`` (global rank × rank rows moved)."""
+    steps, it = [], iter(matrices)
+    for st in prog.steps:
+        st = dict(st)
+        if STEPS[st["op"]].pairs:
+            m = next(it, None)
+            if m is None:
+                raise PlanError("internal error: more counting steps than count matrices")
+            st["pairs"] = matrix_to_pairs(m)
+        steps.append(st)
+    return {"prefix": prog.prefix, "steps": steps}
