@@ -259,21 +259,19 @@ def _build_nonzeros(comm, st, r: dict, graph_path, partition, out, f, dtype, met
     st.start("lookup")
     indptr, part_slice, lo, hi = r.pop("indptr"), r["part"], r["lo"], r["hi"]
     deg = np.diff(indptr)
-    indices = r.pop("indices")
-    need = D.distinct(indices, n)
+    cols = r.pop("indices")
+    need = D.distinct(cols, n)
     asked, asked_counts = comm.exchange_rows(need, D.lookup_counts(need, r["bounds"], N), "part lookup")
     part_need, _ = comm.exchange_rows(D.lookup_answer(asked, part_slice, lo), asked_counts, "part lookup")
     del asked
-    cols = indices.astype(np.int64)
-    pcol = part_need[np.searchsorted(need, cols)]
+    idt = L.id_dtype(n, b)
+    pcol = part_need[np.searchsorted(need, cols)].astype(idt)
     del need, part_need
-    rows = np.repeat(np.arange(lo, hi, dtype=np.int64), deg)
-    prow = np.repeat(part_slice, deg)
     sym_pattern, same = D.symmetry(comm.allgather_object(
-        D.hash_sums(np.arange(lo, hi, dtype=np.int64), indptr, indices, r["data"])), info.weighted)
-    del indices
+        D.hash_sums(np.arange(lo, hi, dtype=np.int64), indptr, cols, r["data"])), info.weighted)
     if backward is None:
         backward = not same
+    del indptr
     st.stop()
     st.start("shuffle")
     w = L.block_weights(part_slice, deg, b)
@@ -290,30 +288,41 @@ def _build_nonzeros(comm, st, r: dict, graph_path, partition, out, f, dtype, met
     ob = D.sort_small(got[:, 1] - b_lo, b_hi - b_lo)
     held_ids = got[ob, 0]
     hb = np.searchsorted(got[ob, 1], np.arange(b_lo, b_hi + 1))
-    del got, ob
+    del got, ob, hdest, o
+    rows = np.repeat(np.arange(lo, hi, dtype=idt), deg)
+    prow = np.repeat(part_slice.astype(idt), deg)
+    del deg
 
     def held(q):
         blk = lay.held_block(q) - b_lo
         return held_ids[hb[blk]:hb[blk + 1]]
 
     def ship(i, j, pi, pj):
-        trip, order, counts = L.nonzero_sends(lay, i, j, pi, pj, proc_of_rank, N)
+        trip, order, counts = L.nonzero_sends(lay, i, j, pi, pj, proc_of_rank, N, idt)
         got, _ = comm.exchange_rows(trip, counts, "nonzero shuffle")
         del trip
         vals = comm.exchange_rows(r["data"][order], counts, "value shuffle")[0] if info.weighted else None
+        del order
         return L.RankNonzeros(lay, got, vals, *qr)
-    fnz = ship(rows, cols, prow, pcol)
-    bnz = ship(cols, rows, pcol, prow) if backward else None
-    del rows, cols, prow, pcol, r["data"]
+    nz = ship(rows, cols, prow, pcol)
+    if not backward:
+        del rows, cols, prow, pcol
+        r["data"] = None
     st.stop()
     scratch = L.Scratch(n)
     st.start("columns")
-    fres = _nz_programs(comm, lay, "fwd", fnz, held, qr, proc_of_rank, scratch)
-    del fnz
+    fres = _nz_programs(comm, lay, "fwd", nz, held, qr, proc_of_rank, scratch)
+    del nz
     st.stop()
     st.start("backward")
-    bres = None if bnz is None else _nz_programs(comm, lay, "bwd", bnz, held, qr, proc_of_rank, scratch)
-    del bnz, scratch
+    bres = None
+    if backward:        # A^T's nonzeros (j, i) shipped once the forward ones are gone
+        nz = ship(cols, rows, pcol, prow)
+        del rows, cols, prow, pcol
+        r["data"] = None
+        bres = _nz_programs(comm, lay, "bwd", nz, held, qr, proc_of_rank, scratch)
+        del nz
+    del scratch
     st.stop()
     st.start("write")
     block_sizes = np.zeros(b, dtype=np.int64)

@@ -33,8 +33,9 @@ block *and* column block select it (:meth:`Layout.nz_rank
    manifest (counts gathered from every rank) and ``partition.arrow``.
 
 Loops run over a process's ranks, never over vertices or edges. Memory per
-process: its nonzeros as int64 triples (24 bytes each, plus 8 for values)
-and a few length-n scratch arrays.
+process: its nonzeros as triples (12 bytes each when ids and keys fit int32,
+else 24; plus 8 for values), the forward and the backward nonzeros never at
+once, and a few length-n scratch arrays.
 """
 from __future__ import annotations
 
@@ -58,16 +59,29 @@ def rank_process(lay, proc_of_block: np.ndarray) -> np.ndarray:
     return proc_of_block[np.array([lay.held_block(r) for r in range(lay.ranks)], dtype=np.int64)]
 
 
+def id_dtype(n: int, b: int) -> np.dtype:
+    """The integer type of the shuffled triples: int32 when vertex ids and
+    the keys part[i]·b + part[j] fit it, else int64."""
+    return np.dtype(np.int32) if n < (1 << 31) and b * b < (1 << 31) else np.dtype(np.int64)
+
+
 def nonzero_sends(lay, rows: np.ndarray, cols: np.ndarray, prow: np.ndarray, pcol: np.ndarray,
-                  proc_of_rank: np.ndarray, nprocs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(``triples`` int64[m, 3] of (row, column, part[row]·b + part[column])
-    grouped by destination process, ``order`` the same grouping of the
-    nonzeros (for their values), ``counts`` per process)."""
+                  proc_of_rank: np.ndarray, nprocs: int, dtype: np.dtype
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(``triples`` [m, 3] of (row, column, part[row]·b + part[column]) of
+    type ``dtype``, grouped by the process of the rank that multiplies the
+    nonzero; ``order``, the same grouping of the nonzeros (for their values);
+    ``counts`` per process). For A^T pass the columns as ``rows``."""
     b = lay.row_blocks
-    dest = proc_of_rank[lay.nz_rank(prow, pcol)]
+    dest = proc_of_rank[lay.nz_rank(prow.astype(np.int64), pcol.astype(np.int64))]
     o = sort_small(dest, nprocs)
-    trip = np.stack([rows[o], cols[o].astype(np.int64), prow[o] * b + pcol[o]], axis=1)
-    return trip, o, np.bincount(dest, minlength=nprocs).astype(np.int64)
+    counts = np.bincount(dest, minlength=nprocs).astype(np.int64)
+    del dest
+    trip = np.empty((o.size, 3), dtype=dtype)
+    trip[:, 0] = rows[o]
+    trip[:, 1] = cols[o]
+    trip[:, 2] = prow[o].astype(dtype) * b + pcol[o]
+    return trip, o, counts
 
 
 class RankNonzeros:
@@ -75,18 +89,21 @@ class RankNonzeros:
     global CSR order inside each rank; :meth:`of` gives one rank's."""
 
     def __init__(self, lay, trip: np.ndarray, data: np.ndarray | None, r_lo: int, r_hi: int):
-        b = lay.row_blocks
-        pi, pj = trip[:, 2] // b, trip[:, 2] % b
-        unit = lay.nz_rank(pi, pj)
+        self.b = b = lay.row_blocks
+        key = trip[:, 2].astype(np.int64)
+        unit = lay.nz_rank(key // b, key % b)
+        del key
         o = np.lexsort((trip[:, 1], trip[:, 0], unit))
-        self.rows, self.cols, self.pi, self.pj = trip[o, 0], trip[o, 1], pi[o], pj[o]
-        self.data = None if data is None else data[o]
         self.bounds = np.searchsorted(unit[o], np.arange(r_lo, r_hi + 1))
+        del unit
+        self.rows, self.cols, self.key = trip[o, 0], trip[o, 1], trip[o, 2]
+        self.data = None if data is None else data[o]
         self.r_lo = r_lo
 
     def of(self, u: int) -> dict:
         a, e = int(self.bounds[u - self.r_lo]), int(self.bounds[u - self.r_lo + 1])
-        return {"rows": self.rows[a:e], "cols": self.cols[a:e], "pi": self.pi[a:e], "pj": self.pj[a:e],
+        key = self.key[a:e].astype(np.int64)
+        return {"rows": self.rows[a:e], "cols": self.cols[a:e], "pi": key // self.b, "pj": key % self.b,
                 "data": None if self.data is None else self.data[a:e]}
 
 
