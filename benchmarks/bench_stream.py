@@ -2,7 +2,7 @@
 
 For each graph (R-MAT scales, a 2D mesh), written as a chunked graph
 directory first, each method runs in its own fresh subprocess, so that its
-peak RSS (VmHWM, :func:`partplan._memory.peak_rss_bytes`) above the
+peak RSS (VmHWM, :func:`partplan._process.peak_rss_bytes`) above the
 process's baseline (VmRSS after the imports and, for the streaming runs, after loading the
 compiled kernel on a 2-vertex graph: the numba/LLVM runtime, ~40 MiB, a fixed
 cost reported as ``kernel_load_rss``) is its own:
@@ -38,7 +38,7 @@ METHODS = ("hash", "stream1", "stream3", "ldg3", "metis")
 
 
 def worker(method: str, path: str, k: int, out: str) -> None:
-    from partplan._memory import current_rss_bytes, peak_rss_bytes
+    from partplan._process import current_rss_bytes, peak_rss_bytes
     from partplan.partition import stream as _stream  # noqa: F401  (imports + numba, part of the baseline)
     if method == "metis":
         import pymetis  # noqa: F401

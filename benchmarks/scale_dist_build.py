@@ -36,7 +36,7 @@ import numpy as np
 SINGLE = r"""
 import json, sys, time
 import numpy as np
-from partplan.plan.distbuild import Stages
+from partplan._process import Stages
 from partplan.io.chunked import read_chunked
 from partplan.plan import build_plan, write_plan
 graph, part, k, out, res, layout = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6]

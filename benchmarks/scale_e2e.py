@@ -62,13 +62,13 @@ class Stages:
     """Wall time (s) and peak RSS (bytes, VmHWM of this process) per stage."""
 
     def __init__(self):
-        from partplan._memory import current_rss_bytes, reset_peak as _reset_peak
+        from partplan._process import current_rss_bytes, reset_peak as _reset_peak
         self.rows: list[dict] = []
         self.baseline = current_rss_bytes()
         self.resettable = _reset_peak()
 
     def run(self, name: str, fn, *a, **kw):
-        from partplan._memory import peak_rss_bytes, reset_peak as _reset_peak
+        from partplan._process import peak_rss_bytes, reset_peak as _reset_peak
         if self.resettable:
             _reset_peak()
         t = time.perf_counter()

@@ -464,6 +464,60 @@ def chunk_bounds_by_nnz(indptr: np.ndarray, chunks: int) -> np.ndarray:
     return np.maximum.accumulate(b)
 
 
+def chunk_split(chunk_nnz: np.ndarray, rows: np.ndarray, nprocs: int) -> np.ndarray:
+    """int64[nprocs + 1]: the first chunk of each of ``nprocs`` processes —
+    contiguous runs balanced by nonzeros + rows, every process at least one
+    chunk (needs at least ``nprocs`` chunks)."""
+    c = chunk_nnz.size
+    w = np.cumsum(chunk_nnz.astype(np.float64) + rows)
+    cut = np.searchsorted(w, w[-1] * np.arange(1, nprocs) / nprocs, side="left") + 1 if c else np.zeros(0, int)
+    j = np.arange(1, nprocs)
+    cut = np.clip(cut, j, c - nprocs + j)
+    cut = np.maximum.accumulate(cut - j) + j   # strictly increasing: every process at least one chunk
+    return np.concatenate(([0], cut, [c])).astype(np.int64)
+
+
+def process_rows(info: ChunkInfo, nprocs: int) -> np.ndarray:
+    """int64[nprocs + 1]: the rows ``[b[u], b[u+1])`` process u of ``nprocs``
+    reads — whole chunks (:func:`chunk_split`) when there are at least
+    ``nprocs`` chunks, equal row ranges otherwise. The distributed plan build
+    and the MPI partitioner read their graphs this way."""
+    if len(info.chunks) >= nprocs:
+        return info.row_bounds[chunk_split(info.chunk_nnz, np.diff(info.row_bounds), nprocs)].astype(np.int64)
+    return (np.arange(nprocs + 1, dtype=np.int64) * info.n) // nprocs
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finalizer on uint64 (wrapping arithmetic)."""
+    x = x ^ (x >> np.uint64(30))
+    x = x * np.uint64(0xBF58476D1CE4E5B9)
+    x = x ^ (x >> np.uint64(27))
+    x = x * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def symmetry_hash_sums(i: np.ndarray, j: np.ndarray, w: np.ndarray | None) -> list[int]:
+    """Whether a graph read in slices equals its transpose, without building
+    it: ``[Σ h1(i,j), Σ h2(i,j), Σ h1(j,i), Σ h2(j,i)]`` mod 2**64 over the
+    nonzeros (i, j), then the same four with the value bits of ``w`` mixed
+    in (8 Python ints). Sums are order-independent, so processes add theirs
+    (mod 2**64); the pattern is symmetric when items 0-1 equal items 2-3, the
+    values too when items 4-5 equal 6-7 (a false "equal" needs a 2^-128
+    collision). Keyed by two fixed seeds."""
+    out = []
+    with np.errstate(over="ignore"):
+        iu, ju = i.astype(np.uint64), j.astype(np.uint64)
+        wb = None if w is None else np.ascontiguousarray(w, dtype=np.float64).view(np.uint64)
+        for with_w in (False, True):
+            for a, b in ((iu, ju), (ju, iu)):
+                for seed in (0x9E3779B97F4A7C15, 0xD1B54A32D192ED03):
+                    h = _mix(_mix(a ^ np.uint64(seed)) + b)
+                    if with_w and wb is not None:
+                        h = _mix(h + wb)
+                    out.append(int(h.sum(dtype=np.uint64)))
+    return out
+
+
 def write_chunked(graph: Graph, path, chunks: int = 4, *, index_dtype: str = "int64") -> Path:
     """Write ``graph`` as a chunked graph directory of ``chunks`` row chunks
     (about equal nonzeros each); atomic (temporary directory + rename).
@@ -484,4 +538,5 @@ def write_chunked(graph: Graph, path, chunks: int = 4, *, index_dtype: str = "in
 
 
 __all__ = ["ChunkInfo", "ChunkMeta", "CSRRows", "chunk_info", "read_chunk_rows", "read_chunked",
-           "write_chunked", "chunked_fingerprint", "is_chunked", "ChunkedWriter", "chunk_bounds_by_nnz"]
+           "write_chunked", "chunked_fingerprint", "is_chunked", "ChunkedWriter", "chunk_bounds_by_nnz",
+           "chunk_split", "process_rows", "symmetry_hash_sums"]

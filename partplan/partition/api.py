@@ -56,7 +56,7 @@ from .request import DEFAULT_OBJECTIVE, MODELS, OWNERSHIP, resolve  # noqa: F401
 from . import stages
 from .stages import EXPLICIT_REFINE_WORK, LP_OWNERSHIP_MAX_BLOCKS  # noqa: F401  (documented here)
 from .._atomic import atomic_path
-from .._memory import peak_rss_bytes
+from .._process import peak_rss_bytes
 from .heartbeat import HEARTBEAT_EVERY_S, HEARTBEAT_FIRST_S, _heartbeat  # noqa: F401  (re-exported)
 
 # derived from the backend registry (partplan.partition.backends.REGISTRY), the one list of engines

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._stdio import engine_output_to_stderr
+from .._process import engine_output_to_stderr
 from ..errors import BackendUnavailableError, PartitionError
 from ..graph import Graph
 from ..hypergraph import Hypergraph

@@ -250,7 +250,7 @@ def stream_partition(path_or_graph, k, *, eps=0.03, method="fennel", passes=1, s
     passes, seed, balance, order, block_rows) — one, naming the field, before
     any pass — and GraphFormatError for a malformed chunked graph.
     """
-    from .._memory import current_rss_bytes, peak_rss_bytes
+    from .._process import current_rss_bytes, peak_rss_bytes
 
     if not isinstance(method, str) or method not in METHODS:
         raise OptionError(f"method must be one of {', '.join(METHODS)}, got {method!r}")

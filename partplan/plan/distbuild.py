@@ -69,45 +69,19 @@ processes (N ≤ k) on a small machine.
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import PartitionError, PlanError
-from ..io.chunked import ChunkInfo, chunk_info, read_chunk_rows
+from ..io.chunked import ChunkInfo, chunk_info, process_rows, read_chunk_rows, symmetry_hash_sums
 from ..metrics.cost import dtype_bytes
 from ..metrics.stats import CommStats
 from ..program.core import Program, matrix_to_pairs
 from ..program.exchange import perm_by, segments, sort_small
 from ..program.plan import RankPlan
 from ..program.schema import FORMAT, FORMAT_VERSION
-from .._memory import current_rss_bytes, peak_rss_bytes  # noqa: F401 (the benchmarks read them here)
-from .._memory import reset_peak as _reset_peak
-
-
-# ----------------------------------------------------------------------------- memory
-class Stages:
-    """Wall time and peak RSS of each stage of this process."""
-
-    def __init__(self):
-        self.rows: list[dict] = []
-        self.baseline = current_rss_bytes()   # interpreter + numpy/torch/gloo before any graph data
-        self.resettable = _reset_peak()
-        self.t = time.perf_counter()
-        self.name = None
-
-    def start(self, name: str) -> None:
-        if self.resettable:
-            _reset_peak()
-        self.name, self.t = name, time.perf_counter()
-
-    def stop(self) -> None:
-        self.rows.append({"stage": self.name, "seconds": round(time.perf_counter() - self.t, 4),
-                          "peak_rss_bytes": peak_rss_bytes()})
-
-
-_Stages = Stages  # the benchmarks' name
+from .._process import Stages  # noqa: F401 (the plan-build job's stage reports)
 
 
 def first_error(errs: list) -> str | None:
@@ -123,33 +97,6 @@ def first_error(errs: list) -> str | None:
 
 # ----------------------------------------------------------------------------- helpers
 _HASH_BLOCK = 1 << 18   # nonzeros hashed at a time
-
-
-def _mix(x: np.ndarray) -> np.ndarray:
-    """splitmix64 finalizer on uint64 (wrapping arithmetic)."""
-    x = x ^ (x >> np.uint64(30))
-    x = x * np.uint64(0xBF58476D1CE4E5B9)
-    x = x ^ (x >> np.uint64(27))
-    x = x * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
-
-
-def _pair_hash_sums(i: np.ndarray, j: np.ndarray, w: np.ndarray | None) -> list[int]:
-    """[Σ h1(i,j), Σ h2(i,j), Σ h1(j,i), Σ h2(j,i)] mod 2**64, and the same
-    four with the value bits of w mixed in (8 Python ints). Keyed by two fixed
-    seeds; sums are order-independent, so ranks add theirs."""
-    out = []
-    with np.errstate(over="ignore"):
-        iu, ju = i.astype(np.uint64), j.astype(np.uint64)
-        wb = None if w is None else w.view(np.uint64)
-        for with_w in (False, True):
-            for a, b in ((iu, ju), (ju, iu)):
-                for seed in (0x9E3779B97F4A7C15, 0xD1B54A32D192ED03):
-                    h = _mix(_mix(a ^ np.uint64(seed)) + b)
-                    if with_w and wb is not None:
-                        h = _mix(h + wb)
-                    out.append(int(h.sum(dtype=np.uint64)))
-    return out
 
 
 _GATHER_BLOCK = 1 << 20   # nonzeros gathered at a time (bounds the int64 positions)
@@ -226,19 +173,6 @@ def _read_rows(graph_path, info: ChunkInfo, lo: int, hi: int):
     if at != total:
         raise PlanError(f"internal: rows [{lo}, {hi}) hold {at} nonzeros, their indptr says {total}")
     return indptr, indices, data
-
-
-def _process_rows(info: ChunkInfo, p: int) -> np.ndarray:
-    """int64[p + 1]: row boundaries of the processes — whole chunks, balanced
-    by nonzeros when there are at least p chunks; equal row ranges otherwise."""
-    if len(info.chunks) >= p:
-        cum = np.concatenate([[0], np.cumsum(info.chunk_nnz)])
-        tgt = np.arange(p + 1, dtype=np.float64) * info.nnz / p
-        ci = np.clip(np.searchsorted(cum, tgt, side="left"), 0, len(info.chunks))
-        ci[0], ci[-1] = 0, len(info.chunks)
-        ci = np.maximum.accumulate(ci)
-        return info.row_bounds[ci]
-    return (np.arange(p + 1, dtype=np.int64) * info.n) // p
 
 
 def read_part_slice(partition, n: int, k: int, lo: int, hi: int) -> np.ndarray:
@@ -434,7 +368,7 @@ def read_stage(graph_path, partition, layout, k, f, dtype, u: int, p: int) -> di
     info = chunk_info(graph_path)
     if b > info.n:
         raise PartitionError(f"{b} row blocks exceed n={info.n} vertices")
-    bounds = _process_rows(info, p)
+    bounds = process_rows(info, p)
     lo, hi = int(bounds[u]), int(bounds[u + 1])
     indptr, indices, data = _read_rows(graph_path, info, lo, hi)
     part = read_part_slice(partition, info.n, b, lo, hi)
@@ -573,13 +507,13 @@ def send_lists(gk: np.ndarray, gid: np.ndarray, k: int, q_lo: int, q_hi: int
 
 # ----------------------------------------------------------------------------- 4. symmetry, A^T
 def hash_sums(in_r: np.ndarray, estart_r: np.ndarray, cols: np.ndarray, data: np.ndarray | None) -> list[int]:
-    """This process's 8 keyed hash sums (:func:`_pair_hash_sums`) over its
+    """This process's 8 keyed hash sums (:func:`~partplan.io.chunked.symmetry_hash_sums`) over its
     received nonzeros, in blocks (they bound the uint64 temporaries)."""
     mine = [0] * 8
     for a in range(0, max(cols.size, 1), _HASH_BLOCK):
         b = min(cols.size, a + _HASH_BLOCK)
         rows = _rows_of(in_r, estart_r, a, b) if b > a else np.zeros(0, np.int64)
-        blk = _pair_hash_sums(rows, cols[a:b], None if data is None else data[a:b])
+        blk = symmetry_hash_sums(rows, cols[a:b], None if data is None else data[a:b])
         mine = [(x + y) % (1 << 64) for x, y in zip(mine, blk)]
     return mine
 

@@ -22,6 +22,7 @@ import json
 import os
 import sys
 
+from .._process import die_with_parent
 from ..errors import PartplanError
 
 
@@ -40,9 +41,6 @@ def run_entry(cfg: dict):
     return run_rank(func, cfg)
 
 
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-
-
 def die_with_launcher() -> bool:
     """Ask the kernel to SIGKILL this process when its parent (the launcher)
     dies, then close the race: if the parent is already another process
@@ -52,16 +50,7 @@ def die_with_launcher() -> bool:
     want = os.environ.get("PARTPLAN_LAUNCHER_PID")
     if not want or not sys.platform.startswith("linux"):
         return False
-    import ctypes
-    import signal
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        ok = libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
-    except (OSError, AttributeError):  # pragma: no cover - no libc prctl
-        ok = False
-    if os.getppid() != int(want):
-        _exit_now(137)
-    return ok
+    return die_with_parent(int(want))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,7 +18,7 @@ from partplan.io.chunked import write_chunked
 from partplan.metrics.stats import analyze
 from partplan.partition.mpi import launch
 from partplan.partition.mpi.libs import missing
-from partplan.partition.mpi.worker import chunk_split
+from partplan.io.chunked import chunk_split
 
 
 def _need(engine: str):

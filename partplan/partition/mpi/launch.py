@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
+from ..._process import set_parent_death_signal
 from ...errors import BackendUnavailableError, PartitionError
 from ...graph import Graph
 
@@ -70,15 +70,6 @@ def _reason(lines: list[str], rc: int) -> str:
         return errs[0].split("partplan: error: ", 1)[1]
     said = [ln.strip() for ln in lines if any(ch.isalnum() for ch in ln)]
     return said[-1] if said else f"exit status {rc}"
-
-
-def _preexec():   # mpirun dies with this process (its ranks die with mpirun: worker._die_with_mpirun)
-    if sys.platform.startswith("linux"):
-        import ctypes
-        try:
-            ctypes.CDLL(None).prctl(1, int(signal.SIGKILL), 0, 0, 0)
-        except (OSError, AttributeError):   # pragma: no cover
-            pass
 
 
 def check_request(engine: str | None, nprocs: int, k: int) -> str:
@@ -159,7 +150,7 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
                                         str(work / "config.json")]
         say(f"running the partitioner ({engine}) on {nprocs} MPI processes")
         proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                errors="replace", preexec_fn=_preexec, start_new_session=False)
+                                errors="replace", preexec_fn=set_parent_death_signal, start_new_session=False)
         lines: list[str] = []
 
         def pump():   # progress lines through, the rest kept for the error message

@@ -12,37 +12,9 @@ MPI abort, so no process waits on a dead peer.
 from __future__ import annotations
 
 import json
-import os
 import sys
-import time
 
 import numpy as np
-
-
-def _die_with_mpirun() -> None:
-    """SIGKILL this process when mpirun (its parent) dies."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-    import signal
-    try:
-        ctypes.CDLL(None).prctl(1, int(signal.SIGKILL), 0, 0, 0)   # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):   # pragma: no cover
-        pass
-    if os.getppid() == 1:
-        os._exit(137)
-
-
-def chunk_split(chunk_nnz: np.ndarray, rows: np.ndarray, nprocs: int) -> np.ndarray:
-    """int64[nprocs + 1]: the first chunk of each process, contiguous runs
-    balanced by nonzeros + rows (every process gets at least one chunk)."""
-    c = chunk_nnz.size
-    w = np.cumsum(chunk_nnz.astype(np.float64) + rows)
-    cut = np.searchsorted(w, w[-1] * np.arange(1, nprocs) / nprocs, side="left") + 1 if c else np.zeros(0, int)
-    j = np.arange(1, nprocs)
-    cut = np.clip(cut, j, c - nprocs + j)
-    cut = np.maximum.accumulate(cut - j) + j   # strictly increasing: every process at least one chunk
-    return np.concatenate(([0], cut, [c])).astype(np.int64)
 
 
 def _transpose(comm, bounds, lo, hi, indptr, indices):
@@ -62,60 +34,37 @@ def _transpose(comm, bounds, lo, hi, indptr, indices):
 
 
 def _symmetric(comm, lo, indptr, indices, block: int = 1 << 22) -> bool:
-    """True when the pattern equals its transpose (a hash of (u, v) summed
-    over all nonzeros equals that of (v, u); a different pattern is missed with
-    probability about 2**-64). Memory: O(block) beyond the rows."""
-    from mpi4py import MPI
-
-    def h(x, y):
-        z = x * np.uint64(0x9E3779B97F4A7C15) ^ (y + np.uint64(0x632BE59BD9B4E019)) * np.uint64(0xC2B2AE3D27D4EB4F)
-        z ^= z >> np.uint64(29)
-        return z * np.uint64(0xBF58476D1CE4E5B9)
-
-    a = np.zeros(2, np.uint64)
+    """True when the pattern equals its transpose: the keyed hash sums of
+    (u, v) and (v, u) over all nonzeros agree
+    (:func:`~partplan.io.chunked.symmetry_hash_sums`). Memory: O(block)
+    beyond the rows."""
+    from ...io.chunked import symmetry_hash_sums
     rows = indptr.size - 1
     step = max(1, block // max(1, int(indptr[-1]) // max(rows, 1) + 1))
-    with np.errstate(over="ignore"):
-        for r0 in range(0, rows, step):
-            r1 = min(rows, r0 + step)
-            u = np.repeat(np.arange(lo + r0, lo + r1, dtype=np.uint64), np.diff(indptr[r0:r1 + 1]))
-            v = indices[indptr[r0]:indptr[r1]].astype(np.uint64)
-            a[0] += h(u, v).sum(dtype=np.uint64)
-            a[1] += h(v, u).sum(dtype=np.uint64)
-    tot = np.empty_like(a)
-    comm.Allreduce(a, tot, op=MPI.SUM)
-    return bool(tot[0] == tot[1])
-
-
-class _Stages:
-    def __init__(self):
-        from ..._memory import peak_rss_bytes, reset_peak
-        self._peak, self._reset = peak_rss_bytes, reset_peak
-        self.stages: dict = {}
-        self._t = time.perf_counter()
-        self._reset()
-
-    def done(self, name: str) -> None:
-        now = time.perf_counter()
-        self.stages[name] = {"wall_s": round(now - self._t, 4), "peak_rss_bytes": int(self._peak())}
-        self._t = now
-        self._reset()
+    mine = [0] * 4
+    for r0 in range(0, rows, step):   # blocks of rows
+        r1 = min(rows, r0 + step)
+        u = np.repeat(np.arange(lo + r0, lo + r1, dtype=np.int64), np.diff(indptr[r0:r1 + 1]))
+        sums = symmetry_hash_sums(u, indices[indptr[r0]:indptr[r1]], None)[:4]
+        mine = [(x + y) % (1 << 64) for x, y in zip(mine, sums)]
+    tot = [sum(v) % (1 << 64) for v in zip(*comm.allgather(mine))]
+    return tot[0:2] == tot[2:4]
 
 
 def run(cfg: dict) -> dict:
     from mpi4py import MPI
 
-    from ...io.chunked import chunk_info, read_chunk_rows
+    from ..._process import Stages
+    from ...io.chunked import chunk_info, process_rows, read_chunk_rows
     from .refine import RefineContext, RowSlice, refine_distributed
 
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
-    st = _Stages()
+    st = Stages()
+    st.start("read")
     info = chunk_info(cfg["graph"])
     n, k, eps = info.n, int(cfg["k"]), float(cfg["imbalance"])
-    rb = info.row_bounds
-    split = chunk_split(info.chunk_nnz, np.diff(rb), size)
-    bounds = rb[split]
+    bounds = process_rows(info, size)
     lo, hi = int(bounds[rank]), int(bounds[rank + 1])
     rows = read_chunk_rows(cfg["graph"], lo, hi, info=info)
     indptr, indices = rows.indptr.astype(np.int64), rows.indices.astype(np.int64)
@@ -124,7 +73,8 @@ def run(cfg: dict) -> dict:
         colptr, colidx = indptr, indices
     else:
         colptr, colidx = _transpose(comm, bounds, lo, hi, indptr, indices)
-    st.done("read")
+    st.stop()
+    st.start("engine")
     engine = cfg["engine"]
     if engine == "auto":   # the measured default (docs/design/distributed.md)
         engine = "ptscotch" if symmetric else "zoltan"
@@ -152,13 +102,15 @@ def run(cfg: dict) -> dict:
     counts = np.array(comm.allgather(hi - lo), np.int64)
     part = np.empty(n, np.int32)
     comm.Allgatherv(np.ascontiguousarray(mine, np.int32), [part, counts.tolist(), bounds[:-1].tolist(), MPI.INT])
-    st.done("engine")
+    st.stop()
+    st.start("refine")
     sl = RowSlice(lo, hi, n, indptr, indices, colptr, colidx)
     ctx = RefineContext(rounds=int(cfg["rounds"]), time_limit=cfg.get("time_limit"), seed=int(cfg["seed"]))
     say = _progress(cfg) if rank == 0 else None
     res = refine_distributed(comm, sl, part, k, eps, ctx if cfg["refine"] else RefineContext(rounds=0),
                              progress=say)
-    st.done("refine")
+    st.stop()
+    st.start("write")
     from ..._atomic import open_npy
     ident = tuple(cfg["ident"]) if cfg.get("ident") else None
     out = open_npy(cfg["tmp"], np.int64, (n,), ident)
@@ -166,8 +118,9 @@ def run(cfg: dict) -> dict:
     if hasattr(out, "flush"):
         out.flush()
     del out
-    st.done("write")
-    stages = comm.gather(st.stages, root=0)
+    st.stop()
+    stages = comm.gather({r["stage"]: {"wall_s": r["seconds"], "peak_rss_bytes": r["peak_rss_bytes"]}
+                          for r in st.rows}, root=0)
     if rank != 0:
         return {}
     after = {"total_volume": int(res.send.sum()), "max_send": int(res.send.max()),
@@ -189,7 +142,8 @@ def _progress(cfg):
 
 
 def main(argv: list[str] | None = None) -> int:
-    _die_with_mpirun()
+    from ..._process import die_with_parent
+    die_with_parent()   # mpirun dies with the launcher, this rank with mpirun
     argv = sys.argv[1:] if argv is None else argv
     with open(argv[0]) as fh:
         cfg = json.load(fh)
