@@ -9,7 +9,7 @@ per vertex; ``-k`` is the number of ranks (default: the file's row blocks
 times the layout's replication).
 
 With ``--nprocs N`` on a chunked graph directory, N processes build the plan
-(layouts 1d, 1.5d:c and 2d:RxC) together (the ``plan-build`` job, :mod:`partplan.jobs.build`); started
+(any layout: 1d, 1.5d:c, 2d:RxC, routed) together (the ``plan-build`` job, :mod:`partplan.jobs.build`); started
 by torchrun on a chunked graph, the same command is one of those processes.
 
 Examples::
@@ -63,8 +63,8 @@ def register(subparsers) -> None:
                         "needed by `partplan train gcn` (default none: A as read)")
     p.add_argument("--nprocs", type=positive_int, metavar="N",
                    help="build with N processes (gloo), each reading only its chunks: needs a chunked GRAPH "
-                        "directory (`partplan convert G DIR --chunks C`), layout 1d, 1.5d:c or 2d:RxC, and N <= row "
-                        "blocks (each process builds the ranks of a run of whole row blocks; ~380 MiB of "
+                        "directory (`partplan convert G DIR --chunks C`), any layout (1d, 1.5d:c, 2d:RxC, routed:ROUTE:D), and N <= "
+                        "row blocks (each process builds the ranks of a run of whole row blocks; ~380 MiB of "
                         "torch+gloo per process); the plan is byte-identical to the one-process build")
     p.add_argument("--timeout", type=nonneg_float, default=None, metavar="S",
                    help="with --nprocs: seconds a process waits on a peer before the build ends in one error "
@@ -153,8 +153,7 @@ def _run_distributed(args, out: Path) -> int:
         raise PlanError(f"--nprocs builds the plan of the chunked graph as stored; {', '.join(unsupported)} "
                         f"is not offered with it")
     if args.layout is not None and not layout_class(args.layout).distributed_build:
-        raise PlanError(f"--nprocs builds 1d, 1.5d and 2d plans (got --layout {args.layout}); build this "
-                        f"layout without --nprocs")
+        raise PlanError(f"--nprocs does not build layout {args.layout}; build it without --nprocs")
     from partplan.io.chunked import chunk_info
     from partplan.jobs.build import build_distributed
     from partplan.layouts import parse_layout

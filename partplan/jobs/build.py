@@ -26,6 +26,7 @@ from .._atomic import discard_temp
 from ..errors import PartplanError, PlanError
 from ..metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE
 from ..plan import distbuild as D
+from ..program.core import Program
 from .registry import Job, register
 
 DEFAULT_TIMEOUT_S = 120.0   # seconds a process of the distributed build waits on a peer (``plan --timeout``)
@@ -39,14 +40,16 @@ def agree(comm, err: str | None) -> None:
         raise PlanError(msg)
 
 
-def _part_programs(comm, prefix: str, part_of, proc_of: np.ndarray, k: int, q_lo: int, q_hi: int
-                   ) -> list[tuple]:
+def _part_programs(comm, prefix: str, part_of, proc_of: np.ndarray, k: int, q_lo: int, q_hi: int,
+                   lay=None, n: int = 0, stages: dict | None = None) -> list[tuple]:
     """(program, counts) of this process's parts. ``part_of(i)`` (part q_lo + i)
     returns ``in_ids``, ``row_nnz``, ``cols``, ``data`` (rows in global CSR
     order), and ``need``/``part_need`` (sorted distinct columns, their
     parts); parts are taken one at a time and their columns dropped once
     renumbered (only the int32 local columns stay). The halos are requested
-    from their owners in one exchange of (owner·k + requester, id) pairs."""
+    from their owners in one exchange of (owner·k + requester, id) pairs.
+    A routed layout (``lay.routes``) routes those deliveries instead
+    (:func:`_routed_programs`; ``stages[prefix]``: its step matrices)."""
     preps, keep = [], []
     for i in range(q_hi - q_lo):     # loop over this process's parts
         d = part_of(i)
@@ -58,9 +61,77 @@ def _part_programs(comm, prefix: str, part_of, proc_of: np.ndarray, k: int, q_lo
     del keys
     gid, _ = comm.exchange_rows(ids, counts, "halo requests")
     del ids
+    if lay is not None and lay.routes:
+        out, stages[prefix] = _routed_programs(comm, lay, prefix, preps, keep, gk, gid, proc_of, n, (q_lo, q_hi))
+        return out
     reqs = D.send_lists(gk, gid, k, q_lo, q_hi)
     return [D.finish_program(prefix, pr, ids_, rn, nz, dt, req, sc)
             for pr, (ids_, rn, nz, dt), (req, sc) in zip(preps, keep, reqs)]
+
+
+def _routed_programs(comm, lay, prefix: str, preps: list, keep: list, gk: np.ndarray, gid: np.ndarray,
+                     proc_of: np.ndarray, n: int, qr: tuple[int, int]) -> tuple[list[tuple], dict]:
+    """The routed layout's programs of this process's ranks, from the
+    deliveries of the rows it owns (``gk`` = owner·p + reader, ``gid`` = row):
+    each process routes its own rows (:func:`~partplan.layouts.routed.route_deliveries`),
+    every step's messages go to the processes of their senders and receivers,
+    and each rank's buffer chain grows step by step as in
+    :meth:`~partplan.layouts.routed.Routed.program`. Returns ((program,
+    counts) per rank, {step name: int64[p, p] rows moved} over all processes)."""
+    from ..layouts.routed import route_deliveries
+    p, N = lay.ranks, comm.world
+    msgs = route_deliveries(gk // p, gk % p, gid.astype(np.int64), lay.route, p, lay.sizes, n)
+    allm = comm.allgather_object([m.matrix(p) for m in msgs.values()])
+    stages = {name: np.sum([a[i] for a in allm], axis=0).astype(np.int64) for i, name in enumerate(msgs)}
+    del allm
+    ranks = range(*qr)
+    ids = [kp[0] for kp in keep]
+    progs = [Program.empty(prefix, 1) for _ in ranks]
+    for prog, x in zip(progs, ids):
+        prog.set_io([x], [x])
+    scratch = np.zeros(n, dtype=np.int64)
+    held, step = "in", 0
+    for name, m in msgs.items():      # loop over the route's steps
+        if not stages[name].any():
+            continue
+        step += 1
+        nxt, send = f"h{step}", f"s{step}"
+        trip = np.stack([m.src, m.dst, m.j.astype(np.int64)], axis=1)
+        outs = comm.exchange_rows(*_grouped(trip, proc_of[m.src], N), "route step")[0]
+        ins = comm.exchange_rows(*_grouped(trip, proc_of[m.dst], N), "route step")[0]
+        del trip
+        for i, q in enumerate(ranks):    # loop over this process's ranks
+            o = outs[outs[:, 0] == q]
+            o = o[np.lexsort((o[:, 2], o[:, 1]))]       # by destination, then id
+            g = ins[ins[:, 1] == q]
+            g = g[np.lexsort((g[:, 2], g[:, 0]))]       # by source, then id
+            gath, a2a, rid = lay.step_arrays(m.family, o[:, 1], o[:, 2], g[:, 0], g[:, 2], ids[i], scratch)
+            prog = progs[i]
+            prog.add("copy", src=held, dst=nxt, dst_row=0)
+            prog.size(0, send, len(o))
+            prog.add("gather", [gath], src=held, dst=send)
+            prog.add("alltoallv", [a2a], group=m.family, src=send, dst=nxt, dst_row=held)
+            ids[i] = np.concatenate([ids[i], rid])
+            prog.size(0, nxt, len(ids[i]))
+        held = nxt
+    out = []
+    for i, (pr, (in_ids, row_nnz, nnz, data)) in enumerate(zip(preps, keep)):
+        scratch[ids[i]] = np.arange(ids[i].size, dtype=np.int64)
+        ext_of_local = np.concatenate([scratch[in_ids], scratch[pr["halo"]]])   # [own | halo] -> buffer row
+        indptr = np.zeros(in_ids.size + 1, dtype=np.int64)
+        np.cumsum(row_nnz, out=indptr[1:])
+        d = {"indptr": indptr, "indices": ext_of_local[pr["lcol"]], "row_ids": in_ids}
+        if data is not None:
+            d["data"] = data
+        progs[i].add("spmm", [d], src=held, dst="out")
+        out.append((progs[i], {"rows": int(in_ids.size), "nnz": int(nnz)}))
+    return out, stages
+
+
+def _grouped(rows: np.ndarray, dest: np.ndarray, nprocs: int) -> tuple[np.ndarray, np.ndarray]:
+    """(rows grouped by destination process, counts per process) for ``exchange_rows``."""
+    o = D.sort_small(dest, nprocs)
+    return rows[o], np.bincount(dest, minlength=nprocs).astype(np.int64)
 
 
 def _shuffle(comm, r: dict, k: int, p: int, u: int):
@@ -94,7 +165,8 @@ def _columns(comm, r: dict, rc, proc_of, qr, k: int):
     asked, asked_counts = comm.exchange_rows(need, D.lookup_counts(need, r["bounds"], comm.world), "part lookup")
     part_need, _ = comm.exchange_rows(D.lookup_answer(asked, r["part"], r["lo"]), asked_counts, "part lookup")
     del asked
-    fres = _part_programs(comm, "fwd", lambda i: rc.forward_part(i, need, part_need, n), proc_of, k, *qr)
+    fres = _part_programs(comm, "fwd", lambda i: rc.forward_part(i, need, part_need, n), proc_of, k, *qr,
+                          lay=r["lay"], n=n, stages=r["route_stages"])
     return need, part_need, fres
 
 
@@ -114,7 +186,8 @@ def _backward(comm, r: dict, rc, need, part_need, proc_of, qr, k: int, backward)
         del order
         T = D.Transposed(trc, tdata, k, *qr)
         del trc, tdata
-        bres = _part_programs(comm, "bwd", lambda i: T.backward_part(i, rc, r["info"].n), proc_of, k, *qr)
+        bres = _part_programs(comm, "bwd", lambda i: T.backward_part(i, rc, r["info"].n), proc_of, k, *qr,
+                              lay=r["lay"], n=r["info"].n, stages=r["route_stages"])
         del T
     rc.cols = rc.data = None
     return bres, same, sym_pattern
@@ -124,7 +197,7 @@ def build_plan_distributed(graph_path, partition, k: int, out, *, comm, layout: 
                            f: int = 128, dtype: str = "float32", meta: dict | None = None,
                            backward: bool | None = None, alpha: float = DEFAULT_ALPHA_S,
                            beta: float = DEFAULT_BETA_S_PER_BYTE, created: str | None | bool = None) -> dict:
-    """Build and write the plan (layout 1d, 1.5d:c or 2d:RxC) of a chunked
+    """Build and write the plan (layout 1d, 1.5d:c, 2d:RxC or routed:ROUTE:D) of a chunked
     graph with N = ``comm.world`` processes, N ≤ the layout's row blocks (each
     builds the shards of the plan ranks of a contiguous run of row blocks,
     :func:`~partplan.plan.distbuild.part_bounds`); call it on every process.
@@ -140,7 +213,7 @@ def build_plan_distributed(graph_path, partition, k: int, out, *, comm, layout: 
     comm : the runtime's comm of this process (:meth:`WorkerContext.world_comm
         <partplan.runtime.launch.WorkerContext.world_comm>`: TorchComm, or
         ``LocalComm(1, [])`` for one process).
-    layout : "1d", "1.5d:c" or "2d:RxC"; f, dtype, meta, backward, alpha, beta, created : as
+    layout : "1d", "1.5d:c", "2d:RxC" or "routed:ROUTE:D[,D1...]"; f, dtype, meta, backward, alpha, beta, created : as
         :func:`build_plan` / :func:`write_plan`.
 
     Returns (on every process) a JSON-able dict: ``plan`` (path), ``rank``
@@ -164,6 +237,7 @@ def build_plan_distributed(graph_path, partition, k: int, out, *, comm, layout: 
     if r["lay"].split_nonzeros:
         return _build_nonzeros(comm, st, r, graph_path, partition, out, f, dtype, meta, backward, alpha, beta,
                                created)
+    r["route_stages"] = {}
     st.start("shuffle")
     rc, proc_of, qr = _shuffle(comm, r, k, p, u)
     st.stop()
@@ -177,9 +251,39 @@ def build_plan_distributed(graph_path, partition, k: int, out, *, comm, layout: 
     st.start("write")
 
     def make_manifest(fp, bmode, counts, bcounts):
+        if r["lay"].routes:
+            return _routed_manifest(r, fres, bres, counts, bcounts, bmode, sym_pattern, fp, f, dtype, meta,
+                                    alpha, beta)
         return D.manifest(r["info"], r["lay"], fres[0][0], None if bres is None else bres[0][0], counts, bcounts,
                           bmode, sym_pattern, fp, f, dtype, meta, alpha, beta)
     return _write(comm, st, r, graph_path, partition, out, qr, fres, bres, same, make_manifest, created)
+
+
+def _routed_manifest(r, fres, bres, counts, bcounts, bmode, sym_pattern, fp, f, dtype, meta, alpha, beta):
+    """(the routed plan's manifest fields, its total volume) from the step
+    matrices (``r["route_stages"]``) and the rows and nonzeros of each rank."""
+    from ..layouts.routed import RoutedStats
+    from ..plan.distlayout import programs_json
+    lay, rs = r["lay"], r["route_stages"]
+
+    def stats(prefix, cnt):
+        return RoutedStats(lay.spec, lay.ranks, lay.D, lay.route, rs[prefix],
+                           np.array([c["rows"] for c in cnt], dtype=np.int64),
+                           np.array([c["nnz"] for c in cnt], dtype=np.int64), int(f), str(dtype), alpha, beta)
+
+    def used(prefix):
+        return [m for m in rs[prefix].values() if m.any()]
+    stf = stats("fwd", counts)
+    programs = {"forward": programs_json(fres[0][0], used("fwd"))}
+    stb = None
+    if bres is not None:
+        stb = stats("bwd", bcounts)
+        programs["backward"] = programs_json(bres[0][0], used("bwd"))
+    elif bmode == "same-as-forward":
+        programs["backward"] = {"same_as": "forward"}
+    m = D.manifest_fields(r["info"], lay, programs, stf.summary(), None if stb is None else stb.summary(), bmode,
+                          sym_pattern, fp, f, dtype, meta)
+    return m, int(stf.volume.sum())
 
 
 def _write(comm, st, r: dict, graph_path, partition, out, qr, fres, bres, same, make_manifest, created) -> dict:
@@ -413,7 +517,7 @@ def _prepare(cfg: dict, nprocs: int | None, threads: int | None) -> dict:
 
 
 register(Job(name="plan-build", command=None, prepare=_prepare, run=run_build,
-             help="build a 1d / 1.5d / 2d plan of a chunked graph with N processes (partplan plan --nprocs N)"))
+             help="build the plan of a chunked graph with N processes, any layout (partplan plan --nprocs N)"))
 
 
 def build_distributed(graph_path, partition, k: int, out, *, nprocs: int | None = None, layout: str = "1d",

@@ -167,11 +167,22 @@ def route_messages(graph, part: np.ndarray, route: str, p: int, sizes) -> dict[s
     first; an int = one level). One level: steps "A" (domain route only), "B", "C"; two:
     "A1.A", "A1.B", "A1.C", "B1", "C1.A", ... (the level-1 gather and scatter are routed
     through level 0)."""
-    sizes = [int(sizes)] if np.isscalar(sizes) else [int(x) for x in sizes]
     j, r = needed_pairs(graph.indptr, graph.indices, part, p, graph.n)
     q = part[j]
     off = q != r
-    return dict(_route(q[off], r[off], j[off], sizes, len(sizes) - 1, route, graph.n, p))
+    return route_deliveries(q[off], r[off], j[off], route, p, sizes, graph.n)
+
+
+def route_deliveries(owner: np.ndarray, reader: np.ndarray, j: np.ndarray, route: str, p: int, sizes,
+                     n: int) -> dict[str, Messages]:
+    """:func:`route_messages` from the deliveries themselves (rank ``owner``
+    holds row ``j``, rank ``reader`` ≠ owner reads it; each distinct). Every
+    message of a row depends on that row's deliveries alone, so the
+    deliveries of any set of rows give exactly those rows' messages (the
+    distributed plan build routes each process's rows on their own); the
+    step names do not depend on the data."""
+    sizes = [int(sizes)] if np.isscalar(sizes) else [int(x) for x in sizes]
+    return dict(_route(owner, reader, j, sizes, len(sizes) - 1, route, n, p))
 
 
 def route_stages(graph, part, layout: "Routed") -> dict[str, np.ndarray]:
@@ -250,7 +261,7 @@ class Routed(Layout):
     ranks of one local index inside a level-(i + 1) domain, one per level-i domain)."""
 
     name = "routed"
-    bfs = analytics = routes = True
+    bfs = analytics = routes = distributed_build = True
 
     def __init__(self, route: str, ranks: int, sizes):
         super().__init__(ranks)
@@ -370,30 +381,38 @@ class Routed(Layout):
         """gather + alltoallv of messages ``m``; returns the ids each rank receives, in arrival order
         (by source group-rank — ascending rank inside a group — then ascending id)."""
         p = prog.p
-        grank, G = self._grank(m.family)
         o = np.lexsort((m.j, m.dst, m.src))
         s1, d1, j1 = m.src[o], m.dst[o], m.j[o]
         sb = unit_bounds(s1, p)
         o = np.lexsort((m.j, m.src, m.dst))
-        s2, d2, j2 = m.src[o], m.dst[o], m.j[o]
-        db = unit_bounds(d2, p)
+        s2, j2 = m.src[o], m.j[o]
+        db = unit_bounds(m.dst[o], p)
         gath, a2a, recv = [], [], []
         for r in range(p):
-            ids = src_ids[r]
-            scratch[ids] = np.arange(ids.size, dtype=np.int64)
-            seg = slice(sb[r], sb[r + 1])
-            gath.append({"idx": scratch[j1[seg]]})
-            rseg = slice(db[r], db[r + 1])
-            rid = j2[rseg]
+            g, a, rid = self.step_arrays(m.family, d1[sb[r]:sb[r + 1]], j1[sb[r]:sb[r + 1]],
+                                         s2[db[r]:db[r + 1]], j2[db[r]:db[r + 1]], src_ids[r], scratch)
+            gath.append(g)
+            a2a.append(a)
             recv.append(rid)
-            a2a.append({"send_counts": np.bincount(grank(d1[seg]), minlength=G).astype(np.int64),
-                        "recv_counts": np.bincount(grank(s2[rseg]), minlength=G).astype(np.int64),
-                        "recv_ids": rid})
             prog.size(r, send_name, int(sb[r + 1] - sb[r]))
         if m.src.size:
             prog.add("gather", gath, src=src_name, dst=send_name)
             prog.add("alltoallv", a2a, group=m.family, src=send_name, dst=dst_name, dst_row=dst_row)
         return recv
+
+    def step_arrays(self, family: str, out_dst: np.ndarray, out_j: np.ndarray, in_src: np.ndarray,
+                    in_j: np.ndarray, held_ids: np.ndarray, scratch: np.ndarray) -> tuple[dict, dict, np.ndarray]:
+        """One rank's arrays of one exchange step: it sends rows ``out_j`` to
+        ``out_dst`` (sorted by destination, then id) from the rows it holds
+        (``held_ids``, in buffer order) and receives ``in_j`` from ``in_src``
+        (sorted by source, then id). ``scratch``: int64[n] work array.
+        Returns (gather arrays, alltoallv arrays, the ids received in order)."""
+        grank, G = self._grank(family)
+        scratch[held_ids] = np.arange(held_ids.size, dtype=np.int64)
+        return ({"idx": scratch[out_j]},
+                {"send_counts": np.bincount(grank(out_dst), minlength=G).astype(np.int64),
+                 "recv_counts": np.bincount(grank(in_src), minlength=G).astype(np.int64), "recv_ids": in_j},
+                in_j)
 
     def _spmm(self, prog: Program, graph, lists, ext, scratch, src: str) -> None:
         perm, bounds = row_order(graph.indptr, lists)
@@ -412,4 +431,5 @@ class Routed(Layout):
         prog.add("spmm", arrs, src=src, dst="out")
 
 
-__all__ = ["Routed", "RoutedStats", "Messages", "ROUTES", "cross_family", "lanes", "route_messages", "route_stages"]
+__all__ = ["Routed", "RoutedStats", "Messages", "ROUTES", "cross_family", "lanes", "route_deliveries", "route_messages",
+           "route_stages"]

@@ -21,8 +21,9 @@ transpose, else a separate ``bwd`` program built from A^T) — every option
 ``build_plan`` offers for the default layout except ``owner`` (decoupled
 ownership) and ``normalize``. The 1.5D and 2D layouts, whose ranks split a
 row's nonzeros, move nonzeros instead of rows: :mod:`partplan.plan.distlayout`
-(the same read stage, checks and manifest fields as here). Routed layouts are
-refused with a :class:`PlanError`.
+(the same read stage, checks and manifest fields as here). A routed layout
+takes the 1D path up to the halo requests, whose deliveries each process then
+routes for the rows it owns (``_routed_programs`` of :mod:`partplan.jobs.build`).
 
 Processes and plan ranks: N ≤ k processes. Process u builds the shards of a
 contiguous run of plan ranks (parts) ``[b[u], b[u+1])`` (:func:`part_bounds`:
@@ -355,7 +356,7 @@ def read_stage(graph_path, partition, layout, k, f, dtype, u: int, p: int) -> di
     from ..layouts import parse_layout
     lay = parse_layout(layout, int(k))
     if not lay.distributed_build:
-        raise PlanError(f"the distributed plan build covers layouts 1d, 1.5d and 2d, not {lay.spec} "
+        raise PlanError(f"the distributed plan build does not cover layout {lay.spec} "
                         f"(build it with the single-process builder: partplan plan without --nprocs)")
     k = int(k)
     b = lay.row_blocks

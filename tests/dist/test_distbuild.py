@@ -174,15 +174,20 @@ def _check_layout(g, layout, k, nprocs_list, tmp_path, seed=0, **kw):
         assert res["processes"] == nprocs and res["ranks"] == k
         runs = [r["parts"] for r in res["per_rank"]]     # contiguous runs of plan ranks covering 0..k-1
         assert runs[0][0] == 0 and runs[-1][1] == k and all(runs[i][1] == runs[i + 1][0] for i in range(nprocs - 1))
-        assert [s["stage"] for s in res["stages"]][:6] == ["read", "lookup", "shuffle", "columns", "backward", "write"]
+        stages = ["read", "lookup", "shuffle", "columns", "backward", "write"]
+        if not parse_layout(layout, k).split_nonzeros:      # routed: the 1D stages (rows move)
+            stages.remove("lookup")
+        assert [s["stage"] for s in res["stages"]][:len(stages)] == stages
     return json.loads((tmp_path / "ref.plan" / "manifest.json").read_text())
 
 
 @pytest.mark.parametrize("layout,k", [("1.5d:2", 4), ("1.5d:3", 6), ("1.5d:1", 3), ("2d:2x2", 4), ("2d:3x2", 6),
-                                      ("2d:1x3", 3), ("2d:2x1", 2)])
+                                      ("2d:1x3", 3), ("2d:2x1", 2), ("routed:domain:2", 4), ("routed:source:2", 4),
+                                      ("routed:domain:2,4", 8), ("routed:source:3", 6)])
 def test_split_layouts_byte_identical_in_process(tmp_path, layout, k):
-    """1.5D and 2D by one process (N = 1), on a symmetric golden graph (backward = forward) and a directed
-    weighted R-MAT (separate backward program from A^T, values shuffled with their nonzeros)."""
+    """1.5D, 2D and routed (one and two domain levels) by one process (N = 1), on a symmetric golden graph
+    (backward = forward) and a directed weighted R-MAT (separate backward program from A^T, values
+    shuffled with their nonzeros)."""
     (tmp_path / "sym").mkdir()
     (tmp_path / "dir").mkdir()
     m = _check_layout(_graphs()["grid4x4"], layout, k, [1], tmp_path / "sym", seed=1)
@@ -191,19 +196,17 @@ def test_split_layouts_byte_identical_in_process(tmp_path, layout, k):
     assert m["backward"] == "separate" and m["layout"].startswith(layout.split(":")[0])
 
 
-@pytest.mark.parametrize("layout,k,nprocs", [("1.5d:2", 4, 2), ("2d:2x2", 4, 2), ("1.5d:2", 8, 3), ("2d:2x4", 8, 3)])
+@pytest.mark.parametrize("layout,k,nprocs", [("1.5d:2", 4, 2), ("2d:2x2", 4, 2), ("1.5d:2", 8, 3), ("2d:2x4", 8, 3),
+                                             ("routed:domain:2,4", 8, 3)])
 def test_split_layouts_byte_identical_on_gloo(tmp_path, layout, k, nprocs):
-    """1.5D and 2D at p = 4 by 2 gloo processes and at p = 8 by 3 (several row blocks per process):
-    byte for byte the one-process plan of a directed weighted graph."""
+    """1.5D and 2D at p = 4 by 2 gloo processes and at p = 8 by 3 (several row blocks per process),
+    routed over two domain levels by 3: byte for byte the one-process plan of a directed weighted graph."""
     _check_layout(_weighted_directed(9, 3), layout, k, [nprocs], tmp_path, seed=3)
 
 
 def test_refusals(tmp_path):
     g = _graphs()["grid4x4"]
     gp = write_chunked(g, tmp_path / "g.chunked", chunks=2)
-    with pytest.raises(PlanError, match="covers layouts 1d, 1.5d and 2d, not routed"):
-        build_plan_distributed(gp, np.zeros(g.n, int), 2, tmp_path / "x.plan", comm=SelfComm(),
-                               layout="routed:domain:1")
     with pytest.raises(PlanError, match=r"3 processes for a plan of 2 row blocks.*processes <= row blocks"):
         launch_local(gp, np.zeros(g.n, int), 2, tmp_path / "x.plan", nprocs=3)   # before any start
     with pytest.raises(PlanError, match=r"3 processes for a plan of 2 row blocks \(4 ranks\)"):
@@ -289,8 +292,21 @@ def test_cli_chunked_convert_generate_and_plan_nprocs(tmp_path, monkeypatch, cap
     ms, md = (json.loads((tmp_path / d / "manifest.json").read_text()) for d in ("s.plan", "d.plan"))
     ms.pop("created", None), md.pop("created", None)
     assert ms == md
-    for args, msg in ((("r9c", "--nprocs", 2, "--layout", "routed:domain:1"), "1d, 1.5d and 2d plans"),
-                      (("r9.npz", "--nprocs", 2), "chunked graph directory"),
+    # a split layout: its ranks from the partition's 3 row blocks (1.5d:2 -> 6 ranks), as the one-process build
+    r = cli("plan", "r9c", "--partition", "p.npy", "-o", "h.plan", "--layout", "1.5d:2", "--nprocs", 2)
+    assert r.returncode == 0 and "layout 1.5d:2 on 6 ranks, built by 2 processes" in r.stderr, r.stderr
+    ref = write_plan(build_plan(rmat(9), part, layout="1.5d:2", meta={"partition_file": "p.npy"}),
+                     tmp_path / "h_ref.plan", created=False)
+    mh = json.loads((tmp_path / "h.plan" / "manifest.json").read_text())
+    mr = json.loads((ref / "manifest.json").read_text())
+    mh.pop("created", None)
+    for key in ("name", "directed"):                   # what the chunked copy records, not the generator
+        mr["graph"][key] = mh["graph"][key]
+    assert mh == mr and mh["ranks"] == 6
+    for name in sorted(os.listdir(ref)):
+        if name != "manifest.json":
+            assert filecmp.cmp(ref / name, tmp_path / "h.plan" / name, shallow=False), name
+    for args, msg in ((("r9.npz", "--nprocs", 2), "chunked graph directory"),
                       (("r9c", "--nprocs", 4), "--nprocs 4 exceeds the plan's row blocks (3 for layout 1d on 3 ranks)"),
                       (("r9c", "--nprocs", 5, "-k", 4), "--nprocs 5 exceeds the plan's row blocks (4 for layout 1d on 4 "
                                                         "ranks from -k)"),
