@@ -99,9 +99,9 @@ def register(subparsers) -> None:
     p.add_argument("--partition-only", action="store_true", help="write the partition even if OUT ends in .plan")
     p.add_argument("--nprocs", type=_positive_int, default=None, metavar="N",
                    help="partition with N MPI processes (mpirun; each reads only its chunks of a chunked graph): "
-                        "--engine ptscotch (default for a symmetric pattern), zoltan (Zoltan PHG, exact volume; "
-                        "default for a directed one) or stream, then the distributed bottleneck refinement; "
-                        "writes a .npy partition")
+                        "--engine stream (Fennel in process 0; default for a symmetric pattern), zoltan (Zoltan "
+                        "PHG, exact volume; default for a directed one) or ptscotch, then the distributed "
+                        "bottleneck refinement; writes a .npy partition")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages on stderr")
     from ._topology import add_topology_args

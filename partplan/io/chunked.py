@@ -503,18 +503,23 @@ def symmetry_hash_sums(i: np.ndarray, j: np.ndarray, w: np.ndarray | None) -> li
     in (8 Python ints). Sums are order-independent, so processes add theirs
     (mod 2**64); the pattern is symmetric when items 0-1 equal items 2-3, the
     values too when items 4-5 equal 6-7 (a false "equal" needs a 2^-128
-    collision). Keyed by two fixed seeds."""
+    collision). Keyed by two fixed seeds. Values compare as
+    :func:`numpy.array_equal` does: −0.0 equals 0.0, and a NaN equals
+    nothing (each NaN value adds 1 to item 4, so the sums differ)."""
     out = []
     with np.errstate(over="ignore"):
         iu, ju = i.astype(np.uint64), j.astype(np.uint64)
-        wb = None if w is None else np.ascontiguousarray(w, dtype=np.float64).view(np.uint64)
-        for with_w in (False, True):
-            for a, b in ((iu, ju), (ju, iu)):
-                for seed in (0x9E3779B97F4A7C15, 0xD1B54A32D192ED03):
-                    h = _mix(_mix(a ^ np.uint64(seed)) + b)
-                    if with_w and wb is not None:
-                        h = _mix(h + wb)
-                    out.append(int(h.sum(dtype=np.uint64)))
+        for a, b in ((iu, ju), (ju, iu)):
+            for seed in (0x9E3779B97F4A7C15, 0xD1B54A32D192ED03):
+                out.append(int(_mix(_mix(a ^ np.uint64(seed)) + b).sum(dtype=np.uint64)))
+        if w is None:                 # no values: the value sums are the pattern's
+            return out + out
+        wf = np.ascontiguousarray(w, dtype=np.float64) + 0.0     # -0.0 -> 0.0
+        wb = wf.view(np.uint64)
+        for a, b in ((iu, ju), (ju, iu)):
+            for seed in (0x9E3779B97F4A7C15, 0xD1B54A32D192ED03):
+                out.append(int(_mix(_mix(_mix(a ^ np.uint64(seed)) + b) + wb).sum(dtype=np.uint64)))
+        out[4] = (out[4] + int(np.count_nonzero(np.isnan(wf)))) % (1 << 64)
     return out
 
 

@@ -77,13 +77,18 @@ def _routed_programs(comm, lay, prefix: str, preps: list, keep: list, gk: np.nda
     every step's messages go to the processes of their senders and receivers,
     and each rank's buffer chain grows step by step as in
     :meth:`~partplan.layouts.routed.Routed.program`. Returns ((program,
-    counts) per rank, {step name: int64[p, p] rows moved} over all processes)."""
+    counts) per rank, {step name: int64[p, p] rows moved} over all processes
+    on process 0, None on the others)."""
     from ..layouts.routed import route_deliveries
+    from ..plan import distlayout as L
     p, N = lay.ranks, comm.world
-    msgs = route_deliveries(gk // p, gk % p, gid.astype(np.int64), lay.route, p, lay.sizes, n)
-    allm = comm.allgather_object([m.matrix(p) for m in msgs.values()])
-    stages = {name: np.sum([a[i] for a in allm], axis=0).astype(np.int64) for i, name in enumerate(msgs)}
-    del allm
+    msgs = route_deliveries(gk.astype(np.int64) // p, gk.astype(np.int64) % p, gid.astype(np.int64), lay.route, p,
+                            lay.sizes, n)
+    got = comm.allgather_object([L.pair_counts(m.src, m.dst, p) for m in msgs.values()])   # sparse, per step
+    used = {name: any(g[i][0].size for g in got) for i, name in enumerate(msgs)}
+    stages = {name: L.dense_counts([g[i] for g in got], p) for i, name in enumerate(msgs)} \
+        if comm.local[0] == 0 else None         # the manifest's matrices: process 0 only
+    del got
     ranks = range(*qr)
     ids = [kp[0] for kp in keep]
     progs = [Program.empty(prefix, 1) for _ in ranks]
@@ -92,19 +97,17 @@ def _routed_programs(comm, lay, prefix: str, preps: list, keep: list, gk: np.nda
     scratch = np.zeros(n, dtype=np.int64)
     held, step = "in", 0
     for name, m in msgs.items():      # loop over the route's steps
-        if not stages[name].any():
+        if not used[name]:
             continue
         step += 1
         nxt, send = f"h{step}", f"s{step}"
         trip = np.stack([m.src, m.dst, m.j.astype(np.int64)], axis=1)
-        outs = comm.exchange_rows(*_grouped(trip, proc_of[m.src], N), "route step")[0]
-        ins = comm.exchange_rows(*_grouped(trip, proc_of[m.dst], N), "route step")[0]
+        outs = L.ByRank(comm.exchange_rows(*_grouped(trip, proc_of[m.src], N), "route step")[0], 0, 1, qr)
+        ins = L.ByRank(comm.exchange_rows(*_grouped(trip, proc_of[m.dst], N), "route step")[0], 1, 0, qr)
         del trip
         for i, q in enumerate(ranks):    # loop over this process's ranks
-            o = outs[outs[:, 0] == q]
-            o = o[np.lexsort((o[:, 2], o[:, 1]))]       # by destination, then id
-            g = ins[ins[:, 1] == q]
-            g = g[np.lexsort((g[:, 2], g[:, 0]))]       # by source, then id
+            o = outs.of(q)                               # sent by q: by destination, then id
+            g = ins.of(q)                                # received by q: by source, then id
             gath, a2a, rid = lay.step_arrays(m.family, o[:, 1], o[:, 2], g[:, 0], g[:, 2], ids[i], scratch)
             prog = progs[i]
             prog.add("copy", src=held, dst=nxt, dst_row=0)
@@ -413,7 +416,7 @@ def _build_nonzeros(comm, st, r: dict, graph_path, partition, out, f, dtype, met
         del rows, cols, prow, pcol
         r["data"] = None
     st.stop()
-    scratch = L.Scratch(n)
+    scratch = L.Scratch(n, lay.local_rows_held)
     st.start("columns")
     fres = _nz_programs(comm, lay, "fwd", nz, held, qr, proc_of_rank, scratch)
     del nz
@@ -436,7 +439,7 @@ def _build_nonzeros(comm, st, r: dict, graph_path, partition, out, f, dtype, met
 
     def make_manifest(fp, bmode, counts, bcounts):
         def stats_and_json(prog, cnt):
-            mats = [np.array([c[m] for c in cnt], dtype=np.int64).T for m in range(len(cnt[0]))]
+            mats = [L.dense_counts([c[m] for c in cnt], lay.ranks) for m in range(len(cnt[0]))]
             return lay.stats_from(mats, sizes, f=int(f), dtype=dtype, **cost), L.programs_json(prog, mats)
         stf, jf = stats_and_json(fres[0][0], counts)
         programs = {"forward": jf}
@@ -453,8 +456,8 @@ def _build_nonzeros(comm, st, r: dict, graph_path, partition, out, f, dtype, met
 
 def _nz_programs(comm, lay, prefix: str, nz, held, qr, proc_of_rank: np.ndarray, scratch) -> list[tuple]:
     """(program, counts) of this process's plan ranks ``qr``; counts: per
-    counting step, the int64[p] rows each rank sends to this one (a column
-    of that step's volume matrix)."""
+    counting step, the rows each rank sends to this one (a sparse column of
+    that step's volume matrix, :func:`~partplan.plan.distlayout.pair_counts`)."""
     from ..plan import distlayout as L
     p, N = lay.ranks, comm.world
     grank, G, _ = lay.a2a()
@@ -463,7 +466,7 @@ def _nz_programs(comm, lay, prefix: str, nz, held, qr, proc_of_rank: np.ndarray,
         d, hq = nz.of(q), held(q)
         ex, hsrc, halo = L.receive(lay, q, d, hq, scratch)
         halo_req.append(L.keyed_pairs(hsrc, q, halo, p))
-        cnt = [np.bincount(hsrc, minlength=p).tolist()]
+        cnt = [L.pair_counts(hsrc, np.full(hsrc.size, q), p)]
         snd = None
         if lay.fold:
             ri = ex["row_ids"]
@@ -476,23 +479,28 @@ def _nz_programs(comm, lay, prefix: str, nz, held, qr, proc_of_rank: np.ndarray,
         del d
     got, _ = comm.exchange_rows(*L.route(halo_req, proc_of_rank, p, N), "halo requests")
     del halo_req
+    asked = L.arrivals(got, p, qr)
     for i, q in enumerate(range(*qr)):
-        req, ids = L.arrivals(got, q, p)
+        t = asked.of(q)
+        req, ids = t[:, 1], t[:, 2]
         hq = held(q)
         send_idx = np.searchsorted(hq, ids)
         if ids.size and (send_idx.max() >= hq.size or not np.array_equal(hq[send_idx], ids)):
             raise PlanError(f"internal error: rank {q} was asked for a row it does not hold")
         exs[i][0]["send_idx"] = send_idx
         exs[i][0]["send_counts"] = np.bincount(grank(req), minlength=G).astype(np.int64)
-    del got
+    del got, asked
     folds = [None] * len(exs)
     if lay.fold:
         got, _ = comm.exchange_rows(*L.route(fold_req, proc_of_rank, p, N), "fold")
         del fold_req
+        came = L.arrivals(got, p, qr)
+        del got
         for i, q in enumerate(range(*qr)):
-            snd, ids = L.arrivals(got, q, p)
+            t = came.of(q)
+            snd, ids = t[:, 1], t[:, 2]
             folds[i] = {"send": exs[i][1], **lay.fold_receive(snd, ids, held(q))}
-            counts[i].append(np.bincount(snd, minlength=p).tolist())
+            counts[i].append(L.pair_counts(snd, np.full(snd.size, q), p))
     out = []
     for i, q in enumerate(range(*qr)):
         out.append((L.program(lay, prefix, q, exs[i][0], held(q), folds[i]), counts[i]))
@@ -523,8 +531,9 @@ register(Job(name="plan-build", command=None, prepare=_prepare, run=run_build,
 def build_distributed(graph_path, partition, k: int, out, *, nprocs: int | None = None, layout: str = "1d",
                       timeout_s: float = DEFAULT_TIMEOUT_S, f: int = 128, dtype: str = "float32", meta: dict | None = None,
                       backward: bool | None = None, created: str | None | bool = None) -> dict | None:
-    """Build the plan of ``graph_path`` with ``nprocs`` (default k; 1 ≤ nprocs
-    ≤ k) local processes over gloo, or — ``nprocs`` None under torchrun — as
+    """Build the plan of ``graph_path`` (``layout``: any, default 1d) with
+    ``nprocs`` (default and at most: the layout's row blocks on k ranks) local
+    processes over gloo, or — ``nprocs`` None under torchrun — as
     one of torchrun's processes; returns process 0's result
     (:func:`build_plan_distributed`; None on the other torchrun ranks).
 

@@ -153,23 +153,23 @@ class TwoD(Layout):
         prog.set_io(lists, lists)
         exchange_steps(prog, ex, lists, "col", out="partial")
         # fold: partial row i on rank u goes to part[i] in u's grid row (group-rank = grid column)
-        sends, f_rows = [], []
-        fvol = np.zeros((p, p), dtype=np.int64)
+        sends, f_rows, f_src = [], [], []
         for u in range(p):
             ri = ex[u]["row_ids"]
             dest = part[ri]
             snd, rem = self.fold_send(u, ri, dest, lambda ids: pos[ids])
             sends.append(snd)
-            fvol[u] = np.bincount(dest[rem], minlength=p)
             f_rows.append(ri[rem])
-        # receive side: rows concatenated by sender (ascending rank = ascending group-rank in
-        # the receiver's grid row), ids ascending; a stable sort by destination keeps that order
+            f_src.append(np.full(rem.size, u, dtype=np.int64))
+        # receive side: rows concatenated by sender, ids ascending; a stable sort by
+        # destination keeps that (sender, id) order inside each receiver
         fr = np.concatenate(f_rows) if f_rows else np.zeros(0, np.int64)
+        fs = np.concatenate(f_src) if f_src else np.zeros(0, np.int64)
         fd = part[fr]
         o = sort_small(fd, p)
         fb = unit_bounds(fd, p)
-        recv_rows = fr[o]
-        recv_ids = [recv_rows[fb[r]:fb[r + 1]] for r in range(p)]
-        recv_counts = [fvol[(r // C) * C:(r // C + 1) * C, r].copy() for r in range(p)]
-        self.fold_steps(prog, sends, recv_counts, recv_ids, [pos[x] for x in recv_ids], [len(x) for x in lists])
+        fr, fs = fr[o], fs[o]
+        recv = [self.fold_receive(fs[fb[r]:fb[r + 1]], fr[fb[r]:fb[r + 1]], lists[r]) for r in range(p)]
+        self.fold_steps(prog, sends, [x["recv_counts"] for x in recv], [x["recv_ids"] for x in recv],
+                        [x["recv_pos"] for x in recv], [len(x) for x in lists])
         return prog

@@ -37,7 +37,8 @@ explicit split sizes, counts first, then payload, in rounds —
 ``exchange_rows`` of the runtime's comm):
 
 1. **read** — the header, this process's contiguous run of chunks (balanced by
-   nonzeros; rows ``[lo, hi)``) and ``part[lo:hi]``; everything checked, and the
+   nonzeros + rows, at least one chunk each, :func:`~partplan.io.chunked.process_rows`;
+   rows ``[lo, hi)``) and ``part[lo:hi]``; everything checked, and the
    ranks agree on any error before going on (one error, raised on all ranks).
 2. **shuffle** — vertex ids, degrees and parts, then the column ids (and
    values) of every row, go to the process of the row's part. Sources hold
@@ -65,7 +66,7 @@ explicit split sizes, counts first, then payload, in rounds —
 Every stage reports its peak RSS per process (``VmHWM``, reset between
 stages through ``/proc/self/clear_refs`` where the kernel allows it,
 :class:`Stages`). Each process carries ~380 MiB of torch + gloo, so use few
-processes (N ≤ k) on a small machine.
+processes (N ≤ row blocks) on a small machine.
 """
 from __future__ import annotations
 

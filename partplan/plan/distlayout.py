@@ -12,7 +12,7 @@ block *and* column block select it (:meth:`Layout.nz_rank
 
 1. **read** — rows ``[lo, hi)`` of the chunked graph and ``part[lo:hi]``
    (:func:`partplan.plan.distbuild.read_stage`).
-2. **columns** — ``part[j]`` of the distinct columns, asked from the
+2. **lookup** — ``part[j]`` of the distinct columns, asked from the
    processes holding those rows.
 3. **shuffle** — every process builds the plan ranks of a contiguous run of
    row blocks (:func:`~partplan.plan.distbuild.part_bounds`, balanced by
@@ -20,7 +20,7 @@ block *and* column block select it (:meth:`Layout.nz_rank
    every nonzero ``(i, j, part[i]·b + part[j], a_ij)`` to the process of the
    rank that multiplies it, where a sort by (rank, i, j) puts each rank's
    nonzeros in global CSR order.
-4. **programs** — each rank's side of the exchange from its nonzeros alone
+4. **programs** (stages ``columns`` and ``backward``) — each rank's side of the exchange from its nonzeros alone
    (:func:`partplan.program.exchange.receive_side`, the single-process
    builder's own code); its halo rows are asked from their source ranks,
    whose (requester, id)-sorted requests are their send lists; 2D ranks then
@@ -110,10 +110,10 @@ class RankNonzeros:
 class Scratch:
     """Length-n work arrays of one process (reused rank after rank)."""
 
-    def __init__(self, n: int):
+    def __init__(self, n: int, rowpos: bool):
         self.seen = np.zeros(n, dtype=bool)
         self.colmap = np.zeros(n, dtype=np.int64)
-        self.rowpos = np.zeros(n, dtype=np.int64)
+        self.rowpos = np.zeros(n, dtype=np.int64) if rowpos else None   # layouts whose local rows are held rows
         self.pmap = np.zeros(n, dtype=np.int64)
 
 
@@ -149,11 +149,40 @@ def route(pairs: list[np.ndarray], proc_of_rank: np.ndarray, p: int, nprocs: int
     return allp[o], np.bincount(dest, minlength=nprocs).astype(np.int64)
 
 
-def arrivals(got: np.ndarray, r: int, p: int) -> tuple[np.ndarray, np.ndarray]:
-    """(sender ranks, ids) of the pairs addressed to rank r, sorted by (sender, id)."""
-    sel = got[(got[:, 0] >= r * p) & (got[:, 0] < (r + 1) * p)]
-    o = np.lexsort((sel[:, 1], sel[:, 0]))
-    return sel[o, 0] - r * p, sel[o, 1]
+class ByRank:
+    """Triples (int64[m, 3]) sorted by (column ``a``, column ``b``, column 2)
+    — e.g. (source, destination, id) by source — and the rows of each rank
+    ``r`` of ``qr = (first, end)`` in column ``a`` (:meth:`of`): one sort,
+    then a slice per rank."""
+
+    def __init__(self, trip: np.ndarray, a: int, b: int, qr: tuple[int, int]):
+        o = np.lexsort((trip[:, 2], trip[:, b], trip[:, a]))
+        self.t = trip[o]
+        self.bounds = np.searchsorted(self.t[:, a], np.arange(qr[0], qr[1] + 1))
+        self.lo = qr[0]
+
+    def of(self, r: int) -> np.ndarray:
+        return self.t[self.bounds[r - self.lo]:self.bounds[r - self.lo + 1]]
+
+
+def arrivals(got: np.ndarray, p: int, qr: tuple[int, int]) -> ByRank:
+    """The keyed pairs (``dst·p + sender``, id) addressed to this process's
+    ranks, as (dst, sender, id) triples sorted by (dst, sender, id)."""
+    key = got[:, 0].astype(np.int64)
+    return ByRank(np.stack([key // p, key % p, got[:, 1].astype(np.int64)], axis=1), 0, 1, qr)
+
+
+def pair_counts(src: np.ndarray, dst: np.ndarray, p: int) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct ``src·p + dst`` keys, how often each occurs): a sparse int64[p, p] count matrix."""
+    return np.unique(src.astype(np.int64) * p + dst, return_counts=True)
+
+
+def dense_counts(parts: list, p: int) -> np.ndarray:
+    """int64[p, p] sum of the sparse count matrices ``parts`` (:func:`pair_counts`)."""
+    out = np.zeros(p * p, dtype=np.int64)
+    for keys, cnt in parts:
+        np.add.at(out, keys, cnt)
+    return out.reshape(p, p)
 
 
 def program(lay, prefix: str, u: int, ex: dict, held_u: np.ndarray, fold: dict | None) -> Program:

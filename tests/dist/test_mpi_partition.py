@@ -77,9 +77,10 @@ def test_zoltan_then_refinement_exact_and_lower_bottleneck(rmat11, tmp_path):
 def test_ptscotch_exact(rmat11, tmp_path):
     _need("ptscotch")
     g, path = rmat11
-    res = launch.distributed_partition(path, 8, nprocs=2, output=tmp_path / "s.npy", quiet=True, rounds=20)
+    res = launch.distributed_partition(path, 8, nprocs=2, output=tmp_path / "s.npy", engine="ptscotch", quiet=True,
+                                       rounds=20)
     _check_sidecar(res, g, np.load(tmp_path / "s.npy"), 8)
-    assert res["engine"] == "ptscotch"     # the default for a symmetric pattern
+    assert res["engine"] == "ptscotch"
 
 
 @pytest.mark.slow
@@ -104,9 +105,9 @@ def test_stream_engine_and_graph_file_input(tmp_path):
     g = rmat(10, seed=1)
     from partplan.io.npz import write_npz
     f = write_npz(g, tmp_path / "g.npz")
-    res = launch.distributed_partition(f, 4, nprocs=2, output=tmp_path / "t.npy", engine="stream", quiet=True,
-                                       rounds=20)
+    res = launch.distributed_partition(f, 4, nprocs=2, output=tmp_path / "t.npy", quiet=True, rounds=20)
     _check_sidecar(res, g, np.load(tmp_path / "t.npy"), 4)
+    assert res["engine"] == "stream"       # the default for a symmetric pattern
 
 
 @pytest.mark.slow

@@ -1,8 +1,9 @@
 """The partitioner past one machine: MPI engines and a distributed bottleneck refinement.
 
 Runs as its own stage under ``mpirun`` (:func:`.launch.distributed_partition`;
-``partplan partition DIR -k K --nprocs N``): PT-Scotch (:mod:`.ptscotch`) or
-Zoltan PHG (:mod:`.zoltan`) through ctypes, then :mod:`.refine` lowers
+``partplan partition DIR -k K --nprocs N``): a streamed start (Fennel in
+process 0), PT-Scotch (:mod:`.ptscotch`) or Zoltan PHG (:mod:`.zoltan`)
+through ctypes, then :mod:`.refine` lowers
 max(send, recv) with exact volume deltas. Nothing here is imported by the
 single-process pipeline; ``mpi4py`` is imported only inside the MPI processes.
 """

@@ -14,8 +14,9 @@ RSS per process.
 Engines (``engine=``): ``"zoltan"`` (Zoltan PHG on the column-net
 hypergraph: the exact volume), ``"ptscotch"`` (PT-Scotch on the graph,
 symmetric patterns), ``"stream"`` (Fennel, 3 passes, in process 0 with
-O(n) state). ``None`` picks the measured best: PT-Scotch for a symmetric
-pattern, Zoltan for a directed one (``docs/design/distributed.md``).
+O(n) state). ``None`` picks the measured best after the refinement: the
+stream for a symmetric pattern, Zoltan for a directed one
+(``docs/design/distributed.md``).
 
 Example::
 
@@ -36,8 +37,8 @@ from ...errors import BackendUnavailableError, PartitionError
 from ...graph import Graph
 
 ENGINES = ("ptscotch", "zoltan", "stream")
-#: no --engine: PT-Scotch for a symmetric pattern, Zoltan for a directed one (PT-Scotch needs symmetry);
-#: measured in docs/design/distributed.md
+#: no --engine: the stream for a symmetric pattern, Zoltan for a directed one (the lowest bottleneck after
+#: the refinement on the tuning graphs, docs/design/distributed.md)
 DEFAULT_ENGINE = "auto"
 SCHEMA = "partplan.partition/2"
 
@@ -83,7 +84,7 @@ def check_request(engine: str | None, nprocs: int, k: int) -> str:
         raise PartitionError(f"--nprocs must be at least 1, got {nprocs}")
     if k < 1:
         raise PartitionError(f"-k must be at least 1, got {k}")
-    need = sorted(set(missing("ptscotch")) | set(missing("zoltan"))) if engine == DEFAULT_ENGINE else missing(engine)
+    need = missing("stream" if engine == DEFAULT_ENGINE else engine)   # auto on a directed graph: checked once read
     if need:
         raise BackendUnavailableError(f"the distributed engine {engine} needs {', '.join(need)}; install: "
                                       f"{INSTALL_HINT}")
@@ -135,6 +136,13 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
                                  f"whole chunks (rewrite it with at least {nprocs} chunks)")
         if k > info.n:
             raise PartitionError(f"-k {k} is more than the graph's {info.n} vertices")
+        if engine == DEFAULT_ENGINE and info.directed:
+            from .libs import INSTALL_HINT, missing
+            need = missing("zoltan")
+            if need:
+                raise BackendUnavailableError(f"{path}: a directed graph is partitioned by Zoltan by default, which "
+                                              f"needs {', '.join(need)}; install: {INSTALL_HINT} (or use "
+                                              f"--engine stream)")
         if engine == "zoltan" or (engine == DEFAULT_ENGINE and info.directed):
             from .zoltan import MAX_N
             if info.n > MAX_N:

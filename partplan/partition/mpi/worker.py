@@ -77,7 +77,7 @@ def run(cfg: dict) -> dict:
     st.start("engine")
     engine = cfg["engine"]
     if engine == "auto":   # the measured default (docs/design/distributed.md)
-        engine = "ptscotch" if symmetric else "zoltan"
+        engine = "stream" if symmetric else "zoltan"
     if engine == "zoltan":
         if n > (1 << 32) - 1:
             raise ValueError(f"n = {n} exceeds Zoltan's 32-bit global ids; use --engine stream")
