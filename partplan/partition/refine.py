@@ -261,7 +261,7 @@ def _pass_options(graph: Graph, ctx: RefineContext, npasses: int, deadline: floa
     big_deg = int(max(64, 4 * avg)) if fm.big_degree is None else int(fm.big_degree)
     mm = n if fm.max_moves_per_pass is None else max(1, int(fm.max_moves_per_pass))
     return kernels.PassOptions(int(fm.patience), int(npasses), float(fm.min_gain), mm, deadline, big_deg,
-                           bool(fm.blocked), False, float(fm.hot), bool(fm.sink) and ctx.objective != "total",
+                           bool(fm.blocked), float(fm.hot), bool(fm.sink) and ctx.objective != "total",
                            -1 if ctx.work_limit is None else int(ctx.work_limit))
 
 

@@ -37,7 +37,6 @@ from .records import (
 )
 from .select import _best_heap, _bottleneck_left_hot, _select_move
 from .updates import (
-    _collect_all_pins,
     _collect_crossings,
     _collect_waiting,
     _file_updates,
@@ -62,8 +61,7 @@ def _fm(T, P, V, C, L, O, order, trace, stats):
     lowers the bottleneck (see _best1); the moves that follow are then taken
     from the overloaded part's heap until it fits again. Only states with
     every load <= cap count as best states. Gain updates after a move: see
-    :mod:`.updates` (``full_updates``: every pin of every net whose counts
-    crossed 0/1/2, for all targets; slower, for comparison).
+    :mod:`.updates`.
 
     trace[p] = (seconds, value, kept, tried, why) per pass; why: 0 patience,
     1 no candidate, 2 move limit, 3 time limit, 4 work limit. Returns (passes,
@@ -195,7 +193,7 @@ def _pass_moves(T, P, V, C, L, O, order, stats, W, inv, widen, st):
             if H.hsz[hp] == 0:
                 # nothing can leave the overloaded part: undo the moves since it
                 # was overloaded (their vertices stay locked) and go on
-                nmoves = roll_back(mv_v, mv_a, nmoves, ov_start, T, P, V, A, O.full_updates)
+                nmoves = roll_back(mv_v, mv_a, nmoves, ov_start, T, P, V, A, False)
                 over_part = -1
                 M, nmax = _refresh(C, V, inv, cap, use_sink, F, cap2)
                 since += 1
@@ -219,7 +217,7 @@ def _pass_moves(T, P, V, C, L, O, order, stats, W, inv, widen, st):
         mv_a[nmoves] = a
         nmoves += 1
         S.locked[u] = True
-        apply_move(u, b, T, P, V, A, O.full_updates)
+        apply_move(u, b, T, P, V, A, False)
         if load[b] > cap:
             if over_part < 0:
                 ov_start = nmoves - 1
@@ -229,10 +227,7 @@ def _pass_moves(T, P, V, C, L, O, order, stats, W, inv, widen, st):
         M, nmax = _refresh(C, V, inv, cap, use_sink, F, cap2)
         # gain updates (see .updates): one batch
         st += 1
-        if O.full_updates:
-            nv = _collect_all_pins(st, T, O, W)
-        else:
-            nv = _collect_crossings(a, b, st, T, V, O, W)
+        nv = _collect_crossings(a, b, st, T, V, O, W)
         if O.use_blocked:                       # part a got room: who waited for it looks again
             nv, bl_n = _collect_waiting(a, st, nv, T, V, L, W, bl_n)
         eval_moves(W.EV, np.int64(0), nv, T, P, V, C, L, Current(inv, M, nmax, relax, tot[0]), W.X, F)
@@ -270,7 +265,7 @@ def _fm_passes(T, P, V, C, L, O, order, trace, stats, W):
         start0 = float(tot[0]) if obj == 0 else mxs
         _reset_pass(V, W)
         nmoves, best_len, why, widen, st = _pass_moves(T, P, V, C, L, O, order, stats, W, inv, widen_next, st)
-        roll_back(W.S.mv_v, W.S.mv_a, nmoves, best_len, T, P, V, W.A, O.full_updates)   # to the best prefix
+        roll_back(W.S.mv_v, W.S.mv_a, nmoves, best_len, T, P, V, W.A, False)   # to the best prefix
         kept_total += best_len
         tried_total += nmoves
         now = monotonic()

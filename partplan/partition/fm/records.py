@@ -71,11 +71,11 @@ X (:class:`EvalScratch`), A (:class:`ApplyScratch`), H (:class:`PartHeaps`), F
 (:class:`PartFocus`), EV and ONE (:class:`MoveBatch` of n + 1 and of 1 vertex), BL
 (:class:`Waiting`), S (:class:`PassScratch`)."""
 PassOptions = namedtuple("PassOptions", "patience max_passes min_gain max_moves deadline big_deg use_blocked "
-                                        "full_updates theta use_sink work_limit")
+                                        "theta use_sink work_limit")
 PassOptions.__doc__ = """Options of the FM passes (see _fm): patience (moves), max_passes,
 min_gain (relative), max_moves (per pass), deadline (perf_counter seconds,
 < 0: none), big_deg (nets/vertices above it are not re-evaluated), use_blocked,
-full_updates, theta (hot parts: cost >= theta × max), use_sink, work_limit
+theta (hot parts: cost >= theta × max), use_sink, work_limit
 (work units, see :func:`work_done`; < 0: none — unlike the deadline, the same
 on every machine)."""
 

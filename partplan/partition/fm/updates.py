@@ -6,9 +6,7 @@ counts crossed 0/1/2): the pins of every net of u that gained its first pin
 in b are re-evaluated for target b alone (their gain towards b rose; a key
 only rises), and the last pin left in a of a net that had two there is
 re-evaluated fully (it can now leave for free). Decreases are lazy: an entry
-is re-evaluated when it reaches the top (:mod:`.select`). With
-``full_updates`` every pin of every such net is re-evaluated for all targets
-(slower; for comparison). Nets and vertices of more than ``big_deg`` nets
+is re-evaluated when it reaches the top (:mod:`.select`). Nets and vertices of more than ``big_deg`` nets
 are skipped. When part a got room, up to :data:`.records.BL_WALK` vertices
 waiting for it look again. Work (stats[3], stats[5]) is counted in work
 units: the degrees (nets) of the vertices evaluated.
@@ -97,25 +95,6 @@ def _seed_heaps(T, P, V, C, L, O, order, stats, W, cur, widen, bl_n):
         elif H.pos[u] >= 0:
             _hremove(H, part[u], u)
     return 0, bl_n
-
-
-@njit_inline
-def _collect_all_pins(st, T, O, W):
-    """``full_updates``: every unlocked pin (of at most O.big_deg nets) of every net whose
-    counts crossed 0/1/2 in the last move (W.A.crit) into the batch, all targets; returns
-    the batch size."""
-    vptr, tptr, tidx = T.vptr, T.tptr, T.tidx
-    crit, ncrit = W.A.crit, W.A.ncrit
-    locked, stamp = W.S.locked, W.S.stamp
-    nv = 0
-    for ci in range(ncrit[0]):
-        j = crit[ci]
-        for e in range(tptr[j], tptr[j + 1] + 1):
-            x = tidx[e] if e < tptr[j + 1] else j
-            if locked[x] or stamp[x] == st or vptr[x + 1] - vptr[x] > O.big_deg:
-                continue
-            nv = _queue(x, -1, st, nv, W)
-    return nv
 
 
 @njit_inline
