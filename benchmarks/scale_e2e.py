@@ -59,22 +59,18 @@ EDGEFACTOR = 16
 
 # ----------------------------------------------------------------------------- stages
 class Stages:
-    """Wall time (s) and peak RSS (bytes, VmHWM of this process) per stage."""
+    """:class:`partplan._process.Stages` with ``run(name, fn, ...)``: the
+    stage's wall time (s) and peak RSS (bytes, VmHWM of this process)."""
 
     def __init__(self):
-        from partplan._process import current_rss_bytes, reset_peak as _reset_peak
-        self.rows: list[dict] = []
-        self.baseline = current_rss_bytes()
-        self.resettable = _reset_peak()
+        from partplan._process import Stages as _Stages
+        self._st = _Stages()
+        self.rows, self.baseline, self.resettable = self._st.rows, self._st.baseline, self._st.resettable
 
     def run(self, name: str, fn, *a, **kw):
-        from partplan._process import peak_rss_bytes, reset_peak as _reset_peak
-        if self.resettable:
-            _reset_peak()
-        t = time.perf_counter()
+        self._st.start(name)
         out = fn(*a, **kw)
-        self.rows.append({"stage": name, "seconds": round(time.perf_counter() - t, 3),
-                          "peak_rss_bytes": peak_rss_bytes()})
+        self._st.stop()
         return out
 
 
