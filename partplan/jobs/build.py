@@ -4,7 +4,9 @@ the plan of a chunked graph together, each reading only its chunks
 torchrun). The computations and the algorithm are
 :mod:`partplan.plan.distbuild`'s (1D: rows move to their part's process) and
 :mod:`partplan.plan.distlayout`'s (1.5D, 2D: nonzeros move to the rank that
-multiplies them); this module drives the processes: their
+multiplies them); a routed layout takes the 1D path up to the halo requests,
+then each process routes the deliveries of the rows it owns
+(:func:`_routed_programs`). This module drives the processes: their
 exchanges (the runtime comm's ``exchange_rows`` / ``exchange_fill`` /
 ``allgather_object``) and their agreement on errors.
 
