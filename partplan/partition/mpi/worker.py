@@ -68,6 +68,7 @@ def run(cfg: dict) -> dict:
     lo, hi = int(bounds[rank]), int(bounds[rank + 1])
     rows = read_chunk_rows(cfg["graph"], lo, hi, info=info)
     indptr, indices = rows.indptr.astype(np.int64), rows.indices.astype(np.int64)
+    del rows                                    # the file's int32 columns: not kept beside the int64 copy
     symmetric = _symmetric(comm, lo, indptr, indices)
     if symmetric:
         colptr, colidx = indptr, indices
