@@ -34,29 +34,29 @@ from contextlib import contextmanager
 from typing import Iterator
 
 
-def peak_rss_bytes() -> int:
-    """Peak resident set size of this process in bytes (``VmHWM`` of
-    /proc/self/status; ``ru_maxrss`` where there is no /proc)."""
+def _status_bytes(field: str) -> int | None:
+    """A ``kB`` field of /proc/self/status in bytes (None without /proc or the field)."""
     try:
         with open("/proc/self/status") as fh:
             for line in fh:
-                if line.startswith("VmHWM:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+    return None
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident set size of this process in bytes (``VmHWM`` of
+    /proc/self/status; ``ru_maxrss`` where there is no /proc)."""
+    peak = _status_bytes("VmHWM")
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024 if peak is None else peak
 
 
 def current_rss_bytes() -> int:
     """Resident set size of this process now, in bytes (``VmRSS``; 0 without /proc)."""
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+    now = _status_bytes("VmRSS")
+    return 0 if now is None else now
 
 
 def reset_peak() -> bool:

@@ -104,8 +104,8 @@ def _routed_programs(comm, lay, prefix: str, preps: list, keep: list, gk: np.nda
         step += 1
         nxt, send = f"h{step}", f"s{step}"
         trip = np.stack([m.src, m.dst, m.j.astype(np.int64)], axis=1)
-        outs = L.ByRank(comm.exchange_rows(*_grouped(trip, proc_of[m.src], N), "route step")[0], 0, 1, qr)
-        ins = L.ByRank(comm.exchange_rows(*_grouped(trip, proc_of[m.dst], N), "route step")[0], 1, 0, qr)
+        outs = L.ByRank(comm.exchange_rows(*L.grouped(trip, proc_of[m.src], N), "route step")[0], 0, 1, qr)
+        ins = L.ByRank(comm.exchange_rows(*L.grouped(trip, proc_of[m.dst], N), "route step")[0], 1, 0, qr)
         del trip
         for i, q in enumerate(ranks):    # loop over this process's ranks
             o = outs.of(q)                               # sent by q: by destination, then id
@@ -131,12 +131,6 @@ def _routed_programs(comm, lay, prefix: str, preps: list, keep: list, gk: np.nda
         progs[i].add("spmm", [d], src=held, dst="out")
         out.append((progs[i], {"rows": int(in_ids.size), "nnz": int(nnz)}))
     return out, stages
-
-
-def _grouped(rows: np.ndarray, dest: np.ndarray, nprocs: int) -> tuple[np.ndarray, np.ndarray]:
-    """(rows grouped by destination process, counts per process) for ``exchange_rows``."""
-    o = D.sort_small(dest, nprocs)
-    return rows[o], np.bincount(dest, minlength=nprocs).astype(np.int64)
 
 
 def _shuffle(comm, r: dict, k: int, p: int, u: int):
@@ -268,27 +262,16 @@ def _routed_manifest(r, fres, bres, counts, bcounts, bmode, sym_pattern, fp, f, 
     """(the routed plan's manifest fields, its total volume) from the step
     matrices (``r["route_stages"]``) and the rows and nonzeros of each rank."""
     from ..layouts.routed import RoutedStats
-    from ..plan.distlayout import programs_json
     lay, rs = r["lay"], r["route_stages"]
 
-    def stats(prefix, cnt):
-        return RoutedStats(lay.spec, lay.ranks, lay.D, lay.route, rs[prefix],
-                           np.array([c["rows"] for c in cnt], dtype=np.int64),
-                           np.array([c["nnz"] for c in cnt], dtype=np.int64), int(f), str(dtype), alpha, beta)
-
-    def used(prefix):
-        return [m for m in rs[prefix].values() if m.any()]
-    stf = stats("fwd", counts)
-    programs = {"forward": programs_json(fres[0][0], used("fwd"))}
-    stb = None
-    if bres is not None:
-        stb = stats("bwd", bcounts)
-        programs["backward"] = programs_json(bres[0][0], used("bwd"))
-    elif bmode == "same-as-forward":
-        programs["backward"] = {"same_as": "forward"}
-    m = D.manifest_fields(r["info"], lay, programs, stf.summary(), None if stb is None else stb.summary(), bmode,
-                          sym_pattern, fp, f, dtype, meta)
-    return m, int(stf.volume.sum())
+    def side(prefix, prog, cnt):
+        st = RoutedStats(lay.spec, lay.ranks, lay.D, lay.route, rs[prefix],
+                         np.array([c["rows"] for c in cnt], dtype=np.int64),
+                         np.array([c["nnz"] for c in cnt], dtype=np.int64), int(f), str(dtype), alpha, beta)
+        return st, D.programs_json(prog, [m for m in rs[prefix].values() if m.any()])
+    return D.assemble_manifest(r["info"], lay, side("fwd", fres[0][0], counts),
+                               None if bres is None else side("bwd", bres[0][0], bcounts), bmode, sym_pattern, fp,
+                               f, dtype, meta)
 
 
 def _write(comm, st, r: dict, graph_path, partition, out, qr, fres, bres, same, make_manifest, created) -> dict:
@@ -383,21 +366,19 @@ def _build_nonzeros(comm, st, r: dict, graph_path, partition, out, f, dtype, met
     del indptr
     st.stop()
     st.start("shuffle")
-    w = L.block_weights(part_slice, deg, b)
+    w = D.part_weights(part_slice, deg, b)
     pb = D.part_bounds(np.sum(np.array(comm.allgather_object(w.tolist()), dtype=np.int64), axis=0), N)
     proc_of_block = np.repeat(np.arange(N, dtype=np.int64), np.diff(pb))
     proc_of_rank = L.rank_process(lay, proc_of_block)
     qr = (int(np.searchsorted(proc_of_rank, u)), int(np.searchsorted(proc_of_rank, u, side="right")))
     b_lo, b_hi = int(pb[u]), int(pb[u + 1])
-    hdest = proc_of_block[part_slice]
-    o = D.sort_small(hdest, N)
-    got, _ = comm.exchange_rows(np.stack([o + lo, part_slice[o]], axis=1), np.bincount(hdest, minlength=N),
-                                "held rows")
+    got, _ = comm.exchange_rows(*L.grouped(np.stack([np.arange(lo, hi, dtype=np.int64), part_slice], axis=1),
+                                           proc_of_block[part_slice], N), "held rows")
     # arrivals hold ascending ids (ascending sources, each in id order): a stable sort by block keeps that
     ob = D.sort_small(got[:, 1] - b_lo, b_hi - b_lo)
     held_ids = got[ob, 0]
     hb = np.searchsorted(got[ob, 1], np.arange(b_lo, b_hi + 1))
-    del got, ob, hdest, o
+    del got, ob
     rows = np.repeat(np.arange(lo, hi, dtype=idt), deg)
     prow = np.repeat(part_slice.astype(idt), deg)
     del deg
@@ -440,19 +421,12 @@ def _build_nonzeros(comm, st, r: dict, graph_path, partition, out, f, dtype, met
     cost = {"alpha": alpha, "beta": beta}
 
     def make_manifest(fp, bmode, counts, bcounts):
-        def stats_and_json(prog, cnt):
+        def side(prog, cnt):
             mats = [L.dense_counts([c[m] for c in cnt], lay.ranks) for m in range(len(cnt[0]))]
-            return lay.stats_from(mats, sizes, f=int(f), dtype=dtype, **cost), L.programs_json(prog, mats)
-        stf, jf = stats_and_json(fres[0][0], counts)
-        programs = {"forward": jf}
-        stb = None
-        if bres is not None:
-            stb, programs["backward"] = stats_and_json(bres[0][0], bcounts)
-        elif bmode == "same-as-forward":
-            programs["backward"] = {"same_as": "forward"}
-        m = D.manifest_fields(info, lay, programs, stf.summary(), None if stb is None else stb.summary(), bmode,
-                              sym_pattern, fp, f, dtype, meta)
-        return m, int(stf.volume.sum())
+            return lay.stats_from(mats, sizes, f=int(f), dtype=dtype, **cost), D.programs_json(prog, mats)
+        return D.assemble_manifest(info, lay, side(fres[0][0], counts),
+                                   None if bres is None else side(bres[0][0], bcounts), bmode, sym_pattern, fp, f,
+                                   dtype, meta)
     return _write(comm, st, r, graph_path, partition, out, qr, fres, bres, same, make_manifest, created)
 
 

@@ -83,6 +83,7 @@ from ..program.core import Program, matrix_to_pairs
 from ..program.exchange import perm_by, segments, sort_small
 from ..program.plan import RankPlan
 from ..program.schema import FORMAT, FORMAT_VERSION
+from ..program.steps import STEPS
 from .._process import Stages  # noqa: F401 (the plan-build job's stage reports)
 
 
@@ -338,13 +339,18 @@ def _stats(k, n, nnz, f, dtype, alpha, beta, counts: list[dict], sizes: np.ndarr
                      compute_load=load, edge_cut=cut, alpha=alpha, beta=beta)
 
 
-def _program_json(prog: Program, vol: np.ndarray) -> dict:
-    steps = []
-    for s in prog.steps:
-        s = dict(s)
-        if s["op"] == "alltoallv":
-            s["pairs"] = matrix_to_pairs(vol)
-        steps.append(s)
+def programs_json(prog: Program, matrices: list[np.ndarray]) -> dict:
+    """The manifest's view of a program: its steps, each pair-counting step
+    given the next of ``matrices`` (global rank × rank rows moved)."""
+    steps, it = [], iter(matrices)
+    for st in prog.steps:
+        st = dict(st)
+        if STEPS[st["op"]].pairs:
+            m = next(it, None)
+            if m is None:
+                raise PlanError("internal error: more counting steps than count matrices")
+            st["pairs"] = matrix_to_pairs(m)
+        steps.append(st)
     return {"prefix": prog.prefix, "steps": steps}
 
 
@@ -602,17 +608,28 @@ def manifest(info: ChunkInfo, lay, fwd: Program, bwd: Program | None, counts: li
     in rank order) and the programs of part 0 (their steps are every part's)."""
     p = lay.ranks
     sizes = np.array([c["rows"] for c in counts], dtype=np.int64)
-    stf = _stats(p, info.n, info.nnz, int(f), dtype, alpha, beta, counts, sizes)
-    programs = {"forward": _program_json(fwd, stf.volume)}
-    stb = None
+
+    def side(prog, cnt):
+        st = _stats(p, info.n, info.nnz, int(f), dtype, alpha, beta, cnt, sizes)
+        return st, programs_json(prog, [st.volume])
+    return assemble_manifest(info, lay, side(fwd, counts), None if bwd is None else side(bwd, bcounts), bmode,
+                             sym_pattern, fp, f, dtype, meta)
+
+
+def assemble_manifest(info: ChunkInfo, lay, fwd: tuple, bwd: tuple | None, bmode: str, sym_pattern: bool,
+                      fp: str, f: int, dtype, meta: dict | None) -> tuple[dict, int]:
+    """(the manifest fields, the total volume in rows) from the forward
+    (stats, program JSON) and the backward one (None: no backward program;
+    ``same_as`` forward when ``bmode`` says so). Every layout's distributed
+    build ends here."""
+    programs = {"forward": fwd[1]}
     if bwd is not None:
-        stb = _stats(p, info.n, info.nnz, int(f), dtype, alpha, beta, bcounts, sizes)
-        programs["backward"] = _program_json(bwd, stb.volume)
+        programs["backward"] = bwd[1]
     elif bmode == "same-as-forward":
         programs["backward"] = {"same_as": "forward"}
-    m = manifest_fields(info, lay, programs, stf.summary(), None if stb is None else stb.summary(), bmode,
+    m = manifest_fields(info, lay, programs, fwd[0].summary(), None if bwd is None else bwd[0].summary(), bmode,
                         sym_pattern, fp, f, dtype, meta)
-    return m, stf.total_volume
+    return m, int(np.asarray(fwd[0].volume).sum())
 
 
 def manifest_fields(info: ChunkInfo, lay, programs: dict, stats: dict, stats_backward: dict | None,

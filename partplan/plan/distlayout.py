@@ -41,17 +41,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import PlanError
-from ..program.core import Program, matrix_to_pairs
+from ..program.core import Program
 from ..layouts.base import exchange_steps
 from ..program.exchange import receive_side, sort_small
-from ..program.steps import STEPS
-
-
-def block_weights(part_slice: np.ndarray, deg: np.ndarray, b: int) -> np.ndarray:
-    """int64[b]: rows + nonzeros of each row block among this process's rows."""
-    return (np.bincount(part_slice, minlength=b).astype(np.int64) +
-            np.bincount(part_slice, weights=deg, minlength=b).astype(np.int64))
 
 
 def rank_process(lay, proc_of_block: np.ndarray) -> np.ndarray:
@@ -140,13 +132,18 @@ def keyed_pairs(dst: np.ndarray, src_rank: int, ids: np.ndarray, p: int) -> np.n
     return np.stack([dst.astype(np.int64) * p + src_rank, ids.astype(np.int64)], axis=1)
 
 
+def grouped(rows: np.ndarray, dest: np.ndarray, nprocs: int) -> tuple[np.ndarray, np.ndarray]:
+    """(``rows`` grouped by destination process ``dest``, stable; counts per
+    process): what :meth:`~partplan.runtime.comm.TorchComm.exchange_rows` sends."""
+    o = sort_small(dest, nprocs)
+    return rows[o], np.bincount(dest, minlength=nprocs).astype(np.int64)
+
+
 def route(pairs: list[np.ndarray], proc_of_rank: np.ndarray, p: int, nprocs: int
           ) -> tuple[np.ndarray, np.ndarray]:
     """(the keyed pairs grouped by the process of their destination rank, counts per process)."""
     allp = np.concatenate(pairs) if pairs else np.zeros((0, 2), np.int64)
-    dest = proc_of_rank[allp[:, 0] // p]
-    o = sort_small(dest, nprocs)
-    return allp[o], np.bincount(dest, minlength=nprocs).astype(np.int64)
+    return grouped(allp, proc_of_rank[allp[:, 0] // p], nprocs)
 
 
 class ByRank:
@@ -196,18 +193,3 @@ def program(lay, prefix: str, u: int, ex: dict, held_u: np.ndarray, fold: dict |
     else:
         lay.finish(prog, [u])
     return prog
-
-
-def programs_json(prog: Program, matrices: list[np.ndarray]) -> dict:
-    """The manifest's view of a program: its steps, each pair-counting step
-    given the next of ``matrices`` (global rank × rank rows moved)."""
-    steps, it = [], iter(matrices)
-    for st in prog.steps:
-        st = dict(st)
-        if STEPS[st["op"]].pairs:
-            m = next(it, None)
-            if m is None:
-                raise PlanError("internal error: more counting steps than count matrices")
-            st["pairs"] = matrix_to_pairs(m)
-        steps.append(st)
-    return {"prefix": prog.prefix, "steps": steps}
