@@ -20,12 +20,18 @@ One round:
    vertex order against virtual loads (each choice adds the candidate's estimated
    load to its target), so the candidates spread over the light parts; a
    part's price is its virtual load plus γ × the candidate's neighbours
-   outside it. Proposals are gathered on every process.
+   outside it. A vertex proposed and not moved has its score halved every
+   second time (until it moves), so the same rejected candidates do not fill
+   every round. Proposals are gathered on every process.
 2. **Evaluate exactly.** A moved vertex is a pin of the nets of its row and
    owns its own net: the proposer sends (net, proposal) pairs to the nets'
    processes, which count the touched nets' pins per part and return each
    proposal's exact change of send and recv per part as if it moved alone
-   (summed over processes).
+   (summed over processes). The pin counts per part of the largest local
+   nets (the hubs', which most proposals touch) are kept and updated on every
+   commit; the other nets are counted from their pins. Only pairs whose move
+   changes the net's owner, empties a part of the net or enters a new one
+   can change a figure, and only those are evaluated further.
 3. **Select.** Every process runs the same filter: repairs first (least
    damage per weight), then bottleneck moves by gain; the maximum load
    max(send, recv) may not rise, a bottleneck move must lower
@@ -55,6 +61,10 @@ from ...program.exchange import segments as _ranges
 
 #: pin-count matrix cells per block when counting nets (bounds memory: 64 MiB of int32)
 _BLOCK_CELLS = 1 << 24
+#: most cells of the kept pin counts of the large nets (64 MiB of int32 per process)
+_BIG_CELLS = 1 << 24
+#: nets with fewer pins than this are always counted from their pins
+_BIG_MIN_PINS = 64
 
 
 @dataclass
@@ -225,6 +235,39 @@ class _Refiner:
         s, r, self.net_send = local_volume(sl, part, k)
         self.send, self.recv = _allsum(comm, s), _allsum(comm, r)
         self.ext = self._all_external_degrees()
+        self._keep_big_nets()
+        # rounds each local vertex was proposed and not moved since it last moved: every second one
+        # halves its score, so the same rejected candidates do not fill every round's proposals
+        self.fails = np.zeros(sl.rows, np.int8)
+
+    def _keep_big_nets(self) -> None:
+        """Keep the pin counts per part of the largest local nets (at least
+        ``_BIG_MIN_PINS`` pins, at most ``_BIG_CELLS`` cells) and update them
+        on every commit: a round touches the hubs' nets through most proposals'
+        neighbours, and recounting a hub's pins each round costs its degree."""
+        sl, k = self.sl, self.k
+        size = np.diff(sl.colptr)
+        cap = max(0, _BIG_CELLS // k)
+        big = np.flatnonzero(size >= _BIG_MIN_PINS)
+        if big.size > cap:
+            big = big[np.argpartition(-size[big], cap - 1)[:cap]] if cap else big[:0]
+            big.sort()
+        self.big_pos = np.full(sl.rows, -1, np.int64)
+        self.big_pos[big] = np.arange(big.size)
+        self.big_counts = net_counts(sl, self.part, big, k)
+
+    def _counts(self, t: np.ndarray) -> np.ndarray:
+        """int32[len(t), k]: pins per part of the local nets ``t`` (kept counts for the large ones)."""
+        pos = self.big_pos[t]
+        kept = pos >= 0
+        if not kept.any():
+            return net_counts(self.sl, self.part, t, self.k)
+        out = np.empty((t.size, self.k), np.int32)
+        out[kept] = self.big_counts[pos[kept]]
+        rest = np.flatnonzero(~kept)
+        if rest.size:
+            out[rest] = net_counts(self.sl, self.part, t[rest], self.k)
+        return out
 
     def _all_external_degrees(self, block: int = 1 << 22) -> np.ndarray:
         """External degree of every local row, in blocks of about ``block`` nonzeros."""
@@ -265,7 +308,9 @@ class _Refiner:
             picks.append((score, 0, m - (m // 2 if over.any() else 0)))
         us, kinds = [], []
         budget = max(1, ctx.pair_budget // self.size)
+        damp = np.ldexp(1.0, -(self.fails.astype(np.int32) // 2))   # halved every second rejection
         for score, kind, cap in picks:
+            score = score * damp
             cand = np.flatnonzero(score > 0)
             if cand.size > cap:
                 cand = cand[np.argpartition(-score[cand], cap - 1)[:cap]]
@@ -354,23 +399,29 @@ class _Refiner:
     def _evaluate(self, U, A, B, v, pid, pin):
         k, P = self.k, U.size
         t, tinv = np.unique(v - self.sl.lo, return_inverse=True)
-        counts = net_counts(self.sl, self.part, t, k)
+        counts = self._counts(t)
         o = self.part[v]
         o2 = np.where(v == U[pid], B[pid], o)
         lam_t = (counts > 0).sum(1)
-        parts, drecv, so, so2 = _pair_deltas(counts, tinv, lam_t, A[pid], B[pid], o, o2, pin)
+        # a pair changes send / recv only when its net's owner moves, or the move takes the last
+        # pin out of a part or the first pin into one (most pairs do neither)
+        a, b = A[pid], B[pid]
+        live = np.flatnonzero((o != o2) | ((pin > 0) & ((counts[tinv, a] == 1) | (counts[tinv, b] == 0))))
+        parts, drecv, so, so2 = _pair_deltas(counts, tinv[live], lam_t, a[live], b[live], o[live], o2[live],
+                                             pin[live])
+        pid, o, o2 = pid[live], o[live], o2[live]
         base = pid * k
         dS = (np.bincount(base + o, weights=-so, minlength=P * k)
               + np.bincount(base + o2, weights=so2, minlength=P * k)).astype(np.int64)
         dR = np.bincount((base[:, None] + parts).ravel(), weights=drecv.ravel(), minlength=P * k).astype(np.int64)
         dS, dR = _allsum(self.comm, dS).reshape(P, k), _allsum(self.comm, dR).reshape(P, k)
-        return dS, dR, (t, tinv, counts, o)
+        return dS, dR, (t, tinv, counts)
 
     def _exact(self, U, A, B, v, pid, pin, chosen: np.ndarray, cache):
         """Exact send / recv change of moving every chosen proposal together, and
         the local nets' new sends (for the nets touched)."""
         k = self.k
-        t, tinv, counts, o = cache
+        t, tinv, counts = cache
         sel = chosen[pid]
         after = counts.copy()
         ti = tinv[sel]
@@ -385,7 +436,10 @@ class _Refiner:
         s0, r0, _ = _contrib(counts[touched], owner[touched], k)
         s1, r1, ns1 = _contrib(after[touched], owner2[touched], k)
         d = _allsum(self.comm, np.concatenate([s1 - s0, r1 - r0]))
-        return d[:k], d[k:], (t[touched], ns1)
+        pos = self.big_pos[t[ti]]
+        big = (pos >= 0) & (pin[sel] > 0)
+        moves = (pos[big], A[pid[sel]][big], B[pid[sel]][big])
+        return d[:k], d[k:], (t[touched], ns1, moves)
 
     # ----------------------------------------------------------------- select
     def _select(self, U, A, B, Wu, kind, dS, dR):
@@ -444,6 +498,7 @@ class _Refiner:
 
     # ----------------------------------------------------------------- round
     def round(self, theta: float, repair_only: bool = False) -> int:
+        """One propose / evaluate / select / commit round; returns the moves committed."""
         comm = self.comm
         got = comm.allgather(self._propose(theta, repair_only))
         U = np.concatenate([g[0] for g in got])
@@ -455,11 +510,22 @@ class _Refiner:
         kind = np.concatenate([g[4] for g in got])
         v, pid, pin = self._route(U, A, B, None)
         dS, dR, cache = self._evaluate(U, A, B, v, pid, pin)
-        chosen = self._select(U, A, B, Wu, kind, dS, dR)
+        chosen = self._commit(U, A, B, Wu, v, pid, pin, cache, self._select(U, A, B, Wu, kind, dS, dR))
+        mine = (U >= self.sl.lo) & (U < self.sl.hi)
+        moved = np.zeros(U.size, bool)
+        moved[chosen] = True
+        f = self.fails
+        f[U[mine & ~moved] - self.sl.lo] = np.minimum(f[U[mine & ~moved] - self.sl.lo], 60) + 1
+        f[U[mine & moved] - self.sl.lo] = 0
+        return int(chosen.size)
+
+    def _commit(self, U, A, B, Wu, v, pid, pin, cache, chosen):
+        """Apply the selected moves, halved until their exact combined change keeps the rules; returns
+        the committed proposals."""
         while chosen.size:
             mask = np.zeros(U.size, bool)
             mask[chosen] = True
-            eS, eR, (nets, ns) = self._exact(U, A, B, v, pid, pin, mask, cache)
+            eS, eR, (nets, ns, (bp, ba, bb)) = self._exact(U, A, B, v, pid, pin, mask, cache)
             if self._better(eS, eR, chosen, Wu, A, B):
                 self.part[U[chosen]] = B[chosen]
                 np.add.at(self.W, A[chosen], -Wu[chosen])
@@ -467,12 +533,14 @@ class _Refiner:
                 self.send += eS
                 self.recv += eR
                 self.net_send[nets] = ns
+                np.add.at(self.big_counts, (bp, ba), -1)
+                np.add.at(self.big_counts, (bp, bb), 1)
                 mine = U[chosen][(U[chosen] >= self.sl.lo) & (U[chosen] < self.sl.hi)] - self.sl.lo
                 if mine.size:
                     self.ext[mine] = self._external_degree(mine)
-                return int(chosen.size)
+                return chosen
             chosen = chosen[: chosen.size // 2]
-        return 0
+        return chosen
 
     # ----------------------------------------------------------------- best state
     def feasible(self) -> bool:
@@ -489,6 +557,7 @@ class _Refiner:
         self.part[:] = part
         _, _, self.net_send = local_volume(self.sl, self.part, self.k)
         self.ext = self._all_external_degrees()
+        self._keep_big_nets()
 
 
 def _mpi_max():
@@ -548,7 +617,8 @@ def refine_distributed(comm, sl: RowSlice, part: np.ndarray, k: int, eps: float,
     s, rv, _ = local_volume(sl, part, k)
     s, rv = _allsum(comm, s), _allsum(comm, rv)
     wts = _allsum(comm, np.bincount(part[sl.lo:sl.hi], weights=sl.weight, minlength=k).astype(np.int64))
-    if not (np.array_equal(s, r.send) and np.array_equal(rv, r.recv) and np.array_equal(wts, r.W)):
+    kept = np.array_equal(r.big_counts, net_counts(sl, part, np.flatnonzero(r.big_pos >= 0), k))
+    if not (np.array_equal(s, r.send) and np.array_equal(rv, r.recv) and np.array_equal(wts, r.W) and kept):
         raise RuntimeError("internal error: the refinement's maintained figures differ from the recount")
     res.send, res.recv, res.weights = s, rv, r.W
     res.seconds = time.perf_counter() - t0

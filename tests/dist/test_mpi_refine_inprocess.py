@@ -1,0 +1,43 @@
+"""The distributed refinement in this process on one MPI rank (``COMM_SELF``):
+the kept pin counts of the large nets give exactly the moves that counting
+every net's pins gives, and every figure equals the analyzer's recount."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from partplan.metrics.stats import analyze
+
+
+def _comm():
+    mpi = pytest.importorskip("mpi4py.MPI", reason="mpi4py is not installed (make mpi)")
+    return mpi.COMM_SELF
+
+
+def _refine(g, start, k, **ctx):
+    from partplan.partition.mpi.refine import RefineContext, RowSlice, refine_distributed
+    indptr, indices = g.indptr.astype(np.int64), g.indices.astype(np.int64)
+    sl = RowSlice(0, g.n, g.n, indptr, indices, indptr, indices)
+    part = start.astype(np.int32).copy()
+    res = refine_distributed(_comm(), sl, part, k, 0.03, RefineContext(**ctx))
+    return part, res
+
+
+@pytest.mark.parametrize("cells", [0, 16 * 40])   # no net kept; the 40 largest of those with 64+ pins kept
+def test_kept_counts_give_the_same_moves_as_counting(monkeypatch, cells):
+    from partplan.datasets.generators import rmat
+    from partplan.partition.mpi import refine as mod
+    _comm()
+    g = rmat(11, seed=5)
+    k = 16
+    start = (np.arange(g.n) * 7 % k).astype(np.int32)
+    assert (np.diff(g.indptr) >= mod._BIG_MIN_PINS).sum() > 40   # both runs keep some nets, the second not all
+    monkeypatch.setattr(mod, "_BIG_CELLS", 1 << 24)
+    kept, res_kept = _refine(g, start, k, rounds=40)
+    monkeypatch.setattr(mod, "_BIG_CELLS", cells)
+    counted, res_counted = _refine(g, start, k, rounds=40)
+    assert np.array_equal(kept, counted)
+    s = analyze(g, kept, k)
+    assert res_kept.send.tolist() == s.send.tolist() and res_kept.recv.tolist() == s.recv.tolist()
+    assert max(s.send.max(), s.recv.max()) < max(res_kept.before["max_send"], res_kept.before["max_recv"])
+    assert res_kept.moved > 0 and res_counted.moved == res_kept.moved
