@@ -12,7 +12,8 @@ compile disjoint kernels: this one the refinement, whose FM kernel alone is abou
 of all the compile time (the refinement compiles it first, then its cluster moves), a child the
 cluster moves (their coarsening and passes, compiled while this process is still on the FM
 kernel, so that the refinement here loads them) and the rest (the fast preset's coarsening,
-streaming, rebalancing, the analyzer, plan building, the native BFS / SSSP kernels). Then the
+streaming and the connectivity passes, rebalancing, the analyzer, plan building, the native
+BFS / SSSP kernels). Then the
 default pipeline runs once here (hypergraph and graph models), which loads what both compiled and
 compiles what is left.
 """
@@ -60,6 +61,7 @@ def _rest() -> None:
 
     from partplan import Graph, analyze, datasets
     from partplan.partition.fast import warm_up
+    from partplan.partition.km1_pass import km1_passes
     from partplan.partition.rebalance import rebalance
     from partplan.partition.stream import stream_partition
     from partplan.plan import build_plan
@@ -69,7 +71,7 @@ def _rest() -> None:
 
     g = datasets.rmat(9, seed=1)
     warm_up()
-    stream_partition(g, 4)
+    km1_passes(g, stream_partition(g, 4), 4)
     rebalance(g, np.where(np.arange(g.n) < g.n // 2, 0, np.arange(g.n) % 4), 4)   # part 0 overloaded
     analyze(g, np.arange(g.n) % 4, 4)
     d = datasets.rmat(8, seed=2, symmetrize=False)                           # directed: the pattern check

@@ -95,6 +95,7 @@ def test_directed_graph_nets_are_columns(tmp_path):
     res = launch.distributed_partition(path, 6, nprocs=2, output=tmp_path / "d.npy", quiet=True, rounds=30)
     assert res["symmetric"] is False and res["engine"] == "zoltan"    # the default for a directed pattern
     _check_sidecar(res, g, np.load(tmp_path / "d.npy"), 6)
+    assert res["km1"].startswith("skipped: a directed pattern")
 
 
 @pytest.mark.slow
@@ -108,6 +109,10 @@ def test_stream_engine_and_graph_file_input(tmp_path):
     res = launch.distributed_partition(f, 4, nprocs=2, output=tmp_path / "t.npy", quiet=True, rounds=20)
     _check_sidecar(res, g, np.load(tmp_path / "t.npy"), 4)
     assert res["engine"] == "stream"       # the default for a symmetric pattern
+    ref, out = res["refine"], res["result"]   # the connectivity passes after the refinement: less volume,
+    assert out["total_volume"] < ref["total_volume"]   # no higher bottleneck
+    assert max(out["max_send"], out["max_recv"]) <= max(ref["max_send"], ref["max_recv"])
+    assert out["total_volume"] == ref["total_volume"] - sum(p["removed"] for p in res["km1"]["passes"])
 
 
 @pytest.mark.slow

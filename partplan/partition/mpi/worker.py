@@ -4,7 +4,9 @@
 only its chunks of the chunked graph (a contiguous run of chunks balanced by
 nonzeros), runs the engine on its row block, gathers the partition vector
 (int32[n]: replicated, O(n)), refines max(send, recv) with
-:func:`.refine.refine_distributed`, writes its slice of the output ``.npy``
+:func:`.refine.refine_distributed`, lowers the total volume without raising
+that maximum (:mod:`partplan.partition.km1_pass`, in process 0, symmetric
+patterns), recounts every figure, writes its slice of the output ``.npy``
 (the launcher created it and renames it into place) and reports wall time
 and peak RSS per stage. Any error is one ``partplan: error:`` line and an
 MPI abort, so no process waits on a dead peer.
@@ -49,6 +51,29 @@ def _symmetric(comm, lo, indptr, indices, block: int = 1 << 22) -> bool:
         mine = [(x + y) % (1 << 64) for x, y in zip(mine, sums)]
     tot = [sum(v) % (1 << 64) for v in zip(*comm.allgather(mine))]
     return tot[0:2] == tot[2:4]
+
+
+def _km1(comm, cfg: dict, part: np.ndarray, k: int, eps: float, symmetric: bool) -> dict | str:
+    """The greedy connectivity passes (:mod:`partplan.partition.km1_pass`) on the
+    refined parts, in process 0 (``part`` updated in place on every process):
+    less total volume, no higher max(send, recv). Skipped for a directed
+    pattern (its nets are the columns, not the rows read) and when the 2·n·k
+    bytes of pin counts exceed the pass's limit. Returns its stats or why it
+    was skipped."""
+    from ...errors import OptionError
+    from ..km1_pass import km1_passes
+    if not symmetric:
+        return "skipped: a directed pattern's nets are its columns, not the rows the pass reads"
+    out: dict | str = {}
+    if comm.Get_rank() == 0:
+        try:
+            st: dict = {}
+            part[:] = km1_passes(cfg["graph"], part, k, eps=eps, symmetric=True, stats=st, progress=_progress(cfg))
+            out = st
+        except OptionError as exc:
+            out = f"skipped: {exc}"
+    comm.Bcast(part, root=0)
+    return comm.bcast(out, root=0)
 
 
 def run(cfg: dict) -> dict:
@@ -110,7 +135,20 @@ def run(cfg: dict) -> dict:
     say = _progress(cfg) if rank == 0 else None
     res = refine_distributed(comm, sl, part, k, eps, ctx if cfg["refine"] else RefineContext(rounds=0),
                              progress=say)
+    send, recv, weights = res.send, res.recv, res.weights
     st.stop()
+    km1: dict | str = "skipped: no refinement"
+    if cfg["refine"]:
+        st.start("km1")
+        km1 = _km1(comm, cfg, part, k, eps, symmetric)
+        if isinstance(km1, dict):   # recount the figures of the new parts, and check the pass's own
+            from .refine import _allsum, local_volume
+            s, r, _ = local_volume(sl, part, k)
+            send, recv = _allsum(comm, s), _allsum(comm, r)
+            weights = _allsum(comm, np.bincount(part[lo:hi], weights=sl.weight, minlength=k).astype(np.int64))
+            if (int(send.sum()), int(max(send.max(), recv.max()))) != (km1["volume_after"], km1["max_load_after"]):
+                raise RuntimeError("internal error: the connectivity passes' figures differ from the recount")
+        st.stop()
     st.start("write")
     from ..._atomic import open_npy
     ident = tuple(cfg["ident"]) if cfg.get("ident") else None
@@ -124,12 +162,15 @@ def run(cfg: dict) -> dict:
                           for r in st.rows}, root=0)
     if rank != 0:
         return {}
-    after = {"total_volume": int(res.send.sum()), "max_send": int(res.send.max()),
-             "max_recv": int(res.recv.max()), "max_weight": int(res.weights.max())}
+    after = {"total_volume": int(send.sum()), "max_send": int(send.max()),
+             "max_recv": int(recv.max()), "max_weight": int(weights.max())}
     return {"engine": engine, "nprocs": size, "n": n, "nnz": info.nnz, "k": k, "imbalance": eps,
             "symmetric": symmetric, "engine_result": res.before, "result": after,
-            "send": res.send.tolist(), "recv": res.recv.tolist(), "compute_load": res.weights.tolist(),
-            "refine": {"rounds": res.rounds, "moved": res.moved, "seconds": round(res.seconds, 3)},
+            "send": send.tolist(), "recv": recv.tolist(), "compute_load": weights.tolist(),
+            "refine": {"rounds": res.rounds, "moved": res.moved, "seconds": round(res.seconds, 3),
+                       "total_volume": int(res.send.sum()), "max_send": int(res.send.max()),
+                       "max_recv": int(res.recv.max())},
+            "km1": km1,
             "row_bounds": bounds.tolist(), "stages": stages}
 
 

@@ -1,0 +1,54 @@
+"""The greedy connectivity passes against the analyzer's exact 1D volumes (an
+independent count): the volume they report removing is removed, the maximum
+load never rises, every part stays within the weight limit."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from partplan.datasets.generators import rmat
+from partplan.errors import OptionError, PartitionError
+from partplan.graph import Graph
+from partplan.io.chunked import write_chunked
+from partplan.metrics.stats import analyze
+from partplan.partition.km1_pass import km1_passes
+
+
+def _figures(g, part, k):
+    s = analyze(g, part, k)
+    return int(s.send.sum()), int(max(s.send.max(), s.recv.max()))
+
+
+@pytest.mark.parametrize("loops", ["remove", "keep"])
+@pytest.mark.parametrize("k", [4, 16])
+def test_reported_gains_are_the_recounted_ones(loops, k):
+    g = rmat(10, seed=2, self_loops=loops)
+    start = (np.arange(g.n) * 5 % k).astype(np.int64)
+    st: dict = {}
+    part = km1_passes(g, start, k, stats=st, block_rows=300)
+    total0, top0 = _figures(g, start, k)
+    total1, top1 = _figures(g, part, k)
+    removed = sum(r["removed"] for r in st["passes"])
+    assert removed > 0 and total0 - total1 == removed and st["volume_after"] == total1
+    assert st["max_load_before"] == top0 and st["max_load_after"] == top1 and top1 <= top0
+    w0, w1 = (np.bincount(p, weights=np.diff(g.indptr), minlength=k) for p in (start, part))
+    assert st["cap"] == max(int(np.floor(1.03 * g.nnz / k)), -(-g.nnz // k))
+    assert (w1 <= np.maximum(w0, st["cap"])).all()   # within the limit, or (a part above it) not heavier
+
+
+def test_chunked_graph_gives_the_in_memory_result(tmp_path):
+    g = rmat(9, seed=4)
+    path = write_chunked(g, tmp_path / "g.chunked", chunks=3)
+    start = np.arange(g.n) % 8
+    assert np.array_equal(km1_passes(path, start, 8, block_rows=100), km1_passes(g, start, 8, block_rows=77))
+
+
+def test_refuses_directed_bad_parts_and_too_large_counts():
+    g = Graph(np.array([0, 1, 1]), np.array([1]), directed=True)
+    with pytest.raises(PartitionError, match="symmetric"):
+        km1_passes(g, np.array([0, 1]), 2)
+    u = rmat(6, seed=1)
+    with pytest.raises(PartitionError, match=r"\[0, 4\)"):
+        km1_passes(u, np.full(u.n, 4), 4)
+    with pytest.raises(OptionError, match="max_bytes"):
+        km1_passes(u, np.zeros(u.n, np.int64), 4, max_bytes=10)
