@@ -133,15 +133,22 @@ class RefineResult:
 
 
 def net_counts(sl: RowSlice, part: np.ndarray, nets: np.ndarray, k: int) -> np.ndarray:
-    """int32[len(nets), k]: pins of each local net (index into [lo, hi)) per part."""
+    """int32[len(nets), k]: pins of each local net (index into [lo, hi)) per part.
+    Blocks of at most ``_BLOCK_CELLS`` cells and ``_BLOCK_CELLS`` pins (the
+    hubs' nets hold most of the pins)."""
     out = np.zeros((nets.size, k), np.int32)
-    step = max(1, _BLOCK_CELLS // k)
-    for s in range(0, nets.size, step):
-        t = nets[s:s + step]
-        lens = sl.colptr[t + 1] - sl.colptr[t]
+    lens_all = sl.colptr[nets + 1] - sl.colptr[nets]
+    ends = np.cumsum(lens_all)
+    s = 0
+    while s < nets.size:
+        e = min(nets.size, s + max(1, _BLOCK_CELLS // k))
+        base = ends[s - 1] if s else 0
+        e = max(s + 1, min(e, int(np.searchsorted(ends, base + _BLOCK_CELLS, side="right"))))
+        t, lens = nets[s:e], lens_all[s:e]
         pins = sl.colidx[_ranges(sl.colptr[t], lens)]
         seg = np.repeat(np.arange(t.size, dtype=np.int64), lens)
-        out[s:s + t.size] = np.bincount(seg * k + part[pins], minlength=t.size * k).reshape(t.size, k)
+        out[s:e] = np.bincount(seg * k + part[pins], minlength=t.size * k).reshape(t.size, k)
+        s = e
     return out
 
 

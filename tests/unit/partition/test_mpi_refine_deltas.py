@@ -72,3 +72,19 @@ def test_contributions_sum_to_a_brute_force_count():
 def test_ranges_concatenates_index_ranges():
     out = _ranges(np.array([5, 0, 9]), np.array([2, 0, 3]))
     assert out.tolist() == [5, 6, 9, 10, 11]
+
+
+def test_net_counts_in_small_blocks_equal_a_brute_force_count(monkeypatch):
+    from partplan.datasets.generators import rmat
+    from partplan.partition.mpi import refine as mod
+    g = rmat(10, seed=5)
+    k = 8
+    ip, ix = g.indptr.astype(np.int64), g.indices.astype(np.int64)
+    sl = mod.RowSlice(0, g.n, g.n, ip, ix, ip, ix)
+    part = (np.arange(g.n) * 3 % k).astype(np.int32)
+    truth = np.zeros((g.n, k), np.int64)
+    np.add.at(truth, (np.repeat(np.arange(g.n), np.diff(ip)), part[ix]), 1)
+    nets = np.arange(g.n)[::-1].copy()                 # any order of nets
+    for cells in (1 << 24, 100, 1):                    # one block; blocks bounded by pins; one net per block
+        monkeypatch.setattr(mod, "_BLOCK_CELLS", cells)
+        assert np.array_equal(mod.net_counts(sl, part, nets, k), truth[nets])
