@@ -9,10 +9,17 @@ the hash partition ``v mod k``. Every figure is recounted by
 :func:`partplan.metrics.stats.analyze` (the exact 1D volumes) from the written
 partition. Prints ratios to the default and to hash; ``--json`` keeps the rows.
 
-The refinement's settings were chosen on R-MAT 12 and 16 (seed 0); report
-other scales or seeds.
+``--graphs DIR ...`` takes existing chunked graphs instead of generating
+R-MAT ones; ``--chunk-recount`` recounts every figure in one pass over the
+chunks (``scale_e2e.column_net_stats``) instead of loading the graph, for
+graphs that do not fit one process (use it with ``--no-default``).
+
+The settings were chosen on R-MAT 16 seed 0, 19 seed 1 and 21 seed 0
+(k = 64); report other scales or seeds.
 
     python benchmarks/bench_distributed.py --scales 18 20 --k 64 --nprocs 2 --json dist.json
+    python benchmarks/bench_distributed.py --graphs rmat24.chunked --k 64 --engines stream \
+        --no-default --chunk-recount
 """
 from __future__ import annotations
 
@@ -26,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))   # scale_e2e (the chunk recount)
 
 
 def main(argv=None) -> int:
@@ -36,31 +44,46 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--engines", nargs="+", default=["zoltan", "ptscotch"])
     ap.add_argument("--no-default", action="store_true", help="skip the single-process default")
+    ap.add_argument("--graphs", nargs="+", default=None, help="existing chunked graphs (instead of --scales)")
+    ap.add_argument("--chunk-recount", action="store_true",
+                    help="recount in one pass over the chunks (never the whole graph in memory)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
+    if a.chunk_recount and not a.no_default:
+        ap.error("--chunk-recount needs --no-default (the single-process default loads the whole graph)")
 
     from partplan.datasets.chunked_gen import rmat_chunked
-    from partplan.io.chunked import read_chunked
+    from partplan.io.chunked import chunk_info, read_chunked
     from partplan.metrics.stats import analyze
     from partplan.partition.api import partition
     from partplan.partition.mpi import distributed_partition
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-dist-") as d:
-        for scale in a.scales:
-            path = Path(d) / f"rmat{scale}.chunked"
-            rmat_chunked(scale, seed=a.seed, path=path, chunks=8 * a.nprocs)
-            g = read_chunked(path)
+        for scale in (a.graphs or a.scales):
+            if a.graphs:
+                path = Path(scale)
+            else:
+                path = Path(d) / f"rmat{scale}.chunked"
+                rmat_chunked(scale, seed=a.seed, path=path, chunks=8 * a.nprocs)
+            n = chunk_info(path).n
+            g = None if a.chunk_recount else read_chunked(path)
+
+            def summary(part):
+                if g is not None:
+                    return analyze(g, part, a.k).summary()
+                from scale_e2e import column_net_stats
+                return column_net_stats(path, {"p": np.asarray(part, np.int64)}, a.k)["p"]
 
             def fig(part, name, wall):
-                s = analyze(g, part, a.k).summary()
+                s = summary(part)
                 row = {"scale": scale, "method": name, "total": s["total_volume"], "max_send": s["max_send"],
                        "max_recv": s["max_recv"], "max": max(s["max_send"], s["max_recv"]),
                        "imbalance": round(s["compute_imbalance"], 4), "wall_s": round(wall, 1)}
                 rows.append(row)
                 return row
 
-            hash_row = fig((np.arange(g.n) % a.k).astype(np.int64), "hash", 0.0)
+            hash_row = fig((np.arange(n) % a.k).astype(np.int64), "hash", 0.0)
             ref = None
             if not a.no_default:
                 t = time.perf_counter()
@@ -70,10 +93,11 @@ def main(argv=None) -> int:
                 t = time.perf_counter()
                 res = distributed_partition(path, a.k, nprocs=a.nprocs, output=out, engine=eng, seed=0, quiet=True)
                 wall = time.perf_counter() - t
-                row = fig(np.load(out), f"{eng}+refine (N={a.nprocs})", wall)
+                row = fig(np.load(out), f"{eng}+refine+passes (N={a.nprocs})", wall)
                 assert row["total"] == res["result"]["total_volume"] and row["max_send"] == res["result"]["max_send"]
                 e = res["engine_result"]
                 row.update(engine_total=e["total_volume"], engine_max=max(e["max_send"], e["max_recv"]),
+                           refine=res["refine"], km1=res["km1"],
                            stages={k: max(s[k]["wall_s"] for s in res["stages"]) for k in res["stages"][0]},
                            peak_rss_mib=max(max(v["peak_rss_bytes"] for v in s.values()) for s in res["stages"]) >> 20)
             for row in rows:

@@ -101,7 +101,8 @@ def register(subparsers) -> None:
                    help="partition with N MPI processes (mpirun; each reads only its chunks of a chunked graph): "
                         "--engine stream (Fennel in process 0; default for a symmetric pattern), zoltan (Zoltan "
                         "PHG, exact volume; default for a directed one) or ptscotch, then the distributed "
-                        "bottleneck refinement; writes a .npy partition")
+                        "bottleneck refinement and (symmetric patterns) greedy volume passes that never raise "
+                        "the bottleneck; writes a .npy partition")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages on stderr")
     from ._topology import add_topology_args

@@ -37,7 +37,7 @@ start (:mod:`partplan.partition.mpi.worker`); the bottleneck refinement
 follows. Measured in ``docs/design/distributed.md``.
 
 Memory: 2·n·k bytes of counts (refused above ``max_bytes``), int64[k], and
-one block of rows. Each vertex costs O(deg · candidates).
+one block of rows. Each vertex costs O(k + deg · candidates).
 
 Example::
 
@@ -198,6 +198,12 @@ def _deltas(indptr, indices, r, v, a, b, loop, lam, part, cnt, ds, dr, tl):
     return gain, nl
 
 
+def _rows(src, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows [lo, hi) as int64 arrays (one compiled kernel for every source)."""
+    ip, idx = src.rows(lo, hi)
+    return np.asarray(ip, np.int64), np.asarray(idx, np.int64)
+
+
 def km1_passes(path_or_graph, part, k: int, *, eps: float = 0.03, passes: int = 3, candidates: int = 4,
                stop: float = 0.001, max_bytes: int = DEFAULT_MAX_BYTES, block_rows: int = 1 << 16,
                symmetric: bool | None = None, progress=None, stats: dict | None = None) -> np.ndarray:
@@ -212,7 +218,7 @@ def km1_passes(path_or_graph, part, k: int, *, eps: float = 0.03, passes: int = 
     eps : ε of the weight limit max(⌊(1 + ε)·W / k⌋, ⌈W / k⌉), W the nonzeros.
     passes : most passes (≥ 1). candidates : target parts tried per vertex.
     stop : end when a pass removes less than this fraction of the volume.
-    max_bytes : most bytes of pin counts (2·n·k); above, PartitionError.
+    max_bytes : most bytes of pin counts (2·n·k); above, OptionError (before any work).
     block_rows : rows read at a time.
     symmetric : True when the caller has checked that the pattern is
         symmetric (the MPI worker hashes it); None: a graph in memory is
@@ -252,7 +258,7 @@ def km1_passes(path_or_graph, part, k: int, *, eps: float = 0.03, passes: int = 
     cnt = np.zeros((n, k), np.uint16)
     weights = []
     for lo in range(0, n, block_rows):
-        ip, idx = src.rows(lo, min(n, lo + block_rows))
+        ip, idx = _rows(src, lo, min(n, lo + block_rows))
         _count_block(ip, idx, lo, out, cnt)
         weights.append(np.diff(ip))
     wts = np.concatenate(weights).astype(np.int64) if weights else np.zeros(0, np.int64)
@@ -276,7 +282,7 @@ def km1_passes(path_or_graph, part, k: int, *, eps: float = 0.03, passes: int = 
         moved = removed = 0
         for lo in range(0, n, block_rows):
             hi = min(n, lo + block_rows)
-            ip, idx = src.rows(lo, hi)
+            ip, idx = _rows(src, lo, hi)
             tl = np.empty(2 * int(np.diff(ip).max(initial=0)) + 2, np.int64)
             m, g = _move_block(ip, idx, lo, out, cnt, wts[lo:hi], loads, cap, send, recv, candidates, nb, touched,
                                ds, dr, tl)

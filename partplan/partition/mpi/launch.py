@@ -4,8 +4,9 @@ The partitioner past one machine runs as its own stage under ``mpirun -np N``
 (the torch.distributed jobs never call MPI): every process reads only its
 chunks of a chunked graph (:mod:`partplan.io.chunked`; a graph file is first
 written as chunks into a temporary folder), runs the engine on its row block,
-refines max(send, recv) (:mod:`.refine`) and writes its slice of the output
-``.npy``. The launcher checks everything before it starts (packages, chunks,
+refines max(send, recv) (:mod:`.refine`), lowers the total volume without
+raising it (:mod:`partplan.partition.km1_pass`, process 0, symmetric
+patterns) and writes its slice of the output ``.npy``. The launcher checks everything before it starts (packages, chunks,
 output path, sizes), creates the output temporary, renames it into place
 only when every process succeeded, and writes the JSON sidecar with the exact
 figures, the engine, the process count and each stage's wall time and peak
