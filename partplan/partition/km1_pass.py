@@ -9,7 +9,8 @@ owner's, so the total volume is Σ_w |Λ_w \\ {part[w]}| (what
 :func:`partplan.metrics.stats.analyze` counts).
 
 :func:`km1_passes` keeps the pin count of every net in every part
-(uint16[n, k]) and visits the vertices in row order. A vertex ``v`` in part
+(uint16[n, k]; uint32 when a row has 65,536 nonzeros or more) and visits
+the vertices in row order. A vertex ``v`` in part
 ``a`` may go to one of the ``candidates`` parts holding most of its
 neighbours that has room for its weight; the move's change of the total
 volume is exact: for every net ``w`` that ``v`` is a pin of, ``a`` leaves
@@ -27,17 +28,16 @@ never rises.
 
 Every part's weight (row nnz) stays at or below
 max(⌊(1 + ε)·W / k⌋, ⌈W / k⌉) — the limit of the distributed refinement
-(:mod:`partplan.partition.mpi.refine`), which runs after it — or, for a part
-already above, never grows. A pin count saturates at 65,535 (a net with
-that many pins in one part, far beyond any graph that fits the n·k counts
-here); a saturated count is never changed and always counts as present.
+(:mod:`partplan.partition.mpi.refine`), which runs before it — or, for a
+part already above, never grows.
 
-The distributed partitioner runs it in one process after the streamed
-start (:mod:`partplan.partition.mpi.worker`); the bottleneck refinement
-follows. Measured in ``docs/design/distributed.md``.
+The distributed partitioner runs it in one process after the bottleneck
+refinement (:mod:`partplan.partition.mpi.worker`). Measured in
+``docs/design/distributed.md``.
 
-Memory: 2·n·k bytes of counts (refused above ``max_bytes``), int64[k], and
-one block of rows. Each vertex costs O(k + deg · candidates).
+Memory: 2·n·k bytes of counts (4·n·k with uint32; refused above
+``max_bytes``), about 28·n bytes of parts, weights and result, and one
+block of rows. Each vertex costs O(k + deg · candidates).
 
 Example::
 
@@ -59,8 +59,6 @@ from .._kernels import njit
 from ..errors import OptionError, PartitionError
 from .options import check_int, check_real
 
-#: a pin count at this value is saturated: never changed, always present
-SATURATED = 65535
 #: most bytes of pin counts (2·n·k) by default
 DEFAULT_MAX_BYTES = 4 << 30
 
@@ -71,9 +69,7 @@ def _count_block(indptr, indices, lo, part, cnt):
     for r in range(indptr.size - 1):
         w = lo + r
         for e in range(indptr[r], indptr[r + 1]):
-            p = part[indices[e]]
-            if cnt[w, p] < 65535:
-                cnt[w, p] += 1
+            cnt[w, part[indices[e]]] += 1
 
 
 @njit
@@ -141,10 +137,8 @@ def _move_block(indptr, indices, lo, part, cnt, wts, loads, cap, send, recv, nca
                 dr[p] = 0
             for e in range(indptr[r], indptr[r + 1]):
                 w = indices[e]
-                if cnt[w, a] < 65535:
-                    cnt[w, a] -= 1
-                if cnt[w, best] < 65535:
-                    cnt[w, best] += 1
+                cnt[w, a] -= 1
+                cnt[w, best] += 1
             part[v] = best
             loads[a] -= wv
             loads[best] += wv
@@ -218,7 +212,7 @@ def km1_passes(path_or_graph, part, k: int, *, eps: float = 0.03, passes: int = 
     eps : ε of the weight limit max(⌊(1 + ε)·W / k⌋, ⌈W / k⌉), W the nonzeros.
     passes : most passes (≥ 1). candidates : target parts tried per vertex.
     stop : end when a pass removes less than this fraction of the volume.
-    max_bytes : most bytes of pin counts (2·n·k); above, OptionError (before any work).
+    max_bytes : most bytes of pin counts (2·n·k, or 4·n·k); above, OptionError (before any work).
     block_rows : rows read at a time.
     symmetric : True when the caller has checked that the pattern is
         symmetric (the MPI worker hashes it); None: a graph in memory is
@@ -250,18 +244,17 @@ def km1_passes(path_or_graph, part, k: int, *, eps: float = 0.03, passes: int = 
         raise PartitionError(f"part must be an integer array of shape ({n},), got {part.dtype} {part.shape}")
     if n and (int(part.min()) < 0 or int(part.max()) >= k):
         raise PartitionError(f"part ids must lie in [0, {k})")
-    need = 2 * n * k
+    wts = src.degrees()            # row nonzeros: the weights, and the largest net (a row) bounds every count
+    dtype = np.uint16 if int(wts.max(initial=0)) < 1 << 16 else np.uint32
+    need = np.dtype(dtype).itemsize * n * k
     if need > max_bytes:
-        raise OptionError(f"the pin counts need {need / 2**30:.1f} GiB (2·n·k bytes), above max_bytes = "
-                          f"{max_bytes / 2**30:.1f} GiB")
+        raise OptionError(f"the pin counts need {need / 2**30:.1f} GiB ({np.dtype(dtype).itemsize}·n·k bytes), "
+                          f"above max_bytes = {max_bytes / 2**30:.1f} GiB")
     out = part.astype(np.int32)
-    cnt = np.zeros((n, k), np.uint16)
-    weights = []
+    cnt = np.zeros((n, k), dtype)
     for lo in range(0, n, block_rows):
         ip, idx = _rows(src, lo, min(n, lo + block_rows))
         _count_block(ip, idx, lo, out, cnt)
-        weights.append(np.diff(ip))
-    wts = np.concatenate(weights).astype(np.int64) if weights else np.zeros(0, np.int64)
     W = int(wts.sum())
     cap = max(int(np.floor((1.0 + eps) * W / k)), -(-W // k))
     loads = np.bincount(out, weights=wts, minlength=k).astype(np.int64)
@@ -283,7 +276,7 @@ def km1_passes(path_or_graph, part, k: int, *, eps: float = 0.03, passes: int = 
         for lo in range(0, n, block_rows):
             hi = min(n, lo + block_rows)
             ip, idx = _rows(src, lo, hi)
-            tl = np.empty(2 * int(np.diff(ip).max(initial=0)) + 2, np.int64)
+            tl = np.empty(4 * int(np.diff(ip).max(initial=0)) + 2, np.int64)   # ≤ 4 parts per net + 2
             m, g = _move_block(ip, idx, lo, out, cnt, wts[lo:hi], loads, cap, send, recv, candidates, nb, touched,
                                ds, dr, tl)
             moved += int(m)
@@ -301,4 +294,4 @@ def km1_passes(path_or_graph, part, k: int, *, eps: float = 0.03, passes: int = 
     return out.astype(np.int64)
 
 
-__all__ = ["km1_passes", "SATURATED", "DEFAULT_MAX_BYTES"]
+__all__ = ["km1_passes", "DEFAULT_MAX_BYTES"]

@@ -174,6 +174,10 @@ class _MemSource:
     def empty_rows(self):
         return int(np.count_nonzero(np.diff(self.g.indptr) == 0))
 
+    def degrees(self):
+        """int64[n]: nonzeros per row."""
+        return np.diff(self.g.indptr).astype(np.int64)
+
 
 class _ChunkSource:
     def __init__(self, path):
@@ -186,6 +190,22 @@ class _ChunkSource:
         from ..io.chunked import read_chunk_rows
         r = read_chunk_rows(self.path, lo, hi, info=self.info)
         return r.indptr, r.indices
+
+    def degrees(self):
+        """int64[n]: nonzeros per row, from the indptr files only (blockwise)."""
+        from ..io.chunked import _npy_slice
+        step = 1 << 20
+        out = []
+        for c in self.info.chunks:
+            rows = c.row_hi - c.row_lo
+            prev = None
+            for s in range(0, rows + 1, step):
+                blk = _npy_slice(c.indptr, np.dtype("<i8"), rows + 1, s, min(step, rows + 1 - s), "indptr")
+                if prev is not None:
+                    blk = np.concatenate(([prev], blk))
+                out.append(np.diff(blk))
+                prev = blk[-1]
+        return np.concatenate(out).astype(np.int64) if out else np.zeros(0, np.int64)
 
     def empty_rows(self):
         """Rows without nonzeros, from the indptr files only (blockwise)."""

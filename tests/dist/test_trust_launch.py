@@ -147,6 +147,8 @@ def test_sigkill_of_launcher_takes_workers_down(plan, tmp_path):
     # rank 0's temporary of Z.npy, when the killed job left one (it may leave none), is removed by
     # the next writer's clean-up; none remains either way
     leftovers = sorted(tmp_path.glob(".Z.npy*"))
+    writers = [int(x.name.split("-")[1]) for x in leftovers]   # .Z.npy.tmp-PID-…: gone before the clean-up
+    assert gone_within(writers) == []
     assert sorted(clean_stale(out)) == leftovers and list(tmp_path.glob(".Z.npy*")) == []
 
 

@@ -619,12 +619,13 @@ def refine_distributed(comm, sl: RowSlice, part: np.ndarray, k: int, eps: float,
             break
     if r.feasible() and (best is None or r.key() <= best[4]):
         best = None   # the current state is the best feasible one
+    # the kept counts of the state reached, against a recount (restore() recounts them anyway)
+    kept = np.array_equal(r.big_counts, net_counts(sl, part, np.flatnonzero(r.big_pos >= 0), k))
     if best is not None:
         r.restore(best)
     s, rv, _ = local_volume(sl, part, k)
     s, rv = _allsum(comm, s), _allsum(comm, rv)
     wts = _allsum(comm, np.bincount(part[sl.lo:sl.hi], weights=sl.weight, minlength=k).astype(np.int64))
-    kept = np.array_equal(r.big_counts, net_counts(sl, part, np.flatnonzero(r.big_pos >= 0), k))
     if not (np.array_equal(s, r.send) and np.array_equal(rv, r.recv) and np.array_equal(wts, r.W) and kept):
         raise RuntimeError("internal error: the refinement's maintained figures differ from the recount")
     res.send, res.recv, res.weights = s, rv, r.W

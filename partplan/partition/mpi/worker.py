@@ -57,9 +57,9 @@ def _km1(comm, cfg: dict, part: np.ndarray, k: int, eps: float, symmetric: bool)
     """The greedy connectivity passes (:mod:`partplan.partition.km1_pass`) on the
     refined parts, in process 0 (``part`` updated in place on every process):
     less total volume, no higher max(send, recv). Skipped for a directed
-    pattern (its nets are the columns, not the rows read) and when the 2·n·k
-    bytes of pin counts exceed the pass's limit. Returns its stats or why it
-    was skipped."""
+    pattern (its nets are the columns, not the rows read), when the pin
+    counts exceed the pass's limit, or when memory or the disk fails it (the
+    refined parts then stay). Returns its stats or why it was skipped."""
     from ...errors import OptionError
     from ..km1_pass import km1_passes
     if not symmetric:
@@ -70,8 +70,10 @@ def _km1(comm, cfg: dict, part: np.ndarray, k: int, eps: float, symmetric: bool)
             st: dict = {}
             part[:] = km1_passes(cfg["graph"], part, k, eps=eps, symmetric=True, stats=st, progress=_progress(cfg))
             out = st
-        except OptionError as exc:
+        except OptionError as exc:   # the counts do not fit
             out = f"skipped: {exc}"
+        except (MemoryError, OSError) as exc:   # the refined parts stay as they are
+            out = f"skipped: {type(exc).__name__}: {exc}"
     comm.Bcast(part, root=0)
     return comm.bcast(out, root=0)
 

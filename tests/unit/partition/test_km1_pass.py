@@ -52,3 +52,22 @@ def test_refuses_directed_bad_parts_and_too_large_counts():
         km1_passes(u, np.full(u.n, 4), 4)
     with pytest.raises(OptionError, match="max_bytes"):
         km1_passes(u, np.zeros(u.n, np.int64), 4, max_bytes=10)
+
+
+def test_delta_buffer_holds_a_vertex_whose_every_net_loses_one_part_and_gains_another():
+    # v = 0 in part 0 with neighbours in part 2 only; each neighbour's net has v as its only pin in part 0
+    # and none in part 1: moving v to part 1 lists 4 parts per net (owner + 0, owner + 1) and 2 for its own
+    from partplan.partition import km1_pass as mod
+    deltas = getattr(mod._deltas, "py_func", mod._deltas)
+    d = 6
+    indptr = np.array([0, d], np.int64)
+    indices = np.arange(1, d + 1, dtype=np.int64)
+    part = np.array([0] + [2] * d, np.int32)
+    cnt = np.zeros((d + 1, 3), np.uint16)
+    cnt[1:, 0] = 1                       # net w (a neighbour of v): pin v in part 0
+    cnt[0, 2] = d                        # v's own net: its neighbours, all in part 2
+    ds, dr = np.zeros(3, np.int64), np.zeros(3, np.int64)
+    tl = np.empty(4 * d + 2, np.int64)   # the size km1_passes allocates for a block whose largest row has d
+    gain, nl = deltas(indptr, indices, 0, 0, 0, 1, 0, 1, part, cnt, ds, dr, tl)
+    assert nl == 4 * d + 2 and gain == 0   # each net swaps part 0 for part 1; v's net: owner 0 -> 1, sends 1 -> 1
+    assert ds.tolist() == [-1, 1, 0] and dr.tolist() == [-d, d, 0]
