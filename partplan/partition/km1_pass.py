@@ -27,9 +27,9 @@ so the volume comes off the parts below the bottleneck and the maximum
 never rises.
 
 Every part's weight (row nnz) stays at or below
-max(⌊(1 + ε)·W / k⌋, ⌈W / k⌉) — the limit of the distributed refinement
-(:mod:`partplan.partition.mpi.refine`), which runs before it — or, for a
-part already above, never grows.
+max(⌊(1 + ε)·W / k⌋, ⌈W / k⌉) — the limit the distributed refinement
+(:mod:`partplan.partition.mpi.refine`) keeps — or, for a part already
+above, never grows.
 
 The distributed partitioner runs it in one process after the bottleneck
 refinement (:mod:`partplan.partition.mpi.worker`). Measured in
