@@ -294,4 +294,4 @@ def km1_passes(path_or_graph, part, k: int, *, eps: float = 0.03, passes: int = 
     return out.astype(np.int64)
 
 
-__all__ = ["km1_passes", "DEFAULT_MAX_BYTES"]
+__all__ = ["DEFAULT_MAX_BYTES", "km1_passes"]

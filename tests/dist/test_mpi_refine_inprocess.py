@@ -15,7 +15,11 @@ def _comm():
 
 
 def _refine(g, start, k, **ctx):
-    from partplan.partition.mpi.refine import RefineContext, RowSlice, refine_distributed
+    from partplan.partition.mpi.refine import (
+        RefineContext,
+        RowSlice,
+        refine_distributed,
+    )
     indptr, indices = g.indptr.astype(np.int64), g.indices.astype(np.int64)
     sl = RowSlice(0, g.n, g.n, indptr, indices, indptr, indices)
     part = start.astype(np.int32).copy()
