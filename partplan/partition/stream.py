@@ -191,11 +191,10 @@ class _ChunkSource:
         r = read_chunk_rows(self.path, lo, hi, info=self.info)
         return r.indptr, r.indices
 
-    def degrees(self):
-        """int64[n]: nonzeros per row, from the indptr files only (blockwise)."""
+    def _degree_blocks(self):
+        """Nonzeros per row, block by block (about 2**20 rows), from the indptr files only."""
         from ..io.chunked import _npy_slice
         step = 1 << 20
-        out = []
         for c in self.info.chunks:
             rows = c.row_hi - c.row_lo
             prev = None
@@ -203,25 +202,17 @@ class _ChunkSource:
                 blk = _npy_slice(c.indptr, np.dtype("<i8"), rows + 1, s, min(step, rows + 1 - s), "indptr")
                 if prev is not None:
                     blk = np.concatenate(([prev], blk))
-                out.append(np.diff(blk))
+                yield np.diff(blk)
                 prev = blk[-1]
+
+    def degrees(self):
+        """int64[n]: nonzeros per row, from the indptr files only (blockwise)."""
+        out = list(self._degree_blocks())
         return np.concatenate(out).astype(np.int64) if out else np.zeros(0, np.int64)
 
     def empty_rows(self):
         """Rows without nonzeros, from the indptr files only (blockwise)."""
-        from ..io.chunked import _npy_slice
-        step = 1 << 20
-        empty = 0
-        for c in self.info.chunks:
-            rows = c.row_hi - c.row_lo
-            prev = None
-            for s in range(0, rows + 1, step):
-                blk = _npy_slice(c.indptr, np.dtype("<i8"), rows + 1, s, min(step, rows + 1 - s), "indptr")
-                if prev is not None:
-                    blk = np.concatenate(([prev], blk))
-                empty += int(np.count_nonzero(np.diff(blk) == 0))
-                prev = blk[-1]
-        return empty
+        return sum(int(np.count_nonzero(d == 0)) for d in self._degree_blocks())
 
 
 def _source(path_or_graph):

@@ -178,6 +178,14 @@ def local_volume(sl: RowSlice, part: np.ndarray, k: int) -> tuple[np.ndarray, np
     return send, recv, net_send
 
 
+def recount(comm, sl: RowSlice, part: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The exact send, recv and part weights (int64[k] each) of ``part``,
+    counted from scratch over every process's rows. Collective."""
+    s, r, _ = local_volume(sl, part, k)
+    w = np.bincount(part[sl.lo:sl.hi], weights=sl.weight, minlength=k).astype(np.int64)
+    return _allsum(comm, s), _allsum(comm, r), _allsum(comm, w)
+
+
 def _allsum(comm, x: np.ndarray) -> np.ndarray:
     from mpi4py import MPI
     out = np.empty_like(x)
@@ -623,9 +631,7 @@ def refine_distributed(comm, sl: RowSlice, part: np.ndarray, k: int, eps: float,
     kept = np.array_equal(r.big_counts, net_counts(sl, part, np.flatnonzero(r.big_pos >= 0), k))
     if best is not None:
         r.restore(best)
-    s, rv, _ = local_volume(sl, part, k)
-    s, rv = _allsum(comm, s), _allsum(comm, rv)
-    wts = _allsum(comm, np.bincount(part[sl.lo:sl.hi], weights=sl.weight, minlength=k).astype(np.int64))
+    s, rv, wts = recount(comm, sl, part, k)
     if not (np.array_equal(s, r.send) and np.array_equal(rv, r.recv) and np.array_equal(wts, r.W) and kept):
         raise RuntimeError("internal error: the refinement's maintained figures differ from the recount")
     res.send, res.recv, res.weights = s, rv, r.W
@@ -633,4 +639,4 @@ def refine_distributed(comm, sl: RowSlice, part: np.ndarray, k: int, eps: float,
     return res
 
 
-__all__ = ["RowSlice", "RefineContext", "RefineResult", "refine_distributed", "local_volume", "net_counts"]
+__all__ = ["RowSlice", "RefineContext", "RefineResult", "refine_distributed", "local_volume", "net_counts", "recount"]

@@ -144,10 +144,8 @@ def run(cfg: dict) -> dict:
         st.start("km1")
         km1 = _km1(comm, cfg, part, k, eps, symmetric)
         if isinstance(km1, dict):   # recount the figures of the new parts, and check the pass's own
-            from .refine import _allsum, local_volume
-            s, r, _ = local_volume(sl, part, k)
-            send, recv = _allsum(comm, s), _allsum(comm, r)
-            weights = _allsum(comm, np.bincount(part[lo:hi], weights=sl.weight, minlength=k).astype(np.int64))
+            from .refine import recount
+            send, recv, weights = recount(comm, sl, part, k)
             if (int(send.sum()), int(max(send.max(), recv.max()))) != (km1["volume_after"], km1["max_load_after"]):
                 raise RuntimeError("internal error: the connectivity passes' figures differ from the recount")
         st.stop()
