@@ -59,10 +59,16 @@ def iter_parsers(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
 
 def add_quiet_everywhere(parser: argparse.ArgumentParser) -> None:
     """``-q/--quiet`` on every command and subcommand that lacks it (one meaning:
-    no progress on stderr). Subparsers get ``default=SUPPRESS`` so that a
-    ``-q`` given before the subcommand is not reset by it."""
+    no progress on stderr). Every subcommand's ``-q`` (added here or its own)
+    has ``default=SUPPRESS``, so a ``-q`` given before the subcommand
+    (``partplan -q partition ...``) is not reset by it; the top-level parser's
+    default (False) is what a command sees without any ``-q``."""
     for path, p in iter_parsers(parser):
-        if any("--quiet" in a.option_strings for a in p._actions):
+        own = [a for a in p._actions if "--quiet" in a.option_strings]
+        if own:
+            if path:  # a command's own -q: never resets a -q given before the command (partplan -q CMD)
+                for a in own:
+                    a.default = argparse.SUPPRESS
             continue
         p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS if path else False,
                        help="no progress messages on stderr (errors and warnings still shown)")
