@@ -127,7 +127,20 @@ def _install_signal_handlers() -> dict:
     return old
 
 
+def _check_environment() -> None:
+    """Environment variables that libraries read at import time, checked before
+    any of them is imported: ``SOURCE_DATE_EPOCH`` (numpy's f2py, imported by
+    scipy, raises a traceback on a malformed value)."""
+    from partplan._env import check_environment
+    check_environment()
+
+
 def main(argv: list[str] | None = None) -> int:
+    try:
+        _check_environment()
+    except PartplanError as exc:
+        print(f"partplan: error: {exc}", file=sys.stderr)
+        return 2
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -211,7 +211,8 @@ def tree(fanouts, links: list[Link] | None = None, *, names=None, source: str = 
                  for i in range(nlev + 1)]
     if len(links) != nlev + 1:
         raise TopologyError(f"a tree with {nlev} domain level(s) needs {nlev + 1} links (local + one per level)")
-    p = int(np.prod(fan))
+    p = math.prod(fan)                        # Python ints: no int64 wrap-around
+    check_matrix_budget(p, source or tree_spec(fan))
     sizes = np.cumprod(fan[:-1])
     levels = [Level(str(names[i]), int(sizes[i]), links[i + 1]) for i in range(nlev)]
     r = np.arange(p)
@@ -224,6 +225,23 @@ def tree(fanouts, links: list[Link] | None = None, *, names=None, source: str = 
     for m in mats:
         np.fill_diagonal(m, 0.0)
     return Topology(p, "tree", levels, mats[0], mats[1], mats[2], links[0], source or tree_spec(fan))
+
+
+#: bytes per (rank, rank) pair while a tree is built: the level map (int64), a comparison
+#: (bool) and the cost, α and β matrices (float64)
+PAIR_BYTES = 8 + 1 + 3 * 8
+
+
+def check_matrix_budget(ranks: int, where: str) -> None:
+    """One :class:`TopologyError` naming ``where`` (the preset, file or
+    argument) when ``ranks`` × ``ranks`` pairs need more than the memory
+    budget (``PARTPLAN_MAX_BYTES``), BEFORE any matrix is allocated."""
+    from .io.budget import ENV_MAX_BYTES, human_bytes, memory_budget
+    need, budget = int(ranks) * int(ranks) * PAIR_BYTES, memory_budget()
+    if need > budget:
+        raise TopologyError(f"{where}: {ranks} ranks need {ranks} × {ranks} × {PAIR_BYTES} bytes = "
+                            f"{human_bytes(need)} of cost matrices, above the memory budget of "
+                            f"{human_bytes(budget)} (raise it with {ENV_MAX_BYTES}=<bytes>)")
 
 
 def tree_spec(fanouts) -> str:
@@ -247,9 +265,10 @@ def matrix(cost, *, alpha=None, beta=None, fanouts=None, names=None, source: str
         np.fill_diagonal(m, 0.0)
     levels = []
     if fanouts is not None:
+        if math.prod(int(f) for f in fanouts) != p:   # before tree() builds its own p × p matrices
+            raise TopologyError(f"fanouts {list(fanouts)} multiply to {math.prod(int(f) for f in fanouts)} ranks, "
+                                f"the matrix has {p}")
         lt = tree(fanouts, names=names)
-        if lt.ranks != p:
-            raise TopologyError(f"fanouts {list(fanouts)} multiply to {lt.ranks} ranks, the matrix has {p}")
         levels = [Level(lv.name, lv.size, None) for lv in lt.levels]
     return Topology(p, "matrix", levels, c, a, b, None, source or "matrix")
 
@@ -297,9 +316,10 @@ def parse_preset(spec: str) -> Topology | None:
         return dgx1()
     if not s.startswith("tree:"):
         return None
-    m = re.fullmatch(r"tree:(\d+(?:x\d+)+)(?::([^:]+))?", s)
+    m = re.fullmatch(r"tree:(\d{1,18}(?:x\d{1,18}){1,31})(?::([^:]{1,2000}))?", s)
     if not m:
-        raise TopologyError(f"preset {spec!r}: expected tree:RxD or tree:RxD:INTRA,INTER (e.g. tree:4x16:1,10)")
+        raise TopologyError(f"preset {spec[:200]!r}: expected tree:RxD or tree:RxD:INTRA,INTER (e.g. "
+                            f"tree:4x16:1,10; fanouts of at most 18 digits, at most 32 levels)")
     fan = [int(x) for x in m.group(1).split("x")]
     if any(f < 1 for f in fan):
         raise TopologyError(f"preset {spec!r}: fanouts must be >= 1")
@@ -384,8 +404,8 @@ def _fanouts(d: dict, levels: list, where: str) -> list[int]:
                                                            and x >= 1 for x in fan):
         raise TopologyError(f"{where}: field 'fanouts' must be a list of >= 2 integers >= 1, got {fan!r}")
     ranks = d.get("ranks")
-    if isinstance(ranks, int) and int(np.prod(fan)) != ranks:
-        raise TopologyError(f"{where}: fanouts {fan} multiply to {int(np.prod(fan))}, not to ranks = {ranks}")
+    if isinstance(ranks, int) and math.prod(fan) != ranks:
+        raise TopologyError(f"{where}: fanouts {fan} multiply to {math.prod(fan)}, not to ranks = {ranks}")
     return fan
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .._env import source_date_epoch  # noqa: F401  (re-exported: the environment a writer reads)
 from ..errors import PlanError
 
 # ----------------------------------------------------------------------------- JSON with limits
@@ -120,5 +121,5 @@ def printable(s: Any) -> str:
     return _CONTROL.sub(lambda mt: mt.group(0).encode("unicode_escape").decode("ascii"), s)
 
 
-__all__ = ["load_json", "json_depth", "plain_name_problem", "plain_name", "printable", "MAX_JSON_DEPTH",
-           "MAX_INT_DIGITS"]
+__all__ = ["load_json", "json_depth", "plain_name_problem", "plain_name", "printable", "source_date_epoch",
+           "MAX_JSON_DEPTH", "MAX_INT_DIGITS"]

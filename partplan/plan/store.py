@@ -33,7 +33,7 @@ from ..program.plan import Plan, RankPlan
 from ..layouts import parse_layout
 from ..program.checks import MAX_F, check_manifest
 from ..io.arrowcheck import IpcProblem, ipc_batches
-from ..io.trust import load_json, printable
+from ..io.trust import load_json, printable, source_date_epoch
 from ..program.checks import shard_problems
 from ..program.schema import FORMAT, MANIFEST, PARTITION_FILE, REBUILD_HINT, SUPPORTED_VERSIONS, shard_name
 
@@ -257,13 +257,9 @@ def stamp_created(manifest: dict, created: str | None | bool) -> None:
     """Set ``manifest["created"]``: ``created`` as given (ISO 8601 UTC), now
     (or ``$SOURCE_DATE_EPOCH``) for None, nothing for False."""
     if created is None:
-        epoch = os.environ.get("SOURCE_DATE_EPOCH")
-        try:
-            now = (_dt.datetime.fromtimestamp(int(epoch), _dt.timezone.utc) if epoch
-                   else _dt.datetime.now(_dt.timezone.utc))
-        except (ValueError, OverflowError, OSError):
-            raise PlanError(f"SOURCE_DATE_EPOCH = {printable(epoch)[:40]!r} is not a time in seconds since "
-                            f"1970 (unset it or give an integer)") from None
+        epoch = source_date_epoch()   # one OptionError naming the variable when malformed
+        now = (_dt.datetime.fromtimestamp(epoch, _dt.timezone.utc) if epoch is not None
+               else _dt.datetime.now(_dt.timezone.utc))
         created = now.replace(microsecond=0).isoformat()
     if created is not False:
         manifest["created"] = created
