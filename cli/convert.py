@@ -117,12 +117,14 @@ def run(args) -> int:
 
 def _run_chunked(args) -> int:
     """``--chunks C``: the graph as a chunked directory (:func:`partplan.io.chunked.write_chunked`)."""
-    from partplan.io.chunked import write_chunked
+    from partplan.io.chunked import is_chunked, write_chunked
+    from partplan.io.outpath import check_output_dir
     if args.out_format is not None:
         raise GraphFormatError("--chunks writes a chunked graph directory; --to does not apply", args.output)
     out = Path(args.output)
     if out.exists() and not out.is_dir():
         raise GraphFormatError("--chunks writes a directory, and this is a file", out)
+    check_output_dir(out, replace_if=is_chunked)   # a read-only or missing folder: before reading the input
     t0 = time.perf_counter()
     g = _load(args)
     t1 = time.perf_counter()

@@ -201,9 +201,7 @@ def make_temp_dir(path: str | os.PathLike) -> Path:
     try:
         tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(p), dir=parent))
     except OSError as exc:
-        if exc.errno in _NO_SPACE:
-            raise _space_error(p, exc) from None
-        raise
+        raise _create_error(p, exc) from None
     lock_temp(tmp)
     _log_temp(str(tmp))
     return tmp
@@ -316,6 +314,45 @@ def _space_error(path, exc: OSError, nbytes: int | None = None):
                            f"{exc.strerror or exc}")
 
 
+def _create_error(path, exc: OSError):
+    """The one :class:`~partplan.errors.OutputPathError` for a temporary that
+    could not be created next to ``path``: no space, or a folder that is
+    read-only, not ours, missing or not a folder (EROFS, EACCES, EPERM,
+    ENOENT, ENOTDIR...). Nothing was written, the old output is untouched."""
+    from .errors import OutputPathError
+    if exc.errno in _NO_SPACE:
+        return _space_error(path, exc)
+    parent = Path(path).parent if str(Path(path).parent) else Path(".")
+    return OutputPathError(f"{path}: directory {parent} is not writable ({exc.strerror or exc}); nothing written")
+
+
+#: what torch's zip writer says when a write comes up short (a full disk): a RuntimeError, no errno
+_TORCH_SHORT_WRITE = ("unexpected pos", "PytorchStreamWriter failed", "file write failed", "inline_container",
+                      "iostream error")
+
+
+def write_error(path, exc: BaseException):
+    """The one :class:`~partplan.errors.OutputPathError` for a write into the
+    temporary of ``path`` that failed: no space (ENOSPC, EDQUOT, EFBIG; numpy's
+    short write ``N requested and M written``; torch's ``unexpected pos``),
+    or any other OSError. None when ``exc`` is not a write failure (the
+    caller re-raises it). The caller removes the temporary: the old output
+    is kept."""
+    from .errors import OutputPathError
+    parent = Path(path).parent if str(Path(path).parent) else Path(".")
+    if isinstance(exc, OSError):
+        if exc.errno in _NO_SPACE:
+            return OutputPathError(f"{path}: not enough space in {parent}: {exc.strerror}; nothing written")
+        if exc.errno is None and "requested and" in str(exc):   # numpy's tofile on a full disk
+            return OutputPathError(f"{path}: a write came up short ({exc}): not enough space in {parent}; "
+                                   f"nothing written")
+        return OutputPathError(f"{path}: cannot write in {parent} ({exc.strerror or exc}); nothing written")
+    if isinstance(exc, RuntimeError) and any(s in str(exc) for s in _TORCH_SHORT_WRITE):
+        return OutputPathError(f"{path}: torch could not write a file (a short write: not enough space in "
+                               f"{parent}); nothing written")
+    return None
+
+
 def _log_temp(tmp: str) -> None:
     """Append ``tmp`` to the launcher's list of this job's temporaries (one line)."""
     d = os.environ.get(JOB_DIR_ENV)
@@ -348,9 +385,7 @@ def create_temp(path: str | os.PathLike, *, suffix: str = ".tmp", size: int | No
         except FileExistsError:
             continue
         except OSError as exc:
-            if exc.errno in _NO_SPACE:
-                raise _space_error(p, exc) from None
-            raise
+            raise _create_error(p, exc) from None
         break
     else:  # pragma: no cover - 100 collisions of 64 random bits
         raise FileExistsError(f"{p}: no free temporary name")

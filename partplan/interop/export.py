@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._atomic import discard_temp
+from .._atomic import discard_temp, write_error
 from ..errors import BackendUnavailableError, PartitionError
 from ..io.foreign import DGL_ETYPE, DGL_NTYPE, _torch
 
@@ -106,6 +106,12 @@ def export_dgl(plan, out, *, graph_name: str | None = None) -> Path:
         (pa_dir / "partition_meta.json").write_text(json.dumps({"num_parts": k, "algo_name": "partplan"}) + "\n")
         (tmp / "EXPORT.md").write_text(_DGL_NOTE.format(name=name, k=k))
         return _finish(tmp, out)
+    except (OSError, RuntimeError) as exc:   # a full disk, a read-only folder: one error, nothing left
+        discard_temp(tmp)
+        err = write_error(out, exc)
+        if err is None:
+            raise
+        raise err from None
     except BaseException:
         discard_temp(tmp)
         raise
@@ -293,6 +299,12 @@ def export_pyg(plan, out, *, graph=None, data=None) -> Path:
         if labels is not None:
             torch.save(torch.from_numpy(labels), tmp / "label.pt")
         return _finish(tmp, out)
+    except (OSError, RuntimeError) as exc:   # a full disk, a read-only folder: one error, nothing left
+        discard_temp(tmp)
+        err = write_error(out, exc)
+        if err is None:
+            raise
+        raise err from None
     except BaseException:
         discard_temp(tmp)
         raise

@@ -88,3 +88,94 @@ def test_source_date_epoch_sets_created_up_to_the_year_9999(tmp_path, monkeypatc
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "253402300800")
     with pytest.raises(PartplanError, match="SOURCE_DATE_EPOCH"):
         stamp_created({}, None)
+
+
+# ----------------------------------------------------------------------------- (b), (c) full disk, read-only folder
+def _plan(tmp_path):
+    import numpy as np
+
+    from partplan import Graph
+    from partplan.plan import build_plan, write_plan
+    rng = np.random.default_rng(1)
+    g = Graph.from_edges(rng.integers(0, 64, 300), rng.integers(0, 64, 300), n=64, symmetrize=True, name="r")
+    return g, write_plan(build_plan(g, np.arange(64) % 2, 2), tmp_path / "g.plan")
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """``mount(opts)``: a small tmpfs mounted under tmp_path (root only; skips otherwise), unmounted after."""
+    mounted = []
+
+    def mount(opts: str):
+        d = tmp_path / f"mnt{len(mounted)}"
+        d.mkdir()
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(d)], capture_output=True)
+        if r.returncode:
+            pytest.skip(f"cannot mount a tmpfs here ({r.stderr.decode(errors='replace').strip()})")
+        mounted.append(d)
+        return d
+    yield mount
+    for d in mounted:
+        subprocess.run(["umount", "-l", str(d)], capture_output=True)
+
+
+def _fill(d, leave: int):
+    """Fill the tmpfs ``d`` up to ``leave`` free bytes."""
+    st = os.statvfs(d)
+    (d / "pad").write_bytes(b"\0" * max(st.f_bavail * st.f_frsize - leave, 0))
+
+
+@pytest.mark.parametrize("to", ["dgl", "pyg"])
+def test_export_on_a_full_tmpfs_is_one_error_and_leaves_nothing(to, tmp_path, tmpfs, capsys):
+    if to == "pyg":
+        pytest.importorskip("torch")
+    _, plan = _plan(tmp_path)
+    d = tmpfs("size=256k")
+    _fill(d, 4096)
+    rc, out, err = run_cli(["export", plan, "--to", to, d / "out"], capsys)
+    one_line(rc, err, 2, str(d / "out"), "not enough space", "nothing written")
+    assert sorted(p.name for p in d.iterdir()) == ["pad"]
+
+
+@pytest.mark.parametrize("to,short", [("dgl", OSError("1024 requested and 496 written")),
+                                      ("dgl", OSError(28, "No space left on device")),
+                                      ("pyg", RuntimeError("[enforce fail at inline_container.cc:672] . "
+                                                           "unexpected pos 704 vs 598"))])
+def test_export_short_writes_are_one_error(to, short, tmp_path, capsys, monkeypatch):
+    """Without a tmpfs: numpy's and torch's own words for a full disk, injected."""
+    import numpy as np
+    _, plan = _plan(tmp_path)
+
+    def full(*a, **kw):
+        raise short
+    if to == "pyg":
+        torch = pytest.importorskip("torch")
+        monkeypatch.setattr(torch, "save", full)
+    else:
+        monkeypatch.setattr(np, "save", full)
+    rc, _, err = run_cli(["export", plan, "--to", to, tmp_path / "out"], capsys)
+    one_line(rc, err, 2, str(tmp_path / "out"), "nothing written")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.plan"]
+
+
+def test_chunked_convert_into_a_read_only_folder_is_one_error(tmp_path, tmpfs, capsys):
+    d = tmpfs("size=64k,ro")
+    rc, _, err = run_cli(["convert", "polblogs", d / "g.chunks", "--chunks", 2], capsys)
+    one_line(rc, err, 2, str(d / "g.chunks"), "not writable", "Read-only file system")
+
+
+def test_chunked_writer_in_a_read_only_folder_is_one_error(tmp_path, monkeypatch):
+    """The library path (no CLI pre-check), with EROFS injected at the temporary folder."""
+    import errno
+    import tempfile
+
+    from partplan.errors import OutputPathError
+    from partplan.io.chunked import write_chunked
+    g, _ = _plan(tmp_path)
+
+    def ro(*a, **kw):
+        raise OSError(errno.EROFS, "Read-only file system")
+    monkeypatch.setattr(tempfile, "mkdtemp", ro)
+    with pytest.raises(OutputPathError, match="g.chunks: directory .* is not writable .Read-only file system"):
+        write_chunked(g, tmp_path / "g.chunks", chunks=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.plan"]
