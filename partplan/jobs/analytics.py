@@ -152,7 +152,7 @@ def _plan_config(args, *keys: str) -> dict:
 
 
 def _pagerank_arguments(s) -> None:
-    add_plan_options(s, capability="analytics (1d, routed:ROUTE:D)")
+    add_plan_options(s, capability="analytics (1d, 2d:RxC, routed:ROUTE:D)")
     s.add_argument("--damping", type=nonneg_float, default=0.85, help="damping factor (default 0.85)")
     s.add_argument("--tol", type=nonneg_float, default=1e-6, help="stop when L1 change < n * tol "
                    "(default 1e-6, networkx)")
@@ -166,12 +166,12 @@ def _pagerank_config(args) -> dict:
     if args.tol <= 0:
         raise PlanError(f"--tol must be > 0, got {args.tol}")
     cfg = _plan_config(args, "damping", "tol", "max_iter")
-    precheck_plan(cfg, args, capability="analytics")
+    precheck_plan(cfg, args, capability="analytics", job="PageRank")
     return cfg
 
 
 def _wcc_arguments(s) -> None:
-    add_plan_options(s, capability="analytics (1d, routed:ROUTE:D; with --method pointer-jump also 2d:RxC)")
+    add_plan_options(s, capability="analytics (1d, 2d:RxC, routed:ROUTE:D)")
     s.add_argument("--method", choices=WCC_METHODS, default="propagate", metavar="M",
                    help="propagate: min-label propagation, only changed labels exchanged (default; rounds = the "
                         "diameter); pointer-jump: hooking + pointer jumping (FastSV), O(log n) rounds, each also "
@@ -181,21 +181,14 @@ def _wcc_arguments(s) -> None:
 
 def _wcc_config(args) -> dict:
     cfg = _plan_config(args, "method")
-    precheck_plan(cfg, args, capability=fold_or_analytics(cfg) if args.method == "pointer-jump" else "analytics")
+    precheck_plan(cfg, args, capability="analytics",
+                  job="WCC by pointer jumping" if args.method == "pointer-jump" else "WCC")
     return cfg
-
-
-def fold_or_analytics(cfg: dict) -> str:
-    """The layout capability a job that also runs on 2D plans needs: ``fold``
-    for a 2D plan, ``analytics`` (1D, routed) otherwise."""
-    from ..layouts import layout_from_manifest
-    from ..plan.store import read_manifest
-    return "fold" if layout_from_manifest(read_manifest(cfg["plan"])).fold else "analytics"
 
 
 def _sssp_arguments(s) -> None:
     from .traversal import add_steal_options
-    add_plan_options(s, capability="analytics (1d, routed:ROUTE:D)")
+    add_plan_options(s, capability="analytics (1d, 2d:RxC, routed:ROUTE:D)")
     s.add_argument("--root", type=int, required=True, metavar="V", help="source vertex")
     add_steal_options(s)
     add_output_option(s, "npy", "dist.npy: float64[n] (inf unreachable)")
@@ -207,7 +200,7 @@ def _sssp_config(args) -> dict:
     steal = steal_config(args)
     if steal is not None:
         cfg["steal"] = steal
-    precheck_plan(cfg, args, capability="analytics")
+    precheck_plan(cfg, args, capability="analytics", job="SSSP")
     return cfg
 
 

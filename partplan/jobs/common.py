@@ -89,17 +89,18 @@ def checked_output(path, kind: str) -> str | None:
     return None if path is None else str(check_output_file(path, kind=kind))
 
 
-def precheck_plan(cfg: dict, args, *, capability: str) -> dict:
+def precheck_plan(cfg: dict, args, *, capability: str, job: str | None = None) -> dict:
     """Refuse a bad plan, layout, root or process count before starting
     anything; returns the manifest. ``capability``: the layout flag the job
-    needs (``bfs``, ``analytics``; ``stealing`` too with ``--steal``)."""
+    needs (``bfs``, ``analytics``; ``stealing`` too with ``--steal``); ``job``
+    names the job in a refusal."""
     from ..plan.store import read_manifest
     from ..runtime.traversal import check_layout, traversal_program
     m = read_manifest(cfg["plan"])
     if getattr(args, "route", False) and not layout_from_manifest(m).routes:
         raise PlanError(f"--route: {cfg['plan']} has layout {m['layout']}, not a routed one; plan the graph with "
                         f"`partplan plan ... --layout routed:domain:D` (or --topology ... --route domain)")
-    check_layout(m, (capability, "stealing") if cfg.get("steal") else capability)
+    check_layout(m, (capability, "stealing") if cfg.get("steal") else capability, job=job)
     if cfg.get("steal"):
         from ..runtime.steal import StealConfig
         StealConfig.from_cfg(cfg, int(m["ranks"]))  # a bad topology / threshold fails here, before any process

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .analytics import finish, fold_or_analytics, render_iterative
+from .analytics import finish, render_iterative
 from .args import positive_int
 from .common import add_output_option, add_plan_options, plan_inputs, precheck_plan, progress_fn, resolved_kernels
 from .registry import Job, register
@@ -38,7 +38,7 @@ def _lp_arguments(s) -> None:
                    help="iteration limit (default 20); it stops earlier when no label changes")
     s.add_argument("--weighted", action="store_true",
                    help="sum the edge weights (the plan's values) per label instead of counting neighbours")
-    add_plan_options(s, capability="analytics (1d, routed:ROUTE:D) or a 2D fold (2d:RxC, symmetric graphs)")
+    add_plan_options(s, capability="analytics (1d, 2d:RxC, routed:ROUTE:D)")
     add_output_option(s, "npy", "labels.npy: int64[n]")
 
 
@@ -46,7 +46,7 @@ def _lp_config(args) -> dict:
     from .args import job_config
     cfg = job_config(args, "iterations", "weighted")
     cfg.update({"plan": args.plan, "output": args.output})
-    precheck_plan(cfg, args, capability=fold_or_analytics(cfg))
+    precheck_plan(cfg, args, capability="analytics", job="label propagation")
     return cfg
 
 

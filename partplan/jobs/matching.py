@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .analytics import finish, fold_or_analytics, plan_inputs_world, render_iterative
+from .analytics import finish, plan_inputs_world, render_iterative
 from .common import add_output_option, add_plan_options, precheck_plan, progress_fn, resolved_kernels
 from .registry import Job, register
 
@@ -26,7 +26,7 @@ def run_matching(ctx, cfg: dict) -> dict | None:
 
 
 def _matching_arguments(s) -> None:
-    add_plan_options(s, capability="analytics (1d, routed:ROUTE:D) or a 2D fold (2d:RxC, symmetric graphs)")
+    add_plan_options(s, capability="analytics (1d, 2d:RxC, routed:ROUTE:D)")
     add_output_option(s, "npy", "mate.npy: int64[n], -1 = unmatched")
 
 
@@ -34,7 +34,7 @@ def _matching_config(args) -> dict:
     from .args import job_config
     cfg = job_config(args)
     cfg.update({"plan": args.plan, "output": args.output})
-    precheck_plan(cfg, args, capability=fold_or_analytics(cfg))
+    precheck_plan(cfg, args, capability="analytics", job="matching")
     return cfg
 
 

@@ -16,7 +16,7 @@ class TwoD(Layout):
     vector entries (rows of H and Z) to the R·C ranks."""
 
     name = "2d"
-    bfs = fold = True
+    bfs = fold = analytics = True
     bottleneck = False
     distributed_build = split_nonzeros = True
 

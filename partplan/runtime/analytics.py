@@ -12,8 +12,11 @@ a plan's programs (see :mod:`.traversal` for the program of ``A^T``).
   dense per pair, :func:`~.traversal.exchange_chain`) along ``A^T`` and, for a
   directed graph, ``A`` too.
 
-All three run on 1D and routed plans (a routed exchange is a chain of steps
-through the domain monitors; the changed labels / distances follow it).
+All three run on 1D, routed and 2D plans (a routed exchange is a chain of
+steps through the domain monitors; the changed labels / distances follow it;
+on 2D the ``Executor`` runs PageRank's SpMM with its fold, and WCC / SSSP
+expand along the grid column and fold partial minima along the grid row,
+:mod:`.fold`).
 * :func:`sssp` — Bellman-Ford over the frontier of changed distances
   (non-negative weights; unweighted plans use 1 per edge), inf = unreachable.
 
@@ -68,7 +71,7 @@ def pagerank_parts(manifest: dict, shards, comm, *, damping: float = 0.85, tol: 
     (:data:`~partplan.runtime.kernels.CHOICES`): ``torch`` keeps the vectors
     on the comm's device and runs the SpMM there (torch sparse CSR through the
     Executor); ``native`` uses numpy vectors and the comm's default ops."""
-    check_layout(manifest, "analytics")
+    check_layout(manifest, "analytics", job="PageRank")
     if not 0 <= damping <= 1:
         raise PlanError(f"damping must be in [0, 1], got {damping}")
     if not tol > 0:
@@ -133,9 +136,11 @@ def _by_family(fams: list[str], v: np.ndarray) -> dict:
 def wcc_parts(manifest: dict, shards, comm, *, progress=None, kernels: str = "auto"):
     """Weak components: (ids per local rank, int64 labels per local rank —
     numpy —, round records). ``kernels`` as in :func:`pagerank_parts`: the
-    labels live on the comm's device with ``torch``."""
-    check_layout(manifest, "analytics")
+    labels live on the comm's device with ``torch``. 2D plans: :func:`_wcc_2d`."""
+    lay = check_layout(manifest, "analytics", job="WCC")
     X = KT.for_comm(kernels, comm)
+    if lay.fold:
+        return _wcc_2d(manifest, shards, comm, X, progress)
     prog = traversal_program(manifest)
     gs = [[rank_graph(manifest, rp, prog) for rp in shards]]
     if prog != "forward":  # directed: out-neighbours too (rows of A)
@@ -181,12 +186,43 @@ def wcc_parts(manifest: dict, shards, comm, *, progress=None, kernels: str = "au
             return ids, [X.host(v) for v in lab], records
 
 
+def _wcc_2d(manifest, shards, comm, X, progress):
+    """WCC on a 2D plan: the changed labels expand along the grid column, each
+    partial row's minimum — sent only when it dropped — folds along the grid
+    row to the row's owner (:class:`~.fold.FoldMin`; both programs for a
+    directed graph)."""
+    from .fold import FoldMin
+    nbr = FoldMin(manifest, shards, X, decreasing=True)
+    fams, ids = nbr.fams, nbr.ids
+    lab = [X.asarray(i, "int64") for i in ids]
+    changed = [X.full(i.size, True, "bool") for i in ids]
+    records, rnd = [], 0
+    while True:
+        t0 = time.perf_counter()
+        sent0 = int(comm.sent_bytes.sum())
+        new, nbytes = nbr.neighbour_min(comm, X, changed, lab, fams, what=f"WCC round {rnd}")
+        changed = [a < b for a, b in zip(new, lab)]
+        lab = new
+        meas = int(comm.sent_bytes.sum()) - sent0
+        tot = _world_sum(comm, [np.concatenate([[float(c.sum()), meas if i == 0 else 0],
+                                                nbytes if i == 0 else 0 * nbytes])
+                                for i, c in enumerate(changed)])
+        records.append({"round": rnd, "changed": int(tot[0]), "bytes": int(tot[2]), "bytes_sparse": int(tot[3]),
+                        "bytes_dense": int(tot[4]), "bytes_measured": int(tot[1]),
+                        **_by_family(fams, tot[5:]), "time_s": time.perf_counter() - t0})
+        if progress:
+            progress(f"round {rnd}: {int(tot[0])} labels changed")
+        rnd += 1
+        if tot[0] == 0:
+            return ids, [X.host(v) for v in lab], records
+
+
 # ----------------------------------------------------------------------------- SSSP
 def sssp_parts(manifest: dict, shards, comm, root: int, *, progress=None, steal=None, kernels: str = "auto"):
     """Distances from ``root``: (ids per local rank, float64 distances — numpy —,
     round records). ``steal``: a :class:`~.steal.StealConfig` (frontier
     stealing per round) or None. ``kernels`` as in :func:`pagerank_parts`."""
-    check_layout(manifest, ("analytics", "stealing") if steal is not None else "analytics")
+    lay = check_layout(manifest, ("analytics", "stealing") if steal is not None else "analytics", job="SSSP")
     X = KT.for_comm(kernels, comm)
     n = int(manifest["graph"]["n"])
     if isinstance(root, bool) or not isinstance(root, (int, np.integer)) or not 0 <= int(root) < n:
@@ -199,12 +235,14 @@ def sssp_parts(manifest: dict, shards, comm, root: int, *, progress=None, steal=
         if rg.cdata is not None and rg.cdata.size and rg.cdata.min() < 0:
             e = int(np.argmin(rg.cdata))
             c = int(np.searchsorted(rg.cindptr, e, side="right") - 1)
-            bad.append(f"edge {int(rg.ext_ids[c])} -> {int(rg.ids[rg.crows[e]])} has weight {rg.cdata[e]:g}")
+            bad.append(f"edge {int(rg.ext_ids[c])} -> {int(rg.row_ids[rg.crows[e]])} has weight {rg.cdata[e]:g}")
     flag = _world_sum(comm, [np.array([float(bool(bad))]) for _ in gs])[0]
     if bad:
         raise PlanError(f"SSSP needs non-negative edge weights: {bad[0]}")
     if flag > 0:
         raise PlanError("SSSP needs non-negative edge weights: another rank holds a negative one")
+    if lay.fold:
+        return _sssp_2d(gs, comm, X, root, fams, progress)
     gvs = [X.graph(rg) for rg in gs]
     dist = [X.full(rg.nl, np.inf, "float64") for rg in gs]
     dext = [X.full(rg.next_ - rg.nl, np.inf, "float64") for rg in gs]
@@ -245,6 +283,64 @@ def sssp_parts(manifest: dict, shards, comm, root: int, *, progress=None, steal=
         records.append({"round": rnd, "changed": int(tot[0]), "edges_examined": int(tot[1]), "bytes": int(tot[2]),
                         "bytes_measured": int(tot[3]), **_by_family(fams, tot[4:]), "time_s": time.perf_counter() - t0,
                         **({} if sout is None else sout.info)})
+        if progress:
+            progress(f"round {rnd}: {int(tot[0])} distances changed")
+        rnd += 1
+    return [rg.ids for rg in gs], [X.host(d) for d in dist], records
+
+
+def _sssp_2d(gs, comm, X, root, fams, progress):
+    """SSSP on a 2D plan: the changed distances expand along the grid column;
+    each rank relaxes the columns that changed into its partial rows' best
+    candidates, and the candidates that improved fold along the grid row to
+    the row's owner (float64 values, sparse or dense per pair), which keeps
+    the smallest. A partial row's candidate only decreases, so the owner's
+    distance holds every candidate sent before."""
+    from .traversal import exchange_flags
+    fams = list(dict.fromkeys(fams + [gs[0].fold.family]))
+    gvs = [X.graph(rg) for rg in gs]
+    dist = [X.full(rg.nl, np.inf, "float64") for rg in gs]
+    dext = [X.full(rg.next_ - rg.nl, np.inf, "float64") for rg in gs]
+    best = [X.full(rg.nrows, np.inf, "float64") for rg in gs]  # per partial row: the smallest candidate so far
+    changed = [X.zeros(rg.nl, "bool") for rg in gs]
+    ssrc = [X.asarray(np.array(rg.self_src, dtype=np.int64), "int64") for rg in gs]
+    sdst = [X.asarray(np.array(rg.self_dst, dtype=np.int64), "int64") for rg in gs]
+    fpos = [X.asarray(np.array(rg.fold_pos, dtype=np.int64), "int64") for rg in gs]
+    for i, rg in enumerate(gs):
+        for k in np.flatnonzero(rg.ids == root).tolist():
+            dist[i][k] = 0.0
+            changed[i][k] = True
+    records, rnd, nchg = [], 0, 1.0
+    while nchg > 0:
+        t0 = time.perf_counter()
+        sent0 = int(comm.sent_bytes.sum())
+        got, vals, st = exchange_chain(comm, [rg.steps for rg in gs], changed, dist, what=f"SSSP round {rnd}")
+        edges, masks = 0, []
+        for i, rg in enumerate(gs):
+            dext[i][got[i]] = vals[i][got[i]]
+            cols = X.cat([X.flatnonzero(changed[i]), rg.nl + X.flatnonzero(got[i])])
+            ch, e = X.relax(gvs[i], cols, X.cat([dist[i], dext[i]]), best[i])
+            edges += e
+            ch[ssrc[i]] = False  # own partial rows stay here
+            masks.append(ch)
+        fgot, fvals, fst = exchange_flags(comm, [rg.fold for rg in gs], masks, best,
+                                          [rg.fold_pos.size for rg in gs], what=f"SSSP round {rnd}, fold")
+        for i in range(len(gs)):
+            new = X.copy(dist[i])
+            X.minimum_at(new, sdst[i], best[i][ssrc[i]])
+            X.minimum_at(new, fpos[i][fgot[i]], fvals[i][fgot[i]])
+            changed[i] = new < dist[i]
+            dist[i] = new
+        meas = int(comm.sent_bytes.sum()) - sent0
+        fv = st.family_vector(fams) + fst.family_vector(fams)
+        nb = st.bytes + fst.bytes
+        tot = _world_sum(comm, [np.concatenate([[float(c.sum()), edges if i == 0 else 0, nb if i == 0 else 0,
+                                                 meas if i == 0 else 0], fv if i == 0 else 0 * fv])
+                                for i, c in enumerate(changed)])
+        nchg = tot[0]
+        records.append({"round": rnd, "changed": int(tot[0]), "edges_examined": int(tot[1]), "bytes": int(tot[2]),
+                        "bytes_measured": int(tot[3]), **_by_family(fams, tot[4:]),
+                        "time_s": time.perf_counter() - t0})
         if progress:
             progress(f"round {rnd}: {int(tot[0])} distances changed")
         rnd += 1

@@ -16,8 +16,10 @@ that changed in the previous one (the active-vertex queue, sparse or dense per
 gives ``bytes_all_values``: what sending every label (8 bytes, no positions)
 along the same pairs would cost.
 
-2D plans (symmetric graphs): the changed labels expand along the grid column;
-each rank counts the labels of its partial rows (row, label, count) and sends
+2D plans: the changed labels expand along the grid column (along both
+programs' for a directed graph: the union of a rank's two blocks is its
+symmetrized partial rows, :func:`~.fold.sym_blocks`); each rank counts the
+labels of its partial rows (row, label, count) and sends
 the counts of rows owned elsewhere in its grid row to their owner (24 bytes a
 triple: row id, label, count as float64 — family ``row``), which sums the
 partial counts and picks the mode: the seed's 2.5D reduction at the row-group
@@ -34,7 +36,7 @@ from ..errors import PlanError
 from . import kernels as KT
 from .kernels import community as C
 from .neighbours import exchange_values, send_rows, sym_graphs
-from .traversal import check_layout, exchange_chain, rank_graph, traversal_program, world_sum
+from .traversal import check_layout, world_sum
 
 
 def _by_family(fams: list[str], v: np.ndarray) -> dict:
@@ -49,13 +51,12 @@ def lp_parts(manifest: dict, shards, comm, *, iterations: int = 20, weighted: bo
     numpy —, iteration records). ``iterations`` ≥ 1 is the limit; ``weighted``
     sums edge weights (the plan's values; 1 when it has none) instead of
     counting neighbours. ``kernels`` as in :func:`~.analytics.wcc_parts`."""
-    from ..layouts import layout_from_manifest
-    if layout_from_manifest(manifest).fold:
-        return _lp_2d(manifest, shards, comm, iterations=iterations, weighted=weighted, progress=progress,
-                      kernels=kernels)
-    check_layout(manifest, "analytics")
+    lay = check_layout(manifest, "analytics", job="label propagation")
     if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) or iterations < 1:
         raise PlanError(f"iterations must be an integer >= 1, got {iterations!r}")
+    if lay.fold:
+        return _lp_2d(manifest, shards, comm, iterations=iterations, weighted=weighted, progress=progress,
+                      kernels=kernels)
     X = KT.for_comm(kernels, comm)
     sgs, fams = sym_graphs(manifest, shards)
     ids = [s.ids for s in sgs]
@@ -88,69 +89,47 @@ def lp_parts(manifest: dict, shards, comm, *, iterations: int = 20, weighted: bo
 
 
 def _lp_2d(manifest: dict, shards, comm, *, iterations: int, weighted: bool, progress, kernels):
-    """:func:`lp_parts` on a 2D plan: partial label counts reduced at the row's owner in the grid row."""
-    check_layout(manifest, ("bfs", "fold"))
-    if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) or iterations < 1:
-        raise PlanError(f"iterations must be an integer >= 1, got {iterations!r}")
-    prog = traversal_program(manifest)
-    if prog != "forward":
-        raise PlanError("label propagation on a 2D plan needs a symmetric graph (each neighbour is counted once "
-                        "and a directed graph's in- and out-edges sit in different blocks): plan the symmetrized "
-                        "graph (`partplan plan ... --symmetrize`) or use a 1d / routed layout")
+    """:func:`lp_parts` on a 2D plan: partial label counts of the symmetrized
+    partial rows (:func:`~.fold.sym_blocks`) reduced at the row's owner in the grid row."""
+    from .fold import sym_blocks
     X = KT.for_comm(kernels, comm)
-    rgs = [rank_graph(manifest, rp, prog) for rp in shards]
-    ids = [np.array(rg.ids, dtype=np.int64) for rg in rgs]
-    fams = list(dict.fromkeys([sg.family for sg in rgs[0].steps] + [rgs[0].fold.family]))
-    rows, cols, w, ext, rid, dest, own_pos, srt, sids = [], [], [], [], [], [], [], [], []
-    for rg, i in zip(rgs, ids):
-        r = np.repeat(np.arange(rg.nrows, dtype=np.int64), np.diff(rg.indptr))
-        keep = rg.row_ids[r] != rg.ext_ids[rg.indices]  # self loops
-        rows.append(X.asarray(r[keep], "int64"))
-        cols.append(X.asarray(np.array(rg.indices[keep], dtype=np.int64), "int64"))
-        ww = np.ones(int(keep.sum())) if (rg.data is None or not weighted) else np.asarray(rg.data)[keep]
-        if not np.isfinite(ww).all():
-            raise PlanError(f"rank {rg.rank}: the plan holds a non-finite edge weight")
-        w.append(X.asarray(np.array(ww, dtype=np.float64), "float64"))
-        ext.append(X.asarray(np.array(rg.ext_ids, dtype=np.int64), "int64"))
-        rid.append(X.asarray(np.array(rg.row_ids, dtype=np.int64), "int64"))
-        d = np.full(rg.nrows, -1, dtype=np.int64)  # group-rank in the grid row of each block row's owner
-        d[rg.fold.idx] = np.repeat(np.arange(rg.fold.send_counts.size), rg.fold.send_counts)
-        pos = np.full(rg.nrows, -1, dtype=np.int64)  # own position of a block row held here
-        pos[rg.self_src] = rg.self_dst
-        dest.append(X.asarray(d, "int64"))
-        own_pos.append(X.asarray(pos, "int64"))
-        o = np.argsort(i, kind="stable")
-        srt.append(X.asarray(o, "int64"))
-        sids.append(X.asarray(i[o], "int64"))
+    sbs, fams = sym_blocks(manifest, shards)
+    fam_f = sbs[0].fold_family
+    ids = [s.ids for s in sbs]
+    rows = [X.asarray(s.rows, "int64") for s in sbs]
+    cols = [X.asarray(s.cols, "int64") for s in sbs]
+    w = [X.asarray(s.w if weighted else np.ones(s.w.size), "float64") for s in sbs]
+    ext = [X.asarray(s.ext_ids, "int64") for s in sbs]  # labels = ids at the start: column holders know them
+    rid = [X.asarray(s.row_ids, "int64") for s in sbs]
+    dest = [X.asarray(s.dest, "int64") for s in sbs]
+    own_pos = [X.asarray(s.own_pos, "int64") for s in sbs]
+    srt = [np.argsort(i, kind="stable") for i in ids]
+    sids = [X.asarray(i[o], "int64") for i, o in zip(ids, srt)]
+    srt = [X.asarray(o, "int64") for o in srt]
     lab = [X.copy(X.asarray(i, "int64")) for i in ids]
     changed = [X.zeros(i.size, "bool") for i in ids]
-    full = int(world_sum(comm, [np.array([float(sum(int(sg.send_counts.sum()) for sg in rg.steps) * 8)])
-                                for rg in rgs])[0])
+    full = int(world_sum(comm, [np.array([float(s.full_value_bytes(8))]) for s in sbs])[0])
     records = []
     for it in range(1, int(iterations) + 1):
         t0 = time.perf_counter()
         sent0 = int(comm.sent_bytes.sum())
-        got, vals, st = exchange_chain(comm, [rg.steps for rg in rgs], changed, lab, what=f"LP iteration {it}")
-        nb = np.concatenate([[st.bytes, st.sparse_bytes, st.dense_bytes], st.family_vector(fams)])
+        nb = exchange_values(comm, sbs, changed, lab, ext, fams, what=f"LP iteration {it}", X=X)
         trip, dst, mine = [], [], []
-        for i, rg in enumerate(rgs):
+        for i in range(len(sbs)):
             e = ext[i]
-            e[:rg.nl] = lab[i]
-            seg = e[rg.nl:]
-            seg[got[i]] = vals[i][got[i]]
             gr, gl, gs = C.label_sums(X, rows[i], e[cols[i]], w[i])
             here = own_pos[i][gr] >= 0
             mine.append((own_pos[i][gr[here]], gl[here], gs[here]))
             away = X.flatnonzero(~here)
             trip.append(_stack3(X, rid[i][gr[away]], gl[away], gs[away]))
             dst.append(dest[i][gr[away]])
-        recv, _, (fb, fm) = send_rows(comm, rgs[0].fold.family, dst, trip, what=f"LP iteration {it}, counts")
-        k = fams.index(rgs[0].fold.family)
+        recv, _, (fb, fm) = send_rows(comm, fam_f, dst, trip, what=f"LP iteration {it}, counts")
+        k = fams.index(fam_f)
         nb[0] += fb
         nb[3 + k] += fb
         nb[3 + len(fams) + k] += fm
         new = []
-        for i in range(len(rgs)):
+        for i in range(len(sbs)):
             t = recv[i]
             pr = C.positions(X, sids[i], srt[i], t[:, 0])
             r_all = X.cat([mine[i][0], pr])

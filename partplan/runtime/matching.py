@@ -18,7 +18,9 @@ neighbour (scanning on from the matched one: the edges before it were
 taken already, so a round's work is the edges scanned, not the whole graph).
 It stops when no pointer changes.
 
-2D plans (symmetric graphs): the states expand along the grid column; every
+2D plans: the states expand along the grid column (both programs' for a
+directed graph; the partial rows are the symmetrized union of the rank's two
+blocks, :func:`~.fold.sym_blocks`); every
 partial row keeps its first available edge of the block (scanning on when
 its target is matched) and sends it when it moved — (row id, neighbour id,
 weight) triples, 24 bytes, along the grid row to the row's owner (family
@@ -59,12 +61,9 @@ def _ptr(X, first, gid):
 def matching_parts(manifest: dict, shards, comm, *, progress=None, kernels: str = "auto"):
     """Matching: (ids per local rank, int64 mate per local rank — −1 unmatched,
     numpy —, the matched weight as float64 (each edge once), round records).
-    ``kernels`` as in :func:`~.analytics.wcc_parts`. A 2D plan (symmetric
-    graph) needs a ``world`` group in the comm (:func:`~.neighbours.with_world`)."""
-    from ..layouts import layout_from_manifest
-    if layout_from_manifest(manifest).fold:
+    ``kernels`` as in :func:`~.analytics.wcc_parts`. A 2D plan needs a ``world`` group in the comm (:func:`~.neighbours.with_world`)."""
+    if check_layout(manifest, "analytics", job="matching").fold:
         return _matching_2d(manifest, shards, comm, progress=progress, kernels=kernels)
-    check_layout(manifest, "analytics")
     X = KT.for_comm(kernels, comm)
     sgs, fams = sym_graphs(manifest, shards)
     ids = [s.ids for s in sgs]
@@ -144,72 +143,55 @@ def _edge_of(X, rows, gid, nl: int, sel, mates):
 
 def _matching_2d(manifest: dict, shards, comm, *, progress, kernels):
     """:func:`matching_parts` on a 2D plan: partial candidates fold to the row's owner, mutual checks by request."""
+    from .fold import sym_blocks
     from .neighbours import owner_map, reply, send_rows, to_owners
     from .pointer_jump import check_world
-    from .traversal import exchange_chain, rank_graph, traversal_program
-    check_layout(manifest, ("bfs", "fold"))
-    if traversal_program(manifest) != "forward":
-        raise PlanError("matching on a 2D plan needs a symmetric graph (an edge's two directions sit in different "
-                        "blocks): plan the symmetrized graph (`partplan plan ... --symmetrize`) or use a 1d / routed "
-                        "layout")
     check_world(comm)
     X = KT.for_comm(kernels, comm)
     n = int(manifest["graph"]["n"])
-    rgs = [rank_graph(manifest, rp, "forward") for rp in shards]
-    ids = [np.array(rg.ids, dtype=np.int64) for rg in rgs]
-    fam_f = rgs[0].fold.family
-    fams = list(dict.fromkeys([sg.family for sg in rgs[0].steps] + [fam_f, "world"]))
+    sbs, fams = sym_blocks(manifest, shards)
+    ids = [s.ids for s in sbs]
+    fam_f = sbs[0].fold_family
+    fams = list(dict.fromkeys(fams + ["world"]))
     own = X.asarray(owner_map(comm, ids, n), "int64")
     B = []  # per rank: block edges sorted by (row, order), row ranges, fold targets, owner table
-    for rg, i in zip(rgs, ids):
-        r = np.repeat(np.arange(rg.nrows, dtype=np.int64), np.diff(rg.indptr))
-        c = np.asarray(rg.indices, dtype=np.int64)
-        w = np.ones(c.size) if rg.data is None else np.asarray(rg.data, dtype=np.float64)
-        if not np.isfinite(w).all():
-            raise PlanError(f"rank {rg.rank}: the plan holds a non-finite edge weight")
-        gr, gc = rg.row_ids[r], rg.ext_ids[c]
-        keep = (gr != gc) & (w > 0)
+    for sb, i, rank in zip(sbs, ids, comm.local):
+        r, c, w, gc = sb.rows, sb.cols, sb.w, sb.gid
+        gr = sb.row_ids[r]
+        keep = w > 0
         r, c, w, gr, gc = r[keep], c[keep], w[keep], gr[keep], gc[keep]
         o = np.lexsort((np.maximum(gr, gc), np.minimum(gr, gc), -w, r))
         r, c, w, gc = r[o], c[o], w[o], gc[o]
-        indptr = np.concatenate([[0], np.cumsum(np.bincount(r, minlength=rg.nrows))]).astype(np.int64)
-        d = np.full(rg.nrows, -1, dtype=np.int64)
-        d[rg.fold.idx] = np.repeat(np.arange(rg.fold.send_counts.size), rg.fold.send_counts)
-        g = comm.member(fam_f, rg.rank)
-        me = g.ranks.index(rg.rank) if g is not None else 0
-        d[rg.self_src] = me
-        pos = np.full(rg.nrows, -1, dtype=np.int64)
-        pos[rg.self_src] = rg.self_dst
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(r, minlength=sb.nrows))]).astype(np.int64)
+        g = comm.member(fam_f, rank)
+        me = g.ranks.index(rank) if g is not None else 0
+        d = np.where(sb.own_pos >= 0, me, sb.dest)
         o2 = np.argsort(i, kind="stable")
         ncol = len(g.ranks) if g is not None else 1
         B.append({"rows": X.asarray(r, "int64"), "cols": X.asarray(c, "int64"), "w": X.asarray(w, "float64"),
                   "gid": X.asarray(gc, "int64"), "indptr": X.asarray(indptr, "int64"),
-                  "rid": X.asarray(np.array(rg.row_ids, dtype=np.int64), "int64"), "dest": X.asarray(d, "int64"),
+                  "rid": X.asarray(sb.row_ids, "int64"), "dest": X.asarray(d, "int64"),
                   "me": me, "ncol": ncol, "srt": X.asarray(o2, "int64"), "sids": X.asarray(i[o2], "int64"),
                   "first": X.asarray(np.where(np.diff(indptr) > 0, indptr[:-1], -1), "int64"),
-                  "ext": X.full(rg.next_, NOBODY, "int64"),
+                  "ext": X.full(sb.next_, NOBODY, "int64"),
                   # the owner's table: per own row and grid-row peer, that peer's candidate (weight, neighbour)
-                  "tw": X.full(rg.nl * ncol, -np.inf, "float64"), "tu": X.full(rg.nl * ncol, -1, "int64")})
+                  "tw": X.full(sb.nl * ncol, -np.inf, "float64"), "tu": X.full(sb.nl * ncol, -1, "int64")})
     st = [X.full(i.size, NOBODY, "int64") for i in ids]
     mate = [X.full(i.size, NOBODY, "int64") for i in ids]
     mw = [X.zeros(i.size, "float64") for i in ids]  # the matched edge's weight
     idx = [X.asarray(i, "int64") for i in ids]
     changed = [X.zeros(i.size, "bool") for i in ids]
-    moved = [X.full(rg.nrows, True, "bool") for rg in rgs]  # partial candidates to (re)send
-    full = int(world_sum(comm, [np.array([float(sum(int(sg.send_counts.sum()) for sg in rg.steps) * 8)])
-                                for rg in rgs])[0])
+    moved = [X.full(sb.nrows, True, "bool") for sb in sbs]  # partial candidates to (re)send
+    full = int(world_sum(comm, [np.array([float(sb.full_value_bytes(8))]) for sb in sbs])[0])
     records, rnd = [], 0
     while True:
         t0 = time.perf_counter()
         sent0 = int(comm.sent_bytes.sum())
-        got, vals, xst = exchange_chain(comm, [rg.steps for rg in rgs], changed, st, what=f"matching round {rnd}")
+        nb = exchange_values(comm, sbs, changed, st, [b["ext"] for b in B], fams, what=f"matching round {rnd}", X=X)
         trip, dst = [], []
-        for i, rg in enumerate(rgs):
+        for i, sb in enumerate(sbs):
             b = B[i]
             e = b["ext"]
-            e[:rg.nl] = st[i]
-            seg = e[rg.nl:]
-            seg[got[i]] = vals[i][got[i]]
             f = b["first"]
             has = f >= 0
             tv = X.where(has, e[b["cols"][X.where(has, f, 0 * f)]], f) if int(b["cols"].shape[0]) else f
@@ -228,9 +210,9 @@ def _matching_2d(manifest: dict, shards, comm, *, progress, kernels):
             uv = X.where(ok, b["gid"][safe] if int(b["gid"].shape[0]) else fm, X.full(int(fm.shape[0]), -1, "int64"))
             trip.append(_stack3(X, b["rid"][rows_m], uv, wv))
             dst.append(b["dest"][rows_m])
-            moved[i] = X.zeros(rg.nrows, "bool")
+            moved[i] = X.zeros(sb.nrows, "bool")
         recv, croutes, (fb, fmsg) = send_rows(comm, fam_f, dst, trip, what=f"matching round {rnd}, candidates")
-        for i, rg in enumerate(rgs):  # the owner updates its table and picks the best candidate of each row
+        for i in range(len(sbs)):  # the owner updates its table and picks the best candidate of each row
             b, t, rt = B[i], recv[i], croutes[i]
             src = X.asarray(np.concatenate([np.full(rt.nself, rt.me, dtype=np.int64),
                                             np.repeat(np.arange(rt.recv.size, dtype=np.int64), rt.recv)]), "int64")
@@ -239,22 +221,22 @@ def _matching_2d(manifest: dict, shards, comm, *, progress, kernels):
             b["tu"][slot] = t[:, 1]
             b["tw"][slot] = _as_f64(X, t[:, 2])
         new_ptr, new_w = [], []
-        for i, rg in enumerate(rgs):
+        for i in range(len(sbs)):
             b = B[i]
             bu, bw = _best(X, b["tw"], b["tu"], idx[i], b["ncol"])
             new_ptr.append(X.where(st[i] == MATCHED, st[i], bu))
             new_w.append(bw)
         # mutual check: ask the owner of each target for its pointer of this round
         ask, askpos = [], []
-        for i in range(len(rgs)):
+        for i in range(len(sbs)):
             sel = X.flatnonzero(new_ptr[i] >= 0)
             askpos.append(sel)
             ask.append(new_ptr[i][sel].reshape(-1, 1))
         rq, routes, (qb, qm) = to_owners(comm, own, ask, what=f"matching round {rnd}, mutual check")
-        ans = [new_ptr[i][C.positions(X, B[i]["sids"], B[i]["srt"], rq[i][:, 0])] for i in range(len(rgs))]
+        ans = [new_ptr[i][C.positions(X, B[i]["sids"], B[i]["srt"], rq[i][:, 0])] for i in range(len(sbs))]
         back, (rb, rm) = reply(comm, routes, ans, what=f"matching round {rnd}, mutual check")
         new = []
-        for i in range(len(rgs)):
+        for i in range(len(sbs)):
             sel = askpos[i]
             mutual = back[i] == idx[i][sel]
             msel = sel[mutual]
@@ -266,7 +248,6 @@ def _matching_2d(manifest: dict, shards, comm, *, progress, kernels):
         changed = [a != b for a, b in zip(new, st)]
         st = new
         meas = int(comm.sent_bytes.sum()) - sent0
-        nb = np.concatenate([[xst.bytes, xst.sparse_bytes, xst.dense_bytes], xst.family_vector(fams)])
         kf, kw, F = fams.index(fam_f), fams.index("world"), len(fams)
         nb[0] += fb + qb + rb
         nb[3 + kf] += fb

@@ -37,12 +37,10 @@ import numpy as np
 
 from ..errors import PlanError
 from . import kernels as KT
+from .fold import FoldMin
 from .kernels import community as C
 from .neighbours import WORLD, exchange_values, owner_map, reply, sym_graphs, to_owners
-from .traversal import check_layout, exchange_chain, exchange_flags, rank_graph, traversal_program, world_sum
-
-_BIG = np.iinfo(np.int64).max
-
+from .traversal import check_layout, world_sum
 
 def _by_family(fams: list[str], v: np.ndarray) -> dict:
     F = len(fams)
@@ -80,81 +78,17 @@ class _Flat:
         return [C.seg_min(X, self.rows[i], self.ext[i][self.cols[i]], gf[i]) for i in range(len(gf))], out
 
 
-class _Fold:
-    """2D: a rank holds partial rows of its grid row × the columns of its grid
-    column; the changed gf expand along the grid column, each partial row's
-    minimum folds along the grid row to the row's owner (sparse or dense per
-    pair, :func:`~.traversal.exchange_flags`), which keeps the smallest."""
-
-    def __init__(self, manifest, shards, X):
-        prog = traversal_program(manifest)
-        progs = [prog] if prog == "forward" else [prog, "forward"]
-        self.rgs = [[rank_graph(manifest, rp, q) for rp in shards] for q in progs]
-        self.ids = [np.array(rg.ids, dtype=np.int64) for rg in self.rgs[0]]
-        self.perm, self.rows, self.cols, self.ext, self.self_src, self.self_dst, self.fold_pos = ([] for _ in range(7))
-        for g in self.rgs:
-            pm, rr, cc, ee, ss, sd, fp = [], [], [], [], [], [], []
-            for i, rg in enumerate(g):
-                o = np.argsort(self.ids[i], kind="stable")
-                pos = o[np.searchsorted(self.ids[i], rg.ids, sorter=o)] if rg.ids.size else np.zeros(0, np.int64)
-                if rg.ids.size != self.ids[i].size or not np.array_equal(self.ids[i][pos], rg.ids):
-                    raise PlanError("the forward and backward programs hold different rows")
-                pm.append(X.asarray(pos, "int64"))
-                rr.append(X.asarray(np.repeat(np.arange(rg.nrows, dtype=np.int64), np.diff(rg.indptr)), "int64"))
-                cc.append(X.asarray(np.array(rg.indices, dtype=np.int64), "int64"))  # writable copies for torch
-                ee.append(X.asarray(np.array(rg.ext_ids, dtype=np.int64), "int64"))
-                ss.append(X.asarray(np.array(rg.self_src, dtype=np.int64), "int64"))
-                sd.append(X.asarray(pos[rg.self_dst], "int64"))
-                fp.append(X.asarray(pos[rg.fold_pos], "int64"))
-            for lst, v in zip((self.perm, self.rows, self.cols, self.ext, self.self_src, self.self_dst, self.fold_pos),
-                              (pm, rr, cc, ee, ss, sd, fp)):
-                lst.append(v)
-        self.fams = list(dict.fromkeys([sg.family for g in self.rgs for sg in g[0].steps]
-                                       + [g[0].fold.family for g in self.rgs]))
-        self.full = [sum(int(sg.send_counts.sum()) for g in self.rgs for sg in g[i].steps) * 8
-                     for i in range(len(self.ids))]
-
-    def neighbour_min(self, comm, X, changed, gf, fams, what):
-        m = [X.copy(v) for v in gf]
-        out = np.zeros(3 + 2 * len(fams))
-        for k, g in enumerate(self.rgs):
-            ck = [c[q] for c, q in zip(changed, self.perm[k])]
-            vk = [v[q] for v, q in zip(gf, self.perm[k])]
-            got, vals, st = exchange_chain(comm, [rg.steps for rg in g], ck, vk, what=what)
-            pms, masks = [], []
-            for i, rg in enumerate(g):
-                e = self.ext[k][i]
-                e[:rg.nl] = vk[i]
-                seg = e[rg.nl:]
-                seg[got[i]] = vals[i][got[i]]
-                pm = C.seg_min(X, self.rows[k][i], e[self.cols[k][i]], X.full(rg.nrows, _BIG, "int64"))
-                mask = pm < _BIG
-                mask[self.self_src[k][i]] = False  # own rows stay here
-                pms.append(pm)
-                masks.append(mask)
-            fgot, fvals, fst = exchange_flags(comm, [rg.fold for rg in g], masks, pms,
-                                              [rg.fold_pos.size for rg in g], what=f"{what}, fold")
-            for s_ in (st, fst):
-                out[:3] += [s_.bytes, s_.sparse_bytes, s_.dense_bytes]
-                out[3:] += s_.family_vector(fams)
-            for i in range(len(g)):
-                X.minimum_at(m[i], self.self_dst[k][i], pms[i][self.self_src[k][i]])
-                X.minimum_at(m[i], self.fold_pos[k][i][fgot[i]], fvals[i][fgot[i]])
-        return m, out
-
-
 def wcc_pointer_jump_parts(manifest: dict, shards, comm, *, progress=None, kernels: str = "auto",
                            max_rounds: int | None = None):
     """Weak components by pointer jumping: (ids per local rank, int64 labels per
     local rank — numpy —, round records). 1D, routed and 2D plans. ``kernels``
     as in :func:`~.analytics.wcc_parts`; ``max_rounds`` (default 2·⌈log2 n⌉ + 8,
     a bound the algorithm stays far below) guards against a broken plan."""
-    from ..layouts import layout_from_manifest
-    lay = check_layout(manifest, ("bfs", "fold") if layout_from_manifest(manifest).fold else "analytics")
+    lay = check_layout(manifest, "analytics", job="WCC by pointer jumping")
     check_world(comm)
     X = KT.for_comm(kernels, comm)
     n = int(manifest["graph"]["n"])
-    nbr = _Fold(manifest, shards, X) if lay.fold else _Flat(manifest, shards, X)
+    nbr = FoldMin(manifest, shards, X) if lay.fold else _Flat(manifest, shards, X)
     fams = nbr.fams + ([] if WORLD in nbr.fams else [WORLD])  # the owner messages' family
     wk = fams.index(WORLD)
     ids = nbr.ids

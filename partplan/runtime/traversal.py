@@ -66,12 +66,22 @@ def traversal_program(manifest: dict) -> str:
 CAPABILITIES = ("bfs", "analytics", "stealing", "routes", "fold")
 _WHAT = {"bfs": "BFS", "analytics": "PageRank, WCC, SSSP, label propagation and matching", "stealing": "frontier stealing",
          "routes": "routed traversals", "fold": "2D traversals"}
+#: what to plan instead, per missing capability
+_INSTEAD = {"bfs": "plan the graph with --layout 1d, 2d:RxC or routed:domain:D",
+            "analytics": "plan the graph with --layout 1d, 2d:RxC or routed:domain:D",
+            "stealing": "use a 1d plan, or run without --steal",
+            "routes": "plan the graph with --layout routed:domain:D", "fold": "plan the graph with --layout 2d:RxC"}
+#: why a layout lacks the traversal capabilities (by layout name)
+_WHY = {"1.5d": "each row block lives on c ranks that sum their partial rows by an all-reduce: no single owner "
+                "per vertex and no owner-to-ghost exchange to traverse"}
 
 
-def check_layout(manifest: dict, needs: str | tuple[str, ...] = "analytics"):
+def check_layout(manifest: dict, needs: str | tuple[str, ...] = "analytics", *, job: str | None = None):
     """The plan's :class:`~partplan.layouts.Layout` if it declares every
     capability in ``needs`` (names of :data:`CAPABILITIES`: ``bfs``,
-    ``analytics``, ``stealing``, ...) and has conformal ownership; else one PlanError."""
+    ``analytics``, ``stealing``, ...) and has conformal ownership; else one
+    PlanError naming ``job`` (default: what the capability covers), the layout
+    and the layouts to use instead."""
     from ..layouts import layout_from_manifest
     needs = (needs,) if isinstance(needs, str) else tuple(needs)
     bad = [c for c in needs if c not in CAPABILITIES]
@@ -80,8 +90,9 @@ def check_layout(manifest: dict, needs: str | tuple[str, ...] = "analytics"):
     lay = layout_from_manifest(manifest)
     for c in needs:
         if not getattr(lay, c, False):
-            raise PlanError(f"{_WHAT[c]} cannot run on this plan: its layout {manifest['layout']} does not "
-                            f"support it (plan the graph with a layout that does, e.g. 1d)")
+            what = job if job is not None and c == needs[0] else _WHAT[c]
+            raise PlanError(f"{what} cannot run on this plan: its layout {manifest['layout']} does not support it "
+                            f"({_WHY.get(lay.name, 'no program of A^T to traverse')}); {_INSTEAD[c]}")
     if manifest.get("ownership", "conformal") != "conformal":
         raise PlanError("graph traversals need conformal ownership (the plan has decoupled owners)")
     return lay

@@ -170,12 +170,11 @@ def test_pointer_jump_needs_a_world_group(graphs):
 
 
 # ----------------------------------------------------------------------------- label propagation
-# 2D label propagation and matching take symmetric graphs (the refusal: test_lp_refuses_...)
+# 2D label propagation and matching symmetrize a directed plan's blocks like 1D does
 LAYOUTS_2D = [("2d:2x2", 4), ("2d:1x3", 3)]
 LP_CASES = [(k, w, lay, p) for k, w in [("dense", False), ("dense", True), ("dense_dir", False)]
-            for lay, p in LAYOUTS + ([] if k == "dense_dir" else LAYOUTS_2D)]
-MATCHING_CASES = [(k, lay, p) for k in ("dense", "dense_dir", "und")
-                  for lay, p in LAYOUTS + ([] if k == "dense_dir" else LAYOUTS_2D)]
+            for lay, p in LAYOUTS + LAYOUTS_2D]
+MATCHING_CASES = [(k, lay, p) for k in ("dense", "dense_dir", "und") for lay, p in LAYOUTS + LAYOUTS_2D]
 
 
 @pytest.mark.parametrize("kernels", KERNELS)
@@ -194,16 +193,11 @@ def test_lp_equals_the_numpy_reference(graphs, key, weighted, kernels, layout, p
         assert sum(r["bytes_by_family"]["row"] for r in rec) == sum(r["bytes_counts"] for r in rec) > 0
 
 
-def test_lp_refuses_a_bad_iteration_count_and_a_directed_2d_plan(graphs):
+def test_lp_refuses_a_bad_iteration_count_and_a_1_5d_plan(graphs):
     g = graphs["und"]
     plan, comm = plan_of(g, "und", "1d", 3)
     with pytest.raises(PlanError, match="iterations"):
         lp_parts(plan.manifest, plan.ranks, comm, iterations=0)
-    gd = graphs["dir"]
-    p3 = build_plan(gd, np.arange(gd.n) % 4, 4, layout="2d:2x2")
-    for fn in (lp_parts, matching_parts):
-        with pytest.raises(PlanError, match="2D plan needs a symmetric graph"):
-            fn(p3.manifest, p3.ranks, LocalComm(4, with_world(p3.groups(), 4)))
     p15 = build_plan(g, np.arange(g.n) % 2, 4, layout="1.5d:2")
     for fn in (lp_parts, matching_parts, wcc_pointer_jump_parts):
         with pytest.raises(PlanError, match="cannot run on this plan"):

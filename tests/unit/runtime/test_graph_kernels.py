@@ -96,13 +96,13 @@ def test_packbits_and_uint32_bytes_equal_numpys_wire_format():
 def test_check_layout_asks_the_layouts_capabilities():
     g = rmat_graph(7, False, 2)
     assert check_layout(plan_of(g, 2).manifest, ("bfs", "analytics", "stealing")).name == "1d"
-    assert check_layout(plan_of(g, 4, "2d:2x2").manifest, "bfs").fold
-    with pytest.raises(PlanError, match="2d:2x2"):
-        check_layout(plan_of(g, 4, "2d:2x2").manifest, "analytics")
+    assert check_layout(plan_of(g, 4, "2d:2x2").manifest, ("bfs", "analytics")).fold
+    with pytest.raises(PlanError, match="frontier stealing cannot run .* 2d:2x2 .*use a 1d plan"):
+        check_layout(plan_of(g, 4, "2d:2x2").manifest, ("analytics", "stealing"))
     with pytest.raises(PlanError, match="routed"):
         check_layout(plan_of(g, 4, "routed:domain:2").manifest, ("analytics", "stealing"))
-    with pytest.raises(PlanError, match="1.5d"):
-        check_layout(build_plan(g, np.arange(g.n) % 2, 4, layout="1.5d:2").manifest, "bfs")
+    with pytest.raises(PlanError, match=r"^SSSP cannot run on this plan: its layout 1.5d:2 .*all-reduce.*--layout 1d"):
+        check_layout(build_plan(g, np.arange(g.n) % 2, 4, layout="1.5d:2").manifest, "analytics", job="SSSP")
     with pytest.raises(PlanError, match="unknown layout capability"):
         check_layout(plan_of(g, 2).manifest, "1d")
 
