@@ -11,7 +11,7 @@ from pathlib import Path
 from partplan.errors import GraphFormatError
 from partplan.jobs.args import fraction, nonneg_float, nonneg_int, positive_int
 
-__all__ = ["load_graph", "fraction", "nonneg_float", "nonneg_int", "positive_int", "add_job_commands",
+__all__ = ["load_graph", "add_weight_option", "fraction", "nonneg_float", "nonneg_int", "positive_int", "add_job_commands",
            "run_job_cmd"]
 
 
@@ -27,22 +27,51 @@ def check_feature_width(f: int, option: str = "-f") -> int:
     return int(f)
 
 
-def load_graph(spec: str, *, fetch: bool = False, symmetrize: bool = False):
+def add_weight_option(p: argparse.ArgumentParser) -> None:
+    """``--weight FIELD``: the field of a ``.pt`` PyG Data read as edge weights
+    (weights only when named, as :func:`partplan.plan_from_pyg` reads a Data)."""
+    p.add_argument("--weight", metavar="FIELD", default=None,
+                   help="a .pt graph (PyG Data): the field read as edge weights, one per edge (e.g. edge_weight, "
+                        "edge_attr); default: none, every edge weighs 1 and edge_attr of any width is left alone, "
+                        "as partplan.plan_from_pyg reads a Data")
+
+
+def load_graph(spec: str, *, fetch: bool = False, symmetrize: bool = False, weight: str | None = None,
+               normalize: str | None = None):
     """A graph file (any format :func:`partplan.io.read_graph` reads) or a
     registered dataset name (:func:`partplan.datasets.load_graph`; with
-    ``fetch`` a missing download is fetched first). ``symmetrize`` adds Aᵀ."""
+    ``fetch`` a missing download is fetched first). ``symmetrize`` adds Aᵀ.
+
+    A ``.pt`` PyG Data is read as :func:`partplan.plan_from_pyg` reads it
+    (:func:`partplan.interop.pyg.plan_graph`): edge weights only from the field
+    ``weight`` names (``--weight``), and with ``normalize`` ("gcn", "mean") PyG's
+    remaining-self-loops rule, so the CLI and the Python API build the same
+    matrix (same ``source_fingerprint``). ``weight`` on any other graph is an
+    OptionError."""
     from partplan import datasets
+    from partplan.errors import OptionError
     from partplan.io import read_graph
 
+    normalize = None if normalize in (None, "none") else normalize
     path = Path(spec)
     if path.exists():
         from partplan.io.chunked import is_chunked
         if path.is_dir() and not is_chunked(path):
             raise GraphFormatError("is a directory, not a graph file (nor a chunked graph: no header.json)", path)
+        if not path.is_dir():
+            from partplan.io import detect_format
+            fmt = detect_format(path)
+            if fmt == "pt":
+                return _load_pt(path, symmetrize=symmetrize, weight=weight, normalize=normalize)
+        if weight is not None:
+            raise OptionError(f"--weight {weight}: names a field of a .pt PyG Data; {spec} is not a .pt graph "
+                              f"(its own format says whether it is weighted)")
         return read_graph(path, symmetrize=symmetrize)
     if spec not in datasets.names():
         raise GraphFormatError("no such file, and not a registered dataset name "
                                "(see `partplan datasets list`)", spec)
+    if weight is not None:
+        raise OptionError(f"--weight {weight}: names a field of a .pt PyG Data, not of the dataset {spec}")
     g = datasets.load_graph(spec, fetch=fetch)  # DatasetError says how to fetch it
     return g.normalize(symmetrize=True) if symmetrize and not g.is_symmetric() else g
 
@@ -87,3 +116,16 @@ def run_job_cmd(args) -> int:
         print(problem, file=getattr(sys.stderr, "real", sys.stderr))
         return 1
     return 0
+
+
+def _load_pt(path: Path, *, symmetrize: bool, weight: str | None, normalize: str | None):
+    """A ``.pt`` graph as the CLI reads it: a PyG Data through
+    :func:`partplan.interop.pyg.plan_graph` (weights only when named), a bare
+    edge_index tensor through :func:`partplan.io.read_pt`."""
+    from partplan.io.pt import load_pt, read_pt
+    obj = load_pt(path)
+    if not hasattr(obj, "edge_index"):
+        return read_pt(path, symmetrize=symmetrize, weight=weight)
+    from partplan.interop.pyg import plan_graph
+    g = plan_graph(obj, normalize=normalize, weight=weight, name=path.name.rsplit(".", 1)[0], source=path)
+    return g.normalize(symmetrize=True) if symmetrize else g

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from partplan.errors import PartitionError
-from ._common import load_graph
+from ._common import add_weight_option, load_graph
 from ._common import nonneg_float as _nonneg_float
 from ._common import positive_int as _positive_int
 
@@ -100,6 +100,7 @@ def register(subparsers) -> None:
     p.add_argument("--fetch", action="store_true",
                    help="GRAPH is a registered dataset not yet downloaded: fetch it first")
     p.add_argument("--symmetrize", action="store_true", help="use A + A^T (pattern union) instead of A")
+    add_weight_option(p)
     p.add_argument("--self-loops", choices=("keep", "add", "remove"), default="keep",
                    help="diagonal: keep as read, add (GCN's A + I) or remove (default keep)")
     p.add_argument("-f", "--features", dest="f", type=_positive_int, default=128, metavar="F",
@@ -153,7 +154,7 @@ def run(args) -> int:
     topts = TopologyOptions(args, layout=spec)  # bad --topology / --route / --map: one error, before any work
 
     t0 = time.perf_counter()
-    graph = load_graph(args.graph, fetch=args.fetch)
+    graph = load_graph(args.graph, fetch=args.fetch, weight=args.weight)
     if args.symmetrize or args.self_loops != "keep":
         graph = graph.normalize(symmetrize=args.symmetrize, self_loops=args.self_loops)
     timing["load_s"] = time.perf_counter() - t0

@@ -5,7 +5,9 @@ id per line; ``dgl`` a DGL partition config + id mappings + the pipeline's
 partition assignment (no ``.dgl`` binaries: dgl is not installed); ``pyg`` the
 ``torch_geometric.distributed.Partitioner`` folder (META.json, node_map.pt,
 edge_map.pt, part_i/*.pt) holding the ORIGINAL graph's edges (a normalized
-plan needs ``--graph GRAPH``, checked against the plan's source fingerprint)
+plan needs ``--graph GRAPH``, checked against the plan's source fingerprint; a ``.pt``
+PyG Data is exported as PyG partitions it: each column of its ``edge_index`` once,
+edge id = column, ``--weight FIELD`` when the plan was built weighted)
 and, with ``--data D.npz``, each part's x, y and masks. See docs/guide/plans.md, "Interop".
 
 Examples::
@@ -37,6 +39,8 @@ def register(subparsers) -> None:
                    help="pyg: the original graph (file or dataset name) whose edges are exported; needed for a "
                         "normalized plan (checked against the plan's source fingerprint)")
     p.add_argument("--symmetrize", action="store_true", help="with --graph: use A + A^T (as the plan was built)")
+    from partplan.cli._common import add_weight_option
+    add_weight_option(p)
     p.add_argument("--data", metavar="D.npz",
                    help="pyg: node data file (x, y, train/val/test masks; see `partplan train`) stored per part")
     p.add_argument("--json", action="store_true", help="print what was written as JSON")
@@ -55,11 +59,20 @@ def run(args) -> int:
     if args.to != "pyg" and (args.graph or args.data):
         from partplan.errors import OptionError
         raise OptionError(f"--graph and --data are for --to pyg only, not --to {args.to}")
-    graph = None
+    if args.weight is not None and not args.graph:
+        from partplan.errors import OptionError
+        raise OptionError("--weight names a field of the .pt graph given with --graph")
+    graph, symmetrize = None, False
     if args.graph:
-        from partplan.cli._common import load_graph
-        graph = load_graph(args.graph, symmetrize=args.symmetrize)
-    out = export_plan(args.plan, args.to, args.out, graph_name=args.graph_name, graph=graph, data=args.data)
+        gp = Path(args.graph)
+        if gp.is_file() and gp.name.lower().endswith(".pt"):
+            # a PyG Data: exported as PyG partitions it, every column of its edge_index once (edge id = column)
+            graph, symmetrize = str(gp), args.symmetrize
+        else:
+            from partplan.cli._common import load_graph
+            graph = load_graph(args.graph, symmetrize=args.symmetrize, weight=args.weight)
+    out = export_plan(args.plan, args.to, args.out, graph_name=args.graph_name, graph=graph, data=args.data,
+                      weight=args.weight if isinstance(graph, str) else None, symmetrize=symmetrize)
     files = sorted(str(p.relative_to(out)) for p in Path(out).rglob("*") if p.is_file()) if Path(out).is_dir() \
         else [Path(out).name]
     if args.json:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from partplan.errors import BackendUnavailableError, PartitionError
 from ._common import fraction as _fraction
-from ._common import check_feature_width, load_graph, nonneg_float
+from ._common import add_weight_option, check_feature_width, load_graph, nonneg_float
 from ._common import positive_int as _positive_int
 
 
@@ -88,6 +88,7 @@ def register(subparsers) -> None:
     p.add_argument("--allow-overload", action="store_true", default=None, help=_help("--allow-overload"))
     p.add_argument("--hub-factor", type=nonneg_float, default=None, help=_help("--hub-factor"))
     p.add_argument("--symmetrize", action="store_true", help="symmetrize the graph after reading")
+    add_weight_option(p)
     p.add_argument("-f", "--features", type=_positive_int, default=_default("--features"), help=_help("--features"))
     p.add_argument("--dtype", default=_default("--dtype"), help=_help("--dtype"))
     p.add_argument("-o", "--output", metavar="OUT", default=None,
@@ -155,7 +156,7 @@ def _run_distributed(args, progress) -> int:
     graph = args.graph
     if not is_chunked(graph) or args.symmetrize:   # a file or a dataset name: read here, chunked by the launcher
         progress(f"reading {args.graph}")
-        graph = load_graph(args.graph, symmetrize=args.symmetrize)
+        graph = load_graph(args.graph, symmetrize=args.symmetrize, weight=args.weight)
     res = distributed_partition(graph, args.k, nprocs=args.nprocs, output=out, engine=args.backend,
                                 imbalance=args.imbalance, seed=args.seed, time_limit=args.time_limit,
                                 quiet=args.quiet, progress=progress)
@@ -271,7 +272,8 @@ def run(args) -> int:
         print(f"partplan: no -o given: writing the partition to {out} (like gpmetis)", file=sys.stderr,
               flush=True)
     progress(f"reading {args.graph}")
-    graph = load_graph(args.graph, symmetrize=args.symmetrize)
+    graph = load_graph(args.graph, symmetrize=args.symmetrize, weight=args.weight,
+                       normalize=args.normalize if want_plan else None)
     progress(f"{graph.name}: n={graph.n}, nnz={graph.nnz}")
     p = partition(graph, args.k, model=args.model, backend=args.backend, objective=args.objective,
                   layout=args.layout, imbalance=args.imbalance, seed=args.seed, ownership=args.ownership,

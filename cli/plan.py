@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 from partplan.cli._common import (
+    add_weight_option,
     check_feature_width,
     load_graph,
     nonneg_float,
@@ -58,6 +59,7 @@ def register(subparsers) -> None:
     p.add_argument("--backward", choices=("auto", "separate", "none"), default="auto",
                    help="backward A^T program: auto (separate when A != A^T), separate, none")
     p.add_argument("--symmetrize", action="store_true", help="use A + A^T")
+    add_weight_option(p)
     p.add_argument("--normalize", choices=("none", "gcn", "mean"), default="none",
                    help="plan values: gcn = D^-1/2 (A+I) D^-1/2 (PyG GCNConv), mean = D^-1 (A+I); "
                         "needed by `partplan train gcn` (default none: A as read)")
@@ -97,7 +99,7 @@ def run(args) -> int:
     topts.check_ranks(args.k)
     if args.nprocs is not None or _under_torchrun_chunked(args.graph):
         return _run_distributed(args, out)
-    graph = load_graph(args.graph, symmetrize=args.symmetrize)
+    graph = load_graph(args.graph, symmetrize=args.symmetrize, weight=args.weight, normalize=args.normalize)
     src = _read(args, graph)
     src, args.layout = topts.prepare(graph, src, args.k, args.layout)  # --map, and the --route's layout
     backward = {"auto": None, "separate": True, "none": False}[args.backward]
@@ -144,6 +146,7 @@ def _run_distributed(args, out: Path) -> int:
     from partplan.io.chunked import is_chunked
     from partplan.layouts import layout_class
     unsupported = [flag for flag, on in (("--symmetrize", args.symmetrize), ("--normalize", args.normalize != "none"),
+                                         ("--weight", args.weight is not None),
                                          ("--column", args.column), ("--topology", getattr(args, "topology", None)))
                    if on]
     if not is_chunked(args.graph):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 
-from partplan.cli._common import positive_int
+from partplan.cli._common import add_weight_option, positive_int
 
 
 def register(subparsers) -> None:
@@ -29,6 +29,7 @@ def register(subparsers) -> None:
     p.add_argument("plan", metavar="PLAN", help="plan directory (written by partplan partition -o X.plan)")
     p.add_argument("--graph", metavar="GRAPH", help="graph file or dataset name: also check the plan was "
                                                      "built for it and replay against its matrix")
+    add_weight_option(p)
     p.add_argument("--features", type=positive_int, default=4, metavar="F", help="columns of the random H replayed (default 4)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random H (default 0)")
     p.add_argument("--no-replay", action="store_true", help="skip the replay (structure and checksums only)")
@@ -41,7 +42,9 @@ def run(args) -> int:
     graph = None
     if args.graph:
         from partplan.cli._common import load_graph
-        graph = load_graph(args.graph)
+        from partplan.plan.store import read_manifest
+        norm = read_manifest(args.plan).get("normalize")   # a .pt Data is read as plan_from_pyg read it
+        graph = load_graph(args.graph, weight=args.weight, normalize=norm)
     rep = validate_plan(args.plan, graph, seed=args.seed, f=args.features, replay_check=not args.no_replay)
     if args.json:
         print(json.dumps(rep, indent=1))  # ensure_ascii: control characters are \u escapes

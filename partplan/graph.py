@@ -338,6 +338,26 @@ class Graph:
             self._cache["fp"] = h.hexdigest()
         return self._cache["fp"]
 
+    @property
+    def matrix_fingerprint(self) -> str:
+        """sha256 hex identifying the matrix itself, values included: equal to
+        :attr:`fingerprint` when the graph is a pattern or every value is 1
+        (the same matrix as the pattern), else a hash of the pattern
+        fingerprint and the values (little-endian float64, CSR order). Two
+        graphs with one pattern and different weights (a weighted and an
+        unweighted reading of one file, a multigraph and its simple graph)
+        differ; plans record it as ``graph.source_fingerprint``."""
+        if "mfp" not in self._cache:
+            d = self.data
+            if d is None or bool(np.all(d == 1.0)):
+                self._cache["mfp"] = self.fingerprint
+            else:
+                h = hashlib.sha256(b"partplan-matrix-v1:")
+                h.update(self.fingerprint.encode())
+                h.update(np.asarray(d, dtype="<f8").tobytes())
+                self._cache["mfp"] = h.hexdigest()
+        return self._cache["mfp"]
+
     def to_scipy(self) -> sp.csr_matrix:
         """The matrix as scipy CSR (ones where the graph is a pattern)."""
         data = self.data if self.data is not None else np.ones(self.nnz)

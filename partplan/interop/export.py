@@ -157,17 +157,28 @@ def _source_matrix(plan, graph):
                 f"holds its edges (fingerprint {str(want)[:16]}…)")
         _, _, A, pattern = _plan_graph_parts(plan)
         return A, pattern
-    if graph.fingerprint != want:
-        hint = ""
-        if norm and graph.fingerprint == g.get("fingerprint"):
-            hint = f" (that is the {norm}-normalized matrix; pass the graph it was built from)"
-        elif graph.n == n and not graph.is_symmetric():
-            hint = " (was the plan built with --symmetrize?)"
-        raise PartitionError(f"graph {graph.name!r} (fingerprint {graph.fingerprint[:16]}…, n={graph.n}, "
-                             f"nnz={graph.nnz}) is not the graph of this plan (fingerprint {str(want)[:16]}…){hint}")
+    from ..plan.store import source_matches
+    if not source_matches(m, graph):
+        raise PartitionError(f"graph {graph.name!r} (fingerprint {graph.matrix_fingerprint[:16]}…, n={graph.n}, "
+                             f"nnz={graph.nnz}) is not the graph of this plan (fingerprint {str(want)[:16]}…)"
+                             f"{_mismatch_hint(m, graph)}")
     if graph.n != n:  # pragma: no cover - a matching fingerprint has the same n
         raise PartitionError(f"graph {graph.name!r} has {graph.n} vertices, the plan {n}")
     return graph.to_scipy(), graph.data is None
+
+
+def _mismatch_hint(m: dict, graph) -> str:
+    """Why ``graph`` may not be the plan's input graph, in words (or "")."""
+    g, norm, n = m.get("graph", {}), m.get("normalize"), m.get("graph", {}).get("n")
+    if norm and graph.fingerprint == g.get("fingerprint"):
+        return f" (that is the {norm}-normalized matrix; pass the graph it was built from)"
+    weights = ("; edge weights count: a .pt Data is weighted only by the field named with --weight FIELD "
+               "(library: weight=), read it as the plan was built")
+    if not norm and graph.fingerprint == g.get("fingerprint"):
+        return f" (same edges, other values: the plan's matrix is {'' if g.get('weighted') else 'un'}weighted{weights})"
+    if graph.n == n and not graph.is_symmetric():
+        return f" (was the plan built with --symmetrize?{weights})"
+    return f" ({weights[2:]})" if graph.n == n else ""
 
 
 def _is_pyg_data(graph) -> bool:
@@ -177,20 +188,26 @@ def _is_pyg_data(graph) -> bool:
              or (isinstance(graph, dict) and graph.get("edge_index") is not None))
 
 
-def _data_edges(plan, data):
+def _data_edges(plan, data, *, weight: str | None = None, symmetrize: bool = False):
     """(source, target, edge_attr or None, node features) of a PyG ``Data``, checked
-    against the plan's graph (same vertex count and edge pattern)."""
+    against the plan's graph: the graph :func:`partplan.plan_from_pyg` builds from
+    ``data`` (``weight``, the plan's ``normalize``; ``symmetrize``: A + Aᵀ, as
+    ``partplan partition --symmetrize`` built it) has the plan's source fingerprint."""
     from ..graph import _numpy_of
     from ..io._pyg import _attr
-    from .pyg import from_pyg
+    from ..plan.store import source_matches
+    from .pyg import plan_graph
     m = plan.manifest
     want = m.get("graph", {}).get("source_fingerprint") or m.get("graph", {}).get("fingerprint")
     n = plan.part.size
-    g = from_pyg(data)
-    if g.n != n or g.fingerprint != want:
+    g = plan_graph(data, normalize=m.get("normalize"), weight=weight)
+    if symmetrize:
+        g = g.normalize(symmetrize=True)
+    if g.n != n or not source_matches(m, g):
         raise PartitionError(f"the Data's graph (n={g.n}, {g.nnz} distinct edges, fingerprint "
-                             f"{g.fingerprint[:16]}…) is not the graph of this plan (n={n}, fingerprint "
-                             f"{str(want)[:16]}…): pass the Data the plan was built from")
+                             f"{g.matrix_fingerprint[:16]}…) is not the graph of this plan (n={n}, fingerprint "
+                             f"{str(want)[:16]}…): pass the Data the plan was built from"
+                             + (_mismatch_hint(m, g) if g.n == n else ""))
     ei = np.asarray(_numpy_of(_attr(data, "edge_index"))).astype(np.int64, copy=False)
     attr = _attr(data, "edge_attr")
     if attr is not None:
@@ -206,7 +223,7 @@ def _data_edges(plan, data):
     return ei[0], ei[1], attr, feats
 
 
-def export_pyg(plan, out, *, graph=None, data=None) -> Path:
+def export_pyg(plan, out, *, graph=None, data=None, weight: str | None = None, symmetrize: bool = False) -> Path:
     """PyG ``torch_geometric.distributed.Partitioner`` layout for ``plan`` (homogeneous).
 
     Writes ``META.json`` (the keys PyG's ``Partitioner`` writes and
@@ -226,8 +243,12 @@ def export_pyg(plan, out, *, graph=None, data=None) -> Path:
     * ``graph`` a PyG ``Data`` (checked against the plan's graph): PyG's own
       convention — every column of ``data.edge_index`` once (multi-edges
       and self loops kept), edge id = that column, ``row`` = source,
-      ``col`` = target, ``edge_attr`` rows (any width) by edge id, and
-      ``x``, ``y`` and the masks of the Data as node features;
+      ``col`` = target (so ``data.edge_index[:, edge_id] == (row, col)`` on
+      every part, the invariant PyG's Partitioner keeps), ``edge_attr`` rows
+      (any width) by edge id, and ``x``, ``y`` and the masks of the Data as
+      node features. The Data is checked as :func:`partplan.plan_from_pyg`
+      reads it: ``weight`` names the weight field the plan was built with
+      (None: unweighted), ``symmetrize`` when the plan used A + Aᵀ;
     * ``graph`` a :class:`partplan.Graph` (checked against the manifest's
       ``graph.source_fingerprint``), or none for an unnormalized plan (its own
       matrix is A; a normalized plan without ``graph`` is a PartitionError):
@@ -252,8 +273,10 @@ def export_pyg(plan, out, *, graph=None, data=None) -> Path:
     n = part.size
     node_feats = {}
     if _is_pyg_data(graph):
-        src, dst, eattr, node_feats = _data_edges(plan, graph)
+        src, dst, eattr, node_feats = _data_edges(plan, graph, weight=weight, symmetrize=symmetrize)
     else:
+        if graph is not None and symmetrize:
+            graph = graph.normalize(symmetrize=True)
         A, pattern = _source_matrix(plan, graph)
         dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(A.indptr))    # i (target)
         src = A.indices.astype(np.int64)                                     # j (source)
@@ -310,16 +333,24 @@ def export_pyg(plan, out, *, graph=None, data=None) -> Path:
         raise
 
 
-def export_plan(plan_path, to: str, out, *, graph_name: str | None = None, graph=None, data=None) -> Path:
+def export_plan(plan_path, to: str, out, *, graph_name: str | None = None, graph=None, data=None,
+                weight: str | None = None, symmetrize: bool = False) -> Path:
     """Export the partition of the plan at ``plan_path`` to ``to`` = dgl | pyg | metis.
 
     ``graph`` (a PyG ``Data``, a :class:`partplan.Graph` or a graph file) and
-    ``data`` (a data file) are for ``pyg`` only: see :func:`export_pyg`."""
+    ``data`` (a data file) are for ``pyg`` only: see :func:`export_pyg`. A
+    ``.pt`` graph file is loaded as the PyG ``Data`` it holds (its own edges,
+    multi-edges kept, edge ids = columns of its ``edge_index``; a bare
+    ``edge_index`` tensor likewise); ``weight`` (a field of that Data) and
+    ``symmetrize`` read it as the plan was built. Another graph file is read
+    with :func:`partplan.io.read_graph` (``symmetrize``)."""
     from ..plan import load_plan
     if to not in ("dgl", "pyg", "metis"):
         raise BackendUnavailableError(f"unknown export target {to!r}; choose dgl, pyg or metis")
     if to != "pyg" and (graph is not None or data is not None):
         raise PartitionError(f"a graph and data are used by the pyg export only, not by {to}")
+    if weight is not None and (graph is None or hasattr(graph, "fingerprint")):
+        raise PartitionError(f"weight={weight!r} names a field of a PyG Data (or .pt file) given as graph")
     plan = load_plan(plan_path)
     if to == "metis":
         return export_metis(plan.part, out)
@@ -329,6 +360,38 @@ def export_plan(plan_path, to: str, out, *, graph_name: str | None = None, graph
         if not isinstance(graph, (str, os.PathLike)):
             raise PartitionError(f"graph must be a PyG Data, a partplan Graph or a graph file, not "
                                  f"{type(graph).__name__}")
-        from ..io import read_graph
-        graph = read_graph(graph)
-    return export_pyg(plan, out, graph=graph, data=data)
+        path = graph
+        graph = _read_export_graph(path, plan.part.size, weight=weight, symmetrize=symmetrize)
+        if _is_pyg_data(graph):   # its errors name the file it came from
+            from ..errors import GraphFormatError
+            try:
+                return export_pyg(plan, out, graph=graph, data=data, weight=weight, symmetrize=symmetrize)
+            except GraphFormatError as exc:
+                if exc.path is not None:
+                    raise
+                raise GraphFormatError(exc.problem, path, exc.line, exc.field) from None
+    return export_pyg(plan, out, graph=graph, data=data, weight=weight, symmetrize=symmetrize)
+
+
+def _read_export_graph(path, n: int, *, weight: str | None, symmetrize: bool):
+    """The graph file ``path`` for the pyg export: a ``.pt`` as the PyG Data it
+    holds (a bare edge_index tensor as a Data of ``n`` vertices), any other
+    format as a :class:`~partplan.Graph`."""
+    from ..io import detect_format, read_graph
+    if detect_format(path) != "pt":
+        if weight is not None:
+            raise PartitionError(f"weight={weight!r} names a field of a .pt PyG Data; {path} is not a .pt file")
+        return read_graph(path, symmetrize=symmetrize)
+    from ..io.pt import load_pt
+    obj = load_pt(path)
+    if not hasattr(obj, "edge_index"):
+        if obj.ndim != 2 or obj.shape[0] != 2:
+            from ..errors import GraphFormatError
+            raise GraphFormatError(f"a tensor of shape {tuple(obj.shape)} where a graph is expected: a .pt "
+                                   f"graph holds a PyG Data or an edge_index tensor of shape (2, E)", path,
+                                   field="edge_index")
+        if weight is not None:
+            raise PartitionError(f"{path}: holds a bare edge_index tensor, no field {weight!r} to read weights from")
+        top = int(obj.max()) + 1 if obj.numel() else 0
+        obj = {"edge_index": obj, "num_nodes": max(n, top)}
+    return obj

@@ -36,7 +36,7 @@ from ..errors import GraphFormatError, OptionError
 from ..io._pyg import Flow, _attr
 from ..io._pyg import from_pyg as _from_pyg
 
-__all__ = ["from_pyg", "plan_from_pyg"]
+__all__ = ["from_pyg", "plan_from_pyg", "plan_graph"]
 
 
 def from_pyg(data: Any, *, flow: Flow = "source_to_target", weight: str | None = None,
@@ -85,7 +85,11 @@ def remaining_self_loops(data: Any, weight: str | None) -> dict:
         if w is None:
             raise GraphFormatError(f"no edge weights in field {weight!r}", field=weight)
         w = np.asarray(_numpy_of(w))
-        out["edge_weight"] = w
+        e = ei.shape[1] if ei.ndim == 2 else None
+        if e is not None and not (w.shape == (e,) or w.shape == (e, 1)):
+            raise GraphFormatError(f"{weight} must have shape ({e},) (one weight per edge), got {tuple(w.shape)}",
+                                   field=weight)
+        out[weight] = w   # under its own name: from_pyg's errors name the field
     if ei.ndim != 2 or ei.shape[0] != 2 or ei.shape[1] == 0:
         return out                      # from_edge_index reports a malformed array
     loop = ei[0] == ei[1]
@@ -100,8 +104,29 @@ def remaining_self_loops(data: Any, weight: str | None) -> dict:
     keep.sort()
     out["edge_index"] = ei[:, keep]
     if w is not None and w.shape[:1] == (ei.shape[1],):
-        out["edge_weight"] = w[keep]
+        out[weight] = w[keep]
     return out
+
+
+def plan_graph(data: Any, *, normalize: str | None = None, flow: Flow = "source_to_target",
+               weight: str | None = None, name: str = "graph", source: str | os.PathLike | None = None):
+    """The :class:`~partplan.graph.Graph` :func:`plan_from_pyg` partitions for
+    ``data`` with these options (no partition is computed): :func:`from_pyg`
+    (weights only when ``weight`` names a field), after PyG's
+    ``add_remaining_self_loops`` rule for the loops already there when
+    ``normalize`` is "gcn" or "mean" (:func:`remaining_self_loops`). Its
+    :attr:`~partplan.graph.Graph.matrix_fingerprint` is the plan's
+    ``graph.source_fingerprint``; ``partplan partition data.pt`` reads a
+    ``.pt`` Data through this function too, so both build the same matrix."""
+    if normalize not in (None, "none", "gcn", "mean"):
+        raise OptionError(f"normalize must be None, 'gcn' or 'mean', not {normalize!r}")
+    if normalize in (None, "none"):
+        return from_pyg(data, flow=flow, weight=weight, name=name, source=source)
+    try:
+        src = remaining_self_loops(data, weight)
+    except GraphFormatError as exc:
+        raise GraphFormatError(exc.problem, None if source is None else str(source), field=exc.field) from None
+    return from_pyg(src, flow=flow, weight=weight, name=name, source=source)
 
 
 def _directed_partition(g, k: int, **options):
@@ -130,7 +155,8 @@ def _progress(msg: str, t0: float, quiet: bool) -> None:
 
 def plan_from_pyg(data: Any, k: int, *, normalize: str | None = None, out: str | os.PathLike | None = None,
                   flow: Flow = "source_to_target", weight: str | None = None, f: int = 128,
-                  dtype: str = "float32", progress: bool | None = None, **partition_options):
+                  dtype: str = "float32", progress: bool | None = None, shares: bool = False,
+                  **partition_options):
     """Partition a PyG graph for ``k`` ranks and build its communication plan.
 
     ``A`` is :func:`from_pyg` (``flow``, ``weight``: edge weights only when
@@ -156,7 +182,12 @@ def plan_from_pyg(data: Any, k: int, *, normalize: str | None = None, out: str |
     (columns of H) and element type the plan is costed for (bytes = rows × f ×
     itemsize). With ``out`` the plan is written there (a ``.plan`` folder).
     ``progress``: a line with the elapsed seconds after each step (default:
-    when a step takes over 2 s).
+    when a step takes over 2 s). ``shares=True`` (needs ``out``, a 1D plan) also
+    writes each rank's share of ``data`` beside the plan (its rows of ``x``,
+    ``y``, the masks and every node field; its incoming edges, their
+    ``edge_attr`` rows by edge id; :mod:`partplan.nn.shares`), so that every
+    rank builds ``partplan.nn.Halo(out)`` or ``partplan.nn.NeighborLoader(out,
+    ...)`` from its own share without loading the graph.
 
     Returns the :class:`~partplan.plan.Plan`.
     """
@@ -164,10 +195,10 @@ def plan_from_pyg(data: Any, k: int, *, normalize: str | None = None, out: str |
     from ..plan import build_plan, write_plan
     if normalize not in (None, "gcn", "mean"):
         raise OptionError(f"normalize must be None, 'gcn' or 'mean', not {normalize!r}")
+    if shares and out is None:
+        raise OptionError("shares=True writes each rank's share beside the plan: give out=PATH")
     t0 = time.perf_counter()
-    src = remaining_self_loops(data, weight) if normalize is not None else data
-    g = from_pyg(src, flow=flow, weight=("edge_weight" if weight is not None and normalize is not None
-                                         else weight))
+    g = plan_graph(data, normalize=normalize, flow=flow, weight=weight)
     t1 = time.perf_counter()
     if "model" not in partition_options and "backend" not in partition_options and not g.is_symmetric():
         part = _directed_partition(g, k, f=f, dtype=dtype, **partition_options)
@@ -179,6 +210,11 @@ def plan_from_pyg(data: Any, k: int, *, normalize: str | None = None, out: str |
     plan = build_plan(g, part, normalize=normalize, f=f, dtype=dtype)
     if out is not None:
         write_plan(plan, out)
+        if shares:
+            from ..nn.shares import write_shares
+            write_shares(out, data)
+            from ..plan.store import read_manifest
+            plan.manifest = read_manifest(out)
     if progress or (progress is None and time.perf_counter() - t1 > 2.0):
         _progress("plan built" + (f" and written to {out}" if out is not None else ""), t0, False)
     return plan

@@ -40,9 +40,9 @@ def _weights(data: Any, weight: str | None, source) -> tuple[Any, str | None]:
     shape = tuple(getattr(a, "shape", ()))
     if len(shape) == 1 or (len(shape) == 2 and shape[1] == 1):
         return a, "edge_attr"
-    raise GraphFormatError(f"edge_attr has shape {shape}, not one weight per edge; pass weight=None to "
-                           f"build the unweighted graph, or weight='<field>' naming a 1-D weight field",
-                           source, field="edge_attr")
+    raise GraphFormatError(f"edge_attr has shape {shape}, not one weight per edge; read no weights "
+                           f"(weight=None, the default; CLI: no --weight), or name a 1-D weight field "
+                           f"(weight='<field>'; CLI: --weight FIELD)", source, field="edge_attr")
 
 
 def check_tensor_sizes(ei, n: int | None, w, src) -> None:
@@ -83,7 +83,7 @@ def check_tensor_sizes(ei, n: int | None, w, src) -> None:
                      f"{e} edges", field="num_nodes" if what == "num_nodes" else "edge_index")
 
 
-def from_pyg(data: Any, *, flow: Flow = "source_to_target", weight: str | None = "auto",
+def from_pyg(data: Any, *, flow: Flow = "source_to_target", weight: str | None = None,
              name: str = "graph", source: str | os.PathLike | None = None) -> Graph:
     """The matrix ``A`` of a PyG ``Data`` (or anything with ``edge_index``).
 
@@ -95,10 +95,11 @@ def from_pyg(data: Any, *, flow: Flow = "source_to_target", weight: str | None =
         ``data`` is a Data) and optional 1-D weights.
     flow : "source_to_target" (PyG's default: row = target) or
         "target_to_source".
-    weight : "auto" (``edge_weight`` if present, else ``edge_attr`` when it
-        holds one value per edge: shape (E,) or (E, 1); a wider ``edge_attr``
-        is an error rather than silently dropped), a field name, or None
-        (unweighted pattern).
+    weight : None (default: every edge weighs 1, duplicates summed; no field
+        is read as weights, ``edge_attr`` of any width is left alone), a
+        field name holding one weight per edge (e.g. "edge_weight",
+        "edge_attr": shape (E,) or (E, 1)), or "auto" (``edge_weight`` if
+        present, else ``edge_attr`` when it holds one value per edge).
     name : the graph's label; source : file name used in error messages.
 
     Returns

@@ -80,13 +80,18 @@ def load_pt(path: str | os.PathLike) -> Any:
 
 def read_pt(path: str | os.PathLike, *, symmetrize: bool = False, self_loops: str = "keep",
             dedupe: bool = True, drop_isolated: bool = False, flow: str = "source_to_target",
-            weight: str | None = "auto", num_nodes: int | None = None) -> Graph:
-    """Read a ``.pt`` graph: a PyG ``Data`` (its ``edge_index``, ``num_nodes``
-    and 1-D ``edge_weight`` / ``edge_attr``, see :func:`partplan.interop.pyg.from_pyg`)
-    or a bare ``edge_index`` tensor of shape (2, E) (``num_nodes`` default
-    ``max id + 1``). Duplicate edges are always summed (PyG's scatter-add);
-    ``dedupe=False`` is refused. Then normalized like every reader
-    (symmetrize, self_loops, drop_isolated).
+            weight: str | None = None, num_nodes: int | None = None) -> Graph:
+    """Read a ``.pt`` graph: a PyG ``Data`` (its ``edge_index`` and
+    ``num_nodes``, see :func:`partplan.interop.pyg.from_pyg`) or a bare
+    ``edge_index`` tensor of shape (2, E) (``num_nodes`` default ``max id + 1``).
+
+    Weights only when named, as :func:`partplan.plan_from_pyg` reads a Data:
+    ``weight=None`` (default) gives every edge weight 1 whatever fields the
+    Data carries (an ``edge_attr`` of any width is not read);
+    ``weight="edge_weight"`` / ``"edge_attr"`` (or any field holding one value
+    per edge) weighs the edges by it (CLI: ``--weight FIELD``). Duplicate edges
+    are always summed (PyG's scatter-add); ``dedupe=False`` is refused. Then
+    normalized like every reader (symmetrize, self_loops, drop_isolated).
     """
     from ._pyg import from_pyg
     if not dedupe:
@@ -101,6 +106,9 @@ def read_pt(path: str | os.PathLike, *, symmetrize: bool = False, self_loops: st
                                           f"a Data carries its own")
         g = from_pyg(obj, flow=flow, weight=weight, name=name, source=p)
     else:
+        if weight is not None:
+            raise GraphFormatError(f"holds a bare edge_index tensor: no field {weight!r} to read edge weights "
+                                   f"from (save a torch_geometric Data with that field)", p, field=weight)
         if obj.ndim != 2 or obj.shape[0] != 2:
             raise GraphFormatError(f"a tensor of shape {tuple(obj.shape)} where a graph is expected: a .pt "
                                    f"graph holds a PyG Data or an edge_index tensor of shape (2, E)", p,

@@ -84,9 +84,14 @@ def shared_plan(data, path, *, reuse: bool = False, group=None, **plan_options) 
 
     ``plan_options`` go to :func:`partplan.plan_from_pyg` (``normalize``,
     ``seed``, ``model``, ...). With ``reuse=True`` rank 0 keeps a plan already
-    at ``path`` when it reads and is for this many ranks, as many vertices as
-    ``data`` has and the same ``normalize`` (rank 0 alone decides, so the ranks
-    never disagree; ``path`` must be on a filesystem every rank reads). On NCCL
+    at ``path`` when it reads, is for this many ranks and the same
+    ``normalize``, and was built for this graph: the manifest's
+    ``graph.source_fingerprint`` is the matrix fingerprint of the graph
+    :func:`partplan.plan_from_pyg` builds from ``data`` with the same
+    ``flow`` / ``weight`` / ``normalize`` (:func:`partplan.interop.pyg.plan_graph`;
+    edges, weights and vertex count, no partition computed); otherwise it
+    partitions again and overwrites ``path``. Rank 0 alone decides, so the
+    ranks never disagree; ``path`` must be on a filesystem every rank reads. On NCCL
     call ``torch.cuda.set_device`` first (the broadcast runs on the device). The ranks meet in one broadcast from rank 0
     (the process group's timeout applies): if rank 0 fails, every rank raises
     a :class:`~partplan.errors.PlanError` with its message instead of waiting.
@@ -105,7 +110,7 @@ def shared_plan(data, path, *, reuse: bool = False, group=None, **plan_options) 
     err, failure = None, None
     if rank == 0:
         try:
-            if not (reuse and _plan_for(path, world, _num_nodes(data), plan_options.get("normalize"))):
+            if not (reuse and _plan_for(path, world, data, plan_options)):
                 plan_from_pyg(data, world, out=path, **plan_options)
         except Exception as exc:  # noqa: BLE001 - every rank must hear of it, then rank 0 re-raises it
             err, failure = f"{type(exc).__name__}: {exc}", exc
@@ -121,22 +126,24 @@ def shared_plan(data, path, *, reuse: bool = False, group=None, **plan_options) 
     return str(path)
 
 
-def _num_nodes(data) -> int | None:
-    n = data.get("num_nodes") if isinstance(data, dict) else getattr(data, "num_nodes", None)
-    try:
-        return None if n is None else int(n)
-    except (TypeError, ValueError):
-        return None
-
-
-def _plan_for(path, ranks: int, n: int | None, normalize) -> bool:
-    """True when ``path`` holds a plan (its manifest reads) for ``ranks`` ranks, ``n``
-    vertices (any count when ``n`` is None) and the normalization ``normalize``."""
+def _plan_for(path, ranks: int, data, plan_options: dict) -> bool:
+    """True when ``path`` holds a plan (its manifest reads) for ``ranks`` ranks,
+    the normalization ``plan_options["normalize"]`` and the graph
+    :func:`partplan.plan_from_pyg` builds from ``data`` with these options
+    (:func:`partplan.plan.store.source_matches`: the matrix fingerprint,
+    weights and vertex count included). The graph is built only when the
+    cheap fields match; a graph that cannot be built raises (as
+    :func:`plan_from_pyg` would)."""
     from ..errors import PartplanError
-    from ..plan.store import read_manifest
+    from ..interop.pyg import plan_graph
+    from ..plan.store import read_manifest, source_matches
+    normalize = plan_options.get("normalize")
     try:
         m = read_manifest(path)
-        return (int(m["ranks"]) == ranks and (n is None or int(m["graph"]["n"]) == n)
-                and m.get("normalize") == normalize)
+        if int(m["ranks"]) != ranks or m.get("normalize") != normalize:
+            return False
     except (PartplanError, OSError, KeyError, TypeError, ValueError):
         return False
+    g = plan_graph(data, normalize=normalize, flow=plan_options.get("flow", "source_to_target"),
+                   weight=plan_options.get("weight"))
+    return int(m["graph"].get("n", -1)) == g.n and source_matches(m, g)

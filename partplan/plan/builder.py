@@ -124,8 +124,9 @@ def build_plan(graph: Graph, part_or_partition, k: int | None = None, *, layout=
         Otherwise the backward pass runs the forward program.
     normalize : None, "gcn" (``D^-1/2 (A+I) D^-1/2``) or "mean" (``D^-1 (A+I)``):
         the plan multiplies that matrix (:func:`partplan.nn.normalize_adjacency`);
-        the manifest records ``normalize`` and the input graph's fingerprint as
-        ``graph.source_fingerprint``. A partition is checked against the input graph.
+        the manifest records ``normalize`` and the input graph's matrix
+        fingerprint (:attr:`partplan.graph.Graph.matrix_fingerprint`: pattern
+        and values) as ``graph.source_fingerprint``. A partition is checked against the input graph.
     progress : None (silent) or a callable ``progress(what, done, total)``
         called after each stage (checks, forward program, backward program,
         rank shards) — e.g. :class:`partplan.plan.store.Progress`, a heartbeat
@@ -148,7 +149,7 @@ def build_plan(graph: Graph, part_or_partition, k: int | None = None, *, layout=
 
     t0 = time.perf_counter()
     part, k, layout, owner, info = _unpack(graph, part_or_partition, k, layout, owner, meta)
-    source_fp = graph.fingerprint
+    source_fp = graph.matrix_fingerprint   # values included: a weighted and an unweighted A differ
     if normalize is not None:
         from ..models.normalize import check_normalize, normalize_adjacency
         normalize = check_normalize(normalize)

@@ -39,7 +39,7 @@ from ..program.schema import FORMAT, MANIFEST, PARTITION_FILE, REBUILD_HINT, SUP
 
 _META_KEY = b"partplan"
 _MAX_MANIFEST_BYTES = 256 << 20   # bytes; a manifest of 10^4 ranks' pairs is far smaller
-_PLAN_ENTRY = re.compile(r"^(?:manifest\.json|partition\.arrow|rank-\d{5,}\.arrow)$")
+_PLAN_ENTRY = re.compile(r"^(?:manifest\.json|partition\.arrow|(?:rank|share)-\d{5,}\.arrow)$")
 
 
 # ----------------------------------------------------------------------------- arrow encoding
@@ -174,7 +174,8 @@ def _read_arrow(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
 def is_plan_dir(path: Path) -> str | None:
     """Why the existing directory ``path`` is not a partplan plan that a new
     plan may replace (None: it is one). A plan directory holds only regular
-    files named ``manifest.json``, ``partition.arrow`` and ``rank-NNNNN.arrow``,
+    files named ``manifest.json``, ``partition.arrow``, ``rank-NNNNN.arrow`` and
+    ``share-NNNNN.arrow`` (:mod:`partplan.nn.shares`),
     and its manifest says ``"format": "partplan-plan"``; anything else (a
     sub-directory, a link, another file) means the directory is not ours to
     delete."""
@@ -472,11 +473,30 @@ def check_files(path, manifest: dict, *, verify: bool = False) -> None:
     _check_file(path / pf.get("file", PARTITION_FILE), pf, "partition file", verify)
 
 
+def source_matches(manifest: dict, graph) -> bool:
+    """True when ``graph`` is the input graph of the plan whose manifest is
+    ``manifest``: its :attr:`~partplan.graph.Graph.matrix_fingerprint`
+    (pattern and values) is the manifest's ``graph.source_fingerprint``.
+
+    Plans that recorded only the pattern there (a chunked build, or a plan
+    written before the values were hashed) have ``source_fingerprint ==
+    fingerprint`` and no normalization; for them the pattern decides, unless
+    the plan is unweighted and ``graph`` carries values (another matrix)."""
+    mg = manifest.get("graph", {})
+    want = mg.get("source_fingerprint") or mg.get("fingerprint")
+    if want is None:
+        return False
+    if graph.matrix_fingerprint == want:
+        return True
+    return (not manifest.get("normalize") and want == mg.get("fingerprint") == graph.fingerprint
+            and bool(mg.get("weighted", True)))
+
+
 def _check_graph(m: dict, graph, where: Path):
     if graph is None:
         return
     fp = m["graph"].get("fingerprint")
-    if fp != graph.fingerprint and m.get("normalize") and graph.fingerprint == m["graph"].get("source_fingerprint"):
+    if fp != graph.fingerprint and m.get("normalize") and source_matches(m, graph):
         raise PlanError(f"{where / MANIFEST}: the plan multiplies the {m['normalize']}-normalized matrix of graph "
                         f"{graph.name!r}, not the graph itself: pass "
                         f"partplan.nn.normalize_adjacency(graph, {m['normalize']!r})")

@@ -167,9 +167,9 @@ def validate_plan(path, graph: Graph | None = None, *, seed: int = 0, f: int = 4
     """
     from .spmm import local_executor, replay
     if graph is not None:  # a normalized plan is checked against the normalized input graph
-        from ..plan.store import read_manifest
+        from ..plan.store import read_manifest, source_matches
         m0 = read_manifest(path)
-        if m0.get("normalize") and graph.fingerprint == m0["graph"].get("source_fingerprint"):
+        if m0.get("normalize") and source_matches(m0, graph):
             from ..models.normalize import normalize_adjacency
             graph = normalize_adjacency(graph, m0["normalize"])
     plan = load_plan(path, graph=graph, check=False)  # the shard checks are reported below, not raised
