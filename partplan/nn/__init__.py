@@ -11,6 +11,10 @@
 * :class:`Halo` (:mod:`.halo`): a 1D plan's local rows plus their halo rows
   (the plan's exchange, autograd-aware) for any PyG layer; :class:`LocalHalo`
   runs every rank in one process.
+* :mod:`.shares` — each rank's share of a PyG ``Data`` beside a 1D plan
+  (:func:`write_shares`, :func:`read_share`): what ``Halo(PATH)`` and the loader read.
+* :class:`NeighborLoader` (:mod:`.loader`): PyG-style neighbour sampling over
+  the shares for any model; remote neighbours by one all-to-all per hop.
 * :func:`global_mean`, :func:`accuracy` (:mod:`.glue`): the loss share and
   metrics over every rank's rows, for your own loop.
 * :mod:`.train` — :func:`train_gcn`: full-batch and mini-batch training on p
@@ -31,6 +35,12 @@ def __getattr__(name):  # lazy: torch only when asked for
     if name in ("Halo", "LocalHalo", "HaloRank"):
         from . import halo
         return getattr(halo, name)
+    if name == "NeighborLoader":
+        from .loader import NeighborLoader
+        return NeighborLoader
+    if name in ("write_shares", "read_share"):
+        from . import shares
+        return getattr(shares, name)
     if name in ("global_mean", "accuracy", "shared_plan"):
         from . import glue
         return getattr(glue, name)
@@ -42,4 +52,4 @@ def __getattr__(name):  # lazy: torch only when asked for
 
 __all__ = ["NORMALIZATIONS", "NormalizationError", "check_normalize", "normalize_adjacency", "DistGCN",
            "PlanSpMM", "DistSpMM", "Halo", "LocalHalo", "HaloRank", "train_gcn",
-           "global_mean", "accuracy", "shared_plan"]
+           "global_mean", "accuracy", "shared_plan", "NeighborLoader", "write_shares", "read_share"]

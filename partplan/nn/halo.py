@@ -31,6 +31,10 @@ from ..program.plan import Plan, manifest_groups, manifest_volume, program_steps
 
 __all__ = ["Halo", "HaloRank", "LocalHalo"]
 
+#: attribute names a share's field never takes (they are Halo's own); such a field is in ``op.share`` only
+_RESERVED = {"edge_index", "edge_ids", "local_ids", "halo_ids", "num_local", "num_halo", "rank", "share",
+             "comm", "manifest", "plan_name", "dtype", "device", "timeout", "training", "forward"}
+
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
@@ -83,7 +87,7 @@ class HaloRank:
         ``edge_index`` (``edge_attr[edge_ids]`` aligns with ``edge_index``).
     """
 
-    def __init__(self, name: str, m: dict, shard, step: dict, edge_index, n: int):
+    def __init__(self, name: str, m: dict, shard, step: dict, edge_index=None, n: int | None = None):
         self.rank = int(shard.rank)
         ids_in = np.asarray(shard.in_ids("forward"), dtype=np.int64)
         ids_out = np.asarray(shard.out_ids("forward"), dtype=np.int64)
@@ -107,9 +111,17 @@ class HaloRank:
                 or (self.idx.size and (self.idx.min() < 0 or self.idx.max() >= self.num_local)):
             raise PlanError(f"{name}: rank {self.rank}: the forward exchange's arrays disagree with its counts")
         self._sent_rows_first()
-        ei, eids = _local_edges(name, edge_index, n, self.local_ids, self.halo_ids, self.rank)
+        self.halo_in_degree = self.halo_loops = None
+        if edge_index is not None:
+            ei, eids, deg = _local_edges(name, edge_index, n, self.local_ids, self.halo_ids, self.rank)
+            self.set_edges(ei, eids, *deg)
+
+    def set_edges(self, ei: np.ndarray, eids: np.ndarray, halo_in_degree: np.ndarray,
+                  halo_loops: np.ndarray) -> None:
+        """The rank's edges (Halo indexing) and its halo rows' in-degrees over the whole graph."""
         self.edge_index = torch.from_numpy(ei)
         self.edge_ids = torch.from_numpy(eids)
+        self.halo_in_degree, self.halo_loops = halo_in_degree, halo_loops
 
     @property
     def num_halo(self) -> int:
@@ -155,7 +167,8 @@ def _edge_array(edge_index) -> np.ndarray:
 
 
 def _local_edges(name: str, edge_index, n: int, local_ids, halo_ids, rank: int):
-    """(edge_index over [local; halo] positions, edge ids) of the edges whose target is local."""
+    """(edge_index over [local; halo] positions, edge ids) of the edges whose target is local, and
+    (non-loop in-edges, self loops) of each halo row over the whole ``edge_index``."""
     ei = _edge_array(edge_index)
     if ei.size and (ei.min() < 0 or ei.max() >= n):
         raise PlanError(f"{name}: edge_index holds vertex ids outside 0..{n - 1} (the plan's graph has "
@@ -173,7 +186,13 @@ def _local_edges(name: str, edge_index, n: int, local_ids, halo_ids, rank: int):
         raise PlanError(f"{name}: rank {rank}: edge {e} ({int(ei[0, e])} -> {int(ei[1, e])}) reads a row the "
                         f"plan does not send to this rank ({bad.size} such edges): the plan was not built from "
                         f"this edge_index with PyG's source -> target flow")
-    return np.vstack([src, dst]), sel.astype(np.int64)
+    halo = ei[1, np.isin(ei[1], halo_ids)] if halo_ids.size else ei[1, :0]
+    hsrc = ei[0, np.isin(ei[1], halo_ids)] if halo_ids.size else ei[0, :0]
+    hpos = pos[halo] - local_ids.size
+    loop = hsrc == halo
+    deg = (np.bincount(hpos[~loop], minlength=halo_ids.size).astype(np.int64),
+           np.bincount(hpos[loop], minlength=halo_ids.size).astype(np.int64))
+    return np.vstack([src, dst]), sel.astype(np.int64), deg
 
 
 class _Exchange:
@@ -292,7 +311,13 @@ class Halo(torch.nn.Module):
         ``out=``) or an in-memory :class:`~partplan.plan.Plan`; a 1D, conformal
         plan of the graph of ``edge_index`` (PyG's source → target flow).
     edge_index : the user's ``edge_index`` (2 × E, torch or numpy) or a PyG
-        ``Data``; only the columns whose target is a local row are kept.
+        ``Data``; only the columns whose target is a local row are kept. None
+        (the default): the plan's per-rank share is read instead
+        (:mod:`partplan.nn.shares`; ``plan_from_pyg(..., shares=True)``), so this
+        rank reads its own rows, edges and features only, and the share's node
+        fields become attributes in ``local_ids`` order (``op.x``, ``op.y``,
+        ``op.train_mask``, ...) and its edge fields attributes in ``edge_ids``
+        order (``op.edge_attr``, ...); ``op.share`` holds them all by name.
     dtype : when given, the only dtype ``op(x)`` accepts (default: any float).
     device : when given, the device ``op(x)`` must be on (default: the input's).
     timeout : seconds an exchange waits on a peer (default 60); a rank that
@@ -305,7 +330,7 @@ class Halo(torch.nn.Module):
     autograd-aware. ``comm.sent_bytes`` counts the bytes sent per rank pair.
     """
 
-    def __init__(self, plan, edge_index, *, dtype: torch.dtype | None = None, device=None,
+    def __init__(self, plan, edge_index=None, *, dtype: torch.dtype | None = None, device=None,
                  timeout: float | None = None):
         super().__init__()
         import torch.distributed as dist
@@ -325,6 +350,8 @@ class Halo(torch.nn.Module):
         self._view = HaloRank(name, m, shard_of(rank), step, edge_index, int(m["graph"]["n"]))
         self.dtype = dtype
         self.device = torch.device(device) if device is not None else None
+        self.share = _attach_share(self, name, plan, m, self._view, edge_index, self.device)
+        _register(self._view)
         self.timeout = 60.0 if timeout is None else float(timeout)
         self.comm = TorchComm(manifest_groups(m), timeout_s=self.timeout, device=self.device)
         self.comm.bind_world_timeout()
@@ -375,7 +402,7 @@ class LocalHalo(torch.nn.Module):
     rank (rows ``ranks[r].local_ids``) and returns ``cat([x_r, halo_r])`` per
     rank, autograd-aware, by the same exchange as :class:`Halo`."""
 
-    def __init__(self, plan, edge_index, *, device=None):
+    def __init__(self, plan, edge_index=None, *, device=None):
         super().__init__()
         from ..runtime.comm import LocalComm
         name, m, shard_of = _load(plan)
@@ -384,6 +411,11 @@ class LocalHalo(torch.nn.Module):
         n = int(m["graph"]["n"])
         p = int(m["ranks"])
         self.ranks = [HaloRank(name, m, shard_of(r), step, edge_index, n) for r in range(p)]
+        #: per rank: {"node": {name: tensor}, "edge": {name: tensor}} read from the plan's shares
+        #: (``edge_index`` None), else None
+        self.shares = [_share_of(name, plan, m, v, edge_index, None) for v in self.ranks]
+        for v in self.ranks:
+            _register(v)
         self.comm = LocalComm(p, manifest_groups(m), device=device if device is not None else "cpu")
         self._ex = _Exchange(name, m, self.ranks, self.comm)
 
@@ -398,3 +430,132 @@ class LocalHalo(torch.nn.Module):
         for v, x in zip(self.ranks, xs):
             _check_x(self.plan_name, v, x, None, None)
         return list(_HaloFn.apply(self._ex, *xs))
+
+
+# ----------------------------------------------------------------------------- shares
+def _share_of(name: str, plan, m: dict, v: HaloRank, edge_index, device) -> dict | None:
+    """Rank ``v``'s share when ``edge_index`` is None (its edges set on ``v``), else None."""
+    if edge_index is not None:
+        return None
+    if isinstance(plan, Plan):
+        raise PlanError(f"{name}: an in-memory Plan has no shares; pass edge_index, or give the plan "
+                        f"directory written with shares=True")
+    from .shares import read_share
+    sh = read_share(plan, v.rank, manifest=m, local_ids=v.local_ids, halo_ids=v.halo_ids)
+    v.set_edges(sh["edge_index"], sh["edge_ids"], sh["halo_in_degree"], sh["halo_loops"])
+    out = {"node": sh["node"], "edge": sh["edge"]}
+    if device is not None:
+        out = {k: {f: t.to(device) for f, t in d.items()} for k, d in out.items()}
+    return out
+
+
+def _attach_share(mod: torch.nn.Module, name: str, plan, m: dict, v: HaloRank, edge_index, device) -> dict | None:
+    """Read the share (``edge_index`` None) and set its fields as attributes of ``mod``; returns
+    ``{field name: tensor}`` (node fields, then edge fields) or None."""
+    sh = _share_of(name, plan, m, v, edge_index, device)
+    if sh is None:
+        return None
+    flat = {**sh["node"], **sh["edge"]}
+    for key, t in flat.items():
+        if key not in _RESERVED and not hasattr(type(mod), key):
+            object.__setattr__(mod, key, t)
+    return flat
+
+
+# ----------------------------------------------------------------------------- gcn_norm through Halo
+import weakref  # noqa: E402
+
+_VIEWS: "weakref.WeakSet[HaloRank]" = weakref.WeakSet()
+_PATCHED: dict = {}
+
+
+def _register(v: HaloRank) -> None:
+    """Make PyG's ``gcn_norm`` exact on ``v.edge_index`` (see :func:`_halo_gcn_norm`)."""
+    _VIEWS.add(v)
+    _install_gcn_norm()
+
+
+def _view_of(edge_index) -> HaloRank | None:
+    if not isinstance(edge_index, torch.Tensor) or edge_index.dim() != 2:
+        return None
+    for v in list(_VIEWS):
+        ei = getattr(v, "edge_index", None)
+        if ei is None:
+            continue
+        if edge_index is ei:
+            return v
+        if edge_index.shape == ei.shape and edge_index.dtype == ei.dtype and \
+                torch.equal(edge_index.detach().cpu(), ei):
+            return v
+    return None
+
+
+def _install_gcn_norm() -> None:
+    """Replace ``gcn_norm`` in PyG's conv modules (once) by :func:`_halo_gcn_norm`, which leaves every
+    ``edge_index`` that is not a Halo's to PyG's own function."""
+    import sys
+    try:
+        from torch_geometric.nn.conv import gcn_conv
+    except ImportError:
+        return
+    orig = _PATCHED.get("orig")
+    if orig is None:
+        orig = _PATCHED["orig"] = gcn_conv.gcn_norm
+
+        def gcn_norm(edge_index, edge_weight=None, num_nodes=None, improved=False, add_self_loops=True,
+                     flow="source_to_target", dtype=None):
+            v = _view_of(edge_index)
+            if v is None:
+                return orig(edge_index, edge_weight, num_nodes, improved, add_self_loops, flow, dtype)
+            return _halo_gcn_norm(v, sys._getframe(1), edge_index, edge_weight, num_nodes, improved,
+                                  add_self_loops, flow, dtype)
+        gcn_norm.__wrapped__ = orig
+        gcn_norm.__doc__ = orig.__doc__
+        _PATCHED["fn"] = gcn_norm
+    for mod in list(sys.modules.values()):
+        if getattr(mod, "__name__", "").startswith("torch_geometric.") and getattr(mod, "gcn_norm", None) is orig:
+            mod.gcn_norm = _PATCHED["fn"]
+
+
+def _halo_gcn_norm(v: HaloRank, caller, edge_index, edge_weight, num_nodes, improved, add_self_loops, flow,
+                   dtype):
+    """PyG's ``gcn_norm`` on a Halo's ``edge_index`` with the whole graph's degrees: a local row's
+    in-edges are all in ``edge_index``; a halo row's in-degree comes with the plan (its share, or the
+    full ``edge_index`` given to Halo). One PlanError naming :class:`DistSpMM` where it cannot be exact."""
+    owner = caller.f_locals.get("self")
+    layer = type(owner).__name__ if owner is not None else "this layer"
+    hops = getattr(owner, "K", 1)
+    if isinstance(hops, int) and hops > 1 or flow != "source_to_target":
+        why = (f"propagates {hops} hops" if flow == "source_to_target"
+               else "aggregates with flow='target_to_source'")
+        raise PlanError(f"{layer} {why} with GCN normalization; Halo exchanges one hop of "
+                        f"source -> target rows: use partplan.nn.DistSpMM (GCN's normalized A @ H over the plan) "
+                        f"or one Halo call per hop")
+    if edge_weight is not None:
+        raise PlanError(f"{layer} normalizes by weighted degrees (edge_weight given); a halo row's weighted "
+                        f"in-degree needs edges this rank does not hold: use partplan.nn.DistSpMM with a plan "
+                        f"built with weight=... and normalize='gcn'")
+    if v.halo_in_degree is None:
+        raise PlanError(f"{layer}: this Halo has no halo in-degrees; build it from the plan's shares or the "
+                        f"full edge_index")
+    from torch_geometric.utils import add_remaining_self_loops, scatter
+    nl, nh = v.num_local, v.num_halo
+    if num_nodes is not None and int(num_nodes) != nl + nh:
+        raise PlanError(f"{layer}: normalizing over {num_nodes} rows, Halo's edge_index spans the rank's "
+                        f"{nl} local and {nh} halo rows (pass op(x), not x)")
+    fill = 2.0 if improved else 1.0
+    ei = edge_index
+    if add_self_loops:
+        ei, w = add_remaining_self_loops(ei, None, fill, nl + nh)
+    else:
+        w = None
+    if w is None:
+        w = torch.ones(ei.size(1), dtype=dtype, device=ei.device)
+    deg = scatter(w, ei[1], dim=0, dim_size=nl + nh, reduce="sum")
+    nonloop = torch.from_numpy(np.asarray(v.halo_in_degree)).to(deg)
+    loops = torch.from_numpy(np.asarray(v.halo_loops)).to(deg)
+    deg[nl:] = nonloop + (torch.where(loops > 0, torch.ones_like(loops), torch.full_like(loops, fill))
+                          if add_self_loops else loops)
+    dis = deg.pow(-0.5)
+    dis.masked_fill_(dis == float("inf"), 0)
+    return ei, dis[ei[0]] * w * dis[ei[1]]

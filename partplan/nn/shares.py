@@ -1,0 +1,493 @@
+"""Per-rank data shares beside a 1D plan: each rank reads its own rows, edges
+and features only.
+
+A plan directory may hold one **share** per rank (``share-NNNNN.arrow``),
+listed in the manifest's ``shares`` entry with its size and sha256 like a
+plan shard. Rank r's share holds, in :class:`partplan.nn.Halo`'s indexing:
+
+=================== ==========================================================
+``local_ids``       int64 [L]: global ids of the rank's rows, in ``op(x)`` order
+``edge_index``      int64 [2, E_r]: every edge whose target is a local row;
+                    sources index ``cat([local rows, halo rows])``
+``edge_ids``        int64 [E_r]: each edge's column in the user's ``edge_index``
+``halo_in_degree``  int64 [H]: in-edges of each halo row that are not self loops
+``halo_loops``      int64 [H]: self loops of each halo row (both over the whole
+                    graph: what ``gcn_norm`` needs to be exact through ``Halo``)
+``node/NAME``       rows ``local_ids`` of every node field (``x``, ``y``, masks, ...)
+``edge/NAME``       rows ``edge_ids`` of every edge field (``edge_attr``, ...)
+=================== ==========================================================
+
+Fields keep their dtype (float16/32/64, bfloat16, int8–64, uint8, bool) and
+shape; the schema metadata records both, the rank, the plan's graph
+fingerprint and its partition file's sha256, so a share of another rank or
+another plan is refused. :func:`read_share` checks the file against the
+manifest (size, sha256), then every array against the plan's rows before
+anything indexes.
+
+Writers (:func:`write_shares`) take a PyG ``Data`` in memory, or a chunked
+graph (:mod:`partplan.io.chunked`, rows = targets) with a node data file
+(:mod:`partplan.nn.data`, read by rows), and write one rank's share at a time:
+besides its input, a writer holds one share plus one chunk. The plan
+directory is replaced atomically (the plan's own files are hard-linked into
+the new directory, never rewritten), so a failure leaves the old plan.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import PlanError
+
+__all__ = ["SHARE_FIELDS", "write_shares", "read_share", "has_shares", "share_name"]
+
+SHARE_FORMAT = "partplan-share"
+SHARE_VERSION = 1
+#: the arrays every share holds (besides node/... and edge/... fields)
+SHARE_FIELDS = ("local_ids", "edge_index", "edge_ids", "halo_in_degree", "halo_loops")
+_DTYPES = {"float16", "float32", "float64", "bfloat16", "int8", "int16", "int32", "int64", "uint8", "bool"}
+_STORED = {"bool": np.uint8, "bfloat16": np.uint16}
+_FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+_META_KEY = b"partplan"
+#: fields of a PyG Data that are the graph itself, never carried as node or edge fields
+_GRAPH_KEYS = {"edge_index", "adj_t", "num_nodes", "num_edges"}
+
+
+def share_name(rank: int) -> str:
+    return f"share-{rank:05d}.arrow"
+
+
+def has_shares(manifest: dict) -> bool:
+    return isinstance(manifest.get("shares"), dict)
+
+
+# ----------------------------------------------------------------------------- arrays in and out
+def _numpy(t) -> tuple[np.ndarray, str]:
+    """(numpy array, dtype name) of a torch tensor or array-like (bfloat16 as its uint16 bits)."""
+    try:
+        import torch
+        if isinstance(t, torch.Tensor):
+            t = t.detach()
+            if t.layout != torch.strided or t.is_meta:
+                raise PlanError(f"a {t.layout} / {t.device} tensor cannot be written to a share (dense CPU "
+                                f"tensors only)")
+            t = t.cpu()
+            if t.dtype == torch.bfloat16:
+                return t.contiguous().view(torch.int16).numpy().view(np.uint16), "bfloat16"
+            return t.numpy(), str(t.dtype).replace("torch.", "")
+    except ImportError:
+        pass
+    a = np.asarray(t)
+    return a, a.dtype.name
+
+
+def _to_tensor(a: np.ndarray, dtype: str):
+    import torch
+    a = np.array(a)   # writable copy of the mapped values (the map closes with the file)
+    if dtype == "bfloat16":
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    if dtype == "bool":
+        return torch.from_numpy(a.astype(bool))
+    return torch.from_numpy(a)
+
+
+def _batch(arrays: dict[str, tuple[np.ndarray, str]], meta: dict):
+    import pyarrow as pa
+    cols, fields = [], []
+    for name in sorted(arrays):
+        a, _ = arrays[name]
+        a = np.ascontiguousarray(a).reshape(-1)
+        if a.dtype == np.bool_:
+            a = a.view(np.uint8)
+        offsets = pa.array(np.array([0, a.size], dtype=np.int64))
+        col = pa.LargeListArray.from_arrays(offsets, pa.array(a))
+        cols.append(col)
+        fields.append(pa.field(name, col.type, nullable=False))
+    schema = pa.schema(fields, metadata={_META_KEY: json.dumps(meta, sort_keys=True).encode()})
+    return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+def _write_file(path: Path, arrays: dict, meta: dict) -> dict:
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    from ..plan.store import _sha256
+    batch = _batch(arrays, meta)
+    with pa.OSFile(str(path), "wb") as sink:
+        with ipc.new_file(sink, batch.schema) as w:
+            w.write_batch(batch)
+    return {"file": path.name, "bytes": path.stat().st_size, "sha256": _sha256(path)}
+
+
+# ----------------------------------------------------------------------------- what a share holds
+def _plan_identity(plan_path: Path, m: dict) -> dict:
+    return {"graph_fingerprint": m["graph"]["fingerprint"], "partition_sha256": m["partition_file"]["sha256"]}
+
+
+def rank_rows(name: str, m: dict, shard) -> tuple[np.ndarray, np.ndarray]:
+    """(local_ids in Halo's order, halo_ids) of one rank of a 1D conformal plan."""
+    from .halo import HaloRank, _exchange_step
+    v = HaloRank(name, m, shard, _exchange_step(name, m))
+    return v.local_ids, v.halo_ids
+
+
+def _field_kind(data, key: str, val, n: int, e: int) -> str | None:
+    """"node", "edge" or None (not carried) for a Data field."""
+    if key in _GRAPH_KEYS or not hasattr(val, "shape") or len(getattr(val, "shape", ())) == 0:
+        return None
+    rows = int(val.shape[0])
+    for kind, test in (("node", "is_node_attr"), ("edge", "is_edge_attr")):
+        fn = getattr(data, test, None)
+        if callable(fn):
+            try:
+                if fn(key) and rows == (n if kind == "node" else e):
+                    return kind
+            except Exception:   # noqa: BLE001 - PyG's heuristics may raise on odd fields; decide by size below
+                pass
+    if callable(getattr(data, "is_node_attr", None)):
+        return None   # a Data that said neither
+    if key.startswith("edge_") and rows == e:
+        return "edge"
+    if rows == n:
+        return "node"
+    if rows == e:
+        return "edge"
+    return None
+
+
+def _data_fields(data, n: int, e: int) -> tuple[dict, dict]:
+    """(node fields, edge fields) of a PyG Data / dict / namespace: name -> tensor."""
+    if isinstance(data, dict):
+        items = list(data.items())
+    elif hasattr(data, "keys") and callable(data.keys):
+        items = [(k, data[k]) for k in data.keys()]
+    else:
+        items = list(vars(data).items())
+    node, edge = {}, {}
+    for key, val in items:
+        kind = _field_kind(data, key, val, n, e)
+        if kind is None:
+            continue
+        if not _FIELD_NAME.match(str(key)):
+            raise PlanError(f"field {key!r}: a share's field names are letters, digits and _ (64 at most)")
+        (node if kind == "node" else edge)[str(key)] = val
+    return node, edge
+
+
+class _Source:
+    """Where a writer reads edges and fields from, one rank at a time."""
+
+    n: int
+    e: int
+
+    def rank_edges(self, rank_local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(sources, edge ids) of every edge whose target is in ``rank_local`` (bool[n]), edge ids ascending,
+        targets as a third array."""
+        raise NotImplementedError
+
+    def in_degrees(self) -> tuple[np.ndarray, np.ndarray]:
+        """(non-loop in-edges, loops) per vertex, int64[n] each."""
+        raise NotImplementedError
+
+    def node_rows(self, ids: np.ndarray) -> dict:
+        raise NotImplementedError
+
+    def edge_rows(self, eids: np.ndarray) -> dict:
+        return {}
+
+
+class _DataSource(_Source):
+    """A PyG Data in memory: edges grouped by the target's rank once (stable: edge ids ascending)."""
+
+    def __init__(self, data, n: int, part: np.ndarray):
+        from ..io._pyg import check_tensor_sizes
+        from ..graph import _numpy_of
+        ei = getattr(data, "edge_index", None) if not isinstance(data, dict) else data.get("edge_index")
+        if ei is None:
+            raise PlanError("the data has no edge_index")
+        check_tensor_sizes(ei, n, None, None)
+        ei = np.asarray(_numpy_of(ei))
+        if ei.ndim != 2 or ei.shape[0] != 2 or ei.dtype.kind not in "iu":
+            raise PlanError(f"edge_index must be integers of shape (2, E), got {ei.dtype} {tuple(ei.shape)}")
+        ei = ei.astype(np.int64, copy=False)
+        if ei.size and (ei.min() < 0 or ei.max() >= n):
+            raise PlanError(f"edge_index holds vertex ids outside 0..{n - 1} (the plan's graph has {n} vertices)")
+        self.n, self.e = n, int(ei.shape[1])
+        self.ei = ei
+        self.node, self.edge = _data_fields(data, n, self.e)
+        owner = part[ei[1]]
+        self.order = np.argsort(owner, kind="stable")
+        self.bounds = np.searchsorted(owner[self.order], np.arange(int(part.max(initial=0)) + 2))
+
+    def rank_edges_of(self, r: int):
+        sel = self.order[self.bounds[r]:self.bounds[r + 1]]
+        return self.ei[0, sel], self.ei[1, sel], sel.astype(np.int64)
+
+    def in_degrees(self):
+        loop = self.ei[0] == self.ei[1]
+        return (np.bincount(self.ei[1, ~loop], minlength=self.n).astype(np.int64),
+                np.bincount(self.ei[1, loop], minlength=self.n).astype(np.int64))
+
+    def node_rows(self, ids):
+        return {k: _take(v, ids) for k, v in self.node.items()}
+
+    def edge_rows(self, eids):
+        return {k: _take(v, eids) for k, v in self.edge.items()}
+
+
+class _ChunkedSource(_Source):
+    """A chunked CSR graph (row = target, as PyG's flow reads it: ``A[i, j]`` for the edge j -> i; edge id =
+    the nonzero's position in the CSR) and an optional node data file read by rows."""
+
+    def __init__(self, graph, data_file, n: int, part: np.ndarray):
+        from ..io.chunked import chunk_info
+        self.path = Path(graph)
+        self.info = chunk_info(self.path)
+        if self.info.n != n:
+            raise PlanError(f"{self.path}: the chunked graph has {self.info.n} vertices, the plan {n}")
+        self.n, self.e = n, int(self.info.nnz)
+        self.part = part
+        self.data_file = data_file
+        if data_file is not None:
+            from .data import check_data
+            check_data(data_file, n)
+
+    def _chunks(self):
+        from ..io.chunked import read_chunk_rows
+        base = 0
+        for c in self.info.chunks:
+            rows = read_chunk_rows(self.path, c.row_lo, c.row_hi, info=self.info)
+            yield c.row_lo, c.row_hi, base, np.asarray(rows.indptr, dtype=np.int64), np.asarray(rows.indices)
+            base += int(c.nnz)
+
+    def rank_edges_of(self, r: int):
+        srcs, dsts, eids = [], [], []
+        for lo, hi, base, indptr, indices in self._chunks():
+            mine = np.flatnonzero(self.part[lo:hi] == r)
+            if not mine.size:
+                continue
+            cnt = indptr[mine + 1] - indptr[mine]
+            starts = np.repeat(indptr[mine], cnt)
+            pos = starts + (np.arange(int(cnt.sum()), dtype=np.int64) - np.repeat(np.cumsum(cnt) - cnt, cnt))
+            srcs.append(indices[pos].astype(np.int64))
+            dsts.append(np.repeat(mine + lo, cnt).astype(np.int64))
+            eids.append(pos + base)
+        cat = (lambda xs: np.concatenate(xs) if xs else np.zeros(0, dtype=np.int64))
+        return cat(srcs), cat(dsts), cat(eids)
+
+    def in_degrees(self):
+        nonloop = np.zeros(self.n, dtype=np.int64)
+        loops = np.zeros(self.n, dtype=np.int64)
+        for lo, hi, _, indptr, indices in self._chunks():
+            rows = np.repeat(np.arange(lo, hi, dtype=np.int64), np.diff(indptr))
+            loop = indices == rows
+            loops[lo:hi] = np.bincount(rows[loop] - lo, minlength=hi - lo)
+            nonloop[lo:hi] = np.diff(indptr) - loops[lo:hi]
+        return nonloop, loops
+
+    def node_rows(self, ids):
+        if self.data_file is None:
+            return {}
+        from .data import read_rows
+        return read_rows(self.data_file, ids)
+
+
+def _take(v, rows: np.ndarray):
+    import torch
+    if isinstance(v, torch.Tensor):
+        return v[torch.from_numpy(rows)]
+    return np.asarray(v)[rows]
+
+
+def _field_entry(a: np.ndarray, dtype: str, where: str) -> dict:
+    if dtype not in _DTYPES:
+        raise PlanError(f"field {where!r} has dtype {dtype}; a share holds "
+                        f"{', '.join(sorted(_DTYPES))} (cast it first)")
+    return {"dtype": dtype, "shape": [int(s) for s in a.shape]}
+
+
+# ----------------------------------------------------------------------------- writer
+def write_shares(plan, data: Any = None, *, graph=None, features=None,
+                 progress: Callable[[str, int, int], None] | None = None) -> Path:
+    """Write every rank's share beside the 1D plan at ``plan`` (a plan directory).
+
+    Parameters
+    ----------
+    plan : the plan directory (1D, conformal: what :class:`partplan.nn.Halo` takes).
+    data : a PyG ``Data`` (or dict / namespace) with ``edge_index`` and its node
+        fields (``x``, ``y``, masks, any field with one row per vertex) and edge
+        fields (``edge_attr``, ... one row per edge, by edge id); or None with
+        ``graph``.
+    graph : a chunked graph directory (rows = targets; edge id = CSR position),
+        instead of ``data``; ``features`` : a node data file (``.npz`` / ``.pt``,
+        :mod:`partplan.nn.data`) whose ``x``, ``y`` and masks are read by rows.
+    progress : called as ``progress("writing shares", done, total)``.
+
+    Each rank's share is built and written alone (one share in memory at a
+    time); the plan directory is replaced atomically. Returns the plan path.
+    """
+    from ..plan.store import load_plan_partition, load_rank
+    path = Path(plan)
+    m, part, owner = load_plan_partition(path)
+    if owner is not None and not np.array_equal(owner, part):
+        raise PlanError(f"{path}: shares need a conformal plan (each vertex's row and output on one rank)")
+    n, p = int(m["graph"]["n"]), int(m["ranks"])
+    if (data is None) == (graph is None):
+        raise PlanError("write_shares takes either data (a PyG Data) or graph (a chunked graph directory)")
+    src = _DataSource(data, n, part) if data is not None else _ChunkedSource(graph, features, n, part)
+    ident = _plan_identity(path, m)
+    nonloop, loops = src.in_degrees()
+    # the share of each rank, written into a fresh sibling directory that also links the plan's files
+    from .._atomic import discard_temp
+    from ..plan.store import begin_plan_dir
+    tmp = begin_plan_dir(path)
+    try:
+        for entry in os.scandir(path):
+            if entry.name.startswith("share-") or entry.name == "manifest.json":
+                continue
+            try:
+                os.link(entry.path, tmp / entry.name)
+            except OSError:
+                import shutil
+                shutil.copyfile(entry.path, tmp / entry.name)
+        files, fields = [], {"node": {}, "edge": {}}
+        for r in range(p):
+            local_ids, halo_ids = rank_rows(str(path), m, load_rank(path, r, manifest=m))
+            srcs, dsts, eids = src.rank_edges_of(r)
+            pos = np.full(n, -1, dtype=np.int64)
+            pos[halo_ids] = np.arange(local_ids.size, local_ids.size + halo_ids.size, dtype=np.int64)
+            pos[local_ids] = np.arange(local_ids.size, dtype=np.int64)
+            ls, ld = pos[srcs], pos[dsts]
+            if ls.size and ls.min() < 0:
+                e = int(eids[np.argmin(ls)])
+                raise PlanError(f"{path}: rank {r}: edge {e} reads a row the plan does not send to this rank: "
+                                f"the plan was not built from this graph (PyG's source -> target flow)")
+            pos = None
+            arrays = {"local_ids": (local_ids, "int64"), "edge_index": (np.vstack([ls, ld]), "int64"),
+                      "edge_ids": (eids, "int64"), "halo_in_degree": (nonloop[halo_ids], "int64"),
+                      "halo_loops": (loops[halo_ids], "int64")}
+            meta_fields = {}
+            for kind, rows in (("node", src.node_rows(local_ids)), ("edge", src.edge_rows(eids))):
+                for key, val in rows.items():
+                    a, dt = _numpy(val)
+                    meta_fields[f"{kind}/{key}"] = _field_entry(a, dt, key)
+                    fields[kind][key] = {"dtype": dt, "shape": [int(s) for s in a.shape[1:]]}
+                    arrays[f"{kind}/{key}"] = (a, dt)
+            meta = {"format": SHARE_FORMAT, "version": SHARE_VERSION, "rank": r, "ranks": p, "n": n,
+                    "edges": src.e, "num_local": int(local_ids.size), "num_halo": int(halo_ids.size),
+                    "num_edges": int(eids.size), "fields": meta_fields, **ident}
+            files.append({"rank": r, **_write_file(tmp / share_name(r), arrays, meta)})
+            arrays = None
+            if progress is not None:
+                progress("writing shares", r + 1, p)
+        m2 = dict(m)
+        m2["shares"] = {"format": SHARE_FORMAT, "version": SHARE_VERSION, "edges": src.e, "files": files,
+                        "fields": fields, "source": "data" if data is not None else "chunked"}
+        with open(tmp / "manifest.json", "w") as fh:
+            from ..plan.store import _json_default
+            json.dump(m2, fh, indent=1, sort_keys=True, default=_json_default)
+            fh.write("\n")
+        os.chmod(tmp, 0o755)
+        from ..plan.store import _swap_in
+        _swap_in(tmp, path)
+    except OSError as exc:
+        discard_temp(tmp)
+        raise PlanError(f"{path}: the shares could not be written ({exc.strerror or exc}); the plan is "
+                        f"unchanged") from None
+    except BaseException:
+        discard_temp(tmp)
+        raise
+    return path
+
+
+# ----------------------------------------------------------------------------- reader
+def read_share(plan, rank: int, *, manifest: dict | None = None, halo_ids: np.ndarray | None = None,
+               local_ids: np.ndarray | None = None, verify: bool = True) -> dict:
+    """Rank ``rank``'s share of the plan at ``plan``, checked: its file against
+    the manifest's ``shares`` entry (size; sha256 with ``verify``), its metadata
+    (rank, plan identity), and every array (dtype, shape, ids in range, local
+    rows equal to the plan's ``local_ids`` when given). Returns
+    ``{"meta", "local_ids", "edge_index", "edge_ids", "halo_in_degree",
+    "halo_loops", "node": {name: tensor}, "edge": {name: tensor}}`` (torch
+    tensors, writable copies). One PlanError naming the file and field."""
+    from ..plan.store import _check_file, _parse_arrow, read_manifest
+    path = Path(plan)
+    m = manifest or read_manifest(path)
+    sh = m.get("shares")
+    if not isinstance(sh, dict) or not isinstance(sh.get("files"), list):
+        raise PlanError(f"{path}: the plan has no shares (write them with plan_from_pyg(..., shares=True) "
+                        f"or `partplan shares {path} --data D.pt`)")
+    p, n = int(m["ranks"]), int(m["graph"]["n"])
+    if not 0 <= rank < p or len(sh["files"]) != p:
+        raise PlanError(f"{path}: manifest field 'shares.files' lists {len(sh['files'])} shares for {p} ranks")
+    entry = sh["files"][rank]
+    if not isinstance(entry, dict) or entry.get("file") != share_name(rank) or entry.get("rank") != rank:
+        raise PlanError(f"{path}: manifest field 'shares.files[{rank}]' does not name {share_name(rank)}")
+    f = path / share_name(rank)
+    meta, arrays = _parse_arrow(f, _check_file(f, entry, f"share of rank {rank}", verify).buf)
+    want = {"format": SHARE_FORMAT, "version": SHARE_VERSION, "rank": rank, "ranks": p, "n": n,
+            **_plan_identity(path, m)}
+    for key, val in want.items():
+        if meta.get(key) != val:
+            raise PlanError(f"{f}: share metadata field {key!r} = {str(meta.get(key))[:40]!r}, expected "
+                            f"{str(val)[:40]!r} (a share of another rank or another plan)")
+    edges = sh.get("edges")
+    ints = {k: meta.get(k) for k in ("num_local", "num_halo", "num_edges")}
+    if not isinstance(edges, int) or any(not isinstance(v, int) or isinstance(v, bool) or v < 0
+                                         for v in ints.values()) or meta.get("edges") != edges:
+        raise PlanError(f"{f}: share metadata fields num_local / num_halo / num_edges / edges are not counts "
+                        f"matching the manifest")
+    L, H, E = ints["num_local"], ints["num_halo"], ints["num_edges"]
+    shapes = {"local_ids": (L,), "edge_index": (2, E), "edge_ids": (E,), "halo_in_degree": (H,),
+              "halo_loops": (H,)}
+    fields = meta.get("fields")
+    if not isinstance(fields, dict):
+        raise PlanError(f"{f}: share metadata field 'fields' is missing")
+    expected = set(shapes) | set(fields)
+    extra, missing = set(arrays) - expected, expected - set(arrays)
+    if extra or missing:
+        raise PlanError(f"{f}: share arrays {sorted(extra | missing)[:3]} are not what its metadata lists")
+    out: dict = {"meta": meta, "node": {}, "edge": {}}
+    for key, shape in shapes.items():
+        a = arrays[key]
+        if a.dtype != np.int64 or a.size != int(np.prod(shape)):
+            raise PlanError(f"{f}: field {key!r} is not {int(np.prod(shape))} int64 values")
+        out[key] = a.reshape(shape)
+    lo = out["local_ids"]
+    if lo.size and (lo.min() < 0 or lo.max() >= n):
+        raise PlanError(f"{f}: field 'local_ids' holds ids outside [0, {n})")
+    if local_ids is not None and not np.array_equal(lo, local_ids):
+        raise PlanError(f"{f}: field 'local_ids' differs from the plan's rows of rank {rank} "
+                        f"(a share of another plan)")
+    if halo_ids is not None and halo_ids.size != H:
+        raise PlanError(f"{f}: the share counts {H} halo rows, the plan's shard {halo_ids.size}")
+    ei, eids = out["edge_index"], out["edge_ids"]
+    if E and (ei[0].min() < 0 or ei[0].max() >= L + H or ei[1].min() < 0 or ei[1].max() >= L):
+        raise PlanError(f"{f}: field 'edge_index' indexes rows outside the rank's {L} local and {H} halo rows")
+    if E and (eids.min() < 0 or eids.max() >= edges):
+        raise PlanError(f"{f}: field 'edge_ids' holds ids outside [0, {edges})")
+    for key in ("halo_in_degree", "halo_loops"):
+        if H and out[key].min() < 0:
+            raise PlanError(f"{f}: field {key!r} holds negative counts")
+    for key, spec in fields.items():
+        kind, _, name = key.partition("/")
+        if kind not in ("node", "edge") or not _FIELD_NAME.match(name) or not isinstance(spec, dict):
+            raise PlanError(f"{f}: share field {key[:70]!r} is not node/NAME or edge/NAME")
+        dt, shape = spec.get("dtype"), spec.get("shape")
+        if dt not in _DTYPES or not isinstance(shape, list) or not shape or any(
+                not isinstance(s, int) or isinstance(s, bool) or s < 0 for s in shape):
+            raise PlanError(f"{f}: share field {key!r}: dtype / shape {str(spec)[:60]} not understood")
+        rows = L if kind == "node" else E
+        stored = np.dtype(_STORED.get(dt, dt))
+        a = arrays[key]
+        if shape[0] != rows or a.dtype != stored or a.size != int(np.prod(shape)):
+            raise PlanError(f"{f}: share field {key!r} holds {a.size} {a.dtype} values, its metadata says "
+                            f"{dt} {tuple(shape)} for {rows} rows")
+        out[kind][name] = _to_tensor(a.reshape(shape), dt)
+    for key in shapes:
+        out[key] = np.array(out[key])
+    return out
