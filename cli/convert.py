@@ -40,6 +40,8 @@ def register(subparsers) -> None:
     p.add_argument("--keep-duplicates", action="store_true",
                    help="keep duplicate edges instead of summing them")
     p.add_argument("--drop-isolated", action="store_true", help="remove vertices without edges")
+    from partplan.cli._common import add_weight_option
+    add_weight_option(p)
     p.add_argument("--no-relabel", action="store_true",
                    help="edge lists / tables: use the ids as row numbers instead of relabelling them")
     p.add_argument("--chunks", type=_positive_int, metavar="C",
@@ -69,10 +71,21 @@ def _load(args):
         except ImportError:
             datasets = None
         if datasets is not None:
+            if getattr(args, "weight", None) is not None:
+                from partplan.errors import OptionError
+                raise OptionError(f"--weight {args.weight}: names a field of a .pt PyG Data, not of the dataset "
+                                  f"{args.input}")
             g = datasets.load(args.input)
             if any((args.symmetrize, args.self_loops != "keep", args.keep_duplicates, args.drop_isolated)):
                 g = g.normalize(**norm)
             return g
+    if getattr(args, "weight", None) is not None:
+        from partplan.io import detect_format
+        if (args.in_format or detect_format(path)) != "pt":
+            from partplan.errors import OptionError
+            raise OptionError(f"--weight {args.weight}: names a field of a .pt PyG Data; {args.input} is not a "
+                              f".pt graph")
+        opts["weight"] = args.weight
     return read_graph(path, args.in_format, **norm, **opts)
 
 
