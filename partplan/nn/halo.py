@@ -517,6 +517,18 @@ def _install_gcn_norm() -> None:
             mod.gcn_norm = _PATCHED["fn"]
 
 
+def _loop_weight(improved: bool) -> float:
+    """The weight PyG's own ``gcn_norm`` gives an added self loop when no edge weights are passed (1 in
+    current releases even with ``improved=True``; 2 in releases that filled the loops' weights), read
+    from PyG's function on the two-vertex graph 0 -> 1: the edge's weight is 1 / sqrt(w (1 + w))."""
+    key = ("loop", improved)
+    if key not in _PATCHED:
+        _, w = _PATCHED["orig"](torch.tensor([[0], [1]]), None, 2, improved, True, "source_to_target",
+                                torch.float64)
+        _PATCHED[key] = 2.0 if abs(float(w[0]) - (1 / 6) ** 0.5) < 1e-9 else 1.0
+    return _PATCHED[key]
+
+
 def _halo_gcn_norm(v: HaloRank, caller, edge_index, edge_weight, num_nodes, improved, add_self_loops, flow,
                    dtype):
     """PyG's ``gcn_norm`` on a Halo's ``edge_index`` with the whole graph's degrees: a local row's
@@ -543,19 +555,17 @@ def _halo_gcn_norm(v: HaloRank, caller, edge_index, edge_weight, num_nodes, impr
     if num_nodes is not None and int(num_nodes) != nl + nh:
         raise PlanError(f"{layer}: normalizing over {num_nodes} rows, Halo's edge_index spans the rank's "
                         f"{nl} local and {nh} halo rows (pass op(x), not x)")
-    fill = 2.0 if improved else 1.0
+    fill = _loop_weight(bool(improved)) if add_self_loops else 0.0
     ei = edge_index
+    if add_self_loops:   # every loop replaced by one of weight `fill`, as PyG's unweighted gcn_norm does
+        ei, _ = add_remaining_self_loops(ei, None, fill, nl + nh)
+    w = torch.ones(ei.size(1), dtype=dtype, device=ei.device)
     if add_self_loops:
-        ei, w = add_remaining_self_loops(ei, None, fill, nl + nh)
-    else:
-        w = None
-    if w is None:
-        w = torch.ones(ei.size(1), dtype=dtype, device=ei.device)
+        w[ei[0] == ei[1]] = fill
     deg = scatter(w, ei[1], dim=0, dim_size=nl + nh, reduce="sum")
     nonloop = torch.from_numpy(np.asarray(v.halo_in_degree)).to(deg)
     loops = torch.from_numpy(np.asarray(v.halo_loops)).to(deg)
-    deg[nl:] = nonloop + (torch.where(loops > 0, torch.ones_like(loops), torch.full_like(loops, fill))
-                          if add_self_loops else loops)
+    deg[nl:] = nonloop + (fill if add_self_loops else loops)
     dis = deg.pow(-0.5)
     dis.masked_fill_(dis == float("inf"), 0)
     return ei, dis[ei[0]] * w * dis[ei[1]]

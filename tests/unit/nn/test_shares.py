@@ -1,0 +1,217 @@
+"""Per-rank shares beside a 1D plan (partplan.nn.shares) and Halo built from them.
+
+Oracles: the user's own Data indexed by the ids the plan gives (numpy), PyG's layers on the whole
+graph in one process (GCNConv with PyG's own gcn_norm, GATConv with edge features, SAGEConv), a dense
+numpy D^-1/2 (A + I) D^-1/2. Hostile shares (truncated, another rank's, another plan's, a field
+that lies about its shape) are refused with a PlanError naming the file."""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torch_geometric")
+
+import partplan  # noqa: E402
+from partplan.errors import PlanError  # noqa: E402
+from partplan.nn import LocalHalo  # noqa: E402
+
+
+def _data(n=70, e=420, seed=5):
+    from torch_geometric.data import Data
+    g = torch.Generator().manual_seed(seed)
+    ei = torch.randint(0, n, (2, e), generator=g)
+    ei = torch.cat([ei, ei[:, :25], torch.tensor([[3, 3, 9], [3, 3, 9]])], 1)   # multi-edges, self loops
+    E = ei.shape[1]
+    return Data(edge_index=ei, num_nodes=n, x=torch.randn(n, 6, dtype=torch.float64, generator=g),
+                y=torch.randint(0, 4, (n,), generator=g), train_mask=torch.rand(n, generator=g) < 0.4,
+                test_mask=torch.rand(n, generator=g) < 0.3, h16=torch.randn(n, 2, generator=g).bfloat16(),
+                pos=torch.randint(0, 9, (n, 3), dtype=torch.int32, generator=g),
+                edge_attr=torch.randn(E, 3, dtype=torch.float64, generator=g))
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory):
+    data = _data()
+    path = tmp_path_factory.mktemp("shares") / "g.plan"
+    partplan.plan_from_pyg(data, 3, out=path, shares=True, seed=0)
+    return data, path
+
+
+def test_each_share_holds_its_ranks_rows_edges_and_fields(planned):
+    data, path = planned
+    op = LocalHalo(path)
+    ei = data.edge_index.numpy()
+    seen = []
+    for v, sh in zip(op.ranks, op.shares):
+        lid = v.local_ids
+        for name in ("x", "y", "train_mask", "test_mask", "h16", "pos"):
+            assert sh["node"][name].dtype == data[name].dtype
+            assert torch.equal(sh["node"][name], data[name][torch.from_numpy(lid)]), name
+        want = np.flatnonzero(np.isin(ei[1], lid))                 # every edge whose target is local
+        assert np.array_equal(np.sort(v.edge_ids.numpy()), want)
+        assert torch.equal(sh["edge"]["edge_attr"], data.edge_attr[v.edge_ids])
+        rows = np.concatenate([lid, v.halo_ids])
+        assert np.array_equal(rows[v.edge_index.numpy()], ei[:, v.edge_ids.numpy()])
+        seen.append(lid)
+    assert np.array_equal(np.sort(np.concatenate(seen)), np.arange(data.num_nodes))
+
+
+def _whole(conv, data, **kw):
+    return conv(data.x, data.edge_index, **kw)
+
+
+@pytest.mark.parametrize("layer", ["gcn", "gcn_improved", "gcn_noloops", "gat", "sage"])
+def test_layers_through_shares_equal_pyg_on_the_whole_graph(planned, layer):
+    from torch_geometric.nn import GATConv, GCNConv, SAGEConv
+    data, path = planned
+    torch.manual_seed(0)
+    conv = {"gcn": lambda: GCNConv(6, 4), "gcn_improved": lambda: GCNConv(6, 4, improved=True),
+            "gcn_noloops": lambda: GCNConv(6, 4, add_self_loops=False),
+            "gat": lambda: GATConv(6, 4, heads=2, edge_dim=3), "sage": lambda: SAGEConv(6, 4)}[layer]().double()
+    kw = (lambda ea: {"edge_attr": ea}) if layer == "gat" else (lambda ea: {})
+    ref = _whole(conv, data, **kw(data.edge_attr))
+    ref.pow(2).sum().backward()
+    want = [p.grad.clone() for p in conv.parameters()]
+    conv.zero_grad()
+    op = LocalHalo(path)
+    xs = [sh["node"]["x"].clone().requires_grad_(True) for sh in op.shares]
+    outs = op(xs)
+    loss = 0
+    for v, sh, o in zip(op.ranks, op.shares, outs):
+        z = conv(o, v.edge_index, **kw(sh["edge"]["edge_attr"]))[:v.num_local]
+        assert torch.allclose(z, ref[torch.from_numpy(v.local_ids)], rtol=0, atol=1e-12), layer
+        loss = loss + z.pow(2).sum()
+    loss.backward()
+    for p, w in zip(conv.parameters(), want):
+        assert torch.allclose(p.grad, w, rtol=1e-10, atol=1e-12)
+
+
+def test_gcn_through_halo_from_an_edge_index_equals_dense_normalization(planned):
+    """GCNConv through Halo(plan, edge_index): halo rows' degrees over the whole graph (no shares)."""
+    from torch_geometric.nn import GCNConv
+    data, path = planned
+    n = data.num_nodes
+    A = np.zeros((n, n))
+    ei = data.edge_index.numpy()
+    np.add.at(A, (ei[1], ei[0]), 1.0)
+    np.fill_diagonal(A, 0)
+    A += np.eye(n)                                           # add_remaining_self_loops: one loop each
+    d = A.sum(1) ** -0.5
+    torch.manual_seed(1)
+    conv = GCNConv(6, 3, bias=False).double()
+    ref = (d[:, None] * A * d[None, :]) @ (data.x.numpy() @ conv.lin.weight.detach().numpy().T)
+    op = LocalHalo(path, data.edge_index)
+    outs = op([data.x[torch.from_numpy(v.local_ids)] for v in op.ranks])
+    for v, o in zip(op.ranks, outs):
+        z = conv(o, v.edge_index)[:v.num_local].detach().numpy()
+        assert np.allclose(z, ref[v.local_ids], rtol=0, atol=1e-12)
+
+
+def test_gcn_norm_that_cannot_be_exact_is_refused_naming_distspmm(planned):
+    from torch_geometric.nn import GCNConv, SGConv
+    data, path = planned
+    op = LocalHalo(path)
+    v, o = op.ranks[0], op([sh["node"]["x"] for sh in op.shares])[0]
+    with pytest.raises(PlanError, match="DistSpMM"):
+        SGConv(6, 2, K=2).double()(o, v.edge_index)
+    with pytest.raises(PlanError, match="DistSpMM"):
+        GCNConv(6, 2).double()(o, v.edge_index, torch.ones(v.edge_index.shape[1], dtype=torch.float64))
+
+
+def _resign(path: Path, rank: int, data: bytes) -> None:
+    f = path / f"share-{rank:05d}.arrow"
+    f.write_bytes(data)
+    m = json.loads((path / "manifest.json").read_text())
+    m["shares"]["files"][rank].update(bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
+    (path / "manifest.json").write_text(json.dumps(m))
+
+
+def test_bad_shares_are_refused(planned, tmp_path):
+    from partplan.nn.shares import read_share
+    data, path = planned
+    bad = tmp_path / "bad.plan"
+    shutil.copytree(path, bad)
+    f0 = bad / "share-00000.arrow"
+    raw = f0.read_bytes()
+    f0.write_bytes(raw[:-100])                                  # truncated
+    with pytest.raises(PlanError, match="truncated"):
+        LocalHalo(bad)
+    f0.write_bytes(raw[:-8] + bytes(8))                          # same size, other bytes
+    with pytest.raises(PlanError, match="sha256"):
+        LocalHalo(bad)
+    _resign(bad, 0, (path / "share-00001.arrow").read_bytes())  # rank 1's share in rank 0's place
+    with pytest.raises(PlanError, match="another rank"):
+        LocalHalo(bad)
+    other = tmp_path / "other.plan"                             # another graph of as many vertices
+    partplan.plan_from_pyg(_data(seed=99), 3, out=other, shares=True, seed=0)
+    _resign(bad, 0, (other / "share-00000.arrow").read_bytes())
+    with pytest.raises(PlanError, match="another plan"):
+        LocalHalo(bad)
+    _resign(bad, 0, raw)
+    LocalHalo(bad)                                              # its own share again: fine
+    (bad / "share-00002.arrow").unlink()                        # rank 0 reads its own share only
+    assert read_share(bad, 0)["local_ids"].size > 0
+    with pytest.raises(PlanError, match="share of rank 2"):
+        read_share(bad, 2)
+
+
+def test_a_plan_without_shares_says_how_to_write_them(tmp_path):
+    data = _data(n=20, e=60)
+    p = tmp_path / "g.plan"
+    partplan.plan_from_pyg(data, 2, out=p)
+    with pytest.raises(PlanError, match="shares=True"):
+        LocalHalo(p)
+
+
+def test_shares_of_another_graph_are_refused_and_the_plan_kept(planned, tmp_path):
+    from partplan.nn.shares import write_shares
+    data, path = planned
+    p = tmp_path / "g.plan"
+    shutil.copytree(path, p)
+    before = (p / "manifest.json").read_bytes()
+    other = _data(n=70, e=420, seed=99)
+    with pytest.raises(PlanError):
+        write_shares(p, other)
+    assert (p / "manifest.json").read_bytes() == before
+    assert sorted(x.name for x in p.iterdir()) == sorted(x.name for x in path.iterdir())
+
+
+def test_shares_from_a_chunked_graph_and_a_data_file(tmp_path):
+    """Rows = targets of the CSR; edge id = the nonzero's CSR position; node fields read by rows."""
+    from partplan.io.chunked import write_chunked
+    from partplan.nn.data import write_data
+    from partplan.nn.shares import read_share, write_shares
+    g = partplan.datasets.load("polblogs")
+    n = g.n
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n, 4)).astype(np.float32)
+    y = rng.integers(0, 2, n)
+    split = rng.integers(0, 3, n)
+    masks = [split == i for i in range(3)]
+    write_data(tmp_path / "d.npz", x, y, *masks)
+    write_chunked(g, tmp_path / "g.chunked", chunks=3)
+    plan = tmp_path / "g.plan"
+    partplan.write_plan(partplan.build_plan(g, partplan.partition(g, 3, seed=0)), plan)
+    write_shares(plan, graph=tmp_path / "g.chunked", features=tmp_path / "d.npz")
+    indptr, indices = np.asarray(g.indptr), np.asarray(g.indices)
+    rows_of = np.repeat(np.arange(n), np.diff(indptr))
+    from partplan.nn.halo import HaloRank, _exchange_step
+    from partplan.plan.store import load_rank, read_manifest
+    m = read_manifest(plan)
+    for r in range(3):
+        v = HaloRank("p", m, load_rank(plan, r, manifest=m), _exchange_step("p", m))
+        sh = read_share(plan, r, local_ids=v.local_ids, halo_ids=v.halo_ids)
+        lid = sh["local_ids"]
+        assert np.array_equal(sh["node"]["x"].numpy(), x[lid])
+        assert np.array_equal(sh["node"]["y"].numpy(), y[lid])
+        eids = sh["edge_ids"]
+        assert np.array_equal(np.sort(eids), np.flatnonzero(np.isin(rows_of, lid)))
+        ext = np.concatenate([lid, v.halo_ids])
+        assert np.array_equal(ext[sh["edge_index"][0]], indices[eids])
+        assert np.array_equal(ext[sh["edge_index"][1]], rows_of[eids])
