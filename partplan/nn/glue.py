@@ -97,9 +97,13 @@ def shared_plan(data, path, *, reuse: bool = False, group=None, **plan_options) 
     a :class:`~partplan.errors.PlanError` with its message instead of waiting.
     Without torch.distributed initialized the world is this process alone.
 
+    With ``shares=True`` the plan is written with each rank's share of
+    ``data`` (:mod:`partplan.nn.shares`); a reused plan gets its shares
+    written again from ``data`` (its features may have changed).
+
     Example (each rank of ``torchrun --nproc-per-node 2``)::
 
-        op = partplan.nn.Halo(partplan.nn.shared_plan(data, "g.plan"), data)
+        op = partplan.nn.Halo(partplan.nn.shared_plan(data, "g.plan", shares=True))
     """
     import torch.distributed as dist
 
@@ -112,6 +116,9 @@ def shared_plan(data, path, *, reuse: bool = False, group=None, **plan_options) 
         try:
             if not (reuse and _plan_for(path, world, data, plan_options)):
                 plan_from_pyg(data, world, out=path, **plan_options)
+            elif plan_options.get("shares"):   # the plan is kept; the shares are rewritten from this data
+                from .shares import write_shares
+                write_shares(path, data)
         except Exception as exc:  # noqa: BLE001 - every rank must hear of it, then rank 0 re-raises it
             err, failure = f"{type(exc).__name__}: {exc}", exc
     if world > 1:
