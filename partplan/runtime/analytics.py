@@ -92,6 +92,15 @@ def pagerank_parts(manifest: dict, shards, comm, *, damping: float = 0.85, tol: 
         w = X.zeros(ids[i].size, "float64")
         w[fpos_out[i]] = X.from_ops(ops, z)
         outw.append(w)
+    from .finite import raise_agreed
+    bad = []
+    for i, w in enumerate(outw):
+        wh = X.host(w)
+        k = np.flatnonzero(~np.isfinite(wh))
+        bad.append(np.array([0.0, float(ids[i][k[0]])]) if k.size else None)
+    raise_agreed(comm, bad, 2, lambda rank, v: (
+        f"rank {rank}: PageRank's out-weight sum (step 'A·1' of the forward program) of vertex {int(v[1])} is not "
+        f"finite (overflow of float64, or a non-finite edge weight); scale the weights down"))
     dang = [w == 0 for w in outw]
     inv = [X.where(d, 0.0, 1.0 / X.where(d, 1.0, w)) for w, d in zip(outw, dang)]
     x = [X.full(i.size, 1.0 / n, "float64") for i in ids]
@@ -110,6 +119,9 @@ def pagerank_parts(manifest: dict, shards, comm, *, damping: float = 0.85, tol: 
         meas = int(comm.sent_bytes.sum()) - sent0
         tot = _world_sum(comm, [np.array([X.l1(a, b), meas if i == 0 else 0])
                                 for i, (a, b) in enumerate(zip(new, x))])
+        if not np.isfinite(tot[0]):  # every rank sees the same sum
+            raise PlanError(f"PageRank iteration {it}: the L1 change is not finite (a non-finite value: overflow "
+                            f"in A^T D^-1 x)")
         x = new
         records.append({"iteration": it, "l1_change": float(tot[0]), "bytes": pred,
                         "bytes_measured": int(tot[1]), "time_s": time.perf_counter() - t0})
@@ -286,7 +298,32 @@ def sssp_parts(manifest: dict, shards, comm, root: int, *, progress=None, steal=
         if progress:
             progress(f"round {rnd}: {int(tot[0])} distances changed")
         rnd += 1
+    _sssp_overflow(comm, gs, [X.host(d) for d in dist], [X.host(d) for d in dext])
     return [rg.ids for rg in gs], [X.host(d) for d in dist], records
+
+
+def _sssp_overflow(comm, gs, dist, dext, rows=None) -> None:
+    """Collective: one PlanError on every rank if a relaxation overflowed
+    float64 — an edge u → v whose column u has a finite distance while its
+    row's distance (``rows``: 2D partial rows' best candidates; else the own
+    distances) stayed infinite: d[u] + w went past float64's range."""
+    from .finite import raise_agreed
+    items = []
+    for i, rg in enumerate(gs):
+        tgt = dist[i] if rows is None else rows[i]
+        col = np.concatenate([dist[i], dext[i]])
+        r = np.repeat(np.arange(rg.nrows, dtype=np.int64), np.diff(rg.indptr))
+        hit = np.flatnonzero(np.isfinite(col[rg.indices]) & np.isinf(tgt[r]))
+        if hit.size:
+            e = int(hit[0])
+            w = 1.0 if rg.data is None else float(rg.data[e])
+            items.append(np.array([0.0, float(rg.ext_ids[rg.indices[e]]), float(rg.row_ids[r[e]]),
+                                   float(col[rg.indices[e]]), w]))
+        else:
+            items.append(None)
+    raise_agreed(comm, items, 5, lambda rank, v: (
+        f"rank {rank}: SSSP relaxation of edge {int(v[1])} -> {int(v[2])} overflowed float64 "
+        f"(distance {v[3]:.4g} + weight {v[4]:.4g} is beyond {np.finfo(np.float64).max:.4g}); scale the weights down"))
 
 
 def _sssp_2d(gs, comm, X, root, fams, progress):
@@ -344,6 +381,7 @@ def _sssp_2d(gs, comm, X, root, fams, progress):
         if progress:
             progress(f"round {rnd}: {int(tot[0])} distances changed")
         rnd += 1
+    _sssp_overflow(comm, gs, [X.host(d) for d in dist], [X.host(d) for d in dext], [X.host(b) for b in best])
     return [rg.ids for rg in gs], [X.host(d) for d in dist], records
 
 

@@ -235,7 +235,7 @@ class Executor:
         return self.run("backward", grads)
 
     def run(self, program: str, inputs: list, *, mode: str = "aware", barriers: bool = False,
-            overlap: str | None = None) -> list:
+            overlap: str | None = None, after_step=None) -> list:
         """Execute ``program`` ("forward" / "backward") on ``inputs`` (one buffer
         of rows ``in_ids`` per local rank); returns the ``out`` buffers (owned
         by the executor: copy them to keep them across calls). ``mode``
@@ -243,7 +243,9 @@ class Executor:
         ``barriers``: a barrier (not timed) before every collective step, so each
         phase's time is its own and not the wait for a slower rank's previous
         phase (the measurement mode of ``run spmm``; steps then run in order).
-        ``overlap``: "on" / "off" for this call (default: the executor's)."""
+        ``overlap``: "on" / "off" for this call (default: the executor's).
+        ``after_step(k, bufs)``: called after step k with every local rank's
+        buffers (the steps then run in order, without overlap)."""
         if program not in self.programs:
             raise PlanError(f"the plan has no {program} program (manifest 'backward' = "
                             f"{self.manifest.get('backward')!r})")
@@ -265,7 +267,7 @@ class Executor:
         ph = dict.fromkeys(PHASES, 0.0)
         ops, comm = self.ops, self.comm
         ctx = _Ctx(comm, ops, bufs, self._scratch)
-        lap = ((overlap or self.overlap) == "on" and not barriers and mode == "aware"
+        lap = ((overlap or self.overlap) == "on" and not barriers and mode == "aware" and after_step is None
                and getattr(comm, "asynchronous", False))
         # per-phase seconds need the device synchronized after each step; a run that
         # is not measured (phase_times False, e.g. training on a GPU) lets the queue flow
@@ -289,9 +291,52 @@ class Executor:
                 cls.run(ctx, st, prep)
             sync()
             ph[cls.phase] += clock() - t0
+            if after_step is not None:
+                after_step(k, bufs)
             k += 1
         self.last_phases = ph
         return [b["out"] for b in bufs]
+
+    def check_finite(self, program: str, inputs: list, outs: list) -> None:
+        """Collective (every rank calls it after a run of ``program``): if any
+        rank's ``outs`` hold a NaN or an infinity, every rank reruns the program
+        step by step on zero-filled buffers and raises the same PlanError naming
+        the first (step, rank) whose buffers turned non-finite and the cause —
+        an overflow of the compute dtype when the inputs are finite, a
+        non-finite input otherwise — or, when no step made one, the rank whose
+        output has rows no step wrote (NaN-filled buffers that survived)."""
+        from .finite import agree, nonfinite
+        comm, ops, prog = self.comm, self.ops, self.programs[program]
+        n = len(prog.steps)
+        bad_in = [nonfinite(x) for x in inputs]
+        got = agree(comm, [np.array([0.0, float(b)]) if (nonfinite(o) or b) else None
+                           for o, b in zip(outs, bad_in)], 2)
+        if got is None:
+            return
+        f = int(inputs[0].shape[1]) if len(inputs) else 0
+        for b in self._buffers(prog, f):
+            for name, buf in b.items():
+                if name != "in":
+                    ops.fill(buf, 0.0)
+        first = [None] * len(inputs)
+
+        def seen(k, bufs):
+            for i, b in enumerate(bufs):
+                if first[i] is None and any(nonfinite(v) for name, v in b.items() if name != "in"):
+                    first[i] = k
+        self.run(program, inputs, overlap="off", after_step=seen)
+        step = agree(comm, [None if k is None else np.array([float(k), float(bad_in[i])])
+                            for i, k in enumerate(first)], 2)
+        dt = np.dtype(str(getattr(ops, "dtype", "float64")).replace("torch.", ""))
+        if step is None:
+            raise PlanError(f"rank {got[0]}: the output has rows no step wrote (NaN-filled buffers survived)")
+        rank, (k, inp) = step[0], step[1]
+        st = prog.steps[int(k)]
+        cause = ("a non-finite input value" if inp else
+                 f"overflow: a value beyond {dt.name}'s largest finite {np.finfo(dt).max:.4g}")
+        raise PlanError(f"rank {rank}: step {st['id']} ({st['op']}, step {int(k) + 1} of {n}) of the {program} "
+                        f"program made a non-finite value ({cause})"
+                        + ("" if inp or dt == np.float64 else "; run it in float64 (--dtype float64) or scale H"))
 
     def _overlapped(self, prog: _Prog, k: int, ctx: _Ctx, ph: dict, t0: float) -> int:
         """Steps k (alltoallv) and k + 1 (spmm over the buffer it fills):

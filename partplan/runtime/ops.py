@@ -69,7 +69,8 @@ class NumpyOps:
         np.take(src, idx, axis=0, out=out)
 
     def index_add(self, dst, idx, src):
-        np.add.at(dst, idx, src)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported by Executor.check_finite
+            np.add.at(dst, idx, src)
 
     def matrix(self, indptr, indices, data, shape):
         import scipy.sparse as sp

@@ -203,3 +203,96 @@ def test_matching(key, layout, p, kernels):
     best = sum(G[a][b]["weight"] for a, b in nx.max_weight_matching(G))
     assert weight >= 0.5 * best
     bytes_ok(rec)
+
+
+# ----------------------------------------------------------------------------- overflow / non-finite values
+def _spmm_overflow_case(tmp_path):
+    """A 2D plan and float32 features whose products overflow on the ranks that
+    hold vertex 1 as a column (one row of H near float32's largest value)."""
+    g = GRAPHS["und"]
+    H = np.ones((g.n, 3), dtype=np.float32)
+    H[1] = -3e38
+    np.save(tmp_path / "H.npy", H)
+    write_plan(build_plan(g, np.arange(g.n) % 4, 4, layout="2d:2x2"), tmp_path / "g2.plan")
+    return str(tmp_path / "g2.plan"), str(tmp_path / "H.npy")
+
+
+def test_spmm_overflow_is_one_error_naming_rank_step_and_cause(tmp_path, capsys):
+    from partplan.cli.main import main
+    from partplan.runtime.interpreter import Executor
+    from partplan.runtime.ops import NumpyOps
+    plan_dir, h = _spmm_overflow_case(tmp_path)
+    assert main(["run", "spmm", plan_dir, "--backend", "local", "--feature-file", h, "--repeat", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("partplan: error: rank ")
+    assert "(spmm, step" in err[0] and "overflow" in err[0] and "float32" in err[0]
+    # the executor's check on every layout: the first step and rank that made the value
+    for layout, p in LAYOUTS:
+        plan, comm = plan_of("und", layout, p)
+        ex = Executor(plan.manifest, plan.ranks, comm, NumpyOps("float32"))
+        H = np.ones((GRAPHS["und"].n, 2), dtype=np.float32)
+        H[1] = 3e38
+        ins = [np.ascontiguousarray(H[rp.in_ids("forward")]) for rp in plan.ranks]
+        outs = ex.run("forward", ins)
+        with pytest.raises(PlanError, match=r"^rank \d+: step fwd\.\d+ \(spmm, step \d+ of \d+\) of the forward "
+                                            r"program made a non-finite value \(overflow"):
+            ex.check_finite("forward", ins, outs)
+        ins64 = [np.ones_like(x) for x in ins]
+        ex.check_finite("forward", ins64, ex.run("forward", ins64))  # finite: nothing to say
+
+
+@pytest.mark.parametrize("layout,p", LAYOUTS)
+def test_sssp_and_pagerank_overflow_are_one_error(layout, p):
+    g = Graph.from_edges([0, 1, 2, 3, 5], [1, 2, 3, 4, 6], [1e308, 1e308, 1.0, 1.0, 2.0], n=8, symmetrize=False)
+    plan = build_plan(g, np.arange(8) % parse_layout(layout, p).row_blocks, p, layout=layout)
+    for kernels in KERNELS:
+        with pytest.raises(PlanError, match=r"^rank \d+: SSSP relaxation of edge 1 -> 2 overflowed float64"):
+            an.sssp_parts(plan.manifest, plan.ranks, LocalComm(p, plan.groups()), 0, kernels=kernels)
+    ids, d, _ = an.sssp_parts(plan.manifest, plan.ranks, LocalComm(p, plan.groups()), 5)  # no overflow from 5
+    assert full(ids, d, 8)[6] == 2.0
+    g2 = Graph.from_edges([0, 0, 2], [1, 2, 3], [1e308, 1e308, 1.0], n=5, symmetrize=False)
+    plan2 = build_plan(g2, np.arange(5) % parse_layout(layout, p).row_blocks, p, layout=layout)
+    with pytest.raises(PlanError, match=r"^rank \d+: PageRank's out-weight sum .* of vertex 0 is not finite"):
+        an.pagerank_parts(plan2.manifest, plan2.ranks, LocalComm(p, plan2.groups()))
+
+
+@pytest.mark.dist
+def test_gloo_spmm_overflow_ends_every_rank_with_the_same_line(tmp_path, capsys):
+    from partplan.cli.main import main
+    plan_dir, h = _spmm_overflow_case(tmp_path)
+    assert main(["run", "spmm", plan_dir, "--nprocs", "4", "--feature-file", h, "--repeat", "1", "-q"]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("partplan: error:")]
+    assert len(err) == 1 and " | " not in err[0], err
+    assert "(spmm, step" in err[0] and "overflow" in err[0]
+
+
+# ----------------------------------------------------------------------------- gloo launches on 2D
+@pytest.mark.dist
+@pytest.mark.slow
+def test_gloo_p4_every_new_2d_job_on_a_directed_plan(tmp_path, capsys):
+    from partplan.cli.main import main
+    g = GRAPHS["dir"]
+    plan_dir = str(tmp_path / "d2.plan")
+    write_plan(build_plan(g, np.random.default_rng(4).integers(0, 4, g.n), 4, layout="2d:2x2"), plan_dir)
+    G = nx_sym(g)
+    runs = {"pagerank": ["--tol", "1e-10"], "wcc": [], "sssp": ["--root", "0"], "lp": ["--iterations", "8"],
+            "matching": []}
+    for job, extra in runs.items():
+        out = tmp_path / f"{job}.npy"
+        assert main(["run", job, plan_dir, "--nprocs", "4", "--json", "--output", str(out), *extra]) == 0, job
+        rep = json.loads(capsys.readouterr().out)
+        assert rep["backend"] == "gloo" and rep["layout"].startswith("2d") and rep["bytes_match"], job
+        got = np.load(out)
+        if job == "pagerank":
+            ref = nx.pagerank(nx_digraph(g), alpha=0.85, tol=1e-10)
+            assert np.abs(got - np.array([ref[i] for i in range(g.n)])).sum() < 1e-9
+        elif job == "wcc":
+            assert np.array_equal(got, weak_smallest(g))
+        elif job == "sssp":
+            ref = cg.dijkstra(g.to_scipy(), indices=0)
+            assert np.array_equal(np.isinf(got), np.isinf(ref))
+            assert np.allclose(got[np.isfinite(ref)], ref[np.isfinite(ref)], rtol=1e-12, atol=0)
+        elif job == "lp":
+            assert np.array_equal(got, ref_lp(G, 8, False)[0])
+        else:
+            assert np.array_equal(got, ref_matching(G))
