@@ -59,6 +59,7 @@ def lp_parts(manifest: dict, shards, comm, *, iterations: int = 20, weighted: bo
                       kernels=kernels)
     X = KT.for_comm(kernels, comm)
     sgs, fams = sym_graphs(manifest, shards)
+    _check_weight_sum(comm, sgs, weighted)
     ids = [s.ids for s in sgs]
     rows = [X.asarray(s.rows, "int64") for s in sgs]
     cols = [X.asarray(s.cols, "int64") for s in sgs]
@@ -94,6 +95,7 @@ def _lp_2d(manifest: dict, shards, comm, *, iterations: int, weighted: bool, pro
     from .fold import sym_blocks
     X = KT.for_comm(kernels, comm)
     sbs, fams = sym_blocks(manifest, shards)
+    _check_weight_sum(comm, sbs, weighted)
     fam_f = sbs[0].fold_family
     ids = [s.ids for s in sbs]
     rows = [X.asarray(s.rows, "int64") for s in sbs]
@@ -150,6 +152,19 @@ def _lp_2d(manifest: dict, shards, comm, *, iterations: int, weighted: bool, pro
         if tot[0] == 0:
             break
     return ids, [X.host(v) for v in lab], records
+
+
+def _check_weight_sum(comm, sgs, weighted: bool) -> None:
+    """``weighted``: every rank stops with the same error when the weights'
+    total passes float64's range (a label's weight sum could overflow; below
+    it none can). Every rank computes the same world sum."""
+    if not weighted:
+        return
+    tot = world_sum(comm, [np.array([float(np.abs(s.w).sum())]) for s in sgs])[0]
+    if not np.isfinite(tot):
+        raise PlanError("label propagation --weighted: the plan's edge weights sum past float64's largest finite "
+                        f"value {np.finfo(np.float64).max:.4g}, so the label sums (every iteration's counting step) "
+                        "could overflow; scale the weights down or run without --weighted")
 
 
 def _stack3(X, a, b, s):

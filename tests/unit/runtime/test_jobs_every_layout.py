@@ -242,7 +242,7 @@ def test_spmm_overflow_is_one_error_naming_rank_step_and_cause(tmp_path, capsys)
 
 
 @pytest.mark.parametrize("layout,p", LAYOUTS)
-def test_sssp_and_pagerank_overflow_are_one_error(layout, p):
+def test_sssp_pagerank_and_lp_overflow_are_one_error(layout, p):
     g = Graph.from_edges([0, 1, 2, 3, 5], [1, 2, 3, 4, 6], [1e308, 1e308, 1.0, 1.0, 2.0], n=8, symmetrize=False)
     plan = build_plan(g, np.arange(8) % parse_layout(layout, p).row_blocks, p, layout=layout)
     for kernels in KERNELS:
@@ -250,6 +250,12 @@ def test_sssp_and_pagerank_overflow_are_one_error(layout, p):
             an.sssp_parts(plan.manifest, plan.ranks, LocalComm(p, plan.groups()), 0, kernels=kernels)
     ids, d, _ = an.sssp_parts(plan.manifest, plan.ranks, LocalComm(p, plan.groups()), 5)  # no overflow from 5
     assert full(ids, d, 8)[6] == 2.0
+    for weighted, ok in ((True, False), (False, True)):  # the weights total 2e308 + 5: their sums could overflow
+        if ok:
+            lp_parts(plan.manifest, plan.ranks, LocalComm(p, plan.groups()), weighted=weighted)
+        else:
+            with pytest.raises(PlanError, match="^label propagation --weighted: the plan's edge weights sum past"):
+                lp_parts(plan.manifest, plan.ranks, LocalComm(p, plan.groups()), weighted=weighted)
     g2 = Graph.from_edges([0, 0, 2], [1, 2, 3], [1e308, 1e308, 1.0], n=5, symmetrize=False)
     plan2 = build_plan(g2, np.arange(5) % parse_layout(layout, p).row_blocks, p, layout=layout)
     with pytest.raises(PlanError, match=r"^rank \d+: PageRank's out-weight sum .* of vertex 0 is not finite"):
