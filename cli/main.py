@@ -136,6 +136,32 @@ def _check_environment() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line ``argv`` (default ``sys.argv[1:]``); returns the exit
+    status. As the process's entry (``argv`` None: the console script,
+    ``python -m partplan``) an error or an interrupt leaves through
+    :func:`_exit_now`, after its one line is flushed."""
+    rc = _main(argv)
+    if argv is None and rc not in (0, 1):
+        _exit_now(rc)
+    return rc
+
+
+def _exit_now(code: int) -> None:
+    """Leave without running C++ static destructors (as launched workers do,
+    :func:`partplan.runtime.worker._exit_now`): a native library's thread torn
+    down at interpreter exit (torch, TBB, gloo) can end a process that already
+    printed its one error line with ``terminate called without an active
+    exception`` (SIGABRT), seen after a hostile DGL partition file was refused.
+    Every output is written or removed and stdout / stderr flushed before this."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):   # a closed pipe: nothing more can be said
+            pass
+    os._exit(code)
+
+
+def _main(argv: list[str] | None = None) -> int:
     try:
         _check_environment()
     except PartplanError as exc:

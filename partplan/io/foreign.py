@@ -295,6 +295,9 @@ def read_dgl_assignment(path, n: int | None = None) -> np.ndarray:
         n = sum(1 for line in _read_bytes(txts[0], 1 << 34).splitlines() if line.strip())
     part = read_partition(txts[0], n)
     k = meta.get("num_parts")
+    if k is not None and (not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= (1 << 24)):
+        raise PartitionError(f"{p / 'partition_meta.json'}: field 'num_parts' must be an integer in [1, 2^24], "
+                             f"got {str(k)[:40]!r}")
     if k is not None and part.size and int(part.max()) >= int(k):
         raise PartitionError(f"{txts[0]}: part id {int(part.max())} >= num_parts = {k} of partition_meta.json")
     return part

@@ -81,7 +81,8 @@ _BAD_NAME_CHARS = re.compile(r"[/\\\x00-\x1f\x7f-\x9f:]")
 def plain_name_problem(name: str) -> str | None:
     """Why ``name`` (a string read from a file) cannot be used as a file name
     — None when it can. A plain name is 1..200 characters, holds no ``/``,
-    ``\\``, ``:``, NUL or other control character, no bidi override, does not start with ``.``
+    ``\\``, ``:``, NUL or other control character, no bidi override or lone
+    surrogate (not text: it cannot be encoded as a file name), does not start with ``.``
     or ``-`` (so it is never ``.``, ``..``, a hidden file or an option) and is
     not all blanks."""
     if not isinstance(name, str):
@@ -108,13 +109,15 @@ def plain_name(name, default: str = "graph") -> str:
     return s if s.strip() else default
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def printable(s: Any) -> str:
     """``str(s)`` with every control character (ANSI escapes, carriage
-    returns, newlines, bidi overrides) written as a backslash escape, so a
-    string from a file printed to a terminal is shown, never obeyed."""
+    returns, newlines, bidi overrides) and lone surrogate (an undecodable
+    byte of a file name, which no terminal encoding can print) written as a
+    backslash escape, so a string from a file or the command line printed to
+    a terminal is shown, never obeyed (as ``ls`` and git show names)."""
     s = str(s)
     if not _CONTROL.search(s):
         return s

@@ -179,3 +179,55 @@ def test_chunked_writer_in_a_read_only_folder_is_one_error(tmp_path, monkeypatch
     with pytest.raises(OutputPathError, match="g.chunks: directory .* is not writable .Read-only file system"):
         write_chunked(g, tmp_path / "g.chunks", chunks=2)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["g.plan"]
+
+
+# ----------------------------------------------------------------------------- the DGL reader's string fields
+def _dgl_export(tmp_path):
+    from partplan.interop.export import export_plan
+    g, plan = _plan(tmp_path)
+    return g, export_plan(plan, "dgl", tmp_path / "dgl")
+
+
+@pytest.mark.dist
+def test_hostile_dgl_strings_are_one_error_never_a_crash(tmp_path, cli_batch):
+    """Lone surrogates (not encodable as a file name or on a terminal), strings, infinities and
+    lists where DGL's config and partition_meta.json hold numbers. The process entry
+    (``python -m partplan``) leaves without C++ static destructors after the error line."""
+    import json
+    import shutil
+
+    from partplan.io import write_graph
+    g, out = _dgl_export(tmp_path)
+    write_graph(g, tmp_path / "g.mtx")
+    cfg = json.loads((out / "r.json").read_text())
+    cases = {}
+    for name, text in {"np_str": '{"num_parts": "abc"}', "np_inf": '{"num_parts": 1e999}',
+                       "np_sur": '{"num_parts": "\\ud800"}', "np_list": '{"num_parts": [1]}'}.items():
+        d = tmp_path / name
+        shutil.copytree(out / "partition_assignment", d)
+        (d / "partition_meta.json").write_text(text)
+        cases[name] = (d, "partition_meta.json", "num_parts")
+    for name, value in {"nm_sur": "\ud800.npy", "nm_esc": "\x1b[31m.npy"}.items():
+        d = tmp_path / name
+        shutil.copytree(out, d)
+        (d / "r.json").write_text(json.dumps(dict(cfg, node_map=value)))
+        cases[name] = (d, "r.json", "node_map")
+    res = cli_batch([["plan", tmp_path / "g.mtx", "--partition", d, "-o", tmp_path / f"{name}.plan"]
+                     for name, (d, _, _) in cases.items()], timeout=300)
+    for (name, (d, f, field)), (rc, _, err) in zip(cases.items(), res):
+        line = one_line(rc, err, 2, f, field)
+        assert "\x1b" not in err and "\ud800" not in err, (name, line)
+    d, _, _ = cases["np_inf"]
+    r = subprocess.run(PARTPLAN + ["plan", tmp_path / "g.mtx", "--partition", d, "-o", tmp_path / "x.plan"],
+                       capture_output=True, text=True, timeout=120)
+    one_line(r.returncode, r.stderr, 2, "partition_meta.json", "num_parts")
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".plan") == ["g.plan"]
+
+
+def test_printable_escapes_lone_surrogates_and_plain_names_refuse_them():
+    from partplan.errors import PlanError
+    from partplan.io.trust import plain_name_problem, printable
+    assert printable("a\udcffb") == "a\\udcffb"
+    assert plain_name_problem("\ud800.npy")
+    assert str(PlanError("x\udcff")) == "x\\udcff"
+    "".join(printable("\udcff")).encode("utf-8")     # printable on any UTF-8 terminal
