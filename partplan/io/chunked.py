@@ -366,6 +366,33 @@ def chunked_fingerprint(path, *, info: ChunkInfo | None = None) -> str:
     return h.hexdigest()
 
 
+def chunked_matrix_fingerprint(info: ChunkInfo, fingerprint: str) -> str:
+    """:attr:`Graph.matrix_fingerprint` of a chunked graph whose pattern
+    fingerprint is ``fingerprint`` (:func:`chunked_fingerprint`): the same
+    string for an unweighted graph or one whose values are all 1, else the
+    hash of that fingerprint and the values (little-endian float64, CSR order),
+    streamed in blocks of 4 MiB (one pass to see whether every value is 1,
+    a second to hash them)."""
+    if not info.weighted:
+        return fingerprint
+    step = _READ_BLOCK // 8
+
+    def blocks():
+        for c in info.chunks:
+            if c.data is None:
+                continue
+            for s in range(0, c.nnz, step):
+                yield _npy_slice(c.data, np.dtype("<f8"), c.nnz, s, min(step, c.nnz - s), "data")
+
+    if all(bool(np.all(b == 1.0)) for b in blocks()):
+        return fingerprint
+    h = hashlib.sha256(b"partplan-matrix-v1:")
+    h.update(fingerprint.encode())
+    for b in blocks():
+        h.update(np.asarray(b, dtype="<f8").tobytes())
+    return h.hexdigest()
+
+
 # ----------------------------------------------------------------------------- write
 def chunk_file_names(i: int) -> dict[str, str]:
     return {k: f"chunk-{i:05d}.{k}.npy" for k in ("indptr", "indices", "data")}

@@ -636,12 +636,13 @@ def manifest_fields(info: ChunkInfo, lay, programs: dict, stats: dict, stats_bac
                     bmode: str, sym_pattern: bool, fp: str, f: int, dtype, meta: dict | None) -> dict:
     """The manifest :func:`partplan.plan.build_plan` writes (less what the
     store adds) from its programs' JSON and the stats summaries."""
+    from ..io.chunked import chunked_matrix_fingerprint
     info_meta = dict(meta or {})
     m = {
         "format": FORMAT, "format_version": FORMAT_VERSION,
         "graph": {"fingerprint": fp, "name": info.name, "n": info.n, "nnz": info.nnz,
                   "directed": bool(info.directed), "symmetric": bool(sym_pattern),
-                  "weighted": bool(info.weighted), "source_fingerprint": fp},
+                  "weighted": bool(info.weighted), "source_fingerprint": chunked_matrix_fingerprint(info, fp)},
         "normalize": None,
         "k": lay.ranks, "ranks": lay.ranks, "row_blocks": lay.row_blocks,
         "layout": lay.spec, "layout_params": lay.params,

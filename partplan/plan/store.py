@@ -478,10 +478,10 @@ def source_matches(manifest: dict, graph) -> bool:
     ``manifest``: its :attr:`~partplan.graph.Graph.matrix_fingerprint`
     (pattern and values) is the manifest's ``graph.source_fingerprint``.
 
-    Plans that recorded only the pattern there (a chunked build, or a plan
-    written before the values were hashed) have ``source_fingerprint ==
-    fingerprint`` and no normalization; for them the pattern decides, unless
-    the plan is unweighted and ``graph`` carries values (another matrix)."""
+    Unnormalized plans written before the values were hashed recorded the
+    pattern there (``source_fingerprint == fingerprint``); for them the
+    pattern decides, unless the plan is unweighted and ``graph`` carries
+    values (another matrix)."""
     mg = manifest.get("graph", {})
     want = mg.get("source_fingerprint") or mg.get("fingerprint")
     if want is None:
