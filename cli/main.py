@@ -22,7 +22,8 @@ from partplan import __version__
 from partplan.errors import PartplanError
 
 # command modules, in --help order; a module absent from this install is skipped
-COMMANDS = ["analyze", "partition", "plan", "run", "train", "validate", "inspect", "export", "datasets", "convert", "bench",
+COMMANDS = ["analyze", "partition", "plan", "shares", "run", "train", "validate", "inspect", "export", "datasets",
+            "convert", "bench",
             "demo", "topology"]
 
 

@@ -1,0 +1,82 @@
+"""``partplan shares``: shares written from a .pt Data and from a chunked graph + data file hold the
+user's rows (checked against the Data itself); bad input is one line, exit 2, the plan unchanged."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torch_geometric")
+
+from partplan.cli.main import main  # noqa: E402
+
+
+def _run(capsys, *argv):
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.fixture()
+def pt(tmp_path):
+    from torch_geometric.data import Data
+    g = torch.Generator().manual_seed(4)
+    n = 60
+    ei = torch.randint(0, n, (2, 400), generator=g)
+    d = Data(edge_index=ei, num_nodes=n, x=torch.randn(n, 3, generator=g), y=torch.randint(0, 2, (n,), generator=g),
+             train_mask=torch.rand(n, generator=g) < 0.5, edge_attr=torch.randn(400, 4, generator=g))
+    torch.save(d, tmp_path / "d.pt")
+    return d, tmp_path / "d.pt"
+
+
+def test_shares_from_a_pt_data(pt, tmp_path, capsys):
+    from partplan.nn import LocalHalo
+    d, f = pt
+    plan = tmp_path / "d.plan"
+    assert _run(capsys, "partition", f, "-k", "3", "-o", plan, "-q")[0] == 0
+    rc, out, err = _run(capsys, "shares", plan, "--data", f, "--json")
+    assert rc == 0, err
+    rep = json.loads(out)
+    assert rep["node_fields"] == ["train_mask", "x", "y"] and rep["edge_fields"] == ["edge_attr"]
+    op = LocalHalo(plan)
+    for v, sh in zip(op.ranks, op.shares):
+        assert torch.equal(sh["node"]["x"], d.x[torch.from_numpy(v.local_ids)])
+        assert torch.equal(sh["edge"]["edge_attr"], d.edge_attr[v.edge_ids])
+
+
+def test_bad_input_is_one_line_and_the_plan_is_kept(pt, tmp_path, capsys):
+    from torch_geometric.data import Data
+    d, f = pt
+    plan = tmp_path / "d.plan"
+    assert _run(capsys, "partition", f, "-k", "2", "-o", plan, "-q")[0] == 0
+    before = (plan / "manifest.json").read_bytes()
+    other = tmp_path / "other.pt"
+    torch.save(Data(edge_index=torch.randint(0, 60, (2, 400)), num_nodes=60, x=torch.randn(60, 3)), other)
+    cases = [("--data", tmp_path / "missing.pt"), ("--data", other), ("--graph", tmp_path)]
+    for flag, val in cases:
+        rc, out, err = _run(capsys, "shares", plan, flag, val)
+        assert rc == 2 and err.count("\n") == 1 and err.startswith("partplan: error:"), (flag, val, err)
+        assert (plan / "manifest.json").read_bytes() == before
+    rc, _, err = _run(capsys, "shares", tmp_path / "nope.plan", "--data", f)
+    assert rc == 2 and "nope.plan" in err
+
+
+def test_shares_from_a_chunked_graph(tmp_path, capsys):
+    import partplan
+    from partplan.nn import LocalHalo
+    from partplan.nn.data import write_data
+    g = partplan.datasets.load("polblogs")
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((g.n, 2)).astype(np.float32)
+    split = rng.integers(0, 3, g.n)
+    write_data(tmp_path / "d.npz", x, rng.integers(0, 2, g.n), split == 0, split == 1, split == 2)
+    partplan.io.chunked.write_chunked(g, tmp_path / "g.chunked", chunks=4)
+    plan = tmp_path / "g.plan"
+    partplan.write_plan(partplan.build_plan(g, partplan.partition(g, 2, seed=0)), plan)
+    rc, out, err = _run(capsys, "shares", plan, "--graph", tmp_path / "g.chunked", "--features", tmp_path / "d.npz")
+    assert rc == 0, err
+    op = LocalHalo(plan)
+    for v, sh in zip(op.ranks, op.shares):
+        assert np.array_equal(sh["node"]["x"].numpy(), x[v.local_ids])
