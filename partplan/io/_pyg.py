@@ -83,6 +83,31 @@ def check_tensor_sizes(ei, n: int | None, w, src) -> None:
                      f"{e} edges", field="num_nodes" if what == "num_nodes" else "edge_index")
 
 
+def edge_index_array(data: Any, where: str | None = None) -> "np.ndarray":
+    """``edge_index`` of ``data`` (a PyG Data, a dict, or the tensor / array
+    itself) as an int64 numpy (2, E) array, checked BEFORE it is copied: a
+    dense (strided) tensor on a real device (a sparse tensor cannot become
+    numpy; a meta tensor claims storage it does not have, and copying it to
+    the CPU allocates all of it), integer ids, shape (2, E), E within the
+    memory budget. One GraphFormatError naming the field. What every entry
+    that takes a Data uses (``from_pyg``, ``plan_from_pyg``, the ``.pt``
+    reader, and ``partplan.nn.Halo``'s edge list)."""
+    import numpy as np
+    ei = _attr(data, "edge_index") if not hasattr(data, "shape") else data
+    if ei is None:
+        raise GraphFormatError(f"{type(data).__name__} has no edge_index", where, field="edge_index")
+    check_tensor_sizes(ei, 0, None, where)   # layout, device, dtype; n = 0: no max over the ids
+    shape = tuple(getattr(ei, "shape", ()))
+    if len(shape) != 2 or shape[0] != 2:
+        raise GraphFormatError(f"edge_index must have shape (2, E), got {shape}", where, field="edge_index")
+    from ._common import check_budget
+    check_budget(16 * int(shape[1]), where, f"edge_index of {int(shape[1])} edges", field="edge_index")
+    a = _numpy_of(ei)
+    if a.dtype.kind not in "iu":
+        raise GraphFormatError(f"edge_index must hold integer ids, got {a.dtype}", where, field="edge_index")
+    return a.astype(np.int64, copy=False)
+
+
 def from_pyg(data: Any, *, flow: Flow = "source_to_target", weight: str | None = None,
              name: str = "graph", source: str | os.PathLike | None = None) -> Graph:
     """The matrix ``A`` of a PyG ``Data`` (or anything with ``edge_index``).
