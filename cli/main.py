@@ -101,6 +101,43 @@ class _QuietStderr(io.TextIOBase):
         return False
 
 
+class _Escaping(io.TextIOBase):
+    """stdout / stderr while a command runs: every control character but the
+    newline and the tab (ANSI escapes, carriage returns, bidi overrides) and
+    every lone surrogate is written as a backslash escape
+    (:func:`partplan.io.trust.printable`'s rule), so a name from the command
+    line or a file is shown, never obeyed, wherever it is printed (``ls`` and
+    git show names the same way). partplan itself prints no control character."""
+
+    def __init__(self, real):
+        self.real = real
+
+    def write(self, text: str) -> int:
+        self.real.write(_escape_text(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self.real.flush()
+
+    def fileno(self) -> int:
+        return self.real.fileno()
+
+    def isatty(self) -> bool:
+        return self.real.isatty()
+
+    @property
+    def encoding(self):
+        return getattr(self.real, "encoding", "utf-8")
+
+
+def _escape_text(text: str) -> str:
+    from partplan.errors import _CONTROL
+    if not _CONTROL.search(text):
+        return text
+    return _CONTROL.sub(lambda mt: mt.group(0) if mt.group(0) in "\n\t"
+                        else mt.group(0).encode("unicode_escape").decode("ascii"), text)
+
+
 class _Terminated(BaseException):
     """SIGTERM / SIGHUP outside a launch (the launcher handles them while its
     workers run): unwinds like Ctrl-C, so temporary outputs are removed."""
@@ -141,7 +178,12 @@ def main(argv: list[str] | None = None) -> int:
     status. As the process's entry (``argv`` None: the console script,
     ``python -m partplan``) an error or an interrupt leaves through
     :func:`_exit_now`, after its one line is flushed."""
-    rc = _main(argv)
+    real_stdout, real_stderr = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Escaping(real_stdout), _Escaping(real_stderr)   # argparse's own messages too
+    try:
+        rc = _main(argv)
+    finally:
+        sys.stdout, sys.stderr = real_stdout, real_stderr
     if argv is None and rc not in (0, 1):
         _exit_now(rc)
     return rc
@@ -173,7 +215,7 @@ def _main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 1
-    real_stderr, quiet_env = sys.stderr, os.environ.get("PARTPLAN_QUIET")
+    real_stderr, quiet_env = sys.stderr, os.environ.get("PARTPLAN_QUIET")   # escaping already (main)
     if getattr(args, "quiet", False):
         os.environ["PARTPLAN_QUIET"] = "1"  # the compile notice; ranks started by the launcher inherit it
         sys.stderr = _QuietStderr(real_stderr)

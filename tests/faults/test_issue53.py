@@ -277,3 +277,37 @@ def test_sparse_or_meta_edge_index_through_halo(kind, tmp_path):
     partplan.plan_from_pyg(Data(edge_index=ei, num_nodes=4), 1, out=tmp_path / "p.plan")
     with pytest.raises(PartplanError, match="edge_index"):
         partplan.nn.LocalHalo(tmp_path / "p.plan", _bad_datas()[kind])
+
+
+# ----------------------------------------------------------------------------- terminal injection
+def test_output_names_with_escape_sequences_are_shown_escaped(tmp_path, capsys, monkeypatch):
+    from partplan.io import write_graph
+    g, _ = _plan(tmp_path)
+    write_graph(g, tmp_path / "g.mtx")
+    monkeypatch.chdir(tmp_path)
+    esc = "\x1b[31m"
+    cmds = [["partition", "g.mtx", "-k", 2, "-o", f"o{esc}.plan"],
+            ["partition", "g.mtx", "-k", 2, "--objective", f"x{esc}"],
+            ["plan", "g.mtx", "--partition", f"o{esc}.plan", "-o", f"p{esc}.plan"],
+            ["convert", "g.mtx", f"c{esc}.mtx"],
+            ["convert", "g.mtx", f"c{esc}.chunks", "--chunks", 2],
+            ["export", f"o{esc}.plan", "--to", "dgl", f"e{esc}"],
+            ["export", f"o{esc}.plan", "--to", "metis", f"m{esc}.part"],
+            ["inspect", f"missing{esc}.plan"]]
+    for argv in cmds:
+        rc, out, err = run_cli(argv, capsys)
+        assert rc == (2 if argv[0] == "inspect" or "--objective" in argv else 0), (argv, err)
+        assert "\x1b" not in out + err, (argv, out, err)
+        assert "\\x1b[31m" in out + err, (argv, out, err)
+    assert {p.name for p in tmp_path.iterdir()} >= {f"o{esc}.plan", f"p{esc}.plan", f"c{esc}.chunks", f"e{esc}"}
+
+
+def test_printed_lone_surrogates_never_raise(tmp_path, capsys, monkeypatch):
+    """A file name that is not UTF-8 (a lone surrogate after decoding) is printed escaped, not a traceback."""
+    from partplan.io import write_graph
+    g, _ = _plan(tmp_path)
+    write_graph(g, tmp_path / "g.mtx")
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = run_cli(["convert", "g.mtx", "c\udcff.mtx"], capsys)
+    assert rc == 0 and "c\\udcff.mtx" in out, (out, err)
+    (out + err).encode("utf-8")
