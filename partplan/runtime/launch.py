@@ -230,7 +230,11 @@ def launch(config: dict, nprocs: int, *, worker, timeout_s: float = 60.0, thread
                 e = dict(base, RANK=str(r), LOCAL_RANK=str(r), GROUP_RANK="0")
                 err = open(tmp / f"rank-{r}.err", "w+")
                 errs.append(err)
-                procs.append(start_worker([str(tmp / "config.json")], e, err))
+                try:
+                    procs.append(start_worker([str(tmp / "config.json")], e, err))
+                except (OSError, EOFError) as exc:   # no process could be started (fork refused, no memory)
+                    raise CommError(f"rank {r} could not be started ({exc}); the job's other ranks were "
+                                    f"stopped") from None
             deadline = time.monotonic() + 120 + 4 * timeout_s + float(config.get("deadline_s", 0))
             killed: set = set()
             stopped: set = set()

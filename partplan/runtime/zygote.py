@@ -172,8 +172,8 @@ def start_worker(argv: list[str], env: dict, out_file):
             worker = ForkedWorker(proc)
             _live.add(worker)
             return worker
-        except OSError:  # the fork server could not start or fork: a fresh interpreter instead
-            pass
+        except (OSError, EOFError):  # the fork server could not start or fork, or died while it forked
+            pass                     # (EOFError: unexpected EOF on its pipe): a fresh interpreter instead
     return subprocess.Popen([sys.executable, "-m", "partplan.runtime.worker", *argv], env=env,
                             stdout=out_file, stderr=subprocess.STDOUT, start_new_session=True)
 

@@ -311,3 +311,26 @@ def test_printed_lone_surrogates_never_raise(tmp_path, capsys, monkeypatch):
     rc, out, err = run_cli(["convert", "g.mtx", "c\udcff.mtx"], capsys)
     assert rc == 0 and "c\\udcff.mtx" in out, (out, err)
     (out + err).encode("utf-8")
+
+
+# ----------------------------------------------------------------------------- (a) the fork server dies at start
+def test_fork_server_dying_at_start_falls_back_to_a_fresh_interpreter(tmp_path, monkeypatch):
+    """``EOFError: unexpected EOF`` from multiprocessing's fork server (it died while forking a
+    rank) was a traceback of ``partplan plan --nprocs N``; the rank now starts as a fresh interpreter."""
+    from partplan.runtime import zygote
+    if not hasattr(zygote, "WorkerProcess"):
+        pytest.skip("no fork server on this platform")
+    started = []
+
+    def dies(self):
+        raise EOFError("unexpected EOF")
+
+    class FakePopen:
+        def __init__(self, argv, **kw):
+            started.append(argv)
+    monkeypatch.setattr(zygote, "_zygote_fits", lambda env: True)
+    monkeypatch.setattr(zygote.WorkerProcess, "start", dies)
+    monkeypatch.setattr(zygote.subprocess, "Popen", FakePopen)
+    with open(tmp_path / "rank-0.err", "w+") as err:
+        w = zygote.start_worker(["cfg.json"], dict(os.environ), err)
+    assert isinstance(w, FakePopen) and started and started[0][1:3] == ["-m", "partplan.runtime.worker"]
