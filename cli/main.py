@@ -87,7 +87,7 @@ class _QuietStderr(io.TextIOBase):
         *lines, self._buf = self._buf.split("\n")
         for line in lines:
             low = line.lower()
-            if "error" in low or "warning" in low or "traceback" in low:
+            if "error" in low or "warning" in low or "traceback" in low or low.startswith("partplan: interrupted"):
                 self.real.write(line + "\n")
         return len(text)
 

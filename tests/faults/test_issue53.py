@@ -334,3 +334,16 @@ def test_fork_server_dying_at_start_falls_back_to_a_fresh_interpreter(tmp_path, 
     with open(tmp_path / "rank-0.err", "w+") as err:
         w = zygote.start_worker(["cfg.json"], dict(os.environ), err)
     assert isinstance(w, FakePopen) and started and started[0][1:3] == ["-m", "partplan.runtime.worker"]
+
+
+def test_quiet_keeps_the_interrupted_line():
+    """``-q`` dropped the launcher's ``partplan: interrupted (SIGTERM); ...`` line: exit 143, no line."""
+    import io
+
+    from partplan.cli.main import _QuietStderr
+    real = io.StringIO()
+    q = _QuietStderr(real)
+    q.write("partplan: plan-build: starting 2 gloo processes ...\n")
+    q.write("partplan: interrupted (SIGTERM); the job's workers were stopped, nothing written\n")
+    assert real.getvalue().splitlines() == ["partplan: interrupted (SIGTERM); the job's workers were stopped, "
+                                            "nothing written"]
