@@ -1,4 +1,4 @@
-"""``partplan shares PLAN (--data D.pt | --graph G.chunked [--features D.npz])``: write each rank's
+"""``partplan shares PLAN (--data D.pt | --graph G.chunked [--node-data D.npz])``: write each rank's
 data share beside a 1D plan.
 
 Thin layer over :func:`partplan.nn.shares.write_shares` (what
@@ -14,7 +14,7 @@ is replaced atomically: a failure leaves it as it was.
 Examples::
 
     partplan shares g.plan --data data.pt
-    partplan shares r20.plan --graph r20.chunked --features r20-data.npz --json
+    partplan shares r20.plan --graph r20.chunked --node-data r20-data.npz --json
 """
 from __future__ import annotations
 
@@ -30,14 +30,14 @@ def register(subparsers) -> None:
                     "incoming edges (Halo's indexing, edge ids, edge fields) and its halo rows' in-degrees, "
                     "checksummed in the manifest like the plan's shards.",
         epilog="examples:\n  partplan shares g.plan --data data.pt\n"
-               "  partplan shares r20.plan --graph r20.chunked --features r20-data.npz",
+               "  partplan shares r20.plan --graph r20.chunked --node-data r20-data.npz",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("plan", metavar="PLAN", help="a 1D plan directory of the same graph")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--data", metavar="D.pt", help="a PyG Data saved with torch.save (edge_index, x, y, masks, "
                                                     "edge_attr, any node or edge field)")
     src.add_argument("--graph", metavar="DIR", help="a chunked graph directory (partplan convert --chunks)")
-    p.add_argument("--features", metavar="D.npz", help="with --graph: the node data file (x, y, masks) read by rows")
+    p.add_argument("--node-data", metavar="D.npz", help="with --graph: the node data file (x, y, masks) read by rows")
     p.add_argument("--json", action="store_true", help="print what was written as JSON")
     p.set_defaults(func=run)
 
@@ -47,8 +47,8 @@ def run(args) -> int:
     from partplan.io.trust import printable
     from partplan.nn.shares import write_shares
     from partplan.plan.store import Progress, read_manifest
-    if args.features and not args.graph:
-        raise OptionError("--features goes with --graph (a .pt Data carries its own node fields)")
+    if args.node_data and not args.graph:
+        raise OptionError("--node-data goes with --graph (a .pt Data carries its own node fields)")
     read_manifest(args.plan)   # a plan, checked before any data is read
     progress = None if getattr(args, "quiet", False) else Progress(sys.stderr)
     if args.data:
@@ -59,7 +59,7 @@ def run(args) -> int:
                               f"(node fields with their graph)")
         write_shares(args.plan, data, progress=progress)
     else:
-        write_shares(args.plan, graph=args.graph, features=args.features, progress=progress)
+        write_shares(args.plan, graph=args.graph, features=args.node_data, progress=progress)
     m = read_manifest(args.plan)
     sh = m["shares"]
     rep = {"plan": str(args.plan), "ranks": m["ranks"], "edges": sh["edges"],

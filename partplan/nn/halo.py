@@ -154,16 +154,17 @@ def _gather_id(m: dict) -> str:
 
 
 def _edge_array(edge_index) -> np.ndarray:
-    ei = getattr(edge_index, "edge_index", edge_index)  # a PyG Data
-    if ei is None:
+    """The user's ``edge_index`` (a tensor, an array or a PyG Data) as int64 numpy (2, E), checked before
+    it is copied (:func:`partplan.io._pyg.edge_index_array`: a sparse or meta tensor, float ids, a wrong
+    shape or a size past the memory budget is one PlanError)."""
+    from ..errors import GraphFormatError
+    from ..io._pyg import edge_index_array
+    if getattr(edge_index, "edge_index", 0) is None:
         raise PlanError("Halo: the graph has no edge_index")
-    if isinstance(ei, torch.Tensor):
-        ei = ei.detach().cpu().numpy()
-    ei = np.asarray(ei)
-    if ei.ndim != 2 or ei.shape[0] != 2 or ei.dtype.kind not in "iu":
-        raise PlanError(f"Halo: edge_index must be an integer array of shape (2, E), got "
-                        f"{ei.dtype} {tuple(ei.shape)}")
-    return ei.astype(np.int64, copy=False)
+    try:
+        return edge_index_array(edge_index, "Halo")
+    except GraphFormatError as exc:
+        raise PlanError(str(exc)) from None
 
 
 def _local_edges(name: str, edge_index, n: int, local_ids, halo_ids, rank: int):

@@ -204,16 +204,15 @@ class _DataSource(_Source):
     """A PyG Data in memory: edges grouped by the target's rank once (stable: edge ids ascending)."""
 
     def __init__(self, data, n: int, part: np.ndarray):
-        from ..io._pyg import check_tensor_sizes
-        from ..graph import _numpy_of
+        from ..errors import GraphFormatError
+        from ..io._pyg import edge_index_array
         ei = getattr(data, "edge_index", None) if not isinstance(data, dict) else data.get("edge_index")
         if ei is None:
             raise PlanError("the data has no edge_index")
-        check_tensor_sizes(ei, n, None, None)
-        ei = np.asarray(_numpy_of(ei))
-        if ei.ndim != 2 or ei.shape[0] != 2 or ei.dtype.kind not in "iu":
-            raise PlanError(f"edge_index must be integers of shape (2, E), got {ei.dtype} {tuple(ei.shape)}")
-        ei = ei.astype(np.int64, copy=False)
+        try:
+            ei = edge_index_array(ei, "shares")
+        except GraphFormatError as exc:
+            raise PlanError(str(exc)) from None
         if ei.size and (ei.min() < 0 or ei.max() >= n):
             raise PlanError(f"edge_index holds vertex ids outside 0..{n - 1} (the plan's graph has {n} vertices)")
         self.n, self.e = n, int(ei.shape[1])

@@ -75,7 +75,7 @@ def test_shares_from_a_chunked_graph(tmp_path, capsys):
     partplan.io.chunked.write_chunked(g, tmp_path / "g.chunked", chunks=4)
     plan = tmp_path / "g.plan"
     partplan.write_plan(partplan.build_plan(g, partplan.partition(g, 2, seed=0)), plan)
-    rc, out, err = _run(capsys, "shares", plan, "--graph", tmp_path / "g.chunked", "--features", tmp_path / "d.npz")
+    rc, out, err = _run(capsys, "shares", plan, "--graph", tmp_path / "g.chunked", "--node-data", tmp_path / "d.npz")
     assert rc == 0, err
     op = LocalHalo(plan)
     for v, sh in zip(op.ranks, op.shares):

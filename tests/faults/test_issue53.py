@@ -263,8 +263,6 @@ def test_sparse_or_meta_edge_index_is_one_error_through_every_entry(kind, tmp_pa
     one_line(rc, err, 2, "d.pt", "edge_index", word)
 
 
-@pytest.mark.xfail(reason="partplan/nn/halo.py (_edge_array) is another engineer's file: it must call "
-                          "partplan.io._pyg.edge_index_array instead of .cpu().numpy()", strict=False)
 @pytest.mark.parametrize("kind", ["sparse", "meta"])
 def test_sparse_or_meta_edge_index_through_halo(kind, tmp_path):
     import torch

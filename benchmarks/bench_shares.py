@@ -1,0 +1,225 @@
+#!/usr/bin/env python
+"""Training past one machine's memory: per-rank shares against the whole graph on every process.
+
+Set-up (cached in ``--workdir``): R-MAT ``scale`` (edge factor 16, symmetrized, no self loops) as a
+chunked graph; a node data file with ``f`` float32 features, labels and masks (``np.savez``,
+memory-mappable rows); a 1D plan of ``p`` ranks (METIS's partition of the graph).
+
+Measured, each in a fresh process (peak RSS = ``VmHWM``; "above baseline" subtracts the RSS the
+process had once torch, PyG and, for the ranks, the gloo process group were up):
+
+1. **write** — ``write_shares(plan, graph=chunked, features=data)``: peak above baseline against the
+   largest share file (goal ≤ 1.5: one share plus one chunk).
+2. **single** — the loop on one process holding the whole graph (``edge_index`` of every edge) and
+   every feature row: ``relu(Linear(f, h)(x))``, then ``SAGEConv(h, c)`` over every edge, cross
+   entropy over the training rows, Adam; ``--epochs`` epochs.
+3. **ranks** — the same loop on p gloo processes, each building ``partplan.nn.Halo(plan)`` from its
+   share alone (``op(h)`` appends the halo rows); per rank: peak above baseline, its ratio to the
+   single process's (goal ≤ 0.35 at p = 4), and the median epoch time.
+
+Usage::
+
+    python benchmarks/bench_shares.py --scale 20 --f 256 --p 4 --workdir /tmp/shares [--json out.json]
+
+Ratios only: the absolute figures depend on the machine (4 processes on 2 cores time the scheduler).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HIDDEN, CLASSES = 16, 4
+
+
+def _mib(b: int) -> float:
+    return b / 2 ** 20
+
+
+def setup(work: Path, scale: int, f: int, p: int, chunks: int) -> dict:
+    """The chunked graph, the data file and the plan (made once; reused when present)."""
+    import partplan
+    from partplan.datasets.chunked_gen import rmat_chunked
+    from partplan.io.chunked import chunk_info, read_chunked
+    from partplan.nn.data import write_data
+    work.mkdir(parents=True, exist_ok=True)
+    g_path, d_path, plan = work / f"rmat{scale}.chunked", work / f"rmat{scale}-f{f}.npz", work / f"rmat{scale}-p{p}.plan"
+    if not g_path.exists():
+        rmat_chunked(scale, 16, seed=0, path=g_path, chunks=chunks)
+    n = chunk_info(g_path).n
+    if not d_path.exists():
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal((n, f), dtype=np.float32)
+        y = rng.integers(0, CLASSES, n)
+        split = rng.integers(0, 10, n)
+        write_data(d_path, x, y, split < 6, split == 6, split >= 7)
+        del x
+    if not (plan / "manifest.json").exists():
+        g = read_chunked(g_path)
+        part = partplan.partition(g, p, backend="metis", seed=0)
+        partplan.write_plan(partplan.build_plan(g, part), plan)
+        del g
+    return {"graph": g_path, "data": d_path, "plan": plan, "n": n, "nnz": int(chunk_info(g_path).nnz)}
+
+
+# ----------------------------------------------------------------------------- measured processes
+def _write(plan, graph, data) -> dict:
+    from partplan._process import current_rss_bytes, peak_rss_bytes, reset_peak
+    import torch  # noqa: F401 - the baseline includes what a rank imports
+    from partplan.nn.shares import write_shares
+    from partplan.plan.store import read_manifest
+    base = current_rss_bytes()
+    reset_peak()
+    t0 = time.perf_counter()
+    write_shares(plan, graph=graph, features=data)
+    wall = time.perf_counter() - t0
+    m = read_manifest(plan)
+    return {"peak_above_baseline": peak_rss_bytes() - base, "wall_s": wall,
+            "largest_share": max(e["bytes"] for e in m["shares"]["files"])}
+
+
+def _model(f: int):
+    import torch
+    from torch_geometric.nn import SAGEConv
+    torch.manual_seed(0)
+    return torch.nn.Linear(f, HIDDEN), SAGEConv(HIDDEN, CLASSES)
+
+
+def _single(graph, data, f: int, epochs: int) -> dict:
+    import torch
+    import torch.nn.functional as F
+    import torch_geometric  # noqa: F401
+    from partplan._process import current_rss_bytes, peak_rss_bytes, reset_peak
+    from partplan.io.chunked import read_chunked
+    base = current_rss_bytes()
+    reset_peak()
+    g = read_chunked(graph)                       # the whole graph: edge (source j -> target i) for A[i, j]
+    ei = torch.from_numpy(np.vstack([np.asarray(g.indices, dtype=np.int64),
+                                     np.repeat(np.arange(g.n, dtype=np.int64), np.diff(g.indptr))]))
+    del g
+    d = np.load(data)
+    x, y, train = torch.from_numpy(np.array(d["x"])), torch.from_numpy(d["y"]), torch.from_numpy(d["train_mask"])
+    lin, conv = _model(f)
+    opt = torch.optim.Adam(list(lin.parameters()) + list(conv.parameters()), lr=0.01)
+    times = []
+    for _ in range(epochs):
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        z = conv(lin(x).relu(), ei)
+        F.cross_entropy(z[train], y[train]).backward()
+        opt.step()
+        times.append(time.perf_counter() - t0)
+    return {"peak_above_baseline": peak_rss_bytes() - base, "epoch_s": float(np.median(times))}
+
+
+def _rank(rank: int, world: int, port: int, plan: str, f: int, epochs: int, out: str) -> None:
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    import torch_geometric  # noqa: F401
+    from partplan._process import current_rss_bytes, peak_rss_bytes, reset_peak
+    torch.set_num_threads(1)
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo")
+    import partplan.nn
+    base = current_rss_bytes()
+    reset_peak()
+    op = partplan.nn.Halo(plan, timeout=600)
+    lin, conv = _model(f)
+    params = list(lin.parameters()) + list(conv.parameters())
+    opt = torch.optim.Adam(params, lr=0.01)
+    times = []
+    for _ in range(epochs):
+        dist.barrier()
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        z = conv(op(lin(op.x).relu()), op.edge_index)[:op.num_local]
+        partplan.nn.global_mean(F.cross_entropy(z, op.y, reduction="none"), op.train_mask).backward()
+        for prm in params:                         # summed gradients: the single process's
+            dist.all_reduce(prm.grad)
+        opt.step()
+        times.append(time.perf_counter() - t0)
+    Path(out).write_text(json.dumps({"rank": rank, "peak_above_baseline": peak_rss_bytes() - base,
+                                     "epoch_s": float(np.median(times)), "local": op.num_local,
+                                     "halo": int(op.halo_ids.size), "edges": int(op.edge_ids.numel())}))
+    dist.destroy_process_group()
+
+
+def _child(kind: str, args: list[str]) -> dict:
+    r = subprocess.run([sys.executable, __file__, "--child", kind, *args], capture_output=True, text=True)
+    if r.returncode:
+        raise SystemExit(f"{kind} failed:\n{r.stderr[-3000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scale", type=int, default=16)
+    ap.add_argument("--f", type=int, default=64, help="float32 features per vertex")
+    ap.add_argument("--p", type=int, default=4, help="ranks")
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--chunks", type=int, default=16)
+    ap.add_argument("--workdir", default="/tmp/partplan-bench-shares")
+    ap.add_argument("--json", help="write the figures as JSON here")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.child == "write":
+        print(json.dumps(_write(*a.rest)))
+        return 0
+    if a.child == "single":
+        print(json.dumps(_single(a.rest[0], a.rest[1], int(a.rest[2]), int(a.rest[3]))))
+        return 0
+    if a.child == "ranks":
+        import torch.multiprocessing as mp
+        plan, f, epochs, p, tmp = a.rest[0], int(a.rest[1]), int(a.rest[2]), int(a.rest[3]), a.rest[4]
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        procs = [mp.get_context("spawn").Process(target=_rank, args=(r, p, port, plan, f, epochs,
+                                                                   f"{tmp}/rank{r}.json")) for r in range(p)]
+        for pr in procs:
+            pr.start()
+        for pr in procs:
+            pr.join()
+        if any(pr.exitcode for pr in procs):
+            raise SystemExit("a rank failed")
+        print(json.dumps([json.loads(Path(f"{tmp}/rank{r}.json").read_text()) for r in range(p)]))
+        return 0
+    work = Path(a.workdir)
+    t0 = time.perf_counter()
+    s = setup(work, a.scale, a.f, a.p, a.chunks)
+    print(f"set-up: R-MAT {a.scale} ({s['n']:,} vertices, {s['nnz']:,} nonzeros), {a.f} float32 features "
+          f"({_mib(s['n'] * a.f * 4):,.0f} MiB), plan of {a.p} ranks ({time.perf_counter() - t0:.0f} s)", flush=True)
+    w = _child("write", [str(s["plan"]), str(s["graph"]), str(s["data"])])
+    print(f"write shares: peak {_mib(w['peak_above_baseline']):,.0f} MiB above baseline, largest share "
+          f"{_mib(w['largest_share']):,.0f} MiB: {w['peak_above_baseline'] / w['largest_share']:.2f}x one share "
+          f"({w['wall_s']:.1f} s)", flush=True)
+    one = _child("single", [str(s["graph"]), str(s["data"]), str(a.f), str(a.epochs)])
+    print(f"single process: peak {_mib(one['peak_above_baseline']):,.0f} MiB above baseline, epoch "
+          f"{one['epoch_s']:.2f} s", flush=True)
+    ranks = _child("ranks", [str(s["plan"]), str(a.f), str(a.epochs), str(a.p), str(work)])
+    print(f"{'rank':>4} {'local':>9} {'halo':>9} {'edges':>11} {'peak MiB':>9} {'vs single':>9} {'epoch s':>8}")
+    for r in ranks:
+        print(f"{r['rank']:>4} {r['local']:>9,} {r['halo']:>9,} {r['edges']:>11,} "
+              f"{_mib(r['peak_above_baseline']):>9,.0f} {r['peak_above_baseline'] / one['peak_above_baseline']:>9.3f} "
+              f"{r['epoch_s']:>8.2f}")
+    worst = max(r["peak_above_baseline"] for r in ranks) / one["peak_above_baseline"]
+    print(f"largest rank peak / single-process peak: {worst:.3f} (goal <= 0.35 at p = 4); writer: "
+          f"{w['peak_above_baseline'] / w['largest_share']:.2f}x one share (goal <= 1.5)")
+    if a.json:
+        Path(a.json).write_text(json.dumps({"scale": a.scale, "f": a.f, "p": a.p, "n": s["n"], "nnz": s["nnz"],
+                                            "write": w, "single": one, "ranks": ranks,
+                                            "worst_rank_vs_single": worst}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
