@@ -30,7 +30,7 @@ import torch
 from ..runtime.interpreter import PHASES, Executor
 from ..runtime.ops import NumpyOps
 
-__all__ = ["PlanExchange", "PlanSpMM", "DistGCN", "glorot_"]
+__all__ = ["PlanExchange", "PlanSpMM", "DistGCN", "glorot_", "captured_epoch"]
 
 
 class PlanExchange:
@@ -175,3 +175,50 @@ class DistGCN(torch.nn.Module):
                 if self.training and self.dropout > 0:
                     h = apply_dropout(h, ids, self.dropout, (self.seed * 1_000_003 + epoch * 101 + layer) % (1 << 62))
         return h
+
+
+def captured_epoch(model: DistGCN, exchange: PlanExchange, ax: list, ids: list, targets: list, opt, *, rtol=None):
+    """One training epoch (zero grads, forward, mean cross-entropy over the local
+    rows, backward, optimizer step) as ``step() -> loss`` (a 0-dim tensor on the
+    device: reading it is the caller's one copy). The first call runs eagerly
+    (it makes the optimizer's state); later ones replay one CUDA graph
+    (:class:`partplan.runtime.capture.Captured`) where the epoch's shapes are
+    static and nothing leaves the device: a CUDA device, one rank in a LocalComm
+    (no byte counter to advance), dropout 0 or eval mode (the masks change per
+    epoch), an optimizer made with ``capturable=True``. Otherwise, or when the
+    capture fails, every call is eager (``step.cap.reason`` says why)."""
+    from ..runtime.capture import Captured
+    from ..runtime.comm import LocalComm
+    dev = ax[0].device
+    n = sum(int(t.numel()) for t in targets)
+    loss_buf = torch.zeros((), dtype=ax[0].dtype, device=dev)
+
+    def body():
+        opt.zero_grad(set_to_none=False)
+        outs = model(exchange, ax, ids)
+        loss = sum(torch.nn.functional.cross_entropy(o, t, reduction="sum") for o, t in zip(outs, targets)) / n
+        loss.backward()
+        opt.step()
+        loss_buf.copy_(loss.detach())
+    comm = exchange.ex.comm
+    static = (dev.type == "cuda" and isinstance(comm, LocalComm) and comm.world == 1
+              and (model.dropout == 0 or not model.training)
+              and all(g.get("capturable", False) for g in opt.param_groups))
+    tol = (1e-5 if ax[0].dtype == torch.float32 else 1e-12) if rtol is None else rtol
+    cap = Captured(body, dev, enabled=None if static else False, rtol=tol,
+                   state=lambda: list(model.parameters()) + [loss_buf] + [
+                       t for st in opt.state.values() for t in st.values() if torch.is_tensor(t)],
+                   outputs=lambda: [loss_buf, *model.parameters()])
+    if not static and cap.reason is None:
+        cap.reason = "eager: the epoch is not static (dropout, a multi-rank comm, or a non-capturable optimizer)"
+    calls = [0]
+
+    def step():
+        if calls[0] == 0:
+            body()
+        else:
+            cap()
+        calls[0] += 1
+        return loss_buf
+    step.cap = cap
+    return step

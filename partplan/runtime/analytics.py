@@ -106,31 +106,71 @@ def pagerank_parts(manifest: dict, shards, comm, *, damping: float = 0.85, tol: 
     x = [X.full(i.size, 1.0 / n, "float64") for i in ids]
     pred = int(manifest_volume(manifest, prog).sum()) * 8
     records = []
+    # per iteration one device → host copy (torch kernels): the L1 change (the stop test) and the
+    # dangling mass of the new vector (the next iteration's teleport term), then one world sum
+    dsum = _world_sum(comm, [np.array([v]) for v in X.host_scalars([X.masked_sum(xi, d)
+                                                                    for xi, d in zip(x, dang)])])[0]
+    step = _captured_pagerank(ex, prog, ops, X, comm, x, dang, inv, pos_out, damping, n)
     for it in range(1, max_iter + 1):
         t0 = time.perf_counter()
         sent0 = int(comm.sent_bytes.sum())
-        y = ex.run(prog, [X.to_ops(ops, xi * vi) for xi, vi in zip(x, inv)])
-        dsum = _world_sum(comm, [np.array([float(xi[d].sum())]) for xi, d in zip(x, dang)])[0]
-        new = []
-        for i, yi in enumerate(y):
-            a = X.zeros(ids[i].size, "float64")
-            a[pos_out[i]] = X.from_ops(ops, yi)
-            new.append(damping * (a + dsum / n) + (1.0 - damping) / n)
+        if step is not None:  # one CUDA graph per iteration (p = 1 on CUDA): x updated in place
+            step()
+            sc = step.scalars.tolist()
+            new = x
+        else:
+            y = ex.run(prog, [X.to_ops(ops, xi * vi) for xi, vi in zip(x, inv)])
+            new = []
+            for i, yi in enumerate(y):
+                a = X.zeros(ids[i].size, "float64")
+                a[pos_out[i]] = X.from_ops(ops, yi)
+                new.append(damping * (a + dsum / n) + (1.0 - damping) / n)
+            sc = X.host_scalars([v for a, b, d in zip(new, x, dang) for v in (X.l1_dev(a, b), X.masked_sum(a, d))])
         meas = int(comm.sent_bytes.sum()) - sent0
-        tot = _world_sum(comm, [np.array([X.l1(a, b), meas if i == 0 else 0])
-                                for i, (a, b) in enumerate(zip(new, x))])
+        tot = _world_sum(comm, [np.array([sc[2 * i], meas if i == 0 else 0, sc[2 * i + 1]])
+                                for i in range(len(new))])
         if not np.isfinite(tot[0]):  # every rank sees the same sum
             raise PlanError(f"PageRank iteration {it}: the L1 change is not finite (a non-finite value: overflow "
                             f"in A^T D^-1 x)")
-        x = new
+        x, dsum = new, tot[2]
         records.append({"iteration": it, "l1_change": float(tot[0]), "bytes": pred,
                         "bytes_measured": int(tot[1]), "time_s": time.perf_counter() - t0})
         if progress:
             progress(f"iteration {it}: L1 change {tot[0]:.3e}")
         if tot[0] < n * tol:
-            return ids, [X.host(v) for v in x], records
+            return ids, [X.host(v).copy() for v in x], records
     raise ConvergenceError(f"PageRank did not converge in {max_iter} iterations (L1 change "
                            f"{records[-1]['l1_change']:.3e} >= n·tol = {n * tol:.3e})")
+
+
+def _captured_pagerank(ex, prog, ops, X, comm, x, dang, inv, pos_out, damping, n):
+    """PageRank's iteration as one CUDA graph (:class:`~.capture.Captured`) where
+    its shapes are static and nothing leaves the device: torch kernels on a
+    CUDA device, one rank in a LocalComm (no collective to count). The step
+    updates ``x[0]`` in place and writes [L1 change, dangling mass of the new
+    vector] into ``step.scalars``; the iteration is the eager one's, op for op
+    (the teleport term reads the dangling mass on the device). None elsewhere
+    (the eager loop)."""
+    from .comm import LocalComm
+    if X.name != "torch" or KT.device_type(X.device) != "cuda" or len(x) != 1 or not isinstance(comm, LocalComm):
+        return None
+    import torch
+
+    from .capture import Captured
+    xs, dg, iv, po = x[0], dang[0], inv[0], pos_out[0]
+    scalars = torch.zeros(2, dtype=torch.float64, device=xs.device)
+
+    def body():
+        y = ex.run(prog, [X.to_ops(ops, xs * iv)])
+        a = torch.zeros_like(xs)
+        a[po] = X.from_ops(ops, y[0])
+        new = damping * (a + X.masked_sum(xs, dg) / n) + (1.0 - damping) / n
+        scalars[0] = X.l1_dev(new, xs)
+        scalars[1] = X.masked_sum(new, dg)
+        xs.copy_(new)
+    step = Captured(body, xs.device, state=[xs, scalars], outputs=lambda: [xs, scalars])
+    step.scalars = scalars
+    return step
 
 
 def _families(rgs) -> list[str]:

@@ -202,6 +202,7 @@ class BfsEngine:
             o = np.argsort(rg.ids, kind="stable")
             self.pos.append((rg.ids[o], o))
         self.balancer = None  # a partplan.runtime.steal.Balancer: frontier stealing on 1D top-down levels
+        self.level_hook = None  # called as hook(depth, direction) when a level starts, hook(depth, "done") after
 
     def _own(self, i: int, v: int) -> int:
         ids, o = self.pos[i]
@@ -299,129 +300,168 @@ class BfsEngine:
         """The torch path's buffers, made once per engine: per local rank the state
         (visited, parent, level), the frontier over the ext columns (own, then
         ghosts: the exchange writes the ghost part, bottom-up reads it whole),
-        a candidate scratch, and the figure weights float64[4, nl] (1, out-degree,
-        CSC column length, CSR row length of every own vertex: one product with
-        the new rows' 0/1 vector gives a level's new count, scout count, next
-        top-down edges, and the in-edges leaving the unvisited set — integer
-        sums, exact in float64), with a host copy. ``parent`` holds int64 max,
-        not −1, for unreached vertices (a level updates it by a minimum)."""
+        a candidate scratch, and the figure weights float64[8, nl] (1, out-degree,
+        CSC column length, CSR row length, then per later bottom-up round of
+        :data:`~.kernels.torchk.BU_CHUNKS` whether the row takes part and its
+        edges in the round: one product with the new rows' 0/1 vector gives a
+        level's new count, scout count, next top-down own edges and what leaves
+        the bottom-up rounds' sizes — integer sums, exact in float64), with a host
+        copy. Also per step of the expand chain and peer the prefix sums of the
+        CSC column lengths of the rows the peer sends, largest first (``tops``:
+        the top-down bound of the ghost columns' edges from the counts alone).
+        ``parent`` holds int64 max, not −1, for unreached vertices (a level
+        updates it by a minimum)."""
         if getattr(self, "_tstate", None) is not None:
             return self._tstate
         import torch
+
+        from .kernels.torchk import BU_CHUNKS, bu_rounds
         dev = self.X.device
         st = []
         for i, rg in enumerate(self.rgs):
             clen = np.diff(rg.cindptr)
             rlen = np.diff(rg.indptr)
-            w = np.stack([np.ones(rg.nl, np.int64), self.outdeg[i], clen[:rg.nl], rlen]).astype(np.int64)
+            rows = [np.ones(rg.nl, np.int64), self.outdeg[i], clen[:rg.nl], rlen]
+            for lo, c in bu_rounds():
+                rows += [rlen > lo, np.clip(rlen - lo, 0, c) if c is not None else np.maximum(rlen - lo, 0)]
+            w = np.stack(rows).astype(np.int64)
+            tops, base = [], rg.nl
+            for sg in rg.steps:
+                per = []
+                for j in range(sg.recv_counts.size):
+                    c = np.sort(clen[base + sg.recv_off[j]:base + sg.recv_off[j + 1]])[::-1]
+                    per.append(np.concatenate([[0], np.cumsum(c)]).astype(np.int64))
+                tops.append(per)
+                base += sg.nrecv
+            s0 = rg.steps[0] if rg.steps else None
             st.append(dict(visited=torch.zeros(rg.nl, dtype=torch.bool, device=dev),
                            parent=torch.empty(rg.nl, dtype=torch.int64, device=dev),
                            level=torch.full((rg.nl,), -1, dtype=torch.int64, device=dev),
                            fext=torch.zeros(rg.next_, dtype=torch.bool, device=dev),
                            best=torch.empty(rg.nrows, dtype=torch.int64, device=dev),
-                           w=self.X.asarray(w, "float64"), w_host=w,
-                           gclen=self.X.asarray(clen[rg.nl:].astype(np.int64)),
+                           w=self.X.asarray(w, "float64"), w_host=w, tops=tops,
+                           s0=None if s0 is None else s0.on(dev),
+                           zero1=torch.zeros(1, dtype=torch.int64, device=dev),
                            silent=all(sg.silent for sg in rg.steps)))
+        assert len(BU_CHUNKS) >= 1
         self._tstate = st
         return st
 
     def _search_torch(self, root: int) -> BfsResult:
         """:meth:`search` for the torch kernels on a 1D / routed plan with no
         balancer: the same levels, records and result, with the state in
-        per-engine device buffers and one device → host copy of the level's
-        figures (plus the exchange's counts, one copy of the ghost frontier's
-        size on a top-down level with ghosts, one per later bottom-up round)."""
+        per-engine device buffers and, per level, **one** device → host copy
+        (a routed chain: one more per later step of the chain) — the level's
+        figures (new frontier size, scout count, the sizes the next level's
+        kernels need, the next exchange's flag counts per peer), from which
+        the host decides direction and termination and knows every shape of
+        the next level. The kernels of a level are a fixed number of launches
+        (per local rank and peer, whatever the frontier or the degrees):
+        top-down pads its edge ranges to a bound known on the host
+        (:meth:`~.kernels.torchk.TorchKernels.top_down_b`), bottom-up sizes its
+        rounds from the host's running figures."""
         import torch
 
         from .kernels.torchk import BIG as KT_BIG
+        from .traversal import ExchangeStats, exchange_chain_counted
         comm, rgs, X = self.comm, self.rgs, self.X
         S = self._torch_state()
         loc = range(len(rgs))
-        # host counters per local rank: own frontier size and its CSC edges, unvisited rows and their in-edges
-        nf_own, own_e, unv, unv_e = [], [], [], []
+        nw = S[0]["w_host"].shape[0] if S else 0
+        # host figures per local rank: own frontier size and its CSC edges, then per unvisited set
+        # [rows, in-edges, (rows, edges) per later bottom-up round]; the first step's counts per peer
+        nf_own, own_e, unvis, counts0 = [], [], [], []
         deg_root = []
         for i in loc:
-            s = S[i]
+            s, rg = S[i], rgs[i]
             s["visited"].zero_()
             s["parent"].fill_(KT_BIG)
             s["level"].fill_(-1)
             s["fext"].zero_()
             k = self._own(i, root)
             w = s["w_host"]
-            unv.append(rgs[i].nl)
-            unv_e.append(int(w[3].sum()))
+            u = w[[0, 3] + list(range(4, nw))].sum(axis=1)
+            c0 = np.zeros(rg.steps[0].send_counts.size if rg.steps else 0, dtype=np.int64)
             if k >= 0:
                 s["visited"][k] = True
                 s["fext"][k] = True
                 s["parent"][k], s["level"][k] = root, 0
                 nf_own.append(1)
                 own_e.append(int(w[2, k]))
-                unv[i] -= 1
-                unv_e[i] -= int(w[3, k])
+                u = u - w[[0, 3] + list(range(4, nw)), k]
                 deg_root.append(float(w[1, k]))
+                if rg.steps:
+                    sg = rg.steps[0]
+                    hits = np.flatnonzero(sg.idx == k)
+                    np.add.at(c0, np.searchsorted(sg.send_off, hits, side="right") - 1, 1)
             else:
                 nf_own.append(0)
                 own_e.append(0)
                 deg_root.append(0.0)
+            unvis.append([int(x) for x in u])
+            counts0.append(c0)
         silent = all(s["silent"] for s in S)
+        hook = self.level_hook
         comm.barrier()
         t0 = time.perf_counter()
         sched = _Schedule(self, float(world_sum(comm, [np.array([d]) for d in deg_root])[0]))
         records: list[Level] = []
-        from .traversal import ExchangeStats
         while sched.nf > 0:
             tl = time.perf_counter()
             cur, depth, nf = sched.next(), sched.depth, sched.nf
+            if hook is not None:
+                hook(depth, cur)
             sent0 = int(comm.sent_bytes.sum())
+            gcnt, gbound = [0] * len(rgs), [0] * len(rgs)
             if silent:  # no (rank, peer) pair at all (one rank): no exchange, no ghost
                 st = ExchangeStats()
             else:
-                ghost, _, st = exchange_chain(comm, [rg.steps for rg in rgs], [S[i]["fext"][:rg.nl]
-                                                                              for i, rg in enumerate(rgs)],
-                                              None, what=f"BFS level {depth}")
+                ghost, st, recv = exchange_chain_counted(
+                    comm, [rg.steps for rg in rgs], [S[i]["fext"][:rg.nl] for i, rg in enumerate(rgs)], counts0,
+                    what=f"BFS level {depth}")
                 for i, rg in enumerate(rgs):
                     if ghost[i].numel():
                         S[i]["fext"][rg.nl:].copy_(ghost[i])
-            gcount = [(0, 0)] * len(rgs)
-            if cur == "top-down" and not silent:  # the ghost frontier's size and CSC edges: one copy
-                has = [i for i in loc if rgs[i].next_ > rgs[i].nl]
-                if has:
-                    gf = [S[i]["fext"][rgs[i].nl:] for i in has]
-                    got = torch.stack([torch.stack([g.sum(), torch.where(g, S[i]["gclen"], 0).sum()])
-                                       for i, g in zip(has, gf)]).tolist()
-                    for i, (c, e) in zip(has, got):
-                        gcount[i] = (int(c), int(e))
-            figs, edges_host = [], []
+                    for k, per in enumerate(recv):
+                        c = per[i]
+                        gcnt[i] += int(c.sum())
+                        gbound[i] += int(sum(S[i]["tops"][k][j][int(c[j])] for j in np.flatnonzero(c)))
+            figs = []
             for i in loc:
                 s, gv = S[i], self.gvs[i]
                 if cur == "top-down":
-                    tot = own_e[i] + gcount[i][1]
-                    cols = X.nonzero_n(s["fext"], nf_own[i] + gcount[i][0])
-                    hit, best = X.top_down_x(gv, cols, tot, s["visited"], s["best"])
-                    edges_host.append(tot)
-                    fig = s["w"] @ hit.to(torch.float64)
+                    cols = X.nonzero_n(s["fext"], nf_own[i] + gcnt[i])
+                    hit, best, edges = X.top_down_b(gv, cols, own_e[i] + gbound[i], s["visited"], s["best"])
                 else:
-                    hit, best, edges = X.bottom_up_x(gv, s["fext"], s["visited"], unv[i], unv_e[i], s["best"])
-                    edges_host.append(None)
-                    fig = torch.cat([s["w"] @ hit.to(torch.float64), edges.to(torch.float64).reshape(1)])
+                    hit, best, edges = X.bottom_up_x(gv, s["fext"], s["visited"],
+                                                     (unvis[i][0], *unvis[i][2:]), s["best"])
                 s["visited"] |= hit
                 torch.minimum(s["parent"], best, out=s["parent"])  # best: int64 max off the new rows
                 s["level"].masked_fill_(hit, depth + 1)
                 s["fext"][:rgs[i].nl].copy_(hit)
-                figs.append(fig)
-            host = [f.tolist() for f in (figs if len(figs) == 1 else [torch.cat(figs)])]  # the level's one copy
-            flat = host[0]
+                parts = [s["w"] @ hit.to(torch.float64), edges.to(torch.float64).reshape(1)]
+                if s["s0"] is not None and not silent:  # the next exchange's flag counts per peer
+                    idx, soff = s["s0"]
+                    csum = torch.cat([s["zero1"], torch.cumsum(_take_t(hit, idx), 0, dtype=torch.int64)])
+                    parts.append((_take_t(csum, soff[1:]) - _take_t(csum, soff[:-1])).to(torch.float64))
+                figs.append(torch.cat(parts))
+            flat = (figs[0] if len(figs) == 1 else torch.cat(figs)).tolist()  # the level's one copy
             vec, o = [], 0
             for i in loc:
-                cnt, sc, ce, re = flat[o:o + 4]
-                e = edges_host[i] if edges_host[i] is not None else flat[o + 4]
-                o += 4 if edges_host[i] is not None else 5
+                f = flat[o:o + nw + 1]
+                o += nw + 1
+                cnt, sc, ce, e = f[0], f[1], f[2], f[nw]
                 nf_own[i], own_e[i] = int(cnt), int(ce)
-                unv[i] -= int(cnt)
-                unv_e[i] -= int(re)
+                unvis[i] = [a - int(b) for a, b in zip(unvis[i], [f[0], f[3]] + f[4:nw])]
+                if S[i]["s0"] is not None and not silent:
+                    g = rgs[i].steps[0].send_counts.size
+                    counts0[i] = np.asarray(flat[o:o + g], dtype=np.int64)
+                    o += g
                 vec.append(np.array([cnt, sc, e], dtype=np.float64))
             meas = int(comm.sent_bytes.sum()) - sent0
             sched.advance(*self._record(records, vec, st, meas, depth, cur, nf, tl))
+        if hook is not None:
+            hook(sched.depth, "done")
         t_search = time.perf_counter() - t0
         ids = [rg.ids for rg in rgs]
         par = [X.host(torch.where(S[i]["parent"] == KT_BIG, -1, S[i]["parent"])) for i in loc]
@@ -455,6 +495,8 @@ class BfsEngine:
         while sched.nf > 0:
             tl = time.perf_counter()
             cur, depth, nf = sched.next(), sched.depth, sched.nf
+            if self.level_hook is not None:
+                self.level_hook(depth, cur)
             sent0 = int(comm.sent_bytes.sum())
             ghost, _, st = exchange_chain(comm, [rg.steps for rg in rgs], front, None, what=f"BFS level {depth}")
             vec = []
@@ -485,11 +527,18 @@ class BfsEngine:
             meas = int(comm.sent_bytes.sum()) - sent0  # this process's ranks; counted once (i = 0)
             meas -= 0 if steal is None else steal.measured_local  # steal bytes are reported apart
             sched.advance(*self._record(records, vec, st, meas, depth, cur, nf, tl, steal))
+        if self.level_hook is not None:
+            self.level_hook(sched.depth, "done")
         t_search = time.perf_counter() - t0
         ids = [rg.ids for rg in rgs]
         pg = gather_global(comm, ids, [X.host(a) for a in parent], self.n, -1.0).astype(np.int64)
         lg = gather_global(comm, ids, [X.host(a) for a in level], self.n, -1.0).astype(np.int64)
         return BfsResult(root, pg, lg, records, t_search)
+
+
+def _take_t(a, idx):
+    """``a[idx]`` by ``index_select`` (1-D)."""
+    return a.index_select(0, idx)
 
 
 def bfs_local(plan: Plan, root: int, **kw) -> BfsResult:

@@ -468,8 +468,11 @@ def exchange_flags(comm, segs: list[Segments], masks: list, values: list | None,
     return flags_out, (None if vdt is None else vals_out), st
 
 
-def _exchange_flags_torch(comm, segs, masks, values, nrecv, what):
-    """:func:`exchange_flags` on device tensors (same counts, modes and bytes)."""
+def _exchange_flags_torch(comm, segs, masks, values, nrecv, what, counts=None, peer_out=None):
+    """:func:`exchange_flags` on device tensors (same counts, modes and bytes).
+    ``counts``: the flag counts per peer of every local rank when the caller
+    already has them on the host (then nothing here copies device data to the
+    host); ``peer_out``: a list that receives the counts each peer sends."""
     import torch
 
     from .kernels.torchk import from_u32, nonzero_n, packbits, u32_bytes, unpackbits, view_as
@@ -484,13 +487,18 @@ def _exchange_flags_torch(comm, segs, masks, values, nrecv, what):
     for i, sg in enumerate(segs):
         idx, soff = sg.on(dev)
         f = masks[i][idx]
-        csum = torch.cat([torch.zeros(1, dtype=torch.int64, device=dev), torch.cumsum(f, 0, dtype=torch.int64)])
-        cts.append(csum[soff[1:]] - csum[soff[:-1]])
+        if counts is None:
+            csum = torch.cat([torch.zeros(1, dtype=torch.int64, device=dev), torch.cumsum(f, 0, dtype=torch.int64)])
+            cts.append(csum[soff[1:]] - csum[soff[:-1]])
         flagged.append(f)
-    allc = torch.cat(cts).cpu().numpy()  # the one device → host copy: one int64 per (local rank, peer)
-    cut = np.cumsum([0] + [sg.send_counts.size for sg in segs])
-    counts = [allc[cut[i]:cut[i + 1]] for i in range(len(segs))]
+    if counts is None:
+        allc = torch.cat(cts).cpu().numpy()  # the one device → host copy: one int64 per (local rank, peer)
+        cut = np.cumsum([0] + [sg.send_counts.size for sg in segs])
+        counts = [allc[cut[i]:cut[i + 1]] for i in range(len(segs))]
+    counts = [np.asarray(c, dtype=np.int64) for c in counts]
     peer_c = comm.exchange_counts(segs[0].family, counts)
+    if peer_out is not None:
+        peer_out.extend(peer_c)
     sc_bytes, rc_bytes, dns, rdns = _tally(st, comm, segs, counts, peer_c, w)
     sends = []
     for i, sg in enumerate(segs):
@@ -586,6 +594,35 @@ def exchange_chain(comm, chains: list[list[Segments]], masks: list, values: list
             if vl is not None:
                 vl[i].append(vals[i])
     return ([_cat(f[1:]) for f in fl], None if vl is None else [_cat(v[1:]) for v in vl], st)
+
+
+def exchange_chain_counted(comm, chains: list[list[Segments]], masks: list, counts0: list,
+                           what: str = "frontier") -> tuple[list, ExchangeStats, list]:
+    """:func:`exchange_chain` of device flags (no values) when the first step's
+    flag counts per peer (``counts0``: int64 per local rank, host) are already
+    known — the BFS level's one device → host copy brought them — so the first
+    step copies nothing to the host; each later step of a routed chain counts
+    what it forwards on the device (one copy per step). Returns (flags of the
+    appended rows per local rank, stats, received counts per step: per step a
+    list over local ranks of int64 per peer — the rows each peer flagged)."""
+    import torch
+    fl = [[m] for m in masks]
+    st, recv = ExchangeStats(), []
+    multi = len(chains[0]) > 1
+    for k in range(len(chains[0])):
+        segs = [c[k] for c in chains]
+        bufm = [torch.cat(f) if len(f) > 1 else f[0] for f in fl]
+        peer: list = []
+        got, _, s = _exchange_flags_torch(comm, segs, bufm, None, [sg.nrecv for sg in segs],
+                                          f"{what}, step {k + 1} ({segs[0].family})" if multi else what,
+                                          counts=counts0 if k == 0 else None, peer_out=peer)
+        if not peer:  # a silent step: nothing moved
+            peer = [np.zeros(sg.recv_counts.size, dtype=np.int64) for sg in segs]
+        recv.append(peer)
+        st = st.add(s)
+        for i in range(len(chains)):
+            fl[i].append(got[i])
+    return [torch.cat(f[1:]) if len(f) > 2 else f[1] for f in fl], st, recv
 
 
 def world_sum(comm, vecs: list) -> np.ndarray:

@@ -63,6 +63,18 @@ class NativeKernels:
         """sum |a − b| (a float)."""
         return float(np.abs(a - b).sum())
 
+    def l1_dev(self, a, b):
+        """sum |a − b| as a scalar of the kernel set (read with :meth:`host_scalars`)."""
+        return np.abs(a - b).sum()
+
+    def masked_sum(self, a, mask):
+        """sum of ``a`` where ``mask`` (a scalar of the kernel set)."""
+        return a[mask].sum()
+
+    def host_scalars(self, vals: list) -> list:
+        """Python floats of scalars of the kernel set (torch: one device → host copy for all)."""
+        return [float(v) for v in vals]
+
     # ------------------------------------------------------------------ level kernels
     def top_down(self, gv, cols, visited):
         """Expand the frontier columns ``cols`` (ext positions, int64) of the CSC

@@ -13,7 +13,7 @@ bitmaps on the wire are byte for byte the host exchange's.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -89,10 +89,25 @@ def nonzero_n(mask: torch.Tensor, count: int) -> torch.Tensor:
 
 
 # bottom-up scans each unvisited row in rounds: the first CHUNKS[0] edges of every
-# row (one dense gather), then the next CHUNKS[1] edges of the rows still without a
-# hit, ..., then the rest of the rows left (one host sync per later round): most rows
-# find their parent in a few edges, so the scan touches about the edges it counts
+# row (one dense gather), then the next CHUNKS[1] edges of the rows longer than
+# CHUNKS[0], ..., then the rest of the rows longer than sum(CHUNKS): the sizes of
+# every round come from the host's running figures, so no round syncs
 BU_CHUNKS = (8, 120)
+
+
+def bu_rounds() -> list:
+    """(first edge offset, edges or None = the rest) of every bottom-up round after the dense first one."""
+    out, lo = [], BU_CHUNKS[0]
+    for c in BU_CHUNKS[1:] + (None,):
+        out.append((lo, c))
+        if c is not None:
+            lo += c
+    return out
+
+
+def bu_thresholds() -> list:
+    """Row lengths above which a row takes part in each later bottom-up round."""
+    return [lo for lo, _ in bu_rounds()]
 
 
 @dataclass
@@ -114,6 +129,7 @@ class TorchGraph:
     self_dst: torch.Tensor | None = None
     fold_pos: torch.Tensor | None = None
     fold_idx: torch.Tensor | None = None
+    consts: dict = field(default_factory=dict)  # small constants and row lengths (TorchKernels._const)
 
 
 class TorchKernels:
@@ -187,6 +203,18 @@ class TorchKernels:
         """sum |a − b| (a float)."""
         return float((a - b).abs().sum())
 
+    def l1_dev(self, a, b) -> torch.Tensor:
+        """sum |a − b| as a 0-dim tensor on the device (no sync)."""
+        return (a - b).abs().sum()
+
+    def masked_sum(self, a, mask) -> torch.Tensor:
+        """sum of ``a`` where ``mask``, a 0-dim tensor on the device (no boolean indexing: no sync)."""
+        return torch.where(mask, a, 0).sum()
+
+    def host_scalars(self, vals: list) -> list:
+        """Python floats of 0-dim device tensors: one device → host copy for all of them."""
+        return torch.stack([v.to(torch.float64) for v in vals]).tolist() if vals else []
+
     # ------------------------------------------------------------------ level kernels
     def nonzero_n(self, mask, count: int) -> torch.Tensor:
         """Positions of the ``count`` true entries of ``mask`` (count known on the host: no sync)."""
@@ -220,6 +248,56 @@ class TorchKernels:
             best.scatter_reduce_(0, rows, g.masked_fill_(_take(visited, rows), BIG), "amin")
         return best < BIG, best
 
+    def top_down_b(self, gv: TorchGraph, cols, bound: int, visited, best):
+        """:meth:`top_down_x` when only an upper bound of the columns' edge count
+        is known on the host (``bound`` ≥ the exact count: the exact one for own
+        columns plus, for ghosts, the largest column lengths a peer could have
+        flagged): the ranges are padded to ``bound`` by a dummy column whose
+        edges carry int64 max — the identity of the minimum — so every shape is
+        known on the host and nothing syncs. Returns (new rows as a bool mask,
+        ``best``, the exact edge count as a 0-dim int64 tensor)."""
+        best.fill_(BIG)
+        nnz = gv.crows.numel()
+        if bound == 0 or nnz == 0:
+            return best < BIG, best, self._const(gv, "zero")
+        starts = _take(gv.cindptr, cols)
+        lens = _take(gv.cindptr, cols + 1) - starts
+        tot = lens.sum()
+        lens = torch.cat([lens, (bound - tot).reshape(1)])
+        pos = _gather_ranges(torch.cat([starts, self._const(gv, "zero1")]), lens, bound).clamp_(max=nnz - 1)
+        rows = _take(gv.crows, pos)
+        g = torch.repeat_interleave(torch.cat([_take(gv.ext_ids, cols), self._const(gv, "big1")]), lens,
+                                    output_size=bound)
+        best.scatter_reduce_(0, rows, g.masked_fill_(_take(visited, rows), BIG), "amin")
+        return best < BIG, best, tot
+
+    def _const(self, gv: TorchGraph, what: str) -> torch.Tensor:
+        """Small constant tensors on the device, made once per graph view (no per-level host → device copy)."""
+        c = gv.consts
+        if not c:
+            dev = self.device
+            c.update(zero=torch.zeros((), dtype=torch.int64, device=dev),
+                     zero1=torch.zeros(1, dtype=torch.int64, device=dev),
+                     big1=torch.full((1,), BIG, dtype=torch.int64, device=dev),
+                     ar0=torch.arange(BU_CHUNKS[0], device=dev),
+                     rlen=gv.indptr[1:] - gv.indptr[:-1])
+            rl = c["rlen"]
+            c["long"] = [rl > t for t in bu_thresholds()]
+        return c[what]
+
+    def bu_sizes(self, gv: TorchGraph, visited) -> tuple:
+        """The host figures :meth:`bottom_up_x` takes (one device → host copy):
+        (rows not ``visited``, then per later round of :data:`BU_CHUNKS` the
+        unvisited rows longer than the round's start and their edges in the round)."""
+        unv = ~visited
+        rl = self._const(gv, "rlen")
+        parts = [unv.sum()]
+        for k, (lo, c) in enumerate(bu_rounds()):
+            m = unv & self._const(gv, "long")[k]
+            e = rl - lo if c is None else (rl - lo).clamp_(max=c)
+            parts += [m.sum(), torch.where(m, e, 0).sum()]
+        return tuple(int(x) for x in torch.stack(parts).tolist())
+
     def bottom_up(self, gv: TorchGraph, front_ext, visited):
         """Every row not ``visited`` looks for its first in-edge (in the block's
         order: ascending global id) whose column is in the frontier: a masked
@@ -228,53 +306,54 @@ class TorchKernels:
         up to and including each first hit — the whole row when none —,
         candidate parents, −1 elsewhere)."""
         n = visited.numel()
-        unv = ~visited
-        nu = int(unv.sum())
-        uv = self.nonzero_n(unv, nu)
-        tot = int((_take(gv.indptr, uv + 1) - _take(gv.indptr, uv)).sum()) if nu else 0
         best = torch.empty(n, dtype=torch.int64, device=self.device)
-        hit, best, edges = self.bottom_up_x(gv, front_ext, visited, nu, tot, best)
+        hit, best, edges = self.bottom_up_x(gv, front_ext, visited, self.bu_sizes(gv, visited), best)
         return self.flatnonzero(hit), int(edges), torch.where(hit, best, -1)
 
-    def bottom_up_x(self, gv: TorchGraph, front_ext, visited, nu: int, tot: int, best):
-        """:meth:`bottom_up` with the counts known on the host: ``nu`` rows not
-        ``visited`` with ``tot`` in-edges in all; ``best`` (int64[visited.size]) is
-        scratch it overwrites. Rounds: the first ``BU_CHUNKS[0]`` edges of every
-        unvisited row (dense, no sync), then per later round one small host copy
-        (rows still searching, their edges in the round). Returns (new rows as a
-        bool mask, ``best``: candidate parents of the new rows, int64 max
-        elsewhere, edges scanned as a 0-dim int64 tensor)."""
-        dev = self.device
+    def bottom_up_x(self, gv: TorchGraph, front_ext, visited, sizes: tuple, best):
+        """:meth:`bottom_up` with no host sync: ``sizes`` (:meth:`bu_sizes`, kept
+        on the host by the caller from the level figures) give every shape;
+        ``best`` (int64[visited.size]) is scratch it overwrites. Rounds: the
+        first ``BU_CHUNKS[0]`` edges of every unvisited row (one dense
+        [rows × BU_CHUNKS[0]] gather), then each later round gathers the round's
+        edges of every unvisited row long enough to have any — also of rows
+        that already found a hit (a later hit is at a larger position, so the
+        minimum keeps the first one): the work is bounded by the unvisited
+        rows' edges and no round needs the size of a data-dependent subset.
+        Returns (new rows as a bool mask, ``best``: candidate parents of the
+        new rows, int64 max elsewhere, edges scanned as a 0-dim int64 tensor)."""
         best.fill_(BIG)
-        if nu == 0 or tot == 0:
-            return best < BIG, best, torch.zeros((), dtype=torch.int64, device=dev)
+        nu = sizes[0]
+        nnz = gv.indices.numel()
+        if nu == 0 or nnz == 0:
+            return best < BIG, best, self._const(gv, "zero")
         uv = nonzero_n(~visited, nu)
         starts = _take(gv.indptr, uv)
-        lens = _take(gv.indptr, uv + 1) - starts
+        lens = _take(self._const(gv, "rlen"), uv)
         k0 = BU_CHUNKS[0]
-        ar = torch.arange(k0, device=dev)
-        p2 = (starts[:, None] + ar).clamp_(max=gv.indices.numel() - 1)  # [nu, k0]: a row's edges side by side
+        ar = self._const(gv, "ar0")
+        p2 = (starts[:, None] + ar).clamp_(max=nnz - 1)  # [nu, k0]: a row's edges side by side
         h = (ar < lens[:, None]) & _take(front_ext, _take(gv.indices, p2))
         m = (h * (k0 - ar).to(torch.int32)).amax(1)  # k0 − the first hit's offset; 0: no hit
-        first = torch.where(m > 0, starts + (k0 - m), BIG)  # first hit (edge position)
-        lo = k0
-        for c in BU_CHUNKS[1:] + (None,):
-            act = (first == BIG) & (lens > lo)
-            rem = lens - lo if c is None else (lens - lo).clamp_(max=c)
-            na, ta = (int(x) for x in torch.stack([act.sum(), torch.where(act, rem, 0).sum()]).tolist())
-            if na == 0:
-                break
-            a = nonzero_n(act, na)
-            la = _take(rem, a)
-            pos = _gather_ranges(_take(starts, a) + lo, la, ta)
+        first = torch.full((visited.numel(),), BIG, dtype=torch.int64, device=self.device)
+        first.index_copy_(0, uv, torch.where(m > 0, starts + (k0 - m), BIG))  # first hit (edge position)
+        rl = self._const(gv, "rlen")
+        for k, (lo, c) in enumerate(bu_rounds()):
+            na, ta = sizes[1 + 2 * k], sizes[2 + 2 * k]
+            if na == 0 or ta == 0:
+                continue
+            a = nonzero_n(~visited & self._const(gv, "long")[k], na)
+            la = _take(rl, a) - lo
+            if c is not None:
+                la = la.clamp_(max=c)
+            pos = _gather_ranges(_take(gv.indptr, a) + lo, la, ta)
             seg = torch.repeat_interleave(a, la, output_size=ta)
             first.scatter_reduce_(0, seg, torch.where(_take(front_ext, _take(gv.indices, pos)), pos, BIG), "amin")
-            if c is None:
-                break
-            lo += c
-        found = first < BIG
-        edges = torch.where(found, first - starts + 1, lens).sum()
-        best[uv] = torch.where(found, _take(gv.ext_ids, _take(gv.indices, torch.where(found, first, 0))), BIG)
+        fu = _take(first, uv)
+        found = fu < BIG
+        edges = torch.where(found, fu - starts + 1, lens).sum()
+        best.index_copy_(0, uv, torch.where(found, _take(gv.ext_ids, _take(gv.indices, torch.where(found, fu, 0))),
+                                            BIG))
         return best < BIG, best, edges
 
     def relax(self, gv: TorchGraph, cols, dist_ext, dist):
