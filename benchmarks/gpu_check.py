@@ -19,6 +19,16 @@ Sections (each one records its own error instead of stopping the others):
 * ``gat_halo`` — a 2-layer PyG ``GATConv`` model through ``partplan.nn.LocalHalo`` (4 ranks of a
   1D plan on one GPU) vs single-GPU PyG on the whole graph: logits and gradients (float64), bytes
   sent vs predicted, epoch time (float32).
+* ``throughput`` — the figures against their bandwidth floor, printed as a table
+  (stderr) and kept in the JSON: Graph500 BFS GTEPS (torch kernels, p = 1,
+  scale ``--scale``), PageRank edges/s per iteration and GCN epoch ms (each
+  through its captured path on CUDA: one CUDA graph per iteration / epoch).
+  Each floor is the bytes the kernel must move at minimum (formulas in
+  :data:`FLOORS`) ÷ the memory bandwidth: ``--bandwidth-gbs``, else a known
+  device's (H100 3350 GB/s, H200 4800 GB/s), else measured by a large copy on
+  the device. ``--device cpu`` runs the table on the CPU with a measured
+  bandwidth; without a GPU and without ``--device cpu`` the script says so and
+  runs nothing.
 * ``exchange_cpu`` — on the host's CPU cores over gloo: executor exchange vs a
   bare ``all_to_all_single`` by the same protocol (p = 4, f = 16 and 128), the
   α-β prediction, and the step with overlap vs in order (p = 2, f = 256; a
@@ -305,6 +315,125 @@ def graph500(args):
     return out
 
 
+# ----------------------------------------------------------------------------- throughput vs the floor
+#: GB/s of known devices (HBM peak, vendor figures), matched in the device name
+KNOWN_BANDWIDTH = (("H200", 4800.0), ("H100", 3350.0))
+#: the minimum bytes each figure's kernel moves (what the floor divides by the bandwidth)
+FLOORS = {
+    "bfs": "per search: edges examined x 8 B (an int64 column index each) + n x 26 B (CSR pointer 8, parent 8, "
+           "level 8, visited and frontier bits 2)",
+    "pagerank": "per iteration: nnz x 16 B (float64 value + int64 column index) + n x 32 B (row pointer, x read, "
+                "A^T y written, next x written)",
+    "gcn": "per epoch (2 layers, A X precomputed): 2 x n f s (A X read forward and for W1's gradient) + 4 x n h s "
+           "(hidden written, read by W2, its gradient written and read) + 2 x nnz (s + 8) (the SpMM forward and "
+           "backward: a value and an int64 index per nonzero); s = dtype bytes",
+}
+
+
+def bandwidth_gbs(args):
+    """(GB/s, how it was found): --bandwidth-gbs, a known device's figure, or a measured device copy."""
+    import torch
+    if args.bandwidth_gbs:
+        return float(args.bandwidth_gbs), "--bandwidth-gbs"
+    if DEV.startswith("cuda"):
+        name = torch.cuda.get_device_name(0)
+        for key, bw in KNOWN_BANDWIDTH:
+            if key in name:
+                return bw, f"known peak of {name}"
+    nbytes = (1 << 30) if DEV.startswith("cuda") else (1 << 27)
+    a = torch.empty(nbytes // 4, dtype=torch.float32, device=DEV).fill_(1.0)
+    b = torch.empty_like(a)
+    t = med(lambda: b.copy_(a), 5, sync)
+    return 2 * nbytes / t / 1e9, f"measured: copy of {nbytes >> 20} MiB on {DEV} (read + write)"
+
+
+def throughput(args):
+    import torch
+    from partplan import Graph
+    from partplan.datasets.generators import rmat_edges
+    from partplan.nn.gcn import DistGCN, PlanExchange, captured_epoch
+    from partplan.nn.normalize import normalize_adjacency
+    from partplan.plan import build_plan
+    from partplan.runtime.analytics import pagerank_parts
+    from partplan.runtime.bfs import BfsEngine
+    from partplan.runtime.comm import LocalComm
+    from partplan.runtime.graph500 import BfsValidator, search_keys, teps_stats
+    from partplan.runtime.spmm import local_executor
+    bw, how = bandwidth_gbs(args)
+    B = bw * 1e9
+    scale = args.scale
+    src, dst = rmat_edges(scale, 16, seed=0)
+    g = Graph.from_edges(src, dst, n=1 << scale, symmetrize=True, self_loops="remove")
+    n, nnz = g.n, g.nnz
+    plan = build_plan(g, np.zeros(n, dtype=np.int64), 1)
+    out = {"device": DEV, "bandwidth_gbs": bw, "bandwidth_source": how, "scale": scale, "n": n, "nnz": nnz,
+           "floors": FLOORS}
+    rows = []
+    # BFS: Graph500 TEPS (edges of the root's component, Graph500's count) vs the floor from the edges examined
+    roots = search_keys(src, dst, n, args.roots, 0)
+    val = BfsValidator(src, dst, n, directed=False)
+    eng = BfsEngine(plan.manifest, plan.ranks, LocalComm(1, plan.groups(), device=DEV), kernels="torch")
+    eng.search(int(roots[0]))
+    res = [eng.search(int(r)) for r in roots]
+    checks = [val.check(int(r), x.parents, levels=x.levels) for r, x in zip(roots, res)]  # all five rules
+    nedge = [c.nedge for c in checks]
+    times = [x.time_s for x in res]
+    floor_t = [(x.edges_examined * 8 + n * 26) / B for x in res]
+    st = teps_stats(nedge, times)
+    fl = teps_stats(nedge, floor_t)
+    out["bfs"] = {**st, "valid": all(c.ok for c in checks), "levels_mean": float(np.mean([len(x.records) for x in res])),
+                  "floor_teps_harmonic_mean": fl["teps_harmonic_mean"],
+                  "time_over_floor_median": float(np.median(np.array(times) / np.array(floor_t)))}
+    rows.append(("BFS Graph500 (GTEPS, harmonic mean)", st["teps_harmonic_mean"] / 1e9, fl["teps_harmonic_mean"] / 1e9,
+                 out["bfs"]["time_over_floor_median"]))
+    # PageRank: edges per second per iteration (the captured iteration on CUDA)
+    for _ in range(2):
+        sync()
+        t0 = time.perf_counter()
+        _, _, rec = pagerank_parts(plan.manifest, plan.ranks, LocalComm(1, plan.groups(), device=DEV),
+                                   kernels="torch", tol=1e-9, max_iter=200)
+        sync()
+        tot = time.perf_counter() - t0
+    it_s = float(np.median([r["time_s"] for r in rec]))
+    pf = (nnz * 16 + n * 32) / B
+    out["pagerank"] = {"iterations": len(rec), "iteration_s_median": it_s, "run_s": tot,
+                       "edges_per_s": nnz / it_s, "floor_edges_per_s": nnz / pf, "time_over_floor": it_s / pf}
+    rows.append(("PageRank (G edges/s per iteration)", nnz / it_s / 1e9, nnz / pf / 1e9, it_s / pf))
+    # GCN: epoch ms (forward, loss, backward, Adam), the captured epoch on CUDA
+    f, hidden, classes = 128, 128, 16
+    gn = normalize_adjacency(g, "gcn")
+    gplan = build_plan(gn, np.zeros(n, dtype=np.int64), 1)
+    ex = local_executor(gplan, dtype="float32", device=DEV, kernels="torch")
+    xchg = PlanExchange(ex, phase_times=False)
+    model = DistGCN(f, hidden, classes, layers=2, dropout=0.0, seed=0).to(DEV)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01, capturable=DEV.startswith("cuda"))
+    rng = np.random.default_rng(0)
+    X = torch.from_numpy(rng.standard_normal((n, f)).astype(np.float32)).to(DEV)
+    y = torch.from_numpy(rng.integers(0, classes, n)).to(DEV)
+    ax = model.precompute(xchg, [X])
+    step = captured_epoch(model, xchg, ax, [np.arange(n)], [y], opt)
+    ts = []
+    for _ in range(args.epochs):
+        sync()
+        t0 = time.perf_counter()
+        step()
+        sync()
+        ts.append(time.perf_counter() - t0)
+    ep = float(np.median(ts[2:] if len(ts) > 4 else ts))
+    gf = (2 * n * f * 4 + 4 * n * hidden * 4 + 2 * gn.nnz * (4 + 8)) / B
+    out["gcn"] = {"epoch_s_median": ep, "floor_s": gf, "time_over_floor": ep / gf, "captured": step.cap.captured,
+                  "capture": step.cap.reason or "one CUDA graph per epoch", "f": f, "hidden": hidden,
+                  "classes": classes, "loss_last": float(step())}
+    rows.append(("GCN epoch (ms)", ep * 1e3, gf * 1e3, ep / gf))
+    lines = [f"throughput on {DEV}: R-MAT scale {scale} (n {n}, nnz {nnz}); bandwidth {bw:.0f} GB/s ({how})",
+             f"{'figure':<38} {'measured':>12} {'floor':>12} {'time/floor':>11}"]
+    lines += [f"{name:<38} {m:>12.4g} {fv:>12.4g} {r:>10.1f}x" for name, m, fv, r in rows]
+    lines += [f"  floor of {k}: {v}" for k, v in FLOORS.items()]
+    out["table"] = lines
+    print("\n".join(lines), file=sys.stderr, flush=True)
+    return out
+
+
 # ----------------------------------------------------------------------------- GCN
 def gcn(args, graphs):
     import torch
@@ -544,7 +673,10 @@ def gat_halo(args, graphs):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scale", type=int, default=20, help="Graph500 scale (2^scale vertices)")
+    ap.add_argument("--scale", type=int, default=None,
+                    help="Graph500 / throughput scale (2^scale vertices; default 20 on CUDA, 14 with --device cpu)")
+    ap.add_argument("--bandwidth-gbs", type=float, default=None,
+                    help="memory bandwidth for the floors (GB/s; default: H100 3350, H200 4800, else measured)")
     ap.add_argument("--roots", type=int, default=16, help="Graph500 search keys")
     ap.add_argument("--validate", type=int, default=4, help="searches checked by the Graph500 validator")
     ap.add_argument("--epochs", type=int, default=20, help="GCN epochs timed")
@@ -557,17 +689,27 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     global DEV, DEV0
     DEV, DEV0 = args.device, ("cuda:0" if args.device == "cuda" else args.device)
+    if args.scale is None:
+        args.scale = 20 if DEV.startswith("cuda") else 14
     import torch
     import partplan
     out = {"torch": torch.__version__, "cuda": torch.cuda.is_available(),
            "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
            "cpu_count": os.cpu_count(), "date": time.strftime("%Y-%m-%d")}
+    if DEV.startswith("cuda") and not torch.cuda.is_available():
+        print("gpu_check: no GPU here (torch.cuda.is_available() is False); nothing run. "
+              "`--device cpu` runs every section on the CPU (the throughput table with a measured bandwidth).",
+              file=sys.stderr)
+        out["no_gpu"] = True
+        print(json.dumps(out, indent=1, default=str))
+        return 0
     graphs = {"email-Enron": partplan.datasets.load("email-Enron")}
     from partplan.datasets.generators import rmat
     graphs["rmat18"] = rmat(18, seed=1).normalize(symmetrize=True, self_loops="remove")
     todo = [("jobs_p1_nccl", lambda: jobs_p1_nccl(args, graphs)),
             ("jobs_p4_local_gpu", lambda: jobs_p4_local_gpu(args, graphs)),
             ("graph500", lambda: graph500(args)),
+            ("throughput", lambda: throughput(args)),
             ("gcn", lambda: gcn(args, graphs)),
             ("gat_halo", lambda: gat_halo(args, graphs)),
             ("exchange_cpu", lambda: exchange_cpu(args, graphs)),
