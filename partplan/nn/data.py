@@ -236,9 +236,15 @@ def _member(path: Path, key: str, rows: np.ndarray | None = None) -> np.ndarray:
         row_b = _nbytes(tuple(shape[1:]), dtype)
         keep = row_b * (int(shape[0]) if rows is None else int(np.size(rows)))
         _check_budget(path, key, keep, f"{'all' if rows is None else np.size(rows)} rows of shape {shape}")
-        if offset is not None and not fortran:
+        if offset is not None and not fortran and rows is None:
             arr = np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)
-            return np.ascontiguousarray(arr if rows is None else arr[rows])
+            return np.ascontiguousarray(arr)
+        if offset is not None and not fortran:
+            # some rows of a stored member: read by blocks (a memory map's pages of every row touched
+            # would count in this process's memory, scattered rows touching nearly all of them)
+            with open(path, "rb") as raw:
+                raw.seek(offset)
+                return _stream(raw, shape, dtype, fortran, rows, path, key)
         with zf.open(key + ".npy") as fh:
             version = np.lib.format.read_magic(fh)
             (np.lib.format.read_array_header_1_0 if version == (1, 0) else

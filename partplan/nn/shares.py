@@ -86,8 +86,8 @@ def _numpy(t) -> tuple[np.ndarray, str]:
 
 
 def _to_tensor(a: np.ndarray, dtype: str):
+    """A torch tensor over ``a`` (a writable copy already made by the reader)."""
     import torch
-    a = np.array(a)   # writable copy of the mapped values (the map closes with the file)
     if dtype == "bfloat16":
         return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
     if dtype == "bool":
@@ -427,7 +427,13 @@ def read_share(plan, rank: int, *, manifest: dict | None = None, halo_ids: np.nd
     if not isinstance(entry, dict) or entry.get("file") != share_name(rank) or entry.get("rank") != rank:
         raise PlanError(f"{path}: manifest field 'shares.files[{rank}]' does not name {share_name(rank)}")
     f = path / share_name(rank)
-    meta, arrays = _parse_arrow(f, _check_file(f, entry, f"share of rank {rank}", verify).buf)
+    mapped = _check_file(f, entry, f"share of rank {rank}", False)
+    if verify:
+        digest = _sha256_released(mapped)
+        if digest != entry.get("sha256"):
+            raise PlanError(f"{f}: share of rank {rank} is corrupted: sha256 {digest[:16]}… does not match "
+                            f"manifest field 'shares.files[{rank}].sha256'")
+    meta, arrays = _parse_arrow(f, mapped.buf)
     want = {"format": SHARE_FORMAT, "version": SHARE_VERSION, "rank": rank, "ranks": p, "n": n,
             **_plan_identity(path, m)}
     for key, val in want.items():
@@ -486,7 +492,58 @@ def read_share(plan, rank: int, *, manifest: dict | None = None, halo_ids: np.nd
         if shape[0] != rows or a.dtype != stored or a.size != int(np.prod(shape)):
             raise PlanError(f"{f}: share field {key!r} holds {a.size} {a.dtype} values, its metadata says "
                             f"{dt} {tuple(shape)} for {rows} rows")
-        out[kind][name] = _to_tensor(a.reshape(shape), dt)
+        out[kind][name] = _to_tensor(_copy_released(mapped, a).reshape(shape), dt)
     for key in shapes:
-        out[key] = np.array(out[key])
+        out[key] = _copy_released(mapped, out[key])
+    return out
+
+
+_BLOCK = 32 << 20   # bytes copied or hashed before their pages of the map are handed back
+
+
+def _release(mapped, lo: int, hi: int) -> None:
+    """Hand the map's pages of bytes [lo, hi) back to the kernel (they are clean file pages: a later read
+    faults them in again), so that a share read holds its copies plus one block of the map, not both."""
+    import mmap as _mmap
+    mm = getattr(mapped, "mm", None)
+    if mm is None or not hasattr(mm, "madvise") or not hasattr(_mmap, "MADV_DONTNEED"):
+        return
+    page = _mmap.PAGESIZE
+    lo, hi = (lo // page) * page, min(-(-hi // page) * page, mapped.size)
+    if hi > lo:
+        try:
+            mm.madvise(_mmap.MADV_DONTNEED, lo, hi - lo)
+        except (OSError, ValueError):
+            pass
+
+
+def _sha256_released(mapped) -> str:
+    import hashlib
+    h = hashlib.sha256()
+    if mapped.mm is not None:
+        view = memoryview(mapped.mm)
+        try:
+            for lo in range(0, mapped.size, _BLOCK):
+                h.update(view[lo:lo + _BLOCK])
+                _release(mapped, lo, lo + _BLOCK)
+        finally:
+            view.release()
+    return h.hexdigest()
+
+
+def _copy_released(mapped, a: np.ndarray) -> np.ndarray:
+    """A writable copy of ``a`` (a view into the map), made a block at a time, each block's pages of
+    the map released once copied."""
+    out = np.empty(a.shape, dtype=a.dtype)
+    if a.size == 0:
+        return out
+    flat_in, flat_out = a.reshape(-1), out.reshape(-1)
+    base = mapped.buf.address
+    start = a.__array_interface__["data"][0] - base
+    step = max(1, _BLOCK // max(1, a.itemsize))
+    for lo in range(0, flat_in.size, step):
+        hi = min(flat_in.size, lo + step)
+        flat_out[lo:hi] = flat_in[lo:hi]
+        if 0 <= start < mapped.size:
+            _release(mapped, start + lo * a.itemsize, start + hi * a.itemsize)
     return out
