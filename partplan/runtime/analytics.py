@@ -80,6 +80,7 @@ def pagerank_parts(manifest: dict, shards, comm, *, damping: float = 0.85, tol: 
     X = KT.for_comm(kernels, comm)
     ops = X.ops(comm)
     ex = Executor(manifest, shards, comm, ops)
+    ex.phase_times = False  # no per-step device synchronize: PageRank reports no phase times
     prog = traversal_program(manifest)
     n = int(manifest["graph"]["n"])
     ids = [np.asarray(rp.in_ids(prog), dtype=np.int64) for rp in shards]

@@ -21,6 +21,10 @@ by :meth:`OpCounter.mark`, e.g. once per BFS level):
   ``.numpy()`` is not counted: it only works on host tensors, so on CUDA the
   copy is the ``.cpu()`` before it.
 
+Also counted as syncs: calls of ``torch.cuda.synchronize`` and of the
+interpreter's ``TorchOps.synchronize`` (a device barrier on CUDA, a no-op on
+the CPU: counted all the same, since the CUDA run would wait there).
+
 A section's ``syncs`` is the list of their names, so a test failure says
 which one. ``torch.nonzero_static`` and ``repeat_interleave(...,
 output_size=)`` are not syncs (their sizes come from the host).
@@ -155,14 +159,29 @@ class OpCounter:
         self.current.syncs.append(name)
 
     def __enter__(self):
+        from .ops import TorchOps
+        self._patched = []
+        for owner, attr, name in ((TorchOps, "synchronize", "TorchOps.synchronize"),
+                                  (torch.cuda, "synchronize", "torch.cuda.synchronize")):
+            orig = getattr(owner, attr)
+            self._patched.append((owner, attr, orig))
+            setattr(owner, attr, self._wrap(orig, name))
         self._modes = (_Fn(self), _Disp(self))
         self._modes[0].__enter__()
         self._modes[1].__enter__()
         return self
 
+    def _wrap(self, orig, name):
+        def synchronize(*a, **k):
+            self._sync(name)
+            return orig(*a, **k)
+        return synchronize
+
     def __exit__(self, *exc):
         self._modes[1].__exit__(*exc)
         self._modes[0].__exit__(*exc)
+        for owner, attr, orig in self._patched:
+            setattr(owner, attr, orig)
         return False
 
     def table(self) -> list[tuple]:
