@@ -46,6 +46,7 @@ def run(args) -> int:
         norm = read_manifest(args.plan).get("normalize")   # a .pt Data is read as plan_from_pyg read it
         graph = load_graph(args.graph, weight=args.weight, normalize=norm)
     rep = validate_plan(args.plan, graph, seed=args.seed, f=args.features, replay_check=not args.no_replay)
+    _check_shares(args.plan, rep)
     if args.json:
         print(json.dumps(rep, indent=1))  # ensure_ascii: control characters are \u escapes
     else:
@@ -65,3 +66,20 @@ def _escaped(printable):
     def _p(line: str = "") -> None:
         builtins.print(printable(line))
     return _p
+
+
+def _check_shares(path, rep: dict) -> None:
+    """The plan's per-rank data shares, when it has them (partplan.nn.shares.validate_shares): each reads
+    and checks, the edge ids cover the graph's edges once, and every edge is a nonzero of the matrix the
+    shards multiply."""
+    from partplan.plan.store import read_manifest
+    if not rep["ok"] or not isinstance(read_manifest(path).get("shares"), dict):
+        return
+    from partplan.nn.shares import validate_shares
+    from partplan.plan.store import load_plan
+    from partplan.runtime.validate import _rebuild
+    problems = validate_shares(path, _rebuild(load_plan(path))[0])
+    rep["checks"].append({"name": "shares", "ok": not problems,
+                          "detail": "; ".join(problems[:5]) if problems else
+                          "every rank's share reads, its edges are the matrix's nonzeros, edge ids once each"})
+    rep["ok"] = rep["ok"] and not problems

@@ -547,3 +547,44 @@ def _copy_released(mapped, a: np.ndarray) -> np.ndarray:
         if 0 <= start < mapped.size:
             _release(mapped, start + lo * a.itemsize, start + hi * a.itemsize)
     return out
+
+
+def validate_shares(plan, matrix=None, *, verify: bool = True) -> list[str]:
+    """Problems of the plan's shares (empty: none), for ``partplan validate``: every share reads
+    (:func:`read_share`: checksum, metadata, arrays), the edge ids of all shares together are
+    ``0 .. E-1`` once each, and with ``matrix`` (the plan's ``A`` as scipy CSR, e.g. reassembled from
+    its shards) each share edge (source -> target) is a nonzero ``A[target, source]``."""
+    from ..plan.store import load_rank, read_manifest
+    path = Path(plan)
+    m = read_manifest(path)
+    if not has_shares(m):
+        return []
+    problems: list[str] = []
+    p, n = int(m["ranks"]), int(m["graph"]["n"])
+    E = int(m["shares"].get("edges", 0))
+    seen = np.zeros(E, dtype=np.int64)
+    have = None
+    if matrix is not None:
+        A = matrix.tocsr()
+        have = np.repeat(np.arange(n, dtype=np.int64), np.diff(A.indptr)) * n + A.indices.astype(np.int64)
+    for r in range(p):
+        try:
+            local_ids, halo_ids = rank_rows(str(path), m, load_rank(path, r, manifest=m))
+            sh = read_share(path, r, manifest=m, local_ids=local_ids, halo_ids=halo_ids, verify=verify)
+        except PlanError as exc:
+            problems.append(str(exc))
+            continue
+        if have is not None:
+            rows = np.concatenate([local_ids, halo_ids])
+            tgt, src = rows[sh["edge_index"][1]], rows[sh["edge_index"][0]]
+            missing = ~np.isin(tgt * n + src, have)
+            if missing.any():
+                e = int(np.flatnonzero(missing)[0])
+                problems.append(f"rank {r}: share edge {int(sh['edge_ids'][e])} ({int(src[e])} -> {int(tgt[e])}) "
+                                f"is no nonzero of the plan's matrix ({int(missing.sum())} such edges)")
+        np.add.at(seen, sh["edge_ids"], 1)
+    if not problems and (seen != 1).any():
+        bad = np.flatnonzero(seen != 1)
+        problems.append(f"edge {int(bad[0])} is in {int(seen[bad[0]])} shares ({bad.size} edge ids not in exactly "
+                        f"one share)")
+    return problems

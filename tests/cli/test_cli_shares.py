@@ -80,3 +80,16 @@ def test_shares_from_a_chunked_graph(tmp_path, capsys):
     op = LocalHalo(plan)
     for v, sh in zip(op.ranks, op.shares):
         assert np.array_equal(sh["node"]["x"].numpy(), x[v.local_ids])
+
+
+def test_validate_checks_the_shares(pt, tmp_path, capsys):
+    d, f = pt
+    plan = tmp_path / "d.plan"
+    assert _run(capsys, "partition", f, "-k", "2", "-o", plan, "-q")[0] == 0
+    assert _run(capsys, "shares", plan, "--data", f)[0] == 0
+    rc, out, _ = _run(capsys, "validate", plan, "--json")
+    assert rc == 0 and [c for c in json.loads(out)["checks"] if c["name"] == "shares"][0]["ok"]
+    (plan / "share-00001.arrow").write_bytes(b"not a share")
+    rc, out, _ = _run(capsys, "validate", plan, "--json")
+    check = [c for c in json.loads(out)["checks"] if c["name"] == "shares"][0]
+    assert rc == 1 and not check["ok"] and "share-00001" in check["detail"]
