@@ -34,11 +34,11 @@ def _check_preset_size(spec, k) -> None:
     """A ``tree:AxBx...`` preset's ranks (the product of its fanouts) checked
     before the topology is built (it holds ranks × ranks matrices): equal to
     ``-k`` when given, and its matrices within the memory budget
-    (:mod:`partplan.io.budget`). One OptionError naming --topology."""
+    (:mod:`partplan._budget`). One OptionError naming --topology."""
     import re
 
     from partplan.errors import OptionError
-    from partplan.io.budget import check_array_bytes
+    from partplan._budget import check_array_bytes
     m = re.fullmatch(r"tree:(\d+(?:x\d+)+)(?::[^:]+)?", str(spec or "").strip().lower())
     if not m:
         return

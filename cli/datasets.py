@@ -195,13 +195,13 @@ def _generate_chunked(args) -> int:
 
 def _check_generator_size(args) -> None:
     """The graph a generator is asked for, against the memory budget
-    (:mod:`partplan.io.budget`), before anything is generated: n and the
+    (:mod:`partplan._budget`), before anything is generated: n and the
     nonzeros its options give (rmat: 2^scale vertices, 2 × edgefactor
     nonzeros each; grids: the product of their sides; rgg: n × avg degree).
     A chunked rmat holds one chunk at a time; its n must fit int64 ids."""
     from partplan.errors import OptionError
     from partplan.io._common import graph_bytes
-    from partplan.io.budget import human_bytes, memory_budget
+    from partplan._budget import human_bytes, memory_budget
     g = args.generator
     if g == "rmat":
         if args.scale is None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import GraphFormatError, OptionError, SizeLimitError
+from .errors import GraphFormatError, OptionError, SizeLimitError
 
 ENV_MAX_BYTES = "PARTPLAN_MAX_BYTES"
 DEFAULT_RAM_FRACTION = 0.8

@@ -236,7 +236,7 @@ def check_matrix_budget(ranks: int, where: str) -> None:
     """One :class:`TopologyError` naming ``where`` (the preset, file or
     argument) when ``ranks`` × ``ranks`` pairs need more than the memory
     budget (``PARTPLAN_MAX_BYTES``), BEFORE any matrix is allocated."""
-    from .io.budget import ENV_MAX_BYTES, human_bytes, memory_budget
+    from ._budget import ENV_MAX_BYTES, human_bytes, memory_budget
     need, budget = int(ranks) * int(ranks) * PAIR_BYTES, memory_budget()
     if need > budget:
         raise TopologyError(f"{where}: {ranks} ranks need {ranks} × {ranks} × {PAIR_BYTES} bytes = "

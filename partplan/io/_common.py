@@ -24,8 +24,8 @@ import numpy as np
 from .._atomic import atomic_path
 from ..errors import GraphFormatError, SizeLimitError  # noqa: F401 (SizeLimitError: the format modules import it here)
 
-# the one budget rule lives in partplan.io.budget; re-exported here for the format modules
-from .budget import (  # noqa: F401
+# the one budget rule lives in partplan._budget; re-exported here for the format modules
+from .._budget import (  # noqa: F401
     DEFAULT_RAM_FRACTION,
     ENV_MAX_BYTES,
     _physical_memory,

@@ -50,7 +50,7 @@ def check_tensor_sizes(ei, n: int | None, w, src) -> None:
     and weights ``w``: dense (strided) tensors on a real device only —
     sparse, meta or quantized tensors are refused —, integer ids, and the
     vertices (``n``, else the largest id + 1: one vectorized max) and edges
-    within the memory budget (:func:`partplan.io.budget.check_budget`).
+    within the memory budget (:func:`partplan._budget.check_budget`).
     One GraphFormatError naming the field."""
     from ._common import check_budget, graph_bytes
     for field, t in (("edge_index", ei), ("edge_weight", w)):

@@ -59,14 +59,14 @@ def _prepare(cfg: dict, nprocs: int | None, threads: int | None) -> dict:
 
 def check_feature_budget(cfg: dict) -> None:
     """rows × f × itemsize of H, Z and the exchange buffers (3 copies) against
-    the memory budget (:mod:`partplan.io.budget`), before the features are
+    the memory budget (:mod:`partplan._budget`), before the features are
     scanned or any process starts: f from ``--feature-file``'s ``.npy``
     header (opened as a regular file, never the data) or ``-f``; rows from
     the plan's manifest. One error naming the option or the file."""
     import numpy as np
 
     from ..io._common import npy_header, open_regular
-    from ..io.budget import check_array_bytes
+    from .._budget import check_array_bytes
     from ..plan.store import plan_rows
     n = plan_rows(cfg["plan"])
     dtype = np.dtype(cfg.get("dtype") or "float32") if cfg.get("dtype") in (None, "float32", "float64") else None

@@ -57,11 +57,11 @@ def _prepare(cfg: dict, nprocs: int | None, threads: int | None) -> dict:
 
 def check_model_budget(cfg: dict) -> None:
     """The widths a user gives (``--classes``, ``--random-features``,
-    ``--hidden``) against the memory budget (:mod:`partplan.io.budget`)
+    ``--hidden``) against the memory budget (:mod:`partplan._budget`)
     before the data is read or any process starts: (n + the widest input) ×
     width × itemsize for activations, their gradients and the optimizer's
     state (4 copies), n from the plan's manifest."""
-    from ..io.budget import check_array_bytes
+    from .._budget import check_array_bytes
     from ..plan.store import plan_rows
     n = plan_rows(cfg["plan"])
     itemsize = 8 if cfg.get("dtype") == "float64" else 4

@@ -17,7 +17,7 @@ def execute(job: Job | str, cfg: dict, *, nprocs: int | None = None, threads: in
     process is one rank under torchrun). Returns the report (None on a
     non-zero torchrun rank). ``threads`` (per process) above the cores this
     process may use is one OptionError, before anything starts."""
-    from ..io.budget import check_threads
+    from .._budget import check_threads
     job = get(job) if isinstance(job, str) else job
     check_threads(threads)   # at most the cores: refused before anything starts
     cfg = dict(cfg, job=job.name)

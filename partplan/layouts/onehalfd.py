@@ -15,6 +15,8 @@ class OneHalfD(Layout):
 
     name = "1.5d"
     replicas = True
+    traversal_refusal = ("each row block lives on c ranks that sum their partial rows by an all-reduce: no single "
+                         "owner per vertex and no owner-to-ghost exchange to traverse")
     distributed_build = split_nonzeros = True
 
     def __init__(self, ranks: int, c: int):

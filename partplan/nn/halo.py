@@ -27,7 +27,8 @@ import numpy as np
 import torch
 
 from ..errors import PlanError
-from ..program.plan import Plan, manifest_groups, manifest_volume, program_steps
+from ..program.plan import Plan, manifest_groups, manifest_volume
+from .rows import RankRows, exchange_step as _exchange_step
 
 __all__ = ["Halo", "HaloRank", "LocalHalo"]
 
@@ -50,67 +51,23 @@ def _load(plan) -> tuple[str, dict, Any]:
     return str(plan), m, lambda r: load_rank(plan, r, manifest=m)
 
 
-def _exchange_step(name: str, m: dict) -> dict:
-    """The forward program's one alltoallv, after checking the program is a 1D one:
-    ``ext = [in; received]``, ``out = spmm(ext)``, ``in == out`` rows."""
-    try:
-        steps = program_steps(m, "forward")
-    except PlanError:
-        raise PlanError(f"{name}: the plan has no forward program") from None
-    ops = [st.get("op") for st in steps]
-    a2a = [st for st in steps if st.get("op") == "alltoallv"]
-    ok = (set(ops) <= {"copy", "gather", "alltoallv", "spmm"} and len(a2a) <= 1
-          and ops.count("gather") == len(a2a) and ops.count("spmm") == 1
-          and all(st.get("src") == "in" for st in steps if st.get("op") in ("copy", "gather")))
-    if not ok or (a2a and (a2a[0].get("src") != "send" or a2a[0].get("dst_row") not in ("in", None))):
-        raise PlanError(f"{name}: Halo needs a 1D plan (layout 1d: each rank's rows plus the rows it "
-                        f"receives); this plan's layout is {m.get('layout')!r} (steps {', '.join(map(str, ops))}); "
-                        f"build it with layout='1d'")
-    return a2a[0] if a2a else {}
+class HaloRank(RankRows):
+    """One rank's rows (:class:`~partplan.nn.rows.RankRows`) and edges of a 1D plan (what :class:`Halo`
+    exposes).
 
-
-class HaloRank:
-    """One rank's rows and edges of a 1D plan (what :class:`Halo` exposes).
-
-    Attributes
+    Attributes (besides the rows')
     ----------
-    rank : the rank.
-    num_local : rows this rank holds (and computes).
-    local_ids : int64 global ids of those rows, in the order ``op(x)`` takes
-        them: the rows sent to peers first (in send order), then the others.
-    halo_ids : int64 global ids of the rows it receives, in order (they follow
-        the local rows in ``op(x)``).
     edge_index : int64 tensor (2, E_r): every edge of the user's graph whose
         target is a local row, in the user's column order; sources index
         ``cat([x_local, x_halo])``, targets ``0 .. num_local - 1``.
     edge_ids : int64 tensor (E_r,): each such edge's column in the user's
         ``edge_index`` (``edge_attr[edge_ids]`` aligns with ``edge_index``).
+    halo_in_degree, halo_loops : int64 arrays: each halo row's non-loop in-edges and self loops over
+        the whole graph (what ``gcn_norm`` needs).
     """
 
     def __init__(self, name: str, m: dict, shard, step: dict, edge_index=None, n: int | None = None):
-        self.rank = int(shard.rank)
-        ids_in = np.asarray(shard.in_ids("forward"), dtype=np.int64)
-        ids_out = np.asarray(shard.out_ids("forward"), dtype=np.int64)
-        if not np.array_equal(ids_in, ids_out):
-            raise PlanError(f"{name}: rank {self.rank} holds rows it does not compute (ownership "
-                            f"{m.get('ownership')!r}); Halo needs a conformal 1D plan (ownership='conformal')")
-        self.local_ids = np.array(ids_in)  # writable (torch.from_numpy warns on a read-only map)
-        self.num_local = int(ids_in.size)
-        if step:
-            sid = step["id"]
-            self.idx = np.array(shard[f"{_gather_id(m)}.idx"], dtype=np.int64)
-            self.send_counts = np.asarray(shard[f"{sid}.send_counts"], dtype=np.int64)
-            self.recv_counts = np.asarray(shard[f"{sid}.recv_counts"], dtype=np.int64)
-            self.halo_ids = np.array(shard[f"{sid}.recv_ids"], dtype=np.int64)
-            self.family = step["group"]
-        else:
-            self.idx = self.halo_ids = np.zeros(0, dtype=np.int64)
-            self.send_counts = self.recv_counts = np.zeros(0, dtype=np.int64)
-            self.family = None
-        if self.idx.size != int(self.send_counts.sum()) or self.halo_ids.size != int(self.recv_counts.sum()) \
-                or (self.idx.size and (self.idx.min() < 0 or self.idx.max() >= self.num_local)):
-            raise PlanError(f"{name}: rank {self.rank}: the forward exchange's arrays disagree with its counts")
-        self._sent_rows_first()
+        super().__init__(name, m, shard, step)
         self.halo_in_degree = self.halo_loops = None
         if edge_index is not None:
             ei, eids, deg = _local_edges(name, edge_index, n, self.local_ids, self.halo_ids, self.rank)
@@ -122,35 +79,6 @@ class HaloRank:
         self.edge_index = torch.from_numpy(ei)
         self.edge_ids = torch.from_numpy(eids)
         self.halo_in_degree, self.halo_loops = halo_in_degree, halo_loops
-
-    @property
-    def num_halo(self) -> int:
-        return int(self.halo_ids.size)
-
-    def _sent_rows_first(self) -> None:
-        """Order the local rows as the send buffer lists them (each row at its
-        first appearance), then the rows never sent. When no row goes to two
-        peers (always at p = 2) the send buffer is then ``x[:len(idx)]``, a
-        view: the exchange sends from ``x`` without gathering a copy
-        (``contiguous_send``)."""
-        rows, first = np.unique(self.idx, return_index=True)   # each sent row, its first position in idx
-        sent = rows[np.argsort(first, kind="stable")]
-        unsent = np.ones(self.num_local, dtype=bool)
-        unsent[sent] = False
-        perm = np.concatenate([sent, np.flatnonzero(unsent)])
-        new_pos = np.empty(self.num_local, dtype=np.int64)
-        new_pos[perm] = np.arange(self.num_local, dtype=np.int64)
-        self.local_ids = self.local_ids[perm]
-        self.idx = new_pos[self.idx]
-        self.contiguous_send = bool(np.array_equal(self.idx, np.arange(self.idx.size)))
-
-
-def _gather_id(m: dict) -> str:
-    steps = program_steps(m, "forward")
-    gathers = [st["id"] for st in steps if st.get("op") == "gather" and st.get("dst") == "send"]
-    if len(gathers) != 1:
-        raise PlanError(f"the forward program has {len(gathers)} gathers into the send buffer, not one")
-    return gathers[0]
 
 
 def _edge_array(edge_index) -> np.ndarray:

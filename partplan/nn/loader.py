@@ -216,7 +216,8 @@ class NeighborLoader:
     def __init__(self, plan, num_neighbors: Sequence[int], *, batch_size: int = 1, input_nodes=None,
                  seed: int = 0, shuffle: bool = True, drop_last: bool = False, timeout: float = 60.0):
         from ..plan.store import load_plan_partition, load_rank, read_manifest
-        from .halo import HaloRank, _exchange_step
+        from torch_geometric.data import Data  # noqa: F401 - imported here, not in the first batch
+        from .rows import RankRows, exchange_step
         from .shares import read_share
         if isinstance(num_neighbors, (int, np.integer)) or not len(num_neighbors) or any(
                 not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < -1 for k in num_neighbors):
@@ -235,7 +236,7 @@ class NeighborLoader:
                             + ("" if init else " (torch.distributed is not initialized)"))
         _, self.part, _ = load_plan_partition(plan)
         self.n = int(m["graph"]["n"])
-        v = HaloRank(name, m, load_rank(plan, rank, manifest=m), _exchange_step(name, m))
+        v = RankRows(name, m, load_rank(plan, rank, manifest=m), exchange_step(name, m))
         sh = read_share(plan, rank, manifest=m, local_ids=v.local_ids, halo_ids=v.halo_ids)
         self.rank, self.world = rank, world
         self.local = _Local(sh, v.halo_ids)

@@ -130,8 +130,8 @@ def _plan_identity(plan_path: Path, m: dict) -> dict:
 
 def rank_rows(name: str, m: dict, shard) -> tuple[np.ndarray, np.ndarray]:
     """(local_ids in Halo's order, halo_ids) of one rank of a 1D conformal plan."""
-    from .halo import HaloRank, _exchange_step
-    v = HaloRank(name, m, shard, _exchange_step(name, m))
+    from .rows import RankRows, exchange_step
+    v = RankRows(name, m, shard, exchange_step(name, m))
     return v.local_ids, v.halo_ids
 
 

@@ -71,9 +71,6 @@ _INSTEAD = {"bfs": "plan the graph with --layout 1d, 2d:RxC or routed:domain:D",
             "analytics": "plan the graph with --layout 1d, 2d:RxC or routed:domain:D",
             "stealing": "use a 1d plan, or run without --steal",
             "routes": "plan the graph with --layout routed:domain:D", "fold": "plan the graph with --layout 2d:RxC"}
-#: why a layout lacks the traversal capabilities (by layout name)
-_WHY = {"1.5d": "each row block lives on c ranks that sum their partial rows by an all-reduce: no single owner "
-                "per vertex and no owner-to-ghost exchange to traverse"}
 
 
 def check_layout(manifest: dict, needs: str | tuple[str, ...] = "analytics", *, job: str | None = None):
@@ -92,7 +89,7 @@ def check_layout(manifest: dict, needs: str | tuple[str, ...] = "analytics", *, 
         if not getattr(lay, c, False):
             what = job if job is not None and c == needs[0] else _WHAT[c]
             raise PlanError(f"{what} cannot run on this plan: its layout {manifest['layout']} does not support it "
-                            f"({_WHY.get(lay.name, 'no program of A^T to traverse')}); {_INSTEAD[c]}")
+                            f"({lay.traversal_refusal}); {_INSTEAD[c]}")
     if manifest.get("ownership", "conformal") != "conformal":
         raise PlanError("graph traversals need conformal ownership (the plan has decoupled owners)")
     return lay

@@ -201,11 +201,11 @@ def test_shares_from_a_chunked_graph_and_a_data_file(tmp_path):
     write_shares(plan, graph=tmp_path / "g.chunked", features=tmp_path / "d.npz")
     indptr, indices = np.asarray(g.indptr), np.asarray(g.indices)
     rows_of = np.repeat(np.arange(n), np.diff(indptr))
-    from partplan.nn.halo import HaloRank, _exchange_step
+    from partplan.nn.rows import RankRows, exchange_step
     from partplan.plan.store import load_rank, read_manifest
     m = read_manifest(plan)
     for r in range(3):
-        v = HaloRank("p", m, load_rank(plan, r, manifest=m), _exchange_step("p", m))
+        v = RankRows("p", m, load_rank(plan, r, manifest=m), exchange_step("p", m))
         sh = read_share(plan, r, local_ids=v.local_ids, halo_ids=v.halo_ids)
         lid = sh["local_ids"]
         assert np.array_equal(sh["node"]["x"].numpy(), x[lid])
