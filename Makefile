@@ -77,6 +77,9 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_exec.py --p 2 4 --f 16 128
 	$(PY) benchmarks/bench_exec.py --graphs rmat16 --p 2 --f 256 --partition block
 	$(PY) benchmarks/bench_gcn.py --json $(OUT)/bench/gcn.json
+	# per-rank shares against the whole graph on one process (R-MAT 20 / 256 features: CHANGELOG), the loader
+	$(PY) benchmarks/bench_shares.py --scale 16 --f 64 --p 4 --workdir $(OUT)/bench/shares
+	$(PY) benchmarks/bench_loader.py --p 2 --json $(OUT)/bench/loader.json
 	$(PY) benchmarks/bench_topology.py
 	$(PY) benchmarks/bench_bfs.py --scale 16 --roots 16 --p 1 2 4
 	$(PY) -m pip install -q 'networkit>=11' || echo "WARNING: networkit not installed; bench_community skips its rows" >&2
