@@ -190,8 +190,8 @@ def test_non_finite_output_is_one_error_and_no_file(plan, tmp_path, capsys):
     np.save(tmp_path / "H.npy", np.full((N, 2), 3e38, dtype=np.float32))   # finite; their sums are not
     rc, _, err = run_cli(["run", "spmm", path, "--backend", "local", "--feature-file", tmp_path / "H.npy",
                           "--output", tmp_path / "Z.npy", "--repeat", 1, "--warmup", 0], capsys)
-    one_line(rc, err, 2, "Z.npy", "non-finite", "overflowed float32", "nothing written")
-    assert listing(tmp_path) == ["H.npy", "g.plan"]
+    one_line(rc, err, 2, "non-finite", "overflow", "float32", "step")   # the step and the cause, one line
+    assert listing(tmp_path) == ["H.npy", "g.plan"]                       # and no output written
     np.save(tmp_path / "H.npy", np.ones((N, 2), dtype=np.float32))
     rc, _, err = run_cli(["run", "spmm", path, "--backend", "local", "--feature-file", tmp_path / "H.npy",
                           "--output", tmp_path / "Z.npy", "--repeat", 1, "--warmup", 0], capsys)
