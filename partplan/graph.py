@@ -74,7 +74,9 @@ class Graph:
         construction from edges with ``symmetrize=True``); True otherwise.
     ids : int64[n] original vertex id of each row when the input ids were
         relabelled (non-contiguous ids), else None.
-    vertex_weights : int64[n] or None (METIS vertex weights).
+    vertex_weights : int64[n] or None: the weight each row counts for in the
+        planner's balance (METIS vertex weights; e.g. memory per row for
+        training from shares); None: the row's nonzeros.
     name : a label for tables and plans.
 
     Examples
@@ -313,11 +315,13 @@ class Graph:
 
     @property
     def balance_weights(self) -> np.ndarray:
-        """int64[n]: the planner's balance weight of each row — its nonzeros, at least 1 (an empty
-        row still owns a row of H). Every engine, refinement and ε-limit balances these; the
-        compute load counts row nnz alone (partplan.partition.rebalance.repair_compute keeps both).
-        Computed on each call (not cached: n int64 more per graph)."""
-        return np.maximum(self.row_nnz, 1).astype(np.int64, copy=False)
+        """int64[n]: the planner's balance weight of each row — its ``vertex_weights`` when the graph
+        has them, else its nonzeros — at least 1 (an empty row still owns a row of H). Every engine,
+        refinement and ε-limit balances these; the compute load counts row nnz alone
+        (partplan.partition.rebalance.repair_compute keeps both). Computed on each call (not
+        cached: n int64 more per graph)."""
+        w = self.row_nnz if self.vertex_weights is None else self.vertex_weights
+        return np.maximum(w, 1).astype(np.int64, copy=False)
 
     @property
     def rows(self) -> np.ndarray:

@@ -153,10 +153,27 @@ def _progress(msg: str, t0: float, quiet: bool) -> None:
         print(f"partplan: {msg} ({time.perf_counter() - t0:.1f} s)", file=sys.stderr, flush=True)
 
 
+def _balanced(g, balance):
+    """``g`` with the balance weights ``balance`` names (:attr:`partplan.graph.Graph.balance_weights`)."""
+    import dataclasses
+    if isinstance(balance, str):
+        if balance == "nnz":
+            return g
+        if balance == "rows":
+            return dataclasses.replace(g, vertex_weights=np.ones(g.n, dtype=np.int64), _cache={})
+        raise OptionError(f"balance must be 'nnz', 'rows' or one integer weight per vertex, not {balance!r}")
+    from ..graph import _numpy_of
+    w = np.asarray(_numpy_of(balance))
+    if w.shape != (g.n,) or w.dtype.kind not in "iu" or (w.size and w.min() < 0):
+        raise OptionError(f"balance: one non-negative integer weight per vertex ({g.n}), got "
+                          f"{w.dtype} {tuple(w.shape)}")
+    return dataclasses.replace(g, vertex_weights=w.astype(np.int64), _cache={})
+
+
 def plan_from_pyg(data: Any, k: int, *, normalize: str | None = None, out: str | os.PathLike | None = None,
                   flow: Flow = "source_to_target", weight: str | None = None, f: int = 128,
                   dtype: str = "float32", progress: bool | None = None, shares: bool = False,
-                  **partition_options):
+                  balance: Any = "nnz", **partition_options):
     """Partition a PyG graph for ``k`` ranks and build its communication plan.
 
     ``A`` is :func:`from_pyg` (``flow``, ``weight``: edge weights only when
@@ -189,6 +206,12 @@ def plan_from_pyg(data: Any, k: int, *, normalize: str | None = None, out: str |
     rank builds ``partplan.nn.Halo(out)`` or ``partplan.nn.NeighborLoader(out,
     ...)`` from its own share without loading the graph.
 
+    ``balance``: what the partition balances per rank — "nnz" (default: each
+    row's nonzeros, the SpMM's compute), "rows" (one per vertex), or n
+    non-negative integers, one per vertex (e.g. the bytes a rank holds for the
+    vertex when it trains from shares: its features plus its in-edges' share
+    and activations, ``partplan.nn.shares.memory_weights``).
+
     Returns the :class:`~partplan.plan.Plan`.
     """
     from ..partition.api import partition as run_partition
@@ -198,7 +221,7 @@ def plan_from_pyg(data: Any, k: int, *, normalize: str | None = None, out: str |
     if shares and out is None:
         raise OptionError("shares=True writes each rank's share beside the plan: give out=PATH")
     t0 = time.perf_counter()
-    g = plan_graph(data, normalize=normalize, flow=flow, weight=weight)
+    g = _balanced(plan_graph(data, normalize=normalize, flow=flow, weight=weight), balance)
     t1 = time.perf_counter()
     if "model" not in partition_options and "backend" not in partition_options and not g.is_symmetric():
         part = _directed_partition(g, k, f=f, dtype=dtype, **partition_options)

@@ -588,3 +588,25 @@ def validate_shares(plan, matrix=None, *, verify: bool = True) -> list[str]:
         problems.append(f"edge {int(bad[0])} is in {int(seen[bad[0]])} shares ({bad.size} edge ids not in exactly "
                         f"one share)")
     return problems
+
+
+def memory_weights(data: Any, *, activation_bytes: int = 0) -> np.ndarray:
+    """Per-vertex balance weights for training from shares (``plan_from_pyg(..., balance=...)``): the
+    bytes a rank holds for vertex v — its node fields' row (``node``) plus, per in-edge, the share's
+    24 bytes (source, target, edge id), its edge fields' row and ``activation_bytes`` (what the model
+    keeps per edge: e.g. 2 · 4 · hidden for a float32 message and its gradient) — in units of one
+    in-edge's bytes: ``in_degree(v) + round(node / edge)``, int64[n].
+
+    >>> import numpy as np
+    >>> d = {"edge_index": np.array([[0, 1, 2], [1, 2, 1]]), "num_nodes": 3, "x": np.zeros((3, 12), np.float32)}
+    >>> memory_weights(d, activation_bytes=24).tolist()   # 48-byte rows, 48 bytes per in-edge
+    [1, 3, 2]
+    """
+    from ..io._pyg import _attr, edge_index_array
+    ei = edge_index_array(data, "memory_weights")
+    n = _attr(data, "num_nodes")
+    n = int(n) if n is not None else (int(ei.max()) + 1 if ei.size else 0)
+    node, edge = _data_fields(data, n, int(ei.shape[1]))
+    row = sum(_numpy(v)[0][:1].nbytes for v in node.values())
+    per_edge = 24 + sum(_numpy(v)[0][:1].nbytes for v in edge.values()) + int(activation_bytes)
+    return np.bincount(ei[1], minlength=n).astype(np.int64) + int(round(row / per_edge))
