@@ -215,3 +215,25 @@ def test_shares_from_a_chunked_graph_and_a_data_file(tmp_path):
         ext = np.concatenate([lid, v.halo_ids])
         assert np.array_equal(ext[sh["edge_index"][0]], indices[eids])
         assert np.array_equal(ext[sh["edge_index"][1]], rows_of[eids])
+
+
+def test_balance_rows_or_weights_is_what_the_partition_balances(tmp_path):
+    from partplan.errors import OptionError
+    from partplan.nn.shares import memory_weights
+    from torch_geometric.data import Data
+    g = partplan.datasets.load("polblogs")
+    ei = torch.from_numpy(np.vstack([np.asarray(g.indices), np.repeat(np.arange(g.n), np.diff(g.indptr))]))
+    data = Data(edge_index=ei, num_nodes=g.n, x=torch.zeros(g.n, 64))
+    k = 4
+    for balance, w in (("rows", np.ones(g.n)),
+                       (memory_weights(data, activation_bytes=40), None)):
+        w = np.asarray(balance if w is None else w, dtype=np.int64)
+        plan = partplan.plan_from_pyg(data, k, balance=balance, seed=0, backend="metis", progress=False)
+        load = np.bincount(plan.part, weights=w, minlength=k)
+        assert load.max() <= 1.03 * np.ceil(w.sum() / k) + w.max()          # METIS's ε plus one vertex
+    # memory weights by hand: 256 bytes of x per row, 24 + 40 bytes per in-edge -> in-degree + 4
+    indeg = np.bincount(ei[1].numpy(), minlength=g.n)
+    assert np.array_equal(memory_weights(data, activation_bytes=40), indeg + 4)
+    for bad in ("edges", np.ones(3, dtype=np.int64), -np.ones(g.n, dtype=np.int64), np.ones(g.n)):
+        with pytest.raises(OptionError):
+            partplan.plan_from_pyg(data, k, balance=bad)
