@@ -254,13 +254,21 @@ def _member(path: Path, key: str, rows: np.ndarray | None = None) -> np.ndarray:
 
 def _iter_rows(path: Path, key: str, shape: tuple, chunk_rows: int):
     """(first row, block) over all rows of the npz member ``key``, one block of
-    ``chunk_rows`` rows at a time (memory map or a single inflating pass)."""
+    ``chunk_rows`` rows at a time (plain reads of a stored member — a memory
+    map's pages would stay counted in this process's memory — or a single
+    inflating pass)."""
     with zipfile.ZipFile(path) as zf:
         shape, dtype, fortran, offset = _member_header(zf, key + ".npy", path)
         if offset is not None and not fortran:
-            arr = np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)
-            for lo in range(0, shape[0], chunk_rows):
-                yield lo, np.asarray(arr[lo:lo + chunk_rows])
+            row_b = _nbytes(tuple(shape[1:]), dtype)
+            with open(path, "rb") as raw:
+                raw.seek(offset)
+                for lo in range(0, shape[0], chunk_rows):
+                    hi = min(shape[0], lo + chunk_rows)
+                    buf = raw.read((hi - lo) * row_b)
+                    if len(buf) != (hi - lo) * row_b:
+                        raise DataError("truncated member (fewer bytes than its header's shape)", path, key)
+                    yield lo, np.frombuffer(buf, dtype=dtype).reshape((hi - lo,) + tuple(shape[1:]))
             return
         if fortran:  # a column-major member cannot be streamed by rows: bounded by the budget
             _check_budget(path, key, _nbytes(shape, dtype), f"the column-major member of shape {shape}")

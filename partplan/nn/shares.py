@@ -184,9 +184,9 @@ class _Source:
     n: int
     e: int
 
-    def rank_edges(self, rank_local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(sources, edge ids) of every edge whose target is in ``rank_local`` (bool[n]), edge ids ascending,
-        targets as a third array."""
+    def rank_edges_of(self, r: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """(int64[2, count]: source and target global ids, int64[count]: edge ids ascending) of every
+        edge whose target is a row of rank r (``count`` of them, known from :meth:`in_degrees`)."""
         raise NotImplementedError
 
     def in_degrees(self) -> tuple[np.ndarray, np.ndarray]:
@@ -222,9 +222,9 @@ class _DataSource(_Source):
         self.order = np.argsort(owner, kind="stable")
         self.bounds = np.searchsorted(owner[self.order], np.arange(int(part.max(initial=0)) + 2))
 
-    def rank_edges_of(self, r: int):
+    def rank_edges_of(self, r: int, count: int):
         sel = self.order[self.bounds[r]:self.bounds[r + 1]]
-        return self.ei[0, sel], self.ei[1, sel], sel.astype(np.int64)
+        return np.ascontiguousarray(self.ei[:, sel]), sel.astype(np.int64)
 
     def in_degrees(self):
         loop = self.ei[0] == self.ei[1]
@@ -263,20 +263,26 @@ class _ChunkedSource(_Source):
             yield c.row_lo, c.row_hi, base, np.asarray(rows.indptr, dtype=np.int64), np.asarray(rows.indices)
             base += int(c.nnz)
 
-    def rank_edges_of(self, r: int):
-        srcs, dsts, eids = [], [], []
+    def rank_edges_of(self, r: int, count: int):
+        ei = np.empty((2, count), dtype=np.int64)    # filled chunk by chunk: no list of pieces to join
+        eids = np.empty(count, dtype=np.int64)
+        at = 0
         for lo, hi, base, indptr, indices in self._chunks():
             mine = np.flatnonzero(self.part[lo:hi] == r)
             if not mine.size:
                 continue
             cnt = indptr[mine + 1] - indptr[mine]
-            starts = np.repeat(indptr[mine], cnt)
-            pos = starts + (np.arange(int(cnt.sum()), dtype=np.int64) - np.repeat(np.cumsum(cnt) - cnt, cnt))
-            srcs.append(indices[pos].astype(np.int64))
-            dsts.append(np.repeat(mine + lo, cnt).astype(np.int64))
-            eids.append(pos + base)
-        cat = (lambda xs: np.concatenate(xs) if xs else np.zeros(0, dtype=np.int64))
-        return cat(srcs), cat(dsts), cat(eids)
+            pos = _ranges(indptr[mine], cnt)
+            m = pos.size
+            if at + m > count:
+                raise PlanError(f"{self.path}: the chunks changed while the shares were written")
+            ei[0, at:at + m] = indices[pos]
+            ei[1, at:at + m] = np.repeat(mine + lo, cnt)
+            eids[at:at + m] = pos + base
+            at += m
+        if at != count:
+            raise PlanError(f"{self.path}: the chunks changed while the shares were written")
+        return ei, eids
 
     def in_degrees(self):
         nonloop = np.zeros(self.n, dtype=np.int64)
@@ -293,6 +299,13 @@ class _ChunkedSource(_Source):
             return {}
         from .data import read_rows
         return read_rows(self.data_file, ids)
+
+
+def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Concatenated ``arange(s, s + c)`` for each pair (vectorized)."""
+    total = int(counts.sum())
+    off = np.repeat(np.cumsum(counts) - counts, counts)
+    return np.repeat(starts, counts) + (np.arange(total, dtype=np.int64) - off)
 
 
 def _take(v, rows: np.ndarray):
@@ -340,6 +353,7 @@ def write_shares(plan, data: Any = None, *, graph=None, features=None,
     src = _DataSource(data, n, part) if data is not None else _ChunkedSource(graph, features, n, part)
     ident = _plan_identity(path, m)
     nonloop, loops = src.in_degrees()
+    indeg = nonloop + loops
     # the share of each rank, written into a fresh sibling directory that also links the plan's files
     from .._atomic import discard_temp
     from ..plan.store import begin_plan_dir
@@ -356,17 +370,20 @@ def write_shares(plan, data: Any = None, *, graph=None, features=None,
         files, fields = [], {"node": {}, "edge": {}}
         for r in range(p):
             local_ids, halo_ids = rank_rows(str(path), m, load_rank(path, r, manifest=m))
-            srcs, dsts, eids = src.rank_edges_of(r)
+            ei, eids = src.rank_edges_of(r, int(indeg[local_ids].sum()))
             pos = np.full(n, -1, dtype=np.int64)
             pos[halo_ids] = np.arange(local_ids.size, local_ids.size + halo_ids.size, dtype=np.int64)
             pos[local_ids] = np.arange(local_ids.size, dtype=np.int64)
-            ls, ld = pos[srcs], pos[dsts]
-            if ls.size and ls.min() < 0:
-                e = int(eids[np.argmin(ls)])
+            flat = ei.reshape(-1)                     # a view: ei is C-contiguous (its sources say so)
+            assert np.shares_memory(flat, ei)
+            for lo in range(0, flat.size, 1 << 22):   # global ids -> Halo's positions, in place, by blocks
+                flat[lo:lo + (1 << 22)] = pos[flat[lo:lo + (1 << 22)]]
+            pos = None
+            if ei.size and ei[0].min() < 0:
+                e = int(eids[np.argmin(ei[0])])
                 raise PlanError(f"{path}: rank {r}: edge {e} reads a row the plan does not send to this rank: "
                                 f"the plan was not built from this graph (PyG's source -> target flow)")
-            pos = None
-            arrays = {"local_ids": (local_ids, "int64"), "edge_index": (np.vstack([ls, ld]), "int64"),
+            arrays = {"local_ids": (local_ids, "int64"), "edge_index": (ei, "int64"),
                       "edge_ids": (eids, "int64"), "halo_in_degree": (nonloop[halo_ids], "int64"),
                       "halo_loops": (loops[halo_ids], "int64")}
             meta_fields = {}
