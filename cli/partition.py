@@ -98,6 +98,10 @@ def register(subparsers) -> None:
                    help="plan values: gcn = D^-1/2 (A+I) D^-1/2 (PyG GCNConv), mean = D^-1 (A+I); "
                         "needed by `partplan train gcn` (default none: A as read)")
     p.add_argument("--partition-only", action="store_true", help="write the partition even if OUT ends in .plan")
+    p.add_argument("--shares", action="store_true",
+                   help="with a PyG Data (.pt) and a .plan output: also write each rank's share of its node and "
+                        "edge fields beside the plan (what partplan shares does; partplan.nn.Halo(PLAN) and "
+                        "NeighborLoader read them)")
     p.add_argument("--nprocs", type=_positive_int, default=None, metavar="N",
                    help="partition with N MPI processes (mpirun; each reads only its chunks of a chunked graph): "
                         "--engine stream (Fennel in process 0; default for a symmetric pattern), zoltan (Zoltan "
@@ -254,6 +258,10 @@ def run(args) -> int:
         except ImportError as exc:
             raise BackendUnavailableError(f"plans are not available yet in this install ({exc}); "
                                           f"use --partition-only or a .npy/.part/.parquet name") from None
+    if args.shares and not (want_plan and str(args.graph).lower().endswith(".pt")):
+        raise PartitionError("--shares writes a PyG Data's shares beside a plan: give a .pt graph and -o NAME.plan")
+    if args.shares and args.layout != "1d":
+        raise PartitionError(f"--shares needs a 1D plan (Halo's rows and edges); --layout is {args.layout}")
     # check every option before the (possibly long) read
     from partplan.layouts import parse_layout
 
@@ -290,6 +298,11 @@ def run(args) -> int:
                               normalize=None if args.normalize == "none" else args.normalize, progress=beat)
             topts.attach(plan)
             written = write_plan(plan, out, progress=beat)
+            if args.shares:
+                progress("writing each rank's share")
+                from partplan.io.pt import load_pt
+                from partplan.nn.shares import write_shares
+                write_shares(out, load_pt(args.graph), progress=beat)
         else:
             if out.suffix.lower() == ".plan":
                 out = out.with_suffix(".npy")

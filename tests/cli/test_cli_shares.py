@@ -93,3 +93,18 @@ def test_validate_checks_the_shares(pt, tmp_path, capsys):
     rc, out, _ = _run(capsys, "validate", plan, "--json")
     check = [c for c in json.loads(out)["checks"] if c["name"] == "shares"][0]
     assert rc == 1 and not check["ok"] and "share-00001" in check["detail"]
+
+
+def test_partition_writes_the_shares_with_the_plan(pt, tmp_path, capsys):
+    from partplan.nn import LocalHalo
+    d, f = pt
+    plan = tmp_path / "d.plan"
+    rc, _, err = _run(capsys, "partition", f, "-k", "2", "-o", plan, "--shares", "-q")
+    assert rc == 0, err
+    op = LocalHalo(plan)
+    for v, sh in zip(op.ranks, op.shares):
+        assert torch.equal(sh["node"]["y"], d.y[torch.from_numpy(v.local_ids)])
+    for argv in (["partition", f, "-k", "2", "-o", tmp_path / "p.npy", "--shares"],
+                 ["partition", f, "-k", "2", "-o", tmp_path / "q.plan", "--shares", "--layout", "2d:1x2"]):
+        rc, _, err = _run(capsys, *argv)
+        assert rc == 2 and "--shares" in err and err.count("\n") == 1, err
