@@ -120,9 +120,19 @@ class _Transport:
     counts the payload bytes this rank sends and receives per peer."""
 
     def __init__(self, rank: int, world: int, device, timeout: float):
-        self.rank, self.world, self.device = rank, world, device
+        self.rank, self.world, self.device, self.timeout = rank, world, device, float(timeout)
         self.sent = np.zeros(world, dtype=np.int64)
         self.recv = np.zeros(world, dtype=np.int64)
+
+    def wait(self, work, what: str) -> None:
+        """Wait for an asynchronous collective at most ``timeout`` seconds; one PlanError otherwise."""
+        import datetime
+        try:
+            work.wait(timeout=datetime.timedelta(seconds=self.timeout))
+        except RuntimeError as exc:
+            raise PlanError(f"rank {self.rank}: the neighbour loader's {what} did not complete within "
+                            f"{self.timeout:g} s (a rank stopped iterating, or iterates another epoch or step "
+                            f"count): {str(exc).splitlines()[0][:200]}") from None
 
     def a2a(self, rows: torch.Tensor, counts: np.ndarray, row_bytes: int) -> tuple[torch.Tensor, np.ndarray]:
         """Send ``rows`` (uint8, n × row_bytes, grouped by destination with ``counts[d]`` rows each);
@@ -133,13 +143,17 @@ class _Transport:
         import torch.distributed as dist
         c = torch.from_numpy(counts.copy())
         rc = torch.empty_like(c)
-        dist.all_to_all_single(rc, c)
+        self.wait(dist.all_to_all_single(rc, c, async_op=True), "count exchange")
         rcounts = rc.numpy().astype(np.int64)
         out = torch.empty((int(rcounts.sum()), row_bytes), dtype=torch.uint8)
         if row_bytes:
-            dist.all_to_all_single(out, rows.contiguous(), output_split_sizes=rcounts.tolist(),
-                                   input_split_sizes=counts.tolist())
+            self.wait(dist.all_to_all_single(out, rows.contiguous(), output_split_sizes=rcounts.tolist(),
+                                             input_split_sizes=counts.tolist(), async_op=True), "exchange")
         return out, rcounts
+
+    def all_gather(self, outs: list, t: torch.Tensor, what: str) -> None:
+        import torch.distributed as dist
+        self.wait(dist.all_gather(outs, t, async_op=True), what)
 
 
 def _as_bytes(t: torch.Tensor) -> torch.Tensor:
@@ -197,7 +211,10 @@ class NeighborLoader:
     seed : the sampling seed; the same seed gives the same batches at any p.
     shuffle : order the seeds by ``hash(seed, epoch, node)`` (True) or by id.
     drop_last : skip the last global batch when it is short.
-    timeout : seconds a collective waits on a peer.
+    timeout : seconds each exchange waits on its peers; a rank that stops iterating makes the others
+        raise one PlanError within it.
+    pyg_options : PyG's ``replace``, ``directed``, ``disjoint``, ``subgraph_type``, ``num_workers``,
+        ``persistent_workers``, ``pin_memory`` at their defaults only (anything else: one OptionError).
 
     torch.distributed must be initialized with the plan's rank count (or not at all for a 1-rank
     plan). ``len(loader)`` = steps per epoch (every rank); each ``iter()`` is one epoch
@@ -214,7 +231,8 @@ class NeighborLoader:
     """
 
     def __init__(self, plan, num_neighbors: Sequence[int], *, batch_size: int = 1, input_nodes=None,
-                 seed: int = 0, shuffle: bool = True, drop_last: bool = False, timeout: float = 60.0):
+                 seed: int = 0, shuffle: bool = True, drop_last: bool = False, timeout: float = 60.0,
+                 **pyg_options):
         from ..plan.store import load_plan_partition, load_rank, read_manifest
         from torch_geometric.data import Data  # noqa: F401 - imported here, not in the first batch
         from .rows import RankRows, exchange_step
@@ -224,6 +242,15 @@ class NeighborLoader:
             raise OptionError(f"num_neighbors must be a list of ints >= -1 (one per hop), got {num_neighbors!r}")
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise OptionError(f"batch_size must be a positive int, got {batch_size!r}")
+        # PyG's NeighborLoader options this loader follows only at their defaults
+        defaults = {"replace": False, "directed": True, "disjoint": False, "subgraph_type": "directional",
+                    "num_workers": 0, "persistent_workers": False, "pin_memory": False}
+        for key, val in pyg_options.items():
+            if key not in defaults:
+                raise OptionError(f"NeighborLoader takes no option {key!r} (PyG's {key} has no counterpart here)")
+            if val != defaults[key]:
+                raise OptionError(f"NeighborLoader samples with {key}={defaults[key]!r} only (PyG's default); "
+                                  f"{key}={val!r} is not supported")
         self.num_neighbors = [int(k) for k in num_neighbors]
         self.batch_size, self.seed, self.shuffle, self.drop_last = int(batch_size), int(seed), shuffle, drop_last
         name = str(plan)
@@ -274,9 +301,8 @@ class NeighborLoader:
     def _allgather_int(self, x: int) -> np.ndarray:
         if self.world == 1:
             return np.array([x], dtype=np.int64)
-        import torch.distributed as dist
         out = [torch.zeros(1, dtype=torch.int64) for _ in range(self.world)]
-        dist.all_gather(out, torch.tensor([x], dtype=torch.int64))
+        self.transport.all_gather(out, torch.tensor([x], dtype=torch.int64), "seed count")
         return np.array([int(t) for t in out], dtype=np.int64)
 
     def _order_keys(self, ids: np.ndarray, epoch: int) -> np.ndarray:
@@ -287,7 +313,6 @@ class NeighborLoader:
         (key, id) pairs are gathered: 16 bytes per seed)."""
         keys = self._order_keys(self.seeds, epoch)
         if self.world > 1:
-            import torch.distributed as dist
             counts = self._allgather_int(self.seeds.size)
             mine = torch.from_numpy(np.stack([keys.view(np.int64), self.seeds], 1).reshape(-1).copy())
             top = 2 * int(counts.max())                       # gloo gathers equal sizes: pad to the largest
@@ -295,7 +320,7 @@ class NeighborLoader:
             padded[:mine.numel()] = mine
             gathered = [torch.empty(top, dtype=torch.int64) for _ in counts]
             if top:
-                dist.all_gather(gathered, padded)
+                self.transport.all_gather(gathered, padded, "seed order")
             allk = np.concatenate([g.numpy()[:2 * int(c)].reshape(-1, 2) for g, c in zip(gathered, counts)])
             allkeys, allids = allk[:, 0].copy().view(np.uint64), allk[:, 1].copy()
         else:

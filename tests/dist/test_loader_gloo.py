@@ -6,7 +6,7 @@ loader's global batch, the sampled edges are the user's edges, bytes measured ==
 batch, and a batch's forward equals the same PyG model on the subgraph materialized in one process
 from the user's Data. Halo built from the shares (no Data on the ranks) gives GATConv's and
 GCNConv's single-process outputs and gradients (float64, <= 1e-10). README.md's two PyG blocks run
-as written."""
+as written; a rank that stops iterating makes its peer fail within the loader's timeout."""
 from __future__ import annotations
 
 import json
@@ -98,6 +98,16 @@ def _worker(rank, world, port, tmp):
                          "README.md", "exec"), ns)
             exec(compile(second.replace("range(5)", "range(1)"), "README.md", "exec"), ns)  # noqa: S102
             out["readme_loader_steps"] = len(ns["loader"])
+            # a rank that stops iterating: its peer ends within the timeout with one error
+            from partplan.errors import PlanError
+            lone = partplan.nn.NeighborLoader(plan, FAN, batch_size=BATCH, seed=1, timeout=3)
+            if rank == 0:
+                import time
+                t0 = time.perf_counter()
+                try:
+                    next(iter(lone))
+                except PlanError as exc:
+                    out["lone"] = [str(exc), time.perf_counter() - t0]
     except BaseException:  # noqa: BLE001 - reported to the parent through the file
         out["exception"] = traceback.format_exc()
     finally:
@@ -170,3 +180,5 @@ def test_gloo_loader_and_halo_from_shares(tmp_path, world):
         (acc,) = res[0]["readme"]
         assert 0.0 <= acc <= 1.0
         assert res[0]["readme_loader_steps"] == res[1]["readme_loader_steps"] > 0
+        msg, secs = res[0]["lone"]
+        assert "did not complete within 3 s" in msg and secs < 20, (msg, secs)

@@ -123,3 +123,8 @@ def test_options_are_checked(one):
         NeighborLoader(path, [2], batch_size=4, input_nodes="x")
     with pytest.raises(OptionError):
         NeighborLoader(path, [2], batch_size=4, input_nodes=torch.tensor([10 ** 9]))
+    with pytest.raises(OptionError, match="replace=True"):
+        NeighborLoader(path, [2], batch_size=4, replace=True)
+    with pytest.raises(OptionError, match="no option"):
+        NeighborLoader(path, [2], batch_size=4, time_attr="t")
+    NeighborLoader(path, [2], batch_size=4, replace=False, directed=True)     # PyG's defaults: accepted
