@@ -220,6 +220,10 @@ def plan_from_pyg(data: Any, k: int, *, normalize: str | None = None, out: str |
         raise OptionError(f"normalize must be None, 'gcn' or 'mean', not {normalize!r}")
     if shares and out is None:
         raise OptionError("shares=True writes each rank's share beside the plan: give out=PATH")
+    if shares and (str(partition_options.get("layout", "1d")) != "1d"
+                   or partition_options.get("ownership", "conformal") != "conformal"):
+        raise OptionError("shares=True needs a 1D conformal plan (Halo's rows and edges): leave layout and "
+                          "ownership at their defaults")
     t0 = time.perf_counter()
     g = _balanced(plan_graph(data, normalize=normalize, flow=flow, weight=weight), balance)
     t1 = time.perf_counter()
