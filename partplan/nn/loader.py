@@ -121,8 +121,8 @@ class _Transport:
 
     def __init__(self, rank: int, world: int, device, timeout: float):
         self.rank, self.world, self.device, self.timeout = rank, world, device, float(timeout)
-        self.sent = np.zeros(world, dtype=np.int64)
-        self.recv = np.zeros(world, dtype=np.int64)
+        self.last_sent = np.zeros(world, dtype=np.int64)   # bytes the last a2a sent to / received from each peer
+        self.last_recv = np.zeros(world, dtype=np.int64)
 
     def wait(self, work, what: str) -> None:
         """Wait for an asynchronous collective at most ``timeout`` seconds; one PlanError otherwise."""
@@ -138,7 +138,10 @@ class _Transport:
         """Send ``rows`` (uint8, n × row_bytes, grouped by destination with ``counts[d]`` rows each);
         returns (received rows grouped by source, counts per source)."""
         counts = np.asarray(counts, dtype=np.int64)
+        if rows.dim() != 2 or rows.dtype != torch.uint8 or rows.shape[0] != int(counts.sum()):
+            raise PlanError(f"rank {self.rank}: {rows.shape[0]} rows to send for counts summing to {int(counts.sum())}")
         if self.world == 1:
+            self.last_sent = self.last_recv = np.zeros(1, dtype=np.int64)
             return rows, counts
         import torch.distributed as dist
         c = torch.from_numpy(counts.copy())
@@ -149,6 +152,10 @@ class _Transport:
         if row_bytes:
             self.wait(dist.all_to_all_single(out, rows.contiguous(), output_split_sizes=rcounts.tolist(),
                                              input_split_sizes=counts.tolist(), async_op=True), "exchange")
+        # bytes on the wire per peer, from the buffers themselves (this rank's own rows never leave it)
+        other = np.arange(self.world) != self.rank
+        self.last_sent = counts * int(rows.shape[1]) * rows.element_size() * other
+        self.last_recv = rcounts * int(out.shape[1]) * out.element_size() * other
         return out, rcounts
 
     def all_gather(self, outs: list, t: torch.Tensor, what: str) -> None:
@@ -353,15 +360,13 @@ class NeighborLoader:
         seeds = np.asarray(seeds, dtype=np.int64)
         if seeds.size and (self.part[seeds] != self.rank).any():
             raise OptionError(f"rank {self.rank}: sample() takes seeds this rank owns")
-        self.transport.sent[:] = 0
-        self.transport.recv[:] = 0
+        measured = np.zeros(self.world, dtype=np.int64)   # requests sent + replies received, by the transport
         n_id = [seeds]
         remote_fields = []  # (ids, fields dict) received
         rows_src, rows_eid, rows_tgt, edge_parts = [], [], [], []
         num_nodes, num_edges = [int(seeds.size)], []
         seen_sorted = np.sort(seeds)
         frontier = seeds
-        pred = np.zeros(self.world, dtype=np.int64)
         L = len(self.num_neighbors)
         for hop in range(L + 1):
             expand = hop < L
@@ -375,12 +380,12 @@ class NeighborLoader:
             rcounts = np.bincount(req_owner, minlength=self.world).astype(np.int64)
             if hop > 0:
                 asked, acounts = self.transport.a2a(_int_rows(req.reshape(-1, 1)), rcounts, 8)
-                self.transport.sent += rcounts * 8 * (np.arange(self.world) != self.rank)
+                measured += self.transport.last_sent
                 asked = _from_bytes(asked, torch.zeros(0, dtype=torch.int64)).numpy()
                 # replies: node fields, then (expanding) per-node sample counts and the sampled edges
                 pos = self.local.pos(asked) if asked.size else np.zeros(0, dtype=np.int64)
                 nb, ncount = self.transport.a2a(self.nodes.pack(self.node_fields, pos), acounts, self.nodes.row_bytes)
-                self.transport.recv += ncount * self.nodes.row_bytes * (np.arange(self.world) != self.rank)
+                measured += self.transport.last_recv
                 got_fields = self.nodes.unpack(nb)
                 remote_fields.append((req, got_fields))
                 if expand:
@@ -393,7 +398,7 @@ class NeighborLoader:
                     eb = self.edges.pack(self.edge_fields, self.local.edge_pos[cpos])
                     both = torch.cat([hb, eb], 1)
                     rb, rec = self.transport.a2a(both, ecounts, 24 + self.edges.row_bytes)
-                    self.transport.recv += rec * (24 + self.edges.row_bytes) * (np.arange(self.world) != self.rank)
+                    measured += self.transport.last_recv
                     trip = _from_bytes(rb[:, :24], torch.zeros((0, 3), dtype=torch.int64)).numpy()
                     r_efields = self.edges.unpack(rb[:, 24:])
             if not expand:
@@ -463,7 +468,7 @@ class NeighborLoader:
         batch.num_sampled_nodes = num_nodes
         batch.num_sampled_edges = num_edges
         batch.comm_bytes = {"predicted": self._predict(n_ids, num_nodes, tgt),
-                            "measured": self.transport.sent + self.transport.recv}
+                            "measured": measured}
         return batch
 
     def _predict(self, n_ids: np.ndarray, num_nodes: list, tgt: np.ndarray) -> np.ndarray:
