@@ -37,7 +37,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
@@ -124,7 +124,8 @@ def _write_file(path: Path, arrays: dict, meta: dict) -> dict:
 
 
 # ----------------------------------------------------------------------------- what a share holds
-def _plan_identity(plan_path: Path, m: dict) -> dict:
+def _plan_identity(m: dict) -> dict:
+    """What ties a share to its plan: the graph's fingerprint and the partition file's sha256."""
     return {"graph_fingerprint": m["graph"]["fingerprint"], "partition_sha256": m["partition_file"]["sha256"]}
 
 
@@ -178,29 +179,28 @@ def _data_fields(data, n: int, e: int) -> tuple[dict, dict]:
     return node, edge
 
 
-class _Source:
-    """Where a writer reads edges and fields from, one rank at a time."""
+class _Source(Protocol):
+    """Where a writer reads edges and fields from, one rank at a time (a Data in memory, or a chunked
+    graph with a node data file)."""
 
     n: int
     e: int
 
     def rank_edges_of(self, r: int, count: int) -> tuple[np.ndarray, np.ndarray]:
-        """(int64[2, count]: source and target global ids, int64[count]: edge ids ascending) of every
-        edge whose target is a row of rank r (``count`` of them, known from :meth:`in_degrees`)."""
-        raise NotImplementedError
+        """(int64[2, count]: source and target global ids, C-contiguous; int64[count]: edge ids
+        ascending) of every edge whose target is a row of rank r (``count``, from :meth:`in_degrees`)."""
 
     def in_degrees(self) -> tuple[np.ndarray, np.ndarray]:
         """(non-loop in-edges, loops) per vertex, int64[n] each."""
-        raise NotImplementedError
 
     def node_rows(self, ids: np.ndarray) -> dict:
-        raise NotImplementedError
+        """{field name: rows ``ids``} of every node field."""
 
     def edge_rows(self, eids: np.ndarray) -> dict:
-        return {}
+        """{field name: rows ``eids``} of every edge field."""
 
 
-class _DataSource(_Source):
+class _DataSource:
     """A PyG Data in memory: edges grouped by the target's rank once (stable: edge ids ascending)."""
 
     def __init__(self, data, n: int, part: np.ndarray):
@@ -238,7 +238,7 @@ class _DataSource(_Source):
         return {k: _take(v, eids) for k, v in self.edge.items()}
 
 
-class _ChunkedSource(_Source):
+class _ChunkedSource:
     """A chunked CSR graph (row = target, as PyG's flow reads it: ``A[i, j]`` for the edge j -> i; edge id =
     the nonzero's position in the CSR) and an optional node data file read by rows."""
 
@@ -255,19 +255,22 @@ class _ChunkedSource(_Source):
             from .data import check_data
             check_data(data_file, n)
 
-    def _chunks(self):
+    def _chunks(self, values: bool = False):
         from ..io.chunked import read_chunk_rows
         base = 0
         for c in self.info.chunks:
             rows = read_chunk_rows(self.path, c.row_lo, c.row_hi, info=self.info)
-            yield c.row_lo, c.row_hi, base, np.asarray(rows.indptr, dtype=np.int64), np.asarray(rows.indices)
+            out = (c.row_lo, c.row_hi, base, np.asarray(rows.indptr, dtype=np.int64), np.asarray(rows.indices))
+            yield out + ((rows.data,) if values else ())
             base += int(c.nnz)
 
     def rank_edges_of(self, r: int, count: int):
         ei = np.empty((2, count), dtype=np.int64)    # filled chunk by chunk: no list of pieces to join
         eids = np.empty(count, dtype=np.int64)
+        weighted = self.info.weighted
+        self._weights = np.empty(count, dtype=np.float64) if weighted else None
         at = 0
-        for lo, hi, base, indptr, indices in self._chunks():
+        for lo, hi, base, indptr, indices, data in self._chunks(values=True):
             mine = np.flatnonzero(self.part[lo:hi] == r)
             if not mine.size:
                 continue
@@ -279,10 +282,18 @@ class _ChunkedSource(_Source):
             ei[0, at:at + m] = indices[pos]
             ei[1, at:at + m] = np.repeat(mine + lo, cnt)
             eids[at:at + m] = pos + base
+            if weighted:
+                self._weights[at:at + m] = np.asarray(data)[pos]
             at += m
         if at != count:
             raise PlanError(f"{self.path}: the chunks changed while the shares were written")
         return ei, eids
+
+    def edge_rows(self, eids):
+        """A weighted chunked graph's values as the edge field ``edge_weight`` (rows of the last
+        :meth:`rank_edges_of`, which ``eids`` are); none for a pattern."""
+        w, self._weights = getattr(self, "_weights", None), None
+        return {} if w is None else {"edge_weight": w}
 
     def in_degrees(self):
         nonloop = np.zeros(self.n, dtype=np.int64)
@@ -351,7 +362,7 @@ def write_shares(plan, data: Any = None, *, graph=None, features=None,
     if (data is None) == (graph is None):
         raise PlanError("write_shares takes either data (a PyG Data) or graph (a chunked graph directory)")
     src = _DataSource(data, n, part) if data is not None else _ChunkedSource(graph, features, n, part)
-    ident = _plan_identity(path, m)
+    ident = _plan_identity(m)
     nonloop, loops = src.in_degrees()
     indeg = nonloop + loops
     # the share of each rank, written into a fresh sibling directory that also links the plan's files
@@ -452,7 +463,7 @@ def read_share(plan, rank: int, *, manifest: dict | None = None, halo_ids: np.nd
                             f"manifest field 'shares.files[{rank}].sha256'")
     meta, arrays = _parse_arrow(f, mapped.buf)
     want = {"format": SHARE_FORMAT, "version": SHARE_VERSION, "rank": rank, "ranks": p, "n": n,
-            **_plan_identity(path, m)}
+            **_plan_identity(m)}
     for key, val in want.items():
         if meta.get(key) != val:
             raise PlanError(f"{f}: share metadata field {key!r} = {str(meta.get(key))[:40]!r}, expected "

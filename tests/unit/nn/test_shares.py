@@ -237,3 +237,19 @@ def test_balance_rows_or_weights_is_what_the_partition_balances(tmp_path):
     for bad in ("edges", np.ones(3, dtype=np.int64), -np.ones(g.n, dtype=np.int64), np.ones(g.n)):
         with pytest.raises(OptionError):
             partplan.plan_from_pyg(data, k, balance=bad)
+
+
+def test_a_weighted_chunked_graph_carries_its_values_by_edge_id(tmp_path):
+    from partplan.graph import Graph
+    from partplan.io.chunked import write_chunked
+    from partplan.nn.shares import read_share, write_shares
+    g0 = partplan.datasets.load("polblogs")
+    vals = np.random.default_rng(3).random(g0.nnz) + 0.5
+    g = Graph(np.asarray(g0.indptr), np.asarray(g0.indices), vals, directed=g0.directed)
+    write_chunked(g, tmp_path / "w.chunked", chunks=3)
+    plan = tmp_path / "w.plan"
+    partplan.write_plan(partplan.build_plan(g, partplan.partition(g, 2, seed=0)), plan)
+    write_shares(plan, graph=tmp_path / "w.chunked")
+    for r in range(2):
+        sh = read_share(plan, r)
+        assert np.array_equal(sh["edge"]["edge_weight"].numpy(), vals[sh["edge_ids"]])
