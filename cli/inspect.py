@@ -60,6 +60,9 @@ def run(args) -> int:
     _print(f"costed for  f={m.get('f')} dtype={m.get('dtype')} ({m.get('row_bytes')} bytes/row)")
     st = m.get("stats") or {}
     _print("stats       " + "  ".join(f"{k}={_fmt(st[k])}" for k in _SUMMARY_KEYS if k in st))
+    if "total_volume" in st:   # what the total and the maxima count (a 1.5D maximum can exceed the total)
+        from partplan.plan.figures import volume_line
+        _print("volumes     " + volume_line({**st, "layout": m.get("layout")}))
     from ._topology import print_topology
     import contextlib
     import io

@@ -326,13 +326,14 @@ def run(args) -> int:
                 ("ranks / row blocks", f"{p.ranks} / {p.row_blocks} ({p.layout})"),
                 ("model / backend", f"{p.model} / {p.backend}"), ("objective", p.objective),
                 ("ownership", p.ownership)]
-        for key in ("total_volume", "max_send", "max_recv", "messages", "compute_imbalance"):
+        from partplan.plan.figures import volume_rows
+        if "total_volume" in s:   # what each figure counts, named (issue #51)
+            rows += volume_rows({**s, "layout": "1d"}, per="rank" if p.row_blocks == p.ranks else "row block")
+        for key in ("messages", "compute_imbalance"):
             if key in s:
                 rows.append((key, f"{s[key]:.4g}" if isinstance(s[key], float) else str(s[key])))
         if p.layout_stats is not None:
-            ls = p.layout_stats.summary()
-            rows.append((f"{p.layout} total / max send / max recv",
-                         f"{ls['total_volume']} / {ls['max_send']} / {ls['max_recv']}"))
+            rows += volume_rows(p.layout_stats.summary(), prefix=f"{p.layout} ")
         rows.append(("time (s)", ", ".join(f"{k[:-2]} {v:.3g}" for k, v in p.timings.items())))
         if written is not None:
             rows.append(("output", str(written)))

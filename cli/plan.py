@@ -50,7 +50,9 @@ def register(subparsers) -> None:
     p.add_argument("--column", metavar="NAME", help="column of a Parquet/Arrow/CSV partition file")
     p.add_argument("--layout", default=None, metavar="L",
                    help="1d (default), 1.5d:C or 2d:RxC; default: the layout saved with the partition, else 1d")
-    p.add_argument("-k", type=positive_int, metavar="RANKS", help="number of ranks (default from the partition)")
+    p.add_argument("-k", type=positive_int, metavar="RANKS",
+                   help="number of ranks (default: from the layout and the partition's parts: ranks = parts for "
+                        "1d / 2d / routed, parts x c for 1.5d:c); checked against them when given")
     p.add_argument("-o", "--output", required=True, metavar="OUT.plan", help="plan directory to write")
     p.add_argument("-f", "--features", type=positive_int, default=128, metavar="F",
                    help="feature width the plan is costed for (default 128)")
@@ -120,11 +122,10 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(summary, indent=1))
     else:
-        st = m["stats"]
+        from partplan.plan.figures import volume_line
         print(f"wrote {path}: layout {m['layout']} on {m['ranks']} ranks ({m['row_blocks']} row blocks), "
               f"backward {m['backward']}", file=sys.stderr)
-        print(f"total volume {st.get('total_volume')} rows, max send {st.get('max_send')}, "
-              f"max recv {st.get('max_recv')}, messages {st.get('messages')}")
+        print(volume_line({"layout": m["layout"], **m["stats"]}))
     return 0
 
 
@@ -159,13 +160,21 @@ def _run_distributed(args, out: Path) -> int:
         raise PlanError(f"--nprocs does not build layout {args.layout}; build it without --nprocs")
     from partplan.io.chunked import chunk_info
     from partplan.jobs.build import build_distributed
-    from partplan.layouts import parse_layout
     from partplan.plan.distbuild import partition_ranks
-    # ranks: -k, else the layout on max(part) + 1 row blocks, as the one-process build defaults them
-    if args.k is not None:
-        lay = parse_layout(args.layout or "1d", args.k)
+    from partplan.plan.builder import plan_layout
+    from partplan.plan.partitions import saved_partition_meta
+    # ranks from the layout and the partition's parts (a saved partition's row blocks and layout, else
+    # max(part) + 1 on 1d), -k checked against them: as the one-process build does (plan_layout)
+    saved = saved_partition_meta(args.partition)
+    if saved is not None:
+        from partplan.partition.api import _layout_of
+        own = _layout_of(saved, args.partition)
+        layout, parts = args.layout or own.spec, own.row_blocks
     else:
-        lay = parse_layout(args.layout or "1d", row_blocks=partition_ranks(args.partition, chunk_info(args.graph).n))
+        layout, parts = args.layout or "1d", partition_ranks(args.partition, chunk_info(args.graph).n)
+    lay = plan_layout(layout, args.k, parts, exact=saved is not None)
+    if not layout_class(lay.spec).distributed_build:
+        raise PlanError(f"--nprocs does not build layout {lay.spec}; build it without --nprocs")
     k, b = lay.ranks, lay.row_blocks
     if args.nprocs is not None and args.nprocs > b:
         raise PlanError(f"--nprocs {args.nprocs} exceeds the plan's row blocks ({b} for layout {lay.spec} on "
@@ -183,6 +192,10 @@ def _run_distributed(args, out: Path) -> int:
         print(json.dumps(res, indent=1, default=str))
     else:
         print(f"wrote {out}: layout {lay.spec} on {k} ranks, built by {res['processes']} processes", file=sys.stderr)
+        from partplan.plan import read_manifest
+        from partplan.plan.figures import volume_line
+        m = read_manifest(out)
+        print(volume_line({"layout": m["layout"], **m["stats"]}))
     return 0
 
 

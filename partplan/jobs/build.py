@@ -205,7 +205,10 @@ def build_plan_distributed(graph_path, partition, k: int, out, *, comm, layout: 
 
     graph_path : a chunked graph directory (:mod:`partplan.io.chunked`).
     partition : part[v] per vertex: a ``.npy`` file (only this process's slice
-        is read), another partition file (read whole), or an int array.
+        is read), another partition file (read whole), or an int array. A
+        partition saved by ``partplan partition`` carries its provenance
+        (model, backend, objective, seed, params) into the manifest, as the
+        one-process build records it.
     k : ranks of the plan (1d: parts), with at least N row blocks.
     out : the plan directory (written atomically by rank 0's rename; an
         existing plan there is replaced; anything else is refused).
@@ -227,6 +230,10 @@ def build_plan_distributed(graph_path, partition, k: int, out, *, comm, layout: 
     st.start("read")
     r, err = None, None
     try:
+        from ..plan.partitions import partition_provenance
+        # a saved partition's provenance (model, backend, objective, seed, params): the manifest records it as
+        # the one-process build does (an explicit meta field wins)
+        meta = {**partition_provenance(partition), **(meta or {})}
         r = D.read_stage(graph_path, partition, layout, k, f, dtype, u, p)
     except PartplanError as exc:
         err = str(exc)

@@ -47,7 +47,8 @@ def _unpack(graph, part_or_partition, k, layout, owner, meta):
         part = P.part
         if layout is None:
             layout = P.layout_obj if hasattr(P, "layout_obj") else P.layout
-        k = P.ranks if k is None else k
+        # its parts (row blocks) are known exactly: the ranks follow from them and the layout
+        info["_parts"] = int(P.row_blocks) if hasattr(P, "row_blocks") else None
         if owner is None:
             owner = getattr(P, "owner", None)
         for name in ("model", "backend", "objective"):
@@ -97,6 +98,43 @@ def _crosscheck(prog: Program, groups, stats, what: str):
                         f"{diff[0]} to rank {diff[1]}, the analyzer counts {int(stats.volume[tuple(diff)])}")
 
 
+def plan_layout(layout, k: int | None, parts: int, *, exact: bool = True):
+    """The :class:`~partplan.layouts.Layout` of the plan of a partition with
+    ``parts`` parts (row blocks). Without ``k`` the ranks follow from the
+    layout and the parts: 1d, 2d (R × C = parts) and routed layouts have one
+    rank per part, 1.5d:c has parts × c. A given ``k`` must agree: the layout
+    on k ranks must have exactly ``parts`` row blocks (``exact``, a partition
+    whose part count is known: a saved partplan partition or a plan) or at
+    least ``parts`` (a bare part array, whose count is only max(part) + 1).
+    Disagreement is one :class:`PlanError` naming the ranks that would agree.
+
+    >>> plan_layout("1.5d:2", None, 16).ranks
+    32
+    >>> plan_layout("2d", None, 16).spec
+    '2d:4x4'
+    """
+    from ..layouts import Layout, check_spec, parse_layout
+    if not isinstance(layout, Layout):
+        check_spec(layout)                        # an unknown layout is its own error
+    if k is None:
+        try:
+            return parse_layout(layout, row_blocks=int(parts))
+        except PartplanError as exc:
+            raise PlanError(f"layout {getattr(layout, 'spec', layout)} does not fit a partition of {parts} "
+                            f"parts: {exc}") from None
+    lay = parse_layout(layout, int(k))           # k that the layout itself refuses: the layout's own error
+    if lay.row_blocks == parts if exact else lay.row_blocks >= parts:
+        return lay
+    spec = layout.spec if isinstance(layout, Layout) else str(layout)
+    try:
+        want = f"-k {parse_layout(spec, row_blocks=int(parts)).ranks} or leave -k out"
+    except PartplanError:
+        want = f"a layout with {parts} row blocks"
+    raise PlanError(f"-k {k} disagrees with the partition: it has {parts} parts (row blocks), and layout {spec} "
+                    f"on {k} ranks has {lay.row_blocks} row blocks (ranks = parts for 1d / 2d / routed, "
+                    f"parts x c for 1.5d:c); use {want}")
+
+
 # ----------------------------------------------------------------------------- public API
 def build_plan(graph: Graph, part_or_partition, k: int | None = None, *, layout=None,
                owner=None, f: int = 128, dtype: str = "float32", meta: dict | None = None,
@@ -111,8 +149,10 @@ def build_plan(graph: Graph, part_or_partition, k: int | None = None, *, layout=
     part_or_partition : int[n] row block of each vertex, or a planner
         ``Partition`` (its part, ranks, layout, owner, model, backend,
         objective and params are used).
-    k : number of **ranks** (processes). Default: from the Partition, or the
-        layout and ``max(part) + 1`` row blocks.
+    k : number of **ranks** (processes). Default: from the layout and the
+        partition's parts (a Partition's row blocks, else ``max(part) + 1``):
+        ranks = parts for 1d / 2d / routed, parts × c for 1.5d:c
+        (:func:`plan_layout`); a given k must agree with them.
     layout : "1d" (default), "1.5d:c", "2d:RxC", "2d" or a :class:`partplan.layouts.Layout`.
     owner : int[n] "decoupled" ownership (1d only): rank holding row j of H;
         must be in the connectivity set of column j. None = conformal.
@@ -157,11 +197,11 @@ def build_plan(graph: Graph, part_or_partition, k: int | None = None, *, layout=
     if not isinstance(f, (int, np.integer)) or f < 1:
         raise PlanError(f"f (feature width) must be an integer >= 1, got {f!r}")
     dtype_bytes(dtype)
-    if k is None:
-        part, b = as_partition(part, graph.n)
-        lay = parse_layout(layout, row_blocks=b)
-    else:
-        lay = parse_layout(layout, int(k))
+    parts = info.pop("_parts", None)
+    exact = parts is not None
+    if parts is None:
+        part, parts = as_partition(part, graph.n)
+    lay = plan_layout(layout or "1d", k, parts, exact=exact)
     part, _ = as_partition(part, graph.n, lay.row_blocks)
     lay.check_part(part)
     if owner is not None:
@@ -246,4 +286,4 @@ def build_plan(graph: Graph, part_or_partition, k: int | None = None, *, layout=
     return plan
 
 
-__all__ = ["Plan", "RankPlan", "build_plan", "program_steps", "values_symmetric", "PartplanError"]
+__all__ = ["Plan", "RankPlan", "build_plan", "plan_layout", "program_steps", "values_symmetric", "PartplanError"]

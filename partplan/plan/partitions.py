@@ -31,7 +31,7 @@ from pathlib import Path
 
 from ..errors import PartitionError
 
-__all__ = ["read_partition_file"]
+__all__ = ["read_partition_file", "saved_partition_meta", "partition_provenance"]
 
 
 def _is_partplan_saved(p: Path) -> bool:
@@ -109,3 +109,39 @@ def read_partition_file(path: str | os.PathLike, graph, *, column: str | None = 
     return Partition(part=part, k=b, layout="1d", layout_params={}, model="external", backend="external",
                      objective="total", params={}, timings={}, stats=None, owner=None,
                      graph_fingerprint=graph.fingerprint, info={"file": str(p)})
+
+
+def saved_partition_meta(path) -> dict | None:
+    """The metadata ``partplan partition`` saved with the partition file
+    ``path`` (its ``.json`` sidecar, or a Parquet file's ``partplan`` schema
+    key), read without the part array; None for a bare file (or an array)."""
+    if not isinstance(path, (str, os.PathLike)):
+        return None
+    p = Path(path)
+    if p.is_dir() or not p.exists() or not _is_partplan_saved(p):
+        return None
+    from ..partition.api import _meta_dict, _sidecar
+    if p.suffix.lower() == ".parquet":
+        import pyarrow.parquet as pq
+        raw = (pq.read_schema(p).metadata or {}).get(b"partplan")
+        return _meta_dict(raw, p) if raw else None
+    side = _sidecar(p)
+    return _meta_dict(side.read_bytes(), side)
+
+
+def partition_provenance(path) -> dict:
+    """The partition's provenance as :func:`partplan.plan.build_plan` records
+    it in the manifest for a saved partition (``model``, ``backend``,
+    ``objective``, ``seed``, ``params``), read from its saved metadata only
+    (:func:`saved_partition_meta`; the part array is not read): what a
+    distributed plan build (:func:`partplan.jobs.build.build_distributed`)
+    writes, so both builds' manifests agree. Empty for a bare partition."""
+    meta = saved_partition_meta(path)
+    if meta is None:
+        return {}
+    params = meta.get("params", {})
+    if not isinstance(params, dict):
+        raise PartitionError(f"{path}: partition metadata field 'params' must be a JSON object")
+    # as load_partition + build_plan record them: the texts as str, the seed from the params
+    return {"model": str(meta.get("model", "")), "backend": str(meta.get("backend", "")),
+            "objective": str(meta.get("objective", "")), "seed": params.get("seed"), "params": dict(params)}
