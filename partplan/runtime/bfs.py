@@ -469,11 +469,245 @@ class BfsEngine:
         lg = gather_global(comm, ids, [X.host(S[i]["level"]) for i in loc], self.n, -1.0).astype(np.int64)
         return BfsResult(root, pg, lg, records, t_search)
 
+    def _torch_state_2d(self):
+        """The 2D torch path's buffers, made once per engine, per local rank: the
+        own state (visited, parent, level), the frontier over the ext columns,
+        the block rows ``known`` visited or proposed and the own bits the
+        grid-row peers have (``synced``), candidate scratch (block rows + the
+        dummy row of :meth:`~.kernels.torchk.TorchKernels.bottom_up_b`), the
+        own figure weights float64[3, nl] (1, out-degree, CSC column length)
+        and the block-row weights float64[1 + 2·rounds, nrows] (1, then per
+        later bottom-up round whether the row takes part and its edges in the
+        round), with host copies; the expand's top-down bounds (``tops``, as
+        :meth:`_torch_state`); the expand, sync and fold send lists on the device."""
+        if getattr(self, "_tstate2", None) is not None:
+            return self._tstate2
+        import torch
+
+        from .kernels.torchk import bu_rounds
+        dev = self.X.device
+        st = []
+        for i, rg in enumerate(self.rgs):
+            clen = np.diff(rg.cindptr)
+            rlen = np.diff(rg.indptr)
+            w = np.stack([np.ones(rg.nl, np.int64), self.outdeg[i], clen[:rg.nl]]).astype(np.int64)
+            rows = [np.ones(rg.nrows, np.int64)]
+            for lo, c in bu_rounds():
+                rows += [rlen > lo, np.clip(rlen - lo, 0, c) if c is not None else np.maximum(rlen - lo, 0)]
+            wb = np.stack(rows).astype(np.int64)
+            tops, base = [], rg.nl
+            for sg in rg.steps:
+                per = []
+                for j in range(sg.recv_counts.size):
+                    c = np.sort(clen[base + sg.recv_off[j]:base + sg.recv_off[j + 1]])[::-1]
+                    per.append(np.concatenate([[0], np.cumsum(c)]).astype(np.int64))
+                tops.append(per)
+                base += sg.nrecv
+            gv = self.gvs[i]
+            st.append(dict(visited=torch.zeros(rg.nl, dtype=torch.bool, device=dev),
+                           parent=torch.empty(rg.nl, dtype=torch.int64, device=dev),
+                           level=torch.full((rg.nl,), -1, dtype=torch.int64, device=dev),
+                           fext=torch.zeros(rg.next_, dtype=torch.bool, device=dev),
+                           known=torch.zeros(rg.nrows, dtype=torch.bool, device=dev),
+                           synced=torch.zeros(rg.nl, dtype=torch.bool, device=dev),
+                           best=torch.empty(rg.nrows + 1, dtype=torch.int64, device=dev),
+                           own=torch.empty(rg.nl, dtype=torch.int64, device=dev),
+                           w=self.X.asarray(w, "float64"), w_host=w, wb=self.X.asarray(wb, "float64"), wb_host=wb,
+                           tops=tops, s0=rg.steps[0].on(dev), sync=self.sync[i].on(dev), fold=rg.fold.on(dev),
+                           self_src=gv.self_src, self_dst=gv.self_dst, fold_pos=gv.fold_pos,
+                           zero1=torch.zeros(1, dtype=torch.int64, device=dev)))
+        self._tstate2 = st
+        return st
+
+    def _search_torch_2d(self, root: int) -> BfsResult:
+        """:meth:`search` for the torch kernels on a 2D plan: the same levels,
+        records and result (same bytes per rank and pair) with **two** device →
+        host copies per level — one when the grid row has peers (R × 1: one).
+
+        A level makes up to three exchanges, each sized on the host before it
+        is sent (NCCL's all-to-all takes host split sizes; the mode and bytes
+        of a pair follow from its count): the expand along the grid column
+        and, before a bottom-up level, the visited sync along the grid row —
+        both counted in the **level's copy** at the end of the previous level
+        (with the new frontier size, scout count, own CSC edges, edges
+        examined, and the upper bounds of the next bottom-up's row and edge
+        counts: the rows not known visited then) — and the fold along the grid
+        row, whose counts per peer exist only after the level's block kernel:
+        the **fold copy**. Top-down pads its edge ranges to the host's bound
+        (:meth:`~.kernels.torchk.TorchKernels.top_down_b`), bottom-up its rows
+        and rounds to the level copy's bounds
+        (:meth:`~.kernels.torchk.TorchKernels.bottom_up_b`): a fixed number of
+        kernel launches per local rank and peer."""
+        import torch
+
+        from .kernels.torchk import BIG as KT_BIG
+        from .traversal import ExchangeStats, _exchange_flags_torch, exchange_chain_counted
+        comm, rgs, X = self.comm, self.rgs, self.X
+        S = self._torch_state_2d()
+        loc = range(len(rgs))
+        nb = S[0]["wb_host"].shape[0] if S else 0
+        nf_own, own_e, bounds, counts0, counts_s = [], [], [], [], []
+        deg_root = []
+        for i in loc:
+            s, rg = S[i], rgs[i]
+            for k in ("visited", "fext", "known", "synced"):
+                s[k].zero_()
+            s["parent"].fill_(KT_BIG)
+            s["level"].fill_(-1)
+            k = self._own(i, root)
+            c0 = np.zeros(rg.steps[0].send_counts.size, dtype=np.int64)
+            cs = np.zeros(self.sync[i].send_counts.size, dtype=np.int64)
+            skip = np.zeros(rg.nrows, dtype=bool)
+            if k >= 0:
+                s["visited"][k] = True
+                s["fext"][k] = True
+                s["parent"][k], s["level"][k] = root, 0
+                nf_own.append(1)
+                own_e.append(int(s["w_host"][2, k]))
+                deg_root.append(float(s["w_host"][1, k]))
+                for sg, c in ((rg.steps[0], c0), (self.sync[i], cs)):
+                    hits = np.flatnonzero(sg.idx == k)
+                    np.add.at(c, np.searchsorted(sg.send_off, hits, side="right") - 1, 1)
+                skip[rg.self_src[rg.self_dst == k]] = True
+            else:
+                nf_own.append(0)
+                own_e.append(0)
+                deg_root.append(0.0)
+            bounds.append(tuple(int(x) for x in s["wb_host"][:, ~skip].sum(axis=1)))
+            counts0.append(c0)
+            counts_s.append(cs)
+        quiet_x = all(rg.steps[0].silent for rg in rgs)
+        quiet_f = all(rg.fold.silent for rg in rgs)
+        hook = self.level_hook
+        comm.barrier()
+        t0 = time.perf_counter()
+        sched = _Schedule(self, float(world_sum(comm, [np.array([d]) for d in deg_root])[0]))
+        records: list[Level] = []
+        f64 = torch.float64
+        while sched.nf > 0:
+            tl = time.perf_counter()
+            cur, depth, nf = sched.next(), sched.depth, sched.nf
+            if hook is not None:
+                hook(depth, cur)
+            sent0 = int(comm.sent_bytes.sum())
+            gcnt, gbound = [0] * len(rgs), [0] * len(rgs)
+            st = ExchangeStats()
+            if not quiet_x:  # 1. expand along the grid column (counts from the last level's copy)
+                ghost, st, recv = exchange_chain_counted(
+                    comm, [rg.steps for rg in rgs], [S[i]["fext"][:rg.nl] for i, rg in enumerate(rgs)], counts0,
+                    what=f"BFS level {depth}")
+                for i, rg in enumerate(rgs):
+                    if ghost[i].numel():
+                        S[i]["fext"][rg.nl:].copy_(ghost[i])
+                    c = recv[0][i]
+                    gcnt[i] = int(c.sum())
+                    gbound[i] = int(sum(S[i]["tops"][0][j][int(c[j])] for j in np.flatnonzero(c)))
+            if cur == "bottom-up":  # 2. the visited sync along the grid row (counts from the last level's copy)
+                flags = []
+                for i in loc:
+                    s = S[i]
+                    flags.append(s["visited"] & ~s["synced"])
+                    s["synced"] |= s["visited"]
+                if not quiet_f:
+                    got, _, st3 = _exchange_flags_torch(comm, self.sync, flags, None,
+                                                        [rg.fold.idx.size for rg in rgs],
+                                                        f"BFS visited sync, level {depth}", counts=counts_s)
+                    st = st.add(st3)
+                    for i in loc:
+                        s, fi = S[i], S[i]["fold"][0]
+                        s["known"].index_copy_(0, fi, _take_t(s["known"], fi) | got[i])
+            # 3. the block kernel: candidate parents of the partial rows not known visited
+            hits, bests, edges_l, masks = [], [], [], []
+            for i in loc:
+                s, gv = S[i], self.gvs[i]
+                skip = s["known"].clone()
+                skip.index_copy_(0, s["self_src"], _take_t(skip, s["self_src"]) | _take_t(s["visited"], s["self_dst"]))
+                if cur == "top-down":
+                    cols = X.nonzero_n(s["fext"], nf_own[i] + gcnt[i])
+                    hit, best, edges = X.top_down_b(gv, cols, own_e[i] + gbound[i], skip, s["best"][:rgs[i].nrows])
+                else:
+                    hit, best, edges = X.bottom_up_b(gv, s["fext"], skip, bounds[i], s["best"])
+                mask = hit.clone()
+                mask.index_fill_(0, s["self_src"], False)  # own rows stay here
+                s["known"] |= mask
+                hits.append(hit)
+                bests.append(best)
+                edges_l.append(edges)
+                masks.append(mask)
+            # 4. the fold along the grid row: its counts per peer are the level's first copy
+            st2 = ExchangeStats()
+            if not quiet_f:
+                cf = []
+                for i in loc:
+                    idx, soff = S[i]["fold"]
+                    csum = torch.cat([S[i]["zero1"], torch.cumsum(_take_t(masks[i], idx), 0, dtype=torch.int64)])
+                    cf.append(_take_t(csum, soff[1:]) - _take_t(csum, soff[:-1]))
+                flat = (cf[0] if len(cf) == 1 else torch.cat(cf)).tolist()  # the fold copy
+                cfold, o = [], 0
+                for i in loc:
+                    g = rgs[i].fold.send_counts.size
+                    cfold.append(np.asarray(flat[o:o + g], dtype=np.int64))
+                    o += g
+                cdt = torch.int32 if self.n <= np.iinfo(np.int32).max else torch.int64
+                fgot, fvals, st2 = _exchange_flags_torch(comm, [rg.fold for rg in rgs], masks,
+                                                         [b.to(cdt) for b in bests],
+                                                         [rg.fold_pos.size for rg in rgs],
+                                                         f"BFS fold, level {depth}", counts=cfold)
+            st = st.add(st2)
+            # 5. owners keep the smallest candidate of each unvisited own vertex; the level's copy
+            figs = []
+            for i in loc:
+                s = S[i]
+                own = s["own"]
+                own.fill_(KT_BIG)
+                own.scatter_reduce_(0, s["self_dst"], _take_t(bests[i], s["self_src"]), "amin")
+                if not quiet_f:
+                    own.scatter_reduce_(0, s["fold_pos"], torch.where(fgot[i], fvals[i].to(torch.int64), KT_BIG),
+                                        "amin")
+                new = (own < KT_BIG) & ~s["visited"]
+                s["visited"] |= new
+                torch.minimum(s["parent"], torch.where(new, own, KT_BIG), out=s["parent"])
+                s["level"].masked_fill_(new, depth + 1)
+                s["fext"][:rgs[i].nl].copy_(new)
+                nskip = s["known"].clone()
+                nskip.index_copy_(0, s["self_src"], _take_t(nskip, s["self_src"]) | _take_t(s["visited"], s["self_dst"]))
+                parts = [s["w"] @ new.to(f64), edges_l[i].to(f64).reshape(1), s["wb"] @ (~nskip).to(f64)]
+                for key, m in (("s0", new), ("sync", s["visited"] & ~s["synced"])):
+                    idx, soff = s[key]
+                    csum = torch.cat([s["zero1"], torch.cumsum(_take_t(m, idx), 0, dtype=torch.int64)])
+                    parts.append((_take_t(csum, soff[1:]) - _take_t(csum, soff[:-1])).to(f64))
+                figs.append(torch.cat(parts))
+            flat = (figs[0] if len(figs) == 1 else torch.cat(figs)).tolist()  # the level's copy
+            vec, o = [], 0
+            for i in loc:
+                rg = rgs[i]
+                g0, gs = rg.steps[0].send_counts.size, self.sync[i].send_counts.size
+                f = flat[o:o + 4 + nb + g0 + gs]
+                o += 4 + nb + g0 + gs
+                cnt, sc, ce, e = f[0], f[1], f[2], f[3]
+                nf_own[i], own_e[i] = int(cnt), int(ce)
+                bounds[i] = tuple(int(x) for x in f[4:4 + nb])
+                counts0[i] = np.asarray(f[4 + nb:4 + nb + g0], dtype=np.int64)
+                counts_s[i] = np.asarray(f[4 + nb + g0:], dtype=np.int64)
+                vec.append(np.array([cnt, sc, e], dtype=np.float64))
+            meas = int(comm.sent_bytes.sum()) - sent0
+            sched.advance(*self._record(records, vec, st, meas, depth, cur, nf, tl))
+        if hook is not None:
+            hook(sched.depth, "done")
+        t_search = time.perf_counter() - t0
+        ids = [rg.ids for rg in rgs]
+        par = [X.host(torch.where(S[i]["parent"] == KT_BIG, -1, S[i]["parent"])) for i in loc]
+        pg = gather_global(comm, ids, par, self.n, -1.0).astype(np.int64)
+        lg = gather_global(comm, ids, [X.host(S[i]["level"]) for i in loc], self.n, -1.0).astype(np.int64)
+        return BfsResult(root, pg, lg, records, t_search)
+
     def search(self, root: int) -> BfsResult:
         """One BFS from ``root`` (global id); every local rank takes part."""
         root = self.check_root(root)
         if self.kernels == "torch" and not self.two_d and self.balancer is None:
             return self._search_torch(root)
+        if self.kernels == "torch" and self.two_d:
+            return self._search_torch_2d(root)
         comm, rgs, X = self.comm, self.rgs, self.X
         loc = range(len(rgs))
         visited = [X.zeros(rg.nl, "bool") for rg in rgs]

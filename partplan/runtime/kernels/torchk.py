@@ -283,6 +283,10 @@ class TorchKernels:
                      rlen=gv.indptr[1:] - gv.indptr[:-1])
             rl = c["rlen"]
             c["long"] = [rl > t for t in bu_thresholds()]
+            # bottom_up_b's dummy row (index nrows, no edges)
+            c["indptr1"] = torch.cat([gv.indptr, gv.indptr[-1:]])
+            c["rlen1"] = torch.cat([rl, c["zero1"]])
+            c["n1"] = torch.full((1,), gv.nrows, dtype=torch.int64, device=dev)
         return c[what]
 
     def bu_sizes(self, gv: TorchGraph, visited) -> tuple:
@@ -355,6 +359,56 @@ class TorchKernels:
         best.index_copy_(0, uv, torch.where(found, _take(gv.ext_ids, _take(gv.indices, torch.where(found, fu, 0))),
                                             BIG))
         return best < BIG, best, edges
+
+    def bottom_up_b(self, gv: TorchGraph, front_ext, visited, bounds: tuple, best):
+        """:meth:`bottom_up_x` when the host knows only upper bounds of the sizes
+        (``bounds``: as :meth:`bu_sizes`, each ≥ the exact figure — on a 2D
+        plan the rows not known visited at the end of the last level; the
+        visited sync since may only remove rows): every row list is padded
+        by ``nonzero_static`` with a dummy row (index ``visited.size``, no
+        edges) and every round's edge ranges with a dummy range, so every shape
+        is known on the host and nothing syncs; the dummy's slots are dropped.
+        ``best`` is int64[visited.size + 1] scratch. Returns (new rows as a bool
+        mask over ``visited``, ``best[:visited.size]``: candidate parents of the
+        new rows, int64 max elsewhere, the exact edges scanned as a 0-dim tensor)."""
+        best.fill_(BIG)
+        n = visited.numel()
+        nu = bounds[0]
+        nnz = gv.indices.numel()
+        if nu == 0 or nnz == 0:
+            return best[:n] < BIG, best[:n], self._const(gv, "zero")
+        ip1, rl1 = self._const(gv, "indptr1"), self._const(gv, "rlen1")
+        uv = torch.nonzero_static(~visited, size=nu, fill_value=n).reshape(-1)  # padded by the dummy row n
+        starts = _take(ip1, uv)
+        lens = _take(rl1, uv)
+        k0 = BU_CHUNKS[0]
+        ar = self._const(gv, "ar0")
+        p2 = (starts[:, None] + ar).clamp_(max=nnz - 1)
+        h = (ar < lens[:, None]) & _take(front_ext, _take(gv.indices, p2))
+        m = (h * (k0 - ar).to(torch.int32)).amax(1)
+        first = torch.full((n + 1,), BIG, dtype=torch.int64, device=self.device)
+        first.index_copy_(0, uv, torch.where(m > 0, starts + (k0 - m), BIG))
+        for k, (lo, c) in enumerate(bu_rounds()):
+            na, ta = bounds[1 + 2 * k], bounds[2 + 2 * k]
+            if na == 0 or ta == 0:
+                continue
+            a = torch.nonzero_static(~visited & self._const(gv, "long")[k], size=na, fill_value=n).reshape(-1)
+            la = (_take(rl1, a) - lo).clamp_(min=0)
+            if c is not None:
+                la = la.clamp_(max=c)
+            la = torch.cat([la, (ta - la.sum()).reshape(1)])  # the dummy range takes the slack
+            a = torch.cat([a, self._const(gv, "n1")])
+            pos = _gather_ranges(_take(ip1, a) + lo, la, ta).clamp_(max=nnz - 1)
+            seg = torch.repeat_interleave(a, la, output_size=ta)
+            first.scatter_reduce_(0, seg, torch.where(_take(front_ext, _take(gv.indices, pos)), pos, BIG), "amin")
+        first[n:].fill_(BIG)  # the dummy row's slot: whatever the padding wrote
+        fu = _take(first, uv)
+        found = fu < BIG
+        edges = torch.where(found, fu - starts + 1, lens).sum()
+        best.index_copy_(0, uv, torch.where(found, _take(gv.ext_ids, _take(gv.indices, torch.where(found, fu, 0))),
+                                            BIG))
+        best[n:].fill_(BIG)
+        return best[:n] < BIG, best[:n], edges
 
     def relax(self, gv: TorchGraph, cols, dist_ext, dist):
         """Bellman-Ford over columns ``cols``: dist[r] = min(dist[r], dist_ext[c] + w)
