@@ -104,8 +104,9 @@ def register(subparsers) -> None:
                         "NeighborLoader read them)")
     p.add_argument("--nprocs", type=_positive_int, default=None, metavar="N",
                    help="partition with N MPI processes (mpirun; each reads only its chunks of a chunked graph): "
-                        "--engine stream (Fennel in process 0; default for a symmetric pattern), zoltan (Zoltan "
-                        "PHG, exact volume; default for a directed one) or ptscotch, then the distributed "
+                        "--engine zoltan (Zoltan PHG, exact volume; the default whenever it is installed), "
+                        "stream (Fennel in process 0; the default without Zoltan, said on stderr) or ptscotch, "
+                        "then the distributed "
                         "bottleneck refinement and (symmetric patterns) greedy volume passes that never raise "
                         "the bottleneck; writes a .npy partition")
     p.add_argument("--json", action="store_true", help="print the result as JSON")

@@ -93,7 +93,7 @@ def test_directed_graph_nets_are_columns(tmp_path):
     g = Graph.from_edges(src, dst, n=n)
     path = write_chunked(g, tmp_path / "d.chunked", chunks=4)
     res = launch.distributed_partition(path, 6, nprocs=2, output=tmp_path / "d.npy", quiet=True, rounds=30)
-    assert res["symmetric"] is False and res["engine"] == "zoltan"    # the default for a directed pattern
+    assert res["symmetric"] is False and res["engine"] == "zoltan"    # the default whenever it is installed
     _check_sidecar(res, g, np.load(tmp_path / "d.npy"), 6)
     assert res["km1"].startswith("skipped: a directed pattern")
 
@@ -106,9 +106,10 @@ def test_stream_engine_and_graph_file_input(tmp_path):
     g = rmat(10, seed=1)
     from partplan.io.npz import write_npz
     f = write_npz(g, tmp_path / "g.npz")
-    res = launch.distributed_partition(f, 4, nprocs=2, output=tmp_path / "t.npy", quiet=True, rounds=20)
+    res = launch.distributed_partition(f, 4, nprocs=2, output=tmp_path / "t.npy", quiet=True, rounds=20,
+                                       engine="stream")
     _check_sidecar(res, g, np.load(tmp_path / "t.npy"), 4)
-    assert res["engine"] == "stream"       # the default for a symmetric pattern
+    assert res["engine"] == "stream"
     ref, out = res["refine"], res["result"]   # the connectivity passes after the refinement: less volume,
     assert out["total_volume"] < ref["total_volume"]   # no higher bottleneck
     assert max(out["max_send"], out["max_recv"]) <= max(ref["max_send"], ref["max_recv"])
@@ -195,3 +196,29 @@ def test_sigkill_of_the_launcher_takes_mpirun_and_the_ranks_down(rmat11, tmp_pat
     proc.wait()
     assert gone_within(procs, 10.0) == []
     assert not (tmp_path / "k.npy").exists()
+
+
+def test_default_engine_is_zoltan_when_installed_else_stream_said_once(monkeypatch):
+    """Issue #51: no --engine runs Zoltan PHG whenever it is installed (n within its 32-bit ids); without
+    it the stream, with one warning line naming `make mpi`."""
+    monkeypatch.setattr("partplan.partition.mpi.libs.missing", lambda engine: [])
+    assert launch.default_engine(1000) == ("zoltan", None)
+    eng, why = launch.default_engine(1 << 33)
+    assert eng == "stream" and "32-bit" in why and why.count("\n") == 0
+    monkeypatch.setattr("partplan.partition.mpi.libs.missing",
+                        lambda engine: ["libtrilinos-zoltan-dev"] if engine == "zoltan" else [])
+    eng, why = launch.default_engine(1000)
+    assert eng == "stream" and why.startswith("partplan: warning: Zoltan is not installed")
+    assert "make mpi" in why and "libtrilinos-zoltan-dev" in why and why.count("\n") == 0
+    assert launch.check_request(None, 2, 4) == launch.DEFAULT_ENGINE   # the stream's needs only, before the read
+
+
+@pytest.mark.dist
+@pytest.mark.slow
+def test_default_engine_runs_zoltan_on_a_symmetric_graph(rmat11, tmp_path, capsys):
+    _need("zoltan")
+    g, path = rmat11
+    res = launch.distributed_partition(path, 4, nprocs=2, output=tmp_path / "z.npy", quiet=True, rounds=20)
+    assert res["engine"] == "zoltan" and res["symmetric"] is True
+    _check_sidecar(res, g, np.load(tmp_path / "z.npy"), 4)
+    assert "warning" not in capsys.readouterr().err

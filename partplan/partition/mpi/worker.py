@@ -104,8 +104,9 @@ def run(cfg: dict) -> dict:
     st.stop()
     st.start("engine")
     engine = cfg["engine"]
-    if engine == "auto":   # the measured default (docs/design/distributed.md)
-        engine = "stream" if symmetric else "zoltan"
+    if engine == "auto":   # the launcher resolves it (launch.default_engine); a config written by hand: the same rule
+        from .launch import default_engine
+        engine = default_engine(n)[0]
     if engine == "zoltan":
         if n > (1 << 32) - 1:
             raise ValueError(f"n = {n} exceeds Zoltan's 32-bit global ids; use --engine stream")
