@@ -275,17 +275,24 @@ class BfsEngine:
         return out, st
 
     def _record(self, records: list, vec: list, st, meas: int, depth: int, cur: str, nf: float, tl: float,
-                steal=None) -> tuple[float, float]:
+                steal=None, tail: list | None = None) -> tuple[float, float]:
         """All-reduce the level's figures (``vec``: [new, scout, edges] per local
         rank, host float64) with the exchange stats and append its Level;
-        returns (new frontier size, its scout count) over all ranks."""
+        returns (new frontier size, its scout count) over all ranks. ``tail``:
+        one more float64 vector per local rank, summed in the same all-reduce
+        (its sum lands in ``self._tail``)."""
         comm = self.comm
         extra = np.concatenate([st.vector(), [meas], st.rank_vector(comm.world),
                                 st.family_vector(self.families)])
         # layout: new, scout, edges, bytes, sparse, dense, dense pairs, sparse pairs, messages, measured,
         # bytes per rank (p), messages per rank (p), bytes per family (F), messages per family (F)
         vec = [np.concatenate([v, extra if i == 0 else np.zeros_like(extra)]) for i, v in enumerate(vec)]
+        if tail is not None:
+            vec = [np.concatenate([v, t]) for v, t in zip(vec, tail)]
         tot = world_sum(comm, vec)
+        if tail is not None:
+            self._tail = tot[tot.size - len(tail[0]):]
+            tot = tot[:tot.size - len(tail[0])]
         mode = "none" if tot[3] == 0 else ("dense" if tot[7] == 0 and tot[6] > 0 else
                                           "sparse" if tot[6] == 0 else "mixed")
         records.append(Level(depth, cur, mode, int(nf), int(tot[2]), int(tot[3]), int(tot[4]), int(tot[5]),
@@ -515,9 +522,46 @@ class BfsEngine:
                            w=self.X.asarray(w, "float64"), w_host=w, wb=self.X.asarray(wb, "float64"), wb_host=wb,
                            tops=tops, s0=rg.steps[0].on(dev), sync=self.sync[i].on(dev), fold=rg.fold.on(dev),
                            self_src=gv.self_src, self_dst=gv.self_dst, fold_pos=gv.fold_pos,
-                           zero1=torch.zeros(1, dtype=torch.int64, device=dev)))
+                           zero1=torch.zeros(1, dtype=torch.int64, device=dev),
+                           pk=torch.zeros(rg.fold_pos.size, dtype=torch.bool, device=dev)))
+        # per fold entry an owner receives, the sender's block-row weights of that row (once per engine:
+        # one fold exchange per weight, every row flagged): the owner counts what its visited sync removes
+        # from each receiver's unvisited rows, so a bottom-up level knows its sizes exactly
+        from .traversal import _exchange_flags_torch
+        ones = [torch.ones(rg.nrows, dtype=torch.bool, device=dev) for rg in self.rgs]
+        rw = [[] for _ in self.rgs]
+        for k in range(st[0]["wb_host"].shape[0] if st else 0):
+            _, vals, _ = _exchange_flags_torch(self.comm, [rg.fold for rg in self.rgs], ones,
+                                               [self.X.asarray(s["wb_host"][k], "int64") for s in st],
+                                               [rg.fold_pos.size for rg in self.rgs], "BFS setup: row weights")
+            for i, v in enumerate(vals):
+                rw[i].append(v.to(torch.float64))
+        for s, r in zip(st, rw):
+            s["rw"] = torch.stack(r) if r else None
+            s["rw_host"] = None if s["rw"] is None else self.X.host(s["rw"]).astype(np.int64)
         self._tstate2 = st
         return st
+
+    def _dec_tail(self, decs: list) -> list:
+        """Per local rank float64[rounds·p]: its decrements (``decs[i]``: int64[nb, sync peers]) at the
+        slots of the peers' global ranks — summed over the world, slot k·p + r is what rank r's
+        unvisited figure k loses in the next visited sync."""
+        p = self.comm.world
+        out = []
+        for i, d in enumerate(decs):
+            t = np.zeros(d.shape[0] * p)
+            g = self.comm.member(self.sync[i].family, self.comm.local[i])
+            if g is not None and d.size:
+                ranks = np.asarray(g.ranks, dtype=np.int64)
+                for k in range(d.shape[0]):
+                    np.add.at(t, k * p + ranks, d[k])
+            out.append(t)
+        return out
+
+    def _dec_in(self, tot: np.ndarray) -> list:
+        """Per local rank int64[nb]: its slots of a summed :meth:`_dec_tail`."""
+        p = self.comm.world
+        return [np.rint(tot[np.arange(tot.size // p) * p + r]).astype(np.int64) for r in self.comm.local]
 
     def _search_torch_2d(self, root: int) -> BfsResult:
         """:meth:`search` for the torch kernels on a 2D plan: the same levels,
@@ -546,11 +590,11 @@ class BfsEngine:
         S = self._torch_state_2d()
         loc = range(len(rgs))
         nb = S[0]["wb_host"].shape[0] if S else 0
-        nf_own, own_e, bounds, counts0, counts_s = [], [], [], [], []
+        nf_own, own_e, bounds, counts0, counts_s, decs = [], [], [], [], [], []
         deg_root = []
         for i in loc:
             s, rg = S[i], rgs[i]
-            for k in ("visited", "fext", "known", "synced"):
+            for k in ("visited", "fext", "known", "synced", "pk"):
                 s[k].zero_()
             s["parent"].fill_(KT_BIG)
             s["level"].fill_(-1)
@@ -576,12 +620,19 @@ class BfsEngine:
             bounds.append(tuple(int(x) for x in s["wb_host"][:, ~skip].sum(axis=1)))
             counts0.append(c0)
             counts_s.append(cs)
+            dec = np.zeros((nb, cs.size), np.int64)  # the root's partial rows the sync would show its peers
+            if k >= 0 and s["rw_host"] is not None:
+                e = np.flatnonzero(rg.fold_pos == k)
+                np.add.at(dec.T, np.searchsorted(self.sync[i].send_off, e, side="right") - 1, s["rw_host"][:, e].T)
+            decs.append(dec)
         quiet_x = all(rg.steps[0].silent for rg in rgs)
         quiet_f = all(rg.fold.silent for rg in rgs)
         hook = self.level_hook
         comm.barrier()
         t0 = time.perf_counter()
-        sched = _Schedule(self, float(world_sum(comm, [np.array([d]) for d in deg_root])[0]))
+        tot = world_sum(comm, [np.concatenate([[d], t]) for d, t in zip(deg_root, self._dec_tail(decs))])
+        dec_in = self._dec_in(tot[1:])
+        sched = _Schedule(self, float(tot[0]))
         records: list[Level] = []
         f64 = torch.float64
         while sched.nf > 0:
@@ -616,6 +667,10 @@ class BfsEngine:
                     for i in loc:
                         s, fi = S[i], S[i]["fold"][0]
                         s["known"].index_copy_(0, fi, _take_t(s["known"], fi) | got[i])
+                        s["pk"] |= _take_t(flags[i], s["fold_pos"])
+                    # what the sync removed from each receiver's rows: counted by the senders in the last
+                    # level's copy, delivered by the last level's world sum
+                    bounds = [tuple(int(b) for b in np.asarray(bd) - di) for bd, di in zip(bounds, dec_in)]
             # 3. the block kernel: candidate parents of the partial rows not known visited
             hits, bests, edges_l, masks = [], [], [], []
             for i in loc:
@@ -653,6 +708,8 @@ class BfsEngine:
                                                          [b.to(cdt) for b in bests],
                                                          [rg.fold_pos.size for rg in rgs],
                                                          f"BFS fold, level {depth}", counts=cfold)
+                for i in loc:
+                    S[i]["pk"] |= fgot[i]  # rows the peer proposed: it knows them
             st = st.add(st2)
             # 5. owners keep the smallest candidate of each unvisited own vertex; the level's copy
             figs = []
@@ -672,18 +729,27 @@ class BfsEngine:
                 nskip = s["known"].clone()
                 nskip.index_copy_(0, s["self_src"], _take_t(nskip, s["self_src"]) | _take_t(s["visited"], s["self_dst"]))
                 parts = [s["w"] @ new.to(f64), edges_l[i].to(f64).reshape(1), s["wb"] @ (~nskip).to(f64)]
-                for key, m in (("s0", new), ("sync", s["visited"] & ~s["synced"])):
+                flags = s["visited"] & ~s["synced"]
+                for key, m in (("s0", new), ("sync", flags)):
                     idx, soff = s[key]
                     csum = torch.cat([s["zero1"], torch.cumsum(_take_t(m, idx), 0, dtype=torch.int64)])
                     parts.append((_take_t(csum, soff[1:]) - _take_t(csum, soff[:-1])).to(f64))
+                if s["rw"] is not None and not quiet_f:  # per weight and sync peer: what the sync would remove
+                    idx, soff = s["sync"]
+                    m = (s["rw"] * (_take_t(flags, idx) & ~s["pk"]).to(f64)).cumsum(1)
+                    m = torch.cat([torch.zeros((nb, 1), dtype=f64, device=m.device), m], 1)
+                    parts.append((m.index_select(1, soff[1:]) - m.index_select(1, soff[:-1])).reshape(-1))
                 figs.append(torch.cat(parts))
             flat = (figs[0] if len(figs) == 1 else torch.cat(figs)).tolist()  # the level's copy
-            vec, o = [], 0
+            vec, o, decs = [], 0, []
             for i in loc:
                 rg = rgs[i]
                 g0, gs = rg.steps[0].send_counts.size, self.sync[i].send_counts.size
+                gd = nb * gs if S[i]["rw"] is not None and not quiet_f else 0
                 f = flat[o:o + 4 + nb + g0 + gs]
-                o += 4 + nb + g0 + gs
+                decs.append(np.asarray(flat[o + 4 + nb + g0 + gs:o + 4 + nb + g0 + gs + gd],
+                                       dtype=np.int64).reshape(nb, gs) if gd else np.zeros((nb, gs), np.int64))
+                o += 4 + nb + g0 + gs + gd
                 cnt, sc, ce, e = f[0], f[1], f[2], f[3]
                 nf_own[i], own_e[i] = int(cnt), int(ce)
                 bounds[i] = tuple(int(x) for x in f[4:4 + nb])
@@ -691,7 +757,8 @@ class BfsEngine:
                 counts_s[i] = np.asarray(f[4 + nb + g0:], dtype=np.int64)
                 vec.append(np.array([cnt, sc, e], dtype=np.float64))
             meas = int(comm.sent_bytes.sum()) - sent0
-            sched.advance(*self._record(records, vec, st, meas, depth, cur, nf, tl))
+            sched.advance(*self._record(records, vec, st, meas, depth, cur, nf, tl, tail=self._dec_tail(decs)))
+            dec_in = self._dec_in(self._tail)
         if hook is not None:
             hook(sched.depth, "done")
         t_search = time.perf_counter() - t0

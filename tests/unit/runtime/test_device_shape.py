@@ -23,6 +23,8 @@ from partplan.runtime.opcount import OpCounter
 #: dispatched kernels per BFS level: at most KERNELS_RANK per local rank plus KERNELS_PEER
 #: per (local rank, peer) of the exchange — constants of the code, not of the graph
 KERNELS_RANK, KERNELS_PEER = 100, 40
+#: a 2D level's rank does more alone (the block kernel, the owners' minimum, two copies' figures): per rank
+KERNELS_RANK_2D = 160
 
 
 def rmat_graph(scale, seed=1):
@@ -98,6 +100,63 @@ def test_routed_bfs_one_copy_per_chain_step():
     assert np.array_equal(res.levels, scipy_levels(g, root))
     assert chain >= 2
     assert all(len(s.syncs) <= chain for s in levels), [s.syncs for s in levels]
+
+
+@pytest.mark.parametrize("spec,R,C", [("2d:2x2", 2, 2), ("2d:1x3", 1, 3)])
+def test_2d_bfs_two_copies_per_level_and_a_bounded_number_of_kernels(spec, R, C):
+    """A 2D level makes the expand (grid column), before bottom-up the visited
+    sync and then the fold (grid row): the first two are sized by the last
+    level's copy, the fold's counts exist only after the level's block kernel —
+    two copies per level, whatever the direction. The kernels: a fixed number
+    per local rank plus per (rank, peer) of the three exchanges — the same
+    bound at every scale. Bottom-up sizes are exact (the senders of the visited
+    sync count what it removes from each receiver): no padded work."""
+    from partplan.runtime.kernels import torchk
+    p = R * C
+    bound = KERNELS_RANK_2D * p + KERNELS_PEER * p * ((R - 1) + 2 * (C - 1))
+    worst = {}
+    for scale in (7, 10):
+        g = rmat_graph(scale)
+        plan = build_plan(g, np.random.default_rng(p).integers(0, p, g.n), p, layout=spec)
+        roots = [int(r) for r in np.flatnonzero(np.diff(g.indptr))[[0, 7]]]
+        for direction in ("auto", "top-down", "bottom-up"):
+            eng = BfsEngine(plan.manifest, plan.ranks, LocalComm(p, plan.groups(), device="cpu"), kernels="torch",
+                            direction=direction)
+            calls = []
+            orig = eng.X.bottom_up_b
+
+            def exact(gv, front, skip, sizes, best):
+                rl = (gv.indptr[1:] - gv.indptr[:-1])[~skip]
+                want = [int((~skip).sum())]
+                for lo, c in torchk.bu_rounds():
+                    e = (rl - lo).clamp(min=0) if c is None else (rl - lo).clamp(min=0, max=c)
+                    want += [int((rl > lo).sum()), int(e.sum())]
+                calls.append(tuple(sizes) == tuple(want))
+                return orig(gv, front, skip, sizes, best)
+            for root in roots:
+                res, levels = counted_search(eng, root)
+                assert np.array_equal(res.levels, scipy_levels(g, root))
+                check_tree(g, root, res)
+                for s in levels:
+                    assert len(s.syncs) <= 2, (scale, direction, s.label, s.syncs)
+                    assert s.kernels <= bound, (scale, s.label, s.kernels, bound)
+                worst[scale] = max(worst.get(scale, 0), max(s.kernels for s in levels))
+            if direction == "bottom-up":  # the sizes the host hands the bottom-up kernel (checked uncounted)
+                eng.X.bottom_up_b = exact
+                eng.search(roots[0])
+                assert calls and all(calls)
+    assert max(worst.values()) <= bound, worst
+
+
+def test_2d_bfs_on_an_r_by_1_grid_one_copy_per_level():
+    """R × 1: the grid row has no peer, no fold and no sync — one copy per level, as 1D."""
+    g = rmat_graph(8)
+    plan = build_plan(g, np.random.default_rng(3).integers(0, 3, g.n), 3, layout="2d:3x1")
+    eng = BfsEngine(plan.manifest, plan.ranks, LocalComm(3, plan.groups(), device="cpu"), kernels="torch")
+    root = int(np.flatnonzero(np.diff(g.indptr))[0])
+    res, levels = counted_search(eng, root)
+    assert np.array_equal(res.levels, scipy_levels(g, root))
+    assert all(len(s.syncs) <= 1 for s in levels), [s.syncs for s in levels]
 
 
 def test_pagerank_one_copy_per_iteration():
