@@ -9,8 +9,11 @@ the hash partition ``v mod k``. Every figure is recounted by
 :func:`partplan.metrics.stats.analyze` (the exact 1D volumes) from the written
 partition. Prints ratios to the default and to hash; ``--json`` keeps the rows.
 
-``--graphs DIR ...`` takes existing chunked graphs instead of generating
-R-MAT ones; ``--chunk-recount`` recounts every figure in one pass over the
+``--graphs DIR ...`` takes existing chunked graphs and ``--datasets NAME ...``
+registered real graphs (``partplan datasets list``; written as chunks first)
+instead of generating R-MAT ones; the engine ``default`` runs what
+``--nprocs`` without ``--engine`` runs (the row names the engine it chose),
+and each row says its ratios to the ``stream`` row when that engine ran; ``--chunk-recount`` recounts every figure in one pass over the
 chunks (``scale_e2e.column_net_stats``) instead of loading the graph, for
 graphs that do not fit one process (use it with ``--no-default``).
 
@@ -18,6 +21,8 @@ The settings were chosen on R-MAT 16 seed 0, 19 seed 1 and 21 seed 0
 (k = 64); report other scales or seeds.
 
     python benchmarks/bench_distributed.py --scales 18 20 --k 64 --nprocs 2 --json dist.json
+    python benchmarks/bench_distributed.py --scales 14 --datasets email-Enron --k 16 \
+        --engines default stream --json default-vs-stream.json
     python benchmarks/bench_distributed.py --graphs rmat24.chunked --k 64 --engines stream \
         --no-default --chunk-recount
 """
@@ -38,13 +43,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))   # scale_e2e (the chun
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scales", type=int, nargs="+", default=[18])
+    ap.add_argument("--scales", type=int, nargs="*", default=[18], help="R-MAT scales (none: only --datasets)")
     ap.add_argument("--k", type=int, default=64)
     ap.add_argument("--nprocs", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--engines", nargs="+", default=["zoltan", "ptscotch"])
     ap.add_argument("--no-default", action="store_true", help="skip the single-process default")
     ap.add_argument("--graphs", nargs="+", default=None, help="existing chunked graphs (instead of --scales)")
+    ap.add_argument("--datasets", nargs="+", default=None,
+                    help="registered real graphs (partplan datasets), run after --scales / --graphs")
     ap.add_argument("--chunk-recount", action="store_true",
                     help="recount in one pass over the chunks (never the whole graph in memory)")
     ap.add_argument("--json", default=None)
@@ -60,8 +67,12 @@ def main(argv=None) -> int:
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-dist-") as d:
-        for scale in (a.graphs or a.scales):
-            if a.graphs:
+        from partplan.datasets import load_graph
+        from partplan.io.chunked import write_chunked
+        for scale in (a.graphs or a.scales) + (a.datasets or []):
+            if a.datasets and scale in a.datasets:
+                path = write_chunked(load_graph(scale), Path(d) / f"{scale}.chunked", chunks=8 * a.nprocs)
+            elif a.graphs:
                 path = Path(scale)
             else:
                 path = Path(d) / f"rmat{scale}.chunked"
@@ -91,19 +102,27 @@ def main(argv=None) -> int:
             for eng in a.engines:
                 out = Path(d) / f"{eng}.npy"
                 t = time.perf_counter()
-                res = distributed_partition(path, a.k, nprocs=a.nprocs, output=out, engine=eng, seed=0, quiet=True)
+                res = distributed_partition(path, a.k, nprocs=a.nprocs, output=out,
+                                            engine=None if eng == "default" else eng, seed=0, quiet=True)
                 wall = time.perf_counter() - t
-                row = fig(np.load(out), f"{eng}+refine+passes (N={a.nprocs})", wall)
+                name = f"default={res['engine']}" if eng == "default" else eng
+                row = fig(np.load(out), f"{name}+refine+passes (N={a.nprocs})", wall)
+                row["engine"] = eng
                 assert row["total"] == res["result"]["total_volume"] and row["max_send"] == res["result"]["max_send"]
                 e = res["engine_result"]
                 row.update(engine_total=e["total_volume"], engine_max=max(e["max_send"], e["max_recv"]),
                            refine=res["refine"], km1=res["km1"],
                            stages={k: max(s[k]["wall_s"] for s in res["stages"]) for k in res["stages"][0]},
                            peak_rss_mib=max(max(v["peak_rss_bytes"] for v in s.values()) for s in res["stages"]) >> 20)
+            stream = next((r for r in rows if r["scale"] == scale and r.get("engine") == "stream"), None)
             for row in rows:
                 if row["scale"] != scale:
                     continue
                 row["max/hash"] = round(row["max"] / hash_row["max"], 3)
+                row["total/hash"] = round(row["total"] / hash_row["total"], 3)
+                if stream and "engine" in row:
+                    row["max/stream"] = round(row["max"] / stream["max"], 3)
+                    row["total/stream"] = round(row["total"] / stream["total"], 3)
                 if ref:
                     row["max/default"] = round(row["max"] / ref["max"], 3)
                     row["total/default"] = round(row["total"] / ref["total"], 3)

@@ -328,7 +328,7 @@ def run(args) -> int:
                 ("model / backend", f"{p.model} / {p.backend}"), ("objective", p.objective),
                 ("ownership", p.ownership)]
         from partplan.plan.figures import volume_rows
-        if "total_volume" in s:   # what each figure counts, named (issue #51)
+        if "total_volume" in s:   # what each figure counts, named
             rows += volume_rows({**s, "layout": "1d"}, per="rank" if p.row_blocks == p.ranks else "row block")
         for key in ("messages", "compute_imbalance"):
             if key in s:

@@ -16,8 +16,8 @@ Engines (``engine=``): ``"zoltan"`` (Zoltan PHG on the column-net
 hypergraph: the exact volume), ``"ptscotch"`` (PT-Scotch on the graph,
 symmetric patterns), ``"stream"`` (Fennel, 3 passes, in process 0 with
 O(n) state). ``None`` picks Zoltan PHG whenever it is installed (and n fits
-its 32-bit ids), else the stream with one line on stderr saying why (issue
-#51: on a real web crawl the stream's bottleneck was 1.48x the single-process
+its 32-bit ids), else the stream with one line on stderr saying why (on a
+real web crawl the stream's bottleneck was 1.48x the single-process
 default's and Zoltan's 0.85x; on R-MAT every engine ends within 4 % after the
 refinement; ``docs/design/distributed.md``).
 
