@@ -479,18 +479,23 @@ class BfsEngine:
     def _torch_state_2d(self):
         """The 2D torch path's buffers, made once per engine, per local rank: the
         own state (visited, parent, level), the frontier over the ext columns,
-        the block rows ``known`` visited or proposed and the own bits the
-        grid-row peers have (``synced``), candidate scratch (block rows + the
-        dummy row of :meth:`~.kernels.torchk.TorchKernels.bottom_up_b`), the
-        own figure weights float64[3, nl] (1, out-degree, CSC column length)
-        and the block-row weights float64[1 + 2·rounds, nrows] (1, then per
-        later bottom-up round whether the row takes part and its edges in the
-        round), with host copies; the expand's top-down bounds (``tops``, as
+        the block rows a level skips (``skip``: proposed before, known visited
+        by the visited sync, own rows visited), the own bits the grid-row peers
+        have (``synced``) and, per fold entry an owner receives, whether that
+        peer knows the row (``pk``: it proposed it, or the sync sent it),
+        candidate scratch (block rows + the dummy row of
+        :meth:`~.kernels.torchk.TorchKernels.bottom_up_b`), the own figure
+        weights float64[3, nl] (1, out-degree, CSC column length) and the
+        block-row weights float64[1 + 2·rounds, nrows] (1, then per later
+        bottom-up round whether the row takes part and its edges in the round),
+        with host copies, and per fold entry the sender's weights of that row
+        (``rw``); the expand's top-down bounds (``tops``, as
         :meth:`_torch_state`); the expand, sync and fold send lists on the device."""
         if getattr(self, "_tstate2", None) is not None:
             return self._tstate2
         import torch
 
+        from .kernels.torchk import BIG as KT_BIG
         from .kernels.torchk import bu_rounds
         dev = self.X.device
         st = []
@@ -511,11 +516,14 @@ class BfsEngine:
                 tops.append(per)
                 base += sg.nrecv
             gv = self.gvs[i]
+            self.X._const(gv, "zero")  # the kernels' constants, made now rather than in the first level
             st.append(dict(visited=torch.zeros(rg.nl, dtype=torch.bool, device=dev),
                            parent=torch.empty(rg.nl, dtype=torch.int64, device=dev),
                            level=torch.full((rg.nl,), -1, dtype=torch.int64, device=dev),
                            fext=torch.zeros(rg.next_, dtype=torch.bool, device=dev),
-                           known=torch.zeros(rg.nrows, dtype=torch.bool, device=dev),
+                           skip=torch.zeros(rg.nrows, dtype=torch.bool, device=dev),
+                           big0=torch.tensor(KT_BIG, dtype=torch.int64, device=dev),
+                           zb=torch.zeros((len(bu_rounds()) * 2 + 1, 1), dtype=torch.float64, device=dev),
                            synced=torch.zeros(rg.nl, dtype=torch.bool, device=dev),
                            best=torch.empty(rg.nrows + 1, dtype=torch.int64, device=dev),
                            own=torch.empty(rg.nl, dtype=torch.int64, device=dev),
@@ -594,7 +602,7 @@ class BfsEngine:
         deg_root = []
         for i in loc:
             s, rg = S[i], rgs[i]
-            for k in ("visited", "fext", "known", "synced", "pk"):
+            for k in ("visited", "fext", "skip", "synced", "pk"):
                 s[k].zero_()
             s["parent"].fill_(KT_BIG)
             s["level"].fill_(-1)
@@ -613,6 +621,7 @@ class BfsEngine:
                     hits = np.flatnonzero(sg.idx == k)
                     np.add.at(c, np.searchsorted(sg.send_off, hits, side="right") - 1, 1)
                 skip[rg.self_src[rg.self_dst == k]] = True
+                s["skip"][torch.as_tensor(np.flatnonzero(skip), device=s["skip"].device)] = True
             else:
                 nf_own.append(0)
                 own_e.append(0)
@@ -666,7 +675,7 @@ class BfsEngine:
                     st = st.add(st3)
                     for i in loc:
                         s, fi = S[i], S[i]["fold"][0]
-                        s["known"].index_copy_(0, fi, _take_t(s["known"], fi) | got[i])
+                        s["skip"].index_copy_(0, fi, _take_t(s["skip"], fi) | got[i])
                         s["pk"] |= _take_t(flags[i], s["fold_pos"])
                     # what the sync removed from each receiver's rows: counted by the senders in the last
                     # level's copy, delivered by the last level's world sum
@@ -675,8 +684,7 @@ class BfsEngine:
             hits, bests, edges_l, masks = [], [], [], []
             for i in loc:
                 s, gv = S[i], self.gvs[i]
-                skip = s["known"].clone()
-                skip.index_copy_(0, s["self_src"], _take_t(skip, s["self_src"]) | _take_t(s["visited"], s["self_dst"]))
+                skip = s["skip"]  # block rows known visited or proposed before, own rows visited
                 if cur == "top-down":
                     cols = X.nonzero_n(s["fext"], nf_own[i] + gcnt[i])
                     hit, best, edges = X.top_down_b(gv, cols, own_e[i] + gbound[i], skip, s["best"][:rgs[i].nrows])
@@ -684,7 +692,7 @@ class BfsEngine:
                     hit, best, edges = X.bottom_up_b(gv, s["fext"], skip, bounds[i], s["best"])
                 mask = hit.clone()
                 mask.index_fill_(0, s["self_src"], False)  # own rows stay here
-                s["known"] |= mask
+                s["skip"] |= mask
                 hits.append(hit)
                 bests.append(best)
                 edges_l.append(edges)
@@ -719,16 +727,16 @@ class BfsEngine:
                 own.fill_(KT_BIG)
                 own.scatter_reduce_(0, s["self_dst"], _take_t(bests[i], s["self_src"]), "amin")
                 if not quiet_f:
-                    own.scatter_reduce_(0, s["fold_pos"], torch.where(fgot[i], fvals[i].to(torch.int64), KT_BIG),
+                    own.scatter_reduce_(0, s["fold_pos"], torch.where(fgot[i], fvals[i].to(torch.int64), s["big0"]),
                                         "amin")
                 new = (own < KT_BIG) & ~s["visited"]
                 s["visited"] |= new
-                torch.minimum(s["parent"], torch.where(new, own, KT_BIG), out=s["parent"])
+                torch.minimum(s["parent"], torch.where(new, own, s["big0"]), out=s["parent"])
                 s["level"].masked_fill_(new, depth + 1)
                 s["fext"][:rgs[i].nl].copy_(new)
-                nskip = s["known"].clone()
-                nskip.index_copy_(0, s["self_src"], _take_t(nskip, s["self_src"]) | _take_t(s["visited"], s["self_dst"]))
-                parts = [s["w"] @ new.to(f64), edges_l[i].to(f64).reshape(1), s["wb"] @ (~nskip).to(f64)]
+                sk = s["skip"]
+                sk.index_copy_(0, s["self_src"], _take_t(sk, s["self_src"]) | _take_t(new, s["self_dst"]))
+                parts = [s["w"] @ new.to(f64), edges_l[i].to(f64).reshape(1), s["wb"] @ (~sk).to(f64)]
                 flags = s["visited"] & ~s["synced"]
                 for key, m in (("s0", new), ("sync", flags)):
                     idx, soff = s[key]
@@ -737,7 +745,7 @@ class BfsEngine:
                 if s["rw"] is not None and not quiet_f:  # per weight and sync peer: what the sync would remove
                     idx, soff = s["sync"]
                     m = (s["rw"] * (_take_t(flags, idx) & ~s["pk"]).to(f64)).cumsum(1)
-                    m = torch.cat([torch.zeros((nb, 1), dtype=f64, device=m.device), m], 1)
+                    m = torch.cat([s["zb"], m], 1)
                     parts.append((m.index_select(1, soff[1:]) - m.index_select(1, soff[:-1])).reshape(-1))
                 figs.append(torch.cat(parts))
             flat = (figs[0] if len(figs) == 1 else torch.cat(figs)).tolist()  # the level's copy
