@@ -1,6 +1,6 @@
 """The torch kernels' shape for a GPU, checked on the CPU: per BFS level at most
-one device → host copy and a number of dispatched kernels that does not grow
-with the graph; per PageRank iteration one copy; a GCN epoch's forward and
+one device → host copy (two on a 2D plan with a fold) and a number of
+dispatched kernels that does not grow with the graph; per PageRank iteration one copy; a GCN epoch's forward and
 backward with none. Counted by partplan.runtime.opcount (a TorchDispatchMode
 plus a TorchFunctionMode: every aten operator dispatched, and every call that
 on CUDA would make the host wait). Results against independent oracles:
