@@ -574,7 +574,7 @@ class BfsEngine:
     def _search_torch_2d(self, root: int) -> BfsResult:
         """:meth:`search` for the torch kernels on a 2D plan: the same levels,
         records and result (same bytes per rank and pair) with **two** device →
-        host copies per level — one when the grid row has peers (R × 1: one).
+        host copies per level — one when the grid row has no peer (R × 1: no fold).
 
         A level makes up to three exchanges, each sized on the host before it
         is sent (NCCL's all-to-all takes host split sizes; the mode and bytes
@@ -582,12 +582,14 @@ class BfsEngine:
         and, before a bottom-up level, the visited sync along the grid row —
         both counted in the **level's copy** at the end of the previous level
         (with the new frontier size, scout count, own CSC edges, edges
-        examined, and the upper bounds of the next bottom-up's row and edge
-        counts: the rows not known visited then) — and the fold along the grid
+        examined, the next bottom-up's row and edge counts over the rows not
+        known visited then, and per grid-row peer what the next visited sync
+        removes from the peer's counts: the sizes a bottom-up level takes are
+        exact, delivered by the level's world sum) — and the fold along the grid
         row, whose counts per peer exist only after the level's block kernel:
         the **fold copy**. Top-down pads its edge ranges to the host's bound
-        (:meth:`~.kernels.torchk.TorchKernels.top_down_b`), bottom-up its rows
-        and rounds to the level copy's bounds
+        (:meth:`~.kernels.torchk.TorchKernels.top_down_b`), bottom-up sizes its
+        rows and rounds from the host figures
         (:meth:`~.kernels.torchk.TorchKernels.bottom_up_b`): a fixed number of
         kernel launches per local rank and peer."""
         import torch
