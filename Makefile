@@ -5,6 +5,8 @@
 #                 launch per job family and the import contract (pytest -m "not slow")
 #   make test   - the whole pytest suite (what CI runs), after fetching the real datasets
 #   make bench  - benchmarks that print ratios against a peer measured in the same run
+#   make fuzz   - every reader under mutation fuzzing, FUZZ_CASES cases each (default 10000; FUZZ_SEED):
+#                 cases run and outcomes by class per reader, the findings, the refusals' peak memory
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -14,7 +16,7 @@ STAMP  := $(VENV)/.installed
 TORCH  := torch==2.13.0
 OUT    ?= out
 
-.PHONY: setup mpi demo check test bench clean
+.PHONY: setup mpi demo check test bench fuzz clean
 
 setup: $(STAMP)
 
@@ -69,6 +71,12 @@ test: $(STAMP)
 	$(MAKE) -s mpi; \
 	wait $$warm || echo "WARNING: kernel warm-up failed; the tests compile kernels on first use" >&2
 	$(PYTEST) tests
+
+# tests/fuzz/fuzz_engine.py (make test runs FUZZ_TEST_CASES = 60 per reader, seed 53); exit 1 on any finding
+FUZZ_CASES ?= 10000
+FUZZ_SEED  ?= 0
+fuzz: $(STAMP)
+	$(PY) tests/fuzz/fuzz_engine.py --cases $(FUZZ_CASES) --seed $(FUZZ_SEED)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_analyzer.py

@@ -158,7 +158,7 @@ def read_npz(path: str | os.PathLike, *, symmetrize: bool = False, self_loops: s
             fmt = _load(z, "format", p).item()
         except (ValueError, TypeError) as exc:
             raise GraphFormatError(f"bad 'format' array ({exc})", p, field="format") from None
-        fmt = fmt.decode() if isinstance(fmt, bytes) else str(fmt)
+        fmt = fmt.decode("utf-8", "replace") if isinstance(fmt, bytes) else str(fmt)
         if fmt not in _NEEDED:
             raise GraphFormatError(f"unknown sparse format {fmt!r}", p, field="format")
         for k in _NEEDED[fmt]:

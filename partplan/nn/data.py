@@ -39,6 +39,8 @@ memory map), once per process for repeated :func:`read_rows` calls.
 from __future__ import annotations
 
 import zipfile
+import zlib
+from tokenize import TokenError
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,24 +114,31 @@ def _check_crc(zf: zipfile.ZipFile, name: str, path) -> None:
         with zf.open(name) as fh:
             while fh.read(8 << 20):
                 pass
-    except (zipfile.BadZipFile, EOFError, OSError) as exc:
+    except _ZIP_ERRORS as exc:
         raise DataError(f"corrupt zip member ({exc})", path, name[:-4]) from None
+
+
+# what zipfile raises on a damaged archive: a bad local header (BadZipFile), a seek before the
+# start (OSError), a truncated stream (EOFError), bad deflate data (zlib.error), an unknown
+# compression method (NotImplementedError), an "encrypted" flag (RuntimeError)
+_ZIP_ERRORS = (zipfile.BadZipFile, EOFError, OSError, zlib.error, NotImplementedError, RuntimeError)
 
 
 def _member_header(zf: zipfile.ZipFile, name: str, path):
     """(shape, dtype, fortran, data offset in the file or None if compressed)."""
     info = zf.getinfo(name)
-    with zf.open(name) as fh:
-        try:
-            version = np.lib.format.read_magic(fh)
-            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
-                np.lib.format.read_array_header_2_0
-            shape, fortran, dtype = read(fh)
-        except ValueError as exc:
-            raise DataError(f"not a .npy array ({exc})", path, name[:-4]) from None
-        except (zipfile.BadZipFile, EOFError, OSError) as exc:  # bad CRC, truncated member
-            raise DataError(f"corrupt zip member ({exc})", path, name[:-4]) from None
-        hdr_len = fh.tell()
+    try:   # opening a member reads its local header: a bad magic, another name, an offset past the end
+        with zf.open(name) as fh:
+            try:
+                version = np.lib.format.read_magic(fh)
+                read = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+                    np.lib.format.read_array_header_2_0
+                shape, fortran, dtype = read(fh)
+            except (ValueError, SyntaxError, TokenError) as exc:   # numpy parses the header's dict
+                raise DataError(f"not a .npy array ({exc})", path, name[:-4]) from None
+            hdr_len = fh.tell()
+    except _ZIP_ERRORS as exc:  # bad CRC, truncated member, unknown compression, encrypted
+        raise DataError(f"corrupt zip member ({exc})", path, name[:-4]) from None
     dt = np.dtype(dtype)
     if dt.hasobject:
         raise DataError(f"dtype {dt} holds Python objects; not a data array", path, name[:-4])
@@ -334,7 +343,7 @@ def _npz_heads(p: Path) -> dict:
     """(shape, dtype, fortran, offset) of every key of the npz, from the headers."""
     try:
         zf = zipfile.ZipFile(p)
-    except (zipfile.BadZipFile, OSError) as exc:
+    except _ZIP_ERRORS as exc:   # also NotImplementedError: a zip version zipfile does not read
         raise DataError(f"not an .npz (zip) file ({exc})", p) from None
     with zf:
         names = set(zf.namelist())

@@ -454,6 +454,10 @@ def read_share(plan, rank: int, *, manifest: dict | None = None, halo_ids: np.nd
     entry = sh["files"][rank]
     if not isinstance(entry, dict) or entry.get("file") != share_name(rank) or entry.get("rank") != rank:
         raise PlanError(f"{path}: manifest field 'shares.files[{rank}]' does not name {share_name(rank)}")
+    size = entry.get("bytes")
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0 or not isinstance(entry.get("sha256"), str):
+        raise PlanError(f"{path}: manifest field 'shares.files[{rank}]' must hold bytes (a count) and sha256 "
+                        f"(a string)")
     f = path / share_name(rank)
     mapped = _check_file(f, entry, f"share of rank {rank}", False)
     if verify:
