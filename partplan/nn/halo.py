@@ -212,6 +212,8 @@ class _HaloFn(torch.autograd.Function):
 def _check_x(name: str, v: HaloRank, x, dtype, device) -> None:
     if not isinstance(x, torch.Tensor):
         raise PlanError(f"{name}: Halo takes a torch.Tensor, got {type(x).__name__}")
+    if x.layout != torch.strided:
+        raise PlanError(f"{name}: Halo takes dense rows, got a {x.layout} tensor (x.to_dense())")
     if x.dtype not in _FLOATS:
         raise PlanError(f"{name}: Halo exchanges floating-point rows (float16/32/64, bfloat16), got {x.dtype} "
                         f"(cast the features, e.g. x.float())")
@@ -358,6 +360,12 @@ class LocalHalo(torch.nn.Module):
                             f"got {len(xs)}")
         for v, x in zip(self.ranks, xs):
             _check_x(self.plan_name, v, x, None, None)
+        x0 = xs[0]
+        for v, x in zip(self.ranks, xs):   # rows cross between ranks: one dtype, device and row shape
+            if x.dtype != x0.dtype or x.device != x0.device or x.shape[1:] != x0.shape[1:]:
+                raise PlanError(f"{self.plan_name}: rank {v.rank}'s input is {x.dtype} {tuple(x.shape)} on "
+                                f"{x.device}, rank 0's {x0.dtype} {tuple(x0.shape)} on {x0.device}: every rank's "
+                                f"rows must have one dtype, device and shape past the first dimension")
         return list(_HaloFn.apply(self._ex, *xs))
 
 

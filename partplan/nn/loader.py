@@ -295,7 +295,15 @@ class NeighborLoader:
                 raise OptionError(f"{name}: input_nodes={input_nodes!r} is no bool node field of the shares "
                                   f"(fields: {', '.join(sorted(self.node_fields)) or 'none'})")
             return np.sort(lid[t.numpy()])
-        a = input_nodes.detach().cpu().numpy() if isinstance(input_nodes, torch.Tensor) else np.asarray(input_nodes)
+        if isinstance(input_nodes, torch.Tensor) and (input_nodes.layout != torch.strided
+                                                      or input_nodes.device.type == "meta"):
+            raise OptionError(f"input_nodes: a dense tensor of vertex ids or a bool mask, got a "
+                              f"{input_nodes.layout} tensor on {input_nodes.device}")
+        try:
+            a = (input_nodes.detach().cpu().numpy() if isinstance(input_nodes, torch.Tensor)
+                 else np.asarray(input_nodes))
+        except (ValueError, TypeError) as exc:   # a ragged list, an object numpy cannot hold
+            raise OptionError(f"input_nodes: vertex ids must be ints in [0, {self.n}) ({exc})") from None
         if a.dtype == bool:
             if a.shape != (self.n,):
                 raise OptionError(f"input_nodes: a bool mask must have one entry per vertex ({self.n})")

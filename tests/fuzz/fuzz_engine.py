@@ -642,6 +642,12 @@ def _worker(args: list[str]) -> None:
     """``worker SEED ROOT`` then lines ``READER START STOP`` on stdin: one JSON line per case on stdout."""
     seed, root = int(args[0]), Path(args[1])
     os.environ["PARTPLAN_MAX_BYTES"] = os.environ.get("FUZZ_MAX_BYTES", BUDGET)
+    # address space: what is mapped now + FUZZ_AS_HEADROOM (default 4 GiB), so an allocation sized by a
+    # hostile header is a MemoryError (a traceback finding), never the machine's memory
+    import resource
+    head = int(float(os.environ.get("FUZZ_AS_HEADROOM", 4 << 30)))
+    if head > 0:
+        resource.setrlimit(resource.RLIMIT_AS, (_status_kb("VmSize") * 1024 + head, resource.RLIM_INFINITY))
     import warnings
     warnings.simplefilter("ignore")
     bench = Bench(root)
