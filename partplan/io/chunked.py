@@ -176,7 +176,7 @@ def chunk_info(path) -> ChunkInfo:
     n = _int(h, "n", hf, "n")
     nnz = _int(h, "nnz", hf, "nnz")
     dt = h.get("index_dtype")
-    if dt not in INDEX_DTYPES:
+    if not isinstance(dt, str) or dt not in INDEX_DTYPES:
         raise GraphFormatError(f"= {dt!r} is not one of {', '.join(INDEX_DTYPES)}", hf, field="index_dtype")
     for key in ("weighted", "directed"):
         if not isinstance(h.get(key), bool):

@@ -133,6 +133,89 @@ def _chunk_pages(buf, start: int, length: int, where: str) -> int:
     return total
 
 
+def _value(r: _Compact, ttype: int, depth: int):
+    """One Thrift value: ints, booleans, lists and structs ({field id: value}); strings and
+    doubles are skipped (None)."""
+    if depth > _MAX_DEPTH:
+        raise ParquetProblem("footer nested too deeply")
+    if ttype in (_TRUE, _FALSE):
+        return ttype == _TRUE
+    if ttype == _BYTE:
+        return r.byte()
+    if ttype in (_I16, _I32, _I64):
+        return r.zigzag()
+    if ttype in (_LIST, _SET):
+        h = r.byte()
+        size, et = h >> 4, h & 0x0F
+        if size == 15:
+            size = r.varint()
+        if size > r.end - r.pos:
+            raise ParquetProblem(f"a list of {size} elements runs past the footer")
+        if et in (_TRUE, _FALSE):
+            return [r.byte() == 1 for _ in range(size)]
+        return [_value(r, et, depth + 1) for _ in range(size)]
+    if ttype == _STRUCT:
+        out: dict = {}
+        fid = 0
+        while True:
+            h = r.byte()
+            t = h & 0x0F
+            if t == _STOP:
+                return out
+            fid = fid + (h >> 4) if h >> 4 else r.zigzag()
+            out[fid] = _value(r, t, depth + 1)
+    r.skip(ttype, depth)
+    return None
+
+
+def check_footer(buf) -> None:
+    """The footer's size statistics against the schema: a column chunk's definition /
+    repetition level histogram holds max level + 1 entries (or none). pyarrow's Python
+    metadata (``row_group(g).column(j)``) aborts the process on any other count (a C++
+    exception through a binding that does not catch it), so this runs first. Encrypted
+    footers are left to pyarrow."""
+    n = len(buf)
+    if n < 12 or bytes(buf[n - 4:n]) != b"PAR1":
+        return
+    flen = int.from_bytes(buf[n - 8:n - 4], "little")
+    if flen > n - 12:
+        raise ParquetProblem(f"footer of {flen} bytes does not fit the file ({n} bytes)")
+    fmd = _value(_Compact(buf, n - 8 - flen, n - 8), _STRUCT, 0)
+    schema = fmd.get(2) if isinstance(fmd.get(2), list) else []
+    levels, stack, i = [], [], 1
+    if schema and isinstance(schema[0], dict):
+        stack.append([schema[0].get(5) or 0, 0, 0])
+    while i < len(schema) and stack:
+        if stack[-1][0] <= 0:
+            stack.pop()
+            continue
+        top = stack[-1]
+        top[0] -= 1
+        el = schema[i] if isinstance(schema[i], dict) else {}
+        i += 1
+        rt = el.get(3, 0)
+        d, rep = top[1] + (rt in (1, 2)), top[2] + (rt == 2)
+        kids = el.get(5)
+        if isinstance(kids, int) and kids > 0:
+            stack.append([kids, d, rep])
+        else:
+            levels.append((d, rep))
+    groups = fmd.get(4) if isinstance(fmd.get(4), list) else []
+    for g, rg in enumerate(groups):
+        cols = rg.get(1) if isinstance(rg, dict) and isinstance(rg.get(1), list) else []
+        for j, cc in enumerate(cols[:len(levels)]):
+            md = cc.get(3) if isinstance(cc, dict) else None
+            ss = md.get(16) if isinstance(md, dict) else None
+            if not isinstance(ss, dict):
+                continue
+            for fid, top, what in ((3, levels[j][0], "definition"), (2, levels[j][1], "repetition")):
+                h = ss.get(fid)
+                if h is not None and (not isinstance(h, list) or len(h) not in (0, top + 1)):
+                    size = len(h) if isinstance(h, list) else type(h).__name__
+                    raise ParquetProblem(f"row group {g}, column {j}: the {what} level histogram holds {size} "
+                                         f"entries, the schema's levels need {top + 1}")
+
+
 def declared_page_bytes(buf, metadata, columns: list[int]) -> int:
     """Bytes the pages of ``columns`` (indices into the file's leaf columns)
     declare once decompressed, summed over every row group; ``buf`` is the
@@ -186,6 +269,9 @@ def declared_bytes(fd: int, metadata, names) -> tuple[int, int]:
     Parquet file open on ``fd`` (read through a read-only mmap)."""
     import mmap
     import os
+    if os.fstat(fd).st_size:
+        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as mm:
+            check_footer(mm)   # before any row_group(g).column(j): pyarrow aborts on some footers
     cols = leaf_columns(metadata, names)
     footer = sum(metadata.row_group(g).column(j).total_uncompressed_size
                  for g in range(metadata.num_row_groups) for j in cols if j < metadata.row_group(g).num_columns)

@@ -698,33 +698,37 @@ class Report:
 
 
 def run(readers: list[str], seed: int, cases: int, *, root: Path | None = None, case_limit: float = CASE_LIMIT_S,
-        progress: Callable[[dict], None] | None = None) -> Report:
-    """Run cases ``[0, cases)`` of each reader in worker processes; a crash or a hang ends the
-    worker, which restarts at the next case."""
+        progress: Callable[[dict], None] | None = None, only: list[tuple[str, int]] | None = None) -> Report:
+    """Run cases ``[0, cases)`` of each reader in worker processes (or the cases ``only`` lists,
+    as (reader, index)); a crash or a hang ends the worker, which restarts at the next case."""
     own = root is None
     root = Path(tempfile.mkdtemp(prefix="partplan-fuzz-")) if own else Path(root)
     rep = Report()
     here = Path(__file__).resolve().parents[2]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(here), os.environ.get("PYTHONPATH")])))
+    env = dict(os.environ)
     try:
-        todo = [(r, 0) for r in readers]
+        todo = [(r, 0, cases) for r in readers] if only is None else [(r, i, i + 1) for r, i in only]
         proc = None
         while todo:
-            name, start = todo.pop(0)
-            if start >= cases:
+            name, start, stop = todo.pop(0)
+            if start >= stop:
                 continue
             if proc is None:
                 proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "worker", str(seed),
                                          str(root)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.DEVNULL, text=False, bufsize=0, cwd=here,
                                         env=env)
-            proc.stdin.write(f"{name} {start} {cases}\n".encode())
+            proc.stdin.write(f"{name} {start} {stop}\n".encode())
             proc.stdin.flush()
             t0 = time.monotonic()
             current, died = None, None
             while True:
                 line = _readline(proc, case_limit * 3 + 120 if current is None else case_limit + 30)
                 if line is None:   # watchdog: a hang inside C code, or a dead worker
+                    try:   # an abort may take a moment to end the process (a core dump)
+                        proc.wait(timeout=0 if getattr(proc, "_fuzz_eof", False) is False else 30)
+                    except subprocess.TimeoutExpired:
+                        pass
                     died = "hang" if proc.poll() is None else "crash"
                     break
                 msg = json.loads(line)
@@ -752,7 +756,7 @@ def run(readers: list[str], seed: int, cases: int, *, root: Path | None = None, 
                     progress(r)
                 proc = None
                 if current is not None:
-                    todo.insert(0, (name, current + 1))
+                    todo.insert(0, (name, current + 1, stop))
         if proc is not None:
             proc.stdin.close()
             proc.wait(timeout=60)
@@ -776,7 +780,7 @@ def _readline(proc, timeout: float) -> str | None:
             return None
         chunk = os.read(fd, 1 << 16)
         if not chunk:
-            proc._fuzz_buf = buf
+            proc._fuzz_buf, proc._fuzz_eof = buf, True
             return None
         buf += chunk
     line, _, proc._fuzz_buf = buf.partition(b"\n")
