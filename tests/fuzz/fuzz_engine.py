@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-N = 40          # vertices of the seed graphs
+N = int(os.environ.get("FUZZ_N", 40))   # vertices of the seed graphs (larger: the refusals' memory on larger files)
 K = 2           # ranks / parts
 CASE_LIMIT_S = 10.0
 BUDGET = "256M"  # PARTPLAN_MAX_BYTES in the worker: a size beyond it is refused before allocation
@@ -257,8 +257,9 @@ def _graph(weighted=False):
 
     from partplan import Graph
     rng = np.random.default_rng(7)
-    s, d = rng.integers(0, N, 150), rng.integers(0, N, 150)
-    w = rng.integers(1, 5, 150).astype(float) if weighted else None
+    e = max(150, 4 * N)
+    s, d = rng.integers(0, N, e), rng.integers(0, N, e)
+    w = rng.integers(1, 5, e).astype(float) if weighted else None
     return Graph.from_edges(s, d, n=N, symmetrize=True, weights=w, name="f")
 
 
@@ -266,10 +267,11 @@ def _pyg_data():
     import torch
     from torch_geometric.data import Data
     g = torch.Generator().manual_seed(3)
-    ei = torch.randint(0, N, (2, 160), generator=g)
+    e = max(160, 4 * N)
+    ei = torch.randint(0, N, (2, e), generator=g)
     return Data(edge_index=ei, num_nodes=N, x=torch.randn(N, 3, generator=g),
                 y=torch.randint(0, 3, (N,), generator=g), train_mask=torch.rand(N, generator=g) < 0.5,
-                edge_attr=torch.randn(160, 2, generator=g))
+                edge_attr=torch.randn(e, 2, generator=g))
 
 
 def _resign_share(plan: Path, rank: int, data: bytes) -> None:
@@ -472,10 +474,11 @@ def _seed_hgr(d):
     from partplan.hypergraph import Hypergraph
     from partplan.io.hgr import write_hypergraph
     rng = np.random.default_rng(2)
-    sizes = rng.integers(2, 5, 20)
+    m = max(20, N // 2)
+    sizes = rng.integers(2, 5, m)
     pins = rng.integers(0, N, int(sizes.sum()))
     hg = Hypergraph(net_ptr=np.concatenate([[0], np.cumsum(sizes)]), pins=pins, n=N,
-                    net_weights=rng.integers(1, 4, 20), vertex_weights=None)
+                    net_weights=rng.integers(1, 4, m), vertex_weights=None)
     return write_hypergraph(hg, d / "h.hgr")
 
 
@@ -679,6 +682,7 @@ class Report:
     findings: list = field(default_factory=list)      # dicts of the bad cases
     refusal_peak: dict = field(default_factory=dict)  # reader -> (peak_kb, bytes) of the largest refusal peak
     seconds: dict = field(default_factory=dict)
+    over_goal: list = field(default_factory=list)     # refusals whose peak RSS passed 2 x file + 200 MiB
 
     def add(self, r: dict) -> None:
         c = self.cases.setdefault(r["reader"], {k: 0 for k in CLASSES})
@@ -687,6 +691,8 @@ class Report:
             self.findings.append(r)
         if r["class"].startswith("refused") and r.get("peak_kb", 0) > self.refusal_peak.get(r["reader"], (0, 0))[0]:
             self.refusal_peak[r["reader"]] = (r["peak_kb"], r["bytes"])
+        if r["class"].startswith("refused") and r.get("peak_kb", 0) * 1024 > 2 * r["bytes"] + (200 << 20):
+            self.over_goal.append(r)
 
     def table(self) -> str:
         rows = [f"{'reader':<14}{'cases':>7}" + "".join(f"{c:>18}" for c in CLASSES) + f"{'max refusal RSS':>18}"]
@@ -829,7 +835,10 @@ def main(argv: list[str]) -> int:
     if worst:
         mib, size, r = max(worst)
         print(f"refusals: largest peak RSS above the case's start {mib:.1f} MiB ({r}, file {size:.2f} MiB); "
-              f"goal <= 2 x file + 200 MiB")
+              f"goal <= 2 x file + 200 MiB; {len(rep.over_goal)} refusal(s) above it")
+        for r in rep.over_goal[:5]:
+            print(f"  over the goal: {r['reader']} case {r['index']}: {r['peak_kb'] / 1024:.0f} MiB for "
+                  f"{r['bytes']} bytes: {r['detail'][:100]}")
     print(f"{sum(sum(c.values()) for c in rep.cases.values())} cases in {time.monotonic() - t0:.0f} s, seed {a.seed}")
     if a.json:
         Path(a.json).write_text(json.dumps({"cases": rep.cases, "findings": rep.findings,
