@@ -261,7 +261,8 @@ def run(args) -> int:
                                           f"use --partition-only or a .npy/.part/.parquet name") from None
     if args.shares and not (want_plan and str(args.graph).lower().endswith(".pt")):
         raise PartitionError("--shares writes a PyG Data's shares beside a plan: give a .pt graph and -o NAME.plan")
-    if args.shares and args.layout != "1d":
+    from partplan.layouts import layout_class
+    if args.shares and not layout_class(args.layout).halo:
         raise PartitionError(f"--shares needs a 1D plan (Halo's rows and edges); --layout is {args.layout}")
     # check every option before the (possibly long) read
     from partplan.layouts import parse_layout

@@ -153,6 +153,11 @@ def _progress(msg: str, t0: float, quiet: bool) -> None:
         print(f"partplan: {msg} ({time.perf_counter() - t0:.1f} s)", file=sys.stderr, flush=True)
 
 
+def _layout_class(spec):
+    from ..layouts import layout_class
+    return layout_class(spec)
+
+
 def _balanced(g, balance):
     """``g`` with the balance weights ``balance`` names (:attr:`partplan.graph.Graph.balance_weights`)."""
     import dataclasses
@@ -220,7 +225,7 @@ def plan_from_pyg(data: Any, k: int, *, normalize: str | None = None, out: str |
         raise OptionError(f"normalize must be None, 'gcn' or 'mean', not {normalize!r}")
     if shares and out is None:
         raise OptionError("shares=True writes each rank's share beside the plan: give out=PATH")
-    if shares and (str(partition_options.get("layout", "1d")) != "1d"
+    if shares and (not _layout_class(partition_options.get("layout", "1d")).halo
                    or partition_options.get("ownership", "conformal") != "conformal"):
         raise OptionError("shares=True needs a 1D conformal plan (Halo's rows and edges): leave layout and "
                           "ownership at their defaults")

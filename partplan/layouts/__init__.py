@@ -93,11 +93,24 @@ def check_spec(spec: str) -> str:
     raise PartitionError(f"unknown layout {spec!r}; use {LAYOUT_HELP}")
 
 
+def layout_family(name: str) -> type[Layout]:
+    """The :class:`Layout` subclass of a layout's family name as stats summaries record it ("1d",
+    "1.5d", "2d", "routed"; a full spec's parameters are ignored): its capabilities without a size.
+
+    >>> layout_family("1.5d").replicas, layout_family("2d:2x2").fold
+    (True, True)
+    """
+    cls = LAYOUTS.get(str(name).split(":", 1)[0])
+    if cls is None:
+        raise PartitionError(f"unknown layout {name!r}; use {LAYOUT_HELP}")
+    return cls
+
+
 def layout_class(spec) -> type[Layout]:
     """The :class:`Layout` subclass of a layout string (or Layout), without its
     size: what a caller with only ``--layout`` asks for capabilities.
 
-    >>> layout_class("routed:domain:4").routes, layout_class("2d").analytics
+    >>> layout_class("routed:domain:4").routes, layout_class("2d").replicas
     (True, False)
     """
     if isinstance(spec, Layout):

@@ -43,6 +43,7 @@ class Layout:
     routable: ClassVar[bool] = False         # a topology route (--route) or part → rank map (--map) applies
     layout_stats: ClassVar[bool] = True      # volumes() are its own figures, not the 1D CommStats of its blocks
     distributed_build: ClassVar[bool] = False  # the plan-build job builds its plan over N processes (chunked input)
+    halo: ClassVar[bool] = False             # each rank's rows plus the rows it receives (nn.Halo, shares, loader)
     #: why graph traversals (BFS, PageRank, WCC, SSSP, ...) cannot run on it, for the refusal's one line
     traversal_refusal: ClassVar[str] = "no program of A^T to traverse"
     split_nonzeros: ClassVar[bool] = False   # a rank multiplies part of a row's nonzeros (chosen by both ends):

@@ -9,11 +9,11 @@ its ring all-reduce among the block's replicas — so the maximum can exceed
 the total. :func:`volume_line` and :func:`volume_rows` name what each figure
 counts, so no printed maximum sits above its total without the reason.
 
->>> volume_line({"layout": "1.5d", "shape": [4, 2], "total_volume": 10, "total_reduce_rows": 30,
-...              "max_send": 17, "max_recv": 16, "messages": 12})  # doctest: +NORMALIZE_WHITESPACE
-'total volume 10 rows (exchange between the 4 row blocks: each row once per block that receives it)
+>>> print(volume_line({"layout": "1.5d", "shape": [4, 2], "total_volume": 10, "total_reduce_rows": 30,
+...                    "max_send": 17, "max_recv": 16, "messages": 12}))  # doctest: +NORMALIZE_WHITESPACE
+total volume 10 rows (exchange between the 4 row blocks: each row once per block that receives it)
  + all-reduce 30 rows (among each block's 2 replicas); max send 17, max recv 16 rows per rank
- (its exchange + its all-reduce rows, so a maximum can exceed the exchange total), messages 12'
+ (its exchange + its all-reduce rows, so a maximum can exceed the exchange total), messages 12
 """
 from __future__ import annotations
 
@@ -25,20 +25,23 @@ def _n(v) -> str:
 
 
 def _kind(st: dict) -> str:
-    lay = str(st.get("layout") or "1d")
-    return lay.split(":", 1)[0]
+    """"replicas" (1.5D), "fold" (2D), "routes" (routed) or "rows" (1D): the layout's capability that
+    decides what its figures count (asked of the layout, never read from its name)."""
+    from ..layouts import layout_family
+    lay = layout_family(str(st.get("layout") or "1d"))
+    return "replicas" if lay.replicas else "fold" if lay.fold else "routes" if lay.routes else "rows"
 
 
 def total_meaning(st: dict, per: str = "rank") -> str:
     """What ``total_volume`` counts in this summary (``per``: what a part is, "rank" or "row block")."""
     kind = _kind(st)
-    if kind == "1.5d":
+    if kind == "replicas":
         b = (st.get("shape") or [None])[0]
         blocks = f"the {b} row blocks" if b is not None else "the row blocks"
         return f"exchange between {blocks}: each row once per block that receives it"
-    if kind == "2d":
+    if kind == "fold":
         return "expand + fold on the grid: each row of H or partial row of Z once per rank that receives it"
-    if kind == "routed":
+    if kind == "routes":
         return "summed over the route's steps: a forwarded row counts at every hop"
     return f"each row of H once per {per} that receives it"
 
@@ -46,9 +49,9 @@ def total_meaning(st: dict, per: str = "rank") -> str:
 def max_meaning(st: dict) -> str:
     """What ``max_send`` / ``max_recv`` count in this summary."""
     kind = _kind(st)
-    if kind == "1.5d" and st.get("total_reduce_rows"):
+    if kind == "replicas" and st.get("total_reduce_rows"):
         return "its exchange + its all-reduce rows, so a maximum can exceed the exchange total"
-    if kind == "routed":
+    if kind == "routes":
         return "every step it sends or forwards in"
     return "the rows it sends / receives; at most the total"
 
@@ -56,7 +59,7 @@ def max_meaning(st: dict) -> str:
 def volume_line(st: dict, per: str = "rank") -> str:
     """One line: the total, the per-rank maxima and the messages, each named."""
     line = f"total volume {_n(st.get('total_volume'))} rows ({total_meaning(st, per)})"
-    if _kind(st) == "1.5d" and st.get("total_reduce_rows"):
+    if _kind(st) == "replicas" and st.get("total_reduce_rows"):
         c = (st.get("shape") or [None, None])[1]
         line += (f" + all-reduce {_n(st.get('total_reduce_rows'))} rows (among each block's "
                  f"{c if c is not None else 'c'} replicas)")
@@ -70,7 +73,7 @@ def volume_line(st: dict, per: str = "rank") -> str:
 def volume_rows(st: dict, prefix: str = "", per: str = "rank") -> list[tuple[str, str]]:
     """(label, value) rows for a key/value table: the total and the maxima with what they count."""
     rows = [(f"{prefix}total_volume", f"{_n(st.get('total_volume'))} rows ({total_meaning(st, per)})")]
-    if _kind(st) == "1.5d" and st.get("total_reduce_rows"):
+    if _kind(st) == "replicas" and st.get("total_reduce_rows"):
         rows.append((f"{prefix}total_reduce_rows", f"{_n(st.get('total_reduce_rows'))} rows (all-reduce among "
                                                    f"each row block's replicas)"))
     why = max_meaning(st)
