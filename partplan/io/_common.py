@@ -137,7 +137,7 @@ def npy_header(fh) -> tuple[tuple, np.dtype, int]:
         raise ValueError("bad .npy fortran_order")
     try:
         dtype = np.lib.format.descr_to_dtype(d["descr"])
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, SyntaxError) as exc:   # numpy literal_evals some descr strings
         raise ValueError(f"bad .npy descr ({exc})") from None
     return shape, dtype, 8 + size_bytes + hlen
 

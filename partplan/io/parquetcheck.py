@@ -168,12 +168,12 @@ def _value(r: _Compact, ttype: int, depth: int):
     return None
 
 
-def check_footer(buf) -> None:
+def check_footer(buf, metadata) -> None:
     """The footer's size statistics against the schema: a column chunk's definition /
     repetition level histogram holds max level + 1 entries (or none). pyarrow's Python
     metadata (``row_group(g).column(j)``) aborts the process on any other count (a C++
-    exception through a binding that does not catch it), so this runs first. Encrypted
-    footers are left to pyarrow."""
+    exception through a binding that does not catch it), so this runs first, with the
+    levels of pyarrow's own reading of the schema. Encrypted footers are left to pyarrow."""
     n = len(buf)
     if n < 12 or bytes(buf[n - 4:n]) != b"PAR1":
         return
@@ -181,25 +181,9 @@ def check_footer(buf) -> None:
     if flen > n - 12:
         raise ParquetProblem(f"footer of {flen} bytes does not fit the file ({n} bytes)")
     fmd = _value(_Compact(buf, n - 8 - flen, n - 8), _STRUCT, 0)
-    schema = fmd.get(2) if isinstance(fmd.get(2), list) else []
-    levels, stack, i = [], [], 1
-    if schema and isinstance(schema[0], dict):
-        stack.append([schema[0].get(5) or 0, 0, 0])
-    while i < len(schema) and stack:
-        if stack[-1][0] <= 0:
-            stack.pop()
-            continue
-        top = stack[-1]
-        top[0] -= 1
-        el = schema[i] if isinstance(schema[i], dict) else {}
-        i += 1
-        rt = el.get(3, 0)
-        d, rep = top[1] + (rt in (1, 2)), top[2] + (rt == 2)
-        kids = el.get(5)
-        if isinstance(kids, int) and kids > 0:
-            stack.append([kids, d, rep])
-        else:
-            levels.append((d, rep))
+    sch = metadata.schema
+    levels = [(sch.column(j).max_definition_level, sch.column(j).max_repetition_level)
+              for j in range(len(sch))]
     groups = fmd.get(4) if isinstance(fmd.get(4), list) else []
     for g, rg in enumerate(groups):
         cols = rg.get(1) if isinstance(rg, dict) and isinstance(rg.get(1), list) else []
@@ -271,7 +255,7 @@ def declared_bytes(fd: int, metadata, names) -> tuple[int, int]:
     import os
     if os.fstat(fd).st_size:
         with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as mm:
-            check_footer(mm)   # before any row_group(g).column(j): pyarrow aborts on some footers
+            check_footer(mm, metadata)   # before any row_group(g).column(j): pyarrow aborts on some footers
     cols = leaf_columns(metadata, names)
     footer = sum(metadata.row_group(g).column(j).total_uncompressed_size
                  for g in range(metadata.num_row_groups) for j in cols if j < metadata.row_group(g).num_columns)

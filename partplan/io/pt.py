@@ -73,6 +73,9 @@ def load_pt(path: str | os.PathLike) -> Any:
         return obj
     Data = next((c for c in allowed if c.__name__ == "Data"), None)
     if Data is not None and isinstance(obj, Data):
+        if "_store" not in obj.__dict__:   # any attribute of it would raise PyG's RuntimeError
+            raise GraphFormatError("holds a PyG Data without its storage (a damaged file, or a Data "
+                                   "pickled by an old PyG: save it again with this one)", p)
         return obj
     raise GraphFormatError(f"holds a {type(obj).__name__}: not a PyG Data or edge_index tensor (save a "
                            f"torch_geometric.data.Data, or the (2, E) edge_index tensor itself)", p)

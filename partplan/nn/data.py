@@ -121,7 +121,8 @@ def _check_crc(zf: zipfile.ZipFile, name: str, path) -> None:
 # what zipfile raises on a damaged archive: a bad local header (BadZipFile), a seek before the
 # start (OSError), a truncated stream (EOFError), bad deflate data (zlib.error), an unknown
 # compression method (NotImplementedError), an "encrypted" flag (RuntimeError)
-_ZIP_ERRORS = (zipfile.BadZipFile, EOFError, OSError, zlib.error, NotImplementedError, RuntimeError)
+_ZIP_ERRORS = (zipfile.BadZipFile, EOFError, OSError, zlib.error, NotImplementedError, RuntimeError,
+               UnicodeDecodeError)   # a member name flagged UTF-8 that is not
 
 
 def _member_header(zf: zipfile.ZipFile, name: str, path):

@@ -39,9 +39,12 @@ def test_every_reader_refuses_cleanly_or_accepts_valid(tmp_path):
 # a damaged zip member's local header (BadZipFile, OSError), a .npy header numpy's tokenizer chokes on
 # (TokenError), a zip version zipfile does not read (NotImplementedError), a non-UTF-8 npz 'format',
 # a share entry whose bytes is null, a chunked header whose index_dtype is an object (TypeError), a
-# Parquet footer whose level histogram pyarrow's metadata aborts the process on (SIGABRT)
+# Parquet footer whose level histogram pyarrow's metadata aborts the process on (SIGABRT), a .npy
+# descr numpy literal_evals (SyntaxError), a zip member name flagged UTF-8 that is not, a PyG Data
+# without its storage (RuntimeError on any attribute)
 FOUND = [("data-npz", 4), ("data-npz", 9), ("data-npz", 16), ("data-npz", 574), ("npz", 144), ("manifest", 1483),
-         ("chunked", 521), ("parquet", 967), ("part-parquet", 648)]
+         ("chunked", 521), ("parquet", 967), ("part-parquet", 648), ("parquet", 3083), ("npz", 5316),
+         ("data-npz", 3153), ("pt", 7997)]
 
 
 @pytest.mark.dist
