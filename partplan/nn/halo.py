@@ -21,6 +21,7 @@ rows). The rows sent are the plan's: bytes sent per rank pair equal
 from __future__ import annotations
 
 import os
+import weakref
 from typing import Any
 
 import numpy as np
@@ -400,8 +401,6 @@ def _attach_share(mod: torch.nn.Module, name: str, plan, m: dict, v: HaloRank, e
 
 
 # ----------------------------------------------------------------------------- gcn_norm through Halo
-import weakref  # noqa: E402
-
 _VIEWS: "weakref.WeakSet[HaloRank]" = weakref.WeakSet()
 _PATCHED: dict = {}
 
