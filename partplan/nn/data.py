@@ -270,15 +270,9 @@ def _iter_rows(path: Path, key: str, shape: tuple, chunk_rows: int):
     with zipfile.ZipFile(path) as zf:
         shape, dtype, fortran, offset = _member_header(zf, key + ".npy", path)
         if offset is not None and not fortran:
-            row_b = _nbytes(tuple(shape[1:]), dtype)
             with open(path, "rb") as raw:
                 raw.seek(offset)
-                for lo in range(0, shape[0], chunk_rows):
-                    hi = min(shape[0], lo + chunk_rows)
-                    buf = raw.read((hi - lo) * row_b)
-                    if len(buf) != (hi - lo) * row_b:
-                        raise DataError("truncated member (fewer bytes than its header's shape)", path, key)
-                    yield lo, np.frombuffer(buf, dtype=dtype).reshape((hi - lo,) + tuple(shape[1:]))
+                yield from _row_blocks(raw, shape, dtype, chunk_rows, path, key)
             return
         if fortran:  # a column-major member cannot be streamed by rows: bounded by the budget
             _check_budget(path, key, _nbytes(shape, dtype), f"the column-major member of shape {shape}")
@@ -290,13 +284,19 @@ def _iter_rows(path: Path, key: str, shape: tuple, chunk_rows: int):
             version = np.lib.format.read_magic(fh)
             (np.lib.format.read_array_header_1_0 if version == (1, 0) else
              np.lib.format.read_array_header_2_0)(fh)
-            row_b = _nbytes(tuple(shape[1:]), dtype)
-            for lo in range(0, shape[0], chunk_rows):
-                hi = min(shape[0], lo + chunk_rows)
-                buf = fh.read((hi - lo) * row_b)
-                if len(buf) != (hi - lo) * row_b:
-                    raise DataError("truncated member (fewer bytes than its header's shape)", path, key)
-                yield lo, np.frombuffer(buf, dtype=dtype).reshape((hi - lo,) + tuple(shape[1:]))
+            yield from _row_blocks(fh, shape, dtype, chunk_rows, path, key)
+
+
+def _row_blocks(fh, shape: tuple, dtype: np.dtype, chunk_rows: int, path, key: str):
+    """(first row, block) of the row-major array data that follows in ``fh`` (a plain file at the
+    member's data, or an inflating member stream), ``chunk_rows`` rows at a time."""
+    row_b = _nbytes(tuple(shape[1:]), dtype)
+    for lo in range(0, shape[0], chunk_rows):
+        hi = min(shape[0], lo + chunk_rows)
+        buf = fh.read((hi - lo) * row_b)
+        if len(buf) != (hi - lo) * row_b:
+            raise DataError("truncated member (fewer bytes than its header's shape)", path, key)
+        yield lo, np.frombuffer(buf, dtype=dtype).reshape((hi - lo,) + tuple(shape[1:]))
 
 
 @dataclass

@@ -29,7 +29,7 @@ import torch
 
 from ..errors import PlanError
 from ..program.plan import Plan, manifest_groups, manifest_volume
-from .rows import RankRows, exchange_step as _exchange_step
+from .rows import RankRows, exchange_step as _exchange_step, positions
 
 __all__ = ["Halo", "HaloRank", "LocalHalo"]
 
@@ -103,23 +103,19 @@ def _local_edges(name: str, edge_index, n: int, local_ids, halo_ids, rank: int):
     if ei.size and (ei.min() < 0 or ei.max() >= n):
         raise PlanError(f"{name}: edge_index holds vertex ids outside 0..{n - 1} (the plan's graph has "
                         f"{n} vertices)")
-    pos = np.full(n, -1, dtype=np.int64)
-    pos[halo_ids] = np.arange(local_ids.size, local_ids.size + halo_ids.size, dtype=np.int64)
-    pos[local_ids] = np.arange(local_ids.size, dtype=np.int64)
-    local = np.zeros(n, dtype=bool)
-    local[local_ids] = True
-    sel = np.flatnonzero(local[ei[1]])
-    src, dst = pos[ei[0, sel]], pos[ei[1, sel]]
+    pos = positions(n, local_ids, halo_ids)
+    tpos = pos[ei[1]]                                          # each edge's target: local, halo or -1
+    sel = np.flatnonzero((tpos >= 0) & (tpos < local_ids.size))
+    src, dst = pos[ei[0, sel]], tpos[sel]
     bad = np.flatnonzero(src < 0)
     if bad.size:
         e = int(sel[bad[0]])
         raise PlanError(f"{name}: rank {rank}: edge {e} ({int(ei[0, e])} -> {int(ei[1, e])}) reads a row the "
                         f"plan does not send to this rank ({bad.size} such edges): the plan was not built from "
                         f"this edge_index with PyG's source -> target flow")
-    halo = ei[1, np.isin(ei[1], halo_ids)] if halo_ids.size else ei[1, :0]
-    hsrc = ei[0, np.isin(ei[1], halo_ids)] if halo_ids.size else ei[0, :0]
-    hpos = pos[halo] - local_ids.size
-    loop = hsrc == halo
+    into_halo = tpos >= local_ids.size                         # edges whose target is a halo row
+    hpos = tpos[into_halo] - local_ids.size
+    loop = ei[0, into_halo] == ei[1, into_halo]
     deg = (np.bincount(hpos[~loop], minlength=halo_ids.size).astype(np.int64),
            np.bincount(hpos[loop], minlength=halo_ids.size).astype(np.int64))
     return np.vstack([src, dst]), sel.astype(np.int64), deg

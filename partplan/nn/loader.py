@@ -38,13 +38,13 @@ batch's remote nodes and edges, the measurement from the transport.
 """
 from __future__ import annotations
 
-import os
 from typing import Iterator, Sequence
 
 import numpy as np
 import torch
 
 from ..errors import OptionError, PlanError
+from ..program.exchange import segments
 
 __all__ = ["NeighborLoader", "sample_keys"]
 
@@ -66,15 +66,6 @@ def sample_keys(seed: int, epoch: int, ids: np.ndarray, salt: int = 0) -> np.nda
         base = _mix(np.array([(int(seed) * 0x9E3779B97F4A7C15 + int(epoch) * 0xD1B54A32D192ED03
                                + int(salt) * 0x8CB92BA72F3D8DD7) & 0xFFFFFFFFFFFFFFFF], dtype=np.uint64))
         return _mix(np.asarray(ids, dtype=np.int64).view(np.uint64) * np.uint64(0x9E3779B97F4A7C15) ^ base)
-
-
-def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Concatenated ``arange(s, s + c)`` for each pair (vectorized)."""
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    off = np.repeat(np.cumsum(counts) - counts, counts)
-    return np.repeat(starts, counts) + (np.arange(total, dtype=np.int64) - off)
 
 
 class _Local:
@@ -103,7 +94,7 @@ class _Local:
         edge ids ascending within a node)."""
         p = self.pos(ids)
         lo, deg = self.ptr[p], self.ptr[p + 1] - self.ptr[p]
-        cand = _ranges(lo, deg)
+        cand = segments(lo, deg)
         if k < 0 or cand.size == 0 or int(deg.max(initial=0)) <= k:
             return deg, cand
         seg = np.repeat(np.arange(ids.size, dtype=np.int64), deg)
@@ -119,8 +110,8 @@ class _Transport:
     """All-to-all of byte rows with counts first (gloo / NCCL through torch.distributed, or one process);
     counts the payload bytes this rank sends and receives per peer."""
 
-    def __init__(self, rank: int, world: int, device, timeout: float):
-        self.rank, self.world, self.device, self.timeout = rank, world, device, float(timeout)
+    def __init__(self, rank: int, world: int, timeout: float):
+        self.rank, self.world, self.timeout = rank, world, float(timeout)
         self.last_sent = np.zeros(world, dtype=np.int64)   # bytes the last a2a sent to / received from each peer
         self.last_recv = np.zeros(world, dtype=np.int64)
 
@@ -277,10 +268,10 @@ class NeighborLoader:
         self.node_fields, self.edge_fields = sh["node"], sh["edge"]
         self.nodes = _Packer(self.node_fields)
         self.edges = _Packer(self.edge_fields)
-        self.transport = _Transport(rank, world, None, timeout)
+        self.transport = _Transport(rank, world, timeout)
         self.seeds = self._input(input_nodes, name)
-        counts = self._allgather_int(self.seeds.size)
-        self.total_seeds = int(counts.sum())
+        self.seed_counts = self._allgather_int(self.seeds.size)   # every rank's seeds (they never change)
+        self.total_seeds = int(self.seed_counts.sum())
         self.epoch = 0
 
     # ------------------------------------------------------------------ seeds
@@ -328,7 +319,7 @@ class NeighborLoader:
         (key, id) pairs are gathered: 16 bytes per seed)."""
         keys = self._order_keys(self.seeds, epoch)
         if self.world > 1:
-            counts = self._allgather_int(self.seeds.size)
+            counts = self.seed_counts
             mine = torch.from_numpy(np.stack([keys.view(np.int64), self.seeds], 1).reshape(-1).copy())
             top = 2 * int(counts.max())                       # gloo gathers equal sizes: pad to the largest
             padded = torch.zeros(top, dtype=torch.int64)

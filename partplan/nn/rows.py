@@ -7,7 +7,7 @@ import numpy as np
 from ..errors import PlanError
 from ..program.plan import program_steps
 
-__all__ = ["RankRows", "exchange_step"]
+__all__ = ["RankRows", "exchange_step", "positions"]
 
 
 def exchange_step(name: str, m: dict) -> dict:
@@ -99,3 +99,12 @@ def gather_id(m: dict) -> str:
     if len(gathers) != 1:
         raise PlanError(f"the forward program has {len(gathers)} gathers into the send buffer, not one")
     return gathers[0]
+
+
+def positions(n: int, local_ids: np.ndarray, halo_ids: np.ndarray) -> np.ndarray:
+    """int64[n]: each vertex's row in ``cat([local rows, halo rows])`` (Halo's indexing), -1 for the
+    vertices this rank neither holds nor receives."""
+    pos = np.full(n, -1, dtype=np.int64)
+    pos[halo_ids] = np.arange(local_ids.size, local_ids.size + halo_ids.size, dtype=np.int64)
+    pos[local_ids] = np.arange(local_ids.size, dtype=np.int64)
+    return pos

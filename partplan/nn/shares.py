@@ -42,6 +42,8 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from ..errors import PlanError
+from ..program.exchange import segments
+from .rows import RankRows, exchange_step, positions
 
 __all__ = ["SHARE_FIELDS", "write_shares", "read_share", "has_shares", "share_name"]
 
@@ -131,7 +133,6 @@ def _plan_identity(m: dict) -> dict:
 
 def rank_rows(name: str, m: dict, shard) -> tuple[np.ndarray, np.ndarray]:
     """(local_ids in Halo's order, halo_ids) of one rank of a 1D conformal plan."""
-    from .rows import RankRows, exchange_step
     v = RankRows(name, m, shard, exchange_step(name, m))
     return v.local_ids, v.halo_ids
 
@@ -275,7 +276,7 @@ class _ChunkedSource:
             if not mine.size:
                 continue
             cnt = indptr[mine + 1] - indptr[mine]
-            pos = _ranges(indptr[mine], cnt)
+            pos = segments(indptr[mine], cnt)
             m = pos.size
             if at + m > count:
                 raise PlanError(f"{self.path}: the chunks changed while the shares were written")
@@ -310,13 +311,6 @@ class _ChunkedSource:
             return {}
         from .data import read_rows
         return read_rows(self.data_file, ids)
-
-
-def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Concatenated ``arange(s, s + c)`` for each pair (vectorized)."""
-    total = int(counts.sum())
-    off = np.repeat(np.cumsum(counts) - counts, counts)
-    return np.repeat(starts, counts) + (np.arange(total, dtype=np.int64) - off)
 
 
 def _take(v, rows: np.ndarray):
@@ -382,9 +376,7 @@ def write_shares(plan, data: Any = None, *, graph=None, features=None,
         for r in range(p):
             local_ids, halo_ids = rank_rows(str(path), m, load_rank(path, r, manifest=m))
             ei, eids = src.rank_edges_of(r, int(indeg[local_ids].sum()))
-            pos = np.full(n, -1, dtype=np.int64)
-            pos[halo_ids] = np.arange(local_ids.size, local_ids.size + halo_ids.size, dtype=np.int64)
-            pos[local_ids] = np.arange(local_ids.size, dtype=np.int64)
+            pos = positions(n, local_ids, halo_ids)
             flat = ei.reshape(-1)                     # a view: ei is C-contiguous (its sources say so)
             assert np.shares_memory(flat, ei)
             for lo in range(0, flat.size, 1 << 22):   # global ids -> Halo's positions, in place, by blocks
@@ -459,12 +451,7 @@ def read_share(plan, rank: int, *, manifest: dict | None = None, halo_ids: np.nd
         raise PlanError(f"{path}: manifest field 'shares.files[{rank}]' must hold bytes (a count) and sha256 "
                         f"(a string)")
     f = path / share_name(rank)
-    mapped = _check_file(f, entry, f"share of rank {rank}", False)
-    if verify:
-        digest = _sha256_released(mapped)
-        if digest != entry.get("sha256"):
-            raise PlanError(f"{f}: share of rank {rank} is corrupted: sha256 {digest[:16]}… does not match "
-                            f"manifest field 'shares.files[{rank}].sha256'")
+    mapped = _check_file(f, entry, f"share of rank {rank}", verify)   # hashed with its pages handed back
     meta, arrays = _parse_arrow(f, mapped.buf)
     want = {"format": SHARE_FORMAT, "version": SHARE_VERSION, "rank": rank, "ranks": p, "n": n,
             **_plan_identity(m)}
@@ -524,60 +511,9 @@ def read_share(plan, rank: int, *, manifest: dict | None = None, halo_ids: np.nd
         if shape[0] != rows or a.dtype != stored or a.size != int(np.prod(shape)):
             raise PlanError(f"{f}: share field {key!r} holds {a.size} {a.dtype} values, its metadata says "
                             f"{dt} {tuple(shape)} for {rows} rows")
-        out[kind][name] = _to_tensor(_copy_released(mapped, a).reshape(shape), dt)
+        out[kind][name] = _to_tensor(mapped.copy_out(a).reshape(shape), dt)
     for key in shapes:
-        out[key] = _copy_released(mapped, out[key])
-    return out
-
-
-_BLOCK = 32 << 20   # bytes copied or hashed before their pages of the map are handed back
-
-
-def _release(mapped, lo: int, hi: int) -> None:
-    """Hand the map's pages of bytes [lo, hi) back to the kernel (they are clean file pages: a later read
-    faults them in again), so that a share read holds its copies plus one block of the map, not both."""
-    import mmap as _mmap
-    mm = getattr(mapped, "mm", None)
-    if mm is None or not hasattr(mm, "madvise") or not hasattr(_mmap, "MADV_DONTNEED"):
-        return
-    page = _mmap.PAGESIZE
-    lo, hi = (lo // page) * page, min(-(-hi // page) * page, mapped.size)
-    if hi > lo:
-        try:
-            mm.madvise(_mmap.MADV_DONTNEED, lo, hi - lo)
-        except (OSError, ValueError):
-            pass
-
-
-def _sha256_released(mapped) -> str:
-    import hashlib
-    h = hashlib.sha256()
-    if mapped.mm is not None:
-        view = memoryview(mapped.mm)
-        try:
-            for lo in range(0, mapped.size, _BLOCK):
-                h.update(view[lo:lo + _BLOCK])
-                _release(mapped, lo, lo + _BLOCK)
-        finally:
-            view.release()
-    return h.hexdigest()
-
-
-def _copy_released(mapped, a: np.ndarray) -> np.ndarray:
-    """A writable copy of ``a`` (a view into the map), made a block at a time, each block's pages of
-    the map released once copied."""
-    out = np.empty(a.shape, dtype=a.dtype)
-    if a.size == 0:
-        return out
-    flat_in, flat_out = a.reshape(-1), out.reshape(-1)
-    base = mapped.buf.address
-    start = a.__array_interface__["data"][0] - base
-    step = max(1, _BLOCK // max(1, a.itemsize))
-    for lo in range(0, flat_in.size, step):
-        hi = min(flat_in.size, lo + step)
-        flat_out[lo:hi] = flat_in[lo:hi]
-        if 0 <= start < mapped.size:
-            _release(mapped, start + lo * a.itemsize, start + hi * a.itemsize)
+        out[key] = mapped.copy_out(out[key])
     return out
 
 

@@ -115,8 +115,52 @@ class _Mapped:
             os.close(fd)
         self.buf = pa.py_buffer(self.mm) if self.mm is not None else pa.py_buffer(b"")
 
+    #: bytes hashed or copied before their pages of the map are handed back
+    BLOCK = 32 << 20
+
+    def release(self, lo: int, hi: int) -> None:
+        """Hand the map's pages of bytes [lo, hi) back to the kernel: they are clean file pages, a later
+        read faults them in again from the page cache, and meanwhile they do not count in this
+        process's memory (where the platform has ``madvise``)."""
+        if self.mm is None or not hasattr(self.mm, "madvise") or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        page = mmap.PAGESIZE
+        lo, hi = (lo // page) * page, min(-(-hi // page) * page, self.size)
+        if hi > lo:
+            try:
+                self.mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+            except (OSError, ValueError):
+                pass
+
     def sha256(self) -> str:
-        return hashlib.sha256(self.mm if self.mm is not None else b"").hexdigest()
+        """The file's sha256, hashed a block at a time, each block's pages released once hashed (a
+        check never holds the whole file resident)."""
+        h = hashlib.sha256()
+        if self.mm is not None:
+            view = memoryview(self.mm)
+            try:
+                for lo in range(0, self.size, self.BLOCK):
+                    h.update(view[lo:lo + self.BLOCK])
+                    self.release(lo, lo + self.BLOCK)
+            finally:
+                view.release()
+        return h.hexdigest()
+
+    def copy_out(self, a: np.ndarray) -> np.ndarray:
+        """A writable copy of ``a`` (a view into this map), made a block at a time, each block's pages
+        released once copied: the copy and the map are never both resident."""
+        out = np.empty(a.shape, dtype=a.dtype)
+        if a.size == 0:
+            return out
+        flat_in, flat_out = a.reshape(-1), out.reshape(-1)
+        start = a.__array_interface__["data"][0] - self.buf.address
+        step = max(1, self.BLOCK // max(1, a.itemsize))
+        for lo in range(0, flat_in.size, step):
+            hi = min(flat_in.size, lo + step)
+            flat_out[lo:hi] = flat_in[lo:hi]
+            if 0 <= start < self.size:
+                self.release(start + lo * a.itemsize, start + hi * a.itemsize)
+        return out
 
 
 def _parse_arrow(path: Path, buf) -> tuple[dict, dict[str, np.ndarray]]:
