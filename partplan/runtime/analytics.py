@@ -225,18 +225,24 @@ def wcc_parts(manifest: dict, shards, comm, *, progress=None, kernels: str = "au
                 new[i] = X.where(m < new[i], m, new[i])
         changed = [a < b for a, b in zip(new, lab)]
         lab = new
-        meas = int(comm.sent_bytes.sum()) - sent0
-        tot = _world_sum(comm, [np.concatenate([[float(c.sum()), meas if i == 0 else 0],
-                                                nbytes if i == 0 else 0 * nbytes])
-                                for i, c in enumerate(changed)])
-        records.append({"round": rnd, "changed": int(tot[0]), "bytes": int(tot[2]), "bytes_sparse": int(tot[3]),
-                        "bytes_dense": int(tot[4]), "bytes_measured": int(tot[1]),
-                        **_by_family(fams, tot[5:]), "time_s": time.perf_counter() - t0})
-        if progress:
-            progress(f"round {rnd}: {int(tot[0])} labels changed")
-        rnd += 1
-        if tot[0] == 0:
+        if _close_round(comm, changed, nbytes, sent0, fams, rnd, t0, records, progress) == 0:
             return ids, [X.host(v) for v in lab], records
+        rnd += 1
+
+
+def _close_round(comm, changed, nbytes, sent0: int, fams, rnd: int, t0: float, records: list, progress) -> int:
+    """End of a WCC round on every rank: one world sum of the labels changed, the bytes measured and the
+    bytes counted (``nbytes``), its record appended; returns the labels changed over all ranks."""
+    meas = int(comm.sent_bytes.sum()) - sent0
+    tot = _world_sum(comm, [np.concatenate([[float(c.sum()), meas if i == 0 else 0],
+                                            nbytes if i == 0 else 0 * nbytes])
+                            for i, c in enumerate(changed)])
+    records.append({"round": rnd, "changed": int(tot[0]), "bytes": int(tot[2]), "bytes_sparse": int(tot[3]),
+                    "bytes_dense": int(tot[4]), "bytes_measured": int(tot[1]),
+                    **_by_family(fams, tot[5:]), "time_s": time.perf_counter() - t0})
+    if progress:
+        progress(f"round {rnd}: {int(tot[0])} labels changed")
+    return int(tot[0])
 
 
 def _wcc_2d(manifest, shards, comm, X, progress):
@@ -256,18 +262,9 @@ def _wcc_2d(manifest, shards, comm, X, progress):
         new, nbytes = nbr.neighbour_min(comm, X, changed, lab, fams, what=f"WCC round {rnd}")
         changed = [a < b for a, b in zip(new, lab)]
         lab = new
-        meas = int(comm.sent_bytes.sum()) - sent0
-        tot = _world_sum(comm, [np.concatenate([[float(c.sum()), meas if i == 0 else 0],
-                                                nbytes if i == 0 else 0 * nbytes])
-                                for i, c in enumerate(changed)])
-        records.append({"round": rnd, "changed": int(tot[0]), "bytes": int(tot[2]), "bytes_sparse": int(tot[3]),
-                        "bytes_dense": int(tot[4]), "bytes_measured": int(tot[1]),
-                        **_by_family(fams, tot[5:]), "time_s": time.perf_counter() - t0})
-        if progress:
-            progress(f"round {rnd}: {int(tot[0])} labels changed")
-        rnd += 1
-        if tot[0] == 0:
+        if _close_round(comm, changed, nbytes, sent0, fams, rnd, t0, records, progress) == 0:
             return ids, [X.host(v) for v in lab], records
+        rnd += 1
 
 
 # ----------------------------------------------------------------------------- SSSP
