@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import PlanError
 from .kernels import community as C
-from .neighbours import SymGraph
+from .neighbours import SymGraph, union_pairs
 from .traversal import exchange_chain, exchange_flags, rank_graph, traversal_program
 
 BIG = np.iinfo(np.int64).max
@@ -177,16 +177,8 @@ def sym_blocks(manifest: dict, shards) -> tuple[list[SymBlock], list[str]]:
             rr.append(jr[rk])
             cc.append(rg.indices + offs[k])
             ww.append(np.ones(rg.indices.size) if rg.data is None else np.asarray(rg.data, dtype=np.float64))
-        r, c, w = np.concatenate(rr), np.concatenate(cc), np.concatenate(ww)
-        if w.size and not np.isfinite(w).all():
-            raise PlanError(f"rank {rp.rank}: the plan holds a non-finite edge weight")
-        g = ext[c]
-        keep = g != row_ids[r]  # self loops
-        r, c, w, g = r[keep], c[keep], w[keep], g[keep]
-        o = np.lexsort((-w, g, r))  # by partial row, neighbour id, the larger weight first
-        r, c, w, g = r[o], c[o], w[o], g[o]
-        first = np.concatenate([[True], (r[1:] != r[:-1]) | (g[1:] != g[:-1])]) if r.size else np.zeros(0, bool)
-        out.append(SymBlock(ids, rgs, [int(x) for x in offs[:-1]], ext, r[first], c[first], g[first], w[first],
+        r, c, g, w = union_pairs(np.concatenate(rr), np.concatenate(cc), np.concatenate(ww), ext, row_ids, rp.rank)
+        out.append(SymBlock(ids, rgs, [int(x) for x in offs[:-1]], ext, r, c, g, w,
                             perms, row_ids=row_ids, dest=dest, own_pos=own_pos))
     fams = list(dict.fromkeys([sg.family for s in out[:1] for rg in s.rgs for sg in rg.steps]
                               + [s.fold_family for s in out[:1]]))

@@ -106,19 +106,26 @@ def sym_graphs(manifest: dict, shards) -> tuple[list[SymGraph], list[str]]:
             rr.append(rk if perms[k] is None else perms[k][rk])
             cc.append(rg.indices + offs[k])
             ww.append(np.ones(rg.indices.size) if rg.data is None else np.asarray(rg.data, dtype=np.float64))
-        r, c, w = np.concatenate(rr), np.concatenate(cc), np.concatenate(ww)
-        if w.size and not np.isfinite(w).all():
-            raise PlanError(f"rank {rp.rank}: the plan holds a non-finite edge weight")
-        g = ext[c]
-        keep = g != ids[r]  # self loops
-        r, c, w, g = r[keep], c[keep], w[keep], g[keep]
-        o = np.lexsort((-w, g, r))  # by row, neighbour id, the larger weight first
-        r, c, w, g = r[o], c[o], w[o], g[o]
-        first = np.concatenate([[True], (r[1:] != r[:-1]) | (g[1:] != g[:-1])]) if r.size else np.zeros(0, bool)
-        out.append(SymGraph(ids, rgs, [int(x) for x in offs[:-1]], ext, r[first], c[first], g[first], w[first],
-                            perms))
+        r, c, g, w = union_pairs(np.concatenate(rr), np.concatenate(cc), np.concatenate(ww), ext, ids, rp.rank)
+        out.append(SymGraph(ids, rgs, [int(x) for x in offs[:-1]], ext, r, c, g, w, perms))
     fams = list(dict.fromkeys(sg.family for s in out[:1] for rg in s.rgs for sg in rg.steps))
     return out, fams
+
+
+def union_pairs(r: np.ndarray, c: np.ndarray, w: np.ndarray, ext: np.ndarray, row_ids: np.ndarray, rank: int):
+    """The (row, neighbour) pairs of a rank's blocks, each once: entries ``r`` (rows), ``c`` (columns of
+    the joined blocks, global ids ``ext[c]``), weights ``w``; self loops (``ext[c] == row_ids[r]``)
+    dropped, a pair met in several blocks kept with its largest weight. Returns (r, c, g = ext[c], w)
+    sorted by row, then neighbour id. A non-finite weight is one PlanError naming the rank."""
+    if w.size and not np.isfinite(w).all():
+        raise PlanError(f"rank {rank}: the plan holds a non-finite edge weight")
+    g = ext[c]
+    keep = g != row_ids[r]  # self loops
+    r, c, w, g = r[keep], c[keep], w[keep], g[keep]
+    o = np.lexsort((-w, g, r))  # by row, neighbour id, the larger weight first
+    r, c, w, g = r[o], c[o], w[o], g[o]
+    first = np.concatenate([[True], (r[1:] != r[:-1]) | (g[1:] != g[:-1])]) if r.size else np.zeros(0, bool)
+    return r[first], c[first], g[first], w[first]
 
 
 def exchange_values(comm, sgs: list[SymGraph], changed: list, vals: list, ext: list, fams: list[str],
