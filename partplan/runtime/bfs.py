@@ -160,6 +160,30 @@ class _Schedule:
         self.depth += 1
 
 
+def _received_column_prefixes(rg, clen: np.ndarray) -> list[list[np.ndarray]]:
+    """Per exchange step and peer: the prefix sums of the received rows' column lengths sorted
+    longest first (the host's bound on the top-down work of any k of them)."""
+    tops, base = [], rg.nl
+    for sg in rg.steps:
+        per = []
+        for j in range(sg.recv_counts.size):
+            c = np.sort(clen[base + sg.recv_off[j]:base + sg.recv_off[j + 1]])[::-1]
+            per.append(np.concatenate([[0], np.cumsum(c)]).astype(np.int64))
+        tops.append(per)
+        base += sg.nrecv
+    return tops
+
+
+def _bottom_up_round_rows(rlen: np.ndarray) -> list[np.ndarray]:
+    """Per bottom-up round (:func:`~.kernels.torchk.bu_rounds`): which rows still take part, and how many
+    of their entries the round scans."""
+    from .kernels.torchk import bu_rounds
+    rows = []
+    for lo, c in bu_rounds():
+        rows += [rlen > lo, np.clip(rlen - lo, 0, c) if c is not None else np.maximum(rlen - lo, 0)]
+    return rows
+
+
 class BfsEngine:
     """BFS over the local ranks of ``comm`` (all of them for LocalComm, one
     for TorchComm) from a plan's manifest and those ranks' shards.
@@ -322,24 +346,16 @@ class BfsEngine:
             return self._tstate
         import torch
 
-        from .kernels.torchk import BU_CHUNKS, bu_rounds
+        from .kernels.torchk import BU_CHUNKS
         dev = self.X.device
         st = []
         for i, rg in enumerate(self.rgs):
             clen = np.diff(rg.cindptr)
             rlen = np.diff(rg.indptr)
             rows = [np.ones(rg.nl, np.int64), self.outdeg[i], clen[:rg.nl], rlen]
-            for lo, c in bu_rounds():
-                rows += [rlen > lo, np.clip(rlen - lo, 0, c) if c is not None else np.maximum(rlen - lo, 0)]
+            rows += _bottom_up_round_rows(rlen)
             w = np.stack(rows).astype(np.int64)
-            tops, base = [], rg.nl
-            for sg in rg.steps:
-                per = []
-                for j in range(sg.recv_counts.size):
-                    c = np.sort(clen[base + sg.recv_off[j]:base + sg.recv_off[j + 1]])[::-1]
-                    per.append(np.concatenate([[0], np.cumsum(c)]).astype(np.int64))
-                tops.append(per)
-                base += sg.nrecv
+            tops = _received_column_prefixes(rg, clen)
             s0 = rg.steps[0] if rg.steps else None
             st.append(dict(visited=torch.zeros(rg.nl, dtype=torch.bool, device=dev),
                            parent=torch.empty(rg.nl, dtype=torch.int64, device=dev),
@@ -504,17 +520,9 @@ class BfsEngine:
             rlen = np.diff(rg.indptr)
             w = np.stack([np.ones(rg.nl, np.int64), self.outdeg[i], clen[:rg.nl]]).astype(np.int64)
             rows = [np.ones(rg.nrows, np.int64)]
-            for lo, c in bu_rounds():
-                rows += [rlen > lo, np.clip(rlen - lo, 0, c) if c is not None else np.maximum(rlen - lo, 0)]
+            rows += _bottom_up_round_rows(rlen)
             wb = np.stack(rows).astype(np.int64)
-            tops, base = [], rg.nl
-            for sg in rg.steps:
-                per = []
-                for j in range(sg.recv_counts.size):
-                    c = np.sort(clen[base + sg.recv_off[j]:base + sg.recv_off[j + 1]])[::-1]
-                    per.append(np.concatenate([[0], np.cumsum(c)]).astype(np.int64))
-                tops.append(per)
-                base += sg.nrecv
+            tops = _received_column_prefixes(rg, clen)
             gv = self.gvs[i]
             self.X._const(gv, "zero")  # the kernels' constants, made now rather than in the first level
             st.append(dict(visited=torch.zeros(rg.nl, dtype=torch.bool, device=dev),
