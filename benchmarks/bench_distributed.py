@@ -63,7 +63,7 @@ def main(argv=None) -> int:
     from partplan.io.chunked import chunk_info, read_chunked
     from partplan.metrics.stats import analyze
     from partplan.partition.api import partition
-    from partplan.partition.mpi import distributed_partition
+    from partplan.partition.pipeline.distributed import distributed_partition
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-dist-") as d:

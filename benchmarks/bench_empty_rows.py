@@ -26,8 +26,8 @@ import math
 import numpy as np
 
 from partplan.graph import Graph
-from partplan.partition import pipeline
-from partplan.partition.pipeline import figures
+from partplan.partition.pipeline import auto as pipeline
+from partplan.partition.pipeline.auto import figures
 
 N = 8192
 HALVES = {"tune": [("pareto", s) for s in (0, 1, 2)] + [("banded", s) for s in (0, 1, 2)],

@@ -38,8 +38,8 @@ def main(argv=None) -> int:
     ap.add_argument("-k", type=int, nargs="+", default=[64])
     ap.add_argument("--progress", action="store_true", help="print the default's stage lines")
     a = ap.parse_args(argv)
-    from partplan.partition import pipeline
-    from partplan.partition.backends import run_backend
+    from partplan.partition.pipeline import auto as pipeline
+    from partplan.partition.engines import run_backend
 
     g = _load(a.graph)
     if g is None:

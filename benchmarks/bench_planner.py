@@ -1,7 +1,7 @@
 """Planner benchmark from a fresh clone: ``python benchmarks/bench_planner.py --quick --out bench-out``.
 
 Same as ``partplan bench`` (all arguments are passed through); see
-:mod:`partplan.partition.bench` for what is measured.
+:mod:`partplan.bench.planner` for what is measured.
 """
 import sys
 

@@ -108,14 +108,14 @@ def run_one(g: Graph, k: int, *, seed: int = 0, imbalance: float = 0.03, threads
             volume_tolerance: float = 0.05, time_limit: float | None = None, decoupled: bool = True,
             lp_solver: str = "highs") -> dict:
     """One row of the table: Mt-KaHyPar DEFAULT, then what ``partition(objective="max-both")`` runs
-    after it (hubs apart, :mod:`partplan.partition.hubs`; bottleneck refinement), then decoupled owners.
+    after it (hubs apart, :mod:`partplan.partition.refinement.hubs`; bottleneck refinement), then decoupled owners.
     The ratios compare with the plain Mt-KaHyPar partition; the column-net model is built once, outside
     the timings (the planner builds it once for both)."""
     from partplan.models import column_net
-    from partplan.partition.backends import mtkahypar_hypergraph
-    from partplan.partition.hubs import spread_hubs
-    from partplan.partition.ownership import assign_owners, owner_lower_bound
-    from partplan.partition.refine import refine
+    from partplan.partition.engines import mtkahypar_hypergraph
+    from partplan.partition.refinement.hubs import spread_hubs
+    from partplan.partition.refinement.ownership import assign_owners, owner_lower_bound
+    from partplan.partition.refinement.refine import refine
 
     hg = column_net(g)
     t0 = time.perf_counter()
@@ -209,7 +209,7 @@ def format_table(rows: list[dict]) -> str:
 def warm_up() -> float:
     """Compile (or load from numba's cache) the refinement kernels once, so
     that the timed runs do not include it; returns the seconds it took."""
-    from partplan.partition.refine import refine
+    from partplan.partition.refinement.refine import refine
 
     t0 = time.perf_counter()
     g = rmat_graph(7)
@@ -221,14 +221,14 @@ def warm_up() -> float:
 
 def run_fast(g: Graph, k: int, *, seed: int = 0, imbalance: float = 0.03, repeat: int = 3, **opts) -> dict:
     """Fast mode : METIS, then the km1 V-cycle refinement
-    (:func:`partplan.partition.fast.vcycle_refine`, what ``preset="fast"``
+    (:func:`partplan.partition.refinement.vcycle.vcycle_refine`, what ``preset="fast"``
     runs), against METIS alone. Each is run ``repeat`` times; the minimum
     wall and the minimum CPU (process) seconds are kept — both runs are
     single-threaded, and on a shared machine CPU seconds are the stabler
     figure. Volumes are recounted by :func:`partplan.analyze`."""
     from partplan import analyze
-    from partplan.partition.backends import metis
-    from partplan.partition.fast import vcycle_refine
+    from partplan.partition.engines import metis
+    from partplan.partition.refinement.vcycle import vcycle_refine
 
     mw = mc = rw = rc = math.inf
     for _ in range(max(1, repeat)):
@@ -255,7 +255,7 @@ def run_fast(g: Graph, k: int, *, seed: int = 0, imbalance: float = 0.03, repeat
 def run_fast_benchmark(instances=DEFAULT_INSTANCES, ks=(16, 64), *, seed: int = 0, imbalance: float = 0.03,
                        fetch: bool = False, verbose: bool = True, repeat: int = 3, **opts) -> list[dict]:
     """METIS vs METIS + km1 V-cycle refinement on every instance × k; prints the table."""
-    from partplan.partition.fast import warm_up as fast_warm_up
+    from partplan.partition.refinement.vcycle import warm_up as fast_warm_up
 
     compile_s = fast_warm_up()
     rows = []
@@ -325,7 +325,7 @@ def run_benchmark(instances=DEFAULT_INSTANCES, ks=(16, 64), *, seed: int = 0, im
 def lean_metis(g: Graph, k: int, *, imbalance: float = 0.03, seed: int = 0) -> np.ndarray:
     """pymetis directly on the CSR of a symmetric graph without self loops
     (what :func:`rmat_graph` returns), uniform edge weights, vertex weights
-    max(row nnz, 1) as :func:`partplan.partition.backends.metis`, which
+    max(row nnz, 1) as :func:`partplan.partition.engines.metis`, which
     first symmetrizes (P + Pᵀ with int64 values and edge weights: extra copies
     of the matrix); here METIS gets the graph's own arrays. Same objective: on
     a symmetric pattern the backend's edge weights are all 2. (At R-MAT 22
@@ -355,7 +355,7 @@ def run_scale(scale: int, k: int, *, plan: bool = False, seed: int = 0, imbalanc
     (GiB, ``resource.getrusage``: run one scale run per process)."""
     import resource
 
-    from partplan.partition.refine import refine
+    from partplan.partition.refinement.refine import refine
 
     def rss_gib() -> float:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
@@ -370,7 +370,7 @@ def run_scale(scale: int, k: int, *, plan: bool = False, seed: int = 0, imbalanc
     if start == "metis":
         part = lean_metis(g, k, imbalance=imbalance, seed=seed)
     else:
-        from partplan.partition.baselines import degree_round_robin
+        from partplan.partition.engines.baselines import degree_round_robin
 
         part = degree_round_robin(g, k)
     row["start"] = start

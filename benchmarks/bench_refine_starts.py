@@ -24,7 +24,7 @@ OLD_REFINE_ALL_NNZ = 50_000
 
 
 def run(graphs, ks, threads):
-    from partplan.partition import pipeline
+    from partplan.partition.pipeline import auto as pipeline
 
     new_value = pipeline.REFINE_ALL_NNZ
     warm = load_instance("power")             # compiled kernels and engines loaded outside the walls

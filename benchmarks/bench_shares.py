@@ -18,9 +18,16 @@ process had once torch, PyG and, for the ranks, the gloo process group were up):
    share alone (``op(h)`` appends the halo rows); per rank: peak above baseline, its ratio to the
    single process's (goal ≤ 0.35 at p = 4), and the median epoch time.
 
+4. **check cost** (``--check-cost``, alone) — one process reads every rank's share, files in the page
+   cache, interleaved ``--repeats`` times: ``read_share`` with its checks (size, metadata, shapes, the
+   file's xxh3_128 computed while the arrays are copied, every id range-checked) against the plain read
+   (the same map, Arrow parse and block copy, nothing checked); and ``read_share(strong=True)`` (the
+   sha256 first, what ``partplan validate`` does). Reported: median seconds and (checked − plain) / plain.
+
 Usage::
 
     python benchmarks/bench_shares.py --scale 20 --f 256 --p 4 --workdir /tmp/shares [--json out.json]
+    python benchmarks/bench_shares.py --scale 18 --p 4 --check-cost [--repeats 7]
 
 Ratios only: the absolute figures depend on the machine (4 processes on 2 cores time the scheduler).
 """
@@ -161,6 +168,50 @@ def _rank(rank: int, world: int, port: int, plan: str, f: int, epochs: int, out:
     dist.destroy_process_group()
 
 
+def _plain_read(plan: Path, rank: int) -> dict:
+    """A share read with no check at all: map, Arrow parse, every array copied out a block at a time
+    (the copy :func:`partplan.nn.shares.read_share` makes), as torch tensors."""
+    import pyarrow.ipc as ipc
+    import torch
+    from partplan.plan.store import _Mapped
+    mp = _Mapped(plan / f"share-{rank:05d}.arrow", "share")
+    batch = ipc.open_file(mp.buf).get_batch(0)
+    names = batch.schema.names
+    copies, _, _ = mp.copy_checked([c.values.to_numpy(zero_copy_only=True) for c in batch.columns])
+    return {k: torch.from_numpy(c) for k, c in zip(names, copies)}
+
+
+def check_cost(plan: Path, repeats: int) -> dict:
+    """Median seconds of the plain read, the checked read and the sha256-first read of every rank's
+    share (one process, interleaved, page cache warm)."""
+    from partplan.nn.rows import RankRows, exchange_step
+    from partplan.nn.shares import read_share
+    from partplan.plan.store import load_rank, read_manifest
+    m = read_manifest(plan)
+    p = int(m["ranks"])
+    rows = [RankRows(str(plan), m, load_rank(plan, r, manifest=m), exchange_step(str(plan), m)) for r in range(p)]
+    kinds = {"plain": lambda r: _plain_read(plan, r),
+             "checked": lambda r: read_share(plan, r, manifest=m, local_ids=rows[r].local_ids,
+                                             halo_ids=rows[r].halo_ids),
+             "sha256": lambda r: read_share(plan, r, manifest=m, local_ids=rows[r].local_ids,
+                                            halo_ids=rows[r].halo_ids, strong=True)}
+    for fn in kinds.values():   # warm: page cache, imports
+        for r in range(p):
+            fn(r)
+    times = {k: [] for k in kinds}
+    for _ in range(repeats):
+        for k, fn in kinds.items():
+            t0 = time.perf_counter()
+            for r in range(p):
+                fn(r)
+            times[k].append(time.perf_counter() - t0)
+    med = {k: float(np.median(v)) for k, v in times.items()}
+    return {"ranks": p, "bytes": sum(e["bytes"] for e in m["shares"]["files"]), "repeats": repeats,
+            "median_s": med, "runs_s": times,
+            "check_cost": (med["checked"] - med["plain"]) / med["plain"],
+            "sha256_cost": (med["sha256"] - med["plain"]) / med["plain"]}
+
+
 def _child(kind: str, args: list[str]) -> dict:
     r = subprocess.run([sys.executable, __file__, "--child", kind, *args], capture_output=True, text=True)
     if r.returncode:
@@ -179,6 +230,9 @@ def main(argv=None) -> int:
                     help="what METIS balances: row nonzeros, or the loop's memory per vertex (default)")
     ap.add_argument("--workdir", default="/tmp/partplan-bench-shares")
     ap.add_argument("--json", help="write the figures as JSON here")
+    ap.add_argument("--check-cost", action="store_true",
+                    help="only measure the cost of read_share's checks against the plain read")
+    ap.add_argument("--repeats", type=int, default=7, help="--check-cost: interleaved repeats (median)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -210,6 +264,19 @@ def main(argv=None) -> int:
     print(f"set-up: R-MAT {a.scale} ({s['n']:,} vertices, {s['nnz']:,} nonzeros), {a.f} float32 features "
           f"({_mib(s['n'] * a.f * 4):,.0f} MiB), plan of {a.p} ranks balancing {a.balance} "
           f"({time.perf_counter() - t0:.0f} s)", flush=True)
+    if a.check_cost:
+        m_path = s["plan"] / "manifest.json"
+        if "shares" not in json.loads(m_path.read_text()):
+            _child("write", [str(s["plan"]), str(s["graph"]), str(s["data"])])
+        c = check_cost(s["plan"], a.repeats)
+        md = c["median_s"]
+        print(f"read every share of {c['ranks']} ranks ({_mib(c['bytes']):,.0f} MiB), median of {c['repeats']}: "
+              f"plain {md['plain'] * 1e3:.1f} ms, checked {md['checked'] * 1e3:.1f} ms, sha256 first "
+              f"{md['sha256'] * 1e3:.1f} ms; checks cost {100 * c['check_cost']:.1f} % of the read "
+              f"(goal <= 10 %; sha256 first: {100 * c['sha256_cost']:.0f} %)")
+        if a.json:
+            Path(a.json).write_text(json.dumps({"scale": a.scale, "f": a.f, "p": a.p, **c}, indent=1))
+        return 0
     w = _child("write", [str(s["plan"]), str(s["graph"]), str(s["data"])])
     print(f"write shares: peak {_mib(w['peak_above_baseline']):,.0f} MiB above baseline, largest share "
           f"{_mib(w['largest_share']):,.0f} MiB: {w['peak_above_baseline'] / w['largest_share']:.2f}x one share "

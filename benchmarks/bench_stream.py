@@ -7,11 +7,11 @@ process's baseline (VmRSS after the imports and, for the streaming runs, after l
 compiled kernel on a 2-vertex graph: the numba/LLVM runtime, ~40 MiB, a fixed
 cost reported as ``kernel_load_rss``) is its own:
 
-* ``stream1`` / ``stream3``: :func:`partplan.partition.stream.stream_partition`
+* ``stream1`` / ``stream3``: :func:`partplan.partition.engines.stream.stream_partition`
   (Fennel, 1 and 3 passes) straight from the chunked directory (the graph is
   never held);
 * ``metis``: :func:`partplan.io.chunked.read_chunked` (the whole graph) +
-  :func:`partplan.partition.backends.metis` (pymetis, ε = 0.03, nnz weights);
+  :func:`partplan.partition.engines.metis` (pymetis, ε = 0.03, nnz weights);
 * ``hash``: v mod k (no graph read).
 
 Then the parent loads the graph once and computes every partition's total
@@ -39,10 +39,10 @@ METHODS = ("hash", "stream1", "stream3", "ldg3", "metis")
 
 def worker(method: str, path: str, k: int, out: str) -> None:
     from partplan._process import current_rss_bytes, peak_rss_bytes
-    from partplan.partition import stream as _stream  # noqa: F401  (imports + numba, part of the baseline)
+    from partplan.partition.engines import stream as _stream  # noqa: F401  (imports + numba, part of the baseline)
     if method == "metis":
         import pymetis  # noqa: F401
-        from partplan.partition.backends import metis
+        from partplan.partition.engines import metis
         from partplan.io.chunked import read_chunked
     from partplan.io.chunked import chunk_info
     from partplan.graph import Graph

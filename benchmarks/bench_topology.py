@@ -61,8 +61,8 @@ def row(cols, widths):
 
 def bench_graph(name: str, p: int, D: int, f: int, log) -> list[str]:
     from partplan import analyze
-    from partplan.partition.hierarchy import hierarchical_partition
-    from partplan.partition.mapping import brute_force_map, greedy_map, map_parts, mapping_cost
+    from partplan.topology.hierarchy import hierarchical_partition
+    from partplan.topology.mapping import brute_force_map, greedy_map, map_parts, mapping_cost
     from partplan.metrics.topology import level_bytes, topology_metrics
     from partplan.partition import metis
     from partplan.plan import build_plan

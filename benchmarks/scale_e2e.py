@@ -8,7 +8,7 @@ Stages (each timed; peak RSS = ``VmHWM``, reset per stage through
 1. **generate** — R-MAT ``scale`` (edge factor 16, symmetrized, no self-loops,
    permuted labels) written as a chunked graph by
    :func:`partplan.datasets.chunked_gen.rmat_chunked` (never whole in memory).
-2. **partition** — :func:`partplan.partition.stream.stream_partition`
+2. **partition** — :func:`partplan.partition.engines.stream.stream_partition`
    (Fennel, 3 passes: one stream + 2 restreams; O(n + k) state) into ``k``
    parts, saved as ``part.npy``.
 3. **plan** — :func:`partplan.jobs.build.build_distributed`: the 1D plan of k
@@ -211,7 +211,7 @@ def main(argv=None) -> int:
 
     from partplan.datasets.chunked_gen import rmat_chunked
     from partplan.io.chunked import chunk_info
-    from partplan.partition.stream import stream_partition
+    from partplan.partition.engines.stream import stream_partition
     from partplan.jobs.build import build_distributed
 
     base = Path(a.workdir) if a.workdir else Path(tempfile.gettempdir())

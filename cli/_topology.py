@@ -1,6 +1,6 @@
 """``--topology T --route R --map M`` for analyze / partition / plan: the parsing.
 
-The planning itself is the library's :class:`partplan.partition.topology_plan.TopologyPlan`
+The planning itself is the library's :class:`partplan.topology.planning.TopologyPlan`
 (checks before any work, ``--map`` placement, the route's layout, the
 ``topology`` object); :class:`TopologyOptions` builds one from the parsed
 arguments.
@@ -8,12 +8,12 @@ arguments.
 from __future__ import annotations
 
 from partplan.topology import PRESET_HELP
-from partplan.partition.topology_plan import TopologyPlan
+from partplan.topology.planning import TopologyPlan
 
 
 def add_topology_args(p) -> None:
     """Add --topology, --route, --map to an argparse parser."""
-    from partplan.partition.mapping import MAP_METHODS
+    from partplan.topology.mapping import MAP_METHODS
     from partplan.layouts.routed import ROUTES
     g = p.add_argument_group("topology (hierarchy-aware plans, docs/guide/topology.md)")
     g.add_argument("--topology", metavar="T", help=f"machine topology: {PRESET_HELP}")
@@ -53,7 +53,7 @@ def _check_preset_size(spec, k) -> None:
 
 class TopologyOptions(TopologyPlan):
     """The parsed --topology / --route / --map / --route-level of one command (``layout``: the
-    command's --layout spec or None), as a :class:`~partplan.partition.topology_plan.TopologyPlan`."""
+    command's --layout spec or None), as a :class:`~partplan.topology.planning.TopologyPlan`."""
 
     def __init__(self, args, layout: str | None = None):
         _check_preset_size(getattr(args, "topology", None), getattr(args, "k", None))

@@ -27,7 +27,7 @@ from ._common import add_weight_option, load_graph
 from ._common import nonneg_float as _nonneg_float
 from ._common import positive_int as _positive_int
 
-from partplan.partition.methods import METHOD_NAMES as METHODS  # the one method table
+from partplan.bench.methods import METHOD_NAMES as METHODS  # the one method table
 
 
 # --------------------------------------------------------------------------- parsing helpers
@@ -55,8 +55,8 @@ def _dtype(text: str) -> str:
 def make_partition(graph, method: str, k: int, *, seed: int = 0, imbalance: float = 0.03,
                    preset: str = "DEFAULT") -> np.ndarray:
     """Partition ``graph`` into ``k`` parts with ``method`` (a thin call; see
-    :mod:`partplan.partition.methods`)."""
-    from partplan.partition.methods import run_method
+    :mod:`partplan.bench.methods`)."""
+    from partplan.bench.methods import run_method
 
     if k > graph.n:
         raise PartitionError(f"k={k} parts exceed n={graph.n} vertices of {graph.name}")
@@ -126,7 +126,7 @@ def _check_options(args) -> None:
         if given:
             raise PartitionError(f"--{sorted(given)[0]} applies to --method only, not to --partition")
         return
-    from partplan.partition.methods import check_method_options
+    from partplan.bench.methods import check_method_options
     check_method_options(args.method, given)
     if args.column is not None:
         raise PartitionError("--column applies to --partition table files only")
@@ -182,7 +182,7 @@ def run(args) -> int:
         opts = {"seed": 0 if args.seed is None else args.seed,
                 "imbalance": 0.03 if args.imbalance is None else args.imbalance,
                 "preset": "DEFAULT" if args.preset is None else args.preset}
-        from partplan.partition.methods import get_method
+        from partplan.bench.methods import get_method
         opts = {o: v for o, v in opts.items() if o in get_method(args.method).takes}
         part = make_partition(graph, args.method, lay.row_blocks, **opts)
         source = {"method": args.method, **opts}

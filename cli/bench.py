@@ -1,4 +1,4 @@
-"""``partplan bench``: the planner benchmark (see :mod:`partplan.partition.bench`).
+"""``partplan bench``: the planner benchmark (see :mod:`partplan.bench.planner`).
 
 Examples::
 
@@ -15,7 +15,7 @@ from ._common import positive_int as _positive_int
 
 
 def register(subparsers) -> None:
-    from partplan.partition.bench import ALL_METHODS, DATASETS, METHODS, QUICK_DATASETS
+    from partplan.bench.planner import ALL_METHODS, DATASETS, METHODS, QUICK_DATASETS
 
     p = subparsers.add_parser(
         "bench", help="benchmark partitioners: volume, bottleneck, messages, balance, time",
@@ -51,15 +51,15 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from partplan.partition.backends import check_preset
-    from partplan.partition.bench import DATASETS, QUICK_DATASETS, format_table, run_bench
+    from partplan.partition.engines import check_preset
+    from partplan.bench.planner import DATASETS, QUICK_DATASETS, format_table, run_bench
 
     preset = check_preset(args.preset)
     if args.out:
         from partplan.io.outpath import check_output_folder
         check_output_folder(args.out)
     datasets = args.datasets or (QUICK_DATASETS if args.quick else DATASETS)
-    from partplan.partition.bench import check_bench_names
+    from partplan.bench.planner import check_bench_names
     check_bench_names(datasets)
     ks = args.k or [16, 64]
     t0 = time.perf_counter()

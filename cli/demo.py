@@ -72,7 +72,7 @@ def _partition(graph, method: str, k: int, seed: int, preset: str):
     """(part, extra dict) for one demo method. ``default`` is ``partplan.partition(graph, k)``
     with no model, engine or preset (the auto pipeline); METIS and KaMinPar through the same
     API; Mt-KaHyPar (plain km1, no refinement) and the baselines through the method table
-    (:mod:`partplan.partition.methods`)."""
+    (:mod:`partplan.bench.methods`)."""
     from partplan.partition.api import partition
 
     if method == "default":
@@ -82,7 +82,7 @@ def _partition(graph, method: str, k: int, seed: int, preset: str):
         return partition(graph, k, model="graph", backend="metis", seed=seed).part, {}
     if method == "kaminpar":
         return partition(graph, k, backend="kaminpar", seed=seed).part, {}
-    from partplan.partition.methods import run_method
+    from partplan.bench.methods import run_method
 
     # Mt-KaHyPar through the method table: the engine's own partition, whose km1 it reports
     # (partition() may move rows afterwards, e.g. empty ones, which its km1 would not count)

@@ -53,7 +53,7 @@ def register(subparsers) -> None:
     p.add_argument("--model", default=None, choices=["graph", "hypergraph", "stochastic", "baseline"],
                    help="partitioning model (default: none given, the default pipeline of --preset auto; a "
                         "model runs one engine)")
-    from partplan.partition.backends import BACKENDS  # the registry: one list of engines
+    from partplan.partition.engines import BACKENDS  # the registry: one list of engines
     p.add_argument("--engine", dest="backend", default=None, choices=list(BACKENDS) + _mpi_engines(),
                    help="engine (default: metis for graph, mtkahypar for hypergraph/stochastic, random "
                         "for baseline)")
@@ -117,19 +117,19 @@ def register(subparsers) -> None:
 
 
 def _backend_names() -> list:
-    from partplan.partition.backends import BACKENDS
+    from partplan.partition.engines import BACKENDS
     return list(BACKENDS)
 
 
 def _mpi_engines() -> list:
-    from partplan.partition.mpi.launch import ENGINES
-    from partplan.partition.backends import BACKENDS
+    from partplan.partition.pipeline.distributed import ENGINES
+    from partplan.partition.engines import BACKENDS
     return [e for e in ENGINES if e not in BACKENDS]
 
 
 def _run_distributed(args, progress) -> int:
-    """``--nprocs N``: the MPI stage (partplan.partition.mpi), 1D partitions only."""
-    from partplan.partition.mpi.launch import check_request, distributed_partition
+    """``--nprocs N``: the MPI stage (partplan.partition.pipeline.distributed), 1D partitions only."""
+    from partplan.partition.pipeline.distributed import check_request, distributed_partition
 
     from partplan.partition.context import cli_options
     flags = {f: f.lstrip("-").replace("-", "_") for f in ("--model", "--objective", "--preset", "--metric",
@@ -238,7 +238,7 @@ def run(args) -> int:
     progress = StderrProgress(t_start, quiet=args.quiet)
     if args.nprocs is not None:
         return _run_distributed(args, progress)
-    from partplan.partition.mpi.launch import ENGINES
+    from partplan.partition.pipeline.distributed import ENGINES
     if args.backend in ENGINES and args.backend not in _backend_names():
         raise BackendUnavailableError(f"--engine {args.backend} runs with MPI processes: add --nprocs N")
 

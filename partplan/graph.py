@@ -318,7 +318,7 @@ class Graph:
         """int64[n]: the planner's balance weight of each row — its ``vertex_weights`` when the graph
         has them, else its nonzeros — at least 1 (an empty row still owns a row of H). Every engine,
         refinement and ε-limit balances these; the compute load counts row nnz alone
-        (partplan.partition.rebalance.repair_compute keeps both). Computed on each call (not
+        (partplan.partition.refinement.rebalance.repair_compute keeps both). Computed on each call (not
         cached: n int64 more per graph)."""
         w = self.row_nnz if self.vertex_weights is None else self.vertex_weights
         return np.maximum(w, 1).astype(np.int64, copy=False)

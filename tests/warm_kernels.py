@@ -29,7 +29,7 @@ def _refinement() -> None:
     import numpy as np
 
     from partplan import datasets
-    from partplan.partition.refine import refine
+    from partplan.partition.refinement.refine import refine
 
     g = datasets.rmat(9, seed=1)
     refine(g, np.arange(g.n) % 4, 4)
@@ -40,10 +40,10 @@ def _cluster_moves() -> None:
     import numpy as np
 
     from partplan import datasets
-    from partplan.partition import refine as R
+    from partplan.partition.refinement import refine as R
     from partplan.partition.context import RefineContext
-    from partplan.partition import fm as kernels
-    from partplan.partition.multilevel import cluster_moves
+    from partplan.partition.refinement import fm as kernels
+    from partplan.partition.refinement.multilevel import cluster_moves
 
     g = datasets.rmat(9, seed=1)
     part = np.arange(g.n) % 4
@@ -60,10 +60,10 @@ def _rest() -> None:
     import numpy as np
 
     from partplan import Graph, analyze, datasets
-    from partplan.partition.fast import warm_up
-    from partplan.partition.km1_pass import km1_passes
-    from partplan.partition.rebalance import rebalance
-    from partplan.partition.stream import stream_partition
+    from partplan.partition.refinement.vcycle import warm_up
+    from partplan.partition.refinement.km1_pass import km1_passes
+    from partplan.partition.refinement.rebalance import rebalance
+    from partplan.partition.engines.stream import stream_partition
     from partplan.plan import build_plan
     from partplan.runtime.analytics import sssp_parts
     from partplan.runtime.bfs import bfs_local

@@ -192,7 +192,7 @@ def _opt_table(schema) -> list[str]:
 
 
 def render_options() -> str:
-    from partplan.partition.backends import REGISTRY, engine_schema
+    from partplan.partition.engines import REGISTRY, engine_schema
     from partplan.partition.schema import GROUPS
     out = [OPTIONS_HEADER.format(engines=", ".join(f"`{e}`" for e in REGISTRY))]
     for group, schema in GROUPS.items():

@@ -1,7 +1,7 @@
 """Decoupled ownership, counted: the connectivity sets Λ_j of the column nets
 and the exact exchange when row ``H[j]`` is sent by ``owner[j]`` (not ``part[j]``).
 
-The owner *assignment* (greedy, LP) lives in :mod:`partplan.partition.ownership`;
+The owner *assignment* (greedy, LP) lives in :mod:`partplan.partition.refinement.ownership`;
 what an assignment costs is a metric, asked by the layouts (1D ``volumes`` with
 an ``owner``) and the partitioner alike.
 """

@@ -2,9 +2,9 @@
 
 ``partition(graph, k, model=..., backend=..., objective=..., layout=...)``
 builds a model (:mod:`partplan.models`), runs a real partitioner behind
-:func:`partplan.partition.backends.run_backend`, optionally refines the
-bottleneck (:mod:`partplan.partition.refine`) or picks decoupled owners
-(:mod:`partplan.partition.ownership`), and measures the result exactly with
+:func:`partplan.partition.engines.run_backend`, optionally refines the
+bottleneck (:mod:`partplan.partition.refinement.refine`) or picks decoupled owners
+(:mod:`partplan.partition.refinement.ownership`), and measures the result exactly with
 :func:`partplan.analyze` (plus :func:`partplan.analyze_15d` /
 :func:`partplan.analyze_2d` for those layouts).
 
@@ -50,16 +50,16 @@ from ..errors import PartitionError
 from ..graph import Graph
 from ..metrics import CommStats, LayoutStats, analyze
 from ..layouts import Layout, parse_layout, spec_from_params
-from .backends import backend_names, default_backend, run_backend  # noqa: F401
+from .engines import backend_names, default_backend, run_backend  # noqa: F401
 from .objectives import OBJECTIVES, balance_floor  # noqa: F401  (OBJECTIVES: re-exported by partplan.partition)
 from .request import DEFAULT_OBJECTIVE, MODELS, OWNERSHIP, resolve  # noqa: F401
-from . import stages
-from .stages import EXPLICIT_REFINE_WORK, LP_OWNERSHIP_MAX_BLOCKS  # noqa: F401  (documented here)
+from .pipeline import stages
+from .pipeline.stages import EXPLICIT_REFINE_WORK, LP_OWNERSHIP_MAX_BLOCKS  # noqa: F401  (documented here)
 from .._atomic import atomic_path
 from .._process import peak_rss_bytes
 from .heartbeat import HEARTBEAT_EVERY_S, HEARTBEAT_FIRST_S, _heartbeat  # noqa: F401  (re-exported)
 
-# derived from the backend registry (partplan.partition.backends.REGISTRY), the one list of engines
+# derived from the backend registry (partplan.partition.engines.REGISTRY), the one list of engines
 DEFAULT_BACKEND = {m: default_backend(m) for m in MODELS}
 MODEL_BACKENDS = {m: backend_names(m) for m in MODELS}
 SCHEMA = "partplan.partition/2"  # /1 stored k = row blocks; /2 stores k = ranks
@@ -158,16 +158,16 @@ def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | 
     backend : engine; default per model (metis / mtkahypar / mtkahypar / random).
     objective : "total" (the partitioner's volume objective alone), or
         "max-send" | "max-recv" | "max-both" | "weighted" (bottleneck
-        refinement by :func:`partplan.partition.refine.refine` afterwards).
+        refinement by :func:`partplan.partition.refinement.refine.refine` afterwards).
         Default (None): "max-both" for the hypergraph model with a 1D or 1.5D
         layout (:data:`DEFAULT_OBJECTIVE`), else "total".
     layout : "1d", "1.5d:c", "2d:RxC", "2d" or a Layout (see :func:`partplan.layouts.parse_layout`).
     imbalance : ε, compute balance: part weight ≤ (1+ε)·⌈W/k⌉ (weights = row nnz).
     seed : random seed (DEFAULT Mt-KaHyPar is still not bit-reproducible).
     ownership : "conformal" (row j of H lives with row j of A) or "decoupled"
-        (owners chosen by :func:`partplan.partition.ownership.assign_owners`;
+        (owners chosen by :func:`partplan.partition.refinement.ownership.assign_owners`;
         total volume unchanged, bottleneck lowered; 1D only).
-    backend_options : typed, per engine — :func:`partplan.partition.schema.engine_schema`
+    backend_options : typed, per engine — :func:`partplan.partition.engines.engine_schema`
         lists an engine's (e.g. mtkahypar: preset, metric, threads, handoff;
         kahypar: metric, ini, quality, timeout; metis: recursive; kaminpar:
         context, threads; auto: starts, vcycle, refine, ...), and
@@ -177,7 +177,7 @@ def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | 
         hub_factor; ownership_method). All are checked before any work
         (:func:`partplan.partition.request.resolve`).
 
-    The work runs as four stages (:mod:`partplan.partition.stages`): model →
+    The work runs as four stages (:mod:`partplan.partition.pipeline.stages`): model →
     engine → post-passes → measure; ``timings`` has their seconds and
     ``info["peak_rss_bytes"]`` the process's peak resident memory (VmHWM,
     bytes) at the end of each — a jump shows the stage that raised it.
@@ -354,7 +354,7 @@ def load_partition(path: str | os.PathLike, graph: Graph | None = None) -> Parti
         f, dtype = int(params.get("f", 128)), str(params.get("dtype", "float32"))
         b = lay.row_blocks
         if owner is not None:  # the exchange actually planned, as partition() reports it
-            from .ownership import owner_stats
+            from .refinement.ownership import owner_stats
             stats = owner_stats(graph, part, owner, b, f=f, dtype=dtype)
         else:
             stats = analyze(graph, part, b, f=f, dtype=dtype, name=f"{graph.name} {meta.get('model')}/{meta.get('backend')}")

@@ -4,7 +4,7 @@ option is declared (default, help, unit, range, CLI flag) and checked.
 Each option is a dataclass field made by :func:`option`; its ``metadata`` feeds
 
 * the option schemas of :mod:`partplan.partition.schema` and the engines' in
-  :mod:`partplan.partition.backends` (:func:`schema_of`: one :class:`Opt` row per field),
+  :mod:`partplan.partition.engines` (:func:`schema_of`: one :class:`Opt` row per field),
 * the help of ``partplan partition`` (:func:`cli_help`, :func:`cli_options`),
 * the options table of the docs (:func:`options_table`).
 
@@ -23,8 +23,8 @@ Contexts:
 * :class:`PlannerContext`, :class:`HypergraphContext`, :class:`StochasticContext`,
   :class:`HubsContext`, :class:`OwnershipContext` — the planner's and the models' / post-passes'
   option groups of ``partition()``;
-* :class:`MetisContext`, :class:`MtKaHyParContext`, :class:`KaHyParContext`,
-  :class:`KaMinParContext`, :class:`StreamContext` — the engines' options.
+* each engine's context, declared in its module (:mod:`partplan.partition.engines`) and
+  registered with it through :func:`engine` (``registry.Backend.context``).
 
 >>> ctx = resolve(RefineContext, {"q": 8, "volume_tolerance": 0}, label="refine")
 >>> ctx.fm.q, ctx.volume_tolerance
@@ -47,12 +47,10 @@ from typing import Any, Callable, ClassVar
 
 from ..errors import BackendUnavailableError, OptionError
 from ..metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE
-from . import kaminpar as _kaminpar
-from . import stream as _stream
-from .lanes import MAX_WORKERS
 from .objectives import OBJECTIVES, check_objective
-from .registry import engine_contexts
-from .options import INT_MAX, check_bool, check_imbalance, check_int, check_real, check_seed
+from .registry import Backend, engine_contexts, get_backend, register
+from .options import (DEFAULT_IMBALANCE, DEFAULT_VOLUME_TOLERANCE, INT_MAX, MAX_WORKERS, check_bool, check_imbalance,
+                      check_int, check_real, check_seed)
 
 KINDS = ("int", "real", "bool", "choice", "text", "path", "callable", "any")
 
@@ -193,19 +191,6 @@ def _starts(v):
     return check_starts(v)
 
 
-def check_preset(preset: str) -> str:
-    """Mt-KaHyPar's preset name, normalized (``quality`` -> ``QUALITY``)."""
-    p = str(preset).upper().replace("-", "_")
-    if p not in MTKAHYPAR_PRESETS:
-        raise BackendUnavailableError(f"unknown mtkahypar preset {preset!r}; "
-                                      f"choose one of {', '.join(MTKAHYPAR_PRESETS)}")
-    return p
-
-
-def _mtk_preset(v):
-    return check_preset(v)
-
-
 # ------------------------------------------------------------------------------------ refinement
 # one help per CLI flag: the default pipeline measures the growth from the lowest start's total volume,
 # a refinement after an explicit engine from its input's (or volume_reference)
@@ -248,7 +233,7 @@ class FMContext:
 
 @dataclass(frozen=True)
 class RefineContext:
-    """One refinement of a partition (:func:`partplan.partition.refine.refine`): its objective,
+    """One refinement of a partition (:func:`partplan.partition.refinement.refine.refine`): its objective,
     its limits (balance, total volume, a cap on max(send, recv)), its cost model, its budget and
     its FM passes. ``public`` fields are also options of ``partition()`` after an explicit engine
     (the "refine" group)."""
@@ -257,9 +242,9 @@ class RefineContext:
     objective: str = option("max-both", "what the refinement lowers: max over parts of max(send, recv), send, "
                             "recv, the α-β time of the worst rank, or the total volume", kind="choice",
                             choices=OBJECTIVES, normalize=check_objective, public=False)
-    imbalance: float = option(0.03, "ε: part weight (row nnz, at least 1) <= ⌊(1+ε)·⌈W/k⌉⌋, never worse than the "
+    imbalance: float = option(DEFAULT_IMBALANCE, "ε: part weight (row nnz, at least 1) <= ⌊(1+ε)·⌈W/k⌉⌋, never worse than the "
                               "input", unit="fraction", hi=10.0, normalize=check_imbalance, public=False)
-    volume_tolerance: float = option(0.05, VOLUME_TOLERANCE_HELP,
+    volume_tolerance: float = option(DEFAULT_VOLUME_TOLERANCE, VOLUME_TOLERANCE_HELP,
                                      unit="fraction", cli="--volume-tolerance")
     seed: int = option(0, "seeds the order vertices enter the heap", normalize=check_seed, accepted="any integer",
                        public=False)
@@ -325,11 +310,11 @@ class PipelineContext:
     bottleneck refinement with its rounds, volume round and cycles."""
 
     cli_where: ClassVar[str] = "in the default pipeline"
-    imbalance: float = option(0.03, "ε: part weight (row nnz, at least 1) <= ⌊(1+ε)·⌈W/k⌉⌋", unit="fraction",
+    imbalance: float = option(DEFAULT_IMBALANCE, "ε: part weight (row nnz, at least 1) <= ⌊(1+ε)·⌈W/k⌉⌋", unit="fraction",
                               hi=10.0, normalize=check_imbalance, public=False)
     seed: int = option(0, "random seed of every stage", normalize=check_seed, accepted="any integer", public=False)
     refine: bool = option(True, "max-both bottleneck refinement of the kept start")
-    volume_tolerance: float = option(0.03, VOLUME_TOLERANCE_HELP,
+    volume_tolerance: float = option(DEFAULT_VOLUME_TOLERANCE, VOLUME_TOLERANCE_HELP,
                                      unit="fraction", cli="--volume-tolerance")
     allow_overload: bool = option(False, "only where one row outweighs a part's ε-limit (no partition is within "
                                   "ε): parts may stay above the limit as the start engine left them (METIS, "
@@ -388,68 +373,6 @@ class OwnershipContext:
                                           cli="--ownership-method")
 
 
-# ------------------------------------------------------------------------------------ engines
-MTKAHYPAR_PRESETS = ("DEFAULT", "QUALITY", "HIGHEST_QUALITY", "DETERMINISTIC", "DETERMINISTIC_QUALITY", "LARGE_K")
-MTKAHYPAR_METRICS = ("km1", "cut", "soed")
-
-
-@dataclass(frozen=True)
-class MetisContext:
-    """METIS (pymetis)."""
-
-    recursive: bool | None = option(None, "recursive bisection instead of direct k-way", kind="bool")
-
-
-@dataclass(frozen=True)
-class MtKaHyParContext:
-    """Mt-KaHyPar (hypergraph model; graph mode for the pipeline's start)."""
-
-    cli_where: ClassVar[str] = "with --engine mtkahypar"
-    preset: str = option("DEFAULT", "Mt-KaHyPar preset", choices=MTKAHYPAR_PRESETS, normalize=_mtk_preset)
-    metric: str = option("km1", "the engine's objective (km1 = volume; graph mode: cut only)",
-                         choices=MTKAHYPAR_METRICS)
-    threads: int | None = option(None, "worker threads, fixed by the first Mt-KaHyPar call of a process (None: the "
-                                 "count it has, else 1)", kind="int", lo=1, hi=_kaminpar.MAX_THREADS, cli="--threads")
-    handoff: str = option("arrays", "how the hypergraph reaches Mt-KaHyPar", choices=("arrays", "file"),
-                          cli="--handoff")
-
-
-@dataclass(frozen=True)
-class KaHyParContext:
-    """KaHyPar (a child process)."""
-
-    metric: str = option("km1", "KaHyPar's objective", choices=("km1", "cut"))
-    ini: str | None = option(None, "a KaHyPar INI file (default: generated)", kind="path", cli="--kahypar-ini")
-    quality: str = option("default", "the generated INI's quality", choices=("fast", "default"))
-    timeout: float | None = option(None, "seconds before the KaHyPar child process is killed", kind="real", unit="s",
-                                   lo_open=True)
-
-
-@dataclass(frozen=True)
-class KaMinParContext:
-    """KaMinPar (graph model)."""
-
-    cli_where: ClassVar[str] = "with --engine kaminpar"
-    context: str = option("default", "KaMinPar context", choices=_kaminpar.CONTEXTS,
-                          normalize=_kaminpar.check_context)
-    preset: str = option("default", "KaMinPar context (same as context)", choices=_kaminpar.CONTEXTS,
-                         normalize=_kaminpar.check_context)
-    threads: int = option(1, "worker threads (several: not reproducible)", lo=1, hi=_kaminpar.MAX_THREADS,
-                          cli="--threads")
-
-
-@dataclass(frozen=True)
-class StreamContext:
-    """The streaming partitioner (stream.py, Fennel / LDG)."""
-
-    method: str = option("fennel", "one-pass rule: Fennel or LDG", choices=_stream.METHODS)
-    passes: int = option(1, "passes over the rows; > 1 restreams (ReFennel / ReLDG)", unit="passes", lo=1, hi=1000)
-    balance: str = option("nnz", "part weights: row nnz (at least 1) or 1 per row", choices=_stream.BALANCES)
-    order: str = option("natural", "vertex order inside a block (random: seeded)", choices=_stream.ORDERS)
-    block_rows: int = option(_stream.DEFAULT_BLOCK_ROWS, "rows per streamed block (memory)", unit="rows", lo=1,
-                             hi=1 << 40)
-
-
 # the option groups of partition() and the engines' contexts, by the names partition() uses
 GROUP_CONTEXTS = {"planner": PlannerContext, "auto": PipelineContext, "hypergraph": HypergraphContext,
                   "stochastic": StochasticContext, "refine": RefineContext, "hubs": HubsContext,
@@ -489,6 +412,16 @@ def schema_of(cls, public: bool = False) -> dict[str, Opt]:
     """The :class:`Opt` rows of context ``cls`` (name -> Opt), nested contexts flat; ``public``:
     only the options ``partition()`` takes."""
     return {name: _opt(f) for name, f in options_of(cls).items() if f.metadata["public"] or not public}
+
+
+def engine(name: str, models: tuple[str, ...], run, context: type, *, options=None, **kw) -> Backend:
+    """Register an engine whose options and schema are its context's fields: an engine is its
+    module (its run function and its context) and this one call there. ``options``: the names
+    ``run`` takes, when not every field of the context (None: all); ``kw``: the other
+    :class:`~partplan.partition.registry.Backend` fields (``default_for``, ``mpi_run``, ``missing``)."""
+    schema = schema_of(context)
+    return register(Backend(name, models, frozenset(schema if options is None else options), run, schema=schema,
+                            context=context, **kw))
 
 
 def build(cls, values: dict, base=None):
@@ -545,16 +478,17 @@ def auto(**options) -> PipelineContext:
     return resolve(PipelineContext, options, label="auto")
 
 
-def fast(**options) -> MetisContext:
-    """``preset="fast"``: METIS (these options), then the km1 V-cycle (fast.py; no options)."""
-    return resolve(MetisContext, options, label="fast")
+def fast(**options):
+    """``preset="fast"``: METIS (these options: its :class:`~partplan.partition.engines.metis.MetisContext`),
+    then the km1 V-cycle (:mod:`partplan.partition.refinement.vcycle`; no options)."""
+    return resolve(get_backend("metis").context, options, label="fast")
 
 
-def quality(**options) -> MtKaHyParContext:
+def quality(**options):
     """``preset="quality"``: Mt-KaHyPar QUALITY on the hypergraph model; the refinement after it is
     a :class:`RefineContext` (max-both, the explicit engines' work budget), its hubs a
     :class:`HubsContext`."""
-    return resolve(MtKaHyParContext, {"preset": "QUALITY", **options}, label="mtkahypar")
+    return resolve(get_backend("mtkahypar").context, {"preset": "QUALITY", **options}, label="mtkahypar")
 
 
 PRESETS = {"auto": auto, "fast": fast, "quality": quality}
@@ -651,8 +585,7 @@ def _owners(cls):
             yield from _owners(f.metadata["context"])
 
 
-__all__ = ["BudgetContext", "FMContext", "HubsContext", "HypergraphContext", "KaHyParContext", "KaMinParContext",
-           "MetisContext", "MtKaHyParContext", "Opt", "OwnershipContext", "PRESETS", "PipelineContext",
-           "PlannerContext", "REMOVED", "RefineContext", "StartsContext", "StochasticContext", "StreamContext",
+__all__ = ["BudgetContext", "FMContext", "HubsContext", "HypergraphContext", "Opt", "OwnershipContext", "PRESETS",
+           "PipelineContext", "PlannerContext", "REMOVED", "RefineContext", "StartsContext", "StochasticContext", "engine",
            "auto", "build", "cli_help", "cli_options", "fast", "flat", "option", "options_table", "quality",
            "resolve", "schema_of"]

@@ -2,11 +2,11 @@
 
 ``objective`` (``partition(..., objective=)``, ``refine(..., objective=)``,
 ``--objective``): "total" = the partitioner's volume alone; the others run
-bottleneck refinement (:mod:`partplan.partition.refine`). Decoupled ownership
+bottleneck refinement (:mod:`partplan.partition.refinement.refine`). Decoupled ownership
 takes the subset :data:`OWNER_OBJECTIVES`. An unknown name is one
 :class:`~partplan.errors.OptionError` wherever it is given.
 
-``preset``: Mt-KaHyPar's presets (:data:`partplan.partition.backends.PRESETS`)
+``preset``: Mt-KaHyPar's presets (:data:`partplan.partition.engines.PRESETS`)
 or the planner's own "fast" (METIS + km1 refinement, docs/design/refinement.md).
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ..errors import OptionError
 OBJECTIVES = ("total", "max-send", "max-recv", "max-both", "weighted")
 OWNER_OBJECTIVES = ("max-send", "max-both")
 FAST_PRESET = "fast"
-AUTO_PRESET = "auto"   # the default pipeline (partition/pipeline.py)
+AUTO_PRESET = "auto"   # the default pipeline (partition/pipeline/auto.py)
 
 
 def check_objective(objective, allowed=OBJECTIVES, what: str = "objective") -> str:

@@ -25,6 +25,13 @@ import numpy as np
 from ..errors import OptionError, PartitionError
 
 INT_MAX = 2 ** 62  # larger counts overflow the int64 kernels' arithmetic
+#: ε of the balance constraint wherever a caller does not give one: part weight (row nnz, at least 1)
+#: <= ⌊(1+ε)·⌈W/k⌉⌋. Declared here once; every entry point and context reads it.
+DEFAULT_IMBALANCE = 0.03
+#: how far a bottleneck refinement may raise the total volume above its input's, as a fraction
+DEFAULT_VOLUME_TOLERANCE = 0.03
+MAX_THREADS = 1024   # an engine's worker threads at most (Mt-KaHyPar, KaMinPar)
+MAX_WORKERS = 1024   # the default pipeline's cores at most (lanes)
 
 
 def check_int(name: str, v, *, lo: int = 0, hi: int = INT_MAX, none_ok: bool = False) -> int | None:

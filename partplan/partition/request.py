@@ -6,7 +6,7 @@ layout=, imbalance=, seed=, ownership=, **options)`` into one frozen
 / ``auto``), the model, the objective, the layout and every option, checked
 against its schema (:mod:`partplan.partition.schema`). Every error a user can
 trigger with bad input is raised here, before a model is built or an engine
-runs; the stages (:mod:`partplan.partition.stages`) only do the work.
+runs; the stages (:mod:`partplan.partition.pipeline.stages`) only do the work.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import BackendUnavailableError, PartitionError
 from ..graph import Graph
 from ..layouts import Layout, parse_layout
-from .backends import backend_names, check_options, default_backend, get_backend
+from .engines import backend_names, check_options, default_backend, get_backend
 from .objectives import AUTO_PRESET, FAST_PRESET, check_objective
 from .options import check_imbalance, check_seed
 from .context import refuse_removed
@@ -237,14 +237,14 @@ def check_planner_preset(preset, backend: str | None = None) -> str:
     (normalized, e.g. "quality" -> "QUALITY") or, for ``backend="kaminpar"``
     (or a name only KaMinPar has, e.g. "strong"), a KaMinPar context; else
     :class:`~partplan.errors.BackendUnavailableError` (as Mt-KaHyPar's own check)."""
-    from .kaminpar import CONTEXTS, check_context
+    from .engines.kaminpar import CONTEXTS, check_context
 
     if backend == "kaminpar":
         return check_context(preset)
     if isinstance(preset, str) and preset.lower() in (FAST_PRESET, AUTO_PRESET):
         return preset.lower()
     from ..errors import BackendUnavailableError
-    from .backends import PRESETS, check_preset
+    from .engines import PRESETS, check_preset
     try:
         return check_preset(preset)
     except BackendUnavailableError:

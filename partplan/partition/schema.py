@@ -7,13 +7,13 @@ typed context (:mod:`partplan.partition.context`, :func:`~partplan.partition.con
 where its default, help, unit, range and CLI flag live once:
 
 - an **engine** group per entry of the backend registry
-  (:data:`partplan.partition.backends.REGISTRY`: metis, mtkahypar, kahypar,
+  (:data:`partplan.partition.engines.REGISTRY`: metis, mtkahypar, kahypar,
   kaminpar, the baselines, and any engine registered later; an entry without
   a typed schema gets untyped rows from its ``options`` set), plus the two
   planner engines ``fast`` (METIS + km1 V-cycle) and ``auto`` (the default
-  pipeline, :mod:`partplan.partition.pipeline`: context.PipelineContext); the engines'
+  pipeline, :mod:`partplan.partition.pipeline.auto`: context.PipelineContext); the engines'
   schemas are their contexts' (registry.Backend.context, registered in
-  :mod:`partplan.partition.backends`);
+  :mod:`partplan.partition.engines`);
 - the **planner** group (f, dtype, stats, progress: every engine; context.PlannerContext);
 - one group per **model** or **post-pass** that takes options:
   ``hypergraph`` (nets), ``stochastic`` (sampler, θ, δ, batches),
@@ -21,7 +21,7 @@ where its default, help, unit, range and CLI flag live once:
   and ``ownership``.
 
 :meth:`Opt.check` is the one place a value is checked (through
-:func:`check_group` and :func:`partplan.partition.backends.check_options`). The errors are
+:func:`check_group` and :func:`partplan.partition.engines.check_options`). The errors are
 uniform and raised before any expensive work:
 
 - an option no group of this engine takes:
@@ -40,8 +40,8 @@ Traceback (most recent call last):
 ...
 partplan.errors.OptionError: hubs option hub_factor must be a finite number >= 0, got -1
 
-The engines' own checks (:func:`partplan.partition.backends.check_options`,
-:func:`~partplan.partition.backends.engine_schema`) live with the registry.
+The engines' own checks (:func:`partplan.partition.engines.check_options`,
+:func:`~partplan.partition.engines.engine_schema`) live with the registry.
 """
 from __future__ import annotations
 

@@ -57,7 +57,7 @@ def _from_plan(p: Path, graph):
     from ..partition import Partition
     from ..partition.api import _layout_of
     from ..parts import as_partition
-    from ..plan.store import load_plan_partition
+    from .store import load_plan_partition
 
     m, part, owner = load_plan_partition(p, graph)
     lay = _layout_of({"k": m["ranks"], "layout": m.get("layout", "1d"),

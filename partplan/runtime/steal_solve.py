@@ -167,7 +167,7 @@ def _cbc(loads, c, active, gap, time_limit):
         prob += pulp.lpSum(x[i, j] for j in cols) == int(loads[i])
     with warnings.catch_warnings():
         # PuLP 3.3 flags PULP_CBC_CMD (its bundled CBC binary) as deprecated in favour of COIN_CMD,
-        # which needs a system CBC; the bundled one is the one installed here (as partition/ownership.py)
+        # which needs a system CBC; the bundled one is the one installed here (as partition/refinement/ownership.py)
         warnings.simplefilter("ignore", DeprecationWarning)
         st = prob.solve(pulp.PULP_CBC_CMD(msg=False, threads=1, gapRel=gap, timeLimit=time_limit))
     vals = [x[i, j].value() for i in rows for j in cols]

@@ -89,7 +89,7 @@ def test_plan_output_or_clear_error(mtx, tmp_path, capsys):
 def test_default_partition_is_the_same_on_one_core_and_all(mtx, tmp_path, capsys, monkeypatch):
     """``--threads 1`` and the default (all cores: 3 workers here, whatever the machine has)
     write the same partition file, and the JSON says how many workers ran."""
-    from partplan.partition import pipeline
+    from partplan.partition.pipeline import auto as pipeline
 
     monkeypatch.setattr(pipeline, "available_cores", lambda: 3)
     got = []

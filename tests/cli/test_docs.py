@@ -195,7 +195,7 @@ def test_cli_reference_names_every_command_and_option():
 
 
 def test_options_reference_names_every_option():
-    from partplan.partition.backends import REGISTRY, engine_schema
+    from partplan.partition.engines import REGISTRY, engine_schema
     from partplan.partition.schema import GROUPS
     text = (DOCS / "reference" / "options.md").read_text()
     names = {n for s in GROUPS.values() for n in s} | {n for e in REGISTRY for n in engine_schema(e)}

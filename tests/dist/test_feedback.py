@@ -169,7 +169,7 @@ def test_heartbeat_while_refine_moves_clusters(fast_beat, monkeypatch):
     heartbeat while it runs and one line with its moves after it."""
     import networkx as nx
 
-    from partplan.partition import refine as rf
+    from partplan.partition.refinement import refine as rf
     nxg = nx.random_regular_graph(4, 400, seed=3)
     u, v = np.array(nxg.edges()).T
     g = Graph.from_edges(u, v, symmetrize=True, n=400)

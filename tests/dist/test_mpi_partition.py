@@ -16,8 +16,8 @@ from partplan.errors import BackendUnavailableError, PartitionError
 from partplan.graph import Graph
 from partplan.io.chunked import write_chunked
 from partplan.metrics.stats import analyze
-from partplan.partition.mpi import launch
-from partplan.partition.mpi.libs import missing
+from partplan.partition.pipeline import distributed as launch
+from partplan.partition.engines.mpilibs import missing
 from partplan.io.chunked import chunk_split
 
 
@@ -149,7 +149,7 @@ def test_cli_errors_before_work(rmat11, tmp_path, capsys):
 
 
 def test_missing_packages_are_named(monkeypatch):
-    monkeypatch.setattr("partplan.partition.mpi.libs.missing", lambda engine: ["libtrilinos-zoltan-dev"])
+    monkeypatch.setattr("partplan.partition.engines.mpilibs.missing", lambda engine: ["libtrilinos-zoltan-dev"])
     with pytest.raises(BackendUnavailableError, match="libtrilinos-zoltan-dev.*apt-get install"):
         launch.check_request("zoltan", 2, 4)
     with pytest.raises(BackendUnavailableError, match="does not run distributed"):
@@ -189,7 +189,7 @@ def test_sigkill_of_the_launcher_takes_mpirun_and_the_ranks_down(rmat11, tmp_pat
     procs = []   # mpirun and its two ranks (all three command lines name the worker module)
     end = time.monotonic() + 60
     while time.monotonic() < end and len(procs) < 3:
-        procs = live_pids(cmdline=("partplan.partition.mpi.worker",), environ=tag)
+        procs = live_pids(cmdline=("partplan.partition.pipeline.mpi_worker",), environ=tag)
         time.sleep(0.1)
     assert len(procs) == 3, f"mpirun and the MPI ranks did not start: {procs}"
     proc.send_signal(signal.SIGKILL)
@@ -201,11 +201,11 @@ def test_sigkill_of_the_launcher_takes_mpirun_and_the_ranks_down(rmat11, tmp_pat
 def test_default_engine_is_zoltan_when_installed_else_stream_said_once(monkeypatch):
     """Issue #51: no --engine runs Zoltan PHG whenever it is installed (n within its 32-bit ids); without
     it the stream, with one warning line naming `make mpi`."""
-    monkeypatch.setattr("partplan.partition.mpi.libs.missing", lambda engine: [])
+    monkeypatch.setattr("partplan.partition.engines.mpilibs.missing", lambda engine: [])
     assert launch.default_engine(1000) == ("zoltan", None)
     eng, why = launch.default_engine(1 << 33)
     assert eng == "stream" and "32-bit" in why and why.count("\n") == 0
-    monkeypatch.setattr("partplan.partition.mpi.libs.missing",
+    monkeypatch.setattr("partplan.partition.engines.mpilibs.missing",
                         lambda engine: ["libtrilinos-zoltan-dev"] if engine == "zoltan" else [])
     eng, why = launch.default_engine(1000)
     assert eng == "stream" and why.startswith("partplan: warning: Zoltan is not installed")

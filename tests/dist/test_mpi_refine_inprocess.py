@@ -15,7 +15,7 @@ def _comm():
 
 
 def _refine(g, start, k, **ctx):
-    from partplan.partition.mpi.refine import (
+    from partplan.partition.refinement.distributed import (
         RefineContext,
         RowSlice,
         refine_distributed,
@@ -30,7 +30,7 @@ def _refine(g, start, k, **ctx):
 @pytest.mark.parametrize("cells", [0, 16 * 40])   # no net kept; the 40 largest of those with 64+ pins kept
 def test_kept_counts_give_the_same_moves_as_counting(monkeypatch, cells):
     from partplan.datasets.generators import rmat
-    from partplan.partition.mpi import refine as mod
+    from partplan.partition.refinement import distributed as mod
     _comm()
     g = rmat(11, seed=5)
     k = 16

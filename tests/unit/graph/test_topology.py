@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from partplan.cli.main import main
-from partplan.partition.mapping import brute_force_map, greedy_map, map_parts, mapping_cost, swap_refine
+from partplan.topology.mapping import brute_force_map, greedy_map, map_parts, mapping_cost, swap_refine
 from partplan.metrics.topology import level_bytes, topology_metrics
-from partplan.topology import DGX1_LINKS, TopologyError, load_topology, write_topology
+from partplan.topology import TopologyError, load_topology, write_topology
+from partplan.topology.machine import DGX1_LINKS
 
 
 # ----------------------------------------------------------------------------- presets
@@ -222,7 +223,7 @@ def test_hierarchical_partition_keeps_domains_together():
     """tree:2x2 on two disjoint cliques joined by one edge: the top split separates the cliques,
     so the only crossing rows are the bridge's two ends."""
     from partplan import Graph
-    from partplan.partition.hierarchy import hierarchical_partition
+    from partplan.topology.hierarchy import hierarchical_partition
     a = np.arange(20)
     src, dst = np.meshgrid(a, a)
     keep = src != dst

@@ -9,7 +9,7 @@ import pytest
 from partplan import Graph, analyze
 from partplan.models import column_net
 from partplan.partition import metis, random_partition
-from partplan.partition.backends import mtk_context, mtk_hypergraph
+from partplan.partition.engines import mtk_context, mtk_hypergraph
 
 mtkahypar = pytest.importorskip("mtkahypar")
 

@@ -1,4 +1,4 @@
-"""Fast preset (issue 12 item 3): METIS + km1 V-cycle refinement (partplan.partition.fast).
+"""Fast preset (issue 12 item 3): METIS + km1 V-cycle refinement (partplan.partition.refinement.vcycle).
 
 Oracles: Mt-KaHyPar's own km1 of the column-net hypergraph for the imported
 partition (computed inside the C++ library), a brute-force Python count of
@@ -14,8 +14,8 @@ import pytest
 import partplan
 from partplan import Graph, analyze
 from partplan.errors import OptionError, PartitionError
-from partplan.partition.backends import metis
-from partplan.partition.fast import vcycle_refine
+from partplan.partition.engines import metis
+from partplan.partition.refinement.vcycle import vcycle_refine
 
 
 def rmat(scale, edge_factor=8, seed=0):
@@ -72,7 +72,7 @@ def test_km1_recounted_by_brute_force_and_mtkahypar(power_law):
     assert rep["after"]["total_volume"] < rep["before"]["total_volume"]   # room on a power-law graph
     pytest.importorskip("mtkahypar")
     from partplan.models import column_net
-    from partplan.partition.backends import mtk_context, mtk_hypergraph
+    from partplan.partition.engines import mtk_context, mtk_hypergraph
 
     mtk, ctx = mtk_context(k, 0.03, "DETERMINISTIC")
     h = mtk_hypergraph(mtk, ctx, column_net(g))

@@ -1,4 +1,4 @@
-"""The refinement kernels (partplan.partition.fm, multilevel) take their state
+"""The refinement kernels (partplan.partition.refinement.fm, multilevel) take their state
 in named records: short signatures, the records share the state's arrays, and
 the record kernels agree with recounts and with one-vertex calls. The kernels
 stay cut into phases: no function over 150 lines, no module over 800."""
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from partplan import Graph
-from partplan.partition import fm, multilevel
-from partplan.partition.baselines import random_partition
-from partplan.partition.refine import _State
+from partplan.partition.refinement import fm, multilevel
+from partplan.partition.engines.baselines import random_partition
+from partplan.partition.refinement.refine import _State
 
 FM_MODULES = [importlib.import_module(f"{fm.__name__}.{m.name}") for m in pkgutil.iter_modules(fm.__path__)]
 
@@ -46,7 +46,7 @@ def test_kernels_cut_into_phases():
     """No function (compiled kernels included) over 150 lines, no module over 800, in the FM
     package and the modules built on it."""
     root = Path(fm.__file__).parent
-    paths = [*sorted(root.glob("*.py")), *(root.parent / f"{m}.py" for m in ("fast", "multilevel",
+    paths = [*sorted(root.glob("*.py")), *(root.parent / f"{m}.py" for m in ("vcycle", "multilevel",
                                                                              "rebalance"))]
     for path in paths:
         text = path.read_text()
@@ -154,7 +154,7 @@ def test_hot_kernels_compile_without_reference_counting():
     rather than running slowly."""
     if not fm.HAVE_NUMBA:
         pytest.skip("numba not installed")
-    from partplan.partition import fast
+    from partplan.partition.refinement import vcycle as fast
 
     rc_free = (fm._best1, fm.eval_moves, fm.apply_move, fm.state_key, fm._refresh, fm._fm_passes,
                fm.passes._pass_moves, fm.apply.roll_back, multilevel.cluster_pass, fast._lp, fast._cluster_into)

@@ -9,8 +9,8 @@ pytest.importorskip("kaminpar")
 
 from partplan.errors import BackendUnavailableError, OptionError, PartitionError  # noqa: E402
 from partplan.graph import Graph  # noqa: E402
-from partplan.partition.backends import run_backend  # noqa: E402
-from partplan.partition.kaminpar import CONTEXTS, kaminpar_graph, metis_text  # noqa: E402
+from partplan.partition.engines import run_backend  # noqa: E402
+from partplan.partition.engines.kaminpar import CONTEXTS, kaminpar_graph, metis_text  # noqa: E402
 from partplan.partition.api import partition  # noqa: E402
 
 
@@ -107,7 +107,7 @@ def test_parhip_file_layout(tmp_path):
     import struct
 
     from partplan.models import metis_graph
-    from partplan.partition.kaminpar import write_parhip
+    from partplan.partition.engines.kaminpar import write_parhip
 
     g = _grid(5, 4, extra=3)
     xadj, adjncy, ew, vw = metis_graph(g)
@@ -146,7 +146,7 @@ def test_lean_parhip_equals_the_metis_graph_file(tmp_path, monkeypatch, loops):
     """The streaming writer (symmetric canonical graphs) writes the very bytes of write_parhip on
     metis_graph's arrays; small chunks so several chunk boundaries are crossed."""
     from partplan.models import metis_graph
-    from partplan.partition import kaminpar as kmod
+    from partplan.partition.engines import kaminpar as kmod
 
     g = _grid(9, 7, extra=15)
     if loops:

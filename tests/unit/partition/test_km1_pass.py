@@ -11,7 +11,7 @@ from partplan.errors import OptionError, PartitionError
 from partplan.graph import Graph
 from partplan.io.chunked import write_chunked
 from partplan.metrics.stats import analyze
-from partplan.partition.km1_pass import km1_passes
+from partplan.partition.refinement.km1_pass import km1_passes
 
 
 def _figures(g, part, k):
@@ -57,7 +57,7 @@ def test_refuses_directed_bad_parts_and_too_large_counts():
 def test_delta_buffer_holds_a_vertex_whose_every_net_loses_one_part_and_gains_another():
     # v = 0 in part 0 with neighbours in part 2 only; each neighbour's net has v as its only pin in part 0
     # and none in part 1: moving v to part 1 lists 4 parts per net (owner + 0, owner + 1) and 2 for its own
-    from partplan.partition import km1_pass as mod
+    from partplan.partition.refinement import km1_pass as mod
     deltas = getattr(mod._deltas, "py_func", mod._deltas)
     d = 6
     indptr = np.array([0, d], np.int64)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from partplan.graph import Graph
-from partplan.partition.lanes import Lanes, available_cores
+from partplan.partition.pipeline.lanes import Lanes, available_cores
 
 
 def test_results_come_back_in_submit_order_and_errors_reach_the_caller():
@@ -65,7 +65,7 @@ def _geo(n, seed=0):
 @pytest.mark.parametrize("n", [1200, 9000])   # small: three starts (Mt-KaHyPar too); larger: two, both refined
 def test_default_partition_is_the_same_with_one_worker_and_several(n, monkeypatch):
     pytest.importorskip("kaminpar")
-    from partplan.partition import pipeline
+    from partplan.partition.pipeline import auto as pipeline
 
     g = _geo(n)
     serial, rs = pipeline.auto_partition(g, 8, threads=1)
@@ -83,7 +83,7 @@ import json, sys, hashlib
 import numpy as np
 from scipy.spatial import cKDTree
 from partplan.graph import Graph
-from partplan.partition.backends import mtkahypar_graph
+from partplan.partition.engines import mtkahypar_graph
 rng = np.random.default_rng(3)
 pts = rng.random((3000, 2))
 _, nb = cKDTree(pts).query(pts, 6)

@@ -1,12 +1,13 @@
-"""The one ``--method`` table (partplan.partition.methods) behind analyze, demo and bench."""
+"""The one ``--method`` table (partplan.bench.methods) behind analyze, demo and bench."""
 import numpy as np
 import pytest
 
 from partplan import datasets
 from partplan.errors import PartitionError
 from partplan.models import column_net
-from partplan.partition import backends, baselines
-from partplan.partition.methods import METHODS, check_method_options, get_method, run_method
+from partplan.partition import engines as backends
+from partplan.partition.engines import baselines
+from partplan.bench.methods import METHODS, check_method_options, get_method, run_method
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from partplan.partition.mpi.refine import _contrib, _pair_deltas, _ranges
+from partplan.partition.refinement.distributed import _contrib, _pair_deltas, _ranges
 
 
 def _net_figures(pin_parts, owner, k):
@@ -76,7 +76,7 @@ def test_ranges_concatenates_index_ranges():
 
 def test_net_counts_in_small_blocks_equal_a_brute_force_count(monkeypatch):
     from partplan.datasets.generators import rmat
-    from partplan.partition.mpi import refine as mod
+    from partplan.partition.refinement import distributed as mod
     g = rmat(10, seed=5)
     k = 8
     ip, ix = g.indptr.astype(np.int64), g.indices.astype(np.int64)

@@ -1,4 +1,4 @@
-"""Cluster moves (partition/multilevel.py) and hub spreading (partition/hubs.py), issue 12.
+"""Cluster moves (partition/refinement/multilevel.py) and hub spreading (partition/refinement/hubs.py), issue 12.
 
 Oracles: send/recv counted by the definition with Python sets, scipy's A for
 degrees, partplan.analyze (a separate O(nnz) count) for total volume; the
@@ -12,9 +12,9 @@ import pytest
 from partplan import Graph, analyze
 from partplan.errors import BackendUnavailableError, OptionError, PartplanError
 from partplan.partition import api
-from partplan.partition.hubs import find_hubs, spread_hubs
-from partplan.partition.multilevel import cluster_moves
-from partplan.partition.refine import _State, balance_cap, refine
+from partplan.partition.refinement.hubs import find_hubs, spread_hubs
+from partplan.partition.refinement.multilevel import cluster_moves
+from partplan.partition.refinement.refine import _State, balance_cap, refine
 
 
 def brute_send_recv(g, part, k):

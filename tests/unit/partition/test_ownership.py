@@ -13,9 +13,9 @@ import pytest
 
 from partplan import Graph, PartitionError, analyze
 from partplan.errors import OptionError
-from partplan.partition import ownership as own
-from partplan.partition.baselines import random_partition
-from partplan.partition.ownership import assign_owners, owner_lower_bound, owner_stats
+from partplan.partition.refinement import ownership as own
+from partplan.partition.engines.baselines import random_partition
+from partplan.partition.refinement.ownership import assign_owners, owner_lower_bound, owner_stats
 
 
 def random_graph(n, m, seed, directed=True):

@@ -12,7 +12,7 @@ from partplan.partition import (block_partition, degree_round_robin, kahypar_hyp
                                 mtkahypar_hypergraph, random_partition, run_backend, save_partition,
                                 striped_partition)
 from partplan.partition.api import partition
-from partplan.partition.handoff import hmetis_text
+from partplan.partition.engines.handoff import hmetis_text
 
 
 def grid_graph(r=12, c=12, extra=40, seed=0):
@@ -195,7 +195,7 @@ def test_save_load_roundtrip(tmp_path, name):
 
 
 def test_refinement_objective_keeps_balance_and_reports_exact_stats():
-    pytest.importorskip("partplan.partition.refine")
+    pytest.importorskip("partplan.partition.refinement.refine")
     g = grid_graph(16, 16, extra=80, seed=11)
     p = partition(g, 4, objective="max-both", preset="DETERMINISTIC")
     w = np.maximum(g.row_nnz, 1)
@@ -207,7 +207,7 @@ def test_refinement_objective_keeps_balance_and_reports_exact_stats():
 
 
 def test_decoupled_ownership_keeps_total_volume():
-    own = pytest.importorskip("partplan.partition.ownership")
+    own = pytest.importorskip("partplan.partition.refinement.ownership")
     g = grid_graph(seed=12)
     p = partition(g, 4, ownership="decoupled", preset="DETERMINISTIC")
     assert p.owner is not None and p.owner.shape == (g.n,)

@@ -9,7 +9,7 @@ from partplan import analyze  # noqa: E402
 from partplan.errors import BackendUnavailableError, OptionError  # noqa: E402
 from partplan.graph import Graph  # noqa: E402
 from partplan.partition.api import partition  # noqa: E402
-from partplan.partition.pipeline import auto_partition, figures  # noqa: E402
+from partplan.partition.pipeline.auto import auto_partition, figures  # noqa: E402
 
 
 def _graph(n=1500, seed=0):
@@ -75,7 +75,7 @@ def test_any_integer_seed_reaches_the_engines(kw):
 def test_engine_seed_is_the_low_31_bits_outside_the_c_range():
     """Each engine gets the seed's low 31 bits (the same partition as that seed); seeds within
     the C int range pass unchanged."""
-    from partplan.partition import backends as be
+    from partplan.partition import engines as be
     from partplan.partition.options import engine_seed
     g = _graph(300)
     assert engine_seed(-5) == -5 and engine_seed(2 ** 31 - 1) == 2 ** 31 - 1 and engine_seed(2 ** 31) == 0
@@ -93,7 +93,7 @@ def test_default_budget_is_counted_work_not_seconds(monkeypatch):
     spends more) and the figures exact."""
     import time as _t
 
-    from partplan.partition import pipeline
+    from partplan.partition.pipeline import auto as pipeline
 
     g = _graph(2000, seed=7)
     monkeypatch.setattr(pipeline, "REFINE_WORK_MIN", 1)
@@ -177,7 +177,7 @@ def test_pipeline_options_are_used_or_refused():
 
 
 def test_starts_by_size(monkeypatch):
-    from partplan.partition import pipeline
+    from partplan.partition.pipeline import auto as pipeline
 
     g = _graph(600)
     assert pipeline.starts_by_size(g)[0] == ("metis", "kaminpar", "mtkahypar")
@@ -196,7 +196,7 @@ def test_starts_by_size(monkeypatch):
 def test_no_balanced_start_keeps_the_least_overloaded():
     """A row heavier than the ε-limit: no start can be balanced; the kept one has the lightest
     heaviest part (then refinement does not make it heavier)."""
-    from partplan.partition.pipeline import overload
+    from partplan.partition.pipeline.auto import overload
 
     base = _graph(400)
     n = base.n
@@ -215,7 +215,7 @@ def test_no_balanced_start_keeps_the_least_overloaded():
 
 
 def test_bad_pipeline_options_refused_before_any_engine_runs(monkeypatch):
-    from partplan.partition import pipeline
+    from partplan.partition.pipeline import auto as pipeline
 
     def engine_must_not_run(*a, **kw):
         raise AssertionError("an engine ran before the options were checked")
@@ -231,7 +231,7 @@ def test_refinement_rounds_never_worse_exact_and_within_the_first_rounds_limits(
     """Rounds restart the refinement from its result with the next seed: the kept result is the
     lowest round, recounted independently (analyze), within the first round's volume limit and the
     ε-limit, and the rounds end after ROUND_PATIENCE rounds in a row without a lower max."""
-    from partplan.partition.pipeline import ROUND_PATIENCE
+    from partplan.partition.pipeline.auto import ROUND_PATIENCE
 
     g = _graph(1500, seed=3)
     one, r1 = auto_partition(g, 8, refine_rounds=1, volume_work=0)     # the rounds alone
@@ -279,7 +279,7 @@ def test_isolated_rows_do_not_break_compute_balance():
     them), then spreads the isolated ones, so the compute imbalance (analyze) stays what it is
     without them while the balance weights hold the ε-limit. Before, with 60 % of the rows isolated,
     a part could hold (1 + ε) × the mean balance weight in nonzeros alone."""
-    from partplan.partition.pipeline import balanced, isolated_rows
+    from partplan.partition.pipeline.auto import balanced, isolated_rows
 
     g = _graph(1200, seed=5)
     h, pos = _with_isolated(g, 1800)
@@ -297,7 +297,7 @@ def test_isolated_rows_do_not_break_compute_balance():
 def test_isolated_rows_are_spread_as_one_at_a_time_to_the_lightest_part():
     """Water-filling equals the brute force: each isolated row in turn to the lightest part
     (balance weight), ties to the lowest id."""
-    from partplan.partition.pipeline import spread_isolated
+    from partplan.partition.pipeline.auto import spread_isolated
 
     rng = np.random.default_rng(3)
     for _ in range(200):
@@ -330,7 +330,7 @@ def test_every_balanced_start_is_refined_above_the_small_size(monkeypatch):
     """Two starts (METIS, KaMinPar: the size rule above SMALL_NNZ): each one as balanced as the
     kept one is refined, side by side or one after the other with the same partition; with
     REFINE_ALL_NNZ below the graph's size only the kept start is. Figures checked by analyze."""
-    from partplan.partition import pipeline
+    from partplan.partition.pipeline import auto as pipeline
 
     g = _graph(3000, seed=2)
     monkeypatch.setattr(pipeline, "SMALL_NNZ", 0)
@@ -378,7 +378,7 @@ def test_refine_cycles_never_worse_exact_within_limits_and_deterministic():
 
 
 def test_refine_cycles_option_through_partition_and_bad_values(monkeypatch):
-    from partplan.partition import pipeline
+    from partplan.partition.pipeline import auto as pipeline
 
     g = _graph(600)
     p = partition(g, 4)                                   # the default runs the cycles

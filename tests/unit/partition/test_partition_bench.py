@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from partplan.partition.bench import format_table, load_bench_graph, run_bench, stochastic_compare
+from partplan.bench.planner import format_table, load_bench_graph, run_bench, stochastic_compare
 
 
 def test_bench_rows_ratios_and_outputs(tmp_path):

@@ -19,7 +19,8 @@ pytest.importorskip("pymetis")
 from partplan import Graph, analyze  # noqa: E402
 from partplan.errors import BackendUnavailableError, OptionError, PartplanError  # noqa: E402
 from partplan.metrics import volume1d  # noqa: E402
-from partplan.partition import api, backends, request, schema, stages  # noqa: E402
+from partplan.partition import api, engines as backends, request, schema
+from partplan.partition.pipeline import stages  # noqa: E402
 
 ORACLE = Path(__file__).resolve().parents[2] / "data" / "partition_stages_oracle.json"
 
@@ -213,7 +214,7 @@ def test_topology_through_the_api_equals_the_cli(tmp_path, capsys):
     from partplan.cli.main import main
     from partplan.io import read_graph, write_graph
     from partplan.layouts import parse_layout
-    from partplan.partition.topology_plan import TopologyPlan
+    from partplan.topology.planning import TopologyPlan
 
     g = GRAPHS["grid"]
     gp = tmp_path / "g.mtx"

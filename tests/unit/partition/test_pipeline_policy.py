@@ -11,7 +11,7 @@ pytest.importorskip("kaminpar")
 from partplan.errors import BackendUnavailableError  # noqa: E402
 from partplan.graph import Graph  # noqa: E402
 from partplan.partition.api import partition  # noqa: E402
-from partplan.partition.pipeline import _no_worse_than_starts, auto_partition  # noqa: E402
+from partplan.partition.pipeline.auto import _no_worse_than_starts, auto_partition  # noqa: E402
 
 
 def brute_volumes(g, part, k):
@@ -146,7 +146,7 @@ def test_large_graph_schedule(monkeypatch):
     """Above LARGE_PINS: the start kept by the engines' own figures alone gets the V-cycle and the
     refinement, whose first round may spend LARGE_REFINE_WORK units per pin of A + I; one
     refine/volume cycle; the figures are the partition's (brute-force oracle), ε-balance holds."""
-    from partplan.partition import pipeline
+    from partplan.partition.pipeline import auto as pipeline
 
     g = _geo(700, 5)
     k = 8

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from partplan.graph import Graph
-from partplan.partition import pipeline
-from partplan.partition.rebalance import rebalance
+from partplan.partition.pipeline import auto as pipeline
+from partplan.partition.refinement.rebalance import rebalance
 
 
 def _weights(g):
@@ -112,7 +112,7 @@ def test_repair_compute_holds_both_limits_and_moves_only_rows_of_parts_above_the
     compute limit: afterwards compute (bincount of row nnz) and balance weight are both within
     their limits, computed here from their definitions; rows with nonzeros left only parts above
     the compute limit, empty rows only parts then above the balance limit."""
-    from partplan.partition.rebalance import repair_compute
+    from partplan.partition.refinement.rebalance import repair_compute
 
     g = _dangling()
     k, eps = 8, 0.03
@@ -161,8 +161,8 @@ def test_refine_keeps_a_second_weight_under_its_cap():
     graph (so the cap is what holds it)."""
     from partplan.errors import OptionError
     from partplan.metrics.stats import analyze
-    from partplan.partition.refine import refine
-    from partplan.partition.rebalance import repair_compute
+    from partplan.partition.refinement.refine import refine
+    from partplan.partition.refinement.rebalance import repair_compute
 
     g = _dangling(frac=0.3, seed=2)
     k, eps = 16, 0.03

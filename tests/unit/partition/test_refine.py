@@ -11,9 +11,9 @@ import pytest
 
 from partplan import Graph, PartitionError, analyze
 from partplan.errors import OptionError
-from partplan.partition import fm as _fm
-from partplan.partition.baselines import random_partition
-from partplan.partition.refine import OBJECTIVES, refine
+from partplan.partition.refinement import fm as _fm
+from partplan.partition.engines.baselines import random_partition
+from partplan.partition.refinement.refine import OBJECTIVES, refine
 
 
 def random_graph(n, m, seed, directed=False):
@@ -141,7 +141,7 @@ def test_input_violating_balance_never_gets_worse():
 
 
 def test_improves_a_hypergraph_partition_without_breaking_constraints():
-    from partplan.partition.backends import hypergraph
+    from partplan.partition.engines import hypergraph
 
     g = geometric(1500, seed=4)
     k = 8
@@ -237,7 +237,7 @@ def test_incremental_state_matches_a_recount_after_random_moves():
     """Sparse/dense pin counts, λ, the volume matrix and message counts stay
     exact under arbitrary moves (oracle: volume_matrix from scratch)."""
     from partplan.metrics.volume1d import volume_matrix
-    from partplan.partition.refine import _State
+    from partplan.partition.refinement.refine import _State
 
     rng = np.random.default_rng(5)
     for directed in (False, True):
@@ -264,7 +264,7 @@ def test_incremental_state_matches_a_recount_after_random_moves():
 
 
 def test_converges_before_the_time_limit():
-    from partplan.partition.backends import hypergraph
+    from partplan.partition.engines import hypergraph
 
     g = geometric(1500, seed=6)
     k = 8
@@ -283,7 +283,7 @@ def test_total_volume_objective_matches_mtkahypar_km1():
     """objective="total" on an Mt-KaHyPar partition: the reported volume equals
     Mt-KaHyPar's own km1 of the refined partition (independent oracle)."""
     from partplan.models import column_net
-    from partplan.partition.backends import hypergraph, mtk_context, mtk_hypergraph
+    from partplan.partition.engines import hypergraph, mtk_context, mtk_hypergraph
 
     g = geometric(1200, seed=8)
     k = 6
@@ -365,7 +365,7 @@ def _phi_gain(g, part, u, b, k, inv, q, mu):
 
 def _kernel_state(g, part, k):
     """The kernel's state and scratch arrays, as fm._fm builds them."""
-    from partplan.partition.refine import _State
+    from partplan.partition.refinement.refine import _State
 
     st = _State(g, part, k)
     maxdeg = int(np.diff(g.indptr).max()) + 1
@@ -443,7 +443,7 @@ def test_no_time_limit_on_a_generated_rmat_converges():
     its output gains little."""
     g = _bench_refine().rmat_graph(13)
     k = 64
-    from partplan.partition.backends import metis
+    from partplan.partition.engines import metis
 
     part0 = metis(g, k, imbalance=0.03, seed=0)
     new, rep = refine(g, part0, k, time_limit=None)
@@ -462,7 +462,7 @@ def test_max_cost_lowers_total_volume_without_raising_the_bottleneck(k):
     Recounted by analyze: the total volume drops, no part's max(send, recv) exceeds the cap, the
     balance holds; without the cap the same pass raises the max on this R-MAT graph (so the cap
     is what keeps it)."""
-    from partplan.partition.backends import metis
+    from partplan.partition.engines import metis
 
     g = _bench_refine().rmat_graph(12)
     p1, r1 = refine(g, metis(g, k, imbalance=0.03, seed=0), k)
@@ -526,7 +526,7 @@ def test_kernel_loading_does_not_count_against_the_time_limit():
     limit starts: with a 0.2 s limit on a tiny graph it converges instead of stopping at the limit."""
     import subprocess
     import sys
-    code = ("import numpy as np; from partplan import Graph; from partplan.partition.refine import refine;"
+    code = ("import numpy as np; from partplan import Graph; from partplan.partition.refinement.refine import refine;"
             "g = Graph.from_edges(np.arange(299), np.arange(1, 300), symmetrize=True);"
             "p, r = refine(g, np.arange(300) % 6, 6, imbalance=0.5, time_limit=0.2); print(r['stopped'])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)

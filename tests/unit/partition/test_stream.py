@@ -1,4 +1,4 @@
-"""Streaming partitioner (partplan.partition.stream, issue 22 item 3).
+"""Streaming partitioner (partplan.partition.engines.stream, issue 22 item 3).
 
 Oracles are independent of the implementation: part loads are recomputed
 from the graph (np.bincount), volumes come from partplan.metrics.analyze, the
@@ -17,8 +17,8 @@ from partplan.errors import OptionError, PartitionError
 from partplan.io import chunked as chunked_io
 from partplan.io.chunked import write_chunked
 from partplan.metrics import analyze
-from partplan.partition.baselines import random_partition, striped_partition
-from partplan.partition.stream import stream_partition
+from partplan.partition.engines.baselines import random_partition, striped_partition
+from partplan.partition.engines.stream import stream_partition
 
 
 @pytest.fixture(scope="module")
@@ -165,7 +165,7 @@ def test_volume_below_hash_on_rmat12(r12):
 
 
 def test_refine_accepts_result(grid):
-    from partplan.partition.refine import refine
+    from partplan.partition.refinement.refine import refine
     k = 8
     p = stream_partition(grid, k)
     q, _ = refine(grid, p, k, max_passes=2)

@@ -275,7 +275,7 @@ def test_recount_agrees_on_every_layout(tmp_path, layout, k, owner):
     rng = np.random.default_rng(3)
     g = Graph.from_edges(rng.integers(0, 40, 160), rng.integers(0, 40, 160), rng.random(160) + 0.5, n=40)
     if owner:
-        from partplan.partition.ownership import assign_owners
+        from partplan.partition.refinement.ownership import assign_owners
         part = rng.integers(0, k, g.n)
         plan = build_plan(g, part, k, owner=assign_owners(g, part, k, method="greedy"))
     else:
@@ -326,8 +326,8 @@ def test_manifest_field_sweep_never_tracebacks(plan_path):
 # ------------------------------------------------------------------ option values: one class
 def test_bad_objective_is_one_class_everywhere():
     from partplan import partition
-    from partplan.partition.ownership import assign_owners, owner_lower_bound
-    from partplan.partition.refine import refine
+    from partplan.partition.refinement.ownership import assign_owners, owner_lower_bound
+    from partplan.partition.refinement.refine import refine
     g = grid()
     part = np.arange(g.n) % 2
     calls = [lambda: partition(g, 2, objective="max"), lambda: refine(g, part, 2, objective="max"),

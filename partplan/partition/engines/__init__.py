@@ -1,0 +1,114 @@
+"""The partitioning engines behind one interface (:func:`run_backend`): one module per engine —
+its run function, its typed context and its registration in :mod:`partplan.partition.registry`.
+
+Single-process engines, registered in this order (the first registered with a model in
+``default_for`` is that model's default):
+
+- :mod:`.metis` (pymetis, METIS 5.1, graph model) — the graph model's default;
+- :mod:`.mtkahypar` (hypergraph km1 / cut / soed; graph mode, edge cut) — the hypergraph and
+  stochastic models' default;
+- :mod:`.kahypar` (a child process, INI from :mod:`.kahypar_ini`);
+- :mod:`.kaminpar` (KaMinPar 3.7, graph model, edge cut);
+- :mod:`.stream` (Fennel / LDG streaming, graph model);
+- :mod:`.baselines` (random, block, striped, degree-rr).
+
+Engines of many MPI processes (``partition(..., nprocs=N)``, ``--nprocs N``) are entries of
+the same registry, with an ``mpi_run``: :mod:`.zoltan` (Zoltan PHG), :mod:`.ptscotch`
+(PT-Scotch) and :mod:`.stream` (which runs both ways).
+
+Inputs are validated before an engine runs because the engines check nothing (pymetis) or exit
+the process (kahypar).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..._process import engine_output_to_stderr
+from ...errors import BackendUnavailableError
+from ...graph import Graph
+from ...hypergraph import Hypergraph
+from ..options import DEFAULT_IMBALANCE, _check_k, check_imbalance
+from ..registry import REGISTRY, Backend, backend_names, default_backend, get_backend, register  # noqa: F401
+from ..schema import GROUPS, PLANNER_ENGINES, Opt, Schema
+# the engines, in registration order
+from . import metis as _metis_engine  # noqa: E402
+from . import mtkahypar as _mtkahypar_engine  # noqa: E402
+from . import kahypar as _kahypar_engine  # noqa: E402
+from . import kaminpar as _kaminpar_engine  # noqa: E402,F401
+from . import stream as _stream_engine  # noqa: E402,F401
+from . import baselines  # noqa: E402,F401
+from . import zoltan as _zoltan_engine  # noqa: E402,F401
+from . import ptscotch as _ptscotch_engine  # noqa: E402,F401
+from .kahypar import kahypar_hypergraph  # noqa: E402,F401
+from .metis import metis  # noqa: E402,F401
+from .mtkahypar import (PRESETS, _mtk_errors, check_preset, hypergraph, mtk_context, mtk_hypergraph,  # noqa: E402,F401
+                        mtk_threads, mtkahypar_graph, mtkahypar_hypergraph)
+
+
+def engine_schema(engine: str) -> Schema:
+    """The option schema of ``engine``: a planner engine (fast, auto) or a registry entry
+    (its typed ``schema``, else untyped rows for its ``options``)."""
+    if engine == "fast":  # METIS + the km1 V-cycle: METIS's options
+        return get_backend("metis").schema
+    if engine in PLANNER_ENGINES:
+        return GROUPS[engine]
+    b = get_backend(engine)
+    if b.schema is not None:
+        return b.schema
+    return {name: Opt(name, "any", None, "engine option (untyped)") for name in sorted(b.options)}
+
+
+def engines() -> tuple[str, ...]:
+    """Every engine with a schema: the registry's, then fast and auto."""
+    return backend_names() + PLANNER_ENGINES
+
+
+def check_options(engine: str, options: dict, extra: tuple[str, ...] = ()) -> dict:
+    """The one check of an engine's options (partition/schema.py's errors).
+
+    >>> check_options("metis", {"recursive": True})
+    {'recursive': True}
+    >>> check_options("metis", {"recursive": "yes"})
+    Traceback (most recent call last):
+    ...
+    partplan.errors.OptionError: metis option recursive must be True or False, got 'yes'
+
+    ``options`` checked against ``engine``'s schema (the module doc's errors);
+    ``extra``: other option names valid here (listed in the unknown-option error).
+    Returns the normalized dict (same keys)."""
+    schema = engine_schema(engine)
+    unknown = sorted(set(options) - set(schema))
+    if unknown:
+        valid = ", ".join(list(schema) + [e for e in extra if e not in schema]) or "none"
+        raise BackendUnavailableError(f"engine {engine!r} does not take option(s) {', '.join(unknown)}; "
+                                      f"it takes: {valid}")
+    return {name: schema[name].check(v, engine) for name, v in options.items()}
+
+
+BASELINES = backend_names("baseline")
+BACKENDS = backend_names()
+
+
+# ------------------------------------------------------------ one interface
+def run_backend(name: str, model_obj: Graph | Hypergraph, k: int, *, imbalance: float = DEFAULT_IMBALANCE, seed: int = 0,
+                graph: Graph | None = None, **opts) -> tuple[np.ndarray, dict]:
+    """Partition ``model_obj`` into ``k`` parts with backend ``name`` (see :class:`Backend`).
+
+    model_obj : a :class:`Graph` (metis; mtkahypar graph mode; baselines) or a
+        :class:`Hypergraph` (mtkahypar, kahypar). Baselines take a Graph or
+        ``n`` via the hypergraph's vertex count (degree-rr needs a Graph).
+    opts : backend options — mtkahypar: preset, objective (km1|cut|soed),
+        threads, handoff (arrays|file); kahypar: objective, ini, quality,
+        timeout; metis: recursive; kaminpar: context (or preset), threads. An option a backend does not take raises
+        BackendUnavailableError (never ignored).
+    Returns (part int64[n], info) where info holds the engine's own objective
+    (``km1`` / ``cut`` / ``edge_cut``) when it reports one.
+    """
+    b = get_backend(name)
+    extra = set(opts) - b.options
+    if extra:
+        raise BackendUnavailableError(f"backend {name!r} does not take option(s) {', '.join(sorted(extra))}")
+    _check_k(model_obj.n, k)
+    check_imbalance(imbalance)
+    with engine_output_to_stderr():      # METIS's printf diagnostics must not reach --json's stdout
+        return b.run(model_obj, k, imbalance=imbalance, seed=seed, graph=graph, **opts)

@@ -1,0 +1,207 @@
+"""One MPI process of the distributed partitioner (run by :mod:`.launch` under ``mpirun``).
+
+``python -m partplan.partition.pipeline.mpi_worker CONFIG.json``. Each process reads
+only its chunks of the chunked graph (a contiguous run of chunks balanced by
+nonzeros), runs the engine on its row block, gathers the partition vector
+(int32[n]: replicated, O(n)), refines max(send, recv) with
+:func:`.refine.refine_distributed`, lowers the total volume without raising
+that maximum (:mod:`partplan.partition.refinement.km1_pass`, in process 0, symmetric
+patterns), recounts every figure, writes its slice of the output ``.npy``
+(the launcher created it and renames it into place) and reports wall time
+and peak RSS per stage. Any error is one ``partplan: error:`` line and an
+MPI abort, so no process waits on a dead peer.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+
+
+def _transpose(comm, bounds, lo, hi, indptr, indices):
+    """The pins of nets [lo, hi): the rows holding each column, over all processes."""
+    size = comm.Get_size()
+    rows = np.repeat(np.arange(lo, hi, dtype=np.int64), np.diff(indptr))
+    dest = np.searchsorted(bounds, indices, side="right") - 1
+    order = np.argsort(dest, kind="stable")
+    cuts = np.searchsorted(dest[order], np.arange(size + 1))
+    out = [np.stack([indices[order][cuts[d]:cuts[d + 1]], rows[order][cuts[d]:cuts[d + 1]]]) for d in range(size)]
+    got = np.concatenate(comm.alltoall(out), axis=1)
+    col, row = got[0] - lo, got[1]
+    o = np.lexsort((row, col))
+    colptr = np.zeros(hi - lo + 1, np.int64)
+    np.cumsum(np.bincount(col, minlength=hi - lo), out=colptr[1:])
+    return colptr, row[o]
+
+
+def _symmetric(comm, lo, indptr, indices, block: int = 1 << 22) -> bool:
+    """True when the pattern equals its transpose: the keyed hash sums of
+    (u, v) and (v, u) over all nonzeros agree
+    (:func:`~partplan.io.chunked.symmetry_hash_sums`). Memory: O(block)
+    beyond the rows."""
+    from ...io.chunked import symmetry_hash_sums
+    rows = indptr.size - 1
+    step = max(1, block // max(1, int(indptr[-1]) // max(rows, 1) + 1))
+    mine = [0] * 4
+    for r0 in range(0, rows, step):   # blocks of rows
+        r1 = min(rows, r0 + step)
+        u = np.repeat(np.arange(lo + r0, lo + r1, dtype=np.int64), np.diff(indptr[r0:r1 + 1]))
+        sums = symmetry_hash_sums(u, indices[indptr[r0]:indptr[r1]], None)[:4]
+        mine = [(x + y) % (1 << 64) for x, y in zip(mine, sums)]
+    tot = [sum(v) % (1 << 64) for v in zip(*comm.allgather(mine))]
+    return tot[0:2] == tot[2:4]
+
+
+def _km1(comm, cfg: dict, part: np.ndarray, k: int, eps: float, symmetric: bool) -> dict | str:
+    """The greedy connectivity passes (:mod:`partplan.partition.refinement.km1_pass`) on the
+    refined parts, in process 0 (``part`` updated in place on every process):
+    less total volume, no higher max(send, recv). Skipped for a directed
+    pattern (its nets are the columns, not the rows read), when the pin
+    counts exceed the pass's limit, or when memory or the disk fails it (the
+    refined parts then stay). Returns its stats or why it was skipped."""
+    from ...errors import OptionError
+    from ..refinement.km1_pass import km1_passes
+    if not symmetric:
+        return "skipped: a directed pattern's nets are its columns, not the rows the pass reads"
+    out: dict | str = {}
+    if comm.Get_rank() == 0:
+        try:
+            st: dict = {}
+            part[:] = km1_passes(cfg["graph"], part, k, eps=eps, symmetric=True, stats=st, progress=_progress(cfg))
+            out = st
+        except OptionError as exc:   # the counts do not fit
+            out = f"skipped: {exc}"
+        except (MemoryError, OSError) as exc:   # the refined parts stay as they are
+            out = f"skipped: {type(exc).__name__}: {exc}"
+    comm.Bcast(part, root=0)
+    return comm.bcast(out, root=0)
+
+
+def run(cfg: dict) -> dict:
+    from mpi4py import MPI
+
+    from ..._process import Stages
+    from ...io.chunked import chunk_info, process_rows, read_chunk_rows
+    from ..refinement.distributed import RefineContext, RowSlice, refine_distributed
+
+    comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    st = Stages()
+    st.start("read")
+    info = chunk_info(cfg["graph"])
+    n, k, eps = info.n, int(cfg["k"]), float(cfg["imbalance"])
+    bounds = process_rows(info, size)
+    lo, hi = int(bounds[rank]), int(bounds[rank + 1])
+    rows = read_chunk_rows(cfg["graph"], lo, hi, info=info)
+    indptr, indices = rows.indptr.astype(np.int64), rows.indices.astype(np.int64)
+    del rows                                    # the file's int32 columns: not kept beside the int64 copy
+    symmetric = _symmetric(comm, lo, indptr, indices)
+    if symmetric:
+        colptr, colidx = indptr, indices
+    else:
+        colptr, colidx = _transpose(comm, bounds, lo, hi, indptr, indices)
+    st.stop()
+    st.start("engine")
+    engine = cfg["engine"]
+    if engine == "auto":   # the launcher resolves it (launch.default_engine); a config written by hand: the same rule
+        from .distributed import default_engine
+        engine = default_engine(n)[0]
+    if engine == "zoltan":
+        if n > (1 << 32) - 1:
+            raise ValueError(f"n = {n} exceeds Zoltan's 32-bit global ids; use --engine stream")
+        from ..engines.zoltan import zoltan_phg
+        mine = zoltan_phg(comm, lo, indptr, indices, n, k, imbalance=eps, seed=int(cfg["seed"]))
+    elif engine == "ptscotch":
+        if not symmetric:
+            raise ValueError("PT-Scotch partitions symmetric patterns only; this graph is directed "
+                             "(use --engine zoltan)")
+        from ..engines.ptscotch import ptscotch_part
+        mine = ptscotch_part(comm, lo, indptr, indices, n, k, imbalance=eps, seed=int(cfg["seed"]))
+    elif engine == "stream":
+        full = None
+        if rank == 0:
+            from ..engines.stream import stream_partition
+            full = np.asarray(stream_partition(cfg["graph"], k, eps=eps, passes=3, seed=int(cfg["seed"])),
+                              dtype=np.int32)
+        full = comm.bcast(full, root=0)
+        mine = full[lo:hi]
+    else:
+        raise ValueError(f"unknown distributed engine {engine!r}")
+    counts = np.array(comm.allgather(hi - lo), np.int64)
+    part = np.empty(n, np.int32)
+    comm.Allgatherv(np.ascontiguousarray(mine, np.int32), [part, counts.tolist(), bounds[:-1].tolist(), MPI.INT])
+    st.stop()
+    st.start("refine")
+    sl = RowSlice(lo, hi, n, indptr, indices, colptr, colidx)
+    ctx = RefineContext(rounds=int(cfg["rounds"]), time_limit=cfg.get("time_limit"), seed=int(cfg["seed"]))
+    say = _progress(cfg) if rank == 0 else None
+    res = refine_distributed(comm, sl, part, k, eps, ctx if cfg["refine"] else RefineContext(rounds=0),
+                             progress=say)
+    send, recv, weights = res.send, res.recv, res.weights
+    st.stop()
+    km1: dict | str = "skipped: no refinement"
+    if cfg["refine"]:
+        st.start("km1")
+        km1 = _km1(comm, cfg, part, k, eps, symmetric)
+        if isinstance(km1, dict):   # recount the figures of the new parts, and check the pass's own
+            from ..refinement.distributed import recount
+            send, recv, weights = recount(comm, sl, part, k)
+            if (int(send.sum()), int(max(send.max(), recv.max()))) != (km1["volume_after"], km1["max_load_after"]):
+                raise RuntimeError("internal error: the connectivity passes' figures differ from the recount")
+        st.stop()
+    st.start("write")
+    from ..._atomic import open_npy
+    ident = tuple(cfg["ident"]) if cfg.get("ident") else None
+    out = open_npy(cfg["tmp"], np.int64, (n,), ident)
+    out[lo:hi] = part[lo:hi]
+    if hasattr(out, "flush"):
+        out.flush()
+    del out
+    st.stop()
+    stages = comm.gather({r["stage"]: {"wall_s": r["seconds"], "peak_rss_bytes": r["peak_rss_bytes"]}
+                          for r in st.rows}, root=0)
+    if rank != 0:
+        return {}
+    after = {"total_volume": int(send.sum()), "max_send": int(send.max()),
+             "max_recv": int(recv.max()), "max_weight": int(weights.max())}
+    return {"engine": engine, "nprocs": size, "n": n, "nnz": info.nnz, "k": k, "imbalance": eps,
+            "symmetric": symmetric, "engine_result": res.before, "result": after,
+            "send": send.tolist(), "recv": recv.tolist(), "compute_load": weights.tolist(),
+            "refine": {"rounds": res.rounds, "moved": res.moved, "seconds": round(res.seconds, 3),
+                       "total_volume": int(res.send.sum()), "max_send": int(res.send.max()),
+                       "max_recv": int(res.recv.max())},
+            "km1": km1,
+            "row_bounds": bounds.tolist(), "stages": stages}
+
+
+def _progress(cfg):
+    if cfg.get("quiet"):
+        return None
+
+    def say(msg: str) -> None:
+        print(f"partplan: {msg}", file=sys.stderr, flush=True)
+    return say
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..._process import die_with_parent
+    die_with_parent()   # mpirun dies with the launcher, this rank with mpirun
+    argv = sys.argv[1:] if argv is None else argv
+    with open(argv[0]) as fh:
+        cfg = json.load(fh)
+    from mpi4py import MPI
+    try:
+        result = run(cfg)
+        if result:
+            from ..._atomic import write_json_atomic
+            write_json_atomic(result, cfg["report"])
+    except Exception as exc:   # one line, then every process leaves
+        print(f"partplan: error: rank {MPI.COMM_WORLD.Get_rank()}: {exc}", file=sys.stderr, flush=True)
+        MPI.COMM_WORLD.Abort(2)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

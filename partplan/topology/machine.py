@@ -1,0 +1,447 @@
+"""Machine topology: which ranks share a domain, and what a message between two ranks costs.
+
+A :class:`Topology` has ``ranks`` processes and
+
+* ``levels`` — the **domain levels**, innermost outward (e.g. ``node`` = 4
+  GPUs, ``rack`` = 8 nodes). Level i groups ranks into contiguous domains of
+  ``size`` ranks (``rank // size``); a message between q and r *crosses* level
+  i when ``q // size != r // size``. Each level carries the α (s per message),
+  β (s per byte) and abstract ``cost`` (per row) of a message whose outermost
+  crossed level is that one;
+* ``local`` — α, β, cost of a message inside one innermost domain;
+* ``cost``, ``alpha``, ``beta`` — float64[ranks, ranks] matrices (diagonal 0),
+  derived from the levels for a tree, given explicitly for a ``matrix``
+  topology (irregular links, e.g. an NVLink mesh, or a probe's measurements).
+
+Sources (:func:`load_topology`): presets ``tree:RxD`` (R ranks per domain ×
+D domains; intra cost 1, inter 10 — or ``tree:RxD:1,4``), deeper trees
+``tree:4x8x2`` (levels node, rack; costs 1, 10, 100), ``dgx1`` (the 8-GPU
+DGX-1 hybrid cube-mesh: 2, 1 or 0 NVLinks per pair), or a JSON file (format
+in docs/guide/topology.md). α and β default to ``1e-6 s × cost`` and
+``1e-10 s/byte × cost`` where not given.
+
+Examples
+--------
+>>> t = load_topology("tree:4x16")
+>>> t.ranks, [lv.name for lv in t.levels], float(t.cost[0, 3]), float(t.cost[0, 4])
+(64, ['domain'], 1.0, 10.0)
+>>> load_topology("tree:4x8x2").describe()["levels"][1]["size"]
+32
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import PartplanError
+
+FORMAT = "partplan.topology"
+FORMAT_VERSION = 1
+BASE_ALPHA_S = 1e-6           # α of a cost-1 link (seconds per message)
+BASE_BETA_S_PER_BYTE = 1e-10  # β of a cost-1 link (seconds per byte, 10 GB/s)
+
+
+def _scaled(base: float, cost: float) -> float:
+    """base × cost, rounded as the decimal a user would write (10 × 1e-6 = 1e-05)."""
+    return float(f"{base * cost:.12g}")
+DEEP_LEVEL_NAMES = ("node", "rack", "pod", "row", "site")
+
+#: DGX-1 (V100) NVLink count per GPU pair: hybrid cube-mesh, 6 links per GPU
+DGX1_LINKS = np.array([
+    [0, 1, 1, 2, 2, 0, 0, 0],
+    [1, 0, 2, 1, 0, 2, 0, 0],
+    [1, 2, 0, 2, 0, 0, 1, 0],
+    [2, 1, 2, 0, 0, 0, 0, 1],
+    [2, 0, 0, 0, 0, 1, 1, 2],
+    [0, 2, 0, 0, 1, 0, 2, 1],
+    [0, 0, 1, 0, 1, 2, 0, 2],
+    [0, 0, 0, 1, 2, 1, 2, 0]], dtype=np.int64)
+#: per NVLink count: (cost, α s, β s/byte); 0 links = PCIe + QPI through the hosts
+DGX1_LINK_PARAMS = {2: (0.5, 5e-6, 2e-11), 1: (1.0, 5e-6, 4e-11), 0: (2.5, 1e-5, 1e-10)}
+
+
+class TopologyError(PartplanError, ValueError):
+    """A topology description (file, preset string or field) is invalid."""
+
+
+@dataclass(frozen=True)
+class Link:
+    """Parameters of one kind of message: α (s), β (s/byte), abstract cost (per row)."""
+
+    alpha: float
+    beta: float
+    cost: float
+
+    def to_json(self) -> dict:
+        return {"alpha": self.alpha, "beta": self.beta, "cost": self.cost}
+
+
+@dataclass(frozen=True)
+class Level:
+    """A domain level: domains of ``size`` contiguous ranks; ``link`` = a message
+    whose outermost crossed level is this one."""
+
+    name: str
+    size: int
+    link: Link | None = None
+
+
+@dataclass
+class Topology:
+    """See the module doc. ``source`` is the preset string or file it came from."""
+
+    ranks: int
+    kind: str
+    levels: list[Level]
+    cost: np.ndarray
+    alpha: np.ndarray
+    beta: np.ndarray
+    local: Link | None = None
+    source: str = ""
+    extra: dict = field(default_factory=dict)
+
+    # ---- structure
+    def domain_of(self, level: int, ranks=None) -> np.ndarray:
+        """int64 domain index of ``ranks`` (default all) at level ``level``."""
+        r = np.arange(self.ranks) if ranks is None else np.asarray(ranks)
+        return r // self.levels[level].size
+
+    def crossing(self, level: int) -> np.ndarray:
+        """bool[ranks, ranks]: q and r in different domains of ``level``."""
+        d = self.domain_of(level)
+        return d[:, None] != d[None, :]
+
+    def level_index(self, name: str) -> int:
+        for i, lv in enumerate(self.levels):
+            if lv.name == name:
+                return i
+        raise TopologyError(f"topology {self.source or self.kind} has no level {name!r} "
+                            f"(levels: {', '.join(lv.name for lv in self.levels) or 'none'})")
+
+    @property
+    def symmetric(self) -> bool:
+        return bool(np.array_equal(self.cost, self.cost.T))
+
+    def check_ranks(self, ranks: int) -> "Topology":
+        if ranks != self.ranks:
+            raise TopologyError(f"topology {self.source or self.kind} has {self.ranks} ranks, the job has {ranks}")
+        return self
+
+    # ---- output
+    def describe(self) -> dict:
+        """The JSON form (what :func:`topology_from_json` reads back)."""
+        d = {"format": FORMAT, "version": FORMAT_VERSION, "kind": self.kind, "ranks": self.ranks,
+             "source": self.source}
+        if self.levels:
+            sizes = [lv.size for lv in self.levels] + [self.ranks]
+            d["fanouts"] = [sizes[0]] + [b // a for a, b in zip(sizes, sizes[1:])]
+            d["levels"] = [{"name": lv.name, "size": lv.size, **(lv.link.to_json() if lv.link else {})}
+                           for lv in self.levels]
+        if self.kind == "tree":
+            d["local"] = self.local.to_json()
+        else:
+            d["cost"] = self.cost.tolist()
+            d["alpha"] = self.alpha.tolist()
+            d["beta"] = self.beta.tolist()
+        d.update(self.extra)
+        return d
+
+    def table(self) -> str:
+        lines = [f"topology {self.source or self.kind}: {self.kind}, {self.ranks} ranks"]
+        if self.local is not None:
+            lines.append(f"  local          cost {self.local.cost:g}  alpha {self.local.alpha:.3g} s  "
+                         f"beta {self.local.beta:.3g} s/B")
+        for lv in self.levels:
+            tail = (f"  cost {lv.link.cost:g}  alpha {lv.link.alpha:.3g} s  beta {lv.link.beta:.3g} s/B"
+                    if lv.link else "")
+            lines.append(f"  level {lv.name:<8} {self.ranks // lv.size} domains of {lv.size} ranks{tail}")
+        if self.kind == "matrix" and self.ranks <= 16:
+            lines.append("  cost matrix:")
+            lines += ["    " + " ".join(f"{x:6.3g}" for x in row) for row in self.cost]
+        return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- construction
+def _finite_nonneg(x, what: str) -> float:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        raise TopologyError(f"{what} must be a number, got {x!r}") from None
+    if not math.isfinite(v) or v < 0:
+        raise TopologyError(f"{what} must be a finite number >= 0, got {x!r}")
+    return v
+
+
+def _link(d: dict, what: str, default_cost: float) -> Link:
+    if not isinstance(d, dict):
+        raise TopologyError(f"{what} must be an object with alpha / beta / cost, got {d!r}")
+    unknown = set(d) - {"alpha", "beta", "cost", "name", "size", "fanout"}
+    if unknown:
+        raise TopologyError(f"{what}: unknown field(s) {', '.join(sorted(unknown))} (alpha, beta, cost)")
+    cost = _finite_nonneg(d.get("cost", default_cost), f"{what}.cost")
+    alpha = _finite_nonneg(d.get("alpha", _scaled(BASE_ALPHA_S, cost)), f"{what}.alpha")
+    beta = _finite_nonneg(d.get("beta", _scaled(BASE_BETA_S_PER_BYTE, cost)), f"{what}.beta")
+    return Link(alpha, beta, cost)
+
+
+def tree(fanouts, links: list[Link] | None = None, *, names=None, source: str = "") -> Topology:
+    """A tree topology: ``fanouts`` innermost first (ranks per innermost domain,
+    then domains per parent, ..., the top count last); ``links`` = local link
+    then one per domain level (``len(fanouts)`` in all; default costs 1, 10, 100, ...).
+
+    >>> tree([2, 3]).cost.tolist()[0]
+    [0.0, 1.0, 10.0, 10.0, 10.0, 10.0]
+    """
+    fan = [int(f) for f in fanouts]
+    if len(fan) < 2 or any(f < 1 for f in fan):
+        raise TopologyError(f"tree fanouts must be >= 2 integers >= 1 (innermost first, top count last), got {fanouts}")
+    nlev = len(fan) - 1
+    if names is None:
+        names = ["domain"] if nlev == 1 else [DEEP_LEVEL_NAMES[i] if i < len(DEEP_LEVEL_NAMES) else f"level{i}"
+                                              for i in range(nlev)]
+    if len(names) != nlev or len(set(names)) != nlev:
+        raise TopologyError(f"a tree with fanouts {fan} has {nlev} domain level(s); got names {list(names)}")
+    if links is None:
+        links = [Link(_scaled(BASE_ALPHA_S, 10 ** i), _scaled(BASE_BETA_S_PER_BYTE, 10 ** i), float(10 ** i))
+                 for i in range(nlev + 1)]
+    if len(links) != nlev + 1:
+        raise TopologyError(f"a tree with {nlev} domain level(s) needs {nlev + 1} links (local + one per level)")
+    p = math.prod(fan)                        # Python ints: no int64 wrap-around
+    check_matrix_budget(p, source or tree_spec(fan))
+    sizes = np.cumprod(fan[:-1])
+    levels = [Level(str(names[i]), int(sizes[i]), links[i + 1]) for i in range(nlev)]
+    r = np.arange(p)
+    which = np.zeros((p, p), dtype=np.int64)  # 0 = local, i + 1 = outermost crossed level i
+    for i, lv in enumerate(levels):
+        d = r // lv.size
+        which[d[:, None] != d[None, :]] = i + 1
+    table = np.array([[lk.cost, lk.alpha, lk.beta] for lk in links])
+    mats = [table[which, c] for c in range(3)]
+    for m in mats:
+        np.fill_diagonal(m, 0.0)
+    return Topology(p, "tree", levels, mats[0], mats[1], mats[2], links[0], source or tree_spec(fan))
+
+
+#: bytes per (rank, rank) pair while a tree is built: the level map (int64), a comparison
+#: (bool) and the cost, α and β matrices (float64)
+PAIR_BYTES = 8 + 1 + 3 * 8
+
+
+def check_matrix_budget(ranks: int, where: str) -> None:
+    """One :class:`TopologyError` naming ``where`` (the preset, file or
+    argument) when ``ranks`` × ``ranks`` pairs need more than the memory
+    budget (``PARTPLAN_MAX_BYTES``), BEFORE any matrix is allocated."""
+    from .._budget import ENV_MAX_BYTES, human_bytes, memory_budget
+    need, budget = int(ranks) * int(ranks) * PAIR_BYTES, memory_budget()
+    if need > budget:
+        raise TopologyError(f"{where}: {ranks} ranks need {ranks} × {ranks} × {PAIR_BYTES} bytes = "
+                            f"{human_bytes(need)} of cost matrices, above the memory budget of "
+                            f"{human_bytes(budget)} (raise it with {ENV_MAX_BYTES}=<bytes>)")
+
+
+def tree_spec(fanouts) -> str:
+    return "tree:" + "x".join(str(int(f)) for f in fanouts)
+
+
+def matrix(cost, *, alpha=None, beta=None, fanouts=None, names=None, source: str = "",
+           require_symmetric: bool = True) -> Topology:
+    """A matrix topology from a ranks × ranks ``cost`` (diagonal ignored, set 0);
+    ``alpha`` / ``beta`` matrices (default from the cost); optional ``fanouts``
+    (as for :func:`tree`) give it domain levels for routing and crossing counts."""
+    c = _square(cost, "cost")
+    p = c.shape[0]
+    a = c * BASE_ALPHA_S if alpha is None else _square(alpha, "alpha", p)
+    b = BASE_BETA_S_PER_BYTE * c if beta is None else _square(beta, "beta", p)
+    for m, name in ((c, "cost"), (a, "alpha"), (b, "beta")):
+        if require_symmetric and not np.array_equal(m, m.T):
+            i, j = np.argwhere(m != m.T)[0]
+            raise TopologyError(f"{name} matrix is not symmetric: [{i}][{j}] = {m[i, j]:g} but [{j}][{i}] = "
+                                f"{m[j, i]:g} (give \"symmetric\": false to allow it)")
+        np.fill_diagonal(m, 0.0)
+    levels = []
+    if fanouts is not None:
+        if math.prod(int(f) for f in fanouts) != p:   # before tree() builds its own p × p matrices
+            raise TopologyError(f"fanouts {list(fanouts)} multiply to {math.prod(int(f) for f in fanouts)} ranks, "
+                                f"the matrix has {p}")
+        lt = tree(fanouts, names=names)
+        levels = [Level(lv.name, lv.size, None) for lv in lt.levels]
+    return Topology(p, "matrix", levels, c, a, b, None, source or "matrix")
+
+
+def _square(m, what: str, p: int | None = None) -> np.ndarray:
+    try:
+        a = np.array(m, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TopologyError(f"{what} matrix must be a list of rows of numbers") from None
+    if a.ndim != 2 or a.shape[0] != a.shape[1] or a.shape[0] < 1:
+        raise TopologyError(f"{what} matrix must be square (ranks × ranks), got shape {a.shape}")
+    if p is not None and a.shape[0] != p:
+        raise TopologyError(f"{what} matrix is {a.shape[0]} × {a.shape[0]}, the cost matrix {p} × {p}")
+    bad = ~np.isfinite(a) | (a < 0)
+    np.fill_diagonal(bad, False)
+    if bad.any():
+        i, j = np.argwhere(bad)[0]
+        raise TopologyError(f"{what}[{i}][{j}] = {float(a[i, j])!r}: entries must be finite and >= 0")
+    return a
+
+
+def dgx1() -> Topology:
+    """The DGX-1 (V100) hybrid cube-mesh: GPUs 0-3 and 4-7 are two fully
+    connected quads, pairs have 2, 1 or 0 NVLinks (:data:`DGX1_LINKS`); cost
+    0.5 / 1 / 2.5, β 20 / 40 / 100 ps per byte (≈ 50 / 25 / 10 GB/s)."""
+    p = DGX1_LINKS.shape[0]
+    mats = [np.zeros((p, p)) for _ in range(3)]
+    for links, vals in DGX1_LINK_PARAMS.items():
+        sel = DGX1_LINKS == links
+        for m, v in zip(mats, vals):
+            m[sel] = v
+    t = matrix(mats[0], alpha=mats[1], beta=mats[2], fanouts=[4, 2], names=["quad"], source="dgx1")
+    t.extra["nvlinks"] = DGX1_LINKS.tolist()
+    return t
+
+
+# ----------------------------------------------------------------------------- parsing
+PRESET_HELP = "tree:RxD[:INTRA,INTER] (R ranks per domain × D domains), tree:AxBxC (deeper), dgx1, or a JSON file"
+
+
+def parse_preset(spec: str) -> Topology | None:
+    """A preset topology from its string, or None when ``spec`` is not preset-shaped."""
+    s = spec.strip().lower()
+    if s == "dgx1":
+        return dgx1()
+    if not s.startswith("tree:"):
+        return None
+    m = re.fullmatch(r"tree:(\d{1,18}(?:x\d{1,18}){1,31})(?::([^:]{1,2000}))?", s)
+    if not m:
+        raise TopologyError(f"preset {spec[:200]!r}: expected tree:RxD or tree:RxD:INTRA,INTER (e.g. "
+                            f"tree:4x16:1,10; fanouts of at most 18 digits, at most 32 levels)")
+    fan = [int(x) for x in m.group(1).split("x")]
+    if any(f < 1 for f in fan):
+        raise TopologyError(f"preset {spec!r}: fanouts must be >= 1")
+    links = None
+    if m.group(2):
+        parts = m.group(2).split(",")
+        if len(parts) != len(fan):
+            raise TopologyError(f"preset {spec!r}: give {len(fan)} costs (local, then one per level), "
+                                f"got {len(parts)}")
+        costs = [_finite_nonneg(x, f"preset {spec!r} cost") for x in parts]
+        links = [Link(_scaled(BASE_ALPHA_S, c), _scaled(BASE_BETA_S_PER_BYTE, c), c) for c in costs]
+    return tree(fan, links, source=s)
+
+
+def topology_from_json(d: dict, source: str = "") -> Topology:
+    """A topology from its JSON object (see docs/guide/topology.md); errors name ``source``."""
+    where = source or "topology"
+    try:
+        return _from_json(d, source, where)
+    except TopologyError as exc:
+        if str(exc).startswith(where):
+            raise
+        raise TopologyError(f"{where}: {exc}") from None
+
+
+def _from_json(d: dict, source: str, where: str) -> Topology:
+    if not isinstance(d, dict):
+        raise TopologyError(f"{where}: the top level must be a JSON object")
+    known = {"format", "version", "kind", "ranks", "source", "levels", "local", "fanouts", "cost", "alpha",
+             "beta", "symmetric", "nvlinks", "probe", "names"}
+    unknown = set(d) - known
+    if unknown:
+        raise TopologyError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+    if d.get("format", FORMAT) != FORMAT:
+        raise TopologyError(f"{where}: format {d.get('format')!r} is not {FORMAT!r}")
+    if d.get("version", FORMAT_VERSION) != FORMAT_VERSION:
+        raise TopologyError(f"{where}: version {d.get('version')!r} is not supported (this tool reads "
+                            f"{FORMAT_VERSION})")
+    kind = d.get("kind")
+    if kind not in ("tree", "matrix"):
+        raise TopologyError(f"{where}: field 'kind' must be \"tree\" or \"matrix\", got {kind!r}")
+    ranks = d.get("ranks")
+    if ranks is not None and (not isinstance(ranks, int) or isinstance(ranks, bool) or ranks < 1):
+        raise TopologyError(f"{where}: field 'ranks' must be an integer >= 1, got {ranks!r}")
+    levels = d.get("levels", [])
+    if not isinstance(levels, list) or not all(isinstance(x, dict) for x in levels):
+        raise TopologyError(f"{where}: field 'levels' must be a list of objects")
+    if kind == "tree":
+        fan = _fanouts(d, levels, where)
+        names = [lv.get("name", None) for lv in levels] if levels else None
+        if names is not None and any(not isinstance(x, str) or not x for x in names):
+            raise TopologyError(f"{where}: every level needs a non-empty 'name'")
+        nlev = len(fan) - 1
+        if levels and len(levels) != nlev:
+            raise TopologyError(f"{where}: {len(levels)} levels for fanouts {fan} (expected {nlev})")
+        links = [_link(d.get("local", {}), f"{where}: local", 1.0)]
+        links += [_link(levels[i] if levels else {}, f"{where}: levels[{i}]", float(10 ** (i + 1)))
+                  for i in range(nlev)]
+        t = tree(fan, links, names=names, source=source or tree_spec(fan))
+    else:
+        if "cost" not in d:
+            raise TopologyError(f"{where}: a matrix topology needs field 'cost' (ranks × ranks)")
+        fan = d.get("fanouts")
+        names = [lv.get("name") for lv in levels] if levels else None
+        if fan is None and levels:
+            fan = _fanouts(d, levels, where)
+        t = matrix(d["cost"], alpha=d.get("alpha"), beta=d.get("beta"), fanouts=fan, names=names,
+                   source=source or "matrix", require_symmetric=bool(d.get("symmetric", True)))
+        if "probe" in d:
+            t.extra["probe"] = d["probe"]
+    if ranks is not None and ranks != t.ranks:
+        raise TopologyError(f"{where}: fanouts / matrix describe {t.ranks} ranks, but field 'ranks' says {ranks}")
+    return t
+
+
+def _fanouts(d: dict, levels: list, where: str) -> list[int]:
+    fan = d.get("fanouts")
+    if fan is None:
+        raise TopologyError(f"{where}: field 'fanouts' is missing (innermost first, e.g. [4, 16] = 4 ranks per "
+                            f"domain × 16 domains)")
+    if not isinstance(fan, list) or len(fan) < 2 or not all(isinstance(x, int) and not isinstance(x, bool)
+                                                           and x >= 1 for x in fan):
+        raise TopologyError(f"{where}: field 'fanouts' must be a list of >= 2 integers >= 1, got {fan!r}")
+    ranks = d.get("ranks")
+    if isinstance(ranks, int) and math.prod(fan) != ranks:
+        raise TopologyError(f"{where}: fanouts {fan} multiply to {math.prod(fan)}, not to ranks = {ranks}")
+    return fan
+
+
+def load_topology(spec, ranks: int | None = None) -> Topology:
+    """A :class:`Topology` from a preset string, a JSON file path, a dict, or a
+    Topology (returned as is); ``ranks`` checks the size."""
+    if isinstance(spec, Topology):
+        t = spec
+    elif isinstance(spec, dict):
+        t = topology_from_json(spec)
+    else:
+        s = str(spec)
+        t = parse_preset(s)
+        if t is None:
+            path = Path(s)
+            if not path.is_file():
+                raise TopologyError(f"unknown topology {s!r}: not a file and not a preset ({PRESET_HELP})")
+            if path.suffix.lower() in (".yaml", ".yml"):
+                raise TopologyError(f"{path}: YAML topologies need pyyaml, which is not installed; use JSON")
+            try:
+                d = json.loads(path.read_text())
+            except json.JSONDecodeError as exc:
+                raise TopologyError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+            except (OSError, UnicodeDecodeError) as exc:
+                raise TopologyError(f"{path}: cannot read it ({exc})") from None
+            t = topology_from_json(d, source=str(path))
+    if ranks is not None:
+        t.check_ranks(int(ranks))
+    return t
+
+
+def write_topology(t: Topology, path) -> Path:
+    """Write ``t`` as JSON, atomically."""
+    from .._atomic import write_json_atomic
+    return write_json_atomic(t.describe(), path)
+
+
+__all__ = ["Topology", "TopologyError", "Level", "Link", "tree", "matrix", "dgx1", "load_topology",
+           "topology_from_json", "write_topology", "parse_preset"]
