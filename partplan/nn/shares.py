@@ -3,7 +3,10 @@ and features only.
 
 A plan directory may hold one **share** per rank (``share-NNNNN.arrow``),
 listed in the manifest's ``shares`` entry with its size and sha256 like a
-plan shard. Rank r's share holds, in :class:`partplan.nn.Halo`'s indexing:
+plan shard, and its xxh3_128 (a fast checksum: :func:`read_share` checks it
+while it copies the arrays, ``partplan validate`` checks the sha256).
+
+Rank r's share holds, in :class:`partplan.nn.Halo`'s indexing:
 
 =================== ==========================================================
 ``local_ids``       int64 [L]: global ids of the rank's rows, in ``op(x)`` order
@@ -21,8 +24,8 @@ Fields keep their dtype (float16/32/64, bfloat16, int8–64, uint8, bool) and
 shape; the schema metadata records both, the rank, the plan's graph
 fingerprint and its partition file's sha256, so a share of another rank or
 another plan is refused. :func:`read_share` checks the file against the
-manifest (size, sha256), then every array against the plan's rows before
-anything indexes.
+manifest (size; xxh3_128, or sha256 for a share listed without one), then
+every array against the plan's rows before it returns.
 
 Writers (:func:`write_shares`) take a PyG ``Data`` in memory, or a chunked
 graph (:mod:`partplan.io.chunked`, rows = targets) with a node data file
@@ -117,12 +120,12 @@ def _write_file(path: Path, arrays: dict, meta: dict) -> dict:
     import pyarrow as pa
     import pyarrow.ipc as ipc
 
-    from ..plan.store import _sha256
+    from ..plan.store import _digests
     batch = _batch(arrays, meta)
     with pa.OSFile(str(path), "wb") as sink:
         with ipc.new_file(sink, batch.schema) as w:
             w.write_batch(batch)
-    return {"file": path.name, "bytes": path.stat().st_size, "sha256": _sha256(path)}
+    return {"file": path.name, "bytes": path.stat().st_size, **_digests(path)}
 
 
 # ----------------------------------------------------------------------------- what a share holds
@@ -425,15 +428,22 @@ def write_shares(plan, data: Any = None, *, graph=None, features=None,
 
 # ----------------------------------------------------------------------------- reader
 def read_share(plan, rank: int, *, manifest: dict | None = None, halo_ids: np.ndarray | None = None,
-               local_ids: np.ndarray | None = None, verify: bool = True) -> dict:
+               local_ids: np.ndarray | None = None, verify: bool = True, strong: bool = False) -> dict:
     """Rank ``rank``'s share of the plan at ``plan``, checked: its file against
-    the manifest's ``shares`` entry (size; sha256 with ``verify``), its metadata
-    (rank, plan identity), and every array (dtype, shape, ids in range, local
-    rows equal to the plan's ``local_ids`` when given). Returns
+    the manifest's ``shares`` entry (size; with ``verify`` its checksum), its
+    metadata (rank, plan identity), and every array (dtype, shape, ids in
+    range, local rows equal to the plan's ``local_ids`` when given). Returns
     ``{"meta", "local_ids", "edge_index", "edge_ids", "halo_in_degree",
     "halo_loops", "node": {name: tensor}, "edge": {name: tensor}}`` (torch
-    tensors, writable copies). One PlanError naming the file and field."""
-    from ..plan.store import _check_file, _parse_arrow, read_manifest
+    tensors, writable copies). One PlanError naming the file and field.
+
+    The checksum is the entry's ``xxh3_128``, computed over the whole file in
+    the same pass that copies the arrays out (each block hashed and its ids
+    range-checked while it is in the cache), so a damaged byte anywhere is
+    refused before anything is returned; ``strong`` (``partplan validate``), or
+    an entry without ``xxh3_128`` (shares written before it), checks the
+    ``sha256`` first instead."""
+    from ..plan.store import _check_file, fast_digest, read_manifest
     path = Path(plan)
     m = manifest or read_manifest(path)
     sh = m.get("shares")
@@ -450,8 +460,31 @@ def read_share(plan, rank: int, *, manifest: dict | None = None, halo_ids: np.nd
     if not isinstance(size, int) or isinstance(size, bool) or size < 0 or not isinstance(entry.get("sha256"), str):
         raise PlanError(f"{path}: manifest field 'shares.files[{rank}]' must hold bytes (a count) and sha256 "
                         f"(a string)")
+    fast = fast_digest(entry, f"{path}: manifest field 'shares.files[{rank}]'")
+    fast = fast if verify and not strong else None
     f = path / share_name(rank)
-    mapped = _check_file(f, entry, f"share of rank {rank}", verify)   # hashed with its pages handed back
+    what = f"share of rank {rank}"
+    mapped = _check_file(f, entry, what, verify and fast is None)   # sha256 here only without xxh3_128
+
+    def corrupted(digest):
+        if fast is not None and digest != fast:
+            raise PlanError(f"{f}: {what} is corrupted: xxh3_128 {digest[:16]}… does not match manifest field "
+                            f"'shares.files[{rank}].xxh3_128' {fast[:16]}…")
+
+    try:
+        return _share_arrays(f, mapped, m, sh, rank, local_ids, halo_ids, fast is not None, corrupted)
+    except PlanError:
+        if fast is not None:   # a file that is not what the manifest lists says so, whatever broke first
+            corrupted(mapped.xxh3_128())
+        raise
+
+
+def _share_arrays(f: Path, mapped, m: dict, sh: dict, rank: int, local_ids, halo_ids, digest: bool,
+                  corrupted) -> dict:
+    """:func:`read_share` past the file's size check: metadata, shapes, then one pass copying every
+    array out (hashed when ``digest``: ``corrupted(hex)`` raises on a mismatch) and range-checking the ids."""
+    from ..plan.store import _parse_arrow
+    p, n = int(m["ranks"]), int(m["graph"]["n"])
     meta, arrays = _parse_arrow(f, mapped.buf)
     want = {"format": SHARE_FORMAT, "version": SHARE_VERSION, "rank": rank, "ranks": p, "n": n,
             **_plan_identity(m)}
@@ -475,28 +508,13 @@ def read_share(plan, rank: int, *, manifest: dict | None = None, halo_ids: np.nd
     extra, missing = set(arrays) - expected, expected - set(arrays)
     if extra or missing:
         raise PlanError(f"{f}: share arrays {sorted(extra | missing)[:3]} are not what its metadata lists")
-    out: dict = {"meta": meta, "node": {}, "edge": {}}
     for key, shape in shapes.items():
         a = arrays[key]
         if a.dtype != np.int64 or a.size != int(np.prod(shape)):
             raise PlanError(f"{f}: field {key!r} is not {int(np.prod(shape))} int64 values")
-        out[key] = a.reshape(shape)
-    lo = out["local_ids"]
-    if lo.size and (lo.min() < 0 or lo.max() >= n):
-        raise PlanError(f"{f}: field 'local_ids' holds ids outside [0, {n})")
-    if local_ids is not None and not np.array_equal(lo, local_ids):
-        raise PlanError(f"{f}: field 'local_ids' differs from the plan's rows of rank {rank} "
-                        f"(a share of another plan)")
     if halo_ids is not None and halo_ids.size != H:
         raise PlanError(f"{f}: the share counts {H} halo rows, the plan's shard {halo_ids.size}")
-    ei, eids = out["edge_index"], out["edge_ids"]
-    if E and (ei[0].min() < 0 or ei[0].max() >= L + H or ei[1].min() < 0 or ei[1].max() >= L):
-        raise PlanError(f"{f}: field 'edge_index' indexes rows outside the rank's {L} local and {H} halo rows")
-    if E and (eids.min() < 0 or eids.max() >= edges):
-        raise PlanError(f"{f}: field 'edge_ids' holds ids outside [0, {edges})")
-    for key in ("halo_in_degree", "halo_loops"):
-        if H and out[key].min() < 0:
-            raise PlanError(f"{f}: field {key!r} holds negative counts")
+    specs = {}
     for key, spec in fields.items():
         kind, _, name = key.partition("/")
         if kind not in ("node", "edge") or not _FIELD_NAME.match(name) or not isinstance(spec, dict):
@@ -511,9 +529,36 @@ def read_share(plan, rank: int, *, manifest: dict | None = None, halo_ids: np.nd
         if shape[0] != rows or a.dtype != stored or a.size != int(np.prod(shape)):
             raise PlanError(f"{f}: share field {key!r} holds {a.size} {a.dtype} values, its metadata says "
                             f"{dt} {tuple(shape)} for {rows} rows")
-        out[kind][name] = _to_tensor(mapped.copy_out(a).reshape(shape), dt)
-    for key in shapes:
-        out[key] = mapped.copy_out(out[key])
+        specs[key] = (kind, name, dt, shape)
+    # one pass over the file: every array copied out, the copies hashed and their ids range-checked
+    # a block at a time (an id is in [0, bound) when its value read as uint64 is below bound)
+    bounds = {"local_ids": [((0, L), n)], "edge_index": [((0, E), L + H), ((E, 2 * E), L)],
+              "edge_ids": [((0, E), edges)], "halo_in_degree": [((0, H), 1 << 63)],
+              "halo_loops": [((0, H), 1 << 63)]}
+    names = list(shapes) + list(specs)
+    copies, digest, maxima = mapped.copy_checked(
+        [arrays[k] for k in names], digest=digest,
+        limits=[[r for r, _ in bounds.get(k, [])] for k in names])
+    arrays = None
+    corrupted(digest)
+    problem = {"local_ids": f"field 'local_ids' holds ids outside [0, {n})",
+               "edge_index": f"field 'edge_index' indexes rows outside the rank's {L} local and {H} halo rows",
+               "edge_ids": f"field 'edge_ids' holds ids outside [0, {edges})",
+               "halo_in_degree": "field 'halo_in_degree' holds negative counts",
+               "halo_loops": "field 'halo_loops' holds negative counts"}
+    for k, mx in zip(shapes, maxima):
+        if any(v >= bound for v, (_, bound) in zip(mx, bounds[k])):
+            raise PlanError(f"{f}: {problem[k]}")
+    out: dict = {"meta": meta, "node": {}, "edge": {}}
+    for k, c in zip(names, copies):
+        if k in shapes:
+            out[k] = c.reshape(shapes[k])
+        else:
+            kind, name, dt, shape = specs[k]
+            out[kind][name] = _to_tensor(c.reshape(shape), dt)
+    if local_ids is not None and not np.array_equal(out["local_ids"], local_ids):
+        raise PlanError(f"{f}: field 'local_ids' differs from the plan's rows of rank {rank} "
+                        f"(a share of another plan)")
     return out
 
 
@@ -538,7 +583,8 @@ def validate_shares(plan, matrix=None, *, verify: bool = True) -> list[str]:
     for r in range(p):
         try:
             local_ids, halo_ids = rank_rows(str(path), m, load_rank(path, r, manifest=m))
-            sh = read_share(path, r, manifest=m, local_ids=local_ids, halo_ids=halo_ids, verify=verify)
+            sh = read_share(path, r, manifest=m, local_ids=local_ids, halo_ids=halo_ids, verify=verify,
+                            strong=True)
         except PlanError as exc:
             problems.append(str(exc))
             continue

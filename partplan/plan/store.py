@@ -2,7 +2,8 @@
 
 pyarrow does the file format (``pyarrow.ipc`` file format, uncompressed so it can
 be memory-mapped) and the memory mapping (``pyarrow.memory_map``); this module
-only lays the arrays out, checksums them (sha256, hashlib) and checks what it
+only lays the arrays out, checksums them (sha256, hashlib; per-rank data shares
+also xxh3_128, :mod:`xxhash`, checked while they are copied) and checks what it
 reads. Writing is atomic: everything goes to a temporary sibling directory that
 is renamed into place at the end, so a reader never sees half a plan.
 """
@@ -25,6 +26,11 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
+
+try:  # a dependency; without it a share's xxh3_128 is not checked and its sha256 is (slower)
+    import xxhash as _xxhash
+except ImportError:  # pragma: no cover - depends on the environment
+    _xxhash = None
 
 from .. import _atomic
 from .._atomic import clean_stale, discard_temp, make_temp_dir, release_temp
@@ -76,6 +82,35 @@ def _sha256(path: Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 22), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+#: the manifest field of a file's fast checksum (xxh3_128, hex), beside its ``sha256``
+FAST_DIGEST = "xxh3_128"
+_HEX32 = re.compile(r"^[0-9a-f]{32}$")
+
+
+def _digests(path: Path) -> dict:
+    """``{"sha256": hex, "xxh3_128": hex}`` of a file, read once (no xxh3_128 without :mod:`xxhash`)."""
+    h = hashlib.sha256()
+    x = _xxhash.xxh3_128() if _xxhash is not None else None
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            h.update(chunk)
+            if x is not None:
+                x.update(chunk)
+    return {"sha256": h.hexdigest(), **({FAST_DIGEST: x.hexdigest()} if x is not None else {})}
+
+
+def fast_digest(entry: dict, where: str) -> str | None:
+    """The ``xxh3_128`` a manifest entry records (32 lowercase hex digits), or None when it records
+    none (files written before it existed: their ``sha256`` is checked instead) or :mod:`xxhash` is
+    not installed. One PlanError naming ``where`` when the field is there but malformed."""
+    want = entry.get(FAST_DIGEST)
+    if want is None:
+        return None
+    if not isinstance(want, str) or not _HEX32.match(want):
+        raise PlanError(f"{where}: field {FAST_DIGEST!r} = {printable(repr(want))[:40]} is not 32 hex digits")
+    return want if _xxhash is not None else None
 
 
 def _open_plain(path: Path, what: str) -> tuple[int, os.stat_result]:
@@ -145,6 +180,88 @@ class _Mapped:
             finally:
                 view.release()
         return h.hexdigest()
+
+    #: bytes copied, hashed and range-checked at a time by :meth:`copy_checked` (while in the cache)
+    STEP = 1 << 20
+
+    def copy_checked(self, views: list[np.ndarray], *, digest: bool = False,
+                     limits: list[list[tuple[int, int]]] | None = None
+                     ) -> tuple[list[np.ndarray], str | None, list[list[int]]]:
+        """Writable copies of ``views`` (1-D contiguous arrays into this map), made in one pass over the
+        file, :attr:`STEP` bytes at a time, each step's pages of the map handed back once copied.
+
+        digest : also the xxh3_128 (hex) of the whole file, every byte of it in file order: the bytes
+            of an array hashed from its copy just written (still in the cache), the bytes between
+            arrays (headers, offsets, footer) from the map. None without it.
+        limits : per view, ``(lo, hi)`` element ranges of an 8-byte integer array whose largest value
+            read as uint64 is wanted (a negative value reads as 2^63 or more, so one comparison with
+            ``max < bound`` checks ``0 <= x < bound``); computed on each step's copy while it is in
+            the cache. Returns ``maxima[i][j]`` (-1 for an empty range).
+
+        Returns ``(copies, digest, maxima)``."""
+        limits = limits if limits is not None else [[] for _ in views]
+        copies = [np.empty(a.shape, dtype=a.dtype) for a in views]
+        maxima = [[-1] * len(lim) for lim in limits]
+        base = self.buf.address
+        spans = []
+        for i, a in enumerate(views):
+            if a.size:
+                start = a.__array_interface__["data"][0] - base
+                if a.ndim != 1 or not a.flags.c_contiguous or start < 0 or start + a.nbytes > self.size:
+                    raise ValueError("copy_checked takes 1-D contiguous views into the map")
+                spans.append((start, start + a.nbytes, i))
+        spans.sort()
+        overlap = any(spans[j][0] < spans[j - 1][1] for j in range(1, len(spans)))
+        h = _xxhash.xxh3_128() if digest else None
+        if h is not None and overlap:   # never in a file partplan wrote: hash it whole first, then copy
+            self._hash_span(h, 0, self.size)
+            hash_copies, h_out = False, h.hexdigest()
+        else:
+            hash_copies, h_out = h is not None, None
+        at = 0
+        for start, end, i in spans:
+            if hash_copies and start > at:
+                self._hash_span(h, at, start)
+            src, dst = views[i], copies[i]
+            s8, d8 = src.view(np.uint8), dst.view(np.uint8)
+            isz = src.itemsize
+            step = max(isz, (self.STEP // isz) * isz)
+            for lo in range(0, src.nbytes, step):
+                hi = min(src.nbytes, lo + step)
+                d8[lo:hi] = s8[lo:hi]
+                self.release(start + lo, start + hi)
+                if hash_copies:
+                    h.update(d8[lo:hi])
+                for j, (elo, ehi) in enumerate(limits[i]):
+                    a_, b_ = max(elo, lo // isz), min(ehi, hi // isz)
+                    if a_ < b_:
+                        mx = int(dst[a_:b_].view(np.uint64).max())
+                        if mx > maxima[i][j]:
+                            maxima[i][j] = mx
+            at = max(at, end)
+        if hash_copies:
+            self._hash_span(h, at, self.size)
+            h_out = h.hexdigest()
+        return copies, h_out, maxima
+
+    def xxh3_128(self) -> str:
+        """The whole file's xxh3_128 (hex), a block at a time, each block's pages released once hashed."""
+        h = _xxhash.xxh3_128()
+        self._hash_span(h, 0, self.size)
+        return h.hexdigest()
+
+    def _hash_span(self, h, lo: int, hi: int) -> None:
+        if self.mm is None or hi <= lo:
+            return
+        view = memoryview(self.mm)
+        try:
+            for a in range(lo, hi, self.BLOCK):
+                b = min(hi, a + self.BLOCK)
+                h.update(view[a:b])
+                if b - a >= mmap.PAGESIZE:
+                    self.release(a, b)
+        finally:
+            view.release()
 
     def copy_out(self, a: np.ndarray) -> np.ndarray:
         """A writable copy of ``a`` (a view into this map), made a block at a time, each block's pages

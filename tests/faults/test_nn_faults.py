@@ -14,6 +14,7 @@ import socket
 
 import numpy as np
 import pytest
+import xxhash
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("torch_geometric")
@@ -97,7 +98,8 @@ def test_halo_and_dist_spmm_refuse_a_plan_of_another_world_size_and_bad_inputs(p
 def _resign_share(plan, rank, data):
     (plan / f"share-{rank:05d}.arrow").write_bytes(data)
     m = json.loads((plan / "manifest.json").read_text())
-    m["shares"]["files"][rank].update(bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
+    m["shares"]["files"][rank].update(bytes=len(data), sha256=hashlib.sha256(data).hexdigest(),
+                                          xxh3_128=xxhash.xxh3_128_hexdigest(data))
     (plan / "manifest.json").write_text(json.dumps(m))
 
 

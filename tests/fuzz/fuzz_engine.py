@@ -12,7 +12,7 @@ spans swapped or duplicated, digit runs replaced by hostile numbers (npy
 headers, Arrow and JSON metadata, text sizes); for text files line edits and
 for JSON structure-aware edits (a value replaced, a key dropped, a list
 emptied or grown). Plan shards and shares are re-signed in the manifest (size
-and sha256, as ``write_plan`` does) in 3 cases of 4, so mutations get past
+and sha256, and a share's xxh3_128, as the writers do) in 3 cases of 4, so mutations get past
 the checksum.
 
 Outcome classes:
@@ -275,10 +275,12 @@ def _pyg_data():
 
 
 def _resign_share(plan: Path, rank: int, data: bytes) -> None:
+    import xxhash
     from partplan.nn.shares import share_name
     (plan / share_name(rank)).write_bytes(data)
     m = json.loads((plan / "manifest.json").read_text())
-    m["shares"]["files"][rank].update(bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
+    m["shares"]["files"][rank].update(bytes=len(data), sha256=hashlib.sha256(data).hexdigest(),
+                                          xxh3_128=xxhash.xxh3_128_hexdigest(data))
     (plan / "manifest.json").write_text(json.dumps(m))
 
 

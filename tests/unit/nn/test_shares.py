@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import xxhash
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("torch_geometric")
@@ -128,7 +129,8 @@ def _resign(path: Path, rank: int, data: bytes) -> None:
     f = path / f"share-{rank:05d}.arrow"
     f.write_bytes(data)
     m = json.loads((path / "manifest.json").read_text())
-    m["shares"]["files"][rank].update(bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
+    m["shares"]["files"][rank].update(bytes=len(data), sha256=hashlib.sha256(data).hexdigest(),
+                                          xxh3_128=xxhash.xxh3_128_hexdigest(data))
     (path / "manifest.json").write_text(json.dumps(m))
 
 
@@ -143,7 +145,7 @@ def test_bad_shares_are_refused(planned, tmp_path):
     with pytest.raises(PlanError, match="truncated"):
         LocalHalo(bad)
     f0.write_bytes(raw[:-8] + bytes(8))                          # same size, other bytes
-    with pytest.raises(PlanError, match="sha256"):
+    with pytest.raises(PlanError, match="share-00000.arrow: share of rank 0 is corrupted: xxh3_128"):
         LocalHalo(bad)
     _resign(bad, 0, (path / "share-00001.arrow").read_bytes())  # rank 1's share in rank 0's place
     with pytest.raises(PlanError, match="another rank"):
@@ -159,6 +161,80 @@ def test_bad_shares_are_refused(planned, tmp_path):
     assert read_share(bad, 0)["local_ids"].size > 0
     with pytest.raises(PlanError, match="share of rank 2"):
         read_share(bad, 2)
+
+
+def _arrays_of(raw: bytes) -> dict:
+    """{field: (offset, bytes)} of a share's arrays, found by pyarrow (the oracle for where they lie)."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+    buf = pa.py_buffer(raw)
+    batch = ipc.open_file(buf).get_batch(0)
+    return {name: (col.values.buffers()[1].address - buf.address, col.values.buffers()[1].size)
+            for name, col in zip(batch.schema.names, batch.columns)}
+
+
+def test_a_flipped_byte_anywhere_in_a_share_is_one_corruption_error(planned, tmp_path):
+    """Every byte of the arrays' first and last 64, and of everything between the arrays (headers,
+    offsets, footer), flipped one at a time: each refused as corrupted, naming the file and the field."""
+    from partplan.nn.shares import read_share
+    _, path = planned
+    bad = tmp_path / "flip.plan"
+    shutil.copytree(path, bad)
+    f0 = bad / "share-00000.arrow"
+    raw = f0.read_bytes()
+    arrays = _arrays_of(raw)
+    inside = np.zeros(len(raw), bool)
+    probe = set()
+    for off, size in arrays.values():
+        inside[off:off + size] = True
+        probe |= set(range(off, off + min(size, 64))) | set(range(max(off, off + size - 64), off + size))
+    probe |= set(np.flatnonzero(~inside).tolist())
+    assert len(probe) > 500 and probe & set(np.flatnonzero(inside).tolist())
+    for i in sorted(probe):
+        f0.write_bytes(raw[:i] + bytes([raw[i] ^ 0x10]) + raw[i + 1:])
+        with pytest.raises(PlanError) as exc:
+            read_share(bad, 0)
+        msg = str(exc.value)
+        assert "\n" not in msg and "share-00000.arrow: share of rank 0 is corrupted" in msg, (i, msg)
+        assert "'shares.files[0].xxh3_128'" in msg
+    f0.write_bytes(raw)
+    assert read_share(bad, 0)["local_ids"].size > 0
+
+
+def test_share_checksums_old_manifests_and_validate(planned, tmp_path):
+    """A manifest entry without xxh3_128 (shares written before it) is read, its sha256 checked; a
+    malformed xxh3_128 is refused naming the field; validate checks the sha256 even when the
+    xxh3_128 agrees."""
+    from partplan.nn.shares import read_share, validate_shares
+    data, path = planned
+    bad = tmp_path / "old.plan"
+    shutil.copytree(path, bad)
+    m = json.loads((bad / "manifest.json").read_text())
+    raw = (bad / "share-00001.arrow").read_bytes()
+    assert m["shares"]["files"][1]["xxh3_128"] == xxhash.xxh3_128_hexdigest(raw)
+    assert m["shares"]["files"][1]["sha256"] == hashlib.sha256(raw).hexdigest()
+    for e in m["shares"]["files"]:
+        del e["xxh3_128"]
+    (bad / "manifest.json").write_text(json.dumps(m))
+    want = read_share(path, 1)
+    got = read_share(bad, 1)
+    assert np.array_equal(got["edge_index"], want["edge_index"]) and torch.equal(got["node"]["x"], want["node"]["x"])
+    (bad / "share-00001.arrow").write_bytes(raw[:40] + bytes([raw[40] ^ 1]) + raw[41:])
+    with pytest.raises(PlanError, match="share-00001.arrow: share of rank 1 is corrupted: sha256"):
+        read_share(bad, 1)
+    m["shares"]["files"][1]["xxh3_128"] = "not hex"
+    (bad / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(PlanError, match=r"'shares.files\[1\]': field 'xxh3_128' = 'not hex' is not 32 hex"):
+        read_share(bad, 1)
+    # xxh3_128 re-signed, sha256 stale: the fast read accepts the bytes, validate does not
+    at = _arrays_of(raw)["node/x"][0] + 5                       # a feature's bits: still a valid share
+    flipped = raw[:at] + bytes([raw[at] ^ 1]) + raw[at + 1:]
+    (bad / "share-00001.arrow").write_bytes(flipped)
+    m["shares"]["files"][1]["xxh3_128"] = xxhash.xxh3_128_hexdigest(flipped)
+    (bad / "manifest.json").write_text(json.dumps(m))
+    read_share(bad, 1)
+    problems = validate_shares(bad)
+    assert len(problems) == 1 and "share-00001.arrow: share of rank 1 is corrupted: sha256" in problems[0]
 
 
 def test_a_plan_without_shares_says_how_to_write_them(tmp_path):
