@@ -24,12 +24,14 @@ from __future__ import annotations
 import copy
 import difflib
 import hashlib
-import json
 import os
 from functools import lru_cache
 from pathlib import Path
 
 from ..errors import DatasetError
+
+#: bytes of the dataset registry (the packaged one is tens of KiB)
+REGISTRY_MAX_BYTES = 64 << 20
 
 __all__ = ["datasets_dir", "cache_dir", "registry", "entry", "names", "embedded",
            "embedded_path", "cached_path", "sha256_file", "REQUIRED_FIELDS", "SOURCE_FIELDS"]
@@ -76,11 +78,8 @@ def cache_dir(path: str | os.PathLike | None = None) -> Path:
 
 @lru_cache(maxsize=4)
 def _load_registry(path: str, mtime_ns: int, size: int) -> dict:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            reg = json.load(fh)
-    except (OSError, json.JSONDecodeError) as exc:
-        raise DatasetError(f"{path}: cannot read the dataset registry: {exc}") from None
+    from ..io.jsonfile import read_json
+    reg = read_json(path, max_bytes=REGISTRY_MAX_BYTES, what="dataset registry", error=DatasetError)
     if not isinstance(reg, dict) or not isinstance(reg.get("datasets"), list):
         raise DatasetError(f"{path}: registry has no 'datasets' list")
     for i, e in enumerate(reg["datasets"]):

@@ -138,14 +138,11 @@ def _read_bytes(path: Path, limit: int = _MAX_TEXT) -> bytes:
 
 
 def _read_json(path: Path) -> dict:
-    """A foreign partition's JSON (through :func:`partplan.io.trust.load_json`:
-    depth, integer length and NaN refused); one PartitionError naming the file."""
-    from ..errors import PlanError
-    from .trust import load_json
-    try:
-        m = load_json(_read_bytes(Path(path)), str(path))
-    except PlanError as exc:
-        raise PartitionError(str(exc)) from None
+    """A foreign partition's JSON (:func:`partplan.io.jsonfile.read_json`: a regular file of at most
+    ``_MAX_TEXT`` bytes, UTF-8, depth, integer length and NaN refused); one PartitionError naming the
+    file."""
+    from .jsonfile import read_json
+    m = read_json(Path(path), max_bytes=_MAX_TEXT, what="partition config", error=PartitionError)
     if not isinstance(m, dict):
         raise PartitionError(f"{path}: expected a JSON object, got {type(m).__name__}")
     return m

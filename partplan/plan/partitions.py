@@ -31,6 +31,9 @@ from pathlib import Path
 
 from ..errors import PartitionError
 
+#: bytes of a partition's JSON sidecar (its metadata: a few KiB; params and timings of any engine fit)
+SIDECAR_MAX_BYTES = 64 << 20
+
 __all__ = ["read_partition_file", "saved_partition_meta", "partition_provenance"]
 
 
@@ -126,7 +129,10 @@ def saved_partition_meta(path) -> dict | None:
         raw = (pq.read_schema(p).metadata or {}).get(b"partplan")
         return _meta_dict(raw, p) if raw else None
     side = _sidecar(p)
-    return _meta_dict(side.read_bytes(), side)
+    from ..io.jsonfile import parse_json_bytes, read_json_bytes
+    raw = read_json_bytes(side, max_bytes=SIDECAR_MAX_BYTES, what="partition sidecar", error=PartitionError)
+    parse_json_bytes(raw, side, what="partition sidecar", error=PartitionError)   # UTF-8, depth, NaN first
+    return _meta_dict(raw, side)
 
 
 def partition_provenance(path) -> dict:

@@ -25,6 +25,9 @@ import sys
 from .._process import die_with_parent
 from ..errors import PartplanError
 
+#: bytes of a worker config (the launcher writes a few KiB: paths, options, the job spec)
+WORKER_CONFIG_MAX_BYTES = 64 << 20
+
 
 def run_entry(cfg: dict):
     """Import ``cfg["entry"]`` (``module:function``) and run it on ``cfg`` in
@@ -55,12 +58,17 @@ def die_with_launcher() -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    try:
-        with open(argv[0]) as fh:
-            cfg = json.load(fh)
-    except (OSError, ValueError, IndexError) as exc:
-        print(f"partplan: error: worker config {argv[0] if argv else '(none given)'}: {exc}", file=sys.stderr,
-              flush=True)
+    from ..io.jsonfile import read_json_bytes
+    try:   # the launcher's own file (options may be NaN / inf there): bounded, a regular file, then parsed
+        if not argv:
+            raise PartplanError("worker config (none given)")
+        raw = read_json_bytes(argv[0], max_bytes=WORKER_CONFIG_MAX_BYTES, what="worker config")
+        try:
+            cfg = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            raise PartplanError(f"{argv[0]}: worker config: not valid JSON ({exc})") from None
+    except PartplanError as exc:
+        print(f"partplan: error: {exc}", file=sys.stderr, flush=True)
         return 2
     try:
         run_entry(cfg)
