@@ -24,10 +24,12 @@ drops by each top-down level's scout count); go back top-down when the
 frontier shrinks below ``n / beta``.
 
 2D R × C: step 2 runs on the rank's block (partial rows of its grid row ×
-columns of its grid column) and the candidates fold along the grid row to the
-owner (smallest wins); before a bottom-up level the owners send their
-grid-row peers the visited bits they lack (the fold's transpose), so an
-unvisited partial row is scanned only while it is unvisited.
+columns of its grid column) and the proposals fold along the grid row to the
+owner (:func:`~.traversal.exchange_fold`: a bitmap per pair over the rows the
+sender may still propose, and the candidate ids of the previous level's
+proposals; the smallest candidate wins); before a bottom-up level the owners
+send their grid-row peers the visited bits they lack (the fold's transpose),
+so an unvisited partial row is scanned only while it is unvisited.
 
 Parents: vertex v gets the smallest global id among its in-neighbours in the
 previous level, in both directions: the same tree at any rank count or layout.
@@ -51,8 +53,8 @@ import numpy as np
 from ..errors import PlanError
 from ..program.plan import Plan, program_steps
 from . import kernels as KT
-from .traversal import (RankGraph, check_layout, exchange_chain, exchange_flags, gather_global, rank_graph,
-                        traversal_program, world_sum)
+from .traversal import (FoldCarry, RankGraph, check_layout, exchange_chain, exchange_flags, exchange_fold,
+                        gather_global, rank_graph, traversal_program, world_sum)
 
 DIRECTIONS = ("auto", "top-down", "bottom-up")
 ALPHA, BETA = 15.0, 18.0
@@ -246,28 +248,35 @@ class BfsEngine:
             return X.top_down(gv, cols, skip)
         return X.bottom_up(gv, X.cat([front, ghost]), skip)
 
-    def _sync_2d(self, visited, synced, depth):
+    def _sync_2d(self, visited, synced, depth, fp):
         """Before a 2D bottom-up level: owners send the visited bits their grid-row
         peers do not have yet (``visited & ~synced``: everything at the first
         bottom-up level, then the last level's discoveries) to the ranks holding
         the vertex as a partial row — the transpose of the fold, same pairs and
-        rows, sparse/dense per pair. Returns (block rows now known visited, stats)."""
+        rows, sparse/dense per pair. Returns (block rows now known visited, stats).
+        ``fp`` (the fold's carried state): each owner notes the rows its peers
+        now know visited."""
         flags = []
-        for i in range(len(self.rgs)):
+        for i, rg in enumerate(self.rgs):
             flags.append(visited[i] & ~synced[i])
             synced[i] |= visited[i]
+            fp[i]["pk"] |= flags[i][rg.fold_pos]
         got, _, st = exchange_flags(self.comm, self.sync, flags, None, [rg.fold.idx.size for rg in self.rgs],
                                     what=f"BFS visited sync, level {depth}")
         return [gv.fold_idx[g] for gv, g in zip(self.gvs, got)], st
 
-    def _level_2d(self, cur, front, ghost, visited, known, depth):
+    def _level_2d(self, cur, front, ghost, visited, known, depth, fp):
         """2D level on each block: top-down expands the frontier columns, bottom-up
         lets every partial row not known visited scan its in-edges (sorted by
         global id) for the first frontier column; either gives candidate parents
         of partial rows. Rows of other ranks go to their owner in the grid row
-        (sparse/dense, with the candidate id); ``known`` (block rows proposed
-        before or known visited) is updated. The owner keeps the smallest
-        candidate of each unvisited own vertex — the smallest frontier in-neighbour."""
+        (:func:`~.traversal.exchange_fold`: this level's flags, the last level's
+        candidate ids); ``known`` (block rows proposed before or known visited) is
+        updated. A row is new when proposed and unvisited; its parent is the
+        smallest candidate — the own block's at once, the peers' one level later
+        (``fp``: per local rank the last fold's flags, ids, counts and new rows).
+        Returns per local rank (new own positions, edges, the own block's
+        smallest candidate per own row: int64 max where it has none)."""
         X, rgs = self.X, self.rgs
         cands, edges_l, masks = [], [], []
         for i, rg in enumerate(rgs):
@@ -282,21 +291,46 @@ class BfsEngine:
             cands.append(cand)
             edges_l.append(edges)
             masks.append(mask)
-        cdt = "int32" if self.n <= np.iinfo(np.int32).max else "int64"  # a candidate id: 4 bytes while it fits
-        got, vals, st = exchange_flags(self.comm, [rg.fold for rg in rgs], masks, [X.astype(c, cdt) for c in cands],
-                                       [rg.fold_pos.size for rg in rgs], what=f"BFS fold, level {depth}")
+        cdt = self._cdt()
+        flags = [m[rg.fold.idx] for m, rg in zip(masks, rgs)]
+        got, vals, st = exchange_fold(self.comm, [rg.fold for rg in rgs], flags, [f["carry"] for f in fp], cdt,
+                                      what=f"BFS fold, level {depth}")
         out = []
         big = np.iinfo(np.int64).max
         for i, rg in enumerate(rgs):
-            gv = self.gvs[i]
+            gv, f = self.gvs[i], fp[i]
+            late = X.full(rg.nl, big, "int64")  # the peers' candidates of the last level's new rows
+            pg = f["carry"].pgot
+            X.minimum_at(late, gv.fold_pos[pg], X.astype(vals[i][pg], "int64"))
+            f["late"] = late
             best = X.full(rg.nl, big, "int64")
             c_self = cands[i][gv.self_src]
             ok = c_self >= 0
             X.minimum_at(best, gv.self_dst[ok], c_self[ok])
-            X.minimum_at(best, gv.fold_pos[got[i]], X.astype(vals[i][got[i]], "int64"))
-            new = X.flatnonzero((best < big) & ~visited[i])
-            out.append((new, edges_l[i], X.where(best < big, best, -1)))
+            prop = best < big
+            prop[gv.fold_pos[got[i]]] = True
+            new = X.flatnonzero(prop & ~visited[i])
+            f["pk"] |= got[i]
+            so, ro = rg.fold.send_off, rg.fold.recv_off
+            avail, ravail = ~known[i][rg.fold.idx], ~f["pk"]
+            f["carry"] = FoldCarry(avail, _segment_counts(avail, so), flags[i], X.astype(cands[i], cdt)[rg.fold.idx],
+                                   _segment_counts(flags[i], so), ravail, _segment_counts(ravail, ro), got[i],
+                                   _segment_counts(got[i], ro))
+            out.append((new, edges_l[i], best))
         return out, st
+
+    def _cdt(self) -> str:
+        """A candidate id on the wire: 4 bytes while it fits."""
+        return "int32" if self.n <= np.iinfo(np.int32).max else "int64"
+
+    def _fold_start(self) -> list:
+        """The native 2D fold's carried state before a search's first level, per local
+        rank: the :class:`~.traversal.FoldCarry`, the own rows new at the last level
+        (``newprev``) and per received fold entry whether its holder knows the row
+        (``pk``: proposed it, or the visited sync sent it)."""
+        X, cdt = self.X, self._cdt()
+        return [dict(carry=FoldCarry.start(rg.fold, cdt), newprev=X.zeros(rg.nl, "bool"),
+                     pk=X.zeros(rg.fold.nrecv, "bool")) for rg in self.rgs]
 
     def _record(self, records: list, vec: list, st, meas: int, depth: int, cur: str, nf: float, tl: float,
                 steal=None, tail: list | None = None) -> tuple[float, float]:
@@ -506,7 +540,9 @@ class BfsEngine:
         bottom-up round whether the row takes part and its edges in the round),
         with host copies, and per fold entry the sender's weights of that row
         (``rw``); the expand's top-down bounds (``tops``, as
-        :meth:`_torch_state`); the expand, sync and fold send lists on the device."""
+        :meth:`_torch_state`); the expand, sync and fold send lists on the device
+        and the fold's receive offsets (``roff``); scratch for the owners'
+        candidates (``own``, ``late``) and fold flags (``nfold``)."""
         if getattr(self, "_tstate2", None) is not None:
             return self._tstate2
         import torch
@@ -539,7 +575,10 @@ class BfsEngine:
                            tops=tops, s0=rg.steps[0].on(dev), sync=self.sync[i].on(dev), fold=rg.fold.on(dev),
                            self_src=gv.self_src, self_dst=gv.self_dst, fold_pos=gv.fold_pos,
                            zero1=torch.zeros(1, dtype=torch.int64, device=dev),
-                           pk=torch.zeros(rg.fold_pos.size, dtype=torch.bool, device=dev)))
+                           pk=torch.zeros(rg.fold_pos.size, dtype=torch.bool, device=dev),
+                           roff=torch.as_tensor(rg.fold.recv_off, device=dev),
+                           late=torch.empty(rg.nl, dtype=torch.int64, device=dev),
+                           nfold=torch.empty(rg.nl, dtype=torch.int32, device=dev)))
         # per fold entry an owner receives, the sender's block-row weights of that row (once per engine:
         # one fold exchange per weight, every row flagged): the owner counts what its visited sync removes
         # from each receiver's unvisited rows, so a bottom-up level knows its sizes exactly
@@ -581,21 +620,28 @@ class BfsEngine:
 
     def _search_torch_2d(self, root: int) -> BfsResult:
         """:meth:`search` for the torch kernels on a 2D plan: the same levels,
-        records and result (same bytes per rank and pair) with **two** device →
-        host copies per level — one when the grid row has no peer (R × 1: no fold).
+        records and result (same bytes per rank and pair) with **one** device →
+        host copy per level, the level's copy.
 
         A level makes up to three exchanges, each sized on the host before it
         is sent (NCCL's all-to-all takes host split sizes; the mode and bytes
         of a pair follow from its count): the expand along the grid column
         and, before a bottom-up level, the visited sync along the grid row —
-        both counted in the **level's copy** at the end of the previous level
+        both counted in the level's copy at the end of the previous level
         (with the new frontier size, scout count, own CSC edges, edges
         examined, the next bottom-up's row and edge counts over the rows not
         known visited then, and per grid-row peer what the next visited sync
         removes from the peer's counts: the sizes a bottom-up level takes are
-        exact, delivered by the level's world sum) — and the fold along the grid
-        row, whose counts per peer exist only after the level's block kernel:
-        the **fold copy**. Top-down pads its edge ranges to the host's bound
+        exact, delivered by the level's world sum) — and the fold along the
+        grid row (:func:`~.traversal.exchange_fold`): a bitmap per pair of this
+        level's proposals over the entries the holder may still propose, then
+        the candidate ids of the previous level's proposals — both counted per
+        peer (sent and received) in the previous level's copy
+        (:class:`~.traversal.FoldCarry`). An owner's new rows follow from the bitmaps at
+        once; their parents take the smallest candidate, the own block's at
+        once and the peers' with the next level's fold (the last level finds
+        no row, so every parent is complete when the search ends). Top-down
+        pads its edge ranges to the host's bound
         (:meth:`~.kernels.torchk.TorchKernels.top_down_b`), bottom-up sizes its
         rows and rounds from the host figures
         (:meth:`~.kernels.torchk.TorchKernels.bottom_up_b`): a fixed number of
@@ -610,8 +656,13 @@ class BfsEngine:
         nb = S[0]["wb_host"].shape[0] if S else 0
         nf_own, own_e, bounds, counts0, counts_s, decs = [], [], [], [], [], []
         deg_root = []
+        cdt = getattr(torch, self._cdt())
+        # the fold carries its sizes and the last level's candidate ids from level to level (FoldCarry),
+        # and the owners the own rows new at the last level (their parents complete with the next fold)
+        carry = [FoldCarry.start(rg.fold, cdt, S[i]["visited"].device) for i, rg in enumerate(rgs)]
         for i in loc:
             s, rg = S[i], rgs[i]
+            s["newprev"] = torch.zeros(rg.nl, dtype=torch.bool, device=s["visited"].device)
             for k in ("visited", "fext", "skip", "synced", "pk"):
                 s[k].zero_()
             s["parent"].fill_(KT_BIG)
@@ -707,39 +758,36 @@ class BfsEngine:
                 bests.append(best)
                 edges_l.append(edges)
                 masks.append(mask)
-            # 4. the fold along the grid row: its counts per peer are the level's first copy
+            # 4. the fold along the grid row: this level's flags (a bitmap per pair) and the last level's
+            #    candidate ids, every size known on the host (the plan, the last level's copy)
             st2 = ExchangeStats()
             if not quiet_f:
-                cf = []
-                for i in loc:
-                    idx, soff = S[i]["fold"]
-                    csum = torch.cat([S[i]["zero1"], torch.cumsum(_take_t(masks[i], idx), 0, dtype=torch.int64)])
-                    cf.append(_take_t(csum, soff[1:]) - _take_t(csum, soff[:-1]))
-                flat = (cf[0] if len(cf) == 1 else torch.cat(cf)).tolist()  # the fold copy
-                cfold, o = [], 0
-                for i in loc:
-                    g = rgs[i].fold.send_counts.size
-                    cfold.append(np.asarray(flat[o:o + g], dtype=np.int64))
-                    o += g
-                cdt = torch.int32 if self.n <= np.iinfo(np.int32).max else torch.int64
-                fgot, fvals, st2 = _exchange_flags_torch(comm, [rg.fold for rg in rgs], masks,
-                                                         [b.to(cdt) for b in bests],
-                                                         [rg.fold_pos.size for rg in rgs],
-                                                         f"BFS fold, level {depth}", counts=cfold)
+                fl = [_take_t(masks[i], S[i]["fold"][0]) for i in loc]
+                fgot, fvals, st2 = exchange_fold(comm, [rg.fold for rg in rgs], fl, carry, cdt,
+                                                 what=f"BFS fold, level {depth}")
                 for i in loc:
                     S[i]["pk"] |= fgot[i]  # rows the peer proposed: it knows them
             st = st.add(st2)
-            # 5. owners keep the smallest candidate of each unvisited own vertex; the level's copy
+            # 5. an own row is new when proposed and unvisited; its parent is the smallest candidate (the own
+            #    block's now, the peers' with the next fold); the level's copy
             figs = []
             for i in loc:
                 s = S[i]
                 own = s["own"]
                 own.fill_(KT_BIG)
                 own.scatter_reduce_(0, s["self_dst"], _take_t(bests[i], s["self_src"]), "amin")
+                prop = own < KT_BIG
                 if not quiet_f:
-                    own.scatter_reduce_(0, s["fold_pos"], torch.where(fgot[i], fvals[i].to(torch.int64), s["big0"]),
-                                        "amin")
-                new = (own < KT_BIG) & ~s["visited"]
+                    late = s["late"]  # the peers' candidates of the last level's new rows
+                    late.fill_(KT_BIG)
+                    late.scatter_reduce_(0, s["fold_pos"],
+                                         torch.where(carry[i].pgot, fvals[i].to(torch.int64), s["big0"]), "amin")
+                    torch.minimum(s["parent"], torch.where(s["newprev"], late, s["big0"]), out=s["parent"])
+                    nfold = s["nfold"]
+                    nfold.zero_()
+                    nfold.index_add_(0, s["fold_pos"], fgot[i].to(torch.int32))
+                    prop |= nfold > 0
+                new = prop & ~s["visited"]
                 s["visited"] |= new
                 torch.minimum(s["parent"], torch.where(new, own, s["big0"]), out=s["parent"])
                 s["level"].masked_fill_(new, depth + 1)
@@ -757,6 +805,15 @@ class BfsEngine:
                     m = (s["rw"] * (_take_t(flags, idx) & ~s["pk"]).to(f64)).cumsum(1)
                     m = torch.cat([s["zb"], m], 1)
                     parts.append((m.index_select(1, soff[1:]) - m.index_select(1, soff[:-1])).reshape(-1))
+                if not quiet_f:  # the next fold's sizes per peer: entries still available, this fold's flags
+                    c = carry[i]
+                    c.avail, c.pflags, c.pvals = ~_take_t(sk, s["fold"][0]), fl[i], _take_t(bests[i], s["fold"][0])
+                    c.pvals = c.pvals.to(cdt)
+                    c.ravail, c.pgot, s["newprev"] = ~s["pk"], fgot[i], new
+                    for m, off in ((c.avail, s["fold"][1]), (fl[i], s["fold"][1]), (c.ravail, s["roff"]),
+                                   (fgot[i], s["roff"])):
+                        csum = torch.cat([s["zero1"], torch.cumsum(m, 0, dtype=torch.int64)])
+                        parts.append((_take_t(csum, off[1:]) - _take_t(csum, off[:-1])).to(f64))
                 figs.append(torch.cat(parts))
             flat = (figs[0] if len(figs) == 1 else torch.cat(figs)).tolist()  # the level's copy
             vec, o, decs = [], 0, []
@@ -768,6 +825,12 @@ class BfsEngine:
                 decs.append(np.asarray(flat[o + 4 + nb + g0 + gs:o + 4 + nb + g0 + gs + gd],
                                        dtype=np.int64).reshape(nb, gs) if gd else np.zeros((nb, gs), np.int64))
                 o += 4 + nb + g0 + gs + gd
+                if not quiet_f:
+                    fs, fr, c = rg.fold.send_counts.size, rg.fold.recv_counts.size, carry[i]
+                    c.u_send, c.c_send = (np.rint(flat[o + k * fs:o + (k + 1) * fs]).astype(np.int64) for k in (0, 1))
+                    o += 2 * fs
+                    c.u_recv, c.c_recv = (np.rint(flat[o + k * fr:o + (k + 1) * fr]).astype(np.int64) for k in (0, 1))
+                    o += 2 * fr
                 cnt, sc, ce, e = f[0], f[1], f[2], f[3]
                 nf_own[i], own_e[i] = int(cnt), int(ce)
                 bounds[i] = tuple(int(x) for x in f[4:4 + nb])
@@ -811,6 +874,7 @@ class BfsEngine:
         records: list[Level] = []
         known = [X.zeros(rg.nrows, "bool") for rg in rgs] if self.two_d else None  # 2D block rows
         synced = [X.zeros(rg.nl, "bool") for rg in rgs] if self.two_d else None  # own bits peers have
+        fp = self._fold_start() if self.two_d else None  # 2D: what the next fold carries
         while sched.nf > 0:
             tl = time.perf_counter()
             cur, depth, nf = sched.next(), sched.depth, sched.nf
@@ -822,11 +886,11 @@ class BfsEngine:
             found, steal = None, None
             if self.two_d:  # expand along the grid column (above), (sync,) local level, fold along the grid row
                 if cur == "bottom-up":
-                    rows, st3 = self._sync_2d(visited, synced, depth)
+                    rows, st3 = self._sync_2d(visited, synced, depth, fp)
                     for i in loc:
                         known[i][rows[i]] = True
                     st = st.add(st3)
-                found, st2 = self._level_2d(cur, front, ghost, visited, known, depth)
+                found, st2 = self._level_2d(cur, front, ghost, visited, known, depth, fp)
                 st = st.add(st2)
             elif self.balancer is not None and cur == "top-down":
                 from .steal import bfs_top_down
@@ -839,6 +903,12 @@ class BfsEngine:
                     new, edges, cand = self._expand(i, cur, front[i], ghost[i], visited[i])
                 visited[i][new] = True
                 parent[i][new] = cand[new]
+                if fp is not None:  # 2D: the peers' candidates of the last level's new rows came with this fold
+                    f = fp[i]
+                    late = f["newprev"]
+                    parent[i][late] = np.minimum(parent[i][late], f["late"][late])
+                    f["newprev"] = X.zeros(rgs[i].nl, "bool")
+                    f["newprev"][new] = True
                 level[i][new] = depth + 1
                 front[i][:] = False
                 front[i][new] = True
@@ -853,6 +923,12 @@ class BfsEngine:
         pg = gather_global(comm, ids, [X.host(a) for a in parent], self.n, -1.0).astype(np.int64)
         lg = gather_global(comm, ids, [X.host(a) for a in level], self.n, -1.0).astype(np.int64)
         return BfsResult(root, pg, lg, records, t_search)
+
+
+def _segment_counts(flags: np.ndarray, off: np.ndarray) -> np.ndarray:
+    """int64 per segment ``[off[j], off[j + 1])``: the set entries of ``flags`` (host)."""
+    csum = np.concatenate([[0], np.cumsum(np.asarray(flags, dtype=bool), dtype=np.int64)])
+    return csum[off[1:]] - csum[off[:-1]]
 
 
 def _take_t(a, idx):

@@ -38,6 +38,11 @@ sparse = c·(4 + w) bytes (uint32 positions in the list, then values), dense =
 (ties: dense, except c = 0: nothing). Counts go first (one int64 per peer);
 the receiver derives each pair's mode and size from them, so the payload is
 one uint8 all-to-all-v (per step) whose bytes the comm counters measure.
+BFS's 2D fold has one format instead (:func:`exchange_fold`): per pair a
+bitmap over the u entries the sender may still flag (⌈u/8⌉ bytes), then the
+values of the entries the previous level's fold flagged (c_prev·w); u and
+c_prev are counted on both sides at the end of the previous level — no count
+exchange, no mode.
 """
 from __future__ import annotations
 
@@ -553,6 +558,204 @@ def _exchange_flags_torch(comm, segs, masks, values, nrecv, what, counts=None, p
         flags_out.append(got)
         vals_out.append(gv)
     return flags_out, (None if vdt is None else vals_out), st
+
+
+@dataclass
+class FoldCarry:
+    """What one local rank's BFS fold (:func:`exchange_fold`) carries from one
+    level to the next. As sender: ``avail`` (bool over its send list: the
+    entries it may still propose — not proposed before, not known visited, at
+    the end of the last level) and ``u_send`` (their count per peer, host
+    int64); ``pflags`` / ``pvals`` (the last fold's flags over the list and
+    the candidate ids there) and ``c_send`` (the flags' count per peer). As
+    receiver: the same sets seen from the owner — ``ravail`` (bool over its
+    receive list: the entries whose holder may still propose them), ``u_recv``,
+    ``pgot`` (the last fold's flags received) and ``c_recv``. Host counts are
+    numpy; the rest numpy arrays or device tensors. Both ends of a pair hold
+    the same sets by construction: a holder's known rows are its proposals
+    and what the visited sync sent it, both of which the owner saw."""
+
+    avail: object
+    u_send: np.ndarray
+    pflags: object
+    pvals: object
+    c_send: np.ndarray
+    ravail: object
+    u_recv: np.ndarray
+    pgot: object
+    c_recv: np.ndarray
+
+    @classmethod
+    def start(cls, sg: "Segments", vdt, device=None) -> "FoldCarry":
+        """Before a search's first level: every entry available, nothing flagged
+        (numpy when ``device`` is None, else tensors on it; ``vdt`` the value dtype)."""
+        ns, nr = int(sg.idx.size), int(sg.nrecv)
+        s = np.asarray(sg.send_counts, np.int64).copy()
+        r = np.asarray(sg.recv_counts, np.int64).copy()
+        zs, zr = np.zeros(s.size, np.int64), np.zeros(r.size, np.int64)
+        if device is None:
+            return cls(np.ones(ns, bool), s, np.zeros(ns, bool), np.zeros(ns, vdt), zs,
+                       np.ones(nr, bool), r, np.zeros(nr, bool), zr)
+        import torch
+        return cls(torch.ones(ns, dtype=torch.bool, device=device), s,
+                   torch.zeros(ns, dtype=torch.bool, device=device), torch.zeros(ns, dtype=vdt, device=device), zs,
+                   torch.ones(nr, dtype=torch.bool, device=device), r,
+                   torch.zeros(nr, dtype=torch.bool, device=device), zr)
+
+
+def fold_pair_bytes(u: np.ndarray, c_prev: np.ndarray, w: int) -> np.ndarray:
+    """Bytes per pair of :func:`exchange_fold`: the bitmap over the pair's
+    available entries (⌈u/8⌉) and the values of the entries the previous fold
+    flagged (``c_prev``·w)."""
+    u, c = np.asarray(u, dtype=np.int64), np.asarray(c_prev, dtype=np.int64)
+    return (u + 7) // 8 + c * w
+
+
+def _tally_fold(st: ExchangeStats, comm, segs: list[Segments], carry: list, w: int):
+    """:func:`_tally` for :func:`exchange_fold`'s one format (a bitmap pair, no
+    sparse alternative: its bytes count in both figures); returns (bytes sent,
+    bytes received) per pair of every local rank."""
+    rank_of = list(comm.local)
+    sb, rb = [], []
+    for i, sg in enumerate(segs):
+        nb = fold_pair_bytes(carry[i].u_send, carry[i].c_send, w)
+        b, m = int(nb.sum()), int(np.count_nonzero(nb))
+        st.bytes += b
+        st.sparse_bytes += b
+        st.dense_bytes += b
+        st.dense_pairs += m
+        st.messages += m
+        st.per_rank[int(rank_of[i])] = [b, m]
+        fam = st.by_family.setdefault(sg.family, [0, 0])
+        fam[0] += b
+        fam[1] += m
+        sb.append(nb)
+        rb.append(fold_pair_bytes(carry[i].u_recv, carry[i].c_recv, w))
+    return sb, rb
+
+
+def exchange_fold(comm, segs: list[Segments], flags: list, carry: list, vdt,
+                  what: str = "fold") -> tuple[list, list, ExchangeStats]:
+    """The BFS fold of a 2D plan, every size known on both hosts before it is
+    sent: per (sender, receiver) pair, the bitmap of this level's flags
+    (``flags[i]``: bool over the send list, ``segs[i].idx`` order) over the
+    pair's available entries (``carry[i]``: :class:`FoldCarry`; a flag outside
+    them is not sent — the caller flags only available entries), then the
+    values of the entries the previous call flagged. Returns (flags received:
+    bool[nrecv] in receive order, the values of the previous call's received
+    flags: ``vdt[nrecv]`` at ``carry[i].pgot``, 0 elsewhere, stats). No count
+    exchange and nothing read from the device; updating ``carry`` for the next
+    call is the caller's. numpy arrays (packed on the host) or torch tensors
+    (packed on their device, the same bytes: :func:`~.kernels.torchk.packbits`,
+    numpy's bit order)."""
+    st = ExchangeStats()
+    tensors = bool(flags) and _is_tensor(flags[0])
+    w = _torch_itemsize(vdt) if tensors else np.dtype(vdt).itemsize
+    nrecv = [int(sg.nrecv) for sg in segs]
+    if all(sg.silent for sg in segs):
+        if tensors:
+            import torch
+            dev = flags[0].device
+            return ([torch.zeros(k, dtype=torch.bool, device=dev) for k in nrecv],
+                    [torch.zeros(k, dtype=vdt, device=dev) for k in nrecv], st)
+        return [np.zeros(k, dtype=bool) for k in nrecv], [np.zeros(k, dtype=vdt) for k in nrecv], st
+    sb, rb = _tally_fold(st, comm, segs, carry, w)
+    if tensors:
+        return _exchange_fold_torch(comm, segs, flags, carry, vdt, w, sb, rb, what) + (st,)
+    sends = []
+    for i, sg in enumerate(segs):
+        c = carry[i]
+        bits = np.asarray(flags[i], dtype=bool)[np.asarray(c.avail, dtype=bool)]  # grouped by peer (the list is)
+        pv = np.asarray(c.pvals)[np.asarray(c.pflags, dtype=bool)]
+        ust, cst = np.concatenate([[0], np.cumsum(c.u_send)]), np.concatenate([[0], np.cumsum(c.c_send)])
+        parts = []
+        for j in np.flatnonzero(sb[i]):  # loop over peers
+            parts.append(np.packbits(bits[ust[j]:ust[j + 1]]).view(np.uint8))
+            parts.append(np.ascontiguousarray(pv[cst[j]:cst[j + 1]]).view(np.uint8))
+        sends.append(np.concatenate(parts) if parts else np.zeros(0, np.uint8))
+    outs = [np.empty(int(r.sum()), np.uint8) for r in rb]
+    touts = outs if not hasattr(comm, "torch") else [_as_comm(comm, o) for o in outs]
+    comm.alltoallv(segs[0].family, [_as_comm(comm, s) for s in sends], sb, rb, touts, what=what)
+    if hasattr(comm, "torch"):
+        outs = [_to_np(o) for o in touts]
+    got_l, val_l = [], []
+    for i, sg in enumerate(segs):
+        c = carry[i]
+        bits, vals = [], []
+        buf, pos = outs[i], 0
+        for j in np.flatnonzero(rb[i]):
+            u, cj = int(c.u_recv[j]), int(c.c_recv[j])
+            nb = (u + 7) // 8
+            bits.append(np.unpackbits(buf[pos:pos + nb], count=u).astype(bool))
+            pos += nb
+            vals.append(buf[pos:pos + w * cj])
+            pos += w * cj
+        got = np.zeros(nrecv[i], dtype=bool)
+        gv = np.zeros(nrecv[i], dtype=vdt)
+        if bits:  # every pair with bytes: its bitmap (maybe empty) and values (maybe none)
+            got[np.flatnonzero(np.asarray(c.ravail, dtype=bool))] = np.concatenate(bits)
+            gv[np.flatnonzero(np.asarray(c.pgot, dtype=bool))] = np.concatenate(vals).view(vdt)
+        got_l.append(got)
+        val_l.append(gv)
+    return got_l, val_l, st
+
+
+def _torch_itemsize(dt) -> int:
+    import torch
+    return torch.empty(0, dtype=dt).element_size()
+
+
+def _exchange_fold_torch(comm, segs, flags, carry, vdt, w, sb, rb, what):
+    """:func:`exchange_fold` on device tensors: (flags received, values)."""
+    import torch
+
+    from .kernels.torchk import nonzero_n, packbits, unpackbits, view_as
+    dev = flags[0].device
+    sends = []
+    for i, sg in enumerate(segs):
+        c = carry[i]
+        bits = flags[i][nonzero_n(c.avail, int(c.u_send.sum()))]
+        tot = int(c.c_send.sum())
+        vb = c.pvals[nonzero_n(c.pflags, tot)].contiguous().view(torch.uint8).reshape(-1) if tot else None
+        ust, cst = np.concatenate([[0], np.cumsum(c.u_send)]), np.concatenate([[0], np.cumsum(c.c_send)]) * w
+        parts = []
+        for j in np.flatnonzero(sb[i]):  # loop over peers
+            if c.u_send[j]:
+                parts.append(packbits(bits[int(ust[j]):int(ust[j + 1])]))
+            if c.c_send[j]:
+                parts.append(vb[int(cst[j]):int(cst[j + 1])])
+        sends.append(torch.cat(parts) if parts else torch.zeros(0, dtype=torch.uint8, device=dev))
+    if _wants_tensors(comm):
+        outs = [torch.empty(int(r.sum()), dtype=torch.uint8, device=dev) for r in rb]
+        comm.alltoallv(segs[0].family, sends, sb, rb, outs, what=what)
+    else:  # a numpy comm: cross at its boundary (zero-copy views of CPU tensors)
+        outs_np = [np.empty(int(r.sum()), np.uint8) for r in rb]
+        comm.alltoallv(segs[0].family, [s.cpu().numpy() for s in sends], sb, rb, outs_np, what=what)
+        outs = [torch.from_numpy(o).to(dev) for o in outs_np]
+    got_l, val_l = [], []
+    for i, sg in enumerate(segs):
+        c = carry[i]
+        nr = int(sg.nrecv)
+        got = torch.zeros(nr, dtype=torch.bool, device=dev)
+        gv = torch.zeros(nr, dtype=vdt, device=dev)
+        bits, vals = [], []
+        buf, pos = outs[i], 0
+        for j in np.flatnonzero(rb[i]):  # loop over peers
+            u, cj = int(c.u_recv[j]), int(c.c_recv[j])
+            nb = (u + 7) // 8
+            if u:
+                bits.append(unpackbits(buf[pos:pos + nb], u))
+            pos += nb
+            if cj:
+                vals.append(buf[pos:pos + w * cj])
+            pos += w * cj
+        if bits:
+            got[nonzero_n(c.ravail, int(c.u_recv.sum()))] = torch.cat(bits)
+        if vals:
+            gv[nonzero_n(c.pgot, int(c.c_recv.sum()))] = view_as(torch.cat(vals), vdt)
+        got_l.append(got)
+        val_l.append(gv)
+    return got_l, val_l
 
 
 def _cat(parts: list):
