@@ -21,6 +21,7 @@ import time
 import numpy as np
 
 from partplan.graph import Graph
+from partplan.partition.options import DEFAULT_IMBALANCE
 
 
 # ----------------------------------------------------------------- generators
@@ -104,7 +105,7 @@ def load_instance(name: str, fetch: bool = False) -> Graph | None:
     return g
 
 
-def run_one(g: Graph, k: int, *, seed: int = 0, imbalance: float = 0.03, threads: int = 1,
+def run_one(g: Graph, k: int, *, seed: int = 0, imbalance: float = DEFAULT_IMBALANCE, threads: int = 1,
             volume_tolerance: float = 0.05, time_limit: float | None = None, decoupled: bool = True,
             lp_solver: str = "highs") -> dict:
     """One row of the table: Mt-KaHyPar DEFAULT, then what ``partition(objective="max-both")`` runs
@@ -219,7 +220,7 @@ def warm_up() -> float:
     return time.perf_counter() - t0
 
 
-def run_fast(g: Graph, k: int, *, seed: int = 0, imbalance: float = 0.03, repeat: int = 3, **opts) -> dict:
+def run_fast(g: Graph, k: int, *, seed: int = 0, imbalance: float = DEFAULT_IMBALANCE, repeat: int = 3, **opts) -> dict:
     """Fast mode : METIS, then the km1 V-cycle refinement
     (:func:`partplan.partition.refinement.vcycle.vcycle_refine`, what ``preset="fast"``
     runs), against METIS alone. Each is run ``repeat`` times; the minimum
@@ -228,6 +229,7 @@ def run_fast(g: Graph, k: int, *, seed: int = 0, imbalance: float = 0.03, repeat
     figure. Volumes are recounted by :func:`partplan.analyze`."""
     from partplan import analyze
     from partplan.partition.engines import metis
+    from partplan.partition.context import VCycleContext, resolve
     from partplan.partition.refinement.vcycle import vcycle_refine
 
     mw = mc = rw = rc = math.inf
@@ -235,7 +237,8 @@ def run_fast(g: Graph, k: int, *, seed: int = 0, imbalance: float = 0.03, repeat
         t0, c0 = time.perf_counter(), time.process_time()
         part = metis(g, k, imbalance=imbalance, seed=seed)
         t1, c1 = time.perf_counter(), time.process_time()
-        new, rep = vcycle_refine(g, part, k, imbalance=imbalance, seed=seed, **opts)
+        new, rep = vcycle_refine(g, part, k, imbalance=imbalance, seed=seed,
+                                 context=resolve(VCycleContext, opts, label="vcycle"))
         t2, c2 = time.perf_counter(), time.process_time()
         mw, mc, rw, rc = min(mw, t1 - t0), min(mc, c1 - c0), min(rw, t2 - t1), min(rc, c2 - c1)
     before, after = analyze(g, part, k).total_volume, analyze(g, new, k).total_volume
@@ -252,7 +255,7 @@ def run_fast(g: Graph, k: int, *, seed: int = 0, imbalance: float = 0.03, repeat
             "band": rep["cycles"][0]["band"] if rep["cycles"] else None}
 
 
-def run_fast_benchmark(instances=DEFAULT_INSTANCES, ks=(16, 64), *, seed: int = 0, imbalance: float = 0.03,
+def run_fast_benchmark(instances=DEFAULT_INSTANCES, ks=(16, 64), *, seed: int = 0, imbalance: float = DEFAULT_IMBALANCE,
                        fetch: bool = False, verbose: bool = True, repeat: int = 3, **opts) -> list[dict]:
     """METIS vs METIS + km1 V-cycle refinement on every instance × k; prints the table."""
     from partplan.partition.refinement.vcycle import warm_up as fast_warm_up
@@ -286,7 +289,7 @@ def run_fast_benchmark(instances=DEFAULT_INSTANCES, ks=(16, 64), *, seed: int = 
     return rows
 
 
-def run_benchmark(instances=DEFAULT_INSTANCES, ks=(16, 64), *, seed: int = 0, imbalance: float = 0.03,
+def run_benchmark(instances=DEFAULT_INSTANCES, ks=(16, 64), *, seed: int = 0, imbalance: float = DEFAULT_IMBALANCE,
                   threads: int = 1, fetch: bool = False, decoupled: bool = True, lp_solver: str = "highs",
                   time_limit: float | None = None, out: str | None = None, verbose: bool = True) -> list[dict]:
     """Run every instance × k; print rows as they finish and the summary;
@@ -322,7 +325,7 @@ def run_benchmark(instances=DEFAULT_INSTANCES, ks=(16, 64), *, seed: int = 0, im
     return rows
 
 
-def lean_metis(g: Graph, k: int, *, imbalance: float = 0.03, seed: int = 0) -> np.ndarray:
+def lean_metis(g: Graph, k: int, *, imbalance: float = DEFAULT_IMBALANCE, seed: int = 0) -> np.ndarray:
     """pymetis directly on the CSR of a symmetric graph without self loops
     (what :func:`rmat_graph` returns), uniform edge weights, vertex weights
     max(row nnz, 1) as :func:`partplan.partition.engines.metis`, which
@@ -343,7 +346,7 @@ def lean_metis(g: Graph, k: int, *, imbalance: float = 0.03, seed: int = 0) -> n
     return np.asarray(res.vertex_part, dtype=np.int64)
 
 
-def run_scale(scale: int, k: int, *, plan: bool = False, seed: int = 0, imbalance: float = 0.03,
+def run_scale(scale: int, k: int, *, plan: bool = False, seed: int = 0, imbalance: float = DEFAULT_IMBALANCE,
               start: str = "metis", time_limit: float | None = None, verbose: bool = True) -> dict:
     """Scale run: R-MAT ``scale`` (:func:`rmat_graph`), METIS
     (pymetis) as the starting partition — Mt-KaHyPar is too slow at this size

@@ -28,6 +28,7 @@ from ._common import nonneg_float as _nonneg_float
 from ._common import positive_int as _positive_int
 
 from partplan.bench.methods import METHOD_NAMES as METHODS  # the one method table
+from partplan.partition.options import DEFAULT_IMBALANCE
 
 
 # --------------------------------------------------------------------------- parsing helpers
@@ -52,7 +53,7 @@ def _dtype(text: str) -> str:
 
 
 # --------------------------------------------------------------------------- graph and partition
-def make_partition(graph, method: str, k: int, *, seed: int = 0, imbalance: float = 0.03,
+def make_partition(graph, method: str, k: int, *, seed: int = 0, imbalance: float = DEFAULT_IMBALANCE,
                    preset: str = "DEFAULT") -> np.ndarray:
     """Partition ``graph`` into ``k`` parts with ``method`` (a thin call; see
     :mod:`partplan.bench.methods`)."""
@@ -93,7 +94,7 @@ def register(subparsers) -> None:
     p.add_argument("--column", metavar="NAME", help="column of a Parquet/Arrow/CSV partition file")
     p.add_argument("--seed", type=int, help="seed for random / metis / hypergraph (default 0)")
     p.add_argument("--imbalance", type=_nonneg_float, metavar="E",
-                   help="allowed load imbalance for metis / hypergraph (default 0.03)")
+                   help=f"allowed load imbalance for metis / hypergraph (default {DEFAULT_IMBALANCE})")
     p.add_argument("--preset", metavar="P",
                    help="Mt-KaHyPar preset for --method hypergraph: DEFAULT (default), QUALITY, "
                         "DETERMINISTIC, ...")
@@ -180,7 +181,7 @@ def run(args) -> int:
             raise PartitionError(f"--method {args.method} needs -k K (number of ranks)")
         lay = layout_of(spec, k)
         opts = {"seed": 0 if args.seed is None else args.seed,
-                "imbalance": 0.03 if args.imbalance is None else args.imbalance,
+                "imbalance": DEFAULT_IMBALANCE if args.imbalance is None else args.imbalance,
                 "preset": "DEFAULT" if args.preset is None else args.preset}
         from partplan.bench.methods import get_method
         opts = {o: v for o, v in opts.items() if o in get_method(args.method).takes}

@@ -12,6 +12,7 @@ import json
 import sys
 import time
 from ._common import positive_int as _positive_int
+from partplan.partition.options import DEFAULT_IMBALANCE
 
 
 def register(subparsers) -> None:
@@ -36,7 +37,7 @@ def register(subparsers) -> None:
     p.add_argument("--out", default=None, metavar="DIR", help="write bench_planner.{csv,json,png} here")
     p.add_argument("--preset", default="DEFAULT", help="Mt-KaHyPar preset (default DEFAULT)")
     p.add_argument("--threads", type=_positive_int, default=1, help="Mt-KaHyPar threads (default 1)")
-    p.add_argument("--imbalance", type=float, default=0.03)
+    p.add_argument("--imbalance", type=float, default=DEFAULT_IMBALANCE)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--refine-time-limit", type=float, default=None, help="seconds per refinement")
     p.add_argument("--stochastic", default=None, metavar="NAME",

@@ -30,6 +30,7 @@ from partplan.errors import BackendUnavailableError, PartitionError
 from ._common import fraction as _fraction
 from ._common import add_weight_option, check_feature_width, load_graph, nonneg_float
 from ._common import positive_int as _positive_int
+from partplan.partition.options import DEFAULT_IMBALANCE
 
 
 def register(subparsers) -> None:
@@ -70,8 +71,8 @@ def register(subparsers) -> None:
                    help="total volume only, or bottleneck refinement afterwards (default: max-both for the "
                         "hypergraph model with a 1d/1.5d layout, else total)")
     p.add_argument("--layout", default="1d", help="1d, 1.5d:C (C replicas) or 2d:RxC (default 1d)")
-    p.add_argument("--imbalance", type=_fraction, default=0.03, help="ε: compute balance tolerance "
-                                                                      "(default 0.03)")
+    p.add_argument("--imbalance", type=_fraction, default=DEFAULT_IMBALANCE, help="ε: compute balance tolerance "
+                                                                      f"(default {DEFAULT_IMBALANCE})")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--threads", type=_positive_int, default=None, help=_help("--threads"))
     p.add_argument("--ownership", default="conformal", choices=["conformal", "decoupled"],
@@ -122,33 +123,29 @@ def _backend_names() -> list:
 
 
 def _mpi_engines() -> list:
-    from partplan.partition.pipeline.distributed import ENGINES
+    """The registry's engines that run on MPI processes only (the others are BACKENDS already)."""
+    from partplan.partition.registry import mpi_engine_names
     from partplan.partition.engines import BACKENDS
-    return [e for e in ENGINES if e not in BACKENDS]
+    return [e for e in mpi_engine_names() if e not in BACKENDS]
 
 
 def _run_distributed(args, progress) -> int:
-    """``--nprocs N``: the MPI stage (partplan.partition.pipeline.distributed), 1D partitions only."""
-    from partplan.partition.pipeline.distributed import check_request, distributed_partition
+    """``--nprocs N``: the partitioner on MPI processes (partplan.partition.pipeline.distributed), 1D
+    partitions only; its arguments are checked by the one resolve() of partition()."""
+    from partplan.partition.context import DistributedRefineContext
+    from partplan.partition.pipeline.distributed import distributed_partition
+    from partplan.partition.request import resolve
 
-    from partplan.partition.context import cli_options
-    flags = {f: f.lstrip("-").replace("-", "_") for f in ("--model", "--objective", "--preset", "--metric",
-                                                          "--ownership-method", "--topology", "--route",
-                                                          "--route-level", *cli_options())}
-    flags["--map"] = "map_method"
-    given = [flag for flag, attr in flags.items() if flag not in ("--time-limit", "-f", "--features", "--dtype")
-             and getattr(args, attr, None) not in (None, False)]
+    plan_only = {"--topology": "topology", "--route": "route", "--route-level": "route_level", "--map": "map_method"}
+    given = [flag for flag, attr in plan_only.items() if getattr(args, attr, None) not in (None, False)]
     if args.partition_only:
         given.append("--partition-only")
-    from partplan.layouts import parse_layout
-    if parse_layout(args.layout, args.k) != parse_layout("1d", args.k):
-        given.append("--layout")
-    if args.ownership != "conformal":
-        given.append("--ownership")
     if given:
         raise BackendUnavailableError(f"{', '.join(given)} do not apply with --nprocs (the distributed "
                                       f"partitioner writes 1D partitions)")
-    check_request(args.backend, args.nprocs, args.k)
+    req = resolve(None, args.k, model=args.model, backend=args.backend, objective=args.objective,
+                  layout=args.layout, imbalance=args.imbalance, seed=args.seed, ownership=args.ownership,
+                  options=_options(args, progress), nprocs=args.nprocs)
     out = Path(args.output) if args.output else Path(f"{default_output(args.graph, args.k)}.npy")
     if out.suffix.lower() != ".npy":
         raise PartitionError(f"{out}: the distributed partitioner writes a .npy partition (each process writes "
@@ -162,8 +159,9 @@ def _run_distributed(args, progress) -> int:
     if not is_chunked(graph) or args.symmetrize:   # a file or a dataset name: read here, chunked by the launcher
         progress(f"reading {args.graph}")
         graph = load_graph(args.graph, symmetrize=args.symmetrize, weight=args.weight)
-    res = distributed_partition(graph, args.k, nprocs=args.nprocs, output=out, engine=args.backend,
-                                imbalance=args.imbalance, seed=args.seed, time_limit=args.time_limit,
+    ctx = DistributedRefineContext(time_limit=req.groups["refine"].get("time_limit"), seed=req.seed)
+    res = distributed_partition(graph, req.k, nprocs=req.nprocs, output=out, engine=req.engine,
+                                imbalance=req.imbalance, seed=req.seed, context=ctx, engine_options=req.engine_opts,
                                 quiet=args.quiet, progress=progress)
     if args.json:
         print(json.dumps({k: v for k, v in res.items() if k not in ("send", "recv", "compute_load")}, indent=1))
@@ -238,8 +236,7 @@ def run(args) -> int:
     progress = StderrProgress(t_start, quiet=args.quiet)
     if args.nprocs is not None:
         return _run_distributed(args, progress)
-    from partplan.partition.pipeline.distributed import ENGINES
-    if args.backend in ENGINES and args.backend not in _backend_names():
+    if args.backend in _mpi_engines():
         raise BackendUnavailableError(f"--engine {args.backend} runs with MPI processes: add --nprocs N")
 
     out = Path(args.output) if args.output else default_output(args.graph, args.k)

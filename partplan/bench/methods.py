@@ -31,6 +31,7 @@ import numpy as np
 from ..errors import PartitionError
 from ..graph import Graph
 from ..partition.engines import REGISTRY, backend_names, default_backend, run_backend
+from ..partition.options import DEFAULT_IMBALANCE
 
 _RANDOMIZED_BASELINES = frozenset({"random"})  # baselines whose result depends on the seed
 
@@ -87,7 +88,7 @@ def check_method_options(name: str, given) -> None:
         raise PartitionError(f"--{sorted(extra)[0]} has no effect with --method {name}")
 
 
-def run_method(graph: Graph, name: str, k: int, *, seed: int = 0, imbalance: float = 0.03,
+def run_method(graph: Graph, name: str, k: int, *, seed: int = 0, imbalance: float = DEFAULT_IMBALANCE,
                preset: str | None = None, threads: int | None = None) -> tuple[np.ndarray, dict]:
     """Partition ``graph`` into ``k`` parts (row blocks) with method ``name``.
 

@@ -29,6 +29,7 @@ from ..graph import Graph
 from ..metrics import analyze
 from .._atomic import atomic_path
 from .methods import METHOD_NAMES, run_method
+from ..partition.options import DEFAULT_IMBALANCE
 
 DATASETS = ("email-Enron", "as-22july06", "astro-ph", "cond-mat-2003", "copter2", "mdual", "delaunay_n15",
             "rgg_n_2_15_s0", "rmat16")
@@ -78,7 +79,7 @@ def _row(graph: Graph, part: np.ndarray, k: int, seconds: float) -> dict:
             "compute_imbalance": float(s.compute_load.max() / s.compute_load.mean() - 1), "time_s": seconds}
 
 
-def run_methods(graph: Graph, k: int, *, methods=METHODS, imbalance: float = 0.03, seed: int = 0,
+def run_methods(graph: Graph, k: int, *, methods=METHODS, imbalance: float = DEFAULT_IMBALANCE, seed: int = 0,
                 preset: str = "DEFAULT", threads: int | None = None, refine_time_limit: float | None = None,
                 progress: Callable[[str], None] | None = None) -> dict:
     """{method: figures} for one graph and k (methods that cannot run are
@@ -146,7 +147,7 @@ def summarize(rows: list[dict]) -> dict:
 
 def stochastic_compare(graph: Graph, k: int, *, sampler: str = "neighbor:256:10,5", theta: float = 0.02,
                        delta: float = 0.05, batches: int = 1000, seed: int = 0, preset: str = "DEFAULT",
-                       threads: int | None = None, imbalance: float = 0.03,
+                       threads: int | None = None, imbalance: float = DEFAULT_IMBALANCE,
                        progress: Callable[[str], None] | None = None) -> dict:
     """Expected mini-batch volume (on ``batches`` fresh batches, held-out seed)
     of the stochastic-hypergraph partition vs the full-batch hypergraph one."""
@@ -183,7 +184,7 @@ def stochastic_compare(graph: Graph, k: int, *, sampler: str = "neighbor:256:10,
 
 
 def run_bench(datasets=QUICK_DATASETS, ks=(16, 64), *, methods=METHODS, out: str | os.PathLike | None = None,
-              imbalance: float = 0.03, seed: int = 0, preset: str = "DEFAULT", threads: int | None = None,
+              imbalance: float = DEFAULT_IMBALANCE, seed: int = 0, preset: str = "DEFAULT", threads: int | None = None,
               refine_time_limit: float | None = None, stochastic: str | None = None,
               stochastic_k: int = 16, stochastic_batches: int = 1000, stochastic_sampler: str = "neighbor:256:10,5",
               stochastic_theta: float = 0.02,

@@ -58,6 +58,7 @@ from .pipeline.stages import EXPLICIT_REFINE_WORK, LP_OWNERSHIP_MAX_BLOCKS  # no
 from .._atomic import atomic_path
 from .._process import peak_rss_bytes
 from .heartbeat import HEARTBEAT_EVERY_S, HEARTBEAT_FIRST_S, _heartbeat  # noqa: F401  (re-exported)
+from .options import DEFAULT_IMBALANCE
 
 # derived from the backend registry (partplan.partition.engines.REGISTRY), the one list of engines
 DEFAULT_BACKEND = {m: default_backend(m) for m in MODELS}
@@ -147,9 +148,10 @@ def _jsonable(x):
     return str(x)
 
 
-def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | None = None,
-              objective: str | None = None, layout: str = "1d", imbalance: float = 0.03, seed: int = 0,
-              ownership: str = "conformal", **backend_options) -> Partition:
+def partition(graph: Graph | str | os.PathLike, k: int, *, model: str | None = None, backend: str | None = None,
+              objective: str | None = None, layout: str = "1d", imbalance: float = DEFAULT_IMBALANCE, seed: int = 0,
+              ownership: str = "conformal", nprocs: int | None = None, output: str | os.PathLike | None = None,
+              **backend_options) -> Partition:
     """Partition ``graph`` for ``k`` ranks (see the module doc).
 
     Parameters
@@ -176,6 +178,13 @@ def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | 
         the post-passes' (volume_tolerance, time_limit, alpha, beta;
         hub_factor; ownership_method). All are checked before any work
         (:func:`partplan.partition.request.resolve`).
+    nprocs : partition with this many MPI processes (:mod:`partplan.partition.pipeline.distributed`;
+        ``graph`` may then be a chunked graph directory, which no process reads whole): an engine of
+        the registry that runs on MPI processes (``backend="zoltan"``, ``"ptscotch"``, ``"stream"``;
+        None: chosen per graph), then the distributed max(send, recv) refinement and volume passes;
+        1D only. The options it takes: the engine's own and ``time_limit``.
+    output : with ``nprocs``, the ``.npy`` the processes write (and its JSON sidecar); None: a
+        temporary file, read back into the result.
 
     The work runs as four stages (:mod:`partplan.partition.pipeline.stages`): model →
     engine → post-passes → measure; ``timings`` has their seconds and
@@ -183,7 +192,11 @@ def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | 
     bytes) at the end of each — a jump shows the stage that raised it.
     """
     req = resolve(graph, k, model=model, backend=backend, objective=objective, layout=layout,
-                  imbalance=imbalance, seed=seed, ownership=ownership, options=backend_options)
+                  imbalance=imbalance, seed=seed, ownership=ownership, options=backend_options, nprocs=nprocs)
+    if req.nprocs is not None:
+        return _partition_mpi(graph, req, output)
+    if output is not None:
+        raise PartitionError("output= is the .npy of partition(..., nprocs=N); save a partition with save_partition")
     w = stages.start(req)
     _say_balance_floor(graph, req, w.info)
     rss = w.info.setdefault("peak_rss_bytes", {})  # the process's peak RSS (VmHWM) after each stage, bytes
@@ -199,6 +212,34 @@ def partition(graph: Graph, k: int, *, model: str | None = None, backend: str | 
     return Partition(part=w.part, k=req.k, layout=req.lay.spec, layout_params=req.lay.params, model=req.model,
                      backend=w.backend, objective=req.objective, params=w.params, timings=w.timings, stats=stats,
                      owner=w.owner, graph_fingerprint=graph.fingerprint, layout_stats=lstats, info=w.info)
+
+
+def _partition_mpi(graph, req, output) -> Partition:
+    """``partition(..., nprocs=N)``: the distributed partitioner writes the partition, read back here."""
+    import tempfile
+
+    from .context import DistributedRefineContext
+    from .pipeline.distributed import distributed_partition
+
+    ctx = DistributedRefineContext(time_limit=req.groups["refine"].get("time_limit"), seed=req.seed)
+    with tempfile.TemporaryDirectory(prefix="partplan-mpi-") as tmp:
+        out = Path(tmp) / "part.npy" if output is None else Path(output)
+        res = distributed_partition(graph, req.k, nprocs=req.nprocs, output=out, engine=req.engine,
+                                    imbalance=req.imbalance, seed=req.seed, context=ctx,
+                                    engine_options=req.engine_opts, quiet=req.progress is None,
+                                    progress=req.progress)
+        part = np.load(out).astype(np.int64)
+    if isinstance(graph, Graph):
+        stats = analyze(graph, part, req.k) if req.want_stats else None
+        fingerprint = graph.fingerprint
+    else:
+        from ..io.chunked import chunked_fingerprint
+        stats, fingerprint = None, chunked_fingerprint(graph)
+    params = {"imbalance": req.imbalance, "seed": req.seed, "nprocs": req.nprocs, "engine": res["engine"],
+              **req.engine_opts}
+    return Partition(part=part, k=req.k, layout="1d", layout_params={}, model=res["model"], backend=res["backend"],
+                     objective="max-both", params=params, timings=res["timings"], stats=stats, owner=None,
+                     graph_fingerprint=fingerprint, info={"distributed": res})
 
 
 def _say_balance_floor(graph: Graph, req, info: dict) -> None:

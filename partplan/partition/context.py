@@ -200,6 +200,45 @@ TIME_LIMIT_HELP = ("refinement time limit instead of its counted-work budget (th
 
 
 @dataclass(frozen=True)
+class VCycleContext:
+    """The km1 V-cycles of :func:`partplan.partition.refinement.vcycle.vcycle_refine` (the fast
+    preset, the default pipeline's starts). Every field is a tuning knob fixed by measurement
+    (docs/design/planner.md); none is an option of ``partition()``."""
+
+    cycles: int = option(3, "at most this many V-cycles (new clusters each time) ...", unit="cycles", public=False)
+    min_cycle_gain: float = option(0.01, "... while the last one lowered km1 by at least this fraction",
+                                   unit="fraction", hi=1.0, public=False)
+    rounds: int = option(3, "label-propagation rounds per level", unit="rounds", public=False)
+    max_net: int = option(16, "nets with more pins are ignored when rating clusters above level 0", unit="pins",
+                          public=False)
+    cluster_weight: float = option(1.0, "a cluster weighs at most this x (balance cap - ceil(W/k)) + twice the "
+                                   "average vertex weight", unit="x", lo_open=True, public=False)
+    coarse_vertices_per_part: int = option(20, "coarsening stops below this many vertices per part", unit="vertices",
+                                           public=False)
+    min_shrink: float = option(0.1, "coarsening stops when a level keeps more than 1 - this share of the vertices",
+                               unit="fraction", hi=1.0, public=False)
+    min_pin_shrink: float = option(0.1, "... or more than 1 - this share of the pins (hub nets)", unit="fraction",
+                                   hi=1.0, public=False)
+    own_rating: bool = option(True, "level 0 rates clusters by the two own nets u and v share (O(pins)); False: "
+                              "heavy connectivity over all shared nets (O(sum |e|^2))", public=False)
+    activate_max: int = option(100, "nets with more pins neither wake their pins after a move nor widen the band",
+                               unit="pins", public=False)
+    band: int = option(0, "only vertices within this many net-hops of a cut net move (0: the cut nets' pins only)",
+                       unit="hops", public=False)
+    band_share: float = option(0.8, "work on the whole hypergraph when the band holds more than this share of the "
+                               "vertices", unit="fraction", lo_open=True, public=False)
+    dense_candidates: bool = option(True, "nets with >= k pins add connectivity only to target parts found in the "
+                                    "vertex's smaller nets", public=False)
+    max_degree: float = option(16.0, "label propagation skips vertices in more than this many times the level's "
+                               "average number of nets per vertex (at least 64)", unit="x", lo_open=True,
+                               public=False)
+    prune: bool = option(True, "skip vertices that can make no move of gain >= 0 (the result is the same)",
+                         public=False)
+    fine_every_cycle: bool = option(True, "False: only the last cycle refines the finest level (measured worse: "
+                                    "0.905 vs 0.901 at 2.86 vs 3.0x METIS time)", public=False)
+
+
+@dataclass(frozen=True)
 class FMContext:
     """The FM passes of a refinement (refine.py; the kernels in partition/fm/)."""
 
@@ -263,6 +302,32 @@ class RefineContext:
     max_cost: float | None = option(None, "objective 'total' only: no move raises a part's max(send, recv) above "
                                     "this", kind="real", unit="rows of H", public=False)
     fm: FMContext = sub(FMContext)
+
+
+@dataclass(frozen=True)
+class DistributedRefineContext:
+    """The refinement of a partition held by many MPI processes
+    (:func:`partplan.partition.refinement.distributed.refine_distributed`): propose / commit rounds
+    that lower max(send, recv) with exact volume deltas. ``time_limit`` is the one option of
+    ``partition(..., nprocs=N)``; the others are knobs fixed by measurement
+    (docs/design/distributed.md)."""
+
+    rounds: int = option(200, "propose / commit rounds at most", unit="rounds", public=False)
+    per_round: int = option(2048, "proposals per process per round at most", unit="moves", lo=1, public=False)
+    theta: float = option(0.97, "a part is heavy when its send or recv is at least this x the maximum", unit="x",
+                          hi=1.0, public=False)
+    gamma: float = option(1.0, "price of one row of total volume, in bottleneck rows moved off the maximum",
+                          unit="x", public=False)
+    slack: float = option(0.01, "how far above the weight limit a bottleneck move may fill a part (repair moves "
+                          "take it back)", unit="fraction", public=False)
+    repair_rounds: int = option(50, "rounds of repair moves at the end at most", unit="rounds", public=False)
+    stall_rounds: int = option(25, "stop when the maximum fell by less than stall_gain over this many rounds",
+                               unit="rounds", lo=1, public=False)
+    stall_gain: float = option(0.002, "see stall_rounds", unit="fraction", hi=1.0, public=False)
+    pair_budget: int = option(1 << 22, "(net, proposal) pairs evaluated per round at most, over all processes",
+                              unit="pairs", lo=1, public=False)
+    time_limit: float | None = option(None, TIME_LIMIT_HELP, kind="real", unit="s", normalize=_seconds)
+    seed: int = option(0, "seeds the proposals' order", normalize=check_seed, accepted="any integer", public=False)
 
 
 # ------------------------------------------------------------------------------------ the default pipeline
@@ -418,7 +483,7 @@ def engine(name: str, models: tuple[str, ...], run, context: type, *, options=No
     """Register an engine whose options and schema are its context's fields: an engine is its
     module (its run function and its context) and this one call there. ``options``: the names
     ``run`` takes, when not every field of the context (None: all); ``kw``: the other
-    :class:`~partplan.partition.registry.Backend` fields (``default_for``, ``mpi_run``, ``missing``)."""
+    :class:`~partplan.partition.registry.Backend` fields (``default_for``, ``mpi_run``, ``mpi_missing``)."""
     schema = schema_of(context)
     return register(Backend(name, models, frozenset(schema if options is None else options), run, schema=schema,
                             context=context, **kw))
@@ -586,6 +651,6 @@ def _owners(cls):
 
 
 __all__ = ["BudgetContext", "FMContext", "HubsContext", "HypergraphContext", "Opt", "OwnershipContext", "PRESETS",
-           "PipelineContext", "PlannerContext", "REMOVED", "RefineContext", "StartsContext", "StochasticContext", "engine",
+           "PipelineContext", "PlannerContext", "REMOVED", "RefineContext", "StartsContext", "StochasticContext", "VCycleContext", "DistributedRefineContext", "engine",
            "auto", "build", "cli_help", "cli_options", "fast", "flat", "option", "options_table", "quality",
            "resolve", "schema_of"]

@@ -1,6 +1,6 @@
 """The registry of partitioning engines: one :class:`Backend` entry per engine
 (which models it partitions, which options it takes, whether it is a model's
-default, how to run it). :mod:`.backends` registers the engines; the planner,
+default, how to run it in one process and how to run it on many MPI processes). :mod:`.backends` registers the engines; the planner,
 ``run_backend``, the option contexts and the CLI's choices all read
 :data:`REGISTRY`. This module imports nothing else of the partitioner, so any
 of its modules can ask the registry without an import cycle.
@@ -31,7 +31,15 @@ class Backend:
     run : ``run(model_obj, k, *, imbalance, seed, graph, **options) -> (part, info)``;
         ``model_obj`` is the model's object (a Graph for graph/baseline, a
         Hypergraph otherwise), ``graph`` the input graph; info holds the
-        engine's own objective when it reports one.
+        engine's own objective when it reports one. None: the engine runs on MPI
+        processes only.
+    mpi_run : how the engine runs on the processes of ``partition(..., nprocs=N)``:
+        ``mpi_run(comm, rows, n, k, *, imbalance, seed, symmetric, graph_path, **options)
+        -> int32[rows]``, the parts of this process's rows (``rows``: its
+        :class:`~partplan.partition.refinement.distributed.RowSlice`); collective over ``comm``.
+        None: one process only.
+    mpi_missing : ``mpi_missing() -> list[str]``: what its MPI run still needs installed (empty: it can
+        run); None: nothing beyond partplan's own requirements.
     """
 
     name: str
@@ -41,6 +49,22 @@ class Backend:
     default_for: tuple[str, ...] = ()
     schema: dict | None = None  # typed options (partition/schema.py); None: untyped rows for ``options``
     context: type | None = None
+    mpi_run: Callable | None = None
+    mpi_missing: Callable[[], list] | None = None
+
+    @property
+    def in_process(self) -> bool:
+        """Whether the engine runs in one process (``partition()`` without ``nprocs``)."""
+        return self.run is not None
+
+    @property
+    def on_mpi(self) -> bool:
+        """Whether the engine runs on MPI processes (``partition(..., nprocs=N)``)."""
+        return self.mpi_run is not None
+
+    def mpi_needs(self) -> list:
+        """What is missing here for this engine to run on MPI processes (empty: nothing)."""
+        return [] if self.mpi_missing is None else list(self.mpi_missing())
 
 
 REGISTRY: dict[str, Backend] = {}
@@ -58,8 +82,13 @@ def engine_contexts() -> dict[str, type]:
 
 
 def backend_names(model: str | None = None) -> tuple[str, ...]:
-    """Registered backends (of ``model``, when given), in registration order."""
-    return tuple(n for n, b in REGISTRY.items() if model is None or model in b.models)
+    """Registered engines that run in one process (of ``model``, when given), in registration order."""
+    return tuple(n for n, b in REGISTRY.items() if b.in_process and (model is None or model in b.models))
+
+
+def mpi_engine_names() -> tuple[str, ...]:
+    """Registered engines that run on MPI processes, in registration order."""
+    return tuple(n for n, b in REGISTRY.items() if b.on_mpi)
 
 
 def default_backend(model: str) -> str:
@@ -74,3 +103,13 @@ def get_backend(name: str) -> Backend:
     if name not in REGISTRY:
         raise BackendUnavailableError(f"unknown backend {name!r}; choose one of {', '.join(REGISTRY)}")
     return REGISTRY[name]
+
+
+def in_process_backend(name: str) -> Backend:
+    """:func:`get_backend`, refused with one error naming ``nprocs`` when the engine runs on MPI
+    processes only."""
+    b = get_backend(name)
+    if not b.in_process:
+        raise BackendUnavailableError(f"engine {name} runs on MPI processes only: add --nprocs N "
+                                      f"(partition(..., nprocs=N))")
+    return b

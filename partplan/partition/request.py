@@ -18,11 +18,13 @@ import numpy as np
 from ..errors import BackendUnavailableError, PartitionError
 from ..graph import Graph
 from ..layouts import Layout, parse_layout
-from .engines import backend_names, check_options, default_backend, get_backend
+from .engines import (DEFAULT_MPI_ENGINE, backend_names, check_mpi_engine, check_options, default_backend,
+                      get_backend, in_process_backend)
 from .objectives import AUTO_PRESET, FAST_PRESET, check_objective
 from .options import check_imbalance, check_seed
 from .context import refuse_removed
 from .schema import AUTO, GROUPS, check_group
+from .options import DEFAULT_IMBALANCE
 
 MODELS = ("graph", "hypergraph", "stochastic", "baseline")
 OWNERSHIP = ("conformal", "decoupled")
@@ -60,6 +62,7 @@ class Request:
     dtype: str = "float32"
     want_stats: bool = True
     progress: Callable[[str], None] | None = field(default=None, compare=False)
+    nprocs: int | None = None   # MPI processes (:mod:`partplan.partition.pipeline.distributed`); None: this process
 
     def say(self, msg: str) -> None:
         if self.progress is not None:
@@ -131,6 +134,8 @@ def _model_backend(model, backend, objective, layout, k, ownership, nets) -> tup
     given = model
     model = "hypergraph" if model is None else model
     if backend is not None:
+        if backend not in backend_names():
+            in_process_backend(backend)     # an engine of MPI processes only: one error naming nprocs
         _choose(backend, backend_names(), "backend")
         if backend in backend_names("baseline"):
             model = "baseline"
@@ -202,16 +207,21 @@ def _valid_elsewhere(model: str) -> tuple[str, ...]:
     return tuple(name for g in groups for name in GROUPS[g])
 
 
-def resolve(graph, k, *, model=None, backend=None, objective=None, layout="1d", imbalance=0.03, seed=0,
-            ownership="conformal", options: dict | None = None) -> Request:
+def resolve(graph, k, *, model=None, backend=None, objective=None, layout="1d", imbalance=DEFAULT_IMBALANCE, seed=0,
+            ownership="conformal", options: dict | None = None, nprocs: int | None = None) -> Request:
     """Check everything ``partition()`` was given (module doc); returns the :class:`Request`.
     ``graph=None`` checks all but what needs the graph (k row blocks <= n): the CLI calls
-    it so before reading the graph."""
+    it so before reading the graph. ``nprocs``: the partitioner on that many MPI processes
+    (one of the registry's MPI engines, or the per-graph choice; 1D, max(send, recv) refined)."""
     opts = dict(options or {})
     refuse_removed(opts)
     planner = check_group("planner", _pop(opts, GROUPS["planner"]))
     groups = {g: check_group(g, _pop(opts, GROUPS[g])) for g in _POST_GROUPS}
     groups["auto"] = check_group("auto", _pop(opts, AUTO_KEYS))
+    if nprocs is not None:
+        return _resolve_mpi(graph, k, nprocs, model=model, backend=backend, objective=objective, layout=layout,
+                            imbalance=imbalance, seed=seed, ownership=ownership, opts=opts, groups=groups,
+                            planner=planner)
     engine, model, backend, objective = _engine(model, backend, objective, layout, k, opts, groups)
     k = _check_graph_k(graph, k)
     model, backend, objective = _model_backend(model, backend, objective, layout, k, ownership,
@@ -227,6 +237,40 @@ def resolve(graph, k, *, model=None, backend=None, objective=None, layout="1d", 
                    engine_opts=engine_opts, groups=groups, f=planner.get("f", 128),
                    dtype=planner.get("dtype", "float32"), want_stats=planner.get("stats", True),
                    progress=planner.get("progress"))
+
+
+def _resolve_mpi(graph, k, nprocs, *, model, backend, objective, layout, imbalance, seed, ownership, opts: dict,
+                 groups: dict, planner: dict) -> Request:
+    """:func:`resolve` for ``nprocs`` MPI processes: one of the registry's MPI engines (or "auto",
+    the per-graph choice), its options checked against its context, the distributed refinement's
+    ``time_limit``; everything that applies to one process only is one error naming it."""
+    from ..io.chunked import is_chunked
+    if isinstance(nprocs, bool) or not isinstance(nprocs, (int, np.integer)) or int(nprocs) < 1:
+        raise PartitionError(f"nprocs must be an integer >= 1, got {nprocs!r}")
+    if graph is not None and not isinstance(graph, Graph) and not is_chunked(graph):
+        raise PartitionError(f"partition(..., nprocs=N) needs a partplan Graph or a chunked graph directory, "
+                             f"got {graph!r}")
+    k = _check_graph_k(graph if isinstance(graph, Graph) else None, k)
+    lay = parse_layout(layout, k)
+    one_process = [name for name, given in (("model", model is not None),
+                                            ("objective", objective not in (None, "max-both")),
+                                            ("layout", lay != parse_layout("1d", k)),
+                                            ("ownership", ownership != "conformal")) if given]
+    one_process += [name for g, vals in groups.items() for name in vals if (g, name) != ("refine", "time_limit")]
+    if one_process:
+        said = ", ".join(f"{name} (--{name.replace('_', '-')})" for name in one_process)
+        raise BackendUnavailableError(f"{said} {'does' if len(one_process) == 1 else 'do'} not apply with nprocs "
+                                      f"(the distributed partitioner writes 1D partitions refined on max(send, recv))")
+    engine = check_mpi_engine(backend, int(nprocs), k, opts)
+    engine_opts = check_options(engine, opts) if engine != DEFAULT_MPI_ENGINE else {}
+    model = "hypergraph" if engine == DEFAULT_MPI_ENGINE else get_backend(engine).models[0]
+    if graph is not None and isinstance(graph, Graph) and k > graph.n:
+        raise PartitionError(f"k={k} parts exceed n={graph.n} vertices")
+    return Request(k=k, b=k, lay=lay, model=model, engine=engine, backend=engine, objective="max-both",
+                   imbalance=check_imbalance(imbalance), seed=check_seed(seed), ownership="conformal",
+                   engine_opts=engine_opts, groups=groups, f=planner.get("f", 128),
+                   dtype=planner.get("dtype", "float32"), want_stats=planner.get("stats", True),
+                   progress=planner.get("progress"), nprocs=int(nprocs))
 
 
 __all__ = ["AUTO", "DEFAULT_OBJECTIVE", "MODELS", "OWNERSHIP", "Request", "resolve"]

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..errors import PartitionError
 from ..graph import Graph
+from ..partition.options import DEFAULT_IMBALANCE
 
 
 def _split(graph: Graph, k: int, method: str, seed: int, imbalance: float) -> np.ndarray:
@@ -42,7 +43,7 @@ def _split(graph: Graph, k: int, method: str, seed: int, imbalance: float) -> np
 
 
 def hierarchical_partition(graph: Graph, topo, *, method: str = "metis", seed: int = 0,
-                           imbalance: float = 0.03) -> np.ndarray:
+                           imbalance: float = DEFAULT_IMBALANCE) -> np.ndarray:
     """int64[n] rank of each vertex on ``topo.ranks`` ranks (module doc)."""
     if not topo.levels:
         raise PartitionError(f"topology {topo.source} has no domain levels to partition along")

@@ -39,6 +39,7 @@ import itertools
 import numpy as np
 
 from ..errors import PartitionError
+from ..partition.options import DEFAULT_IMBALANCE
 
 MAP_METHODS = ("none", "greedy", "steiner", "hierarchical")
 
@@ -124,7 +125,7 @@ def brute_force_map(V, C) -> tuple[np.ndarray, float]:
     return best, float(best_c)
 
 
-def steiner_map(graph, part: np.ndarray, topo, *, imbalance: float = 0.03, seed: int = 0,
+def steiner_map(graph, part: np.ndarray, topo, *, imbalance: float = DEFAULT_IMBALANCE, seed: int = 0,
                 preset: str = "DEFAULT", vcycles: int = 1) -> np.ndarray:
     """Mt-KaHyPar ``improve_mapping`` of ``part`` onto ``topo`` (Steiner-tree
     objective; see the module doc). Returns the new part → rank vector."""
@@ -174,12 +175,12 @@ def map_parts(graph, part: np.ndarray, topo, method: str = "greedy", **kw) -> tu
     elif method == "hierarchical":
         from .hierarchy import hierarchical_partition
         new = hierarchical_partition(graph, topo, seed=int(kw.get("seed", 0)),
-                                     imbalance=float(kw.get("imbalance", 0.03)))
+                                     imbalance=float(kw.get("imbalance", DEFAULT_IMBALANCE)))
     else:
         new = steiner_map(graph, part, topo, **kw)
         # Mt-KaHyPar's improve_mapping was seen to exceed its balance bound (53 > 51.5 for 200 / 4):
         # keep the input then, and say so
-        eps = float(kw.get("imbalance", 0.03))
+        eps = float(kw.get("imbalance", DEFAULT_IMBALANCE))
         allowed = max(int(np.bincount(part, minlength=k).max()), int((1 + eps) * -(-graph.n // k)))
         if int(np.bincount(new, minlength=k).max()) > allowed:
             return part, {"method": method, "cost_before": before, "cost_after": before,

@@ -16,6 +16,7 @@ from partplan.errors import BackendUnavailableError, PartitionError
 from partplan.graph import Graph
 from partplan.io.chunked import write_chunked
 from partplan.metrics.stats import analyze
+from partplan.partition.context import DistributedRefineContext
 from partplan.partition.pipeline import distributed as launch
 from partplan.partition.engines.mpilibs import missing
 from partplan.io.chunked import chunk_split
@@ -58,7 +59,8 @@ def test_zoltan_then_refinement_exact_and_lower_bottleneck(rmat11, tmp_path):
     p0 = np.load(tmp_path / "z.npy")
     assert p0.shape == (g.n,) and p0.min() >= 0 and p0.max() < k
     _check_sidecar(plain, g, p0, k)
-    ref = launch.distributed_partition(path, k, nprocs=2, output=tmp_path / "r.npy", quiet=True, rounds=30,
+    ref = launch.distributed_partition(path, k, nprocs=2, output=tmp_path / "r.npy", quiet=True,
+                                       context=DistributedRefineContext(rounds=30),
                                        engine="zoltan")
     p1 = np.load(tmp_path / "r.npy")
     _check_sidecar(ref, g, p1, k)
@@ -78,7 +80,7 @@ def test_ptscotch_exact(rmat11, tmp_path):
     _need("ptscotch")
     g, path = rmat11
     res = launch.distributed_partition(path, 8, nprocs=2, output=tmp_path / "s.npy", engine="ptscotch", quiet=True,
-                                       rounds=20)
+                                       context=DistributedRefineContext(rounds=20))
     _check_sidecar(res, g, np.load(tmp_path / "s.npy"), 8)
     assert res["engine"] == "ptscotch"
 
@@ -92,7 +94,8 @@ def test_directed_graph_nets_are_columns(tmp_path):
     src, dst = rng.integers(0, n, 5000), (rng.zipf(1.6, 5000) - 1) % n   # skewed in-degrees: hub columns
     g = Graph.from_edges(src, dst, n=n)
     path = write_chunked(g, tmp_path / "d.chunked", chunks=4)
-    res = launch.distributed_partition(path, 6, nprocs=2, output=tmp_path / "d.npy", quiet=True, rounds=30)
+    res = launch.distributed_partition(path, 6, nprocs=2, output=tmp_path / "d.npy", quiet=True,
+                                       context=DistributedRefineContext(rounds=30))
     assert res["symmetric"] is False and res["engine"] == "zoltan"    # the default whenever it is installed
     _check_sidecar(res, g, np.load(tmp_path / "d.npy"), 6)
     assert res["km1"].startswith("skipped: a directed pattern")
@@ -106,7 +109,8 @@ def test_stream_engine_and_graph_file_input(tmp_path):
     g = rmat(10, seed=1)
     from partplan.io.npz import write_npz
     f = write_npz(g, tmp_path / "g.npz")
-    res = launch.distributed_partition(f, 4, nprocs=2, output=tmp_path / "t.npy", quiet=True, rounds=20,
+    res = launch.distributed_partition(f, 4, nprocs=2, output=tmp_path / "t.npy", quiet=True,
+                                       context=DistributedRefineContext(rounds=20),
                                        engine="stream")
     _check_sidecar(res, g, np.load(tmp_path / "t.npy"), 4)
     assert res["engine"] == "stream"
@@ -218,7 +222,42 @@ def test_default_engine_is_zoltan_when_installed_else_stream_said_once(monkeypat
 def test_default_engine_runs_zoltan_on_a_symmetric_graph(rmat11, tmp_path, capsys):
     _need("zoltan")
     g, path = rmat11
-    res = launch.distributed_partition(path, 4, nprocs=2, output=tmp_path / "z.npy", quiet=True, rounds=20)
+    res = launch.distributed_partition(path, 4, nprocs=2, output=tmp_path / "z.npy", quiet=True,
+                                       context=DistributedRefineContext(rounds=20))
     assert res["engine"] == "zoltan" and res["symmetric"] is True
     _check_sidecar(res, g, np.load(tmp_path / "z.npy"), 4)
     assert "warning" not in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- one partitioner
+@pytest.mark.slow
+@pytest.mark.dist
+def test_the_stream_is_one_engine_in_one_process_and_on_mpi(rmat11, tmp_path):
+    """``--engine stream`` means the same engine with and without --nprocs: its MPI run's start
+    (before the refinement) equals the single-process engine's partition, same options."""
+    _need("stream")
+    from partplan.partition.engines import run_backend
+    g, path = rmat11
+    for opts in ({}, {"passes": 1, "method": "ldg"}):
+        launch.distributed_partition(path, 8, nprocs=2, output=tmp_path / "s.npy", engine="stream", refine=False,
+                                     quiet=True, engine_options=opts)
+        single, _ = run_backend("stream", g, 8, imbalance=0.03, seed=0, **opts)
+        assert np.array_equal(np.load(tmp_path / "s.npy"), single), opts
+
+
+@pytest.mark.slow
+@pytest.mark.dist
+def test_partition_with_nprocs_is_the_api_path(rmat11, tmp_path):
+    """``partition(graph, k, nprocs=N)``: the same resolve() as one process, the distributed
+    partitioner behind it; the result's figures recounted by analyze() and the sidecar agree."""
+    _need("stream")
+    import partplan
+    g, path = rmat11
+    p = partplan.partition(g, 8, nprocs=2, backend="stream", time_limit=60)
+    assert p.part.shape == (g.n,) and p.part.min() >= 0 and p.part.max() < 8
+    r = p.info["distributed"]["result"]
+    assert (p.stats.total_volume, max(p.stats.max_send, p.stats.max_recv)) == \
+        (r["total_volume"], max(r["max_send"], r["max_recv"]))
+    q = partplan.partition(path, 8, nprocs=2, backend="stream", output=tmp_path / "q.npy")   # a chunked directory
+    assert np.array_equal(q.part, np.load(tmp_path / "q.npy")) and q.graph_fingerprint == g.fingerprint
+    assert q.stats is None and q.backend == "stream+refine"

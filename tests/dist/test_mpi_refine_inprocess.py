@@ -16,7 +16,7 @@ def _comm():
 
 def _refine(g, start, k, **ctx):
     from partplan.partition.refinement.distributed import (
-        RefineContext,
+        DistributedRefineContext as RefineContext,
         RowSlice,
         refine_distributed,
     )

@@ -24,11 +24,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..._process import engine_output_to_stderr
-from ...errors import BackendUnavailableError
+from ...errors import BackendUnavailableError, PartitionError
 from ...graph import Graph
 from ...hypergraph import Hypergraph
 from ..options import DEFAULT_IMBALANCE, _check_k, check_imbalance
-from ..registry import REGISTRY, Backend, backend_names, default_backend, get_backend, register  # noqa: F401
+from ..registry import (REGISTRY, Backend, backend_names, default_backend, get_backend, in_process_backend,  # noqa: F401
+                        mpi_engine_names, register)
 from ..schema import GROUPS, PLANNER_ENGINES, Opt, Schema
 # the engines, in registration order
 from . import metis as _metis_engine  # noqa: E402
@@ -59,8 +60,8 @@ def engine_schema(engine: str) -> Schema:
 
 
 def engines() -> tuple[str, ...]:
-    """Every engine with a schema: the registry's, then fast and auto."""
-    return backend_names() + PLANNER_ENGINES
+    """Every engine with a schema: the registry's (in one process or on MPI processes), then fast and auto."""
+    return tuple(REGISTRY) + PLANNER_ENGINES
 
 
 def check_options(engine: str, options: dict, extra: tuple[str, ...] = ()) -> dict:
@@ -85,6 +86,34 @@ def check_options(engine: str, options: dict, extra: tuple[str, ...] = ()) -> di
     return {name: schema[name].check(v, engine) for name, v in options.items()}
 
 
+#: no engine given with ``nprocs``: the per-graph choice of :func:`partplan.partition.pipeline.distributed.default_engine`
+DEFAULT_MPI_ENGINE = "auto"
+
+
+def check_mpi_engine(engine: str | None, nprocs: int, k: int, options: dict | None = None) -> str:
+    """The engine to run, after every check that needs no graph (the registry's MPI engines, what
+    each still needs installed, its options against its context); raises one PartplanError."""
+    from .mpilibs import INSTALL_HINT
+    engine = DEFAULT_MPI_ENGINE if engine is None else engine
+    if engine not in mpi_engine_names() + (DEFAULT_MPI_ENGINE,):
+        raise BackendUnavailableError(f"--engine {engine} does not run distributed; with --nprocs use one of "
+                                      f"{', '.join(mpi_engine_names())}")
+    if isinstance(nprocs, bool) or not isinstance(nprocs, int) or int(nprocs) < 1:
+        raise PartitionError(f"--nprocs must be an integer >= 1, got {nprocs!r}")
+    if k < 1:
+        raise PartitionError(f"-k must be at least 1, got {k}")
+    if options and engine == DEFAULT_MPI_ENGINE:
+        raise BackendUnavailableError(f"option(s) {', '.join(sorted(options))} need an explicit --engine with "
+                                      f"--nprocs (one of {', '.join(mpi_engine_names())})")
+    if options:
+        check_options(engine, options)
+    need = get_backend("stream" if engine == DEFAULT_MPI_ENGINE else engine).mpi_needs()   # auto: checked once read
+    if need:
+        raise BackendUnavailableError(f"the distributed engine {engine} needs {', '.join(need)}; install: "
+                                      f"{INSTALL_HINT}")
+    return engine
+
+
 BASELINES = backend_names("baseline")
 BACKENDS = backend_names()
 
@@ -104,7 +133,7 @@ def run_backend(name: str, model_obj: Graph | Hypergraph, k: int, *, imbalance: 
     Returns (part int64[n], info) where info holds the engine's own objective
     (``km1`` / ``cut`` / ``edge_cut``) when it reports one.
     """
-    b = get_backend(name)
+    b = in_process_backend(name)
     extra = set(opts) - b.options
     if extra:
         raise BackendUnavailableError(f"backend {name!r} does not take option(s) {', '.join(sorted(extra))}")

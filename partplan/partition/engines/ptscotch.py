@@ -8,9 +8,12 @@ are the row nonzeros (the compute load), the balance ratio is ε.
 from __future__ import annotations
 
 import ctypes
+from dataclasses import dataclass
 
 import numpy as np
 
+from ..context import engine
+from . import mpilibs
 from .mpilibs import load_ptscotch
 
 _NUM = ctypes.c_int64
@@ -65,4 +68,23 @@ def ptscotch_part(comm, lo: int, indptr: np.ndarray, indices: np.ndarray, n: int
     return out
 
 
-__all__ = ["ptscotch_part"]
+@dataclass(frozen=True)
+class PTScotchContext:
+    """PT-Scotch (MPI processes only, symmetric patterns). No options: partplan sets the
+    strategy's balance ratio (ε) and the seed."""
+
+
+def _mpi_run(comm, rows, n: int, k: int, *, imbalance: float, seed: int, symmetric: bool, graph_path: str):
+    """The registry's ``mpi_run``: PT-Scotch on this process's rows (symmetric patterns only)."""
+    if not symmetric:
+        raise ValueError("PT-Scotch partitions symmetric patterns only; this graph is directed (use --engine zoltan)")
+    return ptscotch_part(comm, rows.lo, rows.indptr, rows.indices, n, k, imbalance=imbalance, seed=seed)
+
+
+def _missing() -> list:
+    return mpilibs.missing("ptscotch")
+
+
+engine("ptscotch", ("graph",), None, PTScotchContext, mpi_run=_mpi_run, mpi_missing=_missing)
+
+__all__ = ["ptscotch_part", "PTScotchContext"]

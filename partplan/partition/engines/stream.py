@@ -77,6 +77,7 @@ BALANCES = ("nnz", "vertices")
 ORDERS = ("natural", "random")
 GAMMA = 1.5
 DEFAULT_BLOCK_ROWS = 1 << 16
+DEFAULT_PASSES = 3   # ReFennel: two restreams after the first pass (measured on R-MAT, docs/design/distributed.md)
 _BIG = np.iinfo(np.int64).max
 
 
@@ -231,8 +232,8 @@ def _source(path_or_graph):
 
 
 # ----------------------------------------------------------------------------- API
-def stream_partition(path_or_graph, k, *, eps=DEFAULT_IMBALANCE, method="fennel", passes=1, seed=0, progress=None,
-                     balance="nnz", order="natural", block_rows=DEFAULT_BLOCK_ROWS,
+def stream_partition(path_or_graph, k, *, eps=DEFAULT_IMBALANCE, method="fennel", passes=DEFAULT_PASSES, seed=0,
+                     progress=None, balance="nnz", order="natural", block_rows=DEFAULT_BLOCK_ROWS,
                      stats: dict | None = None) -> np.ndarray:
     """Streaming k-way partition (Fennel / LDG, optional restreaming) of a
     chunked graph directory or an in-memory graph, in O(n + k) state plus one
@@ -355,7 +356,8 @@ class StreamContext:
     """The streaming partitioner (stream.py, Fennel / LDG)."""
 
     method: str = option("fennel", "one-pass rule: Fennel or LDG", choices=METHODS)
-    passes: int = option(1, "passes over the rows; > 1 restreams (ReFennel / ReLDG)", unit="passes", lo=1, hi=1000)
+    passes: int = option(DEFAULT_PASSES, "passes over the rows; > 1 restreams (ReFennel / ReLDG)", unit="passes",
+                         lo=1, hi=1000)
     balance: str = option("nnz", "part weights: row nnz (at least 1) or 1 per row", choices=BALANCES)
     order: str = option("natural", "vertex order inside a block (random: seeded)", choices=ORDERS)
     block_rows: int = option(DEFAULT_BLOCK_ROWS, "rows per streamed block (memory)", unit="rows", lo=1,
@@ -373,4 +375,21 @@ def _run(model_obj, k, *, imbalance, seed, graph=None, **opts):
 
 
 
-engine("stream", ("graph",), _run, StreamContext)
+def _mpi_run(comm, rows, n: int, k: int, *, imbalance: float, seed: int, symmetric: bool, graph_path: str,
+             **opts):
+    """The registry's ``mpi_run``: the same streaming partitioner, in process 0 over the chunked
+    graph (O(n + k) state plus one block of rows), broadcast to every process as int32[n];
+    each keeps its rows."""
+    full = None
+    if comm.Get_rank() == 0:
+        full = np.asarray(stream_partition(graph_path, k, eps=imbalance, seed=seed, **opts), dtype=np.int32)
+    full = comm.bcast(full, root=0)
+    return full[rows.lo:rows.hi]
+
+
+def _missing() -> list:
+    from . import mpilibs
+    return mpilibs.missing("stream")
+
+
+engine("stream", ("graph",), _run, StreamContext, mpi_run=_mpi_run, mpi_missing=_missing)

@@ -15,9 +15,12 @@ global ids (this build's ``ZOLTAN_ID_TYPE``), so n < 2**32.
 from __future__ import annotations
 
 import ctypes
+from dataclasses import dataclass
 
 import numpy as np
 
+from ..context import engine
+from . import mpilibs
 from .mpilibs import load_zoltan
 
 _ZOLTAN_OK = 0
@@ -144,4 +147,23 @@ def zoltan_phg(comm, lo: int, indptr: np.ndarray, indices: np.ndarray, n: int, k
     return part
 
 
-__all__ = ["zoltan_phg", "MAX_N"]
+@dataclass(frozen=True)
+class ZoltanContext:
+    """Zoltan PHG (MPI processes only). No options: partplan sets the partitioning approach, the
+    net-size threshold (every net kept), ε and the seed."""
+
+
+def _mpi_run(comm, rows, n: int, k: int, *, imbalance: float, seed: int, symmetric: bool, graph_path: str):
+    """The registry's ``mpi_run``: Zoltan PHG on this process's rows (any pattern)."""
+    if n > MAX_N:
+        raise ValueError(f"n = {n} exceeds Zoltan's 32-bit global ids here; use --engine ptscotch or stream")
+    return zoltan_phg(comm, rows.lo, rows.indptr, rows.indices, n, k, imbalance=imbalance, seed=seed)
+
+
+def _missing() -> list:
+    return mpilibs.missing("zoltan")
+
+
+engine("zoltan", ("hypergraph",), None, ZoltanContext, mpi_run=_mpi_run, mpi_missing=_missing)
+
+__all__ = ["zoltan_phg", "MAX_N", "ZoltanContext"]

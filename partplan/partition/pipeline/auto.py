@@ -98,7 +98,7 @@ import numpy as np
 from ...graph import Graph
 from ...metrics.volume1d import volume_matrix
 from ..engines import mtk_threads, run_backend
-from ..context import FMContext, PipelineContext, RefineContext, resolve
+from ..context import FMContext, PipelineContext, RefineContext, VCycleContext, resolve
 from ..heartbeat import _heartbeat
 from .lanes import Lanes, Task, available_cores
 from ..objectives import balance_cap
@@ -653,9 +653,9 @@ def _vcycle(graph, part, k, imbalance, seed, rep, progress, say_figures=False, c
     from ..refinement.vcycle import vcycle_refine
 
     tv = time.perf_counter()
-    kw = {} if cycles is None else {"cycles": cycles}
+    ctx = VCycleContext() if cycles is None else VCycleContext(cycles=cycles)
     with _heartbeat(progress, rep["engine"], f"km1 V-cycle on the {rep['engine']} start"):
-        part, _ = vcycle_refine(graph, part, k, imbalance=imbalance, seed=seed, **kw)
+        part, _ = vcycle_refine(graph, part, k, imbalance=imbalance, seed=seed, context=ctx)
     rep["vcycle_s"] = time.perf_counter() - tv
     rep["figures"] = f = figures(graph, part, k)
     if say_figures and progress is not None:

@@ -12,10 +12,13 @@ only when every process succeeded, and writes the JSON sidecar with the exact
 figures, the engine, the process count and each stage's wall time and peak
 RSS per process.
 
-Engines (``engine=``): ``"zoltan"`` (Zoltan PHG on the column-net
-hypergraph: the exact volume), ``"ptscotch"`` (PT-Scotch on the graph,
-symmetric patterns), ``"stream"`` (Fennel, 3 passes, in process 0 with
-O(n) state). ``None`` picks Zoltan PHG whenever it is installed (and n fits
+Engines (``engine=``): every entry of the engine registry with an ``mpi_run``
+(:func:`partplan.partition.registry.mpi_engine_names`): ``"zoltan"`` (Zoltan PHG on
+the column-net hypergraph: the exact volume), ``"ptscotch"`` (PT-Scotch on the
+graph, symmetric patterns) and ``"stream"`` (the same streaming partitioner as in
+one process, with the same options, in process 0 with O(n) state).
+``partition(graph, k, nprocs=N)`` and ``partplan partition --nprocs N`` check their
+arguments with :func:`partplan.partition.request.resolve` and land here. ``None`` picks Zoltan PHG whenever it is installed (and n fits
 its 32-bit ids), else the stream with one line on stderr saying why (on a
 real web crawl the stream's bottleneck was 1.48x the single-process
 default's and Zoltan's 0.85x; on R-MAT every engine ends within 4 % after the
@@ -38,11 +41,13 @@ from pathlib import Path
 from ..._process import set_parent_death_signal
 from ...errors import BackendUnavailableError, PartitionError
 from ...graph import Graph
+from ..context import DistributedRefineContext
+from ..engines import DEFAULT_MPI_ENGINE as DEFAULT_ENGINE
+from ..engines import check_mpi_engine as check_request
+from ..engines import get_backend, mpi_engine_names
+from ..options import DEFAULT_IMBALANCE
 
-ENGINES = ("ptscotch", "zoltan", "stream")
-#: no --engine: Zoltan PHG whenever it is installed, else the stream with one stderr line (:func:`default_engine`;
-#: docs/design/distributed.md)
-DEFAULT_ENGINE = "auto"
+ENGINES = mpi_engine_names()
 #: how to get the missing engines (the Makefile's target installs OpenMPI, Zoltan and PT-Scotch as root)
 MAKE_HINT = "`make mpi` (as root)"
 
@@ -53,9 +58,9 @@ def default_engine(n: int) -> tuple[str, str | None]:
     crawl (325,729 vertices, k = 16, N = 2) its refined partition had 0.85x the single-process default's
     max(send, recv) and 0.89x its total volume, the stream's 1.48x and 2.92x; on R-MAT every engine ends
     within 4 % of the others after the refinement (docs/design/distributed.md)."""
-    from ..engines.mpilibs import INSTALL_HINT, missing
+    from ..engines.mpilibs import INSTALL_HINT
     from ..engines.zoltan import MAX_N
-    if missing("zoltan"):
+    if get_backend("zoltan").mpi_needs():
         return "stream", (f"partplan: warning: Zoltan is not installed, so --nprocs runs the stream engine (its "
                           f"partitions of web graphs carry far more volume); install Zoltan with {MAKE_HINT} or "
                           f"{INSTALL_HINT}")
@@ -96,28 +101,10 @@ def _reason(lines: list[str], rc: int) -> str:
     return said[-1] if said else f"exit status {rc}"
 
 
-def check_request(engine: str | None, nprocs: int, k: int) -> str:
-    """The engine to run, after every check that needs no graph; raises one PartplanError."""
-    from ..engines.mpilibs import INSTALL_HINT, missing
-    engine = DEFAULT_ENGINE if engine is None else engine
-    if engine not in ENGINES + (DEFAULT_ENGINE,):
-        raise BackendUnavailableError(f"--engine {engine} does not run distributed; with --nprocs use one of "
-                                      f"{', '.join(ENGINES)}")
-    if isinstance(nprocs, bool) or int(nprocs) < 1:
-        raise PartitionError(f"--nprocs must be at least 1, got {nprocs}")
-    if k < 1:
-        raise PartitionError(f"-k must be at least 1, got {k}")
-    need = missing("stream" if engine == DEFAULT_ENGINE else engine)   # auto on a directed graph: checked once read
-    if need:
-        raise BackendUnavailableError(f"the distributed engine {engine} needs {', '.join(need)}; install: "
-                                      f"{INSTALL_HINT}")
-    return engine
-
-
 def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | None = None,
-                          imbalance: float = 0.03, seed: int = 0, refine: bool = True, rounds: int = 200,
-                          time_limit: float | None = None, quiet: bool = False, timeout_s: float | None = None,
-                          progress=None) -> dict:
+                          imbalance: float = DEFAULT_IMBALANCE, seed: int = 0, refine: bool = True,
+                          context: DistributedRefineContext | None = None, engine_options: dict | None = None,
+                          quiet: bool = False, timeout_s: float | None = None, progress=None) -> dict:
     """Partition ``graph`` (a chunked graph directory, a graph file or a
     :class:`~partplan.graph.Graph`; the last two are written as chunks into a
     temporary folder first) for
@@ -125,12 +112,16 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
     ``output`` (``.npy``, int64[n]) and its sidecar ``output.json``. Returns
     the sidecar's dict: exact send / recv / compute load per part, the
     engine's figures before the refinement, stages (wall s, peak RSS bytes per
-    process)."""
+    process). ``context``: the distributed refinement's (None: its defaults); ``engine_options``:
+    the engine's own, as its context names them (an explicit ``engine`` only)."""
     from ..._atomic import commit, create_npy, discard_temp, make_temp_dir, write_json_atomic
     from ...io.chunked import chunk_info, is_chunked, write_chunked
     from ...io.outpath import check_output_file
 
-    engine = check_request(engine, nprocs, k)
+    engine = check_request(engine, nprocs, k, engine_options)
+    ctx = DistributedRefineContext(seed=seed) if context is None else context
+    if not isinstance(ctx, DistributedRefineContext):
+        raise PartitionError(f"context must be a DistributedRefineContext, got {type(ctx).__name__}")
     out = Path(output)
     if out.suffix.lower() != ".npy":
         raise PartitionError(f"{out}: the distributed partitioner writes a .npy partition (each process writes "
@@ -168,10 +159,12 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
             if info.n > MAX_N:
                 raise PartitionError(f"{path}: n = {info.n} exceeds Zoltan's 32-bit global ids here; "
                                      f"use --engine ptscotch or stream")
+        from dataclasses import asdict
         tmp, ident = create_npy(out, "<i8", (info.n,))
         report = work / "report.json"
         cfg = {"graph": str(path), "k": int(k), "imbalance": float(imbalance), "seed": int(seed),
-               "engine": engine, "refine": bool(refine), "rounds": int(rounds), "time_limit": time_limit,
+               "engine": engine, "engine_options": dict(engine_options or {}), "refine": bool(refine),
+               "refine_context": asdict(ctx),
                "tmp": str(tmp), "ident": list(ident), "report": str(report), "quiet": bool(quiet)}
         (work / "config.json").write_text(json.dumps(cfg))
         cmd = mpirun_command(nprocs) + [sys.executable, "-m", "partplan.partition.pipeline.mpi_worker",
@@ -224,4 +217,4 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
         discard_temp(work)
 
 
-__all__ = ["distributed_partition", "check_request", "mpirun_command", "ENGINES", "DEFAULT_ENGINE"]
+__all__ = ["distributed_partition", "mpirun_command", "ENGINES", "DEFAULT_ENGINE"]

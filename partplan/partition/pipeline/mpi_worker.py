@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 
 import numpy as np
 
@@ -83,7 +84,9 @@ def run(cfg: dict) -> dict:
 
     from ..._process import Stages
     from ...io.chunked import chunk_info, process_rows, read_chunk_rows
-    from ..refinement.distributed import RefineContext, RowSlice, refine_distributed
+    from ..context import DistributedRefineContext
+    from ..engines import get_backend
+    from ..refinement.distributed import RowSlice, refine_distributed
 
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -102,41 +105,25 @@ def run(cfg: dict) -> dict:
     else:
         colptr, colidx = _transpose(comm, bounds, lo, hi, indptr, indices)
     st.stop()
+    sl = RowSlice(lo, hi, n, indptr, indices, colptr, colidx)
     st.start("engine")
     engine = cfg["engine"]
     if engine == "auto":   # the launcher resolves it (launch.default_engine); a config written by hand: the same rule
         from .distributed import default_engine
         engine = default_engine(n)[0]
-    if engine == "zoltan":
-        if n > (1 << 32) - 1:
-            raise ValueError(f"n = {n} exceeds Zoltan's 32-bit global ids; use --engine stream")
-        from ..engines.zoltan import zoltan_phg
-        mine = zoltan_phg(comm, lo, indptr, indices, n, k, imbalance=eps, seed=int(cfg["seed"]))
-    elif engine == "ptscotch":
-        if not symmetric:
-            raise ValueError("PT-Scotch partitions symmetric patterns only; this graph is directed "
-                             "(use --engine zoltan)")
-        from ..engines.ptscotch import ptscotch_part
-        mine = ptscotch_part(comm, lo, indptr, indices, n, k, imbalance=eps, seed=int(cfg["seed"]))
-    elif engine == "stream":
-        full = None
-        if rank == 0:
-            from ..engines.stream import stream_partition
-            full = np.asarray(stream_partition(cfg["graph"], k, eps=eps, passes=3, seed=int(cfg["seed"])),
-                              dtype=np.int32)
-        full = comm.bcast(full, root=0)
-        mine = full[lo:hi]
-    else:
-        raise ValueError(f"unknown distributed engine {engine!r}")
+    backend = get_backend(engine)
+    if not backend.on_mpi:
+        raise ValueError(f"engine {engine} does not run on MPI processes")
+    mine = backend.mpi_run(comm, sl, n, k, imbalance=eps, seed=int(cfg["seed"]), symmetric=symmetric,
+                           graph_path=cfg["graph"], **cfg.get("engine_options", {}))
     counts = np.array(comm.allgather(hi - lo), np.int64)
     part = np.empty(n, np.int32)
     comm.Allgatherv(np.ascontiguousarray(mine, np.int32), [part, counts.tolist(), bounds[:-1].tolist(), MPI.INT])
     st.stop()
     st.start("refine")
-    sl = RowSlice(lo, hi, n, indptr, indices, colptr, colidx)
-    ctx = RefineContext(rounds=int(cfg["rounds"]), time_limit=cfg.get("time_limit"), seed=int(cfg["seed"]))
+    ctx = DistributedRefineContext(**{**cfg.get("refine_context", {}), "seed": int(cfg["seed"])})
     say = _progress(cfg) if rank == 0 else None
-    res = refine_distributed(comm, sl, part, k, eps, ctx if cfg["refine"] else RefineContext(rounds=0),
+    res = refine_distributed(comm, sl, part, k, eps, ctx if cfg["refine"] else replace(ctx, rounds=0),
                              progress=say)
     send, recv, weights = res.send, res.recv, res.weights
     st.stop()

@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...program.exchange import segments as _ranges
+from ..context import DistributedRefineContext
 
 #: pin-count matrix cells per block when counting nets (bounds memory: 64 MiB of int32)
 _BLOCK_CELLS = 1 << 24
@@ -89,35 +90,6 @@ class RowSlice:
     def weight(self) -> np.ndarray:
         """int64[rows]: the compute load of each row (its nonzeros)."""
         return np.diff(self.indptr).astype(np.int64)
-
-
-@dataclass(frozen=True)
-class RefineContext:
-    """Options of the distributed refinement.
-
-    ``rounds``: most propose / commit rounds. ``per_round``: most proposals
-    per process per round. ``theta``: a part is heavy when its send or recv is
-    at least ``theta`` × the maximum. ``gamma``: price of one row of total
-    volume in units of bottleneck rows moved off the maximum. ``slack``: how
-    far above the weight limit a bottleneck move may fill a part (repair
-    moves take it back). ``repair_rounds``: most rounds of repair moves at the
-    end. ``stall_rounds`` / ``stall_gain``: stop when the maximum load fell by
-    less than this fraction over the last ``stall_rounds`` rounds.
-    ``pair_budget``: most (net, proposal) pairs evaluated per round (the
-    proposals' degrees, over all processes). ``time_limit``: seconds (None: no
-    limit)."""
-
-    rounds: int = 200
-    per_round: int = 2048
-    theta: float = 0.97
-    gamma: float = 1.0
-    slack: float = 0.01
-    repair_rounds: int = 50
-    stall_rounds: int = 25
-    stall_gain: float = 0.002
-    pair_budget: int = 1 << 22
-    time_limit: float | None = None
-    seed: int = 0
 
 
 @dataclass
@@ -233,7 +205,7 @@ def _phi(send, recv, gamma, B):
 
 
 class _Refiner:
-    def __init__(self, comm, sl: RowSlice, part: np.ndarray, k: int, eps: float, ctx: RefineContext):
+    def __init__(self, comm, sl: RowSlice, part: np.ndarray, k: int, eps: float, ctx: DistributedRefineContext):
         self.comm, self.sl, self.part, self.k, self.ctx = comm, sl, part, k, ctx
         self.size, self.rank = comm.Get_size(), comm.Get_rank()
         self.bounds = np.array(comm.allgather(sl.lo) + [sl.n], np.int64)
@@ -581,7 +553,7 @@ def _mpi_max():
 
 
 def refine_distributed(comm, sl: RowSlice, part: np.ndarray, k: int, eps: float,
-                       ctx: RefineContext | None = None, progress=None) -> RefineResult:
+                       ctx: DistributedRefineContext | None = None, progress=None) -> RefineResult:
     """Refine ``part`` (int32[n], the same on every process; changed in place)
     for max(send, recv). Collective over ``comm``. Returns the exact figures
     before and after (recounted from scratch at the end).
@@ -591,7 +563,7 @@ def refine_distributed(comm, sl: RowSlice, part: np.ndarray, k: int, eps: float,
     seen (lowest max(send, recv), then total volume) whose heaviest part is
     within ⌊(1 + ε) W / k⌋, or within the input's heaviest part when that was
     already above."""
-    ctx = ctx or RefineContext()
+    ctx = ctx or DistributedRefineContext()
     t0 = time.perf_counter()
     r = _Refiner(comm, sl, part, k, eps, ctx)
     before = {"total_volume": int(r.send.sum()), "max_send": int(r.send.max()), "max_recv": int(r.recv.max()),
@@ -639,4 +611,5 @@ def refine_distributed(comm, sl: RowSlice, part: np.ndarray, k: int, eps: float,
     return res
 
 
-__all__ = ["RowSlice", "RefineContext", "RefineResult", "refine_distributed", "local_volume", "net_counts", "recount"]
+__all__ = ["RowSlice", "DistributedRefineContext", "RefineResult", "refine_distributed", "local_volume", "net_counts",
+           "recount"]

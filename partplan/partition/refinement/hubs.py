@@ -42,6 +42,7 @@ from ...metrics.volume1d import volume_matrix
 from ..context import HubsContext, RefineContext
 from ..objectives import check_objective
 from ..options import check_real
+from ..options import DEFAULT_IMBALANCE
 
 DEFAULT_FACTOR = HubsContext.hub_factor
 
@@ -73,7 +74,7 @@ def _dense_rows(graph: Graph, tv: int, k: int, factor: float) -> np.ndarray:
     return top[nnz[top] > factor * tv / k].astype(np.int64)
 
 
-def spread_hubs(graph: Graph, hypergraph: Hypergraph, part: np.ndarray, k: int, *, imbalance: float = 0.03,
+def spread_hubs(graph: Graph, hypergraph: Hypergraph, part: np.ndarray, k: int, *, imbalance: float = DEFAULT_IMBALANCE,
                 seed: int = 0, factor: float = DEFAULT_FACTOR,
                 volume_tolerance: float = RefineContext.volume_tolerance,
                 preset: str = "DEFAULT", threads: int | None = None, objective: str = "max-both",

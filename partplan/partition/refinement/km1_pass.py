@@ -58,6 +58,7 @@ import numpy as np
 from ..._kernels import njit
 from ...errors import OptionError, PartitionError
 from ..options import check_int, check_real
+from ..options import DEFAULT_IMBALANCE
 
 #: most bytes of pin counts (2·n·k) by default
 DEFAULT_MAX_BYTES = 4 << 30
@@ -198,7 +199,7 @@ def _rows(src, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(ip, np.int64), np.asarray(idx, np.int64)
 
 
-def km1_passes(path_or_graph, part, k: int, *, eps: float = 0.03, passes: int = 3, candidates: int = 4,
+def km1_passes(path_or_graph, part, k: int, *, eps: float = DEFAULT_IMBALANCE, passes: int = 3, candidates: int = 4,
                stop: float = 0.001, max_bytes: int = DEFAULT_MAX_BYTES, block_rows: int = 1 << 16,
                symmetric: bool | None = None, progress=None, stats: dict | None = None) -> np.ndarray:
     """Greedy connectivity passes over a symmetric graph (see the module doc).

@@ -36,6 +36,7 @@ from ..._kernels import njit
 from ...graph import Graph
 from .fm.slots import count_neighbour_parts
 from ..objectives import balance_cap
+from ..options import DEFAULT_IMBALANCE
 
 
 @njit
@@ -132,7 +133,7 @@ def _shed(indptr, indices, w, part, k, limit, rows, max_passes, cost=None, near_
     return load, moved, passes
 
 
-def rebalance(graph: Graph, part: np.ndarray, k: int, *, imbalance: float = 0.03,
+def rebalance(graph: Graph, part: np.ndarray, k: int, *, imbalance: float = DEFAULT_IMBALANCE,
               max_passes: int = 3) -> tuple[np.ndarray, dict]:
     """Move rows out of parts above the ε-limit (module doc); returns (part int64[n], info).
 
@@ -149,7 +150,7 @@ def rebalance(graph: Graph, part: np.ndarray, k: int, *, imbalance: float = 0.03
     return part, info
 
 
-def repair_compute(graph: Graph, part: np.ndarray, k: int, *, imbalance: float = 0.03,
+def repair_compute(graph: Graph, part: np.ndarray, k: int, *, imbalance: float = DEFAULT_IMBALANCE,
                    max_passes: int = 3) -> tuple[np.ndarray, dict]:
     """Both of the planner's limits on a partition: **compute** (row nnz per part) within
     ⌊(1+ε)·⌈nnz/k⌉⌋ and the **balance weight** (row nnz, at least 1) within its ε-limit.

@@ -47,6 +47,7 @@ True
 from __future__ import annotations
 
 import time
+from dataclasses import asdict, fields
 
 import numpy as np
 
@@ -57,8 +58,10 @@ from ...parts import as_partition
 from .fm.jit import HAVE_NUMBA, njit, njit_inline, njit_rc_free  # njit: cache=True, nogil=True (lanes.py)
 from .fm.labelprop import LPOptions, LPScratch, NetLevel, _lp
 from .fm.records import PinSlots
+from ..context import VCycleContext
 from ..rows import canonical_rows as _canonical_rows
 from ..options import check_bool, check_imbalance, check_int, check_real, rng_seed
+from ..options import DEFAULT_IMBALANCE
 
 
 # ------------------------------------------------------------------ level 0
@@ -467,13 +470,8 @@ def _restrict(fine: _Level, part, k, rng, depth, activate_max, max_share):
     return lev, rpart, km1
 
 
-def vcycle_refine(graph: Graph, part, k: int | None = None, *, imbalance: float = 0.03, seed: int = 0,
-                  cycles: int = 3, min_cycle_gain: float = 0.01, rounds: int = 3, max_net: int = 16,
-                  cluster_weight: float = 1.0, coarse_vertices_per_part: int = 20, min_shrink: float = 0.1,
-                  min_pin_shrink: float = 0.1, own_rating: bool = True, activate_max: int = 100,
-                  band: int = 0, band_share: float = 0.8, dense_candidates: bool = True,
-                  max_degree: float = 16.0, prune: bool = True,
-                  fine_every_cycle: bool = True) -> tuple[np.ndarray, dict]:
+def vcycle_refine(graph: Graph, part, k: int | None = None, *, imbalance: float = DEFAULT_IMBALANCE, seed: int = 0,
+                  context: VCycleContext | None = None) -> tuple[np.ndarray, dict]:
     """Lower the total volume (km1) of ``part`` by V-cycles of label propagation.
 
     Parameters
@@ -483,32 +481,8 @@ def vcycle_refine(graph: Graph, part, k: int | None = None, *, imbalance: float 
     imbalance : ε: part weight (row nnz, at least 1) ≤ ⌊(1+ε)·⌈W/k⌉⌋, never
         worse than the input's heaviest part.
     seed : seeds the visiting orders and the net hashes (deterministic).
-    cycles : at most this many V-cycles (new clusters each time) ...
-    min_cycle_gain : ... while the last one lowered km1 by at least this fraction.
-    rounds : label-propagation rounds per level.
-    max_net : nets with more pins are ignored when rating clusters above level 0.
-    cluster_weight : a cluster weighs at most ``cluster_weight``·(balance cap − ⌈W/k⌉)
-        + twice the average vertex weight (so coarse moves fit in the balance slack).
-    coarse_vertices_per_part : coarsening stops below this many vertices per part ...
-    min_shrink, min_pin_shrink : ... or when a level keeps more than 1 − this share
-        of the vertices, or of the pins (hub nets: a level would cost as much as
-        the one below).
-    own_rating : level 0 rates clusters by the two own nets u and v share (O(pins));
-        False: heavy connectivity over all shared nets (O(Σ|e|²)).
-    activate_max : nets with more pins neither wake their pins after a move nor
-        widen the band.
-    band : only vertices within this many net-hops of a cut net move; the rest
-        of each part is one fixed vertex (0: the cut nets' pins only).
-    band_share : work on the whole hypergraph when the band holds more than this
-        share of the vertices (power-law graphs: the restriction would not pay).
-    dense_candidates : nets with >= k pins add connectivity only to target parts
-        found in the vertex's smaller nets (exact gains for those targets).
-    max_degree : label propagation skips vertices in more than this many times the
-        level's average number of nets per vertex (at least 64).
-    prune : skip, without changing the result, vertices that can make no move of
-        gain >= 0 (not their part's last pin in any net, one net inside their part).
-    fine_every_cycle : False: only the last cycle refines the finest level (measured
-        worse: 0.905 vs 0.901 at 2.86 vs 3.0× METIS time).
+    context : the V-cycles' knobs (:class:`~partplan.partition.context.VCycleContext`: cycles,
+        rounds, coarsening limits, band, pruning; each fixed by measurement); None: its defaults.
 
     Returns
     -------
@@ -526,6 +500,12 @@ def vcycle_refine(graph: Graph, part, k: int | None = None, *, imbalance: float 
         raise OptionError(f"graph must be a partplan.Graph, got {type(graph).__name__}")
     part, k = as_partition(part, graph.n, k)
     imbalance = check_imbalance(imbalance)
+    ctx = VCycleContext() if context is None else context
+    if not isinstance(ctx, VCycleContext):
+        raise OptionError(f"context must be a VCycleContext, got {type(ctx).__name__}")
+    (cycles, min_cycle_gain, rounds, max_net, cluster_weight, coarse_vertices_per_part, min_shrink, min_pin_shrink,
+     own_rating, activate_max, band, band_share, dense_candidates, max_degree, prune,
+     fine_every_cycle) = (getattr(ctx, f.name) for f in fields(VCycleContext))
     for name, v in (("cycles", cycles), ("rounds", rounds), ("max_net", max_net), ("band", band),
                     ("coarse_vertices_per_part", coarse_vertices_per_part), ("activate_max", activate_max)):
         check_int(name, v)
@@ -604,12 +584,7 @@ def vcycle_refine(graph: Graph, part, k: int | None = None, *, imbalance: float 
               "seconds": time.perf_counter() - t0, "balance_cap": cap, "balance_limit": limit,
               "max_balance_weight": int(load.max()),
               "compiled": HAVE_NUMBA,
-              "params": {"imbalance": imbalance, "seed": seed, "cycles": cycles, "min_cycle_gain": min_cycle_gain,
-                         "rounds": rounds, "max_net": max_net, "cluster_weight": cluster_weight,
-                         "coarse_vertices_per_part": coarse_vertices_per_part, "min_shrink": min_shrink,
-                         "min_pin_shrink": min_pin_shrink, "own_rating": own_rating, "activate_max": activate_max,
-                         "band": band, "band_share": band_share, "dense_candidates": dense_candidates,
-                         "max_degree": max_degree, "prune": prune, "fine_every_cycle": fine_every_cycle}}
+              "params": {"imbalance": imbalance, "seed": seed, **asdict(ctx)}}
     return out, report
 
 
@@ -622,5 +597,5 @@ def warm_up() -> float:
     """Compile (or load from numba's cache) the kernels; returns seconds."""
     t0 = time.perf_counter()
     g = Graph.from_edges(np.arange(199), np.arange(1, 200), symmetrize=True)
-    vcycle_refine(g, np.arange(200) % 4, 4, coarse_vertices_per_part=2)
+    vcycle_refine(g, np.arange(200) % 4, 4, context=VCycleContext(coarse_vertices_per_part=2))
     return time.perf_counter() - t0

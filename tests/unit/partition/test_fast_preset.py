@@ -15,6 +15,7 @@ import partplan
 from partplan import Graph, analyze
 from partplan.errors import OptionError, PartitionError
 from partplan.partition.engines import metis
+from partplan.partition.context import VCycleContext, resolve
 from partplan.partition.refinement.vcycle import vcycle_refine
 
 
@@ -83,8 +84,9 @@ def test_km1_recounted_by_brute_force_and_mtkahypar(power_law):
 def test_several_cycles_stay_exact(power_law, fine_every_cycle):
     g, k = power_law, 8
     start = metis(g, k, seed=4)
-    new, rep = vcycle_refine(g, start, k, seed=4, cycles=3, fine_every_cycle=fine_every_cycle,
-                             min_pin_shrink=0.0, min_cycle_gain=0.0)          # coarsen even the hub nets
+    ctx = VCycleContext(cycles=3, fine_every_cycle=fine_every_cycle, min_pin_shrink=0.0,
+                        min_cycle_gain=0.0)                                 # coarsen even the hub nets
+    new, rep = vcycle_refine(g, start, k, seed=4, context=ctx)
     assert len(rep["cycles"]) >= 2 and len(rep["cycles"][0]["levels"]) > 1
     assert rep["after"]["total_volume"] == km1_brute(g, new, k) <= km1_brute(g, start, k)
     assert balance_ok(g, start, new, k)
@@ -146,9 +148,9 @@ def test_bad_options():
     g = grid(5, 5)
     part = np.arange(25) % 2
     with pytest.raises(OptionError, match="rounds"):
-        vcycle_refine(g, part, 2, rounds=-1)
+        vcycle_refine(g, part, 2, context=resolve(VCycleContext, {"rounds": -1}, label="vcycle"))
     with pytest.raises(OptionError, match="cluster_weight"):
-        vcycle_refine(g, part, 2, cluster_weight=0)
+        vcycle_refine(g, part, 2, context=VCycleContext(cluster_weight=0))
     with pytest.raises(PartitionError, match="imbalance"):
         vcycle_refine(g, part, 2, imbalance=-0.1)
     new, rep = vcycle_refine(g, np.zeros(25, np.int64), 1)          # k = 1: nothing to do
@@ -157,13 +159,22 @@ def test_bad_options():
 
 @pytest.mark.parametrize("kw, err", [
     (dict(seed="x"), OptionError), (dict(seed=1.5), OptionError), (dict(imbalance="0.1"), PartitionError),
-    (dict(imbalance=math.inf), PartitionError), (dict(cluster_weight=math.inf), OptionError),
-    (dict(rounds=2 ** 63), OptionError), (dict(prune="yes"), OptionError)])
+    (dict(imbalance=math.inf), PartitionError), (dict(context=VCycleContext(cluster_weight=math.inf)), OptionError),
+    (dict(context=VCycleContext(rounds=2 ** 63)), OptionError), (dict(context=VCycleContext(prune="yes")), OptionError),
+    (dict(context={"rounds": 3}), OptionError)])
 def test_bad_option_values_are_one_error_before_any_work(kw, err):
-    """Found in review: these ended in numpy / numba exceptions."""
+    """Found in review: these ended in numpy / numba exceptions. A context built by hand is
+    checked field by field too."""
     g = grid(5, 5)
     with pytest.raises(err):
         vcycle_refine(g, np.arange(25) % 2, 2, **kw)
+
+
+@pytest.mark.parametrize("kw", [dict(cluster_weight=math.inf), dict(rounds=2 ** 63), dict(prune="yes"),
+                                dict(no_such_knob=1)])
+def test_the_knobs_are_checked_by_their_context(kw):
+    with pytest.raises(OptionError):
+        resolve(VCycleContext, kw, label="vcycle")
     with pytest.raises(OptionError):
         vcycle_refine(None, np.arange(25) % 2, 2)
 

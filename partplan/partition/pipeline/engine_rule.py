@@ -1,0 +1,92 @@
+"""Which MPI engine ``--nprocs`` runs when no ``--engine`` is given: a rule on
+figures read from the chunked graph before partitioning (RULE_DOC below)."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def graph_stats(path, k: int | None = None, *, block: int = 1 << 22) -> dict:
+    """Figures of a chunked graph directory, read chunk by chunk (each chunk in
+    row blocks of about ``block`` nonzeros, as ``mpi_worker`` reads its rows):
+    memory O(block + max degree) — a degree histogram, never the degree array.
+
+    Keys: ``n``, ``nnz``, ``directed`` (the header's flag), ``symmetric`` (the
+    pattern equals its transpose: keyed hash sums of (u, v) and (v, u),
+    :func:`~partplan.io.chunked.symmetry_hash_sums`), ``mean_degree``,
+    ``max_degree``, ``max_over_mean``, ``share_above_{4,16}x`` (share of rows
+    with degree above 4 / 16 × the mean), ``top1pct_nnz_share`` (share of the
+    nonzeros in the 1 % highest-degree rows), ``gini`` (degree Gini), ``empty_rows``;
+    with ``k`` also ``k`` and ``max_over_part`` (largest degree / (n / k): a hub
+    whose net spans more rows than one part holds).
+    """
+    from ...io.chunked import chunk_info, read_chunk_rows, symmetry_hash_sums
+    info = chunk_info(path)
+    hist = np.zeros(1, dtype=np.int64)
+    sums = [0] * 4
+    bounds = info.row_bounds
+    for ci in range(len(info.chunks)):
+        clo, chi = int(bounds[ci]), int(bounds[ci + 1])
+        step = max(1, (chi - clo) * block // max(1, int(info.chunks[ci].nnz)))
+        for r0 in range(clo, chi, step):
+            r1 = min(chi, r0 + step)
+            rows = read_chunk_rows(path, r0, r1, info=info)
+            deg = np.diff(rows.indptr)
+            if deg.size:
+                h = np.bincount(deg)
+                if h.size > hist.size:
+                    hist = np.concatenate([hist, np.zeros(h.size - hist.size, np.int64)])
+                hist[:h.size] += h
+            u = np.repeat(np.arange(r0, r1, dtype=np.int64), deg)
+            s = symmetry_hash_sums(u, rows.indices, None)[:4]
+            sums = [(x + y) % (1 << 64) for x, y in zip(sums, s)]
+    return stats_from_histogram(hist, n=info.n, nnz=info.nnz, symmetric=sums[0:2] == sums[2:4],
+                                directed=bool(info.directed), k=k)
+
+
+def stats_from_histogram(hist, *, n: int, nnz: int, symmetric: bool, directed: bool = False,
+                         k: int | None = None) -> dict:
+    """:func:`graph_stats`'s figures from ``hist[d]`` = rows of degree d.
+
+    >>> s = stats_from_histogram([0, 3, 0, 0, 1], n=4, nnz=7, symmetric=True, k=2)
+    >>> s["max_degree"], s["max_over_mean"], s["share_above_4x"], s["max_over_part"]
+    (4, 2.286, 0.0, 2.0)
+    """
+    hist = np.asarray(hist, dtype=np.int64)
+    degs = np.nonzero(hist)[0]
+    cnt = hist[degs]
+    mean = nnz / max(n, 1)
+    mx = int(degs[-1]) if degs.size else 0
+
+    def share_above(mult):
+        return float(cnt[degs > mult * mean].sum()) / max(n, 1)
+
+    # Gini of the degrees from the sorted histogram: 1 - 2 * area under the Lorenz curve
+    cum_rows = np.cumsum(cnt) / max(n, 1)
+    cum_nnz = np.cumsum(cnt * degs) / max(nnz, 1)
+    prev = np.concatenate([[0.0], cum_nnz[:-1]])
+    gini = float(1.0 - np.sum((cnt / max(n, 1)) * (cum_nnz + prev))) if nnz else 0.0
+    # nonzeros in the 1 % highest-degree rows
+    top = max(1, int(np.ceil(0.01 * n)))
+    left, got = top, 0
+    for d, c in zip(degs[::-1], cnt[::-1]):
+        take = min(left, int(c))
+        got += take * int(d)
+        left -= take
+        if left == 0:
+            break
+    out = {"n": int(n), "nnz": int(nnz), "directed": bool(directed), "symmetric": bool(symmetric),
+           "mean_degree": round(mean, 3), "max_degree": mx, "max_over_mean": round(mx / mean, 3) if mean else 0.0,
+           "share_above_4x": round(share_above(4), 5), "share_above_16x": round(share_above(16), 5),
+           "top1pct_nnz_share": round(got / max(nnz, 1), 4), "gini": round(gini, 4),
+           "empty_rows": int(hist[0]) if hist.size else 0}
+    if k is not None:
+        out["k"] = int(k)
+        out["max_over_part"] = round(mx * k / max(n, 1), 3)
+    return out
+
+
+def choose_engine(stats: dict, installed: set[str]) -> tuple[str, str]:
+    """placeholder"""
+    if "zoltan" in installed:
+        return "zoltan", "zoltan"
+    return "stream", "stream"

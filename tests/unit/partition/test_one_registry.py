@@ -1,0 +1,72 @@
+"""One partitioner: single-process and MPI engines are entries of one registry, each with its
+typed context, and ``partition()``, the CLI and ``--nprocs`` are checked by one resolve()."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import partplan
+from partplan import Graph
+from partplan.errors import BackendUnavailableError, OptionError, PartitionError
+from partplan.partition.registry import REGISTRY, backend_names, mpi_engine_names
+from partplan.partition.request import resolve
+
+
+def _grid():
+    return Graph.from_edges(np.arange(15), np.arange(1, 16), symmetrize=True)
+
+
+def test_every_engine_is_a_registry_entry_with_a_typed_context():
+    assert {"zoltan", "ptscotch", "stream"} <= set(mpi_engine_names())
+    assert {"metis", "mtkahypar", "kahypar", "kaminpar", "stream"} <= set(backend_names())
+    assert "zoltan" not in backend_names() and "ptscotch" not in backend_names()   # MPI processes only
+    for name in mpi_engine_names() + ("metis", "mtkahypar", "kahypar", "kaminpar"):
+        ctx = REGISTRY[name].context
+        assert dataclasses.is_dataclass(ctx), name
+        assert REGISTRY[name].schema is not None and set(REGISTRY[name].schema) <= REGISTRY[name].options | \
+            {f.name for f in dataclasses.fields(ctx)}, name
+
+
+@pytest.mark.parametrize("kw, word", [
+    (dict(model="graph"), "model (--model)"), (dict(objective="total"), "objective (--objective)"),
+    (dict(layout="2d:2x2"), "layout (--layout)"), (dict(ownership="decoupled"), "ownership (--ownership)"),
+    (dict(options={"hub_factor": 0.0}), "hub_factor (--hub-factor)"),
+    (dict(backend="metis"), "does not run distributed"), (dict(options={"passes": 2}), "explicit --engine"),
+    (dict(backend="stream", options={"passes": 0}), "passes")])
+def test_nprocs_is_checked_by_the_one_resolve(kw, word):
+    with pytest.raises((BackendUnavailableError, OptionError, PartitionError)) as e:
+        resolve(None, 4, nprocs=2, **kw)
+    assert word in str(e.value)
+
+
+@pytest.mark.parametrize("nprocs", [0, -1, 1.5, True, "2"])
+def test_nprocs_must_be_a_count(nprocs):
+    with pytest.raises(PartitionError, match="nprocs"):
+        resolve(None, 4, nprocs=nprocs)
+
+
+def test_an_mpi_only_engine_without_nprocs_is_one_error():
+    for name in ("zoltan", "ptscotch"):
+        with pytest.raises(BackendUnavailableError, match="nprocs"):
+            partplan.partition(_grid(), 2, backend=name)
+
+
+def test_output_without_nprocs_is_refused(tmp_path):
+    with pytest.raises(PartitionError, match="nprocs"):
+        partplan.partition(_grid(), 2, output=tmp_path / "x.npy")
+
+
+def test_epsilon_is_declared_once():
+    """Every entry point's ε default is the one declaration (options.DEFAULT_IMBALANCE)."""
+    import inspect
+
+    from partplan.partition import api, engines, options
+    from partplan.partition.context import PipelineContext, RefineContext
+    from partplan.partition.pipeline.distributed import distributed_partition
+    for fn in (api.partition, engines.metis, engines.mtkahypar_hypergraph, engines.kahypar_hypergraph,
+               engines.run_backend, distributed_partition):
+        assert inspect.signature(fn).parameters["imbalance"].default is options.DEFAULT_IMBALANCE, fn
+    assert PipelineContext().imbalance == RefineContext().imbalance == options.DEFAULT_IMBALANCE
+    assert PipelineContext().volume_tolerance == RefineContext().volume_tolerance == options.DEFAULT_VOLUME_TOLERANCE
