@@ -281,23 +281,132 @@ def read_dgl_partition(path, n: int | None = None, *, ids: str = "original") -> 
 
 
 def read_dgl_assignment(path, n: int | None = None) -> np.ndarray:
-    """DGL pipeline partition assignment: ``partition_meta.json`` + ``<ntype>.txt``."""
+    """DGL pipeline partition assignment: ``partition_meta.json`` + ``<ntype>.txt``.
+
+    The text is read twice, a block at a time (:func:`_assignment_ids`): once to check every line
+    (one integer part id in ``[0, num_parts)``) and count them, then, the count checked against
+    ``n`` and the memory budget, into the array. A refusal holds one block, never the file."""
     p = Path(path)
     meta = _read_json(p / "partition_meta.json")
     txts = sorted(p.glob("*.txt"))
     if len(txts) != 1:
         raise BackendUnavailableError(f"{p}: expected one <ntype>.txt (homogeneous graph), found {len(txts)}")
-    from .partfile import read_partition
-    if n is None:
-        n = sum(1 for line in _read_bytes(txts[0], 1 << 34).splitlines() if line.strip())
-    part = read_partition(txts[0], n)
     k = meta.get("num_parts")
     if k is not None and (not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= (1 << 24)):
         raise PartitionError(f"{p / 'partition_meta.json'}: field 'num_parts' must be an integer in [1, 2^24], "
                              f"got {str(k)[:40]!r}")
-    if k is not None and part.size and int(part.max()) >= int(k):
-        raise PartitionError(f"{txts[0]}: part id {int(part.max())} >= num_parts = {k} of partition_meta.json")
+    return _assignment_ids(txts[0], k, n, p / "partition_meta.json")
+
+
+#: bytes of text parsed at a time by :func:`_assignment_ids` (and the longest line it takes)
+_TEXT_BLOCK = 4 << 20
+
+
+def _text_blocks(path: Path):
+    """(first line number, bytes) of ``path`` (plain or gzip, by magic) in blocks of about
+    :data:`_TEXT_BLOCK` bytes cut after a newline; a line longer than a block is refused."""
+    from ..errors import GraphFormatError
+    from ._common import GZIP_ERRORS, open_binary
+    try:
+        fh = open_binary(path, text=False)
+    except GraphFormatError as exc:
+        raise PartitionError(str(exc)) from None
+    line, carry = 1, b""
+    with fh:
+        while True:
+            try:
+                chunk = fh.read(_TEXT_BLOCK)
+            except GraphFormatError as exc:
+                raise PartitionError(str(exc)) from None
+            except GZIP_ERRORS as exc:
+                raise PartitionError(f"{path}: cannot be read ({exc})") from None
+            if not chunk:
+                if carry:
+                    yield line, carry
+                return
+            buf = carry + chunk
+            cut = buf.rfind(b"\n") + 1
+            if cut == 0:
+                if len(buf) > _TEXT_BLOCK:
+                    raise PartitionError(f"{path}:line {line}: longer than {_TEXT_BLOCK} bytes (expected one "
+                                         f"part id per line)")
+                carry = buf
+                continue
+            block, carry = buf[:cut], buf[cut:]
+            yield line, block
+            line += block.count(b"\n")
+
+
+def _block_ids(path: Path, first: int, block: bytes) -> np.ndarray:
+    """The part ids of one block of lines (blank and ``#`` / ``%`` lines skipped); one PartitionError
+    naming the line otherwise (negative ids included)."""
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+    try:
+        table = pcsv.read_csv(pa.BufferReader(block), read_options=pcsv.ReadOptions(column_names=["part"]),
+                              parse_options=pcsv.ParseOptions(delimiter=" "),
+                              convert_options=pcsv.ConvertOptions(column_types={"part": pa.int64()}))
+        col = table.column(0)
+        if col.null_count == 0:
+            arr = col.to_numpy()
+            if not arr.size or arr.min() >= 0:
+                return np.ascontiguousarray(arr, dtype=np.int64)
+    except (pa.ArrowException, OSError, EOFError):
+        pass
+    from .partfile import _read_text_slow
+    try:
+        return _read_text_slow(path, block, first_line=first, allow_empty=True)
+    except PartitionError:
+        raise
+
+
+def _assignment_ids(path: Path, k: int | None, n: int | None, meta: Path) -> np.ndarray:
+    """The part ids of a DGL assignment text: pass 1 checks every block (ids in ``[0, k)``) and counts
+    them in O(block) memory; then the count is checked against ``n`` and 8 × count against the memory
+    budget, and pass 2 fills the array (a file that changed between the passes is refused)."""
+    from ._common import check_budget
+    count = 0
+    for first, block in _text_blocks(path):
+        ids = _block_ids(path, first, block)
+        if k is not None and ids.size and int(ids.max()) >= k:
+            bad = int(np.flatnonzero(ids >= k)[0])
+            line = first + _line_of(block, bad)
+            raise PartitionError(f"{path}:line {line}: part id {int(ids[bad])} >= num_parts = {k} of {meta.name}")
+        count += int(ids.size)
+        if n is not None and count > n:
+            raise PartitionError(f"{path}: has more than {n} part ids but the graph has {n} vertices")
+    if count == 0:
+        raise PartitionError(f"{path}: empty partition file (no part ids)")
+    if n is not None and count != n:
+        raise PartitionError(f"{path}: has {count} part ids but the graph has {n} vertices")
+    from ..errors import SizeLimitError
+    try:
+        check_budget(8 * count, path, f"{count} part ids")
+    except SizeLimitError as exc:
+        raise PartitionError(str(exc)) from None
+    part = np.empty(count, dtype=np.int64)
+    at = 0
+    for first, block in _text_blocks(path):
+        ids = _block_ids(path, first, block)
+        if at + ids.size > count or (k is not None and ids.size and int(ids.max()) >= k):
+            raise PartitionError(f"{path}: changed while it was read")
+        part[at:at + ids.size] = ids
+        at += ids.size
+    if at != count:
+        raise PartitionError(f"{path}: changed while it was read")
     return part
+
+
+def _line_of(block: bytes, index: int) -> int:
+    """0-based line (in ``block``) of the ``index``-th part id (blank and comment lines skipped)."""
+    seen = -1
+    for i, line in enumerate(block.split(b"\n")):
+        s = line.strip()
+        if s and s[:1] not in (b"#", b"%"):
+            seen += 1
+            if seen == index:
+                return i
+    return 0
 
 
 def detect_kind(path) -> str:

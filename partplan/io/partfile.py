@@ -320,10 +320,11 @@ def _read_text(p: Path, fh, n: int) -> np.ndarray:
     return _read_text_slow(p, raw)
 
 
-def _read_text_slow(p: Path, raw: bytes) -> np.ndarray:
-    """Line-by-line parse that names the first bad line (only on odd input)."""
+def _read_text_slow(p: Path, raw: bytes, *, first_line: int = 1, allow_empty: bool = False) -> np.ndarray:
+    """Line-by-line parse that names the first bad line (only on odd input); ``raw`` starts at line
+    ``first_line`` of the file (a block of it), ``allow_empty``: a block of no ids is no error."""
     out = []
-    for lineno, line in enumerate(raw.split(b"\n"), 1):
+    for lineno, line in enumerate(raw.split(b"\n"), first_line):
         s = line.strip()
         if not s or s[:1] in (b"#", b"%"):
             continue
@@ -341,7 +342,7 @@ def _read_text_slow(p: Path, raw: bytes) -> np.ndarray:
         if v > _INT64_MAX:
             raise PartitionError(f"{p}:line {lineno}: part id {v} does not fit in 64 bits")
         out.append(v)
-    if not out:
+    if not out and not allow_empty:
         raise PartitionError(f"{p}: empty partition file (no part ids)")
     return np.asarray(out, dtype=np.int64)
 
