@@ -53,8 +53,8 @@ import numpy as np
 from ..errors import PlanError
 from ..program.plan import Plan, program_steps
 from . import kernels as KT
-from .traversal import (FoldCarry, RankGraph, check_layout, exchange_chain, exchange_flags, exchange_fold,
-                        gather_global, rank_graph, traversal_program, world_sum)
+from .traversal import (FoldCarry, RankGraph, _as_comm, check_layout, exchange_chain, exchange_flags,
+                        exchange_fold, gather_global, rank_graph, traversal_program, world_sum)
 
 DIRECTIONS = ("auto", "top-down", "bottom-up")
 ALPHA, BETA = 15.0, 18.0
@@ -401,16 +401,101 @@ class BfsEngine:
                            zero1=torch.zeros(1, dtype=torch.int64, device=dev),
                            silent=all(sg.silent for sg in rg.steps)))
         assert len(BU_CHUNKS) >= 1
+        if self.rgs and len(self.rgs[0].steps) > 1 and not all(s["silent"] for s in st):
+            # a routed chain: what each later step forwards, counted by the owners of the rows
+            rows, slots = self._fan_out()
+            for s, r, k in zip(st, rows, slots):
+                s["fan"] = (torch.as_tensor(r, device=dev), torch.as_tensor(k, device=dev))
+                s["fan_host"] = (r, k)
         self._tstate = st
         return st
+
+    def _fan_out(self) -> tuple[list, list]:
+        """A routed chain's later steps, counted at the source (once per engine).
+        A row a monitor forwards at step k ≥ 2 carries its vertex's frontier bit,
+        so what the monitor flags for a peer is the number of that pair's list
+        entries whose vertex is in the frontier — a sum the vertices' owners can
+        make. Every (later step, sender, peer) pair gets a slot (``self._slot``:
+        int64[steps, p] base per sender, the peer's group index added;
+        ``self._nslots`` in all); each list entry's slot travels back along the
+        chain (each step reversed, from the last: the receiver returns (position
+        in the pair's list, slot) to the sender, which maps the position to its
+        buffer row) until it reaches an own row. Returns per local rank (own
+        rows, slots): one entry per forwarded copy of an own vertex."""
+        comm, rgs = self.comm, self.rgs
+        steps = rgs[0].steps
+        p, K = comm.world, len(steps)
+        size = np.zeros((K, p), np.int64)
+        for k in range(1, K):
+            for r in range(p):
+                g = comm.member(steps[k].family, r)
+                size[k, r] = 0 if g is None else len(g.ranks)
+        base = (np.cumsum(size.reshape(-1)) - size.reshape(-1)).reshape(K, p)
+        self._slot, self._nslots = base, int(size.sum())
+        pairs = []  # per local rank: int64[m, 2] (buffer row, slot)
+        for i, rg in enumerate(rgs):
+            me = comm.local[i]
+            got = [np.zeros((0, 2), np.int64)]
+            for k in range(1, K):
+                sg = rg.steps[k]
+                peer = np.repeat(np.arange(sg.send_counts.size), sg.send_counts)
+                got.append(np.stack([sg.idx, base[k, me] + peer], axis=1).astype(np.int64))
+            pairs.append(np.concatenate(got))
+        # buffer rows appended by step k: [nl + a_k, nl + a_k + nrecv_k)
+        starts = [np.concatenate([[0], np.cumsum([sg.nrecv for sg in rg.steps])]) + rg.nl for rg in rgs]
+        for k in range(K - 1, -1, -1):
+            segs = [rg.steps[k] for rg in rgs]
+            if all(sg.silent for sg in segs):
+                continue
+            sends, counts = [], []
+            for i, sg in enumerate(segs):
+                pr = pairs[i]
+                lo = starts[i][k]
+                back = (pr[:, 0] >= lo) & (pr[:, 0] < lo + sg.nrecv)
+                q = pr[back, 0] - lo  # receive position in this step's block
+                j = np.searchsorted(sg.recv_off, q, side="right") - 1  # the peer that sent the row
+                o = np.argsort(j, kind="stable")
+                sends.append(np.stack([(q - sg.recv_off[j])[o], pr[back, 1][o]], axis=1).astype(np.int64))
+                counts.append(np.bincount(j, minlength=sg.recv_counts.size).astype(np.int64))
+                pairs[i] = pr[~back]
+            peer_c = comm.exchange_counts(segs[0].family, counts)
+            outs = [np.empty((int(np.sum(c)), 2), np.int64) for c in peer_c]
+            tens = hasattr(comm, "torch")
+            touts = [_as_comm(comm, o) for o in outs] if tens else outs
+            comm.alltoallv(segs[0].family, [_as_comm(comm, s) for s in sends] if tens else sends, counts, peer_c,
+                           touts, what=f"BFS setup: routed counts, step {k + 1}")
+            outs = [o.cpu().numpy() if tens else o for o in touts]
+            for i, sg in enumerate(segs):
+                c = np.asarray(peer_c[i], np.int64)
+                j = np.repeat(np.arange(c.size), c)  # the peer the entry came back from: my list segment
+                rows = sg.idx[sg.send_off[j] + outs[i][:, 0]]
+                pairs[i] = np.concatenate([pairs[i], np.stack([rows, outs[i][:, 1]], axis=1)])
+        for i, rg in enumerate(rgs):
+            if pairs[i].size and pairs[i][:, 0].max() >= rg.nl:
+                raise PlanError("BFS setup: a routed chain forwards a row no earlier step brought")
+        return [pr[:, 0].copy() for pr in pairs], [pr[:, 1].copy() for pr in pairs]
+
+    def _later_counts(self, tot) -> list:
+        """Per later step of a routed chain, per local rank: the flag counts per
+        peer it sends (from the summed slot vector ``tot``)."""
+        out = []
+        for k in range(1, len(self.rgs[0].steps)):
+            per = []
+            for i, rg in enumerate(self.rgs):
+                b = self._slot[k, self.comm.local[i]]
+                per.append(np.rint(tot[b:b + rg.steps[k].send_counts.size]).astype(np.int64))
+            out.append(per)
+        return out
 
     def _search_torch(self, root: int) -> BfsResult:
         """:meth:`search` for the torch kernels on a 1D / routed plan with no
         balancer: the same levels, records and result, with the state in
         per-engine device buffers and, per level, **one** device → host copy
-        (a routed chain: one more per later step of the chain) — the level's
-        figures (new frontier size, scout count, the sizes the next level's
-        kernels need, the next exchange's flag counts per peer), from which
+        — the level's figures (new frontier size, scout count, the sizes the
+        next level's kernels need, the next exchange's flag counts per peer;
+        on a routed chain also, per (later step, sender, peer), how many of
+        the new frontier's rows that pair will forward, counted by the rows'
+        owners and summed by the level's world sum: :meth:`_fan_out`), from which
         the host decides direction and termination and knows every shape of
         the next level. The kernels of a level are a fixed number of launches
         (per local rank and peer, whatever the frontier or the degrees):
@@ -458,10 +543,25 @@ class BfsEngine:
             unvis.append([int(x) for x in u])
             counts0.append(c0)
         silent = all(s["silent"] for s in S)
+        fan = bool(S) and "fan" in S[0]
         hook = self.level_hook
         comm.barrier()
         t0 = time.perf_counter()
-        sched = _Schedule(self, float(world_sum(comm, [np.array([d]) for d in deg_root])[0]))
+        if fan:  # a routed chain: the root's owner counts what each later step forwards
+            tails = []
+            for i in loc:
+                t = np.zeros(self._nslots)
+                k = self._own(i, root)
+                r, sl = S[i]["fan_host"]
+                if k >= 0:
+                    np.add.at(t, sl[r == k], 1.0)
+                tails.append(t)
+            tot = world_sum(comm, [np.concatenate([[d], t]) for d, t in zip(deg_root, tails)])
+            later = self._later_counts(tot[1:])
+            sched = _Schedule(self, float(tot[0]))
+        else:
+            later = None
+            sched = _Schedule(self, float(world_sum(comm, [np.array([d]) for d in deg_root])[0]))
         records: list[Level] = []
         while sched.nf > 0:
             tl = time.perf_counter()
@@ -475,7 +575,7 @@ class BfsEngine:
             else:
                 ghost, st, recv = exchange_chain_counted(
                     comm, [rg.steps for rg in rgs], [S[i]["fext"][:rg.nl] for i, rg in enumerate(rgs)], counts0,
-                    what=f"BFS level {depth}")
+                    what=f"BFS level {depth}", later=later)
                 for i, rg in enumerate(rgs):
                     if ghost[i].numel():
                         S[i]["fext"][rg.nl:].copy_(ghost[i])
@@ -501,6 +601,10 @@ class BfsEngine:
                     idx, soff = s["s0"]
                     csum = torch.cat([s["zero1"], torch.cumsum(_take_t(hit, idx), 0, dtype=torch.int64)])
                     parts.append((_take_t(csum, soff[1:]) - _take_t(csum, soff[:-1])).to(torch.float64))
+                if fan:  # per (later step, sender, peer) slot: what the chain will forward of the new frontier
+                    r, sl = s["fan"]
+                    parts.append(torch.zeros(self._nslots, dtype=torch.float64, device=hit.device)
+                                 .index_add_(0, sl, _take_t(hit, r).to(torch.float64)))
                 figs.append(torch.cat(parts))
             flat = (figs[0] if len(figs) == 1 else torch.cat(figs)).tolist()  # the level's one copy
             vec, o = [], 0
@@ -514,9 +618,14 @@ class BfsEngine:
                     g = rgs[i].steps[0].send_counts.size
                     counts0[i] = np.asarray(flat[o:o + g], dtype=np.int64)
                     o += g
+                if fan:
+                    tails[i] = np.asarray(flat[o:o + self._nslots], dtype=np.float64)
+                    o += self._nslots
                 vec.append(np.array([cnt, sc, e], dtype=np.float64))
             meas = int(comm.sent_bytes.sum()) - sent0
-            sched.advance(*self._record(records, vec, st, meas, depth, cur, nf, tl))
+            sched.advance(*self._record(records, vec, st, meas, depth, cur, nf, tl, tail=tails if fan else None))
+            if fan:  # the later steps' counts, summed over the owners by the level's world sum
+                later = self._later_counts(self._tail)
         if hook is not None:
             hook(sched.depth, "done")
         t_search = time.perf_counter() - t0

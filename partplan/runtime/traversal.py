@@ -797,12 +797,14 @@ def exchange_chain(comm, chains: list[list[Segments]], masks: list, values: list
 
 
 def exchange_chain_counted(comm, chains: list[list[Segments]], masks: list, counts0: list,
-                           what: str = "frontier") -> tuple[list, ExchangeStats, list]:
+                           what: str = "frontier", later: list | None = None) -> tuple[list, ExchangeStats, list]:
     """:func:`exchange_chain` of device flags (no values) when the first step's
     flag counts per peer (``counts0``: int64 per local rank, host) are already
     known — the BFS level's one device → host copy brought them — so the first
     step copies nothing to the host; each later step of a routed chain counts
-    what it forwards on the device (one copy per step). Returns (flags of the
+    what it forwards on the device (one copy per step), unless ``later`` gives
+    those counts too (per later step, per local rank: int64 per peer — BFS's
+    owners count them, :meth:`~.bfs.BfsEngine._fan_out`). Returns (flags of the
     appended rows per local rank, stats, received counts per step: per step a
     list over local ranks of int64 per peer — the rows each peer flagged)."""
     import torch
@@ -815,7 +817,8 @@ def exchange_chain_counted(comm, chains: list[list[Segments]], masks: list, coun
         peer: list = []
         got, _, s = _exchange_flags_torch(comm, segs, bufm, None, [sg.nrecv for sg in segs],
                                           f"{what}, step {k + 1} ({segs[0].family})" if multi else what,
-                                          counts=counts0 if k == 0 else None, peer_out=peer)
+                                          counts=counts0 if k == 0 else None if later is None else later[k - 1],
+                                          peer_out=peer)
         if not peer:  # a silent step: nothing moved
             peer = [np.zeros(sg.recv_counts.size, dtype=np.int64) for sg in segs]
         recv.append(peer)

@@ -1,5 +1,5 @@
 """The torch kernels' shape for a GPU, checked on the CPU: per BFS level at most
-one device → host copy (a routed chain: one per step) and a number of
+one device → host copy (1D, 2D, routed) and a number of
 dispatched kernels that does not grow with the graph; per PageRank iteration one copy; a GCN epoch's forward and
 backward with none. Counted by partplan.runtime.opcount (a TorchDispatchMode
 plus a TorchFunctionMode: every aten operator dispatched, and every call that
@@ -87,19 +87,28 @@ def test_bfs_one_sync_per_level_and_a_bounded_number_of_kernels(p, spec):
         assert worst[11] == worst[8], worst
 
 
-def test_routed_bfs_one_copy_per_chain_step():
+@pytest.mark.parametrize("spec", ["routed:domain:2", "routed:source:2"])
+def test_routed_bfs_one_copy_per_level(spec):
     """A routed plan's exchange is a chain (owner → monitor → monitor → readers):
-    the first step's counts ride on the level's copy, each later step counts what
-    it forwards (one copy each)."""
+    the first step's counts ride on the level's copy; what each later step
+    forwards is counted by the owners of the rows (per (step, sender, peer)
+    slot) in the same copy and summed by the level's world sum — one copy per
+    level, the same bytes as the native kernels."""
     g = rmat_graph(9)
-    plan = build_plan(g, np.random.default_rng(0).integers(0, 4, g.n), 4, layout="routed:domain:2")
-    eng = BfsEngine(plan.manifest, plan.ranks, LocalComm(4, plan.groups(), device="cpu"), kernels="torch")
-    chain = len(eng.rgs[0].steps)
+    plan = build_plan(g, np.random.default_rng(0).integers(0, 4, g.n), 4, layout=spec)
     root = int(np.flatnonzero(np.diff(g.indptr))[2])
-    res, levels = counted_search(eng, root)
-    assert np.array_equal(res.levels, scipy_levels(g, root))
-    assert chain >= 2
-    assert all(len(s.syncs) <= chain for s in levels), [s.syncs for s in levels]
+    for direction in ("auto", "top-down", "bottom-up"):
+        eng = BfsEngine(plan.manifest, plan.ranks, LocalComm(4, plan.groups(), device="cpu"), kernels="torch",
+                        direction=direction)
+        assert len(eng.rgs[0].steps) >= 2
+        res, levels = counted_search(eng, root)
+        assert np.array_equal(res.levels, scipy_levels(g, root))
+        check_tree(g, root, res)
+        assert all(len(s.syncs) <= 1 for s in levels), [s.syncs for s in levels]
+        ref = BfsEngine(plan.manifest, plan.ranks, LocalComm(4, plan.groups()), kernels="native",
+                        direction=direction).search(root)
+        assert [lv.bytes_per_rank for lv in res.records] == [lv.bytes_per_rank for lv in ref.records]
+        assert all(lv.bytes == lv.bytes_measured for lv in res.records)
 
 
 @pytest.mark.parametrize("spec,R,C", [("2d:2x2", 2, 2), ("2d:1x3", 1, 3)])
@@ -158,6 +167,63 @@ def test_2d_bfs_on_an_r_by_1_grid_one_copy_per_level():
     res, levels = counted_search(eng, root)
     assert np.array_equal(res.levels, scipy_levels(g, root))
     assert all(len(s.syncs) <= 1 for s in levels), [s.syncs for s in levels]
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _gloo_plans():
+    g = rmat_graph(9, seed=5)
+    root = int(np.flatnonzero(np.diff(g.indptr))[1])
+    part = np.random.default_rng(4).integers(0, 4, g.n)
+    return g, root, {spec: build_plan(g, part, 4, layout=spec) for spec in ("2d:2x2", "routed:domain:2")}
+
+
+def _gloo_worker(rank, world, port, out):
+    import torch.distributed as dist
+
+    from partplan.runtime.comm import TorchComm
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    try:
+        g, root, plans = _gloo_plans()
+        res = {}
+        for spec, plan in plans.items():
+            for direction in ("auto", "bottom-up"):
+                r = BfsEngine(plan.manifest, [plan.ranks[rank]], TorchComm(plan.groups(), timeout_s=60),
+                              direction=direction, kernels="torch").search(root)
+                key = f"{spec}_{direction}"
+                res[key] = np.stack([r.parents, r.levels])
+                res[key + "_bytes"] = np.array([[lv.bytes, lv.bytes_measured] for lv in r.records])
+        np.savez(f"{out}/r{rank}.npz", **res)
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.dist
+@pytest.mark.slow
+def test_gloo_p4_2d_and_routed_torch_bfs_equal_native(tmp_path):
+    """Over gloo (TorchComm, one rank per process), the 2D fold's carried sizes and
+    the routed chain's owner-counted later steps (set up by reverse exchanges of
+    the chain) give the native kernels' tree, levels and bytes."""
+    import torch.multiprocessing as mp
+    mp.spawn(_gloo_worker, args=(4, _free_port(), str(tmp_path)), nprocs=4, join=True)
+    got = [np.load(tmp_path / f"r{r}.npz") for r in range(4)]
+    g, root, plans = _gloo_plans()
+    for spec, plan in plans.items():
+        for direction in ("auto", "bottom-up"):
+            ref = BfsEngine(plan.manifest, plan.ranks, LocalComm(4, plan.groups()), direction=direction,
+                            kernels="native").search(root)
+            key = f"{spec}_{direction}"
+            for z in got:
+                assert np.array_equal(z[key][0], ref.parents) and np.array_equal(z[key][1], ref.levels), key
+            b = got[0][key + "_bytes"]  # rank 0's record: the world's figures
+            assert np.array_equal(b[:, 0], b[:, 1]) and np.array_equal(b[:, 0], [lv.bytes for lv in ref.records])
+    assert np.array_equal(ref.levels, scipy_levels(g, root))
 
 
 def test_pagerank_one_copy_per_iteration():
