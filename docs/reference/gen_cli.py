@@ -203,8 +203,12 @@ def render_options() -> str:
         if schema:
             out.append(f"## engine `{engine}`\n")
             out.extend(_opt_table(schema))
-    out.append("The baselines (" + ", ".join(f"`{e}`" for e in REGISTRY if not engine_schema(e))
-               + ") take no options of their own.")
+    out.append("The baselines (" + ", ".join(f"`{e}`" for e in REGISTRY if not engine_schema(e)
+                                              and REGISTRY[e].in_process) + ") take no options of their own.")
+    out.append("")
+    out.append("The engines of MPI processes only (`partition(..., nprocs=N)`, `--nprocs N`): "
+               + ", ".join(f"`{e}`" for e in REGISTRY if not REGISTRY[e].in_process)
+               + "; they take no options of their own (`stream` runs both ways, with the options above).")
     return "\n".join(out).rstrip() + "\n"
 
 
