@@ -1,7 +1,8 @@
 """Start p local worker processes the way torchrun does (RANK, WORLD_SIZE,
 LOCAL_RANK in the environment), wait for them with a deadline, and turn any
-failure into one :class:`CommError` that quotes each failed rank's own error
-line (once, when every rank ended on the same error).
+failure into one :class:`CommError` that quotes the error line of the rank
+that failed first (the others' are its echo: a closed connection, a timeout)
+and names the ranks that failed after it.
 
 The launcher owns its workers: each is the leader of its own
 process group; SIGINT / SIGTERM / SIGHUP to the launcher stop every worker
@@ -239,10 +240,16 @@ def launch(config: dict, nprocs: int, *, worker, timeout_s: float = 60.0, thread
             killed: set = set()
             stopped: set = set()
             first_fail, dead = None, None
+            ended: dict[int, int] = {}   # failed rank -> the poll round the launcher saw it end in
+            rounds = 0
             while any(p.poll() is None for p in procs) and not sigs.got:
                 now = time.monotonic()
+                rounds += 1
                 if cfg.get("progress_file"):
                     shown = _echo_progress(cfg["progress_file"], shown)
+                for r, p in enumerate(procs):
+                    if r not in ended and p.poll() not in (None, 0):
+                        ended[r] = rounds
                 if first_fail is None and any(p.poll() not in (None, 0) for p in procs):
                     first_fail = now
                 if dead is None and any((p.poll() or 0) < 0 for p in procs):
@@ -271,7 +278,7 @@ def launch(config: dict, nprocs: int, *, worker, timeout_s: float = 60.0, thread
             _echo_progress(cfg["progress_file"], shown)
         codes = [p.returncode for p in procs]
         if any(codes):
-            raise CommError("the job failed — " + _failures(codes, errs, killed, stopped))
+            raise CommError("the job failed — " + _failures(codes, errs, killed, stopped, ended))
         res = Path(cfg["result"])
         if not res.is_file():
             raise CommError("the job ended without a report from rank 0")
@@ -285,14 +292,21 @@ def launch(config: dict, nprocs: int, *, worker, timeout_s: float = 60.0, thread
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _failures(codes: list, errs: list, killed: set, stopped: set = frozenset()) -> str:
-    """What the failed ranks said: each rank's own error line (``rank r: ...``
-    joined by `` | ``), or the line once when every rank ended on the same
-    error (one the ranks agreed on). When a rank was killed by a signal (a
-    dead peer), only the dead ranks are named: the others' errors (a closed
-    connection, a timeout, or being stopped by the launcher: ``stopped``)
-    are its consequence."""
-    lines, said = [], []
+#: what a rank's error says when a peer's failure ended it (a closed connection, a timeout): an echo
+_ECHO = re.compile(r"a peer died|closed by peer|reset by peer|broken pipe|connection refused|timed out|"
+                   r"timeout", re.I)
+
+
+def _failures(codes: list, errs: list, killed: set, stopped: set = frozenset(),
+              ended: dict | None = None) -> str:
+    """The cause of a failed job, one line: the error line of the rank that failed first — the poll
+    round the launcher saw it end in (``ended``), then an error that is no echo of a peer's failure
+    (:data:`_ECHO`), then the lowest rank — followed by which other ranks failed or were stopped
+    after it, never their errors (they are its consequence: a closed connection, a timeout). The
+    line once when every rank ended on the same error. When a rank was killed by a signal (a dead
+    peer), the dead ranks are named instead."""
+    ended = ended or {}
+    said = []
     for r, (c, err) in enumerate(zip(codes, errs)):
         err.seek(0)
         said.append(_last_error(err.read()) if c and c > 0 and r not in killed else None)
@@ -300,6 +314,7 @@ def _failures(codes: list, errs: list, killed: set, stopped: set = frozenset()) 
         return said[0]
     dead = [r for r, c in enumerate(codes) if c and c < 0 and r not in killed]
     if dead:   # a worker killed by a signal: the others' errors are its echo (a closed connection, a timeout)
+        lines = []
         others = [r for r in range(len(codes)) if r not in dead]
         for r in dead:
             errs[r].seek(0)
@@ -308,14 +323,21 @@ def _failures(codes: list, errs: list, killed: set, stopped: set = frozenset()) 
                          + (f" ({last[:300]})" if last else ""))
         return " | ".join(lines) + (f"; the other ranks ({', '.join(map(str, others))}) then stopped"
                                     if others else "")
-    for r, (c, err) in enumerate(zip(codes, errs)):
-        err.seek(0)
-        text = err.read()
-        if r in killed:
-            lines.append(f"rank {r}: still running after the deadline; killed")
-        elif c:
-            lines.append(f"rank {r}: {_last_error(text) or f'exit status {c}'}")
-    return " | ".join(lines)
+    failed = [r for r, c in enumerate(codes) if c and r not in killed]
+    never = 1 << 62
+    if not failed:
+        return (f"rank{'s' if len(killed) > 1 else ''} {', '.join(map(str, sorted(killed)))} still running "
+                f"after the deadline; killed")
+    first = min(failed, key=lambda r: (ended.get(r, never), bool(said[r] and _ECHO.search(said[r])), r))
+    line = f"rank {first}: {said[first] or f'exit status {codes[first]}'}"
+    after = [r for r in failed if r != first]
+    tail = []
+    if after:
+        tail.append(f"rank{'s' if len(after) > 1 else ''} {', '.join(map(str, after))} failed after it")
+    if killed:
+        tail.append(f"rank{'s' if len(killed) > 1 else ''} {', '.join(map(str, sorted(killed)))} still "
+                    f"running after the deadline, killed")
+    return line + (f" ({'; '.join(tail)})" if tail else "")
 
 
 def entry_of(worker) -> str:
