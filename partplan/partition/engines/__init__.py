@@ -31,10 +31,10 @@ from ..options import DEFAULT_IMBALANCE, _check_k, check_imbalance
 from ..registry import (REGISTRY, Backend, backend_names, default_backend, get_backend, in_process_backend,  # noqa: F401
                         mpi_engine_names, register)
 from ..schema import GROUPS, PLANNER_ENGINES, Opt, Schema
-# the engines, in registration order
-from . import metis as _metis_engine  # noqa: E402
-from . import mtkahypar as _mtkahypar_engine  # noqa: E402
-from . import kahypar as _kahypar_engine  # noqa: E402
+# the engines, in registration order (each module registers itself on import)
+from . import metis as _metis_engine  # noqa: E402,F401
+from . import mtkahypar as _mtkahypar_engine  # noqa: E402,F401
+from . import kahypar as _kahypar_engine  # noqa: E402,F401
 from . import kaminpar as _kaminpar_engine  # noqa: E402,F401
 from . import stream as _stream_engine  # noqa: E402,F401
 from . import baselines  # noqa: E402,F401

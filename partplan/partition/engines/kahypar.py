@@ -15,9 +15,8 @@ import numpy as np
 
 from ...errors import BackendUnavailableError, PartitionError
 from ...hypergraph import Hypergraph
-
-from ..options import DEFAULT_IMBALANCE, _check_k, check_imbalance, engine_seed
 from ..context import engine, option
+from ..options import DEFAULT_IMBALANCE, _check_k, check_imbalance, engine_seed
 
 
 @dataclass(frozen=True)
@@ -29,7 +28,6 @@ class KaHyParContext:
     quality: str = option("default", "the generated INI's quality", choices=("fast", "default"))
     timeout: float | None = option(None, "seconds before the KaHyPar child process is killed", kind="real", unit="s",
                                    lo_open=True)
-
 
 
 _KAHYPAR_WORKER = r"""
@@ -113,5 +111,5 @@ def _run(model_obj, k, *, imbalance, seed, graph=None, **opts):
     return kahypar_hypergraph(model_obj, k, imbalance=imbalance, seed=seed, **opts)
 
 
-
-engine("kahypar", ("hypergraph", "stochastic"), _run, KaHyParContext, options=("objective", "ini", "quality", "timeout"))
+engine("kahypar", ("hypergraph", "stochastic"), _run, KaHyParContext,
+       options=("objective", "ini", "quality", "timeout"))

@@ -8,9 +8,8 @@ import numpy as np
 from ...errors import BackendUnavailableError, PartitionError
 from ...graph import Graph
 from ...models import metis_graph
-
-from ..options import DEFAULT_IMBALANCE, _check_k, check_imbalance, engine_seed
 from ..context import engine, option
+from ..options import DEFAULT_IMBALANCE, _check_k, check_imbalance, engine_seed
 
 
 @dataclass(frozen=True)
@@ -18,7 +17,6 @@ class MetisContext:
     """METIS (pymetis)."""
 
     recursive: bool | None = option(None, "recursive bisection instead of direct k-way", kind="bool")
-
 
 
 def metis(graph: Graph, k: int, *, imbalance: float = DEFAULT_IMBALANCE, seed: int = 0,
@@ -50,7 +48,6 @@ def _run(model_obj, k, *, imbalance, seed, graph=None, **opts):
     if not isinstance(model_obj, Graph):
         raise BackendUnavailableError("metis partitions graphs only (model='graph')")
     return metis(model_obj, k, imbalance=imbalance, seed=seed, **opts), {}
-
 
 
 engine("metis", ("graph",), _run, MetisContext, default_for=("graph",))

@@ -15,9 +15,8 @@ from ...errors import BackendUnavailableError, PartitionError
 from ...graph import Graph
 from ...hypergraph import Hypergraph
 from ...models import column_net, metis_graph
-
-from ..options import DEFAULT_IMBALANCE, MAX_THREADS, _check_k, check_imbalance, engine_seed
 from ..context import engine, option
+from ..options import DEFAULT_IMBALANCE, MAX_THREADS, _check_k, check_imbalance, engine_seed
 from .handoff import pin_arrays, write_hmetis
 
 
@@ -52,7 +51,6 @@ class MtKaHyParContext:
                                  "count it has, else 1)", kind="int", lo=1, hi=MAX_THREADS, cli="--threads")
     handoff: str = option("arrays", "how the hypergraph reaches Mt-KaHyPar", choices=("arrays", "file"),
                           cli="--handoff")
-
 
 
 def mtk_initializer(threads: int | None = None):
@@ -183,7 +181,6 @@ def _run(model_obj, k, *, imbalance, seed, graph=None, **opts):
         return part, {"cut": cut}
     part, km1 = mtkahypar_hypergraph(model_obj, k, imbalance=imbalance, seed=seed, **opts)
     return part, {"km1": km1}
-
 
 
 engine("mtkahypar", ("graph", "hypergraph", "stochastic"), _run, MtKaHyParContext,

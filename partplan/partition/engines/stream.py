@@ -66,7 +66,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..._kernels import HAVE_NUMBA, njit  # numba with the user's cache directory (or plain Python)
-from ...errors import GraphFormatError, OptionError, PartitionError
+from ...errors import BackendUnavailableError, GraphFormatError, OptionError, PartitionError
 from ...graph import Graph
 from ..context import engine, option
 from ..options import DEFAULT_IMBALANCE, check_int, check_real, rng_seed

@@ -70,3 +70,11 @@ def test_epsilon_is_declared_once():
         assert inspect.signature(fn).parameters["imbalance"].default is options.DEFAULT_IMBALANCE, fn
     assert PipelineContext().imbalance == RefineContext().imbalance == options.DEFAULT_IMBALANCE
     assert PipelineContext().volume_tolerance == RefineContext().volume_tolerance == options.DEFAULT_VOLUME_TOLERANCE
+
+
+@pytest.mark.parametrize("name", ["metis", "stream", "kaminpar"])
+def test_a_graph_engine_refuses_a_hypergraph(name):
+    from partplan.models import column_net
+    from partplan.partition.engines import run_backend
+    with pytest.raises(BackendUnavailableError, match="graphs only"):
+        run_backend(name, column_net(_grid()), 2)
