@@ -10,11 +10,9 @@ Nothing here knows a file format; each format module (``mtx``, ``edgelist``,
 from __future__ import annotations
 
 import contextlib
-import errno
 import gzip
 import io
 import os
-import stat
 import zlib
 from pathlib import Path
 from typing import BinaryIO, Iterator
@@ -271,44 +269,8 @@ def stream_error_at(exc: GraphFormatError, path, line: int) -> GraphFormatError:
     return GraphFormatError(f"{exc.problem} (in the data from this line on)", path, line)
 
 
-_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISDIR, "a directory"),
-          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-
-
-def file_kind(mode: int) -> str:
-    """What a non-regular file of ``st_mode`` is, in words."""
-    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
-
-
-def open_regular(path: str | os.PathLike, *, follow: bool = True, error=None) -> tuple[int, os.stat_result]:
-    """(read-only descriptor, fstat) of ``path`` if it is a regular file —
-    checked on the open descriptor before any byte is read. The open is
-    non-blocking (a FIFO never blocks it; the flag is cleared afterwards for
-    a regular file) and, with ``follow=False``, refuses a symbolic link
-    (``O_NOFOLLOW``). ``error``: makes the exception from a one-line problem
-    (default :class:`~partplan.errors.GraphFormatError` naming ``path``)."""
-    import fcntl
-    make = error if error is not None else (lambda problem: GraphFormatError(problem, path))
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    if not follow:
-        flags |= getattr(os, "O_NOFOLLOW", 0)
-    try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        raise make("file not found") from None
-    except OSError as exc:
-        if not follow and (exc.errno == errno.ELOOP or os.path.islink(path)):
-            raise make("is a symbolic link; refusing to follow it") from None
-        raise make(f"cannot open: {exc.strerror or exc}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise make(f"is {file_kind(st.st_mode)}, not a regular file")
-        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~getattr(os, "O_NONBLOCK", 0))
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, st
+# the kinds of file and the non-blocking regular-file open live in partplan._files (every layer's)
+from .._files import _KINDS, file_kind, open_regular  # noqa: E402,F401
 
 
 def open_binary(path: str | os.PathLike, *, text: bool = True) -> BinaryIO:

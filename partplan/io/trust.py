@@ -16,61 +16,20 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import numpy as np
-
 from .._env import source_date_epoch  # noqa: F401  (re-exported: the environment a writer reads)
-from ..errors import PlanError
 
 # ----------------------------------------------------------------------------- JSON with limits
-MAX_JSON_DEPTH = 64          # nesting of objects / arrays; a plan manifest needs 5
-MAX_INT_DIGITS = 20          # int64 has at most 19 digits (+ sign)
-MAX_JSON_BYTES = 1 << 30     # 1 GiB: a manifest listing 10^4 ranks' pairs is far below it
-
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
-
-
-def json_depth(raw: bytes) -> int:
-    """Deepest nesting of ``[``/``{`` in JSON text ``raw`` (strings ignored;
-    vectorized: one regex pass, one cumulative sum)."""
-    body = _STRING.sub(b'""', raw)
-    a = np.frombuffer(body, dtype=np.uint8)
-    step = (a == ord("[")).astype(np.int32) + (a == ord("{")) - (a == ord("]")) - (a == ord("}"))
-    return int(np.cumsum(step).max()) if step.size else 0
-
-
-def _parse_int(text: str) -> int:
-    if len(text.lstrip("-")) > MAX_INT_DIGITS:
-        raise _JsonLimit(f"an integer of {len(text.lstrip('-'))} digits (at most {MAX_INT_DIGITS})")
-    return int(text)
-
-
-def _parse_constant(name: str):
-    raise _JsonLimit(f"{name} is not a JSON number")
-
-
-class _JsonLimit(ValueError):
-    pass
-
-
-def load_json(raw: bytes | str, where: str) -> Any:
-    """Parse JSON text from a file with limits: at most :data:`MAX_JSON_BYTES`
-    bytes, :data:`MAX_JSON_DEPTH` levels of nesting, integers of at most
-    :data:`MAX_INT_DIGITS` digits, no NaN / Infinity. ``where`` (the file)
-    starts the one :class:`PlanError` raised otherwise."""
-    import json
-    if isinstance(raw, str):
-        raw = raw.encode("utf-8", "surrogatepass")
-    if len(raw) > MAX_JSON_BYTES:
-        raise PlanError(f"{where}: {len(raw)} bytes of JSON, more than a plan needs ({MAX_JSON_BYTES})")
-    depth = json_depth(raw)
-    if depth > MAX_JSON_DEPTH:
-        raise PlanError(f"{where}: JSON nested {depth} levels deep (at most {MAX_JSON_DEPTH})")
-    try:
-        return json.loads(raw, parse_int=_parse_int, parse_constant=_parse_constant)
-    except _JsonLimit as exc:
-        raise PlanError(f"{where}: not a plan's JSON: {exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, ValueError) as exc:
-        raise PlanError(f"{where}: not valid JSON ({printable(str(exc))})") from None
+# defined in partplan._files (below every layer: the topology's files are read the same way)
+from .._files import (  # noqa: E402,F401
+    MAX_INT_DIGITS,
+    MAX_JSON_BYTES,
+    MAX_JSON_DEPTH,
+    _JsonLimit,
+    _parse_constant,
+    _parse_int,
+    json_depth,
+    load_json,
+)
 
 
 # ----------------------------------------------------------------------------- names and terminals

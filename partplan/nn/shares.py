@@ -450,7 +450,7 @@ def read_share(plan, rank: int, *, manifest: dict | None = None, halo_ids: np.nd
     if not isinstance(sh, dict) or not isinstance(sh.get("files"), list):
         raise PlanError(f"{path}: the plan has no shares (write them with plan_from_pyg(..., shares=True) "
                         f"or `partplan shares {path} --data D.pt`)")
-    p, n = int(m["ranks"]), int(m["graph"]["n"])
+    p = int(m["ranks"])
     if not 0 <= rank < p or len(sh["files"]) != p:
         raise PlanError(f"{path}: manifest field 'shares.files' lists {len(sh['files'])} shares for {p} ranks")
     entry = sh["files"][rank]

@@ -1,0 +1,170 @@
+"""Opening a file as a regular file, and reading a JSON file with limits: what every reader of a
+file uses, at every layer (the topology's machine description included).
+
+:func:`open_regular` opens without blocking (a FIFO never blocks the open) and checks the open
+descriptor with ``fstat`` before any byte is read. :func:`load_json` parses JSON text with limits
+(nesting depth counted before parsing, integer length, no NaN / Infinity). :func:`read_json` is
+the two together with a size limit: the file's size is compared with the caller's limit and the
+memory budget before it is read, read no further than that size, and decoded as strict UTF-8.
+Every problem is one exception of the caller's type naming the file (escaped: see
+:class:`~partplan.errors.PartplanError`). :mod:`partplan.io.jsonfile` and :mod:`partplan.io.trust`
+re-export them.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from ._budget import human_bytes, memory_budget
+from .errors import GraphFormatError, PartplanError, PlanError
+
+__all__ = ["MAX_INT_DIGITS", "MAX_JSON_BYTES", "MAX_JSON_DEPTH", "file_kind", "json_depth", "load_json",
+           "open_regular", "parse_json_bytes", "read_json", "read_json_bytes"]
+
+ErrorFactory = Callable[[str], Exception]
+
+# ----------------------------------------------------------------------------- regular files
+_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISDIR, "a directory"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file of ``st_mode`` is, in words."""
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def open_regular(path: str | os.PathLike, *, follow: bool = True, error=None) -> tuple[int, os.stat_result]:
+    """(read-only descriptor, fstat) of ``path`` if it is a regular file —
+    checked on the open descriptor before any byte is read. The open is
+    non-blocking (a FIFO never blocks it; the flag is cleared afterwards for
+    a regular file) and, with ``follow=False``, refuses a symbolic link
+    (``O_NOFOLLOW``). ``error``: makes the exception from a one-line problem
+    (default :class:`~partplan.errors.GraphFormatError` naming ``path``)."""
+    import fcntl
+    make = error if error is not None else (lambda problem: GraphFormatError(problem, path))
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    if not follow:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise make("file not found") from None
+    except OSError as exc:
+        if not follow and (exc.errno == errno.ELOOP or os.path.islink(path)):
+            raise make("is a symbolic link; refusing to follow it") from None
+        raise make(f"cannot open: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise make(f"is {file_kind(st.st_mode)}, not a regular file")
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~getattr(os, "O_NONBLOCK", 0))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
+# ----------------------------------------------------------------------------- JSON with limits
+MAX_JSON_DEPTH = 64          # nesting of objects / arrays; a plan manifest needs 5
+MAX_INT_DIGITS = 20          # int64 has at most 19 digits (+ sign)
+MAX_JSON_BYTES = 1 << 30     # 1 GiB: a manifest listing 10^4 ranks' pairs is far below it
+
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+
+
+def json_depth(raw: bytes) -> int:
+    """Deepest nesting of ``[``/``{`` in JSON text ``raw`` (strings ignored;
+    vectorized: one regex pass, one cumulative sum)."""
+    body = _STRING.sub(b'""', raw)
+    a = np.frombuffer(body, dtype=np.uint8)
+    step = (a == ord("[")).astype(np.int32) + (a == ord("{")) - (a == ord("]")) - (a == ord("}"))
+    return int(np.cumsum(step).max()) if step.size else 0
+
+
+class _JsonLimit(ValueError):
+    pass
+
+
+def _parse_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _JsonLimit(f"an integer of {len(text.lstrip('-'))} digits (at most {MAX_INT_DIGITS})")
+    return int(text)
+
+
+def _parse_constant(name: str):
+    raise _JsonLimit(f"{name} is not a JSON number")
+
+
+def load_json(raw: bytes | str, where: str) -> Any:
+    """Parse JSON text from a file with limits: at most :data:`MAX_JSON_BYTES`
+    bytes, :data:`MAX_JSON_DEPTH` levels of nesting, integers of at most
+    :data:`MAX_INT_DIGITS` digits, no NaN / Infinity. ``where`` (the file)
+    starts the one :class:`PlanError` raised otherwise."""
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", "surrogatepass")
+    if len(raw) > MAX_JSON_BYTES:
+        raise PlanError(f"{where}: {len(raw)} bytes of JSON, more than a plan needs ({MAX_JSON_BYTES})")
+    depth = json_depth(raw)
+    if depth > MAX_JSON_DEPTH:
+        raise PlanError(f"{where}: JSON nested {depth} levels deep (at most {MAX_JSON_DEPTH})")
+    try:
+        return json.loads(raw, parse_int=_parse_int, parse_constant=_parse_constant)
+    except _JsonLimit as exc:
+        raise PlanError(f"{where}: not a plan's JSON: {exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, ValueError) as exc:
+        raise PlanError(f"{where}: not valid JSON ({exc})") from None
+
+
+# ----------------------------------------------------------------------------- JSON files
+def read_json_bytes(path, *, max_bytes: int, what: str, error: ErrorFactory = PartplanError,
+                    follow: bool = True) -> bytes:
+    """The bytes of the regular file ``path`` (at most ``max_bytes`` and within the memory budget,
+    checked on ``fstat`` before reading). ``follow=False`` refuses a symbolic link. ``error`` makes the
+    exception from the one-line message (default :class:`~partplan.errors.PartplanError`)."""
+    where = str(path)
+    fd, st = open_regular(Path(path), follow=follow,
+                          error=lambda problem: error(f"{where}: {what}: {problem}"))
+    with os.fdopen(fd, "rb") as fh:
+        limit = min(int(max_bytes), memory_budget())
+        if st.st_size > limit:
+            raise error(f"{where}: {what}: {st.st_size} bytes ({human_bytes(st.st_size)}), more than the "
+                        f"{human_bytes(limit)} such a file may hold")
+        try:   # st_size + 1 (a read of n bytes allocates n up front): bounded even if the file grows
+            raw = fh.read(st.st_size + 1)
+        except OSError as exc:
+            raise error(f"{where}: {what}: cannot be read ({exc.strerror or exc})") from None
+    if len(raw) > st.st_size:
+        raise error(f"{where}: {what}: grew while it was read (more than its {st.st_size} bytes)")
+    return raw
+
+
+def parse_json_bytes(raw: bytes, path, *, what: str, error: ErrorFactory = PartplanError) -> Any:
+    """``raw`` (the bytes of the file ``path``) decoded as strict UTF-8 and parsed with
+    :func:`load_json`'s limits; one exception made by ``error`` otherwise."""
+    where = str(path)
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{where}: {what}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    try:
+        return load_json(raw, f"{where}: {what}")
+    except PlanError as exc:
+        if error is PlanError:
+            raise
+        raise error(str(exc)) from None
+
+
+def read_json(path, *, max_bytes: int, what: str, error: ErrorFactory = PartplanError,
+              follow: bool = True) -> Any:
+    """The JSON value of the file ``path``, read through :func:`read_json_bytes` and parsed by
+    :func:`parse_json_bytes`. One exception made by ``error`` naming the file and ``what`` on any
+    problem."""
+    raw = read_json_bytes(path, max_bytes=max_bytes, what=what, error=error, follow=follow)
+    return parse_json_bytes(raw, path, what=what, error=error)
