@@ -179,7 +179,8 @@ def partition(graph: Graph | str | os.PathLike, k: int, *, model: str | None = N
         hub_factor; ownership_method). All are checked before any work
         (:func:`partplan.partition.request.resolve`).
     nprocs : partition with this many MPI processes (:mod:`partplan.partition.pipeline.distributed`;
-        ``graph`` may then be a chunked graph directory, which no process reads whole): an engine of
+        ``graph`` may then be a chunked graph directory, which no process reads whole, or a graph
+        file, written as chunks first): an engine of
         the registry that runs on MPI processes (``backend="zoltan"``, ``"ptscotch"``, ``"stream"``;
         None: chosen per graph), then the distributed max(send, recv) refinement and volume passes;
         1D only. The options it takes: the engine's own and ``time_limit``.
@@ -233,8 +234,9 @@ def _partition_mpi(graph, req, output) -> Partition:
         stats = analyze(graph, part, req.k) if req.want_stats else None
         fingerprint = graph.fingerprint
     else:
-        from ..io.chunked import chunked_fingerprint
-        stats, fingerprint = None, chunked_fingerprint(graph)
+        from ..io.chunked import chunked_fingerprint, is_chunked
+        stats = None
+        fingerprint = chunked_fingerprint(graph) if is_chunked(graph) else res.get("graph_fingerprint", "")
     params = {"imbalance": req.imbalance, "seed": req.seed, "nprocs": req.nprocs, "engine": res["engine"],
               **req.engine_opts}
     return Partition(part=part, k=req.k, layout="1d", layout_params={}, model=res["model"], backend=res["backend"],

@@ -10,7 +10,9 @@ runs; the stages (:mod:`partplan.partition.pipeline.stages`) only do the work.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -247,9 +249,10 @@ def _resolve_mpi(graph, k, nprocs, *, model, backend, objective, layout, imbalan
     from ..io.chunked import is_chunked
     if isinstance(nprocs, bool) or not isinstance(nprocs, (int, np.integer)) or int(nprocs) < 1:
         raise PartitionError(f"nprocs must be an integer >= 1, got {nprocs!r}")
-    if graph is not None and not isinstance(graph, Graph) and not is_chunked(graph):
-        raise PartitionError(f"partition(..., nprocs=N) needs a partplan Graph or a chunked graph directory, "
-                             f"got {graph!r}")
+    if graph is not None and not isinstance(graph, Graph) and not is_chunked(graph) and \
+            not (isinstance(graph, (str, os.PathLike)) and Path(graph).is_file()):
+        raise PartitionError(f"partition(..., nprocs=N) needs a partplan Graph, a chunked graph directory or a "
+                             f"graph file, got {graph!r}")
     k = _check_graph_k(graph if isinstance(graph, Graph) else None, k)
     lay = parse_layout(layout, k)
     one_process = [name for name, given in (("model", model is not None),

@@ -261,3 +261,9 @@ def test_partition_with_nprocs_is_the_api_path(rmat11, tmp_path):
     q = partplan.partition(path, 8, nprocs=2, backend="stream", output=tmp_path / "q.npy")   # a chunked directory
     assert np.array_equal(q.part, np.load(tmp_path / "q.npy")) and q.graph_fingerprint == g.fingerprint
     assert q.stats is None and q.backend == "stream+refine"
+    from partplan.io import write_graph
+    f = write_graph(g, tmp_path / "g.npz")                                                  # a graph file
+    r = partplan.partition(f, 8, nprocs=2, backend="stream")
+    assert r.part.shape == (g.n,) and r.graph_fingerprint == g.fingerprint and r.model == "graph"
+    with pytest.raises(PartitionError, match="nprocs"):
+        partplan.partition(tmp_path / "nothing-here", 8, nprocs=2)

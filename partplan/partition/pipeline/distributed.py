@@ -131,6 +131,7 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
     t0 = time.perf_counter()
     work = make_temp_dir(out)   # beside the output, locked and swept like every partplan temporary
     tmp = None
+    fingerprint = None     # the graph's, when it was in memory here (a chunked graph is never read whole here)
     try:
         if not isinstance(graph, Graph) and is_chunked(graph):
             path = Path(graph)
@@ -143,6 +144,7 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
                 g = read_graph(graph)
             path = work / "graph.chunked"
             write_chunked(g, path, chunks=max(4 * nprocs, 8))
+            fingerprint = g.fingerprint
             del g
         info = chunk_info(path)
         if len(info.chunks) < nprocs:
@@ -204,11 +206,13 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
         mean = sum(load) / len(load) if load else 0.0
         engine = result["engine"]
         result.update(schema=SCHEMA, k=int(k), layout="1d", layout_params={},
-                      model="graph" if engine == "ptscotch" else "hypergraph", objective="max-both",
+                      model=get_backend(engine).models[0], objective="max-both",
                       timings={f"{name}_s": max(s[name]["wall_s"] for s in result["stages"])
                                for name in result["stages"][0]}, backend=f"{engine}+refine" if refine else engine,
                       graph=graph.name if isinstance(graph, Graph) else str(graph), output=str(out), wall_s=round(time.perf_counter() - t0, 3),
                       compute_imbalance=(max(load) / mean - 1.0) if mean > 0 else 0.0)
+        if fingerprint is not None:
+            result["graph_fingerprint"] = fingerprint
         write_json_atomic(result, out.with_name(out.name + ".json"))
         return result
     finally:
