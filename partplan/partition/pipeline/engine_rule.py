@@ -85,8 +85,68 @@ def stats_from_histogram(hist, *, n: int, nnz: int, symmetric: bool, directed: b
     return out
 
 
+#: the hub-stall band: the nonzeros of the 1 % highest-degree rows at least this share of all ...
+HUB_TOP1_SHARE = 0.33
+#: ... and the largest degree between these multiples of a part's rows (n / k)
+HUB_PART_BAND = (1.0, 3.3)
+#: Zoltan's global ids here are 32-bit (partplan.partition.engines.zoltan.MAX_N)
+ZOLTAN_MAX_N = (1 << 32) - 1
+
+
+def hub_stall(stats: dict) -> bool:
+    """True when one hub's net is about one to three parts wide on a hub-heavy graph: there the
+    refinement stalls from Zoltan's volume-optimal start (as-22july06, k = 16: 1.85x the
+    single-process max against the stream's 0.99x). Needs ``stats["max_over_part"]`` (stats with k).
+
+    >>> hub_stall({"top1pct_nnz_share": 0.386, "max_over_part": 1.665})
+    True
+    >>> hub_stall({"top1pct_nnz_share": 0.386, "max_over_part": 6.661})   # k = 64: the hub is the floor
+    False
+    >>> hub_stall({"top1pct_nnz_share": 0.272, "max_over_part": 2.412})   # email-Enron, k = 64
+    False
+    """
+    mop = stats.get("max_over_part")
+    if mop is None:
+        return False
+    lo, hi = HUB_PART_BAND
+    return stats["top1pct_nnz_share"] >= HUB_TOP1_SHARE and lo <= mop <= hi
+
+
 def choose_engine(stats: dict, installed: set[str]) -> tuple[str, str]:
-    """placeholder"""
-    if "zoltan" in installed:
-        return "zoltan", "zoltan"
-    return "stream", "stream"
+    """(engine, one-line reason) for ``--nprocs`` without ``--engine``, from :func:`graph_stats`
+    (with k) and the installed engines (a subset of {"zoltan", "ptscotch", "stream"}; the stream
+    is always there).
+
+    The rule (chosen on the TUNE half of benchmarks/bench_engine_rule.py, N = 2, k = 16 and 64,
+    every engine followed by partplan's distributed refinement and passes; ratios are max(send,
+    recv) / total volume to the single-process default; raw rows in
+    docs/results/2026-11-29-engine-rule.json):
+
+    1. a hub-heavy graph whose largest hub spans one to 3.3 parts (``hub_stall``): the stream.
+       as-22july06 k = 16: stream 0.985 / 1.458, Zoltan 1.849 / 0.994, PT-Scotch 1.876 / 1.097.
+    2. otherwise Zoltan PHG when installed and n fits its ids: best or within 4 % of the best
+       max on every other TUNE case (meshes / FE: the stream is 2.7-4.5x on max; email-Enron,
+       astro-ph, web crawl, R-MAT: Zoltan has the lowest total, max within the band).
+    3. without Zoltan: PT-Scotch for a symmetric pattern (on meshes / FE within 1.13-1.35x, the
+       stream 2.7-4.5x), else the stream (PT-Scotch partitions symmetric patterns only).
+
+    >>> s = {"n": 22963, "symmetric": True, "top1pct_nnz_share": 0.386, "max_over_part": 1.665}
+    >>> choose_engine(s, {"zoltan", "ptscotch", "stream"})[0]
+    'stream'
+    >>> choose_engine(dict(s, max_over_part=6.661), {"zoltan", "ptscotch", "stream"})[0]
+    'zoltan'
+    >>> choose_engine(dict(s, max_over_part=6.661), {"ptscotch", "stream"})[0]
+    'ptscotch'
+    """
+    n = int(stats.get("n", 0))
+    if hub_stall(stats):
+        return "stream", (f"hub-heavy graph (top 1 % of rows hold {stats['top1pct_nnz_share']:.0%} of the "
+                          f"nonzeros) whose largest hub spans {stats['max_over_part']:.2g} parts: the stream "
+                          f"(the refinement stalls from Zoltan's start here)")
+    if "zoltan" in installed and n <= ZOLTAN_MAX_N:
+        return "zoltan", "Zoltan PHG: the lowest total and a max within the band on every other measured family"
+    why = "Zoltan is not installed" if "zoltan" not in installed else f"n = {n} exceeds Zoltan's 32-bit ids"
+    if "ptscotch" in installed and stats.get("symmetric", False):
+        return "ptscotch", f"{why}; PT-Scotch for a symmetric pattern (the stream is 2.7-4.5x on meshes)"
+    return "stream", f"{why}; the stream" + ("" if stats.get("symmetric", False) else
+                                             " (PT-Scotch needs a symmetric pattern)")
