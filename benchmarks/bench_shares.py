@@ -202,18 +202,24 @@ def check_cost(plan: Path, repeats: int) -> dict:
         for r in range(p):
             fn(r)
     times = {k: [] for k in kinds}
+    cpu = {k: [] for k in kinds}     # this process's CPU seconds (user + system): what other load leaves alone
     for _ in range(repeats):
         for k, fn in kinds.items():
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             for r in range(p):
                 fn(r)
             times[k].append(time.perf_counter() - t0)
+            cpu[k].append(time.process_time() - c0)
     med = {k: float(np.median(v)) for k, v in times.items()}
+    mcpu = {k: float(np.median(v)) for k, v in cpu.items()}
     return {"ranks": p, "bytes": sum(e["bytes"] for e in m["shares"]["files"]), "repeats": repeats,
-            "median_s": med, "runs_s": times,
+            "median_s": med, "runs_s": times, "median_cpu_s": mcpu, "runs_cpu_s": cpu,
             "check_cost": (med["checked"] - med["plain"]) / med["plain"],
             "checksum_cost": (med["checked"] - med["no checksum"]) / med["no checksum"],
-            "sha256_cost": (med["sha256"] - med["plain"]) / med["plain"]}
+            "sha256_cost": (med["sha256"] - med["plain"]) / med["plain"],
+            "check_cost_cpu": (mcpu["checked"] - mcpu["plain"]) / mcpu["plain"],
+            "checksum_cost_cpu": (mcpu["checked"] - mcpu["no checksum"]) / mcpu["no checksum"],
+            "sha256_cost_cpu": (mcpu["sha256"] - mcpu["plain"]) / mcpu["plain"]}
 
 
 def _child(kind: str, args: list[str]) -> dict:
@@ -280,6 +286,11 @@ def main(argv=None) -> int:
               f"{100 * c['check_cost']:.1f} % of the plain read (goal <= 10 %; sha256 first: "
               f"{100 * c['sha256_cost']:.0f} %), the checksum alone {100 * c['checksum_cost']:.1f} % of the read "
               f"with the other checks")
+        mc = c["median_cpu_s"]
+        print(f"CPU time (this process): plain {mc['plain'] * 1e3:.1f} ms, checked {mc['checked'] * 1e3:.1f} ms, "
+              f"without the checksum {mc['no checksum'] * 1e3:.1f} ms, sha256 first {mc['sha256'] * 1e3:.1f} ms; "
+              f"all checks {100 * c['check_cost_cpu']:.1f} %, the checksum {100 * c['checksum_cost_cpu']:.1f} %, "
+              f"sha256 first {100 * c['sha256_cost_cpu']:.0f} %")
         if a.json:
             Path(a.json).write_text(json.dumps({"scale": a.scale, "f": a.f, "p": a.p, **c}, indent=1))
         return 0
