@@ -66,25 +66,28 @@ def test_a_link_is_refused_when_not_followed(tmp_path):
 @pytest.mark.dist
 def test_size_is_checked_before_reading(tmp_path):
     """A 4 GiB sparse file against a 1 MiB limit, and against PARTPLAN_MAX_BYTES, in a fresh
-    interpreter: refused, and its peak RSS stays far below the file's size (nothing was read)."""
+    interpreter: refused, and its peak RSS grows far less than the file's size (nothing was read)."""
     big = tmp_path / "big.json"
     with open(big, "wb") as fh:
         fh.truncate(4 << 30)
     code = (
-        "import resource, sys\n"
+        "import sys\n"
+        "def hwm():   # VmHWM: this process's peak RSS in KiB (ru_maxrss would carry the parent's over exec)\n"
+        "    return int(next(ln for ln in open('/proc/self/status') if ln.startswith('VmHWM:')).split()[1])\n"
         "from partplan.io.jsonfile import read_json\n"
         "from partplan.errors import PartplanError\n"
+        "before = hwm()\n"
         "try:\n"
         "    read_json(sys.argv[1], max_bytes=int(sys.argv[2]), what='big file')\n"
         "except PartplanError as e:\n"
         "    print(e)\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+        "print(hwm() - before)\n")
     for limit, env in [(1 << 20, {}), (1 << 40, {"PARTPLAN_MAX_BYTES": "64M"})]:
         r = subprocess.run([sys.executable, "-c", code, str(big), str(limit)], capture_output=True, text=True,
                            env={**os.environ, **env}, timeout=120)
         msg, rss_kib = r.stdout.strip().splitlines()
         assert msg.startswith(f"{big}: big file: 4294967296 bytes") and "more than the" in msg, msg
-        assert int(rss_kib) < 400 << 10, rss_kib        # < 400 MiB: the 4 GiB were never read
+        assert int(rss_kib) < 64 << 10, rss_kib         # peak grew < 64 MiB: the 4 GiB were never read
 
 
 def test_bad_text_is_one_error_naming_the_file(tmp_path):
@@ -152,3 +155,57 @@ def test_worker_config_is_bounded(tmp_path):
     assert r.returncode == 2 and r.stderr.count("\n") == 1
     assert r.stderr.startswith(f"partplan: error: {tmp_path / 'cfg.json'}: worker config: is a FIFO")
     assert main([]) == 2
+
+
+def test_nesting_depth_across_blocks_equals_a_recursive_walk(monkeypatch):
+    """json_depth sums a block at a time: its depth equals the parsed value's own (brackets inside
+    strings ignored), whatever the block size."""
+    import random
+
+    from partplan import _files
+
+    def depth(o):
+        if isinstance(o, (list, dict)):
+            return 1 + max((depth(x) for x in (o.values() if isinstance(o, dict) else o)), default=0)
+        return 0
+
+    rng = random.Random(53)
+
+    def gen(d):
+        if d > 7 or rng.random() < 0.3:
+            return rng.choice([1, "a[{", None, '}]"x', -2.5])
+        if rng.random() < 0.5:
+            return [gen(d + 1) for _ in range(rng.randint(0, 3))]
+        return {f"k{i}[": gen(d + 1) for i in range(rng.randint(0, 3))}
+
+    for block in (1, 3, 64, 1 << 22):
+        monkeypatch.setattr(_files, "_DEPTH_BLOCK", block)
+        for _ in range(200):
+            text = json.dumps(gen(0)).encode()
+            assert _files.json_depth(text) == depth(json.loads(text)), (block, text)
+
+
+@pytest.mark.dist
+@pytest.mark.slow
+def test_a_large_json_refusal_stays_within_twice_the_file(tmp_path):
+    """A 150 MiB JSON text refused at its end (a NaN after 150 MiB of whitespace and an array): the
+    peak RSS above the interpreter's start is at most 2 x the file + 200 MiB (the depth count took
+    ~20 x the file before it went by blocks)."""
+    f = tmp_path / "big.json"
+    with open(f, "wb") as fh:
+        fh.write(b"[" + b" " * (150 << 20) + b"NaN]")
+    code = ("import sys\n"
+            "def hwm():\n"
+            "    return int(next(ln for ln in open('/proc/self/status') if ln.startswith('VmHWM:')).split()[1])\n"
+            "from partplan.io.jsonfile import read_json\n"
+            "from partplan.errors import PartplanError\n"
+            "before = hwm()\n"
+            "try:\n"
+            "    read_json(sys.argv[1], max_bytes=1 << 30, what='big file')\n"
+            "except PartplanError as e:\n"
+            "    print(e)\n"
+            "print(hwm() - before)\n")
+    r = subprocess.run([sys.executable, "-c", code, str(f)], capture_output=True, text=True, timeout=300)
+    msg, grew_kib = r.stdout.strip().splitlines()
+    assert msg.startswith(f"{f}: big file: not a plan's JSON: NaN is not a JSON number"), msg
+    assert int(grew_kib) << 10 <= 2 * f.stat().st_size + (200 << 20), int(grew_kib) >> 10
