@@ -63,7 +63,7 @@ def test_a_new_backend_is_one_registry_entry():
     """Registering one Backend makes it a choice of partition() with its model's
     checks (options refused, model membership) — no other list to edit."""
     from partplan.errors import BackendUnavailableError
-    from partplan.partition import backends as B
+    from partplan.partition import engines as B
 
     def reverse_block(model_obj, k, *, imbalance, seed, graph=None, stride=1):
         return (k - 1 - B.baselines.block_partition(model_obj.n, k)) % k, {"stride": stride}
