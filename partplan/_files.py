@@ -120,14 +120,15 @@ def load_json(raw: bytes | str, where: str) -> Any:
     if isinstance(raw, str):
         raw = raw.encode("utf-8", "surrogatepass")
     if len(raw) > MAX_JSON_BYTES:
-        raise PlanError(f"{where}: {len(raw)} bytes of JSON, more than a plan needs ({MAX_JSON_BYTES})")
+        raise PlanError(f"{where}: {len(raw)} bytes of JSON, more than partplan's JSON files may hold "
+                        f"({MAX_JSON_BYTES})")
     depth = json_depth(raw)
     if depth > MAX_JSON_DEPTH:
         raise PlanError(f"{where}: JSON nested {depth} levels deep (at most {MAX_JSON_DEPTH})")
     try:
         return json.loads(raw, parse_int=_parse_int, parse_constant=_parse_constant)
     except _JsonLimit as exc:
-        raise PlanError(f"{where}: not a plan's JSON: {exc}") from None
+        raise PlanError(f"{where}: outside partplan's JSON limits: {exc}") from None
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, ValueError) as exc:
         raise PlanError(f"{where}: not valid JSON ({exc})") from None
 

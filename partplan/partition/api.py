@@ -340,7 +340,7 @@ def _read_saved(path: Path, graph: Graph | None) -> tuple[np.ndarray, np.ndarray
             owner = table.column("owner").to_numpy().astype(np.int64)
         return part, owner, meta
     side = _sidecar(path)
-    meta = _meta_dict(side.read_bytes(), side) if side.is_file() else None
+    meta = _meta_dict(_sidecar_bytes(side), side) if side.is_file() else None
     n = meta["n"] if meta else (graph.n if graph is not None else None)
     if n is None:
         raise PartitionError(f"{path}: no sidecar {side.name}; pass the graph to read a bare partition")
@@ -351,6 +351,14 @@ def _read_saved(path: Path, graph: Graph | None) -> tuple[np.ndarray, np.ndarray
             raise PartitionError(f"{side}: field 'owner_file' must be a plain file name, got {name!r}")
         owner = read_partition(path.with_name(name), n)
     return part, owner, meta
+
+
+def _sidecar_bytes(side: Path) -> bytes:
+    """A sidecar's bytes, bounded and checked (regular file, 64 MiB, UTF-8, depth / NaN limits)."""
+    from ..io.jsonfile import parse_json_bytes, read_json_bytes
+    raw = read_json_bytes(side, max_bytes=64 << 20, what="partition sidecar", error=PartitionError)
+    parse_json_bytes(raw, side, what="partition sidecar", error=PartitionError)
+    return raw
 
 
 def _meta_dict(raw: bytes, where) -> dict:

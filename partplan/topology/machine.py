@@ -30,7 +30,6 @@ Examples
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -425,12 +424,8 @@ def load_topology(spec, ranks: int | None = None) -> Topology:
                 raise TopologyError(f"unknown topology {s!r}: not a file and not a preset ({PRESET_HELP})")
             if path.suffix.lower() in (".yaml", ".yml"):
                 raise TopologyError(f"{path}: YAML topologies need pyyaml, which is not installed; use JSON")
-            try:
-                d = json.loads(path.read_text())
-            except json.JSONDecodeError as exc:
-                raise TopologyError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
-            except (OSError, UnicodeDecodeError) as exc:
-                raise TopologyError(f"{path}: cannot read it ({exc})") from None
+            from .._files import read_json   # regular file, size before reading, UTF-8, depth / NaN limits
+            d = read_json(path, max_bytes=1 << 30, what="topology", error=TopologyError)
             t = topology_from_json(d, source=str(path))
     if ranks is not None:
         t.check_ranks(int(ranks))

@@ -207,5 +207,5 @@ def test_a_large_json_refusal_stays_within_twice_the_file(tmp_path):
             "print(hwm() - before)\n")
     r = subprocess.run([sys.executable, "-c", code, str(f)], capture_output=True, text=True, timeout=300)
     msg, grew_kib = r.stdout.strip().splitlines()
-    assert msg.startswith(f"{f}: big file: not a plan's JSON: NaN is not a JSON number"), msg
+    assert msg.startswith(f"{f}: big file: outside partplan's JSON limits: NaN is not a JSON number"), msg
     assert int(grew_kib) << 10 <= 2 * f.stat().st_size + (200 << 20), int(grew_kib) >> 10

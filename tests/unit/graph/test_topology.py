@@ -64,7 +64,8 @@ def test_bad_preset_strings(spec, msg):
 BAD_FILES = [
     ({"kind": "tree", "fanouts": [4, 4], "ranks": 12}, "multiply to 16, not to ranks = 12"),
     ({"kind": "tree", "fanouts": [4, 4], "levels": [{"name": "node", "cost": -2}]}, "cost must be a finite number >= 0"),
-    ({"kind": "tree", "fanouts": [4, 4], "levels": [{"name": "node", "beta": float("nan")}]}, "beta must be a finite"),
+    ({"kind": "tree", "fanouts": [4, 4], "levels": [{"name": "node", "beta": float("nan")}]}, "NaN is not a JSON number"),
+    ({"kind": "tree", "fanouts": [4, 4], "levels": [{"name": "node", "beta": -1.0}]}, "beta must be a finite"),
     ({"kind": "tree", "fanouts": [4, 4], "levels": [{"name": "a"}, {"name": "b"}]}, "2 levels for fanouts"),
     ({"kind": "tree", "fanouts": [4]}, "list of >= 2 integers"),
     ({"kind": "tree"}, "'fanouts' is missing"),
