@@ -182,6 +182,15 @@ def report(rows: list[dict], half: str) -> dict:
             s[f"{e}_worst"] = round(max(max(a, b) for a, b in rr), 3)
     s["keep_better_max_geomean"], s["keep_better_total_geomean"] = geo([a for a, _ in kb]), geo([b for _, b in kb])
     s["keep_better_worst"] = round(max(max(a, b) for a, b in kb), 3)
+    # the ceiling of any choice among the three: cases where some engine is within 1.05 on both,
+    # and the geometric mean of the lowest max per case
+    s["cases_some_engine_within_1.05"] = sum(any(rr and max(rr) <= 1.05 for rr in (ratios(r, e) for e in ENGINES))
+                                             for r in rows)
+    s["best_engine_max_geomean"] = geo([min(ratios(r, e)[0] for e in ENGINES if ratios(r, e)) for r in rows])
+    s["wall_s_sum"] = {"default": round(sum(r["default"]["wall_s"] for r in rows), 1),
+                       "rule": round(sum(r["rule"]["wall_s"] for r in rows if "wall_s" in r["rule"]), 1),
+                       "keep_better": round(sum(r["keep_better"]["wall_s"] for r in rows), 1),
+                       **{e: round(sum(r[e]["wall_s"] for r in rows), 1) for e in ENGINES}}
     print(f"rule on {half}: {s}")
     return s
 
