@@ -2,7 +2,8 @@
 
 Generators (:mod:`partplan.datasets.generators`): :func:`rmat` / :func:`rmat_edges`
 (Graph500 Kronecker), :func:`grid2d`, :func:`grid3d`, :func:`random_geometric`,
-:func:`web_crawl` (hub-heavy, host-local links).
+:func:`web_crawl` (hub-heavy, host-local links), :func:`web_host_crawl` (hosts, sections,
+navigation near-cliques, crawl order: checked against real crawls' published statistics).
 
 Real graphs (:mod:`partplan.datasets.registry`, ``datasets/registry.json``):
 each comes from a Debian binary package or a PyPI source distribution with a
@@ -33,11 +34,12 @@ from ..hypergraph import Hypergraph
 from .fetch import fetch, fetch_all
 from .generators import (GeneratorParameterError, grid2d, grid3d, random_geometric, rgg_radius,
                          rmat, rmat_edges, web_crawl)
+from .generators_web import web_host_crawl
 from .registry import cache_dir, cached_path, datasets_dir, embedded, embedded_path, entry, names
 
 __all__ = ["load", "load_graph", "load_hypergraph", "local_path", "fetch", "fetch_all", "info", "list_datasets",
            "embedded", "names", "datasets_dir", "cache_dir", "rmat", "rmat_edges", "grid2d", "grid3d",
-           "random_geometric", "rgg_radius", "web_crawl", "GeneratorParameterError"]
+           "random_geometric", "rgg_radius", "web_crawl", "web_host_crawl", "GeneratorParameterError"]
 
 
 def local_path(name: str, cache_dir: str | os.PathLike | None = None) -> Path | None:
