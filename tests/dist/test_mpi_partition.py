@@ -202,18 +202,21 @@ def test_sigkill_of_the_launcher_takes_mpirun_and_the_ranks_down(rmat11, tmp_pat
     assert not (tmp_path / "k.npy").exists()
 
 
-def test_default_engine_is_zoltan_when_installed_else_stream_said_once(monkeypatch):
-    """Issue #51: no --engine runs Zoltan PHG whenever it is installed (n within its 32-bit ids); without
-    it the stream, with one warning line naming `make mpi`."""
+def test_default_engine_is_chosen_per_graph_and_a_missing_zoltan_said_once(monkeypatch, rmat11, tmp_path):
+    """No --engine: the engine rule on the graph's degree figures (engine_rule.choose_engine, its own
+    tests hold the boundaries); without Zoltan one warning line naming `make mpi`."""
+    from partplan.partition.pipeline.engine_rule import choose_engine, graph_stats
+    _, path = rmat11
     monkeypatch.setattr("partplan.partition.engines.mpilibs.missing", lambda engine: [])
-    assert launch.default_engine(1000) == ("zoltan", None)
-    eng, why = launch.default_engine(1 << 33)
-    assert eng == "stream" and "32-bit" in why and why.count("\n") == 0
+    stats = graph_stats(path, 4)
+    eng, why, got, reason = launch.default_engine(path, 4)
+    assert (eng, reason) == choose_engine(stats, {"zoltan", "ptscotch", "stream"}) and got == stats and why is None
     monkeypatch.setattr("partplan.partition.engines.mpilibs.missing",
                         lambda engine: ["libtrilinos-zoltan-dev"] if engine == "zoltan" else [])
-    eng, why = launch.default_engine(1000)
-    assert eng == "stream" and why.startswith("partplan: warning: Zoltan is not installed")
-    assert "make mpi" in why and "libtrilinos-zoltan-dev" in why and why.count("\n") == 0
+    eng, why, _, _ = launch.default_engine(path, 4)
+    assert eng == choose_engine(stats, {"ptscotch", "stream"})[0] != "zoltan"
+    assert why.startswith("partplan: warning: Zoltan is not installed") and "make mpi" in why
+    assert "libtrilinos-zoltan-dev" in why and why.count("\n") == 0
     assert launch.check_request(None, 2, 4) == launch.DEFAULT_ENGINE   # the stream's needs only, before the read
 
 
@@ -224,7 +227,8 @@ def test_default_engine_runs_zoltan_on_a_symmetric_graph(rmat11, tmp_path, capsy
     g, path = rmat11
     res = launch.distributed_partition(path, 4, nprocs=2, output=tmp_path / "z.npy", quiet=True,
                                        context=DistributedRefineContext(rounds=20))
-    assert res["engine"] == "zoltan" and res["symmetric"] is True
+    assert res["engine"] == "zoltan" and res["symmetric"] is True     # R-MAT 11: no hub stall at k = 4
+    assert res["engine_choice"]["engine"] == "zoltan" and res["engine_choice"]["stats"]["n"] == g.n
     _check_sidecar(res, g, np.load(tmp_path / "z.npy"), 4)
     assert "warning" not in capsys.readouterr().err
 

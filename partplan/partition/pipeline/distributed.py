@@ -52,22 +52,28 @@ ENGINES = mpi_engine_names()
 MAKE_HINT = "`make mpi` (as root)"
 
 
-def default_engine(n: int) -> tuple[str, str | None]:
-    """(the engine no --engine runs on a graph of ``n`` vertices, the stderr line that says why it is not
-    Zoltan, or None). Zoltan PHG whenever it is installed and n fits its 32-bit global ids: on a real web
-    crawl (325,729 vertices, k = 16, N = 2) its refined partition had 0.85x the single-process default's
-    max(send, recv) and 0.89x its total volume, the stream's 1.48x and 2.92x; on R-MAT every engine ends
-    within 4 % of the others after the refinement (docs/design/distributed.md)."""
+def default_engine(path, k: int) -> tuple[str, str | None, dict, str]:
+    """(the engine no --engine runs on the chunked graph ``path`` for ``k`` parts, the stderr warning
+    line when Zoltan cannot run (None otherwise), the graph's figures, the rule's reason):
+    :func:`.engine_rule.choose_engine` on :func:`.engine_rule.graph_stats` (one pass over the chunks,
+    a degree histogram in memory) and the MPI engines installed here — the stream on a hub-heavy
+    graph whose largest hub spans one to three parts (as-22july06, k = 16: Zoltan's start stalls the
+    refinement at 1.85x the single-process max, the stream's ends at 0.99x), else Zoltan PHG, else
+    PT-Scotch for a symmetric pattern, else the stream (docs/design/distributed.md)."""
     from ..engines.mpilibs import INSTALL_HINT
-    from ..engines.zoltan import MAX_N
-    if get_backend("zoltan").mpi_needs():
-        return "stream", (f"partplan: warning: Zoltan is not installed, so --nprocs runs the stream engine (its "
-                          f"partitions of web graphs carry far more volume); install Zoltan with {MAKE_HINT} or "
-                          f"{INSTALL_HINT}")
-    if n > MAX_N:
-        return "stream", (f"partplan: warning: n = {n} exceeds Zoltan's 32-bit global ids here, so --nprocs runs "
-                          f"the stream engine")
-    return "zoltan", None
+    from .engine_rule import choose_engine, graph_stats
+    stats = graph_stats(path, k)
+    installed = {name for name in ENGINES if not get_backend(name).mpi_needs()} | {"stream"}
+    engine, reason = choose_engine(stats, installed)
+    warn = None
+    if "zoltan" not in installed:
+        warn = (f"partplan: warning: Zoltan is not installed, so --nprocs runs {engine} ({reason}); install "
+                f"Zoltan with {MAKE_HINT} or {INSTALL_HINT}")
+    elif engine != "zoltan" and "32-bit" in reason:
+        warn = f"partplan: warning: --nprocs runs {engine}: {reason}"
+    return engine, warn, stats, reason
+
+
 SCHEMA = "partplan.partition/2"
 
 
@@ -152,10 +158,14 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
                                  f"whole chunks (rewrite it with at least {nprocs} chunks)")
         if k > info.n:
             raise PartitionError(f"-k {k} is more than the graph's {info.n} vertices")
-        if engine == DEFAULT_ENGINE:    # Zoltan when installed, else the stream, said on stderr once
-            engine, why = default_engine(info.n)
+        choice = None
+        if engine == DEFAULT_ENGINE:    # chosen per graph (engine_rule); a fallback for want of Zoltan said once
+            say("choosing the engine from the graph's degrees")
+            engine, why, stats, reason = default_engine(path, k)
+            choice = {"engine": engine, "reason": reason, "stats": stats}
             if why:
                 print(why, file=sys.stderr, flush=True)
+            say(f"engine {engine}: {reason}")
         if engine == "zoltan":
             from ..engines.zoltan import MAX_N
             if info.n > MAX_N:
@@ -213,6 +223,8 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
                       compute_imbalance=(max(load) / mean - 1.0) if mean > 0 else 0.0)
         if fingerprint is not None:
             result["graph_fingerprint"] = fingerprint
+        if choice is not None:
+            result["engine_choice"] = choice
         write_json_atomic(result, out.with_name(out.name + ".json"))
         return result
     finally:

@@ -108,9 +108,9 @@ def run(cfg: dict) -> dict:
     sl = RowSlice(lo, hi, n, indptr, indices, colptr, colidx)
     st.start("engine")
     engine = cfg["engine"]
-    if engine == "auto":   # the launcher resolves it (launch.default_engine); a config written by hand: the same rule
+    if engine == "auto":   # the launcher resolves it from the graph (distributed.default_engine)
         from .distributed import default_engine
-        engine = default_engine(n)[0]
+        engine = default_engine(cfg["graph"], k)[0]
     backend = get_backend(engine)
     if not backend.on_mpi:
         raise ValueError(f"engine {engine} does not run on MPI processes")
