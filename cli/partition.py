@@ -105,8 +105,9 @@ def register(subparsers) -> None:
                         "NeighborLoader read them)")
     p.add_argument("--nprocs", type=_positive_int, default=None, metavar="N",
                    help="partition with N MPI processes (mpirun; each reads only its chunks of a chunked graph): "
-                        "--engine zoltan (Zoltan PHG, exact volume; the default whenever it is installed), "
-                        "stream (Fennel in process 0; the default without Zoltan, said on stderr) or ptscotch, "
+                        "--engine zoltan (Zoltan PHG, exact volume), stream (Fennel in process 0) or ptscotch; "
+                        "without --engine chosen per graph (the stream on hub-heavy graphs whose largest hub "
+                        "spans 1-3 parts, else Zoltan, else PT-Scotch), "
                         "then the distributed "
                         "bottleneck refinement and (symmetric patterns) greedy volume passes that never raise "
                         "the bottleneck; writes a .npy partition")

@@ -18,11 +18,10 @@ the column-net hypergraph: the exact volume), ``"ptscotch"`` (PT-Scotch on the
 graph, symmetric patterns) and ``"stream"`` (the same streaming partitioner as in
 one process, with the same options, in process 0 with O(n) state).
 ``partition(graph, k, nprocs=N)`` and ``partplan partition --nprocs N`` check their
-arguments with :func:`partplan.partition.request.resolve` and land here. ``None`` picks Zoltan PHG whenever it is installed (and n fits
-its 32-bit ids), else the stream with one line on stderr saying why (on a
-real web crawl the stream's bottleneck was 1.48x the single-process
-default's and Zoltan's 0.85x; on R-MAT every engine ends within 4 % after the
-refinement; ``docs/design/distributed.md``).
+arguments with :func:`partplan.partition.request.resolve` and land here. ``None``
+chooses per graph (:func:`default_engine`: the stream on a hub-heavy graph whose largest
+hub spans one to three parts, else Zoltan PHG when installed and n fits its 32-bit ids,
+else PT-Scotch for a symmetric pattern, else the stream; ``docs/design/distributed.md``).
 
 Example::
 
