@@ -151,7 +151,7 @@ def test_a_plan_gives_the_partition_it_was_built_from(graph, tmp_path, layout):
     ('[1, 2]', "JSON object"),
     ('{"n": 12, "owner_file": "../elsewhere.npy"}', "'owner_file'"),
     ('{"n": 12, "owner_file": "/etc/passwd"}', "'owner_file'"),
-    ('{"n": 12', "bad JSON"),
+    ('{"n": 12', "not valid JSON"),
 ])
 def test_saved_partition_sidecar_is_checked(tmp_path, sidecar, field):
     """A saved partition's sidecar is input too: one PartitionError naming the sidecar and field;
