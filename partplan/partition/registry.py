@@ -62,6 +62,11 @@ class Backend:
         """Whether the engine runs on MPI processes (``partition(..., nprocs=N)``)."""
         return self.mpi_run is not None
 
+    @property
+    def processes(self) -> tuple[str, ...]:
+        """Where the engine runs: ``"one"`` (this process) and / or ``"mpi"`` (MPI processes)."""
+        return tuple(where for where, yes in (("one", self.in_process), ("mpi", self.on_mpi)) if yes)
+
     def mpi_needs(self) -> list:
         """What is missing here for this engine to run on MPI processes (empty: nothing)."""
         return [] if self.mpi_missing is None else list(self.mpi_missing())

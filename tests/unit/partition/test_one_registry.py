@@ -22,6 +22,8 @@ def test_every_engine_is_a_registry_entry_with_a_typed_context():
     assert {"zoltan", "ptscotch", "stream"} <= set(mpi_engine_names())
     assert {"metis", "mtkahypar", "kahypar", "kaminpar", "stream"} <= set(backend_names())
     assert "zoltan" not in backend_names() and "ptscotch" not in backend_names()   # MPI processes only
+    assert REGISTRY["zoltan"].processes == ("mpi",) and REGISTRY["metis"].processes == ("one",)
+    assert REGISTRY["stream"].processes == ("one", "mpi")
     for name in mpi_engine_names() + ("metis", "mtkahypar", "kahypar", "kaminpar"):
         ctx = REGISTRY[name].context
         assert dataclasses.is_dataclass(ctx), name
