@@ -312,7 +312,7 @@ class DistributedRefineContext:
     ``partition(..., nprocs=N)``; the others are knobs fixed by measurement
     (docs/design/distributed.md)."""
 
-    rounds: int = option(400, "propose / commit rounds at most", unit="rounds", public=False)
+    rounds: int = option(200, "propose / commit rounds at most", unit="rounds", public=False)
     per_round: int = option(2048, "proposals per process per round at most", unit="moves", lo=1, public=False)
     theta: float = option(0.97, "a part is heavy when its send or recv is at least this x the maximum", unit="x",
                           hi=1.0, public=False)
@@ -321,7 +321,7 @@ class DistributedRefineContext:
     slack: float = option(0.01, "how far above the weight limit a bottleneck move may fill a part (repair moves "
                           "take it back)", unit="fraction", public=False)
     repair_rounds: int = option(50, "rounds of repair moves at the end at most", unit="rounds", public=False)
-    stall_rounds: int = option(100, "stop when the maximum fell by less than stall_gain over this many rounds",
+    stall_rounds: int = option(25, "stop when the maximum fell by less than stall_gain over this many rounds",
                                unit="rounds", lo=1, public=False)
     stall_gain: float = option(0.002, "see stall_rounds", unit="fraction", hi=1.0, public=False)
     pair_budget: int = option(1 << 22, "(net, proposal) pairs evaluated per round at most, over all processes",
