@@ -80,6 +80,7 @@ def run_case(spec: str, k: int, nprocs: int, knobs: dict, d: Path, default: dict
     from partplan.partition.api import partition
     from partplan.partition.context import DistributedRefineContext
     from partplan.partition.pipeline.distributed import default_engine, distributed_partition
+    from partplan.partition.pipeline.engine_rule import graph_stats
 
     g = load(spec)
     path = write_chunked(g, d / f"{spec.replace(':', '_')}-{k}.chunked", chunks=8 * nprocs)
@@ -88,7 +89,7 @@ def run_case(spec: str, k: int, nprocs: int, knobs: dict, d: Path, default: dict
         t = time.perf_counter()
         default = figures(g, partition(g, k).part, k, time.perf_counter() - t)
     row["default"] = default
-    eng, _, _, reason = default_engine(path, k)
+    eng, reason = default_engine(graph_stats(path, k))
     row["engine"], row["reason"] = eng, reason
     out = d / "part.npy"
     ctx = DistributedRefineContext(**knobs, seed=0)

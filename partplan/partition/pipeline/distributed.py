@@ -51,26 +51,30 @@ ENGINES = mpi_engine_names()
 MAKE_HINT = "`make mpi` (as root)"
 
 
-def default_engine(path, k: int) -> tuple[str, str | None, dict, str]:
-    """(the engine no --engine runs on the chunked graph ``path`` for ``k`` parts, the stderr warning
-    line when Zoltan cannot run (None otherwise), the graph's figures, the rule's reason):
-    :func:`.engine_rule.choose_engine` on :func:`.engine_rule.graph_stats` (one pass over the chunks,
-    a degree histogram in memory) and the MPI engines installed here — the stream on a hub-heavy
-    graph whose largest hub spans one to three parts (as-22july06, k = 16: Zoltan's start stalls the
-    refinement at 1.85x the single-process max, the stream's ends at 0.99x), else Zoltan PHG, else
-    PT-Scotch for a symmetric pattern, else the stream (docs/design/distributed.md)."""
+def installed_engines() -> set[str]:
+    """The MPI engines that can run here (the stream always can where MPI runs at all)."""
+    return {name for name in ENGINES if not get_backend(name).mpi_needs()} | {"stream"}
+
+
+def default_engine(stats: dict, installed: set[str] | None = None) -> tuple[str, str]:
+    """(the engine no --engine runs, the reason) for a graph of figures ``stats``
+    (:func:`.engine_rule.graph_stats`, with k; the processes compute them from the degree
+    histograms of the rows they read, combined): :func:`.engine_rule.choose_engine` over the MPI
+    engines installed here — the stream on a hub-heavy graph whose largest hub spans one to three
+    parts (as-22july06, k = 16: Zoltan's start stalls the refinement at 1.85x the single-process
+    max, the stream's ends at 0.99x), else Zoltan PHG, else PT-Scotch for a symmetric pattern, else
+    the stream (docs/design/distributed.md)."""
+    from .engine_rule import choose_engine
+    return choose_engine(stats, installed_engines() if installed is None else installed)
+
+
+def missing_zoltan_warning() -> str | None:
+    """The one stderr line when Zoltan cannot run here (None when it can)."""
     from ..engines.mpilibs import INSTALL_HINT
-    from .engine_rule import choose_engine, graph_stats
-    stats = graph_stats(path, k)
-    installed = {name for name in ENGINES if not get_backend(name).mpi_needs()} | {"stream"}
-    engine, reason = choose_engine(stats, installed)
-    warn = None
-    if "zoltan" not in installed:
-        warn = (f"partplan: warning: Zoltan is not installed, so --nprocs runs {engine} ({reason}); install "
-                f"Zoltan with {MAKE_HINT} or {INSTALL_HINT}")
-    elif engine != "zoltan" and "32-bit" in reason:
-        warn = f"partplan: warning: --nprocs runs {engine}: {reason}"
-    return engine, warn, stats, reason
+    if "zoltan" in installed_engines():
+        return None
+    return (f"partplan: warning: Zoltan is not installed, so --nprocs chooses among the other engines (PT-Scotch, "
+            f"the stream); install Zoltan with {MAKE_HINT} or {INSTALL_HINT}")
 
 
 SCHEMA = "partplan.partition/2"
@@ -157,14 +161,10 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
                                  f"whole chunks (rewrite it with at least {nprocs} chunks)")
         if k > info.n:
             raise PartitionError(f"-k {k} is more than the graph's {info.n} vertices")
-        choice = None
-        if engine == DEFAULT_ENGINE:    # chosen per graph (engine_rule); a fallback for want of Zoltan said once
-            say("choosing the engine from the graph's degrees")
-            engine, why, stats, reason = default_engine(path, k)
-            choice = {"engine": engine, "reason": reason, "stats": stats}
+        if engine == DEFAULT_ENGINE:    # chosen per graph by the processes (default_engine); no Zoltan: said once
+            why = missing_zoltan_warning()
             if why:
                 print(why, file=sys.stderr, flush=True)
-            say(f"engine {engine}: {reason}")
         if engine == "zoltan":
             from ..engines.zoltan import MAX_N
             if info.n > MAX_N:
@@ -180,7 +180,8 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
         (work / "config.json").write_text(json.dumps(cfg))
         cmd = mpirun_command(nprocs) + [sys.executable, "-m", "partplan.partition.pipeline.mpi_worker",
                                         str(work / "config.json")]
-        say(f"running the partitioner ({engine}) on {nprocs} MPI processes")
+        say(f"running the partitioner ({'chosen per graph' if engine == DEFAULT_ENGINE else engine}) on {nprocs} "
+            f"MPI processes")
         proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                 errors="replace", preexec_fn=set_parent_death_signal, start_new_session=False)
         lines: list[str] = []
@@ -222,8 +223,6 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
                       compute_imbalance=(max(load) / mean - 1.0) if mean > 0 else 0.0)
         if fingerprint is not None:
             result["graph_fingerprint"] = fingerprint
-        if choice is not None:
-            result["engine_choice"] = choice
         write_json_atomic(result, out.with_name(out.name + ".json"))
         return result
     finally:

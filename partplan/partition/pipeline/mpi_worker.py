@@ -79,6 +79,30 @@ def _km1(comm, cfg: dict, part: np.ndarray, k: int, eps: float, symmetric: bool)
     return comm.bcast(out, root=0)
 
 
+def _choose(comm, cfg: dict, info, k: int, indptr: np.ndarray, symmetric: bool) -> dict:
+    """The engine of ``--nprocs`` without ``--engine`` (:func:`.distributed.default_engine`), from the
+    degree histogram of every process's rows summed over the processes (no second read of the graph);
+    every process reaches the same choice. Returns {"engine", "reason", "stats"}."""
+    from .distributed import default_engine
+    from .engine_rule import stats_from_histogram
+    mine = np.bincount(np.diff(indptr))
+    width = max(comm.allgather(int(mine.size)))
+    hist = np.zeros(width, np.int64)
+    hist[:mine.size] = mine
+    total = np.zeros_like(hist)
+    from mpi4py import MPI
+    comm.Allreduce(hist, total, op=MPI.SUM)
+    stats = stats_from_histogram(total, n=info.n, nnz=info.nnz, symmetric=symmetric, directed=bool(info.directed),
+                                 k=k)
+    engine, reason = default_engine(stats)
+    engine, reason = comm.bcast((engine, reason), root=0)     # one choice, whatever a process's libraries say
+    if comm.Get_rank() == 0:
+        say = _progress(cfg)
+        if say is not None:
+            say(f"engine {engine}: {reason}")
+    return {"engine": engine, "reason": reason, "stats": stats}
+
+
 def run(cfg: dict) -> dict:
     from mpi4py import MPI
 
@@ -108,9 +132,10 @@ def run(cfg: dict) -> dict:
     sl = RowSlice(lo, hi, n, indptr, indices, colptr, colidx)
     st.start("engine")
     engine = cfg["engine"]
-    if engine == "auto":   # the launcher resolves it from the graph (distributed.default_engine)
-        from .distributed import default_engine
-        engine = default_engine(cfg["graph"], k)[0]
+    choice = None
+    if engine == "auto":   # chosen per graph from the processes' degree histograms, combined
+        choice = _choose(comm, cfg, info, k, indptr, symmetric)
+        engine = choice["engine"]
     backend = get_backend(engine)
     if not backend.on_mpi:
         raise ValueError(f"engine {engine} does not run on MPI processes")
@@ -159,7 +184,8 @@ def run(cfg: dict) -> dict:
                        "total_volume": int(res.send.sum()), "max_send": int(res.send.max()),
                        "max_recv": int(res.recv.max())},
             "km1": km1,
-            "row_bounds": bounds.tolist(), "stages": stages}
+            "row_bounds": bounds.tolist(), "stages": stages,
+            **({"engine_choice": choice} if choice is not None else {})}
 
 
 def _progress(cfg):
