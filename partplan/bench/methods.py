@@ -8,8 +8,8 @@ method of its own name, ``metis`` partitions the graph model and
 the column-net hypergraph. Which tuning options a method takes is derived
 from the registry, not listed by hand: ``imbalance`` for every real engine,
 ``seed`` for real engines and the random baseline, ``preset`` where the
-backend takes one. A baseline backend added to the registry in backends.py becomes
-a method with no edit here.
+backend takes one. A baseline backend added to the registry (an engine module
+under partition/engines/) becomes a method with no edit here.
 
 Examples
 --------

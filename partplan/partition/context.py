@@ -442,7 +442,7 @@ class OwnershipContext:
 GROUP_CONTEXTS = {"planner": PlannerContext, "auto": PipelineContext, "hypergraph": HypergraphContext,
                   "stochastic": StochasticContext, "refine": RefineContext, "hubs": HubsContext,
                   "ownership": OwnershipContext}
-# the engines' contexts are registered with the engines (registry.Backend.context: backends.py)
+# the engines' contexts are registered with the engines (registry.Backend.context: each engine module under engines/)
 
 # options that existed for experiments only: a clear error instead of "unknown option"
 REMOVED = {

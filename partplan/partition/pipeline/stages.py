@@ -165,7 +165,7 @@ def post_passes(graph: Graph, req: Request, w: Work) -> Work:
 
 
 def _vcycle(graph: Graph, req: Request, w: Work) -> None:
-    """km1 (volume) V-cycle refinement of METIS's partition, exact gains (fast.py)."""
+    """km1 (volume) V-cycle refinement of METIS's partition, exact gains (refinement/vcycle.py)."""
     from ..refinement.vcycle import vcycle_refine
 
     t0 = time.perf_counter()
