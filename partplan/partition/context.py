@@ -19,7 +19,7 @@ Contexts:
 * :class:`RefineContext` — one refinement: objective, limits, cost model, budget, its
   :class:`FMContext`;
 * :class:`StartsContext`, :class:`BudgetContext` and :class:`PipelineContext` — the default
-  pipeline (pipeline.py): its starts, its refinement budget, the whole;
+  pipeline (pipeline/auto.py): its starts, its refinement budget, the whole;
 * :class:`PlannerContext`, :class:`HypergraphContext`, :class:`StochasticContext`,
   :class:`HubsContext`, :class:`OwnershipContext` — the planner's and the models' / post-passes'
   option groups of ``partition()``;
@@ -371,7 +371,7 @@ class BudgetContext:
 
 @dataclass(frozen=True)
 class PipelineContext:
-    """The default pipeline (pipeline.py, ``preset="auto"``): starts, V-cycles, the kept start,
+    """The default pipeline (pipeline/auto.py, ``preset="auto"``): starts, V-cycles, the kept start,
     bottleneck refinement with its rounds, volume round and cycles."""
 
     cli_where: ClassVar[str] = "in the default pipeline"
