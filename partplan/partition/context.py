@@ -15,7 +15,7 @@ context (:data:`PRESETS`: :func:`auto`, :func:`fast`, :func:`quality`).
 
 Contexts:
 
-* :class:`FMContext` — the FM passes of a refinement (refine.py / fm/);
+* :class:`FMContext` — the FM passes of a refinement (refinement/refine.py, refinement/fm/);
 * :class:`RefineContext` — one refinement: objective, limits, cost model, budget, its
   :class:`FMContext`;
 * :class:`StartsContext`, :class:`BudgetContext` and :class:`PipelineContext` — the default
@@ -240,7 +240,7 @@ class VCycleContext:
 
 @dataclass(frozen=True)
 class FMContext:
-    """The FM passes of a refinement (refine.py; the kernels in partition/fm/)."""
+    """The FM passes of a refinement (refinement/refine.py; the kernels in refinement/fm/)."""
 
     patience: int = option(200, "moves without a new best state before a pass ends", unit="moves", public=False)
     max_passes: int = option(30, "at most this many passes", unit="passes", public=False)
@@ -422,7 +422,7 @@ class StochasticContext:
 
 @dataclass(frozen=True)
 class HubsContext:
-    """Hubs apart before the refinement (hubs.py; Mt-KaHyPar on the hypergraph model)."""
+    """Hubs apart before the refinement (refinement/hubs.py; Mt-KaHyPar on the hypergraph model)."""
 
     hub_factor: float = option(2.0, "bottleneck objectives with Mt-KaHyPar: rows with more than this times TV/k "
                                "nonzeros that share a part are put in distinct parts before refinement (0: off)",
@@ -431,7 +431,7 @@ class HubsContext:
 
 @dataclass(frozen=True)
 class OwnershipContext:
-    """Decoupled ownership (ownership.py)."""
+    """Decoupled ownership (refinement/ownership.py)."""
 
     ownership_method: str | None = option(None, "decoupled ownership solver (default lp, PuLP + CBC, up to 64 row "
                                           "blocks; greedy above)", kind="choice", choices=("greedy", "lp"),

@@ -353,7 +353,7 @@ __all__ = ["stream_partition", "METHODS", "BALANCES", "ORDERS"]
 
 @dataclass(frozen=True)
 class StreamContext:
-    """The streaming partitioner (stream.py, Fennel / LDG)."""
+    """The streaming partitioner (Fennel / LDG, this module)."""
 
     method: str = option("fennel", "one-pass rule: Fennel or LDG", choices=METHODS)
     passes: int = option(DEFAULT_PASSES, "passes over the rows; > 1 restreams (ReFennel / ReLDG)", unit="passes",
@@ -366,7 +366,7 @@ class StreamContext:
 
 
 def _run(model_obj, k, *, imbalance, seed, graph=None, **opts):
-    """The streaming partitioner (stream.py, Fennel / LDG) on the graph model; info = its stats."""
+    """The streaming partitioner (Fennel / LDG) on the graph model; info = its stats."""
     if not isinstance(model_obj, Graph):
         raise BackendUnavailableError("stream partitions graphs only (model='graph')")
     stats: dict = {}

@@ -195,7 +195,7 @@ def _hubs(graph: Graph, req: Request, w: Work) -> None:
 
 
 def _refine(graph: Graph, req: Request, w: Work) -> None:
-    """Bottleneck refinement (refine.py); its default budget is counted work (EXPLICIT_REFINE_WORK
+    """Bottleneck refinement (refinement/refine.py); its default budget is counted work (EXPLICIT_REFINE_WORK
     units per pin), a caller's ``time_limit`` (seconds) replaces it."""
     from ...errors import BackendUnavailableError
     try:
@@ -225,7 +225,7 @@ def explicit_work_limit(graph: Graph) -> int:
 
 
 def _ownership(graph: Graph, req: Request, w: Work) -> None:
-    """Decoupled owners of H's rows (ownership.py); the LP up to LP_OWNERSHIP_MAX_BLOCKS row blocks."""
+    """Decoupled owners of H's rows (refinement/ownership.py); the LP up to LP_OWNERSHIP_MAX_BLOCKS row blocks."""
     from ...errors import BackendUnavailableError
     try:
         from ..refinement import ownership as own_mod
