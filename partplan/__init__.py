@@ -34,7 +34,8 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     **{m: ("partplan.metrics", m) for m in ("CommStats", "LayoutStats", "analyze", "analyze_15d", "analyze_2d")},
     "expected_volume": ("partplan.models", "expected_volume"),
     **{m: ("partplan.partition", m) for m in ("Partition", "load_partition", "save_partition")},
-    **{m: ("partplan.partition.refinement.ownership", m) for m in ("assign_owners", "owner_lower_bound", "owner_stats")},
+    **{m: ("partplan.partition.refinement.ownership", m)
+       for m in ("assign_owners", "owner_lower_bound", "owner_stats")},
     "refine": ("partplan.partition.refinement.refine", "refine"),
     **{m: ("partplan.plan", m) for m in ("Plan", "RankPlan", "build_plan", "load_plan", "write_plan")},
     "validate_plan": ("partplan.runtime.validate", "validate_plan"),

@@ -229,9 +229,10 @@ def run_bench(datasets=QUICK_DATASETS, ks=(16, 64), *, methods=METHODS, out: str
     if stochastic:
         try:
             g = load_bench_graph(stochastic)
-            result["stochastic"] = stochastic_compare(g, stochastic_k, sampler=stochastic_sampler, theta=stochastic_theta,
-                                                      batches=stochastic_batches, seed=seed, preset=preset,
-                                                      threads=threads, imbalance=imbalance, progress=progress)
+            result["stochastic"] = stochastic_compare(g, stochastic_k, sampler=stochastic_sampler,
+                                                      theta=stochastic_theta, batches=stochastic_batches, seed=seed,
+                                                      preset=preset, threads=threads, imbalance=imbalance,
+                                                      progress=progress)
         except PartplanError as exc:
             skipped.append({"dataset": stochastic, "method": "stochastic", "reason": str(exc)})
     result["meta"]["seconds"] = time.perf_counter() - t_all
