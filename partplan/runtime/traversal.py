@@ -365,6 +365,20 @@ def _wants_tensors(comm) -> bool:
     return hasattr(comm, "torch") or getattr(comm, "device", None) is not None
 
 
+def _alltoallv_bytes(comm, family: str, sends: list, send_bytes: list, recv_bytes: list, dev, what: str) -> list:
+    """One all-to-all-v of uint8 device tensors (one per local rank), received as uint8 tensors on
+    ``dev``: directly through a tensor comm, else across a numpy comm's boundary (zero-copy views of
+    CPU tensors)."""
+    import torch
+    if _wants_tensors(comm):
+        outs = [torch.empty(int(r.sum()), dtype=torch.uint8, device=dev) for r in recv_bytes]
+        comm.alltoallv(family, sends, send_bytes, recv_bytes, outs, what=what)
+        return outs
+    outs_np = [np.empty(int(r.sum()), np.uint8) for r in recv_bytes]
+    comm.alltoallv(family, [s.cpu().numpy() for s in sends], send_bytes, recv_bytes, outs_np, what=what)
+    return [torch.from_numpy(o).to(dev) for o in outs_np]
+
+
 def _tally(st: ExchangeStats, comm, segs: list[Segments], counts: list, peer_c: list, w: int):
     """Add the chosen modes' bytes of every local rank to ``st``; returns (bytes
     sent per peer, bytes received per peer, dense sent?, dense received?) per rank."""
@@ -523,13 +537,7 @@ def _exchange_flags_torch(comm, segs, masks, values, nrecv, what, counts=None, p
             if vb is not None:
                 parts.append(vb[cst[j]:cst[j + 1]].reshape(-1))
         sends.append(torch.cat(parts))
-    if _wants_tensors(comm):
-        outs = [torch.empty(int(rb.sum()), dtype=torch.uint8, device=dev) for rb in rc_bytes]
-        comm.alltoallv(segs[0].family, sends, sc_bytes, rc_bytes, outs, what=what)
-    else:  # a numpy comm: cross at its boundary (zero-copy views of CPU tensors)
-        outs_np = [np.empty(int(rb.sum()), np.uint8) for rb in rc_bytes]
-        comm.alltoallv(segs[0].family, [s.cpu().numpy() for s in sends], sc_bytes, rc_bytes, outs_np, what=what)
-        outs = [torch.from_numpy(o).to(dev) for o in outs_np]
+    outs = _alltoallv_bytes(comm, segs[0].family, sends, sc_bytes, rc_bytes, dev, what)
     flags_out, vals_out = [], []
     for i, sg in enumerate(segs):
         got = torch.zeros(nrecv[i], dtype=torch.bool, device=dev)
@@ -725,13 +733,7 @@ def _exchange_fold_torch(comm, segs, flags, carry, vdt, w, sb, rb, what):
             if c.c_send[j]:
                 parts.append(vb[int(cst[j]):int(cst[j + 1])])
         sends.append(torch.cat(parts) if parts else torch.zeros(0, dtype=torch.uint8, device=dev))
-    if _wants_tensors(comm):
-        outs = [torch.empty(int(r.sum()), dtype=torch.uint8, device=dev) for r in rb]
-        comm.alltoallv(segs[0].family, sends, sb, rb, outs, what=what)
-    else:  # a numpy comm: cross at its boundary (zero-copy views of CPU tensors)
-        outs_np = [np.empty(int(r.sum()), np.uint8) for r in rb]
-        comm.alltoallv(segs[0].family, [s.cpu().numpy() for s in sends], sb, rb, outs_np, what=what)
-        outs = [torch.from_numpy(o).to(dev) for o in outs_np]
+    outs = _alltoallv_bytes(comm, segs[0].family, sends, sb, rb, dev, what)
     got_l, val_l = [], []
     for i, sg in enumerate(segs):
         c = carry[i]
