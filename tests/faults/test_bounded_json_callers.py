@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 
 import numpy as np
 import pytest
@@ -14,17 +13,6 @@ import pytest
 from partplan import Graph
 from partplan.errors import PartitionError
 from partplan.topology import TopologyError, load_topology
-
-
-@pytest.fixture
-def alarm():
-    def _boom(*_):
-        raise TimeoutError("a reader blocked")
-    old = signal.signal(signal.SIGALRM, _boom)
-    signal.alarm(20)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
 
 
 def _hostile(tmp_path, name):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,18 +16,6 @@ import pytest
 
 from partplan.errors import DatasetError, PartitionError, PartplanError
 from partplan.io.jsonfile import read_json
-
-
-@pytest.fixture
-def alarm():
-    """A read that blocks fails the test instead of hanging it."""
-    def _boom(*_):
-        raise TimeoutError("read_json blocked")
-    old = signal.signal(signal.SIGALRM, _boom)
-    signal.alarm(20)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
 
 
 def test_valid_json_is_what_the_standard_library_reads(tmp_path):
