@@ -497,6 +497,14 @@ def atomic_path(path: str | os.PathLike, *, suffix: str = ".tmp", size: int | No
         discard_temp(tmp)
         if exc.errno in _NO_SPACE:
             raise _space_error(p, exc) from None
+        if exc.errno is None and "requested and" in str(exc):   # numpy's short write on a full disk
+            raise write_error(p, exc) from None
+        raise
+    except RuntimeError as exc:   # torch's zip writer on a full disk
+        discard_temp(tmp)
+        err = write_error(p, exc)
+        if err is not None:
+            raise err from None
         raise
     except BaseException:
         discard_temp(tmp)

@@ -355,23 +355,37 @@ def write_partition(part, path: str | os.PathLike) -> Path:
     int64 column ``part``. Returns the path written.
     """
     p = Path(path)
+    arr = _partition_array(part, p)
+    with atomic_path(p) as tmp:
+        write_partition_to(arr, p, tmp)
+    return p
+
+
+def _partition_array(part, p: Path) -> np.ndarray:
     arr = np.asarray(part)
     if arr.ndim != 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
         raise PartitionError(f"{p}: a partition must be a 1-D integer array, got {arr.dtype} {arr.shape}")
-    arr = arr.astype(np.int64, copy=False)
+    return arr.astype(np.int64, copy=False)
+
+
+def write_partition_to(part, path: str | os.PathLike, tmp: str | os.PathLike) -> None:
+    """Write ``part`` into the temporary ``tmp`` in the format ``path``'s name selects (see
+    :func:`write_partition`); the caller replaces ``path`` with it (several outputs committed
+    together, :func:`partplan.partition.api.save_partition`)."""
+    p = Path(path)
+    arr = _partition_array(part, p)
     suffix = _suffixes(p)
     if suffix in TABLE_SUFFIXES:
         import pyarrow as pa
 
-        from .table import write_arrow_table
-        return write_arrow_table(pa.table({"part": arr}), p, suffix[1:])
-    with atomic_path(p) as tmp:
-        if suffix == ".npy":
-            with open(tmp, "wb") as fh:
-                np.save(fh, arr, allow_pickle=False)
-        else:
-            text = ("\n".join(arr.astype(str).tolist()) + "\n").encode() if arr.size else b""
-            opener = gzip.open if p.name.lower().endswith(".gz") else open
-            with opener(tmp, "wb") as fh:
-                fh.write(text)
-    return p
+        from .table import write_table_to
+        with open(tmp, "wb") as fh:
+            write_table_to(pa.table({"part": arr}), fh, suffix[1:])
+    elif suffix == ".npy":
+        with open(tmp, "wb") as fh:
+            np.save(fh, arr, allow_pickle=False)
+    else:
+        text = ("\n".join(arr.astype(str).tolist()) + "\n").encode() if arr.size else b""
+        opener = gzip.open if p.name.lower().endswith(".gz") else open
+        with opener(tmp, "wb") as fh:
+            fh.write(text)

@@ -213,13 +213,22 @@ def write_arrow_table(table, path: str | os.PathLike, fmt: str) -> Path:
     if fmt not in ("parquet", "arrow", "feather", "csv"):
         raise GraphFormatError(f"unknown table format {fmt!r}", p)
     with atomic_output(p, compress=False) as fh:
-        if fmt == "parquet":
-            pq.write_table(table, fh)
-        elif fmt == "csv":
-            pacsv.write_csv(table, fh)
-        else:
-            feather.write_feather(table, fh)
+        write_table_to(table, fh, fmt)
     return p
+
+
+def write_table_to(table, fh, fmt: str) -> None:
+    """Encode a pyarrow ``table`` as ``fmt`` ("parquet", "arrow"/"feather" or "csv") into the open
+    binary file ``fh`` (the caller owns the file and its atomic replacement)."""
+    import pyarrow.csv as pacsv
+    import pyarrow.feather as feather
+    import pyarrow.parquet as pq
+    if fmt == "parquet":
+        pq.write_table(table, fh)
+    elif fmt == "csv":
+        pacsv.write_csv(table, fh)
+    else:
+        feather.write_feather(table, fh)
 
 
 def write_edge_table(graph: Graph, path: str | os.PathLike, *, format: str | None = None,

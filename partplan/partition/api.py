@@ -39,6 +39,7 @@ Example
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -269,17 +270,12 @@ def _sidecar(path: Path) -> Path:
     return path.with_name(path.name + ".json")
 
 
-def _atomic_text(path: Path, text: str):
-    with atomic_path(path) as tmp:
-        tmp.write_text(text)
-
-
 def save_partition(p: Partition, path: str | os.PathLike) -> Path:
     """Write ``p`` atomically: ``.parquet`` (columns part [, owner]; the
     description in the schema metadata key ``partplan``), or ``.npy`` / any
     METIS-style text name (``.part``, ``g.part.16``) for the part array plus a
     JSON sidecar ``<name>.json`` (owner, if any, in ``<name>.owner.npy``)."""
-    from ..io.partfile import write_partition
+    from ..io.partfile import write_partition_to
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -295,12 +291,17 @@ def save_partition(p: Partition, path: str | os.PathLike) -> Path:
         with atomic_path(path) as tmp:
             pq.write_table(table, tmp)
         return path
-    write_partition(p.part, path)
-    if p.owner is not None:
-        own = path.with_name(path.name + ".owner.npy")
-        write_partition(p.owner, own)
+    # every file written to its temporary first, then each replaces its name (part, owner, sidecar):
+    # a failure in any (a full disk) removes all the temporaries and keeps every previous output
+    own = path.with_name(path.name + ".owner.npy") if p.owner is not None else None
+    if own is not None:
         meta["owner_file"] = own.name
-    _atomic_text(_sidecar(path), json.dumps(meta, indent=1) + "\n")
+    with contextlib.ExitStack() as stack:
+        side = stack.enter_context(atomic_path(_sidecar(path)))
+        side.write_text(json.dumps(meta, indent=1) + "\n")
+        if own is not None:
+            write_partition_to(p.owner, own, stack.enter_context(atomic_path(own)))
+        write_partition_to(p.part, path, stack.enter_context(atomic_path(path)))
     return path
 
 

@@ -101,37 +101,13 @@ def _plan(tmp_path):
     return g, write_plan(build_plan(g, np.arange(64) % 2, 2), tmp_path / "g.plan")
 
 
-@pytest.fixture
-def tmpfs(tmp_path):
-    """``mount(opts)``: a small tmpfs mounted under tmp_path (root only; skips otherwise), unmounted after."""
-    mounted = []
-
-    def mount(opts: str):
-        d = tmp_path / f"mnt{len(mounted)}"
-        d.mkdir()
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(d)], capture_output=True)
-        if r.returncode:
-            pytest.skip(f"cannot mount a tmpfs here ({r.stderr.decode(errors='replace').strip()})")
-        mounted.append(d)
-        return d
-    yield mount
-    for d in mounted:
-        subprocess.run(["umount", "-l", str(d)], capture_output=True)
-
-
-def _fill(d, leave: int):
-    """Fill the tmpfs ``d`` up to ``leave`` free bytes."""
-    st = os.statvfs(d)
-    (d / "pad").write_bytes(b"\0" * max(st.f_bavail * st.f_frsize - leave, 0))
-
-
 @pytest.mark.parametrize("to", ["dgl", "pyg"])
 def test_export_on_a_full_tmpfs_is_one_error_and_leaves_nothing(to, tmp_path, tmpfs, capsys):
     if to == "pyg":
         pytest.importorskip("torch")
     _, plan = _plan(tmp_path)
     d = tmpfs("size=256k")
-    _fill(d, 4096)
+    tmpfs.fill(d, 4096)
     rc, out, err = run_cli(["export", plan, "--to", to, d / "out"], capsys)
     one_line(rc, err, 2, str(d / "out"), "not enough space", "nothing written")
     assert sorted(p.name for p in d.iterdir()) == ["pad"]
