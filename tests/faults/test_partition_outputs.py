@@ -125,16 +125,33 @@ def test_nprocs_outputs_that_are_not_plain_files(chunked, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.dist
-def test_nprocs_full_disk_is_one_error_and_keeps_the_previous_output(chunked, tmpfs):
+def test_nprocs_full_disk_keeps_the_previous_pair_or_writes_a_whole_new_one(chunked, tmpfs):
+    """With the disk filled to several levels (no room for the partition; room for it but perhaps not
+    for its sidecar; room for both), each run either fails with one line and leaves the previous
+    partition and sidecar as they were, or writes both, and they agree with a recount."""
+    import json
     _need_mpi()
-    _, path = chunked
-    d = tmpfs("size=256k")
-    (d / "o.npy").write_bytes(b"old")
-    tmpfs.fill(d, 4096)
-    rc, _, err = cli(["partition", path, "-k", 8, "--nprocs", 2, "--engine", "stream", "-o", d / "o.npy"])
-    one_line(rc, err, 2, "not enough space")
-    assert (d / "o.npy").read_bytes() == b"old"
-    assert sorted(p.name for p in d.iterdir()) == ["o.npy", "pad"]
+    g, path = chunked
+    d = tmpfs("size=512k")
+    outcomes = set()
+    for leave in (4096, 36864, 40960, 45056, 65536):
+        for f in d.iterdir():
+            f.unlink()
+        (d / "o.npy").write_bytes(b"old")
+        (d / "o.npy.json").write_bytes(b"old sidecar")
+        tmpfs.fill(d, leave)
+        rc, _, err = cli(["partition", path, "-k", 8, "--nprocs", 2, "--engine", "stream", "-o", d / "o.npy"])
+        names = sorted(p.name for p in d.iterdir())
+        assert names == ["o.npy", "o.npy.json", "pad"], (leave, names)
+        if rc == 0:
+            part = np.load(d / "o.npy")
+            side = json.loads((d / "o.npy.json").read_text())
+            assert side["result"]["total_volume"] == analyze(g, part, 8).summary()["total_volume"]
+        else:
+            one_line(rc, err, 2, "not enough space")
+            assert (d / "o.npy").read_bytes() == b"old" and (d / "o.npy.json").read_bytes() == b"old sidecar"
+        outcomes.add(rc)
+    assert outcomes == {0, 2}   # the levels span both outcomes
 
 
 @pytest.mark.slow

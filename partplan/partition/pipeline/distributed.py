@@ -123,7 +123,7 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
     engine's figures before the refinement, stages (wall s, peak RSS bytes per
     process). ``context``: the distributed refinement's (None: its defaults); ``engine_options``:
     the engine's own, as its context names them (an explicit ``engine`` only)."""
-    from ..._atomic import commit, create_npy, discard_temp, make_temp_dir, write_json_atomic
+    from ..._atomic import atomic_path, commit, create_npy, discard_temp, make_temp_dir, write_error
     from ...io.chunked import chunk_info, is_chunked, write_chunked
     from ...io.outpath import check_output_file
 
@@ -177,7 +177,10 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
                "engine": engine, "engine_options": dict(engine_options or {}), "refine": bool(refine),
                "refine_context": asdict(ctx),
                "tmp": str(tmp), "ident": list(ident), "report": str(report), "quiet": bool(quiet)}
-        (work / "config.json").write_text(json.dumps(cfg))
+        try:
+            (work / "config.json").write_text(json.dumps(cfg))
+        except OSError as exc:   # a full disk beside the output: one error naming the output
+            raise write_error(out, exc) from None
         cmd = mpirun_command(nprocs) + [sys.executable, "-m", "partplan.partition.pipeline.mpi_worker",
                                         str(work / "config.json")]
         say(f"running the partitioner ({'chosen per graph' if engine == DEFAULT_ENGINE else engine}) on {nprocs} "
@@ -210,8 +213,6 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
             raise PartitionError(f"the distributed partitioner ({engine}, {nprocs} processes) failed: "
                                  f"{_reason(lines, rc)}")
         result = json.loads(report.read_text())
-        commit(tmp, out, ident)
-        tmp = None
         load = result["compute_load"]
         mean = sum(load) / len(load) if load else 0.0
         engine = result["engine"]
@@ -223,7 +224,12 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
                       compute_imbalance=(max(load) / mean - 1.0) if mean > 0 else 0.0)
         if fingerprint is not None:
             result["graph_fingerprint"] = fingerprint
-        write_json_atomic(result, out.with_name(out.name + ".json"))
+        # the sidecar is written to its temporary before the partition replaces the output, and
+        # replaces its own name after it: a full disk keeps the previous pair
+        with atomic_path(out.with_name(out.name + ".json")) as side:
+            side.write_text(json.dumps(result, indent=1) + "\n")
+            commit(tmp, out, ident)
+            tmp = None
         return result
     finally:
         if tmp is not None:
