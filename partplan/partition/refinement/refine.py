@@ -190,6 +190,7 @@ class _Run:
     build_s: float = 0.0
     work: int = 0
     ml: dict | None = None
+    vol: np.ndarray | None = None     # the volume matrix of the result, recounted by _State.check
 
 
 def _bounds(graph: Graph, part: np.ndarray, k: int, ctx: RefineContext, weights2, cap2) -> _Bounds:
@@ -250,7 +251,7 @@ def _search(graph: Graph, out: np.ndarray, k: int, ctx: RefineContext, b: _Bound
         opts = _pass_options(graph, ctx, npasses, deadline)
         code = _fm_stage(records, cost, limits, opts, order, stats, ctx, run, si, t0, progress)
     run.stopped = STOPPED[code]
-    st.check(out)
+    run.vol = st.check(out)
     run.work = int(kernels.work_done(stats))
 
 
@@ -306,7 +307,7 @@ def _cluster_stage(graph, st, out, k, ctx: RefineContext, b: _Bounds, run: _Run,
 def _report(graph: Graph, out: np.ndarray, k: int, ctx: RefineContext, b: _Bounds, run: _Run, t0: float) -> dict:
     """The refinement's report (:func:`refine`'s Returns)."""
     fm = ctx.fm
-    after = _figures(graph, out, k, b.w, ctx.alpha, ctx.beta, b.rb)
+    after = _figures(graph, out, k, b.w, ctx.alpha, ctx.beta, b.rb, vol=run.vol)
     return {"objective": ctx.objective, "k": k, "before": b.before, "after": after, "multilevel": run.ml,
             "passes": run.passes, "moves": run.kept, "moves_tried": run.tried,
             "seconds": time.perf_counter() - t0,
@@ -381,17 +382,21 @@ class _State:
                 kernels.VolumeState(part, self.load, self.vol, self.send, self.recv, self.smsg, self.rmsg, self.tot,
                                 self.load2))
 
-    def check(self, part: np.ndarray):
-        """The incremental state must equal a recount (cheap, O(nnz))."""
+    def check(self, part: np.ndarray) -> np.ndarray:
+        """The incremental state must equal a recount (cheap, O(nnz)); returns the recount (the
+        report's figures of the result are made from it, not from a second recount)."""
         vol, _ = volume_matrix(self.vptr, self.vidx, part, self.vol.shape[0])
         if not np.array_equal(vol, self.vol):
             raise RuntimeError("internal error: incremental volume matrix differs from a recount")
+        return vol
 
 
 def _figures(graph: Graph, part: np.ndarray, k: int, w: np.ndarray, alpha: float, beta: float,
-             rb: int) -> dict:
-    """The reported figures, recomputed from scratch (as :func:`partplan.analyze`)."""
-    vol, _ = volume_matrix(graph.indptr, graph.indices, part, k)
+             rb: int, vol: np.ndarray | None = None) -> dict:
+    """The reported figures, recomputed from scratch (as :func:`partplan.analyze`); ``vol``: the
+    volume matrix of ``part`` when already recounted (:meth:`_State.check`), else counted here."""
+    if vol is None:
+        vol, _ = volume_matrix(graph.indptr, graph.indices, part, k)
     send, recv = vol.sum(axis=1), vol.sum(axis=0)
     nz = vol > 0
     smsg, rmsg = nz.sum(axis=1), nz.sum(axis=0)
