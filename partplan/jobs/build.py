@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._atomic import discard_temp
+from .._atomic import discard_temp, write_error
 from ..errors import PartplanError, PlanError
 from ..metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE
 from ..plan import distbuild as D
@@ -281,6 +281,14 @@ def _routed_manifest(r, fres, bres, counts, bcounts, bmode, sym_pattern, fp, f, 
                                f, dtype, meta)
 
 
+def _write_failure(out: Path, exc: BaseException) -> str:
+    """The one line for a failed write of the plan ``out``: a partplan error as it is, an OSError
+    (a full disk, a folder that turned read-only) naming the plan and its folder."""
+    if isinstance(exc, OSError):
+        return str(write_error(out, exc))
+    return str(exc)
+
+
 def _write(comm, st, r: dict, graph_path, partition, out, qr, fres, bres, same, make_manifest, created) -> dict:
     """Stage 5: each process writes the shards of its plan ranks
     ``qr = (first, end)`` into rank 0's temporary directory; rank 0 writes
@@ -308,7 +316,7 @@ def _write(comm, st, r: dict, graph_path, partition, out, qr, fres, bres, same, 
     try:
         entries = D.write_parts(tmp, qr, lay, fres, bres, bmode, fp)
     except (PartplanError, OSError) as exc:
-        err = str(exc)
+        err = _write_failure(out, exc)
     st.stop()
     fcnt = [c for _, c in fres]
     bcnt = None if bres is None else [c for _, c in bres]
@@ -337,7 +345,7 @@ def _write(comm, st, r: dict, graph_path, partition, out, qr, fres, bres, same, 
             result["peak_rss_bytes"] = max(x["peak_rss_bytes"] for x in st.rows)
         except (PartplanError, OSError) as exc:
             discard_temp(tmp)
-            err = str(exc)
+            err = _write_failure(out, exc)
     agree(comm, comm.allgather_object(err)[0])
     if u == 0:
         result["per_rank"] = [{"rank": q, "parts": g[6], "stages": g[4],
