@@ -25,6 +25,10 @@ The settings were chosen on R-MAT 16 seed 0, 19 seed 1 and 21 seed 0
         --engines default stream --json default-vs-stream.json
     python benchmarks/bench_distributed.py --graphs rmat24.chunked --k 64 --engines stream \
         --no-default --chunk-recount
+    python benchmarks/bench_distributed.py --scales --half held-out --k 16 --engines default zoltan stream
+
+``--half tune|held-out`` runs one half of ``bench_engine_rule.SPLIT`` (a graph of each family,
+a generated web crawl on each side) and ``--specs`` any graph named that way.
 """
 from __future__ import annotations
 
@@ -52,6 +56,11 @@ def main(argv=None) -> int:
     ap.add_argument("--graphs", nargs="+", default=None, help="existing chunked graphs (instead of --scales)")
     ap.add_argument("--datasets", nargs="+", default=None,
                     help="registered real graphs (partplan datasets), run after --scales / --graphs")
+    ap.add_argument("--specs", nargs="+", default=None,
+                    help="graphs named as bench_engine_rule.py names them: ds:NAME, rmat:SCALE:SEED, web:N:SEED "
+                         "(a generated web crawl, datasets.web_crawl)")
+    ap.add_argument("--half", choices=("tune", "held-out"), default=None,
+                    help="the graphs of one half of bench_engine_rule.SPLIT (each family, web crawls included)")
     ap.add_argument("--chunk-recount", action="store_true",
                     help="recount in one pass over the chunks (never the whole graph in memory)")
     ap.add_argument("--json", default=None)
@@ -69,8 +78,16 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-dist-") as d:
         from partplan.datasets import load_graph
         from partplan.io.chunked import write_chunked
-        for scale in (a.graphs or a.scales) + (a.datasets or []):
-            if a.datasets and scale in a.datasets:
+        specs = list(a.specs or [])
+        if a.half:
+            from bench_engine_rule import SPLIT
+            specs += SPLIT[a.half]
+        for scale in (a.graphs or a.scales) + (a.datasets or []) + specs:
+            if scale in specs:
+                from bench_engine_rule import load as load_spec
+                path = write_chunked(load_spec(scale), Path(d) / f"{scale.replace(':', '_')}.chunked",
+                                     chunks=8 * a.nprocs)
+            elif a.datasets and scale in a.datasets:
                 path = write_chunked(load_graph(scale), Path(d) / f"{scale}.chunked", chunks=8 * a.nprocs)
             elif a.graphs:
                 path = Path(scale)
