@@ -326,6 +326,16 @@ class DistributedRefineContext:
     stall_gain: float = option(0.002, "see stall_rounds", unit="fraction", hi=1.0, public=False)
     pair_budget: int = option(1 << 22, "(net, proposal) pairs evaluated per round at most, over all processes",
                               unit="pairs", lo=1, public=False)
+    coordinated_phases: int = option(4, "phases of coordinated moves (pulls, whole clusters) at most, each when "
+                                     "the single moves stop; the single moves go on after one that lowered the "
+                                     "maximum or the total (0: single moves only)", unit="phases", public=False)
+    pulls: int = option(2, "pull moves into the heavy parts, a pull into a full part taking a bottleneck move out "
+                        "of it along: 2: in each coordinated phase (until a round moves none, 10 rounds at most); "
+                        "1: in every round; 0: none", choices=(0, 1, 2), public=False)
+    cluster_levels: int = option(0, "levels of whole-cluster moves each coordinated phase tries, the finest ones "
+                                 "(0: none; 8 and more: every level)", unit="levels", public=False)
+    cluster_weight: float = option(1.0, "heaviest cluster, x the balance slack (the weight limit less the "
+                                   "average part weight)", unit="x", public=False)
     time_limit: float | None = option(None, TIME_LIMIT_HELP, kind="real", unit="s", normalize=_seconds)
     seed: int = option(0, "seeds the proposals' order", normalize=check_seed, accepted="any integer", public=False)
 

@@ -42,6 +42,31 @@ One round:
    with all selected moves applied; if it breaks a rule, the set is halved
    and recounted. The committed change keeps send / recv exact.
 
+**Coordinated moves.** When the single moves stop (the stall rule, or four
+rounds without a move), a *phase* of coordinated moves runs (at most
+``coordinated_phases`` of them; the single rounds go on after one that lowered the
+maximum or the total, else the rounds end):
+
+* **Pulls** (``pulls`` = 2, the default; 1: in every round, 0: none), until a
+  round moves none (10 rounds at most): a vertex outside
+  the heavy parts with at least half of its neighbours in one heavy part h
+  moves into h (it leaves h's recv, and h's nets lose their pins outside: the
+  satellites of a hub). A pull round also proposes the single moves; a pull
+  whose target is full takes along the bottleneck move out of h (one of the
+  round's proposals, gain or not) that makes room and gives the pair the
+  largest summed gain, so the pair moves together or not at all.
+* **Whole clusters** (``cluster_levels`` > 0; 0 by default: they lowered no
+  maximum on the tuning graphs, docs/design/distributed.md): each process
+  clusters its own rows in the heavy parts
+  (:func:`local_clusters`: mutual-best matching along local edges within a
+  part, level by level, clusters up to ``cluster_weight`` × the balance slack;
+  no other process is involved), and from the coarsest level down each level
+  gets up to two rounds in which whole clusters (two or more rows, one heavy
+  part) move to a part they have neighbours in. A cluster is one proposal:
+  its members' (net, proposal) pairs are summed per net (pins moving, owner
+  moving), which the exact single-move arithmetic takes as it is, so the
+  evaluate / select / commit steps are those of the single moves.
+
 After the rounds, repair rounds take every part back under the weight limit
 (or under the engine's heaviest part, when that was above it); they may raise
 the maximum load to just below that of the best state seen within the
@@ -102,6 +127,8 @@ class RefineResult:
     moved: int = 0
     seconds: float = 0.0
     history: list = field(default_factory=list)
+    phases: int = 0
+    cluster_moved: int = 0
 
 
 def net_counts(sl: RowSlice, part: np.ndarray, nets: np.ndarray, k: int) -> np.ndarray:
@@ -199,6 +226,80 @@ def _load(send, recv):
     return np.maximum(send, recv)
 
 
+def local_clusters(sl: RowSlice, part: np.ndarray, maxw: int, seed: int = 0, max_levels: int = 8,
+                   passes: int = 3, rows_in: np.ndarray | None = None,
+                   block: int = 1 << 22) -> list[tuple[np.ndarray, int]]:
+    """Clusters of this process's rows within their parts, coarsest level first: each
+    level is (cid, count), cid int64[rows] the local cluster of each row. Level by
+    level, clusters are matched in pairs along the local edges between rows of one
+    part (both in ``[lo, hi)``: no other process is involved), a pair only when it
+    weighs at most ``maxw`` (row weights: their nonzeros); each cluster takes the
+    neighbour it shares the most rating with (an edge u–v rates 1/deg u + 1/deg v,
+    the nets u and v themselves, so hubs join last; summed when clusters merge) and
+    the mutual choices match (``passes`` times, among the unmatched). A level that
+    shrinks the count by less than 5 % ends the hierarchy. ``rows_in`` (bool[rows]):
+    only these rows are clustered (the others stay alone); the rows are read in blocks
+    of about ``block`` nonzeros, and only the edges kept are held."""
+    rows = sl.rows
+    if rows < 2:
+        return []
+    deg = np.diff(sl.indptr)
+    a = part[sl.lo:sl.hi]
+    take = np.ones(rows, bool) if rows_in is None else rows_in
+    xs, ys = [], []
+    step = max(1, block // max(1, int(deg.mean()) if rows else 1))
+    for r0 in range(0, rows, step):
+        t = np.flatnonzero(take[r0:r0 + step]) + r0
+        lens = deg[t]
+        r = np.repeat(t, lens)
+        c = sl.indices[_ranges(sl.indptr[t], lens)] - sl.lo
+        ok = (c >= 0) & (c < rows)
+        r, c = r[ok], c[ok]
+        ok = (c != r) & take[c] & (a[r] == a[c])
+        xs.append(np.minimum(r[ok], c[ok]))
+        ys.append(np.maximum(r[ok], c[ok]))
+    key = np.unique(np.concatenate(xs) * rows + np.concatenate(ys)) if xs else np.zeros(0, np.int64)
+    del xs, ys
+    x, y = key // rows, key % rows
+    rng = np.random.default_rng(seed)
+    rate = (1.0 / deg[x] + 1.0 / deg[y]) * (1.0 + 1e-6 * rng.random(x.size))   # ties broken at random
+    cw = deg.astype(np.int64)
+    cid = np.arange(rows, dtype=np.int64)
+    n, levels = rows, []
+    for _ in range(max_levels):
+        mate = np.full(n, -1, np.int64)
+        for _ in range(passes):
+            ok = (mate[x] < 0) & (mate[y] < 0) & (cw[x] + cw[y] <= maxw)
+            if not ok.any():
+                break
+            X, Y = np.concatenate([x[ok], y[ok]]), np.concatenate([y[ok], x[ok]])
+            R = np.concatenate([rate[ok], rate[ok]])
+            o = np.lexsort((-R, X))
+            X, Y = X[o], Y[o]
+            first = np.r_[True, X[1:] != X[:-1]]
+            best = np.full(n, -1, np.int64)
+            best[X[first]] = Y[first]
+            xs = X[first]
+            m = xs[best[best[xs]] == xs]
+            mate[m] = best[m]
+        matched = mate >= 0
+        root = np.where(matched, np.minimum(np.arange(n), mate), np.arange(n))
+        heads, new = np.unique(root, return_inverse=True)
+        if heads.size > 0.95 * n:
+            break
+        cw = np.bincount(new, weights=cw, minlength=heads.size).astype(np.int64)
+        cid = new[cid]
+        x, y = new[x], new[y]
+        keep = x != y
+        x, y, rate = np.minimum(x[keep], y[keep]), np.maximum(x[keep], y[keep]), rate[keep]
+        n = heads.size
+        key, inv = np.unique(x * n + y, return_inverse=True)
+        rate = np.bincount(inv, weights=rate, minlength=key.size)
+        x, y = key // n, key % n
+        levels.append((cid.copy(), n))
+    return levels[::-1]
+
+
 def _phi(send, recv, gamma, B):
     L = _load(send, recv).astype(np.float64)
     return float((L * L).sum() + gamma * B * send.sum())
@@ -226,6 +327,7 @@ class _Refiner:
         # rounds each local vertex was proposed and not moved since it last moved: every second one
         # halves its score, so the same rejected candidates do not fill every round's proposals
         self.fails = np.zeros(sl.rows, np.int8)
+        self._pull_at = 0
 
     def _keep_big_nets(self) -> None:
         """Keep the pin counts per part of the largest local nets (at least
@@ -315,8 +417,8 @@ class _Refiner:
         wu, au = self.w[u], a[u]
         b = self._targets(u, au, wu, kind, L)
         keep = b >= 0
-        return ((sl.lo + u[keep]).astype(np.int64), au[keep].astype(np.int32), b[keep].astype(np.int32),
-                wu[keep], kind[keep])
+        return ((sl.lo + u[keep]).astype(np.int64), np.arange(int(keep.sum()), dtype=np.int64),
+                au[keep].astype(np.int32), b[keep].astype(np.int32), wu[keep], kind[keep])
 
     def _targets(self, u, au, wu, kind, L) -> np.ndarray:
         """One target part per candidate (−1: none), chosen in candidate (vertex) order
@@ -335,19 +437,28 @@ class _Refiner:
         nb = self.part[sl.indices[_ranges(sl.indptr[u], lens)]]
         seg = np.repeat(np.arange(u.size), lens)
         inside = np.bincount(seg * k + nb, minlength=u.size * k).reshape(u.size, k)
-        est = np.maximum(self.net_send[u], self.ext[u]).astype(np.float64) * self.size
+        est = np.maximum(self.net_send[u], self.ext[u]).astype(np.float64)
+        return self._choose(inside, lens, est, au, wu, kind, L)
+
+    def _choose(self, inside, lens, est, au, wu, kind, L, adjacent: bool = False) -> np.ndarray:
+        """The target loop of :meth:`_targets` for candidates (single vertices or clusters) with
+        ``inside[i, p]`` neighbours in part p out of ``lens[i]``, estimated load ``est[i]``;
+        ``adjacent``: only parts holding a neighbour."""
+        est = est * self.size
         limit = np.where(kind == 1, self.Wmax, self.Wslack)
         Lv, Wv = L.astype(np.float64), self.W.astype(np.float64)
         gamma = self.ctx.gamma
-        out = np.full(u.size, -1, np.int64)
+        out = np.full(au.size, -1, np.int64)
         Bmax = max(float(L.max()), 1.0)
-        for i in range(u.size):
+        for i in range(au.size):
             if kind[i] == 1:   # a repair: where most of its neighbours are, then the most weight and load room
                 cost = Wv / self.Wmax + Lv / Bmax + gamma * (lens[i] - inside[i]) / Bmax
             else:
                 cost = Lv + gamma * (lens[i] - inside[i])
             cost[au[i]] = np.inf
             cost[Wv + wu[i] > limit[i]] = np.inf
+            if adjacent:
+                cost[inside[i] == 0] = np.inf
             b = int(np.argmin(cost))
             if not np.isfinite(cost[b]):
                 continue
@@ -359,41 +470,178 @@ class _Refiner:
                 Wv[au[i]] -= wu[i] * self.size
         return out
 
+    def _propose_clusters(self, cid: np.ndarray, nc: int, theta: float):
+        """Whole-cluster proposals (one level of :func:`local_clusters`): clusters of two or
+        more rows, all in one part that is heavy (send or recv ≥ θ × the maximum), scored
+        by the sum of their members' single-move scores (boundary rows only score), the
+        best ``per_round`` within the pair budget; the target is chosen like a single
+        move's (:meth:`_choose`) among the parts the cluster has neighbours in, outside
+        it. Returns (members, their proposal, from, to, weight, kind 0)."""
+        sl, k, part, ctx = self.sl, self.k, self.part, self.ctx
+        none = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32),
+                np.zeros(0, np.int64), np.zeros(0, np.int8))
+        if nc == 0:
+            return none
+        L = _load(self.send, self.recv)
+        Bm = L.max()
+        hs, hr = self.send >= theta * Bm, self.recv >= theta * Bm
+        a = part[sl.lo:sl.hi].astype(np.int64)
+        deg = np.diff(sl.indptr)
+        cmem = np.argsort(cid, kind="stable")
+        size = np.bincount(cid, minlength=nc)
+        cptr = np.zeros(nc + 1, np.int64)
+        np.cumsum(size, out=cptr[1:])
+        am = a[cmem]
+        lo_p, hi_p = np.minimum.reduceat(am, cptr[:-1]), np.maximum.reduceat(am, cptr[:-1])
+        vscore = np.where(hs[a], self.net_send, 0).astype(np.float64) + np.where(hr[a], self.ext, 0)
+        score = np.bincount(cid, weights=vscore, minlength=nc)
+        cdeg = np.bincount(cid, weights=deg, minlength=nc)
+        cand = np.flatnonzero((size >= 2) & (lo_p == hi_p) & (score > 0))
+        m = min(ctx.per_round, max(1, (1 << 22) // (k * self.size)))
+        if cand.size > m:
+            cand = cand[np.argpartition(-score[cand], m - 1)[:m]]
+        cand = cand[np.argsort(-score[cand], kind="stable")]
+        budget = max(1, ctx.pair_budget // self.size)
+        cand = cand[np.cumsum(cdeg[cand] + size[cand]) <= budget]
+        cand.sort()   # cluster order (the members' row order), like the single moves
+        if cand.size == 0:
+            return none
+        j = np.repeat(np.arange(cand.size), size[cand])
+        mem = cmem[_ranges(cptr[cand], size[cand])]
+        lens = deg[mem]
+        nbv = sl.indices[_ranges(sl.indptr[mem], lens)]
+        seg = np.repeat(j, lens)
+        loc = nbv - sl.lo
+        inner = (loc >= 0) & (loc < sl.rows)
+        inner[inner] = cid[loc[inner]] == cand[seg[inner]]
+        seg, nbp = seg[~inner], part[nbv[~inner]].astype(np.int64)
+        inside = np.bincount(seg * k + nbp, minlength=cand.size * k).reshape(cand.size, k)
+        outl = np.bincount(seg, minlength=cand.size)
+        est = np.bincount(j, weights=np.maximum(self.net_send[mem], self.ext[mem]), minlength=cand.size)
+        wc = np.bincount(j, weights=self.w[mem], minlength=cand.size).astype(np.int64)
+        ac = lo_p[cand]
+        b = self._choose(inside, outl, est, ac, wc, np.zeros(cand.size, np.int8), L, adjacent=True)
+        keep = b >= 0
+        newid = np.cumsum(keep) - 1
+        km = keep[j]
+        return ((sl.lo + mem[km]).astype(np.int64), newid[j[km]].astype(np.int64), ac[keep].astype(np.int32),
+                b[keep].astype(np.int32), wc[keep], np.zeros(int(keep.sum()), np.int8))
+
+    def _propose_pulls(self, theta: float):
+        """Pull proposals: a vertex outside the heavy parts (send or recv ≥ θ × the maximum)
+        with most of its neighbours in one heavy part h moves into h (it leaves h's recv,
+        and h's nets lose a pin outside; the satellites of a hub, say). Scored by its
+        neighbours in h less those outside h (at least half of them, itself included, in h);
+        the best ``per_round`` within the pair budget. Reads the rows of the boundary vertices
+        of the light parts (at most 4 × the pair budget nonzeros per round: the rows in a
+        window that moves on every round)."""
+        sl, k, part, ctx = self.sl, self.k, self.part, self.ctx
+        none = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32),
+                np.zeros(0, np.int64), np.zeros(0, np.int8))
+        L = _load(self.send, self.recv)
+        hot = L >= theta * L.max()
+        a = part[sl.lo:sl.hi]
+        deg = np.diff(sl.indptr)
+        rows = np.flatnonzero(~hot[a] & (self.ext > 0))
+        hp = np.flatnonzero(hot)
+        cap = 4 * max(1, ctx.pair_budget // self.size)
+        most = max(1, _BLOCK_CELLS // max(1, hp.size))   # rows × heavy parts counted at most
+        if int(deg[rows].sum()) > cap or rows.size > most:   # a window of rows from where the last one ended
+            rows = np.roll(rows, -int(np.searchsorted(rows, self._pull_at)))
+            rows = np.sort(rows[: min(most, max(1, int(np.searchsorted(np.cumsum(deg[rows]), cap))))])
+            self._pull_at = int(rows[-1]) + 1 if rows[-1] + 1 < sl.rows else 0
+        if rows.size == 0:
+            return none
+        lens = deg[rows]
+        nbp = part[sl.indices[_ranges(sl.indptr[rows], lens)]].astype(np.int64)
+        seg = np.repeat(np.arange(rows.size), lens)
+        hid = np.full(k, -1, np.int64)
+        hid[hp] = np.arange(hp.size)
+        inh = hid[nbp] >= 0
+        cnt = np.bincount(seg[inh] * hp.size + hid[nbp[inh]], minlength=rows.size * hp.size).reshape(rows.size, -1)
+        best = cnt.argmax(1)
+        c = cnt[np.arange(rows.size), best]
+        score = 2 * c - lens + 1   # at least half its neighbours (itself included) in h
+        ok = np.flatnonzero((score > 0) & (c > 0))
+        m = min(ctx.per_round, max(1, (1 << 22) // (k * self.size)))
+        if ok.size > m:
+            ok = ok[np.argpartition(-score[ok], m - 1)[:m]]
+        ok = ok[np.argsort(-score[ok], kind="stable")]
+        ok = ok[np.cumsum(lens[ok]) <= max(1, ctx.pair_budget // self.size)]
+        ok.sort()
+        u = rows[ok]
+        b = hp[best[ok]]
+        return ((sl.lo + u).astype(np.int64), np.arange(u.size, dtype=np.int64), a[u].astype(np.int32),
+                b.astype(np.int32), self.w[u], np.zeros(u.size, np.int8))
+
+    def clusters(self, theta: float) -> list[tuple[np.ndarray, int]]:
+        """:func:`local_clusters` of the rows in the heavy parts (send or recv ≥ θ × the
+        maximum: only their clusters are proposed), clusters up to ``cluster_weight`` × the
+        balance slack (plus two average rows). Where these rows hold more than 4 × the pair
+        budget's nonzeros, only their boundary rows, and of those the first within it."""
+        avg = -(-int(self.W.sum()) // self.k)
+        slack = max(self.Wmax - avg, 0)
+        maxw = int(self.ctx.cluster_weight * slack + 2 * self.W.sum() / max(self.sl.n, 1)) + 1
+        L = _load(self.send, self.recv)
+        hot = L >= theta * L.max()
+        rows_in = hot[self.part[self.sl.lo:self.sl.hi]]
+        deg = np.diff(self.sl.indptr)
+        cap = 4 * max(1, self.ctx.pair_budget // self.size)   # nonzeros read (the edges kept: fewer)
+        if int(deg[rows_in].sum()) > cap:   # the boundary rows of the heavy parts, then the first of them
+            rows_in &= self.ext > 0
+            r = np.flatnonzero(rows_in)
+            rows_in[r[np.cumsum(deg[r]) > cap]] = False
+        return local_clusters(self.sl, self.part, maxw, seed=self.ctx.seed + self.rank, rows_in=rows_in)
+
     # ----------------------------------------------------------------- evaluate
-    def _route(self, U, A, B, P):
-        """(net, proposal, is_pin) pairs for this process's nets, from every proposer."""
+    def _route(self, M, mp, P: int, grouped: bool):
+        """(net, proposal, pins, owns) for this process's nets, from every proposer: the
+        proposal's members that are pins of the net, and whether the net's own vertex is
+        one of them (it moves the net's owner). ``M`` / ``mp``: the proposals' member
+        vertices and their proposal; ``grouped``: a proposal may have several members
+        (a cluster), whose pairs on one net are summed."""
         sl = self.sl
-        mine = (U >= sl.lo) & (U < sl.hi)
-        pid = np.flatnonzero(mine)
-        rows = U[pid] - sl.lo
+        idx = np.flatnonzero((M >= sl.lo) & (M < sl.hi))
+        rows = M[idx] - sl.lo
         lens = sl.indptr[rows + 1] - sl.indptr[rows]
         v = sl.indices[_ranges(sl.indptr[rows], lens)]
-        pp = np.repeat(pid, lens)
-        selfloop = np.zeros(pid.size, bool)
-        hit = v == np.repeat(U[pid], lens)
-        selfloop[np.repeat(np.arange(pid.size), lens)[hit]] = True
-        v = np.concatenate([v, U[pid][~selfloop]])
-        pp = np.concatenate([pp, pid[~selfloop]])
-        pin = np.concatenate([np.ones(int(lens.sum()), np.int64), np.zeros(int((~selfloop).sum()), np.int64)])
+        pp = np.repeat(mp[idx], lens)
+        npin = int(lens.sum())
+        if grouped:   # every member's pairs, then one pair per (net, proposal)
+            v = np.concatenate([v, M[idx]])
+            pp = np.concatenate([pp, mp[idx]])
+            pin = np.concatenate([np.ones(npin, np.int64), np.zeros(idx.size, np.int64)])
+            own = np.concatenate([np.zeros(npin, np.int64), np.ones(idx.size, np.int64)])
+            key, inv = np.unique(v * P + pp, return_inverse=True)
+            pin = np.bincount(inv, weights=pin, minlength=key.size).astype(np.int64)
+            own = (np.bincount(inv, weights=own, minlength=key.size) > 0).astype(np.int64)
+            v, pp = key // P, key % P
+        else:         # a single vertex: its row's nets, and its own net unless it is a pin of it already
+            selfloop = np.zeros(idx.size, bool)
+            hit = v == np.repeat(M[idx], lens)
+            selfloop[np.repeat(np.arange(idx.size), lens)[hit]] = True
+            v = np.concatenate([v, M[idx][~selfloop]])
+            pp = np.concatenate([pp, mp[idx][~selfloop]])
+            pin = np.concatenate([np.ones(npin, np.int64), np.zeros(int((~selfloop).sum()), np.int64)])
+            own = (v == M[pp]).astype(np.int64)
         dest = np.searchsorted(self.bounds, v, side="right") - 1
         order = np.argsort(dest, kind="stable")
         cuts = np.searchsorted(dest[order], np.arange(self.size + 1))
-        out = [np.stack([v[order][cuts[d]:cuts[d + 1]], pp[order][cuts[d]:cuts[d + 1]],
-                         pin[order][cuts[d]:cuts[d + 1]]]) for d in range(self.size)]
+        out = [np.stack([x[order][cuts[d]:cuts[d + 1]] for x in (v, pp, pin, own)]) for d in range(self.size)]
         got = np.concatenate(self.comm.alltoall(out), axis=1)
-        return got[0], got[1], got[2]
+        return got[0], got[1], got[2], got[3]
 
-    def _evaluate(self, U, A, B, v, pid, pin):
-        k, P = self.k, U.size
+    def _evaluate(self, A, B, v, pid, pin, own):
+        k, P = self.k, A.size
         t, tinv = np.unique(v - self.sl.lo, return_inverse=True)
         counts = self._counts(t)
         o = self.part[v]
-        o2 = np.where(v == U[pid], B[pid], o)
+        o2 = np.where(own > 0, B[pid], o)
         lam_t = (counts > 0).sum(1)
         # a pair changes send / recv only when its net's owner moves, or the move takes the last
-        # pin out of a part or the first pin into one (most pairs do neither)
+        # pins out of a part or the first pins into one (most pairs do neither)
         a, b = A[pid], B[pid]
-        live = np.flatnonzero((o != o2) | ((pin > 0) & ((counts[tinv, a] == 1) | (counts[tinv, b] == 0))))
+        live = np.flatnonzero((o != o2) | ((pin > 0) & ((counts[tinv, a] == pin) | (counts[tinv, b] == 0))))
         parts, drecv, so, so2 = _pair_deltas(counts, tinv[live], lam_t, a[live], b[live], o[live], o2[live],
                                              pin[live])
         pid, o, o2 = pid[live], o[live], o2[live]
@@ -404,7 +652,7 @@ class _Refiner:
         dS, dR = _allsum(self.comm, dS).reshape(P, k), _allsum(self.comm, dR).reshape(P, k)
         return dS, dR, (t, tinv, counts)
 
-    def _exact(self, U, A, B, v, pid, pin, chosen: np.ndarray, cache):
+    def _exact(self, A, B, v, pid, pin, own, chosen: np.ndarray, cache):
         """Exact send / recv change of moving every chosen proposal together, and
         the local nets' new sends (for the nets touched)."""
         k = self.k
@@ -416,7 +664,7 @@ class _Refiner:
         np.add.at(after, (ti, B[pid[sel]]), pin[sel].astype(np.int32))
         owner = self.part[self.sl.lo + t].astype(np.int64)
         owner2 = owner.copy()
-        moved_owner = sel & (v == U[pid])
+        moved_owner = sel & (own > 0)
         owner2[tinv[moved_owner]] = B[pid[moved_owner]]
         touched = np.zeros(t.size, bool)
         touched[ti] = True
@@ -425,11 +673,11 @@ class _Refiner:
         d = _allsum(self.comm, np.concatenate([s1 - s0, r1 - r0]))
         pos = self.big_pos[t[ti]]
         big = (pos >= 0) & (pin[sel] > 0)
-        moves = (pos[big], A[pid[sel]][big], B[pid[sel]][big])
+        moves = (pos[big], A[pid[sel]][big], B[pid[sel]][big], pin[sel][big].astype(np.int32))
         return d[:k], d[k:], (t[touched], ns1, moves)
 
     # ----------------------------------------------------------------- select
-    def _select(self, U, A, B, Wu, kind, dS, dR):
+    def _select(self, A, B, Wu, kind, dS, dR):
         """The moves to commit, chosen the same way on every process from the
         proposals' exact single-move changes: repairs first (least damage per
         weight), then bottleneck moves by gain; each must keep every load at or
@@ -442,16 +690,37 @@ class _Refiner:
         L2 = np.maximum(send + dS, recv + dR)
         gain = (L * L - L2 * L2).sum(1) - gamma * Bmax * dS.sum(1)
         rep = np.flatnonzero(kind == 1)
-        bot = np.flatnonzero((kind == 0) & (gain > 0))
+        bot = np.flatnonzero((kind != 1) & (gain > 0))
         order = np.concatenate([rep[np.argsort(-gain[rep] / np.maximum(Wu[rep], 1), kind="stable")],
                                 bot[np.argsort(-gain[bot], kind="stable")]])
         chosen = []
+        free = kind == 0   # bottleneck moves not chosen: a pull into a full part may take one along
+        outs = None        # per part, its bottleneck moves out by gain (built at the first full target)
         for i in order:
+            if kind[i] == 0 and not free[i]:   # taken along by a pull already
+                continue
             a, b, w = A[i], B[i], Wu[i]
             if kind[i] == 1:
                 if W[a] <= self.Wmax or W[b] + w > self.Wmax:
                     continue
             elif W[b] + w > self.Wslack:
+                if kind[i] == 2:   # a pull into a full part: with a move out of it that makes the room
+                    if outs is None:
+                        o = np.flatnonzero(free)
+                        o = o[np.lexsort((-gain[o], A[o]))]
+                        cut = np.searchsorted(A[o], np.arange(self.k + 1))
+                        outs = [o[cut[p]:cut[p + 1]] for p in range(self.k)]
+                    j = self._partner(i, A, B, Wu, dS, dR, send, recv, L, W, Bmax, free, outs[b])
+                    if j >= 0:
+                        for x in (i, j):
+                            nz = np.flatnonzero(dS[x] | dR[x])
+                            send[nz] += dS[x, nz]
+                            recv[nz] += dR[x, nz]
+                            L[nz] = np.maximum(send[nz], recv[nz])
+                            W[A[x]] -= Wu[x]
+                            W[B[x]] += Wu[x]
+                        chosen += [i, j]
+                        free[j] = False
                 continue
             nz = np.flatnonzero(dS[i] | dR[i])
             s2, r2 = send[nz] + dS[i, nz], recv[nz] + dR[i, nz]
@@ -464,7 +733,28 @@ class _Refiner:
             W[a] -= w
             W[b] += w
             chosen.append(i)
+            free[i] = False
         return np.array(chosen, np.int64)
+
+    def _partner(self, i, A, B, Wu, dS, dR, send, recv, L, W, Bmax, free, outs) -> int:
+        """The bottleneck move out of pull ``i``'s full target (among the first 64 of
+        ``outs``, its moves out by gain, still free) that makes room for it and gives the
+        pair the largest gain (summed single changes: the commit recounts them), the
+        maximum kept; −1: none."""
+        b, w = B[i], Wu[i]
+        j = outs[free[outs]][:64]
+        if j.size == 0:
+            return -1
+        j = j[(W[b] + w - Wu[j] <= self.Wslack) & (W[B[j]] + Wu[j] <= self.Wslack) & (B[j] != A[i])]
+        if j.size == 0:
+            return -1
+        s2 = send + dS[i] + dS[j]
+        r2 = recv + dR[i] + dR[j]
+        l2 = np.maximum(s2, r2)
+        g = (L * L).sum() - (l2 * l2).sum(1) - self.ctx.gamma * Bmax * (dS[i].sum() + dS[j].sum(1))
+        g[l2.max(1) > Bmax] = -np.inf
+        x = int(np.argmax(g))
+        return int(j[x]) if g[x] > 0 else -1
 
     def _over(self, W, cap):
         return int(np.maximum(W - cap, 0).sum())
@@ -484,45 +774,63 @@ class _Refiner:
         return _phi(s2, r2, self.ctx.gamma, B0) < _phi(self.send, self.recv, self.ctx.gamma, B0)
 
     # ----------------------------------------------------------------- round
-    def round(self, theta: float, repair_only: bool = False) -> int:
-        """One propose / evaluate / select / commit round; returns the moves committed."""
+    def round(self, theta: float, repair_only: bool = False, clusters=None, pull: bool = False) -> int:
+        """One propose / evaluate / select / commit round; returns the vertices moved.
+        ``clusters``: one level of :func:`local_clusters` (cid, count): the round proposes
+        whole clusters instead of single vertices; ``pull``: pull moves into the heavy parts."""
         comm = self.comm
-        got = comm.allgather(self._propose(theta, repair_only))
-        U = np.concatenate([g[0] for g in got])
-        if U.size == 0:
+        if clusters is not None:
+            prop = self._propose_clusters(*clusters, theta)
+        elif pull:   # pulls, and the single moves (a pull into a full part takes one out of it along)
+            single, pulls = self._propose(theta, False), self._propose_pulls(theta)
+            fresh = ~np.isin(pulls[0], single[0])
+            prop = tuple(np.concatenate([x, y]) for x, y in zip(single[:1], (pulls[0][fresh],))) + \
+                (np.arange(single[0].size + int(fresh.sum()), dtype=np.int64),) + \
+                tuple(np.concatenate([x, y[fresh]]) for x, y in zip(single[2:5], pulls[2:5])) + \
+                (np.concatenate([single[5], np.full(int(fresh.sum()), 2, np.int8)]),)
+        else:
+            prop = self._propose(theta, repair_only)
+        got = comm.allgather(prop)
+        off = np.cumsum([0] + [g[2].size for g in got])
+        P = int(off[-1])
+        if P == 0:
             return 0
-        A = np.concatenate([g[1] for g in got]).astype(np.int64)
-        B = np.concatenate([g[2] for g in got]).astype(np.int64)
-        Wu = np.concatenate([g[3] for g in got]).astype(np.int64)
-        kind = np.concatenate([g[4] for g in got])
-        v, pid, pin = self._route(U, A, B, None)
-        dS, dR, cache = self._evaluate(U, A, B, v, pid, pin)
-        chosen = self._commit(U, A, B, Wu, v, pid, pin, cache, self._select(U, A, B, Wu, kind, dS, dR))
-        mine = (U >= self.sl.lo) & (U < self.sl.hi)
-        moved = np.zeros(U.size, bool)
+        M = np.concatenate([g[0] for g in got]).astype(np.int64)
+        mp = np.concatenate([g[1] + off[j] for j, g in enumerate(got)]).astype(np.int64)
+        A = np.concatenate([g[2] for g in got]).astype(np.int64)
+        B = np.concatenate([g[3] for g in got]).astype(np.int64)
+        Wu = np.concatenate([g[4] for g in got]).astype(np.int64)
+        kind = np.concatenate([g[5] for g in got])
+        v, pid, pin, own = self._route(M, mp, P, grouped=clusters is not None)
+        dS, dR, cache = self._evaluate(A, B, v, pid, pin, own)
+        chosen = self._commit(M, mp, A, B, Wu, v, pid, pin, own, cache, self._select(A, B, Wu, kind, dS, dR))
+        moved = np.zeros(P, bool)
         moved[chosen] = True
-        f = self.fails
-        f[U[mine & ~moved] - self.sl.lo] = np.minimum(f[U[mine & ~moved] - self.sl.lo], 60) + 1
-        f[U[mine & moved] - self.sl.lo] = 0
-        return int(chosen.size)
+        if clusters is None and not pull:   # one member per proposal: M[i] is proposal i's vertex
+            mine = (M >= self.sl.lo) & (M < self.sl.hi)
+            f = self.fails
+            f[M[mine & ~moved] - self.sl.lo] = np.minimum(f[M[mine & ~moved] - self.sl.lo], 60) + 1
+            f[M[mine & moved] - self.sl.lo] = 0
+        return int(moved[mp].sum())
 
-    def _commit(self, U, A, B, Wu, v, pid, pin, cache, chosen):
+    def _commit(self, M, mp, A, B, Wu, v, pid, pin, own, cache, chosen):
         """Apply the selected moves, halved until their exact combined change keeps the rules; returns
         the committed proposals."""
         while chosen.size:
-            mask = np.zeros(U.size, bool)
+            mask = np.zeros(A.size, bool)
             mask[chosen] = True
-            eS, eR, (nets, ns, (bp, ba, bb)) = self._exact(U, A, B, v, pid, pin, mask, cache)
+            eS, eR, (nets, ns, (bp, ba, bb, bc)) = self._exact(A, B, v, pid, pin, own, mask, cache)
             if self._better(eS, eR, chosen, Wu, A, B):
-                self.part[U[chosen]] = B[chosen]
+                go = mask[mp]
+                self.part[M[go]] = B[mp[go]]
                 np.add.at(self.W, A[chosen], -Wu[chosen])
                 np.add.at(self.W, B[chosen], Wu[chosen])
                 self.send += eS
                 self.recv += eR
                 self.net_send[nets] = ns
-                np.add.at(self.big_counts, (bp, ba), -1)
-                np.add.at(self.big_counts, (bp, bb), 1)
-                mine = U[chosen][(U[chosen] >= self.sl.lo) & (U[chosen] < self.sl.hi)] - self.sl.lo
+                np.add.at(self.big_counts, (bp, ba), -bc)
+                np.add.at(self.big_counts, (bp, bb), bc)
+                mine = M[go][(M[go] >= self.sl.lo) & (M[go] < self.sl.hi)] - self.sl.lo
                 if mine.size:
                     self.ext[mine] = self._external_degree(mine)
                 return chosen
@@ -570,27 +878,64 @@ def refine_distributed(comm, sl: RowSlice, part: np.ndarray, k: int, eps: float,
               "max_weight": int(r.W.max())}
     res = RefineResult(send=r.send, recv=r.recv, weights=r.W, before=before)
     best = r.snapshot() if r.feasible() else None
-    idle, theta = 0, ctx.theta
-    for i in range(ctx.rounds):
-        if ctx.time_limit is not None and comm.bcast(time.perf_counter() - t0 > ctx.time_limit, root=0):
-            break   # process 0's clock decides for all, so every process leaves at the same round
-        moved = r.round(theta)
+
+    def out_of_time() -> bool:   # process 0's clock decides for all, so every process leaves at the same round
+        return ctx.time_limit is not None and comm.bcast(time.perf_counter() - t0 > ctx.time_limit, root=0)
+
+    def record(moved: int, kind: str = "") -> None:
+        nonlocal best
+        i = res.rounds
         res.rounds, res.moved = i + 1, res.moved + moved
         if r.feasible() and (best is None or r.key() < best[4]):
             best = r.snapshot()
         res.history.append((i, moved, *r.key()))
-        if progress is not None and i % 10 == 0:
-            progress(f"refine round {i}: moved {moved}, max(send, recv) {r.key()[0]}, total {r.key()[1]}")
+        if progress is not None and (i % 10 == 0 or kind):
+            progress(f"refine round {i}: moved {moved}, max(send, recv) {r.key()[0]}, total {r.key()[1]}{kind}")
+
+    idle, theta, start, phases = 0, ctx.theta, 0, 0
+    while res.rounds < ctx.rounds and not out_of_time():
+        moved = r.round(theta, pull=ctx.pulls == 1)
+        record(moved)
         h = res.history
-        if len(h) > ctx.stall_rounds and h[-1][2] > (1.0 - ctx.stall_gain) * h[-1 - ctx.stall_rounds][2]:
-            break
+        stalled = len(h) - start > ctx.stall_rounds and \
+            h[-1][2] > (1.0 - ctx.stall_gain) * h[-1 - ctx.stall_rounds][2]
         if moved == 0:
             idle += 1
             theta = max(0.5, theta - 0.1)
-            if idle >= 4:
-                break
         else:
             idle = 0
+        if not (stalled or idle >= 4):
+            continue
+        # the single moves stopped: a phase of coordinated moves (pulls, then whole clusters, the
+        # coarsest first); the single moves go on from its result when it lowered the maximum or the total
+        if phases >= ctx.coordinated_phases:
+            break
+        phases += 1
+        key0 = r.key()
+        for _ in range(10 if ctx.pulls == 2 else 0):   # pulls (with singles) until a round moves none
+            if res.rounds >= ctx.rounds or out_of_time():
+                break
+            moved = r.round(ctx.theta, pull=True)
+            record(moved, " (pulls)")
+            if moved == 0:
+                break
+        levels = r.clusters(ctx.theta) if ctx.cluster_levels else []
+        nl = min(ctx.cluster_levels, int(comm.allreduce(len(levels), op=_mpi_max())))
+        levels = levels[len(levels) - min(len(levels), nl):]
+        for j in range(nl):   # the processes' levels aligned at the finest; a process without one proposes none
+            level = levels[j - (nl - len(levels))] if j >= nl - len(levels) else (None, 0)
+            for _ in range(2):
+                if res.rounds >= ctx.rounds or out_of_time():
+                    break
+                moved = r.round(ctx.theta, clusters=level)
+                res.cluster_moved += moved
+                record(moved, f" (clusters, level {nl - j})")
+                if moved == 0:
+                    break
+        res.phases = phases
+        if not r.key() < key0:
+            break
+        idle, theta, start = 0, ctx.theta, len(res.history)
     # back under the weight limit; repairs may raise the maximum load up to just below the best
     # state within the limit, so a state they reach is still better than that one
     r.load_cap = None if best is None else best[4][0] - 1
