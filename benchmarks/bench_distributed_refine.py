@@ -23,6 +23,10 @@ The default's figures do not depend on the knobs: ``--defaults FILE`` keeps them
         --defaults refine-defaults.jsonl --cache refine-sweep.jsonl
     python benchmarks/bench_distributed_refine.py --report-only --cache refine-sweep.jsonl \
         --json docs/results/2026-11-29-distributed-refine.json
+
+The refinement before its coordinated moves is ``--refine coordinated_phases=0``; the
+whole-cluster moves are ``--refine cluster_levels=8`` (docs/design/distributed.md, "Coordinated
+moves"). ``--graphs`` and ``--ks`` restrict a quick run to some cases of the half.
 """
 from __future__ import annotations
 
