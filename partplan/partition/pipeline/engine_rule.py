@@ -89,6 +89,9 @@ def stats_from_histogram(hist, *, n: int, nnz: int, symmetric: bool, directed: b
 HUB_TOP1_SHARE = 0.33
 #: ... and the largest degree between these multiples of a part's rows (n / k)
 HUB_PART_BAND = (1.0, 3.3)
+#: an R-MAT-like degree skew: the degree Gini at least this (R-MAT 15 / 16: 0.851 / 0.868; the next
+#: measured graphs: email-Enron 0.730, polblogs 0.690)
+SKEW_GINI = 0.8
 #: Zoltan's global ids here are 32-bit (partplan.partition.engines.zoltan.MAX_N)
 ZOLTAN_MAX_N = (1 << 32) - 1
 
@@ -125,9 +128,16 @@ def choose_engine(stats: dict, installed: set[str]) -> tuple[str, str]:
     1. a hub-heavy graph whose largest hub spans one to 3.3 parts (:func:`hub_stall`): the
        stream. as-22july06 k = 16: stream 0.985 / 1.458, Zoltan 1.849 / 0.994, PT-Scotch
        1.876 / 1.097; R-MAT 15 k = 16 (in the band too): stream 1.045 / 1.026, Zoltan 1.067 / 1.023.
-    2. otherwise Zoltan PHG when installed and n fits its ids. TUNE geometric means: Zoltan
+    2. an R-MAT-like degree skew (degree Gini >= :data:`SKEW_GINI`): the stream. R-MAT 15 k = 64:
+       stream 1.118 / 1.029 with a 1.6 s engine stage, Zoltan 1.131 / 1.023 with 35 s (k = 16:
+       1.045 / 1.026 against 1.067 / 1.023); at R-MAT 18-19 k = 64 every engine ends within
+       0.763-0.788 x hash's max after the refinement, the stream lowest; at R-MAT 20 k = 64 Zoltan's
+       stage took 545 s against the stream's 3.3 s (2 processes) and ended at 130,838 against the
+       stream's 120,925. The engines' volumes differ little on these graphs and Zoltan's time grows
+       fastest with their hubs.
+    3. otherwise Zoltan PHG when installed and n fits its ids. TUNE geometric means: Zoltan
        1.196 / 1.034, PT-Scotch 1.219 / 1.078, stream 1.573 / 1.683 (2.7-4.5x on meshes / FE).
-    3. without Zoltan: PT-Scotch for a symmetric pattern, else the stream (PT-Scotch partitions
+    4. without Zoltan: PT-Scotch for a symmetric pattern, else the stream (PT-Scotch partitions
        symmetric patterns only).
 
     TUNE: as-22july06, email-Enron, astro-ph, copter2, rgg_n_2_15_s0, R-MAT 15, web_crawl 60k.
@@ -147,12 +157,17 @@ def choose_engine(stats: dict, installed: set[str]) -> tuple[str, str]:
     'zoltan'
     >>> choose_engine(dict(s, max_over_part=6.661), {"ptscotch", "stream"})[0]
     'ptscotch'
+    >>> choose_engine(dict(s, max_over_part=11.5, gini=0.851), {"zoltan", "ptscotch", "stream"})[0]
+    'stream'
     """
     n = int(stats.get("n", 0))
     if hub_stall(stats):
         return "stream", (f"hub-heavy graph (top 1 % of rows hold {stats['top1pct_nnz_share']:.0%} of the "
                           f"nonzeros) whose largest hub spans {stats['max_over_part']:.2g} parts: the stream "
                           f"(the refinement stalls from Zoltan's start here)")
+    if stats.get("gini", 0.0) >= SKEW_GINI:
+        return "stream", (f"R-MAT-like degree skew (degree Gini {stats['gini']:.2f}): the stream (every engine "
+                          f"ends in the same band after the refinement; the stream's stage is the fastest)")
     if "zoltan" in installed and n <= ZOLTAN_MAX_N:
         return "zoltan", "Zoltan PHG: the lowest total and a max within the band on every other measured family"
     why = "Zoltan is not installed" if "zoltan" not in installed else f"n = {n} exceeds Zoltan's 32-bit ids"

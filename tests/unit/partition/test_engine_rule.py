@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from partplan.partition.pipeline.engine_rule import (HUB_PART_BAND, HUB_TOP1_SHARE, ZOLTAN_MAX_N, choose_engine,
-                                                      graph_stats, hub_stall, stats_from_histogram)
+from partplan.partition.pipeline.engine_rule import (HUB_PART_BAND, HUB_TOP1_SHARE, SKEW_GINI, ZOLTAN_MAX_N,
+                                                      choose_engine, graph_stats, hub_stall, stats_from_histogram)
 
 ALL = {"zoltan", "ptscotch", "stream"}
 LO, HI = HUB_PART_BAND
@@ -28,6 +28,20 @@ def st(top1=0.2, mop=0.5, n=10_000, symmetric=True, **kw):
 def test_hub_stall_band(top1, mop, stall):
     assert hub_stall(st(top1, mop)) is stall
     assert choose_engine(st(top1, mop), ALL)[0] == ("stream" if stall else "zoltan")
+
+
+@pytest.mark.parametrize("gini, engine", [
+    (SKEW_GINI, "stream"),                      # inclusive
+    (SKEW_GINI - 1e-9, "zoltan"),
+    (0.851, "stream"),                          # R-MAT 15 (TUNE), k = 64: outside the hub band
+    (0.730, "zoltan"),                          # email-Enron (TUNE)
+])
+def test_rmat_like_skew_runs_the_stream_whatever_is_installed(gini, engine):
+    s = st(0.3, 11.5, gini=gini)
+    assert choose_engine(s, ALL)[0] == engine
+    if engine == "stream":
+        assert choose_engine(s, {"ptscotch", "stream"})[0] == "stream"
+        assert "Gini" in choose_engine(s, ALL)[1]
 
 
 def test_without_k_no_stall():
