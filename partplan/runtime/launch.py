@@ -292,6 +292,8 @@ def launch(config: dict, nprocs: int, *, worker, timeout_s: float = 60.0, thread
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+#: poll rounds (50 ms each) within which ranks that ended count as ending together (:func:`_failures`)
+ECHO_WINDOW_ROUNDS = 40
 #: what a rank's error says when a peer's failure ended it (a closed connection, a timeout): an echo
 _ECHO = re.compile(r"a peer died|closed by peer|reset by peer|broken pipe|connection refused|timed out|"
                    r"timeout", re.I)
@@ -299,9 +301,10 @@ _ECHO = re.compile(r"a peer died|closed by peer|reset by peer|broken pipe|connec
 
 def _failures(codes: list, errs: list, killed: set, stopped: set = frozenset(),
               ended: dict | None = None) -> str:
-    """The cause of a failed job, one line: the error line of the rank that failed first — the poll
-    round the launcher saw it end in (``ended``), then an error that is no echo of a peer's failure
-    (:data:`_ECHO`), then the lowest rank — followed by which other ranks failed or were stopped
+    """The cause of a failed job, one line: the error line of the rank that failed first — among the
+    ranks that ended within :data:`ECHO_WINDOW_ROUNDS` poll rounds (``ended``) of the first, an error
+    that is no echo of a peer's failure (:data:`_ECHO`), then the earliest, then the lowest rank —
+    followed by which other ranks failed or were stopped
     after it, never their errors (they are its consequence: a closed connection, a timeout). The
     line once when every rank ended on the same error. When a rank was killed by a signal (a dead
     peer), the dead ranks are named instead."""
@@ -328,7 +331,12 @@ def _failures(codes: list, errs: list, killed: set, stopped: set = frozenset(),
     if not failed:
         return (f"rank{'s' if len(killed) > 1 else ''} {', '.join(map(str, sorted(killed)))} still running "
                 f"after the deadline; killed")
-    first = min(failed, key=lambda r: (ended.get(r, never), bool(said[r] and _ECHO.search(said[r])), r))
+    # a peer's echo (its connection closed) can end before the rank that caused it has exited: the
+    # ranks that ended within ECHO_WINDOW_ROUNDS poll rounds of the first count as ending together,
+    # and among them an error that is no echo is the cause
+    soon = min(ended.get(r, never) for r in failed) + ECHO_WINDOW_ROUNDS
+    first = min(failed, key=lambda r: (ended.get(r, never) > soon, bool(said[r] and _ECHO.search(said[r])),
+                                       ended.get(r, never), r))
     line = f"rank {first}: {said[first] or f'exit status {codes[first]}'}"
     after = [r for r in failed if r != first]
     tail = []

@@ -42,6 +42,13 @@ def test_the_first_rank_to_fail_is_the_cause_and_the_others_are_named_only(tmp_p
     # all seen in one round: the error that is no echo of a peer's failure wins
     msg = _failures(codes, _errs(tmp_path, texts), set(), set(), {0: 3, 1: 3, 2: 3, 3: 3})
     assert msg.startswith("rank 2: p.plan/rank-00002.arrow") and "Connection closed" not in msg
+    # a peer's echo seen ending before the cause's own exit, within the window: still the cause
+    from partplan.runtime.launch import ECHO_WINDOW_ROUNDS
+    msg = _failures(codes, _errs(tmp_path, texts), set(), set(), {0: 2, 1: 3, 2: 2 + ECHO_WINDOW_ROUNDS, 3: 4})
+    assert msg.startswith("rank 2: p.plan/rank-00002.arrow") and "(ranks 0, 1, 3 failed after it)" in msg
+    # ... but a rank that ended well after the window is not the first, whatever it says
+    msg = _failures(codes, _errs(tmp_path, texts), set(), set(), {0: 2, 1: 3, 2: 3 + ECHO_WINDOW_ROUNDS, 3: 4})
+    assert msg.startswith("rank 0: rank 0: count check") and "(ranks 1, 2, 3 failed after it)" in msg
     # no order known at all (every rank ended between two polls): the same
     msg = _failures(codes, _errs(tmp_path, texts), set(), set(), {})
     assert msg.startswith("rank 2: p.plan/rank-00002.arrow") and "Traceback" not in msg
