@@ -14,6 +14,8 @@ import textwrap
 import numpy as np
 import pytest
 
+from gridparts import brute_volumes, grid, toothed
+
 _WORKER = textwrap.dedent("""
     import json, sys
     import numpy as np
@@ -39,34 +41,6 @@ _WORKER = textwrap.dedent("""
 """)
 
 
-def _grid(nx):
-    import scipy.sparse as sp
-    one = sp.identity(nx, dtype=np.int64, format="csr")
-    path = sp.diags([np.ones(nx - 1, np.int64)] * 2, [-1, 1], shape=(nx, nx), dtype=np.int64)
-    a = (sp.kron(one, path) + sp.kron(path, one) + sp.identity(nx * nx, dtype=np.int64)).tocsr()
-    a.sort_indices()
-    return a
-
-
-def _toothed(nx, k, tooth):
-    n = nx * nx
-    i, j = np.divmod(np.arange(n), nx)
-    order = np.lexsort((i, j + np.where((i // tooth) % 2 == 0, 0, tooth)))
-    part = np.empty(n, np.int64)
-    part[order] = np.arange(n) * k // n
-    return part
-
-
-def _brute(a, part, k):
-    n = a.shape[0]
-    rows = np.repeat(np.arange(n), np.diff(a.indptr))
-    key = np.unique(a.indices.astype(np.int64) * k + part[rows])
-    net, q = key // k, key % k
-    other = q != part[net]
-    return (np.bincount(part[net[other]], minlength=k).tolist(), np.bincount(q[other], minlength=k).tolist(),
-            np.bincount(part, weights=np.diff(a.indptr), minlength=k).astype(np.int64).tolist())
-
-
 @pytest.mark.dist
 def test_cluster_phases_on_two_processes_lower_the_max_and_stay_exact(tmp_path):
     pytest.importorskip("mpi4py")
@@ -74,8 +48,8 @@ def test_cluster_phases_on_two_processes_lower_the_max_and_stay_exact(tmp_path):
         pytest.skip("mpirun is not installed (make mpi)")
     from partplan.partition.pipeline.distributed import _env, mpirun_command
     nx, k = 48, 4
-    a = _grid(nx)
-    start = _toothed(nx, k, 4)
+    a = grid(nx)
+    start = toothed(nx, k, 4)
     np.savez(tmp_path / "g.npz", indptr=a.indptr.astype(np.int64), indices=a.indices.astype(np.int64),
              part=start, k=k)
     (tmp_path / "w.py").write_text(_WORKER)
@@ -87,7 +61,7 @@ def test_cluster_phases_on_two_processes_lower_the_max_and_stay_exact(tmp_path):
                                             json.dumps(knobs)], check=True, timeout=300, capture_output=True, env=_env())
         part = np.load(out).astype(np.int64)
         meta = json.loads((tmp_path / f"{label}.npy.json").read_text())
-        send, recv, weights = _brute(a, part, k)
+        send, recv, weights = (x.tolist() for x in brute_volumes(a, part, k))
         assert (meta["send"], meta["recv"], meta["weights"]) == (send, recv, weights), label
         assert max(weights) <= int(np.floor(1.03 * sum(weights) / k))
         got[label] = (max(max(send), max(recv)), meta["cluster_moved"])

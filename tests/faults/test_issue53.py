@@ -10,29 +10,9 @@ import sys
 
 import pytest
 
-from partplan.cli.main import main
+from errlines import one_line, run_cli
 
 PARTPLAN = [sys.executable, "-m", "partplan"]
-
-
-def one_line(rc, err, code=2, *needles):
-    assert rc == code, (rc, err)
-    assert "Traceback" not in err, err
-    lines = [ln for ln in err.splitlines() if ln.startswith("partplan: error:")]
-    assert len(lines) == 1, err
-    for s in needles:
-        assert s in lines[0], (s, lines[0])
-    return lines[0]
-
-
-def run_cli(argv, capsys):
-    capsys.readouterr()
-    try:
-        rc = main([str(a) for a in argv])
-    except SystemExit as exc:
-        rc = exc.code
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 # ----------------------------------------------------------------------------- (e) sizes from arguments

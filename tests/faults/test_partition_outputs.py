@@ -14,32 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from errlines import one_line, run_cli
 from partplan.io.chunked import write_chunked
 from partplan.metrics.stats import analyze
 
 SUFFIXES = ("o.npy", "o.txt", "o.arrow", "o.csv", "o.part.gz")
-
-
-def one_line(rc, err, code=2, *needles):
-    assert rc == code, (rc, err)
-    assert "Traceback" not in err, err
-    lines = [ln for ln in err.splitlines() if ln.startswith("partplan: error:")]
-    assert len(lines) == 1, err
-    for s in needles:
-        assert s in lines[0], (s, lines[0])
-    return lines[0]
-
-
-def run_cli(args, capsys):
-    """The CLI in this process: (exit code, stdout, stderr)."""
-    from partplan.cli.main import main
-    capsys.readouterr()
-    try:
-        rc = main(["-q", *map(str, args)])
-    except SystemExit as exc:
-        rc = exc.code
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def cli(args, cwd=None, env=None, timeout=180):
@@ -77,7 +56,7 @@ def test_full_disk_keeps_the_previous_partition_and_sidecar(chunked, tmpfs, leav
     tmpfs.fill(d, leave)
     before = sorted(p.name for p in d.iterdir())
     for name in names:
-        rc, _, err = run_cli(["partition", path, "-k", 8, "-o", d / name], capsys)
+        rc, _, err = run_cli(["-q", "partition", path, "-k", 8, "-o", d / name], capsys)
         one_line(rc, err, 2, "not enough space")
         assert (d / name).read_bytes() == b"old" and (d / f"{name}.json").read_bytes() == b"old sidecar"
     assert sorted(p.name for p in d.iterdir()) == before
@@ -88,7 +67,7 @@ def test_partition_and_sidecar_written_together_agree(chunked, tmp_path, capsys)
     import json
     g, path = chunked
     for name in SUFFIXES:
-        rc, _, err = run_cli(["partition", path, "-k", 8, "-o", tmp_path / name], capsys)
+        rc, _, err = run_cli(["-q", "partition", path, "-k", 8, "-o", tmp_path / name], capsys)
         assert rc == 0, err
         from partplan.io.partfile import read_partition
         part = read_partition(tmp_path / name, g.n)

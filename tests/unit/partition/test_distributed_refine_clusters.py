@@ -8,43 +8,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from gridparts import brute_volumes, grid, toothed
+
 
 def _comm():
     mpi = pytest.importorskip("mpi4py.MPI", reason="mpi4py is not installed (make mpi)")
     return mpi.COMM_SELF
-
-
-def _grid(nx: int) -> sp.csr_matrix:
-    """The 5-point grid nx × nx with its diagonal (row weights 3..5)."""
-    one = sp.identity(nx, dtype=np.int64, format="csr")
-    path = sp.diags([np.ones(nx - 1, np.int64)] * 2, [-1, 1], shape=(nx, nx), dtype=np.int64)
-    a = (sp.kron(one, path) + sp.kron(path, one) + sp.identity(nx * nx, dtype=np.int64)).tocsr()
-    a.sort_indices()
-    return a
-
-
-def _toothed(nx: int, k: int, tooth: int) -> np.ndarray:
-    """A balanced partition of the grid into k vertical stripes whose borders are square
-    teeth ``tooth`` wide: bad, and every single move keeps a part's boundary or adds to it."""
-    n = nx * nx
-    i, j = np.divmod(np.arange(n), nx)
-    order = np.lexsort((i, j + np.where((i // tooth) % 2 == 0, 0, tooth)))
-    part = np.empty(n, np.int64)
-    part[order] = np.arange(n) * k // n
-    return part
-
-
-def _brute(a: sp.csr_matrix, part: np.ndarray, k: int):
-    """send, recv and weights per part, counted from the pattern: net v (column v) holds
-    the rows u with a[u, v] ≠ 0; its owner part[v] sends one row to each other part there."""
-    n = a.shape[0]
-    rows = np.repeat(np.arange(n), np.diff(a.indptr))
-    key = np.unique(a.indices.astype(np.int64) * k + part[rows])   # (net, part holding a pin of it)
-    net, q = key // k, key % k
-    other = q != part[net]
-    send = np.bincount(part[net[other]], minlength=k)
-    recv = np.bincount(q[other], minlength=k)
-    return send, recv, np.bincount(part, weights=np.diff(a.indptr), minlength=k).astype(np.int64)
 
 
 def _refine(a: sp.csr_matrix, start: np.ndarray, k: int, **ctx):
@@ -58,7 +27,7 @@ def _refine(a: sp.csr_matrix, start: np.ndarray, k: int, **ctx):
 
 
 def _check_exact(a, part, k, res):
-    s, r, w = _brute(a, part.astype(np.int64), k)
+    s, r, w = brute_volumes(a, part.astype(np.int64), k)
     assert res.send.tolist() == s.tolist() and res.recv.tolist() == r.tolist() and res.weights.tolist() == w.tolist()
     return int(max(s.max(), r.max()))
 
@@ -67,9 +36,9 @@ def test_local_clusters_are_connected_within_one_part_nested_and_capped():
     from scipy.sparse.csgraph import connected_components
 
     from partplan.partition.refinement.distributed import RowSlice, local_clusters
-    a = _grid(24)
+    a = grid(24)
     n, k = a.shape[0], 3
-    part = _toothed(24, k, 3)
+    part = toothed(24, k, 3)
     lo, hi = 100, 500   # a row block, as one of several processes holds it
     ip = (a.indptr[lo:hi + 1] - a.indptr[lo]).astype(np.int64)
     ix = a.indices[a.indptr[lo]:a.indptr[hi]].astype(np.int64)
@@ -96,8 +65,8 @@ def test_local_clusters_are_connected_within_one_part_nested_and_capped():
 
 @pytest.mark.parametrize("nx,k,tooth", [(32, 2, 4), (48, 4, 4)])
 def test_cluster_moves_lower_the_max_where_single_moves_stop(nx, k, tooth):
-    a = _grid(nx)
-    start = _toothed(nx, k, tooth)
+    a = grid(nx)
+    start = toothed(nx, k, tooth)
     single, res0 = _refine(a, start, k, coordinated_phases=0)
     clustered, res1 = _refine(a, start, k, pulls=0, cluster_levels=8)
     m0, m1 = _check_exact(a, single, k, res0), _check_exact(a, clustered, k, res1)
@@ -112,7 +81,7 @@ def test_pulls_take_a_hubs_satellites_into_its_full_part(knobs):
     receives every satellite's row. Pulling them in lowers it, but part 0 is full, so a
     pull has to take a move out of part 0 along."""
     nx, k, ns = 24, 4, 40
-    g = _grid(nx).tocoo()
+    g = grid(nx).tocoo()
     n0 = nx * nx
     hub, sats = n0, n0 + 1 + np.arange(ns)
     rows = np.concatenate([g.row, np.full(ns, hub), sats, [hub], sats])
