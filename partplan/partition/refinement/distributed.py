@@ -87,10 +87,11 @@ from ..context import DistributedRefineContext
 
 #: pin-count matrix cells per block when counting nets (bounds memory: 64 MiB of int32)
 _BLOCK_CELLS = 1 << 24
-#: most cells of the kept pin counts of the large nets (64 MiB of int32 per process)
+#: most cells of the kept pin counts of the large nets: this many, or the process's
+#: nonzeros when it holds more (int32 cells: half the bytes of its int64 column ids)
 _BIG_CELLS = 1 << 24
 #: nets with fewer pins than this are always counted from their pins
-_BIG_MIN_PINS = 64
+_BIG_MIN_PINS = 8
 
 
 @dataclass
@@ -328,15 +329,17 @@ class _Refiner:
         # halves its score, so the same rejected candidates do not fill every round's proposals
         self.fails = np.zeros(sl.rows, np.int8)
         self._pull_at = 0
+        self._slot = np.zeros(sl.rows, np.int64)   # scratch of _nets_of: a net's index among a round's nets
 
     def _keep_big_nets(self) -> None:
         """Keep the pin counts per part of the largest local nets (at least
-        ``_BIG_MIN_PINS`` pins, at most ``_BIG_CELLS`` cells) and update them
+        ``_BIG_MIN_PINS`` pins, at most ``max(_BIG_CELLS, nonzeros)`` cells, the largest
+        first) and update them
         on every commit: a round touches the hubs' nets through most proposals'
         neighbours, and recounting a hub's pins each round costs its degree."""
         sl, k = self.sl, self.k
         size = np.diff(sl.colptr)
-        cap = max(0, _BIG_CELLS // k)
+        cap = max(0, max(_BIG_CELLS, sl.indices.size) // k)
         big = np.flatnonzero(size >= _BIG_MIN_PINS)
         if big.size > cap:
             big = big[np.argpartition(-size[big], cap - 1)[:cap]] if cap else big[:0]
@@ -386,24 +389,29 @@ class _Refiner:
         B = L.max()
         hs, hr, over = self.send >= theta * B, self.recv >= theta * B, self.W > self.Wmax
         a = part[sl.lo:sl.hi]
-        deg = np.diff(sl.indptr)
+        deg = self.w   # a row's nonzeros
         m = min(ctx.per_round, max(1, (1 << 22) // (k * self.size)))
-        picks = []
+        picks = []   # (rows, their scores, kind, most): scored only in the parts concerned
         if over.any():   # repair: most weight per neighbour left behind in the part first
-            score = np.where(over[a] & (self.w > 0), self.w / (1.0 + deg - self.ext), 0.0)
-            picks.append((score, 1, m // 2 if not repair_only else m))
+            rows = np.flatnonzero(over[a] & (self.w > 0))
+            picks.append((rows, self.w[rows] / (1.0 + deg[rows] - self.ext[rows]), 1,
+                          m // 2 if not repair_only else m))
         if not repair_only:
-            score = (np.where(hs[a], self.net_send, 0).astype(np.float64) + np.where(hr[a], self.ext, 0))
-            picks.append((score, 0, m - (m // 2 if over.any() else 0)))
+            rows = np.flatnonzero((hs | hr)[a])
+            ar = a[rows]
+            score = (np.where(hs[ar], self.net_send[rows], 0).astype(np.float64)
+                     + np.where(hr[ar], self.ext[rows], 0))
+            picks.append((rows, score, 0, m - (m // 2 if over.any() else 0)))
         us, kinds = [], []
         budget = max(1, ctx.pair_budget // self.size)
-        damp = np.ldexp(1.0, -(self.fails.astype(np.int32) // 2))   # halved every second rejection
-        for score, kind, cap in picks:
-            score = score * damp
-            cand = np.flatnonzero(score > 0)
+        for rows, score, kind, cap in picks:
+            score = score * np.ldexp(1.0, -(self.fails[rows].astype(np.int32) // 2))   # halved every second rejection
+            keep = score > 0
+            rows, score = rows[keep], score[keep]
+            cand = np.arange(rows.size)
             if cand.size > cap:
                 cand = cand[np.argpartition(-score[cand], cap - 1)[:cap]]
-            cand = cand[np.argsort(-score[cand], kind="stable")]
+            cand = rows[cand[np.argsort(-score[cand], kind="stable")]]
             cand = cand[deg[cand] <= budget // len(picks)]   # one hub alone never empties the pick
             cand = cand[np.cumsum(deg[cand]) <= budget // len(picks)] if cand.size else cand
             us.append(cand)
@@ -486,7 +494,7 @@ class _Refiner:
         Bm = L.max()
         hs, hr = self.send >= theta * Bm, self.recv >= theta * Bm
         a = part[sl.lo:sl.hi].astype(np.int64)
-        deg = np.diff(sl.indptr)
+        deg = self.w   # a row's nonzeros
         cmem = np.argsort(cid, kind="stable")
         size = np.bincount(cid, minlength=nc)
         cptr = np.zeros(nc + 1, np.int64)
@@ -541,7 +549,7 @@ class _Refiner:
         L = _load(self.send, self.recv)
         hot = L >= theta * L.max()
         a = part[sl.lo:sl.hi]
-        deg = np.diff(sl.indptr)
+        deg = self.w   # a row's nonzeros
         rows = np.flatnonzero(~hot[a] & (self.ext > 0))
         hp = np.flatnonzero(hot)
         cap = 4 * max(1, ctx.pair_budget // self.size)
@@ -624,57 +632,103 @@ class _Refiner:
             pp = np.concatenate([pp, mp[idx][~selfloop]])
             pin = np.concatenate([np.ones(npin, np.int64), np.zeros(int((~selfloop).sum()), np.int64)])
             own = (v == M[pp]).astype(np.int64)
-        dest = np.searchsorted(self.bounds, v, side="right") - 1
+        # to each net's process, in the narrowest types that hold them (the exchange is most of
+        # a round's bytes); a stable radix sort by process keeps each process's pairs in order
+        dest = (np.searchsorted(self.bounds, v, side="right") - 1).astype(np.int16 if self.size < 1 << 15
+                                                                           else np.int64)
         order = np.argsort(dest, kind="stable")
         cuts = np.searchsorted(dest[order], np.arange(self.size + 1))
-        out = [np.stack([x[order][cuts[d]:cuts[d + 1]] for x in (v, pp, pin, own)]) for d in range(self.size)]
-        got = np.concatenate(self.comm.alltoall(out), axis=1)
-        return got[0], got[1], got[2], got[3]
+        cols = (v.astype(np.int32) if self.sl.n < 1 << 31 else v, pp.astype(np.int32) if P < 1 << 31 else pp,
+                pin.astype(np.int32), own.astype(np.int8))
+        cols = [x[order] for x in cols]
+        got = self.comm.alltoall([tuple(x[cuts[d]:cuts[d + 1]] for x in cols) for d in range(self.size)])
+        return tuple(np.concatenate([g[i] for g in got]).astype(np.int64) for i in range(4))
+
+    def _nets_of(self, loc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``np.unique(loc, return_inverse=True)`` for local net ids: by marking the
+        nets in a scratch array of the rows (linear) when there are many pairs, by
+        sorting when there are few."""
+        rows = self.sl.rows
+        if loc.size * 16 < rows:
+            return np.unique(loc, return_inverse=True)
+        seen = np.zeros(rows, bool)
+        seen[loc] = True
+        t = np.flatnonzero(seen)
+        slot = self._slot
+        slot[t] = np.arange(t.size, dtype=np.int64)
+        return t, slot[loc]
+
+    def _pair_counts(self, loc: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """int64[pairs] twice: the pins of local net ``loc[i]`` in part ``a[i]`` and in part
+        ``b[i]``, read from the kept counts of the large nets and counted from the pins of the
+        others (one pass over each pair's net; a net not kept with ``_BIG_MIN_PINS`` pins or
+        more, when the kept counts are full, is counted once per round as a row)."""
+        sl, part = self.sl, self.part
+        ca, cb = np.empty(loc.size, np.int64), np.empty(loc.size, np.int64)
+        pos = self.big_pos[loc]
+        kept = np.flatnonzero(pos >= 0)
+        ca[kept], cb[kept] = self.big_counts[pos[kept], a[kept]], self.big_counts[pos[kept], b[kept]]
+        rest = np.flatnonzero(pos < 0)
+        lens = sl.colptr[loc[rest] + 1] - sl.colptr[loc[rest]]
+        large = lens >= _BIG_MIN_PINS
+        if large.any():   # rows of pin counts, once per net
+            r = rest[large]
+            t, tinv = np.unique(loc[r], return_inverse=True)
+            c = net_counts(sl, part, t, self.k)
+            ca[r], cb[r] = c[tinv, a[r]], c[tinv, b[r]]
+            rest, lens = rest[~large], lens[~large]
+        if rest.size:     # small nets: each pair's pins, compared with its two parts
+            pp = part[sl.colidx[_ranges(sl.colptr[loc[rest]], lens)]]
+            seg = np.repeat(np.arange(rest.size), lens)
+            ca[rest] = np.bincount(seg, weights=pp == a[rest][seg], minlength=rest.size)
+            cb[rest] = np.bincount(seg, weights=pp == b[rest][seg], minlength=rest.size)
+        return ca, cb
 
     def _evaluate(self, A, B, v, pid, pin, own):
         k, P = self.k, A.size
-        t, tinv = np.unique(v - self.sl.lo, return_inverse=True)
-        counts = self._counts(t)
+        loc = v - self.sl.lo
         o = self.part[v]
         o2 = np.where(own > 0, B[pid], o)
-        lam_t = (counts > 0).sum(1)
         # a pair changes send / recv only when its net's owner moves, or the move takes the last
-        # pins out of a part or the first pins into one (most pairs do neither)
+        # pins out of a part or the first pins into one (most pairs do neither): the pin counts
+        # of the pairs' two parts decide, and only the live pairs' nets are counted in full
         a, b = A[pid], B[pid]
-        live = np.flatnonzero((o != o2) | ((pin > 0) & ((counts[tinv, a] == pin) | (counts[tinv, b] == 0))))
-        parts, drecv, so, so2 = _pair_deltas(counts, tinv[live], lam_t, a[live], b[live], o[live], o2[live],
-                                             pin[live])
+        ca, cb = self._pair_counts(loc, a, b)
+        live = np.flatnonzero((o != o2) | ((pin > 0) & ((ca == pin) | (cb == 0))))
+        t, tinv = self._nets_of(loc[live])
+        counts = self._counts(t)
+        lam_t = (counts > 0).sum(1)
+        parts, drecv, so, so2 = _pair_deltas(counts, tinv, lam_t, a[live], b[live], o[live], o2[live], pin[live])
         pid, o, o2 = pid[live], o[live], o2[live]
         base = pid * k
         dS = (np.bincount(base + o, weights=-so, minlength=P * k)
               + np.bincount(base + o2, weights=so2, minlength=P * k)).astype(np.int64)
         dR = np.bincount((base[:, None] + parts).ravel(), weights=drecv.ravel(), minlength=P * k).astype(np.int64)
         dS, dR = _allsum(self.comm, dS).reshape(P, k), _allsum(self.comm, dR).reshape(P, k)
-        return dS, dR, (t, tinv, counts)
+        return dS, dR, loc
 
-    def _exact(self, A, B, v, pid, pin, own, chosen: np.ndarray, cache):
+    def _exact(self, A, B, v, pid, pin, own, chosen: np.ndarray, loc):
         """Exact send / recv change of moving every chosen proposal together, and
         the local nets' new sends (for the nets touched)."""
         k = self.k
-        t, tinv, counts = cache
-        sel = chosen[pid]
+        sel = np.flatnonzero(chosen[pid])
+        t, ti = self._nets_of(loc[sel])
+        counts = self._counts(t)
         after = counts.copy()
-        ti = tinv[sel]
-        np.add.at(after, (ti, A[pid[sel]]), -pin[sel].astype(np.int32))
-        np.add.at(after, (ti, B[pid[sel]]), pin[sel].astype(np.int32))
+        psel, pins = pid[sel], pin[sel].astype(np.int32)
+        np.add.at(after, (ti, A[psel]), -pins)
+        np.add.at(after, (ti, B[psel]), pins)
         owner = self.part[self.sl.lo + t].astype(np.int64)
         owner2 = owner.copy()
-        moved_owner = sel & (own > 0)
-        owner2[tinv[moved_owner]] = B[pid[moved_owner]]
-        touched = np.zeros(t.size, bool)
-        touched[ti] = True
-        s0, r0, _ = _contrib(counts[touched], owner[touched], k)
-        s1, r1, ns1 = _contrib(after[touched], owner2[touched], k)
+        moved_owner = own[sel] > 0
+        owner2[ti[moved_owner]] = B[psel[moved_owner]]
+        s0, r0, _ = _contrib(counts, owner, k)
+        s1, r1, ns1 = _contrib(after, owner2, k)
         d = _allsum(self.comm, np.concatenate([s1 - s0, r1 - r0]))
         pos = self.big_pos[t[ti]]
-        big = (pos >= 0) & (pin[sel] > 0)
-        moves = (pos[big], A[pid[sel]][big], B[pid[sel]][big], pin[sel][big].astype(np.int32))
-        return d[:k], d[k:], (t[touched], ns1, moves)
+        big = (pos >= 0) & (pins > 0)
+        moves = (pos[big], A[psel][big], B[psel][big], pins[big])
+        return d[:k], d[k:], (t, ns1, moves)
 
     # ----------------------------------------------------------------- select
     def _select(self, A, B, Wu, kind, dS, dR):
