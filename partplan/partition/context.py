@@ -329,6 +329,9 @@ class DistributedRefineContext:
     coordinated_phases: int = option(4, "phases of coordinated moves (pulls, whole clusters) at most, each when "
                                      "the single moves stop; the single moves go on after one that lowered the "
                                      "maximum or the total (0: single moves only)", unit="phases", public=False)
+    phase_total_gain: float = option(0.0, "the single moves go on after a coordinated phase that lowered the "
+                                     "maximum, or the total by more than this fraction", unit="fraction", lo=0.0,
+                                     hi=1.0, public=False)
     pulls: int = option(2, "pull moves into the heavy parts, a pull into a full part taking a bottleneck move out "
                         "of it along: 2: in each coordinated phase (until a round moves none, 10 rounds at most); "
                         "1: in every round; 0: none", choices=(0, 1, 2), public=False)
@@ -336,6 +339,9 @@ class DistributedRefineContext:
                                  "(0: none; 8 and more: every level)", unit="levels", public=False)
     cluster_weight: float = option(1.0, "heaviest cluster, x the balance slack (the weight limit less the "
                                    "average part weight)", unit="x", public=False)
+    passes_first: int = option(0, "connectivity passes (less total volume, no higher maximum) on the engine's "
+                               "partition before the rounds, in process 0 (0: none; the passes after the rounds "
+                               "run either way)", unit="passes", lo=0, hi=100, public=False)
     time_limit: float | None = option(None, TIME_LIMIT_HELP, kind="real", unit="s", normalize=_seconds)
     seed: int = option(0, "seeds the proposals' order", normalize=check_seed, accepted="any integer", public=False)
 

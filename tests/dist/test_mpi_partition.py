@@ -275,3 +275,27 @@ def test_partition_with_nprocs_is_the_api_path(rmat11, tmp_path):
     assert r.part.shape == (g.n,) and r.graph_fingerprint == g.fingerprint and r.model == "graph"
     with pytest.raises(PartitionError, match="nprocs"):
         partplan.partition(tmp_path / "nothing-here", 8, nprocs=2)
+
+
+@pytest.mark.dist
+def test_passes_before_the_rounds_start_from_the_engines_partition(rmat11, tmp_path):
+    """``passes_first``: the connectivity passes run on the engine's partition before the
+    rounds; the sidecar keeps the engine's own figures (recounted here from an engine-only
+    run) and the passes' figures, and the result is exact."""
+    _need("stream")
+    g, path = rmat11
+    k = 8
+    plain = launch.distributed_partition(path, k, nprocs=2, output=tmp_path / "e.npy", refine=False, quiet=True,
+                                         engine="stream")
+    t0, s0, r0, _ = _figures(g, np.load(tmp_path / "e.npy"), k)
+    res = launch.distributed_partition(path, k, nprocs=2, output=tmp_path / "f.npy", quiet=True, engine="stream",
+                                       context=DistributedRefineContext(rounds=20, passes_first=2))
+    _check_sidecar(res, g, np.load(tmp_path / "f.npy"), k)
+    eng = res["engine_result"]
+    assert (eng["total_volume"], eng["max_send"], eng["max_recv"]) == (t0, s0, r0)
+    assert plain["engine_result"] == eng
+    first = res["km1_first"]
+    assert len(first["passes"]) <= 2 and first["volume_after"] < t0     # less volume, no higher maximum
+    assert first["max_load_after"] <= max(s0, r0)
+    assert "km1_first" in res["stages"][0] and "km1_first" not in plain
+    assert 0 <= res["refine"]["seconds"] <= res["stages"][0]["refine"]["wall_s"] + 0.5

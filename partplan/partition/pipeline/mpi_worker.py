@@ -54,7 +54,7 @@ def _symmetric(comm, lo, indptr, indices, block: int = 1 << 22) -> bool:
     return tot[0:2] == tot[2:4]
 
 
-def _km1(comm, cfg: dict, part: np.ndarray, k: int, eps: float, symmetric: bool) -> dict | str:
+def _km1(comm, cfg: dict, part: np.ndarray, k: int, eps: float, symmetric: bool, passes: int = 3) -> dict | str:
     """The greedy connectivity passes (:mod:`partplan.partition.refinement.km1_pass`) on the
     refined parts, in process 0 (``part`` updated in place on every process):
     less total volume, no higher max(send, recv). Skipped for a directed
@@ -69,7 +69,8 @@ def _km1(comm, cfg: dict, part: np.ndarray, k: int, eps: float, symmetric: bool)
     if comm.Get_rank() == 0:
         try:
             st: dict = {}
-            part[:] = km1_passes(cfg["graph"], part, k, eps=eps, symmetric=True, stats=st, progress=_progress(cfg))
+            part[:] = km1_passes(cfg["graph"], part, k, eps=eps, passes=passes, symmetric=True, stats=st,
+                                 progress=_progress(cfg))
             out = st
         except OptionError as exc:   # the counts do not fit
             out = f"skipped: {exc}"
@@ -110,7 +111,7 @@ def run(cfg: dict) -> dict:
     from ...io.chunked import chunk_info, process_rows, read_chunk_rows
     from ..context import DistributedRefineContext
     from ..engines import get_backend
-    from ..refinement.distributed import RowSlice, refine_distributed
+    from ..refinement.distributed import RowSlice, recount, refine_distributed
 
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -145,8 +146,17 @@ def run(cfg: dict) -> dict:
     part = np.empty(n, np.int32)
     comm.Allgatherv(np.ascontiguousarray(mine, np.int32), [part, counts.tolist(), bounds[:-1].tolist(), MPI.INT])
     st.stop()
-    st.start("refine")
     ctx = DistributedRefineContext(**{**cfg.get("refine_context", {}), "seed": int(cfg["seed"])})
+    km1_first: dict | str | None = None
+    engine_result = None
+    if cfg["refine"] and ctx.passes_first:   # less total volume before the rounds lower the maximum
+        st.start("km1_first")
+        s0, r0, w0 = recount(comm, sl, part, k)
+        engine_result = {"total_volume": int(s0.sum()), "max_send": int(s0.max()), "max_recv": int(r0.max()),
+                         "max_weight": int(w0.max())}
+        km1_first = _km1(comm, cfg, part, k, eps, symmetric, passes=ctx.passes_first)
+        st.stop()
+    st.start("refine")
     say = _progress(cfg) if rank == 0 else None
     res = refine_distributed(comm, sl, part, k, eps, ctx if cfg["refine"] else replace(ctx, rounds=0),
                              progress=say)
@@ -157,7 +167,6 @@ def run(cfg: dict) -> dict:
         st.start("km1")
         km1 = _km1(comm, cfg, part, k, eps, symmetric)
         if isinstance(km1, dict):   # recount the figures of the new parts, and check the pass's own
-            from ..refinement.distributed import recount
             send, recv, weights = recount(comm, sl, part, k)
             if (int(send.sum()), int(max(send.max(), recv.max()))) != (km1["volume_after"], km1["max_load_after"]):
                 raise RuntimeError("internal error: the connectivity passes' figures differ from the recount")
@@ -178,13 +187,13 @@ def run(cfg: dict) -> dict:
     after = {"total_volume": int(send.sum()), "max_send": int(send.max()),
              "max_recv": int(recv.max()), "max_weight": int(weights.max())}
     return {"engine": engine, "nprocs": size, "n": n, "nnz": info.nnz, "k": k, "imbalance": eps,
-            "symmetric": symmetric, "engine_result": res.before, "result": after,
+            "symmetric": symmetric, "engine_result": engine_result or res.before, "result": after,
             "send": send.tolist(), "recv": recv.tolist(), "compute_load": weights.tolist(),
             "refine": {"rounds": res.rounds, "moved": res.moved, "phases": res.phases,
                        "cluster_moved": res.cluster_moved, "seconds": round(res.seconds, 3),
                        "total_volume": int(res.send.sum()), "max_send": int(res.send.max()),
                        "max_recv": int(res.recv.max())},
-            "km1": km1,
+            "km1": km1, **({"km1_first": km1_first} if km1_first is not None else {}),
             "row_bounds": bounds.tolist(), "stages": stages,
             **({"engine_choice": choice} if choice is not None else {})}
 

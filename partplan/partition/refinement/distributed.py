@@ -198,13 +198,19 @@ def _pair_deltas(counts, tinv, lam_t, a, b, o, o2, is_pin):
     ``counts``: int32[nets, k] pin counts before, ``tinv`` each pair's net row,
     ``lam_t`` each net's λ; ``a → b`` the move; ``o`` / ``o2`` the net's owner
     before / after; ``is_pin``: the moved vertex is a pin of the net."""
-    m = a.size
-    ca, cb = counts[tinv, a].astype(np.int64), counts[tinv, b].astype(np.int64)
-    ca2, cb2 = ca - is_pin, cb + is_pin
-    lam = lam_t[tinv]
-    lam2 = lam - ((ca > 0) & (ca2 == 0)) + ((cb == 0) & (cb2 > 0))
+    return _pair_deltas_of(counts[tinv, a], counts[tinv, b], counts[tinv, o], counts[tinv, o2], lam_t[tinv],
+                           a, b, o, o2, is_pin)
 
-    co, co2 = counts[tinv, o] > 0, counts[tinv, o2] > 0
+
+def _pair_deltas_of(ca, cb, co, co2, lam, a, b, o, o2, is_pin):
+    """:func:`_pair_deltas` from each pair's own figures: its net's pins in ``a``, ``b``,
+    ``o`` and ``o2`` before the move and its net's λ (no row of counts needed). Returns
+    (parts int64[pairs, 4], drecv int64[pairs, 4], send of o before, send of o2 after)."""
+    m = a.size
+    ca, cb = ca.astype(np.int64), cb.astype(np.int64)
+    ca2, cb2 = ca - is_pin, cb + is_pin
+    lam2 = lam - ((ca > 0) & (ca2 == 0)) + ((cb == 0) & (cb2 > 0))
+    co, co2 = co > 0, co2 > 0
 
     def after(r, before):   # r is a, b or another part whose count did not change
         return np.where(r == a, ca2 > 0, np.where(r == b, cb2 > 0, before))
@@ -658,31 +664,34 @@ class _Refiner:
         slot[t] = np.arange(t.size, dtype=np.int64)
         return t, slot[loc]
 
-    def _pair_counts(self, loc: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """int64[pairs] twice: the pins of local net ``loc[i]`` in part ``a[i]`` and in part
-        ``b[i]``, read from the kept counts of the large nets and counted from the pins of the
-        others (one pass over each pair's net; a net not kept with ``_BIG_MIN_PINS`` pins or
-        more, when the kept counts are full, is counted once per round as a row)."""
+    def _pair_counts(self, loc: np.ndarray, *parts: np.ndarray) -> list[np.ndarray]:
+        """int64[pairs] per part array given: the pins of local net ``loc[i]`` in part
+        ``parts[j][i]``, read from the kept counts of the large nets and counted from the
+        pins of the others (one pass over each pair's net; a net not kept with
+        ``_BIG_MIN_PINS`` pins or more, when the kept counts are full, is counted once
+        per round as a row)."""
         sl, part = self.sl, self.part
-        ca, cb = np.empty(loc.size, np.int64), np.empty(loc.size, np.int64)
+        out = [np.empty(loc.size, np.int64) for _ in parts]
         pos = self.big_pos[loc]
         kept = np.flatnonzero(pos >= 0)
-        ca[kept], cb[kept] = self.big_counts[pos[kept], a[kept]], self.big_counts[pos[kept], b[kept]]
+        for c, p in zip(out, parts):
+            c[kept] = self.big_counts[pos[kept], p[kept]]
         rest = np.flatnonzero(pos < 0)
         lens = sl.colptr[loc[rest] + 1] - sl.colptr[loc[rest]]
         large = lens >= _BIG_MIN_PINS
         if large.any():   # rows of pin counts, once per net
             r = rest[large]
             t, tinv = np.unique(loc[r], return_inverse=True)
-            c = net_counts(sl, part, t, self.k)
-            ca[r], cb[r] = c[tinv, a[r]], c[tinv, b[r]]
+            rows = net_counts(sl, part, t, self.k)
+            for c, p in zip(out, parts):
+                c[r] = rows[tinv, p[r]]
             rest, lens = rest[~large], lens[~large]
-        if rest.size:     # small nets: each pair's pins, compared with its two parts
+        if rest.size:     # small nets: each pair's pins, compared with its parts
             pp = part[sl.colidx[_ranges(sl.colptr[loc[rest]], lens)]]
             seg = np.repeat(np.arange(rest.size), lens)
-            ca[rest] = np.bincount(seg, weights=pp == a[rest][seg], minlength=rest.size)
-            cb[rest] = np.bincount(seg, weights=pp == b[rest][seg], minlength=rest.size)
-        return ca, cb
+            for c, p in zip(out, parts):
+                c[rest] = np.bincount(seg, weights=pp == p[rest][seg], minlength=rest.size)
+        return out
 
     def _evaluate(self, A, B, v, pid, pin, own):
         k, P = self.k, A.size
@@ -690,17 +699,17 @@ class _Refiner:
         o = self.part[v]
         o2 = np.where(own > 0, B[pid], o)
         # a pair changes send / recv only when its net's owner moves, or the move takes the last
-        # pins out of a part or the first pins into one (most pairs do neither): the pin counts
-        # of the pairs' two parts decide, and only the live pairs' nets are counted in full
+        # pins out of a part or the first pins into one (most pairs do neither); a pair's own
+        # figures decide and give its deltas: its net's pins in a, b and the owner's part, and
+        # its λ (the net's maintained send, plus one when the owner's part holds a pin)
         a, b = A[pid], B[pid]
-        ca, cb = self._pair_counts(loc, a, b)
+        ca, cb, co = self._pair_counts(loc, a, b, o)
         live = np.flatnonzero((o != o2) | ((pin > 0) & ((ca == pin) | (cb == 0))))
-        t, tinv = self._nets_of(loc[live])
-        counts = self._counts(t)
-        lam_t = (counts > 0).sum(1)
-        parts, drecv, so, so2 = _pair_deltas(counts, tinv, lam_t, a[live], b[live], o[live], o2[live], pin[live])
-        pid, o, o2 = pid[live], o[live], o2[live]
-        base = pid * k
+        ca, cb, co, o, o2 = ca[live], cb[live], co[live], o[live], o2[live]
+        lam = self.net_send[loc[live]].astype(np.int64) + (co > 0)
+        co2 = np.where(o2 == o, co, cb)   # o2 is o, or b when the net's own vertex moves
+        parts, drecv, so, so2 = _pair_deltas_of(ca, cb, co, co2, lam, a[live], b[live], o, o2, pin[live])
+        base = pid[live] * k
         dS = (np.bincount(base + o, weights=-so, minlength=P * k)
               + np.bincount(base + o2, weights=so2, minlength=P * k)).astype(np.int64)
         dR = np.bincount((base[:, None] + parts).ravel(), weights=drecv.ravel(), minlength=P * k).astype(np.int64)
@@ -987,7 +996,8 @@ def refine_distributed(comm, sl: RowSlice, part: np.ndarray, k: int, eps: float,
                 if moved == 0:
                     break
         res.phases = phases
-        if not r.key() < key0:
+        (max1, total1), (max0, total0) = r.key(), key0   # on: a lower maximum, or a total lower by the share
+        if not (max1 < max0 or total1 < total0 - ctx.phase_total_gain * total0):
             break
         idle, theta, start = 0, ctx.theta, len(res.history)
     # back under the weight limit; repairs may raise the maximum load up to just below the best
