@@ -82,10 +82,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..._kernels import njit
 from ...program.exchange import segments as _ranges
 from ..context import DistributedRefineContext
 
-#: pin-count matrix cells per block when counting nets (bounds memory: 64 MiB of int32)
+#: most cells (rows × heavy parts) a pull round counts at once (bounds memory: 128 MiB of int64)
 _BLOCK_CELLS = 1 << 24
 #: most cells of the kept pin counts of the large nets: this many, or the process's
 #: nonzeros when it holds more (int32 cells: half the bytes of its int64 column ids)
@@ -132,23 +133,54 @@ class RefineResult:
     cluster_moved: int = 0
 
 
+@njit
+def _count_pins(colptr, colidx, part, nets, out):
+    """Add the pins of local nets ``nets`` per part to the rows of ``out``."""
+    for i in range(nets.size):
+        w = nets[i]
+        for e in range(colptr[w], colptr[w + 1]):
+            out[i, part[colidx[e]]] += 1
+
+
+@njit
+def _net_volumes(colptr, colidx, part, lo, send, recv, net_send, seen):
+    """Each local net's send (λ less its owner's part, when that holds a pin) into
+    ``net_send``, summed into ``send`` at its owner's part, and one recv for every other
+    part holding a pin; ``seen`` (int64[k], all −1): the last net that met each part."""
+    for w in range(colptr.size - 1):
+        o = part[lo + w]
+        lam = 0
+        own = 0
+        for e in range(colptr[w], colptr[w + 1]):
+            p = part[colidx[e]]
+            if seen[p] != w:
+                seen[p] = w
+                lam += 1
+                if p == o:
+                    own = 1
+                else:
+                    recv[p] += 1
+        net_send[w] = lam - own
+        send[o] += lam - own
+
+
+@njit
+def _external_rows(indptr, indices, part, lo, out):
+    """Each local row's neighbours outside its own part."""
+    for r in range(indptr.size - 1):
+        a = part[lo + r]
+        c = 0
+        for e in range(indptr[r], indptr[r + 1]):
+            if part[indices[e]] != a:
+                c += 1
+        out[r] = c
+
+
 def net_counts(sl: RowSlice, part: np.ndarray, nets: np.ndarray, k: int) -> np.ndarray:
-    """int32[len(nets), k]: pins of each local net (index into [lo, hi)) per part.
-    Blocks of at most ``_BLOCK_CELLS`` cells and ``_BLOCK_CELLS`` pins (the
-    hubs' nets hold most of the pins)."""
+    """int32[len(nets), k]: pins of each local net (index into [lo, hi)) per part,
+    counted over their pins (O(pins), no temporary beside the result)."""
     out = np.zeros((nets.size, k), np.int32)
-    lens_all = sl.colptr[nets + 1] - sl.colptr[nets]
-    ends = np.cumsum(lens_all)
-    s = 0
-    while s < nets.size:
-        e = min(nets.size, s + max(1, _BLOCK_CELLS // k))
-        base = ends[s - 1] if s else 0
-        e = max(s + 1, min(e, int(np.searchsorted(ends, base + _BLOCK_CELLS, side="right"))))
-        t, lens = nets[s:e], lens_all[s:e]
-        pins = sl.colidx[_ranges(sl.colptr[t], lens)]
-        seg = np.repeat(np.arange(t.size, dtype=np.int64), lens)
-        out[s:e] = np.bincount(seg * k + part[pins], minlength=t.size * k).reshape(t.size, k)
-        s = e
+    _count_pins(sl.colptr, sl.colidx, part, np.asarray(nets, np.int64), out)
     return out
 
 
@@ -164,17 +196,11 @@ def _contrib(counts: np.ndarray, owner: np.ndarray, k: int) -> tuple[np.ndarray,
 
 def local_volume(sl: RowSlice, part: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """This process's nets' send / recv per part (sum over processes = the
-    exact 1D volumes) and each local net's send (int32[rows])."""
+    exact 1D volumes) and each local net's send (int32[rows]); one pass over
+    the pins."""
     send, recv = np.zeros(k, np.int64), np.zeros(k, np.int64)
     net_send = np.zeros(sl.rows, np.int32)
-    step = max(1, _BLOCK_CELLS // k)
-    for s in range(0, sl.rows, step):
-        t = np.arange(s, min(sl.rows, s + step), dtype=np.int64)
-        c = net_counts(sl, part, t, k)
-        a, b, ns = _contrib(c, part[sl.lo + t], k)
-        send += a
-        recv += b
-        net_send[t] = ns
+    _net_volumes(sl.colptr, sl.colidx, part, sl.lo, send, recv, net_send, np.full(k, -1, np.int64))
     return send, recv, net_send
 
 
@@ -367,14 +393,11 @@ class _Refiner:
             out[rest] = net_counts(self.sl, self.part, t[rest], self.k)
         return out
 
-    def _all_external_degrees(self, block: int = 1 << 22) -> np.ndarray:
-        """External degree of every local row, in blocks of about ``block`` nonzeros."""
+    def _all_external_degrees(self) -> np.ndarray:
+        """External degree of every local row (one pass over the rows)."""
         sl = self.sl
         out = np.zeros(sl.rows, np.int64)
-        step = max(1, block // max(1, sl.indices.size // max(sl.rows, 1) + 1))
-        for r0 in range(0, sl.rows, step):
-            rows = np.arange(r0, min(sl.rows, r0 + step), dtype=np.int64)
-            out[rows] = self._external_degree(rows)
+        _external_rows(sl.indptr, sl.indices, self.part, sl.lo, out)
         return out
 
     def _external_degree(self, rows: np.ndarray) -> np.ndarray:
