@@ -329,6 +329,9 @@ class DistributedRefineContext:
     coordinated_phases: int = option(4, "phases of coordinated moves (pulls, whole clusters) at most, each when "
                                      "the single moves stop; the single moves go on after one that lowered the "
                                      "maximum or the total (0: single moves only)", unit="phases", public=False)
+    coordinated_max_nnz: int = option(1 << 27, "coordinated phases only on graphs with at most this many "
+                                      "nonzeros (R-MAT 20, 31 M: -0.7 % max; R-MAT 24, 521 M: no gain for 2x the "
+                                      "refinement's time)", unit="nonzeros", lo=0, public=False)
     phase_total_gain: float = option(0.0, "the single moves go on after a coordinated phase that lowered the "
                                      "maximum, or the total by more than this fraction", unit="fraction", lo=0.0,
                                      hi=1.0, public=False)

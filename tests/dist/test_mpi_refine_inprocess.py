@@ -27,7 +27,7 @@ def _refine(g, start, k, **ctx):
     return part, res
 
 
-@pytest.mark.parametrize("cells", [0, 16 * 40])   # no net kept; the 40 largest of those with 64+ pins kept
+@pytest.mark.parametrize("cells", [0, 16 * 40])   # no net kept; the 40 largest of those with 8+ pins kept
 def test_kept_counts_give_the_same_moves_as_counting(monkeypatch, cells):
     from partplan.datasets.generators import rmat
     from partplan.partition.refinement import distributed as mod
@@ -37,6 +37,7 @@ def test_kept_counts_give_the_same_moves_as_counting(monkeypatch, cells):
     start = (np.arange(g.n) * 7 % k).astype(np.int32)
     assert (np.diff(g.indptr) >= mod._BIG_MIN_PINS).sum() > 40   # both runs keep some nets, the second not all
     monkeypatch.setattr(mod, "_BIG_CELLS", 1 << 24)
+    monkeypatch.setattr(mod, "_BIG_SHARE", 0)
     kept, res_kept = _refine(g, start, k, rounds=40)
     monkeypatch.setattr(mod, "_BIG_CELLS", cells)
     counted, res_counted = _refine(g, start, k, rounds=40)

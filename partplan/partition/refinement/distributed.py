@@ -44,8 +44,10 @@ One round:
 
 **Coordinated moves.** When the single moves stop (the stall rule, or four
 rounds without a move), a *phase* of coordinated moves runs (at most
-``coordinated_phases`` of them; the single rounds go on after one that lowered the
-maximum or the total, else the rounds end):
+``coordinated_phases`` of them, none on a graph with more than
+``coordinated_max_nnz`` nonzeros, where they gained nothing for twice the time; the
+single rounds go on after one that lowered the maximum or the total by more than
+``phase_total_gain``, else the rounds end):
 
 * **Pulls** (``pulls`` = 2, the default; 1: in every round, 0: none), until a
   round moves none (10 rounds at most): a vertex outside
@@ -88,9 +90,11 @@ from ..context import DistributedRefineContext
 
 #: most cells (rows × heavy parts) a pull round counts at once (bounds memory: 128 MiB of int64)
 _BLOCK_CELLS = 1 << 24
-#: most cells of the kept pin counts of the large nets: this many, or the process's
-#: nonzeros when it holds more (int32 cells: half the bytes of its int64 column ids)
+#: most cells of the kept pin counts of the large nets: this many, or ``_BIG_SHARE`` × the
+#: process's nonzeros when that is more (int32 cells: 1 per nonzero is half the bytes of
+#: its int64 column ids)
 _BIG_CELLS = 1 << 24
+_BIG_SHARE = 1
 #: nets with fewer pins than this are always counted from their pins
 _BIG_MIN_PINS = 8
 
@@ -365,13 +369,13 @@ class _Refiner:
 
     def _keep_big_nets(self) -> None:
         """Keep the pin counts per part of the largest local nets (at least
-        ``_BIG_MIN_PINS`` pins, at most ``max(_BIG_CELLS, nonzeros)`` cells, the largest
+        ``_BIG_MIN_PINS`` pins, at most ``max(_BIG_CELLS, _BIG_SHARE × nonzeros)`` cells, the largest
         first) and update them
         on every commit: a round touches the hubs' nets through most proposals'
         neighbours, and recounting a hub's pins each round costs its degree."""
         sl, k = self.sl, self.k
         size = np.diff(sl.colptr)
-        cap = max(0, max(_BIG_CELLS, sl.indices.size) // k)
+        cap = max(0, max(_BIG_CELLS, _BIG_SHARE * sl.indices.size) // k)
         big = np.flatnonzero(size >= _BIG_MIN_PINS)
         if big.size > cap:
             big = big[np.argpartition(-size[big], cap - 1)[:cap]] if cap else big[:0]
@@ -979,6 +983,8 @@ def refine_distributed(comm, sl: RowSlice, part: np.ndarray, k: int, eps: float,
             progress(f"refine round {i}: moved {moved}, max(send, recv) {r.key()[0]}, total {r.key()[1]}{kind}")
 
     idle, theta, start, phases = 0, ctx.theta, 0, 0
+    nnz = int(comm.allreduce(int(sl.indices.size)))
+    most_phases = ctx.coordinated_phases if nnz <= ctx.coordinated_max_nnz else 0
     while res.rounds < ctx.rounds and not out_of_time():
         moved = r.round(theta, pull=ctx.pulls == 1)
         record(moved)
@@ -994,7 +1000,7 @@ def refine_distributed(comm, sl: RowSlice, part: np.ndarray, k: int, eps: float,
             continue
         # the single moves stopped: a phase of coordinated moves (pulls, then whole clusters, the
         # coarsest first); the single moves go on from its result when it lowered the maximum or the total
-        if phases >= ctx.coordinated_phases:
+        if phases >= most_phases:
             break
         phases += 1
         key0 = r.key()

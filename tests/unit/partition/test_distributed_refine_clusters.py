@@ -142,3 +142,17 @@ def test_group_deltas_equal_a_recount_of_each_net():
     for x in range(4):
         np.add.at(dR, (t, parts[:, x]), drecv[:, x])
     assert np.array_equal(dS, np.array(ts)) and np.array_equal(dR, np.array(tr))
+
+
+def test_no_coordinated_phases_above_the_nonzero_bound():
+    """``coordinated_max_nnz`` below the graph's nonzeros: the refinement is the single
+    moves' (the same parts as ``coordinated_phases=0``), at or above: the phases run
+    (the toothed grid's cluster moves, which single moves cannot make, lower the max)."""
+    nx, k = 32, 2
+    a = grid(nx)
+    start = toothed(nx, k, 4)
+    single, res0 = _refine(a, start, k, coordinated_phases=0, pulls=0, cluster_levels=8)
+    capped, res1 = _refine(a, start, k, coordinated_max_nnz=a.nnz - 1, pulls=0, cluster_levels=8)
+    open_, res2 = _refine(a, start, k, coordinated_max_nnz=a.nnz, pulls=0, cluster_levels=8)
+    assert np.array_equal(single, capped) and res1.phases == 0
+    assert res2.phases >= 1 and _check_exact(a, open_, k, res2) < _check_exact(a, capped, k, res1)
