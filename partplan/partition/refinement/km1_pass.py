@@ -9,7 +9,9 @@ owner's, so the total volume is Σ_w |Λ_w \\ {part[w]}| (what
 :func:`partplan.metrics.stats.analyze` counts).
 
 :func:`km1_passes` keeps the pin count of every net in every part
-(uint16[n, k]; uint32 when a row has 65,536 nonzeros or more) and visits
+(uint16[n, k], saturated at 65,535; the exact counts of the few nets with
+65,535 pins or more in a side table of int64[nets, k], consulted when one
+changes: the passes only ask whether a count is 0, 1 or above) and visits
 the vertices in row order. A vertex ``v`` in part
 ``a`` may go to one of the ``candidates`` parts holding most of its
 neighbours that has room for its weight; the move's change of the total
@@ -35,8 +37,8 @@ The distributed partitioner runs it in one process after the bottleneck
 refinement (:mod:`partplan.partition.pipeline.mpi_worker`). Measured in
 ``docs/design/distributed.md``.
 
-Memory: 2·n·k bytes of counts (4·n·k with uint32; refused above
-``max_bytes``), about 28·n bytes of parts, weights and result, and one
+Memory: 2·n·k bytes of counts plus 8·k bytes per net of 65,535 pins or more
+(refused above ``max_bytes``), about 28·n bytes of parts, weights and result, and one
 block of rows. Each vertex costs O(k + deg · candidates).
 
 Example::
@@ -64,17 +66,44 @@ from ..options import DEFAULT_IMBALANCE
 DEFAULT_MAX_BYTES = 4 << 30
 
 
+#: a net's pin count per part saturates here in the uint16 counts (the exact counts of the nets
+#: with this many pins or more are kept aside); at least 2, so "0, 1 or more" stays exact
+_SAT = 65535
+
+
 @njit
-def _count_block(indptr, indices, lo, part, cnt):
-    """Add the pins of nets [lo, lo + rows) (row w holds the pins of net w) to ``cnt``."""
+def _big_index(big, w):
+    """Index of net ``w`` in the sorted ids ``big`` of the nets counted aside, or −1."""
+    lo, hi = 0, big.size
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if big[mid] < w:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < big.size and big[lo] == w else -1
+
+
+@njit
+def _count_block(indptr, indices, lo, part, cnt, big, big_cnt, sat):
+    """Add the pins of nets [lo, lo + rows) (row w holds the pins of net w) to ``cnt``
+    (a net of ``big``: to ``big_cnt``, and its counts saturated at ``sat`` to ``cnt``)."""
     for r in range(indptr.size - 1):
         w = lo + r
-        for e in range(indptr[r], indptr[r + 1]):
-            cnt[w, part[indices[e]]] += 1
+        j = _big_index(big, w) if indptr[r + 1] - indptr[r] >= sat else -1
+        if j < 0:
+            for e in range(indptr[r], indptr[r + 1]):
+                cnt[w, part[indices[e]]] += 1
+        else:
+            for e in range(indptr[r], indptr[r + 1]):
+                big_cnt[j, part[indices[e]]] += 1
+            for p in range(cnt.shape[1]):
+                cnt[w, p] = min(big_cnt[j, p], sat)
 
 
 @njit
-def _move_block(indptr, indices, lo, part, cnt, wts, loads, cap, send, recv, ncand, nb, touched, ds, dr, tl):
+def _move_block(indptr, indices, lo, part, cnt, big, big_cnt, sat, wts, loads, cap, send, recv, ncand, nb, touched,
+                ds, dr, tl):
     """Visit the rows of one block in order; move each vertex to its best
     candidate part when that lowers the total volume and leaves every part's
     max(send, recv) at or below the current maximum. Returns (moves, volume
@@ -138,8 +167,15 @@ def _move_block(indptr, indices, lo, part, cnt, wts, loads, cap, send, recv, nca
                 dr[p] = 0
             for e in range(indptr[r], indptr[r + 1]):
                 w = indices[e]
-                cnt[w, a] -= 1
-                cnt[w, best] += 1
+                j = _big_index(big, w)
+                if j < 0:
+                    cnt[w, a] -= 1
+                    cnt[w, best] += 1
+                else:
+                    big_cnt[j, a] -= 1
+                    big_cnt[j, best] += 1
+                    cnt[w, a] = min(big_cnt[j, a], sat)
+                    cnt[w, best] = min(big_cnt[j, best], sat)
             part[v] = best
             loads[a] -= wv
             loads[best] += wv
@@ -246,16 +282,18 @@ def km1_passes(path_or_graph, part, k: int, *, eps: float = DEFAULT_IMBALANCE, p
     if n and (int(part.min()) < 0 or int(part.max()) >= k):
         raise PartitionError(f"part ids must lie in [0, {k})")
     wts = src.degrees()            # row nonzeros: the weights, and the largest net (a row) bounds every count
-    dtype = np.uint16 if int(wts.max(initial=0)) < 1 << 16 else np.uint32
-    need = np.dtype(dtype).itemsize * n * k
+    big = np.flatnonzero(wts >= _SAT).astype(np.int64)   # nets whose counts may saturate: counted aside too
+    need = 2 * n * k + 8 * big.size * k
     if need > max_bytes:
-        raise OptionError(f"the pin counts need {need / 2**30:.1f} GiB ({np.dtype(dtype).itemsize}·n·k bytes), "
+        raise OptionError(f"the pin counts need {need / 2**30:.1f} GiB (2·n·k bytes, 8·k more per net of "
+                          f"{_SAT} pins or more), "
                           f"above max_bytes = {max_bytes / 2**30:.1f} GiB")
     out = part.astype(np.int32)
-    cnt = np.zeros((n, k), dtype)
+    cnt = np.zeros((n, k), np.uint16)
+    big_cnt = np.zeros((big.size, k), np.int64)
     for lo in range(0, n, block_rows):
         ip, idx = _rows(src, lo, min(n, lo + block_rows))
-        _count_block(ip, idx, lo, out, cnt)
+        _count_block(ip, idx, lo, out, cnt, big, big_cnt, _SAT)
     W = int(wts.sum())
     cap = max(int(np.floor((1.0 + eps) * W / k)), -(-W // k))
     loads = np.bincount(out, weights=wts, minlength=k).astype(np.int64)
@@ -278,8 +316,8 @@ def km1_passes(path_or_graph, part, k: int, *, eps: float = DEFAULT_IMBALANCE, p
             hi = min(n, lo + block_rows)
             ip, idx = _rows(src, lo, hi)
             tl = np.empty(4 * int(np.diff(ip).max(initial=0)) + 2, np.int64)   # ≤ 4 parts per net + 2
-            m, g = _move_block(ip, idx, lo, out, cnt, wts[lo:hi], loads, cap, send, recv, candidates, nb, touched,
-                               ds, dr, tl)
+            m, g = _move_block(ip, idx, lo, out, cnt, big, big_cnt, _SAT, wts[lo:hi], loads, cap, send, recv,
+                               candidates, nb, touched, ds, dr, tl)
             moved += int(m)
             removed += int(g)
         records.append({"pass": ps + 1, "moved": moved, "removed": removed,
