@@ -129,10 +129,7 @@ def _move_block(indptr, indices, lo, part, cnt, big, big_cnt, sat, wts, loads, c
                 touched[nt] = p
                 nt += 1
             nb[p] += 1
-        lam = 0
-        for p in range(k):
-            if cnt[v, p] > 0:
-                lam += 1
+        lam = -1                        # v's net's λ, counted when a candidate is first priced
         best, best_gain = -1, 0
         for _ in range(ncand):
             b, most = -1, 0
@@ -145,6 +142,11 @@ def _move_block(indptr, indices, lo, part, cnt, big, big_cnt, sat, wts, loads, c
             nb[b] = -nb[b]              # tried
             if loads[b] + wv > cap:
                 continue
+            if lam < 0:
+                lam = 0
+                for p in range(k):
+                    if cnt[v, p] > 0:
+                        lam += 1
             gain, nl = _deltas(indptr, indices, r, v, a, b, loop, lam, part, cnt, ds, dr, tl)
             ok = gain > best_gain
             for q in range(nl):
