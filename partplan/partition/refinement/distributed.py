@@ -79,6 +79,7 @@ maintained one (an internal error otherwise).
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -178,6 +179,27 @@ def _external_rows(indptr, indices, part, lo, out):
             if part[indices[e]] != a:
                 c += 1
         out[r] = c
+
+
+@njit
+def _bottleneck_scores(a, heavy_s, heavy_r, net_send, ext, fails, rows_out, score_out):
+    """The bottleneck candidates' scores in one pass over the rows: a row of a part heavy on
+    send scores its net's send, one heavy on recv its external degree (both: the sum), halved
+    every second rejection (``fails``); the rows with a positive score into ``rows_out`` /
+    ``score_out`` in row order. Returns their number. (The same floats as the vectorized
+    form: integers below 2⁵³ and exact powers of two.)"""
+    m = 0
+    for r in range(a.size):
+        p = a[r]
+        if heavy_s[p] or heavy_r[p]:
+            x = float(net_send[r]) if heavy_s[p] else 0.0
+            x = x + (float(ext[r]) if heavy_r[p] else 0.0)
+            x = x * math.ldexp(1.0, -(int(fails[r]) // 2))
+            if x > 0:
+                rows_out[m] = r
+                score_out[m] = x
+                m += 1
+    return m
 
 
 def net_counts(sl: RowSlice, part: np.ndarray, nets: np.ndarray, k: int) -> np.ndarray:
@@ -424,23 +446,20 @@ class _Refiner:
         a = part[sl.lo:sl.hi]
         deg = self.w   # a row's nonzeros
         m = min(ctx.per_round, max(1, (1 << 22) // (k * self.size)))
-        picks = []   # (rows, their scores, kind, most): scored only in the parts concerned
+        picks = []   # (rows with a positive score, their scores, kind, most), scored only in the parts concerned
         if over.any():   # repair: most weight per neighbour left behind in the part first
             rows = np.flatnonzero(over[a] & (self.w > 0))
-            picks.append((rows, self.w[rows] / (1.0 + deg[rows] - self.ext[rows]), 1,
-                          m // 2 if not repair_only else m))
+            score = self.w[rows] / (1.0 + deg[rows] - self.ext[rows])
+            score = score * np.ldexp(1.0, -(self.fails[rows].astype(np.int32) // 2))   # halved every second rejection
+            keep = score > 0
+            picks.append((rows[keep], score[keep], 1, m // 2 if not repair_only else m))
         if not repair_only:
-            rows = np.flatnonzero((hs | hr)[a])
-            ar = a[rows]
-            score = (np.where(hs[ar], self.net_send[rows], 0).astype(np.float64)
-                     + np.where(hr[ar], self.ext[rows], 0))
-            picks.append((rows, score, 0, m - (m // 2 if over.any() else 0)))
+            rows, score = np.empty(sl.rows, np.int64), np.empty(sl.rows, np.float64)
+            c = _bottleneck_scores(a, hs, hr, self.net_send, self.ext, self.fails, rows, score)
+            picks.append((rows[:c], score[:c], 0, m - (m // 2 if over.any() else 0)))
         us, kinds = [], []
         budget = max(1, ctx.pair_budget // self.size)
         for rows, score, kind, cap in picks:
-            score = score * np.ldexp(1.0, -(self.fails[rows].astype(np.int32) // 2))   # halved every second rejection
-            keep = score > 0
-            rows, score = rows[keep], score[keep]
             cand = np.arange(rows.size)
             if cand.size > cap:
                 cand = cand[np.argpartition(-score[cand], cap - 1)[:cap]]
