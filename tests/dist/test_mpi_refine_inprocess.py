@@ -46,3 +46,29 @@ def test_kept_counts_give_the_same_moves_as_counting(monkeypatch, cells):
     assert res_kept.send.tolist() == s.send.tolist() and res_kept.recv.tolist() == s.recv.tolist()
     assert max(s.send.max(), s.recv.max()) < max(res_kept.before["max_send"], res_kept.before["max_recv"])
     assert res_kept.moved > 0 and res_counted.moved == res_kept.moved
+
+
+@pytest.mark.parametrize("what", ["kept", "send"])
+def test_a_maintained_figure_that_drifts_is_caught_by_the_final_recount(monkeypatch, what):
+    """The final pass recounts send / recv and the kept pin counts from the pins: a kept
+    count or a send figure corrupted after a commit is an internal error, not a result."""
+    from partplan.datasets.generators import rmat
+    from partplan.partition.refinement import distributed as mod
+    _comm()
+    g = rmat(11, seed=5)
+    k = 16
+    start = (np.arange(g.n) * 7 % k).astype(np.int32)
+    commit = mod._Refiner._commit
+
+    def drifting(self, *args):
+        chosen = commit(self, *args)
+        if chosen.size:
+            if what == "kept" and self.big_counts.size:
+                self.big_counts[0, 0] += 1
+            elif what == "send":
+                self.send[0] += 1
+        return chosen
+
+    monkeypatch.setattr(mod._Refiner, "_commit", drifting)
+    with pytest.raises(RuntimeError, match="differ from the recount"):
+        _refine(g, start, k, rounds=5)

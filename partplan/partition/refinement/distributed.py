@@ -170,6 +170,50 @@ def _net_volumes(colptr, colidx, part, lo, send, recv, net_send, seen):
 
 
 @njit
+def _scan_nets(colptr, colidx, part, lo, send, recv, net_send, seen, big_pos, big_counts, check, row, ext):
+    """:func:`_net_volumes` and, in the same pass over the pins, the kept pin counts of the
+    nets with ``big_pos[w] >= 0``: added to ``big_counts`` (``check`` False), or counted
+    into the scratch ``row`` (int64[k], zeros) and compared with them (``check`` True;
+    returns False on a difference); and, when ``ext`` has a slot per net (a symmetric
+    pattern: net w's pins are row w), each row's neighbours outside its part."""
+    k = seen.size
+    same = True
+    with_ext = ext.size == colptr.size - 1
+    for w in range(colptr.size - 1):
+        o = part[lo + w]
+        pos = big_pos[w]
+        lam = 0
+        own = 0
+        out = 0
+        for e in range(colptr[w], colptr[w + 1]):
+            p = part[colidx[e]]
+            if p != o:
+                out += 1
+            if pos >= 0:
+                if check:
+                    row[p] += 1
+                else:
+                    big_counts[pos, p] += 1
+            if seen[p] != w:
+                seen[p] = w
+                lam += 1
+                if p == o:
+                    own = 1
+                else:
+                    recv[p] += 1
+        net_send[w] = lam - own
+        send[o] += lam - own
+        if with_ext:
+            ext[w] = out
+        if pos >= 0 and check:
+            for p in range(k):
+                if row[p] != big_counts[pos, p]:
+                    same = False
+                row[p] = 0
+    return same
+
+
+@njit
 def _external_rows(indptr, indices, part, lo, out):
     """Each local row's neighbours outside its own part."""
     for r in range(indptr.size - 1):
@@ -379,18 +423,35 @@ class _Refiner:
         self.Wslack = int(np.floor(self.Wmax * (1.0 + ctx.slack)))
         self.Wfinal = max(self.Wmax, int(self.W.max()))
         self.load_cap = None   # repair moves may raise loads up to this (None: the current maximum)
-        s, r, self.net_send = local_volume(sl, part, k)
+        s, r = self._scan()
         self.send, self.recv = _allsum(comm, s), _allsum(comm, r)
-        self.ext = self._all_external_degrees()
-        self._keep_big_nets()
         # rounds each local vertex was proposed and not moved since it last moved: every second one
         # halves its score, so the same rejected candidates do not fill every round's proposals
         self.fails = np.zeros(sl.rows, np.int8)
         self._pull_at = 0
         self._slot = np.zeros(sl.rows, np.int64)   # scratch of _nets_of: a net's index among a round's nets
 
+    def _scan(self, check: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """One pass over the local pins: this process's send / recv per part (returned),
+        each net's send, the rows' external degrees and the kept counts of the large nets
+        (:meth:`_keep_big_nets` chooses them). ``check``: the kept counts are compared with
+        the pins instead of counted; ``self.kept_ok`` says whether they agreed."""
+        sl, k = self.sl, self.k
+        if not check:
+            self._keep_big_nets()
+        send, recv = np.zeros(k, np.int64), np.zeros(k, np.int64)
+        self.net_send = np.zeros(sl.rows, np.int32)
+        symmetric = sl.colptr is sl.indptr and sl.colidx is sl.indices
+        ext = np.zeros(sl.rows if symmetric else 0, np.int64)
+        self.kept_ok = _scan_nets(sl.colptr, sl.colidx, self.part, sl.lo, send, recv, self.net_send,
+                                  np.full(k, -1, np.int64), self.big_pos, self.big_counts, check,
+                                  np.zeros(k, np.int64), ext)
+        if not check:
+            self.ext = ext if symmetric else self._all_external_degrees()
+        return send, recv
+
     def _keep_big_nets(self) -> None:
-        """Keep the pin counts per part of the largest local nets (at least
+        """Choose the largest local nets whose pin counts per part are kept (at least
         ``_BIG_MIN_PINS`` pins, at most ``max(_BIG_CELLS, _BIG_SHARE × nonzeros)`` cells, the largest
         first) and update them
         on every commit: a round touches the hubs' nets through most proposals'
@@ -404,7 +465,7 @@ class _Refiner:
             big.sort()
         self.big_pos = np.full(sl.rows, -1, np.int64)
         self.big_pos[big] = np.arange(big.size)
-        self.big_counts = net_counts(sl, self.part, big, k)
+        self.big_counts = np.zeros((big.size, k), np.int32)   # counted by _scan
 
     def _counts(self, t: np.ndarray) -> np.ndarray:
         """int32[len(t), k]: pins per part of the local nets ``t`` (kept counts for the large ones)."""
@@ -959,14 +1020,17 @@ class _Refiner:
     def restore(self, snap) -> None:
         part, self.send, self.recv, self.W, _ = snap
         self.part[:] = part
-        _, _, self.net_send = local_volume(self.sl, self.part, self.k)
-        self.ext = self._all_external_degrees()
-        self._keep_big_nets()
+        self._scan()
 
 
 def _mpi_max():
     from mpi4py import MPI
     return MPI.MAX
+
+
+def _mpi_min():
+    from mpi4py import MPI
+    return MPI.MIN
 
 
 def refine_distributed(comm, sl: RowSlice, part: np.ndarray, k: int, eps: float,
@@ -1056,11 +1120,19 @@ def refine_distributed(comm, sl: RowSlice, part: np.ndarray, k: int, eps: float,
             break
     if r.feasible() and (best is None or r.key() <= best[4]):
         best = None   # the current state is the best feasible one
-    # the kept counts of the state reached, against a recount (restore() recounts them anyway)
-    kept = np.array_equal(r.big_counts, net_counts(sl, part, np.flatnonzero(r.big_pos >= 0), k))
-    if best is not None:
+    # every figure from scratch: the kept counts of the state reached and, in the same pass when
+    # that state is the result, its send and recv (restore() recounts everything anyway)
+    if best is None:
+        s, rv = r._scan(check=True)
+        s, rv = _allsum(comm, s), _allsum(comm, rv)
+        wts = _allsum(comm, np.bincount(part[sl.lo:sl.hi], weights=sl.weight, minlength=k).astype(np.int64))
+        kept = r.kept_ok
+    else:
+        r._scan(check=True)
+        kept = r.kept_ok
         r.restore(best)
-    s, rv, wts = recount(comm, sl, part, k)
+        s, rv, wts = recount(comm, sl, part, k)
+    kept = bool(comm.allreduce(int(kept), op=_mpi_min()))
     if not (np.array_equal(s, r.send) and np.array_equal(rv, r.recv) and np.array_equal(wts, r.W) and kept):
         raise RuntimeError("internal error: the refinement's maintained figures differ from the recount")
     res.send, res.recv, res.weights = s, rv, r.W
