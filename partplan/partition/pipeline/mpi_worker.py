@@ -4,7 +4,8 @@
 only its chunks of the chunked graph (a contiguous run of chunks balanced by
 nonzeros), runs the engine on its row block, gathers the partition vector
 (int32[n]: replicated, O(n)), refines max(send, recv) with
-:func:`.refine.refine_distributed`, lowers the total volume without raising
+:func:`.refine.refine_distributed` (after connectivity passes on the engine's
+partition when ``passes_first`` asks for them), lowers the total volume without raising
 that maximum (:mod:`partplan.partition.refinement.km1_pass`, in process 0, symmetric
 patterns), recounts every figure, writes its slice of the output ``.npy``
 (the launcher created it and renames it into place) and reports wall time
