@@ -292,8 +292,10 @@ def launch(config: dict, nprocs: int, *, worker, timeout_s: float = 60.0, thread
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-#: poll rounds (50 ms each) within which ranks that ended count as ending together (:func:`_failures`)
-ECHO_WINDOW_ROUNDS = 40
+#: poll rounds (50 ms each) within which ranks that ended count as ending together (:func:`_failures`):
+#: 10 s, because a rank that raised can take seconds to exit (torch and gloo teardown) on a loaded
+#: machine while the peers it failed end at once on their closed connections
+ECHO_WINDOW_ROUNDS = 200
 #: what a rank's error says when a peer's failure ended it (a closed connection, a timeout): an echo
 _ECHO = re.compile(r"a peer died|closed by peer|reset by peer|broken pipe|connection refused|timed out|"
                    r"timeout", re.I)
