@@ -148,40 +148,22 @@ def _count_pins(colptr, colidx, part, nets, out):
 
 
 @njit
-def _net_volumes(colptr, colidx, part, lo, send, recv, net_send, seen):
-    """Each local net's send (λ less its owner's part, when that holds a pin) into
-    ``net_send``, summed into ``send`` at its owner's part, and one recv for every other
-    part holding a pin; ``seen`` (int64[k], all −1): the last net that met each part."""
-    for w in range(colptr.size - 1):
-        o = part[lo + w]
-        lam = 0
-        own = 0
-        for e in range(colptr[w], colptr[w + 1]):
-            p = part[colidx[e]]
-            if seen[p] != w:
-                seen[p] = w
-                lam += 1
-                if p == o:
-                    own = 1
-                else:
-                    recv[p] += 1
-        net_send[w] = lam - own
-        send[o] += lam - own
-
-
-@njit
 def _scan_nets(colptr, colidx, part, lo, send, recv, net_send, seen, big_pos, big_counts, check, row, ext):
-    """:func:`_net_volumes` and, in the same pass over the pins, the kept pin counts of the
-    nets with ``big_pos[w] >= 0``: added to ``big_counts`` (``check`` False), or counted
-    into the scratch ``row`` (int64[k], zeros) and compared with them (``check`` True;
-    returns False on a difference); and, when ``ext`` has a slot per net (a symmetric
-    pattern: net w's pins are row w), each row's neighbours outside its part."""
+    """One pass over the local nets' pins. Each net's send (λ less its owner's part, when
+    that holds a pin) into ``net_send``, summed into ``send`` at its owner's part, and one
+    recv for every other part holding a pin; ``seen`` (int64[k], all −1): the last net that
+    met each part. When ``big_pos`` has a slot per net, the kept pin counts of the nets with
+    ``big_pos[w] >= 0``: added to ``big_counts`` (``check`` False), or counted into the
+    scratch ``row`` (int64[k], zeros) and compared with them (``check`` True; returns False
+    on a difference). When ``ext`` has a slot per net (a symmetric pattern: net w's pins
+    are row w), each row's neighbours outside its part."""
     k = seen.size
     same = True
     with_ext = ext.size == colptr.size - 1
+    with_big = big_pos.size == colptr.size - 1
     for w in range(colptr.size - 1):
         o = part[lo + w]
-        pos = big_pos[w]
+        pos = big_pos[w] if with_big else -1
         lam = 0
         own = 0
         out = 0
@@ -270,7 +252,9 @@ def local_volume(sl: RowSlice, part: np.ndarray, k: int) -> tuple[np.ndarray, np
     the pins."""
     send, recv = np.zeros(k, np.int64), np.zeros(k, np.int64)
     net_send = np.zeros(sl.rows, np.int32)
-    _net_volumes(sl.colptr, sl.colidx, part, sl.lo, send, recv, net_send, np.full(k, -1, np.int64))
+    none = np.zeros(0, np.int64)
+    _scan_nets(sl.colptr, sl.colidx, part, sl.lo, send, recv, net_send, np.full(k, -1, np.int64), none,
+               np.zeros((0, k), np.int32), False, none, none)
     return send, recv, net_send
 
 
