@@ -136,6 +136,41 @@ def test_failure_keeps_the_previous_output(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".") or "tmp" in p.name]
 
 
+def test_the_launcher_drops_an_initialised_mpis_environment(monkeypatch):
+    # what OpenMPI's singleton init (mpi4py in the calling process) exports; passed on, the nested
+    # mpirun joins that job and exits with status 1 before any rank runs
+    for key, value in {"PMIX_RANK": "0", "PMIX_SERVER_URI4": "1;tcp4://127.0.0.1:1", "OMPI_MCA_ess": "singleton",
+                       "OMPI_MCA_pmix": "^s1", "OMPI_APP_CTX_NUM_PROCS": "1", "OMPI_MCA_orte_launch": "1",
+                       "OMPI_COMM_WORLD_RANK": "0", "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
+                       "OMPI_ALLOW_RUN_AS_ROOT": "1"}.items():
+        monkeypatch.setenv(key, value)
+    env = launch._env()
+    assert not [key for key in env if key.startswith("PMIX_")]
+    for key in ("OMPI_MCA_ess", "OMPI_MCA_pmix", "OMPI_APP_CTX_NUM_PROCS", "OMPI_MCA_orte_launch",
+                "OMPI_COMM_WORLD_RANK"):
+        assert key not in env
+    assert env["OMPI_MCA_btl_vader_single_copy_mechanism"] == "none"      # a user's MCA setting stays
+    assert env["OMPI_ALLOW_RUN_AS_ROOT"] == "1"
+
+
+@pytest.mark.slow
+@pytest.mark.dist
+def test_a_caller_that_initialised_mpi_can_still_launch(rmat11, tmp_path):
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed (make mpi)")
+    _need("zoltan")
+    g, path = rmat11
+    out = tmp_path / "p.npy"
+    # the parent initialises MPI (its C environment gains the singleton's variables) and then runs
+    # partplan, which inherits them
+    code = ("import subprocess, sys; from mpi4py import MPI; MPI.COMM_SELF.Get_rank(); "
+            "sys.exit(subprocess.run([sys.executable, '-m', 'partplan'] + sys.argv[1:]).returncode)")
+    r = subprocess.run([sys.executable, "-c", code, "partition", str(path), "-k", "4", "--nprocs", "2",
+                        "--engine", "zoltan", "-o", str(out), "-q"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    part = np.load(out)
+    assert part.shape == (g.n,) and set(np.unique(part)) <= set(range(4))
+
+
 def test_cli_errors_before_work(rmat11, tmp_path, capsys):
     _need("zoltan")
     from partplan.cli.main import main

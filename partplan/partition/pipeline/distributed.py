@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -89,8 +90,16 @@ def mpirun_command(nprocs: int) -> list[str]:
     return ["mpirun", "-np", str(nprocs), "--oversubscribe", "--mca", "btl", "self,vader"]
 
 
+# What an MPI launcher or an initialised MPI (a singleton, e.g. mpi4py in this
+# process) leaves in the environment for its own processes. Passed on, they make
+# the nested ``mpirun`` join the caller's job instead of starting its own, and it
+# exits with status 1 before any rank runs. A user's MCA settings stay.
+_LAUNCHER_ENV = re.compile(r"^(PMIX_|PMI_|OMPI_MCA_(ess|pmix|orte_|ess_base_|initial_wdir|plm_|ras_)"
+                           r"|OMPI_(?!MCA_|ALLOW_RUN_AS_ROOT))")
+
+
 def _env() -> dict:
-    env = dict(os.environ)
+    env = {key: value for key, value in os.environ.items() if not _LAUNCHER_ENV.match(key)}
     if hasattr(os, "geteuid") and os.geteuid() == 0:   # OpenMPI refuses root without these
         env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
         env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
