@@ -308,7 +308,8 @@ class RefineContext:
 class DistributedRefineContext:
     """The refinement of a partition held by many MPI processes
     (:func:`partplan.partition.refinement.distributed.refine_distributed`): propose / commit rounds
-    that lower max(send, recv) with exact volume deltas. ``time_limit`` is the one option of
+    that lower max(send, recv) with exact volume deltas; on a graph of at most ``gather_max_pins``
+    pins (nonzeros + rows), the single-process refinement in process 0 instead. ``time_limit`` is the one option of
     ``partition(..., nprocs=N)``; the others are knobs fixed by measurement
     (docs/design/distributed.md)."""
 
@@ -342,6 +343,9 @@ class DistributedRefineContext:
                                  "(0: none; 8 and more: every level)", unit="levels", public=False)
     cluster_weight: float = option(1.0, "heaviest cluster, x the balance slack (the weight limit less the "
                                    "average part weight)", unit="x", public=False)
+    gather_max_pins: int = option(1 << 24, "a graph with at most this many pins (nonzeros + rows) is refined "
+                                  "whole in process 0 by the single-process bottleneck refinement instead of the "
+                                  "rounds (0: never)", unit="pins", lo=0, public=False)
     passes_first: int = option(0, "connectivity passes (less total volume, no higher maximum) on the engine's "
                                "partition before the rounds, in process 0 (0: none; the passes after the rounds "
                                "run either way)", unit="passes", lo=0, hi=100, public=False)

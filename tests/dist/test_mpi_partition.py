@@ -60,10 +60,11 @@ def test_zoltan_then_refinement_exact_and_lower_bottleneck(rmat11, tmp_path):
     assert p0.shape == (g.n,) and p0.min() >= 0 and p0.max() < k
     _check_sidecar(plain, g, p0, k)
     ref = launch.distributed_partition(path, k, nprocs=2, output=tmp_path / "r.npy", quiet=True,
-                                       context=DistributedRefineContext(rounds=30),
+                                       context=DistributedRefineContext(rounds=30, gather_max_pins=0),
                                        engine="zoltan")
     p1 = np.load(tmp_path / "r.npy")
     _check_sidecar(ref, g, p1, k)
+    assert ref["refine"]["rounds"] > 0 and ref["gathered"].startswith("skipped: ")   # the rounds, not process 0
     t0, s0, r0, i0 = _figures(g, p0, k)
     t1, s1, r1, i1 = _figures(g, p1, k)
     assert max(s1, r1) < max(s0, r0)          # the refinement lowers the bottleneck of Zoltan's own partition
@@ -72,6 +73,41 @@ def test_zoltan_then_refinement_exact_and_lower_bottleneck(rmat11, tmp_path):
     side = json.loads((tmp_path / "r.npy.json").read_text())
     assert side["engine"] == "zoltan" and side["nprocs"] == 2 and len(side["stages"]) == 2
     assert all(st["refine"]["peak_rss_bytes"] > 0 for st in side["stages"])
+
+
+@pytest.mark.dist
+def test_a_graph_that_fits_is_refined_whole_in_process_0(rmat11, tmp_path):
+    """At most ``gather_max_pins`` pins (nonzeros + rows): no rounds; process 0 runs the single-process
+    pipeline's refinement on the engine's partition with the distributed weight limit, then the
+    connectivity passes — the same partition as those two functions called here on the
+    engine-only run's output, its figures recounted by analyze()."""
+    _need("zoltan")
+    from partplan.partition.context import PipelineContext, resolve
+    from partplan.partition.pipeline.auto import refine_partition
+    from partplan.partition.refinement.km1_pass import km1_passes
+    g, path = rmat11
+    k = 16
+    launch.distributed_partition(path, k, nprocs=2, output=tmp_path / "e.npy", refine=False, quiet=True,
+                                 engine="zoltan")
+    p0 = np.load(tmp_path / "e.npy")
+    res = launch.distributed_partition(path, k, nprocs=2, output=tmp_path / "w.npy", quiet=True, engine="zoltan")
+    p1 = np.load(tmp_path / "w.npy")
+    _check_sidecar(res, g, p1, k)
+    assert res["refine"]["rounds"] == 0 and isinstance(res["gathered"], dict)
+    nnz = g.row_nnz.astype(np.int64)
+    W = int(nnz.sum())
+    cap = max(int(np.floor(1.03 * W / k)), -(-W // k), int(np.bincount(p0, weights=nnz, minlength=k).max()))
+    ctx = resolve(PipelineContext, {"imbalance": 0.03, "seed": 0}, label="auto")
+    mid, _ = refine_partition(g, p0, k, context=ctx, weight_cap=cap)
+    assert np.array_equal(p1, km1_passes(g, mid, k, eps=0.03))
+    t0, s0, r0, i0 = _figures(g, p0, k)
+    tm, sm, rm, _ = _figures(g, mid, k)
+    assert (res["gathered"]["max_before"], res["gathered"]["max_after"]) == (max(s0, r0), max(sm, rm))
+    assert res["gathered"]["total_after"] == tm and max(sm, rm) < max(s0, r0)
+    assert int(np.bincount(p1, weights=nnz, minlength=k).max()) <= cap      # the distributed weight limit kept
+    small = launch.distributed_partition(path, k, nprocs=2, output=tmp_path / "s.npy", quiet=True, engine="zoltan",
+                                         context=DistributedRefineContext(gather_max_pins=g.nnz + g.n - 1))
+    assert small["gathered"].startswith(f"skipped: {g.nnz + g.n:,} pins") and small["refine"]["rounds"] > 0
 
 
 @pytest.mark.slow
@@ -110,7 +146,7 @@ def test_stream_engine_and_graph_file_input(tmp_path):
     from partplan.io.npz import write_npz
     f = write_npz(g, tmp_path / "g.npz")
     res = launch.distributed_partition(f, 4, nprocs=2, output=tmp_path / "t.npy", quiet=True,
-                                       context=DistributedRefineContext(rounds=20),
+                                       context=DistributedRefineContext(rounds=20, gather_max_pins=0),
                                        engine="stream")
     _check_sidecar(res, g, np.load(tmp_path / "t.npy"), 4)
     assert res["engine"] == "stream"

@@ -255,6 +255,32 @@ def auto_partition(graph: Graph, k: int, *, context: PipelineContext | None = No
     return part, report
 
 
+def refine_partition(graph: Graph, part: np.ndarray, k: int, *, context: PipelineContext | None = None,
+                     weight_cap: int | None = None, engine: str = "given",
+                     progress: Callable[[str], None] | None = None) -> tuple[np.ndarray, dict]:
+    """The pipeline's refinement (steps 4-6 of the module doc: the max-both refinement and its
+    rounds, the volume round, the cycles) of one given partition, as if it were the kept start;
+    the distributed partitioner runs it in process 0 on a graph that fits
+    (:mod:`partplan.partition.pipeline.mpi_worker`).
+
+    part : int[n] in [0, k) (not modified). context : the pipeline's (its ``imbalance``, ``seed``,
+    ``volume_tolerance`` and budget apply; its starts do not). weight_cap : the most row nonzeros
+    any part may hold, kept beside the balance limit by every step (never below the heaviest
+    part of ``part``: refine's ``cap2``). engine : the start's name in the report.
+
+    Returns (part int64[n], report): ``refine``, ``volume_round``, ``cycles`` (as in
+    :func:`auto_partition`'s report) and ``before`` / ``after`` (:func:`figures`)."""
+    ctx = context if context is not None else resolve(PipelineContext, {}, label="auto")
+    start = np.asarray(part, np.int64)
+    before = figures(graph, start, k)
+    reps = [{"engine": engine, "figures": before, "overload": overload(graph, start, k, ctx.imbalance)}]
+    report: dict = {"before": before}
+    out = _refinement(graph, k, ctx, reps, [start], 0, report, progress, Lanes(1), weight_cap=weight_cap) \
+        if k > 1 else start
+    report["after"] = figures(graph, out, k)
+    return out, report
+
+
 def is_large(graph: Graph) -> bool:
     """More than LARGE_PINS pins of A + I: the pipeline's large-graph schedule (module constants)."""
     return graph.nnz + graph.n > LARGE_PINS
@@ -303,22 +329,24 @@ def _no_worse_than_starts(graph, k, part, parts, reps, imbalance, over_ok, progr
 
 
 def _refinement(graph, k, ctx: PipelineContext, reps, parts, best, report, progress, lanes,
-                over_ok: bool = False) -> np.ndarray:
+                over_ok: bool = False, weight_cap: int | None = None) -> np.ndarray:
     """Steps 4-6 of the module doc on the starts: the refinement (with its rounds), the volume
-    round, the cycles; their reports go to ``report``. Returns the partition."""
+    round, the cycles; their reports go to ``report``. ``weight_cap``: see :func:`compute_limit`.
+    Returns the partition."""
     b = ctx.budget
     work = b.refine_work if b.refine_work is not None else (
         LARGE_REFINE_WORK if is_large(graph) else DEFAULT_REFINE_WORK)
     budget = Budget.of(graph, work, b.rounds_work, b.time_limit)
     part, report["refine"], i, report["refined_starts"], rctx = _refine_starts(
-        graph, k, reps, parts, best, ctx, budget, progress, lanes, over_ok)
+        graph, k, reps, parts, best, ctx, budget, progress, lanes, over_ok, weight_cap)
     report["chosen"] = reps[i]["engine"]
     if b.volume_work > 0:
         part, report["volume_round"] = _volume_round(graph, k, part, report["refine"], ctx, ctx.seed, budget,
-                                                     progress)
+                                                     progress, weight_cap)
         cycles = b.refine_cycles or (1 if is_large(graph) else DEFAULT_REFINE_CYCLES)
         if cycles > 1:
-            part, report["cycles"] = _cycles(graph, k, part, report, ctx, rctx, budget, cycles, progress)
+            part, report["cycles"] = _cycles(graph, k, part, report, ctx, rctx, budget, cycles, progress,
+                                             weight_cap)
     return part
 
 
@@ -329,13 +357,18 @@ def has_empty_rows(graph: Graph) -> bool:
     return bool((graph.row_nnz == 0).any())
 
 
-def compute_limit(graph: Graph, part: np.ndarray, k: int, imbalance: float) -> dict:
+def compute_limit(graph: Graph, part: np.ndarray, k: int, imbalance: float, weight_cap: int | None = None) -> dict:
     """refine's keywords that keep the compute limit (row nnz ≤ ⌊(1+ε)·⌈nnz/k⌉⌋ per part) beside
-    the balance limit: {} when :func:`has_empty_rows` is False."""
-    if not has_empty_rows(graph):
+    the balance limit: {} when :func:`has_empty_rows` is False. ``weight_cap`` (row nonzeros per
+    part; the distributed partitioner's limit, :func:`refine_partition`): kept as well, the lower
+    of the two when both apply."""
+    empty = has_empty_rows(graph)
+    if not empty and weight_cap is None:
         return {}
     nnz = graph.row_nnz.astype(np.int64)
-    return {"weights2": nnz, "cap2": balance_cap(nnz, part, k, imbalance)[1]}
+    cap = balance_cap(nnz, part, k, imbalance)[1] if empty else None
+    cap = weight_cap if cap is None else cap if weight_cap is None else min(cap, weight_cap)
+    return {"weights2": nnz, "cap2": cap}
 
 
 def isolated_rows(graph: Graph) -> np.ndarray:
@@ -460,7 +493,7 @@ def max_context(ctx: PipelineContext) -> RefineContext:
 
 
 def _refine_starts(graph, k, reps, parts, best, ctx: PipelineContext, budget: Budget, progress, lanes,
-                   over_ok: bool = False):
+                   over_ok: bool = False, weight_cap: int | None = None):
     """Bottleneck refinement (max-both) of the kept start — on graphs of ≤ REFINE_ALL_NNZ nonzeros
     of every start as balanced as the kept one (side by side on ``lanes``), since a start's
     max before refinement does not rank its refined result — then more rounds of the best result
@@ -489,18 +522,19 @@ def _refine_starts(graph, k, reps, parts, best, ctx: PipelineContext, budget: Bu
         said = progress if len(cands) == 1 or progress is None else (
             lambda msg, eng=reps[i]["engine"]: progress(f"{eng} start: {msg}"))
         tasks.append((i, rctx, lanes.submit(_refine_max, graph, start, k, replace(
-            rctx, time_limit=budget.left_s(), work_limit=budget.first), said)))
+            rctx, time_limit=budget.left_s(), work_limit=budget.first), said, weight_cap)))
     results = []
     for i, rctx, task in tasks:      # in the candidates' order, whichever ended first
         p_i, r_i = task.result()
         results.append((r_i["after"]["max_send_recv"], r_i["after"]["total_volume"], len(results), i, p_i, r_i,
                         rctx))
     *_, i, part, rrep, rctx = min(results, key=lambda t: t[:3])
-    part, rrep = _more_rounds(graph, k, part, rrep, rctx, ctx.budget.refine_rounds, budget, progress)
+    part, rrep = _more_rounds(graph, k, part, rrep, rctx, ctx.budget.refine_rounds, budget, progress, weight_cap)
     return part, rrep, i, [reps[j]["engine"] for j in cands], rctx
 
 
-def _cycles(graph, k, part, report, ctx: PipelineContext, rctx: RefineContext, budget, cycles, progress):
+def _cycles(graph, k, part, report, ctx: PipelineContext, rctx: RefineContext, budget, cycles, progress,
+            weight_cap: int | None = None):
     """Cycles 2.. of refinement + volume round (``refine_cycles``): the max-both refinement from
     the last volume round's result (seed + 100 c; ``rctx``: the first refinement's total-volume
     limit), within ``cycle_work`` x the work units the refinement spent (its rounds included; the
@@ -522,8 +556,9 @@ def _cycles(graph, k, part, report, ctx: PipelineContext, rctx: RefineContext, b
             progress(f"refine/volume cycle {c + 1}: from max(send, recv) {trail[-1][0]}, total volume "
                      f"{trail[-1][1]} ({budget.say(units)})")
         seed = ctx.seed + 100 * c
-        cur, r_c = _refine_max(graph, cur, k, replace(rctx, seed=seed, time_limit=left, work_limit=units), None)
-        cur, v_c = _volume_round(graph, k, cur, r_c, ctx, seed, budget, None)
+        cur, r_c = _refine_max(graph, cur, k, replace(rctx, seed=seed, time_limit=left, work_limit=units), None,
+                               weight_cap)
+        cur, v_c = _volume_round(graph, k, cur, r_c, ctx, seed, budget, None, weight_cap)
         work += r_c["work"] + v_c["work"]
         got = (v_c["after"]["max_send_recv"], v_c["after"]["total_volume"])
         trail.append(got)
@@ -537,7 +572,7 @@ def _cycles(graph, k, part, report, ctx: PipelineContext, rctx: RefineContext, b
     return part, {"trail": trail, "kept": kept, "work": work, "seconds": time.perf_counter() - t0}
 
 
-def _more_rounds(graph, k, part, rrep, rctx: RefineContext, rounds, budget, progress):
+def _more_rounds(graph, k, part, rrep, rctx: RefineContext, rounds, budget, progress, weight_cap: int | None = None):
     """Rounds 2.. of the refinement: restart it from its own result with seed + round (a new vertex
     order; ``rctx``: the first round's volume limit), keep the lowest (max(send, recv), total
     volume); stop after ``rounds`` in all, ROUND_PATIENCE rounds in a row without a lower one, or
@@ -559,7 +594,7 @@ def _more_rounds(graph, k, part, rrep, rctx: RefineContext, rounds, budget, prog
         if progress:
             progress(f"refinement round {r + 1} (seed {rctx.seed + r}, {budget.say(work_left)})")
         cur, r_i = _refine_max(graph, cur, k, replace(rctx, seed=rctx.seed + r, time_limit=left, work_limit=work_left),
-                               progress)
+                               progress, weight_cap)
         passes, moves, seconds, work = (passes + r_i["passes"], moves + r_i["moves"], seconds + r_i["seconds"],
                                         work + r_i["work"])
         if work_left is not None:
@@ -576,7 +611,7 @@ def _more_rounds(graph, k, part, rrep, rctx: RefineContext, rounds, budget, prog
                       work=work)
 
 
-def _volume_round(graph, k, part, rrep, ctx: PipelineContext, seed, budget, progress):
+def _volume_round(graph, k, part, rrep, ctx: PipelineContext, seed, budget, progress, weight_cap: int | None = None):
     """km1 FM on the refined ``part`` (refine objective "total", never above its own total volume)
     with no part's max(send, recv) allowed above the refined max: ``volume_work`` units per pin of
     A + I (seconds left under a caller's time limit instead). Returns (part, report: the figures
@@ -591,7 +626,7 @@ def _volume_round(graph, k, part, rrep, ctx: PipelineContext, seed, budget, prog
     vctx = RefineContext(objective="total", imbalance=ctx.imbalance, seed=seed, volume_tolerance=0.0,
                          max_cost=rrep["after"]["max_send_recv"], time_limit=None if left is None else max(left, 0.0),
                          work_limit=units)
-    new, vrep = refine(graph, part, k, context=vctx, **compute_limit(graph, part, k, ctx.imbalance))
+    new, vrep = refine(graph, part, k, context=vctx, **compute_limit(graph, part, k, ctx.imbalance, weight_cap))
     b, a = vrep["before"], vrep["after"]
     if progress:
         progress(f"volume round: total volume {b['total_volume']} -> {a['total_volume']}, "
@@ -600,14 +635,14 @@ def _volume_round(graph, k, part, rrep, ctx: PipelineContext, seed, budget, prog
                  "stopped": vrep["stopped"]}
 
 
-def _refine_max(graph, part, k, rctx: RefineContext, progress):
+def _refine_max(graph, part, k, rctx: RefineContext, progress, weight_cap: int | None = None):
     """One max-both refinement of ``part`` under ``rctx`` (total volume at most (1 + tol) ×
     ``volume_reference``, its time and work limits), keeping the compute limit on graphs with
-    empty rows; returns (part, refine report)."""
+    empty rows (and ``weight_cap``: :func:`compute_limit`); returns (part, refine report)."""
     from ..refinement.refine import refine
 
     return refine(graph, part, k, context=rctx, progress=progress,
-                  **compute_limit(graph, part, k, rctx.imbalance))
+                  **compute_limit(graph, part, k, rctx.imbalance, weight_cap))
 
 
 def _repair_compute(graph, part, k, imbalance, progress):

@@ -5,7 +5,9 @@ only its chunks of the chunked graph (a contiguous run of chunks balanced by
 nonzeros), runs the engine on its row block, gathers the partition vector
 (int32[n]: replicated, O(n)), refines max(send, recv) with
 :func:`.refine.refine_distributed` (after connectivity passes on the engine's
-partition when ``passes_first`` asks for them), lowers the total volume without raising
+partition when ``passes_first`` asks for them) — or, on a graph of at most
+``gather_max_pins`` pins (nonzeros + rows), with the single-process refinement in process 0
+(:func:`_gathered_refine`) — lowers the total volume without raising
 that maximum (:mod:`partplan.partition.refinement.km1_pass`, in process 0, symmetric
 patterns), recounts every figure, writes its slice of the output ``.npy``
 (the launcher created it and renames it into place) and reports wall time
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -76,6 +79,49 @@ def _km1(comm, cfg: dict, part: np.ndarray, k: int, eps: float, symmetric: bool,
         except OptionError as exc:   # the counts do not fit
             out = f"skipped: {exc}"
         except (MemoryError, OSError) as exc:   # the refined parts stay as they are
+            out = f"skipped: {type(exc).__name__}: {exc}"
+    comm.Bcast(part, root=0)
+    return comm.bcast(out, root=0)
+
+
+def _gathered_refine(comm, cfg: dict, part: np.ndarray, k: int, eps: float, ctx, pins: int,
+                     weights: np.ndarray) -> dict | str:
+    """The single-process pipeline's refinement
+    (:func:`partplan.partition.pipeline.auto.refine_partition`: FM passes whose moves may first
+    raise the cost, restarted with new seeds, then a volume round and refine / volume cycles)
+    of the whole graph, in process 0, when the graph has at most ``ctx.gather_max_pins``
+    pins (nonzeros + rows: a bounded buffer, as multilevel partitioners gather their coarsest
+    graph); ``part`` updated in place on every process. Its budget is the single-process pipeline's
+    counted work (the same result on every machine), or ``ctx.time_limit`` when one is set.
+    Every step keeps the distributed weight limit (row nonzeros per part, at most
+    max(⌊(1 + ε)·W / k⌋, ⌈W / k⌉) or the heaviest part now; ``weights``: the parts' nonzeros)
+    beside the single-process balance limit. Returns its figures or why it did not run."""
+    if pins > ctx.gather_max_pins:
+        return f"skipped: {pins:,} pins (nonzeros + rows), above the {ctx.gather_max_pins:,} that process 0 " \
+            "refines whole"
+    out: dict | str = {}
+    if comm.Get_rank() == 0:
+        from ...io.chunked import read_chunked
+        from ..context import PipelineContext, resolve
+        from .auto import refine_partition
+        try:
+            t0 = time.perf_counter()
+            g = read_chunked(cfg["graph"])
+            total = int(weights.sum())
+            cap = max(int(np.floor((1.0 + eps) * total / k)), -(-total // k), int(weights.max()))
+            pctx = resolve(PipelineContext, {"imbalance": eps, "seed": int(cfg["seed"]),
+                                             **({} if ctx.time_limit is None else {"time_limit": ctx.time_limit})},
+                           label="the whole-graph refinement")
+            new, rep = refine_partition(g, part, k, context=pctx, weight_cap=cap, engine=cfg.get("engine", "mpi"),
+                                        progress=_progress(cfg))
+            part[:] = new
+            b, a = rep["before"], rep["after"]
+            out = {"max_before": b["max_send_recv"], "max_after": a["max_send_recv"],
+                   "total_before": b["total_volume"], "total_after": a["total_volume"],
+                   "refine_rounds": len(rep["refine"]["rounds"]) if rep.get("refine") else 0,
+                   "cycles": len(rep["cycles"]["trail"]) if rep.get("cycles") else 0,
+                   "seconds": round(time.perf_counter() - t0, 3)}
+        except (MemoryError, OSError) as exc:   # the distributed result stays
             out = f"skipped: {type(exc).__name__}: {exc}"
     comm.Bcast(part, root=0)
     return comm.bcast(out, root=0)
@@ -159,10 +205,24 @@ def run(cfg: dict) -> dict:
         st.stop()
     st.start("refine")
     say = _progress(cfg) if rank == 0 else None
-    res = refine_distributed(comm, sl, part, k, eps, ctx if cfg["refine"] else replace(ctx, rounds=0),
+    whole = cfg["refine"] and info.nnz + n <= ctx.gather_max_pins   # process 0 refines the whole graph instead
+    res = refine_distributed(comm, sl, part, k, eps, ctx if cfg["refine"] and not whole else replace(ctx, rounds=0),
                              progress=say)
     send, recv, weights = res.send, res.recv, res.weights
     st.stop()
+    gathered: dict | str = "skipped: no refinement"
+    if cfg["refine"]:
+        st.start("gathered")
+        gathered = _gathered_refine(comm, cfg, part, k, eps, ctx, info.nnz + n, weights)
+        if isinstance(gathered, dict):   # recount the new parts' figures, and check the refinement's own
+            limit = max(int(np.floor((1.0 + eps) * int(weights.sum()) / k)), -(-int(weights.sum()) // k),
+                        int(weights.max()))
+            send, recv, weights = recount(comm, sl, part, k)
+            if (int(send.sum()), int(max(send.max(), recv.max()))) != (gathered["total_after"],
+                                                                       gathered["max_after"]) \
+                    or int(weights.max()) > limit:
+                raise RuntimeError("internal error: the whole-graph refinement's figures differ from the recount")
+        st.stop()
     km1: dict | str = "skipped: no refinement"
     if cfg["refine"]:
         st.start("km1")
@@ -194,7 +254,7 @@ def run(cfg: dict) -> dict:
                        "cluster_moved": res.cluster_moved, "seconds": round(res.seconds, 3),
                        "total_volume": int(res.send.sum()), "max_send": int(res.send.max()),
                        "max_recv": int(res.recv.max())},
-            "km1": km1, **({"km1_first": km1_first} if km1_first is not None else {}),
+            "gathered": gathered, "km1": km1, **({"km1_first": km1_first} if km1_first is not None else {}),
             "row_bounds": bounds.tolist(), "stages": stages,
             **({"engine_choice": choice} if choice is not None else {})}
 

@@ -153,8 +153,8 @@ def test_large_graph_schedule(monkeypatch):
     monkeypatch.setattr(pipeline, "LARGE_PINS", g.nnz + g.n - 1)
     monkeypatch.setattr(pipeline, "REFINE_WORK_MIN", 1)
     limits, real = [], pipeline._refine_max
-    monkeypatch.setattr(pipeline, "_refine_max", lambda gr, p, kk, rctx, pr: limits.append(rctx.work_limit)
-                        or real(gr, p, kk, rctx, pr))
+    monkeypatch.setattr(pipeline, "_refine_max", lambda gr, p, kk, rctx, pr, *cap: limits.append(rctx.work_limit)
+                        or real(gr, p, kk, rctx, pr, *cap))
     part, rep = auto_partition(g, k)
     vcycled = [r["engine"] for r in rep["starts"] if "vcycle_s" in r]
     assert vcycled == [rep["chosen"]] and rep["refined_starts"] == [rep["chosen"]]
