@@ -41,6 +41,19 @@ def eps_limit(total_weight: int, k: int, imbalance: float) -> int:
     return int(np.floor((1.0 + imbalance) * -(-int(total_weight) // k)))
 
 
+def nnz_limit(total_nnz: int, k: int, imbalance: float) -> int:
+    """The distributed partitioner's limit on one part's row nonzeros, max(⌊(1+ε)·W/k⌋, ⌈W/k⌉)
+    (W: the nonzeros; an empty row weighs 0). At most :func:`eps_limit` of the same W, which
+    rounds W/k up before the ε; the distributed refinement, its connectivity passes and its
+    whole-graph refinement keep this one.
+
+    >>> nnz_limit(19, 3, 0.0), nnz_limit(100, 4, 0.03), eps_limit(101, 4, 0.03)
+    (7, 25, 26)
+    """
+    total_nnz = int(total_nnz)
+    return max(int(np.floor((1.0 + imbalance) * total_nnz / k)), -(-total_nnz // k))
+
+
 def balance_cap(weights: np.ndarray, part: np.ndarray, k: int, imbalance: float) -> tuple[int, int]:
     """(cap, limit): the largest part weight a move may create, and the ε-limit
     ⌊(1+ε)·⌈W/k⌉⌋ (the planner's definition). cap = max(limit, heaviest input

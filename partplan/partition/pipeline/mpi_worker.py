@@ -23,6 +23,8 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..objectives import nnz_limit
+
 
 def _transpose(comm, bounds, lo, hi, indptr, indices):
     """The pins of nets [lo, hi): the rows holding each column, over all processes."""
@@ -108,7 +110,7 @@ def _gathered_refine(comm, cfg: dict, part: np.ndarray, k: int, eps: float, ctx,
             t0 = time.perf_counter()
             g = read_chunked(cfg["graph"])
             total = int(weights.sum())
-            cap = max(int(np.floor((1.0 + eps) * total / k)), -(-total // k), int(weights.max()))
+            cap = max(nnz_limit(total, k, eps), int(weights.max()))
             pctx = resolve(PipelineContext, {"imbalance": eps, "seed": int(cfg["seed"]),
                                              **({} if ctx.time_limit is None else {"time_limit": ctx.time_limit})},
                            label="the whole-graph refinement")
@@ -215,8 +217,7 @@ def run(cfg: dict) -> dict:
         st.start("gathered")
         gathered = _gathered_refine(comm, cfg, part, k, eps, ctx, info.nnz + n, weights)
         if isinstance(gathered, dict):   # recount the new parts' figures, and check the refinement's own
-            limit = max(int(np.floor((1.0 + eps) * int(weights.sum()) / k)), -(-int(weights.sum()) // k),
-                        int(weights.max()))
+            limit = max(nnz_limit(int(weights.sum()), k, eps), int(weights.max()))
             send, recv, weights = recount(comm, sl, part, k)
             if (int(send.sum()), int(max(send.max(), recv.max()))) != (gathered["total_after"],
                                                                        gathered["max_after"]) \

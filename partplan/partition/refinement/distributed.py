@@ -88,6 +88,7 @@ import numpy as np
 from ..._kernels import njit
 from ...program.exchange import segments as _ranges
 from ..context import DistributedRefineContext
+from ..objectives import nnz_limit
 
 #: most cells (rows × heavy parts) a pull round counts at once (bounds memory: 128 MiB of int64)
 _BLOCK_CELLS = 1 << 24
@@ -403,7 +404,7 @@ class _Refiner:
         total = int(self.W.sum())
         wmax_local = int(self.w.max()) if self.w.size else 0
         self.wmax_vertex = int(comm.allreduce(wmax_local, op=_mpi_max()))
-        self.Wmax = max(int(np.floor((1.0 + eps) * total / k)), int(np.ceil(total / k)))
+        self.Wmax = nnz_limit(total, k, eps)
         self.Wslack = int(np.floor(self.Wmax * (1.0 + ctx.slack)))
         self.Wfinal = max(self.Wmax, int(self.W.max()))
         self.load_cap = None   # repair moves may raise loads up to this (None: the current maximum)

@@ -60,6 +60,7 @@ import numpy as np
 from ..._kernels import njit
 from ...errors import OptionError, PartitionError
 from ..options import check_int, check_real
+from ..objectives import nnz_limit
 from ..options import DEFAULT_IMBALANCE
 
 #: most bytes of pin counts (2·n·k) by default
@@ -297,7 +298,7 @@ def km1_passes(path_or_graph, part, k: int, *, eps: float = DEFAULT_IMBALANCE, p
         ip, idx = _rows(src, lo, min(n, lo + block_rows))
         _count_block(ip, idx, lo, out, cnt, big, big_cnt, _SAT)
     W = int(wts.sum())
-    cap = max(int(np.floor((1.0 + eps) * W / k)), -(-W // k))
+    cap = nnz_limit(W, k, eps)
     loads = np.bincount(out, weights=wts, minlength=k).astype(np.int64)
     nb, touched = np.zeros(k, np.int64), np.empty(k, np.int64)
     send, recv = np.zeros(k, np.int64), np.zeros(k, np.int64)
