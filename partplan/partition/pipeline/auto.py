@@ -258,27 +258,49 @@ def auto_partition(graph: Graph, k: int, *, context: PipelineContext | None = No
 def refine_partition(graph: Graph, part: np.ndarray, k: int, *, context: PipelineContext | None = None,
                      weight_cap: int | None = None, engine: str = "given",
                      progress: Callable[[str], None] | None = None) -> tuple[np.ndarray, dict]:
-    """The pipeline's refinement (steps 4-6 of the module doc: the max-both refinement and its
-    rounds, the volume round, the cycles) of one given partition, as if it were the kept start;
-    the distributed partitioner runs it in process 0 on a graph that fits
+    """What the pipeline does to its kept start, done to one given partition: the km1 V-cycle
+    (``start.vcycle``; one V-cycle on a large graph, as the pipeline's kept start gets), then
+    steps 4-6 of the module doc (the max-both refinement and its rounds, the volume round, the
+    cycles). The distributed partitioner runs it in process 0 on a graph that fits
     (:mod:`partplan.partition.pipeline.mpi_worker`).
 
     part : int[n] in [0, k) (not modified). context : the pipeline's (its ``imbalance``, ``seed``,
-    ``volume_tolerance`` and budget apply; its starts do not). weight_cap : the most row nonzeros
-    any part may hold, kept beside the balance limit by every step (never below the heaviest
-    part of ``part``: refine's ``cap2``). engine : the start's name in the report.
+    ``volume_tolerance``, ``start.vcycle`` and budget apply; its start engines do not).
+    weight_cap : the most row nonzeros any part may hold (never below the heaviest part of
+    ``part``), kept beside the balance limit by every refinement step (refine's ``cap2``); the
+    V-cycle, which keeps only the balance limit, is dropped when its result breaks it. The total
+    volume may grow to (1 + ``volume_tolerance``) × that of ``part`` (not of the V-cycle's result:
+    what the V-cycle saves, the refinement may spend on the bottleneck; TUNE max 1.001 / total
+    1.017 × the single-process default against 1.024 / 1.011, docs/design/distributed.md).
+    engine : the start's name in the report.
 
-    Returns (part int64[n], report): ``refine``, ``volume_round``, ``cycles`` (as in
-    :func:`auto_partition`'s report) and ``before`` / ``after`` (:func:`figures`)."""
+    Returns (part int64[n], report): ``vcycle`` (its figures, seconds, whether it was kept; None
+    when it did not run), ``refine``, ``volume_round``, ``cycles`` (as in :func:`auto_partition`'s
+    report) and ``before`` / ``after`` (:func:`figures`)."""
     ctx = context if context is not None else resolve(PipelineContext, {}, label="auto")
     start = np.asarray(part, np.int64)
     before = figures(graph, start, k)
-    reps = [{"engine": engine, "figures": before, "overload": overload(graph, start, k, ctx.imbalance)}]
-    report: dict = {"before": before}
+    rep = {"engine": engine, "figures": before, "overload": overload(graph, start, k, ctx.imbalance)}
+    report: dict = {"before": before, "vcycle": None}
+    if ctx.start.vcycle and k > 1:   # the km1 V-cycle every start gets, kept when it keeps weight_cap
+        vc = dict(rep)
+        cand = _vcycle(graph, start, k, ctx.imbalance, ctx.seed, vc, progress, True,
+                       cycles=LARGE_VCYCLES if is_large(graph) else None)
+        kept = weight_cap is None or _heaviest(graph, cand, k) <= max(weight_cap, _heaviest(graph, start, k))
+        report["vcycle"] = {"figures": vc["figures"], "seconds": vc["vcycle_s"], "kept": kept}
+        if kept:   # the figures stay the given partition's: its total volume is the refinement's reference
+            start = np.asarray(cand, np.int64)
+            rep["overload"] = overload(graph, start, k, ctx.imbalance)
+    reps = [rep]
     out = _refinement(graph, k, ctx, reps, [start], 0, report, progress, Lanes(1), weight_cap=weight_cap) \
         if k > 1 else start
     report["after"] = figures(graph, out, k)
     return out, report
+
+
+def _heaviest(graph: Graph, part: np.ndarray, k: int) -> int:
+    """The largest row-nonzero count of a part."""
+    return int(np.bincount(part, weights=graph.row_nnz, minlength=k).max()) if k else 0
 
 
 def is_large(graph: Graph) -> bool:

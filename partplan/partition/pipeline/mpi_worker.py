@@ -89,8 +89,9 @@ def _km1(comm, cfg: dict, part: np.ndarray, k: int, eps: float, symmetric: bool,
 def _gathered_refine(comm, cfg: dict, part: np.ndarray, k: int, eps: float, ctx, pins: int,
                      weights: np.ndarray) -> dict | str:
     """The single-process pipeline's refinement
-    (:func:`partplan.partition.pipeline.auto.refine_partition`: FM passes whose moves may first
-    raise the cost, restarted with new seeds, then a volume round and refine / volume cycles)
+    (:func:`partplan.partition.pipeline.auto.refine_partition`: a km1 V-cycle, FM passes whose
+    moves may first raise the cost, restarted with new seeds, then a volume round and refine /
+    volume cycles)
     of the whole graph, in process 0, when the graph has at most ``ctx.gather_max_pins``
     pins (nonzeros + rows: a bounded buffer, as multilevel partitioners gather their coarsest
     graph); ``part`` updated in place on every process. Its budget is the single-process pipeline's
@@ -120,6 +121,7 @@ def _gathered_refine(comm, cfg: dict, part: np.ndarray, k: int, eps: float, ctx,
             b, a = rep["before"], rep["after"]
             out = {"max_before": b["max_send_recv"], "max_after": a["max_send_recv"],
                    "total_before": b["total_volume"], "total_after": a["total_volume"],
+                   "vcycle_kept": rep["vcycle"]["kept"] if rep["vcycle"] else None,
                    "refine_rounds": len(rep["refine"]["rounds"]) if rep.get("refine") else 0,
                    "cycles": len(rep["cycles"]["trail"]) if rep.get("cycles") else 0,
                    "seconds": round(time.perf_counter() - t0, 3)}

@@ -35,6 +35,12 @@ def test_a_bad_start_gets_a_lower_bottleneck_within_the_cap(graph):
     assert rep["after"]["total_volume"] == after["total_volume"]
     assert worst(after) < worst(before) and after["total_volume"] < before["total_volume"]
     assert int(_load(g, out, k).max()) <= cap                 # tighter than the balance limit (ε = 0.03)
+    vc = rep["vcycle"]                                        # the start's V-cycle: kept only within the cap
+    assert set(vc) == {"figures", "seconds", "kept"} and vc["figures"]["total_volume"] < before["total_volume"]
+    off, rep_off = refine_partition(g, start, k, context=resolve(PipelineContext, {"imbalance": 0.03, "seed": 1,
+                                                                                  "vcycle": False}, label="auto"),
+                                    weight_cap=cap)
+    assert rep_off["vcycle"] is None and int(_load(g, off, k).max()) <= cap
     again, _ = refine_partition(g, start, k, context=ctx, weight_cap=cap)
     assert np.array_equal(out, again)                         # counted work: the same result each time
 
