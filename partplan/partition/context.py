@@ -308,10 +308,10 @@ class RefineContext:
 class DistributedRefineContext:
     """The refinement of a partition held by many MPI processes
     (:func:`partplan.partition.refinement.distributed.refine_distributed`): propose / commit rounds
-    that lower max(send, recv) with exact volume deltas; on a graph of at most ``gather_max_pins``
-    pins (nonzeros + rows), the single-process refinement in process 0 instead. ``time_limit`` is the one option of
-    ``partition(..., nprocs=N)``; the others are knobs fixed by measurement
-    (docs/design/distributed.md)."""
+    that lower max(send, recv) with exact volume deltas; on a graph of at most
+    ``gather_max_pins`` pins (nonzeros + rows), the single-process refinement in process 0
+    instead. ``time_limit`` is the one option of ``partition(..., nprocs=N)``; the others are
+    knobs fixed by measurement (docs/design/distributed.md)."""
 
     rounds: int = option(200, "propose / commit rounds at most", unit="rounds", public=False)
     per_round: int = option(2048, "proposals per process per round at most", unit="moves", lo=1, public=False)

@@ -87,18 +87,18 @@ def _km1(comm, cfg: dict, part: np.ndarray, k: int, eps: float, symmetric: bool,
 
 
 def _gathered_refine(comm, cfg: dict, part: np.ndarray, k: int, eps: float, ctx, pins: int,
-                     weights: np.ndarray) -> dict | str:
-    """The single-process pipeline's refinement
+                     weights: np.ndarray, engine: str) -> dict | str:
+    """The single-process pipeline's refinement of the whole graph in process 0
     (:func:`partplan.partition.pipeline.auto.refine_partition`: a km1 V-cycle, FM passes whose
     moves may first raise the cost, restarted with new seeds, then a volume round and refine /
-    volume cycles)
-    of the whole graph, in process 0, when the graph has at most ``ctx.gather_max_pins``
-    pins (nonzeros + rows: a bounded buffer, as multilevel partitioners gather their coarsest
-    graph); ``part`` updated in place on every process. Its budget is the single-process pipeline's
-    counted work (the same result on every machine), or ``ctx.time_limit`` when one is set.
-    Every step keeps the distributed weight limit (row nonzeros per part, at most
-    max(⌊(1 + ε)·W / k⌋, ⌈W / k⌉) or the heaviest part now; ``weights``: the parts' nonzeros)
-    beside the single-process balance limit. Returns its figures or why it did not run."""
+    volume cycles), when the graph has at most ``ctx.gather_max_pins`` pins (nonzeros + rows: a
+    bounded buffer, as multilevel partitioners gather their coarsest graph); ``part`` (the
+    ``engine``'s partition) updated in place on every process. Its budget is the single-process
+    pipeline's counted work (the same result on every machine), or ``ctx.time_limit`` when one
+    is set. Every refinement step keeps the distributed weight limit (row nonzeros per part at
+    most :func:`~partplan.partition.objectives.nnz_limit` or the heaviest part now; ``weights``:
+    the parts' nonzeros) beside the single-process balance limit. Returns its figures or why it
+    did not run."""
     if pins > ctx.gather_max_pins:
         return f"skipped: {pins:,} pins (nonzeros + rows), above the {ctx.gather_max_pins:,} that process 0 " \
             "refines whole"
@@ -115,7 +115,7 @@ def _gathered_refine(comm, cfg: dict, part: np.ndarray, k: int, eps: float, ctx,
             pctx = resolve(PipelineContext, {"imbalance": eps, "seed": int(cfg["seed"]),
                                              **({} if ctx.time_limit is None else {"time_limit": ctx.time_limit})},
                            label="the whole-graph refinement")
-            new, rep = refine_partition(g, part, k, context=pctx, weight_cap=cap, engine=cfg.get("engine", "mpi"),
+            new, rep = refine_partition(g, part, k, context=pctx, weight_cap=cap, engine=engine,
                                         progress=_progress(cfg))
             part[:] = new
             b, a = rep["before"], rep["after"]
@@ -217,7 +217,7 @@ def run(cfg: dict) -> dict:
     gathered: dict | str = "skipped: no refinement"
     if cfg["refine"]:
         st.start("gathered")
-        gathered = _gathered_refine(comm, cfg, part, k, eps, ctx, info.nnz + n, weights)
+        gathered = _gathered_refine(comm, cfg, part, k, eps, ctx, info.nnz + n, weights, engine)
         if isinstance(gathered, dict):   # recount the new parts' figures, and check the refinement's own
             limit = max(nnz_limit(int(weights.sum()), k, eps), int(weights.max()))
             send, recv, weights = recount(comm, sl, part, k)
