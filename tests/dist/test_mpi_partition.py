@@ -130,11 +130,14 @@ def test_directed_graph_nets_are_columns(tmp_path):
     src, dst = rng.integers(0, n, 5000), (rng.zipf(1.6, 5000) - 1) % n   # skewed in-degrees: hub columns
     g = Graph.from_edges(src, dst, n=n)
     path = write_chunked(g, tmp_path / "d.chunked", chunks=4)
-    res = launch.distributed_partition(path, 6, nprocs=2, output=tmp_path / "d.npy", quiet=True,
-                                       context=DistributedRefineContext(rounds=30))
-    assert res["symmetric"] is False and res["engine"] == "zoltan"    # the default whenever it is installed
-    _check_sidecar(res, g, np.load(tmp_path / "d.npy"), 6)
-    assert res["km1"].startswith("skipped: a directed pattern")
+    for bound in (0, None):   # the distributed rounds, then (the default here) the whole graph in process 0
+        ctx = DistributedRefineContext(rounds=30) if bound is None else \
+            DistributedRefineContext(rounds=30, gather_max_pins=bound)
+        res = launch.distributed_partition(path, 6, nprocs=2, output=tmp_path / "d.npy", quiet=True, context=ctx)
+        assert res["symmetric"] is False and res["engine"] == "zoltan"    # the default whenever it is installed
+        _check_sidecar(res, g, np.load(tmp_path / "d.npy"), 6)
+        assert res["km1"].startswith("skipped: a directed pattern")
+        assert isinstance(res["gathered"], dict) == (bound is None) and (res["refine"]["rounds"] > 0) == (bound == 0)
 
 
 @pytest.mark.slow
@@ -180,12 +183,17 @@ def test_the_launcher_drops_an_initialised_mpis_environment(monkeypatch):
                        "OMPI_COMM_WORLD_RANK": "0", "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
                        "OMPI_ALLOW_RUN_AS_ROOT": "1"}.items():
         monkeypatch.setenv(key, value)
+    users = {"OMPI_MCA_btl_vader_single_copy_mechanism": "none", "PMIX_MCA_gds": "hash",   # a user's MCA
+             "OMPI_MCA_plm_rsh_agent": "ssh", "OMPI_MCA_orte_tmpdir_base": "/tmp",            # settings stay
+             "OMPI_MCA_pmix_base_verbose": "1", "OMPI_MCA_essential": "x"}
+    for key, value in users.items():
+        monkeypatch.setenv(key, value)
     env = launch._env()
-    assert not [key for key in env if key.startswith("PMIX_")]
+    assert not [key for key in env if key.startswith("PMIX_") and not key.startswith("PMIX_MCA_")]
     for key in ("OMPI_MCA_ess", "OMPI_MCA_pmix", "OMPI_APP_CTX_NUM_PROCS", "OMPI_MCA_orte_launch",
                 "OMPI_COMM_WORLD_RANK"):
         assert key not in env
-    assert env["OMPI_MCA_btl_vader_single_copy_mechanism"] == "none"      # a user's MCA setting stays
+    assert {key: env.get(key) for key in users} == users
     assert env["OMPI_ALLOW_RUN_AS_ROOT"] == "1"
 
 

@@ -72,3 +72,45 @@ def test_a_maintained_figure_that_drifts_is_caught_by_the_final_recount(monkeypa
     monkeypatch.setattr(mod._Refiner, "_commit", drifting)
     with pytest.raises(RuntimeError, match="differ from the recount"):
         _refine(g, start, k, rounds=5)
+
+
+def _worker_run(tmp_path, g, k, **refine_context):
+    """One MPI worker (:func:`partplan.partition.pipeline.mpi_worker.run`) on this process alone."""
+    from partplan._atomic import create_npy
+    from partplan.io.chunked import write_chunked
+    from partplan.partition.pipeline import mpi_worker
+    path = write_chunked(g, tmp_path / "g.chunked", chunks=2)
+    out, ident = create_npy(tmp_path / "out.npy", np.int64, (g.n,))
+    cfg = {"graph": str(path), "k": k, "imbalance": 0.03, "seed": 0, "engine": "stream", "refine": True,
+           "refine_context": refine_context, "tmp": str(out), "ident": list(ident), "quiet": True}
+    res = mpi_worker.run(cfg)
+    return res, np.load(out)
+
+
+def test_the_rounds_run_when_process_0_cannot_hold_the_graph(monkeypatch, tmp_path):
+    """A graph under the bound whose whole-graph read fails in process 0 (MemoryError, OSError)
+    gets the distributed rounds instead: it is still refined, and the figures are exact."""
+    _comm()
+    from partplan.datasets.generators import rmat
+    import partplan.io.chunked as chunked
+    g, k = rmat(10, seed=2), 4
+
+    def no_room(*args, **kwargs):
+        raise MemoryError("no room for the whole graph")
+    monkeypatch.setattr(chunked, "read_chunked", no_room)
+    res, part = _worker_run(tmp_path, g, k, rounds=20)
+    assert res["gathered"].startswith("skipped: MemoryError") and res["refine"]["rounds"] > 0
+    s = analyze(g, part, k).summary()
+    assert (res["result"]["total_volume"], res["result"]["max_send"], res["result"]["max_recv"]) == \
+        (s["total_volume"], s["max_send"], s["max_recv"])
+    e = res["engine_result"]
+    assert max(s["max_send"], s["max_recv"]) < max(e["max_send"], e["max_recv"])
+
+
+def test_an_infinite_time_limit_is_no_limit_for_the_whole_graph_refinement(tmp_path):
+    _comm()
+    from partplan.datasets.generators import rmat
+    g, k = rmat(9, seed=3), 4
+    res, part = _worker_run(tmp_path, g, k, time_limit=float("inf"))
+    assert isinstance(res["gathered"], dict) and res["refine"]["rounds"] == 0
+    assert res["result"]["total_volume"] == analyze(g, part, k).summary()["total_volume"]

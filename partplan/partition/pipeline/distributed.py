@@ -93,10 +93,14 @@ def mpirun_command(nprocs: int) -> list[str]:
 
 
 # What an MPI launcher or an initialised MPI (a singleton, e.g. mpi4py in this
-# process) leaves in the environment for its own processes. Passed on, they make
-# the nested ``mpirun`` join the caller's job instead of starting its own, and it
-# exits with status 1 before any rank runs. A user's MCA settings stay.
-_LAUNCHER_ENV = re.compile(r"^(PMIX_|PMI_|OMPI_MCA_(ess|pmix|orte_|ess_base_|initial_wdir|plm_|ras_)"
+# process) leaves in the environment for its own processes: PMIx's job keys, the
+# job's OMPI_* figures and the MCA keys that tie a process to its job. Passed on,
+# they make the nested ``mpirun`` join the caller's job instead of starting its
+# own, and it exits with status 1 before any rank runs. A user's MCA settings
+# (OMPI_MCA_*, PMIX_MCA_* of any other name) stay.
+_LAUNCHER_ENV = re.compile(r"^(PMIX_(?!MCA_)|PMI_"
+                           r"|OMPI_MCA_(ess|pmix|initial_wdir|orte_launch|orte_precondition_transports"
+                           r"|orte_hnp_uri|orte_local_daemon_uri)$|OMPI_MCA_(ess_base|orte_ess)_"
                            r"|OMPI_(?!MCA_|ALLOW_RUN_AS_ROOT))")
 
 

@@ -1,14 +1,14 @@
-"""One MPI process of the distributed partitioner (run by :mod:`.launch` under ``mpirun``).
+"""One MPI process of the distributed partitioner (run by :mod:`.distributed` under ``mpirun``).
 
 ``python -m partplan.partition.pipeline.mpi_worker CONFIG.json``. Each process reads
 only its chunks of the chunked graph (a contiguous run of chunks balanced by
 nonzeros), runs the engine on its row block, gathers the partition vector
 (int32[n]: replicated, O(n)), refines max(send, recv) with
-:func:`.refine.refine_distributed` (after connectivity passes on the engine's
-partition when ``passes_first`` asks for them) — or, on a graph of at most
-``gather_max_pins`` pins (nonzeros + rows), with the single-process refinement in process 0
-(:func:`_gathered_refine`) — lowers the total volume without raising
-that maximum (:mod:`partplan.partition.refinement.km1_pass`, in process 0, symmetric
+:func:`partplan.partition.refinement.distributed.refine_distributed` (after
+connectivity passes on the engine's partition when ``passes_first`` asks for
+them) — or, on a graph of at most ``gather_max_pins`` pins (nonzeros + rows),
+with the single-process refinement in process 0 (:func:`_gathered_refine`) —
+lowers the total volume without raising that maximum (:mod:`partplan.partition.refinement.km1_pass`, in process 0, symmetric
 patterns), recounts every figure, writes its slice of the output ``.npy``
 (the launcher created it and renames it into place) and reports wall time
 and peak RSS per stage. Any error is one ``partplan: error:`` line and an
@@ -17,6 +17,7 @@ MPI abort, so no process waits on a dead peer.
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from dataclasses import replace
@@ -93,7 +94,9 @@ def _gathered_refine(comm, cfg: dict, part: np.ndarray, k: int, eps: float, ctx,
     moves may first raise the cost, restarted with new seeds, then a volume round and refine /
     volume cycles), when the graph has at most ``ctx.gather_max_pins`` pins (nonzeros + rows: a
     bounded buffer, as multilevel partitioners gather their coarsest graph); ``part`` (the
-    ``engine``'s partition) updated in place on every process. Its budget is the single-process
+    ``engine``'s partition after the repair rounds, and the ``passes_first`` passes when asked
+    for) updated in place on every process. When process 0 cannot read or hold the graph
+    (MemoryError, OSError) it returns why, and the caller runs the distributed rounds. Its budget is the single-process
     pipeline's counted work (the same result on every machine), or ``ctx.time_limit`` when one
     is set. Every refinement step keeps the distributed weight limit (row nonzeros per part at
     most :func:`~partplan.partition.objectives.nnz_limit` or the heaviest part now; ``weights``:
@@ -112,8 +115,8 @@ def _gathered_refine(comm, cfg: dict, part: np.ndarray, k: int, eps: float, ctx,
             g = read_chunked(cfg["graph"])
             total = int(weights.sum())
             cap = max(nnz_limit(total, k, eps), int(weights.max()))
-            pctx = resolve(PipelineContext, {"imbalance": eps, "seed": int(cfg["seed"]),
-                                             **({} if ctx.time_limit is None else {"time_limit": ctx.time_limit})},
+            limit_s = ctx.time_limit if ctx.time_limit is not None and math.isfinite(ctx.time_limit) else None
+            pctx = resolve(PipelineContext, {"imbalance": eps, "seed": int(cfg["seed"]), "time_limit": limit_s},
                            label="the whole-graph refinement")
             new, rep = refine_partition(g, part, k, context=pctx, weight_cap=cap, engine=engine,
                                         progress=_progress(cfg))
@@ -125,7 +128,7 @@ def _gathered_refine(comm, cfg: dict, part: np.ndarray, k: int, eps: float, ctx,
                    "refine_rounds": len(rep["refine"]["rounds"]) if rep.get("refine") else 0,
                    "cycles": len(rep["cycles"]["trail"]) if rep.get("cycles") else 0,
                    "seconds": round(time.perf_counter() - t0, 3)}
-        except (MemoryError, OSError) as exc:   # the distributed result stays
+        except (MemoryError, OSError) as exc:   # the caller runs the distributed rounds instead
             out = f"skipped: {type(exc).__name__}: {exc}"
     comm.Bcast(part, root=0)
     return comm.bcast(out, root=0)
@@ -226,6 +229,11 @@ def run(cfg: dict) -> dict:
                     or int(weights.max()) > limit:
                 raise RuntimeError("internal error: the whole-graph refinement's figures differ from the recount")
         st.stop()
+        if whole and not isinstance(gathered, dict):   # process 0 could not hold it: the rounds after all
+            st.start("refine")
+            res = refine_distributed(comm, sl, part, k, eps, ctx, progress=say)
+            send, recv, weights = res.send, res.recv, res.weights
+            st.stop()
     km1: dict | str = "skipped: no refinement"
     if cfg["refine"]:
         st.start("km1")

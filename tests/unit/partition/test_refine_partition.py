@@ -52,8 +52,10 @@ def test_the_cap_is_never_below_the_heaviest_start_part(graph):
     start[g.n // 8: g.n // 4] = 2
     start[g.n // 4: 3 * g.n // 8] = 3                          # part 0 holds most of the weight
     heavy = int(_load(g, start, k).max())
-    out, _ = refine_partition(g, start, k, weight_cap=1)      # below every part: the start's heaviest stays the cap
+    out, rep = refine_partition(g, start, k, weight_cap=1)    # below every part: the start's heaviest is the cap
     assert int(_load(g, out, k).max()) <= heavy
+    worst = lambda p: max(analyze(g, p, k).summary()["max_send"], analyze(g, p, k).summary()["max_recv"])  # noqa
+    assert worst(out) < worst(start)                          # and moves within it still lower the bottleneck
 
 
 def test_compute_limit_takes_the_lower_of_both_limits():
