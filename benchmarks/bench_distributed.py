@@ -28,7 +28,13 @@ The settings were chosen on R-MAT 16 seed 0, 19 seed 1 and 21 seed 0
     python benchmarks/bench_distributed.py --scales --half held-out --k 16 --engines default zoltan stream
 
 ``--half tune|held-out`` runs one half of ``bench_engine_rule.SPLIT`` (a graph of each family,
-a generated web crawl on each side) and ``--specs`` any graph named that way.
+a generated web crawl on each side) and ``--specs`` any graph named that way. ``--refine
+KEY=VALUE`` sets a knob of the distributed refinement for every MPI run: R-MAT 20 on both sides
+of the whole-graph bound (docs/design/distributed.md, "Graphs that fit"):
+
+    python benchmarks/bench_distributed.py --scales 20 --k 64 --engines default --no-default
+    python benchmarks/bench_distributed.py --scales 20 --k 64 --engines default --no-default \
+        --refine gather_max_pins=67108864
 """
 from __future__ import annotations
 
@@ -63,8 +69,13 @@ def main(argv=None) -> int:
                     help="the graphs of one half of bench_engine_rule.SPLIT (each family, web crawls included)")
     ap.add_argument("--chunk-recount", action="store_true",
                     help="recount in one pass over the chunks (never the whole graph in memory)")
+    ap.add_argument("--refine", action="append", default=[], metavar="KEY=VALUE",
+                    help="a DistributedRefineContext knob for every MPI run (bench_distributed_refine.py's "
+                         "parser), e.g. gather_max_pins=0 for the distributed rounds on a graph that fits")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
+    from bench_distributed_refine import parse_refine
+    knobs = parse_refine(a.refine)
     if a.chunk_recount and not a.no_default:
         ap.error("--chunk-recount needs --no-default (the single-process default loads the whole graph)")
 
@@ -72,6 +83,7 @@ def main(argv=None) -> int:
     from partplan.io.chunked import chunk_info, read_chunked
     from partplan.metrics.stats import analyze
     from partplan.partition.api import partition
+    from partplan.partition.context import DistributedRefineContext
     from partplan.partition.pipeline.distributed import distributed_partition
 
     rows = []
@@ -120,7 +132,8 @@ def main(argv=None) -> int:
                 out = Path(d) / f"{eng}.npy"
                 t = time.perf_counter()
                 res = distributed_partition(path, a.k, nprocs=a.nprocs, output=out,
-                                            engine=None if eng == "default" else eng, seed=0, quiet=True)
+                                            engine=None if eng == "default" else eng, seed=0, quiet=True,
+                                            context=DistributedRefineContext(**knobs))
                 wall = time.perf_counter() - t
                 name = f"default={res['engine']}" if eng == "default" else eng
                 row = fig(np.load(out), f"{name}+refine+passes (N={a.nprocs})", wall)
@@ -128,7 +141,7 @@ def main(argv=None) -> int:
                 assert row["total"] == res["result"]["total_volume"] and row["max_send"] == res["result"]["max_send"]
                 e = res["engine_result"]
                 row.update(engine_total=e["total_volume"], engine_max=max(e["max_send"], e["max_recv"]),
-                           refine=res["refine"], km1=res["km1"],
+                           refine_knobs=knobs, refine=res["refine"], gathered=res.get("gathered"), km1=res["km1"],
                            stages={k: max(s[k]["wall_s"] for s in res["stages"]) for k in res["stages"][0]},
                            peak_rss_mib=max(max(v["peak_rss_bytes"] for v in s.values()) for s in res["stages"]) >> 20)
             stream = next((r for r in rows if r["scale"] == scale and r.get("engine") == "stream"), None)
