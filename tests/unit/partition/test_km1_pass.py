@@ -93,3 +93,21 @@ def test_counts_saturated_with_exact_ones_aside_give_the_same_passes(monkeypatch
     total, top = _figures(g, aside, k)
     assert (total, top) == (st["volume_after"], st["max_load_after"])
     assert st["count_bytes"] == 2 * g.n * k + 8 * k * int((np.diff(g.indptr) >= sat).sum())
+
+
+def test_the_passes_stop_when_the_next_one_would_remove_less_than_stop():
+    """The removals fall by about one ratio from pass to pass: a third pass runs only when the
+    second's removal, extrapolated by that ratio, is at least ``stop`` of the volume."""
+    g, k = rmat(10, seed=1), 16
+    start = np.arange(g.n) % k
+    st: dict = {}
+    part = km1_passes(g, start, k, stats=st)
+    r = [p["removed"] for p in st["passes"]]
+    after = analyze(g, part, k).summary()["total_volume"]
+    assert len(r) == 2 and after == st["volume_after"]
+    assert r[1] > 0.001 * (after + r[1])          # the second pass alone would not have stopped them
+    assert r[1] ** 2 / r[0] <= 0.001 * after      # its extrapolation does
+    more: dict = {}
+    km1_passes(g, start, k, stats=more, stop=0.0)  # asked for, a third pass removes less than the second
+    assert len(more["passes"]) == 3 and [p["removed"] for p in more["passes"][:2]] == r
+    assert more["passes"][2]["removed"] < r[1]
