@@ -388,9 +388,8 @@ def compute_limit(graph: Graph, part: np.ndarray, k: int, imbalance: float, weig
     if not empty and weight_cap is None:
         return {}
     nnz = graph.row_nnz.astype(np.int64)
-    cap = balance_cap(nnz, part, k, imbalance)[1] if empty else None
-    cap = weight_cap if cap is None else cap if weight_cap is None else min(cap, weight_cap)
-    return {"weights2": nnz, "cap2": cap}
+    caps = ([balance_cap(nnz, part, k, imbalance)[1]] if empty else []) + ([] if weight_cap is None else [weight_cap])
+    return {"weights2": nnz, "cap2": min(caps)}
 
 
 def isolated_rows(graph: Graph) -> np.ndarray:

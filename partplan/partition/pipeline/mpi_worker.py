@@ -87,24 +87,21 @@ def _km1(comm, cfg: dict, part: np.ndarray, k: int, eps: float, symmetric: bool,
     return comm.bcast(out, root=0)
 
 
-def _gathered_refine(comm, cfg: dict, part: np.ndarray, k: int, eps: float, ctx, pins: int,
-                     weights: np.ndarray, engine: str) -> dict | str:
+def _gathered_refine(comm, cfg: dict, part: np.ndarray, k: int, eps: float, ctx, weight_cap: int,
+                     engine: str) -> dict | str:
     """The single-process pipeline's refinement of the whole graph in process 0
     (:func:`partplan.partition.pipeline.auto.refine_partition`: a km1 V-cycle, FM passes whose
     moves may first raise the cost, restarted with new seeds, then a volume round and refine /
-    volume cycles), when the graph has at most ``ctx.gather_max_pins`` pins (nonzeros + rows: a
-    bounded buffer, as multilevel partitioners gather their coarsest graph); ``part`` (the
-    ``engine``'s partition after the repair rounds, and the ``passes_first`` passes when asked
-    for) updated in place on every process. When process 0 cannot read or hold the graph
-    (MemoryError, OSError) it returns why, and the caller runs the distributed rounds. Its budget is the single-process
+    volume cycles), run by :func:`run` on a graph of at most ``ctx.gather_max_pins`` pins
+    (nonzeros + rows: a bounded buffer, as multilevel partitioners gather their coarsest graph);
+    ``part`` (the ``engine``'s partition after the repair rounds, and the ``passes_first``
+    passes when asked for) updated in place on every process. Its budget is the single-process
     pipeline's counted work (the same result on every machine), or ``ctx.time_limit`` when one
-    is set. Every refinement step keeps the distributed weight limit (row nonzeros per part at
-    most :func:`~partplan.partition.objectives.nnz_limit` or the heaviest part now; ``weights``:
-    the parts' nonzeros) beside the single-process balance limit. Returns its figures or why it
-    did not run."""
-    if pins > ctx.gather_max_pins:
-        return f"skipped: {pins:,} pins (nonzeros + rows), above the {ctx.gather_max_pins:,} that process 0 " \
-            "refines whole"
+    is set. Every refinement step keeps ``weight_cap`` (the most row nonzeros a part may hold:
+    the distributed limit, :func:`~partplan.partition.objectives.nnz_limit`, or the heaviest
+    part now) beside the single-process balance limit. Returns its figures, or why it did not
+    run when process 0 cannot read or hold the graph (MemoryError, OSError: the caller then
+    runs the distributed rounds)."""
     out: dict | str = {}
     if comm.Get_rank() == 0:
         from ...io.chunked import read_chunked
@@ -113,12 +110,10 @@ def _gathered_refine(comm, cfg: dict, part: np.ndarray, k: int, eps: float, ctx,
         try:
             t0 = time.perf_counter()
             g = read_chunked(cfg["graph"])
-            total = int(weights.sum())
-            cap = max(nnz_limit(total, k, eps), int(weights.max()))
             limit_s = ctx.time_limit if ctx.time_limit is not None and math.isfinite(ctx.time_limit) else None
             pctx = resolve(PipelineContext, {"imbalance": eps, "seed": int(cfg["seed"]), "time_limit": limit_s},
                            label="the whole-graph refinement")
-            new, rep = refine_partition(g, part, k, context=pctx, weight_cap=cap, engine=engine,
+            new, rep = refine_partition(g, part, k, context=pctx, weight_cap=weight_cap, engine=engine,
                                         progress=_progress(cfg))
             part[:] = new
             b, a = rep["before"], rep["after"]
@@ -212,7 +207,8 @@ def run(cfg: dict) -> dict:
         st.stop()
     st.start("refine")
     say = _progress(cfg) if rank == 0 else None
-    whole = cfg["refine"] and info.nnz + n <= ctx.gather_max_pins   # process 0 refines the whole graph instead
+    pins = info.nnz + n
+    whole = cfg["refine"] and pins <= ctx.gather_max_pins   # process 0 refines the whole graph instead
     res = refine_distributed(comm, sl, part, k, eps, ctx if cfg["refine"] and not whole else replace(ctx, rounds=0),
                              progress=say)
     send, recv, weights = res.send, res.recv, res.weights
@@ -220,13 +216,17 @@ def run(cfg: dict) -> dict:
     gathered: dict | str = "skipped: no refinement"
     if cfg["refine"]:
         st.start("gathered")
-        gathered = _gathered_refine(comm, cfg, part, k, eps, ctx, info.nnz + n, weights, engine)
+        if whole:
+            cap = max(nnz_limit(int(weights.sum()), k, eps), int(weights.max()))
+            gathered = _gathered_refine(comm, cfg, part, k, eps, ctx, cap, engine)
+        else:
+            gathered = f"skipped: {pins:,} pins (nonzeros + rows), above the {ctx.gather_max_pins:,} that " \
+                "process 0 refines whole"
         if isinstance(gathered, dict):   # recount the new parts' figures, and check the refinement's own
-            limit = max(nnz_limit(int(weights.sum()), k, eps), int(weights.max()))
             send, recv, weights = recount(comm, sl, part, k)
             if (int(send.sum()), int(max(send.max(), recv.max()))) != (gathered["total_after"],
                                                                        gathered["max_after"]) \
-                    or int(weights.max()) > limit:
+                    or int(weights.max()) > cap:
                 raise RuntimeError("internal error: the whole-graph refinement's figures differ from the recount")
         st.stop()
         if whole and not isinstance(gathered, dict):   # process 0 could not hold it: the rounds after all
