@@ -346,6 +346,10 @@ class DistributedRefineContext:
     gather_max_pins: int = option(1 << 24, "a graph with at most this many pins (nonzeros + rows) is refined "
                                   "whole in process 0 by the single-process bottleneck refinement instead of the "
                                   "rounds (0: never)", unit="pins", lo=0, public=False)
+    gather_pipeline: int = option(1, "on a graph refined whole: 1: the single-process default pipeline also "
+                                  "runs on it, in process 1 (process 0 with one process), and its partition is "
+                                  "kept when the engine's refined one is not better (docs/design/distributed.md); "
+                                  "0: the engine's refined partition alone", choices=(0, 1), public=False)
     passes_first: int = option(0, "connectivity passes (less total volume, no higher maximum) on the engine's "
                                "partition before the rounds, in process 0 (0: none; the passes after the rounds "
                                "run either way)", unit="passes", lo=0, hi=100, public=False)

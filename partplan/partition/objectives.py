@@ -33,25 +33,16 @@ def check_objective(objective, allowed=OBJECTIVES, what: str = "objective") -> s
 
 
 def eps_limit(total_weight: int, k: int, imbalance: float) -> int:
-    """The planner's ε-limit of one part, ⌊(1+ε)·⌈W/k⌉⌋ (balance weight: row nnz, at least 1 per row).
+    """The ε-limit of one part, ⌊(1+ε)·⌈W/k⌉⌋: the one balance limit of every partitioner in
+    partplan. The single-process pipeline applies it to the balance weights (row nnz, at least 1
+    per row) and, on graphs with empty rows, to the row nonzeros as well; the distributed
+    partitioner (its refinement, connectivity passes and whole-graph refinement) to the row
+    nonzeros. So a partition the single-process pipeline returns also keeps the distributed limit.
 
-    >>> eps_limit(19, 3, 0.0), eps_limit(100, 4, 0.03)
-    (7, 25)
-    """
-    return int(np.floor((1.0 + imbalance) * -(-int(total_weight) // k)))
-
-
-def nnz_limit(total_nnz: int, k: int, imbalance: float) -> int:
-    """The distributed partitioner's limit on one part's row nonzeros, max(⌊(1+ε)·W/k⌋, ⌈W/k⌉)
-    (W: the nonzeros; an empty row weighs 0). At most :func:`eps_limit` of the same W, which
-    rounds W/k up before the ε; the distributed refinement, its connectivity passes and its
-    whole-graph refinement keep this one.
-
-    >>> nnz_limit(19, 3, 0.0), nnz_limit(100, 4, 0.03), eps_limit(101, 4, 0.03)
+    >>> eps_limit(19, 3, 0.0), eps_limit(100, 4, 0.03), eps_limit(101, 4, 0.03)
     (7, 25, 26)
     """
-    total_nnz = int(total_nnz)
-    return max(int(np.floor((1.0 + imbalance) * total_nnz / k)), -(-total_nnz // k))
+    return int(np.floor((1.0 + imbalance) * -(-int(total_weight) // k)))
 
 
 def balance_cap(weights: np.ndarray, part: np.ndarray, k: int, imbalance: float) -> tuple[int, int]:

@@ -114,3 +114,31 @@ def test_an_infinite_time_limit_is_no_limit_for_the_whole_graph_refinement(tmp_p
     res, part = _worker_run(tmp_path, g, k, time_limit=float("inf"))
     assert isinstance(res["gathered"], dict) and res["refine"]["rounds"] == 0
     assert res["result"]["total_volume"] == analyze(g, part, k).summary()["total_volume"]
+
+
+def test_a_graph_that_fits_is_never_behind_the_single_process_default(tmp_path):
+    """One process holds both candidates of a graph that fits (the engine's partition refined whole,
+    and the single-process default pipeline): the result is at most the default's max(send, recv)
+    (``partition(g, k)``, recounted by analyze) and at most 3 % above its total volume; with
+    ``gather_pipeline = 0`` only the engine's refined partition is a candidate."""
+    _comm()
+    from partplan import partition
+    from partplan.datasets.generators import rmat
+    g, k = rmat(10, seed=6), 8
+    worst = lambda s: max(s["max_send"], s["max_recv"])   # noqa: E731
+    d = analyze(g, partition(g, k).part, k).summary()
+    (tmp_path / "on").mkdir()
+    res, part = _worker_run(tmp_path / "on", g, k)
+    s = analyze(g, part, k).summary()
+    gathered = res["gathered"]
+    assert gathered["kept"] in ("engine", "pipeline") and res["refine"]["rounds"] == 0
+    assert (gathered["pipeline"]["max"], gathered["pipeline"]["total"]) == (worst(d), d["total_volume"])
+    assert worst(s) <= worst(d) and s["total_volume"] <= 1.03 * d["total_volume"]
+    assert (res["result"]["total_volume"], res["result"]["max_send"], res["result"]["max_recv"]) == \
+        (s["total_volume"], s["max_send"], s["max_recv"])
+    (tmp_path / "off").mkdir()
+    off, part_off = _worker_run(tmp_path / "off", g, k, gather_pipeline=0)
+    assert off["gathered"]["kept"] == "engine" and off["gathered"]["pipeline"].startswith("skipped")
+    e = off["gathered"]["engine_refined"]
+    s_off = analyze(g, part_off, k).summary()
+    assert worst(s_off) <= e["max_after"] and s_off["total_volume"] <= e["total_after"]   # the passes never raise

@@ -5,8 +5,9 @@ The partitioner past one machine runs as its own stage under ``mpirun -np N``
 chunks of a chunked graph (:mod:`partplan.io.chunked`; a graph file is first
 written as chunks into a temporary folder), runs the engine on its row block,
 refines max(send, recv) (:mod:`partplan.partition.refinement.distributed`; a graph of at
-most ``DistributedRefineContext.gather_max_pins`` pins (nonzeros + rows), 2²⁴ by default, is refined
-whole in process 0 by the single-process refinement instead), lowers the total volume without
+most ``DistributedRefineContext.gather_max_pins`` pins (nonzeros + rows), 2²⁴ by default, is held
+whole instead: process 0 refines the engine's partition by the single-process refinement, process 1
+runs the single-process default pipeline, the better is kept), lowers the total volume without
 raising it (:mod:`partplan.partition.refinement.km1_pass`, process 0, symmetric
 patterns) and writes its slice of the output ``.npy``. The launcher checks everything before it starts (packages, chunks,
 output path, sizes), creates the output temporary, renames it into place

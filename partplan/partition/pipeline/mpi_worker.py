@@ -7,7 +7,8 @@ nonzeros), runs the engine on its row block, gathers the partition vector
 :func:`partplan.partition.refinement.distributed.refine_distributed` (after
 connectivity passes on the engine's partition when ``passes_first`` asks for
 them) — or, on a graph of at most ``gather_max_pins`` pins (nonzeros + rows),
-with the single-process refinement in process 0 (:func:`_gathered_refine`) —
+with the single-process refinement in process 0 while process 1 runs the
+single-process default pipeline, the better of the two kept (:func:`_gathered_refine`) —
 lowers the total volume without raising that maximum (:mod:`partplan.partition.refinement.km1_pass`, in process 0, symmetric
 patterns), recounts every figure, writes its slice of the output ``.npy``
 (the launcher created it and renames it into place) and reports wall time
@@ -24,7 +25,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..objectives import nnz_limit
+from ..objectives import eps_limit
+from ..options import DEFAULT_VOLUME_TOLERANCE
 
 
 def _transpose(comm, bounds, lo, hi, indptr, indices):
@@ -87,46 +89,118 @@ def _km1(comm, cfg: dict, part: np.ndarray, k: int, eps: float, symmetric: bool,
     return comm.bcast(out, root=0)
 
 
+def _whole_context(cfg: dict, eps: float, ctx):
+    """The single-process pipeline's context for the whole-graph stage: ``--nprocs``'s ε and seed,
+    its time limit (an infinite one is none), every other option at the single-process default."""
+    from ..context import PipelineContext, resolve
+    limit_s = ctx.time_limit if ctx.time_limit is not None and math.isfinite(ctx.time_limit) else None
+    return resolve(PipelineContext, {"imbalance": eps, "seed": int(cfg["seed"]), "time_limit": limit_s},
+                   label="the whole-graph refinement")
+
+
+def _refined_whole(cfg: dict, part: np.ndarray, k: int, pctx, weight_cap: int, engine: str):
+    """The engine's partition refined by :func:`~partplan.partition.pipeline.auto.refine_partition`
+    on the whole graph. Returns (part int32[n], summary) or why not (MemoryError, OSError)."""
+    from ...io.chunked import read_chunked
+    from .auto import refine_partition
+    try:
+        t0 = time.perf_counter()
+        new, rep = refine_partition(read_chunked(cfg["graph"]), part, k, context=pctx, weight_cap=weight_cap,
+                                    engine=engine, progress=_progress(cfg))
+    except (MemoryError, OSError) as exc:
+        return f"skipped: {type(exc).__name__}: {exc}"
+    b, a = rep["before"], rep["after"]
+    return new.astype(np.int32), {
+        "max_before": b["max_send_recv"], "max_after": a["max_send_recv"], "total_before": b["total_volume"],
+        "total_after": a["total_volume"], "vcycle_kept": rep["vcycle"]["kept"] if rep["vcycle"] else None,
+        "refine_rounds": len(rep["refine"]["rounds"]) if rep.get("refine") else 0,
+        "cycles": len(rep["cycles"]["trail"]) if rep.get("cycles") else 0,
+        "seconds": round(time.perf_counter() - t0, 3)}
+
+
+def _pipeline_whole(cfg: dict, k: int, pctx, weight_cap: int):
+    """The single-process default pipeline (:func:`~partplan.partition.pipeline.auto.auto_partition`,
+    the same context as ``partition(graph, k)`` with ``--nprocs``'s ε and seed) on the whole graph.
+    Returns (part int32[n], summary), or why it is not a candidate: process 0 could not read or
+    hold the graph, no partition within the balance limit exists (OptionError), or its heaviest
+    part is above ``weight_cap``."""
+    from ...errors import OptionError
+    from ...io.chunked import read_chunked
+    from .auto import _heaviest, auto_partition, figures
+    try:
+        t0 = time.perf_counter()
+        g = read_chunked(cfg["graph"])
+        new, rep = auto_partition(g, k, context=pctx, progress=_progress(cfg, "the single-process pipeline: "))
+        f, heaviest = figures(g, new, k), _heaviest(g, new, k)
+    except (MemoryError, OSError, OptionError) as exc:
+        return f"skipped: {type(exc).__name__}: {exc}"
+    if heaviest > weight_cap:
+        return f"skipped: its heaviest part holds {heaviest:,} nonzeros, above the limit {weight_cap:,}"
+    return new.astype(np.int32), {"max": f["max_send_recv"], "total": f["total_volume"], "chosen": rep["chosen"],
+                                  "seconds": round(time.perf_counter() - t0, 3)}
+
+
+def engine_kept(refined: dict, pipeline: dict, tolerance: float) -> bool:
+    """Whether the engine's refined partition is kept over the single-process pipeline's: no worse on
+    both max(send, recv) and total volume, or a lower maximum for a total at most (1 + ``tolerance``)
+    × the pipeline's (the pipeline's own volume allowance for a lower maximum).
+
+    >>> engine_kept({"max_after": 9, "total_after": 100}, {"max": 10, "total": 103}, 0.03)
+    True
+    >>> engine_kept({"max_after": 9, "total_after": 104}, {"max": 10, "total": 100}, 0.03)
+    False
+    >>> engine_kept({"max_after": 10, "total_after": 100}, {"max": 10, "total": 100}, 0.03)
+    True
+    """
+    a_max, a_tot, b_max, b_tot = refined["max_after"], refined["total_after"], pipeline["max"], pipeline["total"]
+    return (a_max <= b_max and a_tot <= b_tot) or (a_max < b_max and a_tot <= (1.0 + tolerance) * b_tot)
+
+
 def _gathered_refine(comm, cfg: dict, part: np.ndarray, k: int, eps: float, ctx, weight_cap: int,
                      engine: str) -> dict | str:
-    """The single-process pipeline's refinement of the whole graph in process 0
-    (:func:`partplan.partition.pipeline.auto.refine_partition`: a km1 V-cycle, FM passes whose
-    moves may first raise the cost, restarted with new seeds, then a volume round and refine /
-    volume cycles), run by :func:`run` on a graph of at most ``ctx.gather_max_pins`` pins
-    (nonzeros + rows: a bounded buffer, as multilevel partitioners gather their coarsest graph);
-    ``part`` (the ``engine``'s partition after the repair rounds, and the ``passes_first``
-    passes when asked for) updated in place on every process. Its budget is the single-process
-    pipeline's counted work (the same result on every machine), or ``ctx.time_limit`` when one
-    is set. Every refinement step keeps ``weight_cap`` (the most row nonzeros a part may hold:
-    the distributed limit, :func:`~partplan.partition.objectives.nnz_limit`, or the heaviest
-    part now) beside the single-process balance limit. Returns its figures, or why it did not
-    run when process 0 cannot read or hold the graph (MemoryError, OSError: the caller then
-    runs the distributed rounds)."""
-    out: dict | str = {}
-    if comm.Get_rank() == 0:
-        from ...io.chunked import read_chunked
-        from ..context import PipelineContext, resolve
-        from .auto import refine_partition
-        try:
-            t0 = time.perf_counter()
-            g = read_chunked(cfg["graph"])
-            limit_s = ctx.time_limit if ctx.time_limit is not None and math.isfinite(ctx.time_limit) else None
-            pctx = resolve(PipelineContext, {"imbalance": eps, "seed": int(cfg["seed"]), "time_limit": limit_s},
-                           label="the whole-graph refinement")
-            new, rep = refine_partition(g, part, k, context=pctx, weight_cap=weight_cap, engine=engine,
-                                        progress=_progress(cfg))
-            part[:] = new
-            b, a = rep["before"], rep["after"]
-            out = {"max_before": b["max_send_recv"], "max_after": a["max_send_recv"],
-                   "total_before": b["total_volume"], "total_after": a["total_volume"],
-                   "vcycle_kept": rep["vcycle"]["kept"] if rep["vcycle"] else None,
-                   "refine_rounds": len(rep["refine"]["rounds"]) if rep.get("refine") else 0,
-                   "cycles": len(rep["cycles"]["trail"]) if rep.get("cycles") else 0,
-                   "seconds": round(time.perf_counter() - t0, 3)}
-        except (MemoryError, OSError) as exc:   # the caller runs the distributed rounds instead
-            out = f"skipped: {type(exc).__name__}: {exc}"
-    comm.Bcast(part, root=0)
-    return comm.bcast(out, root=0)
+    """The whole graph in the processes' memory (run by :func:`run` on a graph of at most
+    ``ctx.gather_max_pins`` pins, nonzeros + rows: a bounded buffer, as multilevel partitioners
+    gather their coarsest graph); ``part`` (the ``engine``'s partition after the repair rounds,
+    and the ``passes_first`` passes when asked for) updated in place on every process.
+
+    Two candidates, side by side:
+
+    - process 0 refines the engine's partition with the single-process pipeline's refinement
+      (:func:`partplan.partition.pipeline.auto.refine_partition`: a km1 V-cycle, FM passes whose
+      moves may first raise the cost, restarted with new seeds, then a volume round and refine /
+      volume cycles), keeping ``weight_cap`` (the most row nonzeros a part may hold: the limit
+      :func:`~partplan.partition.objectives.eps_limit`, or the heaviest part now) beside the
+      balance limit;
+    - with ``ctx.gather_pipeline``, process 1 (process 0 when it is alone) runs the single-process
+      default pipeline on the graph (:func:`_pipeline_whole`), whose starts (METIS, KaMinPar,
+      Mt-KaHyPar by size) are what the engine's partition competes with.
+
+    The engine's is kept when :func:`engine_kept` says so, the pipeline's otherwise. Both budgets
+    are the single-process pipeline's counted work (the same result on every machine), or
+    ``ctx.time_limit`` when one is set. Returns the figures of both and the one ``kept``
+    ("engine" or "pipeline"), or why neither ran (the caller then runs the distributed
+    rounds)."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    pipe = (1 if size > 1 else 0) if ctx.gather_pipeline else None
+    refined = pipeline = "skipped: not run here"
+    pctx = _whole_context(cfg, eps, ctx) if rank in (0, pipe) else None
+    if rank == 0:
+        refined = _refined_whole(cfg, part, k, pctx, weight_cap, engine)
+    if rank == pipe:
+        pipeline = _pipeline_whole(cfg, k, pctx, weight_cap)
+    a = comm.bcast(refined[1] if isinstance(refined, tuple) else refined, root=0)
+    b = comm.bcast(pipeline[1] if isinstance(pipeline, tuple) else pipeline, root=pipe) \
+        if pipe is not None else "skipped: gather_pipeline = 0"
+    if isinstance(a, str) and isinstance(b, str):
+        return a
+    kept = "engine" if isinstance(b, str) or (isinstance(a, dict) and engine_kept(a, b, DEFAULT_VOLUME_TOLERANCE)) \
+        else "pipeline"
+    root = 0 if kept == "engine" else pipe
+    if rank == root:
+        part[:] = (refined if kept == "engine" else pipeline)[0]
+    comm.Bcast(part, root=root)
+    after = (a["max_after"], a["total_after"]) if kept == "engine" else (b["max"], b["total"])
+    return {"kept": kept, "max_after": after[0], "total_after": after[1], "engine_refined": a, "pipeline": b}
 
 
 def _choose(comm, cfg: dict, info, k: int, indptr: np.ndarray, symmetric: bool) -> dict:
@@ -217,7 +291,7 @@ def run(cfg: dict) -> dict:
     if cfg["refine"]:
         st.start("gathered")
         if whole:
-            cap = max(nnz_limit(int(weights.sum()), k, eps), int(weights.max()))
+            cap = max(eps_limit(int(weights.sum()), k, eps), int(weights.max()))
             gathered = _gathered_refine(comm, cfg, part, k, eps, ctx, cap, engine)
         else:
             gathered = f"skipped: {pins:,} pins (nonzeros + rows), above the {ctx.gather_max_pins:,} that " \
@@ -270,12 +344,12 @@ def run(cfg: dict) -> dict:
             **({"engine_choice": choice} if choice is not None else {})}
 
 
-def _progress(cfg):
+def _progress(cfg, prefix: str = ""):
     if cfg.get("quiet"):
         return None
 
     def say(msg: str) -> None:
-        print(f"partplan: {msg}", file=sys.stderr, flush=True)
+        print(f"partplan: {prefix}{msg}", file=sys.stderr, flush=True)
     return say
 
 

@@ -88,7 +88,7 @@ import numpy as np
 from ..._kernels import njit
 from ...program.exchange import segments as _ranges
 from ..context import DistributedRefineContext
-from ..objectives import nnz_limit
+from ..objectives import eps_limit
 
 #: most cells (rows × heavy parts) a pull round counts at once (bounds memory: 128 MiB of int64)
 _BLOCK_CELLS = 1 << 24
@@ -404,7 +404,7 @@ class _Refiner:
         total = int(self.W.sum())
         wmax_local = int(self.w.max()) if self.w.size else 0
         self.wmax_vertex = int(comm.allreduce(wmax_local, op=_mpi_max()))
-        self.Wmax = nnz_limit(total, k, eps)
+        self.Wmax = eps_limit(total, k, eps)
         self.Wslack = int(np.floor(self.Wmax * (1.0 + ctx.slack)))
         self.Wfinal = max(self.Wmax, int(self.W.max()))
         self.load_cap = None   # repair moves may raise loads up to this (None: the current maximum)
@@ -1027,7 +1027,7 @@ def refine_distributed(comm, sl: RowSlice, part: np.ndarray, k: int, eps: float,
     Bottleneck moves may fill a part up to ``(1 + slack)`` × the weight limit;
     repair moves then take parts back under it. The result is the best state
     seen (lowest max(send, recv), then total volume) whose heaviest part is
-    within ⌊(1 + ε) W / k⌋, or within the input's heaviest part when that was
+    within ⌊(1 + ε)·⌈W / k⌉⌋ (:func:`~partplan.partition.objectives.eps_limit`), or within the input's heaviest part when that was
     already above."""
     ctx = ctx or DistributedRefineContext()
     t0 = time.perf_counter()

@@ -31,7 +31,7 @@ so the volume comes off the parts below the bottleneck and the maximum
 never rises.
 
 Every part's weight (row nnz) stays at or below
-max(⌊(1 + ε)·W / k⌋, ⌈W / k⌉) — the limit the distributed refinement
+⌊(1 + ε)·⌈W / k⌉⌋ (:func:`~partplan.partition.objectives.eps_limit`) — the limit the distributed refinement
 (:mod:`partplan.partition.refinement.distributed`) keeps — or, for a part already
 above, never grows.
 
@@ -62,7 +62,7 @@ import numpy as np
 from ..._kernels import njit
 from ...errors import OptionError, PartitionError
 from ..options import check_int, check_real
-from ..objectives import nnz_limit
+from ..objectives import eps_limit
 from ..options import DEFAULT_IMBALANCE
 
 #: most bytes of pin counts (2·n·k) by default
@@ -251,7 +251,7 @@ def km1_passes(path_or_graph, part, k: int, *, eps: float = DEFAULT_IMBALANCE, p
         (read one block of rows at a time), with a symmetric pattern.
     part : int[n] parts in [0, k) (not modified).
     k : parts.
-    eps : ε of the weight limit max(⌊(1 + ε)·W / k⌋, ⌈W / k⌉), W the nonzeros.
+    eps : ε of the weight limit ⌊(1 + ε)·⌈W / k⌉⌋, W the nonzeros.
     passes : most passes (≥ 1). candidates : target parts tried per vertex.
     stop : end when a pass removes less than this fraction of the volume, or when the next
         pass would, extrapolated from the last two (r₂² / r₁).
@@ -301,7 +301,7 @@ def km1_passes(path_or_graph, part, k: int, *, eps: float = DEFAULT_IMBALANCE, p
         ip, idx = _rows(src, lo, min(n, lo + block_rows))
         _count_block(ip, idx, lo, out, cnt, big, big_cnt, _SAT)
     W = int(wts.sum())
-    cap = nnz_limit(W, k, eps)
+    cap = eps_limit(W, k, eps)
     loads = np.bincount(out, weights=wts, minlength=k).astype(np.int64)
     nb, touched = np.zeros(k, np.int64), np.empty(k, np.int64)
     send, recv = np.zeros(k, np.int64), np.zeros(k, np.int64)

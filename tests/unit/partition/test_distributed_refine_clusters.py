@@ -72,7 +72,7 @@ def test_cluster_moves_lower_the_max_where_single_moves_stop(nx, k, tooth):
     m0, m1 = _check_exact(a, single, k, res0), _check_exact(a, clustered, k, res1)
     assert res0.cluster_moved == 0 and res1.cluster_moved > 0
     assert m1 < m0, (m0, m1)
-    assert res1.weights.max() <= int(np.floor(1.03 * res1.weights.sum() / k))
+    assert res1.weights.max() <= int(np.floor(1.03 * -(-int(res1.weights.sum()) // k)))
 
 
 @pytest.mark.parametrize("knobs", [{"pulls": 1, "coordinated_phases": 0}, {}])   # every round; the phases
@@ -98,7 +98,7 @@ def test_pulls_take_a_hubs_satellites_into_its_full_part(knobs):
     pulled, res1 = _refine(a, start, k, **knobs)
     m0, m1 = _check_exact(a, plain, k, res0), _check_exact(a, pulled, k, res1)
     assert m1 < m0, (m0, m1)
-    assert res1.weights.max() <= max(int(np.floor(1.03 * res1.weights.sum() / k)), int(res1.before["max_weight"]))
+    assert res1.weights.max() <= max(int(np.floor(1.03 * -(-int(res1.weights.sum()) // k))), int(res1.before["max_weight"]))
 
 
 def test_group_deltas_equal_a_recount_of_each_net():

@@ -32,7 +32,7 @@ def test_reported_gains_are_the_recounted_ones(loops, k):
     assert removed > 0 and total0 - total1 == removed and st["volume_after"] == total1
     assert st["max_load_before"] == top0 and st["max_load_after"] == top1 and top1 <= top0
     w0, w1 = (np.bincount(p, weights=np.diff(g.indptr), minlength=k) for p in (start, part))
-    assert st["cap"] == max(int(np.floor(1.03 * g.nnz / k)), -(-g.nnz // k))
+    assert st["cap"] == int(np.floor(1.03 * -(-g.nnz // k)))
     assert (w1 <= np.maximum(w0, st["cap"])).all()   # within the limit, or (a part above it) not heavier
 
 
