@@ -121,7 +121,7 @@ def _refined_whole(cfg: dict, part: np.ndarray, k: int, pctx, weight_cap: int, e
 def _pipeline_whole(cfg: dict, k: int, pctx, weight_cap: int):
     """The single-process default pipeline (:func:`~partplan.partition.pipeline.auto.auto_partition`,
     the same context as ``partition(graph, k)`` with ``--nprocs``'s ε and seed) on the whole graph.
-    Returns (part int32[n], summary), or why it is not a candidate: process 0 could not read or
+    Returns (part int32[n], summary), or why it is not a candidate: this process could not read or
     hold the graph, no partition within the balance limit exists (OptionError), or its heaviest
     part is above ``weight_cap``."""
     from ...errors import OptionError
@@ -138,6 +138,14 @@ def _pipeline_whole(cfg: dict, k: int, pctx, weight_cap: int):
         return f"skipped: its heaviest part holds {heaviest:,} nonzeros, above the limit {weight_cap:,}"
     return new.astype(np.int32), {"max": f["max_send_recv"], "total": f["total_volume"], "chosen": rep["chosen"],
                                   "seconds": round(time.perf_counter() - t0, 3)}
+
+
+def _wait_idle(comm, poll_s: float = 0.005) -> None:
+    """A barrier whose waiting processes sleep between polls: a blocking MPI collective spins on its
+    core, which the process still working (the pipeline's lanes) could use."""
+    req = comm.Ibarrier()
+    while not req.Test():
+        time.sleep(poll_s)
 
 
 def engine_kept(refined: dict, pipeline: dict, tolerance: float) -> bool:
@@ -188,6 +196,7 @@ def _gathered_refine(comm, cfg: dict, part: np.ndarray, k: int, eps: float, ctx,
         refined = _refined_whole(cfg, part, k, pctx, weight_cap, engine)
     if rank == pipe:
         pipeline = _pipeline_whole(cfg, k, pctx, weight_cap)
+    _wait_idle(comm)
     a = comm.bcast(refined[1] if isinstance(refined, tuple) else refined, root=0)
     b = comm.bcast(pipeline[1] if isinstance(pipeline, tuple) else pipeline, root=pipe) \
         if pipe is not None else "skipped: gather_pipeline = 0"
