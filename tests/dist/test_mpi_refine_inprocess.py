@@ -142,3 +142,27 @@ def test_a_graph_that_fits_is_never_behind_the_single_process_default(tmp_path):
     e = off["gathered"]["engine_refined"]
     s_off = analyze(g, part_off, k).summary()
     assert worst(s_off) <= e["max_after"] and s_off["total_volume"] <= e["total_after"]   # the passes never raise
+
+
+@pytest.mark.parametrize("fails", ["refine_partition", "auto_partition"])
+def test_one_candidate_that_cannot_be_held_leaves_the_other(monkeypatch, tmp_path, fails):
+    """A MemoryError in one candidate's process (the engine's refinement, or the single-process
+    pipeline) leaves the other candidate kept, with the reason in the sidecar; the figures stay
+    exact."""
+    _comm()
+    from partplan.datasets.generators import rmat
+    from partplan.partition.pipeline import auto
+    g, k = rmat(9, seed=4), 4
+
+    def no_room(*args, **kwargs):
+        raise MemoryError("no room")
+    monkeypatch.setattr(auto, fails, no_room)
+    res, part = _worker_run(tmp_path, g, k)
+    gathered = res["gathered"]
+    failed, other = ("engine_refined", "pipeline") if fails == "refine_partition" else ("pipeline", "engine_refined")
+    assert gathered[failed].startswith("skipped: MemoryError") and isinstance(gathered[other], dict)
+    assert gathered["kept"] == ("pipeline" if fails == "refine_partition" else "engine")
+    assert res["refine"]["rounds"] == 0
+    s = analyze(g, part, k).summary()
+    assert (res["result"]["total_volume"], res["result"]["max_send"], res["result"]["max_recv"]) == \
+        (s["total_volume"], s["max_send"], s["max_recv"])
