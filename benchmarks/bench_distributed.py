@@ -7,7 +7,8 @@ distributed bottleneck refinement) with N processes, run the default
 pipeline (``partplan.partition.api.partition``) in this process, and count
 the hash partition ``v mod k``. Every figure is recounted by
 :func:`partplan.metrics.stats.analyze` (the exact 1D volumes) from the written
-partition. Prints ratios to the default and to hash; ``--json`` keeps the rows.
+partition. Prints ratios to the default and to hash, and each process's peak RSS
+(``peak_rss_mib_per_process``, the largest as ``peak_rss_mib``); ``--json`` keeps the rows.
 
 ``--graphs DIR ...`` takes existing chunked graphs and ``--datasets NAME ...``
 registered real graphs (``partplan datasets list``; written as chunks first)
@@ -143,7 +144,9 @@ def main(argv=None) -> int:
                 row.update(engine_total=e["total_volume"], engine_max=max(e["max_send"], e["max_recv"]),
                            refine_knobs=knobs, refine=res["refine"], gathered=res.get("gathered"), km1=res["km1"],
                            stages={k: max(s[k]["wall_s"] for s in res["stages"]) for k in res["stages"][0]},
-                           peak_rss_mib=max(max(v["peak_rss_bytes"] for v in s.values()) for s in res["stages"]) >> 20)
+                           peak_rss_mib=max(max(v["peak_rss_bytes"] for v in s.values()) for s in res["stages"]) >> 20,
+                           peak_rss_mib_per_process=[max(v["peak_rss_bytes"] for v in s.values()) >> 20
+                                                     for s in res["stages"]])
             stream = next((r for r in rows if r["scale"] == scale and r.get("engine") == "stream"), None)
             for row in rows:
                 if row["scale"] != scale:
