@@ -25,7 +25,9 @@ The default's figures do not depend on the knobs: ``--defaults FILE`` keeps them
         --json docs/results/2026-11-29-distributed-refine.json
 
 Every graph of the split has fewer than ``gather_max_pins`` (2²⁴) pins (nonzeros + rows), so by default
-process 0 refines it whole (the single-process pipeline's refinement); the distributed rounds
+it is held whole: process 0 refines the engine's partition with the single-process pipeline's
+refinement, process 1 runs the single-process default pipeline, the better is kept (the engine's
+alone: ``--refine gather_pipeline=0``); the distributed rounds
 that larger graphs get are ``--refine gather_max_pins=0``. The refinement before its
 coordinated moves is ``--refine coordinated_phases=0``; the
 whole-cluster moves are ``--refine cluster_levels=8`` (docs/design/distributed.md, "Coordinated

@@ -347,8 +347,9 @@ class DistributedRefineContext:
                                   "whole in process 0 by the single-process bottleneck refinement instead of the "
                                   "rounds (0: never)", unit="pins", lo=0, public=False)
     gather_pipeline: int = option(1, "on a graph refined whole: 1: the single-process default pipeline also "
-                                  "runs on it, in process 1 (process 0 with one process), and its partition is "
-                                  "kept when the engine's refined one is not better (docs/design/distributed.md); "
+                                  "runs on it, in process 1 (process 0 with one process), and the engine's refined "
+                                  "partition is kept only when no worse on both max(send, recv) and total volume, "
+                                  "or lower on the maximum for at most 3 % more total (mpi_worker.engine_kept); "
                                   "0: the engine's refined partition alone", choices=(0, 1), public=False)
     passes_first: int = option(0, "connectivity passes (less total volume, no higher maximum) on the engine's "
                                "partition before the rounds, in process 0 (0: none; the passes after the rounds "

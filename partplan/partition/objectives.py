@@ -37,7 +37,8 @@ def eps_limit(total_weight: int, k: int, imbalance: float) -> int:
     partplan. The single-process pipeline applies it to the balance weights (row nnz, at least 1
     per row) and, on graphs with empty rows, to the row nonzeros as well; the distributed
     partitioner (its refinement, connectivity passes and whole-graph refinement) to the row
-    nonzeros. So a partition the single-process pipeline returns also keeps the distributed limit.
+    nonzeros. So a partition the single-process pipeline returns keeps the distributed limit too,
+    unless no partition can (a row heavier than the limit).
 
     >>> eps_limit(19, 3, 0.0), eps_limit(100, 4, 0.03), eps_limit(101, 4, 0.03)
     (7, 25, 26)

@@ -144,23 +144,26 @@ def test_a_graph_that_fits_is_never_behind_the_single_process_default(tmp_path):
     assert worst(s_off) <= e["max_after"] and s_off["total_volume"] <= e["total_after"]   # the passes never raise
 
 
-@pytest.mark.parametrize("fails", ["refine_partition", "auto_partition"])
-def test_one_candidate_that_cannot_be_held_leaves_the_other(monkeypatch, tmp_path, fails):
+@pytest.mark.parametrize("fails, error", [("refine_partition", MemoryError), ("auto_partition", MemoryError),
+                                          ("auto_partition", "PartitionError")])
+def test_one_candidate_that_cannot_be_held_leaves_the_other(monkeypatch, tmp_path, fails, error):
     """A MemoryError in one candidate's process (the engine's refinement, or the single-process
-    pipeline) leaves the other candidate kept, with the reason in the sidecar; the figures stay
-    exact."""
+    pipeline), or a start engine's failure in the pipeline, leaves the other candidate kept, with
+    the reason in the sidecar; the figures stay exact."""
     _comm()
+    from partplan import errors
     from partplan.datasets.generators import rmat
     from partplan.partition.pipeline import auto
     g, k = rmat(9, seed=4), 4
+    error = getattr(errors, error) if isinstance(error, str) else error
 
     def no_room(*args, **kwargs):
-        raise MemoryError("no room")
+        raise error("no room")
     monkeypatch.setattr(auto, fails, no_room)
     res, part = _worker_run(tmp_path, g, k)
     gathered = res["gathered"]
     failed, other = ("engine_refined", "pipeline") if fails == "refine_partition" else ("pipeline", "engine_refined")
-    assert gathered[failed].startswith("skipped: MemoryError") and isinstance(gathered[other], dict)
+    assert gathered[failed].startswith(f"skipped: {error.__name__}") and isinstance(gathered[other], dict)
     assert gathered["kept"] == ("pipeline" if fails == "refine_partition" else "engine")
     assert res["refine"]["rounds"] == 0
     s = analyze(g, part, k).summary()

@@ -161,8 +161,9 @@ def kaminpar_graph(graph: Graph, k: int, *, imbalance: float = DEFAULT_IMBALANCE
     if vertex_weights not in ("nnz", "unit"):
         raise OptionError(f"vertex_weights must be 'nnz' or 'unit', not {vertex_weights!r}")
     vw = graph.balance_weights if vertex_weights == "nnz" else np.ones(graph.n, np.int64)
-    if imbalance == 0.0 and int(vw.sum()) % k:  # KaMinPar cannot meet an impossible exact balance
-        raise PartitionError(f"KaMinPar: imbalance 0 is infeasible for total weight {int(vw.sum())} and k={k}")
+    # KaMinPar reads ε = 0 as "no block weight set" and refuses to run; half a unit of the ε-limit
+    # ⌈W/k⌉ asks for that limit itself (the planner's ε = 0 is ⌊1·⌈W/k⌉⌋)
+    eps_kp = imbalance if imbalance > 0.0 else 0.5 / max(1, -(-int(vw.sum()) // k))
     with tempfile.TemporaryDirectory(prefix="partplan-kaminpar-") as d:
         path = Path(d) / f"graph.{handoff}"
         if handoff != "parhip" or not write_parhip_lean(path, graph, vw):
@@ -177,7 +178,7 @@ def kaminpar_graph(graph: Graph, k: int, *, imbalance: float = DEFAULT_IMBALANCE
             g = kp.load_graph(str(path), fmt, compress=context.startswith("terapart"))
             kp.reseed(int(seed) & (2 ** 31 - 1))
             engine = kp.KaMinPar(int(threads), kp.context_by_name(context))
-            part = np.asarray(engine.compute_partition(g, int(k), float(imbalance)), dtype=np.int64)
+            part = np.asarray(engine.compute_partition(g, int(k), float(eps_kp)), dtype=np.int64)
             cut = int(kp.edge_cut(g, part.tolist()))
         except (RuntimeError, ValueError, TypeError) as exc:
             raise PartitionError(f"KaMinPar failed on {graph.name} with k={k}: {exc}") from exc

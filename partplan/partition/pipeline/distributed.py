@@ -86,11 +86,14 @@ SCHEMA = "partplan.partition/2"
 
 def mpirun_command(nprocs: int) -> list[str]:
     """``mpirun`` for N processes on this machine (oversubscribed, shared memory
-    only); ``$PARTPLAN_MPIRUN`` replaces it (e.g. a hostfile for a cluster)."""
+    only, not bound to cores: OpenMPI binds each of up to two processes to one core,
+    and on a graph that fits process 1 runs the single-process pipeline, whose lanes
+    use every core once process 0 waits); ``$PARTPLAN_MPIRUN`` replaces it (e.g. a
+    hostfile for a cluster)."""
     given = os.environ.get("PARTPLAN_MPIRUN")
     if given:
         return given.split() + ["-np", str(nprocs)]
-    return ["mpirun", "-np", str(nprocs), "--oversubscribe", "--mca", "btl", "self,vader"]
+    return ["mpirun", "-np", str(nprocs), "--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader"]
 
 
 # What an MPI launcher or an initialised MPI (a singleton, e.g. mpi4py in this

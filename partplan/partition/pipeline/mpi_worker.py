@@ -100,14 +100,16 @@ def _whole_context(cfg: dict, eps: float, ctx):
 
 def _refined_whole(cfg: dict, part: np.ndarray, k: int, pctx, weight_cap: int, engine: str):
     """The engine's partition refined by :func:`~partplan.partition.pipeline.auto.refine_partition`
-    on the whole graph. Returns (part int32[n], summary) or why not (MemoryError, OSError)."""
+    on the whole graph. Returns (part int32[n], summary) or why not (MemoryError, OSError, a
+    partplan error)."""
+    from ...errors import PartplanError
     from ...io.chunked import read_chunked
     from .auto import refine_partition
     try:
         t0 = time.perf_counter()
         new, rep = refine_partition(read_chunked(cfg["graph"]), part, k, context=pctx, weight_cap=weight_cap,
                                     engine=engine, progress=_progress(cfg))
-    except (MemoryError, OSError) as exc:
+    except (MemoryError, OSError, PartplanError) as exc:
         return f"skipped: {type(exc).__name__}: {exc}"
     b, a = rep["before"], rep["after"]
     return new.astype(np.int32), {
@@ -122,9 +124,10 @@ def _pipeline_whole(cfg: dict, k: int, pctx, weight_cap: int):
     """The single-process default pipeline (:func:`~partplan.partition.pipeline.auto.auto_partition`,
     the same context as ``partition(graph, k)`` with ``--nprocs``'s ε and seed) on the whole graph.
     Returns (part int32[n], summary), or why it is not a candidate: this process could not read or
-    hold the graph, no partition within the balance limit exists (OptionError), or its heaviest
-    part is above ``weight_cap``."""
-    from ...errors import OptionError
+    hold the graph (MemoryError, OSError), a start engine failed (a partplan error: e.g. KaMinPar
+    refuses ε = 0), or its heaviest part is above ``weight_cap`` (a row heavier than the balance
+    limit)."""
+    from ...errors import PartplanError
     from ...io.chunked import read_chunked
     from .auto import _heaviest, auto_partition, figures
     try:
@@ -132,7 +135,7 @@ def _pipeline_whole(cfg: dict, k: int, pctx, weight_cap: int):
         g = read_chunked(cfg["graph"])
         new, rep = auto_partition(g, k, context=pctx, progress=_progress(cfg, "the single-process pipeline: "))
         f, heaviest = figures(g, new, k), _heaviest(g, new, k)
-    except (MemoryError, OSError, OptionError) as exc:
+    except (MemoryError, OSError, PartplanError) as exc:
         return f"skipped: {type(exc).__name__}: {exc}"
     if heaviest > weight_cap:
         return f"skipped: its heaviest part holds {heaviest:,} nonzeros, above the limit {weight_cap:,}"
@@ -177,7 +180,7 @@ def _gathered_refine(comm, cfg: dict, part: np.ndarray, k: int, eps: float, ctx,
       (:func:`partplan.partition.pipeline.auto.refine_partition`: a km1 V-cycle, FM passes whose
       moves may first raise the cost, restarted with new seeds, then a volume round and refine /
       volume cycles), keeping ``weight_cap`` (the most row nonzeros a part may hold: the limit
-      :func:`~partplan.partition.objectives.eps_limit`, or the heaviest part now) beside the
+      :func:`~partplan.partition.objectives.eps_limit`, or the engine's heaviest part when above it) beside the
       balance limit;
     - with ``ctx.gather_pipeline``, process 1 (process 0 when it is alone) runs the single-process
       default pipeline on the graph (:func:`_pipeline_whole`), whose starts (METIS, KaMinPar,

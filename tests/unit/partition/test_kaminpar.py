@@ -162,3 +162,16 @@ def test_lean_parhip_equals_the_metis_graph_file(tmp_path, monkeypatch, loops):
     directed = Graph.from_edges([0, 1, 2], [1, 2, 0], n=3, name="cycle")
     assert not kmod.write_parhip_lean(tmp_path / "d", directed, np.ones(3, np.int64))
     assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.parametrize("k", [4, 7])
+def test_zero_imbalance_runs_and_the_default_meets_the_exact_limit(k):
+    """ε = 0: KaMinPar reads it as "no block weight set" and refused to run, so the default
+    pipeline (whose starts include KaMinPar) failed; now KaMinPar runs, and the default's parts
+    weigh at most ⌈W/k⌉ (the ε-limit at ε = 0), counted here from the balance weights."""
+    g = _grid()
+    w = np.maximum(np.diff(g.indptr), 1)
+    part, _ = kaminpar_graph(g, k, imbalance=0.0)
+    assert part.shape == (g.n,) and part.min() >= 0 and part.max() < k
+    p = partition(g, k, imbalance=0.0)
+    assert np.bincount(p.part, weights=w, minlength=k).max() <= -(-int(w.sum()) // k)
