@@ -176,8 +176,8 @@ def _run_distributed(args, progress) -> int:
             ("compute_imbalance", f"{res['compute_imbalance']:.4g}"),
             ("time (s)", ", ".join(f"{name} {max(s[name]['wall_s'] for s in res['stages']):.3g}"
                                    for name in res["stages"][0])),
-            ("peak RSS / process (MiB)", str(max(max(v['peak_rss_bytes'] for v in s.values())
-                                              for s in res["stages"]) >> 20)),
+            ("peak RSS / process (MiB)", ", ".join(str(max(v['peak_rss_bytes'] for v in s.values()) >> 20)
+                                                    for s in res["stages"])),
             ("output", res["output"])]
     w = max(len(a) for a, _ in rows)
     print("\n".join(f"{a:<{w}}  {b}" for a, b in rows))

@@ -235,10 +235,15 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
         load = result["compute_load"]
         mean = sum(load) / len(load) if load else 0.0
         engine = result["engine"]
+        gathered = result.get("gathered")
+        if isinstance(gathered, dict) and gathered["kept"] == "pipeline":   # the single-process default's partition
+            model, backend = "graph", f"default pipeline ({gathered['pipeline']['chosen']} start; beside {engine}+refine)"
+        else:
+            model, backend = get_backend(engine).models[0], (f"{engine}+refine" if refine else engine)
         result.update(schema=SCHEMA, k=int(k), layout="1d", layout_params={},
-                      model=get_backend(engine).models[0], objective="max-both",
+                      model=model, objective="max-both",
                       timings={f"{name}_s": max(s[name]["wall_s"] for s in result["stages"])
-                               for name in result["stages"][0]}, backend=f"{engine}+refine" if refine else engine,
+                               for name in result["stages"][0]}, backend=backend,
                       graph=graph.name if isinstance(graph, Graph) else str(graph), output=str(out), wall_s=round(time.perf_counter() - t0, 3),
                       compute_imbalance=(max(load) / mean - 1.0) if mean > 0 else 0.0)
         if fingerprint is not None:

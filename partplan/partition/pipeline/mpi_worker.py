@@ -108,7 +108,7 @@ def _refined_whole(cfg: dict, part: np.ndarray, k: int, pctx, weight_cap: int, e
     try:
         t0 = time.perf_counter()
         new, rep = refine_partition(read_chunked(cfg["graph"]), part, k, context=pctx, weight_cap=weight_cap,
-                                    engine=engine, progress=_progress(cfg))
+                                    engine=engine, progress=_progress(cfg, f"{engine}'s partition: "))
     except (MemoryError, OSError, PartplanError) as exc:
         return f"skipped: {type(exc).__name__}: {exc}"
     b, a = rep["before"], rep["after"]
@@ -207,6 +207,11 @@ def _gathered_refine(comm, cfg: dict, part: np.ndarray, k: int, eps: float, ctx,
         return a
     kept = "engine" if isinstance(b, str) or (isinstance(a, dict) and engine_kept(a, b, DEFAULT_VOLUME_TOLERANCE)) \
         else "pipeline"
+    say = _progress(cfg) if rank == 0 else None
+    if say is not None:
+        show = lambda c, m, t: f"max(send, recv) {c[m]:,}, total {c[t]:,}" if isinstance(c, dict) else c  # noqa: E731
+        say(f"kept {'the ' + engine + ' partition refined' if kept == 'engine' else 'the single-process pipeline'}"
+            f" ({engine} refined: {show(a, 'max_after', 'total_after')}; pipeline: {show(b, 'max', 'total')})")
     root = 0 if kept == "engine" else pipe
     if rank == root:
         part[:] = (refined if kept == "engine" else pipeline)[0]
