@@ -129,18 +129,25 @@ def _pipeline_whole(cfg: dict, k: int, pctx, weight_cap: int):
     limit)."""
     from ...errors import PartplanError
     from ...io.chunked import read_chunked
-    from .auto import _heaviest, auto_partition, figures
+    from .auto import auto_partition, figures
     try:
         t0 = time.perf_counter()
         g = read_chunked(cfg["graph"])
         new, rep = auto_partition(g, k, context=pctx, progress=_progress(cfg, "the single-process pipeline: "))
-        f, heaviest = figures(g, new, k), _heaviest(g, new, k)
+        f, heaviest = figures(g, new, k), int(np.bincount(new, weights=g.row_nnz, minlength=k).max())
     except (MemoryError, OSError, PartplanError) as exc:
         return f"skipped: {type(exc).__name__}: {exc}"
     if heaviest > weight_cap:
         return f"skipped: its heaviest part holds {heaviest:,} nonzeros, above the limit {weight_cap:,}"
     return new.astype(np.int32), {"max": f["max_send_recv"], "total": f["total_volume"], "chosen": rep["chosen"],
                                   "seconds": round(time.perf_counter() - t0, 3)}
+
+
+def _said(candidate: dict | str, top: str, total: str) -> str:
+    """A candidate's figures for a progress line, or why it is not one."""
+    if isinstance(candidate, str):
+        return candidate
+    return f"max(send, recv) {candidate[top]:,}, total {candidate[total]:,}"
 
 
 def _wait_idle(comm, poll_s: float = 0.005) -> None:
@@ -209,9 +216,9 @@ def _gathered_refine(comm, cfg: dict, part: np.ndarray, k: int, eps: float, ctx,
         else "pipeline"
     say = _progress(cfg) if rank == 0 else None
     if say is not None:
-        show = lambda c, m, t: f"max(send, recv) {c[m]:,}, total {c[t]:,}" if isinstance(c, dict) else c  # noqa: E731
+        said = (_said(a, "max_after", "total_after"), _said(b, "max", "total"))
         say(f"kept {'the ' + engine + ' partition refined' if kept == 'engine' else 'the single-process pipeline'}"
-            f" ({engine} refined: {show(a, 'max_after', 'total_after')}; pipeline: {show(b, 'max', 'total')})")
+            f" ({engine} refined: {said[0]}; pipeline: {said[1]})")
     root = 0 if kept == "engine" else pipe
     if rank == root:
         part[:] = (refined if kept == "engine" else pipeline)[0]
