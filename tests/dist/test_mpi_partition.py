@@ -403,3 +403,19 @@ def test_passes_before_the_rounds_start_from_the_engines_partition(rmat11, tmp_p
     assert first["max_load_after"] <= max(s0, r0)
     assert "km1_first" in res["stages"][0] and "km1_first" not in plain
     assert 0 <= res["refine"]["seconds"] <= res["stages"][0]["refine"]["wall_s"] + 0.5
+
+
+@pytest.mark.dist
+def test_the_processes_may_use_every_core_of_the_launcher():
+    """The launcher's mpirun binds no process to a core (OpenMPI binds each of up to two processes
+    to one): process 1 runs the single-process pipeline, whose lanes use the cores process 0
+    leaves. Each rank's CPU affinity is the launcher's own."""
+    import os
+    import shutil
+    if shutil.which("mpirun") is None or not hasattr(os, "sched_getaffinity"):
+        pytest.skip("needs OpenMPI's mpirun (make mpi) and CPU affinity")
+    from partplan.partition.pipeline.distributed import _env, mpirun_command
+    mine = len(os.sched_getaffinity(0))
+    out = subprocess.run(mpirun_command(2) + [sys.executable, "-c", "import os; print(len(os.sched_getaffinity(0)))"],
+                         capture_output=True, text=True, timeout=120, env=_env(), check=True).stdout.split()
+    assert [int(x) for x in out] == [mine, mine]
