@@ -343,9 +343,10 @@ class DistributedRefineContext:
                                  "(0: none; 8 and more: every level)", unit="levels", public=False)
     cluster_weight: float = option(1.0, "heaviest cluster, x the balance slack (the weight limit less the "
                                    "average part weight)", unit="x", public=False)
-    gather_max_pins: int = option(1 << 24, "a graph with at most this many pins (nonzeros + rows) is refined "
-                                  "whole in process 0 by the single-process bottleneck refinement instead of the "
-                                  "rounds (0: never)", unit="pins", lo=0, public=False)
+    gather_max_pins: int = option(1 << 24, "a graph with at most this many pins (nonzeros + rows) is held whole "
+                                  "instead of refined by the rounds: process 0 refines the engine's partition by "
+                                  "the single-process bottleneck refinement (and see gather_pipeline) (0: never)",
+                                  unit="pins", lo=0, public=False)
     gather_pipeline: int = option(1, "on a graph refined whole: 1: the single-process default pipeline also "
                                   "runs on it, in process 1 (process 0 with one process), and the engine's refined "
                                   "partition is kept only when no worse on both max(send, recv) and total volume, "
