@@ -144,9 +144,9 @@ def main(argv=None) -> int:
                 row.update(engine_total=e["total_volume"], engine_max=max(e["max_send"], e["max_recv"]),
                            refine_knobs=knobs, refine=res["refine"], gathered=res.get("gathered"), km1=res["km1"],
                            stages={k: max(s[k]["wall_s"] for s in res["stages"]) for k in res["stages"][0]},
-                           peak_rss_mib=max(max(v["peak_rss_bytes"] for v in s.values()) for s in res["stages"]) >> 20,
                            peak_rss_mib_per_process=[max(v["peak_rss_bytes"] for v in s.values()) >> 20
                                                      for s in res["stages"]])
+                row["peak_rss_mib"] = max(row["peak_rss_mib_per_process"])
             stream = next((r for r in rows if r["scale"] == scale and r.get("engine") == "stream"), None)
             for row in rows:
                 if row["scale"] != scale:

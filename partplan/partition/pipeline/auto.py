@@ -286,7 +286,7 @@ def refine_partition(graph: Graph, part: np.ndarray, k: int, *, context: Pipelin
         vc = dict(rep)
         cand = _vcycle(graph, start, k, ctx.imbalance, ctx.seed, vc, progress, True,
                        cycles=LARGE_VCYCLES if is_large(graph) else None)
-        kept = weight_cap is None or _heaviest(graph, cand, k) <= max(weight_cap, _heaviest(graph, start, k))
+        kept = weight_cap is None or heaviest_part(graph, cand, k) <= max(weight_cap, heaviest_part(graph, start, k))
         report["vcycle"] = {"figures": vc["figures"], "seconds": vc["vcycle_s"], "kept": kept}
         if kept:   # the figures stay the given partition's: its total volume is the refinement's reference
             start = np.asarray(cand, np.int64)
@@ -298,8 +298,8 @@ def refine_partition(graph: Graph, part: np.ndarray, k: int, *, context: Pipelin
     return out, report
 
 
-def _heaviest(graph: Graph, part: np.ndarray, k: int) -> int:
-    """The largest row-nonzero count of a part."""
+def heaviest_part(graph: Graph, part: np.ndarray, k: int) -> int:
+    """The largest row-nonzero count of a part (what the distributed weight limit bounds)."""
     return int(np.bincount(part, weights=graph.row_nnz, minlength=k).max()) if k else 0
 
 

@@ -98,16 +98,24 @@ def _whole_context(cfg: dict, eps: float, ctx):
                    label="the whole-graph refinement")
 
 
-def _refined_whole(cfg: dict, part: np.ndarray, k: int, pctx, weight_cap: int, engine: str):
+def _read_whole(cfg: dict):
+    """The whole graph, or why this process cannot read or hold it (MemoryError, OSError)."""
+    from ...io.chunked import read_chunked
+    try:
+        return read_chunked(cfg["graph"])
+    except (MemoryError, OSError) as exc:
+        return f"skipped: {type(exc).__name__}: {exc}"
+
+
+def _refined_whole(cfg: dict, g, part: np.ndarray, k: int, pctx, weight_cap: int, engine: str):
     """The engine's partition refined by :func:`~partplan.partition.pipeline.auto.refine_partition`
-    on the whole graph. Returns (part int32[n], summary) or why not (MemoryError, OSError, a
+    on the whole graph ``g``. Returns (part int32[n], summary) or why not (MemoryError, OSError, a
     partplan error)."""
     from ...errors import PartplanError
-    from ...io.chunked import read_chunked
     from .auto import refine_partition
     try:
         t0 = time.perf_counter()
-        new, rep = refine_partition(read_chunked(cfg["graph"]), part, k, context=pctx, weight_cap=weight_cap,
+        new, rep = refine_partition(g, part, k, context=pctx, weight_cap=weight_cap,
                                     engine=engine, progress=_progress(cfg, f"{engine}'s partition: "))
     except (MemoryError, OSError, PartplanError) as exc:
         return f"skipped: {type(exc).__name__}: {exc}"
@@ -120,21 +128,19 @@ def _refined_whole(cfg: dict, part: np.ndarray, k: int, pctx, weight_cap: int, e
         "seconds": round(time.perf_counter() - t0, 3)}
 
 
-def _pipeline_whole(cfg: dict, k: int, pctx, weight_cap: int):
+def _pipeline_whole(cfg: dict, g, k: int, pctx, weight_cap: int):
     """The single-process default pipeline (:func:`~partplan.partition.pipeline.auto.auto_partition`,
-    the same context as ``partition(graph, k)`` with ``--nprocs``'s ε and seed) on the whole graph.
-    Returns (part int32[n], summary), or why it is not a candidate: this process could not read or
-    hold the graph (MemoryError, OSError), a start engine failed (a partplan error: e.g. KaMinPar
+    the same context as ``partition(graph, k)`` with ``--nprocs``'s ε and seed) on the whole graph
+    ``g``. Returns (part int32[n], summary), or why it is not a candidate: this process could not
+    hold its state (MemoryError, OSError), a start engine failed (a partplan error: e.g. KaMinPar
     refuses ε = 0), or its heaviest part is above ``weight_cap`` (a row heavier than the balance
     limit)."""
     from ...errors import PartplanError
-    from ...io.chunked import read_chunked
-    from .auto import auto_partition, figures
+    from .auto import auto_partition, figures, heaviest_part
     try:
         t0 = time.perf_counter()
-        g = read_chunked(cfg["graph"])
         new, rep = auto_partition(g, k, context=pctx, progress=_progress(cfg, "the single-process pipeline: "))
-        f, heaviest = figures(g, new, k), int(np.bincount(new, weights=g.row_nnz, minlength=k).max())
+        f, heaviest = figures(g, new, k), heaviest_part(g, new, k)
     except (MemoryError, OSError, PartplanError) as exc:
         return f"skipped: {type(exc).__name__}: {exc}"
     if heaviest > weight_cap:
@@ -201,11 +207,13 @@ def _gathered_refine(comm, cfg: dict, part: np.ndarray, k: int, eps: float, ctx,
     rank, size = comm.Get_rank(), comm.Get_size()
     pipe = (1 if size > 1 else 0) if ctx.gather_pipeline else None
     refined = pipeline = "skipped: not run here"
-    pctx = _whole_context(cfg, eps, ctx) if rank in (0, pipe) else None
-    if rank == 0:
-        refined = _refined_whole(cfg, part, k, pctx, weight_cap, engine)
-    if rank == pipe:
-        pipeline = _pipeline_whole(cfg, k, pctx, weight_cap)
+    if rank in (0, pipe):   # one read of the whole graph per process, for its candidate(s)
+        g, pctx = _read_whole(cfg), _whole_context(cfg, eps, ctx)
+        if rank == 0:
+            refined = g if isinstance(g, str) else _refined_whole(cfg, g, part, k, pctx, weight_cap, engine)
+        if rank == pipe:
+            pipeline = g if isinstance(g, str) else _pipeline_whole(cfg, g, k, pctx, weight_cap)
+        del g
     _wait_idle(comm)
     a = comm.bcast(refined[1] if isinstance(refined, tuple) else refined, root=0)
     b = comm.bcast(pipeline[1] if isinstance(pipeline, tuple) else pipeline, root=pipe) \
@@ -319,7 +327,7 @@ def run(cfg: dict) -> dict:
             gathered = _gathered_refine(comm, cfg, part, k, eps, ctx, cap, engine)
         else:
             gathered = f"skipped: {pins:,} pins (nonzeros + rows), above the {ctx.gather_max_pins:,} that " \
-                "process 0 refines whole"
+                "are held whole"
         if isinstance(gathered, dict):   # recount the new parts' figures, and check the refinement's own
             send, recv, weights = recount(comm, sl, part, k)
             if (int(send.sum()), int(max(send.max(), recv.max()))) != (gathered["total_after"],
@@ -327,7 +335,7 @@ def run(cfg: dict) -> dict:
                     or int(weights.max()) > cap:
                 raise RuntimeError("internal error: the whole-graph refinement's figures differ from the recount")
         st.stop()
-        if whole and not isinstance(gathered, dict):   # process 0 could not hold it: the rounds after all
+        if whole and not isinstance(gathered, dict):   # neither candidate could be computed: the rounds
             st.start("refine")
             res = refine_distributed(comm, sl, part, k, eps, ctx, progress=say)
             send, recv, weights = res.send, res.recv, res.weights
