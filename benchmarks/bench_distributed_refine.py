@@ -64,7 +64,7 @@ def parse_refine(items: list[str]) -> dict:
         if key not in types or key in ("seed", "time_limit"):
             raise SystemExit(f"--refine {it}: not a DistributedRefineContext knob ({', '.join(types)})")
         t = str(types[key])
-        out[key] = int(val) if t.startswith("int") else float(val)
+        out[key] = int(val) if t.startswith("int") else val if t.startswith("str") else float(val)
     return out
 
 

@@ -355,6 +355,12 @@ class DistributedRefineContext:
     passes_first: int = option(0, "connectivity passes (less total volume, no higher maximum) on the engine's "
                                "partition before the rounds, in process 0 (0: none; the passes after the rounds "
                                "run either way)", unit="passes", lo=0, hi=100, public=False)
+    volume_passes: str = option("auto", "where the connectivity passes after the refinement run: 'process0' "
+                                "(uint16[n, k] pin counts in process 0, rows in order), 'distributed' (rounds, "
+                                "each process holding its own nets' counts), 'auto': process 0 while the counts "
+                                "fit in its share of the graph (8 bytes per nonzero of its rows), else "
+                                "distributed; a directed pattern always distributed",
+                                choices=("auto", "process0", "distributed"), public=False)
     time_limit: float | None = option(None, TIME_LIMIT_HELP, kind="real", unit="s", normalize=_seconds)
     seed: int = option(0, "seeds the proposals' order", normalize=check_seed, accepted="any integer", public=False)
 

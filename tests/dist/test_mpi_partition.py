@@ -155,7 +155,8 @@ def test_directed_graph_nets_are_columns(tmp_path):
         res = launch.distributed_partition(path, 6, nprocs=2, output=tmp_path / "d.npy", quiet=True, context=ctx)
         assert res["symmetric"] is False and res["engine"] == "zoltan"    # the default whenever it is installed
         _check_sidecar(res, g, np.load(tmp_path / "d.npy"), 6)
-        assert res["km1"].startswith("skipped: a directed pattern")
+        km1 = res["km1"]   # the connectivity rounds over the processes' rows (the one-process passes read rows)
+        assert km1["where"] == "distributed" and km1["volume_after"] <= km1["volume_before"]
         assert isinstance(res["gathered"], dict) == (bound is None) and (res["refine"]["rounds"] > 0) == (bound == 0)
 
 
@@ -176,6 +177,24 @@ def test_stream_engine_and_graph_file_input(tmp_path):
     assert out["total_volume"] < ref["total_volume"]   # no higher bottleneck
     assert max(out["max_send"], out["max_recv"]) <= max(ref["max_send"], ref["max_recv"])
     assert out["total_volume"] == ref["total_volume"] - sum(p["removed"] for p in res["km1"]["passes"])
+
+
+@pytest.mark.slow
+@pytest.mark.dist
+def test_the_connectivity_rounds_over_two_processes_are_exact(rmat11, tmp_path):
+    """The distributed connectivity rounds (``volume_passes = 'distributed'``): proposals, exact
+    single-move changes and the commit cross the two processes' nets; the result has less total
+    volume than the refinement's, no higher bottleneck, and figures equal to the analyzer's."""
+    _need("stream")
+    g, path = rmat11
+    res = launch.distributed_partition(path, 8, nprocs=2, output=tmp_path / "v.npy", quiet=True, engine="stream",
+                                       context=DistributedRefineContext(rounds=20, gather_max_pins=0,
+                                                                        volume_passes="distributed"))
+    _check_sidecar(res, g, np.load(tmp_path / "v.npy"), 8)
+    ref, out, km1 = res["refine"], res["result"], res["km1"]
+    assert km1["where"] == "distributed" and sum(p["rounds"] for p in km1["passes"]) > 1
+    assert out["total_volume"] < ref["total_volume"]
+    assert max(out["max_send"], out["max_recv"]) <= max(ref["max_send"], ref["max_recv"])
 
 
 @pytest.mark.slow

@@ -169,3 +169,87 @@ def test_one_candidate_that_cannot_be_held_leaves_the_other(monkeypatch, tmp_pat
     s = analyze(g, part, k).summary()
     assert (res["result"]["total_volume"], res["result"]["max_send"], res["result"]["max_recv"]) == \
         (s["total_volume"], s["max_send"], s["max_recv"])
+
+
+def _volume(g, start, k, **kw):
+    from partplan.partition.refinement.distributed import RowSlice
+    from partplan.partition.refinement.distributed_volume import volume_rounds
+    indptr, indices = g.indptr.astype(np.int64), g.indices.astype(np.int64)
+    if g.is_symmetric():
+        colptr, colidx = indptr, indices
+    else:   # the nets are the columns: their pins are the rows holding them
+        t = g.to_scipy().T.tocsr()
+        colptr, colidx = t.indptr.astype(np.int64), t.indices.astype(np.int64)
+    sl = RowSlice(0, g.n, g.n, indptr, indices, colptr, colidx)
+    part = start.astype(np.int32).copy()
+    return part, volume_rounds(_comm(), sl, part, k, 0.03, **kw)
+
+
+@pytest.mark.parametrize("targets", [1, 2])
+def test_volume_rounds_lower_the_total_and_never_the_bottleneck(targets):
+    """The distributed connectivity rounds on one process: less total volume than the start, no
+    higher max(send, recv), every part within the weight limit or no heavier than it was, and
+    every figure equal to the analyzer's count of the result; against the one-process passes
+    (the same objective and rules, moves in row order) they remove at least 80 % as much."""
+    _comm()
+    from partplan.datasets.generators import rmat
+    from partplan.partition.objectives import eps_limit
+    from partplan.partition.refinement.km1_pass import km1_passes
+    g, k = rmat(12, seed=4), 16
+    rng = np.random.default_rng(0)
+    start = (np.arange(g.n) // -(-g.n // k)).astype(np.int32)   # row blocks, then a tenth shuffled
+    mix = rng.random(g.n) < 0.1
+    start[mix] = rng.integers(0, k, int(mix.sum()))
+    s0 = analyze(g, start, k)
+    part, st = _volume(g, start, k, targets=targets)
+    s1 = analyze(g, part, k)
+    worst = lambda s: int(max(s.send.max(), s.recv.max()))   # noqa: E731
+    assert s1.summary()["total_volume"] < s0.summary()["total_volume"]
+    assert worst(s1) <= worst(s0)
+    w = np.diff(g.indptr)
+    w0, w1 = np.bincount(start, weights=w, minlength=k), np.bincount(part, weights=w, minlength=k)
+    assert np.all(w1 <= np.maximum(eps_limit(int(w.sum()), k, 0.03), w0))
+    assert (st["volume_after"], st["max_load_after"]) == (s1.summary()["total_volume"], worst(s1))
+    assert st["volume_before"] - st["volume_after"] == sum(p["removed"] for p in st["passes"])
+    ref = analyze(g, km1_passes(g, start, k, eps=0.03), k).summary()["total_volume"]
+    assert st["volume_before"] - st["volume_after"] >= 0.8 * (st["volume_before"] - ref)
+
+
+def test_volume_rounds_take_a_directed_pattern():
+    """A directed graph's nets are its columns: the rounds lower the total volume the analyzer
+    counts (the one-process passes refuse such a graph)."""
+    _comm()
+    from partplan.graph import Graph
+    rng = np.random.default_rng(5)
+    n, k = 800, 8
+    src, dst = rng.integers(0, n, 6000), (rng.zipf(1.6, 6000) - 1) % n
+    g = Graph.from_edges(src, dst, n=n)
+    assert not g.is_symmetric()
+    start = rng.integers(0, k, n).astype(np.int32)
+    s0 = analyze(g, start, k)
+    part, st = _volume(g, start, k)
+    s1 = analyze(g, part, k)
+    assert s1.summary()["total_volume"] < s0.summary()["total_volume"]
+    assert max(s1.send.max(), s1.recv.max()) <= max(s0.send.max(), s0.recv.max())
+    assert st["volume_after"] == s1.summary()["total_volume"]
+
+
+@pytest.mark.parametrize("where,k,expect", [("distributed", 4, "distributed"), ("auto", 4, "process 0"),
+                                             ("auto", 256, "distributed"), ("process0", 256, "process 0")])
+def test_the_passes_run_in_process_0_only_while_their_counts_fit_its_share(monkeypatch, tmp_path, where, k,
+                                                                          expect):
+    """``volume_passes = 'auto'``: process 0 holds the uint16[n, k] counts while 2·n·k bytes fit in
+    8 bytes per nonzero of its rows (or the fixed buffer, set to none here); above, the rounds run
+    over every process's rows. Either way the sidecar's figures are the analyzer's."""
+    _comm()
+    from partplan.datasets.generators import rmat
+    from partplan.partition.pipeline import mpi_worker
+    monkeypatch.setattr(mpi_worker, "PASS_BUFFER", 0)
+    g = rmat(9, seed=3)
+    assert (2 * g.n * 4 <= 8 * g.nnz) and (2 * g.n * 256 > 8 * g.nnz)
+    res, part = _worker_run(tmp_path, g, k, gather_max_pins=0, rounds=10, volume_passes=where)
+    assert res["km1"]["where"] == expect
+    s = analyze(g, part, k).summary()
+    assert (res["result"]["total_volume"], res["result"]["max_send"], res["result"]["max_recv"]) == \
+        (s["total_volume"], s["max_send"], s["max_recv"])
+    assert s["total_volume"] < res["refine"]["total_volume"]

@@ -63,6 +63,40 @@ def _symmetric(comm, lo, indptr, indices, block: int = 1 << 22) -> bool:
     return tot[0:2] == tot[2:4]
 
 
+#: bytes of pin counts process 0 may hold for the connectivity passes beyond its share of the graph
+PASS_BUFFER = 1 << 30
+
+
+def _counts_in_process0(comm, sl, n: int, k: int, symmetric: bool, where: str) -> bool:
+    """Do the connectivity passes run in process 0 (:func:`_km1`)? ``where`` is the context's
+    ``volume_passes``: 'auto' keeps them there while their uint16[n, k] pin counts (2·n·k
+    bytes) fit in process 0's share of the graph (8 bytes per nonzero of its rows) or in
+    ``PASS_BUFFER``, whichever is more, so no process holds more than its share plus that
+    much again or a fixed buffer; a directed pattern's nets are its columns, which the
+    one-process passes do not read. (The rounds cost more time for less volume removed —
+    R-MAT 20, k = 64, N = 2: 24 s for 74 % of the passes' 4.5 s removal — so they run only
+    where the counts would not fit.)"""
+    if not symmetric or where == "distributed":
+        return False
+    if where == "process0":
+        return True
+    share = 8 * int(comm.bcast(int(sl.indices.size), root=0))
+    return 2 * n * k <= max(share, PASS_BUFFER)
+
+
+def _volume(comm, cfg: dict, sl, part: np.ndarray, k: int, eps: float, symmetric: bool, ctx,
+            passes: int = 3) -> dict | str:
+    """The connectivity passes (less total volume, no higher max(send, recv)) on ``part``
+    (updated in place on every process): in process 0 (:func:`_km1`) or as rounds over every
+    process's rows (:func:`partplan.partition.refinement.distributed_volume.volume_rounds`), by
+    :func:`_counts_in_process0`. Returns their stats or why they were skipped."""
+    if _counts_in_process0(comm, sl, sl.n, k, symmetric, ctx.volume_passes):
+        return _km1(comm, cfg, part, k, eps, symmetric, passes)
+    from ..refinement.distributed_volume import volume_rounds
+    return volume_rounds(comm, sl, part, k, eps, ctx, passes=passes,
+                         progress=_progress(cfg) if comm.Get_rank() == 0 else None)
+
+
 def _km1(comm, cfg: dict, part: np.ndarray, k: int, eps: float, symmetric: bool, passes: int = 3) -> dict | str:
     """The greedy connectivity passes (:mod:`partplan.partition.refinement.km1_pass`) on the
     refined parts, in process 0 (``part`` updated in place on every process):
@@ -80,6 +114,7 @@ def _km1(comm, cfg: dict, part: np.ndarray, k: int, eps: float, symmetric: bool,
             st: dict = {}
             part[:] = km1_passes(cfg["graph"], part, k, eps=eps, passes=passes, symmetric=True, stats=st,
                                  progress=_progress(cfg))
+            st["where"] = "process 0"
             out = st
         except OptionError as exc:   # the counts do not fit
             out = f"skipped: {exc}"
@@ -309,7 +344,7 @@ def run(cfg: dict) -> dict:
         s0, r0, w0 = recount(comm, sl, part, k)
         engine_result = {"total_volume": int(s0.sum()), "max_send": int(s0.max()), "max_recv": int(r0.max()),
                          "max_weight": int(w0.max())}
-        km1_first = _km1(comm, cfg, part, k, eps, symmetric, passes=ctx.passes_first)
+        km1_first = _volume(comm, cfg, sl, part, k, eps, symmetric, ctx, passes=ctx.passes_first)
         st.stop()
     st.start("refine")
     say = _progress(cfg) if rank == 0 else None
@@ -343,7 +378,7 @@ def run(cfg: dict) -> dict:
     km1: dict | str = "skipped: no refinement"
     if cfg["refine"]:
         st.start("km1")
-        km1 = _km1(comm, cfg, part, k, eps, symmetric)
+        km1 = _volume(comm, cfg, sl, part, k, eps, symmetric, ctx)
         if isinstance(km1, dict):   # recount the figures of the new parts, and check the pass's own
             send, recv, weights = recount(comm, sl, part, k)
             if (int(send.sum()), int(max(send.max(), recv.max()))) != (km1["volume_after"], km1["max_load_after"]):

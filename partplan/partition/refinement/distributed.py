@@ -229,6 +229,29 @@ def _bottleneck_scores(a, heavy_s, heavy_r, net_send, ext, fails, rows_out, scor
     return m
 
 
+@njit
+def _pair_counts_of(colptr, colidx, part, nets, big_pos, big_counts, large, p0, p1, p2, c0, c1, c2):
+    """For each pair i: the pins of local net ``nets[i]`` in parts ``p0[i]``, ``p1[i]`` and
+    ``p2[i]``, read from the kept counts (``big_pos[w] >= 0``) or counted over the net's pins
+    when it has fewer than ``large``; −1 in all three for a large net not kept (counted by
+    the caller, once per net)."""
+    for i in range(nets.size):
+        w = nets[i]
+        pos = big_pos[w]
+        if pos >= 0:
+            c0[i], c1[i], c2[i] = big_counts[pos, p0[i]], big_counts[pos, p1[i]], big_counts[pos, p2[i]]
+        elif colptr[w + 1] - colptr[w] >= large:
+            c0[i] = c1[i] = c2[i] = -1
+        else:
+            x0 = x1 = x2 = 0
+            for e in range(colptr[w], colptr[w + 1]):
+                p = part[colidx[e]]
+                x0 += p == p0[i]
+                x1 += p == p1[i]
+                x2 += p == p2[i]
+            c0[i], c1[i], c2[i] = x0, x1, x2
+
+
 def net_counts(sl: RowSlice, part: np.ndarray, nets: np.ndarray, k: int) -> np.ndarray:
     """int32[len(nets), k]: pins of each local net (index into [lo, hi)) per part,
     counted over their pins (O(pins), no temporary beside the result)."""
@@ -757,33 +780,24 @@ class _Refiner:
         return t, slot[loc]
 
     def _pair_counts(self, loc: np.ndarray, *parts: np.ndarray) -> list[np.ndarray]:
-        """int64[pairs] per part array given: the pins of local net ``loc[i]`` in part
-        ``parts[j][i]``, read from the kept counts of the large nets and counted from the
+        """int64[pairs] per part array given (at most three): the pins of local net ``loc[i]`` in
+        part ``parts[j][i]``, read from the kept counts of the large nets and counted from the
         pins of the others (one pass over each pair's net; a net not kept with
         ``_BIG_MIN_PINS`` pins or more, when the kept counts are full, is counted once
         per round as a row)."""
         sl, part = self.sl, self.part
-        out = [np.empty(loc.size, np.int64) for _ in parts]
-        pos = self.big_pos[loc]
-        kept = np.flatnonzero(pos >= 0)
-        for c, p in zip(out, parts):
-            c[kept] = self.big_counts[pos[kept], p[kept]]
-        rest = np.flatnonzero(pos < 0)
-        lens = sl.colptr[loc[rest] + 1] - sl.colptr[loc[rest]]
-        large = lens >= _BIG_MIN_PINS
-        if large.any():   # rows of pin counts, once per net
-            r = rest[large]
+        three = [np.ascontiguousarray(p, np.int64) for p in parts]
+        three += [three[0]] * (3 - len(three))
+        out = [np.empty(loc.size, np.int64) for _ in range(3)]
+        loc = np.ascontiguousarray(loc, np.int64)
+        _pair_counts_of(sl.colptr, sl.colidx, part, loc, self.big_pos, self.big_counts, _BIG_MIN_PINS, *three, *out)
+        r = np.flatnonzero(out[0] < 0)   # large nets not kept: rows of pin counts, once per net
+        if r.size:
             t, tinv = np.unique(loc[r], return_inverse=True)
             rows = net_counts(sl, part, t, self.k)
-            for c, p in zip(out, parts):
+            for c, p in zip(out, three):
                 c[r] = rows[tinv, p[r]]
-            rest, lens = rest[~large], lens[~large]
-        if rest.size:     # small nets: each pair's pins, compared with its parts
-            pp = part[sl.colidx[_ranges(sl.colptr[loc[rest]], lens)]]
-            seg = np.repeat(np.arange(rest.size), lens)
-            for c, p in zip(out, parts):
-                c[rest] = np.bincount(seg, weights=pp == p[rest][seg], minlength=rest.size)
-        return out
+        return out[:len(parts)]
 
     def _evaluate(self, A, B, v, pid, pin, own):
         k, P = self.k, A.size
@@ -832,11 +846,12 @@ class _Refiner:
         return d[:k], d[k:], (t, ns1, moves)
 
     # ----------------------------------------------------------------- select
-    def _select(self, A, B, Wu, kind, dS, dR):
+    def _select(self, A, B, Wu, kind, dS, dR, M):
         """The moves to commit, chosen the same way on every process from the
         proposals' exact single-move changes: repairs first (least damage per
         weight), then bottleneck moves by gain; each must keep every load at or
-        below the current maximum."""
+        below the current maximum. (``M``: the proposals' member vertices, for a
+        selection that takes one proposal per vertex.)"""
         send, recv, W = self.send.astype(np.float64), self.recv.astype(np.float64), self.W.copy()
         L = _load(send, recv)
         Bmax = L.max()
@@ -958,7 +973,7 @@ class _Refiner:
         kind = np.concatenate([g[5] for g in got])
         v, pid, pin, own = self._route(M, mp, P, grouped=clusters is not None)
         dS, dR, cache = self._evaluate(A, B, v, pid, pin, own)
-        chosen = self._commit(M, mp, A, B, Wu, v, pid, pin, own, cache, self._select(A, B, Wu, kind, dS, dR))
+        chosen = self._commit(M, mp, A, B, Wu, v, pid, pin, own, cache, self._select(A, B, Wu, kind, dS, dR, M))
         moved = np.zeros(P, bool)
         moved[chosen] = True
         if clusters is None and not pull:   # one member per proposal: M[i] is proposal i's vertex
