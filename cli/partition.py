@@ -108,9 +108,11 @@ def register(subparsers) -> None:
                         "--engine zoltan (Zoltan PHG, exact volume), stream (Fennel in process 0) or ptscotch; "
                         "without --engine chosen per graph (the stream on hub-heavy graphs whose largest hub "
                         "spans 1-3 parts, else Zoltan, else PT-Scotch), "
-                        "then the distributed bottleneck refinement (a graph of at most 2^24 nonzeros + rows: "
-                        "the single-process refinement, in process 0) and (symmetric patterns) greedy volume "
-                        "passes that never raise the bottleneck; writes a .npy partition")
+                        "then the distributed bottleneck refinement (a graph of at most 2^24 nonzeros + rows is "
+                        "held whole: the engine's partition refined and the single-process default, the better "
+                        "kept) and greedy volume passes that never raise the bottleneck (in process 0 while its "
+                        "n x k pin counts fit; else, and on directed patterns, rounds over every process's rows); "
+                        "writes a .npy partition")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages on stderr")
     from ._topology import add_topology_args

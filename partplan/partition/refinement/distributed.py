@@ -297,40 +297,28 @@ def _allsum(comm, x: np.ndarray) -> np.ndarray:
     return out
 
 
-def _pair_deltas(counts, tinv, lam_t, a, b, o, o2, is_pin):
-    """Exact send / recv change of single moves on nets (vectorized over pairs).
-    ``counts``: int32[nets, k] pin counts before, ``tinv`` each pair's net row,
-    ``lam_t`` each net's λ; ``a → b`` the move; ``o`` / ``o2`` the net's owner
-    before / after; ``is_pin``: the moved vertex is a pin of the net."""
-    return _pair_deltas_of(counts[tinv, a], counts[tinv, b], counts[tinv, o], counts[tinv, o2], lam_t[tinv],
-                           a, b, o, o2, is_pin)
-
-
-def _pair_deltas_of(ca, cb, co, co2, lam, a, b, o, o2, is_pin):
-    """:func:`_pair_deltas` from each pair's own figures: its net's pins in ``a``, ``b``,
-    ``o`` and ``o2`` before the move and its net's λ (no row of counts needed). Returns
-    (parts int64[pairs, 4], drecv int64[pairs, 4], send of o before, send of o2 after)."""
-    m = a.size
-    ca, cb = ca.astype(np.int64), cb.astype(np.int64)
-    ca2, cb2 = ca - is_pin, cb + is_pin
-    lam2 = lam - ((ca > 0) & (ca2 == 0)) + ((cb == 0) & (cb2 > 0))
-    co, co2 = co > 0, co2 > 0
-
-    def after(r, before):   # r is a, b or another part whose count did not change
-        return np.where(r == a, ca2 > 0, np.where(r == b, cb2 > 0, before))
-
-    has_before = {"a": ca > 0, "b": cb > 0, "o": co, "o2": co2}
-    has_after = {"a": ca2 > 0, "b": cb2 > 0, "o": after(o, co), "o2": after(o2, co2)}
-    send_o, send_o2 = lam - has_before["o"], lam2 - has_after["o2"]
-    parts = np.stack([a, b, o, o2], 1)
-    drecv = np.stack([(has_after[x] & (r != o2)).astype(np.int64) - (has_before[x] & (r != o)).astype(np.int64)
-                      for x, r in zip(("a", "b", "o", "o2"), parts.T)], 1)
-    for j in range(1, 4):   # a part listed twice counts once
-        dup = np.zeros(m, bool)
-        for i in range(j):
-            dup |= parts[:, j] == parts[:, i]
-        drecv[dup, j] = 0
-    return parts, drecv, send_o, send_o2
+@njit
+def _pair_changes(ca, cb, co, co2, lam, a, b, o, o2, pin, pid, dS, dR):
+    """Exact send / recv change of single moves on nets, summed per proposal. Pair ``i``: a
+    move ``a[i] → b[i]`` of ``pin[i]`` pins of a net (0: the moved vertex only owns it) with
+    ``ca`` / ``cb`` / ``co`` / ``co2`` pins in a, b, its owner's part before (``o``) and after
+    (``o2``: ``b`` when the net's own vertex moves, else ``o``) and λ ``lam`` parts holding a
+    pin. Its change of send (at o and o2) and of recv (at a and b) is added to row ``pid[i]``
+    of ``dS`` / ``dR`` (int64[proposals, k])."""
+    for i in range(a.size):
+        ai, bi, oi, o2i, q = a[i], b[i], o[i], o2[i], pid[i]
+        ca2, cb2 = ca[i] - pin[i], cb[i] + pin[i]
+        lam2 = lam[i] - (1 if ca[i] > 0 and ca2 == 0 else 0) + (1 if cb[i] == 0 and cb2 > 0 else 0)
+        hb_a, hb_b = ca[i] > 0, cb[i] > 0
+        ha_a, ha_b = ca2 > 0, cb2 > 0
+        ha_o2 = ha_a if o2i == ai else (ha_b if o2i == bi else co2[i] > 0)
+        dS[q, oi] -= lam[i] - (1 if co[i] > 0 else 0)
+        dS[q, o2i] += lam2 - (1 if ha_o2 else 0)
+        # recv changes only in a and b: the owner's part is a when the net's own vertex moves (o2 = b),
+        # else o2 = o, whose count and role do not change
+        dR[q, ai] += (1 if ha_a and ai != o2i else 0) - (1 if hb_a and ai != oi else 0)
+        if bi != ai:
+            dR[q, bi] += (1 if ha_b and bi != o2i else 0) - (1 if hb_b and bi != oi else 0)
 
 
 def _load(send, recv):
@@ -783,14 +771,17 @@ class _Refiner:
         """int64[pairs] per part array given (at most three): the pins of local net ``loc[i]`` in
         part ``parts[j][i]``, read from the kept counts of the large nets and counted from the
         pins of the others (one pass over each pair's net; a net not kept with
-        ``_BIG_MIN_PINS`` pins or more, when the kept counts are full, is counted once
+        max(``_BIG_MIN_PINS``, k) pins or more, when the kept counts are full, is counted once
         per round as a row)."""
         sl, part = self.sl, self.part
         three = [np.ascontiguousarray(p, np.int64) for p in parts]
         three += [three[0]] * (3 - len(three))
         out = [np.empty(loc.size, np.int64) for _ in range(3)]
         loc = np.ascontiguousarray(loc, np.int64)
-        _pair_counts_of(sl.colptr, sl.colidx, part, loc, self.big_pos, self.big_counts, _BIG_MIN_PINS, *three, *out)
+        # a net not kept is counted over its pins for each pair up to max(_BIG_MIN_PINS, k) pins (a
+        # row of counts costs k cells and its pins), above once per round as a row
+        _pair_counts_of(sl.colptr, sl.colidx, part, loc, self.big_pos, self.big_counts, max(_BIG_MIN_PINS, self.k),
+                        *three, *out)
         r = np.flatnonzero(out[0] < 0)   # large nets not kept: rows of pin counts, once per net
         if r.size:
             t, tinv = np.unique(loc[r], return_inverse=True)
@@ -814,12 +805,10 @@ class _Refiner:
         ca, cb, co, o, o2 = ca[live], cb[live], co[live], o[live], o2[live]
         lam = self.net_send[loc[live]].astype(np.int64) + (co > 0)
         co2 = np.where(o2 == o, co, cb)   # o2 is o, or b when the net's own vertex moves
-        parts, drecv, so, so2 = _pair_deltas_of(ca, cb, co, co2, lam, a[live], b[live], o, o2, pin[live])
-        base = pid[live] * k
-        dS = (np.bincount(base + o, weights=-so, minlength=P * k)
-              + np.bincount(base + o2, weights=so2, minlength=P * k)).astype(np.int64)
-        dR = np.bincount((base[:, None] + parts).ravel(), weights=drecv.ravel(), minlength=P * k).astype(np.int64)
-        dS, dR = _allsum(self.comm, dS).reshape(P, k), _allsum(self.comm, dR).reshape(P, k)
+        dS, dR = np.zeros((P, k), np.int64), np.zeros((P, k), np.int64)
+        _pair_changes(ca, cb, co, co2, lam, a[live], b[live], o.astype(np.int64), o2.astype(np.int64),
+                      pin[live], pid[live], dS, dR)
+        dS, dR = _allsum(self.comm, dS), _allsum(self.comm, dR)
         return dS, dR, loc
 
     def _exact(self, A, B, v, pid, pin, own, chosen: np.ndarray, loc):

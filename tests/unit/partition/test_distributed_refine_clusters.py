@@ -102,8 +102,8 @@ def test_pulls_take_a_hubs_satellites_into_its_full_part(knobs):
 
 
 def test_group_deltas_equal_a_recount_of_each_net():
-    """_pair_deltas with several pins of one net moving together (a cluster's members)."""
-    from partplan.partition.refinement.distributed import _pair_deltas
+    """The rounds' exact changes with several pins of one net moving together (a cluster's members)."""
+    from test_mpi_refine_deltas import _changes
 
     def figures(pins, owner, k):
         send, recv = np.zeros(k, np.int64), np.zeros(k, np.int64)
@@ -135,12 +135,7 @@ def test_group_deltas_equal_a_recount_of_each_net():
     counts = np.array(counts, np.int32)
     a, b, o, o2, pin = (np.array(x, np.int64) for x in (a, b, o, o2, pin))
     t = np.arange(m)
-    parts, drecv, so, so2 = _pair_deltas(counts, t, (counts > 0).sum(1), a, b, o, o2, pin)
-    dS, dR = np.zeros((m, k), np.int64), np.zeros((m, k), np.int64)
-    np.add.at(dS, (t, o), -so)
-    np.add.at(dS, (t, o2), so2)
-    for x in range(4):
-        np.add.at(dR, (t, parts[:, x]), drecv[:, x])
+    dS, dR = _changes(counts, t, a, b, o, o2, pin)
     assert np.array_equal(dS, np.array(ts)) and np.array_equal(dR, np.array(tr))
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from partplan.partition.refinement.distributed import _contrib, _pair_deltas, _ranges
+from partplan.partition.refinement.distributed import _contrib, _pair_changes, _ranges
 
 
 def _net_figures(pin_parts, owner, k):
@@ -16,7 +16,16 @@ def _net_figures(pin_parts, owner, k):
     return send, recv
 
 
-def test_pair_deltas_equal_a_recount_of_each_net():
+def _changes(counts, t, a, b, o, o2, pin):
+    """The rounds' kernel on pairs (net t[i], one proposal per pair): int64[pairs, k] send and recv changes."""
+    m, k = t.size, counts.shape[1]
+    c = counts.astype(np.int64)
+    dS, dR = np.zeros((m, k), np.int64), np.zeros((m, k), np.int64)
+    _pair_changes(c[t, a], c[t, b], c[t, o], c[t, o2], (c > 0).sum(1)[t], a, b, o, o2, pin, np.arange(m), dS, dR)
+    return dS, dR
+
+
+def test_pair_changes_equal_a_recount_of_each_net():
     rng = np.random.default_rng(7)
     k, m = 5, 3000
     counts, a, b, o, o2, pin, truth_s, truth_r = [], [], [], [], [], [], [], []
@@ -42,14 +51,8 @@ def test_pair_deltas_equal_a_recount_of_each_net():
         a.append(ai), b.append(bi), o.append(oi), o2.append(o2i), pin.append(is_pin)
     counts = np.array(counts, np.int32)
     a, b, o, o2, pin = (np.array(x, np.int64) for x in (a, b, o, o2, pin))
-    tinv = np.arange(m)
-    parts, drecv, so, so2 = _pair_deltas(counts, tinv, (counts > 0).sum(1), a, b, o, o2, pin)
-    dS = np.zeros((m, k), np.int64)
-    dR = np.zeros((m, k), np.int64)
-    np.add.at(dS, (tinv, o), -so)
-    np.add.at(dS, (tinv, o2), so2)
-    for j in range(4):
-        np.add.at(dR, (tinv, parts[:, j]), drecv[:, j])
+    t = np.arange(m)
+    dS, dR = _changes(counts, t, a, b, o, o2, pin)
     assert np.array_equal(dS, np.array(truth_s)) and np.array_equal(dR, np.array(truth_r))
 
 
