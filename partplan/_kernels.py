@@ -1,7 +1,9 @@
 """Small compiled (numba) kernels shared by :class:`partplan.Graph` and the
-analyzer. Every kernel has a pure-numpy fallback at its call site; ``njit``
-is the identity when numba is not installed (the kernels then run as Python
-and the callers use their numpy paths instead, see :data:`HAVE_NUMBA`).
+analyzer, and the ``njit`` decorator of every kernel in the package. The
+kernels here have a pure-numpy fallback at their call sites; ``njit`` is the
+identity when numba is not installed (the kernels then run as Python, and the
+callers here use their numpy paths instead, see :data:`HAVE_NUMBA`; the
+partitioner's kernels, e.g. the distributed refinement's, run as Python).
 """
 from __future__ import annotations
 

@@ -37,3 +37,17 @@ def brute_volumes(a: sp.csr_matrix, part: np.ndarray, k: int) -> tuple[np.ndarra
     send = np.bincount(part[net[other]], minlength=k)
     recv = np.bincount(q[other], minlength=k)
     return send, recv, np.bincount(part, weights=np.diff(a.indptr), minlength=k).astype(np.int64)
+
+
+def pair_changes(counts: np.ndarray, t: np.ndarray, a, b, o, o2, pin, pid=None) -> tuple[np.ndarray, np.ndarray]:
+    """The distributed rounds' kernel (``_pair_changes``) on pairs: net ``t[i]`` with pin counts
+    ``counts[t[i]]`` (int[nets, k]), move a → b of ``pin[i]`` pins, owner o → o2; summed into row
+    ``pid[i]`` (default: one row per pair) of int64[rows, k] send and recv changes."""
+    from partplan.partition.refinement.distributed import _pair_changes
+    k = counts.shape[1]
+    pid = np.arange(t.size) if pid is None else np.asarray(pid, np.int64)
+    rows = int(pid.max()) + 1 if pid.size else 0
+    c = counts.astype(np.int64)
+    dS, dR = np.zeros((rows, k), np.int64), np.zeros((rows, k), np.int64)
+    _pair_changes(c[t, a], c[t, b], c[t, o], c[t, o2], (c > 0).sum(1)[t], a, b, o, o2, pin, pid, dS, dR)
+    return dS, dR

@@ -359,8 +359,9 @@ class DistributedRefineContext:
                                 "(uint16[n, k] pin counts in process 0, rows in order), 'distributed' (rounds, "
                                 "each process holding its own nets' counts), 'auto': process 0 while the counts "
                                 "fit in its share of the graph (8 bytes per nonzero of its rows) or 1 GiB "
-                                "(mpi_worker.PASS_BUFFER), whichever is more, else distributed; a directed "
-                                "pattern always distributed (docs/design/volume-passes.md)",
+                                "(mpi_worker.PASS_BUFFER), whichever is more, and the passes' own 4 GiB "
+                                "limit, else (and when the passes fail) distributed; a directed pattern "
+                                "always distributed (docs/design/volume-passes.md)",
                                 choices=("auto", "process0", "distributed"), public=False)
     time_limit: float | None = option(None, TIME_LIMIT_HELP, kind="real", unit="s", normalize=_seconds)
     seed: int = option(0, "seeds the proposals' order", normalize=check_seed, accepted="any integer", public=False)

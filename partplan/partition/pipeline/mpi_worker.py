@@ -71,28 +71,39 @@ def _counts_in_process0(comm, sl, n: int, k: int, symmetric: bool, where: str) -
     """Do the connectivity passes run in process 0 (:func:`_km1`)? ``where`` is the context's
     ``volume_passes``: 'auto' keeps them there while their uint16[n, k] pin counts (2·n·k
     bytes) fit in process 0's share of the graph (8 bytes per nonzero of its rows) or in
-    ``PASS_BUFFER``, whichever is more, so no process holds more than its share plus that
-    much again or a fixed buffer; a directed pattern's nets are its columns, which the
+    ``PASS_BUFFER``, whichever is more, and within the passes' own limit
+    (``km1_pass.DEFAULT_MAX_BYTES``), so no process holds more than its share plus that much
+    again or a fixed buffer; a directed pattern's nets are its columns, which the
     one-process passes do not read. (The rounds cost more time for less volume removed —
-    R-MAT 20, k = 64, N = 2: 24 s for 74 % of the passes' 4.5 s removal — so they run only
-    where the counts would not fit.)"""
+    R-MAT 20, k = 64, N = 2: 19.9 s for 74 % of what the passes remove in 4.6 s — so they
+    run only where the counts would not fit.)"""
+    from ..refinement.km1_pass import DEFAULT_MAX_BYTES
     if not symmetric or where == "distributed":
         return False
     if where == "process0":
         return True
     share = 8 * int(comm.bcast(int(sl.indices.size), root=0))
-    return 2 * n * k <= max(share, PASS_BUFFER)
+    return 2 * n * k <= min(DEFAULT_MAX_BYTES, max(share, PASS_BUFFER))
 
 
 def _volume(comm, cfg: dict, sl, part: np.ndarray, k: int, eps: float, symmetric: bool, ctx,
-            passes: int = 3) -> dict | str:
+            passes: int = 3, started: float | None = None) -> dict | str:
     """The connectivity passes (less total volume, no higher max(send, recv)) on ``part``
     (updated in place on every process): in process 0 (:func:`_km1`) or as rounds over every
     process's rows (:func:`partplan.partition.refinement.distributed_volume.volume_rounds`), by
-    :func:`_counts_in_process0`. Returns their stats or why they were skipped."""
+    :func:`_counts_in_process0`; the rounds also when the passes in process 0 could not run
+    (their counts above their limit, memory, the disk). ``started``: process 0's
+    ``time.perf_counter()`` when the refinement began; the rounds get what is left of
+    ``ctx.time_limit`` after it (the whole limit when None). Returns their stats or why they
+    were skipped."""
     if _counts_in_process0(comm, sl, sl.n, k, symmetric, ctx.volume_passes):
-        return _km1(comm, cfg, part, k, eps, symmetric, passes)
+        out = _km1(comm, cfg, part, k, eps, symmetric, passes)
+        if isinstance(out, dict) or ctx.volume_passes == "process0":
+            return out
     from ..refinement.distributed_volume import volume_rounds
+    if ctx.time_limit is not None and started is not None:   # process 0's clock, as the rounds' own checks
+        used = comm.bcast(time.perf_counter() - started if comm.Get_rank() == 0 else None, root=0)
+        ctx = replace(ctx, time_limit=max(0.0, ctx.time_limit - used))
     return volume_rounds(comm, sl, part, k, eps, ctx, passes=passes,
                          progress=_progress(cfg) if comm.Get_rank() == 0 else None)
 
@@ -347,6 +358,7 @@ def run(cfg: dict) -> dict:
         km1_first = _volume(comm, cfg, sl, part, k, eps, symmetric, ctx, passes=ctx.passes_first)
         st.stop()
     st.start("refine")
+    refine_t0 = time.perf_counter()
     say = _progress(cfg) if rank == 0 else None
     pins = info.nnz + n
     whole = cfg["refine"] and pins <= ctx.gather_max_pins   # process 0 refines the whole graph instead
@@ -378,7 +390,7 @@ def run(cfg: dict) -> dict:
     km1: dict | str = "skipped: no refinement"
     if cfg["refine"]:
         st.start("km1")
-        km1 = _volume(comm, cfg, sl, part, k, eps, symmetric, ctx)
+        km1 = _volume(comm, cfg, sl, part, k, eps, symmetric, ctx, started=refine_t0)
         if isinstance(km1, dict):   # recount the figures of the new parts, and check the pass's own
             send, recv, weights = recount(comm, sl, part, k)
             if (int(send.sum()), int(max(send.max(), recv.max()))) != (km1["volume_after"], km1["max_load_after"]):

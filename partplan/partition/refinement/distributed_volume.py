@@ -18,17 +18,20 @@ columns), which the passes refuse.
 A pass sweeps every process's rows in row order, a block per round:
 
 1. **Propose.** The next rows with a neighbour outside their part (``ext`` >
-   0), up to ``cells`` / (k · processes) rows and the round's share of the pair
-   budget; each goes to the part holding most of its row's neighbours among those
-   with room for its weight, when that part holds at least as many as its own
-   (a move into a part with fewer seldom lowers the volume).
+   0, the external degrees of the pass's start), up to ``cells`` / (k ·
+   processes · ``targets``) rows and the round's share of the pair budget;
+   each proposes a move to each of the ``targets`` parts holding most of its
+   row's neighbours among those (other than its own) with room for its
+   weight. The number of rows adapts: halved after a commit that had to be
+   halved (the moves interacted), a quarter more after one that went through
+   whole.
 2. **Evaluate exactly.** The bottleneck rounds' exchange: each proposal's
    exact change of send and recv per part as if it moved alone, summed over the
    processes that own its nets.
 3. **Select.** Every process runs the same greedy filter
-   (:func:`_select_volume`): by volume removed, each move kept when its target
-   stays within the weight limit and no part's load (summed single changes)
-   rises above the current maximum.
+   (:func:`_select_volume`): by volume removed, at most one move per vertex,
+   each kept when its target stays within the weight limit and no part's load
+   (summed single changes) rises above the current maximum.
 4. **Commit exactly.** The selected set's combined change is recounted from the
    touched nets with every selected move applied (moves that share a net
    interact); if it does not lower the total, raises the maximum or breaks the
@@ -120,10 +123,10 @@ class _VolumeRefiner(_Refiner):
 
     def _propose(self, theta: float, repair_only: bool):
         """The next rows of the sweep with a neighbour outside their part, each with the
-        part holding most of its neighbours (and room for it) as target, when that holds at
-        least as many as its own part."""
+        ``targets`` parts holding most of its neighbours (other than its own, with room for
+        its weight) as targets, one proposal each."""
         sl, k, part = self.sl, self.k, self.part
-        budget = max(1, self.ctx.pair_budget // self.size)
+        budget = max(1, self.ctx.pair_budget // (self.size * self.targets))   # a row's pairs go out per target
         lo = self.cursor
         u = np.zeros(0, np.int64)
         while lo < sl.rows and u.size == 0:   # the next block holding a candidate
@@ -146,7 +149,6 @@ class _VolumeRefiner(_Refiner):
         seg = np.repeat(np.arange(u.size), lens)
         inside = np.bincount(seg * k + nb, minlength=u.size * k).reshape(u.size, k)
         au, wu = part[sl.lo + u].astype(np.int64), self.w[u]
-        own = inside[np.arange(u.size), au].copy()
         room = self.W[None, :] + wu[:, None] <= self.Wmax
         score = np.where(room, inside, -1)
         score[np.arange(u.size), au] = -1
@@ -205,7 +207,7 @@ def volume_rounds(comm, sl: RowSlice, part: np.ndarray, k: int, eps: float,
     Parameters
     ----------
     ctx : the bottleneck rounds' context (its ``pair_budget``, (net, proposal) pairs per
-        round over all processes, and ``time_limit``, seconds, are used).
+        round over all processes, and ``time_limit``, seconds from this call, are used).
     passes : most sweeps over the rows (≥ 1).
     stop : end when a pass removes less than this fraction of the volume.
     cells : most proposals × k per round over all processes.
@@ -230,7 +232,8 @@ def volume_rounds(comm, sl: RowSlice, part: np.ndarray, k: int, eps: float,
 
     for i in range(passes):
         r.cursor = 0
-        r._scan()   # fresh external degrees and kept counts for the sweep
+        if i:
+            r._scan()   # fresh external degrees and kept counts for the sweep (the first: the start's)
         start, t1, rounds, moved = int(r.send.sum()), time.perf_counter(), 0, 0
         while not comm.allreduce(int(r.cursor >= sl.rows), op=_mpi_min()) and not out_of_time():
             moved += r.round(1.0)

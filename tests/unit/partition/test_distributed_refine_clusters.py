@@ -103,7 +103,7 @@ def test_pulls_take_a_hubs_satellites_into_its_full_part(knobs):
 
 def test_group_deltas_equal_a_recount_of_each_net():
     """The rounds' exact changes with several pins of one net moving together (a cluster's members)."""
-    from test_mpi_refine_deltas import _changes
+    from gridparts import pair_changes
 
     def figures(pins, owner, k):
         send, recv = np.zeros(k, np.int64), np.zeros(k, np.int64)
@@ -135,7 +135,7 @@ def test_group_deltas_equal_a_recount_of_each_net():
     counts = np.array(counts, np.int32)
     a, b, o, o2, pin = (np.array(x, np.int64) for x in (a, b, o, o2, pin))
     t = np.arange(m)
-    dS, dR = _changes(counts, t, a, b, o, o2, pin)
+    dS, dR = pair_changes(counts, t, a, b, o, o2, pin)
     assert np.array_equal(dS, np.array(ts)) and np.array_equal(dR, np.array(tr))
 
 

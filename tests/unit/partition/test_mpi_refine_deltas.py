@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from partplan.partition.refinement.distributed import _contrib, _pair_changes, _ranges
+from gridparts import pair_changes
+
+from partplan.partition.refinement.distributed import _contrib, _ranges
 
 
 def _net_figures(pin_parts, owner, k):
@@ -14,15 +16,6 @@ def _net_figures(pin_parts, owner, k):
     for r in others:
         recv[r] += 1
     return send, recv
-
-
-def _changes(counts, t, a, b, o, o2, pin):
-    """The rounds' kernel on pairs (net t[i], one proposal per pair): int64[pairs, k] send and recv changes."""
-    m, k = t.size, counts.shape[1]
-    c = counts.astype(np.int64)
-    dS, dR = np.zeros((m, k), np.int64), np.zeros((m, k), np.int64)
-    _pair_changes(c[t, a], c[t, b], c[t, o], c[t, o2], (c > 0).sum(1)[t], a, b, o, o2, pin, np.arange(m), dS, dR)
-    return dS, dR
 
 
 def test_pair_changes_equal_a_recount_of_each_net():
@@ -52,8 +45,32 @@ def test_pair_changes_equal_a_recount_of_each_net():
     counts = np.array(counts, np.int32)
     a, b, o, o2, pin = (np.array(x, np.int64) for x in (a, b, o, o2, pin))
     t = np.arange(m)
-    dS, dR = _changes(counts, t, a, b, o, o2, pin)
+    dS, dR = pair_changes(counts, t, a, b, o, o2, pin)
     assert np.array_equal(dS, np.array(truth_s)) and np.array_equal(dR, np.array(truth_r))
+
+
+def test_pair_changes_sum_per_proposal():
+    """A proposal's row is the sum of its pairs' changes (a vertex is a pin of many nets): pairs
+    assigned to proposals at random give, per proposal, the sum of the one-pair rows."""
+    rng = np.random.default_rng(9)
+    k, m, props = 6, 1500, 40
+    counts = rng.integers(0, 4, (m, k))
+    counts[np.arange(m), rng.integers(0, k, m)] += 1            # every net has a pin
+    t = np.arange(m)
+    a = np.array([rng.choice(np.flatnonzero(c)) for c in counts])   # the mover is a pin in a
+    b = (a + rng.integers(1, k, m)) % k
+    own = rng.random(m) < 0.3
+    o = np.where(own, a, rng.integers(0, k, m))
+    o2 = np.where(own, b, o)
+    pin = np.where(own, rng.integers(0, 2, m), 1)
+    pid = rng.integers(0, props, m)
+    one_s, one_r = pair_changes(counts, t, a, b, o, o2, pin)
+    sum_s, sum_r = pair_changes(counts, t, a, b, o, o2, pin, pid)
+    want_s, want_r = np.zeros((props, k), np.int64), np.zeros((props, k), np.int64)
+    np.add.at(want_s, pid, one_s)
+    np.add.at(want_r, pid, one_r)
+    assert np.array_equal(sum_s, want_s) and np.array_equal(sum_r, want_r)
+    assert np.abs(one_s).sum() > 0 and np.abs(one_r).sum() > 0
 
 
 def test_contributions_sum_to_a_brute_force_count():
