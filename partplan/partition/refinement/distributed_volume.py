@@ -214,9 +214,10 @@ def volume_rounds(comm, sl: RowSlice, part: np.ndarray, k: int, eps: float,
     targets : target parts proposed per vertex (those holding most of its neighbours).
     progress : callable(str) or None: one line per pass (process 0 passes one).
 
-    Returns the km1 passes' stats: ``passes`` (per pass: rounds, moved, removed rows of total
-    volume, wall_s), ``volume_before`` / ``volume_after``, ``max_load_before`` /
-    ``max_load_after``, ``cap`` (the weight limit) and ``where`` ("distributed").
+    Returns the stats the one-process passes return, and more: ``passes`` (per pass: rounds,
+    moved, removed rows of total volume, wall_s), ``volume_before`` / ``volume_after``,
+    ``max_load_before`` / ``max_load_after`` (rows of H), ``max_weight_after`` (nonzeros),
+    ``cap`` (the weight limit), ``wall_s`` and ``where`` ("distributed").
     """
     ctx = ctx or DistributedRefineContext()
     if passes < 1:
