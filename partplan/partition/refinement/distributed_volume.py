@@ -74,7 +74,7 @@ _FIRST_ROWS = 1024
 
 
 @njit
-def _select_volume(order, A, B, Wu, dS, dR, send, recv, W, wmax, bmax, vid, taken, out):
+def _select_volume(order, A, B, Wu, dS, dR, send, recv, W, wmax, bmax, vid, taken, out, ratchet=True):
     """Greedy filter in ``order``: a move is kept when its vertex (``vid``: an index per
     proposal) has no kept move yet, its target's weight stays at or below ``wmax`` and no
     part's load after the kept moves' summed single changes exceeds ``bmax``; ``send`` /
@@ -103,6 +103,11 @@ def _select_volume(order, A, B, Wu, dS, dR, send, recv, W, wmax, bmax, vid, take
         taken[vid[i]] = True
         out[m] = i
         m += 1
+        if ratchet:   # the maximum the kept moves reached caps the next ones (it never rises)
+            top = 0
+            for p in range(k):
+                top = max(top, send[p], recv[p])
+            bmax = min(bmax, top)
     return m
 
 
