@@ -18,8 +18,9 @@ columns), which the passes refuse.
 A pass sweeps every process's rows in row order, a block per round:
 
 1. **Propose.** The next rows with a neighbour outside their part (``ext`` >
-   0, the external degrees of the pass's start), up to ``cells`` / (k ·
-   processes · ``targets``) rows and the round's share of the pair budget;
+   0, the external degrees of the pass's start), up to ``rows`` over all
+   processes (and ``_MOST_CELLS`` / (k · ``targets``) proposal cells) and the
+   round's share of the pair budget;
    each proposes a move to each of the ``targets`` parts holding most of its
    row's neighbours among those (other than its own) with room for its
    weight. The number of rows adapts: halved after a commit that had to be
@@ -66,9 +67,13 @@ from ...program.exchange import segments as _ranges
 from ..context import DistributedRefineContext
 from .distributed import RowSlice, _allsum, _load, _mpi_min, _Refiner
 
-#: most proposal cells (proposals × k) a round evaluates, over all processes: the
-#: exact single-move changes are two int64[proposals, k] arrays summed over the processes
-DEFAULT_CELLS = 1 << 22
+#: rows proposed per round, over all processes, at most: fewer moves at once interact less
+#: (R-MAT 18, k = 64, one process: 2,048 rows gave 2,077,876 total volume in 4.9 s where
+#: 32,768 gave 2,089,130 in 7.7 s; docs/design/volume-passes.md)
+DEFAULT_ROWS = 2048
+#: most proposal cells (proposals × k) a round evaluates, over all processes: the exact
+#: single-move changes are two int64[proposals, k] arrays summed over the processes
+_MOST_CELLS = 1 << 22
 #: rows proposed per process in the first round (then adapted, see ``_VolumeRefiner``)
 _FIRST_ROWS = 1024
 
@@ -116,14 +121,14 @@ class _VolumeRefiner(_Refiner):
     passes' proposals, selection and rules."""
 
     def __init__(self, comm, sl: RowSlice, part: np.ndarray, k: int, eps: float, ctx: DistributedRefineContext,
-                 cells: int, targets: int):
+                 rows: int, targets: int):
         super().__init__(comm, sl, part, k, eps, ctx)
         self.cursor = 0        # the next local row a proposal may come from
         # rows proposed per round and process: halved when a commit had to be halved (the moves
         # interacted), grown by a quarter when one went through whole, within
-        # [1, cells / (k · processes · targets)]
+        # [1, min(rows / processes, _MOST_CELLS / (k · processes · targets))]
         self.targets = max(1, min(targets, k - 1))
-        self.most_rows = max(1, cells // (k * self.size * self.targets))
+        self.most_rows = max(1, min(rows // self.size, _MOST_CELLS // (k * self.size * self.targets)))
         self.rows_per_round = min(self.most_rows, _FIRST_ROWS)
 
     def _propose(self, theta: float, repair_only: bool):
@@ -205,7 +210,7 @@ class _VolumeRefiner(_Refiner):
 
 def volume_rounds(comm, sl: RowSlice, part: np.ndarray, k: int, eps: float,
                   ctx: DistributedRefineContext | None = None, *, passes: int = 3, stop: float = 0.001,
-                  cells: int = DEFAULT_CELLS, targets: int = 2, progress=None) -> dict:
+                  rows: int = DEFAULT_ROWS, targets: int = 2, progress=None) -> dict:
     """Lower the total volume of ``part`` (int32[n], the same on every process; changed in
     place) without raising max(send, recv) (see the module doc). Collective over ``comm``.
 
@@ -215,7 +220,7 @@ def volume_rounds(comm, sl: RowSlice, part: np.ndarray, k: int, eps: float,
         round over all processes, and ``time_limit``, seconds from this call, are used).
     passes : most sweeps over the rows (≥ 1).
     stop : end when a pass removes less than this fraction of the volume.
-    cells : most proposals × k per round over all processes.
+    rows : most rows proposed per round, over all processes.
     targets : target parts proposed per vertex (those holding most of its neighbours).
     progress : callable(str) or None: one line per pass (process 0 passes one).
 
@@ -228,7 +233,7 @@ def volume_rounds(comm, sl: RowSlice, part: np.ndarray, k: int, eps: float,
     if passes < 1:
         raise ValueError("passes must be at least 1")
     t0 = time.perf_counter()
-    r = _VolumeRefiner(comm, sl, part, k, eps, ctx, cells, targets)
+    r = _VolumeRefiner(comm, sl, part, k, eps, ctx, rows, targets)
     vol0, max0 = int(r.send.sum()), int(_load(r.send, r.recv).max())
     out = {"passes": [], "volume_before": vol0, "max_load_before": max0, "cap": int(r.Wmax),
            "where": "distributed"}
@@ -263,4 +268,4 @@ def volume_rounds(comm, sl: RowSlice, part: np.ndarray, k: int, eps: float,
     return out
 
 
-__all__ = ["volume_rounds", "DEFAULT_CELLS"]
+__all__ = ["volume_rounds", "DEFAULT_ROWS"]
