@@ -20,8 +20,8 @@ A pass sweeps every process's rows in row order, a block per round:
 1. **Propose.** The next rows with a neighbour outside their part (``ext`` >
    0, the external degrees of the pass's start), up to ``rows`` over all
    processes (and ``_MOST_CELLS`` / (k · ``targets``) proposal cells) and the
-   round's share of the pair budget;
-   each proposes a move to each of the ``targets`` parts holding most of its
+   round's share of the pair budget; each proposes a move to each of the
+   ``targets`` parts holding most of its
    row's neighbours among those (other than its own) with room for its
    weight. The number of rows adapts: halved after a commit that had to be
    halved (the moves interacted), a quarter more after one that went through
@@ -32,7 +32,9 @@ A pass sweeps every process's rows in row order, a block per round:
 3. **Select.** Every process runs the same greedy filter
    (:func:`_select_volume`): by volume removed, at most one move per vertex,
    each kept when its target stays within the weight limit and no part's load
-   (summed single changes) rises above the current maximum.
+   (summed single changes) rises above the maximum so far (the round's,
+   lowered by every kept move that lowers it, as the passes' cap follows their
+   maximum after every move).
 4. **Commit exactly.** The selected set's combined change is recounted from the
    touched nets with every selected move applied (moves that share a net
    interact); if it does not lower the total, raises the maximum or breaks the
@@ -82,9 +84,10 @@ _FIRST_ROWS = 1024
 def _select_volume(order, A, B, Wu, dS, dR, send, recv, W, wmax, bmax, vid, taken, out, ratchet=True):
     """Greedy filter in ``order``: a move is kept when its vertex (``vid``: an index per
     proposal) has no kept move yet, its target's weight stays at or below ``wmax`` and no
-    part's load after the kept moves' summed single changes exceeds ``bmax``; ``send`` /
-    ``recv`` / ``W`` / ``taken`` are updated. The kept proposals go into ``out`` in order;
-    returns their number."""
+    part's load after the kept moves' summed single changes exceeds ``bmax`` (with
+    ``ratchet``, lowered to the largest load after each kept move); ``send`` / ``recv`` /
+    ``W`` / ``taken`` are updated. The kept proposals go into ``out`` in order; returns
+    their number."""
     k = send.size
     m = 0
     for x in range(order.size):
