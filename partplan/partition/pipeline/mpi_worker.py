@@ -9,8 +9,9 @@ connectivity passes on the engine's partition when ``passes_first`` asks for
 them) — or, on a graph of at most ``gather_max_pins`` pins (nonzeros + rows),
 with the single-process refinement in process 0 while process 1 runs the
 single-process default pipeline, the better of the two kept (:func:`_gathered_refine`) —
-lowers the total volume without raising that maximum (:mod:`partplan.partition.refinement.km1_pass`, in process 0, symmetric
-patterns), recounts every figure, writes its slice of the output ``.npy``
+lowers the total volume without raising that maximum (:func:`_volume`: the passes of
+:mod:`partplan.partition.refinement.km1_pass` in process 0 while their counts fit, else the rounds of
+:mod:`partplan.partition.refinement.distributed_volume`), recounts every figure, writes its slice of the output ``.npy``
 (the launcher created it and renames it into place) and reports wall time
 and peak RSS per stage. Any error is one ``partplan: error:`` line and an
 MPI abort, so no process waits on a dead peer.
