@@ -92,8 +92,8 @@ def _volume(comm, cfg: dict, sl, part: np.ndarray, k: int, eps: float, symmetric
     """The connectivity passes (less total volume, no higher max(send, recv)) on ``part``
     (updated in place on every process): in process 0 (:func:`_km1`) or as rounds over every
     process's rows (:func:`partplan.partition.refinement.distributed_volume.volume_rounds`), by
-    :func:`_counts_in_process0`; the rounds also when the passes in process 0 could not run
-    (their counts above their limit, memory, the disk). ``started``: process 0's
+    :func:`_counts_in_process0`; with 'auto', the rounds also when the passes in process 0 could
+    not run (their counts above their limit, memory, the disk). ``started``: process 0's
     ``time.perf_counter()`` when the refinement began; the rounds get what is left of
     ``ctx.time_limit`` after it (the whole limit when None). Returns their stats or why they
     were skipped."""

@@ -19,7 +19,8 @@ A pass sweeps every process's rows in row order, a block per round:
 
 1. **Propose.** The next rows with a neighbour outside their part (``ext`` >
    0, the external degrees of the pass's start), up to ``rows`` over all
-   processes (and ``_MOST_CELLS`` / (k · ``targets``) proposal cells) and the
+   processes (at least one per process; at most ``_MOST_CELLS`` / (k ·
+   ``targets``) rows: 2²² proposal cells) and the
    round's share of the pair budget; each proposes a move to each of the
    ``targets`` parts holding most of its
    row's neighbours among those (other than its own) with room for its
@@ -223,7 +224,7 @@ def volume_rounds(comm, sl: RowSlice, part: np.ndarray, k: int, eps: float,
         round over all processes, and ``time_limit``, seconds from this call, are used).
     passes : most sweeps over the rows (≥ 1).
     stop : end when a pass removes less than this fraction of the volume.
-    rows : most rows proposed per round, over all processes.
+    rows : most rows proposed per round, over all processes (at least one per process).
     targets : target parts proposed per vertex (those holding most of its neighbours).
     progress : callable(str) or None: one line per pass (process 0 passes one).
 
@@ -233,8 +234,8 @@ def volume_rounds(comm, sl: RowSlice, part: np.ndarray, k: int, eps: float,
     ``cap`` (the weight limit), ``wall_s`` and ``where`` ("distributed").
     """
     ctx = ctx or DistributedRefineContext()
-    if passes < 1:
-        raise ValueError("passes must be at least 1")
+    if passes < 1 or rows < 1:
+        raise ValueError("passes and rows must be at least 1")
     t0 = time.perf_counter()
     r = _VolumeRefiner(comm, sl, part, k, eps, ctx, rows, targets)
     vol0, max0 = int(r.send.sum()), int(_load(r.send, r.recv).max())

@@ -108,3 +108,22 @@ def test_net_counts_in_small_blocks_equal_a_brute_force_count(monkeypatch):
     for cells in (1 << 24, 100, 1):                    # one block; blocks bounded by pins; one net per block
         monkeypatch.setattr(mod, "_BLOCK_CELLS", cells)
         assert np.array_equal(mod.net_counts(sl, part, nets, k), truth[nets])
+
+
+def test_the_selection_cap_falls_with_the_kept_moves():
+    """The volume rounds' selection: the cap on every part's load starts at the round's maximum
+    and, with ``ratchet``, falls to the largest load after each kept move (the one-process
+    passes' rule), so a later move may not take a part back up to the old maximum."""
+    from partplan.partition.refinement.distributed_volume import _select_volume
+    k = 3
+    send, recv = np.array([10, 8, 5], np.int64), np.array([9, 8, 5], np.int64)
+    dS = np.zeros((2, k), np.int64)
+    dR = np.zeros((2, k), np.int64)
+    dS[0] = [-2, -1, 0]        # move 0: part 0 to 8, part 1 to 7: the maximum falls to 9 (recv of part 0)
+    dS[1] = [0, 0, 5]          # move 1: part 2 to 10, the old maximum
+    A, B, Wu = np.array([0, 1]), np.array([1, 2]), np.array([1, 1])
+    for ratchet, want in ((True, [0]), (False, [0, 1])):
+        out = np.empty(2, np.int64)
+        m = _select_volume(np.array([0, 1]), A, B, Wu, dS, dR, send.copy(), recv.copy(), np.zeros(k, np.int64),
+                           100, 10, np.array([0, 1]), np.zeros(2, np.bool_), out, ratchet)
+        assert out[:m].tolist() == want
