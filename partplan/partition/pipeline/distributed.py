@@ -8,8 +8,9 @@ refines max(send, recv) (:mod:`partplan.partition.refinement.distributed`; a gra
 most ``DistributedRefineContext.gather_max_pins`` pins (nonzeros + rows), 2²⁴ by default, is held
 whole instead: process 0 refines the engine's partition by the single-process refinement, process 1
 runs the single-process default pipeline, the better is kept), lowers the total volume without
-raising it (:mod:`partplan.partition.refinement.km1_pass`, process 0, symmetric
-patterns) and writes its slice of the output ``.npy``. The launcher checks everything before it starts (packages, chunks,
+raising it (:mod:`partplan.partition.refinement.km1_pass` in process 0 while its counts fit, else
+:mod:`partplan.partition.refinement.distributed_volume` over every process's rows) and writes its
+slice of the output ``.npy``. The launcher checks everything before it starts (packages, chunks,
 output path, sizes), creates the output temporary, renames it into place
 only when every process succeeded, and writes the JSON sidecar with the exact
 figures, the engine, the process count and each stage's wall time and peak

@@ -68,7 +68,7 @@ def _symmetric(comm, lo, indptr, indices, block: int = 1 << 22) -> bool:
 PASS_BUFFER = 1 << 30
 
 
-def _counts_in_process0(comm, sl, n: int, k: int, symmetric: bool, where: str) -> bool:
+def _counts_in_process0(comm, sl, k: int, symmetric: bool, where: str) -> bool:
     """Do the connectivity passes run in process 0 (:func:`_km1`)? ``where`` is the context's
     ``volume_passes``: 'auto' keeps them there while their uint16[n, k] pin counts (2·n·k
     bytes) fit in process 0's share of the graph (8 bytes per nonzero of its rows) or in
@@ -84,7 +84,7 @@ def _counts_in_process0(comm, sl, n: int, k: int, symmetric: bool, where: str) -
     if where == "process0":
         return True
     share = 8 * int(comm.bcast(int(sl.indices.size), root=0))
-    return 2 * n * k <= min(DEFAULT_MAX_BYTES, max(share, PASS_BUFFER))
+    return 2 * sl.n * k <= min(DEFAULT_MAX_BYTES, max(share, PASS_BUFFER))
 
 
 def _volume(comm, cfg: dict, sl, part: np.ndarray, k: int, eps: float, symmetric: bool, ctx,
@@ -97,7 +97,7 @@ def _volume(comm, cfg: dict, sl, part: np.ndarray, k: int, eps: float, symmetric
     ``time.perf_counter()`` when the refinement began; the rounds get what is left of
     ``ctx.time_limit`` after it (the whole limit when None). Returns their stats or why they
     were skipped."""
-    if _counts_in_process0(comm, sl, sl.n, k, symmetric, ctx.volume_passes):
+    if _counts_in_process0(comm, sl, k, symmetric, ctx.volume_passes):
         out = _km1(comm, cfg, part, k, eps, symmetric, passes)
         if isinstance(out, dict) or ctx.volume_passes == "process0":
             return out
@@ -362,7 +362,7 @@ def run(cfg: dict) -> dict:
     refine_t0 = time.perf_counter()
     say = _progress(cfg) if rank == 0 else None
     pins = info.nnz + n
-    whole = cfg["refine"] and pins <= ctx.gather_max_pins   # process 0 refines the whole graph instead
+    whole = cfg["refine"] and pins <= ctx.gather_max_pins   # held whole instead (_gathered_refine)
     res = refine_distributed(comm, sl, part, k, eps, ctx if cfg["refine"] and not whole else replace(ctx, rounds=0),
                              progress=say)
     send, recv, weights = res.send, res.recv, res.weights

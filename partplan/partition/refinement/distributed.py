@@ -767,15 +767,13 @@ class _Refiner:
         slot[t] = np.arange(t.size, dtype=np.int64)
         return t, slot[loc]
 
-    def _pair_counts(self, loc: np.ndarray, *parts: np.ndarray) -> list[np.ndarray]:
-        """int64[pairs] per part array given (at most three): the pins of local net ``loc[i]`` in
-        part ``parts[j][i]``, read from the kept counts of the large nets and counted from the
-        pins of the others (one pass over each pair's net; a net not kept with
-        max(``_BIG_MIN_PINS``, k) pins or more, when the kept counts are full, is counted once
-        per round as a row)."""
+    def _pair_counts(self, loc: np.ndarray, a: np.ndarray, b: np.ndarray, o: np.ndarray) -> list[np.ndarray]:
+        """int64[pairs] each: the pins of local net ``loc[i]`` in parts ``a[i]``, ``b[i]`` and
+        ``o[i]``, read from the kept counts of the large nets and counted from the pins of the
+        others (one pass over each pair's net; a net not kept with max(``_BIG_MIN_PINS``, k)
+        pins or more, when the kept counts are full, is counted once per round as a row)."""
         sl, part = self.sl, self.part
-        three = [np.ascontiguousarray(p, np.int64) for p in parts]
-        three += [three[0]] * (3 - len(three))
+        three = [np.ascontiguousarray(p, np.int64) for p in (a, b, o)]
         out = [np.empty(loc.size, np.int64) for _ in range(3)]
         loc = np.ascontiguousarray(loc, np.int64)
         # a net not kept is counted over its pins for each pair up to max(_BIG_MIN_PINS, k) pins (a
@@ -788,7 +786,7 @@ class _Refiner:
             rows = net_counts(sl, part, t, self.k)
             for c, p in zip(out, three):
                 c[r] = rows[tinv, p[r]]
-        return out[:len(parts)]
+        return out
 
     def _evaluate(self, A, B, v, pid, pin, own):
         k, P = self.k, A.size
@@ -1003,6 +1001,22 @@ class _Refiner:
     def key(self) -> tuple[int, int]:
         return int(_load(self.send, self.recv).max()), int(self.send.sum())
 
+    def recounted(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+        """send, recv and part weights (int64[k], summed over the processes) of the current parts
+        counted from scratch, and whether every process's kept counts agreed with its pins.
+        Collective."""
+        s, rv = self._scan(check=True)
+        wts = np.bincount(self.part[self.sl.lo:self.sl.hi], weights=self.sl.weight, minlength=self.k).astype(np.int64)
+        kept = bool(self.comm.allreduce(int(self.kept_ok), op=_mpi_min()))
+        return _allsum(self.comm, s), _allsum(self.comm, rv), _allsum(self.comm, wts), kept
+
+    def check(self, s, rv, wts, kept: bool, what: str) -> None:
+        """An internal error unless the maintained send, recv and weights equal the recounted
+        ``s``, ``rv``, ``wts`` and the kept counts agreed (``kept``)."""
+        if not (np.array_equal(s, self.send) and np.array_equal(rv, self.recv) and np.array_equal(wts, self.W)
+                and kept):
+            raise RuntimeError(f"internal error: {what} maintained figures differ from the recount")
+
     def snapshot(self):
         return (self.part.copy(), self.send.copy(), self.recv.copy(), self.W.copy(), self.key())
 
@@ -1112,18 +1126,13 @@ def refine_distributed(comm, sl: RowSlice, part: np.ndarray, k: int, eps: float,
     # every figure from scratch: the kept counts of the state reached and, in the same pass when
     # that state is the result, its send and recv (restore() recounts everything anyway)
     if best is None:
-        s, rv = r._scan(check=True)
-        s, rv = _allsum(comm, s), _allsum(comm, rv)
-        wts = _allsum(comm, np.bincount(part[sl.lo:sl.hi], weights=sl.weight, minlength=k).astype(np.int64))
-        kept = r.kept_ok
+        s, rv, wts, kept = r.recounted()
     else:
         r._scan(check=True)
-        kept = r.kept_ok
+        kept = bool(comm.allreduce(int(r.kept_ok), op=_mpi_min()))
         r.restore(best)
         s, rv, wts = recount(comm, sl, part, k)
-    kept = bool(comm.allreduce(int(kept), op=_mpi_min()))
-    if not (np.array_equal(s, r.send) and np.array_equal(rv, r.recv) and np.array_equal(wts, r.W) and kept):
-        raise RuntimeError("internal error: the refinement's maintained figures differ from the recount")
+    r.check(s, rv, wts, kept, "the refinement's")
     res.send, res.recv, res.weights = s, rv, r.W
     res.seconds = time.perf_counter() - t0
     return res

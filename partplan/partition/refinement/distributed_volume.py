@@ -68,7 +68,7 @@ import numpy as np
 from ..._kernels import njit
 from ...program.exchange import segments as _ranges
 from ..context import DistributedRefineContext
-from .distributed import RowSlice, _allsum, _load, _mpi_min, _Refiner
+from .distributed import RowSlice, _load, _mpi_min, _Refiner
 
 #: rows proposed per round, over all processes, at most: fewer moves at once interact less
 #: (R-MAT 18, k = 64, one process: 2,048 rows gave 2,077,876 total volume in 4.9 s where
@@ -261,12 +261,8 @@ def volume_rounds(comm, sl: RowSlice, part: np.ndarray, k: int, eps: float,
                      f"{start:,} -> {int(r.send.sum()):,}, max(send, recv) {int(_load(r.send, r.recv).max()):,}")
         if removed < stop * max(start, 1) or out_of_time():
             break
-    s, rv = r._scan(check=True)
-    s, rv = _allsum(comm, s), _allsum(comm, rv)
-    wts = _allsum(comm, np.bincount(part[sl.lo:sl.hi], weights=sl.weight, minlength=k).astype(np.int64))
-    kept = bool(comm.allreduce(int(r.kept_ok), op=_mpi_min()))
-    if not (np.array_equal(s, r.send) and np.array_equal(rv, r.recv) and np.array_equal(wts, r.W) and kept):
-        raise RuntimeError("internal error: the volume rounds' maintained figures differ from the recount")
+    s, rv, wts, kept = r.recounted()
+    r.check(s, rv, wts, kept, "the volume rounds'")
     out.update(volume_after=int(s.sum()), max_load_after=int(_load(s, rv).max()),
                max_weight_after=int(wts.max()), wall_s=round(time.perf_counter() - t0, 3))
     return out
