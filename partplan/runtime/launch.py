@@ -273,6 +273,9 @@ def launch(config: dict, nprocs: int, *, worker, timeout_s: float = 60.0, thread
             else:
                 for p in procs:
                     p.wait()
+                for r, p in enumerate(procs):   # ended after the loop's last look (it saw every rank done):
+                    if r not in ended and p.returncode not in (None, 0):   # the next round, not "never"
+                        ended[r] = rounds + 1
         sigs.raise_if_interrupted()
         if cfg.get("progress_file"):
             _echo_progress(cfg["progress_file"], shown)
