@@ -432,11 +432,15 @@ def test_the_processes_may_use_every_core_of_the_launcher():
     to one): process 1 runs the single-process pipeline, whose lanes use the cores process 0
     leaves. Each rank's CPU affinity is the launcher's own."""
     import os
+    import re
     import shutil
     if shutil.which("mpirun") is None or not hasattr(os, "sched_getaffinity"):
         pytest.skip("needs OpenMPI's mpirun (make mpi) and CPU affinity")
     from partplan.partition.pipeline.distributed import _env, mpirun_command
     mine = len(os.sched_getaffinity(0))
-    out = subprocess.run(mpirun_command(2) + [sys.executable, "-c", "import os; print(len(os.sched_getaffinity(0)))"],
-                         capture_output=True, text=True, timeout=120, env=_env(), check=True).stdout.split()
-    assert [int(x) for x in out] == [mine, mine]
+    # one write per rank, delimited: mpirun forwards the ranks' writes as they come, so two unbuffered
+    # prints ("2", then "\n") can interleave into "22"
+    code = "import os; os.write(1, b'<%d>\\n' % len(os.sched_getaffinity(0)))"
+    out = subprocess.run(mpirun_command(2) + [sys.executable, "-c", code],
+                         capture_output=True, text=True, timeout=120, env=_env(), check=True).stdout
+    assert [int(x) for x in re.findall(r"<(\d+)>", out)] == [mine, mine]
