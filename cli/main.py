@@ -27,8 +27,17 @@ COMMANDS = ["analyze", "partition", "plan", "shares", "run", "train", "validate"
             "demo", "topology"]
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with one line per error (exit 2), as every other error of the CLI: the option's
+    problem and where the usage is, not the whole usage block first. Subcommands' parsers are of
+    the same class (argparse builds them from their parent's)."""
+
+    def error(self, message: str):
+        self.exit(2, f"partplan: error: {message} (usage: {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="partplan",
         description="Partition graphs and plan the communication of distributed SpMM / GNN / BFS jobs.")
     parser.add_argument("--version", action="version", version=f"partplan {__version__}")

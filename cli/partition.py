@@ -316,6 +316,10 @@ def run(args) -> int:
         if p.stats is not None:
             said += f" (this partition: {p.stats.summary()['compute_imbalance']:.3f})"
         print(f"partplan: warning: {said}", file=sys.stderr, flush=True)
+    if "over_epsilon" in p.info:    # a warning as well: an engine's own balance, above ε
+        from partplan.partition.api import over_epsilon_message
+        print(f"partplan: warning: {over_epsilon_message(p.info['over_epsilon'], p.row_blocks)}", file=sys.stderr,
+              flush=True)
     if args.json:
         d = p.to_dict(arrays=False)
         d["output"] = None if written is None else str(written)

@@ -276,7 +276,9 @@ def stochastic_hypergraph(graph: Graph, k: int, sampler: Sampler | str | None = 
     need = hoeffding_nets(k, theta, delta)
     if min_batches is None:
         min_batches = min(coverage_batches(graph, smp, coverage), max_batches)
-    rng = np.random.default_rng(seed)
+    from ..partition.options import rng_seed   # here: partition imports the models
+
+    rng = np.random.default_rng(rng_seed(seed))
     t0 = time.perf_counter()
     ptrs, pinss = [], []
     total = 0
@@ -337,7 +339,9 @@ def expected_volume(graph: Graph, part, sampler: Sampler | str | None = None, *,
 
     part, k = as_partition(part, graph.n, k)
     smp = make_sampler(sampler)
-    rng = np.random.default_rng(seed)
+    from ..partition.options import rng_seed   # here: partition imports the models
+
+    rng = np.random.default_rng(rng_seed(seed))
     vols = np.empty(batches, dtype=np.int64)
     msend = np.empty(batches, dtype=np.int64)
     mrecv = np.empty(batches, dtype=np.int64)

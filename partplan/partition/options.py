@@ -101,6 +101,32 @@ def engine_seed(v) -> int:
     return s if -C_INT_SEED <= s < C_INT_SEED else s & (C_INT_SEED - 1)
 
 
+C_INT_MAX = 2 ** 31 - 1    # Mt-KaHyPar's and KaHyPar's vertex and net weights (and their sums) are C ints
+
+
+def check_c_int_weights(engine: str, name: str, **weights) -> None:
+    """Refuse, before the engine runs, weights a 32-bit engine would overflow: each array's sum
+    (total vertex weight, total net weight) must be at most C_INT_MAX. ``weights``: name -> int
+    array, or None (unit weights: not checked). Mt-KaHyPar reports only the total vertex weight;
+    KaHyPar wraps silently and returns a wrong partition.
+
+    >>> check_c_int_weights("kahypar", "g", vertex_weights=np.array([2 ** 30, 2 ** 30]))
+    Traceback (most recent call last):
+    ...
+    partplan.errors.PartitionError: kahypar on g: the vertex weights sum to more than 2147483647, beyond its 32-bit weights; METIS, KaMinPar and the stream take 64-bit weights
+    """
+    for what, w in weights.items():
+        if w is None:
+            continue
+        w = np.asarray(w)
+        if w.size == 0:
+            continue
+        top = int(w.max())         # each at most C_INT_MAX: then an int64 sum cannot overflow
+        if top > C_INT_MAX or int(w.sum(dtype=np.int64)) > C_INT_MAX:
+            raise PartitionError(f"{engine} on {name}: the {what.replace('_', ' ')} sum to more than {C_INT_MAX}, "
+                                 f"beyond its 32-bit weights; METIS, KaMinPar and the stream take 64-bit weights")
+
+
 def _check_k(n: int, k: int):
     if not isinstance(k, (int, np.integer)) or isinstance(k, bool):
         raise PartitionError(f"k must be an integer, got {k!r}")

@@ -7,11 +7,12 @@ import numpy as np
 from ...errors import PartitionError
 from ...graph import Graph
 from ..registry import Backend, register
+from ..options import rng_seed
 
 
 def random_partition(n: int, k: int, seed: int = 0) -> np.ndarray:
     """Balanced random: a random permutation cut into k near-equal groups."""
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(rng_seed(seed))
     return (np.arange(n, dtype=np.int64) * k // max(n, 1))[rng.permutation(n)]
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from ...errors import BackendUnavailableError, PartitionError
 from ...hypergraph import Hypergraph
 from ..context import engine, option
-from ..options import DEFAULT_IMBALANCE, _check_k, check_imbalance, engine_seed
+from ..options import DEFAULT_IMBALANCE, _check_k, check_c_int_weights, check_imbalance, engine_seed
 
 
 @dataclass(frozen=True)
@@ -77,8 +77,8 @@ def kahypar_hypergraph(hg: Hypergraph, k: int, *, imbalance: float = DEFAULT_IMB
         raise BackendUnavailableError(f"unknown kahypar objective {objective!r}; choose km1 or cut")
     if k == 1:
         return np.zeros(hg.n, dtype=np.int64), {"km1": 0, "cut": 0, "imbalance": 0.0}
-    if ini is not None and not Path(ini).is_file():
-        raise PartitionError(f"KaHyPar INI file {ini} does not exist")
+    text = _read_ini(ini) if ini is not None else kahypar_ini(objective, quality=quality)
+    check_c_int_weights("KaHyPar", hg.name, vertex_weights=hg.vertex_weights, net_weights=hg.net_weights)
     if hg.m == 0:  # KaHyPar needs at least one net: nothing can be cut, balance by blocks
         from .baselines import block_partition
         return block_partition(hg.n, k), {"km1": 0, "cut": 0, "imbalance": 0.0}
@@ -86,7 +86,6 @@ def kahypar_hypergraph(hg: Hypergraph, k: int, *, imbalance: float = DEFAULT_IMB
     vw = hg.vertex_weights if hg.vertex_weights is not None else np.ones(hg.n, dtype=np.int64)
     with tempfile.TemporaryDirectory(prefix="partplan-kahypar-") as d:
         np.savez(Path(d) / "model.npz", ptr=hg.net_ptr, pins=hg.pins, nw=nw, vw=vw)
-        text = Path(ini).read_text() if ini is not None else kahypar_ini(objective, quality=quality)
         (Path(d) / "kahypar.ini").write_text(text)
         (Path(d) / "job.json").write_text(json.dumps({"n": hg.n, "m": hg.m, "k": int(k),
                                                      "epsilon": float(imbalance), "seed": engine_seed(seed)}))
@@ -103,6 +102,28 @@ def kahypar_hypergraph(hg: Hypergraph, k: int, *, imbalance: float = DEFAULT_IMB
         part = np.load(Path(d) / "part.npy")
         info = json.loads(res.read_text())
     return part, info
+
+
+INI_MAX_BYTES = 1 << 20    # a KaHyPar INI is a few kB of "key=value" lines
+
+
+def _read_ini(ini) -> str:
+    """The text of a user's KaHyPar INI file, checked: a regular file of at most INI_MAX_BYTES of
+    UTF-8 text (KaHyPar itself reports unknown keys)."""
+    p = Path(ini)
+    if not p.is_file():
+        raise PartitionError(f"KaHyPar INI file {ini}: " + ("is a directory, not a file" if p.is_dir()
+                                                             else "does not exist"))
+    if p.stat().st_size > INI_MAX_BYTES:
+        raise PartitionError(f"KaHyPar INI file {ini}: {p.stat().st_size} bytes, above the {INI_MAX_BYTES} an INI "
+                             f"file of key=value lines needs")
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PartitionError(f"KaHyPar INI file {ini}: not UTF-8 text (byte {exc.start})") from None
+    if "\0" in text:
+        raise PartitionError(f"KaHyPar INI file {ini}: not text (a NUL byte at offset {text.index(chr(0))})")
+    return text
 
 
 def _run(model_obj, k, *, imbalance, seed, graph=None, **opts):

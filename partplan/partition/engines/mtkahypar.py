@@ -3,6 +3,7 @@ mode (:func:`mtkahypar_graph`, edge cut), its context and its registration (the 
 stochastic models' default)."""
 from __future__ import annotations
 
+import re
 import tempfile
 import warnings
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from ...graph import Graph
 from ...hypergraph import Hypergraph
 from ...models import column_net, metis_graph
 from ..context import engine, option
-from ..options import DEFAULT_IMBALANCE, MAX_THREADS, _check_k, check_imbalance, engine_seed
+from ..options import DEFAULT_IMBALANCE, MAX_THREADS, _check_k, check_c_int_weights, check_imbalance, engine_seed
 from .handoff import pin_arrays, write_hmetis
 
 
@@ -102,6 +103,11 @@ def mtk_hypergraph(mtk, ctx, hg: Hypergraph, handoff: str = "arrays"):
     raise BackendUnavailableError(f"unknown hypergraph handoff {handoff!r}; use 'arrays' or 'file'")
 
 
+def _plain(exc: BaseException) -> str:
+    """Mt-KaHyPar's message without its terminal colour codes (ESC [ ... m)."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()
+
+
 def _mtk_errors():
     import mtkahypar
 
@@ -125,6 +131,7 @@ def mtkahypar_hypergraph(hg: Hypergraph, k: int, *, imbalance: float = DEFAULT_I
 
     _check_k(hg.n, k)
     check_imbalance(imbalance)
+    check_c_int_weights("Mt-KaHyPar", hg.name, vertex_weights=hg.vertex_weights, net_weights=hg.net_weights)
     mtk, ctx = mtk_context(k, imbalance, preset, objective, threads)
     if k == 1:
         return np.zeros(hg.n, dtype=np.int64), 0
@@ -139,7 +146,7 @@ def mtkahypar_hypergraph(hg: Hypergraph, k: int, *, imbalance: float = DEFAULT_I
         else:
             phg = h.partition(ctx)
     except _mtk_errors() as exc:
-        raise PartitionError(f"Mt-KaHyPar failed on {hg.name} with k={k}: {exc}") from exc
+        raise PartitionError(f"Mt-KaHyPar failed on {hg.name} with k={k}: {_plain(exc)}") from exc
     return np.asarray(phg.get_partition(), dtype=np.int64), int(phg.km1())
 
 
@@ -154,6 +161,7 @@ def mtkahypar_graph(graph: Graph, k: int, *, imbalance: float = DEFAULT_IMBALANC
     if k == 1:
         return np.zeros(graph.n, dtype=np.int64), 0
     xadj, adjncy, ew, vw = metis_graph(graph)
+    check_c_int_weights("Mt-KaHyPar (graph mode)", graph.name, vertex_weights=vw, edge_weights=ew)
     src = np.repeat(np.arange(graph.n, dtype=np.int64), np.diff(xadj))
     keep = src < adjncy
     edges = np.stack([src[keep], adjncy[keep]], axis=1)
@@ -162,7 +170,7 @@ def mtkahypar_graph(graph: Graph, k: int, *, imbalance: float = DEFAULT_IMBALANC
         h = mtk.create_graph(ctx, graph.n, int(edges.shape[0]), edges.tolist(), vw.tolist(), ew[keep].tolist())
         phg = h.partition(ctx)
     except _mtk_errors() as exc:
-        raise PartitionError(f"Mt-KaHyPar (graph mode) failed on {graph.name} with k={k}: {exc}") from exc
+        raise PartitionError(f"Mt-KaHyPar (graph mode) failed on {graph.name} with k={k}: {_plain(exc)}") from exc
     return np.asarray(phg.get_partition(), dtype=np.int64), int(phg.cut())
 
 

@@ -179,14 +179,29 @@ def balanced(graph: Graph, part: np.ndarray, k: int, imbalance: float) -> bool:
 
 
 def starts_by_size(graph: Graph) -> tuple[tuple[str, ...], dict]:
-    """The default starts for ``graph``: METIS, KaMinPar ("fast") and Mt-KaHyPar (graph model) up to
-    SMALL_NNZ nonzeros, METIS and KaMinPar up to METIS_MAX_NNZ,
+    """The default starts for ``graph``: METIS, KaMinPar ("fast") and Mt-KaHyPar (graph model; where
+    its 32-bit weights hold the graph's) up to SMALL_NNZ nonzeros, METIS and KaMinPar up to METIS_MAX_NNZ,
     KaMinPar alone above (METIS's memory), in its "terapart" context above TERAPART_NNZ."""
     if graph.nnz <= SMALL_NNZ:
-        return DEFAULT_STARTS + ("mtkahypar",), {}
+        return DEFAULT_STARTS + (("mtkahypar",) if _fits_c_int(graph) else ()), {}
     if graph.nnz <= METIS_MAX_NNZ:
         return DEFAULT_STARTS, {}
     return ("kaminpar",), ({"kaminpar": {"context": "terapart"}} if graph.nnz > TERAPART_NNZ else {})
+
+
+def _fits_c_int(graph: Graph) -> bool:
+    """Whether the graph model's vertex and edge weights fit Mt-KaHyPar's C ints (its start is
+    left out where they do not; METIS and KaMinPar take 64-bit weights)."""
+    from ...errors import PartitionError
+    from ...models import metis_graph
+    from ..options import check_c_int_weights
+
+    _, _, ew, vw = metis_graph(graph)
+    try:
+        check_c_int_weights("Mt-KaHyPar", graph.name, vertex_weights=vw, edge_weights=ew)
+    except PartitionError:
+        return False
+    return True
 
 
 def _key(rep: dict, over_ok: bool = False) -> tuple:

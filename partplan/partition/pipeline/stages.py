@@ -152,7 +152,11 @@ def _run_auto(graph: Graph, req: Request, w: Work) -> Work:
 
 
 def post_passes(graph: Graph, req: Request, w: Work) -> Work:
-    """Stage 3: the fast preset's km1 V-cycle, hubs apart, bottleneck refinement, decoupled owners."""
+    """Stage 3: the balance repair before partplan's own passes, the fast preset's km1 V-cycle, hubs
+    apart, bottleneck refinement, decoupled owners."""
+    if req.b > 1 and (req.engine == "fast" or (req.bottleneck and req.engine != "auto")) \
+            and "balance_floor" not in w.info:
+        _repair_balance(graph, req, w)
     if req.engine == "fast" and req.b > 1:
         _vcycle(graph, req, w)
     if req.bottleneck and req.backend == "mtkahypar" and req.model == "hypergraph":
@@ -162,6 +166,29 @@ def post_passes(graph: Graph, req: Request, w: Work) -> Work:
     if req.ownership == "decoupled":
         _ownership(graph, req, w)
     return w
+
+
+def _repair_balance(graph: Graph, req: Request, w: Work) -> None:
+    """Rows out of the parts above the ε-limit (:func:`~partplan.partition.refinement.rebalance.rebalance`)
+    before partplan's own passes, which keep the heaviest part's weight but never lower it. An
+    engine's balance is its own: METIS k-way can leave a part far above ε on small or star-like
+    graphs, and the hypergraph model of a directed graph balances row + column nonzeros (the joint
+    nets' vertex weights), not the row nonzeros ε bounds. Kept when less overloaded."""
+    from ..refinement.rebalance import rebalance
+    from .auto import overload
+
+    before = overload(graph, w.part, req.b, req.imbalance)
+    if before == 0:
+        return
+    t0 = time.perf_counter()
+    fixed, info = rebalance(graph, w.part, req.b, imbalance=req.imbalance)
+    after = overload(graph, fixed, req.b, req.imbalance)
+    info.update(seconds=time.perf_counter() - t0, overload_before=before, overload_after=after)
+    w.info["rebalance"] = info
+    if after < before:
+        w.part = fixed
+        req.say(f"the {req.backend} partition was above the balance limit by {before}; {info['moved']} rows "
+                f"moved, now {'within it' if after == 0 else f'above it by {after}'}")
 
 
 def _vcycle(graph: Graph, req: Request, w: Work) -> None:

@@ -89,6 +89,7 @@ from ..._kernels import njit
 from ...program.exchange import segments as _ranges
 from ..context import DistributedRefineContext
 from ..objectives import eps_limit
+from ..options import rng_seed
 
 #: most cells (rows × heavy parts) a pull round counts at once (bounds memory: 128 MiB of int64)
 _BLOCK_CELLS = 1 << 24
@@ -360,7 +361,7 @@ def local_clusters(sl: RowSlice, part: np.ndarray, maxw: int, seed: int = 0, max
     key = np.unique(np.concatenate(xs) * rows + np.concatenate(ys)) if xs else np.zeros(0, np.int64)
     del xs, ys
     x, y = key // rows, key % rows
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(rng_seed(seed))
     rate = (1.0 / deg[x] + 1.0 / deg[y]) * (1.0 + 1e-6 * rng.random(x.size))   # ties broken at random
     cw = deg.astype(np.int64)
     cid = np.arange(rows, dtype=np.int64)

@@ -35,6 +35,7 @@ from .fm.costs import _cost, state_key
 from .fm.jit import njit_rc_free
 from .fm.records import CostModel, Limits
 from .fm.slots import count_neighbour_parts
+from ..options import rng_seed
 
 Clusters = namedtuple("Clusters", "cptr cmem order")
 Clusters.__doc__ = """The clusters of one level: members of cluster c are cmem[cptr[c]:cptr[c+1]]
@@ -186,7 +187,7 @@ def cluster_moves(graph, st, part: np.ndarray, k: int, w: np.ndarray, cap: int, 
     from .vcycle import _level0
 
     t0 = time.perf_counter()
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(rng_seed(seed))
     slack = max(cap - -(-int(w.sum()) // k), 0)
     maxw = int(cluster_weight * slack + 2 * w.sum() / max(graph.n, 1)) + 1
     maps = []                           # fine vertex -> cluster id, per level

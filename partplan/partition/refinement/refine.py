@@ -67,7 +67,7 @@ from ..context import RefineContext, resolve
 from ..heartbeat import _heartbeat
 from .multilevel import cluster_moves
 from ..objectives import OBJECTIVES, balance_cap, check_objective  # noqa: F401  (re-exported)
-from ..options import check_int
+from ..options import check_int, rng_seed
 
 PASS_END = ("patience", "no candidate", "move limit", "time limit", "work limit")
 STOPPED = ("converged", "time limit", "max passes", "work limit")
@@ -234,7 +234,7 @@ def _search(graph: Graph, out: np.ndarray, k: int, ctx: RefineContext, b: _Bound
     limits = kernels.Limits(b.cap, b.cap + int(fm.overload * b.cap), b.vlimit,
                         b.vlimit + int(fm.volume_slack * b.before["total_volume"]), int(fm.max_targets),
                         -1.0 if ctx.max_cost is None else float(ctx.max_cost), st.cap2)
-    order = np.random.default_rng(b.seed).permutation(graph.n).astype(np.int64)
+    order = np.random.default_rng(rng_seed(b.seed)).permutation(graph.n).astype(np.int64)
     deadline = -1.0 if ctx.time_limit is None else t0 + float(ctx.time_limit)
     stats = np.zeros(8, dtype=np.int64)
     use_ml = fm.multilevel and obj != "total" and fm.max_passes > ML_FM_PASSES

@@ -1,0 +1,132 @@
+"""The engines' own limits, met before they run: negative seeds everywhere, 32-bit weights refused
+by the engines that hold them in C ints (and left out of the default pipeline's starts), a
+user's KaHyPar INI checked as text, no graph at all; and the balance an engine leaves: repaired
+before partplan's own passes, said when an explicit engine's result stays above ε."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from partplan.errors import PartitionError
+from partplan.graph import Graph
+from partplan.partition.api import partition
+from tests.errlines import one_line, run_cli
+
+
+def _limit(graph: Graph, k: int, eps: float) -> int:
+    """⌊(1 + ε)·⌈W / k⌉⌋ on the balance weights (row nnz, at least 1), recomputed here."""
+    w = int(np.maximum(graph.row_nnz, 1).sum())
+    return int((1 + eps) * -(-w // k))
+
+
+def _heaviest(graph: Graph, part: np.ndarray, k: int) -> int:
+    return int(np.bincount(part, weights=np.maximum(graph.row_nnz, 1), minlength=k).max())
+
+
+def _path(n: int) -> Graph:
+    return Graph.from_edges(np.arange(n - 1), np.arange(1, n), n=n, symmetrize=True)
+
+
+@pytest.mark.parametrize("kw", [dict(backend="random"), dict(model="stochastic")])
+def test_a_negative_seed_is_a_seed_for_every_engine(kw):
+    g = _path(30)
+    a = partition(g, 3, seed=-5, **kw).part
+    assert a.shape == (30,) and a.min() >= 0 and a.max() < 3
+    assert np.array_equal(a, partition(g, 3, seed=-5, **kw).part)
+
+
+def test_no_graph_is_one_partition_error():
+    with pytest.raises(PartitionError, match="needs a graph"):
+        partition(None, 2)
+
+
+def _heavy(n: int = 40, weight: int = 2 ** 30) -> Graph:
+    """A path whose vertex weights sum past 2^31 (a METIS file's own weights can)."""
+    g = _path(n)
+    return Graph(g.indptr, g.indices, g.data, vertex_weights=np.full(n, weight, np.int64), name="heavy")
+
+
+@pytest.mark.parametrize("kw", [dict(backend="kahypar"), dict(backend="mtkahypar"),
+                                dict(backend="mtkahypar", model="graph")])
+def test_32_bit_engines_refuse_weights_past_2_31_before_running(kw):
+    pytest.importorskip("kahypar" if kw["backend"] == "kahypar" else "mtkahypar")
+    with pytest.raises(PartitionError, match="32-bit weights"):
+        partition(_heavy(), 4, threads=1, **kw) if kw["backend"] == "mtkahypar" else partition(_heavy(), 4, **kw)
+
+
+def test_the_default_leaves_mtkahypar_out_where_its_weights_would_overflow():
+    g = _heavy()
+    p = partition(g, 4, threads=1)
+    assert "mtkahypar" not in p.params["starts"] and "metis" in p.params["starts"]
+    w = g.balance_weights
+    limit = int((1 + 0.03) * -(-int(w.sum()) // 4))
+    assert int(np.bincount(p.part, weights=w, minlength=4).max()) <= limit
+    small = partition(_path(40), 4, threads=1)
+    assert "mtkahypar" in small.params["starts"]          # the rule, not a removal of the start
+
+
+def test_a_binary_kahypar_ini_is_one_error(tmp_path, capsys):
+    pytest.importorskip("kahypar")
+    ini = tmp_path / "junk.ini"
+    ini.write_bytes(bytes(range(256)))
+    with pytest.raises(PartitionError, match="not UTF-8"):
+        partition(_path(20), 2, backend="kahypar", ini=str(ini))
+    mtx = tmp_path / "p.mtx"
+    mtx.write_text("%%MatrixMarket matrix coordinate pattern symmetric\n4 4 3\n2 1\n3 2\n4 3\n")
+    rc, _, err = run_cli(["partition", mtx, "-k", "2", "--engine", "kahypar", "--kahypar-ini", ini,
+                          "-o", tmp_path / "o.part"], capsys)
+    one_line(rc, err, 2, "junk.ini", "UTF-8")
+    assert not (tmp_path / "o.part").exists()
+    rc, _, err = run_cli(["partition", mtx, "-k", "2", "--engine", "kahypar", "--kahypar-ini", tmp_path,
+                          "-o", tmp_path / "o.part"], capsys)
+    one_line(rc, err, 2, "directory")
+
+
+def _directed_skewed(n: int = 2000, m: int = 10000) -> Graph:
+    """Out-links from uniform rows to heavy-tailed targets: column nonzeros far from row nonzeros,
+    so the joint hypergraph's weights (row + column) differ from what ε bounds (row)."""
+    rng = np.random.default_rng(0)
+    return Graph.from_edges(rng.integers(0, n, m), (rng.pareto(1.5, m) * 20).astype(np.int64) % n, n=n)
+
+
+def test_the_hypergraph_model_of_a_directed_graph_ends_within_epsilon_when_refined():
+    pytest.importorskip("mtkahypar")
+    g = _directed_skewed()
+    assert not g.is_symmetric()
+    p = partition(g, 8, model="hypergraph", threads=1)           # max-both: repaired, then refined
+    assert _heaviest(g, p.part, 8) <= _limit(g, 8, 0.03)
+    assert "over_epsilon" not in p.info
+    raw = partition(g, 8, model="hypergraph", objective="total", threads=1)   # the engine's own result
+    if _heaviest(g, raw.part, 8) > _limit(g, 8, 0.03):
+        assert raw.info["over_epsilon"]["heaviest"] == _heaviest(g, raw.part, 8)
+        assert raw.info["over_epsilon"]["limit"] == _limit(g, 8, 0.03)
+    else:
+        assert "over_epsilon" not in raw.info
+
+
+def _star(leaves: int) -> Graph:
+    return Graph.from_edges(np.zeros(leaves, np.int64), np.arange(1, leaves + 1), n=leaves + 1, symmetrize=True)
+
+
+def test_an_explicit_engine_above_epsilon_is_said_and_the_fast_preset_repairs_it(tmp_path, capsys):
+    """A star of 30 leaves at k = 2: the hub (30) alone fits one part (limit ⌊1.03·30⌋ = 30), so a
+    partition within ε exists; whatever METIS returns, the figures said are the partition's."""
+    g = _star(30)
+    limit = _limit(g, 2, 0.03)
+    metis = partition(g, 2, model="graph")
+    heaviest = _heaviest(g, metis.part, 2)
+    assert ("over_epsilon" in metis.info) == (heaviest > limit)
+    fast = partition(g, 2, preset="fast")
+    assert _heaviest(g, fast.part, 2) <= limit and "over_epsilon" not in fast.info
+    mtx = tmp_path / "star.mtx"
+    lines = [f"{i + 2} 1" for i in range(30)]
+    mtx.write_text("%%MatrixMarket matrix coordinate pattern symmetric\n31 31 30\n" + "\n".join(lines) + "\n")
+    rc, _, err = run_cli(["partition", mtx, "-k", "2", "--model", "graph", "-q", "-o", tmp_path / "s.part"], capsys)
+    assert rc == 0
+    assert ("above the ε-limit" in err) == (heaviest > limit), err
+
+
+def test_an_option_error_is_one_line(tmp_path, capsys):
+    rc, _, err = run_cli(["partition", "email-Enron", "-k", "0", "-o", tmp_path / "o.part"], capsys)
+    line = one_line(rc, err, 2, "-k", "partplan partition --help")
+    assert "usage:" not in err.replace(line, "")
