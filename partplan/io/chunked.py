@@ -482,14 +482,24 @@ class ChunkedWriter:
 
 def chunk_bounds_by_nnz(indptr: np.ndarray, chunks: int) -> np.ndarray:
     """int64[chunks + 1] row boundaries splitting rows into ``chunks``
-    contiguous ranges of about equal nonzeros (monotone, 0 .. n)."""
+    contiguous ranges of about equal nonzeros (monotone, 0 .. n); every chunk holds at least one
+    row when there are at least ``chunks`` rows (a row holding most of the nonzeros would
+    otherwise leave the chunks after it empty).
+
+    >>> chunk_bounds_by_nnz(np.array([0, 1, 2, 12]), 2).tolist()      # the last row: 10 of 12
+    [0, 2, 3]
+    """
     n = indptr.size - 1
     nnz = int(indptr[-1])
     targets = (np.arange(chunks + 1, dtype=np.float64) * nnz / max(chunks, 1))
     b = np.searchsorted(indptr, targets, side="left").astype(np.int64)
     b = np.clip(b, 0, n)
     b[0], b[-1] = 0, n
-    return np.maximum.accumulate(b)
+    b = np.maximum.accumulate(b)
+    if 0 < chunks <= n:     # at least one row each: within [j, n - chunks + j], then strictly increasing
+        j = np.arange(chunks + 1, dtype=np.int64)
+        b = np.maximum.accumulate(np.clip(b, j, n - chunks + j) - j) + j
+    return b
 
 
 def chunk_split(chunk_nnz: np.ndarray, rows: np.ndarray, nprocs: int) -> np.ndarray:
@@ -507,11 +517,14 @@ def chunk_split(chunk_nnz: np.ndarray, rows: np.ndarray, nprocs: int) -> np.ndar
 
 def process_rows(info: ChunkInfo, nprocs: int) -> np.ndarray:
     """int64[nprocs + 1]: the rows ``[b[u], b[u+1])`` process u of ``nprocs``
-    reads — whole chunks (:func:`chunk_split`) when there are at least
-    ``nprocs`` chunks, equal row ranges otherwise. The distributed plan build
-    and the MPI partitioner read their graphs this way."""
-    if len(info.chunks) >= nprocs:
-        return info.row_bounds[chunk_split(info.chunk_nnz, np.diff(info.row_bounds), nprocs)].astype(np.int64)
+    reads — whole chunks (:func:`chunk_split` over the chunks that hold rows, so no process gets
+    only empty ones) when at least ``nprocs`` chunks hold rows, equal row ranges otherwise. The
+    distributed plan build and the MPI partitioner read their graphs this way."""
+    rows = np.diff(info.row_bounds)
+    full = np.flatnonzero(rows > 0)
+    if full.size >= nprocs:
+        first = chunk_split(info.chunk_nnz[full], rows[full], nprocs)[:-1]      # among the chunks with rows
+        return np.append(info.row_bounds[full[first]], info.n).astype(np.int64)
     return (np.arange(nprocs + 1, dtype=np.int64) * info.n) // nprocs
 
 

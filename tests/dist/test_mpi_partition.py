@@ -444,3 +444,85 @@ def test_the_processes_may_use_every_core_of_the_launcher():
     out = subprocess.run(mpirun_command(2) + [sys.executable, "-c", code],
                          capture_output=True, text=True, timeout=120, env=_env(), check=True).stdout
     assert [int(x) for x in re.findall(r"<(\d+)>", out)] == [mine, mine]
+
+
+def test_chunks_and_processes_hold_rows_where_there_are_enough():
+    """A row holding most of the nonzeros (a star's hub, last) left the chunks after it empty, and
+    a process given only an empty chunk crashed PT-Scotch: every chunk holds a row when n >= chunks,
+    and a hand-written empty chunk is never a process's only one."""
+    from partplan.io.chunked import ChunkedWriter, chunk_bounds_by_nnz, chunk_info, process_rows
+    indptr = np.concatenate([[0], np.cumsum(np.r_[np.ones(11, np.int64), 12])])
+    for chunks in (2, 3, 12):
+        b = chunk_bounds_by_nnz(indptr, chunks)
+        assert b[0] == 0 and b[-1] == 12 and np.all(np.diff(b) >= 1), (chunks, b)
+    b = chunk_bounds_by_nnz(np.array([0, 3, 6]), 5)          # fewer rows than chunks: some stay empty
+    assert b[0] == 0 and b[-1] == 2 and np.all(np.diff(b) >= 0)
+
+
+@pytest.mark.dist
+@pytest.mark.parametrize("empty", ["first", "last"])
+def test_an_empty_chunk_is_never_a_process_alone(tmp_path, empty):
+    from partplan.io.chunked import ChunkedWriter, chunk_info, process_rows
+    g = Graph.from_edges(np.arange(7), np.arange(1, 8), n=8, symmetrize=True)
+    path = tmp_path / "z.chunked"
+    with ChunkedWriter(path, g.n, weighted=False, directed=False, name="z") as w:
+        pieces = [(0, 0), (0, 8)] if empty == "first" else [(0, 8), (8, 8)]
+        for lo, hi in pieces:
+            a, z = int(g.indptr[lo]), int(g.indptr[hi])
+            w.add(g.indptr[lo:hi + 1] - a, g.indices[a:z], None)
+        w.commit()
+    b = process_rows(chunk_info(path), 2)
+    assert b[0] == 0 and b[-1] == 8 and np.all(np.diff(b) >= 1)
+    for engine in ("ptscotch", "zoltan"):
+        if missing(engine):
+            continue
+        res = launch.distributed_partition(path, 2, nprocs=2, output=tmp_path / f"{engine}.npy", engine=engine,
+                                           quiet=True)
+        _check_sidecar(res, g, np.load(tmp_path / f"{engine}.npy"), 2)
+
+
+@pytest.mark.dist
+def test_ptscotch_leaves_a_process_without_rows_out(tmp_path):
+    """PT-Scotch crashes (SIGSEGV) on a process with no vertex: such a process is left out of its
+    call, the others partition the rows (a path of 9 rows, all on process 0)."""
+    _need("ptscotch")
+    from partplan.partition.pipeline.distributed import _env, mpirun_command
+    code = (
+        "import numpy as np\n"
+        "from mpi4py import MPI\n"
+        "from partplan.graph import Graph\n"
+        "from partplan.partition.engines.ptscotch import _mpi_run\n"
+        "from partplan.partition.refinement.distributed import RowSlice\n"
+        "c = MPI.COMM_WORLD\n"
+        "g = Graph.from_edges(np.arange(8), np.arange(1, 9), n=9, symmetrize=True)\n"
+        "if c.Get_rank() == 0:\n"
+        "    s = RowSlice(0, 9, 9, g.indptr, g.indices, g.indptr, g.indices)\n"
+        "else:\n"
+        "    s = RowSlice(9, 9, 9, np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(1, np.int64), "
+        "np.zeros(0, np.int64))\n"
+        "p = _mpi_run(c, s, 9, 3, imbalance=0.03, seed=1, symmetric=True, graph_path='')\n"
+        "print('<%d:%s>' % (c.Get_rank(), ','.join(map(str, p.tolist()))), flush=True)\n")
+    out = subprocess.run(mpirun_command(2) + [sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, env=_env())
+    assert out.returncode == 0, out.stderr[-2000:]
+    import re
+    got = dict(re.findall(r"<(\d):([0-9,]*)>", out.stdout))
+    assert got["1"] == ""
+    part = np.array([int(x) for x in got["0"].split(",")])
+    assert part.size == 9 and part.min() >= 0 and part.max() < 3
+    assert np.bincount(part, minlength=3).max() <= 4        # 9 rows in 3 parts within PT-Scotch's balance
+
+
+@pytest.mark.dist
+def test_an_edgeless_graph_is_partitioned_by_every_engine(tmp_path):
+    """No nonzero anywhere: Zoltan refused the all-zero row weights (-2); the default engine and
+    each MPI engine return a partition of volume 0."""
+    g = Graph.from_edges(np.zeros(0, np.int64), np.zeros(0, np.int64), n=6)
+    path = write_chunked(g, tmp_path / "e.chunked", chunks=2)
+    for engine in ("auto", "zoltan", "ptscotch", "stream"):
+        if engine != "auto" and missing(engine):
+            continue
+        res = launch.distributed_partition(path, 2, nprocs=2, output=tmp_path / "e.npy", engine=engine, quiet=True)
+        part = np.load(tmp_path / "e.npy")
+        assert part.shape == (6,) and part.min() >= 0 and part.max() < 2
+        assert res["result"]["total_volume"] == 0

@@ -75,10 +75,24 @@ class PTScotchContext:
 
 
 def _mpi_run(comm, rows, n: int, k: int, *, imbalance: float, seed: int, symmetric: bool, graph_path: str):
-    """The registry's ``mpi_run``: PT-Scotch on this process's rows (symmetric patterns only)."""
+    """The registry's ``mpi_run``: PT-Scotch on this process's rows (symmetric patterns only). A
+    process without rows (a chunked graph can hold an empty chunk) is left out of the call:
+    PT-Scotch's distributed graph crashes (SIGSEGV) on a process with no vertex, and the rows'
+    global numbering is the same without it."""
+    from mpi4py import MPI
+
     if not symmetric:
         raise ValueError("PT-Scotch partitions symmetric patterns only; this graph is directed (use --engine zoltan)")
-    return ptscotch_part(comm, rows.lo, rows.indptr, rows.indices, n, k, imbalance=imbalance, seed=seed)
+    have = rows.indptr.size > 1
+    if comm.allreduce(0 if have else 1) == 0:
+        return ptscotch_part(comm, rows.lo, rows.indptr, rows.indices, n, k, imbalance=imbalance, seed=seed)
+    sub = comm.Split(0 if have else MPI.UNDEFINED, comm.Get_rank())
+    if not have:
+        return np.zeros(0, np.int32)
+    try:
+        return ptscotch_part(sub, rows.lo, rows.indptr, rows.indices, n, k, imbalance=imbalance, seed=seed)
+    finally:
+        sub.Free()
 
 
 def _missing() -> list:

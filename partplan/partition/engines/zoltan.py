@@ -74,6 +74,8 @@ def zoltan_phg(comm, lo: int, indptr: np.ndarray, indices: np.ndarray, n: int, k
     ptr32 = ptr.astype(np.int32)
     gids = np.arange(lo, lo + rows, dtype=np.uint32)
     wts = np.diff(indptr).astype(np.float32)
+    if comm.allreduce(float(wts.sum())) == 0:     # no nonzero anywhere: Zoltan refuses all-zero weights (-2)
+        wts = np.ones(rows, np.float32)
 
     def num_obj(_data, ierr):
         ierr[0] = _ZOLTAN_OK
