@@ -526,3 +526,22 @@ def test_an_edgeless_graph_is_partitioned_by_every_engine(tmp_path):
         part = np.load(tmp_path / "e.npy")
         assert part.shape == (6,) and part.min() >= 0 and part.max() < 2
         assert res["result"]["total_volume"] == 0
+
+
+@pytest.mark.dist
+def test_the_rounds_take_an_engine_partition_above_the_limit_under_it(tmp_path):
+    """The stream balances row nonzeros + 1 per row, the limit counts row nonzeros: on a graph of
+    mostly isolated rows its partition is far above the limit, with no volume. The rounds keep
+    max(send, recv) and so moved nothing (max 0); the repairs after them may raise it, and take
+    every part within ⌊(1 + ε)·⌈nnz / k⌉⌋ (here 2: a partition within it exists)."""
+    src, dst = np.array([0, 1, 2, 10]), np.array([1, 2, 3, 11])
+    g = Graph.from_edges(src, dst, n=20, symmetrize=True)
+    path = write_chunked(g, tmp_path / "iso.chunked", chunks=2)
+    limit = int((1 + 0.03) * -(-g.nnz // 4))
+    ctx = DistributedRefineContext(gather_max_pins=0)
+    res = launch.distributed_partition(path, 4, nprocs=2, output=tmp_path / "i.npy", engine="stream", quiet=True,
+                                       context=ctx)
+    part = np.load(tmp_path / "i.npy")
+    _check_sidecar(res, g, part, 4)
+    assert res["engine_result"]["max_weight"] > limit          # the case: the engine's partition above it
+    assert int(np.bincount(part, weights=g.row_nnz, minlength=4).max()) <= limit

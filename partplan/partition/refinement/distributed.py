@@ -1037,6 +1037,26 @@ def _mpi_min():
     return MPI.MIN
 
 
+def _under_the_limit(r: _Refiner, best, ctx: DistributedRefineContext):
+    """The result state (``best``, or the current one when None) taken under the weight limit
+    ⌊(1 + ε)·⌈W / k⌉⌋ when the engine's partition left it above (the rounds then keep only the
+    engine's heaviest part, ``Wfinal``): repair rounds that may raise max(send, recv) as far as they
+    need — ε is the caller's constraint, the maximum the objective. Kept when they reach the
+    limit; else the state before them stays. Returns the snapshot to restore (None: the current
+    state). Collective."""
+    W = r.W if best is None else best[3]
+    if int(W.max()) <= r.Wmax:
+        return best
+    if best is not None:
+        r.restore(best)
+    before = r.snapshot()
+    r.load_cap = np.inf
+    for _ in range(ctx.repair_rounds):
+        if int(r.W.max()) <= r.Wmax or r.round(ctx.theta, repair_only=True) == 0:
+            break
+    return None if int(r.W.max()) <= r.Wmax else before
+
+
 def refine_distributed(comm, sl: RowSlice, part: np.ndarray, k: int, eps: float,
                        ctx: DistributedRefineContext | None = None, progress=None) -> RefineResult:
     """Refine ``part`` (int32[n], the same on every process; changed in place)
@@ -1047,7 +1067,8 @@ def refine_distributed(comm, sl: RowSlice, part: np.ndarray, k: int, eps: float,
     repair moves then take parts back under it. The result is the best state
     seen (lowest max(send, recv), then total volume) whose heaviest part is
     within ⌊(1 + ε)·⌈W / k⌉⌋ (:func:`~partplan.partition.objectives.eps_limit`), or within the input's heaviest part when that was
-    already above."""
+    already above; then, if that state is above the limit, repair rounds take it under the limit
+    when they can (raising the maximum as far as they must, :func:`_under_the_limit`)."""
     ctx = ctx or DistributedRefineContext()
     t0 = time.perf_counter()
     r = _Refiner(comm, sl, part, k, eps, ctx)
@@ -1124,6 +1145,7 @@ def refine_distributed(comm, sl: RowSlice, part: np.ndarray, k: int, eps: float,
             break
     if r.feasible() and (best is None or r.key() <= best[4]):
         best = None   # the current state is the best feasible one
+    best = _under_the_limit(r, best, ctx)
     # every figure from scratch: the kept counts of the state reached and, in the same pass when
     # that state is the result, its send and recv (restore() recounts everything anyway)
     if best is None:
