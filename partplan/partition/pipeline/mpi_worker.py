@@ -159,7 +159,7 @@ def _refined_whole(cfg: dict, g, part: np.ndarray, k: int, pctx, weight_cap: int
     on the whole graph ``g``. Returns (part int32[n], summary) or why not (MemoryError, OSError, a
     partplan error)."""
     from ...errors import PartplanError
-    from .auto import refine_partition
+    from .auto import heaviest_part, refine_partition
     try:
         t0 = time.perf_counter()
         new, rep = refine_partition(g, part, k, context=pctx, weight_cap=weight_cap,
@@ -167,7 +167,7 @@ def _refined_whole(cfg: dict, g, part: np.ndarray, k: int, pctx, weight_cap: int
     except (MemoryError, OSError, PartplanError) as exc:
         return f"skipped: {type(exc).__name__}: {exc}"
     b, a = rep["before"], rep["after"]
-    return new.astype(np.int32), {
+    return new.astype(np.int32), {"heaviest": heaviest_part(g, new, k),
         "max_before": b["max_send_recv"], "max_after": a["max_send_recv"], "total_before": b["total_volume"],
         "total_after": a["total_volume"], "vcycle_kept": rep["vcycle"]["kept"] if rep["vcycle"] else None,
         "refine_rounds": len(rep["refine"]["rounds"]) if rep.get("refine") else 0,
@@ -192,7 +192,8 @@ def _pipeline_whole(cfg: dict, g, k: int, pctx, weight_cap: int):
         return f"skipped: {type(exc).__name__}: {exc}"
     if heaviest > weight_cap:
         return f"skipped: its heaviest part holds {heaviest:,} nonzeros, above the limit {weight_cap:,}"
-    return new.astype(np.int32), {"max": f["max_send_recv"], "total": f["total_volume"], "chosen": rep["chosen"],
+    return new.astype(np.int32), {"max": f["max_send_recv"], "total": f["total_volume"], "heaviest": heaviest,
+                                  "chosen": rep["chosen"],
                                   "seconds": round(time.perf_counter() - t0, 3)}
 
 
@@ -211,10 +212,12 @@ def _wait_idle(comm, poll_s: float = 0.005) -> None:
         time.sleep(poll_s)
 
 
-def engine_kept(refined: dict, pipeline: dict, tolerance: float) -> bool:
-    """Whether the engine's refined partition is kept over the single-process pipeline's: no worse on
-    both max(send, recv) and total volume, or a lower maximum for a total at most (1 + ``tolerance``)
-    × the pipeline's (the pipeline's own volume allowance for a lower maximum).
+def engine_kept(refined: dict, pipeline: dict, tolerance: float, limit: int | None = None) -> bool:
+    """Whether the engine's refined partition is kept over the single-process pipeline's: within the
+    weight ``limit`` (row nonzeros of the heaviest part, ``heaviest``) when the pipeline's is not,
+    never when only the pipeline's is (None: not compared); else no worse on both max(send, recv)
+    and total volume, or a lower maximum for a total at most (1 + ``tolerance``) × the pipeline's
+    (the pipeline's own volume allowance for a lower maximum).
 
     >>> engine_kept({"max_after": 9, "total_after": 100}, {"max": 10, "total": 103}, 0.03)
     True
@@ -222,13 +225,19 @@ def engine_kept(refined: dict, pipeline: dict, tolerance: float) -> bool:
     False
     >>> engine_kept({"max_after": 10, "total_after": 100}, {"max": 10, "total": 100}, 0.03)
     True
+    >>> engine_kept({"max_after": 1, "total_after": 2, "heaviest": 5}, {"max": 2, "total": 4, "heaviest": 4}, 0.03, 4)
+    False
     """
+    if limit is not None:
+        a_in, b_in = refined["heaviest"] <= limit, pipeline["heaviest"] <= limit
+        if a_in != b_in:
+            return a_in
     a_max, a_tot, b_max, b_tot = refined["max_after"], refined["total_after"], pipeline["max"], pipeline["total"]
     return (a_max <= b_max and a_tot <= b_tot) or (a_max < b_max and a_tot <= (1.0 + tolerance) * b_tot)
 
 
 def _gathered_refine(comm, cfg: dict, part: np.ndarray, k: int, eps: float, ctx, weight_cap: int,
-                     engine: str) -> dict | str:
+                     engine: str, limit: int) -> dict | str:
     """The whole graph in the processes' memory (run by :func:`run` on a graph of at most
     ``ctx.gather_max_pins`` pins, nonzeros + rows: a bounded buffer, as multilevel partitioners
     gather their coarsest graph); ``part`` (the ``engine``'s partition after the repair rounds,
@@ -246,7 +255,8 @@ def _gathered_refine(comm, cfg: dict, part: np.ndarray, k: int, eps: float, ctx,
       default pipeline on the graph (:func:`_pipeline_whole`), whose starts (METIS, KaMinPar,
       Mt-KaHyPar by size) are what the engine's partition competes with.
 
-    The engine's is kept when :func:`engine_kept` says so, the pipeline's otherwise. Both budgets
+    The engine's is kept when :func:`engine_kept` says so (``limit``: the weight limit, which a
+    candidate within it wins against one above it), the pipeline's otherwise. Both budgets
     are the single-process pipeline's counted work (the same result on every machine), or
     ``ctx.time_limit`` when one is set. Returns the figures of both and the one ``kept``
     ("engine" or "pipeline"), or why neither ran (the caller then runs the distributed
@@ -267,8 +277,8 @@ def _gathered_refine(comm, cfg: dict, part: np.ndarray, k: int, eps: float, ctx,
         if pipe is not None else "skipped: gather_pipeline = 0"
     if isinstance(a, str) and isinstance(b, str):
         return a
-    kept = "engine" if isinstance(b, str) or (isinstance(a, dict) and engine_kept(a, b, DEFAULT_VOLUME_TOLERANCE)) \
-        else "pipeline"
+    kept = "engine" if isinstance(b, str) or (
+        isinstance(a, dict) and engine_kept(a, b, DEFAULT_VOLUME_TOLERANCE, limit)) else "pipeline"
     say = _progress(cfg) if rank == 0 else None
     if say is not None:
         said = (_said(a, "max_after", "total_after"), _said(b, "max", "total"))
@@ -371,8 +381,9 @@ def run(cfg: dict) -> dict:
     if cfg["refine"]:
         st.start("gathered")
         if whole:
-            cap = max(eps_limit(int(weights.sum()), k, eps), int(weights.max()))
-            gathered = _gathered_refine(comm, cfg, part, k, eps, ctx, cap, engine)
+            limit = eps_limit(int(weights.sum()), k, eps)
+            cap = max(limit, int(weights.max()))
+            gathered = _gathered_refine(comm, cfg, part, k, eps, ctx, cap, engine, limit)
         else:
             gathered = f"skipped: {pins:,} pins (nonzeros + rows), above the {ctx.gather_max_pins:,} that " \
                 "are held whole"

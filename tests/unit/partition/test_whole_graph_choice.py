@@ -21,3 +21,16 @@ from partplan.partition.pipeline.mpi_worker import engine_kept
 def test_the_rule(engine, pipeline, kept):
     refined = {"max_after": engine[0], "total_after": engine[1]}
     assert engine_kept(refined, {"max": pipeline[0], "total": pipeline[1]}, 0.03) is kept
+
+
+@pytest.mark.parametrize("engine_heaviest, pipeline_heaviest, kept", [
+    (5, 4, False),      # only the pipeline's within the limit (4): it wins whatever the figures
+    (4, 5, True),       # only the engine's within it
+    (4, 4, True),       # both within it: the figures decide (the engine's is lower on both)
+    (6, 5, True),       # both above it: the figures decide
+])
+def test_a_candidate_within_the_weight_limit_wins_against_one_above_it(engine_heaviest, pipeline_heaviest, kept):
+    refined = {"max_after": 1, "total_after": 2, "heaviest": engine_heaviest}
+    pipeline = {"max": 2, "total": 4, "heaviest": pipeline_heaviest}
+    assert engine_kept(refined, pipeline, 0.03, 4) is kept
+    assert engine_kept(refined, pipeline, 0.03) is True      # no limit given: the figures alone
