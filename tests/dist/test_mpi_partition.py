@@ -545,3 +545,21 @@ def test_the_rounds_take_an_engine_partition_above_the_limit_under_it(tmp_path):
     _check_sidecar(res, g, part, 4)
     assert res["engine_result"]["max_weight"] > limit          # the case: the engine's partition above it
     assert int(np.bincount(part, weights=g.row_nnz, minlength=4).max()) <= limit
+
+
+@pytest.mark.dist
+def test_a_killed_runs_temporaries_are_swept_by_the_next(tmp_path):
+    """The work folder and the reserved .npy of a run killed with SIGKILL (no handler runs) stay
+    beside the output; the next run to that output removes them (their writer is gone)."""
+    g = Graph.from_edges(np.arange(29), np.arange(1, 30), n=30, symmetrize=True)
+    out = tmp_path / "w.npy"
+    dead = 2 ** 22 + 12345          # above Linux's default pid_max: no such process
+    work = tmp_path / f".w.npy.tmp-{dead}-abcd1234"
+    work.mkdir()
+    (work / "graph.chunked").mkdir()
+    npy = tmp_path / f".w.npy.tmp-{dead}-efgh5678.npy"
+    npy.write_bytes(b"\x93NUMPY")
+    res = launch.distributed_partition(g, 2, nprocs=2, output=out, engine="stream", quiet=True)
+    _check_sidecar(res, g, np.load(out), 2)
+    assert not work.exists() and not npy.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.npy", "w.npy.json"]

@@ -143,7 +143,7 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
     engine's figures before the refinement, stages (wall s, peak RSS bytes per
     process). ``context``: the distributed refinement's (None: its defaults); ``engine_options``:
     the engine's own, as its context names them (an explicit ``engine`` only)."""
-    from ..._atomic import atomic_path, commit, create_npy, discard_temp, make_temp_dir, write_error
+    from ..._atomic import atomic_path, clean_stale, commit, create_npy, discard_temp, make_temp_dir, write_error
     from ...io.chunked import chunk_info, is_chunked, write_chunked
     from ...io.outpath import check_output_file
 
@@ -156,6 +156,7 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
         raise PartitionError(f"{out}: the distributed partitioner writes a .npy partition (each process writes "
                              f"its rows); name the output NAME.npy")
     check_output_file(out, kind="partition")
+    clean_stale(out)    # the work folder and reserved .npy of runs killed before they ended (by their lock)
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()
     work = make_temp_dir(out)   # beside the output, locked and swept like every partplan temporary
