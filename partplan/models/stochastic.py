@@ -38,6 +38,7 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
+from .._seed import numpy_seed
 from ..errors import OptionError
 from ..graph import Graph
 from ..hypergraph import Hypergraph
@@ -276,9 +277,7 @@ def stochastic_hypergraph(graph: Graph, k: int, sampler: Sampler | str | None = 
     need = hoeffding_nets(k, theta, delta)
     if min_batches is None:
         min_batches = min(coverage_batches(graph, smp, coverage), max_batches)
-    from ..partition.options import rng_seed   # here: partition imports the models
-
-    rng = np.random.default_rng(rng_seed(seed))
+    rng = np.random.default_rng(numpy_seed(seed))
     t0 = time.perf_counter()
     ptrs, pinss = [], []
     total = 0
@@ -339,9 +338,7 @@ def expected_volume(graph: Graph, part, sampler: Sampler | str | None = None, *,
 
     part, k = as_partition(part, graph.n, k)
     smp = make_sampler(sampler)
-    from ..partition.options import rng_seed   # here: partition imports the models
-
-    rng = np.random.default_rng(rng_seed(seed))
+    rng = np.random.default_rng(numpy_seed(seed))
     vols = np.empty(batches, dtype=np.int64)
     msend = np.empty(batches, dtype=np.int64)
     mrecv = np.empty(batches, dtype=np.int64)

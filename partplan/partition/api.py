@@ -263,27 +263,50 @@ def _say_balance_floor(graph: Graph, req, info: dict) -> None:
 
 
 def _say_over_epsilon(graph: Graph, req, w) -> None:
-    """A partition above the ε-limit although one within it exists (no balance floor): an explicit
-    engine's own balance (``objective="total"`` returns it untouched; KaMinPar, the stream and
-    Mt-KaHyPar can end a few units above it at ε near 0). Recorded in ``info["over_epsilon"]``
-    and said on ``progress``; the CLI prints it as a warning."""
+    """A partition above the ε-limit on its balance weights (row nnz, at least 1 per row, or the
+    graph's own vertex weights) where no row alone is above it (that is the balance floor, said
+    before the work). Recorded in ``info["over_epsilon"]`` with ``why``:
+
+    - ``"engine"``: an explicit engine's result, returned as the engine left it (partplan repairs
+      the balance only before its own passes: the default pipeline, the fast preset, a bottleneck
+      objective);
+    - ``"vertex"``: one vertex weight of the graph's own is above the limit: no partition is
+      within ε;
+    - ``"packing"``: after partplan's repair, no row alone above the limit: the rows may not pack
+      into the parts within it (a 5-cycle in 2 parts: 3 rows of weight 2 in one part, limit 5),
+      or the repair stopped short.
+
+    Said on ``progress``; the CLI prints it as a warning."""
     if "balance_floor" in w.info or req.b < 2:
         return
     weights = graph.balance_weights
     _, limit = balance_cap(weights, w.part, req.b, req.imbalance)
     heaviest = int(np.bincount(w.part, weights=weights, minlength=req.b).max())
-    if heaviest > limit:
-        w.info["over_epsilon"] = {"heaviest": heaviest, "limit": int(limit), "imbalance": req.imbalance,
-                                  "backend": w.backend}
-        if req.progress is not None:
-            req.progress(over_epsilon_message(w.info["over_epsilon"], req.b))
+    if heaviest <= limit:
+        return
+    top = int(np.argmax(weights))
+    own_passes = req.engine in ("auto", "fast") or req.bottleneck
+    why = "vertex" if int(weights[top]) > limit else ("packing" if own_passes else "engine")
+    w.info["over_epsilon"] = {"heaviest": heaviest, "limit": int(limit), "imbalance": req.imbalance,
+                              "backend": w.backend, "why": why, "vertex_weights": graph.vertex_weights is not None,
+                              **({"vertex": top, "vertex_weight": int(weights[top])} if why == "vertex" else {})}
+    if req.progress is not None:
+        req.progress(over_epsilon_message(w.info["over_epsilon"], req.b))
 
 
 def over_epsilon_message(over: dict, parts: int) -> str:
-    """One line for a user: the heaviest part's weight against the ε-limit an engine left it above."""
-    return (f"the heaviest of the {parts} parts weighs {over['heaviest']} (row nnz, at least 1 per row), above the "
-            f"ε-limit {over['limit']} (ε = {over['imbalance']:g}): {over['backend']}'s own balance, not repaired "
-            f"(partplan repairs it before its own refinement: the default, --preset fast, or a bottleneck objective)")
+    """One line for a user: the heaviest part's weight against the ε-limit, and why it is above."""
+    what = "vertex weights" if over.get("vertex_weights") else "row nnz, at least 1 per row"
+    head = (f"the heaviest of the {parts} parts weighs {over['heaviest']} ({what}), above the ε-limit "
+            f"{over['limit']} (ε = {over['imbalance']:g}): ")
+    if over["why"] == "vertex":
+        return head + (f"vertex {over['vertex']} alone weighs {over['vertex_weight']}, more than the limit: no "
+                       f"partition is within ε")
+    if over["why"] == "packing":
+        return head + ("after partplan's balance repair; no row alone is above the limit, but the rows may not "
+                       "pack into the parts within it, or the repair's passes stopped short")
+    return head + (f"{over['backend']}'s own balance, returned as it is (partplan repairs the balance before its "
+                   f"own refinement: the default pipeline, --preset fast, a bottleneck objective)")
 
 
 def balance_floor_message(floor: dict, parts: int) -> str:

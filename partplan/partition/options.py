@@ -22,6 +22,7 @@ import numbers
 
 import numpy as np
 
+from .._seed import numpy_seed
 from ..errors import OptionError, PartitionError
 
 INT_MAX = 2 ** 62  # larger counts overflow the int64 kernels' arithmetic
@@ -82,8 +83,8 @@ def check_seed(v) -> int:
 
 def rng_seed(v) -> int:
     """:func:`check_seed`, mapped into numpy's non-negative seed range
-    (the identity for 0 <= seed < 2^63)."""
-    return check_seed(v) & (2 ** 63 - 1)
+    (:func:`partplan._seed.numpy_seed`: the identity for 0 <= seed < 2^63)."""
+    return numpy_seed(check_seed(v))
 
 
 C_INT_SEED = 2 ** 31      # METIS, Mt-KaHyPar and KaHyPar take their seed as a C int

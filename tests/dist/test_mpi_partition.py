@@ -450,7 +450,7 @@ def test_chunks_and_processes_hold_rows_where_there_are_enough():
     """A row holding most of the nonzeros (a star's hub, last) left the chunks after it empty, and
     a process given only an empty chunk crashed PT-Scotch: every chunk holds a row when n >= chunks,
     and a hand-written empty chunk is never a process's only one."""
-    from partplan.io.chunked import ChunkedWriter, chunk_bounds_by_nnz, chunk_info, process_rows
+    from partplan.io.chunked import chunk_bounds_by_nnz
     indptr = np.concatenate([[0], np.cumsum(np.r_[np.ones(11, np.int64), 12])])
     for chunks in (2, 3, 12):
         b = chunk_bounds_by_nnz(indptr, chunks)
@@ -545,6 +545,11 @@ def test_the_rounds_take_an_engine_partition_above_the_limit_under_it(tmp_path):
     _check_sidecar(res, g, part, 4)
     assert res["engine_result"]["max_weight"] > limit          # the case: the engine's partition above it
     assert int(np.bincount(part, weights=g.row_nnz, minlength=4).max()) <= limit
+    raw = launch.distributed_partition(path, 4, nprocs=2, output=tmp_path / "r.npy", engine="stream", quiet=True,
+                                       context=ctx, refine=False)      # the engine's partition as it is
+    part = np.load(tmp_path / "r.npy")
+    _check_sidecar(raw, g, part, 4)
+    assert int(np.bincount(part, weights=g.row_nnz, minlength=4).max()) == res["engine_result"]["max_weight"]
 
 
 @pytest.mark.dist

@@ -161,9 +161,9 @@ def mtkahypar_graph(graph: Graph, k: int, *, imbalance: float = DEFAULT_IMBALANC
     if k == 1:
         return np.zeros(graph.n, dtype=np.int64), 0
     xadj, adjncy, ew, vw = metis_graph(graph)
-    check_c_int_weights("Mt-KaHyPar (graph mode)", graph.name, vertex_weights=vw, edge_weights=ew)
     src = np.repeat(np.arange(graph.n, dtype=np.int64), np.diff(xadj))
     keep = src < adjncy
+    check_c_int_weights("Mt-KaHyPar (graph mode)", graph.name, vertex_weights=vw, edge_weights=ew[keep])
     edges = np.stack([src[keep], adjncy[keep]], axis=1)
     mtkahypar.set_seed(engine_seed(seed))
     try:

@@ -178,8 +178,8 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
             del g
         info = chunk_info(path)
         if len(info.chunks) < nprocs:
-            raise PartitionError(f"{path}: {len(info.chunks)} chunks for {nprocs} processes; every process reads "
-                                 f"whole chunks (rewrite it with at least {nprocs} chunks)")
+            raise PartitionError(f"{path}: {len(info.chunks)} chunks for {nprocs} processes; the processes split "
+                                 f"the graph by chunks (rewrite it with at least {nprocs} chunks)")
         if k > info.n:
             raise PartitionError(f"-k {k} is more than the graph's {info.n} vertices")
         if engine == DEFAULT_ENGINE:    # chosen per graph by the processes (default_engine); no Zoltan: said once

@@ -373,8 +373,11 @@ def run(cfg: dict) -> dict:
     say = _progress(cfg) if rank == 0 else None
     pins = info.nnz + n
     whole = cfg["refine"] and pins <= ctx.gather_max_pins   # held whole instead (_gathered_refine)
-    res = refine_distributed(comm, sl, part, k, eps, ctx if cfg["refine"] and not whole else replace(ctx, rounds=0),
-                             progress=say)
+    # without the refinement (refine=False: the engine's partition as it is) no round runs, repairs
+    # included; a graph held whole gets the repairs alone before its two candidates
+    rctx = ctx if cfg["refine"] and not whole else \
+        replace(ctx, rounds=0) if cfg["refine"] else replace(ctx, rounds=0, repair_rounds=0)
+    res = refine_distributed(comm, sl, part, k, eps, rctx, progress=say)
     send, recv, weights = res.send, res.recv, res.weights
     st.stop()
     gathered: dict | str = "skipped: no refinement"

@@ -1047,6 +1047,10 @@ def _under_the_limit(r: _Refiner, best, ctx: DistributedRefineContext):
     W = r.W if best is None else best[3]
     if int(W.max()) <= r.Wmax:
         return best
+    if int(r.W.max()) <= r.Wmax:   # the current state is within the limit, the best one above it
+        return None
+    if ctx.repair_rounds == 0:
+        return best
     if best is not None:
         r.restore(best)
     before = r.snapshot()
