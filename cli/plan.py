@@ -200,8 +200,13 @@ def _run_distributed(args, out: Path) -> int:
 
 
 def _read(args, graph):
-    """A saved partplan Partition (layout kept) or a bare part array, through
-    the one partition reader (:func:`partplan.plan.partitions.read_partition_file`)."""
+    """The partition through the one partition reader
+    (:func:`partplan.plan.partitions.read_partition_file`): a Partition where its parts are known
+    exactly (a saved partplan partition, a plan directory, a METIS ``NAME.part.K`` file: layout,
+    ranks and K kept), else the bare part array (parts: max(id) + 1 at least, so ``-k`` may ask for
+    more row blocks)."""
+    from partplan.io.partfile import partition_k_from_name
     from partplan.plan.partitions import read_partition_file
     P = read_partition_file(args.partition, graph, column=args.column)
-    return P if P.model != "external" else P.part
+    exact = P.model != "external" or P.info.get("plan") or partition_k_from_name(Path(args.partition)) is not None
+    return P if exact else P.part

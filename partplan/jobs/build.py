@@ -238,6 +238,7 @@ def build_plan_distributed(graph_path, partition, k: int, out, *, comm, layout: 
     except PartplanError as exc:
         err = str(exc)
     agree(comm, err)
+    r["fp"] = _graph_fingerprint(comm, graph_path, r["info"], partition)
     k = r["k"]
     st.stop()
     if r["lay"].split_nonzeros:
@@ -289,6 +290,27 @@ def _write_failure(out: Path, exc: BaseException) -> str:
     return str(exc)
 
 
+def _graph_fingerprint(comm, graph_path, info, partition) -> str:
+    """The chunked graph's fingerprint (streamed by process 0, sent to all), checked against the one
+    a saved partition names (its sidecar's ``graph_fingerprint``): a partition of another graph is
+    one error on every process before any shard is built, as the one-process build refuses it."""
+    from ..io.chunked import chunked_fingerprint
+    from ..plan.partitions import saved_partition_meta
+    u = comm.local[0]
+    err, fp = None, None
+    if u == 0:
+        try:
+            fp = chunked_fingerprint(graph_path, info=info)
+            made_for = (saved_partition_meta(partition) or {}).get("graph_fingerprint")
+            if made_for and made_for != fp:
+                err = f"{partition}: partition was made for graph {made_for}, not {fp} ({graph_path})"
+        except (PartplanError, OSError) as exc:
+            err = str(exc)
+    got = comm.allgather_object((err, fp))
+    agree(comm, got[0][0])
+    return got[0][1]
+
+
 def _write(comm, st, r: dict, graph_path, partition, out, qr, fres, bres, same, make_manifest, created) -> dict:
     """Stage 5: each process writes the shards of its plan ranks
     ``qr = (first, end)`` into rank 0's temporary directory; rank 0 writes
@@ -296,7 +318,6 @@ def _write(comm, st, r: dict, graph_path, partition, out, qr, fres, bres, same, 
     mode, counts, backward counts)`` → (manifest, total volume), counts per
     plan rank in rank order) and renames the directory into place (the plan
     store's writer)."""
-    from ..io.chunked import chunked_fingerprint
     from ..plan.store import begin_plan_dir, finish_plan_dir
     u, p, lay, info = comm.local[0], comm.world, r["lay"], r["info"]
     k = lay.ranks
@@ -310,7 +331,7 @@ def _write(comm, st, r: dict, graph_path, partition, out, qr, fres, bres, same, 
     got = comm.allgather_object((err, tmp))
     agree(comm, got[0][0])
     tmp = Path(got[0][1])
-    fp = comm.allgather_object(chunked_fingerprint(graph_path, info=info) if u == 0 else None)[0]
+    fp = r["fp"]
     bmode = "separate" if bres is not None else ("same-as-forward" if same else "not-planned")
     err, entries = None, []
     try:

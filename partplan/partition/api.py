@@ -241,7 +241,7 @@ def _partition_mpi(graph, req, output) -> Partition:
     else:
         from ..io.chunked import chunked_fingerprint, is_chunked
         stats = None
-        fingerprint = chunked_fingerprint(graph) if is_chunked(graph) else res.get("graph_fingerprint", "")
+        fingerprint = res.get("graph_fingerprint") or (chunked_fingerprint(graph) if is_chunked(graph) else "")
     params = {"imbalance": req.imbalance, "seed": req.seed, "nprocs": req.nprocs, "engine": res["engine"],
               **req.engine_opts}
     return Partition(part=part, k=req.k, layout="1d", layout_params={}, model=res["model"], backend=res["backend"],

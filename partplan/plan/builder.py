@@ -122,6 +122,9 @@ def plan_layout(layout, k: int | None, parts: int, *, exact: bool = True):
         except PartplanError as exc:
             raise PlanError(f"layout {getattr(layout, 'spec', layout)} does not fit a partition of {parts} "
                             f"parts: {exc}") from None
+    if isinstance(layout, Layout) and layout.ranks != int(k):    # a saved partition's or a plan's own layout
+        raise PlanError(f"-k {k} disagrees with the partition: its layout {layout.spec} has {layout.ranks} ranks "
+                        f"({layout.row_blocks} row blocks); use -k {layout.ranks} or leave -k out")
     lay = parse_layout(layout, int(k))           # k that the layout itself refuses: the layout's own error
     if lay.row_blocks == parts if exact else lay.row_blocks >= parts:
         return lay

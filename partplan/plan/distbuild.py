@@ -179,11 +179,16 @@ def _read_rows(graph_path, info: ChunkInfo, lo: int, hi: int):
 
 
 def read_part_slice(partition, n: int, k: int, lo: int, hi: int) -> np.ndarray:
-    """part[lo:hi] as int64, checked (integers in [0, k)); ``partition`` is an
-    array, a ``.npy`` path (memory-mapped, only the slice is read) or any
-    other partition file (read whole, :func:`partplan.io.read_partition`)."""
+    """part[lo:hi] as int64, checked as the one-process build checks a partition (integer ids,
+    integral floats included, in [0, k)); ``partition`` is an array, a ``.npy`` path
+    (memory-mapped, only the slice is read) or any other partition file the one partition reader
+    takes but a plan directory (read whole, :func:`partplan.io.foreign.read_partition_any`)."""
+    from ..parts import as_part_ids
     if isinstance(partition, (str, os.PathLike)):
         p = Path(partition)
+        if p.is_dir() and (p / "manifest.json").is_file():
+            raise PartitionError(f"{p}: a plan directory as the partition is read by the one-process build "
+                                 f"(leave --nprocs out), which checks it against the graph")
         if p.suffix.lower() == ".npy":
             from ..io._common import npy_claim_problem, npy_header
             try:
@@ -193,16 +198,17 @@ def read_part_slice(partition, n: int, k: int, lo: int, hi: int) -> np.ndarray:
             except (OSError, ValueError, EOFError, SyntaxError) as exc:
                 raise PartitionError(f"{p}: not a readable .npy array ({exc})") from None
             problem = npy_claim_problem(shape, dt, size - hl)
-            if problem or len(shape) != 1 or dt.kind not in "iu":
+            if problem or len(shape) != 1 or dt.kind not in "iuf":
                 raise PartitionError(f"{p}: must be a 1-D integer array" + (f" ({problem})" if problem else
                                      f", got shape {tuple(shape)} dtype {dt}"))
             if shape[0] != n:
                 raise PartitionError(f"{p}: has {shape[0]} part ids but the graph has {n} vertices")
-            arr = np.array(np.load(p, mmap_mode="r", allow_pickle=False)[lo:hi], dtype=np.int64)
             where = f"{p}: "
+            arr = as_part_ids(np.asarray(np.load(p, mmap_mode="r", allow_pickle=False)[lo:hi]), where=where,
+                              what="array")
         else:
-            from ..io.partfile import read_partition
-            arr = read_partition(p, n)[lo:hi].astype(np.int64)
+            from ..io.foreign import read_partition_any
+            arr = read_partition_any(p, n)[lo:hi].astype(np.int64)
             where = f"{p}: "
     else:
         full = np.asarray(partition)
@@ -212,9 +218,12 @@ def read_part_slice(partition, n: int, k: int, lo: int, hi: int) -> np.ndarray:
             raise PartitionError(f"partition must hold integer part ids, got dtype {full.dtype}")
         arr = np.array(full[lo:hi], dtype=np.int64)
         where = ""
-    if arr.size and (arr.min() < 0 or arr.max() >= k):
-        e = int(np.flatnonzero((arr < 0) | (arr >= k))[0])
-        raise PartitionError(f"{where}vertex {lo + e} has part id {int(arr[e])} outside [0, k={k})")
+    if arr.size and arr.min() < 0:
+        e = int(np.flatnonzero(arr < 0)[0])
+        raise PartitionError(f"{where}vertex {lo + e} has negative part id {int(arr[e])}")
+    if arr.size and arr.max() >= k:
+        e = int(np.flatnonzero(arr >= k)[0])
+        raise PartitionError(f"{where}vertex {lo + e} has part id {int(arr[e])} >= k={k}")
     return arr
 
 
@@ -225,6 +234,12 @@ def partition_ranks(partition, n: int, block: int = 1 << 22) -> int:
     memory); other partition files / arrays are read whole. Values are checked
     as :func:`build_plan_distributed` checks them (integers ≥ 0, n entries)."""
     big = 1 << 62
+    if isinstance(partition, (str, os.PathLike)):
+        from ..io.partfile import partition_k_from_name
+        named = partition_k_from_name(partition)
+        if named is not None:     # a METIS NAME.part.K file: K parts, its ids below K (as the one-process build)
+            read_part_slice(partition, n, named, 0, n)
+            return named
     if not isinstance(partition, (str, os.PathLike)) or Path(partition).suffix.lower() != ".npy":
         s = read_part_slice(partition, n, big, 0, n)
         return max(int(s.max()) + 1 if s.size else 1, 1)

@@ -67,9 +67,12 @@ def _from_plan(p: Path, graph):
                       "layout_params": m.get("layout_params") or {}}, p / "manifest.json")
     part, _ = as_partition(part, graph.n, lay.row_blocks, source=str(p))
     text = {f: str(m.get(f) or "") for f in ("model", "backend", "objective")}
+    params = dict(m.get("params") or {}) if isinstance(m.get("params"), dict) else {}
+    if m.get("seed") is not None:
+        params.setdefault("seed", m["seed"])          # the plan's provenance goes on to the plan built from it
     return Partition(part=part, k=lay.ranks, layout=lay.spec, layout_params=dict(m.get("layout_params") or {}),
                      model=text["model"] or "external", backend=text["backend"] or "external",
-                     objective=text["objective"] or "total", params={}, timings={}, stats=None, owner=owner,
+                     objective=text["objective"] or "total", params=params, timings={}, stats=None, owner=owner,
                      graph_fingerprint=graph.fingerprint, info={"file": str(p), "plan": True})
 
 
@@ -85,16 +88,16 @@ def read_partition_file(path: str | os.PathLike, graph, *, column: str | None = 
     :class:`~partplan.errors.PartitionError` naming the file on bad input.
     """
     from ..io.foreign import read_partition_any
-    from ..io.partfile import partition_k_from_name
+    from ..io.partfile import TABLE_SUFFIXES, _suffixes, partition_k_from_name
     from ..partition import Partition, load_partition
     from ..parts import as_partition
 
     p = Path(path)
     if not p.exists():
         raise PartitionError(f"{p}: no such partition file or directory")
+    if column is not None and (p.is_dir() or _suffixes(p) not in TABLE_SUFFIXES):
+        raise PartitionError(f"{p}: --column applies to Parquet/Arrow/CSV partition files only")
     if p.is_dir() and (p / "manifest.json").is_file():      # a plan: the partition it was built from
-        if column is not None:
-            raise PartitionError(f"{p}: --column applies to Parquet/Arrow/CSV partition files only")
         P = _from_plan(p, graph)
         if k is not None and P.row_blocks > k:
             raise PartitionError(f"{p}: {P.row_blocks} row blocks, more than the {k} asked for")

@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 
 from ..._process import set_parent_death_signal
-from ...errors import BackendUnavailableError, PartitionError
+from ...errors import BackendUnavailableError, PartitionError, PartplanError
 from ...graph import Graph
 from ..context import DistributedRefineContext
 from ..engines import DEFAULT_MPI_ENGINE as DEFAULT_ENGINE
@@ -177,6 +177,9 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
             fingerprint = g.fingerprint
             del g
         info = chunk_info(path)
+        hashing = None
+        if fingerprint is None:   # a chunked graph's, streamed beside the job (hashlib releases the GIL)
+            hashing = _Fingerprint(path, info)
         if len(info.chunks) < nprocs:
             raise PartitionError(f"{path}: {len(info.chunks)} chunks for {nprocs} processes; the processes split "
                                  f"the graph by chunks (rewrite it with at least {nprocs} chunks)")
@@ -248,6 +251,10 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
                                for name in result["stages"][0]}, backend=backend,
                       graph=graph.name if isinstance(graph, Graph) else str(graph), output=str(out), wall_s=round(time.perf_counter() - t0, 3),
                       compute_imbalance=(max(load) / mean - 1.0) if mean > 0 else 0.0)
+        result["params"] = {"imbalance": float(imbalance), "seed": int(seed), "nprocs": int(nprocs), "engine": engine,
+                            **dict(engine_options or {})}
+        if hashing is not None:
+            fingerprint = hashing.result()
         if fingerprint is not None:
             result["graph_fingerprint"] = fingerprint
         # the sidecar is written to its temporary before the partition replaces the output, and
@@ -261,6 +268,30 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
         if tmp is not None:
             discard_temp(tmp)
         discard_temp(work)
+
+
+class _Fingerprint:
+    """:func:`~partplan.io.chunked.chunked_fingerprint` of a chunked graph on a daemon thread, so the
+    partition's sidecar names its graph (the plan builder checks it) without a second pass after
+    the job: the chunks are streamed in 4 MiB blocks while the MPI processes work. ``result()``
+    waits for it; a read error there (the graph changed under the job) leaves no fingerprint."""
+
+    def __init__(self, path, info):
+        from ...io.chunked import chunked_fingerprint
+        self._value: str | None = None
+
+        def run():
+            try:
+                self._value = chunked_fingerprint(path, info=info)
+            except (OSError, ValueError, PartplanError):
+                self._value = None
+
+        self._thread = threading.Thread(target=run, daemon=True, name="partplan-fingerprint")
+        self._thread.start()
+
+    def result(self) -> str | None:
+        self._thread.join()
+        return self._value
 
 
 __all__ = ["distributed_partition", "mpirun_command", "ENGINES", "DEFAULT_ENGINE"]

@@ -1,0 +1,139 @@
+"""What `partplan plan` takes from its --partition, checked against the graph in both builds: a
+saved partition's graph and provenance (from the distributed partitioner too), a plan directory's
+layout and provenance, a METIS NAME.part.K file's K, --column only on tables, ids past int64."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from partplan.graph import Graph
+from partplan.io.chunked import write_chunked
+from tests.errlines import one_line, run_cli
+
+
+def _mtx(path, g: Graph):
+    r = np.repeat(np.arange(g.n), np.diff(g.indptr))
+    keep = r >= g.indices
+    lines = [f"{a + 1} {b + 1}" for a, b in zip(r[keep], g.indices[keep])]
+    path.write_text(f"%%MatrixMarket matrix coordinate pattern symmetric\n{g.n} {g.n} {len(lines)}\n"
+                    + "\n".join(lines) + "\n")
+    return path
+
+
+def _ring(n: int, chord: int) -> Graph:
+    src = np.r_[np.arange(n), np.arange(0, n, 3)]
+    dst = np.r_[(np.arange(n) + 1) % n, (np.arange(0, n, 3) + chord) % n]
+    return Graph.from_edges(src, dst, n=n, symmetrize=True, self_loops="remove")
+
+
+def _manifest(plan):
+    return json.loads((plan / "manifest.json").read_text())
+
+
+def test_a_plan_as_the_partition_keeps_its_layout_and_provenance(tmp_path, capsys):
+    g = _mtx(tmp_path / "g.mtx", _ring(24, 5))
+    bare = tmp_path / "b.npy"
+    np.save(bare, np.arange(24) % 3)
+    rc, _, err = run_cli(["plan", g, "--partition", bare, "--layout", "1.5d:2", "-q", "-o", tmp_path / "a.plan"],
+                         capsys)
+    assert rc == 0, err
+    rc, _, err = run_cli(["plan", g, "--partition", tmp_path / "a.plan", "-q", "-o", tmp_path / "r.plan"], capsys)
+    assert rc == 0, err
+    m = _manifest(tmp_path / "r.plan")
+    assert (m["layout"], m["ranks"], m["row_blocks"]) == ("1.5d:2", 6, 3)
+    rc, _, err = run_cli(["partition", g, "-k", "4", "--engine", "metis", "--seed", "5", "-q",
+                          "-o", tmp_path / "s.npy"], capsys)
+    assert rc == 0, err
+    rc, _, err = run_cli(["plan", g, "--partition", tmp_path / "s.npy", "-q", "-o", tmp_path / "s.plan"], capsys)
+    rc, _, err = run_cli(["plan", g, "--partition", tmp_path / "s.plan", "-q", "-o", tmp_path / "t.plan"], capsys)
+    assert rc == 0, err
+    first, again = _manifest(tmp_path / "s.plan"), _manifest(tmp_path / "t.plan")
+    assert first["seed"] == 5 and again["seed"] == 5
+    assert again["params"]["seed"] == 5 and again["backend"] == first["backend"] == "metis"
+    rc, _, err = run_cli(["plan", g, "--partition", tmp_path / "s.plan", "-k", "3", "-q",
+                          "-o", tmp_path / "u.plan"], capsys)
+    one_line(rc, err, 2, "-k 3", "use -k 4")
+
+
+def test_a_metis_part_k_file_keeps_its_k(tmp_path, capsys):
+    g = _mtx(tmp_path / "g.mtx", _ring(24, 5))
+    f = tmp_path / "g.part.5"
+    f.write_text("\n".join(str(i % 3) for i in range(24)) + "\n")    # ids 0..2 of 5 parts
+    rc, _, err = run_cli(["plan", g, "--partition", f, "-q", "-o", tmp_path / "k.plan"], capsys)
+    assert rc == 0, err
+    assert _manifest(tmp_path / "k.plan")["ranks"] == 5
+    rc, _, err = run_cli(["plan", g, "--partition", f, "-k", "6", "-q", "-o", tmp_path / "x.plan"], capsys)
+    one_line(rc, err, 2, "-k 6")
+    assert not (tmp_path / "x.plan").exists()
+
+
+def test_column_is_for_tables_only(tmp_path, capsys):
+    g = _mtx(tmp_path / "g.mtx", _ring(24, 5))
+    p = tmp_path / "p.npy"
+    np.save(p, np.arange(24) % 2)
+    rc, _, err = run_cli(["plan", g, "--partition", p, "--column", "part", "-q", "-o", tmp_path / "c.plan"], capsys)
+    one_line(rc, err, 2, "p.npy", "--column")
+
+
+@pytest.mark.parametrize("values, dtype", [([0, 1, 2 ** 63 + 5], np.uint64), ([0, 1, 1e20], np.float64)])
+def test_ids_past_int64_are_named_as_they_are(tmp_path, capsys, values, dtype):
+    g = _mtx(tmp_path / "g.mtx", _ring(3, 1))
+    p = tmp_path / "p.npy"
+    np.save(p, np.array(values, dtype=dtype))
+    rc, _, err = run_cli(["plan", g, "--partition", p, "-q", "-o", tmp_path / "c.plan"], capsys)
+    line = one_line(rc, err, 2, "p.npy", "vertex 2", "2^63")
+    assert "negative" not in line
+
+
+@pytest.mark.dist
+def test_a_distributed_partition_names_its_graph_and_provenance(tmp_path, capsys):
+    """The --nprocs partitioner's sidecar holds the chunked graph's fingerprint and the run's
+    params: a plan of it keeps the seed, and a plan of another graph with the same n is refused
+    by both builds."""
+    import shutil
+    if shutil.which("mpirun") is None:
+        pytest.skip("needs OpenMPI's mpirun (make mpi)")
+    g, other = _ring(40, 7), _ring(40, 11)
+    d = write_chunked(g, tmp_path / "g.chunked", chunks=4)
+    dother = write_chunked(other, tmp_path / "o.chunked", chunks=4)
+    rc, _, err = run_cli(["partition", d, "-k", "4", "--nprocs", "2", "--engine", "stream", "--seed", "7", "-q",
+                          "-o", tmp_path / "d.npy"], capsys)
+    assert rc == 0, err
+    side = json.loads((tmp_path / "d.npy.json").read_text())
+    assert side["graph_fingerprint"] == g.fingerprint
+    assert side["params"]["seed"] == 7 and side["params"]["nprocs"] == 2
+    gm = _mtx(tmp_path / "g.mtx", g)
+    rc, _, err = run_cli(["plan", gm, "--partition", tmp_path / "d.npy", "-q", "-o", tmp_path / "p.plan"], capsys)
+    assert rc == 0, err
+    assert _manifest(tmp_path / "p.plan")["seed"] == 7
+    om = _mtx(tmp_path / "o.mtx", other)
+    rc, _, err = run_cli(["plan", om, "--partition", tmp_path / "d.npy", "-q", "-o", tmp_path / "x.plan"], capsys)
+    one_line(rc, err, 2, "d.npy", "made for graph")
+    rc, _, err = run_cli(["plan", dother, "--partition", tmp_path / "d.npy", "--nprocs", "2", "-q",
+                          "-o", tmp_path / "y.plan"], capsys)
+    one_line(rc, err, 2, "d.npy", "made for graph")
+    assert not (tmp_path / "x.plan").exists() and not (tmp_path / "y.plan").exists()
+
+
+@pytest.mark.dist
+def test_the_distributed_build_reads_partitions_as_the_one_process_build(tmp_path, capsys):
+    import shutil
+    if shutil.which("mpirun") is None:
+        pytest.skip("needs OpenMPI's mpirun (make mpi)")
+    g = _ring(30, 7)
+    d = write_chunked(g, tmp_path / "g.chunked", chunks=4)
+    over = tmp_path / "o.part.3"
+    over.write_text("\n".join(str(i % 4) for i in range(30)) + "\n")       # id 3 in a file named for 3 parts
+    rc, _, err = run_cli(["plan", d, "--partition", over, "--nprocs", "2", "-q", "-o", tmp_path / "o.plan"], capsys)
+    one_line(rc, err, 2, "o.part.3", ">= k=3")
+    neg = tmp_path / "n.npy"
+    np.save(neg, np.r_[np.zeros(29, np.int64), -1])
+    rc, _, err = run_cli(["plan", d, "--partition", neg, "--nprocs", "2", "-q", "-o", tmp_path / "n.plan"], capsys)
+    one_line(rc, err, 2, "vertex 29 has negative part id -1")
+    whole = tmp_path / "f.npy"
+    np.save(whole, (np.arange(30) % 2).astype(np.float64))                  # integral floats: the ids 0 and 1
+    rc, _, err = run_cli(["plan", d, "--partition", whole, "--nprocs", "2", "-q", "-o", tmp_path / "f.plan"], capsys)
+    assert rc == 0, err
+    assert _manifest(tmp_path / "f.plan")["ranks"] == 2
