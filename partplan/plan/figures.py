@@ -14,6 +14,7 @@ counts, so no printed maximum sits above its total without the reason.
 total volume 10 rows (exchange between the 4 row blocks: each row once per block that receives it)
  + all-reduce 30 rows (among each block's 2 replicas); max send 17, max recv 16 rows per rank
  (its exchange + its all-reduce rows, so a maximum can exceed the exchange total), messages 12
+ (the exchange's; the all-reduce's apart)
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def total_meaning(st: dict, per: str = "rank") -> str:
     kind = _kind(st)
     if kind == "replicas":
         b = (st.get("shape") or [None])[0]
-        blocks = f"the {b} row blocks" if b is not None else "the row blocks"
+        blocks = ("the one row block" if b == 1 else f"the {b} row blocks") if b is not None else "the row blocks"
         return f"exchange between {blocks}: each row once per block that receives it"
     if kind == "fold":
         return "expand + fold on the grid: each row of H or partial row of Z once per rank that receives it"
@@ -66,7 +67,9 @@ def volume_line(st: dict, per: str = "rank") -> str:
     line += (f"; max send {_n(st.get('max_send'))}, max recv {_n(st.get('max_recv'))} rows per {per} "
              f"({max_meaning(st)})")
     if "messages" in st:
-        line += f", messages {_n(st.get('messages'))}"
+        what = " (the exchange's; the all-reduce's apart)" if _kind(st) == "replicas" and \
+            st.get("total_reduce_rows") else ""
+        line += f", messages {_n(st.get('messages'))}{what}"
     return line
 
 
