@@ -33,10 +33,42 @@ def _as_int64(name: str, a, where: str | None = None) -> np.ndarray:
         raise GraphFormatError(f"{name} must be one-dimensional, got shape {arr.shape}", where, field=name)
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
         if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+            _below_2_63(name, arr, where)
             arr = arr.astype(np.int64)
         else:
             raise GraphFormatError(f"{name} must hold integer vertex ids, got dtype {arr.dtype}", where, field=name)
+    elif arr.size and arr.dtype.kind == "u" and arr.dtype.itemsize >= 8:
+        _below_2_63(name, arr, where)
     return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+def _below_2_63(name: str, arr: np.ndarray, where) -> None:
+    """Ids a cast to int64 would wrap into negative ones (uint64 or floats from 2^63): named as they are."""
+    big = arr >= (np.float64(2 ** 63) if arr.dtype.kind == "f" else np.uint64(2 ** 63))
+    if big.any():
+        e = int(np.flatnonzero(big)[0])
+        raise GraphFormatError(f"{name}[{e}] = {arr[e].item()}: a vertex id of 2^63 or more", where, field=name)
+
+
+def _check_n(n, where) -> int:
+    """``n`` given by a caller: a non-negative integer whose row pointers (int64[n + 1]) fit the
+    memory budget (:func:`partplan._budget.check_array_bytes`), checked before any allocation."""
+    import numbers
+
+    from ._budget import check_array_bytes
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or int(n) < 0:
+        raise GraphFormatError(f"n (the number of vertices) must be an integer >= 0, got {n!r}", where, field="n")
+    check_array_bytes(int(n) + 1, 1, 8, f"a graph of n = {int(n)} vertices (its row pointers)", path=where,
+                      field="n")
+    return int(n)
+
+
+def _as_weights(weights, where, field: str = "weight") -> np.ndarray:
+    """Edge weights as float64: real numbers only (a complex value would lose its imaginary part)."""
+    w = np.asarray(weights)
+    if w.dtype.kind not in "biuf":
+        raise GraphFormatError(f"edge weights must be real numbers, got dtype {w.dtype}", where, field=field)
+    return w.astype(np.float64)
 
 
 def _numpy_of(a) -> np.ndarray:
@@ -129,9 +161,14 @@ class Graph:
 
     @classmethod
     def from_scipy(cls, A: sp.spmatrix | sp.sparray, *, pattern: bool = False, **kw) -> "Graph":
-        """Wrap a square scipy sparse matrix (copied, canonicalized; duplicates summed)."""
+        """Wrap a square scipy sparse matrix, or a dense 2-D array-like (copied, canonicalized;
+        duplicates summed); its values must be real numbers."""
+        if not sp.issparse(A):
+            A = np.asarray(A)
         if A.ndim != 2 or A.shape[0] != A.shape[1]:
             raise GraphFormatError(f"matrix must be square, got shape {A.shape}")
+        if A.dtype.kind not in "biuf":
+            raise GraphFormatError(f"matrix values must be real numbers, got dtype {A.dtype}", field="data")
         A = sp.csr_matrix(A)
         A.sum_duplicates()  # also sorts indices
         data = None if pattern else A.data.astype(np.float64)
@@ -167,8 +204,10 @@ class Graph:
         if src.shape != dst.shape:
             raise GraphFormatError("src and dst must have the same length", source)
         w = None
+        if n is not None:
+            n = _check_n(n, source)
         if weights is not None:
-            w = np.asarray(weights, dtype=np.float64)
+            w = _as_weights(weights, source)
             if w.shape != src.shape:
                 raise GraphFormatError("weights must have one value per edge", source, field="weight")
             _check_edge_weights(w, source, "weight")

@@ -100,7 +100,9 @@ def _engine(model, backend, objective, layout, k, opts: dict, groups: dict) -> t
     """(engine, model, backend, objective) as given or implied by the preset."""
     if "preset" in opts:
         opts["preset"] = check_planner_preset(opts["preset"], backend=backend)
-    plain = not any(groups[g] for g in ("stochastic", "hubs", "ownership")) and \
+    # options of the stochastic model, the hubs pass and the hypergraph's nets select that path; the
+    # owners (a post-pass after any engine, the default pipeline's included) do not
+    plain = not any(groups[g] for g in ("stochastic", "hubs")) and \
         groups["hypergraph"].get("nets", "auto") == "auto"
     if opts.get("preset") == AUTO_PRESET or (model is None and backend is None and "preset" not in opts and plain
                                              and objective in (None, "max-both") and _auto_layout(layout, k)):

@@ -156,3 +156,15 @@ def test_an_option_error_is_one_line(tmp_path, capsys):
     rc, _, err = run_cli(["partition", "email-Enron", "-k", "0", "-o", tmp_path / "o.part"], capsys)
     line = one_line(rc, err, 2, "-k", "partplan partition --help")
     assert "usage:" not in err.replace(line, "")
+
+
+def test_ownership_options_keep_the_default_pipeline():
+    """The owners are a post-pass after any engine: naming their method (even its default) must
+    not switch the default pipeline for plain Mt-KaHyPar (not reproducible)."""
+    rng = np.random.default_rng(3)
+    g = Graph.from_edges(rng.integers(0, 200, 1200), rng.integers(0, 200, 1200), n=200, symmetrize=True,
+                         self_loops="remove")
+    a = partition(g, 6, seed=7, ownership="decoupled", ownership_method="lp", threads=1)
+    b = partition(g, 6, seed=7, ownership="decoupled", threads=1)
+    assert a.params.get("preset") == "auto" and b.params.get("preset") == "auto"
+    assert np.array_equal(a.part, b.part) and np.array_equal(a.owner, b.owner)
