@@ -172,7 +172,10 @@ def _run_distributed(args, out: Path) -> int:
         layout, parts = args.layout or own.spec, own.row_blocks
     else:
         layout, parts = args.layout or "1d", partition_ranks(args.partition, chunk_info(args.graph).n)
-    lay = plan_layout(layout, args.k, parts, exact=saved is not None)
+    from partplan.io.partfile import partition_k_from_name
+    # exact parts: a saved partition's row blocks, a NAME.part.K file's K (as the one-process build, _read)
+    exact = saved is not None or partition_k_from_name(args.partition) is not None
+    lay = plan_layout(layout, args.k, parts, exact=exact)
     if not layout_class(lay.spec).distributed_build:
         raise PlanError(f"--nprocs does not build layout {lay.spec}; build it without --nprocs")
     k, b = lay.ranks, lay.row_blocks

@@ -6,35 +6,36 @@ import numpy as np
 from .errors import PartitionError
 
 
-def as_part_ids(part, *, where: str = "", what: str = "partition") -> np.ndarray:
+def as_part_ids(part, *, where: str = "", what: str = "partition", offset: int = 0) -> np.ndarray:
     """Check that ``part`` is a one-dimensional array of integer part ids >= 0
     (integral floats accepted) and return it as contiguous int64. ``where``
-    prefixes messages (e.g. "file.part: "); ``what`` names the array."""
+    prefixes messages (e.g. "file.part: "); ``what`` names the array; ``offset``: the vertex
+    id of ``part[0]`` (a slice of a longer partition), added to the vertex a message names."""
     arr = np.asarray(part)
     if arr.ndim != 1:
         raise PartitionError(f"{where}{what} must be one-dimensional, got shape {arr.shape}")
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
         if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
-            _below_int64(arr, where, what)
+            _below_int64(arr, where, what, offset)
             arr = arr.astype(np.int64)
         else:
             raise PartitionError(f"{where}{what} must hold integer part ids, got dtype {arr.dtype}")
     elif arr.size and arr.dtype.kind == "u" and arr.dtype.itemsize >= 8:
-        _below_int64(arr, where, what)
+        _below_int64(arr, where, what, offset)
     arr = np.ascontiguousarray(arr, dtype=np.int64)
     if arr.size and arr.min() < 0:
         v = int(np.flatnonzero(arr < 0)[0])
-        raise PartitionError(f"{where}{what}: vertex {v} has negative part id {int(arr[v])}")
+        raise PartitionError(f"{where}{what}: vertex {offset + v} has negative part id {int(arr[v])}")
     return arr
 
 
-def _below_int64(arr: np.ndarray, where: str, what: str) -> None:
+def _below_int64(arr: np.ndarray, where: str, what: str, offset: int = 0) -> None:
     """Ids a cast to int64 would wrap (uint64 from 2^63, floats from 2^63): named as they are."""
-    big = arr >= np.float64(2 ** 63) if arr.dtype.kind == "f" else arr >= np.uint64(2 ** 63)
-    if big.any():
-        v = int(np.flatnonzero(big)[0])
-        raise PartitionError(f"{where}{what}: vertex {v} has part id {arr[v].item()}, beyond any part count "
-                             f"(2^63 and above)")
+    top = np.float64(2 ** 63) if arr.dtype.kind == "f" else np.uint64(2 ** 63)
+    if arr.max() >= top:
+        v = int(np.flatnonzero(arr >= top)[0])
+        raise PartitionError(f"{where}{what}: vertex {offset + v} has part id {arr[v].item()}, beyond any part "
+                             f"count (2^63 and above)")
 
 
 def as_partition(part, n: int, k: int | None = None, *, source: str | None = None) -> tuple[np.ndarray, int]:

@@ -12,7 +12,8 @@ from .args import job_config, nonneg_int, positive_int
 from .registry import Job, register
 
 KEYS = ("ranks", "backend", "device", "kernels", "layout", "f", "dtype", "overlap", "bytes_predicted",
-        "bytes_measured", "bytes_match", "step_s", "gather_s", "exchange_s", "compute_s", "reduce_s", "fold_s",
+        "bytes_measured", "bytes_match", "allreduce_bytes_predicted", "allreduce_bytes_measured",
+        "allreduce_bytes_match", "step_s", "gather_s", "exchange_s", "compute_s", "reduce_s", "fold_s",
         "oblivious_bytes", "oblivious_exchange_s", "bare_a2a_s", "aware_over_oblivious_exchange",
         "exchange_over_bare")
 

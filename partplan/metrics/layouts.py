@@ -101,14 +101,34 @@ def analyze_15d(graph: Graph, block_part, c: int, *, f: int = 128, dtype: str = 
     return stats_15d(vol, np.bincount(part, minlength=b), c, f=f, dtype=dtype, alpha=alpha, beta=beta)
 
 
+def ring_allreduce_rows(sizes: np.ndarray, c: int) -> np.ndarray:
+    """int64[b · c]: rows each replica j (rank i·c + j) sends — and receives — in a ring
+    all-reduce of its block's n_i rows over c replicas. In a ring every replica sends every
+    chunk of the buffer but one in the reduce-scatter and again in the all-gather, so a block
+    moves exactly 2 (c − 1) · n_i rows whatever the chunking; how they split over the replicas
+    depends on the library's chunks, counted here for row chunks s_j = ⌊n_i / c⌋ + [j < n_i mod c]
+    as 2 (n_i − s_j).
+
+    >>> ring_allreduce_rows(np.array([31]), 3).tolist()     # chunks 11, 10, 10
+    [40, 42, 42]
+    """
+    sizes = np.asarray(sizes, dtype=np.int64)
+    j = np.arange(c, dtype=np.int64)
+    chunk = sizes[:, None] // c + (j[None, :] < (sizes % c)[:, None])
+    return (2 * (sizes[:, None] - chunk)).reshape(-1).astype(np.int64)
+
+
 def stats_15d(volume: np.ndarray, block_sizes: np.ndarray, c: int, *, f: int = 128, dtype: str = "float32",
               alpha: float = DEFAULT_ALPHA_S, beta: float = DEFAULT_BETA_S_PER_BYTE) -> LayoutStats:
     """The 1.5D figures from the exchange's int64[p, p] ``volume`` (rows rank
-    q → rank r) and the rows of each of the b = p / c blocks (their ring
-    all-reduce moves ``2 (c − 1) / c · n_i`` rows per rank)."""
+    q → rank r) and the rows of each of the b = p / c blocks. Their all-reduce
+    among the c replicas is counted as a ring (:func:`ring_allreduce_rows`): 2 (c − 1) · n_i
+    rows per block, replica j 2 (n_i − s_j) with s_j its row chunk. It is a model: the runtime hands the block's n_i rows to
+    torch.distributed's all-reduce, whose traffic it cannot see (it measures the rows
+    handed)."""
     sizes = np.asarray(block_sizes, dtype=np.int64)
     b = sizes.size
-    reduce_rows = np.repeat(2 * (c - 1) * sizes // c if c > 1 else np.zeros(b, dtype=np.int64), c)
+    reduce_rows = ring_allreduce_rows(sizes, c) if c > 1 else np.zeros(b * c, dtype=np.int64)
     return LayoutStats("1.5d", b * c, (b, c), volume, reduce_rows.astype(np.int64), f, dtype, alpha, beta,
                        replicas=c)
 

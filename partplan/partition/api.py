@@ -253,9 +253,11 @@ def _say_balance_floor(graph: Graph, req, info: dict) -> None:
     """A row heavier than the ε-limit of one part: no partition is within ε (every engine then
     returns one above it). Recorded in ``info["balance_floor"]`` (:func:`.objectives.balance_floor`)
     and said on ``progress`` before the work; not an error — a partition is still the answer."""
-    floor = balance_floor(graph.row_nnz, req.b, req.imbalance)
+    weighted = graph.vertex_weights is not None     # the graph's own vertex weights are what ε bounds then
+    floor = balance_floor(graph.balance_weights if weighted else graph.row_nnz, req.b, req.imbalance)
     if floor is None:
         return
+    floor["weights"] = "vertex weight" if weighted else "row nnz"
     info["balance_floor"] = floor
     if req.progress is not None:
         req.progress(f"no partition into {req.b} parts is within ε = {floor['imbalance']:g}: row {floor['row']} "
@@ -270,8 +272,6 @@ def _say_over_epsilon(graph: Graph, req, w) -> None:
     - ``"engine"``: an explicit engine's result, returned as the engine left it (partplan repairs
       the balance only before its own passes: the default pipeline, the fast preset, a bottleneck
       objective);
-    - ``"vertex"``: one vertex weight of the graph's own is above the limit: no partition is
-      within ε;
     - ``"packing"``: after partplan's repair, no row alone above the limit: the rows may not pack
       into the parts within it (a 5-cycle in 2 parts: 3 rows of weight 2 in one part, limit 5),
       or the repair stopped short.
@@ -284,12 +284,10 @@ def _say_over_epsilon(graph: Graph, req, w) -> None:
     heaviest = int(np.bincount(w.part, weights=weights, minlength=req.b).max())
     if heaviest <= limit:
         return
-    top = int(np.argmax(weights))
     own_passes = req.engine in ("auto", "fast") or req.bottleneck
-    why = "vertex" if int(weights[top]) > limit else ("packing" if own_passes else "engine")
     w.info["over_epsilon"] = {"heaviest": heaviest, "limit": int(limit), "imbalance": req.imbalance,
-                              "backend": w.backend, "why": why, "vertex_weights": graph.vertex_weights is not None,
-                              **({"vertex": top, "vertex_weight": int(weights[top])} if why == "vertex" else {})}
+                              "backend": w.backend, "why": "packing" if own_passes else "engine",
+                              "vertex_weights": graph.vertex_weights is not None}
     if req.progress is not None:
         req.progress(over_epsilon_message(w.info["over_epsilon"], req.b))
 
@@ -299,9 +297,6 @@ def over_epsilon_message(over: dict, parts: int) -> str:
     what = "vertex weights" if over.get("vertex_weights") else "row nnz, at least 1 per row"
     head = (f"the heaviest of the {parts} parts weighs {over['heaviest']} ({what}), above the ε-limit "
             f"{over['limit']} (ε = {over['imbalance']:g}): ")
-    if over["why"] == "vertex":
-        return head + (f"vertex {over['vertex']} alone weighs {over['vertex_weight']}, more than the limit: no "
-                       f"partition is within ε")
     if over["why"] == "packing":
         return head + ("after partplan's balance repair; no row alone is above the limit, but the rows may not "
                        "pack into the parts within it, or the repair's passes stopped short")
@@ -311,7 +306,8 @@ def over_epsilon_message(over: dict, parts: int) -> str:
 
 def balance_floor_message(floor: dict, parts: int) -> str:
     """One line for a user: which row, its weight, the limit, and the bound on compute imbalance."""
-    return (f"row {floor['row']} weighs {floor['row_weight']} (row nnz), more than the ε-limit of one part, "
+    return (f"row {floor['row']} weighs {floor['row_weight']} ({floor.get('weights', 'row nnz')}), more than the "
+            f"ε-limit of one part, "
             f"{floor['limit']} (ε = {floor['imbalance']:g}, {parts} parts): no partition is within ε; "
             f"compute imbalance is at least {floor['compute_imbalance_at_least']:.3f}")
 

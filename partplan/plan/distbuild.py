@@ -205,7 +205,7 @@ def read_part_slice(partition, n: int, k: int, lo: int, hi: int) -> np.ndarray:
                 raise PartitionError(f"{p}: has {shape[0]} part ids but the graph has {n} vertices")
             where = f"{p}: "
             arr = as_part_ids(np.asarray(np.load(p, mmap_mode="r", allow_pickle=False)[lo:hi]), where=where,
-                              what="array")
+                              what="array", offset=lo)
         else:
             from ..io.foreign import read_partition_any
             arr = read_partition_any(p, n)[lo:hi].astype(np.int64)
@@ -214,10 +214,8 @@ def read_part_slice(partition, n: int, k: int, lo: int, hi: int) -> np.ndarray:
         full = np.asarray(partition)
         if full.ndim != 1 or full.size != n:
             raise PartitionError(f"partition has {full.size} entries but the graph has {n} vertices")
-        if full.size and full.dtype.kind not in "iu":
-            raise PartitionError(f"partition must hold integer part ids, got dtype {full.dtype}")
-        arr = np.array(full[lo:hi], dtype=np.int64)
         where = ""
+        arr = as_part_ids(full[lo:hi], offset=lo)
     if arr.size and arr.min() < 0:
         e = int(np.flatnonzero(arr < 0)[0])
         raise PartitionError(f"{where}vertex {lo + e} has negative part id {int(arr[e])}")

@@ -12,7 +12,7 @@ counts, so no printed maximum sits above its total without the reason.
 >>> print(volume_line({"layout": "1.5d", "shape": [4, 2], "total_volume": 10, "total_reduce_rows": 30,
 ...                    "max_send": 17, "max_recv": 16, "messages": 12}))  # doctest: +NORMALIZE_WHITESPACE
 total volume 10 rows (exchange between the 4 row blocks: each row once per block that receives it)
- + all-reduce 30 rows (among each block's 2 replicas); max send 17, max recv 16 rows per rank
+ + all-reduce 30 rows (a ring among each block's 2 replicas); max send 17, max recv 16 rows per rank
  (its exchange + its all-reduce rows, so a maximum can exceed the exchange total), messages 12
  (the exchange's; the all-reduce's apart)
 """
@@ -62,7 +62,7 @@ def volume_line(st: dict, per: str = "rank") -> str:
     line = f"total volume {_n(st.get('total_volume'))} rows ({total_meaning(st, per)})"
     if _kind(st) == "replicas" and st.get("total_reduce_rows"):
         c = (st.get("shape") or [None, None])[1]
-        line += (f" + all-reduce {_n(st.get('total_reduce_rows'))} rows (among each block's "
+        line += (f" + all-reduce {_n(st.get('total_reduce_rows'))} rows (a ring among each block's "
                  f"{c if c is not None else 'c'} replicas)")
     line += (f"; max send {_n(st.get('max_send'))}, max recv {_n(st.get('max_recv'))} rows per {per} "
              f"({max_meaning(st)})")

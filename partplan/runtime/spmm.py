@@ -115,6 +115,22 @@ def _resolve_dtype(cfg: dict, n: int) -> np.dtype:
 
 # ----------------------------------------------------------------------------- output
 # ----------------------------------------------------------------------------- the measured loop
+def _allreduce_predicted(ex: Executor, program: str, row_bytes: int) -> np.ndarray:
+    """int64[p]: bytes each local rank hands to the program's all-reduce steps, predicted from the
+    manifest's steps and the shard's buffer sizes (:func:`partplan.program.steps.program_rows` on
+    the all-reduce steps alone): what ``comm.reduce_bytes`` counts. torch.distributed's own
+    traffic inside the all-reduce is not observable; the planner's ring model of it is
+    :attr:`partplan.metrics.layouts.LayoutStats.reduce_rows`."""
+    from ..program.steps import program_rows, step_op
+    steps = [st for st in program_steps(ex.manifest, program) if step_op(st).op == "allreduce"]
+    out = np.zeros(int(ex.manifest["ranks"]), dtype=np.int64)
+    for rp in ex.shards:
+        rows = program_rows(steps, rp.rank, rp.buffers(program),
+                            lambda fam, r=rp.rank: ex.comm.member(fam, r) is not None, int(ex.manifest["ranks"]))
+        out[rp.rank] = rows * row_bytes
+    return out
+
+
 def _measure(ex: Executor, program: str, inputs: list, cfg: dict) -> dict:
     """Warm-up, one counted pass (NaN-filled buffers: any unfilled row shows),
     then ``repeat`` timed passes; returns local figures and the outputs."""
@@ -132,6 +148,7 @@ def _measure(ex: Executor, program: str, inputs: list, cfg: dict) -> dict:
     outs = ex.run(program, inputs)
     sent = comm.sent_bytes.copy()
     reduce_b = comm.reduce_bytes.copy()
+    reduce_pred = _allreduce_predicted(ex, program, f * int(inputs[0].itemsize))   # numpy or torch rows
     ex.check_finite(program, inputs, outs)  # collective: overflow / unwritten rows end every rank alike
     outs = [o.clone() if hasattr(o, "clone") else o.copy() for o in outs]
     times = np.zeros((repeat, 2 + len(PHASES)))
@@ -149,7 +166,7 @@ def _measure(ex: Executor, program: str, inputs: list, cfg: dict) -> dict:
         ex.run(program, inputs, overlap="off")
         ops.synchronize()
         times[i, -1] = time.perf_counter() - t0  # the same step strictly in order
-    res = {"times": times, "sent": sent, "reduce": reduce_b, "outs": outs}
+    res = {"times": times, "sent": sent, "reduce": reduce_b, "reduce_pred": reduce_pred, "outs": outs}
     cmp_ = cfg.get("compare") or []
     if "oblivious" in cmp_:
         obl_rows = ex.prepare_oblivious(program)
@@ -255,6 +272,8 @@ def _report(manifest, cfg, program, f, dtype, kernel, device, sent, reduce_b, ti
            "bytes_predicted": int(pred.sum()), "bytes_measured": int(sent.sum()), "bytes_match": match,
            "messages_predicted": int(np.count_nonzero(pred)), "messages_measured": int(np.count_nonzero(sent)),
            "allreduce_bytes_measured": int(reduce_b.sum()),
+           # rows handed to the all-reduce steps (its wire traffic inside torch.distributed is not observable)
+           "allreduce_bytes_match": int(reduce_b.sum()) == int(extra.get("allreduce_bytes_predicted", -1)),
            "overlap": cfg.get("overlap", "on"),
            "step_s": float(med[0]), "step_sequential_s": float(med[-1]),
            **{f"{k}_s": float(v) for k, v in zip(PHASES, med[1:1 + len(PHASES)])}}
@@ -389,7 +408,8 @@ def _world_figures(comm, res: dict, program: str) -> dict:
     def red(a, op, shape):
         return comm.allreduce_world([np.asarray(a, dtype=np.float64).reshape(-1)], op)[0].reshape(shape)
     out = {"program": program, "sent": red(res["sent"], "sum", (p, p)).astype(np.int64),
-           "reduce": red(res["reduce"], "sum", (-1,)), "times": red(res["times"], "max", res["times"].shape)}
+           "reduce": red(res["reduce"], "sum", (-1,)), "reduce_pred": red(res["reduce_pred"], "sum", (-1,)),
+           "times": red(res["times"], "max", res["times"].shape)}
     if "obl_sent" in res:
         out["obl_sent"] = red(res["obl_sent"], "sum", (p, p))
         out["obl_rows"] = red(res["obl_rows"], "sum", (p, p))
@@ -448,6 +468,7 @@ def spmm_rank(ctx, cfg: dict) -> dict | None:
     extra = {**_finish_compare(res_w, m, f, dtype), **extra}
     if ctx.local:
         extra["peak_rss_bytes"] = _rss()
+    extra = {"allreduce_bytes_predicted": int(np.asarray(res_w["reduce_pred"]).sum()), **extra}
     rep = _report(m, cfg, program, f, dtype, ops.kernel, device, res_w["sent"], res_w["reduce"], res_w["times"],
                   extra)
     return _ratios(rep)

@@ -137,3 +137,38 @@ def test_the_distributed_build_reads_partitions_as_the_one_process_build(tmp_pat
     rc, _, err = run_cli(["plan", d, "--partition", whole, "--nprocs", "2", "-q", "-o", tmp_path / "f.plan"], capsys)
     assert rc == 0, err
     assert _manifest(tmp_path / "f.plan")["ranks"] == 2
+
+
+def test_the_distributed_reader_names_vertices_of_the_whole_graph(tmp_path):
+    """read_part_slice reads a process's slice [lo, hi): a bad id is named by its vertex in the
+    graph, not in the slice; an array partition is checked as a file is (uint64 past 2^63,
+    integral floats)."""
+    from partplan.errors import PartitionError
+    from partplan.plan.distbuild import partition_ranks, read_part_slice
+    p = tmp_path / "neg.npy"
+    a = np.zeros(30, np.int64)
+    a[25] = -1
+    np.save(p, a)
+    with pytest.raises(PartitionError, match="vertex 25 has negative part id -1"):
+        read_part_slice(p, 30, 4, 20, 30)
+    with pytest.raises(PartitionError, match="vertex 25 has negative part id -1"):
+        partition_ranks(p, 30, block=8)
+    with pytest.raises(PartitionError, match="vertex 2 has part id 9223372036854775813"):
+        read_part_slice(np.array([0, 1, 2 ** 63 + 5], np.uint64), 3, 4, 0, 3)
+    assert read_part_slice(np.array([0.0, 1.0, 1.0]), 3, 2, 1, 3).tolist() == [1, 1]
+
+
+@pytest.mark.dist
+def test_a_part_k_file_is_exact_in_the_distributed_build(tmp_path, capsys):
+    import shutil
+    if shutil.which("mpirun") is None:
+        pytest.skip("needs OpenMPI's mpirun (make mpi)")
+    d = write_chunked(_ring(24, 5), tmp_path / "g.chunked", chunks=4)
+    f = tmp_path / "g.part.5"
+    f.write_text("\n".join(str(i % 3) for i in range(24)) + "\n")
+    rc, _, err = run_cli(["plan", d, "--partition", f, "-k", "6", "--nprocs", "2", "-q",
+                          "-o", tmp_path / "x.plan"], capsys)
+    one_line(rc, err, 2, "-k 6")
+    rc, _, err = run_cli(["plan", d, "--partition", f, "--nprocs", "2", "-q", "-o", tmp_path / "y.plan"], capsys)
+    assert rc == 0, err
+    assert _manifest(tmp_path / "y.plan")["ranks"] == 5

@@ -178,8 +178,6 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
             del g
         info = chunk_info(path)
         hashing = None
-        if fingerprint is None:   # a chunked graph's, streamed beside the job (hashlib releases the GIL)
-            hashing = _Fingerprint(path, info)
         if len(info.chunks) < nprocs:
             raise PartitionError(f"{path}: {len(info.chunks)} chunks for {nprocs} processes; the processes split "
                                  f"the graph by chunks (rewrite it with at least {nprocs} chunks)")
@@ -209,6 +207,8 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
                                         str(work / "config.json")]
         say(f"running the partitioner ({'chosen per graph' if engine == DEFAULT_ENGINE else engine}) on {nprocs} "
             f"MPI processes")
+        if fingerprint is None:   # a chunked graph's, streamed beside the job (hashlib releases the GIL)
+            hashing = _Fingerprint(path, info)
         proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                 errors="replace", preexec_fn=set_parent_death_signal, start_new_session=False)
         lines: list[str] = []

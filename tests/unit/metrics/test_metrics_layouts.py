@@ -62,9 +62,13 @@ def test_15d_matches_simulation(case):
     # the a2a moves exactly the 1D volume of the b blocks, spread over replicas
     assert s.volume.sum() == analyze(g, part, b).total_volume
     sizes = np.bincount(part, minlength=b)
-    # ring all-reduce of each block's n_i partial rows over its c replicas
-    expect = [2 * (c - 1) * int(sizes[i]) // c for i in range(b) for _ in range(c)]
+    # ring all-reduce of each block's n_i partial rows over its c replicas: every replica sends every
+    # chunk but its own twice (np.array_split's chunks: the first n_i mod c one row longer)
+    expect = [2 * (int(sizes[i]) - len(ch)) for i in range(b)
+              for ch in np.array_split(np.arange(int(sizes[i])), c)] if c > 1 else [0] * (b * c)
     assert s.reduce_rows.tolist() == expect
+    for i in range(b):   # a block moves 2 (c - 1) n_i rows in all, whatever the chunking
+        assert sum(expect[i * c:(i + 1) * c]) == 2 * (c - 1) * int(sizes[i])
     summ = s.summary()
     assert summ["total_volume"] == int(vol.sum())
     assert summ["max_send"] == int((vol.sum(1) + np.array(expect)).max())

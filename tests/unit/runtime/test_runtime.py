@@ -296,3 +296,19 @@ def test_nccl_one_rank_end_to_end(tmp_path):
     ref = g.to_scipy() @ H.astype(np.float64)
     assert rep["kernel"] == "torch" and rep["device"].startswith("cuda")
     assert np.abs(np.load(tmp_path / "Z.npy") - ref).max() <= 1e-5 * max(1, np.abs(ref).max())
+
+
+@pytest.mark.parametrize("c, backend", [(3, "local"), (4, "local"),
+                                        pytest.param(3, "gloo", marks=[pytest.mark.dist, pytest.mark.slow])])
+def test_15d_allreduce_bytes_predicted_equal_measured(tmp_path, c, backend):
+    """The rows each replica hands to the 1.5D all-reduce (its block's n_i rows) are predicted from
+    the manifest and equal what the comm counts, for c that does not divide n_i (n = 31); the
+    planner's ring model moves 2 (c - 1) n_i rows per block in all (no rounding)."""
+    g = graph(False, n=31, m=120, seed=1)
+    part = np.zeros(31, dtype=np.int64)                  # one block of 31 rows
+    plan = build_plan(g, part, c, layout=f"1.5d:{c}", f=16)
+    path = write_plan(plan, tmp_path / "p.plan")
+    assert plan.manifest["stats"]["total_reduce_rows"] == 2 * (c - 1) * 31
+    rep = run_spmm(path, nprocs=None if backend == "local" else c, backend=backend, f=16, repeat=1)
+    assert rep["allreduce_bytes_match"] and rep["allreduce_bytes_measured"] == c * 31 * 16 * 4
+    assert rep["allreduce_bytes_predicted"] == rep["allreduce_bytes_measured"]
