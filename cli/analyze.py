@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from partplan.errors import PartitionError
+from partplan.io.trust import printable
 from ._common import add_weight_option, load_graph
 from ._common import nonneg_float as _nonneg_float
 from ._common import positive_int as _positive_int
@@ -231,7 +232,7 @@ def run(args) -> int:
         json.dump(out, sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        print(f"graph      {graph.name}: n={graph.n:,} nnz={graph.nnz:,} "
+        print(f"graph      {printable(graph.name)}: n={graph.n:,} nnz={graph.nnz:,} "
               f"({'symmetric' if graph_info['symmetric'] else 'not symmetric'})")
         if "file" in source:
             how = f"file {source['file']}"

@@ -52,8 +52,15 @@ def register(subparsers) -> None:
 
 
 def _positive_int(text: str) -> int:
+    """``--chunks``: an integer in [1, MAX_CHUNKS], refused before the graph is read."""
+    import argparse
+
     from partplan.cli._common import positive_int
-    return positive_int(text)
+    from partplan.io.chunked import MAX_CHUNKS
+    v = positive_int(text)
+    if v > MAX_CHUNKS:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_CHUNKS} chunks, got {v}")
+    return v
 
 
 def _load(args):

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from partplan.errors import BackendUnavailableError, PartitionError
+from partplan.io.trust import printable
 from ._common import fraction as _fraction
 from ._common import add_weight_option, check_feature_width, load_graph, nonneg_float
 from ._common import positive_int as _positive_int
@@ -284,7 +285,7 @@ def run(args) -> int:
     progress(f"reading {args.graph}")
     graph = load_graph(args.graph, symmetrize=args.symmetrize, weight=args.weight,
                        normalize=args.normalize if want_plan else None)
-    progress(f"{graph.name}: n={graph.n}, nnz={graph.nnz}")
+    progress(f"{printable(graph.name)}: n={graph.n}, nnz={graph.nnz}")
     p = partition(graph, args.k, model=args.model, backend=args.backend, objective=args.objective,
                   layout=args.layout, imbalance=args.imbalance, seed=args.seed, ownership=args.ownership,
                   **opts)
@@ -328,7 +329,7 @@ def run(args) -> int:
         print(json.dumps(d, indent=1))
     else:
         s = p.stats.summary() if p.stats is not None else {}
-        rows = [("graph", f"{graph.name} (n={graph.n}, nnz={graph.nnz})"),
+        rows = [("graph", f"{printable(graph.name)} (n={graph.n}, nnz={graph.nnz})"),
                 ("ranks / row blocks", f"{p.ranks} / {p.row_blocks} ({p.layout})"),
                 ("model / backend", f"{p.model} / {p.backend}"), ("objective", p.objective),
                 ("ownership", p.ownership)]

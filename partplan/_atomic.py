@@ -277,7 +277,10 @@ def swap_dir(tmp: str | os.PathLike, path: str | os.PathLike) -> None:
     FileNotFoundError: ``path`` vanished meanwhile (nothing changed)."""
     tmp, path = Path(tmp), Path(path)
     if rename_exchange(tmp, path):
-        shutil.rmtree(tmp, ignore_errors=True)   # now the old folder
+        if tmp.is_symlink():   # the old "folder" was a symbolic link: remove the link, never its target
+            tmp.unlink()
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)   # now the old folder
         return
     old = Path(tempfile.mkdtemp(prefix=temp_prefix(path, "old"), dir=path.parent))
     lock_temp(old)

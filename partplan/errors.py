@@ -47,14 +47,9 @@ class GraphFormatError(PartplanError, ValueError):
         self.path = None if path is None else str(path)
         self.line = line
         self.field = field
-        where = []
-        if self.path is not None:
-            where.append(self.path)
-        if line is not None:
-            where.append(f"line {line}")
-        if field is not None:
-            where.append(f"field {field!r}")
-        prefix = (":".join(where[:2]) + (f" ({where[2]})" if len(where) > 2 else "")) if where else ""
+        place = ":".join(x for x in (self.path, None if line is None else f"line {line}") if x is not None)
+        what = None if field is None else f"field {field!r}"
+        prefix = f"{place} ({what})" if place and what else (place or what or "")   # FILE:line N (field 'x')
         super().__init__(f"{prefix}: {problem}" if prefix else problem)
 
 

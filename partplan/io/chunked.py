@@ -64,6 +64,7 @@ INDEX_DTYPES = {"int64": np.dtype("<i8"), "int32": np.dtype("<i4")}
 MAX_COUNT = 1 << 48
 #: most chunks a header may list
 MAX_CHUNKS = 1 << 20
+MAX_NAME_CHARS = 4096   # a graph name: printed on every summary line
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+\.npy$")
 _READ_BLOCK = 1 << 22   # bytes per read while streaming (fingerprint)
 
@@ -185,6 +186,11 @@ def chunk_info(path) -> ChunkInfo:
     name = h.get("name", "graph")
     if not isinstance(name, str):
         raise GraphFormatError(f"must be a string, got {type(name).__name__}", hf, field="name")
+    if len(name) > MAX_NAME_CHARS:
+        raise GraphFormatError(f"is {len(name)} characters, more than the {MAX_NAME_CHARS} a graph name may have",
+                               hf, field="name")
+    from .trust import printable
+    name = printable(name)    # printed by every command: control characters shown escaped, never obeyed
     if dt == "int32" and n > np.iinfo(np.int32).max:
         raise GraphFormatError(f"int32 cannot hold column ids of n = {n} vertices", hf, field="index_dtype")
     raw = h.get("chunks")
@@ -206,6 +212,9 @@ def chunk_info(path) -> ChunkInfo:
             raise GraphFormatError(f"= {hi} is below row_lo = {lo} (row ranges must not decrease)", hf,
                                    field=f + ".row_hi")
         cnnz = _int(c, "nnz", hf, f + ".nnz", 0, nnz)
+        if hi == lo and cnnz:   # no row to hold them: the readers skip such a chunk, the fingerprint would not
+            raise GraphFormatError(f"= {cnnz} but the chunk has no rows (row_lo = row_hi = {lo})", hf,
+                                   field=f + ".nnz")
         files = {}
         for key in ("indptr", "indices", "data"):
             v = c.get(key)

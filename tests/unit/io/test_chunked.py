@@ -175,3 +175,47 @@ def test_symmetry_hash_agrees_with_array_equal():
     # graphs refuse NaN weights; the raw sums still never call NaN values symmetric
     nan = symmetry_hash_sums(np.array([0, 1]), np.array([1, 0]), np.array([np.nan, np.nan]))
     assert nan[0:2] == nan[2:4] and nan[4:6] != nan[6:8]
+
+
+def test_a_chunk_without_rows_holds_no_nonzeros(tmp_path):
+    """The readers skip a chunk without rows; one claiming nonzeros made the graph read differ from
+    its header and from the fingerprint (which reads every chunk's indices)."""
+    import json
+
+    from partplan.errors import GraphFormatError
+    from partplan.graph import Graph
+    from partplan.io.chunked import chunk_info, write_chunked
+    g = Graph.from_edges(np.arange(9), np.arange(1, 10), n=10, symmetrize=True)
+    d = write_chunked(g, tmp_path / "g.chunked", chunks=2)
+    h = json.loads((d / "header.json").read_text())
+    lo = h["chunks"][1]["row_lo"]
+    np.save(d / "z.indptr.npy", np.zeros(1, np.int64))
+    np.save(d / "z.indices.npy", np.array([1, 2, 3], np.int64))
+    h["chunks"].insert(1, {"row_lo": lo, "row_hi": lo, "nnz": 3, "indptr": "z.indptr.npy",
+                           "indices": "z.indices.npy", "data": None})
+    h["nnz"] += 3
+    (d / "header.json").write_text(json.dumps(h))
+    with pytest.raises(GraphFormatError) as exc:
+        chunk_info(d)
+    assert exc.value.field == "chunks[1].nnz" and "no rows" in str(exc.value)
+
+
+def test_a_header_name_is_printed_escaped(tmp_path, capsys):
+    import json
+
+    from partplan.graph import Graph
+    from partplan.io.chunked import chunk_info, write_chunked
+    from tests.errlines import run_cli
+    g = Graph.from_edges(np.arange(9), np.arange(1, 10), n=10, symmetrize=True)
+    d = write_chunked(g, tmp_path / "g.chunked", chunks=2)
+    h = json.loads((d / "header.json").read_text())
+    h["name"] = "x\u001b[31mRED\n\rpartplan: error: fake"
+    (d / "header.json").write_text(json.dumps(h))
+    assert "\n" not in chunk_info(d).name and "\x1b" not in chunk_info(d).name
+    rc, out, err = run_cli(["analyze", d, "--method", "block", "-k", "2"], capsys)
+    assert rc == 0, err
+    assert not any(line.startswith("partplan: error") for line in (out + err).splitlines())
+    h["name"] = "n" * 5000
+    (d / "header.json").write_text(json.dumps(h))
+    rc, out, err = run_cli(["analyze", d, "--method", "block", "-k", "2"], capsys)
+    assert rc == 2 and "header.json" in err and "name" in err and "characters" in err, err

@@ -144,3 +144,21 @@ def test_writers_hold_the_lock_while_they_write(tmp_path):
         np.save(tmp, np.arange(3))
     assert np.load(out).tolist() == [0, 1, 2]
     assert str(tmp) not in _atomic._HELD       # released once in place
+
+
+def test_replacing_a_symlinked_output_removes_only_the_link(tmp_path):
+    """An output path that is a symbolic link to a folder: the new folder takes the link's place,
+    the link's target is left as it was, and no temporary stays beside the output."""
+    from partplan._atomic import swap_dir
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "keep.txt").write_text("keep")
+    link = tmp_path / "out"
+    link.symlink_to(target)
+    new = tmp_path / ".out.tmp-new"
+    new.mkdir()
+    (new / "new.txt").write_text("new")
+    swap_dir(new, link)
+    assert not link.is_symlink() and (link / "new.txt").read_text() == "new"
+    assert (target / "keep.txt").read_text() == "keep"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "target"]
