@@ -197,8 +197,11 @@ def teps_stats(nedges, times) -> dict:
     t = np.asarray(times, dtype=np.float64)
     teps = m / t
     k = teps.size
-    hm = k / np.sum(1.0 / teps)
-    std = float(np.sqrt(np.sum((1.0 / teps - 1.0 / hm) ** 2)) / (k - 1) * hm * hm) if k > 1 else 0.0
+    if np.any(teps == 0):   # a search that traversed no edge (a root without edges): the harmonic mean is 0
+        hm, std = 0.0, 0.0
+    else:
+        hm = k / np.sum(1.0 / teps)
+        std = float(np.sqrt(np.sum((1.0 / teps - 1.0 / hm) ** 2)) / (k - 1) * hm * hm) if k > 1 else 0.0
     q = np.quantile(teps, [0, 0.25, 0.5, 0.75, 1.0])
     tq = np.quantile(t, [0, 0.25, 0.5, 0.75, 1.0])
     return {"teps_harmonic_mean": float(hm), "teps_harmonic_stddev": std,

@@ -160,7 +160,8 @@ def _check_weight_sum(comm, sgs, weighted: bool) -> None:
     it none can). Every rank computes the same world sum."""
     if not weighted:
         return
-    tot = world_sum(comm, [np.array([float(np.abs(s.w).sum())]) for s in sgs])[0]
+    with np.errstate(over="ignore"):     # an overflow is the finding below, not a warning
+        tot = world_sum(comm, [np.array([float(np.abs(s.w).sum())]) for s in sgs])[0]
     if not np.isfinite(tot):
         raise PlanError("label propagation --weighted: the plan's edge weights sum past float64's largest finite "
                         f"value {np.finfo(np.float64).max:.4g}, so the label sums (every iteration's counting step) "

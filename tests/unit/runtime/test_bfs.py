@@ -209,3 +209,13 @@ def test_bad_inputs_are_one_clear_error(plan_dir, tmp_path, capsys):
         bfs_local(plan1, -1)
     with pytest.raises(PlanError, match="direction"):
         bfs_local(plan1, 0, direction="sideways")
+
+
+def test_teps_stats_of_a_search_without_edges_is_zero_without_a_warning():
+    """A root without edges traverses nothing: TEPS 0, and their harmonic mean is 0 (numpy's
+    divide-by-zero warning is not printed)."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        st = teps_stats([0, 10], [0.5, 0.5])
+    assert st["teps_harmonic_mean"] == 0.0 and st["teps_min"] == 0.0 and st["teps_max"] == 20.0
