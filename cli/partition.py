@@ -244,11 +244,10 @@ def run(args) -> int:
         raise BackendUnavailableError(f"--engine {args.backend} runs with MPI processes: add --nprocs N")
 
     out = Path(args.output) if args.output else default_output(args.graph, args.k)
-    from partplan.io.partfile import partition_k_from_name
-    named = partition_k_from_name(out)
-    if named is not None and named != args.k:
-        raise PartitionError(f"{out}: the name says {named} parts (.part.{named}) but -k is {args.k}; "
-                             f"name it {out.name[:-len(str(named))]}{args.k}")
+    from partplan.io.partfile import part_k_name_problem
+    bad = part_k_name_problem(out, args.k, k_is="-k is")
+    if bad:
+        raise PartitionError(f"{out}: {bad}")
     want_plan = out is not None and out.suffix.lower() == ".plan" and not args.partition_only
     if out is not None:  # where the result goes is checked before any work
         from partplan.io.outpath import check_output_file

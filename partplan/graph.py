@@ -23,6 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .errors import GraphFormatError, OptionError
+from .parts import first_past_int64
 
 SelfLoops = Literal["keep", "add", "remove"]
 
@@ -43,10 +44,8 @@ def _as_int64(name: str, a, where: str | None = None) -> np.ndarray:
 
 
 def _below_2_63(name: str, arr: np.ndarray, where) -> None:
-    """Ids a cast to int64 would wrap into negative ones (uint64 or floats from 2^63): named as they are."""
-    big = arr >= (np.float64(2 ** 63) if arr.dtype.kind == "f" else np.uint64(2 ** 63))
-    if big.any():
-        e = int(np.flatnonzero(big)[0])
+    e = first_past_int64(arr)
+    if e >= 0:
         raise GraphFormatError(f"{name}[{e}] = {arr[e].item()}: a vertex id of 2^63 or more", where, field=name)
 
 

@@ -29,11 +29,16 @@ def as_part_ids(part, *, where: str = "", what: str = "partition", offset: int =
     return arr
 
 
-def _below_int64(arr: np.ndarray, where: str, what: str, offset: int = 0) -> None:
-    """Ids a cast to int64 would wrap (uint64 from 2^63, floats from 2^63): named as they are."""
+def first_past_int64(arr: np.ndarray) -> int:
+    """The index of the first value of a uint64 or float array that a cast to int64 would wrap
+    (2^63 and above), -1 when none: ids named as they are instead of as negative ones."""
     top = np.float64(2 ** 63) if arr.dtype.kind == "f" else np.uint64(2 ** 63)
-    if arr.max() >= top:
-        v = int(np.flatnonzero(arr >= top)[0])
+    return int(np.flatnonzero(arr >= top)[0]) if arr.size and arr.max() >= top else -1
+
+
+def _below_int64(arr: np.ndarray, where: str, what: str, offset: int = 0) -> None:
+    v = first_past_int64(arr)
+    if v >= 0:
         raise PartitionError(f"{where}{what}: vertex {offset + v} has part id {arr[v].item()}, beyond any part "
                              f"count (2^63 and above)")
 

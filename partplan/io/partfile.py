@@ -68,6 +68,21 @@ def partition_k_from_name(path: str | os.PathLike) -> int | None:
     return int(m.group(1)) if m else None
 
 
+
+def part_k_name_problem(path: str | os.PathLike, k: int, *, k_is: str = "the partition has") -> str | None:
+    """Why ``path`` may not hold a partition of ``k`` parts: a METIS-style ``NAME.part.K`` whose K
+    is not ``k`` (None: no K in the name, or the same K). One rule for every writer; ``k_is`` says
+    where ``k`` comes from.
+
+    >>> part_k_name_problem("g.part.8", 4)
+    'the name says 8 parts (.part.8) but the partition has 4; name it g.part.4'
+    """
+    named = partition_k_from_name(path)
+    if named is None or named == k:
+        return None
+    name = Path(path).name
+    return f"the name says {named} parts (.part.{named}) but {k_is} {k}; name it {name[:-len(str(named))]}{k}"
+
 def read_partition(path: str | os.PathLike, n: int, *, column: str | None = None) -> np.ndarray:
     """Read a partition file for a graph of ``n`` vertices; returns int64[n].
 

@@ -123,13 +123,12 @@ def stats_15d(volume: np.ndarray, block_sizes: np.ndarray, c: int, *, f: int = 1
     """The 1.5D figures from the exchange's int64[p, p] ``volume`` (rows rank
     q → rank r) and the rows of each of the b = p / c blocks. Their all-reduce
     among the c replicas is counted as a ring (:func:`ring_allreduce_rows`): 2 (c − 1) · n_i
-    rows per block, replica j 2 (n_i − s_j) with s_j its row chunk. It is a model: the runtime hands the block's n_i rows to
-    torch.distributed's all-reduce, whose traffic it cannot see (it measures the rows
-    handed)."""
+    rows per block, replica j 2 (n_i − s_j) with s_j its row chunk (none at c = 1). It is a
+    model: the runtime hands the block's n_i rows to torch.distributed's all-reduce, whose
+    traffic it cannot see (it measures the rows handed)."""
     sizes = np.asarray(block_sizes, dtype=np.int64)
     b = sizes.size
-    reduce_rows = ring_allreduce_rows(sizes, c) if c > 1 else np.zeros(b * c, dtype=np.int64)
-    return LayoutStats("1.5d", b * c, (b, c), volume, reduce_rows.astype(np.int64), f, dtype, alpha, beta,
+    return LayoutStats("1.5d", b * c, (b, c), volume, ring_allreduce_rows(sizes, c), f, dtype, alpha, beta,
                        replicas=c)
 
 

@@ -29,6 +29,7 @@ import time
 
 import numpy as np
 
+from .._seed import numpy_seed
 from ..errors import PartplanError, PlanError
 from ..program.plan import manifest_groups, program_steps
 from ..program.core import Group
@@ -311,7 +312,7 @@ def _train_minibatch(plan, comm, cfg: dict) -> tuple[dict, object]:
                     dropout=float(cfg["dropout"]), seed=int(cfg.get("seed", 0)), dtype=tdt)
     opt = torch.optim.Adam(model.parameters(), lr=float(cfg["lr"]), weight_decay=float(cfg["weight_decay"]))
     nparams = sum(p.numel() for p in model.parameters())
-    rng = np.random.default_rng((int(cfg.get("seed", 0)) + 7919) % 2 ** 63)   # numpy: non-negative seeds
+    rng = np.random.default_rng(numpy_seed(int(cfg.get("seed", 0)) + 7919))
     nb = int(cfg["epochs"]) * int(cfg["batches_per_epoch"])
     widths = [min(model.dims[i], model.dims[i + 1]) for i in range(L)]
     losses, rows_pb, pred_b, meas_b, times, fwd_rows = [], [], [], [], [], []

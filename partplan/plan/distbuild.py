@@ -208,18 +208,15 @@ def read_part_slice(partition, n: int, k: int, lo: int, hi: int) -> np.ndarray:
                               what="array", offset=lo)
         else:
             from ..io.foreign import read_partition_any
-            arr = read_partition_any(p, n)[lo:hi].astype(np.int64)
             where = f"{p}: "
+            arr = as_part_ids(read_partition_any(p, n)[lo:hi], where=where, what="partition", offset=lo)
     else:
         full = np.asarray(partition)
         if full.ndim != 1 or full.size != n:
             raise PartitionError(f"partition has {full.size} entries but the graph has {n} vertices")
         where = ""
         arr = as_part_ids(full[lo:hi], offset=lo)
-    if arr.size and arr.min() < 0:
-        e = int(np.flatnonzero(arr < 0)[0])
-        raise PartitionError(f"{where}vertex {lo + e} has negative part id {int(arr[e])}")
-    if arr.size and arr.max() >= k:
+    if arr.size and arr.max() >= k:     # (as_part_ids refused negative ids, named by their vertex)
         e = int(np.flatnonzero(arr >= k)[0])
         raise PartitionError(f"{where}vertex {lo + e} has part id {int(arr[e])} >= k={k}")
     return arr

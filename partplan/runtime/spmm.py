@@ -258,7 +258,7 @@ def predicted_exchange(manifest: dict, program: str, row_bytes: int, alpha: floa
     return total
 
 
-def _report(manifest, cfg, program, f, dtype, kernel, device, sent, reduce_b, times, extra) -> dict:
+def _report(manifest, cfg, program, f, dtype, kernel, device, sent, reduce_b, reduce_pred, times, extra) -> dict:
     """rank-independent report from world-reduced arrays."""
     row_bytes = f * np.dtype(dtype).itemsize
     pred = manifest_volume(manifest, program) * row_bytes
@@ -271,9 +271,10 @@ def _report(manifest, cfg, program, f, dtype, kernel, device, sent, reduce_b, ti
            "repeat": int(times.shape[0]),
            "bytes_predicted": int(pred.sum()), "bytes_measured": int(sent.sum()), "bytes_match": match,
            "messages_predicted": int(np.count_nonzero(pred)), "messages_measured": int(np.count_nonzero(sent)),
-           "allreduce_bytes_measured": int(reduce_b.sum()),
            # rows handed to the all-reduce steps (its wire traffic inside torch.distributed is not observable)
-           "allreduce_bytes_match": int(reduce_b.sum()) == int(extra.get("allreduce_bytes_predicted", -1)),
+           "allreduce_bytes_predicted": int(np.asarray(reduce_pred).sum()),
+           "allreduce_bytes_measured": int(reduce_b.sum()),
+           "allreduce_bytes_match": int(np.asarray(reduce_pred).sum()) == int(reduce_b.sum()),
            "overlap": cfg.get("overlap", "on"),
            "step_s": float(med[0]), "step_sequential_s": float(med[-1]),
            **{f"{k}_s": float(v) for k, v in zip(PHASES, med[1:1 + len(PHASES)])}}
@@ -468,9 +469,8 @@ def spmm_rank(ctx, cfg: dict) -> dict | None:
     extra = {**_finish_compare(res_w, m, f, dtype), **extra}
     if ctx.local:
         extra["peak_rss_bytes"] = _rss()
-    extra = {"allreduce_bytes_predicted": int(np.asarray(res_w["reduce_pred"]).sum()), **extra}
-    rep = _report(m, cfg, program, f, dtype, ops.kernel, device, res_w["sent"], res_w["reduce"], res_w["times"],
-                  extra)
+    rep = _report(m, cfg, program, f, dtype, ops.kernel, device, res_w["sent"], res_w["reduce"], res_w["reduce_pred"],
+                  res_w["times"], extra)
     return _ratios(rep)
 
 

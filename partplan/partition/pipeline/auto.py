@@ -700,16 +700,25 @@ def _repair_compute(graph, part, k, imbalance, progress):
     return fixed, info
 
 
-def _rebalance(graph, part, k, imbalance, rep, say):
-    """Balance repair of an overloaded start (partition/rebalance.py); kept when less overloaded."""
+def repair_overload(graph: Graph, part: np.ndarray, k: int, imbalance: float, before: int):
+    """The balance repair (partition/rebalance.py) of a partition ``before`` (> 0) above the
+    ε-limit: (the repaired part when it is less overloaded, else None; its info with ``seconds``,
+    ``overload_before`` and ``overload_after``)."""
     from ..refinement.rebalance import rebalance
 
     tr = time.perf_counter()
     fixed, info = rebalance(graph, part, k, imbalance=imbalance)
     after = overload(graph, fixed, k, imbalance)
-    info.update(seconds=time.perf_counter() - tr, overload_before=rep["overload"], overload_after=after)
+    info.update(seconds=time.perf_counter() - tr, overload_before=before, overload_after=after)
+    return (fixed if after < before else None), info
+
+
+def _rebalance(graph, part, k, imbalance, rep, say):
+    """Balance repair of an overloaded start (:func:`repair_overload`); kept when less overloaded."""
+    fixed, info = repair_overload(graph, part, k, imbalance, rep["overload"])
     rep["rebalance"] = info
-    if after < rep["overload"]:
+    if fixed is not None:
+        after = info["overload_after"]
         rep["overload"], rep["start"] = after, figures(graph, fixed, k)
         say(f"start {rep['engine']}: above the balance limit by {info['overload_before']}; "
             f"{info['moved']} rows moved, now {'balanced' if after == 0 else f'above it by {after}'}")

@@ -208,7 +208,9 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
         say(f"running the partitioner ({'chosen per graph' if engine == DEFAULT_ENGINE else engine}) on {nprocs} "
             f"MPI processes")
         if fingerprint is None:   # a chunked graph's, streamed beside the job (hashlib releases the GIL)
-            hashing = _Fingerprint(path, info)
+            from ...io.chunked import chunked_fingerprint
+            from .lanes import Lanes
+            hashing = Lanes(2).submit(chunked_fingerprint, path, info=info)
         proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                 errors="replace", preexec_fn=set_parent_death_signal, start_new_session=False)
         lines: list[str] = []
@@ -254,7 +256,10 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
         result["params"] = {"imbalance": float(imbalance), "seed": int(seed), "nprocs": int(nprocs), "engine": engine,
                             **dict(engine_options or {})}
         if hashing is not None:
-            fingerprint = hashing.result()
+            try:
+                fingerprint = hashing.result()
+            except (OSError, ValueError, PartplanError):   # the graph changed under the job: no fingerprint
+                fingerprint = None
         if fingerprint is not None:
             result["graph_fingerprint"] = fingerprint
         # the sidecar is written to its temporary before the partition replaces the output, and
@@ -268,30 +273,6 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
         if tmp is not None:
             discard_temp(tmp)
         discard_temp(work)
-
-
-class _Fingerprint:
-    """:func:`~partplan.io.chunked.chunked_fingerprint` of a chunked graph on a daemon thread, so the
-    partition's sidecar names its graph (the plan builder checks it) without a second pass after
-    the job: the chunks are streamed in 4 MiB blocks while the MPI processes work. ``result()``
-    waits for it; a read error there (the graph changed under the job) leaves no fingerprint."""
-
-    def __init__(self, path, info):
-        from ...io.chunked import chunked_fingerprint
-        self._value: str | None = None
-
-        def run():
-            try:
-                self._value = chunked_fingerprint(path, info=info)
-            except (OSError, ValueError, PartplanError):
-                self._value = None
-
-        self._thread = threading.Thread(target=run, daemon=True, name="partplan-fingerprint")
-        self._thread.start()
-
-    def result(self) -> str | None:
-        self._thread.join()
-        return self._value
 
 
 __all__ = ["distributed_partition", "mpirun_command", "ENGINES", "DEFAULT_ENGINE"]

@@ -174,21 +174,17 @@ def _repair_balance(graph: Graph, req: Request, w: Work) -> None:
     engine's balance is its own: METIS k-way can leave a part far above ε on small or star-like
     graphs, and the hypergraph model of a directed graph balances row + column nonzeros (the joint
     nets' vertex weights), not the row nonzeros ε bounds. Kept when less overloaded."""
-    from ..refinement.rebalance import rebalance
-    from .auto import overload
+    from .auto import overload, repair_overload
 
     before = overload(graph, w.part, req.b, req.imbalance)
     if before == 0:
         return
-    t0 = time.perf_counter()
-    fixed, info = rebalance(graph, w.part, req.b, imbalance=req.imbalance)
-    after = overload(graph, fixed, req.b, req.imbalance)
-    info.update(seconds=time.perf_counter() - t0, overload_before=before, overload_after=after)
-    w.info["rebalance"] = info
-    if after < before:
-        w.part = fixed
-        req.say(f"the {req.backend} partition was above the balance limit by {before}; {info['moved']} rows "
-                f"moved, now {'within it' if after == 0 else f'above it by {after}'}")
+    fixed, w.info["rebalance"] = repair_overload(graph, w.part, req.b, req.imbalance, before)
+    if fixed is not None:
+        w.part, after = fixed, w.info["rebalance"]["overload_after"]
+        moved = w.info["rebalance"]["moved"]
+        req.say(f"the {req.backend} partition was above the balance limit by {before}; {moved} rows moved, now "
+                f"{'within it' if after == 0 else f'above it by {after}'}")
 
 
 def _vcycle(graph: Graph, req: Request, w: Work) -> None:

@@ -67,7 +67,8 @@ from ..context import RefineContext, resolve
 from ..heartbeat import _heartbeat
 from .multilevel import cluster_moves
 from ..objectives import OBJECTIVES, balance_cap, check_objective  # noqa: F401  (re-exported)
-from ..options import check_int, rng_seed
+from ..._seed import numpy_seed
+from ..options import check_int
 
 PASS_END = ("patience", "no candidate", "move limit", "time limit", "work limit")
 STOPPED = ("converged", "time limit", "max passes", "work limit")
@@ -207,7 +208,7 @@ def _bounds(graph: Graph, part: np.ndarray, k: int, ctx: RefineContext, weights2
     ref_volume = before["total_volume"] if ctx.volume_reference is None else ctx.volume_reference
     # (capped: a huge tolerance means no limit, and the kernels count in int64)
     vlimit = int(min(np.floor(ref_volume * (1.0 + ctx.volume_tolerance)), VOLUME_LIMIT_MAX))
-    return _Bounds(w, cap, limit, vlimit, before, rb, weights2, cap2, ctx.seed & (2 ** 63 - 1))
+    return _Bounds(w, cap, limit, vlimit, before, rb, weights2, cap2, numpy_seed(ctx.seed))
 
 
 def _nothing_to_refine(n: int, k: int, ctx: RefineContext) -> str | None:
@@ -234,7 +235,7 @@ def _search(graph: Graph, out: np.ndarray, k: int, ctx: RefineContext, b: _Bound
     limits = kernels.Limits(b.cap, b.cap + int(fm.overload * b.cap), b.vlimit,
                         b.vlimit + int(fm.volume_slack * b.before["total_volume"]), int(fm.max_targets),
                         -1.0 if ctx.max_cost is None else float(ctx.max_cost), st.cap2)
-    order = np.random.default_rng(rng_seed(b.seed)).permutation(graph.n).astype(np.int64)
+    order = np.random.default_rng(b.seed).permutation(graph.n).astype(np.int64)
     deadline = -1.0 if ctx.time_limit is None else t0 + float(ctx.time_limit)
     stats = np.zeros(8, dtype=np.int64)
     use_ml = fm.multilevel and obj != "total" and fm.max_passes > ML_FM_PASSES
