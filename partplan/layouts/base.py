@@ -106,6 +106,12 @@ class Layout:
         """The exchange program of ``Z = A @ H`` (A = ``graph``) for ``part``."""
         raise NotImplementedError
 
+    def nonzero_ranks(self, rows: np.ndarray, cols: np.ndarray, pi: np.ndarray, pj: np.ndarray) -> np.ndarray:
+        """int64[m]: the rank multiplying each nonzero ``a_ij`` (``rows``, ``cols``: i and j;
+        ``pi``, ``pj``: their blocks). Both plan builders use it; layouts whose rule needs only the
+        blocks (``nz_rank``) return that."""
+        return self.nz_rank(pi, pj)
+
     # ---- shared
     def _conformal_only(self, owner) -> None:
         """Layouts without decoupled ownership refuse an ``owner`` array."""

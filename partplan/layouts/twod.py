@@ -145,7 +145,7 @@ class TwoD(Layout):
         C, p = self.C, self.ranks
         pos, lists = positions(part, p)
         rows, cols = graph.rows, graph.indices
-        unit = self.nz_rank(part[rows], part[cols])
+        unit = self.nonzero_ranks(rows, cols, part[rows], part[cols])
         grank, G, members = self.a2a()
         ex, _ = exchange(graph.n, p, rows, cols, graph.data, unit, lambda u, j: self.h_source(u, part[j]),
                          lists, pos, None, None, grank, G, members)

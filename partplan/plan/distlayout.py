@@ -7,8 +7,8 @@ write for that graph, partition and layout, byte for byte.
 
 Where :mod:`partplan.plan.distbuild` (1D) moves whole rows to their part's
 process, a rank of these layouts multiplies the nonzeros ``a_ij`` whose row
-block *and* column block select it (:meth:`Layout.nz_rank
-<partplan.layouts.onehalfd.OneHalfD.nz_rank>`), so nonzeros move one by one:
+block *and* column block select it (:meth:`Layout.nonzero_ranks
+<partplan.layouts.onehalfd.OneHalfD.nonzero_ranks>`), so nonzeros move one by one:
 
 1. **read** — rows ``[lo, hi)`` of the chunked graph and ``part[lo:hi]``
    (:func:`partplan.plan.distbuild.read_stage`).
@@ -65,7 +65,7 @@ def nonzero_sends(lay, rows: np.ndarray, cols: np.ndarray, prow: np.ndarray, pco
     nonzero; ``order``, the same grouping of the nonzeros (for their values);
     ``counts`` per process). For A^T pass the columns as ``rows``."""
     b = lay.row_blocks
-    dest = proc_of_rank[lay.nz_rank(prow.astype(np.int64), pcol.astype(np.int64))]
+    dest = proc_of_rank[lay.nz_rank(prow.astype(np.int64), pcol.astype(np.int64))]   # its block's process
     o = sort_small(dest, nprocs)
     counts = np.bincount(dest, minlength=nprocs).astype(np.int64)
     del dest
@@ -83,7 +83,7 @@ class RankNonzeros:
     def __init__(self, lay, trip: np.ndarray, data: np.ndarray | None, r_lo: int, r_hi: int):
         self.b = b = lay.row_blocks
         key = trip[:, 2].astype(np.int64)
-        unit = lay.nz_rank(key // b, key % b)
+        unit = lay.nonzero_ranks(trip[:, 0], trip[:, 1], key // b, key % b)   # this process holds its blocks' nonzeros
         del key
         o = np.lexsort((trip[:, 1], trip[:, 0], unit))
         self.bounds = np.searchsorted(unit[o], np.arange(r_lo, r_hi + 1))

@@ -56,3 +56,35 @@ def test_stage_schedule_fetches_each_block_once_from_the_charged_replica(b, c):
                     fetched[q] += 1
                     assert (q - i) % c == l
         assert fetched == Counter(range(b))
+
+
+@pytest.mark.parametrize("c,b,seed", [(2, 4, 0), (3, 3, 1), (4, 2, 2), (3, 5, 3)])
+def test_15d_replicas_share_the_block_diagonal_as_evenly_as_any_split_can(c, b, seed):
+    """Each 1.5D rank multiplies what the plan says; the block diagonal's nonzeros (no fetch
+    needed) go where the replicas' nonzero counts end up as even as any split: per block, the most
+    any replica holds is max(its off-diagonal counts, ⌈block nonzeros / c⌉), computed here from
+    the off-diagonal rule alone. Before, replica 0 took the whole diagonal (about c × the mean)."""
+    from scipy import sparse
+
+    from partplan.plan import build_plan
+
+    rng = np.random.default_rng(seed)
+    n = 90
+    A = sparse.random(n, n, density=0.08, random_state=seed, format="csr") + sparse.eye(n, format="csr")
+    A.data[:] = 1.0
+    A[0, :] = 1.0                                     # a hub row and a hub column
+    A[:, 1] = 1.0
+    g = Graph.from_scipy(sparse.csr_matrix(A))
+    part = np.sort(rng.integers(0, b, n))             # contiguous blocks: most nonzeros off-diagonal too
+    part[:b] = np.arange(b)
+    plan = build_plan(g, part, b * c, layout=f"1.5d:{c}")
+    nnz = np.array([plan[r].summary()["nnz"] for r in range(b * c)]).reshape(b, c)
+    coo = g.to_scipy().tocoo()
+    pi, pj = part[coo.row], part[coo.col]
+    off = np.zeros((b, c), dtype=np.int64)
+    np.add.at(off, (pi[pi != pj], (pj - pi)[pi != pj] % c), 1)
+    diag = np.bincount(pi[pi == pj], minlength=b)
+    assert nnz.sum() == g.nnz
+    assert np.all(nnz >= off)                         # the off-diagonal nonzeros stay with their fetching replica
+    best = np.maximum(off.max(axis=1), -(-(off.sum(axis=1) + diag) // c))
+    assert np.array_equal(nnz.max(axis=1), best)
