@@ -43,7 +43,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from partplan.errors import OptionError
+    from partplan.errors import OptionError, PlanError
     from partplan.io.trust import printable
     from partplan.nn.shares import write_shares
     from partplan.plan.store import Progress, read_manifest
@@ -57,7 +57,12 @@ def run(args) -> int:
         if not hasattr(data, "edge_index"):
             raise OptionError(f"{printable(args.data)}: holds an edge_index tensor alone; shares need a PyG Data "
                               f"(node fields with their graph)")
-        write_shares(args.plan, data, progress=progress)
+        try:
+            write_shares(args.plan, data, progress=progress)
+        except PlanError as exc:   # what the data holds, named by its file (the plan's own name their plan)
+            if str(exc).startswith(str(args.plan)):
+                raise
+            raise PlanError(f"{printable(args.data)}: {exc}") from None
     else:
         write_shares(args.plan, graph=args.graph, features=args.node_data, progress=progress)
     m = read_manifest(args.plan)

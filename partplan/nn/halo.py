@@ -407,24 +407,40 @@ def _register(v: HaloRank) -> None:
     _install_gcn_norm()
 
 
-def _view_of(edge_index) -> HaloRank | None:
+def _view_of(edge_index, num_nodes=None) -> HaloRank | None:
+    """The live Halo rank whose ``edge_index`` this is: that very tensor (looked up over every live rank
+    first), else a copy of it (``.to(device)``, ``.clone()``: equal values) over as many rows as
+    ``num_nodes`` says (when given). Equal copies of several ranks' ``edge_index`` whose degrees differ
+    are one PlanError (pass the rank's own ``op.edge_index``); an equal ``edge_index`` over another
+    number of rows is another graph's and goes to PyG's own ``gcn_norm``."""
     if not isinstance(edge_index, torch.Tensor) or edge_index.dim() != 2:
         return None
-    for v in list(_VIEWS):
-        ei = getattr(v, "edge_index", None)
-        if ei is None:
-            continue
-        if edge_index is ei:
+    views = [v for v in list(_VIEWS) if getattr(v, "edge_index", None) is not None]
+    for v in views:
+        if edge_index is v.edge_index:
             return v
-        if edge_index.shape == ei.shape and edge_index.dtype == ei.dtype and \
-                torch.equal(edge_index.detach().cpu(), ei):
-            return v
-    return None
+    same = [v for v in views
+            if edge_index.shape == v.edge_index.shape and edge_index.dtype == v.edge_index.dtype
+            and (num_nodes is None or int(num_nodes) == v.num_local + v.num_halo)
+            and torch.equal(edge_index.detach().cpu(), v.edge_index)]
+    if len(same) > 1 and len({_degrees(v) for v in same}) > 1:
+        raise PlanError(f"gcn_norm: this edge_index equals the edge_index of {len(same)} Halo ranks "
+                        f"({', '.join(str(v.rank) for v in same)}) whose halo rows' degrees differ; pass the "
+                        f"rank's own op.edge_index (that tensor, not a copy)")
+    return same[0] if same else None
+
+
+def _degrees(v: HaloRank) -> tuple:
+    """What :func:`_halo_gcn_norm` reads from a rank besides its ``edge_index``."""
+    deg = None if v.halo_in_degree is None else tuple(np.asarray(v.halo_in_degree).tolist())
+    loops = None if v.halo_loops is None else tuple(np.asarray(v.halo_loops).tolist())
+    return v.num_local, v.num_halo, deg, loops
 
 
 def _install_gcn_norm() -> None:
-    """Replace ``gcn_norm`` in PyG's conv modules (once) by :func:`_halo_gcn_norm`, which leaves every
-    ``edge_index`` that is not a Halo's to PyG's own function."""
+    """Replace ``gcn_norm`` (once) by :func:`_halo_gcn_norm`, which leaves every ``edge_index`` that is
+    not a Halo's to PyG's own function: in PyG's modules and in every loaded module that imported the
+    name (a name bound inside a function before the first Halo keeps PyG's own)."""
     import sys
     try:
         from torch_geometric.nn.conv import gcn_conv
@@ -436,7 +452,7 @@ def _install_gcn_norm() -> None:
 
         def gcn_norm(edge_index, edge_weight=None, num_nodes=None, improved=False, add_self_loops=True,
                      flow="source_to_target", dtype=None):
-            v = _view_of(edge_index)
+            v = _view_of(edge_index, num_nodes)
             if v is None:
                 return orig(edge_index, edge_weight, num_nodes, improved, add_self_loops, flow, dtype)
             return _halo_gcn_norm(v, sys._getframe(1), edge_index, edge_weight, num_nodes, improved,
@@ -444,9 +460,12 @@ def _install_gcn_norm() -> None:
         gcn_norm.__wrapped__ = orig
         gcn_norm.__doc__ = orig.__doc__
         _PATCHED["fn"] = gcn_norm
-    for mod in list(sys.modules.values()):
-        if getattr(mod, "__name__", "").startswith("torch_geometric.") and getattr(mod, "gcn_norm", None) is orig:
-            mod.gcn_norm = _PATCHED["fn"]
+    for mod in list(sys.modules.values()):     # PyG's modules, and a caller's `from ... import gcn_norm`
+        try:
+            if getattr(mod, "gcn_norm", None) is orig:
+                mod.gcn_norm = _PATCHED["fn"]
+        except Exception:                       # a module object that refuses attribute access
+            continue
 
 
 def _loop_weight(improved: bool) -> float:

@@ -140,11 +140,23 @@ def rank_rows(name: str, m: dict, shard) -> tuple[np.ndarray, np.ndarray]:
     return v.local_ids, v.halo_ids
 
 
+_NODE_FIELD = re.compile(r"x|y|pos|\w+_mask")
+
+
 def _field_kind(data, key: str, val, n: int, e: int) -> str | None:
-    """"node", "edge" or None (not carried) for a Data field."""
+    """"node", "edge" or None (not carried) for a Data field, by the plan's ``n`` vertices and the
+    data's ``e`` edges: ``x``, ``y``, ``pos`` and ``*_mask`` must have n rows and ``edge_*`` fields e
+    (one PlanError naming the field: PyG infers its ``num_nodes`` from ``x``, so a short ``x`` would
+    drop every node field); other fields by their rows."""
     if key in _GRAPH_KEYS or not hasattr(val, "shape") or len(getattr(val, "shape", ())) == 0:
         return None
     rows = int(val.shape[0])
+    if _NODE_FIELD.fullmatch(str(key)) and rows != n:
+        raise PlanError(f"field {key!r} has {rows} rows, the plan's graph has {n} vertices")
+    if str(key).startswith("edge_") and rows != e:
+        raise PlanError(f"field {key!r} has {rows} rows, the data's edge_index has {e} edges")
+    if _NODE_FIELD.fullmatch(str(key)):
+        return "node"
     for kind, test in (("node", "is_node_attr"), ("edge", "is_edge_attr")):
         fn = getattr(data, test, None)
         if callable(fn):
@@ -164,16 +176,19 @@ def _field_kind(data, key: str, val, n: int, e: int) -> str | None:
     return None
 
 
+def _data_items(data) -> list:
+    """(name, value) of every field of a PyG Data / dict / namespace."""
+    if isinstance(data, dict):
+        return list(data.items())
+    if hasattr(data, "keys") and callable(data.keys):
+        return [(k, data[k]) for k in data.keys()]
+    return list(vars(data).items())
+
+
 def _data_fields(data, n: int, e: int) -> tuple[dict, dict]:
     """(node fields, edge fields) of a PyG Data / dict / namespace: name -> tensor."""
-    if isinstance(data, dict):
-        items = list(data.items())
-    elif hasattr(data, "keys") and callable(data.keys):
-        items = [(k, data[k]) for k in data.keys()]
-    else:
-        items = list(vars(data).items())
     node, edge = {}, {}
-    for key, val in items:
+    for key, val in _data_items(data):
         kind = _field_kind(data, key, val, n, e)
         if kind is None:
             continue
@@ -207,7 +222,7 @@ class _Source(Protocol):
 class _DataSource:
     """A PyG Data in memory: edges grouped by the target's rank once (stable: edge ids ascending)."""
 
-    def __init__(self, data, n: int, part: np.ndarray):
+    def __init__(self, data, n: int, part: np.ndarray, p: int):
         from ..errors import GraphFormatError
         from ..io._pyg import edge_index_array
         ei = getattr(data, "edge_index", None) if not isinstance(data, dict) else data.get("edge_index")
@@ -224,7 +239,7 @@ class _DataSource:
         self.node, self.edge = _data_fields(data, n, self.e)
         owner = part[ei[1]]
         self.order = np.argsort(owner, kind="stable")
-        self.bounds = np.searchsorted(owner[self.order], np.arange(int(part.max(initial=0)) + 2))
+        self.bounds = np.searchsorted(owner[self.order], np.arange(p + 1))    # ranks without rows too
 
     def rank_edges_of(self, r: int, count: int):
         sel = self.order[self.bounds[r]:self.bounds[r + 1]]
@@ -331,6 +346,43 @@ def _field_entry(a: np.ndarray, dtype: str, where: str) -> dict:
 
 
 # ----------------------------------------------------------------------------- writer
+def _check_data_graph(path: Path, m: dict, data) -> None:
+    """One PlanError unless ``data`` is the graph the plan was built from: the source matrix's
+    fingerprint (pattern and values: PyG's multi-edges sum into values) of its edges, unweighted or
+    weighted by one of its one-column edge fields (a plan built with ``weight=``); the message says
+    whether the edges differ or only their multiplicities or weights."""
+    from ..errors import GraphFormatError
+    from ..interop.pyg import plan_graph
+    from ..models.normalize import normalize_adjacency
+    from ..plan.store import source_matches
+    norm = m.get("normalize")
+    e = int(np.asarray(getattr(data, "edge_index", None) if not isinstance(data, dict)
+                       else data.get("edge_index")).shape[-1])
+    fields = [None] + [k for k, v in _data_items(data)
+                       if str(k).startswith("edge_") and k != "edge_index" and getattr(v, "shape", None) is not None
+                       and tuple(v.shape) in ((e,), (e, 1))]
+    g = None
+    for weight in fields:
+        try:
+            cand = plan_graph(data, normalize=norm, weight=weight)
+        except (GraphFormatError, Exception):   # noqa: BLE001 - a field that is no weight is no candidate
+            if weight is None:
+                raise
+            continue
+        if source_matches(m, cand):
+            return
+        g = cand if weight is None else g
+    mg = m["graph"]
+    pattern = (normalize_adjacency(g, norm) if norm else g).fingerprint
+    if pattern != mg.get("fingerprint"):
+        raise PlanError(f"the data's graph (n={g.n}, {g.nnz} distinct edges) is not the graph of plan {path} "
+                        f"(n={mg.get('n')}): build the plan from this data, or pass the data the plan was built "
+                        f"from")
+    raise PlanError(f"the data has the edges of the graph of plan {path} but other multiplicities or weights "
+                    f"(PyG sums multi-edges; a plan built with weight=FIELD needs that field): pass the data the "
+                    f"plan was built from")
+
+
 def write_shares(plan, data: Any = None, *, graph=None, features=None,
                  progress: Callable[[str, int, int], None] | None = None) -> Path:
     """Write every rank's share beside the 1D plan at ``plan`` (a plan directory).
@@ -358,7 +410,9 @@ def write_shares(plan, data: Any = None, *, graph=None, features=None,
     n, p = int(m["graph"]["n"]), int(m["ranks"])
     if (data is None) == (graph is None):
         raise PlanError("write_shares takes either data (a PyG Data) or graph (a chunked graph directory)")
-    src = _DataSource(data, n, part) if data is not None else _ChunkedSource(graph, features, n, part)
+    src = _DataSource(data, n, part, p) if data is not None else _ChunkedSource(graph, features, n, part)
+    if data is not None:
+        _check_data_graph(path, m, data)
     ident = _plan_identity(m)
     nonloop, loops = src.in_degrees()
     indeg = nonloop + loops
@@ -381,7 +435,7 @@ def write_shares(plan, data: Any = None, *, graph=None, features=None,
             ei, eids = src.rank_edges_of(r, int(indeg[local_ids].sum()))
             pos = positions(n, local_ids, halo_ids)
             flat = ei.reshape(-1)                     # a view: ei is C-contiguous (its sources say so)
-            assert np.shares_memory(flat, ei)
+            assert flat.size == 0 or np.shares_memory(flat, ei)
             for lo in range(0, flat.size, 1 << 22):   # global ids -> Halo's positions, in place, by blocks
                 flat[lo:lo + (1 << 22)] = pos[flat[lo:lo + (1 << 22)]]
             pos = None

@@ -1,0 +1,95 @@
+"""``partplan.write_shares`` / ``partplan shares`` on data that is not the plan's: a field with the
+wrong number of rows, edges that are not the plan's graph (fewer, or repeated), a plan whose last
+rank holds no rows. Oracles: the Data itself (numpy indexing) and the refusal's named field."""
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torch_geometric")
+from torch_geometric.data import Data  # noqa: E402
+
+import partplan  # noqa: E402
+from partplan.errors import PlanError  # noqa: E402
+from partplan.nn import LocalHalo  # noqa: E402
+from partplan.nn.shares import write_shares  # noqa: E402
+
+N = 40
+
+
+def _data(seed=3):
+    g = torch.Generator().manual_seed(seed)
+    ei = torch.randint(0, N, (2, 160), generator=g)
+    return Data(edge_index=ei, x=torch.randn(N, 4, generator=g), y=torch.randint(0, 3, (N,), generator=g),
+                train_mask=torch.rand(N, generator=g) < 0.5, edge_attr=torch.randn(160, 2, generator=g))
+
+
+@pytest.fixture(scope="module")
+def plan_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("sharecheck") / "g.plan"
+    partplan.plan_from_pyg(_data(), 2, out=path, seed=0)
+    return path
+
+
+def _copy(plan_dir, tmp_path):
+    out = tmp_path / "p.plan"
+    shutil.copytree(plan_dir, out)
+    return out
+
+
+@pytest.mark.parametrize("field,short", [("y", "y"), ("x", "x"), ("train_mask", "train_mask"),
+                                         ("edge_attr", "edge_attr")])
+def test_a_field_with_other_rows_is_refused_by_name(plan_dir, tmp_path, field, short):
+    d = _data()
+    d[field] = d[field][:-1]
+    with pytest.raises(PlanError, match=f"field '{short}' has"):
+        write_shares(_copy(plan_dir, tmp_path), d)
+
+
+def test_fewer_edges_than_the_plan_are_another_graph(plan_dir, tmp_path):
+    d = _data()
+    d.edge_index = d.edge_index[:, ::2]
+    d.edge_attr = d.edge_attr[::2]
+    with pytest.raises(PlanError, match="is not the graph of plan"):
+        write_shares(_copy(plan_dir, tmp_path), d)
+
+
+def test_repeated_edges_are_other_multiplicities(plan_dir, tmp_path):
+    d = _data()
+    d.edge_index = torch.cat([d.edge_index, d.edge_index[:, :30]], 1)
+    d.edge_attr = torch.cat([d.edge_attr, d.edge_attr[:30]], 0)
+    with pytest.raises(PlanError, match="other multiplicities or weights"):
+        write_shares(_copy(plan_dir, tmp_path), d)
+
+
+def test_the_plans_own_data_is_accepted(plan_dir, tmp_path):
+    d = _data()
+    op = LocalHalo(write_shares(_copy(plan_dir, tmp_path), d))
+    for v, sh in zip(op.ranks, op.shares):
+        assert torch.equal(sh["node"]["y"], d.y[torch.from_numpy(v.local_ids)])
+
+
+def test_a_rank_without_rows_gets_an_empty_share(tmp_path):
+    """Every row on rank 0 of 2: rank 1's share holds no rows and no edges (an IndexError before)."""
+    d = Data(edge_index=torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]]), x=torch.randn(4, 2))
+    g = partplan.from_pyg({"edge_index": d.edge_index, "num_nodes": 4})
+    path = partplan.write_plan(partplan.build_plan(g, np.zeros(4, dtype=np.int64), 2), tmp_path / "e.plan")
+    op = LocalHalo(write_shares(path, d))
+    assert [v.num_local for v in op.ranks] == [4, 0]
+    assert op.shares[1]["node"]["x"].shape == (0, 2) and op.ranks[1].edge_index.shape == (2, 0)
+    assert torch.equal(op.shares[0]["node"]["x"], d.x[torch.from_numpy(op.ranks[0].local_ids)])
+
+
+def test_cli_names_the_data_file(plan_dir, tmp_path, capsys):
+    from partplan.cli.main import main
+    d = _data()
+    d.y = d.y[:-1]
+    torch.save(d, tmp_path / "short_y.pt")
+    rc = main(["shares", str(_copy(plan_dir, tmp_path)), "--data", str(tmp_path / "short_y.pt"), "-q"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("partplan: error:")
+    assert "short_y.pt" in err and "field 'y'" in err
