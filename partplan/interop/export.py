@@ -33,11 +33,14 @@ def _atomic_dir(out: Path):
 
 
 def _finish(tmp: Path, out: Path) -> Path:
-    from .._atomic import release_temp
+    """Put the finished folder ``tmp`` at ``out`` (new, or an empty folder the caller checked; a
+    symbolic link to one is replaced as a link, its target left alone, as plans are)."""
+    from .._atomic import release_temp, swap_dir
     os.chmod(tmp, 0o755)
-    if out.exists():
-        out.rmdir()
-    os.replace(tmp, out)
+    if out.is_symlink() or out.exists():
+        swap_dir(tmp, out)
+    else:
+        os.replace(tmp, out)
     release_temp(tmp)
     return out
 
@@ -69,7 +72,7 @@ def export_dgl(plan, out, *, graph_name: str | None = None) -> Path:
     """
     out = Path(out)
     part, row_nnz, A, _ = _plan_graph_parts(plan)
-    k = int(plan.manifest["k"])
+    k = _parts(plan)
     n = part.size
     name = graph_name or plan.manifest["graph"].get("name") or "graph"
     from ..io.trust import plain_name_problem, printable
@@ -138,6 +141,12 @@ representable in DGL's layout; use the partplan plan itself for that.
 # unconditionally by LocalGraphStore.from_partition.
 PYG_META = {"num_parts": None, "node_types": None, "edge_types": None, "node_offset": None,
             "is_hetero": False, "is_sorted": True}
+
+
+def _parts(plan) -> int:
+    """Parts of the plan's partition: its row blocks (a 1.5D plan's k counts the replicas' ranks too)."""
+    m = plan.manifest
+    return int(m.get("row_blocks") or m["k"])
 
 
 def _source_matrix(plan, graph):
@@ -269,7 +278,7 @@ def export_pyg(plan, out, *, graph=None, data=None, weight: str | None = None, s
     torch = _torch()
     out = Path(out)
     part = plan.part
-    k = int(plan.manifest["k"])
+    k = _parts(plan)
     n = part.size
     node_feats = {}
     if _is_pyg_data(graph):

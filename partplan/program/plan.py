@@ -80,7 +80,7 @@ class RankPlan:
             elif key.startswith("fwd.") and key.endswith(".indices"):
                 nnz += int(v.size)
         bufs = self.meta["programs"]["forward"]["buffers"]
-        halo = int(bufs.get("ext", 0)) - int(bufs.get("in", 0))
+        halo = int(bufs["ext"]) - int(bufs.get("in", 0)) if "ext" in bufs else 0   # a routed plan has no ext
         return {"rank": self.rank, "held": int(bufs.get("in", 0)), "rows": int(bufs.get("out", 0)),
                 "halo": halo, "nnz": nnz, "send_rows": send, "recv_rows": recv,
                 "send_msgs": smsg, "recv_msgs": rmsg}
