@@ -164,11 +164,17 @@ def _run_distributed(args, progress) -> int:
         progress(f"reading {args.graph}")
         graph = load_graph(args.graph, symmetrize=args.symmetrize, weight=args.weight)
     ctx = DistributedRefineContext(time_limit=req.groups["refine"].get("time_limit"), seed=req.seed)
+    from partplan.partition.api import balance_floor_message, graph_balance_floor
+    floor = graph_balance_floor(graph, req.k, req.imbalance)
     res = distributed_partition(graph, req.k, nprocs=req.nprocs, output=out, engine=req.engine,
                                 imbalance=req.imbalance, seed=req.seed, context=ctx, engine_options=req.engine_opts,
                                 quiet=args.quiet, progress=progress)
+    if floor is not None:   # a warning, as the one-process partitioner's: said even under -q
+        print(f"partplan: warning: {balance_floor_message(floor, req.k)} (this partition: "
+              f"{res['compute_imbalance']:.3f})", file=sys.stderr, flush=True)
     if args.json:
-        print(json.dumps({k: v for k, v in res.items() if k not in ("send", "recv", "compute_load")}, indent=1))
+        print(json.dumps({**{k: v for k, v in res.items() if k not in ("send", "recv", "compute_load")},
+                          **({"balance_floor": floor} if floor is not None else {})}, indent=1))
         return 0
     r, e = res["result"], res["engine_result"]
     rows = [("graph", f"{res['graph']} (n={res['n']}, nnz={res['nnz']})"),

@@ -350,6 +350,24 @@ def read_chunked(path, *, symmetrize: bool = False, self_loops: str = "keep", de
     return g
 
 
+def row_nnz_sums(info: ChunkInfo, block_rows: int = 1 << 20) -> dict:
+    """What the balance floor needs of a chunked graph's rows, read chunk by chunk from the indptr
+    arrays alone (``block_rows`` rows at a time): ``heaviest`` (the first row of the most nonzeros),
+    ``max_nnz``, ``empty`` (rows without nonzeros) and ``nnz``."""
+    best, best_row, empty = -1, 0, 0
+    for c in info.chunks:
+        rows = c.row_hi - c.row_lo
+        for lo in range(0, rows, block_rows):
+            cnt = min(block_rows, rows - lo)
+            d = np.diff(_npy_slice(c.indptr, np.dtype("<i8"), rows + 1, lo, cnt + 1, "indptr"))
+            if d.size and int(d.min()) < 0:
+                raise GraphFormatError("offsets are not monotone", c.indptr, field="indptr")
+            empty += int(np.count_nonzero(d == 0))
+            if d.size and int(d.max()) > best:
+                best, best_row = int(d.max()), c.row_lo + lo + int(np.argmax(d))
+    return {"heaviest": best_row, "max_nnz": max(best, 0), "empty": empty, "nnz": info.nnz}
+
+
 def chunked_fingerprint(path, *, info: ChunkInfo | None = None) -> str:
     """:attr:`Graph.fingerprint` of a chunked graph (sha256 of n, the global
     indptr and the indices as little-endian int64), streamed chunk by chunk

@@ -52,7 +52,7 @@ from ..graph import Graph
 from ..metrics import CommStats, LayoutStats, analyze
 from ..layouts import Layout, parse_layout, spec_from_params
 from .engines import backend_names, default_backend, run_backend  # noqa: F401
-from .objectives import OBJECTIVES, balance_cap, balance_floor  # noqa: F401  (OBJECTIVES: re-exported by partplan.partition)
+from .objectives import OBJECTIVES, balance_cap, balance_floor, floor_of  # noqa: F401  (OBJECTIVES: re-exported by partplan.partition)
 from .request import DEFAULT_OBJECTIVE, MODELS, OWNERSHIP, resolve  # noqa: F401
 from .pipeline import stages
 from .pipeline.stages import EXPLICIT_REFINE_WORK, LP_OWNERSHIP_MAX_BLOCKS  # noqa: F401  (documented here)
@@ -228,6 +228,8 @@ def _partition_mpi(graph, req, output) -> Partition:
     from .pipeline.distributed import distributed_partition
 
     ctx = DistributedRefineContext(time_limit=req.groups["refine"].get("time_limit"), seed=req.seed)
+    floor: dict = {}
+    _say_balance_floor(graph, req, floor)
     with tempfile.TemporaryDirectory(prefix="partplan-mpi-") as tmp:
         out = Path(tmp) / "part.npy" if output is None else Path(output)
         res = distributed_partition(graph, req.k, nprocs=req.nprocs, output=out, engine=req.engine,
@@ -246,18 +248,35 @@ def _partition_mpi(graph, req, output) -> Partition:
               **req.engine_opts}
     return Partition(part=part, k=req.k, layout="1d", layout_params={}, model=res["model"], backend=res["backend"],
                      objective="max-both", params=params, timings=res["timings"], stats=stats, owner=None,
-                     graph_fingerprint=fingerprint, info={"distributed": res})
+                     graph_fingerprint=fingerprint, info={"distributed": res, **floor})
 
 
-def _say_balance_floor(graph: Graph, req, info: dict) -> None:
+def graph_balance_floor(graph, parts: int, imbalance: float) -> dict | None:
+    """:func:`.objectives.balance_floor` of a :class:`Graph` (its vertex weights when it has them,
+    else row nnz) or of a chunked graph's path (row nnz, streamed chunk by chunk), with ``weights``
+    naming which; None when no row alone is above the ε-limit (or ``graph`` is another kind of path)."""
+    if isinstance(graph, Graph):
+        weighted = graph.vertex_weights is not None     # the graph's own vertex weights are what ε bounds then
+        floor = balance_floor(graph.row_nnz, parts, imbalance, graph.balance_weights)
+    else:
+        from ..io.chunked import chunk_info, is_chunked, row_nnz_sums
+        if not is_chunked(graph):
+            return None
+        weighted, r = False, row_nnz_sums(chunk_info(graph))
+        floor = floor_of(r["heaviest"], max(r["max_nnz"], 1), r["nnz"] + r["empty"], r["max_nnz"], r["nnz"],
+                         parts, imbalance)
+    if floor is not None:
+        floor["weights"] = "vertex weight" if weighted else "row nnz"
+    return floor
+
+
+def _say_balance_floor(graph, req, info: dict) -> None:
     """A row heavier than the ε-limit of one part: no partition is within ε (every engine then
-    returns one above it). Recorded in ``info["balance_floor"]`` (:func:`.objectives.balance_floor`)
+    returns one above it). Recorded in ``info["balance_floor"]`` (:func:`graph_balance_floor`)
     and said on ``progress`` before the work; not an error — a partition is still the answer."""
-    weighted = graph.vertex_weights is not None     # the graph's own vertex weights are what ε bounds then
-    floor = balance_floor(graph.balance_weights if weighted else graph.row_nnz, req.b, req.imbalance)
+    floor = graph_balance_floor(graph, req.b, req.imbalance)
     if floor is None:
         return
-    floor["weights"] = "vertex weight" if weighted else "row nnz"
     info["balance_floor"] = floor
     if req.progress is not None:
         req.progress(f"no partition into {req.b} parts is within ε = {floor['imbalance']:g}: row {floor['row']} "

@@ -55,31 +55,44 @@ def balance_cap(weights: np.ndarray, part: np.ndarray, k: int, imbalance: float)
     return max(limit, heaviest), limit
 
 
-def balance_floor(row_nnz: np.ndarray, parts: int, imbalance: float) -> dict | None:
+def balance_floor(row_nnz: np.ndarray, parts: int, imbalance: float,
+                  weights: np.ndarray | None = None) -> dict | None:
     """Why no row partition into ``parts`` parts can be within the ε-limit because of one row, or
     None when no single row is heavier than that limit.
 
-    The limit is the planner's ⌊(1+ε)·⌈W/k⌉⌋ on the balance weights (row nnz, at least 1 per
-    row); a row heavier than it puts its part above the limit in every partition. (Rows that are
-    each light enough but cannot be packed, e.g. four rows of 7 into 3 parts of 10, are a
-    bin-packing question and are not detected.) Returns {"row": the heaviest row (id),
-    "row_weight": its weight, "limit": the ε-limit, "imbalance": ε, "compute_imbalance_at_least":
-    a lower bound on the compute imbalance of every partition, row nnz / (nnz / parts) − 1}.
+    The limit is the planner's ⌊(1+ε)·⌈W/k⌉⌋ on the balance weights (``weights``: the graph's own
+    vertex weights; None: row nnz, at least 1 per row); a row heavier than it puts its part above the
+    limit in every partition. (Rows that are each light enough but cannot be packed, e.g. four rows of
+    7 into 3 parts of 10, are a bin-packing question and are not detected.) Returns {"row": the
+    heaviest row (id), "row_weight": its weight, "limit": the ε-limit, "imbalance": ε,
+    "compute_imbalance_at_least": a lower bound on the compute imbalance (row nonzeros) of every
+    partition, max row nnz / (nnz / parts) − 1, or 0 when no row's nonzeros exceed a part's mean}.
 
     >>> balance_floor(np.array([9, 1, 1, 1, 1, 1, 1, 1]), 4, 0.03)["compute_imbalance_at_least"]
     1.25
     >>> balance_floor(np.array([2, 2, 2, 2]), 2, 0.03) is None
     True
+    >>> balance_floor(np.array([1, 2, 2, 1]), 2, 0.03, weights=np.array([10, 1, 1, 1]))["compute_imbalance_at_least"]
+    0.0
     """
     nnz = np.asarray(row_nnz, dtype=np.int64)
     if nnz.size == 0 or parts < 2:
         return None
-    w = np.maximum(nnz, 1)
-    limit = eps_limit(int(w.sum()), parts, imbalance)
+    w = np.maximum(nnz, 1) if weights is None else np.asarray(weights, dtype=np.int64)
     row = int(np.argmax(w))
-    if int(w[row]) <= limit:
+    return floor_of(row, int(w[row]), int(w.sum()), int(nnz.max()), int(nnz.sum()), parts, imbalance)
+
+
+def floor_of(row: int, row_weight: int, total_weight: int, max_nnz: int, nnz: int, parts: int,
+             imbalance: float) -> dict | None:
+    """:func:`balance_floor` from the sums a reader can stream (a chunked graph's rows, chunk by
+    chunk): the heaviest row's id and balance weight, the total balance weight, the most nonzeros of
+    one row and the nonzeros in all."""
+    if parts < 2:
         return None
-    total = int(nnz.sum())
-    bound = float(nnz[row] / (total / parts) - 1.0) if total > 0 else 0.0
-    return {"row": row, "row_weight": int(w[row]), "limit": limit, "imbalance": float(imbalance),
+    limit = eps_limit(total_weight, parts, imbalance)
+    if row_weight <= limit:
+        return None
+    bound = max(0.0, float(max_nnz / (nnz / parts) - 1.0)) if nnz > 0 else 0.0
+    return {"row": int(row), "row_weight": int(row_weight), "limit": limit, "imbalance": float(imbalance),
             "compute_imbalance_at_least": bound}

@@ -568,3 +568,37 @@ def test_a_killed_runs_temporaries_are_swept_by_the_next(tmp_path):
     _check_sidecar(res, g, np.load(out), 2)
     assert not work.exists() and not npy.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["w.npy", "w.npy.json"]
+
+
+def test_the_balance_floor_of_a_chunked_graph_is_the_loaded_graphs():
+    """The floor streamed from a chunked graph's indptr arrays equals balance_floor of the whole
+    loaded graph (a star's hub and empty rows; no floor on a path)."""
+    from partplan.io.chunked import read_chunked
+    from partplan.partition.api import graph_balance_floor
+    from partplan.partition.objectives import balance_floor
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        star = Graph.from_edges(np.zeros(24, np.int64), np.arange(1, 25), n=30, symmetrize=True)   # 5 isolated
+        path = write_chunked(star, Path(tmp) / "s.chunked", chunks=3)
+        got = graph_balance_floor(path, 4, 0.03)
+        whole = read_chunked(path)
+        assert got == dict(balance_floor(whole.row_nnz, 4, 0.03), weights="row nnz")
+        assert got["row"] == 0 and got["row_weight"] == 24 and got["limit"] == 14   # ⌊1.03 · ⌈(48 + 5) / 4⌉⌋
+        path2 = write_chunked(Graph.from_edges(np.arange(9), np.arange(1, 10), n=10, symmetrize=True),
+                              Path(tmp) / "p.chunked", chunks=2)
+        assert graph_balance_floor(path2, 2, 0.03) is None
+
+
+@pytest.mark.dist
+def test_nprocs_warns_of_the_balance_floor_as_one_process_does(tmp_path, capsys):
+    """A star's hub outweighs a part's ε-limit: ``--nprocs`` says so in one warning (even under -q)
+    and in --json, as the one-process partitioner does."""
+    from partplan.cli.main import main
+    star = Graph.from_edges(np.zeros(24, np.int64), np.arange(1, 25), n=25, symmetrize=True)
+    path = write_chunked(star, tmp_path / "s.chunked", chunks=2)
+    assert main(["-q", "partition", str(path), "-k", "4", "--nprocs", "2", "-o", str(tmp_path / "s.npy"),
+                 "--json"]) == 0
+    out, err = capsys.readouterr()
+    warn = [line for line in err.splitlines() if line.startswith("partplan: warning: row 0 weighs 24")]
+    assert len(warn) == 1 and "no partition is within ε" in warn[0]
+    assert json.loads(out)["balance_floor"]["limit"] == 12      # ⌊1.03 · ⌈48 / 4⌉⌋

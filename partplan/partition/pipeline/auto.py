@@ -327,7 +327,7 @@ def overload_allowed(graph: Graph, k: int, ctx: PipelineContext) -> bool:
     (:func:`partplan.partition.objectives.balance_floor`), so no partition is ε-balanced."""
     from ..objectives import balance_floor
 
-    return bool(ctx.allow_overload) and k > 1 and balance_floor(graph.row_nnz, k, ctx.imbalance) is not None
+    return bool(ctx.allow_overload) and k > 1 and balance_floor(graph.row_nnz, k, ctx.imbalance, graph.balance_weights) is not None
 
 
 def within_compute_limit(graph: Graph, part: np.ndarray, k: int, imbalance: float) -> bool:

@@ -146,6 +146,12 @@ def test_above_epsilon_says_why():
         info = partition(heavy, 2, **kw).info
         assert info["balance_floor"]["row"] == 0 and info["balance_floor"]["weights"] == "vertex weight"
         assert info["balance_floor"]["limit"] == 56 and "over_epsilon" not in info
+        # the compute bound counts row nonzeros (the path's: at most 2 of 18, 9 per part): none here
+        assert info["balance_floor"]["compute_imbalance_at_least"] == 0.0
+    star_w = _star(40)                              # the hub: 40 of 80 nonzeros, 4 parts of 20 -> at least 1
+    star_w = Graph(star_w.indptr, star_w.indices, star_w.data, vertex_weights=np.r_[100, np.ones(40, np.int64)])
+    hub = partition(star_w, 4, model="graph").info["balance_floor"]
+    assert hub["compute_imbalance_at_least"] == 40 / (80 / 4) - 1
     star = _star(40)                                # its hub's 40 nonzeros, but every vertex weighs 1
     star = Graph(star.indptr, star.indices, star.data, vertex_weights=np.ones(41, np.int64))
     assert "balance_floor" not in partition(star, 4, model="graph").info
