@@ -62,8 +62,9 @@ class TopologyOptions(TopologyPlan):
 
 
 def print_topology(d: dict | None, file=None) -> None:
-    """Human-readable lines of a ``topology`` object."""
-    if not d:
+    """Human-readable lines of a ``topology`` object (checked with the manifest:
+    :func:`partplan.program.checks.check_topology_object`)."""
+    if not d or "cost" not in d:     # no figures (a description alone): nothing to print
         return
     print(f"topology    {d.get('topology')}  route={d.get('route')}  map={d.get('map', {}).get('method')}  "
           f"cost={d['cost']:.6g}  alpha-beta={d['alpha_beta_s']:.4g} s  busiest rank {d['busiest_rank']} "

@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 import time
-from ._common import positive_int as _positive_int
+from ._common import fraction as _fraction, nonneg_float as _nonneg_float, positive_int as _positive_int
 from partplan.partition.options import DEFAULT_IMBALANCE
 
 
@@ -37,15 +37,16 @@ def register(subparsers) -> None:
     p.add_argument("--out", default=None, metavar="DIR", help="write bench_planner.{csv,json,png} here")
     p.add_argument("--preset", default="DEFAULT", help="Mt-KaHyPar preset (default DEFAULT)")
     p.add_argument("--threads", type=_positive_int, default=1, help="Mt-KaHyPar threads (default 1)")
-    p.add_argument("--imbalance", type=float, default=DEFAULT_IMBALANCE)
+    p.add_argument("--imbalance", type=_fraction, default=DEFAULT_IMBALANCE,
+                   help=f"ε: compute balance tolerance in [0, 10) (default {DEFAULT_IMBALANCE})")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--refine-time-limit", type=float, default=None, help="seconds per refinement")
+    p.add_argument("--refine-time-limit", type=_nonneg_float, default=None, help="seconds per refinement (>= 0)")
     p.add_argument("--stochastic", default=None, metavar="NAME",
                    help="also compare the stochastic model with the full-batch hypergraph on this dataset")
     p.add_argument("--stochastic-k", type=_positive_int, default=16)
     p.add_argument("--stochastic-batches", type=_positive_int, default=1000, help="fresh evaluation batches")
     p.add_argument("--sampler", default="neighbor:256:10,5", help="stochastic sampler spec")
-    p.add_argument("--theta", type=float, default=0.02, help="stochastic model Hoeffding θ (default 0.02)")
+    p.add_argument("--theta", type=float, default=0.02, help="stochastic model Hoeffding θ > 0 (default 0.02)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=run)
@@ -62,6 +63,7 @@ def run(args) -> int:
     datasets = args.datasets or (QUICK_DATASETS if args.quick else DATASETS)
     from partplan.bench.planner import check_bench_names
     check_bench_names(datasets)
+    _check_stochastic(args)
     ks = args.k or [16, 64]
     t0 = time.perf_counter()
 
@@ -81,3 +83,23 @@ def run(args) -> int:
         if args.out:
             print(f"\nwrote {args.out}/bench_planner.csv, .json, .png")
     return 0
+
+
+def _check_stochastic(args) -> None:
+    """--theta (> 0), --sampler (the spec :func:`partplan.models.stochastic.make_sampler`
+    parses) and the --stochastic dataset name (as --datasets names are checked),
+    before any benchmark runs: one OptionError / DatasetError naming the option."""
+    from partplan.bench.planner import check_bench_names
+    from partplan.errors import DatasetError, OptionError
+    from partplan.models.stochastic import make_sampler
+    from partplan.partition.options import check_real
+    check_real("--theta", args.theta, lo=0.0, lo_open=True)
+    try:
+        make_sampler(args.sampler)
+    except OptionError as exc:
+        raise OptionError(f"--sampler: {exc}") from None
+    if args.stochastic is not None:
+        try:
+            check_bench_names([args.stochastic])
+        except DatasetError as exc:
+            raise DatasetError(f"--stochastic: {exc}") from None

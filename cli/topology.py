@@ -52,9 +52,12 @@ def register(subparsers) -> None:
 
 
 def run_show(args) -> int:
+    from partplan.io.outpath import check_output_file
     from partplan.topology import load_topology, write_topology
+    if args.output is not None:   # an unwritable -o ends the command before the topology is built
+        check_output_file(args.output, kind="any")
     t = load_topology(args.topology)
-    if args.output:
+    if args.output is not None:
         write_topology(t, args.output)
     if args.json:
         print(json.dumps(t.describe(), indent=1))

@@ -30,15 +30,20 @@ def register(subparsers) -> None:
     p.add_argument("--graph", metavar="GRAPH", help="graph file or dataset name: also check the plan was "
                                                      "built for it and replay against its matrix")
     add_weight_option(p)
-    p.add_argument("--features", type=positive_int, default=4, metavar="F", help="columns of the random H replayed (default 4)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random H (default 0)")
+    p.add_argument("--features", type=positive_int, default=4, metavar="F",
+                   help="columns of the random H replayed (default 4; n × F float64 values, three copies, "
+                        "within the memory budget PARTPLAN_MAX_BYTES)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random H, any integer as partplan run takes "
+                                                       "it (default 0)")
     p.add_argument("--no-replay", action="store_true", help="skip the replay (structure and checksums only)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from partplan.runtime.validate import validate_plan
+    from partplan.runtime.validate import precheck, validate_plan
+    # the manifest, its topology object and the replay's memory, before the graph or a shard is read
+    precheck(args.plan, f=args.features, replay_check=not args.no_replay, option="--features")
     graph = None
     if args.graph:
         from partplan.cli._common import load_graph

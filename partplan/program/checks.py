@@ -381,3 +381,84 @@ def check_manifest(m: dict, mf: Path, parse_layout) -> None:
     if not isinstance(pf.get("bytes"), int) or not isinstance(pf.get("sha256"), str):
         raise PlanError(f"{mf}: field 'partition_file' must hold bytes (int) and sha256 (str)")
     check_fields(m, mf, parse_layout)  # descriptive fields by type and against each other; shard file names
+    check_topology_object(m.get("topology"), mf, ranks=ranks)   # what inspect prints and run reads
+
+
+#: integer counts of a ``topology`` object (:func:`partplan.metrics.topology.topology_metrics`), >= 0
+_OBJECT_COUNTS = ("ranks", "row_bytes", "local_rows", "local_bytes", "total_rows", "steps", "messages",
+                  "busiest_rank", "busiest_rank_rows")
+_OBJECT_REQUIRED = ("levels", "local_rows", "total_rows", "steps", "busiest_rank", "busiest_rank_rows", "cost",
+                    "alpha_beta_s")
+_LEVEL_COUNTS = ("domain_size", "domains", "crossing_rows", "crossing_messages", "crossing_bytes")
+
+
+def check_topology_object(d, where, *, ranks: int | None = None) -> None:
+    """A plan manifest's ``topology`` object (what :meth:`TopologyPlan.attach`
+    records; None or absent: no topology) checked by type before anything
+    reads it: its figures all present or all absent (a ``description`` alone
+    routes a plan), counts integers >= 0, ``cost`` and ``alpha_beta_s`` finite
+    numbers >= 0, ``levels`` a list of objects (a string ``name`` and integer
+    counts), ``map`` an object with a string ``method``, ``topology`` and
+    ``route`` strings, and ``description`` a topology that
+    :func:`partplan.topology.machine.topology_from_json` reads (with all its checks)
+    of ``ranks`` ranks when given. One :class:`~partplan.errors.PlanError`
+    ``WHERE (field 'topology.X'): ...`` (``where``: the manifest file)."""
+    import math
+
+    from ..topology.machine import TopologyError, topology_from_json
+
+    def bad(field: str, problem: str, val=None):
+        got = "" if val is None else f", got {printable(repr(val))[:80]}"
+        return PlanError(f"{where} (field 'topology.{field}'): {problem}{got}")
+
+    def count(obj: dict, key: str, field: str) -> None:
+        v = obj[key]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise bad(field, "must be an integer >= 0", v)
+
+    if d is None:
+        return
+    if not isinstance(d, dict):
+        raise PlanError(f"{where} (field 'topology'): must be an object or null, got {type(d).__name__}")
+    if any(key in d for key in _OBJECT_REQUIRED):     # the figures come together (a report), or not at all
+        for key in _OBJECT_REQUIRED:
+            if key not in d:
+                raise bad(key, "is missing")
+    for key in _OBJECT_COUNTS:
+        if key in d:
+            count(d, key, key)
+    for key in ("cost", "alpha_beta_s"):
+        if key not in d:
+            continue
+        v = d[key]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise bad(key, "must be a finite number >= 0", v)
+    for key in ("topology", "route"):
+        if d.get(key) is not None and not isinstance(d[key], str):
+            raise bad(key, "must be a string", d[key])
+    levels = d.get("levels", [])
+    if not isinstance(levels, list):
+        raise bad("levels", "must be a list of objects", levels)
+    for i, lv in enumerate(levels):
+        if not isinstance(lv, dict):
+            raise bad(f"levels[{i}]", "must be an object", lv)
+        if not isinstance(lv.get("name"), str):
+            raise bad(f"levels[{i}].name", "must be a string", lv.get("name"))
+        for key in _LEVEL_COUNTS:
+            if key not in lv:
+                raise bad(f"levels[{i}].{key}", "is missing")
+            count(lv, key, f"levels[{i}].{key}")
+    if "map" in d:
+        mp = d["map"]
+        if not isinstance(mp, dict):
+            raise bad("map", "must be an object with a string 'method'", mp)
+        if not isinstance(mp.get("method"), str):
+            raise bad("map.method", "must be a string", mp.get("method"))
+    if d.get("description") is not None:
+        try:
+            t = topology_from_json(d["description"], source="topology.description")
+        except TopologyError as exc:   # its message starts with the source, named here as the field
+            msg = str(exc).removeprefix("topology.description").lstrip(" :")
+            raise PlanError(f"{where} (field 'topology.description'): {msg}") from None
+        if ranks is not None and t.ranks != int(ranks):
+            raise bad("description", f"describes {t.ranks} ranks, the plan has {int(ranks)}")

@@ -162,13 +162,19 @@ def validate_plan(path, graph: Graph | None = None, *, seed: int = 0, f: int = 4
     """Validate the plan at ``path``; returns a report dict ``{"ok", "checks", ...}``.
 
     Raises :class:`PlanError` when the plan cannot be loaded (corrupted,
-    truncated, missing shard, unknown version, another graph). Consistency
-    failures are reported (``ok`` False) with the first offending ranks.
+    truncated, missing shard, unknown version, another graph, a malformed
+    ``topology`` object), and :class:`~partplan.errors.OptionError`
+    when the replay's features (``f`` columns) would not fit the memory
+    budget (:func:`check_replay_budget`), before any shard is read.
+    Consistency failures are reported (``ok`` False) with the first offending
+    ranks. ``seed`` is any integer (a negative one maps into numpy's range as
+    :func:`partplan._seed.numpy_seed` maps it).
     """
     from .spmm import local_executor, replay
+    from .._seed import numpy_seed
+    m0 = precheck(path, f=f, replay_check=replay_check)
     if graph is not None:  # a normalized plan is checked against the normalized input graph
-        from ..plan.store import read_manifest, source_matches
-        m0 = read_manifest(path)
+        from ..plan.store import source_matches
         if m0.get("normalize") and source_matches(m0, graph):
             from ..models.normalize import normalize_adjacency
             graph = normalize_adjacency(graph, m0["normalize"])
@@ -217,7 +223,7 @@ def validate_plan(path, graph: Graph | None = None, *, seed: int = 0, f: int = 4
         rep.add("manifest", recount(plan, mats), "per-shard summaries and stats equal a recount from the shards")
     if replay_check and not mprobs:
         ref = graph.to_scipy() if graph is not None else mats["forward"]
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(numpy_seed(seed))
         integral = bool(np.all(ref.data == np.round(ref.data)))
         problems, details = [], []
         one_d = layout_from_manifest(plan.manifest).exact_replay
@@ -239,6 +245,35 @@ def validate_plan(path, graph: Graph | None = None, *, seed: int = 0, f: int = 4
                 problems.append(str(exc))
         rep.add("replay", problems, "; ".join(details))
     return _result(path, m, graph, rep)
+
+
+def precheck(path, *, f: int, replay_check: bool = True, option: str = "f") -> dict:
+    """What :func:`validate_plan` checks before it reads a shard: the
+    manifest (:func:`partplan.plan.store.read_manifest`, its ``topology``
+    object included) and, with ``replay_check``, the replay's memory
+    (:func:`check_replay_budget`, errors naming ``option``). Returns the
+    manifest."""
+    from ..plan.store import read_manifest
+    m = read_manifest(path)
+    if replay_check:
+        check_replay_budget(path, f, option=option)
+    return m
+
+
+#: float64 arrays of n × f a replay holds at once: H, the program's output and scipy's A @ H
+REPLAY_COPIES = 3
+
+
+def check_replay_budget(path, f: int, option: str = "f") -> int:
+    """The replay's n × f float64 features (:data:`REPLAY_COPIES` of them; n
+    from the plan's manifest, checked against its partition file) against the
+    memory budget (:mod:`partplan._budget`), before anything is read or
+    allocated: one :class:`~partplan.errors.OptionError` naming ``option``.
+    Returns the bytes."""
+    from .._budget import check_array_bytes
+    from ..plan.store import plan_rows
+    return check_array_bytes(plan_rows(path), int(f), 8, f"features of width f = {int(f)}", option=option,
+                             copies=REPLAY_COPIES)
 
 
 def _range_of(A) -> tuple[int, int]:

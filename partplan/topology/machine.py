@@ -167,6 +167,8 @@ class Topology:
 
 # ----------------------------------------------------------------------------- construction
 def _finite_nonneg(x, what: str) -> float:
+    if isinstance(x, bool):
+        raise TopologyError(f"{what} must be a number, got {x!r}")
     try:
         v = float(x)
     except (TypeError, ValueError):
@@ -273,6 +275,11 @@ def matrix(cost, *, alpha=None, beta=None, fanouts=None, names=None, source: str
 
 
 def _square(m, what: str, p: int | None = None) -> np.ndarray:
+    if isinstance(m, (list, tuple)):   # JSON true / false are not costs (numpy would read them as 1 / 0)
+        for i, row in enumerate(m):
+            for j, x in enumerate(row if isinstance(row, (list, tuple)) else ()):
+                if isinstance(x, bool):
+                    raise TopologyError(f"{what}[{i}][{j}] = {x!r}: entries must be numbers")
     try:
         a = np.array(m, dtype=np.float64)
     except (TypeError, ValueError):
@@ -368,12 +375,8 @@ def _from_json(d: dict, source: str, where: str) -> Topology:
         raise TopologyError(f"{where}: field 'levels' must be a list of objects")
     if kind == "tree":
         fan = _fanouts(d, levels, where)
-        names = [lv.get("name", None) for lv in levels] if levels else None
-        if names is not None and any(not isinstance(x, str) or not x for x in names):
-            raise TopologyError(f"{where}: every level needs a non-empty 'name'")
+        names = _level_names(levels, fan, where)
         nlev = len(fan) - 1
-        if levels and len(levels) != nlev:
-            raise TopologyError(f"{where}: {len(levels)} levels for fanouts {fan} (expected {nlev})")
         links = [_link(d.get("local", {}), f"{where}: local", 1.0)]
         links += [_link(levels[i] if levels else {}, f"{where}: levels[{i}]", float(10 ** (i + 1)))
                   for i in range(nlev)]
@@ -381,17 +384,45 @@ def _from_json(d: dict, source: str, where: str) -> Topology:
     else:
         if "cost" not in d:
             raise TopologyError(f"{where}: a matrix topology needs field 'cost' (ranks × ranks)")
-        fan = d.get("fanouts")
-        names = [lv.get("name") for lv in levels] if levels else None
-        if fan is None and levels:
-            fan = _fanouts(d, levels, where)
+        fan = _fanouts(d, levels, where) if "fanouts" in d or levels else None
+        names = _level_names(levels, fan, where) if fan is not None else None
+        for i, lv in enumerate(levels):   # the checks of a tree's levels (a matrix's links come from its matrices)
+            _link(lv, f"{where}: levels[{i}]", 1.0)
+        sym = d.get("symmetric", True)
+        if not isinstance(sym, bool):
+            raise TopologyError(f"{where} (field 'symmetric'): must be true or false, got {sym!r}")
         t = matrix(d["cost"], alpha=d.get("alpha"), beta=d.get("beta"), fanouts=fan, names=names,
-                   source=source or "matrix", require_symmetric=bool(d.get("symmetric", True)))
+                   source=source or "matrix", require_symmetric=sym)
         if "probe" in d:
             t.extra["probe"] = d["probe"]
     if ranks is not None and ranks != t.ranks:
         raise TopologyError(f"{where}: fanouts / matrix describe {t.ranks} ranks, but field 'ranks' says {ranks}")
     return t
+
+
+def _level_names(levels: list, fan: list[int], where: str) -> list[str] | None:
+    """The names of ``levels`` (None when there are none), checked: one level per
+    domain level of ``fan``, each with a non-empty string ``name``, and its
+    ``size`` (ranks per domain) and ``fanout`` (domains per parent), when given,
+    those of ``fan``."""
+    if not levels:
+        return None
+    names = [lv.get("name", None) for lv in levels]
+    for i, x in enumerate(names):
+        if not isinstance(x, str) or not x:
+            raise TopologyError(f"{where} (field 'levels[{i}].name'): every level needs a non-empty 'name', "
+                                f"got {x!r}")
+    nlev = len(fan) - 1
+    if len(levels) != nlev:
+        raise TopologyError(f"{where}: {len(levels)} levels for fanouts {fan} (expected {nlev})")
+    size = 1
+    for i, lv in enumerate(levels):
+        size *= fan[i]
+        for key, want in (("size", size), ("fanout", fan[i + 1])):
+            if key in lv and (isinstance(lv[key], bool) or lv[key] != want):
+                raise TopologyError(f"{where} (field 'levels[{i}].{key}'): {lv[key]!r} conflicts with fanouts "
+                                    f"{fan} (which give {want})")
+    return names
 
 
 def _fanouts(d: dict, levels: list, where: str) -> list[int]:

@@ -1,0 +1,215 @@
+"""Bad topology files, ``topology show -o``, a manifest's ``topology`` object, ``validate --seed /
+--features`` and ``bench`` option values: one ``partplan: error:`` line, exit 2, before any work."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from partplan.errors import PlanError
+from partplan.topology import TopologyError, load_topology
+from tests.errlines import one_line, run_cli
+
+MATRIX = {"kind": "matrix", "cost": [[0, 1], [1, 0]]}
+
+
+# ----------------------------------------------------------------------------- 1. topology files
+BAD_DOCS = [
+    ({**MATRIX, "fanouts": "ab"}, "'fanouts'"),
+    ({**MATRIX, "fanouts": 2}, "'fanouts'"),
+    ({**MATRIX, "fanouts": [[1], [2]]}, "'fanouts'"),
+    ({**MATRIX, "fanouts": [2.7, 1.2]}, "'fanouts'"),
+    ({**MATRIX, "fanouts": [1, 2], "levels": [{"name": ["x"]}]}, "levels[0].name"),
+    ({**MATRIX, "fanouts": [1, 2], "levels": [{"name": None}]}, "levels[0].name"),
+    ({**MATRIX, "fanouts": [1, 2], "levels": [{"name": "n", "bogus": 1}]}, "bogus"),
+    ({**MATRIX, "fanouts": [1, 2], "levels": [{"name": "n", "cost": "x"}]}, "levels[0].cost"),
+    ({**MATRIX, "fanouts": [1, 2], "levels": [{"name": "a"}, {"name": "b"}]}, "2 levels for fanouts"),
+    ({**MATRIX, "levels": [{"name": "n"}]}, "'fanouts' is missing"),
+    ({**MATRIX, "fanouts": [1, 4]}, "multiply to 4"),
+    ({**MATRIX, "symmetric": "false"}, "'symmetric'"),
+    ({**MATRIX, "symmetric": 0}, "'symmetric'"),
+    ({"kind": "matrix", "cost": [[0, True], [True, 0]]}, "cost[0][1]"),
+    ({**MATRIX, "alpha": [[0, False], [False, 0]]}, "alpha[0][1]"),
+    ({"kind": "tree", "fanouts": [2, 2], "levels": [{"name": "n", "size": 3}]}, "levels[0].size"),
+    ({"kind": "tree", "fanouts": [2, 2], "levels": [{"name": "n", "size": True}]}, "levels[0].size"),
+    ({"kind": "tree", "fanouts": [2, 2, 2], "levels": [{"name": "n", "size": 2}, {"name": "r", "size": 8}]},
+     "levels[1].size"),
+    ({"kind": "tree", "fanouts": [2, 2], "levels": [{"name": "n", "cost": True}]}, "levels[0].cost"),
+    ({"kind": "tree", "fanouts": [2, 2], "local": {"alpha": False}}, "local.alpha"),
+]
+
+
+@pytest.mark.parametrize("doc,field", BAD_DOCS)
+def test_bad_topology_file_is_one_line_naming_file_and_field(doc, field, tmp_path, capsys):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(TopologyError) as e:
+        load_topology(str(path))
+    assert str(path) in str(e.value) and field in str(e.value)
+    rc, out, err = run_cli(["topology", "show", path], capsys)
+    one_line(rc, err, 2, str(path), field)
+
+
+def test_matrix_levels_and_sizes_that_agree_are_read(tmp_path):
+    path = tmp_path / "t.json"
+    doc = {"kind": "matrix", "cost": (np.ones((4, 4)) - np.eye(4)).tolist(), "fanouts": [2, 2],
+           "levels": [{"name": "node", "size": 2}], "symmetric": True}
+    path.write_text(json.dumps(doc))
+    t = load_topology(str(path))
+    assert [(lv.name, lv.size) for lv in t.levels] == [("node", 2)]
+    deep = tmp_path / "deep.json"   # sizes are the running products of the fanouts: 2, then 2 × 3
+    deep.write_text(json.dumps({"kind": "tree", "fanouts": [2, 3, 2],
+                                "levels": [{"name": "node", "size": 2}, {"name": "rack", "size": 6}]}))
+    assert [lv.size for lv in load_topology(str(deep)).levels] == [2, 6]
+
+
+# ----------------------------------------------------------------------------- 2. topology show -o
+def test_show_output_path_is_checked_before_anything_is_written(tmp_path, capsys):
+    (tmp_path / "empty_dir").mkdir()
+    (tmp_path / "a_file").write_text("x")
+    for out in (tmp_path / "empty_dir", tmp_path / "a_file" / "x.json", tmp_path / "missing" / "sub" / "x.json", ""):
+        rc, _, err = run_cli(["topology", "show", "tree:2x2", "-o", out], capsys)
+        one_line(rc, err, 2)
+    assert not (tmp_path / "missing").exists()
+    assert (tmp_path / "a_file").read_text() == "x"
+    prev = tmp_path / "prev.json"          # a bad topology leaves the previous output as it was
+    prev.write_text("previous")
+    rc, _, err = run_cli(["topology", "show", "tree:2x", "-o", prev], capsys)
+    one_line(rc, err, 2, "tree:2x")
+    assert prev.read_text() == "previous"
+
+
+# ----------------------------------------------------------------------------- 3. a manifest's topology object
+@pytest.fixture(scope="module")
+def routed_plan(tmp_path_factory):
+    from partplan.cli.main import main
+    d = tmp_path_factory.mktemp("rt")
+    edges = [(0, 1), (1, 2), (2, 3), (3, 0), (4, 5), (5, 6), (6, 7), (7, 4), (0, 4)]
+    (d / "g.mtx").write_text("%%MatrixMarket matrix coordinate pattern general\n" + f"8 8 {len(edges)}\n"
+                             + "".join(f"{a + 1} {b + 1}\n" for a, b in edges))
+    np.save(d / "p4.npy", np.array([0, 0, 1, 1, 2, 2, 3, 3]))
+    assert main(["plan", str(d / "g.mtx"), "--partition", str(d / "p4.npy"), "--topology", "tree:2x2",
+                 "--route", "domain", "-o", str(d / "rt.plan"), "-q"]) == 0
+    return d / "rt.plan"
+
+
+def _corrupt(src: Path, dst: Path, edit) -> Path:
+    import shutil
+    shutil.copytree(src, dst)
+    mf = dst / "manifest.json"
+    m = json.loads(mf.read_text())
+    edit(m["topology"])
+    mf.write_text(json.dumps(m))
+    return dst
+
+
+BAD_OBJECTS = [
+    (lambda t: t.__setitem__("cost", "x"), "topology.cost"),
+    (lambda t: t.__setitem__("alpha_beta_s", True), "topology.alpha_beta_s"),
+    (lambda t: t.__setitem__("busiest_rank", 1.5), "topology.busiest_rank"),
+    (lambda t: t.__setitem__("map", "greedy"), "topology.map"),
+    (lambda t: t.__setitem__("map", {"method": 3}), "topology.map.method"),
+    (lambda t: t.pop("levels"), "topology.levels"),
+    (lambda t: t.__setitem__("levels", {"name": "domain"}), "topology.levels"),
+    (lambda t: t.__setitem__("levels", ["domain"]), "topology.levels[0]"),
+    (lambda t: t["levels"][0].__setitem__("domains", "2"), "topology.levels[0].domains"),
+    (lambda t: t["levels"][0].__setitem__("name", None), "topology.levels[0].name"),
+    (lambda t: t.__setitem__("description", {**MATRIX, "fanouts": "ab"}), "topology.description"),
+    (lambda t: t.__setitem__("description", 7), "topology.description"),
+    (lambda t: t.__setitem__("description", {**MATRIX}), "topology.description"),   # 2 ranks, the plan has 4
+]
+
+
+@pytest.mark.parametrize("edit,field", BAD_OBJECTS)
+def test_malformed_topology_object_is_refused(edit, field, routed_plan, tmp_path, capsys):
+    from partplan.runtime.validate import validate_plan
+    from partplan.program.checks import check_topology_object
+    bad = _corrupt(routed_plan, tmp_path / "bad.plan", edit)
+    m = json.loads((bad / "manifest.json").read_text())
+    with pytest.raises(PlanError, match=re.escape(f"(field '{field}'")):
+        check_topology_object(m["topology"], bad / "manifest.json", ranks=m["ranks"])
+    with pytest.raises(PlanError, match=re.escape(f"(field '{field}'")):
+        validate_plan(bad, replay_check=False)
+    rc, _, err = run_cli(["validate", bad, "--no-replay"], capsys)
+    one_line(rc, err, 2, str(bad / "manifest.json"), f"(field '{field}')")
+
+
+@pytest.mark.parametrize("edit,field", BAD_OBJECTS[:-1])
+def test_inspect_refuses_a_malformed_topology_object(edit, field, routed_plan, tmp_path, capsys):
+    bad = _corrupt(routed_plan, tmp_path / "bad.plan", edit)
+    rc, _, err = run_cli(["inspect", bad], capsys)
+    one_line(rc, err, 2, "manifest.json", f"(field '{field}')")
+
+
+def test_run_spmm_refuses_a_description_the_topology_reader_refuses(routed_plan, tmp_path, capsys):
+    bad = _corrupt(routed_plan, tmp_path / "bad.plan", lambda t: t.__setitem__("description",
+                                                                               {**MATRIX, "fanouts": "ab"}))
+    rc, _, err = run_cli(["run", "spmm", bad, "--backend", "local", "-f", "2"], capsys)
+    one_line(rc, err, 2, "'fanouts'")
+
+
+def test_intact_topology_object_passes(routed_plan, capsys):
+    rc, out, err = run_cli(["inspect", routed_plan], capsys)
+    assert rc == 0 and "route=domain" in out, err
+    rc, out, err = run_cli(["validate", routed_plan], capsys)
+    assert rc == 0 and out.strip().endswith("valid"), err
+
+
+# ----------------------------------------------------------------------------- 4. validate --seed / --features
+@pytest.fixture(scope="module")
+def path_plan(tmp_path_factory):
+    from partplan.cli.main import main
+    d = tmp_path_factory.mktemp("p4")
+    (d / "g.mtx").write_text("%%MatrixMarket matrix coordinate pattern general\n4 4 3\n1 2\n2 3\n3 4\n")
+    (d / "g.part.2").write_text("0\n0\n1\n1\n")
+    assert main(["plan", str(d / "g.mtx"), "--partition", str(d / "g.part.2"), "-o", str(d / "g.plan"), "-q"]) == 0
+    return d / "g.plan"
+
+
+def test_validate_takes_negative_seeds_as_run_does(path_plan, capsys):
+    for seed in ("-1", str(-(2 ** 70))):
+        rc, out, err = run_cli(["validate", path_plan, "--seed", seed], capsys)
+        assert rc == 0 and "Traceback" not in err and out.strip().endswith("valid"), err
+
+
+def test_validate_features_are_held_to_the_memory_budget(path_plan, capsys, monkeypatch):
+    rc, _, err = run_cli(["validate", path_plan, "--features", "2000000000"], capsys)
+    one_line(rc, err, 2, "--features", "memory budget")
+    # 4 rows × 100000 columns × 8 bytes × 3 copies = 9.6 MB: above a 1 MB budget, 4 columns are not
+    monkeypatch.setenv("PARTPLAN_MAX_BYTES", str(1 << 20))
+    import partplan.runtime.validate as rv
+
+    def no_load(*a, **k):
+        raise AssertionError("the plan was loaded before the budget check")
+    monkeypatch.setattr(rv, "load_plan", no_load)
+    rc, _, err = run_cli(["validate", path_plan, "--features", "100000"], capsys)
+    one_line(rc, err, 2, "--features", "memory budget")
+    monkeypatch.undo()
+    rc, out, err = run_cli(["validate", path_plan, "--features", "4"], capsys)
+    assert rc == 0, err
+
+
+# ----------------------------------------------------------------------------- 5. bench options
+@pytest.mark.parametrize("opts,needle", [
+    (["--imbalance", "-1"], "--imbalance"),
+    (["--imbalance", "10"], "--imbalance"),
+    (["--refine-time-limit", "-1"], "--refine-time-limit"),
+    (["--theta", "0"], "--theta"),
+    (["--theta", "nan"], "--theta"),
+    (["--stochastic", "nonexist"], "--stochastic"),
+    (["--stochastic", "rmat99"], "--stochastic"),
+    (["--stochastic", "polblogs", "--sampler", "garbage"], "--sampler"),
+    (["--sampler", "neighbor:0"], "--sampler"),
+])
+def test_bench_bad_options_stop_before_any_benchmark(opts, needle, capsys, monkeypatch):
+    import partplan.bench.planner as planner
+
+    def no_run(*a, **k):
+        raise AssertionError("a benchmark ran")
+    monkeypatch.setattr(planner, "run_bench", no_run)
+    rc, _, err = run_cli(["bench", "--datasets", "polblogs", "--k", "2", "--methods", "block", *opts, "--json"],
+                         capsys)
+    one_line(rc, err, 2, needle)
