@@ -172,6 +172,10 @@ def run(args) -> int:
         from partplan.plan.partitions import read_partition_file
         P = read_partition_file(args.partition, graph, column=args.column)
         part, b = P.part, P.row_blocks
+        owner = getattr(P, "owner", None)       # a saved decoupled partition: its owners send the rows of H
+        if owner is not None and (spec not in (None, "1d") or getattr(args, "map_method", None) not in (None, "none")):
+            raise PartitionError(f"{args.partition}: a decoupled partition (its owners beside it) is analyzed "
+                                 f"in the 1d layout without --map")
         lay = layout_of(spec, k) if k is not None else layout_of(spec, row_blocks=b)
         if b > lay.row_blocks:
             raise PartitionError(f"{args.partition}: {b} row blocks, but layout {lay.spec} on {lay.ranks} ranks "
@@ -189,6 +193,7 @@ def run(args) -> int:
         part = make_partition(graph, args.method, lay.row_blocks, **opts)
         source = {"method": args.method, **opts}
         name = args.method
+        owner = None
     part, b = as_partition(part, graph.n, lay.row_blocks, source=name)
     k = lay.ranks
     topts.check_ranks(k)
@@ -196,8 +201,14 @@ def run(args) -> int:
     timing["partition_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    stats = analyze(graph, part, b, f=args.f, dtype=args.dtype, alpha=alpha, beta=beta,
-                    name=f"{graph.name} / {name}")
+    if owner is not None:   # what the plan of this partition sends: H[j] from owner[j] (forward only)
+        from partplan.metrics.stats import analyze_owned
+        stats = analyze_owned(graph, part, owner, b, f=args.f, dtype=args.dtype, alpha=alpha, beta=beta,
+                              name=f"{graph.name} / {name}")
+        source["ownership"] = "decoupled"
+    else:
+        stats = analyze(graph, part, b, f=args.f, dtype=args.dtype, alpha=alpha, beta=beta,
+                        name=f"{graph.name} / {name}")
     lstats = None
     layout = lay.name
     if lay.layout_stats:

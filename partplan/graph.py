@@ -1,7 +1,9 @@
 """The :class:`Graph`: a square sparse matrix ``A`` (n × n) in CSR arrays.
 
-Row ``i`` of ``A`` lists the columns ``j`` with ``A[i, j] != 0``. For 1D row-wise
-SpMM ``Z = A @ H`` the rank owning row ``i`` needs ``H[j]`` for every such ``j``.
+Row ``i`` of ``A`` lists the columns ``j`` of its stored entries (the structure: an entry
+stored with value 0, as scipy keeps one, is a nonzero of the pattern like any other, and counts
+in every figure). For 1D row-wise SpMM ``Z = A @ H`` the rank owning row ``i`` needs ``H[j]``
+for every such ``j``.
 A directed edge ``u -> v`` is stored as ``A[u, v]``; undirected graphs are stored
 symmetric (both directions).
 

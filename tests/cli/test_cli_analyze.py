@@ -379,3 +379,24 @@ def test_partition_misc(tmp_path):
         read_partition(write_partition([0, 1], tmp_path / "a.txt"), 2, column="x")
     with pytest.raises(PartitionError, match="1-D integer array"):
         write_partition(np.array([0.5]), tmp_path / "b.txt")
+
+
+def test_a_saved_decoupled_partition_is_analyzed_with_its_owners(random_graph, tmp_path, capsys):
+    """``partition --ownership decoupled -o X.npy`` saves the owners beside the partition; analyze
+    counts what its plan sends: H[j] from owner[j] to every other part reading column j (brute
+    force over the edges), not the conformal figures of the part vector alone."""
+    path, E = random_graph
+    out = tmp_path / "dec.npy"
+    rc, _, err = run_cli(capsys, "-q", "partition", path, "-k", "4", "--ownership", "decoupled", "-o", out)
+    assert rc == 0, err
+    part, owner = np.load(out), np.load(tmp_path / "dec.npy.owner.npy")
+    readers: dict[int, set] = {}
+    for i, j in E:
+        readers.setdefault(j, set()).add(int(part[i]))
+    want = sum(len(r - {int(owner[j])}) for j, r in readers.items())
+    rc, js, err = run_cli(capsys, "analyze", path, "--partition", out, "--json")
+    assert rc == 0, err
+    res = json.loads(js)
+    assert res["total_volume"] == want and res["partition"]["ownership"] == "decoupled"
+    rc, _, err = run_cli(capsys, "analyze", path, "--partition", out, "--layout", "1.5d:2")
+    assert rc == 2 and "decoupled" in err
