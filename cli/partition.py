@@ -165,7 +165,7 @@ def _run_distributed(args, progress) -> int:
         graph = load_graph(args.graph, symmetrize=args.symmetrize, weight=args.weight)
     ctx = DistributedRefineContext(time_limit=req.groups["refine"].get("time_limit"), seed=req.seed)
     from partplan.partition.api import balance_floor_message, graph_balance_floor
-    floor = graph_balance_floor(graph, req.k, req.imbalance)
+    floor = graph_balance_floor(graph, req.k, req.imbalance, vertex_weights=False)   # the processes balance row nnz
     res = distributed_partition(graph, req.k, nprocs=req.nprocs, output=out, engine=req.engine,
                                 imbalance=req.imbalance, seed=req.seed, context=ctx, engine_options=req.engine_opts,
                                 quiet=args.quiet, progress=progress)

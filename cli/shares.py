@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 
 def register(subparsers) -> None:
@@ -60,9 +61,10 @@ def run(args) -> int:
         try:
             write_shares(args.plan, data, progress=progress)
         except PlanError as exc:   # what the data holds, named by its file (the plan's own name their plan)
-            if str(exc).startswith(str(args.plan)):
+            msg = str(exc)
+            if msg.startswith((str(args.plan), str(Path(args.plan)), str(Path(args.plan).resolve()))):
                 raise
-            raise PlanError(f"{printable(args.data)}: {exc}") from None
+            raise PlanError(f"{printable(args.data)}{' ' if msg.startswith('(field') else ': '}{msg}") from None
     else:
         write_shares(args.plan, graph=args.graph, features=args.node_data, progress=progress)
     m = read_manifest(args.plan)

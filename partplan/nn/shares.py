@@ -140,23 +140,26 @@ def rank_rows(name: str, m: dict, shard) -> tuple[np.ndarray, np.ndarray]:
     return v.local_ids, v.halo_ids
 
 
-_NODE_FIELD = re.compile(r"x|y|pos|\w+_mask")
+#: fields PyG's node tasks hold one row per vertex and per edge: a wrong row count is an error
+_NODE_FIELDS = ("x", "y", "pos", "train_mask", "val_mask", "test_mask")
+_EDGE_FIELDS = ("edge_attr", "edge_weight")
 
 
 def _field_kind(data, key: str, val, n: int, e: int) -> str | None:
     """"node", "edge" or None (not carried) for a Data field, by the plan's ``n`` vertices and the
-    data's ``e`` edges: ``x``, ``y``, ``pos`` and ``*_mask`` must have n rows and ``edge_*`` fields e
-    (one PlanError naming the field: PyG infers its ``num_nodes`` from ``x``, so a short ``x`` would
-    drop every node field); other fields by their rows."""
+    data's ``e`` edges: ``x``, ``y``, ``pos`` and the train / val / test masks must have n rows and
+    ``edge_attr`` / ``edge_weight`` e (one PlanError naming the field: PyG infers its ``num_nodes``
+    from ``x``, so a short ``x`` would drop every node field); other fields by their rows (PyG's
+    own verdict first), and a field of neither count (``edge_label_index``, ...) is not carried."""
     if key in _GRAPH_KEYS or not hasattr(val, "shape") or len(getattr(val, "shape", ())) == 0:
         return None
     rows = int(val.shape[0])
-    if _NODE_FIELD.fullmatch(str(key)) and rows != n:
-        raise PlanError(f"field {key!r} has {rows} rows, the plan's graph has {n} vertices")
-    if str(key).startswith("edge_") and rows != e:
-        raise PlanError(f"field {key!r} has {rows} rows, the data's edge_index has {e} edges")
-    if _NODE_FIELD.fullmatch(str(key)):
-        return "node"
+    for names, kind, want, what in ((_NODE_FIELDS, "node", n, "the plan's graph has {} vertices"),
+                                    (_EDGE_FIELDS, "edge", e, "the data's edge_index has {} edges")):
+        if key in names:
+            if rows != want:
+                raise PlanError(f"(field {key!r}): {rows} rows, {what.format(want)}")
+            return kind
     for kind, test in (("node", "is_node_attr"), ("edge", "is_edge_attr")):
         fn = getattr(data, test, None)
         if callable(fn):
@@ -346,20 +349,20 @@ def _field_entry(a: np.ndarray, dtype: str, where: str) -> dict:
 
 
 # ----------------------------------------------------------------------------- writer
-def _check_data_graph(path: Path, m: dict, data) -> None:
-    """One PlanError unless ``data`` is the graph the plan was built from: the source matrix's
-    fingerprint (pattern and values: PyG's multi-edges sum into values) of its edges, unweighted or
-    weighted by one of its one-column edge fields (a plan built with ``weight=``); the message says
-    whether the edges differ or only their multiplicities or weights."""
+def _check_data_graph(path: Path, m: dict, data, e: int) -> None:
+    """One PlanError unless ``data`` (``e`` edges) is the graph the plan was built from: the source
+    matrix's fingerprint (pattern and values: PyG's multi-edges sum into values) of its edges,
+    unweighted or weighted by any of its fields with one value per edge (a plan built with
+    ``weight=``), or, for a plan of a symmetric matrix, the pattern of the symmetrized edges (a plan
+    built with ``--symmetrize``); the message says whether the edges differ or only their
+    multiplicities or weights."""
     from ..errors import GraphFormatError
     from ..interop.pyg import plan_graph
     from ..models.normalize import normalize_adjacency
     from ..plan.store import source_matches
     norm = m.get("normalize")
-    e = int(np.asarray(getattr(data, "edge_index", None) if not isinstance(data, dict)
-                       else data.get("edge_index")).shape[-1])
     fields = [None] + [k for k, v in _data_items(data)
-                       if str(k).startswith("edge_") and k != "edge_index" and getattr(v, "shape", None) is not None
+                       if k not in _GRAPH_KEYS and getattr(v, "shape", None) is not None
                        and tuple(v.shape) in ((e,), (e, 1))]
     g = None
     for weight in fields:
@@ -374,6 +377,10 @@ def _check_data_graph(path: Path, m: dict, data) -> None:
         g = cand if weight is None else g
     mg = m["graph"]
     pattern = (normalize_adjacency(g, norm) if norm else g).fingerprint
+    if pattern != mg.get("fingerprint") and mg.get("symmetric"):     # a plan of the symmetrized edges
+        sym = g.normalize(symmetrize=True)
+        if (normalize_adjacency(sym, norm) if norm else sym).fingerprint == mg.get("fingerprint"):
+            return
     if pattern != mg.get("fingerprint"):
         raise PlanError(f"the data's graph (n={g.n}, {g.nnz} distinct edges) is not the graph of plan {path} "
                         f"(n={mg.get('n')}): build the plan from this data, or pass the data the plan was built "
@@ -412,7 +419,7 @@ def write_shares(plan, data: Any = None, *, graph=None, features=None,
         raise PlanError("write_shares takes either data (a PyG Data) or graph (a chunked graph directory)")
     src = _DataSource(data, n, part, p) if data is not None else _ChunkedSource(graph, features, n, part)
     if data is not None:
-        _check_data_graph(path, m, data)
+        _check_data_graph(path, m, data, src.e)
     ident = _plan_identity(m)
     nonloop, loops = src.in_degrees()
     indeg = nonloop + loops

@@ -229,7 +229,7 @@ def _partition_mpi(graph, req, output) -> Partition:
 
     ctx = DistributedRefineContext(time_limit=req.groups["refine"].get("time_limit"), seed=req.seed)
     floor: dict = {}
-    _say_balance_floor(graph, req, floor)
+    _say_balance_floor(graph, req, floor, vertex_weights=False)   # the processes balance row nnz
     with tempfile.TemporaryDirectory(prefix="partplan-mpi-") as tmp:
         out = Path(tmp) / "part.npy" if output is None else Path(output)
         res = distributed_partition(graph, req.k, nprocs=req.nprocs, output=out, engine=req.engine,
@@ -251,13 +251,14 @@ def _partition_mpi(graph, req, output) -> Partition:
                      graph_fingerprint=fingerprint, info={"distributed": res, **floor})
 
 
-def graph_balance_floor(graph, parts: int, imbalance: float) -> dict | None:
-    """:func:`.objectives.balance_floor` of a :class:`Graph` (its vertex weights when it has them,
-    else row nnz) or of a chunked graph's path (row nnz, streamed chunk by chunk), with ``weights``
-    naming which; None when no row alone is above the ε-limit (or ``graph`` is another kind of path)."""
+def graph_balance_floor(graph, parts: int, imbalance: float, *, vertex_weights: bool = True) -> dict | None:
+    """:func:`.objectives.balance_floor` of a :class:`Graph` (its vertex weights when it has them and
+    ``vertex_weights``, else row nnz: the distributed partitioner balances row nnz alone) or of a
+    chunked graph's path (row nnz, streamed chunk by chunk), with ``weights`` naming which; None when
+    no row alone is above the ε-limit (or ``graph`` is another kind of path)."""
     if isinstance(graph, Graph):
-        weighted = graph.vertex_weights is not None     # the graph's own vertex weights are what ε bounds then
-        floor = balance_floor(graph.row_nnz, parts, imbalance, graph.balance_weights)
+        weighted = vertex_weights and graph.vertex_weights is not None   # what ε bounds then
+        floor = balance_floor(graph.row_nnz, parts, imbalance, graph.balance_weights if weighted else None)
     else:
         from ..io.chunked import chunk_info, is_chunked, row_nnz_sums
         if not is_chunked(graph):
@@ -270,11 +271,11 @@ def graph_balance_floor(graph, parts: int, imbalance: float) -> dict | None:
     return floor
 
 
-def _say_balance_floor(graph, req, info: dict) -> None:
+def _say_balance_floor(graph, req, info: dict, *, vertex_weights: bool = True) -> None:
     """A row heavier than the ε-limit of one part: no partition is within ε (every engine then
     returns one above it). Recorded in ``info["balance_floor"]`` (:func:`graph_balance_floor`)
     and said on ``progress`` before the work; not an error — a partition is still the answer."""
-    floor = graph_balance_floor(graph, req.b, req.imbalance)
+    floor = graph_balance_floor(graph, req.b, req.imbalance, vertex_weights=vertex_weights)
     if floor is None:
         return
     info["balance_floor"] = floor

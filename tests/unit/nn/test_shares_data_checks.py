@@ -45,7 +45,7 @@ def _copy(plan_dir, tmp_path):
 def test_a_field_with_other_rows_is_refused_by_name(plan_dir, tmp_path, field, short):
     d = _data()
     d[field] = d[field][:-1]
-    with pytest.raises(PlanError, match=f"field '{short}' has"):
+    with pytest.raises(PlanError, match=f"field '{short}'\\): "):
         write_shares(_copy(plan_dir, tmp_path), d)
 
 
@@ -93,3 +93,31 @@ def test_cli_names_the_data_file(plan_dir, tmp_path, capsys):
     assert rc == 2 and "Traceback" not in err
     assert err.strip().splitlines()[-1].startswith("partplan: error:")
     assert "short_y.pt" in err and "field 'y'" in err
+
+
+def test_the_data_of_a_plan_weighted_by_any_edge_field_is_accepted(tmp_path):
+    d = _data()
+    d.w = torch.rand(160, generator=torch.Generator().manual_seed(1)) + 0.1
+    partplan.plan_from_pyg(d, 2, out=tmp_path / "w.plan", shares=True, seed=0, weight="w")
+    op = LocalHalo(tmp_path / "w.plan")
+    assert sum(v.num_local for v in op.ranks) == N
+
+
+def test_the_data_of_a_symmetrized_plan_is_accepted(tmp_path):
+    from partplan.plan import build_plan, write_plan
+    d = _data()
+    g = partplan.from_pyg(d).normalize(symmetrize=True)
+    part = np.arange(N) % 2
+    path = write_plan(build_plan(g, part, 2), tmp_path / "s.plan")
+    op = LocalHalo(write_shares(path, d))
+    assert torch.equal(op.shares[1]["node"]["x"], d.x[torch.from_numpy(op.ranks[1].local_ids)])
+
+
+def test_other_edge_and_link_fields_are_carried_or_left_as_pyg_says(plan_dir, tmp_path):
+    d = _data()
+    d.edge_mask = torch.rand(160) < 0.5                     # one per edge: an edge field
+    d.edge_label_index = torch.randint(0, N, (2, 7))        # neither n nor e rows: not carried
+    d.edge_label = torch.ones(7)
+    op = LocalHalo(write_shares(_copy(plan_dir, tmp_path), d))
+    assert "edge_mask" in op.shares[0]["edge"] and "edge_label" not in op.shares[0]["edge"]
+    assert torch.equal(op.shares[0]["edge"]["edge_mask"], d.edge_mask[op.ranks[0].edge_ids])
