@@ -71,10 +71,10 @@ def test_registry_entries_complete():
         assert s["package"] in s["artifact"] and s["version"] in s["artifact"]
         if s["type"] == "pypi-sdist":
             assert s["artifact"] == f"{s['package']}-{s['version']}.tar.gz"
-            assert e["path"].startswith(f"{s['package']}-{s['version']}/")
+            assert not e["path"].startswith("/") and ".." not in e["path"].split("/")   # inside the tarball
         else:
             assert s["artifact"].endswith(".deb") and not e["path"].startswith("/")
-        assert e["license"] and e["citation"] and e["format"] in ("metis", "gt", "hgr")
+        assert e["license"] and e["citation"] and e["format"] in ("metis", "gt", "hgr", "edgelist")
         if e["embedded"]:
             assert is_sha256(e["embedded"]["sha256"]) and e["embedded"]["compression"] in ("none", "gzip")
 
