@@ -94,6 +94,16 @@ def _check_edge_weights(w: np.ndarray, source, field: str) -> None:
         raise GraphFormatError(f"edge {e} has a negative weight ({w[e]})", source, field=field)
 
 
+def check_graph(graph, name: str = "graph", error=OptionError) -> "Graph":
+    """``graph`` when it is a :class:`Graph`, else one ``error`` naming the argument and what it got
+    (a Hypergraph, a path, None, ...) before any of its attributes is read."""
+    if not isinstance(graph, Graph):
+        hint = (" (a Hypergraph: partition it with partplan.partition, or build its graph)"
+                if type(graph).__name__ == "Hypergraph" else "")
+        raise error(f"{name} must be a partplan Graph, got {type(graph).__name__}{hint}")
+    return graph
+
+
 @dataclass(frozen=True, eq=False)
 class Graph:
     """A square sparse matrix / graph in canonical CSR form.

@@ -26,7 +26,13 @@ class Hypergraph:
     name: str = "hypergraph"
 
     def __post_init__(self):
-        ptr = np.ascontiguousarray(self.net_ptr, dtype=np.int64)
+        from ._args import INT_MAX, check_int
+        object.__setattr__(self, "n", check_int("n (vertices)", self.n, hi=INT_MAX, error=GraphFormatError))
+        try:
+            ptr = np.ascontiguousarray(self.net_ptr, dtype=np.int64)
+            np.ascontiguousarray(self.pins, dtype=np.int64)
+        except (TypeError, ValueError, OverflowError):
+            raise GraphFormatError("net_ptr and pins must be integer arrays", field="net_ptr") from None
         pins = np.ascontiguousarray(self.pins, dtype=np.int64)
         object.__setattr__(self, "net_ptr", ptr)
         object.__setattr__(self, "pins", pins)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._args import check_int
 from .errors import PartitionError
 
 
@@ -57,9 +58,7 @@ def as_partition(part, n: int, k: int | None = None, *, source: str | None = Non
     top = int(arr.max()) + 1 if arr.size else 0
     if k is None:
         k = max(top, 1)
-    k = int(k)
-    if k < 1:
-        raise PartitionError(f"{where}k must be >= 1, got {k}")
+    k = check_int(f"{where}k", k, lo=1, error=PartitionError)
     if top > k:
         v = int(np.flatnonzero(arr >= k)[0])
         raise PartitionError(f"{where}vertex {v} has part id {int(arr[v])} >= k={k}")

@@ -49,6 +49,7 @@ from .npz import read_npz, write_npz
 from .partfile import read_partition, write_partition
 from .pt import read_pt
 from .table import read_edge_table, write_edge_table
+from ..graph import check_graph
 
 EXTENSIONS: dict[str, str] = {
     "mtx": "mtx", "mm": "mtx",
@@ -145,6 +146,7 @@ def write_graph(graph: Graph, path: str | os.PathLike, format: str | None = None
     """Write ``graph`` in the format of ``path``'s extension (or ``format``);
     atomic. ``.hgr`` is refused: write a hypergraph model with
     :func:`write_hypergraph` (e.g. ``write_hypergraph(column_net(g), path)``)."""
+    check_graph(graph)
     fmt = format or detect_format(path)
     writers = {"mtx": write_mtx, "metis": write_metis, "npz": write_npz, "edgelist": write_edgelist,
                "gt": write_gt, "parquet": write_edge_table, "arrow": write_edge_table,

@@ -369,7 +369,9 @@ def write_partition(part, path: str | os.PathLike) -> Path:
     ``.npy``: int64 array; ``.parquet``/``.arrow``/``.feather``/``.csv``: one
     int64 column ``part``. Returns the path written.
     """
-    p = Path(path)
+    from .._args import check_path
+    from .outpath import check_output_file
+    p = check_output_file(check_path("path", path), kind="any")   # a folder, a missing parent: one error first
     arr = _partition_array(part, p)
     with atomic_path(p) as tmp:
         write_partition_to(arr, p, tmp)

@@ -68,6 +68,9 @@ def parse_layout(spec, ranks: int | None = None, *, row_blocks: int | None = Non
     >>> parse_layout("1.5d:4", row_blocks=2).ranks
     8
     """
+    from .._args import check_int
+    ranks = check_int("ranks (k)", ranks, lo=1, none_ok=True, error=PartitionError)
+    row_blocks = check_int("row blocks", row_blocks, lo=1, none_ok=True, error=PartitionError)
     if isinstance(spec, Layout):
         if ranks is not None and spec.ranks != ranks:
             raise PartitionError(f"layout {spec.spec} has {spec.ranks} ranks, not {ranks}")

@@ -50,9 +50,8 @@ class Layout:
     #                                          the distributed build moves nonzeros (plan.distlayout), not rows
 
     def __init__(self, ranks: int):
-        if int(ranks) < 1:
-            raise PartitionError(f"layout {self.name}: ranks must be >= 1, got {ranks}")
-        self.ranks = int(ranks)
+        from .._args import check_int
+        self.ranks = check_int(f"layout {self.name}: ranks", ranks, lo=1, error=PartitionError)
 
     # ---- description
     @property

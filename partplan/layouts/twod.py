@@ -21,10 +21,11 @@ class TwoD(Layout):
     distributed_build = split_nonzeros = True
 
     def __init__(self, R: int, C: int):
-        if int(R) < 1 or int(C) < 1:
-            raise PartitionError(f"layout 2d:{R}x{C}: grid dimensions must be >= 1")
-        super().__init__(int(R) * int(C))
-        self.R, self.C = int(R), int(C)
+        from .._args import check_int
+        R = check_int(f"layout 2d:{R}x{C}: grid rows R", R, lo=1, hi=1 << 20, error=PartitionError)
+        C = check_int(f"layout 2d:{R}x{C}: grid columns C", C, lo=1, hi=1 << 20, error=PartitionError)
+        super().__init__(R * C)
+        self.R, self.C = R, C
 
     @classmethod
     def _parse(cls, s, ranks, row_blocks):

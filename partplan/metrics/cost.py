@@ -23,6 +23,16 @@ def check_width(f) -> int:
     return int(f)
 
 
+def check_cost(f, dtype, alpha, beta) -> None:
+    """The cost model's arguments: ``f`` (:func:`check_width`), ``dtype`` a known element type
+    name (:func:`dtype_bytes`), α and β finite numbers >= 0 (seconds per message, per byte)."""
+    from .._args import check_real
+    check_width(f)
+    dtype_bytes(dtype)
+    check_real("alpha", alpha)
+    check_real("beta", beta)
+
+
 def dtype_bytes(dtype) -> int:
     """Bytes per value of a numpy dtype name ('float32', 'bfloat16', 'fp16', ...);
     :class:`~partplan.errors.OptionError` (a ValueError) for an unknown name."""
@@ -30,8 +40,10 @@ def dtype_bytes(dtype) -> int:
     if isinstance(dtype, str) and dtype.lower() in aliases:
         return aliases[dtype.lower()]
     try:
+        if not isinstance(dtype, (str, np.dtype, type)):      # None would read as float64
+            raise TypeError(dtype)
         return int(np.dtype(dtype).itemsize)
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
         from ..errors import OptionError
         raise OptionError(f"unknown dtype {dtype!r} (e.g. float32, float16, bfloat16, float64)") from exc
 

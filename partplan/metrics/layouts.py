@@ -24,10 +24,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._args import check_int
 from ..errors import PartitionError
-from ..graph import Graph
+from ..graph import Graph, check_graph
 from ..parts import as_partition
-from .cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, alpha_beta_time, dtype_bytes
+from .cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, alpha_beta_time, check_cost, dtype_bytes
 from .stats import imbalance
 from .volume1d import needed_pairs, volume_matrix
 
@@ -89,8 +90,9 @@ def analyze_15d(graph: Graph, block_part, c: int, *, f: int = 128, dtype: str = 
     (b = p / c; default max(block_part) + 1); returns per-rank figures for
     p = b·c ranks (rank = i·c + l). ``volume``: the blocks' int64[b, b] 1D
     volume matrix when the caller has counted it already."""
-    if c < 1:
-        raise PartitionError(f"replication factor c must be >= 1, got {c}")
+    check_graph(graph)
+    c = check_int("replication factor c", c, lo=1, hi=1 << 20, error=PartitionError)
+    check_cost(f, dtype, alpha, beta)
     part, b = as_partition(block_part, graph.n, b)
     vol_b = volume_matrix(graph.indptr, graph.indices, part, b)[0] if volume is None else np.asarray(volume)
     p = b * c
@@ -136,8 +138,10 @@ def analyze_2d(graph: Graph, part, R: int, C: int, *, f: int = 128, dtype: str =
                alpha: float = DEFAULT_ALPHA_S, beta: float = DEFAULT_BETA_S_PER_BYTE) -> LayoutStats:
     """2D checkerboard on an R × C grid (rank = row·C + col); ``part`` assigns
     vector entries (rows of H and Z) to the p = R·C ranks."""
-    if R < 1 or C < 1:
-        raise PartitionError(f"grid must be at least 1x1, got {R}x{C}")
+    check_graph(graph)
+    R = check_int("grid rows R", R, lo=1, hi=1 << 20, error=PartitionError)
+    C = check_int("grid columns C", C, lo=1, hi=1 << 20, error=PartitionError)
+    check_cost(f, dtype, alpha, beta)
     p = R * C
     part, _ = as_partition(part, graph.n, p)
     grow, gcol = part // C, part % C

@@ -15,6 +15,7 @@ from ..parts import as_partition
 from .cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE
 from .stats import CommStats, analyze_owned
 from .volume1d import needed_pairs
+from ..graph import check_graph
 
 
 class ConnectivitySets:
@@ -69,6 +70,7 @@ def owner_stats(graph: Graph, part, owner, k: int | None = None, *, f: int = 128
     the parts that read column j; compute load from ``part``;
     ``extra["ownership"] = "decoupled"``) after checking every ``owner[j]`` is
     in Λ_j (else :class:`PartitionError`)."""
+    check_graph(graph)
     part, k = as_partition(part, graph.n, k)
     owner = ConnectivitySets(graph, part, k).check(owner)
     return analyze_owned(graph, part, owner, k, f=f, dtype=dtype, alpha=alpha, beta=beta, name=name or graph.name)

@@ -5,10 +5,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..graph import Graph
+from ..graph import Graph, check_graph
 from ..errors import PartitionError
 from ..parts import as_partition
-from .cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, alpha_beta_time, check_width, dtype_bytes
+from .cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, alpha_beta_time, check_cost, check_width, dtype_bytes
 from .volume1d import needed_pairs, volume_matrix
 
 
@@ -211,6 +211,8 @@ def analyze_owned(graph: Graph, part, owner, k: int | None = None, *, f: int = 1
     >>> analyze_owned(g, np.array([0, 1, 2]), np.array([1, 1, 2]), 3).volume.tolist()
     [[0, 0, 0], [0, 0, 1], [0, 0, 0]]
     """
+    check_graph(graph)
+    check_cost(f, dtype, alpha, beta)
     part, k = as_partition(part, graph.n, k)
     owner, _ = as_partition(owner, graph.n, k, source="owner")
     check_width(f)
@@ -252,6 +254,8 @@ def analyze(graph: Graph, part, k: int | None = None, *, f: int = 128, dtype: st
     ``part`` may also be a partition result (:func:`partplan.partition`'s
     ``Partition``, anything with ``part`` and ``k``) of a 1D layout.
     """
+    check_graph(graph)
+    check_cost(f, dtype, alpha, beta)
     if not isinstance(part, np.ndarray) and hasattr(part, "part") and hasattr(part, "k"):
         if getattr(part, "layout_params", None):   # 1.5D / 2D: its .part holds row blocks, not ranks
             raise PartitionError(f"analyze counts 1D row-wise exchange; this partition's layout is "

@@ -43,6 +43,7 @@ from ..errors import OptionError
 from ..graph import Graph
 from ..hypergraph import Hypergraph
 from .nets import merge_identical_nets
+from ..graph import check_graph
 
 Hop = tuple[np.ndarray, np.ndarray]  # (rows i, cols j) of the sampled nonzeros a_ij
 
@@ -334,6 +335,9 @@ def expected_volume(graph: Graph, part, sampler: Sampler | str | None = None, *,
     volume (rows of H), the mean per-batch max send and max recv, and the
     per-batch totals (``volumes``).
     """
+    check_graph(graph)
+    from .._args import check_int
+    batches = check_int("batches", batches, lo=1, hi=1 << 24)
     from ..parts import as_partition
 
     part, k = as_partition(part, graph.n, k)

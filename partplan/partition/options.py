@@ -17,15 +17,14 @@ True
 """
 from __future__ import annotations
 
-import math
 import numbers
 
 import numpy as np
 
+from .._args import INT_MAX, check_int, check_real  # noqa: F401  (re-exported: the partitioners' options)
 from .._seed import numpy_seed
 from ..errors import OptionError, PartitionError
 
-INT_MAX = 2 ** 62  # larger counts overflow the int64 kernels' arithmetic
 #: ε of the balance constraint wherever a caller does not give one: part weight (row nnz, at least 1)
 #: <= ⌊(1+ε)·⌈W/k⌉⌋. Declared here once; every entry point and context reads it.
 DEFAULT_IMBALANCE = 0.03
@@ -33,34 +32,6 @@ DEFAULT_IMBALANCE = 0.03
 DEFAULT_VOLUME_TOLERANCE = 0.03
 MAX_THREADS = 1024   # an engine's worker threads at most (Mt-KaHyPar, KaMinPar)
 MAX_WORKERS = 1024   # the default pipeline's cores at most (lanes)
-
-
-def check_int(name: str, v, *, lo: int = 0, hi: int = INT_MAX, none_ok: bool = False) -> int | None:
-    """``v`` as an int in [lo, hi] (bools and floats refused)."""
-    if v is None and none_ok:
-        return None
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not lo <= int(v) <= hi:
-        bound = f">= {lo}" if hi >= INT_MAX else f"in [{lo}, {hi}]"
-        raise OptionError(f"{name} must be an integer {bound}, got {v!r}")
-    return int(v)
-
-
-def check_real(name: str, v, *, lo: float = 0.0, hi: float = math.inf, lo_open: bool = False,
-               hi_open: bool = False, none_ok: bool = False, error=OptionError) -> float | None:
-    """``v`` as a finite float in the interval (open ends where asked)."""
-    if v is None and none_ok:
-        return None
-    ok = not isinstance(v, bool) and isinstance(v, numbers.Real) and math.isfinite(float(v))
-    if ok:
-        x = float(v)
-        ok = (x > lo if lo_open else x >= lo) and (x < hi if hi_open else x <= hi)
-    if not ok:
-        if hi == math.inf:
-            dom = f"{'>' if lo_open else '>='} {lo:g}"
-        else:
-            dom = f"in {'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
-        raise error(f"{name} must be a finite number {dom}, got {v!r}")
-    return float(v)
 
 
 def check_imbalance(v) -> float:

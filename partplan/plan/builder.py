@@ -23,6 +23,7 @@ from ..program.exchange import perm_by
 from ..program.plan import Plan, RankPlan
 from ..program.schema import FORMAT, FORMAT_VERSION
 from ..program.steps import STEPS
+from ..graph import check_graph
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -188,7 +189,10 @@ def build_plan(graph: Graph, part_or_partition, k: int | None = None, *, layout=
     >>> plan[0]["fwd.1.idx"].tolist(), plan[0]["fwd.2.recv_ids"].tolist()  # rank 0 sends H[1], gets H[2]
     ([1], [2])
     """
+    check_graph(graph, error=PlanError)
+    from .._args import check_int
     from ..layouts import parse_layout
+    k = check_int("ranks (k)", k, lo=1, none_ok=True, error=PlanError)
 
     t0 = time.perf_counter()
     part, k, layout, owner, info = _unpack(graph, part_or_partition, k, layout, owner, meta)

@@ -58,8 +58,11 @@ def recount(plan, matrices: dict) -> list[str]:
     lay = layout_from_manifest(plan.manifest)
     st = m.get("stats") or {}
     cost = {}
-    if isinstance(st.get("alpha_s"), (int, float)) and isinstance(st.get("beta_s_per_byte"), (int, float)):
-        cost = {"alpha": float(st["alpha_s"]), "beta": float(st["beta_s_per_byte"])}
+    ab = (st.get("alpha_s"), st.get("beta_s_per_byte"))
+    if all(isinstance(x, (int, float)) and not isinstance(x, bool) and np.isfinite(x) and x >= 0 for x in ab):
+        cost = {"alpha": float(ab[0]), "beta": float(ab[1])}
+    elif any(x is not None for x in ab):   # the recount then uses the defaults, and differs where they do
+        probs.append(f"stats.alpha_s / stats.beta_s_per_byte = {ab[0]!r} / {ab[1]!r}: not finite numbers >= 0")
     for prog, key in (("forward", "stats"), ("backward", "stats_backward")):
         rec = m.get(key)
         if rec is None or prog not in matrices:

@@ -371,6 +371,10 @@ def replay(plan: Plan, H: np.ndarray, program: str = "forward") -> np.ndarray:
     H = np.asarray(H)
     if H.ndim == 1:
         H = H[:, None]
+    n = plan.part.size
+    if H.ndim != 2 or H.shape[0] != n or H.dtype.kind not in "biuf":
+        raise PlanError(f"replay: H must be n × f real numbers with n = {n} rows (the plan's graph), got shape "
+                        f"{H.shape} of {H.dtype}")
     dt = np.result_type(H.dtype, np.float32)
     ex = local_executor(plan, dtype=dt)
     outs = ex.run(program, [np.asarray(H[rp.in_ids(program)], dtype=dt) for rp in plan.ranks])

@@ -57,6 +57,8 @@ from ...metrics.ownership import owner_stats  # noqa: F401  (re-exported: partpl
 from ...parts import as_partition
 
 from ..objectives import OWNER_OBJECTIVES, check_objective  # noqa: E402
+from ...graph import check_graph  # noqa: E402
+
 OWNER_METHODS = ("greedy", "lp")
 
 
@@ -253,6 +255,7 @@ def assign_owners(graph: Graph, part, k: int | None = None, *, method: str = "gr
     >>> s.total_volume, s.max_send                     # conformal: part 1 would send 3
     (4, 2)
     """
+    check_graph(graph, error=PartitionError)
     t0 = time.perf_counter()
     if method not in OWNER_METHODS:
         raise PartitionError(f"unknown ownership method {method!r}; choose one of {', '.join(OWNER_METHODS)}")
@@ -299,6 +302,7 @@ def owner_lower_bound(graph: Graph, part, k: int | None = None, *, objective: st
     can only drop by the nets it owns. ``method`` = "average" skips the LP,
     "lp" forces it (default: "average" for max-send, "lp" for max-both).
     """
+    check_graph(graph, error=PartitionError)
     check_objective(objective, OWNER_OBJECTIVES, "ownership objective")
     if method is None:
         method = "lp" if objective == "max-both" else "average"

@@ -57,7 +57,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ...errors import OptionError
+from ...errors import OptionError, PartitionError
 from ...graph import Graph
 from ...metrics.cost import alpha_beta_time, dtype_bytes
 from ...metrics.volume1d import volume_matrix
@@ -69,6 +69,7 @@ from .multilevel import cluster_moves
 from ..objectives import OBJECTIVES, balance_cap, check_objective  # noqa: F401  (re-exported)
 from ..._seed import numpy_seed
 from ..options import check_int
+from ...graph import check_graph
 
 PASS_END = ("patience", "no candidate", "move limit", "time limit", "work limit")
 STOPPED = ("converged", "time limit", "max passes", "work limit")
@@ -153,6 +154,7 @@ def refine(graph: Graph, part, k: int | None = None, *, context: RefineContext |
     >>> rep["after"]["max_send_recv"] <= rep["before"]["max_send_recv"]
     True
     """
+    check_graph(graph, error=PartitionError)
     ctx = resolve(RefineContext, options, label="refine", base=context) if options or context is None else context
     if ctx.time_limit is not None:
         _load_kernels()

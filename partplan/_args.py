@@ -1,0 +1,60 @@
+"""The argument checks every public function shares (scikit-learn's one validation layer): a
+wrong type, a bool where a number is meant, NaN, ±inf or a value out of range is one partplan
+error naming the argument, raised before any work — never numpy's, torch's or pathlib's.
+
+>>> check_int("k", 4)
+4
+>>> check_int("k", 4.5)
+Traceback (most recent call last):
+...
+partplan.errors.OptionError: k must be an integer >= 0, got 4.5
+>>> check_real("alpha", -1.0)
+Traceback (most recent call last):
+...
+partplan.errors.OptionError: alpha must be a finite number >= 0, got -1.0
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import os
+
+from .errors import OptionError
+
+INT_MAX = 2 ** 62  # larger counts overflow the int64 kernels' arithmetic
+
+
+def check_int(name: str, v, *, lo: int = 0, hi: int = INT_MAX, none_ok: bool = False,
+              error=OptionError) -> int | None:
+    """``v`` as an int in [lo, hi] (Python or numpy integers; bools and floats refused)."""
+    if v is None and none_ok:
+        return None
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not lo <= int(v) <= hi:
+        bound = f">= {lo}" if hi >= INT_MAX else f"in [{lo}, {hi}]"
+        raise error(f"{name} must be an integer {bound}, got {v!r}")
+    return int(v)
+
+
+def check_real(name: str, v, *, lo: float = 0.0, hi: float = math.inf, lo_open: bool = False,
+               hi_open: bool = False, none_ok: bool = False, error=OptionError) -> float | None:
+    """``v`` as a finite float in the interval (open ends where asked; bools refused)."""
+    if v is None and none_ok:
+        return None
+    ok = not isinstance(v, bool) and isinstance(v, numbers.Real) and math.isfinite(float(v))
+    if ok:
+        x = float(v)
+        ok = (x > lo if lo_open else x >= lo) and (x < hi if hi_open else x <= hi)
+    if not ok:
+        if hi == math.inf:
+            dom = f"{'>' if lo_open else '>='} {lo:g}"
+        else:
+            dom = f"in {'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+        raise error(f"{name} must be a finite number {dom}, got {v!r}")
+    return float(v)
+
+
+def check_path(name: str, v, error=OptionError) -> os.PathLike | str:
+    """``v`` when it is a path (str or os.PathLike, not empty)."""
+    if isinstance(v, (str, os.PathLike)) and str(os.fspath(v)) != "":
+        return v
+    raise error(f"{name} must be a file path (str or os.PathLike), got {v!r}")

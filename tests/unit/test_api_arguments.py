@@ -1,0 +1,87 @@
+"""The public functions' one validation layer: a wrong type, a bool or a fraction where a count
+is meant, NaN / ±inf, a value out of range or a size past the memory budget is one partplan error
+naming the argument — before any work, never numpy's, torch's or pathlib's own exception, and
+never a result computed from the nonsense (a truncated k, a negative part id)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import partplan
+from partplan import Graph
+from partplan.errors import PartplanError
+from partplan.hypergraph import Hypergraph
+from partplan.layouts import OneD, TwoD
+from partplan.metrics import analyze, analyze_15d, analyze_2d
+from partplan.partition.engines.baselines import (block_partition, degree_round_robin, random_partition,
+                                                  striped_partition)
+
+G = Graph.from_edges(np.arange(7), np.arange(1, 8), n=8, symmetrize=True)
+PART = np.arange(8) % 4
+H = Hypergraph(3, np.array([0, 2, 3]), np.array([0, 1, 2]))
+
+CASES = {
+    "analyze graph str": (lambda: analyze("abc", PART, 4), "graph must be a partplan Graph"),
+    "analyze hypergraph": (lambda: analyze(H, PART, 4), "got Hypergraph"),
+    "analyze k fraction": (lambda: analyze(G, PART, 4.9), "k must be an integer"),
+    "analyze k inf": (lambda: analyze(G, PART, float("inf")), "k must be an integer"),
+    "analyze k list": (lambda: analyze(G, PART, [4]), "k must be an integer"),
+    "analyze alpha negative": (lambda: analyze(G, PART, 4, alpha=-5), "alpha"),
+    "analyze beta nan": (lambda: analyze(G, PART, 4, beta=float("nan")), "beta"),
+    "analyze dtype None": (lambda: analyze(G, PART, 4, dtype=None), "dtype"),
+    "analyze_15d c bool": (lambda: analyze_15d(G, PART, True), "replication factor c"),
+    "analyze_15d c float": (lambda: analyze_15d(G, PART, 2.0), "replication factor c"),
+    "analyze_15d c huge": (lambda: analyze_15d(G, PART, 10 ** 18), "replication factor c"),
+    "analyze_15d f": (lambda: analyze_15d(G, PART, 2, f=-7), "feature width"),
+    "analyze_2d R str": (lambda: analyze_2d(G, PART, "abc", 2), "grid rows R"),
+    "analyze_2d C fraction": (lambda: analyze_2d(G, PART, 2, 1.5), "grid columns C"),
+    "build_plan graph None": (lambda: partplan.build_plan(None, PART, 4), "graph must be a partplan Graph"),
+    "build_plan k fraction": (lambda: partplan.build_plan(G, PART, 4.9), "ranks \\(k\\) must be an integer"),
+    "layout ranks bool": (lambda: OneD(True), "ranks"),
+    "layout grid bool": (lambda: TwoD(True, 2), "ranks|R"),
+    "block negative k": (lambda: block_partition(10, -1), "k must be an integer"),
+    "block nan k": (lambda: block_partition(10, float("nan")), "k must be an integer"),
+    "random fraction k": (lambda: random_partition(10, 2.5), "k must be an integer"),
+    "striped zero k": (lambda: striped_partition(10, 0), "k must be an integer"),
+    "striped negative n": (lambda: striped_partition(-3, 2), "n must be an integer"),
+    "block huge n": (lambda: block_partition(10 ** 18, 2), "memory budget"),
+    "degree-rr graph": (lambda: degree_round_robin("g", 2), "graph must be a partplan Graph"),
+    "hypergraph n nan": (lambda: Hypergraph(float("nan"), np.array([0, 1]), np.array([0])), "n \\(vertices\\)"),
+    "hypergraph n str": (lambda: Hypergraph("abc", np.array([0, 1]), np.array([0])), "n \\(vertices\\)"),
+    "refine hypergraph": (lambda: partplan.refine(H, np.array([0, 1, 1]), 2), "got Hypergraph"),
+    "write_graph hypergraph": (lambda: partplan.io.write_graph(H, "/tmp/x.mtx"), "got Hypergraph"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_bad_argument_is_one_partplan_error_naming_it(name):
+    call, match = CASES[name]
+    with pytest.raises(PartplanError, match=match):
+        call()
+
+
+def test_replay_refuses_features_of_another_row_count():
+    from partplan.runtime.spmm import replay
+    plan = partplan.build_plan(G, PART, 4)
+    for bad in (np.ones((5, 2)), np.ones((8 + 7, 2)), None):
+        with pytest.raises(PartplanError, match="H must be n × f"):
+            replay(plan, bad)
+    H8 = np.arange(16, dtype=np.float64).reshape(8, 2)
+    assert np.allclose(replay(plan, H8), G.to_scipy() @ H8)
+
+
+def test_expected_volume_needs_a_batch(tmp_path):
+    from partplan.models.stochastic import expected_volume
+    for bad in (0, -1, 10 ** 12, 2.5):
+        with pytest.raises(PartplanError, match="batches"):
+            expected_volume(G, PART, k=4, batches=bad)
+
+
+def test_write_partition_onto_a_folder_or_no_path(tmp_path):
+    from partplan.io.partfile import write_partition
+    (tmp_path / "adir").mkdir()
+    with pytest.raises(PartplanError, match="is a directory"):
+        write_partition(PART, tmp_path / "adir")
+    with pytest.raises(PartplanError, match="file path"):
+        write_partition(PART, None)
+    assert list((tmp_path / "adir").iterdir()) == []
