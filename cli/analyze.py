@@ -173,10 +173,10 @@ def run(args) -> int:
         P = read_partition_file(args.partition, graph, column=args.column)
         part, b = P.part, P.row_blocks
         owner = getattr(P, "owner", None)       # a saved decoupled partition: its owners send the rows of H
-        if owner is not None and (spec not in (None, "1d") or getattr(args, "map_method", None) not in (None, "none")):
+        lay = layout_of(spec, k) if k is not None else layout_of(spec, row_blocks=b)
+        if owner is not None and (not lay.supports_owner or getattr(args, "map_method", None) not in (None, "none")):
             raise PartitionError(f"{args.partition}: a decoupled partition (its owners beside it) is analyzed "
                                  f"in the 1d layout without --map")
-        lay = layout_of(spec, k) if k is not None else layout_of(spec, row_blocks=b)
         if b > lay.row_blocks:
             raise PartitionError(f"{args.partition}: {b} row blocks, but layout {lay.spec} on {lay.ranks} ranks "
                                  f"has {lay.row_blocks}")
