@@ -105,8 +105,13 @@ class TopologyPlan:
         if self.topo is None:
             return src, layout
         part = np.asarray(src.part if hasattr(src, "part") else src, dtype=np.int64)
-        if k is None:
-            k = int(src.ranks) if hasattr(src, "ranks") else (int(part.max()) + 1 if part.size else 1)
+        if k is None:        # the plan's ranks: the row blocks, times the replicas of a 1.5D layout
+            from ..layouts import parse_layout
+            parts = int(getattr(src, "row_blocks", 0) or (int(part.max()) + 1 if part.size else 1))
+            if layout:
+                k = parse_layout(layout, row_blocks=parts).ranks
+            else:
+                k = int(src.ranks) if hasattr(src, "ranks") else parts
         self.check_ranks(k)
         src_layout = getattr(src, "layout", None)
         if (self.route != "flat" or self.map != "none") and layout is None and not _routable(src_layout):

@@ -213,3 +213,16 @@ def test_bench_bad_options_stop_before_any_benchmark(opts, needle, capsys, monke
     rc, _, err = run_cli(["bench", "--datasets", "polblogs", "--k", "2", "--methods", "block", *opts, "--json"],
                          capsys)
     one_line(rc, err, 2, needle)
+
+
+def test_a_15d_plan_takes_a_topology_of_its_ranks(tmp_path, capsys):
+    """1.5D on b row blocks × c replicas runs on b·c ranks: ``plan --layout 1.5d:2 --topology``
+    of a 4-part partition takes an 8-rank machine (it had been checked against the 4 parts, then
+    the exchange against the 8 ranks, so no topology fitted both)."""
+    part = tmp_path / "p.npy"
+    np.save(part, np.arange(1490) % 4)
+    rc, _, err = run_cli(["plan", "polblogs", "--partition", part, "--layout", "1.5d:2", "--topology", "tree:4x2",
+                          "-o", tmp_path / "t.plan", "-q"], capsys)
+    assert rc == 0, err
+    m = json.loads((tmp_path / "t.plan" / "manifest.json").read_text())
+    assert m["ranks"] == 8 and m["topology"]["ranks"] == 8 and m["topology"]["topology"] == "tree:4x2"
