@@ -303,7 +303,8 @@ def run(args) -> int:
             from partplan.plan.store import Progress
             beat = None if args.quiet else Progress()
             plan = build_plan(graph, p, f=args.features, dtype=args.dtype,
-                              normalize=None if args.normalize == "none" else args.normalize, progress=beat)
+                              normalize=None if args.normalize == "none" else args.normalize, progress=beat,
+                              meta={"symmetrized": True} if args.symmetrize else None)
             topts.attach(plan)
             written = write_plan(plan, out, progress=beat)
             if args.shares:

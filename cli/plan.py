@@ -108,7 +108,8 @@ def run(args) -> int:
     from partplan.plan.store import Progress
     beat = None if getattr(args, "quiet", False) else Progress()
     plan = build_plan(graph, src, args.k, layout=args.layout, f=args.features, dtype=args.dtype, progress=beat,
-                      backward=backward, meta={"partition_file": str(args.partition)},
+                      backward=backward, meta={"partition_file": str(args.partition),
+                                               **({"symmetrized": True} if args.symmetrize else {})},
                       normalize=None if args.normalize == "none" else args.normalize)
     topts.attach(plan)  # the manifest's topology object
     path = write_plan(plan, out, progress=beat)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import operator
 import os
 
 from .errors import OptionError
@@ -26,13 +27,25 @@ INT_MAX = 2 ** 62  # larger counts overflow the int64 kernels' arithmetic
 
 def check_int(name: str, v, *, lo: int = 0, hi: int = INT_MAX, none_ok: bool = False,
               error=OptionError) -> int | None:
-    """``v`` as an int in [lo, hi] (Python or numpy integers; bools and floats refused)."""
+    """``v`` as an int in [lo, hi]: anything that is an integer by ``operator.index`` (Python and
+    numpy integers, a 0-d integer array, a torch integer scalar); bools and floats (4.0 too, as
+    ``partition``'s k) refused."""
     if v is None and none_ok:
         return None
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not lo <= int(v) <= hi:
+    try:
+        x = None if isinstance(v, (bool, np_bool())) else operator.index(v)
+    except TypeError:
+        x = None
+    if x is None or not lo <= x <= hi:
         bound = f">= {lo}" if hi >= INT_MAX else f"in [{lo}, {hi}]"
         raise error(f"{name} must be an integer {bound}, got {v!r}")
-    return int(v)
+    return int(x)
+
+
+def np_bool() -> type:
+    """numpy's bool scalar type (its ``operator.index`` is an int; as an argument it is a bool)."""
+    import numpy as np
+    return np.bool_
 
 
 def check_real(name: str, v, *, lo: float = 0.0, hi: float = math.inf, lo_open: bool = False,

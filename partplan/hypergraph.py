@@ -28,11 +28,11 @@ class Hypergraph:
     def __post_init__(self):
         from ._args import INT_MAX, check_int
         object.__setattr__(self, "n", check_int("n (vertices)", self.n, hi=INT_MAX, error=GraphFormatError))
-        try:
-            ptr = np.ascontiguousarray(self.net_ptr, dtype=np.int64)
-            np.ascontiguousarray(self.pins, dtype=np.int64)
-        except (TypeError, ValueError, OverflowError):
-            raise GraphFormatError("net_ptr and pins must be integer arrays", field="net_ptr") from None
+        for name in ("net_ptr", "pins"):     # integers as they are (numpy would truncate 2.5 to 2)
+            a = np.asarray(getattr(self, name))
+            if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
+                raise GraphFormatError(f"must be a 1-D integer array, got {a.ndim}-D {a.dtype}", field=name)
+        ptr = np.ascontiguousarray(self.net_ptr, dtype=np.int64)
         pins = np.ascontiguousarray(self.pins, dtype=np.int64)
         object.__setattr__(self, "net_ptr", ptr)
         object.__setattr__(self, "pins", pins)

@@ -45,6 +45,13 @@ def _check_int(name: str, value, lo: int, hi: int | None = None) -> int:
     return value
 
 
+def _check_size(option: str, what: str, items: int, bytes_per_item: int) -> None:
+    """``items`` × ``bytes_per_item`` within the memory budget (:func:`partplan._budget.check_array_bytes`),
+    checked before anything is generated: one error naming ``option``."""
+    from .._budget import check_array_bytes
+    check_array_bytes(items, 1, bytes_per_item, what, option=option)
+
+
 def _rmat_probs(a: float, b: float, c: float) -> tuple[float, float, float]:
     try:
         a, b, c = float(a), float(b), float(c)
@@ -99,6 +106,7 @@ def rmat_edges(scale: int, edgefactor: int = 16, a: float = 0.57, b: float = 0.1
     """
     scale = _check_int("scale", scale, 1, 40)
     edgefactor = _check_int("edgefactor", edgefactor, 1)
+    _check_size("edgefactor", "R-MAT edge tuples (edgefactor · 2^scale)", edgefactor << scale, 32)
     seed = _check_int("seed", seed, 0)
     a, b, c = _rmat_probs(a, b, c)
     n = 1 << scale
@@ -209,6 +217,7 @@ def grid2d(nx: int, ny: int, periodic: bool = False, *, return_coords: bool = Fa
     """
     nx = _check_int("nx", nx, 1)
     ny = _check_int("ny", ny, 1)
+    _check_size("nx", "grid vertices (nx · ny)", nx * ny, 96)
     src, dst = _grid_edges((nx, ny), periodic)
     g = Graph.from_edges(src, dst, n=nx * ny, symmetrize=True, self_loops="remove",
                          name=name or f"grid2d-{nx}x{ny}{'-periodic' if periodic else ''}")
@@ -232,6 +241,7 @@ def grid3d(nx: int, ny: int, nz: int, periodic: bool = False, *, return_coords: 
     nx = _check_int("nx", nx, 1)
     ny = _check_int("ny", ny, 1)
     nz = _check_int("nz", nz, 1)
+    _check_size("nx", "grid vertices (nx · ny · nz)", nx * ny * nz, 128)
     src, dst = _grid_edges((nx, ny, nz), periodic)
     g = Graph.from_edges(src, dst, n=nx * ny * nz, symmetrize=True, self_loops="remove",
                          name=name or f"grid3d-{nx}x{ny}x{nz}{'-periodic' if periodic else ''}")
@@ -243,6 +253,11 @@ def rgg_radius(n: int, avg_degree: float, dim: int = 2) -> float:
     in the unit cube, ignoring boundary effects: ``n * V_dim * r**dim =
     avg_degree`` with ``V_dim`` the volume of the unit ball (the realized mean
     degree is a little lower because balls near the boundary are cut)."""
+    n = _check_int("n", n, 1)
+    dim = _check_int("dim", dim, 1, 16)
+    if isinstance(avg_degree, bool) or not isinstance(avg_degree, (int, float)) or not (
+            math.isfinite(avg_degree) and avg_degree > 0):
+        raise GeneratorParameterError(f"avg_degree must be a positive number, got {avg_degree!r}")
     vol = math.pi ** (dim / 2) / math.gamma(dim / 2 + 1)
     return (avg_degree / (n * vol)) ** (1.0 / dim)
 
@@ -267,6 +282,7 @@ def random_geometric(n: int, radius: float | None = None, avg_degree: float = 10
     n = _check_int("n", n, 1)
     dim = _check_int("dim", dim, 1, 16)
     seed = _check_int("seed", seed, 0)
+    _check_size("n", "random geometric points", n, 8 * dim + 64)
     if radius is None:
         if not (isinstance(avg_degree, (int, float)) and math.isfinite(avg_degree) and avg_degree > 0):
             raise GeneratorParameterError(f"avg_degree must be a positive number, got {avg_degree!r}")
@@ -332,6 +348,7 @@ def web_crawl(n: int, avg_out: float = 4.0, seed: int = 0, *, local: float = 0.7
                              ("out_exponent", out_exponent, 2.05, 10.0), ("host_exponent", host_exponent, 1.05, 10.0)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not (lo <= v <= hi):
             raise GeneratorParameterError(f"{label} must be a number in [{lo:g}, {hi:g}], got {v!r}")
+    _check_size("n", "web crawl pages and their links (n · (avg_out + 2))", int(n * (avg_out + 2)), 48)
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(_check_int("seed", seed, 0))))
     # hosts: power-law sizes, at most n pages in all; page -> host, consecutive
     sizes = np.ceil(_pareto_weights(rng, n, host_exponent)).astype(np.int64)

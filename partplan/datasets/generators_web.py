@@ -84,6 +84,8 @@ def web_host_crawl(n: int, avg_out: float = 3.0, seed: int = 0, *, local: float 
     """
     n = _check_int("n", n, 2)
     avg_out = _check_num("avg_out", avg_out, 0.0, 1e4)
+    from .generators import _check_size
+    _check_size("n", "web crawl pages and their links (n · (avg_out + 2))", int(n * (avg_out + 2)), 48)
     local = _check_num("local", local, 0.0, 1.0)
     in_exponent = _check_num("in_exponent", in_exponent, 1.05, 10.0)
     out_exponent = _check_num("out_exponent", out_exponent, 2.05, 10.0)

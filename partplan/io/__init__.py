@@ -147,6 +147,8 @@ def write_graph(graph: Graph, path: str | os.PathLike, format: str | None = None
     atomic. ``.hgr`` is refused: write a hypergraph model with
     :func:`write_hypergraph` (e.g. ``write_hypergraph(column_net(g), path)``)."""
     check_graph(graph)
+    from .._args import check_path
+    check_path("path", path)
     fmt = format or detect_format(path)
     writers = {"mtx": write_mtx, "metis": write_metis, "npz": write_npz, "edgelist": write_edgelist,
                "gt": write_gt, "parquet": write_edge_table, "arrow": write_edge_table,

@@ -370,8 +370,10 @@ def write_partition(part, path: str | os.PathLike) -> Path:
     int64 column ``part``. Returns the path written.
     """
     from .._args import check_path
-    from .outpath import check_output_file
-    p = check_output_file(check_path("path", path), kind="any")   # a folder, a missing parent: one error first
+    from .outpath import OutputPathError
+    p = Path(check_path("path", path))
+    if p.is_dir():          # checked before writing (a missing parent folder is created, as before)
+        raise OutputPathError(f"{p}: is a directory; expected a file name")
     arr = _partition_array(part, p)
     with atomic_path(p) as tmp:
         write_partition_to(arr, p, tmp)

@@ -17,9 +17,9 @@ class OneHalfD(Layout):
     replica ``(pj − pi) mod c`` of block pi, the one that fetches block pj's rows; the block
     diagonal's nonzeros need no row from outside (every replica holds its block's rows), so they are
     split over the replicas in runs that even out the replicas' nonzero counts
-    (:func:`diagonal_shares`). With the diagonal on one replica, a partition that keeps most nonzeros
-    inside their block left that replica about c times the mean (email-Enron, 8 blocks, c = 4:
-    3.19 × the mean; with the split 1.02 ×).
+    (:func:`diagonal_shares`). A partitioner keeps most nonzeros inside their block, so a diagonal
+    kept on one replica would give it about c times the mean (email-Enron, 8 blocks, c = 4: 3.19 ×
+    the mean nonzeros per rank; split, 1.02 ×).
     """
 
     name = "1.5d"
@@ -29,12 +29,12 @@ class OneHalfD(Layout):
     distributed_build = split_nonzeros = True
 
     def __init__(self, ranks: int, c: int):
+        from .._args import check_int
         super().__init__(ranks)
-        if int(c) < 1:
-            raise PartitionError(f"layout 1.5d:{c}: replication factor c must be >= 1")
-        if self.ranks % int(c):
+        c = check_int(f"layout 1.5d:{c}: replication factor c", c, lo=1, error=PartitionError)
+        if self.ranks % c:
             raise PartitionError(f"layout 1.5d:{c}: {self.ranks} ranks are not divisible by c={c}")
-        self.c = int(c)
+        self.c = c
 
     @classmethod
     def _parse(cls, s, ranks, row_blocks):

@@ -265,7 +265,9 @@ class Routed(Layout):
 
     def __init__(self, route: str, ranks: int, sizes):
         super().__init__(ranks)
-        sizes = [int(sizes)] if np.isscalar(sizes) else [int(x) for x in sizes]
+        from .._args import check_int
+        sizes = [sizes] if np.isscalar(sizes) else list(sizes)
+        sizes = [check_int(f"layout routed:{route}: domain size", x, lo=1, error=PartitionError) for x in sizes]
         spec = f"routed:{route}:{','.join(map(str, sizes))}"
         if route not in ("domain", "source"):
             raise PartitionError(f"layout {spec}: route must be domain or source")

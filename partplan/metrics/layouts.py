@@ -92,6 +92,7 @@ def analyze_15d(graph: Graph, block_part, c: int, *, f: int = 128, dtype: str = 
     volume matrix when the caller has counted it already."""
     check_graph(graph)
     c = check_int("replication factor c", c, lo=1, hi=1 << 20, error=PartitionError)
+    b = check_int("row blocks b", b, lo=1, none_ok=True, error=PartitionError)
     check_cost(f, dtype, alpha, beta)
     part, b = as_partition(block_part, graph.n, b)
     vol_b = volume_matrix(graph.indptr, graph.indices, part, b)[0] if volume is None else np.asarray(volume)

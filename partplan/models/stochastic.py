@@ -338,6 +338,7 @@ def expected_volume(graph: Graph, part, sampler: Sampler | str | None = None, *,
     check_graph(graph)
     from .._args import check_int
     batches = check_int("batches", batches, lo=1, hi=1 << 24)
+    seed = check_int("seed", seed, lo=-(1 << 63), hi=(1 << 63) - 1)
     from ..parts import as_partition
 
     part, k = as_partition(part, graph.n, k)

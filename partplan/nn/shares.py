@@ -44,7 +44,7 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from ..errors import PlanError
+from ..errors import OptionError, PlanError
 from ..program.exchange import segments
 from .rows import RankRows, exchange_step, positions
 
@@ -353,8 +353,8 @@ def _check_data_graph(path: Path, m: dict, data, e: int) -> None:
     """One PlanError unless ``data`` (``e`` edges) is the graph the plan was built from: the source
     matrix's fingerprint (pattern and values: PyG's multi-edges sum into values) of its edges,
     unweighted or weighted by any of its fields with one value per edge (a plan built with
-    ``weight=``), or, for a plan of a symmetric matrix, the pattern of the symmetrized edges (a plan
-    built with ``--symmetrize``); the message says whether the edges differ or only their
+    ``weight=``), or, for a plan built with ``--symmetrize`` (its manifest's ``symmetrized``), the
+    pattern of the symmetrized edges; the message says whether the edges differ or only their
     multiplicities or weights."""
     from ..errors import GraphFormatError
     from ..interop.pyg import plan_graph
@@ -368,7 +368,7 @@ def _check_data_graph(path: Path, m: dict, data, e: int) -> None:
     for weight in fields:
         try:
             cand = plan_graph(data, normalize=norm, weight=weight)
-        except (GraphFormatError, Exception):   # noqa: BLE001 - a field that is no weight is no candidate
+        except (GraphFormatError, OptionError, ValueError, TypeError):   # a field that is no weight: no candidate
             if weight is None:
                 raise
             continue
@@ -377,7 +377,7 @@ def _check_data_graph(path: Path, m: dict, data, e: int) -> None:
         g = cand if weight is None else g
     mg = m["graph"]
     pattern = (normalize_adjacency(g, norm) if norm else g).fingerprint
-    if pattern != mg.get("fingerprint") and mg.get("symmetric"):     # a plan of the symmetrized edges
+    if pattern != mg.get("fingerprint") and m.get("symmetrized") is True:   # built with --symmetrize
         sym = g.normalize(symmetrize=True)
         if (normalize_adjacency(sym, norm) if norm else sym).fingerprint == mg.get("fingerprint"):
             return

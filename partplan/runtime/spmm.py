@@ -368,6 +368,9 @@ def check_device(device: str) -> str:
 def replay(plan: Plan, H: np.ndarray, program: str = "forward") -> np.ndarray:
     """``A @ H`` (forward) or ``A^T @ H`` (backward) computed only through the
     plan's program on LocalComm; H is ``n × f`` in vertex order, so is the result."""
+    if not isinstance(plan, Plan):
+        raise PlanError(f"replay: plan must be a partplan Plan (partplan.load_plan / build_plan), got "
+                        f"{type(plan).__name__}")
     H = np.asarray(H)
     if H.ndim == 1:
         H = H[:, None]

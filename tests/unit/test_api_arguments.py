@@ -85,3 +85,46 @@ def test_write_partition_onto_a_folder_or_no_path(tmp_path):
     with pytest.raises(PartplanError, match="file path"):
         write_partition(PART, None)
     assert list((tmp_path / "adir").iterdir()) == []
+
+
+def test_integer_arguments_may_be_any_integer_scalar():
+    """numpy scalars, 0-d integer arrays and torch integer scalars are integers (operator.index);
+    the figures are those of the plain int."""
+    torch = pytest.importorskip("torch")
+    want = analyze(G, PART, 4).total_volume
+    for k in (np.int32(4), np.array(4), torch.tensor(4)):
+        assert analyze(G, PART, k).total_volume == want
+    assert analyze_15d(G, PART, np.int64(2)).p == 8
+
+
+def test_layout_and_hypergraph_arrays_are_not_truncated():
+    from partplan.layouts.onehalfd import OneHalfD
+    for c in (2.5, True, "2"):
+        with pytest.raises(PartplanError, match="replication factor c"):
+            OneHalfD(8, c)
+    with pytest.raises(PartplanError, match="net_ptr"):
+        Hypergraph(3, np.array([0.0, 2.5]), np.array([0, 1]))
+    with pytest.raises(PartplanError, match="pins"):
+        Hypergraph(3, np.array([0, 2]), np.array([[0, 1]]))
+    with pytest.raises(PartplanError, match="row blocks b"):
+        analyze_15d(G, PART, 2, b=2.5)
+
+
+def test_write_partition_creates_a_missing_folder(tmp_path):
+    from partplan.io.partfile import write_partition
+    out = write_partition(PART, tmp_path / "new" / "p.npy")
+    assert np.array_equal(np.load(out), PART)
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: partplan.datasets.grid2d(10 ** 18, 4), "memory budget"),
+    (lambda: partplan.datasets.grid3d(10 ** 18, 2, 2), "memory budget"),
+    (lambda: partplan.datasets.random_geometric(10 ** 18), "memory budget"),
+    (lambda: partplan.datasets.web_crawl(10 ** 18), "memory budget"),
+    (lambda: partplan.datasets.rmat_edges(10, edgefactor=10 ** 18), "memory budget"),
+    (lambda: partplan.datasets.rgg_radius(0, 5.0), "n must be >= 1"),
+    (lambda: partplan.datasets.rgg_radius(100, -1.0), "avg_degree"),
+])
+def test_generators_refuse_sizes_before_allocating(call, match):
+    with pytest.raises(PartplanError, match=match):
+        call()

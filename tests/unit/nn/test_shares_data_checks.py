@@ -108,9 +108,12 @@ def test_the_data_of_a_symmetrized_plan_is_accepted(tmp_path):
     d = _data()
     g = partplan.from_pyg(d).normalize(symmetrize=True)
     part = np.arange(N) % 2
-    path = write_plan(build_plan(g, part, 2), tmp_path / "s.plan")
+    path = write_plan(build_plan(g, part, 2, meta={"symmetrized": True}), tmp_path / "s.plan")   # as --symmetrize
     op = LocalHalo(write_shares(path, d))
     assert torch.equal(op.shares[1]["node"]["x"], d.x[torch.from_numpy(op.ranks[1].local_ids)])
+    half = write_plan(build_plan(g, part, 2), tmp_path / "u.plan")      # an undirected graph's own plan
+    with pytest.raises(PlanError, match="is not the graph of plan"):     # one direction of each edge: not it
+        write_shares(half, d)
 
 
 def test_other_edge_and_link_fields_are_carried_or_left_as_pyg_says(plan_dir, tmp_path):
