@@ -112,8 +112,9 @@ def register(subparsers) -> None:
                    help="α of the α-β time estimate: seconds per message (default 1e-5)")
     p.add_argument("--byte-time", dest="beta", type=_nonneg_float, metavar="S",
                    help="β of the α-β time estimate: seconds per byte (default 1e-10)")
-    p.add_argument("--layout", type=parse_layout, default="1d", metavar="L",
-                   help="1d (default), 1.5d:C (k/C row blocks × C replicas = k ranks) or 2d:RxC (R·C = k ranks)")
+    p.add_argument("--layout", type=parse_layout, default=None, metavar="L",
+                   help="1d, 1.5d:C (k/C row blocks × C replicas = k ranks) or 2d:RxC (R·C = k ranks); default: "
+                        "a saved partition's or plan's own layout (and ranks), else 1d")
     p.add_argument("--json", action="store_true", help="print all figures as JSON on stdout")
     p.add_argument("--plot", metavar="PNG", help="write the volume heat map and send/recv bars to PNG")
     p.add_argument("--save-partition", metavar="FILE", help="write the partition used (format from the name)")
@@ -162,7 +163,7 @@ def run(args) -> int:
     timing["load_s"] = time.perf_counter() - t0
 
     k = args.k  # ranks
-    if k is None:
+    if k is None and spec is not None:
         k = spec_ranks(spec)  # 2d:RxC fixes R·C ranks by itself
     topts.check_ranks(k)
     t0 = time.perf_counter()
@@ -172,6 +173,10 @@ def run(args) -> int:
         from partplan.plan.partitions import read_partition_file
         P = read_partition_file(args.partition, graph, column=args.column)
         part, b = P.part, P.row_blocks
+        if spec is None:       # a saved partition's or plan's own layout and ranks (a bare file's: 1d)
+            from partplan.layouts import spec_from_params
+            spec = spec_from_params(P.layout or "1d", getattr(P, "layout_params", None))
+            k = int(P.ranks) if k is None else k
         owner = getattr(P, "owner", None)       # a saved decoupled partition: its owners send the rows of H
         lay = layout_of(spec, k) if k is not None else layout_of(spec, row_blocks=b)
         if owner is not None and (not lay.supports_owner or getattr(args, "map_method", None) not in (None, "none")):
@@ -184,6 +189,7 @@ def run(args) -> int:
     else:
         if k is None:
             raise PartitionError(f"--method {args.method} needs -k K (number of ranks)")
+        spec = spec or "1d"
         lay = layout_of(spec, k)
         opts = {"seed": 0 if args.seed is None else args.seed,
                 "imbalance": DEFAULT_IMBALANCE if args.imbalance is None else args.imbalance,
@@ -204,7 +210,7 @@ def run(args) -> int:
     if owner is not None:   # what the plan of this partition sends: H[j] from owner[j] (forward only)
         from partplan.metrics.stats import analyze_owned
         stats = analyze_owned(graph, part, owner, b, f=args.f, dtype=args.dtype, alpha=alpha, beta=beta,
-                              name=f"{graph.name} / {name}")
+                              name=f"{graph.name} / {name}", backward=not graph.is_symmetric())
         source["ownership"] = "decoupled"
     else:
         stats = analyze(graph, part, b, f=args.f, dtype=args.dtype, alpha=alpha, beta=beta,
@@ -213,7 +219,7 @@ def run(args) -> int:
     layout = lay.name
     if lay.layout_stats:
         lstats = lay.volumes(graph, part, f=args.f, dtype=args.dtype, alpha=alpha, beta=beta)
-    topo_out = topts.metrics(graph, part, lay, args.f, args.dtype)
+    topo_out = topts.metrics(graph, part, lay, args.f, args.dtype, owner=owner)
     timing["analyze_s"] = time.perf_counter() - t0
 
     written = []

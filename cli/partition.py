@@ -331,7 +331,8 @@ def run(args) -> int:
         d = p.to_dict(arrays=False)
         d["output"] = None if written is None else str(written)
         if topts.active:
-            d["topology"] = topts.metrics(graph, p.part, parse_layout("1d", args.k), args.features, args.dtype)
+            d["topology"] = topts.metrics(graph, p.part, parse_layout(p.layout, p.ranks), args.features, args.dtype,
+                                          owner=p.owner)
         print(json.dumps(d, indent=1))
     else:
         s = p.stats.summary() if p.stats is not None else {}

@@ -151,7 +151,9 @@ class CommStats(PerRankVolume):
 
     def table(self) -> str:
         """A human-readable two-column table of :meth:`summary`."""
-        rows = [("pass", "forward A·H" + ("" if self.backward else " (= backward, A symmetric)"))]
+        alone = " (decoupled owners; backward not counted)" if self.extra.get("ownership") == "decoupled" \
+            else " (= backward, A symmetric)"
+        rows = [("pass", "forward A·H" + ("" if self.backward else alone))]
         rows += [(k, _fmt(v)) for k, v in self.summary().items()]
         if self.backward is not None:
             b = self.backward.summary()
@@ -196,14 +198,15 @@ def _stats_1d(g: Graph, part: np.ndarray, k: int, f: int, dtype: str, alpha: flo
 
 def analyze_owned(graph: Graph, part, owner, k: int | None = None, *, f: int = 128, dtype: str = "float32",
                   alpha: float = DEFAULT_ALPHA_S, beta: float = DEFAULT_BETA_S_PER_BYTE,
-                  name: str = "") -> CommStats:
+                  name: str = "", backward: bool = False) -> CommStats:
     """Exact forward exchange of 1D SpMM when row ``H[j]`` is held by part
     ``owner[j]`` (decoupled ownership) instead of ``part[j]``: ``H[j]`` goes
     from ``owner[j]`` to every other part with a row reading column j —
     exactly what the plan sends (a part is not sent ``H[j]`` just because it
     computes row j). Compute load from ``part``; ``extra["ownership"] =
-    "decoupled"``. ``owner`` is not checked against the connectivity sets here
-    (:func:`partplan.metrics.ownership.owner_stats` does).
+    "decoupled"``. ``backward``: also count the plan's backward pass, ``A^T @ G`` with each
+    row's own part sending (the builder plans it conformal). ``owner`` is not checked against the
+    connectivity sets here (:func:`partplan.metrics.ownership.owner_stats` does).
 
     >>> import numpy as np
     >>> from partplan import Graph
@@ -221,7 +224,10 @@ def analyze_owned(graph: Graph, part, owner, k: int | None = None, *, f: int = 1
     q = owner[j]
     off = q != r
     vol = np.bincount(q[off] * k + r[off], minlength=k * k).reshape(k, k).astype(np.int64)
-    return _comm_stats(graph, part, k, vol, None, f, dtype, alpha, beta, name, {"ownership": "decoupled"})
+    st = _comm_stats(graph, part, k, vol, None, f, dtype, alpha, beta, name, {"ownership": "decoupled"})
+    if backward:     # the plan's backward program: A^T with the rows' own parts (owners send forward only)
+        st.backward = _stats_1d(graph.transpose(), part, k, f, dtype, alpha, beta, name + " (backward)")
+    return st
 
 
 def analyze(graph: Graph, part, k: int | None = None, *, f: int = 128, dtype: str = "float32",

@@ -147,6 +147,8 @@ class Topology:
             d["cost"] = self.cost.tolist()
             d["alpha"] = self.alpha.tolist()
             d["beta"] = self.beta.tolist()
+            if not self.symmetric:        # read back as it was given (an asymmetric matrix must say so)
+                d["symmetric"] = False
         d.update(self.extra)
         return d
 

@@ -104,6 +104,9 @@ class TopologyPlan:
         on the topology (``--map``), and the layout spec of the route (or ``layout``)."""
         if self.topo is None:
             return src, layout
+        if getattr(src, "owner", None) is not None and (self.route != "flat" or self.map != "none"):
+            raise TopologyError(f"--route {self.route} / --map {self.map} do not apply to a decoupled partition "
+                                f"(its owners send the rows of H; the routes and the mapping move parts)")
         part = np.asarray(src.part if hasattr(src, "part") else src, dtype=np.int64)
         if k is None:        # the plan's ranks: the row blocks, times the replicas of a 1.5D layout
             from ..layouts import parse_layout
@@ -137,14 +140,18 @@ class TopologyPlan:
             p.layout, p.layout_params = spec, parse_layout(spec, p.ranks).params
         return p
 
-    def metrics(self, graph, part, lay, f: int, dtype: str) -> dict | None:
-        """The ``topology`` object for ``part`` under the route (None without --topology)."""
+    def metrics(self, graph, part, lay, f: int, dtype: str, owner=None) -> dict | None:
+        """The ``topology`` object for ``part`` (its decoupled ``owner`` sending the rows of H,
+        when given) under the route (None without --topology)."""
         if self.topo is None:
             return None
         from ..metrics.topology import exchange_steps
         from ..layouts import routed_layout
+        if owner is not None and self.route != "flat":
+            raise TopologyError(f"--route {self.route} does not apply to a decoupled partition (its owners send "
+                                f"the rows of H)")
         if self.route == "flat":
-            st = lay.volumes(graph, part, f=f, dtype=dtype)
+            st = lay.volumes(graph, part, f=f, dtype=dtype, **({"owner": owner} if owner is not None else {}))
         else:
             st = routed_layout(self.route, lay.ranks, sizes=self.sizes()).volumes(graph, part, f=f, dtype=dtype)
         return self.report(exchange_steps(st), f, dtype)

@@ -398,5 +398,22 @@ def test_a_saved_decoupled_partition_is_analyzed_with_its_owners(random_graph, t
     assert rc == 0, err
     res = json.loads(js)
     assert res["total_volume"] == want and res["partition"]["ownership"] == "decoupled"
+    back: dict[int, set] = {}                     # the plan's backward pass: A^T, each row's own part sending
+    for i, j in E:
+        back.setdefault(i, set()).add(int(part[j]))
+    assert res["backward"]["total_volume"] == sum(len(r | {int(part[c])}) - 1 for c, r in back.items())
     rc, _, err = run_cli(capsys, "analyze", path, "--partition", out, "--layout", "1.5d:2")
     assert rc == 2 and "decoupled" in err
+
+
+def test_a_plan_is_analyzed_in_its_own_layout(tmp_path, capsys):
+    """Without --layout, analyze takes a saved plan's layout and ranks (plan --partition X.plan does):
+    a 1.5D plan's figures are its manifest's, not the 1D ones of its row blocks."""
+    rc, _, err = run_cli(capsys, "-q", "partition", "polblogs", "-k", "4", "--layout", "1.5d:2", "-o",
+                         tmp_path / "x.plan")
+    assert rc == 0, err
+    rc, js, err = run_cli(capsys, "analyze", "polblogs", "--partition", tmp_path / "x.plan", "--json")
+    assert rc == 0, err
+    res, m = json.loads(js), json.loads((tmp_path / "x.plan" / "manifest.json").read_text())
+    assert res["layout"]["spec"] == "1.5d:2" and res["partition"]["ranks"] == 4
+    assert res["layout"]["max_send"] == m["stats"]["max_send"] and res["layout"]["total_volume"] == m["stats"]["total_volume"]

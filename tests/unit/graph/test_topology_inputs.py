@@ -226,3 +226,40 @@ def test_a_15d_plan_takes_a_topology_of_its_ranks(tmp_path, capsys):
     assert rc == 0, err
     m = json.loads((tmp_path / "t.plan" / "manifest.json").read_text())
     assert m["ranks"] == 8 and m["topology"]["ranks"] == 8 and m["topology"]["topology"] == "tree:4x2"
+
+
+def test_decoupled_partitions_and_topologies(tmp_path, capsys):
+    """With --ownership decoupled: --map / --route are one error before any partitioning (the
+    mapping moved the parts but not the owners); a flat topology's figures in partition --json and
+    analyze are the plan's own (its owners send: brute force from the manifest's pairs)."""
+    rc, _, err = run_cli(["partition", "polblogs", "-k", "4", "--ownership", "decoupled", "--topology", "tree:2x2",
+                          "--map", "greedy", "-o", tmp_path / "m.plan"], capsys)
+    assert rc == 2 and "--ownership decoupled" in err and not (tmp_path / "m.plan").exists()
+    rc, out, err = run_cli(["-q", "partition", "polblogs", "-k", "4", "--ownership", "decoupled", "--topology",
+                            "tree:2x2", "-o", tmp_path / "d.plan", "--json"], capsys)
+    assert rc == 0, err
+    got = json.loads(out)["topology"]
+    m = json.loads((tmp_path / "d.plan" / "manifest.json").read_text())
+    V = np.zeros((4, 4), np.int64)
+    for s in m["programs"]["forward"]["steps"]:
+        if s["op"] == "alltoallv":
+            for a, b, r in s["pairs"]:
+                V[a, b] += r
+    cost = sum(V[a, b] * (1 if a // 2 == b // 2 else 10) for a in range(4) for b in range(4) if a != b)
+    assert got["cost"] == m["topology"]["cost"] == cost
+    rc, out, err = run_cli(["-q", "analyze", "polblogs", "--partition", tmp_path / "d.plan", "--topology", "tree:2x2",
+                            "--json"], capsys)
+    assert rc == 0, err
+    assert json.loads(out)["topology"]["cost"] == cost
+
+
+def test_an_asymmetric_matrix_topology_round_trips_into_a_plan(tmp_path, capsys):
+    doc = {"kind": "matrix", "cost": [[0, 1, 5, 7], [2, 0, 6, 4], [3, 8, 0, 1], [9, 2, 1, 0]],
+           "fanouts": [2, 2], "levels": [{"name": "node"}], "symmetric": False}
+    (tmp_path / "a.json").write_text(json.dumps(doc))
+    t = load_topology(str(tmp_path / "a.json"))
+    assert t.describe()["symmetric"] is False
+    rc, _, err = run_cli(["-q", "partition", "polblogs", "-k", "4", "--topology", tmp_path / "a.json",
+                          "-o", tmp_path / "a.plan"], capsys)
+    assert rc == 0, err
+    assert json.loads((tmp_path / "a.plan" / "manifest.json").read_text())["topology"]["description"]["symmetric"] is False
