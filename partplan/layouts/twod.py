@@ -96,7 +96,8 @@ class TwoD(Layout):
         holds: int64[p, p] rows moved by the expand (``volumes[0]``) and the
         fold (``volumes[1]``)."""
         from ..metrics.layouts import stats_2d
-        return stats_2d(volumes[0] + volumes[1], self.R, self.C, f=f, dtype=dtype, **cost)
+        return stats_2d(volumes[0] + volumes[1], self.R, self.C, f=f, dtype=dtype, **cost,
+                        stages={"expand": volumes[0], "fold": volumes[1]})
 
     def fold_send(self, u: int, ri: np.ndarray, dest: np.ndarray, own_pos) -> tuple[dict, np.ndarray]:
         """Rank u's side of the fold: its partial rows ``ri`` (ascending) go

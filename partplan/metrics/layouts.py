@@ -47,6 +47,9 @@ class LayoutStats:
     alpha: float = DEFAULT_ALPHA_S
     beta: float = DEFAULT_BETA_S_PER_BYTE
     replicas: int = 1          # ranks holding each row block (1.5D: c; 2D: 1)
+    #: the exchange steps apart when there are several (2D: expand, then fold), step name -> int64[p, p]
+    #: rows; None: one step (``volume``). Their sum is ``volume``.
+    stages: dict | None = None
 
     @property
     def send(self):
@@ -147,23 +150,26 @@ def analyze_2d(graph: Graph, part, R: int, C: int, *, f: int = 128, dtype: str =
     part, _ = as_partition(part, graph.n, p)
     grow, gcol = part // C, part % C
     n = graph.n
-    vol = np.zeros((p, p), dtype=np.int64)
     # expand: column j needed by grid rows {grow[i] : a_ij != 0}; sent to (r', gcol[j])
     j, r = needed_pairs(graph.indptr, graph.indices, grow, R, n)
     off = r != grow[j]
     dst = r[off] * C + gcol[j[off]]
-    vol += np.bincount(part[j[off]] * p + dst, minlength=p * p).reshape(p, p)
+    expand = np.bincount(part[j[off]] * p + dst, minlength=p * p).reshape(p, p).astype(np.int64)
     # fold: row i has partials on grid columns {gcol[j] : a_ij != 0}; (grow[i], c') -> part[i]
     T = graph.transpose()  # rows of A as columns: needed_pairs over A^T groups by row i
     i, cc = needed_pairs(T.indptr, T.indices, gcol, C, n)
     off = cc != gcol[i]
     src = grow[i[off]] * C + cc[off]
-    vol += np.bincount(src * p + part[i[off]], minlength=p * p).reshape(p, p)
-    return stats_2d(vol, R, C, f=f, dtype=dtype, alpha=alpha, beta=beta)
+    fold = np.bincount(src * p + part[i[off]], minlength=p * p).reshape(p, p).astype(np.int64)
+    return stats_2d(expand + fold, R, C, f=f, dtype=dtype, alpha=alpha, beta=beta,
+                    stages={"expand": expand, "fold": fold})
 
 
 def stats_2d(volume: np.ndarray, R: int, C: int, *, f: int = 128, dtype: str = "float32",
-             alpha: float = DEFAULT_ALPHA_S, beta: float = DEFAULT_BETA_S_PER_BYTE) -> LayoutStats:
-    """The 2D figures from the int64[p, p] rows moved by expand + fold."""
+             alpha: float = DEFAULT_ALPHA_S, beta: float = DEFAULT_BETA_S_PER_BYTE,
+             stages: dict | None = None) -> LayoutStats:
+    """The 2D figures from the int64[p, p] rows moved by expand + fold (``stages``: the two
+    apart, the two exchange steps a topology's α-β time counts one after the other)."""
     p = R * C
-    return LayoutStats("2d", p, (R, C), volume, np.zeros(p, dtype=np.int64), f, dtype, alpha, beta)
+    return LayoutStats("2d", p, (R, C), volume, np.zeros(p, dtype=np.int64), f, dtype, alpha, beta,
+                       stages=stages)

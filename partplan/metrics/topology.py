@@ -92,9 +92,11 @@ def level_bytes(sent_bytes: np.ndarray, topo) -> dict:
 
 
 def exchange_steps(stats) -> list[np.ndarray]:
-    """The per-step row matrices of a layout's stats: a routed plan's steps, else its one volume matrix."""
-    if hasattr(stats, "stages"):
-        return [np.asarray(m) for m in stats.stages.values()]
+    """The per-step row matrices of a layout's stats: a routed plan's steps, 2D's expand and fold,
+    else its one volume matrix."""
+    stages = getattr(stats, "stages", None)
+    if stages:
+        return [np.asarray(m) for m in stages.values()]
     return [np.asarray(stats.volume)]
 
 

@@ -188,8 +188,9 @@ def _check_layout(graph, lay: Layout, objective: str, ownership: str) -> None:
     if graph is not None and lay.row_blocks > graph.n:
         raise PartitionError(f"k={lay.row_blocks} row blocks exceed n={graph.n} vertices")
     if objective != "total" and not lay.bottleneck:
-        raise BackendUnavailableError(f"bottleneck refinement counts 1D volume; layout {lay.spec} cannot use "
-                                      f"it (use layout 1d or 1.5d)")
+        raise BackendUnavailableError(f"objective {objective!r} (--objective) refines the bottleneck of 1D "
+                                      f"volume; layout {lay.spec} cannot use it (use --objective total, or layout "
+                                      f"1d or 1.5d)")
     if ownership == "decoupled" and not lay.supports_owner:
         raise BackendUnavailableError(f"decoupled ownership is implemented for the 1D layout only, not {lay.spec}")
 

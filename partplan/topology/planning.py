@@ -67,7 +67,9 @@ class TopologyPlan:
         if self.level_name is not None and self.route == "flat":
             raise TopologyError(f"--route-level {self.level_name} applies to --route source / domain, not flat")
         if (self.route != "flat" or self.map != "none") and not _routable(layout):
-            raise TopologyError(f"--route {self.route} / --map {self.map} apply to the 1d layout, not {layout}")
+            given = " and ".join(f"{o} {v}" for o, v in (("--route", self.route), ("--map", self.map))
+                                 if v not in ("flat", "none"))
+            raise TopologyError(f"{given} apply to the 1d layout, not {layout}")
 
     @property
     def active(self) -> bool:

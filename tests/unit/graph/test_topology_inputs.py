@@ -263,3 +263,24 @@ def test_an_asymmetric_matrix_topology_round_trips_into_a_plan(tmp_path, capsys)
                           "-o", tmp_path / "a.plan"], capsys)
     assert rc == 0, err
     assert json.loads((tmp_path / "a.plan" / "manifest.json").read_text())["topology"]["description"]["symmetric"] is False
+
+
+def test_a_2d_plans_topology_times_expand_and_fold_apart(tmp_path, capsys):
+    """A 2D plan runs two exchange steps (expand, fold): its topology object counts 2 steps and the
+    α-β time summed over them (topology.md §2), brute force from the manifest's pairs and tree:2x2's
+    default links (cost 1 inside a domain of 2, 10 across; α = cost µs, β = cost · 0.1 ns/B)."""
+    rc, _, err = run_cli(["-q", "partition", "polblogs", "-k", "4", "--layout", "2d", "--topology", "tree:2x2",
+                          "-o", tmp_path / "t.plan"], capsys)
+    assert rc == 0, err
+    m = json.loads((tmp_path / "t.plan" / "manifest.json").read_text())
+    C = np.array([[0 if a == b else (1 if a // 2 == b // 2 else 10) for b in range(4)] for a in range(4)], float)
+    total = 0.0
+    steps = [s for s in m["programs"]["forward"]["steps"] if s["op"] == "alltoallv"]
+    for s in steps:
+        V = np.zeros((4, 4))
+        for a, b, r in s["pairs"]:
+            V[a, b] += r
+        msgs, B = (V > 0) * C * 1e-6, V * m["row_bytes"] * C * 1e-10
+        total += max((msgs.sum(1) + B.sum(1)).max(), (msgs.sum(0) + B.sum(0)).max())
+    assert len(steps) == 2 and m["topology"]["steps"] == 2
+    assert m["topology"]["alpha_beta_s"] == pytest.approx(total, rel=1e-12)
