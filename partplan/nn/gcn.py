@@ -129,10 +129,12 @@ class DistGCN(torch.nn.Module):
     def __init__(self, in_dim: int, hidden: int, classes: int, *, layers: int = 2, dropout: float = 0.5,
                  bias: bool = True, seed: int = 0, dtype=torch.float32):
         super().__init__()
-        if layers < 1:
-            raise ValueError(f"layers must be >= 1, got {layers}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        from .._args import check_int, check_real
+        layers = check_int("layers", layers, lo=1, hi=1024)
+        dropout = check_real("dropout", dropout, hi=1.0, hi_open=True)
+        in_dim, hidden, classes = (check_int(name, v, lo=1, hi=1 << 24) for name, v in
+                                   (("in_dim", in_dim), ("hidden", hidden), ("classes", classes)))
+        seed = check_int("seed", seed, lo=-(1 << 63), hi=(1 << 63) - 1)
         dims = [int(in_dim)] + [int(hidden)] * (layers - 1) + [int(classes)]
         gen = torch.Generator().manual_seed(int(seed))
         self.dims = dims

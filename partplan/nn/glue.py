@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import torch
 
+from ..errors import OptionError
+
 __all__ = ["accuracy", "global_mean", "shared_plan"]
 
 
@@ -52,11 +54,24 @@ def global_mean(values: torch.Tensor, mask: torch.Tensor | None = None, *, ddp: 
     N = rows selected on all ranks together (one all-reduce of an int64). Its
     value differs per rank; the sum over the ranks is the global mean.
     """
+    _check_rows("global_mean", values, mask)
     sel = values if mask is None else values[mask]
     n = torch.tensor([sel.shape[0]], dtype=torch.int64, device=values.device)
     total = int(_allreduce(n, group).item())
     scale = (_world(group) if ddp else 1) / max(total, 1)
     return sel.sum() * scale
+
+
+def _check_rows(what: str, values, mask) -> None:
+    """``values`` a tensor with a first dimension; ``mask`` None or a bool tensor of one entry per
+    row (an integer mask would index rows: 0/1 would pick rows 0 and 1, silently)."""
+    if not isinstance(values, torch.Tensor) or values.dim() == 0:
+        raise OptionError(f"{what}: values must be a tensor with one row per vertex, got "
+                          f"{type(values).__name__}")
+    if mask is not None and not (isinstance(mask, torch.Tensor) and mask.dtype == torch.bool
+                                 and tuple(mask.shape) == tuple(values.shape[:1])):
+        got = f"{mask.dtype} {tuple(mask.shape)}" if isinstance(mask, torch.Tensor) else type(mask).__name__
+        raise OptionError(f"{what}: mask must be a bool tensor of one entry per row ({values.shape[0]}), got {got}")
 
 
 def accuracy(pred: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None = None, *, group=None) -> float:
@@ -67,6 +82,10 @@ def accuracy(pred: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None = No
     Returns a float in [0, 1] (NaN when no rank selects a row). Collective:
     every rank calls it.
     """
+    _check_rows("accuracy", pred, mask)
+    if not isinstance(y, torch.Tensor) or y.shape != pred.shape[:1]:
+        raise OptionError(f"accuracy: y must be a tensor of one class id per row ({pred.shape[0]}), got "
+                          f"{tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__}")
     if pred.dim() > 1:
         pred = pred.argmax(dim=1)
     ok = pred == y

@@ -224,6 +224,8 @@ def _check_x(name: str, v: HaloRank, x, dtype, device) -> None:
 
 
 def _predicted(m: dict, f: int, dtype) -> dict:
+    from ..metrics.cost import check_width
+    check_width(f)
     itemsize = torch.empty(0, dtype=dtype).element_size() if isinstance(dtype, torch.dtype) \
         else np.dtype(dtype).itemsize
     vol = manifest_volume(m, "forward")

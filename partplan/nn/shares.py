@@ -504,14 +504,16 @@ def read_share(plan, rank: int, *, manifest: dict | None = None, halo_ids: np.nd
     refused before anything is returned; ``strong`` (``partplan validate``), or
     an entry without ``xxh3_128`` (shares written before it), checks the
     ``sha256`` first instead."""
+    from .._args import check_int, check_path
     from ..plan.store import _check_file, fast_digest, read_manifest
-    path = Path(plan)
+    path = Path(check_path("plan", plan, error=PlanError))
     m = manifest or read_manifest(path)
     sh = m.get("shares")
     if not isinstance(sh, dict) or not isinstance(sh.get("files"), list):
         raise PlanError(f"{path}: the plan has no shares (write them with plan_from_pyg(..., shares=True) "
                         f"or `partplan shares {path} --data D.pt`)")
     p = int(m["ranks"])
+    rank = check_int("rank", rank, hi=max(p - 1, 0), error=PlanError)
     if not 0 <= rank < p or len(sh["files"]) != p:
         raise PlanError(f"{path}: manifest field 'shares.files' lists {len(sh['files'])} shares for {p} ranks")
     entry = sh["files"][rank]

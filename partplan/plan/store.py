@@ -656,6 +656,8 @@ def source_matches(manifest: dict, graph) -> bool:
 def _check_graph(m: dict, graph, where: Path):
     if graph is None:
         return
+    from ..graph import check_graph
+    check_graph(graph, error=PlanError)
     fp = m["graph"].get("fingerprint")
     if fp != graph.fingerprint and m.get("normalize") and source_matches(m, graph):
         raise PlanError(f"{where / MANIFEST}: the plan multiplies the {m['normalize']}-normalized matrix of graph "
@@ -789,11 +791,13 @@ def load_plan(path, rank: int | None = None, graph=None, *, verify: bool = True,
     Raises :class:`PlanError` naming the file and field on a missing or
     corrupted shard, truncation, unknown format version or another graph.
     """
-    path = Path(path)
+    from .._args import check_int, check_path
+    path = Path(check_path("path", path, error=PlanError))
     m = read_manifest(path)
     _check_graph(m, graph, path)
     if rank is not None:
-        rp = load_rank(path, int(rank), manifest=m, verify=verify, check=check)
+        rank = check_int("rank", rank, hi=int(m["ranks"]) - 1, error=PlanError)
+        rp = load_rank(path, rank, manifest=m, verify=verify, check=check)
         rp.check()
         return rp
     ranks = [load_rank(path, r, manifest=m, verify=verify, check=check) for r in range(m["ranks"])]

@@ -200,7 +200,10 @@ def tree(fanouts, links: list[Link] | None = None, *, names=None, source: str = 
     >>> tree([2, 3]).cost.tolist()[0]
     [0.0, 1.0, 10.0, 10.0, 10.0, 10.0]
     """
-    fan = [int(f) for f in fanouts]
+    from .._args import check_int
+    if isinstance(fanouts, (str, bytes)) or not hasattr(fanouts, "__iter__"):
+        raise TopologyError(f"tree fanouts must be a list of >= 2 integers >= 1, got {fanouts!r}")
+    fan = [check_int("tree fanout", f, lo=1, error=TopologyError) for f in fanouts]
     if len(fan) < 2 or any(f < 1 for f in fan):
         raise TopologyError(f"tree fanouts must be >= 2 integers >= 1 (innermost first, top count last), got {fanouts}")
     nlev = len(fan) - 1
@@ -319,6 +322,8 @@ PRESET_HELP = "tree:RxD[:INTRA,INTER] (R ranks per domain × D domains), tree:Ax
 
 def parse_preset(spec: str) -> Topology | None:
     """A preset topology from its string, or None when ``spec`` is not preset-shaped."""
+    if not isinstance(spec, str):
+        raise TopologyError(f"a topology preset is a string (dgx1, tree:AxB...), got {spec!r}")
     s = spec.strip().lower()
     if s == "dgx1":
         return dgx1()

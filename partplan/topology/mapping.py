@@ -163,7 +163,11 @@ def map_parts(graph, part: np.ndarray, topo, method: str = "greedy", **kw) -> tu
     from ..metrics import analyze
     if method not in MAP_METHODS:
         raise PartitionError(f"unknown mapping {method!r}; use one of {', '.join(MAP_METHODS)}")
-    part = np.asarray(part, dtype=np.int64)
+    from ..parts import as_part_ids
+    from .machine import Topology
+    if not isinstance(topo, Topology):
+        raise PartitionError(f"map_parts: topo must be a partplan Topology (load_topology), got {type(topo).__name__}")
+    part = as_part_ids(part, what="part")     # integers as they are (a float part vector is refused, not cut)
     k = topo.ranks
     V = analyze(graph, part, k, f=1, backward=False).volume
     before = mapping_cost(V, topo.cost, np.arange(k))

@@ -128,3 +128,39 @@ def test_write_partition_creates_a_missing_folder(tmp_path):
 def test_generators_refuse_sizes_before_allocating(call, match):
     with pytest.raises(PartplanError, match=match):
         call()
+
+
+def test_nn_topology_and_plan_arguments(tmp_path):
+    """The second layer of the API: an integer 0/1 mask indexed rows (global_mean gave 0.667 for a
+    mean of 2.5), fractions were truncated (tree([2.7, 2]) had 4 ranks, load_plan(rank=1.5) gave rank
+    1, DistGCN(1.5, ...) a 1 × 4 weight), a float part vector was cut to integers."""
+    torch = pytest.importorskip("torch")
+    import partplan.topology as topology
+    from partplan.nn import DistGCN, accuracy, global_mean
+    from partplan.partition.refinement.ownership import assign_owners
+    from partplan.topology.mapping import map_parts
+
+    v = torch.arange(6.0)
+    assert float(global_mean(v, mask=torch.tensor([1, 0, 1, 1, 0, 1]).bool())) == 2.5
+    plan = partplan.write_plan(partplan.build_plan(G, np.arange(8) % 2, 2), tmp_path / "a.plan")
+    bad = [
+        (lambda: global_mean(v, mask=torch.tensor([1, 0, 1, 1, 0, 1])), "mask must be a bool tensor"),
+        (lambda: global_mean(v, mask=True), "mask must be a bool tensor"),
+        (lambda: accuracy(torch.tensor([1, 2, 0]), 2.0), "y must be a tensor"),
+        (lambda: topology.tree([2.7, 2]), "tree fanout"),
+        (lambda: topology.tree(4), "tree fanouts"),
+        (lambda: topology.parse_preset(None), "preset is a string"),
+        (lambda: partplan.load_plan(plan, rank=1.5), "rank must be an integer"),
+        (lambda: partplan.load_plan(plan, rank=True), "rank must be an integer"),
+        (lambda: partplan.load_plan(None), "path must be a file path"),
+        (lambda: partplan.load_plan(plan, graph=True), "graph must be a partplan Graph"),
+        (lambda: DistGCN(1.5, 4, 2), "in_dim"),
+        (lambda: DistGCN(8, 4, 2, layers=-1), "layers"),
+        (lambda: DistGCN(8, 4, 2, dropout=1.5), "dropout"),
+        (lambda: map_parts(G, np.arange(8) % 4 + 0.7, topology.load_topology("tree:2x2")), "integer part ids"),
+        (lambda: map_parts(G, np.arange(8) % 4, None), "topo must be a partplan Topology"),
+        (lambda: assign_owners(G, np.arange(8) % 2, 2, time_limit=float("nan")), "time_limit"),
+    ]
+    for call, match in bad:
+        with pytest.raises(PartplanError, match=match):
+            call()

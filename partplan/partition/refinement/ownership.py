@@ -256,6 +256,9 @@ def assign_owners(graph: Graph, part, k: int | None = None, *, method: str = "gr
     (4, 2)
     """
     check_graph(graph, error=PartitionError)
+    if time_limit is not None:
+        from ..options import check_real
+        time_limit = check_real("time_limit", time_limit, error=PartitionError)
     t0 = time.perf_counter()
     if method not in OWNER_METHODS:
         raise PartitionError(f"unknown ownership method {method!r}; choose one of {', '.join(OWNER_METHODS)}")
