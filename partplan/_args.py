@@ -66,6 +66,14 @@ def check_real(name: str, v, *, lo: float = 0.0, hi: float = math.inf, lo_open: 
     return float(v)
 
 
+def check_bool(name: str, v, error=OptionError) -> bool:
+    """``v`` as a bool: True / False (or the integers 0 and 1); a string such as "no", None or a
+    list is refused (any truthy object would otherwise switch the option on)."""
+    if not isinstance(v, bool) and not (isinstance(v, numbers.Integral) and int(v) in (0, 1)):
+        raise error(f"{name} must be True or False, got {v!r}")
+    return bool(v)
+
+
 def check_path(name: str, v, error=OptionError) -> os.PathLike | str:
     """``v`` when it is a path (str or os.PathLike, not empty)."""
     if isinstance(v, (str, os.PathLike)) and str(os.fspath(v)) != "":

@@ -127,8 +127,14 @@ def read_graph(path: str | os.PathLike, format: str | None = None, *, symmetrize
         (multi-constraint METIS). An option the format does not know raises
         :class:`~partplan.errors.BackendUnavailableError`.
     """
-    if self_loops not in ("keep", "add", "remove"):
+    from .._args import check_bool, check_path
+    check_path("path", path)
+    symmetrize, dedupe, drop_isolated = (check_bool(name, v) for name, v in (
+        ("symmetrize", symmetrize), ("dedupe", dedupe), ("drop_isolated", drop_isolated)))
+    if not isinstance(self_loops, str) or self_loops not in ("keep", "add", "remove"):
         raise OptionError(f"self_loops must be 'keep', 'add' or 'remove', not {self_loops!r}")
+    if format is not None and not isinstance(format, str):
+        raise OptionError(f"format must be a format name (str) or None, got {format!r}")
     if format is None and Path(path).is_dir() and (Path(path) / "header.json").is_file():  # chunked graph (io/chunked.py)
         from .chunked import read_chunked
         return read_chunked(path, symmetrize=symmetrize, self_loops=self_loops, dedupe=dedupe,

@@ -64,16 +64,19 @@ class ConnectivitySets:
 
 
 def owner_stats(graph: Graph, part, owner, k: int | None = None, *, f: int = 128, dtype: str = "float32",
-                alpha: float = DEFAULT_ALPHA_S, beta: float = DEFAULT_BETA_S_PER_BYTE, name: str = "") -> CommStats:
+                alpha: float = DEFAULT_ALPHA_S, beta: float = DEFAULT_BETA_S_PER_BYTE, name: str = "",
+                backward: bool = False) -> CommStats:
     """Exchange of ``A @ H`` when row ``H[j]`` is sent by part ``owner[j]``:
     :func:`partplan.metrics.analyze_owned` (volume[q, r] = rows q sends r, to
     the parts that read column j; compute load from ``part``;
     ``extra["ownership"] = "decoupled"``) after checking every ``owner[j]`` is
-    in Λ_j (else :class:`PartitionError`)."""
+    in Λ_j (else :class:`PartitionError`). ``backward``: also the plan's backward pass (conformal,
+    :func:`~partplan.metrics.stats.analyze_owned`)."""
     check_graph(graph)
     part, k = as_partition(part, graph.n, k)
     owner = ConnectivitySets(graph, part, k).check(owner)
-    return analyze_owned(graph, part, owner, k, f=f, dtype=dtype, alpha=alpha, beta=beta, name=name or graph.name)
+    return analyze_owned(graph, part, owner, k, f=f, dtype=dtype, alpha=alpha, beta=beta, name=name or graph.name,
+                         backward=backward)
 
 
 __all__ = ["ConnectivitySets", "owner_stats"]

@@ -484,7 +484,7 @@ def load_partition(path: str | os.PathLike, graph: Graph | None = None) -> Parti
         b = lay.row_blocks
         if owner is not None:  # the exchange actually planned, as partition() reports it
             from .refinement.ownership import owner_stats
-            stats = owner_stats(graph, part, owner, b, f=f, dtype=dtype)
+            stats = owner_stats(graph, part, owner, b, f=f, dtype=dtype, backward=not graph.is_symmetric())
         else:
             stats = analyze(graph, part, b, f=f, dtype=dtype, name=f"{graph.name} {meta.get('model')}/{meta.get('backend')}")
         if lay.layout_stats:

@@ -21,7 +21,7 @@ import numbers
 
 import numpy as np
 
-from .._args import INT_MAX, check_int, check_real  # noqa: F401  (re-exported: the partitioners' options)
+from .._args import INT_MAX, check_bool, check_int, check_real  # noqa: F401  (re-exported: the partitioners' options)
 from .._seed import numpy_seed
 from ..errors import OptionError, PartitionError
 
@@ -37,12 +37,6 @@ MAX_WORKERS = 1024   # the default pipeline's cores at most (lanes)
 def check_imbalance(v) -> float:
     """ε of the balance constraint, in [0, 10)."""
     return check_real("imbalance", v, lo=0.0, hi=10.0, hi_open=True, error=PartitionError)
-
-
-def check_bool(name: str, v) -> bool:
-    if not isinstance(v, (bool,)) and not (isinstance(v, numbers.Integral) and int(v) in (0, 1)):
-        raise OptionError(f"{name} must be True or False, got {v!r}")
-    return bool(v)
 
 
 def check_seed(v) -> int:

@@ -791,8 +791,9 @@ def load_plan(path, rank: int | None = None, graph=None, *, verify: bool = True,
     Raises :class:`PlanError` naming the file and field on a missing or
     corrupted shard, truncation, unknown format version or another graph.
     """
-    from .._args import check_int, check_path
+    from .._args import check_bool, check_int, check_path
     path = Path(check_path("path", path, error=PlanError))
+    verify, check = check_bool("verify", verify, error=PlanError), check_bool("check", check, error=PlanError)
     m = read_manifest(path)
     _check_graph(m, graph, path)
     if rank is not None:

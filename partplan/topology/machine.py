@@ -76,6 +76,11 @@ class Link:
     beta: float
     cost: float
 
+    def __post_init__(self):
+        from .._args import check_real
+        for name in ("alpha", "beta", "cost"):
+            object.__setattr__(self, name, check_real(f"link {name}", getattr(self, name), error=TopologyError))
+
     def to_json(self) -> dict:
         return {"alpha": self.alpha, "beta": self.beta, "cost": self.cost}
 
@@ -88,6 +93,14 @@ class Level:
     name: str
     size: int
     link: Link | None = None
+
+    def __post_init__(self):
+        from .._args import check_int
+        if not isinstance(self.name, str) or not self.name:
+            raise TopologyError(f"a level's name must be a non-empty string, got {self.name!r}")
+        object.__setattr__(self, "size", check_int(f"level {self.name}: size", self.size, lo=1, error=TopologyError))
+        if self.link is not None and not isinstance(self.link, Link):
+            raise TopologyError(f"level {self.name}: link must be a Link, got {type(self.link).__name__}")
 
 
 @dataclass
@@ -217,6 +230,9 @@ def tree(fanouts, links: list[Link] | None = None, *, names=None, source: str = 
                  for i in range(nlev + 1)]
     if len(links) != nlev + 1:
         raise TopologyError(f"a tree with {nlev} domain level(s) needs {nlev + 1} links (local + one per level)")
+    if not all(isinstance(lk, Link) for lk in links):
+        raise TopologyError(f"tree links must be Link objects (local, then one per level), got "
+                            f"{[type(lk).__name__ for lk in links]}")
     p = math.prod(fan)                        # Python ints: no int64 wrap-around
     check_matrix_budget(p, source or tree_spec(fan))
     sizes = np.cumprod(fan[:-1])

@@ -164,3 +164,29 @@ def test_nn_topology_and_plan_arguments(tmp_path):
     for call, match in bad:
         with pytest.raises(PartplanError, match=match):
             call()
+
+
+def test_flags_links_levels_and_decoupled_backward(tmp_path):
+    """Boolean flags take True / False (read_graph(symmetrize="no") had symmetrized); Link and Level
+    check their numbers; a decoupled partition of a directed graph reports the plan's backward pass
+    (conformal, A^T: brute force over the edges)."""
+    import partplan.topology as topology
+    from partplan.io import read_graph
+    from partplan.topology.machine import Level, Link
+    (tmp_path / "e.txt").write_text("0 1\n1 2\n2 0\n")
+    for bad in ("no", None, [0], 1.5):
+        with pytest.raises(PartplanError, match="symmetrize must be True or False"):
+            read_graph(tmp_path / "e.txt", symmetrize=bad)
+    for call, match in ((lambda: Link(float("nan"), 1e-10, 1.0), "link alpha"), (lambda: Level("a", -5), "size"),
+                        (lambda: Level(None, 2), "name"), (lambda: topology.tree([2, 2], links=[None, None]), "links")):
+        with pytest.raises(PartplanError, match=match):
+            call()
+    rng = np.random.default_rng(4)
+    src, dst = rng.integers(0, 60, 300), rng.integers(0, 60, 300)
+    g = Graph.from_edges(src, dst, n=60)
+    p = partplan.partition(g, 4, ownership="decoupled")
+    back: dict[int, set] = {}
+    for i, j in {(int(a), int(b)) for a, b in zip(src, dst)}:
+        back.setdefault(i, set()).add(int(p.part[j]))
+    want = sum(len(r | {int(p.part[c])}) - 1 for c, r in back.items())
+    assert p.stats.backward is not None and p.stats.backward.total_volume == want

@@ -280,7 +280,8 @@ def measure(graph: Graph, req: Request, w: Work) -> tuple:
         from ..refinement.ownership import owner_stats
 
         w.info["conformal_stats"] = stats.summary()
-        stats = owner_stats(graph, w.part, w.owner, req.b, f=req.f, dtype=req.dtype)
+        stats = owner_stats(graph, w.part, w.owner, req.b, f=req.f, dtype=req.dtype,
+                            backward=not graph.is_symmetric())    # the plan's backward pass (conformal)
     lstats = None
     if req.lay.layout_stats:  # a bottleneck layout's figures are the row blocks' 1D volume, laid out
         extra = {"volume": vol} if req.lay.bottleneck else {}
