@@ -207,7 +207,7 @@ def run(args) -> int:
     timing["partition_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    if owner is not None:   # what the plan of this partition sends: H[j] from owner[j] (forward only)
+    if owner is not None:   # what the plan of this partition sends: H[j] from owner[j]; backward conformal
         from partplan.metrics.stats import analyze_owned
         stats = analyze_owned(graph, part, owner, b, f=args.f, dtype=args.dtype, alpha=alpha, beta=beta,
                               name=f"{graph.name} / {name}", backward=not graph.is_symmetric())
