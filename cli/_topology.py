@@ -59,11 +59,8 @@ class TopologyOptions(TopologyPlan):
         _check_preset_size(getattr(args, "topology", None), getattr(args, "k", None))
         super().__init__(getattr(args, "topology", None), getattr(args, "route", None),
                          getattr(args, "map_method", None), getattr(args, "route_level", None), layout)
-        if getattr(args, "ownership", None) == "decoupled" and self.topo is not None and (
-                self.route != "flat" or self.map != "none"):
-            from partplan.topology import TopologyError
-            raise TopologyError(f"--route {self.route} / --map {self.map} do not apply with --ownership decoupled "
-                                f"(its owners send the rows of H; the routes and the mapping move parts)")
+        if getattr(args, "ownership", None) == "decoupled":
+            self.refuse_owners("with --ownership decoupled")
 
 
 def print_topology(d: dict | None, file=None) -> None:

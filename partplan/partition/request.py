@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import BackendUnavailableError, PartitionError
-from ..graph import Graph
+from ..graph import Graph, check_graph
 from ..layouts import Layout, parse_layout
 from .engines import (DEFAULT_MPI_ENGINE, backend_names, check_mpi_engine, check_options, default_backend,
                       get_backend, in_process_backend)
@@ -124,8 +124,8 @@ def _engine(model, backend, objective, layout, k, opts: dict, groups: dict) -> t
 
 
 def _check_graph_k(graph, k) -> int:
-    if graph is not None and not isinstance(graph, Graph):
-        raise PartitionError(f"partition() needs a partplan Graph, got {type(graph).__name__}")
+    if graph is not None:
+        check_graph(graph, name="partition()'s graph", error=PartitionError)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
         raise PartitionError(f"k must be an integer number of ranks, got {k!r}")
     if int(k) < 1:

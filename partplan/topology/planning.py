@@ -71,6 +71,14 @@ class TopologyPlan:
                                  if v not in ("flat", "none"))
             raise TopologyError(f"{given} apply to the 1d layout, not {layout}")
 
+    def refuse_owners(self, where: str) -> None:
+        """One TopologyError when a route or a mapping is asked for a decoupled partition (``where``:
+        how the owners came: "with --ownership decoupled", "to a decoupled partition"): its owners
+        send the rows of H, the routes and the mapping move parts."""
+        if self.topo is not None and (self.route != "flat" or self.map != "none"):
+            raise TopologyError(f"--route {self.route} / --map {self.map} do not apply {where} (its owners send "
+                                f"the rows of H; the routes and the mapping move parts)")
+
     @property
     def active(self) -> bool:
         return self.topo is not None
@@ -106,9 +114,8 @@ class TopologyPlan:
         on the topology (``--map``), and the layout spec of the route (or ``layout``)."""
         if self.topo is None:
             return src, layout
-        if getattr(src, "owner", None) is not None and (self.route != "flat" or self.map != "none"):
-            raise TopologyError(f"--route {self.route} / --map {self.map} do not apply to a decoupled partition "
-                                f"(its owners send the rows of H; the routes and the mapping move parts)")
+        if getattr(src, "owner", None) is not None:
+            self.refuse_owners("to a decoupled partition")
         part = np.asarray(src.part if hasattr(src, "part") else src, dtype=np.int64)
         if k is None:        # the plan's ranks: the row blocks, times the replicas of a 1.5D layout
             from ..layouts import parse_layout
@@ -149,9 +156,8 @@ class TopologyPlan:
             return None
         from ..metrics.topology import exchange_steps
         from ..layouts import routed_layout
-        if owner is not None and self.route != "flat":
-            raise TopologyError(f"--route {self.route} does not apply to a decoupled partition (its owners send "
-                                f"the rows of H)")
+        if owner is not None:
+            self.refuse_owners("to a decoupled partition")
         if self.route == "flat":
             st = lay.volumes(graph, part, f=f, dtype=dtype, **({"owner": owner} if owner is not None else {}))
         else:
