@@ -749,11 +749,12 @@ def load_rank(path, rank: int, *, manifest: dict | None = None, verify: bool = T
     return rp
 
 
-def plan_rows(path) -> int:
+def plan_rows(path, manifest: dict | None = None) -> int:
     """The plan's ``graph.n`` once it is checked against its partition file
-    (what a job sizes its buffers by, before it reads any shard)."""
+    (what a job sizes its buffers by, before it reads any shard); ``manifest``:
+    the plan's, when the caller has read it already."""
     path = Path(path)
-    m = read_manifest(path)
+    m = read_manifest(path) if manifest is None else manifest
     _check_n(path, m)
     return int(m["graph"]["n"])
 

@@ -256,7 +256,7 @@ def precheck(path, *, f: int, replay_check: bool = True, option: str = "f") -> d
     from ..plan.store import read_manifest
     m = read_manifest(path)
     if replay_check:
-        check_replay_budget(path, f, option=option)
+        check_replay_budget(path, f, option=option, manifest=m)
     return m
 
 
@@ -264,15 +264,15 @@ def precheck(path, *, f: int, replay_check: bool = True, option: str = "f") -> d
 REPLAY_COPIES = 3
 
 
-def check_replay_budget(path, f: int, option: str = "f") -> int:
+def check_replay_budget(path, f: int, option: str = "f", manifest: dict | None = None) -> int:
     """The replay's n × f float64 features (:data:`REPLAY_COPIES` of them; n
     from the plan's manifest, checked against its partition file) against the
     memory budget (:mod:`partplan._budget`), before anything is read or
-    allocated: one :class:`~partplan.errors.OptionError` naming ``option``.
-    Returns the bytes."""
+    allocated: one :class:`~partplan.errors.OptionError` naming ``option``
+    (``manifest``: the plan's, already read). Returns the bytes."""
     from .._budget import check_array_bytes
     from ..plan.store import plan_rows
-    return check_array_bytes(plan_rows(path), int(f), 8, f"features of width f = {int(f)}", option=option,
+    return check_array_bytes(plan_rows(path, manifest), int(f), 8, f"features of width f = {int(f)}", option=option,
                              copies=REPLAY_COPIES)
 
 
