@@ -299,9 +299,10 @@ def launch(config: dict, nprocs: int, *, worker, timeout_s: float = 60.0, thread
 #: 10 s, because a rank that raised can take seconds to exit (torch and gloo teardown) on a loaded
 #: machine while the peers it failed end at once on their closed connections
 ECHO_WINDOW_ROUNDS = 200
-#: what a rank's error says when a peer's failure ended it (a closed connection, a timeout): an echo
+#: what a rank's error says when a peer's failure ended it (a closed connection, a timeout, or a
+#: flag a collective carried: "see rank 0's error", "another rank found ..."): an echo
 _ECHO = re.compile(r"a peer died|closed by peer|reset by peer|broken pipe|connection refused|timed out|"
-                   r"timeout", re.I)
+                   r"timeout|see rank \d+'s error|see its error|another rank ", re.I)
 
 
 def _failures(codes: list, errs: list, killed: set, stopped: set = frozenset(),
