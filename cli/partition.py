@@ -164,17 +164,27 @@ def _run_distributed(args, progress) -> int:
         progress(f"reading {args.graph}")
         graph = load_graph(args.graph, symmetrize=args.symmetrize, weight=args.weight)
     ctx = DistributedRefineContext(time_limit=req.groups["refine"].get("time_limit"), seed=req.seed)
-    from partplan.partition.api import balance_floor_message, graph_balance_floor
+    from partplan.partition.api import (
+        balance_floor_message,
+        compute_floor_message,
+        graph_balance_floor,
+        graph_compute_floor,
+    )
     floor = graph_balance_floor(graph, req.k, req.imbalance, vertex_weights=False)   # the processes balance row nnz
+    cfloor = graph_compute_floor(graph, req.k, req.imbalance, vertex_weights=False)
     res = distributed_partition(graph, req.k, nprocs=req.nprocs, output=out, engine=req.engine,
                                 imbalance=req.imbalance, seed=req.seed, context=ctx, engine_options=req.engine_opts,
                                 quiet=args.quiet, progress=progress)
     if floor is not None:   # a warning, as the one-process partitioner's: said even under -q
         print(f"partplan: warning: {balance_floor_message(floor, req.k)} (this partition: "
               f"{res['compute_imbalance']:.3f})", file=sys.stderr, flush=True)
+    if cfloor is not None:
+        print(f"partplan: warning: {compute_floor_message(cfloor, req.k)} (this partition: "
+              f"{res['compute_imbalance']:.3f})", file=sys.stderr, flush=True)
     if args.json:
         print(json.dumps({**{k: v for k, v in res.items() if k not in ("send", "recv", "compute_load")},
-                          **({"balance_floor": floor} if floor is not None else {})}, indent=1))
+                          **({"balance_floor": floor} if floor is not None else {}),
+                          **({"compute_floor": cfloor} if cfloor is not None else {})}, indent=1))
         return 0
     r, e = res["result"], res["engine_result"]
     rows = [("graph", f"{res['graph']} (n={res['n']}, nnz={res['nnz']})"),
@@ -320,6 +330,12 @@ def run(args) -> int:
     if "balance_floor" in p.info:   # a warning: said even under -q (stderr; stdout stays the result)
         from partplan.partition.api import balance_floor_message
         said = balance_floor_message(p.info["balance_floor"], p.row_blocks)
+        if p.stats is not None:
+            said += f" (this partition: {p.stats.summary()['compute_imbalance']:.3f})"
+        print(f"partplan: warning: {said}", file=sys.stderr, flush=True)
+    if "compute_floor" in p.info:   # the same for the compute limit kept beside it (graphs with empty rows)
+        from partplan.partition.api import compute_floor_message
+        said = compute_floor_message(p.info["compute_floor"], p.row_blocks)
         if p.stats is not None:
             said += f" (this partition: {p.stats.summary()['compute_imbalance']:.3f})"
         print(f"partplan: warning: {said}", file=sys.stderr, flush=True)

@@ -52,7 +52,7 @@ from ..graph import Graph
 from ..metrics import CommStats, LayoutStats, analyze
 from ..layouts import Layout, parse_layout, spec_from_params
 from .engines import backend_names, default_backend, run_backend  # noqa: F401
-from .objectives import OBJECTIVES, balance_cap, balance_floor, floor_of  # noqa: F401  (OBJECTIVES: re-exported by partplan.partition)
+from .objectives import OBJECTIVES, balance_cap, balance_floor, compute_floor_of, floor_of  # noqa: F401  (OBJECTIVES: re-exported by partplan.partition)
 from .request import DEFAULT_OBJECTIVE, MODELS, OWNERSHIP, resolve  # noqa: F401
 from .pipeline import stages
 from .pipeline.stages import EXPLICIT_REFINE_WORK, LP_OWNERSHIP_MAX_BLOCKS  # noqa: F401  (documented here)
@@ -271,12 +271,40 @@ def graph_balance_floor(graph, parts: int, imbalance: float, *, vertex_weights: 
     return floor
 
 
+def graph_compute_floor(graph, parts: int, imbalance: float, *, vertex_weights: bool = True) -> dict | None:
+    """:func:`.objectives.compute_floor_of` of a :class:`Graph` or a chunked graph's path: a row with
+    more nonzeros than the compute limit of one part, where the partitioner keeps that limit and
+    :func:`graph_balance_floor` does not already say so — the single-process pipeline on a graph with
+    empty rows (``vertex_weights`` True), the distributed partitioner (``vertex_weights`` False: it
+    balances row nnz) on any graph. None otherwise."""
+    if graph_balance_floor(graph, parts, imbalance, vertex_weights=vertex_weights) is not None:
+        return None
+    if isinstance(graph, Graph):
+        nnz = graph.row_nnz
+        if nnz.size == 0 or (vertex_weights and not bool((nnz == 0).any())):
+            return None
+        row = int(np.argmax(nnz))
+        return compute_floor_of(row, int(nnz[row]), int(graph.nnz), parts, imbalance)
+    from ..io.chunked import chunk_info, is_chunked, row_nnz_sums
+    if not is_chunked(graph):
+        return None
+    r = row_nnz_sums(chunk_info(graph))
+    return compute_floor_of(r["heaviest"], r["max_nnz"], r["nnz"], parts, imbalance)
+
+
 def _say_balance_floor(graph, req, info: dict, *, vertex_weights: bool = True) -> None:
     """A row heavier than the ε-limit of one part: no partition is within ε (every engine then
     returns one above it). Recorded in ``info["balance_floor"]`` (:func:`graph_balance_floor`)
-    and said on ``progress`` before the work; not an error — a partition is still the answer."""
+    and said on ``progress`` before the work; not an error — a partition is still the answer.
+    Likewise a row with more nonzeros than the compute limit the partitioner keeps beside the
+    balance limit (:func:`graph_compute_floor`), in ``info["compute_floor"]``."""
     floor = graph_balance_floor(graph, req.b, req.imbalance, vertex_weights=vertex_weights)
     if floor is None:
+        cfloor = graph_compute_floor(graph, req.b, req.imbalance, vertex_weights=vertex_weights)
+        if cfloor is not None:
+            info["compute_floor"] = cfloor
+            if req.progress is not None:
+                req.progress(compute_floor_message(cfloor, req.b))
         return
     info["balance_floor"] = floor
     if req.progress is not None:
@@ -322,6 +350,13 @@ def over_epsilon_message(over: dict, parts: int) -> str:
                        "pack into the parts within it, or the repair's passes stopped short")
     return head + (f"{over['backend']}'s own balance, returned as it is (partplan repairs the balance before its "
                    f"own refinement: the default pipeline, --preset fast, a bottleneck objective)")
+
+
+def compute_floor_message(floor: dict, parts: int) -> str:
+    """One line for a user: the row with the most nonzeros against the compute limit of one part."""
+    return (f"row {floor['row']} has {floor['row_nnz']} nonzeros, more than the compute limit of one part, "
+            f"{floor['limit']} (row nonzeros, ε = {floor['imbalance']:g}, {parts} parts): no partition keeps every "
+            f"part's compute within ε; compute imbalance is at least {floor['compute_imbalance_at_least']:.3f}")
 
 
 def balance_floor_message(floor: dict, parts: int) -> str:

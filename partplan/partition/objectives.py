@@ -96,3 +96,24 @@ def floor_of(row: int, row_weight: int, total_weight: int, max_nnz: int, nnz: in
     bound = max(0.0, float(max_nnz / (nnz / parts) - 1.0)) if nnz > 0 else 0.0
     return {"row": int(row), "row_weight": int(row_weight), "limit": limit, "imbalance": float(imbalance),
             "compute_imbalance_at_least": bound}
+
+
+def compute_floor_of(row: int, max_nnz: int, nnz: int, parts: int, imbalance: float) -> dict | None:
+    """Why no row partition into ``parts`` parts keeps every part's compute (row nonzeros) within
+    the ε-limit ⌊(1+ε)·⌈nnz/k⌉⌋ because of one row, or None when no row has more nonzeros than it:
+    {"row": the row with the most nonzeros (id), "row_nnz": its nonzeros, "limit": the compute
+    limit, "imbalance": ε, "compute_imbalance_at_least": max row nnz / (nnz / parts) − 1}. On a
+    graph without empty rows and vertex weights this is :func:`balance_floor` itself (the balance
+    weights are the row nonzeros); with empty rows the balance limit counts them and can be above
+    the compute limit that the pipeline and the distributed partitioner keep as well.
+
+    >>> compute_floor_of(0, 29, 30, 2, 0.03)["limit"], compute_floor_of(0, 15, 30, 2, 0.03)
+    (15, None)
+    """
+    if parts < 2 or nnz <= 0:
+        return None
+    limit = eps_limit(nnz, parts, imbalance)
+    if max_nnz <= limit:
+        return None
+    return {"row": int(row), "row_nnz": int(max_nnz), "limit": limit, "imbalance": float(imbalance),
+            "compute_imbalance_at_least": float(max_nnz / (nnz / parts) - 1.0)}

@@ -6,7 +6,7 @@ import pytest
 import scipy.io
 import scipy.sparse as sp
 
-from partplan import analyze
+from partplan import Graph, analyze
 from partplan.cli.main import main
 
 
@@ -156,6 +156,55 @@ def test_unbalanceable_graph_warns_once_even_quiet_and_records_the_floor(tmp_pat
         assert f["compute_imbalance_at_least"] == pytest.approx(least)
         loads = np.bincount(read_partition(tmp_path / "star.part", g.n), weights=nnz, minlength=k)
         assert loads.max() / loads.mean() - 1 >= least - 1e-12   # a floor no engine gets below
+
+
+def _hub_with_empty_rows():
+    """Row 0 has 29 nonzeros, row 1 one, rows 2..59 none: nnz 30, so the compute limit of one of
+    2 parts is ⌊1.03 · 15⌋ = 15, while the balance limit (rows weigh at least 1) is ⌊1.03 · 44⌋ = 45."""
+    return Graph.from_edges(np.r_[np.zeros(29, np.int64), 1], np.r_[np.arange(1, 30), 2], n=60,
+                            symmetrize=False, name="hub")
+
+
+def test_a_row_above_the_compute_limit_warns_where_the_balance_limit_holds(tmp_path, capfd):
+    """Empty rows weigh 1 in the balance limit and 0 in compute: a hub within the first and above
+    the second gets its own warning (even under -q) and a ``compute_floor`` record; the compute
+    imbalance of the partition is never below it."""
+    from partplan.io import read_partition, write_npz
+
+    g = _hub_with_empty_rows()
+    write_npz(g, tmp_path / "hub.npz")
+    nnz = np.diff(g.indptr)                                    # the oracle, from the CSR itself
+    compute_limit = int(np.floor(1.03 * -(-int(nnz.sum()) // 2)))
+    assert int(nnz.max()) <= int(np.floor(1.03 * -(-int(np.maximum(nnz, 1).sum()) // 2)))  # balanceable
+    assert (compute_limit, int(nnz[0])) == (15, 29)
+    assert main(["partition", str(tmp_path / "hub.npz"), "-k", "2", "--json", "-q",
+                 "-o", str(tmp_path / "hub.part")]) == 0
+    cap = capfd.readouterr()
+    warn = [ln for ln in cap.err.splitlines() if ln.startswith("partplan: warning:")]
+    assert len(warn) == 1 and "row 0 has 29 nonzeros" in warn[0] and "compute limit of one part, 15" in warn[0]
+    info = json.loads(cap.out)["info"]
+    assert "balance_floor" not in info
+    f = info["compute_floor"]
+    assert (f["row"], f["row_nnz"], f["limit"]) == (0, 29, 15)
+    assert f["compute_imbalance_at_least"] == pytest.approx(29 / 15 - 1)
+    loads = np.bincount(read_partition(tmp_path / "hub.part", g.n), weights=nnz, minlength=2)
+    assert loads.max() / loads.mean() - 1 >= f["compute_imbalance_at_least"] - 1e-12
+
+
+def test_the_compute_floor_of_a_chunked_graph_is_the_loaded_graphs(tmp_path):
+    """What ``--nprocs`` warns of (its processes balance row nnz): streamed from the chunks' indptr
+    arrays, equal to the loaded graph's; none on a graph whose hub fits."""
+    from partplan.io.chunked import write_chunked
+    from partplan.partition.api import graph_compute_floor
+
+    g = _hub_with_empty_rows()
+    path = write_chunked(g, tmp_path / "hub.chunked", chunks=3)
+    want = graph_compute_floor(g, 2, 0.03, vertex_weights=False)
+    assert want is not None and (want["row"], want["row_nnz"], want["limit"]) == (0, 29, 15)
+    assert graph_compute_floor(path, 2, 0.03) == want
+    assert graph_compute_floor(g, 1, 0.03) is None
+    fits = Graph.from_edges(np.r_[np.zeros(3, np.int64), 1], np.r_[np.arange(1, 4), 2], n=8, symmetrize=False)
+    assert graph_compute_floor(fits, 2, 0.5) is None                   # 3 nonzeros ≤ ⌊1.5 · 2⌋
 
 
 def test_balanceable_graph_has_no_floor_and_no_warning(mtx, tmp_path, capfd):
