@@ -43,6 +43,7 @@ import zlib
 from tokenize import TokenError
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
@@ -72,6 +73,12 @@ def _is_pt(p: Path) -> bool:
 def _pt_arrays(p: Path) -> dict:
     """``x``, ``y`` and the masks of the PyG Data in ``p`` as numpy arrays (cached
     by path, size and mtime, so ranks in one process read the file once)."""
+    return _pt_load(p)[0]
+
+
+def _pt_load(p: Path) -> tuple[dict, Any]:
+    """(:func:`_pt_arrays`, the Data itself) of ``p``, cached together (the arrays share the
+    tensors' memory)."""
     from ..errors import GraphFormatError
     st = p.stat()
     key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
@@ -100,8 +107,8 @@ def _pt_arrays(p: Path) -> dict:
     if missing:
         raise DataError(f"missing key(s) {', '.join(missing)}; a data file holds {', '.join(KEYS)}", p)
     _PT_CACHE.clear()  # keep one file's arrays only
-    _PT_CACHE[key] = out
-    return out
+    _PT_CACHE[key] = (out, obj)
+    return out, obj
 
 
 # ----------------------------------------------------------------------------- npz members
@@ -317,13 +324,23 @@ class DataInfo:
         return dict(self.__dict__)
 
 
-def check_data(path, n: int, *, chunk_rows: int = 65536) -> DataInfo:
-    """Validate ``D.npz`` (or a PyG ``D.pt``) for a graph of ``n`` vertices; raises :class:`DataError`."""
+def check_data(path, n: int, *, chunk_rows: int = 65536,
+               graph_check: Callable[[Any], None] | None = None) -> DataInfo:
+    """Validate ``D.npz`` (or a PyG ``D.pt``) for a graph of ``n`` vertices; raises :class:`DataError`.
+    ``graph_check``: called with a ``.pt`` Data that has an ``edge_index`` (the caller's check that
+    it is the plan's graph; its PartplanError becomes a DataError naming the file)."""
     p = Path(path)
     if not p.is_file():
         raise DataError("no such data file", p)
     if _is_pt(p):
-        arrs = _pt_arrays(p)
+        arrs, obj = _pt_load(p)
+        if graph_check is not None and getattr(obj, "edge_index", None) is not None:
+            try:
+                graph_check(obj)
+            except DataError:
+                raise
+            except PartplanError as exc:
+                raise DataError(str(exc), p, "edge_index") from None
         heads = {k: (tuple(a.shape), a.dtype, False, None) for k, a in arrs.items()}
 
         def get(key, rows=None):

@@ -96,9 +96,33 @@ def _edge_array(edge_index) -> np.ndarray:
         raise PlanError(str(exc)) from None
 
 
+def _check_data_rows(name: str, data, n: int) -> None:
+    """A PyG ``Data`` given as the graph must be over the plan's ``n`` vertices: its explicit
+    ``num_nodes`` and the rows of its node fields (``x``, ``y``, ``pos``, the masks) — one PlanError
+    naming the field (PyG would take rows past ``n`` as vertices the plan does not hold, or index
+    past a short ``x``); a graph-level ``y`` (one row) is left alone. A tensor or array says nothing
+    of the vertex count."""
+    from .shares import _NODE_FIELDS, _graph_level
+    if isinstance(data, (torch.Tensor, np.ndarray)) or not hasattr(data, "edge_index"):
+        return
+    keys = data.keys() if callable(getattr(data, "keys", None)) else list(vars(data))
+    if "num_nodes" in keys:
+        got = data["num_nodes"] if hasattr(data, "__getitem__") else getattr(data, "num_nodes")
+        if got is not None and int(got) != n:
+            raise PlanError(f"{name}: the data has num_nodes = {int(got)}, the plan's graph {n} vertices: "
+                            f"build the plan from this data")
+    for key in _NODE_FIELDS:
+        val = getattr(data, key, None)
+        shape = getattr(val, "shape", None)
+        if shape is not None and len(shape) >= 1 and int(shape[0]) != n and not _graph_level(key, shape, n):
+            raise PlanError(f"{name}: the data's {key} has {int(shape[0])} rows, the plan's graph {n} "
+                            f"vertices: build the plan from this data")
+
+
 def _local_edges(name: str, edge_index, n: int, local_ids, halo_ids, rank: int):
     """(edge_index over [local; halo] positions, edge ids) of the edges whose target is local, and
     (non-loop in-edges, self loops) of each halo row over the whole ``edge_index``."""
+    _check_data_rows(name, edge_index, n)
     ei = _edge_array(edge_index)
     if ei.size and (ei.min() < 0 or ei.max() >= n):
         raise PlanError(f"{name}: edge_index holds vertex ids outside 0..{n - 1} (the plan's graph has "
@@ -411,8 +435,9 @@ def _register(v: HaloRank) -> None:
 
 def _view_of(edge_index, num_nodes=None) -> HaloRank | None:
     """The live Halo rank whose ``edge_index`` this is: that very tensor (looked up over every live rank
-    first), else a copy of it (``.to(device)``, ``.clone()``: equal values) over as many rows as
-    ``num_nodes`` says (when given). Equal copies of several ranks' ``edge_index`` whose degrees differ
+    first), else a copy of it — ``.to(device)``, ``.clone()``, another integer dtype or another order
+    of its columns (``sort_edge_index``, ``flip(1)``): the same edges, whose normalization is the
+    same — over as many rows as ``num_nodes`` says (when given). Equal copies of several ranks' ``edge_index`` whose degrees differ
     are one PlanError (pass the rank's own ``op.edge_index``); an equal ``edge_index`` over another
     number of rows is another graph's and goes to PyG's own ``gcn_norm``."""
     if not isinstance(edge_index, torch.Tensor) or edge_index.dim() != 2:
@@ -421,15 +446,40 @@ def _view_of(edge_index, num_nodes=None) -> HaloRank | None:
     for v in views:
         if edge_index is v.edge_index:
             return v
-    same = [v for v in views
-            if edge_index.shape == v.edge_index.shape and edge_index.dtype == v.edge_index.dtype
-            and (num_nodes is None or int(num_nodes) == v.num_local + v.num_halo)
-            and torch.equal(edge_index.detach().cpu(), v.edge_index)]
+    if edge_index.dtype.is_floating_point or edge_index.dtype.is_complex or edge_index.dtype == torch.bool:
+        return None
+    cand = [v for v in views if edge_index.shape == v.edge_index.shape
+            and (num_nodes is None or int(num_nodes) == v.num_local + v.num_halo)]
+    keys = {}
+    same = []
+    for v in cand:
+        rows = v.num_local + v.num_halo
+        if rows not in keys:
+            keys[rows] = _edge_keys(edge_index.detach().cpu().to(torch.int64).numpy(), rows)
+        if keys[rows] is not None and np.array_equal(keys[rows], _view_keys(v)):
+            same.append(v)
     if len(same) > 1 and len({_degrees(v) for v in same}) > 1:
         raise PlanError(f"gcn_norm: this edge_index equals the edge_index of {len(same)} Halo ranks "
                         f"({', '.join(str(v.rank) for v in same)}) whose halo rows' degrees differ; pass the "
                         f"rank's own op.edge_index (that tensor, not a copy)")
     return same[0] if same else None
+
+
+def _edge_keys(ei: np.ndarray, rows: int) -> np.ndarray | None:
+    """The columns of ``ei`` (2 × E, int64) as sorted keys source · rows + target (a multiset: equal
+    for any column order), or None when an id is outside 0 .. rows − 1."""
+    if ei.size and (int(ei.min()) < 0 or int(ei.max()) >= rows):
+        return None
+    return np.sort(ei[0] * np.int64(rows) + ei[1])
+
+
+def _view_keys(v: HaloRank) -> np.ndarray:
+    """:func:`_edge_keys` of a rank's own ``edge_index`` (made once)."""
+    keys = getattr(v, "_keys", None)
+    if keys is None or keys[0] is not v.edge_index:
+        keys = (v.edge_index, _edge_keys(v.edge_index.numpy(), v.num_local + v.num_halo))
+        v._keys = keys
+    return keys[1]
 
 
 def _degrees(v: HaloRank) -> tuple:
@@ -462,12 +512,38 @@ def _install_gcn_norm() -> None:
         gcn_norm.__wrapped__ = orig
         gcn_norm.__doc__ = orig.__doc__
         _PATCHED["fn"] = gcn_norm
+        _install_flow_check()
     for mod in list(sys.modules.values()):     # PyG's modules, and a caller's `from ... import gcn_norm`
         try:
             if getattr(mod, "gcn_norm", None) is orig:
                 mod.gcn_norm = _PATCHED["fn"]
         except Exception:                       # a module object that refuses attribute access
             continue
+
+
+def _install_flow_check() -> None:
+    """Refuse a layer with ``flow="target_to_source"`` on a Halo's ``edge_index`` (one PlanError at
+    its ``propagate``): it aggregates at the sources, and a Halo holds each local row's in-edges, not
+    its out-edges, so its output would be silently wrong. Every layer's ``propagate`` checks its
+    input by ``MessagePassing._check_input``, which this wraps (once); other flows and other
+    ``edge_index`` tensors pass through unchanged."""
+    try:
+        from torch_geometric.nn.conv import MessagePassing
+    except ImportError:
+        return
+    orig = MessagePassing._check_input
+
+    def _check_input(self, edge_index, size):
+        if getattr(self, "flow", None) == "target_to_source" and isinstance(edge_index, torch.Tensor):
+            v = _view_of(edge_index)
+            if v is not None:
+                raise PlanError(f"{type(self).__name__} aggregates with flow='target_to_source' (at the sources); "
+                                f"a Halo's edge_index holds the in-edges of rank {v.rank}'s rows (PyG's source -> "
+                                f"target flow): plan the reversed graph (edge_index.flip(0)) and run the layer with "
+                                f"flow='source_to_target' on that Halo's edge_index")
+        return orig(self, edge_index, size)
+    _check_input.__wrapped__ = orig
+    MessagePassing._check_input = _check_input
 
 
 def _loop_weight(improved: bool) -> float:

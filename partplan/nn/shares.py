@@ -145,11 +145,18 @@ _NODE_FIELDS = ("x", "y", "pos", "train_mask", "val_mask", "test_mask")
 _EDGE_FIELDS = ("edge_attr", "edge_weight")
 
 
+def _graph_level(key: str, shape, n: int) -> bool:
+    """A graph-level label (PyG's graph classification): ``y`` of one row on a graph of more than
+    one vertex. Not a node field: not carried, not refused."""
+    return key == "y" and n != 1 and len(shape) >= 1 and int(shape[0]) == 1
+
+
 def _field_kind(data, key: str, val, n: int, e: int) -> str | None:
     """"node", "edge" or None (not carried) for a Data field, by the plan's ``n`` vertices and the
     data's ``e`` edges: ``x``, ``y``, ``pos`` and the train / val / test masks must have n rows and
     ``edge_attr`` / ``edge_weight`` e (one PlanError naming the field: PyG infers its ``num_nodes``
-    from ``x``, so a short ``x`` would drop every node field); other fields by their rows (PyG's
+    from ``x``, so a short ``x`` would drop every node field), except a graph-level ``y``
+    (:func:`_graph_level`, not carried); other fields by their rows (PyG's
     own verdict first), and a field of neither count (``edge_label_index``, ...) is not carried."""
     if key in _GRAPH_KEYS or not hasattr(val, "shape") or len(getattr(val, "shape", ())) == 0:
         return None
@@ -157,6 +164,8 @@ def _field_kind(data, key: str, val, n: int, e: int) -> str | None:
     for names, kind, want, what in ((_NODE_FIELDS, "node", n, "the plan's graph has {} vertices"),
                                     (_EDGE_FIELDS, "edge", e, "the data's edge_index has {} edges")):
         if key in names:
+            if kind == "node" and _graph_level(key, val.shape, n):
+                return None
             if rows != want:
                 raise PlanError(f"(field {key!r}): {rows} rows, {what.format(want)}")
             return kind
@@ -349,6 +358,14 @@ def _field_entry(a: np.ndarray, dtype: str, where: str) -> dict:
 
 
 # ----------------------------------------------------------------------------- writer
+def check_data_graph(plan, m: dict, data) -> None:
+    """One PlanError unless the PyG Data ``data`` (with an ``edge_index``) is the graph of the plan
+    at ``plan`` (manifest ``m``): :func:`_check_data_graph`."""
+    from ..io._pyg import edge_index_array
+    e = int(edge_index_array(data, "the data").shape[1])
+    _check_data_graph(Path(plan), m, data, e)
+
+
 def _check_data_graph(path: Path, m: dict, data, e: int) -> None:
     """One PlanError unless ``data`` (``e`` edges) is the graph the plan was built from: the source
     matrix's fingerprint (pattern and values: PyG's multi-edges sum into values) of its edges,

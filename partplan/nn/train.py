@@ -587,7 +587,8 @@ def train_config(options: dict, nprocs: int | None = None, threads: int | None =
         if random_features is not None or classes is not None:
             raise DataError("--random-features / --classes make synthetic data; with --data the classes come "
                             "from the file's labels")
-        info = check_data(data, n)
+        from .shares import check_data_graph
+        info = check_data(data, n, graph_check=lambda d: check_data_graph(plan, m, d))
         cfg.update({"data": str(data), "classes": info.classes})
     else:
         if random_features is None or classes is None or random_features < 1 or classes < 2:
@@ -619,10 +620,10 @@ def train_config(options: dict, nprocs: int | None = None, threads: int | None =
             raise PartplanError("--predictions applies to full-batch training (no --sampler)")
         from ..io.outpath import check_output_file
         cfg["predictions"] = str(check_output_file(o["predictions"], kind="npy"))
+    if nprocs is not None and nprocs != m["ranks"]:
+        raise PlanError(f"{plan}: the plan is for {m['ranks']} ranks; --nprocs {nprocs} does not match")
     if backend == "local":
         cfg["threads"] = threads
     else:
-        if nprocs is not None and nprocs != m["ranks"]:
-            raise PlanError(f"{plan}: the plan is for {m['ranks']} ranks; --nprocs {nprocs} does not match")
         cfg["deadline_s"] = 7 * 86400  # a dead or stuck peer fails each collective within --timeout
     return cfg

@@ -302,3 +302,27 @@ def test_train_gcn_with_pt_data_equals_npz(tmp_path, capsys):
     assert main(["train", "gcn", str(plan), "--backend", "local", "--data", str(tmp_path / "d.pt"),
                  "--epochs", "2", "--json"]) == 0
     assert len(json.loads(capsys.readouterr().out)["losses"]) == 2
+
+
+def test_train_gcn_refuses_pt_data_of_another_graph_and_a_rank_count_not_the_plans(tmp_path, capsys):
+    """`train gcn --data d.pt` reads x, y and the masks from the Data: its edge_index must be the
+    plan's graph (another graph with the same vertex count trained without a word), and
+    `--nprocs` must equal the plan's ranks with the local backend too (it trained on the plan's)."""
+    from torch_geometric.utils import to_undirected
+    d = _labeled()
+    d.edge_index = to_undirected(d.edge_index, num_nodes=60)
+    plan = tmp_path / "g.plan"
+    partplan.plan_from_pyg(d, 2, normalize="gcn", out=plan, model="baseline")
+    torch.save(d, tmp_path / "same.pt")
+    other = d.clone()
+    other.edge_index = to_undirected(torch.randint(0, 60, (2, 150), generator=torch.Generator().manual_seed(3)),
+                                     num_nodes=60)
+    torch.save(other, tmp_path / "other.pt")
+    run = ["train", "gcn", str(plan), "--backend", "local", "--epochs", "1", "-q"]
+    assert main(run + ["--data", str(tmp_path / "other.pt")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "other.pt" in err[0] and "is not the graph of plan" in err[0], err
+    assert main(run + ["--data", str(tmp_path / "same.pt"), "--nprocs", "3"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "the plan is for 2 ranks; --nprocs 3" in err[0], err
+    assert main(run + ["--data", str(tmp_path / "same.pt"), "--nprocs", "2"]) == 0

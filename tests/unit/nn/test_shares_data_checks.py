@@ -124,3 +124,15 @@ def test_other_edge_and_link_fields_are_carried_or_left_as_pyg_says(plan_dir, tm
     op = LocalHalo(write_shares(_copy(plan_dir, tmp_path), d))
     assert "edge_mask" in op.shares[0]["edge"] and "edge_label" not in op.shares[0]["edge"]
     assert torch.equal(op.shares[0]["edge"]["edge_mask"], d.edge_mask[op.ranks[0].edge_ids])
+
+
+def test_a_graph_level_label_is_left_out_not_refused(plan_dir, tmp_path):
+    """PyG's graph classification keeps one label per graph in ``y`` (one row): not a node field, so
+    the shares carry the other fields and no ``y``."""
+    d = _data()
+    d.y = torch.tensor([2])
+    plan = _copy(plan_dir, tmp_path)
+    write_shares(plan, d)
+    op = LocalHalo(plan)
+    for sh in op.shares:
+        assert "y" not in sh["node"] and "x" in sh["node"]

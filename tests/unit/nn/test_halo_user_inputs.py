@@ -1,0 +1,94 @@
+"""What a PyG user hands ``Halo`` besides the plan: a Data over another vertex count is refused
+(rows past the plan's n were silently dropped), GCNConv on a reordered or re-typed copy of a rank's
+``edge_index`` is exact (it fell back to PyG's local degrees for the halo rows), and a layer with
+``flow="target_to_source"`` is refused at its ``propagate`` (its output was silently wrong).
+Oracle: torch_geometric's own layers on the whole graph in one process (float64)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torch_geometric")
+from torch_geometric.data import Data
+from torch_geometric.nn import GCNConv, MessagePassing
+from torch_geometric.utils import sort_edge_index
+
+import partplan
+from partplan.nn import LocalHalo
+
+N = 30
+
+
+def _data(extra_nodes: int = 0):
+    gen = torch.Generator().manual_seed(0)
+    ei = torch.randint(0, N, (2, 90), generator=gen)
+    x = torch.randn(N + extra_nodes, 4, dtype=torch.float64, generator=gen)
+    return Data(x=x, edge_index=ei, num_nodes=N + extra_nodes)
+
+
+def _plan(d):
+    return partplan.plan_from_pyg(Data(edge_index=d.edge_index, num_nodes=N), 2, seed=0)
+
+
+@pytest.mark.parametrize("field", ["num_nodes", "x"])
+def test_a_data_over_another_vertex_count_is_refused(field):
+    d = _data()
+    plan = _plan(d)
+    if field == "num_nodes":
+        bad = Data(x=d.x, edge_index=d.edge_index, num_nodes=N + 10)        # 10 isolated vertices more
+        bad.x = None
+    else:
+        bad = Data(x=torch.randn(N - 5, 4), edge_index=d.edge_index)
+    with pytest.raises(partplan.PlanError, match=f"{field}.*{N} vertices"):
+        LocalHalo(plan, bad)
+    LocalHalo(plan, d)                                                    # the plan's own data: accepted
+    LocalHalo(plan, Data(x=d.x, edge_index=d.edge_index, y=torch.tensor([1])))   # graph-level y: left alone
+
+
+@pytest.mark.parametrize("how", ["sorted", "int32", "reversed columns"])
+def test_gcn_conv_on_a_reordered_or_retyped_copy_is_exact(how):
+    d = _data()
+    op = LocalHalo(_plan(d), d.edge_index)
+    torch.manual_seed(0)
+    conv = GCNConv(4, 3).double()
+    want = conv(d.x, d.edge_index).detach()
+    change = {"sorted": sort_edge_index, "int32": lambda e: e.int(), "reversed columns": lambda e: e.flip(1)}[how]
+    xs = [d.x[torch.as_tensor(v.local_ids)] for v in op.ranks]
+    for v, h in zip(op.ranks, op(xs)):
+        ei = change(v.edge_index)
+        assert ei is not v.edge_index and (how == "int32" or not torch.equal(ei, v.edge_index))
+        got = conv(h, ei)[:v.num_local].detach()
+        assert torch.allclose(got, want[torch.as_tensor(v.local_ids)], atol=1e-12), (how, v.rank)
+
+
+class _SumAtSources(MessagePassing):
+    def __init__(self, flow):
+        super().__init__(aggr="add", flow=flow)
+
+    def forward(self, x, edge_index):
+        return self.propagate(edge_index, x=x)
+
+
+def test_a_layer_aggregating_at_the_sources_is_refused_and_the_other_flow_is_exact():
+    d = _data()
+    op = LocalHalo(_plan(d), d.edge_index)
+    xs = [d.x[torch.as_tensor(v.local_ids)] for v in op.ranks]
+    hs = op(xs)
+    with pytest.raises(partplan.PlanError, match="target_to_source"):
+        _SumAtSources("target_to_source")(hs[0], op.ranks[0].edge_index)
+    want = _SumAtSources("source_to_target")(d.x, d.edge_index)
+    for v, h in zip(op.ranks, hs):
+        got = _SumAtSources("source_to_target")(h, v.edge_index)[:v.num_local]
+        assert torch.allclose(got, want[torch.as_tensor(v.local_ids)], atol=1e-12)
+    # the caller's own graph (not a Halo's edge_index) keeps PyG's behaviour under either flow
+    other = torch.tensor([[0, 1], [1, 2]])
+    out = _SumAtSources("target_to_source")(torch.eye(3, dtype=torch.float64), other)
+    assert torch.equal(out, torch.tensor([[0.0, 1, 0], [0, 0, 1], [0, 0, 0]], dtype=torch.float64))
+
+
+def test_edge_keys_are_a_multiset():
+    from partplan.nn.halo import _edge_keys
+    a = np.array([[0, 2, 1], [1, 0, 2]], np.int64)
+    assert np.array_equal(_edge_keys(a, 3), _edge_keys(a[:, ::-1].copy(), 3))
+    assert _edge_keys(np.array([[0], [3]], np.int64), 3) is None
