@@ -155,7 +155,7 @@ def _run_distributed(args, progress) -> int:
         raise PartitionError(f"{out}: the distributed partitioner writes a .npy partition (each process writes "
                              f"its rows); name the output NAME.npy")
     from partplan.io.outpath import check_output_file
-    check_output_file(out, kind="partition")   # before the (possibly long) read
+    check_output_file(out, kind="partition", inputs=[args.graph])   # before the (possibly long) read
     if not args.output:
         print(f"partplan: no -o given: writing the partition to {out}", file=sys.stderr, flush=True)
     from partplan.io.chunked import is_chunked
@@ -163,6 +163,8 @@ def _run_distributed(args, progress) -> int:
     if not is_chunked(graph) or args.symmetrize:   # a file or a dataset name: read here, chunked by the launcher
         progress(f"reading {args.graph}")
         graph = load_graph(args.graph, symmetrize=args.symmetrize, weight=args.weight)
+        from partplan.partition.pipeline.distributed import refuse_vertex_weights
+        refuse_vertex_weights(graph)    # before the balance floor and the processes
     ctx = DistributedRefineContext(time_limit=req.groups["refine"].get("time_limit"), seed=req.seed)
     from partplan.partition.api import (
         balance_floor_message,
@@ -250,6 +252,9 @@ def run(args) -> int:
 
     if args.features is not None:
         check_feature_width(args.features)   # the range every plan reader accepts, before any work
+    if args.output == "":
+        from partplan.errors import OutputPathError
+        raise OutputPathError("-o: the output path is empty")
     t_start = time.perf_counter()
 
     from partplan.partition.heartbeat import StderrProgress
@@ -268,7 +273,7 @@ def run(args) -> int:
     if out is not None:  # where the result goes is checked before any work
         from partplan.io.outpath import check_output_file
         check_output_file(out.with_suffix(".npy") if out.suffix.lower() == ".plan" and not want_plan else out,
-                          kind="partition")
+                          kind="partition", inputs=[args.graph])
     if want_plan:
         try:
             from partplan.plan import build_plan, write_plan

@@ -84,7 +84,10 @@ def _flush_c_stdio() -> None:
 
 @contextmanager
 def engine_output_to_stderr() -> Iterator[None]:
-    """Within the block, writes to file descriptor 1 (C ``printf`` of an engine) go to descriptor 2.
+    """Within the block, writes to file descriptor 1 (C ``printf`` of an engine) go to descriptor 2,
+    or nowhere (``os.devnull``) under ``PARTPLAN_QUIET=1`` (``-q``: METIS's diagnostics, such as
+    "Cannot bisect a graph with 0 vertices" when k nears n, are no errors; what they mean partplan
+    reports itself).
 
     Re-entrant and thread-safe (the outermost block redirects, the last one out restores), and a
     no-op when descriptor 1 or 2 is not open (an embedding application without them)."""
@@ -101,7 +104,14 @@ def engine_output_to_stderr() -> Iterator[None]:
                 saved = None
             if saved is not None:
                 try:
-                    os.dup2(2, 1)
+                    if os.environ.get("PARTPLAN_QUIET", "") not in ("", "0"):
+                        null = os.open(os.devnull, os.O_WRONLY)
+                        try:
+                            os.dup2(null, 1)
+                        finally:
+                            os.close(null)
+                    else:
+                        os.dup2(2, 1)
                 except OSError:
                     os.close(saved)
                     saved = None

@@ -66,6 +66,22 @@ def _suffix_problem(p: Path, kind: str) -> str | None:
     return None
 
 
+def check_not_an_input(path: Path, inputs) -> None:
+    """One OutputPathError when the output ``path`` is one of the existing files ``inputs`` reads."""
+    if not path.exists():
+        return
+    for inp in inputs:
+        if inp is None or not isinstance(inp, (str, os.PathLike)) or not os.path.exists(inp):
+            continue
+        try:
+            same = os.path.samefile(path, inp)
+        except OSError:
+            continue
+        if same:
+            raise OutputPathError(f"{path}: is the input {inp}; writing the output there would replace it "
+                                  f"(name another output)")
+
+
 def _check_folder(p: Path, parent: Path) -> None:
     if not parent.exists():
         raise OutputPathError(f"{p}: directory {parent} does not exist")
@@ -83,18 +99,21 @@ def _parent(p: Path) -> Path:
     return p.parent if str(p.parent) else Path(".")
 
 
-def check_output_file(path: str | os.PathLike, *, kind: str = "any") -> Path:
+def check_output_file(path: str | os.PathLike, *, kind: str = "any", inputs=()) -> Path:
     """Check that a file can be written at ``path`` (see the module doc).
 
     kind : "graph" | "partition" | "plan" (``partplan partition -o X.plan``
         writes a plan directory; checked as :func:`check_output_dir`) | "png"
         | "npy" | "npz" | "pt" | "any" (no suffix rule). Returns ``Path(path)``.
+    inputs : the paths the command reads (None entries skipped): the output may not be one of them
+        (the same file by any name: a link, ``./g.txt``), or the run would replace what it read.
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     if str(path) == "":
         raise OutputPathError("the output path is empty")
     p = Path(path)
+    check_not_an_input(p, inputs)
     bad = _suffix_problem(p, kind)
     if bad:
         raise OutputPathError(f"{p}: {bad}")

@@ -614,12 +614,12 @@ def train_config(options: dict, nprocs: int | None = None, threads: int | None =
         raise PartplanError("--batch-size needs --sampler (mini-batch training)")
     if o["save"] is not None:
         from ..io.outpath import check_output_file
-        cfg["save"] = str(check_output_file(o["save"], kind="pt"))
+        cfg["save"] = str(check_output_file(o["save"], kind="pt", inputs=[data]))
     if o["predictions"] is not None:
         if sampler is not None:
             raise PartplanError("--predictions applies to full-batch training (no --sampler)")
         from ..io.outpath import check_output_file
-        cfg["predictions"] = str(check_output_file(o["predictions"], kind="npy"))
+        cfg["predictions"] = str(check_output_file(o["predictions"], kind="npy", inputs=[data]))
     if nprocs is not None and nprocs != m["ranks"]:
         raise PlanError(f"{plan}: the plan is for {m['ranks']} ranks; --nprocs {nprocs} does not match")
     if backend == "local":

@@ -129,8 +129,8 @@ def matching_parts(manifest: dict, shards, comm, *, progress=None, kernels: str 
         m = mate[i]
         sel = X.flatnonzero(m >= 0)
         e = _edge_of(X, rows[i], gid[i], sgs[i].nl, sel, m[sel])
-        wsum.append(np.array([float(X.host(wts[i][e]).sum()) if int(e.shape[0]) else 0.0]))
-    weight = float(world_sum(comm, wsum)[0]) / 2.0
+        wsum.append(np.array([float((X.host(wts[i][e]) / 2.0).sum()) if int(e.shape[0]) else 0.0]))
+    weight = float(world_sum(comm, wsum)[0])   # each edge seen from both ends, each half (no overflow of 2 w)
     return ids, [X.host(v) for v in mate], weight, records
 
 
@@ -266,8 +266,8 @@ def _matching_2d(manifest: dict, shards, comm, *, progress, kernels):
         rnd += 1
         if tot[0] == 0:
             break
-    wsum = [np.array([float(X.host(v).sum())]) for v in mw]
-    weight = float(world_sum(comm, wsum)[0]) / 2.0
+    wsum = [np.array([float((X.host(v) / 2.0).sum())]) for v in mw]
+    weight = float(world_sum(comm, wsum)[0])   # each edge seen from both ends, each half (no overflow of 2 w)
     return ids, [X.host(v) for v in mate], weight, records
 
 

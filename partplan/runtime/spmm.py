@@ -438,7 +438,7 @@ def spmm_rank(ctx, cfg: dict) -> dict | None:
     program = cfg.get("program", "forward")
     dtype = _resolve_dtype(cfg, n)
     if cfg.get("output") and ctx.leader:
-        check_output_file(cfg["output"], kind="npy")
+        check_output_file(cfg["output"], kind="npy", inputs=[cfg.get("features")])
     comm, ops, device = _comm_and_ops(ctx, m, dtype, cfg)
     ex = Executor(m, shards, comm, ops, overlap=cfg.get("overlap", "on"))
     inputs = [ops.from_numpy(_input_rows(cfg, rp.in_ids(program), n, dtype)) for rp in shards]
@@ -518,10 +518,10 @@ def spmm_config(cfg: dict, nprocs: int | None = None) -> dict:
     program = cfg.get("program", "forward")
     if program not in m["programs"]:
         raise PlanError(f"{plan}: the plan has no {program} program (backward = {m.get('backward')!r})")
-    if backend != "local" and nprocs is not None and nprocs != m["ranks"]:
+    if nprocs is not None and nprocs != m["ranks"]:
         raise PlanError(f"{plan}: the plan is for {m['ranks']} ranks; --nprocs {nprocs} does not match")
     if cfg.get("output") is not None:
-        check_output_file(cfg["output"], kind="npy")
+        check_output_file(cfg["output"], kind="npy", inputs=[cfg.get("features")])
     scanned = False
     if features is not None:
         from .launch import under_torchrun

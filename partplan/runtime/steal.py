@@ -387,8 +387,8 @@ class Balancer:
             active = self.policy.decide(loads, prev)
             info["active_ranks"] = int(active.sum())
         forced = bool(loads[~active].any())
-        trig = self.cfg.mode != "none" and p > 1 and (forced or (loads.max() >= self.cfg.t1 and
-                                                                loads.max() - loads.min() >= self.cfg.t2))
+        trig = self.cfg.mode != "none" and p > 1 and loads.max() > 0 and (   # no load: nothing to steal
+            forced or (loads.max() >= self.cfg.t1 and loads.max() - loads.min() >= self.cfg.t2))
         if not trig:
             info["load_max_over_mean_after"] = _ratio(before[active]) if active.all() else _ratio(before)
             self._record(before.max(initial=0), active, prev)
@@ -605,7 +605,8 @@ def steal_summary(cfg: dict, levels: list, bal: Balancer | None = None, plot_lev
     ``cfg["steal"]["plot"]`` the PNG of ``plot_levels`` (default ``levels``)."""
     s = dict(cfg.get("steal") or {})
     s.pop("topology_obj", None)
-    lv = [x for x in levels if x.get("steal_triggered")]
+    lv = [x for x in levels if x.get("steal_triggered") and x.get("load_max_over_mean") is not None
+          and x.get("load_max_over_mean_after") is not None]
     gm = (lambda k: float(np.exp(np.mean(np.log([x[k] for x in lv])))) if lv else None)
     out = {**s, "levels_triggered": len(lv), "geomean_before": gm("load_max_over_mean"),
            "geomean_after": gm("load_max_over_mean_after"),

@@ -93,8 +93,9 @@ def check_layout(manifest: dict, needs: str | tuple[str, ...] = "analytics", *, 
     for c in needs:
         if not getattr(lay, c, False):
             what = job if job is not None and c == needs[0] else _WHAT[c]
-            raise PlanError(f"{what} cannot run on this plan: its layout {manifest['layout']} does not support it "
-                            f"({lay.traversal_refusal}); {_INSTEAD[c]}")
+            why = f" ({lay.traversal_refusal})" if c in ("bfs", "analytics") else ""   # the reason is a traversal's
+            raise PlanError(f"{what} cannot run on this plan: its layout {manifest['layout']} does not support it"
+                            f"{why}; {_INSTEAD[c]}")
     if manifest.get("ownership", "conformal") != "conformal":
         raise PlanError("graph traversals need conformal ownership (the plan has decoupled owners)")
     return lay

@@ -244,3 +244,54 @@ def test_balance_floor_counts_row_blocks_not_ranks():
     assert f["limit"] == limit and f["row"] == 5
     loads = np.bincount(p.part, weights=nnz, minlength=blocks)
     assert loads.max() / loads.mean() - 1 >= f["compute_imbalance_at_least"] - 1e-12
+
+
+def test_quiet_silences_the_engines_own_diagnostics(tmp_path, capfd):
+    """METIS prints "***Cannot bisect a graph with 0 vertices!" (C printf) when k nears n: shown on
+    stderr normally, and not at all under -q, where stderr holds only partplan's warning."""
+    out = str(tmp_path / "kn.npy")
+    args = ["partition", "power", "-k", "4000", "--engine", "metis", "--model", "graph", "-o", out]
+    assert main(args) == 0
+    assert "***" in capfd.readouterr().err                     # the engine's own lines, without -q
+    assert main(["-q", *args]) == 0
+    cap = capfd.readouterr()
+    lines = cap.err.strip().splitlines()
+    assert lines and all(ln.startswith("partplan: warning:") for ln in lines), cap.err
+    assert "***" not in cap.out
+
+
+@pytest.mark.parametrize("cmd", ["partition", "convert", "analyze"])
+def test_an_output_onto_the_input_is_refused_and_the_input_kept(tmp_path, capsys, cmd):
+    """-o naming the graph being read (by any name: here through a symlink) replaced the graph with
+    the partition; refused before any work, the file unchanged."""
+    src = tmp_path / "g.txt"
+    src.write_text("0 1\n1 2\n2 3\n3 0\n")
+    (tmp_path / "link.txt").symlink_to(src)
+    before = src.read_bytes()
+    argv = {"partition": ["partition", str(src), "-k", "2", "-o", str(tmp_path / "link.txt")],
+            "convert": ["convert", str(src), str(tmp_path / "link.txt")],
+            "analyze": ["analyze", str(src), "--method", "metis", "-k", "2", "--save-partition",
+                        str(tmp_path / "link.txt")]}[cmd]
+    assert main(["-q", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is the input" in err[0], err
+    assert src.read_bytes() == before
+
+
+def test_an_empty_output_path_is_refused(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["-q", "partition", "power", "-k", "4", "-o", ""]) == 2
+    assert "output path is empty" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_nprocs_refuses_a_graph_with_vertex_weights_before_any_process(tmp_path, capsys):
+    """The distributed partitioner balances row nonzeros: a weighted METIS .graph came back 1.85 ×
+    above the ε-limit of its weights without a word. One error, no process started."""
+    lines = ["6 6 010"] + [f"{100 if i < 2 else 1} {(i - 1) % 6 + 1} {(i + 1) % 6 + 1}" for i in range(6)]
+    (tmp_path / "cyc.graph").write_text("\n".join(lines) + "\n")
+    assert main(["-q", "partition", str(tmp_path / "cyc.graph"), "-k", "2", "--nprocs", "2",
+                 "-o", str(tmp_path / "p.npy")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "vertex weights" in err[0] and "--nprocs" in err[0], err
+    assert not (tmp_path / "p.npy").exists()

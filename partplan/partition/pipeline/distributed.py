@@ -124,10 +124,19 @@ def _env() -> dict:
 def _reason(lines: list[str], rc: int) -> str:
     """A rank's one error line, else the last line of mpirun's that says something."""
     errs = [ln for ln in lines if "partplan: error: " in ln]
-    if errs:
-        return errs[0].split("partplan: error: ", 1)[1]
+    if errs:   # one rank's line (mpirun can join two ranks' lines into one: the first is kept)
+        return errs[0].split("partplan: error: ")[1].strip()
     said = [ln.strip() for ln in lines if any(ch.isalnum() for ch in ln)]
     return said[-1] if said else f"exit status {rc}"
+
+
+def refuse_vertex_weights(graph) -> None:
+    """One PartitionError for a :class:`Graph` with vertex weights: the distributed partitioner
+    balances row nonzeros (its chunks carry no vertex weights), so it would ignore them."""
+    if isinstance(graph, Graph) and graph.vertex_weights is not None:
+        raise PartitionError(f"{graph.name or 'the graph'} has vertex weights; the distributed partitioner "
+                             f"(--nprocs) balances row nonzeros and cannot keep them: partition it in one "
+                             f"process (without --nprocs)")
 
 
 def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | None = None,
@@ -172,6 +181,7 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
                 from ...io import read_graph
                 say(f"reading {graph}")
                 g = read_graph(graph)
+            refuse_vertex_weights(g)
             path = work / "graph.chunked"
             write_chunked(g, path, chunks=max(4 * nprocs, 8))
             fingerprint = g.fingerprint

@@ -234,6 +234,17 @@ def test_matching_ties_go_to_the_smaller_ids():
     assert weight == 2.0
 
 
+@pytest.mark.parametrize("layout,p", [("1d", 2), ("2d:1x2", 2)])
+def test_matching_weight_near_the_float_maximum_is_finite(layout, p):
+    """Weights of 1e308: the matched weight 1e308 + 2 is finite (each edge is seen from both ends;
+    twice 1e308 overflowed to inf before the halving)."""
+    g = Graph.from_edges([0, 1, 2], [1, 2, 3], n=4, weights=np.array([1e308, 1e308, 2.0]), symmetrize=True)
+    plan = build_plan(g, np.array([0, 1, 1, 0]), p, layout=layout)
+    ids, mate, weight, _ = matching_parts(plan.manifest, plan.ranks, LocalComm(p, with_world(plan.groups(), p)))
+    assert full(ids, mate, 4).tolist() == [1, 0, 3, 2]
+    assert weight == 1e308 + 2.0
+
+
 # ----------------------------------------------------------------------------- the CLI jobs
 @pytest.fixture(scope="module")
 def plan_dir(tmp_path_factory, graphs):

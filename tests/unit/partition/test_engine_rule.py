@@ -94,3 +94,13 @@ def test_graph_stats_matches_the_graph(tmp_path):
     gini = 2 * np.sum(np.arange(1, d.size + 1) * d) / (d.size * d.sum()) - (d.size + 1) / d.size
     assert abs(s["gini"] - gini) < 1e-3
     assert s["max_over_part"] == round(deg.max() * 16 / g.n, 3)
+
+
+def test_an_mpi_error_line_joined_with_another_ranks_is_one_error():
+    """mpirun can join two ranks' error lines into one (no newline between them): the first rank's
+    error alone is the reason."""
+    from partplan.partition.pipeline.distributed import _reason
+    joined = ("partplan: error: rank 1: PT-Scotch partitions symmetric patterns only (use --engine zoltan)"
+              "partplan: error: rank 0: PT-Scotch partitions symmetric patterns only (use --engine zoltan)")
+    assert _reason(["mpirun noise", joined], 2) == ("rank 1: PT-Scotch partitions symmetric patterns only "
+                                                    "(use --engine zoltan)")

@@ -295,3 +295,20 @@ def test_every_process_computes_the_same_assignment():
     ns = {}
     exec(code.replace("sys.stdout.write(", "res = ("), ns)
     assert other == ns["res"] and len(other) > 0
+
+
+@pytest.mark.parametrize("job", [["sssp", "--root", "0"], ["bfs", "--root", "0", "--direction", "top-down"]])
+def test_thresholds_of_zero_never_steal_a_round_without_load(tmp_path, capsys, job):
+    """--t1 0 --t2 0 (stealing on every round): a round where no rank has frontier edges (the path's
+    last vertex) has nothing to steal; it crashed the report. The distances stay scipy's."""
+    g = Graph.from_edges(np.array([0, 1, 2]), np.array([1, 2, 3]), n=4, name="p4")
+    plan = str(tmp_path / "p4.plan")
+    write_plan(build_plan(g, np.array([0, 0, 1, 1])), plan)
+    assert main(["run", job[0], plan, "--backend", "local", *job[1:], "--steal", "fsteal", "--t1", "0", "--t2", "0",
+                 "--json", "-q"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["steal"]["levels_triggered"] >= 1
+    if job[0] == "sssp":
+        import scipy.sparse as sp
+        want = cg.dijkstra(sp.csr_matrix((np.ones(3), ([0, 1, 2], [1, 2, 3])), shape=(4, 4)), indices=0)
+        assert rep["max_distance"] == float(np.max(want[np.isfinite(want)]))
