@@ -163,6 +163,8 @@ def post_passes(graph: Graph, req: Request, w: Work) -> Work:
         _hubs(graph, req, w)
     if req.bottleneck and req.engine != "auto":
         _refine(graph, req, w)
+    if req.engine == "fast" and req.b > 1 and _compute_applies(graph, w):
+        _repair_compute(graph, req, w)   # the V-cycle balances row nnz with at least 1 per row
     if req.ownership == "decoupled":
         _ownership(graph, req, w)
     return w
@@ -195,6 +197,26 @@ def _vcycle(graph: Graph, req: Request, w: Work) -> None:
     w.part, w.info["volume_refine"] = vcycle_refine(graph, w.part, req.b, imbalance=req.imbalance, seed=req.seed)
     w.timings["volume_refine_s"] = time.perf_counter() - t0
     w.params["preset"] = "fast"
+
+
+def _compute_applies(graph: Graph, w: Work) -> bool:
+    """Whether partplan's passes keep the compute limit (row nnz ≤ ⌊(1+ε)·⌈nnz/k⌉⌋) beside the
+    balance limit, as the default pipeline does: on a graph with empty rows (they weigh 1 in the
+    balance and 0 in compute, so a part holding few of them can exceed it) that some partition can
+    keep within both (no balance or compute floor)."""
+    from .auto import has_empty_rows
+    return has_empty_rows(graph) and "balance_floor" not in w.info and "compute_floor" not in w.info
+
+
+def _repair_compute(graph: Graph, req: Request, w: Work) -> None:
+    """Rows out of the parts above the compute limit (rebalance.repair_compute; the balance limit
+    kept): the fast preset's last step, since its km1 V-cycle balances row nnz with at least 1 per row."""
+    from ..refinement.rebalance import repair_compute
+    w.part, info = repair_compute(graph, w.part, req.b, imbalance=req.imbalance)
+    if sum(info["moved"]):
+        w.info["compute_repair"] = info
+        req.say(f"compute repair: {info['moved'][0]} rows moved out of parts above the compute limit "
+                f"{info['compute_limit']:,}, {info['moved'][1]} rows with no nonzero to keep the balance limit")
 
 
 def _hubs(graph: Graph, req: Request, w: Work) -> None:
@@ -234,8 +256,10 @@ def _refine(graph: Graph, req: Request, w: Work) -> None:
         req.say(f"refining for {req.objective} (time limit {ro['time_limit']:.1f} s)")
     ctx = build(RefineContext, {**ro, "objective": req.objective, "imbalance": req.imbalance, "seed": req.seed,
                                 "f": req.f, "dtype": req.dtype, "volume_reference": w.volume_reference})
+    from .auto import compute_limit     # the compute limit kept, never worse than the start's
+    keep = compute_limit(graph, w.part, req.b, req.imbalance) if _compute_applies(graph, w) else {}
     t0 = time.perf_counter()
-    w.part, w.info["refine"] = refine_mod.refine(graph, w.part, req.b, context=ctx, progress=req.progress)
+    w.part, w.info["refine"] = refine_mod.refine(graph, w.part, req.b, context=ctx, progress=req.progress, **keep)
     w.timings["refine_s"] = time.perf_counter() - t0
     w.params.update(ro)
 
