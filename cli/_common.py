@@ -103,8 +103,7 @@ def run_job_cmd(args) -> int:
         args.progress = False  # -q wins over --progress
     if job.output and getattr(args, "output", None) is not None:  # the output first, before anything is read
         from partplan.io.outpath import check_output_file
-        args.output = str(check_output_file(args.output, kind=job.output,   # never onto a file it reads
-                                             inputs=[getattr(args, a, None) for a in ("features", "data")]))
+        args.output = str(check_output_file(args.output, kind=job.output))
     cfg = job.configure(args)
     if not getattr(args, "quiet", False):  # the launcher says "starting N processes" once the checks passed
         cfg["announce"] = f"[{job.command} {job.subcommand}]"

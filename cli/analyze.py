@@ -148,7 +148,7 @@ def run(args) -> int:
     if args.plot:
         check_output_file(args.plot, kind="png")
     if args.save_partition:
-        check_output_file(args.save_partition, kind="partition", inputs=[args.graph, args.partition])
+        check_output_file(args.save_partition, kind="partition", inputs=[args.graph])
     spec = args.layout
     alpha = DEFAULT_ALPHA_S if args.alpha is None else args.alpha
     beta = DEFAULT_BETA_S_PER_BYTE if args.beta is None else args.beta

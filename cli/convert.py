@@ -103,9 +103,9 @@ def run(args) -> int:
     if args.chunks is not None:
         return _run_chunked(args)
     if args.out_format is None:
-        check_output_file(args.output, kind="graph", inputs=[args.input])  # the suffix picks the format
+        check_output_file(args.output, kind="graph")  # the suffix picks the format: checked before reading
     else:
-        check_output_file(args.output, inputs=[args.input])
+        check_output_file(args.output)
     t0 = time.perf_counter()
     g = _load(args)
     t1 = time.perf_counter()

@@ -166,14 +166,8 @@ def _run_distributed(args, progress) -> int:
         from partplan.partition.pipeline.distributed import refuse_vertex_weights
         refuse_vertex_weights(graph)    # before the balance floor and the processes
     ctx = DistributedRefineContext(time_limit=req.groups["refine"].get("time_limit"), seed=req.seed)
-    from partplan.partition.api import (
-        balance_floor_message,
-        compute_floor_message,
-        graph_balance_floor,
-        graph_compute_floor,
-    )
-    floor = graph_balance_floor(graph, req.k, req.imbalance, vertex_weights=False)   # the processes balance row nnz
-    cfloor = graph_compute_floor(graph, req.k, req.imbalance, vertex_weights=False)
+    from partplan.partition.api import balance_floor_message, compute_floor_message, graph_floors
+    floor, cfloor = graph_floors(graph, req.k, req.imbalance, vertex_weights=False)   # the processes balance row nnz
     res = distributed_partition(graph, req.k, nprocs=req.nprocs, output=out, engine=req.engine,
                                 imbalance=req.imbalance, seed=req.seed, context=ctx, engine_options=req.engine_opts,
                                 quiet=args.quiet, progress=progress)

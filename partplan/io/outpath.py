@@ -105,8 +105,10 @@ def check_output_file(path: str | os.PathLike, *, kind: str = "any", inputs=()) 
     kind : "graph" | "partition" | "plan" (``partplan partition -o X.plan``
         writes a plan directory; checked as :func:`check_output_dir`) | "png"
         | "npy" | "npz" | "pt" | "any" (no suffix rule). Returns ``Path(path)``.
-    inputs : the paths the command reads (None entries skipped): the output may not be one of them
-        (the same file by any name: a link, ``./g.txt``), or the run would replace what it read.
+    inputs : files of another kind the command reads (None entries skipped): the output may not be
+        one of them (the same file by any name: a link, ``./g.txt``) — a partition written over the
+        graph it partitions would replace it. (An output of the input's own kind may replace it:
+        every writer is atomic, so ``run spmm --feature-file H.npy --output H.npy`` iterates.)
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")

@@ -95,6 +95,7 @@ def precheck_plan(cfg: dict, args, *, capability: str, job: str | None = None) -
     needs (``bfs``, ``analytics``; ``stealing`` too with ``--steal``); ``job``
     names the job in a refusal."""
     from ..plan.store import read_manifest
+    from ..runtime.launch import check_nprocs
     from ..runtime.traversal import check_layout, traversal_program
     m = read_manifest(cfg["plan"])
     if getattr(args, "route", False) and not layout_from_manifest(m).routes:
@@ -108,8 +109,7 @@ def precheck_plan(cfg: dict, args, *, capability: str, job: str | None = None) -
     n = int(m["graph"]["n"])
     if cfg.get("root") is not None and not 0 <= int(cfg["root"]) < n:
         raise PlanError(f"--root {cfg['root']} is not a vertex id of the plan's graph (n = {n})")
-    if args.nprocs is not None and args.nprocs != m["ranks"]:
-        raise PlanError(f"{cfg['plan']}: the plan is for {m['ranks']} ranks; --nprocs {args.nprocs} does not match")
+    check_nprocs(cfg["plan"], m, args.nprocs)
     return m
 
 

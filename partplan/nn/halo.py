@@ -450,12 +450,19 @@ def _view_of(edge_index, num_nodes=None) -> HaloRank | None:
         return None
     cand = [v for v in views if edge_index.shape == v.edge_index.shape
             and (num_nodes is None or int(num_nodes) == v.num_local + v.num_halo)]
-    keys = {}
-    same = []
-    for v in cand:
+    same, ei, keys = [], None, {}
+    for v in cand:      # an equal copy first (cheap), then the same edges in another order or dtype
+        if edge_index.dtype == v.edge_index.dtype and torch.equal(edge_index.detach().cpu(), v.edge_index):
+            same.append(v)
+            continue
+        if ei is None:
+            ei = edge_index.detach().cpu().to(torch.int64).numpy()
+            sums = (int(ei[0].sum()), int(ei[1].sum())) if ei.size else (0, 0)
+        if sums != _view_sums(v):        # another graph: said by two sums, without a sort
+            continue
         rows = v.num_local + v.num_halo
         if rows not in keys:
-            keys[rows] = _edge_keys(edge_index.detach().cpu().to(torch.int64).numpy(), rows)
+            keys[rows] = _edge_keys(ei, rows)
         if keys[rows] is not None and np.array_equal(keys[rows], _view_keys(v)):
             same.append(v)
     if len(same) > 1 and len({_degrees(v) for v in same}) > 1:
@@ -480,6 +487,17 @@ def _view_keys(v: HaloRank) -> np.ndarray:
         keys = (v.edge_index, _edge_keys(v.edge_index.numpy(), v.num_local + v.num_halo))
         v._keys = keys
     return keys[1]
+
+
+def _view_sums(v: HaloRank) -> tuple:
+    """(sum of sources, sum of targets) of a rank's own ``edge_index`` (made once): equal for any
+    column order, so a tensor whose sums differ is another graph's without sorting it."""
+    sums = getattr(v, "_sums", None)
+    if sums is None or sums[0] is not v.edge_index:
+        ei = v.edge_index.numpy()
+        sums = (v.edge_index, (int(ei[0].sum()), int(ei[1].sum())) if ei.size else (0, 0))
+        v._sums = sums
+    return sums[1]
 
 
 def _degrees(v: HaloRank) -> tuple:

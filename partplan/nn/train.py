@@ -620,8 +620,8 @@ def train_config(options: dict, nprocs: int | None = None, threads: int | None =
             raise PartplanError("--predictions applies to full-batch training (no --sampler)")
         from ..io.outpath import check_output_file
         cfg["predictions"] = str(check_output_file(o["predictions"], kind="npy", inputs=[data]))
-    if nprocs is not None and nprocs != m["ranks"]:
-        raise PlanError(f"{plan}: the plan is for {m['ranks']} ranks; --nprocs {nprocs} does not match")
+    from ..runtime.launch import check_nprocs
+    check_nprocs(plan, m, nprocs)
     if backend == "local":
         cfg["threads"] = threads
     else:

@@ -251,45 +251,50 @@ def _partition_mpi(graph, req, output) -> Partition:
                      graph_fingerprint=fingerprint, info={"distributed": res, **floor})
 
 
-def graph_balance_floor(graph, parts: int, imbalance: float, *, vertex_weights: bool = True) -> dict | None:
-    """:func:`.objectives.balance_floor` of a :class:`Graph` (its vertex weights when it has them and
-    ``vertex_weights``, else row nnz: the distributed partitioner balances row nnz alone) or of a
-    chunked graph's path (row nnz, streamed chunk by chunk), with ``weights`` naming which; None when
-    no row alone is above the ε-limit (or ``graph`` is another kind of path)."""
+def graph_floors(graph, parts: int, imbalance: float, *,
+                 vertex_weights: bool = True) -> tuple[dict | None, dict | None]:
+    """(balance floor, compute floor) of a :class:`Graph` or a chunked graph's path, its rows read
+    once (a chunked graph's indptr arrays streamed chunk by chunk):
+
+    - the balance floor, :func:`.objectives.balance_floor` on the graph's vertex weights when it
+      has them and ``vertex_weights``, else row nnz (at least 1; the distributed partitioner
+      balances row nnz alone), with ``weights`` naming which;
+    - the compute floor, :func:`.objectives.compute_floor_of`, where the partitioner keeps the
+      compute limit beside the balance limit and the balance floor does not already say so: the
+      single-process pipeline on a graph with empty rows (``vertex_weights`` True), the distributed
+      partitioner (``vertex_weights`` False) on any graph.
+
+    Each None when no row alone is above its limit (both None for another kind of path)."""
     if isinstance(graph, Graph):
         weighted = vertex_weights and graph.vertex_weights is not None   # what ε bounds then
-        floor = balance_floor(graph.row_nnz, parts, imbalance, graph.balance_weights if weighted else None)
+        nnz = graph.row_nnz
+        floor = balance_floor(nnz, parts, imbalance, graph.balance_weights if weighted else None)
+        cfloor = None
+        if floor is None and nnz.size and (not vertex_weights or bool((nnz == 0).any())):
+            row = int(np.argmax(nnz))
+            cfloor = compute_floor_of(row, int(nnz[row]), int(graph.nnz), parts, imbalance)
     else:
         from ..io.chunked import chunk_info, is_chunked, row_nnz_sums
         if not is_chunked(graph):
-            return None
+            return None, None
         weighted, r = False, row_nnz_sums(chunk_info(graph))
         floor = floor_of(r["heaviest"], max(r["max_nnz"], 1), r["nnz"] + r["empty"], r["max_nnz"], r["nnz"],
                          parts, imbalance)
+        cfloor = None if floor is not None else compute_floor_of(r["heaviest"], r["max_nnz"], r["nnz"], parts,
+                                                                 imbalance)
     if floor is not None:
         floor["weights"] = "vertex weight" if weighted else "row nnz"
-    return floor
+    return floor, cfloor
+
+
+def graph_balance_floor(graph, parts: int, imbalance: float, *, vertex_weights: bool = True) -> dict | None:
+    """The balance floor of :func:`graph_floors`."""
+    return graph_floors(graph, parts, imbalance, vertex_weights=vertex_weights)[0]
 
 
 def graph_compute_floor(graph, parts: int, imbalance: float, *, vertex_weights: bool = True) -> dict | None:
-    """:func:`.objectives.compute_floor_of` of a :class:`Graph` or a chunked graph's path: a row with
-    more nonzeros than the compute limit of one part, where the partitioner keeps that limit and
-    :func:`graph_balance_floor` does not already say so — the single-process pipeline on a graph with
-    empty rows (``vertex_weights`` True), the distributed partitioner (``vertex_weights`` False: it
-    balances row nnz) on any graph. None otherwise."""
-    if graph_balance_floor(graph, parts, imbalance, vertex_weights=vertex_weights) is not None:
-        return None
-    if isinstance(graph, Graph):
-        nnz = graph.row_nnz
-        if nnz.size == 0 or (vertex_weights and not bool((nnz == 0).any())):
-            return None
-        row = int(np.argmax(nnz))
-        return compute_floor_of(row, int(nnz[row]), int(graph.nnz), parts, imbalance)
-    from ..io.chunked import chunk_info, is_chunked, row_nnz_sums
-    if not is_chunked(graph):
-        return None
-    r = row_nnz_sums(chunk_info(graph))
-    return compute_floor_of(r["heaviest"], r["max_nnz"], r["nnz"], parts, imbalance)
+    """The compute floor of :func:`graph_floors`."""
+    return graph_floors(graph, parts, imbalance, vertex_weights=vertex_weights)[1]
 
 
 def _say_balance_floor(graph, req, info: dict, *, vertex_weights: bool = True) -> None:
@@ -298,9 +303,8 @@ def _say_balance_floor(graph, req, info: dict, *, vertex_weights: bool = True) -
     and said on ``progress`` before the work; not an error — a partition is still the answer.
     Likewise a row with more nonzeros than the compute limit the partitioner keeps beside the
     balance limit (:func:`graph_compute_floor`), in ``info["compute_floor"]``."""
-    floor = graph_balance_floor(graph, req.b, req.imbalance, vertex_weights=vertex_weights)
+    floor, cfloor = graph_floors(graph, req.b, req.imbalance, vertex_weights=vertex_weights)
     if floor is None:
-        cfloor = graph_compute_floor(graph, req.b, req.imbalance, vertex_weights=vertex_weights)
         if cfloor is not None:
             info["compute_floor"] = cfloor
             if req.progress is not None:

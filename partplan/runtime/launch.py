@@ -302,7 +302,7 @@ ECHO_WINDOW_ROUNDS = 200
 #: what a rank's error says when a peer's failure ended it (a closed connection, a timeout, or a
 #: flag a collective carried: "see rank 0's error", "another rank found ..."): an echo
 _ECHO = re.compile(r"a peer died|closed by peer|reset by peer|broken pipe|connection refused|timed out|"
-                   r"timeout|see rank \d+'s error|see its error|another rank ", re.I)
+                   r"timeout|see rank \d+'s error|see its error|another rank found|another rank holds", re.I)
 
 
 def _failures(codes: list, errs: list, killed: set, stopped: set = frozenset(),
@@ -354,6 +354,14 @@ def _failures(codes: list, errs: list, killed: set, stopped: set = frozenset(),
     return line + (f" ({'; '.join(tail)})" if tail else "")
 
 
+def check_nprocs(plan, manifest: dict, nprocs: int | None) -> None:
+    """``--nprocs N``, when given, must be the plan's rank count (with every backend: the local one
+    runs the plan's ranks in this process, and a different N is a mistake to say, not to ignore)."""
+    from ..errors import PlanError
+    if nprocs is not None and nprocs != manifest["ranks"]:
+        raise PlanError(f"{plan}: the plan is for {manifest['ranks']} ranks; --nprocs {nprocs} does not match")
+
+
 def entry_of(worker) -> str:
     """``module:name`` of a module-level worker function (what a launched process imports)."""
     mod, name = getattr(worker, "__module__", None), getattr(worker, "__qualname__", "")
@@ -396,14 +404,14 @@ def start(cfg: dict, nprocs: int | None, fn, *, timeout_s: float, threads: int |
     ``nprocs`` processes. ``ranks``: the plan's rank count, which ``nprocs``
     must equal. Returns the report (None on a non-zero torchrun rank)."""
     from ..errors import PlanError
+    if ranks is not None:
+        check_nprocs(plan, {"ranks": ranks}, nprocs)
     if cfg.get("backend", "gloo") == "local":
         return run_rank(fn, cfg)
     if nprocs is None:
         if not under_torchrun():
             raise PlanError("give --nprocs N (processes to start here), or start the command with torchrun")
         return run_rank(fn, cfg)
-    if ranks is not None and nprocs != ranks:
-        raise PlanError(f"{plan}: the plan is for {ranks} ranks; --nprocs {nprocs} does not match")
     return launch(cfg, nprocs, worker=fn, timeout_s=timeout_s, threads=threads)
 
 

@@ -36,7 +36,7 @@ from ..program.plan import Plan, manifest_groups, manifest_volume, program_steps
 from ..plan.store import load_plan, read_manifest
 from .comm import BACKENDS, LocalComm
 from .interpreter import PHASES, Executor
-from .launch import SharedOutput
+from .launch import SharedOutput, check_nprocs
 from .ops import NumpyOps
 
 COMPARE = ("oblivious", "bare")
@@ -438,7 +438,7 @@ def spmm_rank(ctx, cfg: dict) -> dict | None:
     program = cfg.get("program", "forward")
     dtype = _resolve_dtype(cfg, n)
     if cfg.get("output") and ctx.leader:
-        check_output_file(cfg["output"], kind="npy", inputs=[cfg.get("features")])
+        check_output_file(cfg["output"], kind="npy")
     comm, ops, device = _comm_and_ops(ctx, m, dtype, cfg)
     ex = Executor(m, shards, comm, ops, overlap=cfg.get("overlap", "on"))
     inputs = [ops.from_numpy(_input_rows(cfg, rp.in_ids(program), n, dtype)) for rp in shards]
@@ -518,10 +518,9 @@ def spmm_config(cfg: dict, nprocs: int | None = None) -> dict:
     program = cfg.get("program", "forward")
     if program not in m["programs"]:
         raise PlanError(f"{plan}: the plan has no {program} program (backward = {m.get('backward')!r})")
-    if nprocs is not None and nprocs != m["ranks"]:
-        raise PlanError(f"{plan}: the plan is for {m['ranks']} ranks; --nprocs {nprocs} does not match")
+    check_nprocs(plan, m, nprocs)
     if cfg.get("output") is not None:
-        check_output_file(cfg["output"], kind="npy", inputs=[cfg.get("features")])
+        check_output_file(cfg["output"], kind="npy")
     scanned = False
     if features is not None:
         from .launch import under_torchrun

@@ -605,8 +605,7 @@ def steal_summary(cfg: dict, levels: list, bal: Balancer | None = None, plot_lev
     ``cfg["steal"]["plot"]`` the PNG of ``plot_levels`` (default ``levels``)."""
     s = dict(cfg.get("steal") or {})
     s.pop("topology_obj", None)
-    lv = [x for x in levels if x.get("steal_triggered") and x.get("load_max_over_mean") is not None
-          and x.get("load_max_over_mean_after") is not None]
+    lv = [x for x in levels if x.get("steal_triggered")]
     gm = (lambda k: float(np.exp(np.mean(np.log([x[k] for x in lv])))) if lv else None)
     out = {**s, "levels_triggered": len(lv), "geomean_before": gm("load_max_over_mean"),
            "geomean_after": gm("load_max_over_mean_after"),

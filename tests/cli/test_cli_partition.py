@@ -261,16 +261,16 @@ def test_quiet_silences_the_engines_own_diagnostics(tmp_path, capfd):
     assert "***" not in cap.out
 
 
-@pytest.mark.parametrize("cmd", ["partition", "convert", "analyze"])
+@pytest.mark.parametrize("cmd", ["partition", "analyze"])
 def test_an_output_onto_the_input_is_refused_and_the_input_kept(tmp_path, capsys, cmd):
     """-o naming the graph being read (by any name: here through a symlink) replaced the graph with
-    the partition; refused before any work, the file unchanged."""
+    the partition; refused before any work, the file unchanged. (An output of the input's own kind
+    may replace it: test_convert_in_place_replaces_the_graph_atomically.)"""
     src = tmp_path / "g.txt"
     src.write_text("0 1\n1 2\n2 3\n3 0\n")
     (tmp_path / "link.txt").symlink_to(src)
     before = src.read_bytes()
     argv = {"partition": ["partition", str(src), "-k", "2", "-o", str(tmp_path / "link.txt")],
-            "convert": ["convert", str(src), str(tmp_path / "link.txt")],
             "analyze": ["analyze", str(src), "--method", "metis", "-k", "2", "--save-partition",
                         str(tmp_path / "link.txt")]}[cmd]
     assert main(["-q", *argv]) == 2
@@ -296,3 +296,16 @@ def test_nprocs_refuses_a_graph_with_vertex_weights_before_any_process(tmp_path,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "vertex weights" in err[0] and "--nprocs" in err[0], err
     assert not (tmp_path / "p.npy").exists()
+
+
+def test_convert_in_place_replaces_the_graph_atomically(tmp_path, capsys):
+    """A graph converted onto itself (here symmetrized) is read whole, then replaced atomically."""
+    import scipy.sparse as sp
+    from partplan.io import read_graph
+    src = tmp_path / "g.txt"
+    src.write_text("0 1\n1 2\n2 3\n")
+    assert main(["-q", "convert", str(src), str(src), "--symmetrize"]) == 0
+    g = read_graph(src)
+    a = sp.csr_matrix((np.ones(3), ([0, 1, 2], [1, 2, 3])), shape=(4, 4))
+    want = ((a + a.T) > 0).astype(np.int64)
+    assert (abs(sp.csr_matrix((np.ones(g.nnz), g.indices, g.indptr), shape=(4, 4)) - want)).nnz == 0

@@ -163,7 +163,7 @@ def post_passes(graph: Graph, req: Request, w: Work) -> Work:
         _hubs(graph, req, w)
     if req.bottleneck and req.engine != "auto":
         _refine(graph, req, w)
-    if req.engine == "fast" and req.b > 1 and _compute_applies(graph, w):
+    if req.engine == "fast" and req.b > 1 and _compute_applies(graph):
         _repair_compute(graph, req, w)   # the V-cycle balances row nnz with at least 1 per row
     if req.ownership == "decoupled":
         _ownership(graph, req, w)
@@ -199,13 +199,13 @@ def _vcycle(graph: Graph, req: Request, w: Work) -> None:
     w.params["preset"] = "fast"
 
 
-def _compute_applies(graph: Graph, w: Work) -> bool:
+def _compute_applies(graph: Graph) -> bool:
     """Whether partplan's passes keep the compute limit (row nnz ≤ ⌊(1+ε)·⌈nnz/k⌉⌋) beside the
     balance limit, as the default pipeline does: on a graph with empty rows (they weigh 1 in the
-    balance and 0 in compute, so a part holding few of them can exceed it) that some partition can
-    keep within both (no balance or compute floor)."""
+    balance and 0 in compute, so a part holding few of them can exceed it). Where a row alone is
+    above a limit (a floor) the passes still never make the heaviest part heavier."""
     from .auto import has_empty_rows
-    return has_empty_rows(graph) and "balance_floor" not in w.info and "compute_floor" not in w.info
+    return has_empty_rows(graph)
 
 
 def _repair_compute(graph: Graph, req: Request, w: Work) -> None:
@@ -257,7 +257,7 @@ def _refine(graph: Graph, req: Request, w: Work) -> None:
     ctx = build(RefineContext, {**ro, "objective": req.objective, "imbalance": req.imbalance, "seed": req.seed,
                                 "f": req.f, "dtype": req.dtype, "volume_reference": w.volume_reference})
     from .auto import compute_limit     # the compute limit kept, never worse than the start's
-    keep = compute_limit(graph, w.part, req.b, req.imbalance) if _compute_applies(graph, w) else {}
+    keep = compute_limit(graph, w.part, req.b, req.imbalance) if _compute_applies(graph) else {}
     t0 = time.perf_counter()
     w.part, w.info["refine"] = refine_mod.refine(graph, w.part, req.b, context=ctx, progress=req.progress, **keep)
     w.timings["refine_s"] = time.perf_counter() - t0

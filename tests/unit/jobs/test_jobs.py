@@ -216,7 +216,7 @@ def test_gloo_ranks_run_a_registered_job_through_the_shared_worker_context(plan,
 
 @pytest.mark.parametrize("job", ["spmm", "bfs", "pagerank"])
 def test_a_rank_count_not_the_plans_is_refused_on_the_local_backend_too(plan, capsys, job):
-    """--nprocs 4 on a 3-rank plan with --backend local ran on the plan's 3 ranks without a word
-    (gloo refused it)."""
+    """--nprocs 4 on a 3-rank plan with --backend local is refused, as with gloo (run spmm ran on the
+    plan's 3 ranks without a word; the traversal jobs refused it already)."""
     assert main(["run", job, plan[0], "--backend", "local", "--nprocs", "4", "-q"]) == 2
     assert "--nprocs 4 does not match" in capsys.readouterr().err
