@@ -101,7 +101,7 @@ def register(subparsers) -> None:
                         "DETERMINISTIC, ...")
     p.add_argument("--fetch", action="store_true",
                    help="GRAPH is a registered dataset not yet downloaded: fetch it first")
-    p.add_argument("--symmetrize", action="store_true", help="use A + A^T (pattern union) instead of A")
+    p.add_argument("--symmetrize", action="store_true", help="use the pattern union of A and A^T (the larger weight where both hold one) instead of A")
     add_weight_option(p)
     p.add_argument("--self-loops", choices=("keep", "add", "remove"), default="keep",
                    help="diagonal: keep as read, add (GCN's A + I) or remove (default keep)")

@@ -34,12 +34,12 @@ def register(subparsers) -> None:
                    help="input format when the extension does not say (mtx, metis, hgr, npz, parquet, "
                         "arrow, feather, csv, edgelist, gt)")
     p.add_argument("--to", dest="out_format", default=None, metavar="FMT", help="output format (as --from)")
-    p.add_argument("--symmetrize", action="store_true", help="add A^T (make the graph undirected)")
+    p.add_argument("--symmetrize", action="store_true", help="the pattern union of A and A^T, undirected (the larger weight where both hold one)")
     p.add_argument("--self-loops", choices=("keep", "add", "remove"), default="keep",
                    help="keep, add (A + I, as GCN) or remove diagonal entries (default keep)")
     p.add_argument("--keep-duplicates", action="store_true",
                    help="keep duplicate edges instead of summing them")
-    p.add_argument("--drop-isolated", action="store_true", help="remove vertices without edges")
+    p.add_argument("--drop-isolated", action="store_true", help="remove vertices without an edge other than a self loop")
     from partplan.cli._common import add_weight_option
     add_weight_option(p)
     p.add_argument("--no-relabel", action="store_true",
@@ -105,6 +105,10 @@ def run(args) -> int:
     if args.out_format is None:
         check_output_file(args.output, kind="graph")  # the suffix picks the format: checked before reading
     else:
+        from partplan.io import WRITE_FORMATS
+        if args.out_format not in WRITE_FORMATS + ("hgr",):
+            raise GraphFormatError(f"--to {args.out_format}: not a format partplan writes; one of "
+                                   f"{', '.join(WRITE_FORMATS + ('hgr',))}", args.output)
         check_output_file(args.output)
     t0 = time.perf_counter()
     g = _load(args)

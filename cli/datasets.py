@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from partplan.errors import BackendUnavailableError, DatasetError
+from partplan.errors import BackendUnavailableError, DatasetError, GraphFormatError
 from ._common import nonneg_int as _nonneg_int
 from ._common import positive_int as _pos_int
 
@@ -240,6 +240,10 @@ def run_generate(args) -> int:
     if args.chunks is not None:
         return _generate_chunked(args)
     check_output_file(args.output, kind="graph")
+    from partplan.io import detect_format
+    if detect_format(args.output) == "hgr":   # before the graph is generated
+        raise GraphFormatError("write a generated graph as a graph (.npz, .mtx, .graph, ...), not a hypergraph .hgr",
+                               args.output)
 
     if args.generator == "rmat":
         _need(args, "scale")

@@ -38,7 +38,7 @@ def register(subparsers) -> None:
     p.add_argument("--graph", metavar="GRAPH",
                    help="pyg: the original graph (file or dataset name) whose edges are exported; needed for a "
                         "normalized plan (checked against the plan's source fingerprint)")
-    p.add_argument("--symmetrize", action="store_true", help="with --graph: use A + A^T (as the plan was built)")
+    p.add_argument("--symmetrize", action="store_true", help="with --graph: symmetrize it (pattern union of A and A^T), as the plan was built")
     from partplan.cli._common import add_weight_option
     add_weight_option(p)
     p.add_argument("--data", metavar="D.npz",

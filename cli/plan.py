@@ -60,7 +60,7 @@ def register(subparsers) -> None:
                    help="element type the plan is costed for (default float32)")
     p.add_argument("--backward", choices=("auto", "separate", "none"), default="auto",
                    help="backward A^T program: auto (separate when A != A^T), separate, none")
-    p.add_argument("--symmetrize", action="store_true", help="use A + A^T")
+    p.add_argument("--symmetrize", action="store_true", help="symmetrize the graph: the pattern union of A and A^T (the larger weight where both hold one)")
     add_weight_option(p)
     p.add_argument("--normalize", choices=("none", "gcn", "mean"), default="none",
                    help="plan values: gcn = D^-1/2 (A+I) D^-1/2 (PyG GCNConv), mean = D^-1 (A+I); "

@@ -291,6 +291,10 @@ class Graph:
         if ei.dtype.kind not in "iu":
             raise GraphFormatError(f"edge_index must hold integer vertex ids, got dtype {ei.dtype}", source,
                                    field="edge_index")
+        if ei.dtype == np.uint64 and ei.size and int(ei.max()) >= 2 ** 63:
+            e = int(np.flatnonzero((ei >= np.uint64(2 ** 63)).any(axis=0))[0])
+            raise GraphFormatError(f"edge {e} has a vertex id of 2^63 or more ({ei[:, e].tolist()})", source,
+                                   field="edge_index")
         ei = ei.astype(np.int64, copy=False)
         if ei.size and ei.min() < 0:
             e = int(np.flatnonzero((ei < 0).any(axis=0))[0])

@@ -66,6 +66,8 @@ EXTENSIONS: dict[str, str] = {
     "pt": "pt",
 }
 FORMATS = ("mtx", "metis", "hgr", "npz", "parquet", "arrow", "feather", "csv", "edgelist", "gt", "pt")
+#: the formats :func:`write_graph` writes (``.hgr`` is a hypergraph's: :func:`write_hypergraph`; ``.pt`` is read only)
+WRITE_FORMATS = ("mtx", "metis", "npz", "parquet", "arrow", "feather", "csv", "edgelist", "gt")
 _BINARY = ("npz", "parquet", "arrow", "feather", "pt")
 
 
@@ -165,7 +167,7 @@ def write_graph(graph: Graph, path: str | os.PathLike, format: str | None = None
     if fmt == "pt":
         raise BackendUnavailableError("write_graph does not write .pt graphs (read only); use .npz, .mtx, ...")
     if fmt not in writers:
-        raise GraphFormatError(f"unknown format {fmt!r} (known: {', '.join(FORMATS)})", path)
+        raise GraphFormatError(f"unknown format {fmt!r} (written: {', '.join(WRITE_FORMATS)})", path)
     if fmt in ("parquet", "arrow", "feather", "csv"):
         opts.setdefault("format", fmt)
     return writers[fmt](graph, path, **opts)
@@ -175,4 +177,4 @@ __all__ = ["read_graph", "write_graph", "detect_format", "read_hypergraph", "wri
            "read_mtx", "write_mtx", "read_metis", "write_metis", "read_npz", "write_npz",
            "read_edgelist", "write_edgelist", "read_edge_table", "write_edge_table", "read_gt", "read_gt_properties", "write_gt",
            "read_hgr_graph", "read_pt", "read_partition", "write_partition", "Graph", "Hypergraph", "FORMATS",
-           "EXTENSIONS"]
+           "WRITE_FORMATS", "EXTENSIONS"]

@@ -310,8 +310,9 @@ def atomic_output(path: str | os.PathLike, *, compress: bool | None = None) -> I
         compress = p.name.lower().endswith(".gz")
     with atomic_path(p) as tmp, open(tmp, "wb") as raw:
         if compress:
-            # mtime=0: the same graph gives the same bytes
-            with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as gz:
+            # mtime=0 and no file name (the temporary one would be stored): the same graph gives the
+            # same bytes
+            with gzip.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=6, mtime=0) as gz:
                 yield gz  # type: ignore[misc]
         else:
             yield raw

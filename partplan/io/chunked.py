@@ -452,9 +452,22 @@ class ChunkedWriter:
         self.next_row = 0
 
     def add(self, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray | None = None) -> None:
-        """Append the next chunk: rows ``[next_row, next_row + len(indptr) - 1)``."""
+        """Append the next chunk: rows ``[next_row, next_row + len(indptr) - 1)``, each row's column
+        ids strictly increasing (canonical CSR, what the reader requires: duplicates merged)."""
         i = len(self.chunks)
         names = chunk_file_names(i)
+        rows = int(indptr.size) - 1
+        ind = np.asarray(indices)
+        if ind.size > 1:
+            starts = np.zeros(ind.size, bool)
+            starts[np.asarray(indptr[:-1], dtype=np.int64)[np.diff(indptr) > 0] - int(indptr[0])] = True
+            bad = np.flatnonzero((np.diff(ind) <= 0) & ~starts[1:])
+            if bad.size:
+                row = self.next_row + int(np.searchsorted(np.asarray(indptr) - int(indptr[0]), bad[0] + 1,
+                                                          side="right")) - 1
+                raise GraphFormatError(f"row {row} repeats a column (or is not sorted): a chunked graph holds "
+                                       f"canonical CSR rows; merge the duplicates first", self.path,
+                                       field="indices")
         rows = int(indptr.size) - 1
         try:
             np.save(self.tmp / names["indptr"], np.ascontiguousarray(indptr, dtype="<i8"))

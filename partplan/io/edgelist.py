@@ -33,14 +33,20 @@ from ._common import (atomic_output, check_budget, graph_bytes, open_binary, str
 
 
 
+def _data_part(line: bytes) -> bytes:
+    """``line`` without its comment (from the first ``#`` or ``%``) and surrounding blanks."""
+    cut = [i for i in (line.find(b"#"), line.find(b"%")) if i >= 0]
+    return (line[:min(cut)] if cut else line).strip()
+
+
 def _first_data_line(path) -> tuple[bytes | None, int]:
-    """The first line that is neither blank nor a comment, and its number."""
+    """The first line that is neither blank nor a comment (its comment cut off), and its number."""
     no = 0
     with open_binary(path) as fh:
         try:
             for no, line in enumerate(fh, 1):
-                s = line.strip()
-                if s and s[:1] not in (b"#", b"%"):
+                s = _data_part(line)
+                if s:
                     return s, no
         except GraphFormatError as exc:  # corrupt gzip stream: name the line reached
             raise stream_error_at(exc, path, no + 1) from None
@@ -171,8 +177,9 @@ def write_edgelist(graph: Graph, path: str | os.PathLike, *, original_ids: bool 
     cols = {"s": r, "d": c}
     if (weights is None and graph.data is not None) or weights:
         cols["w"] = graph.data if graph.data is not None else np.ones(graph.nnz)
+    title = "".join(f"# {line}\n" for line in str(header or graph.name).splitlines()) or "#\n"   # each line a comment
     with atomic_output(p) as fh:
-        fh.write(f"# {header or graph.name}\n# n={graph.n} nnz={graph.nnz} "
+        fh.write(f"{title}# n={graph.n} nnz={graph.nnz} "
                  f"{'directed' if graph.directed else 'undirected (both directions listed)'}\n".encode())
         write_table_text(fh, cols)
     return p

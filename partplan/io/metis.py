@@ -262,10 +262,19 @@ def write_metis(graph: Graph, path: str | os.PathLike, *, edge_weights: bool | N
         raise GraphFormatError("vertex_weights=True but the graph has none", p)
     n, nnz = graph.n, graph.nnz
     deg = graph.row_nnz
+    rows = graph.rows
+    rep = np.flatnonzero((np.diff(graph.indices) <= 0) & (rows[1:] == rows[:-1])) if nnz > 1 else np.empty(0, int)
+    if rep.size:   # duplicates kept (keep_duplicates) or unsorted rows: METIS lists each neighbour once
+        v = int(rows[rep[0]])
+        raise GraphFormatError(f"vertex {v} lists a neighbour twice (or out of order): METIS lists each neighbour "
+                               f"once; merge the duplicates first", p, field="indices")
     if ew:
         data = graph.data if graph.data is not None else np.ones(nnz)
         if np.any(data != np.round(data)) or (data.size and data.min() < 0):
             raise GraphFormatError("METIS edge weights must be non-negative integers", p, field="data")
+        if data.size and data.max() >= 2.0 ** 63:
+            raise GraphFormatError(f"METIS edge weight {float(data.max()):.6g} does not fit in 64 bits", p,
+                                   field="data")
         A = graph.to_scipy()
         if (A != A.T).nnz:
             raise GraphFormatError("METIS edge weights must be equal in both directions", p, field="data")

@@ -44,11 +44,13 @@ def _suffix_problem(p: Path, kind: str) -> str | None:
     if kind == "any":
         return None
     if kind == "graph":
-        from . import detect_format
+        from . import WRITE_FORMATS, detect_format
         try:
-            detect_format(p)
+            fmt = detect_format(p)
         except GraphFormatError as exc:
             return exc.problem
+        if fmt not in WRITE_FORMATS + ("hgr",):   # .hgr: convert writes a hypergraph model there
+            return f"partplan reads .{fmt} graphs but does not write them; use .npz, .mtx, .graph, .parquet, ..."
         return None
     if kind == "partition":
         gz = name.endswith(".gz")

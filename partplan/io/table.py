@@ -66,11 +66,11 @@ def _load(p: Path, fmt: str, columns: list[str], delimiter: str):
         if fmt == "parquet":
             schema = pq.read_schema(p)
             names = schema.names
-            return pq.read_table(p, columns=[c for c in columns if c in names]), names
+            return pq.read_table(p, columns=[c for c in columns if c in names]), names, 0
         if fmt == "feather":
             t = feather.read_table(p)
             t.validate(full=True)
-            return t, t.column_names
+            return t, t.column_names, 0
         if fmt == "arrow":
             try:
                 with pa.memory_map(str(p)) as src:
@@ -79,11 +79,13 @@ def _load(p: Path, fmt: str, columns: list[str], delimiter: str):
                 with pa.memory_map(str(p)) as src:
                     t = ipc.open_stream(src).read_all()
             t.validate(full=True)
-            return t, t.column_names
+            return t, t.column_names, 0
         if fmt == "csv":
-            t = pacsv.read_csv(p, parse_options=pacsv.ParseOptions(delimiter=delimiter),
+            src, skip = _csv_source(p)
+            t = pacsv.read_csv(src, read_options=pacsv.ReadOptions(skip_rows=skip),
+                               parse_options=pacsv.ParseOptions(delimiter=delimiter),
                                convert_options=pacsv.ConvertOptions(include_columns=None))
-            return t, t.column_names
+            return t, t.column_names, skip
     except FileNotFoundError:
         raise GraphFormatError("file not found", p) from None
     except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:  # ArrowInvalid, Memory (hostile metadata),
@@ -93,19 +95,54 @@ def _load(p: Path, fmt: str, columns: list[str], delimiter: str):
     raise GraphFormatError(f"unknown table format {fmt!r}", p)
 
 
-def _row_where(fmt: str, row: int) -> tuple[str, int | None]:
-    """Message text and line number (CSV: header is line 1) of a 0-based row."""
-    return f"row {row}", (row + 2 if fmt == "csv" else None)
+def _csv_source(p: Path) -> tuple:
+    """(what ``pyarrow.csv.read_csv`` reads, comment lines before the header): the file itself, or
+    its gzip stream (by the magic bytes, whatever the name) inflated within the memory budget; the
+    leading lines that start with ``#`` or ``%`` are skipped (as the edge-list reader skips them)."""
+    import gzip
+    import zlib
+
+    import pyarrow as pa
+
+    from .._budget import check_budget, memory_budget
+    with open(p, "rb") as fh:
+        magic = fh.read(2)
+    if magic == b"\x1f\x8b":
+        limit = memory_budget()
+        try:
+            with gzip.open(p, "rb") as g:
+                data = g.read(limit + 1)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise GraphFormatError(f"corrupt gzip stream ({exc})", p) from None
+        if len(data) > limit:
+            check_budget(len(data), p, "the decompressed CSV table")
+        src, head = pa.BufferReader(data), data[:1 << 16]
+    else:
+        with open(p, "rb") as fh:
+            head = fh.read(1 << 16)
+        src = pa.OSFile(str(p))      # not by its name: a .gz name without gzip bytes is plain text
+    skip = 0
+    for line in head.splitlines():
+        if line.lstrip()[:1] not in (b"#", b"%"):
+            break
+        skip += 1
+    return src, skip
 
 
-def _ids(t, col: str, p: Path, fmt: str) -> np.ndarray:
+def _row_where(fmt: str, row: int, skip: int = 0) -> tuple[str, int | None]:
+    """Message text and line number (CSV: header is line 1 after ``skip`` comment lines) of a
+    0-based row."""
+    return f"row {row}", (row + 2 + skip if fmt == "csv" else None)
+
+
+def _ids(t, col: str, p: Path, fmt: str, skip: int = 0) -> np.ndarray:
     import pyarrow as pa
     import pyarrow.compute as pc
 
     arr = t.column(col)
     if arr.null_count:
         r = int(pc.index(pc.is_null(arr), True).as_py())
-        what, line = _row_where(fmt, r)
+        what, line = _row_where(fmt, r, skip)
         raise GraphFormatError(f"null vertex id at {what}", p, line, field=col)
     typ = arr.type
     if not pa.types.is_integer(typ):
@@ -116,12 +153,12 @@ def _ids(t, col: str, p: Path, fmt: str) -> np.ndarray:
             big = ~bad & (np.abs(a) >= 2.0 ** 63)
             if big.any():  # e.g. CSV ids beyond 2^63 that pyarrow parsed as double
                 r = int(np.flatnonzero(big)[0])
-                what, line = _row_where(fmt, r)
+                what, line = _row_where(fmt, r, skip)
                 raise GraphFormatError(f"vertex id {float(a[r]):.6g} at {what} does not fit in 64 bits", p, line,
                                        field=col)
             if bad.any():
                 r = int(np.flatnonzero(bad)[0])
-                what, line = _row_where(fmt, r)
+                what, line = _row_where(fmt, r, skip)
                 raise GraphFormatError(f"non-integer vertex id {float(a[r])!r} at {what}", p, line, field=col)
             detail = " (integral floats: cast the column to int64)"
         elif pa.types.is_string(typ) or pa.types.is_large_string(typ):
@@ -130,12 +167,12 @@ def _ids(t, col: str, p: Path, fmt: str) -> np.ndarray:
     a = arr.to_numpy()
     if a.dtype == np.uint64 and a.size and a.max() > np.iinfo(np.int64).max:
         r = int(np.flatnonzero(a > np.iinfo(np.int64).max)[0])
-        what, line = _row_where(fmt, r)
+        what, line = _row_where(fmt, r, skip)
         raise GraphFormatError(f"id {int(a[r])} at {what} does not fit in int64", p, line, field=col)
     a = a.astype(np.int64, copy=False)
     if a.size and a.min() < 0:
         r = int(np.flatnonzero(a < 0)[0])
-        what, line = _row_where(fmt, r)
+        what, line = _row_where(fmt, r, skip)
         raise GraphFormatError(f"negative vertex id {int(a[r])} at {what}", p, line, field=col)
     return a
 
@@ -159,7 +196,7 @@ def read_edge_table(path: str | os.PathLike, *, format: str | None = None, src: 
     if fmt not in TABLE_FORMATS:
         raise GraphFormatError(f"unknown table format {fmt!r} (expected one of {TABLE_FORMATS})", p)
     want = [src, dst] + ([weight] if weight and weighted is not False else [])
-    t, names = _load(p, fmt, want, delimiter)
+    t, names, skip = _load(p, fmt, want, delimiter)
     for col in (src, dst):
         if col not in names:
             raise GraphFormatError(f"missing column {col!r} (the table has {names}); "
@@ -168,8 +205,8 @@ def read_edge_table(path: str | os.PathLike, *, format: str | None = None, src: 
     if weighted and not use_w:
         raise GraphFormatError(f"weighted=True but there is no column {weight!r} (the table has {names})",
                                p, field=weight or "weight")
-    s = _ids(t, src, p, fmt)
-    d = _ids(t, dst, p, fmt)
+    s = _ids(t, src, p, fmt, skip)
+    d = _ids(t, dst, p, fmt, skip)
     w = None
     if use_w:
         import pyarrow as pa
@@ -178,7 +215,7 @@ def read_edge_table(path: str | os.PathLike, *, format: str | None = None, src: 
         arr = t.column(weight)
         if arr.null_count:
             r = int(pc.index(pc.is_null(arr), True).as_py())
-            what, line = _row_where(fmt, r)
+            what, line = _row_where(fmt, r, skip)
             raise GraphFormatError(f"null weight at {what}", p, line, field=weight)
         if not (pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type)):
             raise GraphFormatError(f"weights must be numbers, column has type {arr.type}", p, field=weight)
@@ -186,7 +223,7 @@ def read_edge_table(path: str | os.PathLike, *, format: str | None = None, src: 
         bad = ~np.isfinite(w) | (w < 0)
         if bad.any():
             r = int(np.flatnonzero(bad)[0])
-            what, line = _row_where(fmt, r)
+            what, line = _row_where(fmt, r, skip)
             kind = "negative" if np.isfinite(w[r]) else "non-finite"
             raise GraphFormatError(f"{kind} weight {float(w[r])!r} at {what}", p, line, field=weight)
     if s.size == 0:
@@ -212,7 +249,7 @@ def write_arrow_table(table, path: str | os.PathLike, fmt: str) -> Path:
     p = Path(path)
     if fmt not in ("parquet", "arrow", "feather", "csv"):
         raise GraphFormatError(f"unknown table format {fmt!r}", p)
-    with atomic_output(p, compress=False) as fh:
+    with atomic_output(p, compress=None if fmt == "csv" else False) as fh:   # CSV: gzip when named .gz
         write_table_to(table, fh, fmt)
     return p
 

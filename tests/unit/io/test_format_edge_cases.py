@@ -1,0 +1,89 @@
+"""Readers and writers at the edges of their formats: a comment ending an edge list's first line, a
+gzip CSV recognized by its bytes with a header and comment lines before it, `.csv.gz` written
+compressed (and without the temporary file's name in the gzip header), writers refusing what their
+own readers refuse (METIS repeated neighbours and weights past 64 bits, non-canonical chunk rows), a
+graph name that spans lines, outputs partplan cannot write refused before the input is read.
+Oracles: the edges written by hand in each test, scipy, and the gzip header's bytes."""
+from __future__ import annotations
+
+import gzip
+
+import numpy as np
+import pytest
+
+from partplan import Graph
+from partplan.cli.main import main
+from partplan.errors import GraphFormatError
+from partplan.io import read_graph, write_graph
+
+
+def _edges(g: Graph) -> list:
+    return sorted(zip(g.rows.tolist(), g.indices.tolist()))
+
+
+@pytest.mark.parametrize("first", ["0 1 # first edge", "0 1 % a, b", "0 1\t# tab then comment"])
+def test_a_comment_ending_the_first_line_is_a_comment(tmp_path, first):
+    p = tmp_path / "c.txt"
+    p.write_text(first + "\n1 2\n")
+    assert _edges(read_graph(p)) == [(0, 1), (1, 2)]
+
+
+def test_a_gzip_csv_with_a_header_and_comment_lines_is_read_by_its_bytes(tmp_path):
+    p = tmp_path / "h.csv"                                   # gzip bytes, a plain name
+    p.write_bytes(gzip.compress(b"# exported by a tool\n% and a note\nsrc,dst\n1,2\n2,3\n"))
+    g = read_graph(p)
+    assert g.ids.tolist() == [1, 2, 3] and _edges(g) == [(0, 1), (1, 2)]
+    bad = tmp_path / "bad.csv"
+    bad.write_text("# one comment\nsrc,dst\n1,2\n2,-3\n")
+    with pytest.raises(GraphFormatError, match=r"line 4.*negative vertex id -3"):   # counted from the file's top
+        read_graph(bad)
+
+
+def test_csv_gz_is_written_compressed_and_reproducibly(tmp_path):
+    g = Graph.from_edges([0, 1], [1, 2], n=3)
+    out = tmp_path / "q.csv.gz"
+    write_graph(g, out)
+    raw = out.read_bytes()
+    assert raw[:2] == b"\x1f\x8b" and raw[3] & 0x08 == 0     # gzip, no file name stored (FNAME flag clear)
+    assert gzip.decompress(raw).decode().splitlines()[0].replace('"', "") == "src,dst"
+    assert _edges(read_graph(out)) == [(0, 1), (1, 2)]
+    write_graph(g, out)
+    assert out.read_bytes() == raw
+
+
+def test_writers_refuse_what_their_readers_refuse(tmp_path):
+    dup = Graph.from_edges([0, 0, 1, 1, 1, 2], [1, 1, 0, 0, 2, 1], n=3, dedupe=False)
+    assert dup.nnz == 6 and dup.is_symmetric()
+    with pytest.raises(GraphFormatError, match="neighbour twice"):
+        write_graph(dup, tmp_path / "d.graph")
+    assert not (tmp_path / "d.graph").exists()
+    from partplan.io.chunked import write_chunked
+    with pytest.raises(GraphFormatError, match="row 0 repeats a column"):
+        write_chunked(dup, tmp_path / "d.chunked", chunks=2)
+    assert not (tmp_path / "d.chunked").exists()
+    big = Graph.from_edges([0, 1], [1, 0], n=2, weights=np.array([1e19, 1e19]))
+    with pytest.raises(GraphFormatError, match="does not fit in 64 bits"):
+        write_graph(big, tmp_path / "w.graph")
+
+
+def test_a_graph_name_over_several_lines_stays_a_comment(tmp_path):
+    g = Graph.from_edges([0], [1], n=2, name="a\n7 8")
+    write_graph(g, tmp_path / "n.txt")
+    assert _edges(read_graph(tmp_path / "n.txt")) == [(0, 1)]
+
+
+def test_outputs_partplan_does_not_write_are_refused_before_the_input_is_read(tmp_path, capsys):
+    junk = tmp_path / "junk.txt"
+    junk.write_text("this is not a graph\n")          # reading it would fail: the output is said first
+    for argv in (["convert", str(junk), str(tmp_path / "o.pt")],
+                 ["convert", str(junk), str(tmp_path / "o.bin"), "--to", "xyz"],
+                 ["datasets", "generate", "rmat", "--scale", "6", "-o", str(tmp_path / "x.hgr")]):
+        assert main(["-q", *argv]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "junk" not in err[0].split(":")[1] and ("o." in err[0] or "x.hgr" in err[0]), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["junk.txt"]
+
+
+def test_uint64_ids_past_int64_are_said_as_such():
+    with pytest.raises(GraphFormatError, match="2\\^63 or more"):
+        Graph.from_edge_index(np.array([[0, 2 ** 63 + 5], [1, 0]], dtype=np.uint64))
