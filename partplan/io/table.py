@@ -239,11 +239,7 @@ def _format_of(p: Path) -> str:
 
 def write_arrow_table(table, path: str | os.PathLike, fmt: str) -> Path:
     """Write a pyarrow ``table`` as ``fmt`` ("parquet", "arrow"/"feather" (Arrow
-    IPC file) or "csv") atomically; pyarrow does the encoding."""
-    import pyarrow.csv as pacsv
-    import pyarrow.feather as feather
-    import pyarrow.parquet as pq
-
+    IPC file) or "csv", gzip compressed when named ``.gz``) atomically; pyarrow does the encoding."""
     from ._common import atomic_output
 
     p = Path(path)
