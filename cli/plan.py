@@ -103,7 +103,7 @@ def run(args) -> int:
         return _run_distributed(args, out)
     graph = load_graph(args.graph, symmetrize=args.symmetrize, weight=args.weight, normalize=args.normalize)
     src = _read(args, graph)
-    src, args.layout = topts.prepare(graph, src, args.k, args.layout)  # --map, and the --route's layout
+    src, args.layout, args.k = topts.prepare(graph, src, args.k, args.layout)  # --map, the route's layout, ranks
     backward = {"auto": None, "separate": True, "none": False}[args.backward]
     from partplan.plan.store import Progress
     beat = None if getattr(args, "quiet", False) else Progress()
@@ -206,11 +206,13 @@ def _run_distributed(args, out: Path) -> int:
 def _read(args, graph):
     """The partition through the one partition reader
     (:func:`partplan.plan.partitions.read_partition_file`): a Partition where its parts are known
-    exactly (a saved partplan partition, a plan directory, a METIS ``NAME.part.K`` file: layout,
-    ranks and K kept), else the bare part array (parts: max(id) + 1 at least, so ``-k`` may ask for
-    more row blocks)."""
+    exactly (a saved partplan partition, a plan directory, a METIS ``NAME.part.K`` file, a PyG / DGL /
+    CAGNET partition's own part count: layout, ranks and K kept), else the bare part array (parts:
+    max(id) + 1 at least, so ``-k`` may ask for more row blocks)."""
+    from partplan.io.foreign import declared_parts
     from partplan.io.partfile import partition_k_from_name
     from partplan.plan.partitions import read_partition_file
     P = read_partition_file(args.partition, graph, column=args.column)
-    exact = P.model != "external" or P.info.get("plan") or partition_k_from_name(Path(args.partition)) is not None
+    exact = (P.model != "external" or P.info.get("plan") or partition_k_from_name(Path(args.partition)) is not None
+             or (args.column is None and declared_parts(args.partition) is not None))
     return P if exact else P.part

@@ -71,6 +71,11 @@ def export_dgl(plan, out, *, graph_name: str | None = None) -> Path:
     ``node_feat.dgl``, ``edge_feat.dgl`` (DGL binary formats; need dgl).
     """
     out = Path(out)
+    norm = plan.manifest.get("normalize")
+    if norm:   # its CSR is the normalized matrix (self loops added): DGL's edges would not be the graph's
+        raise PartitionError(f"the plan multiplies the {norm}-normalized matrix (self loops added), not the "
+                             f"graph's edges; export the DGL partition from a plan built without --normalize "
+                             f"(the same partition), or export to pyg with --graph")
     part, row_nnz, A, _ = _plan_graph_parts(plan)
     k = _parts(plan)
     n = part.size

@@ -409,6 +409,38 @@ def _line_of(block: bytes, index: int) -> int:
     return 0
 
 
+def declared_parts(path) -> int | None:
+    """The part count a partition folder or file declares besides its ids — ``num_parts`` of a PyG
+    ``META.json``, a DGL config or a DGL assignment's ``partition_meta.json``, the number of blocks
+    of a CAGNET ``.part-sizes`` — or None (a file of ids alone: its largest id + 1 counts). Trailing
+    empty parts live only there: a plan exported with an empty last rank keeps its rank count when
+    it is read back."""
+    p = Path(path)
+    if not p.exists():
+        return None
+    kind = detect_kind(p)
+    meta = None
+    if kind == "pyg" and p.is_dir() and (p / "META.json").is_file():
+        meta = p / "META.json"
+    elif kind == "dgl-assignment":
+        meta = p / "partition_meta.json"
+    elif kind == "dgl":
+        if p.is_dir() and (p / "partition_assignment" / "partition_meta.json").is_file() and \
+                not list(p.glob("*.json")):
+            meta = p / "partition_assignment" / "partition_meta.json"
+        else:
+            meta = _dgl_config(p)
+    elif kind == "cagnet":       # one size per block (checked by read_cagnet_part_sizes)
+        return len(_read_bytes(p).decode(errors="replace").split()) or None
+    if meta is None:
+        return None
+    doc = _read_json(meta)
+    k = doc.get("num_parts") if isinstance(doc, dict) else None
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= (1 << 24):
+        raise PartitionError(f"{meta}: field 'num_parts' must be an integer in [1, 2^24], got {str(k)[:40]!r}")
+    return k
+
+
 def detect_kind(path) -> str:
     """'dgl' | 'dgl-assignment' | 'pyg' | 'cagnet' | 'file' (METIS text, .npy, tables)."""
     p = Path(path)

@@ -87,7 +87,7 @@ def read_partition_file(path: str | os.PathLike, graph, *, column: str | None = 
     and ranks (and must match ``graph``'s fingerprint). Raises
     :class:`~partplan.errors.PartitionError` naming the file on bad input.
     """
-    from ..io.foreign import read_partition_any
+    from ..io.foreign import declared_parts, read_partition_any
     from ..io.partfile import TABLE_SUFFIXES, _suffixes, partition_k_from_name
     from ..partition import Partition, load_partition
     from ..parts import as_partition
@@ -109,6 +109,8 @@ def read_partition_file(path: str | os.PathLike, graph, *, column: str | None = 
         return P
     part = read_partition_any(p, graph.n, column=column)
     named = partition_k_from_name(p)
+    if named is None and column is None:    # a PyG / DGL / CAGNET partition's own num_parts
+        named = declared_parts(p)
     if k is not None and named is not None and named != k:
         raise PartitionError(f"{p}: the name says K = {named} parts but {k} were asked for")
     part, b = as_partition(part, graph.n, k if k is not None else named, source=str(p))

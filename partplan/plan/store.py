@@ -813,8 +813,12 @@ def _partition_arrays(path: Path, m: dict, verify: bool) -> dict[str, np.ndarray
     """The arrays of a plan's partition file (``part``, optional ``owner`` and ``perm``), its size
     (and sha256 when ``verify``) checked against the manifest, every array n integers in range."""
     pf = path / m["partition_file"].get("file", PARTITION_FILE)
-    _, g = _parse_arrow(pf, _check_file(pf, m["partition_file"], "partition file", verify).buf)
+    meta, g = _parse_arrow(pf, _check_file(pf, m["partition_file"], "partition file", verify).buf)
     n, k = m["graph"]["n"], m["k"]
+    for key, want in (("graph_fingerprint", m["graph"].get("fingerprint")), ("k", k)):
+        if meta.get(key) != want:   # the file's own record of the plan it belongs to
+            raise PlanError(f"{pf}: metadata field {key!r} = {str(meta.get(key))[:40]!r}, the manifest's is "
+                            f"{str(want)[:40]!r}: the partition file of another plan")
     for key in ("part", "owner", "perm"):
         a = g.get(key)
         if a is None:
@@ -824,6 +828,12 @@ def _partition_arrays(path: Path, m: dict, verify: bool) -> dict[str, np.ndarray
         lim = n if key == "perm" else k
         if a.dtype.kind not in "iu" or a.size != n or (a.size and (int(a.min()) < 0 or int(a.max()) >= lim)):
             raise PlanError(f"{pf}: field {key!r} is not {n} integers in [0, {lim})")
+    if g.get("perm") is not None and n:   # old -> new id, determined by the blocks (plan-format.md)
+        from ..program.exchange import perm_by
+        assign = (g["part"] if g.get("owner") is None else g["owner"]).astype(np.int64, copy=False)
+        if not np.array_equal(g["perm"], perm_by(assign, int(assign.max()) + 1)):
+            raise PlanError(f"{pf}: field 'perm' is not the block order of its part / owner arrays (block 0's "
+                            f"rows first, ascending old id, then block 1, ...)")
     return g
 
 

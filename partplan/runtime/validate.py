@@ -178,6 +178,12 @@ def validate_plan(path, graph: Graph | None = None, *, seed: int = 0, f: int = 4
         if m0.get("normalize") and source_matches(m0, graph):
             from ..models.normalize import normalize_adjacency
             graph = normalize_adjacency(graph, m0["normalize"])
+        elif (not m0.get("normalize") and isinstance(graph, Graph)
+              and graph.fingerprint == m0.get("graph", {}).get("fingerprint") and not source_matches(m0, graph)):
+            raise PlanError(f"{path}: the given graph {graph.name!r} has the plan's pattern but other values "
+                            f"(its matrix fingerprint {graph.matrix_fingerprint[:16]}… is not the plan's source "
+                            f"{str(m0['graph'].get('source_fingerprint'))[:16]}…): pass the graph the plan was "
+                            f"built from")
     plan = load_plan(path, graph=graph, check=False)  # the shard checks are reported below, not raised
     m = plan.manifest
     n = m["graph"]["n"]

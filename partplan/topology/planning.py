@@ -111,9 +111,11 @@ class TopologyPlan:
 
     def prepare(self, graph, src, k: int | None, layout: str | None):
         """For plan / partition: ``src`` (a part vector or a planner Partition) placed
-        on the topology (``--map``), and the layout spec of the route (or ``layout``)."""
+        on the topology (``--map``), the layout spec of the route (or ``layout``), and the plan's
+        rank count (``k``, or the one worked out from ``src``: a placement may move an empty part
+        last, so the placed vector's largest id no longer tells it)."""
         if self.topo is None:
-            return src, layout
+            return src, layout, k
         if getattr(src, "owner", None) is not None:
             self.refuse_owners("to a decoupled partition")
         part = np.asarray(src.part if hasattr(src, "part") else src, dtype=np.int64)
@@ -138,12 +140,12 @@ class TopologyPlan:
                     src.stats = analyze(graph, new, k, f=src.stats.f, dtype=src.stats.dtype)
         else:
             src = new
-        return src, self.layout_spec() or layout
+        return src, self.layout_spec() or layout, k
 
     def apply(self, graph, p):
         """A planner :class:`~partplan.partition.api.Partition` ``p`` placed on the topology
         (``map_method``) and given the route's layout, as ``partplan partition --topology`` does."""
-        p, spec = self.prepare(graph, p, p.ranks, None)
+        p, spec, _ = self.prepare(graph, p, p.ranks, None)
         if spec is not None:
             from ..layouts import parse_layout
             p.layout, p.layout_params = spec, parse_layout(spec, p.ranks).params
