@@ -45,6 +45,9 @@ def _first_data_line(path) -> tuple[bytes | None, int]:
     with open_binary(path) as fh:
         try:
             for no, line in enumerate(fh, 1):
+                if no == 1 and line.lower().startswith(b"%%matrixmarket"):   # its size line is no edge
+                    raise GraphFormatError("a Matrix Market file (%%MatrixMarket banner), not an edge list: "
+                                           "name it .mtx or read it with format 'mtx' (--from mtx)", path, 1)
                 s = _data_part(line)
                 if s:
                     return s, no

@@ -87,3 +87,24 @@ def test_outputs_partplan_does_not_write_are_refused_before_the_input_is_read(tm
 def test_uint64_ids_past_int64_are_said_as_such():
     with pytest.raises(GraphFormatError, match="2\\^63 or more"):
         Graph.from_edge_index(np.array([[0, 2 ** 63 + 5], [1, 0]], dtype=np.uint64))
+
+
+def test_a_matrix_market_file_named_txt_is_not_read_as_an_edge_list(tmp_path):
+    """Its banner is a comment to the edge-list reader and its size line an edge (4 -> 4, weight 3):
+    refused, naming the format to use."""
+    p = tmp_path / "mm.txt"
+    p.write_text("%%MatrixMarket matrix coordinate pattern general\n4 4 3\n1 2\n2 3\n3 4\n")
+    with pytest.raises(GraphFormatError, match="Matrix Market"):
+        read_graph(p)
+    assert _edges(read_graph(p, "mtx")) == [(0, 1), (1, 2), (2, 3)]
+
+
+def test_a_partition_csv_without_a_header_counts_its_first_line(tmp_path):
+    from partplan.errors import PartitionError
+    from partplan.io.partfile import read_partition
+    (tmp_path / "p.csv").write_text("0\n1\n1\n0\n")
+    assert read_partition(tmp_path / "p.csv", 4).tolist() == [0, 1, 1, 0]
+    with pytest.raises(PartitionError, match="4 part ids"):
+        read_partition(tmp_path / "p.csv", 3)            # was: the first id taken as the column's name
+    (tmp_path / "h.csv").write_text("part\n0\n1\n1\n")
+    assert read_partition(tmp_path / "h.csv", 3).tolist() == [0, 1, 1]
