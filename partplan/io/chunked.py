@@ -468,7 +468,6 @@ class ChunkedWriter:
                 raise GraphFormatError(f"row {row} repeats a column (or is not sorted): a chunked graph holds "
                                        f"canonical CSR rows; merge the duplicates first", self.path,
                                        field="indices")
-        rows = int(indptr.size) - 1
         try:
             np.save(self.tmp / names["indptr"], np.ascontiguousarray(indptr, dtype="<i8"))
             np.save(self.tmp / names["indices"],

@@ -437,9 +437,10 @@ def _view_of(edge_index, num_nodes=None) -> HaloRank | None:
     """The live Halo rank whose ``edge_index`` this is: that very tensor (looked up over every live rank
     first), else a copy of it — ``.to(device)``, ``.clone()``, another integer dtype or another order
     of its columns (``sort_edge_index``, ``flip(1)``): the same edges, whose normalization is the
-    same — over as many rows as ``num_nodes`` says (when given). Equal copies of several ranks' ``edge_index`` whose degrees differ
-    are one PlanError (pass the rank's own ``op.edge_index``); an equal ``edge_index`` over another
-    number of rows is another graph's and goes to PyG's own ``gcn_norm``."""
+    same — over as many rows as ``num_nodes`` says (when given). Equal copies of several ranks'
+    ``edge_index`` whose degrees differ are one PlanError (pass the rank's own ``op.edge_index``); an
+    equal ``edge_index`` over another number of rows is another graph's and goes to PyG's own
+    ``gcn_norm``."""
     if not isinstance(edge_index, torch.Tensor) or edge_index.dim() != 2:
         return None
     views = [v for v in list(_VIEWS) if getattr(v, "edge_index", None) is not None]

@@ -264,7 +264,7 @@ def auto_partition(graph: Graph, k: int, *, context: PipelineContext | None = No
         part, report["start_kept"] = _no_worse_than_starts(graph, k, part, parts, reps, ctx.imbalance, over_ok,
                                                            progress)
     if k > 1 and not over_ok:
-        part, report["compute_repair"] = _repair_compute(graph, part, k, ctx.imbalance, progress)
+        part, report["compute_repair"] = end_compute_repair(graph, part, k, ctx.imbalance, progress)
     report["seconds"] = time.perf_counter() - t0
     return part, report
 
@@ -680,11 +680,12 @@ def _refine_max(graph, part, k, rctx: RefineContext, progress, weight_cap: int |
                   **compute_limit(graph, part, k, rctx.imbalance, weight_cap))
 
 
-def _repair_compute(graph, part, k, imbalance, progress):
+def end_compute_repair(graph, part, k, imbalance, progress):
     """The compute limit (row nnz) as well as the balance limit (row nnz, at least 1) at the end
-    (rebalance.repair_compute): the refinement keeps both, so this moves rows only when it did not
-    run (``refine=False``) or could not start within them (a row heavier than the compute limit). Returns (part, report or
-    None when nothing moved)."""
+    (rebalance.repair_compute), on graphs with empty rows: the refinement keeps both, so this moves
+    rows only when it did not run (``refine=False``, the fast preset's V-cycle alone) or could not
+    start within them (a row heavier than the compute limit). Returns (part, report or None when
+    nothing moved)."""
     from ..refinement.rebalance import repair_compute
 
     if not has_empty_rows(graph):

@@ -163,8 +163,11 @@ def post_passes(graph: Graph, req: Request, w: Work) -> Work:
         _hubs(graph, req, w)
     if req.bottleneck and req.engine != "auto":
         _refine(graph, req, w)
-    if req.engine == "fast" and req.b > 1 and _compute_applies(graph):
-        _repair_compute(graph, req, w)   # the V-cycle balances row nnz with at least 1 per row
+    if req.engine == "fast" and req.b > 1:   # its V-cycle balances row nnz with at least 1 per row
+        from .auto import end_compute_repair
+        w.part, info = end_compute_repair(graph, w.part, req.b, req.imbalance, req.progress)
+        if info is not None:
+            w.info["compute_repair"] = info
     if req.ownership == "decoupled":
         _ownership(graph, req, w)
     return w
@@ -197,26 +200,6 @@ def _vcycle(graph: Graph, req: Request, w: Work) -> None:
     w.part, w.info["volume_refine"] = vcycle_refine(graph, w.part, req.b, imbalance=req.imbalance, seed=req.seed)
     w.timings["volume_refine_s"] = time.perf_counter() - t0
     w.params["preset"] = "fast"
-
-
-def _compute_applies(graph: Graph) -> bool:
-    """Whether partplan's passes keep the compute limit (row nnz ≤ ⌊(1+ε)·⌈nnz/k⌉⌋) beside the
-    balance limit, as the default pipeline does: on a graph with empty rows (they weigh 1 in the
-    balance and 0 in compute, so a part holding few of them can exceed it). Where a row alone is
-    above a limit (a floor) the passes still never make the heaviest part heavier."""
-    from .auto import has_empty_rows
-    return has_empty_rows(graph)
-
-
-def _repair_compute(graph: Graph, req: Request, w: Work) -> None:
-    """Rows out of the parts above the compute limit (rebalance.repair_compute; the balance limit
-    kept): the fast preset's last step, since its km1 V-cycle balances row nnz with at least 1 per row."""
-    from ..refinement.rebalance import repair_compute
-    w.part, info = repair_compute(graph, w.part, req.b, imbalance=req.imbalance)
-    if sum(info["moved"]):
-        w.info["compute_repair"] = info
-        req.say(f"compute repair: {info['moved'][0]} rows moved out of parts above the compute limit "
-                f"{info['compute_limit']:,}, {info['moved'][1]} rows with no nonzero to keep the balance limit")
 
 
 def _hubs(graph: Graph, req: Request, w: Work) -> None:
@@ -256,8 +239,8 @@ def _refine(graph: Graph, req: Request, w: Work) -> None:
         req.say(f"refining for {req.objective} (time limit {ro['time_limit']:.1f} s)")
     ctx = build(RefineContext, {**ro, "objective": req.objective, "imbalance": req.imbalance, "seed": req.seed,
                                 "f": req.f, "dtype": req.dtype, "volume_reference": w.volume_reference})
-    from .auto import compute_limit     # the compute limit kept, never worse than the start's
-    keep = compute_limit(graph, w.part, req.b, req.imbalance) if _compute_applies(graph) else {}
+    from .auto import compute_limit     # graphs with empty rows: the compute limit too, never worse than the start's
+    keep = compute_limit(graph, w.part, req.b, req.imbalance)
     t0 = time.perf_counter()
     w.part, w.info["refine"] = refine_mod.refine(graph, w.part, req.b, context=ctx, progress=req.progress, **keep)
     w.timings["refine_s"] = time.perf_counter() - t0
