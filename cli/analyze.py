@@ -91,7 +91,8 @@ def register(subparsers) -> None:
     p.add_argument("-k", type=_positive_int, metavar="K",
                    help="number of ranks (row blocks × replicas for 1.5d); required with --method unless "
                         "--layout 2d:RxC gives R·C; with --partition defaults to the file's row blocks "
-                        "(K of a .part.K name, else max id + 1) times the layout's replication")
+                        "(K of a .part.K name or a DGL / PyG / CAGNET partition's own part count, else max id + 1) times the "
+                        "layout's replication")
     p.add_argument("--column", metavar="NAME", help="column of a Parquet/Arrow/CSV partition file")
     p.add_argument("--seed", type=int, help="seed for random / metis / hypergraph (default 0)")
     p.add_argument("--imbalance", type=_nonneg_float, metavar="E",

@@ -39,13 +39,19 @@ def _data_part(line: bytes) -> bytes:
     return (line[:min(cut)] if cut else line).strip()
 
 
+def _mm_banner(line: bytes) -> bool:
+    """``%%MatrixMarket matrix coordinate|array ...``: the first line of a Matrix Market file."""
+    t = line.lower().split()
+    return len(t) >= 3 and t[0] == b"%%matrixmarket" and t[1] == b"matrix" and t[2] in (b"coordinate", b"array")
+
+
 def _first_data_line(path) -> tuple[bytes | None, int]:
     """The first line that is neither blank nor a comment (its comment cut off), and its number."""
     no = 0
     with open_binary(path) as fh:
         try:
             for no, line in enumerate(fh, 1):
-                if no == 1 and line.lower().startswith(b"%%matrixmarket"):   # its size line is no edge
+                if no == 1 and _mm_banner(line):   # a Matrix Market file: its size line is no edge
                     raise GraphFormatError("a Matrix Market file (%%MatrixMarket banner), not an edge list: "
                                            "name it .mtx or read it with format 'mtx' (--from mtx)", path, 1)
                 s = _data_part(line)

@@ -217,11 +217,11 @@ def _read_table(p: Path, suffix: str, column: str | None, fh, n: int) -> np.ndar
         elif suffix == ".csv":
             text = _bounded_text(p, fh, n)
             table = pcsv.read_csv(pa.BufferReader(text))
-            if table.column_names and all(re.fullmatch(r"\s*[+-]?\d+\s*", c) for c in table.column_names):
-                # its first line is ids, not names: a file without a header (that line is a vertex's)
-                table = pcsv.read_csv(pa.BufferReader(text), read_options=pcsv.ReadOptions(
-                    column_names=["part"] if len(table.column_names) == 1 else None,
-                    autogenerate_column_names=len(table.column_names) != 1))
+            if (column is None and table.num_rows + 1 == n and len(table.column_names) == 1
+                    and re.fullmatch(r"\s*[+-]?\d+\s*", table.column_names[0])):
+                # one line short, and its "header" an id: a file without a header (pandas' to_csv writes
+                # the header "0" over n rows: that one keeps its header)
+                table = pcsv.read_csv(pa.BufferReader(text), read_options=pcsv.ReadOptions(column_names=["part"]))
         else:
             table = _read_ipc(p, fh, n, feather)
         names = table.column_names      # (a binary file read as CSV: its "header" is not UTF-8)

@@ -81,7 +81,7 @@ def _load(p: Path, fmt: str, columns: list[str], delimiter: str):
             t.validate(full=True)
             return t, t.column_names, 0
         if fmt == "csv":
-            src, skip = _csv_source(p)
+            src, skip = _csv_source(p, delimiter, columns)
             t = pacsv.read_csv(src, read_options=pacsv.ReadOptions(skip_rows=skip),
                                parse_options=pacsv.ParseOptions(delimiter=delimiter),
                                convert_options=pacsv.ConvertOptions(include_columns=None))
@@ -95,38 +95,40 @@ def _load(p: Path, fmt: str, columns: list[str], delimiter: str):
     raise GraphFormatError(f"unknown table format {fmt!r}", p)
 
 
-def _csv_source(p: Path) -> tuple:
-    """(what ``pyarrow.csv.read_csv`` reads, comment lines before the header): the file itself, or
-    its gzip stream (by the magic bytes, whatever the name) inflated within the memory budget; the
-    leading lines that start with ``#`` or ``%`` are skipped (as the edge-list reader skips them)."""
+def _csv_source(p: Path, delimiter: str, columns: list[str]) -> tuple:
+    """(what ``pyarrow.csv.read_csv`` reads, lines before the header): the file itself, or its gzip
+    stream (by the magic bytes, whatever the name; inflated as it is read); the lines before the
+    header are skipped when every one of them is blank or starts with ``#`` or ``%`` (comments, as
+    the edge-list reader skips them) and the header is the first line that names the ``columns``
+    (src and dst) — a header such as ``#src,dst`` naming its own columns is kept."""
     import gzip
     import zlib
 
     import pyarrow as pa
 
-    from .._budget import check_budget, memory_budget
     with open(p, "rb") as fh:
-        magic = fh.read(2)
-    if magic == b"\x1f\x8b":
-        limit = memory_budget()
-        try:
+        gz = fh.read(2) == b"\x1f\x8b"
+    try:
+        if gz:
             with gzip.open(p, "rb") as g:
-                data = g.read(limit + 1)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise GraphFormatError(f"corrupt gzip stream ({exc})", p) from None
-        if len(data) > limit:
-            check_budget(len(data), p, "the decompressed CSV table")
-        src, head = pa.BufferReader(data), data[:1 << 16]
-    else:
-        with open(p, "rb") as fh:
-            head = fh.read(1 << 16)
-        src = pa.OSFile(str(p))      # not by its name: a .gz name without gzip bytes is plain text
+                head = g.read(1 << 16)
+        else:
+            with open(p, "rb") as fh:
+                head = fh.read(1 << 16)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise GraphFormatError(f"corrupt gzip stream ({exc})", p) from None
+    src = pa.CompressedInputStream(pa.OSFile(str(p)), "gzip") if gz else pa.OSFile(str(p))   # not by its name
+    want = {c.encode() for c in columns[:2]}
     skip = 0
     for line in head.splitlines():
-        if line.lstrip()[:1] not in (b"#", b"%"):
+        names = {t.strip().strip(b'"') for t in line.split(delimiter.encode())}
+        if want <= names:
+            return src, skip
+        s = line.strip()
+        if s and s[:1] not in (b"#", b"%"):
             break
         skip += 1
-    return src, skip
+    return src, 0
 
 
 def _row_where(fmt: str, row: int, skip: int = 0) -> tuple[str, int | None]:

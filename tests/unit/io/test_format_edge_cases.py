@@ -100,11 +100,32 @@ def test_a_matrix_market_file_named_txt_is_not_read_as_an_edge_list(tmp_path):
 
 
 def test_a_partition_csv_without_a_header_counts_its_first_line(tmp_path):
+    """n lines of ids: no header (the first id was taken as the column's name, one vertex short);
+    a numeric header over n ids (pandas' ``to_csv`` writes "0") stays a header."""
     from partplan.errors import PartitionError
     from partplan.io.partfile import read_partition
     (tmp_path / "p.csv").write_text("0\n1\n1\n0\n")
     assert read_partition(tmp_path / "p.csv", 4).tolist() == [0, 1, 1, 0]
-    with pytest.raises(PartitionError, match="4 part ids"):
-        read_partition(tmp_path / "p.csv", 3)            # was: the first id taken as the column's name
+    assert read_partition(tmp_path / "p.csv", 3).tolist() == [1, 1, 0]          # header "0" over 3 ids
+    assert read_partition(tmp_path / "p.csv", 3, column="0").tolist() == [1, 1, 0]
+    with pytest.raises(PartitionError, match="part ids"):
+        read_partition(tmp_path / "p.csv", 2)
     (tmp_path / "h.csv").write_text("part\n0\n1\n1\n")
     assert read_partition(tmp_path / "h.csv", 3).tolist() == [0, 1, 1]
+
+
+def test_csv_header_lines_that_look_like_comments(tmp_path):
+    """A header naming its own columns with '#' is the header; comment and blank lines before a
+    header are skipped (line numbers still count them); a comment that only mentions Matrix Market
+    is a comment."""
+    from partplan.io.table import read_edge_table
+    (tmp_path / "hs.csv").write_text("#src,dst\n0,1\n1,2\n2,3\n")
+    g = read_edge_table(tmp_path / "hs.csv", format="csv", src="#src")
+    assert _edges(g) == [(0, 1), (1, 2), (2, 3)]
+    (tmp_path / "blank.txt").write_text("# c\n\n# d\nsrc,dst\n0,1\n1,2\n")
+    assert _edges(read_graph(tmp_path / "blank.txt")) == [(0, 1), (1, 2)]
+    (tmp_path / "bad.csv").write_text("# c\n\nsrc,dst\n1,2\n2,-3\n")
+    with pytest.raises(GraphFormatError, match="line 5"):
+        read_graph(tmp_path / "bad.csv")
+    (tmp_path / "e.txt").write_text("%%MatrixMarket-like comment, not really\n0 1\n1 2\n")
+    assert _edges(read_graph(tmp_path / "e.txt")) == [(0, 1), (1, 2)]
