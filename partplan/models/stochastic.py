@@ -199,7 +199,9 @@ def make_sampler(spec: str | Sampler | None) -> Sampler:
         if parts[0] == "saint-rw":
             return SaintRandomWalkSampler(at_least_1("roots", int(parts[1]) if len(parts) > 1 else 500),
                                           at_least_1("walk length", int(parts[2]) if len(parts) > 2 else 4))
-    except ValueError as exc:
+    except OptionError:
+        raise
+    except ValueError as exc:       # int() of a token that is no integer
         raise OptionError(f"bad sampler spec {spec!r}: {exc}") from None
     raise OptionError(f"unknown sampler {spec!r}; use neighbor[:B[:f1,f2..]], saint-node[:budget] "
                      f"or saint-rw[:roots[:length]]")

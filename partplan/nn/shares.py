@@ -286,6 +286,17 @@ class _ChunkedSource:
             from .data import check_data
             check_data(data_file, n)
 
+    def check_graph(self, plan: Path, m: dict) -> None:
+        """One PlanError unless the chunks are the graph the plan was built from (its source
+        fingerprint; streamed, one pass over the chunks)."""
+        from ..io.chunked import chunked_fingerprint, chunked_matrix_fingerprint
+        from ..plan.store import source_fingerprints_match
+        fp = chunked_fingerprint(self.path, info=self.info)
+        if not source_fingerprints_match(m, fp, chunked_matrix_fingerprint(self.info, fp)):
+            raise PlanError(f"{self.path}: the chunked graph (n={self.n}, {self.e} nonzeros) is not the graph of plan "
+                            f"{plan} (n={m['graph'].get('n')}, {m['graph'].get('nnz')} nonzeros in its matrix): "
+                            f"pass the graph the plan was built from")
+
     def _chunks(self, values: bool = False):
         from ..io.chunked import read_chunk_rows
         base = 0
@@ -437,6 +448,8 @@ def write_shares(plan, data: Any = None, *, graph=None, features=None,
     src = _DataSource(data, n, part, p) if data is not None else _ChunkedSource(graph, features, n, part)
     if data is not None:
         _check_data_graph(path, m, data, src.e)
+    elif m.get("symmetrized") is not True:   # (a plan of the symmetrized graph: its source is not the chunks')
+        src.check_graph(path, m)
     ident = _plan_identity(m)
     nonloop, loops = src.in_degrees()
     indeg = nonloop + loops
@@ -512,8 +525,9 @@ def read_share(plan, rank: int, *, manifest: dict | None = None, halo_ids: np.nd
     metadata (rank, plan identity), and every array (dtype, shape, ids in
     range, local rows equal to the plan's ``local_ids`` when given). Returns
     ``{"meta", "local_ids", "edge_index", "edge_ids", "halo_in_degree",
-    "halo_loops", "node": {name: tensor}, "edge": {name: tensor}}`` (torch
-    tensors, writable copies). One PlanError naming the file and field.
+    "halo_loops", "node": {name: tensor}, "edge": {name: tensor}}``: the ids,
+    edges and degrees as int64 numpy arrays, the fields as torch tensors
+    (writable copies). One PlanError naming the file and field.
 
     The checksum is the entry's ``xxh3_128``, computed over the whole file in
     the same pass that copies the arrays out (each block hashed and its ids

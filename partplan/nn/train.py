@@ -605,6 +605,9 @@ def train_config(options: dict, nprocs: int | None = None, threads: int | None =
         batches_per_epoch = o["batches_per_epoch"]
         if not isinstance(batches_per_epoch, (int, np.integer)) or batches_per_epoch < 1:
             raise PartplanError(f"batches per epoch must be >= 1, got {batches_per_epoch!r}")
+        if batch_size is not None:
+            from .._args import check_int
+            batch_size = check_int("batch_size", batch_size, lo=1, error=PartplanError)
         try:
             sampler_for(sampler, int(layers), batch_size)
         except ValueError as exc:

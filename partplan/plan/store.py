@@ -643,13 +643,19 @@ def source_matches(manifest: dict, graph) -> bool:
     pattern there (``source_fingerprint == fingerprint``); for them the
     pattern decides, unless the plan is unweighted and ``graph`` carries
     values (another matrix)."""
+    return source_fingerprints_match(manifest, graph.fingerprint, graph.matrix_fingerprint)
+
+
+def source_fingerprints_match(manifest: dict, fingerprint: str, matrix_fingerprint: str) -> bool:
+    """:func:`source_matches` from a graph's two fingerprints (a chunked graph's, streamed:
+    :func:`partplan.io.chunked.chunked_fingerprint` and ``chunked_matrix_fingerprint``)."""
     mg = manifest.get("graph", {})
     want = mg.get("source_fingerprint") or mg.get("fingerprint")
     if want is None:
         return False
-    if graph.matrix_fingerprint == want:
+    if matrix_fingerprint == want:
         return True
-    return (not manifest.get("normalize") and want == mg.get("fingerprint") == graph.fingerprint
+    return (not manifest.get("normalize") and want == mg.get("fingerprint") == fingerprint
             and bool(mg.get("weighted", True)))
 
 

@@ -82,6 +82,23 @@ def test_shares_from_a_chunked_graph(tmp_path, capsys):
         assert np.array_equal(sh["node"]["x"].numpy(), x[v.local_ids])
 
 
+def test_shares_from_a_chunked_graph_of_another_graph_are_refused(tmp_path, capsys):
+    """Chunks with the plan's vertex count but a third of its edges dropped wrote shares missing
+    those edges (and validate said valid): refused by the plan's source fingerprint."""
+    import partplan
+    g = partplan.datasets.load("polblogs")
+    a = g.to_scipy().tocoo()
+    keep = np.arange(a.nnz) % 3 != 0
+    sub = partplan.Graph.from_edges(a.row[keep], a.col[keep], n=g.n, name="sub")
+    assert sub.n == g.n and sub.nnz < g.nnz
+    from partplan.io.chunked import write_chunked
+    write_chunked(sub, tmp_path / "sub.chunked", chunks=3)
+    plan = tmp_path / "g.plan"
+    partplan.write_plan(partplan.build_plan(g, np.arange(g.n) % 2), plan)
+    rc, _, err = _run(capsys, "shares", plan, "--graph", tmp_path / "sub.chunked")
+    assert rc == 2 and "is not the graph of plan" in err and not list(plan.glob("share-*"))
+
+
 def test_validate_checks_the_shares(pt, tmp_path, capsys):
     d, f = pt
     plan = tmp_path / "d.plan"

@@ -400,3 +400,19 @@ def test_flipped_value_in_a_stored_member_is_refused(tmp_path):
     path.write_bytes(bytes(raw))
     with pytest.raises(DataError, match="field 'x'.*CRC"):
         read_rows(path, np.arange(n))          # what each rank reads: a memory map of its rows
+
+
+@pytest.mark.parametrize("bad", [-3, 0, 2.7, True])
+def test_a_bad_batch_size_is_refused_before_training(pb_plans, pb_data, bad):
+    """train_gcn's batch_size (the CLI checks --batch-size itself): -3 crashed inside the sampler, 0
+    fell back to the spec's B, 2.7 became 2 and True 1, silently."""
+    with pytest.raises(PartplanError, match="batch_size must be an integer >= 1"):
+        train_gcn(pb_plans["2"], backend="local", data=pb_data, epochs=1, sampler="neighbor:8:3", batch_size=bad)
+
+
+def test_a_bad_sampler_spec_is_said_once():
+    from partplan.models.stochastic import make_sampler
+    for spec in ("saint-rw:3:0", "neighbor:8:0,2"):
+        with pytest.raises(PartplanError) as ei:
+            make_sampler(spec)
+        assert str(ei.value).count("bad sampler spec") == 1, str(ei.value)
