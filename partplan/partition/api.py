@@ -308,7 +308,9 @@ def _say_balance_floor(graph, req, info: dict, *, vertex_weights: bool = True) -
         if cfloor is not None:
             info["compute_floor"] = cfloor
             if req.progress is not None:
-                req.progress(compute_floor_message(cfloor, req.b))
+                req.progress(f"no partition into {req.b} parts keeps compute within ε = {cfloor['imbalance']:g}: "
+                             f"row {cfloor['row']} has {cfloor['row_nnz']} nonzeros, the compute limit of one part "
+                             f"is {cfloor['limit']}")
         return
     info["balance_floor"] = floor
     if req.progress is not None:
