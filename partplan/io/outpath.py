@@ -6,8 +6,11 @@ about where its result should go.
 missing, is not a folder or cannot be written (probed by creating and removing
 a temporary file there, which also catches read-only file systems and works
 for root), when the name is a folder where a file is expected (or a file or a
-non-empty folder where a new folder is expected), or when its suffix names no
-format the command writes (``.npy``/``.npz`` arrays, ``.pt`` weights, ``.png``). They create nothing and write nothing else.
+non-empty folder where a new folder is expected), when its suffix names no
+format the command writes (``.npy``/``.npz`` arrays, ``.pt`` weights, ``.png``;
+graphs in a format partplan only reads, such as ``.pt``), or when it is a file of
+another kind that the command reads (``inputs``). They create nothing and write
+nothing else.
 
 The suffix rules of each output kind live here (one source): graph files
 (:func:`partplan.io.detect_format`), partitions (:data:`PARTITION_SUFFIXES`,
