@@ -19,11 +19,16 @@ Batches: the seeds (``input_nodes``) of all ranks are ordered by
 ``hash(seed, epoch, node)`` (or by id with ``shuffle=False``) and cut into
 global batches of ``batch_size``; on step i every rank takes the seeds of
 global batch i that it owns, in that order. So the union over the ranks of
-step i's seeds is the same at any p, each seed's sampled tree is the same at
-any p and on any partition, and with L layers and L hops every seed's output
-is the single-process one (summed losses over ranks give the global batch's
-gradient: :func:`partplan.nn.global_mean`). Every rank runs the same number
-of steps (collective); a rank without seeds in a step gets an empty batch.
+step i's seeds is the same at any p (summed losses over ranks give the global
+batch's gradient: :func:`partplan.nn.global_mean`). Each rank samples the
+trees of its own seeds, expanding a node once, at the hop where it first
+appears in them: where one rank's trees reach a node that the global batch
+reaches earlier (another rank's seed, say), its fanout there is that of the
+later hop, so a seed's sampled tree is the single-process one when the trees
+of different ranks' seeds do not meet, or with every fanout -1 (then, with L
+layers and L hops, every seed's output is the full-graph one). Every rank runs
+the same number of steps (collective); a rank without seeds in a step gets an
+empty batch.
 
 Each batch is a ``torch_geometric.data.Data`` with what PyG's loader gives:
 ``x``, ``y``, every node field in ``n_id`` order (the seeds first),
