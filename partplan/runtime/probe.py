@@ -101,8 +101,9 @@ def probe_config(cfg: dict, nprocs: int | None = None) -> dict:
     small, large = int(cfg.get("small", 8)), int(cfg.get("large", 1 << 22))
     if not out.parent.exists():
         raise PartplanError(f"{out}: directory {out.parent} does not exist")
-    if small < 4 or large <= small:
-        raise PartplanError(f"probe sizes: need 4 <= small < large bytes, got {small}, {large}")
+    if small < 4 or large <= small or large // 4 <= small // 4:   # the messages are whole float32 values
+        raise PartplanError(f"probe sizes: need 4 <= small < large bytes with at least one more float32 (4 bytes) "
+                            f"in large (the messages hold whole float32 values), got {small}, {large}")
     if nprocs is not None and nprocs < 2:
         raise PartplanError(f"--nprocs must be >= 2 to measure pairs, got {nprocs}")
     return dict(cfg, output=str(out), backend=cfg.get("backend", "gloo"), small=small, large=large,

@@ -181,8 +181,10 @@ class Topology:
 
 
 # ----------------------------------------------------------------------------- construction
-def _finite_nonneg(x, what: str) -> float:
-    if isinstance(x, bool):
+def _finite_nonneg(x, what: str, text: bool = False) -> float:
+    """``x`` as a finite number >= 0; a string only when ``text`` (a preset's own text: in a JSON
+    file "1e-9" is no number, and true is not 1)."""
+    if isinstance(x, bool) or (isinstance(x, (str, bytes)) and not text):
         raise TopologyError(f"{what} must be a number, got {x!r}")
     try:
         v = float(x)
@@ -193,10 +195,10 @@ def _finite_nonneg(x, what: str) -> float:
     return v
 
 
-def _link(d: dict, what: str, default_cost: float) -> Link:
+def _link(d: dict, what: str, default_cost: float, level: bool = True) -> Link:
     if not isinstance(d, dict):
         raise TopologyError(f"{what} must be an object with alpha / beta / cost, got {d!r}")
-    unknown = set(d) - {"alpha", "beta", "cost", "name", "size", "fanout"}
+    unknown = set(d) - ({"alpha", "beta", "cost", "name", "size", "fanout"} if level else {"alpha", "beta", "cost"})
     if unknown:
         raise TopologyError(f"{what}: unknown field(s) {', '.join(sorted(unknown))} (alpha, beta, cost)")
     cost = _finite_nonneg(d.get("cost", default_cost), f"{what}.cost")
@@ -299,7 +301,7 @@ def _square(m, what: str, p: int | None = None) -> np.ndarray:
     if isinstance(m, (list, tuple)):   # JSON true / false are not costs (numpy would read them as 1 / 0)
         for i, row in enumerate(m):
             for j, x in enumerate(row if isinstance(row, (list, tuple)) else ()):
-                if isinstance(x, bool):
+                if isinstance(x, (bool, str, bytes)):
                     raise TopologyError(f"{what}[{i}][{j}] = {x!r}: entries must be numbers")
     try:
         a = np.array(m, dtype=np.float64)
@@ -358,7 +360,7 @@ def parse_preset(spec: str) -> Topology | None:
         if len(parts) != len(fan):
             raise TopologyError(f"preset {spec!r}: give {len(fan)} costs (local, then one per level), "
                                 f"got {len(parts)}")
-        costs = [_finite_nonneg(x, f"preset {spec!r} cost") for x in parts]
+        costs = [_finite_nonneg(x, f"preset {spec!r} cost", text=True) for x in parts]
         links = [Link(_scaled(BASE_ALPHA_S, c), _scaled(BASE_BETA_S_PER_BYTE, c), c) for c in costs]
     return tree(fan, links, source=s)
 
@@ -384,7 +386,8 @@ def _from_json(d: dict, source: str, where: str) -> Topology:
         raise TopologyError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
     if d.get("format", FORMAT) != FORMAT:
         raise TopologyError(f"{where}: format {d.get('format')!r} is not {FORMAT!r}")
-    if d.get("version", FORMAT_VERSION) != FORMAT_VERSION:
+    version = d.get("version", FORMAT_VERSION)
+    if isinstance(version, bool) or version != FORMAT_VERSION:   # JSON true == 1 in Python
         raise TopologyError(f"{where}: version {d.get('version')!r} is not supported (this tool reads "
                             f"{FORMAT_VERSION})")
     kind = d.get("kind")
@@ -400,7 +403,7 @@ def _from_json(d: dict, source: str, where: str) -> Topology:
         fan = _fanouts(d, levels, where)
         names = _level_names(levels, fan, where)
         nlev = len(fan) - 1
-        links = [_link(d.get("local", {}), f"{where}: local", 1.0)]
+        links = [_link(d.get("local", {}), f"{where}: local", 1.0, level=False)]
         links += [_link(levels[i] if levels else {}, f"{where}: levels[{i}]", float(10 ** (i + 1)))
                   for i in range(nlev)]
         t = tree(fan, links, names=names, source=source or tree_spec(fan))
@@ -418,6 +421,11 @@ def _from_json(d: dict, source: str, where: str) -> Topology:
                    source=source or "matrix", require_symmetric=sym)
         if "probe" in d:
             t.extra["probe"] = d["probe"]
+    if "nvlinks" in d:   # the DGX-1 preset's NVLink counts (ranks × ranks integers), carried through
+        nv = _square(d["nvlinks"], f"{where}: nvlinks")
+        if nv.shape[0] != t.ranks or (nv != np.round(nv)).any():
+            raise TopologyError(f"{where} (field 'nvlinks'): must be {t.ranks} × {t.ranks} non-negative integers")
+        t.extra["nvlinks"] = nv.astype(np.int64).tolist()
     if ranks is not None and ranks != t.ranks:
         raise TopologyError(f"{where}: fanouts / matrix describe {t.ranks} ranks, but field 'ranks' says {ranks}")
     return t

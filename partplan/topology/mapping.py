@@ -84,7 +84,8 @@ def swap_refine(V, C, perm, *, max_rounds: int | None = None) -> np.ndarray:
 
 
 def greedy_map(V, C) -> np.ndarray:
-    """Greedy placement then swaps; the better of that and identity + swaps (int64[k], part → rank)."""
+    """Greedy placement then swaps; the best of that, identity + swaps and the identity (int64[k],
+    part → rank), by the real (possibly asymmetric) cost."""
     W, Cs = _sym(V, C)
     k = W.shape[0]
     if k == 0:
@@ -107,9 +108,10 @@ def greedy_map(V, C) -> np.ndarray:
         perm[a] = r
         placed[a] = True
         free[r] = False
-    g = swap_refine(V, C, perm)
-    i = swap_refine(V, C, np.arange(k))
-    return g if mapping_cost(V, C, g) <= mapping_cost(V, C, i) else i
+    # the searches run on the symmetrized costs, which an asymmetric C only approximates: the
+    # identity itself is a candidate too, so the result is never worse than no mapping
+    cands = [swap_refine(V, C, perm), swap_refine(V, C, np.arange(k)), np.arange(k, dtype=np.int64)]
+    return min(cands, key=lambda c: mapping_cost(V, C, c))
 
 
 def brute_force_map(V, C) -> tuple[np.ndarray, float]:

@@ -88,10 +88,12 @@ class TopologyPlan:
             self.topo.check_ranks(int(k))
 
     def sizes(self) -> list[int]:
-        """Domain sizes the route goes through: --route-level's, else every level below the machine."""
+        """Domain sizes the route goes through: --route-level's, else every distinct level size below
+        the machine."""
         if self.level is not None:
             return [self.topo.levels[self.level].size]
-        return [lv.size for lv in self.topo.levels if lv.size < self.topo.ranks] or [self.topo.levels[0].size]
+        sizes = [lv.size for lv in self.topo.levels if lv.size < self.topo.ranks]   # a fanout-1 level repeats
+        return list(dict.fromkeys(sizes)) or [self.topo.levels[0].size]                # the size below it
 
     def layout_spec(self) -> str | None:
         """The routed layout's spec, or None for flat."""

@@ -238,3 +238,39 @@ def test_hierarchical_partition_keeps_domains_together():
     from partplan import analyze
     m = topology_metrics([analyze(g, part, 4).volume], t, row_bytes=1)
     assert m["levels"][0]["crossing_rows"] == 2
+
+
+def test_greedy_map_is_never_worse_than_no_mapping_on_an_asymmetric_cost():
+    """The searches run on symmetrized costs; with an asymmetric C (allowed by matrix topologies) the
+    swap-refined candidates could cost more than the identity (132 against 128 here)."""
+    from partplan.topology.mapping import greedy_map, mapping_cost
+    V = np.array([[0, 0, 0, 17], [6, 0, 3, 16], [0, 10, 0, 0], [8, 0, 14, 0]], dtype=float)
+    C = np.array([[0, 5, 2, 2], [1, 0, 2, 2], [2, 2, 0, 1], [2, 2, 1, 0]], dtype=float)
+    ident = (V * C).sum()                                      # the oracle: Σ V[a, b] C[a, b]
+    perm = greedy_map(V, C)
+    assert sorted(perm.tolist()) == [0, 1, 2, 3]
+    assert mapping_cost(V, C, perm) <= ident == 128.0
+
+
+def test_probe_sizes_count_whole_float32_values(tmp_path):
+    """--large 11 rounded down to 8 bytes, the small message's size: β over 0 bytes (1e6 GB/s)."""
+    from partplan.errors import PartplanError
+    from partplan.runtime.probe import probe_config
+    with pytest.raises(PartplanError, match="whole float32"):
+        probe_config({"job": "topoprobe", "output": str(tmp_path / "p.json"), "small": 8, "large": 11})
+    assert probe_config({"job": "topoprobe", "output": str(tmp_path / "p.json"), "small": 8, "large": 12})["large"] == 12
+
+
+def test_a_fanout_one_level_does_not_repeat_a_route_domain(tmp_path, capsys):
+    """tree:2x1x4: the middle level's domains are the bottom level's (size 2); the default nested
+    route went through "2,2" and was refused."""
+    from partplan import Graph
+    from partplan.cli.main import main
+    from partplan.io import write_graph
+    rng = np.random.default_rng(2)
+    write_graph(Graph.from_edges(rng.integers(0, 64, 300), rng.integers(0, 64, 300), n=64), tmp_path / "g.npz")
+    np.save(tmp_path / "p.npy", np.arange(64) % 8)
+    for route in ("domain", "source"):
+        assert main(["-q", "analyze", str(tmp_path / "g.npz"), "--partition", str(tmp_path / "p.npy"),
+                     "--topology", "tree:2x1x4", "--route", route, "--json"]) == 0, capsys.readouterr().err
+        capsys.readouterr()

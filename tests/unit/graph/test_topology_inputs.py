@@ -284,3 +284,26 @@ def test_a_2d_plans_topology_times_expand_and_fold_apart(tmp_path, capsys):
         total += max((msgs.sum(1) + B.sum(1)).max(), (msgs.sum(0) + B.sum(0)).max())
     assert len(steps) == 2 and m["topology"]["steps"] == 2
     assert m["topology"]["alpha_beta_s"] == pytest.approx(total, rel=1e-12)
+
+
+def test_numbers_written_as_strings_and_other_loose_fields_are_refused(tmp_path):
+    """float() took "1e-9" and numpy "1" as numbers; JSON true read as version 1; a level's
+    name/size/fanout inside ``local`` were ignored; ``nvlinks`` was unchecked. One error each."""
+    from partplan.topology import tree
+    base = tree([2, 2]).describe()
+    cases = {"beta": dict(base, local=dict(base["local"], beta="1e-9")),
+             "version": dict(base, version=True),
+             "local": dict(base, local=dict(base["local"], size=2)),
+             "nvlinks": dict(base, nvlinks="garbage")}
+    for what, doc in cases.items():
+        p = tmp_path / f"{what}.json"
+        p.write_text(json.dumps(doc))
+        with pytest.raises(TopologyError, match=what):
+            load_topology(str(p))
+    m = {"format": "partplan.topology", "version": 1, "kind": "matrix", "ranks": 2, "cost": [[0, "1"], [1, 0]]}
+    (tmp_path / "m.json").write_text(json.dumps(m))
+    with pytest.raises(TopologyError, match="must be numbers"):
+        load_topology(str(tmp_path / "m.json"))
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(base))
+    assert load_topology(str(good)).ranks == 4
