@@ -146,10 +146,10 @@ def run(args) -> int:
 
     _check_options(args)
     from partplan.io.outpath import check_output_file
-    if args.plot:
+    if args.plot is not None:
         check_output_file(args.plot, kind="png")
-    if args.save_partition:
-        check_output_file(args.save_partition, kind="partition", inputs=[args.graph])
+    if args.save_partition is not None:   # never over the graph or the partition file read
+        check_output_file(args.save_partition, kind="partition", inputs=[args.graph, args.partition])
     spec = args.layout
     alpha = DEFAULT_ALPHA_S if args.alpha is None else args.alpha
     beta = DEFAULT_BETA_S_PER_BYTE if args.beta is None else args.beta

@@ -64,7 +64,7 @@ def _suffixes(path: Path) -> str:
 
 def partition_k_from_name(path: str | os.PathLike) -> int | None:
     """K from a METIS-style name ``<graph>.part.K`` (``None`` if the name has no K)."""
-    m = re.search(r"\.part\.(\d+)$", Path(path).name)
+    m = re.search(r"\.part\.(\d+)(?:\.gz)?$", Path(path).name)
     return int(m.group(1)) if m else None
 
 

@@ -14,12 +14,17 @@ DEFAULT_ALPHA_S = 1e-5
 DEFAULT_BETA_S_PER_BYTE = 1e-10
 
 
+#: the widest feature row anything is costed for, columns (a row of 2^24 float64 is 128 MiB; byte
+#: counts of every rank pair then stay far inside int64)
+MAX_WIDTH = 1 << 24
+
+
 def check_width(f) -> int:
-    """``f`` (feature width, columns of H) as an int >= 1, else
+    """``f`` (feature width, columns of H) as an int in [1, :data:`MAX_WIDTH`], else
     :class:`~partplan.errors.OptionError` (a ValueError)."""
-    if isinstance(f, bool) or not isinstance(f, (int, np.integer)) or f < 1:
+    if isinstance(f, bool) or not isinstance(f, (int, np.integer)) or not 1 <= f <= MAX_WIDTH:
         from ..errors import OptionError
-        raise OptionError(f"f (feature width) must be an integer >= 1, got {f!r}")
+        raise OptionError(f"f (feature width) must be an integer in [1, 2^24], got {f!r}")
     return int(f)
 
 
@@ -42,7 +47,10 @@ def dtype_bytes(dtype) -> int:
     try:
         if not isinstance(dtype, (str, np.dtype, type)):      # None would read as float64
             raise TypeError(dtype)
-        return int(np.dtype(dtype).itemsize)
+        dt = np.dtype(dtype)
+        if dt.kind not in "fiuc" or dt.itemsize == 0:          # strings, objects, void, dates: not features
+            raise TypeError(dtype)
+        return int(dt.itemsize)
     except (TypeError, ValueError) as exc:
         from ..errors import OptionError
         raise OptionError(f"unknown dtype {dtype!r} (e.g. float32, float16, bfloat16, float64)") from exc

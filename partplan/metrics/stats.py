@@ -265,8 +265,13 @@ def analyze(graph: Graph, part, k: int | None = None, *, f: int = 128, dtype: st
     if not isinstance(part, np.ndarray) and hasattr(part, "part") and hasattr(part, "k"):
         if getattr(part, "layout_params", None):   # 1.5D / 2D: its .part holds row blocks, not ranks
             raise PartitionError(f"analyze counts 1D row-wise exchange; this partition's layout is "
-                                 f"{getattr(part, 'layout', '?')!r} (its own .stats holds that layout's figures)")
+                                 f"{getattr(part, 'layout', '?')!r} (its own .layout_stats holds that layout's "
+                                 f"figures)")
         k = int(part.k) if k is None else k
+        owner = getattr(part, "owner", None)
+        if owner is not None:   # decoupled: its owners send the rows of H, not the rows' parts
+            return analyze_owned(graph, part.part, owner, k, f=f, dtype=dtype, alpha=alpha, beta=beta, name=name,
+                                 backward=bool(backward) if backward is not None else not graph.is_symmetric())
         part = part.part
     part, k = as_partition(part, graph.n, k)
     check_width(f)

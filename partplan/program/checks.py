@@ -28,7 +28,7 @@ PROGRAMS = ("forward", "backward")
 _INT64_MAX = (1 << 63) - 1
 
 
-MAX_F = 1 << 24   # feature columns a plan may be costed for (a row of 2^24 float64 is 128 MiB)
+from ..metrics.cost import MAX_WIDTH as MAX_F  # noqa: E402  (feature columns a plan may be costed for)
 
 
 def _int(v) -> bool:

@@ -417,3 +417,38 @@ def test_a_plan_is_analyzed_in_its_own_layout(tmp_path, capsys):
     res, m = json.loads(js), json.loads((tmp_path / "x.plan" / "manifest.json").read_text())
     assert res["layout"]["spec"] == "1.5d:2" and res["partition"]["ranks"] == 4
     assert res["layout"]["max_send"] == m["stats"]["max_send"] and res["layout"]["total_volume"] == m["stats"]["total_volume"]
+
+
+def test_analyze_inputs_and_outputs_found_by_fuzzing(path_graph, tmp_path, capsys):
+    """--save-partition over the --partition it read (remapped: the input lost), '' as --plot /
+    --save-partition (silently nothing), a K in a gzip METIS name, element types with no size or no
+    number (total bytes 0), feature widths past 2^24 (int64 overflow, a traceback)."""
+    part = tmp_path / "p.txt"
+    part.write_text("0\n0\n0\n1\n1\n1\n")
+    before = part.read_bytes()
+    for argv in (["--save-partition", str(part)], ["--plot", ""], ["--save-partition", ""],
+                 ["-f", str(2 ** 55)]):
+        rc, out, err = run_cli(capsys, "analyze", path_graph, "--partition", part, "-q", *argv)
+        assert rc == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, (argv, err)
+    for dtype in ("S", "O", "V0"):                              # refused by the option's own parser
+        with pytest.raises(SystemExit) as ei:
+            main(["analyze", str(path_graph), "--partition", str(part), "--dtype", dtype])
+        assert ei.value.code == 2 and "unknown dtype" in capsys.readouterr().err
+    assert part.read_bytes() == before
+    gz = tmp_path / "g.part.6.gz"
+    gz.write_bytes(gzip.compress(b"0\n0\n1\n1\n2\n2\n"))
+    assert partition_k_from_name(gz) == 6
+    rc, out, err = run_cli(capsys, "analyze", path_graph, "--partition", gz, "--json")
+    assert rc == 0 and json.loads(out)["k"] == 6, err
+
+
+def test_analyze_of_a_decoupled_partition_counts_its_owners():
+    """analyze(graph, P) of a decoupled Partition counted the rows' own parts sending (210 rows
+    here) instead of the owners (198), which its .stats and the CLI count."""
+    import partplan
+    rng = np.random.default_rng(1)
+    g = partplan.Graph.from_edges(rng.integers(0, 200, 800), rng.integers(0, 200, 800), n=200)
+    P = partplan.partition(g, 4, ownership="decoupled", seed=0)
+    want = partplan.metrics.analyze_owned(g, P.part, P.owner, 4, backward=True)   # counted apart
+    assert want.total_volume < partplan.analyze(g, P.part, 4).total_volume       # the owners matter here
+    assert partplan.analyze(g, P).total_volume == want.total_volume == P.stats.total_volume
