@@ -323,6 +323,8 @@ def _read_text(p: Path, fh, n: int) -> np.ndarray:
     import pyarrow.csv as pcsv
 
     raw = _bounded_text(p, fh, n)
+    if re.search(rb"[xX_]", raw):   # 0x2, 1_0: spellings pyarrow or int() would take; the slow path names them
+        return _read_text_slow(p, raw)
     # fast path: pyarrow's C++ CSV reader, one int64 column, blank lines skipped
     try:
         table = pcsv.read_csv(
@@ -354,6 +356,8 @@ def _read_text_slow(p: Path, raw: bytes, *, first_line: int = 1, allow_empty: bo
             raise PartitionError(f"{p}:line {lineno}: expected one part id per line, "
                                  f"got {len(fields)} fields: {s[:40].decode(errors='replace')!r}")
         try:
+            if not re.fullmatch(rb"[+-]?\d+", fields[0]):
+                raise ValueError(fields[0])
             v = int(fields[0])
         except ValueError:
             raise PartitionError(f"{p}:line {lineno}: part id "

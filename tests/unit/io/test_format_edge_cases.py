@@ -129,3 +129,13 @@ def test_csv_header_lines_that_look_like_comments(tmp_path):
         read_graph(tmp_path / "bad.csv")
     (tmp_path / "e.txt").write_text("%%MatrixMarket-like comment, not really\n0 1\n1 2\n")
     assert _edges(read_graph(tmp_path / "e.txt")) == [(0, 1), (1, 2)]
+
+
+@pytest.mark.parametrize("token", ["0x2", "1_0"])
+def test_a_partition_text_takes_decimal_ids_only(tmp_path, token):
+    """pyarrow read 0x2 as 2 and int() read 1_0 as 10: now the line is named."""
+    from partplan.errors import PartitionError
+    from partplan.io.partfile import read_partition
+    (tmp_path / "p.txt").write_text(f"0\n{token}\n1\n")
+    with pytest.raises(PartitionError, match=f"line 2: part id '{token}' is not an integer"):
+        read_partition(tmp_path / "p.txt", 3)
