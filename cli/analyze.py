@@ -235,7 +235,14 @@ def run(args) -> int:
         written.append(str(plot_volume(target, args.plot, title=title)))
         timing["plot_s"] = time.perf_counter() - t0
     if args.save_partition:
-        written.append(str(write_partition(part, args.save_partition)))
+        if owner is None and lay.spec == "1d":
+            written.append(str(write_partition(part, args.save_partition)))
+        else:   # its layout and owners kept with it (a sidecar / the Parquet metadata): it analyzes the same
+            from partplan.partition.api import Partition, save_partition
+            P = Partition(part=part, k=lay.ranks, layout=lay.spec, layout_params=dict(lay.params), model="external",
+                          backend="external", objective="total", params={}, timings={}, stats=None, owner=owner,
+                          graph_fingerprint=graph.fingerprint, info={"source": source})
+            written.append(str(save_partition(P, args.save_partition)))
 
     graph_info = {"name": graph.name, "n": graph.n, "nnz": graph.nnz, "symmetric": graph.is_symmetric(),
                   "fingerprint": graph.fingerprint}
