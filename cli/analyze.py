@@ -235,7 +235,7 @@ def run(args) -> int:
         written.append(str(plot_volume(target, args.plot, title=title)))
         timing["plot_s"] = time.perf_counter() - t0
     if args.save_partition:
-        if owner is None and lay.spec == "1d":
+        if owner is None and not lay.params:    # a plain 1D partition: the part ids alone
             written.append(str(write_partition(part, args.save_partition)))
         else:   # its layout and owners kept with it (a sidecar / the Parquet metadata): it analyzes the same
             from partplan.partition.api import Partition, save_partition
