@@ -51,6 +51,9 @@ def as_partition(part, n: int, k: int | None = None, *, source: str | None = Non
     first bad entry (wrong length, non-integer, negative, >= k) or k > n.
     """
     where = f"{source}: " if source else ""
+    if not isinstance(part, np.ndarray) and hasattr(part, "part") and hasattr(part, "k"):
+        raise PartitionError(f"{where}a partition result ({type(part).__name__}) where its part ids are asked "
+                             f"for: pass its .part (the row blocks of a 1.5D / 2D layout)")
     arr = np.asarray(part)
     if arr.ndim == 1 and arr.size != n:
         raise PartitionError(f"{where}partition has {arr.size} entries but the graph has {n} vertices")

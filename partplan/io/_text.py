@@ -64,8 +64,10 @@ class Block:
 
 def iter_raw_blocks(fh: BinaryIO, first_line: int = 1, block_bytes: int = BLOCK_BYTES,
                     path=None) -> Iterator[tuple[bytes, int]]:
-    """Yield (bytes ending in a newline, 1-based line number of its first line)."""
+    """Yield (bytes ending in a newline, 1-based line number of its first line); a UTF-8 byte-order
+    mark opening the file (editors on Windows write one) is dropped."""
     line = first_line
+    first = first_line == 1
     while True:
         try:
             chunk = fh.read(block_bytes)
@@ -80,6 +82,10 @@ def iter_raw_blocks(fh: BinaryIO, first_line: int = 1, block_bytes: int = BLOCK_
                                    "(in the data from this line on)", path, line) from None
         if not chunk.endswith(b"\n"):
             chunk += b"\n"
+        if first:
+            first = False
+            if chunk.startswith(b"\xef\xbb\xbf"):
+                chunk = chunk[3:]
         yield chunk, line
         line += chunk.count(b"\n")
 

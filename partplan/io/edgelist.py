@@ -51,6 +51,8 @@ def _first_data_line(path) -> tuple[bytes | None, int]:
     with open_binary(path) as fh:
         try:
             for no, line in enumerate(fh, 1):
+                if no == 1 and line.startswith(b"\xef\xbb\xbf"):   # a UTF-8 byte-order mark
+                    line = line[3:]
                 if no == 1 and _mm_banner(line):   # a Matrix Market file: its size line is no edge
                     raise GraphFormatError("a Matrix Market file (%%MatrixMarket banner), not an edge list: "
                                            "name it .mtx or read it with format 'mtx' (--from mtx)", path, 1)

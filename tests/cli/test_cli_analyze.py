@@ -471,3 +471,15 @@ def test_save_partition_keeps_the_layout_and_owners_it_analyzed(tmp_path, capsys
         outs.append(json.loads(out))
     assert outs[0]["total_volume"] == outs[1]["total_volume"]
     assert outs[0]["layout"]["spec"] == outs[1]["layout"]["spec"] == kw.get("layout", "1d")
+
+
+def test_a_partition_result_where_part_ids_are_asked_for_says_so():
+    """analyze_15d(g, P, 2) with the Partition itself said "partition must be one-dimensional, got
+    shape ()"; the message now names the object and what to pass."""
+    import partplan
+    from partplan.metrics import analyze_15d
+    g = partplan.datasets.load("power")
+    P = partplan.partition(g, 8, layout="1.5d:2", seed=0)
+    with pytest.raises(PartitionError, match=r"pass its \.part"):
+        analyze_15d(g, P, 2)
+    assert analyze_15d(g, P.part, 2).ranks == 8 if hasattr(analyze_15d(g, P.part, 2), "ranks") else True

@@ -139,3 +139,9 @@ def test_a_partition_text_takes_decimal_ids_only(tmp_path, token):
     (tmp_path / "p.txt").write_text(f"0\n{token}\n1\n")
     with pytest.raises(PartitionError, match=f"line 2: part id '{token}' is not an integer"):
         read_partition(tmp_path / "p.txt", 3)
+
+
+def test_an_edge_list_opening_with_a_byte_order_mark_is_read(tmp_path):
+    p = tmp_path / "bom.txt"
+    p.write_bytes(b"\xef\xbb\xbf0 1\n1 2\n")           # as Windows editors save UTF-8
+    assert _edges(read_graph(p)) == [(0, 1), (1, 2)]
