@@ -482,4 +482,4 @@ def test_a_partition_result_where_part_ids_are_asked_for_says_so():
     P = partplan.partition(g, 8, layout="1.5d:2", seed=0)
     with pytest.raises(PartitionError, match=r"pass its \.part"):
         analyze_15d(g, P, 2)
-    assert analyze_15d(g, P.part, 2).ranks == 8 if hasattr(analyze_15d(g, P.part, 2), "ranks") else True
+    analyze_15d(g, P.part, 2)                                   # its row blocks: accepted
