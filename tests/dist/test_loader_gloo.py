@@ -143,7 +143,8 @@ def test_gloo_loader_and_halo_from_shares(tmp_path, world):
         seeds = []
         for r in res:
             b = r["batches"][i]
-            n_id, e_id, bei = np.array(b["n_id"]), np.array(b["e_id"], dtype=np.int64), np.array(b["ei"])
+            n_id, e_id = np.array(b["n_id"], dtype=np.int64), np.array(b["e_id"], dtype=np.int64)
+            bei = np.array(b["ei"], dtype=np.int64)            # int64 even when a rank's batch has no edges
             seeds += n_id[:b["bs"]].tolist()
             one = ref.sample(n_id[:b["bs"]], 0)                  # the single-process reference
             assert np.array_equal(one.n_id.numpy(), n_id) and np.array_equal(one.e_id.numpy(), e_id)
