@@ -182,17 +182,15 @@ class Topology:
 
 # ----------------------------------------------------------------------------- construction
 def _finite_nonneg(x, what: str, text: bool = False) -> float:
-    """``x`` as a finite number >= 0; a string only when ``text`` (a preset's own text: in a JSON
-    file "1e-9" is no number, and true is not 1)."""
-    if isinstance(x, bool) or (isinstance(x, (str, bytes)) and not text):
-        raise TopologyError(f"{what} must be a number, got {x!r}")
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        raise TopologyError(f"{what} must be a number, got {x!r}") from None
-    if not math.isfinite(v) or v < 0:
-        raise TopologyError(f"{what} must be a finite number >= 0, got {x!r}")
-    return v
+    """``x`` as a finite number >= 0 (:func:`partplan._args.check_real`); a string only when ``text``
+    (a preset's own text: in a JSON file "1e-9" is no number, and true is not 1)."""
+    from .._args import check_real
+    if text and isinstance(x, str):
+        try:
+            x = float(x)
+        except ValueError:
+            raise TopologyError(f"{what} must be a number, got {x!r}") from None
+    return check_real(what, x, error=TopologyError)
 
 
 def _link(d: dict, what: str, default_cost: float, level: bool = True) -> Link:
