@@ -284,9 +284,7 @@ def random_geometric(n: int, radius: float | None = None, avg_degree: float = 10
     seed = _check_int("seed", seed, 0)
     _check_size("n", "random geometric points", n, 8 * dim + 64)
     if radius is None:
-        if not (isinstance(avg_degree, (int, float)) and math.isfinite(avg_degree) and avg_degree > 0):
-            raise GeneratorParameterError(f"avg_degree must be a positive number, got {avg_degree!r}")
-        radius = rgg_radius(n, float(avg_degree), dim)
+        radius = rgg_radius(n, avg_degree, dim)     # checks avg_degree
     elif not (isinstance(radius, (int, float)) and math.isfinite(radius) and radius >= 0):
         raise GeneratorParameterError(f"radius must be a non-negative number, got {radius!r}")
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed])))
