@@ -326,18 +326,13 @@ def run(args) -> int:
                 out = out.with_suffix(".npy")
             written = save_partition(p, out)
         progress(f"wrote {written}")
-    if "balance_floor" in p.info:   # a warning: said even under -q (stderr; stdout stays the result)
-        from partplan.partition.api import balance_floor_message
-        said = balance_floor_message(p.info["balance_floor"], p.row_blocks)
-        if p.stats is not None:
-            said += f" (this partition: {p.stats.summary()['compute_imbalance']:.3f})"
-        print(f"partplan: warning: {said}", file=sys.stderr, flush=True)
-    if "compute_floor" in p.info:   # the same for the compute limit kept beside it (graphs with empty rows)
-        from partplan.partition.api import compute_floor_message
-        said = compute_floor_message(p.info["compute_floor"], p.row_blocks)
-        if p.stats is not None:
-            said += f" (this partition: {p.stats.summary()['compute_imbalance']:.3f})"
-        print(f"partplan: warning: {said}", file=sys.stderr, flush=True)
+    from partplan.partition.api import balance_floor_message, compute_floor_message
+    for key, message in (("balance_floor", balance_floor_message), ("compute_floor", compute_floor_message)):
+        if key in p.info:   # a warning: said even under -q (stderr; stdout stays the result)
+            said = message(p.info[key], p.row_blocks)
+            if p.stats is not None:
+                said += f" (this partition: {p.stats.summary()['compute_imbalance']:.3f})"
+            print(f"partplan: warning: {said}", file=sys.stderr, flush=True)
     if "over_epsilon" in p.info:    # a warning as well: an engine's own balance, above ε
         from partplan.partition.api import over_epsilon_message
         print(f"partplan: warning: {over_epsilon_message(p.info['over_epsilon'], p.row_blocks)}", file=sys.stderr,

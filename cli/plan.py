@@ -209,10 +209,7 @@ def _read(args, graph):
     exactly (a saved partplan partition, a plan directory, a METIS ``NAME.part.K`` file, a PyG / DGL /
     CAGNET partition's own part count: layout, ranks and K kept), else the bare part array (parts:
     max(id) + 1 at least, so ``-k`` may ask for more row blocks)."""
-    from partplan.io.foreign import declared_parts
-    from partplan.io.partfile import partition_k_from_name
     from partplan.plan.partitions import read_partition_file
     P = read_partition_file(args.partition, graph, column=args.column)
-    exact = (P.model != "external" or P.info.get("plan") or partition_k_from_name(Path(args.partition)) is not None
-             or (args.column is None and declared_parts(args.partition) is not None))
+    exact = P.model != "external" or P.info.get("plan") or P.info.get("parts_declared") is not None
     return P if exact else P.part

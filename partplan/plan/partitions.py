@@ -82,9 +82,11 @@ def read_partition_file(path: str | os.PathLike, graph, *, column: str | None = 
     returns a :class:`partplan.partition.Partition`.
 
     ``column`` names the column of a table file. ``k`` is the number of row
-    blocks the ids must stay below (default: K of a ``NAME.part.K`` file name,
-    else the largest id + 1). A saved partplan partition keeps its own layout
-    and ranks (and must match ``graph``'s fingerprint). Raises
+    blocks the ids must stay below (default: K of a ``NAME.part.K`` file name or
+    a PyG / DGL / CAGNET partition's own part count — recorded as
+    ``info["parts_declared"]`` — else the largest id + 1). A saved partplan
+    partition keeps its own layout and ranks (and must match ``graph``'s
+    fingerprint). Raises
     :class:`~partplan.errors.PartitionError` naming the file on bad input.
     """
     from ..io.foreign import declared_parts, read_partition_any
@@ -116,7 +118,8 @@ def read_partition_file(path: str | os.PathLike, graph, *, column: str | None = 
     part, b = as_partition(part, graph.n, k if k is not None else named, source=str(p))
     return Partition(part=part, k=b, layout="1d", layout_params={}, model="external", backend="external",
                      objective="total", params={}, timings={}, stats=None, owner=None,
-                     graph_fingerprint=graph.fingerprint, info={"file": str(p)})
+                     graph_fingerprint=graph.fingerprint,
+                     info={"file": str(p), **({"parts_declared": named} if named is not None else {})})
 
 
 def saved_partition_meta(path) -> dict | None:
