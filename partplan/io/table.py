@@ -101,22 +101,15 @@ def _csv_source(p: Path, delimiter: str, columns: list[str]) -> tuple:
     header are skipped when every one of them is blank or starts with ``#`` or ``%`` (comments, as
     the edge-list reader skips them) and the header is the first line that names the ``columns``
     (src and dst) — a header such as ``#src,dst`` naming its own columns is kept."""
-    import gzip
-    import zlib
-
     import pyarrow as pa
 
-    with open(p, "rb") as fh:
-        gz = fh.read(2) == b"\x1f\x8b"
-    try:
-        if gz:
-            with gzip.open(p, "rb") as g:
-                head = g.read(1 << 16)
-        else:
-            with open(p, "rb") as fh:
-                head = fh.read(1 << 16)
-    except (OSError, EOFError, zlib.error) as exc:
-        raise GraphFormatError(f"corrupt gzip stream ({exc})", p) from None
+    from ._common import GZIP_ERRORS, input_size, open_binary
+    gz = input_size(p)[1]
+    with open_binary(p, text=False) as fh:     # gzip by its magic bytes, as every reader here
+        try:
+            head = fh.read(1 << 16)
+        except GZIP_ERRORS as exc:
+            raise GraphFormatError(f"corrupt gzip stream ({exc})", p) from None
     src = pa.CompressedInputStream(pa.OSFile(str(p)), "gzip") if gz else pa.OSFile(str(p))   # not by its name
     want = {c.encode() for c in columns[:2]}
     skip = 0
