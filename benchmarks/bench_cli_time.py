@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import shlex
 import statistics
@@ -44,11 +45,18 @@ def partplan_command(given: str | None) -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "partplan"]
 
 
+# A user's installed package has its modules' bytecode; with PYTHONDONTWRITEBYTECODE set (some
+# shells and CI images) every run would compile the modules that lack it from source (about 1.8 s
+# on this 2-core VM, paid by both commands), so the children run without it and the warm-up
+# repeat writes the bytecode.
+CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def wall(cmd: list[str]) -> tuple[float, float]:
     """(wall seconds, CPU seconds: user + system of the process and its children) of one run."""
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    res = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    res = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=CHILD_ENV)
     t = time.perf_counter() - t0
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if res.returncode != 0:

@@ -13,6 +13,7 @@ lines other than errors and warnings (progress, heartbeats, "wrote ...").
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import io
 import os
@@ -220,6 +221,28 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
+@contextlib.contextmanager
+def _partplan_warnings(stderr):
+    """Within the block, a :class:`partplan.errors.PartplanWarning` is one ``partplan: warning:``
+    line on ``stderr`` (shown under ``-q`` too), each message once; other warnings as Python shows them."""
+    import warnings
+
+    from partplan.errors import PartplanWarning
+
+    with warnings.catch_warnings():
+        shown = warnings.showwarning
+
+        def show(message, category, filename, lineno, file=None, line=None):
+            if issubclass(category, PartplanWarning):
+                print(f"partplan: warning: {message}", file=stderr, flush=True)
+            else:
+                shown(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show
+        warnings.simplefilter("default", PartplanWarning)
+        yield
+
+
 def _main(argv: list[str] | None = None) -> int:
     try:
         _check_environment()
@@ -237,7 +260,8 @@ def _main(argv: list[str] | None = None) -> int:
         sys.stderr = _QuietStderr(real_stderr)
     old_handlers = _install_signal_handlers()
     try:
-        return int(args.func(args) or 0)
+        with _partplan_warnings(real_stderr):
+            return int(args.func(args) or 0)
     except PartplanError as exc:
         print(f"partplan: error: {exc}", file=real_stderr)
         return 2

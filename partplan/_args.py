@@ -67,8 +67,10 @@ def check_real(name: str, v, *, lo: float = 0.0, hi: float = math.inf, lo_open: 
 
 
 def check_bool(name: str, v, error=OptionError) -> bool:
-    """``v`` as a bool: True / False (or the integers 0 and 1); a string such as "no", None or a
-    list is refused (any truthy object would otherwise switch the option on)."""
+    """``v`` as a bool: True / False (numpy's too, or the integers 0 and 1); a string such as "no",
+    None or a list is refused (any truthy object would otherwise switch the option on)."""
+    if type(v).__module__ == "numpy" and type(v).__name__ in ("bool", "bool_"):   # np.True_ / np.False_
+        return bool(v)
     if not isinstance(v, bool) and not (isinstance(v, numbers.Integral) and int(v) in (0, 1)):
         raise error(f"{name} must be True or False, got {v!r}")
     return bool(v)

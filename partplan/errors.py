@@ -18,6 +18,11 @@ def _escape(s: str) -> str:
     return _CONTROL.sub(lambda mt: mt.group(0).encode("unicode_escape").decode("ascii"), s)
 
 
+class PartplanWarning(UserWarning):
+    """Something partplan did that the caller may not expect, though nothing failed (a file format
+    that cannot hold all of a graph, ...); the CLI prints it as one ``partplan: warning:`` line."""
+
+
 class PartplanError(Exception):
     """Base class of every error partplan raises on purpose.
 

@@ -57,6 +57,7 @@ def _check_n(n, where) -> int:
     import numbers
 
     from ._budget import check_array_bytes
+    n = _integer_scalar(n)
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or int(n) < 0:
         raise GraphFormatError(f"n (the number of vertices) must be an integer >= 0, got {n!r}", where, field="n")
     check_array_bytes(int(n) + 1, 1, 8, f"a graph of n = {int(n)} vertices (its row pointers)", path=where,
@@ -64,9 +65,22 @@ def _check_n(n, where) -> int:
     return int(n)
 
 
+def _integer_scalar(v):
+    """A 0-d integer numpy array or torch tensor (``torch.tensor(3)``, ``np.int64(3)``) as a Python
+    int, so that every count argument takes what the other takes; anything else unchanged (then
+    checked by its caller)."""
+    if isinstance(v, bool) or not hasattr(v, "__index__") or not hasattr(v, "shape") or tuple(v.shape) != ():
+        return v
+    dtype = str(getattr(v, "dtype", ""))
+    if "int" not in dtype or "bool" in dtype:
+        return v
+    return int(v.__index__())
+
+
 def _as_weights(weights, where, field: str = "weight") -> np.ndarray:
-    """Edge weights as float64: real numbers only (a complex value would lose its imaginary part)."""
-    w = np.asarray(weights)
+    """Edge weights as float64: real numbers only (a complex value would lose its imaginary part);
+    torch tensors (any float dtype, bfloat16 included; with grad) taken as :func:`_numpy_of`."""
+    w = _numpy_of(weights)
     if w.dtype.kind not in "biuf":
         raise GraphFormatError(f"edge weights must be real numbers, got dtype {w.dtype}", where, field=field)
     return w.astype(np.float64)
@@ -76,10 +90,16 @@ def _numpy_of(a) -> np.ndarray:
     """A numpy view / copy of ``a``: torch tensors (any device, with grad) are
     detached and moved to the CPU first; anything else goes through np.asarray."""
     if hasattr(a, "detach") and hasattr(a, "cpu"):
+        import torch
+
+        if getattr(a, "layout", torch.strided) != torch.strided:
+            raise GraphFormatError(f"a sparse torch tensor ({a.layout}) is not an array: give its indices "
+                                   f"and values (Graph.from_edge_index), or a scipy matrix to Graph.from_scipy")
         a = a.detach().cpu()
         if hasattr(a, "as_subclass"):  # PyG EdgeIndex and other tensor subclasses -> plain tensor
-            import torch
             a = a.as_subclass(torch.Tensor)
+        if a.dtype in (torch.bfloat16, torch.float16):   # numpy has no bfloat16
+            a = a.to(torch.float32)
         return a.numpy()
     return np.asarray(a)
 
@@ -92,6 +112,50 @@ def _check_edge_weights(w: np.ndarray, source, field: str) -> None:
     if w.size and w.min() < 0:
         e = int(np.flatnonzero(w < 0)[0])
         raise GraphFormatError(f"edge {e} has a negative weight ({w[e]})", source, field=field)
+
+
+def _int_array(name: str, a) -> np.ndarray:
+    """A CSR / weight array given to :class:`Graph` as int64: integer dtypes, or floats that hold
+    whole numbers (``1.7`` would otherwise be cut to 1 without a word)."""
+    arr = _numpy_of(a)
+    if arr.dtype.kind == "f" and arr.size and not (np.all(np.isfinite(arr)) and np.all(arr == np.round(arr))):
+        bad = int(np.flatnonzero(~np.isfinite(arr) | (arr != np.round(arr)))[0])
+        raise GraphFormatError(f"{name}[{bad}] = {arr.flat[bad].item()!r} is not an integer", field=name)
+    if arr.dtype.kind not in "biuf" and arr.size:
+        raise GraphFormatError(f"{name} must hold integers, got dtype {arr.dtype}", field=name)
+    if arr.dtype.kind == "u" and arr.dtype.itemsize >= 8 and arr.size:
+        _below_2_63(name, arr.ravel(), None)
+    return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+CANONICAL_BLOCK = 1 << 22      # nonzeros checked at a time (bounded scratch on huge graphs)
+
+
+def _rows_sorted(indptr: np.ndarray, indices: np.ndarray) -> bool:
+    """Column ids sorted within each row (a repeated id is an entry kept by ``dedupe=False``).
+    Checked in blocks of CANONICAL_BLOCK nonzeros (scratch of a few bytes per nonzero of a block)."""
+    nnz = indices.size
+    for lo in range(0, max(nnz - 1, 0), CANONICAL_BLOCK):
+        hi = min(lo + CANONICAL_BLOCK + 1, nnz)        # pairs (e, e + 1) for e in [lo, hi - 1)
+        bad = indices[lo + 1:hi] < indices[lo:hi - 1]
+        if not bad.any():
+            continue
+        # a pair whose second entry starts a row is no violation
+        r0, r1 = np.searchsorted(indptr, [lo + 1, hi - 1], side="left")
+        starts = indptr[r0:r1 + 1]
+        starts = starts[(starts > lo) & (starts < hi)] - (lo + 1)
+        bad[starts] = False
+        if bad.any():
+            return False
+    return True
+
+
+def _sorted_rows(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray | None):
+    """(indices, data) with the column ids of each row sorted (a stable sort: repeated ids keep
+    their order, and their values with them): copies, the caller's arrays are not changed."""
+    rows = np.repeat(np.arange(indptr.size - 1, dtype=np.int64), np.diff(indptr))
+    order = np.lexsort((indices, rows))
+    return indices[order], (None if data is None else data[order])
 
 
 def check_graph(graph, name: str = "graph", error=OptionError) -> "Graph":
@@ -111,7 +175,8 @@ class Graph:
     Attributes
     ----------
     indptr : int64[n + 1] row pointers.
-    indices : int64[nnz] column ids, sorted within each row.
+    indices : int64[nnz] column ids, sorted within each row (a raw CSR given out of order is
+        sorted on construction, its values with it; the caller's arrays are not changed).
     data : float64[nnz] values, or None for a pattern matrix (all ones).
     directed : False when the caller asserts ``A`` is symmetric (checked on
         construction from edges with ``symmetrize=True``); True otherwise.
@@ -140,8 +205,8 @@ class Graph:
 
     # ------------------------------------------------------------------ build
     def __post_init__(self):
-        indptr = np.ascontiguousarray(self.indptr, dtype=np.int64)
-        indices = np.ascontiguousarray(self.indices, dtype=np.int64)
+        indptr = _int_array("indptr", self.indptr)
+        indices = _int_array("indices", self.indices)
         object.__setattr__(self, "indptr", indptr)
         object.__setattr__(self, "indices", indices)
         if indptr.ndim != 1 or indptr.size < 1:
@@ -153,19 +218,26 @@ class Graph:
             bad = int(np.flatnonzero((indices < 0) | (indices >= n))[0])
             raise GraphFormatError(f"column id {int(indices[bad])} out of range [0, {n})", field="indices")
         if self.data is not None:
-            data = np.ascontiguousarray(self.data, dtype=np.float64)
+            data = _numpy_of(self.data)
+            if data.dtype.kind not in "biuf":     # a complex value would lose its imaginary part
+                raise GraphFormatError(f"edge weights must be real numbers, got dtype {data.dtype}", field="data")
+            data = np.ascontiguousarray(data, dtype=np.float64)
             if data.shape != indices.shape:
                 raise GraphFormatError("data must have one value per nonzero", field="data")
             if not np.all(np.isfinite(data)):
                 raise GraphFormatError("edge weights must be finite (found NaN or inf)", field="data")
             object.__setattr__(self, "data", data)
+        if not _rows_sorted(indptr, indices):   # the canonical CSR (module doc): sorted within rows
+            indices, data = _sorted_rows(indptr, indices, self.data)
+            object.__setattr__(self, "indices", indices)
+            object.__setattr__(self, "data", data)
         if self.ids is not None:
-            ids = np.ascontiguousarray(self.ids, dtype=np.int64)
+            ids = _int_array("ids", self.ids)
             if ids.shape != (n,):
                 raise GraphFormatError("ids must have one entry per vertex", field="ids")
             object.__setattr__(self, "ids", ids)
         if self.vertex_weights is not None:
-            vw = np.ascontiguousarray(self.vertex_weights, dtype=np.int64)
+            vw = _int_array("vertex_weights", self.vertex_weights)
             if vw.shape != (n,) or (vw.size and vw.min() < 0):
                 raise GraphFormatError("vertex_weights must be n non-negative integers", field="vertex_weights")
             object.__setattr__(self, "vertex_weights", vw)
@@ -175,12 +247,14 @@ class Graph:
         """Wrap a square scipy sparse matrix, or a dense 2-D array-like (copied, canonicalized;
         duplicates summed); its values must be real numbers."""
         if not sp.issparse(A):
-            A = np.asarray(A)
+            A = _numpy_of(A)        # a dense torch tensor too (a sparse one is refused by name)
         if A.ndim != 2 or A.shape[0] != A.shape[1]:
             raise GraphFormatError(f"matrix must be square, got shape {A.shape}")
         if A.dtype.kind not in "biuf":
             raise GraphFormatError(f"matrix values must be real numbers, got dtype {A.dtype}", field="data")
-        A = sp.csr_matrix(A)
+        if A.dtype == np.float16:       # scipy.sparse has no float16
+            A = A.astype(np.float32)
+        A = sp.csr_matrix(A, copy=True)     # the caller's arrays are not summed / sorted in place
         A.sum_duplicates()  # also sorts indices
         data = None if pattern else A.data.astype(np.float64)
         return cls(A.indptr.astype(np.int64), A.indices.astype(np.int64), data, **kw)

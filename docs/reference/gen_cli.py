@@ -166,7 +166,7 @@ def _range(o) -> str:
         return ", ".join(f"`{c}`" for c in o.choices)
     if o.kind in ("int", "real"):
         lo = ("(" if o.lo_open else "[") + f"{o.lo:g}"
-        hi = "∞)" if o.hi == math.inf else f"{o.hi:g}]"
+        hi = "∞)" if o.hi == math.inf else f"{o.hi:g}" + (")" if o.hi_open else "]")
         return f"{lo}, {hi}"
     return ""
 

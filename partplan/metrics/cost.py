@@ -42,6 +42,8 @@ def dtype_bytes(dtype) -> int:
     """Bytes per value of a numpy dtype name ('float32', 'bfloat16', 'fp16', ...);
     :class:`~partplan.errors.OptionError` (a ValueError) for an unknown name."""
     aliases = {"bfloat16": 2, "bf16": 2, "fp16": 2, "half": 2, "fp32": 4, "float": 4, "fp64": 8, "double": 8}
+    if type(dtype).__module__ == "torch" and str(dtype).startswith("torch."):   # torch.float16, torch.bfloat16
+        dtype = str(dtype)[len("torch."):]
     if isinstance(dtype, str) and dtype.lower() in aliases:
         return aliases[dtype.lower()]
     try:

@@ -30,7 +30,7 @@ from ..graph import Graph, check_graph
 from ..parts import as_partition
 from .cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, alpha_beta_time, check_cost, dtype_bytes
 from .stats import imbalance
-from .volume1d import needed_pairs, volume_matrix
+from .volume1d import check_volume_matrix_size, needed_pairs, volume_matrix
 
 
 @dataclass
@@ -98,6 +98,7 @@ def analyze_15d(graph: Graph, block_part, c: int, *, f: int = 128, dtype: str = 
     b = check_int("row blocks b", b, lo=1, none_ok=True, error=PartitionError)
     check_cost(f, dtype, alpha, beta)
     part, b = as_partition(block_part, graph.n, b)
+    check_volume_matrix_size(b * c, f"ranks (b = {b:,} row blocks × c = {c:,} replicas)")
     vol_b = volume_matrix(graph.indptr, graph.indices, part, b)[0] if volume is None else np.asarray(volume)
     p = b * c
     q, i = np.nonzero(vol_b)
@@ -147,6 +148,7 @@ def analyze_2d(graph: Graph, part, R: int, C: int, *, f: int = 128, dtype: str =
     C = check_int("grid columns C", C, lo=1, hi=1 << 20, error=PartitionError)
     check_cost(f, dtype, alpha, beta)
     p = R * C
+    check_volume_matrix_size(p, f"ranks (an {R:,} × {C:,} grid)")      # expand, fold, their sum
     part, _ = as_partition(part, graph.n, p)
     grow, gcol = part // C, part % C
     n = graph.n

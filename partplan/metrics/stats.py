@@ -9,7 +9,7 @@ from ..graph import Graph, check_graph
 from ..errors import PartitionError
 from ..parts import as_partition
 from .cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, alpha_beta_time, check_cost, check_width, dtype_bytes
-from .volume1d import needed_pairs, volume_matrix
+from .volume1d import check_volume_matrix_size, needed_pairs, volume_matrix
 
 
 def imbalance(x: np.ndarray) -> float:
@@ -186,6 +186,7 @@ def _stats_1d(g: Graph, part: np.ndarray, k: int, f: int, dtype: str, alpha: flo
               name: str, vol: np.ndarray | None = None) -> CommStats:
     from .._kernels import HAVE_NUMBA, symmetric_volume
 
+    check_volume_matrix_size(k)
     if vol is not None:   # counted once by the caller (partition()'s stages hand it on)
         cut = None
     elif HAVE_NUMBA and g.is_symmetric():   # one sequential pass, no n×k mask (column j = row j)
@@ -220,6 +221,7 @@ def analyze_owned(graph: Graph, part, owner, k: int | None = None, *, f: int = 1
     owner, _ = as_partition(owner, graph.n, k, source="owner")
     check_width(f)
     dtype_bytes(dtype)
+    check_volume_matrix_size(k)
     j, r = needed_pairs(graph.indptr, graph.indices, part, k, graph.n)   # (column, reading part)
     q = owner[j]
     off = q != r
@@ -263,6 +265,10 @@ def analyze(graph: Graph, part, k: int | None = None, *, f: int = 128, dtype: st
     check_graph(graph)
     check_cost(f, dtype, alpha, beta)
     if not isinstance(part, np.ndarray) and hasattr(part, "part") and hasattr(part, "k"):
+        fp = getattr(part, "graph_fingerprint", None)
+        if fp and fp != graph.fingerprint:    # as the plan builder: its figures would be another graph's
+            raise PartitionError(f"the partition was computed for another graph (fingerprint {fp[:16]}…, "
+                                 f"graph {graph.name!r} has {graph.fingerprint[:16]}…)")
         if getattr(part, "layout_params", None):   # 1.5D / 2D: its .part holds row blocks, not ranks
             raise PartitionError(f"analyze counts 1D row-wise exchange; this partition's layout is "
                                  f"{getattr(part, 'layout', '?')!r} (its own .layout_stats holds that layout's "

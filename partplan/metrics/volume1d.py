@@ -63,9 +63,20 @@ def _sorted_distinct(keys: np.ndarray, bound: int) -> np.ndarray:
     return s[flag].astype(np.int64)
 
 
+def check_volume_matrix_size(k: int, what: str = "parts") -> None:
+    """The dense int64[k, k] volume matrix (and its count, a second k × k) within the memory budget
+    (:func:`partplan._budget.check_array_bytes`), checked before anything is counted: at k = 50,000
+    it would take 37 GiB. One SizeLimitError naming k otherwise."""
+    from .._budget import check_array_bytes
+
+    check_array_bytes(k, k, 8, f"the volume matrix of {k:,} {what} (rows of H from each to each)",
+                      field="k", copies=2)
+
+
 def volume_matrix(indptr, indices, part: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """(vol int64[k, k], lam int64[n]): rows of H sent from part q to part r,
     and each column's connectivity λ_j (parts needing it, owner included)."""
+    check_volume_matrix_size(k)
     n = part.size
     j, r = needed_pairs(indptr, indices, part, k, n)
     q = part[j]

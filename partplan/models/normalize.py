@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import PartplanError
+from ..errors import GraphFormatError, PartplanError
 from ..graph import Graph
 
 NORMALIZATIONS = ("gcn", "mean")
@@ -70,6 +70,12 @@ def normalize_adjacency(graph: Graph, mode: str) -> Graph:
         return graph
     A = with_self_loops(graph)
     deg = np.asarray(A.sum(axis=1)).ravel()
+    if (deg < 0).any():     # 1/sqrt(deg) undefined: PyG's gcn_norm gives NaN, a zero would be silent
+        r = int(np.flatnonzero(deg < 0)[0])
+        raise GraphFormatError(f"row {r}: its weights (self loop included) sum to {deg[r]:g} < 0: the "
+                               f"{mode} normalization divides by that degree's "
+                               f"{'square root' if mode == 'gcn' else 'value'}; give non-negative weights",
+                               graph.name, field="data")
     rows = np.repeat(np.arange(graph.n, dtype=np.int64), np.diff(A.indptr))
     with np.errstate(divide="ignore"):
         if mode == "gcn":

@@ -278,6 +278,8 @@ def stochastic_hypergraph(graph: Graph, k: int, sampler: Sampler | str | None = 
     """
     smp = make_sampler(sampler)
     need = hoeffding_nets(k, theta, delta)
+    if min_batches is not None and min_batches > max_batches:
+        raise OptionError(f"min_batches={min_batches} is above max_batches={max_batches}")
     if min_batches is None:
         min_batches = min(coverage_batches(graph, smp, coverage), max_batches)
     rng = np.random.default_rng(numpy_seed(seed))

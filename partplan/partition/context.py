@@ -60,7 +60,7 @@ KINDS = ("int", "real", "bool", "choice", "text", "path", "callable", "any")
 class Opt:
     """One option as a schema row: ``name``, ``kind`` (one of :data:`KINDS`), ``default``
     (None: the engine's own), ``doc`` (with units), the closed range [lo, hi] of an int / real
-    (``lo_open``: lo excluded), the ``choices`` of a choice, ``none_ok`` (None accepted: "use the
+    (``lo_open`` / ``hi_open``: lo / hi excluded), the ``choices`` of a choice, ``none_ok`` (None accepted: "use the
     default"), and ``normalize`` (the option's own check, returning the canonical value:
     presets, contexts, ε, seeds). Built from a context field by :func:`schema_of`."""
 
@@ -74,6 +74,7 @@ class Opt:
     choices: tuple = ()
     none_ok: bool = False
     normalize: Callable | None = None
+    hi_open: bool = False
 
     def check(self, value, engine: str):
         """``value`` checked (and normalized) for ``engine``: a wrong type or range is an
@@ -87,7 +88,7 @@ class Opt:
         if self.kind == "int":
             return check_int(label, value, lo=int(self.lo), hi=int(min(self.hi, INT_MAX)))
         if self.kind == "real":
-            return check_real(label, value, lo=self.lo, hi=self.hi, lo_open=self.lo_open)
+            return check_real(label, value, lo=self.lo, hi=self.hi, lo_open=self.lo_open, hi_open=self.hi_open)
         if self.kind == "bool":
             return check_bool(label, value)
         if self.kind == "choice":
@@ -111,22 +112,23 @@ class Opt:
         if self.kind in ("int", "real"):
             fmt = (lambda x: str(int(x))) if self.kind == "int" else (lambda x: f"{x:g}")
             return f"{self.kind} {'>' if self.lo_open else '>='} {fmt(self.lo)}" + (
-                f", <= {fmt(self.hi)}" if self.hi < INT_MAX else "")
+                f", {'<' if self.hi_open else '<='} {fmt(self.hi)}" if self.hi < INT_MAX else "")
         return self.kind
 
 
 def option(default, help: str, *, kind: str | None = None, unit: str = "", lo: float = 0, hi: float = math.inf,
-           lo_open: bool = False, choices: tuple = (), none_ok: bool | None = None, normalize: Callable | None = None,
+           lo_open: bool = False, hi_open: bool = False, choices: tuple = (), none_ok: bool | None = None, normalize: Callable | None = None,
            cli: str | None = None, public: bool = True, accepted: str = ""):
     """A context field: ``default`` and its metadata — ``help``, ``unit``, ``kind`` (inferred
-    from the default when not given), range [lo, hi] (``lo_open``), ``choices``, ``none_ok``
+    from the default when not given), range [lo, hi] (``lo_open``, ``hi_open``), ``choices``, ``none_ok``
     (default: True when the default is None), ``normalize`` (the option's own check), ``cli``
     (the ``partplan partition`` flag) and ``public`` (an option of ``partition()``; False: of
     the function that takes the context only, e.g. refine's FM knobs)."""
     if kind is None:
         kind = ("bool" if isinstance(default, bool) else "int" if isinstance(default, int)
                 else "real" if isinstance(default, float) else "choice" if choices else "text")
-    meta = {"help": help, "unit": unit, "kind": kind, "lo": lo, "hi": hi, "lo_open": lo_open, "choices": choices,
+    meta = {"help": help, "unit": unit, "kind": kind, "lo": lo, "hi": hi, "lo_open": lo_open, "hi_open": hi_open,
+            "choices": choices,
             "none_ok": default is None if none_ok is None else none_ok, "normalize": normalize, "cli": cli,
             "public": public, "accepted": accepted}
     return field(default=default, metadata=meta)
@@ -452,7 +454,7 @@ class StochasticContext:
     sampler: Any = option(None, "neighbor[:B[:f1,f2]] | saint-node[:budget] | saint-rw[:roots[:length]]",
                           kind="any", cli="--sampler")
     theta: float = option(0.1, "Hoeffding θ", lo_open=True, cli="--theta")
-    delta: float = option(0.05, "Hoeffding δ, in (0, 1)", lo_open=True, hi=1.0, cli="--delta")
+    delta: float = option(0.05, "Hoeffding δ, in (0, 1)", lo_open=True, hi=1.0, hi_open=True, cli="--delta")
     min_batches: int | None = option(None, "sample at least this many batches", kind="int", unit="batches", lo=1)
     max_batches: int = option(100_000, "sample at most this many batches", unit="batches", lo=1)
 
@@ -507,7 +509,7 @@ def options_of(cls) -> dict[str, dataclasses.Field]:
 def _opt(f: dataclasses.Field) -> Opt:
     m = f.metadata
     return Opt(f.name, m["kind"], f.default, _doc(f), m["lo"], m["hi"], m["lo_open"], m["choices"], m["none_ok"],
-               m["normalize"])
+               m["normalize"], m["hi_open"])
 
 
 def schema_of(cls, public: bool = False) -> dict[str, Opt]:

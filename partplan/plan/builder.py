@@ -124,17 +124,17 @@ def plan_layout(layout, k: int | None, parts: int, *, exact: bool = True):
             raise PlanError(f"layout {getattr(layout, 'spec', layout)} does not fit a partition of {parts} "
                             f"parts: {exc}") from None
     if isinstance(layout, Layout) and layout.ranks != int(k):    # a saved partition's or a plan's own layout
-        raise PlanError(f"-k {k} disagrees with the partition: its layout {layout.spec} has {layout.ranks} ranks "
-                        f"({layout.row_blocks} row blocks); use -k {layout.ranks} or leave -k out")
+        raise PlanError(f"k = {k} (-k) disagrees with the partition: its layout {layout.spec} has {layout.ranks} "
+                        f"ranks ({layout.row_blocks} row blocks); use k = {layout.ranks} or leave k out")
     lay = parse_layout(layout, int(k))           # k that the layout itself refuses: the layout's own error
     if lay.row_blocks == parts if exact else lay.row_blocks >= parts:
         return lay
     spec = layout.spec if isinstance(layout, Layout) else str(layout)
     try:
-        want = f"-k {parse_layout(spec, row_blocks=int(parts)).ranks} or leave -k out"
+        want = f"k = {parse_layout(spec, row_blocks=int(parts)).ranks} or leave k out"
     except PartplanError:
         want = f"a layout with {parts} row blocks"
-    raise PlanError(f"-k {k} disagrees with the partition: it has {parts} parts (row blocks), and layout {spec} "
+    raise PlanError(f"k = {k} (-k) disagrees with the partition: it has {parts} parts (row blocks), and layout {spec} "
                     f"on {k} ranks has {lay.row_blocks} row blocks (ranks = parts for 1d / 2d / routed, "
                     f"parts x c for 1.5d:c); use {want}")
 

@@ -54,7 +54,7 @@ def test_a_plan_as_the_partition_keeps_its_layout_and_provenance(tmp_path, capsy
     assert again["params"]["seed"] == 5 and again["backend"] == first["backend"] == "metis"
     rc, _, err = run_cli(["plan", g, "--partition", tmp_path / "s.plan", "-k", "3", "-q",
                           "-o", tmp_path / "u.plan"], capsys)
-    one_line(rc, err, 2, "-k 3", "use -k 4")
+    one_line(rc, err, 2, "k = 3 (-k)", "use k = 4")
 
 
 def test_a_metis_part_k_file_keeps_its_k(tmp_path, capsys):
@@ -65,7 +65,7 @@ def test_a_metis_part_k_file_keeps_its_k(tmp_path, capsys):
     assert rc == 0, err
     assert _manifest(tmp_path / "k.plan")["ranks"] == 5
     rc, _, err = run_cli(["plan", g, "--partition", f, "-k", "6", "-q", "-o", tmp_path / "x.plan"], capsys)
-    one_line(rc, err, 2, "-k 6")
+    one_line(rc, err, 2, "k = 6 (-k)")
     assert not (tmp_path / "x.plan").exists()
 
 
@@ -168,7 +168,7 @@ def test_a_part_k_file_is_exact_in_the_distributed_build(tmp_path, capsys):
     f.write_text("\n".join(str(i % 3) for i in range(24)) + "\n")
     rc, _, err = run_cli(["plan", d, "--partition", f, "-k", "6", "--nprocs", "2", "-q",
                           "-o", tmp_path / "x.plan"], capsys)
-    one_line(rc, err, 2, "-k 6")
+    one_line(rc, err, 2, "k = 6 (-k)")
     rc, _, err = run_cli(["plan", d, "--partition", f, "--nprocs", "2", "-q", "-o", tmp_path / "y.plan"], capsys)
     assert rc == 0, err
     assert _manifest(tmp_path / "y.plan")["ranks"] == 5

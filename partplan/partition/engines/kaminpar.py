@@ -192,7 +192,11 @@ def run(model_obj, k, *, imbalance, seed, graph=None, **opts):
     if not isinstance(model_obj, Graph):
         raise BackendUnavailableError("kaminpar partitions graphs only (model='graph')")
     if "preset" in opts:  # the planner's --preset carries the context name for this backend
-        opts["context"] = opts.pop("preset")
+        preset = opts.pop("preset")
+        if "context" in opts and check_context(opts["context"]) != check_context(preset):
+            raise OptionError(f"kaminpar: context={opts['context']!r} and preset={preset!r} name two "
+                              f"contexts (they are one option: give one)")
+        opts["context"] = preset
     part, cut = kaminpar_graph(model_obj, k, imbalance=imbalance, seed=seed, **opts)
     return part, {"edge_cut": cut, "context": check_context(opts.get("context", "default"))}
 

@@ -28,8 +28,8 @@ def test_plan_layout_ranks_from_parts():
     assert plan_layout("2d:2x3", None, 6).ranks == 6
     assert plan_layout("1.5d:2", 32, 16).row_blocks == 16           # a given k that agrees
     assert plan_layout("1d", 8, 5, exact=False).ranks == 8          # a bare array: its parts are only max + 1
-    for lay, k, parts, want in (("1.5d:2", 16, 16, "use -k 32 or leave -k out"),
-                                ("1d", 8, 16, "use -k 16"),
+    for lay, k, parts, want in (("1.5d:2", 16, 16, "use k = 32 or leave k out"),
+                                ("1d", 8, 16, "use k = 16"),
                                 ("2d:2x3", None, 16, "does not fit a partition of 16 parts")):
         with pytest.raises(PlanError, match=want):
             plan_layout(lay, k, parts)
@@ -45,7 +45,7 @@ def test_saved_16_part_partition_on_15d_needs_no_k(g, tmp_path):
     plan = build_plan(g, P, layout="1.5d:2")
     assert plan.manifest["ranks"] == 32 and plan.manifest["row_blocks"] == 16
     assert build_plan(g, P, 32, layout="1.5d:2").manifest["ranks"] == 32
-    with pytest.raises(PlanError, match=r"-k 16 disagrees with the partition: it has 16 parts .* use -k 32"):
+    with pytest.raises(PlanError, match=r"k = 16 \(-k\) disagrees with the partition: it has 16 parts .* use k = 32"):
         build_plan(g, P, 16, layout="1.5d:2")
     bare = build_plan(g, P.part, layout="1.5d:2")                 # a bare array: max(part) + 1 parts
     assert bare.manifest["ranks"] == 32
@@ -66,7 +66,7 @@ def test_cli_plan_and_inspect_name_their_figures(g, tmp_path, capsys):
     assert main(["plan", str(gp), "--partition", str(tmp_path / "p16.npy"), "--layout", "1.5d:2", "-k", "16",
                  "-o", str(tmp_path / "b.plan"), "-q"]) == 2
     out, err = capsys.readouterr()
-    assert "-k 16 disagrees with the partition" in err and "use -k 32" in err and "Traceback" not in err
+    assert "k = 16 (-k) disagrees with the partition" in err and "use k = 32" in err and "Traceback" not in err
     assert main(["inspect", str(tmp_path / "a.plan")]) == 0
     out, _ = capsys.readouterr()
     line = next(x for x in out.splitlines() if x.startswith("volumes"))
