@@ -90,7 +90,7 @@ def register(subparsers) -> None:
                    help="F random features per vertex (default: one-hot identity features)")
     q.add_argument("--train-per-class", type=int, default=20, metavar="T", help="training vertices per class (20)")
     q.add_argument("--val", type=int, default=500, metavar="V", help="validation vertices (500)")
-    q.add_argument("--seed", type=int, default=0, help="split / feature seed (default 0)")
+    q.add_argument("--seed", type=_nonneg_int, default=0, help="split / feature seed (default 0)")
     q.add_argument("--json", action="store_true", help="print what was written as JSON")
     q.set_defaults(func=run_gcn_data)
     p.set_defaults(func=lambda args: (p.print_help(), 1)[1])
@@ -224,7 +224,14 @@ def _check_generator_size(args) -> None:
             return
         import math
         n, deg = int(args.n), float(getattr(args, "avg_degree", None) or 8)
-        nnz, opt = (int(n * deg) if math.isfinite(deg) and deg > 0 else n), "-n / --avg-degree"
+        opt = "-n / --avg-degree"
+        radius = getattr(args, "radius", None)
+        if radius is not None and math.isfinite(radius) and radius > 0:
+            # the mean degree a radius gives in the unit cube: (n - 1) × the ball's volume (at most n - 1)
+            dim = int(getattr(args, "dim", None) or 2)
+            ball = math.pi ** (dim / 2) / math.gamma(dim / 2 + 1) * float(radius) ** dim
+            deg, opt = min(n - 1.0, (n - 1.0) * ball), "-n / --radius"
+        nnz = int(n * deg) if math.isfinite(deg) and deg > 0 else n
     need, budget = graph_bytes(n, nnz), memory_budget()
     if need > budget:
         raise OptionError(f"{opt}: a {g} graph of {n} vertices and about {nnz} nonzeros needs at least "

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from partplan._atomic import write_json_atomic
-from partplan.jobs.args import positive_int
+from partplan.jobs.args import nonneg_int, positive_int
 
 # (key, what it runs); the key is the table's first column and demo.json's "methods" key
 DEMO_METHODS = {
@@ -47,17 +47,17 @@ def register(subparsers) -> None:
     p.add_argument("-k", "--k", type=positive_int, default=16, metavar="K", help="number of parts (default 16)")
     p.add_argument("--dataset", default="email-Enron",
                    help="dataset name or graph file (default email-Enron, embedded)")
-    p.add_argument("--seed", type=int, default=0, help="seed of every method (default 0)")
+    p.add_argument("--seed", type=nonneg_int, default=0, help="seed of every method (default 0)")
     p.add_argument("--preset", default="DEFAULT",
                    help="Mt-KaHyPar preset (default DEFAULT; its partition can vary slightly between runs. "
                         "DETERMINISTIC repeats exactly but takes ~3x longer)")
     p.add_argument("-f", "--features", dest="f", type=positive_int, default=128, metavar="F",
                    help="feature width for the byte figures (default 128)")
-    p.add_argument("--exec-ranks", type=int, default=4, metavar="P",
+    p.add_argument("--exec-ranks", type=nonneg_int, default=4, metavar="P",
                    help="then partition with the default pipeline for P ranks, plan it and execute the plan on "
                         "P gloo processes "
                         "(default 4; 0 skips)")
-    p.add_argument("--train-ranks", type=int, default=4, metavar="P",
+    p.add_argument("--train-ranks", type=nonneg_int, default=4, metavar="P",
                    help="then train a GCN on the embedded labeled polblogs graph from a plan on P gloo processes "
                         "(200 epochs; 0 skips it; default 4)")
     p.add_argument("--json", action="store_true", help="print demo.json on stdout instead of the table")
@@ -123,6 +123,8 @@ def run(args) -> int:
         raise PartitionError(f"--k must be at least 2 for a comparison, got {args.k}")
     if args.f < 1:
         raise PartitionError(f"-f must be >= 1, got {args.f}")
+    from partplan.partition.engines.mtkahypar import check_preset
+    check_preset(args.preset)            # before any method runs
     from partplan.io.outpath import check_output_folder
     out = check_output_folder(args.out)
     out.mkdir(parents=True, exist_ok=True)

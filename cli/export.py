@@ -53,7 +53,7 @@ def run(args) -> int:
     from partplan.interop.export import export_plan
     from partplan.io.outpath import check_output_dir, check_output_file
     if args.to == "metis":
-        check_output_file(args.out)
+        check_output_file(args.out, kind="partition")
     else:
         check_output_dir(args.out)
     if args.to != "pyg" and (args.graph or args.data):

@@ -64,7 +64,7 @@ def rmat_chunked(scale: int, edgefactor: int = 16, a: float = 0.57, b: float = 0
     scale = _check_int("scale", scale, 1, 31)
     edgefactor = _check_int("edgefactor", edgefactor, 1)
     seed = _check_int("seed", seed, 0)
-    chunks = _check_int("chunks", chunks, 1, MAX_CHUNKS)
+    chunks = _check_int("chunks", chunks, 1, min(MAX_CHUNKS, 1 << scale))    # no chunk without a row
     a, b, c = _rmat_probs(a, b, c)
     if self_loops not in ("keep", "add", "remove"):
         raise GeneratorParameterError(f"self_loops must be 'keep', 'add' or 'remove', not {self_loops!r}")

@@ -45,8 +45,17 @@ def _log(msg: str, progress: bool) -> None:
         print(f"partplan datasets: {msg}", file=sys.stderr, flush=True)
 
 
+def _make_dir(directory: Path) -> None:
+    """``directory`` and its parents, or one DatasetError naming it (a file in the way, no permission)."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DatasetError(f"{directory}: cannot create the dataset cache directory here "
+                           f"({exc.strerror or exc}); give another with --cache or PARTPLAN_DATA") from None
+
+
 def _tmp_in(directory: Path, suffix: str = "") -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
+    _make_dir(directory)
     fd, name = tempfile.mkstemp(prefix=".partial-", suffix=suffix, dir=directory)
     os.close(fd)
     return Path(name)
@@ -106,7 +115,7 @@ def fetch_artifact(src: dict, cache: str | os.PathLike | None = None, *, progres
     dest = art_dir / src["artifact"]
     if dest.is_file() and sha256_file(dest) == src["artifact_sha256"]:
         return dest
-    art_dir.mkdir(parents=True, exist_ok=True)
+    _make_dir(art_dir)
     work = Path(tempfile.mkdtemp(prefix=".dl-", dir=art_dir))
     try:
         if src["type"] == "debian-binary":

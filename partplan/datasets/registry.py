@@ -68,12 +68,21 @@ def cache_dir(path: str | os.PathLike | None = None) -> Path:
     """The download cache: ``path``, ``$PARTPLAN_DATA``, ``$XDG_CACHE_HOME/partplan``
     or ``~/.cache/partplan`` (not created here)."""
     if path is not None:
-        return Path(path).expanduser()
+        if str(os.fspath(path)).strip() == "":
+            raise DatasetError("the dataset cache directory (--cache) is empty: give a directory")
+        return _a_dir(Path(path).expanduser(), "--cache")
     env = os.environ.get("PARTPLAN_DATA")
     if env:
-        return Path(env).expanduser()
+        return _a_dir(Path(env).expanduser(), "PARTPLAN_DATA")
     xdg = os.environ.get("XDG_CACHE_HOME")
     return (Path(xdg) if xdg else Path.home() / ".cache") / "partplan"
+
+
+def _a_dir(path: Path, given: str) -> Path:
+    """``path`` unless it exists and is no directory (one DatasetError naming it and ``given``)."""
+    if path.exists() and not path.is_dir():
+        raise DatasetError(f"{path}: the dataset cache ({given}) is not a directory")
+    return path
 
 
 @lru_cache(maxsize=4)

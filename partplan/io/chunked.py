@@ -646,6 +646,9 @@ def write_chunked(graph: Graph, path, chunks: int = 4, *, index_dtype: str = "in
     if isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer)) or not 1 <= chunks <= MAX_CHUNKS:
         raise GraphFormatError(f"chunks must be an integer in [1, {MAX_CHUNKS}], got {chunks!r}", path,
                                field="chunks")
+    if chunks > max(graph.n, 1):      # a chunk per row at most: more would be empty files
+        raise GraphFormatError(f"chunks = {chunks} is more than the graph's {graph.n} rows (a chunk holds at "
+                               f"least one row)", path, field="chunks")
     b = chunk_bounds_by_nnz(graph.indptr, int(chunks))
     with ChunkedWriter(path, graph.n, weighted=graph.data is not None, directed=graph.directed,
                        name=graph.name, index_dtype=index_dtype) as w:

@@ -517,6 +517,8 @@ def feature_matrix(spec: str, n: int, seed: int = 0) -> np.ndarray:
             f = 0
         if f < 1:
             raise DataError(f"bad feature spec {spec!r}; use random:F with F >= 1")
+        from .._budget import check_array_bytes
+        check_array_bytes(n, f, 4, f"random features ({n:,} vertices × {f:,} float32)", field="features")
         from ..runtime.spmm import random_rows
         return random_rows(np.arange(n), f, seed, "float32")
     raise DataError(f"unknown feature spec {spec!r}; use identity or random:F")

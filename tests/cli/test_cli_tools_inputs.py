@@ -1,0 +1,80 @@
+"""The tool commands (datasets, convert, export, demo) on what a user types wrong (found by a CLI
+fuzzer): one ``partplan: error:`` line and exit 2 before any work or allocation, no file written,
+the files already there untouched."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from partplan import Graph
+from partplan.io import write_graph
+from tests.errlines import one_line, run_cli
+
+
+def test_gcn_data_refuses_a_negative_seed_and_features_past_the_budget(tmp_path, capsys):
+    out = tmp_path / "d.npz"
+    rc, _, err = run_cli(["datasets", "gcn-data", "polblogs", "-o", out, "--seed", "-5"], capsys)
+    one_line(rc, err, 2, "--seed")
+    rc, _, err = run_cli(["datasets", "gcn-data", "polblogs", "-o", out, "--random-features", "999999999999"], capsys)
+    one_line(rc, err, 2, "random features", "memory budget")
+    assert not out.exists()
+
+
+def test_rgg_size_check_counts_the_radius(tmp_path, capsys):
+    out = tmp_path / "g.mtx"
+    rc, _, err = run_cli(["datasets", "generate", "rgg", "-n", "200000", "--radius", "1.5", "-o", out], capsys)
+    one_line(rc, err, 2, "--radius", "memory budget")
+    assert not out.exists()
+    rc, _, err = run_cli(["-q", "datasets", "generate", "rgg", "-n", "300", "--radius", "0.1", "-o", out], capsys)
+    assert rc == 0, err
+
+
+def test_dataset_cache_that_is_a_file_or_empty(tmp_path, capsys, monkeypatch):
+    f = tmp_path / "afile"
+    f.write_text("x")
+    rc, _, err = run_cli(["datasets", "fetch", "power", "--cache", f], capsys)
+    one_line(rc, err, 2, "afile", "not a directory")
+    rc, _, err = run_cli(["datasets", "fetch", "power", "--cache", ""], capsys)
+    one_line(rc, err, 2, "empty")
+    monkeypatch.setenv("PARTPLAN_DATA", str(f))
+    rc, _, err = run_cli(["datasets", "fetch", "power"], capsys)
+    one_line(rc, err, 2, "PARTPLAN_DATA", "not a directory")
+    assert f.read_text() == "x"
+
+
+def test_export_to_metis_writes_a_partition_file_only(tmp_path, capsys):
+    g = tmp_path / "g.mtx"
+    write_graph(Graph.from_edges(np.arange(19), np.arange(1, 20), symmetrize=True), g)
+    before = g.read_bytes()
+    assert run_cli(["-q", "partition", g, "-k", "4", "-o", tmp_path / "g.part.4"], capsys)[0] == 0
+    assert run_cli(["-q", "plan", g, "--partition", tmp_path / "g.part.4", "-o", tmp_path / "g.plan"], capsys)[0] == 0
+    for bad in (g, tmp_path / "out"):
+        rc, _, err = run_cli(["export", tmp_path / "g.plan", bad, "--to", "metis"], capsys)
+        one_line(rc, err, 2, "partition file suffix")
+    assert g.read_bytes() == before and not (tmp_path / "out").exists()
+    rc, _, err = run_cli(["-q", "export", tmp_path / "g.plan", tmp_path / "e.part", "--to", "metis"], capsys)
+    assert rc == 0, err
+    assert np.loadtxt(tmp_path / "e.part", dtype=np.int64).size == 20
+
+
+def test_more_chunks_than_rows_is_refused(tmp_path, capsys):
+    g = tmp_path / "g.mtx"
+    write_graph(Graph.from_edges(np.arange(19), np.arange(1, 20), symmetrize=True), g)
+    rc, _, err = run_cli(["convert", g, tmp_path / "c", "--chunks", "100"], capsys)
+    one_line(rc, err, 2, "chunks = 100", "20 rows")
+    rc, _, err = run_cli(["datasets", "generate", "rmat", "--scale", "2", "--chunks", "20", "-o", tmp_path / "r"],
+                         capsys)
+    one_line(rc, err, 2, "chunks")
+    assert not (tmp_path / "c").exists() and not (tmp_path / "r").exists()
+    rc, _, err = run_cli(["-q", "convert", g, tmp_path / "c", "--chunks", "20"], capsys)
+    assert rc == 0, err
+
+
+@pytest.mark.parametrize("args, needle", [(["--exec-ranks", "-1"], "--exec-ranks"),
+                                          (["--train-ranks", "-2"], "--train-ranks"),
+                                          (["--preset", "NOPE"], "NOPE")])
+def test_demo_refuses_before_it_partitions(tmp_path, capsys, args, needle):
+    out = tmp_path / "demo"
+    rc, _, err = run_cli(["demo", "--out", out] + args, capsys)
+    one_line(rc, err, 2, needle)
+    assert "[demo]" not in err and not out.exists()
