@@ -167,15 +167,20 @@ def _run_distributed(args, out: Path) -> int:
     # ranks from the layout and the partition's parts (a saved partition's row blocks and layout, else
     # max(part) + 1 on 1d), -k checked against them: as the one-process build does (plan_layout)
     saved = saved_partition_meta(args.partition)
+    n = chunk_info(args.graph).n
+    if saved is not None and "n" in saved and saved["n"] != n:   # as the one-process build (load_partition)
+        raise PlanError(f"{args.partition}: its metadata says n = {saved['n']} rows, but the chunked graph "
+                        f"{args.graph} has {n} (a partition of another graph)")
     if saved is not None:
         from partplan.partition.api import _layout_of
         own = _layout_of(saved, args.partition)
         layout, parts = args.layout or own.spec, own.row_blocks
     else:
-        layout, parts = args.layout or "1d", partition_ranks(args.partition, chunk_info(args.graph).n)
-    from partplan.io.partfile import partition_k_from_name
-    # exact parts: a saved partition's row blocks, a NAME.part.K file's K (as the one-process build, _read)
-    exact = saved is not None or partition_k_from_name(args.partition) is not None
+        layout, parts = args.layout or "1d", partition_ranks(args.partition, n)
+    from partplan.plan.partitions import declared_k
+    # exact parts: a saved partition's row blocks, a declared K (NAME.part.K, a foreign partition's own):
+    # as the one-process build (_read)
+    exact = saved is not None or declared_k(args.partition) is not None
     lay = plan_layout(layout, args.k, parts, exact=exact)
     if not layout_class(lay.spec).distributed_build:
         raise PlanError(f"--nprocs does not build layout {lay.spec}; build it without --nprocs")

@@ -97,6 +97,11 @@ class ChunkInfo:
     chunks: tuple[ChunkMeta, ...]
 
     @property
+    def header(self) -> Path:
+        """The header file (``path/header.json``), for error messages."""
+        return self.path / HEADER
+
+    @property
     def row_bounds(self) -> np.ndarray:
         """int64[chunks + 1]: first row of each chunk, then n."""
         return np.array([c.row_lo for c in self.chunks] + [self.n], dtype=np.int64)
@@ -336,6 +341,13 @@ def read_chunk_rows(path, lo: int, hi: int, *, info: ChunkInfo | None = None, ch
     return CSRRows(lo, hi, indptr, idx, data)
 
 
+def raise_not_symmetric(info: "ChunkInfo") -> None:
+    """The header says ``"directed": false`` (the matrix is symmetric), and its chunks are not: one
+    GraphFormatError naming the header's field (a plan would carry the wrong flag, and validate refuse it)."""
+    raise GraphFormatError("\"directed\": false, but the chunks' matrix is not symmetric (set it to true, "
+                           "or convert the graph with --symmetrize)", info.header, field="directed")
+
+
 def read_chunked(path, *, symmetrize: bool = False, self_loops: str = "keep", dedupe: bool = True,
                  drop_isolated: bool = False, name: str | None = None) -> Graph:
     """The whole chunked graph as one in-memory :class:`Graph` (for graphs
@@ -345,6 +357,8 @@ def read_chunked(path, *, symmetrize: bool = False, self_loops: str = "keep", de
     info = chunk_info(path)
     r = read_chunk_rows(path, 0, info.n, info=info)
     g = Graph(r.indptr, r.indices, r.data, directed=info.directed, name=name or info.name)
+    if not info.directed and not g.is_symmetric():
+        raise_not_symmetric(info)
     if symmetrize or self_loops != "keep" or drop_isolated:
         g = g.normalize(symmetrize=symmetrize, self_loops=self_loops, dedupe=dedupe, drop_isolated=drop_isolated)
     return g

@@ -173,7 +173,7 @@ def _backward(comm, r: dict, rc, need, part_need, proc_of, qr, k: int, backward)
     """Stage 4: symmetry; the backward programs from A^T when asked (``backward``
     True) or needed (None and A != A^T). Returns (bres or None, same, sym_pattern)."""
     sym_pattern, same = D.symmetry(comm.allgather_object(D.hash_sums(rc.in_r, rc.estart_r, rc.cols, rc.data)),
-                                   r["info"].weighted)
+                                   r["info"])
     if backward is None:
         backward = not same
     bres = None
@@ -396,7 +396,7 @@ def _build_nonzeros(comm, st, r: dict, graph_path, partition, out, f, dtype, met
     pcol = part_need[np.searchsorted(need, cols)].astype(idt)
     del need, part_need
     sym_pattern, same = D.symmetry(comm.allgather_object(
-        D.hash_sums(np.arange(lo, hi, dtype=np.int64), indptr, cols, r["data"])), info.weighted)
+        D.hash_sums(np.arange(lo, hi, dtype=np.int64), indptr, cols, r["data"])), info)
     if backward is None:
         backward = not same
     del indptr

@@ -460,6 +460,9 @@ def _read_saved(path: Path, graph: Graph | None) -> tuple[np.ndarray, np.ndarray
         return part, owner, meta
     side = _sidecar(path)
     meta = _meta_dict(_sidecar_bytes(side), side) if side.is_file() else None
+    if meta and graph is not None and "n" in meta and meta["n"] != graph.n:
+        raise PartitionError(f"{side}: field 'n' = {meta['n']} rows, but the graph {graph.name!r} has "
+                             f"{graph.n} vertices (a partition of another graph)")
     n = meta["n"] if meta else (graph.n if graph is not None else None)
     if n is None:
         raise PartitionError(f"{path}: no sidecar {side.name}; pass the graph to read a bare partition")
@@ -493,6 +496,15 @@ def _meta_dict(raw: bytes, where) -> dict:
     n = meta.get("n")
     if "n" in meta and (isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < 1 << 40):
         raise PartitionError(f"{where}: field 'n' must be a row count (0 <= n < 2**40), got {n!r}")
+    params = meta.get("params", {})
+    if not isinstance(params, dict):
+        raise PartitionError(f"{where}: field 'params' must be a JSON object, got {type(params).__name__}")
+    seed = params.get("seed")     # what a plan built from it records as its seed (a plan's manifest check)
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise PartitionError(f"{where}: field 'params.seed' must be an integer, got {seed!r}")
+    for key in ("model", "backend", "objective"):
+        if meta.get(key) is not None and not isinstance(meta[key], str):
+            raise PartitionError(f"{where}: field {key!r} must be a string, got {meta[key]!r}")
     return meta
 
 

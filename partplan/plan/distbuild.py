@@ -76,7 +76,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PartitionError, PlanError
-from ..io.chunked import ChunkInfo, chunk_info, process_rows, read_chunk_rows, symmetry_hash_sums
+from ..io.chunked import (ChunkInfo, chunk_info, process_rows, raise_not_symmetric, read_chunk_rows,
+                          symmetry_hash_sums)
 from ..metrics.cost import dtype_bytes
 from ..metrics.stats import CommStats
 from ..program.core import Program, matrix_to_pairs
@@ -536,11 +537,15 @@ def hash_sums(in_r: np.ndarray, estart_r: np.ndarray, cols: np.ndarray, data: np
     return mine
 
 
-def symmetry(sums: list[list[int]], weighted: bool) -> tuple[bool, bool]:
-    """(A's pattern is symmetric, A = A^T values included) from every process's :func:`hash_sums`."""
+def symmetry(sums: list[list[int]], info: ChunkInfo) -> tuple[bool, bool]:
+    """(A's pattern is symmetric, A = A^T values included) from every process's :func:`hash_sums`;
+    a header that calls an asymmetric matrix undirected is refused (every process alike: the sums
+    are the same everywhere)."""
     tot = [sum(int(s[i]) for s in sums) % (1 << 64) for i in range(8)]
     sym_pattern = tot[0:2] == tot[2:4]
-    return sym_pattern, sym_pattern and (not weighted or tot[4:6] == tot[6:8])
+    if not info.directed and not sym_pattern:
+        raise_not_symmetric(info)
+    return sym_pattern, sym_pattern and (not info.weighted or tot[4:6] == tot[6:8])
 
 
 def transpose_sends(rc: Received, need: np.ndarray, part_need: np.ndarray, proc_of: np.ndarray, k: int, p: int

@@ -76,6 +76,23 @@ def _from_plan(p: Path, graph):
                      graph_fingerprint=graph.fingerprint, info={"file": str(p), "plan": True})
 
 
+def declared_k(path: str | os.PathLike, column: str | None = None) -> int | None:
+    """The part count a bare partition file declares: K of a METIS ``NAME.part.K`` name, else a PyG /
+    DGL / CAGNET partition's own ``num_parts`` (not for a ``column`` of a table); None when it
+    declares none (its parts are then max(id) + 1 at least)."""
+    from ..io.foreign import declared_parts
+    from ..io.partfile import partition_k_from_name
+
+    named = partition_k_from_name(path)
+    if named is None and column is None:
+        named = declared_parts(Path(path))
+    return named
+
+
+# what a plan records of a bare partition whose part count is declared (read_partition_file's Partition)
+EXTERNAL_PROVENANCE = {"model": "external", "backend": "external", "objective": "total", "seed": None, "params": {}}
+
+
 def read_partition_file(path: str | os.PathLike, graph, *, column: str | None = None,
                         k: int | None = None):
     """Read the partition in ``path`` for ``graph`` (a :class:`partplan.Graph`);
@@ -89,8 +106,8 @@ def read_partition_file(path: str | os.PathLike, graph, *, column: str | None = 
     fingerprint). Raises
     :class:`~partplan.errors.PartitionError` naming the file on bad input.
     """
-    from ..io.foreign import declared_parts, read_partition_any
-    from ..io.partfile import TABLE_SUFFIXES, _suffixes, partition_k_from_name
+    from ..io.foreign import read_partition_any
+    from ..io.partfile import TABLE_SUFFIXES, _suffixes
     from ..partition import Partition, load_partition
     from ..parts import as_partition
 
@@ -110,14 +127,12 @@ def read_partition_file(path: str | os.PathLike, graph, *, column: str | None = 
             raise PartitionError(f"{p}: {P.row_blocks} row blocks, more than the {k} asked for")
         return P
     part = read_partition_any(p, graph.n, column=column)
-    named = partition_k_from_name(p)
-    if named is None and column is None:    # a PyG / DGL / CAGNET partition's own num_parts
-        named = declared_parts(p)
+    named = declared_k(p, column)
     if k is not None and named is not None and named != k:
         raise PartitionError(f"{p}: the name says K = {named} parts but {k} were asked for")
     part, b = as_partition(part, graph.n, k if k is not None else named, source=str(p))
-    return Partition(part=part, k=b, layout="1d", layout_params={}, model="external", backend="external",
-                     objective="total", params={}, timings={}, stats=None, owner=None,
+    return Partition(part=part, k=b, layout="1d", layout_params={}, owner=None, timings={}, stats=None,
+                     **{f: EXTERNAL_PROVENANCE[f] for f in ("model", "backend", "objective")}, params={},
                      graph_fingerprint=graph.fingerprint,
                      info={"file": str(p), **({"parts_declared": named} if named is not None else {})})
 
@@ -149,10 +164,13 @@ def partition_provenance(path) -> dict:
     ``objective``, ``seed``, ``params``), read from its saved metadata only
     (:func:`saved_partition_meta`; the part array is not read): what a
     distributed plan build (:func:`partplan.jobs.build.build_distributed`)
-    writes, so both builds' manifests agree. Empty for a bare partition."""
+    writes, so both builds' manifests agree: the "external" provenance of a bare partition that
+    declares its part count (:func:`declared_k`; the one-process build reads it as a Partition),
+    else empty for a bare partition."""
     meta = saved_partition_meta(path)
     if meta is None:
-        return {}
+        declared = isinstance(path, (str, os.PathLike)) and Path(path).is_file() and declared_k(path) is not None
+        return dict(EXTERNAL_PROVENANCE, params={}) if declared else {}
     params = meta.get("params", {})
     if not isinstance(params, dict):
         raise PartitionError(f"{path}: partition metadata field 'params' must be a JSON object")

@@ -73,3 +73,75 @@ def test_cli_nprocs_2_manifest_equals_one_process(saved, tmp_path, monkeypatch, 
     assert ms["ranks"] == 8 and ms["model"] == "graph" and ms["backend"] == "metis" and ms["seed"] == 3
     assert {k: md[k] for k in PROVENANCE} == {k: ms[k] for k in PROVENANCE}
     assert md == ms
+
+
+def test_a_declared_part_count_records_the_external_provenance_in_both_builds(saved, tmp_path):
+    """A METIS NAME.part.K file is read as a Partition by the one-process build (model / backend
+    "external", objective "total"); the distributed manifest records the same (found by a fuzzer:
+    it recorded None for each)."""
+    import numpy as np
+
+    from partplan.plan.partitions import read_partition_file
+
+    g, d, P = saved
+    pf = tmp_path / "g.part.4"
+    np.savetxt(pf, P.part, fmt="%d")
+    assert partition_provenance(pf)["model"] == "external"
+    one = write_plan(build_plan(g, read_partition_file(pf, g)), tmp_path / "s.plan", created=False)
+    build_plan_distributed(d / "g", pf, 4, tmp_path / "d.plan", comm=LocalComm(1, []), created=False)
+    ms, md = (json.loads((p / "manifest.json").read_text()) for p in (one, tmp_path / "d.plan"))
+    assert ms["backend"] == "external" and ms["objective"] == "total"
+    for key in PROVENANCE:
+        assert md[key] == ms[key], key
+
+
+def test_a_header_that_calls_an_asymmetric_matrix_undirected_is_refused(tmp_path):
+    """header.json "directed": false over chunks that are not symmetric: both builds refuse it,
+    naming the header's field (the plan carried the flag and validate then refused the plan)."""
+    import numpy as np
+
+    from partplan import Graph
+    from partplan.errors import GraphFormatError
+    from partplan.io.chunked import read_chunked
+
+    write_chunked(Graph.from_edges([0, 1, 2], [1, 2, 3]), tmp_path / "g", chunks=2)
+    h = json.loads((tmp_path / "g" / "header.json").read_text())
+    h["directed"] = False
+    (tmp_path / "g" / "header.json").write_text(json.dumps(h))
+    np.save(tmp_path / "p.npy", np.array([0, 0, 1, 1]))
+    for call in (lambda: read_chunked(tmp_path / "g"),
+                 lambda: build_plan_distributed(tmp_path / "g", tmp_path / "p.npy", 2, tmp_path / "d.plan",
+                                                comm=LocalComm(1, []))):
+        with pytest.raises(GraphFormatError, match="directed.*not symmetric") as exc:
+            call()
+        assert exc.value.field == "directed" and "header.json" in str(exc.value)
+    assert not (tmp_path / "d.plan").exists()
+
+
+def test_sidecar_fields_are_checked_where_they_are_read(saved, tmp_path, capsys):
+    """A sidecar's params.seed that is no integer, and an n that is not the graph's: one error naming
+    the sidecar, before the build (it named the output manifest, after the build; n was taken as
+    the graph's size)."""
+    import shutil
+
+    from tests.errlines import one_line, run_cli
+
+    g, d, P = saved
+    for field, value, needle in (("seed", "x", "'params.seed' must be an integer"), ("n", g.n + 1, "field 'n'")):
+        shutil.copy(d / "p4.npy", tmp_path / "p.npy")
+        meta = json.loads((d / "p4.npy.json").read_text())
+        if field == "seed":
+            meta["params"]["seed"] = value
+        else:
+            meta["n"] = value
+        (tmp_path / "p.npy.json").write_text(json.dumps(meta))
+        for extra in ([], ["--nprocs", "2"]):
+            src = d / "g" if extra else tmp_path / "g.npz"
+            if not extra:
+                from partplan.io import write_graph
+                write_graph(g, src)
+            rc, _, err = run_cli(["plan", src, "--partition", tmp_path / "p.npy", "-o", tmp_path / "o.plan"] + extra,
+                                 capsys)
+            line = one_line(rc, err, 2, "p.npy")
+            assert needle in line or (field == "n" and "n = " in line), line
+            assert not (tmp_path / "o.plan").exists()
