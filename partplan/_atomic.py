@@ -551,13 +551,26 @@ def _npy_header(dt, shape) -> bytes:
     return buf.getvalue()
 
 
-def open_npy(tmp: str | os.PathLike, dtype, shape: tuple[int, ...], ident: tuple | None = None):
-    """Memory-map (read-write) the temporary ``.npy`` made by :func:`create_npy`:
-    opened with ``O_NOFOLLOW`` and, with ``ident`` = (st_dev, st_ino), only if
-    it is still that file (st_dev None: the inode alone, for a process on
-    another node of a shared file system; a symlink or swapped file is refused with
-    :class:`~partplan.errors.OutputPathError`). Its header must say ``dtype`` and
-    ``shape``."""
+def write_npy_rows(tmp: str | os.PathLike, dtype, shape: tuple[int, ...], ident: tuple | None, ids, rows) -> None:
+    """Set rows ``ids`` of the temporary ``.npy`` made by :func:`create_npy` to ``rows``, checked as
+    :func:`open_npy` checks it, a window of rows at a time (:func:`partplan._rowio.write_rows_at`:
+    the writer holds one window of the file, not the pages of every row it wrote)."""
+    import numpy as np
+
+    from ._rowio import write_rows_at
+    fd, offset = _open_checked_npy(tmp, dtype, shape, ident)
+    try:
+        if int(np.prod(shape, dtype=object)) == 0:
+            return
+        with os.fdopen(os.dup(fd), "r+b") as fh:
+            write_rows_at(fh, offset, tuple(shape), dtype, ids, rows)
+    finally:
+        os.close(fd)
+
+
+def _open_checked_npy(tmp, dtype, shape, ident) -> tuple[int, int]:
+    """(an open read-write descriptor, the data's byte offset) of the temporary ``.npy``, with
+    :func:`open_npy`'s checks (O_NOFOLLOW, the same file, its header); the caller closes it."""
     import numpy as np
 
     from .errors import OutputPathError
@@ -570,10 +583,28 @@ def open_npy(tmp: str | os.PathLike, dtype, shape: tuple[int, ...], ident: tuple
             raise OutputPathError(f"{tmp}: not the output temporary this job created; nothing written")
         if os.pread(fd, len(header), 0) != header:
             raise OutputPathError(f"{tmp}: the output temporary's header changed; nothing written")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, len(header)
+
+
+def open_npy(tmp: str | os.PathLike, dtype, shape: tuple[int, ...], ident: tuple | None = None):
+    """Memory-map (read-write) the temporary ``.npy`` made by :func:`create_npy`:
+    opened with ``O_NOFOLLOW`` and, with ``ident`` = (st_dev, st_ino), only if
+    it is still that file (st_dev None: the inode alone, for a process on
+    another node of a shared file system; a symlink or swapped file is refused with
+    :class:`~partplan.errors.OutputPathError`). Its header must say ``dtype`` and
+    ``shape``."""
+    import numpy as np
+
+    dt = np.dtype(dtype)
+    fd, offset = _open_checked_npy(tmp, dtype, shape, ident)
+    try:
         if int(np.prod(shape, dtype=object)) == 0:  # mmap refuses an empty range: nothing to write anyway
             return np.zeros(tuple(shape), dtype=dt)
         with os.fdopen(os.dup(fd), "r+b") as fh:
-            return np.memmap(fh, dtype=dt, mode="r+", offset=len(header), shape=tuple(shape))
+            return np.memmap(fh, dtype=dt, mode="r+", offset=offset, shape=tuple(shape))
     finally:
         os.close(fd)
 

@@ -10,10 +10,13 @@ A data file ``D.npz`` holds, in the graph's original vertex order:
 
 :func:`check_data` validates a file once, before a job starts (keys, shapes,
 dtypes, NaN / inf features, labels of masked rows in ``[0, classes)``,
-overlapping masks), naming the file and the field. :func:`read_rows` gives one
-rank only its rows: members stored uncompressed (``np.savez``) are
-memory-mapped straight out of the zip, so a rank reads ``rows × f`` values, not
-``n × f``; compressed members (``np.savez_compressed``) are inflated as a
+overlapping masks, stored members' CRC-32), naming the file and the field.
+:func:`read_rows` gives one rank only its rows: from members stored uncompressed
+(``np.savez``) it reads, straight out of the zip, only the windows of
+:data:`partplan._rowio.WINDOW_BYTES` that hold one of its rows, and of each only the
+bytes from its first row to its last (a rank whose rows are contiguous reads
+``rows × f`` values; scattered rows make it read most windows, but it never holds
+more than its rows and one window); compressed members (``np.savez_compressed``) are inflated as a
 stream, a chunk of rows at a time, keeping only the rank's rows (said in
 :func:`check_data`'s report as ``mmap: False``: every rank then spends the
 CPU time of inflating the whole member, but never its memory).
@@ -23,7 +26,9 @@ header and checked against ``n`` and against the zip's own record of the
 member's size before any data is read; what one process keeps — the rows it
 reads × the row's bytes — must fit :func:`data_budget`:
 ``$PARTPLAN_MAX_BYTES`` (or 80 % of the memory this process may use) shared
-by the ranks on this machine (``$LOCAL_WORLD_SIZE``). A small compressed file
+by the ranks on this machine (``$LOCAL_WORLD_SIZE``); :func:`check_data` checks an
+even share of the ``$WORLD_SIZE`` processes (or the caller's ``keep_rows``) from
+the header, and every read its own rows exactly. A small compressed file
 that would inflate to gigabytes is refused with one :class:`DataError`
 before anything is inflated.
 
@@ -38,6 +43,7 @@ memory map), once per process for repeated :func:`read_rows` calls.
 """
 from __future__ import annotations
 
+import os
 import zipfile
 import zlib
 from tokenize import TokenError
@@ -132,8 +138,10 @@ _ZIP_ERRORS = (zipfile.BadZipFile, EOFError, OSError, zlib.error, NotImplemented
                UnicodeDecodeError)   # a member name flagged UTF-8 that is not
 
 
-def _member_header(zf: zipfile.ZipFile, name: str, path):
-    """(shape, dtype, fortran, data offset in the file or None if compressed)."""
+def _member_header(zf: zipfile.ZipFile, name: str, path, crc: bool = False):
+    """(shape, dtype, fortran, data offset in the file or None if compressed). ``crc``: read a stored
+    member once to check its CRC-32 (:func:`check_data` does, once per job: a rank's own reads
+    then take only its rows)."""
     info = zf.getinfo(name)
     try:   # opening a member reads its local header: a bad magic, another name, an offset past the end
         with zf.open(name) as fh:
@@ -158,7 +166,8 @@ def _member_header(zf: zipfile.ZipFile, name: str, path):
                         f"the file is corrupt or crafted", path, name[:-4])
     offset = None
     if info.compress_type == zipfile.ZIP_STORED:
-        _check_crc(zf, name, path)
+        if crc:
+            _check_crc(zf, name, path)
         with open(zf.filename, "rb") as raw:
             raw.seek(info.header_offset)
             local = raw.read(30)
@@ -257,11 +266,20 @@ def _member(path: Path, key: str, rows: np.ndarray | None = None) -> np.ndarray:
             arr = np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)
             return np.ascontiguousarray(arr)
         if offset is not None and not fortran:
-            # some rows of a stored member: read by blocks (a memory map's pages of every row touched
-            # would count in this process's memory, scattered rows touching nearly all of them)
-            with open(path, "rb") as raw:
-                raw.seek(offset)
-                return _stream(raw, shape, dtype, fortran, rows, path, key)
+            # some rows of a stored member: read a window at a time, only the windows that hold one of
+            # them (a memory map's pages of every row touched would count in this process's memory,
+            # scattered rows touching nearly all of them)
+            from .._rowio import read_rows_at
+            want = np.asarray(rows, dtype=np.int64)
+            if want.size and (want.min() < 0 or want.max() >= int(shape[0])):
+                raise DataError(f"row index out of range [0, {int(shape[0])})", path, key)
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            try:
+                return read_rows_at(fd, offset, shape, dtype, want)
+            except EOFError:
+                raise DataError("truncated member (fewer bytes than its header's shape)", path, key) from None
+            finally:
+                os.close(fd)
         with zf.open(key + ".npy") as fh:
             version = np.lib.format.read_magic(fh)
             (np.lib.format.read_array_header_1_0 if version == (1, 0) else
@@ -325,10 +343,13 @@ class DataInfo:
 
 
 def check_data(path, n: int, *, chunk_rows: int = 65536,
-               graph_check: Callable[[Any], None] | None = None) -> DataInfo:
+               graph_check: Callable[[Any], None] | None = None, keep_rows: int | None = None) -> DataInfo:
     """Validate ``D.npz`` (or a PyG ``D.pt``) for a graph of ``n`` vertices; raises :class:`DataError`.
     ``graph_check``: called with a ``.pt`` Data that has an ``edge_index`` (the caller's check that
-    it is the plan's graph; its PartplanError becomes a DataError naming the file)."""
+    it is the plan's graph; its PartplanError becomes a DataError naming the file). ``keep_rows``:
+    the most rows of x one process will keep (the largest part; the shares writer's largest share),
+    checked against :func:`data_budget` from the header before anything is read; None: an even
+    share of the ``$WORLD_SIZE`` processes (each read checks its own rows exactly)."""
     p = Path(path)
     if not p.is_file():
         raise DataError("no such data file", p)
@@ -353,8 +374,8 @@ def check_data(path, n: int, *, chunk_rows: int = 65536,
 
         def iter_x(rows_per_chunk):
             return _iter_rows(p, "x", heads["x"][0], rows_per_chunk)
-        return _check_heads(p, n, heads, get, chunk_rows, iter_x)
-    return _check_heads(p, n, heads, get, chunk_rows)
+        return _check_heads(p, n, heads, get, chunk_rows, iter_x, keep_rows)
+    return _check_heads(p, n, heads, get, chunk_rows, keep_rows=keep_rows)
 
 
 def _npz_heads(p: Path) -> dict:
@@ -368,18 +389,30 @@ def _npz_heads(p: Path) -> dict:
         missing = [k for k in KEYS if k + ".npy" not in names]
         if missing:
             raise DataError(f"missing key(s) {', '.join(missing)}; a data file holds {', '.join(KEYS)}", p)
-        heads = {k: _member_header(zf, k + ".npy", p) for k in KEYS}
+        heads = {k: _member_header(zf, k + ".npy", p, crc=True) for k in KEYS}
     return heads
 
 
-def _check_heads(p: Path, n: int, heads: dict, get, chunk_rows: int, iter_x=None) -> DataInfo:
+def _world_size() -> int:
+    """``$WORLD_SIZE`` (set by the launcher and torchrun), 1 when unset or not a count."""
+    try:
+        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
+
+
+def _check_heads(p: Path, n: int, heads: dict, get, chunk_rows: int, iter_x=None,
+                 keep_rows: int | None = None) -> DataInfo:
     shape, dt, _, off = heads["x"]
     if len(shape) != 2 or shape[0] != n:
         raise DataError(f"x must be an n × f array with n = {n} (the plan's graph), got shape {shape}", p, "x")
     if dt not in (np.float32, np.float64):
         raise DataError(f"x has dtype {dt}; use float32 or float64", p, "x")
-    # from the header alone, before anything is inflated: the ranks together keep all of x
-    _check_budget(p, "x", _nbytes(tuple(shape), np.dtype(dt)), f"the features x of shape {tuple(shape)} ({dt})")
+    # from the header alone, before anything is inflated: the rows of x one process keeps (the
+    # ranks of all machines together keep all of x; each read checks its own rows exactly)
+    keep = -(-n // _world_size()) if keep_rows is None else int(keep_rows)
+    _check_budget(p, "x", keep * _nbytes(tuple(shape[1:]), np.dtype(dt)),
+                  f"{keep:,} of the {n:,} rows of the features x of shape {tuple(shape)} ({dt})")
     for k in ("y",) + MASKS:
         s, d, _, _ = heads[k]
         if s != (n,):
@@ -419,8 +452,10 @@ def _check_heads(p: Path, n: int, heads: dict, get, chunk_rows: int, iter_x=None
 
 
 def read_rows(path, ids: np.ndarray) -> dict:
-    """Rows ``ids`` of every key (``x`` memory-mapped when stored uncompressed;
-    a ``.pt`` Data is loaded whole once and sliced)."""
+    """Rows ``ids`` of every key: a stored (uncompressed) member read a window of rows at a time,
+    only the windows that hold wanted rows (:mod:`partplan._rowio`); a compressed one streamed; a
+    ``.pt`` Data loaded whole once and sliced. The file is checked by :func:`check_data` (its
+    members' CRC-32 included) once per job, before any rank reads."""
     p = Path(path)
     ids = np.asarray(ids, dtype=np.int64)
     if _is_pt(p):

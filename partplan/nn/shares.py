@@ -282,9 +282,9 @@ class _ChunkedSource:
         self.n, self.e = n, int(self.info.nnz)
         self.part = part
         self.data_file = data_file
-        if data_file is not None:
+        if data_file is not None:   # one share at a time: the largest part's rows of x at most
             from .data import check_data
-            check_data(data_file, n)
+            check_data(data_file, n, keep_rows=int(np.bincount(part).max()) if part.size else 0)
 
     def check_graph(self, plan: Path, m: dict) -> None:
         """One PlanError unless the chunks are the graph the plan was built from (its source

@@ -706,7 +706,7 @@ class SharedOutput:
         :meth:`finish` (one vectorized ``isfinite`` pass)."""
         import numpy as np
 
-        from .._atomic import open_npy
+        from .._atomic import write_npy_rows
         rows = np.asarray(rows)
         ids = np.asarray(ids)
         if rows.dtype.kind in "fc":
@@ -721,11 +721,7 @@ class SharedOutput:
                                       else bool(np.isnan(rows[i])))
                 else:
                     self.nonfinite = (total,) + first[1:]
-        Z = open_npy(self.tmp, self.dtype, self.shape, self.ident)
-        Z[ids] = rows
-        if hasattr(Z, "flush"):
-            Z.flush()
-        del Z
+        write_npy_rows(self.tmp, self.dtype, self.shape, self.ident, ids, rows)
 
     def finish(self, *, input_finite: bool = True, step: str | None = None) -> Path:
         """Every rank: wait until all rows are written (one world all-reduce

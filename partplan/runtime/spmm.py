@@ -93,7 +93,18 @@ def _input_rows(cfg: dict, ids: np.ndarray, n: int, dtype) -> np.ndarray:
     if cfg.get("features"):
         H = open_features(cfg["features"], n)
         ids = np.asarray(ids)
-        rows = np.ascontiguousarray(H[ids], dtype=dtype)
+        if isinstance(H, np.memmap) and H.flags.c_contiguous:   # a window at a time, not the map's pages
+            from .._rowio import read_rows_at
+            fd = os.open(cfg["features"], os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            try:
+                rows = read_rows_at(fd, int(H.offset), H.shape, H.dtype, ids)
+            except EOFError:
+                raise PlanError(f"{cfg['features']}: truncated features file") from None
+            finally:
+                os.close(fd)
+            rows = np.ascontiguousarray(rows, dtype=dtype)
+        else:
+            rows = np.ascontiguousarray(H[ids], dtype=dtype)
         bad = None if cfg.get("features_checked") else ~np.isfinite(rows)
         if bad is not None and bad.any():
             i, j = np.argwhere(bad)[0]

@@ -385,8 +385,9 @@ def test_torch_kernels_equal_native_losses_float64(polblogs, pb_plans, pb_data, 
 
 
 def test_flipped_value_in_a_stored_member_is_refused(tmp_path):
-    """write_data stores its members uncompressed and the reader memory-maps them: the
-    member's CRC-32 is checked first, so a flipped bit is an error, not a wrong feature."""
+    """write_data stores its members uncompressed and the ranks read their rows straight from the
+    file: check_data, which every job runs before a rank reads, checks each member's CRC-32, so a
+    flipped bit is an error, not a wrong feature."""
     from partplan.nn.data import check_data, read_rows
     n = 5000                                       # x: 60 kB, far more than zipfile reads with a header
     x = np.arange(n * 3, dtype=np.float32).reshape(n, 3)
@@ -399,7 +400,8 @@ def test_flipped_value_in_a_stored_member_is_refused(tmp_path):
     raw[at] ^= 1
     path.write_bytes(bytes(raw))
     with pytest.raises(DataError, match="field 'x'.*CRC"):
-        read_rows(path, np.arange(n))          # what each rank reads: a memory map of its rows
+        check_data(path, n)
+    assert read_rows(path, np.arange(n))["x"].shape == (n, 3)     # a rank's read takes its rows only
 
 
 @pytest.mark.parametrize("bad", [-3, 0, 2.7, True])

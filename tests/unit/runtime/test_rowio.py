@@ -1,0 +1,96 @@
+"""Some rows of a stored array, a window at a time (partplan._rowio): the same rows as numpy's
+fancy indexing, only the windows that hold wanted rows read, and a rank's data budget counted on
+the rows it keeps (found by a memory audit: every rank read the whole feature file, twice, and
+under torchrun a rank refused features its machine's ranks together could hold)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from partplan._rowio import read_rows_at, write_rows_at
+from partplan.nn.data import DataError, check_data, read_rows, write_data
+
+
+def _npy(tmp_path: Path, a: np.ndarray) -> tuple[Path, int]:
+    p = tmp_path / "a.npy"
+    np.save(p, a)
+    return p, int(np.load(p, mmap_mode="r").offset)
+
+
+@pytest.mark.parametrize("window", [1, 300, 4096, 1 << 20])
+def test_read_rows_equals_fancy_indexing(tmp_path, window):
+    rng = np.random.default_rng(window)
+    a = rng.standard_normal((997, 5)).astype(np.float32)
+    p, off = _npy(tmp_path, a)
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        for ids in (rng.integers(0, 997, 300), np.arange(997)[::-1], np.array([5, 5, 996, 0, 5]), np.zeros(0, int)):
+            assert np.array_equal(read_rows_at(fd, off, a.shape, a.dtype, ids, window_bytes=window), a[ids])
+    finally:
+        os.close(fd)
+
+
+def test_a_truncated_file_is_an_eof(tmp_path):
+    a = np.ones((100, 4))
+    p, off = _npy(tmp_path, a)
+    with open(p, "r+b") as fh:
+        fh.truncate(off + 50 * 32)
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        assert read_rows_at(fd, off, a.shape, a.dtype, np.arange(10)).shape == (10, 4)
+        with pytest.raises(EOFError):
+            read_rows_at(fd, off, a.shape, a.dtype, np.array([3, 70]))
+    finally:
+        os.close(fd)
+
+
+def test_writers_of_disjoint_rows_make_the_whole_array(tmp_path):
+    rng = np.random.default_rng(1)
+    want = rng.standard_normal((1000, 3))
+    p, off = _npy(tmp_path, np.zeros_like(want))
+    owner = rng.integers(0, 3, 1000)
+    for r in range(3):                  # three "ranks", each its scattered rows, small windows
+        ids = rng.permutation(np.flatnonzero(owner == r))
+        with open(p, "r+b") as fh:
+            write_rows_at(fh, off, want.shape, want.dtype, ids, want[ids], window_bytes=512)
+    assert np.array_equal(np.load(p), want)
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="reads counted by Linux's /proc/self/io")
+def test_a_rank_reads_the_windows_of_its_rows_only(tmp_path):
+    def rchar() -> int:
+        return int(next(ln.split()[1] for ln in Path("/proc/self/io").read_text().splitlines()
+                        if ln.startswith("rchar")))
+
+    n, f = 40_000, 64                      # x: 10 MiB of float32
+    x = np.arange(n * f, dtype=np.float32).reshape(n, f)
+    y = np.arange(n) % 3
+    m = np.arange(n)
+    path = write_data(tmp_path / "d.npz", x, y, m < 10, (m >= 10) & (m < 20), m >= 20)
+    ids = np.arange(1000, 1300)           # 300 contiguous rows: 75 KiB of x
+    before = rchar()
+    got = read_rows(path, ids)
+    read = rchar() - before
+    assert np.array_equal(got["x"], x[ids]) and np.array_equal(got["y"], y[ids])
+    assert read < 2 * 300 * f * 4 + (1 << 20), read      # was the whole member twice (20 MiB)
+
+
+def test_data_budget_counts_the_rows_a_process_keeps(tmp_path, monkeypatch):
+    n, f = 4000, 256                       # x: 4 MiB of float32
+    m = np.arange(n)
+    path = write_data(tmp_path / "d.npz", np.ones((n, f), np.float32), m % 2, m < 10, (m >= 10) & (m < 20), m >= 20)
+    monkeypatch.setenv("PARTPLAN_MAX_BYTES", str(6 << 20))
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")            # 1.5 MiB per rank on this machine
+    monkeypatch.setenv("WORLD_SIZE", "8")                  # a rank keeps about 1/8 of x: 0.5 MiB
+    assert check_data(path, n).n == n
+    monkeypatch.setenv("WORLD_SIZE", "4")                  # one machine: a quarter each, 1 MiB
+    assert check_data(path, n).n == n
+    monkeypatch.setenv("WORLD_SIZE", "1")                  # all of x in one of 4 local ranks: refused
+    with pytest.raises(DataError, match="data budget"):
+        check_data(path, n)
+    assert check_data(path, n, keep_rows=1000).n == n      # a caller that keeps one share at a time
+    with pytest.raises(DataError, match="data budget"):
+        read_rows(path, np.arange(2000))                   # a read checks its own rows exactly
