@@ -53,6 +53,8 @@ def load_graph(spec: str, *, fetch: bool = False, symmetrize: bool = False, weig
     from partplan.io import read_graph
 
     normalize = None if normalize in (None, "none") else normalize
+    if str(spec).strip() == "":       # Path("") is the current directory
+        raise OptionError("the graph path is empty: give a graph file, a chunked graph directory or a dataset name")
     path = Path(spec)
     if path.exists():
         from partplan.io.chunked import is_chunked

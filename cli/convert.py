@@ -71,6 +71,8 @@ def _load(args):
         opts["relabel"] = False
     norm = dict(symmetrize=args.symmetrize, self_loops=args.self_loops, dedupe=not args.keep_duplicates,
                 drop_isolated=args.drop_isolated)
+    from partplan._args import check_path
+    check_path("the input path", args.input)       # Path("") would be the current directory
     path = Path(args.input)
     if not path.exists() and args.in_format is None and "/" not in args.input and "." not in path.name:
         try:

@@ -184,12 +184,15 @@ def _generate_chunked(args) -> int:
     a, b, c = args.abc
     path = rmat_chunked(args.scale, args.edgefactor, a, b, c, seed=args.seed, path=out, chunks=args.chunks,
                         permute=not args.no_permute)
+    from partplan.io.chunked import chunked_fingerprint
     info = chunk_info(path)
-    res = {"generator": "rmat", "n": int(info.n), "nnz": int(info.nnz), "chunks": args.chunks, "output": str(path)}
+    res = {"generator": "rmat", "name": info.name, "n": int(info.n), "nnz": int(info.nnz),
+           "edges": int(info.nnz) // 2, "fingerprint": chunked_fingerprint(path, info=info),
+           "chunks": args.chunks, "output": str(path)}
     if args.json:
         print(json.dumps(res, indent=2))
-    else:
-        print(f"wrote {path}: n={res['n']} nnz={res['nnz']} in {args.chunks} chunks", file=sys.stderr)
+    else:      # the result on stdout, as the one-file generators print it
+        print(f"{info.name}: n={res['n']:,} undirected edges={res['edges']:,} -> {path} ({args.chunks} chunks)")
     return 0
 
 
@@ -291,6 +294,9 @@ def run_gcn_data(args) -> int:
     d = labeled_dataset(args.name, features=feats, train_per_class=args.train_per_class, val=args.val,
                         seed=args.seed)
     write_data(out, d["x"], d["y"], d["train_mask"], d["val_mask"], d["test_mask"])
+    if int(d["val_mask"].sum()) < args.val:     # the per-class training vertices took the rest
+        print(f"partplan: warning: --val {args.val}: only {int(d['val_mask'].sum())} labeled vertices were left "
+              f"after {args.train_per_class} training vertices per class", file=sys.stderr)
     info = {"output": str(out), "n": int(d["y"].size), "features": int(d["x"].shape[1]),
             "classes": d["classes"], "train": int(d["train_mask"].sum()), "val": int(d["val_mask"].sum()),
             "test": int(d["test_mask"].sum()), "unlabeled_isolated": int(d["y"].size - d["eligible"])}

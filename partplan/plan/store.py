@@ -576,10 +576,12 @@ def _json_default(o):
 # ----------------------------------------------------------------------------- read
 def read_manifest(path) -> dict:
     """Parse and check ``PLAN/manifest.json`` (format, version, required fields)."""
+    if str(os.fspath(path)) == "":
+        raise PlanError("the plan path is empty: give a plan directory")
     path = Path(path)
     mf = path / MANIFEST
     if not path.is_dir():
-        raise PlanError(f"{path}: not a plan directory (no such directory)")
+        raise PlanError(f"{path}: not a plan directory ({'a file' if path.exists() else 'no such directory'})")
     if not mf.is_file():
         raise PlanError(f"{mf}: missing manifest (not a plan, or an interrupted write)")
     fd, st = _open_plain(mf, "manifest")

@@ -78,3 +78,35 @@ def test_demo_refuses_before_it_partitions(tmp_path, capsys, args, needle):
     rc, _, err = run_cli(["demo", "--out", out] + args, capsys)
     one_line(rc, err, 2, needle)
     assert "[demo]" not in err and not out.exists()
+
+
+def test_an_empty_input_path_is_not_the_current_directory(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for argv, needle in ((["convert", "", "x.npz"], "input path"), (["inspect", ""], "plan path is empty"),
+                         (["plan", "", "--partition", "p.npy", "-o", "x.plan"], "graph path is empty")):
+        rc, _, err = run_cli(argv, capsys)
+        one_line(rc, err, 2, needle)
+    write_graph(Graph.from_edges([0, 1], [1, 2]), tmp_path / "g.mtx")
+    rc, _, err = run_cli(["inspect", tmp_path / "g.mtx"], capsys)
+    one_line(rc, err, 2, "not a plan directory (a file)")
+
+
+def test_chunked_rmat_prints_its_result_as_the_other_generators(tmp_path, capsys):
+    import json
+
+    rc, out, err = run_cli(["-q", "datasets", "generate", "rmat", "--scale", "5", "--chunks", "2", "-o",
+                            tmp_path / "c", "--json"], capsys)
+    assert rc == 0, err
+    res = json.loads(out)
+    from partplan.io import read_graph
+    g = read_graph(tmp_path / "c")
+    assert (res["n"], res["nnz"], res["edges"], res["fingerprint"]) == (g.n, g.nnz, g.nnz // 2, g.fingerprint)
+    rc, out, err = run_cli(["-q", "datasets", "generate", "rmat", "--scale", "5", "--chunks", "2", "-o",
+                            tmp_path / "d"], capsys)
+    assert rc == 0 and "n=32" in out and "2 chunks" in out, (out, err)
+
+
+def test_gcn_data_says_when_the_validation_set_is_short(tmp_path, capsys):
+    rc, out, err = run_cli(["datasets", "gcn-data", "polblogs", "--train-per-class", "700", "--val", "100",
+                            "-o", tmp_path / "d.npz"], capsys)
+    assert rc == 0 and "warning: --val 100: only 0" in err, err
