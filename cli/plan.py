@@ -175,12 +175,14 @@ def _run_distributed(args, out: Path) -> int:
         from partplan.partition.api import _layout_of
         own = _layout_of(saved, args.partition)
         layout, parts = args.layout or own.spec, own.row_blocks
-    else:
-        layout, parts = args.layout or "1d", partition_ranks(args.partition, n)
     from partplan.plan.partitions import declared_k
     # exact parts: a saved partition's row blocks, a declared K (NAME.part.K, a foreign partition's own):
     # as the one-process build (_read)
-    exact = saved is not None or declared_k(args.partition) is not None
+    declared = None if saved is not None else declared_k(args.partition)
+    if saved is None:
+        layout = args.layout or "1d"
+        parts = declared if declared is not None else partition_ranks(args.partition, n)
+    exact = saved is not None or declared is not None
     lay = plan_layout(layout, args.k, parts, exact=exact)
     if not layout_class(lay.spec).distributed_build:
         raise PlanError(f"--nprocs does not build layout {lay.spec}; build it without --nprocs")

@@ -20,6 +20,18 @@ import numpy as np
 WINDOW_BYTES = 8 << 20      # bytes of the file one window spans (at least one row)
 
 
+def _check_ids(ids, n: int) -> np.ndarray:
+    """``ids`` as int64, each in [0, n) (an IndexError naming the first one outside)."""
+    ids = np.asarray(ids)
+    if ids.size and ids.dtype.kind not in "iu":
+        raise TypeError(f"row ids must be integers, got dtype {ids.dtype}")
+    ids = ids.astype(np.int64, copy=False).ravel()
+    if ids.size and (ids.min() < 0 or ids.max() >= n):
+        bad = int(ids[(ids < 0) | (ids >= n)][0])
+        raise IndexError(f"row id {bad} out of range [0, {n})")
+    return ids
+
+
 def _windows(ids: np.ndarray, row_bytes: int, window_bytes: int) -> tuple[np.ndarray, np.ndarray, Iterator]:
     """(order, sorted ids, an iterator of (a, b): the wanted rows ``sorted[a:b]`` of one window)."""
     order = np.argsort(ids, kind="stable")
@@ -33,11 +45,11 @@ def _windows(ids: np.ndarray, row_bytes: int, window_bytes: int) -> tuple[np.nda
 
 def read_rows_at(fd: int, offset: int, shape: tuple, dtype, ids, *,
                  window_bytes: int = WINDOW_BYTES) -> np.ndarray:
-    """Rows ``ids`` (any order, repeats allowed; checked in [0, shape[0]) by the caller) of the
-    C-ordered array of ``shape`` / ``dtype`` whose data starts at byte ``offset`` of the open file
-    ``fd``. Raises EOFError when the file ends before a wanted row."""
+    """Rows ``ids`` (any order, repeats allowed; IndexError outside [0, shape[0])) of the C-ordered
+    array of ``shape`` / ``dtype`` whose data starts at byte ``offset`` of the open file ``fd``.
+    Raises EOFError when the file ends before a wanted row."""
     dt = np.dtype(dtype)
-    ids = np.asarray(ids, dtype=np.int64)
+    ids = _check_ids(ids, int(shape[0]))
     tail = tuple(int(s) for s in shape[1:])
     row_b = int(dt.itemsize * int(np.prod(tail, dtype=np.int64)))
     out = np.empty((ids.size,) + tail, dtype=dt)
@@ -61,9 +73,11 @@ def write_rows_at(fh, offset: int, shape: tuple, dtype, ids, rows, *, window_byt
     unmapped before the next (the process holds one window of the file, not the pages of every
     row it wrote)."""
     dt = np.dtype(dtype)
-    ids = np.asarray(ids, dtype=np.int64)
+    ids = _check_ids(ids, int(shape[0]))
     rows = np.asarray(rows)
     tail = tuple(int(s) for s in shape[1:])
+    if rows.shape != (ids.size,) + tail:
+        raise ValueError(f"{ids.size} row ids but rows of shape {rows.shape} (want {(ids.size,) + tail})")
     row_b = int(dt.itemsize * int(np.prod(tail, dtype=np.int64)))
     if row_b == 0 or ids.size == 0:
         return

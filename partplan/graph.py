@@ -153,8 +153,15 @@ def _rows_sorted(indptr: np.ndarray, indices: np.ndarray) -> bool:
 def _sorted_rows(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray | None):
     """(indices, data) with the column ids of each row sorted (a stable sort: repeated ids keep
     their order, and their values with them): copies, the caller's arrays are not changed."""
-    rows = np.repeat(np.arange(indptr.size - 1, dtype=np.int64), np.diff(indptr))
-    order = np.lexsort((indices, rows))
+    n = indptr.size - 1
+    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
+    if n <= 1 << 31:      # one int64 key (row · n + column): a stable argsort, ~8x faster than lexsort
+        rows *= n
+        rows += indices
+        order = np.argsort(rows, kind="stable")
+    else:
+        order = np.lexsort((indices, rows))
+    del rows
     return indices[order], (None if data is None else data[order])
 
 
@@ -254,8 +261,10 @@ class Graph:
             raise GraphFormatError(f"matrix values must be real numbers, got dtype {A.dtype}", field="data")
         if A.dtype == np.float16:       # scipy.sparse has no float16
             A = A.astype(np.float32)
-        A = sp.csr_matrix(A, copy=True)     # the caller's arrays are not summed / sorted in place
-        A.sum_duplicates()  # also sorts indices
+        A = sp.csr_matrix(A)            # a CSR input's own arrays, which are not summed / sorted in place:
+        if not A.has_canonical_format:   # a copy first (a canonical one is copied once, below, by astype)
+            A = A.copy()
+            A.sum_duplicates()  # also sorts indices
         data = None if pattern else A.data.astype(np.float64)
         return cls(A.indptr.astype(np.int64), A.indices.astype(np.int64), data, **kw)
 

@@ -297,7 +297,7 @@ def export_pyg(plan, out, *, graph=None, data=None, weight: str | None = None, s
         eattr = None if pattern else np.asarray(A.data, dtype=np.float64)
     if data is not None:
         from ..nn.data import check_data, read_rows
-        check_data(data, n)
+        check_data(data, n, keep_rows=int(np.bincount(part, minlength=1).max()))   # one part at a time
     emap = part[dst]                                           # PyG: edge goes with its destination
     tmp = _atomic_dir(out)
     try:

@@ -36,8 +36,6 @@ import inspect
 import os
 from pathlib import Path
 
-import numpy as np
-
 from ..errors import BackendUnavailableError, GraphFormatError, OptionError
 from ..graph import Graph
 from ..hypergraph import Hypergraph
@@ -170,42 +168,9 @@ def write_graph(graph: Graph, path: str | os.PathLike, format: str | None = None
         raise BackendUnavailableError("write_graph does not write .pt graphs (read only); use .npz, .mtx, ...")
     if fmt not in writers:
         raise GraphFormatError(f"unknown format {fmt!r} (written: {', '.join(WRITE_FORMATS)})", path)
-    if fmt in EDGE_FILE_FORMATS:
-        _check_edge_file(graph, path, fmt)
     if fmt in ("parquet", "arrow", "feather", "csv"):
         opts.setdefault("format", fmt)
     return writers[fmt](graph, path, **opts)
-
-
-# formats that list edges alone (src, dst[, weight]): their readers relabel the ids they find and
-# refuse negative weights, so an edge-less vertex is not in the file and a negative value not readable
-EDGE_FILE_FORMATS = ("edgelist", "parquet", "arrow", "feather", "csv")
-
-
-def _check_edge_file(graph: Graph, path, fmt: str) -> None:
-    """Before an edge file of ``graph`` is written: refuse what its reader would refuse (no edge at
-    all, a negative weight), and warn (:class:`~partplan.errors.PartplanWarning`) when vertices with
-    no edge would be left out (the file read back has fewer vertices)."""
-    import warnings
-
-    from ..errors import PartplanWarning
-
-    keep = "write .npz, .mtx or .graph to keep them"
-    if graph.nnz == 0:
-        raise GraphFormatError(f"a graph without edges (n={graph.n}) cannot be written as an edge file "
-                               f"({fmt}: its reader would find no edge); write .npz, .mtx or .graph", path)
-    if graph.data is not None and graph.data.min() < 0:
-        e = int(np.flatnonzero(graph.data < 0)[0])
-        raise GraphFormatError(f"edge {e} has a negative weight ({graph.data[e]:g}), which the {fmt} reader "
-                               f"refuses; write .npz or .mtx to keep it", path, field="weight")
-    seen = np.zeros(graph.n, dtype=bool)
-    seen[graph.indices] = True
-    seen[graph.row_nnz > 0] = True
-    missing = graph.n - int(seen.sum())
-    if missing:
-        warnings.warn(f"{path}: {missing:,} of the {graph.n:,} vertices have no edge and are not in the "
-                      f"file (an edge file holds edges only): read back it has {graph.n - missing:,} "
-                      f"vertices; {keep}", PartplanWarning, stacklevel=3)
 
 
 __all__ = ["read_graph", "write_graph", "detect_format", "read_hypergraph", "write_hypergraph",

@@ -397,3 +397,30 @@ def format_name(path: str | os.PathLike) -> str:
     """Lower-case file name without a trailing ``.gz``."""
     name = Path(path).name.lower()
     return name[:-3] if name.endswith(".gz") else name
+
+
+def check_edge_file(graph, path, fmt: str) -> None:
+    """Before an edge file (edge list, edge table) of ``graph`` is written — their readers relabel
+    the ids they find and refuse negative weights: refuse what its reader would refuse (no edge at
+    all, a negative weight), and warn (:class:`~partplan.errors.PartplanWarning`) when vertices with
+    no edge would be left out (the file read back has fewer vertices)."""
+    import warnings
+
+    from ..errors import PartplanWarning
+
+    keep = "write .npz, .mtx or .graph to keep them"
+    if graph.nnz == 0:
+        raise GraphFormatError(f"a graph without edges (n={graph.n}) cannot be written as an edge file "
+                               f"({fmt}: its reader would find no edge); write .npz, .mtx or .graph", path)
+    if graph.data is not None and graph.data.min() < 0:
+        e = int(np.flatnonzero(graph.data < 0)[0])
+        raise GraphFormatError(f"edge {e} has a negative weight ({graph.data[e]:g}), which the {fmt} reader "
+                               f"refuses; write .npz or .mtx to keep it", path, field="weight")
+    seen = np.zeros(graph.n, dtype=bool)
+    seen[graph.indices] = True
+    seen[graph.row_nnz > 0] = True
+    missing = graph.n - int(seen.sum())
+    if missing:
+        warnings.warn(f"{path}: {missing:,} of the {graph.n:,} vertices have no edge and are not in the "
+                      f"file (an edge file holds edges only): read back it has {graph.n - missing:,} "
+                      f"vertices; {keep}", PartplanWarning, stacklevel=4)

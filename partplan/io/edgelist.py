@@ -28,7 +28,7 @@ from ..errors import GraphFormatError
 from ..graph import Graph
 from . import _text
 from ._edges import _stem, edges_to_graph, relabel_ids  # noqa: F401  (re-exported)
-from ._common import (atomic_output, check_budget, graph_bytes, open_binary, stream_error_at,
+from ._common import (atomic_output, check_budget, check_edge_file, graph_bytes, open_binary, stream_error_at,
                       write_table_text)
 
 
@@ -180,8 +180,11 @@ def write_edgelist(graph: Graph, path: str | os.PathLike, *, original_ids: bool 
                    weights: bool | None = None, header: str | None = None) -> Path:
     """Write ``src dst [weight]`` lines (atomic; gzip when the name ends in
     ``.gz``). original_ids : write ``graph.ids`` instead of row numbers when
-    the graph was relabelled. weights : None = when the graph has data."""
+    the graph was relabelled. weights : None = when the graph has data. A graph without edges or
+    with a negative weight is refused and vertices without edges are warned about
+    (:func:`partplan.io._common.check_edge_file`: the reader would refuse or drop them)."""
     p = Path(path)
+    check_edge_file(graph, p, "edgelist")
     r, c = graph.rows, graph.indices
     if original_ids and graph.ids is not None:
         r, c = graph.ids[r], graph.ids[c]

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import GraphFormatError
 from ..graph import Graph
-from ._common import format_name
+from ._common import check_edge_file, format_name
 
 TABLE_FORMATS = ("parquet", "arrow", "feather", "csv")
 
@@ -262,10 +262,12 @@ def write_table_to(table, fh, fmt: str) -> None:
 def write_edge_table(graph: Graph, path: str | os.PathLike, *, format: str | None = None,
                      original_ids: bool = True) -> Path:
     """Write the edges (``src, dst[, weight]``) as Parquet / Arrow / Feather /
-    CSV, chosen by extension; atomic (temp file + ``os.replace``)."""
+    CSV, chosen by extension; atomic (temp file + ``os.replace``). Refuses and warns as
+    :func:`partplan.io._common.check_edge_file` says (what the table reader would refuse or drop)."""
     import pyarrow as pa
 
     p = Path(path)
+    check_edge_file(graph, p, format or _format_of(p))
     r, c = graph.rows, graph.indices
     if original_ids and graph.ids is not None:
         r, c = graph.ids[r], graph.ids[c]

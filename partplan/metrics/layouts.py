@@ -148,7 +148,8 @@ def analyze_2d(graph: Graph, part, R: int, C: int, *, f: int = 128, dtype: str =
     C = check_int("grid columns C", C, lo=1, hi=1 << 20, error=PartitionError)
     check_cost(f, dtype, alpha, beta)
     p = R * C
-    check_volume_matrix_size(p, f"ranks (an {R:,} × {C:,} grid)")      # expand, fold, their sum
+    # expand, fold (each counted, then cast: two at once), their sum
+    check_volume_matrix_size(p, f"ranks (an {R:,} × {C:,} grid)", copies=4)
     part, _ = as_partition(part, graph.n, p)
     grow, gcol = part // C, part % C
     n = graph.n

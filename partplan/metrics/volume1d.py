@@ -63,14 +63,15 @@ def _sorted_distinct(keys: np.ndarray, bound: int) -> np.ndarray:
     return s[flag].astype(np.int64)
 
 
-def check_volume_matrix_size(k: int, what: str = "parts") -> None:
+def check_volume_matrix_size(k: int, what: str = "parts", copies: int = 2) -> None:
     """The dense int64[k, k] volume matrix (and its count, a second k × k) within the memory budget
     (:func:`partplan._budget.check_array_bytes`), checked before anything is counted: at k = 50,000
-    it would take 37 GiB. One SizeLimitError naming k otherwise."""
+    it would take 37 GiB. ``copies``: the k × k arrays alive at once. One SizeLimitError naming k
+    otherwise."""
     from .._budget import check_array_bytes
 
     check_array_bytes(k, k, 8, f"the volume matrix of {k:,} {what} (rows of H from each to each)",
-                      field="k", copies=2)
+                      field="k", copies=copies)
 
 
 def volume_matrix(indptr, indices, part: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

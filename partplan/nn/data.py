@@ -211,7 +211,7 @@ def _check_budget(path, key: str, need: int, what: str) -> None:
     from ..io._common import human_bytes
     budget = data_budget()
     if need > budget:
-        raise DataError(f"{what} would take {human_bytes(need)}, above this rank's data budget of "
+        raise DataError(f"{what} would take {human_bytes(need)}, above this process's data budget of "
                         f"{human_bytes(budget)} (PARTPLAN_MAX_BYTES / LOCAL_WORLD_SIZE)", path, key)
 
 

@@ -169,7 +169,7 @@ def partition_provenance(path) -> dict:
     else empty for a bare partition."""
     meta = saved_partition_meta(path)
     if meta is None:
-        declared = isinstance(path, (str, os.PathLike)) and Path(path).is_file() and declared_k(path) is not None
+        declared = isinstance(path, (str, os.PathLike)) and Path(path).exists() and declared_k(path) is not None
         return dict(EXTERNAL_PROVENANCE, params={}) if declared else {}
     params = meta.get("params", {})
     if not isinstance(params, dict):

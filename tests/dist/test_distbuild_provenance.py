@@ -145,3 +145,40 @@ def test_sidecar_fields_are_checked_where_they_are_read(saved, tmp_path, capsys)
             line = one_line(rc, err, 2, "p.npy")
             assert needle in line or (field == "n" and "n = " in line), line
             assert not (tmp_path / "o.plan").exists()
+
+
+def test_a_pyg_partition_folder_records_the_external_provenance(saved, tmp_path):
+    """A PyG partition folder declares its part count (META.json): the distributed build records
+    the one-process build's external provenance for it, as for a file."""
+    from partplan.interop.export import export_plan
+    from partplan.plan.partitions import read_partition_file
+
+    g, d, P = saved
+    pp = write_plan(build_plan(g, P), tmp_path / "p.plan", created=False)
+    export_plan(pp, "pyg", tmp_path / "pygpart")
+    assert partition_provenance(tmp_path / "pygpart")["backend"] == "external"
+    one = write_plan(build_plan(g, read_partition_file(tmp_path / "pygpart", g)), tmp_path / "s.plan", created=False)
+    build_plan_distributed(d / "g", tmp_path / "pygpart", 4, tmp_path / "d.plan", comm=LocalComm(1, []),
+                           created=False)
+    ms, md = (json.loads((p / "manifest.json").read_text()) for p in (one, tmp_path / "d.plan"))
+    for key in PROVENANCE:
+        assert md[key] == ms[key], key
+
+
+@pytest.mark.dist
+@pytest.mark.slow
+def test_a_declared_count_with_an_empty_last_part_keeps_its_ranks(saved, tmp_path, capsys, monkeypatch):
+    """A CAGNET .part-sizes file whose last part is empty declares 4 parts: `--nprocs 2` takes -k 4
+    (and without -k, 4 ranks) as the one-process build does, not max(id) + 1 = 3."""
+    from tests.errlines import run_cli
+
+    monkeypatch.setenv("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    g, d, P = saved
+    n = g.n
+    (tmp_path / "p.part-sizes").write_text(f"{n // 3} {n // 3} {n - 2 * (n // 3)} 0\n")
+    for extra in (["-k", "4"], []):
+        out = tmp_path / f"d{len(extra)}.plan"
+        rc, _, err = run_cli(["-q", "plan", d / "g", "--partition", tmp_path / "p.part-sizes", "-o", out,
+                              "--nprocs", "2"] + extra, capsys)
+        assert rc == 0, err
+        assert json.loads((out / "manifest.json").read_text())["ranks"] == 4

@@ -160,3 +160,35 @@ def test_numpy_bools_and_torch_dtypes_are_their_values():
     assert [dtype_bytes(d) for d in (torch.float16, torch.bfloat16, torch.float32, torch.float64)] == [2, 2, 4, 8]
     a, b = partplan.analyze(g, np.arange(31) % 2, dtype=torch.bfloat16), partplan.analyze(g, np.arange(31) % 2, dtype="bfloat16")
     assert a.total_volume == b.total_volume and a.max_send == b.max_send
+
+
+def test_repeated_column_ids_keep_their_values_in_order_across_blocks(monkeypatch):
+    import partplan.graph as G
+    monkeypatch.setattr(G, "CANONICAL_BLOCK", 3)         # the sortedness check's block edges, reached
+    g = Graph([0, 3, 3, 6], [1, 0, 1, 2, 2, 0], [5., 7., 9., 1., 2., 3.])
+    assert g.indices.tolist() == [0, 1, 1, 0, 2, 2] and g.data.tolist() == [7., 5., 9., 3., 1., 2.]
+    rng = np.random.default_rng(5)
+    for t in range(300):
+        n = int(rng.integers(1, 7))
+        cnt = rng.integers(0, 5, n)
+        ptr = np.r_[0, np.cumsum(cnt)]
+        ind = rng.integers(0, n, int(ptr[-1]))
+        dat = rng.standard_normal(ind.size)
+        g = Graph(ptr, ind, dat)
+        for r in range(n):                               # each row: its (column, value) pairs, stably sorted
+            a, b = ptr[r], ptr[r + 1]
+            o = np.argsort(ind[a:b], kind="stable")
+            assert np.array_equal(g.indices[a:b], ind[a:b][o]) and np.array_equal(g.data[a:b], dat[a:b][o])
+
+
+@pytest.mark.parametrize("writer, name", [("write_edgelist", "g.txt"), ("write_edge_table", "g.parquet"),
+                                          ("write_edge_table", "g.csv")])
+def test_the_edge_writers_themselves_refuse_and_warn(tmp_path, writer, name):
+    import partplan.io as pio
+    write = getattr(pio, writer)
+    with pytest.raises(GraphFormatError, match="negative weight"):
+        write(Graph.from_scipy(sp.csr_matrix(np.array([[0, -1.], [1., 0]]))), tmp_path / name)
+    with pytest.raises(GraphFormatError, match="without edges"):
+        write(Graph([0, 0], []), tmp_path / name)
+    with pytest.warns(PartplanWarning, match="1 of the 3 vertices"):
+        write(Graph.from_edges([0], [2], n=3), tmp_path / name)

@@ -94,3 +94,43 @@ def test_data_budget_counts_the_rows_a_process_keeps(tmp_path, monkeypatch):
     assert check_data(path, n, keep_rows=1000).n == n      # a caller that keeps one share at a time
     with pytest.raises(DataError, match="data budget"):
         read_rows(path, np.arange(2000))                   # a read checks its own rows exactly
+
+
+def test_scattered_rows_and_bad_arguments(tmp_path):
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((5000, 7))
+    p, off = _npy(tmp_path, a)
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        ids = rng.permutation(5000)[:1700]
+        assert np.array_equal(read_rows_at(fd, off, a.shape, a.dtype, ids, window_bytes=2048), a[ids])
+        for bad in ([5000], [-1]):
+            with pytest.raises(IndexError, match="out of range"):
+                read_rows_at(fd, off, a.shape, a.dtype, np.array(bad))
+    finally:
+        os.close(fd)
+    with open(p, "r+b") as fh:
+        with pytest.raises(ValueError, match="2 row ids but rows of shape"):
+            write_rows_at(fh, off, a.shape, a.dtype, np.array([1, 2]), np.zeros((5, 7)))
+        with pytest.raises(IndexError):
+            write_rows_at(fh, off, a.shape, a.dtype, np.array([-1]), np.zeros((1, 7)))
+    assert np.array_equal(np.load(p), a)
+
+
+def test_pyg_export_counts_one_part_against_the_budget(tmp_path, monkeypatch):
+    """export --to pyg with node data reads one part at a time: a budget that holds a part but not
+    all of x is enough (it counted all of x)."""
+    from partplan import Graph
+    from partplan.interop.export import export_plan
+    from partplan.plan import build_plan, write_plan
+
+    n, f = 4000, 256
+    g = Graph.from_edges(np.arange(n - 1), np.arange(1, n), symmetrize=True)
+    m = np.arange(n)
+    data = write_data(tmp_path / "d.npz", np.ones((n, f), np.float32), m % 2, m < 10, (m >= 10) & (m < 20), m >= 20)
+    plan = write_plan(build_plan(g, m * 4 // n), tmp_path / "g.plan", created=False)
+    monkeypatch.setenv("PARTPLAN_MAX_BYTES", str(3 << 20))       # x: 3.9 MiB, a part: 1 MiB
+    export_plan(plan, "pyg", tmp_path / "out", data=data)
+    import torch
+    feats = torch.load(tmp_path / "out" / "part_0" / "node_feats.pt")
+    assert tuple(feats["feats"]["x"].shape) == (1000, f) and feats["global_id"].tolist() == list(range(1000))
