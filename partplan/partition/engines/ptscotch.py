@@ -38,12 +38,15 @@ def ptscotch_part(comm, lo: int, indptr: np.ndarray, indices: np.ndarray, n: int
     velo = np.ascontiguousarray(np.diff(indptr), dtype=np.int64)
     part = np.zeros(max(rows, 1), np.int64)
     graph = (ctypes.c_double * 64)()
+    bound = (ctypes.c_double * 64)()
     strat = (ctypes.c_double * 16)()
+    context = (ctypes.c_double * 16)()
     handle = ctypes.c_void_p(MPI._handleof(comm))
     if lib.SCOTCH_dgraphInit(graph, handle) != 0:
         raise RuntimeError("SCOTCH_dgraphInit failed")
     try:
         lib.SCOTCH_randomSeed(_NUM(int(seed)))
+        context_ok = _deterministic_context(lib, context, seed)
         ptr = lambda a: a.ctypes.data_as(_NUMP)   # noqa: E731
         rc = lib.SCOTCH_dgraphBuild(graph, _NUM(0), _NUM(rows), _NUM(rows), ptr(vert), ptr(vert[1:]), ptr(velo),
                                     None, _NUM(edges.size), _NUM(edges.size), ptr(edges if edges.size else part),
@@ -56,16 +59,45 @@ def ptscotch_part(comm, lo: int, indptr: np.ndarray, indices: np.ndarray, n: int
             if lib.SCOTCH_stratDgraphMapBuild(strat, _NUM(_STRAT_DEFAULT), _NUM(comm.Get_size()), _NUM(k),
                                               ctypes.c_double(imbalance)) != 0:
                 raise RuntimeError("SCOTCH_stratDgraphMapBuild failed")
-            if lib.SCOTCH_dgraphPart(graph, _NUM(k), strat, ptr(part)) != 0:
-                raise RuntimeError("SCOTCH_dgraphPart failed")
+            target = graph
+            if context_ok and lib.SCOTCH_contextBindDgraph(context, graph, bound) == 0:
+                target = bound
+            try:
+                if lib.SCOTCH_dgraphPart(target, _NUM(k), strat, ptr(part)) != 0:
+                    raise RuntimeError("SCOTCH_dgraphPart failed")
+            finally:
+                if target is bound:
+                    lib.SCOTCH_dgraphExit(bound)
         finally:
             lib.SCOTCH_stratExit(strat)
     finally:
+        if context_ok:
+            lib.SCOTCH_contextExit(context)
         lib.SCOTCH_dgraphExit(graph)
     out = part[:rows].astype(np.int32)
     if rows and (out.min() < 0 or out.max() >= k):
         raise RuntimeError("PT-Scotch returned a part outside [0, k)")
     return out
+
+
+_OPTION_DETERMINISTIC, _OPTION_FIXED_SEED = 0, 1     # SCOTCH_OPTIONNUM* of scotch.h (Scotch 7)
+
+
+def _deterministic_context(lib, context, seed: int) -> bool:
+    """A Scotch 7 execution context with its deterministic and fixed-seed options on and the
+    seed set (``SCOTCH_context*``): the same partition for the same graph, seed and process
+    count (Debian's build is not compiled deterministic, so without it the threaded and
+    parallel steps vary between runs). False on a Scotch without contexts (then as built)."""
+    if not hasattr(lib, "SCOTCH_contextInit") or lib.SCOTCH_contextInit(context) != 0:
+        return False
+    ok = (lib.SCOTCH_contextOptionSetNum(context, ctypes.c_int(_OPTION_DETERMINISTIC), _NUM(1)) == 0
+          and lib.SCOTCH_contextOptionSetNum(context, ctypes.c_int(_OPTION_FIXED_SEED), _NUM(1)) == 0
+          and lib.SCOTCH_contextRandomClone(context) == 0)
+    if not ok:
+        lib.SCOTCH_contextExit(context)
+        return False
+    lib.SCOTCH_contextRandomSeed(context, _NUM(int(seed)))
+    return True
 
 
 @dataclass(frozen=True)
