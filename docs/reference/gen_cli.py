@@ -147,7 +147,7 @@ runs the default pipeline (preset `auto`, [design](../design/planner.md)).
 | `backend` (CLI `--engine`) | {engines} |
 | `objective` | `total`, `max-send`, `max-recv`, `max-both`, `weighted`; None: `max-both` for the hypergraph model with a 1D / 1.5D layout, else `total` |
 | `layout` | `1d`, `1.5d:C`, `2d:RxC`, `2d` (the most square grid), a `Layout` |
-| `imbalance` | ε: balance weight (row nnz, at least 1) of every part ≤ ⌊(1+ε)·⌈W/k⌉⌋ |
+| `imbalance` | ε: balance weight (row nnz, at least 1) of every part ≤ ⌊(1+ε)·⌈W/k⌉⌋; with `nprocs` (the distributed partitioner) the row nonzeros (compute) of every part, so rows without nonzeros weigh 0 there |
 | `seed` | any integer (the C engines get its low 31 bits outside the C int range) |
 | `ownership` | `conformal`, or `decoupled` (owners of H rows chosen by an LP, 1D) |
 | `preset` | `auto`, `fast` (METIS + km1 V-cycle), a Mt-KaHyPar preset (`quality` = QUALITY km1, hubs apart, refinement), or with `backend="kaminpar"` a KaMinPar context |

@@ -399,6 +399,19 @@ def format_name(path: str | os.PathLike) -> str:
     return name[:-3] if name.endswith(".gz") else name
 
 
+def warn_vertex_weights_dropped(graph, path, fmt: str) -> None:
+    """A :class:`~partplan.errors.PartplanWarning` when ``graph`` has vertex weights (a METIS
+    ``.graph``'s) and the format ``fmt`` written to ``path`` cannot hold them (every one but METIS)."""
+    if getattr(graph, "vertex_weights", None) is None:
+        return
+    import warnings
+
+    from ..errors import PartplanWarning
+    warnings.warn(f"{path}: the graph's vertex weights are not written ({fmt} has no place for them; a METIS "
+                  f".graph keeps them): partitioning the file balances row nonzeros instead", PartplanWarning,
+                  stacklevel=3)
+
+
 def check_edge_file(graph, path, fmt: str) -> None:
     """Before an edge file (edge list, edge table) of ``graph`` is written — their readers relabel
     the ids they find and refuse negative weights: refuse what its reader would refuse (no edge at

@@ -663,6 +663,8 @@ def write_chunked(graph: Graph, path, chunks: int = 4, *, index_dtype: str = "in
     if chunks > max(graph.n, 1):      # a chunk per row at most: more would be empty files
         raise GraphFormatError(f"chunks = {chunks} is more than the graph's {graph.n} rows (a chunk holds at "
                                f"least one row)", path, field="chunks")
+    from ._common import warn_vertex_weights_dropped
+    warn_vertex_weights_dropped(graph, path, "a chunked graph")
     b = chunk_bounds_by_nnz(graph.indptr, int(chunks))
     with ChunkedWriter(path, graph.n, weighted=graph.data is not None, directed=graph.directed,
                        name=graph.name, index_dtype=index_dtype) as w:

@@ -192,3 +192,19 @@ def test_the_edge_writers_themselves_refuse_and_warn(tmp_path, writer, name):
         write(Graph([0, 0], []), tmp_path / name)
     with pytest.warns(PartplanWarning, match="1 of the 3 vertices"):
         write(Graph.from_edges([0], [2], n=3), tmp_path / name)
+
+
+def test_writing_vertex_weights_where_they_have_no_place_warns(tmp_path):
+    from partplan.io.chunked import write_chunked
+    g = Graph.from_edges([0, 1, 2], [1, 2, 3], symmetrize=True)
+    gw = Graph(g.indptr, g.indices, vertex_weights=np.array([5, 1, 1, 1]), directed=False)
+    for out in (tmp_path / "g.mtx", tmp_path / "g.npz"):
+        with pytest.warns(PartplanWarning, match="vertex weights are not written"):
+            write_graph(gw, out)
+    with pytest.warns(PartplanWarning, match="vertex weights"):
+        write_chunked(gw, tmp_path / "c", chunks=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        write_graph(gw, tmp_path / "g.graph")                  # METIS keeps them
+        assert read_graph(tmp_path / "g.graph").vertex_weights.tolist() == [5, 1, 1, 1]
+        write_graph(g, tmp_path / "h.mtx")                     # nothing to lose
