@@ -138,6 +138,15 @@ _ZIP_ERRORS = (zipfile.BadZipFile, EOFError, OSError, zlib.error, NotImplemented
                UnicodeDecodeError)   # a member name flagged UTF-8 that is not
 
 
+def _read(fh, nbytes: int, path, key: str) -> bytes:
+    """``nbytes`` of a member stream (fewer at its end); a damaged compressed member (a bad CRC
+    found at its end, bad deflate data) is one DataError naming the file and the key."""
+    try:
+        return fh.read(nbytes)
+    except _ZIP_ERRORS as exc:
+        raise DataError(f"corrupt zip member ({exc})", path, key) from None
+
+
 def _member_header(zf: zipfile.ZipFile, name: str, path, crc: bool = False):
     """(shape, dtype, fortran, data offset in the file or None if compressed). ``crc``: read a stored
     member once to check its CRC-32 (:func:`check_data` does, once per job: a rank's own reads
@@ -211,8 +220,8 @@ def _check_budget(path, key: str, need: int, what: str) -> None:
     from ..io._common import human_bytes
     budget = data_budget()
     if need > budget:
-        raise DataError(f"{what} would take {human_bytes(need)}, above this process's data budget of "
-                        f"{human_bytes(budget)} (PARTPLAN_MAX_BYTES / LOCAL_WORLD_SIZE)", path, key)
+        raise DataError(f"{what} would take {human_bytes(need)} ({need:,} B), above this process's data budget "
+                        f"of {human_bytes(budget)} ({budget:,} B; PARTPLAN_MAX_BYTES / LOCAL_WORLD_SIZE)", path, key)
 
 
 def _stream(fh, shape: tuple, dtype: np.dtype, fortran: bool, rows: np.ndarray | None, path, key: str):
@@ -230,7 +239,7 @@ def _stream(fh, shape: tuple, dtype: np.dtype, fortran: bool, rows: np.ndarray |
         step = max(1, STREAM_BYTES // max(1, row_b))
         for lo in range(0, n, step):
             hi = min(n, lo + step)
-            buf = fh.read((hi - lo) * row_b)
+            buf = _read(fh, (hi - lo) * row_b, path, key)
             if len(buf) != (hi - lo) * row_b:
                 raise DataError("truncated member (fewer bytes than its header's shape)", path, key)
             blk = np.frombuffer(buf, dtype=dtype).reshape((hi - lo,) + tuple(shape[1:]))
@@ -242,7 +251,7 @@ def _stream(fh, shape: tuple, dtype: np.dtype, fortran: bool, rows: np.ndarray |
         step = max(1, STREAM_BYTES // max(1, col_b))
         for lo in range(0, f, step):
             hi = min(f, lo + step)
-            buf = fh.read((hi - lo) * col_b)
+            buf = _read(fh, (hi - lo) * col_b, path, key)
             if len(buf) != (hi - lo) * col_b:
                 raise DataError("truncated member (fewer bytes than its header's shape)", path, key)
             blk = np.frombuffer(buf, dtype=dtype).reshape((hi - lo, n))
@@ -318,7 +327,7 @@ def _row_blocks(fh, shape: tuple, dtype: np.dtype, chunk_rows: int, path, key: s
     row_b = _nbytes(tuple(shape[1:]), dtype)
     for lo in range(0, shape[0], chunk_rows):
         hi = min(shape[0], lo + chunk_rows)
-        buf = fh.read((hi - lo) * row_b)
+        buf = _read(fh, (hi - lo) * row_b, path, key)
         if len(buf) != (hi - lo) * row_b:
             raise DataError("truncated member (fewer bytes than its header's shape)", path, key)
         yield lo, np.frombuffer(buf, dtype=dtype).reshape((hi - lo,) + tuple(shape[1:]))
@@ -407,7 +416,8 @@ def _check_heads(p: Path, n: int, heads: dict, get, chunk_rows: int, iter_x=None
     if len(shape) != 2 or shape[0] != n:
         raise DataError(f"x must be an n × f array with n = {n} (the plan's graph), got shape {shape}", p, "x")
     if dt not in (np.float32, np.float64):
-        raise DataError(f"x has dtype {dt}; use float32 or float64", p, "x")
+        order = " (big-endian: save it little-endian)" if dt.byteorder == ">" else ""
+        raise DataError(f"x has dtype {dt}; use float32 or float64{order}", p, "x")
     # from the header alone, before anything is inflated: the rows of x one process keeps (the
     # ranks of all machines together keep all of x; each read checks its own rows exactly)
     keep = -(-n // _world_size()) if keep_rows is None else int(keep_rows)

@@ -675,7 +675,7 @@ class SharedOutput:
         from ..errors import OutputPathError, PartplanError
         path = Path(path)
         vec = np.zeros(10, dtype=np.float64)
-        err = None
+        err = tmp = None
         if rank == 0:
             try:
                 tmp, ident = create_npy(path, dtype, shape)
@@ -687,7 +687,12 @@ class SharedOutput:
                     vec[6 + i] = float((ident[1] >> (16 * i)) & 0xFFFF)
             except PartplanError as exc:
                 err = exc
-        vec = comm.allreduce_world([vec], "sum")[0]
+        try:
+            vec = comm.allreduce_world([vec], "sum")[0]
+        except BaseException:     # a peer failed before it learnt the name: rank 0's temporary goes
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
+            raise
         if err is not None:
             raise err
         if vec[0] != 1.0:

@@ -134,3 +134,41 @@ def test_pyg_export_counts_one_part_against_the_budget(tmp_path, monkeypatch):
     import torch
     feats = torch.load(tmp_path / "out" / "part_0" / "node_feats.pt")
     assert tuple(feats["feats"]["x"].shape) == (1000, f) and feats["global_id"].tolist() == list(range(1000))
+
+
+def test_a_damaged_compressed_member_is_one_error(tmp_path):
+    """A flipped byte inside a compressed (np.savez_compressed) member: zipfile's BadZipFile at the
+    end of the stream was a traceback; it is the DataError a stored member's CRC gives."""
+    import struct
+    import zipfile
+
+    n = 20000
+    m = np.arange(n)
+    p = tmp_path / "d.npz"
+    np.savez_compressed(p, x=np.random.default_rng(0).standard_normal((n, 16)), y=m % 2, train_mask=m < 10,
+                        val_mask=(m >= 10) & (m < 20), test_mask=m >= 20)
+    assert check_data(p, n).n == n
+    raw = bytearray(p.read_bytes())
+    zi = zipfile.ZipFile(p).getinfo("x.npy")
+    nl, el = struct.unpack("<HH", raw[zi.header_offset + 26:zi.header_offset + 30])
+    raw[zi.header_offset + 30 + nl + el + zi.compress_size // 2] ^= 0x40
+    p.write_bytes(bytes(raw))
+    with pytest.raises(DataError, match="field 'x'.*corrupt zip member"):
+        check_data(p, n)
+
+
+def test_a_peer_failing_before_the_output_is_named_leaves_no_temporary(tmp_path):
+    """rank 0 reserves the output's temporary, then the all-reduce that names it to the others fails
+    (a peer died reading its input): the temporary is removed (a 48 MB one stayed, found under
+    torchrun)."""
+    from partplan.runtime.launch import SharedOutput
+
+    class DeadPeer:
+        world = 2
+
+        def allreduce_world(self, arrays, op):
+            raise RuntimeError("Connection closed by peer")
+
+    with pytest.raises(RuntimeError, match="closed by peer"):
+        SharedOutput.create(DeadPeer(), 0, tmp_path / "Z.npy", np.float64, (100, 3))
+    assert list(tmp_path.iterdir()) == []
