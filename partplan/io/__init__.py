@@ -170,9 +170,6 @@ def write_graph(graph: Graph, path: str | os.PathLike, format: str | None = None
         raise GraphFormatError(f"unknown format {fmt!r} (written: {', '.join(WRITE_FORMATS)})", path)
     if fmt in ("parquet", "arrow", "feather", "csv"):
         opts.setdefault("format", fmt)
-    if fmt != "metis":
-        from ._common import warn_vertex_weights_dropped
-        warn_vertex_weights_dropped(graph, path, fmt)
     return writers[fmt](graph, path, **opts)
 
 

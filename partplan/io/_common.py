@@ -399,17 +399,40 @@ def format_name(path: str | os.PathLike) -> str:
     return name[:-3] if name.endswith(".gz") else name
 
 
-def warn_vertex_weights_dropped(graph, path, fmt: str) -> None:
-    """A :class:`~partplan.errors.PartplanWarning` when ``graph`` has vertex weights (a METIS
-    ``.graph``'s) and the format ``fmt`` written to ``path`` cannot hold them (every one but METIS)."""
-    if getattr(graph, "vertex_weights", None) is None:
-        return
-    import warnings
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-    from ..errors import PartplanWarning
-    warnings.warn(f"{path}: the graph's vertex weights are not written ({fmt} has no place for them; a METIS "
-                  f".graph keeps them): partitioning the file balances row nonzeros instead", PartplanWarning,
-                  stacklevel=3)
+
+def _user_stacklevel() -> int:
+    """``warnings.warn``'s stacklevel, for the function calling it, that names the first frame
+    outside partplan (the user's call, however many partplan functions lie between)."""
+    import sys
+
+    f, level = sys._getframe(1), 1
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_PACKAGE_DIR + os.sep):
+        f, level = f.f_back, level + 1
+    return level
+
+
+def drops_vertex_weights(fmt: str):
+    """Decorator of a graph writer ``(graph, path, ...)`` whose format cannot hold vertex weights
+    (every one but METIS): after the file is written, a :class:`~partplan.errors.PartplanWarning`
+    when ``graph`` had some (a METIS ``.graph``'s), which the file then lacks."""
+    import functools
+
+    def wrap(write):
+        @functools.wraps(write)
+        def writer(graph, path, *args, **kwargs):
+            out = write(graph, path, *args, **kwargs)
+            if getattr(graph, "vertex_weights", None) is not None:
+                import warnings
+
+                from ..errors import PartplanWarning
+                warnings.warn(f"{path}: the graph's vertex weights are not written ({fmt} has no place for them; "
+                              f"a METIS .graph keeps them): partitioning the file balances row nonzeros instead",
+                              PartplanWarning, stacklevel=_user_stacklevel())
+            return out
+        return writer
+    return wrap
 
 
 def check_edge_file(graph, path, fmt: str) -> None:
@@ -436,4 +459,4 @@ def check_edge_file(graph, path, fmt: str) -> None:
     if missing:
         warnings.warn(f"{path}: {missing:,} of the {graph.n:,} vertices have no edge and are not in the "
                       f"file (an edge file holds edges only): read back it has {graph.n - missing:,} "
-                      f"vertices; {keep}", PartplanWarning, stacklevel=4)
+                      f"vertices; {keep}", PartplanWarning, stacklevel=_user_stacklevel())

@@ -53,7 +53,7 @@ from .._atomic import clean_stale, discard_temp, make_temp_dir, release_temp
 from .._kernels import HAVE_NUMBA, njit
 from ..errors import GraphFormatError
 from ..graph import Graph
-from ._common import npy_claim_problem, npy_header
+from ._common import drops_vertex_weights, npy_claim_problem, npy_header
 
 FORMAT = "partplan-chunked-csr"
 VERSION = 1
@@ -652,6 +652,7 @@ def symmetry_hash_sums(i: np.ndarray, j: np.ndarray, w: np.ndarray | None) -> li
     return out
 
 
+@drops_vertex_weights("a chunked graph")
 def write_chunked(graph: Graph, path, chunks: int = 4, *, index_dtype: str = "int64") -> Path:
     """Write ``graph`` as a chunked graph directory of ``chunks`` row chunks
     (about equal nonzeros each); atomic (temporary directory + rename).
@@ -663,8 +664,6 @@ def write_chunked(graph: Graph, path, chunks: int = 4, *, index_dtype: str = "in
     if chunks > max(graph.n, 1):      # a chunk per row at most: more would be empty files
         raise GraphFormatError(f"chunks = {chunks} is more than the graph's {graph.n} rows (a chunk holds at "
                                f"least one row)", path, field="chunks")
-    from ._common import warn_vertex_weights_dropped
-    warn_vertex_weights_dropped(graph, path, "a chunked graph")
     b = chunk_bounds_by_nnz(graph.indptr, int(chunks))
     with ChunkedWriter(path, graph.n, weighted=graph.data is not None, directed=graph.directed,
                        name=graph.name, index_dtype=index_dtype) as w:

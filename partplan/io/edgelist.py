@@ -28,8 +28,8 @@ from ..errors import GraphFormatError
 from ..graph import Graph
 from . import _text
 from ._edges import _stem, edges_to_graph, relabel_ids  # noqa: F401  (re-exported)
-from ._common import (atomic_output, check_budget, check_edge_file, graph_bytes, open_binary, stream_error_at,
-                      write_table_text)
+from ._common import (atomic_output, check_budget, check_edge_file, drops_vertex_weights, graph_bytes, open_binary,
+                      stream_error_at, write_table_text)
 
 
 
@@ -176,6 +176,7 @@ def read_edgelist(path: str | os.PathLike, *, symmetrize: bool = False, self_loo
                           dedupe=dedupe, drop_isolated=drop_isolated, name=name)
 
 
+@drops_vertex_weights("an edge list")
 def write_edgelist(graph: Graph, path: str | os.PathLike, *, original_ids: bool = True,
                    weights: bool | None = None, header: str | None = None) -> Path:
     """Write ``src dst [weight]`` lines (atomic; gzip when the name ends in

@@ -37,7 +37,7 @@ import numpy as np
 
 from ..errors import GraphFormatError
 from ..graph import Graph
-from ._common import check_budget, graph_bytes, read_all
+from ._common import check_budget, drops_vertex_weights, graph_bytes, read_all
 
 MAGIC = b"\xe2\x9b\xbe gt"
 
@@ -231,6 +231,7 @@ def read_gt_properties(path: str | os.PathLike, *, kinds=KEY_TYPES) -> dict:
     return out
 
 
+@drops_vertex_weights(".gt")
 def write_gt(graph: Graph, path: str | os.PathLike, *, comment: str = "written by partplan") -> Path:
     """Write the structure as a graph-tool ``.gt`` file (no property maps;
     gzip when named ``.gz``). Undirected graphs store each edge once (the

@@ -30,7 +30,8 @@ import numpy as np
 from ..errors import BackendUnavailableError, GraphFormatError
 from ..graph import Graph
 from . import _text
-from ._common import (atomic_output, check_budget, check_file_holds, check_int64, graph_bytes, open_binary,
+from ._common import (atomic_output, check_budget, check_file_holds, check_int64, drops_vertex_weights, graph_bytes,
+                      open_binary,
                       stream_error_at, write_table_text)
 
 
@@ -206,6 +207,7 @@ def _stem(p: Path) -> str:
     return name.rsplit(".", 1)[0]
 
 
+@drops_vertex_weights("Matrix Market")
 def write_mtx(graph: Graph, path: str | os.PathLike, *, symmetric: bool | None = None,
               comment: str | None = None) -> Path:
     """Write ``graph`` as a Matrix Market coordinate file (atomic; gzip when

@@ -24,7 +24,7 @@ import scipy.sparse as sp
 
 from ..errors import GraphFormatError
 from ..graph import Graph
-from ._common import atomic_output, check_budget, graph_bytes, npy_claim_problem, npy_header
+from ._common import atomic_output, check_budget, drops_vertex_weights, graph_bytes, npy_claim_problem, npy_header
 
 _NEEDED = {"csr": ("indices", "indptr", "data", "shape"), "csc": ("indices", "indptr", "data", "shape"),
            "coo": ("row", "col", "data", "shape"), "bsr": ("indices", "indptr", "data", "shape"),
@@ -198,6 +198,7 @@ def _stem(p: Path) -> str:
     return p.name.rsplit(".", 1)[0]
 
 
+@drops_vertex_weights(".npz")
 def write_npz(graph: Graph, path: str | os.PathLike, *, compressed: bool = True) -> Path:
     """Write ``graph`` with ``scipy.sparse.save_npz`` (atomic). Pattern graphs
     get boolean data so they read back as patterns."""

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import GraphFormatError
 from ..graph import Graph
-from ._common import check_edge_file, format_name
+from ._common import check_edge_file, drops_vertex_weights, format_name
 
 TABLE_FORMATS = ("parquet", "arrow", "feather", "csv")
 
@@ -259,6 +259,7 @@ def write_table_to(table, fh, fmt: str) -> None:
         feather.write_feather(table, fh)
 
 
+@drops_vertex_weights("an edge table")
 def write_edge_table(graph: Graph, path: str | os.PathLike, *, format: str | None = None,
                      original_ids: bool = True) -> Path:
     """Write the edges (``src, dst[, weight]``) as Parquet / Arrow / Feather /

@@ -220,8 +220,11 @@ def _check_budget(path, key: str, need: int, what: str) -> None:
     from ..io._common import human_bytes
     budget = data_budget()
     if need > budget:
-        raise DataError(f"{what} would take {human_bytes(need)} ({need:,} B), above this process's data budget "
-                        f"of {human_bytes(budget)} ({budget:,} B; PARTPLAN_MAX_BYTES / LOCAL_WORLD_SIZE)", path, key)
+        a, b = human_bytes(need), human_bytes(budget)
+        if a == b:        # both round alike: say the bytes
+            a, b = f"{need:,} B", f"{budget:,} B"
+        raise DataError(f"{what} would take {a}, above this process's data budget of {b} "
+                        f"(PARTPLAN_MAX_BYTES / LOCAL_WORLD_SIZE)", path, key)
 
 
 def _stream(fh, shape: tuple, dtype: np.dtype, fortran: bool, rows: np.ndarray | None, path, key: str):
@@ -416,7 +419,8 @@ def _check_heads(p: Path, n: int, heads: dict, get, chunk_rows: int, iter_x=None
     if len(shape) != 2 or shape[0] != n:
         raise DataError(f"x must be an n × f array with n = {n} (the plan's graph), got shape {shape}", p, "x")
     if dt not in (np.float32, np.float64):
-        order = " (big-endian: save it little-endian)" if dt.byteorder == ">" else ""
+        order = (" (big-endian: save it little-endian)"
+                 if dt.byteorder == ">" and dt.newbyteorder("<") in (np.float32, np.float64) else "")
         raise DataError(f"x has dtype {dt}; use float32 or float64{order}", p, "x")
     # from the header alone, before anything is inflated: the rows of x one process keeps (the
     # ranks of all machines together keep all of x; each read checks its own rows exactly)

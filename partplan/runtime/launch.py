@@ -691,7 +691,8 @@ class SharedOutput:
             vec = comm.allreduce_world([vec], "sum")[0]
         except BaseException:     # a peer failed before it learnt the name: rank 0's temporary goes
             if tmp is not None:
-                Path(tmp).unlink(missing_ok=True)
+                from .._atomic import discard_temp
+                discard_temp(tmp)      # its lock released too (the reserved space is freed)
             raise
         if err is not None:
             raise err

@@ -71,7 +71,8 @@ def open_features(path, n: int) -> np.ndarray:
         raise PlanError(f"{p}: features must be an n × f array with n = {n} rows (the plan's graph), "
                         f"got shape {H.shape}")
     if H.dtype not in (np.float32, np.float64):
-        order = " (big-endian: save it little-endian, e.g. H.astype('<f4'))" if H.dtype.byteorder == ">" else ""
+        order = (" (big-endian: save it little-endian, e.g. H.astype('<f4'))" if H.dtype.byteorder == ">"
+                 and H.dtype.newbyteorder("<") in (np.float32, np.float64) else "")
         raise PlanError(f"{p}: features dtype {H.dtype} is not float32 or float64{order}")
     return H
 

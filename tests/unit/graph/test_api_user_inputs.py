@@ -208,3 +208,23 @@ def test_writing_vertex_weights_where_they_have_no_place_warns(tmp_path):
         write_graph(gw, tmp_path / "g.graph")                  # METIS keeps them
         assert read_graph(tmp_path / "g.graph").vertex_weights.tolist() == [5, 1, 1, 1]
         write_graph(g, tmp_path / "h.mtx")                     # nothing to lose
+
+
+def test_warnings_name_the_users_line_and_follow_a_refusal_never(tmp_path):
+    """The warning points at the user's own call, whichever writer it called; a refused file gets no
+    warning about what it would have lost."""
+    import partplan.io as pio
+    g = Graph.from_edges([0], [2], n=3)
+    for write, name in ((pio.write_edgelist, "a.txt"), (pio.write_edge_table, "a.parquet"), (write_graph, "b.txt")):
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            write(g, tmp_path / name)
+        assert [w.filename for w in got] == [__file__], [(w.filename, w.lineno) for w in got]
+    empty = Graph([0, 0, 0], [], vertex_weights=np.array([1, 2]))
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        with pytest.raises(GraphFormatError, match="without edges"):
+            write_graph(empty, tmp_path / "c.txt")
+    assert got == []
+    with pytest.warns(PartplanWarning, match="vertex weights"):
+        pio.write_npz(Graph([0, 1, 1], [1], vertex_weights=np.array([1, 2])), tmp_path / "d.npz")

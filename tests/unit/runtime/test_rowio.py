@@ -169,6 +169,9 @@ def test_a_peer_failing_before_the_output_is_named_leaves_no_temporary(tmp_path)
         def allreduce_world(self, arrays, op):
             raise RuntimeError("Connection closed by peer")
 
+    from partplan import _atomic
+
     with pytest.raises(RuntimeError, match="closed by peer"):
         SharedOutput.create(DeadPeer(), 0, tmp_path / "Z.npy", np.float64, (100, 3))
     assert list(tmp_path.iterdir()) == []
+    assert not [k for k in _atomic._HELD if ".Z.npy.tmp-" in str(k)]      # its lock (and space) released

@@ -314,6 +314,8 @@ def test_15d_allreduce_bytes_predicted_equal_measured(tmp_path, c, backend):
     assert rep["allreduce_bytes_predicted"] == rep["allreduce_bytes_measured"]
 
 
+@pytest.mark.dist
+@pytest.mark.slow
 def test_a_torch_distributed_process_exits_without_destructors_but_with_atexit(tmp_path):
     """A CLI process that imported torch.distributed (a torchrun rank) ends with os._exit after its
     atexit handlers (a gloo thread torn down by the C++ destructors ended 1 in 3 torchrun `train gcn`
