@@ -59,7 +59,7 @@ def add_job_options(parser: argparse.ArgumentParser, *, kernels: bool = True) ->
     parser.add_argument("--backend", choices=BACKENDS, default="gloo",
                         help="gloo (CPU, default), nccl (CUDA GPUs) or local (all ranks in this process)")
     parser.add_argument("--timeout", type=nonneg_float, default=60.0, metavar="S",
-                        help="seconds a rank waits for a peer before failing (default 60)")
+                        help="seconds a rank waits for a peer before failing (default 60; 0 = the default)")
     parser.add_argument("--threads", type=positive_int, default=1, metavar="T",
                         help="torch/OpenMP threads per spawned process (default 1)")
     if kernels:

@@ -487,7 +487,10 @@ class Balancer:
 
     def _pack(self, rg, cs: np.ndarray, vals) -> np.ndarray:
         lens = np.diff(rg.cindptr)[cs]
-        cached = self.hub[rg.ext_ids[cs]]
+        # a hub column is in the stealer's cache only where this block holds some of it (_hub_block
+        # caches nonempty columns): an empty one is sent as an uncached column of length 0 (marked
+        # cached, the stealer's lookup found another column: wrong parents and too-short distances)
+        cached = self.hub[rg.ext_ids[cs]] & (lens > 0)
         unc = cs[~cached]
         pos = _gather_slices(rg.cindptr, rg.cindptr[unc], lens[~cached])
         w = None

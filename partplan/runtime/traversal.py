@@ -124,7 +124,8 @@ class Segments:
         key = str(device)
         if key not in self._dev:
             import torch
-            self._dev[key] = (torch.as_tensor(self.idx).to(device), torch.as_tensor(self.send_off).to(device))
+            # copies (the arrays may be read-only views of a shard: torch warns on those)
+            self._dev[key] = (torch.tensor(self.idx, device=device), torch.tensor(self.send_off, device=device))
         return self._dev[key]
 
     @property

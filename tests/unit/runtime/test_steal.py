@@ -312,3 +312,30 @@ def test_thresholds_of_zero_never_steal_a_round_without_load(tmp_path, capsys, j
         import scipy.sparse as sp
         want = cg.dijkstra(sp.csr_matrix((np.ones(3), ([0, 1, 2], [1, 2, 3])), shape=(4, 4)), indices=0)
         assert rep["max_distance"] == float(np.max(want[np.isfinite(want)]))
+
+
+def test_osteal_with_the_hub_cache_and_hub_columns_empty_in_a_block(tmp_path, capsys):
+    """OSteal ships whole frontiers; a hub column that a block holds none of was marked cached, and the
+    stealer's cache lookup then expanded another column: BFS trees failed Graph500's check 5 and SSSP
+    distances came out shorter than the shortest paths (found by a fuzzer)."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(7)
+    n, m = 600, 4000
+    r = rng.integers(0, 550, m)
+    c = (r + rng.geometric(0.02, m)) % 550
+    A = sp.coo_matrix((rng.integers(1, 6, m).astype(float), (r, c)), shape=(n, n)).tocsr()
+    A.sum_duplicates()
+    g = Graph.from_scipy(A)
+    write_plan(build_plan(g, rng.integers(0, 3, n), 3), tmp_path / "g.plan")
+    plan = str(tmp_path / "g.plan")
+    assert main(["run", "sssp", plan, "--backend", "local", "--root", "7", "--steal", "fsteal+osteal", "--t4", "2",
+                 "--output", str(tmp_path / "d.npy"), "--json"]) == 0
+    capsys.readouterr()
+    ref = cg.dijkstra(A, indices=7)
+    d = np.load(tmp_path / "d.npy")
+    assert np.array_equal(np.isinf(d), np.isinf(ref)) and np.allclose(d[np.isfinite(d)], ref[np.isfinite(ref)])
+    assert main(["run", "bfs", plan, "--backend", "local", "--root", "334", "--direction", "top-down", "--steal",
+                 "fsteal+osteal", "--t4", "3", "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["all_valid"] and rep["steal"]["hubs"] > 0
