@@ -81,16 +81,27 @@ def _torch():
     return torch
 
 
+def _integer_ids(path: Path, arr: np.ndarray, what: str) -> np.ndarray:
+    """``arr`` as int64 ids: integer dtypes (or floats holding whole numbers), non-negative, below
+    2^63 — never truncated (``0.5`` to 0, ``True`` to 1, 2^64 − 1 to −1)."""
+    from ..parts import as_part_ids
+    if arr.dtype == np.bool_:
+        raise PartitionError(f"{path}: {what} must hold integer ids, got dtype bool")
+    return as_part_ids(arr, where=f"{path}: ", what=what)
+
+
 def _load_pt(path: Path) -> np.ndarray:
     torch = _torch()
     from ._common import open_regular
     fd, _ = open_regular(path, error=lambda problem: PartitionError(f"{path}: {problem}"))
+    import warnings
     try:
-        with os.fdopen(fd, "rb") as fh:
+        with os.fdopen(fd, "rb") as fh, warnings.catch_warnings():
+            warnings.simplefilter("ignore")         # torch's notes on the pickle protocol
             obj = torch.load(fh, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many kinds (pickle, zip, runtime)
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        raise PartitionError(f"{path}: cannot load as a torch tensor file ({first})") from None
+        from .partfile import torch_load_problem
+        raise PartitionError(f"{path}: {torch_load_problem(exc)}") from None
     if isinstance(obj, dict) and len(obj) == 1:
         obj = next(iter(obj.values()))
     if not isinstance(obj, torch.Tensor):
@@ -104,10 +115,25 @@ def _load_pt(path: Path) -> np.ndarray:
     return obj.cpu().numpy().astype(np.int64)
 
 
+def _refuse_links(folder: Path) -> None:
+    """A partition folder's files are its own: a symbolic link among them (or in its
+    ``partition_assignment/``) would have the reader open a file elsewhere; one PartitionError
+    naming it."""
+    for d in (folder, folder / "partition_assignment"):
+        if not d.is_dir():     # (a linked partition_assignment/ is refused by the first scan)
+            continue
+        with os.scandir(d) as it:
+            for e in it:
+                if e.is_symlink():
+                    raise PartitionError(f"{Path(e.path)}: a symbolic link inside a partition folder (partplan "
+                                         f"reads the folder's own files only)")
+
+
 def read_pyg_partition(path, n: int | None = None) -> np.ndarray:
     """PyG: a ``node_map.pt`` file or a Partitioner folder (META.json + node_map.pt)."""
     p = Path(path)
     if p.is_dir():
+        _refuse_links(p)
         meta = p / "META.json"
         if meta.is_file():
             m = _read_json(meta)
@@ -184,6 +210,8 @@ def read_dgl_partition(path, n: int | None = None, *, ids: str = "original") -> 
         "dgl" — part of each node in DGL's reshuffled numbering (no mapping needed).
     """
     p = Path(path)
+    if p.is_dir():
+        _refuse_links(p)
     if p.is_dir() and (p / "partition_meta.json").is_file():
         return read_dgl_assignment(p, n)
     if p.is_dir() and (p / "partition_assignment" / "partition_meta.json").is_file() and \
@@ -207,7 +235,7 @@ def read_dgl_partition(path, n: int | None = None, *, ids: str = "original") -> 
         f = root / base
         from .partfile import load_npy
         try:
-            part = load_npy(f, n, "node_map").astype(np.int64)
+            part = _integer_ids(f, load_npy(f, n, "node_map"), "node_map")
         except PartitionError as exc:
             raise PartitionError(f"{cfg}: field 'node_map' names {node_map!r}, which cannot be read ({exc})") \
                 from None
@@ -254,7 +282,7 @@ def read_dgl_partition(path, n: int | None = None, *, ids: str = "original") -> 
                 if f.is_file():
                     if name.endswith(".npy"):
                         from .partfile import load_npy
-                        orig = load_npy(f, new_part.size, "orig_nids").astype(np.int64)
+                        orig = _integer_ids(f, load_npy(f, new_part.size, "orig_nids"), "orig_nids")
                     else:
                         orig = _load_pt(f)
                     break
@@ -287,6 +315,7 @@ def read_dgl_assignment(path, n: int | None = None) -> np.ndarray:
     (one integer part id in ``[0, num_parts)``) and count them, then, the count checked against
     ``n`` and the memory budget, into the array. A refusal holds one block, never the file."""
     p = Path(path)
+    _refuse_links(p)
     meta = _read_json(p / "partition_meta.json")
     txts = sorted(p.glob("*.txt"))
     if len(txts) != 1:
@@ -418,6 +447,8 @@ def declared_parts(path) -> int | None:
     p = Path(path)
     if not p.exists():
         return None
+    if p.is_dir():
+        _refuse_links(p)
     kind = detect_kind(p)
     meta = None
     if kind == "pyg" and p.is_dir() and (p / "META.json").is_file():
@@ -475,6 +506,8 @@ def read_partition_any(path, n: int, *, column: str | None = None) -> np.ndarray
     p = Path(path)
     if not p.exists():
         raise PartitionError(f"{p}: no such partition file or directory")
+    if p.is_dir():
+        _refuse_links(p)
     if p.is_dir() and (p / "node_map.pt").is_file():  # PyG Partitioner folder
         if (p / "META.json").is_file():
             meta = _read_json(p / "META.json")

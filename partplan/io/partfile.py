@@ -160,6 +160,19 @@ def _load_npy_fh(fh, p: Path, n: int | None, what: str) -> np.ndarray:
         raise PartitionError(f"{p}: not a readable .npy array ({exc})") from None
 
 
+def torch_load_problem(exc: Exception) -> str:
+    """What a failed ``torch.load(..., weights_only=True)`` says, in one line of partplan's: Python
+    objects beyond tensors (a pickle, never loaded), or the file not a torch file — without torch's
+    advice to load it with ``weights_only=False``."""
+    text = str(exc)
+    if "Unsupported global" in text or "GLOBAL" in text:
+        return ("holds Python objects beyond tensors, which partplan does not load (a node map is a 1-D "
+                "integer tensor saved with torch.save)")
+    detail = text.split("WeightsUnpickler error:", 1)[1] if "WeightsUnpickler error:" in text else text
+    first = next((ln.strip() for ln in detail.splitlines() if ln.strip()), type(exc).__name__)[:200]
+    return f"not a readable torch tensor file ({first})"
+
+
 def _read_pt(p: Path, fh) -> np.ndarray:
     """A ``.pt`` node map: a 1-D integer tensor (or a one-entry dict of one),
     loaded with ``weights_only=True`` from the open file ``fh``."""
@@ -167,15 +180,19 @@ def _read_pt(p: Path, fh) -> np.ndarray:
         import torch
     except ImportError:
         raise PartitionError(f"{p}: reading a .pt partition needs torch (pip install torch)") from None
+    import warnings
     try:
-        obj = torch.load(fh, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():       # torch's notes on the pickle protocol: no line of ours
+            warnings.simplefilter("ignore")
+            obj = torch.load(fh, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - torch raises pickle, zip and runtime errors alike
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        raise PartitionError(f"{p}: not a readable torch tensor file ({first})") from None
+        raise PartitionError(f"{p}: {torch_load_problem(exc)}") from None
     if isinstance(obj, dict) and len(obj) == 1:
         obj = next(iter(obj.values()))
     if not isinstance(obj, torch.Tensor):
         raise PartitionError(f"{p}: expected a 1-D node map tensor, got a {type(obj).__name__}")
+    if obj.layout != torch.strided:
+        raise PartitionError(f"{p}: the node map is a sparse tensor ({obj.layout}); save a dense 1-D tensor")
     if obj.dim() != 1:
         raise PartitionError(f"{p}: expected a 1-D node map, got shape {tuple(obj.shape)}"
                              + (" (an edge_index?)" if obj.dim() == 2 and obj.shape[0] == 2 else ""))
