@@ -51,10 +51,9 @@ def read_cagnet_part_sizes(path, n: int | None = None) -> np.ndarray:
         raise PartitionError(f"{p}: cannot read part sizes ({exc})") from exc
     sizes = []
     for t in tokens:
-        try:
-            v = int(t)
-        except ValueError:
-            raise PartitionError(f"{p}: block size {t!r} is not an integer") from None
+        if not (t.isascii() and t.lstrip("+-").isdigit()):    # int() also reads "1_2" and other scripts' digits
+            raise PartitionError(f"{p}: block size {t!r} is not an integer")
+        v = int(t)
         if v < 0:
             raise PartitionError(f"{p}: negative block size {v}")
         sizes.append(v)
@@ -224,6 +223,8 @@ def read_dgl_partition(path, n: int | None = None, *, ids: str = "original") -> 
         if key not in m:
             raise PartitionError(f"{cfg}: field {key!r} is missing (not a DGL partition config)")
     num_nodes = m.get("num_nodes")
+    if num_nodes is not None and (isinstance(num_nodes, bool) or not isinstance(num_nodes, int) or num_nodes < 0):
+        raise PartitionError(f"{cfg}: field 'num_nodes' must be a vertex count, got {str(num_nodes)[:40]!r}")
     node_map = m["node_map"]
     if isinstance(node_map, str):  # old layout: file with the part of every original id
         # a name from the file never becomes a path: only its last component, inside the config's folder

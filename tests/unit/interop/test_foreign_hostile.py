@@ -84,3 +84,24 @@ def test_a_pickle_is_one_line_and_never_runs(tmp_path, g, capsys, monkeypatch):
     rc, _, err = run_cli(["analyze", tmp_path / "g.mtx", "--partition", d], capsys)
     one_line(rc, err, 2, "Python objects beyond tensors")
     assert not (tmp_path / "PWNED").exists()
+
+
+@pytest.mark.parametrize("sizes", ["4 1_2", "4 \u0661\u0662"])
+def test_cagnet_sizes_are_ascii_integers(tmp_path, g, sizes):
+    f = tmp_path / "p.part-sizes"
+    f.write_text(sizes + "\n", encoding="utf-8")
+    with pytest.raises(PartitionError, match="is not an integer"):
+        read_partition_file(f, g)
+    f.write_text("4 8\n")
+    assert read_partition_file(f, g).part.tolist() == [0] * 4 + [1] * 8
+
+
+@pytest.mark.parametrize("num_nodes", ["12", True, -1])
+def test_a_dgl_num_nodes_must_be_a_count(tmp_path, g, num_nodes):
+    d = tmp_path / "dgl"
+    d.mkdir()
+    (d / "g.json").write_text(json.dumps({"num_parts": 3, "num_nodes": num_nodes,
+                                          "node_map": {"_N": [[0, 4], [4, 8], [8, 12]]}}))
+    np.save(d / "orig_nids.npy", np.arange(12))
+    with pytest.raises(PartitionError, match="'num_nodes' must be a vertex count"):
+        read_partition_file(d, g)
