@@ -251,8 +251,10 @@ def read_dgl_partition(path, n: int | None = None, *, ids: str = "original") -> 
         k = m["num_parts"]
         if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= (1 << 24):
             raise PartitionError(f"{cfg}: field 'num_parts' must be an integer in [1, 2^24], got {str(k)[:40]!r}")
+        if isinstance(ranges, list) and len(ranges) > k:     # (checked before the list is converted)
+            raise PartitionError(f"{cfg}: field 'node_map' has {len(ranges)} ranges for num_parts = {k}")
         try:
-            if not isinstance(ranges, list) or len(ranges) > k:
+            if not isinstance(ranges, list):
                 raise ValueError
             if ranges and not isinstance(ranges[0], list):  # oldest form: end of each range
                 ends = _exact_ints(ranges, cfg, "node_map").tolist()
@@ -467,6 +469,8 @@ def declared_parts(path) -> int | None:
     if meta is None:
         return None
     doc = _read_json(meta)
+    if isinstance(doc, dict) and "num_parts" not in doc:     # declares none (the ids' largest + 1 counts)
+        return None
     k = doc.get("num_parts") if isinstance(doc, dict) else None
     if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= (1 << 24):
         raise PartitionError(f"{meta}: field 'num_parts' must be an integer in [1, 2^24], got {str(k)[:40]!r}")

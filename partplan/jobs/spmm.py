@@ -48,7 +48,11 @@ def _arguments(s) -> None:
 def _configure(args) -> dict:
     cfg = job_config(args, "plan", "features", "f", "seed", "dtype", "output", "repeat", "warmup", "program",
                      "overlap")
-    cfg["compare"] = [c.strip() for c in args.compare.split(",") if c.strip()]
+    names = [c.strip() for c in args.compare.split(",")]
+    if args.compare.strip() and not all(names):      # "a,,b", ",": a name left out, not silence
+        from ..errors import OptionError
+        raise OptionError(f"--compare {args.compare!r}: an empty name in the list (give names separated by commas)")
+    cfg["compare"] = [c for c in names if c]
     return cfg
 
 

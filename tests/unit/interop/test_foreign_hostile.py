@@ -105,3 +105,30 @@ def test_a_dgl_num_nodes_must_be_a_count(tmp_path, g, num_nodes):
     np.save(d / "orig_nids.npy", np.arange(12))
     with pytest.raises(PartitionError, match="'num_nodes' must be a vertex count"):
         read_partition_file(d, g)
+
+
+def test_dgl_too_many_ranges_and_an_assignment_without_num_parts(tmp_path, g):
+    d = tmp_path / "dgl"
+    d.mkdir()
+    (d / "g.json").write_text(json.dumps({"num_parts": 2, "num_nodes": 12,
+                                          "node_map": {"_N": [[0, 4], [4, 8], [8, 12]]}}))
+    np.save(d / "orig_nids.npy", np.arange(12))
+    with pytest.raises(PartitionError, match="has 3 ranges for num_parts = 2"):
+        read_partition_file(d, g)
+    a = tmp_path / "assign"
+    a.mkdir()
+    (a / "partition_meta.json").write_text(json.dumps({"algo_name": "x"}))
+    (a / "_N.txt").write_text("\n".join(map(str, GOOD)) + "\n")
+    P = read_partition_file(a, g)                      # no declared count: the ids' largest + 1
+    assert P.part.tolist() == GOOD.tolist() and P.k == 3
+
+
+def test_compare_with_an_empty_name_is_refused(tmp_path, capsys):
+    from partplan.plan import build_plan, write_plan
+    from tests.errlines import one_line, run_cli
+
+    gg = Graph.from_edges(np.arange(11), np.arange(1, 12), n=12, symmetrize=True)
+    write_plan(build_plan(gg, GOOD), tmp_path / "g.plan")
+    rc, _, err = run_cli(["run", "spmm", tmp_path / "g.plan", "--backend", "local", "--compare", "oblivious,,bare"],
+                         capsys)
+    one_line(rc, err, 2, "--compare", "empty name")
