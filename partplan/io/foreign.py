@@ -84,23 +84,16 @@ def _integer_ids(path: Path, arr: np.ndarray, what: str) -> np.ndarray:
     """``arr`` as int64 ids: integer dtypes (or floats holding whole numbers), non-negative, below
     2^63 — never truncated (``0.5`` to 0, ``True`` to 1, 2^64 − 1 to −1)."""
     from ..parts import as_part_ids
-    if arr.dtype == np.bool_:
-        raise PartitionError(f"{path}: {what} must hold integer ids, got dtype bool")
-    return as_part_ids(arr, where=f"{path}: ", what=what)
+    return as_part_ids(arr, where=f"{path}: ", what=what)      # (a bool array is no integer dtype there)
 
 
 def _load_pt(path: Path) -> np.ndarray:
     torch = _torch()
     from ._common import open_regular
+    from .partfile import load_torch_tensors
     fd, _ = open_regular(path, error=lambda problem: PartitionError(f"{path}: {problem}"))
-    import warnings
-    try:
-        with os.fdopen(fd, "rb") as fh, warnings.catch_warnings():
-            warnings.simplefilter("ignore")         # torch's notes on the pickle protocol
-            obj = torch.load(fh, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises many kinds (pickle, zip, runtime)
-        from .partfile import torch_load_problem
-        raise PartitionError(f"{path}: {torch_load_problem(exc)}") from None
+    with os.fdopen(fd, "rb") as fh:
+        obj = load_torch_tensors(fh, path)
     if isinstance(obj, dict) and len(obj) == 1:
         obj = next(iter(obj.values()))
     if not isinstance(obj, torch.Tensor):

@@ -160,6 +160,21 @@ def _load_npy_fh(fh, p: Path, n: int | None, what: str) -> np.ndarray:
         raise PartitionError(f"{p}: not a readable .npy array ({exc})") from None
 
 
+def load_torch_tensors(fh, p: Path):
+    """``torch.load(fh, weights_only=True)`` on the CPU, torch's warnings silenced (its notes on the
+    pickle protocol are no line of ours); a failure is one PartitionError naming ``p``
+    (:func:`torch_load_problem`). Python objects beyond tensors are never loaded."""
+    import warnings
+
+    import torch
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return torch.load(fh, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - torch raises pickle, zip and runtime errors alike
+        raise PartitionError(f"{p}: {torch_load_problem(exc)}") from None
+
+
 def torch_load_problem(exc: Exception) -> str:
     """What a failed ``torch.load(..., weights_only=True)`` says, in one line of partplan's: Python
     objects beyond tensors (a pickle, never loaded), or the file not a torch file — without torch's
@@ -180,13 +195,7 @@ def _read_pt(p: Path, fh) -> np.ndarray:
         import torch
     except ImportError:
         raise PartitionError(f"{p}: reading a .pt partition needs torch (pip install torch)") from None
-    import warnings
-    try:
-        with warnings.catch_warnings():       # torch's notes on the pickle protocol: no line of ours
-            warnings.simplefilter("ignore")
-            obj = torch.load(fh, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - torch raises pickle, zip and runtime errors alike
-        raise PartitionError(f"{p}: {torch_load_problem(exc)}") from None
+    obj = load_torch_tensors(fh, p)
     if isinstance(obj, dict) and len(obj) == 1:
         obj = next(iter(obj.values()))
     if not isinstance(obj, torch.Tensor):
