@@ -67,6 +67,15 @@ def read_rows_at(fd: int, offset: int, shape: tuple, dtype, ids, *,
     return out
 
 
+def read_file_rows(path, offset: int, shape: tuple, dtype, ids, *, window_bytes: int = WINDOW_BYTES) -> np.ndarray:
+    """:func:`read_rows_at` on the file ``path``, opened for the call (read-only) and closed."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        return read_rows_at(fd, offset, shape, dtype, ids, window_bytes=window_bytes)
+    finally:
+        os.close(fd)
+
+
 def write_rows_at(fh, offset: int, shape: tuple, dtype, ids, rows, *, window_bytes: int = WINDOW_BYTES) -> None:
     """Set rows ``ids`` of the C-ordered array of ``shape`` / ``dtype`` at byte ``offset`` of the
     open file ``fh`` (read-write) to ``rows``: a memory map of one window at a time, flushed and

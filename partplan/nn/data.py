@@ -194,19 +194,22 @@ def data_budget() -> int:
     this process's memory, :func:`partplan.io._common.memory_budget`) divided
     by the ranks on this machine (``$LOCAL_WORLD_SIZE``, set by the launcher
     and torchrun; 1 otherwise)."""
-    import os
-
     from ..errors import GraphFormatError
     from ..io._common import memory_budget
     try:
         total = memory_budget()
     except GraphFormatError as exc:
         raise DataError(exc.problem, field="PARTPLAN_MAX_BYTES") from None
+    return total // _process_count("LOCAL_WORLD_SIZE")
+
+
+def _process_count(name: str) -> int:
+    """``$LOCAL_WORLD_SIZE`` / ``$WORLD_SIZE`` (set by the launcher and torchrun): at least 1, and 1
+    when unset or not a count."""
     try:
-        local = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+        return max(1, int(os.environ.get(name, "1")))
     except ValueError:
-        local = 1
-    return total // local
+        return 1
 
 
 def _nbytes(shape: tuple, dtype: np.dtype) -> int:
@@ -281,17 +284,13 @@ def _member(path: Path, key: str, rows: np.ndarray | None = None) -> np.ndarray:
             # some rows of a stored member: read a window at a time, only the windows that hold one of
             # them (a memory map's pages of every row touched would count in this process's memory,
             # scattered rows touching nearly all of them)
-            from .._rowio import read_rows_at
-            want = np.asarray(rows, dtype=np.int64)
-            if want.size and (want.min() < 0 or want.max() >= int(shape[0])):
-                raise DataError(f"row index out of range [0, {int(shape[0])})", path, key)
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            from .._rowio import read_file_rows
             try:
-                return read_rows_at(fd, offset, shape, dtype, want)
+                return read_file_rows(path, offset, shape, dtype, np.asarray(rows, dtype=np.int64))
+            except IndexError:     # the reader's own range check
+                raise DataError(f"row index out of range [0, {int(shape[0])})", path, key) from None
             except EOFError:
                 raise DataError("truncated member (fewer bytes than its header's shape)", path, key) from None
-            finally:
-                os.close(fd)
         with zf.open(key + ".npy") as fh:
             version = np.lib.format.read_magic(fh)
             (np.lib.format.read_array_header_1_0 if version == (1, 0) else
@@ -405,14 +404,6 @@ def _npz_heads(p: Path) -> dict:
     return heads
 
 
-def _world_size() -> int:
-    """``$WORLD_SIZE`` (set by the launcher and torchrun), 1 when unset or not a count."""
-    try:
-        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
-    except ValueError:
-        return 1
-
-
 def _check_heads(p: Path, n: int, heads: dict, get, chunk_rows: int, iter_x=None,
                  keep_rows: int | None = None) -> DataInfo:
     shape, dt, _, off = heads["x"]
@@ -424,7 +415,7 @@ def _check_heads(p: Path, n: int, heads: dict, get, chunk_rows: int, iter_x=None
         raise DataError(f"x has dtype {dt}; use float32 or float64{order}", p, "x")
     # from the header alone, before anything is inflated: the rows of x one process keeps (the
     # ranks of all machines together keep all of x; each read checks its own rows exactly)
-    keep = -(-n // _world_size()) if keep_rows is None else int(keep_rows)
+    keep = -(-n // _process_count("WORLD_SIZE")) if keep_rows is None else int(keep_rows)
     _check_budget(p, "x", keep * _nbytes(tuple(shape[1:]), np.dtype(dt)),
                   f"{keep:,} of the {n:,} rows of the features x of shape {tuple(shape)} ({dt})")
     for k in ("y",) + MASKS:

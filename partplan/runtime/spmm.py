@@ -96,14 +96,11 @@ def _input_rows(cfg: dict, ids: np.ndarray, n: int, dtype) -> np.ndarray:
         H = open_features(cfg["features"], n)
         ids = np.asarray(ids)
         if isinstance(H, np.memmap) and H.flags.c_contiguous:   # a window at a time, not the map's pages
-            from .._rowio import read_rows_at
-            fd = os.open(cfg["features"], os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            from .._rowio import read_file_rows
             try:
-                rows = read_rows_at(fd, int(H.offset), H.shape, H.dtype, ids)
+                rows = read_file_rows(cfg["features"], int(H.offset), H.shape, H.dtype, ids)
             except EOFError:
                 raise PlanError(f"{cfg['features']}: truncated features file") from None
-            finally:
-                os.close(fd)
             rows = np.ascontiguousarray(rows, dtype=dtype)
         else:
             rows = np.ascontiguousarray(H[ids], dtype=dtype)
