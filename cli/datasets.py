@@ -231,9 +231,10 @@ def _check_generator_size(args) -> None:
         radius = getattr(args, "radius", None)
         if radius is not None and math.isfinite(radius) and radius > 0:
             # the mean degree a radius gives in the unit cube: (n - 1) × the ball's volume (at most n - 1)
+            from partplan.datasets.generators import unit_ball_volume
             dim = int(getattr(args, "dim", None) or 2)
-            ball = math.pi ** (dim / 2) / math.gamma(dim / 2 + 1) * float(radius) ** dim
-            deg, opt = min(n - 1.0, (n - 1.0) * ball), "-n / --radius"
+            deg = min(n - 1.0, (n - 1.0) * unit_ball_volume(dim) * float(radius) ** dim)
+            opt = "-n / --radius"
         nnz = int(n * deg) if math.isfinite(deg) and deg > 0 else n
     need, budget = graph_bytes(n, nnz), memory_budget()
     if need > budget:

@@ -248,6 +248,12 @@ def grid3d(nx: int, ny: int, nz: int, periodic: bool = False, *, return_coords: 
     return (g, _grid_coords((nx, ny, nz))) if return_coords else g
 
 
+def unit_ball_volume(dim: int) -> float:
+    """Volume of the unit ball in ``dim`` dimensions, π^(d/2) / Γ(d/2 + 1): a point of a random
+    geometric graph has about (n − 1) × this × radius^d neighbours in the unit cube."""
+    return math.pi ** (dim / 2) / math.gamma(dim / 2 + 1)
+
+
 def rgg_radius(n: int, avg_degree: float, dim: int = 2) -> float:
     """Radius giving an expected degree ``avg_degree`` for ``n`` uniform points
     in the unit cube, ignoring boundary effects: ``n * V_dim * r**dim =
@@ -258,8 +264,7 @@ def rgg_radius(n: int, avg_degree: float, dim: int = 2) -> float:
     if isinstance(avg_degree, bool) or not isinstance(avg_degree, (int, float)) or not (
             math.isfinite(avg_degree) and avg_degree > 0):
         raise GeneratorParameterError(f"avg_degree must be a positive number, got {avg_degree!r}")
-    vol = math.pi ** (dim / 2) / math.gamma(dim / 2 + 1)
-    return (avg_degree / (n * vol)) ** (1.0 / dim)
+    return (avg_degree / (n * unit_ball_volume(dim))) ** (1.0 / dim)
 
 
 def random_geometric(n: int, radius: float | None = None, avg_degree: float = 10.0, dim: int = 2,
