@@ -248,6 +248,9 @@ def grid3d(nx: int, ny: int, nz: int, periodic: bool = False, *, return_coords: 
     return (g, _grid_coords((nx, ny, nz))) if return_coords else g
 
 
+RGG_MAX_DIM = 16    # the largest dimension of a random geometric graph (its points' coordinates)
+
+
 def unit_ball_volume(dim: int) -> float:
     """Volume of the unit ball in ``dim`` dimensions, π^(d/2) / Γ(d/2 + 1): a point of a random
     geometric graph has about (n − 1) × this × radius^d neighbours in the unit cube."""
@@ -260,7 +263,7 @@ def rgg_radius(n: int, avg_degree: float, dim: int = 2) -> float:
     avg_degree`` with ``V_dim`` the volume of the unit ball (the realized mean
     degree is a little lower because balls near the boundary are cut)."""
     n = _check_int("n", n, 1)
-    dim = _check_int("dim", dim, 1, 16)
+    dim = _check_int("dim", dim, 1, RGG_MAX_DIM)
     if isinstance(avg_degree, bool) or not isinstance(avg_degree, (int, float)) or not (
             math.isfinite(avg_degree) and avg_degree > 0):
         raise GeneratorParameterError(f"avg_degree must be a positive number, got {avg_degree!r}")
@@ -285,7 +288,7 @@ def random_geometric(n: int, radius: float | None = None, avg_degree: float = 10
     (200, (200, 2))
     """
     n = _check_int("n", n, 1)
-    dim = _check_int("dim", dim, 1, 16)
+    dim = _check_int("dim", dim, 1, RGG_MAX_DIM)
     seed = _check_int("seed", seed, 0)
     _check_size("n", "random geometric points", n, 8 * dim + 64)
     if radius is None:

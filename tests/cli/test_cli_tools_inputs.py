@@ -27,6 +27,11 @@ def test_rgg_size_check_counts_the_radius(tmp_path, capsys):
     assert not out.exists()
     rc, _, err = run_cli(["-q", "datasets", "generate", "rgg", "-n", "300", "--radius", "0.1", "-o", out], capsys)
     assert rc == 0, err
+    # a --dim past the generator's bound, a radius whose power overflows a float: errors, not tracebacks
+    for n, extra, needle in (("10", ["--radius", "1.5", "--dim", "100000"], "dim must be in"),
+                             ("1000000000", ["--radius", "1e300", "--dim", "16"], "memory budget")):
+        rc, _, err = run_cli(["datasets", "generate", "rgg", "-n", n, "-o", tmp_path / "x.mtx"] + extra, capsys)
+        one_line(rc, err, 2, needle)
 
 
 def test_dataset_cache_that_is_a_file_or_empty(tmp_path, capsys, monkeypatch):
