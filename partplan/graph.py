@@ -25,7 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .errors import GraphFormatError, OptionError
-from .parts import first_past_int64
+from .parts import first_fraction, first_past_int64
 
 SelfLoops = Literal["keep", "add", "remove"]
 
@@ -35,7 +35,7 @@ def _as_int64(name: str, a, where: str | None = None) -> np.ndarray:
     if arr.ndim != 1:
         raise GraphFormatError(f"{name} must be one-dimensional, got shape {arr.shape}", where, field=name)
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+        if np.issubdtype(arr.dtype, np.floating) and first_fraction(arr) < 0:
             _below_2_63(name, arr, where)
             arr = arr.astype(np.int64)
         else:
@@ -118,8 +118,8 @@ def _int_array(name: str, a) -> np.ndarray:
     """A CSR / weight array given to :class:`Graph` as int64: integer dtypes, or floats that hold
     whole numbers (``1.7`` would otherwise be cut to 1 without a word)."""
     arr = _numpy_of(a)
-    if arr.dtype.kind == "f" and arr.size and not (np.all(np.isfinite(arr)) and np.all(arr == np.round(arr))):
-        bad = int(np.flatnonzero(~np.isfinite(arr) | (arr != np.round(arr)))[0])
+    bad = first_fraction(arr) if arr.dtype.kind == "f" and arr.size else -1
+    if bad >= 0:
         raise GraphFormatError(f"{name}[{bad}] = {arr.flat[bad].item()!r} is not an integer", field=name)
     if arr.dtype.kind not in "biuf" and arr.size:
         raise GraphFormatError(f"{name} must hold integers, got dtype {arr.dtype}", field=name)

@@ -16,7 +16,7 @@ def as_part_ids(part, *, where: str = "", what: str = "partition", offset: int =
     if arr.ndim != 1:
         raise PartitionError(f"{where}{what} must be one-dimensional, got shape {arr.shape}")
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+        if np.issubdtype(arr.dtype, np.floating) and first_fraction(arr) < 0:
             _below_int64(arr, where, what, offset)
             arr = arr.astype(np.int64)
         else:
@@ -28,6 +28,13 @@ def as_part_ids(part, *, where: str = "", what: str = "partition", offset: int =
         v = int(np.flatnonzero(arr < 0)[0])
         raise PartitionError(f"{where}{what}: vertex {offset + v} has negative part id {int(arr[v])}")
     return arr
+
+
+def first_fraction(arr: np.ndarray) -> int:
+    """The index (flat) of the first value of a float array that is no whole number (a fraction,
+    NaN, ±inf), -1 when none: what a cast to int64 would cut without a word."""
+    bad = ~np.isfinite(arr) | (arr != np.round(arr))
+    return int(np.flatnonzero(bad)[0]) if bad.any() else -1
 
 
 def first_past_int64(arr: np.ndarray) -> int:
