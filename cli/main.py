@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None and (rc not in (0, 1) or "torch.distributed" in sys.modules):
         # a process that ran torch.distributed (a torchrun rank, a job's launcher) ends as the
         # launched workers do: its atexit handlers run, the C++ destructors do not (a gloo thread
-        # torn down there ended 1 in 3 torchrun `train gcn` ranks with SIGABRT after their report)
+        # torn down there can end a rank with SIGABRT after its report, as in torchrun `train gcn`)
         if rc in (0, 1):
             import atexit
             atexit._run_exitfuncs()

@@ -489,7 +489,7 @@ class Balancer:
         lens = np.diff(rg.cindptr)[cs]
         # a hub column is in the stealer's cache only where this block holds some of it (_hub_block
         # caches nonempty columns): an empty one is sent as an uncached column of length 0 (marked
-        # cached, the stealer's lookup found another column: wrong parents and too-short distances)
+        # cached, the stealer's lookup would expand another column)
         cached = self.hub[rg.ext_ids[cs]] & (lens > 0)
         unc = cs[~cached]
         pos = _gather_slices(rg.cindptr, rg.cindptr[unc], lens[~cached])
