@@ -8,14 +8,16 @@ whole in memory), a random partition into p parts (.npy), then
 * distributed: N processes (the plan-build job, partplan.jobs.build, gloo)
   build the same plan from the chunks;
 
-for a layout (``--layout``: 1d, 1.5d:c, 2d:RxC) on k ranks (``--k``, default N)
+for a layout (``--layout``: 1d, 1.5d:c, 2d:RxC) on k ranks (``--k``, default N),
+of A or of its GCN / mean normalization (``--normalize gcn|mean``: Â's values, A + I's pattern),
 
 and prints wall time and peak RSS (VmHWM, reset per stage via
 /proc/self/clear_refs where allowed) per stage and per rank, the ratio of the
 largest per-rank peak to the single-process peak (target at scale 22:
 <= 0.35), and whether the two plans are byte-identical (created left out).
 
-Usage: python benchmarks/scale_dist_build.py [--scale 18] [--nprocs 4] [--k K] [--layout L] [--chunks 16] [--json OUT]
+Usage: python benchmarks/scale_dist_build.py [--scale 18] [--nprocs 4] [--k K] [--layout L] [--chunks 16]
+       [--normalize gcn|mean] [--json OUT]
 Default scale 18; 20 takes a few minutes on 2 cores; 22 needs ~8 GiB for the
 single-process side. Units: MiB (2**20 bytes), seconds.
 """
@@ -40,9 +42,10 @@ from partplan._process import Stages
 from partplan.io.chunked import read_chunked
 from partplan.plan import build_plan, write_plan
 graph, part, k, out, res, layout = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6]
+normalize = sys.argv[7] if sys.argv[7] != "none" else None
 st = Stages()
 st.start("read"); g = read_chunked(graph); p = np.load(part); st.stop()
-st.start("build"); plan = build_plan(g, p, k, layout=layout, f=128); st.stop()
+st.start("build"); plan = build_plan(g, p, k, layout=layout, f=128, normalize=normalize); st.stop()
 st.start("write"); write_plan(plan, out, created=False); st.stop()
 json.dump({"stages": st.rows, "baseline_rss_bytes": st.baseline, "peak_rss_bytes": max(r["peak_rss_bytes"] for r in st.rows),
            "n": g.n, "nnz": g.nnz}, open(res, "w"))
@@ -59,6 +62,8 @@ def main(argv=None) -> int:
     ap.add_argument("--layout", default="1d", help="1d, 1.5d:c or 2d:RxC (default 1d)")
     ap.add_argument("--chunks", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--normalize", choices=("none", "gcn", "mean"), default="none",
+                    help="plan Â (gcn: D^-1/2 (A+I) D^-1/2, mean: D^-1 (A+I)) instead of A")
     ap.add_argument("--json", help="write the figures here")
     ap.add_argument("--workdir", help="keep the graph and plans here (default: a temporary dir, removed)")
     a = ap.parse_args(argv)
@@ -80,14 +85,14 @@ def main(argv=None) -> int:
 
     t = time.perf_counter()
     subprocess.run([sys.executable, "-c", SINGLE, str(gp), str(work / "part.npy"), str(k),
-                    str(work / "single.plan"), str(work / "single.json"), a.layout], check=True,
+                    str(work / "single.plan"), str(work / "single.json"), a.layout, a.normalize], check=True,
                    env=dict(os.environ, OMP_NUM_THREADS="1"))
     t_single = time.perf_counter() - t
     single = json.loads((work / "single.json").read_text())
 
     t = time.perf_counter()
     dist = build_distributed(gp, work / "part.npy", k, work / "dist.plan", nprocs=a.nprocs, layout=a.layout, f=128,
-                             created=False, timeout_s=3000)
+                             created=False, timeout_s=3000, normalize=None if a.normalize == "none" else a.normalize)
     t_dist = time.perf_counter() - t
 
     files = sorted(os.listdir(work / "single.plan"))
@@ -97,7 +102,7 @@ def main(argv=None) -> int:
     ratio = per_rank_peak / single["peak_rss_bytes"]
 
     print(f"R-MAT scale {a.scale}: n = {single['n']}, nnz = {single['nnz']}; layout {a.layout} on k = {k} ranks; "
-          f"chunked graph written in {t_gen:.1f} s ({a.chunks} chunks)")
+          f"chunked graph written in {t_gen:.1f} s ({a.chunks} chunks); normalize {a.normalize}")
     print(f"\nsingle process (read_chunked + build_plan + write_plan), {t_single:.1f} s wall; "
           f"RSS before reading {single['baseline_rss_bytes'] / MiB:.1f} MiB:")
     for s in single["stages"]:
@@ -117,7 +122,8 @@ def main(argv=None) -> int:
           f"{(per_rank_peak - base) / MiB:.1f} / {(single['peak_rss_bytes'] - single['baseline_rss_bytes']) / MiB:.1f}"
           f" MiB = {(per_rank_peak - base) / max(1, single['peak_rss_bytes'] - single['baseline_rss_bytes']):.3f}")
     print(f"plans byte-identical: {same}")
-    out = {"scale": a.scale, "nprocs": a.nprocs, "k": k, "layout": a.layout, "chunks": a.chunks, "n": single["n"], "nnz": single["nnz"],
+    out = {"scale": a.scale, "nprocs": a.nprocs, "k": k, "layout": a.layout, "chunks": a.chunks,
+           "normalize": a.normalize, "n": single["n"], "nnz": single["nnz"],
            "single": single, "single_wall_s": t_single, "distributed": dist, "distributed_wall_s": t_dist,
            "ratio": ratio, "byte_identical": same}
     if a.json:

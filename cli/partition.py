@@ -142,8 +142,8 @@ def _run_distributed(args, progress) -> int:
 
     plan_only = {"--topology": "topology", "--route": "route", "--route-level": "route_level", "--map": "map_method"}
     given = [flag for flag, attr in plan_only.items() if getattr(args, attr, None) not in (None, False)]
-    if args.partition_only:
-        given.append("--partition-only")
+    given += [flag for flag, on in (("--partition-only", args.partition_only), ("--shares", args.shares),
+                                    ("--normalize", args.normalize != "none")) if on]
     if given:
         raise BackendUnavailableError(f"{', '.join(given)} do not apply with --nprocs (the distributed "
                                       f"partitioner writes 1D partitions)")
@@ -274,6 +274,10 @@ def run(args) -> int:
         except ImportError as exc:
             raise BackendUnavailableError(f"plans are not available yet in this install ({exc}); "
                                           f"use --partition-only or a .npy/.part/.parquet name") from None
+    if args.normalize != "none" and not want_plan:
+        raise PartitionError(f"--normalize {args.normalize} sets the values of a plan: write one with -o NAME.plan "
+                             f"(a partition holds no values; `partplan plan GRAPH --partition P --normalize "
+                             f"{args.normalize}` plans an existing partition)")
     if args.shares and not (want_plan and str(args.graph).lower().endswith(".pt")):
         raise PartitionError("--shares writes a PyG Data's shares beside a plan: give a .pt graph and -o NAME.plan")
     from partplan.layouts import layout_class

@@ -147,8 +147,7 @@ def _run_distributed(args, out: Path) -> int:
     from partplan.errors import PlanError
     from partplan.io.chunked import is_chunked
     from partplan.layouts import layout_class
-    unsupported = [flag for flag, on in (("--symmetrize", args.symmetrize), ("--normalize", args.normalize != "none"),
-                                         ("--weight", args.weight is not None),
+    unsupported = [flag for flag, on in (("--symmetrize", args.symmetrize), ("--weight", args.weight is not None),
                                          ("--column", args.column), ("--topology", getattr(args, "topology", None)))
                    if on]
     if not is_chunked(args.graph):
@@ -196,7 +195,7 @@ def _run_distributed(args, out: Path) -> int:
     timeout = args.timeout or DEFAULT_TIMEOUT_S
     res = build_distributed(args.graph, args.partition, k, out, nprocs=args.nprocs, layout=lay.spec, f=args.features,
                             dtype=args.dtype, meta={"partition_file": str(args.partition)}, backward=backward,
-                            timeout_s=timeout)
+                            timeout_s=timeout, normalize=None if args.normalize == "none" else args.normalize)
     if res is None:  # not process 0 under torchrun
         return 0
     if args.json:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -195,7 +196,8 @@ def _backward(comm, r: dict, rc, need, part_need, proc_of, qr, k: int, backward)
 def build_plan_distributed(graph_path, partition, k: int, out, *, comm, layout: str = "1d",
                            f: int = 128, dtype: str = "float32", meta: dict | None = None,
                            backward: bool | None = None, alpha: float = DEFAULT_ALPHA_S,
-                           beta: float = DEFAULT_BETA_S_PER_BYTE, created: str | None | bool = None) -> dict:
+                           beta: float = DEFAULT_BETA_S_PER_BYTE, created: str | None | bool = None,
+                           normalize: str | None = None) -> dict:
     """Build and write the plan (layout 1d, 1.5d:c, 2d:RxC or routed:ROUTE:D) of a chunked
     graph with N = ``comm.world`` processes, N ≤ the layout's row blocks (each
     builds the shards of the plan ranks of a contiguous run of row blocks,
@@ -215,8 +217,11 @@ def build_plan_distributed(graph_path, partition, k: int, out, *, comm, layout: 
     comm : the runtime's comm of this process (:meth:`WorkerContext.world_comm
         <partplan.runtime.launch.WorkerContext.world_comm>`: TorchComm, or
         ``LocalComm(1, [])`` for one process).
-    layout : "1d", "1.5d:c", "2d:RxC" or "routed:ROUTE:D[,D1...]"; f, dtype, meta, backward, alpha, beta, created : as
-        :func:`build_plan` / :func:`write_plan`.
+    layout : "1d", "1.5d:c", "2d:RxC" or "routed:ROUTE:D[,D1...]"; f, dtype, meta, backward, alpha, beta, created,
+        normalize : as :func:`build_plan` / :func:`write_plan`. With ``normalize`` ("gcn", "mean") each
+        process turns its rows into Â's right after reading them (:func:`_normalize`: the remaining
+        self loops and the degrees are row-local; "gcn" asks the holders of its columns' rows for
+        their degree scales), and process 0 streams Â's pattern fingerprint from the chunk files.
 
     Returns (on every process) a JSON-able dict: ``plan`` (path), ``rank``
     (this process), ``ranks`` (k, plan ranks), ``processes`` (N), ``parts``
@@ -230,6 +235,8 @@ def build_plan_distributed(graph_path, partition, k: int, out, *, comm, layout: 
     st.start("read")
     r, err = None, None
     try:
+        from ..models.normalize import check_normalize
+        normalize = check_normalize(normalize)
         from ..plan.partitions import partition_provenance
         # a saved partition's provenance (model, backend, objective, seed, params): the manifest records it as
         # the one-process build does (an explicit meta field wins)
@@ -238,7 +245,13 @@ def build_plan_distributed(graph_path, partition, k: int, out, *, comm, layout: 
     except PartplanError as exc:
         err = str(exc)
     agree(comm, err)
-    r["fp"] = _graph_fingerprint(comm, graph_path, r["info"], partition)
+    _, source_fp, plan_fp = _graph_fingerprint(comm, graph_path, r["info"], partition, normalize)
+    if normalize is not None:
+        _normalize(comm, r, normalize)
+    nnz = sum(comm.allgather_object(int(r["indices"].size))) if normalize is not None else r["info"].nnz
+    r["mx"] = D.PlanMatrix(plan_fp, source_fp, normalize, nnz, normalize is not None or r["info"].weighted)
+    if normalize is not None:     # the stages that follow see Â: weighted, its nonzeros
+        r["info"] = replace(r["info"], weighted=True, nnz=nnz)
     k = r["k"]
     st.stop()
     if r["lay"].split_nonzeros:
@@ -257,16 +270,16 @@ def build_plan_distributed(graph_path, partition, k: int, out, *, comm, layout: 
     st.stop()
     st.start("write")
 
-    def make_manifest(fp, bmode, counts, bcounts):
+    def make_manifest(mx, bmode, counts, bcounts):
         if r["lay"].routes:
-            return _routed_manifest(r, fres, bres, counts, bcounts, bmode, sym_pattern, fp, f, dtype, meta,
+            return _routed_manifest(r, fres, bres, counts, bcounts, bmode, sym_pattern, mx, f, dtype, meta,
                                     alpha, beta)
         return D.manifest(r["info"], r["lay"], fres[0][0], None if bres is None else bres[0][0], counts, bcounts,
-                          bmode, sym_pattern, fp, f, dtype, meta, alpha, beta)
+                          bmode, sym_pattern, mx, f, dtype, meta, alpha, beta)
     return _write(comm, st, r, graph_path, partition, out, qr, fres, bres, same, make_manifest, created)
 
 
-def _routed_manifest(r, fres, bres, counts, bcounts, bmode, sym_pattern, fp, f, dtype, meta, alpha, beta):
+def _routed_manifest(r, fres, bres, counts, bcounts, bmode, sym_pattern, mx, f, dtype, meta, alpha, beta):
     """(the routed plan's manifest fields, its total volume) from the step
     matrices (``r["route_stages"]``) and the rows and nonzeros of each rank."""
     from ..layouts.routed import RoutedStats
@@ -278,7 +291,7 @@ def _routed_manifest(r, fres, bres, counts, bcounts, bmode, sym_pattern, fp, f, 
                          np.array([c["nnz"] for c in cnt], dtype=np.int64), int(f), str(dtype), alpha, beta)
         return st, D.programs_json(prog, [m for m in rs[prefix].values() if m.any()])
     return D.assemble_manifest(r["info"], lay, side("fwd", fres[0][0], counts),
-                               None if bres is None else side("bwd", bres[0][0], bcounts), bmode, sym_pattern, fp,
+                               None if bres is None else side("bwd", bres[0][0], bcounts), bmode, sym_pattern, mx,
                                f, dtype, meta)
 
 
@@ -290,31 +303,61 @@ def _write_failure(out: Path, exc: BaseException) -> str:
     return str(exc)
 
 
-def _graph_fingerprint(comm, graph_path, info, partition) -> str:
-    """The chunked graph's fingerprint (streamed by process 0, sent to all), checked against the one
-    a saved partition names (its sidecar's ``graph_fingerprint``): a partition of another graph is
-    one error on every process before any shard is built, as the one-process build refuses it."""
-    from ..io.chunked import chunked_fingerprint
+def _graph_fingerprint(comm, graph_path, info, partition, normalize: str | None) -> tuple[str, str, str]:
+    """(the chunked graph's pattern fingerprint, its matrix fingerprint (values included), the
+    fingerprint of the pattern the plan multiplies: A's, or A + I's under ``normalize``), streamed
+    from the chunk files by process 0 and sent to all. The first is checked against the one a saved
+    partition names (its sidecar's ``graph_fingerprint``): a partition of another graph is one error
+    on every process before any shard is built, as the one-process build refuses it."""
+    from ..io.chunked import chunked_fingerprint, chunked_matrix_fingerprint
     from ..plan.partitions import saved_partition_meta
     u = comm.local[0]
-    err, fp = None, None
+    err, fps = None, None
     if u == 0:
         try:
             fp = chunked_fingerprint(graph_path, info=info)
             made_for = (saved_partition_meta(partition) or {}).get("graph_fingerprint")
             if made_for and made_for != fp:
                 err = f"{partition}: partition was made for graph {made_for}, not {fp} ({graph_path})"
+            else:
+                fps = (fp, chunked_matrix_fingerprint(info, fp),
+                       fp if normalize is None else D.normalized_fingerprint(graph_path, info))
         except (PartplanError, OSError) as exc:
             err = str(exc)
-    got = comm.allgather_object((err, fp))
+    got = comm.allgather_object((err, fps))
     agree(comm, got[0][0])
     return got[0][1]
+
+
+def _normalize(comm, r: dict, mode: str) -> None:
+    """This process's rows of A in ``r`` become Â's (``mode`` "gcn" or "mean";
+    :func:`~partplan.plan.distbuild.normalize_rows`): the same rows, values and order the
+    one-process :func:`~partplan.models.normalize.normalize_adjacency` gives them. "gcn" needs the
+    degree scale of every column: asked from the process holding that column's row (the part
+    lookup's exchange), O(distinct columns) here. A negative degree is one error on every process."""
+    err, scale = None, None
+    try:
+        scale = D.normalize_rows(r, mode)
+    except PartplanError as exc:
+        err = str(exc)
+    agree(comm, err)
+    col_scale = None
+    if mode == "gcn":
+        cols = r["indices"]
+        need = D.distinct(cols, r["info"].n)
+        asked, asked_counts = comm.exchange_rows(need, D.lookup_counts(need, r["bounds"], comm.world), "scale lookup")
+        got, _ = comm.exchange_rows(scale[asked - r["lo"]] if asked.size else np.zeros(0), asked_counts,
+                                    "scale lookup")
+        del asked
+        col_scale = got[np.searchsorted(need, cols)]
+        del got, need
+    D.normalized_values(r, mode, scale, col_scale)
 
 
 def _write(comm, st, r: dict, graph_path, partition, out, qr, fres, bres, same, make_manifest, created) -> dict:
     """Stage 5: each process writes the shards of its plan ranks
     ``qr = (first, end)`` into rank 0's temporary directory; rank 0 writes
-    partition.arrow and the manifest (``make_manifest(fingerprint, backward
+    partition.arrow and the manifest (``make_manifest(plan matrix, backward
     mode, counts, backward counts)`` → (manifest, total volume), counts per
     plan rank in rank order) and renames the directory into place (the plan
     store's writer)."""
@@ -331,11 +374,11 @@ def _write(comm, st, r: dict, graph_path, partition, out, qr, fres, bres, same, 
     got = comm.allgather_object((err, tmp))
     agree(comm, got[0][0])
     tmp = Path(got[0][1])
-    fp = r["fp"]
+    mx = r["mx"]
     bmode = "separate" if bres is not None else ("same-as-forward" if same else "not-planned")
     err, entries = None, []
     try:
-        entries = D.write_parts(tmp, qr, lay, fres, bres, bmode, fp)
+        entries = D.write_parts(tmp, qr, lay, fres, bres, bmode, mx.fingerprint)
     except (PartplanError, OSError) as exc:
         err = _write_failure(out, exc)
     st.stop()
@@ -358,7 +401,7 @@ def _write(comm, st, r: dict, graph_path, partition, out, qr, fres, bres, same, 
             shards = [e for g in gathered for e in g[1]]
             counts = [c for g in gathered for c in g[2]]
             bcounts = None if bres is None else [c for g in gathered for c in g[3]]
-            m, result["total_volume"] = make_manifest(fp, bmode, counts, bcounts)
+            m, result["total_volume"] = make_manifest(mx, bmode, counts, bcounts)
             finish_plan_dir(tmp, out, m, D.partition_arrays(partition, info.n, lay.row_blocks), shards,
                             created=created)
             st.stop()
@@ -456,12 +499,12 @@ def _build_nonzeros(comm, st, r: dict, graph_path, partition, out, f, dtype, met
     sizes = np.sum(np.array(comm.allgather_object(block_sizes.tolist()), dtype=np.int64), axis=0)
     cost = {"alpha": alpha, "beta": beta}
 
-    def make_manifest(fp, bmode, counts, bcounts):
+    def make_manifest(mx, bmode, counts, bcounts):
         def side(prog, cnt):
             mats = [L.dense_counts([c[m] for c in cnt], lay.ranks) for m in range(len(cnt[0]))]
             return lay.stats_from(mats, sizes, f=int(f), dtype=dtype, **cost), D.programs_json(prog, mats)
         return D.assemble_manifest(info, lay, side(fres[0][0], counts),
-                                   None if bres is None else side(bres[0][0], bcounts), bmode, sym_pattern, fp, f,
+                                   None if bres is None else side(bres[0][0], bcounts), bmode, sym_pattern, mx, f,
                                    dtype, meta)
     return _write(comm, st, r, graph_path, partition, out, qr, fres, bres, same, make_manifest, created)
 
@@ -526,13 +569,16 @@ def run_build(ctx, cfg: dict) -> dict | None:
     local backend this process builds every rank); process 0 returns the result."""
     res = build_plan_distributed(cfg["graph"], cfg["partition"], cfg["k"], cfg["out"], comm=ctx.world_comm(),
                                  layout=cfg.get("layout", "1d"), f=cfg.get("f", 128), dtype=cfg.get("dtype", "float32"), meta=cfg.get("meta"),
-                                 backward=cfg.get("backward"), created=cfg.get("created"))
+                                 backward=cfg.get("backward"), created=cfg.get("created"),
+                                 normalize=cfg.get("normalize"))
     return res if ctx.leader else None
 
 
 def _prepare(cfg: dict, nprocs: int | None, threads: int | None) -> dict:
-    """k and ``nprocs`` (1 ≤ nprocs ≤ row blocks) checked before any start."""
+    """k, ``nprocs`` (1 ≤ nprocs ≤ row blocks) and the normalization checked before any start."""
+    from ..models.normalize import check_normalize
     D.check_nprocs(cfg["k"], nprocs, cfg.get("layout", "1d"))
+    check_normalize(cfg.get("normalize"))
     return cfg
 
 
@@ -542,7 +588,8 @@ register(Job(name="plan-build", command=None, prepare=_prepare, run=run_build,
 
 def build_distributed(graph_path, partition, k: int, out, *, nprocs: int | None = None, layout: str = "1d",
                       timeout_s: float = DEFAULT_TIMEOUT_S, f: int = 128, dtype: str = "float32", meta: dict | None = None,
-                      backward: bool | None = None, created: str | None | bool = None) -> dict | None:
+                      backward: bool | None = None, created: str | None | bool = None,
+                      normalize: str | None = None) -> dict | None:
     """Build the plan of ``graph_path`` (``layout``: any, default 1d) with
     ``nprocs`` (default and at most: the layout's row blocks on k ranks) local
     processes over gloo, or — ``nprocs`` None under torchrun — as
@@ -568,6 +615,7 @@ def build_distributed(graph_path, partition, k: int, out, *, nprocs: int | None 
         cfg = {"backend": "gloo", "graph": str(graph_path), "partition": str(partition), "k": int(k),
                "layout": str(layout),
                "out": str(out), "f": f, "dtype": dtype, "meta": meta, "backward": backward, "created": created,
+               "normalize": normalize,
                "timeout": float(timeout_s)}
         return execute("plan-build", cfg, nprocs=nprocs, threads=1)
     except CommError as exc:  # the processes' one error (or each one's own)

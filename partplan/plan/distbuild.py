@@ -16,10 +16,11 @@ partition file and manifest go through the plan store's writer
 :func:`~partplan.plan.store.finish_plan_dir`).
 
 Coverage: layout ``1d`` with conformal ownership (H rows held on ``part``),
-``normalize=None``, the backward program (``same_as`` forward when A equals its
-transpose, else a separate ``bwd`` program built from A^T) — every option
-``build_plan`` offers for the default layout except ``owner`` (decoupled
-ownership) and ``normalize``. The 1.5D and 2D layouts, whose ranks split a
+``normalize`` (None, "gcn", "mean": each process turns its rows into Â's after
+reading them, :func:`normalize_rows`), the backward program (``same_as``
+forward when A equals its transpose, else a separate ``bwd`` program built from
+A^T) — every option ``build_plan`` offers for the default layout except
+``owner`` (decoupled ownership). The 1.5D and 2D layouts, whose ranks split a
 row's nonzeros, move nonzeros instead of rows: :mod:`partplan.plan.distlayout`
 (the same read stage, checks and manifest fields as here). A routed layout
 takes the 1D path up to the halo requests, whose deliveries each process then
@@ -72,6 +73,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -143,20 +145,26 @@ def _rows_of(ids: np.ndarray, vstart: np.ndarray, a: int, b: int) -> np.ndarray:
     return np.repeat(ids[r0:r1], ln)
 
 
-def _read_rows(graph_path, info: ChunkInfo, lo: int, hi: int):
-    """Rows [lo, hi): (indptr int64 from 0, column ids — int32 when n < 2**31 —,
-    values or None), read in pieces of about :data:`_READ_BLOCK_NNZ`
-    nonzeros into preallocated arrays (each piece checked by
-    :func:`read_chunk_rows`): never an int64 copy of the whole range."""
+def _chunk_spans(info: ChunkInfo, lo: int, hi: int):
+    """Per chunk meeting rows [lo, hi): (its nonzeros among them, row cuts: global rows cutting them
+    into pieces of about :data:`_READ_BLOCK_NNZ` nonzeros, a piece of one heavier row on its own).
+    Reads the chunk's indptr over those rows (O(rows))."""
     from ..io.chunked import _npy_slice
-    spans = []                                   # (a, b, row cuts)
     for c in info.chunks:
         a, b = max(lo, c.row_lo), min(hi, c.row_hi)
         if a < b:
             ip = _npy_slice(c.indptr, np.dtype("<i8"), c.row_hi - c.row_lo + 1, a - c.row_lo, b - a + 1, "indptr")
             cuts = np.searchsorted(ip, np.arange(int(ip[0]), int(ip[-1]), _READ_BLOCK_NNZ), side="right") - 1
             cuts = np.unique(np.concatenate([np.clip(cuts, 0, b - a), [0, b - a]])) + a
-            spans.append((int(ip[-1] - ip[0]), cuts))
+            yield int(ip[-1] - ip[0]), cuts
+
+
+def _read_rows(graph_path, info: ChunkInfo, lo: int, hi: int):
+    """Rows [lo, hi): (indptr int64 from 0, column ids — int32 when n < 2**31 —,
+    values or None), read in pieces of about :data:`_READ_BLOCK_NNZ`
+    nonzeros into preallocated arrays (each piece checked by
+    :func:`read_chunk_rows`): never an int64 copy of the whole range."""
+    spans = list(_chunk_spans(info, lo, hi))
     total = sum(m for m, _ in spans)
     idt = np.int32 if info.n < (1 << 31) else np.int64
     indices = np.empty(total, dtype=idt)
@@ -395,6 +403,67 @@ def read_stage(graph_path, partition, layout, k, f, dtype, u: int, p: int) -> di
             "indices": indices, "data": data, "part": part}
 
 
+# ----------------------------------------------------------------------------- 1b. normalize
+class PlanMatrix(NamedTuple):
+    """What the manifest and the shards say of the matrix the plan multiplies: ``fingerprint`` (its
+    pattern's, :attr:`~partplan.graph.Graph.fingerprint`), ``source_fingerprint`` (the input
+    matrix's, values included: :attr:`~partplan.graph.Graph.matrix_fingerprint`), ``normalize``
+    (None, "gcn" or "mean"), ``nnz`` and ``weighted`` (of the matrix multiplied)."""
+    fingerprint: str
+    source_fingerprint: str
+    normalize: str | None
+    nnz: int
+    weighted: bool
+
+
+def normalize_rows(r: dict, mode: str) -> np.ndarray:
+    """Replace this process's rows of A in ``r`` (read stage) by the same rows of A + I (the
+    remaining self loops, :func:`partplan.models.normalize.self_looped_rows`) and return their degree
+    scales (1/sqrt(deg) for "gcn", 1/deg for "mean"; float64[rows]). A negative degree raises the
+    GraphFormatError the one-process :func:`~partplan.models.normalize.normalize_adjacency` raises.
+    The values become Â's with :func:`normalized_values` once the scales of the columns are known."""
+    from ..models.normalize import check_degrees, degree_scale, row_sums, self_looped_rows
+    indptr, indices, data = self_looped_rows(r["indptr"], r["indices"], r["data"], r["lo"])
+    deg = row_sums(indptr, data)
+    check_degrees(deg, mode, r["lo"], r["info"].name)
+    r.update(indptr=indptr, indices=indices, data=data)
+    return degree_scale(deg, mode)
+
+
+def normalized_values(r: dict, mode: str, scale: np.ndarray, col_scale: np.ndarray | None) -> None:
+    """Â's values of this process's rows (``r`` after :func:`normalize_rows`) into ``r["data"]``;
+    ``col_scale``: the scale of each entry's column ("gcn"; None for "mean")."""
+    from ..models.normalize import normalized_values as values
+    r["data"] = values(mode, r["indptr"], r["data"], scale, col_scale)
+
+
+def normalized_fingerprint(graph_path, info: ChunkInfo) -> str:
+    """:attr:`~partplan.graph.Graph.fingerprint` of A + I (the remaining self loops, entries of weight
+    0 dropped: the pattern a normalized plan multiplies) of a chunked graph, streamed in pieces of
+    about :data:`_READ_BLOCK_NNZ` nonzeros (two reads of the graph: indptr, then indices); memory
+    O(piece + the largest chunk's rows)."""
+    import hashlib
+
+    from ..models.normalize import self_looped_rows
+
+    def pieces():
+        for _, cuts in _chunk_spans(info, 0, info.n):
+            for a, b in zip(cuts[:-1], cuts[1:]):
+                c = read_chunk_rows(graph_path, int(a), int(b), info=info)
+                yield self_looped_rows(c.indptr - c.indptr[0], c.indices, c.data, int(a))
+
+    h = hashlib.sha256()
+    h.update(np.int64(info.n).astype("<i8").tobytes())
+    h.update(np.zeros(1, "<i8").tobytes())          # the global indptr's leading 0
+    off = 0
+    for ip, _, _ in pieces():
+        h.update((ip[1:] + off).astype("<i8").tobytes())
+        off += int(ip[-1])
+    for _, ix, _ in pieces():
+        h.update(ix.astype("<i8").tobytes())
+    return h.hexdigest()
+
+
 # ----------------------------------------------------------------------------- 2. shuffle
 def part_weights(part_slice: np.ndarray, deg: np.ndarray, k: int) -> np.ndarray:
     """int64[k]: rows + nonzeros of each part among this process's rows."""
@@ -615,7 +684,7 @@ def write_parts(tmp: Path, qr: tuple[int, int], lay, fres, bres, bmode: str, fp:
 
 
 def manifest(info: ChunkInfo, lay, fwd: Program, bwd: Program | None, counts: list, bcounts: list | None,
-             bmode: str, sym_pattern: bool, fp: str, f: int, dtype, meta: dict | None, alpha: float,
+             bmode: str, sym_pattern: bool, mx: PlanMatrix, f: int, dtype, meta: dict | None, alpha: float,
              beta: float) -> tuple[dict, int]:
     """(the manifest ``write_plan`` writes for this 1D plan, less what the
     store adds — tool, created, partition file, shards —; the total volume in
@@ -625,14 +694,14 @@ def manifest(info: ChunkInfo, lay, fwd: Program, bwd: Program | None, counts: li
     sizes = np.array([c["rows"] for c in counts], dtype=np.int64)
 
     def side(prog, cnt):
-        st = _stats(p, info.n, info.nnz, int(f), dtype, alpha, beta, cnt, sizes)
+        st = _stats(p, info.n, mx.nnz, int(f), dtype, alpha, beta, cnt, sizes)
         return st, programs_json(prog, [st.volume])
     return assemble_manifest(info, lay, side(fwd, counts), None if bwd is None else side(bwd, bcounts), bmode,
-                             sym_pattern, fp, f, dtype, meta)
+                             sym_pattern, mx, f, dtype, meta)
 
 
 def assemble_manifest(info: ChunkInfo, lay, fwd: tuple, bwd: tuple | None, bmode: str, sym_pattern: bool,
-                      fp: str, f: int, dtype, meta: dict | None) -> tuple[dict, int]:
+                      mx: PlanMatrix, f: int, dtype, meta: dict | None) -> tuple[dict, int]:
     """(the manifest fields, the total volume in rows) from the forward
     (stats, program JSON) and the backward one (None: no backward program;
     ``same_as`` forward when ``bmode`` says so). Every layout's distributed
@@ -643,22 +712,21 @@ def assemble_manifest(info: ChunkInfo, lay, fwd: tuple, bwd: tuple | None, bmode
     elif bmode == "same-as-forward":
         programs["backward"] = {"same_as": "forward"}
     m = manifest_fields(info, lay, programs, fwd[0].summary(), None if bwd is None else bwd[0].summary(), bmode,
-                        sym_pattern, fp, f, dtype, meta)
+                        sym_pattern, mx, f, dtype, meta)
     return m, int(np.asarray(fwd[0].volume).sum())
 
 
 def manifest_fields(info: ChunkInfo, lay, programs: dict, stats: dict, stats_backward: dict | None,
-                    bmode: str, sym_pattern: bool, fp: str, f: int, dtype, meta: dict | None) -> dict:
+                    bmode: str, sym_pattern: bool, mx: PlanMatrix, f: int, dtype, meta: dict | None) -> dict:
     """The manifest :func:`partplan.plan.build_plan` writes (less what the
     store adds) from its programs' JSON and the stats summaries."""
-    from ..io.chunked import chunked_matrix_fingerprint
     info_meta = dict(meta or {})
     m = {
         "format": FORMAT, "format_version": FORMAT_VERSION,
-        "graph": {"fingerprint": fp, "name": info.name, "n": info.n, "nnz": info.nnz,
+        "graph": {"fingerprint": mx.fingerprint, "name": info.name, "n": info.n, "nnz": mx.nnz,
                   "directed": bool(info.directed), "symmetric": bool(sym_pattern),
-                  "weighted": bool(info.weighted), "source_fingerprint": chunked_matrix_fingerprint(info, fp)},
-        "normalize": None,
+                  "weighted": bool(mx.weighted), "source_fingerprint": mx.source_fingerprint},
+        "normalize": mx.normalize,
         "k": lay.ranks, "ranks": lay.ranks, "row_blocks": lay.row_blocks,
         "layout": lay.spec, "layout_params": lay.params,
         "groups": [g.to_json() for g in lay.groups()],

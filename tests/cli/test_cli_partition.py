@@ -309,3 +309,19 @@ def test_convert_in_place_replaces_the_graph_atomically(tmp_path, capsys):
     a = sp.csr_matrix((np.ones(3), ([0, 1, 2], [1, 2, 3])), shape=(4, 4))
     want = ((a + a.T) > 0).astype(np.int64)
     assert (abs(sp.csr_matrix((np.ones(g.nnz), g.indices, g.indptr), shape=(4, 4)) - want)).nnz == 0
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["--normalize", "gcn", "-o", "P/p.npy"], "--normalize gcn sets the values of a plan"),
+    (["--normalize", "mean", "-o", "P/g.plan", "--partition-only"], "--normalize mean sets the values of a plan"),
+    (["--nprocs", "2", "--normalize", "gcn", "-o", "P/p.npy"], "--normalize do not apply with --nprocs"),
+    (["--nprocs", "2", "--shares", "-o", "P/p.npy"], "--shares do not apply with --nprocs"),
+])
+def test_plan_only_options_without_a_plan_are_refused(mtx, tmp_path, capsys, extra, needle):
+    """--normalize and --shares shape a plan: with a partition output (or the distributed
+    partitioner, which writes partitions) they were ignored; now one error, nothing written."""
+    from tests.errlines import one_line, run_cli
+    argv = ["partition", str(mtx), "-k", "2"] + [a.replace("P/", str(tmp_path) + "/") for a in extra]
+    rc, _, err = run_cli(argv, capsys)
+    one_line(rc, err, 2, needle)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.mtx"]
