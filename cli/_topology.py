@@ -61,6 +61,9 @@ class TopologyOptions(TopologyPlan):
                          getattr(args, "map_method", None), getattr(args, "route_level", None), layout)
         if getattr(args, "ownership", None) == "decoupled":
             self.refuse_owners("with --ownership decoupled")
+        if self.map == "steiner":   # its improve_mapping is reproducible on one Mt-KaHyPar thread only
+            from partplan.partition.engines.mtkahypar import mtk_initializer
+            mtk_initializer(1)             # the pool is set once per process: before any start uses it
 
 
 def print_topology(d: dict | None, file=None) -> None:

@@ -44,11 +44,22 @@ def _split(graph: Graph, k: int, method: str, seed: int, imbalance: float) -> np
 
 def hierarchical_partition(graph: Graph, topo, *, method: str = "metis", seed: int = 0,
                            imbalance: float = DEFAULT_IMBALANCE) -> np.ndarray:
-    """int64[n] rank of each vertex on ``topo.ranks`` ranks (module doc)."""
+    """int64[n] rank of each vertex on ``topo.ranks`` ranks (module doc).
+
+    Every split balances the rows' weights in the whole graph (:attr:`Graph.balance_weights`: row
+    nonzeros, at least 1 — not the induced subgraph's, which loses the edges that leave the domain)
+    within ε_l = (1 + ε)^(1/L) - 1 for L splitting levels, so the levels compound to ε; a part still
+    above the planner's ε-limit (a split engine's own slack) is repaired at the end
+    (:func:`partplan.partition.refinement.rebalance.rebalance`)."""
+    from ..partition.objectives import balance_cap
+    from ..partition.refinement.rebalance import rebalance
     if not topo.levels:
         raise PartitionError(f"topology {topo.source} has no domain levels to partition along")
     sizes = [topo.ranks] + [lv.size for lv in reversed(topo.levels)] + [1]   # outermost first
+    splits = sum(1 for outer, inner in zip(sizes[:-1], sizes[1:]) if outer // inner > 1)
+    level_eps = (1.0 + imbalance) ** (1.0 / max(splits, 1)) - 1.0
     A = graph.to_scipy().tocsr()
+    w = graph.balance_weights
     rank = np.zeros(graph.n, dtype=np.int64)      # rank offset of the current domain of each vertex
     for outer, inner in zip(sizes[:-1], sizes[1:]):
         fan = outer // inner
@@ -58,9 +69,12 @@ def hierarchical_partition(graph: Graph, topo, *, method: str = "metis", seed: i
             if idx.size == 0:
                 continue
             sub = A[idx][:, idx]
-            g = Graph.from_scipy(sub, name=f"{graph.name}[{start}:{start + outer}]")
-            new[idx] = start + _split(g, fan, method, seed, imbalance) * inner
+            g = Graph.from_scipy(sub, name=f"{graph.name}[{start}:{start + outer}]", vertex_weights=w[idx])
+            new[idx] = start + _split(g, fan, method, seed, level_eps) * inner
         rank = new
+    k = topo.ranks
+    if np.bincount(rank, weights=w, minlength=k).max() > balance_cap(w, rank, k, imbalance)[1]:
+        rank, _ = rebalance(graph, rank, k, imbalance=imbalance)
     return rank
 
 

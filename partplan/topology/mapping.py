@@ -130,13 +130,21 @@ def brute_force_map(V, C) -> tuple[np.ndarray, float]:
 def steiner_map(graph, part: np.ndarray, topo, *, imbalance: float = DEFAULT_IMBALANCE, seed: int = 0,
                 preset: str = "DEFAULT", vcycles: int = 1) -> np.ndarray:
     """Mt-KaHyPar ``improve_mapping`` of ``part`` onto ``topo`` (Steiner-tree
-    objective; see the module doc). Returns the new part → rank vector."""
+    objective; see the module doc). Returns the new part → rank vector; one rank: ``part`` as it is.
+
+    Reproducible for a seed when the process's Mt-KaHyPar pool has one thread
+    (:func:`~partplan.partition.engines.mtkahypar.mtk_initializer`; the CLI sets one before any
+    partitioning when ``--map steiner`` is asked). With more, the mapping differs from run to run;
+    the DETERMINISTIC preset is reproducible there but its ``improve_mapping`` finds nothing (polblogs,
+    tree:4x2: cost 14,350 kept, against 12,057 with DEFAULT)."""
     import mtkahypar
 
     from ..models import column_net
     from ..partition.engines import _mtk_errors, mtk_context, mtk_hypergraph
     from ..partition.options import engine_seed
     k = topo.ranks
+    if k == 1:
+        return np.asarray(part, dtype=np.int64).copy()
     if k > 64:
         raise PartitionError(f"--map steiner: Mt-KaHyPar maps hypergraphs onto at most 64 ranks, not {k}")
     mtk, ctx = mtk_context(k, imbalance, preset)
