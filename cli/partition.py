@@ -275,9 +275,11 @@ def run(args) -> int:
             raise BackendUnavailableError(f"plans are not available yet in this install ({exc}); "
                                           f"use --partition-only or a .npy/.part/.parquet name") from None
     if args.normalize != "none" and not want_plan:
-        raise PartitionError(f"--normalize {args.normalize} sets the values of a plan: write one with -o NAME.plan "
-                             f"(a partition holds no values; `partplan plan GRAPH --partition P --normalize "
-                             f"{args.normalize}` plans an existing partition)")
+        how = ("--partition-only writes the partition alone" if args.partition_only else
+               "write one with -o NAME.plan")
+        raise PartitionError(f"--normalize {args.normalize} sets the values of a plan: {how} (a partition holds "
+                             f"no values; `partplan plan GRAPH --partition P --normalize {args.normalize}` plans "
+                             f"an existing partition)")
     if args.shares and not (want_plan and str(args.graph).lower().endswith(".pt")):
         raise PartitionError("--shares writes a PyG Data's shares beside a plan: give a .pt graph and -o NAME.plan")
     from partplan.layouts import layout_class

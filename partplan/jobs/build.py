@@ -174,7 +174,7 @@ def _backward(comm, r: dict, rc, need, part_need, proc_of, qr, k: int, backward)
     """Stage 4: symmetry; the backward programs from A^T when asked (``backward``
     True) or needed (None and A != A^T). Returns (bres or None, same, sym_pattern)."""
     sym_pattern, same = D.symmetry(comm.allgather_object(D.hash_sums(rc.in_r, rc.estart_r, rc.cols, rc.data)),
-                                   r["info"])
+                                   r["info"], check_header=not r["header_on_A"])
     if backward is None:
         backward = not same
     bres = None
@@ -245,7 +245,14 @@ def build_plan_distributed(graph_path, partition, k: int, out, *, comm, layout: 
     except PartplanError as exc:
         err = str(exc)
     agree(comm, err)
-    _, source_fp, plan_fp = _graph_fingerprint(comm, graph_path, r["info"], partition, normalize)
+    source_fp, plan_fp = _graph_fingerprint(comm, graph_path, r["info"], partition, normalize)
+    # the header's "directed": false speaks of A; Â's pattern is A's plus the diagonal, less A's zero
+    # weights: only where A holds a zero is the header checked on A's rows, before they become Â's
+    r["header_on_A"] = normalize is not None and not r["info"].directed and any(comm.allgather_object(
+        r["data"] is not None and not bool(np.all(r["data"]))))
+    if r["header_on_A"]:
+        D.symmetry(comm.allgather_object(D.hash_sums(np.arange(r["lo"], r["hi"], dtype=np.int64), r["indptr"],
+                                                     r["indices"], r["data"])), r["info"], check_header=True)
     if normalize is not None:
         _normalize(comm, r, normalize)
     nnz = sum(comm.allgather_object(int(r["indices"].size))) if normalize is not None else r["info"].nnz
@@ -303,12 +310,12 @@ def _write_failure(out: Path, exc: BaseException) -> str:
     return str(exc)
 
 
-def _graph_fingerprint(comm, graph_path, info, partition, normalize: str | None) -> tuple[str, str, str]:
-    """(the chunked graph's pattern fingerprint, its matrix fingerprint (values included), the
-    fingerprint of the pattern the plan multiplies: A's, or A + I's under ``normalize``), streamed
-    from the chunk files by process 0 and sent to all. The first is checked against the one a saved
-    partition names (its sidecar's ``graph_fingerprint``): a partition of another graph is one error
-    on every process before any shard is built, as the one-process build refuses it."""
+def _graph_fingerprint(comm, graph_path, info, partition, normalize: str | None) -> tuple[str, str]:
+    """(the chunked graph's matrix fingerprint (values included), the fingerprint of the pattern the
+    plan multiplies: A's, or A + I's under ``normalize``), streamed from the chunk files by process 0
+    and sent to all. A's pattern fingerprint is checked against the one a saved partition names (its
+    sidecar's ``graph_fingerprint``): a partition of another graph is one error on every process
+    before any shard is built, as the one-process build refuses it."""
     from ..io.chunked import chunked_fingerprint, chunked_matrix_fingerprint
     from ..plan.partitions import saved_partition_meta
     u = comm.local[0]
@@ -320,7 +327,7 @@ def _graph_fingerprint(comm, graph_path, info, partition, normalize: str | None)
             if made_for and made_for != fp:
                 err = f"{partition}: partition was made for graph {made_for}, not {fp} ({graph_path})"
             else:
-                fps = (fp, chunked_matrix_fingerprint(info, fp),
+                fps = (chunked_matrix_fingerprint(info, fp),
                        fp if normalize is None else D.normalized_fingerprint(graph_path, info))
         except (PartplanError, OSError) as exc:
             err = str(exc)
@@ -341,17 +348,15 @@ def _normalize(comm, r: dict, mode: str) -> None:
     except PartplanError as exc:
         err = str(exc)
     agree(comm, err)
-    col_scale = None
-    if mode == "gcn":
-        cols = r["indices"]
-        need = D.distinct(cols, r["info"].n)
-        asked, asked_counts = comm.exchange_rows(need, D.lookup_counts(need, r["bounds"], comm.world), "scale lookup")
-        got, _ = comm.exchange_rows(scale[asked - r["lo"]] if asked.size else np.zeros(0), asked_counts,
-                                    "scale lookup")
-        del asked
-        col_scale = got[np.searchsorted(need, cols)]
-        del got, need
-    D.normalized_values(r, mode, scale, col_scale)
+    if mode != "gcn":
+        D.set_normalized_values(r, mode, scale)
+        return
+    need = D.distinct(r["indices"], r["info"].n)
+    asked, asked_counts = comm.exchange_rows(need, D.lookup_counts(need, r["bounds"], comm.world), "scale lookup")
+    need_scale, _ = comm.exchange_rows(scale[asked - r["lo"]] if asked.size else np.zeros(0), asked_counts,
+                                       "scale lookup")
+    del asked
+    D.set_normalized_values(r, mode, scale, need, need_scale)
 
 
 def _write(comm, st, r: dict, graph_path, partition, out, qr, fres, bres, same, make_manifest, created) -> dict:
@@ -439,7 +444,8 @@ def _build_nonzeros(comm, st, r: dict, graph_path, partition, out, f, dtype, met
     pcol = part_need[np.searchsorted(need, cols)].astype(idt)
     del need, part_need
     sym_pattern, same = D.symmetry(comm.allgather_object(
-        D.hash_sums(np.arange(lo, hi, dtype=np.int64), indptr, cols, r["data"])), info)
+        D.hash_sums(np.arange(lo, hi, dtype=np.int64), indptr, cols, r["data"])), info,
+        check_header=not r["header_on_A"])
     if backward is None:
         backward = not same
     del indptr

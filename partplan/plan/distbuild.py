@@ -154,9 +154,15 @@ def _chunk_spans(info: ChunkInfo, lo: int, hi: int):
         a, b = max(lo, c.row_lo), min(hi, c.row_hi)
         if a < b:
             ip = _npy_slice(c.indptr, np.dtype("<i8"), c.row_hi - c.row_lo + 1, a - c.row_lo, b - a + 1, "indptr")
-            cuts = np.searchsorted(ip, np.arange(int(ip[0]), int(ip[-1]), _READ_BLOCK_NNZ), side="right") - 1
-            cuts = np.unique(np.concatenate([np.clip(cuts, 0, b - a), [0, b - a]])) + a
-            yield int(ip[-1] - ip[0]), cuts
+            yield int(ip[-1] - ip[0]), row_cuts(ip, _READ_BLOCK_NNZ) + a
+
+
+def row_cuts(indptr: np.ndarray, block: int) -> np.ndarray:
+    """int64: row boundaries (0 and the row count included) cutting the rows of ``indptr`` (a CSR
+    row pointer, any offset) into runs of about ``block`` nonzeros; a heavier row is a run alone."""
+    rows = indptr.size - 1
+    cuts = np.searchsorted(indptr, np.arange(int(indptr[0]), int(indptr[-1]), block), side="right") - 1
+    return np.unique(np.concatenate([np.clip(cuts, 0, rows), [0, rows]])).astype(np.int64)
 
 
 def _read_rows(graph_path, info: ChunkInfo, lo: int, hi: int):
@@ -416,25 +422,52 @@ class PlanMatrix(NamedTuple):
     weighted: bool
 
 
+_NORMALIZE_BLOCK_NNZ = 1 << 20   # nonzeros normalized at a time (bounds the temporaries: ~30 bytes each)
+
+
 def normalize_rows(r: dict, mode: str) -> np.ndarray:
     """Replace this process's rows of A in ``r`` (read stage) by the same rows of A + I (the
     remaining self loops, :func:`partplan.models.normalize.self_looped_rows`) and return their degree
     scales (1/sqrt(deg) for "gcn", 1/deg for "mean"; float64[rows]). A negative degree raises the
     GraphFormatError the one-process :func:`~partplan.models.normalize.normalize_adjacency` raises.
-    The values become Â's with :func:`normalized_values` once the scales of the columns are known."""
+    The values become Â's with :func:`set_normalized_values` once the scales of the columns are known.
+    Runs of about :data:`_NORMALIZE_BLOCK_NNZ` nonzeros at a time go into arrays allocated once
+    (every row is its own computation, so the runs give the whole computation's rows)."""
     from ..models.normalize import check_degrees, degree_scale, row_sums, self_looped_rows
-    indptr, indices, data = self_looped_rows(r["indptr"], r["indices"], r["data"], r["lo"])
-    deg = row_sums(indptr, data)
-    check_degrees(deg, mode, r["lo"], r["info"].name)
-    r.update(indptr=indptr, indices=indices, data=data)
+    indptr, indices, data, lo = r["indptr"], r["indices"], r["data"], r["lo"]
+    rows = indptr.size - 1
+    out_ptr = np.zeros(rows + 1, dtype=np.int64)
+    out_idx = np.empty(indices.size + rows, dtype=indices.dtype)   # at most one self loop more per row
+    out_val = np.empty(indices.size + rows, dtype=np.float64)
+    deg = np.empty(rows, dtype=np.float64)
+    at = 0
+    cuts = row_cuts(indptr, _NORMALIZE_BLOCK_NNZ)
+    for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+        ea, eb = int(indptr[a]), int(indptr[b])
+        ip, ix, v = self_looped_rows(indptr[a:b + 1] - ea, indices[ea:eb], None if data is None else data[ea:eb],
+                                     lo + a)
+        m = ix.size
+        out_idx[at:at + m], out_val[at:at + m] = ix, v
+        out_ptr[a + 1:b + 1] = ip[1:] + at
+        deg[a:b] = row_sums(ip, v)
+        at += m
+    check_degrees(deg, mode, lo, r["info"].name)
+    r.update(indptr=out_ptr, indices=out_idx[:at], data=out_val[:at])
     return degree_scale(deg, mode)
 
 
-def normalized_values(r: dict, mode: str, scale: np.ndarray, col_scale: np.ndarray | None) -> None:
-    """Â's values of this process's rows (``r`` after :func:`normalize_rows`) into ``r["data"]``;
-    ``col_scale``: the scale of each entry's column ("gcn"; None for "mean")."""
-    from ..models.normalize import normalized_values as values
-    r["data"] = values(mode, r["indptr"], r["data"], scale, col_scale)
+def set_normalized_values(r: dict, mode: str, scale: np.ndarray, need: np.ndarray | None = None,
+                          need_scale: np.ndarray | None = None) -> None:
+    """Â's values of this process's rows (``r`` after :func:`normalize_rows`), written over
+    ``r["data"]`` in runs of about :data:`_NORMALIZE_BLOCK_NNZ` nonzeros. "gcn" needs each
+    column's scale: ``need`` (the distinct columns, ascending) and ``need_scale`` (their scales)."""
+    from ..models.normalize import normalized_values
+    indptr, cols, data = r["indptr"], r["indices"], r["data"]
+    cuts = row_cuts(indptr, _NORMALIZE_BLOCK_NNZ)
+    for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+        ea, eb = int(indptr[a]), int(indptr[b])
+        col_scale = need_scale[np.searchsorted(need, cols[ea:eb])] if mode == "gcn" else None
+        data[ea:eb] = normalized_values(mode, indptr[a:b + 1] - ea, data[ea:eb], scale[a:b], col_scale)
 
 
 def normalized_fingerprint(graph_path, info: ChunkInfo) -> str:
@@ -606,13 +639,14 @@ def hash_sums(in_r: np.ndarray, estart_r: np.ndarray, cols: np.ndarray, data: np
     return mine
 
 
-def symmetry(sums: list[list[int]], info: ChunkInfo) -> tuple[bool, bool]:
-    """(A's pattern is symmetric, A = A^T values included) from every process's :func:`hash_sums`;
-    a header that calls an asymmetric matrix undirected is refused (every process alike: the sums
-    are the same everywhere)."""
+def symmetry(sums: list[list[int]], info: ChunkInfo, check_header: bool) -> tuple[bool, bool]:
+    """(the pattern is symmetric, the matrix equals its transpose, values included) from every
+    process's :func:`hash_sums`. With ``check_header``, a header that calls an asymmetric matrix
+    undirected is refused (every process alike: the sums are the same everywhere); the header speaks
+    of A, so the build checks it on A's rows and not on Â's, whose zero weights are dropped."""
     tot = [sum(int(s[i]) for s in sums) % (1 << 64) for i in range(8)]
     sym_pattern = tot[0:2] == tot[2:4]
-    if not info.directed and not sym_pattern:
+    if check_header and not info.directed and not sym_pattern:
         raise_not_symmetric(info)
     return sym_pattern, sym_pattern and (not info.weighted or tot[4:6] == tot[6:8])
 

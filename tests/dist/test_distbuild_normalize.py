@@ -103,3 +103,47 @@ def test_normalized_plan_byte_identical_on_gloo(tmp_path, mode, layout, k, nproc
                             normalize=mode, timeout_s=240)
     assert res["processes"] == nprocs
     _same_dir(ref, tmp_path / "d.plan")
+
+
+@pytest.mark.parametrize("layout", ["1d", "2d:2x2"])
+def test_the_header_speaks_of_A_not_of_A_hat(tmp_path, layout):
+    """A header's "directed": false is checked on A. An undirected 4-cycle whose weight is 0 one way
+    (A symmetric in pattern, Â not: its zero is dropped) is planned as in one process; a header that
+    calls a matrix undirected whose pattern is asymmetric only through a zero-weight entry is
+    refused, as the one-process build and the build without --normalize refuse it."""
+    from partplan.errors import GraphFormatError
+    ip, ix = np.array([0, 2, 4, 6, 8]), np.array([1, 3, 0, 2, 1, 3, 0, 2])
+    g = Graph(ip, ix, np.array([0.0, 1, 1, 1, 1, 1, 1, 1]), directed=False)
+    part = np.array([0, 1, 0, 1])
+    gp = write_chunked(g, tmp_path / "g.chunked", chunks=2)
+    ref = _reference(g, part, 4 if layout != "1d" else 2, layout, "gcn", tmp_path)
+    build_plan_distributed(gp, part, 4 if layout != "1d" else 2, tmp_path / "d.plan", comm=LocalComm(1, []),
+                           layout=layout, f=16, created=False, normalize="gcn")
+    _same_dir(ref, tmp_path / "d.plan")
+    # (0, 2) stored with weight 0, (2, 0) absent: A's pattern is asymmetric
+    bad = Graph(np.array([0, 3, 5, 7, 9]), np.array([1, 2, 3, 0, 2, 1, 3, 0, 2]),
+                np.array([1.0, 0, 1, 1, 1, 1, 1, 1, 1]), directed=True)
+    bp = write_chunked(bad, tmp_path / "bad.chunked", chunks=2)
+    hdr = bp / "header.json"
+    hdr.write_text(hdr.read_text().replace('"directed": true', '"directed": false'))
+    assert '"directed": false' in hdr.read_text()
+    for mode in (None, "gcn"):
+        with pytest.raises(GraphFormatError, match='"directed": false'):
+            build_plan_distributed(bp, part, 4 if layout != "1d" else 2, tmp_path / f"bad{mode}.plan",
+                                   comm=LocalComm(1, []), layout=layout, f=16, created=False, normalize=mode)
+        assert not (tmp_path / f"bad{mode}.plan").exists()
+
+
+@pytest.mark.parametrize("mode", ["gcn", "mean"])
+def test_normalized_in_runs_of_a_few_nonzeros(tmp_path, monkeypatch, mode):
+    """The rows are normalized in runs of _NORMALIZE_BLOCK_NNZ nonzeros (bounded temporaries): runs
+    of 5 (and rows heavier than that alone) give the same plan."""
+    from partplan.plan import distbuild
+    monkeypatch.setattr(distbuild, "_NORMALIZE_BLOCK_NNZ", 5)
+    g = _directed_weighted(7, 5)
+    part = np.random.default_rng(3).integers(0, 3, g.n)
+    gp = write_chunked(g, tmp_path / "g.chunked", chunks=3)
+    ref = _reference(g, part, 3, "1d", mode, tmp_path)
+    build_plan_distributed(gp, part, 3, tmp_path / "d.plan", comm=LocalComm(1, []), f=16, created=False,
+                           normalize=mode)
+    _same_dir(ref, tmp_path / "d.plan")
