@@ -82,7 +82,9 @@ def _rank(ctx, cfg: dict) -> dict | None:
 
 
 def _render(rep: dict) -> str:
-    return render_keys(rep, KEYS) + f"\nloss first / last  {rep['losses'][0]:.4f} / {rep['losses'][-1]:.4f}"
+    got = [v for v in rep["losses"] if v is not None]    # mini-batch: None for a batch without a training seed
+    return render_keys(rep, KEYS) + (f"\nloss first / last  {got[0]:.4f} / {got[-1]:.4f}" if got else
+                                     "\nloss               none (no batch held a training seed)")
 
 
 register(Job(

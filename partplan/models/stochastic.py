@@ -181,6 +181,10 @@ def make_sampler(spec: str | Sampler | None) -> Sampler:
             raise OptionError("a sampler must have a sample(graph, rng) method")
         return spec
     parts = spec.split(":")
+    most = {"neighbor": 3, "saint-node": 2, "saint-rw": 3}
+    if parts[0] in most and len(parts) > most[parts[0]]:
+        raise OptionError(f"bad sampler spec {spec!r}: {parts[0]} takes at most {most[parts[0]] - 1} field(s) after "
+                          f"its name ({':'.join(parts[most[parts[0]]:])!r} is left over)")
 
     def at_least_1(name, v):
         if v < 1:

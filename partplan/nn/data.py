@@ -409,6 +409,8 @@ def _check_heads(p: Path, n: int, heads: dict, get, chunk_rows: int, iter_x=None
     shape, dt, _, off = heads["x"]
     if len(shape) != 2 or shape[0] != n:
         raise DataError(f"x must be an n × f array with n = {n} (the plan's graph), got shape {shape}", p, "x")
+    if shape[1] < 1:
+        raise DataError(f"x has no feature column (shape {tuple(shape)}): a model needs at least one", p, "x")
     if dt not in (np.float32, np.float64):
         order = (" (big-endian: save it little-endian)"
                  if dt.byteorder == ">" and dt.newbyteorder("<") in (np.float32, np.float64) else "")

@@ -255,6 +255,9 @@ class NeighborLoader:
                 raise OptionError(f"NeighborLoader samples with {key}={defaults[key]!r} only (PyG's default); "
                                   f"{key}={val!r} is not supported")
         self.num_neighbors = [int(k) for k in num_neighbors]
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not -2 ** 63 <= seed < 2 ** 63:
+            # the sample keys hash the seed's 64 bits: seeds outside one int64 would repeat others' batches
+            raise OptionError(f"seed must be an integer in [-2^63, 2^63), got {seed!r}")
         self.batch_size, self.seed, self.shuffle, self.drop_last = int(batch_size), int(seed), shuffle, drop_last
         name = str(plan)
         m = read_manifest(plan)
@@ -300,6 +303,8 @@ class NeighborLoader:
                  else np.asarray(input_nodes))
         except (ValueError, TypeError) as exc:   # a ragged list, an object numpy cannot hold
             raise OptionError(f"input_nodes: vertex ids must be ints in [0, {self.n}) ({exc})") from None
+        if a.size == 0 and a.ndim == 1:     # no seeds (np.asarray([]) is float64)
+            a = a.astype(np.int64)
         if a.dtype == bool:
             if a.shape != (self.n,):
                 raise OptionError(f"input_nodes: a bool mask must have one entry per vertex ({self.n})")
@@ -348,7 +353,8 @@ class NeighborLoader:
         return self.total_seeds // self.batch_size if self.drop_last else -(-self.total_seeds // self.batch_size)
 
     def set_epoch(self, epoch: int) -> None:
-        self.epoch = int(epoch)
+        from .._args import check_int
+        self.epoch = check_int("epoch", epoch, hi=2 ** 62)
 
     def __iter__(self) -> Iterator:
         epoch = self.epoch

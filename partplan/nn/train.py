@@ -332,20 +332,24 @@ def _train_minibatch(plan, comm, cfg: dict) -> tuple[dict, object]:
         sel = [np.flatnonzero(tm[np.searchsorted(o, sd)]) for tm, o, sd in zip(TM, own, seeds)]
         lab = [y[torch.from_numpy(np.searchsorted(o, sd))] for y, o, sd in zip(Y, own, seeds)]
         cnt = comm.allreduce_world([np.array([float(s_.size)]) for s_ in sel], "sum")[0][0]
-        terms = [F.cross_entropy(lg[torch.from_numpy(s_)], lb[torch.from_numpy(s_)], reduction="sum")
-                 / max(cnt, 1.0) + 0.0 * lg.sum() for lg, lb, s_ in zip(logits, lab, sel)]
-        opt.zero_grad(set_to_none=False)
-        sum(terms).backward()
-        allreduce_gradients(model, comm)
-        opt.step()
+        trained = cnt > 0     # the global batch holds a training seed (every rank sees the same count)
+        if trained:           # else no loss, no gradient and no step (Adam's moments would move the weights)
+            terms = [F.cross_entropy(lg[torch.from_numpy(s_)], lb[torch.from_numpy(s_)], reduction="sum")
+                     / cnt + 0.0 * lg.sum() for lg, lb, s_ in zip(logits, lab, sel)]
+            opt.zero_grad(set_to_none=False)
+            sum(terms).backward()
+            allreduce_gradients(model, comm)
+            opt.step()
         times.append(time.perf_counter() - t0)
-        losses.append(float(comm.allreduce_world([np.array([t.item()]) for t in terms], "sum")[0][0]))
+        losses.append(float(comm.allreduce_world([np.array([t.item()]) for t in terms], "sum")[0][0])
+                      if trained else None)
         rows_pb.append(int(sum(v.sum() for v in vols)))
-        pred_b.append(sum(int(v.sum()) * w * itemsize * (2 if back else 1) for v, w, back in zip(vols, widths, bwd))
-                      + nparams * itemsize * k)
+        pred_b.append(sum(int(v.sum()) * w * itemsize * (2 if back and trained else 1)
+                          for v, w, back in zip(vols, widths, bwd)) + (nparams * itemsize * k if trained else 0))
         meas_b.append(float(comm.sent_bytes.sum() + comm.reduce_bytes.sum()))
         if cfg.get("progress") and comm.local[0] == 0 and (b + 1) % max(1, nb // 10) == 0:
-            _say(cfg, f"[train] batch {b + 1}/{nb} loss {losses[-1]:.4f}")
+            _say(cfg, f"[train] batch {b + 1}/{nb} " + (f"loss {losses[-1]:.4f}" if trained else
+                                                         "without a training seed (no step)"))
     meas = comm.allreduce_world([np.asarray(meas_b, dtype=np.float64)], "sum")[0]
     rows_meas = comm.allreduce_world([np.asarray(fwd_rows, dtype=np.float64)], "sum")[0]
     tmax = comm.allreduce_world([np.asarray(times)], "max")[0]
@@ -562,13 +566,12 @@ def train_config(options: dict, nprocs: int | None = None, threads: int | None =
     random_features, classes, batch_size = o["random_features"], o["classes"], o["batch_size"]
     if backend not in BACKENDS:
         raise PartplanError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    for name, v, lo in (("epochs", epochs, 1), ("hidden", hidden, 1), ("layers", layers, 1)):
-        if not isinstance(v, (int, np.integer)) or v < lo:
-            raise PartplanError(f"{name} must be an integer >= {lo}, got {v!r}")
-    if not (lr > 0 and np.isfinite(lr)) or not (weight_decay >= 0 and np.isfinite(weight_decay)):
-        raise PartplanError(f"lr must be > 0 and weight decay >= 0 (got {lr}, {weight_decay})")
-    if not 0.0 <= dropout < 1.0:
-        raise PartplanError(f"dropout must be in [0, 1), got {dropout}")
+    from .._args import check_int, check_real
+    for name, v in (("epochs", epochs), ("hidden", hidden), ("layers", layers)):
+        check_int(name, v, lo=1, error=PartplanError)      # bools refused: epochs=True is no count
+    lr = check_real("lr", lr, lo_open=True, error=PartplanError)
+    weight_decay = check_real("weight_decay", weight_decay, error=PartplanError)
+    dropout = check_real("dropout", dropout, hi=1.0, hi_open=True, error=PartplanError)
     if dtype not in ("float32", "float64"):
         raise PartplanError(f"dtype must be float32 or float64, got {dtype!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not -2 ** 63 <= seed < 2 ** 63:

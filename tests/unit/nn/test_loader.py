@@ -128,3 +128,13 @@ def test_options_are_checked(one):
     with pytest.raises(OptionError, match="no option"):
         NeighborLoader(path, [2], batch_size=4, time_attr="t")
     NeighborLoader(path, [2], batch_size=4, replace=False, directed=True)     # PyG's defaults: accepted
+
+
+def test_no_seeds_and_the_seed_range(one):
+    """An empty id list is no seeds, as an all-False mask is (np.asarray([]) is float64 and was
+    refused); a seed outside int64 repeated another seed's batches (its low 64 bits were hashed)."""
+    _, path = one
+    assert len(NeighborLoader(path, [2], batch_size=4, input_nodes=[])) == 0
+    for seed in (2 ** 64, -2 ** 63 - 1, 1.5, True):
+        with pytest.raises(OptionError, match="seed must be an integer"):
+            NeighborLoader(path, [2], batch_size=4, seed=seed)
