@@ -136,6 +136,15 @@ def _check_options(args) -> None:
         raise PartitionError("--column applies to --partition table files only")
 
 
+
+def _check_part_name(path, ranks: int | None) -> None:
+    """--save-partition NAME.part.K: K must be the partition's ranks, as ``partition -o`` and every
+    partition writer check it (None: not known yet)."""
+    from partplan.io.partfile import part_k_name_problem
+    bad = part_k_name_problem(Path(path), ranks, k_is="the partition has") if ranks is not None else None
+    if bad:
+        raise PartitionError(f"{path}: {bad}")
+
 def run(args) -> int:
     from partplan.io.partfile import write_partition
     from partplan.layouts import parse_layout as layout_of
@@ -150,6 +159,7 @@ def run(args) -> int:
         check_output_file(args.plot, kind="png")
     if args.save_partition is not None:   # never over the graph or the partition file read
         check_output_file(args.save_partition, kind="partition", inputs=[args.graph, args.partition])
+        _check_part_name(args.save_partition, args.k)    # checked again once the ranks are known
     spec = args.layout
     alpha = DEFAULT_ALPHA_S if args.alpha is None else args.alpha
     beta = DEFAULT_BETA_S_PER_BYTE if args.beta is None else args.beta
@@ -158,7 +168,7 @@ def run(args) -> int:
     topts = TopologyOptions(args, layout=spec)  # bad --topology / --route / --map: one error, before any work
 
     t0 = time.perf_counter()
-    graph = load_graph(args.graph, fetch=args.fetch, weight=args.weight)
+    graph = read = load_graph(args.graph, fetch=args.fetch, weight=args.weight)
     if args.symmetrize or args.self_loops != "keep":
         graph = graph.normalize(symmetrize=args.symmetrize, self_loops=args.self_loops)
     timing["load_s"] = time.perf_counter() - t0
@@ -172,7 +182,16 @@ def run(args) -> int:
         source = {"file": str(args.partition)}
         # METIS .part.K, .npy, .pt, tables, DGL folders, PyG node_map.pt, CAGNET .part-sizes, partplan's own
         from partplan.plan.partitions import read_partition_file
-        P = read_partition_file(args.partition, graph, column=args.column)
+        from partplan.errors import PartplanError
+        try:
+            P = read_partition_file(args.partition, graph, column=args.column)
+        except PartplanError as exc:   # a partition of the graph as read: --symmetrize / --self-loops keep its rows
+            if read is graph:
+                raise
+            try:
+                P = read_partition_file(args.partition, read, column=args.column)
+            except PartplanError:
+                raise exc from None
         part, b = P.part, P.row_blocks
         if spec is None:       # a saved partition's or plan's own layout and ranks (a bare file's: 1d)
             from partplan.layouts import spec_from_params
@@ -183,9 +202,11 @@ def run(args) -> int:
         if owner is not None and (not lay.supports_owner or getattr(args, "map_method", None) not in (None, "none")):
             raise PartitionError(f"{args.partition}: a decoupled partition (its owners beside it) is analyzed "
                                  f"in the 1d layout without --map")
-        if b > lay.row_blocks:
-            raise PartitionError(f"{args.partition}: {b} row blocks, but layout {lay.spec} on {lay.ranks} ranks "
-                                 f"has {lay.row_blocks}")
+        from partplan.plan.partitions import parts_known
+        if b > lay.row_blocks or (parts_known(P) and b != lay.row_blocks):   # as `partplan plan` reads it
+            raise PartitionError(f"{args.partition}: {b} row blocks{' (its own count)' if parts_known(P) else ''}, "
+                                 f"but layout {lay.spec} on {lay.ranks} ranks has {lay.row_blocks}; leave -k and "
+                                 f"--layout out to analyze it as it was made")
         name = Path(args.partition).name
     else:
         if k is None:
@@ -235,6 +256,7 @@ def run(args) -> int:
         written.append(str(plot_volume(target, args.plot, title=title)))
         timing["plot_s"] = time.perf_counter() - t0
     if args.save_partition:
+        _check_part_name(args.save_partition, lay.ranks)
         if owner is None and not lay.params:    # a plain 1D partition: the part ids alone
             written.append(str(write_partition(part, args.save_partition)))
         else:   # its layout and owners kept with it (a sidecar / the Parquet metadata): it analyzes the same

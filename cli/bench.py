@@ -14,6 +14,8 @@ import time
 from ._common import fraction as _fraction, nonneg_float as _nonneg_float, positive_int as _positive_int
 from partplan.partition.options import DEFAULT_IMBALANCE
 
+STOCHASTIC_DEFAULTS = {"stochastic_k": 16, "stochastic_batches": 1000, "sampler": "neighbor:256:10,5", "theta": 0.02}
+
 
 def register(subparsers) -> None:
     from partplan.bench.planner import ALL_METHODS, DATASETS, METHODS, QUICK_DATASETS
@@ -43,10 +45,15 @@ def register(subparsers) -> None:
     p.add_argument("--refine-time-limit", type=_nonneg_float, default=None, help="seconds per refinement (>= 0)")
     p.add_argument("--stochastic", default=None, metavar="NAME",
                    help="also compare the stochastic model with the full-batch hypergraph on this dataset")
-    p.add_argument("--stochastic-k", type=_positive_int, default=16)
-    p.add_argument("--stochastic-batches", type=_positive_int, default=1000, help="fresh evaluation batches")
-    p.add_argument("--sampler", default="neighbor:256:10,5", help="stochastic sampler spec")
-    p.add_argument("--theta", type=float, default=0.02, help="stochastic model Hoeffding θ > 0 (default 0.02)")
+    p.add_argument("--stochastic-k", type=_positive_int, default=None,
+                   help=f"with --stochastic: parts (default {STOCHASTIC_DEFAULTS['stochastic_k']})")
+    p.add_argument("--stochastic-batches", type=_positive_int, default=None,
+                   help=f"with --stochastic: fresh evaluation batches (default "
+                        f"{STOCHASTIC_DEFAULTS['stochastic_batches']})")
+    p.add_argument("--sampler", default=None,
+                   help=f"with --stochastic: sampler spec (default {STOCHASTIC_DEFAULTS['sampler']})")
+    p.add_argument("--theta", type=float, default=None,
+                   help=f"with --stochastic: Hoeffding θ > 0 (default {STOCHASTIC_DEFAULTS['theta']})")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=run)
@@ -57,6 +64,7 @@ def run(args) -> int:
     from partplan.bench.planner import DATASETS, QUICK_DATASETS, format_table, run_bench
 
     preset = check_preset(args.preset)
+    _check_applies(args)
     if args.out:
         from partplan.io.outpath import check_output_folder
         check_output_folder(args.out)
@@ -83,6 +91,23 @@ def run(args) -> int:
         if args.out:
             print(f"\nwrote {args.out}/bench_planner.csv, .json, .png")
     return 0
+
+
+def _check_applies(args) -> None:
+    """Options that act only beside another are refused without it (they were ignored); the
+    stochastic ones get their defaults here."""
+    from partplan.errors import OptionError
+    if args.quick and args.datasets:
+        raise OptionError("--quick picks the small datasets; --datasets names others: give one of the two")
+    given = ["--" + k.replace("_", "-") for k in STOCHASTIC_DEFAULTS if getattr(args, k) is not None]
+    if given and args.stochastic is None:
+        raise OptionError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} with --stochastic NAME only")
+    for k, v in STOCHASTIC_DEFAULTS.items():
+        if getattr(args, k) is None:
+            setattr(args, k, v)
+    if args.refine_time_limit is not None and "hypergraph+refine" not in args.methods:
+        raise OptionError("--refine-time-limit limits the refinement of --methods hypergraph+refine, which is "
+                          "not among the methods run")
 
 
 def _check_stochastic(args) -> None:

@@ -101,6 +101,10 @@ def run(args) -> int:
     topts.check_ranks(args.k)
     if args.nprocs is not None or _under_torchrun_chunked(args.graph):
         return _run_distributed(args, out)
+    if args.timeout is not None:
+        from partplan.errors import OptionError
+        raise OptionError("--timeout is how long a process of the distributed build (--nprocs N, or torchrun) "
+                          "waits on a peer; this build runs in one process")
     graph = load_graph(args.graph, symmetrize=args.symmetrize, weight=args.weight, normalize=args.normalize)
     src = _read(args, graph)
     src, args.layout, args.k = topts.prepare(graph, src, args.k, args.layout)  # --map, the route's layout, ranks
@@ -215,7 +219,6 @@ def _read(args, graph):
     exactly (a saved partplan partition, a plan directory, a METIS ``NAME.part.K`` file, a PyG / DGL /
     CAGNET partition's own part count: layout, ranks and K kept), else the bare part array (parts:
     max(id) + 1 at least, so ``-k`` may ask for more row blocks)."""
-    from partplan.plan.partitions import read_partition_file
+    from partplan.plan.partitions import parts_known, read_partition_file
     P = read_partition_file(args.partition, graph, column=args.column)
-    exact = P.model != "external" or P.info.get("plan") or P.info.get("parts_declared") is not None
-    return P if exact else P.part
+    return P if parts_known(P) else P.part

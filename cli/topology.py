@@ -32,7 +32,7 @@ def register(subparsers) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("topology", metavar="T", help="tree:RxD[:INTRA,INTER], tree:AxBxC, dgx1, or a JSON file")
     s.add_argument("--json", action="store_true", help="print the JSON form (what a topology file holds)")
-    s.add_argument("-o", "--output", metavar="FILE", help="also write the JSON form to FILE")
+    s.add_argument("-o", "--output", metavar="T.json", help="also write the JSON form to T.json")
     s.set_defaults(func=run_show)
     q = sub.add_parser("probe", help="measure pairwise latency / bandwidth and write a matrix topology",
                        description="Ping-pong between every pair of ranks with torch.distributed (a small and a "
@@ -41,7 +41,7 @@ def register(subparsers) -> None:
                               "  torchrun --nproc-per-node 8 -m partplan topology probe -o gpus.json --backend nccl",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     q.add_argument("--nprocs", type=positive_int, metavar="N", help="processes to start here (omit under torchrun)")
-    q.add_argument("-o", "--output", required=True, metavar="FILE", help="topology JSON to write")
+    q.add_argument("-o", "--output", required=True, metavar="T.json", help="topology JSON to write")
     q.add_argument("--backend", choices=("gloo", "nccl"), default="gloo", help="default gloo")
     q.add_argument("--large", type=int, default=1 << 22, metavar="BYTES", help="bandwidth message (default 4 MiB)")
     q.add_argument("--repeat", type=positive_int, default=5, help="round trips per pair and size (default 5)")
@@ -55,7 +55,7 @@ def run_show(args) -> int:
     from partplan.io.outpath import check_output_file
     from partplan.topology import load_topology, write_topology
     if args.output is not None:   # an unwritable -o ends the command before the topology is built
-        check_output_file(args.output, kind="any")
+        check_output_file(args.output, kind="json")
     t = load_topology(args.topology)
     if args.output is not None:
         write_topology(t, args.output)
@@ -69,7 +69,7 @@ def run_show(args) -> int:
 def run_probe(args) -> int:
     from partplan.io.outpath import check_output_file
     from partplan.runtime.probe import run_probe as probe
-    check_output_file(args.output, kind="any")   # an unwritable -o ends the probe before any process starts
+    check_output_file(args.output, kind="json")   # an unwritable -o ends the probe before any process starts
     rep = probe(args.output, nprocs=args.nprocs, backend=args.backend, large=args.large, repeat=args.repeat,
                 timeout=args.timeout)
     if rep is None:  # not rank 0 under torchrun

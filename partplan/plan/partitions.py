@@ -137,6 +137,13 @@ def read_partition_file(path: str | os.PathLike, graph, *, column: str | None = 
                      info={"file": str(p), **({"parts_declared": named} if named is not None else {})})
 
 
+def parts_known(P) -> bool:
+    """Whether the Partition :func:`read_partition_file` returned knows its part count exactly (a saved
+    partplan partition, a plan, a declared K) rather than max(id) + 1 of a bare file; a layout and
+    ranks asked for must then have exactly its row blocks."""
+    return P.model != "external" or bool(P.info.get("plan")) or P.info.get("parts_declared") is not None
+
+
 def saved_partition_meta(path) -> dict | None:
     """The metadata ``partplan partition`` saved with the partition file
     ``path`` (its ``.json`` sidecar, or a Parquet file's ``partplan`` schema

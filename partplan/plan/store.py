@@ -848,11 +848,13 @@ def _partition_arrays(path: Path, m: dict, verify: bool) -> dict[str, np.ndarray
 def load_plan_partition(path, graph=None, *, verify: bool = True) -> tuple[dict, np.ndarray, np.ndarray | None]:
     """The partition a plan was built from, without its shards: (manifest, part int64[n] (row block
     of every vertex, original vertex order), owner int64[n] or None). The manifest and the
-    partition file get the checks of :func:`load_plan`; with ``graph`` its fingerprint must be
-    the plan's. Raises :class:`PlanError` naming the file and field."""
+    partition file get the checks of :func:`load_plan`; with ``graph``, it must be the plan's graph
+    or the graph the plan was built from (:func:`source_matches`: a normalized plan's partition is
+    a partition of its input graph's rows too). Raises :class:`PlanError` naming the file and field."""
     path = Path(path)
     m = read_manifest(path)
-    _check_graph(m, graph, path)
+    if graph is not None and not (m["graph"].get("fingerprint") == graph.fingerprint or source_matches(m, graph)):
+        _check_graph(m, graph, path)      # another graph: the error that says which
     g = _partition_arrays(path, m, verify)
     owner = g.get("owner")
     return m, g["part"].astype(np.int64, copy=False), None if owner is None else owner.astype(np.int64, copy=False)

@@ -483,3 +483,30 @@ def test_a_partition_result_where_part_ids_are_asked_for_says_so():
     with pytest.raises(PartitionError, match=r"pass its \.part"):
         analyze_15d(g, P, 2)
     analyze_15d(g, P.part, 2)                                   # its row blocks: accepted
+
+
+def test_saved_partition_against_its_own_count_and_normalized_graphs(random_graph, tmp_path, capsys):
+    """A saved partition knows its parts: -k / --layout with other row blocks analyzed phantom empty
+    ranks (exit 0), as `partplan plan` refuses. `--self-loops add` / `--symmetrize` keep its rows, so
+    they read it (its sidecar names the graph as read; the check refused the normalized one). And
+    `--save-partition NAME.part.K` with K not the partition's ranks is refused, as `partition -o` is."""
+    from tests.errlines import one_line, run_cli
+    g, _ = random_graph
+    saved = tmp_path / "p.npy"
+    assert main(["-q", "partition", str(g), "-k", "4", "--model", "graph", "--engine", "metis", "-o", str(saved)]) == 0
+    for extra in (["-k", "8"], ["--layout", "2d:3x3"]):
+        rc, _, err = run_cli(["-q", "analyze", str(g), "--partition", saved] + extra, capsys)
+        one_line(rc, err, 2, "4 row blocks (its own count)")
+    want = np.load(saved)
+    for extra in (["--self-loops", "add"], ["--symmetrize"], ["--self-loops", "remove"]):
+        rc, out, err = run_cli(["-q", "analyze", str(g), "--partition", saved, "--json"] + extra, capsys)
+        assert rc == 0, err
+        assert json.loads(out)["k"] == 4
+    bare = tmp_path / "bare.npy"
+    np.save(bare, want)          # a bare file: -k may ask for more row blocks (its count is max + 1)
+    assert run_cli(["-q", "analyze", str(g), "--partition", bare, "-k", "8"], capsys)[0] == 0
+    for argv, needle in (([str(g), "--method", "block", "-k", "4"], "name it s.part.4"),
+                         ([str(g), "--partition", saved], "name it s.part.4")):
+        rc, _, err = run_cli(["-q", "analyze", *argv, "--save-partition", tmp_path / "s.part.8"], capsys)
+        one_line(rc, err, 2, needle)
+        assert not (tmp_path / "s.part.8").exists()

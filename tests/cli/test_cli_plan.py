@@ -95,3 +95,20 @@ def test_console_script_subprocess(plan_path):
     r = subprocess.run([exe, "validate", str(path), "--no-replay"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "valid" in r.stdout
+
+
+def test_options_that_act_only_elsewhere_are_refused(tmp_path, capsys):
+    """`plan --timeout` without --nprocs (it times the distributed build's peers) and a topology
+    written over a file that is no NAME.json (a graph was replaced by `topology probe -o g.mtx`)."""
+    from tests.errlines import one_line, run_cli
+    np.save(tmp_path / "p.npy", np.arange(1490) % 2)
+    rc, _, err = run_cli(["plan", "polblogs", "--partition", tmp_path / "p.npy", "--timeout", "5",
+                          "-o", tmp_path / "t.plan"], capsys)
+    one_line(rc, err, 2, "--timeout")
+    assert not (tmp_path / "t.plan").exists()
+    g = tmp_path / "g.mtx"
+    g.write_text("%%MatrixMarket matrix coordinate pattern general\n2 2 1\n1 2\n")
+    for argv in (["topology", "show", "tree:2x2", "-o", g], ["topology", "probe", "--nprocs", "2", "-o", g]):
+        rc, _, err = run_cli(argv, capsys)
+        one_line(rc, err, 2, "NAME.json")
+    assert g.read_text().startswith("%%MatrixMarket")

@@ -197,12 +197,17 @@ def test_validate_features_are_held_to_the_memory_budget(path_plan, capsys, monk
     (["--imbalance", "-1"], "--imbalance"),
     (["--imbalance", "10"], "--imbalance"),
     (["--refine-time-limit", "-1"], "--refine-time-limit"),
-    (["--theta", "0"], "--theta"),
-    (["--theta", "nan"], "--theta"),
+    (["--stochastic", "polblogs", "--theta", "0"], "--theta"),
+    (["--stochastic", "polblogs", "--theta", "nan"], "--theta"),
     (["--stochastic", "nonexist"], "--stochastic"),
     (["--stochastic", "rmat99"], "--stochastic"),
     (["--stochastic", "polblogs", "--sampler", "garbage"], "--sampler"),
-    (["--sampler", "neighbor:0"], "--sampler"),
+    (["--stochastic", "polblogs", "--sampler", "neighbor:0"], "--sampler"),
+    # options that act only beside another were ignored without it
+    (["--sampler", "neighbor:10"], "--sampler applies with --stochastic NAME only"),
+    (["--stochastic-k", "8", "--theta", "0.1"], "--stochastic-k, --theta apply with --stochastic NAME only"),
+    (["--refine-time-limit", "3"], "not among the methods run"),
+    (["--quick"], "give one of the two"),
 ])
 def test_bench_bad_options_stop_before_any_benchmark(opts, needle, capsys, monkeypatch):
     import partplan.bench.planner as planner

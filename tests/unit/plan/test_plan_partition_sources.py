@@ -123,3 +123,27 @@ def test_a_normalized_plan_is_not_exported_to_dgl_as_its_graph(tmp_path, capsys)
     assert main(["-q", "export", plan, "--to", "dgl", str(tmp_path / "nd")]) == 2
     assert "normalized matrix" in capsys.readouterr().err
     assert not (tmp_path / "nd").exists()
+
+
+def test_a_normalized_plans_partition_is_its_input_graphs(tmp_path, capsys):
+    """A plan of Â is a partition of A's rows: `plan A --partition Â.plan` (normalized again or not) and
+    `analyze A --partition Â.plan` read it; before, the graph check asked for Â itself, which no
+    CLI option gives. Another graph is still refused."""
+    g, gpath = _graph(tmp_path)
+    part = np.arange(40) % 4
+    np.save(tmp_path / "p.npy", part)
+    src = str(tmp_path / "n.plan")
+    assert main(["-q", "plan", str(gpath), "--partition", str(tmp_path / "p.npy"), "--normalize", "gcn",
+                 "-o", src]) == 0
+    for extra in (["--normalize", "gcn"], []):
+        out = tmp_path / f"again{len(extra)}.plan"
+        assert main(["-q", "plan", str(gpath), "--partition", src, "-o", str(out)] + extra) == 0
+        from partplan.plan import load_plan
+        assert np.array_equal(load_plan(out).part, part)
+    capsys.readouterr()
+    assert main(["-q", "analyze", str(gpath), "--partition", src, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["k"] == 4
+    other = Graph.from_edges([0, 1], [1, 2], n=40, name="other")
+    write_graph(other, tmp_path / "o.npz")
+    assert main(["-q", "plan", str(tmp_path / "o.npz"), "--partition", src, "-o", str(tmp_path / "x.plan")]) == 2
+    assert "another graph" in capsys.readouterr().err
