@@ -21,6 +21,7 @@ rows). The rows sent are the plan's: bytes sent per rank pair equal
 from __future__ import annotations
 
 import os
+import sys
 import weakref
 from typing import Any
 
@@ -218,6 +219,13 @@ class _Exchange:
         return res
 
 
+def _exchanged(outs: tuple) -> tuple:
+    """Mark the exchange's autograd node: rows from here on are fresh (:func:`_check_one_hop` stops)."""
+    if outs and outs[0].grad_fn is not None:
+        outs[0].grad_fn.metadata[_EXCHANGE_KEY] = True
+    return outs
+
+
 class _HaloFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, ex: _Exchange, *xs):
@@ -330,7 +338,7 @@ class Halo(torch.nn.Module):
         """``cat([x, x[halo rows from their owners]])``; backward adds the halo
         rows' gradients into their owners' rows."""
         _check_x(self.plan_name, self._view, x, self.dtype, self.device)
-        return _HaloFn.apply(self._exchange(), x)[0]
+        return _exchanged(_HaloFn.apply(self._exchange(), x))[0]
 
     def extra_repr(self) -> str:
         return (f"plan={self.plan_name!r}, rank={self.rank}/{self.manifest['ranks']}, local={self.num_local}, "
@@ -389,7 +397,7 @@ class LocalHalo(torch.nn.Module):
                 raise PlanError(f"{self.plan_name}: rank {v.rank}'s input is {x.dtype} {tuple(x.shape)} on "
                                 f"{x.device}, rank 0's {x0.dtype} {tuple(x0.shape)} on {x0.device}: every rank's "
                                 f"rows must have one dtype, device and shape past the first dimension")
-        return list(_HaloFn.apply(self._ex, *xs))
+        return list(_exchanged(_HaloFn.apply(self._ex, *xs)))
 
 
 # ----------------------------------------------------------------------------- shares
@@ -540,12 +548,26 @@ def _install_gcn_norm() -> None:
             continue
 
 
+_EXCHANGE_KEY = "partplan_halo_exchange"   # autograd node metadata: a Halo exchange's output
+_AGGREGATE_KEY = "partplan_halo_aggregate"  # ... a propagate's output over a Halo (its HaloRank's id)
+_LINEAGE_MAX_NODES = 1 << 16                # autograd nodes one check walks at most
+
+
 def _install_flow_check() -> None:
-    """Refuse a layer with ``flow="target_to_source"`` on a Halo's ``edge_index`` (one PlanError at
-    its ``propagate``): it aggregates at the sources, and a Halo holds each local row's in-edges, not
-    its out-edges, so its output would be silently wrong. Every layer's ``propagate`` checks its
-    input by ``MessagePassing._check_input``, which this wraps (once); other flows and other
-    ``edge_index`` tensors pass through unchanged."""
+    """Checks at every ``propagate`` on a Halo's ``edge_index`` (PyG's ``propagate`` checks its input by
+    ``MessagePassing._check_input``, which this wraps once; other ``edge_index`` tensors pass through
+    unchanged), each one PlanError where the layer's output would be silently wrong:
+
+    * ``flow="target_to_source"``: it aggregates at the sources, and a Halo holds each local row's
+      in-edges, not its out-edges.
+    * **More than one hop** on one exchange (TAGConv, APPNP, ARMAConv with ``num_layers`` > 1,
+      MixHopConv with powers > 1, GatedGraphConv, without GCN normalization too): a halo
+      row's aggregate misses the in-edges only its owner holds, so a propagate that reads rows a
+      previous propagate over the same Halo aggregated reads wrong rows. Found through autograd: each
+      propagate's output node is marked (a propagate hook registered on the layer when it first meets
+      a Halo), and a propagate whose node input descends from a marked node, with no Halo exchange
+      between, stops. Where no gradient is recorded (``torch.no_grad``) there is no lineage to read and
+      the check cannot run."""
     try:
         from torch_geometric.nn.conv import MessagePassing
     except ImportError:
@@ -553,16 +575,93 @@ def _install_flow_check() -> None:
     orig = MessagePassing._check_input
 
     def _check_input(self, edge_index, size):
-        if getattr(self, "flow", None) == "target_to_source" and isinstance(edge_index, torch.Tensor):
-            v = _view_of(edge_index)
-            if v is not None:
+        v = _hop_view(edge_index)
+        if v is not None:
+            if getattr(self, "flow", None) == "target_to_source":
                 raise PlanError(f"{type(self).__name__} aggregates with flow='target_to_source' (at the sources); "
                                 f"a Halo's edge_index holds the in-edges of rank {v.rank}'s rows (PyG's source -> "
                                 f"target flow): plan the reversed graph (edge_index.flip(0)) and run the layer with "
                                 f"flow='source_to_target' on that Halo's edge_index")
+            _check_one_hop(self, v, sys._getframe(1).f_locals)
+            if not getattr(self, "_partplan_marks_aggregates", False):
+                self.register_propagate_forward_hook(_mark_aggregate)   # runs at the end of this propagate too
+                self._partplan_marks_aggregates = True
         return orig(self, edge_index, size)
     _check_input.__wrapped__ = orig
     MessagePassing._check_input = _check_input
+
+
+def _hop_view(edge_index) -> HaloRank | None:
+    """The Halo rank of a ``propagate``'s ``edge_index``: a Halo's own (:func:`_view_of`), or the
+    self-looped copy the Halo-aware ``gcn_norm`` returned for it (MixHopConv, SGConv, ... propagate
+    over that one)."""
+    if not isinstance(edge_index, torch.Tensor):
+        return None
+    ref = getattr(edge_index, "_partplan_halo_rank", None)
+    v = ref() if ref is not None else None
+    return v if v is not None else _view_of(edge_index)
+
+
+def _declared_hops(layer) -> int:
+    """Hops a PyG layer propagates in one call by its own settings (1 for any other layer): K of
+    TAGConv / APPNP / SGConv / SSGConv, ARMAConv's and GatedGraphConv's ``num_layers``, MixHopConv's
+    highest power."""
+    import torch_geometric.nn.conv as C
+    for names, hops in ((("TAGConv", "APPNP", "SGConv", "SSGConv"), lambda m: m.K),
+                        (("ARMAConv", "GatedGraphConv"), lambda m: m.num_layers),
+                        (("MixHopConv",), lambda m: max(m.powers))):
+        if isinstance(layer, tuple(getattr(C, n) for n in names if hasattr(C, n))):
+            try:
+                return int(hops(layer))
+            except (AttributeError, TypeError, ValueError):
+                return 1
+    return 1
+
+
+def _second_hop(layer, why: str) -> PlanError:
+    return PlanError(f"{type(layer).__name__} {why}: a halo row's aggregate misses the in-edges only its owner "
+                     f"holds, so the next hop would read wrong rows. Exchange before each hop (one op(h) per "
+                     f"propagate, e.g. one single-hop layer per Halo call), or use partplan.nn.DistSpMM for GCN's "
+                     f"normalized A @ H")
+
+
+def _check_one_hop(layer, v: HaloRank, args: dict) -> None:
+    """One PlanError when this ``propagate`` is a second hop over a Halo without an exchange between:
+    a PyG layer set to more than one hop (:func:`_declared_hops`), an argument that is a previous
+    propagate's output over the same Halo (any layer, gradients or not), or one that descends from
+    such an output in autograd (where gradients are recorded)."""
+    if v.num_halo == 0:
+        return
+    hops = _declared_hops(layer)
+    if hops > 1:
+        raise _second_hop(layer, f"propagates {hops} hops over a Halo's edge_index in one call")
+    tensors = [t for val in args.values() for t in (val if isinstance(val, (tuple, list)) else (val,))
+               if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    if any(getattr(t, "_partplan_aggregate", None) == id(v) for t in tensors):
+        raise _second_hop(layer, "propagates a previous propagate's output over the same Halo")
+    seen, todo = set(), [t.grad_fn for t in tensors if t.grad_fn is not None]
+    while todo and len(seen) < _LINEAGE_MAX_NODES:
+        node = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        meta = node.metadata
+        if meta.get(_EXCHANGE_KEY):
+            continue
+        if meta.get(_AGGREGATE_KEY) == id(v):
+            raise _second_hop(layer, "propagates rows computed from a previous propagate over the same Halo")
+        todo.extend(nxt for nxt, _ in node.next_functions)
+
+
+def _mark_aggregate(layer, inputs, out):
+    """Propagate hook: mark the output tensor and its autograd node as an aggregate over this Halo
+    (:func:`_check_one_hop`); its values are left as they are."""
+    v = _hop_view(inputs[0]) if inputs else None
+    if v is not None and isinstance(out, torch.Tensor):
+        out._partplan_aggregate = id(v)
+        if out.grad_fn is not None:
+            out.grad_fn.metadata[_AGGREGATE_KEY] = id(v)
+    return None
 
 
 def _loop_weight(improved: bool) -> float:
@@ -616,4 +715,6 @@ def _halo_gcn_norm(v: HaloRank, caller, edge_index, edge_weight, num_nodes, impr
     deg[nl:] = nonloop + (fill if add_self_loops else loops)
     dis = deg.pow(-0.5)
     dis.masked_fill_(dis == float("inf"), 0)
+    if ei is not edge_index:
+        ei._partplan_halo_rank = weakref.ref(v)    # the layer propagates over this copy (_hop_view)
     return ei, dis[ei[0]] * w * dis[ei[1]]

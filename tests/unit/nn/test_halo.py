@@ -166,3 +166,59 @@ def test_send_buffer_is_a_view_when_no_row_goes_to_two_peers(graph, halo):
     else:
         dup = [np.unique(v.idx).size < v.idx.size for v in op.ranks]
         assert any(dup) and [not d for d in dup] == [v.contiguous_send for v in op.ranks]
+
+
+class _TwoAggregations(torch.nn.Module):
+    """A custom layer with two propagates on one exchange, both of its input: sum and max
+    aggregations (single hop each: exact through a Halo)."""
+
+    def __init__(self):
+        super().__init__()
+        from torch_geometric.nn import MessagePassing
+
+        class Agg(MessagePassing):
+            def forward(self, x, ei):
+                return self.propagate(ei, x=x)
+        self.sum, self.max = Agg(aggr="add"), Agg(aggr="max")
+        self.lin = torch.nn.Linear(2 * F_IN, F_OUT).double()
+
+    def forward(self, x, ei):
+        return self.lin(torch.cat([self.sum(x, ei), self.max(x * 2.0, ei)], dim=1))
+
+
+def _chained(grad: bool):
+    """A custom layer whose second propagate reads the first's output (two hops on one exchange)."""
+    from torch_geometric.nn import MessagePassing
+
+    class TwoHop(MessagePassing):
+        def __init__(self):
+            super().__init__(aggr="add")
+            self.w = torch.nn.Parameter(torch.ones(F_IN, dtype=torch.float64))
+
+        def forward(self, x, ei):
+            h = self.propagate(ei, x=x * self.w if grad else x)
+            return self.propagate(ei, x=h + 1.0 if grad else h)
+    return TwoHop()
+
+
+def test_a_second_hop_on_one_exchange_is_refused(graph, halo):
+    """A layer that propagates twice over a Halo's edge_index without an exchange between gave wrong
+    rows with exit 0 (TAGConv K=2 without normalization: 4.4 off PyG's): PyG's multi-hop layers
+    by their settings, and any layer whose propagate reads an earlier propagate's output (the tensor
+    itself, or in autograd). Two single-hop propagates of one exchange stay exact."""
+    from torch_geometric.nn import APPNP, ARMAConv, MixHopConv, TAGConv
+    ei, _, x = graph
+    _, op = halo
+    xs = op([x[torch.from_numpy(v.local_ids)] for v in op.ranks])
+    v0 = op.ranks[0]
+    torch.manual_seed(0)
+    for conv in (TAGConv(F_IN, F_OUT, K=2, normalize=False), APPNP(K=2, alpha=0.1, normalize=False),
+                 ARMAConv(F_IN, F_OUT, num_layers=2), MixHopConv(F_IN, F_OUT, powers=[0, 1, 2]),
+                 _chained(True), _chained(False)):
+        with pytest.raises(PlanError, match="hop|propagate"):
+            conv.double()(xs[0], v0.edge_index)
+    for conv in (TAGConv(F_IN, F_OUT, K=1, normalize=False).double(), _TwoAggregations()):
+        ref = conv(x, ei).detach()
+        for e, v in zip(xs, op.ranks):
+            got = conv(e, v.edge_index)[:v.num_local]
+            torch.testing.assert_close(got.detach(), ref[torch.from_numpy(v.local_ids)], rtol=0, atol=1e-10)
