@@ -231,6 +231,9 @@ def plan_from_pyg(data: Any, k: int, *, normalize: str | None = None, out: str |
                           "ownership at their defaults")
     t0 = time.perf_counter()
     g = _balanced(plan_graph(data, normalize=normalize, flow=flow, weight=weight), balance)
+    if shares:      # the fields the shares carry, before the partition and before anything at ``out`` changes
+        from ..nn.shares import check_share_data
+        check_share_data(data, g.n)
     t1 = time.perf_counter()
     if "model" not in partition_options and "backend" not in partition_options and not g.is_symmetric():
         part = _directed_partition(g, k, f=f, dtype=dtype, **partition_options)

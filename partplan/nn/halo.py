@@ -255,11 +255,41 @@ def _check_x(name: str, v: HaloRank, x, dtype, device) -> None:
                         f"rank's {v.num_local} local rows (x[op.local_ids])")
 
 
+def _float_dtype(dtype, what: str) -> torch.dtype:
+    """``dtype`` as one of the floating torch dtypes a Halo exchanges (a torch dtype, or its name / a
+    numpy dtype: "float32", np.float64, "bfloat16"); one PlanError naming ``what`` otherwise."""
+    dt = dtype
+    if not isinstance(dt, torch.dtype):
+        name = str(dtype).replace("torch.", "")
+        if name not in ("float16", "float32", "float64", "bfloat16"):
+            try:
+                name = np.dtype(dtype).name
+            except (TypeError, ValueError):
+                name = None
+        dt = getattr(torch, name, None) if name else None
+    if dt not in _FLOATS:
+        raise PlanError(f"{what} must be a floating dtype ({', '.join(str(f) for f in _FLOATS)}), got {dtype!r}")
+    return dt
+
+
+def _halo_options(name: str, dtype, device, timeout) -> tuple:
+    """Halo's ``dtype`` (None or :func:`_float_dtype`), ``device`` (None or a torch.device) and
+    ``timeout`` (seconds > 0; None: 60), checked: one PlanError naming the argument."""
+    from .._args import check_real
+    dt = None if dtype is None else _float_dtype(dtype, f"{name}: dtype")
+    try:
+        dev = None if device is None else torch.device(device)
+    except (RuntimeError, TypeError, ValueError) as exc:
+        raise PlanError(f"{name}: device {device!r} is no torch device ({exc})") from None
+    t = 60.0 if timeout is None else check_real(f"{name}: timeout (seconds)", timeout, lo_open=True,
+                                                error=PlanError)
+    return dt, dev, t
+
+
 def _predicted(m: dict, f: int, dtype) -> dict:
     from ..metrics.cost import check_width
     check_width(f)
-    itemsize = torch.empty(0, dtype=dtype).element_size() if isinstance(dtype, torch.dtype) \
-        else np.dtype(dtype).itemsize
+    itemsize = torch.empty(0, dtype=_float_dtype(dtype, "predicted_bytes: dtype")).element_size()
     vol = manifest_volume(m, "forward")
     return {"forward": vol * int(f) * itemsize, "backward": vol.T.copy() * int(f) * itemsize}
 
@@ -300,6 +330,7 @@ class Halo(torch.nn.Module):
         from ..runtime.comm import CallCounter, TorchComm
         name, m, shard_of = _load(plan)
         self.plan_name, self.manifest = name, m
+        dtype, device, timeout = _halo_options(name, dtype, device, timeout)
         if not dist.is_available() or not dist.is_initialized():
             raise PlanError(f"{name}: Halo needs torch.distributed initialized (torchrun + init_process_group); "
                             f"LocalHalo runs every rank in this process")
@@ -310,11 +341,10 @@ class Halo(torch.nn.Module):
         step = _exchange_step(name, m)
         rank = dist.get_rank()
         self._view = HaloRank(name, m, shard_of(rank), step, edge_index, int(m["graph"]["n"]))
-        self.dtype = dtype
-        self.device = torch.device(device) if device is not None else None
+        self.dtype, self.device = dtype, device
         self.share = _attach_share(self, name, plan, m, self._view, edge_index, self.device)
         _register(self._view)
-        self.timeout = 60.0 if timeout is None else float(timeout)
+        self.timeout = timeout
         self.comm = TorchComm(manifest_groups(m), timeout_s=self.timeout, device=self.device)
         self.comm.bind_world_timeout()
         self._ex = _Exchange(name, m, [self._view], self.comm)

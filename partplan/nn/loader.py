@@ -210,7 +210,8 @@ class NeighborLoader:
     num_neighbors : in-edges kept per node at each hop (``-1``: all), e.g. ``[10, 5]``.
     batch_size : seeds per global batch (over all ranks).
     input_nodes : the seeds: the name of a bool node field of the shares (``"train_mask"``), a bool
-        tensor over all vertices, or global vertex ids; None: every vertex.
+        tensor over all vertices, or global vertex ids (a set: an id listed twice is one seed, where
+        PyG's loader would draw it twice); None: every vertex.
     seed : the sampling seed; the same seed gives the same batches at any p.
     shuffle : order the seeds by ``hash(seed, epoch, node)`` (True) or by id.
     drop_last : skip the last global batch when it is short.

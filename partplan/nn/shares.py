@@ -210,6 +210,52 @@ def _data_fields(data, n: int, e: int) -> tuple[dict, dict]:
     return node, edge
 
 
+def _edge_index(data, n: int) -> np.ndarray:
+    """The data's ``edge_index`` as int64[2, E], its ids checked against the plan's ``n`` vertices."""
+    from ..errors import GraphFormatError
+    from ..io._pyg import edge_index_array
+    ei = getattr(data, "edge_index", None) if not isinstance(data, dict) else data.get("edge_index")
+    if ei is None:
+        raise PlanError("the data has no edge_index")
+    try:
+        ei = edge_index_array(ei, "shares")
+    except GraphFormatError as exc:
+        raise PlanError(str(exc)) from None
+    if ei.size and (ei.min() < 0 or ei.max() >= n):
+        raise PlanError(f"edge_index holds vertex ids outside 0..{n - 1} (the plan's graph has {n} vertices)")
+    return ei
+
+
+def _checked_fields(data, n: int, e: int) -> tuple[dict, dict]:
+    """:func:`_data_fields`, each field checked as a share stores it: a dense array or CPU-readable
+    tensor of a dtype a share holds (one PlanError naming the field)."""
+    node, edge = _data_fields(data, n, e)
+    for key, val in {**node, **edge}.items():
+        try:
+            import torch
+            if isinstance(val, torch.Tensor):
+                if val.layout != torch.strided or val.is_meta:
+                    raise PlanError(f"field {key!r} is a {val.layout} tensor{' on meta' if val.is_meta else ''}; a "
+                                    f"share holds dense rows ({key}.to_dense())")
+                dt = str(val.dtype).replace("torch.", "")
+            else:
+                dt = np.asarray(val).dtype.name
+        except ImportError:
+            dt = np.asarray(val).dtype.name
+        if dt not in _DTYPES:
+            raise PlanError(f"field {key!r} has dtype {dt}; a share holds {', '.join(sorted(_DTYPES))} (cast it "
+                            f"first)")
+    return node, edge
+
+
+def check_share_data(data, n: int) -> None:
+    """What :func:`write_shares` refuses in a PyG ``data`` for a plan of ``n`` vertices — its
+    ``edge_index``, each field's rows, name, layout and dtype — said before anything is written (one
+    PlanError naming the field): ``plan_from_pyg(..., shares=True)`` checks it before the plan."""
+    ei = _edge_index(data, n)
+    _checked_fields(data, n, int(ei.shape[1]))
+
+
 class _Source(Protocol):
     """Where a writer reads edges and fields from, one rank at a time (a Data in memory, or a chunked
     graph with a node data file)."""
@@ -235,20 +281,10 @@ class _DataSource:
     """A PyG Data in memory: edges grouped by the target's rank once (stable: edge ids ascending)."""
 
     def __init__(self, data, n: int, part: np.ndarray, p: int):
-        from ..errors import GraphFormatError
-        from ..io._pyg import edge_index_array
-        ei = getattr(data, "edge_index", None) if not isinstance(data, dict) else data.get("edge_index")
-        if ei is None:
-            raise PlanError("the data has no edge_index")
-        try:
-            ei = edge_index_array(ei, "shares")
-        except GraphFormatError as exc:
-            raise PlanError(str(exc)) from None
-        if ei.size and (ei.min() < 0 or ei.max() >= n):
-            raise PlanError(f"edge_index holds vertex ids outside 0..{n - 1} (the plan's graph has {n} vertices)")
+        ei = _edge_index(data, n)
         self.n, self.e = n, int(ei.shape[1])
         self.ei = ei
-        self.node, self.edge = _data_fields(data, n, self.e)
+        self.node, self.edge = _checked_fields(data, n, self.e)
         owner = part[ei[1]]
         self.order = np.argsort(owner, kind="stable")
         self.bounds = np.searchsorted(owner[self.order], np.arange(p + 1))    # ranks without rows too

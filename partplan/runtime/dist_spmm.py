@@ -85,9 +85,11 @@ class DistSpMM(torch.nn.Module):
         super().__init__()
         import torch.distributed as dist
 
+        from .._args import check_real
         from ..plan.store import load_rank, read_manifest
         from .comm import CallCounter, TorchComm
         from .ops import KERNELS
+        timeout = check_real("DistSpMM: timeout (seconds)", timeout, lo_open=True, error=PlanError)
         if isinstance(plan, Plan):
             self.plan_name = str(plan.manifest.get("graph", {}).get("name") or "the plan")
             m = plan.manifest

@@ -92,3 +92,43 @@ def test_edge_keys_are_a_multiset():
     a = np.array([[0, 2, 1], [1, 0, 2]], np.int64)
     assert np.array_equal(_edge_keys(a, 3), _edge_keys(a[:, ::-1].copy(), 3))
     assert _edge_keys(np.array([[0], [3]], np.int64), 3) is None
+
+
+def test_halo_arguments_are_checked_before_anything_else(tmp_path):
+    """dtype="float32" was stored as a string (every call then refused with "the input has dtype
+    torch.float32, this Halo was made for float32"), torch.int64 taken, and a bad timeout / device
+    surfaced torch's or gloo's own errors: each is one PlanError naming the argument, before
+    torch.distributed is even needed; a dtype name is taken as that torch dtype."""
+    from partplan.errors import PlanError
+    from partplan.nn.halo import _halo_options
+    plan = partplan.plan_from_pyg(_data(), 2, out=tmp_path / "g.plan")
+    for kw, needle in (({"dtype": torch.int64}, "dtype"), ({"dtype": "xx"}, "dtype"), ({"timeout": "x"}, "timeout"),
+                       ({"timeout": -1}, "timeout"), ({"timeout": float("nan")}, "timeout"),
+                       ({"device": "bogus"}, "device")):
+        with pytest.raises(PlanError, match=needle):
+            partplan.nn.Halo(tmp_path / "g.plan", **kw)
+    assert _halo_options("p", "float32", "cpu", None) == (torch.float32, torch.device("cpu"), 60.0)
+    assert _halo_options("p", np.float64, None, 5)[0] == torch.float64
+    op = LocalHalo(plan, _data().edge_index)
+    with pytest.raises(PlanError, match="dtype"):
+        op.predicted_bytes(4, "xx")
+    assert op.predicted_bytes(4, "float64")["forward"].sum() == 2 * op.predicted_bytes(4, torch.float32)["forward"].sum()
+
+
+def test_plan_from_pyg_checks_the_shares_fields_before_writing(tmp_path):
+    """A field the shares refuse (x one row short, a sparse x) ended the call after the plan was
+    written: a new plan without shares was left behind, and an existing plan's shares were deleted."""
+    from partplan.errors import PlanError
+    good = _data()
+    out = tmp_path / "g.plan"
+    partplan.plan_from_pyg(good, 2, out=out, shares=True)
+    before = {f.name: f.read_bytes() for f in out.iterdir()}
+    short, sparse = good.clone(), good.clone()
+    short.x = good.x[:-1]
+    sparse.x = good.x.to_sparse()
+    for bad, needle in ((short, "field 'x'.*rows"), (sparse, "field 'x' is a .*sparse")):
+        for target in (out, tmp_path / "new.plan"):
+            with pytest.raises(PlanError, match=needle):
+                partplan.plan_from_pyg(bad, 2, out=target, shares=True)
+        assert not (tmp_path / "new.plan").exists()
+        assert {f.name: f.read_bytes() for f in out.iterdir()} == before
