@@ -62,6 +62,13 @@ def run(args) -> int:
     if args.weight is not None and not args.graph:
         from partplan.errors import OptionError
         raise OptionError("--weight names a field of the .pt graph given with --graph")
+    if args.symmetrize and not args.graph:
+        from partplan.errors import OptionError
+        raise OptionError("--symmetrize applies to the graph given with --graph (--to pyg)")
+    if args.graph_name is not None and (args.to != "dgl" or not args.graph_name.strip()):
+        from partplan.errors import OptionError
+        raise OptionError("--graph-name names the graph in DGL's partition config: --to dgl, a non-empty name"
+                          if args.to == "dgl" else f"--graph-name is for --to dgl only, not --to {args.to}")
     graph, symmetrize = None, False
     if args.graph:
         gp = Path(args.graph)

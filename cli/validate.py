@@ -30,6 +30,9 @@ def register(subparsers) -> None:
     p.add_argument("--graph", metavar="GRAPH", help="graph file or dataset name: also check the plan was "
                                                      "built for it and replay against its matrix")
     add_weight_option(p)
+    p.add_argument("--symmetrize", action="store_true",
+                   help="with --graph: symmetrize it (pattern union of A and A^T), as `partition --symmetrize` "
+                        "built the plan")
     p.add_argument("--features", type=positive_int, default=4, metavar="F",
                    help="columns of the random H replayed (default 4; n × F float64 values, three copies, "
                         "within the memory budget PARTPLAN_MAX_BYTES)")
@@ -43,13 +46,17 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from partplan.runtime.validate import precheck, validate_plan
     # the manifest, its topology object and the replay's memory, before the graph or a shard is read
+    if not args.graph and (args.weight is not None or args.symmetrize):
+        from partplan.errors import OptionError
+        raise OptionError(f"{'--weight' if args.weight is not None else '--symmetrize'} applies to the graph "
+                          f"given with --graph")
     precheck(args.plan, f=args.features, replay_check=not args.no_replay, option="--features")
     graph = None
     if args.graph:
         from partplan.cli._common import load_graph
         from partplan.plan.store import read_manifest
         norm = read_manifest(args.plan).get("normalize")   # a .pt Data is read as plan_from_pyg read it
-        graph = load_graph(args.graph, weight=args.weight, normalize=norm)
+        graph = load_graph(args.graph, weight=args.weight, normalize=norm, symmetrize=args.symmetrize)
     rep = validate_plan(args.plan, graph, seed=args.seed, f=args.features, replay_check=not args.no_replay)
     _check_shares(args.plan, rep)
     if args.json:

@@ -58,6 +58,27 @@ def export_metis(part, path) -> Path:
     return write_partition(np.asarray(part, dtype=np.int64), path)
 
 
+def _export_part_file(plan, path) -> Path:
+    """The plan's row blocks as a partition file: a ``NAME.part.K`` whose K is not the plan's row
+    blocks is refused (its reader would see other parts); a name without K when the last row blocks
+    are empty gets a PartplanWarning (it reads back as max(id) + 1 parts)."""
+    from ..io.partfile import part_k_name_problem, partition_k_from_name
+    b = int(plan.manifest.get("row_blocks") or plan.manifest["ranks"])
+    bad = part_k_name_problem(path, b, k_is="the plan's row blocks are")
+    if bad:
+        raise PartitionError(f"{path}: {bad}")
+    top = int(plan.part.max()) + 1 if plan.part.size else 0
+    if partition_k_from_name(path) is None and top < b:
+        import warnings
+
+        from ..errors import PartplanWarning
+        from ..io._common import _user_stacklevel
+        warnings.warn(f"{path}: row blocks {top}..{b - 1} of the plan are empty, and a partition file without "
+                      f"K in its name reads back as {top} parts: name it NAME.part.{b} to keep {b}",
+                      PartplanWarning, stacklevel=_user_stacklevel())
+    return export_metis(plan.part, path)
+
+
 def export_dgl(plan, out, *, graph_name: str | None = None) -> Path:
     """DGL partition config + mappings for ``plan`` (a loaded :class:`partplan.plan.Plan`).
 
@@ -366,8 +387,17 @@ def export_plan(plan_path, to: str, out, *, graph_name: str | None = None, graph
     if weight is not None and (graph is None or hasattr(graph, "fingerprint")):
         raise PartitionError(f"weight={weight!r} names a field of a PyG Data (or .pt file) given as graph")
     plan = load_plan(plan_path)
+    if plan.owner is not None and not np.array_equal(plan.owner, plan.part):
+        import warnings
+
+        from ..errors import PartplanWarning
+        from ..io._common import _user_stacklevel
+        warnings.warn(f"{plan_path}: a decoupled plan: its owners (the rank sending each row of H) are not "
+                      f"exported, only the row blocks; a plan built from the export is conformal and moves "
+                      f"other volumes (`partplan analyze --partition {plan_path} --save-partition P.npy` keeps "
+                      f"them)", PartplanWarning, stacklevel=_user_stacklevel())
     if to == "metis":
-        return export_metis(plan.part, out)
+        return _export_part_file(plan, out)
     if to == "dgl":
         return export_dgl(plan, out, graph_name=graph_name)
     if graph is not None and not hasattr(graph, "fingerprint") and not _is_pyg_data(graph):

@@ -139,6 +139,7 @@ def read_graph(path: str | os.PathLike, format: str | None = None, *, symmetrize
         raise OptionError(f"format must be a format name (str) or None, got {format!r}")
     if format is None and Path(path).is_dir() and (Path(path) / "header.json").is_file():  # chunked graph (io/chunked.py)
         from .chunked import read_chunked
+        _check_opts(read_chunked, "chunked", fmt_opts)
         return read_chunked(path, symmetrize=symmetrize, self_loops=self_loops, dedupe=dedupe,
                             drop_isolated=drop_isolated, **fmt_opts)
     fmt = format or detect_format(path)

@@ -235,8 +235,16 @@ def read_gt_properties(path: str | os.PathLike, *, kinds=KEY_TYPES) -> dict:
 def write_gt(graph: Graph, path: str | os.PathLike, *, comment: str = "written by partplan") -> Path:
     """Write the structure as a graph-tool ``.gt`` file (no property maps;
     gzip when named ``.gz``). Undirected graphs store each edge once (the
-    ``u <= v`` half); used for tests and hand-offs to graph-tool."""
-    from ._common import atomic_output
+    ``u <= v`` half); used for tests and hand-offs to graph-tool. Edge weights other than 1 are
+    not written: a :class:`~partplan.errors.PartplanWarning` says so."""
+    from ._common import _user_stacklevel, atomic_output
+    if graph.data is not None and not bool(np.all(graph.data == 1.0)):
+        import warnings
+
+        from ..errors import PartplanWarning
+        warnings.warn(f"{path}: the graph's edge weights are not written (partplan writes .gt without property "
+                      f"maps; .npz, .mtx, .graph and the edge formats keep them): reading it back gives every "
+                      f"edge weight 1", PartplanWarning, stacklevel=_user_stacklevel())
 
     p = Path(path)
     n = graph.n

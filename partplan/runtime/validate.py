@@ -157,6 +157,33 @@ def _compare(Z, ref, exact: bool, what: str, problems: list, details: list, A=No
         details.append(f"{what}: max |diff| {err:.2g}")
 
 
+def _matrix_claims(m: dict, A) -> list[str]:
+    """What the manifest says of the matrix the shards multiply (``A``, reassembled), checked where the
+    shards alone decide it: an unnormalized plan's ``graph.source_fingerprint`` is that matrix's own
+    (:attr:`Graph.matrix_fingerprint`); a "mean" plan's rows each sum to 1 (or hold only zeros: a
+    degree of 0). A "gcn" plan's values need the input's degrees (``--graph`` checks them)."""
+    out = []
+    norm, mg = m.get("normalize"), m.get("graph", {})
+    if norm is None and mg.get("source_fingerprint") is not None:
+        A = A.tocsr()
+        g = Graph(A.indptr.astype(np.int64), A.indices.astype(np.int64), A.data)
+        # (plans written before the values were hashed recorded the pattern's fingerprint there)
+        if mg["source_fingerprint"] not in (g.matrix_fingerprint, mg.get("fingerprint")):
+            out.append(f"field 'graph.source_fingerprint' {str(mg['source_fingerprint'])[:16]}… is not the "
+                       f"fingerprint of the matrix the shards multiply ({g.matrix_fingerprint[:16]}…)")
+    if norm == "mean":
+        A = A.tocsr()
+        sums = np.asarray(A.sum(axis=1)).ravel()
+        mags = np.asarray(abs(A).sum(axis=1)).ravel()
+        full = np.diff(A.indptr) > 0
+        bad = full & (mags > 0) & ~(np.abs(sums - 1.0) <= 1e-9 * np.maximum(mags, 1.0))
+        if bad.any():
+            r = int(np.flatnonzero(bad)[0])
+            out.append(f"field 'normalize' is \"mean\", but row {r} of the matrix sums to {sums[r]:.17g}, not 1 "
+                       f"({int(bad.sum())} such rows)")
+    return out
+
+
 def validate_plan(path, graph: Graph | None = None, *, seed: int = 0, f: int = 4,
                   replay_check: bool = True) -> dict:
     """Validate the plan at ``path``; returns a report dict ``{"ok", "checks", ...}``.
@@ -226,7 +253,9 @@ def validate_plan(path, graph: Graph | None = None, *, seed: int = 0, f: int = 4
     rep.add("matrix", mprobs, "the SpMM steps multiply exactly the planned matrix (fingerprint match)")
     if not mprobs:
         from ..plan.checks import recount
-        rep.add("manifest", recount(plan, mats), "per-shard summaries and stats equal a recount from the shards")
+        rep.add("manifest", recount(plan, mats) + _matrix_claims(m, mats["forward"]),
+                "per-shard summaries and stats equal a recount from the shards; the source fingerprint and "
+                "the normalization fit the matrix")
     if replay_check and not mprobs:
         ref = graph.to_scipy() if graph is not None else mats["forward"]
         rng = np.random.default_rng(numpy_seed(seed))

@@ -409,3 +409,60 @@ def test_error_messages_are_one_line(plan):
     from partplan.errors import PartplanError
     e = PartplanError("a\nb\x1b[0m")
     assert str(e) == "a\\nb\\x1b[0m"
+
+
+def _edit_manifest(path: Path, **fields) -> None:
+    """Set manifest fields (``graph__x`` for graph.x) and re-sign nothing: validate reads the manifest."""
+    m = json.loads((path / "manifest.json").read_text())
+    for key, val in fields.items():
+        if key.startswith("graph__"):
+            m["graph"][key[7:]] = val
+        else:
+            m[key] = val
+    (path / "manifest.json").write_text(json.dumps(m))
+
+
+def test_validate_checks_what_the_manifest_says_of_its_matrix(plan, tmp_path):
+    """A tampered graph.source_fingerprint, or "normalize": "mean" on a matrix whose rows do not sum
+    to 1, passed validate (exit 0); the shards decide both. The real plans stay valid."""
+    g, path = plan
+    assert validate_plan(path)["ok"]
+    _edit_manifest(path, graph__source_fingerprint="0" * 64)
+    rep = validate_plan(path)
+    assert not rep["ok"] and any("source_fingerprint" in c["detail"] for c in rep["checks"] if not c["ok"])
+    mean = write_plan(build_plan(g, np.arange(g.n) % 4, 4, normalize="mean"), tmp_path / "m.plan")
+    assert validate_plan(mean)["ok"]
+    _edit_manifest(path, graph__source_fingerprint=read_manifest(path)["graph"]["fingerprint"], normalize="mean")
+    rep = validate_plan(path)
+    assert not rep["ok"] and any("sums to" in c["detail"] for c in rep["checks"] if not c["ok"])
+
+
+def test_export_and_convert_options_that_would_be_wrong_or_ignored(plan, tmp_path, capsys):
+    """export --to metis NAME.part.K with K not the plan's row blocks (read back as other parts),
+    --symmetrize / --graph-name where they do not apply, validate --weight without --graph, convert
+    --no-relabel of a chunked graph (a traceback): one error each, nothing written; a .gt of a
+    weighted graph and a decoupled plan's export warn what they drop."""
+    g, path = plan
+    for argv, needle in ((["export", path, "--to", "metis", tmp_path / "p.part.8"], "name it p.part.4"),
+                         (["export", path, "--to", "pyg", tmp_path / "pyg", "--symmetrize"], "--symmetrize"),
+                         (["export", path, "--to", "metis", tmp_path / "x.part", "--graph-name", "g"],
+                          "--graph-name"),
+                         (["validate", path, "--weight", "edge_weight"], "--weight")):
+        rc, _, err = cli(argv, capsys)
+        one_error(rc, err, needle)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.plan"]
+    from partplan.io import write_graph
+    from partplan.io.chunked import write_chunked
+    write_chunked(g, tmp_path / "g.chunked", chunks=2)
+    rc, _, err = cli(["convert", tmp_path / "g.chunked", tmp_path / "g.mtx", "--no-relabel"], capsys)
+    one_error(rc, err, "relabel")
+    w = Graph(g.indptr, g.indices, np.arange(1, g.nnz + 1, dtype=np.float64), name="w")
+    write_graph(w, tmp_path / "w.npz")
+    rc, _, err = cli(["-q", "convert", tmp_path / "w.npz", tmp_path / "w.gt"], capsys)
+    assert rc == 0 and "partplan: warning:" in err and "edge weights are not written" in err
+    dec = tmp_path / "dec.plan"
+    assert main(["-q", "partition", str(tmp_path / "w.npz"), "-k", "4", "--ownership", "decoupled",
+                 "-o", str(dec)]) == 0
+    capsys.readouterr()
+    rc, _, err = cli(["-q", "export", dec, "--to", "metis", tmp_path / "dec.part"], capsys)
+    assert rc == 0 and "owners" in err and "partplan: warning:" in err
