@@ -570,12 +570,37 @@ def _install_gcn_norm() -> None:
         gcn_norm.__doc__ = orig.__doc__
         _PATCHED["fn"] = gcn_norm
         _install_flow_check()
+        _wrap_loop_utils()
+    swaps = {id(orig): _PATCHED["fn"], **{id(o): f for o, f in _PATCHED["loops"].values()}}
+    names = ("gcn_norm",) + tuple(_PATCHED["loops"])
     for mod in list(sys.modules.values()):     # PyG's modules, and a caller's `from ... import gcn_norm`
         try:
-            if getattr(mod, "gcn_norm", None) is orig:
-                mod.gcn_norm = _PATCHED["fn"]
+            for name in names:
+                new = swaps.get(id(getattr(mod, name, None)))
+                if new is not None:
+                    setattr(mod, name, new)
         except Exception:                       # a module object that refuses attribute access
             continue
+
+
+def _wrap_loop_utils() -> None:
+    """PyG's ``add_self_loops``, ``add_remaining_self_loops`` and ``remove_self_loops`` wrapped (once):
+    the ``edge_index`` they return for a Halo's carries that Halo (:func:`_hop_view`), so the checks at
+    ``propagate`` also run for layers that add their own self loops (GATConv, ClusterGCNConv, ...)."""
+    from torch_geometric.utils import loop
+
+    def tagged(orig):
+        def fn(edge_index, *args, **kwargs):
+            out = orig(edge_index, *args, **kwargs)
+            v = _hop_view(edge_index)
+            ei = out[0] if isinstance(out, tuple) else out
+            if v is not None and isinstance(ei, torch.Tensor) and ei is not edge_index:
+                ei._partplan_halo_rank = weakref.ref(v)
+            return out
+        fn.__wrapped__, fn.__doc__, fn.__name__ = orig, orig.__doc__, orig.__name__
+        return fn
+    _PATCHED["loops"] = {name: (getattr(loop, name), tagged(getattr(loop, name)))
+                         for name in ("add_self_loops", "add_remaining_self_loops", "remove_self_loops")}
 
 
 _EXCHANGE_KEY = "partplan_halo_exchange"   # autograd node metadata: a Halo exchange's output
@@ -606,12 +631,14 @@ def _install_flow_check() -> None:
 
     def _check_input(self, edge_index, size):
         v = _hop_view(edge_index)
-        if v is not None:
-            if getattr(self, "flow", None) == "target_to_source":
+        if getattr(self, "flow", None) == "target_to_source":
+            v = v or (_view_of(edge_index) if isinstance(edge_index, torch.Tensor) else None)
+            if v is not None:
                 raise PlanError(f"{type(self).__name__} aggregates with flow='target_to_source' (at the sources); "
                                 f"a Halo's edge_index holds the in-edges of rank {v.rank}'s rows (PyG's source -> "
                                 f"target flow): plan the reversed graph (edge_index.flip(0)) and run the layer with "
                                 f"flow='source_to_target' on that Halo's edge_index")
+        if v is not None:
             _check_one_hop(self, v, sys._getframe(1).f_locals)
             if not getattr(self, "_partplan_marks_aggregates", False):
                 self.register_propagate_forward_hook(_mark_aggregate)   # runs at the end of this propagate too
@@ -622,14 +649,17 @@ def _install_flow_check() -> None:
 
 
 def _hop_view(edge_index) -> HaloRank | None:
-    """The Halo rank of a ``propagate``'s ``edge_index``: a Halo's own (:func:`_view_of`), or the
-    self-looped copy the Halo-aware ``gcn_norm`` returned for it (MixHopConv, SGConv, ... propagate
-    over that one)."""
+    """The Halo rank of a ``propagate``'s ``edge_index``: a Halo's own tensor, or a copy with its
+    self loops added or removed by PyG's loop utilities or the Halo-aware ``gcn_norm`` (GATConv,
+    MixHopConv, SGConv, ... propagate over those). Identity only: it never raises and never compares
+    edges (an equal copy made otherwise is not followed)."""
     if not isinstance(edge_index, torch.Tensor):
         return None
     ref = getattr(edge_index, "_partplan_halo_rank", None)
     v = ref() if ref is not None else None
-    return v if v is not None else _view_of(edge_index)
+    if v is not None:
+        return v
+    return next((w for w in list(_VIEWS) if getattr(w, "edge_index", None) is edge_index), None)
 
 
 def _declared_hops(layer) -> int:
@@ -657,16 +687,16 @@ def _second_hop(layer, why: str) -> PlanError:
 
 def _check_one_hop(layer, v: HaloRank, args: dict) -> None:
     """One PlanError when this ``propagate`` is a second hop over a Halo without an exchange between:
-    a PyG layer set to more than one hop (:func:`_declared_hops`), an argument that is a previous
-    propagate's output over the same Halo (any layer, gradients or not), or one that descends from
-    such an output in autograd (where gradients are recorded)."""
+    a PyG layer set to more than one hop (:func:`_declared_hops`), a source-side argument
+    (:func:`_source_inputs`) that is a previous propagate's output over the same Halo (any layer,
+    gradients or not), or one that descends from such an output in autograd (where gradients are
+    recorded)."""
     if v.num_halo == 0:
         return
     hops = _declared_hops(layer)
     if hops > 1:
         raise _second_hop(layer, f"propagates {hops} hops over a Halo's edge_index in one call")
-    tensors = [t for val in args.values() for t in (val if isinstance(val, (tuple, list)) else (val,))
-               if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    tensors = _source_inputs(layer, args)
     if any(getattr(t, "_partplan_aggregate", None) == id(v) for t in tensors):
         raise _second_hop(layer, "propagates a previous propagate's output over the same Halo")
     seen, todo = set(), [t.grad_fn for t in tensors if t.grad_fn is not None]
@@ -681,6 +711,22 @@ def _check_one_hop(layer, v: HaloRank, args: dict) -> None:
         if meta.get(_AGGREGATE_KEY) == id(v):
             raise _second_hop(layer, "propagates rows computed from a previous propagate over the same Halo")
         todo.extend(nxt for nxt, _ in node.next_functions)
+
+
+def _source_inputs(layer, args: dict) -> list:
+    """The floating tensors a ``propagate`` reads at the sources of its edges (the halo rows): the
+    arguments its message reads as ``NAME_j``, of a pair ``(x_src, x_dst)`` the first. What it reads
+    at the targets (``NAME_i``, ``x_dst``: local rows, exact after any hop) is not checked."""
+    if isinstance(args.get("kwargs"), dict):    # a propagate(edge_index, size, **kwargs) of its own
+        args = {**args, **args["kwargs"]}
+    out = []
+    for name in {a[:-2] for a in getattr(layer, "_user_args", ()) if a.endswith("_j")}:
+        val = args.get(name)
+        if isinstance(val, (tuple, list)):
+            val = val[0] if val else None
+        if isinstance(val, torch.Tensor) and val.is_floating_point():
+            out.append(val)
+    return out
 
 
 def _mark_aggregate(layer, inputs, out):

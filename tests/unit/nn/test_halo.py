@@ -222,3 +222,26 @@ def test_a_second_hop_on_one_exchange_is_refused(graph, halo):
         for e, v in zip(xs, op.ranks):
             got = conv(e, v.edge_index)[:v.num_local]
             torch.testing.assert_close(got.detach(), ref[torch.from_numpy(v.local_ids)], rtol=0, atol=1e-10)
+
+
+def test_the_hop_check_reads_sources_and_follows_self_looped_copies(graph, halo):
+    """Layers that add their own self loops (GATConv) propagate over a copy of the Halo's
+    edge_index: two of them without an exchange gave wrong rows (0.8 off PyG) and flow=
+    'target_to_source' passed; both are refused now. PyG's bipartite idiom conv((op(h), h_local))
+    reads the previous output only at the targets (local rows, exact) and stays allowed."""
+    ei, _, x = graph
+    _, op = halo
+    torch.manual_seed(0)
+    xs = op([x[torch.from_numpy(v.local_ids)] for v in op.ranks])
+    v0 = op.ranks[0]
+    g1, g2 = GATConv(F_IN, F_OUT).double(), GATConv(F_OUT, F_OUT).double()
+    with pytest.raises(PlanError, match="previous propagate"):
+        g2(g1(xs[0], v0.edge_index).relu(), v0.edge_index)
+    with pytest.raises(PlanError, match="target_to_source"):
+        GATConv(F_IN, F_OUT, flow="target_to_source").double()(xs[0], v0.edge_index)
+    s1, s2 = SAGEConv(F_IN, F_OUT).double(), SAGEConv(F_OUT, F_OUT).double()
+    ref = s2((s1(x, ei).relu(), s1(x, ei).relu()), ei).detach()
+    h = [s1(e, v.edge_index)[:v.num_local].relu() for e, v in zip(xs, op.ranks)]
+    for hx, hl, v in zip(op(h), h, op.ranks):
+        got = s2((hx, hl), v.edge_index, size=(hx.size(0), v.num_local))
+        torch.testing.assert_close(got.detach(), ref[torch.from_numpy(v.local_ids)], rtol=0, atol=1e-10)
