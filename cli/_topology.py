@@ -61,9 +61,14 @@ class TopologyOptions(TopologyPlan):
                          getattr(args, "map_method", None), getattr(args, "route_level", None), layout)
         if getattr(args, "ownership", None) == "decoupled":
             self.refuse_owners("with --ownership decoupled")
-        if self.map == "steiner":   # its improve_mapping is reproducible on one Mt-KaHyPar thread only
+        own_threads = getattr(args, "backend", None) == "mtkahypar" and getattr(args, "threads", None) is not None
+        if self.map == "steiner" and not own_threads:
+            # improve_mapping is reproducible on one Mt-KaHyPar thread only; the pool is set once per process,
+            # so before any start uses it (the default pipeline's start is the same at any count).
+            # --engine mtkahypar --threads N keeps the threads asked for, and with them Mt-KaHyPar's own
+            # run-to-run variation
             from partplan.partition.engines.mtkahypar import mtk_initializer
-            mtk_initializer(1)             # the pool is set once per process: before any start uses it
+            mtk_initializer(1)
 
 
 def print_topology(d: dict | None, file=None) -> None:

@@ -136,7 +136,6 @@ def _check_options(args) -> None:
         raise PartitionError("--column applies to --partition table files only")
 
 
-
 def _check_part_name(path, ranks: int | None) -> None:
     """--save-partition NAME.part.K: K must be the partition's ranks, as ``partition -o`` and every
     partition writer check it (None: not known yet)."""
@@ -144,6 +143,7 @@ def _check_part_name(path, ranks: int | None) -> None:
     bad = part_k_name_problem(Path(path), ranks, k_is="the partition has") if ranks is not None else None
     if bad:
         raise PartitionError(f"{path}: {bad}")
+
 
 def run(args) -> int:
     from partplan.io.partfile import write_partition
@@ -225,6 +225,8 @@ def run(args) -> int:
     part, b = as_partition(part, graph.n, lay.row_blocks, source=name)
     k = lay.ranks
     topts.check_ranks(k)
+    if args.save_partition:
+        _check_part_name(args.save_partition, k)   # before the analysis and any output
     part = topts.place(graph, part)  # --map: parts placed on the topology's ranks
     timing["partition_s"] = time.perf_counter() - t0
 
@@ -256,7 +258,6 @@ def run(args) -> int:
         written.append(str(plot_volume(target, args.plot, title=title)))
         timing["plot_s"] = time.perf_counter() - t0
     if args.save_partition:
-        _check_part_name(args.save_partition, lay.ranks)
         if owner is None and not lay.params:    # a plain 1D partition: the part ids alone
             written.append(str(write_partition(part, args.save_partition)))
         else:   # its layout and owners kept with it (a sidecar / the Parquet metadata): it analyzes the same

@@ -142,11 +142,17 @@ def _run_distributed(args, progress) -> int:
 
     plan_only = {"--topology": "topology", "--route": "route", "--route-level": "route_level", "--map": "map_method"}
     given = [flag for flag, attr in plan_only.items() if getattr(args, attr, None) not in (None, False)]
-    given += [flag for flag, on in (("--partition-only", args.partition_only), ("--shares", args.shares),
-                                    ("--normalize", args.normalize != "none")) if on]
+    if args.partition_only:
+        given.append("--partition-only")
     if given:
         raise BackendUnavailableError(f"{', '.join(given)} do not apply with --nprocs (the distributed "
                                       f"partitioner writes 1D partitions)")
+    plan_values = [flag for flag, on in (("--shares", args.shares), ("--normalize", args.normalize != "none")) if on]
+    if plan_values:
+        raise BackendUnavailableError(f"{' and '.join(plan_values)} shape{'s' if len(plan_values) == 1 else ''} a "
+                                      f"plan, and the distributed partitioner writes a partition (NAME.npy): plan "
+                                      f"it with `partplan plan DIR --partition NAME.npy --nprocs N"
+                                      f"{' --normalize ' + args.normalize if args.normalize != 'none' else ''}`")
     req = resolve(None, args.k, model=args.model, backend=args.backend, objective=args.objective,
                   layout=args.layout, imbalance=args.imbalance, seed=args.seed, ownership=args.ownership,
                   options=_options(args, progress), nprocs=args.nprocs)

@@ -32,7 +32,8 @@ def register(subparsers) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("topology", metavar="T", help="tree:RxD[:INTRA,INTER], tree:AxBxC, dgx1, or a JSON file")
     s.add_argument("--json", action="store_true", help="print the JSON form (what a topology file holds)")
-    s.add_argument("-o", "--output", metavar="T.json", help="also write the JSON form to T.json")
+    s.add_argument("-o", "--output", metavar="FILE", help="also write the JSON form to FILE (a new file, or "
+                   "a topology JSON it replaces)")
     s.set_defaults(func=run_show)
     q = sub.add_parser("probe", help="measure pairwise latency / bandwidth and write a matrix topology",
                        description="Ping-pong between every pair of ranks with torch.distributed (a small and a "
@@ -41,7 +42,8 @@ def register(subparsers) -> None:
                               "  torchrun --nproc-per-node 8 -m partplan topology probe -o gpus.json --backend nccl",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     q.add_argument("--nprocs", type=positive_int, metavar="N", help="processes to start here (omit under torchrun)")
-    q.add_argument("-o", "--output", required=True, metavar="T.json", help="topology JSON to write")
+    q.add_argument("-o", "--output", required=True, metavar="FILE", help="topology JSON to write (a new "
+                   "file, or a topology JSON it replaces)")
     q.add_argument("--backend", choices=("gloo", "nccl"), default="gloo", help="default gloo")
     q.add_argument("--large", type=int, default=1 << 22, metavar="BYTES", help="bandwidth message (default 4 MiB)")
     q.add_argument("--repeat", type=positive_int, default=5, help="round trips per pair and size (default 5)")
@@ -55,7 +57,7 @@ def run_show(args) -> int:
     from partplan.io.outpath import check_output_file
     from partplan.topology import load_topology, write_topology
     if args.output is not None:   # an unwritable -o ends the command before the topology is built
-        check_output_file(args.output, kind="json")
+        _check_output(args.output)
     t = load_topology(args.topology)
     if args.output is not None:
         write_topology(t, args.output)
@@ -69,7 +71,7 @@ def run_show(args) -> int:
 def run_probe(args) -> int:
     from partplan.io.outpath import check_output_file
     from partplan.runtime.probe import run_probe as probe
-    check_output_file(args.output, kind="json")   # an unwritable -o ends the probe before any process starts
+    _check_output(args.output)   # an unwritable -o ends the probe before any process starts
     rep = probe(args.output, nprocs=args.nprocs, backend=args.backend, large=args.large, repeat=args.repeat,
                 timeout=args.timeout)
     if rep is None:  # not rank 0 under torchrun
@@ -81,3 +83,20 @@ def run_probe(args) -> int:
         print(f"wrote {rep['output']}: {rep['ranks']} ranks, latency {a['min'] * 1e6:.1f}-{a['max'] * 1e6:.1f} us, "
               f"bandwidth {bw['min'] / 1e9:.2f}-{bw['max'] / 1e9:.2f} GB/s")
     return 0
+
+
+def _check_output(path) -> None:
+    """A topology's ``-o``: writable, and either new or a topology JSON already (any name): an
+    existing file of another kind — a graph, a plan's manifest — is refused, never replaced."""
+    from pathlib import Path
+
+    from partplan.errors import OutputPathError
+    from partplan.io.outpath import check_output_file
+    check_output_file(path, kind="any")
+    if Path(path).exists():
+        from partplan.topology import load_topology
+        try:
+            load_topology(str(path))
+        except Exception:   # noqa: BLE001 - any reason it is no topology: it is another file
+            raise OutputPathError(f"{path}: exists and is not a topology JSON; refusing to overwrite it "
+                                  f"(name a new file)") from None

@@ -69,13 +69,9 @@ def _export_part_file(plan, path) -> Path:
         raise PartitionError(f"{path}: {bad}")
     top = int(plan.part.max()) + 1 if plan.part.size else 0
     if partition_k_from_name(path) is None and top < b:
-        import warnings
-
-        from ..errors import PartplanWarning
-        from ..io._common import _user_stacklevel
-        warnings.warn(f"{path}: row blocks {top}..{b - 1} of the plan are empty, and a partition file without "
-                      f"K in its name reads back as {top} parts: name it NAME.part.{b} to keep {b}",
-                      PartplanWarning, stacklevel=_user_stacklevel())
+        from ..io._common import warn_user
+        warn_user(f"{path}: row blocks {top}..{b - 1} of the plan are empty, and a partition file without K in "
+                  f"its name reads back as {top} parts: name it NAME.part.{b} to keep {b}")
     return export_metis(plan.part, path)
 
 
@@ -388,14 +384,10 @@ def export_plan(plan_path, to: str, out, *, graph_name: str | None = None, graph
         raise PartitionError(f"weight={weight!r} names a field of a PyG Data (or .pt file) given as graph")
     plan = load_plan(plan_path)
     if plan.owner is not None and not np.array_equal(plan.owner, plan.part):
-        import warnings
-
-        from ..errors import PartplanWarning
-        from ..io._common import _user_stacklevel
-        warnings.warn(f"{plan_path}: a decoupled plan: its owners (the rank sending each row of H) are not "
-                      f"exported, only the row blocks; a plan built from the export is conformal and moves "
-                      f"other volumes (`partplan analyze --partition {plan_path} --save-partition P.npy` keeps "
-                      f"them)", PartplanWarning, stacklevel=_user_stacklevel())
+        from ..io._common import warn_user
+        warn_user(f"{plan_path}: a decoupled plan: its owners (the rank sending each row of H) are not exported, "
+                  f"only the row blocks; a plan built from the export is conformal and moves other volumes "
+                  f"(`partplan analyze GRAPH --partition {plan_path} --save-partition P.npy` keeps them)")
     if to == "metis":
         return _export_part_file(plan, out)
     if to == "dgl":

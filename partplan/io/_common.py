@@ -402,6 +402,15 @@ def format_name(path: str | os.PathLike) -> str:
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def warn_user(message: str) -> None:
+    """One :class:`~partplan.errors.PartplanWarning` attributed to the user's call (the CLI prints it
+    as one ``partplan: warning:`` line)."""
+    import warnings
+
+    from ..errors import PartplanWarning
+    warnings.warn(message, PartplanWarning, stacklevel=_user_stacklevel())
+
+
 def _user_stacklevel() -> int:
     """``warnings.warn``'s stacklevel, for the function calling it, that names the first frame
     outside partplan (the user's call, however many partplan functions lie between)."""
@@ -424,12 +433,8 @@ def drops_vertex_weights(fmt: str):
         def writer(graph, path, *args, **kwargs):
             out = write(graph, path, *args, **kwargs)
             if getattr(graph, "vertex_weights", None) is not None:
-                import warnings
-
-                from ..errors import PartplanWarning
-                warnings.warn(f"{path}: the graph's vertex weights are not written ({fmt} has no place for them; "
-                              f"a METIS .graph keeps them): partitioning the file balances row nonzeros instead",
-                              PartplanWarning, stacklevel=_user_stacklevel())
+                warn_user(f"{path}: the graph's vertex weights are not written ({fmt} has no place for them; "
+                          f"a METIS .graph keeps them): partitioning the file balances row nonzeros instead")
             return out
         return writer
     return wrap

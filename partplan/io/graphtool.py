@@ -237,14 +237,10 @@ def write_gt(graph: Graph, path: str | os.PathLike, *, comment: str = "written b
     gzip when named ``.gz``). Undirected graphs store each edge once (the
     ``u <= v`` half); used for tests and hand-offs to graph-tool. Edge weights other than 1 are
     not written: a :class:`~partplan.errors.PartplanWarning` says so."""
-    from ._common import _user_stacklevel, atomic_output
+    from ._common import atomic_output, warn_user
     if graph.data is not None and not bool(np.all(graph.data == 1.0)):
-        import warnings
-
-        from ..errors import PartplanWarning
-        warnings.warn(f"{path}: the graph's edge weights are not written (partplan writes .gt without property "
-                      f"maps; .npz, .mtx, .graph and the edge formats keep them): reading it back gives every "
-                      f"edge weight 1", PartplanWarning, stacklevel=_user_stacklevel())
+        warn_user(f"{path}: the graph's edge weights are not written (partplan writes .gt without property maps; "
+                  f".npz, .mtx, .graph and the edge formats keep them): reading it back gives every edge weight 1")
 
     p = Path(path)
     n = graph.n

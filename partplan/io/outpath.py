@@ -39,7 +39,7 @@ from ..errors import GraphFormatError, OutputPathError
 # partition files: binary / table formats, text (METIS one id per line), and .plan
 PARTITION_SUFFIXES = (".npy", ".parquet", ".arrow", ".feather", ".csv", ".part", ".txt", ".plan")
 _METIS_PART = re.compile(r"\.part\.\d+$")   # METIS's own name: graph.part.16
-KINDS = ("graph", "partition", "plan", "png", "npy", "npz", "pt", "json", "any")
+KINDS = ("graph", "partition", "plan", "png", "npy", "npz", "pt", "any")
 
 
 def _suffix_problem(p: Path, kind: str) -> str | None:
@@ -65,7 +65,7 @@ def _suffix_problem(p: Path, kind: str) -> str | None:
             return f"only text partitions (.part, .txt, NAME.part.K) may be compressed, not {ext}.gz"
         return (f"unknown partition file suffix {ext or '(none)'}; use "
                 f"{', '.join(PARTITION_SUFFIXES)} or METIS's NAME.part.K (text may end in .gz)")
-    want = {"plan": ".plan", "png": ".png", "npy": ".npy", "npz": ".npz", "pt": ".pt", "json": ".json"}[kind]
+    want = {"plan": ".plan", "png": ".png", "npy": ".npy", "npz": ".npz", "pt": ".pt"}[kind]
     if not name.endswith(want) or name == want:
         return f"the output must be a NAME{want} {'directory' if kind == 'plan' else 'file'}"
     return None
@@ -109,7 +109,7 @@ def check_output_file(path: str | os.PathLike, *, kind: str = "any", inputs=()) 
 
     kind : "graph" | "partition" | "plan" (``partplan partition -o X.plan``
         writes a plan directory; checked as :func:`check_output_dir`) | "png"
-        | "npy" | "npz" | "pt" | "json" | "any" (no suffix rule). Returns ``Path(path)``.
+        | "npy" | "npz" | "pt" | "any" (no suffix rule). Returns ``Path(path)``.
     inputs : files of another kind the command reads (None entries skipped): the output may not be
         one of them (the same file by any name: a link, ``./g.txt``) — a partition written over the
         graph it partitions would replace it. (An output of the input's own kind may replace it:

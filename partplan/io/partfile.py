@@ -81,7 +81,9 @@ def part_k_name_problem(path: str | os.PathLike, k: int, *, k_is: str = "the par
     if named is None or named == k:
         return None
     name = Path(path).name
-    return f"the name says {named} parts (.part.{named}) but {k_is} {k}; name it {name[:-len(str(named))]}{k}"
+    gz = ".gz" if name.lower().endswith(".gz") else ""
+    stem = name[:len(name) - len(gz) - len(str(named))]
+    return f"the name says {named} parts (.part.{named}) but {k_is} {k}; name it {stem}{k}{gz}"
 
 def read_partition(path: str | os.PathLike, n: int, *, column: str | None = None) -> np.ndarray:
     """Read a partition file for a graph of ``n`` vertices; returns int64[n].

@@ -258,7 +258,8 @@ class NeighborLoader:
         self.num_neighbors = [int(k) for k in num_neighbors]
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not -2 ** 63 <= seed < 2 ** 63:
             # the sample keys hash the seed's 64 bits: seeds outside one int64 would repeat others' batches
-            raise OptionError(f"seed must be an integer in [-2^63, 2^63), got {seed!r}")
+            raise OptionError(f"seed must be an integer in [-2^63, 2^63), got {seed!r} (a 64-bit unsigned seed s, "
+                              f"e.g. torch.initial_seed(): s - 2**64 when s >= 2**63)")
         self.batch_size, self.seed, self.shuffle, self.drop_last = int(batch_size), int(seed), shuffle, drop_last
         name = str(plan)
         m = read_manifest(plan)

@@ -505,8 +505,10 @@ def test_saved_partition_against_its_own_count_and_normalized_graphs(random_grap
     bare = tmp_path / "bare.npy"
     np.save(bare, want)          # a bare file: -k may ask for more row blocks (its count is max + 1)
     assert run_cli(["-q", "analyze", str(g), "--partition", bare, "-k", "8"], capsys)[0] == 0
-    for argv, needle in (([str(g), "--method", "block", "-k", "4"], "name it s.part.4"),
-                         ([str(g), "--partition", saved], "name it s.part.4")):
-        rc, _, err = run_cli(["-q", "analyze", *argv, "--save-partition", tmp_path / "s.part.8"], capsys)
+    for argv, name, needle in (([str(g), "--method", "block", "-k", "4"], "s.part.8", "name it s.part.4"),
+                               ([str(g), "--partition", saved, "--plot", tmp_path / "v.png"], "s.part.8",
+                                "name it s.part.4"),
+                               ([str(g), "--partition", saved], "s.part.8.gz", "name it s.part.4.gz")):
+        rc, _, err = run_cli(["-q", "analyze", *argv, "--save-partition", tmp_path / name], capsys)
         one_line(rc, err, 2, needle)
-        assert not (tmp_path / "s.part.8").exists()
+        assert not (tmp_path / name).exists() and not (tmp_path / "v.png").exists()   # refused before any output

@@ -314,8 +314,8 @@ def test_convert_in_place_replaces_the_graph_atomically(tmp_path, capsys):
 @pytest.mark.parametrize("extra,needle", [
     (["--normalize", "gcn", "-o", "P/p.npy"], "--normalize gcn sets the values of a plan"),
     (["--normalize", "mean", "-o", "P/g.plan", "--partition-only"], "--partition-only writes the partition alone"),
-    (["--nprocs", "2", "--normalize", "gcn", "-o", "P/p.npy"], "--normalize do not apply with --nprocs"),
-    (["--nprocs", "2", "--shares", "-o", "P/p.npy"], "--shares do not apply with --nprocs"),
+    (["--nprocs", "2", "--normalize", "gcn", "-o", "P/p.npy"], "--normalize shapes a plan"),
+    (["--nprocs", "2", "--shares", "-o", "P/p.npy"], "--shares shapes a plan"),
 ])
 def test_plan_only_options_without_a_plan_are_refused(mtx, tmp_path, capsys, extra, needle):
     """--normalize and --shares shape a plan: with a partition output (or the distributed

@@ -99,7 +99,8 @@ def test_console_script_subprocess(plan_path):
 
 def test_options_that_act_only_elsewhere_are_refused(tmp_path, capsys):
     """`plan --timeout` without --nprocs (it times the distributed build's peers) and a topology
-    written over a file that is no NAME.json (a graph was replaced by `topology probe -o g.mtx`)."""
+    written over an existing file that is no topology (a graph was replaced by `topology probe -o
+    g.mtx`); a new file of any name, or a topology file, is written."""
     from tests.errlines import one_line, run_cli
     np.save(tmp_path / "p.npy", np.arange(1490) % 2)
     rc, _, err = run_cli(["plan", "polblogs", "--partition", tmp_path / "p.npy", "--timeout", "5",
@@ -110,5 +111,10 @@ def test_options_that_act_only_elsewhere_are_refused(tmp_path, capsys):
     g.write_text("%%MatrixMarket matrix coordinate pattern general\n2 2 1\n1 2\n")
     for argv in (["topology", "show", "tree:2x2", "-o", g], ["topology", "probe", "--nprocs", "2", "-o", g]):
         rc, _, err = run_cli(argv, capsys)
-        one_line(rc, err, 2, "NAME.json")
+        one_line(rc, err, 2, "not a topology JSON")
     assert g.read_text().startswith("%%MatrixMarket")
+    t = tmp_path / "t.topo"          # any new name, and a topology it replaces
+    for spec in ("tree:2x2", "tree:4x2"):
+        assert run_cli(["-q", "topology", "show", spec, "-o", t], capsys)[0] == 0
+    from partplan.topology import load_topology
+    assert load_topology(str(t)).ranks == 8
