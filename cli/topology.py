@@ -54,7 +54,6 @@ def register(subparsers) -> None:
 
 
 def run_show(args) -> int:
-    from partplan.io.outpath import check_output_file
     from partplan.topology import load_topology, write_topology
     if args.output is not None:   # an unwritable -o ends the command before the topology is built
         _check_output(args.output)
@@ -69,7 +68,6 @@ def run_show(args) -> int:
 
 
 def run_probe(args) -> int:
-    from partplan.io.outpath import check_output_file
     from partplan.runtime.probe import run_probe as probe
     _check_output(args.output)   # an unwritable -o ends the probe before any process starts
     rep = probe(args.output, nprocs=args.nprocs, backend=args.backend, large=args.large, repeat=args.repeat,
