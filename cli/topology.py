@@ -56,9 +56,10 @@ def register(subparsers) -> None:
 def run_show(args) -> int:
     from partplan.topology import load_topology, write_topology
     if args.output is not None:   # an unwritable -o ends the command before the topology is built
-        _check_output(args.output)
+        _check_output(args.output, replaces=False)
     t = load_topology(args.topology)
     if args.output is not None:
+        _check_output(args.output)
         write_topology(t, args.output)
     if args.json:
         print(json.dumps(t.describe(), indent=1))
@@ -83,15 +84,15 @@ def run_probe(args) -> int:
     return 0
 
 
-def _check_output(path) -> None:
-    """A topology's ``-o``: writable, and either new or a topology JSON already (any name): an
-    existing file of another kind — a graph, a plan's manifest — is refused, never replaced."""
+def _check_output(path, replaces: bool = True) -> None:
+    """A topology's ``-o``: writable, and (``replaces``) either new or a topology JSON already (any
+    name): an existing file of another kind — a graph, a plan's manifest — is refused, never replaced."""
     from pathlib import Path
 
     from partplan.errors import OutputPathError
     from partplan.io.outpath import check_output_file
     check_output_file(path, kind="any")
-    if Path(path).exists():
+    if replaces and Path(path).exists():
         from partplan.topology import load_topology
         try:
             load_topology(str(path))
