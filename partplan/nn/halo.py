@@ -615,14 +615,17 @@ def _install_flow_check() -> None:
 
     * ``flow="target_to_source"``: it aggregates at the sources, and a Halo holds each local row's
       in-edges, not its out-edges.
-    * **More than one hop** on one exchange (TAGConv, APPNP, ARMAConv with ``num_layers`` > 1,
-      MixHopConv with powers > 1, GatedGraphConv, without GCN normalization too): a halo
-      row's aggregate misses the in-edges only its owner holds, so a propagate that reads rows a
-      previous propagate over the same Halo aggregated reads wrong rows. Found through autograd: each
-      propagate's output node is marked (a propagate hook registered on the layer when it first meets
-      a Halo), and a propagate whose node input descends from a marked node, with no Halo exchange
-      between, stops. Where no gradient is recorded (``torch.no_grad``) there is no lineage to read and
-      the check cannot run."""
+    * **More than one hop** on one exchange (:func:`_check_one_hop`): a halo row's aggregate misses
+      the in-edges only its owner holds, so a propagate that reads, at its sources, rows a previous
+      propagate over the same Halo aggregated reads wrong rows. PyG's multi-hop layers are known by
+      their settings; for the others each propagate's output (tensor and autograd node) is marked by
+      a propagate hook registered on the layer when it first meets a Halo, and a propagate whose
+      source input is a marked tensor, or descends from a marked node with no Halo exchange between,
+      stops. Where autograd records no lineage (``torch.no_grad``, inputs without gradient aggregated
+      before a weight) only the marked tensor itself is recognized (docs/guide/pyg.md).
+
+    ``edge_index`` here is a Halo's own tensor or a copy the loop utilities or ``gcn_norm`` made of it
+    (:func:`_hop_view`); the flow check also follows equal copies (:func:`_view_of`)."""
     try:
         from torch_geometric.nn.conv import MessagePassing
     except ImportError:
