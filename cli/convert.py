@@ -117,9 +117,12 @@ def run(args) -> int:
     t1 = time.perf_counter()
     out = Path(args.output)
     fmt = args.out_format or detect_format(out)
+    nets = None
     if fmt == "hgr":
         from partplan.models import column_net
-        write_hypergraph(column_net(g), out)
+        hg = column_net(g)
+        write_hypergraph(hg, out)
+        nets = int(hg.m)
     else:
         if fmt == "metis" and (not g.is_symmetric() or g.has_self_loops()):
             raise GraphFormatError("METIS needs an undirected graph without self loops: add "
@@ -129,6 +132,8 @@ def run(args) -> int:
     info = {"input": str(args.input), "output": str(out), "format": fmt, "n": g.n, "nnz": g.nnz,
             "directed": g.directed, "weighted": g.data is not None, "relabelled": g.ids is not None,
             "fingerprint": g.fingerprint, "read_s": round(t1 - t0, 3), "write_s": round(t2 - t1, 3)}
+    if nets is not None:
+        info["nets"] = nets
     if args.json:
         print(json.dumps(info, indent=2))
     else:
@@ -137,6 +142,9 @@ def run(args) -> int:
               f"{'weighted' if g.data is not None else 'pattern'}"
               f"{' relabelled' if g.ids is not None else ''}")
         print(f"  fingerprint {g.fingerprint}")
+        if nets is not None:   # a model of the graph, not the graph: say what reads it back
+            print(f"  hypergraph model: {nets} column nets over {g.n} vertices (nets of one pin left out); "
+                  f"partplan.io.read_hypergraph reads it back{'' if nets == g.n else ', not as a graph'}")
         print(f"  read {info['read_s']} s, write {info['write_s']} s")
     return 0
 

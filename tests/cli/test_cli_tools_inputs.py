@@ -115,3 +115,18 @@ def test_gcn_data_says_when_the_validation_set_is_short(tmp_path, capsys):
     rc, out, err = run_cli(["datasets", "gcn-data", "polblogs", "--train-per-class", "700", "--val", "100",
                             "-o", tmp_path / "d.npz"], capsys)
     assert rc == 0 and "warning: --val 100: only 0" in err, err
+
+
+def test_convert_to_hgr_says_it_wrote_a_model(tmp_path, capsys):
+    """`convert g.mtx g.hgr` writes the column-net model, which reads back as a graph only when it
+    has n nets: the output says how many nets it holds and what reads it (nothing said it before,
+    and `convert g.hgr back.mtx` then failed)."""
+    import json
+
+    from tests.errlines import run_cli
+    g = tmp_path / "iso.mtx"
+    g.write_text("%%MatrixMarket matrix coordinate pattern general\n5 5 3\n1 2\n2 3\n3 1\n")
+    rc, out, _ = run_cli(["convert", g, tmp_path / "iso.hgr"], capsys)
+    assert rc == 0 and "3 column nets over 5 vertices" in out and "not as a graph" in out
+    rc, out, _ = run_cli(["convert", g, tmp_path / "iso2.hgr", "--json"], capsys)
+    assert rc == 0 and json.loads(out)["nets"] == 3      # columns 0, 1, 2 reach another row; 3 and 4 none
