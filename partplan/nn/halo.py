@@ -621,8 +621,10 @@ def _install_flow_check() -> None:
       their settings; for the others each propagate's output (tensor and autograd node) is marked by
       a propagate hook registered on the layer when it first meets a Halo, and a propagate whose
       source input is a marked tensor, or descends from a marked node with no Halo exchange between,
-      stops. Where autograd records no lineage (``torch.no_grad``, inputs without gradient aggregated
-      before a weight) only the marked tensor itself is recognized (docs/guide/pyg.md).
+      stops; an aggregate computed without gradient is found among the tensors autograd saved for
+      the weights it met (:func:`_saved_tensors`). Where autograd records no lineage
+      (``torch.no_grad``, such an aggregate mixed with other values before any weight) only the
+      marked tensor itself is recognized (docs/guide/pyg.md).
 
     ``edge_index`` here is a Halo's own tensor or a copy the loop utilities or ``gcn_norm`` made of it
     (:func:`_hop_view`); the flow check also follows equal copies (:func:`_view_of`)."""
@@ -711,9 +713,32 @@ def _check_one_hop(layer, v: HaloRank, args: dict) -> None:
         meta = node.metadata
         if meta.get(_EXCHANGE_KEY):
             continue
-        if meta.get(_AGGREGATE_KEY) == id(v):
+        if meta.get(_AGGREGATE_KEY) == id(v) or any(getattr(t, "_partplan_aggregate", None) == id(v)
+                                                    for t in _saved_tensors(node)):
             raise _second_hop(layer, "propagates rows computed from a previous propagate over the same Halo")
         todo.extend(nxt for nxt, _ in node.next_functions)
+
+
+_SAVED_NAMES: dict = {}   # autograd node type -> its saved-tensor attributes (``_saved_self``, ...)
+
+
+def _saved_tensors(node) -> list:
+    """The tensors an autograd node saved for its backward: an aggregate computed without gradient
+    (features that need none, aggregated before a weight) enters the graph only there, as the same
+    Python object that carries its mark. Saved tensors already freed by a backward are skipped."""
+    names = _SAVED_NAMES.get(type(node))
+    if names is None:
+        names = _SAVED_NAMES[type(node)] = tuple(a for a in dir(node) if a.startswith("_saved_")
+                                                 and not a.endswith(("_sizes", "_strides")))
+    out = []
+    for name in names:
+        try:
+            t = getattr(node, name)
+        except RuntimeError:        # freed after a backward
+            continue
+        if isinstance(t, torch.Tensor):
+            out.append(t)
+    return out
 
 
 def _source_inputs(layer, args: dict) -> list:
