@@ -15,6 +15,7 @@ import scipy.sparse as sp
 from partplan.cli.main import main
 from partplan.errors import PartitionError
 from partplan.io.partfile import partition_k_from_name, read_partition, write_partition
+from tests.scripts import script_beside_python
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -248,9 +249,7 @@ def test_help(cli_batch):
 @pytest.mark.dist
 @pytest.mark.slow
 def test_console_script_error_is_one_line(tmp_path):
-    exe = Path(sys.executable).with_name("partplan")
-    if not exe.exists():
-        pytest.skip("console script not installed next to this python")
+    exe = script_beside_python("partplan")
     r = subprocess.run([str(exe), "analyze", str(tmp_path / "x.mtx"), "--method", "block", "-k", "2"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2

@@ -308,11 +308,8 @@ def test_cli_steiner_mapping_after_the_default_pipeline_is_reproducible(tmp_path
     1,490 rows). The CLI now keeps Mt-KaHyPar on one thread when --map steiner is asked (the
     pipeline's start is the same at any count): three runs, one partition."""
     import subprocess
-    import sys
-    from pathlib import Path
-    cli = Path(sys.executable).with_name("partplan")
-    if not cli.exists():
-        pytest.skip("the partplan console script is not beside this python")
+    from tests.scripts import script_beside_python
+    cli = script_beside_python("partplan")
     outs = set()
     for i in range(3):
         out = tmp_path / f"st{i}.npy"
