@@ -445,10 +445,6 @@ def check_edge_file(graph, path, fmt: str) -> None:
     the ids they find and refuse negative weights: refuse what its reader would refuse (no edge at
     all, a negative weight), and warn (:class:`~partplan.errors.PartplanWarning`) when vertices with
     no edge would be left out (the file read back has fewer vertices)."""
-    import warnings
-
-    from ..errors import PartplanWarning
-
     keep = "write .npz, .mtx or .graph to keep them"
     if graph.nnz == 0:
         raise GraphFormatError(f"a graph without edges (n={graph.n}) cannot be written as an edge file "
@@ -462,6 +458,5 @@ def check_edge_file(graph, path, fmt: str) -> None:
     seen[graph.row_nnz > 0] = True
     missing = graph.n - int(seen.sum())
     if missing:
-        warnings.warn(f"{path}: {missing:,} of the {graph.n:,} vertices have no edge and are not in the "
-                      f"file (an edge file holds edges only): read back it has {graph.n - missing:,} "
-                      f"vertices; {keep}", PartplanWarning, stacklevel=_user_stacklevel())
+        warn_user(f"{path}: {missing:,} of the {graph.n:,} vertices have no edge and are not in the file (an "
+                  f"edge file holds edges only): read back it has {graph.n - missing:,} vertices; {keep}")
