@@ -136,17 +136,8 @@ def _check_options(args) -> None:
         raise PartitionError("--column applies to --partition table files only")
 
 
-def _check_part_name(path, ranks: int | None) -> None:
-    """--save-partition NAME.part.K: K must be the partition's ranks, as ``partition -o`` and every
-    partition writer check it (None: not known yet)."""
-    from partplan.io.partfile import part_k_name_problem
-    bad = part_k_name_problem(Path(path), ranks, k_is="the partition has") if ranks is not None else None
-    if bad:
-        raise PartitionError(f"{path}: {bad}")
-
-
 def run(args) -> int:
-    from partplan.io.partfile import write_partition
+    from partplan.io.partfile import check_part_k_name, write_partition
     from partplan.layouts import parse_layout as layout_of
     from partplan.layouts import spec_ranks
     from partplan.metrics import analyze
@@ -159,7 +150,8 @@ def run(args) -> int:
         check_output_file(args.plot, kind="png")
     if args.save_partition is not None:   # never over the graph or the partition file read
         check_output_file(args.save_partition, kind="partition", inputs=[args.graph, args.partition])
-        _check_part_name(args.save_partition, args.k)    # checked again once the ranks are known
+        if args.k is not None:                            # checked again once the ranks are known
+            check_part_k_name(args.save_partition, args.k)
     spec = args.layout
     alpha = DEFAULT_ALPHA_S if args.alpha is None else args.alpha
     beta = DEFAULT_BETA_S_PER_BYTE if args.beta is None else args.beta
@@ -226,7 +218,7 @@ def run(args) -> int:
     k = lay.ranks
     topts.check_ranks(k)
     if args.save_partition:
-        _check_part_name(args.save_partition, k)   # before the analysis and any output
+        check_part_k_name(args.save_partition, k)   # before the analysis and any output
     part = topts.place(graph, part)  # --map: parts placed on the topology's ranks
     timing["partition_s"] = time.perf_counter() - t0
 

@@ -265,10 +265,8 @@ def run(args) -> int:
         raise BackendUnavailableError(f"--engine {args.backend} runs with MPI processes: add --nprocs N")
 
     out = Path(args.output) if args.output else default_output(args.graph, args.k)
-    from partplan.io.partfile import part_k_name_problem
-    bad = part_k_name_problem(out, args.k, k_is="-k is")
-    if bad:
-        raise PartitionError(f"{out}: {bad}")
+    from partplan.io.partfile import check_part_k_name
+    check_part_k_name(out, args.k, k_is="-k is")
     want_plan = out is not None and out.suffix.lower() == ".plan" and not args.partition_only
     if out is not None:  # where the result goes is checked before any work
         from partplan.io.outpath import check_output_file

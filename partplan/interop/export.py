@@ -62,11 +62,9 @@ def _export_part_file(plan, path) -> Path:
     """The plan's row blocks as a partition file: a ``NAME.part.K`` whose K is not the plan's row
     blocks is refused (its reader would see other parts); a name without K when the last row blocks
     are empty gets a PartplanWarning (it reads back as max(id) + 1 parts)."""
-    from ..io.partfile import part_k_name_problem, partition_k_from_name
+    from ..io.partfile import check_part_k_name, partition_k_from_name
     b = int(plan.manifest.get("row_blocks") or plan.manifest["ranks"])
-    bad = part_k_name_problem(path, b, k_is="the plan's row blocks are")
-    if bad:
-        raise PartitionError(f"{path}: {bad}")
+    check_part_k_name(path, b, k_is="the plan's row blocks are")
     top = int(plan.part.max()) + 1 if plan.part.size else 0
     if partition_k_from_name(path) is None and top < b:
         from ..io._common import warn_user

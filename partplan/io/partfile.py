@@ -85,6 +85,15 @@ def part_k_name_problem(path: str | os.PathLike, k: int, *, k_is: str = "the par
     stem = name[:len(name) - len(gz) - len(str(named))]
     return f"the name says {named} parts (.part.{named}) but {k_is} {k}; name it {stem}{k}{gz}"
 
+
+def check_part_k_name(path: str | os.PathLike, k: int, *, k_is: str = "the partition has") -> None:
+    """One :class:`PartitionError` naming ``path`` when :func:`part_k_name_problem` finds one: what
+    every partition writer calls before it writes."""
+    bad = part_k_name_problem(path, k, k_is=k_is)
+    if bad:
+        raise PartitionError(f"{path}: {bad}")
+
+
 def read_partition(path: str | os.PathLike, n: int, *, column: str | None = None) -> np.ndarray:
     """Read a partition file for a graph of ``n`` vertices; returns int64[n].
 

@@ -387,15 +387,13 @@ def save_partition(p: Partition, path: str | os.PathLike) -> Path:
     ``NAME.part.K`` whose K is ``p.k``, a folder that exists and can be written); an
     OutputPathError / PartitionError names the problem before anything is written."""
     from ..io.outpath import check_output_file
-    from ..io.partfile import part_k_name_problem, write_partition_to
+    from ..io.partfile import check_part_k_name, write_partition_to
 
     path = Path(path)
     if path.name.lower().endswith(".plan"):
         raise PartitionError(f"{path}: save_partition writes a partition file; a plan directory is written by "
                              f"partplan.plan.write_plan (or `partplan plan`)")
-    bad = part_k_name_problem(path, p.k)        # as `partplan partition -o NAME.part.K` refuses it
-    if bad:
-        raise PartitionError(f"{path}: {bad}")
+    check_part_k_name(path, p.k)        # as `partplan partition -o NAME.part.K` refuses it
     check_output_file(path, kind="partition")    # a known suffix, an existing writable folder: before any write
     meta = p.to_dict(arrays=False)
     if path.suffix.lower() == ".parquet":
