@@ -158,13 +158,20 @@ def _shuffle(comm, r: dict, k: int, p: int, u: int):
     return D.Received(vrecv, cols, data, q_lo, q_hi), proc_of, (q_lo, q_hi)
 
 
+def _ask_holders(comm, r: dict, need: np.ndarray, values: np.ndarray, what: str) -> np.ndarray:
+    """``values[need]`` of a per-row array held in row ranges (``r["bounds"]``; this process's slice
+    ``values`` of rows ``[r["lo"], r["hi"])``): each distinct column ``need`` (ascending) asked from the
+    process holding its row, in two all-to-alls (ids, then answers)."""
+    asked, asked_counts = comm.exchange_rows(need, D.lookup_counts(need, r["bounds"], comm.world), what)
+    got, _ = comm.exchange_rows(D.lookup_answer(asked, values, r["lo"]), asked_counts, what)
+    return got
+
+
 def _columns(comm, r: dict, rc, proc_of, qr, k: int):
     """Stage 3: the parts of the distinct columns, the forward programs."""
     n = r["info"].n
     need = D.distinct(rc.cols, n)
-    asked, asked_counts = comm.exchange_rows(need, D.lookup_counts(need, r["bounds"], comm.world), "part lookup")
-    part_need, _ = comm.exchange_rows(D.lookup_answer(asked, r["part"], r["lo"]), asked_counts, "part lookup")
-    del asked
+    part_need = _ask_holders(comm, r, need, r["part"], "part lookup")
     fres = _part_programs(comm, "fwd", lambda i: rc.forward_part(i, need, part_need, n), proc_of, k, *qr,
                           lay=r["lay"], n=n, stages=r["route_stages"])
     return need, part_need, fres
@@ -352,11 +359,7 @@ def _normalize(comm, r: dict, mode: str) -> None:
         D.set_normalized_values(r, mode, scale)
         return
     need = D.distinct(r["indices"], r["info"].n)
-    asked, asked_counts = comm.exchange_rows(need, D.lookup_counts(need, r["bounds"], comm.world), "scale lookup")
-    need_scale, _ = comm.exchange_rows(scale[asked - r["lo"]] if asked.size else np.zeros(0), asked_counts,
-                                       "scale lookup")
-    del asked
-    D.set_normalized_values(r, mode, scale, need, need_scale)
+    D.set_normalized_values(r, mode, scale, need, _ask_holders(comm, r, need, scale, "scale lookup"))
 
 
 def _write(comm, st, r: dict, graph_path, partition, out, qr, fres, bres, same, make_manifest, created) -> dict:
@@ -437,9 +440,7 @@ def _build_nonzeros(comm, st, r: dict, graph_path, partition, out, f, dtype, met
     deg = np.diff(indptr)
     cols = r.pop("indices")
     need = D.distinct(cols, n)
-    asked, asked_counts = comm.exchange_rows(need, D.lookup_counts(need, r["bounds"], N), "part lookup")
-    part_need, _ = comm.exchange_rows(D.lookup_answer(asked, part_slice, lo), asked_counts, "part lookup")
-    del asked
+    part_need = _ask_holders(comm, r, need, part_slice, "part lookup")
     idt = L.id_dtype(n, b)
     pcol = part_need[np.searchsorted(need, cols)].astype(idt)
     del need, part_need

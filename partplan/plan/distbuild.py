@@ -576,9 +576,10 @@ def lookup_counts(need: np.ndarray, bounds: np.ndarray, p: int) -> np.ndarray:
     return np.bincount(holder, minlength=p).astype(np.int64)
 
 
-def lookup_answer(asked: np.ndarray, part_slice: np.ndarray, lo: int) -> np.ndarray:
-    """``part[asked]`` from this process's slice ``part[lo:hi]``."""
-    return part_slice[asked - lo] if asked.size else np.zeros(0, np.int64)
+def lookup_answer(asked: np.ndarray, values: np.ndarray, lo: int) -> np.ndarray:
+    """``values[asked]`` of a per-row array from this process's slice ``values[lo:hi]`` (``part``,
+    a degree scale), in its dtype."""
+    return values[asked - lo] if asked.size else values[:0]
 
 
 def halo_requests(preps: list[dict], proc_of: np.ndarray, k: int, p: int
