@@ -54,12 +54,13 @@ def register(subparsers) -> None:
 
 
 def run_show(args) -> int:
+    from partplan.io.outpath import check_output_file
     from partplan.topology import load_topology, write_topology
     if args.output is not None:   # an unwritable -o ends the command before the topology is built
-        _check_output(args.output, replaces=False)
+        check_output_file(args.output, kind="any")
     t = load_topology(args.topology)
     if args.output is not None:
-        _check_output(args.output)
+        _refuse_another_kind(args.output)
         write_topology(t, args.output)
     if args.json:
         print(json.dumps(t.describe(), indent=1))
@@ -69,8 +70,10 @@ def run_show(args) -> int:
 
 
 def run_probe(args) -> int:
+    from partplan.io.outpath import check_output_file
     from partplan.runtime.probe import run_probe as probe
-    _check_output(args.output)   # an unwritable -o ends the probe before any process starts
+    check_output_file(args.output, kind="any")   # an unwritable -o ends the probe before any process starts
+    _refuse_another_kind(args.output)
     rep = probe(args.output, nprocs=args.nprocs, backend=args.backend, large=args.large, repeat=args.repeat,
                 timeout=args.timeout)
     if rep is None:  # not rank 0 under torchrun
@@ -84,15 +87,13 @@ def run_probe(args) -> int:
     return 0
 
 
-def _check_output(path, replaces: bool = True) -> None:
-    """A topology's ``-o``: writable, and (``replaces``) either new or a topology JSON already (any
-    name): an existing file of another kind — a graph, a plan's manifest — is refused, never replaced."""
+def _refuse_another_kind(path) -> None:
+    """A topology's ``-o`` (checked writable) is new or a topology JSON already (any name): an existing
+    file of another kind — a graph, a plan's manifest — is refused, never replaced."""
     from pathlib import Path
 
     from partplan.errors import OutputPathError
-    from partplan.io.outpath import check_output_file
-    check_output_file(path, kind="any")
-    if replaces and Path(path).exists():
+    if Path(path).exists():
         from partplan.topology import load_topology
         try:
             load_topology(str(path))
