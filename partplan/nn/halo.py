@@ -671,11 +671,16 @@ def _declared_hops(layer) -> int:
     """Hops a PyG layer propagates in one call by its own settings (1 for any other layer): K of
     TAGConv / APPNP / SGConv / SSGConv, ARMAConv's and GatedGraphConv's ``num_layers``, MixHopConv's
     highest power."""
-    import torch_geometric.nn.conv as C
-    for names, hops in ((("TAGConv", "APPNP", "SGConv", "SSGConv"), lambda m: m.K),
-                        (("ARMAConv", "GatedGraphConv"), lambda m: m.num_layers),
-                        (("MixHopConv",), lambda m: max(m.powers))):
-        if isinstance(layer, tuple(getattr(C, n) for n in names if hasattr(C, n))):
+    table = _PATCHED.get("hops")
+    if table is None:      # built once: this runs at every propagate over a Halo
+        import torch_geometric.nn.conv as C
+        table = _PATCHED["hops"] = [
+            (tuple(getattr(C, n) for n in names if hasattr(C, n)), hops)
+            for names, hops in ((("TAGConv", "APPNP", "SGConv", "SSGConv"), lambda m: m.K),
+                                (("ARMAConv", "GatedGraphConv"), lambda m: m.num_layers),
+                                (("MixHopConv",), lambda m: max(m.powers)))]
+    for classes, hops in table:
+        if isinstance(layer, classes):
             try:
                 return int(hops(layer))
             except (AttributeError, TypeError, ValueError):
