@@ -17,7 +17,6 @@ from partplan import Graph, PartplanError, PlanError, analyze, analyze_15d, anal
 from partplan.errors import OutputPathError
 from partplan.plan import build_plan, load_plan, write_plan
 from partplan.runtime.spmm import random_rows, replay, run_spmm
-from tests.scripts import script_beside_python
 
 torch = pytest.importorskip("torch")
 
@@ -250,6 +249,7 @@ def test_wrong_process_count_and_bad_inputs_are_refused_before_starting(tmp_path
 
 # ----------------------------------------------------------------------------- launchers
 def test_torchrun_runs_the_same_command(tmp_path):
+    from tests.scripts import script_beside_python   # (this module is also imported alone, by path)
     exe = script_beside_python("torchrun")
     g, path = _plan2(tmp_path, n=200)
     env = dict(os.environ, OMP_NUM_THREADS="1")
@@ -331,6 +331,7 @@ def test_a_torch_distributed_process_exits_without_destructors_but_with_atexit(t
 @pytest.mark.dist
 @pytest.mark.slow
 def test_torchrun_train_ends_cleanly(tmp_path):
+    from tests.scripts import script_beside_python   # (this module is also imported alone, by path)
     exe = script_beside_python("torchrun")
     from partplan.cli.main import main
     pl, data = tmp_path / "pb.plan", tmp_path / "pb.npz"
