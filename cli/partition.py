@@ -195,6 +195,9 @@ def _run_distributed(args, progress) -> int:
             ("max_send", f"{r['max_send']} (engine {e['max_send']})"),
             ("max_recv", f"{r['max_recv']} (engine {e['max_recv']})"),
             ("compute_imbalance", f"{res['compute_imbalance']:.4g}"),
+            *([("rows per rank", f"max {iso['max_rows']:,}, mean {iso['mean_rows']:,.1f} ({iso['rows']:,} isolated "
+                                 f"rows among them, placed where the fewest rows are)")]
+              if isinstance(iso := res.get("isolated"), dict) else []),
             ("time (s)", ", ".join(f"{name} {max(s[name]['wall_s'] for s in res['stages']):.3g}"
                                    for name in res["stages"][0])),
             ("peak RSS / process (MiB)", ", ".join(str(max(v['peak_rss_bytes'] for v in s.values()) >> 20)

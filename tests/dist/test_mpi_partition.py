@@ -83,16 +83,19 @@ def test_a_graph_that_fits_is_refined_whole_in_process_0(rmat11, tmp_path):
     """At most ``gather_max_pins`` pins (nonzeros + rows): no rounds; process 0 runs the single-process
     pipeline's refinement on the engine's partition with the distributed weight limit, process 1 the
     single-process default pipeline, the better is kept (the engine's only when no worse on both, or
-    a lower maximum for at most 3 % more total), then the connectivity passes — the same partition as
+    a lower maximum for at most 3 % more total), then the connectivity passes and the isolated rows'
+    placement — the same partition as
     those functions called here (the default through ``partition(g, k)``) give, its figures
     recounted by analyze()."""
     _need("zoltan")
     from partplan import partition
     from partplan.partition.context import PipelineContext, resolve
-    from partplan.partition.pipeline.auto import refine_partition
+    from partplan.partition.pipeline.auto import isolated_rows, refine_partition, spread_isolated
     from partplan.partition.refinement.km1_pass import km1_passes
     g, path = rmat11
     k = 16
+    iso = isolated_rows(g)
+    assert iso.any()
     launch.distributed_partition(path, k, nprocs=2, output=tmp_path / "e.npy", refine=False, quiet=True,
                                  engine="zoltan")
     p0 = np.load(tmp_path / "e.npy")
@@ -120,7 +123,8 @@ def test_a_graph_that_fits_is_refined_whole_in_process_0(rmat11, tmp_path):
         assert gathered["kept"] == kept
         if pipe:
             assert (gathered["pipeline"]["max"], gathered["pipeline"]["total"]) == (max(sd, rd), td)
-        assert np.array_equal(p1, km1_passes(g, mid if kept == "engine" else default, k, eps=0.03))
+        passed = km1_passes(g, mid if kept == "engine" else default, k, eps=0.03)
+        assert np.array_equal(p1, spread_isolated(g, passed[~iso], iso, k, 0.03))   # then the isolated rows
         assert int(np.bincount(p1, weights=nnz, minlength=k).max()) <= cap      # the distributed weight limit kept
     t1, s1, r1, _ = _figures(g, p1, k)   # with the pipeline beside it: never behind the single-process default
     assert max(s1, r1) <= max(sd, rd) and t1 <= 1.03 * td
@@ -608,3 +612,54 @@ def test_nprocs_warns_of_the_balance_floor_as_one_process_does(tmp_path, capsys)
     warn = [line for line in err.splitlines() if line.startswith("partplan: warning: row 0 weighs 24")]
     assert len(warn) == 1 and "no partition is within ε" in warn[0]
     assert json.loads(out)["balance_floor"]["limit"] == 12      # ⌊1.03 · ⌈48 / 4⌉⌋
+
+
+def _with_isolated_rows(g, extra: int, seed: int):
+    """``g`` with ``extra`` isolated rows (no nonzero in row or column) inserted at random ids."""
+    rng = np.random.default_rng(seed)
+    n = g.n + extra
+    keep = np.sort(rng.choice(n, g.n, replace=False))        # the old rows' new ids
+    coo = g.to_scipy().tocoo()
+    return Graph.from_edges(keep[coo.row], keep[coo.col], n=n)
+
+
+@pytest.mark.dist
+@pytest.mark.parametrize("engine,gather,directed", [("stream", 0, False), ("zoltan", 0, True),
+                                                     ("zoltan", 1 << 24, False)])
+def test_isolated_rows_go_where_the_fewest_rows_are(tmp_path, engine, gather, directed):
+    """The engines and the refinement weigh rows by their nonzeros, so rows with no nonzero in row
+    or column stayed where the engine put them (Zoltan: most in one part). They go, in id order, to
+    the part with the fewest rows of H among those below the balance limit, one at a time — the
+    brute force over the final partition's other rows — on the rounds' path and the whole graph's,
+    over two processes; the volumes, a directed graph's empty rows that are read by others, and
+    every part's nonzeros are the analyzer's recount of the same partition."""
+    if engine == "zoltan":
+        _need("zoltan")
+    from partplan.datasets.generators import rmat
+    from partplan.partition.objectives import eps_limit
+    g = rmat(10, seed=4, symmetrize=not directed)
+    h = _with_isolated_rows(g, 900, seed=1)
+    nnz, cols = h.row_nnz, np.bincount(h.indices, minlength=h.n)
+    iso = (nnz == 0) & (cols == 0)
+    assert iso.sum() >= 900 and (not directed or ((nnz == 0) & (cols > 0)).any())
+    k = 8
+    path = write_chunked(h, tmp_path / "h.chunked", chunks=4)
+    res = launch.distributed_partition(path, k, nprocs=2, output=tmp_path / "h.npy", engine=engine, quiet=True,
+                                       context=DistributedRefineContext(rounds=20, gather_max_pins=gather))
+    part = np.load(tmp_path / "h.npy")
+    _check_sidecar(res, h, part, k)
+    w = np.maximum(nnz, 1)
+    load = np.bincount(part[~iso], weights=w[~iso], minlength=k).astype(np.int64)
+    rows = np.bincount(part[~iso], minlength=k).astype(np.int64)
+    limit = eps_limit(int(w.sum()), k, 0.03)
+    want = np.zeros(k, np.int64)
+    for _ in range(int(iso.sum())):                 # one at a time: fewest rows below the limit
+        room = np.flatnonzero(load < limit)
+        p = int(room[np.lexsort((room, rows[room]))[0]])
+        load[p] += 1
+        rows[p] += 1
+        want[p] += 1
+    assert np.array_equal(np.bincount(part[iso], minlength=k), want)
+    assert np.all(np.diff(part[iso]) >= 0)
+    assert res["isolated"]["rows"] == int(iso.sum()) and res["isolated"]["max_rows"] == int(rows.max())
+    assert np.bincount(part, minlength=k).max() <= 1.1 * h.n / k

@@ -55,10 +55,13 @@ above the limit as METIS or KaMinPar left them where that lowers max(send, recv)
 can be balanced the option changes nothing.
 
 Rows with no nonzero in their row or their column (isolated vertices) are set aside first: the
-pipeline runs on the other rows, and the isolated ones are spread over the parts by water-filling
+pipeline runs on the other rows, and the isolated ones are spread over the parts
 (:func:`spread_isolated`). They carry no volume and no compute but weigh 1 in the balance, so
 partitioned with the rest they let a part hold (1 + ε) × the mean balance weight in nonzeros alone
-(compute imbalance 0.045 on R-MAT 23 at ε = 0.03; now that of the other rows).
+(compute imbalance 0.045 on R-MAT 23 at ε = 0.03; now that of the other rows). Each is a row of H,
+though: they go where the fewest rows are, within the balance limit (:func:`fill_isolated`), so
+a rank's rows of H stay near n / k (R-MAT 15, k = 16, 26 % of the rows isolated: 1.06x the mean
+rows in the largest part, where filling the lightest balance weight first gave 3.0x).
 
 A directed graph's rows with no nonzero in their row but some in their column (pages without
 out-links) carry volume, so they stay in the partitioned graph; they too weigh 1 in the balance and
@@ -101,7 +104,7 @@ from ..engines import mtk_threads, run_backend
 from ..context import FMContext, PipelineContext, RefineContext, VCycleContext, resolve
 from ..heartbeat import _heartbeat
 from .lanes import Lanes, Task, available_cores
-from ..objectives import balance_cap
+from ..objectives import balance_cap, eps_limit
 
 DEFAULT_STARTS = ("metis", "kaminpar")
 START_OPTIONS = {"kaminpar": {"context": "fast"}, "mtkahypar": {"preset": "DETERMINISTIC"}}  # per start engine
@@ -236,7 +239,7 @@ def auto_partition(graph: Graph, k: int, *, context: PipelineContext | None = No
                      f"spread over the parts at the end")
         part, report = auto_partition(without_rows(graph, empty), k, context=ctx, progress=progress)
         report["isolated_rows"] = n_empty
-        return spread_isolated(graph, part, empty, k), report
+        return spread_isolated(graph, part, empty, k, ctx.imbalance), report
     t0 = time.perf_counter()
     sc = ctx.start
     workers = available_cores() if sc.threads is None else sc.threads
@@ -423,19 +426,69 @@ def without_rows(graph: Graph, drop: np.ndarray) -> Graph:
     return sub
 
 
-def spread_isolated(graph: Graph, sub_part: np.ndarray, empty: np.ndarray, k: int) -> np.ndarray:
+def spread_isolated(graph: Graph, sub_part: np.ndarray, empty: np.ndarray, k: int, imbalance: float) -> np.ndarray:
     """The partition of ``graph`` (int64[n]): ``sub_part`` on the rows that are not ``empty``, the
-    empty rows (balance weight 1 each, no compute, no volume) by water-filling: the least loaded
-    parts (weight max(row nnz, 1)) raised to one level, the rows left over one each to the raised
-    parts of lowest id — the counts of giving each empty row in turn to the lightest part (ties:
-    lowest id). No part's compute load (row nnz) changes, and no balance weight exceeds the heavier
-    of the rest's heaviest part and the mean (+1). The empty rows go, in id order, to the parts in
-    id order (deterministic)."""
-    load = np.bincount(sub_part, weights=graph.balance_weights[~empty], minlength=k).astype(np.int64)
+    empty rows (no volume, no compute, balance weight 1 each, a row of H each) by
+    :func:`fill_isolated`: the fewest rows of H per part that the ε-limit of the balance weights
+    (row nnz, at least 1 per row, of the whole graph) lets them reach. No part's volume or compute
+    load (row nnz) changes. The empty rows go, in id order, to the parts in id order
+    (deterministic)."""
+    w = graph.balance_weights[~empty]
+    load = np.bincount(sub_part, weights=w, minlength=k).astype(np.int64)
+    rows = np.bincount(sub_part, minlength=k).astype(np.int64)
+    e = int(empty.sum())
+    limit = eps_limit(int(w.sum()) + e, k, imbalance)
+    part = np.empty(graph.n, np.int64)
+    part[~empty] = sub_part
+    part[empty] = np.repeat(np.arange(k), fill_isolated(load, rows, e, limit))
+    return part
+
+
+def fill_isolated(load: np.ndarray, rows: np.ndarray, e: int, limit: int) -> np.ndarray:
+    """int64[k]: how many of ``e`` isolated rows (no volume, no compute, balance weight 1) each
+    part gets, given each part's balance weight ``load`` and rows ``rows`` (int64[k]) without
+    them: each row in turn goes to the part with the fewest rows (ties: lowest id) among those
+    whose weight is below ``limit`` (the ε-limit); once none is, to the lightest part
+    (:func:`water_fill`). Computed in closed form: the level L of rows the parts with room are
+    raised to (a bisection over L), one more row each to the parts of lowest id that can take it.
+    The rows of H a rank holds (its memory, its dense per-row work) are what these rows add to;
+    the balance weights stay within the limit wherever there is room, which there is whenever the
+    other rows are within ⌊(1+ε)·⌈(W − e)/k⌉⌋.
+
+    >>> fill_isolated(np.array([10, 4, 4]), np.array([1, 4, 4]), 5, 12).tolist()
+    [2, 2, 1]
+    """
+    load, rows = np.asarray(load, np.int64), np.asarray(rows, np.int64)
+    room = np.maximum(int(limit) - load, 0)
+    take = min(int(e), int(room.sum()))
+    counts = np.zeros(load.size, np.int64)
+    if take:
+        def filled(level: int) -> np.ndarray:       # rows given to reach ``level`` rows, within the room
+            return np.minimum(np.maximum(level - rows, 0), room)
+        lo, hi = int(rows.min()), int(rows.max()) + take     # filled(lo).sum() == 0 < take <= filled(hi).sum()
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if filled(mid).sum() >= take:
+                hi = mid
+            else:
+                lo = mid
+        counts = filled(lo)                            # below ``take``; one more row each at level hi
+        more = np.flatnonzero(filled(hi) > counts)[:take - int(counts.sum())]
+        counts[more] += 1
+    if e > take:
+        counts += water_fill(load + counts, int(e) - take)
+    return counts
+
+
+def water_fill(load: np.ndarray, e: int) -> np.ndarray:
+    """int64[k]: how many of ``e`` rows of weight 1 each part gets when each row in turn goes to
+    the lightest part (ties: lowest id), given the parts' weights ``load`` (int64[k]) — computed
+    in closed form: the lightest parts raised to one level, the rows left over one each to the
+    raised parts of lowest id. No part ends above max(max(load), ⌈(Σ load + e) / k⌉)."""
+    k = load.size
     order = np.lexsort((np.arange(k), load))
     low = load[order]
     prefix = np.concatenate([[0], np.cumsum(low)])
-    e = int(empty.sum())
     need = np.arange(1, k + 1) * low - prefix[1:]        # to raise the j lowest parts to the j-th load
     j = int(np.searchsorted(need, e, side="right"))      # >= 1: need[0] == 0
     total = e + int(prefix[j])
@@ -443,10 +496,7 @@ def spread_isolated(graph: Graph, sub_part: np.ndarray, empty: np.ndarray, k: in
     counts = np.zeros(k, np.int64)
     counts[order[:j]] = level - low[:j]
     counts[np.sort(order[:j])[:extra]] += 1              # one more: the raised parts of lowest id
-    part = np.empty(graph.n, np.int64)
-    part[~empty] = sub_part
-    part[empty] = np.repeat(np.arange(k), counts)
-    return part
+    return counts
 
 
 def _start_options(eng, start_opts, workers) -> dict:

@@ -316,6 +316,45 @@ def _choose(comm, cfg: dict, info, k: int, indptr: np.ndarray, symmetric: bool) 
     return {"engine": engine, "reason": reason, "stats": stats}
 
 
+def spread_isolated(comm, sl, part: np.ndarray, k: int, eps: float) -> dict:
+    """Give the isolated rows (no nonzero in their row or their column) to the parts as the
+    single-process pipeline does (:func:`.auto.spread_isolated`): where the fewest rows of H are,
+    within the ε-limit of the balance weights (row nonzeros, at least 1 per row;
+    :func:`.auto.fill_isolated`), the isolated rows in id order to the parts in id order. They
+    carry no volume and no compute, so send, recv and every part's nonzeros stay as they are; the
+    engines and the refinement weigh rows by their nonzeros, which leaves these rows where the
+    engine put them — often in one part (R-MAT 15, k = 16, Zoltan: 8,152 of 8,551 in one part,
+    which then held 4.9x the mean rows of H). Updates ``part[lo:hi]`` (the other processes' rows
+    of the replicated vector are left as they were). Returns {"rows": isolated rows, "moved": rows
+    that changed part, "max_rows": the most rows of H in one part, "mean_rows": n / k}."""
+    from mpi4py import MPI
+
+    from .auto import fill_isolated
+
+    lo, hi = sl.lo, sl.hi
+    nnz = np.diff(sl.indptr)
+    iso = (nnz == 0) & (np.diff(sl.colptr) == 0)
+    mine = part[lo:hi]          # a view: written in place
+    w = np.maximum(nnz, 1)
+    load = np.bincount(mine[~iso], weights=w[~iso], minlength=k).astype(np.int64)
+    rows = np.bincount(mine[~iso], minlength=k).astype(np.int64)
+    comm.Allreduce(MPI.IN_PLACE, load, op=MPI.SUM)
+    comm.Allreduce(MPI.IN_PLACE, rows, op=MPI.SUM)
+    m = int(iso.sum())
+    total = int(comm.allreduce(m, op=MPI.SUM))
+    first = int(comm.exscan(m, op=MPI.SUM) or 0)       # this process's isolated rows come after these
+    moved = 0
+    if total:
+        counts = fill_isolated(load, rows, total, eps_limit(int(load.sum()) + total, k, eps))
+        ends = np.cumsum(counts)                         # the parts in id order: rows [ends[p-1], ends[p]) to p
+        new = np.searchsorted(ends, np.arange(first, first + m), side="right").astype(part.dtype)
+        moved = int((mine[iso] != new).sum())
+        mine[iso] = new
+        rows += counts
+    return {"rows": total, "moved": int(comm.allreduce(moved, op=MPI.SUM)), "max_rows": int(rows.max()),
+            "mean_rows": round(sl.n / k, 3)}
+
+
 def run(cfg: dict) -> dict:
     from mpi4py import MPI
 
@@ -411,6 +450,11 @@ def run(cfg: dict) -> dict:
             if (int(send.sum()), int(max(send.max(), recv.max()))) != (km1["volume_after"], km1["max_load_after"]):
                 raise RuntimeError("internal error: the connectivity passes' figures differ from the recount")
         st.stop()
+    isolated: dict | str = "skipped: no refinement"
+    if cfg["refine"]:
+        st.start("isolated")
+        isolated = spread_isolated(comm, sl, part, k, eps)
+        st.stop()
     st.start("write")
     from ..._atomic import open_npy
     ident = tuple(cfg["ident"]) if cfg.get("ident") else None
@@ -433,7 +477,7 @@ def run(cfg: dict) -> dict:
                        "cluster_moved": res.cluster_moved, "seconds": round(res.seconds, 3),
                        "total_volume": int(res.send.sum()), "max_send": int(res.send.max()),
                        "max_recv": int(res.recv.max())},
-            "gathered": gathered, "km1": km1, **({"km1_first": km1_first} if km1_first is not None else {}),
+            "gathered": gathered, "km1": km1, "isolated": isolated, **({"km1_first": km1_first} if km1_first is not None else {}),
             "row_bounds": bounds.tolist(), "stages": stages,
             **({"engine_choice": choice} if choice is not None else {})}
 

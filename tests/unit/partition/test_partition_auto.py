@@ -294,36 +294,76 @@ def test_isolated_rows_do_not_break_compute_balance():
         assert balanced(h, part, k, 0.03) and part.min() >= 0 and part.max() < k
 
 
-def test_isolated_rows_are_spread_as_one_at_a_time_to_the_lightest_part():
-    """Water-filling equals the brute force: each isolated row in turn to the lightest part
-    (balance weight), ties to the lowest id."""
+def test_isolated_rows_go_one_at_a_time_to_the_fewest_rows_within_the_limit():
+    """The closed form equals the brute force: each isolated row in turn to the part with the
+    fewest rows among those below the ε-limit of the balance weights (ties: lowest id), to the
+    lightest part (balance weight) once none is below it; the other rows keep their parts."""
+    from partplan.partition.objectives import eps_limit
     from partplan.partition.pipeline.auto import spread_isolated
 
     rng = np.random.default_rng(3)
-    for _ in range(200):
+    for trial in range(400):
         k = int(rng.integers(1, 9))
         n_sub = int(rng.integers(k, 30))
-        deg = rng.integers(1, 6, n_sub)
+        deg = rng.integers(1, 6, n_sub) * (1 if trial % 3 else int(rng.integers(1, 20)))
         e = int(rng.integers(1, 40))
         empty = np.zeros(n_sub + e, bool)
         empty[rng.choice(n_sub + e, e, replace=False)] = True
         row_nnz = np.zeros(n_sub + e, np.int64)
         row_nnz[~empty] = deg
-        sub_part = rng.integers(0, k, n_sub)
+        # balanced sub-partitions, and skewed ones that leave no room in some parts
+        sub_part = rng.integers(0, k, n_sub) if trial % 2 else np.minimum(rng.integers(0, 2 * k, n_sub), k - 1)
+        imbalance = float(rng.choice([0.0, 0.03, 0.5]))
 
         class G:                     # only what spread_isolated reads
             n = n_sub + e
         G.row_nnz = row_nnz
         G.balance_weights = np.maximum(row_nnz, 1)
-        part = spread_isolated(G, sub_part, empty, k)
+        part = spread_isolated(G, sub_part, empty, k, imbalance)
         load = np.bincount(sub_part, weights=deg, minlength=k).astype(np.int64)
-        want = np.zeros(k, np.int64)
-        for _ in range(e):
-            p = int(np.lexsort((np.arange(k), load))[0])
-            load[p] += 1
-            want[p] += 1
+        rows = np.bincount(sub_part, minlength=k).astype(np.int64)
+        limit = eps_limit(int(G.balance_weights.sum()), k, imbalance)
         assert np.array_equal(part[~empty], sub_part)
-        assert np.array_equal(np.bincount(part[empty], minlength=k), want)
+        assert np.array_equal(np.bincount(part[empty], minlength=k), _one_at_a_time(load, rows, e, limit)[0])
+        assert np.all(np.diff(part[empty]) >= 0)          # in id order to the parts in id order
+        # the limit of the whole graph's weights always has room for them all
+        assert np.bincount(part, weights=G.balance_weights, minlength=k).max() <= max(limit, load.max())
+
+
+def _one_at_a_time(load, rows, e, limit):
+    """(rows given per part, rows given with no part below the limit): the brute force."""
+    load, rows = load.copy(), rows.copy()
+    want, full = np.zeros(load.size, np.int64), 0
+    for _ in range(e):
+        room = np.flatnonzero(load < limit)
+        if room.size:
+            p = int(room[np.lexsort((room, rows[room]))[0]])
+        else:
+            full += 1
+            p = int(np.lexsort((np.arange(load.size), load))[0])
+        load[p] += 1
+        rows[p] += 1
+        want[p] += 1
+    return want, full
+
+
+def test_fill_isolated_with_any_limit():
+    """fill_isolated's closed form against the brute force for limits below and above the parts'
+    weights, so that the rows beyond the room go to the lightest parts as well."""
+    from partplan.partition.pipeline.auto import fill_isolated
+
+    rng = np.random.default_rng(11)
+    full = 0
+    for _ in range(500):
+        k = int(rng.integers(1, 10))
+        load = rng.integers(0, 60, k)
+        rows = rng.integers(0, 30, k)
+        e = int(rng.integers(0, 80))
+        limit = int(rng.integers(0, 90))
+        want, f = _one_at_a_time(load, rows, e, limit)
+        full += f > 0
+        assert np.array_equal(fill_isolated(load, rows, e, limit), want)
+    assert full > 20
 
 
 def test_every_balanced_start_is_refined_above_the_small_size(monkeypatch):
