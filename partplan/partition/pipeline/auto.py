@@ -54,13 +54,15 @@ and total volume alone, every start is refined, and the compute repair is skippe
 above the limit as METIS or KaMinPar left them where that lowers max(send, recv). On graphs that
 can be balanced the option changes nothing.
 
-Rows with no nonzero in their row or their column (isolated vertices) are set aside first: the
+Rows with no nonzero in their row or their column (isolated vertices; on a graph without vertex
+weights — with them, a row weighs what the caller says and is partitioned with the rest) are set
+aside first: the
 pipeline runs on the other rows, and the isolated ones are spread over the parts
 (:func:`spread_isolated`). They carry no volume and no compute but weigh 1 in the balance, so
 partitioned with the rest they let a part hold (1 + ε) × the mean balance weight in nonzeros alone
 (compute imbalance 0.045 on R-MAT 23 at ε = 0.03; now that of the other rows). Each is a row of H,
 though: they go where the fewest rows are, within the balance limit (:func:`fill_isolated`), so
-a rank's rows of H stay near n / k (R-MAT 15, k = 16, 26 % of the rows isolated: 1.06x the mean
+a rank's rows of H stay near n / k (R-MAT 15, k = 16, 26 % of the rows isolated: 1.00x the mean
 rows in the largest part, where filling the lightest balance weight first gave 3.0x).
 
 A directed graph's rows with no nonzero in their row but some in their column (pages without
@@ -233,7 +235,9 @@ def auto_partition(graph: Graph, k: int, *, context: PipelineContext | None = No
     ctx = resolve(PipelineContext, options, label="auto", base=context) if options or context is None else context
     empty = isolated_rows(graph)
     n_empty = int(empty.sum())
-    if n_empty and graph.n - n_empty >= k:      # the other rows choose their own starts by size
+    # the other rows choose their own starts by size; with the caller's vertex weights an isolated
+    # row weighs what they say (not 1), so it is partitioned with the rest
+    if n_empty and graph.n - n_empty >= k and graph.vertex_weights is None:
         if progress:
             progress(f"{n_empty} isolated rows (no nonzero in row or column) set aside, "
                      f"spread over the parts at the end")
@@ -336,7 +340,7 @@ def overload_allowed(graph: Graph, k: int, ctx: PipelineContext) -> bool:
 def within_compute_limit(graph: Graph, part: np.ndarray, k: int, imbalance: float) -> bool:
     """Every part's compute (row nnz) within ⌊(1+ε)·⌈nnz/k⌉⌋ (always True without empty rows: the
     balance limit is then the same)."""
-    if not has_empty_rows(graph):
+    if not compute_limit_applies(graph):
         return True
     nnz = graph.row_nnz.astype(np.int64)
     return int(np.bincount(part, weights=nnz, minlength=k).max()) <= balance_cap(nnz, part, k, imbalance)[1]
@@ -389,19 +393,21 @@ def _refinement(graph, k, ctx: PipelineContext, reps, parts, best, report, progr
     return part
 
 
-def has_empty_rows(graph: Graph) -> bool:
-    """Rows with no nonzero (read by others: isolated ones are set aside first) weigh 1 in the
-    balance and 0 in compute, so the pipeline keeps the compute limit on its own; without them
-    the two limits are one."""
-    return bool((graph.row_nnz == 0).any())
+def compute_limit_applies(graph: Graph) -> bool:
+    """Does the pipeline keep the compute limit (row nnz per part) beside the balance limit? Rows
+    with no nonzero (read by others: isolated ones are set aside first) weigh 1 in the balance and
+    0 in compute, so on a graph with such rows it does; without them the two limits are one. A
+    graph with the caller's vertex weights is balanced by those alone: they say what a row costs
+    (a heavy row with few nonzeros would otherwise make the two limits contradict each other)."""
+    return graph.vertex_weights is None and bool((graph.row_nnz == 0).any())
 
 
 def compute_limit(graph: Graph, part: np.ndarray, k: int, imbalance: float, weight_cap: int | None = None) -> dict:
     """refine's keywords that keep the compute limit (row nnz ≤ ⌊(1+ε)·⌈nnz/k⌉⌋ per part) beside
-    the balance limit: {} when :func:`has_empty_rows` is False. ``weight_cap`` (row nonzeros per
+    the balance limit: {} when :func:`compute_limit_applies` is False. ``weight_cap`` (row nonzeros per
     part; the distributed partitioner's limit, :func:`refine_partition`): kept as well, the lower
     of the two when both apply."""
-    empty = has_empty_rows(graph)
+    empty = compute_limit_applies(graph)
     if not empty and weight_cap is None:
         return {}
     nnz = graph.row_nnz.astype(np.int64)
@@ -420,7 +426,9 @@ def without_rows(graph: Graph, drop: np.ndarray) -> Graph:
     keep = ~drop
     new_id = np.cumsum(keep) - 1
     indptr = np.concatenate([[0], graph.indptr[1:][keep]])
-    sub = Graph(indptr, new_id[graph.indices], graph.data, directed=graph.directed, name=graph.name)
+    vw = None if graph.vertex_weights is None else graph.vertex_weights[keep]
+    sub = Graph(indptr, new_id[graph.indices], graph.data, directed=graph.directed, name=graph.name,
+                vertex_weights=vw)
     if "sym" in graph._cache:            # dropping isolated rows keeps the pattern's symmetry
         sub._cache["sym"] = graph._cache["sym"]
     return sub
@@ -598,7 +606,7 @@ def _refine_starts(graph, k, reps, parts, best, ctx: PipelineContext, budget: Bu
     tasks = []
     for i in cands:
         start, tv = parts[i], reps[i]["figures"]["total_volume"]
-        if has_empty_rows(graph) and not over_ok:     # within the compute limit before the refinement keeps it
+        if compute_limit_applies(graph) and not over_ok:     # within the compute limit before the refinement keeps it
             start = repair_compute(graph, start, k, imbalance=ctx.imbalance)[0]
             tv = figures(graph, start, k)["total_volume"]
         ref, tol = (low, tol0) if tv <= low * (1 + tol0) else (tv, 0.0)
@@ -738,7 +746,7 @@ def end_compute_repair(graph, part, k, imbalance, progress):
     nothing moved)."""
     from ..refinement.rebalance import repair_compute
 
-    if not has_empty_rows(graph):
+    if not compute_limit_applies(graph):
         return part, None
     fixed, info = repair_compute(graph, part, k, imbalance=imbalance)
     if sum(info["moved"]) == 0:
