@@ -128,7 +128,19 @@ def _int_array(name: str, a) -> np.ndarray:
     return np.ascontiguousarray(arr, dtype=np.int64)
 
 
+def check_weight_total(vw: np.ndarray, source=None) -> None:
+    """Refuse vertex weights (int64[n], non-negative) whose balance weights (at least 1 each) sum
+    past :data:`MAX_TOTAL_WEIGHT` — GraphFormatError naming ``source`` (a file) when given."""
+    if vw.size and float(np.maximum(vw, 1).sum(dtype=np.float64)) > MAX_TOTAL_WEIGHT:
+        raise GraphFormatError(f"vertex weights sum to more than 2^53 ({MAX_TOTAL_WEIGHT:,}): the balance limits "
+                               "are computed in 64-bit integers and floats; scale them down", source,
+                               field="vertex_weights")
+
+
 CANONICAL_BLOCK = 1 << 22      # nonzeros checked at a time (bounded scratch on huge graphs)
+#: the most the balance weights (vertex weights, at least 1 each) may sum to: ε-limits are computed
+#: in floats and part loads in int64, both exact below 2^53
+MAX_TOTAL_WEIGHT = 1 << 53
 
 
 def _rows_sorted(indptr: np.ndarray, indices: np.ndarray) -> bool:
@@ -247,6 +259,7 @@ class Graph:
             vw = _int_array("vertex_weights", self.vertex_weights)
             if vw.shape != (n,) or (vw.size and vw.min() < 0):
                 raise GraphFormatError("vertex_weights must be n non-negative integers", field="vertex_weights")
+            check_weight_total(vw)
             object.__setattr__(self, "vertex_weights", vw)
 
     @classmethod
@@ -454,8 +467,9 @@ class Graph:
     def balance_weights(self) -> np.ndarray:
         """int64[n]: the planner's balance weight of each row — its ``vertex_weights`` when the graph
         has them, else its nonzeros — at least 1 (an empty row still owns a row of H). Every engine,
-        refinement and ε-limit balances these; the compute load counts row nnz alone
-        (partplan.partition.refinement.rebalance.repair_compute keeps both). Computed on each call (not
+        model, refinement and ε-limit balances these; the compute load counts row nnz alone (on a
+        graph without vertex weights the default pipeline keeps both limits:
+        partplan.partition.pipeline.auto.compute_limit_applies). Computed on each call (not
         cached: n int64 more per graph)."""
         w = self.row_nnz if self.vertex_weights is None else self.vertex_weights
         return np.maximum(w, 1).astype(np.int64, copy=False)

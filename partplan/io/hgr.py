@@ -17,13 +17,15 @@ column-net model, as in KaHyPar's ``*.mtx.hgr`` benchmark files).
 """
 from __future__ import annotations
 
+import dataclasses
+
 import os
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import GraphFormatError
-from ..graph import Graph
+from ..graph import Graph, check_weight_total
 from ..hypergraph import Hypergraph
 from . import _text
 from ._common import atomic_output, format_int_lines
@@ -105,6 +107,7 @@ def read_hypergraph(path: str | os.PathLike, *, name: str | None = None,
         if vw.size and vw.min() < 0:
             i = int(np.flatnonzero(vw < 0)[0])
             raise GraphFormatError(f"negative vertex weight {int(vw[i])}", p, int(vl[i]) + 1)
+        check_weight_total(vw, p)
     ptr = np.zeros(m + 1, dtype=np.int64)
     np.cumsum(npins, out=ptr[1:])
     return Hypergraph(n, ptr, pins, nw, vw, name=name or _stem(p))
@@ -174,11 +177,13 @@ def read_hgr_graph(path: str | os.PathLike, *, symmetrize: bool = False, self_lo
                    dedupe: bool = True, drop_isolated: bool = False, name: str | None = None) -> Graph:
     """Read an ``.hgr`` with as many nets as vertices as the square pattern
     matrix ``A[pin, j] = 1`` for every pin of net ``j`` (column-net view; net
-    weights are dropped). Raises GraphFormatError when ``m != n``."""
+    weights are dropped, vertex weights (fmt 10 / 11) kept as the graph's
+    ``vertex_weights``). Raises GraphFormatError when ``m != n``."""
     hg = read_hypergraph(path, name=name)
     if hg.m != hg.n:
         raise GraphFormatError(f"hypergraph has {hg.m} nets and {hg.n} vertices; only m == n reads as a "
                                "square matrix (use partplan.io.read_hypergraph)", path)
-    col = hg.net_of_pin
-    return Graph.from_edges(hg.pins, col, None, n=hg.n, symmetrize=symmetrize, self_loops=self_loops,
-                            dedupe=dedupe, drop_isolated=drop_isolated, name=hg.name, source=str(path))
+    g = Graph.from_edges(hg.pins, hg.net_of_pin, None, n=hg.n, dedupe=dedupe, name=hg.name, source=str(path))
+    if hg.vertex_weights is not None:
+        g = dataclasses.replace(g, vertex_weights=hg.vertex_weights)
+    return g.normalize(symmetrize=symmetrize, self_loops=self_loops, dedupe=dedupe, drop_isolated=drop_isolated)

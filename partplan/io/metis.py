@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BackendUnavailableError, GraphFormatError
-from ..graph import Graph
+from ..graph import Graph, check_weight_total
 from . import _text
 from ._common import (atomic_output, check_budget, check_file_holds, check_int64, format_int_lines, graph_bytes,
                       open_binary, stream_error_at)
@@ -187,6 +187,7 @@ def read_metis(path: str | os.PathLike, *, symmetrize: bool = False, self_loops:
         if vw.size and vw.min() < 0:
             v = int(np.flatnonzero(vw < 0)[0])
             raise GraphFormatError(f"negative vertex weight {int(vw[v])}", p, int(line_of[v]))
+        check_weight_total(vw, p)
     key = src * n + dst
     order = np.argsort(key, kind="stable")
     ks = key[order]

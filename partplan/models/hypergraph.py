@@ -57,7 +57,8 @@ def joint_net(graph: Graph, *, net_weight: int = 1, vertex_weights: str = "nnz",
     share the row partition). With ``merge`` identical forward/backward nets
     are merged into one net of double weight (every net for symmetric A), which
     leaves km1 unchanged. vertex_weights "nnz" = row nnz + column nnz (the
-    compute of both passes), or "unit".
+    compute of both passes; the graph's own vertex weights, at least 1, when it
+    has them: they are what the planner balances), or "unit".
     """
     from .nets import merge_identical_nets
 
@@ -68,7 +69,9 @@ def joint_net(graph: Graph, *, net_weight: int = 1, vertex_weights: str = "nnz",
     w = np.concatenate([fw.net_weights, bw.net_weights])
     if merge:
         ptr, pins, w = merge_identical_nets(ptr, pins, w)
-    if vertex_weights == "nnz":
+    if vertex_weights == "nnz" and graph.vertex_weights is not None:
+        vw = graph.balance_weights
+    elif vertex_weights == "nnz":
         vw = np.maximum(graph.row_nnz + graph.transpose().row_nnz, 1)
     elif vertex_weights == "unit":
         vw = np.ones(graph.n, dtype=np.int64)

@@ -15,9 +15,10 @@ greedy one-pass rules:
 * **LDG** (Stanton & Kliot, KDD 2012): v → argmax_i |N(v) ∩ P_i|·(1 − L_i / C).
 
 Both under a **hard cap** C = ⌊(1+ε)·⌈W/k⌉⌋ on every part's weight: parts
-without room are not candidates. Weights (``balance``): "nnz" (default; row
-nnz, at least 1 per row — the compute load that METIS's vertex weights and
-:func:`partplan.partition.refinement.refine` balance) or "vertices" (1 per row; the cap
+without room are not candidates. Weights (``balance``): "nnz" (default; the
+planner's balance weights: row nnz, at least 1 per row — the compute load that METIS's
+vertex weights and :func:`partplan.partition.refinement.refine` balance — or the graph's
+own vertex weights, at least 1, when it has them) or "vertices" (1 per row; the cap
 is then ⌊(1+ε)·⌈n/k⌉⌋ and always feasible). With "nnz" a vertex heavier than
 every part's room (a hub of degree > ε·W/k, late in the pass) goes to the
 lightest part, which then exceeds C by less than its weight; such placements
@@ -169,6 +170,16 @@ class _MemSource:
     def __init__(self, g: Graph):
         self.g, self.n, self.nnz = g, g.n, g.nnz
 
+    def balance_weights(self, lo, hi):
+        """int64[hi - lo]: the graph's vertex weights (at least 1) when it has them, else None."""
+        vw = self.g.vertex_weights
+        return None if vw is None else np.maximum(vw[lo:hi], 1).astype(np.int64)
+
+    def total_weight(self):
+        """Σ of the vertex weights (at least 1 each) when the graph has them, else None."""
+        vw = self.g.vertex_weights
+        return None if vw is None else int(np.maximum(vw, 1).sum())
+
     def rows(self, lo, hi):
         a, b = int(self.g.indptr[lo]), int(self.g.indptr[hi])
         return (self.g.indptr[lo:hi + 1] - a).astype(np.int64, copy=False), \
@@ -249,7 +260,7 @@ def stream_partition(path_or_graph, k, *, eps=DEFAULT_IMBALANCE, method="fennel"
     passes : ≥ 1; passes after the first restream (ReFennel / ReLDG).
     seed : seeds the in-block order when ``order="random"``.
     progress : callable(str) or None: one line per pass (wall, peak RSS).
-    balance : "nnz" (row nnz, at least 1) or "vertices".
+    balance : "nnz" (row nnz, at least 1; a graph's vertex weights when it has them) or "vertices".
     order : "natural" or "random" (seeded permutation inside each block).
     block_rows : rows per block (memory: one block's rows); the result
         depends on it only with ``order="random"``.
@@ -289,7 +300,9 @@ def stream_partition(path_or_graph, k, *, eps=DEFAULT_IMBALANCE, method="fennel"
         raise PartitionError(f"k={k} parts exceed n={n} vertices")
 
     rss0 = current_rss_bytes()
-    W = n if balance == "vertices" else src.nnz + src.empty_rows()
+    # "nnz": the planner's balance weights — the graph's vertex weights when it has them
+    weighted = balance == "nnz" and getattr(src, "total_weight", lambda: None)() is not None
+    W = n if balance == "vertices" else src.total_weight() if weighted else src.nnz + src.empty_rows()
     cap = int(math.floor((1.0 + eps) * (-(-W // k)) + 1e-9))
     m = src.nnz / 2.0
     alpha = m * k ** (GAMMA - 1.0) / float(W) ** GAMMA if W > 0 else 0.0
@@ -323,7 +336,9 @@ def stream_partition(path_or_graph, k, *, eps=DEFAULT_IMBALANCE, method="fennel"
                     .permutation(hi - lo).astype(np.int64)
             else:
                 od = np.arange(hi - lo, dtype=np.int64)
-            if balance == "nnz":
+            if weighted:
+                wts = src.balance_weights(lo, hi)
+            elif balance == "nnz":
                 wts = np.maximum(np.diff(ip), 1).astype(np.int64)
             else:
                 wts = np.ones(hi - lo, dtype=np.int64)
