@@ -193,3 +193,18 @@ def test_partplans_own_passes_keep_the_compute_limit_on_graphs_with_empty_rows(k
     part = partition(g, k, **kw).part
     assert np.bincount(part, weights=nnz, minlength=k).max() <= int((1 + 0.03) * -(-int(nnz.sum()) // k))
     assert _heaviest(g, part, k) <= _limit(g, k, 0.03)
+
+
+@pytest.mark.parametrize("k,recursive", [(4, None), (8, None), (16, True)])
+def test_metis_recursive_bisection_keeps_a_large_epsilon(k, recursive):
+    """METIS's recursive bisection (pymetis's choice for k <= 8) stops balancing at all above a
+    ufactor of about 500: at ε = 1 (ufactor 1000) a graph of 2,000 rows put up to 14x the mean
+    weight in one part. The heaviest part, counted here, is within ⌊(1+ε)·⌈W/k⌉⌋."""
+    import math
+    from partplan.datasets.generators import rmat
+    g = rmat(12, seed=2)
+    for eps in (0.5, 1.0):
+        kw = {} if recursive is None else {"recursive": recursive}
+        p = partition(g, k, backend="metis", imbalance=eps, **kw)
+        w = np.maximum(g.row_nnz, 1)
+        assert np.bincount(p.part, weights=w, minlength=k).max() <= math.floor((1 + eps) * -(-int(w.sum()) // k))
