@@ -74,6 +74,12 @@ def register(subparsers) -> None:
     p.add_argument("--layout", default="1d", help="1d, 1.5d:C (C replicas) or 2d:RxC (default 1d)")
     p.add_argument("--imbalance", type=_fraction, default=DEFAULT_IMBALANCE, help="ε: compute balance tolerance "
                                                                       f"(default {DEFAULT_IMBALANCE})")
+    p.add_argument("--balance", default=None, choices=["nnz", "rows", "memory"],
+                   help="what ε bounds per rank: nnz = each row's nonzeros (the SpMM's compute), rows = one per "
+                        "row (the rows of H a rank holds: a GNN's dense layers and activations), memory = a PyG "
+                        "Data's bytes per vertex when it trains from shares (its node fields' row and its "
+                        "in-edges' share, partplan.nn.shares.memory_weights; a .pt graph only) (default: the "
+                        "graph file's vertex weights when it has them, else nnz)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--threads", type=_positive_int, default=None, help=_help("--threads"))
     p.add_argument("--ownership", default="conformal", choices=["conformal", "decoupled"],
@@ -147,6 +153,9 @@ def _run_distributed(args, progress) -> int:
     if given:
         raise BackendUnavailableError(f"{', '.join(given)} do not apply with --nprocs (the distributed "
                                       f"partitioner writes 1D partitions)")
+    if args.balance not in (None, "nnz"):
+        raise BackendUnavailableError(f"--balance {args.balance} does not apply with --nprocs: the distributed "
+                                      f"partitioner balances row nonzeros")
     plan_values = [flag for flag, on in (("--shares", args.shares), ("--normalize", args.normalize != "none")) if on]
     if plan_values:
         raise BackendUnavailableError(f"{' and '.join(plan_values)} shape{'s' if len(plan_values) == 1 else ''} a "
@@ -287,6 +296,9 @@ def run(args) -> int:
         raise PartitionError(f"--normalize {args.normalize} sets the values of a plan: {how} (a partition holds "
                              f"no values; `partplan plan GRAPH --partition P --normalize {args.normalize}` plans "
                              f"an existing partition)")
+    if args.balance == "memory" and not str(args.graph).lower().endswith(".pt"):
+        raise PartitionError("--balance memory counts a PyG Data's bytes per vertex: give a .pt graph (or --balance "
+                             "rows / nnz)")
     if args.shares and not (want_plan and str(args.graph).lower().endswith(".pt")):
         raise PartitionError("--shares writes a PyG Data's shares beside a plan: give a .pt graph and -o NAME.plan")
     from partplan.layouts import layout_class
@@ -313,6 +325,12 @@ def run(args) -> int:
     graph = load_graph(args.graph, symmetrize=args.symmetrize, weight=args.weight,
                        normalize=args.normalize if want_plan else None)
     progress(f"{printable(graph.name)}: n={graph.n}, nnz={graph.nnz}")
+    if args.balance == "memory":
+        from partplan.io.pt import load_pt
+        from partplan.nn.shares import memory_weights
+        graph = graph.with_balance(memory_weights(load_pt(args.graph)))
+    elif args.balance is not None:
+        graph = graph.with_balance(args.balance)
     p = partition(graph, args.k, model=args.model, backend=args.backend, objective=args.objective,
                   layout=args.layout, imbalance=args.imbalance, seed=args.seed, ownership=args.ownership,
                   **opts)

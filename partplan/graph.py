@@ -474,6 +474,30 @@ class Graph:
         w = self.row_nnz if self.vertex_weights is None else self.vertex_weights
         return np.maximum(w, 1).astype(np.int64, copy=False)
 
+    def with_balance(self, balance) -> "Graph":
+        """This graph with the balance weights ``balance`` names (:attr:`balance_weights`, what every
+        partitioner's ε-limit bounds): "nnz" (each row's nonzeros, at least 1: the SpMM's compute;
+        any vertex weights dropped), "rows" (1 per row: the rows of H a rank holds), or n
+        non-negative integers, one per vertex. The pattern and values are shared, not copied.
+
+        >>> g = Graph.from_edges([0, 0, 1], [1, 2, 2], n=3)
+        >>> g.with_balance("rows").balance_weights.tolist(), g.with_balance("nnz").balance_weights.tolist()
+        ([1, 1, 1], [2, 1, 1])
+        """
+        import dataclasses
+        if isinstance(balance, str):
+            if balance == "nnz":
+                return self if self.vertex_weights is None else dataclasses.replace(self, vertex_weights=None,
+                                                                                     _cache={})
+            if balance == "rows":
+                return dataclasses.replace(self, vertex_weights=np.ones(self.n, dtype=np.int64), _cache={})
+            raise OptionError(f"balance must be 'nnz', 'rows' or one integer weight per vertex, not {balance!r}")
+        w = np.asarray(_numpy_of(balance))
+        if w.shape != (self.n,) or w.dtype.kind not in "iu" or (w.size and w.min() < 0):
+            raise OptionError(f"balance: one non-negative integer weight per vertex ({self.n}), got "
+                              f"{w.dtype} {tuple(w.shape)}")
+        return dataclasses.replace(self, vertex_weights=w.astype(np.int64), _cache={})
+
     @property
     def rows(self) -> np.ndarray:
         """int64[nnz]: row id of every nonzero (COO row array), cached."""

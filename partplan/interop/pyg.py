@@ -158,23 +158,6 @@ def _layout_class(spec):
     return layout_class(spec)
 
 
-def _balanced(g, balance):
-    """``g`` with the balance weights ``balance`` names (:attr:`partplan.graph.Graph.balance_weights`)."""
-    import dataclasses
-    if isinstance(balance, str):
-        if balance == "nnz":
-            return g
-        if balance == "rows":
-            return dataclasses.replace(g, vertex_weights=np.ones(g.n, dtype=np.int64), _cache={})
-        raise OptionError(f"balance must be 'nnz', 'rows' or one integer weight per vertex, not {balance!r}")
-    from ..graph import _numpy_of
-    w = np.asarray(_numpy_of(balance))
-    if w.shape != (g.n,) or w.dtype.kind not in "iu" or (w.size and w.min() < 0):
-        raise OptionError(f"balance: one non-negative integer weight per vertex ({g.n}), got "
-                          f"{w.dtype} {tuple(w.shape)}")
-    return dataclasses.replace(g, vertex_weights=w.astype(np.int64), _cache={})
-
-
 def plan_from_pyg(data: Any, k: int, *, normalize: str | None = None, out: str | os.PathLike | None = None,
                   flow: Flow = "source_to_target", weight: str | None = None, f: int = 128,
                   dtype: str = "float32", progress: bool | None = None, shares: bool = False,
@@ -230,7 +213,7 @@ def plan_from_pyg(data: Any, k: int, *, normalize: str | None = None, out: str |
         raise OptionError("shares=True needs a 1D conformal plan (Halo's rows and edges): leave layout and "
                           "ownership at their defaults")
     t0 = time.perf_counter()
-    g = _balanced(plan_graph(data, normalize=normalize, flow=flow, weight=weight), balance)
+    g = plan_graph(data, normalize=normalize, flow=flow, weight=weight).with_balance(balance)
     if shares:      # the fields the shares carry, before the partition and before anything at ``out`` changes
         from ..nn.shares import check_share_data
         check_share_data(data, g.n)

@@ -125,3 +125,59 @@ def test_partition_writes_the_shares_with_the_plan(pt, tmp_path, capsys):
                  ["partition", f, "-k", "2", "-o", tmp_path / "q.plan", "--shares", "--layout", "2d:1x2"]):
         rc, _, err = _run(capsys, *argv)
         assert rc == 2 and "--shares" in err and err.count("\n") == 1, err
+
+
+def _power_law_pt(tmp_path, width: int):
+    """A Data whose in-degrees are skewed to a few hubs (Zipf): balancing nonzeros leaves rows uneven."""
+    from torch_geometric.data import Data
+    rng = np.random.default_rng(5)
+    n = 400
+    src = rng.integers(0, n, 3000)
+    dst = np.minimum(rng.zipf(1.6, 3000) - 1, n - 1)
+    d = Data(edge_index=torch.from_numpy(np.stack([src, dst])), num_nodes=n, x=torch.randn(n, width),
+             edge_attr=torch.randn(3000, 2))
+    torch.save(d, tmp_path / "p.pt")
+    return d, tmp_path / "p.pt"
+
+
+@pytest.mark.parametrize("balance", ["rows", "memory"])
+def test_balance_rows_or_memory_bounds_what_a_rank_holds(tmp_path, capsys, balance):
+    """``--balance rows`` bounds the rows of H per rank and ``--balance memory`` a PyG Data's bytes per
+    vertex when it trains from shares — counted here from the Data: its 4,096-byte x row is 128 in-edges of
+    24 + 8 bytes (source, target, edge id; the 2-float edge_attr row) — each within ⌊(1+ε)·⌈W/k⌉⌋; the
+    default (nonzeros) leaves both uneven on this graph."""
+    d, f = _power_law_pt(tmp_path, width=1024)
+    k, n = 8, d.num_nodes
+    ei = d.edge_index.numpy()
+    want = {"rows": np.ones(n, np.int64), "memory": np.bincount(ei[1], minlength=n) + 128}[balance]
+    limit = int(np.floor(1.03 * -(-int(want.sum()) // k)))
+    rc, out, err = _run(capsys, "partition", f, "-k", k, "-o", tmp_path / "b.part.8", "-q", "--balance", balance)
+    assert rc == 0, err
+    part = np.loadtxt(tmp_path / "b.part.8", dtype=np.int64)
+    assert np.bincount(part, weights=want, minlength=k).max() <= limit
+    rc, _, err = _run(capsys, "partition", f, "-k", k, "-o", tmp_path / "n.part.8", "-q")
+    assert rc == 0, err
+    plain = np.loadtxt(tmp_path / "n.part.8", dtype=np.int64)
+    assert np.bincount(plain, weights=want, minlength=k).max() > limit      # the case: nnz alone does not
+
+
+def test_balance_nnz_drops_a_files_vertex_weights_and_bad_uses_are_one_line(tmp_path, capsys):
+    from partplan.graph import Graph
+    from partplan.io.metis import write_metis
+    from tests.errlines import one_line
+    ring = Graph.from_edges(np.arange(40), (np.arange(40) + 1) % 40, n=40, symmetrize=True)
+    vw = np.ones(40, np.int64)
+    vw[:4] = 30                                          # four heavy rows: by weight they need parts of their own
+    write_metis(Graph(ring.indptr, ring.indices, vertex_weights=vw), tmp_path / "r.graph")
+    rc, _, err = _run(capsys, "partition", tmp_path / "r.graph", "-k", 4, "-o", tmp_path / "r.part.4", "-q",
+                      "--balance", "nnz")
+    assert rc == 0, err
+    part = np.loadtxt(tmp_path / "r.part.4", dtype=np.int64)
+    assert np.bincount(part, minlength=4).max() <= int(np.floor(1.03 * 20))     # 2 nonzeros per row
+    rc, _, err = _run(capsys, "partition", tmp_path / "r.graph", "-k", 4, "-o", tmp_path / "m.part.4", "--balance",
+                      "memory")
+    one_line(rc, err, 2, "--balance memory", ".pt")
+    assert not (tmp_path / "m.part.4").exists()
+    rc, _, err = _run(capsys, "partition", tmp_path / "r.graph", "-k", 4, "-o", tmp_path / "x.npy", "--balance",
+                      "rows", "--nprocs", 2)
+    one_line(rc, err, 2, "--balance rows", "--nprocs")
