@@ -54,7 +54,7 @@ register(Job(
     name="lp", help="label propagation (communities) from a plan",
     description="Synchronous label propagation on the symmetrized graph: every vertex with a neighbour takes "
                 "the most frequent label among its neighbours (each once, self loops ignored; --weighted: the "
-                "largest weight sum), ties to the smallest label; labels start as the vertex ids. Only changed "
+                "largest weight sum; sums within a relative 1e-9 tie), ties to the smallest label; labels start as the vertex ids. Only changed "
                 "labels are exchanged.",
     examples="  partplan run lp g.plan --nprocs 2 --output labels.npy\n"
              "  partplan run lp g.plan --backend local --iterations 50 --weighted --json",

@@ -46,6 +46,21 @@ MATCHED = -2   # a vertex's exchanged value once it is matched
 NOBODY = -1    # an unmatched vertex with no available neighbour
 
 
+
+
+def _matched_weight(comm, halves: list) -> float:
+    """The matched weight from each local rank's sum of its matched edges' halves (each edge is
+    seen from both ends: no overflow of 2 w); every rank stops with the same PlanError when it
+    passes float64's range (the matching itself is exact, its weight has no float64 value)."""
+    with np.errstate(over="ignore"):
+        weight = float(world_sum(comm, halves)[0])
+    if not np.isfinite(weight):
+        raise PlanError(f"matching: the matched edges' weights sum past float64's largest finite value "
+                        f"{np.finfo(np.float64).max:.4g}, so the matched weight has no float64 value; scale the "
+                        f"weights down")
+    return weight
+
+
 def _by_family(fams: list[str], v: np.ndarray) -> dict:
     F = len(fams)
     return {"bytes_by_family": {f: int(v[k]) for k, f in enumerate(fams)},
@@ -129,8 +144,9 @@ def matching_parts(manifest: dict, shards, comm, *, progress=None, kernels: str 
         m = mate[i]
         sel = X.flatnonzero(m >= 0)
         e = _edge_of(X, rows[i], gid[i], sgs[i].nl, sel, m[sel])
-        wsum.append(np.array([float((X.host(wts[i][e]) / 2.0).sum()) if int(e.shape[0]) else 0.0]))
-    weight = float(world_sum(comm, wsum)[0])   # each edge seen from both ends, each half (no overflow of 2 w)
+        with np.errstate(over="ignore"):     # an overflow is _matched_weight's finding, not a warning
+            wsum.append(np.array([float((X.host(wts[i][e]) / 2.0).sum()) if int(e.shape[0]) else 0.0]))
+    weight = _matched_weight(comm, wsum)
     return ids, [X.host(v) for v in mate], weight, records
 
 
@@ -266,8 +282,9 @@ def _matching_2d(manifest: dict, shards, comm, *, progress, kernels):
         rnd += 1
         if tot[0] == 0:
             break
-    wsum = [np.array([float((X.host(v) / 2.0).sum())]) for v in mw]
-    weight = float(world_sum(comm, wsum)[0])   # each edge seen from both ends, each half (no overflow of 2 w)
+    with np.errstate(over="ignore"):         # an overflow is _matched_weight's finding, not a warning
+        wsum = [np.array([float((X.host(v) / 2.0).sum())]) for v in mw]
+    weight = _matched_weight(comm, wsum)
     return ids, [X.host(v) for v in mate], weight, records
 
 

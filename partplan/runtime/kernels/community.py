@@ -157,17 +157,26 @@ def label_sums(X, rows, labels, weights):
     return r[st], lab[st], np.add.reduceat(w, st)
 
 
+#: label sums within this fraction of a row's largest (in absolute value) tie. A float64 sum's
+#: value depends on the order of its terms (the kernels', a 2D plan's partial sums) by far less —
+#: about (terms) × 2^-53 of it — so equal weight totals tie on every kernel set and layout instead
+#: of the summation order picking the label; integer counts below 10^9 differ by more.
+TIE_RTOL = 1e-9
+
+
 def pick_mode(X, gr, gl, sums, own):
     """Per row, the label of largest sum among its (row, label, sum) groups —
-    ties to the smallest label; rows without groups keep ``own``. The groups
-    come as :func:`label_sums` gives them: sorted by row, then label."""
+    ties (sums within :data:`TIE_RTOL` of the largest) to the smallest label;
+    rows without groups keep ``own``. The groups come as :func:`label_sums`
+    gives them: sorted by row, then label."""
     if _is_torch(X):
         import torch
         if gr.numel() == 0:
             return own.clone()
         rmax = torch.full((own.numel(),), -np.inf, dtype=sums.dtype, device=sums.device).scatter_reduce_(
             0, gr, sums, "amax")
-        cand = sums == rmax[gr]
+        top = rmax[gr]
+        cand = sums >= top - TIE_RTOL * top.abs()
         best = torch.full((own.numel(),), _BIG, dtype=torch.int64, device=sums.device).scatter_reduce_(
             0, gr[cand], gl[cand], "amin")
         return torch.where(best == _BIG, own, best)
@@ -176,7 +185,8 @@ def pick_mode(X, gr, gl, sums, own):
     rs = np.flatnonzero(np.concatenate([[True], gr[1:] != gr[:-1]]))  # groups of one row are contiguous
     rmax = np.maximum.reduceat(sums, rs)
     rowk = np.cumsum(np.concatenate([[False], gr[1:] != gr[:-1]]))
-    cand = sums == rmax[rowk]
+    top = rmax[rowk]
+    cand = sums >= top - TIE_RTOL * np.abs(top)
     best = np.full(own.size, _BIG, dtype=np.int64)
     cs = np.flatnonzero(cand)
     first = cs[np.concatenate([[True], gr[cs][1:] != gr[cs][:-1]])]  # labels ascend inside a row: first = smallest

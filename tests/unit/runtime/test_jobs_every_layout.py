@@ -77,14 +77,18 @@ def nx_sym(g: Graph) -> nx.Graph:
     return G
 
 
-def ref_lp(G: nx.Graph, iterations: int, weighted: bool):
+def ref_lp(G: nx.Graph, iterations: int, weighted: bool, exact: bool = False):
+    """Synchronous label propagation; ``exact``: weights summed as the decimals they print as
+    (Fractions), so sums that are equal in decimal arithmetic tie."""
+    from fractions import Fraction
     lab, changed = list(range(G.number_of_nodes())), []
     for _ in range(iterations):
         new = list(lab)
         for v in G.nodes:
             score: dict = {}
             for u in G[v]:
-                score[lab[u]] = score.get(lab[u], 0.0) + (G[v][u]["weight"] if weighted else 1.0)
+                w = G[v][u]["weight"] if weighted else 1.0
+                score[lab[u]] = score.get(lab[u], 0) + (Fraction(repr(w)) if exact else w)
             if score:
                 top = max(score.values())
                 new[v] = min(x for x, s in score.items() if s == top)
@@ -188,6 +192,43 @@ def test_label_propagation(key, layout, p, kernels):
         assert np.array_equal(full(ids, lab, g.n, np.int64), ref)
         assert [r["changed"] for r in rec] == changed
         bytes_ok(rec)
+
+
+def test_weighted_label_ties_do_not_depend_on_the_summation_order():
+    """Weights 0.1 / 0.2 / 0.3 / 0.6 / 0.7: label sums that are equal as decimals (0.1 + 0.2 + 0.3 and
+    0.6) differ in float64 by the order of their terms, which the kernels and a 2D plan's partial sums
+    change: the label used to depend on --kernels and the layout (6 and 11 of 300 vertices). Every
+    kernel set and layout now gives the labels of an exact (decimal) reference, ties to the smallest."""
+    rng = np.random.default_rng(11)
+    n = 300
+    r = rng.integers(0, n, 3000)
+    c = (r + rng.integers(1, 6, 3000)) % n
+    key = np.unique(np.minimum(r, c) * n + np.maximum(r, c))      # each pair once, one decimal weight
+    w = rng.choice([0.1, 0.2, 0.3, 0.6, 0.7], key.size)
+    g = Graph.from_edges(key // n, key % n, w, n=n, symmetrize=True)
+    G = nx_sym(g)
+    ref, changed = ref_lp(G, 6, True, exact=True)
+    assert ref_lp(G, 6, True)[0].tolist() != ref.tolist()   # the case: float sums alone pick other labels
+    for layout, p in LAYOUTS:
+        part = np.random.default_rng(p).integers(0, parse_layout(layout, p).row_blocks, n)
+        plan = build_plan(g, part, p, layout=layout)
+        for kernels in KERNELS:
+            ids, lab, rec = lp_parts(plan.manifest, plan.ranks, LocalComm(p, with_world(plan.groups(), p)),
+                                     iterations=6, weighted=True, kernels=kernels)
+            assert np.array_equal(full(ids, lab, n, np.int64), ref), (layout, kernels)
+            assert [x["changed"] for x in rec] == changed
+
+
+@pytest.mark.parametrize("layout,p", LAYOUTS)
+def test_matching_weight_overflow_is_one_error(layout, p):
+    """Matched edges whose weights sum past float64's range made the matched weight inf (and a numpy
+    warning) at exit 0; it is one error on every rank (a sum that stays finite is reported:
+    test_community's 1e308 + 2)."""
+    g = Graph.from_edges([0, 2, 4], [1, 3, 5], [1e308, 1e308, 1.0], n=6, symmetrize=True)
+    plan = build_plan(g, np.arange(6) % parse_layout(layout, p).row_blocks, p, layout=layout)
+    for kernels in KERNELS:
+        with pytest.raises(PlanError, match="^matching: the matched edges' weights sum past .* no float64 value"):
+            matching_parts(plan.manifest, plan.ranks, LocalComm(p, with_world(plan.groups(), p)), kernels=kernels)
 
 
 @pytest.mark.parametrize("kernels", KERNELS)
