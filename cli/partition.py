@@ -178,6 +178,8 @@ def _run_distributed(args, progress) -> int:
     if not is_chunked(graph) or args.symmetrize:   # a file or a dataset name: read here, chunked by the launcher
         progress(f"reading {args.graph}")
         graph = load_graph(args.graph, symmetrize=args.symmetrize, weight=args.weight)
+        if args.balance == "nnz":       # a file's vertex weights set aside: the processes balance row nnz
+            graph = graph.with_balance("nnz")
         from partplan.partition.pipeline.distributed import refuse_vertex_weights
         refuse_vertex_weights(graph)    # before the balance floor and the processes
     ctx = DistributedRefineContext(time_limit=req.groups["refine"].get("time_limit"), seed=req.seed)

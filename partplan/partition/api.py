@@ -261,7 +261,8 @@ def graph_floors(graph, parts: int, imbalance: float, *,
       balances row nnz alone), with ``weights`` naming which;
     - the compute floor, :func:`.objectives.compute_floor_of`, where the partitioner keeps the
       compute limit beside the balance limit and the balance floor does not already say so: the
-      single-process pipeline on a graph with empty rows (``vertex_weights`` True), the distributed
+      single-process pipeline on a graph without vertex weights and with empty rows
+      (``vertex_weights`` True; :func:`.pipeline.auto.compute_limit_applies`), the distributed
       partitioner (``vertex_weights`` False) on any graph.
 
     Each None when no row alone is above its limit (both None for another kind of path)."""
@@ -270,7 +271,8 @@ def graph_floors(graph, parts: int, imbalance: float, *,
         nnz = graph.row_nnz
         floor = balance_floor(nnz, parts, imbalance, graph.balance_weights if weighted else None)
         cfloor = None
-        if floor is None and nnz.size and (not vertex_weights or bool((nnz == 0).any())):
+        from .pipeline.auto import compute_limit_applies
+        if floor is None and nnz.size and (not vertex_weights or compute_limit_applies(graph)):
             row = int(np.argmax(nnz))
             cfloor = compute_floor_of(row, int(nnz[row]), int(graph.nnz), parts, imbalance)
     else:

@@ -35,7 +35,8 @@ def check_objective(objective, allowed=OBJECTIVES, what: str = "objective") -> s
 def eps_limit(total_weight: int, k: int, imbalance: float) -> int:
     """The ε-limit of one part, ⌊(1+ε)·⌈W/k⌉⌋: the one balance limit of every partitioner in
     partplan. The single-process pipeline applies it to the balance weights (row nnz, at least 1
-    per row) and, on graphs with empty rows, to the row nonzeros as well; the distributed
+    per row, or the graph's vertex weights) and, on graphs without vertex weights and with empty
+    rows, to the row nonzeros as well; the distributed
     partitioner (its refinement, connectivity passes and whole-graph refinement) to the row
     nonzeros. So a partition the single-process pipeline returns keeps the distributed limit too,
     unless no partition can (a row heavier than the limit).

@@ -7,7 +7,7 @@ once, self loops ignored) takes the label that is most frequent among its
 neighbours' labels of the previous iteration — or, ``weighted``, the label
 whose neighbours' edge weights sum highest (sums within
 :data:`~.kernels.community.TIE_RTOL` of the largest tie, whatever the
-summation order) —, ties to the smallest label;
+summation order, for weights of one sign) —, ties to the smallest label;
 vertices without neighbours keep theirs. It stops after ``iterations`` or at
 the first iteration that changes nothing.
 

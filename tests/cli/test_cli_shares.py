@@ -161,19 +161,45 @@ def test_balance_rows_or_memory_bounds_what_a_rank_holds(tmp_path, capsys, balan
     assert np.bincount(plain, weights=want, minlength=k).max() > limit      # the case: nnz alone does not
 
 
-def test_balance_nnz_drops_a_files_vertex_weights_and_bad_uses_are_one_line(tmp_path, capsys):
+def _weighted_ring(tmp_path):
     from partplan.graph import Graph
     from partplan.io.metis import write_metis
-    from tests.errlines import one_line
     ring = Graph.from_edges(np.arange(40), (np.arange(40) + 1) % 40, n=40, symmetrize=True)
     vw = np.ones(40, np.int64)
-    vw[:4] = 30                                          # four heavy rows: by weight they need parts of their own
+    vw[:20] = 10
     write_metis(Graph(ring.indptr, ring.indices, vertex_weights=vw), tmp_path / "r.graph")
-    rc, _, err = _run(capsys, "partition", tmp_path / "r.graph", "-k", 4, "-o", tmp_path / "r.part.4", "-q",
-                      "--balance", "nnz")
+    return tmp_path / "r.graph", vw
+
+
+@pytest.mark.dist
+def test_balance_nnz_lets_nprocs_take_a_weighted_file(tmp_path, capsys):
+    """The distributed partitioner refuses vertex weights it cannot keep; ``--balance nnz`` sets a
+    file's aside (it was accepted and then refused), and the parts keep the nonzeros' limit."""
+    f, _ = _weighted_ring(tmp_path)
+    rc, _, err = _run(capsys, "partition", f, "-k", 4, "-o", tmp_path / "p.npy", "-q", "--balance", "nnz",
+                      "--nprocs", 2)
     assert rc == 0, err
-    part = np.loadtxt(tmp_path / "r.part.4", dtype=np.int64)
-    assert np.bincount(part, minlength=4).max() <= int(np.floor(1.03 * 20))     # 2 nonzeros per row
+    assert np.bincount(np.load(tmp_path / "p.npy"), minlength=4).max() * 2 <= int(np.floor(1.03 * 20))
+
+
+def test_balance_nnz_drops_a_files_vertex_weights_and_bad_uses_are_one_line(tmp_path, capsys):
+    """A METIS file whose first 20 rows of a ring weigh 10 each: balanced by those weights, the 40
+    heavy rows' weight (200 of 220) needs all 4 parts; ``--balance nnz`` (2 per row) sets them aside,
+    so a part may hold 10 heavy rows (weight 100, far above the weights' limit 56). Each limit
+    recounted here."""
+    from tests.errlines import one_line
+    _, vw = _weighted_ring(tmp_path)
+    wlimit = int(np.floor(1.03 * -(-int(vw.sum()) // 4)))
+    nlimit = int(np.floor(1.03 * -(-80 // 4)))
+    heavy = {}
+    for how in ("file", "nnz"):
+        rc, _, err = _run(capsys, "partition", tmp_path / "r.graph", "-k", 4, "-o", tmp_path / f"{how}.part.4", "-q",
+                          *(["--balance", how] if how == "nnz" else []))
+        assert rc == 0, err
+        part = np.loadtxt(tmp_path / f"{how}.part.4", dtype=np.int64)
+        heavy[how] = int(np.bincount(part, weights=vw, minlength=4).max())
+        assert np.bincount(part, minlength=4).max() * 2 <= nlimit or how == "file"
+    assert heavy["file"] <= wlimit < heavy["nnz"]
     rc, _, err = _run(capsys, "partition", tmp_path / "r.graph", "-k", 4, "-o", tmp_path / "m.part.4", "--balance",
                       "memory")
     one_line(rc, err, 2, "--balance memory", ".pt")

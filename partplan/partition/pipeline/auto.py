@@ -338,8 +338,9 @@ def overload_allowed(graph: Graph, k: int, ctx: PipelineContext) -> bool:
 
 
 def within_compute_limit(graph: Graph, part: np.ndarray, k: int, imbalance: float) -> bool:
-    """Every part's compute (row nnz) within ⌊(1+ε)·⌈nnz/k⌉⌋ (always True without empty rows: the
-    balance limit is then the same)."""
+    """Every part's compute (row nnz) within ⌊(1+ε)·⌈nnz/k⌉⌋ (always True where
+    :func:`compute_limit_applies` is False: without empty rows the balance limit is the same, with
+    vertex weights they alone are the balance)."""
     if not compute_limit_applies(graph):
         return True
     nnz = graph.row_nnz.astype(np.int64)
@@ -460,8 +461,9 @@ def fill_isolated(load: np.ndarray, rows: np.ndarray, e: int, limit: int) -> np.
     (:func:`water_fill`). Computed in closed form: the level L of rows the parts with room are
     raised to (a bisection over L), one more row each to the parts of lowest id that can take it.
     The rows of H a rank holds (its memory, its dense per-row work) are what these rows add to;
-    the balance weights stay within the limit wherever there is room, which there is whenever the
-    other rows are within ⌊(1+ε)·⌈(W − e)/k⌉⌋.
+    with ``limit`` the ε-limit of the whole total W (the other rows' weights + e), as both callers
+    take it, the room always holds all e rows (Σ max(limit − load, 0) ≥ k·limit − (W − e) ≥ e), so
+    the balance weights stay within it; the lightest-part rule is for a smaller limit.
 
     >>> fill_isolated(np.array([10, 4, 4]), np.array([1, 4, 4]), 5, 12).tolist()
     [2, 2, 1]

@@ -326,7 +326,8 @@ def spread_isolated(comm, sl, part: np.ndarray, k: int, eps: float) -> dict:
     engine put them — often in one part (R-MAT 15, k = 16, Zoltan: 8,152 of 8,551 in one part,
     which then held 4.9x the mean rows of H). Updates ``part[lo:hi]`` (the other processes' rows
     of the replicated vector are left as they were). Returns {"rows": isolated rows, "moved": rows
-    that changed part, "max_rows": the most rows of H in one part, "mean_rows": n / k}."""
+    that changed part, "max_rows": the most rows of H in one part, "mean_rows": n / k}. Runs with
+    the refinement (``refine=False`` returns the engine's partition as it is)."""
     from mpi4py import MPI
 
     from .auto import fill_isolated

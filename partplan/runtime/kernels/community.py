@@ -159,8 +159,9 @@ def label_sums(X, rows, labels, weights):
 
 #: label sums within this fraction of a row's largest (in absolute value) tie. A float64 sum's
 #: value depends on the order of its terms (the kernels', a 2D plan's partial sums) by far less —
-#: about (terms) × 2^-53 of it — so equal weight totals tie on every kernel set and layout instead
-#: of the summation order picking the label; integer counts below 10^9 differ by more.
+#: about (terms) × 2^-53 of it for terms of one sign — so equal weight totals tie on every kernel
+#: set and layout instead of the summation order picking the label; integer counts below 10^9
+#: differ by more. (Terms that cancel can round by more than this: there the order can decide.)
 TIE_RTOL = 1e-9
 
 
