@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from ..io.chunked import MAX_CHUNKS, ChunkedWriter
-from .generators import RMAT_CHUNK, GeneratorParameterError, _check_int, _rmat_probs
+from .generators import RMAT_CHUNK, GeneratorParameterError, _check_int, _check_size, _rmat_probs
 
 
 def _rmat_block(blk: int, m: int, scale: int, seed: int, thresholds) -> tuple[np.ndarray, np.ndarray]:
@@ -70,6 +70,12 @@ def rmat_chunked(scale: int, edgefactor: int = 16, a: float = 0.57, b: float = 0
         raise GeneratorParameterError(f"self_loops must be 'keep', 'add' or 'remove', not {self_loops!r}")
     n = 1 << scale
     m = edgefactor * n
+    # what is held at once (the docstring's memory), 8 bytes each: the permutation, one block of
+    # tuples as it is permuted, symmetrized, keyed and split by chunk (about 16 arrays of RMAT_CHUNK:
+    # 140 MiB measured at scale 20, 64 chunks), and one chunk's keys, three copies while it is sorted
+    per_chunk = -(-(2 if symmetrize else 1) * m // chunks)
+    _check_size("scale / edgefactor / chunks", "chunked R-MAT permutation, one block and one chunk's edges",
+                n + 16 * min(RMAT_CHUNK, m) + 3 * per_chunk, 8)
     ab = a + b
     thresholds = tuple(np.uint64(min(int(q * 2.0 ** 32), 2 ** 32 - 1)) for q in (ab, c / (1.0 - ab), a / ab))
     nblocks = -(-m // RMAT_CHUNK)

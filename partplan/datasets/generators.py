@@ -47,9 +47,13 @@ def _check_int(name: str, value, lo: int, hi: int | None = None) -> int:
 
 def _check_size(option: str, what: str, items: int, bytes_per_item: int) -> None:
     """``items`` × ``bytes_per_item`` within the memory budget (:func:`partplan._budget.check_array_bytes`),
-    checked before anything is generated: one error naming ``option``."""
+    checked before anything is generated: one GeneratorParameterError naming ``option``."""
     from .._budget import check_array_bytes
-    check_array_bytes(items, 1, bytes_per_item, what, option=option)
+    from ..errors import OptionError
+    try:
+        check_array_bytes(items, 1, bytes_per_item, what, option=option)
+    except OptionError as exc:
+        raise GeneratorParameterError(str(exc)) from None
 
 
 def _rmat_probs(a: float, b: float, c: float) -> tuple[float, float, float]:
@@ -159,9 +163,9 @@ def rmat(scale: int, edgefactor: int = 16, a: float = 0.57, b: float = 0.19, c: 
     >>> g.n, g.is_symmetric(), g.has_self_loops()
     (256, True, False)
     """
-    src, dst = rmat_edges(scale, edgefactor, a, b, c, seed, permute=permute, shuffle=False)
-    if self_loops not in ("keep", "add", "remove"):
+    if self_loops not in ("keep", "add", "remove"):     # before the edges are drawn
         raise GeneratorParameterError(f"self_loops must be 'keep', 'add' or 'remove', not {self_loops!r}")
+    src, dst = rmat_edges(scale, edgefactor, a, b, c, seed, permute=permute, shuffle=False)
     name = name or f"rmat-s{scale}-ef{edgefactor}-seed{seed}"
     return Graph.from_edges(src, dst, n=1 << scale, symmetrize=symmetrize, self_loops=self_loops,
                             dedupe=True, drop_isolated=drop_isolated, name=name)
@@ -264,7 +268,7 @@ def rgg_radius(n: int, avg_degree: float, dim: int = 2) -> float:
     degree is a little lower because balls near the boundary are cut)."""
     n = _check_int("n", n, 1)
     dim = _check_int("dim", dim, 1, RGG_MAX_DIM)
-    if isinstance(avg_degree, bool) or not isinstance(avg_degree, (int, float)) or not (
+    if isinstance(avg_degree, bool) or not isinstance(avg_degree, (int, float, np.integer, np.floating)) or not (
             math.isfinite(avg_degree) and avg_degree > 0):
         raise GeneratorParameterError(f"avg_degree must be a positive number, got {avg_degree!r}")
     return (avg_degree / (n * unit_ball_volume(dim))) ** (1.0 / dim)
@@ -293,8 +297,13 @@ def random_geometric(n: int, radius: float | None = None, avg_degree: float = 10
     _check_size("n", "random geometric points", n, 8 * dim + 64)
     if radius is None:
         radius = rgg_radius(n, avg_degree, dim)     # checks avg_degree
-    elif not (isinstance(radius, (int, float)) and math.isfinite(radius) and radius >= 0):
+    elif (isinstance(radius, bool) or not isinstance(radius, (int, float, np.integer, np.floating))
+          or not math.isfinite(radius) or radius < 0):
         raise GeneratorParameterError(f"radius must be a non-negative number, got {radius!r}")
+    # the pairs a radius gives in the unit cube: (n - 1) × the ball's volume per point (at most n - 1;
+    # a radius of 2 already reaches every point): about 16 bytes each in the search, 16 more in the graph
+    deg = min(n - 1.0, (n - 1.0) * unit_ball_volume(dim) * min(float(radius), 2.0) ** dim)
+    _check_size("radius / avg_degree", "random geometric pairs", int(n * deg / 2) + 1, 32)
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed])))
     pts = rng.random((n, dim))
     pairs = cKDTree(pts).query_pairs(float(radius), output_type="ndarray").astype(np.int64)
