@@ -297,9 +297,21 @@ def run_gcn_data(args) -> int:
     d = labeled_dataset(args.name, features=feats, train_per_class=args.train_per_class, val=args.val,
                         seed=args.seed)
     write_data(out, d["x"], d["y"], d["train_mask"], d["val_mask"], d["test_mask"])
+    import numpy as np
+    y, tr = np.asarray(d["y"]), np.asarray(d["train_mask"], bool)
+    eligible = tr | np.asarray(d["val_mask"], bool) | np.asarray(d["test_mask"], bool)    # the split's vertices
+    short = [int(c) for c in np.unique(y[eligible]) if int((tr & (y == c)).sum()) < args.train_per_class]
+    if short:                                   # a class with fewer labeled vertices than asked for
+        print(f"partplan: warning: --train-per-class {args.train_per_class}: class{'es' if len(short) > 1 else ''} "
+              f"{', '.join(map(str, short[:8]))}{' ...' if len(short) > 8 else ''} "
+              f"{'have' if len(short) > 1 else 'has'} fewer labeled vertices: all of them are training vertices",
+              file=sys.stderr)
     if int(d["val_mask"].sum()) < args.val:     # the per-class training vertices took the rest
         print(f"partplan: warning: --val {args.val}: only {int(d['val_mask'].sum())} labeled vertices were left "
               f"after {args.train_per_class} training vertices per class", file=sys.stderr)
+    if int(d["test_mask"].sum()) == 0:
+        print("partplan: warning: no test vertices are left (the training and validation vertices took every "
+              "labeled one)", file=sys.stderr)
     info = {"output": str(out), "n": int(d["y"].size), "features": int(d["x"].shape[1]),
             "classes": d["classes"], "train": int(d["train_mask"].sum()), "val": int(d["val_mask"].sum()),
             "test": int(d["test_mask"].sum()), "unlabeled_isolated": int(d["y"].size - d["eligible"])}

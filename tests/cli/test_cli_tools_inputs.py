@@ -117,6 +117,22 @@ def test_gcn_data_says_when_the_validation_set_is_short(tmp_path, capsys):
     assert rc == 0 and "warning: --val 100: only 0" in err, err
 
 
+def test_gcn_data_says_when_a_class_is_short_and_no_test_vertex_is_left(tmp_path, capsys):
+    """``--train-per-class`` above a class's size gave a smaller training set than asked and an
+    empty test set at exit 0, with a warning about --val alone; each is said now (counted here
+    from the written masks)."""
+    rc, out, err = run_cli(["datasets", "gcn-data", "polblogs", "--train-per-class", "1000",
+                            "-o", tmp_path / "d.npz"], capsys)
+    assert rc == 0, err
+    with np.load(tmp_path / "d.npz") as z:
+        y, tr, te = z["y"], z["train_mask"], z["test_mask"]
+    assert all((tr & (y == c)).sum() < 1000 for c in np.unique(y[tr])) and te.sum() == 0
+    assert "--train-per-class 1000: classes 0, 1 have fewer labeled vertices" in err
+    assert "no test vertices are left" in err
+    rc, out, err = run_cli(["datasets", "gcn-data", "polblogs", "-o", tmp_path / "e.npz"], capsys)
+    assert rc == 0 and "warning" not in err, err
+
+
 def test_convert_to_hgr_says_it_wrote_a_model(tmp_path, capsys):
     """`convert g.mtx g.hgr` writes the column-net model, which reads back as a graph only when it
     has n nets: the output says how many nets it holds and what reads it (nothing said it before,
