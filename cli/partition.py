@@ -194,10 +194,15 @@ def _run_distributed(args, progress) -> int:
     if cfloor is not None:
         print(f"partplan: warning: {compute_floor_message(cfloor, req.k)} (this partition: "
               f"{res['compute_imbalance']:.3f})", file=sys.stderr, flush=True)
+    from partplan.partition.api import distributed_over_epsilon, over_epsilon_message
+    over = distributed_over_epsilon(res, req.imbalance) if floor is None and cfloor is None else None
+    if over is not None:
+        print(f"partplan: warning: {over_epsilon_message(over, req.k)}", file=sys.stderr, flush=True)
     if args.json:
         print(json.dumps({**{k: v for k, v in res.items() if k not in ("send", "recv", "compute_load")},
                           **({"balance_floor": floor} if floor is not None else {}),
-                          **({"compute_floor": cfloor} if cfloor is not None else {})}, indent=1))
+                          **({"compute_floor": cfloor} if cfloor is not None else {}),
+                          **({"over_epsilon": over} if over is not None else {})}, indent=1))
         return 0
     r, e = res["result"], res["engine_result"]
     rows = [("graph", f"{res['graph']} (n={res['n']}, nnz={res['nnz']})"),
@@ -370,6 +375,10 @@ def run(args) -> int:
         from partplan.partition.api import over_epsilon_message
         print(f"partplan: warning: {over_epsilon_message(p.info['over_epsilon'], p.row_blocks)}", file=sys.stderr,
               flush=True)
+    if "over_compute_limit" in p.info:
+        from partplan.partition.api import over_compute_message
+        print(f"partplan: warning: {over_compute_message(p.info['over_compute_limit'], p.row_blocks)}",
+              file=sys.stderr, flush=True)
     if args.json:
         d = p.to_dict(arrays=False)
         d["output"] = None if written is None else str(written)

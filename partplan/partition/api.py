@@ -52,7 +52,7 @@ from ..graph import Graph
 from ..metrics import CommStats, LayoutStats, analyze
 from ..layouts import Layout, parse_layout, spec_from_params
 from .engines import backend_names, default_backend, run_backend  # noqa: F401
-from .objectives import OBJECTIVES, balance_cap, balance_floor, compute_floor_of, floor_of  # noqa: F401  (OBJECTIVES: re-exported by partplan.partition)
+from .objectives import OBJECTIVES, balance_cap, balance_floor, compute_floor_of, eps_limit, floor_of  # noqa: F401  (OBJECTIVES: re-exported by partplan.partition)
 from .request import DEFAULT_OBJECTIVE, MODELS, OWNERSHIP, resolve  # noqa: F401
 from .pipeline import stages
 from .pipeline.stages import EXPLICIT_REFINE_WORK, LP_OWNERSHIP_MAX_BLOCKS  # noqa: F401  (documented here)
@@ -246,9 +246,26 @@ def _partition_mpi(graph, req, output) -> Partition:
         fingerprint = res.get("graph_fingerprint") or (chunked_fingerprint(graph) if is_chunked(graph) else "")
     params = {"imbalance": req.imbalance, "seed": req.seed, "nprocs": req.nprocs, "engine": res["engine"],
               **req.engine_opts}
+    over = distributed_over_epsilon(res, req.imbalance) if not floor else None
+    if over is not None and req.progress is not None:
+        req.progress(over_epsilon_message(over, req.k))
     return Partition(part=part, k=req.k, layout="1d", layout_params={}, model=res["model"], backend=res["backend"],
                      objective="max-both", params=params, timings=res["timings"], stats=stats, owner=None,
-                     graph_fingerprint=fingerprint, info={"distributed": res, **floor})
+                     graph_fingerprint=fingerprint,
+                     info={"distributed": res, **floor, **({"over_epsilon": over} if over else {})})
+
+
+def distributed_over_epsilon(res: dict, imbalance: float) -> dict | None:
+    """The distributed partitioner's result (its sidecar ``res``) above its limit ⌊(1+ε)·⌈nnz/k⌉⌋ on
+    row nonzeros, where no row alone is (the caller checks the floors): the record of
+    :func:`_say_over_epsilon` ("packing": the rows may not pack, or the repair rounds stopped
+    short), or None when every part is within it."""
+    load = np.asarray(res["compute_load"], dtype=np.int64)
+    limit = eps_limit(int(load.sum()), load.size, imbalance)
+    if load.size < 2 or int(load.max()) <= limit:
+        return None
+    return {"heaviest": int(load.max()), "limit": int(limit), "imbalance": imbalance, "backend": res["backend"],
+            "why": "packing", "weights": "row nnz"}
 
 
 def graph_floors(graph, parts: int, imbalance: float, *,
@@ -332,7 +349,11 @@ def _say_over_epsilon(graph: Graph, req, w) -> None:
       into the parts within it (a 5-cycle in 2 parts: 3 rows of weight 2 in one part, limit 5),
       or the repair stopped short.
 
-    Said on ``progress``; the CLI prints it as a warning."""
+    Said on ``progress``; the CLI prints it as a warning. Likewise, where partplan's passes keep
+    the compute limit beside it (:func:`.pipeline.auto.compute_limit_applies`: rows without
+    nonzeros weigh 1 in the balance, 0 in compute) and no row alone is above that limit, a part
+    above it is recorded in ``info["over_compute_limit"]`` (:func:`over_compute_message`)."""
+    _say_over_compute(graph, req, w)
     if "balance_floor" in w.info or req.b < 2:
         return
     weights = graph.balance_weights
@@ -348,9 +369,35 @@ def _say_over_epsilon(graph: Graph, req, w) -> None:
         req.progress(over_epsilon_message(w.info["over_epsilon"], req.b))
 
 
+def _say_over_compute(graph: Graph, req, w) -> None:
+    """See :func:`_say_over_epsilon`: the compute limit ⌊(1+ε)·⌈nnz/k⌉⌋ on row nonzeros, where
+    partplan's own passes keep it (the default pipeline, the fast preset) on a graph without vertex
+    weights and with empty rows."""
+    from .pipeline.auto import compute_limit_applies
+    if req.b < 2 or req.engine not in ("auto", "fast") or "compute_floor" in w.info or "balance_floor" in w.info \
+            or not compute_limit_applies(graph):
+        return
+    nnz = graph.row_nnz.astype(np.int64)
+    limit = eps_limit(int(nnz.sum()), req.b, req.imbalance)
+    heaviest = int(np.bincount(w.part, weights=nnz, minlength=req.b).max())
+    if heaviest > limit:
+        w.info["over_compute_limit"] = {"heaviest": heaviest, "limit": int(limit), "imbalance": req.imbalance,
+                                        "backend": w.backend}
+        if req.progress is not None:
+            req.progress(over_compute_message(w.info["over_compute_limit"], req.b))
+
+
+def over_compute_message(over: dict, parts: int) -> str:
+    """One line for a user: the heaviest part's row nonzeros against the compute limit."""
+    return (f"the heaviest of the {parts} parts holds {over['heaviest']} row nonzeros, above the compute limit "
+            f"{over['limit']} (ε = {over['imbalance']:g}) that partplan keeps beside the balance limit on graphs "
+            f"with empty rows: no row alone is above it, but the rows may not pack within both limits, or the "
+            f"repair's passes stopped short")
+
+
 def over_epsilon_message(over: dict, parts: int) -> str:
     """One line for a user: the heaviest part's weight against the ε-limit, and why it is above."""
-    what = "vertex weights" if over.get("vertex_weights") else "row nnz, at least 1 per row"
+    what = over.get("weights") or ("vertex weights" if over.get("vertex_weights") else "row nnz, at least 1 per row")
     head = (f"the heaviest of the {parts} parts weighs {over['heaviest']} ({what}), above the ε-limit "
             f"{over['limit']} (ε = {over['imbalance']:g}): ")
     if over["why"] == "packing":

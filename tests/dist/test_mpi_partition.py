@@ -663,3 +663,25 @@ def test_isolated_rows_go_where_the_fewest_rows_are(tmp_path, engine, gather, di
     assert np.all(np.diff(part[iso]) >= 0)
     assert res["isolated"]["rows"] == int(iso.sum()) and res["isolated"]["max_rows"] == int(rows.max())
     assert np.bincount(part, minlength=k).max() <= 1.1 * h.n / k
+
+
+@pytest.mark.dist
+def test_nprocs_says_a_partition_above_its_limit(tmp_path, capsys):
+    """Two 10-cliques in 3 parts: no row alone is above the limit, but the rows do not pack within
+    it. One process records and says it (over_epsilon, "packing"); --nprocs returned it silently.
+    The compute load is counted here."""
+    from partplan.cli.main import main
+    from partplan.io import write_graph
+    src, dst = np.nonzero(np.kron(np.eye(2), np.ones((10, 10))) - np.eye(20))
+    g = Graph.from_edges(src, dst, n=20)
+    load = lambda part: int(np.bincount(part, weights=g.row_nnz, minlength=3).max())   # noqa: E731
+    limit = int(np.floor(1.03 * -(-g.nnz // 3)))
+    from partplan import partition
+    p = partition(g, 3, nprocs=2)
+    assert load(p.part) > limit and p.info["over_epsilon"]["heaviest"] == load(p.part)
+    write_graph(g, tmp_path / "c.mtx")
+    capsys.readouterr()
+    assert main(["partition", str(tmp_path / "c.mtx"), "-k", "3", "--nprocs", "2", "-o", str(tmp_path / "c.npy"),
+                 "-q"]) == 0
+    err = capsys.readouterr().err
+    assert f"above the ε-limit {limit}" in err and "row nnz" in err
