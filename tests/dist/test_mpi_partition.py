@@ -685,3 +685,20 @@ def test_nprocs_says_a_partition_above_its_limit(tmp_path, capsys):
                  "-q"]) == 0
     err = capsys.readouterr().err
     assert f"above the ε-limit {limit}" in err and "row nnz" in err
+
+
+@pytest.mark.dist
+def test_a_small_graph_in_memory_runs_on_processes_and_closes_its_pipe(recwarn):
+    """A graph of fewer than 8 rows was written as 8 chunks and refused with a message about an
+    internal file ('chunks = 8 is more than the graph's 6 rows'); the launcher also left the
+    workers' stderr pipe to the collector (a ResourceWarning on every call)."""
+    import gc
+    import warnings
+    from partplan import partition
+    g = Graph.from_edges(np.arange(5), np.arange(1, 6), n=6, symmetrize=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", ResourceWarning)
+        p = partition(g, 2, nprocs=2)
+        gc.collect()
+    assert sorted(np.bincount(p.part, minlength=2).tolist()) == [3, 3]
+    assert not [w for w in recwarn if issubclass(w.category, ResourceWarning)]

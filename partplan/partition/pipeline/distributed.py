@@ -183,7 +183,7 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
                 g = read_graph(graph)
             refuse_vertex_weights(g)
             path = work / "graph.chunked"
-            write_chunked(g, path, chunks=max(4 * nprocs, 8))
+            write_chunked(g, path, chunks=max(1, min(max(4 * nprocs, 8), g.n)))   # no chunk without a row
             fingerprint = g.fingerprint
             del g
         info = chunk_info(path)
@@ -244,7 +244,10 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
             proc.kill()
             proc.wait()
             raise
-        reader.join(timeout=5)
+        finally:
+            reader.join(timeout=5)
+            if not reader.is_alive():
+                proc.stderr.close()     # read to its end by pump (else a ResourceWarning at collection)
         if rc != 0 or not report.is_file():
             raise PartitionError(f"the distributed partitioner ({engine}, {nprocs} processes) failed: "
                                  f"{_reason(lines, rc)}")
