@@ -282,6 +282,9 @@ def stochastic_hypergraph(graph: Graph, k: int, sampler: Sampler | str | None = 
     """
     smp = make_sampler(sampler)
     need = hoeffding_nets(k, theta, delta)
+    if not np.any(graph.rows != graph.indices):     # no sampled net has two pins: no batch can meet the bound
+        raise OptionError(f"the stochastic model samples the edges between vertices, and {graph.name} has none "
+                          f"(only self loops, or no nonzero): partition it with the graph model")
     if min_batches is not None and min_batches > max_batches:
         raise OptionError(f"min_batches={min_batches} is above max_batches={max_batches}")
     if min_batches is None:

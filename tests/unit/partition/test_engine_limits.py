@@ -229,3 +229,12 @@ def test_a_compute_limit_the_pipeline_misses_is_said():
                 assert (over["heaviest"], over["limit"]) == (heaviest, limit)
                 assert any("above the compute limit" in line for line in said)
     assert any("over_compute_limit" in partition(g, k, imbalance=eps).info for k, eps in ((7, 0.0), (16, 0.03)))
+
+
+def test_the_stochastic_model_of_a_graph_without_edges_is_one_clear_error():
+    """A graph of self loops only never samples a net of two pins; the error advised raising
+    max_batches or theta, which cannot help."""
+    from partplan.errors import OptionError
+    for g in (Graph.from_edges(np.arange(10), np.arange(10), n=10), Graph.from_edges([0], [0], n=10)):
+        with pytest.raises(OptionError, match="has none .*graph model"):
+            partition(g, 2, model="stochastic")
