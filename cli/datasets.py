@@ -108,7 +108,8 @@ def run_list(args) -> int:
     print(head)
     print("-" * len(head))
     for r in rows:
-        local = "embedded" if r["embedded"] else ("cached" if r["cached"] else "-")
+        local = ("embedded" if r["embedded_ok"] else "corrupt") if r["embedded"] else \
+            ("cached" if r["cached"] else "-")
         pins = "" if r["pins"] is None else f"{r['pins']:,}"
         print(f"{r['name']:<28} {r['kind']:<10} {r['n']:>9,} {r['m']:>9,} {pins:>8}  {local:<9} {r['source']}")
     print("\nm = undirected edges (graphs) or nets (hypergraphs). "
@@ -153,8 +154,9 @@ def run_fetch(args) -> int:
     todo = names() if args.all else args.names
     if not todo:
         raise DatasetError("name at least one dataset (see `partplan datasets list`) or use --all")
+    from partplan.datasets import entry
     out = {}
-    for nm in todo:
+    for nm in dict.fromkeys(entry(x)["name"] for x in todo):     # the registry's names, each once
         p = fetch(nm, args.cache, force=args.force, from_source=args.from_source, progress=not args.quiet)
         out[nm] = str(p)
         if not args.json:

@@ -59,8 +59,9 @@ def info(name: str, cache_dir: str | os.PathLike | None = None) -> dict:
 
 def list_datasets(cache_dir: str | os.PathLike | None = None) -> list[dict]:
     """One summary dict per registered dataset: name, kind, domain, n, m,
-    pins, source (``type:package=version``), license, embedded (bool),
-    cached (bool: a verified download is in the cache)."""
+    pins, source (``type:package=version``), license, embedded (bool: the
+    registry lists a copy in the package), embedded_ok (bool: that copy is there
+    and its sha256 matches), cached (bool: a verified download is in the cache)."""
     rows = []
     for nm in names():
         e = entry(nm)
@@ -68,8 +69,17 @@ def list_datasets(cache_dir: str | os.PathLike | None = None) -> list[dict]:
         rows.append({"name": e["name"], "kind": e["kind"], "domain": e["domain"], "n": e["n"], "m": e["m"],
                      "pins": e["pins"], "source": f"{s['type']}:{s['package']}={s['version']}",
                      "license": e["license"], "embedded": bool(e["embedded"]),
+                     "embedded_ok": bool(e["embedded"]) and _embedded_ok(nm),
                      "cached": cached_path(nm, cache_dir) is not None})
     return rows
+
+
+def _embedded_ok(name: str) -> bool:
+    """The embedded copy is there and matches its sha256 (:func:`embedded_path`)."""
+    try:
+        return embedded_path(name) is not None
+    except DatasetError:
+        return False
 
 
 def _path_for(name: str, fetch_missing: bool, cache: str | os.PathLike | None) -> tuple[dict, Path]:

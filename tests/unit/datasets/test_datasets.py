@@ -165,6 +165,20 @@ def test_corrupt_embedded_file_is_rejected(tmp_path, monkeypatch):
     monkeypatch.setenv("PARTPLAN_DATASETS_DIR", str(d))
     with pytest.raises(DatasetError, match="sha256"):
         ds.load("email-Enron")
+    # `datasets list` said "embedded" from the registry alone; the copy is checked now
+    rows = {r["name"]: r for r in ds.list_datasets()}
+    assert rows["email-Enron"]["embedded"] and not rows["email-Enron"]["embedded_ok"]
+    assert rows["polblogs"]["embedded_ok"]
+
+
+def test_fetch_json_names_each_dataset_once_as_the_registry_spells_it(capsys):
+    """``fetch POWER Power email-enron --json`` keyed its output by the names as typed (power twice)."""
+    import json
+
+    from partplan.cli.main import main
+    capsys.readouterr()
+    assert main(["datasets", "fetch", "email-enron", "EMAIL-ENRON", "polblogs", "--json", "-q"]) == 0
+    assert list(json.loads(capsys.readouterr().out)) == ["email-Enron", "polblogs"]
 
 
 # ------------------------------------------------------------------ errors
