@@ -4,13 +4,20 @@ disagrees with the graph. Reported against the goal of 2 x the file + 200 MiB.
 
 Usage: python benchmarks/bench_dgl_refusal.py DIR [MB]   (MB default 1024; DIR gets the files)
 """
+import argparse
 import json
 import subprocess
 import sys
 from pathlib import Path
 
-root = Path(sys.argv[1])
-mb = int(sys.argv[2]) if len(sys.argv) > 2 else 1024
+_ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+_ap.add_argument("dir", help="a folder for the test files (about 4 x MB MiB)")
+_ap.add_argument("mb", nargs="?", type=int, default=1024, help="MiB of valid ids before the fault (1024)")
+_args = _ap.parse_args()
+if _args.mb < 1:
+    _ap.error("MB must be >= 1")
+root = Path(_args.dir)
+mb = _args.mb
 CHILD = r'''
 import sys, time
 def hwm():

@@ -87,6 +87,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", help="write the rows to this file")
     args = ap.parse_args(argv)
+    if args.n < 1 or args.f < 1 or not 0 < args.share <= 1:
+        ap.error("--n and --f must be >= 1 and --share in (0, 1]")
     rng = np.random.default_rng(args.seed)
     out = []
     with tempfile.TemporaryDirectory(prefix="bench-rowio-") as d:

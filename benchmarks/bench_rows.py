@@ -56,12 +56,22 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", action="store_true", help="--nprocs: the distributed rounds on any size")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
+    if min(a.ks) < 1 or a.nprocs < 0:
+        ap.error("--ks must be >= 1 and --nprocs >= 0")
+    if a.rounds and not a.nprocs:
+        ap.error("--rounds applies with --nprocs N")
+    if a.json and not Path(a.json).resolve().parent.is_dir():
+        ap.error(f"--json {a.json}: no such folder")
+    from partplan.errors import PartplanError
+    try:
+        graphs = [(spec, load(spec)) for spec in a.graphs]      # every graph before any partition
+    except (PartplanError, ValueError, IndexError) as exc:
+        ap.error(f"--graphs: {exc}")
     from partplan.partition.api import partition
     rows = []
     print(f"{'graph':14s} {'k':>3s} {'how':5s} {'rows max/mean':>13s} {'nnz max/mean':>12s} {'max(s,r)':>9s} "
           f"{'total':>9s}")
-    for spec in a.graphs:
-        g = load(spec)
+    for spec, g in graphs:
         iso = int(((g.row_nnz == 0) & (np.bincount(g.indices, minlength=g.n) == 0)).sum())
         for k in a.ks:
             runs = {"nnz": partition(g, k).part, "rows": partition(g.with_balance("rows"), k).part}

@@ -6,7 +6,7 @@ one process, files in the page cache.
 Usage: python benchmarks/bench_trust_read.py PLAN [REPEATS] [noverify]
 (``noverify``: the read without the sha256 of each file).
 """
-import sys
+import argparse
 import time
 
 import numpy as np
@@ -14,9 +14,15 @@ import numpy as np
 from partplan.io import arrowcheck
 from partplan.plan import load_plan, store
 
-path = sys.argv[1]
-reps = int(sys.argv[2]) if len(sys.argv) > 2 else 7
-VERIFY = len(sys.argv) <= 3 or sys.argv[3] != "noverify"
+_ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+_ap.add_argument("plan", help="a plan directory")
+_ap.add_argument("repeats", nargs="?", type=int, default=7, help="interleaved repeats (7)")
+_ap.add_argument("verify", nargs="?", choices=["verify", "noverify"], default="verify",
+                 help="noverify: the read without each file's sha256")
+_args = _ap.parse_args()
+if _args.repeats < 1:
+    _ap.error("REPEATS must be >= 1")
+path, reps, VERIFY = _args.plan, _args.repeats, _args.verify != "noverify"
 real_batches = store.ipc_batches
 real_ipc = store.ipc
 

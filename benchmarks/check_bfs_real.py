@@ -43,9 +43,13 @@ def check_graph(g, ranks: int = 4, roots: int = 3) -> dict:
     return out
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--graphs", nargs="+", default=list(GRAPHS), help=f"datasets ({' '.join(GRAPHS)})")
+    a = ap.parse_args(argv)
     bad = 0
-    for name in GRAPHS:
+    for name in a.graphs:
         try:
             g = datasets.load_graph(name, fetch=True)
         except PartplanError as exc:
