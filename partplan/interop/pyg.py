@@ -195,7 +195,8 @@ def plan_from_pyg(data: Any, k: int, *, normalize: str | None = None, out: str |
     ...)`` from its own share without loading the graph.
 
     ``balance``: what the partition balances per rank — "nnz" (default: each
-    row's nonzeros, the SpMM's compute), "rows" (one per vertex), or n
+    row's nonzeros, the SpMM's compute), "rows" (one per vertex), "memory"
+    (``partplan.nn.shares.memory_weights(data)``, as ``--balance memory``), or n
     non-negative integers, one per vertex (e.g. the bytes a rank holds for the
     vertex when it trains from shares: its features plus its in-edges' share
     and activations, ``partplan.nn.shares.memory_weights``).
@@ -213,6 +214,9 @@ def plan_from_pyg(data: Any, k: int, *, normalize: str | None = None, out: str |
         raise OptionError("shares=True needs a 1D conformal plan (Halo's rows and edges): leave layout and "
                           "ownership at their defaults")
     t0 = time.perf_counter()
+    if isinstance(balance, str) and balance == "memory":     # the CLI's --balance memory
+        from ..nn.shares import memory_weights
+        balance = memory_weights(data)
     g = plan_graph(data, normalize=normalize, flow=flow, weight=weight).with_balance(balance)
     if shares:      # the fields the shares carry, before the partition and before anything at ``out`` changes
         from ..nn.shares import check_share_data

@@ -161,3 +161,23 @@ def test_weighted_plan_is_checked_against_the_weights(tmp_path, capsys):
     assert _cli("export", out, "--to", "pyg", tmp_path / "e2", "--graph", tmp_path / "d.pt") == 2
     err = capsys.readouterr().err
     assert "not the graph of this plan" in err and "--weight" in err
+
+
+def test_plan_from_pyg_takes_the_memory_balance_the_cli_names():
+    """``--balance memory`` in the CLI; ``plan_from_pyg(balance="memory")`` was an OptionError. Its
+    part weights, counted here from the Data (in-degree + the 4,096-byte x row in 24-byte in-edges,
+    171), keep ⌊(1+ε)·⌈W/k⌉⌋, where the default (nonzeros) does not."""
+    import numpy as np
+    import torch
+    from torch_geometric.data import Data
+
+    from partplan.interop.pyg import plan_from_pyg
+    rng = np.random.default_rng(5)
+    src = rng.integers(0, 400, 3000)
+    dst = np.minimum(rng.zipf(1.6, 3000) - 1, 399)
+    d = Data(edge_index=torch.from_numpy(np.stack([src, dst])), num_nodes=400, x=torch.randn(400, 1024))
+    w = np.bincount(dst, minlength=400) + 171
+    limit = int(np.floor(1.03 * -(-int(w.sum()) // 8)))
+    heaviest = {b: int(np.bincount(plan_from_pyg(d, 8, balance=b).part, weights=w, minlength=8).max())
+                for b in ("memory", "nnz")}
+    assert heaviest["memory"] <= limit < heaviest["nnz"]
