@@ -54,10 +54,9 @@ and total volume alone, every start is refined, and the compute repair is skippe
 above the limit as METIS or KaMinPar left them where that lowers max(send, recv). On graphs that
 can be balanced the option changes nothing.
 
-Rows with no nonzero in their row or their column (isolated vertices; on a graph without vertex
-weights — with them, a row weighs what the caller says and is partitioned with the rest) are set
-aside first: the
-pipeline runs on the other rows, and the isolated ones are spread over the parts
+Rows with no nonzero in their row or their column (isolated vertices) are set aside first on a
+graph without vertex weights (with them, a row weighs what the caller says and is partitioned with
+the rest): the pipeline runs on the other rows, and the isolated ones are spread over the parts
 (:func:`spread_isolated`). They carry no volume and no compute but weigh 1 in the balance, so
 partitioned with the rest they let a part hold (1 + ε) × the mean balance weight in nonzeros alone
 (compute imbalance 0.045 on R-MAT 23 at ε = 0.03; now that of the other rows). Each is a row of H,
@@ -408,11 +407,11 @@ def compute_limit(graph: Graph, part: np.ndarray, k: int, imbalance: float, weig
     the balance limit: {} when :func:`compute_limit_applies` is False. ``weight_cap`` (row nonzeros per
     part; the distributed partitioner's limit, :func:`refine_partition`): kept as well, the lower
     of the two when both apply."""
-    empty = compute_limit_applies(graph)
-    if not empty and weight_cap is None:
+    applies = compute_limit_applies(graph)
+    if not applies and weight_cap is None:
         return {}
     nnz = graph.row_nnz.astype(np.int64)
-    caps = ([balance_cap(nnz, part, k, imbalance)[1]] if empty else []) + ([] if weight_cap is None else [weight_cap])
+    caps = ([balance_cap(nnz, part, k, imbalance)[1]] if applies else []) + ([] if weight_cap is None else [weight_cap])
     return {"weights2": nnz, "cap2": min(caps)}
 
 
