@@ -18,7 +18,6 @@ column-net model, as in KaHyPar's ``*.mtx.hgr`` benchmark files).
 from __future__ import annotations
 
 import dataclasses
-
 import os
 from pathlib import Path
 

@@ -381,7 +381,8 @@ class StartsContext:
                                 normalize=_vcycle)
     threads: int | None = option(None, "cores the pipeline may use (None: all): V-cycles and refinements side by "
                                  "side, the Mt-KaHyPar start's threads (the same partition at any count); KaMinPar "
-                                 "keeps one; not with --preset fast (one process, one thread)", kind="int", lo=1, hi=MAX_WORKERS, cli="--threads")
+                                 "keeps one; not with --preset fast (one process, one thread)", kind="int", lo=1,
+                                 hi=MAX_WORKERS, cli="--threads")
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from ..errors import PlanError
 from . import kernels as KT
 from .kernels import community as C
 from .neighbours import exchange_values, send_rows, sym_graphs
-from .traversal import check_layout, check_weight_total, world_sum
+from .traversal import check_layout, world_sum
 
 
 def _by_family(fams: list[str], v: np.ndarray) -> dict:
@@ -157,11 +157,17 @@ def _lp_2d(manifest: dict, shards, comm, *, iterations: int, weighted: bool, pro
 
 
 def _check_weight_sum(comm, sgs, weighted: bool) -> None:
-    """``weighted``: the label sums of every iteration's counting step must not overflow
-    (:func:`~.traversal.check_weight_total`)."""
-    if weighted:
-        check_weight_total(comm, sgs, "label propagation --weighted",
-                           "the label sums (every iteration's counting step)", " or run without --weighted")
+    """``weighted``: every rank stops with the same error when the weights'
+    total passes float64's range (a label's weight sum could overflow; below
+    it none can). Every rank computes the same world sum."""
+    if not weighted:
+        return
+    with np.errstate(over="ignore"):     # an overflow is the finding below, not a warning
+        tot = world_sum(comm, [np.array([float(np.abs(s.w).sum())]) for s in sgs])[0]
+    if not np.isfinite(tot):
+        raise PlanError("label propagation --weighted: the plan's edge weights sum past float64's largest finite "
+                        f"value {np.finfo(np.float64).max:.4g}, so the label sums (every iteration's counting step) "
+                        "could overflow; scale the weights down or run without --weighted")
 
 
 def _stack3(X, a, b, s):

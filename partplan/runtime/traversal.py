@@ -840,18 +840,6 @@ def world_sum(comm, vecs: list) -> np.ndarray:
     return comm.allreduce_world([np.asarray(v, dtype=np.float64) for v in vecs], "sum")[0]
 
 
-def check_weight_total(comm, graphs, job: str, what: str, hint: str = "") -> None:
-    """Every rank stops with the same PlanError when the plan's edge weights (``.w`` of each local
-    rank's graph; their absolute values) sum past float64's range — then ``what``, a sum of them
-    that ``job`` computes, could overflow; below it none can. Every rank computes the same world
-    sum."""
-    with np.errstate(over="ignore"):     # an overflow is the finding below, not a warning
-        tot = world_sum(comm, [np.array([float(np.abs(g.w).sum())]) for g in graphs])[0]
-    if not np.isfinite(tot):
-        raise PlanError(f"{job}: the plan's edge weights sum past float64's largest finite value "
-                        f"{np.finfo(np.float64).max:.4g}, so {what} could overflow; scale the weights down{hint}")
-
-
 def gather_global(comm, parts_ids: list[np.ndarray], parts_vals: list[np.ndarray], n: int,
                   fill: float) -> np.ndarray:
     """A length-n float64 vector in vertex order from every rank's own entries

@@ -170,15 +170,9 @@ class _MemSource:
     def __init__(self, g: Graph):
         self.g, self.n, self.nnz = g, g.n, g.nnz
 
-    def balance_weights(self, lo, hi):
-        """int64[hi - lo]: the graph's vertex weights (at least 1) when it has them, else None."""
-        vw = self.g.vertex_weights
-        return None if vw is None else np.maximum(vw[lo:hi], 1).astype(np.int64)
-
-    def total_weight(self):
-        """Σ of the vertex weights (at least 1 each) when the graph has them, else None."""
-        vw = self.g.vertex_weights
-        return None if vw is None else int(np.maximum(vw, 1).sum())
+    def vertex_weights(self):
+        """The graph's vertex weights (int64[n]), or None."""
+        return self.g.vertex_weights
 
     def rows(self, lo, hi):
         a, b = int(self.g.indptr[lo]), int(self.g.indptr[hi])
@@ -194,6 +188,10 @@ class _MemSource:
 
 
 class _ChunkSource:
+    def vertex_weights(self):
+        """None: a chunked graph carries no vertex weights."""
+        return None
+
     def __init__(self, path):
         from ...io.chunked import chunk_info
         self.path = path
@@ -300,9 +298,10 @@ def stream_partition(path_or_graph, k, *, eps=DEFAULT_IMBALANCE, method="fennel"
         raise PartitionError(f"k={k} parts exceed n={n} vertices")
 
     rss0 = current_rss_bytes()
-    # "nnz": the planner's balance weights — the graph's vertex weights when it has them
-    weighted = balance == "nnz" and getattr(src, "total_weight", lambda: None)() is not None
-    W = n if balance == "vertices" else src.total_weight() if weighted else src.nnz + src.empty_rows()
+    # "nnz": the planner's balance weights — the graph's vertex weights (at least 1) when it has them
+    vw = src.vertex_weights() if balance == "nnz" else None
+    vw = None if vw is None else np.maximum(vw, 1).astype(np.int64)
+    W = n if balance == "vertices" else int(vw.sum()) if vw is not None else src.nnz + src.empty_rows()
     cap = int(math.floor((1.0 + eps) * (-(-W // k)) + 1e-9))
     m = src.nnz / 2.0
     alpha = m * k ** (GAMMA - 1.0) / float(W) ** GAMMA if W > 0 else 0.0
@@ -336,8 +335,8 @@ def stream_partition(path_or_graph, k, *, eps=DEFAULT_IMBALANCE, method="fennel"
                     .permutation(hi - lo).astype(np.int64)
             else:
                 od = np.arange(hi - lo, dtype=np.int64)
-            if weighted:
-                wts = src.balance_weights(lo, hi)
+            if vw is not None:
+                wts = vw[lo:hi]
             elif balance == "nnz":
                 wts = np.maximum(np.diff(ip), 1).astype(np.int64)
             else:
