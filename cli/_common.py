@@ -121,13 +121,21 @@ def run_job_cmd(args) -> int:
 
 
 def _load_pt(path: Path, *, symmetrize: bool, weight: str | None, normalize: str | None):
-    """A ``.pt`` graph as the CLI reads it: a PyG Data through
-    :func:`partplan.interop.pyg.plan_graph` (weights only when named), a bare
-    edge_index tensor through :func:`partplan.io.read_pt`."""
+    """A ``.pt`` graph as the CLI reads it (:func:`load_pt_graph`'s graph)."""
+    return load_pt_graph(path, symmetrize=symmetrize, weight=weight, normalize=normalize)[0]
+
+
+def load_pt_graph(path: Path, *, symmetrize: bool = False, weight: str | None = None,
+                  normalize: str | None = None):
+    """(graph, the loaded object) of a ``.pt`` file, from one read: a PyG Data through
+    :func:`partplan.interop.pyg.plan_graph` (weights only when named), a bare edge_index tensor
+    through :func:`partplan.io.read_pt`. The object serves what else a command takes from the same
+    file (``partition --balance memory``'s bytes per vertex)."""
     from partplan.io.pt import load_pt, read_pt
+    normalize = None if normalize in (None, "none") else normalize
     obj = load_pt(path)
     if not hasattr(obj, "edge_index"):
-        return read_pt(path, symmetrize=symmetrize, weight=weight)
+        return read_pt(path, symmetrize=symmetrize, weight=weight), obj
     from partplan.interop.pyg import plan_graph
     g = plan_graph(obj, normalize=normalize, weight=weight, name=path.name.rsplit(".", 1)[0], source=path)
-    return g.normalize(symmetrize=True) if symmetrize else g
+    return (g.normalize(symmetrize=True) if symmetrize else g), obj

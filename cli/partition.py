@@ -329,14 +329,18 @@ def run(args) -> int:
         print(f"partplan: no -o given: writing the partition to {out} (like gpmetis)", file=sys.stderr,
               flush=True)
     progress(f"reading {args.graph}")
-    graph = load_graph(args.graph, symmetrize=args.symmetrize, weight=args.weight,
-                       normalize=args.normalize if want_plan else None)
-    progress(f"{printable(graph.name)}: n={graph.n}, nnz={graph.nnz}")
-    if args.balance == "memory":
-        from partplan.io.pt import load_pt
+    if args.balance == "memory":   # the graph and its bytes per vertex from one read of the .pt
         from partplan.nn.shares import memory_weights
-        graph = graph.with_balance(memory_weights(load_pt(args.graph)))
-    elif args.balance is not None:
+        from ._common import load_pt_graph
+        graph, data = load_pt_graph(Path(args.graph), symmetrize=args.symmetrize, weight=args.weight,
+                                    normalize=args.normalize if want_plan else None)
+        graph = graph.with_balance(memory_weights(data))
+        del data
+    else:
+        graph = load_graph(args.graph, symmetrize=args.symmetrize, weight=args.weight,
+                           normalize=args.normalize if want_plan else None)
+    progress(f"{printable(graph.name)}: n={graph.n}, nnz={graph.nnz}")
+    if args.balance not in (None, "memory"):
         graph = graph.with_balance(args.balance)
     p = partition(graph, args.k, model=args.model, backend=args.backend, objective=args.objective,
                   layout=args.layout, imbalance=args.imbalance, seed=args.seed, ownership=args.ownership,
