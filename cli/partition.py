@@ -64,7 +64,8 @@ def register(subparsers) -> None:
                         "refinement; docs/design/planner.md); fast (METIS + km1 V-cycle); a Mt-KaHyPar preset: "
                         "DEFAULT, QUALITY (the slow best-km1 path: QUALITY km1, hubs, max-both refinement), "
                         "HIGHEST_QUALITY, DETERMINISTIC, DETERMINISTIC_QUALITY, LARGE_K; with --engine "
-                        "kaminpar a KaMinPar context (default, fast, eco, strong, largek*, terapart*)")
+                        "kaminpar a KaMinPar context (default, fast, eco, strong, largek*, terapart*); a "
+                        "context only KaMinPar has (eco, strong, largek*, terapart*) runs KaMinPar")
     p.add_argument("--metric", default=None, choices=["km1", "cut", "soed"],
                    help="the engine's own objective (mtkahypar/kahypar; default km1 = volume)")
     p.add_argument("--objective", default=None,

@@ -45,10 +45,10 @@ def _as_int64(name: str, a, where: str | None = None) -> np.ndarray:
     return np.ascontiguousarray(arr, dtype=np.int64)
 
 
-def _below_2_63(name: str, arr: np.ndarray, where) -> None:
+def _below_2_63(name: str, arr: np.ndarray, where, what: str = "a vertex id") -> None:
     e = first_past_int64(arr)
     if e >= 0:
-        raise GraphFormatError(f"{name}[{e}] = {arr[e].item()}: a vertex id of 2^63 or more", where, field=name)
+        raise GraphFormatError(f"{name}[{e}] = {arr[e].item()}: {what} of 2^63 or more", where, field=name)
 
 
 def _check_n(n, where) -> int:
@@ -124,7 +124,7 @@ def _int_array(name: str, a) -> np.ndarray:
     if arr.dtype.kind not in "biuf" and arr.size:
         raise GraphFormatError(f"{name} must hold integers, got dtype {arr.dtype}", field=name)
     if arr.dtype.kind == "u" and arr.dtype.itemsize >= 8 and arr.size:
-        _below_2_63(name, arr.ravel(), None)
+        _below_2_63(name, arr.ravel(), None, "a value")
     return np.ascontiguousarray(arr, dtype=np.int64)
 
 
@@ -492,11 +492,18 @@ class Graph:
             if balance == "rows":
                 return dataclasses.replace(self, vertex_weights=np.ones(self.n, dtype=np.int64), _cache={})
             raise OptionError(f"balance must be 'nnz', 'rows' or one integer weight per vertex, not {balance!r}")
-        w = np.asarray(_numpy_of(balance))
-        if w.shape != (self.n,) or w.dtype.kind not in "iu" or (w.size and w.min() < 0):
+        given = np.asarray(_numpy_of(balance))
+        try:     # the constructor's rule for vertex weights: integers, or floats holding whole numbers
+            w = _int_array("balance", given) if given.dtype.kind in "biuf" else None
+        except GraphFormatError as exc:
+            raise OptionError(str(exc)) from None
+        if w is None or w.shape != (self.n,):
             raise OptionError(f"balance: one non-negative integer weight per vertex ({self.n}), got "
-                              f"{w.dtype} {tuple(w.shape)}")
-        return dataclasses.replace(self, vertex_weights=w.astype(np.int64), _cache={})
+                              f"{given.dtype} {tuple(given.shape)}")
+        if w.size and w.min() < 0:
+            bad = int(np.argmin(w))
+            raise OptionError(f"balance[{bad}] = {w[bad]}: a weight must be non-negative")
+        return dataclasses.replace(self, vertex_weights=w, _cache={})
 
     @property
     def rows(self) -> np.ndarray:

@@ -169,15 +169,16 @@ def partition(graph: Graph | str | os.PathLike, k: int, *, model: str | None = N
     seed : random seed (DEFAULT Mt-KaHyPar is still not bit-reproducible).
     ownership : "conformal" (row j of H lives with row j of A) or "decoupled"
         (owners chosen by :func:`partplan.partition.refinement.ownership.assign_owners`;
-        total volume unchanged, bottleneck lowered; 1D only).
+        total volume never higher, bottleneck lowered; 1D only).
     backend_options : typed, per engine — :func:`partplan.partition.engines.engine_schema`
         lists an engine's (e.g. mtkahypar: preset, metric, threads, handoff;
         kahypar: metric, ini, quality, timeout; metis: recursive; kaminpar:
         context, threads; auto: starts, vcycle, refine, ...), and
         :data:`partplan.partition.schema.GROUPS` the planner's (f, dtype,
         stats, progress), the models' (nets; sampler, theta, delta, ...) and
-        the post-passes' (volume_tolerance, time_limit, alpha, beta;
-        hub_factor; ownership_method). All are checked before any work
+        the post-passes' (volume_tolerance, time_limit; alpha, beta with objective "weighted",
+        whose α-β model the returned time estimates then use; hub_factor; ownership_method).
+        All are checked before any work
         (:func:`partplan.partition.request.resolve`).
     nprocs : partition with this many MPI processes (:mod:`partplan.partition.pipeline.distributed`;
         ``graph`` may then be a chunked graph directory, which no process reads whole, or a graph

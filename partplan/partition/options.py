@@ -35,8 +35,8 @@ MAX_WORKERS = 1024   # the default pipeline's cores at most (lanes)
 
 
 def check_imbalance(v) -> float:
-    """ε of the balance constraint, in [0, 10)."""
-    return check_real("imbalance", v, lo=0.0, hi=10.0, hi_open=True, error=PartitionError)
+    """ε of the balance constraint, in [0, 10) (-0.0 read as 0.0)."""
+    return check_real("imbalance", v, lo=0.0, hi=10.0, hi_open=True, error=PartitionError) + 0.0
 
 
 def check_seed(v) -> int:

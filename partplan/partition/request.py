@@ -100,6 +100,8 @@ def _engine(model, backend, objective, layout, k, opts: dict, groups: dict) -> t
     """(engine, model, backend, objective) as given or implied by the preset."""
     if "preset" in opts:
         opts["preset"] = check_planner_preset(opts["preset"], backend=backend)
+        if backend is None and model in (None, "graph") and _kaminpar_only(opts["preset"]):
+            backend = "kaminpar"      # a name only KaMinPar has (e.g. "strong") names its engine too
     # options of the stochastic model, the hubs pass and the hypergraph's nets select that path; the
     # owners (a post-pass after any engine, the default pipeline's included) do not
     plain = not any(groups[g] for g in ("stochastic", "hubs")) and \
@@ -170,6 +172,10 @@ def _check_context(req_model, backend, objective, ownership, groups: dict) -> No
         raise BackendUnavailableError(f"option(s) {', '.join(groups['stochastic'])} apply to model='stochastic' only")
     if groups["ownership"] and ownership != "decoupled":
         raise BackendUnavailableError("option ownership_method applies to ownership='decoupled' only")
+    cost = [name for name in ("alpha", "beta") if groups["refine"].get(name) is not None]
+    if cost and objective != "weighted":   # the α-β model is what the weighted objective minimizes
+        raise BackendUnavailableError(f"option(s) {', '.join(cost)} apply to objective='weighted' only (the "
+                                      f"α-β time of the worst rank); objective is {objective!r}")
     if groups["refine"] and objective == "total":
         raise BackendUnavailableError(f"option(s) {', '.join(groups['refine'])} apply to bottleneck objectives only")
     hub = groups["hubs"].get("hub_factor")
@@ -282,10 +288,19 @@ def _resolve_mpi(graph, k, nprocs, *, model, backend, objective, layout, imbalan
 __all__ = ["AUTO", "DEFAULT_OBJECTIVE", "MODELS", "OWNERSHIP", "Request", "resolve"]
 
 
+def _kaminpar_only(preset: str) -> bool:
+    """A preset that only KaMinPar has (a KaMinPar context that is neither the planner's nor a
+    Mt-KaHyPar preset)."""
+    from .engines import PRESETS
+    from .engines.kaminpar import CONTEXTS
+
+    return preset in CONTEXTS and preset not in (FAST_PRESET, AUTO_PRESET) and preset.upper() not in PRESETS
+
+
 def check_planner_preset(preset, backend: str | None = None) -> str:
     """"fast", "auto" (the default pipeline), a Mt-KaHyPar preset name
     (normalized, e.g. "quality" -> "QUALITY") or, for ``backend="kaminpar"``
-    (or a name only KaMinPar has, e.g. "strong"), a KaMinPar context; else
+    (or a name only KaMinPar has, e.g. "strong", which then runs KaMinPar), a KaMinPar context; else
     :class:`~partplan.errors.BackendUnavailableError` (as Mt-KaHyPar's own check)."""
     from .engines.kaminpar import CONTEXTS, check_context
 

@@ -9,7 +9,7 @@ from ...errors import BackendUnavailableError, PartitionError
 from ...graph import Graph
 from ...models import metis_graph
 from ..context import engine, option
-from ..options import DEFAULT_IMBALANCE, _check_k, check_imbalance, engine_seed
+from ..options import C_INT_SEED, DEFAULT_IMBALANCE, _check_k, check_imbalance, engine_seed
 
 
 #: the largest ufactor (thousandths of imbalance) METIS's recursive bisection gets (metis())
@@ -44,7 +44,7 @@ def metis(graph: Graph, k: int, *, imbalance: float = DEFAULT_IMBALANCE, seed: i
     ufactor = max(1, int(round(imbalance * 1000)))
     if recursive or (recursive is None and k <= 8):      # pymetis's own rule for None
         ufactor = min(ufactor, RB_MAX_UFACTOR)
-    opts = pymetis.Options(ufactor=ufactor, seed=engine_seed(seed))
+    opts = pymetis.Options(ufactor=ufactor, seed=metis_seed(seed))
     try:
         res = pymetis.part_graph(k, adjacency=pymetis.CSRAdjacency(xadj, adjncy), vweights=vw,
                                  eweights=ew, recursive=recursive, options=opts)
@@ -54,6 +54,22 @@ def metis(graph: Graph, k: int, *, imbalance: float = DEFAULT_IMBALANCE, seed: i
     if part.size != graph.n or part.min() < 0 or part.max() >= k:
         raise PartitionError(f"METIS returned an invalid partition for k={k}")
     return part
+
+
+def metis_seed(seed: int) -> int:
+    """The METIS seed of a partplan seed (:func:`~partplan.partition.options.engine_seed`, then one
+    step away from 0): METIS seeds its generator with ``srand``, which reads 0 as 1, and takes -1
+    for its own default (4321), so seeds 0 and 1 (and -1 and 4321) gave the same partition. Here
+    s ≥ 0 → s + 1 and s < 0 → s - 1 (kept at the C int's ends): distinct seeds stay distinct, and
+    seed 0 gives the partition METIS's 0 (= 1) gives.
+
+    >>> metis_seed(0), metis_seed(1), metis_seed(-1), metis_seed(4320)
+    (1, 2, -2, 4321)
+    """
+    s = engine_seed(seed)
+    if 0 <= s < C_INT_SEED - 1:
+        return s + 1
+    return s - 1 if -C_INT_SEED < s < 0 else s
 
 
 def _run(model_obj, k, *, imbalance, seed, graph=None, **opts):

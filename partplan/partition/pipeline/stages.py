@@ -281,17 +281,19 @@ def measure(graph: Graph, req: Request, w: Work) -> tuple:
         return None, None
     t0 = time.perf_counter()
     vol = w.volume(graph, req.b)
+    # the caller's α-β model (objective "weighted": what the partition minimized) for the time estimates
+    cost = {name: v for name in ("alpha", "beta") if (v := req.groups["refine"].get(name)) is not None}
     stats = analyze(graph, w.part, req.b, f=req.f, dtype=req.dtype, volume=vol,
-                    name=f"{graph.name} {req.model}/{w.backend}")
+                    name=f"{graph.name} {req.model}/{w.backend}", **cost)
     if w.owner is not None:  # the exchange actually planned: H[j] sent by owner[j] (forward pass)
         from ..refinement.ownership import owner_stats
 
         w.info["conformal_stats"] = stats.summary()
         stats = owner_stats(graph, w.part, w.owner, req.b, f=req.f, dtype=req.dtype,
-                            backward=not graph.is_symmetric())    # the plan's backward pass (conformal)
+                            backward=not graph.is_symmetric(), **cost)  # the plan's backward pass (conformal)
     lstats = None
     if req.lay.layout_stats:  # a bottleneck layout's figures are the row blocks' 1D volume, laid out
         extra = {"volume": vol} if req.lay.bottleneck else {}
-        lstats = req.lay.volumes(graph, w.part, f=req.f, dtype=req.dtype, **extra)
+        lstats = req.lay.volumes(graph, w.part, f=req.f, dtype=req.dtype, **extra, **cost)
     w.timings["stats_s"] = time.perf_counter() - t0
     return stats, lstats

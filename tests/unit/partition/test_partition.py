@@ -228,3 +228,16 @@ def test_decoupled_ownership_keeps_total_volume():
             recv[r] += 1
     assert p.stats.send.tolist() == send.tolist() and p.stats.recv.tolist() == recv.tolist()
     assert hasattr(own, "owner_stats")
+
+
+def test_metis_seeds_that_its_srand_reads_alike_give_distinct_partitions():
+    """METIS seeds ``srand``, which reads 0 as 1, and takes -1 for its default seed 4321: partplan's
+    seeds 0 and 1 (and -1 and 4321) must still be different runs, and a sweep over seeds must not
+    repeat one."""
+    from partplan.datasets import load_graph
+
+    g = load_graph("polblogs")
+    parts = {s: partition(g, 8, model="graph", backend="metis", seed=s).part for s in (0, 1, -1, 4321, 4320)}
+    same = [(a, b) for a in parts for b in parts if a < b and np.array_equal(parts[a], parts[b])]
+    assert same == []
+    assert np.array_equal(parts[0], partition(g, 8, model="graph", backend="metis", seed=0).part)

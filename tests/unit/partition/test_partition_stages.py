@@ -113,6 +113,9 @@ def test_defaults_and_normalization():
     (dict(preset="auto", alpha=1.0), BackendUnavailableError, ["auto", "alpha", "refine_work"]),
     (dict(model="graph", backend="metis", objective="max-both", time_limit=-1), OptionError, ["time_limit", "-1"]),
     (dict(model="graph", backend="metis", ownership_method="lp"), BackendUnavailableError, ["decoupled"]),
+    (dict(model="graph", backend="metis", objective="max-both", alpha=1.0), BackendUnavailableError,
+     ["alpha", "weighted", "max-both"]),
+    (dict(model="graph", backend="metis", beta=1e-3), BackendUnavailableError, ["beta", "weighted"]),
 ])
 def test_partition_errors_come_before_any_work(monkeypatch, kwargs, err, words):
     """One error naming engine / option / value, raised before a model or an engine runs."""
@@ -126,11 +129,43 @@ def test_partition_errors_come_before_any_work(monkeypatch, kwargs, err, words):
         assert w in str(exc.value)
 
 
+@pytest.mark.parametrize("layout, ownership", [("1d", "conformal"), ("1d", "decoupled"), ("1.5d:2", "conformal")])
+def test_weighted_objective_reports_times_under_the_callers_alpha_beta(layout, ownership):
+    """objective='weighted' minimizes the α-β time of the worst rank; the returned figures estimate
+    the time under the same model: per rank α·max(messages sent, received) + β·max(bytes sent,
+    received), counted here from the partition with scipy."""
+    import scipy.sparse as sp
+
+    g, k, alpha, beta = GRAPHS["grid"], 4, 2.0e-3, 3.0e-7
+    p = api.partition(g, k, model="graph", backend="metis", objective="weighted", alpha=alpha, beta=beta,
+                      layout=layout, ownership=ownership)
+    assert (p.stats.alpha, p.stats.beta) == (alpha, beta)
+    if p.layout_stats is not None:
+        assert (p.layout_stats.alpha, p.layout_stats.beta) == (alpha, beta)
+    if layout == "1d" and ownership == "conformal":
+        A = sp.csr_matrix((np.ones(g.nnz), g.indices, g.indptr), shape=(g.n, g.n))
+        part = np.asarray(p.part)
+        coo = A.tocoo()
+        pairs = np.unique(np.stack([part[coo.row], coo.col]), axis=1)      # (reading part, row of H)
+        pairs = pairs[:, part[pairs[1]] != pairs[0]]
+        vol = np.zeros((k, k), np.int64)                                     # vol[owner, reader]
+        np.add.at(vol, (part[pairs[1]], pairs[0]), 1)
+        row_bytes = 128 * 4
+        t = alpha * np.maximum((vol > 0).sum(1), (vol > 0).sum(0)) + beta * row_bytes * np.maximum(vol.sum(1),
+                                                                                                    vol.sum(0))
+        assert p.stats.time_estimate == pytest.approx(t.max(), rel=1e-12)
+
+
 def test_resolve_without_graph_checks_all_but_n():
     req = request.resolve(None, 4, model="graph", backend="metis", options={"recursive": True})
     assert req.engine == "metis" and req.b == 4 and req.engine_opts == {"recursive": True}
     assert request.resolve(None, 4).engine == "auto"
     assert request.resolve(None, 4, options={"preset": "fast"}).engine == "fast"
+    # a preset only KaMinPar has names its engine; a name Mt-KaHyPar has too stays Mt-KaHyPar's
+    assert request.resolve(None, 4, options={"preset": "strong"}).engine == "kaminpar"
+    assert request.resolve(None, 4, options={"preset": "largek-fast"}).engine == "kaminpar"
+    assert request.resolve(None, 4, options={"preset": "default"}).engine == "mtkahypar"
+    assert request.resolve(None, 4, options={"preset": "quality"}).engine == "mtkahypar"
 
 
 def test_an_untyped_registered_engine_still_works():

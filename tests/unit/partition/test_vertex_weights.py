@@ -89,3 +89,22 @@ def test_vertex_weights_past_the_bound_are_refused(tmp_path, capsys):
     rc, out, err = run_cli(["partition", f, "-k", "2", "-o", tmp_path / "o.part.2"], capsys)
     one_line(rc, err, 2, str(f), "vertex_weights", "2^53")
     assert not (tmp_path / "o.part.2").exists()
+
+
+def test_with_balance_takes_what_the_constructor_takes():
+    """One rule for vertex weights: integers, bools or floats holding whole numbers, n of them,
+    non-negative — given to Graph(vertex_weights=) or to with_balance()."""
+    from partplan.errors import OptionError, PartplanError
+
+    g = Graph.from_edges([0, 1], [1, 2], n=3)
+    for given in (np.ones(3), np.ones(3, bool), np.array([2, 0, 5], np.uint8), [1, 2, 3]):
+        want = Graph(g.indptr, g.indices, vertex_weights=given).vertex_weights
+        assert g.with_balance(given).vertex_weights.tolist() == want.tolist()
+    for bad, word in ((np.array([1.5, 1, 1]), "integer"), (np.array([1, -1, 1]), "negative"),
+                      (np.ones(2), "(2,)"), (np.array(["a", "b", "c"]), "<U1"),
+                      (np.full(3, 2 ** 63, np.uint64), "2^63")):
+        with pytest.raises(OptionError) as exc:
+            g.with_balance(bad)
+        assert word in str(exc.value)
+        with pytest.raises(PartplanError):
+            Graph(g.indptr, g.indices, vertex_weights=bad)
