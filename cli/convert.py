@@ -155,6 +155,10 @@ def _run_chunked(args) -> int:
     from partplan.io.outpath import check_output_dir
     if args.out_format is not None:
         raise GraphFormatError("--chunks writes a chunked graph directory; --to does not apply", args.output)
+    if args.keep_duplicates:
+        from partplan.errors import OptionError
+        raise OptionError("--keep-duplicates with --chunks: a chunked graph holds canonical CSR rows (each column "
+                          "once per row); drop --keep-duplicates to sum the duplicates")
     out = Path(args.output)
     if out.exists() and not out.is_dir():
         raise GraphFormatError("--chunks writes a directory, and this is a file", out)

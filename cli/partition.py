@@ -102,7 +102,8 @@ def register(subparsers) -> None:
     p.add_argument("--dtype", default=_default("--dtype"), help=_help("--dtype"))
     p.add_argument("-o", "--output", metavar="OUT", default=None,
                    help="output file: .npy / .part / .part.K / .parquet (partition) or .plan (communication plan); "
-                        "default GRAPH.part.K next to the graph (like gpmetis)")
+                        "default GRAPH.part.K next to the graph (like gpmetis); with --nprocs a .npy, default "
+                        "GRAPH.part.K.npy (with its GRAPH.part.K.npy.json sidecar)")
     p.add_argument("--normalize", choices=("none", "gcn", "mean"), default="none",
                    help="plan values: gcn = D^-1/2 (A+I) D^-1/2 (PyG GCNConv), mean = D^-1 (A+I); "
                         "needed by `partplan train gcn` (default none: A as read)")
@@ -152,7 +153,8 @@ def _run_distributed(args, progress) -> int:
     if args.partition_only:
         given.append("--partition-only")
     if given:
-        raise BackendUnavailableError(f"{', '.join(given)} do not apply with --nprocs (the distributed "
+        raise BackendUnavailableError(f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply with "
+                                      f"--nprocs (the distributed "
                                       f"partitioner writes 1D partitions)")
     if args.balance not in (None, "nnz"):
         raise BackendUnavailableError(f"--balance {args.balance} does not apply with --nprocs: the distributed "

@@ -239,6 +239,12 @@ def chunk_info(path) -> ChunkInfo:
         raise GraphFormatError(f"the last chunk ends at row {prev_hi}, not at n = {n}", hf,
                                field=f"chunks[{len(raw) - 1}].row_hi")
     if total != nnz:
+        for c in chunks:   # name the chunk whose nnz its own indptr contradicts, when one does
+            rows = c.row_hi - c.row_lo
+            last = int(_npy_slice(c.indptr, np.dtype("<i8"), rows + 1, rows, 1, "indptr")[0])
+            if last != c.nnz:
+                raise GraphFormatError(f"chunks[{c.index}].nnz = {c.nnz}, but its indptr ends at {last}", hf,
+                                       field=f"chunks[{c.index}].nnz")
         raise GraphFormatError(f"the chunks hold {total} nonzeros, the header says nnz = {nnz}", hf, field="nnz")
     return ChunkInfo(p, n, nnz, INDEX_DTYPES[dt], weighted, h["directed"], name, tuple(chunks))
 

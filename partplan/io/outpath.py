@@ -72,7 +72,8 @@ def _suffix_problem(p: Path, kind: str) -> str | None:
 
 
 def check_not_an_input(path: Path, inputs) -> None:
-    """One OutputPathError when the output ``path`` is one of the existing files ``inputs`` reads."""
+    """One OutputPathError when the output ``path`` is one of the existing files ``inputs`` reads,
+    or an existing file inside an input folder (a chunked graph's chunk, a plan's shard)."""
     if not path.exists():
         return
     for inp in inputs:
@@ -85,6 +86,11 @@ def check_not_an_input(path: Path, inputs) -> None:
         if same:
             raise OutputPathError(f"{path}: is the input {inp}; writing the output there would replace it "
                                   f"(name another output)")
+        if os.path.isdir(inp):
+            folder, real = os.path.realpath(inp), os.path.realpath(path)
+            if os.path.commonpath([folder, real]) == folder:
+                raise OutputPathError(f"{path}: is a file of the input {inp}; writing the output there would "
+                                      f"replace it (name another output)")
 
 
 def _check_folder(p: Path, parent: Path) -> None:
@@ -128,6 +134,14 @@ def check_output_file(path: str | os.PathLike, *, kind: str = "any", inputs=()) 
         return check_output_dir(p, kind="plan")
     if p.is_dir():
         raise OutputPathError(f"{p}: is a directory; expected a file name")
+    if kind == "partition" and p.suffix.lower() != ".parquet":
+        # the files written beside the part array (its JSON sidecar, a decoupled owner array): each
+        # replaces its name only after all are written, so one that cannot be must fail here
+        for companion in (p.with_name(p.name + ".json"), p.with_name(p.name + ".owner.npy")):
+            check_not_an_input(companion, inputs)
+            if companion.is_dir():
+                raise OutputPathError(f"{companion}: is a directory; {p} is written with this file beside it "
+                                      f"(remove it or name another output)")
     _check_folder(p, _parent(p))
     return p
 

@@ -102,6 +102,15 @@ def check_mpi_engine(engine: str | None, nprocs: int, k: int, options: dict | No
         raise PartitionError(f"--nprocs must be an integer >= 1, got {nprocs!r}")
     if k < 1:
         raise PartitionError(f"-k must be at least 1, got {k}")
+    taken = set().union(*(engine_schema(e) for e in mpi_engine_names()))
+    alien = sorted(name for name in (options or {}) if name not in taken)
+    if alien:   # an option of the one-process engines: no distributed engine takes it
+        from ..context import cli_options
+        flag = {name: f for f, name in cli_options().items()}
+        said = ", ".join(f"{name} ({flag.get(name, '--' + name.replace('_', '-'))})" for name in alien)
+        raise BackendUnavailableError(f"{said} {'does' if len(alien) == 1 else 'do'} not apply with --nprocs: no "
+                                      f"distributed engine ({', '.join(mpi_engine_names())}) takes "
+                                      f"{'it' if len(alien) == 1 else 'them'}")
     if options and engine == DEFAULT_MPI_ENGINE:
         raise BackendUnavailableError(f"option(s) {', '.join(sorted(options))} need an explicit --engine with "
                                       f"--nprocs (one of {', '.join(mpi_engine_names())})")

@@ -182,17 +182,22 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
                 say(f"reading {graph}")
                 g = read_graph(graph)
             refuse_vertex_weights(g)
+            if k > g.n:
+                raise PartitionError(f"-k {k} is more than the graph's {g.n} vertices")
+            if nprocs > g.n:
+                raise PartitionError(f"--nprocs {nprocs} is more than the graph's {g.n} rows (each process "
+                                     f"partitions a block of at least one row): use at most {max(g.n, 1)}")
             path = work / "graph.chunked"
             write_chunked(g, path, chunks=max(1, min(max(4 * nprocs, 8), g.n)))   # no chunk without a row
             fingerprint = g.fingerprint
             del g
         info = chunk_info(path)
         hashing = None
+        if k > info.n:
+            raise PartitionError(f"-k {k} is more than the graph's {info.n} vertices")
         if len(info.chunks) < nprocs:
             raise PartitionError(f"{path}: {len(info.chunks)} chunks for {nprocs} processes; the processes split "
                                  f"the graph by chunks (rewrite it with at least {nprocs} chunks)")
-        if k > info.n:
-            raise PartitionError(f"-k {k} is more than the graph's {info.n} vertices")
         if engine == DEFAULT_ENGINE:    # chosen per graph by the processes (default_engine); no Zoltan: said once
             why = missing_zoltan_warning()
             if why:

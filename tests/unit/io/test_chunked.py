@@ -101,7 +101,7 @@ def _edit(p, fn):
     (lambda h: h["chunks"][1].update(row_lo=h["chunks"][1]["row_lo"] + 1), "chunks[1].row_lo"),
     (lambda h: h["chunks"][0].update(row_hi=-3), "chunks[0].row_hi"),
     (lambda h: h["chunks"][-1].update(row_hi=h["chunks"][-1]["row_hi"] - 1), "chunks[2].row_hi"),
-    (lambda h: h["chunks"][0].update(nnz=h["chunks"][0]["nnz"] + 1), "nnz"),
+    (lambda h: h["chunks"][0].update(nnz=h["chunks"][0]["nnz"] + 1), "chunks[0].nnz"),   # its own indptr contradicts it
     (lambda h: h["chunks"][0].update(indices="../../etc/passwd.npy"), "chunks[0].indices"),
     (lambda h: h["chunks"][0].update(data="x.npy"), "chunks[0].data"),
 ])

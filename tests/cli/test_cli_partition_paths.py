@@ -1,0 +1,93 @@
+"""`partplan partition` and `convert`: outputs that would replace an input or could not be
+completed are refused before any work, and the options that no distributed engine takes are named
+as such. Every case runs in this process (no MPI process starts: each is refused first)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("scipy")
+
+from partplan import Graph  # noqa: E402
+from partplan.io import write_graph  # noqa: E402
+from partplan.io.chunked import write_chunked  # noqa: E402
+from tests.errlines import one_line, run_cli  # noqa: E402
+
+
+def _ring(n: int = 40) -> Graph:
+    i = np.arange(n)
+    return Graph.from_edges(i, (i + 1) % n, n=n, symmetrize=True)
+
+
+@pytest.fixture
+def chunked(tmp_path):
+    path = tmp_path / "g.chunked"
+    write_chunked(_ring(), path, chunks=4)
+    return path
+
+
+@pytest.mark.parametrize("nprocs", [None, 2])
+def test_an_output_over_a_chunk_of_the_input_is_refused(chunked, capsys, nprocs):
+    victim = sorted(chunked.glob("chunk-*indices*"))[0]
+    before = victim.read_bytes()
+    extra = [] if nprocs is None else ["--nprocs", nprocs]
+    rc, _, err = run_cli(["partition", chunked, "-k", 4, *extra, "-o", victim], capsys)
+    one_line(rc, err, 2, victim.name, "input")
+    assert victim.read_bytes() == before
+
+
+@pytest.mark.parametrize("companion, extra", [(".json", []), (".json", ["--nprocs", "2"]),
+                                              (".owner.npy", ["--ownership", "decoupled"])])
+def test_a_sidecar_name_taken_by_a_folder_keeps_the_previous_output(tmp_path, capsys, companion, extra):
+    g = tmp_path / "g.mtx"
+    write_graph(_ring(), g)
+    out = tmp_path / "p.npy"
+    out.write_bytes(b"previous")
+    (tmp_path / f"p.npy{companion}").mkdir()
+    rc, _, err = run_cli(["partition", g, "-k", 4, *extra, "-o", out], capsys)
+    one_line(rc, err, 2, f"p.npy{companion}", "directory")
+    assert out.read_bytes() == b"previous"
+
+
+def test_more_processes_than_rows_is_said_in_the_users_terms(tmp_path, capsys):
+    g = tmp_path / "tiny.mtx"
+    write_graph(_ring(3), g)
+    rc, _, err = run_cli(["partition", g, "-k", 2, "--nprocs", 5, "-o", tmp_path / "p.npy"], capsys)
+    line = one_line(rc, err, 2, "--nprocs 5", "3 rows")
+    assert "chunk" not in line and ".tmp" not in line
+    rc, _, err = run_cli(["partition", g, "-k", 4, "--nprocs", 5, "-o", tmp_path / "p.npy"], capsys)
+    one_line(rc, err, 2, "-k 4", "3 vertices")     # the k check first
+
+
+@pytest.mark.parametrize("flags, flag", [(["--metric", "cut"], "--metric"), (["--preset", "strong"], "--preset"),
+                                         (["--threads", "2"], "--threads"),
+                                         (["--engine", "zoltan", "--metric", "cut"], "--metric"),
+                                         (["--kahypar-ini", "x.ini"], "--kahypar-ini")])
+def test_options_no_distributed_engine_takes_are_named(tmp_path, capsys, flags, flag):
+    g = tmp_path / "g.mtx"
+    write_graph(_ring(), g)
+    rc, _, err = run_cli(["partition", g, "-k", 4, "--nprocs", 2, *flags, "-o", tmp_path / "p.npy"], capsys)
+    line = one_line(rc, err, 2, flag, "does not apply with --nprocs")
+    assert "explicit --engine" not in line
+
+
+def test_a_chunk_nnz_its_indptr_contradicts_is_named(chunked):
+    from partplan.errors import GraphFormatError
+    from partplan.io.chunked import chunk_info
+
+    h = json.loads((chunked / "header.json").read_text())
+    h["chunks"][1]["nnz"] = 5
+    (chunked / "header.json").write_text(json.dumps(h))
+    with pytest.raises(GraphFormatError) as exc:
+        chunk_info(chunked)
+    assert "chunks[1].nnz" in str(exc.value)
+
+
+def test_convert_keep_duplicates_into_chunks_is_refused_before_the_read(tmp_path, capsys):
+    src = tmp_path / "dup.txt"
+    src.write_text("0 1\n0 1\n1 2\n")
+    rc, _, err = run_cli(["convert", src, tmp_path / "out.chunked", "--chunks", 2, "--keep-duplicates"], capsys)
+    one_line(rc, err, 2, "--keep-duplicates", "--chunks")
+    assert not (tmp_path / "out.chunked").exists()
