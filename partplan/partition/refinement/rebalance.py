@@ -14,7 +14,10 @@ visited row of a part still above the limit L moves to the part, among its
 neighbours' parts, with the most of its neighbours that has room
 (load + w ≤ L; ties: the lighter part, then the lower id), else to the lightest
 part if that has room, else it stays. Passes repeat while they move rows and
-some part is above L (at most ``max_passes``).
+some part is above L (at most ``max_passes``). When they stop with a part above
+L, the same passes visiting the lightest rows first (then by internal share),
+from the input, are kept if they leave a lighter heaviest part: on small graphs
+the rows least tied to their part can use up the room only lighter rows fit.
 
 Weights are the planner's: row nnz, at least 1 (:mod:`partplan.partition.objectives`);
 L = ⌊(1+ε)·⌈W/k⌉⌋. A row heavier than what any part has room for stays, so an
@@ -145,7 +148,18 @@ def rebalance(graph: Graph, part: np.ndarray, k: int, *, imbalance: float = DEFA
     load = np.bincount(part, weights=w, minlength=k)
     info = {"moved": 0, "passes": 0, "limit": int(limit), "heaviest_before": int(load.max(initial=0))}
     rows = np.flatnonzero(load[part] > limit)                # rows of overloaded parts
+    start = part.copy()
     load, info["moved"], info["passes"] = _shed(graph.indptr, graph.indices, w, part, k, limit, rows, max_passes)
+    if (load > limit).any():
+        # stopped short: the rows least tied to their part may have used up the room that only
+        # lighter rows fit (a part 2 over the limit, room 1 left in each other part, no row of
+        # weight 1 left to move); the same rule visiting the lightest rows first, from the input,
+        # is kept when its heaviest part is lighter (the pipeline's measure of overload)
+        alt = start
+        alt_load, moved, passes = _shed(graph.indptr, graph.indices, w, alt, k, limit, rows, max_passes,
+                                        cost=w.astype(np.int64))
+        if alt_load.max() < load.max():
+            part, load, info["moved"], info["passes"] = alt, alt_load, moved, passes
     info["heaviest_after"] = int(load.max(initial=0))
     return part, info
 

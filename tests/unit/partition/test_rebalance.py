@@ -181,3 +181,23 @@ def test_refine_keeps_a_second_weight_under_its_cap():
         refine(g, start, k, weights2=nnz)
     with pytest.raises(OptionError):
         refine(g, start, k, weights2=nnz[:-1], cap2=cl)
+
+
+def test_a_repair_that_the_least_tied_rows_first_stop_short_reaches_the_limit():
+    """Weights 5 1 4 2 4 4 4 6 (row nnz), two parts, limit 15: visiting part 1's rows least tied to
+    it first moves heavy rows into part 0 and leaves room only for rows it no longer has (heaviest
+    part 18); visiting the lightest first from the input reaches the limit, and brute force over
+    all 2^8 partitions says one within it exists."""
+    import itertools
+
+    src = [5, 1, 5, 2, 4, 6, 7, 0, 5, 0, 7, 6, 7, 2, 4, 4, 4, 4, 5]
+    dst = [2, 0, 0, 6, 0, 7, 5, 1, 3, 7, 3, 0, 5, 7, 2, 6, 0, 7, 2]
+    g = Graph.from_edges(src, dst, n=8, symmetrize=True)
+    part = np.array([1, 0, 1, 0, 1, 1, 1, 1])
+    w = g.balance_weights
+    limit = int(np.floor(1.03 * -(-int(w.sum()) // 2)))
+    assert any(max(w[np.array(bits) == 0].sum(), w[np.array(bits) == 1].sum()) <= limit
+               for bits in itertools.product((0, 1), repeat=8))
+    fixed, info = rebalance(g, part, 2)
+    assert np.bincount(fixed, weights=w, minlength=2).max() <= limit == info["limit"]
+    assert info["heaviest_after"] <= limit
