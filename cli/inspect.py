@@ -52,7 +52,7 @@ def run(args) -> int:
     _print(f"plan        {args.plan}  (format {m['format']} v{m['format_version']}, "
           f"{m.get('tool', {}).get('name', '?')} {m.get('tool', {}).get('version', '?')}, created {m.get('created', '-')})")
     _print(f"graph       {g.get('name')}  n={g['n']} nnz={g['nnz']} "
-          f"{'directed' if g.get('directed') else 'undirected'} fingerprint {g['fingerprint'][:16]}…")
+          f"{_kind(g)} fingerprint {g['fingerprint'][:16]}…")
     _print(f"layout      {m['layout']} {m['layout_params'] or ''}  k={m['k']} ranks={m['ranks']} "
           f"ownership={m.get('ownership')} backward={m.get('backward')}")
     _print(f"partition   model={m.get('model')} backend={m.get('backend')} objective={m.get('objective')} "
@@ -95,3 +95,11 @@ def _print(line: str = "") -> None:
 
 def _fmt(v):
     return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def _kind(g: dict) -> str:
+    """How a plan's manifest describes its graph: undirected, or directed (and whether its pattern is
+    symmetric all the same: one pass serves both directions)."""
+    if not g.get("directed"):
+        return "undirected"
+    return "directed (symmetric pattern)" if g.get("symmetric") else "directed"

@@ -157,9 +157,16 @@ def _run_distributed(args, out: Path) -> int:
     if not is_chunked(args.graph):
         raise PlanError(f"{args.graph}: --nprocs needs a chunked graph directory (write one with "
                         f"`partplan convert GRAPH DIR --chunks C`)")
+    if args.column:
+        raise PlanError(f"--column {args.column}: the distributed build reads a table's one column, or its 'part' "
+                        f"column; build it without --nprocs, or keep that column alone")
     if unsupported:
         raise PlanError(f"--nprocs builds the plan of the chunked graph as stored; {', '.join(unsupported)} "
                         f"is not offered with it")
+    part_path = Path(args.partition)
+    if part_path.is_dir() and (part_path / "manifest.json").is_file():
+        raise PlanError(f"{args.partition}: a plan directory as the partition is read by the one-process build "
+                        f"(leave --nprocs out), which checks it against the graph")
     if args.layout is not None and not layout_class(args.layout).distributed_build:
         raise PlanError(f"--nprocs does not build layout {args.layout}; build it without --nprocs")
     from partplan.io.chunked import chunk_info
@@ -186,7 +193,7 @@ def _run_distributed(args, out: Path) -> int:
         layout = args.layout or "1d"
         parts = declared if declared is not None else partition_ranks(args.partition, n)
     exact = saved is not None or declared is not None
-    lay = plan_layout(layout, args.k, parts, exact=exact)
+    lay = plan_layout(layout, args.k, parts, exact=exact, source=str(args.partition))
     if not layout_class(lay.spec).distributed_build:
         raise PlanError(f"--nprocs does not build layout {lay.spec}; build it without --nprocs")
     k, b = lay.ranks, lay.row_blocks

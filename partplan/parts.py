@@ -16,11 +16,14 @@ def as_part_ids(part, *, where: str = "", what: str = "partition", offset: int =
     if arr.ndim != 1:
         raise PartitionError(f"{where}{what} must be one-dimensional, got shape {arr.shape}")
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        if np.issubdtype(arr.dtype, np.floating) and first_fraction(arr) < 0:
-            _below_int64(arr, where, what, offset)
-            arr = arr.astype(np.int64)
-        else:
+        bad = first_fraction(arr) if np.issubdtype(arr.dtype, np.floating) else None
+        if bad is not None and bad >= 0:     # name the vertex: a float array of whole numbers is accepted
+            raise PartitionError(f"{where}{what}: vertex {offset + bad} has part id {arr[bad].item()!r}, not an "
+                                 f"integer")
+        if bad is None:
             raise PartitionError(f"{where}{what} must hold integer part ids, got dtype {arr.dtype}")
+        _below_int64(arr, where, what, offset)
+        arr = arr.astype(np.int64)
     elif arr.size and arr.dtype.kind == "u" and arr.dtype.itemsize >= 8:
         _below_int64(arr, where, what, offset)
     arr = np.ascontiguousarray(arr, dtype=np.int64)

@@ -242,15 +242,18 @@ def _read_table(p: Path, suffix: str, column: str | None, fh, n: int) -> np.ndar
             if md.num_rows != n:
                 raise PartitionError(f"{p}: has {md.num_rows} part ids (its footer's num_rows) but the graph has "
                                      f"{n} vertices")
+            wanted = [column] + [c for c in [_id_column(names, column)] if c is not None]
             try:
-                footer, pages = declared_bytes(fh.fileno(), md, [column])
+                footer, pages = declared_bytes(fh.fileno(), md, wanted)
             except ParquetProblem as exc:
                 raise PartitionError(f"{p}: {exc}") from None
             for raw, where in ((footer, "its footer"), (pages, "its page headers")):
-                if raw > limit:
-                    raise PartitionError(f"{p}: column {column!r} declares {raw} uncompressed bytes in {where}, "
-                                         f"more than {n} part ids need (at most {limit})")
-            table = pf.read(columns=[column])
+                if raw > limit * len(wanted):
+                    said = (f"column {column!r} declares" if len(wanted) == 1 else
+                            f"columns {', '.join(map(repr, wanted))} declare")
+                    raise PartitionError(f"{p}: {said} {raw} uncompressed bytes in {where}, more than {n} part ids "
+                                         f"need (at most {limit * len(wanted)})")
+            table = pf.read(columns=wanted)
         elif suffix == ".csv":
             text = _bounded_text(p, fh, n)
             table = pcsv.read_csv(pa.BufferReader(text))
@@ -267,13 +270,47 @@ def _read_table(p: Path, suffix: str, column: str | None, fh, n: int) -> np.ndar
     except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
         raise PartitionError(f"{p}: not a readable {suffix[1:]} table ({exc})") from exc
     column = _pick_column(p, names, column)
-    col = table.column(column)
+    part = _check_values(p, _numeric_column(p, table, column, "part ids"), f"column {column!r}")
+    idcol = _id_column(names, column)
+    if idcol is None or part.size != n:      # (a count other than n: the caller's one error)
+        return part
+    # a vertex-id column beside it (PyG / DGL / pandas tables: "vertex,part" in any row order): each
+    # row's part goes to its vertex; the ids must be 0 .. n-1, each once
+    ids = as_part_ids(_numeric_column(p, table, idcol, "vertex ids"), where=f"{p}: ", what=f"column {idcol!r}")
+    if ids.size and int(ids.max()) >= n:
+        r = int(np.argmax(ids))
+        raise PartitionError(f"{p}: column {idcol!r} row {r} is vertex {int(ids[r])}, but the graph has {n} "
+                             f"vertices (0 .. {n - 1})")
+    seen = np.bincount(ids, minlength=n)
+    if (seen != 1).any():
+        v = int(np.flatnonzero(seen != 1)[0])
+        raise PartitionError(f"{p}: column {idcol!r} names vertex {v} {int(seen[v])} times; each of the {n} "
+                             f"vertices must have one row")
+    out = np.empty(n, dtype=np.int64)
+    out[ids] = part
+    return out
+
+
+# a table's column of vertex ids, matched without case: its rows may come in any order
+ID_COLUMNS = ("vertex", "vertex_id", "node", "node_id", "id", "v")
+
+
+def _id_column(names: list, column: str) -> str | None:
+    """The table's vertex-id column (:data:`ID_COLUMNS`, first match; never the part column), or None."""
+    lower = {str(c).lower(): c for c in names if c != column}
+    return next((lower[c] for c in ID_COLUMNS if c in lower), None)
+
+
+def _numeric_column(p: Path, table, name: str, what: str) -> np.ndarray:
+    """Column ``name`` of ``table`` as a numpy array: no nulls, an integer or floating type."""
+    import pyarrow as pa
+    col = table.column(name)
     if col.null_count:
         v = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
-        raise PartitionError(f"{p}: column {column!r} row {v} is null")
+        raise PartitionError(f"{p}: column {name!r} row {v} is null")
     if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
-        raise PartitionError(f"{p}: column {column!r} must hold integer part ids, got {col.type}")
-    return _check_values(p, col.to_numpy(), f"column {column!r}")
+        raise PartitionError(f"{p}: column {name!r} must hold integer {what}, got {col.type}")
+    return col.to_numpy()
 
 
 def _pick_column(p: Path, names: list, column: str | None) -> str:

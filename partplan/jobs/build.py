@@ -611,6 +611,13 @@ def build_distributed(graph_path, partition, k: int, out, *, nprocs: int | None 
     from ..runtime.comm import CommError
     from ..runtime.launch import under_torchrun
     from .worker import execute
+    if isinstance(partition, (str, os.PathLike)):
+        from ..plan.partitions import saved_partition_meta
+        saved = saved_partition_meta(partition)
+        if saved is not None and saved.get("ownership") == "decoupled":   # its owners are not read here
+            raise PlanError(f"{partition}: a partition with decoupled ownership (its owners in "
+                            f"{saved.get('owner_file') or 'its owner column'}); the distributed build writes "
+                            f"conformal plans: build it in one process (without --nprocs)")
     if nprocs is None and not under_torchrun():
         nprocs = D.check_nprocs(k, None, layout)
     work = None

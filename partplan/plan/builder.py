@@ -52,11 +52,12 @@ def _unpack(graph, part_or_partition, k, layout, owner, meta):
         info["_parts"] = int(P.row_blocks) if hasattr(P, "row_blocks") else None
         if owner is None:
             owner = getattr(P, "owner", None)
-        for name in ("model", "backend", "objective"):
-            info[name] = getattr(P, name, None)
-        params = dict(getattr(P, "params", {}) or {})
-        info["seed"] = params.get("seed")
-        info["params"] = params
+        if (getattr(P, "info", None) or {}).get("provenance", True):   # (a plan of a bare partition has none)
+            for name in ("model", "backend", "objective"):
+                info[name] = getattr(P, name, None)
+            params = dict(getattr(P, "params", {}) or {})
+            info["seed"] = params.get("seed")
+            info["params"] = params
     else:
         part = part_or_partition
     info.update(meta or {})
@@ -99,7 +100,7 @@ def _crosscheck(prog: Program, groups, stats, what: str):
                         f"{diff[0]} to rank {diff[1]}, the analyzer counts {int(stats.volume[tuple(diff)])}")
 
 
-def plan_layout(layout, k: int | None, parts: int, *, exact: bool = True):
+def plan_layout(layout, k: int | None, parts: int, *, exact: bool = True, source: str | None = None):
     """The :class:`~partplan.layouts.Layout` of the plan of a partition with
     ``parts`` parts (row blocks). Without ``k`` the ranks follow from the
     layout and the parts: 1d, 2d (R × C = parts) and routed layouts have one
@@ -107,7 +108,8 @@ def plan_layout(layout, k: int | None, parts: int, *, exact: bool = True):
     on k ranks must have exactly ``parts`` row blocks (``exact``, a partition
     whose part count is known: a saved partplan partition or a plan) or at
     least ``parts`` (a bare part array, whose count is only max(part) + 1).
-    Disagreement is one :class:`PlanError` naming the ranks that would agree.
+    Disagreement is one :class:`PlanError` naming the ranks that would agree (and the partition
+    file ``source`` when given).
 
     >>> plan_layout("1.5d:2", None, 16).ranks
     32
@@ -123,8 +125,9 @@ def plan_layout(layout, k: int | None, parts: int, *, exact: bool = True):
         except PartplanError as exc:
             raise PlanError(f"layout {getattr(layout, 'spec', layout)} does not fit a partition of {parts} "
                             f"parts: {exc}") from None
+    the = "the partition" if source is None else f"the partition {source}"
     if isinstance(layout, Layout) and layout.ranks != int(k):    # a saved partition's or a plan's own layout
-        raise PlanError(f"k = {k} (-k) disagrees with the partition: its layout {layout.spec} has {layout.ranks} "
+        raise PlanError(f"k = {k} (-k) disagrees with {the}: its layout {layout.spec} has {layout.ranks} "
                         f"ranks ({layout.row_blocks} row blocks); use k = {layout.ranks} or leave k out")
     lay = parse_layout(layout, int(k))           # k that the layout itself refuses: the layout's own error
     if lay.row_blocks == parts if exact else lay.row_blocks >= parts:
@@ -134,7 +137,7 @@ def plan_layout(layout, k: int | None, parts: int, *, exact: bool = True):
         want = f"k = {parse_layout(spec, row_blocks=int(parts)).ranks} or leave k out"
     except PartplanError:
         want = f"a layout with {parts} row blocks"
-    raise PlanError(f"k = {k} (-k) disagrees with the partition: it has {parts} parts (row blocks), and layout {spec} "
+    raise PlanError(f"k = {k} (-k) disagrees with {the}: it has {parts} parts (row blocks), and layout {spec} "
                     f"on {k} ranks has {lay.row_blocks} row blocks (ranks = parts for 1d / 2d / routed, "
                     f"parts x c for 1.5d:c); use {want}")
 
@@ -208,7 +211,7 @@ def build_plan(graph: Graph, part_or_partition, k: int | None = None, *, layout=
     exact = parts is not None
     if parts is None:
         part, parts = as_partition(part, graph.n)
-    lay = plan_layout(layout or "1d", k, parts, exact=exact)
+    lay = plan_layout(layout or "1d", k, parts, exact=exact, source=(meta or {}).get("partition_file"))
     part, _ = as_partition(part, graph.n, lay.row_blocks)
     lay.check_part(part)
     if owner is not None:

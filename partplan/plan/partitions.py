@@ -73,7 +73,9 @@ def _from_plan(p: Path, graph):
     return Partition(part=part, k=lay.ranks, layout=lay.spec, layout_params=dict(m.get("layout_params") or {}),
                      model=text["model"] or "external", backend=text["backend"] or "external",
                      objective=text["objective"] or "total", params=params, timings={}, stats=None, owner=owner,
-                     graph_fingerprint=graph.fingerprint, info={"file": str(p), "plan": True})
+                     graph_fingerprint=graph.fingerprint,
+                     # a plan built from a bare partition records no provenance: the plan built from it neither
+                     info={"file": str(p), "plan": True, "provenance": any(text.values())})
 
 
 def declared_k(path: str | os.PathLike, column: str | None = None) -> int | None:

@@ -172,3 +172,96 @@ def test_a_part_k_file_is_exact_in_the_distributed_build(tmp_path, capsys):
     rc, _, err = run_cli(["plan", d, "--partition", f, "--nprocs", "2", "-q", "-o", tmp_path / "y.plan"], capsys)
     assert rc == 0, err
     assert _manifest(tmp_path / "y.plan")["ranks"] == 5
+
+
+# ----------------------------------------------------------- tables with ids, refusals, provenance
+def _recount_total(g: Graph, part: np.ndarray) -> int:
+    """Rows of H each part receives (a column j read by a row of part p, j owned elsewhere), summed."""
+    rows = np.repeat(np.arange(g.n), np.diff(g.indptr))
+    pairs = np.unique(part[rows] * g.n + g.indices)
+    return int((part[pairs % g.n] != pairs // g.n).sum())
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_a_table_with_a_vertex_column_in_any_order_is_read_by_its_ids(tmp_path, capsys, fmt):
+    g = _ring(60, 7)
+    gf = _mtx(tmp_path / "g.mtx", g)
+    part = (np.arange(60) * 7 // 60) % 4
+    perm = np.random.default_rng(3).permutation(60)
+    path = tmp_path / f"p.{fmt}"
+    if fmt == "csv":
+        path.write_text("vertex,part\n" + "".join(f"{v},{part[v]}\n" for v in perm))
+    else:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        pq.write_table(pa.table({"Node": perm, "part": part[perm]}), path)
+    rc, _, err = run_cli(["plan", gf, "--partition", path, "-q", "--json", "-o", tmp_path / "t.plan"], capsys)
+    assert rc == 0, err
+    assert _manifest(tmp_path / "t.plan")["stats"]["total_volume"] == _recount_total(g, part)
+    assert _recount_total(g, part) != _recount_total(g, part[perm])     # row order would have been wrong
+
+
+@pytest.mark.parametrize("rows, needle", [("0,1\n0,0\n" + "".join(f"{v},0\n" for v in range(2, 60)), "vertex 0 2 times"),
+                                          ("".join(f"{v},0\n" for v in range(59)) + "60,1\n", "vertex 60")])
+def test_a_vertex_column_that_misses_or_repeats_a_vertex_is_refused(tmp_path, capsys, rows, needle):
+    gf = _mtx(tmp_path / "g.mtx", _ring(60, 7))
+    path = tmp_path / "p.csv"
+    path.write_text("vertex,part\n" + rows)
+    rc, _, err = run_cli(["plan", gf, "--partition", path, "-o", tmp_path / "t.plan"], capsys)
+    one_line(rc, err, 2, "p.csv", "'vertex'", needle)
+    assert not (tmp_path / "t.plan").exists()
+
+
+def test_the_distributed_build_refuses_what_it_cannot_build_in_the_users_terms(tmp_path, capsys):
+    g = _ring(40, 5)
+    gf, ch = _mtx(tmp_path / "g.mtx", g), tmp_path / "g.chunked"
+    write_chunked(g, ch, chunks=4)
+    dec = tmp_path / "d.npy"
+    rc, _, err = run_cli(["partition", gf, "-k", 4, "--preset", "fast", "--ownership", "decoupled", "-q",
+                          "-o", dec], capsys)
+    assert rc == 0, err
+    rc, _, err = run_cli(["plan", ch, "--partition", dec, "--nprocs", 2, "-o", tmp_path / "x.plan"], capsys)
+    one_line(rc, err, 2, "d.npy", "decoupled", "without --nprocs")
+    plan = tmp_path / "a.plan"
+    rc, _, err = run_cli(["plan", gf, "--partition", dec, "-q", "-o", plan], capsys)
+    assert rc == 0, err
+    rc, _, err = run_cli(["plan", ch, "--partition", plan, "--nprocs", 2, "-o", tmp_path / "y.plan"], capsys)
+    line = one_line(rc, err, 2, "a.plan", "leave --nprocs out")
+    assert "DGL" not in line
+    two = tmp_path / "two.csv"
+    two.write_text("a,b\n" + "".join(f"{v % 2},{v % 4}\n" for v in range(40)))
+    rc, _, err = run_cli(["plan", ch, "--partition", two, "--column", "b", "--nprocs", 2, "-o", tmp_path / "z.plan"],
+                         capsys)
+    line = one_line(rc, err, 2, "--column b", "without --nprocs")
+    assert "chunked graph as stored" not in line
+
+
+@pytest.mark.parametrize("value, shown", [(np.nan, "nan"), (2.5, "2.5"), (np.inf, "inf")])
+def test_a_part_id_that_is_no_whole_number_is_named_by_its_vertex(tmp_path, capsys, value, shown):
+    gf = _mtx(tmp_path / "g.mtx", _ring(30, 4))
+    part = (np.arange(30) % 3).astype(float)
+    part[17] = value
+    np.save(tmp_path / "p.npy", part)
+    rc, _, err = run_cli(["plan", gf, "--partition", tmp_path / "p.npy", "-o", tmp_path / "t.plan"], capsys)
+    one_line(rc, err, 2, "p.npy", "vertex 17", shown, "not an integer")
+
+
+def test_k_that_disagrees_names_the_partition_file(tmp_path, capsys):
+    gf = _mtx(tmp_path / "g.mtx", _ring(30, 4))
+    np.save(tmp_path / "five.npy", np.arange(30) % 5)
+    rc, _, err = run_cli(["plan", gf, "--partition", tmp_path / "five.npy", "-k", 4, "-o", tmp_path / "t.plan"],
+                         capsys)
+    one_line(rc, err, 2, "five.npy", "k = 4")
+
+
+def test_a_plan_of_a_bare_partition_planned_again_keeps_its_manifest(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    gf = _mtx(tmp_path / "g.mtx", _ring(30, 4))
+    np.save(tmp_path / "p.npy", np.arange(30) % 3)
+    first, again = tmp_path / "a.plan", tmp_path / "b.plan"
+    assert run_cli(["plan", gf, "--partition", tmp_path / "p.npy", "-q", "-o", first], capsys)[0] == 0
+    assert run_cli(["plan", gf, "--partition", first, "-q", "-o", again], capsys)[0] == 0
+    a, b = _manifest(first), _manifest(again)
+    assert a["model"] is None and a["backend"] is None
+    assert {f: b[f] for f in ("model", "backend", "objective", "seed", "params")} == \
+        {f: a[f] for f in ("model", "backend", "objective", "seed", "params")}

@@ -1,0 +1,40 @@
+"""What every script under ``benchmarks/`` does with bad input: one line and exit 2.
+
+A benchmark script parses its options with argparse (the count options take
+:func:`partplan.jobs.args.positive_int` and friends, so ``--repeats 0`` is argparse's own one
+line) and hands its ``main`` to :func:`run`: a value the library refuses (a
+:class:`~partplan.errors.PartplanError`: ``--k 0``, a generator's ``--scale 99``, a missing
+file) is then ``SCRIPT: error: MESSAGE`` on stderr and exit 2, never a traceback.
+
+>>> def main():
+...     from partplan.errors import PartitionError
+...     raise PartitionError("k must be >= 1, got 0")
+>>> try:
+...     run(main, name="bench_x.py")
+... except SystemExit as exc:
+...     exc.code
+2
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Callable
+
+
+def run(main: Callable[[], int | None], *, name: str | None = None) -> None:
+    """Call ``main()`` and exit with its status (None: 0); a PartplanError or an OSError (a file
+    the user named that cannot be read or written) is one line ``NAME: error: MESSAGE`` on stderr
+    and exit 2. ``name``: the script's name (default: ``sys.argv[0]``'s)."""
+    from ..errors import PartplanError
+
+    name = name or os.path.basename(sys.argv[0] or "benchmark")
+    try:
+        rc = main()
+    except (PartplanError, OSError) as exc:
+        print(f"{name}: error: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted", file=sys.stderr, flush=True)
+        raise SystemExit(130) from None
+    raise SystemExit(0 if rc is None else int(rc))
