@@ -45,6 +45,7 @@ import numpy as np  # noqa: E402
 from partplan import Graph, analyze  # noqa: E402
 from partplan.metrics import volume1d  # noqa: E402
 from partplan.partition import random_partition  # noqa: E402
+from partplan.bench.script import run  # noqa: E402
 
 GOAL_NNZ_PER_S = 20e6
 
@@ -141,4 +142,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

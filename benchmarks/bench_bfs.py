@@ -22,6 +22,7 @@ import scipy.sparse.csgraph as cg
 from partplan.runtime.graph500 import search_keys, teps_stats, validate_bfs_tree
 
 from partplan.cli._graph500 import execute_graph500, graph500_graph
+from partplan.bench.script import run
 
 def peer_teps(name, fn, roots, src, dst, n):
     times, edges = [], []
@@ -142,4 +143,4 @@ def _ranks(layout: str, p_max: int) -> int:
     return p_max
 
 if __name__ == "__main__":
-    main()
+    run(main)

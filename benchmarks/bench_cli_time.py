@@ -35,6 +35,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from partplan.bench.script import run
+
 GRAPHS = ("email-Enron", "as-22july06", "astro-ph")
 
 
@@ -122,4 +124,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

@@ -31,6 +31,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from partplan.bench.script import run  # noqa: E402
+
 
 def median_time(fn, repeat: int):
     fn()
@@ -165,4 +167,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

@@ -54,6 +54,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_engine_rule import SPLIT, family, load  # noqa: E402
 
+from partplan.bench.script import run  # noqa: E402
+
 
 def parse_refine(items: list[str]) -> dict:
     from partplan.partition.context import DistributedRefineContext
@@ -248,4 +250,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

@@ -28,6 +28,7 @@ import numpy as np
 from partplan.graph import Graph
 from partplan.partition.pipeline import auto as pipeline
 from partplan.partition.pipeline.auto import figures
+from partplan.bench.script import run as run_script
 
 N = 8192
 HALVES = {"tune": [("pareto", s) for s in (0, 1, 2)] + [("banded", s) for s in (0, 1, 2)],
@@ -104,4 +105,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_script(main)

@@ -33,6 +33,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from partplan.bench.script import run  # noqa: E402
+
 # Fixed before measuring: one graph of each family on each side where two exist.
 # spec: "ds:NAME" (partplan datasets), "rmat:SCALE:SEED", "web:N:SEED" (datasets.generators.web_crawl)
 SPLIT = {
@@ -244,4 +246,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

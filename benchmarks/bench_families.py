@@ -87,6 +87,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_refine import hub_recv_bound, load_instance  # noqa: E402
 
+from partplan.bench.script import run  # noqa: E402
+
 FAMILY = {"email-Enron": "social", "power": "power grid", "copter2": "FE mesh", "cond-mat-2003": "collab",
           "rmat14": "R-MAT", "polblogs": "web (dir.)", "as-22july06": "internet", "delaunay_n15": "FE mesh",
           "astro-ph": "collab", "rmat15": "R-MAT", "webcrawl-150k": "web crawl", "webcrawl-325k": "web crawl",
@@ -438,4 +440,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run(main)

@@ -27,6 +27,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from partplan.bench.script import run  # noqa: E402
+
 
 def pyg_epoch_s(g, f: int, hidden: int, classes: int, epochs: int, seed: int = 0) -> float:
     import torch
@@ -150,4 +152,4 @@ def minibatch(a, g, tmp, res):
 
 if __name__ == "__main__":
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    sys.exit(main())
+    run(main)

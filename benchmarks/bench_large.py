@@ -18,6 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from partplan.bench.script import run  # noqa: E402
+
 
 def _load(name: str):
     from bench_families import WEB, web_graph
@@ -66,4 +68,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run(main)

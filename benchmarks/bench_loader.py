@@ -29,12 +29,13 @@ import argparse
 import json
 import os
 import socket
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+
+from partplan.bench.script import run
 
 
 def _data(name: str, f: int):
@@ -166,4 +167,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

@@ -39,6 +39,7 @@ from partplan import analyze  # noqa: E402
 from partplan.datasets.generators import rmat  # noqa: E402
 from partplan.partition import block_partition, metis, random_partition  # noqa: E402
 from partplan.plan import build_plan, load_plan, write_plan  # noqa: E402
+from partplan.bench.script import run  # noqa: E402
 
 GOAL_RATIO = 2.0
 
@@ -105,4 +106,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run(main)

@@ -6,6 +6,7 @@ Same as ``partplan bench`` (all arguments are passed through); see
 import sys
 
 from partplan.cli.main import main
+from partplan.bench.script import run
 
 if __name__ == "__main__":
-    sys.exit(main(["bench", *sys.argv[1:]]))
+    run(lambda: main(["bench", *sys.argv[1:]]))

@@ -22,6 +22,7 @@ import numpy as np
 
 from partplan.graph import Graph
 from partplan.partition.options import DEFAULT_IMBALANCE
+from partplan.bench.script import run
 
 
 # ----------------------------------------------------------------- generators
@@ -467,4 +468,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

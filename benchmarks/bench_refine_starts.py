@@ -20,6 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_families import REPORT, TUNE  # noqa: E402
 from bench_refine import load_instance  # noqa: E402
 
+from partplan.bench.script import run as run_script  # noqa: E402
+
 OLD_REFINE_ALL_NNZ = 50_000
 
 
@@ -68,4 +70,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

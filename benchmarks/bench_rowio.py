@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from partplan.bench.script import run as run_script
+
 CHILD = r"""
 import json, os, sys
 import numpy as np
@@ -120,4 +122,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)

@@ -29,6 +29,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from partplan.bench.script import run  # noqa: E402
+
 
 def load(spec: str):
     if spec.startswith("rmat:"):
@@ -94,4 +96,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

@@ -45,6 +45,8 @@ from pathlib import Path
 
 import numpy as np
 
+from partplan.bench.script import run
+
 HIDDEN, CLASSES = 16, 4
 
 
@@ -319,4 +321,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

@@ -33,6 +33,7 @@ from partplan.runtime.graph500 import BfsValidator, search_keys
 from partplan.cli._graph500 import execute_graph500, graph500_graph
 from partplan.runtime.steal import Balancer, StealConfig, cost_matrix
 from partplan.runtime.steal_solve import solve
+from partplan.bench.script import run
 
 def gmean(a) -> float:
     a = np.asarray(a, dtype=float)
@@ -215,4 +216,4 @@ def main() -> None:
         gloo(args)
 
 if __name__ == "__main__":
-    main()
+    run(main)

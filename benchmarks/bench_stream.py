@@ -34,6 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
+from partplan.bench.script import run
+
 METHODS = ("hash", "stream1", "stream3", "ldg3", "metis")
 
 
@@ -132,4 +134,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

@@ -16,6 +16,8 @@ import json
 
 import numpy as np
 
+from partplan.bench.script import run
+
 LAYOUTS = (("1d", 4), ("2d:2x2", 4), ("2d:1x3", 3), ("routed:domain:2", 4))
 
 
@@ -69,4 +71,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run(main)

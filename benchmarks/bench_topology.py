@@ -33,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from partplan.bench.script import run
+
 
 def load(name: str):
     from partplan import datasets
@@ -238,4 +240,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

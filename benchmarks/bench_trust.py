@@ -35,6 +35,8 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from partplan.bench.script import run  # noqa: E402
+
 
 def _best(fn, repeat: int) -> float:
     """Best wall seconds of ``repeat`` calls of ``fn``."""
@@ -96,4 +98,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

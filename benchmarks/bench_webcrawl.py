@@ -34,6 +34,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from partplan.bench.script import run  # noqa: E402
+
 NOTREDAME_N = 325_729
 
 PEERS = ("metis", "mtkahypar", "kaminpar")
@@ -188,4 +190,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run(main)

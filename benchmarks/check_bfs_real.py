@@ -5,7 +5,6 @@ shortest paths and every tree must pass the five Graph500 checks.
 
     python benchmarks/check_bfs_real.py
 """
-import sys
 
 import numpy as np
 import scipy.sparse.csgraph as cg
@@ -16,6 +15,7 @@ from partplan.partition import metis
 from partplan.plan import build_plan
 from partplan.runtime.bfs import bfs_local
 from partplan.runtime.graph500 import validate_bfs_tree
+from partplan.bench.script import run
 
 GRAPHS = ("email-Enron", "as-22july06", "astro-ph", "cond-mat-2003", "polblogs", "copter2")
 LAYOUTS = ("1d", "2d:2x2", "routed:domain:2")
@@ -62,4 +62,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

@@ -55,6 +55,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from partplan.bench.script import run  # noqa: E402
+
 
 DEV, DEV0 = "cuda", "cuda:0"  # --device cpu: a dry run of every section on the CPU
 
@@ -725,4 +727,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from partplan.bench.script import run
+
 SINGLE = r"""
 import json, sys, time
 import numpy as np
@@ -135,4 +137,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

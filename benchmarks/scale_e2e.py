@@ -53,6 +53,8 @@ from pathlib import Path
 
 import numpy as np
 
+from partplan.bench.script import run
+
 MiB = float(1 << 20)
 EDGEFACTOR = 16
 
@@ -282,4 +284,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

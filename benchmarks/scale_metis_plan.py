@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_refine import lean_metis, rmat_graph  # noqa: E402
 
 from partplan.plan import build_plan, write_plan  # noqa: E402
+from partplan.bench.script import run  # noqa: E402
 
 
 def peak_rss_gib() -> float:
@@ -49,4 +50,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

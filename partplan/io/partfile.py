@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PartitionError
-from ..parts import as_part_ids
+from ..parts import as_part_ids, first_fraction
 from ._common import gzip_corrupt_line, npy_claim_problem, npy_header
 from .._atomic import atomic_path
 
@@ -276,16 +276,20 @@ def _read_table(p: Path, suffix: str, column: str | None, fh, n: int) -> np.ndar
         return part
     # a vertex-id column beside it (PyG / DGL / pandas tables: "vertex,part" in any row order): each
     # row's part goes to its vertex; the ids must be 0 .. n-1, each once
-    ids = as_part_ids(_numeric_column(p, table, idcol, "vertex ids"), where=f"{p}: ", what=f"column {idcol!r}")
-    if ids.size and int(ids.max()) >= n:
-        r = int(np.argmax(ids))
-        raise PartitionError(f"{p}: column {idcol!r} row {r} is vertex {int(ids[r])}, but the graph has {n} "
-                             f"vertices (0 .. {n - 1})")
+    raw = _numeric_column(p, table, idcol, "vertex ids")
+    bad = first_fraction(raw) if raw.dtype.kind == "f" else -1
+    out_of_range = (raw < 0) | (raw >= n)
+    if bad < 0 and out_of_range.any():
+        bad = int(np.flatnonzero(out_of_range)[0])
+    if bad >= 0:
+        raise PartitionError(f"{p}: column {idcol!r} row {bad} is vertex {raw[bad].item()!r}; the graph's vertices "
+                             f"are 0 .. {n - 1}")
+    ids = raw.astype(np.int64)
     seen = np.bincount(ids, minlength=n)
     if (seen != 1).any():
         v = int(np.flatnonzero(seen != 1)[0])
-        raise PartitionError(f"{p}: column {idcol!r} names vertex {v} {int(seen[v])} times; each of the {n} "
-                             f"vertices must have one row")
+        said = "has no row for" if seen[v] == 0 else f"has {int(seen[v])} rows for"
+        raise PartitionError(f"{p}: column {idcol!r} {said} vertex {v}; each of the {n} vertices must have one row")
     out = np.empty(n, dtype=np.int64)
     out[ids] = part
     return out
