@@ -97,6 +97,10 @@ def check_part_k_name(path: str | os.PathLike, k: int, *, k_is: str = "the parti
 def read_partition(path: str | os.PathLike, n: int, *, column: str | None = None) -> np.ndarray:
     """Read a partition file for a graph of ``n`` vertices; returns int64[n].
 
+    A table (Parquet / Arrow / Feather / CSV) gives its ``column`` (default: its only column, or
+    ``part``); with a vertex-id column beside it (:data:`ID_COLUMNS`, any case) its rows may come in
+    any order, each row's part going to its vertex (the ids: 0 … n−1, each once).
+
     Raises :class:`PartitionError` naming the file (and the line for text
     files, the column for tables) on: a missing or unreadable file, a token
     that is not an integer, more than one value on a line, a negative part id,
