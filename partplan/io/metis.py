@@ -176,7 +176,13 @@ def read_metis(path: str | os.PathLike, *, symmetrize: bool = False, self_loops:
         fail(f"vertex {int(src[e]) + 1} lists itself (METIS graphs have no self loops)", e)
     w = None
     if has_ew:
-        w = toks[(off >= 0) & (off % 2 == 1)].astype(np.float64)
+        raw = toks[(off >= 0) & (off % 2 == 1)]
+        big = np.abs(raw) > 2 ** 53
+        if big.any():   # float64 edge weights (graph.data) hold integers exactly up to 2^53
+            e = int(np.flatnonzero(big)[0])
+            fail(f"edge weight {int(raw[e])} is above 2^53: partplan holds edge weights as float64, which cannot "
+                 f"hold it exactly", e)
+        w = raw.astype(np.float64)
         neg = w < 0
         if neg.any():
             e = int(np.flatnonzero(neg)[0])

@@ -135,16 +135,19 @@ def read_mtx(path: str | os.PathLike, *, symmetrize: bool = False, self_loops: s
                 rec = _text.parse_columns(blk, p, (np.int64, np.int64, np.float64))
                 i, j, x = np.ascontiguousarray(rec["c0"]), np.ascontiguousarray(rec["c1"]), rec["c2"].copy()
                 bad = ~np.isfinite(x)
-                if field == "integer":
-                    bad |= (x != np.floor(x)) | (np.abs(x) >= 2.0 ** 63)
+                if field == "integer":   # read as float64, which holds integers exactly below 2^53
+                    bad |= (x != np.floor(x)) | (np.abs(x) >= 2.0 ** 53)
                 if bad.any():
                     r = int(np.flatnonzero(bad)[0])
                     if not np.isfinite(x[r]):
                         what = "non-finite value"
                     elif x[r] != np.floor(x[r]):
                         what = "non-integer value in an integer matrix"
-                    else:
+                    elif abs(x[r]) >= 2.0 ** 63:
                         what = "integer value beyond 64 bits in an integer matrix:"
+                    else:
+                        what = ("integer value of 2^53 or more in an integer matrix (partplan holds values as "
+                                "float64, exact below 2^53):")
                     raise GraphFormatError(f"{what} {float(x[r])!r}", p, int(lines[r]), field="value")
                 vals.append(x)
             else:

@@ -181,16 +181,22 @@ class Topology:
 
 
 # ----------------------------------------------------------------------------- construction
+# The largest cost, α or β a topology may give: the mapping and the figures sum them over pairs of
+# ranks and rows of H in float64, where 1e308 overflowed to inf (a greedy map that then placed
+# several parts on one rank); 1e100 leaves room for any count of rows and ranks.
+MAX_LINK_VALUE = 1e100
+
+
 def _finite_nonneg(x, what: str, text: bool = False) -> float:
-    """``x`` as a finite number >= 0 (:func:`partplan._args.check_real`); a string only when ``text``
-    (a preset's own text: in a JSON file "1e-9" is no number, and true is not 1)."""
+    """``x`` as a finite number in [0, MAX_LINK_VALUE] (:func:`partplan._args.check_real`); a string
+    only when ``text`` (a preset's own text: in a JSON file "1e-9" is no number, and true is not 1)."""
     from .._args import check_real
     if text and isinstance(x, str):
         try:
             x = float(x)
         except ValueError:
             raise TopologyError(f"{what} must be a number, got {x!r}") from None
-    return check_real(what, x, error=TopologyError)
+    return check_real(what, x, hi=MAX_LINK_VALUE, error=TopologyError)
 
 
 def _link(d: dict, what: str, default_cost: float, level: bool = True) -> Link:
@@ -223,8 +229,12 @@ def tree(fanouts, links: list[Link] | None = None, *, names=None, source: str = 
     if names is None:
         names = ["domain"] if nlev == 1 else [DEEP_LEVEL_NAMES[i] if i < len(DEEP_LEVEL_NAMES) else f"level{i}"
                                               for i in range(nlev)]
-    if len(names) != nlev or len(set(names)) != nlev:
+    if len(names) != nlev:
         raise TopologyError(f"a tree with fanouts {fan} has {nlev} domain level(s); got names {list(names)}")
+    if len(set(names)) != nlev:
+        dup = next(x for i, x in enumerate(names) if x in list(names)[:i])
+        raise TopologyError(f"the tree's level names must differ (a level is named by --route-level); "
+                            f"{dup!r} is given twice in {list(names)}")
     if links is None:
         links = [Link(_scaled(BASE_ALPHA_S, 10 ** i), _scaled(BASE_BETA_S_PER_BYTE, 10 ** i), float(10 ** i))
                  for i in range(nlev + 1)]
@@ -301,6 +311,11 @@ def _square(m, what: str, p: int | None = None) -> np.ndarray:
             for j, x in enumerate(row if isinstance(row, (list, tuple)) else ()):
                 if isinstance(x, (bool, str, bytes)):
                     raise TopologyError(f"{what}[{i}][{j}] = {x!r}: entries must be numbers")
+    if isinstance(m, (list, tuple)) and m and all(isinstance(r, (list, tuple)) for r in m):
+        ragged = [i for i, r in enumerate(m) if len(r) != len(m)]
+        if ragged:
+            raise TopologyError(f"{what} matrix must be square (ranks × ranks): it has {len(m)} rows, and row "
+                                f"{ragged[0]} has {len(m[ragged[0]])} entries")
     try:
         a = np.array(m, dtype=np.float64)
     except (TypeError, ValueError):
@@ -309,11 +324,12 @@ def _square(m, what: str, p: int | None = None) -> np.ndarray:
         raise TopologyError(f"{what} matrix must be square (ranks × ranks), got shape {a.shape}")
     if p is not None and a.shape[0] != p:
         raise TopologyError(f"{what} matrix is {a.shape[0]} × {a.shape[0]}, the cost matrix {p} × {p}")
-    bad = ~np.isfinite(a) | (a < 0)
+    bad = ~np.isfinite(a) | (a < 0) | (a > MAX_LINK_VALUE)
     np.fill_diagonal(bad, False)
     if bad.any():
         i, j = np.argwhere(bad)[0]
-        raise TopologyError(f"{what}[{i}][{j}] = {float(a[i, j])!r}: entries must be finite and >= 0")
+        raise TopologyError(f"{what}[{i}][{j}] = {float(a[i, j])!r}: entries must be finite, >= 0 and at most "
+                            f"{MAX_LINK_VALUE:g}")
     return a
 
 

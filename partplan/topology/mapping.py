@@ -12,11 +12,12 @@ placement π (part → rank) with the rank × rank cost C of a
   two, never worse than the identity;
 * ``hierarchical`` — not a placement: the graph is partitioned again with
   :func:`partplan.topology.hierarchy.hierarchical_partition` (METIS across the outermost
-  domains first, then inside each), ignoring the given partition;
+  domains first, then inside each), kept only when its topology cost is not above the
+  given partition's (which is kept otherwise, ``info["rejected"]`` saying why);
 * ``steiner`` — Mt-KaHyPar's ``improve_mapping`` (Steiner-tree objective on
   the column-net hypergraph, target graph = the topology's complete cost
   graph): it moves vertices, so it returns a new partition, not a relabelling
-  (k ≤ 64 for hypergraphs).
+  (k ≤ 64 for hypergraphs); kept, as ``hierarchical``, only when it costs no more.
 
 :func:`brute_force_map` (all k! placements) is the optimality oracle for k ≤ 8.
 Swap gains of all pairs are one matrix product per round (vectorized), rounds
@@ -200,6 +201,9 @@ def map_parts(graph, part: np.ndarray, topo, method: str = "greedy", **kw) -> tu
             return part, {"method": method, "cost_before": before, "cost_after": before,
                           "rejected": f"Mt-KaHyPar's mapping exceeds the balance bound of {allowed} rows per part"}
     after = mapping_cost(analyze(graph, new, k, f=1, backward=False).volume, topo.cost, np.arange(k))
+    if after > before:   # a new partition (hierarchical, steiner) that costs more: the given one is kept
+        return part, {"method": method, "cost_before": before, "cost_after": before,
+                      "rejected": f"its partition costs {after:.6g}, above the given partition's {before:.6g}"}
     return new, {"method": method, "cost_before": before, "cost_after": after}
 
 

@@ -67,17 +67,25 @@ class TopologyPlan:
         if self.level_name is not None and self.route == "flat":
             raise TopologyError(f"--route-level {self.level_name} applies to --route source / domain, not flat")
         if (self.route != "flat" or self.map != "none") and not _routable(layout):
-            given = " and ".join(f"{o} {v}" for o, v in (("--route", self.route), ("--map", self.map))
-                                 if v not in ("flat", "none"))
-            raise TopologyError(f"{given} apply to the 1d layout, not {layout}")
+            raise TopologyError(f"{self._given()} {self._verb()} to the 1d layout, not {layout}")
 
     def refuse_owners(self, where: str) -> None:
         """One TopologyError when a route or a mapping is asked for a decoupled partition (``where``:
         how the owners came: "with --ownership decoupled", "to a decoupled partition"): its owners
         send the rows of H, the routes and the mapping move parts."""
         if self.topo is not None and (self.route != "flat" or self.map != "none"):
-            raise TopologyError(f"--route {self.route} / --map {self.map} do not apply {where} (its owners send "
-                                f"the rows of H; the routes and the mapping move parts)")
+            raise TopologyError(f"{self._given()} {'do' if len(self._asked()) > 1 else 'does'} not apply {where} "
+                                f"(its owners send the rows of H; the routes and the mapping move parts)")
+
+    def _asked(self) -> list:
+        return [f"{o} {v}" for o, v in (("--route", self.route), ("--map", self.map)) if v not in ("flat", "none")]
+
+    def _given(self) -> str:
+        """The routing / mapping options the user asked for, as they wrote them."""
+        return " and ".join(self._asked())
+
+    def _verb(self) -> str:
+        return "apply" if len(self._asked()) > 1 else "applies"
 
     @property
     def active(self) -> bool:
@@ -109,6 +117,12 @@ class TopologyPlan:
             return part
         from .mapping import map_parts
         new, self.map_info = map_parts(graph, part, self.topo, self.map)
+        if "rejected" in self.map_info:
+            import warnings
+
+            from ..errors import PartplanWarning
+            warnings.warn(PartplanWarning(f"--map {self.map} not applied: {self.map_info['rejected']}"),
+                          stacklevel=2)
         return new
 
     def prepare(self, graph, src, k: int | None, layout: str | None):

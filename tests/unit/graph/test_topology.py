@@ -52,7 +52,7 @@ def test_json_round_trip(tmp_path):
 
 # ----------------------------------------------------------------------------- errors
 BAD_SPECS = [("ring:8", "not a file and not a preset"), ("tree:4", "expected tree:RxD"),
-             ("tree:4x16:1", "give 2 costs"), ("tree:4x16:-1,10", ">= 0"), ("tree:4x16:1,nan", ">= 0")]
+             ("tree:4x16:1", "give 2 costs"), ("tree:4x16:-1,10", r"in \[0, "), ("tree:4x16:1,nan", r"in \[0, ")]
 
 
 @pytest.mark.parametrize("spec,msg", BAD_SPECS)
@@ -63,7 +63,7 @@ def test_bad_preset_strings(spec, msg):
 
 BAD_FILES = [
     ({"kind": "tree", "fanouts": [4, 4], "ranks": 12}, "multiply to 16, not to ranks = 12"),
-    ({"kind": "tree", "fanouts": [4, 4], "levels": [{"name": "node", "cost": -2}]}, "cost must be a finite number >= 0"),
+    ({"kind": "tree", "fanouts": [4, 4], "levels": [{"name": "node", "cost": -2}]}, r"cost must be a finite number in \[0, "),
     ({"kind": "tree", "fanouts": [4, 4], "levels": [{"name": "node", "beta": float("nan")}]}, "NaN is not a JSON number"),
     ({"kind": "tree", "fanouts": [4, 4], "levels": [{"name": "node", "beta": -1.0}]}, "beta must be a finite"),
     ({"kind": "tree", "fanouts": [4, 4], "levels": [{"name": "a"}, {"name": "b"}]}, "2 levels for fanouts"),
@@ -109,7 +109,7 @@ def test_unreadable_and_yaml_files(tmp_path):
     (["--topology", "tree:4x"], "expected tree:RxD"),
     (["--topology", "tree:4x4"], "--topology tree:4x4: 16 ranks, but -k is 8"),   # checked where it enters
     (["--route", "domain"], "--route domain needs --topology"),
-    (["--topology", "tree:2x4", "--route", "domain", "--layout", "2d:2x4"], "apply to the 1d layout"),
+    (["--topology", "tree:2x4", "--route", "domain", "--layout", "2d:2x4"], "applies to the 1d layout"),
 ])
 def test_cli_topology_errors_are_one_line(argv, msg, capsys):
     rc = main(["analyze", "email-Enron", "--method", "block", "-k", "8", *argv])

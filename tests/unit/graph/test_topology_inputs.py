@@ -39,6 +39,11 @@ BAD_DOCS = [
      "levels[1].size"),
     ({"kind": "tree", "fanouts": [2, 2], "levels": [{"name": "n", "cost": True}]}, "levels[0].cost"),
     ({"kind": "tree", "fanouts": [2, 2], "local": {"alpha": False}}, "local.alpha"),
+    # costs a float64 sum over ranks and rows overflows (the greedy map then put parts on one rank)
+    ({"kind": "matrix", "cost": [[0, 1e308], [1e308, 0]]}, "cost[0][1]"),
+    ({"kind": "tree", "fanouts": [2, 2], "levels": [{"name": "n", "cost": 1e306}]}, "levels[0].cost"),
+    ({"kind": "matrix", "cost": [[0, 1], [1, 0, 3]]}, "row 1 has 3 entries"),
+    ({"kind": "tree", "fanouts": [2, 2, 2], "levels": [{"name": "n"}, {"name": "n"}]}, "'n' is given twice"),
 ]
 
 
@@ -312,3 +317,47 @@ def test_numbers_written_as_strings_and_other_loose_fields_are_refused(tmp_path)
     good = tmp_path / "good.json"
     good.write_text(json.dumps(base))
     assert load_topology(str(good)).ranks == 4
+
+
+def test_a_preset_cost_that_would_overflow_is_refused_before_the_read(tmp_path, capsys):
+    rc, _, err = run_cli(["partition", tmp_path / "absent.mtx", "-k", 16, "--topology", "tree:4x4:1,1e308",
+                          "--map", "greedy", "-o", tmp_path / "t.plan"], capsys)
+    one_line(rc, err, 2, "1e+308")
+
+
+def test_a_remapping_that_costs_more_keeps_the_given_partition(tmp_path, capsys):
+    """--map hierarchical partitions again; when that costs more than the given partition on the
+    topology (Σ V[a, b] · C[a, b], V counted here with scipy), the given one is kept, with a warning."""
+    import scipy.sparse as sp
+
+    from partplan import Graph
+    from partplan.io import write_graph
+    from partplan.partition.api import load_partition
+
+    A = sp.random(400, 400, density=0.02, random_state=1, format="csr")
+    A = sp.csr_matrix(((A + A.T) > 0).astype(float))
+    A.setdiag(0)
+    A.eliminate_zeros()
+    A.sort_indices()
+    g = Graph(A.indptr, A.indices, None, directed=False)
+    write_graph(g, tmp_path / "r.mtx")
+    C = load_topology("tree:4x4").cost
+
+    def cost(part):
+        rows = np.repeat(np.arange(g.n), np.diff(g.indptr))
+        pairs = np.unique(np.stack([part[rows], g.indices]), axis=1)      # (reading part, row of H)
+        pairs = pairs[:, part[pairs[1]] != pairs[0]]
+        V = np.zeros((16, 16))
+        np.add.at(V, (part[pairs[1]], pairs[0]), 1)
+        return float((V * C).sum())
+
+    rc, _, err = run_cli(["partition", tmp_path / "r.mtx", "-k", 16, "-q", "-o", tmp_path / "p.npy"], capsys)
+    assert rc == 0, err
+    given = load_partition(tmp_path / "p.npy").part
+    rc, _, err = run_cli(["partition", tmp_path / "r.mtx", "-k", 16, "-q", "--topology", "tree:4x4", "--map",
+                          "hierarchical", "--partition-only", "-o", tmp_path / "h.npy"], capsys)
+    assert rc == 0, err
+    got = load_partition(tmp_path / "h.npy").part
+    assert cost(got) <= cost(given)
+    if np.array_equal(got, given):
+        assert "--map hierarchical not applied" in err

@@ -648,3 +648,19 @@ def test_dgl_node_map_npy_header_claims_huge_array(tmp_path):
     assert "memory budget" in str(e)
     e = _refused_without_allocating(lambda q: read_dgl_partition(q, 3, ids="dgl"), tmp_path, PartitionError)
     assert "cover 2000000000000 nodes but the graph has 3" in str(e)
+
+
+@pytest.mark.parametrize("name, text, needle", [
+    ("w.graph", "2 1 1\n2 9007199254740993\n1 9007199254740993\n", "line 2"),
+    ("w.mtx", "%%MatrixMarket matrix coordinate integer general\n2 2 1\n1 2 9007199254740993\n", "line 3"),
+])
+def test_integer_weights_float64_cannot_hold_exactly_are_refused(tmp_path, name, text, needle):
+    """Edge weights are float64 (graph.data): an integer weight of 2^53 + 1 would be read as 2^53 and
+    written back so, exit 0; it is refused, naming the line."""
+    from partplan.io import read_graph
+
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(GraphFormatError) as exc:
+        read_graph(path)
+    assert needle in str(exc.value) and "2^53" in str(exc.value)
