@@ -91,3 +91,11 @@ def test_convert_keep_duplicates_into_chunks_is_refused_before_the_read(tmp_path
     rc, _, err = run_cli(["convert", src, tmp_path / "out.chunked", "--chunks", 2, "--keep-duplicates"], capsys)
     one_line(rc, err, 2, "--keep-duplicates", "--chunks")
     assert not (tmp_path / "out.chunked").exists()
+
+
+def test_convert_chunks_into_a_graph_file_name_is_refused(tmp_path, capsys):
+    src = tmp_path / "g.txt"
+    src.write_text("0 1\n1 2\n")
+    rc, _, err = run_cli(["convert", src, tmp_path / "out.graph", "--chunks", 2], capsys)
+    one_line(rc, err, 2, "out.graph", "out.chunked")
+    assert not (tmp_path / "out.graph").exists()
