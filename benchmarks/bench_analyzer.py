@@ -46,6 +46,7 @@ from partplan import Graph, analyze  # noqa: E402
 from partplan.metrics import volume1d  # noqa: E402
 from partplan.partition import random_partition  # noqa: E402
 from partplan.bench.script import run  # noqa: E402
+from partplan.jobs.args import nonneg_int, positive_int  # noqa: E402
 
 GOAL_NNZ_PER_S = 20e6
 
@@ -95,9 +96,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scale", type=int, default=16)
     ap.add_argument("--edgefactor", type=int, default=16)
-    ap.add_argument("--ks", type=int, nargs="+", default=[16, 64, 256])
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--ks", type=positive_int, nargs="+", default=[16, 64, 256])
+    ap.add_argument("--repeat", type=positive_int, default=3)
+    ap.add_argument("--seed", type=nonneg_int, default=1)
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
     args = ap.parse_args(argv)
 

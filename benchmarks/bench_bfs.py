@@ -23,6 +23,7 @@ from partplan.runtime.graph500 import search_keys, teps_stats, validate_bfs_tree
 
 from partplan.cli._graph500 import execute_graph500, graph500_graph
 from partplan.bench.script import run
+from partplan.jobs.args import positive_int
 
 def peer_teps(name, fn, roots, src, dst, n):
     times, edges = [], []
@@ -40,8 +41,8 @@ def peer_teps(name, fn, roots, src, dst, n):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", type=int, nargs="+", default=[16])
-    ap.add_argument("--roots", type=int, default=16)
-    ap.add_argument("--p", type=int, nargs="+", default=[1, 2, 4])
+    ap.add_argument("--roots", type=positive_int, default=16)
+    ap.add_argument("--p", type=positive_int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--partition", default="metis")
     ap.add_argument("--layouts", nargs="*", default=["2d:2x2", "routed:domain:2"],
                     help="more gloo rows: 2d:RxC (p = R*C) or routed:ROUTE:D (p = the largest --p)")

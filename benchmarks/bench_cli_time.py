@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 from partplan.bench.script import run
+from partplan.jobs.args import positive_int
 
 GRAPHS = ("email-Enron", "as-22july06", "astro-ph")
 
@@ -97,8 +98,8 @@ def measure(pp: list[str], graph: str, k: int, repeats: int, tmp: Path, extra: l
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--graphs", nargs="+", default=list(GRAPHS), help="dataset names or graph files")
-    ap.add_argument("--ks", nargs="+", type=int, default=[16])
-    ap.add_argument("--repeats", type=int, default=5, help="counted repeats of each command (default 5)")
+    ap.add_argument("--ks", nargs="+", type=positive_int, default=[16])
+    ap.add_argument("--repeats", type=positive_int, default=5, help="counted repeats of each command (default 5)")
     ap.add_argument("--partplan", help="the partplan command (default: the script beside this Python)")
     ap.add_argument("--extra", default="", help="options added to the default pipeline's command only")
     ap.add_argument("--count-warmup", action="store_true", help="count the first repeat too")

@@ -32,6 +32,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from partplan.bench.script import run  # noqa: E402
+from partplan.jobs.args import positive_int  # noqa: E402
 
 
 def median_time(fn, repeat: int):
@@ -152,8 +153,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", type=int, default=15, help="R-MAT scale (default 15)")
     ap.add_argument("--grid", type=int, default=192, help="side of the 2D grid (default 192: diameter 382)")
-    ap.add_argument("--iterations", type=int, default=10, help="LP iteration limit of both (default 10)")
-    ap.add_argument("--repeat", type=int, default=3, help="timed runs per figure (median; default 3)")
+    ap.add_argument("--iterations", type=positive_int, default=10, help="LP iteration limit of both (default 10)")
+    ap.add_argument("--repeat", type=positive_int, default=3, help="timed runs per figure (median; default 3)")
     ap.add_argument("--kernels", default="native", choices=("native", "torch"), help="partplan's kernels")
     ap.add_argument("--json", help="also write the rows here")
     args = ap.parse_args(argv)

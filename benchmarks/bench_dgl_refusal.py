@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from partplan.bench.script import run
+
 _ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 _ap.add_argument("dir", help="a folder for the test files (about 4 x MB MiB)")
 _ap.add_argument("mb", nargs="?", type=int, default=1024, help="MiB of valid ids before the fault (1024)")
@@ -41,20 +43,25 @@ print(repr(out[:160])); print(base, peak, time.perf_counter() - t0)
 unit = b"0\n1\n2\n3\n" * (1 << 17)   # 1 MiB
 cases = {"id-too-large-at-end": (b"7\n", "-"), "garbage-at-end": (b"x\n", "-"),
          "count-vs-graph": (b"", "5"), "count-vs-graph-at-end": (b"", str(mb * (1 << 20) // 2 + 1))}
-for name, (tail, n) in cases.items():
-    d = root / name
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "partition_meta.json").write_text(json.dumps({"num_parts": 4}))
-    with open(d / "_N.txt", "wb") as fh:
-        for _ in range(mb):
-            fh.write(unit)
-        fh.write(tail)
-    size = (d / "_N.txt").stat().st_size
-    r = subprocess.run([sys.executable, "-c", CHILD, str(d), n], capture_output=True, text=True)
-    msg, nums = r.stdout.strip().splitlines()[-2:]
-    base, peak, wall = nums.split()
-    peak_b, base_b = int(peak) * 1024, int(base) * 1024
-    print(f"{name}: file {size / 2**20:.0f} MiB; {msg}; peak RSS {peak_b / 2**20:.0f} MiB (after imports "
-          f"{base_b / 2**20:.0f} MiB, +{(peak_b - base_b) / 2**20:.0f} MiB); bound 2 x file + 200 MiB = "
-          f"{(2 * size + (200 << 20)) / 2**20:.0f} MiB; {float(wall):.1f} s")
-    (d / "_N.txt").unlink()
+def main() -> None:
+    for name, (tail, n) in cases.items():
+        d = root / name
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "partition_meta.json").write_text(json.dumps({"num_parts": 4}))
+        with open(d / "_N.txt", "wb") as fh:
+            for _ in range(mb):
+                fh.write(unit)
+            fh.write(tail)
+        size = (d / "_N.txt").stat().st_size
+        r = subprocess.run([sys.executable, "-c", CHILD, str(d), n], capture_output=True, text=True)
+        msg, nums = r.stdout.strip().splitlines()[-2:]
+        base, peak, wall = nums.split()
+        peak_b, base_b = int(peak) * 1024, int(base) * 1024
+        print(f"{name}: file {size / 2**20:.0f} MiB; {msg}; peak RSS {peak_b / 2**20:.0f} MiB (after imports "
+              f"{base_b / 2**20:.0f} MiB, +{(peak_b - base_b) / 2**20:.0f} MiB); bound 2 x file + 200 MiB = "
+              f"{(2 * size + (200 << 20)) / 2**20:.0f} MiB; {float(wall):.1f} s")
+        (d / "_N.txt").unlink()
+
+
+if __name__ == "__main__":
+    run(main)

@@ -52,13 +52,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # scale_e2e (the chunk recount)
 
 from partplan.bench.script import run  # noqa: E402
+from partplan.jobs.args import positive_int  # noqa: E402
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scales", type=int, nargs="*", default=[18], help="R-MAT scales (none: only --datasets)")
-    ap.add_argument("--k", type=int, default=64)
-    ap.add_argument("--nprocs", type=int, default=2)
+    ap.add_argument("--k", type=positive_int, default=64)
+    ap.add_argument("--nprocs", type=positive_int, default=2)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--engines", nargs="+", default=["zoltan", "ptscotch"])
     ap.add_argument("--no-default", action="store_true", help="skip the single-process default")
@@ -81,6 +82,11 @@ def main(argv=None) -> int:
     knobs = parse_refine(a.refine)
     if a.chunk_recount and not a.no_default:
         ap.error("--chunk-recount needs --no-default (the single-process default loads the whole graph)")
+    from partplan.partition.engines import DEFAULT_MPI_ENGINE, mpi_engine_names
+    for eng in a.engines:
+        if eng != "default" and eng not in (*mpi_engine_names(), DEFAULT_MPI_ENGINE):
+            ap.error(f"argument --engines: {eng!r} does not run distributed; use default or one of "
+                     f"{', '.join(mpi_engine_names())}")
 
     from partplan.datasets.chunked_gen import rmat_chunked
     from partplan.io.chunked import chunk_info, read_chunked

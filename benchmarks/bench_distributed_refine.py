@@ -52,9 +52,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_engine_rule import SPLIT, family, load  # noqa: E402
+from bench_engine_rule import SPLIT, family, load, positive_float, read_json_lines  # noqa: E402
 
 from partplan.bench.script import run  # noqa: E402
+from partplan.errors import OptionError  # noqa: E402
+from partplan.jobs.args import positive_int  # noqa: E402
 
 
 def parse_refine(items: list[str]) -> dict:
@@ -81,8 +83,14 @@ def seeded_defaults(path: str | None) -> dict:
     """(graph, k, nprocs) -> the default's figures, from an engine-rule table's rows."""
     if not path or not Path(path).exists():
         return {}
-    d = json.loads(Path(path).read_text())
-    return {(r["graph"], r["k"], r["nprocs"]): r["default"] for rows in d["rows"].values() for r in rows}
+    try:
+        d = json.loads(Path(path).read_text())
+        return {(r["graph"], r["k"], r["nprocs"]): r["default"] for rows in d["rows"].values() for r in rows}
+    except json.JSONDecodeError as exc:
+        raise OptionError(f"--defaults-from {path}: not JSON ({exc}); give bench_engine_rule.py's --json table") from None
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise OptionError(f"--defaults-from {path}: not an engine-rule table (bench_engine_rule.py --json): "
+                          f"no {exc}") from None
 
 
 def run_case(spec: str, k: int, nprocs: int, knobs: dict, d: Path, default: dict | None,
@@ -192,13 +200,13 @@ def report(cache: dict) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--half", choices=["tune", "held-out", "both"], default="tune")
-    ap.add_argument("--ks", type=int, nargs="+", default=[16, 64])
-    ap.add_argument("--nprocs", type=int, default=2)
+    ap.add_argument("--ks", type=positive_int, nargs="+", default=[16, 64])
+    ap.add_argument("--nprocs", type=positive_int, default=2)
     ap.add_argument("--graphs", nargs="+", default=None, help="only these specs of the half")
     ap.add_argument("--refine", action="append", default=[], metavar="KEY=VALUE",
                     help="a DistributedRefineContext knob (repeatable); the others keep their defaults")
     ap.add_argument("--label", default=None, help="the config's name in the cache and the table")
-    ap.add_argument("--timeout", type=float, default=600.0, help="per MPI run (s)")
+    ap.add_argument("--timeout", type=positive_float, default=600.0, help="per MPI run (s)")
     ap.add_argument("--defaults", default=None, help="JSON lines: the single-process default's figures")
     ap.add_argument("--defaults-from", default=None, help="an engine-rule table whose rows hold the default's")
     ap.add_argument("--cache", default=None, help="JSON lines: one per (config, graph, k)")
@@ -210,16 +218,12 @@ def main(argv=None) -> int:
     label = a.label or (",".join(f"{k}={v}" for k, v in sorted(knobs.items())) or "defaults")
     cache: dict = {}
     if a.cache and Path(a.cache).exists():
-        for line in Path(a.cache).read_text().splitlines():
-            if line.strip():
-                r = json.loads(line)
-                cache[(r["label"], r["half"], r["graph"], r["k"])] = r
+        for r in read_json_lines(a.cache, "--cache", ("label", "half", "graph", "k")):
+            cache[(r["label"], r["half"], r["graph"], r["k"])] = r
     defaults = seeded_defaults(a.defaults_from)
     if a.defaults and Path(a.defaults).exists():
-        for line in Path(a.defaults).read_text().splitlines():
-            if line.strip():
-                r = json.loads(line)
-                defaults[(r["graph"], r["k"], r["nprocs"])] = r["default"]
+        for r in read_json_lines(a.defaults, "--defaults", ("graph", "k", "nprocs", "default")):
+            defaults[(r["graph"], r["k"], r["nprocs"])] = r["default"]
     if not a.report_only:
         halves = ["tune", "held-out"] if a.half == "both" else [a.half]
         with tempfile.TemporaryDirectory(prefix="bench-refine-") as d:

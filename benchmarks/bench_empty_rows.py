@@ -29,6 +29,7 @@ from partplan.graph import Graph
 from partplan.partition.pipeline import auto as pipeline
 from partplan.partition.pipeline.auto import figures
 from partplan.bench.script import run as run_script
+from partplan.jobs.args import positive_int
 
 N = 8192
 HALVES = {"tune": [("pareto", s) for s in (0, 1, 2)] + [("banded", s) for s in (0, 1, 2)],
@@ -91,7 +92,7 @@ def run(half: str, ks=(16, 64), imbalance: float = 0.03) -> list[dict]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--half", choices=sorted(HALVES), default="report")
-    ap.add_argument("--k", type=int, nargs="+", default=[16, 64])
+    ap.add_argument("--k", type=positive_int, nargs="+", default=[16, 64])
     args = ap.parse_args(argv)
     rows = run(args.half, args.k)
     print("| graph | k | empty rows | compute imbalance | max(send, recv) | both limits hold | "

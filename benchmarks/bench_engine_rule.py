@@ -34,6 +34,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from partplan.bench.script import run  # noqa: E402
+from partplan.errors import OptionError  # noqa: E402
+from partplan.jobs.args import nonneg_float, positive_int  # noqa: E402
 
 # Fixed before measuring: one graph of each family on each side where two exist.
 # spec: "ds:NAME" (partplan datasets), "rmat:SCALE:SEED", "web:N:SEED" (datasets.generators.web_crawl)
@@ -50,6 +52,36 @@ FAMILY = {"as-22july06": "AS topology", "power": "power grid", "email-Enron": "s
 ENGINES = ("zoltan", "ptscotch", "stream")
 
 
+def positive_float(text: str) -> float:
+    """argparse type of --timeout: a finite number of seconds > 0."""
+    try:
+        v = nonneg_float(text)
+    except argparse.ArgumentTypeError:
+        v = 0.0
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text}")
+    return v
+
+
+def read_json_lines(path: str, option: str, keys: tuple[str, ...]) -> list[dict]:
+    """The rows of a JSON-lines file given as ``option``; a line that is not a JSON object with
+    ``keys`` is an OptionError naming the option and the file."""
+    rows = []
+    for no, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise OptionError(f"{option} {path}: line {no} is not JSON ({exc})") from None
+        missing = [key for key in keys if not isinstance(r, dict) or key not in r]
+        if missing:
+            raise OptionError(f"{option} {path}: line {no} has no {', '.join(map(repr, missing))} "
+                              f"(not a file this script wrote)")
+        rows.append(r)
+    return rows
+
+
 def family(spec: str) -> str:
     kind, _, rest = spec.partition(":")
     return {"rmat": "R-MAT", "web": "web crawl (generated)"}.get(kind) or FAMILY.get(rest, "?")
@@ -62,13 +94,21 @@ def load(spec: str):
         return load_graph(rest, fetch=True)
     if kind == "rmat":
         from partplan.datasets.generators import rmat
-        scale, seed = map(int, rest.split(":"))
+        scale, seed = _ints(spec, rest, "rmat:SCALE:SEED")
         return rmat(scale, seed=seed)
     if kind == "web":
         from partplan.datasets.generators import web_crawl
-        n, seed = map(int, rest.split(":"))
+        n, seed = _ints(spec, rest, "web:N:SEED")
         return web_crawl(n, seed=seed)
-    raise ValueError(spec)
+    raise OptionError(f"unknown graph spec {spec!r}; use ds:NAME, rmat:SCALE:SEED or web:N:SEED")
+
+
+def _ints(spec: str, rest: str, form: str) -> tuple[int, int]:
+    try:
+        a, b = map(int, rest.split(":"))
+    except ValueError:
+        raise OptionError(f"bad graph spec {spec!r}; use {form}") from None
+    return a, b
 
 
 def run_case(spec: str, k: int, nprocs: int, d: Path, timeout_s: float) -> dict:
@@ -201,9 +241,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--half", choices=["tune", "held-out", "both"], default="both")
     ap.add_argument("--graphs", nargs="+", default=None, help="specs instead of the split (reported as 'other')")
-    ap.add_argument("--ks", type=int, nargs="+", default=[16, 64])
-    ap.add_argument("--nprocs", type=int, default=2)
-    ap.add_argument("--timeout", type=float, default=600.0, help="per engine run (s)")
+    ap.add_argument("--ks", type=positive_int, nargs="+", default=[16, 64])
+    ap.add_argument("--nprocs", type=positive_int, default=2)
+    ap.add_argument("--timeout", type=positive_float, default=600.0, help="per engine run (s)")
     ap.add_argument("--cache", default=None, help="JSON lines: one per (graph, k); cases there are not rerun")
     ap.add_argument("--rule-only", action="store_true", help="only re-apply the rule to the cached rows")
     ap.add_argument("--json", default=None)
@@ -211,12 +251,15 @@ def main(argv=None) -> int:
 
     halves = {"other": a.graphs} if a.graphs else \
         {h: SPLIT[h] for h in (["tune", "held-out"] if a.half == "both" else [a.half])}
+    if a.graphs:
+        for spec in a.graphs:
+            kind, _, rest = spec.partition(":")
+            if kind not in ("ds", "rmat", "web") or not rest:
+                ap.error(f"argument --graphs: unknown graph spec {spec!r}; use ds:NAME, rmat:SCALE:SEED or web:N:SEED")
     cache = {}
     if a.cache and Path(a.cache).exists():
-        for line in Path(a.cache).read_text().splitlines():
-            if line.strip():
-                r = json.loads(line)
-                cache[(r["graph"], r["k"], r["nprocs"])] = r
+        for r in read_json_lines(a.cache, "--cache", ("graph", "k", "nprocs", "stats")):
+            cache[(r["graph"], r["k"], r["nprocs"])] = r
     out = {"split": SPLIT, "nprocs": a.nprocs, "ks": a.ks, "rows": {}, "summary": {}}
     with tempfile.TemporaryDirectory(prefix="bench-rule-") as d:
         for half, specs in halves.items():

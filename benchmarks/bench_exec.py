@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from partplan.bench.script import run
+from partplan.jobs.args import positive_int
 
 
 def load(name: str):
@@ -60,13 +61,13 @@ def scipy_time(g, f, dtype, repeat):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--graphs", nargs="+", default=["email-Enron"])
-    ap.add_argument("--p", nargs="+", type=int, default=[2, 4])
-    ap.add_argument("--f", nargs="+", type=int, default=[64])
+    ap.add_argument("--p", nargs="+", type=positive_int, default=[2, 4])
+    ap.add_argument("--f", nargs="+", type=positive_int, default=[64])
     ap.add_argument("--layouts", nargs="+", default=["1d"])
     ap.add_argument("--backend", default="gloo")
     ap.add_argument("--dtype", default="float32")
-    ap.add_argument("--repeat", type=int, default=9)
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--repeat", type=positive_int, default=9)
+    ap.add_argument("--threads", type=positive_int, default=1)
     ap.add_argument("--partition-dir")
     ap.add_argument("--partition", default="mtkahypar", choices=("mtkahypar", "block"),
                     help="block: contiguous row blocks (a high-volume case, where overlap has something to hide)")

@@ -88,6 +88,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_refine import hub_recv_bound, load_instance  # noqa: E402
 
 from partplan.bench.script import run  # noqa: E402
+from partplan.jobs.args import nonneg_float, positive_int  # noqa: E402
 
 FAMILY = {"email-Enron": "social", "power": "power grid", "copter2": "FE mesh", "cond-mat-2003": "collab",
           "rmat14": "R-MAT", "polblogs": "web (dir.)", "as-22july06": "internet", "delaunay_n15": "FE mesh",
@@ -349,23 +350,23 @@ def main(argv=None) -> int:
     ap.add_argument("--graphs", nargs="+", default=None, help="graph names (default: both halves)")
     ap.add_argument("--half", choices=("tune", "report", "both", "generated"), default="both",
                     help="generated: the held-out networkx families (GENERATED), in neither half")
-    ap.add_argument("--k", nargs="+", type=int, default=[16, 64, 256])
+    ap.add_argument("--k", nargs="+", type=positive_int, default=[16, 64, 256])
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS) + list(CANDIDATES))
     ap.add_argument("--tune", action="store_true", help="add the candidate default pipelines")
     ap.add_argument("--quick", action="store_true", help=f"{', '.join(QUICK)} at k = 16, 64, no pp-quality; "
                     "no plain Mt-KaHyPar on the web crawl")
-    ap.add_argument("--max-k-ratio", type=float, default=0.0,
+    ap.add_argument("--max-k-ratio", type=nonneg_float, default=0.0,
                     help="skip k > n * this (0: no limit); k = 256 on larger graphs takes Mt-KaHyPar minutes")
     ap.add_argument("--fetch", action="store_true", help="fetch registry datasets that are not cached")
     ap.add_argument("--json", default=None, help="write all rows here")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cli", action="store_true", help="also time the CLI (fresh processes) vs METIS's CLI")
     ap.add_argument("--cli-methods", nargs="+", default=["pp-default"], choices=[m for m in CLI_ARGS if m != "metis"])
-    ap.add_argument("--cli-repeats", type=int, default=3)
-    ap.add_argument("--peer-repeats", type=int, default=1,
+    ap.add_argument("--cli-repeats", type=positive_int, default=3)
+    ap.add_argument("--peer-repeats", type=positive_int, default=1,
                     help="runs of each peer whose partition depends on the calls before it in the process (plain "
                          "Mt-KaHyPar); the lowest (max(send, recv), total volume) is the peer's row, its wall the median")
-    ap.add_argument("--mtk-time-limit", type=float, default=None,
+    ap.add_argument("--mtk-time-limit", type=nonneg_float, default=None,
                     help="skip plain Mt-KaHyPar at k = 256 on graphs where it took longer than this at k = 64")
     ap.add_argument("-q", "--quiet", action="store_true")
     a = ap.parse_args(argv)

@@ -28,6 +28,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from partplan.bench.script import run  # noqa: E402
+from partplan.jobs.args import positive_int  # noqa: E402
 
 
 def pyg_epoch_s(g, f: int, hidden: int, classes: int, epochs: int, seed: int = 0) -> float:
@@ -56,14 +57,22 @@ def pyg_epoch_s(g, f: int, hidden: int, classes: int, epochs: int, seed: int = 0
     return float(np.median(ts[1:]))
 
 
+def _classes(text: str) -> int:
+    """argparse type of --classes: an integer >= 2."""
+    v = positive_int(text)
+    if v < 2:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 2, got {v}")
+    return v
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--f", type=int, default=64, help="features (default 64)")
-    ap.add_argument("--hidden", type=int, default=64, help="hidden width (default 64)")
-    ap.add_argument("--classes", type=int, default=8)
-    ap.add_argument("--epochs", type=int, default=20)
-    ap.add_argument("--batches", type=int, default=500, help="mini-batches per partition (default 500)")
-    ap.add_argument("--k", type=int, default=4, help="ranks of the mini-batch comparison (default 4)")
+    ap.add_argument("--f", type=positive_int, default=64, help="features (default 64)")
+    ap.add_argument("--hidden", type=positive_int, default=64, help="hidden width (default 64)")
+    ap.add_argument("--classes", type=_classes, default=8)
+    ap.add_argument("--epochs", type=positive_int, default=20)
+    ap.add_argument("--batches", type=positive_int, default=500, help="mini-batches per partition (default 500)")
+    ap.add_argument("--k", type=positive_int, default=4, help="ranks of the mini-batch comparison (default 4)")
     ap.add_argument("--sampler", default="neighbor:512:10,5")
     ap.add_argument("--quick", action="store_true", help="fewer epochs and batches (smoke run)")
     ap.add_argument("--only", choices=("full", "minibatch"), help="run one part only")

@@ -19,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from partplan.bench.script import run  # noqa: E402
+from partplan.jobs.args import positive_int  # noqa: E402
 
 
 def _load(name: str):
@@ -37,7 +38,7 @@ def _timed(fn):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("graph")
-    ap.add_argument("-k", type=int, nargs="+", default=[64])
+    ap.add_argument("-k", type=positive_int, nargs="+", default=[64])
     ap.add_argument("--progress", action="store_true", help="print the default's stage lines")
     a = ap.parse_args(argv)
     from partplan.partition.pipeline import auto as pipeline

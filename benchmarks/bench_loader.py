@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from partplan.bench.script import run
+from partplan.jobs.args import positive_int
 
 
 def _data(name: str, f: int):
@@ -121,9 +122,9 @@ def _one_process_epoch(plan: Path, fanouts, batch: int) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--graph", default="email-Enron")
-    ap.add_argument("--p", type=int, default=2)
-    ap.add_argument("--f", type=int, default=64)
-    ap.add_argument("--batch", type=int, default=512)
+    ap.add_argument("--p", type=positive_int, default=2)
+    ap.add_argument("--f", type=positive_int, default=64)
+    ap.add_argument("--batch", type=positive_int, default=512)
     ap.add_argument("--fanouts", type=int, nargs="+", default=[10, 5])
     ap.add_argument("--json")
     a = ap.parse_args(argv)

@@ -40,6 +40,7 @@ from partplan.datasets.generators import rmat  # noqa: E402
 from partplan.partition import block_partition, metis, random_partition  # noqa: E402
 from partplan.plan import build_plan, load_plan, write_plan  # noqa: E402
 from partplan.bench.script import run  # noqa: E402
+from partplan.jobs.args import positive_int  # noqa: E402
 
 GOAL_RATIO = 2.0
 
@@ -57,10 +58,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--scale", type=int, default=16)
     ap.add_argument("--edgefactor", type=int, default=16)
-    ap.add_argument("--ks", type=int, nargs="+", default=[16, 64])
+    ap.add_argument("--ks", type=positive_int, nargs="+", default=[16, 64])
     ap.add_argument("--parts", nargs="+", default=["random", "block", "metis"],
                     choices=["random", "block", "metis"])
-    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--repeat", type=positive_int, default=5)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 

@@ -23,6 +23,7 @@ import numpy as np
 from partplan.graph import Graph
 from partplan.partition.options import DEFAULT_IMBALANCE
 from partplan.bench.script import run
+from partplan.jobs.args import positive_int
 
 
 # ----------------------------------------------------------------- generators
@@ -416,10 +417,10 @@ def main(argv=None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("instances", nargs="*", default=list(DEFAULT_INSTANCES),
                     help=f"synthetic ({', '.join(SYNTHETIC)}) or registered dataset names")
-    ap.add_argument("-k", type=int, nargs="+", default=[16, 64], help="part counts (default 16 64)")
+    ap.add_argument("-k", type=positive_int, nargs="+", default=[16, 64], help="part counts (default 16 64)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--imbalance", type=float, default=0.03)
-    ap.add_argument("--threads", type=int, default=1, help="Mt-KaHyPar threads (default 1)")
+    ap.add_argument("--threads", type=positive_int, default=1, help="Mt-KaHyPar threads (default 1)")
     ap.add_argument("--fetch", action="store_true", help="download registered datasets when missing")
     ap.add_argument("--no-decoupled", action="store_true", help="skip the decoupled-ownership columns")
     ap.add_argument("--lp-solver", choices=["highs", "cbc"], default="highs")
@@ -428,7 +429,7 @@ def main(argv=None) -> int:
     ap.add_argument("--fast", action="store_true",
                     help="benchmark the fast mode instead: METIS vs METIS + km1 V-cycle refinement "
                          "(min of --repeat runs each)")
-    ap.add_argument("--repeat", type=int, default=3, help="--fast: runs per instance, minimum kept (default 3)")
+    ap.add_argument("--repeat", type=positive_int, default=3, help="--fast: runs per instance, minimum kept (default 3)")
     ap.add_argument("--fast-option", action="append", default=[], metavar="KEY=VALUE",
                     help="--fast: a vcycle_refine option (repeatable), e.g. cycles=2 or cluster_weight=0.25")
     ap.add_argument("--scale-run", nargs="+", default=None, metavar="SCALE:K",

@@ -18,9 +18,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_families import REPORT, TUNE  # noqa: E402
-from bench_refine import load_instance  # noqa: E402
+from bench_refine import SYNTHETIC, load_instance  # noqa: E402
 
 from partplan.bench.script import run as run_script  # noqa: E402
+from partplan import datasets  # noqa: E402
+from partplan.errors import OptionError  # noqa: E402
+from partplan.jobs.args import positive_int  # noqa: E402
 
 OLD_REFINE_ALL_NNZ = 50_000
 
@@ -35,6 +38,8 @@ def run(graphs, ks, threads):
     try:
         for name in graphs:
             g = load_instance(name)
+            if g is None:
+                raise OptionError(f"--graphs: {name} is not available (fetch it first: partplan fetch {name})")
             for k in ks:
                 row = {"graph": name, "k": k}
                 for variant, value in (("old", OLD_REFINE_ALL_NNZ), ("new", new_value)):
@@ -57,10 +62,13 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--half", choices=("tune", "report", "both"), default="tune")
     ap.add_argument("--graphs", nargs="+", default=None)
-    ap.add_argument("--k", nargs="+", type=int, default=[16, 64])
-    ap.add_argument("--threads", type=int, default=None, help="cores (default: all)")
+    ap.add_argument("--k", nargs="+", type=positive_int, default=[16, 64])
+    ap.add_argument("--threads", type=positive_int, default=None, help="cores (default: all)")
     a = ap.parse_args(argv)
     graphs = a.graphs or {"tune": TUNE, "report": REPORT, "both": TUNE + REPORT}[a.half]
+    for name in graphs:
+        if name not in SYNTHETIC:
+            datasets.info(name)           # an unknown name: a DatasetError (one line, exit 2)
     print("| graph | k | max old | max new | TV old | TV new | wall old s | wall new s | starts refined (new) |")
     print("|---|---|---|---|---|---|---|---|---|")
     rows = run(graphs, a.k, a.threads)

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from partplan.bench.script import run as run_script
+from partplan.jobs.args import nonneg_int, positive_int
 
 CHILD = r"""
 import json, os, sys
@@ -83,10 +84,10 @@ def run(path: Path, ids_path: Path, method: str, op: str) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=262_144, help="rows of the file (default 262,144)")
-    ap.add_argument("--f", type=int, default=512, help="float32 values per row (default 512)")
+    ap.add_argument("--n", type=positive_int, default=262_144, help="rows of the file (default 262,144)")
+    ap.add_argument("--f", type=positive_int, default=512, help="float32 values per row (default 512)")
     ap.add_argument("--share", type=float, default=0.25, help="the rank's share of the rows (default 0.25)")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=nonneg_int, default=0)
     ap.add_argument("--json", help="write the rows to this file")
     args = ap.parse_args(argv)
     if args.n < 1 or args.f < 1 or not 0 < args.share <= 1:

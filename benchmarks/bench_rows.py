@@ -30,6 +30,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from partplan.bench.script import run  # noqa: E402
+from partplan.jobs.args import nonneg_int, positive_int  # noqa: E402
 
 
 def load(spec: str):
@@ -53,8 +54,8 @@ def figures(g, part: np.ndarray, k: int) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--graphs", nargs="+", default=["rmat:15", "rmat:16", "email-Enron", "astro-ph"])
-    ap.add_argument("--ks", type=int, nargs="+", default=[16, 64])
-    ap.add_argument("--nprocs", type=int, default=0, help="also the distributed partitioner on N processes")
+    ap.add_argument("--ks", type=positive_int, nargs="+", default=[16, 64])
+    ap.add_argument("--nprocs", type=nonneg_int, default=0, help="also the distributed partitioner on N processes")
     ap.add_argument("--rounds", action="store_true", help="--nprocs: the distributed rounds on any size")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)

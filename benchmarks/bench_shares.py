@@ -46,6 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from partplan.bench.script import run
+from partplan.jobs.args import positive_int
 
 HIDDEN, CLASSES = 16, 4
 
@@ -234,17 +235,17 @@ def _child(kind: str, args: list[str]) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", type=int, default=16)
-    ap.add_argument("--f", type=int, default=64, help="float32 features per vertex")
-    ap.add_argument("--p", type=int, default=4, help="ranks")
-    ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--chunks", type=int, default=16)
+    ap.add_argument("--f", type=positive_int, default=64, help="float32 features per vertex")
+    ap.add_argument("--p", type=positive_int, default=4, help="ranks")
+    ap.add_argument("--epochs", type=positive_int, default=3)
+    ap.add_argument("--chunks", type=positive_int, default=16)
     ap.add_argument("--balance", choices=("nnz", "memory"), default="memory",
                     help="what METIS balances: row nonzeros, or the loop's memory per vertex (default)")
     ap.add_argument("--workdir", default="/tmp/partplan-bench-shares")
     ap.add_argument("--json", help="write the figures as JSON here")
     ap.add_argument("--check-cost", action="store_true",
                     help="only measure the cost of read_share's checks against the plain read")
-    ap.add_argument("--repeats", type=int, default=7, help="--check-cost: interleaved repeats (median)")
+    ap.add_argument("--repeats", type=positive_int, default=7, help="--check-cost: interleaved repeats (median)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)

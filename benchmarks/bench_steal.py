@@ -34,6 +34,7 @@ from partplan.cli._graph500 import execute_graph500, graph500_graph
 from partplan.runtime.steal import Balancer, StealConfig, cost_matrix
 from partplan.runtime.steal_solve import solve
 from partplan.bench.script import run
+from partplan.jobs.args import positive_int
 
 def gmean(a) -> float:
     a = np.asarray(a, dtype=float)
@@ -179,16 +180,16 @@ def gloo(args):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", type=int, default=16)
-    ap.add_argument("--p", type=int, default=4)
-    ap.add_argument("--roots", type=int, default=8)
+    ap.add_argument("--p", type=positive_int, default=4)
+    ap.add_argument("--roots", type=positive_int, default=8)
     ap.add_argument("--solver", default="lp")
     ap.add_argument("--topology", default=None, help="link costs (preset / JSON); default uniform")
     ap.add_argument("--t1", type=float, default=1000.0)
     ap.add_argument("--t2", type=float, default=500.0)
     ap.add_argument("--t3", type=float, default=2e-3)
     ap.add_argument("--t4", type=float, default=256.0)
-    ap.add_argument("--solver-p", type=int, nargs="+", default=[4, 8, 16, 64])
-    ap.add_argument("--strip", type=int, default=4000)
+    ap.add_argument("--solver-p", type=positive_int, nargs="+", default=[4, 8, 16, 64])
+    ap.add_argument("--strip", type=positive_int, default=4000)
     ap.add_argument("--png", default="steal_balance.png")
     ap.add_argument("--skip-gloo", action="store_true")
     args = ap.parse_args()

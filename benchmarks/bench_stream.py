@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from partplan.bench.script import run
+from partplan.jobs.args import nonneg_int, positive_int
 
 METHODS = ("hash", "stream1", "stream3", "ldg3", "metis")
 
@@ -85,9 +86,9 @@ def run_one(method, path, k, out) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scales", type=int, nargs="*", default=[16, 18])
-    ap.add_argument("--mesh", type=int, default=256, help="grid2d side (0: none)")
-    ap.add_argument("--k", type=int, default=64)
-    ap.add_argument("--chunks", type=int, default=8)
+    ap.add_argument("--mesh", type=nonneg_int, default=256, help="grid2d side (0: none)")
+    ap.add_argument("--k", type=positive_int, default=64)
+    ap.add_argument("--chunks", type=positive_int, default=8)
     ap.add_argument("--json", default=None)
     ap.add_argument("--worker", nargs=4, metavar=("METHOD", "PATH", "K", "OUT"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)

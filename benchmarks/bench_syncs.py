@@ -17,6 +17,7 @@ import json
 import numpy as np
 
 from partplan.bench.script import run
+from partplan.jobs.args import nonneg_int
 
 LAYOUTS = (("1d", 4), ("2d:2x2", 4), ("2d:1x3", 3), ("routed:domain:2", 4))
 
@@ -55,7 +56,7 @@ def count(scale: int, seed: int = 1) -> list[dict]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", type=int, default=10, help="R-MAT scale (2^scale vertices)")
-    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--seed", type=nonneg_int, default=1)
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
     rows = count(args.scale, args.seed)

@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from partplan.bench.script import run
+from partplan.jobs.args import positive_int
 
 
 def load(name: str):
@@ -217,12 +218,14 @@ def bench_gloo(f: int, log) -> list[str]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--graphs", nargs="+", default=["email-Enron", "rmat16"])
-    ap.add_argument("--p", type=int, default=64, help="ranks (default 64)")
-    ap.add_argument("--domain", type=int, default=4, help="ranks per domain (default 4)")
-    ap.add_argument("-f", type=int, default=16, help="feature width for bytes (default 16; float64 on LocalComm, "
+    ap.add_argument("--p", type=positive_int, default=64, help="ranks (default 64)")
+    ap.add_argument("--domain", type=positive_int, default=4, help="ranks per domain (default 4)")
+    ap.add_argument("-f", type=positive_int, default=16, help="feature width for bytes (default 16; float64 on LocalComm, "
                                                       "float32 on gloo)")
     ap.add_argument("--no-gloo", action="store_true", help="skip the 4-process gloo run")
     args = ap.parse_args(argv)
+    if args.domain > args.p:
+        ap.error(f"argument --domain: ranks per domain ({args.domain}) exceed --p ({args.p})")
     t0 = time.perf_counter()
 
     def log(msg):

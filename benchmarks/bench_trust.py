@@ -36,6 +36,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 from partplan.bench.script import run  # noqa: E402
+from partplan.jobs.args import positive_int  # noqa: E402
 
 
 def _best(fn, repeat: int) -> float:
@@ -52,8 +53,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--scale", type=int, default=18)
     ap.add_argument("--edgefactor", type=int, default=16)
-    ap.add_argument("--p", type=int, default=4)
-    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--p", type=positive_int, default=4)
+    ap.add_argument("--repeat", type=positive_int, default=5)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from partplan.io import arrowcheck
 from partplan.plan import load_plan, store
+from partplan.bench.script import run
 
 _ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 _ap.add_argument("plan", help="a plan directory")
@@ -71,18 +72,23 @@ def timed(check: bool) -> float:
         store.ipc = real_ipc
 
 
-load_plan(path)   # warm the page cache and imports
-plain, checked = [], []
-for _ in range(reps):
-    plain.append(timed(False))
-    checked.append(timed(True))
-p, c = float(np.median(plain)), float(np.median(checked))
-print(f"verify={VERIFY} median of {reps}: read without the added checks {p * 1e3:.1f} ms, with them {c * 1e3:.1f} ms, "
-      f"added {(c - p) * 1e3:.2f} ms = {100 * (c - p) / p:.2f} % of the read")
-# the checks alone, timed directly
-t0 = time.perf_counter()
-for r in range(4):
-    m = store._Mapped(store.Path(path) / f"rank-{r:05d}.arrow", "shard")
-    real_batches(m.buf)
-    store.ipc.open_file(m.buf).get_batch(0).validate(full=True)
-print(f"ipc_batches + validate(full=True) on the 4 shards alone: {(time.perf_counter() - t0) * 1e3:.2f} ms")
+def main() -> None:
+    load_plan(path)   # warm the page cache and imports
+    plain, checked = [], []
+    for _ in range(reps):
+        plain.append(timed(False))
+        checked.append(timed(True))
+    p, c = float(np.median(plain)), float(np.median(checked))
+    print(f"verify={VERIFY} median of {reps}: read without the added checks {p * 1e3:.1f} ms, with them {c * 1e3:.1f} ms, "
+          f"added {(c - p) * 1e3:.2f} ms = {100 * (c - p) / p:.2f} % of the read")
+    # the checks alone, timed directly
+    t0 = time.perf_counter()
+    for r in range(4):
+        m = store._Mapped(store.Path(path) / f"rank-{r:05d}.arrow", "shard")
+        real_batches(m.buf)
+        store.ipc.open_file(m.buf).get_batch(0).validate(full=True)
+    print(f"ipc_batches + validate(full=True) on the 4 shards alone: {(time.perf_counter() - t0) * 1e3:.2f} ms")
+
+
+if __name__ == "__main__":
+    run(main)

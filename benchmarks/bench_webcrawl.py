@@ -35,6 +35,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from partplan.bench.script import run  # noqa: E402
+from partplan.jobs.args import nonneg_int, positive_int  # noqa: E402
 
 NOTREDAME_N = 325_729
 
@@ -142,8 +143,8 @@ def run_case(g, k: int, methods: dict) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=NOTREDAME_N, help="pages (default NotreDame's 325,729)")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
-    ap.add_argument("--k", type=int, nargs="+", default=[16, 64])
+    ap.add_argument("--seeds", type=nonneg_int, nargs="+", default=[1, 2])
+    ap.add_argument("--k", type=positive_int, nargs="+", default=[16, 64])
     ap.add_argument("--alt", action="store_true", help="also METIS / KaMinPar + partplan's max-both refinement")
     ap.add_argument("--stats", action="store_true", help="print the generated crawl's statistics only")
     ap.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
@@ -155,7 +156,11 @@ def main(argv=None) -> int:
     params = {}
     for item in args.param:
         key, _, val = item.partition("=")
-        params[key] = json.loads(val.lower() if val.lower() in ("true", "false") else val)
+        try:
+            params[key] = json.loads(val.lower() if val.lower() in ("true", "false") else val)
+        except json.JSONDecodeError:
+            ap.error(f"argument --param: expected KEY=VALUE with a JSON value (number, true/false, "
+                     f"quoted string), got {item!r}")
 
     out = {"generator": "partplan.datasets.web_host_crawl", "params": params, "n": args.n, "stats": {}, "cases": []}
     for seed in args.seeds:

@@ -56,6 +56,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from partplan.bench.script import run  # noqa: E402
+from partplan.jobs.args import nonneg_int, positive_int  # noqa: E402
 
 
 DEV, DEV0 = "cuda", "cuda:0"  # --device cpu: a dry run of every section on the CPU
@@ -673,21 +674,28 @@ def gat_halo(args, graphs):
     return out
 
 
+def _device(text: str) -> str:
+    """argparse type of --device: cuda, cuda:N or cpu."""
+    if text in ("cuda", "cpu") or (text.startswith("cuda:") and text[5:].isdigit()):
+        return text
+    raise argparse.ArgumentTypeError(f"expected cuda, cuda:N or cpu, got {text!r}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", type=int, default=None,
                     help="Graph500 / throughput scale (2^scale vertices; default 20 on CUDA, 14 with --device cpu)")
     ap.add_argument("--bandwidth-gbs", type=float, default=None,
                     help="memory bandwidth for the floors (GB/s; default: H100 3350, H200 4800, else measured)")
-    ap.add_argument("--roots", type=int, default=16, help="Graph500 search keys")
-    ap.add_argument("--validate", type=int, default=4, help="searches checked by the Graph500 validator")
-    ap.add_argument("--epochs", type=int, default=20, help="GCN epochs timed")
-    ap.add_argument("--repeat", type=int, default=15, help="repeats of the gloo SpMM measurements")
+    ap.add_argument("--roots", type=positive_int, default=16, help="Graph500 search keys")
+    ap.add_argument("--validate", type=nonneg_int, default=4, help="searches checked by the Graph500 validator")
+    ap.add_argument("--epochs", type=positive_int, default=20, help="GCN epochs timed")
+    ap.add_argument("--repeat", type=positive_int, default=15, help="repeats of the gloo SpMM measurements")
     ap.add_argument("--partitions", help="folder of <graph>-<k>.npy partitions (else block partitions)")
     ap.add_argument("--only", nargs="*", help="sections to run (default: all)")
     ap.add_argument("--exchange-cases", nargs="*", help="exchange_cpu cases GRAPH:PARTITION:P:F (default: all)")
     ap.add_argument("--out", help="also write the JSON here")
-    ap.add_argument("--device", default="cuda", help="cuda (default) or cpu (a dry run of the script)")
+    ap.add_argument("--device", type=_device, default="cuda", help="cuda (default) or cpu (a dry run of the script)")
     args = ap.parse_args(argv)
     global DEV, DEV0
     DEV, DEV0 = args.device, ("cuda:0" if args.device == "cuda" else args.device)

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from partplan.bench.script import run
+from partplan.jobs.args import nonneg_int, positive_int
 
 SINGLE = r"""
 import json, sys, time
@@ -59,11 +60,11 @@ MiB = float(1 << 20)
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scale", type=int, default=18)
-    ap.add_argument("--nprocs", type=int, default=4)
-    ap.add_argument("--k", type=int, help="plan ranks (default: --nprocs)")
+    ap.add_argument("--nprocs", type=positive_int, default=4)
+    ap.add_argument("--k", type=positive_int, help="plan ranks (default: --nprocs)")
     ap.add_argument("--layout", default="1d", help="1d, 1.5d:c or 2d:RxC (default 1d)")
-    ap.add_argument("--chunks", type=int, default=16)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--chunks", type=positive_int, default=16)
+    ap.add_argument("--seed", type=nonneg_int, default=0)
     ap.add_argument("--normalize", choices=("none", "gcn", "mean"), default="none",
                     help="plan Â (gcn: D^-1/2 (A+I) D^-1/2, mean: D^-1 (A+I)) instead of A")
     ap.add_argument("--json", help="write the figures here")

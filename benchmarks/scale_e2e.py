@@ -201,6 +201,8 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=7200.0, help="seconds for the plan build")
     ap.add_argument("--json", metavar="FILE", help="write the figures as JSON here ('-': stdout, table on stderr)")
     a = ap.parse_args(argv)
+    if not a.timeout > 0:
+        ap.error(f"argument --timeout: expected a number of seconds > 0, got {a.timeout}")
     for name, lo in (("scale", 1), ("k", 1), ("nprocs", 1), ("chunks", 1), ("passes", 1)):
         if getattr(a, name) < lo:
             ap.error(f"--{name} must be >= {lo}")

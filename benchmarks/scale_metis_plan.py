@@ -18,6 +18,7 @@ from bench_refine import lean_metis, rmat_graph  # noqa: E402
 
 from partplan.plan import build_plan, write_plan  # noqa: E402
 from partplan.bench.script import run  # noqa: E402
+from partplan.jobs.args import positive_int  # noqa: E402
 
 
 def peak_rss_gib() -> float:
@@ -26,8 +27,8 @@ def peak_rss_gib() -> float:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scale", type=int, default=22)
-    ap.add_argument("-k", type=int, default=64)
+    ap.add_argument("--scale", type=positive_int, default=22)
+    ap.add_argument("-k", type=positive_int, default=64)
     args = ap.parse_args(argv)
     row = {}
     t = time.perf_counter()
