@@ -1,0 +1,39 @@
+"""The scripts under benchmarks/ answer bad values as the CLI does: one ``SCRIPT: error:`` line and
+exit 2, never a traceback. Each runs here in this process (``runpy``, as ``python SCRIPT ...``)."""
+from __future__ import annotations
+
+import re
+import runpy
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def test_every_script_runs_its_main_through_the_one_runner():
+    for script in sorted(BENCH.glob("*.py")):
+        text = script.read_text()
+        tail = text[text.rindex('if __name__ == "__main__":'):]
+        assert re.search(r"\brun(_script)?\(", tail), f"{script.name}: its __main__ does not call run(main)"
+
+
+@pytest.mark.parametrize("script, argv, needle", [
+    ("bench_families.py", ["--k", "0"], "--k"),
+    ("bench_cli_time.py", ["--repeats", "0"], "--repeats"),
+    ("bench_steal.py", ["--p", "0"], "--p"),
+    ("bench_distributed.py", ["--engines", "metis"], "metis"),
+    ("bench_plan.py", ["--scale", "0"], "scale"),
+    ("bench_topology.py", ["--domain", "0"], "--domain"),
+])
+def test_a_bad_value_is_one_line_and_exit_2(script, argv, needle, capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", [str(BENCH / script), *argv])
+    with pytest.raises(SystemExit) as exc:
+        runpy.run_path(str(BENCH / script), run_name="__main__")
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = [ln for ln in err.splitlines() if ": error:" in ln]
+    assert len(lines) == 1 and needle in lines[0], err
