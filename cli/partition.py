@@ -201,8 +201,10 @@ def _run_distributed(args, progress) -> int:
     over = distributed_over_epsilon(res, req.imbalance) if floor is None and cfloor is None else None
     if over is not None:
         print(f"partplan: warning: {over_epsilon_message(over, req.k)}", file=sys.stderr, flush=True)
-    if args.json:
+    if args.json:   # "stats": the one-process JSON's names for the figures a per-part recount gives
+        from partplan.partition.pipeline.distributed import sidecar_stats
         print(json.dumps({**{k: v for k, v in res.items() if k not in ("send", "recv", "compute_load")},
+                          "stats": sidecar_stats(res),
                           **({"balance_floor": floor} if floor is not None else {}),
                           **({"compute_floor": cfloor} if cfloor is not None else {}),
                           **({"over_epsilon": over} if over is not None else {})}, indent=1))

@@ -366,6 +366,21 @@ def test_default_engine_runs_zoltan_on_a_symmetric_graph(rmat11, tmp_path, capsy
     assert "warning" not in capsys.readouterr().err
 
 
+@pytest.mark.dist
+def test_the_json_of_nprocs_has_the_one_process_stats_names(rmat11, tmp_path, capsys):
+    """`partition --nprocs N --json` carries ``stats`` under the names of the one-process JSON,
+    each equal to analyze()'s count of the written partition."""
+    from tests.errlines import run_cli
+    g, path = rmat11
+    rc, out, err = run_cli(["partition", path, "-k", 4, "--nprocs", 2, "--json", "-q", "-o", tmp_path / "j.npy"],
+                           capsys)
+    assert rc == 0, err
+    stats = json.loads(out)["stats"]
+    ref = analyze(g, np.load(tmp_path / "j.npy"), 4).summary()
+    assert stats == {name: ref[name] for name in stats}
+    assert {"total_volume", "max_send", "max_recv", "compute_imbalance", "max_compute_load"} <= set(stats)
+
+
 # --------------------------------------------------------------------------- one partitioner
 @pytest.mark.slow
 @pytest.mark.dist

@@ -293,4 +293,30 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
         discard_temp(work)
 
 
-__all__ = ["distributed_partition", "mpirun_command", "ENGINES", "DEFAULT_ENGINE"]
+def sidecar_stats(res: dict) -> dict:
+    """The figures of a ``--nprocs`` result (its sidecar ``res``: the processes' per-part recount)
+    under the names :meth:`partplan.metrics.CommStats.summary` gives them, so a script reads
+    ``stats["total_volume"]`` from either partitioner's JSON: k, n, nnz, total_volume, max_send,
+    max_recv, mean_volume, send_imbalance, recv_imbalance, compute_imbalance, max_compute_load
+    (rows of H and row nonzeros). The figures a per-part recount does not give (messages, edge cut,
+    bytes and times) are left out.
+
+    >>> sidecar_stats({"k": 2, "n": 4, "nnz": 8, "send": [1, 3], "recv": [2, 2], "compute_load": [2, 6]})
+    ... # doctest: +NORMALIZE_WHITESPACE
+    {'k': 2, 'n': 4, 'nnz': 8, 'total_volume': 4, 'max_send': 3, 'max_recv': 2, 'mean_volume': 2.0,
+     'send_imbalance': 0.5, 'recv_imbalance': 0.0, 'compute_imbalance': 0.5, 'max_compute_load': 6}
+    """
+    import numpy as np
+
+    from ...metrics.stats import imbalance
+    send, recv = np.asarray(res["send"], np.int64), np.asarray(res["recv"], np.int64)
+    load = np.asarray(res["compute_load"], np.int64)
+    k = int(res["k"])
+    return {"k": k, "n": int(res["n"]), "nnz": int(res["nnz"]), "total_volume": int(send.sum()),
+            "max_send": int(send.max(initial=0)), "max_recv": int(recv.max(initial=0)),
+            "mean_volume": float(send.sum()) / k, "send_imbalance": imbalance(send),
+            "recv_imbalance": imbalance(recv), "compute_imbalance": imbalance(load),
+            "max_compute_load": int(load.max(initial=0))}
+
+
+__all__ = ["distributed_partition", "mpirun_command", "sidecar_stats", "ENGINES", "DEFAULT_ENGINE"]
