@@ -63,6 +63,15 @@ def _positive_int(text: str) -> int:
     return v
 
 
+def _format_of(path) -> str | None:
+    """The output format its name says, or None when the name says none (its own error later)."""
+    from partplan.io import detect_format
+    try:
+        return detect_format(path)
+    except GraphFormatError:
+        return None
+
+
 def _load(args):
     from partplan.io import read_graph
 
@@ -85,6 +94,17 @@ def _load(args):
                 raise OptionError(f"--weight {args.weight}: names a field of a .pt PyG Data, not of the dataset "
                                   f"{args.input}")
             g = datasets.load(args.input)
+            from partplan.hypergraph import Hypergraph
+            if isinstance(g, Hypergraph):   # a hypergraph dataset (ibm01, ...): written as it is, to .hgr
+                fmt = args.out_format or (None if args.chunks is not None else _format_of(args.output))
+                if args.chunks is not None or fmt != "hgr":
+                    raise GraphFormatError(f"{args.input} is a hypergraph dataset: convert writes it as .hgr only "
+                                           f"(not {'chunks' if args.chunks is not None else fmt})", args.output)
+                if any((args.symmetrize, args.self_loops != "keep", args.keep_duplicates, args.drop_isolated)):
+                    from partplan.errors import OptionError
+                    raise OptionError(f"{args.input} is a hypergraph dataset: --symmetrize, --self-loops, "
+                                      f"--keep-duplicates and --drop-isolated apply to graphs")
+                return g
             if any((args.symmetrize, args.self_loops != "keep", args.keep_duplicates, args.drop_isolated)):
                 g = g.normalize(**norm)
             return g
@@ -118,6 +138,17 @@ def run(args) -> int:
     out = Path(args.output)
     fmt = args.out_format or detect_format(out)
     nets = None
+    from partplan.hypergraph import Hypergraph
+    if isinstance(g, Hypergraph):   # a hypergraph dataset, written as it is (_load refused other formats)
+        write_hypergraph(g, out)
+        info = {"input": str(args.input), "output": str(out), "format": fmt, "n": g.n, "nets": int(g.m),
+                "pins": int(g.num_pins), "read_s": round(t1 - t0, 3), "write_s": round(time.perf_counter() - t1, 3)}
+        if args.json:
+            print(json.dumps(info, indent=2))
+        else:
+            print(f"{info['input']} -> {info['output']} ({fmt})")
+            print(f"  hypergraph: {g.n} vertices, {info['nets']} nets, {info['pins']} pins")
+        return 0
     if fmt == "hgr":
         from partplan.models import column_net
         hg = column_net(g)

@@ -145,8 +145,8 @@ class TopologyPlan:
         self.check_ranks(k)
         src_layout = getattr(src, "layout", None)
         if (self.route != "flat" or self.map != "none") and layout is None and not _routable(src_layout):
-            raise TopologyError(f"--route {self.route} / --map {self.map} apply to 1d partitions; this one is "
-                                f"for layout {src_layout}")
+            raise TopologyError(f"{self._given()} {self._verb()} to 1d partitions; this one is for layout "
+                                f"{src_layout}")
         new = self.place(graph, part)
         if hasattr(src, "part"):
             if new is not part:
@@ -164,7 +164,10 @@ class TopologyPlan:
         p, spec, _ = self.prepare(graph, p, p.ranks, None)
         if spec is not None:
             from ..layouts import parse_layout
-            p.layout, p.layout_params = spec, parse_layout(spec, p.ranks).params
+            lay = parse_layout(spec, p.ranks)
+            p.layout, p.layout_params = spec, lay.params
+            if getattr(p, "stats", None) is not None:   # the route's own figures (hops counted), as the plan's
+                p.layout_stats = lay.volumes(graph, p.part, f=p.stats.f, dtype=p.stats.dtype)
         return p
 
     def metrics(self, graph, part, lay, f: int, dtype: str, owner=None) -> dict | None:

@@ -99,3 +99,25 @@ def test_convert_chunks_into_a_graph_file_name_is_refused(tmp_path, capsys):
     rc, _, err = run_cli(["convert", src, tmp_path / "out.graph", "--chunks", 2], capsys)
     one_line(rc, err, 2, "out.graph", "out.chunked")
     assert not (tmp_path / "out.graph").exists()
+
+
+def test_a_hypergraph_dataset_converts_to_hgr_and_is_refused_elsewhere(tmp_path, capsys):
+    from partplan import datasets
+    from partplan.errors import DatasetError
+    from partplan.io import read_hypergraph
+
+    name = next((n for n in datasets.names() if datasets.info(n).get("kind") == "hypergraph"), None)
+    if name is None:
+        pytest.skip("no hypergraph dataset registered")
+    try:
+        h = datasets.load(name)
+    except DatasetError:
+        pytest.skip(f"{name} is not fetched here")
+    rc, _, err = run_cli(["convert", name, tmp_path / "h.hgr"], capsys)
+    assert rc == 0, err
+    back = read_hypergraph(tmp_path / "h.hgr")
+    assert (back.n, back.m) == (h.n, h.m) and np.array_equal(back.pins, h.pins)
+    for out in ("h.graph", "h.mtx"):
+        rc, _, err = run_cli(["convert", name, tmp_path / out], capsys)
+        one_line(rc, err, 2, "hypergraph dataset", ".hgr")
+        assert not (tmp_path / out).exists()

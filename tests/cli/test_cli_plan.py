@@ -118,3 +118,25 @@ def test_options_that_act_only_elsewhere_are_refused(tmp_path, capsys):
         assert run_cli(["-q", "topology", "show", spec, "-o", t], capsys)[0] == 0
     from partplan.topology import load_topology
     assert load_topology(str(t)).ranks == 8
+
+
+def test_partition_with_a_route_reports_the_routes_figures_as_its_plan_records(tmp_path, capsys):
+    """`partition --topology T --route domain -o X.plan`: the printed and --json figures of the routed
+    layout (forwarded rows counted at every hop) are the ones the written plan's manifest records,
+    beside the direct 1D exchange's."""
+    import json
+
+    from tests.errlines import run_cli
+    out = tmp_path / "e.plan"
+    rc, text, err = run_cli(["partition", "polblogs", "-k", 8, "--topology", "tree:2x4", "--route", "domain",
+                             "-q", "--json", "-o", out], capsys)
+    assert rc == 0, err
+    d = json.loads(text)
+    recorded = json.loads((out / "manifest.json").read_text())["stats"]
+    assert d["layout_stats"]["total_volume"] == recorded["total_volume"]
+    assert d["layout_stats"]["max_send"] == recorded["max_send"]
+    rc, text, err = run_cli(["partition", "polblogs", "-k", 8, "--topology", "tree:2x4", "--route", "domain",
+                             "-q", "-o", tmp_path / "f.plan"], capsys)
+    assert rc == 0, err
+    assert f"total_volume  {recorded['total_volume']:,} rows (summed over the route's steps" in text \
+        or f"{recorded['total_volume']:,} rows (summed over the route's steps" in text
