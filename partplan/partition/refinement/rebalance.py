@@ -148,7 +148,7 @@ def rebalance(graph: Graph, part: np.ndarray, k: int, *, imbalance: float = DEFA
     load = np.bincount(part, weights=w, minlength=k)
     info = {"moved": 0, "passes": 0, "limit": int(limit), "heaviest_before": int(load.max(initial=0))}
     rows = np.flatnonzero(load[part] > limit)                # rows of overloaded parts
-    start = part.copy()
+    start = part.copy() if rows.size else part        # the input, for the second order below
     load, info["moved"], info["passes"] = _shed(graph.indptr, graph.indices, w, part, k, limit, rows, max_passes)
     if (load > limit).any():
         # stopped short: the rows least tied to their part may have used up the room that only
