@@ -511,6 +511,42 @@ def _view_of(edge_index, num_nodes=None) -> HaloRank | None:
     return same[0] if same else None
 
 
+def _sparse_view(adj) -> HaloRank | None:
+    """The live Halo rank whose edges a sparse adjacency holds (a torch sparse COO / CSR / CSC tensor or
+    a torch_sparse SparseTensor, as PyG's ``adj_t`` with rows = targets, or its transpose), else None;
+    anything else is None. What :func:`_view_of` matches, for the tensor's (source, target) pairs."""
+    try:
+        if isinstance(adj, torch.Tensor) and adj.layout in (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc):
+            if adj.layout == torch.sparse_coo:
+                row, col = adj.coalesce().indices()
+            elif adj.layout == torch.sparse_csr:
+                col = adj.col_indices()
+                row = torch.repeat_interleave(torch.arange(adj.size(0)), torch.diff(adj.crow_indices().cpu()))
+            else:
+                row = adj.row_indices()
+                col = torch.repeat_interleave(torch.arange(adj.size(1)), torch.diff(adj.ccol_indices().cpu()))
+        elif type(adj).__name__ == "SparseTensor" and hasattr(adj, "coo"):
+            row, col, _ = adj.coo()
+        else:
+            return None
+    except (RuntimeError, TypeError, ValueError):
+        return None
+    rows = int(adj.size(0))
+    if rows != int(adj.size(1)):
+        return None
+    row, col = row.detach().cpu().to(torch.int64).numpy(), col.detach().cpu().to(torch.int64).numpy()
+    # a sparse tensor merges repeated edges: the same set of (source, target) pairs as a rank's edges
+    mine = [np.unique(_edge_keys(np.stack(ei), rows)) for ei in ((col, row), (row, col))
+            if _edge_keys(np.stack(ei), rows) is not None]     # adj_t (PyG's), or adj itself
+    for v in [w for w in list(_VIEWS) if getattr(w, "edge_index", None) is not None]:
+        if v.num_local + v.num_halo != rows:
+            continue
+        theirs = np.unique(_view_keys(v))
+        if any(np.array_equal(k, theirs) for k in mine):
+            return v
+    return None
+
+
 def _edge_keys(ei: np.ndarray, rows: int) -> np.ndarray | None:
     """The columns of ``ei`` (2 × E, int64) as sorted keys source · rows + target (a multiset: equal
     for any column order), or None when an id is outside 0 .. rows − 1."""
@@ -563,6 +599,12 @@ def _install_gcn_norm() -> None:
                      flow="source_to_target", dtype=None):
             v = _view_of(edge_index, num_nodes)
             if v is None:
+                w = _sparse_view(edge_index)
+                if w is not None:
+                    raise PlanError(f"gcn_norm: this sparse adjacency holds the edges of Halo rank {w.rank}'s "
+                                    f"edge_index; PyG would count each halo row's degree from this rank's edges "
+                                    f"only. Pass op.edge_index itself (GCNConv(...)(h, op.edge_index)), whose "
+                                    f"normalization partplan makes exact")
                 return orig(edge_index, edge_weight, num_nodes, improved, add_self_loops, flow, dtype)
             return _halo_gcn_norm(v, sys._getframe(1), edge_index, edge_weight, num_nodes, improved,
                                   add_self_loops, flow, dtype)

@@ -262,3 +262,27 @@ def test_an_aggregate_without_gradient_is_followed_into_the_next_layer(graph, ha
         s2(s1(xs[0], v0.edge_index).relu(), v0.edge_index)
     hs = op([s1(e, v.edge_index)[:v.num_local].relu() for e, v in zip(xs, op.ranks)])   # with the exchange: fine
     s2(hs[0], v0.edge_index)
+
+
+def test_gcn_on_a_sparse_adjacency_of_a_halos_edges_is_refused(graph, halo):
+    """GCNConv normalizes by in-degrees; over a Halo partplan makes that exact for op.edge_index. A torch
+    sparse adjacency of the same edges (PyG's adj_t, duplicates merged, or its transpose) would
+    count each halo row's degree from this rank's edges only: wrong rows, no error. It is refused."""
+    from torch_geometric.nn import GCNConv
+    from torch_geometric.utils import to_torch_coo_tensor, to_torch_csr_tensor
+
+    from partplan.errors import PlanError
+
+    ei, _, x = graph
+    _, op = halo
+    v = op.ranks[0]
+    h = op([x[torch.from_numpy(w.local_ids)] for w in op.ranks])[0]
+    M = v.num_local + v.num_halo
+    conv = GCNConv(F_IN, F_OUT).double()
+    for adj in (to_torch_csr_tensor(v.edge_index.flip(0), size=(M, M)),
+                to_torch_coo_tensor(v.edge_index, size=(M, M))):
+        with pytest.raises(PlanError, match="sparse adjacency"):
+            conv(h, adj)
+    other = to_torch_csr_tensor(torch.stack([torch.arange(M), torch.arange(M)]),
+                                torch.ones(M, dtype=torch.float64), size=(M, M))
+    assert conv(h, other).shape == (M, F_OUT)          # another graph's adjacency: PyG's own gcn_norm
