@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PlanError
-from .args import nonneg_float, positive_int
+from .args import nonneg_float, positive_float, positive_int
 from .common import (add_output_option, add_plan_options, atomic_save, base_report, family_totals,
                      plan_inputs, precheck_plan, progress_fn, render_footer, render_header, resolved_kernels)
 from .registry import Job, register
@@ -154,7 +154,7 @@ def _plan_config(args, *keys: str) -> dict:
 def _pagerank_arguments(s) -> None:
     add_plan_options(s, capability="analytics (1d, 2d:RxC, routed:ROUTE:D)")
     s.add_argument("--damping", type=nonneg_float, default=0.85, help="damping factor (default 0.85)")
-    s.add_argument("--tol", type=nonneg_float, default=1e-6, help="stop when L1 change < n * tol "
+    s.add_argument("--tol", type=positive_float, default=1e-6, help="stop when L1 change < n * tol "
                    "(default 1e-6, networkx)")
     s.add_argument("--max-iter", type=positive_int, default=100, help="iteration limit (default 100)")
     add_output_option(s, "npy", "pr.npy: float64[n]")
@@ -163,8 +163,6 @@ def _pagerank_arguments(s) -> None:
 def _pagerank_config(args) -> dict:
     if not 0 <= args.damping <= 1:
         raise PlanError(f"--damping must be in [0, 1], got {args.damping}")
-    if args.tol <= 0:
-        raise PlanError(f"--tol must be > 0, got {args.tol}")
     cfg = _plan_config(args, "damping", "tol", "max_iter")
     precheck_plan(cfg, args, capability="analytics", job="PageRank")
     return cfg

@@ -43,6 +43,14 @@ def nonneg_float(text: str) -> float:
     return v
 
 
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    v = _number(text, float, "a number")
+    if not math.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text}")
+    return v
+
+
 def fraction(text: str) -> float:
     """argparse type: an imbalance / tolerance in [0, 10)."""
     v = _number(text, float, "a number")

@@ -209,7 +209,8 @@ def add_search_options(s) -> None:
     """--roots/--root, --seed, --direction, --alpha, --beta, --plot."""
     g = s.add_mutually_exclusive_group()
     g.add_argument("--roots", type=positive_int, default=None, metavar="K",
-                   help="search from K random vertices of degree >= 1 (default 64)")
+                   help="search from K random distinct vertices of degree >= 1 (default 64; all of them when "
+                        "the graph has fewer: the report's searches say how many)")
     g.add_argument("--root", type=int, metavar="V", help="search from vertex V only")
     s.add_argument("--seed", type=int, default=0, help="seed of the search keys (default 0)")
     s.add_argument("--direction", choices=("auto", "top-down", "bottom-up"), default="auto",

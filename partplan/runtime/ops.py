@@ -43,6 +43,18 @@ def _csr_matvecs(mat, x, out, accumulate: bool) -> None:
         out[...] = mat @ x
 
 
+
+def readonly_tensor(a):
+    """``a`` (numpy) as a CPU tensor sharing its memory, for kernel inputs, which no kernel writes: a
+    plan's arrays are often read-only (memory-mapped shards), where torch warns that writing would be
+    undefined; the warning is silenced here, without a copy."""
+    import warnings
+
+    import torch
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return torch.as_tensor(np.ascontiguousarray(a))
+
 class NumpyOps:
     """numpy buffers; scipy SpMM."""
 
@@ -164,12 +176,16 @@ class TorchOps:
     def matrix(self, indptr, indices, data, shape):
         if self.kernel == "scipy":
             return NumpyOps(self.np_dtype).matrix(indptr, indices, data, shape)
+        import warnings
+
         t = self.torch
         vals = (t.ones(indices.size, dtype=self.dtype) if data is None
-                else t.from_numpy(np.asarray(data, dtype=self.np_dtype)))
-        return t.sparse_csr_tensor(t.from_numpy(np.ascontiguousarray(indptr, dtype=np.int64)),
-                                   t.from_numpy(np.ascontiguousarray(indices, dtype=np.int64)),
-                                   vals, size=shape).to(self.device)
+                else readonly_tensor(np.asarray(data, dtype=self.np_dtype)))
+        with warnings.catch_warnings():   # torch's notice that its CSR support is in beta, said at every build
+            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+            return t.sparse_csr_tensor(readonly_tensor(np.asarray(indptr, dtype=np.int64)),
+                                       readonly_tensor(np.asarray(indices, dtype=np.int64)),
+                                       vals, size=shape, check_invariants=False).to(self.device)
 
     def transpose_matrix(self, mat):
         if self.kernel == "scipy":

@@ -65,7 +65,7 @@ def traversal_program(manifest: dict) -> str:
     if b == "separate":
         return "backward"
     raise PlanError("the plan has no program of A^T (backward = "
-                    f"{b!r}): rebuild it with `partplan plan ... --backward` or from a symmetric graph")
+                    f"{b!r}): rebuild it with `partplan plan ... --backward separate` (or auto) or from a symmetric graph")
 
 
 CAPABILITIES = ("bfs", "analytics", "stealing", "routes", "fold")

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..ops import readonly_tensor
+
 BIG = torch.iinfo(torch.int64).max  # "no candidate" in the int64 minima
 _DT = {"bool": torch.bool, "int32": torch.int32, "int64": torch.int64, "float64": torch.float64}
 _WEIGHTS = (128, 64, 32, 16, 8, 4, 2, 1)
@@ -145,7 +147,7 @@ class TorchKernels:
     def _t(self, a, dtype=torch.int64) -> torch.Tensor | None:
         if a is None:
             return None
-        return torch.as_tensor(np.ascontiguousarray(a)).to(device=self.device, dtype=dtype)
+        return readonly_tensor(a).to(device=self.device, dtype=dtype)
 
     def graph(self, rg) -> TorchGraph:
         """The device copy of a RankGraph (made once per RankGraph and kernel set)."""
@@ -165,8 +167,7 @@ class TorchKernels:
         """A tensor on the device (from numpy or a tensor; ``dtype`` bool / int32 / int64 / float64)."""
         if isinstance(a, torch.Tensor):
             return a.to(device=self.device, dtype=None if dtype is None else _DT[dtype])
-        a = np.ascontiguousarray(a)
-        return torch.as_tensor(a).to(device=self.device, dtype=None if dtype is None else _DT[dtype])
+        return readonly_tensor(a).to(device=self.device, dtype=None if dtype is None else _DT[dtype])
 
     def host(self, a) -> np.ndarray:
         """numpy copy of a tensor (no copy for a CPU tensor)."""
