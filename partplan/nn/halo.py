@@ -536,8 +536,8 @@ def _sparse_view(adj) -> HaloRank | None:
         return None
     row, col = row.detach().cpu().to(torch.int64).numpy(), col.detach().cpu().to(torch.int64).numpy()
     # a sparse tensor merges repeated edges: the same set of (source, target) pairs as a rank's edges
-    mine = [np.unique(_edge_keys(np.stack(ei), rows)) for ei in ((col, row), (row, col))
-            if _edge_keys(np.stack(ei), rows) is not None]     # adj_t (PyG's), or adj itself
+    keys = [_edge_keys(np.stack(ei), rows) for ei in ((col, row), (row, col))]   # adj_t (PyG's), or adj
+    mine = [np.unique(k) for k in keys if k is not None]
     for v in [w for w in list(_VIEWS) if getattr(w, "edge_index", None) is not None]:
         if v.num_local + v.num_halo != rows:
             continue
