@@ -18,8 +18,8 @@ def as_part_ids(part, *, where: str = "", what: str = "partition", offset: int =
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
         bad = first_fraction(arr) if np.issubdtype(arr.dtype, np.floating) else None
         if bad is not None and bad >= 0:     # name the vertex: a float array of whole numbers is accepted
-            raise PartitionError(f"{where}{what}: vertex {offset + bad} has part id {arr[bad].item()!r}, not an "
-                                 f"integer")
+            raise PartitionError(f"{where}{what} must hold integer part ids: vertex {offset + bad} has "
+                                 f"{arr[bad].item()!r}")
         if bad is None:
             raise PartitionError(f"{where}{what} must hold integer part ids, got dtype {arr.dtype}")
         _below_int64(arr, where, what, offset)

@@ -360,7 +360,7 @@ def test_partition_npy_errors(tmp_path):
     with pytest.raises(PartitionError, match="one-dimensional"):
         read_partition(p, 4)
     np.save(p, np.array([0.0, 1.5]))
-    with pytest.raises(PartitionError, match="vertex 1 has part id 1.5, not an integer"):
+    with pytest.raises(PartitionError, match="integer part ids: vertex 1 has 1.5"):
         read_partition(p, 2)
     np.save(p, np.array([0, -3]))
     with pytest.raises(PartitionError, match="negative part id -3"):

@@ -243,7 +243,7 @@ def test_a_part_id_that_is_no_whole_number_is_named_by_its_vertex(tmp_path, caps
     part[17] = value
     np.save(tmp_path / "p.npy", part)
     rc, _, err = run_cli(["plan", gf, "--partition", tmp_path / "p.npy", "-o", tmp_path / "t.plan"], capsys)
-    one_line(rc, err, 2, "p.npy", "vertex 17", shown, "not an integer")
+    one_line(rc, err, 2, "p.npy", "vertex 17", shown, "integer part ids")
 
 
 def test_k_that_disagrees_names_the_partition_file(tmp_path, capsys):

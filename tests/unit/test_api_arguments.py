@@ -157,7 +157,7 @@ def test_nn_topology_and_plan_arguments(tmp_path):
         (lambda: DistGCN(1.5, 4, 2), "in_dim"),
         (lambda: DistGCN(8, 4, 2, layers=-1), "layers"),
         (lambda: DistGCN(8, 4, 2, dropout=1.5), "dropout"),
-        (lambda: map_parts(G, np.arange(8) % 4 + 0.7, topology.load_topology("tree:2x2")), "not an integer"),
+        (lambda: map_parts(G, np.arange(8) % 4 + 0.7, topology.load_topology("tree:2x2")), "integer part ids"),
         (lambda: map_parts(G, np.arange(8) % 4, None), "topo must be a partplan Topology"),
         (lambda: assign_owners(G, np.arange(8) % 2, 2, time_limit=float("nan")), "time_limit"),
     ]

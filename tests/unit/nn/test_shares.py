@@ -310,7 +310,7 @@ def test_balance_rows_or_weights_is_what_the_partition_balances(tmp_path):
     # memory weights by hand: 256 bytes of x per row, 24 + 40 bytes per in-edge -> in-degree + 4
     indeg = np.bincount(ei[1].numpy(), minlength=g.n)
     assert np.array_equal(memory_weights(data, activation_bytes=40), indeg + 4)
-    for bad in ("edges", np.ones(3, dtype=np.int64), -np.ones(g.n, dtype=np.int64), np.ones(g.n)):
+    for bad in ("edges", np.ones(3, dtype=np.int64), -np.ones(g.n, dtype=np.int64), np.full(g.n, 1.5)):
         with pytest.raises(OptionError):
             partplan.plan_from_pyg(data, k, balance=bad)
 
