@@ -340,13 +340,23 @@ class Halo(torch.nn.Module):
                             f"(start it with --nproc-per-node {m['ranks']})")
         step = _exchange_step(name, m)
         rank = dist.get_rank()
-        self._view = HaloRank(name, m, shard_of(rank), step, edge_index, int(m["graph"]["n"]))
         self.dtype, self.device = dtype, device
-        self.share = _attach_share(self, name, plan, m, self._view, edge_index, self.device)
-        _register(self._view)
         self.timeout = timeout
         self.comm = TorchComm(manifest_groups(m), timeout_s=self.timeout, device=self.device)
         self.comm.bind_world_timeout()
+        failure = None
+        try:   # this rank's shard and share: a bad one is said on every rank, not only here
+            self._view = HaloRank(name, m, shard_of(rank), step, edge_index, int(m["graph"]["n"]))
+            self.share = _attach_share(self, name, plan, m, self._view, edge_index, self.device)
+        except Exception as exc:  # noqa: BLE001 - re-raised here; the peers raise its message
+            failure = exc
+        said = self.comm.allgather_object(None if failure is None else f"{type(failure).__name__}: {failure}")
+        if failure is not None:
+            raise failure
+        bad = next(((r, s) for r, s in enumerate(said) if s is not None), None)
+        if bad is not None:     # the peers would otherwise wait out the timeout at the first exchange
+            raise PlanError(f"{name}: rank {bad[0]} could not load its part of the plan: {bad[1]}")
+        _register(self._view)
         self._ex = _Exchange(name, m, [self._view], self.comm)
         self._ex.marker = CallCounter(self.comm, name)
 
