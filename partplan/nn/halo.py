@@ -327,7 +327,7 @@ class Halo(torch.nn.Module):
         super().__init__()
         import torch.distributed as dist
 
-        from ..runtime.comm import CallCounter, TorchComm
+        from ..runtime.comm import CallCounter, TorchComm, agree_on_failure
         name, m, shard_of = _load(plan)
         self.plan_name, self.manifest = name, m
         dtype, device, timeout = _halo_options(name, dtype, device, timeout)
@@ -350,7 +350,7 @@ class Halo(torch.nn.Module):
             self.share = _attach_share(self, name, plan, m, self._view, edge_index, self.device)
         except Exception as exc:  # noqa: BLE001 - re-raised here; the peers raise its message
             failure = exc
-        bad = _agree_on_failure(self.comm, world, rank, failure)
+        bad = agree_on_failure(self.comm, world, rank, failure)
         if failure is not None:
             raise failure
         if bad is not None:     # the peers would otherwise wait out the timeout at the first exchange
@@ -395,28 +395,6 @@ class Halo(torch.nn.Module):
             raise PlanError(f"{self.plan_name}: this Halo was unpickled; process groups do not survive "
                             f"pickling: build it again with partplan.nn.Halo(plan, edge_index)")
         return self._ex
-
-
-_FAILURE_TEXT_BYTES = 512     # how much of a failed rank's message its peers are told
-
-
-def _agree_on_failure(comm, world: int, rank: int, failure: BaseException | None) -> tuple[int, str] | None:
-    """Every rank learns whether any rank failed (one all-reduce of a flag per rank, on the comm's
-    device: NCCL and gloo alike) and, only then, the first failed rank's message (a second all-reduce of
-    its UTF-8 bytes, at most _FAILURE_TEXT_BYTES). Returns (rank, message) of the first failed rank, or
-    None when none failed."""
-    flags = np.zeros(world)
-    flags[rank] = failure is not None
-    failed = np.flatnonzero(comm.allreduce_world([flags], "max")[0] > 0)
-    if failed.size == 0:
-        return None
-    text = np.zeros((world, _FAILURE_TEXT_BYTES))
-    if failure is not None:
-        raw = f"{type(failure).__name__}: {failure}".encode("utf-8", "replace")[:_FAILURE_TEXT_BYTES]
-        text[rank, :len(raw)] = np.frombuffer(raw, dtype=np.uint8)
-    text = comm.allreduce_world([text.ravel()], "sum")[0].reshape(world, _FAILURE_TEXT_BYTES)
-    first = int(failed[0])
-    return first, bytes(text[first].astype(np.uint8)).rstrip(b"\0").decode("utf-8", "replace")
 
 
 class LocalHalo(torch.nn.Module):

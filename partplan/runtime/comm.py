@@ -547,3 +547,25 @@ def init_distributed(backend: str = "gloo", *, timeout_s: float = 60.0, device=N
             raise CommError(f"rank {os.environ['RANK']}: init_process_group({be}) failed: "
                             f"{str(exc).splitlines()[0][:300]}") from None
     return dist.get_rank(), dist.get_world_size()
+
+
+FAILURE_TEXT_BYTES = 512     # how much of a failed rank's message its peers are told
+
+
+def agree_on_failure(comm, world: int, rank: int, failure: BaseException | None) -> tuple[int, str] | None:
+    """Every rank learns whether any rank failed (one all-reduce of a flag per rank, on the comm's
+    device: NCCL and gloo alike) and, only then, the first failed rank's message (a second all-reduce of
+    its UTF-8 bytes, at most FAILURE_TEXT_BYTES). Returns (rank, message) of the first failed rank, or
+    None when none failed."""
+    flags = np.zeros(world)
+    flags[rank] = failure is not None
+    failed = np.flatnonzero(comm.allreduce_world([flags], "max")[0] > 0)
+    if failed.size == 0:
+        return None
+    text = np.zeros((world, FAILURE_TEXT_BYTES))
+    if failure is not None:
+        raw = f"{type(failure).__name__}: {failure}".encode("utf-8", "replace")[:FAILURE_TEXT_BYTES]
+        text[rank, :len(raw)] = np.frombuffer(raw, dtype=np.uint8)
+    text = comm.allreduce_world([text.ravel()], "sum")[0].reshape(world, FAILURE_TEXT_BYTES)
+    first = int(failed[0])
+    return first, bytes(text[first].astype(np.uint8)).rstrip(b"\0").decode("utf-8", "replace")

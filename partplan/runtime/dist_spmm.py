@@ -87,7 +87,7 @@ class DistSpMM(torch.nn.Module):
 
         from .._args import check_real
         from ..plan.store import load_rank, read_manifest
-        from .comm import CallCounter, TorchComm
+        from .comm import CallCounter, TorchComm, agree_on_failure
         from .ops import KERNELS
         timeout = check_real("DistSpMM: timeout (seconds)", timeout, lo_open=True, error=PlanError)
         if isinstance(plan, Plan):
@@ -116,9 +116,18 @@ class DistSpMM(torch.nn.Module):
         self.rank = dist.get_rank()
         self.kernels = kernels
         self.overlap = overlap
-        self.shard = plan.ranks[self.rank] if isinstance(plan, Plan) else load_rank(plan, self.rank, manifest=m)
         self.comm = TorchComm(manifest_groups(m), timeout_s=timeout, device=self._device)
         self.comm.bind_world_timeout()  # a peer that never calls fails within `timeout`, not init's 30 min
+        failure = None
+        try:   # this rank's shard: a bad one is said on every rank, not only here
+            self.shard = plan.ranks[self.rank] if isinstance(plan, Plan) else load_rank(plan, self.rank, manifest=m)
+        except Exception as exc:  # noqa: BLE001 - re-raised here; the peers raise its message
+            failure = exc
+        bad = agree_on_failure(self.comm, world, self.rank, failure)
+        if failure is not None:
+            raise failure
+        if bad is not None:     # the peers would otherwise wait out the timeout at the first exchange
+            raise PlanError(f"{self.plan_name}: rank {bad[0]} could not load its part of the plan: {bad[1]}")
         self.calls = CallCounter(self.comm, self.plan_name)
         self._block = None
         self._build(verify=verify)
