@@ -52,11 +52,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_engine_rule import SPLIT, family, load, positive_float, read_json_lines  # noqa: E402
+from bench_engine_rule import SPLIT, family, load, read_json_lines  # noqa: E402
 
 from partplan.bench.script import run  # noqa: E402
 from partplan.errors import OptionError  # noqa: E402
-from partplan.jobs.args import positive_int  # noqa: E402
+from partplan.jobs.args import positive_float, positive_int  # noqa: E402
 
 
 def parse_refine(items: list[str]) -> dict:

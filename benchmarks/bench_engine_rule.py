@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from partplan.bench.script import run  # noqa: E402
 from partplan.errors import OptionError  # noqa: E402
-from partplan.jobs.args import nonneg_float, positive_int  # noqa: E402
+from partplan.jobs.args import positive_float, positive_int  # noqa: E402
 
 # Fixed before measuring: one graph of each family on each side where two exist.
 # spec: "ds:NAME" (partplan datasets), "rmat:SCALE:SEED", "web:N:SEED" (datasets.generators.web_crawl)
@@ -50,17 +50,6 @@ FAMILY = {"as-22july06": "AS topology", "power": "power grid", "email-Enron": "s
           "copter2": "FE (3D)", "mdual": "FE dual mesh", "rgg_n_2_15_s0": "random geometric",
           "delaunay_n15": "2D mesh"}
 ENGINES = ("zoltan", "ptscotch", "stream")
-
-
-def positive_float(text: str) -> float:
-    """argparse type of --timeout: a finite number of seconds > 0."""
-    try:
-        v = nonneg_float(text)
-    except argparse.ArgumentTypeError:
-        v = 0.0
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text}")
-    return v
 
 
 def read_json_lines(path: str, option: str, keys: tuple[str, ...]) -> list[dict]:
