@@ -143,12 +143,8 @@ def run(args) -> int:
         write_hypergraph(g, out)
         info = {"input": str(args.input), "output": str(out), "format": fmt, "n": g.n, "nets": int(g.m),
                 "pins": int(g.num_pins), "read_s": round(t1 - t0, 3), "write_s": round(time.perf_counter() - t1, 3)}
-        if args.json:
-            print(json.dumps(info, indent=2))
-        else:
-            print(f"{info['input']} -> {info['output']} ({fmt})")
-            print(f"  hypergraph: {g.n} vertices, {info['nets']} nets, {info['pins']} pins")
-        return 0
+        return _report(args, info, [f"{info['input']} -> {info['output']} ({fmt})",
+                                    f"  hypergraph: {g.n} vertices, {info['nets']} nets, {info['pins']} pins"])
     if fmt == "hgr":
         from partplan.models import column_net
         hg = column_net(g)
@@ -165,18 +161,20 @@ def run(args) -> int:
             "fingerprint": g.fingerprint, "read_s": round(t1 - t0, 3), "write_s": round(t2 - t1, 3)}
     if nets is not None:
         info["nets"] = nets
-    if args.json:
-        print(json.dumps(info, indent=2))
-    else:
-        print(f"{info['input']} -> {info['output']} ({fmt})")
-        print(f"  n={g.n} nnz={g.nnz} {'directed' if g.directed else 'undirected'} "
-              f"{'weighted' if g.data is not None else 'pattern'}"
-              f"{' relabelled' if g.ids is not None else ''}")
-        print(f"  fingerprint {g.fingerprint}")
-        if nets is not None:   # a model of the graph, not the graph: say what reads it back
-            print(f"  hypergraph model: {nets} column nets over {g.n} vertices (nets of one pin left out); "
-                  f"partplan.io.read_hypergraph reads it back{'' if nets == g.n else ', not as a graph'}")
-        print(f"  read {info['read_s']} s, write {info['write_s']} s")
+    lines = [f"{info['input']} -> {info['output']} ({fmt})",
+             f"  n={g.n} nnz={g.nnz} {'directed' if g.directed else 'undirected'} "
+             f"{'weighted' if g.data is not None else 'pattern'}{' relabelled' if g.ids is not None else ''}",
+             f"  fingerprint {g.fingerprint}"]
+    if nets is not None:   # a model of the graph, not the graph: say what reads it back
+        lines.append(f"  hypergraph model: {nets} column nets over {g.n} vertices (nets of one pin left out); "
+                     f"partplan.io.read_hypergraph reads it back{'' if nets == g.n else ', not as a graph'}")
+    lines.append(f"  read {info['read_s']} s, write {info['write_s']} s")
+    return _report(args, info, lines)
+
+
+def _report(args, info: dict, lines: list[str]) -> int:
+    """What convert prints: ``info`` as JSON with ``--json``, else ``lines``; returns 0."""
+    print(json.dumps(info, indent=2) if args.json else "\n".join(lines))
     return 0
 
 
@@ -208,9 +206,5 @@ def _run_chunked(args) -> int:
             "n": g.n, "nnz": g.nnz, "directed": g.directed, "weighted": g.data is not None,
             "fingerprint": g.fingerprint, "read_s": round(t1 - t0, 3),
             "write_s": round(time.perf_counter() - t1, 3)}
-    if args.json:
-        print(json.dumps(info, indent=2))
-    else:
-        print(f"{info['input']} -> {info['output']} (chunked, {args.chunks} chunks)")
-        print(f"  n={g.n} nnz={g.nnz} fingerprint {g.fingerprint}")
-    return 0
+    return _report(args, info, [f"{info['input']} -> {info['output']} (chunked, {args.chunks} chunks)",
+                                f"  n={g.n} nnz={g.nnz} fingerprint {g.fingerprint}"])
