@@ -163,10 +163,8 @@ def _run_distributed(args, out: Path) -> int:
     if unsupported:
         raise PlanError(f"--nprocs builds the plan of the chunked graph as stored; {', '.join(unsupported)} "
                         f"is not offered with it")
-    part_path = Path(args.partition)
-    if part_path.is_dir() and (part_path / "manifest.json").is_file():
-        raise PlanError(f"{args.partition}: a plan directory as the partition is read by the one-process build "
-                        f"(leave --nprocs out), which checks it against the graph")
+    from partplan.plan.distbuild import refuse_plan_partition
+    refuse_plan_partition(args.partition)    # before the DGL / PyG detection of a partition folder
     if args.layout is not None and not layout_class(args.layout).distributed_build:
         raise PlanError(f"--nprocs does not build layout {args.layout}; build it without --nprocs")
     from partplan.io.chunked import chunk_info

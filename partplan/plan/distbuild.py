@@ -193,6 +193,16 @@ def _read_rows(graph_path, info: ChunkInfo, lo: int, hi: int):
     return indptr, indices, data
 
 
+def refuse_plan_partition(path) -> None:
+    """One PartitionError when ``path`` is a plan directory: the distributed build reads bare and saved
+    partitions; a plan as the partition is read by the one-process build, which checks it against
+    the graph."""
+    p = Path(path)
+    if p.is_dir() and (p / "manifest.json").is_file():
+        raise PartitionError(f"{p}: a plan directory as the partition is read by the one-process build "
+                             f"(leave --nprocs out), which checks it against the graph")
+
+
 def read_part_slice(partition, n: int, k: int, lo: int, hi: int) -> np.ndarray:
     """part[lo:hi] as int64, checked as the one-process build checks a partition (integer ids,
     integral floats included, in [0, k)); ``partition`` is an array, a ``.npy`` path
@@ -201,9 +211,7 @@ def read_part_slice(partition, n: int, k: int, lo: int, hi: int) -> np.ndarray:
     from ..parts import as_part_ids
     if isinstance(partition, (str, os.PathLike)):
         p = Path(partition)
-        if p.is_dir() and (p / "manifest.json").is_file():
-            raise PartitionError(f"{p}: a plan directory as the partition is read by the one-process build "
-                                 f"(leave --nprocs out), which checks it against the graph")
+        refuse_plan_partition(p)
         if p.suffix.lower() == ".npy":
             from ..io._common import npy_claim_problem, npy_header
             try:
