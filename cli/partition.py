@@ -201,7 +201,7 @@ def _run_distributed(args, progress) -> int:
     over = distributed_over_epsilon(res, req.imbalance) if floor is None and cfloor is None else None
     if over is not None:
         print(f"partplan: warning: {over_epsilon_message(over, req.k)}", file=sys.stderr, flush=True)
-    if args.json:   # "stats": the one-process JSON's names for the figures a per-part recount gives
+    if args.json:   # "stats": the one-process JSON's names for the processes' final figures
         from partplan.partition.pipeline.distributed import sidecar_stats
         print(json.dumps({**{k: v for k, v in res.items() if k not in ("send", "recv", "compute_load")},
                           "stats": sidecar_stats(res),
@@ -215,6 +215,8 @@ def _run_distributed(args, progress) -> int:
             ("total_volume", f"{r['total_volume']} (engine {e['total_volume']})"),
             ("max_send", f"{r['max_send']} (engine {e['max_send']})"),
             ("max_recv", f"{r['max_recv']} (engine {e['max_recv']})"),
+            *([("messages", f"{res['stats']['messages']:,} (edge cut {res['stats']['edge_cut']:,})")]
+              if "messages" in res.get("stats", {}) else []),
             ("compute_imbalance", f"{res['compute_imbalance']:.4g}"),
             *([("rows per rank", f"max {iso['max_rows']:,}, mean {iso['mean_rows']:,.1f} ({iso['rows']:,} isolated "
                                  f"rows among them, placed where the fewest rows are)")]

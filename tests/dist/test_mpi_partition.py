@@ -5,6 +5,7 @@ count), the refinement against the engine's own partition, the directed
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -369,7 +370,7 @@ def test_default_engine_runs_zoltan_on_a_symmetric_graph(rmat11, tmp_path, capsy
 @pytest.mark.dist
 def test_the_json_of_nprocs_has_the_one_process_stats_names(rmat11, tmp_path, capsys):
     """`partition --nprocs N --json` carries ``stats`` under the names of the one-process JSON,
-    each equal to analyze()'s count of the written partition."""
+    each equal to analyze()'s count of the written partition, and the table prints the messages."""
     from tests.errlines import run_cli
     g, path = rmat11
     rc, out, err = run_cli(["partition", path, "-k", 4, "--nprocs", 2, "--json", "-q", "-o", tmp_path / "j.npy"],
@@ -378,7 +379,10 @@ def test_the_json_of_nprocs_has_the_one_process_stats_names(rmat11, tmp_path, ca
     stats = json.loads(out)["stats"]
     ref = analyze(g, np.load(tmp_path / "j.npy"), 4).summary()
     assert stats == {name: ref[name] for name in stats}
-    assert {"total_volume", "max_send", "max_recv", "compute_imbalance", "max_compute_load"} <= set(stats)
+    assert stats == {name: ref[name] for name in ref}     # every figure: messages, edge cut and bytes too
+    rc, out, err = run_cli(["partition", path, "-k", 4, "--nprocs", 2, "-q", "-o", tmp_path / "t.npy"], capsys)
+    assert rc == 0, err
+    assert re.search(rf"^messages +{ref['messages']:,} \(edge cut {ref['edge_cut']:,}\)$", out, re.M), out
 
 
 # --------------------------------------------------------------------------- one partitioner

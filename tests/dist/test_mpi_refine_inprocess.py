@@ -272,3 +272,54 @@ def test_the_rounds_run_where_the_passes_in_process_0_cannot(monkeypatch, tmp_pa
     assert res["km1"]["where"] == "distributed"
     s = analyze(g, part, k).summary()
     assert res["result"]["total_volume"] == s["total_volume"] < res["refine"]["total_volume"]
+
+
+@pytest.mark.parametrize("directed", [False, True])
+def test_the_final_stats_are_the_analyzers_summary(directed):
+    """The distributed partitioner's final figures (``stats`` of its sidecar and of
+    ``--nprocs --json``), counted over the nets of one MPI rank, equal analyze()'s summary of
+    the same partition — messages, edge cut, oblivious volume and bytes included — on a
+    symmetric graph and a directed one (nets are columns: the transpose's rows)."""
+    import scipy.sparse as sp
+
+    from partplan import Graph
+    from partplan.metrics.stats import analyze
+    from partplan.partition.pipeline.mpi_worker import _final_stats
+    from partplan.partition.refinement.distributed import RowSlice, recount
+    comm = _comm()
+    rng = np.random.default_rng(4)
+    a = sp.random(300, 300, density=0.02, random_state=5, format="csr")
+    a = (a if directed else a + a.T).tocsr()
+    g = Graph.from_scipy(a, directed=directed)
+    assert g.is_symmetric() is not directed
+    k = 7
+    part = rng.integers(0, k, g.n).astype(np.int32)
+    indptr, indices = g.indptr.astype(np.int64), g.indices.astype(np.int64)
+    t = sp.csr_matrix(a.T)
+    t.sort_indices()
+    sl = RowSlice(0, g.n, g.n, indptr, indices, t.indptr.astype(np.int64), t.indices.astype(np.int64))
+    send, recv, weights = recount(comm, sl, part, k)
+    got = _final_stats(comm, sl, part, k, g.nnz, send, recv, weights)
+    ref = analyze(g, part.astype(np.int64), k).summary()
+    assert got == ref
+    assert got["messages"] > 0 and got["edge_cut"] > 0
+
+
+def test_the_final_stats_leave_the_pair_figures_out_above_the_matrix_bound(monkeypatch):
+    """Above the bound on the k × k matrix the final figures are the per-part ones (equal to the
+    analyzer's), and ``stats_note`` says what is left out."""
+    from partplan.datasets.generators import rmat
+    from partplan.metrics.stats import analyze
+    from partplan.partition.pipeline import mpi_worker
+    from partplan.partition.refinement.distributed import RowSlice, recount
+    comm = _comm()
+    g = rmat(9, seed=2)
+    k = 16
+    part = (np.arange(g.n) * 5 % k).astype(np.int32)
+    indptr, indices = g.indptr.astype(np.int64), g.indices.astype(np.int64)
+    sl = RowSlice(0, g.n, g.n, indptr, indices, indptr, indices)
+    monkeypatch.setattr(mpi_worker, "STATS_MATRIX_MAX_BYTES", k * k * 8 - 1)
+    got = mpi_worker._final_stats(comm, sl, part, k, g.nnz, *recount(comm, sl, part, k))
+    ref = analyze(g, part.astype(np.int64), k).summary()
+    assert "messages" not in got and "edge cut" in got.pop("stats_note")
+    assert got == {name: ref[name] for name in got}

@@ -356,6 +356,46 @@ def spread_isolated(comm, sl, part: np.ndarray, k: int, eps: float) -> dict:
             "mean_rows": round(sl.n / k, 3)}
 
 
+# the k × k volume matrix each process holds while the final figures are counted (64 MiB: k ≤ 2,896)
+STATS_MATRIX_MAX_BYTES = 64 << 20
+
+
+def _final_stats(comm, sl, part, k: int, nnz: int, send, recv, weights) -> dict:
+    """The final partition's figures under the names of
+    :meth:`partplan.metrics.CommStats.summary` (the one-process partitioner's JSON ``stats``: rows
+    of H at f = 128 float32 for the bytes and the time estimate), in process 0 ({} in the
+    others). Messages, the edge cut and the sparsity-oblivious volume need the volume matrix
+    (:func:`~partplan.partition.refinement.distributed.pair_volume`); above
+    STATS_MATRIX_MAX_BYTES of it they are left out and ``stats_note`` says why. The matrix's row
+    and column sums are checked against the recount ``send`` / ``recv``. Collective."""
+    from ...metrics.stats import CommStats, imbalance
+    from ..refinement.distributed import pair_volume
+
+    from mpi4py import MPI
+
+    # each process's own rows: the isolated rows' parts are set in their process alone
+    sizes = np.bincount(part[sl.lo:sl.hi], minlength=k).astype(np.int64)
+    comm.Allreduce(MPI.IN_PLACE, sizes, op=MPI.SUM)
+    if k * k * 8 > STATS_MATRIX_MAX_BYTES:
+        if comm.Get_rank() != 0:
+            return {}
+        return {"k": k, "n": int(part.size), "nnz": int(nnz), "total_volume": int(send.sum()),
+                "max_send": int(send.max()), "max_recv": int(recv.max()), "mean_volume": float(send.sum()) / k,
+                "send_imbalance": imbalance(send), "recv_imbalance": imbalance(recv),
+                "compute_imbalance": imbalance(weights), "size_imbalance": imbalance(sizes),
+                "max_compute_load": int(weights.max()),
+                "stats_note": f"messages, edge cut, oblivious volume, bytes and the time estimate are left out at "
+                              f"k = {k:,}: their {k:,} x {k:,} volume matrix is above the "
+                              f"{STATS_MATRIX_MAX_BYTES >> 20} MiB each process may hold for it"}
+    vol, cut = pair_volume(comm, sl, part, k)
+    if vol is None:
+        return {}
+    if not (np.array_equal(vol.sum(axis=1), send) and np.array_equal(vol.sum(axis=0), recv)):
+        raise RuntimeError("internal error: the volume matrix differs from the recount")
+    return CommStats(k=k, n=int(part.size), nnz=int(nnz), f=128, dtype="float32", volume=vol, part_sizes=sizes,
+                     compute_load=np.asarray(weights, np.int64), edge_cut=cut).summary()
+
+
 def run(cfg: dict) -> dict:
     from mpi4py import MPI
 
@@ -456,6 +496,9 @@ def run(cfg: dict) -> dict:
         st.start("isolated")
         isolated = spread_isolated(comm, sl, part, k, eps)
         st.stop()
+    st.start("stats")
+    stats = _final_stats(comm, sl, part, k, info.nnz, send, recv, weights)
+    st.stop()
     st.start("write")
     from ..._atomic import open_npy
     ident = tuple(cfg["ident"]) if cfg.get("ident") else None
@@ -479,7 +522,7 @@ def run(cfg: dict) -> dict:
                        "total_volume": int(res.send.sum()), "max_send": int(res.send.max()),
                        "max_recv": int(res.recv.max())},
             "gathered": gathered, "km1": km1, "isolated": isolated, **({"km1_first": km1_first} if km1_first is not None else {}),
-            "row_bounds": bounds.tolist(), "stages": stages,
+            "row_bounds": bounds.tolist(), "stages": stages, "stats": stats,
             **({"engine_choice": choice} if choice is not None else {})}
 
 
