@@ -28,8 +28,8 @@ uniform and raised before any expensive work:
   :class:`~partplan.errors.BackendUnavailableError` "backend 'metis' does not
   take option(s) x; it takes: ..." (the engine and every valid name);
 - a value of the wrong type or out of range: :class:`~partplan.errors.OptionError`
-  "metis option recursive must be True or False, got 'yes'" (engine, option,
-  value, accepted range);
+  "metis option recursive (recursive bisection instead of direct k-way) must be True or False, got
+  'yes'" (engine, option and what it does, value, accepted range);
 - a name outside an option's choices (a preset, a context, a handoff):
   :class:`~partplan.errors.BackendUnavailableError` naming the choices.
 
@@ -38,7 +38,7 @@ uniform and raised before any expensive work:
 >>> check_group("hubs", {"hub_factor": -1})
 Traceback (most recent call last):
 ...
-partplan.errors.OptionError: hubs option hub_factor must be a finite number >= 0, got -1
+partplan.errors.OptionError: hubs option hub_factor (...) must be a finite number >= 0, got -1
 
 The engines' own checks (:func:`partplan.partition.engines.check_options`,
 :func:`~partplan.partition.engines.engine_schema`) live with the registry.

@@ -72,7 +72,7 @@ def check_options(engine: str, options: dict, extra: tuple[str, ...] = ()) -> di
     >>> check_options("metis", {"recursive": "yes"})
     Traceback (most recent call last):
     ...
-    partplan.errors.OptionError: metis option recursive must be True or False, got 'yes'
+    partplan.errors.OptionError: metis option recursive (recursive bisection instead of direct k-way) must be True or False, got 'yes'
 
     ``options`` checked against ``engine``'s schema (the module doc's errors);
     ``extra``: other option names valid here (listed in the unknown-option error).

@@ -251,9 +251,11 @@ def assign_owners(graph: Graph, part, k: int | None = None, *, method: str = "gr
     >>> g = Graph.from_edges([0, 0, 0], [1, 2, 3], symmetrize=True)      # star, centre 0
     >>> part = np.array([0, 1, 1, 1])      # 4 cut nets, each between parts 0 and 1
     >>> owner = assign_owners(g, part, 2, objective="max-send")
+    >>> owner.tolist()                     # each row of H held by the part that reads it
+    [1, 0, 0, 0]
     >>> s = owner_stats(g, part, owner, 2)
-    >>> s.total_volume, s.max_send                     # conformal: part 1 would send 3
-    (4, 2)
+    >>> s.total_volume, s.max_send                     # conformal (owner = part): 4 and 3
+    (0, 0)
     """
     check_graph(graph, error=PartitionError)
     if time_limit is not None:
