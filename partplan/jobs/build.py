@@ -27,7 +27,7 @@ import numpy as np
 
 from .._atomic import discard_temp, write_error
 from ..errors import PartplanError, PlanError
-from ..metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE
+from ..metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, dtype_name
 from ..plan import distbuild as D
 from ..program.core import Program
 from .registry import Job, register
@@ -302,7 +302,7 @@ def _routed_manifest(r, fres, bres, counts, bcounts, bmode, sym_pattern, mx, f, 
     def side(prefix, prog, cnt):
         st = RoutedStats(lay.spec, lay.ranks, lay.D, lay.route, rs[prefix],
                          np.array([c["rows"] for c in cnt], dtype=np.int64),
-                         np.array([c["nnz"] for c in cnt], dtype=np.int64), int(f), str(dtype), alpha, beta)
+                         np.array([c["nnz"] for c in cnt], dtype=np.int64), int(f), dtype_name(dtype), alpha, beta)
         return st, D.programs_json(prog, [m for m in rs[prefix].values() if m.any()])
     return D.assemble_manifest(r["info"], lay, side("fwd", fres[0][0], counts),
                                None if bres is None else side("bwd", bres[0][0], bcounts), bmode, sym_pattern, mx,

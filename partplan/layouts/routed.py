@@ -71,6 +71,7 @@ from ..metrics.cost import (
     DEFAULT_BETA_S_PER_BYTE,
     alpha_beta_time,
     dtype_bytes,
+    dtype_name,
 )
 from ..metrics.stats import PerRankVolume, imbalance
 from ..metrics.volume1d import needed_pairs
@@ -348,7 +349,7 @@ class Routed(Layout):
         return RoutedStats(self.spec, p, self.D, self.route, route_stages(graph, part, self),
                            np.bincount(part, minlength=p).astype(np.int64),
                            np.bincount(part, weights=graph.row_nnz, minlength=p).astype(np.int64),
-                           f, str(dtype), alpha, beta)
+                           f, dtype_name(dtype), alpha, beta)
 
     def program(self, graph, part, *, owner=None, prefix="fwd"):
         """copy / gather / alltoallv per exchange step (rows accumulate: buffer ``h{k}`` =

@@ -58,6 +58,21 @@ def dtype_bytes(dtype) -> int:
         raise OptionError(f"unknown dtype {dtype!r} (e.g. float32, float16, bfloat16, float64)") from exc
 
 
+def dtype_name(dtype) -> str:
+    """The name a figure records for ``dtype`` (checked by :func:`dtype_bytes`): a numpy dtype or
+    scalar type and a torch dtype by their numpy-style name, a string as given.
+
+    >>> dtype_name(np.float64), dtype_name(np.dtype("float16")), dtype_name("bf16")
+    ('float64', 'float16', 'bf16')
+    """
+    dtype_bytes(dtype)
+    if isinstance(dtype, str):
+        return dtype
+    if type(dtype).__module__ == "torch":
+        return str(dtype)[len("torch."):]
+    return np.dtype(dtype).name
+
+
 def alpha_beta_time(send_msgs, recv_msgs, send_bytes, recv_bytes,
                     alpha: float = DEFAULT_ALPHA_S, beta: float = DEFAULT_BETA_S_PER_BYTE) -> np.ndarray:
     """float64[k]: estimated seconds of each rank in one exchange (see module doc)."""

@@ -8,7 +8,7 @@ import numpy as np
 from ..graph import Graph, check_graph
 from ..errors import PartitionError
 from ..parts import as_partition
-from .cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, alpha_beta_time, check_cost, check_width, dtype_bytes
+from .cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, alpha_beta_time, check_cost, check_width, dtype_bytes, dtype_name
 from .volume1d import check_volume_matrix_size, needed_pairs, volume_matrix
 
 
@@ -177,7 +177,7 @@ def _comm_stats(g: Graph, part: np.ndarray, k: int, vol: np.ndarray, cut: int | 
         cut = int(np.count_nonzero(part[g.rows] != part[g.indices]))
     load = np.bincount(part, weights=g.row_nnz, minlength=k).astype(np.int64)
     sizes = np.bincount(part, minlength=k).astype(np.int64)
-    return CommStats(k=k, n=g.n, nnz=g.nnz, f=f, dtype=str(dtype), volume=vol, part_sizes=sizes,
+    return CommStats(k=k, n=g.n, nnz=g.nnz, f=f, dtype=dtype_name(dtype), volume=vol, part_sizes=sizes,
                      compute_load=load, edge_cut=int(cut), alpha=alpha, beta=beta, name=name,
                      extra=dict(extra or {}))
 

@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import PartplanError, PlanError
 from ..graph import Graph
 from ..io.trust import plain_name
-from ..metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, dtype_bytes
+from ..metrics.cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, dtype_bytes, dtype_name
 from ..parts import as_partition
 from ..program.core import Group, Program, matrix_to_pairs, step_matrix
 from ..program.exchange import perm_by
@@ -277,7 +277,7 @@ def build_plan(graph: Graph, part_or_partition, k: int | None = None, *, layout=
         "backward": bmode,
         "model": info.get("model"), "backend": info.get("backend"), "objective": info.get("objective"),
         "seed": info.get("seed"), "params": info.get("params", {}),
-        "f": int(f), "dtype": str(dtype), "row_bytes": int(f * dtype_bytes(dtype)),
+        "f": int(f), "dtype": dtype_name(dtype), "row_bytes": int(f * dtype_bytes(dtype)),
         "topology": info.get("topology"),
         "stats": st.summary(),
         "columns_sorted_within_rows": False,

@@ -80,7 +80,7 @@ import numpy as np
 from ..errors import PartitionError, PlanError
 from ..io.chunked import (ChunkInfo, chunk_info, process_rows, raise_not_symmetric, read_chunk_rows,
                           symmetry_hash_sums)
-from ..metrics.cost import dtype_bytes
+from ..metrics.cost import dtype_bytes, dtype_name
 from ..metrics.stats import CommStats
 from ..program.core import Program, matrix_to_pairs
 from ..program.exchange import perm_by, segments, sort_small
@@ -368,7 +368,7 @@ def _stats(k, n, nnz, f, dtype, alpha, beta, counts: list[dict], sizes: np.ndarr
     vol = np.array([c["recv_counts"] for c in counts], dtype=np.int64).T   # vol[q, u] = rows q → u
     load = np.array([c["nnz"] for c in counts], dtype=np.int64)
     cut = int(sum(c["edge_cut"] for c in counts))
-    return CommStats(k=k, n=n, nnz=nnz, f=f, dtype=str(dtype), volume=vol, part_sizes=sizes,
+    return CommStats(k=k, n=n, nnz=nnz, f=f, dtype=dtype_name(dtype), volume=vol, part_sizes=sizes,
                      compute_load=load, edge_cut=cut, alpha=alpha, beta=beta)
 
 
@@ -779,7 +779,7 @@ def manifest_fields(info: ChunkInfo, lay, programs: dict, stats: dict, stats_bac
         "model": info_meta.get("model"), "backend": info_meta.get("backend"),
         "objective": info_meta.get("objective"), "seed": info_meta.get("seed"),
         "params": info_meta.get("params", {}),
-        "f": int(f), "dtype": str(dtype), "row_bytes": int(f * dtype_bytes(dtype)),
+        "f": int(f), "dtype": dtype_name(dtype), "row_bytes": int(f * dtype_bytes(dtype)),
         "topology": info_meta.get("topology"),
         "stats": stats,
         "columns_sorted_within_rows": False,

@@ -179,3 +179,20 @@ def test_dtype_bytes_and_bytes_figures():
     s = analyze(g, [0, 0, 1, 1], f=10, dtype="bfloat16")
     assert s.summary()["total_bytes"] == 2 * 10 * 2
     assert s.summary()["max_send_bytes"] == 1 * 10 * 2
+
+
+def test_numpy_and_torch_dtypes_are_taken_and_recorded_by_name(tmp_path):
+    """analyze() and build_plan() take a numpy dtype or scalar type and a torch dtype as they take
+    its name: the figures record the name, and the bytes are f × its size."""
+    import torch
+
+    from partplan import Graph, analyze, build_plan, load_plan, write_plan
+    g = Graph.from_edges([0, 0, 0], [1, 2, 3], symmetrize=True)
+    part = np.array([0, 1, 1, 1])
+    for dt, name, size in ((np.float64, "float64", 8), (np.dtype("float16"), "float16", 2),
+                           (torch.bfloat16, "bfloat16", 2), ("float32", "float32", 4)):
+        s = analyze(g, part, 2, f=3, dtype=dt).summary()
+        assert (s["dtype"], s["total_bytes"]) == (name, 4 * 3 * size), dt
+    write_plan(build_plan(g, part, f=3, dtype=np.float64), tmp_path / "p.plan")
+    m = load_plan(tmp_path / "p.plan").manifest
+    assert (m["dtype"], m["row_bytes"]) == ("float64", 24)
