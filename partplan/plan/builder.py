@@ -193,6 +193,10 @@ def build_plan(graph: Graph, part_or_partition, k: int | None = None, *, layout=
     ([1], [2])
     """
     check_graph(graph, error=PlanError)
+    if not graph.directed and not graph.is_symmetric():   # the manifest would say "undirected" of it
+        raise PlanError(f"{plain_name(graph.name)}: the graph is marked undirected (directed=False) but its pattern "
+                        f"is not symmetric (some A[i, j] has no A[j, i]): build it with directed=True, or "
+                        f"symmetrize it (graph.normalize(symmetrize=True))")
     from .._args import check_int
     from ..layouts import parse_layout
     k = check_int("ranks (k)", k, lo=1, none_ok=True, error=PlanError)

@@ -420,3 +420,18 @@ def test_bench_refuses_an_unknown_dataset_before_any_work(capsys):
     assert rc == 2 and "nope" in err
     rc, err = run_cli(["bench", "--datasets", "rmat99", "--k", "2", "-q"], capsys)
     assert rc == 2 and "rmat99" in err
+
+
+def test_an_undirected_graph_whose_pattern_is_not_symmetric_is_refused_before_planning(tmp_path):
+    """``Graph(..., directed=False)`` asserts a symmetric pattern; a plan of one that is not would
+    record "directed": false of a matrix its own validator finds asymmetric. build_plan refuses it,
+    naming the flag."""
+    import numpy as np
+
+    from partplan import Graph, build_plan
+    from partplan.errors import PlanError
+    g = Graph(np.array([0, 1, 1, 1]), np.array([1]), directed=False)     # A[0, 1] alone
+    with pytest.raises(PlanError, match=r"directed=False.*not symmetric"):
+        build_plan(g, np.array([0, 1, 2]))
+    ok = Graph(np.array([0, 1, 2, 2]), np.array([1, 0]), directed=False)
+    assert build_plan(ok, np.array([0, 1, 2])).manifest["graph"]["directed"] is False
