@@ -346,9 +346,12 @@ def _say_over_epsilon(graph: Graph, req, w) -> None:
     - ``"engine"``: an explicit engine's result, returned as the engine left it (partplan repairs
       the balance only before its own passes: the default pipeline, the fast preset, a bottleneck
       objective);
-    - ``"packing"``: after partplan's repair, no row alone above the limit: the rows may not pack
-      into the parts within it (a 5-cycle in 2 parts: 3 rows of weight 2 in one part, limit 5),
-      or the repair stopped short.
+    - ``"no packing"``: after partplan's repair, no row alone above the limit, and the rows cannot
+      be packed into the parts within it (a 5-cycle in 2 parts: 3 rows of weight 2 in one part,
+      limit 5), as the repair's exact search proved
+      (:func:`~partplan.partition.refinement.rebalance.pack_rows`, graphs of up to 2,000 rows);
+    - ``"packing"``: as "no packing", where that search did not run or reached its limit: the
+      rows may not pack, or the repair stopped short.
 
     Said on ``progress``; the CLI prints it as a warning. Likewise, where partplan's passes keep
     the compute limit beside it (:func:`.pipeline.auto.compute_limit_applies`: rows without
@@ -363,8 +366,12 @@ def _say_over_epsilon(graph: Graph, req, w) -> None:
     if heaviest <= limit:
         return
     own_passes = req.engine in ("auto", "fast") or req.bottleneck
+    repairs = [w.info.get("rebalance") or {}] + [r.get("rebalance") or {} for r in
+                                                  (w.info.get("auto") or {}).get("starts", [])]
+    proved = any(r.get("packing") == "infeasible" for r in repairs)
     w.info["over_epsilon"] = {"heaviest": heaviest, "limit": int(limit), "imbalance": req.imbalance,
-                              "backend": w.backend, "why": "packing" if own_passes else "engine",
+                              "backend": w.backend,
+                              "why": ("no packing" if proved else "packing") if own_passes else "engine",
                               "vertex_weights": graph.vertex_weights is not None}
     if req.progress is not None:
         req.progress(over_epsilon_message(w.info["over_epsilon"], req.b))
@@ -401,6 +408,9 @@ def over_epsilon_message(over: dict, parts: int) -> str:
     what = over.get("weights") or ("vertex weights" if over.get("vertex_weights") else "row nnz, at least 1 per row")
     head = (f"the heaviest of the {parts} parts weighs {over['heaviest']} ({what}), above the ε-limit "
             f"{over['limit']} (ε = {over['imbalance']:g}): ")
+    if over["why"] == "no packing":
+        return head + ("after partplan's balance repair; no row alone is above the limit, but the rows cannot be "
+                       "packed into the parts within it (an exact search proved it)")
     if over["why"] == "packing":
         return head + ("after partplan's balance repair; no row alone is above the limit, but the rows may not "
                        "pack into the parts within it, or the repair's passes stopped short")

@@ -18,6 +18,10 @@ some part is above L (at most ``max_passes``). When they stop with a part above
 L, the same passes visiting the lightest rows first (then by internal share),
 from the input, are kept if they leave a lighter heaviest part: on small graphs
 the rows least tied to their part can use up the room only lighter rows fit.
+When both stop short on a graph of at most PACK_MAX_ROWS rows, an exact search
+(:func:`pack_rows`) packs every part within L if that can be done (the rows
+trying their own parts first), or proves that it cannot (``info["packing"]``:
+"found", "infeasible" or "not found" within its counted limit).
 
 Weights are the planner's: row nnz, at least 1 (:mod:`partplan.partition.objectives`);
 L = ⌊(1+ε)·⌈W/k⌉⌋. A row heavier than what any part has room for stays, so an
@@ -140,8 +144,9 @@ def rebalance(graph: Graph, part: np.ndarray, k: int, *, imbalance: float = DEFA
               max_passes: int = 3) -> tuple[np.ndarray, dict]:
     """Move rows out of parts above the ε-limit (module doc); returns (part int64[n], info).
 
-    ``part`` is not modified. info: ``moved`` (rows), ``passes``, ``limit`` and
-    ``heaviest_before`` / ``heaviest_after`` (weights: row nnz, at least 1)."""
+    ``part`` is not modified. info: ``moved`` (rows), ``passes``, ``limit``,
+    ``heaviest_before`` / ``heaviest_after`` (weights: row nnz, at least 1) and, when the exact
+    packing ran, ``packing`` (:func:`pack_rows`)."""
     part = np.asarray(part, dtype=np.int64).copy()
     w = graph.balance_weights
     _, limit = balance_cap(w, part, k, imbalance)
@@ -155,13 +160,155 @@ def rebalance(graph: Graph, part: np.ndarray, k: int, *, imbalance: float = DEFA
         # lighter rows fit (a part 2 over the limit, room 1 left in each other part, no row of
         # weight 1 left to move); the same rule visiting the lightest rows first, from the input,
         # is kept when its heaviest part is lighter (the pipeline's measure of overload)
-        alt = start
+        alt = start.copy()
         alt_load, moved, passes = _shed(graph.indptr, graph.indices, w, alt, k, limit, rows, max_passes,
                                         cost=w.astype(np.int64))
         if alt_load.max() < load.max():
             part, load, info["moved"], info["passes"] = alt, alt_load, moved, passes
+    if (load > limit).any() and graph.n <= PACK_MAX_ROWS:
+        packed = pack_rows(graph, start, k, limit)
+        info["packing"] = packed[1]
+        if packed[0] is not None:
+            part = packed[0]
+            load = np.bincount(part, weights=w, minlength=k).astype(np.int64)
+            info["moved"] = int((part != start).sum())
     info["heaviest_after"] = int(load.max(initial=0))
     return part, info
+
+
+#: the most rows the exact packing (:func:`pack_rows`) is tried on
+PACK_MAX_ROWS = 2_000
+#: the placements its search may try (a count, not seconds: the result is the same on any machine)
+PACK_NODE_LIMIT = 200_000
+#: the branch-and-bound nodes of the integer program tried where the search reached its limit
+PACK_MILP_NODES = 1_000
+#: the most rows × parts (its binary variables) the integer program is tried on
+PACK_MILP_CELLS = 20_000
+
+
+@njit
+def _pack_search(w, k, limit, node_limit, out):
+    """Depth-first search for a packing of rows of weights ``w`` (int64, decreasing) into ``k``
+    parts of weight at most ``limit``: each row tries the parts fullest first (best fit), skipping
+    a part whose load equals one already tried for that row (the rows still to place see only the
+    loads, so such parts are interchangeable), and a branch ends where the room that the lightest
+    row still fits in is less than the rows left. ``out`` (int64[rows]): the parts, when found.
+    Returns 1 found, 0 none exists, −1 ``node_limit`` placements tried."""
+    n = w.size
+    load = np.zeros(k, np.int64)
+    suffix = np.zeros(n + 1, np.int64)
+    for i in range(n - 1, -1, -1):
+        suffix[i] = suffix[i + 1] + w[i]
+    smallest = w[n - 1] if n else 0
+    cand = np.zeros((n, k), np.int64)    # each depth's parts, fullest first (set on arrival)
+    nxt = np.zeros(n, np.int64)
+    nodes = 0
+    i = 0
+    if n:
+        cand[0, :] = np.arange(k)
+    while i >= 0:
+        if i == n:
+            return 1
+        placed = False
+        while nxt[i] < k:
+            c = nxt[i]
+            nxt[i] += 1
+            p = cand[i, c]
+            if load[p] + w[i] > limit:
+                continue
+            dup = False
+            for t in range(c):
+                if load[cand[i, t]] == load[p]:
+                    dup = True
+                    break
+            if dup:
+                continue
+            nodes += 1
+            if nodes > node_limit:
+                return -1
+            load[p] += w[i]
+            usable = 0
+            for q in range(k):
+                r = limit - load[q]
+                if r >= smallest:
+                    usable += r
+            if usable < suffix[i + 1]:
+                load[p] -= w[i]
+                continue
+            out[i] = p
+            placed = True
+            break
+        if placed:
+            i += 1
+            if i < n:
+                cand[i, :] = np.argsort(-load, kind="mergesort")   # fullest first, ties by id
+                nxt[i] = 0
+        else:
+            i -= 1
+            if i >= 0:
+                load[out[i]] -= w[i]
+    return 0
+
+
+def pack_rows(graph: Graph, part: np.ndarray, k: int, limit: int) -> tuple[np.ndarray | None, str]:
+    """Every part within ``limit`` (balance weights: row nnz, at least 1), where the greedy passes
+    stopped short on a small graph (tight packings: a part 2 above the limit and the room left in
+    units no single move fits): an exact search (:func:`_pack_search`: heaviest rows first, best
+    fit) within PACK_NODE_LIMIT placements, after Martello and Toth's bound (:func:`bins_needed`)
+    has not already shown that none exists; its groups then take the parts that keep the most
+    rows where they were (an assignment, :func:`scipy.optimize.linear_sum_assignment`). Where the
+    search reaches its limit, an integer program (:func:`_pack_milp`, up to PACK_MILP_CELLS rows ×
+    parts) with the fewest rows moved.
+
+    Returns (the packed part int64[n], "found") or (None, why: "infeasible" — no packing within the
+    limit exists — or "not found": the search reached its limit)."""
+    w = graph.balance_weights.astype(np.int64)
+    if w.size and int(w.max()) > limit or bins_needed(w, limit) > k:
+        return None, "infeasible"
+    from scipy.optimize import linear_sum_assignment
+
+    part = np.asarray(part, np.int64)
+    order = np.lexsort((np.arange(w.size), -w))          # heaviest first, ties by row id
+    got = np.zeros(w.size, np.int64)
+    found = int(_pack_search(w[order], int(k), int(limit), PACK_NODE_LIMIT, got))
+    if found == 0:
+        return None, "infeasible"
+    if found == -1:
+        return _pack_milp(w, part, k, limit) if w.size * k <= PACK_MILP_CELLS else (None, "not found")
+    group = np.empty(w.size, np.int64)
+    group[order] = got
+    stay = np.zeros((k, k), np.int64)                    # rows of group g now in part p
+    np.add.at(stay, (group, part), 1)
+    g_of, p_of = linear_sum_assignment(stay, maximize=True)
+    to_part = np.empty(k, np.int64)
+    to_part[g_of] = p_of
+    return to_part[group], "found"
+
+
+def _pack_milp(w: np.ndarray, part: np.ndarray, k: int, limit: int) -> tuple[np.ndarray | None, str]:
+    """:func:`pack_rows` by an integer program where its search reached its limit: a binary
+    x[v, p] per row and part, each row in one part, each part's weight at most ``limit``, the
+    fewest rows moved; HiGHS (:func:`scipy.optimize.milp`) within PACK_MILP_NODES nodes."""
+    import scipy.sparse as sp
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    n = w.size
+    cost = np.ones((n, k))
+    cost[np.arange(n), part] = 0.0
+    cells = np.arange(n * k)
+    one = sp.csr_matrix((np.ones(n * k), (cells // k, cells)), shape=(n, n * k))       # each row once
+    cap = sp.csr_matrix((np.repeat(w.astype(np.float64), k), (cells % k, cells)), shape=(k, n * k))
+    res = milp(cost.ravel(), integrality=np.ones(n * k), bounds=Bounds(0, 1),
+               constraints=[LinearConstraint(one, 1, 1), LinearConstraint(cap, -np.inf, float(limit))],
+               options={"node_limit": PACK_MILP_NODES})
+    if res.status == 2:
+        return None, "infeasible"
+    if res.x is None:
+        return None, "not found"
+    packed = np.argmax(res.x.reshape(n, k), axis=1).astype(np.int64)
+    if np.bincount(packed, weights=w, minlength=k).max() > limit:    # HiGHS's tolerance: never seen
+        return None, "not found"
+    return packed, "found"
 
 
 def repair_compute(graph: Graph, part: np.ndarray, k: int, *, imbalance: float = DEFAULT_IMBALANCE,
@@ -213,3 +360,33 @@ def repair_compute(graph: Graph, part: np.ndarray, k: int, *, imbalance: float =
                                        cost=_reader_parts(At, part, rows, k), near_passes=NEAR_PASSES)
     info["heaviest_after"] = int(cload.max(initial=0))
     return part, info
+
+
+def bins_needed(w: np.ndarray, limit: int) -> int:
+    """A lower bound on the parts of weight at most ``limit`` the rows of weights ``w`` (int, each
+    at most ``limit``) need: Martello and Toth's L2 bound for bin packing — for every α ≤ limit / 2,
+    the rows above limit − α each need a part of their own, those above limit / 2 too, and the rows
+    of [α, limit / 2] fill what room those leave before opening more. At least ⌈Σw / limit⌉.
+
+    >>> bins_needed(np.array([3, 3, 3]), 5), bins_needed(np.array([4, 4, 1, 1]), 5)
+    (3, 2)
+    """
+    w = np.sort(np.asarray(w, np.int64))
+    L = int(limit)
+    if w.size == 0 or L <= 0:
+        return 0
+    best = -(-int(w.sum()) // L)
+    prefix = np.concatenate([[0], np.cumsum(w)])
+    big = w[2 * w > L]                                   # above L / 2: one part each
+    n_big, sum_big = big.size, int(big.sum())
+    first_big = w.size - n_big
+    for a in np.unique(w[(w >= 0) & (2 * w <= L)]).tolist():
+        j1 = n_big - int(np.searchsorted(big, L - a, side="right"))      # above L − α
+        lo = int(np.searchsorted(w, a, side="left"))                    # [α, L/2]: rows lo .. first_big
+        s3 = int(prefix[first_big] - prefix[lo])
+        s2 = sum_big - int(big[big > L - a].sum())                        # J2: (L/2, L − α]
+        n2 = n_big - j1
+        room = n2 * L - s2
+        best = max(best, j1 + n2 + max(0, -(-(s3 - room) // L)))
+    return max(best, n_big)
+

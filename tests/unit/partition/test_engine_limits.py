@@ -133,12 +133,13 @@ def _cycle(n: int) -> Graph:
 
 def test_above_epsilon_says_why():
     """A 5-cycle in 2 parts: no row alone is above the limit (5), but 5 rows of weight 2 do not
-    pack into 2 parts of 5 — every partition has a part of 6 (not an engine's fault); a vertex
-    weight above the limit is the balance floor, in the graph's own vertex weights."""
+    pack into 2 parts of 5 — every partition has a part of 6 (not an engine's fault, and the repair's
+    search proves it); a vertex weight above the limit is the balance floor, in the graph's own
+    vertex weights."""
     g = _cycle(5)
     for kw in (dict(), dict(preset="fast")):
         p = partition(g, 2, **kw)
-        assert _heaviest(g, p.part, 2) == 6 and p.info["over_epsilon"]["why"] == "packing"
+        assert _heaviest(g, p.part, 2) == 6 and p.info["over_epsilon"]["why"] == "no packing"
     assert partition(g, 2, model="graph").info["over_epsilon"]["why"] == "engine"
     path = _path(10)
     heavy = Graph(path.indptr, path.indices, path.data, vertex_weights=np.r_[100, np.ones(9, np.int64)])
