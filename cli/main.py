@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import importlib
 import io
 import os
@@ -249,6 +250,12 @@ def _partplan_warnings(stderr):
         yield
 
 
+#: errors of the operating system about a path given to a command (answered as one error line)
+_PATH_ERRNOS = frozenset(getattr(errno, name) for name in (
+    "ENAMETOOLONG", "ENOENT", "ENOTDIR", "EISDIR", "EACCES", "EPERM", "EROFS", "ENOSPC", "EDQUOT", "ELOOP",
+    "EXDEV", "EMFILE", "ETXTBSY") if hasattr(errno, name))
+
+
 def _main(argv: list[str] | None = None) -> int:
     try:
         _check_environment()
@@ -281,6 +288,13 @@ def _main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` etc.: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except OSError as exc:
+        if exc.filename is None or exc.errno not in _PATH_ERRNOS:
+            raise
+        # a path the system refused (a name too long, no permission, a full disk): the path and
+        # the system's reason, whichever reader or writer met it
+        print(f"partplan: error: {exc.filename}: {exc.strerror}", file=real_stderr)
+        return 2
     finally:
         import signal
         for sig, handler in old_handlers.items():

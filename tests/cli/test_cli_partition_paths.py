@@ -121,3 +121,21 @@ def test_a_hypergraph_dataset_converts_to_hgr_and_is_refused_elsewhere(tmp_path,
         rc, _, err = run_cli(["convert", name, tmp_path / out], capsys)
         one_line(rc, err, 2, "hypergraph dataset", ".hgr")
         assert not (tmp_path / out).exists()
+
+
+@pytest.mark.parametrize("argv", [
+    ["partition", "{g}", "-k", "2", "-o", "{long}.part.2"],
+    ["convert", "{g}", "{long}.npz"],
+    ["inspect", "{long}.plan"],
+    ["plan", "{long}.mtx", "--partition", "{g}.part", "-o", "{tmp}/q.plan"],
+    ["datasets", "generate", "grid2d", "--nx", "3", "--ny", "3", "-o", "{long}.mtx"],
+])
+def test_a_name_the_system_refuses_is_one_error_line(tmp_path, capsys, argv):
+    """A path the operating system refuses (a name longer than 255 bytes) is one error line naming
+    it and the system's reason, exit 2, whichever reader or writer meets it first."""
+    g = tmp_path / "g.mtx"
+    write_graph(_ring(), g)
+    long = tmp_path / ("z" * 300)
+    rc, _, err = run_cli([a.format(g=g, long=long, tmp=tmp_path) for a in argv], capsys)
+    one_line(rc, err, 2, "z" * 300, "File name too long")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.mtx"]
