@@ -70,7 +70,13 @@ def _export_part_file(plan, path) -> Path:
         from ..io._common import warn_user
         warn_user(f"{path}: row blocks {top}..{b - 1} of the plan are empty, and a partition file without K in "
                   f"its name reads back as {top} parts: name it NAME.part.{b} to keep {b}")
-    return export_metis(plan.part, path)
+    out = export_metis(plan.part, path)
+    # a sidecar of an earlier partition of this name would lend the new file its layout, model and
+    # provenance (and an owner file its owners): the exported file is a bare partition
+    for stale in (out.with_name(out.name + ".json"), out.with_name(out.name + ".owner.npy")):
+        if stale.is_file():
+            stale.unlink()
+    return out
 
 
 def export_dgl(plan, out, *, graph_name: str | None = None) -> Path:

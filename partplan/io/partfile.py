@@ -497,6 +497,11 @@ def write_partition_to(part, path: str | os.PathLike, tmp: str | os.PathLike) ->
             np.save(fh, arr, allow_pickle=False)
     else:
         text = ("\n".join(arr.astype(str).tolist()) + "\n").encode() if arr.size else b""
-        opener = gzip.open if p.name.lower().endswith(".gz") else open
-        with opener(tmp, "wb") as fh:
-            fh.write(text)
+        with open(tmp, "wb") as raw:
+            if p.name.lower().endswith(".gz"):
+                # mtime 0 and no file name (the temporary one would be stored): the same partition
+                # gives the same bytes
+                with gzip.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=6, mtime=0) as gz:
+                    gz.write(text)
+            else:
+                raw.write(text)

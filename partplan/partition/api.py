@@ -472,12 +472,17 @@ def save_partition(p: Partition, path: str | os.PathLike) -> Path:
     own = path.with_name(path.name + ".owner.npy") if p.owner is not None else None
     if own is not None:
         meta["owner_file"] = own.name
+    from ..datasets.registry import sha256_file
     with contextlib.ExitStack() as stack:
-        side = stack.enter_context(atomic_path(_sidecar(path)))
-        side.write_text(json.dumps(meta, indent=1) + "\n")
+        side = stack.enter_context(atomic_path(_sidecar(path)))      # replaces its name last
         if own is not None:
-            write_partition_to(p.owner, own, stack.enter_context(atomic_path(own)))
-        write_partition_to(p.part, path, stack.enter_context(atomic_path(path)))
+            tmp_own = stack.enter_context(atomic_path(own))
+            write_partition_to(p.owner, own, tmp_own)
+            meta["owner_sha256"] = sha256_file(tmp_own)
+        tmp_part = stack.enter_context(atomic_path(path))
+        write_partition_to(p.part, path, tmp_part)
+        meta["part_sha256"] = sha256_file(tmp_part)   # a sidecar left beside another file is refused
+        side.write_text(json.dumps(meta, indent=1) + "\n")
     return path
 
 
@@ -524,13 +529,34 @@ def _read_saved(path: Path, graph: Graph | None) -> tuple[np.ndarray, np.ndarray
     n = meta["n"] if meta else (graph.n if graph is not None else None)
     if n is None:
         raise PartitionError(f"{path}: no sidecar {side.name}; pass the graph to read a bare partition")
+    if meta:
+        _check_described(side, meta, "part_sha256", path)
     part = read_partition(path, n)
     if meta and meta.get("owner_file"):
         name = meta["owner_file"]
         if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
             raise PartitionError(f"{side}: field 'owner_file' must be a plain file name, got {name!r}")
+        _check_described(side, meta, "owner_sha256", path.with_name(name))
         owner = read_partition(path.with_name(name), n)
     return part, owner, meta
+
+
+def _check_described(side: Path, meta: dict, field: str, path: Path) -> None:
+    """One PartitionError unless the file ``path`` is the one the sidecar's ``field`` (its sha256,
+    written by :func:`save_partition`; sidecars without it are not checked) describes: a sidecar left
+    beside a file written later (another tool's export) would otherwise lend it its layout, model
+    and provenance."""
+    want = meta.get(field)
+    if want is None:
+        return
+    if not isinstance(want, str) or len(want) != 64:
+        raise PartitionError(f"{side}: field {field!r} must be a sha256 (64 hex digits), got {want!r}")
+    if path.is_file():
+        from ..datasets.registry import sha256_file
+        if sha256_file(path) != want.lower():
+            raise PartitionError(f"{side}: it describes another {path.name} (field {field!r} is not the file's "
+                                 f"sha256): the file was replaced after the sidecar was written; remove {side.name} "
+                                 f"to read {path.name} as a bare partition (with the graph)")
 
 
 def _sidecar_bytes(side: Path) -> bytes:

@@ -36,3 +36,48 @@ def test_a_good_output_round_trips(tmp_path, p4):
         out = save_partition(p, tmp_path / name)
         back = load_partition(out, g)
         assert np.array_equal(back.part, p.part) and back.k == 4
+
+
+def test_a_sidecar_beside_a_file_written_later_is_refused(tmp_path, p4):
+    """The sidecar records its file's sha256: a partition file replaced by another writer (another
+    tool, a copy) is not read with the old file's layout and provenance."""
+    from partplan.io.partfile import write_partition
+    g, p = p4
+    path = save_partition(p, tmp_path / "x.part.4")
+    assert np.array_equal(load_partition(path, graph=g).part, p.part)
+    write_partition(p.part[::-1].copy(), path)                 # another partition, the same name
+    with pytest.raises(PartitionError, match="describes another x.part.4"):
+        load_partition(path, graph=g)
+    (tmp_path / "x.part.4.json").unlink()                       # read as a bare partition
+    assert np.array_equal(load_partition(path, graph=g).part, p.part[::-1])
+
+
+def test_a_metis_export_over_a_saved_partition_leaves_no_stale_sidecar(tmp_path, p4, capsys):
+    """`export --to metis OUT` over a partition saved with a 2D layout: OUT is the plan's bare
+    partition (its plan is 1D), not the old layout lent by the old sidecar."""
+    from partplan import build_plan, write_plan
+    from tests.errlines import run_cli
+    g, p = p4
+    two = partition(g, 4, layout="2d:2x2", backend="block", model="baseline")
+    save_partition(two, tmp_path / "x.part.4")
+    write_plan(build_plan(g, p), tmp_path / "g.plan")
+    rc, _, err = run_cli(["export", tmp_path / "g.plan", "--to", "metis", tmp_path / "x.part.4"], capsys)
+    assert rc == 0, err
+    assert not (tmp_path / "x.part.4.json").exists()
+    back = load_partition(tmp_path / "x.part.4", graph=g)
+    assert back.layout == "1d" and np.array_equal(back.part, p.part)
+
+
+def test_gzip_partitions_are_the_same_bytes_every_time(tmp_path, p4):
+    """A ``.gz`` partition holds no file name and mtime 0 (formats.md): the same partition, the
+    same bytes, whatever the name and the time."""
+    import time
+
+    from partplan.io.partfile import write_partition
+    _, p = p4
+    write_partition(p.part, tmp_path / "a.part.gz")
+    time.sleep(1.1)
+    write_partition(p.part, tmp_path / "b.part.gz")
+    a, b = (tmp_path / "a.part.gz").read_bytes(), (tmp_path / "b.part.gz").read_bytes()
+    assert a == b
+    assert a[3] & 0x08 == 0 and a[4:8] == b"\0\0\0\0"        # no FNAME flag, MTIME 0
