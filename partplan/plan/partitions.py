@@ -133,10 +133,26 @@ def read_partition_file(path: str | os.PathLike, graph, *, column: str | None = 
     if k is not None and named is not None and named != k:
         raise PartitionError(f"{p}: the name says K = {named} parts but {k} were asked for")
     part, b = as_partition(part, graph.n, k if k is not None else named, source=str(p))
+    if k is None and named is None:
+        _say_skipped_ids(p, part, b)
     return Partition(part=part, k=b, layout="1d", layout_params={}, owner=None, timings={}, stats=None,
                      **{f: EXTERNAL_PROVENANCE[f] for f in ("model", "backend", "objective")}, params={},
                      graph_fingerprint=graph.fingerprint,
                      info={"file": str(p), **({"parts_declared": named} if named is not None else {})})
+
+
+def _say_skipped_ids(p: Path, part, b: int) -> None:
+    """A warning when a bare partition's ids (its part count read as the largest id + 1) skip
+    values: each skipped id is a rank that would hold no rows."""
+    import numpy as np
+
+    empty = np.flatnonzero(np.bincount(part, minlength=b) == 0)
+    if empty.size:
+        from ..io._common import warn_user
+        shown = ", ".join(str(i) for i in empty[:8].tolist()) + (", ..." if empty.size > 8 else "")
+        warn_user(f"{p}: its part ids skip {shown}, so {empty.size} of its {b} ranks (largest id + 1) would hold "
+                  f"no rows; number the parts 0..K-1, or name the count (-k, a NAME.part.K file) if empty ranks "
+                  f"are meant")
 
 
 def parts_known(P) -> bool:

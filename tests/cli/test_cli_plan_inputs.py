@@ -265,3 +265,24 @@ def test_a_plan_of_a_bare_partition_planned_again_keeps_its_manifest(tmp_path, c
     assert a["model"] is None and a["backend"] is None
     assert {f: b[f] for f in ("model", "backend", "objective", "seed", "params")} == \
         {f: a[f] for f in ("model", "backend", "objective", "seed", "params")}
+
+
+def test_a_bare_partition_whose_ids_skip_values_is_warned_about(tmp_path, capsys):
+    """Ids {0, 1, 7} in a bare file read as 8 parts: the five ranks the ids skip would hold no
+    rows, said once as a warning (the plan is still written: empty ranks may be meant); ids
+    0..K-1, or a declared count, say nothing."""
+    g = _mtx(tmp_path / "g.mtx", _ring(24, 5))
+    part = np.arange(24) % 3
+    part[part == 2] = 7
+    gap = tmp_path / "gap.part"
+    gap.write_text("\n".join(map(str, part)) + "\n")
+    rc, _, err = run_cli(["plan", g, "--partition", gap, "-q", "-o", tmp_path / "a.plan"], capsys)
+    assert rc == 0, err
+    warnings = [ln for ln in err.splitlines() if ln.startswith("partplan: warning:")]
+    assert len(warnings) == 1 and "skip 2, 3, 4, 5, 6" in warnings[0] and "5 of its 8 ranks" in warnings[0]
+    assert _manifest(tmp_path / "a.plan")["ranks"] == 8
+    ok = tmp_path / "ok.part"
+    ok.write_text("\n".join(map(str, np.arange(24) % 3)) + "\n")
+    for extra in ([], ["-k", "5"]):
+        rc, _, err = run_cli(["plan", g, "--partition", ok, "-q", "-o", tmp_path / "b.plan", *extra], capsys)
+        assert rc == 0 and "warning" not in err, err
