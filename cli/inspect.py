@@ -37,6 +37,8 @@ def run(args) -> int:
     from partplan.plan.store import check_files
     m = read_manifest(args.plan)
     check_files(args.plan, m)  # a missing or truncated shard is an error here too (checksums: validate)
+    from partplan.nn.shares import check_share_files
+    shares = check_share_files(args.plan, m)    # and a missing or truncated share
     shard = None
     if args.rank is not None:
         rp = load_plan(args.plan, rank=args.rank)
@@ -58,6 +60,10 @@ def run(args) -> int:
     _print(f"partition   model={m.get('model')} backend={m.get('backend')} objective={m.get('objective')} "
           f"seed={m.get('seed')}")
     _print(f"costed for  f={m.get('f')} dtype={m.get('dtype')} ({m.get('row_bytes')} bytes/row)")
+    if shares:
+        sh = m["shares"]
+        _print(f"shares      {shares} files (share-NNNNN.arrow), {sh.get('edges', '?')} edges, "
+               f"{sum(e['bytes'] for e in sh['files']):,} bytes")
     st = m.get("stats") or {}
     _print("stats       " + "  ".join(f"{k}={_fmt(st[k])}" for k in _SUMMARY_KEYS if k in st))
     if "total_volume" in st:   # what the total and the maxima count (a 1.5D maximum can exceed the total)

@@ -571,25 +571,12 @@ def read_share(plan, rank: int, *, manifest: dict | None = None, halo_ids: np.nd
     refused before anything is returned; ``strong`` (``partplan validate``), or
     an entry without ``xxh3_128`` (shares written before it), checks the
     ``sha256`` first instead."""
-    from .._args import check_int, check_path
+    from .._args import check_path
     from ..plan.store import _check_file, fast_digest, read_manifest
     path = Path(check_path("plan", plan, error=PlanError))
     m = manifest or read_manifest(path)
-    sh = m.get("shares")
-    if not isinstance(sh, dict) or not isinstance(sh.get("files"), list):
-        raise PlanError(f"{path}: the plan has no shares (write them with plan_from_pyg(..., shares=True) "
-                        f"or `partplan shares {path} --data D.pt`)")
-    p = int(m["ranks"])
-    rank = check_int("rank", rank, hi=max(p - 1, 0), error=PlanError)
-    if not 0 <= rank < p or len(sh["files"]) != p:
-        raise PlanError(f"{path}: manifest field 'shares.files' lists {len(sh['files'])} shares for {p} ranks")
-    entry = sh["files"][rank]
-    if not isinstance(entry, dict) or entry.get("file") != share_name(rank) or entry.get("rank") != rank:
-        raise PlanError(f"{path}: manifest field 'shares.files[{rank}]' does not name {share_name(rank)}")
-    size = entry.get("bytes")
-    if not isinstance(size, int) or isinstance(size, bool) or size < 0 or not isinstance(entry.get("sha256"), str):
-        raise PlanError(f"{path}: manifest field 'shares.files[{rank}]' must hold bytes (a count) and sha256 "
-                        f"(a string)")
+    entry = _share_entry(path, m, rank)
+    rank, sh = entry["rank"], m["shares"]
     fast = fast_digest(entry, f"{path}: manifest field 'shares.files[{rank}]'")
     fast = fast if verify and not strong else None
     f = path / share_name(rank)
@@ -607,6 +594,42 @@ def read_share(plan, rank: int, *, manifest: dict | None = None, halo_ids: np.nd
         if fast is not None:   # a file that is not what the manifest lists says so, whatever broke first
             corrupted(mapped.xxh3_128())
         raise
+
+
+def _share_entry(path: Path, m: dict, rank) -> dict:
+    """The manifest's ``shares.files`` entry of ``rank``, checked (it names the rank's share file and
+    holds its size and sha256); one PlanError naming the field."""
+    from .._args import check_int
+    sh = m.get("shares")
+    if not isinstance(sh, dict) or not isinstance(sh.get("files"), list):
+        raise PlanError(f"{path}: the plan has no shares (write them with plan_from_pyg(..., shares=True) "
+                        f"or `partplan shares {path} --data D.pt`)")
+    p = int(m["ranks"])
+    rank = check_int("rank", rank, hi=max(p - 1, 0), error=PlanError)
+    if not 0 <= rank < p or len(sh["files"]) != p:
+        raise PlanError(f"{path}: manifest field 'shares.files' lists {len(sh['files'])} shares for {p} ranks")
+    entry = sh["files"][rank]
+    if not isinstance(entry, dict) or entry.get("file") != share_name(rank) or entry.get("rank") != rank:
+        raise PlanError(f"{path}: manifest field 'shares.files[{rank}]' does not name {share_name(rank)}")
+    size = entry.get("bytes")
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0 or not isinstance(entry.get("sha256"), str):
+        raise PlanError(f"{path}: manifest field 'shares.files[{rank}]' must hold bytes (a count) and sha256 "
+                        f"(a string)")
+    return entry
+
+
+def check_share_files(plan, m: dict) -> int:
+    """Every share the manifest lists is present with its recorded size (as
+    :func:`partplan.plan.store.check_files` checks the shards; checksums: ``partplan validate``);
+    returns how many. One PlanError naming the file or field."""
+    from ..plan.store import _check_file
+    if not has_shares(m):
+        return 0
+    path = Path(plan)
+    for rank in range(int(m["ranks"])):
+        entry = _share_entry(path, m, rank)
+        _check_file(path / entry["file"], entry, f"share of rank {rank}", False)
+    return int(m["ranks"])
 
 
 def _share_arrays(f: Path, mapped, m: dict, sh: dict, rank: int, local_ids, halo_ids, digest: bool,

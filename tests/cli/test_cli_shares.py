@@ -112,6 +112,34 @@ def test_validate_checks_the_shares(pt, tmp_path, capsys):
     assert rc == 1 and not check["ok"] and "share-00001" in check["detail"]
 
 
+def test_inspect_checks_the_shares_it_lists(pt, tmp_path, capsys):
+    """`inspect` checks every share the manifest lists as it checks the shards: present, its recorded
+    size, its entry naming the rank's own file (checksums: validate)."""
+    import shutil
+
+    from tests.errlines import one_line
+    d, f = pt
+    plan = tmp_path / "d.plan"
+    assert _run(capsys, "partition", f, "-k", "2", "-o", plan, "-q")[0] == 0
+    assert _run(capsys, "shares", plan, "--data", f)[0] == 0
+    rc, out, err = _run(capsys, "inspect", plan)
+    assert rc == 0 and "shares      2 files" in out, err
+    gone = tmp_path / "gone.plan"
+    shutil.copytree(plan, gone)
+    (gone / "share-00001.arrow").unlink()
+    one_line(*_run(capsys, "inspect", gone)[::2], 2, "share-00001.arrow")
+    cut = tmp_path / "cut.plan"
+    shutil.copytree(plan, cut)
+    (cut / "share-00000.arrow").write_bytes((cut / "share-00000.arrow").read_bytes()[:-5])
+    one_line(*_run(capsys, "inspect", cut)[::2], 2, "share-00000.arrow", "truncated")
+    named = tmp_path / "named.plan"
+    shutil.copytree(plan, named)
+    m = json.loads((named / "manifest.json").read_text())
+    m["shares"]["files"][0]["file"] = "../x.arrow"
+    (named / "manifest.json").write_text(json.dumps(m))
+    one_line(*_run(capsys, "inspect", named)[::2], 2, "shares.files[0]")
+
+
 def test_partition_writes_the_shares_with_the_plan(pt, tmp_path, capsys):
     from partplan.nn import LocalHalo
     d, f = pt
