@@ -139,3 +139,17 @@ def load_pt_graph(path: Path, *, symmetrize: bool = False, weight: str | None = 
     from partplan.interop.pyg import plan_graph
     g = plan_graph(obj, normalize=normalize, weight=weight, name=path.name.rsplit(".", 1)[0], source=path)
     return (g.normalize(symmetrize=True) if symmetrize else g), obj
+
+
+def check_chunk_dir_name(out: Path, error) -> None:
+    """A chunked graph's directory named like a graph file (``g.mtx``, ``g.graph``) is refused with
+    ``error``: every later command would read the name as a file of that format."""
+    from pathlib import Path
+
+    from partplan.io import EXTENSIONS, format_name
+    out = Path(out)
+    name = format_name(out)
+    if "." in name and name.rsplit(".", 1)[-1].lower() in EXTENSIONS:
+        raise error(f"--chunks writes a chunked graph directory, and this names a "
+                    f"{EXTENSIONS[name.rsplit('.', 1)[-1].lower()]} file (name it e.g. "
+                    f"{name.rsplit('.', 1)[0]}.chunked)", out)

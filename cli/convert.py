@@ -191,12 +191,8 @@ def _run_chunked(args) -> int:
     out = Path(args.output)
     if out.exists() and not out.is_dir():
         raise GraphFormatError("--chunks writes a directory, and this is a file", out)
-    from partplan.io import EXTENSIONS, format_name
-    name = format_name(out)
-    if "." in name and name.rsplit(".", 1)[-1].lower() in EXTENSIONS:   # g.graph, g.mtx: a file's name
-        raise GraphFormatError(f"--chunks writes a chunked graph directory, and this names a "
-                               f"{EXTENSIONS[name.rsplit('.', 1)[-1].lower()]} file (name it e.g. "
-                               f"{name.rsplit('.', 1)[0]}.chunked)", out)
+    from ._common import check_chunk_dir_name
+    check_chunk_dir_name(out, GraphFormatError)      # g.graph, g.mtx: a file's name
     check_output_dir(out, replace_if=is_chunked)   # a read-only or missing folder: before reading the input
     t0 = time.perf_counter()
     g = _load(args)

@@ -181,6 +181,8 @@ def _generate_chunked(args) -> int:
     out = Path(args.output)
     if out.exists() and not out.is_dir():
         raise DatasetError(f"{out}: --chunks writes a directory, and this is a file")
+    from ._common import check_chunk_dir_name
+    check_chunk_dir_name(out, lambda msg, path: DatasetError(f"{path}: {msg}"))
     from partplan.datasets.chunked_gen import rmat_chunked
     from partplan.io.chunked import chunk_info
     a, b, c = args.abc
@@ -247,10 +249,34 @@ def _check_generator_size(args) -> None:
                           f"PARTPLAN_MAX_BYTES=<bytes>)")
 
 
+#: each generator option: (its flag, its default, the generators that take it)
+_GENERATOR_OPTIONS = {
+    "scale": ("--scale", None, ("rmat",)), "edgefactor": ("--edgefactor", 16, ("rmat",)),
+    "abc": ("--abc", (0.57, 0.19, 0.19), ("rmat",)), "no_permute": ("--no-permute", False, ("rmat",)),
+    "chunks": ("--chunks", None, ("rmat",)), "nx": ("--nx", None, ("grid2d", "grid3d")),
+    "ny": ("--ny", None, ("grid2d", "grid3d")), "nz": ("--nz", None, ("grid3d",)),
+    "periodic": ("--periodic", False, ("grid2d", "grid3d")), "n": ("-n", None, ("rgg",)),
+    "radius": ("--radius", None, ("rgg",)), "avg_degree": ("--avg-degree", 10.0, ("rgg",)),
+    "dim": ("--dim", 2, ("rgg",)), "seed": ("--seed", 0, ("rmat", "rgg")),
+}
+
+
+def _check_options_apply(args) -> None:
+    """One DatasetError naming the options given that ``args.generator`` does not take (a grid
+    with ``--scale``: the option would be ignored)."""
+    given = [flag for name, (flag, default, takers) in _GENERATOR_OPTIONS.items()
+             if args.generator not in takers and getattr(args, name, default) not in (default, None)
+             and not (name == "abc" and tuple(args.abc) == default)]
+    if given:
+        raise DatasetError(f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply to generator "
+                           f"{args.generator}")
+
+
 def run_generate(args) -> int:
     from partplan import datasets as ds
     from partplan.io.outpath import check_output_file
 
+    _check_options_apply(args)
     _check_generator_size(args)
     if args.chunks is not None:
         return _generate_chunked(args)

@@ -53,6 +53,10 @@ def run(args) -> int:
     from partplan.interop.export import export_plan
     from partplan.io.outpath import check_output_dir, check_output_file
     if args.to == "metis":
+        if str(args.out).lower().endswith(".plan"):
+            from partplan.io.outpath import OutputPathError
+            raise OutputPathError(f"{args.out}: a .plan name is a plan directory; --to metis writes one partition "
+                                  f"file (name it NAME.part.K)")
         check_output_file(args.out, kind="partition")
     else:
         check_output_dir(args.out)

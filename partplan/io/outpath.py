@@ -127,10 +127,13 @@ def check_output_file(path: str | os.PathLike, *, kind: str = "any", inputs=()) 
         raise OutputPathError("the output path is empty")
     p = Path(path)
     check_not_an_input(p, inputs)
+    plan_dir = kind == "partition" and p.name.lower().endswith(".plan")
+    if p.is_dir() and not plan_dir:
+        raise OutputPathError(f"{p}: is a directory; expected a file name")
     bad = _suffix_problem(p, kind)
     if bad:
         raise OutputPathError(f"{p}: {bad}")
-    if kind == "partition" and p.name.lower().endswith(".plan"):
+    if plan_dir:
         return check_output_dir(p, kind="plan")
     if p.is_dir():
         raise OutputPathError(f"{p}: is a directory; expected a file name")

@@ -60,6 +60,25 @@ def test_export_to_metis_writes_a_partition_file_only(tmp_path, capsys):
     rc, _, err = run_cli(["-q", "export", tmp_path / "g.plan", tmp_path / "e.part", "--to", "metis"], capsys)
     assert rc == 0, err
     assert np.loadtxt(tmp_path / "e.part", dtype=np.int64).size == 20
+    (tmp_path / "folder").mkdir()
+    rc, _, err = run_cli(["export", tmp_path / "g.plan", tmp_path / "folder", "--to", "metis"], capsys)
+    one_line(rc, err, 2, "is a directory")
+    rc, _, err = run_cli(["export", tmp_path / "g.plan", tmp_path / "m.plan", "--to", "metis"], capsys)
+    one_line(rc, err, 2, "plan directory", "NAME.part.K")
+    assert not (tmp_path / "m.plan").exists() and not any((tmp_path / "folder").iterdir())
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["grid2d", "--nx", "3", "--ny", "3", "--scale", "5"], "--scale does not apply to generator grid2d"),
+    (["rmat", "--scale", "5", "--nx", "3", "--periodic"], "--nx, --periodic do not apply to generator rmat"),
+    (["grid3d", "--nx", "2", "--ny", "2", "--nz", "2", "--seed", "3"], "--seed does not apply"),
+    (["rmat", "--scale", "6", "--chunks", "2"], "names a mtx file"),
+])
+def test_generate_refuses_options_it_would_ignore_and_a_chunk_folder_named_as_a_file(tmp_path, capsys, argv,
+                                                                                        needle):
+    rc, _, err = run_cli(["datasets", "generate", *argv, "-o", tmp_path / "g.mtx"], capsys)
+    one_line(rc, err, 2, needle)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_more_chunks_than_rows_is_refused(tmp_path, capsys):
