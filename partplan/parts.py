@@ -7,21 +7,23 @@ from ._args import check_int
 from .errors import PartitionError
 
 
-def as_part_ids(part, *, where: str = "", what: str = "partition", offset: int = 0) -> np.ndarray:
+def as_part_ids(part, *, where: str = "", what: str = "partition", offset: int = 0,
+                ids: str = "part id") -> np.ndarray:
     """Check that ``part`` is a one-dimensional array of integer part ids >= 0
     (integral floats accepted) and return it as contiguous int64. ``where``
     prefixes messages (e.g. "file.part: "); ``what`` names the array; ``offset``: the vertex
-    id of ``part[0]`` (a slice of a longer partition), added to the vertex a message names."""
+    id of ``part[0]`` (a slice of a longer partition), added to the vertex a message names;
+    ``ids``: what the values are, in the messages ("node id" for an id map)."""
     arr = np.asarray(part)
     if arr.ndim != 1:
         raise PartitionError(f"{where}{what} must be one-dimensional, got shape {arr.shape}")
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
         bad = first_fraction(arr) if np.issubdtype(arr.dtype, np.floating) else None
         if bad is not None and bad >= 0:     # name the vertex: a float array of whole numbers is accepted
-            raise PartitionError(f"{where}{what} must hold integer part ids: vertex {offset + bad} has "
+            raise PartitionError(f"{where}{what} must hold integer {ids}s: vertex {offset + bad} has "
                                  f"{arr[bad].item()!r}")
         if bad is None:
-            raise PartitionError(f"{where}{what} must hold integer part ids, got dtype {arr.dtype}")
+            raise PartitionError(f"{where}{what} must hold integer {ids}s, got dtype {arr.dtype}")
         _below_int64(arr, where, what, offset)
         arr = arr.astype(np.int64)
     elif arr.size and arr.dtype.kind == "u" and arr.dtype.itemsize >= 8:
@@ -29,7 +31,7 @@ def as_part_ids(part, *, where: str = "", what: str = "partition", offset: int =
     arr = np.ascontiguousarray(arr, dtype=np.int64)
     if arr.size and arr.min() < 0:
         v = int(np.flatnonzero(arr < 0)[0])
-        raise PartitionError(f"{where}{what}: vertex {offset + v} has negative part id {int(arr[v])}")
+        raise PartitionError(f"{where}{what}: vertex {offset + v} has negative {ids} {int(arr[v])}")
     return arr
 
 

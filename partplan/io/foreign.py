@@ -80,25 +80,25 @@ def _torch():
     return torch
 
 
-def _integer_ids(path: Path, arr: np.ndarray, what: str) -> np.ndarray:
-    """``arr`` as int64 ids: integer dtypes (or floats holding whole numbers), non-negative, below
-    2^63 — never truncated (``0.5`` to 0, ``True`` to 1, 2^64 − 1 to −1)."""
+def _integer_ids(path: Path, arr: np.ndarray, what: str, ids: str = "part id") -> np.ndarray:
+    """``arr`` as int64 ids (``ids``: what they are, for the messages): integer dtypes (or floats
+    holding whole numbers), non-negative, below 2^63 — never truncated (``0.5`` to 0, ``True`` to 1,
+    2^64 − 1 to −1)."""
     from ..parts import as_part_ids
-    return as_part_ids(arr, where=f"{path}: ", what=what)      # (a bool array is no integer dtype there)
+    return as_part_ids(arr, where=f"{path}: ", what=what, ids=ids)   # (a bool array is no integer dtype there)
 
 
 def _load_pt(path: Path) -> np.ndarray:
     torch = _torch()
     from ._common import open_regular
-    from .partfile import load_torch_tensors
+    from .partfile import describe_loaded, load_torch_tensors, torch_tensor_in
     fd, _ = open_regular(path, error=lambda problem: PartitionError(f"{path}: {problem}"))
     with os.fdopen(fd, "rb") as fh:
         obj = load_torch_tensors(fh, path)
-    if isinstance(obj, dict) and len(obj) == 1:
-        obj = next(iter(obj.values()))
-    if not isinstance(obj, torch.Tensor):
-        raise PartitionError(f"{path}: expected a tensor, got {type(obj).__name__} "
-                             f"(heterogeneous node maps are not supported)")
+    if not isinstance(torch_tensor_in(obj), torch.Tensor):
+        raise PartitionError(f"{path}: expected a 1-D tensor (or a one-entry dict of one), got "
+                             f"{describe_loaded(obj)} (heterogeneous node maps are not supported)")
+    obj = torch_tensor_in(obj)
     if obj.layout != torch.strided or obj.is_meta or obj.dim() != 1:
         raise PartitionError(f"{path}: expected a dense 1-D tensor, got layout {obj.layout}, shape "
                              f"{tuple(obj.shape)}{' (meta)' if obj.is_meta else ''}")
@@ -180,13 +180,15 @@ def _exact_ints(values, cfg: Path, field: str) -> np.ndarray:
 def _dgl_config(path: Path) -> Path:
     if path.is_file():
         return path
-    cands = []
+    cands, unreadable = [], []
     for f in sorted(path.glob("*.json")):
         try:
             if f.name != "partition_meta.json" and "num_parts" in _read_json(f):
                 cands.append(f)
-        except PartitionError:
-            continue
+        except PartitionError as exc:
+            unreadable.append(exc)
+    if not cands and unreadable:    # the config is most likely the JSON that could not be read: say why
+        raise unreadable[0]
     if len(cands) != 1:
         raise PartitionError(f"{path}: expected one DGL partition config (*.json with 'num_parts'), "
                              f"found {len(cands)}")
@@ -278,7 +280,7 @@ def read_dgl_partition(path, n: int | None = None, *, ids: str = "original") -> 
                 if f.is_file():
                     if name.endswith(".npy"):
                         from .partfile import load_npy
-                        orig = _integer_ids(f, load_npy(f, new_part.size, "orig_nids"), "orig_nids")
+                        orig = _integer_ids(f, load_npy(f, new_part.size, "orig_nids"), "orig_nids", "node id")
                     else:
                         orig = _load_pt(f)
                     break

@@ -203,6 +203,20 @@ def torch_load_problem(exc: Exception) -> str:
     return f"not a readable torch tensor file ({first})"
 
 
+def torch_tensor_in(obj):
+    """What a ``.pt`` id map holds: the object, or the one value of a one-entry dict."""
+    return next(iter(obj.values())) if isinstance(obj, dict) and len(obj) == 1 else obj
+
+
+def describe_loaded(obj) -> str:
+    """What ``torch.load`` gave, in a message: a dict by its size and first keys, else its type."""
+    if isinstance(obj, dict):
+        keys = ", ".join(repr(k)[:20] for k in list(obj)[:3]) + (", ..." if len(obj) > 3 else "")
+        inner = "" if len(obj) != 1 else f" holding a {type(next(iter(obj.values()))).__name__}"
+        return f"a dict of {len(obj)} entr{'y' if len(obj) == 1 else 'ies'} ({keys}){inner}"
+    return f"a {type(obj).__name__}"
+
+
 def _read_pt(p: Path, fh) -> np.ndarray:
     """A ``.pt`` node map: a 1-D integer tensor (or a one-entry dict of one),
     loaded with ``weights_only=True`` from the open file ``fh``."""
@@ -211,10 +225,10 @@ def _read_pt(p: Path, fh) -> np.ndarray:
     except ImportError:
         raise PartitionError(f"{p}: reading a .pt partition needs torch (pip install torch)") from None
     obj = load_torch_tensors(fh, p)
-    if isinstance(obj, dict) and len(obj) == 1:
-        obj = next(iter(obj.values()))
-    if not isinstance(obj, torch.Tensor):
-        raise PartitionError(f"{p}: expected a 1-D node map tensor, got a {type(obj).__name__}")
+    if not isinstance(torch_tensor_in(obj), torch.Tensor):
+        raise PartitionError(f"{p}: expected a 1-D node map tensor (or a one-entry dict of one), got "
+                             f"{describe_loaded(obj)}")
+    obj = torch_tensor_in(obj)
     if obj.layout != torch.strided:
         raise PartitionError(f"{p}: the node map is a sparse tensor ({obj.layout}); save a dense 1-D tensor")
     if obj.dim() != 1:

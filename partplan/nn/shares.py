@@ -638,7 +638,7 @@ def _share_arrays(f: Path, mapped, m: dict, sh: dict, rank: int, local_ids, halo
     array out (hashed when ``digest``: ``corrupted(hex)`` raises on a mismatch) and range-checking the ids."""
     from ..plan.store import _parse_arrow
     p, n = int(m["ranks"]), int(m["graph"]["n"])
-    meta, arrays = _parse_arrow(f, mapped.buf)
+    meta, arrays = _parse_arrow(f, mapped.buf, "share")
     want = {"format": SHARE_FORMAT, "version": SHARE_VERSION, "rank": rank, "ranks": p, "n": n,
             **_plan_identity(m)}
     for key, val in want.items():

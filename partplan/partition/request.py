@@ -258,10 +258,14 @@ def _resolve_mpi(graph, k, nprocs, *, model, backend, objective, layout, imbalan
     from ..io.chunked import is_chunked
     if isinstance(nprocs, bool) or not isinstance(nprocs, (int, np.integer)) or int(nprocs) < 1:
         raise PartitionError(f"nprocs must be an integer >= 1, got {nprocs!r}")
-    if graph is not None and not isinstance(graph, Graph) and not is_chunked(graph) and \
-            not (isinstance(graph, (str, os.PathLike)) and Path(graph).is_file()):
+    if graph is not None and not isinstance(graph, Graph) and \
+            not (isinstance(graph, (str, os.PathLike)) and (is_chunked(graph) or Path(graph).is_file())):
+        mod = type(graph).__module__.split(".")[0]
+        what = f"{str(graph)[:60]!r}, which is neither" if isinstance(graph, (str, os.PathLike)) else \
+            f"{type(graph).__name__ if mod == 'builtins' else f'{mod}.{type(graph).__name__}'}" + \
+            (" (make it one with partplan.Graph.from_scipy)" if mod == "scipy" else "")
         raise PartitionError(f"partition(..., nprocs=N) needs a partplan Graph, a chunked graph directory or a "
-                             f"graph file, got {graph!r}")
+                             f"graph file, got {what}")
     k = _check_graph_k(graph if isinstance(graph, Graph) else None, k)
     lay = parse_layout(layout, k)
     one_process = [name for name, given in (("model", model is not None),

@@ -280,8 +280,9 @@ class _Mapped:
         return out
 
 
-def _parse_arrow(path: Path, buf) -> tuple[dict, dict[str, np.ndarray]]:
-    """(meta, arrays) of an Arrow IPC file in ``buf``, arrays zero-copy views.
+def _parse_arrow(path: Path, buf, what: str = "shard") -> tuple[dict, dict[str, np.ndarray]]:
+    """(meta, arrays) of an Arrow IPC file in ``buf`` (``what`` names it in errors: shard, share,
+    partition file), arrays zero-copy views.
 
     Before pyarrow reads the batch, its footer and message header are read
     here (:func:`partplan.io.arrowcheck.ipc_batches`): one record batch,
@@ -292,7 +293,7 @@ def _parse_arrow(path: Path, buf) -> tuple[dict, dict[str, np.ndarray]]:
     try:
         batches = ipc_batches(buf)
     except IpcProblem as exc:
-        raise PlanError(f"{path}: unreadable Arrow shard ({exc})") from None
+        raise PlanError(f"{path}: unreadable Arrow {what} ({exc})") from None
     if len(batches) != 1:
         raise PlanError(f"{path}: expected 1 record batch, found {len(batches)}")
     if batches[0].compressed:
@@ -322,13 +323,13 @@ def _parse_arrow(path: Path, buf) -> tuple[dict, dict[str, np.ndarray]]:
     except PlanError:
         raise
     except (pa.ArrowException, OSError, ValueError, TypeError, json.JSONDecodeError) as exc:
-        raise PlanError(f"{path}: unreadable Arrow shard ({printable(exc)})") from exc
+        raise PlanError(f"{path}: unreadable Arrow {what} ({printable(exc)})") from exc
 
 
 def _read_arrow(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
     """(meta, arrays) from a shard, arrays zero-copy views of a memory map
     (the file opened without following a symbolic link)."""
-    return _parse_arrow(path, _Mapped(Path(path), "Arrow file").buf)
+    return _parse_arrow(path, _Mapped(Path(path), "Arrow file").buf, "file")
 
 
 # ----------------------------------------------------------------------------- write
@@ -821,7 +822,7 @@ def _partition_arrays(path: Path, m: dict, verify: bool) -> dict[str, np.ndarray
     """The arrays of a plan's partition file (``part``, optional ``owner`` and ``perm``), its size
     (and sha256 when ``verify``) checked against the manifest, every array n integers in range."""
     pf = path / m["partition_file"].get("file", PARTITION_FILE)
-    meta, g = _parse_arrow(pf, _check_file(pf, m["partition_file"], "partition file", verify).buf)
+    meta, g = _parse_arrow(pf, _check_file(pf, m["partition_file"], "partition file", verify).buf, "partition file")
     n, k = m["graph"]["n"], m["k"]
     for key, want in (("graph_fingerprint", m["graph"].get("fingerprint")), ("k", k)):
         if meta.get(key) != want:   # the file's own record of the plan it belongs to

@@ -4,6 +4,8 @@ naming the argument — before any work, never numpy's, torch's or pathlib's own
 never a result computed from the nonsense (a truncated k, a negative part id)."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -190,3 +192,19 @@ def test_flags_links_levels_and_decoupled_backward(tmp_path):
         back.setdefault(i, set()).add(int(p.part[j]))
     want = sum(len(r | {int(p.part[c])}) - 1 for c, r in back.items())
     assert p.stats.backward is not None and p.stats.backward.total_volume == want
+
+
+@pytest.mark.parametrize("graph, needle", [
+    ("scipy", "got scipy.csr_matrix (make it one with partplan.Graph.from_scipy)"),
+    (12345, "got int"),
+    ("/nonexistent/x.mtx", "which is neither"),
+])
+def test_partition_with_nprocs_names_a_graph_it_cannot_take(graph, needle):
+    """partition(..., nprocs=N) of something that is no Graph, chunked folder or file: one
+    PartitionError naming what it got, before any process starts (a scipy matrix raised TypeError)."""
+    import scipy.sparse as sp
+
+    from partplan import partition
+    from partplan.errors import PartitionError
+    with pytest.raises(PartitionError, match=re.escape(needle)):
+        partition(sp.eye(5, format="csr") if graph == "scipy" else graph, 2, nprocs=2)

@@ -86,6 +86,23 @@ def test_dgl_without_mapping_is_a_clear_error(tmp_path):
         read_dgl_partition(tmp_path, 5)
 
 
+def test_dgl_messages_name_the_bad_file_and_what_its_values_are(tmp_path):
+    """A config that is no valid JSON is named with its error (not "found 0 configs"); an
+    orig_nids of fractions is said to hold node ids (not part ids); a PyG node map holding a dict of
+    several tensors says so."""
+    (tmp_path / "g.json").write_text('{"num_parts": 2, ')
+    with pytest.raises(PartitionError, match=r"g\.json: partition config: not valid JSON"):
+        read_dgl_partition(tmp_path, 5)
+    (tmp_path / "g.json").unlink()
+    _dgl_config(tmp_path, {"_N": [[0, 3], [3, 5]]})
+    np.save(tmp_path / "orig_nids.npy", np.array([4, 0, 2.5, 1, 3]))
+    with pytest.raises(PartitionError, match="orig_nids must hold integer node ids: vertex 2 has 2.5"):
+        read_dgl_partition(tmp_path, 5)
+    torch.save({"a": torch.arange(3), "b": torch.arange(3)}, tmp_path / "node_map.pt")
+    with pytest.raises(PartitionError, match=r"got a dict of 2 entries \('a', 'b'\)"):
+        read_pyg_partition(tmp_path / "node_map.pt", 3)
+
+
 def test_dgl_old_layouts(tmp_path):
     _dgl_config(tmp_path, "node_map.npy")                       # non-reshuffled: part per original id
     np.save(tmp_path / "node_map.npy", np.array([1, 0, 0, 1, 1]))
