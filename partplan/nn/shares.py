@@ -329,6 +329,8 @@ class _ChunkedSource:
         from ..plan.store import source_fingerprints_match
         fp = chunked_fingerprint(self.path, info=self.info)
         if not source_fingerprints_match(m, fp, chunked_matrix_fingerprint(self.info, fp)):
+            for _ in self._chunks(values=True):   # a damaged chunk is named with what is wrong in it
+                pass
             raise PlanError(f"{self.path}: the chunked graph (n={self.n}, {self.e} nonzeros) is not the graph of plan "
                             f"{plan} (n={m['graph'].get('n')}, {m['graph'].get('nnz')} nonzeros in its matrix): "
                             f"pass the graph the plan was built from")

@@ -97,6 +97,15 @@ def test_shares_from_a_chunked_graph_of_another_graph_are_refused(tmp_path, caps
     partplan.write_plan(partplan.build_plan(g, np.arange(g.n) % 2), plan)
     rc, _, err = _run(capsys, "shares", plan, "--graph", tmp_path / "sub.chunked")
     assert rc == 2 and "is not the graph of plan" in err and not list(plan.glob("share-*"))
+    # the plan's own graph with a damaged chunk: the chunk and what is wrong in it, not "another graph"
+    write_chunked(g, tmp_path / "bad.chunked", chunks=3)
+    idx = tmp_path / "bad.chunked" / "chunk-00001.indices.npy"
+    cols = np.load(idx)
+    cols[0] = g.n + 7
+    np.save(idx, cols)
+    rc, _, err = _run(capsys, "shares", plan, "--graph", tmp_path / "bad.chunked")
+    from tests.errlines import one_line
+    one_line(rc, err, 2, "chunk-00001.indices.npy", f"column id {g.n + 7}", "out of range")
 
 
 def test_validate_checks_the_shares(pt, tmp_path, capsys):
