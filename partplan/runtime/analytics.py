@@ -64,6 +64,23 @@ def _order(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- PageRank
+def _refuse_negative_weights(manifest: dict, shards, comm) -> None:
+    """One PlanError on every rank when a rank's matrix holds a negative edge weight: PageRank's
+    walk leaves a vertex along each out-edge with the edge's share of its out-weight, which a
+    negative weight makes no probability (weights +1 and −1 would even make the vertex dangling).
+    Collective (:func:`~.finite.raise_agreed`)."""
+    from .finite import raise_agreed
+    from .traversal import program_parts
+    spmm = program_parts(manifest, "forward")[1]["id"]
+    bad = []
+    for rp in shards:
+        w = np.asarray(rp[f"{spmm}.data"]) if rp.has(f"{spmm}.data") else None
+        bad.append(np.array([0.0, float(w.min())]) if w is not None and w.size and w.min() < 0 else None)
+    raise_agreed(comm, bad, 2, lambda rank, v: (
+        f"rank {rank}: PageRank needs non-negative edge weights (an edge carries its share of its vertex's "
+        f"out-weight), and an edge of this plan weighs {v[1]:g}"))
+
+
 def pagerank_parts(manifest: dict, shards, comm, *, damping: float = 0.85, tol: float = 1e-6,
                    max_iter: int = 100, progress=None, kernels: str = "auto"):
     """PageRank on the local ranks: (ids per local rank, float64 values per
@@ -82,6 +99,7 @@ def pagerank_parts(manifest: dict, shards, comm, *, damping: float = 0.85, tol: 
     ex = Executor(manifest, shards, comm, ops)
     ex.phase_times = False  # no per-step device synchronize: PageRank reports no phase times
     prog = traversal_program(manifest)
+    _refuse_negative_weights(manifest, shards, comm)
     n = int(manifest["graph"]["n"])
     ids = [np.asarray(rp.in_ids(prog), dtype=np.int64) for rp in shards]
     pos_out = [X.asarray(_order(i, np.asarray(rp.out_ids(prog))), "int64") for i, rp in zip(ids, shards)]

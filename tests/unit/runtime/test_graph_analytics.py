@@ -51,6 +51,16 @@ def test_pagerank_equals_networkx(directed, weighted, p):
     assert all(r["bytes"] == r["bytes_measured"] for r in rec)
 
 
+@pytest.mark.parametrize("weights", [[1.0, -2.0, 1.0], [1.0, -1.0, 3.0]])
+def test_pagerank_refuses_a_negative_edge_weight_on_every_rank(weights):
+    """A negative weight makes an edge's share of its vertex's out-weight no probability (+1 and -1
+    out of one vertex even make it dangling): one PlanError naming the weight, on every rank."""
+    g = Graph(np.array([0, 1, 3, 3]), np.array([1, 0, 2]), np.array(weights))    # 0->1; 1->0, 1->2
+    plan, comm = plan_of(g, 2)
+    with pytest.raises(PlanError, match=f"PageRank needs non-negative edge weights.*weighs {min(weights):g}"):
+        an.pagerank_parts(plan.manifest, plan.ranks, comm)
+
+
 @pytest.mark.parametrize("directed,p", [(False, 3), (True, 2)])
 def test_wcc_labels_are_the_smallest_id_of_scipys_weak_components(directed, p):
     g = graph(directed, seed=1, m=350)  # sparse: many components
