@@ -238,15 +238,16 @@ def fetch(name: str, cache_dir: str | os.PathLike | None = None, *, force: bool 
     """Make dataset ``name`` available locally and return the path of its file.
 
     An embedded dataset returns its file in ``datasets/`` (checked) unless
-    ``from_source``. Otherwise a cached file with the right sha256 is reused
-    unless ``force``; else the artifact is downloaded (see the module doc),
-    verified, and the one file extracted into ``<cache>/<name>/``.
+    ``from_source`` (``force`` alone does not download it). Otherwise a cached
+    file with the right sha256 is reused unless ``force``; else the artifact is
+    downloaded (see the module doc), verified, and the one file extracted into
+    ``<cache>/<name>/``.
 
     Raises :class:`DatasetError` for an unknown name, a failed download, or a
     checksum mismatch.
     """
     e = entry(name)
-    if e.get("embedded") and not from_source and not force:
+    if e.get("embedded") and not from_source:
         return embedded_path(e["name"])
     if not force:
         hit = cached_path(e["name"], cache_dir)

@@ -181,6 +181,20 @@ def test_fetch_json_names_each_dataset_once_as_the_registry_spells_it(capsys):
     assert list(json.loads(capsys.readouterr().out)) == ["email-Enron", "polblogs"]
 
 
+def test_force_alone_returns_an_embedded_dataset_without_a_download(tmp_path, monkeypatch):
+    """``fetch polblogs --force`` downloaded a 43 MB package although polblogs is embedded: only
+    --from-source downloads an embedded dataset."""
+    import importlib
+    F = importlib.import_module("partplan.datasets.fetch")      # the module (the package exports the function)
+
+    def no_download(*a, **k):
+        raise AssertionError("downloaded")
+    monkeypatch.setattr(F, "fetch_artifact", no_download)
+    assert F.fetch("polblogs", tmp_path, force=True) == ds.embedded_path("polblogs")
+    with pytest.raises(AssertionError, match="downloaded"):
+        F.fetch("polblogs", tmp_path, from_source=True)
+
+
 # ------------------------------------------------------------------ errors
 def test_unknown_name_lists_choices():
     with pytest.raises(DatasetError) as ei:
