@@ -19,9 +19,10 @@ L, the same passes visiting the lightest rows first (then by internal share),
 from the input, are kept if they leave a lighter heaviest part: on small graphs
 the rows least tied to their part can use up the room only lighter rows fit.
 When both stop short on a graph of at most PACK_MAX_ROWS rows, an exact search
-(:func:`pack_rows`) packs every part within L if that can be done (the rows
-trying their own parts first), or proves that it cannot (``info["packing"]``:
-"found", "infeasible" or "not found" within its counted limit).
+(:func:`pack_rows`) packs every part within L if it finds a packing that keeps
+most rows in their parts (on tiny graphs, any packing), or proves that none
+exists (``info["packing"]``: "found", "infeasible" or "not found" within its
+counted limits).
 
 Weights are the planner's: row nnz, at least 1 (:mod:`partplan.partition.objectives`);
 L = ⌊(1+ε)·⌈W/k⌉⌋. A row heavier than what any part has room for stays, so an
@@ -178,18 +179,23 @@ def rebalance(graph: Graph, part: np.ndarray, k: int, *, imbalance: float = DEFA
 
 #: the most rows the exact packing (:func:`pack_rows`) is tried on
 PACK_MAX_ROWS = 2_000
+#: the most rows its fallbacks (best fit, the integer program), which may move many rows, are tried
+#: on: tiny graphs, where such a packing is still one the refinement can work from (on larger
+#: graphs the greedy passes' result, a little above the limit, keeps the engine's structure)
+PACK_ANY_ROWS = 64
 #: the placements its search may try (a count, not seconds: the result is the same on any machine)
 PACK_NODE_LIMIT = 200_000
 #: the branch-and-bound nodes of the integer program tried where the search reached its limit
 PACK_MILP_NODES = 1_000
 #: the most rows × parts (its binary variables) the integer program is tried on
-PACK_MILP_CELLS = 20_000
+PACK_MILP_CELLS = 1_000
 
 
 @njit
-def _pack_search(w, k, limit, node_limit, out):
+def _pack_search(w, own, k, limit, node_limit, out):
     """Depth-first search for a packing of rows of weights ``w`` (int64, decreasing) into ``k``
-    parts of weight at most ``limit``: each row tries the parts fullest first (best fit), skipping
+    parts of weight at most ``limit``: each row tries its own part ``own[i]`` first (when ``own``
+    has a slot per row), then the parts fullest first (best fit), skipping
     a part whose load equals one already tried for that row (the rows still to place see only the
     loads, so such parts are interchangeable), and a branch ends where the room that the lightest
     row still fits in is less than the rows left. ``out`` (int64[rows]): the parts, when found.
@@ -204,8 +210,11 @@ def _pack_search(w, k, limit, node_limit, out):
     nxt = np.zeros(n, np.int64)
     nodes = 0
     i = 0
+    with_own = own.size == n
     if n:
         cand[0, :] = np.arange(k)
+        if with_own:
+            _own_first(cand[0], own[0])
     while i >= 0:
         if i == n:
             return 1
@@ -242,6 +251,8 @@ def _pack_search(w, k, limit, node_limit, out):
             i += 1
             if i < n:
                 cand[i, :] = np.argsort(-load, kind="mergesort")   # fullest first, ties by id
+                if with_own:
+                    _own_first(cand[i], own[i])
                 nxt[i] = 0
         else:
             i -= 1
@@ -250,15 +261,30 @@ def _pack_search(w, k, limit, node_limit, out):
     return 0
 
 
+@njit
+def _own_first(cand, p):
+    """Move part ``p`` to the front of the candidate order ``cand`` (the others keep their order)."""
+    at = 0
+    for t in range(cand.size):
+        if cand[t] == p:
+            at = t
+            break
+    for t in range(at, 0, -1):
+        cand[t] = cand[t - 1]
+    cand[0] = p
+
+
 def pack_rows(graph: Graph, part: np.ndarray, k: int, limit: int) -> tuple[np.ndarray | None, str]:
     """Every part within ``limit`` (balance weights: row nnz, at least 1), where the greedy passes
     stopped short on a small graph (tight packings: a part 2 above the limit and the room left in
-    units no single move fits): an exact search (:func:`_pack_search`: heaviest rows first, best
-    fit) within PACK_NODE_LIMIT placements, after Martello and Toth's bound (:func:`bins_needed`)
-    has not already shown that none exists; its groups then take the parts that keep the most
-    rows where they were (an assignment, :func:`scipy.optimize.linear_sum_assignment`). Where the
-    search reaches its limit, an integer program (:func:`_pack_milp`, up to PACK_MILP_CELLS rows ×
-    parts) with the fewest rows moved.
+    units no single move fits), after Martello and Toth's bound (:func:`bins_needed`) has not
+    already shown that none exists: an exact search (:func:`_pack_search`, heaviest rows first)
+    within PACK_NODE_LIMIT placements where each row tries its own part first, so most rows stay;
+    where that reaches its limit on a graph of at most PACK_ANY_ROWS rows, the same search by best
+    fit alone, whose groups then take the parts that keep the most rows where they were (an
+    assignment, :func:`scipy.optimize.linear_sum_assignment`); where that too reaches its limit,
+    an integer program with the fewest rows moved (:func:`_pack_milp`, up to PACK_MILP_CELLS rows ×
+    parts).
 
     Returns (the packed part int64[n], "found") or (None, why: "infeasible" — no packing within the
     limit exists — or "not found": the search reached its limit)."""
@@ -270,7 +296,16 @@ def pack_rows(graph: Graph, part: np.ndarray, k: int, limit: int) -> tuple[np.nd
     part = np.asarray(part, np.int64)
     order = np.lexsort((np.arange(w.size), -w))          # heaviest first, ties by row id
     got = np.zeros(w.size, np.int64)
-    found = int(_pack_search(w[order], int(k), int(limit), PACK_NODE_LIMIT, got))
+    found = int(_pack_search(w[order], part[order], int(k), int(limit), PACK_NODE_LIMIT, got))
+    if found == 1:                                       # each row tried its own part first
+        packed = np.empty(w.size, np.int64)
+        packed[order] = got
+        return packed, "found"
+    if found == 0:
+        return None, "infeasible"
+    if w.size > PACK_ANY_ROWS:    # a packing that moves many rows would lose the input's structure
+        return None, "not found"
+    found = int(_pack_search(w[order], np.zeros(0, np.int64), int(k), int(limit), PACK_NODE_LIMIT, got))
     if found == 0:
         return None, "infeasible"
     if found == -1:

@@ -38,11 +38,13 @@ def test_the_search_and_the_bound_agree_with_brute_force():
         w = np.sort(rng.integers(1, limit + 1, n))[::-1].astype(np.int64)
         fewest = _min_parts(w.tolist(), limit)
         assert bins_needed(w, limit) <= fewest
-        out = np.zeros(n, np.int64)
-        found = _pack_search(w, k, limit, 10 ** 7, out)
-        assert found == (1 if fewest <= k else 0), (w, limit, k)
-        if found == 1:
-            assert out.min() >= 0 and out.max() < k and np.bincount(out, weights=w, minlength=k).max() <= limit
+        for own in (np.zeros(0, np.int64), rng.integers(0, k, n)):       # best fit; own part first
+            out = np.zeros(n, np.int64)
+            found = _pack_search(w, own, k, limit, 10 ** 7, out)
+            assert found == (1 if fewest <= k else 0), (w, own, limit, k)
+            if found == 1:
+                assert out.min() >= 0 and out.max() < k
+                assert np.bincount(out, weights=w, minlength=k).max() <= limit
 
 
 # 15 rows, 47 nonzeros, k = 6, ε = 0.03: limit 8, room for one nonzero in all; METIS leaves 10
