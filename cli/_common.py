@@ -153,3 +153,19 @@ def check_chunk_dir_name(out: Path, error) -> None:
         raise error(f"--chunks writes a chunked graph directory, and this names a "
                     f"{EXTENSIONS[name.rsplit('.', 1)[-1].lower()]} file (name it e.g. "
                     f"{name.rsplit('.', 1)[0]}.chunked)", out)
+
+
+def plan_has_shares(out) -> bool:
+    """Whether ``out`` is a plan whose manifest lists shares (read before it is replaced; an
+    unreadable manifest says no: the writer refuses or replaces it on its own terms)."""
+    from pathlib import Path
+    out = Path(out)
+    if not (out / "manifest.json").is_file():
+        return False
+    from partplan.errors import PartplanError
+    from partplan.nn.shares import has_shares
+    from partplan.plan import read_manifest
+    try:
+        return has_shares(read_manifest(out))
+    except PartplanError:
+        return False

@@ -364,7 +364,12 @@ def run(args) -> int:
                               normalize=None if args.normalize == "none" else args.normalize, progress=beat,
                               meta={"symmetrized": True} if args.symmetrize else None)
             topts.attach(plan)
+            from ._common import plan_has_shares
+            had_shares = plan_has_shares(out) and not args.shares
             written = write_plan(plan, out, progress=beat)
+            if had_shares:   # they belonged to the plan replaced
+                print(f"partplan: warning: {out} held shares of the plan it replaced; they are not kept (write "
+                      f"them for this plan with `partplan shares {out} ...`, or --shares)", file=sys.stderr)
             if args.shares:
                 progress("writing each rank's share")
                 from partplan.io.pt import load_pt

@@ -116,7 +116,12 @@ def run(args) -> int:
                                                **({"symmetrized": True} if args.symmetrize else {})},
                       normalize=None if args.normalize == "none" else args.normalize)
     topts.attach(plan)  # the manifest's topology object
+    from ._common import plan_has_shares
+    had_shares = plan_has_shares(out)
     path = write_plan(plan, out, progress=beat)
+    if had_shares:   # they belonged to the plan replaced: a new plan's ranks hold other rows
+        print(f"partplan: warning: {out} held shares of the plan it replaced; they are not kept (write them for "
+              f"this plan with `partplan shares {out} ...`)", file=sys.stderr)
     m = plan.manifest
     summary = {"plan": str(path), "layout": m["layout"], "ranks": m["ranks"], "row_blocks": m["row_blocks"],
                "backward": m["backward"], "groups": len(m["groups"]),

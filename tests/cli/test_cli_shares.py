@@ -149,6 +149,21 @@ def test_inspect_checks_the_shares_it_lists(pt, tmp_path, capsys):
     one_line(*_run(capsys, "inspect", named)[::2], 2, "shares.files[0]")
 
 
+def test_a_plan_written_over_one_with_shares_says_they_are_not_kept(pt, tmp_path, capsys):
+    """`plan` or `partition` (without --shares) over a plan holding shares replaces it without them:
+    said once as a warning; `partition --shares` writes new ones and says nothing."""
+    d, f = pt
+    plan = tmp_path / "d.plan"
+    assert _run(capsys, "partition", f, "-k", "2", "-o", plan, "-q", "--shares")[0] == 0
+    for argv in (["plan", f, "--partition", plan, "-o", plan, "-q"], ["partition", f, "-k", "2", "-o", plan, "-q"]):
+        rc, _, err = _run(capsys, *argv)
+        assert rc == 0 and err.count("held shares of the plan it replaced") == 1, err
+        assert not list(plan.glob("share-*"))
+        assert _run(capsys, "partition", f, "-k", "2", "-o", plan, "-q", "--shares")[0] == 0
+    rc, _, err = _run(capsys, "partition", f, "-k", "2", "-o", plan, "-q", "--shares")
+    assert rc == 0 and "warning" not in err and len(list(plan.glob("share-*"))) == 2
+
+
 def test_partition_writes_the_shares_with_the_plan(pt, tmp_path, capsys):
     from partplan.nn import LocalHalo
     d, f = pt
