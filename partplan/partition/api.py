@@ -379,10 +379,11 @@ def _say_over_epsilon(graph: Graph, req, w) -> None:
 
 def _say_over_compute(graph: Graph, req, w) -> None:
     """See :func:`_say_over_epsilon`: the compute limit ⌊(1+ε)·⌈nnz/k⌉⌋ on row nonzeros, where
-    partplan's own passes keep it (the default pipeline, the fast preset) on a graph without vertex
-    weights and with empty rows."""
+    partplan's own passes keep it (the default pipeline, the fast preset, the bottleneck refinement
+    after an explicit engine) on a graph without vertex weights and with empty rows."""
     from .pipeline.auto import compute_limit_applies
-    if req.b < 2 or req.engine not in ("auto", "fast") or "compute_floor" in w.info or "balance_floor" in w.info \
+    own_passes = req.engine in ("auto", "fast") or req.bottleneck
+    if req.b < 2 or not own_passes or "compute_floor" in w.info or "balance_floor" in w.info \
             or not compute_limit_applies(graph):
         return
     nnz = graph.row_nnz.astype(np.int64)

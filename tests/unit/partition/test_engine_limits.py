@@ -4,6 +4,8 @@ user's KaHyPar INI checked as text, no graph at all; and the balance an engine l
 before partplan's own passes, said when an explicit engine's result stays above ε."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -239,3 +241,26 @@ def test_the_stochastic_model_of_a_graph_without_edges_is_one_clear_error():
     for g in (Graph.from_edges(np.arange(10), np.arange(10), n=10), Graph.from_edges([0], [0], n=10)):
         with pytest.raises(OptionError, match="has none .*graph model"):
             partition(g, 2, model="stochastic")
+
+
+# 15 rows, 37 nonzeros, rows 10-14 (0-based) without nonzeros but read by others: compute limit 13 at k = 3
+_DIR15 = [(1, 5), (1, 8), (1, 15), (2, 1), (2, 6), (2, 8), (2, 12), (3, 1), (3, 5), (3, 7), (3, 12), (3, 14),
+          (4, 10), (4, 11), (4, 15), (5, 1), (5, 5), (5, 7), (5, 8), (5, 11), (5, 14), (6, 2), (6, 3), (6, 6),
+          (6, 12), (7, 11), (8, 1), (8, 8), (8, 12), (9, 2), (9, 5), (9, 7), (9, 9), (10, 5), (10, 7), (10, 14),
+          (10, 15)]
+
+
+@pytest.mark.parametrize("engine", ["kaminpar", "random", "block", "metis"])
+def test_a_bottleneck_refinement_after_an_engine_keeps_the_compute_limit_or_says_so(engine):
+    """On a graph with empty rows, the bottleneck refinement after an explicit engine brings its
+    parts within the compute limit first, as the default pipeline does its starts; where a part
+    stays above it, info["over_compute_limit"] says so (KaMinPar left 14 against 13, unsaid)."""
+    r, c = np.array(_DIR15).T - 1
+    g = Graph.from_edges(r, c, n=15)
+    assert (g.row_nnz == 0).sum() == 5
+    limit = math.floor(1.03 * math.ceil(g.nnz / 3))
+    p = partition(g, 3, backend=engine, objective="max-both", seed=0)
+    heaviest = int(np.bincount(p.part, weights=g.row_nnz, minlength=3).max())
+    assert heaviest <= limit or p.info["over_compute_limit"]["heaviest"] == heaviest
+    if engine in ("kaminpar", "block"):
+        assert heaviest <= limit
