@@ -114,7 +114,8 @@ def register(subparsers) -> None:
     p.add_argument("--byte-time", dest="beta", type=_nonneg_float, metavar="S",
                    help="β of the α-β time estimate: seconds per byte (default 1e-10)")
     p.add_argument("--layout", type=parse_layout, default=None, metavar="L",
-                   help="1d, 1.5d:C (k/C row blocks × C replicas = k ranks) or 2d:RxC (R·C = k ranks); default: "
+                   help="1d, 1.5d:C (k/C row blocks × C replicas = k ranks), 2d:RxC (R·C = k ranks) or "
+                        "routed:domain:D / routed:source:D (through domains of D ranks); default: "
                         "a saved partition's or plan's own layout (and ranks), else 1d")
     p.add_argument("--json", action="store_true", help="print all figures as JSON on stdout")
     p.add_argument("--plot", metavar="PNG", help="write the volume heat map and send/recv bars to PNG")

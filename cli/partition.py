@@ -72,7 +72,8 @@ def register(subparsers) -> None:
                    choices=["total", "max-send", "max-recv", "max-both", "weighted"],
                    help="total volume only, or bottleneck refinement afterwards (default: max-both for the "
                         "hypergraph model with a 1d/1.5d layout, else total)")
-    p.add_argument("--layout", default="1d", help="1d, 1.5d:C (C replicas) or 2d:RxC (default 1d)")
+    p.add_argument("--layout", default="1d", help="1d, 1.5d:C (C replicas), 2d:RxC, or routed:domain:D / routed:source:D (two-level "
+                        "exchange through domains of D ranks; see --topology --route) (default 1d)")
     p.add_argument("--imbalance", type=_fraction, default=DEFAULT_IMBALANCE, help="ε: compute balance tolerance "
                                                                       f"(default {DEFAULT_IMBALANCE})")
     p.add_argument("--balance", default=None, choices=["nnz", "rows", "memory"],
@@ -101,7 +102,8 @@ def register(subparsers) -> None:
     p.add_argument("-f", "--features", type=_positive_int, default=_default("--features"), help=_help("--features"))
     p.add_argument("--dtype", default=_default("--dtype"), help=_help("--dtype"))
     p.add_argument("-o", "--output", metavar="OUT", default=None,
-                   help="output file: .npy / .part / .part.K / .parquet (partition) or .plan (communication plan); "
+                   help="output file: .npy / .part / .part.K / .txt / .parquet / .arrow / .feather / .csv (partition; "
+                        "text may end in .gz) or .plan (communication plan); "
                         "default GRAPH.part.K next to the graph (like gpmetis); with --nprocs a .npy, default "
                         "GRAPH.part.K.npy (with its GRAPH.part.K.npy.json sidecar)")
     p.add_argument("--normalize", choices=("none", "gcn", "mean"), default="none",

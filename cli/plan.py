@@ -49,7 +49,8 @@ def register(subparsers) -> None:
     p.add_argument("--partition", required=True, metavar="FILE", help="partition file (kind detected)")
     p.add_argument("--column", metavar="NAME", help="column of a Parquet/Arrow/CSV partition file")
     p.add_argument("--layout", default=None, metavar="L",
-                   help="1d (default), 1.5d:C or 2d:RxC; default: the layout saved with the partition, else 1d")
+                   help="1d (default), 1.5d:C, 2d:RxC or routed:domain:D / routed:source:D; default: the layout "
+                        "saved with the partition, else 1d")
     p.add_argument("-k", type=positive_int, metavar="RANKS",
                    help="number of ranks (default: from the layout and the partition's parts: ranks = parts for "
                         "1d / 2d / routed, parts x c for 1.5d:c); checked against them when given")

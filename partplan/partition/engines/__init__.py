@@ -81,8 +81,9 @@ def check_options(engine: str, options: dict, extra: tuple[str, ...] = ()) -> di
     unknown = sorted(set(options) - set(schema))
     if unknown:
         valid = ", ".join(list(schema) + [e for e in extra if e not in schema]) or "none"
-        raise BackendUnavailableError(f"engine {engine!r} does not take option(s) {', '.join(unknown)}; "
-                                      f"it takes: {valid}")
+        what = {"fast": "preset 'fast' (METIS, then the km1 V-cycle)",
+                "auto": "the default pipeline (preset 'auto')"}.get(engine, f"engine {engine!r}")
+        raise BackendUnavailableError(f"{what} does not take option(s) {', '.join(unknown)}; it takes: {valid}")
     return {name: schema[name].check(v, engine) for name, v in options.items()}
 
 

@@ -264,3 +264,10 @@ def test_a_bottleneck_refinement_after_an_engine_keeps_the_compute_limit_or_says
     assert heaviest <= limit or p.info["over_compute_limit"]["heaviest"] == heaviest
     if engine in ("kaminpar", "block"):
         assert heaviest <= limit
+
+
+def test_an_option_the_fast_preset_does_not_take_names_the_preset(tmp_path, capsys):
+    rc, _, err = run_cli(["partition", "polblogs", "-k", "4", "--preset", "fast", "--threads", "2",
+                          "-o", tmp_path / "x.npy"], capsys)
+    one_line(rc, err, 2, "preset 'fast'", "does not take option(s) threads")
+    assert not (tmp_path / "x.npy").exists()
