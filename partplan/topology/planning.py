@@ -68,6 +68,13 @@ class TopologyPlan:
             raise TopologyError(f"--route-level {self.level_name} applies to --route source / domain, not flat")
         if (self.route != "flat" or self.map != "none") and not _routable(layout):
             raise TopologyError(f"{self._given()} {self._verb()} to the 1d layout, not {layout}")
+        if layout is not None and str(layout).strip().lower().startswith("routed"):
+            want = self.layout_spec()    # the route this topology gives (None: flat)
+            if want is None or want != str(layout).strip().lower():
+                raise TopologyError(f"--layout {layout} and --topology {self.spec} disagree: the topology "
+                                    f"{'routes flat (give --route source or domain)' if want is None else f'gives {want}'}"
+                                    f"; give --topology with --route (the routed layout follows from it), or "
+                                    f"--layout alone")
 
     def refuse_owners(self, where: str) -> None:
         """One TopologyError when a route or a mapping is asked for a decoupled partition (``where``:

@@ -110,6 +110,8 @@ def test_unreadable_and_yaml_files(tmp_path):
     (["--topology", "tree:4x4"], "--topology tree:4x4: 16 ranks, but -k is 8"),   # checked where it enters
     (["--route", "domain"], "--route domain needs --topology"),
     (["--topology", "tree:2x4", "--route", "domain", "--layout", "2d:2x4"], "applies to the 1d layout"),
+    # a routed layout the topology does not give (the record said flat, domains of 2, beside routed:domain:4)
+    (["--topology", "tree:2x4", "--layout", "routed:domain:4"], "disagree: the topology routes flat"),
 ])
 def test_cli_topology_errors_are_one_line(argv, msg, capsys):
     rc = main(["analyze", "email-Enron", "--method", "block", "-k", "8", *argv])
