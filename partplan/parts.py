@@ -72,6 +72,10 @@ def as_partition(part, n: int, k: int | None = None, *, source: str | None = Non
     arr = as_part_ids(arr, where=where, what="partition")
     top = int(arr.max()) + 1 if arr.size else 0
     if k is None:
+        if top > n:      # read as largest id + 1 parts: more parts than vertices (or past any count)
+            v = int(np.argmax(arr))
+            raise PartitionError(f"{where}vertex {v} has part id {int(arr[v])}: the ids give {top:,} parts "
+                                 f"(largest id + 1), more than the graph's {n:,} vertices")
         k = max(top, 1)
     k = check_int(f"{where}k", k, lo=1, error=PartitionError)
     if top > k:

@@ -511,3 +511,14 @@ def test_saved_partition_against_its_own_count_and_normalized_graphs(random_grap
         rc, _, err = run_cli(["-q", "analyze", *argv, "--save-partition", tmp_path / name], capsys)
         one_line(rc, err, 2, needle)
         assert not (tmp_path / name).exists() and not (tmp_path / "v.png").exists()   # refused before any output
+
+
+@pytest.mark.parametrize("big", [10 ** 12, 2 ** 63 - 2, 2 ** 63 - 1])
+def test_a_part_id_past_the_vertex_count_is_named(tmp_path, big):
+    """Ids read as largest id + 1 parts: an id near 2^63 said "k must be an integer >= 1, got
+    9223372036854775807"; it is the vertex and its id, more parts than vertices."""
+    from partplan.parts import as_partition
+    part = np.zeros(40, np.int64)
+    part[3] = big
+    with pytest.raises(PartitionError, match=f"vertex 3 has part id {big}: .* more than the graph's 40 vertices"):
+        as_partition(part, 40, source="p.txt")

@@ -90,7 +90,7 @@ def test_ids_out_of_range_for_k(graph, tmp_path):
     f = _write(tmp_path / "h.npy", PART)
     with pytest.raises(PartitionError, match="h.npy: vertex 2 has part id 2 >= k=2"):
         read_partition_file(f, graph, k=2)
-    with pytest.raises(PartitionError, match="exceed n=12"):
+    with pytest.raises(PartitionError, match="more than the graph.s 12 vertices"):
         read_partition_file(_write(tmp_path / "big.npy", np.full(N, 20)), graph)
 
 
