@@ -132,6 +132,12 @@ def run(args) -> int:
             raise GraphFormatError(f"--to {args.out_format}: not a format partplan writes; one of "
                                    f"{', '.join(WRITE_FORMATS + ('hgr',))}", args.output)
         check_output_file(args.output)
+        from partplan.io import EXTENSIONS, format_name
+        name = format_name(args.output)
+        named = EXTENSIONS.get(name.rsplit(".", 1)[-1].lower()) if "." in name else None
+        if named is not None and named != args.out_format:   # every later reader would take the name's word
+            raise GraphFormatError(f"--to {args.out_format} into a name of a {named} file; name it for the format "
+                                   f"written, or leave --to out to write {named}", args.output)
     t0 = time.perf_counter()
     g = _load(args)
     t1 = time.perf_counter()

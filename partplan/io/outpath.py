@@ -50,8 +50,9 @@ def _suffix_problem(p: Path, kind: str) -> str | None:
         from . import WRITE_FORMATS, detect_format
         try:
             fmt = detect_format(p)
-        except GraphFormatError as exc:
-            return exc.problem
+        except GraphFormatError as exc:     # an output: its format is named with --to, not --from
+            return exc.problem.replace("read_graph(path, format=...), partplan convert --from FMT",
+                                       "write_graph(graph, path, format=...), partplan convert --to FMT")
         if fmt not in WRITE_FORMATS + ("hgr",):   # .hgr: convert writes a hypergraph model there
             return f"partplan reads .{fmt} graphs but does not write them; use .npz, .mtx, .graph, .parquet, ..."
         return None

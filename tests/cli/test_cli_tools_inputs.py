@@ -165,3 +165,18 @@ def test_convert_to_hgr_says_it_wrote_a_model(tmp_path, capsys):
     assert rc == 0 and "3 column nets over 5 vertices" in out and "not as a graph" in out
     rc, out, _ = run_cli(["convert", g, tmp_path / "iso2.hgr", "--json"], capsys)
     assert rc == 0 and json.loads(out)["nets"] == 3      # columns 0, 1, 2 reach another row; 3 and 4 none
+
+
+def test_convert_to_a_format_its_name_contradicts_is_refused(tmp_path, capsys):
+    """`convert G out.npz --to mtx` wrote Matrix Market text into a .npz name, which every later
+    reader took for an npz; an unknown output suffix names --to (not --from)."""
+    g = tmp_path / "g.mtx"
+    write_graph(Graph.from_edges(np.arange(5), np.arange(1, 6), symmetrize=True), g)
+    rc, _, err = run_cli(["convert", g, tmp_path / "o.npz", "--to", "mtx"], capsys)
+    one_line(rc, err, 2, "o.npz", "--to mtx into a name of a npz file")
+    rc, _, err = run_cli(["convert", g, tmp_path / "o.dat"], capsys)
+    one_line(rc, err, 2, "unknown graph file extension .dat", "--to FMT")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.mtx"]
+    for name, fmt in (("o.dat", "mtx"), ("o.txt", "edgelist"), ("o2.mtx", "mtx")):
+        rc, _, err = run_cli(["convert", g, tmp_path / name, "--to", fmt], capsys)
+        assert rc == 0, err
