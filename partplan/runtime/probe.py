@@ -106,8 +106,13 @@ def probe_config(cfg: dict, nprocs: int | None = None) -> dict:
                             f"in large (the messages hold whole float32 values), got {small}, {large}")
     if nprocs is not None and nprocs < 2:
         raise PartplanError(f"--nprocs must be >= 2 to measure pairs, got {nprocs}")
+    from .._budget import check_array_bytes
+    check_array_bytes(2, large, 1, "the probe's send and receive buffers", option="--large")  # each rank's two
+    timeout = float(cfg.get("timeout", 60.0))
+    if not timeout > 0:
+        raise PartplanError(f"--timeout must be > 0 seconds (how long a rank waits for a peer), got {timeout:g}")
     return dict(cfg, output=str(out), backend=cfg.get("backend", "gloo"), small=small, large=large,
-                repeat=int(cfg.get("repeat", 5)), timeout=float(cfg.get("timeout", 60.0)))
+                repeat=int(cfg.get("repeat", 5)), timeout=timeout)
 
 
 def run_probe(output, *, nprocs: int | None = None, backend: str = "gloo", small: int = 8,

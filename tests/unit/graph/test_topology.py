@@ -320,3 +320,14 @@ def test_cli_steiner_mapping_after_the_default_pipeline_is_reproducible(tmp_path
                        capture_output=True)
         outs.add(np.load(out).tobytes())
     assert len(outs) == 1
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["--timeout", "0"], "--timeout must be > 0"),
+    (["--large", "99999999999999"], "--large"),
+])
+def test_probe_refuses_what_no_rank_could_run_before_starting(tmp_path, capsys, argv, msg):
+    rc = main(["topology", "probe", "--nprocs", "2", "-o", str(tmp_path / "t.json"), *argv])
+    err = capsys.readouterr().err
+    assert rc == 2 and msg in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "t.json").exists()
