@@ -68,11 +68,12 @@ def run(args) -> int:
     if args.out:
         from partplan.io.outpath import check_output_folder
         check_output_folder(args.out)
-    datasets = args.datasets or (QUICK_DATASETS if args.quick else DATASETS)
+    datasets = list(dict.fromkeys(args.datasets or (QUICK_DATASETS if args.quick else DATASETS)))  # each once
     from partplan.bench.planner import check_bench_names
     check_bench_names(datasets)
     _check_stochastic(args)
-    ks = args.k or [16, 64]
+    ks = list(dict.fromkeys(args.k or [16, 64]))
+    args.methods = list(dict.fromkeys(args.methods))
     t0 = time.perf_counter()
 
     from partplan.partition.heartbeat import StderrProgress
@@ -84,6 +85,11 @@ def run(args) -> int:
                     stochastic_batches=args.stochastic_batches, stochastic_sampler=args.sampler,
                     stochastic_theta=args.theta,
                     progress=progress)
+    if not res["rows"] and not res.get("stochastic"):
+        from partplan.errors import PartplanError
+        why = "; ".join(f"{sk['dataset']}{' k=' + str(sk['k']) if 'k' in sk else ''}: {sk['reason']}"
+                        for sk in res["skipped"][:4]) or "no case"
+        raise PartplanError(f"no case ran: every one was skipped ({why}{'; ...' if len(res['skipped']) > 4 else ''})")
     if args.json:
         print(json.dumps(res, indent=1, default=float))
     else:

@@ -180,3 +180,15 @@ def test_convert_to_a_format_its_name_contradicts_is_refused(tmp_path, capsys):
     for name, fmt in (("o.dat", "mtx"), ("o.txt", "edgelist"), ("o2.mtx", "mtx")):
         rc, _, err = run_cli(["convert", g, tmp_path / name, "--to", fmt], capsys)
         assert rc == 0, err
+
+
+def test_bench_that_runs_no_case_is_an_error_and_repeats_run_once(tmp_path, capsys):
+    """`bench --k 1000` on a 256-vertex graph skipped every case and exited 0 with empty tables;
+    a dataset, k or method given twice ran (and printed) twice."""
+    rc, _, err = run_cli(["bench", "--datasets", "rmat8", "--k", "1000", "--methods", "block", "-q"], capsys)
+    one_line(rc, err, 2, "no case ran", "k > n=256")
+    rc, out, err = run_cli(["bench", "--datasets", "rmat8", "rmat8", "--k", "4", "4", "--methods", "block", "block",
+                            "-q", "--json"], capsys)
+    assert rc == 0, err
+    import json
+    assert len(json.loads(out)["rows"]) == 1
