@@ -31,6 +31,12 @@ def _routable(layout) -> bool:
     return layout_class(layout).routable
 
 
+def _routed(layout) -> bool:
+    """Whether ``layout`` (a spec or a Layout) is a routed one (its exchange goes through domains)."""
+    from ..layouts import layout_class
+    return layout_class(layout).routes
+
+
 class TopologyPlan:
     """Topology-aware planning of one partition (module doc).
 
@@ -68,9 +74,9 @@ class TopologyPlan:
             raise TopologyError(f"--route-level {self.level_name} applies to --route source / domain, not flat")
         if (self.route != "flat" or self.map != "none") and not _routable(layout):
             raise TopologyError(f"{self._given()} {self._verb()} to the 1d layout, not {layout}")
-        if layout is not None and str(layout).strip().lower().startswith("routed"):
+        if layout is not None and _routed(layout):
             want = self.layout_spec()    # the route this topology gives (None: flat)
-            if want is None or want != str(layout).strip().lower():
+            if want is None or want != (layout.spec if hasattr(layout, "spec") else str(layout).strip().lower()):
                 raise TopologyError(f"--layout {layout} and --topology {self.spec} disagree: the topology "
                                     f"{'routes flat (give --route source or domain)' if want is None else f'gives {want}'}"
                                     f"; give --topology with --route (the routed layout follows from it), or "

@@ -85,7 +85,7 @@ def test_output_checked_before_anything_else(tmp_path, capsys, cmd, where):
 
 @pytest.mark.parametrize("argv,match", [
     (["partition", "{g}", "-k", "2", "-o", "{d}/p.mtx"], "unknown partition file suffix .mtx"),
-    (["partition", "{g}", "-k", "2", "-o", "{d}"], "unknown partition file suffix"),
+    (["partition", "{g}", "-k", "2", "-o", "{d}"], "is a directory; expected a file name"),
     (["convert", "{g}", "{d}/x.zzz"], "unknown graph file extension .zzz"),
     (["analyze", "{g}", "--method", "block", "-k", "2", "--plot", "{d}/v.jpg"], "NAME.png"),
     (["analyze", "{g}", "--method", "block", "-k", "2", "--save-partition", "{d}/p.graph"], "suffix .graph"),
