@@ -25,9 +25,13 @@ from typing import BinaryIO, Iterator
 import numpy as np
 
 from ..errors import GraphFormatError
-from ._common import stream_error_at
+from ._common import MAX_GZIP_LINE_BYTES, stream_error_at
 
 BLOCK_BYTES = 1 << 25  # 32 MiB of text per block
+#: the longest line a text reader takes (a METIS adjacency line of 20 million neighbours is ~200 MB)
+MAX_LINE_BYTES = MAX_GZIP_LINE_BYTES
+#: the longest line of a format whose lines hold a few numbers (Matrix Market entries, edge lists)
+SHORT_LINE_BYTES = 1 << 20
 _INT_RE = re.compile(rb"[+-]?[0-9]+\Z")
 _FLOAT_RE = re.compile(rb"[+-]?(?:[0-9]+\.?[0-9]*(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?"
                        rb"|nan|inf|infinity)\Z", re.IGNORECASE)
@@ -63,23 +67,33 @@ class Block:
 
 
 def iter_raw_blocks(fh: BinaryIO, first_line: int = 1, block_bytes: int = BLOCK_BYTES,
-                    path=None) -> Iterator[tuple[bytes, int]]:
+                    path=None, max_line_bytes: int | None = None) -> Iterator[tuple[bytes, int]]:
     """Yield (bytes ending in a newline, 1-based line number of its first line); a UTF-8 byte-order
-    mark opening the file (editors on Windows write one) is dropped."""
+    mark opening the file (editors on Windows write one) is dropped. A line longer than
+    ``max_line_bytes`` (None: :data:`MAX_LINE_BYTES`) is one GraphFormatError naming it, read no
+    further: parsing a block takes about 12 bytes of memory per byte of text, so a gzip stream of
+    a few MB that inflates to one line of gigabytes would otherwise take tens of gigabytes."""
     line = first_line
     first = first_line == 1
+    most = MAX_LINE_BYTES if max_line_bytes is None else int(max_line_bytes)
     while True:
         try:
             chunk = fh.read(block_bytes)
             if not chunk:
                 return
+            rest = b""
             if not chunk.endswith(b"\n"):
-                chunk += fh.readline()
+                rest = fh.readline(most + 1)
         except GraphFormatError as exc:  # CheckedGzipFile: corrupt / truncated stream, name the line
             raise stream_error_at(exc, path, line) from None
         except (OSError, EOFError, zlib.error) as exc:
             raise GraphFormatError(f"corrupt or truncated compressed stream: {exc} "
                                    "(in the data from this line on)", path, line) from None
+        if rest and not rest.endswith(b"\n") and len(chunk) - chunk.rfind(b"\n") - 1 + len(rest) > most:
+            raise GraphFormatError(f"a line longer than {most:,} bytes (no line of this format is that long: a "
+                                   f"corrupt file, or a compressed one that inflates to one endless line)", path,
+                                   line + chunk.count(b"\n"))
+        chunk += rest
         if not chunk.endswith(b"\n"):
             chunk += b"\n"
         if first:

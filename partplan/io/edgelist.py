@@ -122,7 +122,7 @@ def read_edgelist(path: str | os.PathLike, *, symmetrize: bool = False, self_loo
     srcs, dsts, ws = [], [], []
     max_id = 0  # largest id checked against the memory budget so far (relabel=False)
     with open_binary(p) as fh:
-        for raw, line0 in _text.iter_raw_blocks(fh, 1, block_bytes, p):
+        for raw, line0 in _text.iter_raw_blocks(fh, 1, block_bytes, p, max_line_bytes=_text.SHORT_LINE_BYTES):
             blk = _text.scan_block(raw, line0, p, dtype=dtype, commas=commas, parse=ncols == 2)
             if not blk.counts.any():
                 continue

@@ -120,7 +120,7 @@ def read_mtx(path: str | os.PathLike, *, symmetrize: bool = False, self_loops: s
         rows, cols, vals = [], [], []
         got = 0
         last_line = size_line
-        for raw, line0 in _text.iter_raw_blocks(fh, size_line + 1, block_bytes, p):
+        for raw, line0 in _text.iter_raw_blocks(fh, size_line + 1, block_bytes, p, max_line_bytes=_text.SHORT_LINE_BYTES):
             blk = _text.scan_block(raw, line0, p, dtype=dtype, comments=b"%", parse=ncols == 2)
             last_line = line0 + blk.counts.size - 1
             if not blk.counts.any():

@@ -304,3 +304,50 @@ def test_pt_graph_sizes_and_layouts_checked_before_building(tmp_path):
             read_graph(tmp_path / name)
     torch.save(data_mod.Data(edge_index=ei, num_nodes=3), tmp_path / "ok.pt")
     assert read_graph(tmp_path / "ok.pt").n == 3
+
+
+# ----------------------------------------------------------------------------- endless lines
+def _gz(path: Path, head: bytes, fill: bytes, count: int) -> Path:
+    with gzip.GzipFile(path, "wb", compresslevel=9, mtime=0) as fh:
+        fh.write(head)
+        for _ in range(count):
+            fh.write(fill * (1 << 16))
+    return path
+
+
+@pytest.mark.parametrize("name, head", [
+    ("e.txt.gz", b"1 2\n"),                                                          # an edge list's line 2
+    ("m.mtx.gz", b"%%MatrixMarket matrix coordinate pattern general\n3 3 2\n"),        # an entry line
+])
+def test_an_endless_line_is_refused_before_it_is_parsed(tmp_path, name, head):
+    """A few kB of gzip inflating to one line of megabytes (parsing takes ~12 bytes per byte of
+    text: a 2 MB file that inflated to 2 GiB of one line was killed at 24 GB): one error naming
+    the line, at the line length no line of the format reaches."""
+    from partplan.io import _text
+    p = _gz(tmp_path / name, head, b"0", ((_text.BLOCK_BYTES + _text.SHORT_LINE_BYTES) >> 16) + 2)
+    assert p.stat().st_size < 1 << 17
+    with pytest.raises(GraphFormatError, match=r"line \d: a line longer than 1,048,576 bytes"):
+        read_graph(p)
+
+
+def test_an_endless_first_line_of_a_gzip_stream_is_refused(tmp_path, monkeypatch):
+    """Whole-line reads of a gzip stream (a banner, a header, an edge list's first line) stop at
+    MAX_GZIP_LINE_BYTES: a stream inflating to one endless first line is refused, not held."""
+    from partplan.io import _common
+    monkeypatch.setattr(_common, "MAX_GZIP_LINE_BYTES", 1 << 16)
+    for name, head in (("b.mtx.gz", b"%%MatrixMarket matrix coordinate pattern general"), ("f.txt.gz", b"")):
+        p = _gz(tmp_path / name, head, b"1", 4)
+        with pytest.raises(GraphFormatError, match="a line longer than 65,536 bytes in the decompressed stream"):
+            read_graph(p)
+
+
+def test_the_budget_counts_the_rows_a_graph_is_built_from(tmp_path, monkeypatch):
+    """A 60-byte Matrix Market file declaring 6·10^7 vertices: building its rows takes ~21 bytes
+    per vertex (measured), beyond a 1 GB budget; the estimate of 8 per vertex let it through to
+    a MemoryError traceback past the budget."""
+    from partplan.errors import SizeLimitError
+    monkeypatch.setenv("PARTPLAN_MAX_BYTES", str(10 ** 9))
+    p = tmp_path / "n.mtx"
+    p.write_text("%%MatrixMarket matrix coordinate pattern general\n60000000 60000000 2\n1 2\n2 1\n")
+    with pytest.raises(SizeLimitError, match="memory budget"):
+        read_graph(p)
