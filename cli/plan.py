@@ -124,10 +124,7 @@ def run(args) -> int:
         print(f"partplan: warning: {out} held shares of the plan it replaced; they are not kept (write them for "
               f"this plan with `partplan shares {out} ...`)", file=sys.stderr)
     m = plan.manifest
-    summary = {"plan": str(path), "layout": m["layout"], "ranks": m["ranks"], "row_blocks": m["row_blocks"],
-               "backward": m["backward"], "groups": len(m["groups"]),
-               "steps": {k: len(v.get("steps", [])) for k, v in m["programs"].items()},
-               "stats": m["stats"], "build_s": plan.timings.get("build_s")}
+    summary = {**_summary(path, m), "build_s": plan.timings.get("build_s")}
     if m.get("topology"):
         summary["topology"] = {a: b for a, b in m["topology"].items() if a != "description"}
     if args.json:
@@ -213,15 +210,22 @@ def _run_distributed(args, out: Path) -> int:
                             timeout_s=timeout, normalize=None if args.normalize == "none" else args.normalize)
     if res is None:  # not process 0 under torchrun
         return 0
-    if args.json:
-        print(json.dumps(res, indent=1, default=str))
+    from partplan.plan import read_manifest
+    m = read_manifest(out)
+    if args.json:    # the one-process build's summary, and the processes' own figures
+        print(json.dumps({**res, **_summary(out, m)}, indent=1, default=str))
     else:
         print(f"wrote {out}: layout {lay.spec} on {k} ranks, built by {res['processes']} processes", file=sys.stderr)
-        from partplan.plan import read_manifest
         from partplan.plan.figures import volume_line
-        m = read_manifest(out)
         print(volume_line({"layout": m["layout"], **m["stats"]}))
     return 0
+
+
+def _summary(path, m: dict) -> dict:
+    """What `plan --json` prints of the plan written at ``path`` (manifest ``m``), either build."""
+    return {"plan": str(path), "layout": m["layout"], "ranks": m["ranks"], "row_blocks": m["row_blocks"],
+            "backward": m["backward"], "groups": len(m["groups"]),
+            "steps": {k: len(v.get("steps", [])) for k, v in m["programs"].items()}, "stats": m["stats"]}
 
 
 def _read(args, graph):

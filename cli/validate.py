@@ -50,6 +50,11 @@ def run(args) -> int:
         from partplan.errors import OptionError
         raise OptionError(f"{'--weight' if args.weight is not None else '--symmetrize'} applies to the graph "
                           f"given with --graph")
+    if args.no_replay and (args.features != 4 or args.seed != 0):   # they shape the replay's H
+        from partplan.errors import OptionError
+        given = " and ".join(f for f, on in (("--features", args.features != 4), ("--seed", args.seed != 0)) if on)
+        raise OptionError(f"{given} shape{'s' if ' and ' not in given else ''} the replay's random H; --no-replay "
+                          f"skips the replay")
     precheck(args.plan, f=args.features, replay_check=not args.no_replay, option="--features")
     graph = None
     if args.graph:

@@ -15,12 +15,12 @@ KEYS = ("ranks", "backend", "device", "kernels", "layout", "f", "dtype", "overla
         "bytes_measured", "bytes_match", "allreduce_bytes_predicted", "allreduce_bytes_measured",
         "allreduce_bytes_match", "step_s", "gather_s", "exchange_s", "compute_s", "reduce_s", "fold_s",
         "oblivious_bytes", "oblivious_exchange_s", "bare_a2a_s", "aware_over_oblivious_exchange",
-        "exchange_over_bare")
+        "exchange_over_bare", "output")
 
 
 def render_keys(rep: dict, keys=KEYS) -> str:
-    """``key  value`` lines of ``rep`` for the keys present (floats to 4 digits)."""
-    present = [k for k in keys if k in rep]
+    """``key  value`` lines of ``rep`` for the keys present and set (floats to 4 digits)."""
+    present = [k for k in keys if rep.get(k) is not None]
     w = max((len(k) for k in present), default=0)
     return "\n".join(f"{k:<{w}}  {rep[k]:.4g}" if isinstance(rep[k], float) else f"{k:<{w}}  {rep[k]}"
                      for k in present)
@@ -46,6 +46,12 @@ def _arguments(s) -> None:
 
 
 def _configure(args) -> dict:
+    if args.features:   # -f and --seed shape the random features; a file's width is its own
+        given = [flag for flag, on in (("-f", args.f != 16), ("--seed", args.seed != 0)) if on]
+        if given:
+            from ..errors import OptionError
+            raise OptionError(f"{' and '.join(given)} shape{'s' if len(given) == 1 else ''} the random features; "
+                              f"with --feature-file the features (and their width) are the file's")
     cfg = job_config(args, "plan", "features", "f", "seed", "dtype", "output", "repeat", "warmup", "program",
                      "overlap")
     names = [c.strip() for c in args.compare.split(",")]
@@ -105,7 +111,7 @@ register(Job(
     description="Run the plan's forward program (Z = A @ H) or backward program (A^T @ G) on N processes "
                 "and report predicted vs measured bytes per (rank, peer) and per-phase times.",
     examples="  partplan run spmm g.plan --nprocs 4 -f 64 --compare oblivious,bare --json\n"
-             "  partplan run spmm g.plan --nprocs 2 --features H.npy --output Z.npy\n"
+             "  partplan run spmm g.plan --nprocs 2 --feature-file H.npy --output Z.npy\n"
              "  partplan run spmm g.plan --backend local --kernels torch --device cuda --json\n"
              "  torchrun --nproc-per-node 4 -m partplan run spmm g.plan --json",
     add_arguments=_arguments, configure=_configure, prepare=_prepare, run=_rank, render=render_keys,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import PlanError
+from ..errors import OptionError, PlanError
 from ..layouts import layout_class, parse_layout
 from .args import nonneg_float, positive_int
 from .common import (add_output_option, add_plan_options, atomic_save, base_report, checked_output, family_totals,
@@ -247,8 +247,16 @@ def add_steal_options(s) -> None:
 
 
 def steal_config(args) -> dict | None:
-    """``cfg["steal"]`` from the stealing options (None without --steal)."""
+    """``cfg["steal"]`` from the stealing options (None without --steal; the others given without it
+    are refused: they would be ignored)."""
     if args.steal is None:
+        given = [flag for flag, value, default in (
+            ("--steal-solver", args.steal_solver, "lp"), ("--steal-topology", args.steal_topology, None),
+            ("--steal-plot", args.steal_plot, None), ("--t1", args.t1, 1000.0), ("--t2", args.t2, 500.0),
+            ("--t3", args.t3, 2e-3), ("--t4", args.t4, 0.0)) if value != default]
+        if given:
+            raise OptionError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} with --steal only "
+                              f"(none, fsteal or fsteal+osteal)")
         return None
     st = {"mode": args.steal, "solver": args.steal_solver, "topology": args.steal_topology,
           "t1": args.t1, "t2": args.t2, "t3": args.t3, "t4": args.t4}

@@ -486,6 +486,7 @@ def spmm_rank(ctx, cfg: dict) -> dict | None:
     extra = {**_finish_compare(res_w, m, f, dtype), **extra}
     if ctx.local:
         extra["peak_rss_bytes"] = _rss()
+        extra["output"] = cfg.get("output")      # where Z went, as the other backends report it
     rep = _report(m, cfg, program, f, dtype, ops.kernel, device, res_w["sent"], res_w["reduce"], res_w["reduce_pred"],
                   res_w["times"], extra)
     return _ratios(rep)

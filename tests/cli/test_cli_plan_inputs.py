@@ -137,6 +137,18 @@ def test_the_distributed_build_reads_partitions_as_the_one_process_build(tmp_pat
     rc, _, err = run_cli(["plan", d, "--partition", whole, "--nprocs", "2", "-q", "-o", tmp_path / "f.plan"], capsys)
     assert rc == 0, err
     assert _manifest(tmp_path / "f.plan")["ranks"] == 2
+    # --json: the one-process build's summary (layout, figures, steps), and the processes' own
+    rc, out, err = run_cli(["plan", d, "--partition", whole, "--nprocs", "2", "-q", "--json", "-o",
+                            tmp_path / "j.plan"], capsys)
+    assert rc == 0, err
+    dist = json.loads(out)
+    rc, out, err = run_cli(["plan", _mtx(tmp_path / "g.mtx", g), "--partition", whole, "-q", "--json", "-o",
+                            tmp_path / "one.plan"], capsys)
+    assert rc == 0, err
+    one = json.loads(out)
+    for key in ("layout", "ranks", "row_blocks", "backward", "groups", "steps", "stats"):
+        assert dist[key] == one[key], key
+    assert dist["processes"] == 2
 
 
 def test_the_distributed_reader_names_vertices_of_the_whole_graph(tmp_path):

@@ -1,0 +1,54 @@
+"""`partplan run` / `validate`: options that would be ignored beside the ones given are refused
+(one line, exit 2, before any work), and what a job wrote is reported on every backend."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from partplan import Graph
+from partplan.io import write_graph
+from tests.errlines import one_line, run_cli
+
+
+@pytest.fixture(scope="module")
+def plan(tmp_path_factory):
+    d = tmp_path_factory.mktemp("run")
+    g = d / "g.mtx"
+    i = np.arange(30)
+    write_graph(Graph.from_edges(i, (i + 1) % 30, n=30, symmetrize=True), g)
+    from partplan.cli.main import main
+    assert main(["-q", "partition", str(g), "-k", "2", "-o", str(d / "g.plan")]) == 0
+    return d / "g.plan"
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["bfs", "--roots", "2", "--steal-plot", "{d}/s.png"], "--steal-plot applies with --steal only"),
+    (["bfs", "--roots", "2", "--t1", "5", "--steal-solver", "cbc"], "--steal-solver, --t1 apply with --steal only"),
+    (["sssp", "--root", "0", "--steal-topology", "tree:2x1"], "--steal-topology applies with --steal only"),
+    (["spmm", "-f", "8", "--feature-file", "{d}/H.npy"], "-f shapes the random features"),
+    (["spmm", "--seed", "3", "--feature-file", "{d}/H.npy"], "--seed shapes the random features"),
+])
+def test_options_that_would_be_ignored_are_refused(plan, tmp_path, capsys, argv, needle):
+    np.save(tmp_path / "H.npy", np.ones((30, 3)))
+    job, *rest = argv
+    rc, _, err = run_cli(["run", job, plan, "--backend", "local", *[a.format(d=tmp_path) for a in rest]], capsys)
+    one_line(rc, err, 2, needle)
+    assert not (tmp_path / "s.png").exists()
+
+
+def test_validate_without_replay_refuses_the_replays_options(plan, capsys):
+    rc, _, err = run_cli(["validate", plan, "--no-replay", "--features", "8"], capsys)
+    one_line(rc, err, 2, "--features shapes the replay's random H")
+    rc, _, err = run_cli(["validate", plan, "--no-replay", "-q"], capsys)
+    assert rc == 0, err
+
+
+def test_spmm_reports_its_output_on_the_local_backend(plan, tmp_path, capsys):
+    rc, out, err = run_cli(["run", "spmm", plan, "--backend", "local", "--output", tmp_path / "Z.npy", "--json"],
+                           capsys)
+    assert rc == 0, err
+    assert json.loads(out)["output"] == str(tmp_path / "Z.npy") and (tmp_path / "Z.npy").is_file()
+    rc, out, err = run_cli(["run", "spmm", plan, "--backend", "local", "--output", tmp_path / "Z.npy"], capsys)
+    assert rc == 0 and any(ln.split() == ["output", str(tmp_path / "Z.npy")] for ln in out.splitlines()), out
