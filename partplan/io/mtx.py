@@ -45,6 +45,8 @@ def _header(fh, p):
         raise stream_error_at(exc, p, 1) from None
     if not banner:
         raise GraphFormatError("empty file (expected a %%MatrixMarket banner)", p, 1)
+    if banner.startswith(b"\xef\xbb\xbf"):     # a UTF-8 byte-order mark (editors on Windows write one)
+        banner = banner[3:]
     toks = banner.decode("latin-1").split()
     if len(toks) < 5 or toks[0].lower() != "%%matrixmarket":
         raise GraphFormatError("missing '%%MatrixMarket matrix coordinate <field> <symmetry>' banner", p, 1)

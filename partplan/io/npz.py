@@ -38,6 +38,15 @@ _ZIP_ERRORS = (OSError, ValueError, zipfile.BadZipFile, EOFError, zlib.error, No
 
 
 def _open_npz(p: Path):
+    from ._common import open_regular
+    fd, _ = open_regular(p)       # a regular file (never a FIFO's blocking open), then its first bytes:
+    try:                          # numpy calls any file that is neither zip nor .npy a pickle it will not load
+        head = os.pread(fd, 4, 0)
+    finally:
+        os.close(fd)
+    if head[:2] != b"PK":
+        raise GraphFormatError(f"not a scipy .npz file (an .npz is a zip archive; this file starts with "
+                               f"{head!r})", p)
     try:
         z = np.load(p, allow_pickle=False)
     except _ZIP_ERRORS as exc:

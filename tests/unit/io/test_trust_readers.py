@@ -351,3 +351,26 @@ def test_the_budget_counts_the_rows_a_graph_is_built_from(tmp_path, monkeypatch)
     p.write_text("%%MatrixMarket matrix coordinate pattern general\n60000000 60000000 2\n1 2\n2 1\n")
     with pytest.raises(SizeLimitError, match="memory budget"):
         read_graph(p)
+
+
+def test_a_byte_order_mark_opens_a_matrix_market_or_partition_file(tmp_path):
+    """Editors on Windows write a UTF-8 byte-order mark; edge lists, CSV and METIS already took
+    it, the Matrix Market banner and a text partition refused it."""
+    bom = b"\xef\xbb\xbf"
+    m = tmp_path / "g.mtx"
+    m.write_bytes(bom + b"%%MatrixMarket matrix coordinate pattern general\n3 3 2\n1 2\n2 1\n")
+    g = read_graph(m)
+    assert (g.n, g.nnz) == (3, 2)
+    pt = tmp_path / "p.part"
+    pt.write_bytes(bom + b"0\n1\n1\n")
+    assert read_partition(pt, 3).tolist() == [0, 1, 1]
+
+
+def test_a_file_that_is_no_zip_is_not_called_a_pickle(tmp_path):
+    """numpy answers a non-zip .npz with its advice to load pickled data unsafely (allow_pickle);
+    the reader says what the file is instead."""
+    p = tmp_path / "h.npz"
+    p.write_bytes(b"hello")
+    with pytest.raises(GraphFormatError, match="an .npz is a zip archive; this file starts with") as e:
+        read_graph(p)
+    assert "pickle" not in str(e.value)
