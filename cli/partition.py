@@ -287,6 +287,7 @@ def run(args) -> int:
 
     from partplan.partition.heartbeat import StderrProgress
     progress = StderrProgress(t_start, quiet=args.quiet)
+    progress.warnings_apart = True     # printed below as `partplan: warning:` lines, once each
     if args.nprocs is not None:
         return _run_distributed(args, progress)
     if args.backend in _mpi_engines():

@@ -248,8 +248,8 @@ def _partition_mpi(graph, req, output) -> Partition:
     params = {"imbalance": req.imbalance, "seed": req.seed, "nprocs": req.nprocs, "engine": res["engine"],
               **req.engine_opts}
     over = distributed_over_epsilon(res, req.imbalance) if not floor else None
-    if over is not None and req.progress is not None:
-        req.progress(over_epsilon_message(over, req.k))
+    if over is not None:
+        _say_warning(req.progress, over_epsilon_message(over, req.k))
     return Partition(part=part, k=req.k, layout="1d", layout_params={}, model=res["model"], backend=res["backend"],
                      objective="max-both", params=params, timings=res["timings"], stats=stats, owner=None,
                      graph_fingerprint=fingerprint,
@@ -373,8 +373,14 @@ def _say_over_epsilon(graph: Graph, req, w) -> None:
                               "backend": w.backend,
                               "why": ("no packing" if proved else "packing") if own_passes else "engine",
                               "vertex_weights": graph.vertex_weights is not None}
-    if req.progress is not None:
-        req.progress(over_epsilon_message(w.info["over_epsilon"], req.b))
+    _say_warning(req.progress, over_epsilon_message(w.info["over_epsilon"], req.b))
+
+
+def _say_warning(progress, message: str) -> None:
+    """A warning recorded in ``info``, said on ``progress`` too — unless that progress's caller
+    prints the warnings itself (``progress.warnings_apart``, the CLI's: one line each, under -q too)."""
+    if progress is not None and not getattr(progress, "warnings_apart", False):
+        progress(message)
 
 
 def _say_over_compute(graph: Graph, req, w) -> None:
@@ -392,8 +398,7 @@ def _say_over_compute(graph: Graph, req, w) -> None:
     if heaviest > limit:
         w.info["over_compute_limit"] = {"heaviest": heaviest, "limit": int(limit), "imbalance": req.imbalance,
                                         "backend": w.backend}
-        if req.progress is not None:
-            req.progress(over_compute_message(w.info["over_compute_limit"], req.b))
+        _say_warning(req.progress, over_compute_message(w.info["over_compute_limit"], req.b))
 
 
 def over_compute_message(over: dict, parts: int) -> str:

@@ -271,3 +271,17 @@ def test_an_option_the_fast_preset_does_not_take_names_the_preset(tmp_path, caps
                           "-o", tmp_path / "x.npy"], capsys)
     one_line(rc, err, 2, "preset 'fast'", "does not take option(s) threads")
     assert not (tmp_path / "x.npy").exists()
+
+
+def test_a_warning_is_said_once_with_progress_on(tmp_path, capsys):
+    """Without -q the over-ε warning came twice: as a progress line and as the warning; the
+    API's progress callback still gets it (API users have no warning line)."""
+    g = _cycle(5)
+    from partplan.io import write_graph
+    write_graph(g, tmp_path / "c.mtx")
+    rc, _, err = run_cli(["partition", tmp_path / "c.mtx", "-k", "2", "--model", "graph", "-o", tmp_path / "p.npy"],
+                         capsys)
+    assert rc == 0 and err.count("the heaviest of the 2 parts") == 1, err
+    said = []
+    partition(g, 2, model="graph", progress=said.append)
+    assert sum("the heaviest of the 2 parts" in m for m in said) == 1
