@@ -157,13 +157,6 @@ def post_passes(graph: Graph, req: Request, w: Work) -> Work:
     if req.b > 1 and (req.engine == "fast" or (req.bottleneck and req.engine != "auto")) \
             and "balance_floor" not in w.info:
         _repair_balance(graph, req, w)
-    if req.b > 1 and req.bottleneck and req.engine not in ("auto", "fast") and "compute_floor" not in w.info:
-        # graphs with empty rows: the engine's parts brought within the compute limit first, as the
-        # default pipeline does its starts; the refinement then keeps both limits
-        from .auto import end_compute_repair
-        w.part, info = end_compute_repair(graph, w.part, req.b, req.imbalance, req.progress)
-        if info is not None:
-            w.info["compute_repair"] = info
     if req.engine == "fast" and req.b > 1:
         _vcycle(graph, req, w)
     if req.bottleneck and req.backend == "mtkahypar" and req.model == "hypergraph":
