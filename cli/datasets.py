@@ -46,7 +46,9 @@ def register(subparsers) -> None:
     q.add_argument("names", nargs="*", metavar="NAME")
     q.add_argument("--all", action="store_true", help="fetch every registered dataset")
     q.add_argument("--cache", metavar="DIR", help="cache directory")
-    q.add_argument("--force", action="store_true", help="download again even if a verified copy is in the cache (an embedded dataset: with --from-source only)")
+    q.add_argument("--force", action="store_true",
+                   help="download again even if a verified copy is in the cache (an embedded dataset: with "
+                        "--from-source only)")
     q.add_argument("--from-source", action="store_true",
                    help="download embedded datasets too (default: use the copy in datasets/)")
     q.add_argument("-q", "--quiet", action="store_true", help="no progress output")
