@@ -374,3 +374,17 @@ def test_a_file_that_is_no_zip_is_not_called_a_pickle(tmp_path):
     with pytest.raises(GraphFormatError, match="an .npz is a zip archive; this file starts with") as e:
         read_graph(p)
     assert "pickle" not in str(e.value)
+
+
+def test_a_parquet_tables_rows_are_counted_against_the_budget_before_it_is_read(tmp_path, monkeypatch):
+    """A 44 kB zstd Parquet file of 5·10^6 rows: its pages and the graph built from its rows are
+    checked against the budget from the footer's row count, before the table is read (a 435 kB
+    file of 5·10^7 rows took 3.1 GB)."""
+    from partplan.errors import SizeLimitError
+    p = tmp_path / "big.parquet"
+    z = np.zeros(5_000_000, np.int64)
+    pq.write_table(pa.table({"src": z, "dst": z}), p, row_group_size=5_000_000, compression="zstd")
+    assert p.stat().st_size < 1 << 17
+    monkeypatch.setenv("PARTPLAN_MAX_BYTES", str(150 * 10 ** 6))
+    with pytest.raises(SizeLimitError, match="5,000,000 rows and the graph built from them"):
+        read_graph(p)
