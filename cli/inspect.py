@@ -55,7 +55,9 @@ def run(args) -> int:
           f"{m.get('tool', {}).get('name', '?')} {m.get('tool', {}).get('version', '?')}, created {m.get('created', '-')})")
     _print(f"graph       {g.get('name')}  n={g['n']} nnz={g['nnz']} "
           f"{_kind(g)} fingerprint {g['fingerprint'][:16]}…")
-    _print(f"layout      {m['layout']} {m['layout_params'] or ''}  k={m['k']} ranks={m['ranks']} "
+    params = " ".join(f"{a}={b}" for a, b in (m["layout_params"] or {}).items()) \
+        if isinstance(m["layout_params"], dict) else str(m["layout_params"])
+    _print(f"layout      {m['layout']} {params}  k={m['k']} ranks={m['ranks']} "
           f"ownership={m.get('ownership')} backward={m.get('backward')}")
     _print(f"partition   model={m.get('model')} backend={m.get('backend')} objective={m.get('objective')} "
           f"seed={m.get('seed')}")

@@ -140,3 +140,20 @@ def test_partition_with_a_route_reports_the_routes_figures_as_its_plan_records(t
     assert rc == 0, err
     assert f"total_volume  {recorded['total_volume']:,} rows (summed over the route's steps" in text \
         or f"{recorded['total_volume']:,} rows (summed over the route's steps" in text
+
+
+def test_inspect_prints_layout_parameters_as_options_not_a_python_dict(tmp_path, capsys):
+    import numpy as np
+
+    from partplan import Graph
+    from partplan.io import write_graph
+    from tests.errlines import run_cli
+    i = np.arange(40)
+    write_graph(Graph.from_edges(i, (i + 1) % 40, n=40, symmetrize=True), tmp_path / "g.mtx")
+    np.save(tmp_path / "p.npy", np.arange(40) % 4)
+    rc, _, err = run_cli(["plan", tmp_path / "g.mtx", "--partition", tmp_path / "p.npy", "--layout", "routed:domain:2",
+                          "-q", "-o", tmp_path / "r.plan"], capsys)
+    assert rc == 0, err
+    rc, out, err = run_cli(["inspect", tmp_path / "r.plan"], capsys)
+    line = next(ln for ln in out.splitlines() if ln.startswith("layout"))
+    assert "domain_size=2 route=domain" in line and "{" not in line, line
