@@ -442,8 +442,8 @@ def resolve_device(backend: str, device: str | None = None, *, local_rank: int |
     if kind == "cuda":
         import torch
         if not torch.cuda.is_available():
-            raise PlanError(f"--device cuda{' (backend nccl)' if backend == 'nccl' else ''} needs a CUDA GPU; "
-                            "none is visible (use --device cpu / --backend gloo)")
+            raise PlanError(f"{'--backend nccl' if backend == 'nccl' else '--device cuda'} needs a CUDA GPU; "
+                            "none is visible here (on CPUs: --backend gloo, or --device cpu)")
         if local_rank is not None:
             return f"cuda:{int(local_rank)}"
         return str(device) if ":" in str(device) else "cuda"

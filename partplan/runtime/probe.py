@@ -108,6 +108,10 @@ def probe_config(cfg: dict, nprocs: int | None = None) -> dict:
         raise PartplanError(f"--nprocs must be >= 2 to measure pairs, got {nprocs}")
     from .._budget import check_array_bytes
     check_array_bytes(2, large, 1, "the probe's send and receive buffers", option="--large")  # each rank's two
+    if cfg.get("backend", "gloo") == "nccl":      # before any process starts
+        import torch
+        if not torch.cuda.is_available():
+            raise PartplanError("--backend nccl needs a CUDA GPU; none is visible here (probe with --backend gloo)")
     timeout = float(cfg.get("timeout", 60.0))
     if not timeout > 0:
         raise PartplanError(f"--timeout must be > 0 seconds (how long a rank waits for a peer), got {timeout:g}")

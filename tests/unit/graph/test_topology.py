@@ -325,6 +325,8 @@ def test_cli_steiner_mapping_after_the_default_pipeline_is_reproducible(tmp_path
 @pytest.mark.parametrize("argv,msg", [
     (["--timeout", "0"], "--timeout must be > 0"),
     (["--large", "99999999999999"], "--large"),
+    pytest.param(["--backend", "nccl"], "--backend nccl needs a CUDA GPU",
+                 marks=pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a GPU is here")),
 ])
 def test_probe_refuses_what_no_rank_could_run_before_starting(tmp_path, capsys, argv, msg):
     rc = main(["topology", "probe", "--nprocs", "2", "-o", str(tmp_path / "t.json"), *argv])
