@@ -253,7 +253,24 @@ def _partplan_warnings(stderr):
 #: errors of the operating system about a path given to a command (answered as one error line)
 _PATH_ERRNOS = frozenset(getattr(errno, name) for name in (
     "ENAMETOOLONG", "ENOENT", "ENOTDIR", "EISDIR", "EACCES", "EPERM", "EROFS", "ENOSPC", "EDQUOT", "ELOOP",
-    "EXDEV", "EMFILE", "ETXTBSY") if hasattr(errno, name))
+    "EXDEV", "ETXTBSY") if hasattr(errno, name))
+
+
+def _users_path_error(exc: OSError) -> bool:
+    """Whether ``exc`` is the system refusing a user's path (one error line): one of
+    :data:`_PATH_ERRNOS` naming a path outside the installed software (partplan's package, the
+    interpreter's prefix) — a missing or unreadable file there is a fault of the install or of
+    partplan, and keeps its traceback."""
+    if exc.filename is None or exc.errno not in _PATH_ERRNOS:
+        return False
+    try:
+        where = os.path.realpath(os.fsdecode(exc.filename))
+    except (TypeError, ValueError):
+        return False
+    import partplan
+    installed = {os.path.realpath(d) for d in (os.path.dirname(partplan.__file__), os.path.dirname(__file__),
+                                                sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    return not any(where == d or where.startswith(d + os.sep) for d in installed)
 
 
 def _main(argv: list[str] | None = None) -> int:
@@ -289,11 +306,12 @@ def _main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except OSError as exc:
-        if exc.filename is None or exc.errno not in _PATH_ERRNOS:
+        if not _users_path_error(exc):
             raise
         # a path the system refused (a name too long, no permission, a full disk): the path and
         # the system's reason, whichever reader or writer met it
-        print(f"partplan: error: {exc.filename}: {exc.strerror}", file=real_stderr)
+        both = f"{exc.filename} -> {exc.filename2}" if exc.filename2 is not None else f"{exc.filename}"
+        print(f"partplan: error: {both}: {exc.strerror}", file=real_stderr)
         return 2
     finally:
         import signal

@@ -529,14 +529,14 @@ def _read_saved(path: Path, graph: Graph | None) -> tuple[np.ndarray, np.ndarray
         return part, owner, meta
     side = _sidecar(path)
     meta = _meta_dict(_sidecar_bytes(side), side) if side.is_file() else None
+    if meta:     # a sidecar of another file first: its other fields describe that one
+        _check_described(side, meta, "part_sha256", path)
     if meta and graph is not None and "n" in meta and meta["n"] != graph.n:
         raise PartitionError(f"{side}: field 'n' = {meta['n']} rows, but the graph {graph.name!r} has "
                              f"{graph.n} vertices (a partition of another graph)")
     n = meta["n"] if meta else (graph.n if graph is not None else None)
     if n is None:
         raise PartitionError(f"{path}: no sidecar {side.name}; pass the graph to read a bare partition")
-    if meta:
-        _check_described(side, meta, "part_sha256", path)
     part = read_partition(path, n)
     if meta and meta.get("owner_file"):
         name = meta["owner_file"]

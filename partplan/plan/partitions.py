@@ -180,7 +180,10 @@ def saved_partition_meta(path) -> dict | None:
     from ..io.jsonfile import parse_json_bytes, read_json_bytes
     raw = read_json_bytes(side, max_bytes=SIDECAR_MAX_BYTES, what="partition sidecar", error=PartitionError)
     parse_json_bytes(raw, side, what="partition sidecar", error=PartitionError)   # UTF-8, depth, NaN first
-    return _meta_dict(raw, side)
+    meta = _meta_dict(raw, side)
+    from ..partition.api import _check_described
+    _check_described(side, meta, "part_sha256", p)   # a sidecar left beside a file written later
+    return meta
 
 
 def partition_provenance(path) -> dict:

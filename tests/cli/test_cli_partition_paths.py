@@ -4,6 +4,7 @@ as such. Every case runs in this process (no MPI process starts: each is refused
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -139,3 +140,24 @@ def test_a_name_the_system_refuses_is_one_error_line(tmp_path, capsys, argv):
     rc, _, err = run_cli([a.format(g=g, long=long, tmp=tmp_path) for a in argv], capsys)
     one_line(rc, err, 2, "z" * 300, "File name too long")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["g.mtx"]
+
+
+def test_a_missing_file_of_the_install_keeps_its_traceback(monkeypatch, capsys):
+    """Only a user's path is answered as one error line: a file missing inside partplan's own
+    package (a fault of the install or of partplan) is not dressed as bad input."""
+    import partplan
+    from partplan.cli import main as cli_main
+
+    def broken(args):
+        open(Path(partplan.__file__).parent / "no-such-resource.json")
+    monkeypatch.setattr(cli_main, "build_parser", lambda: _parser_running(broken))
+    with pytest.raises(FileNotFoundError):
+        cli_main.main(["x"])
+
+
+def _parser_running(func):
+    import argparse
+    p = argparse.ArgumentParser()
+    p.add_argument("cmd")
+    p.set_defaults(func=func)
+    return p

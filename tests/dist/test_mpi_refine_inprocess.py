@@ -318,7 +318,7 @@ def test_the_final_stats_leave_the_pair_figures_out_above_the_matrix_bound(monke
     part = (np.arange(g.n) * 5 % k).astype(np.int32)
     indptr, indices = g.indptr.astype(np.int64), g.indices.astype(np.int64)
     sl = RowSlice(0, g.n, g.n, indptr, indices, indptr, indices)
-    monkeypatch.setattr(mpi_worker, "STATS_MATRIX_MAX_BYTES", k * k * 8 - 1)
+    monkeypatch.setattr(mpi_worker, "STATS_MATRIX_MAX_BYTES", 2 * k * k * 8 - 1)
     got = mpi_worker._final_stats(comm, sl, part, k, g.nnz, *recount(comm, sl, part, k))
     ref = analyze(g, part.astype(np.int64), k).summary()
     assert "messages" not in got and "edge cut" in got.pop("stats_note")

@@ -297,7 +297,7 @@ def sidecar_stats(res: dict) -> dict:
     """The figures of a ``--nprocs`` result (its sidecar ``res``) under the names
     :meth:`partplan.metrics.CommStats.summary` gives them, so a script reads
     ``stats["total_volume"]`` from either partitioner's JSON: the processes' final count
-    (``res["stats"]``: every figure of the summary; at k above 2,896 the per-part figures alone,
+    (``res["stats"]``: every figure of the summary; at k above 2,048 the per-part figures alone,
     with ``stats_note`` naming what is left out), or, for a sidecar without it, the figures the
     per-part recount gives (k, n, nnz, total_volume, max_send, max_recv, mean_volume,
     send_imbalance, recv_imbalance, compute_imbalance, max_compute_load; rows of H and row

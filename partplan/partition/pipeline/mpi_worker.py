@@ -356,7 +356,8 @@ def spread_isolated(comm, sl, part: np.ndarray, k: int, eps: float) -> dict:
             "mean_rows": round(sl.n / k, 3)}
 
 
-# the k × k volume matrix each process holds while the final figures are counted (64 MiB: k ≤ 2,896)
+# the k × k volume matrices a process holds while the final figures are counted (process 0: its own
+# and the sum, 2 × 8 k² bytes; 64 MiB: k ≤ 2,048)
 STATS_MATRIX_MAX_BYTES = 64 << 20
 
 
@@ -365,9 +366,10 @@ def _final_stats(comm, sl, part, k: int, nnz: int, send, recv, weights) -> dict:
     :meth:`partplan.metrics.CommStats.summary` (the one-process partitioner's JSON ``stats``: rows
     of H at f = 128 float32 for the bytes and the time estimate), in process 0 ({} in the
     others). Messages, the edge cut and the sparsity-oblivious volume need the volume matrix
-    (:func:`~partplan.partition.refinement.distributed.pair_volume`); above
-    STATS_MATRIX_MAX_BYTES of it they are left out and ``stats_note`` says why. The matrix's row
-    and column sums are checked against the recount ``send`` / ``recv``. Collective."""
+    (:func:`~partplan.partition.refinement.distributed.pair_volume`); where process 0's two of them
+    would be above STATS_MATRIX_MAX_BYTES they are left out and ``stats_note`` says why. The
+    matrix's row and column sums are checked against the recount ``send`` / ``recv`` (every
+    process raises when they differ). Collective."""
     from ...metrics.stats import CommStats, imbalance
     from ..refinement.distributed import pair_volume
 
@@ -376,7 +378,7 @@ def _final_stats(comm, sl, part, k: int, nnz: int, send, recv, weights) -> dict:
     # each process's own rows: the isolated rows' parts are set in their process alone
     sizes = np.bincount(part[sl.lo:sl.hi], minlength=k).astype(np.int64)
     comm.Allreduce(MPI.IN_PLACE, sizes, op=MPI.SUM)
-    if k * k * 8 > STATS_MATRIX_MAX_BYTES:
+    if 2 * k * k * 8 > STATS_MATRIX_MAX_BYTES:
         if comm.Get_rank() != 0:
             return {}
         return {"k": k, "n": int(part.size), "nnz": int(nnz), "total_volume": int(send.sum()),
@@ -385,13 +387,14 @@ def _final_stats(comm, sl, part, k: int, nnz: int, send, recv, weights) -> dict:
                 "compute_imbalance": imbalance(weights), "size_imbalance": imbalance(sizes),
                 "max_compute_load": int(weights.max()),
                 "stats_note": f"messages, edge cut, oblivious volume, bytes and the time estimate are left out at "
-                              f"k = {k:,}: their {k:,} x {k:,} volume matrix is above the "
-                              f"{STATS_MATRIX_MAX_BYTES >> 20} MiB each process may hold for it"}
+                              f"k = {k:,}: their two {k:,} x {k:,} volume matrices are above the "
+                              f"{STATS_MATRIX_MAX_BYTES >> 20} MiB process 0 may hold for them"}
     vol, cut = pair_volume(comm, sl, part, k)
+    agrees = vol is None or (np.array_equal(vol.sum(axis=1), send) and np.array_equal(vol.sum(axis=0), recv))
+    if not comm.bcast(bool(agrees), root=0):     # every process raises, none waits on a peer that did
+        raise RuntimeError("internal error: the volume matrix differs from the recount")
     if vol is None:
         return {}
-    if not (np.array_equal(vol.sum(axis=1), send) and np.array_equal(vol.sum(axis=0), recv)):
-        raise RuntimeError("internal error: the volume matrix differs from the recount")
     return CommStats(k=k, n=int(part.size), nnz=int(nnz), f=128, dtype="float32", volume=vol, part_sizes=sizes,
                      compute_load=np.asarray(weights, np.int64), edge_cut=cut).summary()
 

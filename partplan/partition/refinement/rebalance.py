@@ -183,8 +183,9 @@ PACK_MAX_ROWS = 2_000
 #: on: tiny graphs, where such a packing is still one the refinement can work from (on larger
 #: graphs the greedy passes' result, a little above the limit, keeps the engine's structure)
 PACK_ANY_ROWS = 64
-#: the placements its search may try (a count, not seconds: the result is the same on any machine)
-PACK_NODE_LIMIT = 200_000
+#: the candidates its search may look at, and the loads compared against them (a count, not seconds:
+#: the result is the same on any machine)
+PACK_NODE_LIMIT = 2_000_000
 #: the branch-and-bound nodes of the integer program tried where the search reached its limit
 PACK_MILP_NODES = 1_000
 #: the most rows × parts (its binary variables) the integer program is tried on
@@ -223,6 +224,9 @@ def _pack_search(w, own, k, limit, node_limit, out):
             c = nxt[i]
             nxt[i] += 1
             p = cand[i, c]
+            nodes += 1                            # every candidate looked at counts, tried or not
+            if nodes > node_limit:
+                return -1
             if load[p] + w[i] > limit:
                 continue
             dup = False
@@ -230,11 +234,9 @@ def _pack_search(w, own, k, limit, node_limit, out):
                 if load[cand[i, t]] == load[p]:
                     dup = True
                     break
+            nodes += c                            # and the loads compared against it
             if dup:
                 continue
-            nodes += 1
-            if nodes > node_limit:
-                return -1
             load[p] += w[i]
             usable = 0
             for q in range(k):
@@ -277,19 +279,24 @@ def _own_first(cand, p):
 def pack_rows(graph: Graph, part: np.ndarray, k: int, limit: int) -> tuple[np.ndarray | None, str]:
     """Every part within ``limit`` (balance weights: row nnz, at least 1), where the greedy passes
     stopped short on a small graph (tight packings: a part 2 above the limit and the room left in
-    units no single move fits), after Martello and Toth's bound (:func:`bins_needed`) has not
-    already shown that none exists: an exact search (:func:`_pack_search`, heaviest rows first)
-    within PACK_NODE_LIMIT placements where each row tries its own part first, so most rows stay;
+    units no single move fits), after Martello and Toth's bound (:func:`bins_needed`) and the count
+    of rows a part can hold (:func:`most_rows`) have not already shown that none exists: an exact
+    search (:func:`_pack_search`, heaviest rows first) within PACK_NODE_LIMIT candidates looked at,
+    where each row tries its own part first, so most rows stay;
     where that reaches its limit on a graph of at most PACK_ANY_ROWS rows, the same search by best
     fit alone, whose groups then take the parts that keep the most rows where they were (an
     assignment, :func:`scipy.optimize.linear_sum_assignment`); where that too reaches its limit,
     an integer program with the fewest rows moved (:func:`_pack_milp`, up to PACK_MILP_CELLS rows ×
     parts).
 
-    Returns (the packed part int64[n], "found") or (None, why: "infeasible" — no packing within the
-    limit exists — or "not found": the search reached its limit)."""
+    ``part``: ids in [0, k) (a ValueError otherwise). Returns (the packed part int64[n], "found") or
+    (None, why: "infeasible" — no packing within the limit exists — or "not found": the search
+    reached its limit)."""
     w = graph.balance_weights.astype(np.int64)
-    if w.size and int(w.max()) > limit or bins_needed(w, limit) > k:
+    part = np.asarray(part)
+    if part.shape != w.shape or (part.size and (int(part.min()) < 0 or int(part.max()) >= k)):
+        raise ValueError(f"pack_rows: part must hold {w.size} ids in [0, {k})")
+    if w.size and int(w.max()) > limit or bins_needed(w, limit) > k or most_rows(w, limit) * k < w.size:
         return None, "infeasible"
     from scipy.optimize import linear_sum_assignment
 
@@ -395,6 +402,17 @@ def repair_compute(graph: Graph, part: np.ndarray, k: int, *, imbalance: float =
                                        cost=_reader_parts(At, part, rows, k), near_passes=NEAR_PASSES)
     info["heaviest_after"] = int(cload.max(initial=0))
     return part, info
+
+
+def most_rows(w: np.ndarray, limit: int) -> int:
+    """The most rows of weights ``w`` one part of weight at most ``limit`` can hold: the lightest
+    ones, as many as fit (k parts hold at most k times that many rows).
+
+    >>> most_rows(np.array([2, 2, 2, 2]), 5)
+    2
+    """
+    light = np.cumsum(np.sort(np.asarray(w, np.int64)))
+    return int(np.searchsorted(light, int(limit), side="right"))
 
 
 def bins_needed(w: np.ndarray, limit: int) -> int:

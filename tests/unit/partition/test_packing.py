@@ -80,3 +80,22 @@ def test_an_unpackable_partition_is_said_to_be_unpackable():
     p = partplan.partition(g, 2, imbalance=0.0, preset="fast")
     assert p.info["over_epsilon"]["why"] == "no packing"
     assert pack_rows(g, p.part, 2, 5) == (None, "infeasible")
+
+
+def test_more_rows_than_the_parts_can_hold_is_infeasible_at_once():
+    """2,000 rows of weight 2, 900 parts of at most 5: two rows a part, 1,800 in all. The
+    Martello-Toth bound (800 parts) does not see it; counting the rows a part holds does (the
+    search spent 7 s and said "not found")."""
+    from partplan.partition.refinement.rebalance import most_rows
+    n = 2000
+    g = Graph.from_edges(np.arange(n), (np.arange(n) + 1) % n, n=n, symmetrize=True)
+    assert bins_needed(g.balance_weights, 5) <= 900 and most_rows(g.balance_weights, 5) == 2
+    assert pack_rows(g, np.arange(n) % 900, 900, 5) == (None, "infeasible")
+    assert partplan.partition(g, 900, preset="fast").info["over_epsilon"]["why"] == "no packing"
+
+
+def test_pack_rows_refuses_ids_outside_its_parts():
+    g = Graph(np.array(TIGHT[0]), np.array(TIGHT[1]))
+    for bad in (np.full(15, -1), np.full(15, 6), np.zeros(14, np.int64)):
+        with pytest.raises(ValueError, match="ids in"):
+            pack_rows(g, bad, 6, 8)

@@ -81,3 +81,18 @@ def test_gzip_partitions_are_the_same_bytes_every_time(tmp_path, p4):
     a, b = (tmp_path / "a.part.gz").read_bytes(), (tmp_path / "b.part.gz").read_bytes()
     assert a == b
     assert a[3] & 0x08 == 0 and a[4:8] == b"\0\0\0\0"        # no FNAME flag, MTIME 0
+
+
+def test_the_distributed_builds_metadata_reader_refuses_a_sidecar_of_another_file(tmp_path, p4):
+    """`plan --nprocs` reads a saved partition's layout and provenance without its part array
+    (saved_partition_meta, partition_provenance): a sidecar left beside a file written later is
+    refused there too."""
+    from partplan.io.partfile import write_partition
+    from partplan.plan.partitions import partition_provenance, saved_partition_meta
+    _, p = p4
+    path = save_partition(p, tmp_path / "x.part.4")
+    assert saved_partition_meta(path)["k"] == 4
+    write_partition(p.part[::-1].copy(), path)
+    for read in (saved_partition_meta, partition_provenance):
+        with pytest.raises(PartitionError, match="describes another x.part.4"):
+            read(path)
