@@ -101,23 +101,30 @@ def csr_pattern_is_symmetric(indptr, indices):
 
 
 @njit
-def symmetric_volume(indptr, indices, part, k):
-    """(vol int64[k, k], edge cut) of 1D row-wise SpMM for a *symmetric*
-    pattern: column j = row j, so the parts needing H[j] are the distinct
-    parts of row j (deduplicated with a k-sized stamp array), sent by
-    part[j]. One sequential pass over the nonzeros; no n×k mask."""
-    n = indptr.size - 1
+def net_volume(ptr, idx, part, k, lo):
+    """(vol int64[k, k], edge cut) of 1D row-wise SpMM over the nets ``lo, lo + 1, ...``: net
+    ``lo + w`` is column ``lo + w``, owned by ``part[lo + w]``, its pins the rows
+    ``idx[ptr[w]:ptr[w + 1]]`` that read it; H[lo + w] goes once to every other part holding a pin
+    (deduplicated with a k-sized stamp array). The edge cut counts the pins outside their net's
+    owner. One sequential pass over the pins; no n×k mask."""
     vol = np.zeros((k, k), np.int64)
     stamp = -np.ones(k, np.int64)
     cut = 0
-    for j in range(n):
-        o = part[j]
-        stamp[o] = j
-        for e in range(indptr[j], indptr[j + 1]):
-            p = part[indices[e]]
+    for w in range(ptr.size - 1):
+        o = part[lo + w]
+        for e in range(ptr[w], ptr[w + 1]):
+            p = part[idx[e]]
             if p != o:
                 cut += 1
-                if stamp[p] != j:
-                    stamp[p] = j
+                if stamp[p] != w:
+                    stamp[p] = w
                     vol[o, p] += 1
     return vol, cut
+
+
+@njit
+def symmetric_volume(indptr, indices, part, k):
+    """(vol int64[k, k], edge cut) of 1D row-wise SpMM for a *symmetric*
+    pattern: column j = row j, so the parts needing H[j] are the distinct
+    parts of row j, sent by part[j] (:func:`net_volume` over every row)."""
+    return net_volume(indptr, indices, part, k, 0)

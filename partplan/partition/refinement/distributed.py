@@ -291,24 +291,6 @@ def recount(comm, sl: RowSlice, part: np.ndarray, k: int) -> tuple[np.ndarray, n
     return _allsum(comm, s), _allsum(comm, r), _allsum(comm, w)
 
 
-@njit
-def _net_pairs(colptr, colidx, part, lo, vol, seen):
-    """Add each local net's rows of H to ``vol[owner, p]`` (int64[k, k]) once for every other part
-    ``p`` holding one of its pins; ``seen`` (int64[k], all −1): the last net that met each part.
-    Returns the pins outside their net's owner (nonzeros a_ij with part[i] != part[j])."""
-    cut = 0
-    for w in range(colptr.size - 1):
-        o = part[lo + w]
-        for e in range(colptr[w], colptr[w + 1]):
-            p = part[colidx[e]]
-            if p != o:
-                cut += 1
-                if seen[p] != w:
-                    seen[p] = w
-                    vol[o, p] += 1
-    return cut
-
-
 def pair_volume(comm, sl: RowSlice, part: np.ndarray, k: int) -> tuple[np.ndarray | None, int]:
     """(the volume matrix int64[k, k] — rows of H from part q (row) to part r (column) — in
     process 0, None in the others; the edge cut: nonzeros a_ij with part[i] != part[j]) of
@@ -316,8 +298,9 @@ def pair_volume(comm, sl: RowSlice, part: np.ndarray, k: int) -> tuple[np.ndarra
     sum is reduced into process 0. Collective."""
     from mpi4py import MPI
 
-    vol = np.zeros((k, k), np.int64)
-    cut = int(_net_pairs(sl.colptr, sl.colidx, part, sl.lo, vol, np.full(k, -1, np.int64)))
+    from ..._kernels import net_volume
+    vol, cut = net_volume(sl.colptr, sl.colidx, part, k, sl.lo)
+    cut = int(cut)
     total = np.empty_like(vol) if comm.Get_rank() == 0 else None
     comm.Reduce(vol, total, op=MPI.SUM, root=0)
     return total, int(comm.allreduce(cut, op=MPI.SUM))
