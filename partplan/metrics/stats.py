@@ -19,6 +19,27 @@ def imbalance(x: np.ndarray) -> float:
     return float(x.max() / mean - 1.0) if mean > 0 else 0.0
 
 
+def per_part_summary(k: int, n: int, nnz: int, send, recv, compute_load, part_sizes=None) -> dict:
+    """The figures of :meth:`CommStats.summary`, under its names, that per-part counts give (rows
+    of H sent / received per part, row nonzeros per part, and with ``part_sizes`` rows per part):
+    what is left where the k × k volume matrix is not counted.
+
+    >>> per_part_summary(2, 4, 8, [1, 3], [2, 2], [2, 6])   # doctest: +NORMALIZE_WHITESPACE
+    {'k': 2, 'n': 4, 'nnz': 8, 'total_volume': 4, 'max_send': 3, 'max_recv': 2, 'mean_volume': 2.0,
+     'send_imbalance': 0.5, 'recv_imbalance': 0.0, 'compute_imbalance': 0.5, 'max_compute_load': 6}
+    """
+    send, recv = np.asarray(send, np.int64), np.asarray(recv, np.int64)
+    load = np.asarray(compute_load, np.int64)
+    out = {"k": int(k), "n": int(n), "nnz": int(nnz), "total_volume": int(send.sum()),
+           "max_send": int(send.max(initial=0)), "max_recv": int(recv.max(initial=0)),
+           "mean_volume": float(send.sum()) / int(k), "send_imbalance": imbalance(send),
+           "recv_imbalance": imbalance(recv), "compute_imbalance": imbalance(load)}
+    if part_sizes is not None:
+        out["size_imbalance"] = imbalance(np.asarray(part_sizes, np.int64))
+    out["max_compute_load"] = int(load.max(initial=0))
+    return out
+
+
 class PerRankVolume:
     """``send`` / ``recv`` (int64[p]: rows each rank sends / receives) of a
     class holding ``volume`` (int64[p, p], rows from rank q (row) to rank r

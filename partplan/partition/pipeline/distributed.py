@@ -308,19 +308,10 @@ def sidecar_stats(res: dict) -> dict:
     {'k': 2, 'n': 4, 'nnz': 8, 'total_volume': 4, 'max_send': 3, 'max_recv': 2, 'mean_volume': 2.0,
      'send_imbalance': 0.5, 'recv_imbalance': 0.0, 'compute_imbalance': 0.5, 'max_compute_load': 6}
     """
-    import numpy as np
-
-    from ...metrics.stats import imbalance
+    from ...metrics.stats import per_part_summary
     if isinstance(res.get("stats"), dict):
         return dict(res["stats"])
-    send, recv = np.asarray(res["send"], np.int64), np.asarray(res["recv"], np.int64)
-    load = np.asarray(res["compute_load"], np.int64)
-    k = int(res["k"])
-    return {"k": k, "n": int(res["n"]), "nnz": int(res["nnz"]), "total_volume": int(send.sum()),
-            "max_send": int(send.max(initial=0)), "max_recv": int(recv.max(initial=0)),
-            "mean_volume": float(send.sum()) / k, "send_imbalance": imbalance(send),
-            "recv_imbalance": imbalance(recv), "compute_imbalance": imbalance(load),
-            "max_compute_load": int(load.max(initial=0))}
+    return per_part_summary(res["k"], res["n"], res["nnz"], res["send"], res["recv"], res["compute_load"])
 
 
 __all__ = ["distributed_partition", "mpirun_command", "sidecar_stats", "ENGINES", "DEFAULT_ENGINE"]

@@ -370,7 +370,7 @@ def _final_stats(comm, sl, part, k: int, nnz: int, send, recv, weights) -> dict:
     would be above STATS_MATRIX_MAX_BYTES they are left out and ``stats_note`` says why. The
     matrix's row and column sums are checked against the recount ``send`` / ``recv`` (every
     process raises when they differ). Collective."""
-    from ...metrics.stats import CommStats, imbalance
+    from ...metrics.stats import CommStats, per_part_summary
     from ..refinement.distributed import pair_volume
 
     from mpi4py import MPI
@@ -381,11 +381,7 @@ def _final_stats(comm, sl, part, k: int, nnz: int, send, recv, weights) -> dict:
     if 2 * k * k * 8 > STATS_MATRIX_MAX_BYTES:
         if comm.Get_rank() != 0:
             return {}
-        return {"k": k, "n": int(part.size), "nnz": int(nnz), "total_volume": int(send.sum()),
-                "max_send": int(send.max()), "max_recv": int(recv.max()), "mean_volume": float(send.sum()) / k,
-                "send_imbalance": imbalance(send), "recv_imbalance": imbalance(recv),
-                "compute_imbalance": imbalance(weights), "size_imbalance": imbalance(sizes),
-                "max_compute_load": int(weights.max()),
+        return {**per_part_summary(k, part.size, nnz, send, recv, weights, sizes),
                 "stats_note": f"messages, edge cut, oblivious volume, bytes and the time estimate are left out at "
                               f"k = {k:,}: their two {k:,} x {k:,} volume matrices are above the "
                               f"{STATS_MATRIX_MAX_BYTES >> 20} MiB process 0 may hold for them"}
