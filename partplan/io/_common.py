@@ -44,6 +44,11 @@ MAX_GZIP_RATIO = 1100
 MAX_GZIP_LINE_BYTES = 1 << 28
 INT64_MAX = (1 << 63) - 1
 
+
+def without_bom(text: bytes) -> bytes:
+    """``text`` without a UTF-8 byte-order mark at its start (editors on Windows write one)."""
+    return text[3:] if text.startswith(b"\xef\xbb\xbf") else text
+
 # ---------------------------------------------------------------- sizes and the memory budget
 
 

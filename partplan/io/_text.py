@@ -25,7 +25,7 @@ from typing import BinaryIO, Iterator
 import numpy as np
 
 from ..errors import GraphFormatError
-from ._common import MAX_GZIP_LINE_BYTES, stream_error_at
+from ._common import MAX_GZIP_LINE_BYTES, stream_error_at, without_bom
 
 BLOCK_BYTES = 1 << 25  # 32 MiB of text per block
 #: the longest line a text reader takes (a METIS adjacency line of 20 million neighbours is ~200 MB)
@@ -98,8 +98,7 @@ def iter_raw_blocks(fh: BinaryIO, first_line: int = 1, block_bytes: int = BLOCK_
             chunk += b"\n"
         if first:
             first = False
-            if chunk.startswith(b"\xef\xbb\xbf"):
-                chunk = chunk[3:]
+            chunk = without_bom(chunk)
         yield chunk, line
         line += chunk.count(b"\n")
 

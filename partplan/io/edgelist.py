@@ -29,7 +29,7 @@ from ..graph import Graph
 from . import _text
 from ._edges import _stem, edges_to_graph, relabel_ids  # noqa: F401  (re-exported)
 from ._common import (atomic_output, check_budget, check_edge_file, drops_vertex_weights, graph_bytes, open_binary,
-                      stream_error_at, write_table_text)
+                      stream_error_at, without_bom, write_table_text)
 
 
 
@@ -51,8 +51,8 @@ def _first_data_line(path) -> tuple[bytes | None, int]:
     with open_binary(path) as fh:
         try:
             for no, line in enumerate(fh, 1):
-                if no == 1 and line.startswith(b"\xef\xbb\xbf"):   # a UTF-8 byte-order mark
-                    line = line[3:]
+                if no == 1:
+                    line = without_bom(line)
                 if no == 1 and _mm_banner(line):   # a Matrix Market file: its size line is no edge
                     raise GraphFormatError("a Matrix Market file (%%MatrixMarket banner), not an edge list: "
                                            "name it .mtx or read it with format 'mtx' (--from mtx)", path, 1)

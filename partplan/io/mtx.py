@@ -32,7 +32,7 @@ from ..graph import Graph
 from . import _text
 from ._common import (atomic_output, check_budget, check_file_holds, check_int64, drops_vertex_weights, graph_bytes,
                       open_binary,
-                      stream_error_at, write_table_text)
+                      stream_error_at, without_bom, write_table_text)
 
 
 
@@ -45,8 +45,7 @@ def _header(fh, p):
         raise stream_error_at(exc, p, 1) from None
     if not banner:
         raise GraphFormatError("empty file (expected a %%MatrixMarket banner)", p, 1)
-    if banner.startswith(b"\xef\xbb\xbf"):     # a UTF-8 byte-order mark (editors on Windows write one)
-        banner = banner[3:]
+    banner = without_bom(banner)
     toks = banner.decode("latin-1").split()
     if len(toks) < 5 or toks[0].lower() != "%%matrixmarket":
         raise GraphFormatError("missing '%%MatrixMarket matrix coordinate <field> <symmetry>' banner", p, 1)

@@ -47,7 +47,7 @@ import numpy as np
 
 from ..errors import PartitionError
 from ..parts import as_part_ids, first_fraction
-from ._common import gzip_corrupt_line, npy_claim_problem, npy_header
+from ._common import gzip_corrupt_line, npy_claim_problem, npy_header, without_bom
 from .._atomic import atomic_path
 
 TABLE_SUFFIXES = (".parquet", ".arrow", ".feather", ".csv")
@@ -419,8 +419,7 @@ def _read_text(p: Path, fh, n: int) -> np.ndarray:
     import pyarrow.csv as pcsv
 
     raw = _bounded_text(p, fh, n)
-    if raw.startswith(b"\xef\xbb\xbf"):     # a UTF-8 byte-order mark (editors on Windows write one)
-        raw = raw[3:]
+    raw = without_bom(raw)
     if re.search(rb"[xX_]", raw):   # 0x2, 1_0: spellings pyarrow or int() would take; the slow path names them
         return _read_text_slow(p, raw)
     # fast path: pyarrow's C++ CSV reader, one int64 column, blank lines skipped
