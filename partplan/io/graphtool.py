@@ -84,7 +84,7 @@ def _parse_structure(buf, p: Path):
     deg = np.empty(n, dtype=np.int64)
     start = np.empty(n, dtype=np.int64)
     size = len(buf)
-    # the sequential record chain, compiled (a Python loop took minutes on 3·10^8 vertices); the
+    # the sequential record chain, compiled (a Python loop per vertex takes minutes on 3·10^8 vertices); the
     # neighbour bytes are gathered below
     v, end = _record_chain(np.frombuffer(buf, dtype=np.uint8), pos, n, d, order == "big", deg, start)
     if v >= 0:

@@ -51,7 +51,7 @@ def _load(p: Path, fmt: str, columns: list[str], delimiter: str):
             check_budget(footer, p, "the table's columns (footer, uncompressed)")
             check_budget(pages, p, "the table's pages (their headers, uncompressed)")
             if md is not None:   # the pages held while the graph is built from their rows (a 435 kB file
-                from ._common import graph_bytes       # of 5·10^7 zstd rows took 3.1 GB)
+                from ._common import graph_bytes       # of 5·10^7 zstd rows holds 3.1 GB of them)
                 check_budget(pages + graph_bytes(0, md.num_rows, weighted=len(columns) > 2), p,
                              f"the table's {md.num_rows:,} rows and the graph built from them")
         if fmt in ("arrow", "feather") and st.st_size:
