@@ -162,10 +162,12 @@ def parts_known(P) -> bool:
     return P.model != "external" or bool(P.info.get("plan")) or P.info.get("parts_declared") is not None
 
 
-def saved_partition_meta(path) -> dict | None:
+def saved_partition_meta(path, *, verify: bool = True) -> dict | None:
     """The metadata ``partplan partition`` saved with the partition file
     ``path`` (its ``.json`` sidecar, or a Parquet file's ``partplan`` schema
-    key), read without the part array; None for a bare file (or an array)."""
+    key), read without the part array; None for a bare file (or an array).
+    ``verify``: the sidecar's sha256 checked against the file (one read of it; False where the
+    caller's launcher has checked it, as the distributed build's processes do)."""
     if not isinstance(path, (str, os.PathLike)):
         return None
     p = Path(path)
@@ -181,12 +183,13 @@ def saved_partition_meta(path) -> dict | None:
     raw = read_json_bytes(side, max_bytes=SIDECAR_MAX_BYTES, what="partition sidecar", error=PartitionError)
     parse_json_bytes(raw, side, what="partition sidecar", error=PartitionError)   # UTF-8, depth, NaN first
     meta = _meta_dict(raw, side)
-    from ..partition.api import _check_described
-    _check_described(side, meta, "part_sha256", p)   # a sidecar left beside a file written later
+    if verify:
+        from ..partition.api import _check_described
+        _check_described(side, meta, "part_sha256", p)   # a sidecar left beside a file written later
     return meta
 
 
-def partition_provenance(path) -> dict:
+def partition_provenance(path, *, verify: bool = True) -> dict:
     """The partition's provenance as :func:`partplan.plan.build_plan` records
     it in the manifest for a saved partition (``model``, ``backend``,
     ``objective``, ``seed``, ``params``), read from its saved metadata only
@@ -194,8 +197,8 @@ def partition_provenance(path) -> dict:
     distributed plan build (:func:`partplan.jobs.build.build_distributed`)
     writes, so both builds' manifests agree: the "external" provenance of a bare partition that
     declares its part count (:func:`declared_k`; the one-process build reads it as a Partition),
-    else empty for a bare partition."""
-    meta = saved_partition_meta(path)
+    else empty for a bare partition. ``verify`` as :func:`saved_partition_meta`'s."""
+    meta = saved_partition_meta(path, verify=verify)
     if meta is None:
         declared = isinstance(path, (str, os.PathLike)) and Path(path).exists() and declared_k(path) is not None
         return dict(EXTERNAL_PROVENANCE, params={}) if declared else {}
