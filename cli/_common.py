@@ -78,6 +78,11 @@ def load_graph(spec: str, *, fetch: bool = False, symmetrize: bool = False, weig
     return g.normalize(symmetrize=True) if symmetrize and not g.is_symmetric() else g
 
 
+def require_subcommand(p: argparse.ArgumentParser, sub, what: str) -> None:
+    """A command given without its subcommand is a usage error (exit 2) that lists the choices."""
+    p.set_defaults(func=lambda args: p.error(f"{what} is required: one of {', '.join(sub.choices)}"))
+
+
 def add_job_commands(sub, command: str) -> None:
     """One subcommand per registered job under ``command`` ("run", "train"):
     its help, description and examples, the shared job options, the job's own

@@ -20,6 +20,7 @@ from pathlib import Path
 from partplan.errors import BackendUnavailableError, DatasetError, GraphFormatError
 from ._common import nonneg_int as _nonneg_int
 from ._common import positive_int as _pos_int
+from ._common import require_subcommand
 
 GENERATORS = ("rmat", "grid2d", "grid3d", "rgg")
 
@@ -95,7 +96,7 @@ def register(subparsers) -> None:
     q.add_argument("--seed", type=_nonneg_int, default=0, help="split / feature seed (default 0)")
     q.add_argument("--json", action="store_true", help="print what was written as JSON")
     q.set_defaults(func=run_gcn_data)
-    p.set_defaults(func=lambda args: (p.print_help(), 1)[1])
+    require_subcommand(p, sub, "an action")
 
 
 # ------------------------------------------------------------------ actions

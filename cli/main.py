@@ -21,6 +21,7 @@ import os
 import sys
 
 from partplan import __version__
+from partplan.cli._common import require_subcommand
 from partplan.errors import PartplanError
 
 # command modules, in --help order; a module absent from this install is skipped
@@ -52,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         mod.register(sub)
+    require_subcommand(parser, sub, "a command")
     add_quiet_everywhere(parser)
     return parser
 
@@ -281,9 +283,6 @@ def _main(argv: list[str] | None = None) -> int:
         return 2
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 1
     real_stderr, quiet_env = sys.stderr, os.environ.get("PARTPLAN_QUIET")   # escaping already (main)
     if getattr(args, "quiet", False):
         os.environ["PARTPLAN_QUIET"] = "1"  # the compile notice; ranks started by the launcher inherit it

@@ -16,7 +16,7 @@ the JSON report names both.
 """
 from __future__ import annotations
 
-from partplan.cli._common import add_job_commands
+from partplan.cli._common import add_job_commands, require_subcommand
 
 
 def register(subparsers) -> None:
@@ -26,4 +26,4 @@ def register(subparsers) -> None:
     add_job_commands(sub, "run")
     from partplan.cli._graph500 import run_graph500
     sub.choices["graph500"].set_defaults(func=run_graph500)  # Graph500's set-up happens here, above the jobs
-    p.set_defaults(func=lambda args: (p.print_help(), 1)[1])
+    require_subcommand(p, sub, "a job")

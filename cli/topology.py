@@ -13,6 +13,7 @@ import argparse
 import json
 
 from partplan.jobs.args import nonneg_float, positive_int
+from partplan.cli._common import require_subcommand
 
 
 def register(subparsers) -> None:
@@ -50,7 +51,7 @@ def register(subparsers) -> None:
     q.add_argument("--timeout", type=nonneg_float, default=60.0, help="seconds a rank waits for a peer (default 60)")
     q.add_argument("--json", action="store_true", help="print the report as JSON")
     q.set_defaults(func=run_probe)
-    p.set_defaults(func=lambda args: (p.print_help(), 1)[1])
+    require_subcommand(p, sub, "a subcommand")
 
 
 def run_show(args) -> int:

@@ -11,7 +11,7 @@ torchrun the same command runs as one rank::
 """
 from __future__ import annotations
 
-from partplan.cli._common import add_job_commands
+from partplan.cli._common import add_job_commands, require_subcommand
 
 
 def register(subparsers) -> None:
@@ -19,4 +19,4 @@ def register(subparsers) -> None:
                               description="Train graph neural networks from plans on torch.distributed.")
     sub = p.add_subparsers(dest="model", metavar="MODEL")
     add_job_commands(sub, "train")
-    p.set_defaults(func=lambda args: (p.print_help(), 1)[1])
+    require_subcommand(p, sub, "a model")

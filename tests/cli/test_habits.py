@@ -161,3 +161,17 @@ def test_pt_partition_holding_edge_index_is_refused(mtx, tmp_path, capsys):
     assert main(["analyze", str(mtx), "--partition", str(f)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "expected a 1-D node map, got shape (2, 57)" in err[0] and str(f) in err[0]
+
+
+def test_a_command_without_its_subcommand_is_a_usage_error(capsys):
+    """Every level that takes a subcommand refuses to go without one: one error line naming the
+    choices, exit 2 (argparse's usage errors), not the help block with exit 1."""
+    from tests.errlines import run_cli
+    for path, p in iter_parsers(build_parser()):
+        subs = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            continue
+        rc, out, err = run_cli(list(path), capsys)
+        lines = err.strip().splitlines()
+        assert rc == 2 and len(lines) == 1 and out == "", (path, rc, out, err)
+        assert "is required: one of" in lines[0] and all(c in lines[0] for c in subs[0].choices), lines
