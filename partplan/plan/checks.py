@@ -52,7 +52,10 @@ def recount(plan, matrices: dict) -> list[str]:
     if "weighted" in gm and gm["weighted"] != weighted:
         probs.append(f"graph.weighted = {gm['weighted']!r}, the shards hold {'' if weighted else 'no '}values")
     for rp, e in zip(plan.ranks, m["shards"]):
+        routed = "ext" not in rp.buffers()
         for key, val in rp.summary().items():
+            if key == "halo" and routed and e.get(key) == 0:   # a writer that left a routed plan's halo uncounted
+                continue
             if key != "rank" and e.get(key) != val:
                 probs.append(f"shards[{rp.rank}].{key} = {e.get(key)!r}, the shard holds {val}")
     lay = layout_from_manifest(plan.manifest)

@@ -80,8 +80,13 @@ class RankPlan:
             elif key.startswith("fwd.") and key.endswith(".indices"):
                 nnz += int(v.size)
         bufs = self.meta["programs"]["forward"]["buffers"]
-        halo = int(bufs["ext"]) - int(bufs.get("in", 0)) if "ext" in bufs else 0   # a routed plan has no ext
-        return {"rank": self.rank, "held": int(bufs.get("in", 0)), "rows": int(bufs.get("out", 0)),
+        held = int(bufs.get("in", 0))
+        if "ext" in bufs:   # [own rows | halo rows]
+            halo = int(bufs["ext"]) - held
+        else:   # routed: the SpMM reads the last buffer, [own rows | every row received], forwarded ones too
+            cols = [v for key, v in a.items() if key.startswith("fwd.") and key.endswith(".indices")]
+            halo = int(np.count_nonzero(np.unique(np.concatenate(cols)) >= held)) if cols else 0
+        return {"rank": self.rank, "held": held, "rows": int(bufs.get("out", 0)),
                 "halo": halo, "nnz": nnz, "send_rows": send, "recv_rows": recv,
                 "send_msgs": smsg, "recv_msgs": rmsg}
 

@@ -182,6 +182,35 @@ def test_64_virtual_ranks_16_domains_of_4_real_graph_bytes_per_level():
             assert topo["levels"][0]["crossing_rows"] < flat_rows   # dedupe: rows cross once per domain
 
 
+@pytest.mark.parametrize("spec,p,directed", [("routed:domain:2", 8, True), ("routed:source:4", 16, False)])
+def test_routed_halo_counts_the_distinct_remote_columns(spec, p, directed):
+    """``halo`` per rank: the distinct columns its rows read that another rank owns (brute force),
+    not the rows it only forwards."""
+    g = _rand_graph(300, 2500, p + 1, directed)
+    part = np.random.default_rng(p).integers(0, p, g.n)
+    plan = build_plan(g, part, p, layout=spec)
+    A = g.to_scipy().tocsr()
+    for r, rank in enumerate(plan.ranks):
+        cols = np.unique(A[np.flatnonzero(part == r)].indices)
+        assert rank.summary()["halo"] == np.count_nonzero(part[cols] != r) > 0, (r, rank.summary())
+
+
+def test_a_routed_plan_recording_halo_0_validates(tmp_path):
+    """A routed plan whose writer left ``halo`` uncounted (0) validates; any other wrong count is refused."""
+    g = _rand_graph(200, 1500, 3, False)
+    path = write_plan(build_plan(g, np.random.default_rng(3).integers(0, 4, g.n), 4, layout="routed:domain:2"),
+                      tmp_path / "r.plan")
+    mf = path / "manifest.json"
+    m = json.loads(mf.read_text())
+    for halo, ok in ((0, True), (1, False)):
+        for e in m["shards"]:
+            e["halo"] = halo
+        mf.write_text(json.dumps(m))
+        rep = validate_plan(path, g)
+        assert rep["ok"] == ok, rep["checks"]
+        assert ok or "shards[0].halo = 1" in json.dumps(rep["checks"])
+
+
 def test_routed_plan_validates(tmp_path):
     g = _rand_graph(200, 1500, 9, True, True)
     part = np.random.default_rng(9).integers(0, 8, g.n)
