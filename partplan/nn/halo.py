@@ -606,7 +606,10 @@ def _install_gcn_norm() -> None:
 
         def gcn_norm(edge_index, edge_weight=None, num_nodes=None, improved=False, add_self_loops=True,
                      flow="source_to_target", dtype=None):
-            v = _view_of(edge_index, num_nodes)
+            v, loops = _view_of(edge_index, num_nodes), None
+            if v is None:   # a copy PyG's loop utilities made of a Halo's edge_index: the same other edges
+                v = _hop_view(edge_index)
+                loops = getattr(edge_index, "_partplan_halo_loops", None) if v is not None else None
             if v is None:
                 w = _sparse_view(edge_index)
                 if w is not None:
@@ -614,9 +617,10 @@ def _install_gcn_norm() -> None:
                                     f"edge_index; PyG would count each halo row's degree from this rank's edges "
                                     f"only. Pass op.edge_index itself (GCNConv(...)(h, op.edge_index)), whose "
                                     f"normalization partplan makes exact")
+                _refuse_halo_rows(edge_index, num_nodes)
                 return orig(edge_index, edge_weight, num_nodes, improved, add_self_loops, flow, dtype)
             return _halo_gcn_norm(v, sys._getframe(1), edge_index, edge_weight, num_nodes, improved,
-                                  add_self_loops, flow, dtype)
+                                  add_self_loops, flow, dtype, loops=loops)
         gcn_norm.__wrapped__ = orig
         gcn_norm.__doc__ = orig.__doc__
         _PATCHED["fn"] = gcn_norm
@@ -647,11 +651,58 @@ def _wrap_loop_utils() -> None:
             ei = out[0] if isinstance(out, tuple) else out
             if v is not None and isinstance(ei, torch.Tensor) and ei is not edge_index:
                 ei._partplan_halo_rank = weakref.ref(v)
+                ei._partplan_halo_loops = _loops_after(orig.__name__, v, edge_index, args, kwargs)
             return out
         fn.__wrapped__, fn.__doc__, fn.__name__ = orig, orig.__doc__, orig.__name__
         return fn
     _PATCHED["loops"] = {name: (getattr(loop, name), tagged(getattr(loop, name)))
                          for name in ("add_self_loops", "add_remaining_self_loops", "remove_self_loops")}
+
+
+def _loops_after(name: str, v: HaloRank, edge_index, args: tuple, kwargs: dict) -> np.ndarray | None:
+    """Each halo row's self loops over the whole graph after PyG's loop utility ``name`` (called with
+    ``args`` / ``kwargs`` after ``edge_index``), which acts on every vertex alike: ``remove_self_loops``
+    leaves none, ``add_self_loops`` adds one to each vertex below ``num_nodes``,
+    ``add_remaining_self_loops`` replaces a vertex's loops by one (below ``num_nodes``; none above).
+    None where unknown (the Halo carries no loop counts, or ``num_nodes`` is a pair)."""
+    before = getattr(edge_index, "_partplan_halo_loops", None) if edge_index is not v.edge_index else v.halo_loops
+    if name == "remove_self_loops":
+        return np.zeros(v.num_halo, dtype=np.int64)
+    n = args[2] if len(args) > 2 else kwargs.get("num_nodes")
+    if n is None:
+        n = int(edge_index.max()) + 1 if edge_index.numel() else 0
+    if not isinstance(n, (int, np.integer)) and not (isinstance(n, torch.Tensor) and n.numel() == 1):
+        return None
+    gets = (np.arange(v.num_local, v.num_local + v.num_halo) < int(n)).astype(np.int64)
+    if name == "add_remaining_self_loops":
+        return gets
+    return None if before is None else np.asarray(before, dtype=np.int64) + gets    # add_self_loops
+
+
+def _refuse_halo_rows(edge_index, num_nodes) -> None:
+    """PlanError where ``gcn_norm`` is given an ``edge_index`` over a live Halo rank's rows (``num_nodes``
+    = its local + halo rows, every target local, some source a halo row) that is neither that rank's
+    ``edge_index`` nor a copy the loop utilities made of it — a subset (DropEdge), ``coalesce``, or
+    edges rebuilt by hand: PyG would count each halo row's degree from this rank's edges only, and no
+    rank holds the in-edges such a selection keeps of another rank's rows."""
+    if (not isinstance(edge_index, torch.Tensor) or edge_index.dim() != 2 or edge_index.size(0) != 2
+            or not edge_index.numel() or edge_index.dtype.is_floating_point or edge_index.dtype.is_complex
+            or edge_index.dtype == torch.bool):
+        return
+    views = [v for v in list(_VIEWS) if getattr(v, "edge_index", None) is not None and v.num_halo]
+    if not views:
+        return
+    ei = edge_index.detach()
+    lo, src_max, dst_max = int(ei.min()), int(ei[0].max()), int(ei[1].max())
+    for v in views:
+        rows = v.num_local + v.num_halo
+        if (lo >= 0 and (rows == int(num_nodes) if num_nodes is not None else src_max < rows)
+                and dst_max < v.num_local <= src_max < rows):
+            raise PlanError(f"gcn_norm: this edge_index spans Halo rank {v.rank}'s {v.num_local} local and "
+                            f"{v.num_halo} halo rows but is not its edge_index (a subset, a coalesced or "
+                            f"rebuilt copy); PyG would count each halo row's degree from this rank's edges "
+                            f"only. Normalize over op.edge_index (PyG's loop utilities applied to it are "
+                            f"followed), or use partplan.nn.DistSpMM")
 
 
 _EXCHANGE_KEY = "partplan_halo_exchange"   # autograd node metadata: a Halo exchange's output
@@ -837,10 +888,12 @@ def _loop_weight(improved: bool) -> float:
 
 
 def _halo_gcn_norm(v: HaloRank, caller, edge_index, edge_weight, num_nodes, improved, add_self_loops, flow,
-                   dtype):
+                   dtype, *, loops: np.ndarray | None = None):
     """PyG's ``gcn_norm`` on a Halo's ``edge_index`` with the whole graph's degrees: a local row's
     in-edges are all in ``edge_index``; a halo row's in-degree comes with the plan (its share, or the
-    full ``edge_index`` given to Halo). One PlanError naming :class:`DistSpMM` where it cannot be exact."""
+    full ``edge_index`` given to Halo). ``loops``: each halo row's self loops where ``edge_index`` is a
+    copy PyG's loop utilities made (:func:`_loops_after`; else the Halo's own counts). One PlanError
+    naming :class:`DistSpMM` where it cannot be exact."""
     owner = caller.f_locals.get("self")
     layer = type(owner).__name__ if owner is not None else "this layer"
     hops = getattr(owner, "K", 1)
@@ -871,8 +924,14 @@ def _halo_gcn_norm(v: HaloRank, caller, edge_index, edge_weight, num_nodes, impr
         w[ei[0] == ei[1]] = fill
     deg = scatter(w, ei[1], dim=0, dim_size=nl + nh, reduce="sum")
     nonloop = torch.from_numpy(np.asarray(v.halo_in_degree)).to(deg)
-    loops = torch.from_numpy(np.asarray(v.halo_loops)).to(deg)
-    deg[nl:] = nonloop + (fill if add_self_loops else loops)
+    if not add_self_loops:
+        if loops is None and edge_index is not v.edge_index and _view_of(edge_index) is not v:
+            raise PlanError(f"{layer}: the self loops of this copy of Halo rank {v.rank}'s edge_index are not "
+                            f"known for its halo rows; normalize with add_self_loops=True or over op.edge_index")
+        loops = v.halo_loops if loops is None else loops
+        deg[nl:] = nonloop + torch.from_numpy(np.asarray(loops, dtype=np.int64)).to(deg)
+    else:
+        deg[nl:] = nonloop + fill
     dis = deg.pow(-0.5)
     dis.masked_fill_(dis == float("inf"), 0)
     if ei is not edge_index:

@@ -12,7 +12,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("torch_geometric")
 from torch_geometric.data import Data
 from torch_geometric.nn import GCNConv, MessagePassing
-from torch_geometric.utils import sort_edge_index
+from torch_geometric.utils import (add_remaining_self_loops, add_self_loops, coalesce, remove_self_loops,
+                                   sort_edge_index)
 
 import partplan
 from partplan.nn import LocalHalo
@@ -60,6 +61,58 @@ def test_gcn_conv_on_a_reordered_or_retyped_copy_is_exact(how):
         assert ei is not v.edge_index and (how == "int32" or not torch.equal(ei, v.edge_index))
         got = conv(h, ei)[:v.num_local].detach()
         assert torch.allclose(got, want[torch.as_tensor(v.local_ids)], atol=1e-12), (how, v.rank)
+
+
+def _looped():
+    """``_data()`` with self loops added: one on vertices 0-9, two on 0-4, so that every rank's halo
+    rows hold some."""
+    d = _data()
+    loops = torch.cat([torch.arange(10), torch.arange(5)]).repeat(2, 1)
+    return Data(x=d.x, edge_index=torch.cat([d.edge_index, loops], dim=1), num_nodes=N)
+
+
+_LOOP_COPIES = {   # what a user's forward does to the rank's edge_index, and the GCNConv it feeds
+    "remove_self_loops": (lambda e, n: remove_self_loops(e)[0], {}),
+    "remove_self_loops, no added loops": (lambda e, n: remove_self_loops(e)[0], {"add_self_loops": False}),
+    "add_self_loops, no added loops": (lambda e, n: add_self_loops(e, num_nodes=n)[0], {"add_self_loops": False}),
+    "add_remaining_self_loops, no added loops": (lambda e, n: add_remaining_self_loops(e, num_nodes=n)[0],
+                                                 {"add_self_loops": False}),
+    "removed then added, improved": (lambda e, n: add_self_loops(remove_self_loops(e)[0], num_nodes=n)[0],
+                                     {"add_self_loops": False, "improved": True}),
+}
+
+
+@pytest.mark.parametrize("how", list(_LOOP_COPIES))
+def test_gcn_conv_on_a_loop_utility_copy_is_exact(how):
+    """PyG's loop utilities act on every vertex alike, so each halo row's self loops over the whole
+    graph follow from the plan's counts: exact, where PyG's own gcn_norm counted each halo row's
+    degree from this rank's edges."""
+    d = _looped()
+    op = LocalHalo(partplan.plan_from_pyg(d, 3, seed=0), d.edge_index)
+    change, kw = _LOOP_COPIES[how]
+    torch.manual_seed(0)
+    conv = GCNConv(4, 3, **kw).double()
+    want = conv(d.x, change(d.edge_index, N)).detach()
+    xs = [d.x[torch.as_tensor(v.local_ids)] for v in op.ranks]
+    for v, h in zip(op.ranks, op(xs)):
+        got = conv(h, change(v.edge_index, h.size(0)))[:v.num_local].detach()
+        assert torch.allclose(got, want[torch.as_tensor(v.local_ids)], atol=1e-12), (how, v.rank)
+
+
+@pytest.mark.parametrize("how", ["a subset (DropEdge)", "coalesce"])
+def test_gcn_conv_on_another_edge_set_over_the_halo_rows_is_refused(how):
+    """A subset of a rank's edges or its coalesced copy is another edge set whose halo rows' degrees
+    no rank holds: one PlanError, where PyG's own gcn_norm gave wrong rows silently. The whole graph's
+    gcn_norm beside a live Halo is untouched."""
+    d = _looped()
+    op = LocalHalo(partplan.plan_from_pyg(d, 2, seed=0), d.edge_index)
+    conv = GCNConv(4, 3).double()
+    assert conv(d.x, d.edge_index[:, ::2]).shape == (N, 3)
+    xs = [d.x[torch.as_tensor(v.local_ids)] for v in op.ranks]
+    for v, h in zip(op.ranks, op(xs)):
+        e = v.edge_index[:, ::2] if how.startswith("a subset") else coalesce(v.edge_index, num_nodes=h.size(0))
+        with pytest.raises(partplan.PlanError, match="is not its edge_index"):
+            conv(h, e)
 
 
 class _SumAtSources(MessagePassing):
