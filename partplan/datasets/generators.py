@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.spatial import cKDTree
 
 from ..errors import DatasetError
 from ..graph import Graph
@@ -306,6 +305,7 @@ def random_geometric(n: int, radius: float | None = None, avg_degree: float = 10
     _check_size("radius / avg_degree", "random geometric pairs", int(n * deg / 2) + 1, 32)
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed])))
     pts = rng.random((n, dim))
+    from scipy.spatial import cKDTree   # here: importing scipy.spatial costs every command 0.15 s
     pairs = cKDTree(pts).query_pairs(float(radius), output_type="ndarray").astype(np.int64)
     g = Graph.from_edges(pairs[:, 0], pairs[:, 1], n=n, symmetrize=True, self_loops="remove",
                          name=name or f"rgg-n{n}-d{dim}-seed{seed}")
