@@ -57,7 +57,7 @@ def check_bench_names(names) -> None:
 
 def load_bench_graph(name: str) -> Graph:
     """A registered dataset (fetched if needed) or ``rmatS`` (Graph500 R-MAT,
-    scale S, edge factor 16, symmetrized, self loops removed)."""
+    scale S, edge factor 16, seed 1, symmetrized, self loops removed)."""
     from .. import datasets
 
     if name.startswith("rmat"):
