@@ -241,7 +241,7 @@ class NeighborLoader:
         from torch_geometric.data import Data  # noqa: F401 - imported here, not in the first batch
         from .rows import RankRows, exchange_step
         from .shares import read_share
-        if isinstance(num_neighbors, (int, np.integer)) or not len(num_neighbors) or any(
+        if not isinstance(num_neighbors, (list, tuple, np.ndarray)) or not len(num_neighbors) or any(
                 not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < -1 for k in num_neighbors):
             raise OptionError(f"num_neighbors must be a list of ints >= -1 (one per hop), got {num_neighbors!r}")
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
@@ -280,7 +280,7 @@ class NeighborLoader:
         self.edges = _Packer(self.edge_fields)
         self.transport = _Transport(rank, world, timeout)
         self.seeds = self._input(input_nodes, name)
-        self.seed_counts = self._allgather_int(self.seeds.size)   # every rank's seeds (they never change)
+        self.seed_counts = self._gather_settings(self.seeds.size)   # every rank's seeds (they never change)
         self.total_seeds = int(self.seed_counts.sum())
         self.epoch = 0
 
@@ -316,12 +316,27 @@ class NeighborLoader:
         a = np.unique(a.astype(np.int64))
         return a[self.part[a] == self.rank]
 
-    def _allgather_int(self, x: int) -> np.ndarray:
+    def _gather_settings(self, seeds: int) -> np.ndarray:
+        """Every rank's seed count; the sampling settings, which every rank must share (a rank's fanouts
+        decide what it samples of the rows it owns for the others, and the batches are global), checked
+        equal on every rank: one OptionError naming the setting that differs, on every rank alike."""
+        names = ("num_neighbors", "batch_size", "seed", "shuffle", "drop_last")
+        vals = (tuple(self.num_neighbors), self.batch_size, self.seed, bool(self.shuffle), bool(self.drop_last))
         if self.world == 1:
-            return np.array([x], dtype=np.int64)
-        out = [torch.zeros(1, dtype=torch.int64) for _ in range(self.world)]
-        self.transport.all_gather(out, torch.tensor([x], dtype=torch.int64), "seed count")
-        return np.array([int(t) for t in out], dtype=np.int64)
+            return np.array([seeds], dtype=np.int64)
+        import hashlib
+        digest = [np.frombuffer(hashlib.sha256(repr(v).encode()).digest()[:8], dtype=np.int64)[0] for v in vals]
+        mine = torch.tensor([seeds, *digest], dtype=torch.int64)
+        out = [torch.zeros_like(mine) for _ in range(self.world)]
+        self.transport.all_gather(out, mine, "seed count and settings")
+        rows = torch.stack(out).numpy()
+        for i, name in enumerate(names):
+            differ = np.flatnonzero(rows[:, i + 1] != rows[0, i + 1])
+            if differ.size:
+                raise OptionError(f"NeighborLoader: ranks 0 and {int(differ[0])} were given another {name}; every "
+                                  f"rank must build the loader with the same {', '.join(names)} (this rank, "
+                                  f"{self.rank}: {name}={vals[i]!r})")
+        return rows[:, 0].copy()
 
     def _order_keys(self, ids: np.ndarray, epoch: int) -> np.ndarray:
         return sample_keys(self.seed, epoch, ids, salt=1) if self.shuffle else ids.astype(np.uint64)
@@ -369,9 +384,16 @@ class NeighborLoader:
         """The sampled subgraph of ``seeds`` (global ids this rank owns) at ``epoch``; collective (every
         rank calls it once per step, with its own seeds)."""
         from torch_geometric.data import Data
-        seeds = np.asarray(seeds, dtype=np.int64)
+        a = seeds.detach().cpu().numpy() if isinstance(seeds, torch.Tensor) else np.asarray(seeds)
+        if a.ndim != 1 or (a.size and (a.dtype.kind not in "iu" or a.min() < 0 or a.max() >= self.n)):
+            raise OptionError(f"rank {self.rank}: sample() takes a 1-D array of vertex ids in [0, {self.n}), got "
+                              f"{a.dtype} of shape {a.shape}")
+        seeds = a.astype(np.int64)
         if seeds.size and (self.part[seeds] != self.rank).any():
             raise OptionError(f"rank {self.rank}: sample() takes seeds this rank owns")
+        if np.unique(seeds).size != seeds.size:
+            raise OptionError(f"rank {self.rank}: sample() takes distinct seeds (a repeated seed would repeat its "
+                              f"whole tree in the batch)")
         measured = np.zeros(self.world, dtype=np.int64)   # requests sent + replies received, by the transport
         n_id = [seeds]
         remote_fields = []  # (ids, fields dict) received

@@ -288,8 +288,10 @@ class DistSpMM(torch.nn.Module):
         if not isinstance(x, torch.Tensor):
             raise PlanError(f"{self.plan_name}: DistSpMM takes a torch.Tensor, got {type(x).__name__}")
         if x.dtype != self._dtype:
+            how = (f"cast the input, or move the module with .to({x.dtype})" if x.dtype in (torch.float32, torch.float64)
+                   else "cast the input: DistSpMM computes in torch.float32 or torch.float64")
             raise PlanError(f"{self.plan_name}: {what} has dtype {x.dtype}, this DistSpMM computes in "
-                            f"{self._dtype} (cast the input, or move the module with .to({x.dtype}))")
+                            f"{self._dtype} ({how})")
         if x.device.type != self._device.type or (self._device.index is not None and x.device.index is not None
                                                    and x.device.index != self._device.index):
             raise PlanError(f"{self.plan_name}: {what} is on {x.device}, this DistSpMM's buffers are on "

@@ -47,6 +47,11 @@ def _worker(rank, world, init_file, tmp):
             out["dtype_error"] = None
         except PlanError as exc:
             out["dtype_error"] = str(exc)
+        try:
+            op(X[op.in_ids].long())                       # an integer input: cast it, no module move offered
+            out["int_error"] = None
+        except PlanError as exc:
+            out["int_error"] = str(exc)
         errs = []
         for bad in (torch.empty(len(op.in_ids), 5, device="meta"), X[op.in_ids][:-1].float()):
             try:
@@ -120,6 +125,7 @@ def test_dist_spmm_gloo_directed(tmp_path):
         assert "p4.plan is for 4 ranks, this job has 2 (start it with --nproc-per-node 4)" in res["world_error"]
         assert "torch.float64" in res["dtype_error"] and "torch.float32" in res["dtype_error"]
         assert "g.plan" in res["dtype_error"]
+        assert "cast the input" in res["int_error"] and ".to(torch.int64)" not in res["int_error"]
         assert "meta" in res["device_error"] and "cpu" in res["device_error"]
         assert "rows in_ids" in res["shape_error"]
         assert res["z32_dtype"] == "torch.float32" and res["module_dtype"] == "torch.float64"

@@ -98,6 +98,12 @@ def _worker(rank, world, port, tmp):
                          "README.md", "exec"), ns)
             exec(compile(second.replace("range(5)", "range(1)"), "README.md", "exec"), ns)  # noqa: S102
             out["readme_loader_steps"] = len(ns["loader"])
+            # fanouts that differ between the ranks: one OptionError on each rank, before any batch
+            from partplan.errors import OptionError
+            try:
+                partplan.nn.NeighborLoader(plan, [2, 1] if rank == 0 else [2], batch_size=BATCH, seed=5)
+            except OptionError as exc:
+                out["mismatch"] = str(exc)
             # a rank that stops iterating: its peer ends within the timeout with one error
             from partplan.errors import PlanError
             lone = partplan.nn.NeighborLoader(plan, FAN, batch_size=BATCH, seed=1, timeout=3)
@@ -181,5 +187,6 @@ def test_gloo_loader_and_halo_from_shares(tmp_path, world):
         (acc,) = res[0]["readme"]
         assert 0.0 <= acc <= 1.0
         assert res[0]["readme_loader_steps"] == res[1]["readme_loader_steps"] > 0
+        assert all("another num_neighbors" in r.get("mismatch", "") for r in res), [r.get("mismatch") for r in res]
         msg, secs = res[0]["lone"]
         assert "did not complete within 3 s" in msg and secs < 20, (msg, secs)

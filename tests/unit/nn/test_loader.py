@@ -114,7 +114,7 @@ def test_with_every_in_edge_a_two_layer_model_gives_the_whole_graphs_seed_output
 
 def test_options_are_checked(one):
     _, path = one
-    for bad in ([], [2, -3], 5, ["a"]):
+    for bad in ([], [2, -3], 5, ["a"], None, "2"):
         with pytest.raises(OptionError):
             NeighborLoader(path, bad, batch_size=4)
     with pytest.raises(OptionError):
@@ -138,3 +138,16 @@ def test_no_seeds_and_the_seed_range(one):
     for seed in (2 ** 64, -2 ** 63 - 1, 1.5, True):
         with pytest.raises(OptionError, match="seed must be an integer"):
             NeighborLoader(path, [2], batch_size=4, seed=seed)
+
+
+def test_sample_takes_distinct_integer_ids_in_range(one):
+    """sample() with a repeated seed repeated its whole tree (each in-edge counted twice); a float
+    seed was truncated; an id past n raised an IndexError."""
+    data, path = one
+    L = NeighborLoader(path, [-1], batch_size=4)
+    for bad, msg in (([8, 8], "distinct seeds"), (np.array([3.7]), "vertex ids"), ([data.num_nodes], "vertex ids"),
+                     ([[1, 2]], "vertex ids")):
+        with pytest.raises(OptionError, match=msg):
+            L.sample(bad)
+    b = L.sample(torch.tensor([8, 3]))
+    assert b.n_id[:2].tolist() == [8, 3] and b.batch_size == 2
