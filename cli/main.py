@@ -21,7 +21,6 @@ import os
 import sys
 
 from partplan import __version__
-from partplan.cli._common import require_subcommand
 from partplan.errors import PartplanError
 
 # command modules, in --help order; a module absent from this install is skipped
@@ -53,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         mod.register(sub)
+    from partplan.cli._common import require_subcommand
     require_subcommand(parser, sub, "a command")
     add_quiet_everywhere(parser)
     return parser
@@ -275,14 +275,29 @@ def _users_path_error(exc: OSError) -> bool:
     return not any(where == d or where.startswith(d + os.sep) for d in installed)
 
 
+def _from_interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised while a KeyboardInterrupt was being handled or because of one (a
+    compiled function that met Ctrl-C returns as a SystemError with the interrupt as its context)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def _main(argv: list[str] | None = None) -> int:
-    try:
+    try:   # Ctrl-C while the commands are imported (numba's, the engines'): the one line, as later
         _check_environment()
+        parser = build_parser()
+        args = parser.parse_args(argv)
     except PartplanError as exc:
         print(f"partplan: error: {exc}", file=sys.stderr)
         return 2
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    except KeyboardInterrupt:
+        print("partplan: interrupted", file=sys.stderr)
+        return 130
     real_stderr, quiet_env = sys.stderr, os.environ.get("PARTPLAN_QUIET")   # escaping already (main)
     if getattr(args, "quiet", False):
         os.environ["PARTPLAN_QUIET"] = "1"  # the compile notice; ranks started by the launcher inherit it
@@ -295,6 +310,11 @@ def _main(argv: list[str] | None = None) -> int:
         print(f"partplan: error: {exc}", file=real_stderr)
         return 2
     except KeyboardInterrupt:
+        print("partplan: interrupted", file=real_stderr)
+        return 130
+    except SystemError as exc:
+        if not _from_interrupt(exc):
+            raise
         print("partplan: interrupted", file=real_stderr)
         return 130
     except _Terminated as exc:

@@ -521,8 +521,10 @@ def create_npy(path: str | os.PathLike, dtype, shape: tuple[int, ...]) -> tuple[
     returns (temporary path, (st_dev, st_ino)). Other processes open it with
     :func:`open_npy` and write their rows; one of them calls :func:`commit`.
     A full disk raises :class:`~partplan.errors.OutputPathError` here, before
-    any work."""
+    any work. Temporaries of dead writers of ``path`` are removed first
+    (:func:`clean_stale`)."""
     import numpy as np
+    clean_stale(path)
     dt = np.dtype(dtype)
     header = _npy_header(dt, shape)
     nbytes = len(header) + int(np.prod(shape, dtype=object)) * dt.itemsize

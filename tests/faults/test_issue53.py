@@ -301,3 +301,55 @@ def test_quiet_keeps_the_interrupted_line():
     q.write("partplan: interrupted (SIGTERM); the job's workers were stopped, nothing written\n")
     assert real.getvalue().splitlines() == ["partplan: interrupted (SIGTERM); the job's workers were stopped, "
                                             "nothing written"]
+
+
+def test_ctrl_c_while_the_commands_load_or_inside_a_compiled_call_is_one_line(monkeypatch, capsys):
+    """Ctrl-C while the parser imported the commands (the first second of every run) gave a
+    KeyboardInterrupt traceback and death by SIGINT; one inside a numba call returned as a
+    SystemError chained to the interrupt: a traceback and exit 1. Both are exit 130 and one line."""
+    import partplan.cli.main as climain
+    from tests.errlines import run_cli
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(climain, "build_parser", interrupted)
+    rc, out, err = run_cli(["partition", "x.mtx", "-k", "2"], capsys)
+    assert rc == 130 and err.strip() == "partplan: interrupted" and "Traceback" not in err, (rc, err)
+    monkeypatch.undo()
+
+    def compiled_call(args):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise SystemError("CPUDispatcher(<function _cluster>) returned a result with an exception set")
+
+    real = climain.build_parser
+    monkeypatch.setattr(climain, "build_parser", lambda: _with(real(), compiled_call))
+    rc, out, err = run_cli(["demo"], capsys)
+    assert rc == 130 and err.strip() == "partplan: interrupted", (rc, err)
+
+    def other_system_error(args):
+        raise SystemError("not an interrupt")
+    monkeypatch.setattr(climain, "build_parser", lambda: _with(real(), other_system_error))
+    with pytest.raises(SystemError, match="not an interrupt"):
+        run_cli(["demo"], capsys)
+
+
+def test_the_entry_module_imports_nothing_heavy_before_the_interrupt_handler():
+    """``partplan.cli.main`` is what the console script imports before ``main()`` can catch Ctrl-C:
+    numpy, scipy or numba imported there (0.2 s) made an early Ctrl-C a traceback."""
+    import subprocess
+    import sys
+    code = ("import sys, partplan.cli.main; "
+            "print(sorted(m for m in ('numpy', 'scipy', 'numba', 'torch') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", out
+
+
+def _with(p, func):
+    """The parser ``p`` with ``demo`` running ``func``."""
+    for a in p._actions:
+        if getattr(a, "choices", None) and "demo" in a.choices:
+            a.choices["demo"].set_defaults(func=func)
+    return p

@@ -132,6 +132,19 @@ def test_locked_temporary_of_a_foreign_pid_is_kept(tmp_path, kind):
     assert clean_stale(target) == [tmp] and not tmp.exists()   # lock released: its writer is gone
 
 
+def test_a_shared_npy_output_removes_dead_writers_temporaries(tmp_path):
+    """The shared .npy of `run spmm --output` (one temporary all ranks write): a launcher killed
+    mid-run left its full-size temporary, and no later write of that output removed it."""
+    from partplan._atomic import commit, create_npy
+    out = tmp_path / "z.npy"
+    dead = tmp_path / f".z.npy.tmp-999999999-{'cd' * 8}.npy"
+    dead.write_bytes(b"\0" * 4096)
+    tmp, ident = create_npy(out, np.float32, (3, 2))
+    assert not dead.exists() and tmp.exists()
+    commit(tmp, out, ident)
+    assert np.load(out).shape == (3, 2) and _leftovers(tmp_path) == []
+
+
 def test_writers_hold_the_lock_while_they_write(tmp_path):
     out = tmp_path / "x.npy"
     with atomic_path(out, suffix=".npy") as tmp:
