@@ -606,10 +606,12 @@ def _install_gcn_norm() -> None:
 
         def gcn_norm(edge_index, edge_weight=None, num_nodes=None, improved=False, add_self_loops=True,
                      flow="source_to_target", dtype=None):
-            v, loops = _view_of(edge_index, num_nodes), None
-            if v is None:   # a copy PyG's loop utilities made of a Halo's edge_index: the same other edges
-                v = _hop_view(edge_index)
-                loops = getattr(edge_index, "_partplan_halo_loops", None) if v is not None else None
+            # a copy PyG's loop utilities made of a Halo's edge_index (tagged: the same other edges, and
+            # the halo rows' loops it carries), else the tensor or an equal copy
+            ref = getattr(edge_index, "_partplan_halo_rank", None)
+            v = ref() if ref is not None else None
+            loops = getattr(edge_index, "_partplan_halo_loops", None) if v is not None else None
+            v = v or _view_of(edge_index, num_nodes)
             if v is None:
                 w = _sparse_view(edge_index)
                 if w is not None:
@@ -617,8 +619,9 @@ def _install_gcn_norm() -> None:
                                     f"edge_index; PyG would count each halo row's degree from this rank's edges "
                                     f"only. Pass op.edge_index itself (GCNConv(...)(h, op.edge_index)), whose "
                                     f"normalization partplan makes exact")
-                _refuse_halo_rows(edge_index, num_nodes)
-                return orig(edge_index, edge_weight, num_nodes, improved, add_self_loops, flow, dtype)
+                v = _same_other_edges(edge_index, num_nodes, add_self_loops)
+                if v is None:
+                    return orig(edge_index, edge_weight, num_nodes, improved, add_self_loops, flow, dtype)
             return _halo_gcn_norm(v, sys._getframe(1), edge_index, edge_weight, num_nodes, improved,
                                   add_self_loops, flow, dtype, loops=loops)
         gcn_norm.__wrapped__ = orig
@@ -679,30 +682,62 @@ def _loops_after(name: str, v: HaloRank, edge_index, args: tuple, kwargs: dict) 
     return None if before is None else np.asarray(before, dtype=np.int64) + gets    # add_self_loops
 
 
-def _refuse_halo_rows(edge_index, num_nodes) -> None:
-    """PlanError where ``gcn_norm`` is given an ``edge_index`` over a live Halo rank's rows (``num_nodes``
-    = its local + halo rows, every target local, some source a halo row) that is neither that rank's
-    ``edge_index`` nor a copy the loop utilities made of it — a subset (DropEdge), ``coalesce``, or
-    edges rebuilt by hand: PyG would count each halo row's degree from this rank's edges only, and no
-    rank holds the in-edges such a selection keeps of another rank's rows."""
+def _same_other_edges(edge_index, num_nodes, add_self_loops: bool) -> HaloRank | None:
+    """The live Halo rank whose edges other than self loops are this untagged ``edge_index``'s (a
+    Halo's tensor passed through a loop utility after a ``.clone()``, or under another name), when
+    ``gcn_norm`` adds the loops itself: then only the non-loop edges matter and the normalization is
+    made exact. None for another graph's edges. One PlanError where this rank's edges are over a Halo
+    rank's local and halo rows, read some halo row, and are a strict subset of that rank's (DropEdge,
+    ``coalesce``): no rank holds the in-edges such a selection keeps of another rank's rows, and PyG
+    would count each halo row's degree from this rank's edges only; likewise the same non-loop edges
+    without added loops, whose halo rows' self loops are not known."""
     if (not isinstance(edge_index, torch.Tensor) or edge_index.dim() != 2 or edge_index.size(0) != 2
             or not edge_index.numel() or edge_index.dtype.is_floating_point or edge_index.dtype.is_complex
             or edge_index.dtype == torch.bool):
-        return
+        return None
     views = [v for v in list(_VIEWS) if getattr(v, "edge_index", None) is not None and v.num_halo]
     if not views:
-        return
-    ei = edge_index.detach()
-    lo, src_max, dst_max = int(ei.min()), int(ei[0].max()), int(ei[1].max())
+        return None
+    ei = edge_index.detach().cpu().to(torch.int64).numpy()
+    lo, hi = int(ei.min()), int(ei.max())
+    keep = ei[0] != ei[1]
+    src, dst = ei[0, keep], ei[1, keep]
     for v in views:
-        rows = v.num_local + v.num_halo
-        if (lo >= 0 and (rows == int(num_nodes) if num_nodes is not None else src_max < rows)
-                and dst_max < v.num_local <= src_max < rows):
-            raise PlanError(f"gcn_norm: this edge_index spans Halo rank {v.rank}'s {v.num_local} local and "
-                            f"{v.num_halo} halo rows but is not its edge_index (a subset, a coalesced or "
-                            f"rebuilt copy); PyG would count each halo row's degree from this rank's edges "
-                            f"only. Normalize over op.edge_index (PyG's loop utilities applied to it are "
-                            f"followed), or use partplan.nn.DistSpMM")
+        nl, rows = v.num_local, v.num_local + v.num_halo
+        if (lo < 0 or hi >= rows or (num_nodes is not None and int(num_nodes) != rows) or not src.size
+                or int(dst.max()) >= nl or int(src.max()) < nl):   # another graph, or one that reads no halo row
+            continue
+        mine_u, mine_c = np.unique(src * np.int64(rows) + dst, return_counts=True)
+        theirs_u, theirs_c = _view_nonloop_keys(v)
+        at = np.minimum(np.searchsorted(theirs_u, mine_u), max(theirs_u.size - 1, 0))
+        if not theirs_u.size or not np.array_equal(theirs_u[at], mine_u) or (mine_c > theirs_c[at]).any():
+            continue    # an edge rank v does not hold: another graph's
+        if mine_u.size == theirs_u.size and np.array_equal(mine_c, theirs_c):
+            if add_self_loops:
+                return v
+            raise PlanError(f"gcn_norm: this edge_index holds Halo rank {v.rank}'s edges with self loops "
+                            f"changed by a copy partplan cannot follow (a clone, or a loop utility under "
+                            f"another name): its halo rows' self loops are not known. Normalize with "
+                            f"add_self_loops=True, or apply PyG's loop utilities to op.edge_index itself")
+        raise PlanError(f"gcn_norm: this edge_index holds part of Halo rank {v.rank}'s edges (a subset, or "
+                        f"a coalesced copy of repeated edges); PyG would count each halo row's degree from "
+                        f"this rank's edges only, and no rank holds the in-edges such a selection keeps of "
+                        f"another rank's rows. Normalize over op.edge_index (PyG's loop utilities applied "
+                        f"to it are followed), or use partplan.nn.DistSpMM")
+    return None
+
+
+def _view_nonloop_keys(v: HaloRank) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct keys source · rows + target of a rank's own edges other than self loops, and
+    their counts (made once)."""
+    keys = getattr(v, "_nonloop", None)
+    if keys is None or keys[0] is not v.edge_index:
+        ei = v.edge_index.numpy()
+        keep = ei[0] != ei[1]
+        u, c = np.unique(ei[0, keep] * np.int64(v.num_local + v.num_halo) + ei[1, keep], return_counts=True)
+        keys = (v.edge_index, (u, c))
+        v._nonloop = keys
+    return keys[1]
 
 
 _EXCHANGE_KEY = "partplan_halo_exchange"   # autograd node metadata: a Halo exchange's output

@@ -36,13 +36,18 @@ def test_15d_exports_have_the_row_blocks_as_parts(tmp_path):
     assert sorted(x.name for x in (tmp_path / "pyg").iterdir() if x.name.startswith("part_")) == ["part_0", "part_1"]
 
 
-def test_routed_plans_count_no_halo_without_ext(tmp_path):
+def test_routed_plans_record_their_halo(tmp_path):
+    """A routed plan has no ext buffer; its manifest's halo is the distinct rows another rank owns
+    that the rank's SpMM reads (brute force over the graph), not the rows it only forwards."""
     part = np.array([0, 0, 1, 1, 2, 2, 3, 3])
     lay = routed_layout("domain", 4, load_topology("tree:2x2"))
-    plan = build_plan(_graph(), part, 4, layout=lay)
+    g = _graph()
+    plan = build_plan(g, part, 4, layout=lay)
     path = write_plan(plan, tmp_path / "rt.plan")
     shards = json.loads((path / "manifest.json").read_text())["shards"]
-    assert [s["halo"] for s in shards] == [0, 0, 0, 0]
+    A = g.to_scipy().tocsr()
+    want = [int(np.count_nonzero(part[np.unique(A[part == r].indices)] != r)) for r in range(4)]
+    assert [s["halo"] for s in shards] == want and sum(want) > 0
     assert all(s["held"] == 2 for s in shards)
 
 

@@ -111,8 +111,56 @@ def test_gcn_conv_on_another_edge_set_over_the_halo_rows_is_refused(how):
     xs = [d.x[torch.as_tensor(v.local_ids)] for v in op.ranks]
     for v, h in zip(op.ranks, op(xs)):
         e = v.edge_index[:, ::2] if how.startswith("a subset") else coalesce(v.edge_index, num_nodes=h.size(0))
-        with pytest.raises(partplan.PlanError, match="is not its edge_index"):
+        with pytest.raises(partplan.PlanError, match="holds part of Halo rank"):
             conv(h, e)
+
+
+def test_a_loop_utility_copy_equal_to_the_ranks_tensor_keeps_its_own_loop_counts():
+    """Vertex 1's self loop is the graph's only one; rank 1 reads vertex 1 as a halo row and holds no
+    loop, so remove_self_loops of its edge_index equals the tensor: the copy's counts (no loops) hold,
+    not the Halo's (one)."""
+    ei = torch.tensor([[1, 1, 0, 2, 3, 1], [1, 0, 1, 3, 2, 2]])
+    part = np.array([0, 0, 1, 1])
+    g = partplan.from_pyg({"edge_index": ei, "num_nodes": 4})
+    op = LocalHalo(partplan.build_plan(g, part), ei)
+    x = torch.randn(4, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    for improved in (False, True):
+        torch.manual_seed(0)
+        conv = GCNConv(4, 3, add_self_loops=False, improved=improved).double()
+        want = conv(x, remove_self_loops(ei)[0]).detach()
+        for v, h in zip(op.ranks, op([x[torch.as_tensor(w.local_ids)] for w in op.ranks])):
+            got = conv(h, remove_self_loops(v.edge_index)[0])[:v.num_local].detach()
+            assert torch.allclose(got, want[torch.as_tensor(v.local_ids)], atol=1e-12), (improved, v.rank)
+
+
+def test_untagged_copies_over_the_halo_rows_are_exact_or_refused_and_other_graphs_are_plain_pyg():
+    """A loop utility applied to a clone (no tag): exact when GCNConv adds the loops itself, refused
+    when it does not; a whole graph whose vertex count equals a rank's local + halo rows and whose
+    targets are that rank's local ids is another graph: PyG's own gcn_norm, as without a Halo."""
+    d = _looped()
+    op = LocalHalo(partplan.plan_from_pyg(d, 3, seed=0), d.edge_index)
+    torch.manual_seed(0)
+    conv = GCNConv(4, 3).double()
+    want = conv(d.x, add_self_loops(d.edge_index, num_nodes=N)[0]).detach()
+    xs = [d.x[torch.as_tensor(v.local_ids)] for v in op.ranks]
+    bare = GCNConv(4, 3, add_self_loops=False).double()
+    for v, h in zip(op.ranks, op(xs)):
+        e = add_self_loops(v.edge_index.clone(), num_nodes=h.size(0))[0]
+        got = conv(h, e)[:v.num_local].detach()
+        assert torch.allclose(got, want[torch.as_tensor(v.local_ids)], atol=1e-12), v.rank
+        with pytest.raises(partplan.PlanError, match="self loops are not known"):
+            bare(h, e)
+    v = op.ranks[0]
+    rows = v.num_local + v.num_halo
+    gen = torch.Generator().manual_seed(5)
+    other = torch.stack([torch.randint(0, rows, (40,), generator=gen), torch.randint(0, v.num_local, (40,),
+                                                                                    generator=gen)])
+    x = torch.randn(rows, 4, dtype=torch.float64, generator=gen)
+    got = conv(x, other).detach()
+    del op
+    import gc
+    gc.collect()
+    assert torch.allclose(got, conv(x, other).detach(), atol=1e-14)
 
 
 class _SumAtSources(MessagePassing):
