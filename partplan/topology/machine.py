@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -103,19 +103,40 @@ class Level:
             raise TopologyError(f"level {self.name}: link must be a Link, got {type(self.link).__name__}")
 
 
-@dataclass
 class Topology:
-    """See the module doc. ``source`` is the preset string or file it came from."""
+    """See the module doc. ``source`` is the preset string or file it came from. A tree's
+    ``cost``, ``alpha`` and ``beta`` (ranks × ranks) are built when first read: its levels say
+    everything else (``topology show tree:100x100`` holds no 10,000 × 10,000 matrix)."""
 
-    ranks: int
-    kind: str
-    levels: list[Level]
-    cost: np.ndarray
-    alpha: np.ndarray
-    beta: np.ndarray
-    local: Link | None = None
-    source: str = ""
-    extra: dict = field(default_factory=dict)
+    def __init__(self, ranks: int, kind: str, levels: list[Level], cost: np.ndarray | None,
+                 alpha: np.ndarray | None, beta: np.ndarray | None, local: Link | None = None,
+                 source: str = "", extra: dict | None = None):
+        self.ranks, self.kind, self.levels, self.local, self.source = ranks, kind, levels, local, source
+        self.extra = {} if extra is None else extra
+        self._mats = None if cost is None else (cost, alpha, beta)
+
+    def _matrices(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self._mats is None:
+            self._mats = _tree_matrices(self.ranks, self.levels, self.local, self.source)
+        return self._mats
+
+    @property
+    def cost(self) -> np.ndarray:
+        """float64[ranks, ranks]: abstract cost per row between two ranks (diagonal 0)."""
+        return self._matrices()[0]
+
+    @property
+    def alpha(self) -> np.ndarray:
+        """float64[ranks, ranks]: seconds per message between two ranks (diagonal 0)."""
+        return self._matrices()[1]
+
+    @property
+    def beta(self) -> np.ndarray:
+        """float64[ranks, ranks]: seconds per byte between two ranks (diagonal 0)."""
+        return self._matrices()[2]
+
+    def __repr__(self) -> str:
+        return f"Topology({self.source or self.kind!r}: {self.kind}, {self.ranks} ranks, {len(self.levels)} levels)"
 
     # ---- structure
     def domain_of(self, level: int, ranks=None) -> np.ndarray:
@@ -137,7 +158,7 @@ class Topology:
 
     @property
     def symmetric(self) -> bool:
-        return bool(np.array_equal(self.cost, self.cost.T))
+        return self.kind == "tree" or bool(np.array_equal(self.cost, self.cost.T))
 
     def check_ranks(self, ranks: int) -> "Topology":
         if ranks != self.ranks:
@@ -244,19 +265,25 @@ def tree(fanouts, links: list[Link] | None = None, *, names=None, source: str = 
         raise TopologyError(f"tree links must be Link objects (local, then one per level), got "
                             f"{[type(lk).__name__ for lk in links]}")
     p = math.prod(fan)                        # Python ints: no int64 wrap-around
-    check_matrix_budget(p, source or tree_spec(fan))
-    sizes = np.cumprod(fan[:-1])
+    sizes = [math.prod(fan[:i + 1]) for i in range(nlev)]
     levels = [Level(str(names[i]), int(sizes[i]), links[i + 1]) for i in range(nlev)]
+    return Topology(p, "tree", levels, None, None, None, links[0], source or tree_spec(fan))
+
+
+def _tree_matrices(p: int, levels: list[Level], local: Link, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A tree's cost, α and β matrices (float64[p, p], diagonal 0): each pair's outermost crossed
+    level's link, ``local`` inside one innermost domain. The memory budget is checked first."""
+    check_matrix_budget(p, where)
     r = np.arange(p)
     which = np.zeros((p, p), dtype=np.int64)  # 0 = local, i + 1 = outermost crossed level i
     for i, lv in enumerate(levels):
         d = r // lv.size
         which[d[:, None] != d[None, :]] = i + 1
-    table = np.array([[lk.cost, lk.alpha, lk.beta] for lk in links])
-    mats = [table[which, c] for c in range(3)]
+    table = np.array([[lk.cost, lk.alpha, lk.beta] for lk in [local] + [lv.link for lv in levels]])
+    mats = tuple(table[which, c] for c in range(3))
     for m in mats:
         np.fill_diagonal(m, 0.0)
-    return Topology(p, "tree", levels, mats[0], mats[1], mats[2], links[0], source or tree_spec(fan))
+    return mats
 
 
 #: bytes per (rank, rank) pair while a tree is built: the level map (int64), a comparison

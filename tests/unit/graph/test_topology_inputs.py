@@ -361,3 +361,20 @@ def test_a_remapping_that_costs_more_keeps_the_given_partition(tmp_path, capsys)
     assert cost(got) <= cost(given)
     if np.array_equal(got, given):
         assert "--map hierarchical not applied" in err
+
+
+def test_a_large_tree_is_described_without_its_matrices():
+    """A tree's rank × rank matrices are built when first read: `topology show tree:1000x1000`
+    (10^6 ranks) describes it at once; reading its cost matrix is refused by the memory budget
+    before anything is allocated (10^12 pairs)."""
+    from partplan.cli.main import main
+    from partplan.topology import load_topology
+    from partplan.topology.machine import TopologyError
+    t = load_topology("tree:1000x1000")
+    assert t.ranks == 10 ** 6 and t.symmetric and t.describe()["fanouts"] == [1000, 1000]
+    assert "1000 domains of 1000 ranks" in t.table()
+    with pytest.raises(TopologyError, match="memory budget"):
+        t.cost
+    assert main(["topology", "show", "tree:1000x1000", "--json"]) == 0
+    small = load_topology("tree:2x3")
+    assert small.cost.tolist()[0] == [0.0, 1.0, 10.0, 10.0, 10.0, 10.0] and small.alpha[0, 1] == 1e-6
