@@ -166,18 +166,43 @@ def _int_array(a: np.ndarray) -> bool:
     return a.dtype.kind in "iu"
 
 
+_PAIR_INDEX: dict = {}   # id(a step's pairs list) -> (that list, its index): built once per step
+
+
+def _pair_index(pairs: list) -> tuple:
+    """A step's manifest ``pairs`` (checked [src, dst, rows] ints) as two sorted views: by source
+    (sources, their destinations, rows) and by destination (destinations, sources, rows)."""
+    hit = _PAIR_INDEX.get(id(pairs))
+    if hit is not None and hit[0] is pairs:
+        return hit[1]
+    a = np.asarray(pairs, dtype=np.int64).reshape(-1, 3)
+    views = []
+    for key, other in ((0, 1), (1, 0)):
+        o = np.argsort(a[:, key], kind="stable")
+        views.append((a[o, key], a[o, other], a[o, 2]))
+    if len(_PAIR_INDEX) >= 64:      # a process reads few plans; the oldest index goes first
+        _PAIR_INDEX.pop(next(iter(_PAIR_INDEX)))
+    _PAIR_INDEX[id(pairs)] = (pairs, views)
+    return views
+
+
 def pairs_of(st: dict, rank: int, members: list[int]) -> tuple[np.ndarray, np.ndarray]:
     """(rows ``rank`` sends to each member, rows it receives from each) in
-    group-rank order, from the manifest's ``pairs`` (no p × p matrix)."""
-    pos = {r: i for i, r in enumerate(members)}
-    send = np.zeros(len(members), dtype=np.int64)
-    recv = np.zeros(len(members), dtype=np.int64)
-    for q, r, rows in st.get("pairs", ()):
-        if q == rank and r in pos:
-            send[pos[r]] += rows
-        if r == rank and q in pos:
-            recv[pos[q]] += rows
-    return send, recv
+    group-rank order, from the manifest's ``pairs`` (no p × p matrix; the
+    pairs are indexed once per step, so every rank's call reads its own)."""
+    mem = np.asarray(members, dtype=np.int64)
+    order = np.argsort(mem, kind="stable")
+    sorted_mem = mem[order]
+    out = []
+    for keys, others, rows in _pair_index(st.get("pairs", [])):
+        lo, hi = np.searchsorted(keys, [rank, rank + 1])
+        peer, cnt = others[lo:hi], rows[lo:hi]
+        at = np.minimum(np.searchsorted(sorted_mem, peer), max(mem.size - 1, 0))
+        ok = sorted_mem[at] == peer if mem.size else np.zeros(peer.size, dtype=bool)
+        counts = np.zeros(mem.size, dtype=np.int64)
+        np.add.at(counts, order[at[ok]], cnt[ok])
+        out.append(counts)
+    return out[0], out[1]
 
 
 def shard_problems(m: dict, rp, *, pairs: bool = True) -> list[str]:

@@ -153,7 +153,7 @@ def step_matrix(prog: Program, step: dict, groups: list[Group]) -> np.ndarray:
 def matrix_to_pairs(vol: np.ndarray) -> list[list[int]]:
     """Nonzeros of a count matrix as ``[[src, dst, rows], ...]`` (row-major)."""
     q, r = np.nonzero(vol)
-    return [[int(a), int(b), int(vol[a, b])] for a, b in zip(q, r)]
+    return np.stack([q, r, vol[q, r]], axis=1).astype(np.int64).tolist()
 
 
 def pairs_to_matrix(pairs, p: int) -> np.ndarray:

@@ -265,6 +265,8 @@ def tree(fanouts, links: list[Link] | None = None, *, names=None, source: str = 
         raise TopologyError(f"tree links must be Link objects (local, then one per level), got "
                             f"{[type(lk).__name__ for lk in links]}")
     p = math.prod(fan)                        # Python ints: no int64 wrap-around
+    if p > MAX_RANKS:
+        raise TopologyError(f"{source or tree_spec(fan)}: {p} ranks, more than a job runs (at most {MAX_RANKS})")
     sizes = [math.prod(fan[:i + 1]) for i in range(nlev)]
     levels = [Level(str(names[i]), int(sizes[i]), links[i + 1]) for i in range(nlev)]
     return Topology(p, "tree", levels, None, None, None, links[0], source or tree_spec(fan))
@@ -285,6 +287,9 @@ def _tree_matrices(p: int, levels: list[Level], local: Link, where: str) -> tupl
         np.fill_diagonal(m, 0.0)
     return mats
 
+
+#: the most ranks a topology describes
+MAX_RANKS = 2 ** 31 - 1
 
 #: bytes per (rank, rank) pair while a tree is built: the level map (int64), a comparison
 #: (bool) and the cost, α and β matrices (float64)

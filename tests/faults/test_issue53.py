@@ -18,9 +18,12 @@ PARTPLAN = [sys.executable, "-m", "partplan"]
 # ----------------------------------------------------------------------------- (e) sizes from arguments
 @pytest.mark.parametrize("spec", ["tree:1000000x1000000", "tree:4294967296x4294967296"])
 def test_huge_topology_preset_is_refused_before_allocation(spec, capsys, monkeypatch):
+    """More ranks than a job runs: one error line, nothing allocated (a tree's matrices are built
+    when read; tests/unit/graph/test_topology_inputs.py checks that reading one past the memory
+    budget is refused)."""
     monkeypatch.setenv("PARTPLAN_MAX_BYTES", "64M")
     rc, out, err = run_cli(["topology", "show", spec], capsys)
-    one_line(rc, err, 2, spec, "ranks", "memory budget")
+    one_line(rc, err, 2, spec, "ranks, more than a job runs")
     assert out == ""
 
 
