@@ -539,9 +539,8 @@ def write_shares(plan, data: Any = None, *, graph=None, features=None,
         m2["shares"] = {"format": SHARE_FORMAT, "version": SHARE_VERSION, "edges": src.e, "files": files,
                         "fields": fields, "source": "data" if data is not None else "chunked"}
         with open(tmp / "manifest.json", "w") as fh:
-            from ..plan.store import _json_default
-            json.dump(m2, fh, indent=1, sort_keys=True, default=_json_default)
-            fh.write("\n")
+            from ..plan.store import manifest_text
+            fh.write(manifest_text(m2))
         os.chmod(tmp, 0o755)
         from ..plan.store import _swap_in
         _swap_in(tmp, path)
