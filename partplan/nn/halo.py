@@ -695,17 +695,20 @@ def _same_other_edges(edge_index, num_nodes, add_self_loops: bool) -> HaloRank |
             or not edge_index.numel() or edge_index.dtype.is_floating_point or edge_index.dtype.is_complex
             or edge_index.dtype == torch.bool):
         return None
-    views = [v for v in list(_VIEWS) if getattr(v, "edge_index", None) is not None and v.num_halo]
+    views = [v for v in list(_VIEWS) if getattr(v, "edge_index", None) is not None and v.num_halo
+             and (num_nodes is None or int(num_nodes) == v.num_local + v.num_halo)]
+    if not views:   # the common case of another graph: decided without reading its edges
+        return None
+    lo, hi = int(edge_index.min()), int(edge_index.max())
+    views = [v for v in views if lo >= 0 and hi < v.num_local + v.num_halo]
     if not views:
         return None
     ei = edge_index.detach().cpu().to(torch.int64).numpy()
-    lo, hi = int(ei.min()), int(ei.max())
     keep = ei[0] != ei[1]
     src, dst = ei[0, keep], ei[1, keep]
     for v in views:
         nl, rows = v.num_local, v.num_local + v.num_halo
-        if (lo < 0 or hi >= rows or (num_nodes is not None and int(num_nodes) != rows) or not src.size
-                or int(dst.max()) >= nl or int(src.max()) < nl):   # another graph, or one that reads no halo row
+        if not src.size or int(dst.max()) >= nl or int(src.max()) < nl:   # another graph, or one reading no halo row
             continue
         mine_u, mine_c = np.unique(src * np.int64(rows) + dst, return_counts=True)
         theirs_u, theirs_c = _view_nonloop_keys(v)
