@@ -155,14 +155,11 @@ def _run_distributed(args, out: Path) -> int:
     from partplan.io.chunked import is_chunked
     from partplan.layouts import layout_class
     unsupported = [flag for flag, on in (("--symmetrize", args.symmetrize), ("--weight", args.weight is not None),
-                                         ("--column", args.column), ("--topology", getattr(args, "topology", None)))
+                                         ("--topology", getattr(args, "topology", None)))
                    if on]
     if not is_chunked(args.graph):
         raise PlanError(f"{args.graph}: --nprocs needs a chunked graph directory (write one with "
                         f"`partplan convert GRAPH DIR --chunks C`)")
-    if args.column:
-        raise PlanError(f"--column {args.column}: the distributed build reads a table's one column, or its 'part' "
-                        f"column; build it without --nprocs, or keep that column alone")
     if unsupported:
         raise PlanError(f"--nprocs builds the plan of the chunked graph as stored; {', '.join(unsupported)} "
                         f"is not offered with it")
@@ -177,8 +174,12 @@ def _run_distributed(args, out: Path) -> int:
     from partplan.plan.partitions import saved_partition_meta
     # ranks from the layout and the partition's parts (a saved partition's row blocks and layout, else
     # max(part) + 1 on 1d), -k checked against them: as the one-process build does (plan_layout)
-    saved = saved_partition_meta(args.partition)
     n = chunk_info(args.graph).n
+    source = args.partition
+    if args.column is not None:   # a table's named column: read here, as the one-process build reads it
+        from partplan.plan.partitions import read_table_column
+        source = read_table_column(args.partition, n, args.column)
+    saved = saved_partition_meta(args.partition) if args.column is None else None
     if saved is not None and "n" in saved and saved["n"] != n:   # as the one-process build (load_partition)
         raise PlanError(f"{args.partition}: its metadata says n = {saved['n']} rows, but the chunked graph "
                         f"{args.graph} has {n} (a partition of another graph)")
@@ -189,10 +190,10 @@ def _run_distributed(args, out: Path) -> int:
     from partplan.plan.partitions import declared_k
     # exact parts: a saved partition's row blocks, a declared K (NAME.part.K, a foreign partition's own):
     # as the one-process build (_read)
-    declared = None if saved is not None else declared_k(args.partition)
+    declared = None if saved is not None else declared_k(args.partition, args.column)
     if saved is None:
         layout = args.layout or "1d"
-        parts = declared if declared is not None else partition_ranks(args.partition, n)
+        parts = declared if declared is not None else partition_ranks(source, n)
     exact = saved is not None or declared is not None
     lay = plan_layout(layout, args.k, parts, exact=exact, source=str(args.partition))
     if not layout_class(lay.spec).distributed_build:
@@ -205,7 +206,7 @@ def _run_distributed(args, out: Path) -> int:
     backward = {"auto": None, "separate": True, "none": False}[args.backward]
     from partplan.jobs.build import DEFAULT_TIMEOUT_S
     timeout = args.timeout or DEFAULT_TIMEOUT_S
-    res = build_distributed(args.graph, args.partition, k, out, nprocs=args.nprocs, layout=lay.spec, f=args.features,
+    res = build_distributed(args.graph, source, k, out, nprocs=args.nprocs, layout=lay.spec, f=args.features,
                             dtype=args.dtype, meta={"partition_file": str(args.partition)}, backward=backward,
                             timeout_s=timeout, normalize=None if args.normalize == "none" else args.normalize)
     if res is None:  # not process 0 under torchrun

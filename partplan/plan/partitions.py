@@ -109,26 +109,26 @@ def read_partition_file(path: str | os.PathLike, graph, *, column: str | None = 
     :class:`~partplan.errors.PartitionError` naming the file on bad input.
     """
     from ..io.foreign import read_partition_any
-    from ..io.partfile import TABLE_SUFFIXES, _suffixes
     from ..partition import Partition, load_partition
     from ..parts import as_partition
 
     p = Path(path)
     if not p.exists():
         raise PartitionError(f"{p}: no such partition file or directory")
-    if column is not None and (p.is_dir() or _suffixes(p) not in TABLE_SUFFIXES):
-        raise PartitionError(f"{p}: --column applies to Parquet/Arrow/CSV partition files only")
-    if p.is_dir() and (p / "manifest.json").is_file():      # a plan: the partition it was built from
+    if column is not None:
+        part = read_table_column(p, graph.n, column)
+    elif p.is_dir() and (p / "manifest.json").is_file():      # a plan: the partition it was built from
         P = _from_plan(p, graph)
         if k is not None and P.row_blocks > k:
             raise PartitionError(f"{p}: {P.row_blocks} row blocks, more than the {k} asked for")
         return P
-    if column is None and _is_partplan_saved(p):
+    elif _is_partplan_saved(p):
         P = load_partition(p, graph)
         if k is not None and P.row_blocks > k:
             raise PartitionError(f"{p}: {P.row_blocks} row blocks, more than the {k} asked for")
         return P
-    part = read_partition_any(p, graph.n, column=column)
+    else:
+        part = read_partition_any(p, graph.n)
     named = declared_k(p, column)
     if k is not None and named is not None and named != k:
         raise PartitionError(f"{p}: the name says K = {named} parts but {k} were asked for")
@@ -139,6 +139,19 @@ def read_partition_file(path: str | os.PathLike, graph, *, column: str | None = 
                      **{f: EXTERNAL_PROVENANCE[f] for f in ("model", "backend", "objective")}, params={},
                      graph_fingerprint=graph.fingerprint,
                      info={"file": str(p), **({"parts_declared": named} if named is not None else {})})
+
+
+def read_table_column(path, n: int, column: str):
+    """The part ids (int64[n]) in column ``column`` of the Parquet / Arrow / CSV partition file
+    ``path``; one PartitionError for anything else."""
+    from ..io.foreign import read_partition_any
+    from ..io.partfile import TABLE_SUFFIXES, _suffixes
+    p = Path(path)
+    if not p.exists():
+        raise PartitionError(f"{p}: no such partition file or directory")
+    if p.is_dir() or _suffixes(p) not in TABLE_SUFFIXES:
+        raise PartitionError(f"{p}: --column applies to Parquet/Arrow/CSV partition files only")
+    return read_partition_any(p, n, column=column)
 
 
 def _say_skipped_ids(p: Path, part, b: int) -> None:

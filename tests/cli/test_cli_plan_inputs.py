@@ -242,10 +242,12 @@ def test_the_distributed_build_refuses_what_it_cannot_build_in_the_users_terms(t
     assert "DGL" not in line
     two = tmp_path / "two.csv"
     two.write_text("a,b\n" + "".join(f"{v % 2},{v % 4}\n" for v in range(40)))
-    rc, _, err = run_cli(["plan", ch, "--partition", two, "--column", "b", "--nprocs", 2, "-o", tmp_path / "z.plan"],
+    rc, _, err = run_cli(["plan", ch, "--partition", two, "--column", "c", "--nprocs", 2, "-o", tmp_path / "z.plan"],
                          capsys)
-    line = one_line(rc, err, 2, "--column b", "without --nprocs")
-    assert "chunked graph as stored" not in line
+    one_line(rc, err, 2, "two.csv", "'c'")              # a column the table lacks, named before any process starts
+    rc, _, err = run_cli(["plan", ch, "--partition", dec, "--column", "b", "--nprocs", 2, "-o", tmp_path / "z.plan"],
+                         capsys)
+    one_line(rc, err, 2, "d.npy", "--column applies to Parquet/Arrow/CSV")
 
 
 @pytest.mark.parametrize("value, shown", [(np.nan, "nan"), (2.5, "2.5"), (np.inf, "inf")])

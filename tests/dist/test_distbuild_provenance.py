@@ -182,3 +182,31 @@ def test_a_declared_count_with_an_empty_last_part_keeps_its_ranks(saved, tmp_pat
                               "--nprocs", "2"] + extra, capsys)
         assert rc == 0, err
         assert json.loads((out / "manifest.json").read_text())["ranks"] == 4
+
+
+@pytest.mark.dist
+@pytest.mark.slow
+def test_a_table_column_builds_with_nprocs_as_in_one_process(saved, tmp_path, capsys, monkeypatch):
+    """`plan DIR --partition t.parquet --column mine --nprocs 2` reads the named column, as the
+    one-process build does (it was refused): the same shards and the same manifest."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tests.errlines import run_cli
+    g, d, P = saved
+    rng = np.random.default_rng(0)
+    pq.write_table(pa.table({"part": rng.integers(0, 3, g.n), "mine": P.part}), tmp_path / "t.parquet")
+    monkeypatch.chdir(tmp_path)
+    for out, extra in (("d.plan", ["--nprocs", "2"]), ("s.plan", [])):
+        rc, _, err = run_cli(["-q", "plan", d / "g", "--partition", "t.parquet", "--column", "mine", "-o", out]
+                             + extra, capsys)
+        assert rc == 0, err
+    for name in sorted(os.listdir("s.plan")):
+        if name != "manifest.json":
+            assert filecmp.cmp(tmp_path / "s.plan" / name, tmp_path / "d.plan" / name, shallow=False), name
+    ms, md = (json.loads((tmp_path / p / "manifest.json").read_text()) for p in ("s.plan", "d.plan"))
+    ms.pop("created", None), md.pop("created", None)
+    assert md == ms and ms["ranks"] == 4
+    from partplan.plan import load_plan
+    assert np.array_equal(load_plan("d.plan").part, P.part)
