@@ -68,8 +68,9 @@ def add_job_options(parser: argparse.ArgumentParser, *, kernels: bool = True) ->
                         help="gloo (CPU, default), nccl (CUDA GPUs) or local (all ranks in this process)")
     parser.add_argument("--timeout", type=nonneg_float, default=60.0, metavar="S",
                         help="seconds a rank waits for a peer before failing (default 60; 0 = the default)")
-    parser.add_argument("--threads", type=positive_int, default=1, metavar="T",
-                        help="torch/OpenMP threads per spawned process (default 1)")
+    parser.add_argument("--threads", type=positive_int, default=None, metavar="T",
+                        help="torch/OpenMP threads per process (default 1 for the processes started here; under "
+                             "torchrun: torchrun's OMP_NUM_THREADS)")
     if kernels:
         parser.add_argument("--kernels", choices=KERNEL_CHOICES, default="auto",
                             help="local compute kernels: torch (any device), native (numba / scipy, CPU) or "

@@ -454,6 +454,15 @@ def _check_heads(p: Path, n: int, heads: dict, get, chunk_rows: int, iter_x=None
         v = int(np.flatnonzero(labeled & (y == classes - 1))[0])
         raise DataError(f"vertex {v} has label {classes - 1}, but labels must be class indices 0..C-1 with "
                         f"C <= n = {n}; relabel the classes", p, "y")
+    if classes < 2:
+        raise DataError("every masked vertex has label 0: a classifier needs labels of at least 2 classes", p, "y")
+    used = np.unique(y[labeled])
+    if used.size < classes:   # C = largest label + 1 logits, some never a label: often labels not 0..C-1
+        from ..io._common import warn_user
+        unused = np.setdiff1d(np.arange(classes), used)
+        shown = ", ".join(str(c) for c in unused[:8].tolist()) + (", ..." if unused.size > 8 else "")
+        warn_user(f"{p}: field 'y': {classes} classes (the largest label + 1), but no masked vertex has label "
+                  f"{shown} ({unused.size} of them); the model keeps a logit for each")
     return DataInfo(str(p), n, int(shape[1]), classes, str(dt), int(masks["train_mask"].sum()),
                     int(masks["val_mask"].sum()), int(masks["test_mask"].sum()), off is not None)
 

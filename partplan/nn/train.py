@@ -511,7 +511,8 @@ def _train_rank(ctx, cfg: dict) -> dict | None:
 _OPTIONS = {"backend": "gloo", "data": None, "random_features": None, "classes": None, "epochs": 200, "hidden": 16,
             "layers": 2, "lr": 0.01, "weight_decay": 5e-4, "dropout": 0.5, "seed": 0, "dtype": "float32",
             "save": None, "timeout": 60.0, "kernels": "auto", "device": None, "progress": False, "sampler": None,
-            "batch_size": None, "batches_per_epoch": 10, "predictions": None}
+            "batch_size": None, "batches_per_epoch": None, "predictions": None}
+BATCHES_PER_EPOCH = 10   # mini-batches per epoch where a sampler is given without a count
 
 
 def train_gcn(plan, *, nprocs: int | None = None, backend: str = "gloo", data=None,
@@ -520,7 +521,7 @@ def train_gcn(plan, *, nprocs: int | None = None, backend: str = "gloo", data=No
               dropout: float = 0.5, seed: int = 0, dtype: str = "float32", save=None, timeout: float = 60.0,
               threads: int | None = 1, kernels: str = "auto", device: str | None = None, progress: bool = False,
               sampler: str | None = None, batch_size: int | None = None,
-              batches_per_epoch: int = 10, predictions=None) -> dict | None:
+              batches_per_epoch: int | None = None, predictions=None) -> dict | None:
     """Train a :class:`~partplan.nn.DistGCN` full-batch from ``plan``.
 
     plan : plan directory built with ``--normalize gcn`` (or ``mean``).
@@ -538,7 +539,8 @@ def train_gcn(plan, *, nprocs: int | None = None, backend: str = "gloo", data=No
     sampler : mini-batch training with the stochastic model's sampler spec
     (``neighbor:B:f1,f2``, ``saint-node:budget``, ``saint-rw:roots:len``; one
     hop per layer), ``batch_size`` overriding the neighbor sampler's B, and
-    ``batches_per_epoch`` batches per epoch (see :mod:`partplan.nn.minibatch`).
+    ``batches_per_epoch`` batches per epoch (default :data:`BATCHES_PER_EPOCH`; see
+    :mod:`partplan.nn.minibatch`).
 
     Returns the report (keys in docs/guide/training.md); under torchrun only
     rank 0 returns it. All checks on the plan, the data and the options happen
@@ -605,7 +607,7 @@ def train_config(options: dict, nprocs: int | None = None, threads: int | None =
         if backend == "nccl" or str(o["device"] or "cpu").startswith("cuda"):
             raise PlanError("mini-batch training runs on CPU (gloo or local) in this version (its exchange is "
                             "CPU-side)")
-        batches_per_epoch = o["batches_per_epoch"]
+        batches_per_epoch = BATCHES_PER_EPOCH if o["batches_per_epoch"] is None else o["batches_per_epoch"]
         if not isinstance(batches_per_epoch, (int, np.integer)) or batches_per_epoch < 1:
             raise PartplanError(f"batches per epoch must be >= 1, got {batches_per_epoch!r}")
         if batch_size is not None:
@@ -616,8 +618,9 @@ def train_config(options: dict, nprocs: int | None = None, threads: int | None =
         except ValueError as exc:
             raise PartplanError(str(exc)) from None
         cfg.update({"sampler": sampler, "batch_size": batch_size, "batches_per_epoch": int(batches_per_epoch)})
-    elif batch_size is not None:
-        raise PartplanError("--batch-size needs --sampler (mini-batch training)")
+    elif batch_size is not None or o["batches_per_epoch"] is not None:
+        flag = "--batch-size" if batch_size is not None else "--batches-per-epoch"
+        raise PartplanError(f"{flag} needs --sampler (mini-batch training)")
     if o["save"] is not None:
         from ..io.outpath import check_output_file
         cfg["save"] = str(check_output_file(o["save"], kind="pt", inputs=[data]))
@@ -629,7 +632,7 @@ def train_config(options: dict, nprocs: int | None = None, threads: int | None =
     from ..runtime.launch import check_nprocs
     check_nprocs(plan, m, nprocs)
     if backend == "local":
-        cfg["threads"] = threads
+        cfg["threads"] = 1 if threads is None else threads
     else:
         cfg["deadline_s"] = 7 * 86400  # a dead or stuck peer fails each collective within --timeout
     return cfg

@@ -406,10 +406,21 @@ def start(cfg: dict, nprocs: int | None, fn, *, timeout_s: float, threads: int |
     from ..errors import PlanError
     if ranks is not None:
         check_nprocs(plan, {"ranks": ranks}, nprocs)
+    torchrun = under_torchrun()
+    if torchrun and not os.environ.get("PARTPLAN_LAUNCHED"):
+        # each of torchrun's processes is one rank: one that started processes of its own, or ran
+        # every rank itself, would run the whole job once per torchrun process
+        if nprocs is not None or cfg.get("backend", "gloo") == "local":
+            raise PlanError(f"under torchrun each process is one rank: leave out "
+                            f"{'--nprocs' if nprocs is not None else '--backend local'}")
+        if threads is not None:
+            import torch
+            torch.set_num_threads(int(threads))
+    threads = 1 if threads is None else threads
     if cfg.get("backend", "gloo") == "local":
         return run_rank(fn, cfg)
     if nprocs is None:
-        if not under_torchrun():
+        if not torchrun:
             raise PlanError("give --nprocs N (processes to start here), or start the command with torchrun")
         return run_rank(fn, cfg)
     return launch(cfg, nprocs, worker=fn, timeout_s=timeout_s, threads=threads)

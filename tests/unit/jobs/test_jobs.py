@@ -220,3 +220,27 @@ def test_a_rank_count_not_the_plans_is_refused_on_the_local_backend_too(plan, ca
     plan's 3 ranks without a word; the traversal jobs refused it already)."""
     assert main(["run", job, plan[0], "--backend", "local", "--nprocs", "4", "-q"]) == 2
     assert "--nprocs 4 does not match" in capsys.readouterr().err
+
+
+def test_under_torchrun_a_job_is_one_rank_and_takes_its_threads(tmp_path, monkeypatch, capsys):
+    """Under torchrun each process is one rank: `--nprocs` or `--backend local` there ran the whole job
+    once per torchrun process (two reports on stdout); both are refused. `--threads` was ignored
+    there; it now sets the rank's torch threads."""
+    torch = pytest.importorskip("torch")
+    from partplan.runtime import launch
+    from tests.errlines import one_line, run_cli
+    g = Graph.from_edges(np.arange(30) % 10, (np.arange(30) * 3 + 1) % 10, n=10, symmetrize=True)
+    path = write_plan(build_plan(g, np.zeros(10, dtype=np.int64), 1), tmp_path / "g.plan")
+    for key, value in (("RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "1")):
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("PARTPLAN_LAUNCHED", raising=False)
+    for extra, needle in ((["--nprocs", "1"], "leave out --nprocs"), (["--backend", "local"], "leave out --backend")):
+        rc, out, err = run_cli(["run", "spmm", path, "-q"] + extra, capsys)
+        one_line(rc, err, 2, "under torchrun", needle)
+        assert out == ""
+    before = torch.get_num_threads()
+    monkeypatch.setattr(launch, "run_rank", lambda fn, cfg: torch.get_num_threads())
+    try:
+        assert launch.start({"backend": "gloo"}, None, None, timeout_s=1, threads=2) == 2
+    finally:
+        torch.set_num_threads(before)

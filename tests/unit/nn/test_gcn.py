@@ -225,7 +225,7 @@ def test_plan_without_normalization_is_refused(polblogs, tmp_path, pb_data, caps
 
 def _bad(tmp_path, **over):
     n = 1490
-    d = {"x": np.zeros((n, 3), np.float32), "y": np.zeros(n, np.int64), "train_mask": np.ones(n, bool),
+    d = {"x": np.zeros((n, 3), np.float32), "y": np.arange(n, dtype=np.int64) % 2, "train_mask": np.ones(n, bool),
          "val_mask": np.zeros(n, bool), "test_mask": np.zeros(n, bool)}
     d.update(over)
     d = {k: v for k, v in d.items() if v is not None}
@@ -244,12 +244,23 @@ def _bad(tmp_path, **over):
     ({"train_mask": np.ones(1490, np.int8)}, "masks must be bool"),
     ({"x": np.zeros((1490, 3), np.int32)}, "use float32 or float64"),
     ({"x": np.zeros((1490, 0), np.float32)}, "no feature column"),
+    ({"y": np.zeros(1490, np.int64)}, "at least 2 classes"),
 ])
 def test_bad_data_files(pb_plans, tmp_path, over, msg):
     p = _bad(tmp_path, **over)
     with pytest.raises(DataError, match=msg) as ei:
         train_gcn(pb_plans["2"], nprocs=2, data=p, epochs=1)
     assert "bad.npz" in str(ei.value)
+
+
+def test_labels_that_skip_class_ids_are_warned_about(pb_plans, tmp_path):
+    """Classes are the largest label + 1; labels 0 and 5 alone make 6 logits, 4 never a label: said
+    once (it ran silently, as if the labels were class indices)."""
+    from partplan.errors import PartplanWarning
+    p = _bad(tmp_path, y=np.where(np.arange(1490) % 2, 5, 0).astype(np.int64))
+    with pytest.warns(PartplanWarning, match=r"6 classes .*label 1, 2, 3, 4 \(4 of them\)"):
+        r = train_gcn(pb_plans["2"], backend="local", data=p, epochs=1)
+    assert r["classes"] == 6
 
 
 def test_empty_test_mask_reports_null(pb_plans, tmp_path):
@@ -383,6 +394,8 @@ def test_minibatch_bad_options(pb_plans, pb_data):
         train_gcn(pb_plans["2"], backend="local", data=pb_data, sampler="uniform:3")
     with pytest.raises(PartplanError, match="needs --sampler"):
         train_gcn(pb_plans["2"], backend="local", data=pb_data, batch_size=10)
+    with pytest.raises(PartplanError, match="--batches-per-epoch needs --sampler"):
+        train_gcn(pb_plans["2"], backend="local", data=pb_data, batches_per_epoch=5)
 
 
 def test_dropout_mask_rate_and_rank_independence():
