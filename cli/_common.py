@@ -66,8 +66,7 @@ def load_graph(spec: str, *, fetch: bool = False, symmetrize: bool = False, weig
             if fmt == "pt":
                 return _load_pt(path, symmetrize=symmetrize, weight=weight, normalize=normalize)
         if weight is not None:
-            raise OptionError(f"--weight {weight}: names a field of a .pt PyG Data; {spec} is not a .pt graph "
-                              f"(its own format says whether it is weighted)")
+            raise weight_not_pt(weight, spec)
         return read_graph(path, symmetrize=symmetrize)
     if spec not in datasets.names():
         raise GraphFormatError("no such file, and not a registered dataset name "
@@ -81,6 +80,13 @@ def load_graph(spec: str, *, fetch: bool = False, symmetrize: bool = False, weig
 def require_subcommand(p: argparse.ArgumentParser, sub, what: str) -> None:
     """A command given without its subcommand is a usage error (exit 2) that lists the choices."""
     p.set_defaults(func=lambda args: p.error(f"{what} is required: one of {', '.join(sub.choices)}"))
+
+
+def weight_not_pt(weight: str, spec) -> Exception:
+    """The error of ``--weight`` on a graph that is no ``.pt`` PyG Data."""
+    from partplan.errors import OptionError
+    return OptionError(f"--weight {weight}: names a field of a .pt PyG Data; {spec} is not a .pt graph "
+                       f"(its own format says whether it is weighted)")
 
 
 def add_job_commands(sub, command: str) -> None:

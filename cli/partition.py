@@ -180,6 +180,9 @@ def _run_distributed(args, progress) -> int:
         print(f"partplan: no -o given: writing the partition to {out}", file=sys.stderr, flush=True)
     from partplan.io.chunked import is_chunked
     graph = args.graph
+    if args.weight is not None and is_chunked(graph):   # read by the processes as stored
+        from ._common import weight_not_pt
+        raise weight_not_pt(args.weight, args.graph)
     if not is_chunked(graph) or args.symmetrize:   # a file or a dataset name: read here, chunked by the launcher
         progress(f"reading {args.graph}")
         graph = load_graph(args.graph, symmetrize=args.symmetrize, weight=args.weight)
@@ -192,7 +195,7 @@ def _run_distributed(args, progress) -> int:
     floor, cfloor = graph_floors(graph, req.k, req.imbalance, vertex_weights=False)   # the processes balance row nnz
     res = distributed_partition(graph, req.k, nprocs=req.nprocs, output=out, engine=req.engine,
                                 imbalance=req.imbalance, seed=req.seed, context=ctx, engine_options=req.engine_opts,
-                                quiet=args.quiet, progress=progress)
+                                quiet=args.quiet, progress=progress, f=req.f, dtype=req.dtype)
     if floor is not None:   # a warning, as the one-process partitioner's: said even under -q
         print(f"partplan: warning: {balance_floor_message(floor, req.k)} (this partition: "
               f"{res['compute_imbalance']:.3f})", file=sys.stderr, flush=True)

@@ -236,10 +236,10 @@ def _partition_mpi(graph, req, output) -> Partition:
         res = distributed_partition(graph, req.k, nprocs=req.nprocs, output=out, engine=req.engine,
                                     imbalance=req.imbalance, seed=req.seed, context=ctx,
                                     engine_options=req.engine_opts, quiet=req.progress is None,
-                                    progress=req.progress)
+                                    progress=req.progress, f=req.f, dtype=req.dtype)
         part = np.load(out).astype(np.int64)
     if isinstance(graph, Graph):
-        stats = analyze(graph, part, req.k) if req.want_stats else None
+        stats = analyze(graph, part, req.k, f=req.f, dtype=req.dtype) if req.want_stats else None
         fingerprint = graph.fingerprint
     else:
         from ..io.chunked import chunked_fingerprint, is_chunked

@@ -373,13 +373,16 @@ def test_the_json_of_nprocs_has_the_one_process_stats_names(rmat11, tmp_path, ca
     each equal to analyze()'s count of the written partition, and the table prints the messages."""
     from tests.errlines import run_cli
     g, path = rmat11
-    rc, out, err = run_cli(["partition", path, "-k", 4, "--nprocs", 2, "--json", "-q", "-o", tmp_path / "j.npy"],
-                           capsys)
+    rc, out, err = run_cli(["partition", path, "-k", 4, "--nprocs", 2, "--json", "-q", "-o", tmp_path / "j.npy",
+                            "-f", 16, "--dtype", "float64"], capsys)
     assert rc == 0, err
     stats = json.loads(out)["stats"]
-    ref = analyze(g, np.load(tmp_path / "j.npy"), 4).summary()
-    assert stats == {name: ref[name] for name in stats}
+    ref = analyze(g, np.load(tmp_path / "j.npy"), 4, f=16, dtype="float64").summary()   # -f / --dtype taken
+    assert stats == {name: ref[name] for name in stats} and stats["f"] == 16 and stats["dtype"] == "float64"
     assert stats == {name: ref[name] for name in ref}     # every figure: messages, edge cut and bytes too
+    rc, _, err = run_cli(["partition", path, "-k", 4, "--nprocs", 2, "--weight", "w", "-o", tmp_path / "w.npy"],
+                         capsys)
+    assert rc == 2 and "--weight w" in err and not (tmp_path / "w.npy").exists(), err
     rc, out, err = run_cli(["partition", path, "-k", 4, "--nprocs", 2, "-q", "-o", tmp_path / "t.npy"], capsys)
     assert rc == 0, err
     assert re.search(rf"^messages +{ref['messages']:,} \(edge cut {ref['edge_cut']:,}\)$", out, re.M), out
@@ -409,14 +412,16 @@ def test_partition_with_nprocs_is_the_api_path(rmat11, tmp_path):
     _need("stream")
     import partplan
     g, path = rmat11
-    p = partplan.partition(g, 8, nprocs=2, backend="stream", time_limit=60)
+    p = partplan.partition(g, 8, nprocs=2, backend="stream", time_limit=60, f=16, dtype="float64")
     assert p.part.shape == (g.n,) and p.part.min() >= 0 and p.part.max() < 8
+    assert (p.stats.summary()["f"], p.stats.summary()["dtype"]) == (16, "float64")      # the width asked for
     r = p.info["distributed"]["result"]
     assert (p.stats.total_volume, max(p.stats.max_send, p.stats.max_recv)) == \
         (r["total_volume"], max(r["max_send"], r["max_recv"]))
     q = partplan.partition(path, 8, nprocs=2, backend="stream", output=tmp_path / "q.npy")   # a chunked directory
     assert np.array_equal(q.part, np.load(tmp_path / "q.npy")) and q.graph_fingerprint == g.fingerprint
     side = json.loads((tmp_path / "q.npy.json").read_text())
+    assert side["stats"]["f"] == 128                 # the default width
     kept = side["gathered"]["kept"]                  # a graph that fits: the better of two candidates
     assert q.stats is None and q.backend == ("stream+refine" if kept == "engine" else
                                              f"default pipeline ({side['gathered']['pipeline']['chosen']} start; "

@@ -142,7 +142,8 @@ def refuse_vertex_weights(graph) -> None:
 def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | None = None,
                           imbalance: float = DEFAULT_IMBALANCE, seed: int = 0, refine: bool = True,
                           context: DistributedRefineContext | None = None, engine_options: dict | None = None,
-                          quiet: bool = False, timeout_s: float | None = None, progress=None) -> dict:
+                          quiet: bool = False, timeout_s: float | None = None, progress=None, f: int = 128,
+                          dtype: str = "float32") -> dict:
     """Partition ``graph`` (a chunked graph directory, a graph file or a
     :class:`~partplan.graph.Graph`; the last two are written as chunks into a
     temporary folder first) for
@@ -151,12 +152,15 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
     the sidecar's dict: exact send / recv / compute load per part, the
     engine's figures before the refinement, stages (wall s, peak RSS bytes per
     process). ``context``: the distributed refinement's (None: its defaults); ``engine_options``:
-    the engine's own, as its context names them (an explicit ``engine`` only)."""
+    the engine's own, as its context names them (an explicit ``engine`` only). ``f`` / ``dtype``: the
+    width and type of a row of H the figures' bytes and time estimate are for."""
     from ..._atomic import atomic_path, clean_stale, commit, create_npy, discard_temp, make_temp_dir, write_error
     from ...io.chunked import chunk_info, is_chunked, write_chunked
     from ...io.outpath import check_output_file
 
     engine = check_request(engine, nprocs, k, engine_options)
+    from ...metrics.cost import check_width, dtype_name
+    f, dtype = check_width(f), dtype_name(dtype)
     ctx = DistributedRefineContext(seed=seed) if context is None else context
     if not isinstance(ctx, DistributedRefineContext):
         raise PartitionError(f"context must be a DistributedRefineContext, got {type(ctx).__name__}")
@@ -213,7 +217,8 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
         cfg = {"graph": str(path), "k": int(k), "imbalance": float(imbalance), "seed": int(seed),
                "engine": engine, "engine_options": dict(engine_options or {}), "refine": bool(refine),
                "refine_context": asdict(ctx),
-               "tmp": str(tmp), "ident": list(ident), "report": str(report), "quiet": bool(quiet)}
+               "tmp": str(tmp), "ident": list(ident), "report": str(report), "quiet": bool(quiet),
+               "f": int(f), "dtype": dtype}
         try:
             (work / "config.json").write_text(json.dumps(cfg))
         except OSError as exc:   # a full disk beside the output: one error naming the output

@@ -361,10 +361,11 @@ def spread_isolated(comm, sl, part: np.ndarray, k: int, eps: float) -> dict:
 STATS_MATRIX_MAX_BYTES = 64 << 20
 
 
-def _final_stats(comm, sl, part, k: int, nnz: int, send, recv, weights) -> dict:
+def _final_stats(comm, sl, part, k: int, nnz: int, send, recv, weights, *, f: int = 128,
+                 dtype: str = "float32") -> dict:
     """The final partition's figures under the names of
     :meth:`partplan.metrics.CommStats.summary` (the one-process partitioner's JSON ``stats``: rows
-    of H at f = 128 float32 for the bytes and the time estimate), in process 0 ({} in the
+    of H of ``f`` ``dtype`` values for the bytes and the time estimate), in process 0 ({} in the
     others). Messages, the edge cut and the sparsity-oblivious volume need the volume matrix
     (:func:`~partplan.partition.refinement.distributed.pair_volume`); where process 0's two of them
     would be above STATS_MATRIX_MAX_BYTES they are left out and ``stats_note`` says why. The
@@ -391,7 +392,7 @@ def _final_stats(comm, sl, part, k: int, nnz: int, send, recv, weights) -> dict:
         raise RuntimeError("internal error: the volume matrix differs from the recount")
     if vol is None:
         return {}
-    return CommStats(k=k, n=int(part.size), nnz=int(nnz), f=128, dtype="float32", volume=vol, part_sizes=sizes,
+    return CommStats(k=k, n=int(part.size), nnz=int(nnz), f=f, dtype=dtype, volume=vol, part_sizes=sizes,
                      compute_load=np.asarray(weights, np.int64), edge_cut=cut).summary()
 
 
@@ -496,7 +497,8 @@ def run(cfg: dict) -> dict:
         isolated = spread_isolated(comm, sl, part, k, eps)
         st.stop()
     st.start("stats")
-    stats = _final_stats(comm, sl, part, k, info.nnz, send, recv, weights)
+    stats = _final_stats(comm, sl, part, k, info.nnz, send, recv, weights, f=int(cfg.get("f", 128)),
+                         dtype=str(cfg.get("dtype", "float32")))
     st.stop()
     st.start("write")
     from ..._atomic import open_npy
