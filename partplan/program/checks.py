@@ -182,7 +182,10 @@ def _int_array(a: np.ndarray) -> bool:
     return a.dtype.kind in "iu"
 
 
-_PAIR_INDEX: dict = {}   # id(a step's pairs list) -> (that list, its index): built once per step
+# id(a step's pairs list) -> (that list, its index), built once per step and read by every rank's
+# check; the last few steps are kept (about one plan's pairs: a plan has a few steps per program)
+_PAIR_INDEX: dict = {}
+_PAIR_INDEX_STEPS = 16
 
 
 def _pair_index(pairs: list) -> tuple:
@@ -196,7 +199,7 @@ def _pair_index(pairs: list) -> tuple:
     for key, other in ((0, 1), (1, 0)):
         o = np.argsort(a[:, key], kind="stable")
         views.append((a[o, key], a[o, other], a[o, 2]))
-    if len(_PAIR_INDEX) >= 64:      # a process reads few plans; the oldest index goes first
+    if len(_PAIR_INDEX) >= _PAIR_INDEX_STEPS:      # the oldest index goes first
         _PAIR_INDEX.pop(next(iter(_PAIR_INDEX)))
     _PAIR_INDEX[id(pairs)] = (pairs, views)
     return views
