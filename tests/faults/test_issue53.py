@@ -339,6 +339,8 @@ def test_ctrl_c_while_the_commands_load_or_inside_a_compiled_call_is_one_line(mo
         run_cli(["demo"], capsys)
 
 
+@pytest.mark.dist
+@pytest.mark.slow
 def test_the_entry_module_imports_nothing_heavy_before_the_interrupt_handler():
     """``partplan.cli.main`` is what the console script imports before ``main()`` can catch Ctrl-C:
     numpy, scipy or numba imported there (0.2 s) made an early Ctrl-C a traceback."""
