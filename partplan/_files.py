@@ -128,7 +128,7 @@ def load_json(raw: bytes | str, where: str) -> Any:
         raise PlanError(f"{where}: JSON nested {depth} levels deep (at most {MAX_JSON_DEPTH})")
     # an integer past the limit needs a run of that many digits: without one, the compiled parser
     # reads the ints itself (the per-integer hook took 2/3 of reading a manifest of k² pairs)
-    hook = _parse_int if _LONG_DIGITS.search(raw) else None
+    hook = _parse_int if b"\x00" in raw or _LONG_DIGITS.search(raw) else None   # UTF-16 / 32: NULs between digits
     try:
         return json.loads(raw, parse_int=hook, parse_constant=_parse_constant)
     except _JsonLimit as exc:

@@ -18,7 +18,7 @@ the dataset generators (Graph500's graph and plan are prepared by the CLI,
 from .registry import FAMILIES, Job, get, jobs, names, register, unregister
 
 
-def execute(job, cfg: dict, *, nprocs: int | None = None, threads: int | None = 1):
+def execute(job, cfg: dict, *, nprocs: int | None = None, threads: int | None = None):
     """:func:`partplan.jobs.worker.execute` (imported on first use)."""
     from .worker import execute as _execute
     return _execute(job, cfg, nprocs=nprocs, threads=threads)

@@ -631,7 +631,7 @@ def build_distributed(graph_path, partition, k: int, out, *, nprocs: int | None 
                "out": str(out), "f": f, "dtype": dtype, "meta": meta, "backward": backward, "created": created,
                "normalize": normalize,
                "timeout": float(timeout_s)}
-        return execute("plan-build", cfg, nprocs=nprocs, threads=1)
+        return execute("plan-build", cfg, nprocs=nprocs)
     except CommError as exc:  # the processes' one error (or each one's own)
         raise PlanError("distributed plan build failed: " + str(exc).removeprefix("the job failed — ")) from None
     finally:

@@ -10,7 +10,7 @@ from ..runtime.launch import resolve_device, start
 from .registry import Job, get
 
 
-def execute(job: Job | str, cfg: dict, *, nprocs: int | None = None, threads: int | None = 1) -> dict | None:
+def execute(job: Job | str, cfg: dict, *, nprocs: int | None = None, threads: int | None = None) -> dict | None:
     """Run ``job`` on ``cfg``: ``job.prepare`` (checks, before any start), then
     ``job.run`` on every process — ``cfg["backend"]`` "local" runs every rank
     in this process; else ``nprocs`` processes are launched here (None: this

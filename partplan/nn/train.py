@@ -519,7 +519,7 @@ def train_gcn(plan, *, nprocs: int | None = None, backend: str = "gloo", data=No
               random_features: int | None = None, classes: int | None = None, epochs: int = 200,
               hidden: int = 16, layers: int = 2, lr: float = 0.01, weight_decay: float = 5e-4,
               dropout: float = 0.5, seed: int = 0, dtype: str = "float32", save=None, timeout: float = 60.0,
-              threads: int | None = 1, kernels: str = "auto", device: str | None = None, progress: bool = False,
+              threads: int | None = None, kernels: str = "auto", device: str | None = None, progress: bool = False,
               sampler: str | None = None, batch_size: int | None = None,
               batches_per_epoch: int | None = None, predictions=None) -> dict | None:
     """Train a :class:`~partplan.nn.DistGCN` full-batch from ``plan``.
@@ -557,7 +557,7 @@ def train_gcn(plan, *, nprocs: int | None = None, backend: str = "gloo", data=No
     return start(cfg, nprocs, train_rank, timeout_s=timeout, threads=threads)
 
 
-def train_config(options: dict, nprocs: int | None = None, threads: int | None = 1) -> dict:
+def train_config(options: dict, nprocs: int | None = None, threads: int | None = None) -> dict:
     """The training job's config, every check made before any process starts:
     ``options`` holds ``plan`` and :func:`train_gcn`'s keywords (None: the
     default); keys it does not know (``job``, ``announce``) are kept."""

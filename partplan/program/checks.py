@@ -208,7 +208,8 @@ def _pair_index(pairs: list) -> tuple:
 def pairs_of(st: dict, rank: int, members: list[int]) -> tuple[np.ndarray, np.ndarray]:
     """(rows ``rank`` sends to each member, rows it receives from each) in
     group-rank order, from the manifest's ``pairs`` (no p × p matrix; the
-    pairs are indexed once per step, so every rank's call reads its own)."""
+    pairs are indexed once per step, so every rank's call reads its own: a
+    step's pairs list is read once, and not again if changed in place)."""
     mem = np.asarray(members, dtype=np.int64)
     order = np.argsort(mem, kind="stable")
     sorted_mem = mem[order]

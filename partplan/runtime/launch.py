@@ -396,13 +396,14 @@ def run_rank(fn, cfg: dict) -> dict | None:
         return rep
 
 
-def start(cfg: dict, nprocs: int | None, fn, *, timeout_s: float, threads: int | None = 1,
+def start(cfg: dict, nprocs: int | None, fn, *, timeout_s: float, threads: int | None = None,
           ranks: int | None = None, plan=None) -> dict | None:
     """Run the job whose processes run ``fn(ctx, cfg)`` (:func:`run_rank`):
     ``cfg["backend"]`` "local" runs every rank in this process; under torchrun
     (``nprocs`` None) this process is one rank; else :func:`launch` starts
     ``nprocs`` processes. ``ranks``: the plan's rank count, which ``nprocs``
-    must equal. Returns the report (None on a non-zero torchrun rank)."""
+    must equal. ``threads``: torch threads per process (None: 1 for the processes started here;
+    under torchrun, torchrun's own). Returns the report (None on a non-zero torchrun rank)."""
     from ..errors import PlanError
     if ranks is not None:
         check_nprocs(plan, {"ranks": ranks}, nprocs)

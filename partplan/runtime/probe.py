@@ -126,4 +126,4 @@ def run_probe(output, *, nprocs: int | None = None, backend: str = "gloo", small
     from .launch import start
     cfg = probe_config({"job": "topoprobe", "output": output, "backend": backend, "small": small, "large": large,
                         "repeat": repeat, "timeout": timeout}, nprocs)
-    return start(cfg, nprocs, probe_rank, timeout_s=timeout, threads=1)
+    return start(cfg, nprocs, probe_rank, timeout_s=timeout, threads=None)

@@ -552,7 +552,7 @@ def spmm_config(cfg: dict, nprocs: int | None = None) -> dict:
 def run_spmm(plan, *, nprocs: int | None = None, backend: str = "gloo", features=None, f: int = 16,
              seed: int = 0, dtype: str | None = None, output=None, repeat: int = 5, warmup: int = 1,
              compare=(), kernel: str | None = None, timeout: float = 60.0, program: str = "forward",
-             threads: int | None = 1, kernels: str = "auto", device: str | None = None,
+             threads: int | None = None, kernels: str = "auto", device: str | None = None,
              overlap: str = "on") -> dict:
     """Run ``Z = A @ H`` (or the backward ``A^T @ G`` with ``program="backward"``)
     from a plan and measure it.
@@ -570,7 +570,8 @@ def run_spmm(plan, *, nprocs: int | None = None, backend: str = "gloo", features
     that need no received row meanwhile (bitwise the same Z), "off" runs the
     steps in order; the report has both step times.
     timeout : seconds a rank waits on a peer before failing. threads : torch /
-    OpenMP threads per spawned process.
+    OpenMP threads per process (None: 1 for the processes started here; under
+    torchrun, torchrun's ``OMP_NUM_THREADS``).
 
     Every check happens before any process starts (:func:`spmm_config`); each
     process then runs :func:`spmm_rank`. Returns the report dict (keys listed

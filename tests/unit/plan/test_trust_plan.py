@@ -259,6 +259,17 @@ def test_nan_and_strings_with_quotes_and_brackets(plan):
     assert read_manifest(path)["model"] == "[[[{{{\\\"]]"
 
 
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16", "utf-16-le", "utf-32"])
+def test_an_integer_past_the_limit_is_refused_in_any_encoding_json_reads(encoding):
+    """The integer limit's hook runs where the text holds a long digit run, or where NULs (UTF-16 / 32)
+    hide one from the byte search; integers within it parse as they are."""
+    from partplan.io.trust import load_json
+    with pytest.raises(PlanError, match="30 digits"):
+        load_json('{"a": [1, -123456789012345678901234567890]}'.encode(encoding), "x.json")
+    assert load_json('{"a": [12345678901234567890, "123456789012345678901234"]}'.encode(encoding),
+                     "x.json") == {"a": [12345678901234567890, "123456789012345678901234"]}
+
+
 @pytest.mark.parametrize("name", ["../escaped", "/tmp/abs", "a/b", "..", ".hidden", "-rf", "x\x1b[31m", ""])
 def test_graph_name_is_never_a_path(plan, tmp_path, name, capsys):
     g, path = plan
