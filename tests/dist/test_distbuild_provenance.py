@@ -210,3 +210,30 @@ def test_a_table_column_builds_with_nprocs_as_in_one_process(saved, tmp_path, ca
     assert md == ms and ms["ranks"] == 4
     from partplan.plan import load_plan
     assert np.array_equal(load_plan("d.plan").part, P.part)
+
+
+@pytest.mark.dist
+@pytest.mark.slow
+def test_the_launcher_hashes_a_saved_partition_once_and_refuses_a_replaced_one(saved, tmp_path, capsys,
+                                                                               monkeypatch):
+    """`plan DIR --partition saved.npy --nprocs 2`: the sidecar's sha256 is checked once in the launcher
+    (it was hashed twice: a partition of 10^9 rows takes seconds each), and a file replaced after its
+    sidecar was written is still refused, with one error line."""
+    import numpy as np
+
+    import partplan.datasets.registry as registry
+    from tests.errlines import one_line, run_cli
+    g, d, P = saved
+    calls = []
+    real = registry.sha256_file
+    monkeypatch.setattr(registry, "sha256_file", lambda p, *a, **kw: calls.append(str(p)) or real(p, *a, **kw))
+    rc, _, err = run_cli(["-q", "plan", d / "g", "--partition", d / "p4.npy", "-o", tmp_path / "a.plan",
+                          "--nprocs", "2"], capsys)
+    assert rc == 0 and calls == [str(d / "p4.npy")], (err, calls)
+    bad = tmp_path / "p4.npy"
+    save_partition(P, bad)
+    np.save(bad, P.part[::-1].copy())
+    rc, _, err = run_cli(["-q", "plan", d / "g", "--partition", bad, "-o", tmp_path / "b.plan", "--nprocs", "2"],
+                         capsys)
+    one_line(rc, err, 2, "describes another p4.npy")
+    assert not (tmp_path / "b.plan").exists()
