@@ -64,7 +64,7 @@ def run(args) -> int:
             msg = str(exc)
             if msg.startswith((str(args.plan), str(Path(args.plan)), str(Path(args.plan).resolve()))):
                 raise
-            raise PlanError(f"{printable(args.data)}{' ' if msg.startswith('(field') else ': '}{msg}") from None
+            raise PlanError(f"{printable(args.data)}: {msg}") from None
     else:
         write_shares(args.plan, graph=args.graph, features=args.node_data, progress=progress)
     m = read_manifest(args.plan)

@@ -167,7 +167,7 @@ def _field_kind(data, key: str, val, n: int, e: int) -> str | None:
             if kind == "node" and _graph_level(key, val.shape, n):
                 return None
             if rows != want:
-                raise PlanError(f"(field {key!r}): {rows} rows, {what.format(want)}")
+                raise PlanError(f"field {key!r}: {rows} rows, {what.format(want)}")
             return kind
     for kind, test in (("node", "is_node_attr"), ("edge", "is_edge_attr")):
         fn = getattr(data, test, None)
@@ -197,12 +197,17 @@ def _data_items(data) -> list:
     return list(vars(data).items())
 
 
-def _data_fields(data, n: int, e: int) -> tuple[dict, dict]:
-    """(node fields, edge fields) of a PyG Data / dict / namespace: name -> tensor."""
+def _data_fields(data, n: int, e: int, skipped: list | None = None) -> tuple[dict, dict]:
+    """(node fields, edge fields) of a PyG Data / dict / namespace: name -> tensor. ``skipped``
+    collects (name, rows) of the array fields not carried (neither n nor e rows, nor graph-level)."""
     node, edge = {}, {}
     for key, val in _data_items(data):
         kind = _field_kind(data, key, val, n, e)
         if kind is None:
+            shape = getattr(val, "shape", ())
+            if (skipped is not None and key not in _GRAPH_KEYS and len(shape) >= 1
+                    and not _graph_level(key, shape, n)):
+                skipped.append((str(key), int(shape[0])))
             continue
         if not _FIELD_NAME.match(str(key)):
             raise PlanError(f"field {key!r}: a share's field names are letters, digits and _ (64 at most)")
@@ -226,17 +231,21 @@ def _edge_index(data, n: int) -> np.ndarray:
     return ei
 
 
-def _checked_fields(data, n: int, e: int) -> tuple[dict, dict]:
+def _checked_fields(data, n: int, e: int, skipped: list | None = None) -> tuple[dict, dict]:
     """:func:`_data_fields`, each field checked as a share stores it: a dense array or CPU-readable
-    tensor of a dtype a share holds (one PlanError naming the field)."""
-    node, edge = _data_fields(data, n, e)
+    tensor of a dtype a share holds, and the values ``train gcn --data`` checks (finite ``x``, no
+    negative label on a vertex of a mask; :func:`_check_values`) — one PlanError naming the field."""
+    node, edge = _data_fields(data, n, e, skipped)
     for key, val in {**node, **edge}.items():
         try:
             import torch
             if isinstance(val, torch.Tensor):
-                if val.layout != torch.strided or val.is_meta:
-                    raise PlanError(f"field {key!r} is a {val.layout} tensor{' on meta' if val.is_meta else ''}; a "
-                                    f"share holds dense rows ({key}.to_dense())")
+                if val.is_meta:
+                    raise PlanError(f"field {key!r} is a tensor on the meta device (a shape without values); a "
+                                    f"share holds its rows' values")
+                if val.layout != torch.strided:
+                    raise PlanError(f"field {key!r} is a {val.layout} tensor; a share holds dense rows "
+                                    f"({key}.to_dense())")
                 dt = str(val.dtype).replace("torch.", "")
             else:
                 dt = np.asarray(val).dtype.name
@@ -245,7 +254,35 @@ def _checked_fields(data, n: int, e: int) -> tuple[dict, dict]:
         if dt not in _DTYPES:
             raise PlanError(f"field {key!r} has dtype {dt}; a share holds {', '.join(sorted(_DTYPES))} (cast it "
                             f"first)")
+    _check_values(node)
     return node, edge
+
+
+def _check_values(node: dict) -> None:
+    """The values :func:`partplan.nn.data.check_data` refuses in a data file, refused in a Data's
+    shares too: a non-finite feature in ``x``, a negative label ``y`` on a vertex of a mask."""
+    if "x" in node:
+        x = node["x"]
+        if type(x).__module__.startswith("torch"):      # a tensor: float16 / bfloat16 checked by torch
+            bad = ~x.isfinite() if x.is_floating_point() else None
+            first = bad.nonzero()[0].tolist() if bad is not None and bool(bad.any()) else None
+        else:
+            x = np.asarray(x)
+            bad = ~np.isfinite(x) if x.dtype.kind == "f" else None
+            first = np.argwhere(bad)[0].tolist() if bad is not None and bad.any() else None
+        if first is not None:
+            raise PlanError(f"field 'x': non-finite feature x{first} = {float(x[tuple(first)])}")
+    if "y" in node:
+        y, _ = _numpy(node["y"])
+        masks = [_numpy(node[k])[0] for k in ("train_mask", "val_mask", "test_mask") if k in node]
+        if y.ndim == 1 and y.dtype.kind in "iu" and masks:
+            labeled = np.zeros(y.shape[0], dtype=bool)
+            for mk in masks:
+                if mk.dtype == bool and mk.shape == labeled.shape:
+                    labeled |= mk
+            neg = np.flatnonzero(labeled & (y < 0))
+            if neg.size:
+                raise PlanError(f"field 'y': vertex {int(neg[0])} is in a mask but has label {int(y[neg[0]])} < 0")
 
 
 def check_share_data(data, n: int) -> None:
@@ -284,7 +321,13 @@ class _DataSource:
         ei = _edge_index(data, n)
         self.n, self.e = n, int(ei.shape[1])
         self.ei = ei
-        self.node, self.edge = _checked_fields(data, n, self.e)
+        skipped: list = []
+        self.node, self.edge = _checked_fields(data, n, self.e, skipped)
+        if skipped:   # carried by neither vertex nor edge: said, since a share then lacks them
+            from ..io._common import warn_user
+            warn_user("fields not written to the shares (their rows are neither the graph's "
+                      f"{n} vertices nor its {self.e} edges): "
+                      + ", ".join(f"{k} ({r} rows)" for k, r in skipped))
         owner = part[ei[1]]
         self.order = np.argsort(owner, kind="stable")
         self.bounds = np.searchsorted(owner[self.order], np.arange(p + 1))    # ranks without rows too

@@ -45,7 +45,7 @@ def _copy(plan_dir, tmp_path):
 def test_a_field_with_other_rows_is_refused_by_name(plan_dir, tmp_path, field, short):
     d = _data()
     d[field] = d[field][:-1]
-    with pytest.raises(PlanError, match=f"field '{short}'\\): "):
+    with pytest.raises(PlanError, match=f"^field '{short}': "):
         write_shares(_copy(plan_dir, tmp_path), d)
 
 
@@ -121,7 +121,11 @@ def test_other_edge_and_link_fields_are_carried_or_left_as_pyg_says(plan_dir, tm
     d.edge_mask = torch.rand(160) < 0.5                     # one per edge: an edge field
     d.edge_label_index = torch.randint(0, N, (2, 7))        # neither n nor e rows: not carried
     d.edge_label = torch.ones(7)
-    op = LocalHalo(write_shares(_copy(plan_dir, tmp_path), d))
+    from partplan.errors import PartplanWarning
+    with pytest.warns(PartplanWarning, match=r"not written to the shares") as said:
+        op = LocalHalo(write_shares(_copy(plan_dir, tmp_path), d))
+    msg = str(said[0].message)
+    assert "edge_label_index (2 rows)" in msg and "edge_label (7 rows)" in msg and "edge_mask" not in msg
     assert "edge_mask" in op.shares[0]["edge"] and "edge_label" not in op.shares[0]["edge"]
     assert torch.equal(op.shares[0]["edge"]["edge_mask"], d.edge_mask[op.ranks[0].edge_ids])
 
@@ -136,3 +140,24 @@ def test_a_graph_level_label_is_left_out_not_refused(plan_dir, tmp_path):
     op = LocalHalo(plan)
     for sh in op.shares:
         assert "y" not in sh["node"] and "x" in sh["node"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_values_train_gcn_refuses_are_refused_in_the_shares_too(plan_dir, tmp_path, dtype):
+    """A non-finite feature or a negative label on a masked vertex was written as is (the data-file
+    paths of `train gcn --data` and `shares --node-data` refuse them): one PlanError naming the field
+    and the entry. A meta tensor is named as such."""
+    d = _data()
+    d.x = d.x.to(dtype)
+    d.x[5, 2] = float("nan")
+    with pytest.raises(PlanError, match=r"field 'x': non-finite feature x\[5, 2\] = nan"):
+        write_shares(_copy(plan_dir, tmp_path / "nan"), d)
+    d = _data()
+    d.train_mask[:] = True
+    d.y[7] = -1
+    with pytest.raises(PlanError, match="field 'y': vertex 7 is in a mask but has label -1"):
+        write_shares(_copy(plan_dir, tmp_path / "neg"), d)
+    d = _data()
+    d.x = torch.empty(N, 4, device="meta")
+    with pytest.raises(PlanError, match="meta device"):
+        write_shares(_copy(plan_dir, tmp_path / "meta"), d)
