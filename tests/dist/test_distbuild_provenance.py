@@ -34,6 +34,17 @@ def saved(tmp_path_factory):
     return g, d, P
 
 
+def _same_shards_manifests(one, dist) -> tuple[dict, dict]:
+    """Asserts the two plans' files but the manifest are byte-identical; returns their manifests
+    without ``created``."""
+    for name in sorted(os.listdir(one)):
+        if name != "manifest.json":
+            assert filecmp.cmp(one / name, dist / name, shallow=False), name
+    ms, md = (json.loads((p / "manifest.json").read_text()) for p in (one, dist))
+    ms.pop("created", None), md.pop("created", None)
+    return ms, md
+
+
 def test_provenance_read_from_the_sidecar(saved):
     g, d, P = saved
     prov = partition_provenance(d / "p4.npy")
@@ -65,11 +76,7 @@ def test_cli_nprocs_2_manifest_equals_one_process(saved, tmp_path, monkeypatch, 
         rc = main(["plan", str(d / "g"), "--partition", str(d / "p4.npy"), "--layout", "1.5d:2", "-o", out, *extra])
         _, err = capsys.readouterr()
         assert rc == 0, err
-    for name in sorted(os.listdir("s.plan")):
-        if name != "manifest.json":
-            assert filecmp.cmp(tmp_path / "s.plan" / name, tmp_path / "d.plan" / name, shallow=False), name
-    ms, md = (json.loads((tmp_path / p / "manifest.json").read_text()) for p in ("s.plan", "d.plan"))
-    ms.pop("created", None), md.pop("created", None)
+    ms, md = _same_shards_manifests(tmp_path / "s.plan", tmp_path / "d.plan")
     assert ms["ranks"] == 8 and ms["model"] == "graph" and ms["backend"] == "metis" and ms["seed"] == 3
     assert {k: md[k] for k in PROVENANCE} == {k: ms[k] for k in PROVENANCE}
     assert md == ms
@@ -202,11 +209,7 @@ def test_a_table_column_builds_with_nprocs_as_in_one_process(saved, tmp_path, ca
         rc, _, err = run_cli(["-q", "plan", d / "g", "--partition", "t.parquet", "--column", "mine", "-o", out]
                              + extra, capsys)
         assert rc == 0, err
-    for name in sorted(os.listdir("s.plan")):
-        if name != "manifest.json":
-            assert filecmp.cmp(tmp_path / "s.plan" / name, tmp_path / "d.plan" / name, shallow=False), name
-    ms, md = (json.loads((tmp_path / p / "manifest.json").read_text()) for p in ("s.plan", "d.plan"))
-    ms.pop("created", None), md.pop("created", None)
+    ms, md = _same_shards_manifests(tmp_path / "s.plan", tmp_path / "d.plan")
     assert md == ms and ms["ranks"] == 4
     from partplan.plan import load_plan
     assert np.array_equal(load_plan("d.plan").part, P.part)
