@@ -59,6 +59,23 @@ KEYS = ("x", "y", "train_mask", "val_mask", "test_mask")
 MASKS = ("train_mask", "val_mask", "test_mask")
 
 
+def non_finite_problem(xs: np.ndarray, lo: int = 0) -> str | None:
+    """What is wrong with feature rows ``xs`` (rows ``lo`` on of ``x``): its first non-finite entry,
+    named by its index in ``x``; None when every entry is finite."""
+    bad = ~np.isfinite(xs)
+    if not bad.any():
+        return None
+    at = [int(i) for i in np.argwhere(bad)[0]]
+    where = [at[0] + lo] + at[1:]
+    return f"non-finite feature x[{', '.join(map(str, where))}] = {xs[tuple(at)]}"
+
+
+def negative_label_problem(y: np.ndarray, labeled: np.ndarray) -> str | None:
+    """The first vertex of a mask (``labeled``) whose label ``y`` is negative, else None."""
+    neg = np.flatnonzero(labeled & (y < 0))
+    return f"vertex {int(neg[0])} is in a mask but has label {int(y[neg[0]])} < 0" if neg.size else None
+
+
 class DataError(PartplanError, ValueError):
     """A node-classification data file that cannot be used (names the file and field)."""
 
@@ -433,18 +450,17 @@ def _check_heads(p: Path, n: int, heads: dict, get, chunk_rows: int, iter_x=None
     else:
         chunks = ((lo, get("x", np.arange(lo, min(n, lo + chunk_rows)))) for lo in range(0, n, chunk_rows))
     for lo, xs in chunks:  # NaN / inf scan, one chunk at a time (one inflating pass when compressed)
-        bad = ~np.isfinite(xs)
-        if bad.any():
-            r, c = np.argwhere(bad)[0]
-            raise DataError(f"non-finite feature x[{lo + r}, {c}] = {xs[r, c]}", p, "x")
+        problem = non_finite_problem(xs, lo)
+        if problem:
+            raise DataError(problem, p, "x")
     y = get("y").astype(np.int64)
     masks = {k: get(k) for k in MASKS}
     if not masks["train_mask"].any():
         raise DataError("no training vertex (train_mask is all False)", p, "train_mask")
     labeled = masks["train_mask"] | masks["val_mask"] | masks["test_mask"]
-    if (y[labeled] < 0).any():
-        v = int(np.flatnonzero(labeled & (y < 0))[0])
-        raise DataError(f"vertex {v} is in a mask but has label {y[v]} < 0", p, "y")
+    problem = negative_label_problem(y, labeled)
+    if problem:
+        raise DataError(problem, p, "y")
     for a, b in ((0, 1), (0, 2), (1, 2)):
         both = masks[MASKS[a]] & masks[MASKS[b]]
         if both.any():

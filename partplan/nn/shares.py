@@ -261,28 +261,27 @@ def _checked_fields(data, n: int, e: int, skipped: list | None = None) -> tuple[
 def _check_values(node: dict) -> None:
     """The values :func:`partplan.nn.data.check_data` refuses in a data file, refused in a Data's
     shares too: a non-finite feature in ``x``, a negative label ``y`` on a vertex of a mask."""
+    from .data import MASKS, negative_label_problem, non_finite_problem
     if "x" in node:
         x = node["x"]
-        if type(x).__module__.startswith("torch"):      # a tensor: float16 / bfloat16 checked by torch
-            bad = ~x.isfinite() if x.is_floating_point() else None
-            first = bad.nonzero()[0].tolist() if bad is not None and bool(bad.any()) else None
+        if type(x).__module__.startswith("torch"):      # float16 / bfloat16 read as float32
+            x = x.detach().cpu().float().numpy() if x.is_floating_point() else None
         else:
             x = np.asarray(x)
-            bad = ~np.isfinite(x) if x.dtype.kind == "f" else None
-            first = np.argwhere(bad)[0].tolist() if bad is not None and bad.any() else None
-        if first is not None:
-            raise PlanError(f"field 'x': non-finite feature x{first} = {float(x[tuple(first)])}")
+        problem = non_finite_problem(x) if x is not None and x.dtype.kind == "f" else None
+        if problem:
+            raise PlanError(f"field 'x': {problem}")
     if "y" in node:
         y, _ = _numpy(node["y"])
-        masks = [_numpy(node[k])[0] for k in ("train_mask", "val_mask", "test_mask") if k in node]
+        masks = [_numpy(node[k])[0] for k in MASKS if k in node]
         if y.ndim == 1 and y.dtype.kind in "iu" and masks:
             labeled = np.zeros(y.shape[0], dtype=bool)
             for mk in masks:
                 if mk.dtype == bool and mk.shape == labeled.shape:
                     labeled |= mk
-            neg = np.flatnonzero(labeled & (y < 0))
-            if neg.size:
-                raise PlanError(f"field 'y': vertex {int(neg[0])} is in a mask but has label {int(y[neg[0]])} < 0")
+            problem = negative_label_problem(y, labeled)
+            if problem:
+                raise PlanError(f"field 'y': {problem}")
 
 
 def check_share_data(data, n: int) -> None:
