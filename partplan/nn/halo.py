@@ -710,8 +710,8 @@ def _same_other_edges(edge_index, num_nodes, add_self_loops: bool) -> HaloRank |
         nl, rows = v.num_local, v.num_local + v.num_halo
         if not src.size or int(dst.max()) >= nl or int(src.max()) < nl:   # another graph, or one reading no halo row
             continue
-        mine_u, mine_c = np.unique(src * np.int64(rows) + dst, return_counts=True)
-        theirs_u, theirs_c = _view_nonloop_keys(v)
+        mine_u, mine_c = _nonloop_counts(_edge_keys(ei, rows), rows)
+        theirs_u, theirs_c = _nonloop_counts(_view_keys(v), rows)
         at = np.minimum(np.searchsorted(theirs_u, mine_u), max(theirs_u.size - 1, 0))
         if not theirs_u.size or not np.array_equal(theirs_u[at], mine_u) or (mine_c > theirs_c[at]).any():
             continue    # an edge rank v does not hold: another graph's
@@ -730,17 +730,10 @@ def _same_other_edges(edge_index, num_nodes, add_self_loops: bool) -> HaloRank |
     return None
 
 
-def _view_nonloop_keys(v: HaloRank) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct keys source · rows + target of a rank's own edges other than self loops, and
-    their counts (made once)."""
-    keys = getattr(v, "_nonloop", None)
-    if keys is None or keys[0] is not v.edge_index:
-        ei = v.edge_index.numpy()
-        keep = ei[0] != ei[1]
-        u, c = np.unique(ei[0, keep] * np.int64(v.num_local + v.num_halo) + ei[1, keep], return_counts=True)
-        keys = (v.edge_index, (u, c))
-        v._nonloop = keys
-    return keys[1]
+def _nonloop_counts(keys: np.ndarray, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct edge keys (:func:`_edge_keys`: source · rows + target) that are no self loop —
+    a loop's key is a multiple of rows + 1 — and their counts."""
+    return np.unique(keys[keys % np.int64(rows + 1) != 0], return_counts=True)
 
 
 _EXCHANGE_KEY = "partplan_halo_exchange"   # autograd node metadata: a Halo exchange's output
