@@ -182,6 +182,22 @@ class _Signals:
         raise SystemExit(128 + int(sig))
 
 
+def worker_env(nprocs: int, job_dir: Path, threads: int | None, env: dict | None = None) -> dict:
+    """The environment every worker of :func:`launch` starts with (before its RANK): this
+    process's, less MASTER_PORT (the workers meet through a file store in ``job_dir``), plus the
+    world's size and the job's paths; ``threads`` (torch / OpenMP threads per worker) replaces any
+    OMP_NUM_THREADS the caller's shell holds: it is what ``--threads`` asked for (or its default);
+    ``env`` last, over everything."""
+    base = {k: v for k, v in os.environ.items() if k != "MASTER_PORT"}  # no TCP store
+    base.update({"WORLD_SIZE": str(nprocs), "LOCAL_WORLD_SIZE": str(nprocs), "MASTER_ADDR": "127.0.0.1",
+                 STORE_ENV: str(job_dir / "store"), "GLOO_SOCKET_IFNAME": "lo", "PARTPLAN_LAUNCHED": "1",
+                 LAUNCHER_ENV: str(os.getpid()), "PARTPLAN_JOB_DIR": str(job_dir)})
+    if threads is not None:
+        base["OMP_NUM_THREADS"] = str(int(threads))
+    base.update(env or {})
+    return base
+
+
 def launch(config: dict, nprocs: int, *, worker, timeout_s: float = 60.0, threads: int | None = None,
            env: dict | None = None) -> dict:
     """Run ``nprocs`` workers on ``config`` (JSON-able); returns rank 0's report.
@@ -215,13 +231,7 @@ def launch(config: dict, nprocs: int, *, worker, timeout_s: float = 60.0, thread
                 (tmp / "progress.log").write_text("")
             shown = 0
             (tmp / "config.json").write_text(json.dumps(cfg))
-            base = {k: v for k, v in os.environ.items() if k != "MASTER_PORT"}  # no TCP store
-            base.update({"WORLD_SIZE": str(nprocs), "LOCAL_WORLD_SIZE": str(nprocs), "MASTER_ADDR": "127.0.0.1",
-                         STORE_ENV: str(tmp / "store"), "GLOO_SOCKET_IFNAME": "lo", "PARTPLAN_LAUNCHED": "1",
-                         LAUNCHER_ENV: str(os.getpid()), "PARTPLAN_JOB_DIR": str(tmp)})
-            if threads is not None:
-                base.setdefault("OMP_NUM_THREADS", str(threads))
-            base.update(env or {})
+            base = worker_env(nprocs, tmp, threads, env)
             if config.get("announce"):  # starting processes takes seconds: say so (after every check passed)
                 print(f"{config['announce']} starting {nprocs} {config.get('backend', 'gloo')} processes ...",
                       file=sys.stderr, flush=True)

@@ -244,3 +244,15 @@ def test_under_torchrun_a_job_is_one_rank_and_takes_its_threads(tmp_path, monkey
         assert launch.start({"backend": "gloo"}, None, None, timeout_s=1, threads=2) == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_worker_threads_replace_the_shells_omp_num_threads(monkeypatch, tmp_path):
+    """``--threads T`` (or its default 1) is what the started workers run with, even where the
+    caller's shell exports another OMP_NUM_THREADS; ``env`` still goes over everything."""
+    from partplan.runtime.launch import worker_env
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    monkeypatch.setenv("MASTER_PORT", "29500")
+    e = worker_env(3, tmp_path, 2)
+    assert e["OMP_NUM_THREADS"] == "2" and e["WORLD_SIZE"] == "3" and "MASTER_PORT" not in e
+    assert worker_env(3, tmp_path, None)["OMP_NUM_THREADS"] == "7"
+    assert worker_env(3, tmp_path, 2, {"OMP_NUM_THREADS": "4"})["OMP_NUM_THREADS"] == "4"
