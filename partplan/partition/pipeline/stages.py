@@ -154,8 +154,7 @@ def _run_auto(graph: Graph, req: Request, w: Work) -> Work:
 def post_passes(graph: Graph, req: Request, w: Work) -> Work:
     """Stage 3: the balance repair before partplan's own passes, the fast preset's km1 V-cycle, hubs
     apart, bottleneck refinement, decoupled owners."""
-    if req.b > 1 and (req.engine == "fast" or (req.bottleneck and req.engine != "auto")) \
-            and "balance_floor" not in w.info:
+    if req.b > 1 and (req.engine == "fast" or (req.bottleneck and req.engine != "auto")):
         _repair_balance(graph, req, w)
     if req.engine == "fast" and req.b > 1:
         _vcycle(graph, req, w)

@@ -25,9 +25,12 @@ exists (``info["packing"]``: "found", "infeasible" or "not found" within its
 counted limits).
 
 Weights are the planner's: row nnz, at least 1 (:mod:`partplan.partition.objectives`);
-L = ⌊(1+ε)·⌈W/k⌉⌋. A row heavier than what any part has room for stays, so an
-unbalanceable input (a row heavier than L) ends as close as the rule gets; the
-heaviest part never gets heavier and no part below L ends above it.
+L = ⌊(1+ε)·⌈W/k⌉⌋. A row heavier than what any part has room for stays. Where a
+row is heavier than L (a balance floor: no partition is within L), the parts
+still above that row's weight R then shed rows by the same rule into parts with
+room up to R, and the exact search packs within R: the heaviest part of any
+partition weighs at least R. The heaviest part never gets heavier, and no part
+below L ends above max(L, R).
 
 >>> import numpy as np
 >>> from partplan import Graph
@@ -166,8 +169,18 @@ def rebalance(graph: Graph, part: np.ndarray, k: int, *, imbalance: float = DEFA
                                         cost=w.astype(np.int64))
         if alt_load.max() < load.max():
             part, load, info["moved"], info["passes"] = alt, alt_load, moved, passes
-    if (load > limit).any() and graph.n <= PACK_MAX_ROWS:
-        packed = pack_rows(graph, start, k, limit)
+    heavy = int(w.max(initial=0))
+    if heavy > limit and load.max() > heavy:
+        # a row heavier than L (a balance floor): no part can be within L, and rows heavier than L
+        # fit no other part's room under L; the parts above that row's weight shed rows into any
+        # part with room up to it (the heaviest part of any partition weighs at least that much)
+        _, moved, passes = _shed(graph.indptr, graph.indices, w, part, k, heavy,
+                                 np.flatnonzero(load[part] > heavy), max_passes)
+        load = np.bincount(part, weights=w, minlength=k).astype(np.int64)
+        info["moved"], info["passes"] = info["moved"] + moved, info["passes"] + passes
+    target = max(limit, heavy)
+    if (load > target).any() and graph.n <= PACK_MAX_ROWS:
+        packed = pack_rows(graph, start, k, target)
         info["packing"] = packed[1]
         if packed[0] is not None:
             part = packed[0]

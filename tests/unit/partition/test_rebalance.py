@@ -201,3 +201,43 @@ def test_a_repair_that_the_least_tied_rows_first_stop_short_reaches_the_limit():
     fixed, info = rebalance(g, part, 2)
     assert np.bincount(fixed, weights=w, minlength=2).max() <= limit == info["limit"]
     assert info["heaviest_after"] <= limit
+
+
+def _heavy_rows_graph(n=60, seed=3):
+    """Random graph with many rows heavier than the ε-limit at k = n."""
+    rng = np.random.default_rng(seed)
+    src, dst = rng.integers(0, n, 4 * n), rng.integers(0, n, 4 * n)
+    keep = src != dst
+    return Graph.from_edges(src[keep], dst[keep], n=n, symmetrize=True)
+
+
+@pytest.mark.parametrize("greedy_only", [False, True])
+def test_a_floor_graph_is_repaired_down_to_its_heaviest_row(greedy_only, monkeypatch):
+    """Rows heavier than the ε-limit L fit no part's room under L; the parts above the heaviest
+    row's weight R still shed rows into parts with room up to R (the greedy passes alone, and
+    with the exact packing): the heaviest part ends at R, which no partition goes below."""
+    from partplan.partition.refinement import rebalance as rb
+    if greedy_only:
+        monkeypatch.setattr(rb, "PACK_MAX_ROWS", 0)
+    g = _heavy_rows_graph()
+    k, w = g.n, _weights(g)
+    assert (w > _limit(g, k, 0.03)).sum() >= 5       # many rows above L
+    rng = np.random.default_rng(0)
+    start = rng.integers(0, 4, g.n)                   # 4 of the k parts hold every row
+    part, info = rebalance(g, start, k, imbalance=0.03)
+    assert _loads(g, part, k).max() == w.max() == info["heaviest_after"]
+    assert info["limit"] == _limit(g, k, 0.03)       # the ε-limit it reports stays L
+
+
+@pytest.mark.parametrize("extra", [{"preset": "fast"}, {"backend": "metis", "objective": "max-both"},
+                                   {"backend": "kaminpar", "objective": "max-both"}])
+def test_a_bottleneck_run_after_an_engine_repairs_a_floor_graph(extra):
+    """partplan repairs an engine's balance before its own passes (--preset fast, a bottleneck
+    objective after an explicit engine) also where a row outweighs the ε-limit; here every part
+    ends at most as heavy as the heaviest row (one row per part is such a partition)."""
+    from partplan import partition
+    g = _heavy_rows_graph(n=40, seed=5)
+    k = g.n
+    res = partition(g, k, model="graph", **extra)
+    assert res.info.get("balance_floor") is not None
+    assert _loads(g, res.part, k).max() == _weights(g).max()
