@@ -138,7 +138,7 @@ def read_partition_file(path: str | os.PathLike, graph, *, column: str | None = 
     return Partition(part=part, k=b, layout="1d", layout_params={}, owner=None, timings={}, stats=None,
                      **{f: EXTERNAL_PROVENANCE[f] for f in ("model", "backend", "objective")}, params={},
                      graph_fingerprint=graph.fingerprint,
-                     info={"file": str(p), **({"parts_declared": named} if named is not None else {})})
+                     info={"file": str(p), "bare": True, **({"parts_declared": named} if named is not None else {})})
 
 
 def read_table_column(path, n: int, column: str):
@@ -170,9 +170,10 @@ def _say_skipped_ids(p: Path, part, b: int) -> None:
 
 def parts_known(P) -> bool:
     """Whether the Partition :func:`read_partition_file` returned knows its part count exactly (a saved
-    partplan partition, a plan, a declared K) rather than max(id) + 1 of a bare file; a layout and
-    ranks asked for must then have exactly its row blocks."""
-    return P.model != "external" or bool(P.info.get("plan")) or P.info.get("parts_declared") is not None
+    partplan partition, whatever wrote it — ``partition``, or ``analyze --save-partition`` with its
+    layout —, a plan, a declared K) rather than max(id) + 1 of a bare file; a layout and ranks asked
+    for must then have exactly its row blocks, and its own layout is the default."""
+    return not P.info.get("bare") or P.info.get("parts_declared") is not None
 
 
 def saved_partition_meta(path, *, verify: bool = True) -> dict | None:

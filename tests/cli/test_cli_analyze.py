@@ -472,6 +472,28 @@ def test_save_partition_keeps_the_layout_and_owners_it_analyzed(tmp_path, capsys
     assert outs[0]["layout"]["spec"] == outs[1]["layout"]["spec"] == kw.get("layout", "1d")
 
 
+@pytest.mark.parametrize("layout, ranks", [("2d:2x3", 6), ("1.5d:2", 8)])
+def test_plan_builds_the_layout_analyze_saved(tmp_path, capsys, layout, ranks):
+    """A partition `analyze --save-partition` wrote with its layout (a sidecar): `plan` built it as
+    1d on its row blocks (exit 0, another plan), though `plan --help` promises the saved layout and
+    analyze reads it back with it."""
+    import partplan
+    from partplan.io import write_graph
+    rng = np.random.default_rng(4)
+    g = partplan.Graph.from_edges(rng.integers(0, 90, 400), rng.integers(0, 90, 400), n=90, name="r")
+    write_graph(g, tmp_path / "g.npz")
+    saved = tmp_path / "s.npy"
+    k = ["-k", str(ranks)] if layout.startswith("1.5d") else []
+    rc, _, err = run_cli(capsys, "analyze", tmp_path / "g.npz", "--method", "random", "--layout", layout, *k,
+                         "--save-partition", saved)
+    assert rc == 0, err
+    assert json.loads((tmp_path / "s.npy.json").read_text())["layout"] == layout
+    rc, out, err = run_cli(capsys, "plan", tmp_path / "g.npz", "--partition", saved, "-o", tmp_path / "p.plan",
+                           "--json")
+    assert rc == 0, err
+    assert (json.loads(out)["layout"], json.loads(out)["ranks"]) == (layout, ranks)
+
+
 def test_a_partition_result_where_part_ids_are_asked_for_says_so():
     """analyze_15d(g, P, 2) with the Partition itself said "partition must be one-dimensional, got
     shape ()"; the message now names the object and what to pass."""
