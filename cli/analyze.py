@@ -151,8 +151,8 @@ def run(args) -> int:
         check_output_file(args.plot, kind="png")
     if args.save_partition is not None:   # never over the graph or the partition file read
         check_output_file(args.save_partition, kind="partition", inputs=[args.graph, args.partition])
-        if args.k is not None:                            # checked again once the ranks are known
-            check_part_k_name(args.save_partition, args.k)
+        if args.k is not None and (args.layout is not None or args.partition is None):   # again once known
+            check_part_k_name(args.save_partition, layout_of(args.layout or "1d", args.k).row_blocks)
     spec = args.layout
     alpha = DEFAULT_ALPHA_S if args.alpha is None else args.alpha
     beta = DEFAULT_BETA_S_PER_BYTE if args.beta is None else args.beta
@@ -219,7 +219,7 @@ def run(args) -> int:
     k = lay.ranks
     topts.check_ranks(k)
     if args.save_partition:
-        check_part_k_name(args.save_partition, k)   # before the analysis and any output
+        check_part_k_name(args.save_partition, lay.row_blocks)   # K: the parts in the file; before any output
     part = topts.place(graph, part)  # --map: parts placed on the topology's ranks
     timing["partition_s"] = time.perf_counter() - t0
 

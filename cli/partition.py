@@ -9,7 +9,8 @@ or the partition alone with ``--partition-only``. Progress goes to stderr.
 Without ``-o`` the partition goes where gpmetis puts it: ``GRAPH.part.K``
 next to the graph file (``NAME.part.K`` in the current folder for a dataset
 name), and stderr says so. An output named ``*.part.K`` must have the K of
-``-k``.
+the parts in the file: ``-k`` (``-k`` / C for a 1.5D layout, whose C replicas
+share a row block), as every reader and ``export --to metis`` read K.
 
 Examples::
 
@@ -256,9 +257,9 @@ def _default(flag: str):
 
 
 def default_output(graph: str, k: int) -> Path:
-    """gpmetis's name for the partition of ``graph`` into ``k`` parts:
-    ``GRAPH.part.K`` beside a graph file, ``NAME.part.K`` in the current
-    folder for a dataset name."""
+    """gpmetis's name for the partition of ``graph`` into ``k`` parts (row blocks: the part ids
+    the file holds, k / c for a 1.5D layout): ``GRAPH.part.K`` beside a graph file,
+    ``NAME.part.K`` in the current folder for a dataset name."""
     path = Path(graph)
     if path.exists():
         return path.with_name(f"{path.name}.part.{k}")
@@ -296,9 +297,11 @@ def run(args) -> int:
     if args.backend in _mpi_engines():
         raise BackendUnavailableError(f"--engine {args.backend} runs with MPI processes: add --nprocs N")
 
-    out = Path(args.output) if args.output else default_output(args.graph, args.k)
     from partplan.io.partfile import check_part_k_name
-    check_part_k_name(out, args.k, k_is="-k is")
+    from partplan.layouts import parse_layout
+    blocks = parse_layout(args.layout, args.k).row_blocks     # the K of NAME.part.K: the parts in the file
+    out = Path(args.output) if args.output else default_output(args.graph, blocks)
+    check_part_k_name(out, blocks, k_is="-k is" if blocks == args.k else f"-k {args.k} --layout {args.layout} has")
     want_plan = out is not None and out.suffix.lower() == ".plan" and not args.partition_only
     if out is not None:  # where the result goes is checked before any work
         from partplan.io.outpath import check_output_file

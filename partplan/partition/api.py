@@ -450,7 +450,7 @@ def save_partition(p: Partition, path: str | os.PathLike) -> Path:
     METIS-style text name (``.part``, ``g.part.16``) for the part array plus a
     JSON sidecar ``<name>.json`` (owner, if any, in ``<name>.owner.npy``). The path is
     checked first (:func:`partplan.io.outpath.check_output_file`: a partition suffix, a
-    ``NAME.part.K`` whose K is ``p.k``, a folder that exists and can be written); an
+    ``NAME.part.K`` whose K is ``p.row_blocks``, a folder that exists and can be written); an
     OutputPathError / PartitionError names the problem before anything is written."""
     from ..io.outpath import check_output_file
     from ..io.partfile import check_part_k_name, write_partition_to
@@ -459,7 +459,7 @@ def save_partition(p: Partition, path: str | os.PathLike) -> Path:
     if path.name.lower().endswith(".plan"):
         raise PartitionError(f"{path}: save_partition writes a partition file; a plan directory is written by "
                              f"partplan.plan.write_plan (or `partplan plan`)")
-    check_part_k_name(path, p.k)        # as `partplan partition -o NAME.part.K` refuses it
+    check_part_k_name(path, p.row_blocks)   # K: the parts in the file (as every reader reads K)
     check_output_file(path, kind="partition")    # a known suffix, an existing writable folder: before any write
     meta = p.to_dict(arrays=False)
     if path.suffix.lower() == ".parquet":

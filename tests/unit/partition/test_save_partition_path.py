@@ -96,3 +96,29 @@ def test_the_distributed_builds_metadata_reader_refuses_a_sidecar_of_another_fil
     for read in (saved_partition_meta, partition_provenance):
         with pytest.raises(PartitionError, match="describes another x.part.4"):
             read(path)
+
+
+def test_the_k_of_a_15d_partitions_name_is_its_row_blocks(tmp_path, capsys):
+    """NAME.part.K names the parts the file holds (its ids 0..K-1), as every reader reads K and as
+    `export --to metis` names it. The writers named a 1.5D partition by its ranks: `partition -k 8
+    --layout 1.5d:2 -o x.part.8` wrote ids 0..3, `export` of its plan refused .part.8, and a copy
+    without its sidecar was planned as 8 ranks, 4 of them empty."""
+    from partplan.io import write_graph
+    from tests.errlines import one_line, run_cli
+    g = Graph.from_edges(np.arange(59), np.arange(1, 60), n=60, symmetrize=True, name="path")
+    write_graph(g, tmp_path / "g.npz")
+    p = partition(g, 8, layout="1.5d:2", backend="block", model="baseline")
+    with pytest.raises(PartitionError, match="name it y.part.4"):
+        save_partition(p, tmp_path / "y.part.8")
+    base = ["-q", "partition", tmp_path / "g.npz", "-k", "8", "--layout", "1.5d:2", "--engine", "random"]
+    rc, _, err = run_cli(base + ["-o", tmp_path / "x.part.8"], capsys)
+    one_line(rc, err, 2, "-k 8 --layout 1.5d:2 has 4", "name it x.part.4")
+    assert run_cli(base + ["-o", tmp_path / "x.part.4"], capsys)[0] == 0
+    assert sorted(set(np.loadtxt(tmp_path / "x.part.4", dtype=np.int64))) == [0, 1, 2, 3]
+    rc, _, err = run_cli(["-q", "plan", tmp_path / "g.npz", "--partition", tmp_path / "x.part.4",
+                          "-o", tmp_path / "x.plan"], capsys)
+    assert rc == 0, err
+    rc, _, err = run_cli(["-q", "export", tmp_path / "x.plan", "--to", "metis", tmp_path / "e.part.4"], capsys)
+    assert rc == 0, err
+    assert np.array_equal(np.loadtxt(tmp_path / "e.part.4", dtype=np.int64),
+                          np.loadtxt(tmp_path / "x.part.4", dtype=np.int64))
