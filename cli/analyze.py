@@ -137,6 +137,18 @@ def _check_options(args) -> None:
         raise PartitionError("--column applies to --partition table files only")
 
 
+def _layout_table(summary: dict) -> str:
+    """A layout's summary as a two-column table; the volumes say what they count
+    (:func:`partplan.plan.figures.volume_rows`: in 1.5D a rank's maximum counts its all-reduce rows,
+    which the exchange total does not, so it can exceed that total)."""
+    from partplan.plan.figures import volume_rows
+    named = dict(volume_rows(summary))
+    rows = [(a, named[a] if a in named else f"{v:.4g}" if isinstance(v, float) else str(v))
+            for a, v in summary.items()]
+    w = max(len(a) for a, _ in rows)
+    return "\n".join(f"{a:<{w}}  {v}" for a, v in rows)
+
+
 def run(args) -> int:
     from partplan.io.partfile import check_part_k_name, write_partition
     from partplan.layouts import parse_layout as layout_of
@@ -281,14 +293,13 @@ def run(args) -> int:
             how = f"--method {source['method']}" + "".join(f" {a}={b}" for a, b in source.items() if a != "method")
         print(f"partition  k={k} ranks, {b} row blocks ({lay.spec}) from {how}")
         print()
+        if b != k:   # the 1D figures are those of the row blocks; the layout's per-rank ones follow
+            print(f"1D exchange between the {b} row block{'' if b == 1 else 's'} (k below: row blocks)")
         print(stats.table())
         if lstats is not None:
             print()
             print(f"{layout} layout {'x'.join(map(str, lstats.shape))} on p={lstats.p} ranks")
-            s = lstats.summary()
-            w = max(len(a) for a in s)
-            for a, b in s.items():
-                print(f"{a:<{w}}  {b:.4g}" if isinstance(b, float) else f"{a:<{w}}  {b}")
+            print(_layout_table(lstats.summary()))
         print()
         if topo_out is not None:
             print()

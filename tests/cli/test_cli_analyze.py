@@ -544,3 +544,23 @@ def test_a_part_id_past_the_vertex_count_is_named(tmp_path, big):
     part[3] = big
     with pytest.raises(PartitionError, match=f"vertex 3 has part id {big}: .* more than the graph's 40 vertices"):
         as_partition(part, 40, source="p.txt")
+
+
+def test_the_15d_text_table_says_what_its_maxima_count(tmp_path, capsys):
+    """The 1.5D table printed `max_send 90` under `total_volume 0` as bare numbers (a one-block
+    partition: every row moves in the all-reduce alone); the rows now say what they count, as
+    `plan` and `inspect` do, and the 1D table says its k counts row blocks."""
+    rng = np.random.default_rng(2)
+    from partplan import Graph
+    from partplan.io import write_graph
+    g = Graph.from_edges(rng.integers(0, 60, 200), rng.integers(0, 60, 200), n=60, name="r")
+    write_graph(g, tmp_path / "g.npz")
+    np.save(tmp_path / "one.npy", np.zeros(60, np.int64))
+    rc, out, err = run_cli(capsys, "-q", "analyze", tmp_path / "g.npz", "--partition", tmp_path / "one.npy",
+                           "--layout", "1.5d:4")
+    assert rc == 0, err
+    rows = {line.split()[0]: line for line in out.split("1.5d layout")[1].splitlines() if line.strip()}
+    total, top = int(rows["total_volume"].split()[1]), int(rows["max_send"].split()[1])
+    assert total == 0 and top > total
+    assert "can exceed the exchange total" in rows["max_send"] and "exchange between" in rows["total_volume"]
+    assert "1D exchange between the 1 row block (k below: row blocks)" in out
