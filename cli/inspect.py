@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import json
 
+# the partition's parameters the text names beside its provenance (all of them are in --json's params):
+# the distributed partitioner's engine and process count, the balance ε, the engine's preset
+_MADE_KEYS = ("engine", "nprocs", "imbalance", "preset")
+
 
 def register(subparsers) -> None:
     import argparse
@@ -59,8 +63,10 @@ def run(args) -> int:
         if isinstance(m["layout_params"], dict) else str(m["layout_params"])
     _print(f"layout      {m['layout']} {params}  k={m['k']} ranks={m['ranks']} "
           f"ownership={m.get('ownership')} backward={m.get('backward')}")
+    made = m.get("params") if isinstance(m.get("params"), dict) else {}
+    made = "".join(f" {key}={made[key]}" for key in _MADE_KEYS if isinstance(made.get(key), (str, int, float)))
     _print(f"partition   model={m.get('model')} backend={m.get('backend')} objective={m.get('objective')} "
-          f"seed={m.get('seed')}")
+          f"seed={m.get('seed')}{made}")
     _print(f"costed for  f={m.get('f')} dtype={m.get('dtype')} ({m.get('row_bytes')} bytes/row)")
     if shares:
         sh = m["shares"]

@@ -75,6 +75,21 @@ def test_inspect(plan_path, capsys):
     assert m["ranks"] == 3 and m["shard"]["rank"] == 1 and "fwd.1.idx" in m["shard"]["fields"]
 
 
+def test_inspect_names_how_the_partition_was_made(tmp_path, capsys):
+    """The text named model, backend, objective and seed only; the engine, ε and preset the
+    manifest records (--json's params) are named too."""
+    rng = np.random.default_rng(1)
+    g = Graph.from_edges(rng.integers(0, 80, 300), rng.integers(0, 80, 300), n=80, symmetrize=True, name="m")
+    from partplan.io import write_graph
+    write_graph(g, tmp_path / "g.npz")
+    assert main(["-q", "partition", str(tmp_path / "g.npz"), "-k", "4", "--imbalance", "0.05", "--engine",
+                 "metis", "--objective", "max-both", "-o", str(tmp_path / "g.plan")]) == 0
+    capsys.readouterr()
+    assert main(["inspect", str(tmp_path / "g.plan")]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("partition "))
+    assert "backend=metis" in line and "imbalance=0.05" in line and "seed=0" in line
+
+
 def test_export_all_targets(plan_path, tmp_path, capsys):
     path, _ = plan_path
     from partplan.io.foreign import read_partition_any
