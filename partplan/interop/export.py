@@ -394,6 +394,12 @@ def export_plan(plan_path, to: str, out, *, graph_name: str | None = None, graph
                   f"(`partplan analyze GRAPH --partition {plan_path} --save-partition P.npy` keeps them)")
     if to == "metis":
         return _export_part_file(plan, out)
+    empty = np.flatnonzero(np.bincount(plan.part, minlength=_parts(plan)) == 0)
+    if to == "pyg" and empty.size:
+        from ..io._common import warn_user
+        shown = ", ".join(map(str, empty[:8].tolist())) + (", ..." if empty.size > 8 else "")
+        warn_user(f"{plan_path}: row blocks {shown} hold no rows; they are exported as empty parts, which PyG's "
+                  f"LocalFeatureStore.from_partition cannot load (a max() over no nodes)")
     if to == "dgl":
         return export_dgl(plan, out, graph_name=graph_name)
     if graph is not None and not hasattr(graph, "fingerprint") and not _is_pyg_data(graph):

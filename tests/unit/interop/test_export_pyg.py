@@ -168,3 +168,17 @@ def test_export_temporary_is_held_by_its_writers_lock(tmp_path):
     finally:
         os.close(fd)
     assert (out / "META.json").is_file() and not tmp.exists()
+
+
+def test_an_empty_part_is_named_since_pygs_feature_store_cannot_load_it(setup, tmp_path):
+    """A plan with a row block that holds no rows exported silently; PyG's LocalFeatureStore
+    then failed on that part. The export names the empty blocks."""
+    g, part, *_ = setup
+    holey = np.where(part == 1, 0, part)                    # block 1 of 3 holds no rows
+    plan = write_plan(build_plan(g, holey, K), tmp_path / "holey.plan")
+    from partplan.errors import PartplanWarning
+    with pytest.warns(PartplanWarning, match="row blocks 1 hold no rows"):
+        out = export_plan(plan, "pyg", tmp_path / "h")
+    with pytest.raises(Exception):                          # the oracle: PyG's own loader on that part
+        pyg_dist.LocalFeatureStore.from_partition(str(out), 1)
+    pyg_dist.LocalFeatureStore.from_partition(str(out), 0)
