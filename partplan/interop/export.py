@@ -394,8 +394,8 @@ def export_plan(plan_path, to: str, out, *, graph_name: str | None = None, graph
                   f"(`partplan analyze GRAPH --partition {plan_path} --save-partition P.npy` keeps them)")
     if to == "metis":
         return _export_part_file(plan, out)
-    empty = np.flatnonzero(np.bincount(plan.part, minlength=_parts(plan)) == 0)
-    if to == "pyg" and empty.size:
+    empty = np.flatnonzero(np.bincount(plan.part, minlength=_parts(plan)) == 0) if to == "pyg" else []
+    if len(empty):
         from ..io._common import warn_user
         shown = ", ".join(map(str, empty[:8].tolist())) + (", ..." if empty.size > 8 else "")
         warn_user(f"{plan_path}: row blocks {shown} hold no rows; they are exported as empty parts, which PyG's "
