@@ -137,11 +137,20 @@ def _matrix(fmt: str, arrs: dict, n: int, p: Path):
         _in_range(row, n, "row", p)
         _in_range(col, n, "col", p)
         return sp.coo_matrix((data, (row, col)), shape=(n, n))
-    try:  # bsr / dia: rare; scipy checks them
-        if fmt == "dia":
-            return sp.dia_matrix((data, _index_array(arrs["offsets"], "offsets", p)), shape=(n, n))
-        return sp.bsr_matrix((data, _index_array(arrs["indices"], "indices", p),
-                              _index_array(arrs["indptr"], "indptr", p)), shape=(n, n))
+    if fmt == "bsr":      # blocks of R x C: the CSR arrays of the block rows, checked as csr's are
+        if data.ndim != 3 or 0 in data.shape[1:] or n % data.shape[1] or n % data.shape[2]:
+            raise GraphFormatError(f"array 'data' of a bsr matrix must be (blocks, R, C) with R and C dividing "
+                                   f"{n}, got shape {data.shape}", p, field="data")
+        nb, R, C = data.shape
+        indptr = _index_array(arrs["indptr"], "indptr", p, n // R + 1)
+        indices = _index_array(arrs["indices"], "indices", p, nb)
+        if indptr[0] != 0 or np.any(np.diff(indptr) < 0) or indptr[-1] != nb:
+            raise GraphFormatError(f"array 'indptr' must start at 0, not decrease and end at the number of "
+                                   f"blocks ({nb})", p, field="indptr")
+        _in_range(indices, n // C, "indices", p)
+        return sp.bsr_matrix((data, indices, indptr), shape=(n, n))
+    try:  # dia: rare; scipy checks it
+        return sp.dia_matrix((data, _index_array(arrs["offsets"], "offsets", p)), shape=(n, n))
     except (ValueError, TypeError, IndexError) as exc:
         raise GraphFormatError(f"inconsistent {fmt} arrays: {exc}", p) from None
 
@@ -186,7 +195,9 @@ def read_npz(path: str | os.PathLike, *, symmetrize: bool = False, self_loops: s
         if M != N:
             raise GraphFormatError(f"matrix must be square, got shape {(M, N)}", p, field="shape")
         arrays_bytes = sum(b for _, _, b in sizes.values())
-        nnz = sizes["data"][0][0] if sizes["data"][0] else 0
+        nnz = 1                 # the values stored (bsr: blocks x R x C, dia: diagonals x N), not the rows of 'data'
+        for d in sizes["data"][0]:
+            nnz *= int(d)
         check_budget(arrays_bytes + graph_bytes(M, nnz), p, f"a {M} x {M} matrix with {nnz} stored values",
                      field="shape" if graph_bytes(M, 0) > arrays_bytes else "data")
         arrs = {k: _load(z, k, p) for k in _NEEDED[fmt] if k not in ("format", "shape")}

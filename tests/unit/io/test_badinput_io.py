@@ -424,6 +424,54 @@ def test_npz_errors_name_file_and_key(tmp_path, case, over, key):
     assert str(p) in str(e) and repr(key) in str(e)
 
 
+def _npz_raw(path, **arrays):
+    """An .npz written member by member (np.savez would refuse nothing, but save_npz checks)."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for key, a in arrays.items():
+            b = io.BytesIO()
+            np.save(b, a, allow_pickle=False)
+            z.writestr(key + ".npy", b.getvalue())
+    return path
+
+
+BSR_CASES = [   # a 4 x 4 matrix of 2 x 2 blocks; scipy's own check lets a decreasing indptr through to a crash
+    ("decreasing_indptr", dict(indptr=np.array([0, 2, 1])), "indptr"),
+    ("indptr_past_the_blocks", dict(indptr=np.array([0, 1, 3])), "indptr"),
+    ("short_indptr", dict(indptr=np.array([0, 2])), "indptr"),
+    ("block_column_out_of_range", dict(indices=np.array([0, 2])), "indices"),
+    ("negative_block_column", dict(indices=np.array([0, -1])), "indices"),
+    ("blocks_not_dividing_n", dict(data=np.ones((2, 3, 3))), "data"),
+    ("two_dimensional_data", dict(data=np.ones((2, 4))), "data"),
+]
+
+
+@pytest.mark.parametrize("case,over,key", BSR_CASES, ids=[c[0] for c in BSR_CASES])
+def test_npz_bsr_arrays_are_checked_before_scipy_sees_them(tmp_path, case, over, key):
+    """A bsr .npz with a decreasing indptr ended in a segfault (scipy's csr_sort_indices)."""
+    arrays = dict(format=np.array("bsr"), shape=np.array([4, 4]), data=np.ones((2, 2, 2)),
+                  indices=np.array([0, 1]), indptr=np.array([0, 1, 2]))
+    good = read_graph(_npz_raw(tmp_path / "good.npz", **arrays))
+    assert good.nnz == 8 and good.n == 4
+    p = _npz_raw(tmp_path / f"{case}.npz", **{**arrays, **over})
+    with pytest.raises(GraphFormatError) as ei:
+        read_graph(p)
+    assert ei.value.path == str(p) and ei.value.field == key, str(ei.value)
+
+
+@pytest.mark.parametrize("fmt", ["bsr", "dia"])
+def test_npz_bsr_and_dia_values_count_against_the_budget(tmp_path, budget_1g, fmt):
+    """The budget counted the first axis of 'data' (bsr: blocks, dia: diagonals), so one 12000 x
+    12000 block in 140 kB inflated to gigabytes before anything was refused."""
+    n = 12000
+    if fmt == "bsr":
+        arrays = dict(data=np.ones((1, n, n), np.bool_), indices=np.array([0]), indptr=np.array([0, 1]))
+    else:
+        arrays = dict(data=np.ones((9000, n), np.bool_), offsets=np.arange(9000))
+    p = _npz_raw(tmp_path / f"{fmt}.npz", format=np.array(fmt), shape=np.array([n, n]), **arrays)
+    e = _refused_without_allocating(read_graph, p, SizeLimitError)
+    assert e.path == str(p) and e.field == "data", str(e)
+
+
 def test_npz_corrupt_member_names_file_and_key(tmp_path):
     A = sp.random(400, 400, density=0.05, random_state=0, format="csr")
     for compressed in (True, False):
