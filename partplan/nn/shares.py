@@ -37,6 +37,7 @@ the new directory, never rewritten), so a failure leaves the old plan.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from pathlib import Path
@@ -706,8 +707,8 @@ def _share_arrays(f: Path, mapped, m: dict, sh: dict, rank: int, local_ids, halo
         raise PlanError(f"{f}: share arrays {sorted(extra | missing)[:3]} are not what its metadata lists")
     for key, shape in shapes.items():
         a = arrays[key]
-        if a.dtype != np.int64 or a.size != int(np.prod(shape)):
-            raise PlanError(f"{f}: field {key!r} is not {int(np.prod(shape))} int64 values")
+        if a.dtype != np.int64 or a.size != math.prod(shape):
+            raise PlanError(f"{f}: field {key!r} is not {math.prod(shape)} int64 values")
     if halo_ids is not None and halo_ids.size != H:
         raise PlanError(f"{f}: the share counts {H} halo rows, the plan's shard {halo_ids.size}")
     specs = {}
@@ -722,7 +723,7 @@ def _share_arrays(f: Path, mapped, m: dict, sh: dict, rank: int, local_ids, halo
         rows = L if kind == "node" else E
         stored = np.dtype(_STORED.get(dt, dt))
         a = arrays[key]
-        if shape[0] != rows or a.dtype != stored or a.size != int(np.prod(shape)):
+        if shape[0] != rows or a.dtype != stored or a.size != math.prod(shape):   # Python ints: no wrap
             raise PlanError(f"{f}: share field {key!r} holds {a.size} {a.dtype} values, its metadata says "
                             f"{dt} {tuple(shape)} for {rows} rows")
         specs[key] = (kind, name, dt, shape)

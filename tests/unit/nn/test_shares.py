@@ -163,6 +163,31 @@ def test_bad_shares_are_refused(planned, tmp_path):
         read_share(bad, 2)
 
 
+def test_a_field_shape_whose_product_wraps_in_int64_is_refused(planned, tmp_path):
+    """A share field's shape [L, 28, 7905747460161236407] multiplied in int64 wraps to the stored
+    count, passed the size check and ended in a reshape traceback; it is one PlanError."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+    data, path = planned
+    bad = tmp_path / "wrap.plan"
+    shutil.copytree(path, bad)
+    t = ipc.open_file(pa.BufferReader((bad / "share-00000.arrow").read_bytes())).read_all()
+    meta = dict(t.schema.metadata)
+    md = json.loads(meta[b"partplan"])
+    rows, width = md["fields"]["node/x"]["shape"]
+    m = 2 ** 61 + 1                                  # c * d = width (mod 2^64), both below 2^63
+    c, d = 2 * m, (width // 2) * pow(m, -1, 2 ** 63) % 2 ** 63
+    assert width % 2 == 0 and (c * d) % 2 ** 64 == width and int(np.prod([rows, c, d])) == rows * width
+    md["fields"]["node/x"]["shape"] = [rows, c, d]
+    meta[b"partplan"] = json.dumps(md).encode()
+    sink = pa.BufferOutputStream()
+    with ipc.new_file(sink, t.schema.with_metadata(meta)) as w:
+        w.write_table(t.replace_schema_metadata(meta))
+    _resign(bad, 0, sink.getvalue().to_pybytes())
+    with pytest.raises(PlanError, match="node/x"):
+        LocalHalo(bad)
+
+
 def _arrays_of(raw: bytes) -> dict:
     """{field: (offset, bytes)} of a share's arrays, found by pyarrow (the oracle for where they lie)."""
     import pyarrow as pa
