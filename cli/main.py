@@ -287,6 +287,20 @@ def _from_interrupt(exc: BaseException) -> bool:
     return False
 
 
+def _out_of_memory(exc: BaseException) -> bool:
+    """A MemoryError (numpy's allocation failures among them), or torch's allocators' RuntimeError
+    (host: "can't allocate memory"; CUDA: torch.cuda.OutOfMemoryError, "out of memory")."""
+    if isinstance(exc, MemoryError):
+        return True
+    text = str(exc)
+    return type(exc).__name__ == "OutOfMemoryError" or "can't allocate memory" in text or "out of memory" in text
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return (lines[0] if lines else type(exc).__name__)[:300]
+
+
 def _main(argv: list[str] | None = None) -> int:
     try:   # Ctrl-C while the commands are imported (numba's, the engines'): the one line, as later
         _check_environment()
@@ -321,6 +335,14 @@ def _main(argv: list[str] | None = None) -> int:
         import signal
         print(f"partplan: interrupted ({signal.Signals(exc.signum).name})", file=real_stderr)
         return 128 + int(exc.signum)
+    except (MemoryError, RuntimeError) as exc:
+        if not _out_of_memory(exc):
+            raise
+        # the readers refuse what their headers say exceeds the budget; this is memory the work itself
+        # could not get (the machine's, a ulimit, a device's): one line, not a traceback
+        print(f"partplan: error: out of memory: {_first_line(exc)} (the readers' budget is $PARTPLAN_MAX_BYTES; "
+              f"more processes or a larger machine share the work)", file=real_stderr)
+        return 1
     except BrokenPipeError:  # output piped into `head` etc.: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141

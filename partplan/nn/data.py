@@ -342,8 +342,10 @@ def _iter_rows(path: Path, key: str, shape: tuple, chunk_rows: int):
 
 def _row_blocks(fh, shape: tuple, dtype: np.dtype, chunk_rows: int, path, key: str):
     """(first row, block) of the row-major array data that follows in ``fh`` (a plain file at the
-    member's data, or an inflating member stream), ``chunk_rows`` rows at a time."""
+    member's data, or an inflating member stream), ``chunk_rows`` rows at a time, fewer where
+    that many rows would exceed STREAM_BYTES (at least one row: wide rows are read one by one)."""
     row_b = _nbytes(tuple(shape[1:]), dtype)
+    chunk_rows = max(1, min(int(chunk_rows), STREAM_BYTES // max(row_b, 1)))
     for lo in range(0, shape[0], chunk_rows):
         hi = min(shape[0], lo + chunk_rows)
         buf = _read(fh, (hi - lo) * row_b, path, key)

@@ -358,3 +358,32 @@ def _with(p, func):
         if getattr(a, "choices", None) and "demo" in a.choices:
             a.choices["demo"].set_defaults(func=func)
     return p
+
+
+def test_memory_the_work_cannot_get_is_one_line_not_a_traceback(monkeypatch, capsys):
+    """numpy's MemoryError and torch's allocator RuntimeError (a machine, a ulimit or a device short
+    of memory) ended in a traceback; they are one line and exit 1. Other RuntimeErrors still raise."""
+    import numpy as np
+
+    import partplan.cli.main as climain
+    from tests.errlines import run_cli
+
+    real = climain.build_parser
+
+    def numpy_short(args):
+        np.empty(1 << 62, dtype=np.uint8)
+
+    def torch_short(args):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate "
+                           "memory: you tried to allocate 1024000000 bytes.")
+
+    for fn in (numpy_short, torch_short):
+        monkeypatch.setattr(climain, "build_parser", lambda: _with(real(), fn))
+        rc, out, err = run_cli(["demo"], capsys)
+        assert rc == 1 and err.count("\n") == 1 and err.startswith("partplan: error: out of memory: "), (rc, err)
+
+    def other(args):
+        raise RuntimeError("a bug")
+    monkeypatch.setattr(climain, "build_parser", lambda: _with(real(), other))
+    with pytest.raises(RuntimeError, match="a bug"):
+        run_cli(["demo"], capsys)
