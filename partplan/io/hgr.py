@@ -37,8 +37,10 @@ def read_hypergraph(path: str | os.PathLike, *, name: str | None = None,
     """Read an hMetis ``.hgr`` file (see module doc) into a :class:`Hypergraph`
     with 0-based pins; net / vertex weights are None when the file has none."""
     p = Path(path)
-    _check_header_sizes(p)
-    vals, counts, _ = read_int_lines(p, b"%", block_bytes)
+    sizes = _check_header_sizes(p)
+    m_n = (None, None) if sizes is None else sizes
+    vals, counts, _ = read_int_lines(p, b"%", block_bytes, max_values=m_n[0], line_values=m_n[1],
+                                     header="twice m nets of at most n pins and a weight, n vertex weights")
     lines = np.flatnonzero(counts > 0)  # blank and comment lines are skipped
     if lines.size == 0:
         raise GraphFormatError("empty file (expected a header 'm n [fmt]')", p, max(counts.size, 1))
@@ -112,24 +114,27 @@ def read_hypergraph(path: str | os.PathLike, *, name: str | None = None,
     return Hypergraph(n, ptr, pins, nw, vw, name=name or _stem(p))
 
 
-def _check_header_sizes(p: Path) -> None:
+def _check_header_sizes(p: Path) -> tuple[int, int] | None:
     """Before the full parse: ``m`` net lines need at least 2 m bytes
     (``"1\\n"``), ``n`` vertex-weight lines (fmt 1x) 2 n more, and ``n``
-    vertices with ``m`` nets must fit in the memory budget."""
+    vertices with ``m`` nets must fit in the memory budget. Returns bounds for the full parse (twice
+    the numbers the file may hold and the most one line may hold, a net of n pins and its weight,
+    and some), or None when the full parse will name a bad header."""
     head, line = peek_header(p)
     if head is None or len(head) not in (2, 3):
-        return  # the full parse names the problem
+        return None  # the full parse names the problem
     m, n = head[0], head[1]
     for name, v in (("m", m), ("n", n)):
         check_int64(v, p, f"header field {name}", line=line, field=name)
     if m < 0 or n < 0:
-        return
+        return None
     check_file_holds(m, 2, p, "m (net lines)", line=line, field="m")
     if len(head) == 3 and head[2] in (10, 11):
         check_file_holds(m + n, 2, p, "m + n (net and vertex-weight lines)", line=line, field="n")
     # vertex arrays (n + 1) and the net pointers (m + 1) and >= m pins
     check_budget(8 * (n + 1) + 8 * (m + 1) + 16 * m, p, f"a hypergraph of {n} vertices and {m} net(s)",
                  line=line, field="n" if n >= m else "m")
+    return 2 * (len(head) + m * (n + 1) + n) + 4096, 2 * (n + 1) + 64   # slack: the full parse names a line a little off
 
 
 def _stem(p: Path) -> str:

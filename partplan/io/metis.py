@@ -35,13 +35,32 @@ from ._common import (atomic_output, check_budget, check_file_holds, check_int64
                       open_binary, stream_error_at)
 
 
-def read_int_lines(p: Path, comments: bytes, block_bytes: int = _text.BLOCK_BYTES):
+def read_int_lines(p: Path, comments: bytes, block_bytes: int = _text.BLOCK_BYTES, *,
+                   max_values: int | None = None, line_values: int | None = None, header: str = ""):
     """All integers of a text file with per-line counts and comment flags
-    (line ``i`` of the arrays is file line ``i + 1``)."""
+    (line ``i`` of the arrays is file line ``i + 1``).
+
+    Checked a block at a time, so a small compressed file that inflates to billions of numbers is
+    refused early: ``max_values`` (the most the header allows; ``header`` says why) names the line
+    where the count passes it, a line longer than ``line_values`` numbers can be (default
+    ``max_values``) is refused before it is parsed, and what has been read (and its concatenation)
+    is kept within the memory budget."""
     vals, counts, comm = [], [], []
+    held = nvals = 0
+    # a line holds at most max_values numbers of at most 21 characters and their separators (and
+    # a comment line of a MiB): a longer one is refused before it is parsed (~12 bytes per byte)
+    per_line = max_values if line_values is None else line_values
+    longest = None if per_line is None else min(_text.MAX_LINE_BYTES, max(_text.SHORT_LINE_BYTES, 24 * per_line))
     with open_binary(p) as fh:
-        for raw, line0 in _text.iter_raw_blocks(fh, 1, block_bytes, p):
+        for raw, line0 in _text.iter_raw_blocks(fh, 1, block_bytes, p, max_line_bytes=longest):
             blk = _text.scan_block(raw, line0, p, dtype=np.int64, comments=comments)
+            if max_values is not None and nvals + blk.values.size > max_values:
+                raise GraphFormatError(f"more numbers than the header allows ({max_values:,}: {header})", p,
+                                       blk.line_of_value(max_values - nvals))
+            nvals += blk.values.size
+            held += 8 * blk.values.size + 9 * blk.counts.size
+            check_budget(2 * held, p, f"the {nvals:,} numbers read so far (and their copy)",
+                         line=blk.first_line + blk.counts.size - 1)
             vals.append(blk.values)
             counts.append(blk.counts)
             comm.append(blk.comment)
@@ -94,8 +113,9 @@ def read_metis(path: str | os.PathLike, *, symmetrize: bool = False, self_loops:
     symmetric); self_loops / drop_isolated are applied after reading.
     """
     p = Path(path)
-    _check_header_sizes(p)
-    vals, counts, comm = read_int_lines(p, b"%", block_bytes)
+    bound = _check_header_sizes(p)
+    vals, counts, comm = read_int_lines(p, b"%", block_bytes, max_values=bound,
+                                        header="twice its fields, sizes, weights and 2 m adjacency entries")
     lines = np.flatnonzero(~comm)  # 0-based indices of non-comment lines
     nonblank = lines[counts[lines] > 0]
     if nonblank.size == 0:
@@ -225,23 +245,29 @@ def read_metis(path: str | os.PathLike, *, symmetrize: bool = False, self_loops:
     return g
 
 
-def _check_header_sizes(p: Path) -> None:
+def _check_header_sizes(p: Path) -> int | None:
     """Before the full parse: ``n`` vertex lines need at least n bytes
     (``"\\n"``), ``2 m`` adjacency entries at least 4 m (``"1 "``), and the
-    graph must fit in the memory budget."""
+    graph must fit in the memory budget. Returns a bound on the numbers the file may hold before
+    the full parse (twice the header's, each vertex's size and weights, 2 m neighbours and their
+    weights, and 4,096 more; None when the full parse will name a bad header)."""
     head, line = peek_header(p)
     if head is None or not 2 <= len(head) <= 4:
-        return  # the full parse names the problem
+        return None  # the full parse names the problem
     n, m = head[0], head[1]
     for name, v in (("n", n), ("m", m)):
         check_int64(v, p, f"header field {name}", line=line, field=name)
     if n < 0 or m < 0:
-        return
+        return None
     check_file_holds(n, 1, p, "n (vertex lines)", line=line, field="n")
     check_file_holds(2 * m, 2, p, "2 m (adjacency entries)", line=line, field="m")
     ew = len(head) > 2 and head[2] % 10 == 1
     check_budget(graph_bytes(n, 2 * m, weighted=ew), p, f"a graph of {n} vertices and {m} edges", line=line,
                  field="n" if graph_bytes(n, 0) >= graph_bytes(0, 2 * m) else "m")
+    fmt = head[2] if len(head) > 2 else 0
+    per_vertex = (fmt // 100 % 10) + (head[3] if len(head) > 3 else 1) * (fmt // 10 % 10)
+    # twice that, and some: a file a little off goes to the full parse, which names its first bad line
+    return 2 * (len(head) + n * max(per_vertex, 0) + 2 * m * (2 if ew else 1)) + 4096
 
 
 def _stem(p: Path) -> str:

@@ -137,3 +137,29 @@ def test_errors_name_file_and_line(tmp_path, content, line, match):
         read_graph(p)
     assert ei.value.path == str(p) and ei.value.line == line, str(ei.value)
     assert match in str(ei.value), str(ei.value)
+
+
+@pytest.mark.parametrize("suffix, header", [(".graph.gz", b"4 2\n"), (".hgr.gz", b"2 4\n")])
+def test_a_small_compressed_file_that_inflates_past_its_header_is_refused_early(tmp_path, suffix, header):
+    """A 0.8 MB gzip whose header says 4 vertices but whose body holds 800 M numbers was read
+    whole (3.4 GB, then a numpy MemoryError traceback). A line longer than the header allows, or
+    more lines of numbers than it allows, is one GraphFormatError naming the line, read no further."""
+    import gzip
+    import tracemalloc
+
+    from partplan.io.hgr import read_hypergraph
+    one_line = header + b"1 2 " * 3_000_000 + b"\n"              # 12 MB on one line
+    many_lines = header + b"1 2\n" * 3_000_000                   # 12 MB of short lines
+    for body, needle, line in ((one_line, "a line longer than", 2), (many_lines, "more numbers than the header",
+                                                                     None)):
+        p = tmp_path / f"bomb{suffix}"
+        p.write_bytes(gzip.compress(body, 1))
+        tracemalloc.start()
+        try:
+            with pytest.raises(GraphFormatError, match=needle) as ei:     # blocks of 1 MiB, not 32
+                (read_metis if suffix.startswith(".graph") else read_hypergraph)(p, block_bytes=1 << 20)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert ei.value.path == str(p) and (line is None or ei.value.line == line), str(ei.value)
+        assert peak < len(body) * 6, peak        # not the ~12 bytes per byte of parsing all of it
