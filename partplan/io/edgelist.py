@@ -121,6 +121,7 @@ def read_edgelist(path: str | os.PathLike, *, symmetrize: bool = False, self_loo
     dtype = np.float64 if ncols == 3 else np.int64
     srcs, dsts, ws = [], [], []
     max_id = 0  # largest id checked against the memory budget so far (relabel=False)
+    nread = 0   # edges read so far
     with open_binary(p) as fh:
         for raw, line0 in _text.iter_raw_blocks(fh, 1, block_bytes, p, max_line_bytes=_text.SHORT_LINE_BYTES):
             blk = _text.scan_block(raw, line0, p, dtype=dtype, commas=commas, parse=ncols == 2)
@@ -165,6 +166,11 @@ def read_edgelist(path: str | os.PathLike, *, symmetrize: bool = False, self_loo
                                            p, int(blk.data_lines()[r]))
             srcs.append(np.asarray(s, dtype=np.int64))
             dsts.append(np.asarray(d, dtype=np.int64))
+            nread += s.size
+            # the graph the edges so far make, checked as they come: a small compressed file can
+            # inflate to billions of edges, refused here and not after all of them are held
+            check_budget(graph_bytes(0 if relabel else max_id + 1, nread, weighted=use_w), p,
+                         f"the {nread:,} edges read so far", line=blk.first_line + blk.counts.size - 1)
     if not srcs:
         raise GraphFormatError("no edges: the file holds only comments or blank lines", p, first_no)
     src = np.concatenate(srcs) if len(srcs) > 1 else srcs[0]

@@ -86,9 +86,15 @@ def _load(p: Path, fmt: str, columns: list[str], delimiter: str):
             return t, t.column_names, 0
         if fmt == "csv":
             src, skip = _csv_source(p, delimiter, columns)
-            t = pacsv.read_csv(src, read_options=pacsv.ReadOptions(skip_rows=skip),
-                               parse_options=pacsv.ParseOptions(delimiter=delimiter),
-                               convert_options=pacsv.ConvertOptions(include_columns=None))
+            reader = pacsv.open_csv(src, read_options=pacsv.ReadOptions(skip_rows=skip),
+                                    parse_options=pacsv.ParseOptions(delimiter=delimiter),
+                                    convert_options=pacsv.ConvertOptions(include_columns=None))
+            batches, held, rows = [], 0, 0
+            for batch in reader:   # a block at a time: a small gzip can inflate to gigabytes of rows
+                held, rows = held + batch.nbytes, rows + batch.num_rows
+                check_budget(2 * held, p, f"the {rows:,} rows read so far (and their table)")
+                batches.append(batch)
+            t = pa.Table.from_batches(batches, schema=reader.schema)
             return t, t.column_names, skip
     except FileNotFoundError:
         raise GraphFormatError("file not found", p) from None

@@ -712,3 +712,34 @@ def test_integer_weights_float64_cannot_hold_exactly_are_refused(tmp_path, name,
     with pytest.raises(GraphFormatError) as exc:
         read_graph(path)
     assert needle in str(exc.value) and "2^53" in str(exc.value)
+
+
+@pytest.mark.parametrize("kind", ["edge list", "csv"])
+def test_a_gzip_that_inflates_past_the_budget_is_refused_as_it_is_read(tmp_path, monkeypatch, kind):
+    """A 0.5 MB gzip that inflates to 134 M edges was read whole (3.6 GB) before the budget check
+    at the end refused it, or died in a MemoryError traceback; the budget is checked a block at a
+    time, so the read stops after a few blocks."""
+    import gzip
+
+    import pyarrow as pa
+
+    from partplan.io.edgelist import read_edgelist
+    from partplan.io.table import read_edge_table
+    monkeypatch.setenv("PARTPLAN_MAX_BYTES", "16M")
+    body = (b"src,dst\n" + b"0,1\n" * 8_000_000) if kind == "csv" else b"0 1\n" * 8_000_000   # 1.5 GB as edges
+    p = tmp_path / ("bomb.csv.gz" if kind == "csv" else "bomb.txt.gz")
+    p.write_bytes(gzip.compress(body, 6))
+    tracemalloc.start()
+    pool = pa.default_memory_pool()
+    before = pool.max_memory() or 0
+    try:
+        with pytest.raises(SizeLimitError, match="read so far") as ei:
+            if kind == "csv":
+                read_edge_table(p, format="csv")
+            else:
+                read_edgelist(p, block_bytes=1 << 20)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert ei.value.path == str(p)
+    assert peak < 64 << 20 and (pool.max_memory() or 0) - before < 96 << 20, (peak, pool.max_memory())
