@@ -149,8 +149,14 @@ def _matrix(fmt: str, arrs: dict, n: int, p: Path):
                                    f"blocks ({nb})", p, field="indptr")
         _in_range(indices, n // C, "indices", p)
         return sp.bsr_matrix((data, indices, indptr), shape=(n, n))
-    try:  # dia: rare; scipy checks it
-        return sp.dia_matrix((data, _index_array(arrs["offsets"], "offsets", p)), shape=(n, n))
+    offsets = _index_array(arrs["offsets"], "offsets", p)
+    far = np.abs(offsets) >= max(n, 1)      # scipy casts offsets to a 32-bit int: 2^62 read as 0
+    if far.any():
+        i = int(np.flatnonzero(far)[0])
+        raise GraphFormatError(f"array 'offsets' entry {i} = {int(offsets[i])}: no diagonal of a {n} x {n} matrix",
+                               p, field="offsets")
+    try:  # dia: rare; scipy checks the rest
+        return sp.dia_matrix((data, offsets), shape=(n, n))
     except (ValueError, TypeError, IndexError) as exc:
         raise GraphFormatError(f"inconsistent {fmt} arrays: {exc}", p) from None
 

@@ -458,6 +458,15 @@ def test_npz_bsr_arrays_are_checked_before_scipy_sees_them(tmp_path, case, over,
     assert ei.value.path == str(p) and ei.value.field == key, str(ei.value)
 
 
+def test_npz_dia_offset_outside_the_matrix_is_named(tmp_path):
+    """scipy reads offsets as 32-bit ints: 2^62 became 0 and the error said "duplicate values"."""
+    p = _npz_raw(tmp_path / "dia.npz", format=np.array("dia"), shape=np.array([4, 4]), data=np.ones((2, 4)),
+                 offsets=np.array([0, 2 ** 62]))
+    with pytest.raises(GraphFormatError, match="entry 1 = 4611686018427387904: no diagonal") as ei:
+        read_graph(p)
+    assert ei.value.field == "offsets"
+
+
 @pytest.mark.parametrize("fmt", ["bsr", "dia"])
 def test_npz_bsr_and_dia_values_count_against_the_budget(tmp_path, budget_1g, fmt):
     """The budget counted the first axis of 'data' (bsr: blocks, dia: diagonals), so one 12000 x
