@@ -43,14 +43,15 @@ def read_int_lines(p: Path, comments: bytes, block_bytes: int = _text.BLOCK_BYTE
     Checked a block at a time, so a small compressed file that inflates to billions of numbers is
     refused early: ``max_values`` (the most the header allows; ``header`` says why) names the line
     where the count passes it, a line longer than ``line_values`` numbers can be (default
-    ``max_values``) is refused before it is parsed, and what has been read (and its concatenation)
-    is kept within the memory budget."""
+    ``max_values``; at least a block) is refused before it is parsed, and what has been read is
+    kept within the memory budget."""
     vals, counts, comm = [], [], []
     held = nvals = 0
-    # a line holds at most max_values numbers of at most 21 characters and their separators (and
-    # a comment line of a MiB): a longer one is refused before it is parsed (~12 bytes per byte)
+    # a line holds at most per_line numbers of at most 21 characters and their separators (or is a
+    # comment of any length up to a block): a longer one is refused before it is parsed (~12 bytes
+    # per byte of a block and the line that ends it)
     per_line = max_values if line_values is None else line_values
-    longest = None if per_line is None else min(_text.MAX_LINE_BYTES, max(_text.SHORT_LINE_BYTES, 24 * per_line))
+    longest = None if per_line is None else min(_text.MAX_LINE_BYTES, max(block_bytes, 24 * per_line))
     with open_binary(p) as fh:
         for raw, line0 in _text.iter_raw_blocks(fh, 1, block_bytes, p, max_line_bytes=longest):
             blk = _text.scan_block(raw, line0, p, dtype=np.int64, comments=comments)
@@ -59,8 +60,7 @@ def read_int_lines(p: Path, comments: bytes, block_bytes: int = _text.BLOCK_BYTE
                                        blk.line_of_value(max_values - nvals))
             nvals += blk.values.size
             held += 8 * blk.values.size + 9 * blk.counts.size
-            check_budget(2 * held, p, f"the {nvals:,} numbers read so far (and their copy)",
-                         line=blk.first_line + blk.counts.size - 1)
+            check_budget(held, p, f"the {nvals:,} numbers read so far", line=blk.first_line + blk.counts.size - 1)
             vals.append(blk.values)
             counts.append(blk.counts)
             comm.append(blk.comment)

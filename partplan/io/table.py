@@ -85,16 +85,11 @@ def _load(p: Path, fmt: str, columns: list[str], delimiter: str):
             t.validate(full=True)
             return t, t.column_names, 0
         if fmt == "csv":
+            _check_csv_rows(p, weighted=len(columns) > 2)
             src, skip = _csv_source(p, delimiter, columns)
-            reader = pacsv.open_csv(src, read_options=pacsv.ReadOptions(skip_rows=skip),
-                                    parse_options=pacsv.ParseOptions(delimiter=delimiter),
-                                    convert_options=pacsv.ConvertOptions(include_columns=None))
-            batches, held, rows = [], 0, 0
-            for batch in reader:   # a block at a time: a small gzip can inflate to gigabytes of rows
-                held, rows = held + batch.nbytes, rows + batch.num_rows
-                check_budget(2 * held, p, f"the {rows:,} rows read so far (and their table)")
-                batches.append(batch)
-            t = pa.Table.from_batches(batches, schema=reader.schema)
+            t = pacsv.read_csv(src, read_options=pacsv.ReadOptions(skip_rows=skip),
+                               parse_options=pacsv.ParseOptions(delimiter=delimiter),
+                               convert_options=pacsv.ConvertOptions(include_columns=None))
             return t, t.column_names, skip
     except FileNotFoundError:
         raise GraphFormatError("file not found", p) from None
@@ -103,6 +98,26 @@ def _load(p: Path, fmt: str, columns: list[str], delimiter: str):
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise GraphFormatError(f"cannot read {fmt} table: {msg}", p) from None
     raise GraphFormatError(f"unknown table format {fmt!r}", p)
+
+
+def _check_csv_rows(p: Path, *, weighted: bool, block: int = 1 << 24) -> None:
+    """The graph of a CSV file's rows (one per line, a lower bound on its edges' memory,
+    :func:`~partplan.io._common.graph_bytes`) within the memory budget, counted a block at a time
+    before pyarrow reads the table (it infers the column types from the whole text, and holds it):
+    a small gzip that inflates to gigabytes of rows is refused after a budget's worth of them."""
+    from ._common import GZIP_ERRORS, check_budget, graph_bytes, memory_budget, open_binary
+    budget, rows = memory_budget(), 0
+    with open_binary(p, text=False) as fh:
+        while True:
+            try:
+                chunk = fh.read(block)
+            except GZIP_ERRORS as exc:
+                raise GraphFormatError(f"corrupt gzip stream ({exc})", p) from None
+            if not chunk:
+                return
+            rows += chunk.count(b"\n")
+            if graph_bytes(0, rows, weighted=weighted) > budget:
+                check_budget(graph_bytes(0, rows, weighted=weighted), p, f"the {rows:,} rows read so far")
 
 
 def _csv_source(p: Path, delimiter: str, columns: list[str]) -> tuple:
