@@ -20,8 +20,9 @@ placement π (part → rank) with the rank × rank cost C of a
   (k ≤ 64 for hypergraphs); kept, as ``hierarchical``, only when it costs no more.
 
 :func:`brute_force_map` (all k! placements) is the optimality oracle for k ≤ 8.
-Swap gains of all pairs are one matrix product per round (vectorized), rounds
-take the best swap until none gains.
+Swap gains of all pairs come from one matrix product, kept up to date by a rank-1
+update per swap; a round applies its gaining swaps best first, and rounds go on
+until none gains (or a work limit for large k).
 
 Examples
 --------
@@ -61,26 +62,59 @@ def _sym(V, C):
     return W, Cs
 
 
+#: the most entries of k × k matrices :func:`swap_refine` computes in all (a round's swap gains
+#: about 8 k², a swap's update k²; about 5 s per 2·10^9 on one core): a search at k ≤ 1024 ends
+#: before it (1,062 swaps in 27 rounds at k = 1024); at k = 2048 it stops after some hundreds of
+#: swaps, where 20 k rounds of one k × k matrix product each took many minutes
+SWAP_WORK = 2 * 10 ** 9
+#: k × k float64 matrices the greedy mapping holds at once (W, C, P, M, the swap gains and their
+#: temporaries): checked against the memory budget before it starts
+MAP_MATRICES = 10
+
+
 def swap_refine(V, C, perm, *, max_rounds: int | None = None) -> np.ndarray:
-    """Pairwise-swap local search from ``perm``: each round computes the cost
-    change of swapping the ranks of every pair of parts (one k × k matrix
-    product) and applies the best negative one; stops when no swap gains.
-    Exact for symmetric C (an asymmetric C is symmetrized for the search)."""
+    """Pairwise-swap local search from ``perm``: a round computes the cost change of swapping the
+    ranks of every pair of parts (from M = W · P, W the symmetric volumes, P the costs between
+    the parts' ranks) and applies, best first, every candidate swap whose change is still
+    negative when its turn comes (each swap updates M by one rank-1 product and a column swap,
+    k² work); it stops when no swap gains, after ``max_rounds`` rounds (default 20 k + 100), or
+    when :data:`SWAP_WORK` matrix entries have been computed (large k). Exact for symmetric C (an
+    asymmetric C is symmetrized for the search)."""
     W, Cs = _sym(V, C)
     perm = np.array(perm, dtype=np.int64)
     k = perm.size
+    if k < 2:
+        return perm
     rounds = max_rounds if max_rounds is not None else 20 * k + 100
+    work_left = SWAP_WORK
+    P = Cs[np.ix_(perm, perm)]              # P[a, b] = cost between the ranks of parts a, b
+    M = W @ P                               # M[a, b] = Σ_x W[a, x] P[x, b]
     for _ in range(rounds):
-        P = Cs[np.ix_(perm, perm)]          # P[a, b] = cost between the ranks of parts a, b
-        M = W @ P                           # M[a, b] = Σ_x W[a, x] P[x, b]
+        work_left -= 8 * k * k
         dM = np.diag(M)
         # Σ_{x≠a,b} (W[a,x] − W[b,x])(P[b,x] − P[a,x]) for symmetric W, P with zero diagonals
         delta = M + M.T - dM[:, None] - dM[None, :] + 2.0 * W * P
         np.fill_diagonal(delta, 0.0)
-        a, b = np.unravel_index(int(np.argmin(delta)), delta.shape)
-        if delta[a, b] >= -1e-9 * max(1.0, float(np.abs(delta).max())):
+        tol = -1e-9 * max(1.0, float(np.abs(delta).max()))
+        cand = np.flatnonzero(np.triu(delta, 1).ravel() < tol)
+        if cand.size == 0:
             break
-        perm[a], perm[b] = perm[b], perm[a]
+        cand = cand[np.argsort(delta.ravel()[cand], kind="stable")][:k]
+        for a, b in zip(*np.unravel_index(cand, delta.shape)):
+            gain = M[a, b] + M[b, a] - M[a, a] - M[b, b] + 2.0 * W[a, b] * P[a, b]   # as it is now
+            if gain >= tol:
+                continue
+            # parts a and b swap ranks: P' = S P S (S the transposition), M' = W P' = (M + u vᵀ) S
+            M += np.outer(W[:, b] - W[:, a], P[a] - P[b])
+            M[:, [a, b]] = M[:, [b, a]]
+            P[[a, b]] = P[[b, a]]
+            P[:, [a, b]] = P[:, [b, a]]
+            perm[a], perm[b] = perm[b], perm[a]
+            work_left -= k * k
+            if work_left <= 0:
+                return perm
+        if work_left <= 0:
+            break
     return perm
 
 
@@ -98,17 +132,18 @@ def greedy_map(V, C) -> np.ndarray:
     perm[first] = int(np.argmin(Cs.sum(axis=1)))       # the most central rank
     placed[first] = True
     free[perm[first]] = False
+    conn = W[:, first].copy()          # volume of each part to the parts placed so far (kept up to date)
     for _ in range(k - 1):
-        conn = W[:, placed].sum(axis=1)
-        conn[placed] = -1.0
-        a = int(np.argmax(conn))
-        # cost of a on each rank: Σ_b placed W[a, b] · C[rank, perm[b]]
-        add = Cs[:, perm[placed]] @ W[a, placed]
+        a = int(np.argmax(np.where(placed, -1.0, conn)))
+        # cost of a on each rank: Σ_b placed W[a, b] · C[perm[b], rank], over the b it talks to
+        nz = np.flatnonzero(placed & (W[a] != 0))
+        add = W[a, nz] @ Cs[perm[nz]] if nz.size else np.zeros(k)
         add[~free] = np.inf
         r = int(np.argmin(add))
         perm[a] = r
         placed[a] = True
         free[r] = False
+        conn += W[:, a]
     # the searches run on the symmetrized costs, which an asymmetric C only approximates: the
     # identity itself is a candidate too, so the result is never worse than no mapping
     cands = [swap_refine(V, C, perm), swap_refine(V, C, np.arange(k)), np.arange(k, dtype=np.int64)]
@@ -185,6 +220,8 @@ def map_parts(graph, part: np.ndarray, topo, method: str = "greedy", **kw) -> tu
     if method == "none":
         return part, {"method": method, "cost_before": before, "cost_after": before}
     if method == "greedy":
+        from .._budget import check_array_bytes
+        check_array_bytes(k, k, 8, "--map greedy's k × k matrices", option="--map", copies=MAP_MATRICES)
         perm = greedy_map(V, topo.cost)
         new = perm[part]
     elif method == "hierarchical":
