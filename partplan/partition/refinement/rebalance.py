@@ -174,9 +174,8 @@ def rebalance(graph: Graph, part: np.ndarray, k: int, *, imbalance: float = DEFA
         # a row heavier than L (a balance floor): no part can be within L, and rows heavier than L
         # fit no other part's room under L; the parts above that row's weight shed rows into any
         # part with room up to it (the heaviest part of any partition weighs at least that much)
-        _, moved, passes = _shed(graph.indptr, graph.indices, w, part, k, heavy,
-                                 np.flatnonzero(load[part] > heavy), max_passes)
-        load = np.bincount(part, weights=w, minlength=k).astype(np.int64)
+        load, moved, passes = _shed(graph.indptr, graph.indices, w, part, k, heavy,
+                                    np.flatnonzero(load[part] > heavy), max_passes)
         info["moved"], info["passes"] = info["moved"] + moved, info["passes"] + passes
     target = max(limit, heavy)
     if (load > target).any() and graph.n <= PACK_MAX_ROWS:
