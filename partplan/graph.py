@@ -31,7 +31,10 @@ SelfLoops = Literal["keep", "add", "remove"]
 
 
 def _as_int64(name: str, a, where: str | None = None) -> np.ndarray:
-    arr = np.asarray(a)
+    try:
+        arr = np.asarray(a)
+    except ValueError as exc:          # a ragged list: numpy's "inhomogeneous shape"
+        raise GraphFormatError(f"{name} must be a flat sequence of ids ({exc})", where, field=name) from None
     if arr.ndim != 1:
         raise GraphFormatError(f"{name} must be one-dimensional, got shape {arr.shape}", where, field=name)
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
@@ -230,6 +233,9 @@ class Graph:
         object.__setattr__(self, "indices", indices)
         if indptr.ndim != 1 or indptr.size < 1:
             raise GraphFormatError("indptr must be a 1-D array of length n + 1", field="indptr")
+        if indices.ndim != 1:
+            raise GraphFormatError(f"indices must be a 1-D array of length nnz, got shape {indices.shape}",
+                                   field="indices")
         n = indptr.size - 1
         if indptr[0] != 0 or indptr[-1] != indices.size or (n and np.any(np.diff(indptr) < 0)):
             raise GraphFormatError("indptr must start at 0, be non-decreasing and end at nnz", field="indptr")
@@ -328,7 +334,10 @@ class Graph:
         if src.size and min(src.min(), dst.min()) < 0:
             raise GraphFormatError("negative vertex id", source)
         top = int(max(src.max(), dst.max())) + 1 if src.size else 0
-        if n is None:
+        if n is None:          # the largest id sets n: its row pointers checked against the budget first
+            from ._budget import check_array_bytes
+            check_array_bytes(top + 1, 1, 8, f"a graph of n = {top} vertices (the largest id + 1; its row "
+                              f"pointers)", path=source, field="src" if int(src.max(initial=-1)) == top - 1 else "dst")
             n = top
         elif top > n:
             raise GraphFormatError(f"vertex id {top - 1} out of range [0, {n})", source)

@@ -107,6 +107,8 @@ def read_partition(path: str | os.PathLike, n: int, *, column: str | None = None
     or a count different from ``n``.
     """
     p = Path(path)
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise PartitionError(f"{p}: n (the graph's vertices) must be an integer >= 0, got {n!r}")
     n = int(n)
     with _open(p) as fh:
         suffix = _suffixes(p)
@@ -491,6 +493,9 @@ def _partition_array(part, p: Path) -> np.ndarray:
     arr = np.asarray(part)
     if arr.ndim != 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
         raise PartitionError(f"{p}: a partition must be a 1-D integer array, got {arr.dtype} {arr.shape}")
+    if arr.size and arr.min() < 0:      # the writer never writes what the reader refuses
+        i = int(np.argmax(arr < 0))
+        raise PartitionError(f"{p}: part id {int(arr[i])} at vertex {i} is negative")
     return arr.astype(np.int64, copy=False)
 
 

@@ -28,14 +28,16 @@ def check_width(f) -> int:
     return int(f)
 
 
-def check_cost(f, dtype, alpha, beta) -> None:
+def check_cost(f, dtype, alpha, beta) -> int:
     """The cost model's arguments: ``f`` (:func:`check_width`), ``dtype`` a known element type
-    name (:func:`dtype_bytes`), α and β finite numbers >= 0 (seconds per message, per byte)."""
+    name (:func:`dtype_bytes`), α and β finite numbers >= 0 (seconds per message, per byte).
+    Returns ``f`` as a Python int (a numpy integer would reach the figures and their JSON)."""
     from .._args import check_real
-    check_width(f)
+    f = check_width(f)
     dtype_bytes(dtype)
     check_real("alpha", alpha)
     check_real("beta", beta)
+    return f
 
 
 def dtype_bytes(dtype) -> int:

@@ -96,7 +96,7 @@ def analyze_15d(graph: Graph, block_part, c: int, *, f: int = 128, dtype: str = 
     check_graph(graph)
     c = check_int("replication factor c", c, lo=1, hi=1 << 20, error=PartitionError)
     b = check_int("row blocks b", b, lo=1, none_ok=True, error=PartitionError)
-    check_cost(f, dtype, alpha, beta)
+    f = check_cost(f, dtype, alpha, beta)
     part, b = as_partition(block_part, graph.n, b)
     check_volume_matrix_size(b * c, f"ranks (b = {b:,} row blocks × c = {c:,} replicas)")
     vol_b = volume_matrix(graph.indptr, graph.indices, part, b)[0] if volume is None else np.asarray(volume)
@@ -146,7 +146,7 @@ def analyze_2d(graph: Graph, part, R: int, C: int, *, f: int = 128, dtype: str =
     check_graph(graph)
     R = check_int("grid rows R", R, lo=1, hi=1 << 20, error=PartitionError)
     C = check_int("grid columns C", C, lo=1, hi=1 << 20, error=PartitionError)
-    check_cost(f, dtype, alpha, beta)
+    f = check_cost(f, dtype, alpha, beta)
     p = R * C
     # expand, fold (each counted, then cast: two at once), their sum
     check_volume_matrix_size(p, f"ranks (an {R:,} × {C:,} grid)", copies=4)

@@ -8,7 +8,7 @@ import numpy as np
 from ..graph import Graph, check_graph
 from ..errors import PartitionError
 from ..parts import as_partition
-from .cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, alpha_beta_time, check_cost, check_width, dtype_bytes, dtype_name
+from .cost import DEFAULT_ALPHA_S, DEFAULT_BETA_S_PER_BYTE, alpha_beta_time, check_cost, dtype_bytes, dtype_name
 from .volume1d import check_volume_matrix_size, needed_pairs, volume_matrix
 
 
@@ -237,11 +237,9 @@ def analyze_owned(graph: Graph, part, owner, k: int | None = None, *, f: int = 1
     [[0, 0, 0], [0, 0, 1], [0, 0, 0]]
     """
     check_graph(graph)
-    check_cost(f, dtype, alpha, beta)
+    f = check_cost(f, dtype, alpha, beta)
     part, k = as_partition(part, graph.n, k)
     owner, _ = as_partition(owner, graph.n, k, source="owner")
-    check_width(f)
-    dtype_bytes(dtype)
     check_volume_matrix_size(k)
     j, r = needed_pairs(graph.indptr, graph.indices, part, k, graph.n)   # (column, reading part)
     q = owner[j]
@@ -284,7 +282,7 @@ def analyze(graph: Graph, part, k: int | None = None, *, f: int = 128, dtype: st
     ``Partition``, anything with ``part`` and ``k``) of a 1D layout.
     """
     check_graph(graph)
-    check_cost(f, dtype, alpha, beta)
+    f = check_cost(f, dtype, alpha, beta)
     if not isinstance(part, np.ndarray) and hasattr(part, "part") and hasattr(part, "k"):
         fp = getattr(part, "graph_fingerprint", None)
         if fp and fp != graph.fingerprint:    # as the plan builder: its figures would be another graph's
@@ -301,8 +299,6 @@ def analyze(graph: Graph, part, k: int | None = None, *, f: int = 128, dtype: st
                                  backward=bool(backward) if backward is not None else not graph.is_symmetric())
         part = part.part
     part, k = as_partition(part, graph.n, k)
-    check_width(f)
-    dtype_bytes(dtype)
     if volume is not None and np.shape(volume) != (k, k):
         raise PartitionError(f"volume matrix must be {k}x{k}, got shape {np.shape(volume)}")
     st = _stats_1d(graph, part, k, f, dtype, alpha, beta, name, volume)

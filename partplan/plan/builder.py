@@ -60,6 +60,12 @@ def _unpack(graph, part_or_partition, k, layout, owner, meta):
             info["params"] = params
     else:
         part = part_or_partition
+    if meta:        # the manifest's JSON, as every reader reads it: no NaN / inf, nothing but JSON values
+        import json
+        try:
+            json.dumps(meta, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise PlanError(f"meta: {exc} (the plan's manifest holds JSON values only)") from None
     info.update(meta or {})
     return part, k, layout or "1d", owner, info
 

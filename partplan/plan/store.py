@@ -448,7 +448,10 @@ def write_plan(plan: Plan, path, *, created: str | None | bool = None,
     or one PlanError, and leave no temporaries.
     Returns the plan directory path.
     """
-    path = Path(path)
+    from .._args import check_path
+    if not isinstance(getattr(plan, "manifest", None), dict) or not hasattr(plan, "ranks"):
+        raise PlanError(f"write_plan: plan must be a Plan (what build_plan returns), got {type(plan).__name__}")
+    path = Path(check_path("path", path, error=PlanError))
     f = plan.manifest.get("f")
     if isinstance(f, int) and not 1 <= f <= MAX_F:   # the writer never writes what a reader refuses
         raise PlanError(f"{path}: a plan for f = {f} feature columns; plans are for f in [1, {MAX_F}]")

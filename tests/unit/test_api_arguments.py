@@ -52,6 +52,22 @@ CASES = {
     "hypergraph n str": (lambda: Hypergraph("abc", np.array([0, 1]), np.array([0])), "n \\(vertices\\)"),
     "refine hypergraph": (lambda: partplan.refine(H, np.array([0, 1, 1]), 2), "got Hypergraph"),
     "write_graph hypergraph": (lambda: partplan.io.write_graph(H, "/tmp/x.mtx"), "got Hypergraph"),
+    # found by an audit of the public API: numpy's / scipy's own errors, or an AttributeError, before
+    "Graph 2-D indices": (lambda: Graph(np.array([0, 1, 2]), np.array([[1], [0]])), "indices must be a 1-D"),
+    "from_edges ragged src": (lambda: Graph.from_edges([[1, 2], [3]], [1, 2]), "src must be a flat sequence"),
+    "from_edges id 2^62 without n": (lambda: Graph.from_edges([2 ** 62], [1]), "the largest id \+ 1"),
+    "from_edges id 2^40 without n": (lambda: Graph.from_edges([2 ** 40], [1]), "the largest id \+ 1"),
+    "write_plan None": (lambda: partplan.write_plan(None, "/tmp/x.plan"), "plan must be a Plan"),
+    "write_plan graph": (lambda: partplan.write_plan(G, "/tmp/x.plan"), "plan must be a Plan"),
+    "write_plan path None": (lambda: partplan.write_plan(partplan.build_plan(G, PART, 4), None),
+                             "path must be a file path"),
+    "build_plan meta nan": (lambda: partplan.build_plan(G, PART, 4, meta={"x": float("nan")}), "meta: "),
+    "build_plan meta object": (lambda: partplan.build_plan(G, PART, 4, meta={"x": object()}), "meta: "),
+    "write_partition negative": (lambda: partplan.io.write_partition(np.array([0, -1]), "/tmp/neg.part"),
+                                 "part id -1 at vertex 1 is negative"),
+    "read_partition n None": (lambda: partplan.io.read_partition("/tmp/x.part", None), "n \(the graph's"),
+    "read_partition n str": (lambda: partplan.io.read_partition("/tmp/x.part", "3"), "n \(the graph's"),
+    "read_partition n -1": (lambda: partplan.io.read_partition("/tmp/x.part", -1), "n \(the graph's"),
 }
 
 
@@ -60,6 +76,17 @@ def test_bad_argument_is_one_partplan_error_naming_it(name):
     call, match = CASES[name]
     with pytest.raises(PartplanError, match=match):
         call()
+
+
+def test_a_numpy_integer_width_gives_figures_json_can_write(tmp_path):
+    """f = np.int64(8) reached CommStats.f as a numpy integer: its JSON failed, and a plan built
+    with it was refused by write_plan with an unrelated message. The figures equal f = 8's."""
+    import json
+    st = analyze(G, PART, 4, f=np.int64(8))
+    assert type(st.f) is int and json.loads(json.dumps(st.to_dict())) == json.loads(
+        json.dumps(analyze(G, PART, 4, f=8).to_dict()))
+    path = partplan.write_plan(partplan.build_plan(G, PART, 4, f=np.int64(8)), tmp_path / "f.plan")
+    assert partplan.load_plan(path).manifest["f"] == 8
 
 
 def test_replay_refuses_features_of_another_row_count():
