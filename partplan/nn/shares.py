@@ -612,9 +612,9 @@ def read_share(plan, rank: int, *, manifest: dict | None = None, halo_ids: np.nd
     The checksum is the entry's ``xxh3_128``, computed over the whole file in
     the same pass that copies the arrays out (each block hashed and its ids
     range-checked while it is in the cache), so a damaged byte anywhere is
-    refused before anything is returned; ``strong`` (``partplan validate``), or
-    an entry without ``xxh3_128`` (shares written before it), checks the
-    ``sha256`` first instead."""
+    refused before anything is returned; ``strong`` (``partplan validate``)
+    checks the ``sha256`` first as well, and an entry without ``xxh3_128``
+    (shares written before it) the ``sha256`` alone."""
     from .._args import check_path
     from ..plan.store import _check_file, fast_digest, read_manifest
     path = Path(check_path("plan", plan, error=PlanError))
@@ -622,15 +622,17 @@ def read_share(plan, rank: int, *, manifest: dict | None = None, halo_ids: np.nd
     entry = _share_entry(path, m, rank)
     rank, sh = entry["rank"], m["shares"]
     fast = fast_digest(entry, f"{path}: manifest field 'shares.files[{rank}]'")
-    fast = fast if verify and not strong else None
+    fast = fast if verify else None
     f = path / share_name(rank)
     what = f"share of rank {rank}"
-    mapped = _check_file(f, entry, what, verify and fast is None)   # sha256 here only without xxh3_128
+    # the sha256 first where there is no xxh3_128, and under ``strong`` as well as it (validate checks
+    # every checksum the manifest holds: a plan it passes is one every reader loads)
+    mapped = _check_file(f, entry, what, verify and (fast is None or strong))
 
     def corrupted(digest):
         if fast is not None and digest != fast:
-            raise PlanError(f"{f}: {what} is corrupted: xxh3_128 {digest[:16]}… does not match manifest field "
-                            f"'shares.files[{rank}].xxh3_128' {fast[:16]}…")
+            raise PlanError(f"{f}: {what} is corrupted: xxh3_128 {digest} does not match manifest field "
+                            f"'shares.files[{rank}].xxh3_128' {fast}")
 
     try:
         return _share_arrays(f, mapped, m, sh, rank, local_ids, halo_ids, fast is not None, corrupted)
@@ -771,6 +773,12 @@ def validate_shares(plan, matrix=None, *, verify: bool = True) -> list[str]:
         return []
     problems: list[str] = []
     p, n = int(m["ranks"]), int(m["graph"]["n"])
+    sh_m = m["shares"]
+    for key, want in (("format", SHARE_FORMAT), ("version", SHARE_VERSION)):
+        if sh_m.get(key) != want:
+            problems.append(f"{path}: manifest field 'shares.{key}' is {str(sh_m.get(key))[:40]!r}, "
+                            f"not this version's {want!r}")
+    listed = sh_m.get("fields") if isinstance(sh_m.get("fields"), dict) else {}
     E = int(m["shares"].get("edges", 0))
     seen = np.zeros(E, dtype=np.int64)
     have = None
@@ -785,6 +793,14 @@ def validate_shares(plan, matrix=None, *, verify: bool = True) -> list[str]:
         except PlanError as exc:
             problems.append(str(exc))
             continue
+        # the manifest's field list says what every share holds: the file's own metadata must agree
+        got: dict = {"node": {}, "edge": {}}
+        for key, spec in sh["meta"]["fields"].items():      # checked by read_share
+            kind, _, name = key.partition("/")
+            got[kind][name] = {"dtype": spec["dtype"], "shape": [int(x) for x in spec["shape"][1:]]}
+        if {kind: listed.get(kind, {}) for kind in ("node", "edge")} != got:
+            problems.append(f"{path}: manifest field 'shares.fields' lists {str(listed)[:120]}, the share of "
+                            f"rank {r} holds {str(got)[:120]}")
         if have is not None:
             rows = np.concatenate([local_ids, halo_ids])
             tgt, src = rows[sh["edge_index"][1]], rows[sh["edge_index"][0]]

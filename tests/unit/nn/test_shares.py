@@ -262,6 +262,34 @@ def test_share_checksums_old_manifests_and_validate(planned, tmp_path):
     assert len(problems) == 1 and "share-00001.arrow: share of rank 1 is corrupted: sha256" in problems[0]
 
 
+def test_validate_checks_every_checksum_and_the_listed_share_fields(planned, tmp_path):
+    """validate compared the sha256 alone: a manifest whose xxh3_128 was wrong passed it, though
+    every reader refused that plan; the manifest's shares format, version and field list were not
+    compared with the share files either."""
+    from partplan.nn.shares import validate_shares
+    _, path = planned
+    bad = tmp_path / "xxh.plan"
+    shutil.copytree(path, bad)
+    m = json.loads((bad / "manifest.json").read_text())
+    good = m["shares"]["files"][2]["xxh3_128"]
+    m["shares"]["files"][2]["xxh3_128"] = good[:-1] + ("0" if good[-1] != "0" else "1")
+    (bad / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(PlanError, match="xxh3_128"):
+        LocalHalo(bad)
+    problems = validate_shares(bad)
+    assert len(problems) == 1 and "'shares.files[2].xxh3_128'" in problems[0] and good in problems[0]
+    for edit, needle in ((("format",), "x"), (("version",), 2), (("fields", "node", "x", "dtype"), "float30"),
+                         (("fields", "node", "x", "shape"), [9])):
+        m = json.loads((path / "manifest.json").read_text())
+        at = m["shares"]
+        for key in edit[:-1]:
+            at = at[key]
+        at[edit[-1]] = needle
+        (bad / "manifest.json").write_text(json.dumps(m))
+        problems = validate_shares(bad)
+        assert len(problems) >= 1 and f"shares.{edit[0]}" in problems[0], (edit, problems)
+
+
 def test_a_plan_without_shares_says_how_to_write_them(tmp_path):
     data = _data(n=20, e=60)
     p = tmp_path / "g.plan"
