@@ -30,9 +30,9 @@ from partplan.cli._common import (
     add_weight_option,
     check_feature_width,
     load_graph,
-    nonneg_float,
     positive_int,
 )
+from partplan.jobs.args import timeout_seconds
 
 
 def register(subparsers) -> None:
@@ -71,7 +71,7 @@ def register(subparsers) -> None:
                         "directory (`partplan convert G DIR --chunks C`), any layout (1d, 1.5d:c, 2d:RxC, routed:ROUTE:D), and N <= "
                         "row blocks (each process builds the ranks of a run of whole row blocks; ~380 MiB of "
                         "torch+gloo per process); the plan is byte-identical to the one-process build")
-    p.add_argument("--timeout", type=nonneg_float, default=None, metavar="S",
+    p.add_argument("--timeout", type=timeout_seconds, default=None, metavar="S",
                    help="with --nprocs: seconds a process waits on a peer before the build ends in one error "
                         "(default 120; 0 = the default)")
     p.add_argument("--json", action="store_true", help="print the manifest summary as JSON")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from partplan.jobs.args import nonneg_float, positive_int
+from partplan.jobs.args import MAX_REPEATS, int_range, positive_int, timeout_seconds
 from partplan.cli._common import require_subcommand
 
 
@@ -47,8 +47,9 @@ def register(subparsers) -> None:
                    "file, or a topology JSON it replaces)")
     q.add_argument("--backend", choices=("gloo", "nccl"), default="gloo", help="default gloo")
     q.add_argument("--large", type=int, default=1 << 22, metavar="BYTES", help="bandwidth message (default 4 MiB)")
-    q.add_argument("--repeat", type=positive_int, default=5, help="round trips per pair and size (default 5)")
-    q.add_argument("--timeout", type=nonneg_float, default=60.0, help="seconds a rank waits for a peer (default 60)")
+    q.add_argument("--repeat", type=int_range(1, MAX_REPEATS), default=5,
+                   help=f"round trips per pair and size (default 5, at most {MAX_REPEATS:,})")
+    q.add_argument("--timeout", type=timeout_seconds, default=60.0, help="seconds a rank waits for a peer (default 60)")
     q.add_argument("--json", action="store_true", help="print the report as JSON")
     q.set_defaults(func=run_probe)
     require_subcommand(p, sub, "a subcommand")

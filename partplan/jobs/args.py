@@ -27,6 +27,23 @@ def positive_int(text: str) -> int:
     return v
 
 
+#: the most timed or warm-up runs a job takes (`run spmm`, `topology probe`): each timed run keeps a
+#: row of times, and a count past this failed with a memory error only after the processes started
+MAX_REPEATS = 1_000_000
+
+
+def int_range(lo: int, hi: int):
+    """argparse type: an integer in [lo, hi] (a count whose upper end a later allocation or a
+    library's C int would otherwise find, after the processes have started)."""
+    def parse(text: str) -> int:
+        v = _number(text, int, f"an integer in [{lo:,}, {hi:,}]")
+        if not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"expected an integer in [{lo:,}, {hi:,}], got {v}")
+        return v
+    parse.__name__ = f"int_{lo}_{hi}"
+    return parse
+
+
 def nonneg_int(text: str) -> int:
     """argparse type: an integer >= 0."""
     v = _number(text, int, "an integer >= 0")
@@ -40,6 +57,20 @@ def nonneg_float(text: str) -> float:
     v = _number(text, float, "a number")
     if not math.isfinite(v) or v < 0:
         raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text}")
+    return v
+
+
+#: the longest a rank may wait for a peer, seconds (11.6 days): gloo and NCCL take their timeout in
+#: milliseconds as a C int (2^31 ms is 24.8 days), and a longer value failed only after the processes
+#: had started
+MAX_TIMEOUT_S = 10 ** 6
+
+
+def timeout_seconds(text: str) -> float:
+    """argparse type: a peer timeout, a finite number of seconds in [0, MAX_TIMEOUT_S]."""
+    v = nonneg_float(text)
+    if v > MAX_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_TIMEOUT_S:,} seconds (11.6 days), got {text}")
     return v
 
 
@@ -66,7 +97,7 @@ def add_job_options(parser: argparse.ArgumentParser, *, kernels: bool = True) ->
                         help="processes to start here (= the plan's ranks); omit under torchrun")
     parser.add_argument("--backend", choices=BACKENDS, default="gloo",
                         help="gloo (CPU, default), nccl (CUDA GPUs) or local (all ranks in this process)")
-    parser.add_argument("--timeout", type=nonneg_float, default=60.0, metavar="S",
+    parser.add_argument("--timeout", type=timeout_seconds, default=60.0, metavar="S",
                         help="seconds a rank waits for a peer before failing (default 60; 0 = the default)")
     parser.add_argument("--threads", type=positive_int, default=None, metavar="T",
                         help="torch/OpenMP threads per process (default 1 for the processes started here; under "

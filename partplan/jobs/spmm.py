@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 from ..errors import PlanError
-from .args import job_config, nonneg_int, positive_int
+from .args import MAX_REPEATS, int_range, job_config, positive_int
 from .registry import Job, register
 
 KEYS = ("ranks", "backend", "device", "kernels", "layout", "f", "dtype", "overlap", "bytes_predicted",
@@ -35,8 +35,10 @@ def _arguments(s) -> None:
     s.add_argument("--seed", type=int, default=0, help="seed of the random features (default 0)")
     s.add_argument("--dtype", choices=("float32", "float64"), help="compute type (default: H's, else float32)")
     s.add_argument("--output", metavar="Z.npy", help="write Z (n × f, vertex order)")
-    s.add_argument("--repeat", type=positive_int, default=5, metavar="R", help="timed repeats (default 5)")
-    s.add_argument("--warmup", type=nonneg_int, default=1, metavar="W", help="untimed warm-up runs (default 1)")
+    s.add_argument("--repeat", type=int_range(1, MAX_REPEATS), default=5, metavar="R",
+                   help=f"timed repeats (default 5, at most {MAX_REPEATS:,})")
+    s.add_argument("--warmup", type=int_range(0, MAX_REPEATS), default=1, metavar="W",
+                   help=f"untimed warm-up runs (default 1, at most {MAX_REPEATS:,})")
     s.add_argument("--compare", default="", metavar="LIST",
                    help="comma list: oblivious (whole block rows, CAGNET-style), bare (bare all_to_all_single)")
     s.add_argument("--program", choices=("forward", "backward"), default="forward",

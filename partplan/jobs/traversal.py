@@ -100,7 +100,8 @@ def _roots(cfg: dict, eng, val) -> np.ndarray:
         vecs.append(np.bincount(v[keep], minlength=eng.n) + np.bincount(u[keep], minlength=eng.n))
     deg = world_sum(eng.comm, vecs)
     cand = np.flatnonzero(deg > 0)
-    rng = np.random.default_rng(np.random.SeedSequence([seed, 500]))
+    from .._seed import numpy_seed
+    rng = np.random.default_rng(np.random.SeedSequence([numpy_seed(seed), 500]))   # any integer seed
     return np.sort(rng.choice(cand, size=min(k, cand.size), replace=False)) if cand.size else cand
 
 

@@ -186,7 +186,8 @@ def search_keys(src, dst, n: int, count: int = 64, seed: int = 0) -> np.ndarray:
     loop = src == dst
     deg = np.bincount(src[~loop], minlength=n) + np.bincount(dst[~loop], minlength=n)
     cand = np.flatnonzero(deg > 0)
-    rng = np.random.default_rng(np.random.SeedSequence([seed, 500]))
+    from .._seed import numpy_seed
+    rng = np.random.default_rng(np.random.SeedSequence([numpy_seed(seed), 500]))   # any integer seed
     return np.sort(rng.choice(cand, size=min(count, cand.size), replace=False)) if cand.size else cand
 
 

@@ -52,3 +52,29 @@ def test_spmm_reports_its_output_on_the_local_backend(plan, tmp_path, capsys):
     assert json.loads(out)["output"] == str(tmp_path / "Z.npy") and (tmp_path / "Z.npy").is_file()
     rc, out, err = run_cli(["run", "spmm", plan, "--backend", "local", "--output", tmp_path / "Z.npy"], capsys)
     assert rc == 0 and any(ln.split() == ["output", str(tmp_path / "Z.npy")] for ln in out.splitlines()), out
+
+
+def test_a_negative_search_seed_is_any_integer_seed(plan, capsys):
+    """`run bfs --seed -1` ended in numpy's "expected non-negative integer" traceback, though
+    every other seed option takes any integer (its low 63 bits): -1 picks the roots 2^63 - 1 does."""
+    roots = []
+    for seed in ("-1", str(2 ** 63 - 1)):
+        rc, out, err = run_cli(["run", "bfs", plan, "--backend", "local", "--roots", "3", "--seed", seed, "--json"],
+                               capsys)
+        assert rc == 0, err
+        roots.append([s_["root"] for s_ in json.loads(out)["searches"]])
+    assert roots[0] == roots[1] and len(roots[0]) == 3
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["spmm", "--nprocs", "2", "--timeout", "1e10"], "--timeout: expected at most 1,000,000 seconds"),
+    (["spmm", "--nprocs", "2", "--repeat", "1000000000"], "--repeat: expected an integer in [1, 1,000,000]"),
+    (["spmm", "--nprocs", "2", "--warmup", "2000000"], "--warmup: expected an integer in [0, 1,000,000]"),
+])
+def test_counts_past_what_the_runtime_takes_are_refused_before_any_process_starts(plan, capsys, argv, needle):
+    """A --timeout past gloo's C int of milliseconds, or a --repeat whose timings do not fit in
+    memory, failed only after the processes had started."""
+    job, *rest = argv
+    rc, _, err = run_cli(["run", job, plan, *rest], capsys)
+    one_line(rc, err, 2, needle)
+    assert "starting" not in err
