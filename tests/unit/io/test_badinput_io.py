@@ -755,3 +755,15 @@ def test_a_gzip_that_inflates_past_the_budget_is_refused_as_it_is_read(tmp_path,
         tracemalloc.stop()
     assert ei.value.path == str(p)
     assert peak < 64 << 20 and (pool.max_memory() or 0) - before < 96 << 20, (peak, pool.max_memory())
+
+
+def test_a_csv_column_whose_type_shows_late_is_read_as_that_type(tmp_path):
+    """Column types come from the whole text (pyarrow's read_csv), not its first block: a 0.5
+    weight after 300,000 integer weights is a weight, not a conversion error."""
+    from partplan.io.table import read_edge_table
+    rows = 300_000
+    p = tmp_path / "late.csv"
+    body = "src,dst,weight\n" + "".join(f"{i % 1000},{(i * 7) % 1000},1\n" for i in range(rows)) + "3,4,0.5\n"
+    p.write_text(body)
+    g = read_edge_table(p)
+    assert g.data is not None and 0.5 in set(np.unique(g.data).tolist())
