@@ -327,10 +327,7 @@ def run(args) -> int:
     from partplan.layouts import layout_class
     if args.shares and not layout_class(args.layout).halo:
         raise PartitionError(f"--shares needs a 1D plan (Halo's rows and edges); --layout is {args.layout}")
-    # check every option before the (possibly long) read
-    from partplan.layouts import parse_layout
-
-    parse_layout(args.layout, args.k)
+    # check every option before the (possibly long) read (the layout was parsed with the output's name)
     from ._topology import TopologyOptions
     topts = TopologyOptions(args, layout=args.layout)
     topts.check_ranks(args.k)

@@ -779,7 +779,7 @@ def validate_shares(plan, matrix=None, *, verify: bool = True) -> list[str]:
             problems.append(f"{path}: manifest field 'shares.{key}' is {str(sh_m.get(key))[:40]!r}, "
                             f"not this version's {want!r}")
     listed = sh_m.get("fields") if isinstance(sh_m.get("fields"), dict) else {}
-    E = int(m["shares"].get("edges", 0))
+    E = int(sh_m.get("edges", 0))
     seen = np.zeros(E, dtype=np.int64)
     have = None
     if matrix is not None:

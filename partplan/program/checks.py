@@ -194,7 +194,9 @@ def _pair_index(pairs: list) -> tuple:
     hit = _PAIR_INDEX.get(id(pairs))
     if hit is not None and hit[0] is pairs:
         return hit[1]
-    a = np.asarray(pairs, dtype=np.int64).reshape(-1, 3)
+    a = _pairs_array(pairs)     # the manifest checks' conversion (a checked manifest's pairs always convert)
+    if a is None:
+        a = np.asarray(pairs, dtype=np.int64).reshape(-1, 3)
     views = []
     for key, other in ((0, 1), (1, 0)):
         o = np.argsort(a[:, key], kind="stable")
