@@ -128,3 +128,19 @@ def symmetric_volume(indptr, indices, part, k):
     pattern: column j = row j, so the parts needing H[j] are the distinct
     parts of row j, sent by part[j] (:func:`net_volume` over every row)."""
     return net_volume(indptr, indices, part, k, 0)
+
+
+@njit
+def block_order_mismatch(perm, assign, start):
+    """The first vertex v whose ``perm[v]`` is not its id in block order — ``start[b]`` (where
+    block b's rows begin) plus the count of vertices u < v with ``assign[u] == b`` — or -1 when
+    ``perm`` is exactly :func:`partplan.program.exchange.perm_by` of ``assign``. Memory: one
+    counter per block (``start``'s size), never n-sized (the plan readers check a stored
+    permutation with it)."""
+    seen = np.zeros(start.size, np.int64)
+    for v in range(perm.size):
+        b = assign[v]
+        if perm[v] != start[b] + seen[b]:
+            return v
+        seen[b] += 1
+    return -1

@@ -77,17 +77,26 @@ class _Local:
     """This rank's share as a sampler: in-edges of its rows by target (CSC), edge ids ascending."""
 
     def __init__(self, sh: dict, halo_ids: np.ndarray):
+        """Takes the share's ``edge_index`` and ``edge_ids`` out of ``sh``: each is dropped as soon as
+        its sorted copy exists, so building holds at most the share's edges and two sorted arrays
+        (one int32 when the edges fit)."""
         lid = sh["local_ids"]
-        ei, eids = sh["edge_index"], sh["edge_ids"]
-        rows = np.concatenate([lid, halo_ids])
+        ei, eids = sh.pop("edge_index"), sh.pop("edge_ids")
         order = np.lexsort((eids, ei[1]))
+        if order.size < 2 ** 31:
+            order = order.astype(np.int32)
         self.local_ids = lid
         self.sorter = np.argsort(lid, kind="stable")
         self.sorted_ids = lid[self.sorter]
         self.ptr = np.zeros(lid.size + 1, dtype=np.int64)
         np.cumsum(np.bincount(ei[1], minlength=lid.size), out=self.ptr[1:])
-        self.src = rows[ei[0, order]]
         self.eid = eids[order]
+        del eids
+        src = ei[0][order]
+        del ei
+        rows = np.concatenate([lid, halo_ids])
+        np.take(rows, src, out=src, mode="clip")     # in place (read_share checked every index)
+        self.src = src
         self.edge_pos = order           # row of each CSC entry in the share's edge fields
 
     def pos(self, ids: np.ndarray) -> np.ndarray:

@@ -119,16 +119,27 @@ def _say(cfg: dict, msg: str) -> None:
 
 
 def _write_predictions(cfg: dict, comm, ids: list, preds: list, n: int, c: int) -> str | None:
-    """Gather the predicted class of every vertex (summed over processes; each
-    row held by ``c`` replicas) and write ``int64[n]`` in vertex order to
-    ``cfg["predictions"]`` (rank 0, atomic). Returns the path on rank 0."""
-    vec = np.zeros(n, dtype=np.float64)  # class + 1 (0: no rank held the row); exact below 2**53
+    """Write the predicted class of every vertex as ``int64[n]`` in vertex order to
+    ``cfg["predictions"]`` (rank 0, atomic). Each process sends its rows' (vertex, class) pairs
+    to rank 0 alone, so only rank 0 holds n-sized arrays (the file's); a row held by ``c``
+    replicas counts 1/c from each. Returns the path on rank 0."""
+    size = sum(int(np.asarray(i).size) for i in ids)
+    pairs = np.empty((size, 2), dtype=np.int64)          # (vertex, class) of this process's rows
+    at = 0
     for i, p in zip(ids, preds):
-        np.add.at(vec, np.asarray(i, dtype=np.int64), (np.asarray(p, dtype=np.float64) + 1.0) / c)
-    tot = comm.allreduce_world([vec], "sum")[0]
+        m = int(np.asarray(i).size)
+        pairs[at:at + m, 0], pairs[at:at + m, 1] = i, p
+        at += m
+    if len(comm.local) < comm.world:                       # one process per rank: gather on rank 0
+        counts = np.zeros(comm.world, dtype=np.int64)
+        counts[0] = size
+        pairs, _ = comm.exchange_rows(pairs, counts, what="predictions")
     if comm.local[0] != 0:
         return None
-    out = np.rint(tot).astype(np.int64) - 1
+    vec = np.zeros(n, dtype=np.float64)  # class + 1 (0: no rank held the row); exact below 2**53
+    np.add.at(vec, pairs[:, 0], (pairs[:, 1] + 1.0) / c)
+    pairs = None
+    out = np.rint(vec).astype(np.int64) - 1
     if np.any(out < 0):
         from ..errors import PlanError
         raise PlanError(f"{cfg['plan']}: no rank holds vertex {int(np.flatnonzero(out < 0)[0])}; "

@@ -845,6 +845,22 @@ def load_plan(path, rank: int | None = None, graph=None, *, verify: bool = True,
     return Plan(m, ranks, g["part"], g.get("owner"), g.get("perm"))
 
 
+def _is_block_order(perm: np.ndarray, assign: np.ndarray) -> bool:
+    """``perm`` (old -> new id) is the block order of ``assign`` (values checked in range): compiled,
+    with one counter per block (every rank of a loader checks it: no n-sized temporaries)."""
+    from .._kernels import HAVE_NUMBA, block_order_mismatch
+    from ..program.exchange import perm_by
+
+    if assign.dtype not in (np.int32, np.int64):
+        assign = assign.astype(np.int64)
+    k = int(assign.max()) + 1
+    if not HAVE_NUMBA:
+        return bool(np.array_equal(perm, perm_by(assign.astype(np.int64, copy=False), k)))
+    start = np.zeros(k, np.int64)
+    np.cumsum(np.bincount(assign, minlength=k)[:-1], out=start[1:])
+    return block_order_mismatch(perm, assign, start) < 0
+
+
 def _partition_arrays(path: Path, m: dict, verify: bool) -> dict[str, np.ndarray]:
     """The arrays of a plan's partition file (``part``, optional ``owner`` and ``perm``), its size
     (and sha256 when ``verify``) checked against the manifest, every array n integers in range."""
@@ -865,9 +881,8 @@ def _partition_arrays(path: Path, m: dict, verify: bool) -> dict[str, np.ndarray
         if a.dtype.kind not in "iu" or a.size != n or (a.size and (int(a.min()) < 0 or int(a.max()) >= lim)):
             raise PlanError(f"{pf}: field {key!r} is not {n} integers in [0, {lim})")
     if g.get("perm") is not None and n:   # old -> new id, determined by the blocks (plan-format.md)
-        from ..program.exchange import perm_by
-        assign = (g["part"] if g.get("owner") is None else g["owner"]).astype(np.int64, copy=False)
-        if not np.array_equal(g["perm"], perm_by(assign, int(assign.max()) + 1)):
+        assign = g["part"] if g.get("owner") is None else g["owner"]
+        if not _is_block_order(g["perm"], assign):
             raise PlanError(f"{pf}: field 'perm' is not the block order of its part / owner arrays (block 0's "
                             f"rows first, ascending old id, then block 1, ...)")
     return g
