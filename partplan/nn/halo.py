@@ -146,6 +146,12 @@ def _local_edges(name: str, edge_index, n: int, local_ids, halo_ids, rank: int):
     return np.vstack([src, dst]), sel.astype(np.int64), deg
 
 
+#: forward calls of a Halo whose row size and dtype the ranks first agree on (every layer of a
+#: model's first passes; a small all-to-all each, about the cost of a small exchange on gloo, so
+#: not every call: every rank makes the same calls, so every rank checks the same ones)
+AGREE_CALLS = 16
+
+
 class _Exchange:
     """The forward exchange of a 1D plan (and its transpose) for the local ranks of a comm."""
 
@@ -159,6 +165,7 @@ class _Exchange:
             self.bwd = comm.prepare(fam, [v.recv_counts for v in views], [v.send_counts for v in views],
                                     "halo exchange (backward)")
         self.marker = None
+        self.checks_left = AGREE_CALLS
         self._idx_on: dict = {}
 
     def _idx(self, i: int, device) -> torch.Tensor:
@@ -169,13 +176,17 @@ class _Exchange:
             t = self._idx_on[key] = torch.from_numpy(self.views[i].idx).to(device)
         return t
 
-    def _go(self, xp, sends, outs, what: str, meanwhile=None):
+    def _go(self, xp, sends, outs, what: str, meanwhile=None, xs=None):
         """The exchange, ``meanwhile()`` run while it flies: asynchronous wherever
         the comm allows (NCCL's stream; gloo's worker thread, while this thread
-        copies the local rows)."""
+        copies the local rows). ``xs``: the inputs whose row size and dtype the ranks
+        first agree on (:meth:`_agree`)."""
         if self.marker is not None:
             self.marker.called()
         try:
+            if xs is not None and self.checks_left > 0:
+                self.checks_left -= 1
+                self._agree(xs)
             async_op = bool(getattr(self.comm, "asynchronous", False) and sends)
             h = self.comm.start(xp, sends, outs, what, async_op=async_op)
             if meanwhile is not None:
@@ -185,6 +196,21 @@ class _Exchange:
             if self.marker is not None:
                 self.marker.fail(what)
             raise
+
+    def _agree(self, xs: list) -> None:
+        """Every rank of the exchange passes rows of one size and dtype: the receive buffers are
+        sized from this rank's own rows, so a peer's other width would be read as wrong numbers or
+        abort gloo. One small host all-to-all (:meth:`~partplan.runtime.comm.TorchComm.agree`, not
+        counted in the exchange's bytes), in the first AGREE_CALLS forward calls."""
+        keys = [np.array([_FLOATS.index(x.dtype), int(np.prod(x.shape[1:], dtype=np.int64))], dtype=np.int64)
+                for x in xs]
+        for (lo, hi), v, x in zip(self.comm.agree(self.family, keys, "halo exchange"), self.views, xs):
+            if not np.array_equal(lo, hi):
+                kinds = ", ".join(str(_FLOATS[i]).replace("torch.", "") for i in sorted({int(lo[0]), int(hi[0])}))
+                raise PlanError(f"{self.name}: rank {v.rank}: the ranks of this exchange pass rows of different "
+                                f"sizes or dtypes (this rank: shape {tuple(x.shape)}, {str(x.dtype).replace('torch.', '')}"
+                                f"; values per row {int(lo[1])} to {int(hi[1])}; dtypes {kinds}): every rank passes "
+                                f"rows of the same width and dtype in each call")
 
     def forward(self, xs: list) -> list:
         outs = [x.new_empty((v.num_local + v.num_halo,) + tuple(x.shape[1:])) for v, x in zip(self.views, xs)]
@@ -198,7 +224,7 @@ class _Exchange:
         sends = [x[:v.idx.size] if v.contiguous_send else x.index_select(0, self._idx(i, x.device))
                  for i, (x, v) in enumerate(zip(xs, self.views))]
         self._go(self.fwd, sends, [o[v.num_local:] for o, v in zip(outs, self.views)], "halo exchange (forward)",
-                 meanwhile=local_rows)
+                 meanwhile=local_rows, xs=xs)
         return outs
 
     def backward(self, gs: list) -> list:

@@ -4,7 +4,8 @@ the same models trained single-process with plain PyG (GAT on the whole edge_ind
 PyG's own gcn_norm; same initial weights, optimizer and epochs). partplan.nn.Halo: GATConv
 (edge_dim, 2 heads), SAGEConv, GINConv and GraphConv through the halo exchange equal the single-process PyG layers (float64: output rows,
 input gradients, all-reduced weight gradients); bytes sent equal the plan's prediction forward
-and backward; a call made by rank 0 alone ends within the timeout naming rank 1; DistSpMM
+and backward; rows of other widths or dtypes on the two ranks are one PlanError on both; a call
+made by rank 0 alone ends within the timeout naming rank 1; DistSpMM
 refuses gradients on a plan with replicated rows; both modules pickle."""
 from __future__ import annotations
 
@@ -151,6 +152,14 @@ def _worker(rank, world, port, tmp):
             out["replicated_error"] = str(exc)
         with torch.no_grad():
             op15(x[torch.from_numpy(op15.in_ids)])
+        # the ranks pass rows of other widths, then of other dtypes: one PlanError on both ranks (the
+        # receive buffers are sized from a rank's own rows: wrong numbers or a gloo abort otherwise)
+        for key, xr in (("width", x[ids] if rank == 0 else x[ids][:, :-1]),
+                        ("dtype", x[ids] if rank == 0 else x[ids].float())):
+            try:
+                Halo(tmp / "g.plan", ei)(xr)
+            except PlanError as exc:
+                out[f"mismatch_{key}"] = str(exc)
         # rank 0 alone calls: ends within the timeout naming rank 1 (Halo, then DistSpMM)
         sub = Halo(tmp / "g.plan", ei, timeout=TIMEOUT)
         spmm = DistSpMM(tmp / "g.plan", dtype=torch.float64, timeout=TIMEOUT)
@@ -238,6 +247,9 @@ def test_gloo_p2_pyg_layers_through_halo_equal_single_process(tmp_path):
     (acc,) = res[0]["readme"]
     assert 0.5 < acc <= 1.0                                 # the README block trains (two classes)
     assert (tmp_path / "readme" / "g.plan" / "manifest.json").exists()
+    for r in res:
+        assert "different sizes or dtypes" in r["mismatch_width"] and "values per row 5 to 6" in r["mismatch_width"]
+        assert "dtypes float32, float64" in r["mismatch_dtype"], r["mismatch_dtype"]
     for key in ("halo", "spmm"):
         msg, secs = res[0][f"subset_{key}"]
         assert "rank 1 did not call it" in msg, msg
