@@ -209,6 +209,9 @@ def plan_from_pyg(data: Any, k: int, *, normalize: str | None = None, out: str |
         raise OptionError(f"normalize must be None, 'gcn' or 'mean', not {normalize!r}")
     if shares and out is None:
         raise OptionError("shares=True writes each rank's share beside the plan: give out=PATH")
+    if shares and flow != "source_to_target":
+        raise OptionError(f"shares=True: shares, Halo and NeighborLoader read PyG's source_to_target flow (a row "
+                          f"per edge target), not flow={flow!r}: leave flow at its default")
     if shares and (not _layout_class(partition_options.get("layout", "1d")).halo
                    or partition_options.get("ownership", "conformal") != "conformal"):
         raise OptionError("shares=True needs a 1D conformal plan (Halo's rows and edges): leave layout and "

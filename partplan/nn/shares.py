@@ -458,6 +458,19 @@ def check_data_graph(plan, m: dict, data) -> None:
     _check_data_graph(Path(plan), m, data, e)
 
 
+def _reversed_fingerprint(data, norm) -> str | None:
+    """The fingerprint of the plan graph that ``flow="target_to_source"`` builds from ``data`` (a
+    row per edge source), to name that cause of a mismatch; None when it cannot be built."""
+    from ..errors import GraphFormatError
+    from ..interop.pyg import plan_graph
+    from ..models.normalize import normalize_adjacency
+    try:
+        t = plan_graph(data, normalize=norm, flow="target_to_source")
+    except (GraphFormatError, OptionError, ValueError, TypeError):
+        return None
+    return (normalize_adjacency(t, norm) if norm else t).fingerprint
+
+
 def _check_data_graph(path: Path, m: dict, data, e: int) -> None:
     """One PlanError unless ``data`` (``e`` edges) is the graph the plan was built from: the source
     matrix's fingerprint (pattern and values: PyG's multi-edges sum into values) of its edges,
@@ -490,6 +503,10 @@ def _check_data_graph(path: Path, m: dict, data, e: int) -> None:
         sym = g.normalize(symmetrize=True)
         if (normalize_adjacency(sym, norm) if norm else sym).fingerprint == mg.get("fingerprint"):
             return
+    if pattern != mg.get("fingerprint") and _reversed_fingerprint(data, norm) == mg.get("fingerprint"):
+        raise PlanError(f"plan {path} was built from this data with flow='target_to_source' (a row per edge "
+                        f"source); shares, Halo and NeighborLoader read PyG's source_to_target flow (a row per "
+                        f"target): build the plan with the default flow")
     if pattern != mg.get("fingerprint"):
         raise PlanError(f"the data's graph (n={g.n}, {g.nnz} distinct edges) is not the graph of plan {path} "
                         f"(n={mg.get('n')}): build the plan from this data, or pass the data the plan was built "

@@ -161,3 +161,19 @@ def test_values_train_gcn_refuses_are_refused_in_the_shares_too(plan_dir, tmp_pa
     d.x = torch.empty(N, 4, device="meta")
     with pytest.raises(PlanError, match="meta device"):
         write_shares(_copy(plan_dir, tmp_path / "meta"), d)
+
+
+def test_a_target_to_source_plan_is_named_as_such(tmp_path):
+    """Shares read PyG's source -> target flow: plan_from_pyg refuses shares=True with the other flow
+    before it writes anything, and shares for a plan built with it name the flow, not another graph."""
+    from partplan.errors import OptionError
+    data = _data()
+    with pytest.raises(OptionError, match="source_to_target flow"):
+        partplan.plan_from_pyg(data, 2, out=tmp_path / "a.plan", flow="target_to_source", shares=True, seed=0)
+    assert not (tmp_path / "a.plan").exists()
+    partplan.plan_from_pyg(data, 2, out=tmp_path / "b.plan", flow="target_to_source", seed=0)
+    with pytest.raises(PlanError, match="flow='target_to_source'"):
+        write_shares(tmp_path / "b.plan", data)
+    other = Data(edge_index=torch.flip(data.edge_index, [0])[:, :-3], x=data.x, num_nodes=N)
+    with pytest.raises(PlanError, match="is not the graph of plan"):     # really another graph
+        write_shares(tmp_path / "b.plan", other)
