@@ -206,7 +206,10 @@ def _by_family(fams: list[str], v: np.ndarray) -> dict:
 # ----------------------------------------------------------------------------- WCC
 def wcc_parts(manifest: dict, shards, comm, *, progress=None, kernels: str = "auto"):
     """Weak components: (ids per local rank, int64 labels per local rank —
-    numpy —, round records). ``kernels`` as in :func:`pagerank_parts`: the
+    numpy —, round records). Min-label propagation: each round the changed labels
+    expand, every row takes the smallest label among its columns whose value dropped
+    (:meth:`min_from_changed`), and the new labels spread through the rank's own
+    components (:func:`_own_components`). ``kernels`` as in :func:`pagerank_parts`: the
     labels live on the comm's device with ``torch``. 2D plans: :func:`_wcc_2d`."""
     lay = check_layout(manifest, "analytics", job="WCC")
     X = KT.for_comm(kernels, comm)
@@ -226,6 +229,7 @@ def wcc_parts(manifest: dict, shards, comm, *, progress=None, kernels: str = "au
     lab = [X.asarray(i, "int64") for i in ids]
     ext = [[X.asarray(rg.ext_ids, "int64") for rg in g] for g in gs]  # labels of own + ghost columns
     changed = [X.full(i.size, True, "bool") for i in ids]
+    comps = [_own_components(X, [g[i] for g in gs]) for i in range(len(ids))]
     records, rnd = [], 0
     while True:
         t0 = time.perf_counter()
@@ -239,13 +243,42 @@ def wcc_parts(manifest: dict, shards, comm, *, progress=None, kernels: str = "au
                 e = ext[k][i]
                 e[:rg.nl] = lab[i]
                 e[rg.nl:][got[i]] = vals[i][got[i]]
-                m = X.min_over_rows(gvs[k][i], e, lab[i])
+                m = X.min_from_changed(gvs[k][i], e, lab[i], changed[i], got[i])
                 new[i] = X.where(m < new[i], m, new[i])
+        for i, (comp, ncomp) in enumerate(comps):
+            if comp is not None:      # a label that reached a rank's own component reaches all of it
+                low = X.full(ncomp, np.iinfo(np.int64).max, "int64")
+                X.minimum_at(low, comp, new[i])
+                new[i] = low[comp]
         changed = [a < b for a, b in zip(new, lab)]
         lab = new
         if _close_round(comm, changed, nbytes, sent0, fams, rnd, t0, records, progress) == 0:
             return ids, [X.host(v) for v in lab], records
         rnd += 1
+
+
+def _own_components(X, rgs) -> tuple:
+    """(component of each own vertex as an X array, count) among the edges between a rank's own
+    vertices (every program's: weak components), or (None, 0) when no two own vertices connect.
+    A round's labels then spread over a whole component of a part at once, so WCC takes about as
+    many rounds as a path crosses parts, not as it has vertices (a 800 x 800 grid at k = 16: 1,599
+    rounds before)."""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import connected_components
+
+    nl = rgs[0].nl
+    rows, cols = [], []
+    for rg in rgs:
+        r = np.repeat(np.arange(rg.nrows, dtype=np.int64), np.diff(rg.indptr))
+        own = (rg.indices < nl) & (r < nl)
+        rows.append(r[own])
+        cols.append(rg.indices[own].astype(np.int64))
+    r, c = np.concatenate(rows), np.concatenate(cols)
+    if nl == 0 or not np.any(r != c):
+        return None, 0
+    ncomp, comp = connected_components(sp.csr_matrix((np.ones(r.size, np.int8), (r, c)), shape=(nl, nl)),
+                                       directed=True, connection="weak")
+    return (X.asarray(comp, "int64"), int(ncomp)) if ncomp < nl else (None, 0)
 
 
 def _close_round(comm, changed, nbytes, sent0: int, fams, rnd: int, t0: float, records: list, progress) -> int:

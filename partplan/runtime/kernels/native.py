@@ -111,6 +111,25 @@ class NativeKernels:
             out[nz] = np.minimum(out[nz], m)
         return out
 
+    def min_from_changed(self, gv, ext_vals, own_vals, own_changed, ghost_got):
+        """:meth:`min_over_rows` where only the columns whose value dropped since the last call can
+        lower a row (every other column's value was taken then, and values only fall): the own
+        columns ``own_changed`` and the ghosts ``ghost_got`` (bool over ``ext_vals[nl:]``) push
+        their values along the block's CSC. Work: those columns' edges, not the block's (a label
+        wave crossing a grid no longer costs every edge in every round); above a quarter of the
+        edges, the whole block's segment minimum."""
+        nl = own_vals.shape[0]
+        cols = np.concatenate([np.flatnonzero(own_changed), nl + np.flatnonzero(ghost_got)])
+        lens = gv.cindptr[cols + 1] - gv.cindptr[cols]
+        if 4 * int(lens.sum()) > gv.indices.size:
+            return self.min_over_rows(gv, ext_vals, own_vals)
+        out = own_vals.copy()
+        tot = int(lens.sum())
+        if tot:
+            pos = np.repeat(gv.cindptr[cols] - (np.cumsum(lens) - lens), lens) + np.arange(tot)   # their edges
+            np.minimum.at(out, gv.crows[pos], np.repeat(ext_vals[cols], lens))
+        return out
+
     # ------------------------------------------------------------------ PageRank's Executor boundary
     def ops(self, comm, dtype: str = "float64"):
         """The Executor's array table: NumpyOps, or TorchOps (scipy SpMM) under TorchComm."""

@@ -434,6 +434,11 @@ class TorchKernels:
             out.scatter_reduce_(0, gv.row_of, ext_vals[gv.indices], "amin")
         return out
 
+    def min_from_changed(self, gv: TorchGraph, ext_vals, own_vals, own_changed, ghost_got):
+        """:meth:`min_over_rows` (one scatter over the block's edges on the device: selecting the
+        changed columns' edges would cost a host sync per round)."""
+        return self.min_over_rows(gv, ext_vals, own_vals)
+
     # ------------------------------------------------------------------ PageRank's Executor boundary
     def ops(self, comm, dtype: str = "float64"):
         """The Executor's array table: TorchOps on this device with torch sparse CSR SpMM."""
