@@ -43,6 +43,7 @@ batch's remote nodes and edges, the measurement from the transport.
 """
 from __future__ import annotations
 
+import os
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -250,6 +251,9 @@ class NeighborLoader:
         from torch_geometric.data import Data  # noqa: F401 - imported here, not in the first batch
         from .rows import RankRows, exchange_step
         from .shares import read_share
+        if not isinstance(plan, (str, os.PathLike)):
+            raise PlanError(f"NeighborLoader takes the plan's path first (NeighborLoader(\"g.plan\", num_neighbors, "
+                            f"...): each rank reads its share of the data there), got {type(plan).__name__}")
         if not isinstance(num_neighbors, (list, tuple, np.ndarray)) or not len(num_neighbors) or any(
                 not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < -1 for k in num_neighbors):
             raise OptionError(f"num_neighbors must be a list of ints >= -1 (one per hop), got {num_neighbors!r}")
@@ -313,14 +317,19 @@ class NeighborLoader:
             a = (input_nodes.detach().cpu().numpy() if isinstance(input_nodes, torch.Tensor)
                  else np.asarray(input_nodes))
         except (ValueError, TypeError) as exc:   # a ragged list, an object numpy cannot hold
-            raise OptionError(f"input_nodes: vertex ids must be ints in [0, {self.n}) ({exc})") from None
+            raise OptionError(f"input_nodes: a 1-D array of vertex ids, a bool mask of {self.n} entries, a bool "
+                              f"node field's name or None; got {type(input_nodes).__name__} ({exc})") from None
         if a.size == 0 and a.ndim == 1:     # no seeds (np.asarray([]) is float64)
             a = a.astype(np.int64)
         if a.dtype == bool:
             if a.shape != (self.n,):
                 raise OptionError(f"input_nodes: a bool mask must have one entry per vertex ({self.n})")
             a = np.flatnonzero(a)
-        if a.dtype.kind not in "iu" or a.ndim != 1 or (a.size and (a.min() < 0 or a.max() >= self.n)):
+        if a.ndim != 1 or a.dtype.kind not in "iu":
+            raise OptionError(f"input_nodes: a 1-D array of vertex ids, a bool mask of {self.n} entries, a bool "
+                              f"node field's name or None; got {type(input_nodes).__name__} of dtype {a.dtype} "
+                              f"and shape {a.shape}")
+        if a.size and (a.min() < 0 or a.max() >= self.n):
             raise OptionError(f"input_nodes: vertex ids must be ints in [0, {self.n})")
         a = np.unique(a.astype(np.int64))
         return a[self.part[a] == self.rank]
@@ -352,18 +361,25 @@ class NeighborLoader:
 
     def _steps(self, epoch: int) -> list[np.ndarray]:
         """This rank's seeds of each global batch of ``epoch``, in the global order (every rank's
-        (key, id) pairs are gathered: 16 bytes per seed)."""
+        (key, id) pairs are gathered: 16 bytes per seed, after the epoch, which every rank must
+        share: one OptionError on every rank otherwise)."""
         keys = self._order_keys(self.seeds, epoch)
         if self.world > 1:
             counts = self.seed_counts
             mine = torch.from_numpy(np.stack([keys.view(np.int64), self.seeds], 1).reshape(-1).copy())
             top = 2 * int(counts.max())                       # gloo gathers equal sizes: pad to the largest
-            padded = torch.zeros(top, dtype=torch.int64)
-            padded[:mine.numel()] = mine
-            gathered = [torch.empty(top, dtype=torch.int64) for _ in counts]
-            if top:
-                self.transport.all_gather(gathered, padded, "seed order")
-            allk = np.concatenate([g.numpy()[:2 * int(c)].reshape(-1, 2) for g, c in zip(gathered, counts)])
+            padded = torch.zeros(1 + top, dtype=torch.int64)
+            padded[0] = epoch
+            padded[1:1 + mine.numel()] = mine
+            gathered = [torch.empty(1 + top, dtype=torch.int64) for _ in counts]
+            self.transport.all_gather(gathered, padded, "seed order")
+            epochs = np.array([int(g[0]) for g in gathered])
+            if (epochs != epoch).any():
+                other = int(np.flatnonzero(epochs != epochs[0])[0]) if (epochs != epochs[0]).any() else self.rank
+                raise OptionError(f"NeighborLoader: ranks 0 and {other} iterate epochs {int(epochs[0])} and "
+                                  f"{int(epochs[other])}: every rank iterates the same epoch (set_epoch on every "
+                                  f"rank alike; this rank, {self.rank}: epoch {epoch})")
+            allk = np.concatenate([g.numpy()[1:1 + 2 * int(c)].reshape(-1, 2) for g, c in zip(gathered, counts)])
             allkeys, allids = allk[:, 0].copy().view(np.uint64), allk[:, 1].copy()
         else:
             allkeys, allids = keys, self.seeds

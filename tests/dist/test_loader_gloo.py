@@ -104,6 +104,14 @@ def _worker(rank, world, port, tmp):
                 partplan.nn.NeighborLoader(plan, [2, 1] if rank == 0 else [2], batch_size=BATCH, seed=5)
             except OptionError as exc:
                 out["mismatch"] = str(exc)
+            # an epoch set on one rank only: one OptionError on each rank, before any batch
+            skew = partplan.nn.NeighborLoader(plan, FAN, batch_size=BATCH, seed=5)
+            if rank == 1:
+                skew.set_epoch(5)
+            try:
+                next(iter(skew))
+            except OptionError as exc:
+                out["epoch_skew"] = str(exc)
             # a rank that stops iterating: its peer ends within the timeout with one error
             from partplan.errors import PlanError
             lone = partplan.nn.NeighborLoader(plan, FAN, batch_size=BATCH, seed=1, timeout=3)
@@ -188,5 +196,6 @@ def test_gloo_loader_and_halo_from_shares(tmp_path, world):
         assert 0.0 <= acc <= 1.0
         assert res[0]["readme_loader_steps"] == res[1]["readme_loader_steps"] > 0
         assert all("another num_neighbors" in r.get("mismatch", "") for r in res), [r.get("mismatch") for r in res]
+        assert all("iterate epochs 0 and 5" in r.get("epoch_skew", "") for r in res), [r.get("epoch_skew") for r in res]
         msg, secs = res[0]["lone"]
         assert "did not complete within 3 s" in msg and secs < 20, (msg, secs)

@@ -121,8 +121,16 @@ def test_options_are_checked(one):
         NeighborLoader(path, [2], batch_size=0)
     with pytest.raises(OptionError, match="no bool node field"):
         NeighborLoader(path, [2], batch_size=4, input_nodes="x")
-    with pytest.raises(OptionError):
+    with pytest.raises(OptionError, match=r"ints in \[0, "):
         NeighborLoader(path, [2], batch_size=4, input_nodes=torch.tensor([10 ** 9]))
+    for bad, what in ((5, "shape ()"), ([[1, 2]], "shape (1, 2)"), (("paper", [1]), "got tuple"),
+                      (np.array([0.5]), "dtype float64")):     # the shape or type, not the range, is wrong
+        with pytest.raises(OptionError, match="a 1-D array of vertex ids") as err:
+            NeighborLoader(path, [2], batch_size=4, input_nodes=bad)
+        assert what in str(err.value), str(err.value)
+    from partplan.errors import PlanError
+    with pytest.raises(PlanError, match="takes the plan's path first"):   # PyG's order: the data first
+        NeighborLoader({"edge_index": torch.zeros(2, 1, dtype=torch.long)}, [2], batch_size=4)
     with pytest.raises(OptionError, match="replace=True"):
         NeighborLoader(path, [2], batch_size=4, replace=True)
     with pytest.raises(OptionError, match="no option"):
