@@ -171,9 +171,9 @@ def _pagerank_config(args) -> dict:
 def _wcc_arguments(s) -> None:
     add_plan_options(s, capability="analytics (1d, 2d:RxC, routed:ROUTE:D)")
     s.add_argument("--method", choices=WCC_METHODS, default="propagate", metavar="M",
-                   help="propagate: min-label propagation, only changed labels exchanged, each spread through a "
-                        "rank's own components at once (default; rounds = the parts a path crosses, at most the "
-                        "diameter); pointer-jump: hooking + pointer jumping (FastSV), O(log n) rounds, each also "
+                   help="propagate: min-label propagation, only changed labels exchanged (default; on 1d and routed "
+                        "plans each spread through a rank's own components at once: rounds = the parts a path "
+                        "crosses; 2d: the diameter); pointer-jump: hooking + pointer jumping (FastSV), O(log n) rounds, each also "
                         "sending parent requests to the parents' owners")
     add_output_option(s, "npy", "labels.npy: int64[n]")
 

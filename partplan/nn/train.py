@@ -121,8 +121,9 @@ def _say(cfg: dict, msg: str) -> None:
 def _write_predictions(cfg: dict, comm, ids: list, preds: list, n: int, c: int) -> str | None:
     """Write the predicted class of every vertex as ``int64[n]`` in vertex order to
     ``cfg["predictions"]`` (rank 0, atomic). Each process sends its rows' (vertex, class) pairs
-    to rank 0 alone, so only rank 0 holds n-sized arrays (the file's); a row held by ``c``
-    replicas counts 1/c from each. Returns the path on rank 0."""
+    to rank 0 alone, so only rank 0 holds n-sized arrays (the file's and what it gathers); a row
+    held by ``c`` replicas counts 1/c from each. A vertex no rank holds is one PlanError on every
+    rank. Returns the path on rank 0."""
     size = sum(int(np.asarray(i).size) for i in ids)
     pairs = np.empty((size, 2), dtype=np.int64)          # (vertex, class) of this process's rows
     at = 0
@@ -134,16 +135,28 @@ def _write_predictions(cfg: dict, comm, ids: list, preds: list, n: int, c: int) 
         counts = np.zeros(comm.world, dtype=np.int64)
         counts[0] = size
         pairs, _ = comm.exchange_rows(pairs, counts, what="predictions")
+    missing = -1
+    if comm.local[0] == 0:
+        if c == 1:       # every row held once: the classes go straight to their places
+            out = np.full(n, -1, dtype=np.int64)
+            out[pairs[:, 0]] = pairs[:, 1]
+        else:            # c replicas of each row count 1/c each: class + 1 summed (0: no rank held it)
+            vec = np.zeros(n, dtype=np.float64)
+            for lo in range(0, pairs.shape[0], 1 << 20):   # blocks: no float copy of every pair at once
+                blk = pairs[lo:lo + (1 << 20)]
+                np.add.at(vec, blk[:, 0], (blk[:, 1] + 1.0) / c)
+            out = np.rint(vec).astype(np.int64) - 1
+            vec = None
+        pairs = None
+        if np.any(out < 0):
+            missing = int(np.flatnonzero(out < 0)[0])
+    if len(comm.local) < comm.world:                       # every rank raises alike, none waits for rank 0
+        missing = int(comm.allreduce_world([np.array([float(missing)])], "max")[0][0])
+    if missing >= 0:
+        from ..errors import PlanError
+        raise PlanError(f"{cfg['plan']}: no rank holds vertex {missing}; no predictions written")
     if comm.local[0] != 0:
         return None
-    vec = np.zeros(n, dtype=np.float64)  # class + 1 (0: no rank held the row); exact below 2**53
-    np.add.at(vec, pairs[:, 0], (pairs[:, 1] + 1.0) / c)
-    pairs = None
-    out = np.rint(vec).astype(np.int64) - 1
-    if np.any(out < 0):
-        from ..errors import PlanError
-        raise PlanError(f"{cfg['plan']}: no rank holds vertex {int(np.flatnonzero(out < 0)[0])}; "
-                        f"no predictions written")
     from .._atomic import atomic_path
     with atomic_path(cfg["predictions"], suffix=".npy") as tmp:
         with open(tmp, "wb") as fh:

@@ -851,8 +851,10 @@ def _is_block_order(perm: np.ndarray, assign: np.ndarray) -> bool:
     from .._kernels import HAVE_NUMBA, block_order_mismatch
     from ..program.exchange import perm_by
 
-    if assign.dtype not in (np.int32, np.int64):
+    if assign.dtype not in (np.int32, np.int64) or not assign.dtype.isnative:
         assign = assign.astype(np.int64)
+    if not perm.dtype.isnative:
+        perm = perm.astype(perm.dtype.newbyteorder("="))
     k = int(assign.max()) + 1
     if not HAVE_NUMBA:
         return bool(np.array_equal(perm, perm_by(assign.astype(np.int64, copy=False), k)))

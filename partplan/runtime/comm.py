@@ -414,18 +414,18 @@ class TorchComm(_Counters):
 
     def agree(self, family, values, what=""):
         """(lowest, highest) of each entry of the small int vector ``values[0]`` over the members of
-        this rank's group in ``family``: every member's vector by one all-to-all of host tensors
-        (gloo under NCCL too, so no device sync; gloo's all-reduce takes several times as long),
-        not counted in the exchange's bytes (a check, not data)."""
+        this rank's group in ``family``: every member's vector by one all-to-all on the comm's
+        device (a group made under plain "nccl" has no CPU backend; gloo's all-reduce takes several
+        times as long as this), not counted in the exchange's bytes (a check, not data)."""
         v = np.asarray(values[0], dtype=np.int64).reshape(-1)
         g, pg = self._pg_of(family)
         if g is None:
             return [(v.copy(), v.copy())]
-        send = self.torch.from_numpy(np.tile(v, len(g.ranks)))
+        send = self._small(np.tile(v, len(g.ranks)))
         got = self.torch.empty_like(send)
         self._guard(lambda: self.dist.all_to_all_single(got, send, group=pg),
                     f"{what} (agreement check in group {g.name})")
-        every = got.numpy().reshape(len(g.ranks), v.size)
+        every = got.cpu().numpy().reshape(len(g.ranks), v.size)
         return [(every.min(axis=0), every.max(axis=0))]
 
     def allreduce_world(self, values, op="max"):

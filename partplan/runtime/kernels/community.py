@@ -146,7 +146,7 @@ def label_sums(X, rows, labels, weights):
         import torch
         if rows.numel() == 0:
             return rows, labels, weights
-        span = _key_span(int(rows.max()), int(labels.min()), int(labels.max()))
+        span = _key_span(*torch.stack([rows.max(), labels.min(), labels.max()]).tolist())   # one device sync
         if span:        # one sort of row * span + label: the same order as sorting by label, then row
             o = torch.argsort(rows * span + labels, stable=True)
         else:

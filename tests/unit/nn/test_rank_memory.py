@@ -87,3 +87,18 @@ def test_loader_index_holds_less_than_the_shares_edges_beside_them():
     got = list(zip(tgt.tolist(), loc.src.tolist(), loc.eid.tolist()))
     assert got == [(t, int(rows[s]), e) for t, e, s in sorted((t, e, s) for t, s, e in want)]
     assert [want[int(i)][2] for i in loc.edge_pos] == loc.eid.tolist()
+
+
+def test_a_vertex_rank_0_finds_unheld_stops_every_rank(tmp_path):
+    """Rank 0 alone sees the gathered rows; the vertex it finds no rank holds reaches the others by a
+    world maximum, so they raise too instead of waiting in their next collective for rank 0."""
+    from partplan.errors import PlanError
+    from partplan.nn.train import _write_predictions
+
+    class _Told(_Rank1Comm):
+        def allreduce_world(self, values, op="max"):
+            assert op == "max"
+            return [np.maximum(np.array(values[0]), 7.0)]      # rank 0's: vertex 7 unheld
+    with pytest.raises(PlanError, match="no rank holds vertex 7"):
+        _write_predictions({"predictions": str(tmp_path / "p.npy"), "plan": "g.plan"}, _Told(),
+                           [np.array([1])], [np.array([0])], 10, 1)

@@ -38,3 +38,10 @@ def test_block_order_check_holds_no_n_sized_array():
     finally:
         tracemalloc.stop()
     assert ok and peak < 1 << 20      # perm_by's own arrays: 16 MB and more
+
+
+def test_block_order_check_takes_big_endian_arrays():
+    assign = np.array([1, 0, 1, 2, 0, 2])
+    perm = perm_by(assign, 3)
+    assert _is_block_order(perm.astype(">i8"), assign.astype(">i4"))
+    assert not _is_block_order(perm[::-1].astype(">i8"), assign.astype(">i4"))
