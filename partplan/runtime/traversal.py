@@ -408,6 +408,82 @@ def _tally(st: ExchangeStats, comm, segs: list[Segments], counts: list, peer_c: 
     return sc_bytes, rc_bytes, dns, rdns
 
 
+def _segment_positions(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """int64 positions ``starts[0] .. starts[0] + lens[0] - 1, starts[1] ..`` (concatenated ranges)."""
+    tot = int(lens.sum())
+    if tot == 0:
+        return np.zeros(0, np.int64)
+    return np.repeat(starts - (np.cumsum(lens) - lens), lens) + np.arange(tot, dtype=np.int64)
+
+
+def _pack_flags(f: np.ndarray, send_off: np.ndarray, c: np.ndarray, dn: np.ndarray, vals, w: int) -> np.ndarray:
+    """The bytes one rank sends in :func:`exchange_flags`: per peer j with ``c[j]`` flagged rows, in
+    peer order, its flags — dense (``dn[j]``): the bitmap of its send segment (numpy's bit order,
+    the last byte zero-padded); sparse: uint32 positions within the segment — then the flagged
+    rows' values (``w`` bytes each, ``vals`` over the whole send list), in position order. Built by
+    index arithmetic over every peer at once (a loop over peers cost k^2 Python steps at k ranks)."""
+    seglen = np.diff(send_off)
+    fb = np.where(c > 0, np.where(dn, (seglen + 7) // 8, POS_BYTES * c), 0)   # flag bytes per peer
+    tb = fb + w * c
+    boff = np.cumsum(tb) - tb                                                 # each peer's first byte
+    buf = np.zeros(int(tb.sum()), np.uint8)
+    p = np.flatnonzero(f)                                                     # grouped by peer (ascending)
+    peer = np.repeat(np.arange(c.size), c)
+    nth = np.arange(p.size) - np.repeat(np.cumsum(c) - c, c)                  # rank within its peer's rows
+    sp = ~dn[peer]
+    if sp.any():
+        dst = boff[peer[sp]] + POS_BYTES * nth[sp]
+        buf[(dst[:, None] + np.arange(POS_BYTES)).ravel()] = \
+            (p[sp] - send_off[peer[sp]]).astype("<u4").view(np.uint8)
+    dj = np.flatnonzero(dn)
+    if dj.size:
+        nb = (seglen[dj] + 7) // 8
+        bits = np.zeros(int(8 * nb.sum()), dtype=bool)                        # each segment padded to bytes
+        bits[_segment_positions(np.cumsum(8 * nb) - 8 * nb, seglen[dj])] = f[_segment_positions(send_off[dj],
+                                                                                                 seglen[dj])]
+        buf[_segment_positions(boff[dj], nb)] = np.packbits(bits)
+    if w and p.size:
+        dst = boff[peer] + fb[peer] + w * nth
+        buf[(dst[:, None] + np.arange(w)).ravel()] = np.ascontiguousarray(vals[p]).view(np.uint8).reshape(-1)
+    return buf
+
+
+def _unpack_flags(buf: np.ndarray, recv_off: np.ndarray, rc: np.ndarray, rdn: np.ndarray, nrecv: int, vdt,
+                  w: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """What :func:`_pack_flags` of every peer gives one receiver: (flags bool[nrecv] in receive
+    order, values or None), ``rc[j]`` rows flagged by peer j, dense per ``rdn``."""
+    s = np.diff(recv_off)
+    fb = np.where(rc > 0, np.where(rdn, (s + 7) // 8, POS_BYTES * rc), 0)
+    tb = fb + w * rc
+    boff = np.cumsum(tb) - tb
+    got = np.zeros(nrecv, dtype=bool)
+    hits, owners = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    sj = np.flatnonzero((rc > 0) & ~rdn)
+    if sj.size:
+        raw = buf[_segment_positions(boff[sj], POS_BYTES * rc[sj])]
+        hits.append(raw.view("<u4").astype(np.int64) + np.repeat(recv_off[sj], rc[sj]))
+        owners.append(np.repeat(sj, rc[sj]))
+    dj = np.flatnonzero(rdn)
+    if dj.size:
+        nb = (s[dj] + 7) // 8
+        bits = np.unpackbits(buf[_segment_positions(boff[dj], nb)]).astype(bool)
+        keep = _segment_positions(np.cumsum(8 * nb) - 8 * nb, s[dj])            # each segment's own bits
+        on = np.flatnonzero(bits[keep])
+        hits.append(_segment_positions(recv_off[dj], s[dj])[on])
+        owners.append(np.repeat(dj, s[dj])[on])
+    hit, owner = np.concatenate(hits), np.concatenate(owners)
+    got[hit] = True
+    if vdt is None:
+        return got, None
+    gv = np.zeros(nrecv, dtype=vdt)
+    vj = np.flatnonzero(rc > 0)
+    if vj.size:
+        order = np.argsort(owner, kind="stable")          # peer order, each peer's rows in its order
+        raw = buf[_segment_positions(boff[vj] + fb[vj], w * rc[vj])]
+        gv[hit[order]] = raw.view(vdt)
+    return got, gv
+
+
 def exchange_flags(comm, segs: list[Segments], masks: list, values: list | None,
                    nrecv: list[int], what: str = "frontier") -> tuple[list, list, ExchangeStats]:
     """Send, for every local rank i, the rows ``segs[i].idx`` of its source
@@ -439,22 +515,9 @@ def exchange_flags(comm, segs: list[Segments], masks: list, values: list | None,
         counts.append(csum[sg.send_off[1:]] - csum[sg.send_off[:-1]])
     peer_c = comm.exchange_counts(segs[0].family, counts)
     sc_bytes, rc_bytes, dns, rdns = _tally(st, comm, segs, counts, peer_c, w)
-    sends = []
-    for i, sg in enumerate(segs):
-        c, dn = counts[i], dns[i]
-        parts = []
-        f = flagged[i]
-        vals = None if values is None else np.asarray(values[i])[sg.idx]
-        for j in range(c.size):  # loop over peers
-            lo, hi = sg.send_off[j], sg.send_off[j + 1]
-            if c[j] == 0:
-                continue
-            fj = f[lo:hi]
-            parts.append(np.packbits(fj).view(np.uint8) if dn[j]
-                         else np.flatnonzero(fj).astype(np.uint32).view(np.uint8))
-            if vals is not None:
-                parts.append(np.ascontiguousarray(vals[lo:hi][fj]).view(np.uint8))
-        sends.append(np.concatenate(parts) if parts else np.zeros(0, np.uint8))
+    sends = [_pack_flags(flagged[i], sg.send_off, counts[i], dns[i],
+                         None if values is None else np.asarray(values[i])[sg.idx], w)
+             for i, sg in enumerate(segs)]
     outs = [np.empty(int(rb.sum()), np.uint8) for rb in rc_bytes]
     touts = outs if not hasattr(comm, "torch") else [_as_comm(comm, o) for o in outs]
     comm.alltoallv(segs[0].family, [_as_comm(comm, s) for s in sends], sc_bytes, rc_bytes, touts, what=what)
@@ -462,25 +525,8 @@ def exchange_flags(comm, segs: list[Segments], masks: list, values: list | None,
         outs = [_to_np(o) for o in touts]  # torch.from_numpy shares memory on CPU; copy back from CUDA
     flags_out, vals_out = [], []
     for i, sg in enumerate(segs):
-        got = np.zeros(nrecv[i], dtype=bool)
-        gv = None if vdt is None else np.zeros(nrecv[i], dtype=vdt)
-        c, rdn = peer_c[i], rdns[i]
-        buf, pos = outs[i], 0
-        for j in range(c.size):
-            if c[j] == 0:
-                continue
-            lo, s = int(sg.recv_off[j]), int(sg.recv_counts[j])
-            if rdn[j]:
-                nb = (s + 7) // 8
-                hit = np.flatnonzero(np.unpackbits(buf[pos:pos + nb], count=s).astype(bool))
-                pos += nb
-            else:
-                hit = buf[pos:pos + 4 * int(c[j])].view(np.uint32).astype(np.int64)
-                pos += 4 * int(c[j])
-            got[lo + hit] = True
-            if gv is not None:
-                gv[lo + hit] = buf[pos:pos + w * int(c[j])].view(vdt)
-                pos += w * int(c[j])
+        got, gv = _unpack_flags(outs[i], sg.recv_off, np.asarray(peer_c[i], dtype=np.int64), rdns[i], nrecv[i],
+                                vdt, w)
         flags_out.append(got)
         vals_out.append(gv)
     return flags_out, (None if vdt is None else vals_out), st
