@@ -228,14 +228,20 @@ class LocalComm(_Counters):
                 self.reduce_bytes[s] += acc.shape[0] * _row_bytes(acc)
 
     def exchange_counts(self, family, values):
+        """What each member of a local rank's group sends it: column ``me`` of the group's matrix
+        of ``values`` (one matrix per group, not a Python loop per member pair)."""
+        by_group: dict = {}
         out = []
         for r in self.local:
             g = self.member(family, r)
             if g is None:
                 out.append(np.zeros(0, dtype=np.int64))
                 continue
-            me = g.ranks.index(r)
-            out.append(np.array([int(values[s][me]) for s in g.ranks], dtype=np.int64))
+            if g.name not in by_group:
+                by_group[g.name] = (np.stack([np.asarray(values[s], dtype=np.int64) for s in g.ranks]),
+                                    {s: i for i, s in enumerate(g.ranks)})
+            mat, pos = by_group[g.name]
+            out.append(mat[:, pos[r]].copy())
         return out
 
     def allreduce_world(self, values, op="max"):
