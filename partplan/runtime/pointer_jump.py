@@ -1,7 +1,8 @@
 """Weakly connected components by hooking and pointer jumping (FastSV, the
 Shiloach–Vishkin class): label = the smallest vertex id of the component,
 in O(log n) rounds on paths and grids where min-label propagation needs as
-many rounds as the diameter.
+many rounds as a path crosses parts (about the diameter when parts hold
+scattered vertices, and on 2D plans).
 
 1D and routed plans: the owner holds v's whole neighbourhood. 2D plans: the
 grandparents expand along the grid column and each partial row's minimum
