@@ -115,14 +115,15 @@ def run_sssp(ctx, cfg: dict) -> dict | None:
     m, shards, comm = plan_inputs(ctx, cfg)
     kernels = resolved_kernels(cfg, ctx)
     steal = StealConfig.from_cfg(cfg, int(m["ranks"]))
+    bal: list = []
     ids, dist, rec = sssp_parts(m, shards, comm, cfg["root"], progress=progress_fn(cfg, ctx), steal=steal,
-                                kernels=kernels)
+                                kernels=kernels, balancer_out=bal)
     out = finish(ctx, cfg, m, comm, kernels, ids, dist, rec, {"root": int(cfg["root"])})
     if out is None:
         return None
     rep, full = out
     if steal is not None:
-        rep["steal"] = steal_summary(cfg, rec)
+        rep["steal"] = steal_summary(cfg, rec, bal[0] if bal else None)
     fin = np.isfinite(full)
     rep["reached"] = int(fin.sum())
     rep["max_distance"] = float(full[fin].max()) if fin.any() else 0.0

@@ -99,7 +99,7 @@ def precheck_plan(cfg: dict, args, *, capability: str, job: str | None = None) -
     from ..runtime.traversal import check_layout, traversal_program
     m = read_manifest(cfg["plan"])
     if getattr(args, "route", False) and not layout_from_manifest(m).routes:
-        raise PlanError(f"--route: {cfg['plan']} has layout {m['layout']}, not a routed one; plan the graph with "
+        raise PlanError(f"--routed: {cfg['plan']} has layout {m['layout']}, not a routed one; plan the graph with "
                         f"`partplan plan ... --layout routed:domain:D` (or --topology ... --route domain)")
     check_layout(m, (capability, "stealing") if cfg.get("steal") else capability, job=job)
     if cfg.get("steal"):

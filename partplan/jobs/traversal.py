@@ -224,8 +224,8 @@ def add_search_options(s) -> None:
 
 
 def add_steal_options(s) -> None:
-    """The frontier-stealing options (docs/steal.md) of bfs, graph500 and sssp."""
-    g = s.add_argument_group("load balance (frontier stealing, docs/steal.md)")
+    """The frontier-stealing options (docs/design/stealing.md) of bfs, graph500 and sssp."""
+    g = s.add_argument_group("load balance (frontier stealing, docs/design/stealing.md)")
     g.add_argument("--steal", choices=("none", "fsteal", "fsteal+osteal"), default=None,
                    help="none (measure per-level balance only), fsteal (steal frontier edges each level by a MILP "
                         "over link costs), fsteal+osteal (also shrink the active ranks on sparse tails); "

@@ -319,7 +319,8 @@ def _wcc_2d(manifest, shards, comm, X, progress):
 
 
 # ----------------------------------------------------------------------------- SSSP
-def sssp_parts(manifest: dict, shards, comm, root: int, *, progress=None, steal=None, kernels: str = "auto"):
+def sssp_parts(manifest: dict, shards, comm, root: int, *, progress=None, steal=None, kernels: str = "auto",
+               balancer_out: list | None = None):
     """Distances from ``root``: (ids per local rank, float64 distances — numpy —,
     round records). ``steal``: a :class:`~.steal.StealConfig` (frontier
     stealing per round) or None. ``kernels`` as in :func:`pagerank_parts`."""
@@ -357,6 +358,8 @@ def sssp_parts(manifest: dict, shards, comm, root: int, *, progress=None, steal=
     if steal is not None:
         from .steal import Balancer
         bal = Balancer(comm, gs, n, steal, weighted=True)
+        if balancer_out is not None:     # the job's report takes its hub figures
+            balancer_out.append(bal)
     while nchg > 0:
         t0 = time.perf_counter()
         sent0 = int(comm.sent_bytes.sum())

@@ -331,7 +331,8 @@ def test_osteal_with_the_hub_cache_and_hub_columns_empty_in_a_block(tmp_path, ca
     plan = str(tmp_path / "g.plan")
     assert main(["run", "sssp", plan, "--backend", "local", "--root", "7", "--steal", "fsteal+osteal", "--t4", "2",
                  "--output", str(tmp_path / "d.npy"), "--json"]) == 0
-    capsys.readouterr()
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["steal"]["hubs"] > 0 and rep["steal"]["hub_cache_bytes"] > 0     # as BFS reports them
     ref = cg.dijkstra(A, indices=7)
     d = np.load(tmp_path / "d.npy")
     assert np.array_equal(np.isinf(d), np.isinf(ref)) and np.allclose(d[np.isfinite(d)], ref[np.isfinite(ref)])
