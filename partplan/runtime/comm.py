@@ -43,6 +43,7 @@ import numpy as np
 
 from ..errors import PartplanError, PlanError
 from ..program.core import Group
+from ..program.exchange import segments
 
 #: torch.distributed backends a job may name; "local" runs every rank in one process (LocalComm)
 BACKENDS = ("gloo", "nccl", "local")
@@ -186,11 +187,9 @@ class LocalComm(_Counters):
                 base = np.cumsum([0] + [int(b.shape[0]) for b in parts[:-1]])   # member i's rows in ``big``
                 first = base[:, None] + (np.cumsum(sent, axis=1) - sent)       # [i, j]: i's first row to j
                 for j, r in enumerate(ranks):
-                    lens = sent[:, j]
-                    tot = int(lens.sum())
-                    if tot:
-                        pos = np.repeat(first[:, j] - (np.cumsum(lens) - lens), lens) + np.arange(tot)
-                        outs[r][:tot] = big[torch.from_numpy(pos).to(big.device) if torch_bufs else pos]
+                    pos = segments(first[:, j], sent[:, j])
+                    if pos.size:
+                        outs[r][:pos.size] = big[torch.from_numpy(pos).to(big.device) if torch_bufs else pos]
             for s in ranks:
                 self.count(s, g, send_counts[s], _row_bytes(sends[s]))
 

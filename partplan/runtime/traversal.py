@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import PlanError
+from ..program.exchange import segments
 from ..program.plan import RankPlan, program_steps
 from ..program.steps import AllToAllV, Copy, Gather, ScatterAdd, Spmm, step_op
 
@@ -408,14 +409,6 @@ def _tally(st: ExchangeStats, comm, segs: list[Segments], counts: list, peer_c: 
     return sc_bytes, rc_bytes, dns, rdns
 
 
-def _segment_positions(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
-    """int64 positions ``starts[0] .. starts[0] + lens[0] - 1, starts[1] ..`` (concatenated ranges)."""
-    tot = int(lens.sum())
-    if tot == 0:
-        return np.zeros(0, np.int64)
-    return np.repeat(starts - (np.cumsum(lens) - lens), lens) + np.arange(tot, dtype=np.int64)
-
-
 def _pack_flags(f: np.ndarray, send_off: np.ndarray, c: np.ndarray, dn: np.ndarray, vals, w: int) -> np.ndarray:
     """The bytes one rank sends in :func:`exchange_flags`: per peer j with ``c[j]`` flagged rows, in
     peer order, its flags — dense (``dn[j]``): the bitmap of its send segment (numpy's bit order,
@@ -439,9 +432,9 @@ def _pack_flags(f: np.ndarray, send_off: np.ndarray, c: np.ndarray, dn: np.ndarr
     if dj.size:
         nb = (seglen[dj] + 7) // 8
         bits = np.zeros(int(8 * nb.sum()), dtype=bool)                        # each segment padded to bytes
-        bits[_segment_positions(np.cumsum(8 * nb) - 8 * nb, seglen[dj])] = f[_segment_positions(send_off[dj],
+        bits[segments(np.cumsum(8 * nb) - 8 * nb, seglen[dj])] = f[segments(send_off[dj],
                                                                                                  seglen[dj])]
-        buf[_segment_positions(boff[dj], nb)] = np.packbits(bits)
+        buf[segments(boff[dj], nb)] = np.packbits(bits)
     if w and p.size:
         dst = boff[peer] + fb[peer] + w * nth
         buf[(dst[:, None] + np.arange(w)).ravel()] = np.ascontiguousarray(vals[p]).view(np.uint8).reshape(-1)
@@ -460,16 +453,16 @@ def _unpack_flags(buf: np.ndarray, recv_off: np.ndarray, rc: np.ndarray, rdn: np
     hits, owners = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
     sj = np.flatnonzero((rc > 0) & ~rdn)
     if sj.size:
-        raw = buf[_segment_positions(boff[sj], POS_BYTES * rc[sj])]
+        raw = buf[segments(boff[sj], POS_BYTES * rc[sj])]
         hits.append(raw.view("<u4").astype(np.int64) + np.repeat(recv_off[sj], rc[sj]))
         owners.append(np.repeat(sj, rc[sj]))
     dj = np.flatnonzero(rdn)
     if dj.size:
         nb = (s[dj] + 7) // 8
-        bits = np.unpackbits(buf[_segment_positions(boff[dj], nb)]).astype(bool)
-        keep = _segment_positions(np.cumsum(8 * nb) - 8 * nb, s[dj])            # each segment's own bits
+        bits = np.unpackbits(buf[segments(boff[dj], nb)]).astype(bool)
+        keep = segments(np.cumsum(8 * nb) - 8 * nb, s[dj])            # each segment's own bits
         on = np.flatnonzero(bits[keep])
-        hits.append(_segment_positions(recv_off[dj], s[dj])[on])
+        hits.append(segments(recv_off[dj], s[dj])[on])
         owners.append(np.repeat(dj, s[dj])[on])
     hit, owner = np.concatenate(hits), np.concatenate(owners)
     got[hit] = True
@@ -479,7 +472,7 @@ def _unpack_flags(buf: np.ndarray, recv_off: np.ndarray, rc: np.ndarray, rdn: np
     vj = np.flatnonzero(rc > 0)
     if vj.size:
         order = np.argsort(owner, kind="stable")          # peer order, each peer's rows in its order
-        raw = buf[_segment_positions(boff[vj] + fb[vj], w * rc[vj])]
+        raw = buf[segments(boff[vj] + fb[vj], w * rc[vj])]
         gv[hit[order]] = raw.view(vdt)
     return got, gv
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...program.exchange import segments
 from .. import _bfs_kernels as K
 
 _DT = {"bool": np.bool_, "int32": np.int32, "int64": np.int64, "float64": np.float64}
@@ -124,9 +125,8 @@ class NativeKernels:
         if 4 * int(lens.sum()) > gv.indices.size:
             return self.min_over_rows(gv, ext_vals, own_vals)
         out = own_vals.copy()
-        tot = int(lens.sum())
-        if tot:
-            pos = np.repeat(gv.cindptr[cols] - (np.cumsum(lens) - lens), lens) + np.arange(tot)   # their edges
+        pos = segments(gv.cindptr[cols], lens)                                 # their edges
+        if pos.size:
             np.minimum.at(out, gv.crows[pos], np.repeat(ext_vals[cols], lens))
         return out
 
