@@ -37,9 +37,8 @@ def read_hypergraph(path: str | os.PathLike, *, name: str | None = None,
     """Read an hMetis ``.hgr`` file (see module doc) into a :class:`Hypergraph`
     with 0-based pins; net / vertex weights are None when the file has none."""
     p = Path(path)
-    sizes = _check_header_sizes(p)
-    m_n = (None, None) if sizes is None else sizes
-    vals, counts, _ = read_int_lines(p, b"%", block_bytes, max_values=m_n[0], line_values=m_n[1],
+    max_values, line_values = _check_header_sizes(p) or (None, None)
+    vals, counts, _ = read_int_lines(p, b"%", block_bytes, max_values=max_values, line_values=line_values,
                                      header="twice m nets of at most n pins and a weight, n vertex weights")
     lines = np.flatnonzero(counts > 0)  # blank and comment lines are skipped
     if lines.size == 0:

@@ -409,6 +409,16 @@ def _tally(st: ExchangeStats, comm, segs: list[Segments], counts: list, peer_c: 
     return sc_bytes, rc_bytes, dns, rdns
 
 
+def _flag_layout(seglen: np.ndarray, c: np.ndarray, dn: np.ndarray, w: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """The byte layout of one rank's flag message (:func:`_pack_flags`, :func:`_unpack_flags`): per
+    peer the flag bytes (a dense peer's bitmap of its ``seglen`` rows, a sparse one's ``c`` uint32
+    positions, 0 without flagged rows), where the peer's bytes start (flags, then ``w`` value bytes
+    per flagged row), and the total."""
+    fb = np.where(c > 0, np.where(dn, (seglen + 7) // 8, POS_BYTES * c), 0)
+    tb = fb + w * c
+    return fb, np.cumsum(tb) - tb, int(tb.sum())
+
+
 def _pack_flags(f: np.ndarray, send_off: np.ndarray, c: np.ndarray, dn: np.ndarray, vals, w: int) -> np.ndarray:
     """The bytes one rank sends in :func:`exchange_flags`: per peer j with ``c[j]`` flagged rows, in
     peer order, its flags — dense (``dn[j]``): the bitmap of its send segment (numpy's bit order,
@@ -416,10 +426,8 @@ def _pack_flags(f: np.ndarray, send_off: np.ndarray, c: np.ndarray, dn: np.ndarr
     rows' values (``w`` bytes each, ``vals`` over the whole send list), in position order. Built by
     index arithmetic over every peer at once (a loop over peers cost k^2 Python steps at k ranks)."""
     seglen = np.diff(send_off)
-    fb = np.where(c > 0, np.where(dn, (seglen + 7) // 8, POS_BYTES * c), 0)   # flag bytes per peer
-    tb = fb + w * c
-    boff = np.cumsum(tb) - tb                                                 # each peer's first byte
-    buf = np.zeros(int(tb.sum()), np.uint8)
+    fb, boff, total = _flag_layout(seglen, c, dn, w)
+    buf = np.zeros(total, np.uint8)
     p = np.flatnonzero(f)                                                     # grouped by peer (ascending)
     peer = np.repeat(np.arange(c.size), c)
     nth = np.arange(p.size) - np.repeat(np.cumsum(c) - c, c)                  # rank within its peer's rows
@@ -432,8 +440,7 @@ def _pack_flags(f: np.ndarray, send_off: np.ndarray, c: np.ndarray, dn: np.ndarr
     if dj.size:
         nb = (seglen[dj] + 7) // 8
         bits = np.zeros(int(8 * nb.sum()), dtype=bool)                        # each segment padded to bytes
-        bits[segments(np.cumsum(8 * nb) - 8 * nb, seglen[dj])] = f[segments(send_off[dj],
-                                                                                                 seglen[dj])]
+        bits[segments(np.cumsum(8 * nb) - 8 * nb, seglen[dj])] = f[segments(send_off[dj], seglen[dj])]
         buf[segments(boff[dj], nb)] = np.packbits(bits)
     if w and p.size:
         dst = boff[peer] + fb[peer] + w * nth
@@ -446,9 +453,7 @@ def _unpack_flags(buf: np.ndarray, recv_off: np.ndarray, rc: np.ndarray, rdn: np
     """What :func:`_pack_flags` of every peer gives one receiver: (flags bool[nrecv] in receive
     order, values or None), ``rc[j]`` rows flagged by peer j, dense per ``rdn``."""
     s = np.diff(recv_off)
-    fb = np.where(rc > 0, np.where(rdn, (s + 7) // 8, POS_BYTES * rc), 0)
-    tb = fb + w * rc
-    boff = np.cumsum(tb) - tb
+    fb, boff, _ = _flag_layout(s, rc, rdn, w)
     got = np.zeros(nrecv, dtype=bool)
     hits, owners = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
     sj = np.flatnonzero((rc > 0) & ~rdn)
@@ -460,7 +465,7 @@ def _unpack_flags(buf: np.ndarray, recv_off: np.ndarray, rc: np.ndarray, rdn: np
     if dj.size:
         nb = (s[dj] + 7) // 8
         bits = np.unpackbits(buf[segments(boff[dj], nb)]).astype(bool)
-        keep = segments(np.cumsum(8 * nb) - 8 * nb, s[dj])            # each segment's own bits
+        keep = segments(np.cumsum(8 * nb) - 8 * nb, s[dj])                     # each segment's own bits
         on = np.flatnonzero(bits[keep])
         hits.append(segments(recv_off[dj], s[dj])[on])
         owners.append(np.repeat(dj, s[dj])[on])
