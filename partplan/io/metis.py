@@ -225,7 +225,7 @@ def read_metis(path: str | os.PathLike, *, symmetrize: bool = False, self_loops:
     if check_symmetry and src.size:
         # the keys have no duplicates: the lists are symmetric exactly when the reversed keys, sorted,
         # are the keys; then edge t_order[i] is the reverse of edge order[i] (two sorts: searching
-        # the unsorted reversed keys one by one took 10x as long at R-MAT 18)
+        # the unsorted reversed keys one by one takes 10x as long at R-MAT 18)
         tkey = dst * n + src
         t_order = np.argsort(tkey, kind="stable")
         if not np.array_equal(tkey[t_order], ks):     # the first list (file order) missing a reverse

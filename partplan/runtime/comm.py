@@ -163,7 +163,7 @@ class LocalComm(_Counters):
     def alltoallv(self, family, sends, send_counts, recv_counts, outs, what=""):
         """Every group of ``family`` at once: the count matrix checked against what each member
         expects, then each receiver's rows gathered from the members' sends by one index (the
-        loops run over members, not over member pairs: k = 1024 ranks had a million)."""
+        loops run over members, not over member pairs: a million at k = 1024 ranks)."""
         seen = set()
         for r0 in self.local:
             g = self.member(family, r0)

@@ -424,7 +424,7 @@ def _pack_flags(f: np.ndarray, send_off: np.ndarray, c: np.ndarray, dn: np.ndarr
     peer order, its flags — dense (``dn[j]``): the bitmap of its send segment (numpy's bit order,
     the last byte zero-padded); sparse: uint32 positions within the segment — then the flagged
     rows' values (``w`` bytes each, ``vals`` over the whole send list), in position order. Built by
-    index arithmetic over every peer at once (a loop over peers cost k^2 Python steps at k ranks)."""
+    index arithmetic over every peer at once (a loop over peers would cost k^2 Python steps at k ranks)."""
     seglen = np.diff(send_off)
     fb, boff, total = _flag_layout(seglen, c, dn, w)
     buf = np.zeros(total, np.uint8)
