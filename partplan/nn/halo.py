@@ -859,8 +859,10 @@ def _check_one_hop(layer, v: HaloRank, args: dict) -> None:
     a PyG layer set to more than one hop (:func:`_declared_hops`), a source-side argument
     (:func:`_source_inputs`) that is a previous propagate's output over the same Halo (any layer,
     gradients or not), or one that descends from such an output in autograd (where gradients are
-    recorded)."""
-    if v.num_halo == 0:
+    recorded). A rank that receives no rows checks as every other rank does, so the refusal is one
+    PlanError on every rank (not on some while the others wait at their next exchange), unless no
+    rank of the plan receives any: then every hop is exact."""
+    if not v.plan_receives:
         return
     hops = _declared_hops(layer)
     if hops > 1:

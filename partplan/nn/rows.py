@@ -42,10 +42,14 @@ class RankRows:
         the local rows in ``op(x)``).
     idx, send_counts, recv_counts, family : the forward exchange's send rows
         (positions in ``local_ids``), counts per peer and process-group family.
+    plan_receives : some rank of the plan receives rows (the exchange's ``pairs``): what every rank
+        knows alike, where ``num_halo`` is this rank's own.
     """
 
     def __init__(self, name: str, m: dict, shard, step: dict):
         self.rank = int(shard.rank)
+        self.plan_receives = any(isinstance(pr, list) and pr and isinstance(pr[-1], int) and pr[-1] > 0
+                                 for pr in step.get("pairs") or ())
         ids_in = np.asarray(shard.in_ids("forward"), dtype=np.int64)
         ids_out = np.asarray(shard.out_ids("forward"), dtype=np.int64)
         if not np.array_equal(ids_in, ids_out):

@@ -286,3 +286,21 @@ def test_gcn_on_a_sparse_adjacency_of_a_halos_edges_is_refused(graph, halo):
     other = to_torch_csr_tensor(torch.stack([torch.arange(M), torch.arange(M)]),
                                 torch.ones(M, dtype=torch.float64), size=(M, M))
     assert conv(h, other).shape == (M, F_OUT)          # another graph's adjacency: PyG's own gcn_norm
+
+
+def test_a_second_hop_is_refused_on_a_rank_that_receives_no_rows():
+    """The refusal is on every rank: a rank that receives no halo rows passed a second hop while its
+    peers raised, and then waited out the timeout at its next exchange. Two directed cliques with
+    edges only from the first into the second: the second's rank receives rows, the first's none."""
+    from torch_geometric.nn import TAGConv
+    a = torch.combinations(torch.arange(10), 2).t()
+    ei = torch.cat([a, a.flip(0), a + 10, a.flip(0) + 10, torch.tensor([[0, 1, 2], [10, 11, 12]])], dim=1)
+    plan = plan_from_pyg({"edge_index": ei, "num_nodes": 20}, 2, seed=0)
+    op = LocalHalo(plan, ei)
+    assert sorted(v.num_halo for v in op.ranks)[0] == 0 < sorted(v.num_halo for v in op.ranks)[1]
+    x = torch.randn(20, F_IN, dtype=torch.float64)
+    xs = op([x[torch.from_numpy(v.local_ids)] for v in op.ranks])
+    conv = TAGConv(F_IN, F_OUT, K=2, normalize=False).double()
+    for e, v in zip(xs, op.ranks):
+        with pytest.raises(PlanError, match="hop"):
+            conv(e, v.edge_index)
