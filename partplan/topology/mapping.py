@@ -72,6 +72,13 @@ SWAP_WORK = 2 * 10 ** 9
 MAP_MATRICES = 10
 
 
+def _swap_gain(M, W, P, a, b):
+    """The cost change of swapping the ranks of parts ``a`` and ``b`` (integers, or index arrays
+    that broadcast: every pair at once): Σ_{x≠a,b} (W[a,x] − W[b,x])(P[b,x] − P[a,x]) for
+    symmetric W, P with zero diagonals, read from M = W · P."""
+    return M[a, b] + M[b, a] - M[a, a] - M[b, b] + 2.0 * W[a, b] * P[a, b]
+
+
 def swap_refine(V, C, perm, *, max_rounds: int | None = None) -> np.ndarray:
     """Pairwise-swap local search from ``perm``: a round computes the cost change of swapping the
     ranks of every pair of parts (from M = W · P, W the symmetric volumes, P the costs between
@@ -87,13 +94,12 @@ def swap_refine(V, C, perm, *, max_rounds: int | None = None) -> np.ndarray:
         return perm
     rounds = max_rounds if max_rounds is not None else 20 * k + 100
     work_left = SWAP_WORK
+    pairs = np.ogrid[:k, :k]                # every (a, b) at once, for _swap_gain
     P = Cs[np.ix_(perm, perm)]              # P[a, b] = cost between the ranks of parts a, b
     M = W @ P                               # M[a, b] = Σ_x W[a, x] P[x, b]
     for _ in range(rounds):
         work_left -= 8 * k * k
-        dM = np.diag(M)
-        # Σ_{x≠a,b} (W[a,x] − W[b,x])(P[b,x] − P[a,x]) for symmetric W, P with zero diagonals
-        delta = M + M.T - dM[:, None] - dM[None, :] + 2.0 * W * P
+        delta = _swap_gain(M, W, P, pairs[0], pairs[1])
         np.fill_diagonal(delta, 0.0)
         tol = -1e-9 * max(1.0, float(np.abs(delta).max()))
         cand = np.flatnonzero(np.triu(delta, 1).ravel() < tol)
@@ -101,8 +107,7 @@ def swap_refine(V, C, perm, *, max_rounds: int | None = None) -> np.ndarray:
             break
         cand = cand[np.argsort(delta.ravel()[cand], kind="stable")][:k]
         for a, b in zip(*np.unravel_index(cand, delta.shape)):
-            gain = M[a, b] + M[b, a] - M[a, a] - M[b, b] + 2.0 * W[a, b] * P[a, b]   # as it is now
-            if gain >= tol:
+            if _swap_gain(M, W, P, a, b) >= tol:        # as it is now, after the swaps before it
                 continue
             # parts a and b swap ranks: P' = S P S (S the transposition), M' = W P' = (M + u vᵀ) S
             M += np.outer(W[:, b] - W[:, a], P[a] - P[b])
