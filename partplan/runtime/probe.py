@@ -93,6 +93,10 @@ def probe_rank(ctx, cfg: dict):
     return rep
 
 
+#: the most probe processes ``--nprocs`` starts per core of this machine
+PROCS_PER_CORE = 4
+
+
 def probe_config(cfg: dict, nprocs: int | None = None) -> dict:
     """The probe's config checked before any process starts (output folder,
     message sizes, process count); returns the config the ranks run on."""
@@ -106,8 +110,15 @@ def probe_config(cfg: dict, nprocs: int | None = None) -> dict:
                             f"in large (the messages hold whole float32 values), got {small}, {large}")
     if nprocs is not None and nprocs < 2:
         raise PartplanError(f"--nprocs must be >= 2 to measure pairs, got {nprocs}")
+    from .._budget import usable_cores
+    most = PROCS_PER_CORE * usable_cores()
+    if nprocs is not None and nprocs > most:
+        raise PartplanError(f"--nprocs {nprocs}: at most {most} processes here ({PROCS_PER_CORE} per core: "
+                            f"more would time the scheduler, not the links); across machines start the probe "
+                            f"with torchrun")
     from .._budget import check_array_bytes
-    check_array_bytes(2, large, 1, "the probe's send and receive buffers", option="--large")  # each rank's two
+    # each rank's two buffers, every process of this machine at once
+    check_array_bytes(2 * (nprocs or 1), large, 1, "the probe's send and receive buffers", option="--large")
     if cfg.get("backend", "gloo") == "nccl":      # before any process starts
         import torch
         if not torch.cuda.is_available():

@@ -213,7 +213,10 @@ def _finite_nonneg(x, what: str, text: bool = False) -> float:
     only when ``text`` (a preset's own text: in a JSON file "1e-9" is no number, and true is not 1)."""
     from .._args import check_real
     if text and isinstance(x, str):
-        try:
+        try:   # ASCII decimal text (nan / inf fail the range check): float() also reads "1_0" and
+            # other scripts' digits
+            if not re.fullmatch(r"[0-9.eE+-]{1,64}|[+-]?(nan|inf|infinity)", x.strip(), flags=re.IGNORECASE):
+                raise ValueError(x)
             x = float(x)
         except ValueError:
             raise TopologyError(f"{what} must be a number, got {x!r}") from None
@@ -226,7 +229,7 @@ def _link(d: dict, what: str, default_cost: float, level: bool = True) -> Link:
     unknown = set(d) - ({"alpha", "beta", "cost", "name", "size", "fanout"} if level else {"alpha", "beta", "cost"})
     if unknown:
         raise TopologyError(f"{what}: unknown field(s) {', '.join(sorted(unknown))} (alpha, beta, cost)")
-    cost = _finite_nonneg(d.get("cost", default_cost), f"{what}.cost")
+    cost = _finite_nonneg(d["cost"], f"{what}.cost") if "cost" in d else default_cost
     alpha = _finite_nonneg(d.get("alpha", _scaled(BASE_ALPHA_S, cost)), f"{what}.alpha")
     beta = _finite_nonneg(d.get("beta", _scaled(BASE_BETA_S_PER_BYTE, cost)), f"{what}.beta")
     return Link(alpha, beta, cost)
@@ -246,6 +249,8 @@ def tree(fanouts, links: list[Link] | None = None, *, names=None, source: str = 
     fan = [check_int("tree fanout", f, lo=1, error=TopologyError) for f in fanouts]
     if len(fan) < 2 or any(f < 1 for f in fan):
         raise TopologyError(f"tree fanouts must be >= 2 integers >= 1 (innermost first, top count last), got {fanouts}")
+    if len(fan) > MAX_FANOUTS:
+        raise TopologyError(f"a tree has at most {MAX_FANOUTS} fanouts ({MAX_FANOUTS - 1} domain levels), got {len(fan)}")
     nlev = len(fan) - 1
     if names is None:
         names = ["domain"] if nlev == 1 else [DEEP_LEVEL_NAMES[i] if i < len(DEEP_LEVEL_NAMES) else f"level{i}"
@@ -291,9 +296,19 @@ def _tree_matrices(p: int, levels: list[Level], local: Link, where: str) -> tupl
 #: the most ranks a topology describes
 MAX_RANKS = 2 ** 31 - 1
 
+#: the most fanouts of a tree (its domain levels + 1), as the ``tree:`` preset's text allows: default
+#: level costs 10, 100, ... stay far below MAX_LINK_VALUE
+MAX_FANOUTS = 32
+
 #: bytes per (rank, rank) pair while a tree is built: the level map (int64), a comparison
 #: (bool) and the cost, α and β matrices (float64)
 PAIR_BYTES = 8 + 1 + 3 * 8
+
+
+#: bytes the parsed JSON of a topology file may take per byte of the file: a matrix entry of two
+#: characters ("1,") becomes a list slot (8 bytes) and a float object (24); the file is refused above
+#: the memory budget / this, before it is parsed
+JSON_EXPANSION = 16
 
 
 def check_matrix_budget(ranks: int, where: str) -> None:
@@ -338,6 +353,8 @@ def matrix(cost, *, alpha=None, beta=None, fanouts=None, names=None, source: str
 
 
 def _square(m, what: str, p: int | None = None) -> np.ndarray:
+    if isinstance(m, (list, tuple, np.ndarray)):   # its pairs within the memory budget before any work
+        check_matrix_budget(len(m), what)
     if isinstance(m, (list, tuple)):   # JSON true / false are not costs (numpy would read them as 1 / 0)
         for i, row in enumerate(m):
             for j, x in enumerate(row if isinstance(row, (list, tuple)) else ()):
@@ -393,7 +410,7 @@ def parse_preset(spec: str) -> Topology | None:
         return dgx1()
     if not s.startswith("tree:"):
         return None
-    m = re.fullmatch(r"tree:(\d{1,18}(?:x\d{1,18}){1,31})(?::([^:]{1,2000}))?", s)
+    m = re.fullmatch(r"tree:(\d{1,18}(?:x\d{1,18}){1,31})(?::([^:]{1,2000}))?", s, flags=re.ASCII)
     if not m:
         raise TopologyError(f"preset {spec[:200]!r}: expected tree:RxD or tree:RxD:INTRA,INTER (e.g. "
                             f"tree:4x16:1,10; fanouts of at most 18 digits, at most 32 levels)")
@@ -425,11 +442,9 @@ def topology_from_json(d: dict, source: str = "") -> Topology:
 def _from_json(d: dict, source: str, where: str) -> Topology:
     if not isinstance(d, dict):
         raise TopologyError(f"{where}: the top level must be a JSON object")
-    known = {"format", "version", "kind", "ranks", "source", "levels", "local", "fanouts", "cost", "alpha",
-             "beta", "symmetric", "nvlinks", "probe", "names"}
-    unknown = set(d) - known
+    unknown = set(d) - _FIELDS["tree"] - _FIELDS["matrix"]
     if unknown:
-        raise TopologyError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+        raise TopologyError(f"{where}: unknown field(s) {', '.join(sorted(map(str, unknown)))}")
     if d.get("format", FORMAT) != FORMAT:
         raise TopologyError(f"{where}: format {d.get('format')!r} is not {FORMAT!r}")
     version = d.get("version", FORMAT_VERSION)
@@ -438,7 +453,14 @@ def _from_json(d: dict, source: str, where: str) -> Topology:
                             f"{FORMAT_VERSION})")
     kind = d.get("kind")
     if kind not in ("tree", "matrix"):
-        raise TopologyError(f"{where}: field 'kind' must be \"tree\" or \"matrix\", got {kind!r}")
+        raise TopologyError(f"{where}: field 'kind' must be \"tree\" or \"matrix\", got {_short(kind)}")
+    other = sorted(set(d) - _FIELDS[kind])
+    if other:
+        raise TopologyError(f"{where}: field(s) {', '.join(other)} belong to the other kind of topology, not to "
+                            f"a {kind} ({', '.join(sorted(_FIELDS[kind]))})")
+    src = d.get("source", "")
+    if not isinstance(src, str):
+        raise TopologyError(f"{where} (field 'source'): must be a string, got {_short(src)}")
     ranks = d.get("ranks")
     if ranks is not None and (not isinstance(ranks, int) or isinstance(ranks, bool) or ranks < 1):
         raise TopologyError(f"{where}: field 'ranks' must be an integer >= 1, got {ranks!r}")
@@ -466,15 +488,47 @@ def _from_json(d: dict, source: str, where: str) -> Topology:
         t = matrix(d["cost"], alpha=d.get("alpha"), beta=d.get("beta"), fanouts=fan, names=names,
                    source=source or "matrix", require_symmetric=sym)
         if "probe" in d:
-            t.extra["probe"] = d["probe"]
+            t.extra["probe"] = _probe_record(d["probe"], where)
     if "nvlinks" in d:   # the DGX-1 preset's NVLink counts (ranks × ranks integers), carried through
         nv = _square(d["nvlinks"], f"{where}: nvlinks")
-        if nv.shape[0] != t.ranks or (nv != np.round(nv)).any():
+        if nv.shape[0] != t.ranks or (nv != np.round(nv)).any() or (nv < 0).any():
             raise TopologyError(f"{where} (field 'nvlinks'): must be {t.ranks} × {t.ranks} non-negative integers")
         t.extra["nvlinks"] = nv.astype(np.int64).tolist()
     if ranks is not None and ranks != t.ranks:
         raise TopologyError(f"{where}: fanouts / matrix describe {t.ranks} ranks, but field 'ranks' says {ranks}")
     return t
+
+
+#: the fields of each kind of topology file (``source``: the preset or file it was made from;
+#: ``probe``: the measurement's settings, :mod:`partplan.runtime.probe`; ``nvlinks``: the DGX-1
+#: preset's NVLink counts)
+_COMMON = {"format", "version", "kind", "ranks", "source", "levels", "fanouts", "nvlinks"}
+_FIELDS = {"tree": _COMMON | {"local"}, "matrix": _COMMON | {"cost", "alpha", "beta", "symmetric", "probe"}}
+
+#: a probe record's fields and their types (what ``topology probe`` writes)
+_PROBE_FIELDS = {"backend": str, "small_bytes": int, "large_bytes": int, "repeat": int}
+
+
+def _short(x) -> str:
+    """``repr(x)`` cut to 80 characters, for an error line."""
+    r = repr(x)
+    return r if len(r) <= 80 else r[:77] + "..."
+
+
+def _probe_record(pr, where: str) -> dict:
+    """The ``probe`` object of a matrix topology (carried into plans as it is), checked: the fields
+    ``topology probe`` writes, each of its type (a backend name of at most 32 word characters)."""
+    if not isinstance(pr, dict):
+        raise TopologyError(f"{where} (field 'probe'): must be an object, got {_short(pr)}")
+    for key, val in pr.items():
+        want = _PROBE_FIELDS.get(key)
+        if want is None:
+            raise TopologyError(f"{where} (field 'probe.{key}'): unknown (fields: {', '.join(_PROBE_FIELDS)})")
+        if not isinstance(val, want) or isinstance(val, bool) or (want is int and val < 0) or (
+                want is str and not re.fullmatch(r"\w{1,32}", val)):
+            raise TopologyError(f"{where} (field 'probe.{key}'): must be a "
+                                f"{'non-negative integer' if want is int else 'backend name'}, got {_short(val)}")
+    return dict(pr)
 
 
 def _level_names(levels: list, fan: list[int], where: str) -> list[str] | None:
@@ -486,9 +540,9 @@ def _level_names(levels: list, fan: list[int], where: str) -> list[str] | None:
         return None
     names = [lv.get("name", None) for lv in levels]
     for i, x in enumerate(names):
-        if not isinstance(x, str) or not x:
-            raise TopologyError(f"{where} (field 'levels[{i}].name'): every level needs a non-empty 'name', "
-                                f"got {x!r}")
+        if not isinstance(x, str) or not x or not x.isprintable() or len(x) > 64:
+            raise TopologyError(f"{where} (field 'levels[{i}].name'): every level needs a 'name' of 1 to 64 "
+                                f"printable characters, got {_short(x)}")
     nlev = len(fan) - 1
     if len(levels) != nlev:
         raise TopologyError(f"{where}: {len(levels)} levels for fanouts {fan} (expected {nlev})")
@@ -507,9 +561,10 @@ def _fanouts(d: dict, levels: list, where: str) -> list[int]:
     if fan is None:
         raise TopologyError(f"{where}: field 'fanouts' is missing (innermost first, e.g. [4, 16] = 4 ranks per "
                             f"domain × 16 domains)")
-    if not isinstance(fan, list) or len(fan) < 2 or not all(isinstance(x, int) and not isinstance(x, bool)
-                                                           and x >= 1 for x in fan):
-        raise TopologyError(f"{where}: field 'fanouts' must be a list of >= 2 integers >= 1, got {fan!r}")
+    if not isinstance(fan, list) or not 2 <= len(fan) <= MAX_FANOUTS or not all(
+            isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in fan):
+        raise TopologyError(f"{where}: field 'fanouts' must be a list of 2 to {MAX_FANOUTS} integers >= 1, got "
+                            f"{_short(fan)}")
     ranks = d.get("ranks")
     if isinstance(ranks, int) and math.prod(fan) != ranks:
         raise TopologyError(f"{where}: fanouts {fan} multiply to {math.prod(fan)}, not to ranks = {ranks}")
@@ -533,7 +588,9 @@ def load_topology(spec, ranks: int | None = None) -> Topology:
             if path.suffix.lower() in (".yaml", ".yml"):
                 raise TopologyError(f"{path}: YAML topologies need pyyaml, which is not installed; use JSON")
             from .._files import read_json   # regular file, size before reading, UTF-8, depth / NaN limits
-            d = read_json(path, max_bytes=1 << 30, what="topology", error=TopologyError)
+            from .._budget import memory_budget
+            d = read_json(path, max_bytes=min(1 << 30, memory_budget() // JSON_EXPANSION), what="topology",
+                          error=TopologyError)
             t = topology_from_json(d, source=str(path))
     if ranks is not None:
         t.check_ranks(int(ranks))

@@ -130,6 +130,14 @@ class TopologyPlan:
             return part
         from .mapping import map_parts
         new, self.map_info = map_parts(graph, part, self.topo, self.map)
+        if self.route != "flat" and "rejected" not in self.map_info:
+            # the mapping lowers the cost of the flat exchange; a routed one sends other rows (each
+            # once per domain), so the placement is kept only where the route's own cost is not higher
+            was, got = self._routed_cost(graph, part), self._routed_cost(graph, new)
+            if got > was:
+                self.map_info = dict(self.map_info, cost_after=self.map_info["cost_before"], rejected=(
+                    f"--route {self.route} costs {got:.6g} with it, above {was:.6g} without"))
+                new = part
         if "rejected" in self.map_info:
             import warnings
 
@@ -137,6 +145,14 @@ class TopologyPlan:
             warnings.warn(PartplanWarning(f"--map {self.map} not applied: {self.map_info['rejected']}"),
                           stacklevel=2)
         return new
+
+    def _routed_cost(self, graph, part: np.ndarray) -> float:
+        """The topology cost (Σ rows × cost per step, what ``topology.cost`` reports) of ``part``
+        under the route."""
+        from ..layouts import routed_layout
+        from ..metrics.topology import exchange_steps, topology_metrics
+        st = routed_layout(self.route, self.topo.ranks, sizes=self.sizes()).volumes(graph, part, f=1)
+        return topology_metrics(exchange_steps(st), self.topo, row_bytes=1, route=self.route)["cost"]
 
     def prepare(self, graph, src, k: int | None, layout: str | None):
         """For plan / partition: ``src`` (a part vector or a planner Partition) placed

@@ -19,16 +19,12 @@ joins its threads at exit). With one worker every task runs at once, in the call
 """
 from __future__ import annotations
 
-import os
 import threading
 from typing import Any, Callable
 
-def available_cores() -> int:
-    """Cores this process may run on (its CPU affinity where the OS has one, else cpu_count)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):   # pragma: no cover - systems without affinity
-        return max(1, os.cpu_count() or 1)
+from ..._budget import usable_cores as available_cores   # the pipeline's worker count
+
+__all__ = ["Lanes", "Task", "available_cores"]
 
 
 class Task:
