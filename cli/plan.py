@@ -237,5 +237,5 @@ def _read(args, graph):
     CAGNET partition's own part count: layout, ranks and K kept), else the bare part array (parts:
     max(id) + 1 at least, so ``-k`` may ask for more row blocks)."""
     from partplan.plan.partitions import parts_known, read_partition_file
-    P = read_partition_file(args.partition, graph, column=args.column)
+    P = read_partition_file(args.partition, graph, column=args.column, count_named=args.k is not None)
     return P if parts_known(P) else P.part

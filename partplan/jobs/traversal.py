@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import OptionError, PlanError
+from ..errors import OptionError, PartitionError, PlanError
 from ..layouts import layout_class, parse_layout
 from .args import nonneg_float, positive_int
 from .common import (add_output_option, add_plan_options, atomic_save, base_report, checked_output, family_totals,
@@ -325,7 +325,11 @@ def _graph500_config(args) -> dict:
     if args.backend != "local" and args.nprocs is None and not under_torchrun():
         raise PlanError("give --nprocs N (processes to start here), or start the command with torchrun")
     n = args.nprocs or (int(os.environ.get("WORLD_SIZE", "1")) if args.backend != "local" else 1)
-    parse_layout(args.layout, n)  # the layout fits n ranks
+    try:
+        parse_layout(args.layout, n)  # the layout fits n ranks
+    except PartitionError as exc:
+        how = "--nprocs" if args.nprocs is not None or args.backend == "local" else "torchrun's process count"
+        raise PlanError(f"{exc}: give {how} as the layout's ranks ({n} now)") from None
     if cfg.get("steal"):
         from ..runtime.steal import StealConfig
         StealConfig.from_cfg(cfg, n)

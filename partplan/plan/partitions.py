@@ -96,7 +96,7 @@ EXTERNAL_PROVENANCE = {"model": "external", "backend": "external", "objective": 
 
 
 def read_partition_file(path: str | os.PathLike, graph, *, column: str | None = None,
-                        k: int | None = None):
+                        k: int | None = None, count_named: bool = False):
     """Read the partition in ``path`` for ``graph`` (a :class:`partplan.Graph`);
     returns a :class:`partplan.partition.Partition`.
 
@@ -105,7 +105,8 @@ def read_partition_file(path: str | os.PathLike, graph, *, column: str | None = 
     a PyG / DGL / CAGNET partition's own part count — recorded as
     ``info["parts_declared"]`` — else the largest id + 1). A saved partplan
     partition keeps its own layout and ranks (and must match ``graph``'s
-    fingerprint). Raises
+    fingerprint). ``count_named``: the caller names the rank count itself (``plan -k``), so ids
+    that skip values are empty ranks it asked for (no warning). Raises
     :class:`~partplan.errors.PartitionError` naming the file on bad input.
     """
     from ..io.foreign import read_partition_any
@@ -133,7 +134,7 @@ def read_partition_file(path: str | os.PathLike, graph, *, column: str | None = 
     if k is not None and named is not None and named != k:
         raise PartitionError(f"{p}: the name says K = {named} parts but {k} were asked for")
     part, b = as_partition(part, graph.n, k if k is not None else named, source=str(p))
-    if k is None and named is None:
+    if k is None and named is None and not count_named:
         _say_skipped_ids(p, part, b)
     return Partition(part=part, k=b, layout="1d", layout_params={}, owner=None, timings={}, stats=None,
                      **{f: EXTERNAL_PROVENANCE[f] for f in ("model", "backend", "objective")}, params={},

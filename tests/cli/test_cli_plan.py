@@ -172,3 +172,16 @@ def test_inspect_prints_layout_parameters_as_options_not_a_python_dict(tmp_path,
     rc, out, err = run_cli(["inspect", tmp_path / "r.plan"], capsys)
     line = next(ln for ln in out.splitlines() if ln.startswith("layout"))
     assert "domain_size=2 route=domain" in line and "{" not in line, line
+
+
+def test_skipped_part_ids_warn_only_where_the_rank_count_is_not_named(tmp_path, capsys):
+    """A bare partition whose ids skip values warns that those ranks would be empty and advises
+    naming the count with -k; with -k given the warning still came (the ranks asked for)."""
+    part = np.zeros(1490, dtype=np.int64)
+    part[700:] = 2                                             # id 1 skipped
+    np.save(tmp_path / "p.npy", part)
+    base = ["plan", "polblogs", "--partition", str(tmp_path / "p.npy"), "-q"]
+    assert main(base + ["-o", str(tmp_path / "a.plan")]) == 0
+    assert "ids skip 1" in capsys.readouterr().err
+    assert main(base + ["-k", "4", "--layout", "2d:2x2", "-o", str(tmp_path / "b.plan")]) == 0
+    assert "skip" not in capsys.readouterr().err

@@ -219,3 +219,11 @@ def test_teps_stats_of_a_search_without_edges_is_zero_without_a_warning():
         warnings.simplefilter("error")
         st = teps_stats([0, 10], [0.5, 0.5])
     assert st["teps_harmonic_mean"] == 0.0 and st["teps_min"] == 0.0 and st["teps_max"] == 20.0
+
+
+def test_graph500_says_how_to_give_a_layout_its_ranks(capsys):
+    """`run graph500 --layout 2d:2x2 --backend local` without --nprocs said only "grid 2x2 has 4
+    ranks, not 1"; the error now names the option that sets the count."""
+    from tests.errlines import run_cli
+    rc, _, err = run_cli(["run", "graph500", "--scale", "6", "--layout", "2d:2x2", "--backend", "local"], capsys)
+    assert rc == 2 and "has 4 ranks, not 1" in err and "give --nprocs" in err and len(err.strip().splitlines()) == 1
