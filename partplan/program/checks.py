@@ -291,8 +291,9 @@ def shard_problems(m: dict, rp, *, pairs: bool = True) -> list[str]:
                 probs.append(f"field '{want_prefix}.{key}' holds ids outside [0, graph.n = {n})")
             elif ids.size > 1 and not bool(np.all(ids[1:] > ids[:-1])):    # plan-format.md: ascending
                 probs.append(f"field '{want_prefix}.{key}' is not strictly ascending")
-        for key, ids in rp.arrays.items():     # the received rows' ids (validation, the traversals' ext ids)
-            if key.startswith(f"{want_prefix}.") and key.endswith(".recv_ids") and ids.size \
+        # the received rows' ids (validation, the traversals' ext ids) and the SpMM rows' global ids
+        for key, ids in rp.arrays.items():
+            if key.startswith(f"{want_prefix}.") and key.endswith((".recv_ids", ".row_ids")) and ids.size \
                     and (int(ids.min()) < 0 or int(ids.max()) >= n):
                 probs.append(f"field {key!r} holds ids outside [0, graph.n = {n})")
         if probs:

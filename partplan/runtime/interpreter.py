@@ -89,6 +89,19 @@ def _counts(rp: RankPlan, name: str, st: dict, comm) -> np.ndarray:
     return send if name.endswith(".send_counts") else recv
 
 
+def _segment_hashes(ids: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """int64[len(counts)]: an order-sensitive 64-bit hash of each consecutive segment of ``ids``
+    (segment j: ``counts[j]`` ids): the wrapping sum of splitmix64 of (id, position in the segment)."""
+    from ..models.nets import splitmix64
+    counts = np.asarray(counts, np.int64)
+    ends = np.cumsum(counts)
+    pos = np.arange(ids.size, dtype=np.int64) - np.repeat(ends - counts, counts)
+    with np.errstate(over="ignore"):
+        h = splitmix64(splitmix64(ids).view(np.int64) ^ pos, salt=1)
+        cs = np.concatenate([np.zeros(1, np.uint64), np.cumsum(h, dtype=np.uint64)])
+        return (cs[ends] - cs[ends - counts]).view(np.int64)
+
+
 def _no_sync() -> None:
     pass
 
@@ -191,6 +204,8 @@ class Executor:
                         j = int(np.flatnonzero(got[i] != rc)[0])
                         problems[r].append(f"{sid}: rank {g.ranks[j]} will send {int(got[i][j])} rows, "
                                            f"this rank expects {int(rc[j])} (group {g.name})")
+        if not any(problems.values()):
+            self._check_sent_ids(problems)
         flags = self.comm.allreduce_world([np.array([float(bool(problems[r]))]) for r in self.comm.local], "max")
         mine = [f"rank {r}: {m}" for r in self.comm.local for m in problems[r]]
         if mine:
@@ -199,6 +214,39 @@ class Executor:
         if flags[0][0] > 0:
             raise PlanError(f"rank {self.comm.local[0]}: another rank found its plan counts inconsistent "
                             f"(see its error); stopping before any exchange")
+
+    def _check_sent_ids(self, problems: dict) -> None:
+        """Every alltoallv whose send buffer is one gather from ``in`` (the 1D exchange, the first
+        of the others) and whose receivers list the rows (``recv_ids``): the rows each rank sends a
+        peer, in order, are the rows the peer expects — checked by one order-sensitive 64-bit hash
+        per (rank, peer), exchanged as the counts are. Counts alone pass a shard whose send list
+        names other rows, or the same rows in another order (wrong rows of Z with exit 0)."""
+        for name, prog in self.programs.items():
+            if "same_as" in self.manifest["programs"][name]:     # its steps are checked under their own name
+                continue
+            gathers = {st["dst"]: st for st in prog.steps if st["op"] == "gather" and st["src"] == "in"}
+            for st in prog.steps:
+                g_st = gathers.get(st.get("src")) if st["op"] == "alltoallv" else None
+                sid = st["id"]
+                if g_st is None or not all(rp.has(f"{sid}.recv_ids") for rp in self.shards):
+                    continue
+                scs, rcs = prog.counts[sid]
+                sent, expected = [], []
+                for i, (r, rp) in enumerate(zip(self.comm.local, self.shards)):
+                    if self.comm.member(st["group"], r) is None:
+                        sent.append(np.zeros(0, np.int64))
+                        expected.append(None)
+                        continue
+                    ids = np.asarray(rp.in_ids(name), np.int64)[np.asarray(rp[f"{g_st['id']}.idx"], np.int64)]
+                    sent.append(_segment_hashes(ids, scs[i]))
+                    expected.append(_segment_hashes(np.asarray(rp[f"{sid}.recv_ids"], np.int64), rcs[i]))
+                got = self.comm.exchange_counts(st["group"], sent)
+                for i, r in enumerate(self.comm.local):
+                    if expected[i] is not None and not np.array_equal(got[i], expected[i]):
+                        g = self.comm.member(st["group"], r)
+                        j = int(np.flatnonzero(got[i] != expected[i])[0])
+                        problems[r].append(f"{sid}: the rows rank {g.ranks[j]} sends are not the rows this rank "
+                                           f"lists in {sid}.recv_ids (other rows, or another order)")
 
     # ------------------------------------------------------------------ buffers
     def _buffers(self, prog: _Prog, f: int):

@@ -222,7 +222,8 @@ def validate_plan(path, graph: Graph | None = None, *, seed: int = 0, f: int = 4
         return _result(path, m, graph, rep)
     try:
         local_executor(plan)  # the executor's own start-up count check, all ranks
-        rep.add("counts", [], "send q→r == recv r←q in every group and step, equal to the manifest's pairs")
+        rep.add("counts", [], "send q→r == recv r←q in every group and step, equal to the manifest's pairs; "
+                              "the rows an exchange from the input rows sends are those its receivers list")
     except PlanError as exc:
         rep.add("counts", [str(exc)])
         return _result(path, m, graph, rep)

@@ -191,7 +191,11 @@ def test_out_of_range_index_is_reported(plan_dir):
     assert "indices outside" in bad["structure"]
 
 
-def test_wrong_rows_sent_are_caught_by_the_id_walk(plan_dir):
+def test_wrong_rows_sent_are_caught_before_any_exchange(plan_dir, tmp_path):
+    """Another of rank 0's rows sent than the receiver lists, counts consistent: validate's id walk
+    found it, but `run` multiplied the wrong rows with exit 0 (swapped rows: 0.53 off scipy's A @ H).
+    The executor's start-up check now compares each (rank, peer) list of sent rows with the
+    receiver's recv_ids, so validate reports it under its counts check and every run refuses it."""
     g, path = plan_dir
 
     def edit(a):  # send another of rank 0's rows than the receiver lists (counts stay consistent)
@@ -200,7 +204,10 @@ def test_wrong_rows_sent_are_caught_by_the_id_walk(plan_dir):
     _rewrite_shard(path, 0, edit)
     rep = validate_plan(path)
     bad = {c["name"]: c["detail"] for c in rep["checks"] if not c["ok"]}
-    assert "recv_ids" in bad["ids"]
+    assert "recv_ids" in bad["counts"]
+    from partplan.runtime.spmm import local_executor
+    with pytest.raises(PlanError, match="recv_ids"):
+        local_executor(load_plan(path, check=False))
 
 
 def test_validator_passes_all_layouts(tmp_path):
@@ -294,3 +301,16 @@ def test_a_manifest_pair_that_is_not_three_ints_in_range_is_refused(tmp_path, ba
     mf.write_text(json.dumps(m))
     with pytest.raises(PlanError, match=r"pairs.*(holds|must list)"):
         read_manifest(path)
+
+
+def test_spmm_row_ids_outside_the_graph_are_refused_on_read(plan_dir):
+    """An SpMM step's global row ids were never range-checked by the readers (`run spmm` and
+    `run pagerank` went on with row 10^9 and exit 0); they are checked as recv_ids are."""
+    g, path = plan_dir
+
+    def edit(a):
+        key = next(k for k in a if k.endswith(".row_ids"))
+        a[key][0] = 10 ** 9
+    _rewrite_shard(path, 0, edit)
+    with pytest.raises(PlanError, match=r"row_ids' holds ids outside \[0, graph.n"):
+        load_plan(path)
