@@ -771,7 +771,13 @@ def _share_arrays(f: Path, mapped, m: dict, sh: dict, rank: int, local_ids, halo
             out[k] = c.reshape(shapes[k])
         else:
             kind, name, dt, shape = specs[k]
+            if dt == "bool" and c.size and int(c.max()) > 1:      # stored as uint8: 0 or 1
+                raise PlanError(f"{f}: share field {k!r} is bool but holds the byte {int(c.max())} (0 or 1)")
             out[kind][name] = _to_tensor(c.reshape(shape), dt)
+    try:                                   # what the writer refuses, refused on reading too
+        _check_values(out["node"])
+    except PlanError as exc:
+        raise PlanError(f"{f}: {exc}") from None
     if local_ids is not None and not np.array_equal(out["local_ids"], local_ids):
         raise PlanError(f"{f}: field 'local_ids' differs from the plan's rows of rank {rank} "
                         f"(a share of another plan)")
@@ -798,6 +804,9 @@ def validate_shares(plan, matrix=None, *, verify: bool = True) -> list[str]:
     listed = sh_m.get("fields") if isinstance(sh_m.get("fields"), dict) else {}
     E = int(sh_m.get("edges", 0))
     seen = np.zeros(E, dtype=np.int64)
+    # each vertex's in-edges (not self loops) and self loops, counted by its owner's share; every
+    # share's halo counts are checked against them at the end (GCN's normalization reads them)
+    in_deg, loops, halos = np.zeros(n, np.int64), np.zeros(n, np.int64), []
     have = None
     if matrix is not None:
         A = matrix.tocsr()
@@ -827,6 +836,17 @@ def validate_shares(plan, matrix=None, *, verify: bool = True) -> list[str]:
                 problems.append(f"rank {r}: share edge {int(sh['edge_ids'][e])} ({int(src[e])} -> {int(tgt[e])}) "
                                 f"is no nonzero of the plan's matrix ({int(missing.sum())} such edges)")
         np.add.at(seen, sh["edge_ids"], 1)
+        rows = np.concatenate([local_ids, halo_ids])
+        src, tgt = rows[sh["edge_index"][0]], rows[sh["edge_index"][1]]
+        np.add.at(in_deg, tgt[src != tgt], 1)
+        np.add.at(loops, tgt[src == tgt], 1)
+        halos.append((r, halo_ids, sh["halo_in_degree"], sh["halo_loops"]))
+    for r, ids, deg, lp in (halos if len(halos) == p else ()):     # owners' counts known when every share read
+        for name, got, want in (("halo_in_degree", deg, in_deg[ids]), ("halo_loops", lp, loops[ids])):
+            if not np.array_equal(got, want):
+                i = int(np.flatnonzero(got != want)[0])
+                problems.append(f"rank {r}: share field {name!r} says {int(got[i])} for halo row {int(ids[i])}, "
+                                f"its owner's share holds {int(want[i])}")
     if not problems and (seen != 1).any():
         bad = np.flatnonzero(seen != 1)
         problems.append(f"edge {int(bad[0])} is in {int(seen[bad[0]])} shares ({bad.size} edge ids not in exactly "

@@ -382,3 +382,52 @@ def test_a_weighted_chunked_graph_carries_its_values_by_edge_id(tmp_path):
     for r in range(2):
         sh = read_share(plan, r)
         assert np.array_equal(sh["edge"]["edge_weight"].numpy(), vals[sh["edge_ids"]])
+
+
+def _patched(raw: bytes, field: str, index: int, value, dtype) -> bytes:
+    """``raw`` with element ``index`` of the share array ``field`` set to ``value`` (numpy ``dtype``)."""
+    at, _ = _arrays_of(raw)[field]
+    b = bytearray(raw)
+    item = np.array([value], dtype=dtype).tobytes()
+    b[at + index * len(item):at + (index + 1) * len(item)] = item
+    return bytes(b)
+
+
+@pytest.mark.parametrize("field,value,dtype,msg", [
+    ("node/x", float("nan"), np.float64, "field 'x'"),
+    ("node/train_mask", 2, np.uint8, "is bool but holds the byte 2"),
+])
+def test_share_values_the_writer_refuses_are_refused_on_reading(planned, tmp_path, field, value, dtype, msg):
+    """A re-signed share with a NaN feature or a bool mask byte of 2 was read and validated as
+    valid; write_shares refuses a non-finite x, and a bool is 0 or 1."""
+    from partplan.nn.shares import read_share, validate_shares
+    data, path = planned
+    bad = tmp_path / "v.plan"
+    shutil.copytree(path, bad)
+    _resign(bad, 0, _patched((path / "share-00000.arrow").read_bytes(), field, 0, value, dtype))
+    with pytest.raises(PlanError, match=msg):
+        read_share(bad, 0)
+    assert any(msg in p for p in validate_shares(bad))
+
+
+def test_halo_counts_that_disagree_with_their_owners_share_are_found_by_validate(planned, tmp_path):
+    """halo_in_degree / halo_loops (what gcn_norm reads through Halo) were only checked for sign:
+    a re-signed share claiming 10^15 in-edges for a halo row validated as valid and GCNConv through
+    LocalHalo was 0.06 off PyG's. validate recounts them from each row's owner's share, and the
+    oracle here is the data's own edge_index."""
+    from partplan.nn.shares import read_share, validate_shares
+    data, path = planned
+    assert validate_shares(path) == []
+    sh = read_share(path, 0)
+    ei = data.edge_index.numpy()
+    H = sh["halo_in_degree"].size
+    assert H > 0
+    halo_ids = np.asarray(LocalHalo(path).ranks[0].halo_ids)
+    nonloop = np.bincount(ei[1][ei[0] != ei[1]], minlength=data.num_nodes)
+    assert np.array_equal(sh["halo_in_degree"], nonloop[halo_ids])          # the oracle agrees untampered
+    for field in ("halo_in_degree", "halo_loops"):
+        bad = tmp_path / f"{field}.plan"
+        shutil.copytree(path, bad)
+        _resign(bad, 0, _patched((path / "share-00000.arrow").read_bytes(), field, 0, 10 ** 15, np.int64))
+        probs = validate_shares(bad)
+        assert len(probs) == 1 and field in probs[0] and str(int(halo_ids[0])) in probs[0]
