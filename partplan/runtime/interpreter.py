@@ -89,17 +89,28 @@ def _counts(rp: RankPlan, name: str, st: dict, comm) -> np.ndarray:
     return send if name.endswith(".send_counts") else recv
 
 
-def _segment_hashes(ids: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """int64[len(counts)]: an order-sensitive 64-bit hash of each consecutive segment of ``ids``
-    (segment j: ``counts[j]`` ids): the wrapping sum of splitmix64 of (id, position in the segment)."""
+#: ids hashed at a time by :func:`_segment_hashes` (its temporaries: a few int64 arrays of this many)
+HASH_CHUNK = 1 << 20
+
+
+def _segment_hashes(ids, counts: np.ndarray, take: np.ndarray | None = None) -> np.ndarray:
+    """int64[len(counts)]: an order-sensitive 64-bit hash of each consecutive segment of the id
+    sequence ``ids[take]`` (``ids`` itself without ``take``; segment j: ``counts[j]`` ids): the
+    wrapping sum of splitmix64 of (id, position in the segment), computed HASH_CHUNK ids at a time."""
     from ..models.nets import splitmix64
     counts = np.asarray(counts, np.int64)
     ends = np.cumsum(counts)
-    pos = np.arange(ids.size, dtype=np.int64) - np.repeat(ends - counts, counts)
+    total = int(ends[-1]) if ends.size else 0
+    out = np.zeros(counts.size, np.uint64)
     with np.errstate(over="ignore"):
-        h = splitmix64(splitmix64(ids).view(np.int64) ^ pos, salt=1)
-        cs = np.concatenate([np.zeros(1, np.uint64), np.cumsum(h, dtype=np.uint64)])
-        return (cs[ends] - cs[ends - counts]).view(np.int64)
+        for a in range(0, total, HASH_CHUNK):
+            at = np.arange(a, min(a + HASH_CHUNK, total), dtype=np.int64)
+            seg = np.searchsorted(ends, at, side="right")           # the segment of each position
+            chunk = np.asarray(ids[at if take is None else take[at]], np.int64)
+            h = splitmix64(splitmix64(chunk).view(np.int64) ^ (at - (ends[seg] - counts[seg])), salt=1)
+            first = np.flatnonzero(np.concatenate([[True], seg[1:] != seg[:-1]]))
+            out[seg[first]] += np.add.reduceat(h, first)             # each segment once per chunk
+    return out.view(np.int64)
 
 
 def _no_sync() -> None:
@@ -237,9 +248,8 @@ class Executor:
                         sent.append(np.zeros(0, np.int64))
                         expected.append(None)
                         continue
-                    ids = np.asarray(rp.in_ids(name), np.int64)[np.asarray(rp[f"{g_st['id']}.idx"], np.int64)]
-                    sent.append(_segment_hashes(ids, scs[i]))
-                    expected.append(_segment_hashes(np.asarray(rp[f"{sid}.recv_ids"], np.int64), rcs[i]))
+                    sent.append(_segment_hashes(rp.in_ids(name), scs[i], take=rp[f"{g_st['id']}.idx"]))
+                    expected.append(_segment_hashes(rp[f"{sid}.recv_ids"], rcs[i]))
                 got = self.comm.exchange_counts(st["group"], sent)
                 for i, r in enumerate(self.comm.local):
                     if expected[i] is not None and not np.array_equal(got[i], expected[i]):

@@ -191,12 +191,17 @@ def test_out_of_range_index_is_reported(plan_dir):
     assert "indices outside" in bad["structure"]
 
 
-def test_wrong_rows_sent_are_caught_before_any_exchange(plan_dir, tmp_path):
+@pytest.mark.parametrize("chunk", [3, 1 << 20])
+def test_wrong_rows_sent_are_caught_before_any_exchange(plan_dir, tmp_path, monkeypatch, chunk):
     """Another of rank 0's rows sent than the receiver lists, counts consistent: validate's id walk
     found it, but `run` multiplied the wrong rows with exit 0 (swapped rows: 0.53 off scipy's A @ H).
     The executor's start-up check now compares each (rank, peer) list of sent rows with the
     receiver's recv_ids, so validate reports it under its counts check and every run refuses it."""
+    import partplan.runtime.interpreter as interpreter
+    from partplan.runtime.spmm import local_executor
+    monkeypatch.setattr(interpreter, "HASH_CHUNK", chunk)     # segments across the hashing's chunks too
     g, path = plan_dir
+    local_executor(load_plan(path))                            # the plan as written passes
 
     def edit(a):  # send another of rank 0's rows than the receiver lists (counts stay consistent)
         idx = a["fwd.1.idx"]
@@ -205,7 +210,6 @@ def test_wrong_rows_sent_are_caught_before_any_exchange(plan_dir, tmp_path):
     rep = validate_plan(path)
     bad = {c["name"]: c["detail"] for c in rep["checks"] if not c["ok"]}
     assert "recv_ids" in bad["counts"]
-    from partplan.runtime.spmm import local_executor
     with pytest.raises(PlanError, match="recv_ids"):
         local_executor(load_plan(path, check=False))
 
