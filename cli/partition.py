@@ -287,6 +287,9 @@ def run(args) -> int:
     if args.output == "":
         from partplan.errors import OutputPathError
         raise OutputPathError("-o: the output path is empty")
+    if args.output and args.output.endswith("/"):    # Path() below would drop the slash
+        from partplan.io.outpath import check_output_file
+        check_output_file(args.output, kind="partition")
     t_start = time.perf_counter()
 
     from partplan.partition.heartbeat import StderrProgress

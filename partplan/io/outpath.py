@@ -74,24 +74,24 @@ def _suffix_problem(p: Path, kind: str) -> str | None:
 
 def check_not_an_input(path: Path, inputs) -> None:
     """One OutputPathError when the output ``path`` is one of the existing files ``inputs`` reads,
-    or an existing file inside an input folder (a chunked graph's chunk, a plan's shard)."""
-    if not path.exists():
-        return
+    or lies inside an input folder (a chunked graph's chunk, a plan's shard, or a new name there:
+    the folder would no longer be the input it was)."""
+    real = os.path.realpath(path)
     for inp in inputs:
         if inp is None or not isinstance(inp, (str, os.PathLike)) or not os.path.exists(inp):
             continue
         try:
-            same = os.path.samefile(path, inp)
+            same = path.exists() and os.path.samefile(path, inp)
         except OSError:
             continue
         if same:
             raise OutputPathError(f"{path}: is the input {inp}; writing the output there would replace it "
                                   f"(name another output)")
         if os.path.isdir(inp):
-            folder, real = os.path.realpath(inp), os.path.realpath(path)
+            folder = os.path.realpath(inp)
             if os.path.commonpath([folder, real]) == folder:
-                raise OutputPathError(f"{path}: is a file of the input {inp}; writing the output there would "
-                                      f"replace it (name another output)")
+                raise OutputPathError(f"{path}: is inside the input {inp}; writing the output there would "
+                                      f"change it (name another output)")
 
 
 def _check_folder(p: Path, parent: Path) -> None:
@@ -129,6 +129,8 @@ def check_output_file(path: str | os.PathLike, *, kind: str = "any", inputs=()) 
     p = Path(path)
     check_not_an_input(p, inputs)
     plan_dir = kind == "partition" and p.name.lower().endswith(".plan")
+    if str(path).endswith(("/", os.sep)) and not plan_dir:      # Path() drops the slash: x.npy/ -> x.npy
+        raise OutputPathError(f"{path}: names a directory (it ends in {os.sep}); expected a file name")
     if p.is_dir() and not plan_dir:
         raise OutputPathError(f"{p}: is a directory; expected a file name")
     bad = _suffix_problem(p, kind)
@@ -150,14 +152,16 @@ def check_output_file(path: str | os.PathLike, *, kind: str = "any", inputs=()) 
     return p
 
 
-def check_output_dir(path: str | os.PathLike, *, kind: str = "any", replace_if=None) -> Path:
+def check_output_dir(path: str | os.PathLike, *, kind: str = "any", replace_if=None, inputs=()) -> Path:
     """Check that a new folder can be written at ``path``: it does not exist,
     or is empty, or (``replace_if``, a callable on the path, e.g. "holds a
-    plan manifest") may be replaced. ``kind="plan"`` requires ``NAME.plan``
+    plan manifest") may be replaced; it is none of ``inputs`` and not inside an input folder
+    (:func:`check_not_an_input`). ``kind="plan"`` requires ``NAME.plan``
     and replaces an existing plan. Returns ``Path(path)``."""
     if str(path) == "":
         raise OutputPathError("the output path is empty")
     p = Path(path)
+    check_not_an_input(p, inputs)
     if kind == "plan":
         bad = _suffix_problem(p, "plan")
         if bad:

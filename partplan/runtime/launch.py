@@ -353,7 +353,8 @@ def _failures(codes: list, errs: list, killed: set, stopped: set = frozenset(),
     soon = min(ended.get(r, never) for r in failed) + ECHO_WINDOW_ROUNDS
     first = min(failed, key=lambda r: (ended.get(r, never) > soon, bool(said[r] and _ECHO.search(said[r])),
                                        ended.get(r, never), r))
-    line = f"rank {first}: {said[first] or f'exit status {codes[first]}'}"
+    cause = said[first] or f"exit status {codes[first]}"
+    line = cause if cause.startswith(f"rank {first}: ") else f"rank {first}: {cause}"   # named once
     after = [r for r in failed if r != first]
     tail = []
     if after:

@@ -185,3 +185,16 @@ def test_skipped_part_ids_warn_only_where_the_rank_count_is_not_named(tmp_path, 
     assert "ids skip 1" in capsys.readouterr().err
     assert main(base + ["-k", "4", "--layout", "2d:2x2", "-o", str(tmp_path / "b.plan")]) == 0
     assert "skip" not in capsys.readouterr().err
+
+
+def test_outputs_inside_an_input_folder_or_named_as_a_folder_are_refused(tmp_path, capsys):
+    """`plan DIR --partition P -o DIR/sub.plan` wrote a plan inside the chunked graph it read
+    (partition refused the same); `partition -o x.npy/` wrote x.npy (the slash dropped)."""
+    from tests.errlines import run_cli
+    assert main(["-q", "convert", "polblogs", str(tmp_path / "g"), "--chunks", "2"]) == 0
+    part = tmp_path / "p.npy"
+    np.save(part, np.arange(1490) % 2)
+    rc, _, err = run_cli(["plan", tmp_path / "g", "--partition", part, "-o", tmp_path / "g" / "sub.plan"], capsys)
+    assert rc == 2 and "is inside the input" in err and not (tmp_path / "g" / "sub.plan").exists()
+    rc, _, err = run_cli(["partition", "polblogs", "-k", "2", "-o", f"{tmp_path / 'x.npy'}/"], capsys)
+    assert rc == 2 and "names a directory" in err and not (tmp_path / "x.npy").exists()

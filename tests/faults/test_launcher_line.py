@@ -48,7 +48,7 @@ def test_the_first_rank_to_fail_is_the_cause_and_the_others_are_named_only(tmp_p
     assert msg.startswith("rank 2: p.plan/rank-00002.arrow") and "(ranks 0, 1, 3 failed after it)" in msg
     # ... but a rank that ended well after the window is not the first, whatever it says
     msg = _failures(codes, _errs(tmp_path, texts), set(), set(), {0: 2, 1: 3, 2: 3 + ECHO_WINDOW_ROUNDS, 3: 4})
-    assert msg.startswith("rank 0: rank 0: count check") and "(ranks 1, 2, 3 failed after it)" in msg
+    assert msg.startswith("rank 0: count check") and "(ranks 1, 2, 3 failed after it)" in msg
     # no order known at all (every rank ended between two polls): the same
     msg = _failures(codes, _errs(tmp_path, texts), set(), set(), {})
     assert msg.startswith("rank 2: p.plan/rank-00002.arrow") and "Traceback" not in msg
@@ -91,3 +91,11 @@ def test_a_run_whose_shard_was_truncated_after_planning_is_one_line(tmp_path):
     assert len(errors) == 1 and len(lines) == 1, r.stderr
     assert errors[0].startswith(f"partplan: error: the job failed — rank 1: {shard}: shard of rank 1 truncated")
     assert "Connection" not in r.stderr and "Traceback" not in r.stderr and " | " not in r.stderr
+
+
+def test_a_cause_that_names_its_rank_is_not_prefixed_twice(tmp_path):
+    """A rank's error that already starts with "rank R: " (a comm failure) was printed as
+    "rank 0: rank 0: all-gather failed ..."."""
+    texts = ["partplan: error: rank 0: all-gather failed: timed out\n", ECHO.format(r=1)]
+    msg = _failures([2, 2], _errs(tmp_path, texts), set(), set(), {0: 1, 1: 5})
+    assert msg == "rank 0: all-gather failed: timed out (rank 1 failed after it)"
