@@ -1,6 +1,6 @@
 # partplan: every target sets up .venv itself on a fresh machine.
 #   make demo   - partition an embedded real graph 4 ways at k=16, print the table, write the heat map,
-#                 then execute the Mt-KaHyPar plan on 4 gloo processes (bytes predicted vs measured)
+#                 then execute the default pipeline's plan on 4 gloo processes (bytes predicted vs measured)
 #   make check  - the fast tier (about 3 min on 2 cores): unit tests, LocalComm oracles, one small
 #                 launch per job family and the import contract (pytest -m "not slow")
 #   make test   - the whole pytest suite (what CI runs), after fetching the real datasets

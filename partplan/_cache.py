@@ -11,7 +11,8 @@ installed package:
 
 When numba is about to compile a partplan kernel (a cache miss) and the cache
 holds no index file (``*.nbi``) of that kernel's module yet, one line
-``partplan: compiling kernels (first run only, ~N s)`` goes to stderr, once per
+``partplan: compiling kernels (first run only: up to ~M s for all of them, ~N s for this command's
+first)`` (M: the partitioner's, the slowest; N: the first compiling module's) goes to stderr, once per
 process, then ``partplan: compiling kernels ... N s`` every 10 s while kernels
 keep compiling and ``partplan: kernels compiled in N s`` within a second of
 the last one (a daemon thread; numba's LLVM passes release the GIL). ``PARTPLAN_QUIET=1``
@@ -85,7 +86,8 @@ def _on_compile(disp) -> None:
         return
     _noticed = True
     module = disp.py_func.__module__
-    print(f"partplan: compiling kernels (first run only, ~{_estimate(module)} s)", file=sys.stderr, flush=True)
+    print(f"partplan: compiling kernels (first run only: up to ~{max(_ESTIMATE_S.values())} s for all of them, "
+          f"~{_estimate(module)} s for this command's first)", file=sys.stderr, flush=True)
     threading.Thread(target=_ticker, args=(time.monotonic(), _TICK_S), name="partplan-compile-ticks",
                      daemon=True).start()
 

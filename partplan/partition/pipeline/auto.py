@@ -662,7 +662,8 @@ def _cycles(graph, k, part, report, ctx: PipelineContext, rctx: RefineContext, b
         if got[0] >= trail[-2][0]:
             break
     if progress:
-        progress(f"refine/volume cycles: max(send, recv) {' -> '.join(str(t[0]) for t in trail)}")
+        progress(f"refine/volume cycles: max(send, recv) {' -> '.join(str(t[0]) for t in trail)}; kept: "
+                 f"max(send, recv) {best[0]}, total volume {best[1]}")
     return part, {"trail": trail, "kept": kept, "work": work, "seconds": time.perf_counter() - t0}
 
 
