@@ -94,7 +94,9 @@ def run(args) -> int:
     if not out.parent.exists():
         raise PlanError(f"{out}: directory {out.parent} does not exist")
     from partplan.io.outpath import check_output_dir
-    check_output_dir(out, kind="plan", inputs=[args.graph, args.partition])  # writable, before the graph is read
+    # writable, before the graph is read; not inside the graph it reads (a plan may replace the plan
+    # its partition comes from: the writer is atomic)
+    check_output_dir(out, kind="plan", inputs=[args.graph])
     if args.layout is not None:
         check_spec(args.layout)
     from ._topology import TopologyOptions

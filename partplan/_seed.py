@@ -7,7 +7,19 @@ numpy's non-negative range, so every layer that draws random numbers maps it the
 """
 from __future__ import annotations
 
+import numbers
+
 NUMPY_SEED_BITS = 63
+
+
+def check_seed(v, error=None) -> int:
+    """A seed: any integer (negative ones included; METIS takes them); a bool, a float or anything
+    else is one ``error`` (default :class:`~partplan.errors.OptionError`) naming it."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+        if error is None:
+            from .errors import OptionError as error
+        raise error(f"seed must be an integer, got {v!r}")
+    return int(v)
 
 
 def numpy_seed(seed: int) -> int:

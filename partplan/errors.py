@@ -95,3 +95,10 @@ class OptionError(PartplanError, ValueError):
     """An option has a value outside its domain: an unknown objective, dtype,
     sampler or preset, a feature width f < 1, a negative time limit, a θ or δ
     out of range. Named after the option; raised before any work."""
+
+
+class UnknownOptionError(OptionError, BackendUnavailableError):
+    """An option name or choice not known where it was given (a typo such as ``imbalence=``, an
+    option another engine takes, an unknown model or ownership): a bad argument (an
+    :class:`OptionError`, so a ``ValueError``) and, as an unavailable engine or feature is, a
+    :class:`BackendUnavailableError`."""

@@ -31,6 +31,8 @@ SelfLoops = Literal["keep", "add", "remove"]
 
 
 def _as_int64(name: str, a, where: str | None = None) -> np.ndarray:
+    if hasattr(a, "detach") and hasattr(a, "cpu"):     # a torch tensor on any device (not the meta device)
+        a = _numpy_of(a)
     try:
         arr = np.asarray(a)
     except ValueError as exc:          # a ragged list: numpy's "inhomogeneous shape"
@@ -98,6 +100,9 @@ def _numpy_of(a) -> np.ndarray:
         if getattr(a, "layout", torch.strided) != torch.strided:
             raise GraphFormatError(f"a sparse torch tensor ({a.layout}) is not an array: give its indices "
                                    f"and values (Graph.from_edge_index), or a scipy matrix to Graph.from_scipy")
+        if getattr(a, "is_meta", False):
+            raise GraphFormatError(f"a tensor on the meta device holds no values (shape {tuple(a.shape)}): "
+                                   f"give one on a real device")
         a = a.detach().cpu()
         if hasattr(a, "as_subclass"):  # PyG EdgeIndex and other tensor subclasses -> plain tensor
             a = a.as_subclass(torch.Tensor)
@@ -227,6 +232,8 @@ class Graph:
 
     # ------------------------------------------------------------------ build
     def __post_init__(self):
+        from ._args import check_bool
+        object.__setattr__(self, "directed", check_bool("directed", self.directed, error=OptionError))
         indptr = _int_array("indptr", self.indptr)
         indices = _int_array("indices", self.indices)
         object.__setattr__(self, "indptr", indptr)
@@ -312,6 +319,10 @@ class Graph:
         symmetrize, self_loops, dedupe, drop_isolated : see :meth:`normalize`.
         source : file name used in error messages.
         """
+        from ._args import check_bool
+        flags = {f: check_bool(f, v, error=OptionError) for f, v in (
+            ("symmetrize", symmetrize), ("dedupe", dedupe), ("drop_isolated", drop_isolated), ("relabel", relabel))}
+        symmetrize, dedupe, drop_isolated, relabel = flags.values()
         src = _as_int64("src", src, source)
         dst = _as_int64("dst", dst, source)
         if src.shape != dst.shape:

@@ -7,6 +7,17 @@ from ._args import check_int
 from .errors import PartitionError
 
 
+def _array(part, where: str, what: str) -> np.ndarray:
+    """``part`` as numpy: a torch tensor detached and on the CPU (one on the meta device, which holds
+    no values, refused), anything else through np.asarray."""
+    if hasattr(part, "detach") and hasattr(part, "cpu"):
+        if getattr(part, "is_meta", False):
+            raise PartitionError(f"{where}{what} is a tensor on the meta device (no values): give one on a "
+                                 f"real device")
+        return part.detach().cpu().numpy()
+    return np.asarray(part)
+
+
 def as_part_ids(part, *, where: str = "", what: str = "partition", offset: int = 0,
                 ids: str = "part id") -> np.ndarray:
     """Check that ``part`` is a one-dimensional array of integer part ids >= 0
@@ -14,7 +25,7 @@ def as_part_ids(part, *, where: str = "", what: str = "partition", offset: int =
     prefixes messages (e.g. "file.part: "); ``what`` names the array; ``offset``: the vertex
     id of ``part[0]`` (a slice of a longer partition), added to the vertex a message names;
     ``ids``: what the values are, in the messages ("node id" for an id map)."""
-    arr = np.asarray(part)
+    arr = _array(part, where, what)
     if arr.ndim != 1:
         raise PartitionError(f"{where}{what} must be one-dimensional, got shape {arr.shape}")
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
@@ -66,7 +77,7 @@ def as_partition(part, n: int, k: int | None = None, *, source: str | None = Non
     if not isinstance(part, np.ndarray) and hasattr(part, "part") and hasattr(part, "k"):
         raise PartitionError(f"{where}a partition result ({type(part).__name__}) where its part ids are asked "
                              f"for: pass its .part (the row blocks of a 1.5D / 2D layout)")
-    arr = np.asarray(part)
+    arr = _array(part, where, "partition")
     if arr.ndim == 1 and arr.size != n:
         raise PartitionError(f"{where}partition has {arr.size} entries but the graph has {n} vertices")
     arr = as_part_ids(arr, where=where, what="partition")

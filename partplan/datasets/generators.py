@@ -171,6 +171,8 @@ def rmat(scale: int, edgefactor: int = 16, a: float = 0.57, b: float = 0.19, c: 
 
 
 def _grid_edges(shape: tuple[int, ...], periodic: bool) -> tuple[np.ndarray, np.ndarray]:
+    from .._args import check_bool
+    periodic = check_bool("periodic", periodic, error=GeneratorParameterError)
     """Undirected stencil edges of a grid, vertex id = x + nx*(y + ny*z)
     (first axis fastest); each edge once (low -> high along an axis)."""
     ids = np.arange(math.prod(shape), dtype=np.int64).reshape(shape[::-1])  # [z, y, x]

@@ -207,6 +207,9 @@ def plan_from_pyg(data: Any, k: int, *, normalize: str | None = None, out: str |
     from ..plan import build_plan, write_plan
     if normalize not in (None, "gcn", "mean"):
         raise OptionError(f"normalize must be None, 'gcn' or 'mean', not {normalize!r}")
+    from .._args import check_bool
+    shares = check_bool("shares", shares)
+    progress = None if progress is None else check_bool("progress", progress)
     if shares and out is None:
         raise OptionError("shares=True writes each rank's share beside the plan: give out=PATH")
     if shares and flow != "source_to_target":

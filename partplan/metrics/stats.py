@@ -299,11 +299,26 @@ def analyze(graph: Graph, part, k: int | None = None, *, f: int = 128, dtype: st
                                  backward=bool(backward) if backward is not None else not graph.is_symmetric())
         part = part.part
     part, k = as_partition(part, graph.n, k)
-    if volume is not None and np.shape(volume) != (k, k):
-        raise PartitionError(f"volume matrix must be {k}x{k}, got shape {np.shape(volume)}")
+    if volume is not None:
+        volume = _checked_volume(volume, k)
+    if backward is not None:
+        from .._args import check_bool
+        backward = check_bool("backward", backward, error=PartitionError)
     st = _stats_1d(graph, part, k, f, dtype, alpha, beta, name, volume)
     if backward is None:
         backward = not graph.is_symmetric()
     if backward:
         st.backward = _stats_1d(graph.transpose(), part, k, f, dtype, alpha, beta, name + " (backward)")
     return st
+
+
+def _checked_volume(volume, k: int) -> np.ndarray:
+    """A caller's precounted forward volume matrix: int64[k, k] of non-negative integers with a
+    zero diagonal (a part reads its own rows locally), or one PartitionError naming it."""
+    a = np.asarray(volume)
+    if a.shape != (k, k):
+        raise PartitionError(f"volume matrix must be {k}x{k}, got shape {a.shape}")
+    if a.dtype.kind not in "iu" or (a.size and int(a.min()) < 0) or np.diagonal(a).any():
+        raise PartitionError(f"volume matrix must hold non-negative integers (rows of H) with a zero diagonal, "
+                             f"got dtype {a.dtype}" + (f", min {a.min()}, diagonal sum {np.trace(a)}" if a.size else ""))
+    return a.astype(np.int64, copy=False)

@@ -432,6 +432,9 @@ class LocalHalo(torch.nn.Module):
     def __init__(self, plan, edge_index=None, *, device=None):
         super().__init__()
         from ..runtime.comm import LocalComm
+        if device is not None:
+            from ..runtime.spmm import check_device
+            check_device(device)
         name, m, shard_of = _load(plan)
         self.plan_name, self.manifest = name, m
         step = _exchange_step(name, m)

@@ -17,13 +17,11 @@ True
 """
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
 from .._args import INT_MAX, check_bool, check_int, check_real  # noqa: F401  (re-exported: the partitioners' options)
-from .._seed import numpy_seed
-from ..errors import OptionError, PartitionError
+from .._seed import check_seed, numpy_seed  # noqa: F401  (check_seed re-exported: the options)
+from ..errors import PartitionError
 
 #: ε of the balance constraint wherever a caller does not give one: part weight (row nnz, at least 1)
 #: <= ⌊(1+ε)·⌈W/k⌉⌋. Declared here once; every entry point and context reads it.
@@ -37,13 +35,6 @@ MAX_WORKERS = 1024   # the default pipeline's cores at most (lanes)
 def check_imbalance(v) -> float:
     """ε of the balance constraint, in [0, 10) (-0.0 read as 0.0)."""
     return check_real("imbalance", v, lo=0.0, hi=10.0, hi_open=True, error=PartitionError) + 0.0
-
-
-def check_seed(v) -> int:
-    """A seed: any integer (negative ones included; METIS takes them)."""
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-        raise OptionError(f"seed must be an integer, got {v!r}")
-    return int(v)
 
 
 def rng_seed(v) -> int:

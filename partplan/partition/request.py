@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import BackendUnavailableError, PartitionError
+from ..errors import BackendUnavailableError, PartitionError, UnknownOptionError
 from ..graph import Graph, check_graph
 from ..layouts import Layout, parse_layout
 from .engines import (DEFAULT_MPI_ENGINE, backend_names, check_mpi_engine, check_options, default_backend,
@@ -78,7 +78,7 @@ class Request:
 
 def _choose(value, allowed, what: str) -> str:
     if value not in allowed:
-        raise BackendUnavailableError(f"unknown {what} {value!r}; choose one of {', '.join(allowed)}")
+        raise UnknownOptionError(f"unknown {what} {value!r}; choose one of {', '.join(allowed)}")
     return value
 
 

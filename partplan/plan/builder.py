@@ -203,9 +203,15 @@ def build_plan(graph: Graph, part_or_partition, k: int | None = None, *, layout=
         raise PlanError(f"{plain_name(graph.name)}: the graph is marked undirected (directed=False) but its pattern "
                         f"is not symmetric (some A[i, j] has no A[j, i]): build it with directed=True, or "
                         f"symmetrize it (graph.normalize(symmetrize=True))")
-    from .._args import check_int
+    from .._args import check_bool, check_int
     from ..layouts import parse_layout
     k = check_int("ranks (k)", k, lo=1, none_ok=True, error=PlanError)
+    if meta is not None and not isinstance(meta, dict):
+        raise PlanError(f"meta must be a dict of manifest fields, got {type(meta).__name__}")
+    if progress is not None and not callable(progress):
+        raise PlanError(f"progress must be None or a callable progress(what, done, total), got {progress!r}")
+    if backward is not None:
+        backward = check_bool("backward", backward, error=PlanError)
 
     t0 = time.perf_counter()
     part, k, layout, owner, info = _unpack(graph, part_or_partition, k, layout, owner, meta)

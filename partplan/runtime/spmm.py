@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import PlanError
+from ..errors import OptionError, PlanError
 from ..io.outpath import check_output_file
 from ..program.plan import Plan, manifest_groups, manifest_volume, program_steps
 from ..plan.store import load_plan, read_manifest
@@ -525,6 +525,18 @@ def spmm_config(cfg: dict, nprocs: int | None = None) -> dict:
     features = cfg.get("features")
     if features is None and (not isinstance(f, (int, np.integer)) or f < 1):
         raise PlanError(f"f (feature width) must be an integer >= 1, got {f!r}")
+    if features is not None and not isinstance(features, (str, os.PathLike)):
+        raise PlanError(f"features must be the path of an H.npy file (n × f), got {type(features).__name__}")
+    from .._args import check_real
+    from .._seed import check_seed
+    check_seed(cfg.get("seed", 0), error=PlanError)
+    check_real("timeout (seconds)", cfg.get("timeout", 60.0), lo_open=True, error=PlanError)
+    if cfg.get("dtype") is not None:
+        from ..metrics.cost import dtype_bytes
+        try:
+            dtype_bytes(cfg["dtype"])
+        except OptionError as exc:
+            raise PlanError(f"dtype: {exc}") from None
     m = read_manifest(plan)  # refuse a bad plan before starting anything
     program = cfg.get("program", "forward")
     if program not in m["programs"]:

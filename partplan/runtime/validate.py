@@ -198,7 +198,11 @@ def validate_plan(path, graph: Graph | None = None, *, seed: int = 0, f: int = 4
     :func:`partplan._seed.numpy_seed` maps it).
     """
     from .spmm import local_executor, replay
-    from .._seed import numpy_seed
+    from .._args import check_bool, check_int
+    from .._seed import check_seed, numpy_seed
+    f = check_int("f (feature columns of the replay)", f, lo=1, error=PlanError)
+    check_seed(seed, error=PlanError)
+    replay_check = check_bool("replay_check", replay_check, error=PlanError)
     m0 = precheck(path, f=f, replay_check=replay_check)
     if graph is not None:  # a normalized plan is checked against the normalized input graph
         from ..plan.store import source_matches

@@ -68,6 +68,28 @@ CASES = {
     "read_partition n None": (lambda: partplan.io.read_partition("/tmp/x.part", None), "n \(the graph's"),
     "read_partition n str": (lambda: partplan.io.read_partition("/tmp/x.part", "3"), "n \(the graph's"),
     "read_partition n -1": (lambda: partplan.io.read_partition("/tmp/x.part", -1), "n \(the graph's"),
+    # flags took any truthy object ("no" switched them on); a meta tensor, a list as meta, a string as
+    # progress and a caller's volume matrix went through unchecked (found by an audit of the API)
+    "from_edges symmetrize str": (lambda: Graph.from_edges([0, 1], [1, 0], symmetrize="no"), "symmetrize must be"),
+    "Graph directed str": (lambda: Graph(np.array([0, 1, 2]), np.array([1, 0]), directed="no"), "directed must be"),
+    "analyze backward str": (lambda: analyze(G, PART, 4, backward="no"), "backward must be"),
+    "build_plan backward str": (lambda: partplan.build_plan(G, PART, 4, backward="no"), "backward must be"),
+    "assign_owners return_info str": (lambda: partplan.assign_owners(G, PART, 4, return_info="no"),
+                                      "return_info must be"),
+    "grid2d periodic str": (lambda: partplan.datasets.grid2d(3, 3, periodic="no"), "periodic must be"),
+    "from_edges meta tensor": (lambda: Graph.from_edges(__import__("torch").zeros(2, dtype=__import__("torch").long,
+                                                                                  device="meta"), [1, 0]),
+                               "meta device"),
+    "analyze meta part": (lambda: analyze(G, __import__("torch").zeros(8, dtype=__import__("torch").long,
+                                                                       device="meta"), 4), "meta device"),
+    "build_plan meta list": (lambda: partplan.build_plan(G, PART, 4, meta=[1, 2]), "meta must be a dict"),
+    "build_plan progress str": (lambda: partplan.build_plan(G, PART, 4, progress="yes"), "progress must be"),
+    "analyze volume negative": (lambda: analyze(G, PART, 4, volume=-np.ones((4, 4), dtype=np.int64)),
+                                "non-negative integers"),
+    "analyze volume diagonal": (lambda: analyze(G, PART, 4, volume=np.eye(4, dtype=np.int64)), "zero diagonal"),
+    "analyze volume float": (lambda: analyze(G, PART, 4, volume=np.zeros((4, 4))), "non-negative integers"),
+    "owner_lower_bound time nan": (lambda: __import__("partplan.partition.refinement.ownership", fromlist=["x"])
+                                   .owner_lower_bound(G, PART, 4, time_limit=float("nan")), "time_limit"),
 }
 
 
@@ -235,3 +257,37 @@ def test_partition_with_nprocs_names_a_graph_it_cannot_take(graph, needle):
     from partplan.errors import PartitionError
     with pytest.raises(PartitionError, match=re.escape(needle)):
         partition(sp.eye(5, format="csr") if graph == "scipy" else graph, 2, nprocs=2)
+
+
+def test_unknown_option_names_and_choices_are_value_errors(tmp_path):
+    """A typo such as imbalence= raised BackendUnavailableError, a NotImplementedError that
+    `except ValueError` misses; it is an UnknownOptionError: both."""
+    from partplan.errors import BackendUnavailableError
+    for kw in (dict(imbalence=0.1), dict(model="hyper"), dict(ownership="yes")):
+        with pytest.raises(ValueError) as e:
+            partplan.partition(G, 4, **kw)
+        assert isinstance(e.value, BackendUnavailableError)
+
+
+def test_run_spmm_validate_and_halo_arguments(tmp_path):
+    """run_spmm's dtype, features, seed and timeout, validate_plan's f and seed, LocalHalo's device and
+    plan_from_pyg's flags: numpy's, pathlib's or torch's own error (or none: f=0 and seed=1.5
+    validated as ok) before; one partplan error naming the argument now. Any integer is a seed."""
+    from partplan.runtime.spmm import run_spmm
+    path = partplan.write_plan(partplan.build_plan(G, PART, 4), tmp_path / "p.plan")
+    for kw, match in ((dict(dtype="float99"), "dtype"), (dict(features=np.zeros((3, 3))), "features must be"),
+                      (dict(seed=1.5), "seed must be"), (dict(timeout=0), "timeout")):
+        with pytest.raises(PartplanError, match=match):
+            run_spmm(path, backend="local", **kw)
+    assert run_spmm(path, backend="local", seed=-(2 ** 70), repeat=1)["bytes_match"]
+    for kw, match in ((dict(f=0), "f \\(feature columns"), (dict(seed=1.5), "seed must be")):
+        with pytest.raises(PartplanError, match=match):
+            partplan.validate_plan(path, G, **kw)
+    torch = pytest.importorskip("torch")
+    from partplan.nn import LocalHalo
+    with pytest.raises(PartplanError, match="nonsense"):
+        LocalHalo(path, torch.tensor([[0, 1], [1, 0]]), device="nonsense")
+    from partplan.interop import plan_from_pyg
+    for kw, match in ((dict(shares="no"), "shares must be"), (dict(progress="no"), "progress must be")):
+        with pytest.raises(PartplanError, match=match):
+            plan_from_pyg({"edge_index": torch.tensor([[0, 1], [1, 0]]), "num_nodes": 2}, 2, **kw)

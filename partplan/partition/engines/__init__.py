@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._process import engine_output_to_stderr
-from ...errors import BackendUnavailableError, PartitionError
+from ...errors import BackendUnavailableError, PartitionError, UnknownOptionError
 from ...graph import Graph
 from ...hypergraph import Hypergraph
 from ..options import DEFAULT_IMBALANCE, _check_k, check_imbalance
@@ -83,7 +83,7 @@ def check_options(engine: str, options: dict, extra: tuple[str, ...] = ()) -> di
         valid = ", ".join(list(schema) + [e for e in extra if e not in schema]) or "none"
         what = {"fast": "preset 'fast' (METIS, then the km1 V-cycle)",
                 "auto": "the default pipeline (preset 'auto')"}.get(engine, f"engine {engine!r}")
-        raise BackendUnavailableError(f"{what} does not take option(s) {', '.join(unknown)}; it takes: {valid}")
+        raise UnknownOptionError(f"{what} does not take option(s) {', '.join(unknown)}; it takes: {valid}")
     return {name: schema[name].check(v, engine) for name, v in options.items()}
 
 
@@ -146,7 +146,7 @@ def run_backend(name: str, model_obj: Graph | Hypergraph, k: int, *, imbalance: 
     b = in_process_backend(name)
     extra = set(opts) - b.options
     if extra:
-        raise BackendUnavailableError(f"backend {name!r} does not take option(s) {', '.join(sorted(extra))}")
+        raise UnknownOptionError(f"backend {name!r} does not take option(s) {', '.join(sorted(extra))}")
     _check_k(model_obj.n, k)
     check_imbalance(imbalance)
     with engine_output_to_stderr():      # METIS's printf diagnostics must not reach --json's stdout

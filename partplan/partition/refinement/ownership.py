@@ -258,6 +258,8 @@ def assign_owners(graph: Graph, part, k: int | None = None, *, method: str = "gr
     (0, 0)
     """
     check_graph(graph, error=PartitionError)
+    from ..._args import check_bool
+    return_info = check_bool("return_info", return_info, error=PartitionError)
     if time_limit is not None:
         from ..options import check_real
         time_limit = check_real("time_limit", time_limit, error=PartitionError)
@@ -313,6 +315,9 @@ def owner_lower_bound(graph: Graph, part, k: int | None = None, *, objective: st
         method = "lp" if objective == "max-both" else "average"
     if method not in ("average", "lp"):
         raise PartitionError(f"unknown bound method {method!r}; choose average or lp")
+    if time_limit is not None:
+        from ..options import check_real
+        time_limit = check_real("time_limit", time_limit, error=PartitionError)
     part, k = as_partition(part, graph.n, k)
     nets = _Nets(graph, part, k)
     bound = max(-(-nets.tv // k), int((nets.lam - 1).max()) if nets.n else 0)
