@@ -293,8 +293,9 @@ def run(args) -> int:
             how = f"--method {source['method']}" + "".join(f" {a}={b}" for a, b in source.items() if a != "method")
         print(f"partition  k={k} ranks, {b} row blocks ({lay.spec}) from {how}")
         print()
-        if b != k:   # the 1D figures are those of the row blocks; the layout's per-rank ones follow
-            print(f"1D exchange between the {b} row block{'' if b == 1 else 's'} (k below: row blocks)")
+        if lstats is not None:   # the 1D figures are those of the row blocks; the layout's per-rank ones follow
+            print(f"1D exchange between the {b} row block{'' if b == 1 else 's'} (k below: row blocks; the "
+                  f"{lay.spec} layout's own figures, forward, are the second table)")
         print(stats.table())
         if lstats is not None:
             print()

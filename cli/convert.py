@@ -173,7 +173,8 @@ def run(args) -> int:
              f"  fingerprint {g.fingerprint}"]
     if nets is not None:   # a model of the graph, not the graph: say what reads it back
         lines.append(f"  hypergraph model: {nets} column nets over {g.n} vertices (nets of one pin left out); "
-                     f"partplan.io.read_hypergraph reads it back{'' if nets == g.n else ', not as a graph'}")
+                     f"partplan.io.read_hypergraph reads it back; read as a graph it is "
+                     f"{'A + I (net j = column j of A plus j) with row weights, not A' if nets == g.n else 'not A'}")
     lines.append(f"  read {info['read_s']} s, write {info['write_s']} s")
     return _report(args, info, lines)
 

@@ -65,8 +65,8 @@ def run(args) -> int:
           f"ownership={m.get('ownership')} backward={m.get('backward')}")
     made = m.get("params") if isinstance(m.get("params"), dict) else {}
     made = "".join(f" {key}={made[key]}" for key in _MADE_KEYS if isinstance(made.get(key), (str, int, float)))
-    _print(f"partition   model={m.get('model')} backend={m.get('backend')} objective={m.get('objective')} "
-          f"seed={m.get('seed')}{made}")
+    how = " ".join(f"{key}={m[key]}" for key in ("model", "backend", "objective", "seed") if m.get(key) is not None)
+    _print(f"partition   {how or 'read from a file (how it was made is not recorded)'}{made}")
     _print(f"costed for  f={m.get('f')} dtype={m.get('dtype')} ({m.get('row_bytes')} bytes/row)")
     if shares:
         sh = m["shares"]

@@ -563,4 +563,18 @@ def test_the_15d_text_table_says_what_its_maxima_count(tmp_path, capsys):
     total, top = int(rows["total_volume"].split()[1]), int(rows["max_send"].split()[1])
     assert total == 0 and top > total
     assert "can exceed the exchange total" in rows["max_send"] and "exchange between" in rows["total_volume"]
-    assert "1D exchange between the 1 row block (k below: row blocks)" in out
+    assert "1D exchange between the 1 row block (k below: row blocks;" in out
+
+
+def test_a_2d_layout_labels_the_1d_table_as_the_row_blocks(tmp_path, capsys):
+    """With --layout 2d:RxC and a k-part partition the first table (the row blocks' 1D exchange)
+    had no caption, so its figures read as the 2D layout's."""
+    from partplan import Graph
+    g = Graph.from_edges([0, 0, 1, 3], [1, 3, 2, 2], n=4, name="p")
+    from partplan.io import write_graph
+    write_graph(g, tmp_path / "g.npz")
+    np.save(tmp_path / "p.npy", np.arange(4))
+    rc, out, err = run_cli(capsys, "-q", "analyze", tmp_path / "g.npz", "--partition", tmp_path / "p.npy",
+                           "--layout", "2d:2x2")
+    assert rc == 0, err
+    assert out.index("1D exchange between the 4 row blocks") < out.index("2d layout")
