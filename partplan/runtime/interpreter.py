@@ -215,8 +215,12 @@ class Executor:
                         j = int(np.flatnonzero(got[i] != rc)[0])
                         problems[r].append(f"{sid}: rank {g.ranks[j]} will send {int(got[i][j])} rows, "
                                            f"this rank expects {int(rc[j])} (group {g.name})")
-        if not any(problems.values()):
-            self._check_sent_ids(problems)
+        self._raise_agreed(problems)
+        self._check_sent_ids(problems)     # every rank's counts agree: its sent rows can be named
+        self._raise_agreed(problems)
+
+    def _raise_agreed(self, problems: dict) -> None:
+        """Collective: one PlanError on every rank when any rank found a problem (its own listed)."""
         flags = self.comm.allreduce_world([np.array([float(bool(problems[r]))]) for r in self.comm.local], "max")
         mine = [f"rank {r}: {m}" for r in self.comm.local for m in problems[r]]
         if mine:
@@ -239,7 +243,9 @@ class Executor:
             for st in prog.steps:
                 g_st = gathers.get(st.get("src")) if st["op"] == "alltoallv" else None
                 sid = st["id"]
-                if g_st is None or not all(rp.has(f"{sid}.recv_ids") for rp in self.shards):
+                # decided by the manifest, which every rank reads alike (each shard holds the arrays
+                # its steps name: the structure check), so every rank makes the same exchanges
+                if g_st is None or "recv_ids" not in (st.get("arrays") or ()):
                     continue
                 scs, rcs = prog.counts[sid]
                 sent, expected = [], []
