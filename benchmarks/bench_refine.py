@@ -460,8 +460,11 @@ def main(argv=None) -> int:
                 opts[key] = json.loads(val)
             except json.JSONDecodeError:
                 ap.error(f"--fast-option {item!r}: the value must be a JSON number, true or false")
-        run_fast_benchmark(a.instances, a.k, seed=a.seed, imbalance=a.imbalance, fetch=a.fetch, repeat=a.repeat,
-                           **opts)
+        rows = run_fast_benchmark(a.instances, a.k, seed=a.seed, imbalance=a.imbalance, fetch=a.fetch,
+                                  repeat=a.repeat, **opts)
+        if a.out:
+            from partplan._atomic import write_json_atomic
+            write_json_atomic(rows, a.out)
         return 0
     run_benchmark(a.instances, a.k, seed=a.seed, imbalance=a.imbalance, threads=a.threads, fetch=a.fetch,
                   decoupled=not a.no_decoupled, lp_solver=a.lp_solver, time_limit=a.time_limit, out=a.out)

@@ -75,7 +75,8 @@ def register(subparsers) -> None:
     q.add_argument("--periodic", action="store_true", help="grid2d/grid3d: torus (wrap-around edges)")
     q.add_argument("-n", type=_pos_int, help="rgg: number of points")
     q.add_argument("--radius", type=float, help="rgg: connection radius")
-    q.add_argument("--avg-degree", type=float, default=10.0, help="rgg: target mean degree (10) if no radius")
+    q.add_argument("--avg-degree", type=float, default=None,
+                   help="rgg: target mean degree (default 10), instead of --radius")
     q.add_argument("--dim", type=_pos_int, default=2, help="rgg: dimension (2)")
     q.add_argument("--seed", type=_nonneg_int, default=0, help="random seed (0)")
     q.add_argument("--json", action="store_true", help="print JSON")
@@ -233,7 +234,7 @@ def _check_generator_size(args) -> None:
         if getattr(args, "n", None) is None:
             return
         import math
-        n, deg = int(args.n), float(getattr(args, "avg_degree", None) or 8)
+        n, deg = int(args.n), float(getattr(args, "avg_degree", None) or 10)
         opt = "-n / --avg-degree"
         radius = getattr(args, "radius", None)
         from partplan.datasets.generators import RGG_MAX_DIM, unit_ball_volume
@@ -259,7 +260,7 @@ _GENERATOR_OPTIONS = {
     "chunks": ("--chunks", None, ("rmat",)), "nx": ("--nx", None, ("grid2d", "grid3d")),
     "ny": ("--ny", None, ("grid2d", "grid3d")), "nz": ("--nz", None, ("grid3d",)),
     "periodic": ("--periodic", False, ("grid2d", "grid3d")), "n": ("-n", None, ("rgg",)),
-    "radius": ("--radius", None, ("rgg",)), "avg_degree": ("--avg-degree", 10.0, ("rgg",)),
+    "radius": ("--radius", None, ("rgg",)), "avg_degree": ("--avg-degree", None, ("rgg",)),
     "dim": ("--dim", 2, ("rgg",)), "seed": ("--seed", 0, ("rmat", "rgg")),
 }
 
@@ -301,7 +302,11 @@ def run_generate(args) -> int:
         g = ds.grid3d(args.nx, args.ny, args.nz, periodic=args.periodic)
     else:
         _need(args, "n")
-        g = ds.random_geometric(args.n, radius=args.radius, avg_degree=args.avg_degree, dim=args.dim,
+        if args.radius is not None and args.avg_degree is not None:
+            raise DatasetError("--radius and --avg-degree are alternatives (the radius sets the mean degree): "
+                               "give one")
+        g = ds.random_geometric(args.n, radius=args.radius,
+                                avg_degree=10.0 if args.avg_degree is None else args.avg_degree, dim=args.dim,
                                 seed=args.seed)
     try:
         from partplan.io import write_graph

@@ -153,7 +153,8 @@ runs the default pipeline (preset `auto`, [design](../design/planner.md)).
 | `preset` | `auto`, `fast` (METIS + km1 V-cycle), a Mt-KaHyPar preset (`quality` = QUALITY km1, hubs apart, refinement), or with `backend="kaminpar"` a KaMinPar context |
 
 Every option below is checked before any work: a name the chosen engine and
-passes do not take is a `BackendUnavailableError` listing the valid names; a
+passes do not take is an `UnknownOptionError` listing the valid names (an
+`OptionError`, so a `ValueError`, and a `BackendUnavailableError`); a
 value of the wrong type or range an `OptionError` naming engine, option,
 value and range. The CLI spells each `--name-with-dashes` where it has a flag
 ([cli.md](cli.md#partplan-partition)).

@@ -95,7 +95,8 @@ def _pip_download(src: dict, workdir: Path, progress: bool) -> Path:
     if not progress:
         cmd.insert(4, "-q")
     _log(f"running {' '.join(cmd[2:])}", progress)
-    res = subprocess.run(cmd, stdout=None if progress else subprocess.PIPE,
+    # pip's own lines are progress: on stderr (stdout carries the command's own output, e.g. --json)
+    res = subprocess.run(cmd, stdout=sys.stderr if progress else subprocess.PIPE,
                          stderr=None if progress else subprocess.PIPE, text=True)
     if res.returncode != 0:
         tail = (res.stderr or "").strip().splitlines()[-1:] if not progress else []

@@ -37,3 +37,25 @@ def test_a_bad_value_is_one_line_and_exit_2(script, argv, needle, capsys, monkey
     assert "Traceback" not in err
     lines = [ln for ln in err.splitlines() if ": error:" in ln]
     assert len(lines) == 1 and needle in lines[0], err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script, argv, wrote", [
+    # main returned its report dict, which the runner's int() refused after the table (exit 1)
+    ("bench_trust.py", ["--scale", "10", "--p", "2", "--repeat", "1"], None),
+    # --fast with --json wrote no file
+    ("bench_refine.py", ["power", "-k", "4", "--fast", "--repeat", "1", "--json", "r.json"],
+     "r.json"),
+    # the domain route's independent message count ignored the lanes (8 messages, 2 domain pairs): FAIL
+    ("bench_topology.py", ["--graphs", "polblogs", "--no-gloo", "--p", "8", "--domain", "4"], None),
+])
+def test_a_small_run_exits_0_and_writes_what_it_is_asked(script, argv, wrote, capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", [str(BENCH / script), *argv])
+    with pytest.raises(SystemExit) as exc:
+        runpy.run_path(str(BENCH / script), run_name="__main__")
+    out, err = capsys.readouterr()
+    assert exc.value.code == 0, err[-2000:]
+    assert " FAIL " not in out and "Traceback" not in err
+    if wrote:
+        assert (tmp_path / wrote).stat().st_size > 2

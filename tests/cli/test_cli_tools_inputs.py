@@ -192,3 +192,14 @@ def test_bench_that_runs_no_case_is_an_error_and_repeats_run_once(tmp_path, caps
     assert rc == 0, err
     import json
     assert len(json.loads(out)["rows"]) == 1
+
+
+def test_rgg_takes_a_radius_or_a_mean_degree_not_both(tmp_path, capsys):
+    """`generate rgg --radius R --avg-degree D` exited 0 and ignored --avg-degree."""
+    rc, _, err = run_cli(["datasets", "generate", "rgg", "-n", "100", "--radius", "0.1", "--avg-degree", "5",
+                          "-o", tmp_path / "r.mtx"], capsys)
+    assert rc == 2 and "alternatives" in err and not (tmp_path / "r.mtx").exists()
+    for extra in (["--radius", "0.1"], ["--avg-degree", "5"], []):
+        rc, _, err = run_cli(["-q", "datasets", "generate", "rgg", "-n", "100", *extra, "-o", tmp_path / "r.mtx"],
+                             capsys)
+        assert rc == 0, err

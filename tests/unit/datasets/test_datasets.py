@@ -460,3 +460,22 @@ def test_cli_fetch_offline_into_cache_dir(fake_registry, tmp_path, capsys):
     assert cli_main(["datasets", "list", "--cache", str(other), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["cached"] is True
     assert cli_main(["datasets", "fetch", "tiny", "--all"]) == 2
+
+
+def test_pips_progress_lines_go_to_stderr(tmp_path, monkeypatch):
+    """With progress on, pip's own lines ("Looking in indexes ...") went to stdout, where
+    `datasets fetch --json` prints its JSON."""
+    import importlib
+    import subprocess
+    import sys
+
+    F = importlib.import_module("partplan.datasets.fetch")     # the module (the package exports a function)
+    seen = {}
+
+    def fake_run(cmd, **kw):
+        seen.update(kw)
+        return subprocess.CompletedProcess(cmd, 1, "", "no network")
+    monkeypatch.setattr(F.subprocess, "run", fake_run)
+    with pytest.raises(DatasetError, match="pip download"):
+        F._pip_download({"package": "x", "version": "1", "artifact": "x.tar.gz"}, tmp_path, True)
+    assert seen["stdout"] is sys.stderr
