@@ -39,7 +39,8 @@ def _arguments(s) -> None:
                    help="mini-batches per epoch, with --sampler (default 10)")
     s.add_argument("--save", metavar="W.pt", help="write the trained weights (rank 0, atomic)")
     s.add_argument("--predictions", metavar="P.npy",
-                   help="write the predicted class of every vertex: int64[n], vertex order (rank 0, atomic)")
+                   help="write the predicted class of every vertex: int64[n], vertex order (rank 0, atomic); "
+                        "full-batch training only (not with --sampler)")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
 
 

@@ -108,6 +108,10 @@ def allreduce_gradients(model, comm) -> None:
         off += p.numel()
 
 
+#: seconds between two progress lines of a long mini-batch run at most (besides one per tenth)
+PROGRESS_EVERY_S = 10.0
+
+
 def _say(cfg: dict, msg: str) -> None:
     """A progress line: to the launcher's progress file when there is one (it
     echoes the lines on its stderr while the ranks run), else to stderr."""
@@ -341,6 +345,7 @@ def _train_minibatch(plan, comm, cfg: dict) -> tuple[dict, object]:
     widths = [min(model.dims[i], model.dims[i + 1]) for i in range(L)]
     losses, rows_pb, pred_b, meas_b, times, fwd_rows = [], [], [], [], [], []
     bwd = backward_exchanges(model)
+    said = time.perf_counter()
     for b in range(nb):
         t0 = time.perf_counter()
         hops = smp.sample(g, rng)
@@ -371,7 +376,9 @@ def _train_minibatch(plan, comm, cfg: dict) -> tuple[dict, object]:
         pred_b.append(sum(int(v.sum()) * w * itemsize * (2 if back and trained else 1)
                           for v, w, back in zip(vols, widths, bwd)) + (nparams * itemsize * k if trained else 0))
         meas_b.append(float(comm.sent_bytes.sum() + comm.reduce_bytes.sum()))
-        if cfg.get("progress") and comm.local[0] == 0 and (b + 1) % max(1, nb // 10) == 0:
+        if cfg.get("progress") and comm.local[0] == 0 and (
+                (b + 1) % max(1, nb // 10) == 0 or time.perf_counter() - said >= PROGRESS_EVERY_S):
+            said = time.perf_counter()     # a tenth of the batches, or every PROGRESS_EVERY_S seconds
             _say(cfg, f"[train] batch {b + 1}/{nb} " + (f"loss {losses[-1]:.4f}" if trained else
                                                          "without a training seed (no step)"))
     meas = comm.allreduce_world([np.asarray(meas_b, dtype=np.float64)], "sum")[0]

@@ -468,3 +468,17 @@ def test_a_bad_sampler_spec_is_said_once():
         with pytest.raises(PartplanError) as ei:
             make_sampler(spec)
         assert str(ei.value).count("bad sampler spec") == 1, str(ei.value)
+
+
+def test_a_long_minibatch_run_says_where_it_is_at_least_every_few_seconds(pb_plans, pb_data, capsys, monkeypatch):
+    """Progress came once per tenth of the batches only: `--batches-per-epoch 100000000` printed
+    nothing for hours. A line also comes every PROGRESS_EVERY_S seconds (0 here: every batch)."""
+    import partplan.nn.train as T
+    nb = 20
+    train_gcn(pb_plans["2"], backend="local", data=pb_data, sampler="neighbor:16:2,2", epochs=1,
+              batches_per_epoch=nb, progress=True)
+    tenths = capsys.readouterr().err.count("[train] batch ")
+    monkeypatch.setattr(T, "PROGRESS_EVERY_S", 0.0)
+    train_gcn(pb_plans["2"], backend="local", data=pb_data, sampler="neighbor:16:2,2", epochs=1,
+              batches_per_epoch=nb, progress=True)
+    assert tenths == 10 and capsys.readouterr().err.count("[train] batch ") == nb
