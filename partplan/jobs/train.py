@@ -34,7 +34,8 @@ def _arguments(s) -> None:
     s.add_argument("--sampler", metavar="SPEC",
                    help="mini-batch training: neighbor:B:f1,f2 (one fanout per layer), saint-node:BUDGET or "
                         "saint-rw:ROOTS:LEN (the stochastic model's samplers); default: full batch")
-    s.add_argument("--batch-size", type=positive_int, metavar="B", help="seeds per batch (neighbor sampler)")
+    s.add_argument("--batch-size", type=positive_int, metavar="B",
+                   help="seeds per batch of the neighbor sampler, in place of its spec's B")
     s.add_argument("--batches-per-epoch", type=positive_int, metavar="N",
                    help="mini-batches per epoch, with --sampler (default 10)")
     s.add_argument("--save", metavar="W.pt", help="write the trained weights (rank 0, atomic)")
