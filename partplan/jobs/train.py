@@ -97,6 +97,7 @@ register(Job(
     examples="  partplan partition polblogs --symmetrize -k 4 --normalize gcn -o pb.plan\n"
              "  partplan datasets gcn-data polblogs -o pb.npz\n"
              "  partplan train gcn pb.plan --nprocs 4 --data pb.npz --epochs 200 --json\n"
-             "  partplan train gcn g.plan --nprocs 2 --random-features 64 --classes 8 --epochs 20\n"
-             "  partplan train gcn g.plan --nprocs 2 --data D.npz --sampler neighbor:512:10,5 --epochs 5",
+             "  partplan partition polblogs --symmetrize -k 2 --normalize gcn -o pb2.plan\n"
+             "  partplan train gcn pb2.plan --nprocs 2 --random-features 64 --classes 8 --epochs 20\n"
+             "  partplan train gcn pb2.plan --nprocs 2 --data pb.npz --sampler neighbor:512:10,5 --epochs 5",
     add_arguments=_arguments, configure=_configure, prepare=_prepare, run=_rank, render=_render))
