@@ -223,7 +223,10 @@ def run(args) -> int:
                 "preset": "DEFAULT" if args.preset is None else args.preset}
         from partplan.bench.methods import get_method
         opts = {o: v for o, v in opts.items() if o in get_method(args.method).takes}
-        part = make_partition(graph, args.method, lay.row_blocks, **opts)
+        from partplan.partition.heartbeat import StderrProgress, _heartbeat
+        # a heartbeat on stderr when the method takes seconds (none for a quick one, none under -q)
+        with _heartbeat(StderrProgress(quiet=getattr(args, "quiet", False)), args.method):
+            part = make_partition(graph, args.method, lay.row_blocks, **opts)
         source = {"method": args.method, **opts}
         name = args.method
         owner = None
