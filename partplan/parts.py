@@ -14,7 +14,10 @@ def _array(part, where: str, what: str) -> np.ndarray:
         if getattr(part, "is_meta", False):
             raise PartitionError(f"{where}{what} is a tensor on the meta device (no values): give one on a "
                                  f"real device")
-        return part.detach().cpu().numpy()
+        t = part.detach().cpu()
+        if str(t.dtype) in ("torch.bfloat16", "torch.float16"):   # numpy has no bfloat16: ids as float32
+            t = t.float()
+        return t.numpy()
     return np.asarray(part)
 
 
