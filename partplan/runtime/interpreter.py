@@ -231,17 +231,19 @@ class Executor:
                             f"(see its error); stopping before any exchange")
 
     def _check_sent_ids(self, problems: dict) -> None:
-        """Every alltoallv whose send buffer is one gather from ``in`` (the 1D exchange, the first
-        of the others) and whose receivers list the rows (``recv_ids``): the rows each rank sends a
+        """Every alltoallv whose send buffer a gather from ``in`` wrote last (the 1D exchange, the
+        first of the others) and whose receivers list the rows (``recv_ids``): the rows each rank sends a
         peer, in order, are the rows the peer expects — checked by one order-sensitive 64-bit hash
         per (rank, peer), exchanged as the counts are. Counts alone pass a shard whose send list
         names other rows, or the same rows in another order (wrong rows of Z with exit 0)."""
         for name, prog in self.programs.items():
             if "same_as" in self.manifest["programs"][name]:     # its steps are checked under their own name
                 continue
-            gathers = {st["dst"]: st for st in prog.steps if st["op"] == "gather" and st["src"] == "in"}
+            filled = {}     # buffer -> the gather from ``in`` that last wrote it (None: another step did)
             for st in prog.steps:
-                g_st = gathers.get(st.get("src")) if st["op"] == "alltoallv" else None
+                g_st = filled.get(st.get("src")) if st["op"] == "alltoallv" else None
+                if "dst" in st:
+                    filled[st["dst"]] = st if st["op"] == "gather" and st.get("src") == "in" else None
                 sid = st["id"]
                 # decided by the manifest, which every rank reads alike (each shard holds the arrays
                 # its steps name: the structure check), so every rank makes the same exchanges
