@@ -76,6 +76,29 @@ def check_bool(name: str, v, error=OptionError) -> bool:
     return bool(v)
 
 
+def as_numpy(a, error=OptionError, what: str = ""):
+    """A numpy view / copy of the array-like ``a``: a torch tensor (any device, with grad, a
+    subclass such as PyG's EdgeIndex) detached and moved to the CPU, bfloat16 / float16 read as
+    float32 (numpy has no bfloat16); anything else through np.asarray. A sparse tensor or one on
+    the meta device (no values) is one ``error`` (``what`` prefixes its message)."""
+    import numpy as np
+    if not (hasattr(a, "detach") and hasattr(a, "cpu")):
+        return np.asarray(a)
+    import torch
+    if getattr(a, "layout", torch.strided) != torch.strided:
+        raise error(f"{what}a sparse torch tensor ({a.layout}) is not an array: give its indices and values "
+                    f"(Graph.from_edge_index), or a scipy matrix to Graph.from_scipy")
+    if getattr(a, "is_meta", False):
+        raise error(f"{what}a tensor on the meta device holds no values (shape {tuple(a.shape)}): give one on "
+                    f"a real device")
+    a = a.detach().cpu()
+    if hasattr(a, "as_subclass"):
+        a = a.as_subclass(torch.Tensor)
+    if a.dtype in (torch.bfloat16, torch.float16):
+        a = a.to(torch.float32)
+    return a.numpy()
+
+
 def check_path(name: str, v, error=OptionError) -> os.PathLike | str:
     """``v`` when it is a path (str or os.PathLike, not empty)."""
     if isinstance(v, (str, os.PathLike)) and str(os.fspath(v)) != "":

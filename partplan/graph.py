@@ -24,6 +24,7 @@ from typing import Literal
 import numpy as np
 import scipy.sparse as sp
 
+from ._args import as_numpy
 from .errors import GraphFormatError, OptionError
 from .parts import first_fraction, first_past_int64
 
@@ -92,24 +93,9 @@ def _as_weights(weights, where, field: str = "weight") -> np.ndarray:
 
 
 def _numpy_of(a) -> np.ndarray:
-    """A numpy view / copy of ``a``: torch tensors (any device, with grad) are
-    detached and moved to the CPU first; anything else goes through np.asarray."""
-    if hasattr(a, "detach") and hasattr(a, "cpu"):
-        import torch
-
-        if getattr(a, "layout", torch.strided) != torch.strided:
-            raise GraphFormatError(f"a sparse torch tensor ({a.layout}) is not an array: give its indices "
-                                   f"and values (Graph.from_edge_index), or a scipy matrix to Graph.from_scipy")
-        if getattr(a, "is_meta", False):
-            raise GraphFormatError(f"a tensor on the meta device holds no values (shape {tuple(a.shape)}): "
-                                   f"give one on a real device")
-        a = a.detach().cpu()
-        if hasattr(a, "as_subclass"):  # PyG EdgeIndex and other tensor subclasses -> plain tensor
-            a = a.as_subclass(torch.Tensor)
-        if a.dtype in (torch.bfloat16, torch.float16):   # numpy has no bfloat16
-            a = a.to(torch.float32)
-        return a.numpy()
-    return np.asarray(a)
+    """A numpy view / copy of ``a`` (:func:`partplan._args.as_numpy`: torch tensors on any device
+    detached and moved to the CPU); a sparse or meta tensor is one GraphFormatError."""
+    return as_numpy(a, GraphFormatError)
 
 
 def _check_edge_weights(w: np.ndarray, source, field: str) -> None:

@@ -3,22 +3,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._args import check_int
+from ._args import as_numpy, check_int
 from .errors import PartitionError
 
 
 def _array(part, where: str, what: str) -> np.ndarray:
-    """``part`` as numpy: a torch tensor detached and on the CPU (one on the meta device, which holds
-    no values, refused), anything else through np.asarray."""
-    if hasattr(part, "detach") and hasattr(part, "cpu"):
-        if getattr(part, "is_meta", False):
-            raise PartitionError(f"{where}{what} is a tensor on the meta device (no values): give one on a "
-                                 f"real device")
-        t = part.detach().cpu()
-        if str(t.dtype) in ("torch.bfloat16", "torch.float16"):   # numpy has no bfloat16: ids as float32
-            t = t.float()
-        return t.numpy()
-    return np.asarray(part)
+    """``part`` as numpy (:func:`partplan._args.as_numpy`: a torch tensor detached and on the CPU; a
+    sparse one or one on the meta device, which holds no values, one PartitionError)."""
+    return as_numpy(part, PartitionError, f"{where}{what}: ")
 
 
 def as_part_ids(part, *, where: str = "", what: str = "partition", offset: int = 0,
