@@ -838,8 +838,9 @@ def validate_shares(plan, matrix=None, *, verify: bool = True) -> list[str]:
         np.add.at(seen, sh["edge_ids"], 1)
         rows = np.concatenate([local_ids, halo_ids])
         src, tgt = rows[sh["edge_index"][0]], rows[sh["edge_index"][1]]
-        np.add.at(in_deg, tgt[src != tgt], 1)
-        np.add.at(loops, tgt[src == tgt], 1)
+        loop = src == tgt
+        in_deg += np.bincount(tgt[~loop], minlength=n)
+        loops += np.bincount(tgt[loop], minlength=n)
         halos.append((r, halo_ids, sh["halo_in_degree"], sh["halo_loops"]))
     for r, ids, deg, lp in (halos if len(halos) == p else ()):     # owners' counts known when every share read
         for name, got, want in (("halo_in_degree", deg, in_deg[ids]), ("halo_loops", lp, loops[ids])):
