@@ -299,14 +299,13 @@ def _float_dtype(dtype, what: str) -> torch.dtype:
 
 
 def _halo_options(name: str, dtype, device, timeout) -> tuple:
-    """Halo's ``dtype`` (None or :func:`_float_dtype`), ``device`` (None or a torch.device) and
+    """Halo's ``dtype`` (None or :func:`_float_dtype`), ``device`` (None or a torch.device torch can
+    use here: :func:`partplan.runtime.spmm.check_device`) and
     ``timeout`` (seconds > 0; None: 60), checked: one PlanError naming the argument."""
     from .._args import check_real
     dt = None if dtype is None else _float_dtype(dtype, f"{name}: dtype")
-    try:
-        dev = None if device is None else torch.device(device)
-    except (RuntimeError, TypeError, ValueError) as exc:
-        raise PlanError(f"{name}: device {device!r} is no torch device ({exc})") from None
+    from ..runtime.spmm import check_device
+    dev = None if device is None else torch.device(check_device(device, f"{name}: device"))
     t = 60.0 if timeout is None else check_real(f"{name}: timeout (seconds)", timeout, lo_open=True,
                                                 error=PlanError)
     return dt, dev, t

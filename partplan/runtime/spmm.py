@@ -360,18 +360,18 @@ def local_executor(plan: Plan | str | os.PathLike, *, dtype="float64", verify: b
     return Executor(plan.manifest, plan.ranks, comm, ops, verify=verify, overlap=overlap)
 
 
-def check_device(device: str) -> str:
-    """``device`` if torch can use it here, else one PlanError (e.g. "cuda" on a
-    machine without a GPU)."""
+def check_device(device, what: str = "device"):
+    """``device`` (a name or a torch.device) if torch can use it here, else one PlanError naming
+    ``what`` (e.g. "cuda" on a machine without a GPU, "mps", "meta")."""
     import torch
     try:
         dev = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise PlanError(f"device {device!r} is not a torch device ({exc})") from None
+    except (RuntimeError, TypeError, ValueError) as exc:
+        raise PlanError(f"{what} {device!r} is not a torch device ({exc})") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise PlanError(f"device {device!r}: no CUDA GPU is available here (use --device cpu)")
+        raise PlanError(f"{what} {device!r}: no CUDA GPU is available here (use --device cpu)")
     if dev.type not in ("cpu", "cuda"):
-        raise PlanError(f"device {device!r}: partplan runs on cpu or cuda")
+        raise PlanError(f"{what} {device!r}: partplan runs on cpu or cuda")
     return device
 
 

@@ -205,10 +205,14 @@ def test_halo_arguments_are_checked_before_anything_else(tmp_path):
     plan = partplan.plan_from_pyg(_data(), 2, out=tmp_path / "g.plan")
     for kw, needle in (({"dtype": torch.int64}, "dtype"), ({"dtype": "xx"}, "dtype"), ({"timeout": "x"}, "timeout"),
                        ({"timeout": -1}, "timeout"), ({"timeout": float("nan")}, "timeout"),
-                       ({"device": "bogus"}, "device")):
+                       ({"device": "bogus"}, "device"), ({"device": "meta"}, "runs on cpu or cuda")):
         with pytest.raises(PlanError, match=needle):
             partplan.nn.Halo(tmp_path / "g.plan", **kw)
+    if not torch.cuda.is_available():   # the device Halo would exchange on must exist here (as LocalHalo's)
+        with pytest.raises(PlanError, match="no CUDA GPU"):
+            partplan.nn.Halo(tmp_path / "g.plan", device="cuda")
     assert _halo_options("p", "float32", "cpu", None) == (torch.float32, torch.device("cpu"), 60.0)
+    assert _halo_options("p", None, torch.device("cpu"), None)[1] == torch.device("cpu")
     assert _halo_options("p", np.float64, None, 5)[0] == torch.float64
     op = LocalHalo(plan, _data().edge_index)
     with pytest.raises(PlanError, match="dtype"):
