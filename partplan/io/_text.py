@@ -10,7 +10,8 @@ comment. No Python object is made per line or per token on this fast path.
 ``fromstring`` stops quietly at the first bad token in some cases ("- 2"
 reads as -2, a blank block as [0], overflow saturates), so the fast path
 compares the number of values it got with the number of tokens counted in the
-bytes. On any disagreement the block is re-read line by line
+bytes, and a token that is a lone sign ("-" last in a block reads as 0 with
+the counts agreeing) sends the block to the slow path too. On any disagreement the block is re-read line by line
 (:func:`locate_bad_token`), only to name the exact 1-based line and token in
 the :class:`~partplan.errors.GraphFormatError`.
 """
@@ -157,7 +158,9 @@ def scan_block(blk: bytes, first_line: int, path, *, dtype=np.int64, comments: b
             vals = np.fromstring(blk, dtype=dtype, sep=" ")
     except (ValueError, DeprecationWarning):
         vals = None
-    if vals is None or vals.size != ntok:
+    sign = (b == 43) | (b == 45)   # "+" / "-": fromstring reads one with no digits as 0, one value per token
+    lone_sign = bool(np.any(start & sign & np.append(space[1:], True)))
+    if vals is None or vals.size != ntok or lone_sign:
         locate_bad_token(blk, first_line, path, dtype=dtype)
         raise GraphFormatError("unparsable numbers in this block", path, first_line)  # not reached
     if dtype == np.int64:

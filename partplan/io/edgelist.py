@@ -108,7 +108,8 @@ def read_edgelist(path: str | os.PathLike, *, symmetrize: bool = False, self_loo
             return read_edge_table(p, format="csv", delimiter=delim, symmetrize=symmetrize,
                                    self_loops=self_loops, dedupe=dedupe, drop_isolated=drop_isolated,
                                    relabel=relabel, weighted=weighted, name=name)
-        tok = first.split()[0].decode(errors="replace")
+        toks = first.replace(b",", b" ").split()
+        tok = next(t for t in toks if not _text._FLOAT_RE.match(t)).decode(errors="replace")[:40]
         raise GraphFormatError(f"bad token {tok!r}: expected an integer vertex id "
                                "(a header line needs commas or tabs, read as an edge table)", p, first_no)
     commas = b"," in first

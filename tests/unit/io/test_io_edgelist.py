@@ -166,6 +166,10 @@ def test_streaming_many_blocks_matches_loadtxt(tmp_path):
 @pytest.mark.parametrize("content,line,match", [
     ("1 2\n3 x\n", 2, "bad token 'x'"),
     ("1 2\n3 4\n- 5\n", 3, "bad token '-'"),
+    ("0 1\n1 -\n", 2, "bad token '-'"),     # a lone sign last in the file: numpy reads it as 0
+    ("0 1\n1 +\n", 2, "bad token '+'"),
+    ("0 1 1.5\n1 2 -\n", 2, "bad token '-'"),
+    ("1 2 0x10\n", 1, "bad token '0x10'"),   # the first line's bad token, not its first one
     ("1 2\n3 1.5\n", 2, "bad token '1.5'"),
     ("# c\n1 2\n3 4 5\n", 3, "expected 2 columns, found 3"),
     ("1 2 1\n3 4\n", 2, "expected 3 columns, found 2"),

@@ -120,6 +120,7 @@ def test_writer_refuses_empty_nets(tmp_path):
     ("2 3 10\n1 2\n2 3\n1\n2 2\n3\n", 5, "must hold one number"),
     ("2 3 10\n1 2\n2 3\n1\n-2\n3\n", 5, "negative vertex weight"),
     ("2 3\n1 2\n2 y\n", 3, "bad token 'y'"),
+    ("3 3 10\n1 2\n2 3\n1 3\n5\n6\n-\n", 7, "bad token '-'"),   # a lone sign last: numpy reads 0
 ])
 def test_errors_name_file_and_line(tmp_path, content, line, match):
     p = tmp_path / "bad.hgr"

@@ -129,6 +129,8 @@ def test_vertex_sizes_are_skipped(tmp_path):
     ("3 2 10\n1 2\n-2 1 3\n1 2\n", 3, "negative vertex weight"),
     ("3 2 10\n1 2\n\n1 2\n", 3, "fmt needs 1"),
     ("3 2\n2\n1 x\n2\n", 3, "bad token 'x'"),
+    ("3 1 10\n1 2\n1 1\n-\n", 4, "bad token '-'"),          # a lone sign last: numpy reads 0
+    ("3 2 1\n2 5\n1 5 3 7\n2 -\n", 4, "bad token '-'"),
 ])
 def test_errors_name_file_and_line(tmp_path, content, line, match):
     p = tmp_path / "bad.graph"

@@ -120,6 +120,8 @@ HEAD = "%%MatrixMarket matrix coordinate real general\n"
     (HEAD + "3 3 2\n1 1 1.0\n2 1 nan\n", 4, "non-finite value"),
     (HEAD + "3 3 2\n1 1 1.0\n2 1 inf\n", 4, "non-finite value"),
     (HEAD + "3 3 2\n1 1 1.0\n2 1 x\n", 4, "bad token 'x'"),
+    (HEAD + "3 3 2\n1 1 1.0\n2 1 -\n", 4, "bad token '-'"),     # a lone sign last: numpy reads 0
+    ("%%MatrixMarket matrix coordinate pattern general\n3 3 2\n1 2\n1 -\n", 4, "bad token '-'"),
     (HEAD + "3 3 2\n1 1 1.0\n2 1\n", 4, "expected 3 columns"),
     ("%%MatrixMarket matrix coordinate integer general\n3 3 2\n1 1 1\n2 1 2.5\n", 4, "non-integer value"),
     ("%%MatrixMarket matrix coordinate pattern general\n3 3 2\n1 1\n2 1 1\n", 4, "expected 2 columns"),
