@@ -279,9 +279,15 @@ def _npy_slice(f: Path, dtype: np.dtype, length: int, start: int, count: int, fi
     return out
 
 
-def _read_chunk_part(info: ChunkInfo, c: ChunkMeta, lo: int, hi: int, *, check: bool = True) -> CSRRows:
-    """Rows [lo, hi) (inside chunk c) as CSRRows with global column ids."""
+def _read_chunk_part(info: ChunkInfo, c: ChunkMeta, lo: int, hi: int, *, check: bool = True,
+                     held: int = 0) -> CSRRows:
+    """Rows [lo, hi) (inside chunk c) as CSRRows with global column ids. ``held``: bytes the caller
+    already holds of this read; with this part's they must fit the memory budget, checked from the
+    row offsets before the columns are read (a sparse .npy file is as long as its header says)."""
+    from .._budget import check_budget
     rows = c.row_hi - c.row_lo
+    check_budget(held + _range_bytes(info, hi - lo, 0), c.indptr, f"rows [{lo}, {hi}) of the chunked graph",
+                 field="indptr")
     ip = _npy_slice(c.indptr, np.dtype("<i8"), rows + 1, lo - c.row_lo, hi - lo + 1, "indptr")
     if check:
         # the whole chunk's indptr endpoints: read the first and last value once
@@ -293,6 +299,8 @@ def _read_chunk_part(info: ChunkInfo, c: ChunkMeta, lo: int, hi: int, *, check: 
         if ip.size > 1 and (np.any(np.diff(ip) < 0) or ip[0] < 0 or ip[-1] > c.nnz):
             raise GraphFormatError("offsets are not monotone within [0, nnz]", c.indptr, field="indptr")
     a, b = int(ip[0]), int(ip[-1])
+    check_budget(held + _range_bytes(info, hi - lo, b - a), c.indices,
+                 f"rows [{lo}, {hi}) of the chunked graph ({b - a:,} nonzeros)", field="indices")
     idx = _npy_slice(c.indices, info.index_dtype, c.nnz, a, b - a, "indices").astype(np.int64, copy=False)
     data = None
     if info.weighted:
@@ -315,6 +323,12 @@ def _read_chunk_part(info: ChunkInfo, c: ChunkMeta, lo: int, hi: int, *, check: 
     return CSRRows(lo, hi, ip, idx, data)
 
 
+def _range_bytes(info: ChunkInfo, rows: int, nnz: int) -> int:
+    """Bytes of ``rows`` rows holding ``nnz`` nonzeros as read: int64 offsets and column ids, the
+    file's ids before their conversion, float64 values."""
+    return 8 * (rows + 1) + nnz * (8 + info.index_dtype.itemsize + (8 if info.weighted else 0))
+
+
 def read_chunk_rows(path, lo: int, hi: int, *, info: ChunkInfo | None = None, check: bool = True) -> CSRRows:
     """Rows ``[lo, hi)`` of a chunked graph (global column ids), reading only
     the chunks (and inside them only the bytes) those rows live in.
@@ -322,24 +336,28 @@ def read_chunk_rows(path, lo: int, hi: int, *, info: ChunkInfo | None = None, ch
     ``info`` : a :func:`chunk_info` result to reuse (else the header is read).
     ``check`` : check the arrays read (indptr monotone, ids in range and
     increasing inside rows, finite data); the header is always checked.
-    Memory: O(rows + nnz of the range).
+    Memory: O(rows + nnz of the range), checked against the memory budget
+    (:func:`partplan._budget.memory_budget`: SizeLimitError) before each read.
     """
     info = info or chunk_info(path)
     if isinstance(lo, bool) or isinstance(hi, bool) or not (0 <= int(lo) <= int(hi) <= info.n):
         raise GraphFormatError(f"row range [{lo}, {hi}) is not inside [0, {info.n}]", info.path / HEADER,
                                field="n")
     lo, hi = int(lo), int(hi)
-    parts = []
+    parts, held = [], 0
     for c in info.chunks:
         a, b = max(lo, c.row_lo), min(hi, c.row_hi)
         if a < b:
-            parts.append(_read_chunk_part(info, c, a, b, check=check))
+            parts.append(_read_chunk_part(info, c, a, b, check=check, held=held))
+            held += _range_bytes(info, b - a, parts[-1].nnz)
     if not parts:
         return CSRRows(lo, hi, np.zeros(hi - lo + 1, np.int64), np.zeros(0, np.int64),
                        np.zeros(0) if info.weighted else None)
     if len(parts) == 1:
         r = parts[0]
         return CSRRows(lo, hi, r.indptr, r.indices, r.data)
+    from .._budget import check_budget
+    check_budget(2 * held, info.path, f"rows [{lo}, {hi}) of the chunked graph, joined from {len(parts)} chunks")
     offs = np.cumsum([0] + [q.nnz for q in parts])
     indptr = np.concatenate([parts[0].indptr[:1]] + [q.indptr[1:] + o for q, o in zip(parts, offs)])
     idx = np.concatenate([q.indices for q in parts])

@@ -219,3 +219,30 @@ def test_a_header_name_is_printed_escaped(tmp_path, capsys):
     (d / "header.json").write_text(json.dumps(h))
     rc, out, err = run_cli(["analyze", d, "--method", "block", "-k", "2"], capsys)
     assert rc == 2 and "header.json" in err and "name" in err and "characters" in err, err
+
+
+def test_a_read_larger_than_the_memory_budget_is_refused_before_it_allocates(tmp_path, monkeypatch):
+    """A header may claim n = 10^7 rows with a sparse indptr file of that length (its size check
+    passes): the read is checked against the memory budget before the offsets, and again before the
+    columns, as every other reader's header sizes are (an audit read it under a 1 MiB budget)."""
+    from partplan.errors import SizeLimitError
+    g = rmat(6, seed=0)
+    p = write_chunked(g, tmp_path / "g.chunked", chunks=1)
+    monkeypatch.setenv("PARTPLAN_MAX_BYTES", "1M")
+    assert read_chunked(p).fingerprint == g.fingerprint      # a graph inside the budget reads as before
+    n = 10 ** 7
+    h = json.loads((p / "header.json").read_text())
+    h.update(n=n, nnz=0)
+    h["chunks"][0].update(row_hi=n, nnz=0)
+    (p / "header.json").write_text(json.dumps(h))
+    ip = p / h["chunks"][0]["indptr"]
+    with open(ip, "wb") as fh:                                 # all zeros, 80 MB long, no byte on disk
+        np.lib.format.write_array_header_1_0(fh, {"descr": "<i8", "fortran_order": False, "shape": (n + 1,)})
+        fh.truncate(fh.tell() + 8 * (n + 1))
+    np.save(p / h["chunks"][0]["indices"], np.zeros(0, np.int64))
+    with pytest.raises(SizeLimitError, match="memory budget") as ei:
+        read_chunked(p)
+    assert ei.value.field == "indptr"
+    with pytest.raises(SizeLimitError, match="memory budget"):
+        read_chunk_rows(p, 0, n)
+    assert read_chunk_rows(p, 5, 10).nnz == 0                  # a range inside the budget still reads
