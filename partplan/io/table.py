@@ -87,9 +87,12 @@ def _load(p: Path, fmt: str, columns: list[str], delimiter: str):
         if fmt == "csv":
             _check_csv_rows(p, weighted=len(columns) > 2)
             src, skip = _csv_source(p, delimiter, columns)
-            t = pacsv.read_csv(src, read_options=pacsv.ReadOptions(skip_rows=skip),
-                               parse_options=pacsv.ParseOptions(delimiter=delimiter),
-                               convert_options=pacsv.ConvertOptions(include_columns=None))
+            try:
+                t = pacsv.read_csv(src, read_options=pacsv.ReadOptions(skip_rows=skip),
+                                   parse_options=pacsv.ParseOptions(delimiter=delimiter),
+                                   convert_options=pacsv.ConvertOptions(include_columns=None))
+            except pa.ArrowInvalid as exc:
+                _raise_bad_csv_row(p, delimiter, columns, exc)
             return t, t.column_names, skip
     except FileNotFoundError:
         raise GraphFormatError("file not found", p) from None
@@ -121,6 +124,35 @@ def _check_csv_rows(p: Path, *, weighted: bool, block: int = 1 << 24) -> None:
             rows += chunk.count(b"\n")
             if graph_bytes(0, rows, weighted=weighted) > budget:
                 check_budget(graph_bytes(0, rows, weighted=weighted), p, f"the {rows:,} rows read so far")
+
+
+def _raise_bad_csv_row(p: Path, delimiter: str, columns: list[str], exc: Exception) -> None:
+    """A CSV file pyarrow refused: read it again in one thread (this path only), where pyarrow
+    knows each row's line, and raise one GraphFormatError naming the first bad row's line; an
+    error that is no bad row is raised as it came."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    bad = []
+
+    def first_bad(row):      # blank lines are rows here (so that rows are lines), skipped as the read did
+        if not row.text.strip():
+            return "skip"
+        bad.append(row)
+        return "error"
+    src, skip = _csv_source(p, delimiter, columns)
+    try:
+        pacsv.read_csv(src, read_options=pacsv.ReadOptions(skip_rows=skip, use_threads=False),
+                       parse_options=pacsv.ParseOptions(delimiter=delimiter, invalid_row_handler=first_bad,
+                                                        ignore_empty_lines=False))
+    except pa.ArrowInvalid:
+        pass
+    if bad and bad[0].number is not None:
+        row = bad[0]
+        text = row.text if len(row.text) <= 40 else row.text[:40] + "..."
+        raise GraphFormatError(f"expected {row.expected_columns} columns, found {row.actual_columns}: "
+                               f"{text!r}", p, int(row.number)) from None
+    raise exc
 
 
 def _csv_source(p: Path, delimiter: str, columns: list[str]) -> tuple:

@@ -169,6 +169,11 @@ def test_csv_error_gives_line(tmp_path):
     with pytest.raises(GraphFormatError) as ei:
         read_graph(p)
     assert ei.value.line == 3 and ei.value.field == "dst"
+    for text, line, found in (("src,dst\n1,2\n1,2,5\n", 3, 3), ("# c\nsrc,dst\n1,2\n\n#c\n3,4\n", 5, 1)):
+        p.write_text(text)                      # a row of other width: its line (comments before the header count)
+        with pytest.raises(GraphFormatError, match=f"expected 2 columns, found {found}") as ei:
+            read_graph(p)
+        assert ei.value.line == line, str(ei.value)
     q = tmp_path / "corrupt.parquet"
     q.write_bytes(b"PAR1 garbage")
     with pytest.raises(GraphFormatError, match="cannot read parquet"):
