@@ -62,6 +62,16 @@ def graph_bytes(n: int, nnz: int, *, weighted: bool = True) -> int:
     return 24 * (int(n) + 1) + int(nnz) * (24 + (8 if weighted else 0))
 
 
+def first_inexact_integer(values: np.ndarray) -> int | None:
+    """Index of the first integer in ``values`` (an integer array) whose magnitude is 2^53 or more
+    (float64, which holds every weight, rounds such integers), else None (also for float arrays):
+    the binary readers refuse what the text readers refuse."""
+    if values.dtype.kind not in "iu" or values.dtype.itemsize < 8 or not values.size:
+        return None    # narrower integers are exact in float64
+    big = (values >= 2 ** 53) | (values <= -2 ** 53) if values.dtype.kind == "i" else values >= 2 ** 53
+    return int(np.flatnonzero(big.reshape(-1))[0]) if big.any() else None
+
+
 def check_int64(value: int, path, what: str, *, line: int | None = None, field: str | None = None) -> int:
     """A header integer (a Python int) must fit in int64."""
     if not -INT64_MAX - 1 <= value <= INT64_MAX:

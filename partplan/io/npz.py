@@ -24,7 +24,8 @@ import scipy.sparse as sp
 
 from ..errors import GraphFormatError
 from ..graph import Graph
-from ._common import atomic_output, check_budget, drops_vertex_weights, graph_bytes, npy_claim_problem, npy_header
+from ._common import (atomic_output, check_budget, drops_vertex_weights, first_inexact_integer, graph_bytes,
+                      npy_claim_problem, npy_header)
 
 _NEEDED = {"csr": ("indices", "indptr", "data", "shape"), "csc": ("indices", "indptr", "data", "shape"),
            "coo": ("row", "col", "data", "shape"), "bsr": ("indices", "indptr", "data", "shape"),
@@ -115,6 +116,10 @@ def _matrix(fmt: str, arrs: dict, n: int, p: Path):
     if not (data.dtype == np.bool_ or np.issubdtype(data.dtype, np.integer)
             or np.issubdtype(data.dtype, np.floating)):
         raise GraphFormatError(f"array 'data' must hold numbers, got dtype {data.dtype}", p, field="data")
+    big = first_inexact_integer(data)
+    if big is not None:
+        raise GraphFormatError(f"integer value {int(data.reshape(-1)[big])} (entry {big}) is 2^53 or more: partplan "
+                               f"holds values as float64, exact below 2^53", p, field="data")
     if data.dtype != np.bool_ and data.size and not np.all(np.isfinite(data)):
         i = int(np.flatnonzero(~np.isfinite(data.reshape(-1)))[0])
         raise GraphFormatError(f"values must be finite (entry {i} is {data.reshape(-1)[i]})", p, field="data")

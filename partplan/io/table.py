@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import GraphFormatError
 from ..graph import Graph
-from ._common import check_edge_file, drops_vertex_weights, format_name
+from ._common import check_edge_file, drops_vertex_weights, first_inexact_integer, format_name
 
 TABLE_FORMATS = ("parquet", "arrow", "feather", "csv")
 
@@ -274,7 +274,13 @@ def read_edge_table(path: str | os.PathLike, *, format: str | None = None, src: 
             raise GraphFormatError(f"null weight at {what}", p, line, field=weight)
         if not (pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type)):
             raise GraphFormatError(f"weights must be numbers, column has type {arr.type}", p, field=weight)
-        w = arr.to_numpy().astype(np.float64)
+        raw = arr.to_numpy()
+        big = first_inexact_integer(raw)
+        if big is not None:
+            what, line = _row_where(fmt, big, skip)
+            raise GraphFormatError(f"integer weight {int(raw[big])} at {what} is 2^53 or more: partplan holds "
+                                   f"weights as float64, exact below 2^53", p, line, field=weight)
+        w = raw.astype(np.float64)
         bad = ~np.isfinite(w) | (w < 0)
         if bad.any():
             r = int(np.flatnonzero(bad)[0])

@@ -185,3 +185,29 @@ def test_table_unknown_option(tmp_path):
     with pytest.raises(BackendUnavailableError, match="'delimiterx'"):
         read_graph(p, delimiterx=";")
     assert read_edge_table(p).n == 2
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.uint64])
+def test_integer_weights_float64_would_round_are_refused(tmp_path, dtype):
+    """Weights are float64: an npz's or a table's integer of 2^53 or more would be rounded (2^60 + 1
+    read as 2^60) without a word; it is refused as the Matrix Market and METIS readers refuse it,
+    and 2^53 - 1 reads exactly."""
+    ok = 2 ** 53 - 1
+    for bad in (2 ** 60 + 1, 2 ** 53):
+        A = sp.csr_matrix((np.array([bad, 5], dtype), (np.array([0, 1]), np.array([1, 0]))), shape=(2, 2))
+        sp.save_npz(tmp_path / "w.npz", A)
+        with pytest.raises(GraphFormatError, match=r"2\^53") as ei:
+            read_graph(tmp_path / "w.npz")
+        assert ei.value.field == "data" and str(bad) in str(ei.value)
+        p = _parquet(tmp_path, src=[1, 2], dst=[2, 3], weight=pa.array([3, bad], pa.from_numpy_dtype(dtype)))
+        with pytest.raises(GraphFormatError, match=r"2\^53") as ei:
+            read_graph(p)
+        assert ei.value.field == "weight" and "row 1" in str(ei.value)
+    A = sp.csr_matrix((np.array([ok, 5], dtype), (np.array([0, 1]), np.array([1, 0]))), shape=(2, 2))
+    sp.save_npz(tmp_path / "w.npz", A)
+    assert int(read_graph(tmp_path / "w.npz").data.max()) == ok
+    if dtype == np.int64:
+        A.data[0] = -(2 ** 60)
+        sp.save_npz(tmp_path / "w.npz", A)
+        with pytest.raises(GraphFormatError, match=r"2\^53"):
+            read_graph(tmp_path / "w.npz")
