@@ -71,6 +71,8 @@ def _parse_structure(buf, p: Path):
     pos += 8 + clen
     if pos + 9 > len(buf):
         raise GraphFormatError("truncated header", p)
+    if buf[pos] not in (0, 1):
+        raise GraphFormatError(f"bad directed byte {buf[pos]} (0 or 1)", p, field="directed")
     directed = bool(buf[pos])
     pos += 1
     n = u64(pos, "vertex count")

@@ -109,6 +109,10 @@ def test_errors(tmp_path):
     p.write_bytes(gt_bytes([[1], [5]], directed=True))
     with pytest.raises(GraphFormatError, match="neighbour id 5 of vertex 1 out of range"):
         read_graph(p)
+    p.write_bytes(gt_bytes([[1], [0]], directed=2))          # the flag is one byte, 0 or 1
+    with pytest.raises(GraphFormatError, match="bad directed byte 2") as ei:
+        read_graph(p)
+    assert ei.value.field == "directed"
     q = tmp_path / "broken.gt.gz"
     q.write_bytes(gzip.compress(good)[:-10])
     with pytest.raises(GraphFormatError):
