@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import pickle
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,8 @@ def load_pt(path: str | os.PathLike) -> Any:
     fd, _ = open_regular(p)   # a regular file (a FIFO or a pipe never blocks the reader)
     allowed = pyg_safe_globals()
     try:
-        with torch.serialization.safe_globals(allowed), os.fdopen(fd, "rb") as fh:
+        with torch.serialization.safe_globals(allowed), os.fdopen(fd, "rb") as fh, warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)   # torch's note on a file's pickle protocol: the error says it
             obj = torch.load(fh, weights_only=True, map_location="cpu")
     except pickle.UnpicklingError as exc:
         m = re.search(r"GLOBAL ([\w.]+)", str(exc))

@@ -227,6 +227,13 @@ def test_pt_refusal_never_runs_the_pickle(tmp_path):
     with pytest.raises(GraphFormatError, match="refusing to unpickle"):
         partplan.io.read_graph(p)
     assert not marker.exists()
+    import pickle
+    import warnings
+    p.write_bytes(pickle.dumps(Evil(), protocol=4))   # a plain pickle: one error, no torch warning beside it
+    with warnings.catch_warnings(record=True) as seen, pytest.raises(GraphFormatError, match="refusing to unpickle"):
+        warnings.simplefilter("always")
+        partplan.io.read_graph(p)
+    assert not marker.exists() and not seen, [str(w.message) for w in seen]
 
 
 @pytest.mark.parametrize("junk", [b"not a torch file at all",
