@@ -164,6 +164,18 @@ class _Transport:
         self.last_recv = rcounts * int(out.shape[1]) * out.element_size() * other
         return out, rcounts
 
+    def allreduce_world(self, values, op: str = "max") -> list[np.ndarray]:
+        """Max or sum over the ranks of small float64 vectors (the start-up failure check,
+        :func:`partplan.runtime.comm.agree_on_failure`)."""
+        import torch.distributed as dist
+        out = []
+        for v in values:
+            t = torch.from_numpy(np.array(v, dtype=np.float64))
+            self.wait(dist.all_reduce(t, op=dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.SUM,
+                                      async_op=True), "start-up check")
+            out.append(t.numpy())
+        return out
+
     def all_gather(self, outs: list, t: torch.Tensor, what: str) -> None:
         import torch.distributed as dist
         self.wait(dist.all_gather(outs, t, async_op=True), what)
@@ -282,16 +294,26 @@ class NeighborLoader:
         if world != int(m["ranks"]):
             raise PlanError(f"{name} is for {m['ranks']} ranks, this job has {world}"
                             + ("" if init else " (torch.distributed is not initialized)"))
-        _, self.part, _ = load_plan_partition(plan)
         self.n = int(m["graph"]["n"])
-        v = RankRows(name, m, load_rank(plan, rank, manifest=m), exchange_step(name, m))
-        sh = read_share(plan, rank, manifest=m, local_ids=v.local_ids, halo_ids=v.halo_ids)
         self.rank, self.world = rank, world
-        self.local = _Local(sh, v.halo_ids)
+        self.transport = _Transport(rank, world, timeout)
+        failure = None
+        try:   # this rank's shard and share: a bad one is said on every rank, not only here
+            _, self.part, _ = load_plan_partition(plan)
+            v = RankRows(name, m, load_rank(plan, rank, manifest=m), exchange_step(name, m))
+            sh = read_share(plan, rank, manifest=m, local_ids=v.local_ids, halo_ids=v.halo_ids)
+            self.local = _Local(sh, v.halo_ids)
+        except Exception as exc:  # noqa: BLE001 - re-raised here; the peers raise its message
+            failure = exc
+        from ..runtime.comm import agree_on_failure
+        bad = agree_on_failure(self.transport, world, rank, failure) if world > 1 else None
+        if failure is not None:
+            raise failure
+        if bad is not None:     # the peers would otherwise fail at their first exchange, naming none of it
+            raise PlanError(f"{name}: rank {bad[0]} could not load its part of the plan: {bad[1]}")
         self.node_fields, self.edge_fields = sh["node"], sh["edge"]
         self.nodes = _Packer(self.node_fields)
         self.edges = _Packer(self.edge_fields)
-        self.transport = _Transport(rank, world, timeout)
         self.seeds = self._input(input_nodes, name)
         self.seed_counts = self._gather_settings(self.seeds.size)   # every rank's seeds (they never change)
         self.total_seeds = int(self.seed_counts.sum())

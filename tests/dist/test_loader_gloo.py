@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import socket
 import traceback
 from pathlib import Path
@@ -112,8 +113,14 @@ def _worker(rank, world, port, tmp):
                 next(iter(skew))
             except OptionError as exc:
                 out["epoch_skew"] = str(exc)
-            # a rank that stops iterating: its peer ends within the timeout with one error
             from partplan.errors import PlanError
+            # rank 1's share damaged: each rank says what, rank 0 too (not its first exchange's reset)
+            try:
+                partplan.nn.NeighborLoader(tmp / "bad.plan", FAN, batch_size=BATCH, seed=5, timeout=30)
+            except PlanError as exc:
+                out["bad_share"] = str(exc)
+            # a rank that stops iterating: its peer ends within the timeout with one error (last: the
+            # process group is out of step after it)
             lone = partplan.nn.NeighborLoader(plan, FAN, batch_size=BATCH, seed=1, timeout=3)
             if rank == 0:
                 import time
@@ -139,6 +146,12 @@ def test_gloo_loader_and_halo_from_shares(tmp_path, world):
     partplan.plan_from_pyg(data, 1, out=tmp_path / "p1.plan", shares=True)
     partplan.plan_from_pyg(data, world, out=tmp_path / f"p{world}.plan", shares=True, seed=0)
     (tmp_path / "readme").mkdir()
+    if world == 2:   # a copy of the plan whose rank-1 share has one byte flipped
+        shutil.copytree(tmp_path / "p2.plan", tmp_path / "bad.plan")
+        share = sorted((tmp_path / "bad.plan").glob("share-*1.*"))[0]
+        raw = bytearray(share.read_bytes())
+        raw[len(raw) // 2] ^= 0xFF
+        share.write_bytes(bytes(raw))
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -146,6 +159,9 @@ def test_gloo_loader_and_halo_from_shares(tmp_path, world):
     res = [json.loads((tmp_path / f"r{r}_{world}.json").read_text()) for r in range(world)]
     for r in res:
         assert "exception" not in r, r["exception"]
+    if world == 2:
+        assert "share" in res[1]["bad_share"] and "could not load" not in res[1]["bad_share"], res[1]["bad_share"]
+        assert "rank 1 could not load its part of the plan" in res[0]["bad_share"], res[0]["bad_share"]
     ref = partplan.nn.NeighborLoader(tmp_path / "p1.plan", FAN, batch_size=BATCH, input_nodes="train_mask", seed=5)
     steps = ref._steps(0)
     ei = data.edge_index.numpy()
