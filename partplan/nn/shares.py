@@ -504,9 +504,10 @@ def _check_data_graph(path: Path, m: dict, data, e: int) -> None:
         if (normalize_adjacency(sym, norm) if norm else sym).fingerprint == mg.get("fingerprint"):
             return
     if pattern != mg.get("fingerprint") and _reversed_fingerprint(data, norm) == mg.get("fingerprint"):
-        raise PlanError(f"plan {path} was built from this data with flow='target_to_source' (a row per edge "
-                        f"source); shares, Halo and NeighborLoader read PyG's source_to_target flow (a row per "
-                        f"target): build the plan with the default flow")
+        raise PlanError(f"the graph of plan {path} is this data's graph reversed: the plan was built with "
+                        f"flow='target_to_source' (a row per edge source), or this data's edge_index is the plan's "
+                        f"flipped; shares, Halo and NeighborLoader read PyG's source_to_target flow (a row per "
+                        f"target): build the plan from this data with the default flow")
     if pattern != mg.get("fingerprint"):
         raise PlanError(f"the data's graph (n={g.n}, {g.nnz} distinct edges) is not the graph of plan {path} "
                         f"(n={mg.get('n')}): build the plan from this data, or pass the data the plan was built "

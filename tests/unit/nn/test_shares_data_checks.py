@@ -177,3 +177,8 @@ def test_a_target_to_source_plan_is_named_as_such(tmp_path):
     other = Data(edge_index=torch.flip(data.edge_index, [0])[:, :-3], x=data.x, num_nodes=N)
     with pytest.raises(PlanError, match="is not the graph of plan"):     # really another graph
         write_shares(tmp_path / "b.plan", other)
+    # the manifest does not keep the flow: a default-flow plan given flipped data names both causes
+    partplan.plan_from_pyg(data, 2, out=tmp_path / "c.plan", seed=0)
+    flipped = Data(edge_index=torch.flip(data.edge_index, [0]), x=data.x, num_nodes=N)
+    with pytest.raises(PlanError, match="reversed.*or this data's edge_index is the plan's flipped"):
+        write_shares(tmp_path / "c.plan", flipped)
