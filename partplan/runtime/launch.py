@@ -529,8 +529,9 @@ class WorkerContext:
         """Refuse a plan for another rank count than this job's processes."""
         from ..errors import PlanError
         if not self.local and ranks != self.world:
-            raise PlanError(f"{plan}: the plan is for {ranks} ranks but the job has {self.world} "
-                            f"(use --nprocs {ranks})")
+            how = (f"--nprocs {ranks}" if os.environ.get("PARTPLAN_LAUNCHED")
+                   else f"torchrun --nproc-per-node {ranks}, or --nprocs {ranks} without torchrun")
+            raise PlanError(f"{plan} is for {ranks} ranks but the job has {self.world} (use {how})")
 
     def comm(self, groups, ranks: int):
         """The comm of this process over ``groups`` for a job of ``ranks`` ranks:

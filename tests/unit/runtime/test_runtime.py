@@ -345,3 +345,19 @@ def test_torchrun_train_ends_cleanly(tmp_path):
                             "train", "gcn", str(pl), "--data", str(data), "--epochs", "3", "--json"],
                            capture_output=True, text=True, timeout=240, env=env)
         assert r.returncode == 0 and "terminate called" not in r.stderr, r.stderr[-2000:]
+
+
+def test_a_rank_count_mismatch_says_how_to_start_the_job(monkeypatch):
+    """Under the user's torchrun the advice is torchrun's --nproc-per-node (not only --nprocs), under
+    partplan's own launcher --nprocs; the plan is named once ("the plan: the plan is for" before)."""
+    from partplan.errors import PlanError
+    from partplan.runtime.launch import WorkerContext
+    ctx = WorkerContext("gloo", "cpu", 5.0, rank=0, world=3)
+    monkeypatch.delenv("PARTPLAN_LAUNCHED", raising=False)
+    with pytest.raises(PlanError) as ei:
+        ctx.check_ranks(2)
+    assert str(ei.value).startswith("the plan is for 2 ranks but the job has 3") and "--nproc-per-node 2" in str(ei.value)
+    monkeypatch.setenv("PARTPLAN_LAUNCHED", "1")
+    with pytest.raises(PlanError, match=r"g\.plan is for 2 ranks .*\(use --nprocs 2\)"):
+        ctx.check_ranks(2, "g.plan")
+    ctx.check_ranks(3)
