@@ -70,7 +70,11 @@ class HaloRank(RankRows):
 
     def __init__(self, name: str, m: dict, shard, step: dict, edge_index=None, n: int | None = None):
         super().__init__(name, m, shard, step)
+        self.name = name
         self.halo_in_degree = self.halo_loops = None
+        #: True when PyG's loop utilities, given no num_nodes, would add loops to other vertices on
+        #: some rank than on the whole graph (:func:`inferred_loops_differ`); set by Halo / LocalHalo
+        self.inferred_loops_differ = False
         if edge_index is not None:
             ei, eids, deg = _local_edges(name, edge_index, n, self.local_ids, self.halo_ids, self.rank)
             self.set_edges(ei, eids, *deg)
@@ -380,6 +384,11 @@ class Halo(torch.nn.Module):
             raise failure
         if bad is not None:     # the peers would otherwise wait out the timeout at the first exchange
             raise PlanError(f"{name}: rank {bad[0]} could not load its part of the plan: {bad[1]}")
+        if self._view.halo_in_degree is not None:   # the rank's edges are known: one all-reduce pair
+            top = self.comm.allreduce_world([np.array([_top_endpoint(self._view)], np.float64)], "max")[0]
+            differ = self.comm.allreduce_world([np.array([float(inferred_loops_differ(self._view, int(top[0])))])],
+                                               "max")[0]
+            self._view.inferred_loops_differ = bool(differ[0] > 0)
         _register(self._view)
         self._ex = _Exchange(name, m, [self._view], self.comm)
         self._ex.marker = CallCounter(self.comm, name)
@@ -443,6 +452,11 @@ class LocalHalo(torch.nn.Module):
         #: per rank: {"node": {name: tensor}, "edge": {name: tensor}} read from the plan's shares
         #: (``edge_index`` None), else None
         self.shares = [_share_of(name, plan, m, v, edge_index, None) for v in self.ranks]
+        if all(v.halo_in_degree is not None for v in self.ranks):
+            top = max(_top_endpoint(v) for v in self.ranks)
+            differ = any(inferred_loops_differ(v, top) for v in self.ranks)
+            for v in self.ranks:
+                v.inferred_loops_differ = differ
         for v in self.ranks:
             _register(v)
         self.comm = LocalComm(p, manifest_groups(m), device=device if device is not None else "cpu")
@@ -500,6 +514,28 @@ def _attach_share(mod: torch.nn.Module, name: str, plan, m: dict, v: HaloRank, e
 # ----------------------------------------------------------------------------- gcn_norm through Halo
 _VIEWS: "weakref.WeakSet[HaloRank]" = weakref.WeakSet()
 _PATCHED: dict = {}
+
+
+def _top_endpoint(v: HaloRank) -> int:
+    """The largest global vertex id of an endpoint of ``v``'s edges, -1 without edges."""
+    ei = v.edge_index
+    if not ei.numel():
+        return -1
+    ids = np.concatenate([v.local_ids, v.halo_ids])
+    return int(ids[np.unique(ei.numpy().reshape(-1))].max())
+
+
+def inferred_loops_differ(v: HaloRank, top: int) -> bool:
+    """Whether PyG's ``add_self_loops`` / ``add_remaining_self_loops`` without ``num_nodes`` add loops
+    to other vertices on this rank than on the whole graph. PyG then counts the vertices as the
+    largest index + 1: on the whole graph every vertex up to the largest endpoint ``top`` (global
+    id) gets one, so vertices above it — isolated ones at the highest ids — get none; on a rank, the
+    rows up to its own largest local index do (locals first, then halo rows)."""
+    rows = v.num_local + v.num_halo
+    ei = v.edge_index
+    last = int(ei.max()) if ei.numel() else -1
+    ids = np.concatenate([v.local_ids, v.halo_ids])
+    return bool(np.any((np.arange(rows) <= last) != (ids <= top)))
 
 
 def _register(v: HaloRank) -> None:
@@ -677,8 +713,15 @@ def _wrap_loop_utils() -> None:
 
     def tagged(orig):
         def fn(edge_index, *args, **kwargs):
-            out = orig(edge_index, *args, **kwargs)
             v = _hop_view(edge_index)
+            if (v is not None and v.inferred_loops_differ and orig.__name__ != "remove_self_loops"
+                    and (args[2] if len(args) > 2 else kwargs.get("num_nodes")) is None):
+                raise PlanError(f"{v.name}: {orig.__name__}(op.edge_index) without num_nodes counts the vertices as "
+                                f"the largest index + 1, which adds self loops to other vertices on a rank than "
+                                f"on the whole graph here (its highest ids, or a rank's last rows, have no "
+                                f"edges): pass num_nodes=x.size(0) (the rank's rows; data.num_nodes in one "
+                                f"process)")
+            out = orig(edge_index, *args, **kwargs)
             ei = out[0] if isinstance(out, tuple) else out
             if v is not None and isinstance(ei, torch.Tensor) and ei is not edge_index:
                 ei._partplan_halo_rank = weakref.ref(v)
