@@ -10,6 +10,7 @@ and time of direction-optimizing vs top-down only, 1D and 2D (LocalComm).
 
     python benchmarks/bench_bfs.py                 # scale 16, 16 roots, p = 1 2 4, 2d:2x2, routed:domain:2
     python benchmarks/bench_bfs.py --scale 16 18 --roots 64 --layouts 2d:2x2 2d:1x2
+    python benchmarks/bench_bfs.py --scale 12 --roots 4 --p 1 2 --layouts --json bfs.json
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ import scipy.sparse.csgraph as cg
 from partplan.runtime.graph500 import search_keys, teps_stats, validate_bfs_tree
 
 from partplan.cli._graph500 import execute_graph500, graph500_graph
-from partplan.bench.script import run
+from partplan.bench.script import add_json_option, check_json_output, run, write_json
 from partplan.jobs.args import positive_int
 
 def peer_teps(name, fn, roots, src, dst, n):
@@ -46,7 +47,10 @@ def main() -> None:
     ap.add_argument("--partition", default="metis")
     ap.add_argument("--layouts", nargs="*", default=["2d:2x2", "routed:domain:2"],
                     help="more gloo rows: 2d:RxC (p = R*C) or routed:ROUTE:D (p = the largest --p)")
+    add_json_option(ap)
     args = ap.parse_args()
+    check_json_output(args.json)
+    results = []
     for scale in args.scale:
         src, dst, g = graph500_graph(scale, 16, 0)
         roots = search_keys(src, dst, g.n, args.roots, seed=0)
@@ -88,7 +92,13 @@ def main() -> None:
             fam = "" if not fam else ", ".join(f"{f} {v / st['roots']:.0f}" for f, v in fam.items())
             print(f"{name:<42} {st['teps_harmonic_mean']:>18.4g} {st['teps_harmonic_stddev']:>11.3g} "
                   f"{st['time_median_s'] * 1e3:>10.3f} {st['teps_harmonic_mean'] / ref:>8.3f}  {fam}")
-        crossing(g, roots, max(args.p), args.partition)
+        entry = {"scale": scale, "n": g.n, "nnz": g.nnz, "roots": int(roots.size),
+                 "rows": [{"bfs": name, "teps_harmonic_mean": st["teps_harmonic_mean"],
+                           "teps_harmonic_stddev": st["teps_harmonic_stddev"], "time_median_s": st["time_median_s"],
+                           "x_scipy": st["teps_harmonic_mean"] / ref,
+                           "messages_by_family": st.get("messages_by_family")} for name, st in rows]}
+        results.append(entry)
+        entry["crossing"] = crossing(g, roots, max(args.p), args.partition)
         # direction optimization (LocalComm): work and time, 1D on one rank and 2D 2x2
         for lay, p in (("1d", 1), ("2d:2x2", 4)):
             res = {}
@@ -102,13 +112,16 @@ def main() -> None:
             t = res["auto"]["time_median_s"] / res["top-down"]["time_median_s"]
             print(f"direction-optimizing vs top-down only ({lay}, p={p}, LocalComm): edges examined x{e:.3f}, "
                   f"median time x{t:.3f}")
+            entry.setdefault("direction_optimizing", []).append({"layout": lay, "p": p, "edges_examined_x": e,
+                                                                 "median_time_x": t})
+    write_json(args.json, {"results": results})
 
-def crossing(g, roots, p: int, partition: str, D: int = 2) -> None:
+def crossing(g, roots, p: int, partition: str, D: int = 2) -> dict | None:
     """Messages crossing a domain boundary (domains of D ranks) per search, flat 1D vs
     routed, counted from LocalComm's byte counters (a nonzero q → r entry of one
     all-to-all-v with q // D != r // D is one crossing message), same partition."""
     if p <= D:
-        return
+        return None
     from partplan.runtime.bfs import BfsEngine
     from partplan.runtime.comm import LocalComm
     from partplan.plan import build_plan
@@ -133,8 +146,10 @@ def crossing(g, roots, p: int, partition: str, D: int = 2) -> None:
         eng = BfsEngine(plan.manifest, plan.ranks, comm)
         for r in roots:
             eng.search(int(r))
-        out.append(f"{lay} {count[0] / roots.size:.1f} crossing / {count[1] / roots.size:.1f} all")
-    print(f"messages per search, p={p}, domains of {D} (LocalComm counters, auto): " + "; ".join(out))
+        out.append((lay, count[0] / roots.size, count[1] / roots.size))
+    print(f"messages per search, p={p}, domains of {D} (LocalComm counters, auto): "
+          + "; ".join(f"{lay} {c:.1f} crossing / {a:.1f} all" for lay, c, a in out))
+    return {"p": p, "domain_ranks": D, "per_search": [{"layout": lay, "crossing": c, "all": a} for lay, c, a in out]}
 
 def _ranks(layout: str, p_max: int) -> int:
     """Processes of a --layouts entry: R*C for 2d:RxC, else the largest --p."""

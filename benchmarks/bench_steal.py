@@ -16,7 +16,7 @@ tail, end-to-end gloo time with vs without — all measured in this run.
 4. End to end on gloo p = 4: Graph500 BFS time with vs without stealing.
 
     python benchmarks/bench_steal.py                       # scale 16, p = 4
-    python benchmarks/bench_steal.py --scale 14 --skip-gloo --png /tmp/balance.png
+    python benchmarks/bench_steal.py --scale 14 --skip-gloo --png /tmp/balance.png --json steal.json
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from partplan.runtime.graph500 import BfsValidator, search_keys
 from partplan.cli._graph500 import execute_graph500, graph500_graph
 from partplan.runtime.steal import Balancer, StealConfig, cost_matrix
 from partplan.runtime.steal_solve import solve
-from partplan.bench.script import run
+from partplan.bench.script import add_json_option, check_json_output, run, write_json
 from partplan.jobs.args import positive_int
 
 def gmean(a) -> float:
@@ -56,7 +56,7 @@ def engine(g, part, p, sc=None):
         e.balancer = Balancer(comm, e.rgs, g.n, sc)
     return e
 
-def balance(args, graphs):
+def balance(args, graphs, out: list):
     print(f"\n== 1. per-level balance, p = {args.p}, top-down BFS, {args.roots} roots, topology "
           f"{args.topology or 'uniform (local 1, link +1)'}, solver {args.solver}, t1={args.t1} t2={args.t2} "
           f"t4={args.t4}")
@@ -86,9 +86,14 @@ def balance(args, graphs):
             bound = [max(1.0, x.get("load_bound_max_over_mean", 1.0)) for x in t]
             worst = max((y / x for x, y in zip(b, a)), default=float("nan"))
             stolen = sum(x["stolen_edges"] for x in lv)
+            steal_mb = sum(x['steal_bytes'] for x in lv) / 1e6
             print(f"{name:<14}{pk:<12}{len(lv):>7}{len(t):>6}{gmean(b):>11.3f}{gmean(a):>10.3f}{worst:>10.3f}"
                   f"{gmean(bound):>10.3f}{100 * stolen / max(edges, 1):>9.1f}%"
-                  f"{sum(x['steal_bytes'] for x in lv) / 1e6:>10.2f}{e.balancer.hub_cache_bytes / 1e6:>8.2f}  {ok}")
+                  f"{steal_mb:>10.2f}{e.balancer.hub_cache_bytes / 1e6:>8.2f}  {ok}")
+            out.append({"graph": name, "partition": pk, "levels": len(lv), "triggered": len(t),
+                        "gmean_before": gmean(b), "gmean_after": gmean(a), "worst_after_over_before": worst,
+                        "gmean_bound": gmean(bound), "stolen_share": stolen / max(edges, 1), "steal_mb": steal_mb,
+                        "hub_cache_mb": e.balancer.hub_cache_bytes / 1e6, "valid": bool(ok)})
     return keep
 
 def level_loads(g, part, p, roots):
@@ -108,7 +113,7 @@ def level_loads(g, part, p, roots):
                 out.append(loads)
     return out
 
-def solver_times(args, g):
+def solver_times(args, g, out: list):
     print("\n== 2. assignment solve time per level (ms, mean over the levels that trigger; R-MAT BFS loads, random 1D "
           "partition, tree:4xP/4 link costs: local 1, +1 in a domain of 4, +10 across)")
     print(f"{'p':>4}{'levels':>8}" + "".join(f"{s + ' ms':>12}" for s in ("cbc", "highs", "lp"))
@@ -132,8 +137,10 @@ def solver_times(args, g):
             ms[s] = 1e3 * np.mean(t)
         print(f"{p:>4}{len(loads):>8}" + "".join(f"{ms[s]:>12.1f}" for s in ("cbc", "highs", "lp"))
               + f"{gap_milp:>15.2e}{gap_lp:>13.2e}")
+        out.append({"p": p, "levels": len(loads), **{f"{s}_ms": ms[s] for s in ms},
+                    "max_milp_over_lp_minus_1": gap_milp, "max_lp_over_lp_bound_minus_1": gap_lp})
 
-def osteal(args):
+def osteal(args, out: list):
     from partplan.datasets.generators import grid2d
     g = grid2d(args.strip, 4)
     src, dst = g.rows, g.indices
@@ -152,15 +159,18 @@ def osteal(args):
         dt = time.perf_counter() - t0
         lv = [x.to_json() for x in res.records]
         act = np.array([x.get("active_ranks", p) for x in lv])
+        stolen, ok = sum(x.get('stolen_edges', 0) for x in lv), val.check(0, res.parents, levels=res.levels).ok
         print(f"{mode or 'none':<16}{len(lv):>7}{1e3 * dt:>9.1f}{act.mean():>13.2f}{act.min():>11}"
-              f"{sum(x.get('stolen_edges', 0) for x in lv):>14}  {val.check(0, res.parents, levels=res.levels).ok}")
+              f"{stolen:>14}  {ok}")
+        out.append({"mode": mode or "none", "levels": len(lv), "time_ms": 1e3 * dt, "mean_active": float(act.mean()),
+                    "min_active": int(act.min()), "stolen_edges": int(stolen), "valid": bool(ok)})
         if mode == "fsteal+osteal":  # active ranks per level, run-length encoded: ranks x levels
             cut = np.flatnonzero(np.diff(act)) + 1
             runs = [f"{int(a[0])}x{a.size}" for a in np.split(act, cut)]
             print("  active ranks per level (ranks x levels): " + " ".join(runs[:40])
                   + (f" ... ({len(runs)} runs)" if len(runs) > 40 else ""))
 
-def gloo(args):
+def gloo(args, out: list):
     print(f"\n== 4. end to end: Graph500 scale {args.scale}, gloo p = 4 processes, {args.roots} roots, "
           f"METIS partition (2 CPU cores shared by 4 processes)")
     print(f"{'direction':<10}{'steal':<16}{'median ms':>10}{'TEPS hmean':>12}{'steal s/search':>15}  valid")
@@ -176,6 +186,10 @@ def gloo(args):
             print(f"{direction:<10}{steal or 'none':<16}{rep['time_median_s'] * 1e3:>10.1f}"
                   f"{rep['teps_harmonic_mean']:>12.4g}{ss.get('solve_s', 0.0) / max(rep['roots'], 1):>15.4f}"
                   f"  {rep['all_valid']}")
+            out.append({"direction": direction, "steal": steal or "none", "time_median_s": rep["time_median_s"],
+                        "teps_harmonic_mean": rep["teps_harmonic_mean"],
+                        "steal_solve_s_per_search": ss.get("solve_s", 0.0) / max(rep["roots"], 1),
+                        "valid": bool(rep["all_valid"])})
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -192,13 +206,16 @@ def main() -> None:
     ap.add_argument("--strip", type=positive_int, default=4000)
     ap.add_argument("--png", default="steal_balance.png")
     ap.add_argument("--skip-gloo", action="store_true")
+    add_json_option(ap)
     args = ap.parse_args()
+    check_json_output(args.json)
+    res = {"balance": [], "solver_ms": [], "osteal": [], "gloo": []}
     from partplan.datasets import load_graph
     src, dst, g = graph500_graph(args.scale, 16, 0)
     enron = load_graph("email-Enron")
     e_src, e_dst = enron.rows, enron.indices
     graphs = {f"R-MAT {args.scale}": (src, dst, g), "email-Enron": (e_src, e_dst, enron)}
-    keep = balance(args, graphs)
+    keep = balance(args, graphs, res["balance"])
     if args.png and keep:
         from partplan.runtime.steal_plot import plot_balance
         _, name, pk, root, lv = keep["best"]
@@ -211,10 +228,11 @@ def main() -> None:
         plot_balance({f"fsteal ({args.solver})": lv}, args.png,
                      title=f"{name}, {pk} partition, p = {args.p}, root {root}: max/mean per level")
         print(f"\nwrote {args.png}")
-    solver_times(args, g)
-    osteal(args)
+    solver_times(args, g, res["solver_ms"])
+    osteal(args, res["osteal"])
     if not args.skip_gloo:
-        gloo(args)
+        gloo(args, res["gloo"])
+    write_json(args.json, res)
 
 if __name__ == "__main__":
     run(main)

@@ -38,3 +38,39 @@ def run(main: Callable[[], int | None], *, name: str | None = None) -> None:
         print(f"{name}: interrupted", file=sys.stderr, flush=True)
         raise SystemExit(130) from None
     raise SystemExit(0 if rc is None else int(rc))
+
+
+def add_json_option(ap) -> None:
+    """The ``--json FILE`` option every benchmark script takes: what its tables print, as JSON."""
+    ap.add_argument("--json", metavar="FILE", default=None,
+                    help="also write the results as JSON to FILE (written at the end; a failed run keeps "
+                         "the previous FILE)")
+
+
+def check_json_output(path) -> None:
+    """A ``--json`` path that cannot be written is one error before any measurement (None: no file)."""
+    if path is not None:
+        from ..io.outpath import check_output_file
+        check_output_file(path)
+
+
+def write_json(path, results: dict) -> None:
+    """``results`` with the command that made them, written atomically to ``path`` (None: nothing)."""
+    if path is None:
+        return
+    import shlex
+
+    from .._atomic import write_json_atomic
+    cmd = "python " + shlex.join(["benchmarks/" + os.path.basename(sys.argv[0]), *sys.argv[1:]])
+    write_json_atomic({"command": cmd, **results}, path, default=_plain)
+
+
+def _plain(value):
+    """numpy scalars and arrays as JSON numbers and lists."""
+    import numpy as np
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
