@@ -28,6 +28,7 @@ import numpy as np
 from partplan.graph import Graph
 from partplan.partition.pipeline import auto as pipeline
 from partplan.partition.pipeline.auto import figures
+from partplan.bench.script import add_json_option, check_json_output, write_json
 from partplan.bench.script import run as run_script
 from partplan.jobs.args import positive_int
 
@@ -93,7 +94,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--half", choices=sorted(HALVES), default="report")
     ap.add_argument("--k", type=positive_int, nargs="+", default=[16, 64])
+    add_json_option(ap)
     args = ap.parse_args(argv)
+    check_json_output(args.json)
     rows = run(args.half, args.k)
     print("| graph | k | empty rows | compute imbalance | max(send, recv) | both limits hold | "
           "end repair moved (nnz, empty) |")
@@ -102,6 +105,7 @@ def main(argv=None) -> int:
         print(f"| {r['graph']} | {r['k']} | {r['empty_share']:.2f} | {r['compute_imbalance']:.4f} | {r['max']} | "
               f"{'yes' if r['limits_hold'] else 'NO'} | {r['end_repair_moved'][0]}, {r['end_repair_moved'][1]} |")
     print(f"\nboth limits hold in {sum(r['limits_hold'] for r in rows)} of {len(rows)} cases ({args.half} half)")
+    write_json(args.json, {"half": args.half, "rows": rows}, argv)
     return 0
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from partplan.bench.script import run  # noqa: E402
+from partplan.bench.script import add_json_option, check_json_output, run, write_json  # noqa: E402
 from partplan.jobs.args import positive_int  # noqa: E402
 
 
@@ -40,7 +40,10 @@ def main(argv=None) -> int:
     ap.add_argument("graph")
     ap.add_argument("-k", type=positive_int, nargs="+", default=[64])
     ap.add_argument("--progress", action="store_true", help="print the default's stage lines")
+    add_json_option(ap)
     a = ap.parse_args(argv)
+    check_json_output(a.json)
+    out = []
     from partplan.partition.pipeline import auto as pipeline
     from partplan.partition.engines import run_backend
 
@@ -65,6 +68,10 @@ def main(argv=None) -> int:
         for name, (w, c, f) in rows.items():
             print(f"k={k} {name}: wall {w:.1f} s ({w / mw:.2f} x METIS), CPU {c:.1f} s ({c / mc:.2f} x METIS), "
                   f"max(send, recv) {f['max_send_recv']}, total volume {f['total_volume']}", flush=True)
+            out.append({"graph": a.graph, "k": k, "schedule": name, "wall_s": w, "cpu_s": c, "wall_x_metis": w / mw,
+                        "cpu_x_metis": c / mc, "max_send_recv": f["max_send_recv"],
+                        "total_volume": f["total_volume"]})
+    write_json(a.json, {"n": g.n, "nnz": g.nnz, "rows": out}, argv)
     return 0
 
 

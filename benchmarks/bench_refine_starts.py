@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_families import REPORT, TUNE  # noqa: E402
 from bench_refine import SYNTHETIC, load_instance  # noqa: E402
 
+from partplan.bench.script import add_json_option, check_json_output, write_json  # noqa: E402
 from partplan.bench.script import run as run_script  # noqa: E402
 from partplan import datasets  # noqa: E402
 from partplan.errors import OptionError  # noqa: E402
@@ -64,7 +65,9 @@ def main(argv=None):
     ap.add_argument("--graphs", nargs="+", default=None)
     ap.add_argument("--k", nargs="+", type=positive_int, default=[16, 64])
     ap.add_argument("--threads", type=positive_int, default=None, help="cores (default: all)")
+    add_json_option(ap)
     a = ap.parse_args(argv)
+    check_json_output(a.json)
     graphs = a.graphs or {"tune": TUNE, "report": REPORT, "both": TUNE + REPORT}[a.half]
     for name in graphs:
         if name not in SYNTHETIC:
@@ -75,6 +78,7 @@ def main(argv=None):
     gm = lambda xs: math.exp(sum(map(math.log, xs)) / len(xs))  # noqa: E731
     for key, label in (("max_send_recv", "max(send, recv)"), ("total_volume", "total volume"), ("wall", "wall")):
         print(f"{label} new / old: x{gm([r['new'][key] / r['old'][key] for r in rows]):.3f}")
+    write_json(a.json, {"rows": rows}, argv)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from partplan.bench.script import run
+from partplan.bench.script import add_json_option, check_json_output, run, write_json
 from partplan.jobs.args import positive_int
 
 
@@ -68,7 +68,8 @@ def row(cols, widths):
     return "  ".join(str(c).rjust(w) for c, w in zip(cols, widths))
 
 
-def bench_graph(name: str, p: int, D: int, f: int, log) -> list[str]:
+def bench_graph(name: str, p: int, D: int, f: int, log, rec: dict) -> list[str]:
+    """The graph's table lines; its figures go to ``rec`` (mapping and route rows, for --json)."""
     from partplan import analyze
     from partplan.topology.hierarchy import hierarchical_partition
     from partplan.topology.mapping import brute_force_map, greedy_map, map_parts, mapping_cost
@@ -103,7 +104,11 @@ def bench_graph(name: str, p: int, D: int, f: int, log) -> list[str]:
     c0 = base["levels"][0]["crossing_rows"]
     out.append(f"## {name} (n={g.n:,}, nnz={g.nnz:,}), p={p} as {p // D} domains x {D}, METIS {t_part:.2f} s")
     out.append("mapping             topology cost  ratio  crossing rows  ratio  total rows   time s")
+    rec.update(graph=name, n=g.n, nnz=g.nnz, p=p, domain=D, mapping=[], routes=[])
     for label, m, tm in (("identity", base, 0.0), ("greedy+swap", mm, t_map), ("hierarchical", hh, t_hier)):
+        rec["mapping"].append({"mapping": label, "cost": m["cost"], "cost_ratio": m["cost"] / base["cost"],
+                               "crossing_rows": m["levels"][0]["crossing_rows"], "total_rows": m["total_rows"],
+                               "seconds": tm})
         out.append(f"{label:<18} {m['cost']:>14.0f}  {m['cost'] / base['cost']:.3f}  {m['levels'][0]['crossing_rows']:>13}"
                    f"  {m['levels'][0]['crossing_rows'] / c0:.3f}  {m['total_rows']:>10}  {tm:7.2f}")
     opt = []
@@ -148,6 +153,10 @@ def bench_graph(name: str, p: int, D: int, f: int, log) -> list[str]:
             checks = "ok" if (lv["crossing_rows"] == pairs and lv["crossing_messages"] == dmsgs) else "FAIL"
         else:
             checks = "ok" if lv["crossing_rows"] == pairs else "FAIL"
+        rec["routes"].append({"route": route, "crossing_rows": lv["crossing_rows"],
+                              "crossing_messages": lv["crossing_messages"], "busiest_rank_rows": m["busiest_rank_rows"],
+                              "alpha_beta_s": m["alpha_beta_s"], "independent_check": checks,
+                              "bytes_match": bool(match), "exact": bool(exact), "build_s": t_build})
         out.append(f"{route:<7} {lv['crossing_rows']:>14}  {lv['crossing_rows'] / flat_rows:.3f}  "
                    f"{lv['crossing_messages']:>13}  {m['busiest_rank_rows']:>17}  {m['alpha_beta_s']:12.3e}  "
                    f"{m['alpha_beta_s'] / flat_ab:6.3f}  {checks:>6}  "
@@ -229,7 +238,9 @@ def main(argv=None) -> int:
     ap.add_argument("-f", type=positive_int, default=16, help="feature width for bytes (default 16; float64 on LocalComm, "
                                                       "float32 on gloo)")
     ap.add_argument("--no-gloo", action="store_true", help="skip the 4-process gloo run")
+    add_json_option(ap)
     args = ap.parse_args(argv)
+    check_json_output(args.json)
     if args.domain > args.p:
         ap.error(f"argument --domain: ranks per domain ({args.domain}) exceed --p ({args.p})")
     t0 = time.perf_counter()
@@ -237,15 +248,18 @@ def main(argv=None) -> int:
     def log(msg):
         print(f"[{time.perf_counter() - t0:6.1f}s] {msg}", file=sys.stderr, flush=True)
 
-    lines = []
+    lines, graphs = [], []
     for name in args.graphs:
-        lines += bench_graph(name, args.p, args.domain, args.f, log)
+        graphs.append({})
+        lines += bench_graph(name, args.p, args.domain, args.f, log, graphs[-1])
         lines.append("")
-    lines += bench_nested(args.f, log)
-    if not args.no_gloo:
-        lines += bench_gloo(args.f, log)
+    nested = bench_nested(args.f, log)
+    gloo = [] if args.no_gloo else bench_gloo(args.f, log)
+    lines += nested + gloo
     print("\n".join(lines))
     failed = [ln for ln in lines if " FAIL " in f" {ln} " or "WRONG" in ln or " NO " in f" {ln} "]
+    write_json(args.json, {"graphs": graphs, "nested_lines": nested, "gloo_lines": gloo, "failed_checks": len(failed)},
+               argv)
     if failed:       # an independent count or a measured byte count disagrees: the run fails
         print(f"bench_topology: {len(failed)} check(s) failed", file=sys.stderr)
         return 1

@@ -15,7 +15,7 @@ from partplan.partition import metis
 from partplan.plan import build_plan
 from partplan.runtime.bfs import bfs_local
 from partplan.runtime.graph500 import validate_bfs_tree
-from partplan.bench.script import run
+from partplan.bench.script import add_json_option, check_json_output, run, write_json
 
 GRAPHS = ("email-Enron", "as-22july06", "astro-ph", "cond-mat-2003", "polblogs", "copter2")
 LAYOUTS = ("1d", "2d:2x2", "routed:domain:2")
@@ -47,17 +47,22 @@ def main(argv=None) -> int:
     import argparse
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--graphs", nargs="+", default=list(GRAPHS), help=f"datasets ({' '.join(GRAPHS)})")
+    add_json_option(ap)
     a = ap.parse_args(argv)
-    bad = 0
+    check_json_output(a.json)
+    bad, rows = 0, []
     for name in a.graphs:
         try:
             g = datasets.load_graph(name, fetch=True)
         except PartplanError as exc:
             print(f"{name}: skipped ({exc})")
+            rows.append({"graph": name, "skipped": str(exc)})
             continue
         for spec, ok in check_graph(g).items():
             bad += not ok
             print(f"{name:14s} n={g.n:7d} {spec:16s} {'ok' if ok else 'WRONG'}", flush=True)
+            rows.append({"graph": name, "n": g.n, "layout": spec, "ok": bool(ok)})
+    write_json(a.json, {"rows": rows, "wrong": bad}, argv)
     return 1 if bad else 0
 
 

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_refine import lean_metis, rmat_graph  # noqa: E402
 
 from partplan.plan import build_plan, write_plan  # noqa: E402
-from partplan.bench.script import run  # noqa: E402
+from partplan.bench.script import add_json_option, check_json_output, run, write_json  # noqa: E402
 from partplan.jobs.args import positive_int  # noqa: E402
 
 
@@ -29,7 +29,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", type=positive_int, default=22)
     ap.add_argument("-k", type=positive_int, default=64)
+    add_json_option(ap)
     args = ap.parse_args(argv)
+    check_json_output(args.json)
     row = {}
     t = time.perf_counter()
     g = rmat_graph(args.scale)
@@ -47,6 +49,7 @@ def main(argv=None) -> int:
         row["write_plan_s"] = time.perf_counter() - t
     row.update(total_volume=int(plan.manifest["stats"]["total_volume"]), peak_rss_gib=peak_rss_gib())
     print(json.dumps(row, indent=1))
+    write_json(args.json, row, argv)
     return 0
 
 

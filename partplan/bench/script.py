@@ -54,14 +54,16 @@ def check_json_output(path) -> None:
         check_output_file(path)
 
 
-def write_json(path, results: dict) -> None:
-    """``results`` with the command that made them, written atomically to ``path`` (None: nothing)."""
+def write_json(path, results: dict, argv=None) -> None:
+    """``results`` with the command that made them (the script's arguments: ``argv``, else the
+    process's), written atomically to ``path`` (None: nothing)."""
     if path is None:
         return
     import shlex
 
     from .._atomic import write_json_atomic
-    cmd = "python " + shlex.join(["benchmarks/" + os.path.basename(sys.argv[0]), *sys.argv[1:]])
+    args = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    cmd = "python " + shlex.join(["benchmarks/" + os.path.basename(sys.argv[0]), *args])
     write_json_atomic({"command": cmd, **results}, path, default=_plain)
 
 

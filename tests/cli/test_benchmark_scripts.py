@@ -59,3 +59,46 @@ def test_a_small_run_exits_0_and_writes_what_it_is_asked(script, argv, wrote, ca
     assert " FAIL " not in out and "Traceback" not in err
     if wrote:
         assert (tmp_path / wrote).stat().st_size > 2
+
+
+def test_every_script_writes_its_results_as_json_on_request(capsys, monkeypatch, tmp_path):
+    """Users' convention: each benchmark script's --help offers --json (gpu_check: --out, its JSON),
+    so a run's figures can be kept without scraping its table."""
+    monkeypatch.chdir(tmp_path)
+    missing = []
+    for script in sorted(BENCH.glob("*.py")):
+        monkeypatch.setattr(sys, "argv", [str(script), "--help"])
+        with pytest.raises(SystemExit) as exc:
+            runpy.run_path(str(script), run_name="__main__")
+        out = capsys.readouterr().out
+        option = "--out" if script.name == "gpu_check.py" else "--json"
+        if exc.value.code != 0 or option not in out:
+            missing.append(script.name)
+    assert not missing, missing
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script, argv", [
+    ("bench_steal.py", ["--scale", "9", "--roots", "1", "--solver-p", "4", "--strip", "60", "--skip-gloo",
+                        "--png", ""]),
+    ("bench_topology.py", ["--graphs", "polblogs", "--no-gloo", "--p", "8", "--domain", "4"]),
+])
+def test_json_holds_what_the_table_prints(script, argv, capsys, monkeypatch, tmp_path):
+    import json
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", [str(BENCH / script), *argv, "--json", "out.json"])
+    with pytest.raises(SystemExit) as exc:
+        runpy.run_path(str(BENCH / script), run_name="__main__")
+    out = capsys.readouterr().out
+    assert exc.value.code == 0
+    got = json.loads((tmp_path / "out.json").read_text())
+    assert got["command"].startswith(f"python benchmarks/{script}")
+    if script == "bench_steal.py":     # each printed balance row, by its graph and partition
+        for r in got["balance"]:
+            assert re.search(rf"{re.escape(r['graph'])}\s+{r['partition']}\s+{r['levels']}\s+{r['triggered']}\s", out)
+        assert [r["mode"] for r in got["osteal"]] == ["none", "fsteal", "fsteal+osteal"]
+    else:
+        routes = got["graphs"][0]["routes"]
+        assert [r["route"] for r in routes] == ["flat", "source", "domain"] and got["failed_checks"] == 0
+        for r in routes:
+            assert re.search(rf"^{r['route']}\s+{r['crossing_rows']}\s", out, re.M) and r["exact"]
