@@ -127,6 +127,12 @@ class _Transport:
 
     def __init__(self, rank: int, world: int, timeout: float):
         self.rank, self.world, self.timeout = rank, world, float(timeout)
+        # CPU byte rows, exchanged on the current GPU under a process group without a CPU backend
+        # (init_process_group("nccl"): NCCL refuses CPU tensors); counted as the same bytes either way
+        self.device = torch.device("cpu")
+        if world > 1:
+            from ..runtime.comm import collective_device
+            self.device = collective_device(self.device)
         self.last_sent = np.zeros(world, dtype=np.int64)   # bytes the last a2a sent to / received from each peer
         self.last_recv = np.zeros(world, dtype=np.int64)
 
@@ -150,14 +156,16 @@ class _Transport:
             self.last_sent = self.last_recv = np.zeros(1, dtype=np.int64)
             return rows, counts
         import torch.distributed as dist
-        c = torch.from_numpy(counts.copy())
+        dev = self.device
+        c = torch.from_numpy(counts.copy()).to(dev)
         rc = torch.empty_like(c)
         self.wait(dist.all_to_all_single(rc, c, async_op=True), "count exchange")
-        rcounts = rc.numpy().astype(np.int64)
-        out = torch.empty((int(rcounts.sum()), row_bytes), dtype=torch.uint8)
+        rcounts = rc.cpu().numpy().astype(np.int64)
+        out = torch.empty((int(rcounts.sum()), row_bytes), dtype=torch.uint8, device=dev)
         if row_bytes:
-            self.wait(dist.all_to_all_single(out, rows.contiguous(), output_split_sizes=rcounts.tolist(),
+            self.wait(dist.all_to_all_single(out, rows.contiguous().to(dev), output_split_sizes=rcounts.tolist(),
                                              input_split_sizes=counts.tolist(), async_op=True), "exchange")
+        out = out.cpu()
         # bytes on the wire per peer, from the buffers themselves (this rank's own rows never leave it)
         other = np.arange(self.world) != self.rank
         self.last_sent = counts * int(rows.shape[1]) * rows.element_size() * other
@@ -170,15 +178,21 @@ class _Transport:
         import torch.distributed as dist
         out = []
         for v in values:
-            t = torch.from_numpy(np.array(v, dtype=np.float64))
+            t = torch.from_numpy(np.array(v, dtype=np.float64)).to(self.device)
             self.wait(dist.all_reduce(t, op=dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.SUM,
                                       async_op=True), "start-up check")
-            out.append(t.numpy())
+            out.append(t.cpu().numpy())
         return out
 
     def all_gather(self, outs: list, t: torch.Tensor, what: str) -> None:
         import torch.distributed as dist
-        self.wait(dist.all_gather(outs, t, async_op=True), what)
+        if self.device.type == "cpu":
+            self.wait(dist.all_gather(outs, t, async_op=True), what)
+            return
+        moved = [o.to(self.device) for o in outs]
+        self.wait(dist.all_gather(moved, t.to(self.device), async_op=True), what)
+        for o, m in zip(outs, moved):
+            o.copy_(m.cpu())
 
 
 def _as_bytes(t: torch.Tensor) -> torch.Tensor:

@@ -308,6 +308,7 @@ class TorchComm(_Counters):
         self.local = [self.rank]
         self.timeout_s = float(timeout_s)
         self.device = torch.device(device) if device is not None else torch.device("cpu")
+        self._checks_on = collective_device(torch.device("cpu"))   # the small collectives of a CPU comm
         self.groups = list(groups)
         self._fam = _group_index(self.groups)
         self._pg: dict[str, object] = {}
@@ -405,8 +406,11 @@ class TorchComm(_Counters):
         self.reduce_bytes[self.rank] += bufs[0].shape[0] * _row_bytes(bufs[0])
 
     def _small(self, a: np.ndarray):
+        """A small vector (counts, flags, checks) as a tensor where this comm's collectives run: its
+        device, or the current GPU for a CPU comm under a process group without a CPU backend."""
         t = self.torch.from_numpy(np.array(a, order="C"))  # a copy: plans are read-only maps
-        return t.to(self.device) if self.device.type == "cuda" else t
+        dev = self.device if self.device.type == "cuda" else self._checks_on
+        return t.to(dev) if dev.type == "cuda" else t
 
     def exchange_counts(self, family, values):
         g, pg = self._pg_of(family)
@@ -595,6 +599,25 @@ def init_distributed(backend: str = "gloo", *, timeout_s: float = 60.0, device=N
 
 
 FAILURE_TEXT_BYTES = 512     # how much of a failed rank's message its peers are told
+
+
+def collective_device(device):
+    """Where a collective over tensors meant for ``device`` can run: ``device`` itself, except a CPU
+    device under a default process group without a CPU backend (``init_process_group("nccl")``:
+    NCCL only, which refuses CPU tensors), where it is the current GPU. ``init_distributed`` and
+    ``"cpu:gloo,cuda:nccl"`` keep CPU tensors on the CPU."""
+    import torch
+    import torch.distributed as dist
+    device = torch.device(device)
+    if device.type != "cpu" or not dist.is_initialized():
+        return device
+    try:
+        config = dist.get_backend_config()
+    except (AttributeError, RuntimeError, ValueError):   # an older torch: its backends take CPU tensors
+        return device
+    if "cpu:" in config or not torch.cuda.is_available():
+        return device
+    return torch.device("cuda", torch.cuda.current_device())
 
 
 def agree_on_failure(comm, world: int, rank: int, failure: BaseException | None) -> tuple[int, str] | None:

@@ -349,3 +349,26 @@ def test_captured_epoch_is_the_eager_epoch_on_the_cpu():
                 out.append(float(loss))
             losses.append(out)
     assert losses[0] == losses[1]
+
+
+def test_small_collectives_of_a_cpu_comm_run_where_the_process_group_can(monkeypatch):
+    """Under init_process_group("nccl") the default group has no CPU backend: a CPU comm's counts,
+    checks and start-up flags (Halo, DistSpMM and NeighborLoader build on the CPU by default) go on
+    the current GPU; under "cpu:gloo,cuda:nccl", gloo or without a GPU they stay on the CPU. (An
+    audit read this path: a plain NCCL group raised "No backend type associated with device type
+    cpu" at the first start-up check.)"""
+    import torch
+    import torch.distributed as dist
+
+    from partplan.runtime.comm import collective_device
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    for config, want in (("cuda:nccl", torch.device("cuda", 1)), ("cpu:gloo,cuda:nccl", torch.device("cpu")),
+                         ("cpu:gloo,cuda:gloo", torch.device("cpu"))):
+        monkeypatch.setattr(dist, "get_backend_config", lambda c=config: c)
+        assert collective_device("cpu") == want, config
+        assert collective_device("cuda:0") == torch.device("cuda", 0)     # a GPU comm keeps its device
+    monkeypatch.setattr(dist, "get_backend_config", lambda: "cuda:nccl")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert collective_device("cpu") == torch.device("cpu")
