@@ -26,13 +26,17 @@ from ..errors import PartplanError
 
 
 def _pingpong(dist, torch, buf, me: int, a: int, b: int, repeat: int) -> float:
-    """Median round trip (seconds) of ``buf`` between a and b, measured on a."""
+    """Median round trip (seconds) of ``buf`` between a and b, measured on a. On a GPU the clock is
+    read with the device synchronized: NCCL's send and recv return once queued on its stream."""
+    sync = torch.cuda.synchronize if buf.device.type == "cuda" else (lambda: None)
     times = []
     for _ in range(repeat + 1):  # the first round warms the connection up
         if me == a:
+            sync()
             t0 = time.perf_counter()
             dist.send(buf, dst=b)
             dist.recv(buf, src=b)
+            sync()
             times.append(time.perf_counter() - t0)
         else:
             dist.recv(buf, src=a)

@@ -372,3 +372,22 @@ def test_small_collectives_of_a_cpu_comm_run_where_the_process_group_can(monkeyp
     monkeypatch.setattr(dist, "get_backend_config", lambda: "cuda:nccl")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert collective_device("cpu") == torch.device("cpu")
+
+
+def test_the_probe_reads_its_clock_with_the_gpu_synchronized(monkeypatch):
+    """NCCL's send and recv return once queued: the probe's round trip on a GPU buffer is timed
+    between device synchronizations (else it measured the launch, from a code review); a CPU
+    buffer is timed as it was."""
+    from types import SimpleNamespace
+
+    from partplan.runtime.probe import _pingpong
+    calls = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: calls.append("sync"))
+    dist = SimpleNamespace(send=lambda buf, dst: calls.append("send"), recv=lambda buf, src: calls.append("recv"))
+    gpu = SimpleNamespace(device=torch.device("cuda", 0))
+    _pingpong(dist, torch, gpu, 0, 0, 1, repeat=2)
+    assert calls == ["sync", "send", "recv", "sync"] * 3
+    calls.clear()
+    _pingpong(dist, torch, torch.zeros(2), 1, 0, 1, repeat=1)     # the echoing rank: no clock, no sync
+    _pingpong(dist, torch, torch.zeros(2), 0, 0, 1, repeat=1)
+    assert calls == ["recv", "send"] * 2 + ["send", "recv"] * 2
