@@ -541,7 +541,35 @@ def inferred_loops_differ(v: HaloRank, top: int) -> bool:
 def _register(v: HaloRank) -> None:
     """Make PyG's ``gcn_norm`` exact on ``v.edge_index`` (see :func:`_halo_gcn_norm`)."""
     _VIEWS.add(v)
+    _GENERATION[0] += 1     # copies found to be no Halo's are looked at again
     _install_gcn_norm()
+
+
+#: bumped by every new Halo rank: a tensor's "no Halo's copy" tag from before it is stale
+_GENERATION = [0]
+
+
+def _tag_copy(edge_index: torch.Tensor, v: HaloRank | None) -> None:
+    """Remember on ``edge_index`` (a copy of a Halo's, or with ``v`` None a tensor of another graph)
+    what :func:`_view_of` found, until the tensor changes in place or another Halo appears: a copy
+    moved to a GPU (``op.edge_index.to("cuda")``) is compared with the Halo's edges once, not at
+    every layer call."""
+    try:
+        edge_index._partplan_halo_copy = (None if v is None else weakref.ref(v), edge_index._version,
+                                          _GENERATION[0])
+    except (AttributeError, RuntimeError):   # a tensor subclass that takes no attribute: compared each time
+        pass
+
+
+def _tagged_copy(edge_index) -> tuple[bool, HaloRank | None]:
+    """(whether ``edge_index`` carries a current :func:`_tag_copy` tag, the Halo rank it names)."""
+    tag = getattr(edge_index, "_partplan_halo_copy", None)
+    if tag is None or tag[1] != edge_index._version:
+        return False, None
+    if tag[0] is None:
+        return tag[2] == _GENERATION[0], None
+    v = tag[0]()
+    return v is not None, v
 
 
 def _view_of(edge_index, num_nodes=None) -> HaloRank | None:
@@ -558,6 +586,9 @@ def _view_of(edge_index, num_nodes=None) -> HaloRank | None:
     for v in views:
         if edge_index is v.edge_index:
             return v
+    known, v = _tagged_copy(edge_index)
+    if known and (v is None or num_nodes is None or int(num_nodes) == v.num_local + v.num_halo):
+        return v
     if edge_index.dtype.is_floating_point or edge_index.dtype.is_complex or edge_index.dtype == torch.bool:
         return None
     cand = [v for v in views if edge_index.shape == v.edge_index.shape
@@ -581,6 +612,8 @@ def _view_of(edge_index, num_nodes=None) -> HaloRank | None:
         raise PlanError(f"gcn_norm: this edge_index equals the edge_index of {len(same)} Halo ranks "
                         f"({', '.join(str(v.rank) for v in same)}) whose halo rows' degrees differ; pass the "
                         f"rank's own op.edge_index (that tensor, not a copy)")
+    if num_nodes is None or same:     # a row count asked for says nothing of another one
+        _tag_copy(edge_index, same[0] if same else None)
     return same[0] if same else None
 
 
@@ -739,7 +772,8 @@ def _loops_after(name: str, v: HaloRank, edge_index, args: tuple, kwargs: dict) 
     leaves none, ``add_self_loops`` adds one to each vertex below ``num_nodes``,
     ``add_remaining_self_loops`` replaces a vertex's loops by one (below ``num_nodes``; none above).
     None where unknown (the Halo carries no loop counts, or ``num_nodes`` is a pair)."""
-    before = getattr(edge_index, "_partplan_halo_loops", None) if edge_index is not v.edge_index else v.halo_loops
+    own = edge_index is v.edge_index or _tagged_copy(edge_index)[1] is v    # the Halo's edges, or an equal copy
+    before = v.halo_loops if own else getattr(edge_index, "_partplan_halo_loops", None)
     if name == "remove_self_loops":
         return np.zeros(v.num_halo, dtype=np.int64)
     n = args[2] if len(args) > 2 else kwargs.get("num_nodes")
@@ -858,17 +892,27 @@ def _install_flow_check() -> None:
 
 
 def _hop_view(edge_index) -> HaloRank | None:
-    """The Halo rank of a ``propagate``'s ``edge_index``: a Halo's own tensor, or a copy with its
+    """The Halo rank of a ``propagate``'s ``edge_index``: a Halo's own tensor, a copy with its
     self loops added or removed by PyG's loop utilities or the Halo-aware ``gcn_norm`` (GATConv,
-    MixHopConv, SGConv, ... propagate over those). Identity only: it never raises and never compares
-    edges (an equal copy made otherwise is not followed)."""
+    MixHopConv, SGConv, ... propagate over those), or a copy :func:`_view_of` found equal (tagged).
+    A tensor on a GPU that is none of these is compared once (:func:`_view_of`, then tagged):
+    ``op.edge_index.to("cuda")`` is how a GPU loop holds the edges. Never raises."""
     if not isinstance(edge_index, torch.Tensor):
         return None
     ref = getattr(edge_index, "_partplan_halo_rank", None)
     v = ref() if ref is not None else None
     if v is not None:
         return v
-    return next((w for w in list(_VIEWS) if getattr(w, "edge_index", None) is edge_index), None)
+    v = next((w for w in list(_VIEWS) if getattr(w, "edge_index", None) is edge_index), None)
+    if v is not None:
+        return v
+    known, v = _tagged_copy(edge_index)
+    if known or edge_index.device.type == "cpu":
+        return v
+    try:
+        return _view_of(edge_index)
+    except PlanError:      # equal to several ranks' edges: gcn_norm says so where it matters
+        return None
 
 
 def _declared_hops(layer) -> int:

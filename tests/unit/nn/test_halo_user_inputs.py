@@ -271,3 +271,40 @@ def test_loop_utilities_without_num_nodes_are_exact_or_refused(tmp_path):
                         continue
                     got = conv(xr, util(v.edge_index, **args)[0])[:v.num_local].detach()
                     torch.testing.assert_close(got, want[torch.from_numpy(v.local_ids)], rtol=1e-5, atol=1e-6)
+
+
+def test_an_equal_copy_is_compared_once_then_followed(tmp_path, monkeypatch):
+    """A copy of a Halo's edge_index (a GPU loop holds op.edge_index.to("cuda")) was copied back to
+    the host and compared with the Halo's edges at every gcn_norm call; found equal once, it is
+    tagged and followed (the checks at propagate and the loop counts too), until it changes in
+    place or another Halo appears. The normalization stays PyG's on the whole graph."""
+    from torch_geometric.nn import GCNConv
+
+    import partplan.nn.halo as halo
+    data = _data()
+    plan = partplan.plan_from_pyg(data, 2, out=tmp_path / "g.plan", seed=0)
+    op = LocalHalo(plan, data.edge_index)
+    v = op.ranks[0]
+    copy = v.edge_index.clone()
+    compared = []
+    real_sums, real_equal = halo._view_sums, torch.equal
+    monkeypatch.setattr(halo, "_view_sums", lambda w: compared.append(w.rank) or real_sums(w))
+    monkeypatch.setattr(torch, "equal", lambda a, b: compared.append(None) or real_equal(a, b))
+    torch.manual_seed(0)
+    conv = GCNConv(data.x.size(1), 3).to(data.x.dtype)
+    xs = op([data.x[torch.from_numpy(w.local_ids)] for w in op.ranks])
+    want = conv(data.x, data.edge_index).detach()[torch.from_numpy(v.local_ids)]
+    for _ in range(3):
+        got = conv(xs[0], copy)[:v.num_local].detach()
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    assert len(compared) == 1 and halo._hop_view(copy) is v      # compared once, then tagged
+    other = torch.flip(copy, [0])                                 # another graph's edges: remembered too
+    assert halo._view_of(other) is None
+    seen = len(compared)
+    assert halo._view_of(other) is None and len(compared) == seen
+    copy[0, 0] = copy[0, 0]                                       # an in-place write: compared again
+    assert halo._view_of(copy) is v and len(compared) > seen
+    seen = len(compared)
+    LocalHalo(plan, data.edge_index)                              # a new Halo: "no Halo's" is stale
+    halo._view_of(other)
+    assert len(compared) > seen
