@@ -191,6 +191,21 @@ def discard_temp(tmp: str | os.PathLike) -> None:
     release_temp(tmp)
 
 
+@contextlib.contextmanager
+def scratch_dir(name: str) -> Iterator[Path]:
+    """A private folder for a native engine's hand-off files in the system's temporary folder
+    (``.NAME.tmp-<pid>-*``, made by :func:`make_temp_dir`), removed on exit. A process killed
+    inside it (a signal skips the exit) leaves it behind; the next call removes such leftovers of
+    dead processes first (:func:`clean_stale`), as the launcher removes its workers' logged ones."""
+    base = Path(tempfile.gettempdir()) / name
+    clean_stale(base)
+    tmp = make_temp_dir(base)
+    try:
+        yield tmp
+    finally:
+        discard_temp(tmp)
+
+
 def make_temp_dir(path: str | os.PathLike) -> Path:
     """A new temporary folder for ``path`` in its folder (``mkdtemp``: mode
     0700, pid + random name, created exclusively), locked by this process

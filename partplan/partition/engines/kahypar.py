@@ -7,12 +7,12 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ..._atomic import scratch_dir
 from ...errors import BackendUnavailableError, PartitionError
 from ...hypergraph import Hypergraph
 from ..context import engine, option
@@ -84,7 +84,7 @@ def kahypar_hypergraph(hg: Hypergraph, k: int, *, imbalance: float = DEFAULT_IMB
         return block_partition(hg.n, k), {"km1": 0, "cut": 0, "imbalance": 0.0}
     nw = hg.net_weights if hg.net_weights is not None else np.ones(hg.m, dtype=np.int64)
     vw = hg.vertex_weights if hg.vertex_weights is not None else np.ones(hg.n, dtype=np.int64)
-    with tempfile.TemporaryDirectory(prefix="partplan-kahypar-") as d:
+    with scratch_dir("partplan-kahypar") as d:
         np.savez(Path(d) / "model.npz", ptr=hg.net_ptr, pins=hg.pins, nw=nw, vw=vw)
         (Path(d) / "kahypar.ini").write_text(text)
         (Path(d) / "job.json").write_text(json.dumps({"n": hg.n, "m": hg.m, "k": int(k),

@@ -27,13 +27,13 @@ the engine runs; anything the engine raises becomes a PartitionError.
 """
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
 
+from ..._atomic import scratch_dir
 from ...errors import BackendUnavailableError, OptionError, PartitionError
 from ...graph import Graph
 from ...models import metis_graph
@@ -164,7 +164,7 @@ def kaminpar_graph(graph: Graph, k: int, *, imbalance: float = DEFAULT_IMBALANCE
     # KaMinPar reads ε = 0 as "no block weight set" and refuses to run; half a unit of the ε-limit
     # ⌈W/k⌉ asks for that limit itself (the planner's ε = 0 is ⌊1·⌈W/k⌉⌋)
     eps_kp = imbalance if imbalance > 0.0 else 0.5 / max(1, -(-int(vw.sum()) // k))
-    with tempfile.TemporaryDirectory(prefix="partplan-kaminpar-") as d:
+    with scratch_dir("partplan-kaminpar") as d:
         path = Path(d) / f"graph.{handoff}"
         if handoff != "parhip" or not write_parhip_lean(path, graph, vw):
             xadj, adjncy, ew, vw = metis_graph(graph, vertex_weights=vertex_weights)

@@ -4,7 +4,6 @@ stochastic models' default)."""
 from __future__ import annotations
 
 import re
-import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from ..._atomic import scratch_dir
 from ...errors import BackendUnavailableError, PartitionError
 from ...graph import Graph
 from ...hypergraph import Hypergraph
@@ -97,7 +97,7 @@ def mtk_hypergraph(mtk, ctx, hg: Hypergraph, handoff: str = "arrays"):
         nw = hg.net_weights if hg.net_weights is not None else np.ones(hg.m, dtype=np.int64)
         return mtk.create_hypergraph(ctx, hg.n, hg.m, pin_arrays(hg), vw.tolist(), nw.tolist())
     if handoff == "file":
-        with tempfile.TemporaryDirectory(prefix="partplan-mtk-") as d:
+        with scratch_dir("partplan-mtk") as d:
             path = write_hmetis(hg, Path(d) / "model.hgr")
             return mtk.hypergraph_from_file(str(path), ctx)
     raise BackendUnavailableError(f"unknown hypergraph handoff {handoff!r}; use 'arrays' or 'file'")

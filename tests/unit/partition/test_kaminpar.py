@@ -175,3 +175,29 @@ def test_zero_imbalance_runs_and_the_default_meets_the_exact_limit(k):
     assert part.shape == (g.n,) and part.min() >= 0 and part.max() < k
     p = partition(g, k, imbalance=0.0)
     assert np.bincount(p.part, weights=w, minlength=k).max() <= -(-int(w.sum()) // k)
+
+
+def test_hand_off_folders_of_killed_processes_are_removed(tmp_path, monkeypatch):
+    """The native engines' hand-off folders live in the system's temporary folder; a worker killed
+    inside one (an interrupted --nprocs run: a signal skips the with-block's exit) left a 14.5 MB
+    graph behind (an audit). Each is now named by its process and the next hand-off removes those
+    of dead processes, keeps those of live ones, and removes its own on exit, error or not."""
+    import os
+    import tempfile
+
+    from partplan._atomic import scratch_dir
+    from partplan.datasets import grid2d
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = tmp_path / ".partplan-kaminpar.tmp-999999999-deadbeef"        # no such pid
+    live = tmp_path / f".partplan-kaminpar.tmp-{os.getppid()}-cafe1234"  # a running process's
+    for d in (dead, live):
+        d.mkdir()
+        (d / "graph.parhip").write_bytes(b"x" * 100)
+    part = partition(grid2d(10, 10), 4, model="graph", backend="kaminpar").part
+    assert np.bincount(part, minlength=4).min() > 0
+    assert not dead.exists() and live.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [live.name]     # its own folder is gone too
+    with pytest.raises(RuntimeError), scratch_dir("partplan-kaminpar") as d:
+        assert d.parent == tmp_path
+        raise RuntimeError("the engine failed")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [live.name]
