@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
@@ -128,14 +129,16 @@ def run(args) -> int:
     from partplan.io.outpath import check_output_file
     if args.chunks is not None:
         return _run_chunked(args)
+    # a file written inside a chunked input folder would change the input
+    folder = (args.input,) if os.path.isdir(args.input) else ()
     if args.out_format is None:
-        check_output_file(args.output, kind="graph")  # the suffix picks the format: checked before reading
+        check_output_file(args.output, kind="graph", inputs=folder)  # the suffix picks the format: before reading
     else:
         from partplan.io import WRITE_FORMATS
         if args.out_format not in WRITE_FORMATS + ("hgr",):
             raise GraphFormatError(f"--to {args.out_format}: not a format partplan writes; one of "
                                    f"{', '.join(WRITE_FORMATS + ('hgr',))}", args.output)
-        check_output_file(args.output)
+        check_output_file(args.output, inputs=folder)
         from partplan.io import EXTENSIONS, format_name
         name = format_name(args.output)
         named = EXTENSIONS.get(name.rsplit(".", 1)[-1].lower()) if "." in name else None
@@ -204,7 +207,10 @@ def _run_chunked(args) -> int:
         raise GraphFormatError("--chunks writes a directory, and this is a file", out)
     from ._common import check_chunk_dir_name
     check_chunk_dir_name(out, GraphFormatError)      # g.graph, g.mtx: a file's name
-    check_output_dir(out, replace_if=is_chunked)   # a read-only or missing folder: before reading the input
+    # a read-only or missing folder, or one inside the input: before reading the input (the input
+    # itself may be rewritten: it is read whole before the new folder replaces it)
+    same = out.exists() and os.path.exists(args.input) and os.path.samefile(out, args.input)
+    check_output_dir(out, replace_if=is_chunked, inputs=() if same else (args.input,))
     t0 = time.perf_counter()
     g = _load(args)
     t1 = time.perf_counter()

@@ -198,3 +198,14 @@ def test_outputs_inside_an_input_folder_or_named_as_a_folder_are_refused(tmp_pat
     assert rc == 2 and "is inside the input" in err and not (tmp_path / "g" / "sub.plan").exists()
     rc, _, err = run_cli(["partition", "polblogs", "-k", "2", "-o", f"{tmp_path / 'x.npy'}/"], capsys)
     assert rc == 2 and "names a directory" in err and not (tmp_path / "x.npy").exists()
+    # convert wrote a folder or a file inside the chunked graph it read; the graph itself may be rewritten
+    before = sorted(p.name for p in (tmp_path / "g").iterdir())
+    for out, extra in (("sub", ["--chunks", "3"]), ("g.mtx", [])):
+        rc, _, err = run_cli(["convert", tmp_path / "g", tmp_path / "g" / out, *extra], capsys)
+        assert rc == 2 and "is inside the input" in err, err
+    assert sorted(p.name for p in (tmp_path / "g").iterdir()) == before
+    rc, _, err = run_cli(["convert", tmp_path / "g", tmp_path / "g", "--chunks", "3"], capsys)
+    from partplan.datasets import load_graph
+    from partplan.io import read_graph
+    assert rc == 0 and (tmp_path / "g" / "chunk-00002.indptr.npy").exists()
+    assert read_graph(tmp_path / "g").fingerprint == load_graph("polblogs").fingerprint
