@@ -96,12 +96,22 @@ def kahypar_hypergraph(hg: Hypergraph, k: int, *, imbalance: float = DEFAULT_IMB
             raise PartitionError(f"KaHyPar on {hg.name} (k={k}) exceeded {timeout} s") from exc
         res = Path(d) / "result.json"
         if proc.returncode != 0 or not res.is_file():
-            tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
-            raise PartitionError(f"KaHyPar failed on {hg.name} with k={k} (exit {proc.returncode}): "
-                                 + " | ".join(tail))
+            raise PartitionError(f"KaHyPar failed on {hg.name} with k={k}"
+                                 + (f" (INI file {ini})" if ini is not None else "")
+                                 + f": {_child_error(proc.stdout, proc.stderr, proc.returncode)}")
         part = np.load(Path(d) / "part.npy")
         info = json.loads(res.read_text())
     return part, info
+
+
+def _child_error(stdout: str, stderr: str, rc: int) -> str:
+    """What the KaHyPar child said when it failed: a Python exception's last line (its type and
+    message, without the child's traceback), else its last lines of output, else its exit status."""
+    err = [ln.strip() for ln in stderr.strip().splitlines() if ln.strip()]
+    if err and any(ln.startswith("Traceback (most recent call last)") for ln in err):
+        return err[-1][:500]
+    tail = [ln.strip() for ln in (stdout + "\n" + stderr).strip().splitlines() if ln.strip()][-3:]
+    return " | ".join(tail)[:500] if tail else f"exit status {rc}"
 
 
 INI_MAX_BYTES = 1 << 20    # a KaHyPar INI is a few kB of "key=value" lines

@@ -78,6 +78,10 @@ def test_kahypar_bad_ini_is_a_clear_error(tmp_path):
     bad.write_text("mode=nonsense\n")
     with pytest.raises(PartitionError, match="KaHyPar failed"):
         kahypar_hypergraph(hg, 2, ini=bad)
+    bad.write_text("garbage=1\n")     # the child's exception, not its traceback
+    with pytest.raises(PartitionError, match=r"\(INI file .*bad\.ini\): RuntimeError: the option 'mode'") as ei:
+        kahypar_hypergraph(hg, 2, ini=bad)
+    assert "Traceback" not in str(ei.value) and "File " not in str(ei.value)
 
 
 def test_joint_model_partition_optimizes_forward_plus_backward():
