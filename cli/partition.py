@@ -68,7 +68,8 @@ def register(subparsers) -> None:
                         "kaminpar a KaMinPar context (default, fast, eco, strong, largek*, terapart*); a "
                         "context only KaMinPar has (eco, strong, largek*, terapart*) runs KaMinPar")
     p.add_argument("--metric", default=None, choices=["km1", "cut", "soed"],
-                   help="the engine's own objective (mtkahypar/kahypar; default km1 = volume)")
+                   help="the engine's own objective (mtkahypar: km1, cut, soed; kahypar: km1, cut; "
+                        "default km1 = volume)")
     p.add_argument("--objective", default=None,
                    choices=["total", "max-send", "max-recv", "max-both", "weighted"],
                    help="total volume only, or bottleneck refinement afterwards (default: max-both for the "

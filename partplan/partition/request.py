@@ -121,7 +121,10 @@ def _engine(model, backend, objective, layout, k, opts: dict, groups: dict) -> t
         if model not in (None, "graph"):
             raise BackendUnavailableError(f"preset 'fast' partitions the graph model with METIS; it does not "
                                           f"apply to model={model!r}")
-        return "fast", "graph", _choose(backend or "metis", ("metis",), "backend (preset 'fast' runs METIS)"), objective
+        if backend not in (None, "metis"):
+            raise UnknownOptionError(f"preset 'fast' runs METIS; backend {backend!r} does not apply (leave out "
+                                     f"the backend, or the preset to run {backend})")
+        return "fast", "graph", "metis", objective
     return "", model, backend, objective
 
 

@@ -159,6 +159,7 @@ def test_stochastic_model_through_the_api():
     (dict(k=2, model="nope"), BackendUnavailableError, "unknown model"),
     (dict(k=2, objective="nope"), OptionError, "unknown objective"),
     (dict(k=2, preset="NOPE"), BackendUnavailableError, "unknown mtkahypar preset"),
+    (dict(k=2, preset="fast", backend="random"), OptionError, "preset 'fast' runs METIS; backend 'random'"),
     (dict(k=4, layout="1.5d:3"), PartitionError, "divisible"),
     (dict(k=4, layout="4d"), PartitionError, "unknown layout"),
     (dict(k=2, model="graph", backend="kahypar"), BackendUnavailableError, "does not partition"),
