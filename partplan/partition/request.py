@@ -195,7 +195,8 @@ def _check_context(req_model, backend, objective, ownership, groups: dict) -> No
 
 def _check_layout(graph, lay: Layout, objective: str, ownership: str) -> None:
     if graph is not None and lay.row_blocks > graph.n:
-        raise PartitionError(f"k={lay.row_blocks} row blocks exceed n={graph.n} vertices")
+        how = "" if lay.row_blocks == lay.ranks else f" (the {lay.name} layout of k={lay.ranks} ranks)"
+        raise PartitionError(f"{lay.row_blocks} row blocks{how} exceed n={graph.n} vertices")
     if objective != "total" and not lay.bottleneck:
         raise BackendUnavailableError(f"objective {objective!r} (--objective) refines the bottleneck of 1D "
                                       f"volume; layout {lay.spec} cannot use it (use --objective total, or layout "

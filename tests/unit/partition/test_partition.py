@@ -161,6 +161,7 @@ def test_stochastic_model_through_the_api():
     (dict(k=2, preset="NOPE"), BackendUnavailableError, "unknown mtkahypar preset"),
     (dict(k=2, preset="fast", backend="random"), OptionError, "preset 'fast' runs METIS; backend 'random'"),
     (dict(k=4, layout="1.5d:3"), PartitionError, "divisible"),
+    (dict(k=20_000, layout="1.5d:2"), PartitionError, r"10000 row blocks \(the 1.5d layout of k=20000 ranks\)"),
     (dict(k=4, layout="4d"), PartitionError, "unknown layout"),
     (dict(k=2, model="graph", backend="kahypar"), BackendUnavailableError, "does not partition"),
     (dict(k=2, backend="metis", model="graph", preset="DEFAULT"), BackendUnavailableError, "does not take"),
