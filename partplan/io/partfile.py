@@ -51,6 +51,9 @@ from ._common import gzip_corrupt_line, npy_claim_problem, npy_header, without_b
 from .._atomic import atomic_path
 
 TABLE_SUFFIXES = (".parquet", ".arrow", ".feather", ".csv")
+#: the ``schema`` of a partition's JSON sidecar (``PART.json``), written by the single-process and the
+#: distributed partitioner alike: /1 stored k = row blocks; /2 stores k = ranks
+SIDECAR_SCHEMA = "partplan.partition/2"
 _INT64_MAX = (1 << 63) - 1
 
 

@@ -57,6 +57,7 @@ from .request import DEFAULT_OBJECTIVE, MODELS, OWNERSHIP, resolve  # noqa: F401
 from .pipeline import stages
 from .pipeline.stages import EXPLICIT_REFINE_WORK, LP_OWNERSHIP_MAX_BLOCKS  # noqa: F401  (documented here)
 from .._atomic import atomic_path
+from ..io.partfile import SIDECAR_SCHEMA as SCHEMA
 from .._process import peak_rss_bytes
 from .heartbeat import HEARTBEAT_EVERY_S, HEARTBEAT_FIRST_S, _heartbeat  # noqa: F401  (re-exported)
 from .options import DEFAULT_IMBALANCE
@@ -64,7 +65,6 @@ from .options import DEFAULT_IMBALANCE
 # derived from the backend registry (partplan.partition.engines.REGISTRY), the one list of engines
 DEFAULT_BACKEND = {m: default_backend(m) for m in MODELS}
 MODEL_BACKENDS = {m: backend_names(m) for m in MODELS}
-SCHEMA = "partplan.partition/2"  # /1 stored k = row blocks; /2 stores k = ranks
 
 
 @dataclass

@@ -45,6 +45,7 @@ from pathlib import Path
 from ..._process import set_parent_death_signal
 from ...errors import BackendUnavailableError, PartitionError, PartplanError
 from ...graph import Graph
+from ...io.partfile import SIDECAR_SCHEMA
 from ..context import DistributedRefineContext
 from ..engines import DEFAULT_MPI_ENGINE as DEFAULT_ENGINE
 from ..engines import check_mpi_engine as check_request
@@ -80,9 +81,6 @@ def missing_zoltan_warning() -> str | None:
         return None
     return (f"partplan: warning: Zoltan is not installed, so --nprocs chooses among the other engines (PT-Scotch, "
             f"the stream); install Zoltan with {MAKE_HINT} or {INSTALL_HINT}")
-
-
-SCHEMA = "partplan.partition/2"
 
 
 def mpirun_command(nprocs: int) -> list[str]:
@@ -270,7 +268,7 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
             model, backend = "graph", f"default pipeline ({gathered['pipeline']['chosen']} start; beside {engine}+refine)"
         else:
             model, backend = get_backend(engine).models[0], (f"{engine}+refine" if refine else engine)
-        result.update(schema=SCHEMA, k=int(k), layout="1d", layout_params={},
+        result.update(schema=SIDECAR_SCHEMA, k=int(k), layout="1d", layout_params={},
                       model=model, objective="max-both",
                       timings={f"{name}_s": max(s[name]["wall_s"] for s in result["stages"])
                                for name in result["stages"][0]}, backend=backend,
