@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from partplan.cli._common import (
@@ -209,6 +210,7 @@ def _run_distributed(args, out: Path) -> int:
     backward = {"auto": None, "separate": True, "none": False}[args.backward]
     from partplan.jobs.build import DEFAULT_TIMEOUT_S
     timeout = args.timeout or DEFAULT_TIMEOUT_S
+    t0 = time.perf_counter()
     res = build_distributed(args.graph, source, k, out, nprocs=args.nprocs, layout=lay.spec, f=args.features,
                             dtype=args.dtype, meta={"partition_file": str(args.partition)}, backward=backward,
                             timeout_s=timeout, normalize=None if args.normalize == "none" else args.normalize)
@@ -216,8 +218,8 @@ def _run_distributed(args, out: Path) -> int:
         return 0
     from partplan.plan import read_manifest
     m = read_manifest(out)
-    if args.json:    # the one-process build's summary, and the processes' own figures
-        print(json.dumps({**res, **_summary(out, m)}, indent=1, default=str))
+    if args.json:    # the one-process build's summary (build_s: the launch and the processes' wall), and theirs
+        print(json.dumps({**res, **_summary(out, m), "build_s": time.perf_counter() - t0}, indent=1, default=str))
     else:
         print(f"wrote {out}: layout {lay.spec} on {k} ranks, built by {res['processes']} processes", file=sys.stderr)
         from partplan.plan.figures import volume_line

@@ -240,3 +240,28 @@ def test_the_launcher_hashes_a_saved_partition_once_and_refuses_a_replaced_one(s
                          capsys)
     one_line(rc, err, 2, "describes another p4.npy")
     assert not (tmp_path / "b.plan").exists()
+
+
+@pytest.mark.dist
+@pytest.mark.slow
+def test_json_of_either_build_holds_the_one_process_keys(saved, tmp_path, monkeypatch, capsys):
+    """A script reading `plan --json` or `partition --json` works with and without --nprocs: every
+    key the one-process build prints is in the distributed one's (build_s, ranks, row_blocks and
+    ownership were missing), with the same values where they describe the same result."""
+    from partplan.cli.main import main
+    g, d, P = saved
+    monkeypatch.chdir(tmp_path)
+    got = {}
+    for name, extra in (("s", ()), ("d", ("--nprocs", "2"))):
+        assert main(["-q", "plan", str(d / "g"), "--partition", str(d / "p4.npy"), "-o", f"{name}.plan", "--json",
+                     *extra]) == 0
+        got[f"plan-{name}"] = json.loads(capsys.readouterr().out)
+        assert main(["-q", "partition", str(d / "g"), "-k", "4", "-o", f"{name}.npy", "--json", *extra]) == 0
+        got[f"part-{name}"] = json.loads(capsys.readouterr().out)
+    assert set(got["plan-s"]) <= set(got["plan-d"]), set(got["plan-s"]) - set(got["plan-d"])
+    for key in ("layout", "ranks", "row_blocks", "backward", "groups", "steps", "stats"):
+        assert got["plan-s"][key] == got["plan-d"][key], key
+    one_only = set(got["part-s"]) - set(got["part-d"])
+    assert one_only <= {"info", "layout_stats"}, one_only          # the one process's own measurements
+    for key in ("k", "ranks", "row_blocks", "ownership", "layout", "schema"):
+        assert got["part-s"][key] == got["part-d"][key], key

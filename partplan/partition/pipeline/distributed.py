@@ -268,7 +268,8 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
             model, backend = "graph", f"default pipeline ({gathered['pipeline']['chosen']} start; beside {engine}+refine)"
         else:
             model, backend = get_backend(engine).models[0], (f"{engine}+refine" if refine else engine)
-        result.update(schema=SIDECAR_SCHEMA, k=int(k), layout="1d", layout_params={},
+        result.update(schema=SIDECAR_SCHEMA, k=int(k), ranks=int(k), row_blocks=int(k), ownership="conformal",
+                      layout="1d", layout_params={},
                       model=model, objective="max-both",
                       timings={f"{name}_s": max(s[name]["wall_s"] for s in result["stages"])
                                for name in result["stages"][0]}, backend=backend,
