@@ -522,7 +522,7 @@ def _top_endpoint(v: HaloRank) -> int:
     if not ei.numel():
         return -1
     ids = np.concatenate([v.local_ids, v.halo_ids])
-    return int(ids[np.unique(ei.numpy().reshape(-1))].max())
+    return int(ids[ei.numpy().reshape(-1)].max())
 
 
 def inferred_loops_differ(v: HaloRank, top: int) -> bool:
