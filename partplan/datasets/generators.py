@@ -262,17 +262,43 @@ def unit_ball_volume(dim: int) -> float:
     return math.pi ** (dim / 2) / math.gamma(dim / 2 + 1)
 
 
+#: points of the fixed Monte Carlo sample :func:`rgg_radius` integrates over (relative error ~ 0.3 %)
+RGG_RADIUS_SAMPLES = 1 << 17
+
+
 def rgg_radius(n: int, avg_degree: float, dim: int = 2) -> float:
-    """Radius giving an expected degree ``avg_degree`` for ``n`` uniform points
-    in the unit cube, ignoring boundary effects: ``n * V_dim * r**dim =
-    avg_degree`` with ``V_dim`` the volume of the unit ball (the realized mean
-    degree is a little lower because balls near the boundary are cut)."""
+    """Radius giving an expected degree ``avg_degree`` for ``n`` uniform points in the unit cube,
+    boundary effects included: a point's expected degree is (n − 1) × P(|X − Y| ≤ r) for X, Y
+    uniform, and X − Y has the density Π(1 − |t_i|) on [−1, 1]^dim, so
+    P(|X − Y| ≤ r) = V_dim r^dim × E[Π(1 − |t_i|)⁺] over t uniform in the ball of radius r
+    (``V_dim`` the unit ball's volume). The mean is taken over a fixed sample of
+    :data:`RGG_RADIUS_SAMPLES` points (the same radius on every call) and r found by bisection.
+    Ignoring the boundary (r from n V_dim r^dim = avg_degree alone) gave a mean degree of 9.9 for
+    10 in 2D and 0.7 in 16D. ``avg_degree`` ≥ n − 1 gives √dim (every pair)."""
     n = _check_int("n", n, 1)
     dim = _check_int("dim", dim, 1, RGG_MAX_DIM)
     if isinstance(avg_degree, bool) or not isinstance(avg_degree, (int, float, np.integer, np.floating)) or not (
             math.isfinite(avg_degree) and avg_degree > 0):
         raise GeneratorParameterError(f"avg_degree must be a positive number, got {avg_degree!r}")
-    return (avg_degree / (n * unit_ball_volume(dim))) ** (1.0 / dim)
+    if n == 1 or avg_degree >= n - 1:
+        return math.sqrt(dim)
+    target = float(avg_degree) / (n - 1)          # P(|X - Y| <= r) to reach
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([dim, 7919])))
+    u = rng.standard_normal((RGG_RADIUS_SAMPLES, dim))
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    u *= rng.random(RGG_RADIUS_SAMPLES)[:, None] ** (1.0 / dim)   # uniform in the unit ball
+    vol = unit_ball_volume(dim)
+
+    def mass(r: float) -> float:
+        return vol * r ** dim * float(np.prod(np.clip(1.0 - np.abs(u * r), 0.0, None), axis=1).mean())
+
+    lo, hi = 0.0, min(math.sqrt(dim), (target / vol) ** (1.0 / dim) * 4.0 + 1e-300)
+    while mass(hi) < target and hi < math.sqrt(dim):
+        hi = min(math.sqrt(dim), 2.0 * hi)
+    for _ in range(50):                             # mass is increasing in r
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if mass(mid) < target else (lo, mid)
+    return hi
 
 
 def random_geometric(n: int, radius: float | None = None, avg_degree: float = 10.0, dim: int = 2,
