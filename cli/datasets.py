@@ -258,7 +258,7 @@ def _check_generator_size(args) -> None:
             # all n - 1 others in the estimate, so a larger one is counted as 2 (no float overflow)
             deg = min(n - 1.0, (n - 1.0) * unit_ball_volume(dim) * min(float(radius), 2.0) ** dim)
             opt = "-n / --radius"
-        nnz = int(n * deg) if math.isfinite(deg) and deg > 0 else n
+        nnz = int(n * min(deg, n - 1.0)) if math.isfinite(deg) and deg > 0 else n   # at most every pair
     need, budget = graph_bytes(n, nnz), memory_budget()
     if need > budget:
         raise OptionError(f"{opt}: a {g} graph of {n} vertices and about {nnz} nonzeros needs at least "

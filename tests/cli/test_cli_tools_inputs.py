@@ -203,3 +203,13 @@ def test_rgg_takes_a_radius_or_a_mean_degree_not_both(tmp_path, capsys):
         rc, _, err = run_cli(["-q", "datasets", "generate", "rgg", "-n", "100", *extra, "-o", tmp_path / "r.mtx"],
                              capsys)
         assert rc == 0, err
+
+
+def test_rgg_with_a_mean_degree_above_every_pair_is_the_complete_graph(tmp_path, capsys):
+    """--avg-degree 1e308 overflowed the size pre-check (int(inf): a traceback, exit 1); a degree
+    above n - 1 asks for every pair."""
+    from partplan.io import read_graph
+    rc, _, err = run_cli(["-q", "datasets", "generate", "rgg", "-n", "10", "--avg-degree", "1e308",
+                          "-o", tmp_path / "r.npz"], capsys)
+    assert rc == 0, err
+    assert read_graph(tmp_path / "r.npz").nnz == 10 * 9
