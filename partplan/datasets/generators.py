@@ -394,8 +394,8 @@ def web_crawl(n: int, avg_out: float = 4.0, seed: int = 0, *, local: float = 0.7
     _check_size("n", "web crawl pages and their links (n · (avg_out + 2))", int(n * (avg_out + 2)), 48)
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(_check_int("seed", seed, 0))))
     # hosts: power-law sizes, at most n pages in all; page -> host, consecutive
-    sizes = np.ceil(_pareto_weights(rng, n, host_exponent)).astype(np.int64)
-    sizes = np.minimum(sizes, n)
+    sizes = np.minimum(np.ceil(_pareto_weights(rng, n, host_exponent)), n).astype(np.int64)   # capped as floats:
+    # a heavy tail's weight past 2^63 (or inf) would cast to a negative size
     ends = np.cumsum(sizes)
     nh = int(np.searchsorted(ends, n)) + 1
     sizes = sizes[:nh]

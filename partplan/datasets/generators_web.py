@@ -111,13 +111,14 @@ def web_host_crawl(n: int, avg_out: float = 3.0, seed: int = 0, *, local: float 
 
     # hosts: heavy-tailed sizes, consecutive pages
     cap = max(1, int(max_host * n))
-    hsize = _cut(np.minimum(np.ceil(_pareto_weights(rng, n, host_exponent)).astype(np.int64), cap), n)
+    # capped as floats: a heavy tail's weight past 2^63 (or inf) would cast to a negative size
+    hsize = _cut(np.minimum(np.ceil(_pareto_weights(rng, n, host_exponent)), cap).astype(np.int64), n)
     nh = hsize.size
     hfirst = np.concatenate([[0], np.cumsum(hsize)[:-1]])
     host = np.repeat(np.arange(nh, dtype=np.int64), hsize)
     # sections: heavy-tailed sizes cut at host boundaries
     scap = max(1, int(section_max * n))
-    ssz = np.minimum(np.ceil(_pareto_weights(rng, n, section_exponent)).astype(np.int64), scap)
+    ssz = np.minimum(np.ceil(_pareto_weights(rng, n, section_exponent)), scap).astype(np.int64)
     sstart = np.union1d(np.cumsum(_cut(ssz, n))[:-1], hfirst)          # sorted section starts
     sec = np.searchsorted(sstart, np.arange(n), side="right") - 1
     sec_len = np.diff(np.append(sstart, n))

@@ -248,3 +248,15 @@ def test_web_crawl_bad_parameters(kw):
 
     with pytest.raises(GeneratorParameterError):
         web_crawl(**kw)
+
+
+def test_web_generators_take_their_heaviest_allowed_tails():
+    """Exponents inside the accepted range [1.05, 10] raised numpy's errors (a host or section size
+    past 2^63 cast to a negative int before it was capped, from an audit): sizes are capped as
+    floats. Every page still belongs to one host, and the graph has the asked page count."""
+    from partplan.datasets.generators import web_crawl
+    from partplan.datasets.generators_web import web_host_crawl
+    for g in (web_crawl(100_000, host_exponent=1.2), web_host_crawl(100_000, host_exponent=1.2),
+              web_host_crawl(3000, section_exponent=1.05), web_crawl(3000, host_exponent=1.05)):
+        assert g.nnz > g.n // 2 and g.indices.min() >= 0 and g.indices.max() < g.n
+    assert web_crawl(100_000, host_exponent=1.2).n == 100_000
