@@ -121,16 +121,18 @@ def run_list(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    head = f"{'name':<28} {'kind':<10} {'n':>9} {'m':>9} {'pins':>8}  {'local':<9} source"
+    head = f"{'name':<28} {'kind':<10} {'n':>9} {'m':>9} {'pins':>8}  {'local':<9} {'license':<14} source"
     print(head)
     print("-" * len(head))
     for r in rows:
         local = ("embedded" if r["embedded_ok"] else "corrupt") if r["embedded"] else \
-            ("cached" if r["cached"] else "-")
+            ("cached" if r["cached"] else "corrupt" if r["cache_damaged"] else "-")
         pins = "" if r["pins"] is None else f"{r['pins']:,}"
-        print(f"{r['name']:<28} {r['kind']:<10} {r['n']:>9,} {r['m']:>9,} {pins:>8}  {local:<9} {r['source']}")
-    print("\nm = undirected edges (graphs) or nets (hypergraphs). "
-          "Fetch with: partplan datasets fetch NAME")
+        lic = r["license"].split(" ")[0]     # its identifier; `datasets info NAME` gives the whole record
+        print(f"{r['name']:<28} {r['kind']:<10} {r['n']:>9,} {r['m']:>9,} {pins:>8}  {local:<9} {lic:<14} "
+              f"{r['source']}")
+    print("\nm = undirected edges (graphs) or nets (hypergraphs); license: its identifier (`datasets info "
+          "NAME` has the record). Fetch with: partplan datasets fetch NAME")
     return 0
 
 
@@ -155,7 +157,7 @@ def run_info(args) -> int:
         ("file", f"{e['file_size']:,} B sha256 {e['file_sha256']}"),
         ("license", e["license"]), ("citation", e["citation"]), ("notes", e["notes"]),
         ("embedded", e["embedded"]["file"] if e["embedded"] else "no"),
-        ("local", e["local"] or "not fetched"),
+        ("local", e["local"] or (f"not used: {e['local_problem']}" if e["local_problem"] else "not fetched")),
     ]
     w = max(len(k) for k, _ in lines)
     for k, v in lines:

@@ -50,27 +50,46 @@ def local_path(name: str, cache_dir: str | os.PathLike | None = None) -> Path | 
 
 def info(name: str, cache_dir: str | os.PathLike | None = None) -> dict:
     """The registry entry of ``name`` plus ``local``: the path of the verified
-    local file (embedded or cached) or None."""
+    local file (embedded or cached) or None, and ``local_problem``: why a local
+    file that is there is not used (its sha256 or size differs from the
+    registry's), else None."""
     e = entry(name)
-    p = local_path(e["name"], cache_dir)
+    try:
+        p, problem = local_path(e["name"], cache_dir), None
+    except DatasetError as exc:          # the embedded copy is damaged: the entry is still the registry's
+        p, problem = None, str(exc)
+    if p is None and problem is None:
+        problem = _damaged_cache(e["name"], cache_dir)
     e["local"] = None if p is None else str(p)
+    e["local_problem"] = problem
     return e
+
+
+def _damaged_cache(name: str, cache: str | os.PathLike | None) -> str | None:
+    """Why the cached download of ``name``, when one is there, is not used (None: no such file)."""
+    p = cached_path(name, cache, verify=False)
+    if p is None:
+        return None
+    return (f"{p}: its size or sha256 differs from the registry's (damaged, or another version); "
+            f"`partplan datasets fetch {name}` fetches it again")
 
 
 def list_datasets(cache_dir: str | os.PathLike | None = None) -> list[dict]:
     """One summary dict per registered dataset: name, kind, domain, n, m,
     pins, source (``type:package=version``), license, embedded (bool: the
     registry lists a copy in the package), embedded_ok (bool: that copy is there
-    and its sha256 matches), cached (bool: a verified download is in the cache)."""
+    and its sha256 matches), cached (bool: a verified download is in the cache),
+    cache_damaged (bool: a download is there whose size or sha256 differs)."""
     rows = []
     for nm in names():
         e = entry(nm)
         s = e["source"]
+        cached = cached_path(nm, cache_dir) is not None
         rows.append({"name": e["name"], "kind": e["kind"], "domain": e["domain"], "n": e["n"], "m": e["m"],
                      "pins": e["pins"], "source": f"{s['type']}:{s['package']}={s['version']}",
                      "license": e["license"], "embedded": bool(e["embedded"]),
                      "embedded_ok": bool(e["embedded"]) and _embedded_ok(nm),
-                     "cached": cached_path(nm, cache_dir) is not None})
+                     "cached": cached, "cache_damaged": not cached and _damaged_cache(nm, cache_dir) is not None})
     return rows
 
 
@@ -87,6 +106,9 @@ def _path_for(name: str, fetch_missing: bool, cache: str | os.PathLike | None) -
     p = local_path(e["name"], cache)
     if p is None:
         if not fetch_missing:
+            damaged = _damaged_cache(e["name"], cache)
+            if damaged:
+                raise DatasetError(f"dataset {e['name']!r}: {damaged} (or call load(..., fetch=True))")
             raise DatasetError(f"dataset {e['name']!r} is not in the cache ({cache_dir(cache)}); run "
                                f"`partplan datasets fetch {e['name']}` or call load(..., fetch=True)")
         p = fetch(e["name"], cache)

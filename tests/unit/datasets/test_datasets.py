@@ -4,6 +4,7 @@ import gzip
 import hashlib
 import io
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -169,6 +170,27 @@ def test_corrupt_embedded_file_is_rejected(tmp_path, monkeypatch):
     rows = {r["name"]: r for r in ds.list_datasets()}
     assert rows["email-Enron"]["embedded"] and not rows["email-Enron"]["embedded_ok"]
     assert rows["polblogs"]["embedded_ok"]
+    # `info` refused with the sha256 error; it shows the registry's record and why the copy is not used
+    e = ds.info("email-Enron")
+    assert e["local"] is None and "sha256" in e["local_problem"] and e["license"] and e["source"]["package"]
+
+
+def test_a_damaged_download_is_named_as_such(fake_registry, capsys):
+    """A cached download whose bytes changed read as "not in the cache" (and `list` showed "-"):
+    it is named, with the fetch that replaces it, in load, info and list."""
+    entry, _, cache = fake_registry
+    ds.fetch("tiny")
+    f = cache / "tiny" / "tiny.graph"
+    f.write_bytes(f.read_bytes()[:-1] + b"9")
+    with pytest.raises(DatasetError, match=r"size or sha256 differs .*datasets fetch tiny"):
+        ds.load("tiny")
+    assert "sha256" in ds.info("tiny")["local_problem"]
+    row = ds.list_datasets()[0]
+    assert not row["cached"] and row["cache_damaged"]
+    assert cli_main(["datasets", "list"]) == 0
+    assert re.search(r"^tiny .* corrupt ", capsys.readouterr().out, re.M)
+    ds.fetch("tiny")                      # fetched again: verified
+    assert ds.info("tiny")["local_problem"] is None and ds.list_datasets()[0]["cached"]
 
 
 def test_fetch_json_names_each_dataset_once_as_the_registry_spells_it(capsys):
