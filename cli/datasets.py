@@ -203,7 +203,9 @@ def _generate_chunked(args) -> int:
     from ._common import check_chunk_dir_name
     check_chunk_dir_name(out, lambda msg, path: DatasetError(f"{path}: {msg}"))
     from partplan.datasets.chunked_gen import rmat_chunked
-    from partplan.io.chunked import chunk_info
+    from partplan.io.chunked import chunk_info, is_chunked
+    from partplan.io.outpath import check_output_dir
+    check_output_dir(out, replace_if=is_chunked)    # its folder must exist, as a file output's must
     a, b, c = args.abc
     path = rmat_chunked(args.scale, args.edgefactor, a, b, c, seed=args.seed, path=out, chunks=args.chunks,
                         permute=not args.no_permute)

@@ -128,6 +128,10 @@ def test_chunked_rmat_prints_its_result_as_the_other_generators(tmp_path, capsys
     rc, out, err = run_cli(["-q", "datasets", "generate", "rmat", "--scale", "5", "--chunks", "2", "-o",
                             tmp_path / "d"], capsys)
     assert rc == 0 and "n=32" in out and "2 chunks" in out, (out, err)
+    # a missing folder is refused as for a one-file output (it was created, with its parents)
+    rc, out, err = run_cli(["datasets", "generate", "rmat", "--scale", "5", "--chunks", "2", "-o",
+                            tmp_path / "no" / "such" / "r"], capsys)
+    assert rc == 2 and "does not exist" in err and not (tmp_path / "no").exists()
 
 
 def test_gcn_data_says_when_the_validation_set_is_short(tmp_path, capsys):
