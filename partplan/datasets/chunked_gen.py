@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from ..io.chunked import MAX_CHUNKS, ChunkedWriter
-from .generators import RMAT_CHUNK, GeneratorParameterError, _check_int, _check_size, _rmat_probs
+from .generators import RMAT_CHUNK, GeneratorParameterError, _check_int, _check_size, _rmat_probs, rmat_name
 
 
 def _rmat_block(blk: int, m: int, scale: int, seed: int, thresholds) -> tuple[np.ndarray, np.ndarray]:
@@ -82,7 +82,7 @@ def rmat_chunked(scale: int, edgefactor: int = 16, a: float = 0.57, b: float = 0
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, nblocks, 1])))
     perm = rng.permutation(n).astype(np.int64) if permute else None
     bounds = (np.arange(chunks + 1, dtype=np.int64) * n) // chunks
-    name = name or f"rmat-s{scale}-ef{edgefactor}-seed{seed}"
+    name = name or rmat_name(scale, edgefactor, a, b, c, seed, permute=permute)
     nn = np.int64(n)
     with ChunkedWriter(path, n, weighted=False, directed=not symmetrize, name=name) as w:
         buckets = [w.tmp / f".bucket-{i:05d}.bin" for i in range(chunks)]

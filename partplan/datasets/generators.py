@@ -144,6 +144,20 @@ def rmat_edges(scale: int, edgefactor: int = 16, a: float = 0.57, b: float = 0.1
     return src, dst
 
 
+def rmat_name(scale: int, edgefactor: int, a: float, b: float, c: float, seed: int, *, permute: bool) -> str:
+    """The default name of an R-MAT graph: scale, edge factor and seed, and the quadrant
+    probabilities and the vertex order where they are not Graph500's (two different graphs never
+    share a name).
+
+    >>> rmat_name(10, 16, 0.57, 0.19, 0.19, 0, permute=True), rmat_name(10, 16, 0.45, 0.15, 0.15, 0, permute=False)
+    ('rmat-s10-ef16-seed0', 'rmat-s10-ef16-seed0-abc0.45,0.15,0.15-unpermuted')
+    """
+    name = f"rmat-s{scale}-ef{edgefactor}-seed{seed}"
+    if (a, b, c) != (0.57, 0.19, 0.19):
+        name += f"-abc{a:g},{b:g},{c:g}"
+    return name if permute else name + "-unpermuted"
+
+
 def rmat(scale: int, edgefactor: int = 16, a: float = 0.57, b: float = 0.19, c: float = 0.19,
          seed: int = 0, *, permute: bool = True, symmetrize: bool = True,
          self_loops: str = "remove", drop_isolated: bool = False,
@@ -165,7 +179,7 @@ def rmat(scale: int, edgefactor: int = 16, a: float = 0.57, b: float = 0.19, c: 
     if self_loops not in ("keep", "add", "remove"):     # before the edges are drawn
         raise GeneratorParameterError(f"self_loops must be 'keep', 'add' or 'remove', not {self_loops!r}")
     src, dst = rmat_edges(scale, edgefactor, a, b, c, seed, permute=permute, shuffle=False)
-    name = name or f"rmat-s{scale}-ef{edgefactor}-seed{seed}"
+    name = name or rmat_name(scale, edgefactor, a, b, c, seed, permute=permute)
     return Graph.from_edges(src, dst, n=1 << scale, symmetrize=symmetrize, self_loops=self_loops,
                             dedupe=True, drop_isolated=drop_isolated, name=name)
 

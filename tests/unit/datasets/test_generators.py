@@ -260,3 +260,14 @@ def test_web_generators_take_their_heaviest_allowed_tails():
               web_host_crawl(3000, section_exponent=1.05), web_crawl(3000, host_exponent=1.05)):
         assert g.nnz > g.n // 2 and g.indices.min() >= 0 and g.indices.max() < g.n
     assert web_crawl(100_000, host_exponent=1.2).n == 100_000
+
+
+def test_rmat_default_names_tell_graphs_apart(tmp_path):
+    """--abc and --no-permute gave other graphs the default's name (an audit); Graph500's
+    parameters keep the name they had, in memory and chunked alike."""
+    from partplan.datasets.chunked_gen import rmat_chunked
+    from partplan.io.chunked import chunk_info
+    names = {rmat(6, seed=1).name, rmat(6, 16, 0.45, 0.15, 0.15, seed=1).name, rmat(6, seed=1, permute=False).name}
+    assert len(names) == 3 and "rmat-s6-ef16-seed1" in names
+    path = rmat_chunked(6, 16, 0.45, 0.15, 0.15, seed=1, path=tmp_path / "c", chunks=2, permute=False)
+    assert chunk_info(path).name == rmat(6, 16, 0.45, 0.15, 0.15, seed=1, permute=False).name
