@@ -254,13 +254,12 @@ def _check_generator_size(args) -> None:
         n, deg = int(args.n), float(getattr(args, "avg_degree", None) or 10)
         opt = "-n / --avg-degree"
         radius = getattr(args, "radius", None)
-        from partplan.datasets.generators import RGG_MAX_DIM, unit_ball_volume
+        from partplan.datasets.generators import RGG_MAX_DIM, rgg_pair_probability
         dim = int(getattr(args, "dim", None) or 2)
-        if radius is not None and math.isfinite(radius) and radius > 0 and dim <= RGG_MAX_DIM:
-            # the mean degree a radius gives in the unit cube: (n - 1) × the ball's volume (at most n - 1);
-            # a --dim past the generator's range is its own error; a radius of 2 already gives every point
-            # all n - 1 others in the estimate, so a larger one is counted as 2 (no float overflow)
-            deg = min(n - 1.0, (n - 1.0) * unit_ball_volume(dim) * min(float(radius), 2.0) ** dim)
+        if radius is not None and math.isfinite(radius) and radius > 0 and 1 <= dim <= RGG_MAX_DIM:
+            # the mean degree a radius gives in the unit cube (a --dim past the generator's range is
+            # its own error)
+            deg = (n - 1.0) * rgg_pair_probability(radius, dim)
             opt = "-n / --radius"
         nnz = int(n * min(deg, n - 1.0)) if math.isfinite(deg) and deg > 0 else n   # at most every pair
     need, budget = graph_bytes(n, nnz), memory_budget()

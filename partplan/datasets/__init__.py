@@ -32,14 +32,15 @@ from ..errors import DatasetError
 from ..graph import Graph
 from ..hypergraph import Hypergraph
 from .fetch import fetch, fetch_all
-from .generators import (GeneratorParameterError, grid2d, grid3d, random_geometric, rgg_radius,
-                         rmat, rmat_edges, web_crawl)
+from .generators import (GeneratorParameterError, grid2d, grid3d, random_geometric, rgg_pair_probability,
+                         rgg_radius, rmat, rmat_edges, web_crawl)
 from .generators_web import web_host_crawl
 from .registry import cache_dir, cached_path, datasets_dir, embedded, embedded_path, entry, names
 
 __all__ = ["load", "load_graph", "load_hypergraph", "local_path", "fetch", "fetch_all", "info", "list_datasets",
            "embedded", "names", "datasets_dir", "cache_dir", "rmat", "rmat_edges", "grid2d", "grid3d",
-           "random_geometric", "rgg_radius", "web_crawl", "web_host_crawl", "GeneratorParameterError"]
+           "random_geometric", "rgg_pair_probability", "rgg_radius", "web_crawl", "web_host_crawl",
+           "GeneratorParameterError"]
 
 
 def local_path(name: str, cache_dir: str | os.PathLike | None = None) -> Path | None:
