@@ -549,27 +549,30 @@ def _register(v: HaloRank) -> None:
 _GENERATION = [0]
 
 
-def _tag_copy(edge_index: torch.Tensor, v: HaloRank | None) -> None:
+def _tag_copy(edge_index: torch.Tensor, v: HaloRank | None, num_nodes=None) -> None:
     """Remember on ``edge_index`` (a copy of a Halo's, or with ``v`` None a tensor of another graph)
     what :func:`_view_of` found, until the tensor changes in place or another Halo appears: a copy
     moved to a GPU (``op.edge_index.to("cuda")``) is compared with the Halo's edges once, not at
-    every layer call."""
+    every layer call. ``num_nodes``: the row count the ranks' edges were filtered by, if any."""
     try:
         edge_index._partplan_halo_copy = (None if v is None else weakref.ref(v), edge_index._version,
-                                          _GENERATION[0])
+                                          _GENERATION[0], None if num_nodes is None else int(num_nodes))
     except (AttributeError, RuntimeError):   # a tensor subclass that takes no attribute: compared each time
         pass
 
 
-def _tagged_copy(edge_index) -> tuple[bool, HaloRank | None]:
-    """(whether ``edge_index`` carries a current :func:`_tag_copy` tag, the Halo rank it names)."""
+def _tagged_copy(edge_index, num_nodes=None, *, any_rows: bool = True) -> tuple[bool, HaloRank | None]:
+    """(whether ``edge_index`` carries a current :func:`_tag_copy` tag, the Halo rank it names): one
+    made since the last Halo rank appeared (a new one may hold equal edges), on the tensor as it is,
+    and (``any_rows`` False) for the row count ``num_nodes`` asked now: a tag found among the ranks
+    of one row count answers for that count only, one found among all ranks for any."""
     tag = getattr(edge_index, "_partplan_halo_copy", None)
-    if tag is None or tag[1] != edge_index._version:
+    if tag is None or tag[1] != edge_index._version or tag[2] != _GENERATION[0]:
         return False, None
-    if tag[0] is None:
-        return tag[2] == _GENERATION[0], None
-    v = tag[0]()
-    return v is not None, v
+    if not any_rows and tag[3] is not None and (num_nodes is None or int(num_nodes) != tag[3]):
+        return False, None
+    v = None if tag[0] is None else tag[0]()
+    return tag[0] is None or v is not None, v
 
 
 def _view_of(edge_index, num_nodes=None) -> HaloRank | None:
@@ -586,7 +589,7 @@ def _view_of(edge_index, num_nodes=None) -> HaloRank | None:
     for v in views:
         if edge_index is v.edge_index:
             return v
-    known, v = _tagged_copy(edge_index)
+    known, v = _tagged_copy(edge_index, num_nodes, any_rows=False)
     if known and (v is None or num_nodes is None or int(num_nodes) == v.num_local + v.num_halo):
         return v
     if edge_index.dtype.is_floating_point or edge_index.dtype.is_complex or edge_index.dtype == torch.bool:
@@ -612,8 +615,7 @@ def _view_of(edge_index, num_nodes=None) -> HaloRank | None:
         raise PlanError(f"gcn_norm: this edge_index equals the edge_index of {len(same)} Halo ranks "
                         f"({', '.join(str(v.rank) for v in same)}) whose halo rows' degrees differ; pass the "
                         f"rank's own op.edge_index (that tensor, not a copy)")
-    if num_nodes is None or same:     # a row count asked for says nothing of another one
-        _tag_copy(edge_index, same[0] if same else None)
+    _tag_copy(edge_index, same[0] if same else None, num_nodes)
     return same[0] if same else None
 
 

@@ -305,6 +305,9 @@ def test_an_equal_copy_is_compared_once_then_followed(tmp_path, monkeypatch):
     copy[0, 0] = copy[0, 0]                                       # an in-place write: compared again
     assert halo._view_of(copy) is v and len(compared) > seen
     seen = len(compared)
-    LocalHalo(plan, data.edge_index)                              # a new Halo: "no Halo's" is stale
+    LocalHalo(plan, data.edge_index)                              # a new Halo (equal edges): every tag is stale
     halo._view_of(other)
+    assert len(compared) > seen
+    seen = len(compared)
+    halo._view_of(copy)
     assert len(compared) > seen
