@@ -28,7 +28,7 @@ from ..errors import PartplanError
 def _pingpong(dist, torch, buf, me: int, a: int, b: int, repeat: int) -> float:
     """Median round trip (seconds) of ``buf`` between a and b, measured on a. On a GPU the clock is
     read with the device synchronized: NCCL's send and recv return once queued on its stream."""
-    sync = torch.cuda.synchronize if buf.device.type == "cuda" else (lambda: None)
+    sync = (lambda: torch.cuda.synchronize(buf.device)) if buf.device.type == "cuda" else (lambda: None)
     times = []
     for _ in range(repeat + 1):  # the first round warms the connection up
         if me == a:

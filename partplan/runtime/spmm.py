@@ -369,7 +369,10 @@ def check_device(device, what: str = "device"):
     except (RuntimeError, TypeError, ValueError) as exc:
         raise PlanError(f"{what} {device!r} is not a torch device ({exc})") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise PlanError(f"{what} {device!r}: no CUDA GPU is available here (use --device cpu)")
+        raise PlanError(f"{what} {device!r}: no CUDA GPU is available here (use the cpu)")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise PlanError(f"{what} {device!r}: this machine has {torch.cuda.device_count()} CUDA GPU(s), "
+                        f"cuda:0 to cuda:{torch.cuda.device_count() - 1}")
     if dev.type not in ("cpu", "cuda"):
         raise PlanError(f"{what} {device!r}: partplan runs on cpu or cuda")
     return device

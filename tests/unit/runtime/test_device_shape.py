@@ -391,3 +391,14 @@ def test_the_probe_reads_its_clock_with_the_gpu_synchronized(monkeypatch):
     _pingpong(dist, torch, torch.zeros(2), 1, 0, 1, repeat=1)     # the echoing rank: no clock, no sync
     _pingpong(dist, torch, torch.zeros(2), 0, 0, 1, repeat=1)
     assert calls == ["recv", "send"] * 2 + ["send", "recv"] * 2
+
+
+def test_a_gpu_index_past_the_machines_gpus_is_refused(monkeypatch):
+    """check_device (Halo, LocalHalo, run spmm) took "cuda:7" on a one-GPU machine (a review)."""
+    from partplan.errors import PlanError
+    from partplan.runtime.spmm import check_device
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert check_device("cuda:0") == "cuda:0" and check_device("cuda") == "cuda"
+    with pytest.raises(PlanError, match=r"1 CUDA GPU\(s\), cuda:0 to cuda:0"):
+        check_device("cuda:7")
