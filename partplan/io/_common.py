@@ -63,12 +63,14 @@ def graph_bytes(n: int, nnz: int, *, weighted: bool = True) -> int:
 
 
 def first_inexact_integer(values: np.ndarray) -> int | None:
-    """Index of the first integer in ``values`` (an integer array) whose magnitude is 2^53 or more
-    (float64, which holds every weight, rounds such integers), else None (also for float arrays):
-    the binary readers refuse what the text readers refuse."""
+    """Index of the first integer in ``values`` (an integer array) whose magnitude is above 2^53
+    (float64, which holds every weight, holds every integer up to 2^53 exactly and rounds some
+    above), else None (also for float arrays): what the METIS reader refuses, for the npz and table
+    readers too. (Matrix Market values are parsed as float64, where 2^53 + 1 already reads as
+    2^53: that reader refuses 2^53 itself.)"""
     if values.dtype.kind not in "iu" or values.dtype.itemsize < 8 or not values.size:
         return None    # narrower integers are exact in float64
-    big = (values >= 2 ** 53) | (values <= -2 ** 53) if values.dtype.kind == "i" else values >= 2 ** 53
+    big = (values > 2 ** 53) | (values < -2 ** 53) if values.dtype.kind == "i" else values > 2 ** 53
     return int(np.flatnonzero(big.reshape(-1))[0]) if big.any() else None
 
 

@@ -31,8 +31,8 @@ import numpy as np
 from ..errors import BackendUnavailableError, GraphFormatError
 from ..graph import Graph, check_weight_total
 from . import _text
-from ._common import (atomic_output, check_budget, check_file_holds, check_int64, format_int_lines, graph_bytes,
-                      open_binary, stream_error_at)
+from ._common import (atomic_output, check_budget, check_file_holds, check_int64, first_inexact_integer,
+                      format_int_lines, graph_bytes, open_binary, stream_error_at)
 
 
 def read_int_lines(p: Path, comments: bytes, block_bytes: int = _text.BLOCK_BYTES, *,
@@ -197,9 +197,8 @@ def read_metis(path: str | os.PathLike, *, symmetrize: bool = False, self_loops:
     w = None
     if has_ew:
         raw = toks[(off >= 0) & (off % 2 == 1)]
-        big = np.abs(raw) > 2 ** 53
-        if big.any():   # float64 edge weights (graph.data) hold integers exactly up to 2^53
-            e = int(np.flatnonzero(big)[0])
+        e = first_inexact_integer(raw)
+        if e is not None:   # float64 edge weights (graph.data) hold integers exactly up to 2^53
             fail(f"edge weight {int(raw[e])} is above 2^53: partplan holds edge weights as float64, which cannot "
                  f"hold it exactly", e)
         w = raw.astype(np.float64)

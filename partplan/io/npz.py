@@ -118,8 +118,8 @@ def _matrix(fmt: str, arrs: dict, n: int, p: Path):
         raise GraphFormatError(f"array 'data' must hold numbers, got dtype {data.dtype}", p, field="data")
     big = first_inexact_integer(data)
     if big is not None:
-        raise GraphFormatError(f"integer value {int(data.reshape(-1)[big])} (entry {big}) is 2^53 or more: partplan "
-                               f"holds values as float64, exact below 2^53", p, field="data")
+        raise GraphFormatError(f"integer value {int(data.reshape(-1)[big])} (entry {big}) is above 2^53: partplan "
+                               f"holds values as float64, exact up to 2^53", p, field="data")
     if data.dtype != np.bool_ and data.size and not np.all(np.isfinite(data)):
         i = int(np.flatnonzero(~np.isfinite(data.reshape(-1)))[0])
         raise GraphFormatError(f"values must be finite (entry {i} is {data.reshape(-1)[i]})", p, field="data")

@@ -278,8 +278,8 @@ def read_edge_table(path: str | os.PathLike, *, format: str | None = None, src: 
         big = first_inexact_integer(raw)
         if big is not None:
             what, line = _row_where(fmt, big, skip)
-            raise GraphFormatError(f"integer weight {int(raw[big])} at {what} is 2^53 or more: partplan holds "
-                                   f"weights as float64, exact below 2^53", p, line, field=weight)
+            raise GraphFormatError(f"integer weight {int(raw[big])} at {what} is above 2^53: partplan holds "
+                                   f"weights as float64, exact up to 2^53", p, line, field=weight)
         w = raw.astype(np.float64)
         bad = ~np.isfinite(w) | (w < 0)
         if bad.any():

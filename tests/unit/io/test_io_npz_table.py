@@ -189,11 +189,10 @@ def test_table_unknown_option(tmp_path):
 
 @pytest.mark.parametrize("dtype", [np.int64, np.uint64])
 def test_integer_weights_float64_would_round_are_refused(tmp_path, dtype):
-    """Weights are float64: an npz's or a table's integer of 2^53 or more would be rounded (2^60 + 1
-    read as 2^60) without a word; it is refused as the Matrix Market and METIS readers refuse it,
-    and 2^53 - 1 reads exactly."""
-    ok = 2 ** 53 - 1
-    for bad in (2 ** 60 + 1, 2 ** 53):
+    """Weights are float64: an npz's or a table's integer above 2^53 would be rounded (2^60 + 1 read
+    as 2^60) without a word; it is refused as the METIS reader refuses it, and 2^53 reads exactly."""
+    ok = 2 ** 53
+    for bad in (2 ** 60 + 1, 2 ** 53 + 1):
         A = sp.csr_matrix((np.array([bad, 5], dtype), (np.array([0, 1]), np.array([1, 0]))), shape=(2, 2))
         sp.save_npz(tmp_path / "w.npz", A)
         with pytest.raises(GraphFormatError, match=r"2\^53") as ei:
