@@ -276,7 +276,7 @@ def test_rmat_default_names_tell_graphs_apart(tmp_path):
 
 def test_rgg_pair_probability_against_counted_pairs(monkeypatch):
     """The share of pairs a radius joins, boundary counted, against pairs counted over random points
-    (2D and 10D), and the size pre-check built on it: a 16-dimensional graph that fits a 40 MB
+    (2D and 10D), and the size pre-check built on it: a 16-dimensional graph that fits a 12 MB
     budget is made (the ball's volume alone, 14 times too high there, refused it)."""
     from scipy.spatial.distance import pdist
 
@@ -286,6 +286,6 @@ def test_rgg_pair_probability_against_counted_pairs(monkeypatch):
         d = pdist(rng.random((3000, dim)))
         assert abs(rgg_pair_probability(r, dim) / np.mean(d <= r) - 1) < 0.03
     assert rgg_pair_probability(2.0, 3) == 1.0 and rgg_pair_probability(0.0, 3) == 0.0
-    monkeypatch.setenv("PARTPLAN_MAX_BYTES", "40M")
-    g = random_geometric(100_000, avg_degree=10, dim=16)
+    monkeypatch.setenv("PARTPLAN_MAX_BYTES", "12M")
+    g = random_geometric(20_000, avg_degree=10, dim=16)
     assert 9 < g.nnz / g.n < 11
