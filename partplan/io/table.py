@@ -88,11 +88,14 @@ def _load(p: Path, fmt: str, columns: list[str], delimiter: str):
             _check_csv_rows(p, weighted=len(columns) > 2)
             src, skip = _csv_source(p, delimiter, columns)
             try:
-                t = pacsv.read_csv(src, read_options=pacsv.ReadOptions(skip_rows=skip),
-                                   parse_options=pacsv.ParseOptions(delimiter=delimiter),
-                                   convert_options=pacsv.ConvertOptions(include_columns=None))
+                with src:
+                    t = pacsv.read_csv(src, read_options=pacsv.ReadOptions(skip_rows=skip),
+                                       parse_options=pacsv.ParseOptions(delimiter=delimiter),
+                                       convert_options=pacsv.ConvertOptions(include_columns=None))
             except pa.ArrowInvalid as exc:
-                _raise_bad_csv_row(p, delimiter, columns, exc)
+                if "Expected" in str(exc) and "columns" in str(exc):   # a row of another width: find its line
+                    _raise_bad_csv_row(p, delimiter, columns, exc)
+                raise
             return t, t.column_names, skip
     except FileNotFoundError:
         raise GraphFormatError("file not found", p) from None
@@ -127,9 +130,9 @@ def _check_csv_rows(p: Path, *, weighted: bool, block: int = 1 << 24) -> None:
 
 
 def _raise_bad_csv_row(p: Path, delimiter: str, columns: list[str], exc: Exception) -> None:
-    """A CSV file pyarrow refused: read it again in one thread (this path only), where pyarrow
-    knows each row's line, and raise one GraphFormatError naming the first bad row's line; an
-    error that is no bad row is raised as it came."""
+    """A CSV file pyarrow refused for a row of another width: read it again in one thread (this
+    path only), where pyarrow knows each row's line, and raise one GraphFormatError naming the
+    first bad row's line (``exc`` as it came when none is found)."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
@@ -142,9 +145,10 @@ def _raise_bad_csv_row(p: Path, delimiter: str, columns: list[str], exc: Excepti
         return "error"
     src, skip = _csv_source(p, delimiter, columns)
     try:
-        pacsv.read_csv(src, read_options=pacsv.ReadOptions(skip_rows=skip, use_threads=False),
-                       parse_options=pacsv.ParseOptions(delimiter=delimiter, invalid_row_handler=first_bad,
-                                                        ignore_empty_lines=False))
+        with src:
+            pacsv.read_csv(src, read_options=pacsv.ReadOptions(skip_rows=skip, use_threads=False),
+                           parse_options=pacsv.ParseOptions(delimiter=delimiter, invalid_row_handler=first_bad,
+                                                            ignore_empty_lines=False))
     except pa.ArrowInvalid:
         pass
     if bad and bad[0].number is not None:
