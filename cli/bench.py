@@ -32,7 +32,7 @@ def register(subparsers) -> None:
                "examples:\n  partplan bench --quick --out bench-out\n"
                "  partplan bench --datasets email-Enron rmat16 --k 16 64 --stochastic email-Enron")
     p.add_argument("--datasets", nargs="+", default=None, metavar="NAME", help="dataset names or rmatS (Graph500 R-MAT of scale S, edge factor 16, seed 1: `partplan datasets generate rmat --scale S --seed 1`, symmetrized, self loops removed)")
-    p.add_argument("--k", nargs="+", type=_positive_int, default=None, help="part counts (default 16 64)")
+    p.add_argument("-k", "--k", nargs="+", type=_positive_int, default=None, help="part counts: the ranks each method partitions for (default 16 64)")
     p.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(ALL_METHODS),
                    help=f"default: {' '.join(METHODS)}")
     p.add_argument("--quick", action="store_true", help="small embedded datasets + rmat14 only")

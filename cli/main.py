@@ -32,10 +32,34 @@ COMMANDS = ["analyze", "partition", "plan", "shares", "run", "train", "validate"
 class Parser(argparse.ArgumentParser):
     """argparse with one line per error (exit 2), as every other error of the CLI: the option's
     problem and where the usage is, not the whole usage block first. Subcommands' parsers are of
-    the same class (argparse builds them from their parent's)."""
+    the same class (argparse builds them from their parent's). Options are never abbreviated: a
+    prefix such as ``--k`` would silently be read as the one option it begins (``--kahypar-ini``)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         self.exit(2, f"partplan: error: {message} (usage: {self.prog} --help)\n")
+
+    def parse_args(self, args=None, namespace=None):
+        """As argparse's, but arguments no subcommand takes are named with that subcommand's help
+        (``partplan run spmm --help``, not ``partplan --help``)."""
+        ns, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self.exit(2, f"partplan: error: unrecognized arguments: {' '.join(extras)} "
+                         f"(usage: {_chosen(self, ns).prog} --help)\n")
+        return ns
+
+
+def _chosen(parser: argparse.ArgumentParser, ns) -> argparse.ArgumentParser:
+    """The innermost subcommand's parser that ``ns`` went through (``partplan run spmm``'s)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            name = getattr(ns, action.dest, None) if action.dest != argparse.SUPPRESS else None
+            if isinstance(name, str) and name in action.choices:
+                return _chosen(action.choices[name], ns)
+    return parser
 
 
 def build_parser() -> argparse.ArgumentParser:

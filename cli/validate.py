@@ -33,7 +33,7 @@ def register(subparsers) -> None:
     p.add_argument("--symmetrize", action="store_true",
                    help="with --graph: symmetrize it (pattern union of A and A^T), as `partition --symmetrize` "
                         "built the plan")
-    p.add_argument("--features", type=positive_int, default=4, metavar="F",
+    p.add_argument("-f", "--features", type=positive_int, default=4, metavar="F",
                    help="columns of the random H replayed (default 4; n × F float64 values, three copies, "
                         "within the memory budget PARTPLAN_MAX_BYTES)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random H, any integer as partplan run takes "

@@ -119,7 +119,7 @@ def job_config(args: argparse.Namespace, *keys: str) -> dict:
     cfg = {"backend": args.backend, "timeout": float(args.timeout or 60.0)}
     if hasattr(args, "kernels"):
         cfg.update({"kernels": args.kernels, "device": args.device})
-    if hasattr(args, "progress"):
-        cfg["progress"] = bool(args.progress)
+    if hasattr(args, "progress"):   # --progress: every line; -q: none; else one every few seconds
+        cfg["progress"] = "throttled" if args.progress is None else bool(args.progress)
     cfg.update({k: getattr(args, k) for k in keys})
     return cfg

@@ -4,6 +4,7 @@ report's header."""
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 from ..errors import PlanError
@@ -25,11 +26,24 @@ def resolved_kernels(cfg: dict, ctx) -> str:
     return resolve(cfg.get("kernels", "auto"), ctx.device)
 
 
+#: seconds between the progress lines a job prints without --progress (a long run says where it is)
+PROGRESS_EVERY_S = 5.0
+_LAST_SAID: dict = {}
+
+
 def progress(cfg: dict, leader: bool, msg: str) -> None:
     """A progress line from the leader when ``cfg["progress"]``: to the
-    launcher's progress file (it echoes them), else to stderr."""
+    launcher's progress file (it echoes them), else to stderr. ``True``: every
+    line; ``"throttled"`` (the CLI's default): one every :data:`PROGRESS_EVERY_S`
+    seconds, the first that long after the job's first line."""
     if not (cfg.get("progress") and leader):
         return
+    if cfg["progress"] == "throttled":
+        now, key = time.monotonic(), id(cfg)
+        if key not in _LAST_SAID or now - _LAST_SAID[key] < PROGRESS_EVERY_S:
+            _LAST_SAID.setdefault(key, now)
+            return
+        _LAST_SAID[key] = now
     if cfg.get("progress_file"):
         with open(cfg["progress_file"], "a") as fh:
             fh.write(msg + "\n")
@@ -75,12 +89,14 @@ def add_plan_options(parser, *, capability: str) -> None:
                         help="insist on a routed exchange through domain monitors: the plan must have a routed "
                              "layout (`partplan plan ... --layout routed:domain:D` or --route); a routed plan runs "
                              "routed without it")
-    parser.add_argument("--progress", action="store_true", help="progress lines on stderr")
+    parser.add_argument("--progress", action="store_true", default=None,
+                        help=f"a progress line per search / iteration on stderr (default: one every "
+                             f"{PROGRESS_EVERY_S:g} s of a long run; -q: none)")
 
 
 def add_output_option(parser, kind: str, what: str) -> None:
     """--output FILE.<kind>: ``what`` it holds."""
-    parser.add_argument("--output", metavar=f"FILE.{kind}", help=what)
+    parser.add_argument("-o", "--output", metavar=f"FILE.{kind}", help=f"write the output file ({what})")
 
 
 def checked_output(path, kind: str) -> str | None:

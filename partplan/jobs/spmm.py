@@ -34,7 +34,7 @@ def _arguments(s) -> None:
                    help="feature width f of the random features (default 16)")
     s.add_argument("--seed", type=int, default=0, help="seed of the random features (default 0)")
     s.add_argument("--dtype", choices=("float32", "float64"), help="compute type (default: H's, else float32)")
-    s.add_argument("--output", metavar="Z.npy", help="write Z (n × f, vertex order)")
+    s.add_argument("-o", "--output", metavar="Z.npy", help="write Z (n × f, vertex order)")
     s.add_argument("--repeat", type=int_range(1, MAX_REPEATS), default=5, metavar="R",
                    help=f"timed repeats (default 5, at most {MAX_REPEATS:,})")
     s.add_argument("--warmup", type=int_range(0, MAX_REPEATS), default=1, metavar="W",

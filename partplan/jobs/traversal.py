@@ -18,8 +18,9 @@ import numpy as np
 from ..errors import OptionError, PartitionError, PlanError
 from ..layouts import layout_class, parse_layout
 from .args import nonneg_float, positive_int
-from .common import (add_output_option, add_plan_options, atomic_save, base_report, checked_output, family_totals,
-                     plan_inputs, precheck_plan, progress, render_footer, render_header, resolved_kernels)
+from .common import (PROGRESS_EVERY_S, add_output_option, add_plan_options, atomic_save, base_report, checked_output,
+                     family_totals, plan_inputs, precheck_plan, progress, render_footer, render_header,
+                     resolved_kernels)
 from .registry import Job, register
 
 
@@ -294,7 +295,9 @@ def _bfs_config(args) -> dict:
 
 
 def _graph500_arguments(s) -> None:
-    s.add_argument("--progress", action="store_true", help="progress lines on stderr")
+    s.add_argument("--progress", action="store_true", default=None,
+                   help=f"a progress line per search on stderr (default: one every {PROGRESS_EVERY_S:g} s of a "
+                        f"long run; -q: none)")
     s.add_argument("--routed", dest="route", action="store_true", help="insist on a routed exchange (with --layout routed:...)")
     add_search_options(s)
     s.add_argument("--scale", type=positive_int, required=True, metavar="S", help="2^S vertices")

@@ -196,7 +196,7 @@ def test_bad_inputs_are_one_clear_error(plan_dir, tmp_path, capsys):
     assert "--root" in capsys.readouterr().err
     assert main(["run", "bfs", plan, "--nprocs", "3"]) == 2
     assert "2 ranks" in capsys.readouterr().err
-    assert main(["run", "bfs", plan, "--backend", "local", "--route"]) == 2
+    assert main(["run", "bfs", plan, "--backend", "local", "--routed"]) == 2
     assert "--routed: " in (err := capsys.readouterr().err) and "not a routed one" in err
     assert main(["run", "bfs", plan, "--backend", "local", "--output", str(tmp / "x.npy")]) == 2
     assert ".npz" in capsys.readouterr().err
