@@ -245,12 +245,19 @@ def _exit_now(code: int) -> None:
     down at interpreter exit (torch, TBB, gloo) can end a process that already
     printed its one error line with ``terminate called without an active
     exception`` (SIGABRT), seen after a hostile DGL partition file was refused.
-    Every output is written or removed and stdout / stderr flushed before this."""
+    Every output is written or removed and stdout / stderr flushed before this. The one
+    temporary an exit handler would remove is removed here: multiprocessing's own folder
+    (``pymp-*``, its fork server's socket folder, which an interrupted job would leave in $TMPDIR)."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):   # a closed pipe: nothing more can be said
             pass
+    mp = sys.modules.get("multiprocessing.process")
+    folder = getattr(mp.current_process(), "_config", {}).get("tempdir") if mp is not None else None
+    if folder:
+        import shutil
+        shutil.rmtree(folder, ignore_errors=True)
     os._exit(code)
 
 

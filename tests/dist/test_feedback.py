@@ -335,3 +335,36 @@ def test_ctrl_c_to_the_process_group_leaves_no_child_traceback():
     assert proc.returncode == 130 and out.split() == ["interrupted", "True"]
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert any(ln.endswith(" s elapsed") for ln in err.splitlines())
+
+
+@pytest.mark.dist
+@pytest.mark.slow
+def test_an_interrupted_job_leaves_no_multiprocessing_folder(tmp_path):
+    """Ctrl-C to `run spmm --nprocs 2` ends its launcher through os._exit (no exit handlers): the fork
+    server's socket folder (pymp-*) stayed in $TMPDIR after every interrupted job (an audit)."""
+    import signal
+    from pathlib import Path
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    pp = [sys.executable, "-m", "partplan"]
+    subprocess.run(pp + ["-q", "partition", "polblogs", "-k", "2", "-o", str(tmp_path / "p.plan")], check=True,
+                   env=env, capture_output=True)
+    proc = subprocess.Popen(pp + ["run", "spmm", str(tmp_path / "p.plan"), "--nprocs", "2", "--repeat", "100000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert "starting 2" in proc.stderr.readline()
+        deadline = time.time() + 60
+        while not list(tmp.glob("pymp-*")) and time.time() < deadline:   # the fork server is up
+            time.sleep(0.1)
+        assert list(tmp.glob("pymp-*")), sorted(p.name for p in tmp.iterdir())
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    time.sleep(1.0)
+    assert [p.name for p in Path(tmp).glob("pymp-*")] == []
