@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -127,10 +128,6 @@ def _table(graph, k: int, rows: dict, timings: dict, ref: str = REFERENCE) -> st
 
 def run(args) -> int:
     from partplan.errors import PartitionError
-    from partplan.metrics import analyze
-    from partplan.plot import plot_compare, plot_volume
-
-    from ._common import load_graph
 
     if args.k < 2:
         raise PartitionError(f"--k must be at least 2 for a comparison, got {args.k}")
@@ -141,6 +138,35 @@ def run(args) -> int:
     from partplan.io.outpath import check_output_folder
     out = check_output_folder(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    from partplan._atomic import discard_temp, make_temp_dir, release_temp
+    stage = make_temp_dir(out / "demo")   # every output is written here, then moved into `out` at the end
+    release_temp(stage)   # its lock (flock) would block the plan writer's lock on the folder it writes in;
+    try:                  # named by this running process, the folder is still no dead writer's to sweep
+        doc = _demo(args, out, stage)
+    finally:
+        discard_temp(stage)
+    if args.json:
+        json.dump(doc, sys.stdout, indent=1)
+        print()
+    if not doc["check"]["equal"]:
+        print("partplan demo: error: the analyzer disagrees with Mt-KaHyPar's km1", file=sys.stderr)
+        return 1
+    if any(doc.get(key) and not doc[key]["bytes_match"] for key in ("executed", "trained")):
+        print("partplan demo: error: measured bytes differ from the plan's prediction", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _demo(args, out: Path, stage: Path) -> dict:
+    """The demo's work, written into ``stage``; the finished outputs replace those of an earlier
+    run in ``out`` only after the last one is written (an interrupted run leaves the earlier run's
+    files as they were, never a mix of two runs). Returns demo.json's document."""
+    from partplan.errors import PartitionError
+    from partplan.metrics import analyze
+    from partplan.plot import plot_compare, plot_volume
+
+    from ._common import load_graph
+
     t_all = time.perf_counter()
 
     _status(f"loading {args.dataset} ...")
@@ -170,9 +196,11 @@ def run(args) -> int:
     _status("drawing the heat maps ...")
     files = []
     for m in DEMO_METHODS:
-        files.append(str(plot_volume(stats[m], out / f"demo_heatmap_{m}.png")))
-    files.append(str(plot_compare(stats, out / "demo_compare.png", reference=REFERENCE,
-                                  title=f"{graph.name}, k={args.k}: communication per 1D SpMM by method")))
+        plot_volume(stats[m], stage / f"demo_heatmap_{m}.png")
+        files.append(str(out / f"demo_heatmap_{m}.png"))
+    plot_compare(stats, stage / "demo_compare.png", reference=REFERENCE,
+                 title=f"{graph.name}, k={args.k}: communication per 1D SpMM by method")
+    files.append(str(out / "demo_compare.png"))
     ref = rows[REFERENCE]
     doc = {
         "dataset": args.dataset, "graph": {"name": graph.name, "n": graph.n, "nnz": graph.nnz,
@@ -188,15 +216,14 @@ def run(args) -> int:
         "files": files,
     }
     if args.exec_ranks:
-        doc["executed"] = _execute(graph, args, out)
+        doc["executed"] = _execute(graph, args, stage, out)
     if args.train_ranks:
-        doc["trained"] = _train(args, out)
+        doc["trained"] = _train(args, stage, out)
     doc["total_s"] = time.perf_counter() - t_all
-    files.append(str(write_json_atomic(doc, out / "demo.json")))
-    if args.json:
-        json.dump(doc, sys.stdout, indent=1)
-        print()
-    else:
+    files.append(str(out / "demo.json"))
+    write_json_atomic(doc, stage / "demo.json")
+    _move_into(stage, out)
+    if not args.json:       # --json: printed by run()
         print(_table(graph, args.k, rows, timings))
         best = min((m for m in rows if m != "default"), key=lambda m: rows[m]["max_send_recv"])
         d, b = rows["default"], rows[best]
@@ -218,16 +245,23 @@ def run(args) -> int:
                   f"epoch {t['epoch_s'] * 1e3:.1f} ms")
         print("wrote " + ", ".join(files))
     _status(f"finished in {time.perf_counter() - t_all:.1f} s")
-    if not km1_ok:
-        print("partplan demo: error: the analyzer disagrees with Mt-KaHyPar's km1", file=sys.stderr)
-        return 1
-    if any(doc.get(key) and not doc[key]["bytes_match"] for key in ("executed", "trained")):
-        print("partplan demo: error: measured bytes differ from the plan's prediction", file=sys.stderr)
-        return 1
-    return 0
+    return doc
 
 
-def _execute(graph, args, out: Path) -> dict:
+def _move_into(stage: Path, out: Path) -> None:
+    """Every file and plan folder of ``stage`` into ``out``, replacing one of the same name (files
+    by ``os.replace``, folders by :func:`partplan._atomic.swap_dir`: the earlier one is never lost
+    half-way)."""
+    from partplan._atomic import swap_dir
+    for item in sorted(stage.iterdir()):
+        target = out / item.name
+        if item.is_dir() and target.is_dir() and not target.is_symlink():
+            swap_dir(item, target)
+        else:
+            os.replace(item, target)
+
+
+def _execute(graph, args, stage: Path, out: Path) -> dict:
     """Partition with the default pipeline for ``exec_ranks`` ranks, plan it, run the plan on
     as many gloo processes, and return the measured report (bytes predicted vs measured,
     aware vs oblivious vs bare exchange)."""
@@ -238,13 +272,24 @@ def _execute(graph, args, out: Path) -> dict:
     p = args.exec_ranks
     _status(f"executing: the default pipeline for {p} ranks, plan, {p} gloo processes ...")
     part = partition(graph, p, seed=args.seed)
-    path = write_plan(build_plan(graph, part, f=args.f), out / f"demo_{p}.plan")
+    path = write_plan(build_plan(graph, part, f=args.f), stage / f"demo_{p}.plan")
     rep = run_spmm(path, nprocs=p, backend="gloo", f=args.f, repeat=7, compare=("oblivious", "bare"), timeout=60)
     rep["plan"] = str(path)
-    return rep
+    return _relocated(rep, stage, out)
 
 
-def _train(args, out: Path) -> dict:
+def _relocated(obj, stage: Path, out: Path):
+    """``obj`` (a report: dicts, lists, strings) with every path in ``stage`` named where it ends, in ``out``."""
+    if isinstance(obj, dict):
+        return {k: _relocated(v, stage, out) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_relocated(v, stage, out) for v in obj]
+    if isinstance(obj, str) and obj.startswith(str(stage)):
+        return str(out) + obj[len(str(stage)):]
+    return obj
+
+
+def _train(args, stage: Path, out: Path) -> dict:
     """Partition polblogs for ``train_ranks`` ranks with a GCN-normalized plan,
     write its labels and split, and train on as many gloo processes."""
     from partplan import datasets
@@ -259,12 +304,12 @@ def _train(args, out: Path) -> dict:
     g = datasets.load_graph("polblogs").normalize(symmetrize=True)
     part = partition(g, p, seed=args.seed) if p > 1 else \
         np.zeros(g.n, dtype=np.int64)
-    path = write_plan(build_plan(g, part, k=p, normalize="gcn"), out / f"demo_polblogs_{p}.plan")
+    path = write_plan(build_plan(g, part, k=p, normalize="gcn"), stage / f"demo_polblogs_{p}.plan")
     d = labeled_dataset("polblogs")
-    data = write_data(out / "demo_polblogs.npz", d["x"], d["y"], d["train_mask"], d["val_mask"], d["test_mask"])
+    data = write_data(stage / "demo_polblogs.npz", d["x"], d["y"], d["train_mask"], d["val_mask"], d["test_mask"])
     rep = train_gcn(path, nprocs=p, data=data, epochs=200, seed=args.seed, timeout=60)
     rep["plan"] = str(path)
-    return rep
+    return _relocated(rep, stage, out)
 
 
 def _exec_table(r: dict) -> str:

@@ -271,12 +271,41 @@ def test_demo_on_small_graph(random_graph, tmp_path, capsys):
     d = json.loads((out_dir / "demo.json").read_text())
     assert d["check"]["equal"] is True and d["k"] == 4
     assert d["executed"]["ranks"] == 4 and d["executed"]["bytes_match"]      # the plan on 4 gloo processes
+    assert d["executed"]["plan"] == str(out_dir / "demo_4.plan") and (out_dir / "demo_4.plan").is_dir()
+    assert all(f.startswith(str(out_dir)) and os.path.exists(f) for f in d["files"])
+    assert [p.name for p in out_dir.iterdir() if p.name.startswith(".")] == []     # no staging folder left
     t = d["trained"]  # GCN on polblogs from a plan, 2 gloo processes (the same model at any rank count)
     assert t["ranks"] == 2 and t["bytes_match"] and t["test_acc"] >= 0.90 and t["losses"][-1] < t["losses"][0]
     assert d["methods"]["metis"]["ratio_vs_metis"]["total_volume"] == 1.0
     blk = [v * 4 // 120 for v in range(120)]  # block partition of 120 rows into 4
     assert d["methods"]["block"]["total_volume"] == sum(map(sum, brute_volume(E, blk, 4)))
     assert "[demo]" in err and "equal" in out
+
+
+@pytest.mark.slow
+def test_an_interrupted_demo_leaves_the_earlier_run_whole(random_graph, tmp_path, capsys, monkeypatch):
+    """demo wrote its files into --out one at a time: a run interrupted after its heat maps left
+    them beside the earlier run's demo.json (an audit). Every output is staged and moved in at the
+    end; an interrupted run leaves the earlier files byte for byte, and no staging folder."""
+    import hashlib
+
+    import partplan.cli.demo as demo
+    graph, _ = random_graph
+    out_dir = tmp_path / "demo"
+    base = ["demo", "--out", out_dir, "--dataset", graph, "--exec-ranks", "0", "--train-ranks", "0"]
+    rc, _, err = run_cli(capsys, *base, "-k", "4")
+    assert rc == 0, err
+
+    def digest():
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in out_dir.iterdir()}
+    before = digest()
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr("partplan.plot.plot_compare", interrupted)    # after the six heat maps of k = 3
+    rc, _, err = run_cli(capsys, *base, "-k", "3")
+    assert rc == 130 and digest() == before, err
+    assert demo is not None and sorted(before) == sorted(p.name for p in out_dir.iterdir())
 
 
 def test_demo_bad_k(random_graph, tmp_path, capsys):
