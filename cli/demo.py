@@ -138,7 +138,8 @@ def run(args) -> int:
     from partplan.io.outpath import check_output_folder
     out = check_output_folder(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    from partplan._atomic import discard_temp, make_temp_dir, release_temp
+    from partplan._atomic import clean_stale, discard_temp, make_temp_dir, release_temp
+    clean_stale(out / "demo")             # the staging folders of killed runs
     stage = make_temp_dir(out / "demo")   # every output is written here, then moved into `out` at the end
     release_temp(stage)   # its lock (flock) would block the plan writer's lock on the folder it writes in;
     try:                  # named by this running process, the folder is still no dead writer's to sweep
