@@ -291,8 +291,10 @@ def test_an_interrupted_demo_leaves_the_earlier_run_whole(random_graph, tmp_path
     graph, _ = random_graph
     out_dir = tmp_path / "demo"
     base = ["demo", "--out", out_dir, "--dataset", graph, "--exec-ranks", "0", "--train-ranks", "0"]
+    (out_dir / ".demo.tmp-999999999-deadbeef").mkdir(parents=True)      # a killed run's staging folder
     rc, _, err = run_cli(capsys, *base, "-k", "4")
     assert rc == 0, err
+    assert not (out_dir / ".demo.tmp-999999999-deadbeef").exists()
 
     def digest():
         return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in out_dir.iterdir()}
