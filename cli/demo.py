@@ -135,9 +135,14 @@ def run(args) -> int:
         raise PartitionError(f"-f must be >= 1, got {args.f}")
     from partplan.partition.engines.mtkahypar import check_preset
     check_preset(args.preset)            # before any method runs
-    from partplan.io.outpath import check_output_folder
+    from partplan.io.outpath import check_output_dir, check_output_file, check_output_folder
     out = check_output_folder(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    for name in _output_names(args):      # what the run will replace, checked before any work
+        if name.endswith(".plan"):
+            check_output_dir(out / name, kind="plan")     # a plan, an empty folder or nothing: never a user's folder
+        else:
+            check_output_file(out / name)
     from partplan._atomic import clean_stale, discard_temp, make_temp_dir, release_temp
     clean_stale(out / "demo")             # the staging folders of killed runs
     stage = make_temp_dir(out / "demo")   # every output is written here, then moved into `out` at the end
@@ -249,12 +254,23 @@ def _demo(args, out: Path, stage: Path) -> dict:
     return doc
 
 
+def _output_names(args) -> list[str]:
+    """The names a demo run writes in ``--out`` (demo.json last: it is what says which run the
+    folder holds)."""
+    names = [f"demo_heatmap_{m}.png" for m in DEMO_METHODS] + ["demo_compare.png"]
+    if args.exec_ranks:
+        names.append(f"demo_{args.exec_ranks}.plan")
+    if args.train_ranks:
+        names += [f"demo_polblogs_{args.train_ranks}.plan", "demo_polblogs.npz"]
+    return names + ["demo.json"]
+
+
 def _move_into(stage: Path, out: Path) -> None:
     """Every file and plan folder of ``stage`` into ``out``, replacing one of the same name (files
     by ``os.replace``, folders by :func:`partplan._atomic.swap_dir`: the earlier one is never lost
-    half-way)."""
+    half-way); demo.json last, so that it names the run whose files are there."""
     from partplan._atomic import swap_dir
-    for item in sorted(stage.iterdir()):
+    for item in sorted(stage.iterdir(), key=lambda q: (q.name == "demo.json", q.name)):
         target = out / item.name
         if item.is_dir() and target.is_dir() and not target.is_symlink():
             swap_dir(item, target)

@@ -28,7 +28,6 @@ def resolved_kernels(cfg: dict, ctx) -> str:
 
 #: seconds between the progress lines a job prints without --progress (a long run says where it is)
 PROGRESS_EVERY_S = 5.0
-_LAST_SAID: dict = {}
 
 
 def progress(cfg: dict, leader: bool, msg: str) -> None:
@@ -38,12 +37,11 @@ def progress(cfg: dict, leader: bool, msg: str) -> None:
     seconds, the first that long after the job's first line."""
     if not (cfg.get("progress") and leader):
         return
-    if cfg["progress"] == "throttled":
-        now, key = time.monotonic(), id(cfg)
-        if key not in _LAST_SAID or now - _LAST_SAID[key] < PROGRESS_EVERY_S:
-            _LAST_SAID.setdefault(key, now)
+    if cfg["progress"] == "throttled":      # the time of the last line said is kept in the job's config
+        now = time.monotonic()
+        if now - cfg.setdefault("_progress_said", now) < PROGRESS_EVERY_S:
             return
-        _LAST_SAID[key] = now
+        cfg["_progress_said"] = now
     if cfg.get("progress_file"):
         with open(cfg["progress_file"], "a") as fh:
             fh.write(msg + "\n")

@@ -569,8 +569,9 @@ def _tagged_copy(edge_index, num_nodes=None, *, any_rows: bool = True) -> tuple[
     tag = getattr(edge_index, "_partplan_halo_copy", None)
     if tag is None or tag[1] != edge_index._version or tag[2] != _GENERATION[0]:
         return False, None
-    if not any_rows and tag[3] is not None and (num_nodes is None or int(num_nodes) != tag[3]):
-        return False, None
+    if tag[3] is not None and (any_rows and tag[0] is None or not any_rows and (
+            num_nodes is None or int(num_nodes) != tag[3])):
+        return False, None      # "none of one row count's ranks" says nothing of the others
     v = None if tag[0] is None else tag[0]()
     return tag[0] is None or v is not None, v
 

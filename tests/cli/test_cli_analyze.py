@@ -306,6 +306,17 @@ def test_an_interrupted_demo_leaves_the_earlier_run_whole(random_graph, tmp_path
     rc, _, err = run_cli(capsys, *base, "-k", "3")
     assert rc == 130 and digest() == before, err
     assert sorted(before) == sorted(p.name for p in out_dir.iterdir())
+    # a folder of a plan's name that is no plan (a user's), or a folder where a file goes: refused first
+    monkeypatch.undo()
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "demo_2.plan").mkdir()
+    (tmp_path / "mine" / "demo_2.plan" / "thesis.tex").write_text("x")
+    (tmp_path / "mine" / "demo.json").mkdir()
+    for extra in (["--exec-ranks", "2"], []):
+        rc, _, err = run_cli(capsys, "demo", "--out", tmp_path / "mine", "--dataset", graph, "--train-ranks", "0",
+                             "-k", "2", *(extra or ["--exec-ranks", "0"]))
+        assert rc == 2 and "Traceback" not in err, err
+    assert (tmp_path / "mine" / "demo_2.plan" / "thesis.tex").read_text() == "x"
 
 
 def test_demo_bad_k(random_graph, tmp_path, capsys):

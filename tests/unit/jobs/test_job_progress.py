@@ -24,13 +24,26 @@ def test_the_default_is_one_line_every_few_seconds(monkeypatch, capsys):
     assert capsys.readouterr().err == ""
 
 
+class _Captured(Exception):
+    pass
+
+
 @pytest.mark.parametrize("argv, want", [([], "throttled"), (["--progress"], True), (["-q"], False),
                                         (["-q", "--progress"], False)])
-def test_the_cli_chooses_the_progress(argv, want, monkeypatch):
-    """The job's config as the CLI makes it (its options parsed, -q applied as run_job_cmd does)."""
+def test_the_cli_chooses_the_progress(argv, want, monkeypatch, tmp_path):
+    """The job's config as `partplan run pagerank` hands it to the launcher (run_job_cmd: -q wins)."""
+    import partplan.jobs
+    from partplan.cli._common import run_job_cmd
     from partplan.cli.main import build_parser
-    from partplan.jobs.args import job_config
-    args = build_parser().parse_args(["run", "pagerank", "x.plan", *argv])
-    if getattr(args, "quiet", False):
-        args.progress = False
-    assert job_config(args)["progress"] == want
+    from partplan.datasets import load_graph
+    from partplan.plan import build_plan, write_plan
+    g = load_graph("polblogs")
+    plan = write_plan(build_plan(g, [v % 2 for v in range(g.n)], 2), tmp_path / "p.plan")
+
+    def captured(job, cfg, **kw):
+        raise _Captured(cfg)
+    monkeypatch.setattr(partplan.jobs, "execute", captured)
+    args = build_parser().parse_args(["run", "pagerank", str(plan), "--backend", "local", *argv])
+    with pytest.raises(_Captured) as ei:
+        run_job_cmd(args)
+    assert ei.value.args[0]["progress"] == want

@@ -311,3 +311,8 @@ def test_an_equal_copy_is_compared_once_then_followed(tmp_path, monkeypatch):
     seen = len(compared)
     halo._view_of(copy)
     assert len(compared) > seen
+    # found among the ranks of another row count only: "no Halo's" for that count, unknown for the rest
+    fresh = v.edge_index.clone()
+    assert halo._view_of(fresh, num_nodes=v.num_local + v.num_halo + 1) is None
+    assert halo._tagged_copy(fresh) == (False, None) and halo._hop_view(fresh) is None    # a CPU copy: not compared
+    assert halo._view_of(fresh) is v
