@@ -88,7 +88,7 @@ def register(subparsers) -> None:
                           "column, a DGL partition folder or config JSON, a PyG node_map.pt, or a CAGNET "
                           ".part-sizes file (kind detected)")
     src.add_argument("--method", choices=METHODS, help="partition on the fly (thin call into the partitioner)")
-    p.add_argument("-k", type=_positive_int, metavar="K",
+    p.add_argument("-k", "--k", type=_positive_int, metavar="K",
                    help="number of ranks (row blocks × replicas for 1.5d); required with --method unless "
                         "--layout 2d:RxC gives R·C; with --partition defaults to the file's row blocks "
                         "(K of a .part.K name or a DGL / PyG / CAGNET partition's own part count, else max id + 1) times the "

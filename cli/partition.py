@@ -52,7 +52,7 @@ def register(subparsers) -> None:
                "  partplan partition email-Enron -k 16 --topology tree:4x4 --route domain --map greedy -o e.plan")
     p.add_argument("graph", metavar="GRAPH", help="graph file (.mtx, .graph, .npz, .parquet, edge list, ...) "
                                                   "or a dataset name (partplan datasets)")
-    p.add_argument("-k", type=_positive_int, required=True, metavar="K", help="number of ranks")
+    p.add_argument("-k", "--k", type=_positive_int, required=True, metavar="K", help="number of ranks")
     p.add_argument("--model", default=None, choices=["graph", "hypergraph", "stochastic", "baseline"],
                    help="partitioning model (default: none given, the default pipeline of --preset auto; a "
                         "model runs one engine)")

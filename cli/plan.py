@@ -52,7 +52,7 @@ def register(subparsers) -> None:
     p.add_argument("--layout", default=None, metavar="L",
                    help="1d (default), 1.5d:C, 2d:RxC or routed:domain:D / routed:source:D; default: the layout "
                         "saved with the partition, else 1d")
-    p.add_argument("-k", type=positive_int, metavar="RANKS",
+    p.add_argument("-k", "--k", type=positive_int, metavar="RANKS",
                    help="number of ranks (default: from the layout and the partition's parts: ranks = parts for "
                         "1d / 2d / routed, parts x c for 1.5d:c); checked against them when given")
     p.add_argument("-o", "--output", required=True, metavar="OUT.plan", help="plan directory to write")
