@@ -200,13 +200,11 @@ def _demo(args, out: Path, stage: Path) -> dict:
     km1_ok = km1 == stats["hypergraph"].total_volume
 
     _status("drawing the heat maps ...")
-    files = []
     for m in DEMO_METHODS:
         plot_volume(stats[m], stage / f"demo_heatmap_{m}.png")
-        files.append(str(out / f"demo_heatmap_{m}.png"))
     plot_compare(stats, stage / "demo_compare.png", reference=REFERENCE,
                  title=f"{graph.name}, k={args.k}: communication per 1D SpMM by method")
-    files.append(str(out / "demo_compare.png"))
+    files = [str(out / name) for name in _output_names(args) if name.endswith((".png", ".json"))]
     ref = rows[REFERENCE]
     doc = {
         "dataset": args.dataset, "graph": {"name": graph.name, "n": graph.n, "nnz": graph.nnz,
@@ -226,7 +224,6 @@ def _demo(args, out: Path, stage: Path) -> dict:
     if args.train_ranks:
         doc["trained"] = _train(args, stage, out)
     doc["total_s"] = time.perf_counter() - t_all
-    files.append(str(out / "demo.json"))
     write_json_atomic(doc, stage / "demo.json")
     _move_into(stage, out)
     if not args.json:       # --json: printed by run()

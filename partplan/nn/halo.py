@@ -521,8 +521,7 @@ def _top_endpoint(v: HaloRank) -> int:
     ei = v.edge_index
     if not ei.numel():
         return -1
-    ids = np.concatenate([v.local_ids, v.halo_ids])
-    return int(ids[ei.numpy().reshape(-1)].max())
+    return int(v.row_ids[ei.numpy().reshape(-1)].max())
 
 
 def inferred_loops_differ(v: HaloRank, top: int) -> bool:
@@ -531,11 +530,10 @@ def inferred_loops_differ(v: HaloRank, top: int) -> bool:
     largest index + 1: on the whole graph every vertex up to the largest endpoint ``top`` (global
     id) gets one, so vertices above it — isolated ones at the highest ids — get none; on a rank, the
     rows up to its own largest local index do (locals first, then halo rows)."""
-    rows = v.num_local + v.num_halo
     ei = v.edge_index
     last = int(ei.max()) if ei.numel() else -1
-    ids = np.concatenate([v.local_ids, v.halo_ids])
-    return bool(np.any((np.arange(rows) <= last) != (ids <= top)))
+    ids = v.row_ids
+    return bool(np.any((np.arange(ids.size) <= last) != (ids <= top)))
 
 
 def _register(v: HaloRank) -> None:
@@ -569,11 +567,14 @@ def _tagged_copy(edge_index, num_nodes=None, *, any_rows: bool = True) -> tuple[
     tag = getattr(edge_index, "_partplan_halo_copy", None)
     if tag is None or tag[1] != edge_index._version or tag[2] != _GENERATION[0]:
         return False, None
-    if tag[3] is not None and (any_rows and tag[0] is None or not any_rows and (
-            num_nodes is None or int(num_nodes) != tag[3])):
-        return False, None      # "none of one row count's ranks" says nothing of the others
-    v = None if tag[0] is None else tag[0]()
-    return tag[0] is None or v is not None, v
+    ref, rows = tag[0], tag[3]
+    if rows is not None:                # found among the ranks of one row count
+        if any_rows and ref is None:    # "none of them" says nothing of the others'
+            return False, None
+        if not any_rows and (num_nodes is None or int(num_nodes) != rows):
+            return False, None
+    v = None if ref is None else ref()
+    return ref is None or v is not None, v
 
 
 def _view_of(edge_index, num_nodes=None) -> HaloRank | None:

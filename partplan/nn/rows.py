@@ -77,6 +77,11 @@ class RankRows:
     def num_halo(self) -> int:
         return int(self.halo_ids.size)
 
+    @property
+    def row_ids(self) -> np.ndarray:
+        """The global id of each of the rank's rows in its exchange's order: locals, then halo rows."""
+        return np.concatenate([self.local_ids, self.halo_ids])
+
     def _sent_rows_first(self) -> None:
         """Order the local rows as the send buffer lists them (each row at its
         first appearance), then the rows never sent. When no row goes to two
