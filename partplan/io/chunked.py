@@ -53,7 +53,7 @@ from .._atomic import clean_stale, discard_temp, make_temp_dir, release_temp
 from .._kernels import HAVE_NUMBA, njit
 from ..errors import GraphFormatError
 from ..graph import Graph
-from ._common import drops_vertex_weights, npy_claim_problem, npy_header
+from ._common import check_budget, drops_vertex_weights, npy_claim_problem, npy_header
 
 FORMAT = "partplan-chunked-csr"
 VERSION = 1
@@ -284,7 +284,6 @@ def _read_chunk_part(info: ChunkInfo, c: ChunkMeta, lo: int, hi: int, *, check: 
     """Rows [lo, hi) (inside chunk c) as CSRRows with global column ids. ``held``: bytes the caller
     already holds of this read; with this part's they must fit the memory budget, checked from the
     row offsets before the columns are read (a sparse .npy file is as long as its header says)."""
-    from .._budget import check_budget
     rows = c.row_hi - c.row_lo
     check_budget(held + _range_bytes(info, hi - lo, 0), c.indptr, f"rows [{lo}, {hi}) of the chunked graph",
                  field="indptr")
@@ -356,7 +355,6 @@ def read_chunk_rows(path, lo: int, hi: int, *, info: ChunkInfo | None = None, ch
     if len(parts) == 1:
         r = parts[0]
         return CSRRows(lo, hi, r.indptr, r.indices, r.data)
-    from .._budget import check_budget
     check_budget(2 * held, info.path, f"rows [{lo}, {hi}) of the chunked graph, joined from {len(parts)} chunks")
     offs = np.cumsum([0] + [q.nnz for q in parts])
     indptr = np.concatenate([parts[0].indptr[:1]] + [q.indptr[1:] + o for q, o in zip(parts, offs)])
