@@ -344,6 +344,38 @@ def _create_error(path, exc: OSError):
     return OutputPathError(f"{path}: directory {parent} is not writable ({exc.strerror or exc}); nothing written")
 
 
+def make_parents(path: str | os.PathLike) -> Path:
+    """Create the missing folders above the output ``path`` (``mkdir -p`` of its parent) and return
+    the parent; one :class:`~partplan.errors.OutputPathError` naming ``path`` and the first
+    ancestor that is a file (``out.txt/x.plan``), or a folder that cannot be written, instead of
+    ``FileExistsError`` / ``NotADirectoryError`` / ``PermissionError``.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp()); (d / "f").write_text("")
+    0
+    >>> make_parents(d / "a" / "b" / "x.npy") == d / "a" / "b"
+    True
+    >>> make_parents(d / "f" / "x.npy")
+    Traceback (most recent call last):
+    ...
+    partplan.errors.OutputPathError: .../f/x.npy: .../f is a file, not a directory
+    """
+    from .errors import OutputPathError
+    parent = Path(path).parent if str(Path(path).parent) else Path(".")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        q = parent
+        while q != q.parent and not q.exists():
+            q = q.parent
+        if q.exists() and not q.is_dir():
+            raise OutputPathError(f"{path}: {q} is a file, not a directory") from None
+        if exc.errno in _NO_SPACE:
+            raise _space_error(path, exc) from None
+        raise OutputPathError(f"{path}: cannot create the directory {parent} ({exc.strerror or exc})") from None
+    return parent
+
+
 #: what torch's zip writer says when a write comes up short (a full disk): a RuntimeError, no errno
 _TORCH_SHORT_WRITE = ("unexpected pos", "PytorchStreamWriter failed", "file write failed", "inline_container",
                       "iostream error")
@@ -500,8 +532,7 @@ def atomic_path(path: str | os.PathLike, *, suffix: str = ".tmp", size: int | No
     [0, 1, 2]
     """
     p = Path(path)
-    parent = p.parent if str(p.parent) else Path(".")
-    parent.mkdir(parents=True, exist_ok=True)
+    make_parents(p)
     clean_stale(p)
     fd, tmp = create_temp(p, suffix=suffix, size=size)
     try:

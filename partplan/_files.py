@@ -166,7 +166,9 @@ def load_json(raw: bytes | str, where: str) -> Any:
         return json.loads(raw, parse_int=hook, parse_constant=_parse_constant)
     except _JsonLimit as exc:
         raise PlanError(f"{where}: outside partplan's JSON limits: {exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, ValueError) as exc:
+    except UnicodeDecodeError:     # json.loads guesses UTF-8/16/32 from the first bytes: name no codec
+        raise PlanError(f"{where}: not valid JSON (not UTF-8 text)") from None
+    except (json.JSONDecodeError, RecursionError, ValueError) as exc:
         raise PlanError(f"{where}: not valid JSON ({exc})") from None
 
 

@@ -200,6 +200,12 @@ class Graph:
         training from shares); None: the row's nonzeros.
     name : a label for tables and plans.
 
+    ``Graph(indptr, indices, ...)`` keeps the caller's arrays when they are already int64 /
+    float64, contiguous and sorted within rows (no copy, as scipy's ``csr_matrix((data, indices,
+    indptr))``): the graph caches what it computes from them (:attr:`fingerprint`,
+    :meth:`is_symmetric`), so treat them as read-only from then on, or pass copies.
+    :meth:`from_scipy` and :meth:`from_edges` build arrays of their own.
+
     Examples
     --------
     >>> g = Graph.from_edges([0, 1, 2], [1, 2, 0], symmetrize=True)
@@ -265,7 +271,14 @@ class Graph:
     def from_scipy(cls, A: sp.spmatrix | sp.sparray, *, pattern: bool = False, **kw) -> "Graph":
         """Wrap a square scipy sparse matrix, or a dense 2-D array-like (copied, canonicalized;
         duplicates summed); its values must be real numbers."""
+        from ._args import check_bool
+        pattern = check_bool("pattern", pattern, error=OptionError)
         if not sp.issparse(A):
+            if A is None or type(A).__module__.startswith("networkx"):
+                hint = (" (a networkx graph: pass networkx.to_scipy_sparse_array(G))"
+                        if A is not None else "")
+                raise GraphFormatError(f"from_scipy takes a scipy sparse matrix or a dense 2-D array, got "
+                                       f"{type(A).__name__}{hint}")
             A = _numpy_of(A)        # a dense torch tensor too (a sparse one is refused by name)
         if A.ndim != 2 or A.shape[0] != A.shape[1]:
             raise GraphFormatError(f"matrix must be square, got shape {A.shape}")

@@ -26,8 +26,8 @@ def _atomic_dir(out: Path):
     out = Path(out)
     if out.exists() and (out.is_file() or any(out.iterdir())):
         raise PartitionError(f"{out}: exists and is not empty; refusing to overwrite it")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    from .._atomic import clean_stale, make_temp_dir
+    from .._atomic import clean_stale, make_parents, make_temp_dir
+    make_parents(out)
     clean_stale(out)  # temp dirs of exports killed before their rename (judged by their writer's lock)
     return make_temp_dir(out)
 

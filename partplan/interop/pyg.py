@@ -219,6 +219,9 @@ def plan_from_pyg(data: Any, k: int, *, normalize: str | None = None, out: str |
                    or partition_options.get("ownership", "conformal") != "conformal"):
         raise OptionError("shares=True needs a 1D conformal plan (Halo's rows and edges): leave layout and "
                           "ownership at their defaults")
+    if out is not None:         # where the plan goes, before the partition (which may take long)
+        from ..plan.store import check_plan_target
+        check_plan_target(out)
     t0 = time.perf_counter()
     if isinstance(balance, str) and balance == "memory":     # the CLI's --balance memory
         from ..nn.shares import memory_weights

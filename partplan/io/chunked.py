@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import _atomic
-from .._atomic import clean_stale, discard_temp, make_temp_dir, release_temp
+from .._atomic import clean_stale, discard_temp, make_parents, make_temp_dir, release_temp
 from .._kernels import HAVE_NUMBA, njit
 from ..errors import GraphFormatError
 from ..graph import Graph
@@ -479,7 +479,7 @@ class ChunkedWriter:
         if index_dtype not in INDEX_DTYPES:
             raise GraphFormatError(f"index_dtype must be one of {', '.join(INDEX_DTYPES)}", self.path,
                                    field="index_dtype")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_parents(self.path)
         clean_stale(self.path)
         self.tmp = make_temp_dir(self.path)   # locked while this process writes it
         self.n, self.weighted, self.directed, self.name = int(n), bool(weighted), bool(directed), str(name)

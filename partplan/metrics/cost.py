@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import OptionError
+
 DEFAULT_ALPHA_S = 1e-5
 DEFAULT_BETA_S_PER_BYTE = 1e-10
 
@@ -23,7 +25,6 @@ def check_width(f) -> int:
     """``f`` (feature width, columns of H) as an int in [1, :data:`MAX_WIDTH`], else
     :class:`~partplan.errors.OptionError` (a ValueError)."""
     if isinstance(f, bool) or not isinstance(f, (int, np.integer)) or not 1 <= f <= MAX_WIDTH:
-        from ..errors import OptionError
         raise OptionError(f"f (feature width) must be an integer in [1, 2^24], got {f!r}")
     return int(f)
 
@@ -77,6 +78,25 @@ def dtype_name(dtype) -> str:
 
 def alpha_beta_time(send_msgs, recv_msgs, send_bytes, recv_bytes,
                     alpha: float = DEFAULT_ALPHA_S, beta: float = DEFAULT_BETA_S_PER_BYTE) -> np.ndarray:
-    """float64[k]: estimated seconds of each rank in one exchange (see module doc)."""
-    return (alpha * np.maximum(np.asarray(send_msgs), np.asarray(recv_msgs))
-            + beta * np.maximum(np.asarray(send_bytes, dtype=np.float64), np.asarray(recv_bytes, dtype=np.float64)))
+    """float64[k]: estimated seconds of each rank in one exchange (see module doc): messages and
+    bytes per rank (non-negative counts of one shape), α and β finite numbers >= 0 (seconds per
+    message, per byte); OptionError naming the argument otherwise.
+
+    >>> alpha_beta_time([1, 2], [2, 0], [8, 0], [0, 16], alpha=1.0, beta=0.5).tolist()
+    [6.0, 10.0]
+    """
+    from .._args import check_real
+    alpha, beta = check_real("alpha", alpha), check_real("beta", beta)
+    arrs = {}
+    for name, v in (("send_msgs", send_msgs), ("recv_msgs", recv_msgs), ("send_bytes", send_bytes),
+                    ("recv_bytes", recv_bytes)):
+        a = np.asarray(v)
+        if a.dtype.kind not in "iuf" or (a.size and not (np.all(np.isfinite(a)) and a.min() >= 0)):
+            raise OptionError(f"{name} must hold non-negative finite numbers (one per rank), got {v!r:.60}")
+        arrs[name] = a.astype(np.float64)
+    shapes = {a.shape for a in arrs.values()}
+    if len(shapes) > 1:
+        raise OptionError(f"send_msgs, recv_msgs, send_bytes and recv_bytes must have one shape, got "
+                          f"{', '.join(str(a.shape) for a in arrs.values())}")
+    return (alpha * np.maximum(arrs["send_msgs"], arrs["recv_msgs"])
+            + beta * np.maximum(arrs["send_bytes"], arrs["recv_bytes"]))

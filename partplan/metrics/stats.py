@@ -292,7 +292,10 @@ def analyze(graph: Graph, part, k: int | None = None, *, f: int = 128, dtype: st
             raise PartitionError(f"analyze counts 1D row-wise exchange; this partition's layout is "
                                  f"{getattr(part, 'layout', '?')!r} (its own .layout_stats holds that layout's "
                                  f"figures)")
-        k = int(part.k) if k is None else k
+        if k is not None and k != part.k:
+            raise PartitionError(f"k={k} given with a partition into {part.k} parts (leave k out: the "
+                                 f"partition's own is used)")
+        k = int(part.k)
         owner = getattr(part, "owner", None)
         if owner is not None:   # decoupled: its owners send the rows of H, not the rows' parts
             return analyze_owned(graph, part.part, owner, k, f=f, dtype=dtype, alpha=alpha, beta=beta, name=name,

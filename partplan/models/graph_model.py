@@ -10,12 +10,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import OptionError
-from ..graph import Graph
+from ..graph import Graph, check_graph
 
 
 def metis_graph(graph: Graph, *, vertex_weights: str = "nnz") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(xadj, adjncy, eweights, vweights) int64 arrays of the symmetrized graph."""
-    n = graph.n
+    n = check_graph(graph).n
     P = sp.csr_matrix((np.ones(graph.nnz, dtype=np.int64), graph.indices, graph.indptr), shape=(n, n))
     P.data[:] = 1
     P.sum_duplicates()

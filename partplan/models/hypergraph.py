@@ -13,7 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import OptionError
-from ..graph import Graph
+from ..graph import Graph, check_graph
 from ..hypergraph import Hypergraph
 
 
@@ -24,6 +24,9 @@ def column_net(graph: Graph, *, net_weight: int = 1, vertex_weights: str = "nnz"
     net_weight : weight of every net (e.g. bytes per row f·dtype; 1 = rows).
     vertex_weights : "nnz" (row nonzeros, at least 1) or "unit".
     """
+    from .._args import check_int
+    check_graph(graph)
+    net_weight = check_int("net_weight", net_weight, lo=1)
     n = graph.n
     pat = sp.csr_matrix((np.ones(graph.nnz, dtype=np.int8), graph.indices, graph.indptr), shape=(n, n))
     pat = (pat + sp.identity(n, dtype=np.int8, format="csr")).tocsc()  # owner is always a pin

@@ -55,10 +55,10 @@ class Sampler(Protocol):
 def hoeffding_nets(p: int, theta: float, delta: float) -> int:
     """Nets needed so the sampled mean net cost is θ-close with prob. ≥ 1−δ:
     ``ceil((p−1)² / (2θ²) · ln(2/δ))`` (0 for p = 1)."""
-    if not (theta > 0):
-        raise OptionError(f"theta must be > 0, got {theta}")
-    if not (0 < delta < 1):
-        raise OptionError(f"delta must be in (0, 1), got {delta}")
+    from .._args import check_int, check_real
+    p = check_int("k", p, lo=1)
+    theta = check_real("theta", theta, lo=0.0, lo_open=True)
+    delta = check_real("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
     return int(math.ceil((p - 1) ** 2 / (2.0 * theta * theta) * math.log(2.0 / delta)))
 
 
@@ -280,6 +280,11 @@ def stochastic_hypergraph(graph: Graph, k: int, sampler: Sampler | str | None = 
     of the full matrix: compute balance) or "unit". Raises ValueError when
     max_batches is reached before the bound (raise max_batches or theta).
     """
+    from .._args import check_int
+    check_graph(graph)
+    k = check_int("k", k, lo=1)
+    if k > graph.n:
+        raise OptionError(f"k={k} parts exceed n={graph.n} vertices")
     smp = make_sampler(sampler)
     need = hoeffding_nets(k, theta, delta)
     if not np.any(graph.rows != graph.indices):     # no sampled net has two pins: no batch can meet the bound

@@ -176,7 +176,7 @@ def _member_header(zf: zipfile.ZipFile, name: str, path, crc: bool = False):
                 read = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
                     np.lib.format.read_array_header_2_0
                 shape, fortran, dtype = read(fh)
-            except (ValueError, SyntaxError, TokenError) as exc:   # numpy parses the header's dict
+            except (ValueError, SyntaxError, TokenError, TypeError) as exc:   # numpy parses the header dict
                 raise DataError(f"not a .npy array ({exc})", path, name[:-4]) from None
             hdr_len = fh.tell()
     except _ZIP_ERRORS as exc:  # bad CRC, truncated member, unknown compression, encrypted

@@ -510,7 +510,8 @@ def _read_saved(path: Path, graph: Graph | None) -> tuple[np.ndarray, np.ndarray
     from ..io.partfile import read_partition
 
     if not path.is_file():
-        raise PartitionError(f"{path}: no such partition file")
+        raise PartitionError(f"{path}: is a directory, not a partition file (save_partition writes one file)"
+                             if path.is_dir() else f"{path}: no such partition file")
     owner = None
     if path.suffix.lower() == ".parquet":
         import pyarrow.parquet as pq

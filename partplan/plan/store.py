@@ -33,7 +33,7 @@ except ImportError:  # pragma: no cover - depends on the environment
     _xxhash = None
 
 from .. import _atomic
-from .._atomic import clean_stale, discard_temp, make_temp_dir, release_temp
+from .._atomic import clean_stale, discard_temp, make_parents, make_temp_dir, release_temp
 from ..errors import PlanError
 from ..program.plan import Plan, RankPlan
 from ..layouts import parse_layout
@@ -490,7 +490,7 @@ def begin_plan_dir(path: Path) -> Path:
     (``path`` checked: missing, an empty directory or a plan; temporaries of
     killed writers removed)."""
     _check_target(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_parents(path)
     clean_stale(path)  # temp dirs of writers killed before their rename
     return make_temp_dir(path)   # locked while this process writes it
 
@@ -525,6 +525,18 @@ def finish_plan_dir(tmp: Path, path: Path, manifest: dict, partition: dict, shar
     os.chmod(tmp, 0o755)
     _swap_in(tmp, path)
     return m
+
+
+def check_plan_target(path) -> Path:
+    """What :func:`write_plan` checks before it writes, for callers that check before long work:
+    ``path`` is missing, an empty directory or a plan, and its folder exists or can be created
+    (PlanError / OutputPathError naming it). Returns ``Path(path)``."""
+    from .._args import check_path
+    from ..io.outpath import check_output_folder
+    path = Path(check_path("path", path, error=PlanError))
+    _check_target(path)
+    check_output_folder(path.parent if str(path.parent) else Path("."))
+    return path
 
 
 def _check_target(path: Path) -> None:
