@@ -158,7 +158,9 @@ def chunk_info(path) -> ChunkInfo:
     p = Path(path)
     hf = p / HEADER
     if not p.is_dir():
-        raise GraphFormatError("not a chunked graph directory (no such directory)", p)
+        raise GraphFormatError("not a chunked graph directory (" + (
+            "a file: a chunked graph is a directory; `partplan convert FILE DIR --chunks C` writes one"
+            if p.exists() else "no such directory") + ")", p)
     if not hf.is_file():
         raise GraphFormatError(f"missing {HEADER} (not a chunked graph, or an interrupted write)", p)
     from ..errors import PlanError

@@ -133,6 +133,9 @@ def check_output_file(path: str | os.PathLike, *, kind: str = "any", inputs=()) 
         raise OutputPathError(f"{path}: names a directory (it ends in {os.sep}); expected a file name")
     if p.is_dir() and not plan_dir:
         raise OutputPathError(f"{p}: is a directory; expected a file name")
+    if p.exists() and not p.is_dir() and not p.is_file():     # a FIFO, a socket, a device
+        raise OutputPathError(f"{p}: is not a regular file (a pipe, socket or device); the output replaces "
+                              f"a file by renaming onto it: name a file")
     bad = _suffix_problem(p, kind)
     if bad:
         raise OutputPathError(f"{p}: {bad}")

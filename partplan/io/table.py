@@ -14,6 +14,7 @@ columns, uint64 ids beyond int64, negative ids, NaN / inf / negative weights.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -144,6 +145,8 @@ def _raise_bad_csv_row(p: Path, delimiter: str, columns: list[str], exc: Excepti
         bad.append(row)
         return "error"
     src, skip = _csv_source(p, delimiter, columns)
+    hook = sys.unraisablehook      # a row that is not UTF-8 fails in pyarrow before the handler sees it,
+    sys.unraisablehook = lambda unraisable: None    # which Python would print as "Exception ignored"
     try:
         with src:
             pacsv.read_csv(src, read_options=pacsv.ReadOptions(skip_rows=skip, use_threads=False),
@@ -151,12 +154,41 @@ def _raise_bad_csv_row(p: Path, delimiter: str, columns: list[str], exc: Excepti
                                                             ignore_empty_lines=False))
     except pa.ArrowInvalid:
         pass
+    finally:
+        sys.unraisablehook = hook
     if bad and bad[0].number is not None:
         row = bad[0]
         text = row.text if len(row.text) <= 40 else row.text[:40] + "..."
         raise GraphFormatError(f"expected {row.expected_columns} columns, found {row.actual_columns}: "
                                f"{text!r}", p, int(row.number)) from None
-    raise exc
+    found = _first_wide_line(p, delimiter, skip)
+    if found is not None:
+        line, want, got, raw = found
+        text = raw[:40].decode("utf-8", "backslashreplace") + ("..." if len(raw) > 40 else "")
+        raise GraphFormatError(f"expected {want} columns, found {got}: '{text}'", p, line) from None
+    raise GraphFormatError(f"cannot read csv table: a row of another width than the header "
+                           f"({str(exc).splitlines()[0].encode('ascii', 'backslashreplace').decode()[:120]})",
+                           p) from None
+
+
+def _first_wide_line(p: Path, delimiter: str, skip: int) -> tuple[int, int, int, bytes] | None:
+    """(line, header's columns, the row's, its bytes) of the first data line whose count of
+    ``delimiter`` differs from the header's (line ``skip`` + 1; blank lines skipped), counted on the
+    raw bytes — for the rows pyarrow cannot hand to a handler (not UTF-8); None when every line has
+    the header's width (a quoted delimiter, which this count does not know)."""
+    from ._common import open_binary
+    sep = delimiter.encode()
+    want = None
+    with open_binary(p, text=False) as fh:
+        for no, line in enumerate(fh, 1):
+            if no <= skip:
+                continue
+            row = line.rstrip(b"\r\n")
+            if want is None:
+                want = row.count(sep) + 1
+            elif row.strip() and row.count(sep) + 1 != want:
+                return no, want, row.count(sep) + 1, row
+    return None
 
 
 def _csv_source(p: Path, delimiter: str, columns: list[str]) -> tuple:

@@ -35,6 +35,11 @@ def _int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and -_INT64_MAX <= v <= _INT64_MAX
 
 
+def _count(v) -> bool:
+    """An int in [0, 2^63): a size or count a manifest records."""
+    return _int(v) and v >= 0
+
+
 def _pairs_array(pairs) -> np.ndarray | None:
     """A step's ``pairs`` as int64 (P, 3), or None unless it is a list of lists of three ints
     (bools excluded) within int64. Type checks run over the entries at C speed (``map`` over
@@ -430,12 +435,13 @@ def check_manifest(m: dict, mf: Path, parse_layout) -> None:
     if len(shards) != ranks:
         raise PlanError(f"{mf}: field 'shards' lists {len(shards)} shards for ranks = {ranks}")
     for i, e in enumerate(shards):
-        if not isinstance(e, dict) or e.get("rank") != i or not isinstance(e.get("bytes"), int) \
+        if not isinstance(e, dict) or e.get("rank") != i or not _count(e.get("bytes")) \
                 or not isinstance(e.get("sha256"), str):
-            raise PlanError(f"{mf}: field 'shards[{i}]' must hold rank = {i}, bytes (int) and sha256 (str)")
+            raise PlanError(f"{mf}: field 'shards[{i}]' must hold rank = {i}, bytes (an int >= 0) and "
+                            f"sha256 (str)")
     pf = need("partition_file", dict)
-    if not isinstance(pf.get("bytes"), int) or not isinstance(pf.get("sha256"), str):
-        raise PlanError(f"{mf}: field 'partition_file' must hold bytes (int) and sha256 (str)")
+    if not _count(pf.get("bytes")) or not isinstance(pf.get("sha256"), str):
+        raise PlanError(f"{mf}: field 'partition_file' must hold bytes (an int >= 0) and sha256 (str)")
     check_fields(m, mf, parse_layout)  # descriptive fields by type and against each other; shard file names
     check_topology_object(m.get("topology"), mf, ranks=ranks)   # what inspect prints and run reads
 

@@ -180,6 +180,17 @@ def test_csv_error_gives_line(tmp_path):
         read_graph(q)
 
 
+def test_csv_row_of_other_width_and_not_utf8_names_its_line(tmp_path, capfd):
+    """pyarrow cannot hand a row that is not UTF-8 to the bad-row handler (it printed "Exception
+    ignored" and a traceback); the line is found on the raw bytes, its bytes escaped."""
+    p = tmp_path / "e.csv"
+    p.write_bytes(b"# c\nsrc,dst\n0,1\n\n\xf9,2,3\n")
+    with pytest.raises(GraphFormatError, match=r"expected 2 columns, found 3: '\\xf9,2,3'") as ei:
+        read_graph(p)
+    assert ei.value.line == 5
+    assert capfd.readouterr().err == ""
+
+
 def test_table_unknown_option(tmp_path):
     p = _parquet(tmp_path, src=[1], dst=[2])
     with pytest.raises(BackendUnavailableError, match="'delimiterx'"):
