@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from partplan.jobs.args import MAX_REPEATS, int_range, positive_int, timeout_seconds
 from partplan.cli._common import require_subcommand
@@ -80,6 +81,11 @@ def run_probe(args) -> int:
                 timeout=args.timeout)
     if rep is None:  # not rank 0 under torchrun
         return 0
+    if rep.get("beta_floored_pairs"):
+        print(f"partplan: warning: {rep['beta_floored_pairs']} rank pairs sent the large message no slower than the "
+              f"small one (noise, or --large {args.large} too close to the small size): their β was set to "
+              f"1e-15 s/byte and their costs are not measured; probe again with a larger --large or --repeat",
+              file=sys.stderr)
     if args.json:
         print(json.dumps(rep, indent=1))
     else:

@@ -146,10 +146,21 @@ def _parse_constant(name: str):
     raise _JsonLimit(f"{name} is not a JSON number")
 
 
+def _unique_keys(pairs: list) -> dict:
+    """An object's members as a dict; a key given twice is refused (json's own rule keeps the last
+    silently, so a file could say two things and mean the one a reader least expects)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set = set()
+        dup = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise _JsonLimit(f"the key {dup[:64]!r} appears twice in one object")
+    return out
+
+
 def load_json(raw: bytes | str, where: str) -> Any:
     """Parse JSON text from a file with limits: at most :data:`MAX_JSON_BYTES`
     bytes, :data:`MAX_JSON_DEPTH` levels of nesting, integers of at most
-    :data:`MAX_INT_DIGITS` digits, no NaN / Infinity. ``where`` (the file)
+    :data:`MAX_INT_DIGITS` digits, no NaN / Infinity, no key twice in an object. ``where`` (the file)
     starts the one :class:`PlanError` raised otherwise."""
     if isinstance(raw, str):
         raw = raw.encode("utf-8", "surrogatepass")
@@ -163,7 +174,7 @@ def load_json(raw: bytes | str, where: str) -> Any:
     # reads the ints itself (the per-integer hook took 2/3 of reading a manifest of k² pairs)
     hook = _parse_int if b"\x00" in raw or _LONG_DIGITS.search(raw) else None   # UTF-16 / 32: NULs between digits
     try:
-        return json.loads(raw, parse_int=hook, parse_constant=_parse_constant)
+        return json.loads(raw, parse_int=hook, parse_constant=_parse_constant, object_pairs_hook=_unique_keys)
     except _JsonLimit as exc:
         raise PlanError(f"{where}: outside partplan's JSON limits: {exc}") from None
     except UnicodeDecodeError:     # json.loads guesses UTF-8/16/32 from the first bytes: name no codec

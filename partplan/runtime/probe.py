@@ -7,7 +7,8 @@ sends ``small`` bytes to b and b sends them back, ``repeat`` times, then the
 same with ``large`` bytes; a one-way time is half the median round trip.
 ``α(a, b)`` = one-way time of the small message (seconds), ``β(a, b)`` =
 (large one-way − small one-way) / (large − small bytes) (seconds per byte,
-floored at 1e-15). The matrices are symmetrized (mean of both directions)
+floored at :data:`BETA_FLOOR`; the report's ``beta_floored_pairs`` counts the ordered pairs where
+the large message was not slower, and the command warns: their costs are not measurements). The matrices are symmetrized (mean of both directions)
 and the abstract cost is β relative to the smallest off-diagonal β. Rank 0
 writes the topology file atomically.
 
@@ -44,6 +45,34 @@ def _pingpong(dist, torch, buf, me: int, a: int, b: int, repeat: int) -> float:
     return float(np.median(times[1:])) if times else 0.0
 
 
+def link_matrices(rt: np.ndarray, nbytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """(α, β, cost, floored) of the measured round trips ``rt`` (float[2, p, p] seconds: the small
+    and the large message from a to b and back) of ``nbytes`` (the two sizes): α the small one-way
+    time, β the one-way slope per byte, floored at :data:`BETA_FLOOR`, both symmetrized (mean of
+    both directions, diagonal 0), cost β / the smallest off-diagonal β; ``floored``: the ordered
+    pairs whose slope was at or below the floor (not a measurement).
+
+    >>> rt = np.array([[[0, 2e-5], [2e-5, 0]], [[0, 4e-5], [2e-5, 0]]])
+    >>> a, b, c, n = link_matrices(rt, [8, 1008])
+    >>> n, float(a[0, 1]), float(c[0, 1])
+    (1, 1e-05, 1.0)
+    """
+    world = rt.shape[1]
+    nbytes = np.asarray(nbytes, dtype=np.float64)
+    one_way = rt / 2.0
+    alpha = one_way[0]
+    slope = (one_way[1] - one_way[0]) / (nbytes[1] - nbytes[0])
+    off = ~np.eye(world, dtype=bool)
+    floored = int(((slope <= BETA_FLOOR) & off).sum())
+    beta = np.maximum(slope, BETA_FLOOR)
+    alpha = (alpha + alpha.T) / 2
+    beta = (beta + beta.T) / 2
+    np.fill_diagonal(alpha, 0.0)
+    np.fill_diagonal(beta, 0.0)
+    cost = beta / beta[off].min() if world > 1 else np.zeros((1, 1))
+    return alpha, beta, cost, floored
+
+
 def probe_rank(ctx, cfg: dict):
     """One rank of a probe job (a torch.distributed worker context); rank 0
     writes the matrix topology to ``cfg["output"]`` and returns a short report."""
@@ -73,16 +102,9 @@ def probe_rank(ctx, cfg: dict):
     rt = t.cpu().numpy()
     if rank != 0:
         return None
-    one_way = rt / 2.0
     nbytes = np.array([bufs[small].numel() * 4, bufs[large].numel() * 4], dtype=np.float64)
-    alpha = one_way[0]
-    beta = np.maximum((one_way[1] - one_way[0]) / (nbytes[1] - nbytes[0]), 1e-15)
-    alpha = (alpha + alpha.T) / 2
-    beta = (beta + beta.T) / 2
-    np.fill_diagonal(alpha, 0.0)
-    np.fill_diagonal(beta, 0.0)
+    alpha, beta, cost, floored = link_matrices(rt, nbytes)
     off = ~np.eye(world, dtype=bool)
-    cost = beta / beta[off].min() if world > 1 else np.zeros((1, 1))
     doc = {"format": "partplan.topology", "version": 1, "kind": "matrix", "ranks": world,
            "cost": np.round(cost, 6).tolist(), "alpha": alpha.tolist(), "beta": beta.tolist(),
            "probe": {"backend": backend, "small_bytes": int(nbytes[0]), "large_bytes": int(nbytes[1]),
@@ -93,9 +115,14 @@ def probe_rank(ctx, cfg: dict):
            "alpha_s": {"min": float(alpha[off].min()) if world > 1 else 0.0,
                        "max": float(alpha[off].max()) if world > 1 else 0.0},
            "bandwidth_bytes_per_s": {"min": float(1 / beta[off].max()) if world > 1 else 0.0,
-                                     "max": float(1 / beta[off].min()) if world > 1 else 0.0}}
+                                     "max": float(1 / beta[off].min()) if world > 1 else 0.0},
+           "beta_floored_pairs": floored}
     return rep
 
+
+#: seconds per byte a measured β is raised to when the large message was not slower than the small
+#: one (noise, or messages too alike in size: ``--large`` near the small size)
+BETA_FLOOR = 1e-15
 
 #: the most probe processes ``--nprocs`` starts per core of this machine
 PROCS_PER_CORE = 4

@@ -467,6 +467,9 @@ def _from_json(d: dict, source: str, where: str) -> Topology:
     levels = d.get("levels", [])
     if not isinstance(levels, list) or not all(isinstance(x, dict) for x in levels):
         raise TopologyError(f"{where}: field 'levels' must be a list of objects")
+    if "levels" in d and not levels and d.get("fanouts") is not None:   # given, but not one per domain level
+        raise TopologyError(f"{where}: field 'levels' is empty; it needs one object per domain level "
+                            f"(len(fanouts) - 1), or leave it out for the default names and costs")
     if kind == "tree":
         fan = _fanouts(d, levels, where)
         names = _level_names(levels, fan, where)
@@ -480,7 +483,11 @@ def _from_json(d: dict, source: str, where: str) -> Topology:
             raise TopologyError(f"{where}: a matrix topology needs field 'cost' (ranks × ranks)")
         fan = _fanouts(d, levels, where) if "fanouts" in d or levels else None
         names = _level_names(levels, fan, where) if fan is not None else None
-        for i, lv in enumerate(levels):   # the checks of a tree's levels (a matrix's links come from its matrices)
+        for i, lv in enumerate(levels):   # a matrix's links come from its matrices: a level names a domain
+            priced = sorted(set(lv) & {"alpha", "beta", "cost"})
+            if priced:
+                raise TopologyError(f"{where} (field 'levels[{i}].{priced[0]}'): a matrix topology takes its "
+                                    f"costs, α and β from its matrices; its levels hold name, size and fanout")
             _link(lv, f"{where}: levels[{i}]", 1.0)
         sym = d.get("symmetric", True)
         if not isinstance(sym, bool):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 
@@ -41,3 +42,46 @@ def test_a_negative_shard_size_in_the_manifest_is_named(tmp_path):
     mf.write_text(json.dumps(m))
     with pytest.raises(PlanError, match=r"shards\[0\]' must hold rank = 0, bytes \(an int >= 0\)"):
         partplan.load_plan(out)
+
+
+def _topo(tmp_path, text):
+    f = tmp_path / "t.json"
+    f.write_text(text)
+    return f
+
+
+def test_topology_files_refuse_duplicate_keys_empty_levels_and_priced_matrix_levels(tmp_path):
+    """A key given twice (json keeps the last: a tree of fanouts [4, 1] read from a file that also
+    says [2, 2]), an empty ``levels`` list where the fanouts have domain levels, and a matrix
+    topology's level cost (the matrices hold the costs) are each one TopologyError."""
+    from partplan.topology import load_topology
+    from partplan.errors import PartplanError
+    head = '{"format": "partplan.topology", "version": 1, '
+    cases = [
+        (head + '"kind": "tree", "ranks": 4, "fanouts": [2, 2], "fanouts": [4, 1]}', "appears twice"),
+        (head + '"kind": "tree", "ranks": 4, "fanouts": [2, 2], "levels": []}', "'levels' is empty"),
+        (head + '"kind": "matrix", "ranks": 2, "cost": [[0, 1], [1, 0]], "fanouts": [1, 2], '
+                '"levels": [{"name": "node", "cost": 10}]}', "levels[0].cost"),
+    ]
+    for text, needle in cases:
+        with pytest.raises(PartplanError, match=re.escape(needle)):
+            load_topology(str(_topo(tmp_path, text)))
+    ok = load_topology(str(_topo(tmp_path, head + '"kind": "tree", "ranks": 4, "fanouts": [2, 2]}')))
+    assert ok.ranks == 4
+
+
+def test_probe_warns_when_a_pair_was_not_measurable(monkeypatch, capsys, tmp_path):
+    """A pair whose large message was no slower than the small one gets β = the floor: the report
+    counts such pairs (link_matrices) and the command warns."""
+    import numpy as np
+
+    import partplan.runtime.probe as probe
+    from tests.errlines import run_cli
+    rt = np.array([[[0, 2e-5], [2e-5, 0]], [[0, 4e-5], [2e-5, 0]]])
+    assert probe.link_matrices(rt, [8, 1008])[3] == 1
+    assert probe.link_matrices(rt * [[[1]], [[3]]], [8, 1008])[3] == 0
+    monkeypatch.setattr(probe, "run_probe", lambda *a, **kw: {
+        "output": "x.json", "ranks": 2, "alpha_s": {"min": 1e-5, "max": 1e-5},
+        "bandwidth_bytes_per_s": {"min": 1e9, "max": 1e15}, "beta_floored_pairs": 1})
+    rc, out, err = run_cli(["topology", "probe", "--nprocs", "2", "-o", tmp_path / "p.json"], capsys)
+    assert rc == 0 and "partplan: warning: 1 rank pairs" in err
