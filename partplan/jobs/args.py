@@ -98,7 +98,8 @@ def add_job_options(parser: argparse.ArgumentParser, *, kernels: bool = True) ->
     parser.add_argument("--backend", choices=BACKENDS, default="gloo",
                         help="gloo (CPU, default), nccl (CUDA GPUs) or local (all ranks in this process)")
     parser.add_argument("--timeout", type=timeout_seconds, default=60.0, metavar="S",
-                        help="seconds a rank waits for a peer before failing (default 60; 0 = the default)")
+                        help="seconds a rank waits for a peer before failing (default 60; 0 = the default); "
+                             "a peer that hangs ends the job within about 2 x S + 30 s")
     parser.add_argument("--threads", type=positive_int, default=None, metavar="T",
                         help="torch/OpenMP threads per process (default 1 for the processes started here; under "
                              "torchrun: torchrun's OMP_NUM_THREADS)")

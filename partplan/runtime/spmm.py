@@ -56,11 +56,25 @@ def random_rows(ids: np.ndarray, f: int, seed: int = 0, dtype="float32") -> np.n
     return ((x >> np.uint64(11)).astype(np.float64) * (2.0 / (1 << 53)) - 1.0).astype(dtype)
 
 
+def zipfile_magic(path) -> bool:
+    """The file starts with a zip archive's magic bytes (an ``.npz``)."""
+    with open(path, "rb") as fh:
+        return fh.read(4) == b"PK\x03\x04"
+
+
 def open_features(path, n: int) -> np.ndarray:
     """Memory-map ``H.npy`` (n × f, float32/float64) after checking its header."""
     p = Path(path)
     if not p.is_file():
         raise PlanError(f"{p}: no such features file")
+    from ..io._common import npy_header
+    try:        # the header first: numpy reads a file without the .npy magic as a pickle it refuses
+        with open(p, "rb") as fh:
+            npy_header(fh)
+    except (ValueError, EOFError) as exc:
+        if zipfile_magic(p):
+            raise PlanError(f"{p}: not a .npy array (an .npz archive?); save H with numpy.save") from None
+        raise PlanError(f"{p}: {exc} (features: an n x f array saved with numpy.save)") from None
     try:
         H = np.load(p, mmap_mode="r", allow_pickle=False)
     except (ValueError, OSError) as exc:

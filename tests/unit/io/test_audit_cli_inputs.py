@@ -85,3 +85,22 @@ def test_probe_warns_when_a_pair_was_not_measurable(monkeypatch, capsys, tmp_pat
         "bandwidth_bytes_per_s": {"min": 1e9, "max": 1e15}, "beta_floored_pairs": 1})
     rc, out, err = run_cli(["topology", "probe", "--nprocs", "2", "-o", tmp_path / "p.json"], capsys)
     assert rc == 0 and "partplan: warning: 1 rank pairs" in err
+
+
+def test_a_features_file_that_is_no_npy_is_named_without_numpys_pickle_hint(tmp_path):
+    """numpy reads a file without the .npy magic as a pickle and answers with an allow_pickle hint;
+    the features reader names the file as no .npy array (an .npz archive by name)."""
+    import numpy as np
+
+    from partplan.runtime.spmm import open_features
+    junk = tmp_path / "junk.npy"
+    junk.write_text("garbage text\n")
+    with pytest.raises(PlanError, match="bad magic") as info:
+        open_features(junk, 3)
+    assert "pickle" not in str(info.value)
+    np.savez(tmp_path / "z.npz", a=np.zeros((3, 2)))
+    (tmp_path / "z.npz").rename(tmp_path / "z.npy")
+    with pytest.raises(PlanError, match="an .npz archive"):
+        open_features(tmp_path / "z.npy", 3)
+    np.save(tmp_path / "h.npy", np.ones((3, 2), np.float32))
+    assert open_features(tmp_path / "h.npy", 3).shape == (3, 2)
