@@ -108,7 +108,7 @@ def check_mpi_engine(engine: str | None, nprocs: int, k: int, options: dict | No
     if alien:   # an option of the one-process engines: no distributed engine takes it
         from ..context import cli_options
         flag = {name: f for f, name in cli_options().items()}
-        said = ", ".join(f"{name} ({flag.get(name, '--' + name.replace('_', '-'))})" for name in alien)
+        said = ", ".join(f"{name} ({flag[name]})" if name in flag else name for name in alien)
         raise BackendUnavailableError(f"{said} {'does' if len(alien) == 1 else 'do'} not apply with --nprocs: no "
                                       f"distributed engine ({', '.join(mpi_engine_names())}) takes "
                                       f"{'it' if len(alien) == 1 else 'them'}")

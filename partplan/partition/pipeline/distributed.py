@@ -119,6 +119,25 @@ def _env() -> dict:
     return env
 
 
+#: seconds mpirun gets after SIGTERM (it stops its ranks and removes its shared-memory segments and
+#: session folder) before it is killed
+MPIRUN_GRACE_S = 5.0
+
+
+def stop_mpirun(proc: subprocess.Popen, grace: float = MPIRUN_GRACE_S) -> None:
+    """Stop a running ``mpirun``: SIGTERM, which it forwards to its ranks before it removes what it
+    made (``/dev/shm/vader_segment.*``, ``$TMPDIR/ompi.*/pid.*``: a SIGKILL left 8 MiB of each per
+    run), then SIGKILL after ``grace`` seconds. Returns once it has ended."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def _reason(lines: list[str], rc: int) -> str:
     """A rank's one error line, else the last line of mpirun's that says something."""
     errs = [ln for ln in lines if "partplan: error: " in ln]
@@ -244,13 +263,11 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
         try:
             rc = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            stop_mpirun(proc)
             raise PartitionError(f"the distributed partitioner ({engine}, {nprocs} processes) did not finish "
                                  f"within {timeout_s} s; stopped") from None
         except BaseException:
-            proc.kill()
-            proc.wait()
+            stop_mpirun(proc)
             raise
         finally:
             reader.join(timeout=5)

@@ -359,6 +359,10 @@ def spread_isolated(comm, sl, part: np.ndarray, k: int, eps: float) -> dict:
 # the k × k volume matrices a process holds while the final figures are counted (process 0: its own
 # and the sum, 2 × 8 k² bytes; 64 MiB: k ≤ 2,048)
 STATS_MATRIX_MAX_BYTES = 64 << 20
+#: what a directed graph's figures here leave out (the one-process partitioner reports it as
+#: ``stats.backward``; counting it here would need the columns of A, which no process holds)
+BACKWARD_NOTE = ("the figures count the forward exchange A @ H; a directed graph's backward exchange "
+                 "A^T @ G is not counted here (partplan analyze GRAPH --partition FILE counts both)")
 
 
 def _final_stats(comm, sl, part, k: int, nnz: int, send, recv, weights, *, f: int = 128,
@@ -499,6 +503,8 @@ def run(cfg: dict) -> dict:
     st.start("stats")
     stats = _final_stats(comm, sl, part, k, info.nnz, send, recv, weights, f=int(cfg.get("f", 128)),
                          dtype=str(cfg.get("dtype", "float32")))
+    if stats and not symmetric:     # the one-process JSON has stats.backward for a directed graph
+        stats["stats_note"] = "; ".join(x for x in (stats.get("stats_note"), BACKWARD_NOTE) if x)
     st.stop()
     st.start("write")
     from ..._atomic import open_npy

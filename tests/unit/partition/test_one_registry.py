@@ -36,11 +36,13 @@ def test_every_engine_is_a_registry_entry_with_a_typed_context():
     (dict(layout="2d:2x2"), "layout (--layout)"), (dict(ownership="decoupled"), "ownership (--ownership)"),
     (dict(options={"hub_factor": 0.0}), "hub_factor (--hub-factor)"),
     (dict(backend="metis"), "does not run distributed"), (dict(options={"passes": 2}), "explicit --engine"),
-    (dict(backend="stream", options={"passes": 0}), "passes")])
+    (dict(backend="stream", options={"passes": 0}), "passes"),
+    (dict(options={"gather_max_pins": 0}), "gather_max_pins does not apply")])
 def test_nprocs_is_checked_by_the_one_resolve(kw, word):
     with pytest.raises((BackendUnavailableError, OptionError, PartitionError)) as e:
         resolve(None, 4, nprocs=2, **kw)
     assert word in str(e.value)
+    assert "--gather-max-pins" not in str(e.value)      # a flag is named only where the command has one
 
 
 @pytest.mark.parametrize("nprocs", [0, -1, 1.5, True, "2"])
