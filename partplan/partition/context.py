@@ -621,6 +621,21 @@ def cli_options() -> dict[str, str]:
     return out
 
 
+def flag_of(name: str) -> str | None:
+    """The ``partplan partition`` flag that sets the ``partition()`` option ``name``: a context
+    field's own ``cli`` flag, None for a field that is no option of ``partition()`` (``public``
+    False: set only on the context), else ``--name`` with dashes (the engines' and the call's own
+    options: ``--metric``, ``--preset``, ``--model``)."""
+    flags = {n: f for f, n in cli_options().items()}
+    if name in flags:
+        return flags[name]
+    for cls in [cls for _, cls in _all_contexts()] + [DistributedRefineContext]:
+        f = options_of(cls).get(name)
+        if f is not None and not f.metadata["public"]:
+            return None
+    return "--" + name.replace("_", "-")
+
+
 def cli_fields(flag: str) -> list:
     """(context, field) of every option ``partplan partition FLAG`` sets, in the contexts' order."""
     return [(owner, f) for _, cls in _all_contexts() for owner in _owners(cls) for f in fields(owner)
