@@ -42,7 +42,12 @@ on the TUNE half of ``benchmarks/bench_families.py`` (docs/design/planner.md):
    round, while a cycle lowers the max. Chosen on TUNE (k = 16, 64: max(send, recv) x0.990, CLI
    wall x1.15 on 2 cores); held-out REPORT x0.985 (social, web, internet and collaboration graphs
    x0.95-0.99; meshes, power grid and R-MAT x0.99-1.00; no case higher), docs/design/planner.md;
-7. **never behind a start**: a start (after its V-cycle) at least as low on both max(send, recv)
+7. **cluster volume rounds** (:func:`_cluster_volume_rounds`, CLUSTER_VOLUME_ROUNDS = 2, up to
+   LARGE_PINS pins): whole clusters of the partition's own coarsening move where that lowers the
+   total volume and raises no part above the current max(send, recv), each round followed by a
+   volume round — the coordinated moves the single-row km1 FM cannot find. Chosen on TUNE (total
+   volume x0.990, max x0.999, never higher); held-out REPORT in docs/design/planner.md;
+8. **never behind a start**: a start (after its V-cycle) at least as low on both max(send, recv)
    and total volume, and lower on one, replaces the refined partition (only one as balanced:
    no more overloaded, within the compute limit) — :func:`_no_worse_than_starts`.
 
@@ -158,6 +163,16 @@ LARGE_PINS = 1_000_000
 LARGE_VCYCLES = 1
 LARGE_REFINE_WORK = 4.0
 DEFAULT_REFINE_WORK = 8.0
+# cluster volume rounds after the cycles (:func:`_cluster_volume_rounds`), up to LARGE_PINS pins: whole
+# clusters move where that lowers the total volume under the current max(send, recv) (the max-both
+# potential, exponent CLUSTER_VOLUME_Q, with the volume term weighted CLUSTER_VOLUME_MU: dominant),
+# then a volume round; two rounds. Chosen on TUNE (k = 16, 64: total volume x0.990, max x0.999, never
+# higher; +20-25 % of the pipeline's wall on the small graphs, +100 % on webcrawl-150k, hence not on
+# large graphs; docs/design/planner.md)
+CLUSTER_VOLUME_ROUNDS = 2
+CLUSTER_VOLUME_MIN_GAIN = 0.001     # a round that lowers the total volume by less ends them
+CLUSTER_VOLUME_Q = 16
+CLUSTER_VOLUME_MU = 1e6
 from ..objectives import AUTO_PRESET  # noqa: E402,F401  (re-exported)
 
 
@@ -280,9 +295,9 @@ def refine_partition(graph: Graph, part: np.ndarray, k: int, *, context: Pipelin
                      progress: Callable[[str], None] | None = None) -> tuple[np.ndarray, dict]:
     """What the pipeline does to its kept start, done to one given partition: the km1 V-cycle
     (``start.vcycle``; one V-cycle on a large graph, as the pipeline's kept start gets), then
-    steps 4-6 of the module doc (the max-both refinement and its rounds, the volume round, the
-    cycles). The distributed partitioner runs it in process 0 on a graph that fits
-    (:mod:`partplan.partition.pipeline.mpi_worker`).
+    steps 4-7 of the module doc (the max-both refinement and its rounds, the volume round, the
+    cycles, the cluster volume rounds). The distributed partitioner runs it in process 0 on a
+    graph that fits (:mod:`partplan.partition.pipeline.mpi_worker`).
 
     part : int[n] in [0, k) (not modified). context : the pipeline's (its ``imbalance``, ``seed``,
     ``volume_tolerance``, ``start.vcycle`` and budget apply; its start engines do not).
@@ -295,8 +310,8 @@ def refine_partition(graph: Graph, part: np.ndarray, k: int, *, context: Pipelin
     engine : the start's name in the report.
 
     Returns (part int64[n], report): ``vcycle`` (its figures, seconds, whether it was kept; None
-    when it did not run), ``refine``, ``volume_round``, ``cycles`` (as in :func:`auto_partition`'s
-    report) and ``before`` / ``after`` (:func:`figures`)."""
+    when it did not run), ``refine``, ``volume_round``, ``cycles``, ``cluster_volume`` (as in
+    :func:`auto_partition`'s report) and ``before`` / ``after`` (:func:`figures`)."""
     ctx = context if context is not None else resolve(PipelineContext, {}, label="auto")
     start = np.asarray(part, np.int64)
     before = figures(graph, start, k)
@@ -373,9 +388,9 @@ def _no_worse_than_starts(graph, k, part, parts, reps, imbalance, over_ok, progr
 
 def _refinement(graph, k, ctx: PipelineContext, reps, parts, best, report, progress, lanes,
                 over_ok: bool = False, weight_cap: int | None = None) -> np.ndarray:
-    """Steps 4-6 of the module doc on the starts: the refinement (with its rounds), the volume
-    round, the cycles; their reports go to ``report``. ``weight_cap``: see :func:`compute_limit`.
-    Returns the partition."""
+    """Steps 4-7 of the module doc on the starts: the refinement (with its rounds), the volume
+    round, the cycles, the cluster volume rounds; their reports go to ``report``. ``weight_cap``:
+    see :func:`compute_limit`. Returns the partition."""
     b = ctx.budget
     work = b.refine_work if b.refine_work is not None else (
         LARGE_REFINE_WORK if is_large(graph) else DEFAULT_REFINE_WORK)
@@ -390,7 +405,54 @@ def _refinement(graph, k, ctx: PipelineContext, reps, parts, best, report, progr
         if cycles > 1:
             part, report["cycles"] = _cycles(graph, k, part, report, ctx, rctx, budget, cycles, progress,
                                              weight_cap)
+        if not is_large(graph):
+            part, report["cluster_volume"] = _cluster_volume_rounds(graph, k, part, ctx, budget, progress,
+                                                                    weight_cap)
     return part
+
+
+def _cluster_volume_rounds(graph, k, part, ctx: PipelineContext, budget, progress,
+                           weight_cap: int | None = None):
+    """CLUSTER_VOLUME_ROUNDS rounds of whole-cluster moves that lower the total volume — the
+    partition's own coarsening within its parts, every cluster of two or more rows tried on its
+    best-connected parts with room (:func:`partplan.partition.refinement.multilevel.cluster_moves`,
+    the max-both potential with the volume term dominant: a move is kept when it lowers the total
+    volume and raises no part above the current max(send, recv)), each followed by a volume round
+    (km1 FM under the same max). The coordinated moves single-row FM cannot find; the balance cap
+    and, on graphs with empty rows, the compute limit hold. Stops early when a round lowers the
+    total volume by less than CLUSTER_VOLUME_MIN_GAIN of it, or the caller's time limit is spent.
+    Returns (part, report: ``before``/``after`` figures, cluster ``moves`` per round, ``seconds``)."""
+    from ..objectives import balance_cap
+    from ..refinement.fm import OBJ_CODES
+    from ..refinement.multilevel import cluster_moves
+    from ..refinement.refine import _State
+
+    t0 = time.perf_counter()
+    w = graph.balance_weights
+    before = figures(graph, part, k)
+    cur, moves = part.copy(), []
+    for r in range(CLUSTER_VOLUME_ROUNDS):
+        left = budget.left_s()
+        if left is not None and left <= 0:
+            break
+        lim = compute_limit(graph, cur, k, ctx.imbalance, weight_cap)
+        st = _State(graph, cur, k, lim.get("weights2"), lim.get("cap2"))
+        tv = int(st.vol.sum())
+        cm = cluster_moves(graph, st, cur, k, w, balance_cap(w, cur, k, ctx.imbalance)[0], tv,
+                           OBJ_CODES["max-both"], 0.0, 0.0, CLUSTER_VOLUME_Q, CLUSTER_VOLUME_MU,
+                           seed=ctx.seed + 1000 + r, theta=0.0, max_rounds=1, max_targets=1,
+                           deadline=-1.0 if left is None else time.perf_counter() + left)
+        moves.append(cm["moves"])
+        cur, v = _volume_round(graph, k, cur, {"after": figures(graph, cur, k)}, ctx, ctx.seed + 1000 + r,
+                               budget, None, weight_cap)
+        if v["after"]["total_volume"] > tv * (1.0 - CLUSTER_VOLUME_MIN_GAIN):
+            break
+    after = figures(graph, cur, k)
+    if progress:
+        progress(f"cluster volume rounds: total volume {before['total_volume']} -> {after['total_volume']}, "
+                 f"max(send, recv) {before['max_send_recv']} -> {after['max_send_recv']} "
+                 f"({time.perf_counter() - t0:.2f} s)")
+    return cur, {"before": before, "after": after, "moves": moves, "seconds": time.perf_counter() - t0}
 
 
 def compute_limit_applies(graph: Graph) -> bool:
