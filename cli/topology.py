@@ -82,10 +82,11 @@ def run_probe(args) -> int:
     if rep is None:  # not rank 0 under torchrun
         return 0
     if rep.get("beta_floored_pairs"):
-        print(f"partplan: warning: {rep['beta_floored_pairs']} rank pairs sent the large message no slower than the "
-              f"small one (noise, or --large {args.large} too close to the small size): their β was set to "
-              f"1e-15 s/byte and their costs are not measured; probe again with a larger --large or --repeat",
-              file=sys.stderr)
+        from partplan.runtime.probe import BETA_FLOOR
+        print(f"partplan: warning: {rep['beta_floored_pairs']} ordered rank pairs sent the large message no slower "
+              f"than the small one (noise, or --large {args.large} too close to the small size): their β was set "
+              f"to {BETA_FLOOR:g} s/byte and their costs are not measured; probe again with a larger --large or "
+              f"--repeat", file=sys.stderr)
     if args.json:
         print(json.dumps(rep, indent=1))
     else:

@@ -13,8 +13,10 @@ columns, uint64 ids beyond int64, negative ids, NaN / inf / negative weights.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -131,9 +133,10 @@ def _check_csv_rows(p: Path, *, weighted: bool, block: int = 1 << 24) -> None:
 
 
 def _raise_bad_csv_row(p: Path, delimiter: str, columns: list[str], exc: Exception) -> None:
-    """A CSV file pyarrow refused for a row of another width: read it again in one thread (this
-    path only), where pyarrow knows each row's line, and raise one GraphFormatError naming the
-    first bad row's line (``exc`` as it came when none is found)."""
+    """A CSV file pyarrow refused for a row of another width (``exc``): read it again in one thread
+    (this path only), where pyarrow knows each row's line, and raise one GraphFormatError naming
+    the first bad row's line — found on the raw bytes when the row is not UTF-8
+    (:func:`_first_wide_line`), else ``exc``'s message, escaped, without a line."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
@@ -145,17 +148,13 @@ def _raise_bad_csv_row(p: Path, delimiter: str, columns: list[str], exc: Excepti
         bad.append(row)
         return "error"
     src, skip = _csv_source(p, delimiter, columns)
-    hook = sys.unraisablehook      # a row that is not UTF-8 fails in pyarrow before the handler sees it,
-    sys.unraisablehook = lambda unraisable: None    # which Python would print as "Exception ignored"
     try:
-        with src:
+        with src, _quiet_undecodable_rows(first_bad):
             pacsv.read_csv(src, read_options=pacsv.ReadOptions(skip_rows=skip, use_threads=False),
                            parse_options=pacsv.ParseOptions(delimiter=delimiter, invalid_row_handler=first_bad,
                                                             ignore_empty_lines=False))
     except pa.ArrowInvalid:
         pass
-    finally:
-        sys.unraisablehook = hook
     if bad and bad[0].number is not None:
         row = bad[0]
         text = row.text if len(row.text) <= 40 else row.text[:40] + "..."
@@ -169,6 +168,27 @@ def _raise_bad_csv_row(p: Path, delimiter: str, columns: list[str], exc: Excepti
     raise GraphFormatError(f"cannot read csv table: a row of another width than the header "
                            f"({str(exc).splitlines()[0].encode('ascii', 'backslashreplace').decode()[:120]})",
                            p) from None
+
+
+_HOOK_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _quiet_undecodable_rows(handler):
+    """Within the block, the UnicodeDecodeError pyarrow meets when it decodes a row that is not
+    UTF-8 for ``handler`` (before calling it) is dropped instead of printed by Python as "Exception
+    ignored in: ... handler"; every other unraisable exception goes to the hook in place."""
+    with _HOOK_LOCK:
+        saved = sys.unraisablehook
+
+        def hook(unraisable):
+            if not (isinstance(unraisable.exc_value, UnicodeDecodeError) and unraisable.object is handler):
+                saved(unraisable)
+        sys.unraisablehook = hook
+        try:
+            yield
+        finally:
+            sys.unraisablehook = saved
 
 
 def _first_wide_line(p: Path, delimiter: str, skip: int) -> tuple[int, int, int, bytes] | None:

@@ -399,7 +399,8 @@ class BudgetContext:
     refine_rounds: int = option(8, "refinement rounds at most (restarts from the result, next seed)",
                                 unit="rounds", lo=1)
     volume_work: float = option(2.0, "volume round after the refinement: km1 FM that keeps max(send, recv), work "
-                                "units per pin of A + I (0: none)", unit="work units per pin")
+                                "units per pin of A + I (0: none, and with it no refine/volume cycles and no "
+                                "cluster volume rounds)", unit="work units per pin")
     refine_cycles: int | None = option(None, "refinement + volume round cycles at most (the refinement again from "
                                        "the volume round's result, ending at the first cycle that does not lower "
                                        "the max; none without the volume round); None: 3 up to 1 M pins, 1 "
@@ -623,17 +624,17 @@ def cli_options() -> dict[str, str]:
 
 def flag_of(name: str) -> str | None:
     """The ``partplan partition`` flag that sets the ``partition()`` option ``name``: a context
-    field's own ``cli`` flag, None for a field that is no option of ``partition()`` (``public``
-    False: set only on the context), else ``--name`` with dashes (the engines' and the call's own
-    options: ``--metric``, ``--preset``, ``--model``)."""
+    field's own ``cli`` flag, or one of the command's flags for the call's own arguments and the
+    engines' options (:data:`COMMAND_FLAGS`); None when the command has none (the option is set
+    from Python only)."""
     flags = {n: f for f, n in cli_options().items()}
-    if name in flags:
-        return flags[name]
-    for cls in [cls for _, cls in _all_contexts()] + [DistributedRefineContext]:
-        f = options_of(cls).get(name)
-        if f is not None and not f.metadata["public"]:
-            return None
-    return "--" + name.replace("_", "-")
+    return flags.get(name, COMMAND_FLAGS.get(name))
+
+
+#: ``partition()`` arguments and engine options that ``partplan partition`` takes as flags of its
+#: own (not from a context field's ``cli``)
+COMMAND_FLAGS = {"model": "--model", "objective": "--objective", "layout": "--layout", "ownership": "--ownership",
+                 "preset": "--preset", "metric": "--metric"}
 
 
 def cli_fields(flag: str) -> list:

@@ -279,9 +279,7 @@ def _resolve_mpi(graph, k, nprocs, *, model, backend, objective, layout, imbalan
     one_process += [name for g, vals in groups.items() for name in vals if (g, name) != ("refine", "time_limit")]
     if one_process:
         from .context import flag_of
-        call_args = ("model", "objective", "layout", "ownership")      # partition()'s own, each a flag
-        said = ", ".join(f"{name} (--{name})" if name in call_args else
-                         f"{name} ({flag_of(name)})" if flag_of(name) else name for name in one_process)
+        said = ", ".join(f"{name} ({flag_of(name)})" if flag_of(name) else name for name in one_process)
         raise BackendUnavailableError(f"{said} {'does' if len(one_process) == 1 else 'do'} not apply with nprocs "
                                       f"(the distributed partitioner writes 1D partitions refined on max(send, recv))")
     engine = check_mpi_engine(backend, int(nprocs), k, opts)

@@ -44,9 +44,10 @@ on the TUNE half of ``benchmarks/bench_families.py`` (docs/design/planner.md):
    x0.95-0.99; meshes, power grid and R-MAT x0.99-1.00; no case higher), docs/design/planner.md;
 7. **cluster volume rounds** (:func:`_cluster_volume_rounds`, CLUSTER_VOLUME_ROUNDS = 2, up to
    LARGE_PINS pins): whole clusters of the partition's own coarsening move where that lowers the
-   total volume and raises no part above the current max(send, recv), each round followed by a
-   volume round — the coordinated moves the single-row km1 FM cannot find. Chosen on TUNE (total
-   volume x0.990, max x0.999, never higher); held-out REPORT in docs/design/planner.md;
+   potential with the total volume dominant (never above the round's starting total volume) and
+   raises no part above the current max(send, recv), each round followed by a volume round — the
+   coordinated moves the single-row km1 FM cannot find. Chosen on TUNE (total volume x0.993, max
+   x0.9995, neither higher on any case); held out: docs/design/planner.md;
 8. **never behind a start**: a start (after its V-cycle) at least as low on both max(send, recv)
    and total volume, and lower on one, replaces the refined partition (only one as balanced:
    no more overloaded, within the compute limit) — :func:`_no_worse_than_starts`.
@@ -166,9 +167,9 @@ DEFAULT_REFINE_WORK = 8.0
 # cluster volume rounds after the cycles (:func:`_cluster_volume_rounds`), up to LARGE_PINS pins: whole
 # clusters move where that lowers the total volume under the current max(send, recv) (the max-both
 # potential, exponent CLUSTER_VOLUME_Q, with the volume term weighted CLUSTER_VOLUME_MU: dominant),
-# then a volume round; two rounds. Chosen on TUNE (k = 16, 64: total volume x0.990, max x0.999, never
-# higher; +20-25 % of the pipeline's wall on the small graphs, +100 % on webcrawl-150k, hence not on
-# large graphs; docs/design/planner.md)
+# then a volume round; two rounds. Chosen on TUNE (k = 16, 64: total volume x0.993, max x0.9995,
+# neither higher on any case; the stage took 9 % of the half's wall, 1-33 % per case, and doubled
+# it on webcrawl-150k, hence not on large graphs; docs/design/planner.md)
 CLUSTER_VOLUME_ROUNDS = 2
 CLUSTER_VOLUME_MIN_GAIN = 0.001     # a round that lowers the total volume by less ends them
 CLUSTER_VOLUME_Q = 16
@@ -413,15 +414,17 @@ def _refinement(graph, k, ctx: PipelineContext, reps, parts, best, report, progr
 
 def _cluster_volume_rounds(graph, k, part, ctx: PipelineContext, budget, progress,
                            weight_cap: int | None = None):
-    """CLUSTER_VOLUME_ROUNDS rounds of whole-cluster moves that lower the total volume — the
-    partition's own coarsening within its parts, every cluster of two or more rows tried on its
-    best-connected parts with room (:func:`partplan.partition.refinement.multilevel.cluster_moves`,
-    the max-both potential with the volume term dominant: a move is kept when it lowers the total
-    volume and raises no part above the current max(send, recv)), each followed by a volume round
-    (km1 FM under the same max). The coordinated moves single-row FM cannot find; the balance cap
-    and, on graphs with empty rows, the compute limit hold. Stops early when a round lowers the
-    total volume by less than CLUSTER_VOLUME_MIN_GAIN of it, or the caller's time limit is spent.
-    Returns (part, report: ``before``/``after`` figures, cluster ``moves`` per round, ``seconds``)."""
+    """CLUSTER_VOLUME_ROUNDS rounds of whole-cluster moves for the total volume — the partition's
+    own coarsening within its parts, every cluster of two or more rows tried on its best-connected
+    part with room (:func:`partplan.partition.refinement.multilevel.cluster_moves`, the max-both
+    potential with the volume term dominant: a move is kept when it lowers that potential, keeps
+    the total volume at most the round's starting total and raises no part above the current
+    max(send, recv)), each followed by a volume round (km1 FM under the same max). The coordinated
+    moves single-row FM cannot find; the balance cap and, on graphs with empty rows, the compute
+    limit hold. Stops early when a round lowers the total volume by less than
+    CLUSTER_VOLUME_MIN_GAIN of it, or the caller's time limit is spent. Returns (part, report:
+    ``before``/``after`` figures, cluster ``moves`` per round, ``seconds``, ``stopped``: "done" or
+    "time limit")."""
     from ..objectives import balance_cap
     from ..refinement.fm import OBJ_CODES
     from ..refinement.multilevel import cluster_moves
@@ -430,10 +433,11 @@ def _cluster_volume_rounds(graph, k, part, ctx: PipelineContext, budget, progres
     t0 = time.perf_counter()
     w = graph.balance_weights
     before = figures(graph, part, k)
-    cur, moves = part.copy(), []
+    cur, moves, stopped = part.copy(), [], "done"
     for r in range(CLUSTER_VOLUME_ROUNDS):
         left = budget.left_s()
         if left is not None and left <= 0:
+            stopped = "time limit"
             break
         lim = compute_limit(graph, cur, k, ctx.imbalance, weight_cap)
         st = _State(graph, cur, k, lim.get("weights2"), lim.get("cap2"))
@@ -443,6 +447,8 @@ def _cluster_volume_rounds(graph, k, part, ctx: PipelineContext, budget, progres
                            seed=ctx.seed + 1000 + r, theta=0.0, max_rounds=1, max_targets=1,
                            deadline=-1.0 if left is None else time.perf_counter() + left)
         moves.append(cm["moves"])
+        if cm["stopped"] != "done":
+            stopped = cm["stopped"]
         cur, v = _volume_round(graph, k, cur, {"after": figures(graph, cur, k)}, ctx, ctx.seed + 1000 + r,
                                budget, None, weight_cap)
         if v["after"]["total_volume"] > tv * (1.0 - CLUSTER_VOLUME_MIN_GAIN):
@@ -452,7 +458,8 @@ def _cluster_volume_rounds(graph, k, part, ctx: PipelineContext, budget, progres
         progress(f"cluster volume rounds: total volume {before['total_volume']} -> {after['total_volume']}, "
                  f"max(send, recv) {before['max_send_recv']} -> {after['max_send_recv']} "
                  f"({time.perf_counter() - t0:.2f} s)")
-    return cur, {"before": before, "after": after, "moves": moves, "seconds": time.perf_counter() - t0}
+    return cur, {"before": before, "after": after, "moves": moves, "seconds": time.perf_counter() - t0,
+                 "stopped": stopped}
 
 
 def compute_limit_applies(graph: Graph) -> bool:
@@ -696,7 +703,8 @@ def _cycles(graph, k, part, report, ctx: PipelineContext, rctx: RefineContext, b
     limit), within ``cycle_work`` x the work units the refinement spent (its rounds included; the
     seconds left under a caller's time limit), then a volume round. Ends at the first cycle that
     does not lower max(send, recv); the lowest (max(send, recv), total volume) is kept, and
-    ``report["volume_round"]`` becomes the kept cycle's (its ``after``: the final figures). Returns
+    ``report["volume_round"]`` becomes the kept cycle's (its ``after``: the figures the cluster
+    volume rounds start from, or the final ones where they do not run). Returns
     (part, report: ``trail`` of (max(send, recv), total volume) after each cycle, the first being
     the volume round's, ``kept`` (index in the trail), ``work`` units and ``seconds`` of the cycles)."""
     after = report["volume_round"]["after"]

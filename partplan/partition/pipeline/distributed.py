@@ -126,16 +126,20 @@ MPIRUN_GRACE_S = 5.0
 
 def stop_mpirun(proc: subprocess.Popen, grace: float = MPIRUN_GRACE_S) -> None:
     """Stop a running ``mpirun``: SIGTERM, which it forwards to its ranks before it removes what it
-    made (``/dev/shm/vader_segment.*``, ``$TMPDIR/ompi.*/pid.*``: a SIGKILL left 8 MiB of each per
-    run), then SIGKILL after ``grace`` seconds. Returns once it has ended."""
+    made (its shared-memory segments, ``/dev/shm/vader_segment.*``, and its session folder,
+    ``$TMPDIR/ompi.*/pid.*``, 8 MiB each, which a SIGKILL leaves behind), then SIGKILL after
+    ``grace`` seconds or when this wait is itself interrupted. Returns once it has ended."""
     if proc.poll() is not None:
         return
-    proc.terminate()
     try:
+        proc.terminate()
         proc.wait(timeout=grace)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+        pass
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def _reason(lines: list[str], rc: int) -> str:

@@ -1,5 +1,4 @@
-"""Public functions a script may call directly (found by an audit of the Python API): the raw-CSR
-counters of ``partplan.metrics``, the models of ``partplan.models``, the α-β estimate, writers whose
+"""Public functions a script may call directly: the raw-CSR counters of ``partplan.metrics``, the models of ``partplan.models``, the α-β estimate, writers whose
 output folder lies under a file, ``plan_from_pyg(out=)`` checked before the partition, and the
 messages for a directory, a non-UTF-8 manifest or a networkx graph given where a file / matrix is
 expected. Each asserts one named partplan error (never numpy's), and the counters' results against a

@@ -82,3 +82,17 @@ def test_a_graph_engine_refuses_a_hypergraph(name):
     from partplan.partition.engines import run_backend
     with pytest.raises(BackendUnavailableError, match="graphs only"):
         run_backend(name, column_net(_grid()), 2)
+
+
+def test_every_flag_an_option_is_named_by_is_a_flag_of_the_command():
+    """flag_of names a flag only where ``partplan partition`` has it (a refusal must not point at a
+    flag argparse rejects); the contexts' Python-only options get none."""
+    from partplan.cli.main import build_parser, iter_parsers
+    from partplan.partition.context import COMMAND_FLAGS, DistributedRefineContext, _all_contexts, flag_of, options_of
+    parser = dict((tuple(path), p) for path, p in iter_parsers(build_parser()))[("partition",)]
+    have = {s for a in parser._actions for s in a.option_strings}
+    names = set(COMMAND_FLAGS) | {n for _, cls in _all_contexts() for n in options_of(cls)} | \
+        set(options_of(DistributedRefineContext))
+    named = {n: flag_of(n) for n in names}
+    assert {f for f in named.values() if f} <= have
+    assert named["gather_max_pins"] is None and named["refine_cycles"] is None and named["model"] == "--model"

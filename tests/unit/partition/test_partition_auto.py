@@ -143,8 +143,10 @@ def test_cluster_volume_rounds_lower_the_volume_under_the_same_bottleneck(monkey
 
     cases = [(_graph(2000, seed=7), 8), (_graph(1500, seed=3), 16)]
     rng = np.random.default_rng(2)
-    src, dst = rng.integers(0, 1200, 5000), rng.integers(0, 900, 5000)     # rows 900.. read, write nothing
-    cases.append((Graph.from_edges(src, dst, n=1200, self_loops="remove", name="dir"), 8))
+    src, dst = rng.integers(0, 1000, 5000), rng.integers(0, 1200, 5000)     # rows 1000..: read, no nonzero
+    d = Graph.from_edges(src, dst, n=1200, self_loops="remove", name="dir")
+    assert (d.row_nnz[1000:] == 0).all() and np.isin(np.arange(1000, 1200), d.indices).sum() > 150
+    cases.append((d, 8))
     lower = 0
     for g, k in cases:
         with_, rep = auto_partition(g, k)

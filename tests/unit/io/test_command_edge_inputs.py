@@ -1,6 +1,7 @@
-"""Inputs and outputs a CLI audit met: an output path that is a FIFO (renaming onto it would
-replace the pipe with a file), a file given where a chunked graph directory is read, and a
-manifest whose recorded shard size is negative."""
+"""Inputs and outputs at the edges of the commands: an output path that is a FIFO (renaming onto it
+would replace the pipe with a file), a file given where a chunked graph directory is read, a
+manifest whose recorded shard size is negative, topology files that say a thing twice or price a
+matrix's levels, a probe pair that could not be measured, a features file that is no .npy."""
 from __future__ import annotations
 
 import json
@@ -84,7 +85,7 @@ def test_probe_warns_when_a_pair_was_not_measurable(monkeypatch, capsys, tmp_pat
         "output": "x.json", "ranks": 2, "alpha_s": {"min": 1e-5, "max": 1e-5},
         "bandwidth_bytes_per_s": {"min": 1e9, "max": 1e15}, "beta_floored_pairs": 1})
     rc, out, err = run_cli(["topology", "probe", "--nprocs", "2", "-o", tmp_path / "p.json"], capsys)
-    assert rc == 0 and "partplan: warning: 1 rank pairs" in err
+    assert rc == 0 and "partplan: warning: 1 ordered rank pairs" in err and "1e-15 s/byte" in err
 
 
 def test_a_features_file_that_is_no_npy_is_named_without_numpys_pickle_hint(tmp_path):
