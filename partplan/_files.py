@@ -157,6 +157,23 @@ def _unique_keys(pairs: list) -> dict:
     return out
 
 
+def json_default(value):
+    """``json.dumps(..., default=json_default)``: numpy scalars (integers, floats, bools) as their
+    Python values and numpy arrays as lists — the one conversion for every JSON partplan writes
+    (plan manifests, benchmark results); anything else is json's TypeError.
+
+    >>> import json, numpy as np
+    >>> json.dumps({"n": np.int64(3), "ok": np.bool_(True), "x": np.arange(2)}, default=json_default)
+    '{"n": 3, "ok": true, "x": [0, 1]}'
+    """
+    import numpy as np
+    if isinstance(value, np.generic) and value.dtype.kind in "biuf":
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
 def load_json(raw: bytes | str, where: str) -> Any:
     """Parse JSON text from a file with limits: at most :data:`MAX_JSON_BYTES`
     bytes, :data:`MAX_JSON_DEPTH` levels of nesting, integers of at most

@@ -62,17 +62,10 @@ def write_json(path, results: dict, argv=None) -> None:
     import shlex
 
     from .._atomic import write_json_atomic
+    from .._files import json_default
     args = sys.argv[1:] if argv is None else [str(a) for a in argv]
     cmd = "python " + shlex.join(["benchmarks/" + os.path.basename(sys.argv[0]), *args])
-    write_json_atomic({"command": cmd, **results}, path, default=_plain)
+    write_json_atomic({"command": cmd, **results}, path, default=json_default)
 
 
-def _plain(value):
-    """numpy scalars and arrays as JSON numbers and lists."""
-    import numpy as np
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 

@@ -34,6 +34,7 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 from .. import _atomic
 from .._atomic import clean_stale, discard_temp, make_parents, make_temp_dir, release_temp
+from .._files import json_default
 from ..errors import PlanError
 from ..program.plan import Plan, RankPlan
 from ..layouts import parse_layout
@@ -592,25 +593,15 @@ def manifest_text(m: dict) -> str:
     try:
         for i, st in enumerate(steps):
             st["pairs"] = f"{_PAIRS_TOKEN}{i}"
-        text = json.dumps(m, indent=1, sort_keys=True, default=_json_default)
+        text = json.dumps(m, indent=1, sort_keys=True, default=json_default)
     finally:
         for st, pr in zip(steps, saved):
             st["pairs"] = pr
     marks = re.findall(rf'"{_PAIRS_TOKEN}(\d+)"', text)
     if sorted(int(i) for i in marks) != list(range(len(steps))):   # the token met elsewhere: indent it all
-        return json.dumps(m, indent=1, sort_keys=True, default=_json_default) + "\n"
+        return json.dumps(m, indent=1, sort_keys=True, default=json_default) + "\n"
     return re.sub(rf'"{_PAIRS_TOKEN}(\d+)"',
-                  lambda mt: json.dumps(saved[int(mt.group(1))], default=_json_default), text) + "\n"
-
-
-def _json_default(o):
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(f"not JSON-serializable: {type(o).__name__}")
+                  lambda mt: json.dumps(saved[int(mt.group(1))], default=json_default), text) + "\n"
 
 
 # ----------------------------------------------------------------------------- read
