@@ -845,7 +845,26 @@ def load_plan(path, rank: int | None = None, graph=None, *, verify: bool = True,
     for rp in ranks:
         rp.check()
     g = _partition_arrays(path, m, verify)
+    if check:       # unchecked shards (validate's own load) may lack what this reads: validate reports it
+        _check_rows_of_parts(path, m, ranks, g["part"])
     return Plan(m, ranks, g["part"], g.get("owner"), g.get("perm"))
+
+
+def _check_rows_of_parts(path: Path, m: dict, ranks: list, part: np.ndarray) -> None:
+    """In a plan whose ranks are its parts (1D and routed layouts), rank r's output rows are
+    exactly the rows the partition file puts in part r: a partition file changed beside its
+    shards (and re-signed) is refused here, before an export writes it. O(n)."""
+    spec = str(m.get("layout", ""))
+    if not (spec == "1d" or spec.startswith("routed")) or part.size == 0:
+        return
+    part = np.asarray(part, dtype=np.int64)
+    sizes = np.bincount(part, minlength=len(ranks))
+    for rp in ranks:
+        out = np.asarray(rp.out_ids(), dtype=np.int64)
+        if out.size != sizes[rp.rank] or not bool(np.all(part[out] == rp.rank)):
+            raise PlanError(f"{path}: the partition file puts {int(sizes[rp.rank])} rows in part {rp.rank}, but "
+                            f"rank {rp.rank}'s shard outputs {out.size} rows, not all of them (the partition "
+                            f"file and the shards are of different plans)")
 
 
 def _is_block_order(perm: np.ndarray, assign: np.ndarray) -> bool:

@@ -183,6 +183,18 @@ def check_fields(m: dict, mf: Path, parse_layout) -> None:
 
 
 # ----------------------------------------------------------------------------- one rank's shard
+def _writes_output(m: dict, rank: int) -> bool:
+    """Whether rank ``rank``'s ``out`` rows are the copy written to a global output: every rank's,
+    but in a 1.5D plan (``1.5d:c``) only replica 0's of each block (rank % c == 0)."""
+    spec = str(m.get("layout", ""))
+    if spec.startswith("1.5d:"):
+        try:
+            return rank % int(spec.split(":", 1)[1]) == 0
+        except ValueError:      # a malformed layout is the manifest check's to name
+            return True
+    return True
+
+
 def _int_array(a: np.ndarray) -> bool:
     return a.dtype.kind in "iu"
 
@@ -286,6 +298,10 @@ def shard_problems(m: dict, rp, *, pairs: bool = True) -> list[str]:
             continue
         if not isinstance(pm.get("writes_output"), bool):
             probs.append(f"metadata field 'programs.{prog}.writes_output' must be true or false")
+        elif pm["writes_output"] != _writes_output(m, rank):
+            probs.append(f"metadata field 'programs.{prog}.writes_output' is {str(pm['writes_output']).lower()}: "
+                         f"in a {m.get('layout')} plan rank {rank}'s rows are "
+                         f"{'' if _writes_output(m, rank) else 'not '}the copy written to the output")
         bufs = pm["buffers"]
         for key, buf in (("in_ids", "in"), ("out_ids", "out")):
             ids = rp.arrays[f"{want_prefix}.{key}"]

@@ -141,6 +141,9 @@ SHARD_CASES = {
                                       "programs.forward.buffers.in"),
     "prefix renamed": (None, lambda m: m["programs"]["forward"].__setitem__("prefix", "bwd"),
                        "programs.forward.prefix"),
+    # a 1D rank whose rows are not written to the output: run spmm wrote its rows of Z as zeros
+    "output not written": (None, lambda m: m["programs"]["forward"].__setitem__("writes_output", False),
+                           "programs.forward.writes_output"),
 }
 
 
@@ -217,6 +220,34 @@ def test_graph_n_beyond_the_partition_file_is_refused(plan, tmp_path, capsys):
                       "--output", tmp_path / "Z.npy"], capsys)
     one_error(rc, err, "graph.n")
     assert not (tmp_path / "Z.npy").exists()
+
+
+def test_a_partition_file_that_contradicts_the_shards_is_refused_before_an_export(plan, tmp_path, capsys):
+    """One row moved to another part in partition.arrow (perm kept in block order), re-signed, the
+    shards untouched: load_plan refuses it, so `export` writes nothing (it wrote the moved row)."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+    _, path = plan
+    f = path / "partition.arrow"
+    with pa.memory_map(str(f)) as src:
+        r = ipc.open_file(src)
+        schema, b = r.schema, r.get_batch(0)
+        cols = {nm: np.array(c.values.to_numpy()) for nm, c in zip(b.schema.names, b.columns)}
+    part = cols["part"]
+    part[int(np.flatnonzero(part == 0)[-1])] = 1
+    if "perm" in cols:
+        cols["perm"] = np.argsort(part, kind="stable").astype(cols["perm"].dtype)
+    arrs = [pa.LargeListArray.from_arrays(pa.array(np.array([0, cols[nm].size], dtype=np.int64)),
+                                          pa.array(cols[nm])) for nm in schema.names]
+    with pa.OSFile(str(f), "wb") as sink, ipc.new_file(sink, schema) as w:
+        w.write_batch(pa.RecordBatch.from_arrays(arrs, schema=schema))
+    edit_manifest(path, lambda m: m["partition_file"].update(bytes=f.stat().st_size, sha256=_sha(f)))
+    with pytest.raises(PlanError, match="the partition file and the shards are of different plans"):
+        load_plan(path)
+    rc, _, err = cli(["export", path, tmp_path / "x.part.4", "--to", "metis"], capsys)
+    one_error(rc, err, "different plans")
+    assert not (tmp_path / "x.part.4").exists()
+    assert not validate_plan(path)["ok"]
 
 
 def test_executor_buffers_checked_against_the_memory_budget(plan, monkeypatch):
