@@ -753,11 +753,15 @@ def _wrap_loop_utils() -> None:
             v = _hop_view(edge_index)
             if (v is not None and v.inferred_loops_differ and orig.__name__ != "remove_self_loops"
                     and (args[2] if len(args) > 2 else kwargs.get("num_nodes")) is None):
+                layer = _calling_layer(sys._getframe(1))
+                fix = (f"{layer} calls it itself, without num_nodes: give the vertices with no edge a self loop "
+                       f"in the data (or ids below the others') before planning, so that the whole graph's "
+                       f"largest index + 1 is its vertex count" if layer is not None else
+                       "pass num_nodes=x.size(0) (the rank's rows; data.num_nodes in one process)")
                 raise PlanError(f"{v.name}: {orig.__name__}(op.edge_index) without num_nodes counts the vertices as "
                                 f"the largest index + 1, which adds self loops to other vertices on a rank than "
                                 f"on the whole graph here (its highest ids, or a rank's last rows, have no "
-                                f"edges): pass num_nodes=x.size(0) (the rank's rows; data.num_nodes in one "
-                                f"process)")
+                                f"edges): {fix}")
             out = orig(edge_index, *args, **kwargs)
             ei = out[0] if isinstance(out, tuple) else out
             if v is not None and isinstance(ei, torch.Tensor) and ei is not edge_index:
@@ -768,6 +772,15 @@ def _wrap_loop_utils() -> None:
         return fn
     _PATCHED["loops"] = {name: (getattr(loop, name), tagged(getattr(loop, name)))
                          for name in ("add_self_loops", "add_remaining_self_loops", "remove_self_loops")}
+
+
+def _calling_layer(frame) -> str | None:
+    """The class name of the PyG layer whose method is ``frame`` (one that called a loop utility
+    itself, where its caller cannot pass ``num_nodes``), or None (the user's own code)."""
+    me = None if frame is None else frame.f_locals.get("self")
+    if isinstance(me, torch.nn.Module) and type(me).__module__.startswith("torch_geometric."):
+        return type(me).__name__
+    return None
 
 
 def _loops_after(name: str, v: HaloRank, edge_index, args: tuple, kwargs: dict) -> np.ndarray | None:

@@ -273,6 +273,35 @@ def test_loop_utilities_without_num_nodes_are_exact_or_refused(tmp_path):
                     torch.testing.assert_close(got, want[torch.from_numpy(v.local_ids)], rtol=1e-5, atol=1e-6)
 
 
+def test_a_pyg_layer_that_adds_its_own_loops_is_named_with_a_fix_its_caller_can_apply(tmp_path):
+    """EGConv calls add_remaining_self_loops(edge_index) itself, without num_nodes: where that adds
+    other loops on a rank than on the whole graph, the one PlanError names the layer and a fix in
+    the data (its caller cannot pass num_nodes); with a loop on each vertex without edges the layer
+    runs and equals single-process PyG on every rank's rows."""
+    from torch_geometric.nn import EGConv
+
+    from partplan.errors import PlanError
+    torch.manual_seed(0)
+    n = 60
+    ei = torch.randint(0, 55, (2, 240))                      # vertices 55..59 have no edge
+    x = torch.randn(n, 8)
+    conv = EGConv(8, 8, aggregators=["sum"], num_heads=2, num_bases=2)
+    data = Data(edge_index=ei, x=x, num_nodes=n)
+    op = LocalHalo(partplan.plan_from_pyg(data, 2, out=tmp_path / "a.plan", seed=0), ei)
+    xs = op([x[torch.from_numpy(v.local_ids)] for v in op.ranks])
+    with pytest.raises(PlanError, match="EGConv calls it itself.*self loop in the data"):
+        conv(xs[0], op.ranks[0].edge_index)
+    loops = torch.arange(55, n).repeat(2, 1)
+    fixed = torch.cat([ei, loops], 1)
+    op = LocalHalo(partplan.plan_from_pyg(Data(edge_index=fixed, x=x, num_nodes=n), 2, out=tmp_path / "b.plan",
+                                          seed=0), fixed)
+    xs = op([x[torch.from_numpy(v.local_ids)] for v in op.ranks])
+    want = conv(x, fixed).detach()
+    for v, xr in zip(op.ranks, xs):
+        got = conv(xr, v.edge_index)[:v.num_local].detach()
+        torch.testing.assert_close(got, want[torch.from_numpy(v.local_ids)], rtol=1e-5, atol=1e-6)
+
+
 def test_an_equal_copy_is_compared_once_then_followed(tmp_path, monkeypatch):
     """A copy of a Halo's edge_index (a GPU loop holds op.edge_index.to("cuda")) was copied back to
     the host and compared with the Halo's edges at every gcn_norm call; found equal once, it is
