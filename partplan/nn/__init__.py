@@ -15,8 +15,9 @@
   (:func:`write_shares`, :func:`read_share`): what ``Halo(PATH)`` and the loader read.
 * :class:`NeighborLoader` (:mod:`.loader`): PyG-style neighbour sampling over
   the shares for any model; remote neighbours by one all-to-all per hop.
-* :func:`global_mean`, :func:`accuracy` (:mod:`.glue`): the loss share and
-  metrics over every rank's rows, for your own loop.
+* :func:`global_mean`, :func:`accuracy`, :func:`row_dropout` (:mod:`.glue`): the
+  loss share, metrics over every rank's rows and dropout masks keyed on global
+  row ids, for your own loop.
 * :mod:`.train` — :func:`train_gcn`: full-batch and mini-batch training on p
   processes (gloo / NCCL) or p virtual ranks (LocalComm), measured.
 
@@ -41,7 +42,7 @@ def __getattr__(name):  # lazy: torch only when asked for
     if name in ("write_shares", "read_share"):
         from . import shares
         return getattr(shares, name)
-    if name in ("global_mean", "accuracy", "shared_plan"):
+    if name in ("global_mean", "accuracy", "shared_plan", "row_dropout"):
         from . import glue
         return getattr(glue, name)
     if name in ("train_gcn",):
@@ -52,4 +53,4 @@ def __getattr__(name):  # lazy: torch only when asked for
 
 __all__ = ["NORMALIZATIONS", "NormalizationError", "check_normalize", "normalize_adjacency", "DistGCN",
            "PlanSpMM", "DistSpMM", "Halo", "LocalHalo", "HaloRank", "train_gcn",
-           "global_mean", "accuracy", "shared_plan", "NeighborLoader", "write_shares", "read_share"]
+           "global_mean", "accuracy", "shared_plan", "row_dropout", "NeighborLoader", "write_shares", "read_share"]

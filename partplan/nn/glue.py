@@ -10,16 +10,20 @@ on one process.
 * :func:`accuracy` — the fraction of correct predictions over all ranks' rows.
 * :func:`shared_plan` — one rank partitions the graph and writes the plan, the
   others wait for it (and get its error if it fails).
+* :func:`row_dropout` — dropout whose mask is a function of (seed, global row
+  id, column) only: every rank drops what one process would, whichever rank
+  holds the row (``F.dropout`` draws from each rank's own generator).
 
 Without torch.distributed initialized the world is this process alone.
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from ..errors import OptionError
 
-__all__ = ["accuracy", "global_mean", "shared_plan"]
+__all__ = ["accuracy", "global_mean", "row_dropout", "shared_plan"]
 
 
 def _world(group=None) -> int:
@@ -173,3 +177,40 @@ def _plan_for(path, ranks: int, data, plan_options: dict) -> bool:
     g = plan_graph(data, normalize=normalize, flow=plan_options.get("flow", "source_to_target"),
                    weight=plan_options.get("weight"))
     return int(m["graph"].get("n", -1)) == g.n and source_matches(m, g)
+
+
+def row_dropout(x: torch.Tensor, ids, p: float, seed: int, *, training: bool = True) -> torch.Tensor:
+    """Dropout of the rows ``x`` (first dimension = rows) whose global ids are ``ids``: each entry
+    kept with probability 1 − ``p`` by a hash of (``seed``, the row's global id, its column) and
+    scaled by 1 / (1 − ``p``), so the same rows get the same mask on any rank and in one process
+    (use another ``seed`` per layer and epoch). The identity when not ``training`` or ``p`` = 0.
+    Autograd flows through the kept entries.
+
+    x : a 1-D or 2-D tensor; ids : one global id per row (``op.local_ids`` of a ``Halo``, or
+    ``torch.arange(n)`` in one process); p : in [0, 1); seed : an integer.
+
+    >>> import torch
+    >>> x = torch.ones(6, 4)
+    >>> whole = row_dropout(x, torch.arange(6), 0.5, seed=3)
+    >>> part = row_dropout(x[[4, 1]], torch.tensor([4, 1]), 0.5, seed=3)
+    >>> bool(torch.equal(part, whole[[4, 1]]))
+    True
+    """
+    from .._args import check_bool, check_int, check_real
+    from .gcn import dropout_mask
+    p = check_real("p", p, lo=0.0, hi=1.0, hi_open=True)
+    seed = check_int("seed", seed, lo=-(1 << 63), hi=(1 << 63) - 1)
+    training = check_bool("training", training)
+    if not isinstance(x, torch.Tensor) or x.dim() not in (1, 2):
+        raise OptionError(f"row_dropout: x must be a 1-D or 2-D tensor (rows first), got "
+                          f"{type(x).__name__}{tuple(x.shape) if isinstance(x, torch.Tensor) else ''}")
+    from .._args import as_numpy
+    ids = as_numpy(ids, OptionError, "row_dropout: ids: ")
+    if ids.shape != (x.shape[0],) or (ids.size and (ids.dtype.kind not in "iu" or int(ids.min()) < 0)):
+        raise OptionError(f"row_dropout: ids must hold one global row id (an integer >= 0) per row of x "
+                          f"({x.shape[0]}), got {ids.dtype} {ids.shape}")
+    if not training or p == 0.0:
+        return x
+    width = 1 if x.dim() == 1 else x.shape[1]
+    keep = torch.from_numpy(dropout_mask(ids.astype(np.int64), width, p, seed)).to(x.device)
+    return x * keep.reshape(x.shape).to(x.dtype) * (1.0 / (1.0 - p))

@@ -51,3 +51,29 @@ def test_shared_plan_on_one_process_writes_reuses_and_rebuilds(tmp_path):
     with pytest.raises(PartplanError):                                             # rank 0's own error
         pnn.shared_plan({"edge_index": torch.tensor([[0], [9]]), "num_nodes": 2}, tmp_path / "bad.plan")
     assert not (tmp_path / "bad.plan").exists()
+
+
+def test_row_dropout_gives_every_split_of_the_rows_the_same_mask():
+    """The mask is a function of (seed, global row id, column): rows split over 3 "ranks" in any
+    order get exactly the one-process mask; the kept fraction is near 1 - p; gradients flow through
+    the kept entries; not training is the identity."""
+    from partplan.errors import OptionError
+    n, f, p = 3000, 8, 0.3
+    x = torch.randn(n, f, dtype=torch.float64, requires_grad=True)
+    whole = pnn.row_dropout(x, torch.arange(n), p, seed=11)
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(1))
+    for ids in perm.tensor_split(3):
+        torch.testing.assert_close(pnn.row_dropout(x[ids], ids, p, seed=11), whole[ids], rtol=0, atol=0)
+    kept = (whole != 0).double().mean().item()
+    assert abs(kept - (1 - p)) < 0.02
+    assert torch.equal(whole[whole != 0], (x * (1.0 / (1 - p)))[whole != 0])
+    whole.sum().backward()
+    assert torch.equal(x.grad, (whole != 0).double() * (1.0 / (1 - p)))
+    assert not torch.equal(pnn.row_dropout(x, torch.arange(n), p, seed=12), whole)     # another seed, another mask
+    assert pnn.row_dropout(x, torch.arange(n), p, seed=11, training=False) is x
+    one = pnn.row_dropout(torch.ones(n), torch.arange(n), p, seed=11)                   # 1-D: a column of its own
+    assert one.shape == (n,)
+    for args in ((x, torch.arange(n - 1), p, 1), (x, torch.arange(n), 1.0, 1), (x, -torch.arange(n), p, 1),
+                 (x, torch.arange(n) * 1.5, p, 1), (x.detach().numpy(), torch.arange(n), p, 1)):
+        with pytest.raises(OptionError):
+            pnn.row_dropout(*args)
