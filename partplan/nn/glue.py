@@ -196,7 +196,7 @@ def row_dropout(x: torch.Tensor, ids, p: float, seed: int, *, training: bool = T
     >>> bool(torch.equal(part, whole[[4, 1]]))
     True
     """
-    from .._args import check_bool, check_int, check_real
+    from .._args import as_numpy, check_bool, check_int, check_real
     from .gcn import dropout_mask
     p = check_real("p", p, lo=0.0, hi=1.0, hi_open=True)
     seed = check_int("seed", seed, lo=-(1 << 63), hi=(1 << 63) - 1)
@@ -204,7 +204,6 @@ def row_dropout(x: torch.Tensor, ids, p: float, seed: int, *, training: bool = T
     if not isinstance(x, torch.Tensor) or x.dim() not in (1, 2):
         raise OptionError(f"row_dropout: x must be a 1-D or 2-D tensor (rows first), got "
                           f"{type(x).__name__}{tuple(x.shape) if isinstance(x, torch.Tensor) else ''}")
-    from .._args import as_numpy
     ids = as_numpy(ids, OptionError, "row_dropout: ids: ")
     if ids.shape != (x.shape[0],) or (ids.size and (ids.dtype.kind not in "iu" or int(ids.min()) < 0)):
         raise OptionError(f"row_dropout: ids must hold one global row id (an integer >= 0) per row of x "
