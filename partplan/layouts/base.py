@@ -48,6 +48,12 @@ class Layout:
     traversal_refusal: ClassVar[str] = "no program of A^T to traverse"
     split_nonzeros: ClassVar[bool] = False   # a rank multiplies part of a row's nonzeros (chosen by both ends):
     #                                          the distributed build moves nonzeros (plan.distlayout), not rows
+    rank_rows_are_part: ClassVar[bool] = False  # rank r's output rows are exactly the rows of part r
+
+    def writes_output(self, rank: int) -> bool:
+        """Whether rank ``rank``'s ``out`` rows are the copy written to a global output (every
+        rank's, but where row blocks are replicated)."""
+        return True
 
     def __init__(self, ranks: int):
         from .._args import check_int

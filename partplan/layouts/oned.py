@@ -15,7 +15,7 @@ class OneD(Layout):
     name = "1d"
     supports_owner = True
     bfs = analytics = stealing = gcn = exact_replay = True
-    halo = True
+    halo = rank_rows_are_part = True
     minibatch = routable = distributed_build = True
     layout_stats = False  # its volumes are the CommStats of analyze()
 

@@ -127,7 +127,11 @@ class OneHalfD(Layout):
         replica 0 of each block writes the output (``ranks``: the global rank
         of each of the program's ranks)."""
         prog.add("allreduce", group="replica", buf="out")
-        prog.writes_output = [int(r) % self.c == 0 for r in ranks]
+        prog.writes_output = [self.writes_output(int(r)) for r in ranks]
+
+    def writes_output(self, rank: int) -> bool:
+        """Replica 0 of each row block (rank % c == 0) writes the block's rows."""
+        return int(rank) % self.c == 0
 
     def program(self, graph, part, *, owner=None, prefix="fwd"):
         self._conformal_only(owner)

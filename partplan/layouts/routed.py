@@ -262,7 +262,7 @@ class Routed(Layout):
     ranks of one local index inside a level-(i + 1) domain, one per level-i domain)."""
 
     name = "routed"
-    bfs = analytics = routes = distributed_build = True
+    bfs = analytics = routes = distributed_build = rank_rows_are_part = True
 
     def __init__(self, route: str, ranks: int, sizes):
         super().__init__(ranks)

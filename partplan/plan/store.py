@@ -37,7 +37,7 @@ from .._atomic import clean_stale, discard_temp, make_parents, make_temp_dir, re
 from .._files import json_default
 from ..errors import PlanError
 from ..program.plan import Plan, RankPlan
-from ..layouts import parse_layout
+from ..layouts import layout_from_manifest, parse_layout
 from ..program.checks import MAX_F, check_manifest
 from ..io.arrowcheck import IpcProblem, ipc_batches
 from ..io.trust import load_json, printable, source_date_epoch
@@ -784,7 +784,7 @@ def load_rank(path, rank: int, *, manifest: dict | None = None, verify: bool = T
                                 f"{printable(repr(rows))[:40]} is not a row count")
     rp = RankPlan(rank, meta, arrays)
     if check:  # what validate's structure check asks, before anything indexes or allocates
-        rp.problems = [f"{f}: {x}" for x in shard_problems(m, rp, pairs=False)]
+        rp.problems = [f"{f}: {x}" for x in shard_problems(m, rp, pairs=False, layout=layout_from_manifest(m))]
     return rp
 
 
@@ -854,8 +854,7 @@ def _check_rows_of_parts(path: Path, m: dict, ranks: list, part: np.ndarray) -> 
     """In a plan whose ranks are its parts (1D and routed layouts), rank r's output rows are
     exactly the rows the partition file puts in part r: a partition file changed beside its
     shards (and re-signed) is refused here, before an export writes it. O(n)."""
-    spec = str(m.get("layout", ""))
-    if not (spec == "1d" or spec.startswith("routed")) or part.size == 0:
+    if not layout_from_manifest(m).rank_rows_are_part or part.size == 0:
         return
     part = np.asarray(part, dtype=np.int64)
     sizes = np.bincount(part, minlength=len(ranks))

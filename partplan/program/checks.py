@@ -183,18 +183,6 @@ def check_fields(m: dict, mf: Path, parse_layout) -> None:
 
 
 # ----------------------------------------------------------------------------- one rank's shard
-def _writes_output(m: dict, rank: int) -> bool:
-    """Whether rank ``rank``'s ``out`` rows are the copy written to a global output: every rank's,
-    but in a 1.5D plan (``1.5d:c``) only replica 0's of each block (rank % c == 0)."""
-    spec = str(m.get("layout", ""))
-    if spec.startswith("1.5d:"):
-        try:
-            return rank % int(spec.split(":", 1)[1]) == 0
-        except ValueError:      # a malformed layout is the manifest check's to name
-            return True
-    return True
-
-
 def _int_array(a: np.ndarray) -> bool:
     return a.dtype.kind in "iu"
 
@@ -244,7 +232,7 @@ def pairs_of(st: dict, rank: int, members: list[int]) -> tuple[np.ndarray, np.nd
     return out[0], out[1]
 
 
-def shard_problems(m: dict, rp, *, pairs: bool = True) -> list[str]:
+def shard_problems(m: dict, rp, *, pairs: bool = True, layout=None) -> list[str]:
     """Structure problems of one rank's shard ``rp`` (a :class:`RankPlan`)
     against the manifest ``m`` — what ``partplan validate`` reports as its
     ``structure`` check, run by every reader before it indexes:
@@ -265,6 +253,10 @@ def shard_problems(m: dict, rp, *, pairs: bool = True) -> list[str]:
       refused before anything is allocated);
     * each step op's own check (:func:`partplan.program.steps.structure_problems`:
       indices inside their buffers, CSR pointers, counts fitting).
+
+    With ``layout`` (the plan's :class:`~partplan.layouts.base.Layout`) each program's
+    ``writes_output`` is its ``writes_output(rank)``: a rank that wrote no output where the
+    layout says it does left its rows of Z unwritten.
 
     Returns problem strings naming the field (empty: the shard is safe to
     index with). Cost: one pass over each array, O(pairs) over the manifest."""
@@ -298,10 +290,10 @@ def shard_problems(m: dict, rp, *, pairs: bool = True) -> list[str]:
             continue
         if not isinstance(pm.get("writes_output"), bool):
             probs.append(f"metadata field 'programs.{prog}.writes_output' must be true or false")
-        elif pm["writes_output"] != _writes_output(m, rank):
+        elif layout is not None and pm["writes_output"] != layout.writes_output(rank):
             probs.append(f"metadata field 'programs.{prog}.writes_output' is {str(pm['writes_output']).lower()}: "
                          f"in a {m.get('layout')} plan rank {rank}'s rows are "
-                         f"{'' if _writes_output(m, rank) else 'not '}the copy written to the output")
+                         f"{'' if layout.writes_output(rank) else 'not '}the copy written to the output")
         bufs = pm["buffers"]
         for key, buf in (("in_ids", "in"), ("out_ids", "out")):
             ids = rp.arrays[f"{want_prefix}.{key}"]
@@ -358,10 +350,10 @@ def shard_problems(m: dict, rp, *, pairs: bool = True) -> list[str]:
     return probs
 
 
-def check_shard(m: dict, rp, where, *, pairs: bool = False) -> None:
+def check_shard(m: dict, rp, where, *, pairs: bool = False, layout=None) -> None:
     """:func:`shard_problems` as one :class:`PlanError` starting with the
     shard file ``where`` (the first problem; the count of others)."""
-    probs = shard_problems(m, rp, pairs=pairs)
+    probs = shard_problems(m, rp, pairs=pairs, layout=layout)
     if probs:
         more = f" (+{len(probs) - 1} more)" if len(probs) > 1 else ""
         raise PlanError(f"{where}: {probs[0]}{more}")

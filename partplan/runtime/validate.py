@@ -62,9 +62,11 @@ def _structure(plan: Plan) -> list[str]:
     each step op's :meth:`~partplan.program.steps.Step.check`); here reported
     instead of raised."""
     from ..program.schema import shard_name
+    from ..layouts import layout_from_manifest
     from ..program.checks import shard_problems
+    layout = layout_from_manifest(plan.manifest)
     return [f"rank {rp.rank} ({shard_name(rp.rank)}): {m}" for rp in plan.ranks
-            for m in shard_problems(plan.manifest, rp)]
+            for m in shard_problems(plan.manifest, rp, layout=layout)]
 
 
 class _Walk:
