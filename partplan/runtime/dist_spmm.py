@@ -29,6 +29,9 @@ from ..program.plan import Plan, manifest_groups, program_steps
 from ..program.steps import dst_start
 from .comm import CommError
 
+#: calls of a DistSpMM whose input widths are checked across the ranks (one small all-reduce each)
+AGREE_CALLS = 16
+
 __all__ = ["DistSpMM"]
 
 
@@ -128,9 +131,50 @@ class DistSpMM(torch.nn.Module):
             raise failure
         if bad is not None:     # the peers would otherwise wait out the timeout at the first exchange
             raise PlanError(f"{self.plan_name}: rank {bad[0]} could not load its part of the plan: {bad[1]}")
+        self._same_plan_everywhere(m)
         self.calls = CallCounter(self.comm, self.plan_name)
         self._block = None
+        self._checks_left = AGREE_CALLS
         self._build(verify=verify)
+
+    def _same_plan_everywhere(self, m: dict) -> None:
+        """Every rank opened the same plan: a digest of what defines it (the graph's fingerprints,
+        the normalization, the partition file's and every shard's sha256) agrees over the world, one
+        small all-reduce at construction. Ranks with copies of two plans of one partition (another
+        weighting, another normalization) passed the count checks and computed a mix of both."""
+        import hashlib
+        import json
+        g = m.get("graph", {})
+        key = json.dumps([g.get("fingerprint"), g.get("source_fingerprint"), m.get("normalize"),
+                          m.get("partition_file", {}).get("sha256"),
+                          [e.get("sha256") for e in m.get("shards", [])]], sort_keys=True, default=str)
+        raw = hashlib.sha256(key.encode()).digest()
+        chunks = np.array([float(int.from_bytes(raw[i:i + 6], "little")) for i in (0, 6, 12)])   # exact in float64
+        hi, neg_lo = np.split(self.comm.allreduce_world([np.concatenate([chunks, -chunks])], "max")[0], 2)
+        if not np.array_equal(hi, -neg_lo):
+            raise PlanError(f"{self.plan_name}: the ranks opened different plans (their manifests name other "
+                            f"graphs, normalizations, partition files or shards): every rank must read one plan "
+                            f"(rank {self.rank} read {self.plan_name}, graph fingerprint "
+                            f"{str(g.get('fingerprint'))[:16]}…)")
+
+    def _agree_rows(self, x, program: str, what: str) -> None:
+        """Every rank passes rows of one width and dtype: receive buffers are sized from this rank's
+        own rows, so a peer's other width came out as wrong numbers on one rank and a gloo abort on
+        another. One small all-to-all per group the program exchanges in
+        (:meth:`~partplan.runtime.comm.TorchComm.agree`, bounded by the timeout), in each of the
+        first AGREE_CALLS calls (a loop's shapes are settled by then)."""
+        if self._checks_left <= 0:
+            return
+        self._checks_left -= 1
+        v = np.array([int(x.shape[1]), int(x.dtype == torch.float64)], dtype=np.int64)
+        families = dict.fromkeys(st["group"] for st in program_steps(self.manifest, program) if "group" in st)
+        for family in families:
+            ((lo, hi),) = self.comm.agree(family, [v], f"{what} check")
+            if not np.array_equal(lo, hi):
+                raise PlanError(f"{self.plan_name}: rank {self.rank}: the ranks pass {what} of different widths or "
+                                f"dtypes (this rank: {tuple(x.shape)}, {str(x.dtype).replace('torch.', '')}; widths "
+                                f"{int(lo[0])} to {int(hi[0])}): every rank passes rows of the same width and "
+                                f"dtype in each call")
 
     # ------------------------------------------------------------------ executor
     def _build(self, verify: bool) -> None:
@@ -310,9 +354,11 @@ class DistSpMM(torch.nn.Module):
                             f"{self.manifest.get('backward')!r}), so DistSpMM cannot compute gradients of its "
                             f"input; rebuild the plan with the backward program planned (build_plan(..., "
                             f"backward=True)) or call it under torch.no_grad()")
-        self._check_input(x, program, "the input" if program == "forward" else "the gradient")
+        what = "the input" if program == "forward" else "the gradient"
+        self._check_input(x, program, what)
         self.calls.called()
         try:
+            self._agree_rows(x, program, what)
             return self.executor.run(program, [x.detach().contiguous()])[0].clone()
         except CommError:
             self.calls.fail(f"the {program} program")

@@ -214,3 +214,55 @@ def test_dist_spmm_p4_equals_gcnconv_on_a_directed_graph(tmp_path):
     with torch.no_grad():
         flipped = conv(data.x, data.edge_index.flip(0)).numpy()
     assert np.abs(flipped - ref).max() > 1e-3
+
+
+def _mixed_worker(rank, world, init_file, tmp):
+    """Rank 1 passes rows one column narrower; then rank 1 opens another plan of the same
+    partition (other edge weights)."""
+    import torch.distributed as dist
+
+    from partplan.errors import PlanError
+    from partplan.nn import DistSpMM
+    out = {}
+    try:
+        torch.set_num_threads(1)
+        dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+        tmp = Path(tmp)
+        X = torch.from_numpy(np.load(tmp / "X.npy"))
+        op = DistSpMM(tmp / "g.plan", dtype=torch.float64, timeout=20)
+        try:
+            op(X[op.in_ids][:, : 5 - rank].contiguous())
+            out["width_error"] = None
+        except PlanError as exc:
+            out["width_error"] = str(exc)
+        try:
+            DistSpMM(tmp / ("g.plan" if rank == 0 else "w.plan"), dtype=torch.float64, timeout=20)
+            out["plan_error"] = None
+        except PlanError as exc:
+            out["plan_error"] = str(exc)
+    except BaseException:
+        out["exception"] = traceback.format_exc()
+    finally:
+        (Path(tmp) / f"m{rank}.json").write_text(json.dumps(out))
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def test_ranks_that_disagree_on_the_width_or_the_plan_get_one_error_each(tmp_path):
+    """Rows of another width on one rank came out as wrong numbers there and a gloo abort on the
+    other; two plans of one partition (other weights) computed a mix of both with no error. Each is
+    one PlanError on every rank now."""
+    import torch.multiprocessing as mp
+    g = _directed()
+    part = np.random.default_rng(1).integers(0, 2, g.n)
+    write_plan(build_plan(g, part, 2), tmp_path / "g.plan")
+    heavier = Graph(g.indptr, g.indices, g.data * 2 + 1, name=g.name)
+    write_plan(build_plan(heavier, part, 2), tmp_path / "w.plan")
+    np.save(tmp_path / "X.npy", np.random.default_rng(2).standard_normal((g.n, 5)))
+    mp.start_processes(_mixed_worker, args=(2, str(tmp_path / "rdv"), str(tmp_path)), nprocs=2, join=True,
+                       start_method="spawn")
+    for r in range(2):
+        res = json.loads((tmp_path / f"m{r}.json").read_text())
+        assert "exception" not in res, res["exception"]
+        assert "different widths or dtypes" in res["width_error"] and "widths 4 to 5" in res["width_error"]
+        assert "the ranks opened different plans" in res["plan_error"]
