@@ -58,12 +58,37 @@ def global_mean(values: torch.Tensor, mask: torch.Tensor | None = None, *, ddp: 
     N = rows selected on all ranks together (one all-reduce of an int64). Its
     value differs per rank; the sum over the ranks is the global mean.
     """
-    _check_rows("global_mean", values, mask)
-    sel = values if mask is None else values[mask]
-    n = torch.tensor([sel.shape[0]], dtype=torch.int64, device=values.device)
-    total = int(_allreduce(n, group).item())
+    bad = _refused(lambda: _check_rows("global_mean", values, mask))
+    sel = None if bad else (values if mask is None else values[mask])
+    n = torch.tensor([0 if bad else sel.shape[0], int(bad is not None)], dtype=torch.int64,
+                     device=_device_of(values))
+    total, refused = (int(v) for v in _allreduce(n, group).tolist())
+    _raise_if_refused("global_mean", bad, refused)
     scale = (_world(group) if ddp else 1) / max(total, 1)
     return sel.sum() * scale
+
+
+def _refused(check) -> OptionError | None:
+    """The OptionError ``check()`` raises (None when it passes): kept, so that the rank still meets
+    its peers in the collective and every rank raises, instead of the peers waiting on it."""
+    try:
+        check()
+    except OptionError as exc:
+        return exc
+    return None
+
+
+def _raise_if_refused(what: str, mine: OptionError | None, refused: int) -> None:
+    """After the collective: this rank's own refusal, or one naming the ranks' count that refused."""
+    if mine is not None:
+        raise mine
+    if refused:
+        raise OptionError(f"{what}: {refused} other rank(s) passed arguments it refuses (their error names them); "
+                          f"this rank's were fine")
+
+
+def _device_of(t) -> torch.device:
+    return t.device if isinstance(t, torch.Tensor) else torch.device("cpu")
 
 
 def _check_rows(what: str, values, mask) -> None:
@@ -86,18 +111,22 @@ def accuracy(pred: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None = No
     Returns a float in [0, 1] (NaN when no rank selects a row). Collective:
     every rank calls it.
     """
-    _check_rows("accuracy", pred, mask)
-    if not isinstance(y, torch.Tensor) or y.shape != pred.shape[:1]:
-        raise OptionError(f"accuracy: y must be a tensor of one class id per row ({pred.shape[0]}), got "
-                          f"{tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__}")
-    if pred.dim() > 1:
-        pred = pred.argmax(dim=1)
-    ok = pred == y
-    if mask is not None:
-        ok = ok[mask]
-    c = torch.tensor([float(ok.sum()), float(ok.numel())], dtype=torch.float64, device=pred.device)
-    c = _allreduce(c, group).cpu()
-    return float(c[0] / c[1]) if c[1] > 0 else float("nan")
+    def check():
+        _check_rows("accuracy", pred, mask)
+        if not isinstance(y, torch.Tensor) or y.shape != pred.shape[:1]:
+            raise OptionError(f"accuracy: y must be a tensor of one class id per row ({pred.shape[0]}), got "
+                              f"{tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__}")
+    bad = _refused(check)
+    right = seen = 0.0
+    if bad is None:
+        ok = (pred.argmax(dim=1) if pred.dim() > 1 else pred) == y
+        if mask is not None:
+            ok = ok[mask]
+        right, seen = float(ok.sum()), float(ok.numel())
+    c = torch.tensor([right, seen, float(bad is not None)], dtype=torch.float64, device=_device_of(pred))
+    right, seen, refused = _allreduce(c, group).cpu().tolist()
+    _raise_if_refused("accuracy", bad, int(refused))
+    return right / seen if seen > 0 else float("nan")
 
 
 def shared_plan(data, path, *, reuse: bool = False, group=None, **plan_options) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import traceback
 from pathlib import Path
 
@@ -240,6 +241,18 @@ def _mixed_worker(rank, world, init_file, tmp):
             out["plan_error"] = None
         except PlanError as exc:
             out["plan_error"] = str(exc)
+        # the loop's sums: a bad mask on rank 1 is one error on every rank (the peers waited on it)
+        from partplan.errors import OptionError
+        from partplan.nn import accuracy, global_mean
+        vals, y = torch.ones(5), torch.zeros(5, dtype=torch.int64)
+        for key, fn in (("mean", lambda m: global_mean(vals, m)), ("acc", lambda m: accuracy(y, y, m))):
+            t0 = time.perf_counter()
+            try:
+                fn(torch.ones(5 - rank, dtype=torch.bool))
+                out[f"{key}_error"] = None
+            except OptionError as exc:
+                out[f"{key}_error"] = [str(exc), time.perf_counter() - t0]
+        out["mean_ok"] = float(global_mean(vals, torch.ones(5, dtype=torch.bool)))
     except BaseException:
         out["exception"] = traceback.format_exc()
     finally:
@@ -266,3 +279,8 @@ def test_ranks_that_disagree_on_the_width_or_the_plan_get_one_error_each(tmp_pat
         assert "exception" not in res, res["exception"]
         assert "different widths or dtypes" in res["width_error"] and "widths 4 to 5" in res["width_error"]
         assert "the ranks opened different plans" in res["plan_error"]
+        for key in ("mean", "acc"):
+            msg, secs = res[f"{key}_error"]
+            assert ("mask must be a bool tensor" if r == 1 else "1 other rank(s) passed arguments") in msg, msg
+            assert secs < 10, secs
+        assert res["mean_ok"] == 0.5                  # 5 of the 10 selected rows' ones: this rank's share
