@@ -122,6 +122,27 @@ def _int_array(name: str, a) -> np.ndarray:
     return np.ascontiguousarray(arr, dtype=np.int64)
 
 
+def check_csr(indptr, indices, n_cols: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(indptr, indices) as int64 arrays of a checked CSR: 1-D, ``indptr`` from 0, non-decreasing,
+    ending at nnz, column ids in [0, ``n_cols``) (None: the row count, a square matrix). One
+    GraphFormatError naming the array otherwise. Rows need not be sorted."""
+    indptr = _int_array("indptr", indptr)
+    indices = _int_array("indices", indices)
+    if indptr.ndim != 1 or indptr.size < 1:
+        raise GraphFormatError("indptr must be a 1-D array of length n + 1", field="indptr")
+    if indices.ndim != 1:
+        raise GraphFormatError(f"indices must be a 1-D array of length nnz, got shape {indices.shape}",
+                               field="indices")
+    n = indptr.size - 1
+    if indptr[0] != 0 or indptr[-1] != indices.size or (n and np.any(np.diff(indptr) < 0)):
+        raise GraphFormatError("indptr must start at 0, be non-decreasing and end at nnz", field="indptr")
+    cols = n if n_cols is None else n_cols
+    if indices.size and (indices.min() < 0 or indices.max() >= cols):
+        bad = int(np.flatnonzero((indices < 0) | (indices >= cols))[0])
+        raise GraphFormatError(f"column id {int(indices[bad])} out of range [0, {cols})", field="indices")
+    return indptr, indices
+
+
 def check_weight_total(vw: np.ndarray, source=None) -> None:
     """Refuse vertex weights (int64[n], non-negative) whose balance weights (at least 1 each) sum
     past :data:`MAX_TOTAL_WEIGHT` — GraphFormatError naming ``source`` (a file) when given."""
@@ -226,21 +247,10 @@ class Graph:
     def __post_init__(self):
         from ._args import check_bool
         object.__setattr__(self, "directed", check_bool("directed", self.directed, error=OptionError))
-        indptr = _int_array("indptr", self.indptr)
-        indices = _int_array("indices", self.indices)
+        indptr, indices = check_csr(self.indptr, self.indices)
         object.__setattr__(self, "indptr", indptr)
         object.__setattr__(self, "indices", indices)
-        if indptr.ndim != 1 or indptr.size < 1:
-            raise GraphFormatError("indptr must be a 1-D array of length n + 1", field="indptr")
-        if indices.ndim != 1:
-            raise GraphFormatError(f"indices must be a 1-D array of length nnz, got shape {indices.shape}",
-                                   field="indices")
         n = indptr.size - 1
-        if indptr[0] != 0 or indptr[-1] != indices.size or (n and np.any(np.diff(indptr) < 0)):
-            raise GraphFormatError("indptr must start at 0, be non-decreasing and end at nnz", field="indptr")
-        if indices.size and (indices.min() < 0 or indices.max() >= n):
-            bad = int(np.flatnonzero((indices < 0) | (indices >= n))[0])
-            raise GraphFormatError(f"column id {int(indices[bad])} out of range [0, {n})", field="indices")
         if self.data is not None:
             data = _numpy_of(self.data)
             if data.dtype.kind not in "biuf":     # a complex value would lose its imaginary part

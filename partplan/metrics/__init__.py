@@ -17,22 +17,15 @@ from .stats import CommStats, analyze, analyze_owned, imbalance
 
 
 def _csr(indptr, indices, n_cols: int | None = None) -> tuple[np.ndarray, np.ndarray, int]:
-    """(indptr, indices as int64, n_cols) of a raw CSR, checked: a square matrix (``n_cols``
-    None: column ids below the row count, as a :class:`~partplan.Graph` holds them) or one of
-    ``n_cols`` columns. GraphFormatError naming the array otherwise."""
+    """(indptr, indices as int64, n_cols) of a raw CSR checked by :func:`partplan.graph.check_csr`:
+    a square matrix (``n_cols`` None) or one of ``n_cols`` columns."""
     from .._args import check_int
     from ..errors import GraphFormatError
-    from ..graph import Graph
-    if n_cols is None:
-        g = Graph(indptr, indices)
-        return g.indptr, g.indices, g.n
-    n_cols = check_int("n_cols", n_cols, lo=0, error=GraphFormatError)
-    probe = Graph(indptr, np.zeros(np.asarray(indices).shape, np.int64) if np.ndim(indices) == 1 else indices)
-    cols = np.ascontiguousarray(np.asarray(indices), dtype=np.int64)
-    if cols.size and (cols.min() < 0 or cols.max() >= n_cols):
-        bad = int(np.flatnonzero((cols < 0) | (cols >= n_cols))[0])
-        raise GraphFormatError(f"column id {int(cols[bad])} out of range [0, {n_cols})", field="indices")
-    return probe.indptr, cols, n_cols
+    from ..graph import check_csr
+    if n_cols is not None:
+        n_cols = check_int("n_cols", n_cols, lo=0, error=GraphFormatError)
+    indptr, indices = check_csr(indptr, indices, n_cols)
+    return indptr, indices, indptr.size - 1 if n_cols is None else n_cols
 
 
 def volume_matrix(indptr, indices, part, k: int) -> tuple[np.ndarray, np.ndarray]:
