@@ -29,7 +29,8 @@ from ..program.plan import Plan, manifest_groups, program_steps
 from ..program.steps import dst_start
 from .comm import CommError
 
-#: calls of a DistSpMM whose input widths are checked across the ranks (one small all-reduce each)
+#: calls of a DistSpMM whose input widths are checked across the ranks (one small all-to-all per
+#: exchange group each)
 AGREE_CALLS = 16
 
 __all__ = ["DistSpMM"]

@@ -8,8 +8,9 @@ same with ``large`` bytes; a one-way time is half the median round trip.
 ``α(a, b)`` = one-way time of the small message (seconds), ``β(a, b)`` =
 (large one-way − small one-way) / (large − small bytes) (seconds per byte,
 floored at :data:`BETA_FLOOR`; the report's ``beta_floored_pairs`` counts the ordered pairs where
-the large message was not slower, and the command warns: their costs are not measurements). The matrices are symmetrized (mean of both directions)
-and the abstract cost is β relative to the smallest off-diagonal β. Rank 0
+the large message was not slower, and the command warns: their costs are not measurements).
+The matrices are symmetrized (mean of both directions) and the abstract cost is β relative to
+the smallest off-diagonal β (:func:`link_matrices`). Rank 0
 writes the topology file atomically.
 
 Examples::
