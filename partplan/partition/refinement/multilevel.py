@@ -18,6 +18,12 @@ when it lowers Φ + μ·ΔTV/M, does not raise the max cost, keeps the target
 within the balance cap and the total volume within its limit (greedy: only
 improving moves; the max never rises). ``deadline`` stops it between clusters.
 
+Where the volume term dominates (μ/M at least Φ: one more row of total volume outweighs any fall
+of Φ, as in the pipeline's cluster volume rounds) a trial is first priced on the total volume
+alone (:func:`_cluster_dtv`: the pin counts of the cluster's nets, O(Σ degrees of the members)),
+and the trial is skipped where that Δ total volume alone rules the move out — the same moves are
+kept, at a fraction of the trials' cost.
+
 The kernel takes the records of :mod:`.fm.records` (:class:`.fm.records.Topology`,
 :class:`.fm.records.PinSlots`, :class:`.fm.records.VolumeState`, :class:`.fm.records.CostModel`,
 :class:`.fm.records.Limits`) plus two of its own: :class:`Clusters` (the clusters
@@ -34,20 +40,57 @@ from .fm.apply import apply_move, apply_scratch
 from .fm.costs import _cost, state_key
 from .fm.jit import njit_rc_free
 from .fm.records import CostModel, Limits
-from .fm.slots import count_neighbour_parts
+from .fm.slots import _cnt, count_neighbour_parts
 from ..options import rng_seed
 
 Clusters = namedtuple("Clusters", "cptr cmem order")
 Clusters.__doc__ = """The clusters of one level: members of cluster c are cmem[cptr[c]:cptr[c+1]]
 (vertices, all in one part); order: the order clusters are visited in."""
-ClusterScratch = namedtuple("ClusterScratch", "A cnt touched tb hot")
+ClusterScratch = namedtuple("ClusterScratch", "A cnt touched tb hot mcnt mnets")
 ClusterScratch.__doc__ = """Scratch of cluster_pass: A (:class:`.fm.records.ApplyScratch`), per part the
 member counts of the neighbour parts (cnt), those parts (touched), the target parts (tb) and the
-hot parts (hot)."""
-ClusterOptions = namedtuple("ClusterOptions", "theta max_rounds min_gain min_size deadline")
+hot parts (hot); per net the cluster's members among its pins (mcnt, zero between calls of
+:func:`_cluster_dtv`) and the nets counted (mnets)."""
+ClusterOptions = namedtuple("ClusterOptions", "theta max_rounds min_gain min_size deadline volume_precheck")
 ClusterOptions.__doc__ = """theta: clusters leave parts whose cost is >= theta × the max; max_rounds;
 min_gain: a round must lower the max by more (relative) for another; min_size:
-smallest cluster that moves (vertices); deadline: perf_counter seconds (< 0: none)."""
+smallest cluster that moves (vertices); deadline: perf_counter seconds (< 0: none);
+volume_precheck: price trials on the total volume first where it dominates (:func:`_cluster_dtv`;
+the moves kept are the same either way)."""
+
+
+@njit_rc_free
+def _cluster_dtv(s0, s1, cmem, a, b, vptr, vidx, P, mcnt, mnets):
+    """Δ total volume (rows of H) of moving the cluster cmem[s0:s1] (all in part a) to part b,
+    from the pin counts P (:class:`.fm.records.PinSlots`) without applying it: the total volume is
+    Σ_j (λ_j − 1) over the nets of A + I, and net j loses part a when all its pins there are
+    members, gains part b when it has none there. A member u is a pin of the nets of its row of A
+    and of its own net u. mcnt / mnets: :class:`ClusterScratch`'s (mcnt zero again on return)."""
+    soff, lam, dense, spart, scnt = P
+    nm = 0
+    for s in range(s0, s1):
+        u = cmem[s]
+        for e in range(vptr[u], vptr[u + 1]):
+            j = vidx[e]
+            if j == u:
+                continue          # a self loop: the own net, counted once below
+            if mcnt[j] == 0:
+                mnets[nm] = j
+                nm += 1
+            mcnt[j] += 1
+        if mcnt[u] == 0:
+            mnets[nm] = u
+            nm += 1
+        mcnt[u] += 1
+    d = 0
+    for i in range(nm):
+        j = mnets[i]
+        if _cnt(j, a, soff, lam, dense, spart, scnt) == mcnt[j]:
+            d -= 1
+        if _cnt(j, b, soff, lam, dense, spart, scnt) == 0:
+            d += 1
+        mcnt[j] = 0
+    return d
 
 
 # nogil (refinements run side by side, lanes.py); no reference counting: it allocates nothing
@@ -62,17 +105,19 @@ def cluster_pass(T, P, V, C, L, CL, O, S, stats):
     moves kept. stats[0] += trial moves, stats[1] += member moves applied
     (trials included); stats[2] = 1 when the deadline
     (perf_counter seconds, < 0: none) stopped it. A move must lower
-    Φ + μ·ΔTV/M and must not raise the current max cost."""
+    Φ + μ·ΔTV/M and must not raise the current max cost; where μ/M ≥ Φ a target whose Δ total
+    volume alone rules it out (:func:`_cluster_dtv`: above the volume limit, or μ·ΔTV/M ≥ Φ) is
+    not tried (the same moves are kept; stats count the trials made)."""
     vptr, vidx, w, w2 = T.vptr, T.vidx, T.w, T.w2
     part, load, send, recv, smsg, rmsg, tot = V.part, V.load, V.send, V.recv, V.smsg, V.rmsg, V.tot
     load2 = V.load2
     obj, alpha, brb, mu = C.obj, C.alpha, C.brb, C.mu
     cap, vlimit, max_targets, cap2 = L.cap, L.vlimit, L.max_targets, L.cap2
     cptr, cmem, order = CL
-    theta, max_rounds, min_gain, min_size, deadline = O
+    theta, max_rounds, min_gain, min_size, deadline, volume_precheck = O
     k = V.vol.shape[0]
     nc = cptr.size - 1
-    A, cnt, touched, tb, hot = S
+    A, cnt, touched, tb, hot, mcnt, mnets = S
     kept = 0
     partial = np.bool_(False)   # the kernels' update mode, typed bool (a literal False compiles apply_move again)
     for rnd in range(max_rounds):
@@ -131,8 +176,14 @@ def cluster_pass(T, P, V, C, L, CL, O, S, stats):
             best_phi = phi0
             best_mx = mcur
             tol = 1e-9 * mcur        # relative: weighted costs are seconds (1e-4 and less)
+            # volume dominant: one more row of total volume outweighs any fall of Φ (Φ1 >= 0)
+            precheck = volume_precheck and mu * inv >= phi0
             for t in range(ntb):
                 b = tb[t]
+                if precheck:
+                    d = _cluster_dtv(s0, s1, cmem, a, b, vptr, vidx, P, mcnt, mnets)
+                    if tv0 + d > vlimit or mu * inv * d >= phi0:
+                        continue     # g = Φ0 − Φ1 − μ·ΔTV/M <= 0, or over the volume limit
                 for s in range(s0, s1):
                     apply_move(cmem[s], b, T, P, V, A, partial)
                 mx1, phi1 = state_key(C, V, inv)
@@ -175,11 +226,12 @@ def cluster_moves(graph, st, part: np.ndarray, k: int, w: np.ndarray, cap: int, 
                   alpha: float, brb: float, q: int, mu: float, *, seed: int = 0, max_targets: int = 1,
                   theta: float = 0.9, max_rounds: int = 1, min_gain: float = 0.0, cluster_weight: float = 1.0,
                   coarse_vertices_per_part: int = 20, max_net: int = 16, min_size: int = 2,
-                  max_levels: int = 64, deadline: float = -1.0) -> dict:
+                  max_levels: int = 64, deadline: float = -1.0, volume_precheck: bool = True) -> dict:
     """Coarsen ``part`` within its parts and run :func:`cluster_pass` from the
     coarsest level down to clusters of two or more vertices; ``part`` and the
     state ``st`` (:class:`partplan.partition.refinement.refine._State`) are updated in
-    place. ``deadline``: time.perf_counter() seconds (< 0: none). Returns
+    place. ``deadline``: time.perf_counter() seconds (< 0: none). ``volume_precheck``: see
+    :class:`ClusterOptions` (the same moves either way; False: every trial is applied). Returns
     {"levels": [(clusters, moves kept)], "moves", "trials", "member_moves",
     "coarsen_s", "seconds", "stopped": "done" | "time limit"}."""
     import time
@@ -208,9 +260,10 @@ def cluster_moves(graph, st, part: np.ndarray, k: int, w: np.ndarray, cap: int, 
     T, P, V = st.records(part, w)
     C = CostModel(obj, alpha, brb, q, mu)
     L = Limits(cap, cap, vlimit, vlimit, max_targets, -1.0, st.cap2)   # no overload, no volume slack, no cost cap
-    O = ClusterOptions(theta, max_rounds, min_gain, min_size, float(deadline))
+    O = ClusterOptions(theta, max_rounds, min_gain, min_size, float(deadline), bool(volume_precheck))
     S = ClusterScratch(apply_scratch(maxdeg, k), np.zeros(k, np.int64), np.zeros(k, np.int64),
-                       np.zeros(k, np.int64), np.zeros(k, np.bool_))
+                       np.zeros(k, np.int64), np.zeros(k, np.bool_), np.zeros(graph.n, np.int64),
+                       np.zeros(graph.n, np.int64))
     levels = []
     for cid, nc in list(reversed(maps))[:max_levels]:
         cptr, cmem = _members(cid, nc)
