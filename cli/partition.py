@@ -280,6 +280,13 @@ def _options(args, progress) -> dict:
     return opts
 
 
+def _has_id_column(path) -> bool:
+    """Whether a partition output's format carries the rows' file ids (a table: the column file_id)."""
+    from partplan.io.partfile import TABLE_SUFFIXES, _suffixes
+
+    return _suffixes(Path(path)) in TABLE_SUFFIXES
+
+
 def run(args) -> int:
     from partplan.partition.api import partition, save_partition
 
@@ -388,7 +395,12 @@ def run(args) -> int:
         else:
             if out.suffix.lower() == ".plan":
                 out = out.with_suffix(".npy")
-            written = save_partition(p, out)
+            written = save_partition(p, out, ids=graph.ids)
+            if graph.ids is not None and not _has_id_column(written):
+                print(f"partplan: warning: the vertex ids of {printable(args.graph)} were relabelled 0..n-1 in sorted "
+                      f"order; {printable(str(written))} holds one part per row in that order (row i: the i-th "
+                      f"smallest id). A .csv or .parquet output adds each row's id in the file as the column "
+                      f"file_id", file=sys.stderr, flush=True)
         progress(f"wrote {written}")
     from partplan.partition.api import balance_floor_message, compute_floor_message
     for key, message in (("balance_floor", balance_floor_message), ("compute_floor", compute_floor_message)):
@@ -408,6 +420,7 @@ def run(args) -> int:
     if args.json:
         d = p.to_dict(arrays=False)
         d["output"] = None if written is None else str(written)
+        d["ids_relabelled"] = graph.ids is not None      # rows 0..n-1 are the file's ids in sorted order
         if topts.active:
             d["topology"] = topts.metrics(graph, p.part, parse_layout(p.layout, p.ranks), args.features, args.dtype,
                                           owner=p.owner)

@@ -147,8 +147,18 @@ def read_graph(path: str | os.PathLike, format: str | None = None, *, symmetrize
         raise GraphFormatError(f"unknown format {fmt!r} (known: {', '.join(FORMATS)})", path)
     fn = _reader(fmt)
     _check_opts(read_edgelist if fmt == "csv" else fn, fmt, fmt_opts)
-    return fn(path, symmetrize=symmetrize, self_loops=self_loops, dedupe=dedupe, drop_isolated=drop_isolated,
-              **fmt_opts)
+    try:
+        return fn(path, symmetrize=symmetrize, self_loops=self_loops, dedupe=dedupe, drop_isolated=drop_isolated,
+                  **fmt_opts)
+    except GraphFormatError as exc:
+        if exc.path is not None or type(exc) is not GraphFormatError:
+            raise
+        # a check of the graph built from the file's entries (Graph's own): the file is the place
+        problem = exc.problem
+        if exc.field == "data" and "finite" in problem and dedupe:
+            problem += ("; duplicate entries are summed (dedupe), and a sum can go past the largest float even "
+                        "where every value in the file is finite")
+        raise GraphFormatError(problem, path, exc.line, exc.field) from None
 
 
 def write_graph(graph: Graph, path: str | os.PathLike, format: str | None = None, **opts) -> Path:

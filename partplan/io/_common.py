@@ -303,20 +303,32 @@ def stream_error_at(exc: GraphFormatError, path, line: int) -> GraphFormatError:
 from .._files import _KINDS, file_kind, open_regular  # noqa: E402,F401
 
 
+# what a file's first bytes say it is where partplan reads neither: (magic, what, how to get text)
+OTHER_ENCODINGS = ((b"BZh", "bzip2-compressed", "bunzip2 it"), (b"\xfd7zXZ\x00", "xz-compressed", "unxz it"),
+                   (b"\x28\xb5\x2f\xfd", "zstd-compressed", "unzstd it"),
+                   (b"\xff\xfe", "UTF-16 text (little-endian byte order mark)", "save it as UTF-8"),
+                   (b"\xfe\xff", "UTF-16 text (big-endian byte order mark)", "save it as UTF-8"))
+
+
 def open_binary(path: str | os.PathLike, *, text: bool = True) -> BinaryIO:
     """Open ``path`` for reading bytes; gzip is detected by its magic bytes
     (not only by the ``.gz`` name) and read through :class:`CheckedGzipFile`
     (a corrupt stream -> GraphFormatError naming, for ``text`` files, the
-    line where the data stops decompressing). A missing file or anything but
-    a regular file (a FIFO, a device, a directory: :func:`open_regular`,
-    checked before any read) -> GraphFormatError."""
+    line where the data stops decompressing); bzip2, xz and zstd streams and UTF-16 text
+    (:data:`OTHER_ENCODINGS`) -> GraphFormatError saying what the file is. A missing file or
+    anything but a regular file (a FIFO, a device, a directory: :func:`open_regular`, checked
+    before any read) -> GraphFormatError."""
     p = Path(path)
     fd, _ = open_regular(p)
     fh = os.fdopen(fd, "rb")
-    head = fh.read(2)
+    head = fh.read(6)
     fh.seek(0)
-    if head == GZIP_MAGIC:
+    if head[:2] == GZIP_MAGIC:
         return CheckedGzipFile(fh, p, text=text)  # type: ignore[return-value]
+    for magic, what, fix in OTHER_ENCODINGS:
+        if head.startswith(magic):
+            fh.close()
+            raise GraphFormatError(f"the file is {what}; partplan reads plain text (UTF-8) or gzip: {fix} first", p)
     return fh
 
 

@@ -138,7 +138,7 @@ def read_metis(path: str | os.PathLike, *, symmetrize: bool = False, self_loops:
         raise GraphFormatError("ncon must be >= 1", p, hline, field="ncon")
     if ncon > 1 and vertex_weight is None:
         raise BackendUnavailableError(
-            f"{p}:{hline}: {ncon} vertex weights per vertex (multi-constraint); partplan balances one: "
+            f"{p}:line {hline}: {ncon} vertex weights per vertex (multi-constraint); partplan balances one: "
             "write the file with the one to keep (ncon 1), or choose it in Python with "
             "partplan.io.read_graph(path, vertex_weight=<0-based constraint index>)")
     if vertex_weight is not None and not (0 <= vertex_weight < max(ncon, 1)):

@@ -59,7 +59,7 @@ def _header(fh, p):
     if field == "double":
         field = "real"
     if field == "complex" or sym == "hermitian":
-        raise BackendUnavailableError(f"{p}:1: complex / hermitian Matrix Market files are not supported")
+        raise BackendUnavailableError(f"{p}:line 1: complex / hermitian Matrix Market files are not supported")
     if field not in ("pattern", "real", "integer"):
         raise GraphFormatError(f"unknown field {field!r} (expected pattern, real or integer)", p, 1)
     if sym not in ("general", "symmetric", "skew-symmetric"):

@@ -502,10 +502,17 @@ def _partition_array(part, p: Path) -> np.ndarray:
     return arr.astype(np.int64, copy=False)
 
 
-def write_partition_to(part, path: str | os.PathLike, tmp: str | os.PathLike) -> None:
+#: the column of a table output holding each row's id in the graph file it was read from, where the
+#: reader relabelled the file's ids to rows 0..n-1 (``graph.ids``); readers of partitions ignore it
+FILE_ID_COLUMN = "file_id"
+
+
+def write_partition_to(part, path: str | os.PathLike, tmp: str | os.PathLike, *, ids=None) -> None:
     """Write ``part`` into the temporary ``tmp`` in the format ``path``'s name selects (see
     :func:`write_partition`); the caller replaces ``path`` with it (several outputs committed
-    together, :func:`partplan.partition.api.save_partition`)."""
+    together, :func:`partplan.partition.api.save_partition`). ``ids`` (int64[n] or None): the
+    graph file's id of every row (``graph.ids``), written beside the parts as the column
+    :data:`FILE_ID_COLUMN` of a table output (other formats hold the parts alone)."""
     p = Path(path)
     arr = _partition_array(part, p)
     suffix = _suffixes(p)
@@ -513,8 +520,11 @@ def write_partition_to(part, path: str | os.PathLike, tmp: str | os.PathLike) ->
         import pyarrow as pa
 
         from .table import write_table_to
+        cols = {"part": arr}
+        if ids is not None:
+            cols[FILE_ID_COLUMN] = np.asarray(ids, np.int64)
         with open(tmp, "wb") as fh:
-            write_table_to(pa.table({"part": arr}), fh, suffix[1:])
+            write_table_to(pa.table(cols), fh, suffix[1:])
     elif suffix == ".npy":
         with open(tmp, "wb") as fh:
             np.save(fh, arr, allow_pickle=False)

@@ -444,11 +444,14 @@ def _sidecar(path: Path) -> Path:
     return path.with_name(path.name + ".json")
 
 
-def save_partition(p: Partition, path: str | os.PathLike) -> Path:
+def save_partition(p: Partition, path: str | os.PathLike, *, ids: np.ndarray | None = None) -> Path:
     """Write ``p`` atomically: ``.parquet`` (columns part [, owner]; the
     description in the schema metadata key ``partplan``), or ``.npy`` / any
     METIS-style text name (``.part``, ``g.part.16``) for the part array plus a
-    JSON sidecar ``<name>.json`` (owner, if any, in ``<name>.owner.npy``). The path is
+    JSON sidecar ``<name>.json`` (owner, if any, in ``<name>.owner.npy``). ``ids``: the graph
+    file's id of every row where its reader relabelled them (``graph.ids``; int64[n]), written as
+    the column ``file_id`` of a table output (``.parquet``, ``.csv``, ``.arrow``, ``.feather``;
+    the readers ignore it); a text or ``.npy`` output holds one part per row, in row order. The path is
     checked first (:func:`partplan.io.outpath.check_output_file`: a partition suffix, a
     ``NAME.part.K`` whose K is ``p.row_blocks``, a folder that exists and can be written); an
     OutputPathError / PartitionError names the problem before anything is written."""
@@ -462,6 +465,10 @@ def save_partition(p: Partition, path: str | os.PathLike) -> Path:
     check_part_k_name(path, p.row_blocks)   # K: the parts in the file (as every reader reads K)
     check_output_file(path, kind="partition")    # a known suffix, an existing writable folder: before any write
     meta = p.to_dict(arrays=False)
+    if ids is not None:
+        ids = np.asarray(ids)
+        if ids.shape != (p.n,) or not np.issubdtype(ids.dtype, np.integer):
+            raise PartitionError(f"ids: one integer id per row expected ({p.n}), got {ids.dtype} {ids.shape}")
     if path.suffix.lower() == ".parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -469,6 +476,9 @@ def save_partition(p: Partition, path: str | os.PathLike) -> Path:
         cols = {"part": p.part}
         if p.owner is not None:
             cols["owner"] = p.owner
+        if ids is not None:
+            from ..io.partfile import FILE_ID_COLUMN
+            cols[FILE_ID_COLUMN] = ids.astype(np.int64)
         table = pa.table(cols).replace_schema_metadata({"partplan": json.dumps(meta)})
         with atomic_path(path) as tmp:
             pq.write_table(table, tmp)
@@ -486,7 +496,7 @@ def save_partition(p: Partition, path: str | os.PathLike) -> Path:
             write_partition_to(p.owner, own, tmp_own)
             meta["owner_sha256"] = sha256_file(tmp_own)
         tmp_part = stack.enter_context(atomic_path(path))
-        write_partition_to(p.part, path, tmp_part)
+        write_partition_to(p.part, path, tmp_part, ids=ids)
         meta["part_sha256"] = sha256_file(tmp_part)   # a sidecar left beside another file is refused
         side.write_text(json.dumps(meta, indent=1) + "\n")
     return path

@@ -196,7 +196,8 @@ def _check_context(req_model, backend, objective, ownership, groups: dict) -> No
 def _check_layout(graph, lay: Layout, objective: str, ownership: str) -> None:
     if graph is not None and lay.row_blocks > graph.n:
         how = "" if lay.row_blocks == lay.ranks else f" (the {lay.name} layout of k={lay.ranks} ranks)"
-        raise PartitionError(f"{lay.row_blocks} row blocks{how} exceed n={graph.n} vertices")
+        raise PartitionError(f"{lay.row_blocks} row blocks{how} exceed the n={graph.n} vertices of the graph "
+                             f"{graph.name!r}")
     if objective != "total" and not lay.bottleneck:
         raise BackendUnavailableError(f"objective {objective!r} (--objective) refines the bottleneck of 1D "
                                       f"volume; layout {lay.spec} cannot use it (use --objective total, or layout "
@@ -286,7 +287,7 @@ def _resolve_mpi(graph, k, nprocs, *, model, backend, objective, layout, imbalan
     engine_opts = check_options(engine, opts) if engine != DEFAULT_MPI_ENGINE else {}
     model = "hypergraph" if engine == DEFAULT_MPI_ENGINE else get_backend(engine).models[0]
     if graph is not None and isinstance(graph, Graph) and k > graph.n:
-        raise PartitionError(f"k={k} parts exceed n={graph.n} vertices")
+        raise PartitionError(f"k={k} parts exceed the n={graph.n} vertices of the graph {graph.name!r}")
     return Request(k=k, b=k, lay=lay, model=model, engine=engine, backend=engine, objective="max-both",
                    imbalance=check_imbalance(imbalance), seed=check_seed(seed), ownership="conformal",
                    engine_opts=engine_opts, groups=groups, f=planner.get("f", 128),

@@ -425,6 +425,7 @@ def start(cfg: dict, nprocs: int | None, fn, *, timeout_s: float, threads: int |
         if nprocs is not None or cfg.get("backend", "gloo") == "local":
             raise PlanError(f"under torchrun each process is one rank: leave out "
                             f"{'--nprocs' if nprocs is not None else '--backend local'}")
+        die_with_torchrun()
         if threads is not None:
             import torch
             torch.set_num_threads(int(threads))
@@ -808,6 +809,19 @@ class SharedOutput:
 def worker_context(cfg: dict) -> WorkerContext:
     """``with worker_context(cfg) as ctx: ...`` — :meth:`WorkerContext.open`."""
     return WorkerContext.open(cfg)
+
+
+def die_with_torchrun() -> bool:
+    """A rank started by torchrun (its elastic agent sets ``$TORCHELASTIC_RUN_ID`` and is this
+    process's parent) dies with it: torchrun stops its ranks when it is interrupted, but one
+    killed with SIGKILL (a scheduler's hard limit, the OOM killer) left them running — training
+    on, reparented to init. The ranks of partplan's own launcher do this at start-up
+    (:mod:`partplan.runtime.worker`). Returns whether the death signal was set (False when this
+    process was not started by torchrun's agent)."""
+    if not os.environ.get("TORCHELASTIC_RUN_ID"):
+        return False
+    from .._process import die_with_parent
+    return die_with_parent(os.getppid())
 
 
 def under_torchrun() -> bool:

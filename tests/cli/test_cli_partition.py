@@ -325,3 +325,38 @@ def test_plan_only_options_without_a_plan_are_refused(mtx, tmp_path, capsys, ext
     rc, _, err = run_cli(argv, capsys)
     one_line(rc, err, 2, needle)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["g.mtx"]
+
+
+def test_an_edge_list_s_relabelled_ids_travel_with_the_partition(tmp_path, capsys):
+    """Ids 5, 10, 20 of an edge list become rows 0..2: a table output carries each row's id in the
+    file (column file_id, checked against the file's edges: the two endpoints of every edge are
+    the ids of two rows), a text output warns that its lines follow the sorted ids, and partition
+    readers ignore the column."""
+    import pyarrow.csv as pcsv
+
+    from partplan.io import read_graph
+    from partplan.partition.api import load_partition
+
+    src = tmp_path / "g.txt"
+    src.write_text("10 20\n20 5\n5 10\n5 40\n")
+    out = tmp_path / "p.csv"
+    assert main(["-q", "partition", str(src), "-k", "2", "--preset", "fast", "-o", str(out)]) == 0
+    t = pcsv.read_csv(out).to_pydict()
+    assert t["file_id"] == [5, 10, 20, 40]
+    g = read_graph(src)
+    A = g.to_scipy().tocoo()
+    ids = np.array(t["file_id"])
+    assert {(int(ids[i]), int(ids[j])) for i, j in zip(A.row, A.col)} == {(10, 20), (20, 5), (5, 10), (5, 40)}
+    assert load_partition(out, g).part.tolist() == t["part"]
+    assert "relabelled" not in capsys.readouterr().err
+    txt = tmp_path / "p.part"
+    assert main(["-q", "partition", str(src), "-k", "2", "--preset", "fast", "-o", str(txt), "--json"]) == 0
+    cap = capsys.readouterr()
+    assert "warning: the vertex ids of" in cap.err and "file_id" in cap.err
+    assert json.loads(cap.out)["ids_relabelled"] is True
+    ident = tmp_path / "h.txt"
+    ident.write_text("0 1\n1 2\n2 0\n")      # ids already 0..n-1: nothing to say
+    assert main(["-q", "partition", str(ident), "-k", "2", "--preset", "fast", "-o", str(tmp_path / "h.part"),
+                 "--json"]) == 0
+    cap = capsys.readouterr()
+    assert "relabelled" not in cap.err and json.loads(cap.out)["ids_relabelled"] is False

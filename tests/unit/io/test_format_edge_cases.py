@@ -145,3 +145,31 @@ def test_an_edge_list_opening_with_a_byte_order_mark_is_read(tmp_path):
     p = tmp_path / "bom.txt"
     p.write_bytes(b"\xef\xbb\xbf0 1\n1 2\n")           # as Windows editors save UTF-8
     assert _edges(read_graph(p)) == [(0, 1), (1, 2)]
+
+
+@pytest.mark.parametrize("name,encode,said", [
+    ("g.txt", lambda b: __import__("bz2").compress(b), "bzip2-compressed"),
+    ("g.mtx", lambda b: __import__("lzma").compress(b), "xz-compressed"),
+    ("g.txt", lambda b: b.decode().encode("utf-16"), "UTF-16 text"),
+    ("g.csv", lambda b: b"src,dst\n1,2\n".decode().encode("utf-16"), "UTF-16 text"),
+])
+def test_files_in_encodings_no_reader_takes_are_named_as_such(tmp_path, name, encode, said):
+    """Compressed streams other than gzip and UTF-16 text: one error saying what the file is (the
+    readers would otherwise report a bad token of compressed bytes or a wrong column count)."""
+    p = tmp_path / name
+    p.write_bytes(encode(b"%%MatrixMarket matrix coordinate pattern general\n2 2 1\n1 2\n" if name.endswith(".mtx")
+                         else b"1 2\n2 3\n"))
+    with pytest.raises(GraphFormatError, match=said) as e:
+        read_graph(p)
+    assert str(p) in str(e.value)
+
+
+def test_duplicate_entries_summing_past_the_largest_float_name_the_file(tmp_path):
+    """Every value in the file is finite; their sum (dedupe) is not: the error names the file and
+    says why, and dedupe=False reads the entries apart."""
+    p = tmp_path / "dup.mtx"
+    p.write_text("%%MatrixMarket matrix coordinate real general\n3 3 3\n1 2 1e308\n1 2 1e308\n2 3 1\n")
+    with pytest.raises(GraphFormatError, match="summed") as e:
+        read_graph(p)
+    assert str(e.value).startswith(str(p))
+    assert read_graph(p, dedupe=False).nnz == 3

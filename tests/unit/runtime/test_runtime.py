@@ -361,3 +361,55 @@ def test_a_rank_count_mismatch_says_how_to_start_the_job(monkeypatch):
     with pytest.raises(PlanError, match=r"g\.plan is for 2 ranks .*\(use --nprocs 2\)"):
         ctx.check_ranks(2, "g.plan")
     ctx.check_ranks(3)
+
+
+@pytest.mark.dist
+@pytest.mark.slow
+def test_torchrun_ranks_die_when_torchrun_is_killed(tmp_path):
+    """torchrun SIGKILLed (a scheduler's hard limit) while its ranks train: the ranks go with it
+    (before, they were reparented to init and trained on)."""
+    import signal
+    import time
+
+    from tests.scripts import script_beside_python   # (this module is also imported alone, by path)
+    exe = script_beside_python("torchrun")
+    from partplan.cli.main import main
+    pl = tmp_path / "pb.plan"
+    assert main(["-q", "partition", "polblogs", "-k", "2", "-o", str(tmp_path / "pb.part.2")]) == 0
+    assert main(["-q", "plan", "polblogs", "--partition", str(tmp_path / "pb.part.2"), "--normalize", "gcn",
+                 "-o", str(pl)]) == 0
+    marker = f"partplan-kill-test-{os.getpid()}"
+    env = dict(os.environ, OMP_NUM_THREADS="1", PARTPLAN_TEST_MARKER=marker)
+    pr = subprocess.Popen([str(exe), "--nproc-per-node", "2", "--master-port", str(_port()), "-m", "partplan",
+                           "-q", "train", "gcn", str(pl), "--random-features", "4", "--classes", "2",
+                           "--epochs", "100000000"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+
+    def ranks() -> list[int]:      # the processes of this test's torchrun: its environment's marker
+        found = []
+        for d in os.listdir("/proc"):
+            if d.isdigit() and int(d) != pr.pid:
+                try:
+                    with open(f"/proc/{d}/environ", "rb") as fh:
+                        if f"PARTPLAN_TEST_MARKER={marker}".encode() in fh.read():
+                            found.append(int(d))
+                except OSError:
+                    pass
+        return found
+
+    try:
+        deadline = time.time() + 120
+        while len(ranks()) < 2 and time.time() < deadline and pr.poll() is None:
+            time.sleep(0.5)
+        assert len(ranks()) >= 2, "torchrun did not start its ranks"
+        time.sleep(3)      # the ranks are past their start-up (the rendezvous, the plan read)
+        pr.send_signal(signal.SIGKILL)
+        pr.wait(30)
+        deadline = time.time() + 20
+        while ranks() and time.time() < deadline:
+            time.sleep(0.2)
+        assert ranks() == []
+    finally:
+        for pid in ranks():
+            os.kill(pid, signal.SIGKILL)
+        if pr.poll() is None:
+            pr.kill()
