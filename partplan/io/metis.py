@@ -10,7 +10,8 @@ endpoints, so the adjacency holds ``2 m`` entries.
 Checked, each with file and line: header fields, number of vertex lines,
 ``2 m`` adjacency entries, ids in ``[1, n]``, no self loops and no repeated
 neighbour (METIS rejects both), symmetric adjacency and equal weights on both
-directions (the first asymmetric pair is named), non-negative weights.
+directions (the first asymmetric pair is named), non-negative weights and
+vertex sizes.
 
 Vertex sizes (fmt ``1xx``, used only by METIS's volume objective) are read
 and dropped. With ``ncon > 1`` vertex weights, ``vertex_weight=c`` picks the
@@ -206,6 +207,12 @@ def read_metis(path: str | os.PathLike, *, symmetrize: bool = False, self_loops:
         if neg.any():
             e = int(np.flatnonzero(neg)[0])
             fail(f"negative edge weight {int(w[e])}", e)
+    if has_vsize:      # dropped, but checked as METIS checks them: a size is >= 0
+        vs = toks[pos == 0]
+        if vs.size and vs.min() < 0:
+            v = int(np.flatnonzero(vs < 0)[0])
+            raise GraphFormatError(f"vertex {v + 1} has size {int(vs[v])}; METIS vertex sizes are >= 0", p,
+                                   int(line_of[v]))
     vw = None
     if has_vw:
         pick = vertex_weight or 0

@@ -49,7 +49,12 @@ def metis(graph: Graph, k: int, *, imbalance: float = DEFAULT_IMBALANCE, seed: i
         res = pymetis.part_graph(k, adjacency=pymetis.CSRAdjacency(xadj, adjncy), vweights=vw,
                                  eweights=ew, recursive=recursive, options=opts)
     except RuntimeError as exc:  # pymetis turns every METIS error into this
-        raise PartitionError(f"METIS failed on {graph.name} with k={k}: {exc}") from exc
+        why = ""
+        if "unknown exception" in str(exc).lower():   # METIS's failed allocations reach Python this way
+            why = (f" (n = {graph.n:,} vertices, {graph.nnz:,} nonzeros: most likely METIS could not allocate "
+                   f"its memory, which grows with both; the default pipeline sets isolated vertices aside and "
+                   f"starts from KaMinPar alone on large graphs)")
+        raise PartitionError(f"METIS failed on {graph.name} with k={k}: {exc}{why}") from exc
     part = np.asarray(res.vertex_part, dtype=np.int64)
     if part.size != graph.n or part.min() < 0 or part.max() >= k:
         raise PartitionError(f"METIS returned an invalid partition for k={k}")

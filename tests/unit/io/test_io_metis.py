@@ -165,3 +165,18 @@ def test_a_small_compressed_file_that_inflates_past_its_header_is_refused_early(
             tracemalloc.stop()
         assert ei.value.path == str(p) and (line is None or ei.value.line == line), str(ei.value)
         assert peak < len(body) * 6, peak        # not the ~12 bytes per byte of parsing all of it
+
+
+def test_vertex_sizes_are_dropped_but_a_negative_one_is_refused_as_metis_refuses_it(tmp_path):
+    """fmt 100: the first number of a vertex line is its size (METIS: >= 0). The sizes are dropped
+    (the graph equals the one without them); a negative size names its vertex and line."""
+    good = tmp_path / "s.graph"
+    good.write_text("4 4 100\n0 2 4\n3 1 3\n3 2 4\n3 1 3\n")
+    plain = tmp_path / "p.graph"
+    plain.write_text("4 4\n2 4\n1 3\n2 4\n1 3\n")
+    a, b = read_metis(good), read_metis(plain)
+    assert np.array_equal(a.indptr, b.indptr) and np.array_equal(a.indices, b.indices)
+    bad = tmp_path / "b.graph"
+    bad.write_text("% sizes\n4 4 100\n3 2 4\n3 1 3\n-1 2 4\n3 1 3\n")
+    with pytest.raises(GraphFormatError, match=r"b\.graph:line 5: vertex 3 has size -1"):
+        read_metis(bad)

@@ -283,3 +283,21 @@ def test_a_warning_is_said_once_with_progress_on(tmp_path, capsys):
     said = []
     partition(g, 2, model="graph", progress=said.append)
     assert sum("the heaviest of the 2 parts" in m for m in said) == 1
+
+
+def test_metis_s_unknown_exception_says_what_it_most_likely_is(monkeypatch):
+    """pymetis reports METIS's failed allocations as "Caught an unknown exception!": the error says
+    the graph's size and what the default pipeline does instead."""
+    import pymetis
+
+    from partplan import Graph
+    from partplan.errors import PartitionError
+    from partplan.partition.engines.metis import metis
+
+    def fail(*a, **kw):
+        raise RuntimeError("Caught an unknown exception!")
+
+    monkeypatch.setattr(pymetis, "part_graph", fail)
+    g = Graph.from_edges([0, 1, 2], [1, 2, 3], n=6, symmetrize=True)
+    with pytest.raises(PartitionError, match=r"n = 6 vertices, 6 nonzeros: most likely METIS could not allocate"):
+        metis(g, 2)
