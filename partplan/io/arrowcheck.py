@@ -30,6 +30,7 @@ class BatchInfo:
     compressed: bool          # its buffers are compressed (LZ4 / ZSTD)
     body_bytes: int           # bytes of the message body in the file
     decompressed_bytes: int   # bytes its buffers take once read (declared sizes of compressed buffers)
+    node_lengths: tuple = ()  # the length of each array node, columns and their children depth first
 
 
 class _Flat:
@@ -122,6 +123,8 @@ def ipc_batches(data) -> list[BatchInfo]:
         if rows < 0:
             raise IpcProblem(f"record batch {b}: negative length {rows}")
         compressed = m.field(rb, 3) is not None
+        nfirst, nnode = m.vector(rb, 1, 16)        # FieldNode structs: (length, null count)
+        lengths = tuple(struct.unpack_from("<q", m.b, nfirst + 16 * i)[0] for i in range(nnode))
         bfirst, nbuf = m.vector(rb, 2, 16)
         body_at = off + mlen
         total = 0
@@ -135,7 +138,7 @@ def ipc_batches(data) -> list[BatchInfo]:
                 total += blen - 8 if raw == -1 else max(raw, 0)
             else:
                 total += blen
-        out.append(BatchInfo(int(rows), compressed, int(body), int(total)))
+        out.append(BatchInfo(int(rows), compressed, int(body), int(total), lengths))
     return out
 
 

@@ -812,9 +812,32 @@ def _check_n(path: Path, m: dict) -> None:
         st = os.lstat(f)
     except OSError:
         return  # a rank alone does not need partition.arrow; load_plan reports it missing
-    if stat.S_ISREG(st.st_mode) and st.st_size != pf["bytes"]:
+    if not stat.S_ISREG(st.st_mode):
+        return
+    if st.st_size != pf["bytes"]:
         raise PlanError(f"{f}: partition file is {st.st_size} bytes, manifest field 'partition_file.bytes' "
                         f"says {pf['bytes']}")
+    rows = _file_rows(f)
+    if rows is not None and rows != n:
+        raise PlanError(f"{path / MANIFEST}: field 'graph.n' = {n} but the partition file {f.name} holds {rows} rows "
+                        f"(one per row of the graph: the manifest was edited, or belongs to another plan)")
+
+
+def _file_rows(f: Path) -> int | None:
+    """The rows of the graph a plan's partition file holds, as its one record batch declares them
+    (:func:`partplan.io.arrowcheck.ipc_batches`: the footer and message header, a few hundred
+    bytes, no array read): one row whose every column is a list of n values (:func:`_table`), so
+    every list's values node has length n. None when the file cannot be opened, its structure is
+    malformed or not that shape (its full reader names the problem)."""
+    try:
+        with open(f, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            batches = ipc_batches(mm)
+    except (OSError, ValueError, IpcProblem):
+        return None
+    if len(batches) != 1 or batches[0].rows != 1 or len(batches[0].node_lengths) % 2:
+        return None
+    values = set(batches[0].node_lengths[1::2])
+    return values.pop() if len(values) == 1 else None
 
 
 def load_plan(path, rank: int | None = None, graph=None, *, verify: bool = True, check: bool = True):

@@ -435,3 +435,18 @@ def test_an_undirected_graph_whose_pattern_is_not_symmetric_is_refused_before_pl
         build_plan(g, np.array([0, 1, 2]))
     ok = Graph(np.array([0, 1, 2, 2]), np.array([1, 0]), directed=False)
     assert build_plan(ok, np.array([0, 1, 2])).manifest["graph"]["directed"] is False
+
+
+@pytest.mark.parametrize("delta", [1, -1])
+def test_a_manifest_whose_row_count_was_edited_is_refused_by_each_rank(plan_path, delta):
+    """graph.n one off (within what the partition file's bytes could hold): each rank's reader, a
+    job's row count and the whole plan refuse it against the n values of the partition file's
+    one record (read from its message header; the job sized its buffers by n and trained on)."""
+    from partplan.plan.store import load_plan, load_rank, plan_rows
+
+    g, path = plan_path
+    _edit(path, lambda m: m["graph"].__setitem__("n", g.n + delta))
+    for call in (lambda: load_rank(path, 1), lambda: plan_rows(path), lambda: load_plan(path)):
+        with pytest.raises(PlanError, match=rf"'graph.n' = {g.n + delta} but the partition file partition.arrow "
+                                            rf"holds {g.n} rows"):
+            call()
