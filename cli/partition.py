@@ -208,10 +208,13 @@ def _run_distributed(args, progress) -> int:
     over = distributed_over_epsilon(res, req.imbalance) if floor is None and cfloor is None else None
     if over is not None:
         print(f"partplan: warning: {over_epsilon_message(over, req.k)}", file=sys.stderr, flush=True)
+    relabelled = getattr(graph, "ids", None) is not None     # a file read here (a chunked graph keeps its rows)
+    if relabelled:
+        _say_relabelled(args.graph, out)
     if args.json:   # "stats": the one-process JSON's names for the processes' final figures
         from partplan.partition.pipeline.distributed import sidecar_stats
         print(json.dumps({**{k: v for k, v in res.items() if k not in ("send", "recv", "compute_load")},
-                          "stats": sidecar_stats(res),
+                          "stats": sidecar_stats(res), "ids_relabelled": relabelled,
                           **({"balance_floor": floor} if floor is not None else {}),
                           **({"compute_floor": cfloor} if cfloor is not None else {}),
                           **({"over_epsilon": over} if over is not None else {})}, indent=1))
@@ -278,6 +281,14 @@ def _options(args, progress) -> dict:
         if v is not None and key not in ("f", "dtype"):
             opts[key] = v
     return opts
+
+
+def _say_relabelled(source: str, written) -> None:
+    """The warning of a partition written without the file ids its graph's reader relabelled."""
+    print(f"partplan: warning: the vertex ids of {printable(source)} were relabelled 0..n-1 in sorted order; "
+          f"{printable(str(written))} holds one part per row in that order (row i: the i-th smallest id). A .csv "
+          f"or .parquet output (of a partition in one process) adds each row's id in the file as the column "
+          f"file_id", file=sys.stderr, flush=True)
 
 
 def _has_id_column(path) -> bool:
@@ -397,10 +408,7 @@ def run(args) -> int:
                 out = out.with_suffix(".npy")
             written = save_partition(p, out, ids=graph.ids)
             if graph.ids is not None and not _has_id_column(written):
-                print(f"partplan: warning: the vertex ids of {printable(args.graph)} were relabelled 0..n-1 in sorted "
-                      f"order; {printable(str(written))} holds one part per row in that order (row i: the i-th "
-                      f"smallest id). A .csv or .parquet output adds each row's id in the file as the column "
-                      f"file_id", file=sys.stderr, flush=True)
+                _say_relabelled(args.graph, written)
         progress(f"wrote {written}")
     from partplan.partition.api import balance_floor_message, compute_floor_message
     for key, message in (("balance_floor", balance_floor_message), ("compute_floor", compute_floor_message)):

@@ -82,6 +82,14 @@ def positive_float(text: str) -> float:
     return v
 
 
+def probability(text: str) -> float:
+    """argparse type: a number in [0, 1] (a damping factor, a probability)."""
+    v = _number(text, float, "a number")
+    if not (0 <= v <= 1):
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text}")
+    return v
+
+
 def fraction(text: str) -> float:
     """argparse type: an imbalance / tolerance in [0, 10)."""
     v = _number(text, float, "a number")

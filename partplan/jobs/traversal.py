@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import OptionError, PartitionError, PlanError
 from ..layouts import layout_class, parse_layout
-from .args import nonneg_float, positive_int
+from .args import nonneg_float, positive_float, positive_int
 from .common import (PROGRESS_EVERY_S, add_output_option, add_plan_options, atomic_save, base_report, checked_output,
                      family_totals, plan_inputs, precheck_plan, progress, render_footer, render_header,
                      resolved_kernels)
@@ -217,9 +217,9 @@ def add_search_options(s) -> None:
     s.add_argument("--seed", type=int, default=0, help="seed of the search keys (default 0)")
     s.add_argument("--direction", choices=("auto", "top-down", "bottom-up"), default="auto",
                    help="auto (direction-optimizing, default), top-down or bottom-up only")
-    s.add_argument("--alpha", type=nonneg_float, default=15.0, help="go bottom-up when the frontier's "
+    s.add_argument("--alpha", type=positive_float, default=15.0, help="go bottom-up when the frontier's "
                    "edges > unexplored edges / alpha (default 15, GAPBS)")
-    s.add_argument("--beta", type=nonneg_float, default=18.0, help="back to top-down when the frontier < "
+    s.add_argument("--beta", type=positive_float, default=18.0, help="back to top-down when the frontier < "
                    "n / beta and shrinking (default 18, GAPBS)")
     s.add_argument("--plot", metavar="PNG", help="write a plot of per-level work and bytes")
 

@@ -261,6 +261,8 @@ def _mixed_worker(rank, world, init_file, tmp):
             dist.destroy_process_group()
 
 
+@pytest.mark.dist
+@pytest.mark.slow
 def test_ranks_that_disagree_on_the_width_or_the_plan_get_one_error_each(tmp_path):
     """Rows of another width on one rank came out as wrong numbers there and a gloo abort on the
     other; two plans of one partition (other weights) computed a mix of both with no error. Each is

@@ -256,3 +256,17 @@ def test_worker_threads_replace_the_shells_omp_num_threads(monkeypatch, tmp_path
     assert e["OMP_NUM_THREADS"] == "2" and e["WORLD_SIZE"] == "3" and "MASTER_PORT" not in e
     assert worker_env(3, tmp_path, None)["OMP_NUM_THREADS"] == "7"
     assert worker_env(3, tmp_path, 2, {"OMP_NUM_THREADS": "4"})["OMP_NUM_THREADS"] == "4"
+
+
+@pytest.mark.parametrize("argv,said", [
+    (["run", "bfs", "x.plan", "--alpha", "0"], "--alpha: expected a finite number > 0, got 0"),
+    (["run", "bfs", "x.plan", "--beta", "-1"], "--beta: expected a finite number > 0, got -1"),
+    (["run", "pagerank", "x.plan", "--damping", "-0.1"], "--damping: expected a number in [0, 1], got -0.1"),
+    (["run", "pagerank", "x.plan", "--damping", "1.5"], "--damping: expected a number in [0, 1], got 1.5"),
+])
+def test_a_range_option_says_its_whole_range_at_once(argv, said, capsys):
+    """One message per option naming the range the job accepts (before: ">= 0" for a value the job
+    then refused as 0, and a damping above 1 refused by another check in other words)."""
+    from tests.errlines import run_cli
+    rc, _, err = run_cli(argv, capsys)
+    assert rc == 2 and said in err and len(err.strip().splitlines()) == 1
