@@ -286,7 +286,10 @@ def _partplan_warnings(stderr):
 #: errors of the operating system about a path given to a command (answered as one error line)
 _PATH_ERRNOS = frozenset(getattr(errno, name) for name in (
     "ENAMETOOLONG", "ENOENT", "ENOTDIR", "EISDIR", "EACCES", "EPERM", "EROFS", "ENOSPC", "EDQUOT", "ELOOP",
-    "EXDEV", "ETXTBSY") if hasattr(errno, name))
+    "EXDEV", "ETXTBSY", "EFBIG") if hasattr(errno, name))
+#: no room to write (a full disk, a quota, a file-size limit): one error line even where the failed
+#: write names no file (a write to an open handle)
+_SPACE_ERRNOS = frozenset(getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG") if hasattr(errno, name))
 
 
 def _users_path_error(exc: OSError) -> bool:
@@ -378,6 +381,10 @@ def _main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except OSError as exc:
+        if exc.filename is None and exc.errno in _SPACE_ERRNOS:
+            print(f"partplan: error: a write failed: {exc.strerror} (a full disk, a quota or a file-size limit)",
+                  file=real_stderr)
+            return 2
         if not _users_path_error(exc):
             raise
         # a path the system refused (a name too long, no permission, a full disk): the path and

@@ -20,6 +20,7 @@ atomically (temporary file + ``os.replace``). Artifacts are kept in
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import shutil
@@ -108,13 +109,20 @@ def _pip_download(src: dict, workdir: Path, progress: bool) -> Path:
     return got
 
 
+#: a write that failed for lack of room (a full disk, a quota, a file-size limit)
+_NO_ROOM = frozenset(getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG") if hasattr(errno, name))
+
+
 def fetch_artifact(src: dict, cache: str | os.PathLike | None = None, *, progress: bool = True) -> Path:
     """Download one artifact (a registry ``source`` dict) into
     ``<cache>/artifacts/`` and verify its sha256; returns its path. An
     artifact already there with the right sha256 is reused."""
     art_dir = _cache_root(cache) / "artifacts"
     dest = art_dir / src["artifact"]
-    if dest.is_file() and sha256_file(dest) == src["artifact_sha256"]:
+    size = src.get("artifact_size")
+    # the size first (a stat): hashing a cached file of the wrong size (a huge one: a minute per 20 GB)
+    # could only end in a mismatch
+    if dest.is_file() and (size is None or dest.stat().st_size == size) and sha256_file(dest) == src["artifact_sha256"]:
         return dest
     _make_dir(art_dir)
     work = Path(tempfile.mkdtemp(prefix=".dl-", dir=art_dir))
@@ -125,6 +133,8 @@ def fetch_artifact(src: dict, cache: str | os.PathLike | None = None, *, progres
             try:
                 _download_url(src["url"], got, src.get("artifact_size"), progress)
             except (urllib.error.URLError, OSError, TimeoutError) as exc:
+                if isinstance(exc, OSError) and exc.errno in _NO_ROOM:
+                    raise     # this machine's disk, not the network: another download would fail the same way
                 if not shutil.which("apt-get"):
                     raise DatasetError(f"cannot download {src['url']}: {exc}") from None
                 _log(f"{exc}; trying apt-get download", progress)

@@ -25,6 +25,7 @@ import copy
 import difflib
 import hashlib
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -95,7 +96,60 @@ def _load_registry(path: str, mtime_ns: int, size: int) -> dict:
         missing = [f for f in REQUIRED_FIELDS if not isinstance(e, dict) or f not in e]
         if missing:
             raise DatasetError(f"{path}: entry {i} lacks field(s) {', '.join(missing)}")
+        _check_entry(path, i, e)
     return reg
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+~-]*\Z")
+
+
+def _check_entry(path: str, i: int, e: dict) -> None:
+    """The fields of registry entry ``i`` that name files or size work, by type and form: the
+    dataset's name, its artifact's name and the file name of its ``path`` become names in the
+    cache (plain names: never a path of their own, never "." or ".."); counts are integers >= 0;
+    digests are 64 hex digits. One DatasetError naming the field."""
+    def bad(field: str, what: str):
+        raise DatasetError(f"{path}: entry {i} field {field!r} {what}")
+
+    def plain(field: str, v) -> None:
+        if not isinstance(v, str) or not _PLAIN_NAME.match(v) or v in (".", ".."):
+            bad(field, f"= {str(v)[:60]!r} is not a plain file name (letters, digits, . _ + ~ -)")
+
+    def count(field: str, v, none_ok: bool = False) -> None:
+        if (v is None and none_ok) or (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
+            return
+        bad(field, f"= {str(v)[:40]!r} is not an integer >= 0")
+
+    def digest(field: str, v) -> None:
+        if not isinstance(v, str) or not re.fullmatch(r"[0-9a-f]{64}", v):
+            bad(field, "is not a sha256 (64 lower-case hex digits)")
+
+    plain("name", e["name"])
+    if e["kind"] not in KINDS:
+        bad("kind", f"= {str(e['kind'])[:40]!r} is not one of {', '.join(KINDS)}")
+    count("n", e["n"])
+    count("m", e["m"])
+    count("pins", e["pins"], none_ok=True)
+    count("file_size", e["file_size"])
+    digest("file_sha256", e["file_sha256"])
+    for field in ("path", "format", "license"):
+        if not isinstance(e[field], str):
+            bad(field, "is not a string")
+    plain("path (its file name)", Path(e["path"]).name)
+    src = e["source"]
+    if not isinstance(src, dict):
+        bad("source", "is not an object")
+    missing = [f for f in SOURCE_FIELDS if f not in src]
+    if missing:
+        bad("source", f"lacks field(s) {', '.join(missing)}")
+    if src["type"] not in SOURCE_TYPES:
+        bad("source.type", f"= {str(src['type'])[:40]!r} is not one of {', '.join(SOURCE_TYPES)}")
+    plain("source.artifact", src["artifact"])
+    count("source.artifact_size", src["artifact_size"])
+    digest("source.artifact_sha256", src["artifact_sha256"])
+    for field in ("package", "version", "url"):
+        if not isinstance(src[field], str):
+            bad(f"source.{field}", "is not a string")
 
 
 def registry() -> dict:

@@ -217,3 +217,23 @@ def test_rgg_with_a_mean_degree_above_every_pair_is_the_complete_graph(tmp_path,
                           "-o", tmp_path / "r.npz"], capsys)
     assert rc == 0, err
     assert read_graph(tmp_path / "r.npz").nnz == 10 * 9
+
+
+@pytest.mark.parametrize("code", ["ENOSPC", "EFBIG"])
+def test_a_write_without_room_is_one_error_even_where_no_file_is_named(code, monkeypatch, capsys):
+    """A write to an open handle that fails for lack of room (a full disk, a file-size limit)
+    raises an OSError naming no file: one error line and exit 2, not a traceback."""
+    import errno
+    import os
+
+    import partplan.datasets as ds
+    from tests.errlines import run_cli
+
+    def full(*a, **kw):
+        raise OSError(getattr(errno, code), os.strerror(getattr(errno, code)))
+
+    monkeypatch.setattr(ds, "list_datasets", full)
+    rc, _, err = run_cli(["datasets", "list"], capsys)
+    assert rc == 2 and err.strip().splitlines() == [
+        f"partplan: error: a write failed: {os.strerror(getattr(errno, code))} (a full disk, a quota or a "
+        f"file-size limit)"]
