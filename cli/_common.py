@@ -68,7 +68,7 @@ def load_graph(spec: str, *, fetch: bool = False, symmetrize: bool = False, weig
         if weight is not None:
             raise weight_not_pt(weight, spec)
         return read_graph(path, symmetrize=symmetrize)
-    if spec not in datasets.names():
+    if spec.lower() not in {name.lower() for name in datasets.names()}:   # names case-insensitive, as `datasets` takes them
         raise GraphFormatError("no such file, and not a registered dataset name "
                                "(see `partplan datasets list`)", spec)
     if weight is not None:

@@ -237,3 +237,13 @@ def test_a_write_without_room_is_one_error_even_where_no_file_is_named(code, mon
     assert rc == 2 and err.strip().splitlines() == [
         f"partplan: error: a write failed: {os.strerror(getattr(errno, code))} (a full disk, a quota or a "
         f"file-size limit)"]
+
+
+def test_dataset_names_are_case_insensitive_in_every_command(capsys):
+    """`datasets info POWER` and `convert POWER` took the name in any case; `partition` and the
+    other graph commands said it was no file and no dataset."""
+    from tests.errlines import run_cli
+    rc, out, err = run_cli(["analyze", "POWER", "--method", "block", "-k", "2", "--json"], capsys)
+    assert rc == 0, err
+    import json
+    assert json.loads(out)["n"] == 4941
