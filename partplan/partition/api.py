@@ -161,8 +161,9 @@ def partition(graph: Graph | str | os.PathLike, k: int, *, model: str | None = N
     backend : engine; default per model (metis / mtkahypar / mtkahypar / random).
     objective : "total" (the partitioner's volume objective alone), or
         "max-send" | "max-recv" | "max-both" | "weighted" (bottleneck
-        refinement by :func:`partplan.partition.refinement.refine.refine` afterwards).
-        Default (None): "max-both" for the hypergraph model with a 1D or 1.5D
+        refinement by :func:`partplan.partition.refinement.refine.refine` afterwards; without a
+        model, backend or preset, "max-send", "max-recv" and "weighted" refine the default
+        pipeline's partition). Default (None): "max-both" for the hypergraph model with a 1D or 1.5D
         layout (:data:`DEFAULT_OBJECTIVE`), else "total".
     layout : "1d", "1.5d:c", "2d:RxC", "2d" or a Layout (see :func:`partplan.layouts.parse_layout`).
     imbalance : ε, compute balance: part weight ≤ (1+ε)·⌈W/k⌉ (weights = row nnz).

@@ -33,6 +33,9 @@ OWNERSHIP = ("conformal", "decoupled")
 # default objective per model: the hypergraph model refines the bottleneck (max(send, recv)) since
 # Mt-KaHyPar + refinement measured 1.15x plain Mt-KaHyPar's time (docs/design/refinement.md, "Defaults")
 DEFAULT_OBJECTIVE = {"hypergraph": "max-both"}
+#: the objectives the default pipeline serves: its own (max-both; None: the default), and the other
+#: bottleneck objectives, refined for after it
+PIPELINE_OBJECTIVES = (None, "max-both", "max-send", "max-recv", "weighted")
 # options only the default pipeline takes (its volume_tolerance / time_limit are the refine group's,
 # its threads the engines' name too)
 AUTO_KEYS = tuple(name for name in AUTO if name not in ("volume_tolerance", "time_limit", "threads"))
@@ -106,13 +109,16 @@ def _engine(model, backend, objective, layout, k, opts: dict, groups: dict) -> t
     # owners (a post-pass after any engine, the default pipeline's included) do not
     plain = not any(groups[g] for g in ("stochastic", "hubs")) and \
         groups["hypergraph"].get("nets", "auto") == "auto"
+    # a bottleneck objective other than max-both: the default pipeline (max(send, recv) bounds both
+    # sides), then the refinement for that objective from its result (post_passes)
     if opts.get("preset") == AUTO_PRESET or (model is None and backend is None and "preset" not in opts and plain
-                                             and objective in (None, "max-both") and _auto_layout(layout, k)):
+                                             and objective in PIPELINE_OBJECTIVES and _auto_layout(layout, k)):
         opts.pop("preset", None)
-        if model not in (None, "graph") or backend is not None or objective not in (None, "max-both"):
+        if model not in (None, "graph") or backend is not None or objective not in PIPELINE_OBJECTIVES:
             raise BackendUnavailableError("preset 'auto' chooses its own engines (METIS / KaMinPar starts, "
-                                          "max-both refinement); drop model, backend and objective")
-        return "auto", "graph", "metis", "max-both"
+                                          "max-both refinement); drop model and backend, and give a bottleneck "
+                                          "objective or none")
+        return "auto", "graph", "metis", objective or "max-both"
     if groups["auto"]:
         raise BackendUnavailableError(f"option(s) {', '.join(groups['auto'])} apply to the default pipeline "
                                       f"(preset 'auto') only")

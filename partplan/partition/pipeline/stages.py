@@ -160,7 +160,11 @@ def post_passes(graph: Graph, req: Request, w: Work) -> Work:
         _vcycle(graph, req, w)
     if req.bottleneck and req.backend == "mtkahypar" and req.model == "hypergraph":
         _hubs(graph, req, w)
-    if req.bottleneck and req.engine != "auto":
+    if req.bottleneck and req.engine == "auto" and req.objective != "max-both":
+        # the pipeline refined max(send, recv); its report stays with the pipeline's
+        w.info["auto"]["refine"] = w.info.pop("refine", None)
+        _refine(graph, req, w)
+    elif req.bottleneck and req.engine != "auto":
         _refine(graph, req, w)
     if req.engine == "fast" and req.b > 1:   # its V-cycle balances row nnz with at least 1 per row
         from .auto import end_compute_repair

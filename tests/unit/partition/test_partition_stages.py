@@ -293,3 +293,22 @@ def test_explicit_refinement_budget_is_counted_work_not_seconds(monkeypatch):
     assert more.info["refine"]["work"] > rf["work"]
     timed = api.partition(g, 8, time_limit=30.0, **case)   # the caller's seconds replace the work limit
     assert "work_limit" not in timed.params and timed.params["time_limit"] == 30.0
+
+
+@pytest.mark.parametrize("objective,side", [("max-recv", "max_recv"), ("max-send", "max_send")])
+def test_a_one_sided_objective_refines_the_default_pipeline_s_partition(objective, side):
+    """max-send / max-recv without a model, engine or preset: the default pipeline (deterministic,
+    its max(send, recv) bounds both sides) and then the refinement for that side — the same
+    partition at one and two threads (Mt-KaHyPar DEFAULT gave another at each run), and that side
+    never above the max-both default's max(send, recv) (Mt-KaHyPar's max recv on polblogs k = 8 was
+    498-578 against the default's 428). Oracle for the figures: analyze's recount."""
+    from partplan import analyze
+    from partplan.datasets import load_graph
+
+    g = load_graph("polblogs")
+    base = api.partition(g, 8)
+    one, two = (api.partition(g, 8, objective=objective, threads=t) for t in (1, 2))
+    assert np.array_equal(one.part, two.part) and one.objective == objective
+    s, b = analyze(g, one.part, 8), analyze(g, base.part, 8)
+    assert getattr(s, side) <= max(b.max_send, b.max_recv)
+    assert one.info["auto"]["refine"] is not None and one.info["refine"]["objective"] == objective
