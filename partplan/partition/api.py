@@ -500,6 +500,9 @@ def save_partition(p: Partition, path: str | os.PathLike, *, ids: np.ndarray | N
         write_partition_to(p.part, path, tmp_part, ids=ids)
         meta["part_sha256"] = sha256_file(tmp_part)   # a sidecar left beside another file is refused
         side.write_text(json.dumps(meta, indent=1) + "\n")
+    stale = path.with_name(path.name + ".owner.npy")
+    if own is None and stale.is_file() and not stale.is_symlink():
+        stale.unlink()     # the owners of the decoupled partition this one replaced (its sidecar no longer names them)
     return path
 
 

@@ -158,6 +158,13 @@ def post_passes(graph: Graph, req: Request, w: Work) -> Work:
         _repair_balance(graph, req, w)
     if req.engine == "fast" and req.b > 1:
         _vcycle(graph, req, w)
+        # its V-cycle balances row nnz with at least 1 per row: the compute limit before the
+        # refinement, which keeps it (repaired after it, the rows moved broke the refinement's
+        # volume limit and raised its objective: polblogs k = 8 max-recv, total volume 3255 -> 3284)
+        from .auto import end_compute_repair
+        w.part, info = end_compute_repair(graph, w.part, req.b, req.imbalance, req.progress)
+        if info is not None:
+            w.info["compute_repair"] = info
     if req.bottleneck and req.backend == "mtkahypar" and req.model == "hypergraph":
         _hubs(graph, req, w)
     if req.bottleneck and req.engine == "auto" and req.objective != "max-both":
@@ -166,11 +173,6 @@ def post_passes(graph: Graph, req: Request, w: Work) -> Work:
         _refine(graph, req, w)
     elif req.bottleneck and req.engine != "auto":
         _refine(graph, req, w)
-    if req.engine == "fast" and req.b > 1:   # its V-cycle balances row nnz with at least 1 per row
-        from .auto import end_compute_repair
-        w.part, info = end_compute_repair(graph, w.part, req.b, req.imbalance, req.progress)
-        if info is not None:
-            w.info["compute_repair"] = info
     if req.ownership == "decoupled":
         _ownership(graph, req, w)
     return w

@@ -122,3 +122,20 @@ def test_the_k_of_a_15d_partitions_name_is_its_row_blocks(tmp_path, capsys):
     assert rc == 0, err
     assert np.array_equal(np.loadtxt(tmp_path / "e.part.4", dtype=np.int64),
                           np.loadtxt(tmp_path / "x.part.4", dtype=np.int64))
+
+
+def test_a_conformal_partition_saved_over_a_decoupled_one_takes_its_owner_file_away(tmp_path):
+    """OUT.owner.npy belonged to the decoupled partition written there before; the conformal one
+    replacing it leaves no owner file behind (its sidecar names none)."""
+    from partplan.datasets import load_graph
+    from partplan.partition.api import load_partition, partition, save_partition
+
+    g = load_graph("power")
+    out = tmp_path / "p.npy"
+    save_partition(partition(g, 4, ownership="decoupled"), out)
+    assert (tmp_path / "p.npy.owner.npy").is_file()
+    conf = partition(g, 4)
+    save_partition(conf, out)
+    assert not (tmp_path / "p.npy.owner.npy").exists()
+    back = load_partition(out, g)
+    assert back.owner is None and np.array_equal(back.part, conf.part)
