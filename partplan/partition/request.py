@@ -120,7 +120,7 @@ def _engine(model, backend, objective, layout, k, opts: dict, groups: dict) -> t
                                           "objective or none")
         return "auto", "graph", "metis", objective or "max-both"
     if groups["auto"]:
-        raise BackendUnavailableError(f"option(s) {', '.join(groups['auto'])} apply to the default pipeline "
+        raise BackendUnavailableError(f"option(s) {_named(groups['auto'])} apply to the default pipeline "
                                       f"(preset 'auto') only")
     if opts.get("preset") == FAST_PRESET and backend != "kaminpar":
         opts.pop("preset")
@@ -132,6 +132,13 @@ def _engine(model, backend, objective, layout, k, opts: dict, groups: dict) -> t
                                      f"the backend, or the preset to run {backend})")
         return "fast", "graph", "metis", objective
     return "", model, backend, objective
+
+
+def _named(names) -> str:
+    """Options by their ``partition()`` name and, where ``partplan partition`` has one, its flag:
+    "allow_overload (--allow-overload)" — the same refusal reads right from Python and the CLI."""
+    from .context import flag_of
+    return ", ".join(f"{n} ({flag_of(n)})" if flag_of(n) else str(n) for n in names)
 
 
 def _check_graph_k(graph, k) -> int:
@@ -178,15 +185,15 @@ def _check_context(req_model, backend, objective, ownership, groups: dict) -> No
     if nets != "auto" and req_model != "hypergraph":
         raise BackendUnavailableError(f"nets={nets!r} applies to model='hypergraph' only")
     if groups["stochastic"] and req_model != "stochastic":
-        raise BackendUnavailableError(f"option(s) {', '.join(groups['stochastic'])} apply to model='stochastic' only")
+        raise BackendUnavailableError(f"option(s) {_named(groups['stochastic'])} apply to model='stochastic' only")
     if groups["ownership"] and ownership != "decoupled":
         raise BackendUnavailableError("option ownership_method applies to ownership='decoupled' only")
     cost = [name for name in ("alpha", "beta") if groups["refine"].get(name) is not None]
     if cost and objective != "weighted":   # the α-β model is what the weighted objective minimizes
-        raise BackendUnavailableError(f"option(s) {', '.join(cost)} apply to objective='weighted' only (the "
+        raise BackendUnavailableError(f"option(s) {_named(cost)} apply to objective='weighted' only (the "
                                       f"α-β time of the worst rank); objective is {objective!r}")
     if groups["refine"] and objective == "total":
-        raise BackendUnavailableError(f"option(s) {', '.join(groups['refine'])} apply to bottleneck objectives only")
+        raise BackendUnavailableError(f"option(s) {_named(groups['refine'])} apply to bottleneck objectives only")
     hub = groups["hubs"].get("hub_factor")
     if hub is not None and hub > 0 and objective == "total":
         raise BackendUnavailableError("option hub_factor applies to bottleneck objectives only")

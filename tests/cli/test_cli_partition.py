@@ -360,3 +360,13 @@ def test_an_edge_list_s_relabelled_ids_travel_with_the_partition(tmp_path, capsy
                  "--json"]) == 0
     cap = capsys.readouterr()
     assert "relabelled" not in cap.err and json.loads(cap.out)["ids_relabelled"] is False
+
+
+@pytest.mark.parametrize("extra,said", [
+    (["--allow-overload", "--preset", "fast"], "allow_overload (--allow-overload) apply to the default pipeline"),
+    (["--volume-tolerance", "0.1", "--engine", "random"], "volume_tolerance (--volume-tolerance) apply to bottleneck"),
+])
+def test_an_option_that_does_not_apply_is_named_by_its_flag_too(extra, said, tmp_path, capsys):
+    from tests.errlines import run_cli
+    rc, _, err = run_cli(["partition", "power", "-k", "4", "-o", str(tmp_path / "x.npy"), *extra], capsys)
+    assert rc == 2 and said in err and len(err.strip().splitlines()) == 1
