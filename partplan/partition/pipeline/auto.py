@@ -445,7 +445,7 @@ def _cluster_volume_rounds(graph, k, part, ctx: PipelineContext, budget, progres
         cm = cluster_moves(graph, st, cur, k, w, balance_cap(w, cur, k, ctx.imbalance)[0], tv,
                            OBJ_CODES["max-both"], 0.0, 0.0, CLUSTER_VOLUME_Q, CLUSTER_VOLUME_MU,
                            seed=ctx.seed + 1000 + r, theta=0.0, max_rounds=1, max_targets=1,
-                           deadline=-1.0 if left is None else time.perf_counter() + left)
+                           deadline=-1.0 if left is None else time.perf_counter() + left, volume_precheck=True)
         moves.append(cm["moves"])
         if cm["stopped"] != "done":
             stopped = cm["stopped"]

@@ -170,7 +170,7 @@ def post_passes(graph: Graph, req: Request, w: Work) -> Work:
     if req.bottleneck and req.engine == "auto" and req.objective != "max-both":
         # the pipeline refined max(send, recv); its report stays with the pipeline's
         w.info["auto"]["refine"] = w.info.pop("refine", None)
-        _refine(graph, req, w)
+        _refine(graph, req, w, after_pipeline=True)
     elif req.bottleneck and req.engine != "auto":
         _refine(graph, req, w)
     if req.ownership == "decoupled":
@@ -227,9 +227,12 @@ def _hubs(graph: Graph, req: Request, w: Work) -> None:
     w.params["hub_factor"] = factor
 
 
-def _refine(graph: Graph, req: Request, w: Work) -> None:
+def _refine(graph: Graph, req: Request, w: Work, *, after_pipeline: bool = False) -> None:
     """Bottleneck refinement (refinement/refine.py); its default budget is counted work (EXPLICIT_REFINE_WORK
-    units per pin), a caller's ``time_limit`` (seconds) replaces it."""
+    units per pin), a caller's ``time_limit`` (seconds) replaces it. ``after_pipeline``: the
+    refinement for a one-sided or weighted objective after the default pipeline, which spent part
+    of that time limit already (this gets what is left) and whose own refinement time stays
+    ``refine_s`` (this one's: ``objective_refine_s``)."""
     from ...errors import BackendUnavailableError
     try:
         from ..refinement import refine as refine_mod
@@ -237,6 +240,8 @@ def _refine(graph: Graph, req: Request, w: Work) -> None:
         raise BackendUnavailableError("bottleneck refinement (partplan.partition.refinement.refine) is not "
                                       "available in this install") from exc
     ro = dict(req.groups["refine"])
+    if after_pipeline and ro.get("time_limit") is not None:
+        ro["time_limit"] = max(0.0, float(ro["time_limit"]) - w.timings.get("refine_s", 0.0))
     if ro.get("time_limit") is None:
         ro["work_limit"] = explicit_work_limit(graph)
         req.say(f"refining for {req.objective} (work limit {ro['work_limit']:,} units)")
@@ -248,7 +253,7 @@ def _refine(graph: Graph, req: Request, w: Work) -> None:
     keep = compute_limit(graph, w.part, req.b, req.imbalance)
     t0 = time.perf_counter()
     w.part, w.info["refine"] = refine_mod.refine(graph, w.part, req.b, context=ctx, progress=req.progress, **keep)
-    w.timings["refine_s"] = time.perf_counter() - t0
+    w.timings["objective_refine_s" if after_pipeline else "refine_s"] = time.perf_counter() - t0
     w.params.update(ro)
 
 

@@ -18,11 +18,14 @@ when it lowers Φ + μ·ΔTV/M, does not raise the max cost, keeps the target
 within the balance cap and the total volume within its limit (greedy: only
 improving moves; the max never rises). ``deadline`` stops it between clusters.
 
-Where the volume term dominates (μ/M at least Φ: one more row of total volume outweighs any fall
-of Φ, as in the pipeline's cluster volume rounds) a trial is first priced on the total volume
-alone (:func:`_cluster_dtv`: the pin counts of the cluster's nets, O(Σ degrees of the members)),
-and the trial is skipped where that Δ total volume alone rules the move out — the same moves are
-kept, at a fraction of the trials' cost.
+With ``volume_precheck`` (the pipeline's cluster volume rounds), where the volume term dominates
+(μ/M at least Φ: one more row of total volume outweighs any fall of Φ) a trial is first priced on
+the total volume alone (:func:`_cluster_dtv`: the pin counts of the cluster's nets, O(Σ degrees of
+the members)) and skipped where that Δ total volume alone rules the move out: the same moves are
+kept, at a fraction of the trials' cost. An undone trial leaves the pin-count slots of its nets in
+another order (a part's slot is swapped with the last when its count reaches 0), so FM run on the
+same state afterwards could break ties otherwise: the refinement's own cluster stage, which goes
+on with FM on its state, runs without the pre-check; the rounds build a fresh state each time.
 
 The kernel takes the records of :mod:`.fm.records` (:class:`.fm.records.Topology`,
 :class:`.fm.records.PinSlots`, :class:`.fm.records.VolumeState`, :class:`.fm.records.CostModel`,
@@ -226,12 +229,13 @@ def cluster_moves(graph, st, part: np.ndarray, k: int, w: np.ndarray, cap: int, 
                   alpha: float, brb: float, q: int, mu: float, *, seed: int = 0, max_targets: int = 1,
                   theta: float = 0.9, max_rounds: int = 1, min_gain: float = 0.0, cluster_weight: float = 1.0,
                   coarse_vertices_per_part: int = 20, max_net: int = 16, min_size: int = 2,
-                  max_levels: int = 64, deadline: float = -1.0, volume_precheck: bool = True) -> dict:
+                  max_levels: int = 64, deadline: float = -1.0, volume_precheck: bool = False) -> dict:
     """Coarsen ``part`` within its parts and run :func:`cluster_pass` from the
     coarsest level down to clusters of two or more vertices; ``part`` and the
     state ``st`` (:class:`partplan.partition.refinement.refine._State`) are updated in
     place. ``deadline``: time.perf_counter() seconds (< 0: none). ``volume_precheck``: see
-    :class:`ClusterOptions` (the same moves either way; False: every trial is applied). Returns
+    :class:`ClusterOptions` and the module doc (the same moves either way; the pin-count slots'
+    order may differ; False: every trial is applied). Returns
     {"levels": [(clusters, moves kept)], "moves", "trials", "member_moves",
     "coarsen_s", "seconds", "stopped": "done" | "time limit"}."""
     import time
@@ -262,8 +266,8 @@ def cluster_moves(graph, st, part: np.ndarray, k: int, w: np.ndarray, cap: int, 
     L = Limits(cap, cap, vlimit, vlimit, max_targets, -1.0, st.cap2)   # no overload, no volume slack, no cost cap
     O = ClusterOptions(theta, max_rounds, min_gain, min_size, float(deadline), bool(volume_precheck))
     S = ClusterScratch(apply_scratch(maxdeg, k), np.zeros(k, np.int64), np.zeros(k, np.int64),
-                       np.zeros(k, np.int64), np.zeros(k, np.bool_), np.zeros(graph.n, np.int64),
-                       np.zeros(graph.n, np.int64))
+                       np.zeros(k, np.int64), np.zeros(k, np.bool_),
+                       *(np.zeros(graph.n if volume_precheck else 1, np.int64) for _ in range(2)))
     levels = []
     for cid, nc in list(reversed(maps))[:max_levels]:
         cptr, cmem = _members(cid, nc)

@@ -332,3 +332,18 @@ def test_the_fast_preset_s_compute_repair_comes_before_the_refinement():
     assert s.total_volume == r["after"]["total_volume"] <= r["volume_limit"]
     load = np.bincount(p.part, weights=g.row_nnz, minlength=8)
     assert load.max() <= math.floor(1.03 * -(-g.nnz // 8))
+
+
+def test_weighted_on_the_default_pipeline_takes_its_costs_and_one_time_limit():
+    """objective="weighted" with alpha / beta and no engine: the costs go to the refinement after
+    the pipeline (the pipeline refused them as its own options); a time limit is shared — the
+    refinement after the pipeline gets what the pipeline's refinement left, not the whole again."""
+    from partplan.datasets import load_graph
+
+    g = load_graph("polblogs")
+    p = api.partition(g, 8, objective="weighted", alpha=1e-5, beta=1e-9)
+    assert p.info["refine"]["params"]["alpha"] == 1e-5 and p.info["refine"]["params"]["beta"] == 1e-9
+    assert p.params["preset"] == "auto"
+    q = api.partition(g, 8, objective="max-recv", time_limit=0.5)
+    assert q.info["refine"]["params"]["time_limit"] <= max(0.0, 0.5 - q.timings["refine_s"]) + 1e-9
+    assert "objective_refine_s" in q.timings and q.timings["refine_s"] > 0
