@@ -100,7 +100,7 @@ def _load_registry(path: str, mtime_ns: int, size: int) -> dict:
     return reg
 
 
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+~-]*\Z")
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+~%-]*\Z")   # '%': Debian's epochs (pkg_1%3a2.0-1_all.deb)
 
 
 def _check_entry(path: str, i: int, e: dict) -> None:
@@ -113,7 +113,7 @@ def _check_entry(path: str, i: int, e: dict) -> None:
 
     def plain(field: str, v) -> None:
         if not isinstance(v, str) or not _PLAIN_NAME.match(v) or v in (".", ".."):
-            bad(field, f"= {str(v)[:60]!r} is not a plain file name (letters, digits, . _ + ~ -)")
+            bad(field, f"= {str(v)[:60]!r} is not a plain file name (letters, digits, . _ + ~ % -)")
 
     def count(field: str, v, none_ok: bool = False) -> None:
         if (v is None and none_ok) or (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
