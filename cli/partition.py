@@ -73,7 +73,8 @@ def register(subparsers) -> None:
     p.add_argument("--objective", default=None,
                    choices=["total", "max-send", "max-recv", "max-both", "weighted"],
                    help="total volume only, or bottleneck refinement afterwards (default: max-both for the "
-                        "hypergraph model with a 1d/1.5d layout, else total)")
+                        "hypergraph model with a 1d/1.5d layout, else total; without --model, --engine or "
+                        "--preset, max-send / max-recv / weighted refine the default pipeline's partition)")
     p.add_argument("--layout", default="1d", help="1d, 1.5d:C (C replicas), 2d:RxC, or routed:domain:D / routed:source:D (two-level "
                         "exchange through domains of D ranks; see --topology --route) (default 1d)")
     p.add_argument("--imbalance", type=_fraction, default=DEFAULT_IMBALANCE, help="ε: compute balance tolerance "
