@@ -20,7 +20,7 @@ from partplan.cli._common import add_job_commands, require_subcommand
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("run", help="execute a plan (SpMM, BFS, Graph500, PageRank, WCC, SSSP) and measure it",
+    p = subparsers.add_parser("run", help="execute a plan (SpMM, BFS, Graph500, PageRank, WCC, SSSP, label propagation, matching) and measure it",
                               description="Execute plans on torch.distributed (or every rank in this process).")
     sub = p.add_subparsers(dest="job", metavar="JOB")
     add_job_commands(sub, "run")
