@@ -316,21 +316,30 @@ def test_sigkill_of_the_launcher_takes_mpirun_and_the_ranks_down(rmat11, tmp_pat
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from proctools import gone_within, live_pids
     _, path = rmat11
+    tmpdir = tmp_path / "tmp"     # where OpenMPI puts its session folder and the ranks' segments
+    tmpdir.mkdir()
     tag = f"PARTPLAN_TEST_TAG={tmp_path.name}"
-    env = dict(os.environ, PARTPLAN_TEST_TAG=tmp_path.name)
+    env = dict(os.environ, PARTPLAN_TEST_TAG=tmp_path.name, TMPDIR=str(tmpdir),
+               OMPI_MCA_btl_vader_backing_directory=str(tmpdir), OMPI_MCA_btl_sm_backing_directory=str(tmpdir))
     proc = subprocess.Popen([sys.executable, "-m", "partplan", "partition", str(path), "-k", "64", "--nprocs", "2",
                              "--engine", "zoltan", "-o", str(tmp_path / "k.npy"), "-q"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def made():      # what MPI_Init made: the session folder and the ranks' shared-memory segments
+        return [p.name for p in tmpdir.rglob("*") if p.name.startswith(("pid.", "vader_segment", "sm_segment"))]
+
     procs = []   # mpirun and its two ranks (all three command lines name the worker module)
     end = time.monotonic() + 60
-    while time.monotonic() < end and len(procs) < 3:
+    while time.monotonic() < end and (len(procs) < 3 or not any(n.startswith(("vader", "sm_")) for n in made())):
         procs = live_pids(cmdline=("partplan.partition.pipeline.mpi_worker",), environ=tag)
-        time.sleep(0.1)
-    assert len(procs) == 3, f"mpirun and the MPI ranks did not start: {procs}"
+        time.sleep(0.05)
+    assert len(procs) == 3 and made(), f"mpirun and the MPI ranks did not start: {procs}, {made()}"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert gone_within(procs, 10.0) == []
     assert not (tmp_path / "k.npy").exists()
+    # mpirun, killed with its launcher, leaves its session folder and the ranks' segments: in this
+    # test's folder (TMPDIR), not in the machine's /tmp
 
 
 @pytest.mark.slow
