@@ -305,58 +305,17 @@ def test_chunk_split_balances_and_covers():
     assert s.tolist()[0] == 0 and s[-1] == 4 and np.all(np.diff(s) >= 1)
 
 
-@pytest.mark.slow
-@pytest.mark.dist
-def test_sigkill_of_the_launcher_takes_mpirun_and_the_ranks_down(rmat11, tmp_path):
-    _need("zoltan")
+def _running_mpi_job(path, tmp_path):
+    """``partplan partition PATH -k 64 --nprocs 2 --engine zoltan`` started and waited for until
+    mpirun and its two ranks run and MPI_Init made its files; OpenMPI puts its session folder and
+    the ranks' shared-memory segments in this test's folder (TMPDIR, the vader backing directory),
+    not in the machine's /tmp. Returns (the launcher's Popen, the pids of mpirun and the ranks,
+    made(): the names of those files now)."""
     import os
-    import signal
     import time
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from proctools import gone_within, live_pids
-    _, path = rmat11
-    tmpdir = tmp_path / "tmp"     # where OpenMPI puts its session folder and the ranks' segments
-    tmpdir.mkdir()
-    tag = f"PARTPLAN_TEST_TAG={tmp_path.name}"
-    env = dict(os.environ, PARTPLAN_TEST_TAG=tmp_path.name, TMPDIR=str(tmpdir),
-               OMPI_MCA_btl_vader_backing_directory=str(tmpdir), OMPI_MCA_btl_sm_backing_directory=str(tmpdir))
-    proc = subprocess.Popen([sys.executable, "-m", "partplan", "partition", str(path), "-k", "64", "--nprocs", "2",
-                             "--engine", "zoltan", "-o", str(tmp_path / "k.npy"), "-q"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-    def made():      # what MPI_Init made: the session folder and the ranks' shared-memory segments
-        return [p.name for p in tmpdir.rglob("*") if p.name.startswith(("pid.", "vader_segment", "sm_segment"))]
-
-    procs = []   # mpirun and its two ranks (all three command lines name the worker module)
-    end = time.monotonic() + 60
-    while time.monotonic() < end and (len(procs) < 3 or not any(n.startswith(("vader", "sm_")) for n in made())):
-        procs = live_pids(cmdline=("partplan.partition.pipeline.mpi_worker",), environ=tag)
-        time.sleep(0.05)
-    assert len(procs) == 3 and made(), f"mpirun and the MPI ranks did not start: {procs}, {made()}"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert gone_within(procs, 10.0) == []
-    assert not (tmp_path / "k.npy").exists()
-    # mpirun, killed with its launcher, leaves its session folder and the ranks' segments: in this
-    # test's folder (TMPDIR), not in the machine's /tmp
-
-
-@pytest.mark.slow
-@pytest.mark.dist
-def test_an_interrupted_launcher_lets_mpirun_clean_up(rmat11, tmp_path):
-    """SIGINT to the launcher while the MPI job runs: mpirun gets SIGTERM before any SIGKILL
-    (stop_mpirun), so it removes its shared-memory segments and its session folder, which OpenMPI
-    puts in this test's own folder here (TMPDIR, the vader backing directory); exit 130, no process
-    left, no output."""
-    _need("zoltan")
-    import os
-    import signal
-    import time
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from proctools import gone_within, live_pids
-    _, path = rmat11
+    from proctools import live_pids
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
     tag = f"PARTPLAN_TEST_TAG={tmp_path.name}"
@@ -369,11 +328,42 @@ def test_an_interrupted_launcher_lets_mpirun_clean_up(rmat11, tmp_path):
     def made():      # what MPI_Init made: the session folder and the ranks' shared-memory segments
         return [p.name for p in tmpdir.rglob("*") if p.name.startswith(("pid.", "vader_segment", "sm_segment"))]
 
-    procs, end = [], time.monotonic() + 60
+    procs, end = [], time.monotonic() + 60   # mpirun and its two ranks (their command lines name the worker)
     while time.monotonic() < end and (len(procs) < 3 or not any(n.startswith(("vader", "sm_")) for n in made())):
         procs = live_pids(cmdline=("partplan.partition.pipeline.mpi_worker",), environ=tag)
         time.sleep(0.05)
     assert len(procs) == 3 and made(), f"the MPI job did not start: {procs}, {made()}"
+    return proc, procs, made
+
+
+@pytest.mark.slow
+@pytest.mark.dist
+def test_sigkill_of_the_launcher_takes_mpirun_and_the_ranks_down(rmat11, tmp_path):
+    """SIGKILL to the launcher while the MPI job runs: mpirun and the ranks go with it, no output.
+    (mpirun, killed with its launcher, leaves its session folder and the ranks' segments: in this
+    test's folder.)"""
+    _need("zoltan")
+    import signal
+
+    from proctools import gone_within
+    proc, procs, _ = _running_mpi_job(rmat11[1], tmp_path)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert gone_within(procs, 10.0) == []
+    assert not (tmp_path / "k.npy").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.dist
+def test_an_interrupted_launcher_lets_mpirun_clean_up(rmat11, tmp_path):
+    """SIGINT to the launcher while the MPI job runs: mpirun gets SIGTERM before any SIGKILL
+    (stop_mpirun), so it removes its shared-memory segments and its session folder (in this test's
+    folder); exit 130, no process left, no output."""
+    _need("zoltan")
+    import signal
+
+    from proctools import gone_within
+    proc, procs, made = _running_mpi_job(rmat11[1], tmp_path)
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=30) == 130
     assert gone_within(procs, 10.0) == []
