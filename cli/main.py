@@ -287,9 +287,6 @@ def _partplan_warnings(stderr):
 _PATH_ERRNOS = frozenset(getattr(errno, name) for name in (
     "ENAMETOOLONG", "ENOENT", "ENOTDIR", "EISDIR", "EACCES", "EPERM", "EROFS", "ENOSPC", "EDQUOT", "ELOOP",
     "EXDEV", "ETXTBSY", "EFBIG") if hasattr(errno, name))
-#: no room to write (a full disk, a quota, a file-size limit): one error line even where the failed
-#: write names no file (a write to an open handle)
-_SPACE_ERRNOS = frozenset(getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG") if hasattr(errno, name))
 
 
 def _users_path_error(exc: OSError) -> bool:
@@ -381,7 +378,8 @@ def _main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except OSError as exc:
-        if exc.filename is None and exc.errno in _SPACE_ERRNOS:
+        from partplan import _atomic
+        if exc.filename is None and exc.errno in _atomic._NO_SPACE:   # no room, where the write names no file
             print(f"partplan: error: a write failed: {exc.strerror} (a full disk, a quota or a file-size limit)",
                   file=real_stderr)
             return 2

