@@ -631,6 +631,13 @@ def flag_of(name: str) -> str | None:
     return flags.get(name, COMMAND_FLAGS.get(name))
 
 
+def with_flags(names) -> str:
+    """Options by their ``partition()`` name and, where ``partplan partition`` has one, its flag
+    (:func:`flag_of`), comma-separated: "allow_overload (--allow-overload), seed" — a refusal that
+    reads right from Python and from the CLI."""
+    return ", ".join(f"{n} ({flag_of(n)})" if flag_of(n) else str(n) for n in names)
+
+
 #: ``partition()`` arguments and engine options that ``partplan partition`` takes as flags of its
 #: own (not from a context field's ``cli``)
 COMMAND_FLAGS = {"model": "--model", "objective": "--objective", "layout": "--layout", "ownership": "--ownership",

@@ -24,7 +24,7 @@ from .engines import (DEFAULT_MPI_ENGINE, backend_names, check_mpi_engine, check
                       get_backend, in_process_backend)
 from .objectives import AUTO_PRESET, FAST_PRESET, check_objective
 from .options import check_imbalance, check_seed
-from .context import refuse_removed
+from .context import refuse_removed, with_flags
 from .schema import AUTO, GROUPS, check_group
 from .options import DEFAULT_IMBALANCE
 
@@ -120,7 +120,7 @@ def _engine(model, backend, objective, layout, k, opts: dict, groups: dict) -> t
                                           "objective or none")
         return "auto", "graph", "metis", objective or "max-both"
     if groups["auto"]:
-        raise BackendUnavailableError(f"option(s) {_named(groups['auto'])} apply to the default pipeline "
+        raise BackendUnavailableError(f"option(s) {with_flags(groups['auto'])} apply to the default pipeline "
                                       f"(preset 'auto') only")
     if opts.get("preset") == FAST_PRESET and backend != "kaminpar":
         opts.pop("preset")
@@ -132,13 +132,6 @@ def _engine(model, backend, objective, layout, k, opts: dict, groups: dict) -> t
                                      f"the backend, or the preset to run {backend})")
         return "fast", "graph", "metis", objective
     return "", model, backend, objective
-
-
-def _named(names) -> str:
-    """Options by their ``partition()`` name and, where ``partplan partition`` has one, its flag:
-    "allow_overload (--allow-overload)" — the same refusal reads right from Python and the CLI."""
-    from .context import flag_of
-    return ", ".join(f"{n} ({flag_of(n)})" if flag_of(n) else str(n) for n in names)
 
 
 def _check_graph_k(graph, k) -> int:
@@ -185,15 +178,15 @@ def _check_context(req_model, backend, objective, ownership, groups: dict) -> No
     if nets != "auto" and req_model != "hypergraph":
         raise BackendUnavailableError(f"nets={nets!r} applies to model='hypergraph' only")
     if groups["stochastic"] and req_model != "stochastic":
-        raise BackendUnavailableError(f"option(s) {_named(groups['stochastic'])} apply to model='stochastic' only")
+        raise BackendUnavailableError(f"option(s) {with_flags(groups['stochastic'])} apply to model='stochastic' only")
     if groups["ownership"] and ownership != "decoupled":
         raise BackendUnavailableError("option ownership_method applies to ownership='decoupled' only")
     cost = [name for name in ("alpha", "beta") if groups["refine"].get(name) is not None]
     if cost and objective != "weighted":   # the α-β model is what the weighted objective minimizes
-        raise BackendUnavailableError(f"option(s) {_named(cost)} apply to objective='weighted' only (the "
+        raise BackendUnavailableError(f"option(s) {with_flags(cost)} apply to objective='weighted' only (the "
                                       f"α-β time of the worst rank); objective is {objective!r}")
     if groups["refine"] and objective == "total":
-        raise BackendUnavailableError(f"option(s) {_named(groups['refine'])} apply to bottleneck objectives only")
+        raise BackendUnavailableError(f"option(s) {with_flags(groups['refine'])} apply to bottleneck objectives only")
     hub = groups["hubs"].get("hub_factor")
     if hub is not None and hub > 0 and objective == "total":
         raise BackendUnavailableError("option hub_factor applies to bottleneck objectives only")
@@ -297,8 +290,7 @@ def _resolve_mpi(graph, k, nprocs, *, model, backend, objective, layout, imbalan
                                             ("ownership", ownership != "conformal")) if given]
     one_process += [name for g, vals in groups.items() for name in vals if (g, name) != ("refine", "time_limit")]
     if one_process:
-        from .context import flag_of
-        said = ", ".join(f"{name} ({flag_of(name)})" if flag_of(name) else name for name in one_process)
+        said = with_flags(one_process)
         raise BackendUnavailableError(f"{said} {'does' if len(one_process) == 1 else 'do'} not apply with nprocs "
                                       f"(the distributed partitioner writes 1D partitions refined on max(send, recv))")
     engine = check_mpi_engine(backend, int(nprocs), k, opts)

@@ -106,8 +106,8 @@ def check_mpi_engine(engine: str | None, nprocs: int, k: int, options: dict | No
     taken = set().union(*(engine_schema(e) for e in mpi_engine_names()))
     alien = sorted(name for name in (options or {}) if name not in taken)
     if alien:   # an option of the one-process engines: no distributed engine takes it
-        from ..context import flag_of
-        said = ", ".join(f"{name} ({flag_of(name)})" if flag_of(name) else name for name in alien)
+        from ..context import with_flags
+        said = with_flags(alien)
         raise BackendUnavailableError(f"{said} {'does' if len(alien) == 1 else 'do'} not apply with --nprocs: no "
                                       f"distributed engine ({', '.join(mpi_engine_names())}) takes "
                                       f"{'it' if len(alien) == 1 else 'them'}")
