@@ -814,8 +814,8 @@ def worker_context(cfg: dict) -> WorkerContext:
 def die_with_torchrun() -> bool:
     """A rank started by torchrun (its elastic agent sets ``$TORCHELASTIC_RUN_ID`` and is this
     process's parent) dies with it: torchrun stops its ranks when it is interrupted, but one
-    killed with SIGKILL (a scheduler's hard limit, the OOM killer) left them running — training
-    on, reparented to init. The ranks of partplan's own launcher do this at start-up
+    killed with SIGKILL (a scheduler's hard limit, the OOM killer) cannot, and its ranks would
+    train on, reparented to init. The ranks of partplan's own launcher do this at start-up
     (:mod:`partplan.runtime.worker`). Returns whether the death signal was set (False when this
     process was not started by torchrun's agent)."""
     if not os.environ.get("TORCHELASTIC_RUN_ID"):

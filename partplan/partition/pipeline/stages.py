@@ -159,8 +159,8 @@ def post_passes(graph: Graph, req: Request, w: Work) -> Work:
     if req.engine == "fast" and req.b > 1:
         _vcycle(graph, req, w)
         # its V-cycle balances row nnz with at least 1 per row: the compute limit before the
-        # refinement, which keeps it (repaired after it, the rows moved broke the refinement's
-        # volume limit and raised its objective: polblogs k = 8 max-recv, total volume 3255 -> 3284)
+        # refinement, which keeps it (a repair after it moves rows past the refinement's volume
+        # limit and raises its objective: polblogs k = 8 max-recv, total volume 3,255 -> 3,284)
         from .auto import end_compute_repair
         w.part, info = end_compute_repair(graph, w.part, req.b, req.imbalance, req.progress)
         if info is not None:
