@@ -101,6 +101,12 @@ def check_mpi_engine(engine: str | None, nprocs: int, k: int, options: dict | No
                                       f"{', '.join(mpi_engine_names())}")
     if isinstance(nprocs, bool) or not isinstance(nprocs, int) or int(nprocs) < 1:
         raise PartitionError(f"--nprocs must be an integer >= 1, got {nprocs!r}")
+    home = "" if engine == DEFAULT_MPI_ENGINE else str(getattr(get_backend(engine).mpi_run, "__module__", "") or "")
+    if engine != DEFAULT_MPI_ENGINE and not home.startswith("partplan."):
+        # the MPI processes import partplan's engines, not the caller's script: refused before the launch
+        raise BackendUnavailableError(f"engine {engine!r} was registered by the caller ({home or 'no module'}), so "
+                                      f"the MPI processes of --nprocs do not have it (they import partplan's own "
+                                      f"engines, partplan/partition/engines/); run it in one process")
     if k < 1:
         raise PartitionError(f"-k must be at least 1, got {k}")
     taken = set().union(*(engine_schema(e) for e in mpi_engine_names()))

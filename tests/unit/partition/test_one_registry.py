@@ -96,3 +96,66 @@ def test_every_flag_an_option_is_named_by_is_a_flag_of_the_command():
     named = {n: flag_of(n) for n in names}
     assert {f for f in named.values() if f} <= have
     assert named["gather_max_pins"] is None and named["refine_cycles"] is None and named["model"] == "--model"
+
+
+def test_a_users_engine_is_its_function_its_context_and_one_registration():
+    """The example of docs/guide/partition.md ("Your own engine"): an engine defined outside the
+    package is a backend= value with its typed options checked, and the bottleneck refinement
+    runs after it like after any engine."""
+    from dataclasses import dataclass
+
+    from partplan.errors import UnknownOptionError
+    from partplan.partition.context import engine, option
+
+    @dataclass(frozen=True)
+    class BlocksContext:
+        """Contiguous blocks of rows."""
+        reverse: bool = option(False, "number the blocks from the last row")
+
+    def blocks(model, k, *, imbalance, seed, graph, reverse=False):
+        part = np.arange(model.n) * k // model.n
+        return (k - 1 - part if reverse else part), {}
+
+    g = Graph.from_edges(np.arange(59), np.arange(1, 60), symmetrize=True)
+    try:
+        engine("blocks", ("graph",), blocks, BlocksContext)
+        assert "blocks" in backend_names("graph")
+        p = partplan.partition(g, 4, backend="blocks", reverse=True)
+        assert p.backend == "blocks" and p.part.tolist() == [3 - i * 4 // 60 for i in range(60)]
+        with pytest.raises(OptionError, match="reverse .* must be True or False"):
+            partplan.partition(g, 4, backend="blocks", reverse="yes")
+        with pytest.raises(UnknownOptionError, match="does not take option.*nope"):
+            partplan.partition(g, 4, backend="blocks", nope=1)
+        # ids in a shuffled order: contiguous blocks of ids cut most edges, and the max-both
+        # refinement after the engine lowers the bottleneck (counted by analyze, not by the run)
+        perm = np.random.default_rng(0).permutation(60)
+        h = Graph.from_edges(perm[:-1], perm[1:], symmetrize=True)
+        start = partplan.analyze(h, np.arange(60) * 4 // 60)
+        r = partplan.partition(h, 4, backend="blocks", objective="max-both")
+        got = partplan.analyze(h, r.part)
+        assert max(got.max_send, got.max_recv) < max(start.max_send, start.max_recv)
+    finally:
+        REGISTRY.pop("blocks", None)
+    assert "blocks" not in backend_names()
+
+
+def test_a_users_mpi_engine_is_refused_before_the_launch():
+    """The MPI processes import partplan's engines, not the caller's module: an engine registered
+    there with an mpi_run is one clear error before any process starts."""
+    from dataclasses import dataclass
+
+    from partplan.partition.context import engine
+
+    @dataclass(frozen=True)
+    class NoOptions:
+        """None."""
+
+    def mpi_run(comm, rows, n, k, **_):
+        raise AssertionError("never launched")
+
+    try:
+        engine("mine", ("graph",), None, NoOptions, mpi_run=mpi_run)
+        with pytest.raises(BackendUnavailableError, match="registered by the caller.*run it in one process"):
+            resolve(_grid(), 2, backend="mine", nprocs=2)
+    finally:
+        REGISTRY.pop("mine", None)
