@@ -305,12 +305,13 @@ def test_chunk_split_balances_and_covers():
     assert s.tolist()[0] == 0 and s[-1] == 4 and np.all(np.diff(s) >= 1)
 
 
-def _running_mpi_job(path, tmp_path):
+def _running_mpi_job(path, tmp_path, own_group=False):
     """``partplan partition PATH -k 64 --nprocs 2 --engine zoltan`` started and waited for until
     mpirun and its two ranks run and MPI_Init made its files; OpenMPI puts its session folder and
     the ranks' shared-memory segments in this test's folder (TMPDIR, the vader backing directory),
     not in the machine's /tmp. Returns (the launcher's Popen, the pids of mpirun and the ranks,
-    made(): the names of those files now)."""
+    made(): the names of those files now). ``own_group``: the launcher leads its own process group
+    (as a command a terminal runs in the foreground), so the test can signal the whole group."""
     import os
     import time
 
@@ -323,7 +324,7 @@ def _running_mpi_job(path, tmp_path):
                OMPI_MCA_btl_vader_backing_directory=str(tmpdir), OMPI_MCA_btl_sm_backing_directory=str(tmpdir))
     proc = subprocess.Popen([sys.executable, "-m", "partplan", "partition", str(path), "-k", "64", "--nprocs", "2",
                              "--engine", "zoltan", "-o", str(tmp_path / "k.npy"), "-q"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=own_group)
 
     def made():      # what MPI_Init made: the session folder and the ranks' shared-memory segments
         return [p.name for p in tmpdir.rglob("*") if p.name.startswith(("pid.", "vader_segment", "sm_segment"))]
@@ -365,6 +366,25 @@ def test_an_interrupted_launcher_lets_mpirun_clean_up(rmat11, tmp_path):
     from proctools import gone_within
     proc, procs, made = _running_mpi_job(rmat11[1], tmp_path)
     proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=30) == 130
+    assert gone_within(procs, 10.0) == []
+    assert not (tmp_path / "k.npy").exists()
+    assert made() == []
+
+
+@pytest.mark.slow
+@pytest.mark.dist
+def test_ctrl_c_in_a_terminal_lets_mpirun_clean_up(rmat11, tmp_path):
+    """SIGINT to the launcher's whole process group (what Ctrl-C in a terminal sends): only the
+    launcher gets it (mpirun runs in its own session) and stops mpirun with SIGTERM, so its session
+    folder and the ranks' shared-memory segments are removed; exit 130, no process left."""
+    _need("zoltan")
+    import os
+    import signal
+
+    from proctools import gone_within
+    proc, procs, made = _running_mpi_job(rmat11[1], tmp_path, own_group=True)
+    os.killpg(proc.pid, signal.SIGINT)
     assert proc.wait(timeout=30) == 130
     assert gone_within(procs, 10.0) == []
     assert not (tmp_path / "k.npy").exists()

@@ -252,8 +252,12 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
             from ...io.chunked import chunked_fingerprint
             from .lanes import Lanes
             hashing = Lanes(2).submit(chunked_fingerprint, path, info=info)
-        proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                errors="replace", preexec_fn=set_parent_death_signal, start_new_session=False)
+        # mpirun in its own session: a terminal's Ctrl-C (SIGINT to the whole foreground group) reaches
+        # this process alone, which stops mpirun with SIGTERM (stop_mpirun) so that it removes its
+        # session folder and shared-memory segments; a SIGINT of its own ended it without that
+        proc = subprocess.Popen(cmd, env=_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True, errors="replace",
+                                preexec_fn=set_parent_death_signal, start_new_session=True)
         lines: list[str] = []
 
         def pump():   # progress lines through, the rest kept for the error message
