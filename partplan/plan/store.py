@@ -614,7 +614,9 @@ def read_manifest(path) -> dict:
     if not path.is_dir():
         raise PlanError(f"{path}: not a plan directory ({'a file' if path.exists() else 'no such directory'})")
     if not mf.is_file():
-        raise PlanError(f"{mf}: missing manifest (not a plan, or an interrupted write)")
+        kind = "a directory" if mf.is_dir() else "not a regular file" if mf.exists() else None
+        raise PlanError(f"{mf}: the manifest is {kind}" if kind else
+                        f"{mf}: missing manifest (not a plan, or an interrupted write)")
     fd, st = _open_plain(mf, "manifest")
     try:
         if st.st_size > _MAX_MANIFEST_BYTES:

@@ -110,6 +110,9 @@ def test_unknown_version_and_bad_manifest(plan_dir):
     mf.unlink()
     with pytest.raises(PlanError, match="missing manifest"):
         load_plan(path)
+    mf.mkdir()       # a directory where the manifest belongs: said as such
+    with pytest.raises(PlanError, match="manifest.json: the manifest is a directory"):
+        load_plan(path)
 
 
 def meta_fix(path: Path, rank: int, edit):
