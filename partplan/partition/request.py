@@ -180,7 +180,7 @@ def _check_context(req_model, backend, objective, ownership, groups: dict) -> No
     if groups["stochastic"] and req_model != "stochastic":
         raise BackendUnavailableError(f"option(s) {with_flags(groups['stochastic'])} apply to model='stochastic' only")
     if groups["ownership"] and ownership != "decoupled":
-        raise BackendUnavailableError("option ownership_method applies to ownership='decoupled' only")
+        raise BackendUnavailableError(f"option {with_flags(['ownership_method'])} applies to ownership='decoupled' only")
     cost = [name for name in ("alpha", "beta") if groups["refine"].get(name) is not None]
     if cost and objective != "weighted":   # the α-β model is what the weighted objective minimizes
         raise BackendUnavailableError(f"option(s) {with_flags(cost)} apply to objective='weighted' only (the "
@@ -189,10 +189,10 @@ def _check_context(req_model, backend, objective, ownership, groups: dict) -> No
         raise BackendUnavailableError(f"option(s) {with_flags(groups['refine'])} apply to bottleneck objectives only")
     hub = groups["hubs"].get("hub_factor")
     if hub is not None and hub > 0 and objective == "total":
-        raise BackendUnavailableError("option hub_factor applies to bottleneck objectives only")
+        raise BackendUnavailableError(f"option {with_flags(['hub_factor'])} applies to bottleneck objectives only")
     if hub is not None and hub > 0 and (backend != "mtkahypar" or req_model != "hypergraph"):
-        raise BackendUnavailableError("option hub_factor needs backend mtkahypar on the hypergraph model "
-                                      "(Mt-KaHyPar's fixed vertices)")
+        raise BackendUnavailableError(f"option {with_flags(['hub_factor'])} needs backend mtkahypar on the hypergraph "
+                                      f"model (Mt-KaHyPar's fixed vertices)")
     if groups["stochastic"]:  # the sampler spec and θ / δ together: checked before any sampling
         from ..models.stochastic import hoeffding_nets, make_sampler
         make_sampler(groups["stochastic"].get("sampler"))

@@ -159,3 +159,14 @@ def test_a_users_mpi_engine_is_refused_before_the_launch():
             resolve(_grid(), 2, backend="mine", nprocs=2)
     finally:
         REGISTRY.pop("mine", None)
+
+
+@pytest.mark.parametrize("kw, said", [
+    (dict(ownership_method="lp"), "ownership_method (--ownership-method) applies to ownership='decoupled'"),
+    (dict(hub_factor=2.0, objective="total"), "hub_factor (--hub-factor) applies to bottleneck objectives"),
+    (dict(hub_factor=2.0, model="graph", objective="max-both"), "hub_factor (--hub-factor) needs backend mtkahypar")])
+def test_refused_options_are_named_with_their_flags(kw, said):
+    """A refusal reads right from Python and from the CLI: the option's name and its flag."""
+    with pytest.raises(BackendUnavailableError) as e:
+        partplan.partition(_grid(), 2, **kw)
+    assert said in str(e.value)
