@@ -10,8 +10,8 @@ endpoints, so the adjacency holds ``2 m`` entries.
 Checked, each with file and line: header fields, number of vertex lines,
 ``2 m`` adjacency entries, ids in ``[1, n]``, no self loops and no repeated
 neighbour (METIS rejects both), symmetric adjacency and equal weights on both
-directions (the first asymmetric pair is named), non-negative weights and
-vertex sizes.
+directions (the first asymmetric pair is named), positive edge weights,
+non-negative vertex weights and vertex sizes (METIS's own rules).
 
 Vertex sizes (fmt ``1xx``, used only by METIS's volume objective) are read
 and dropped. With ``ncon > 1`` vertex weights, ``vertex_weight=c`` picks the
@@ -203,10 +203,10 @@ def read_metis(path: str | os.PathLike, *, symmetrize: bool = False, self_loops:
             fail(f"edge weight {int(raw[e])} is above 2^53: partplan holds edge weights as float64, which cannot "
                  f"hold it exactly", e)
         w = raw.astype(np.float64)
-        neg = w < 0
-        if neg.any():
+        neg = w <= 0
+        if neg.any():    # as METIS checks them: an edge weight is > 0
             e = int(np.flatnonzero(neg)[0])
-            fail(f"negative edge weight {int(w[e])}", e)
+            fail(f"edge weight {int(w[e])}; METIS edge weights are positive", e)
     if has_vsize:      # dropped, but checked as METIS checks them: a size is >= 0
         vs = toks[pos == 0]
         if vs.size and vs.min() < 0:
@@ -291,7 +291,7 @@ def write_metis(graph: Graph, path: str | os.PathLike, *, edge_weights: bool | N
 
     The pattern must be symmetric without self loops (normalize first:
     ``graph.normalize(symmetrize=True, self_loops="remove")``). Edge weights
-    (default: when ``graph.data`` is set) must be non-negative integers and
+    (default: when ``graph.data`` is set) must be positive integers and
     symmetric; vertex weights default to ``graph.vertex_weights``.
     """
     p = Path(path)
@@ -314,8 +314,10 @@ def write_metis(graph: Graph, path: str | os.PathLike, *, edge_weights: bool | N
                                f"once; merge the duplicates first", p, field="indices")
     if ew:
         data = graph.data if graph.data is not None else np.ones(nnz)
-        if np.any(data != np.round(data)) or (data.size and data.min() < 0):
-            raise GraphFormatError("METIS edge weights must be non-negative integers", p, field="data")
+        if np.any(data != np.round(data)) or (data.size and data.min() <= 0):
+            raise GraphFormatError("METIS edge weights must be positive integers (METIS refuses a weight of 0 "
+                                   "or below): drop those entries first, or write without edge weights", p,
+                                   field="data")
         if data.size and data.max() >= 2.0 ** 63:
             raise GraphFormatError(f"METIS edge weight {float(data.max()):.6g} does not fit in 64 bits", p,
                                    field="data")

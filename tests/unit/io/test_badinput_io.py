@@ -537,7 +537,8 @@ def test_nan_inf_negative_values(tmp_path, name, text, line, field):
 
 @pytest.mark.parametrize("name,text,match", [
     ("neg.graph", "-2 1\n2\n1\n", "negative n or m"),
-    ("negw.graph", "2 1 001\n2 -3\n1 -3\n", "negative edge weight"),
+    ("negw.graph", "2 1 001\n2 -3\n1 -3\n", "edge weight -3; METIS edge weights are positive"),
+    ("zerow.graph", "2 1 001\n2 0\n1 0\n", "edge weight 0; METIS edge weights are positive"),
     ("negvw.graph", "2 1 010\n-1 2\n1 1\n", "negative vertex weight"),
     ("neg.hgr", "1 -2\n1 2\n", "negative m or n"),
     ("negw.hgr", "1 2 1\n-4 1 2\n", "negative net weight"),

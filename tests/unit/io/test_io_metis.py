@@ -91,6 +91,9 @@ def test_writer_refuses_directed_and_self_loops(tmp_path):
     w = Graph.from_edges([0], [1], [0.5], symmetrize=True)
     with pytest.raises(GraphFormatError, match="integers"):
         write_metis(w, tmp_path / "w.graph")
+    z = Graph.from_edges([0, 1], [1, 2], [0.0, 3.0], symmetrize=True)
+    with pytest.raises(GraphFormatError, match="positive integers .METIS refuses a weight of 0"):
+        write_metis(z, tmp_path / "z.graph")   # METIS's reader refuses it (programs/io.c: "must be positive")
     assert not list(tmp_path.iterdir())  # nothing half-written
 
 
@@ -125,7 +128,8 @@ def test_vertex_sizes_are_skipped(tmp_path):
     ("3 2\n2 2\n1 1\n\n", 2, "lists neighbour 2 twice"),
     ("3 2 1\n2 5\n1 5 3 1\n2 2\n", 3, "edge 2-3 has weight 1 here but 2"),
     ("3 2 1\n2 5\n1 5 3\n2 1\n", 3, "odd number"),
-    ("3 2 1\n2 -5\n1 -5 3 1\n2 1\n", 2, "negative edge weight"),
+    ("3 2 1\n2 -5\n1 -5 3 1\n2 1\n", 2, "edge weight -5; METIS edge weights are positive"),
+    ("3 2 1\n2 0\n1 0 3 1\n2 1\n", 2, "edge weight 0; METIS edge weights are positive"),
     ("3 2 10\n1 2\n-2 1 3\n1 2\n", 3, "negative vertex weight"),
     ("3 2 10\n1 2\n\n1 2\n", 3, "fmt needs 1"),
     ("3 2\n2\n1 x\n2\n", 3, "bad token 'x'"),
