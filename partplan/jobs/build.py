@@ -386,7 +386,7 @@ def _write(comm, st, r: dict, graph_path, partition, out, qr, fres, bres, same, 
     bmode = "separate" if bres is not None else ("same-as-forward" if same else "not-planned")
     err, entries = None, []
     try:
-        entries = D.write_parts(tmp, qr, lay, fres, bres, bmode, mx.fingerprint)
+        entries = D.write_parts(tmp, qr, lay, fres, bres, bmode, mx.fingerprint, mx.normalize)
     except (PartplanError, OSError) as exc:
         err = _write_failure(out, exc)
     st.stop()

@@ -277,7 +277,7 @@ def build_plan(graph: Graph, part_or_partition, k: int | None = None, *, layout=
         elif bmode == "same-as-forward":
             progs["backward"] = progs["forward"]
         m = {"rank": r, "ranks": lay.ranks, "layout": lay.spec, "format_version": FORMAT_VERSION,
-             "graph_fingerprint": graph.fingerprint, "programs": progs}
+             "graph_fingerprint": graph.fingerprint, "normalize": normalize, "programs": progs}
         rank_plans.append(RankPlan(r, m, arrays))
     manifest = {
         "format": FORMAT, "format_version": FORMAT_VERSION,

@@ -699,7 +699,8 @@ class Transposed:
 
 
 # ----------------------------------------------------------------------------- 5. write
-def write_parts(tmp: Path, qr: tuple[int, int], lay, fres, bres, bmode: str, fp: str) -> list[dict]:
+def write_parts(tmp: Path, qr: tuple[int, int], lay, fres, bres, bmode: str, fp: str,
+                normalize: str | None) -> list[dict]:
     """Write the shards of this process's parts (plan ranks ``qr = (q_lo,
     q_hi)``; ``fres`` / ``bres``: their forward / backward (program, counts))
     into ``tmp`` through the plan store; returns their manifest entries. Each
@@ -717,7 +718,7 @@ def write_parts(tmp: Path, qr: tuple[int, int], lay, fres, bres, bmode: str, fp:
         elif bmode == "same-as-forward":
             progs["backward"] = progs["forward"]
         rmeta = {"rank": q, "ranks": lay.ranks, "layout": lay.spec, "format_version": FORMAT_VERSION,
-                 "graph_fingerprint": fp, "programs": progs}
+                 "graph_fingerprint": fp, "normalize": normalize, "programs": progs}
         entries.append(write_shard(tmp, RankPlan(q, rmeta, arrays)))
         del arrays
         fwd.arrays[0].clear()          # written: this part's arrays are no longer needed

@@ -759,6 +759,14 @@ def load_rank(path, rank: int, *, manifest: dict | None = None, verify: bool = T
     if meta.get("graph_fingerprint") != m["graph"]["fingerprint"]:
         raise PlanError(f"{f}: shard metadata field 'graph_fingerprint' differs from the manifest's "
                         f"(shard from another plan)")
+    if "normalize" in meta and meta["normalize"] != m.get("normalize"):
+        # the values are Â's of the shard's normalization: a manifest saying another one would train,
+        # and report, a matrix the plan does not hold (same pattern, same fingerprint)
+        held = ("the input matrix's values" if meta["normalize"] is None else
+                f"{printable(repr(meta['normalize']))[:40]}-normalized values")
+        raise PlanError(f"{path / MANIFEST}: field 'normalize' = {printable(repr(m.get('normalize')))[:40]} but "
+                        f"the shard of rank {rank} holds {held} (the manifest was edited, or belongs to another "
+                        f"plan)")
     expected = set()
     for pr in m["programs"].values():
         if "same_as" in pr:

@@ -475,8 +475,16 @@ def test_validate_checks_what_the_manifest_says_of_its_matrix(plan, tmp_path):
     mean = write_plan(build_plan(g, np.arange(g.n) % 4, 4, normalize="mean"), tmp_path / "m.plan")
     assert validate_plan(mean)["ok"]
     _edit_manifest(path, graph__source_fingerprint=read_manifest(path)["graph"]["fingerprint"], normalize="mean")
-    rep = validate_plan(path)
-    assert not rep["ok"] and any("sums to" in c["detail"] for c in rep["checks"] if not c["ok"])
+    # the shards say how their values were normalized: the edited manifest is refused as soon as a
+    # shard is read, by validate as by a job (the values' row sums would say it too: "sums to")
+    with pytest.raises(PlanError, match="field 'normalize' = 'mean' but the shard of rank 0 holds the input matrix's values"):
+        validate_plan(path)
+    with pytest.raises(PlanError, match="field 'normalize'"):
+        load_plan(path)
+    mf = mean / "manifest.json"
+    mf.write_text(mf.read_text().replace('"normalize": "mean"', '"normalize": "gcn"'))
+    with pytest.raises(PlanError, match="field 'normalize' = 'gcn' but the shard of rank 0 holds 'mean'"):
+        load_plan(mean)
 
 
 def test_export_and_convert_options_that_would_be_wrong_or_ignored(plan, tmp_path, capsys):
