@@ -186,8 +186,8 @@ def read_mtx(path: str | os.PathLike, *, symmetrize: bool = False, self_loops: s
         if x is not None:
             x = np.concatenate([x, (-x[off]) if sym == "skew-symmetric" else x[off]])
     g = Graph._from_coo(r, c, x, M, dedupe=dedupe, name=name or _stem(p), directed=(sym == "general"))
-    if symmetrize and not g.directed:
-        symmetrize = False  # already symmetric: symmetrizing again would double the weights
+    if symmetrize and sym == "symmetric":
+        symmetrize = False  # already symmetric, values included (a skew file's are not: symmetrized, |x|)
     if symmetrize or self_loops != "keep" or drop_isolated:
         g = g.normalize(symmetrize=symmetrize, self_loops=self_loops, dedupe=dedupe, drop_isolated=drop_isolated)
     return g

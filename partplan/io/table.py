@@ -310,8 +310,9 @@ def read_edge_table(path: str | os.PathLike, *, format: str | None = None, src: 
     t, names, skip = _load(p, fmt, want, delimiter)
     for col in (src, dst):
         if col not in names:
-            raise GraphFormatError(f"missing column {col!r} (the table has {names}); "
-                                   "name the columns with src=/dst=", p, field=col)
+            raise GraphFormatError(f"missing column {col!r} (the table has {names}); name the edge columns "
+                                   f"{src!r} and {dst!r} (from Python: read_graph(path, src=NAME, dst=NAME))", p,
+                                   field=col)
     use_w = bool(weight) and weighted is not False and weight in names
     if weighted and not use_w:
         raise GraphFormatError(f"weighted=True but there is no column {weight!r} (the table has {names})",

@@ -53,6 +53,23 @@ def test_matches_scipy_mmread(tmp_path, field, symmetry):
         assert np.array_equal(got.data, ref.data)
 
 
+@pytest.mark.parametrize("symmetry", ["symmetric", "skew-symmetric"])
+def test_symmetrize_makes_the_values_symmetric(tmp_path, symmetry):
+    """symmetrize: the larger weight of the two directions (scipy's maximum(A, A^T)); a symmetric
+    file is that already, a skew-symmetric one (x and -x) is not and was returned unchanged."""
+    A = sp.triu(rand_matrix(40, 0.1, 5), 1)
+    A = (A + A.T if symmetry == "symmetric" else A - A.T).tocsr()
+    p = tmp_path / "m.mtx"
+    scipy.io.mmwrite(p, A, symmetry=symmetry)
+    ref = sp.csr_matrix(scipy.io.mmread(p))
+    ref = ref.maximum(ref.T).tocsr()
+    ref.sort_indices()
+    got = read_graph(p, symmetrize=True).to_scipy()
+    assert (got != got.T).nnz == 0
+    assert np.array_equal(got.indptr, ref.indptr) and np.array_equal(got.indices, ref.indices)
+    assert np.array_equal(got.data, ref.data)
+
+
 def test_handwritten_symmetric_with_comments_duplicates_gz(tmp_path):
     text = ("%%MatrixMarket matrix coordinate integer symmetric\n"
             "% a comment\n%\n\n"

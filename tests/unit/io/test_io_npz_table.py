@@ -127,8 +127,9 @@ def _parquet(tmp_path, **cols):
 
 def test_table_errors_name_the_column(tmp_path):
     p = _parquet(tmp_path, a=SRC, dst=DST)
-    with pytest.raises(GraphFormatError, match=r"missing column 'src' \(the table has \['a', 'dst'\]\)") as ei:
-        read_graph(p)
+    with pytest.raises(GraphFormatError, match=r"missing column 'src' \(the table has \['a', 'dst'\]\); name the "
+                       r"edge columns 'src' and 'dst' \(from Python: read_graph\(path, src=NAME") as ei:
+        read_graph(p)     # the CLI has no column options: the advice works for both
     assert ei.value.field == "src" and ei.value.path == str(p)
     p = _parquet(tmp_path, src=pa.array([1, None, 3]), dst=[1, 2, 3])
     with pytest.raises(GraphFormatError, match="null vertex id at row 1") as ei:
