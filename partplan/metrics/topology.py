@@ -73,7 +73,7 @@ def topology_metrics(steps: list[np.ndarray], topo, *, row_bytes: int, route: st
     busiest = int(np.argmax(per_rank)) if p else 0
     return {"topology": topo.source or topo.kind, "route": route, "ranks": p, "row_bytes": int(row_bytes),
             "levels": levels, "local_rows": local, "local_bytes": local * row_bytes,
-            "total_rows": int(vol.sum()), "steps": len(steps),
+            "total_rows": int(vol.sum()), "steps": sum(1 for s in steps if s.any()),   # empty ones are left out
             "messages": int(sum(np.count_nonzero(s) for s in steps)),
             "busiest_rank": busiest, "busiest_rank_rows": int(per_rank[busiest]) if p else 0,
             "cost": float((vol * topo.cost).sum()),

@@ -329,3 +329,17 @@ def test_bad_routed_specs(spec, msg):
     from partplan.layouts import parse_layout
     with pytest.raises(PartitionError, match=msg):
         parse_layout(spec, 8)
+
+
+@pytest.mark.parametrize("topo, route", [("tree:1x16", "domain"), ("tree:16x1", "domain"), ("tree:1x16", "source"),
+                                         ("tree:4x4", "domain")])
+def test_the_step_count_is_the_programs(tmp_path, capsys, topo, route):
+    """topology.steps (inspect: "in N exchange step(s)") counts the exchange steps the plan runs: a
+    route whose domains hold one rank, or one domain all ranks, leaves its empty steps out."""
+    path = tmp_path / "r.plan"
+    assert main(["-q", "partition", "polblogs", "-k", "16", "--preset", "fast", "--topology", topo, "--route", route,
+                 "-o", str(path)]) == 0
+    capsys.readouterr()
+    m = json.loads((path / "manifest.json").read_text())
+    ran = [s for s in m["programs"]["forward"]["steps"] if s["op"] == "alltoallv"]
+    assert m["topology"]["steps"] == len(ran) == sum(1 for s in ran if any(r for _, _, r in s["pairs"]))
