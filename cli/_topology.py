@@ -34,21 +34,23 @@ def _check_preset_size(spec, k) -> None:
     """A ``tree:AxBx...`` preset's ranks (the product of its fanouts) checked
     before the topology is built (it holds ranks × ranks matrices): equal to
     ``-k`` when given, and its matrices within the memory budget
-    (:mod:`partplan._budget`). One OptionError naming --topology."""
+    (:func:`~partplan.topology.machine.check_matrix_budget`). One error naming --topology."""
     import re
 
     from partplan.errors import OptionError
-    from partplan._budget import check_array_bytes
+    from partplan.topology.machine import check_matrix_budget
     m = re.fullmatch(r"tree:(\d+(?:x\d+)+)(?::[^:]+)?", str(spec or "").strip().lower())
     if not m:
         return
+    fanouts = [int(f) for f in m.group(1).split("x")]
+    if min(fanouts) < 1:
+        return      # the preset's own error (fanouts >= 1) comes when it is read
     ranks = 1
-    for f in m.group(1).split("x"):
-        ranks *= int(f)
+    for f in fanouts:
+        ranks *= f
     if k is not None and ranks != int(k):
         raise OptionError(f"--topology {spec}: {ranks} ranks, but -k is {k} (one rank per part)")
-    check_array_bytes(ranks, ranks, 8, f"{spec}: its {ranks} × {ranks} rank matrices", option="--topology",
-                      copies=4)
+    check_matrix_budget(ranks, f"--topology {spec}")
 
 
 class TopologyOptions(TopologyPlan):

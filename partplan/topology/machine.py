@@ -304,6 +304,12 @@ MAX_FANOUTS = 32
 #: (bool) and the cost, α and β matrices (float64)
 PAIR_BYTES = 8 + 1 + 3 * 8
 
+#: bytes per (rank, rank) pair the topology figures take beside it (``metrics.topology``: the
+#: route's per-step volume matrices, their sum, the crossing masks and the temporaries of the
+#: sums; measured: ``analyze email-Enron -k 4000 --topology tree:40x100 --route domain`` peaked
+#: 74 bytes per pair above the same analyze without a topology)
+FIGURES_PAIR_BYTES = 9 * 8
+
 
 #: bytes the parsed JSON of a topology file may take per byte of the file: a matrix entry of two
 #: characters ("1,") becomes a list slot (8 bytes) and a float object (24); the file is refused above
@@ -314,13 +320,17 @@ JSON_EXPANSION = 16
 def check_matrix_budget(ranks: int, where: str) -> None:
     """One :class:`TopologyError` naming ``where`` (the preset, file or
     argument) when ``ranks`` × ``ranks`` pairs need more than the memory
-    budget (``PARTPLAN_MAX_BYTES``), BEFORE any matrix is allocated."""
+    budget (``PARTPLAN_MAX_BYTES``), BEFORE any matrix is allocated: the
+    topology's own matrices and those of its figures (:data:`PAIR_BYTES` +
+    :data:`FIGURES_PAIR_BYTES` per pair)."""
     from .._budget import ENV_MAX_BYTES, human_bytes, memory_budget
-    need, budget = int(ranks) * int(ranks) * PAIR_BYTES, memory_budget()
+    per = PAIR_BYTES + FIGURES_PAIR_BYTES
+    need, budget = int(ranks) * int(ranks) * per, memory_budget()
     if need > budget:
-        raise TopologyError(f"{where}: {ranks} ranks need {ranks} × {ranks} × {PAIR_BYTES} bytes = "
-                            f"{human_bytes(need)} of cost matrices, above the memory budget of "
-                            f"{human_bytes(budget)} (raise it with {ENV_MAX_BYTES}=<bytes>)")
+        raise TopologyError(f"{where}: {ranks} ranks need {ranks} × {ranks} × {per} bytes = "
+                            f"{human_bytes(need)} of rank × rank matrices (the topology's and its figures'), "
+                            f"above the memory budget of {human_bytes(budget)} (raise it with "
+                            f"{ENV_MAX_BYTES}=<bytes>)")
 
 
 def tree_spec(fanouts) -> str:

@@ -220,13 +220,14 @@ def map_parts(graph, part: np.ndarray, topo, method: str = "greedy", **kw) -> tu
         raise PartitionError(f"map_parts: topo must be a partplan Topology (load_topology), got {type(topo).__name__}")
     part = as_part_ids(part, what="part")     # integers as they are (a float part vector is refused, not cut)
     k = topo.ranks
+    if method == "greedy":     # before the volume matrix and the costs below are made
+        from .._budget import check_array_bytes
+        check_array_bytes(k, k, 8, "--map greedy's k × k matrices", option="--map", copies=MAP_MATRICES)
     V = analyze(graph, part, k, f=1, backward=False).volume
     before = mapping_cost(V, topo.cost, np.arange(k))
     if method == "none":
         return part, {"method": method, "cost_before": before, "cost_after": before}
     if method == "greedy":
-        from .._budget import check_array_bytes
-        check_array_bytes(k, k, 8, "--map greedy's k × k matrices", option="--map", copies=MAP_MATRICES)
         perm = greedy_map(V, topo.cost)
         new = perm[part]
     elif method == "hierarchical":

@@ -378,3 +378,28 @@ def test_a_large_tree_is_described_without_its_matrices():
     assert main(["topology", "show", "tree:1000x1000", "--json"]) == 0
     small = load_topology("tree:2x3")
     assert small.cost.tolist()[0] == [0.0, 1.0, 10.0, 10.0, 10.0, 10.0] and small.alpha[0, 1] == 1e-6
+
+
+def test_the_budget_counts_the_figures_matrices_and_comes_first(monkeypatch, capsys):
+    """analyze -k 2000 --topology tree:20x100 under a budget between the topology's own matrices
+    (33 bytes per rank pair) and those of its figures too (105): refused before the partition is
+    analyzed — it peaked at 2-3 × the budget past the old check; --map greedy's check comes before
+    its volume matrix; a zero fanout says so in every command."""
+    import partplan.topology.mapping as mapping
+    from partplan.topology.machine import FIGURES_PAIR_BYTES, PAIR_BYTES
+    pairs = 2000 * 2000
+    monkeypatch.setenv("PARTPLAN_MAX_BYTES", str(pairs * (PAIR_BYTES + FIGURES_PAIR_BYTES) // 2))
+    assert pairs * PAIR_BYTES < pairs * (PAIR_BYTES + FIGURES_PAIR_BYTES) // 2
+    rc, _, err = run_cli(["analyze", "power", "--method", "block", "-k", "2000", "--topology", "tree:20x100"], capsys)
+    one_line(rc, err, 2, "of rank × rank matrices (the topology's and its figures')")
+    monkeypatch.setenv("PARTPLAN_MAX_BYTES", str(40 * 40 * 8 * mapping.MAP_MATRICES - 1))
+
+    def no_volume(*a, **k):
+        raise AssertionError("the volume matrix is made before the budget check")
+    monkeypatch.setattr("partplan.metrics.analyze", no_volume)
+    with pytest.raises(Exception, match="--map greedy's k × k matrices"):
+        mapping.map_parts(None, np.arange(40), load_topology("tree:4x10"), "greedy")
+    for argv in (["partition", "power", "-k", "16", "--topology", "tree:0x4", "-o", "x.npy"],
+                 ["analyze", "power", "--method", "block", "-k", "16", "--topology", "tree:2x0x8"]):
+        rc, _, err = run_cli(argv, capsys)
+        one_line(rc, err, 2, "fanouts must be >= 1")
