@@ -115,10 +115,19 @@ def probe_rank(ctx, cfg: dict):
     rep = {"output": cfg["output"], "ranks": world,
            "alpha_s": {"min": float(alpha[off].min()) if world > 1 else 0.0,
                        "max": float(alpha[off].max()) if world > 1 else 0.0},
-           "bandwidth_bytes_per_s": {"min": float(1 / beta[off].max()) if world > 1 else 0.0,
-                                     "max": float(1 / beta[off].min()) if world > 1 else 0.0},
+           "bandwidth_bytes_per_s": _bandwidth(beta, off),
            "beta_floored_pairs": floored}
     return rep
+
+
+def _bandwidth(beta: np.ndarray, off: np.ndarray) -> dict:
+    """{"min", "max"} bytes per second, 1 / β, over the rank pairs whose β was measured (above
+    :data:`BETA_FLOOR` — a floored pair's 1 / β is a placeholder, not a bandwidth); both None when
+    there is none (one rank, or every pair floored)."""
+    measured = beta[off & (beta > BETA_FLOOR)]
+    if measured.size == 0:
+        return {"min": None, "max": None}
+    return {"min": float(1 / measured.max()), "max": float(1 / measured.min())}
 
 
 #: seconds per byte a measured β is raised to when the large message was not slower than the small

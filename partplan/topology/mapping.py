@@ -249,7 +249,7 @@ def map_parts(graph, part: np.ndarray, topo, method: str = "greedy", **kw) -> tu
                                       f"part, above the balance bound of {allowed}"}
     after = mapping_cost(analyze(graph, new, k, f=1, backward=False).volume, topo.cost, np.arange(k))
     if after > before:   # a new partition (hierarchical, steiner) that costs more: the given one is kept
-        return part, {"method": method, "cost_before": before, "cost_after": before,
+        return part, {"method": method, "cost_before": before, "cost_after": before, "cost_rejected": after,
                       "rejected": f"its partition costs {after:.6g}, above the given partition's {before:.6g}"}
     return new, {"method": method, "cost_before": before, "cost_after": after}
 

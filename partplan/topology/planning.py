@@ -135,7 +135,8 @@ class TopologyPlan:
             # once per domain), so the placement is kept only where the route's own cost is not higher
             was, got = self._routed_cost(graph, part), self._routed_cost(graph, new)
             if got > was:
-                self.map_info = dict(self.map_info, cost_after=self.map_info["cost_before"], rejected=(
+                self.map_info = dict(self.map_info, cost_rejected=self.map_info["cost_after"],
+                                     cost_after=self.map_info["cost_before"], rejected=(
                     f"--route {self.route} costs {got:.6g} with it, above {was:.6g} without"))
                 new = part
         if "rejected" in self.map_info:

@@ -445,3 +445,9 @@ def test_a_mapping_is_kept_only_where_the_routed_cost_is_not_higher():
             return sum(float((np.asarray(s) * t.cost).sum()) for s in exchange_steps(st))
         assert cost(new) <= cost(part)
         assert ("rejected" in tp.map_info) == (new is part)
+        if new is part:   # the rejected placement's own flat cost is reported beside the kept one's
+            from partplan.topology.mapping import greedy_map, mapping_cost
+            from partplan.metrics import analyze
+            V = analyze(g, part, 8, f=1, backward=False).volume
+            assert tp.map_info["cost_after"] == tp.map_info["cost_before"] == mapping_cost(V, t.cost, np.arange(8))
+            assert tp.map_info["cost_rejected"] == mapping_cost(V, t.cost, greedy_map(V, t.cost))

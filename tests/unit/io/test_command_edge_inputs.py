@@ -86,6 +86,17 @@ def test_probe_warns_when_a_pair_was_not_measurable(monkeypatch, capsys, tmp_pat
         "bandwidth_bytes_per_s": {"min": 1e9, "max": 1e15}, "beta_floored_pairs": 1})
     rc, out, err = run_cli(["topology", "probe", "--nprocs", "2", "-o", tmp_path / "p.json"], capsys)
     assert rc == 0 and "partplan: warning: 1 ordered rank pairs" in err and "1e-15 s/byte" in err
+    # the bandwidth range leaves a floored pair's placeholder 1 / β out (it read 1,000,000 GB/s)
+    beta = np.array([[0, probe.BETA_FLOOR, 2e-10], [probe.BETA_FLOOR, 0, 1e-10], [2e-10, 1e-10, 0]])
+    off = ~np.eye(3, dtype=bool)
+    assert probe._bandwidth(beta, off) == {"min": 1 / 2e-10, "max": 1 / 1e-10}
+    only = np.array([[0, probe.BETA_FLOOR], [probe.BETA_FLOOR, 0]])
+    assert probe._bandwidth(only, ~np.eye(2, dtype=bool)) == {"min": None, "max": None}
+    monkeypatch.setattr(probe, "run_probe", lambda *a, **kw: {
+        "output": "x.json", "ranks": 2, "alpha_s": {"min": 1e-5, "max": 1e-5},
+        "bandwidth_bytes_per_s": {"min": None, "max": None}, "beta_floored_pairs": 2})
+    rc, out, err = run_cli(["topology", "probe", "--nprocs", "2", "-o", tmp_path / "p.json"], capsys)
+    assert rc == 0 and "bandwidth not measured" in out and "GB/s" not in out
 
 
 def test_a_features_file_that_is_no_npy_is_named_without_numpys_pickle_hint(tmp_path):
