@@ -458,7 +458,7 @@ def _from_json(d: dict, source: str, where: str) -> Topology:
     if d.get("format", FORMAT) != FORMAT:
         raise TopologyError(f"{where}: format {d.get('format')!r} is not {FORMAT!r}")
     version = d.get("version", FORMAT_VERSION)
-    if isinstance(version, bool) or version != FORMAT_VERSION:   # JSON true == 1 in Python
+    if type(version) is not int or version != FORMAT_VERSION:   # JSON true and 1.0 == 1 in Python
         raise TopologyError(f"{where}: version {d.get('version')!r} is not supported (this tool reads "
                             f"{FORMAT_VERSION})")
     kind = d.get("kind")

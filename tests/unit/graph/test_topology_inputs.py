@@ -303,12 +303,13 @@ def test_numbers_written_as_strings_and_other_loose_fields_are_refused(tmp_path)
     base = tree([2, 2]).describe()
     cases = {"beta": dict(base, local=dict(base["local"], beta="1e-9")),
              "version": dict(base, version=True),
+             "version 1.0": dict(base, version=1.0),    # == 1 in Python, as "ranks": 64.0 is refused
              "local": dict(base, local=dict(base["local"], size=2)),
              "nvlinks": dict(base, nvlinks="garbage")}
     for what, doc in cases.items():
         p = tmp_path / f"{what}.json"
         p.write_text(json.dumps(doc))
-        with pytest.raises(TopologyError, match=what):
+        with pytest.raises(TopologyError, match=what.split()[0]):
             load_topology(str(p))
     m = {"format": "partplan.topology", "version": 1, "kind": "matrix", "ranks": 2, "cost": [[0, "1"], [1, 0]]}
     (tmp_path / "m.json").write_text(json.dumps(m))
