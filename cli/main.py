@@ -40,16 +40,25 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str):
-        self.exit(2, f"partplan: error: {message} (usage: {self.prog} --help)\n")
+        self.exit(2, _usage_line(f"partplan: error: {message} (usage: {self.prog} --help)\n"))
 
     def parse_args(self, args=None, namespace=None):
         """As argparse's, but arguments no subcommand takes are named with that subcommand's help
         (``partplan run spmm --help``, not ``partplan --help``)."""
         ns, extras = self.parse_known_args(args, namespace)
         if extras:
-            self.exit(2, f"partplan: error: unrecognized arguments: {' '.join(extras)} "
-                         f"(usage: {_chosen(self, ns).prog} --help)\n")
+            self.exit(2, _usage_line(f"partplan: error: unrecognized arguments: {' '.join(extras)} "
+                                     f"(usage: {_chosen(self, ns).prog} --help)\n"))
         return ns
+
+
+def _usage_line(line: str) -> str | None:
+    """A usage error's line, said once under torchrun: every rank parses the same arguments, so
+    ranks other than 0 exit 2 without it (torchrun still reports each rank's exit)."""
+    import os
+    if os.environ.get("TORCHELASTIC_RUN_ID") and os.environ.get("RANK", "0") != "0":
+        return None
+    return line
 
 
 def _chosen(parser: argparse.ArgumentParser, ns) -> argparse.ArgumentParser:

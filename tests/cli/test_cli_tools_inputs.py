@@ -247,3 +247,22 @@ def test_dataset_names_are_case_insensitive_in_every_command(capsys):
     assert rc == 0, err
     import json
     assert json.loads(out)["n"] == 4941
+
+
+@pytest.mark.parametrize("argv", [["partition", "g.mtx", "-k", "4", "--bogus"], ["partition", "g.mtx", "-k"],
+                                  ["run", "spmm"]])
+def test_a_usage_error_is_said_once_under_torchrun(argv, monkeypatch, capsys):
+    """Every torchrun rank parses the same arguments: rank 0 says the usage error, the others exit
+    2 without it (each printed the same line)."""
+    from tests.errlines import one_line, run_cli
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "test")
+    for rank in ("0", "1", "3"):
+        monkeypatch.setenv("RANK", rank)
+        rc, out, err = run_cli(argv, capsys)
+        if rank == "0":
+            one_line(rc, err, 2)
+        else:
+            assert rc == 2 and out == err == "", err
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID")          # RANK alone (another launcher): said
+    rc, _, err = run_cli(argv, capsys)
+    one_line(rc, err, 2)
