@@ -92,6 +92,7 @@ def run_probe(args) -> int:
     else:
         a, bw = rep["alpha_s"], rep["bandwidth_bytes_per_s"]
         band = (f"bandwidth {bw['min'] / 1e9:.2f}-{bw['max'] / 1e9:.2f} GB/s" if bw["min"] is not None else
+                "bandwidth not measured (one rank: no pair)" if rep["ranks"] < 2 else
                 "bandwidth not measured (no pair's large message was slower than its small one)")
         print(f"wrote {rep['output']}: {rep['ranks']} ranks, latency {a['min'] * 1e6:.1f}-{a['max'] * 1e6:.1f} us, "
               f"{band}")

@@ -316,8 +316,9 @@ def write_metis(graph: Graph, path: str | os.PathLike, *, edge_weights: bool | N
         data = graph.data if graph.data is not None else np.ones(nnz)
         if np.any(data != np.round(data)) or (data.size and data.min() <= 0):
             raise GraphFormatError("METIS edge weights must be positive integers (METIS refuses a weight of 0 "
-                                   "or below): drop those entries first, or write without edge weights", p,
-                                   field="data")
+                                   "or below, and a fraction): write another format (.mtx and .npz keep any "
+                                   "weight), or, from Python, drop those entries or call write_metis(..., "
+                                   "edge_weights=False)", p, field="data")
         if data.size and data.max() >= 2.0 ** 63:
             raise GraphFormatError(f"METIS edge weight {float(data.max()):.6g} does not fit in 64 bits", p,
                                    field="data")

@@ -73,7 +73,10 @@ def topology_metrics(steps: list[np.ndarray], topo, *, row_bytes: int, route: st
     busiest = int(np.argmax(per_rank)) if p else 0
     return {"topology": topo.source or topo.kind, "route": route, "ranks": p, "row_bytes": int(row_bytes),
             "levels": levels, "local_rows": local, "local_bytes": local * row_bytes,
-            "total_rows": int(vol.sum()), "steps": sum(1 for s in steps if s.any()),   # empty ones are left out
+            "total_rows": int(vol.sum()),
+            # the steps the program runs: a routed one leaves its empty steps out, the flat programs
+            # (1d, 1.5d, 2d) keep every one, empty or not
+            "steps": len(steps) if route == "flat" else sum(1 for s in steps if s.any()),
             "messages": int(sum(np.count_nonzero(s) for s in steps)),
             "busiest_rank": busiest, "busiest_rank_rows": int(per_rank[busiest]) if p else 0,
             "cost": float((vol * topo.cost).sum()),

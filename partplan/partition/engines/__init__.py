@@ -89,6 +89,8 @@ def check_options(engine: str, options: dict, extra: tuple[str, ...] = ()) -> di
 
 #: no engine given with ``nprocs``: the per-graph choice of :func:`partplan.partition.pipeline.distributed.default_engine`
 DEFAULT_MPI_ENGINE = "auto"
+#: the engines that choice is made among (:func:`partplan.partition.pipeline.engine_rule.choose_engine`)
+RULE_ENGINES = ("zoltan", "ptscotch", "stream")
 
 
 def check_mpi_engine(engine: str | None, nprocs: int, k: int, options: dict | None = None) -> str:
@@ -101,12 +103,16 @@ def check_mpi_engine(engine: str | None, nprocs: int, k: int, options: dict | No
                                       f"{', '.join(mpi_engine_names())}")
     if isinstance(nprocs, bool) or not isinstance(nprocs, int) or int(nprocs) < 1:
         raise PartitionError(f"--nprocs must be an integer >= 1, got {nprocs!r}")
-    home = "" if engine == DEFAULT_MPI_ENGINE else str(getattr(get_backend(engine).mpi_run, "__module__", "") or "")
-    if engine != DEFAULT_MPI_ENGINE and not home.startswith("partplan."):
-        # the MPI processes import partplan's engines, not the caller's script: refused before the launch
-        raise BackendUnavailableError(f"engine {engine!r} was registered by the caller ({home or 'no module'}), so "
-                                      f"the MPI processes of --nprocs do not have it (they import partplan's own "
-                                      f"engines, partplan/partition/engines/); run it in one process")
+    # the MPI processes import partplan's engines, not the caller's script: an engine the caller
+    # registered (or re-registered under a built-in name the default rule may choose) is refused
+    # before the launch
+    for name in ((engine,) if engine != DEFAULT_MPI_ENGINE else RULE_ENGINES):
+        home = str(getattr(get_backend(name).mpi_run, "__module__", "") or "") if name in REGISTRY else "partplan."
+        if not home.startswith("partplan."):
+            raise BackendUnavailableError(
+                f"engine {name!r} was registered by the caller ({home or 'no module'}), so the MPI processes of "
+                f"--nprocs do not have it (they import partplan's own engines, partplan/partition/engines/)"
+                + ("; the default rule chooses among them" if name != engine else "") + ": run it in one process")
     if k < 1:
         raise PartitionError(f"-k must be at least 1, got {k}")
     taken = set().union(*(engine_schema(e) for e in mpi_engine_names()))

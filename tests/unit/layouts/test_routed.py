@@ -343,3 +343,21 @@ def test_the_step_count_is_the_programs(tmp_path, capsys, topo, route):
     m = json.loads((path / "manifest.json").read_text())
     ran = [s for s in m["programs"]["forward"]["steps"] if s["op"] == "alltoallv"]
     assert m["topology"]["steps"] == len(ran) == sum(1 for s in ran if any(r for _, _, r in s["pairs"]))
+
+
+@pytest.mark.parametrize("layout", ["1d", "2d:1x2", "2d:2x1", "1.5d:2"])
+def test_the_step_count_of_flat_programs_keeps_their_empty_steps(tmp_path, capsys, layout):
+    """1D, 1.5D and 2D programs run every exchange step, empty or not (two components, one per
+    block: nothing moves): topology.steps counts them as the program has them."""
+    from partplan.io import write_graph
+    g = Graph.from_edges(np.array([0, 1, 2, 4, 5, 6]), np.array([1, 2, 3, 5, 6, 7]), symmetrize=True)
+    write_graph(g, tmp_path / "g.mtx")
+    (tmp_path / "p.txt").write_text("0\n0\n0\n0\n1\n1\n1\n1\n")
+    k = 4 if layout == "1.5d:2" else 2
+    path = tmp_path / "f.plan"
+    assert main(["-q", "plan", str(tmp_path / "g.mtx"), "--partition", str(tmp_path / "p.txt"), "--layout", layout,
+                 "-k", str(k), "--topology", f"tree:1x{k}", "-o", str(path)]) == 0
+    capsys.readouterr()
+    m = json.loads((path / "manifest.json").read_text())
+    ran = [s for s in m["programs"]["forward"]["steps"] if s["op"] == "alltoallv"]
+    assert m["topology"]["steps"] == len(ran) >= 1 and m["topology"]["total_rows"] == 0

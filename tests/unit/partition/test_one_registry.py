@@ -157,8 +157,16 @@ def test_a_users_mpi_engine_is_refused_before_the_launch():
         engine("mine", ("graph",), None, NoOptions, mpi_run=mpi_run)
         with pytest.raises(BackendUnavailableError, match="registered by the caller.*run it in one process"):
             resolve(_grid(), 2, backend="mine", nprocs=2)
+        resolve(_grid(), 2, nprocs=2)            # the default rule does not choose it: nothing to refuse
     finally:
         REGISTRY.pop("mine", None)
+    stream = REGISTRY["stream"]
+    try:        # a built-in name the default rule may choose, re-registered by the caller
+        engine("stream", ("graph",), None, NoOptions, mpi_run=mpi_run)
+        with pytest.raises(BackendUnavailableError, match="'stream' was registered by the caller.*default rule"):
+            resolve(_grid(), 2, nprocs=2)
+    finally:
+        REGISTRY["stream"] = stream
 
 
 @pytest.mark.parametrize("kw, said", [
