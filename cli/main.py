@@ -49,6 +49,17 @@ class Parser(argparse.ArgumentParser):
         if extras:
             self.exit(2, _usage_line(f"partplan: error: unrecognized arguments: {' '.join(extras)} "
                                      f"(usage: {_chosen(self, ns).prog} --help)\n"))
+        chosen = _chosen(self, ns)
+        for action in chosen._actions:   # an empty value ("" from a script's unset variable) means nothing
+            if not action.option_strings or action.default == "":   # (positionals say it their own way)
+                continue
+            v = getattr(ns, action.dest, None)
+            if v == "" or (isinstance(v, list) and "" in v):
+                if _usage_line("") is None:      # a torchrun rank other than 0: said by rank 0
+                    self.exit(2)
+                from partplan.errors import OptionError   # the command's exit 2, one line (main)
+                raise OptionError(f"argument {'/'.join(action.option_strings)}: an empty value (usage: "
+                                  f"{chosen.prog} --help)")
         return ns
 
 

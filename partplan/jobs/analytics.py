@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PlanError
-from .args import positive_float, positive_int, probability
+from .args import MAX_REPEATS, int_range, positive_float, probability
 from .common import (add_output_option, add_plan_options, atomic_save, base_report, family_totals,
                      plan_inputs, precheck_plan, progress_fn, render_footer, render_header, resolved_kernels)
 from .registry import Job, register
@@ -157,7 +157,8 @@ def _pagerank_arguments(s) -> None:
     s.add_argument("--damping", type=probability, default=0.85, help="damping factor (default 0.85)")
     s.add_argument("--tol", type=positive_float, default=1e-6, help="stop when L1 change < n * tol "
                    "(default 1e-6, networkx)")
-    s.add_argument("--max-iter", type=positive_int, default=100, help="iteration limit (default 100)")
+    s.add_argument("--max-iter", type=int_range(1, MAX_REPEATS), default=100,
+                   help=f"iteration limit (default 100, at most {MAX_REPEATS:,})")
     add_output_option(s, "npy", "pr.npy: float64[n]")
 
 

@@ -66,11 +66,20 @@ def nonneg_float(text: str) -> float:
 MAX_TIMEOUT_S = 10 ** 6
 
 
+#: the shortest peer timeout, seconds: torch.distributed keeps whole milliseconds and gloo refuses 0 ms
+#: (a shorter one failed inside the first collective with gloo's "timeout_2.count() > 0")
+MIN_TIMEOUT_S = 0.001
+
+
 def timeout_seconds(text: str) -> float:
-    """argparse type: a peer timeout, a finite number of seconds in [0, MAX_TIMEOUT_S]."""
+    """argparse type: a peer timeout, 0 (the default) or a finite number of seconds in
+    [MIN_TIMEOUT_S, MAX_TIMEOUT_S]."""
     v = nonneg_float(text)
     if v > MAX_TIMEOUT_S:
         raise argparse.ArgumentTypeError(f"expected at most {MAX_TIMEOUT_S:,} seconds (11.6 days), got {text}")
+    if 0 < v < MIN_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(f"expected 0 (the default) or at least {MIN_TIMEOUT_S:g} seconds (peers "
+                                         f"wait whole milliseconds), got {text}")
     return v
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .analytics import finish, render_iterative
-from .args import positive_int
+from .args import MAX_REPEATS, int_range
 from .common import add_output_option, add_plan_options, plan_inputs, precheck_plan, progress_fn, resolved_kernels
 from .registry import Job, register
 
@@ -34,8 +34,9 @@ def run_lp(ctx, cfg: dict) -> dict | None:
 
 
 def _lp_arguments(s) -> None:
-    s.add_argument("--iterations", type=positive_int, default=20, metavar="N",
-                   help="iteration limit (default 20); it stops earlier when no label changes")
+    s.add_argument("--iterations", type=int_range(1, MAX_REPEATS), default=20, metavar="N",
+                   help=f"iteration limit (default 20, at most {MAX_REPEATS:,}); it stops earlier when no label "
+                        f"changes")
     s.add_argument("--weighted", action="store_true",
                    help="sum the edge weights (the plan's values) per label instead of counting neighbours")
     add_plan_options(s, capability="analytics (1d, 2d:RxC, routed:ROUTE:D)")

@@ -290,8 +290,20 @@ def _bfs_arguments(s) -> None:
 def _bfs_config(args) -> dict:
     cfg = _search_config(args)
     cfg.update({"plan": args.plan, "output": args.output})
-    precheck_plan(cfg, args, capability="bfs")
+    m = precheck_plan(cfg, args, capability="bfs")
+    _check_parents_output(cfg, int(m["graph"]["n"]))
     return cfg
+
+
+def _check_parents_output(cfg: dict, n: int) -> None:
+    """``-o``'s parents (int64[K, n], K = 1 with ``--root``, else the search keys) within the memory
+    budget before any search: the leader holds them all, then stacks them once more to save them."""
+    if not cfg.get("output"):
+        return
+    from .._budget import check_array_bytes
+    keys = 1 if cfg.get("root") is not None else min(int(cfg.get("roots") or 64), n)
+    check_array_bytes(keys, n, 8, f"the parents output (int64[{keys}, n] for {keys} search keys)", option="-o",
+                      copies=2)
 
 
 def _graph500_arguments(s) -> None:
@@ -325,6 +337,9 @@ def _graph500_config(args) -> dict:
         raise PlanError(f"--steal runs on 1d layouts; --layout {args.layout} is not one")
     if args.scale > 30:
         raise PlanError(f"--scale {args.scale}: at most 30 on one machine")
+    if cfg.get("root") is not None and not 0 <= int(cfg["root"]) < 2 ** args.scale:   # before the generation
+        raise PlanError(f"--root {cfg['root']} is not a vertex id of the generated graph (n = 2^{args.scale} = "
+                        f"{2 ** args.scale:,})")
     if args.backend != "local" and args.nprocs is None and not under_torchrun():
         raise PlanError("give --nprocs N (processes to start here), or start the command with torchrun")
     n = args.nprocs or (int(os.environ.get("WORLD_SIZE", "1")) if args.backend != "local" else 1)

@@ -282,7 +282,7 @@ def test_an_output_onto_the_input_is_refused_and_the_input_kept(tmp_path, capsys
 def test_an_empty_output_path_is_refused(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(["-q", "partition", "power", "-k", "4", "-o", ""]) == 2
-    assert "output path is empty" in capsys.readouterr().err
+    assert "argument -o/--output: an empty value" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
 
 

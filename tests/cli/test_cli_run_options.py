@@ -70,11 +70,25 @@ def test_a_negative_search_seed_is_any_integer_seed(plan, capsys):
     (["spmm", "--nprocs", "2", "--timeout", "1e10"], "--timeout: expected at most 1,000,000 seconds"),
     (["spmm", "--nprocs", "2", "--repeat", "1000000000"], "--repeat: expected an integer in [1, 1,000,000]"),
     (["spmm", "--nprocs", "2", "--warmup", "2000000"], "--warmup: expected an integer in [0, 1,000,000]"),
+    (["wcc", "--nprocs", "2", "--timeout", "0.0005"], "--timeout: expected 0 (the default) or at least 0.001"),
+    (["lp", "--backend", "local", "--iterations", "10000000"], "--iterations: expected an integer in [1, 1,000,000]"),
+    (["pagerank", "--backend", "local", "--max-iter", "10000000"], "--max-iter: expected an integer in [1, 1,000,000]"),
+    (["bfs", "--backend", "local", "--roots", "30", "-o", "{d}/p.npz"], "-o: the parents output (int64[30, n]"),
 ])
-def test_counts_past_what_the_runtime_takes_are_refused_before_any_process_starts(plan, capsys, argv, needle):
+def test_counts_past_what_the_runtime_takes_are_refused_before_any_process_starts(plan, capsys, argv, needle, tmp_path,
+                                                                                 monkeypatch):
     """A --timeout past gloo's C int of milliseconds, or a --repeat whose timings do not fit in
     memory, failed only after the processes had started."""
     job, *rest = argv
+    rest = [a.replace("{d}", str(tmp_path)) for a in rest]
+    if job == "bfs":    # the parents of 30 searches over 30 rows: 14,400 bytes, above a 10,000-byte budget
+        monkeypatch.setenv("PARTPLAN_MAX_BYTES", "10000")
     rc, _, err = run_cli(["run", job, plan, *rest], capsys)
     one_line(rc, err, 2, needle)
-    assert "starting" not in err
+    assert "starting" not in err and "search 1" not in err and not list(tmp_path.iterdir())
+
+
+def test_a_graph500_root_outside_the_graph_is_refused_before_the_generation(capsys):
+    rc, _, err = run_cli(["run", "graph500", "--backend", "local", "--scale", "12", "--root", "4096"], capsys)
+    one_line(rc, err, 2, "--root 4096 is not a vertex id of the generated graph (n = 2^12 = 4,096)")
+    assert "generated" not in err.replace("generated graph", "")

@@ -266,3 +266,16 @@ def test_a_usage_error_is_said_once_under_torchrun(argv, monkeypatch, capsys):
     monkeypatch.delenv("TORCHELASTIC_RUN_ID")          # RANK alone (another launcher): said
     rc, _, err = run_cli(argv, capsys)
     one_line(rc, err, 2)
+
+
+@pytest.mark.parametrize("argv", [["run", "spmm", "x.plan", "--backend", "local", "--feature-file", ""],
+                                  ["validate", "x.plan", "--graph", ""],
+                                  ["analyze", "power", "--partition", "", "-k", "2"],
+                                  ["run", "graph500", "--scale", "5", "--backend", "local", "--partition", ""]])
+def test_an_empty_option_value_is_refused(argv, capsys, tmp_path, monkeypatch):
+    """"" (a script's unset variable) was read as the current folder: a partition folder, the
+    features file ".", or no graph at all (validate said "valid"); one line now, exit 2."""
+    from tests.errlines import one_line, run_cli
+    monkeypatch.chdir(tmp_path)
+    rc, _, err = run_cli(argv, capsys)
+    one_line(rc, err, 2, f"argument {argv[argv.index('') - 1]}", "an empty value")
