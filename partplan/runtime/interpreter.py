@@ -402,7 +402,8 @@ class Executor:
                  f"overflow: a value beyond {dt.name}'s largest finite {np.finfo(dt).max:.4g}")
         raise PlanError(f"rank {rank}: step {st['id']} ({st['op']}, step {int(k) + 1} of {n}) of the {program} "
                         f"program made a non-finite value ({cause})"
-                        + ("" if inp or dt == np.float64 else "; run it in float64 (--dtype float64) or scale H"))
+                        + ("" if inp or dt == np.float64 else "; run it in float64 (--dtype float64), or scale H or "
+                                                              "the plan's values (its edge weights)"))
 
     def _overlapped(self, prog: _Prog, k: int, ctx: _Ctx, ph: dict, t0: float) -> int:
         """Steps k (alltoallv) and k + 1 (spmm over the buffer it fills):

@@ -86,7 +86,8 @@ class NumpyOps:
 
     def matrix(self, indptr, indices, data, shape):
         import scipy.sparse as sp
-        d = np.ones(indices.size, dtype=self.dtype) if data is None else np.asarray(data, dtype=self.dtype)
+        with np.errstate(over="ignore"):   # a value beyond the dtype: reported by Executor.check_finite
+            d = np.ones(indices.size, dtype=self.dtype) if data is None else np.asarray(data, dtype=self.dtype)
         return sp.csr_matrix((d, indices, indptr), shape=shape)
 
     def spmm(self, mat, x, out):
@@ -180,7 +181,7 @@ class TorchOps:
 
         t = self.torch
         vals = (t.ones(indices.size, dtype=self.dtype) if data is None
-                else readonly_tensor(np.asarray(data, dtype=self.np_dtype)))
+                else readonly_tensor(_cast_quietly(data, self.np_dtype)))
         with warnings.catch_warnings():   # torch's notice that its CSR support is in beta, said at every build
             warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
             return t.sparse_csr_tensor(readonly_tensor(np.asarray(indptr, dtype=np.int64)),
@@ -235,3 +236,10 @@ class TorchOps:
                                           and want.type == "cuda"):
             return f"input is on {x.device}, the executor's buffers on {want}"
         return None
+
+
+def _cast_quietly(data, dtype) -> np.ndarray:
+    """``data`` as ``dtype``; a value beyond its range becomes ±inf without numpy's warning (the
+    run's finite check names the step and the cause, Executor.check_finite)."""
+    with np.errstate(over="ignore"):
+        return np.asarray(data, dtype=dtype)

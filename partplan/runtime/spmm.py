@@ -91,15 +91,35 @@ def open_features(path, n: int) -> np.ndarray:
     return H
 
 
-def check_finite_features(H: np.ndarray, path, *, chunk_elems: int = 1 << 22) -> None:
-    """One PlanError naming the first non-finite entry ``H[i, j]`` (NaN or ±inf),
-    scanning a memory-mapped H in chunks of about ``chunk_elems`` values."""
+def _bad_entry(block: np.ndarray, dtype) -> tuple[int, int, str] | None:
+    """(i, j, why) of the first entry of ``block`` that is not finite, or (``dtype`` float32 and
+    ``block`` float64) beyond float32's largest finite value, which the run's cast would make ±inf;
+    None when there is none."""
+    bad = ~np.isfinite(block)
+    over = None
+    if dtype is not None and np.dtype(dtype) == np.float32 and block.dtype == np.float64:
+        with np.errstate(invalid="ignore"):
+            over = np.abs(block) > np.finfo(np.float32).max
+        bad = bad | over
+    if not bad.any():
+        return None
+    i, j = (int(x) for x in np.argwhere(bad)[0])
+    if over is not None and over[i, j]:
+        return i, j, (f"is beyond float32's largest finite {float(np.finfo(np.float32).max):.4g} (--dtype "
+                      f"float32): run with --dtype float64, or scale H")
+    return i, j, "is not finite"
+
+
+def check_finite_features(H: np.ndarray, path, *, chunk_elems: int = 1 << 22, dtype=None) -> None:
+    """One PlanError naming the first non-finite entry ``H[i, j]`` (NaN or ±inf) — or, with
+    ``dtype`` float32 and a float64 H, the first beyond float32's range — scanning a memory-mapped
+    H in chunks of about ``chunk_elems`` values."""
     rows = max(1, chunk_elems // max(1, H.shape[1]))
     for r0 in range(0, H.shape[0], rows):
-        bad = ~np.isfinite(H[r0:r0 + rows])
-        if bad.any():
-            i, j = np.argwhere(bad)[0]
-            raise PlanError(f"{path}: features H[{r0 + int(i)}, {int(j)}] = {H[r0 + int(i), int(j)]} is not finite")
+        found = _bad_entry(np.asarray(H[r0:r0 + rows]), dtype)
+        if found is not None:
+            i, j, why = found
+            raise PlanError(f"{path}: features H[{r0 + i}, {j}] = {H[r0 + i, j]} {why}")
 
 
 def _input_rows(cfg: dict, ids: np.ndarray, n: int, dtype) -> np.ndarray:
@@ -115,14 +135,14 @@ def _input_rows(cfg: dict, ids: np.ndarray, n: int, dtype) -> np.ndarray:
                 rows = read_file_rows(cfg["features"], int(H.offset), H.shape, H.dtype, ids)
             except EOFError:
                 raise PlanError(f"{cfg['features']}: truncated features file") from None
-            rows = np.ascontiguousarray(rows, dtype=dtype)
         else:
-            rows = np.ascontiguousarray(H[ids], dtype=dtype)
-        bad = None if cfg.get("features_checked") else ~np.isfinite(rows)
-        if bad is not None and bad.any():
-            i, j = np.argwhere(bad)[0]
-            raise PlanError(f"{cfg['features']}: features H[{int(ids[i])}, {int(j)}] = {rows[i, j]} is not finite")
-        return rows
+            rows = np.asarray(H[ids])
+        found = None if cfg.get("features_checked") else _bad_entry(rows, dtype)   # before the cast
+        if found is not None:
+            i, j, why = found
+            raise PlanError(f"{cfg['features']}: features H[{int(ids[i])}, {j}] = {rows[i, j]} {why}")
+        with np.errstate(over="ignore"):   # checked above (or by the launching process)
+            return np.ascontiguousarray(rows, dtype=dtype)
     return random_rows(ids, int(cfg.get("f") or 16), int(cfg.get("seed", 0)), dtype)
 
 
@@ -565,7 +585,7 @@ def spmm_config(cfg: dict, nprocs: int | None = None) -> dict:
     if features is not None:
         from .launch import under_torchrun
         if nprocs is not None or backend == "local" or not under_torchrun():   # one scan, before any start
-            check_finite_features(open_features(features, m["graph"]["n"]), features)
+            check_finite_features(open_features(features, m["graph"]["n"]), features, dtype=cfg.get("dtype"))
             scanned = True
         else:       # under torchrun every rank is this process: each checks the rows it reads
             open_features(features, m["graph"]["n"])

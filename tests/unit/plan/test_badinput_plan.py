@@ -394,6 +394,29 @@ def test_each_rank_checks_the_feature_rows_it_reads(tmp_path):
         _input_rows(cfg, np.array([3, 5, 7]), 10, np.float32)
 
 
+def test_float64_features_beyond_float32_are_named_before_the_cast(tmp_path):
+    """--dtype float32 over float64 features holding 1e300: the cast made inf and the program
+    failed later as 'a non-finite value' with numpy's overflow warning; the launcher's scan and each
+    rank's own rows name the entry and the dtype instead (float64 runs it)."""
+    import warnings
+
+    from partplan.runtime.spmm import _input_rows, check_finite_features
+    H = np.arange(30, dtype=np.float64).reshape(10, 3)
+    H[6, 2] = -1e300
+    np.save(tmp_path / "h.npy", H)
+    cfg = {"features": str(tmp_path / "h.npy")}
+    with pytest.raises(PlanError, match=r"H\[6, 2\] = -1e\+300 is beyond float32's largest finite .*--dtype float64"):
+        check_finite_features(H, tmp_path / "h.npy", dtype="float32")
+    check_finite_features(H, tmp_path / "h.npy", dtype="float64")
+    check_finite_features(H, tmp_path / "h.npy")                  # the run's dtype is H's own
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                           # no numpy overflow warning either
+        with pytest.raises(PlanError, match=r"H\[6, 2\] = -1e\+300 is beyond float32"):
+            _input_rows(cfg, np.array([6, 1]), 10, np.float32)
+        assert np.array_equal(_input_rows(cfg, np.array([6, 1]), 10, np.float64), H[[6, 1]])
+        assert np.array_equal(_input_rows(cfg, np.array([1, 0]), 10, np.float32), H[[1, 0]].astype(np.float32))
+
+
 def test_inspect_refuses_a_missing_or_truncated_shard(plan_path, capsys):
     _, plan = plan_path
     m = read_manifest(plan)
@@ -450,3 +473,19 @@ def test_a_manifest_whose_row_count_was_edited_is_refused_by_each_rank(plan_path
         with pytest.raises(PlanError, match=rf"'graph.n' = {g.n + delta} but the partition file partition.arrow "
                                             rf"holds {g.n} rows"):
             call()
+
+
+def test_plan_values_beyond_float32_are_one_line_naming_them(tmp_path, capsys):
+    """An edge weight of 1e308 cast to float32 printed numpy's overflow warning beside the error,
+    whose advice named H alone."""
+    import warnings
+
+    g = Graph.from_edges(np.array([0, 1, 2]), np.array([1, 2, 3]), np.array([1e308, 2.0, 3.0]), symmetrize=True)
+    plan = tmp_path / "w.plan"
+    from partplan.plan import build_plan, write_plan
+    write_plan(build_plan(g, np.array([0, 0, 1, 1]), 2), plan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)          # numpy's overflow warning would raise here
+        rc, err = run_cli(["-q", "run", "spmm", plan, "--backend", "local", "--dtype", "float32"], capsys)
+    assert rc == 2 and err.count("\n") == 1, err
+    assert "beyond float32's largest finite" in err and "the plan's values" in err
