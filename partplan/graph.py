@@ -24,7 +24,7 @@ from typing import Literal
 import numpy as np
 import scipy.sparse as sp
 
-from ._args import as_numpy
+from ._args import as_numpy, check_bool
 from .errors import GraphFormatError, OptionError
 from .parts import first_fraction, first_past_int64
 
@@ -625,6 +625,8 @@ class Graph:
         """
         if self_loops not in ("keep", "add", "remove"):
             raise OptionError(f"self_loops must be 'keep', 'add' or 'remove', not {self_loops!r}")
+        symmetrize, dedupe, drop_isolated = (check_bool(name, v) for name, v in (
+            ("symmetrize", symmetrize), ("dedupe", dedupe), ("drop_isolated", drop_isolated)))
         pattern = self.data is None
         A = self.to_scipy()
         if dedupe:

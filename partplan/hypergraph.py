@@ -44,7 +44,16 @@ class Hypergraph:
         for name, arr, size in (("net_weights", self.net_weights, self.m),
                                 ("vertex_weights", self.vertex_weights, self.n)):
             if arr is not None:
-                a = np.ascontiguousarray(arr, dtype=np.int64)
+                raw = np.asarray(arr)
+                if raw.dtype.kind == "f":      # whole numbers only: numpy would truncate 1.5 to 1 (and fail on NaN)
+                    bad = ~np.isfinite(raw) | (raw != np.floor(np.where(np.isfinite(raw), raw, 0)))
+                    bad |= np.isfinite(raw) & (np.abs(np.where(np.isfinite(raw), raw, 0)) >= 2.0 ** 63)
+                    if bad.any():
+                        i = int(np.flatnonzero(bad.ravel())[0])
+                        raise GraphFormatError(f"{name}[{i}] = {float(raw.ravel()[i])!r} is not an integer", field=name)
+                elif raw.size and raw.dtype.kind not in "iub":
+                    raise GraphFormatError(f"{name} must be integers, got {raw.dtype}", field=name)
+                a = np.ascontiguousarray(raw, dtype=np.int64)
                 if a.shape != (size,) or (a.size and a.min() < 0):
                     raise GraphFormatError(f"{name} must be {size} non-negative integers", field=name)
                 object.__setattr__(self, name, a)

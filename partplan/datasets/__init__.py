@@ -103,6 +103,11 @@ def _embedded_ok(name: str) -> bool:
 
 
 def _path_for(name: str, fetch_missing: bool, cache: str | os.PathLike | None) -> tuple[dict, Path]:
+    from .._args import check_bool
+    fetch_missing = check_bool("fetch", fetch_missing, error=DatasetError)   # "no" would download
+    if cache is not None and not isinstance(cache, (str, os.PathLike)):
+        raise DatasetError(f"cache_dir must be a folder path (str or os.PathLike) or None, got "
+                           f"{type(cache).__name__}")
     e = entry(name)
     p = local_path(e["name"], cache)
     if p is None:

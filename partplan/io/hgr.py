@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import GraphFormatError
+from ..errors import GraphFormatError, OptionError
 from ..graph import Graph, check_weight_total
 from ..hypergraph import Hypergraph
 from . import _text
@@ -146,6 +146,12 @@ def write_hypergraph(hg: Hypergraph, path: str | os.PathLike, *, net_weights: bo
     """Write ``hg`` as hMetis ``.hgr`` (atomic; gzip when named ``.gz``), e.g.
     to hand a model to the KaHyPar / Mt-KaHyPar command-line tools. Weights are
     written when present (or forced with the flags; missing ones as 1)."""
+    from .._args import check_bool
+    if not isinstance(hg, Hypergraph):
+        raise OptionError(f"write_hypergraph writes a partplan Hypergraph, got {type(hg).__name__} (a Graph: "
+                          f"write_graph, or its column-net model partplan.models.column_net(graph))")
+    net_weights, vertex_weights = (None if v is None else check_bool(name, v) for name, v in (
+        ("net_weights", net_weights), ("vertex_weights", vertex_weights)))   # "no" would be truthy
     p = Path(path)
     if np.any(np.diff(hg.net_ptr) < 1):
         e = int(np.flatnonzero(np.diff(hg.net_ptr) < 1)[0])

@@ -73,6 +73,8 @@ def owner_stats(graph: Graph, part, owner, k: int | None = None, *, f: int = 128
     in Λ_j (else :class:`PartitionError`). ``backward``: also the plan's backward pass (conformal,
     :func:`~partplan.metrics.stats.analyze_owned`)."""
     check_graph(graph)
+    from .._args import check_bool
+    backward = check_bool("backward", backward, error=PartitionError)   # "no" would be truthy
     part, k = as_partition(part, graph.n, k)
     owner = ConnectivitySets(graph, part, k).check(owner)
     return analyze_owned(graph, part, owner, k, f=f, dtype=dtype, alpha=alpha, beta=beta, name=name or graph.name,

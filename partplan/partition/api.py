@@ -445,6 +445,13 @@ def _sidecar(path: Path) -> Path:
     return path.with_name(path.name + ".json")
 
 
+def _file_path(path, where: str) -> Path:
+    """``path`` as a Path: a str or os.PathLike, else one PartitionError naming ``where``."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise PartitionError(f"{where}: path must be a file path (str or os.PathLike), got {type(path).__name__}")
+    return Path(path)
+
+
 def save_partition(p: Partition, path: str | os.PathLike, *, ids: np.ndarray | None = None) -> Path:
     """Write ``p`` atomically: ``.parquet`` (columns part [, owner]; the
     description in the schema metadata key ``partplan``), or ``.npy`` / any
@@ -459,7 +466,10 @@ def save_partition(p: Partition, path: str | os.PathLike, *, ids: np.ndarray | N
     from ..io.outpath import check_output_file
     from ..io.partfile import check_part_k_name, write_partition_to
 
-    path = Path(path)
+    if not isinstance(p, Partition):
+        raise PartitionError(f"save_partition writes a Partition (what partition() returns), got "
+                             f"{type(p).__name__}; a bare part vector: partplan.write_partition(part, path)")
+    path = _file_path(path, "save_partition")
     if path.name.lower().endswith(".plan"):
         raise PartitionError(f"{path}: save_partition writes a partition file; a plan directory is written by "
                              f"partplan.plan.write_plan (or `partplan plan`)")
@@ -620,7 +630,9 @@ def load_partition(path: str | os.PathLike, graph: Graph | None = None) -> Parti
     described as an external 1D one."""
     from ..parts import as_partition
 
-    path = Path(path)
+    path = _file_path(path, "load_partition")
+    if graph is not None and not isinstance(graph, Graph):
+        raise PartitionError(f"load_partition: graph must be a partplan Graph or None, got {type(graph).__name__}")
     part, owner, meta = _read_saved(path, graph)
     if meta is None:
         if graph is None:

@@ -90,6 +90,30 @@ CASES = {
     "analyze volume float": (lambda: analyze(G, PART, 4, volume=np.zeros((4, 4))), "non-negative integers"),
     "owner_lower_bound time nan": (lambda: __import__("partplan.partition.refinement.ownership", fromlist=["x"])
                                    .owner_lower_bound(G, PART, 4, time_limit=float("nan")), "time_limit"),
+    # a truthy string switched these on ("no" symmetrized, computed the backward pass, wrote weights,
+    # downloaded); fractional / NaN hypergraph weights were truncated or numpy's error
+    "normalize symmetrize str": (lambda: Graph.from_edges([0], [1]).normalize(symmetrize="no"),
+                                 "symmetrize must be True or False"),
+    "normalize dedupe 2": (lambda: G.normalize(dedupe=2), "dedupe must be True or False"),
+    "owner_stats backward str": (lambda: partplan.owner_stats(G, PART, PART, 4, backward="no"),
+                                 "backward must be True or False"),
+    "write_hypergraph flag str": (lambda: partplan.write_hypergraph(H, "/nonexistent/h.hgr", net_weights="no"),
+                                  "net_weights must be True or False"),
+    "write_hypergraph graph": (lambda: partplan.write_hypergraph(G, "/nonexistent/h.hgr"),
+                               "writes a partplan Hypergraph, got Graph"),
+    "Hypergraph weight fraction": (lambda: Hypergraph(3, [0, 2, 3], [0, 1, 2], net_weights=[1.5, 1]),
+                                   r"net_weights\[0\] = 1.5 is not an integer"),
+    "Hypergraph weight nan": (lambda: Hypergraph(3, [0, 2, 3], [0, 1, 2], vertex_weights=[1, float("nan"), 1]),
+                              r"vertex_weights\[1\] = nan is not an integer"),
+    "datasets.load fetch str": (lambda: partplan.datasets.load("mdual", fetch="no"), "fetch must be True or False"),
+    "datasets.load cache_dir int": (lambda: partplan.datasets.load("mdual", cache_dir=3), "cache_dir must be"),
+    "save_partition ndarray": (lambda: partplan.save_partition(PART, "/nonexistent/p.npy"),
+                               "save_partition writes a Partition"),
+    "load_partition None": (lambda: partplan.load_partition(None), "path must be a file path"),
+    "load_partition graph str": (lambda: partplan.load_partition("/nonexistent/p.npy", "g"),
+                                 "graph must be a partplan Graph"),
+    "refine progress int": (lambda: partplan.refine(G, PART, 4, progress=3), "progress must be"),
+    "refine context str": (lambda: partplan.refine(G, PART, 4, context="x"), "context must be a RefineContext"),
 }
 
 

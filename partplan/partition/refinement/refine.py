@@ -155,6 +155,11 @@ def refine(graph: Graph, part, k: int | None = None, *, context: RefineContext |
     True
     """
     check_graph(graph, error=PartitionError)
+    if context is not None and not isinstance(context, RefineContext):
+        raise PartitionError(f"refine: context must be a RefineContext (partplan.partition.context.resolve) or None, "
+                             f"got {type(context).__name__}")
+    if progress is not None and not callable(progress):
+        raise PartitionError(f"refine: progress must be None or a callable(str), got {progress!r}")
     ctx = resolve(RefineContext, options, label="refine", base=context) if options or context is None else context
     if ctx.time_limit is not None:
         _load_kernels()
