@@ -103,14 +103,15 @@ def _read_csv(path, **kw) -> Graph:
     return read_edgelist(path, **kw)  # read_edgelist hands header files to read_edge_table
 
 
-def _check_opts(fn, fmt: str, opts: dict) -> None:
+def _check_opts(fn, fmt: str, opts: dict, what: str = "reader") -> None:
     target = fn.func if hasattr(fn, "func") else fn
     params = inspect.signature(target).parameters
+    fixed = ("path", "format", "graph")      # given by read_graph / write_graph themselves
     for k in opts:
-        if k not in params or k in ("path", "format"):
-            names = sorted(p for p in params if p not in ("path", "format", "block_bytes"))
-            raise BackendUnavailableError(f"option {k!r} is not supported by the {fmt} reader "
-                                          f"(its options: {', '.join(names)})")
+        if k not in params or k in fixed:
+            names = sorted(p for p in params if p not in fixed + ("block_bytes",))
+            raise BackendUnavailableError(f"option {k!r} is not supported by the {fmt} {what} "
+                                          f"(its options: {', '.join(names) or 'none'})")
 
 
 def read_graph(path: str | os.PathLike, format: str | None = None, *, symmetrize: bool = False,
@@ -179,6 +180,7 @@ def write_graph(graph: Graph, path: str | os.PathLike, format: str | None = None
         raise BackendUnavailableError("write_graph does not write .pt graphs (read only); use .npz, .mtx, ...")
     if fmt not in writers:
         raise GraphFormatError(f"unknown format {fmt!r} (written: {', '.join(WRITE_FORMATS)})", path)
+    _check_opts(writers[fmt], fmt, opts, "writer")   # one error naming the option, not the writer's TypeError
     if fmt in ("parquet", "arrow", "feather", "csv"):
         opts.setdefault("format", fmt)
     return writers[fmt](graph, path, **opts)

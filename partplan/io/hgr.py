@@ -36,7 +36,8 @@ def read_hypergraph(path: str | os.PathLike, *, name: str | None = None,
                     block_bytes: int = _text.BLOCK_BYTES) -> Hypergraph:
     """Read an hMetis ``.hgr`` file (see module doc) into a :class:`Hypergraph`
     with 0-based pins; net / vertex weights are None when the file has none."""
-    p = Path(path)
+    from .._args import check_path
+    p = Path(check_path("path", path))
     max_values, line_values = _check_header_sizes(p) or (None, None)
     vals, counts, _ = read_int_lines(p, b"%", block_bytes, max_values=max_values, line_values=line_values,
                                      header="twice m nets of at most n pins and a weight, n vertex weights")
@@ -146,13 +147,13 @@ def write_hypergraph(hg: Hypergraph, path: str | os.PathLike, *, net_weights: bo
     """Write ``hg`` as hMetis ``.hgr`` (atomic; gzip when named ``.gz``), e.g.
     to hand a model to the KaHyPar / Mt-KaHyPar command-line tools. Weights are
     written when present (or forced with the flags; missing ones as 1)."""
-    from .._args import check_bool
+    from .._args import check_bool, check_path
     if not isinstance(hg, Hypergraph):
         raise OptionError(f"write_hypergraph writes a partplan Hypergraph, got {type(hg).__name__} (a Graph: "
                           f"write_graph, or its column-net model partplan.models.column_net(graph))")
     net_weights, vertex_weights = (None if v is None else check_bool(name, v) for name, v in (
         ("net_weights", net_weights), ("vertex_weights", vertex_weights)))   # "no" would be truthy
-    p = Path(path)
+    p = Path(check_path("path", path))
     if np.any(np.diff(hg.net_ptr) < 1):
         e = int(np.flatnonzero(np.diff(hg.net_ptr) < 1)[0])
         raise GraphFormatError(f"net {e} has no pins; hMetis files cannot hold empty nets", p)

@@ -48,6 +48,7 @@ import numpy as np
 from ..errors import PartitionError
 from ..parts import as_part_ids, first_fraction
 from ._common import gzip_corrupt_line, npy_claim_problem, npy_header, without_bom
+from .._args import check_path
 from .._atomic import atomic_path
 
 TABLE_SUFFIXES = (".parquet", ".arrow", ".feather", ".csv")
@@ -109,7 +110,7 @@ def read_partition(path: str | os.PathLike, n: int, *, column: str | None = None
     that is not an integer, more than one value on a line, a negative part id,
     or a count different from ``n``.
     """
-    p = Path(path)
+    p = Path(check_path("path", path, error=PartitionError))
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
         raise PartitionError(f"{p}: n (the graph's vertices) must be an integer >= 0, got {n!r}")
     n = int(n)
@@ -481,7 +482,6 @@ def write_partition(part, path: str | os.PathLike) -> Path:
     ``.npy``: int64 array; ``.parquet``/``.arrow``/``.feather``/``.csv``: one
     int64 column ``part``. Returns the path written.
     """
-    from .._args import check_path
     from .outpath import OutputPathError
     p = Path(check_path("path", path))
     if p.is_dir():          # checked before writing (a missing parent folder is created, as before)

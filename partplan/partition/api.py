@@ -56,6 +56,7 @@ from .objectives import OBJECTIVES, balance_cap, balance_floor, compute_floor_of
 from .request import DEFAULT_OBJECTIVE, MODELS, OWNERSHIP, resolve  # noqa: F401
 from .pipeline import stages
 from .pipeline.stages import EXPLICIT_REFINE_WORK, LP_OWNERSHIP_MAX_BLOCKS  # noqa: F401  (documented here)
+from .._args import check_path
 from .._atomic import atomic_path
 from ..io.partfile import SIDECAR_SCHEMA as SCHEMA
 from .._process import peak_rss_bytes
@@ -445,13 +446,6 @@ def _sidecar(path: Path) -> Path:
     return path.with_name(path.name + ".json")
 
 
-def _file_path(path, where: str) -> Path:
-    """``path`` as a Path: a str or os.PathLike, else one PartitionError naming ``where``."""
-    if not isinstance(path, (str, os.PathLike)):
-        raise PartitionError(f"{where}: path must be a file path (str or os.PathLike), got {type(path).__name__}")
-    return Path(path)
-
-
 def save_partition(p: Partition, path: str | os.PathLike, *, ids: np.ndarray | None = None) -> Path:
     """Write ``p`` atomically: ``.parquet`` (columns part [, owner]; the
     description in the schema metadata key ``partplan``), or ``.npy`` / any
@@ -469,7 +463,7 @@ def save_partition(p: Partition, path: str | os.PathLike, *, ids: np.ndarray | N
     if not isinstance(p, Partition):
         raise PartitionError(f"save_partition writes a Partition (what partition() returns), got "
                              f"{type(p).__name__}; a bare part vector: partplan.write_partition(part, path)")
-    path = _file_path(path, "save_partition")
+    path = Path(check_path("path", path, error=PartitionError))
     if path.name.lower().endswith(".plan"):
         raise PartitionError(f"{path}: save_partition writes a partition file; a plan directory is written by "
                              f"partplan.plan.write_plan (or `partplan plan`)")
@@ -630,7 +624,7 @@ def load_partition(path: str | os.PathLike, graph: Graph | None = None) -> Parti
     described as an external 1D one."""
     from ..parts import as_partition
 
-    path = _file_path(path, "load_partition")
+    path = Path(check_path("path", path, error=PartitionError))
     if graph is not None and not isinstance(graph, Graph):
         raise PartitionError(f"load_partition: graph must be a partplan Graph or None, got {type(graph).__name__}")
     part, owner, meta = _read_saved(path, graph)

@@ -36,6 +36,23 @@ def values_symmetric(graph: Graph) -> bool:
     return bool(np.array_equal(graph.data, graph.transpose().data))
 
 
+def _non_str_key(obj):
+    """The first dict key in ``obj`` (nested dicts and lists included) that is not a str, else None."""
+    if isinstance(obj, dict):
+        for key, val in obj.items():
+            if not isinstance(key, str):
+                return key
+            found = _non_str_key(val)
+            if found is not None:
+                return found
+    elif isinstance(obj, (list, tuple)):
+        for val in obj:
+            found = _non_str_key(val)
+            if found is not None:
+                return found
+    return None
+
+
 def _unpack(graph, part_or_partition, k, layout, owner, meta):
     """Accept a plain part vector or the planner's Partition (duck-typed)."""
     info = {}
@@ -66,6 +83,10 @@ def _unpack(graph, part_or_partition, k, layout, owner, meta):
             json.dumps(meta, allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise PlanError(f"meta: {exc} (the plan's manifest holds JSON values only)") from None
+        bad = _non_str_key(meta)
+        if bad is not None:   # json turns 1 into "1", but the manifest's sorted keys cannot mix 1 and "k"
+            raise PlanError(f"meta: key {bad!r} is not a string (the plan's manifest holds JSON objects, whose "
+                            f"keys are strings)")
     info.update(meta or {})
     return part, k, layout or "1d", owner, info
 

@@ -29,6 +29,7 @@ Every check runs the plan's own programs — there is one interpreter
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -200,8 +201,12 @@ def validate_plan(path, graph: Graph | None = None, *, seed: int = 0, f: int = 4
     :func:`partplan._seed.numpy_seed` maps it).
     """
     from .spmm import local_executor, replay
-    from .._args import check_bool, check_int
+    from .._args import check_bool, check_int, check_path
     from .._seed import check_seed, numpy_seed
+    if not isinstance(path, (str, os.PathLike)):   # a Plan object: validate_plan reads a written plan
+        raise PlanError(f"validate_plan checks a plan directory (str or os.PathLike), got {type(path).__name__}"
+                        + ("; write it first (partplan.write_plan)" if isinstance(path, Plan) else ""))
+    check_path("path", path, error=PlanError)
     f = check_int("f (feature columns of the replay)", f, lo=1, error=PlanError)
     check_seed(seed, error=PlanError)
     replay_check = check_bool("replay_check", replay_check, error=PlanError)

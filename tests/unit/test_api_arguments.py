@@ -114,6 +114,16 @@ CASES = {
                                  "graph must be a partplan Graph"),
     "refine progress int": (lambda: partplan.refine(G, PART, 4, progress=3), "progress must be"),
     "refine context str": (lambda: partplan.refine(G, PART, 4, context="x"), "context must be a RefineContext"),
+    # pathlib's or the writer's own TypeError, or one at write_plan after the build
+    "read_partition None": (lambda: partplan.read_partition(None, 8), "path must be a file path"),
+    "read_hypergraph None": (lambda: partplan.read_hypergraph(None), "path must be a file path"),
+    "write_hypergraph None": (lambda: partplan.write_hypergraph(H, None), "path must be a file path"),
+    "validate_plan None": (lambda: partplan.validate_plan(None), "checks a plan directory"),
+    "validate_plan Plan": (lambda: partplan.validate_plan(partplan.build_plan(G, PART, 4)), "write it first"),
+    "write_graph bogus option": (lambda: partplan.write_graph(G, "/nonexistent/g.mtx", bogus=1),
+                                 "option 'bogus' is not supported by the mtx writer"),
+    "build_plan meta int key": (lambda: partplan.build_plan(G, PART, 4, meta={"a": {1: 2}}),
+                                "meta: key 1 is not a string"),
 }
 
 
