@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from partplan.bench.script import run  # noqa: E402
 from partplan.errors import OptionError  # noqa: E402
 from partplan.jobs.args import positive_float, positive_int  # noqa: E402
+from partplan.partition.engines import RULE_ENGINES  # noqa: E402
 
 # Fixed before measuring: one graph of each family on each side where two exist.
 # spec: "ds:NAME" (partplan datasets), "rmat:SCALE:SEED", "web:N:SEED" (datasets.generators.web_crawl)
@@ -49,7 +50,7 @@ FAMILY = {"as-22july06": "AS topology", "power": "power grid", "email-Enron": "s
           "cond-mat-2003": "collaboration", "astro-ph": "collaboration", "polblogs": "hyperlink (blogs)",
           "copter2": "FE (3D)", "mdual": "FE dual mesh", "rgg_n_2_15_s0": "random geometric",
           "delaunay_n15": "2D mesh"}
-ENGINES = ("zoltan", "ptscotch", "stream")
+ENGINES = RULE_ENGINES   # the engines the per-graph rule chooses among
 
 
 def read_json_lines(path: str, option: str, keys: tuple[str, ...]) -> list[dict]:

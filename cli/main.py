@@ -40,22 +40,22 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str):
-        self.exit(2, _usage_line(f"partplan: error: {message} (usage: {self.prog} --help)\n"))
+        self.exit(2, None if _torchrun_peer() else f"partplan: error: {message} (usage: {self.prog} --help)\n")
 
     def parse_args(self, args=None, namespace=None):
         """As argparse's, but arguments no subcommand takes are named with that subcommand's help
         (``partplan run spmm --help``, not ``partplan --help``)."""
         ns, extras = self.parse_known_args(args, namespace)
-        if extras:
-            self.exit(2, _usage_line(f"partplan: error: unrecognized arguments: {' '.join(extras)} "
-                                     f"(usage: {_chosen(self, ns).prog} --help)\n"))
         chosen = _chosen(self, ns)
+        if extras:
+            self.exit(2, None if _torchrun_peer() else f"partplan: error: unrecognized arguments: "
+                                                       f"{' '.join(extras)} (usage: {chosen.prog} --help)\n")
         for action in chosen._actions:   # an empty value ("" from a script's unset variable) means nothing
             if not action.option_strings or action.default == "":   # (positionals say it their own way)
                 continue
             v = getattr(ns, action.dest, None)
             if v == "" or (isinstance(v, list) and "" in v):
-                if _usage_line("") is None:      # a torchrun rank other than 0: said by rank 0
+                if _torchrun_peer():
                     self.exit(2)
                 from partplan.errors import OptionError   # the command's exit 2, one line (main)
                 raise OptionError(f"argument {'/'.join(action.option_strings)}: an empty value (usage: "
@@ -63,13 +63,11 @@ class Parser(argparse.ArgumentParser):
         return ns
 
 
-def _usage_line(line: str) -> str | None:
-    """A usage error's line, said once under torchrun: every rank parses the same arguments, so
-    ranks other than 0 exit 2 without it (torchrun still reports each rank's exit)."""
+def _torchrun_peer() -> bool:
+    """A torchrun rank other than 0: a usage error is said once, by rank 0 — every rank parses the
+    same arguments, the others exit 2 without the line (torchrun still reports each rank's exit)."""
     import os
-    if os.environ.get("TORCHELASTIC_RUN_ID") and os.environ.get("RANK", "0") != "0":
-        return None
-    return line
+    return bool(os.environ.get("TORCHELASTIC_RUN_ID")) and os.environ.get("RANK", "0") != "0"
 
 
 def _chosen(parser: argparse.ArgumentParser, ns) -> argparse.ArgumentParser:

@@ -27,6 +27,7 @@ class Hypergraph:
 
     def __post_init__(self):
         from ._args import INT_MAX, check_int
+        from .parts import first_fraction, first_past_int64
         object.__setattr__(self, "n", check_int("n (vertices)", self.n, hi=INT_MAX, error=GraphFormatError))
         for name in ("net_ptr", "pins"):     # integers as they are (numpy would truncate 2.5 to 2)
             a = np.asarray(getattr(self, name))
@@ -45,14 +46,16 @@ class Hypergraph:
                                 ("vertex_weights", self.vertex_weights, self.n)):
             if arr is not None:
                 raw = np.asarray(arr)
-                if raw.dtype.kind == "f":      # whole numbers only: numpy would truncate 1.5 to 1 (and fail on NaN)
-                    bad = ~np.isfinite(raw) | (raw != np.floor(np.where(np.isfinite(raw), raw, 0)))
-                    bad |= np.isfinite(raw) & (np.abs(np.where(np.isfinite(raw), raw, 0)) >= 2.0 ** 63)
-                    if bad.any():
-                        i = int(np.flatnonzero(bad.ravel())[0])
-                        raise GraphFormatError(f"{name}[{i}] = {float(raw.ravel()[i])!r} is not an integer", field=name)
+                if raw.dtype.kind == "f" and raw.size:   # whole numbers only: a cast cuts 1.5 to 1, wraps 1e300
+                    i = first_fraction(raw)
+                    if i >= 0:
+                        raise GraphFormatError(f"{name}[{i}] = {raw.flat[i].item()!r} is not an integer", field=name)
+                    i = first_past_int64(np.abs(raw.ravel()))
+                    if i >= 0:
+                        raise GraphFormatError(f"{name}[{i}] = {raw.flat[i].item()!r} does not fit in 64 bits",
+                                               field=name)
                 elif raw.size and raw.dtype.kind not in "iub":
-                    raise GraphFormatError(f"{name} must be integers, got {raw.dtype}", field=name)
+                    raise GraphFormatError(f"{name} must hold integers, got dtype {raw.dtype}", field=name)
                 a = np.ascontiguousarray(raw, dtype=np.int64)
                 if a.shape != (size,) or (a.size and a.min() < 0):
                     raise GraphFormatError(f"{name} must be {size} non-negative integers", field=name)

@@ -163,9 +163,7 @@ def _pagerank_arguments(s) -> None:
 
 
 def _pagerank_config(args) -> dict:
-    if not 0 <= args.damping <= 1:
-        raise PlanError(f"--damping must be in [0, 1], got {args.damping}")
-    cfg = _plan_config(args, "damping", "tol", "max_iter")
+    cfg = _plan_config(args, "damping", "tol", "max_iter")   # --damping in [0, 1] by its type
     precheck_plan(cfg, args, capability="analytics", job="PageRank")
     return cfg
 

@@ -269,9 +269,7 @@ def steal_config(args) -> dict | None:
 
 def _search_config(args) -> dict:
     from .args import job_config
-    if args.alpha <= 0 or args.beta <= 0:
-        raise PlanError("--alpha and --beta must be > 0")
-    cfg = job_config(args, "root", "seed", "direction", "alpha", "beta", "plot")
+    cfg = job_config(args, "root", "seed", "direction", "alpha", "beta", "plot")   # --alpha / --beta: > 0 by type
     cfg["plot"] = checked_output(args.plot, "png")   # a NAME.png that can be written, before any worker starts
     cfg["roots"] = args.roots or 64
     steal = steal_config(args)

@@ -86,8 +86,7 @@ class NumpyOps:
 
     def matrix(self, indptr, indices, data, shape):
         import scipy.sparse as sp
-        with np.errstate(over="ignore"):   # a value beyond the dtype: reported by Executor.check_finite
-            d = np.ones(indices.size, dtype=self.dtype) if data is None else np.asarray(data, dtype=self.dtype)
+        d = np.ones(indices.size, dtype=self.dtype) if data is None else _cast_quietly(data, self.dtype)
         return sp.csr_matrix((d, indices, indptr), shape=shape)
 
     def spmm(self, mat, x, out):

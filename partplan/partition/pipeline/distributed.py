@@ -49,17 +49,17 @@ from ...io.partfile import SIDECAR_SCHEMA
 from ..context import DistributedRefineContext
 from ..engines import DEFAULT_MPI_ENGINE as DEFAULT_ENGINE
 from ..engines import check_mpi_engine as check_request
-from ..engines import get_backend, mpi_engine_names
+from ..engines import RULE_ENGINES, get_backend
 from ..options import DEFAULT_IMBALANCE
 
-ENGINES = mpi_engine_names()
 #: how to get the missing engines (the Makefile's target installs OpenMPI, Zoltan and PT-Scotch as root)
 MAKE_HINT = "`make mpi` (as root)"
 
 
 def installed_engines() -> set[str]:
-    """The MPI engines that can run here (the stream always can where MPI runs at all)."""
-    return {name for name in ENGINES if not get_backend(name).mpi_needs()} | {"stream"}
+    """The engines of the per-graph rule that can run here (the stream always can where MPI runs at
+    all)."""
+    return {name for name in RULE_ENGINES if not get_backend(name).mpi_needs()} | {"stream"}
 
 
 def default_engine(stats: dict, installed: set[str] | None = None) -> tuple[str, str]:
@@ -343,4 +343,4 @@ def sidecar_stats(res: dict) -> dict:
     return per_part_summary(res["k"], res["n"], res["nnz"], res["send"], res["recv"], res["compute_load"])
 
 
-__all__ = ["distributed_partition", "mpirun_command", "sidecar_stats", "ENGINES", "DEFAULT_ENGINE"]
+__all__ = ["distributed_partition", "mpirun_command", "sidecar_stats", "DEFAULT_ENGINE"]
