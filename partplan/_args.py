@@ -37,7 +37,7 @@ def check_int(name: str, v, *, lo: int = 0, hi: int = INT_MAX, none_ok: bool = F
     except TypeError:
         x = None
     if x is None or not lo <= x <= hi:
-        bound = f">= {lo}" if hi >= INT_MAX else f"in [{lo}, {hi}]"
+        bound = f">= {lo}" if hi >= INT_MAX and (x is None or x < lo) else f"in [{lo}, {hi}]"
         raise error(f"{name} must be an integer {bound}, got {v!r}")
     return int(x)
 

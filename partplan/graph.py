@@ -117,9 +117,25 @@ def _int_array(name: str, a) -> np.ndarray:
         raise GraphFormatError(f"{name}[{bad}] = {arr.flat[bad].item()!r} is not an integer", field=name)
     if arr.dtype.kind not in "biuf" and arr.size:
         raise GraphFormatError(f"{name} must hold integers, got dtype {arr.dtype}", field=name)
-    if arr.dtype.kind == "u" and arr.dtype.itemsize >= 8 and arr.size:
+    if (arr.dtype.kind == "u" and arr.dtype.itemsize >= 8 or arr.dtype.kind == "f") and arr.size:
         _below_2_63(name, arr.ravel(), None, "a value")
+    if arr.dtype.kind == "f" and arr.size and arr.min() < -2.0 ** 63:
+        bad = int(np.flatnonzero(arr.ravel() < -2.0 ** 63)[0])
+        raise GraphFormatError(f"{name}[{bad}] = {arr.flat[bad].item()!r}: a value below -2^63", field=name)
     return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+def _check_distinct_ids(ids: np.ndarray) -> None:
+    """One GraphFormatError naming the first id two rows share: a relabelled graph's ids map each
+    row back to one original vertex, and plans, shards and outputs are keyed by them."""
+    if ids.size < 2:
+        return
+    order = np.argsort(ids, kind="stable")
+    dup = np.flatnonzero(ids[order[1:]] == ids[order[:-1]])
+    if dup.size:
+        i, j = sorted((int(order[dup[0]]), int(order[dup[0] + 1])))
+        raise GraphFormatError(f"ids[{i}] and ids[{j}] are both {int(ids[i])}: each row needs an id of its own",
+                               field="ids")
 
 
 def check_csr(indptr, indices, n_cols: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -211,7 +227,10 @@ class Graph:
     indptr : int64[n + 1] row pointers.
     indices : int64[nnz] column ids, sorted within each row (a raw CSR given out of order is
         sorted on construction, its values with it; the caller's arrays are not changed).
-    data : float64[nnz] values, or None for a pattern matrix (all ones).
+    data : float64[nnz] values, or None for a pattern matrix (all ones). Any finite real: a
+        matrix for SpMM may hold negative values (a Laplacian); :meth:`from_edges` and
+        :meth:`from_edge_index` build graphs and take edge weights >= 0, and the jobs that need
+        them non-negative (SSSP, PageRank) refuse a negative one when they start.
     directed : False when the caller asserts ``A`` is symmetric (checked on
         construction from edges with ``symmetrize=True``); True otherwise.
     ids : int64[n] original vertex id of each row when the input ids were
@@ -246,6 +265,9 @@ class Graph:
     # ------------------------------------------------------------------ build
     def __post_init__(self):
         from ._args import check_bool
+        if not isinstance(self.name, str):
+            raise OptionError(f"name must be a string (a label for tables and plans), got "
+                              f"{type(self.name).__name__}")
         object.__setattr__(self, "directed", check_bool("directed", self.directed, error=OptionError))
         indptr, indices = check_csr(self.indptr, self.indices)
         object.__setattr__(self, "indptr", indptr)
@@ -269,6 +291,7 @@ class Graph:
             ids = _int_array("ids", self.ids)
             if ids.shape != (n,):
                 raise GraphFormatError("ids must have one entry per vertex", field="ids")
+            _check_distinct_ids(ids)
             object.__setattr__(self, "ids", ids)
         if self.vertex_weights is not None:
             vw = _int_array("vertex_weights", self.vertex_weights)

@@ -37,7 +37,7 @@ def _weights(data: Any, weight: str | None, source) -> tuple[Any, str | None]:
     a = _attr(data, "edge_attr")
     if a is None:
         return None, None
-    shape = tuple(getattr(a, "shape", ()))
+    shape = tuple(_numpy_of(a).shape)     # a list or tuple too, as a named field is read
     if len(shape) == 1 or (len(shape) == 2 and shape[1] == 1):
         return a, "edge_attr"
     raise GraphFormatError(f"edge_attr has shape {shape}, not one weight per edge; read no weights "

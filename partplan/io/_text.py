@@ -29,6 +29,7 @@ from ..errors import GraphFormatError
 from ._common import MAX_GZIP_LINE_BYTES, stream_error_at, without_bom
 
 BLOCK_BYTES = 1 << 25  # 32 MiB of text per block
+MAX_BLOCK_BYTES = 1 << 31  # a caller's block: one read of at most 2 GiB (about 24 GiB to parse)
 #: the longest line a text reader takes (a METIS adjacency line of 20 million neighbours is ~200 MB)
 MAX_LINE_BYTES = MAX_GZIP_LINE_BYTES
 #: the longest line of a format whose lines hold a few numbers (Matrix Market entries, edge lists)
@@ -67,6 +68,13 @@ class Block:
         return self.first_line + np.flatnonzero(self.counts > 0)
 
 
+def check_block_bytes(block_bytes) -> int:
+    """A reader's ``block_bytes`` (bytes of text read and parsed at a time) as an int in
+    [1, MAX_BLOCK_BYTES]: 0 would read nothing, a float fails inside ``read``."""
+    from .._args import check_int
+    return check_int("block_bytes", block_bytes, lo=1, hi=MAX_BLOCK_BYTES)
+
+
 def iter_raw_blocks(fh: BinaryIO, first_line: int = 1, block_bytes: int = BLOCK_BYTES,
                     path=None, max_line_bytes: int | None = None) -> Iterator[tuple[bytes, int]]:
     """Yield (bytes ending in a newline, 1-based line number of its first line); a UTF-8 byte-order
@@ -74,6 +82,7 @@ def iter_raw_blocks(fh: BinaryIO, first_line: int = 1, block_bytes: int = BLOCK_
     ``max_line_bytes`` (None: :data:`MAX_LINE_BYTES`) is one GraphFormatError naming it, read no
     further: parsing a block takes about 12 bytes of memory per byte of text, so a gzip stream of
     a few MB that inflates to one line of gigabytes would otherwise take tens of gigabytes."""
+    block_bytes = check_block_bytes(block_bytes)
     line = first_line
     first = first_line == 1
     most = MAX_LINE_BYTES if max_line_bytes is None else int(max_line_bytes)

@@ -46,6 +46,7 @@ def read_int_lines(p: Path, comments: bytes, block_bytes: int = _text.BLOCK_BYTE
     where the count passes it, a line longer than ``line_values`` numbers can be (default
     ``max_values``; at least a block) is refused before it is parsed, and what has been read is
     kept within the memory budget."""
+    block_bytes = _text.check_block_bytes(block_bytes)
     vals, counts, comm = [], [], []
     held = nvals = 0
     # a line holds at most per_line numbers of at most 21 characters and their separators (or is a

@@ -265,7 +265,8 @@ def _ids(t, col: str, p: Path, fmt: str, skip: int = 0) -> np.ndarray:
             if big.any():  # e.g. CSV ids beyond 2^63 that pyarrow parsed as double
                 r = int(np.flatnonzero(big)[0])
                 what, line = _row_where(fmt, r, skip)
-                raise GraphFormatError(f"vertex id {float(a[r]):.6g} at {what} does not fit in 64 bits", p, line,
+                raise GraphFormatError(f"vertex id of about {float(a[r]):.6g} at {what} does not fit in 64 bits "
+                                       f"(ids must lie in [0, 2^63))", p, line,
                                        field=col)
             if bad.any():
                 r = int(np.flatnonzero(bad)[0])

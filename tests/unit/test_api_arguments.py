@@ -325,3 +325,41 @@ def test_run_spmm_validate_and_halo_arguments(tmp_path):
     for kw, match in ((dict(shares="no"), "shares must be"), (dict(progress="no"), "progress must be")):
         with pytest.raises(PartplanError, match=match):
             plan_from_pyg({"edge_index": torch.tensor([[0, 1], [1, 0]]), "num_nodes": 2}, 2, **kw)
+
+
+def test_graph_labels_ids_and_reader_blocks(tmp_path):
+    """A non-string name failed only when the graph was written; two rows with one id were taken
+    (an id maps a row back to one vertex); a float id of 1e19 became a negative id with numpy's
+    RuntimeWarning; block_bytes=0 read nothing; a list edge_attr under weight="auto" was said to
+    have shape (); check_int above its upper bound named only the lower one."""
+    import warnings
+
+    from partplan._args import check_int
+    from partplan.errors import GraphFormatError, OptionError
+    from partplan.interop import from_pyg
+    ip, ix = np.array([0, 1, 2]), np.array([1, 0])
+    with pytest.raises(OptionError, match="name must be a string"):
+        Graph(ip, ix, name=5)
+    with pytest.raises(OptionError, match="name must be a string"):
+        Graph.from_edges([0], [1], name=None)
+    with pytest.raises(GraphFormatError, match=re.escape("ids[0] and ids[2] are both 7")):
+        Graph(np.array([0, 0, 0, 0]), np.array([], np.int64), ids=[7, 1, 7])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for big in (1e19, -1e19):
+            with pytest.raises(GraphFormatError, match="ids\\[1\\]"):
+                Graph(ip, ix, ids=np.array([0.0, big]))
+    assert Graph(ip, ix, ids=np.array([5.0, -3.0])).ids.tolist() == [5, -3]
+    hgr = tmp_path / "h.hgr"
+    hgr.write_text("1 2\n1 2\n")
+    for bad in (0, -1, 1.5, "4"):
+        with pytest.raises(OptionError, match="block_bytes must be an integer"):
+            partplan.read_hypergraph(hgr, block_bytes=bad)
+    assert partplan.read_hypergraph(hgr, block_bytes=1).pins.tolist() == [0, 1]
+    edge_index = np.array([[0, 1], [1, 0]])
+    g = from_pyg({"edge_index": edge_index, "edge_attr": [2.0, 3.0]}, weight="auto")
+    assert g.to_scipy().toarray().tolist() == [[0.0, 3.0], [2.0, 0.0]]
+    with pytest.raises(GraphFormatError, match=re.escape("shape (2, 2)")):
+        from_pyg({"edge_index": edge_index, "edge_attr": [[1.0, 2.0], [3.0, 4.0]]}, weight="auto")
+    with pytest.raises(OptionError, match=re.escape(f"in [0, {2 ** 62}]")):
+        check_int("k", 2 ** 63)
