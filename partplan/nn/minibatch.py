@@ -1,10 +1,13 @@
 """Mini-batch GCN training whose exchange is computed from each batch at run time.
 
-Every rank holds the whole normalized matrix ``Â`` (rebuilt from the plan's
-shards; reported as ``structure_bytes_per_rank``) and the same seeded sampler,
-so all ranks draw the same batch: a list of hops ``(rows, cols)`` of sampled
-nonzeros ``Â[i, j]`` (:mod:`partplan.models.stochastic`; hop 0 = the seeds'
-neighbours = the last layer). The batch's rows stay where the partition puts
+Every rank holds its own rows of the normalized matrix ``Â`` (read from its
+shard; with the partition vector, reported as ``structure_bytes_per_rank``) and
+runs the same seeded sampler, so all ranks draw the same batch: a list of hops
+``(rows, cols)`` of sampled nonzeros ``Â[i, j]`` with their values
+(:mod:`partplan.models.stochastic`'s samplers, drawn by
+:class:`partplan.nn.sampling.DistSampler` from the rows' owners: the batch the
+sampler gives on the whole matrix; hop 0 = the seeds' neighbours = the last
+layer). The batch's rows stay where the partition puts
 them (1D): in layer ``l`` rank ``part[i]`` computes row i from the sampled
 ``j``; row ``H[j]`` moves from ``part[j]`` to every other rank that needs it,
 once per (row, destination) — exactly the batch volume the stochastic
@@ -125,24 +128,18 @@ def _spmm(mat, x):
     return torch.sparse.mm(S, x)
 
 
-def hop_values(A, hop):
-    """Â values of the sampled nonzeros (rows, cols) of one hop."""
-    rows, cols = hop
-    if rows.size == 0:
-        return np.zeros(0, dtype=np.float64)
-    return np.asarray(A[rows, cols], dtype=np.float64).ravel()
-
-
 def backward_exchanges(model) -> list[bool]:
     """Per layer: does the backward pass send gradients back? Not in layer 1
     when it exchanges raw X (``(Â X) W``: X needs no gradient)."""
     return [layer > 0 or model.dims[1] <= model.dims[0] for layer in range(model.layers)]
 
 
-def minibatch_forward(model, comm, A, part, k, ranks, hops, x_rows, x_ids, *, epoch_seed: int,
+def minibatch_forward(model, comm, part, k, ranks, hops, hop_vals, x_rows, x_ids, *, epoch_seed: int,
                       vol_out: list):
     """Logits of each local rank's seed rows (``out_ids`` of the last layer).
 
+    hops / hop_vals: the batch's hops ``(rows, cols)`` and their values ``Â[rows, cols]``
+    (:meth:`partplan.nn.sampling.DistSampler.sample`).
     x_rows[i] / x_ids[i]: the local rank's feature rows and their sorted ids.
     Appends each layer's predicted volume matrix (rows) to ``vol_out``.
     Returns (logits per local rank, seed ids per local rank)."""
@@ -150,6 +147,7 @@ def minibatch_forward(model, comm, A, part, k, ranks, hops, x_rows, x_ids, *, ep
     if len(hops) != L:
         raise PlanError(f"the sampler gives {len(hops)} hops for a {L}-layer model (give one fanout per layer)")
     layer_hops = [hops[L - 1 - layer] for layer in range(L)]  # layer 0 uses the outermost hop
+    layer_vals = [hop_vals[L - 1 - layer] for layer in range(L)]
     outs_per_layer = []
     for layer in range(L):
         rows, cols = layer_hops[layer]
@@ -160,7 +158,7 @@ def minibatch_forward(model, comm, A, part, k, ranks, hops, x_rows, x_ids, *, ep
     prev = list(x_ids)
     for layer in range(L):
         rows, cols = layer_hops[layer]
-        vals = hop_values(A, (rows, cols))
+        vals = layer_vals[layer]
         route, mats, vol = _layer_plan(rows, cols, vals, part, k, ranks, prev, outs_per_layer[layer])
         vol_out.append(vol)
         w = model.weights[layer]
@@ -184,6 +182,10 @@ def minibatch_forward(model, comm, A, part, k, ranks, hops, x_rows, x_ids, *, ep
 
 def sampler_for(spec: str, layers: int, batch_size: int | None = None):
     """The stochastic model's sampler from its spec, with ``layers`` hops."""
+    if not isinstance(spec, str):      # DistSampler draws the three samplers of a spec, not an object's
+        from ..errors import OptionError
+        raise OptionError(f"sampler must be a spec such as 'neighbor:512:10,5', 'saint-node:2000' or "
+                          f"'saint-rw:500:4', got {type(spec).__name__}")
     smp = make_sampler(spec)
     if hasattr(smp, "fanouts"):
         if batch_size:

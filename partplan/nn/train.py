@@ -33,7 +33,7 @@ from .._seed import numpy_seed
 from ..errors import PartplanError, PlanError
 from ..program.plan import manifest_groups, program_steps
 from ..program.core import Group
-from ..plan.store import load_plan, load_rank, read_manifest
+from ..plan.store import load_plan, load_plan_partition, load_rank, read_manifest
 from ..runtime.comm import BACKENDS
 from .data import DataError, check_data, random_data, read_rows
 from .normalize import NORMALIZATIONS, NormalizationError
@@ -307,29 +307,25 @@ def _train(m: dict, shards: list, comm, ops, cfg: dict, device: str = "cpu") -> 
     return rep, model
 
 
-def _train_minibatch(plan, comm, cfg: dict) -> tuple[dict, object]:
-    """Mini-batch training (see :mod:`partplan.nn.minibatch`) for the local ranks of ``comm``."""
+def _train_minibatch(m: dict, shards: list, part: np.ndarray, comm, cfg: dict) -> tuple[dict, object]:
+    """Mini-batch training (see :mod:`partplan.nn.minibatch`) for the local ranks of ``comm``:
+    ``shards`` theirs (in ``comm.local`` order), ``part`` the plan's partition."""
     import torch
     import torch.nn.functional as F
 
-    from ..graph import Graph
-    from ..runtime.validate import _rebuild
     from .gcn import DistGCN
     from .minibatch import backward_exchanges, minibatch_forward, sampler_for
+    from .sampling import DistSampler, HeldRows
 
-    m = plan.manifest
     from ..layouts import layout_class
     if not layout_class(m["layout"]).minibatch:
         raise PlanError(f"{cfg['plan']}: mini-batch training runs on 1d plans (this one is {m['layout']})")
     tdt = torch.float64 if cfg.get("dtype") == "float64" else torch.float32
     npdt = np.float64 if tdt == torch.float64 else np.float32
     itemsize = np.dtype(npdt).itemsize
-    A = _rebuild(plan)[0].tocsr()
-    A.sort_indices()
-    g = Graph(A.indptr, A.indices, A.data, name="batch")
-    part, k = np.asarray(plan.part, dtype=np.int64), m["ranks"]
-    structure_bytes = int(A.data.nbytes + A.indices.nbytes + A.indptr.nbytes + part.nbytes)
-    own = [np.flatnonzero(part == r) for r in comm.local]
+    part, k = np.asarray(part, dtype=np.int64), m["ranks"]
+    held = [HeldRows.from_shard(m, sh, part) for sh in shards]
+    own = [h.ids for h in held]
     if cfg.get("data"):
         rows = [read_rows(cfg["data"], i) for i in own]
     else:
@@ -340,6 +336,10 @@ def _train_minibatch(plan, comm, cfg: dict) -> tuple[dict, object]:
     TM = [r["train_mask"] for r in rows]
     L = int(cfg["layers"])
     smp = sampler_for(cfg["sampler"], L, cfg.get("batch_size"))
+    dsmp = DistSampler(smp, held, comm, part)
+    # what a rank holds to sample: its rows, the partition and (SAINT samplers) the degree vector
+    structure = [h.nbytes + part.nbytes + (0 if dsmp.deg is None else dsmp.deg.nbytes) for h in held]
+    structure_bytes = int(comm.allreduce_world([np.array([float(max(structure))])], "max")[0][0])
     model = DistGCN(int(X[0].shape[1]), int(cfg["hidden"]), int(cfg["classes"]), layers=L,
                     dropout=float(cfg["dropout"]), seed=int(cfg.get("seed", 0)), dtype=tdt)
     opt = torch.optim.Adam(model.parameters(), lr=float(cfg["lr"]), weight_decay=float(cfg["weight_decay"]))
@@ -347,19 +347,21 @@ def _train_minibatch(plan, comm, cfg: dict) -> tuple[dict, object]:
     rng = np.random.default_rng(numpy_seed(int(cfg.get("seed", 0)) + 7919))
     nb = int(cfg["epochs"]) * int(cfg["batches_per_epoch"])
     widths = [min(model.dims[i], model.dims[i + 1]) for i in range(L)]
-    losses, rows_pb, pred_b, meas_b, times, fwd_rows = [], [], [], [], [], []
+    losses, rows_pb, pred_b, meas_b, times, fwd_rows, sample_values = [], [], [], [], [], [], []
     bwd = backward_exchanges(model)
     said = time.perf_counter()
     for b in range(nb):
         t0 = time.perf_counter()
-        hops = smp.sample(g, rng)
+        sampled0 = dsmp.reduce_values
+        hops, hop_vals = dsmp.sample(rng)
+        sample_values.append(dsmp.reduce_values - sampled0)
         first = np.unique(hops[L - 1][1])
         x_ids = [first[part[first] == r] for r in comm.local]
         x_rows = [np.ascontiguousarray(x[np.searchsorted(o, i)]) for x, o, i in zip(X, own, x_ids)]
         comm.reset()
         model.train()
         vols = []
-        logits, seeds = minibatch_forward(model, comm, A, part, k, comm.local, hops, x_rows, x_ids,
+        logits, seeds = minibatch_forward(model, comm, part, k, comm.local, hops, hop_vals, x_rows, x_ids,
                                           epoch_seed=b, vol_out=vols)
         fwd_rows.append(float(comm.sent_rows.sum()))  # this process's forward exchange rows (counters)
         sel = [np.flatnonzero(tm[np.searchsorted(o, sd)]) for tm, o, sd in zip(TM, own, seeds)]
@@ -392,7 +394,6 @@ def _train_minibatch(plan, comm, cfg: dict) -> tuple[dict, object]:
     from ..runtime.interpreter import Executor
     from ..runtime.ops import NumpyOps, TorchOps
     from .gcn import PlanExchange
-    shards = [plan.ranks[r] for r in comm.local]
     ops = NumpyOps(str(np.dtype(npdt))) if len(comm.local) > 1 or not hasattr(comm, "dist") else \
         TorchOps(str(np.dtype(npdt)), "cpu", _OPS_KERNEL[_kernels(cfg, "cpu")])
     xchg = PlanExchange(Executor(m, shards, comm, ops))
@@ -416,6 +417,7 @@ def _train_minibatch(plan, comm, cfg: dict) -> tuple[dict, object]:
                                and np.array_equal(np.asarray(rows_pb, dtype=np.float64), rows_meas)),
            "count_bytes_per_batch": int(8 * k * k * L),  # one int64 per (rank, peer) and layer
            "structure_bytes_per_rank": structure_bytes,
+           "sample_allreduce_bytes_per_batch_mean": float(8 * k * np.mean(sample_values) / len(comm.local)),
            "batch_s": float(np.median(tmax[1:] if nb > 1 else tmax))}
     return rep, model
 
@@ -460,7 +462,7 @@ def _train_local(ctx, cfg: dict) -> dict:
         comm = LocalComm(m["ranks"], world_groups(m), device=ctx.device)
         ops = TorchOps(cfg.get("dtype") or "float32", ctx.device, _OPS_KERNEL[kernels])
     if cfg.get("sampler"):
-        rep, model = _train_minibatch(plan, comm, cfg)
+        rep, model = _train_minibatch(m, plan.ranks, plan.part, comm, cfg)
     else:
         rep, model = _train(m, plan.ranks, comm, ops, cfg, ctx.device)
     rep.update({"backend": "local", "device": ctx.device, "kernels": kernels, "peak_rss_bytes": _rss()})
@@ -523,8 +525,9 @@ def _train_rank(ctx, cfg: dict) -> dict | None:
     check_plan_for_gcn(m, cfg["plan"])
     rank, world, device = ctx.rank, ctx.world, ctx.device
     comm = ctx.comm(world_groups(m), m["ranks"])
-    if cfg.get("sampler"):  # every rank holds the whole structure to sample (see nn.minibatch)
-        rep, model = _train_minibatch(load_plan(cfg["plan"]), comm, cfg)
+    if cfg.get("sampler"):  # its own rows and the partition (see nn.sampling)
+        _, part, _ = load_plan_partition(cfg["plan"])
+        rep, model = _train_minibatch(m, [load_rank(cfg["plan"], rank, manifest=m)], part, comm, cfg)
     else:
         shard = load_rank(cfg["plan"], rank, manifest=m)
         ops = TorchOps(cfg.get("dtype") or "float32", device, _OPS_KERNEL[_kernels(cfg, device)])
