@@ -11,8 +11,9 @@ partitioning time, with ratios against METIS. Mt-KaHyPar's own km1 must equal
 the analyzer's total volume (an independent check of the analyzer). Then it
 plans the default partition for P ranks and executes the plan on P gloo
 processes (bytes predicted vs measured), and trains a GCN from a plan.
-Writes ``DIR/demo_heatmap_<method>.png``, ``DIR/demo_compare.png`` and
-``DIR/demo.json``.
+Writes ``DIR/demo_heatmap_<method>.png``, ``DIR/demo_compare.png``, the plan it
+executes (``DIR/demo_<P>.plan``), the training plan and its data
+(``DIR/demo_polblogs_<P>.plan``, ``DIR/demo_polblogs.npz``) and ``DIR/demo.json``.
 """
 from __future__ import annotations
 

@@ -73,7 +73,11 @@ def main(argv=None):
     import torch.multiprocessing as mp
 
     import partplan
-    tmp = tempfile.mkdtemp()
+    with tempfile.TemporaryDirectory(prefix="halo_timing-") as tmp:   # the plan and edges, removed at exit
+        _run(args, tmp, torch, mp, partplan)
+
+
+def _run(args, tmp: str, torch, mp, partplan) -> None:
     ei = torch.randint(0, args.nodes, (2, args.edges), generator=torch.Generator().manual_seed(0))
     torch.save(ei, os.path.join(tmp, "ei.pt"))
     partplan.plan_from_pyg({"edge_index": ei, "num_nodes": args.nodes}, args.ranks, model="graph", seed=0,
