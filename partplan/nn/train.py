@@ -307,6 +307,15 @@ def _train(m: dict, shards: list, comm, ops, cfg: dict, device: str = "cpu") -> 
     return rep, model
 
 
+def check_minibatch_layout(plan, m: dict) -> None:
+    """Mini-batch training's plans: 1D (its batch exchange follows the partition's parts, not a routed
+    or 2D program); one PlanError saying how to build one otherwise."""
+    from ..layouts import layout_class
+    if not layout_class(m["layout"]).minibatch:
+        raise PlanError(f"{plan}: mini-batch training runs on 1d plans (this one is {m['layout']}); build one "
+                        f"from the same partition with --layout 1d, and without --route (or --route flat)")
+
+
 def _train_minibatch(m: dict, shards: list, part: np.ndarray, comm, cfg: dict) -> tuple[dict, object]:
     """Mini-batch training (see :mod:`partplan.nn.minibatch`) for the local ranks of ``comm``:
     ``shards`` theirs (in ``comm.local`` order), ``part`` the plan's partition."""
@@ -317,9 +326,7 @@ def _train_minibatch(m: dict, shards: list, part: np.ndarray, comm, cfg: dict) -
     from .minibatch import backward_exchanges, minibatch_forward, sampler_for
     from .sampling import DistSampler, HeldRows
 
-    from ..layouts import layout_class
-    if not layout_class(m["layout"]).minibatch:
-        raise PlanError(f"{cfg['plan']}: mini-batch training runs on 1d plans (this one is {m['layout']})")
+    check_minibatch_layout(cfg["plan"], m)
     tdt = torch.float64 if cfg.get("dtype") == "float64" else torch.float32
     npdt = np.float64 if tdt == torch.float64 else np.float32
     itemsize = np.dtype(npdt).itemsize
@@ -638,10 +645,8 @@ def train_config(options: dict, nprocs: int | None = None, threads: int | None =
             raise DataError("give --data D.npz (or a PyG Data .pt), or --random-features F (>= 1) and --classes C (>= 2)")
         cfg.update({"random_features": int(random_features), "classes": int(classes)})
     if sampler is not None:
-        from ..layouts import layout_class
         from .minibatch import sampler_for
-        if not layout_class(m["layout"]).minibatch:
-            raise PlanError(f"{plan}: mini-batch training runs on 1d plans (this one is {m['layout']})")
+        check_minibatch_layout(plan, m)
         if backend == "nccl" or str(o["device"] or "cpu").startswith("cuda"):
             raise PlanError("mini-batch training runs on CPU (gloo or local) in this version (its exchange is "
                             "CPU-side)")
