@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+import numpy as np
+
 from ..errors import GraphFormatError, OptionError
 from ..graph import Graph, _numpy_of
 
@@ -37,7 +39,7 @@ def _weights(data: Any, weight: str | None, source) -> tuple[Any, str | None]:
     a = _attr(data, "edge_attr")
     if a is None:
         return None, None
-    shape = tuple(_numpy_of(a).shape)     # a list or tuple too, as a named field is read
+    shape = tuple(a.shape) if hasattr(a, "shape") else np.shape(a)   # a list or tuple too, as a named field is read
     if len(shape) == 1 or (len(shape) == 2 and shape[1] == 1):
         return a, "edge_attr"
     raise GraphFormatError(f"edge_attr has shape {shape}, not one weight per edge; read no weights "
@@ -92,7 +94,6 @@ def edge_index_array(data: Any, where: str | None = None) -> "np.ndarray":
     memory budget. One GraphFormatError naming the field. What every entry
     that takes a Data uses (``from_pyg``, ``plan_from_pyg``, the ``.pt``
     reader, and ``partplan.nn.Halo``'s edge list)."""
-    import numpy as np
     ei = _attr(data, "edge_index") if not hasattr(data, "shape") else data
     if ei is None:
         raise GraphFormatError(f"{type(data).__name__} has no edge_index", where, field="edge_index")

@@ -160,7 +160,7 @@ class SaintRandomWalkSampler:
         for _ in range(self.walk_length):
             d = deg[cur]
             step = graph.indptr[cur] + (rng.random(cur.size) * d).astype(np.int64)
-            cur = np.where(d > 0, graph.indices[np.minimum(step, graph.nnz - 1)], cur)
+            cur = np.where(d > 0, graph.indices[np.minimum(step, graph.nnz - 1)], cur) if graph.nnz else cur
             visited.append(cur)
         nodes = np.unique(np.concatenate(visited))
         return [_induced(graph, nodes)] * self.layers

@@ -406,8 +406,9 @@ class TorchComm(_Counters):
         self.reduce_bytes[self.rank] += bufs[0].shape[0] * _row_bytes(bufs[0])
 
     def _small(self, a: np.ndarray):
-        """A small vector (counts, flags, checks) as a tensor where this comm's collectives run: its
-        device, or the current GPU for a CPU comm under a process group without a CPU backend."""
+        """A vector (counts, flags, checks; a mini-batch's sampled entries) as a tensor where this comm's
+        collectives run: its device, or the current GPU for a CPU comm under a process group without a
+        CPU backend."""
         t = self.torch.from_numpy(np.array(a, order="C"))  # a copy: plans are read-only maps
         dev = self.device if self.device.type == "cuda" else self._checks_on
         return t.to(dev) if dev.type == "cuda" else t

@@ -35,6 +35,8 @@ def test_distributed_draws_are_the_whole_matrix_samplers(spec, p):
         g = _graph(60, 0.08, seed, pattern)
         A = g.to_scipy()
         part = np.random.default_rng(seed).integers(0, p, g.n)
+        if p == 5:
+            part[part == 2] = 0                      # a rank that holds no row
         held = [HeldRows.from_graph(g, part, r) for r in range(p)]
         ds = DistSampler(make_sampler(spec), held, LocalComm(p, []), part)
         mine, whole = np.random.default_rng(seed + 11), np.random.default_rng(seed + 11)
@@ -78,9 +80,8 @@ def test_a_sampler_object_is_refused_by_name():
 
 
 def test_a_rank_reads_its_share_of_the_matrix_not_the_whole(tmp_path):
-    """Mini-batch training rebuilt the whole matrix on every rank (every shard read, then A as
-    scipy CSR); a rank now reads its own shard. Peak of numpy's allocations (tracemalloc) while
-    one rank of eight reads its rows (after another rank's read: imports are not counted): below a
+    """A rank reads its own shard, not every shard into one scipy CSR of the whole matrix. Peak of
+    numpy's allocations (tracemalloc) while one rank of eight reads its rows (after another rank's read: imports are not counted): below a
     third of the whole matrix's CSR bytes."""
     import tracemalloc
 
@@ -99,3 +100,10 @@ def test_a_rank_reads_its_share_of_the_matrix_not_the_whole(tmp_path):
         tracemalloc.stop()
     assert held.ids.size == np.count_nonzero(part == 1)
     assert peak < whole / 3, (peak, whole)
+
+
+def test_a_walk_on_a_matrix_without_entries_stays_put():
+    """saint-rw on a matrix with no nonzero indexed its empty column array (IndexError)."""
+    g = Graph(np.zeros(6, np.int64), np.zeros(0, np.int64))
+    hops = make_sampler("saint-rw:4:3").sample(g, np.random.default_rng(0))
+    assert hops[0][0].size == 0 and hops[0][1].size == 0
