@@ -47,7 +47,7 @@ def register(subparsers) -> None:
     q.add_argument("-o", "--output", required=True, metavar="FILE", help="topology JSON to write (a new "
                    "file, or a topology JSON it replaces)")
     q.add_argument("--backend", choices=("gloo", "nccl"), default="gloo", help="default gloo")
-    q.add_argument("--large", type=int, default=1 << 22, metavar="BYTES", help="bandwidth message (default 4 MiB)")
+    q.add_argument("--large", type=int, default=1 << 22, metavar="BYTES", help="bandwidth message (default 4 MiB; rounded down to whole float32 values, a multiple of 4: the file records the size sent)")
     q.add_argument("--repeat", type=int_range(1, MAX_REPEATS), default=5,
                    help=f"round trips per pair and size (default 5, at most {MAX_REPEATS:,})")
     q.add_argument("--timeout", type=timeout_seconds, default=60.0, help="seconds a rank waits for a peer (default 60)")
