@@ -377,8 +377,10 @@ def _read_ipc(p: Path, fh, n: int, feather):
         raise PartitionError(f"{p}: not a readable Arrow file ({exc})") from None
     rows = sum(b.rows for b in batches)
     if rows != n:
+        hint = (f"; it is a plan's own partition file: give the plan folder {str(p.parent)!r} instead"
+                if (p.parent / "manifest.json").is_file() else "")
         raise PartitionError(f"{p}: has {rows} part ids (its record batches' lengths) but the graph has "
-                             f"{n} vertices")
+                             f"{n} vertices{hint}")
     raw = sum(b.decompressed_bytes for b in batches)
     if raw > 16 * (n + 1) * max(1, len(ipc.open_file(pa.py_buffer(mm)).schema)) + (1 << 20):
         raise PartitionError(f"{p}: its record batches declare {raw} bytes, more than {n} part ids need")

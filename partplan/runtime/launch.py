@@ -331,7 +331,7 @@ def _failures(codes: list, errs: list, killed: set, stopped: set = frozenset(),
         said.append(_last_error(err.read()) if c and c > 0 and r not in killed else None)
     if said[0] and len(set(said)) == 1:
         return said[0]
-    dead = [r for r, c in enumerate(codes) if c and c < 0 and r not in killed]
+    dead = [r for r, c in enumerate(codes) if c and c < 0 and r not in killed and r not in stopped]   # not our SIGTERM
     if dead:   # a worker killed by a signal: the others' errors are its echo (a closed connection, a timeout)
         lines = []
         others = [r for r in range(len(codes)) if r not in dead]

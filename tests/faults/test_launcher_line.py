@@ -62,6 +62,9 @@ def test_the_first_rank_to_fail_is_the_cause_and_the_others_are_named_only(tmp_p
     # a worker killed by a signal (a dead peer): the dead rank, the others stopped
     msg = _failures([2, -signal.SIGKILL], _errs(tmp_path, [ECHO.format(r=0), ""]), set(), set(), {0: 2, 1: 1})
     assert msg == "rank 1: killed by signal SIGKILL; the other ranks (0) then stopped"
+    # the survivor the launcher stopped with SIGTERM is not a second dead rank
+    msg = _failures([-signal.SIGTERM, -signal.SIGSEGV], _errs(tmp_path, ["", ""]), set(), {0}, {0: 2, 1: 1})
+    assert msg == "rank 1: killed by signal SIGSEGV; the other ranks (0) then stopped"
     # a rank that only relays a peer's failure a collective told it of ("see rank 0's error") and
     # ended first (rank 0 is slower to exit): rank 0's own error is the cause
     relay = "partplan: error: Z.npy: rank 0 could not create the output (see rank 0's error); nothing written\n"

@@ -163,3 +163,13 @@ def test_saved_partition_sidecar_is_checked(tmp_path, sidecar, field):
     with pytest.raises(PartitionError, match=field) as ei:
         load_partition(f)
     assert ".json" in str(ei.value)
+
+
+def test_a_plans_own_partition_file_points_to_the_plan_folder(tmp_path):
+    """`--partition P.plan/partition.arrow` said only "has 1 part ids": the plan's file holds its
+    arrays as one row. The refusal names the plan folder, which is read."""
+    from partplan import build_plan, read_partition, write_plan
+    g = Graph.from_edges([0, 1, 2, 3], [1, 2, 3, 0], symmetrize=True)
+    path = write_plan(build_plan(g, np.array([0, 0, 1, 1]), 2), tmp_path / "c.plan")
+    with pytest.raises(PartitionError, match="give the plan folder"):
+        read_partition(path / "partition.arrow", 4)
