@@ -74,18 +74,14 @@ def main(argv=None):
 
     import partplan
     with tempfile.TemporaryDirectory(prefix="halo_timing-") as tmp:   # the plan and edges, removed at exit
-        _run(args, tmp, torch, mp, partplan)
-
-
-def _run(args, tmp: str, torch, mp, partplan) -> None:
-    ei = torch.randint(0, args.nodes, (2, args.edges), generator=torch.Generator().manual_seed(0))
-    torch.save(ei, os.path.join(tmp, "ei.pt"))
-    partplan.plan_from_pyg({"edge_index": ei, "num_nodes": args.nodes}, args.ranks, model="graph", seed=0,
-                           out=os.path.join(tmp, "g.plan"))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.start_processes(_worker, args=(args.ranks, port, tmp, args), nprocs=args.ranks, start_method="spawn")
+        ei = torch.randint(0, args.nodes, (2, args.edges), generator=torch.Generator().manual_seed(0))
+        torch.save(ei, os.path.join(tmp, "ei.pt"))
+        partplan.plan_from_pyg({"edge_index": ei, "num_nodes": args.nodes}, args.ranks, model="graph", seed=0,
+                               out=os.path.join(tmp, "g.plan"))
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        mp.start_processes(_worker, args=(args.ranks, port, tmp, args), nprocs=args.ranks, start_method="spawn")
 
 
 if __name__ == "__main__":

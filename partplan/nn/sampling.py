@@ -45,6 +45,7 @@ import numpy as np
 
 from ..errors import PlanError
 from ..models.stochastic import NeighborSampler, SaintNodeSampler, SaintRandomWalkSampler, _segment_rank
+from ..program.exchange import segments
 
 __all__ = ["DistSampler", "HeldRows"]
 
@@ -91,7 +92,7 @@ class HeldRows:
         ext = program_ext_ids(shard, chain, "forward")
         perm = np.argsort(row_ids, kind="stable")          # rows by global id
         lo, hi = ip[perm], ip[perm + 1]
-        sel = _ranges(lo, hi)
+        sel = segments(lo, hi - lo)
         cols = ext[np.asarray(shard[f"{s}.indices"])[sel]]
         vals = (np.asarray(shard[f"{s}.data"], dtype=np.float64)[sel] if shard.has(f"{s}.data")
                 else np.ones(sel.size))
@@ -116,7 +117,7 @@ class HeldRows:
         """Rank ``rank``'s rows (``part == rank``) of a :class:`~partplan.graph.Graph`."""
         ids = np.flatnonzero(part == rank)
         lo, hi = graph.indptr[ids], graph.indptr[ids + 1]
-        sel = _ranges(lo, hi)
+        sel = segments(lo, hi - lo)
         rows = np.repeat(ids, hi - lo)
         vals = np.ones(sel.size) if graph.data is None else graph.data[sel]
         return cls.from_coo(rank, ids, rows, graph.indices[sel], vals)
@@ -136,13 +137,6 @@ class HeldRows:
         """(global columns, values) of entry ``offsets[i]`` of held row ``rows[i]``."""
         e = self.indptr[self._at(rows)] + offsets
         return self.cols[e], self.vals[e]
-
-
-def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """The concatenation of ``arange(lo[i], hi[i])`` (vectorized)."""
-    d = hi - lo
-    start = np.repeat(lo - np.concatenate([[0], np.cumsum(d)[:-1]]), d)
-    return start + np.arange(int(d.sum()), dtype=np.int64)
 
 
 class DistSampler:
@@ -203,13 +197,11 @@ class DistSampler:
             mine = np.flatnonzero(owner == h.rank)
             at = h._at(nodes[mine])
             lo, hi = h.indptr[at], h.indptr[at + 1]
-            sel = _ranges(lo, hi)
+            sel = segments(lo, hi - lo)
             seg = np.repeat(mine, hi - lo)
             pos = np.searchsorted(nodes, h.cols[sel])
             keep = (pos < nodes.size) & (nodes[np.minimum(pos, nodes.size - 1)] == h.cols[sel])
-            c = np.zeros(nodes.size)
-            np.add.at(c, seg[keep], 1)
-            counts.append(c)
+            counts.append(np.bincount(seg[keep], minlength=nodes.size).astype(np.float64))
             parts.append((seg[keep], sel[keep]))
         per_node = self._sum(counts).astype(np.int64)
         start = np.concatenate([[0], np.cumsum(per_node)]).astype(np.int64)
