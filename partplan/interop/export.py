@@ -10,9 +10,11 @@ here; its pipeline builds them from the exported assignment. torch is used
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -43,6 +45,26 @@ def _finish(tmp: Path, out: Path) -> Path:
         os.replace(tmp, out)
     release_temp(tmp)
     return out
+
+
+@contextlib.contextmanager
+def _export_dir(out: Path) -> Iterator[Path]:
+    """A fresh temporary folder beside ``out`` to write an export into; when the block ends it becomes
+    ``out`` (:func:`_finish`). On any error it is removed and nothing is left at ``out``; a full disk
+    or a read-only folder becomes one error naming ``out``."""
+    tmp = _atomic_dir(out)
+    try:
+        yield tmp
+        _finish(tmp, out)
+    except (OSError, RuntimeError) as exc:
+        discard_temp(tmp)
+        err = write_error(out, exc)
+        if err is None:
+            raise
+        raise err from None
+    except BaseException:
+        discard_temp(tmp)
+        raise
 
 
 def _plan_graph_parts(plan):
@@ -123,8 +145,7 @@ def export_dgl(plan, out, *, graph_name: str | None = None) -> Path:
     for i in range(k):
         cfg[f"part-{i}"] = {"node_feats": f"part{i}/node_feat.dgl", "edge_feats": f"part{i}/edge_feat.dgl",
                             "part_graph": f"part{i}/graph.dgl"}
-    tmp = _atomic_dir(out)
-    try:
+    with _export_dir(out) as tmp:
         (tmp / f"{name}.json").write_text(json.dumps(cfg, indent=4) + "\n")
         np.save(tmp / "orig_nids.npy", order.astype(np.int64))
         np.save(tmp / "orig_eids.npy", eorder.astype(np.int64))
@@ -134,16 +155,7 @@ def export_dgl(plan, out, *, graph_name: str | None = None) -> Path:
         np.savetxt(pa_dir / f"{DGL_NTYPE}.txt", part, fmt="%d")
         (pa_dir / "partition_meta.json").write_text(json.dumps({"num_parts": k, "algo_name": "partplan"}) + "\n")
         (tmp / "EXPORT.md").write_text(_DGL_NOTE.format(name=name, k=k))
-        return _finish(tmp, out)
-    except (OSError, RuntimeError) as exc:   # a full disk, a read-only folder: one error, nothing left
-        discard_temp(tmp)
-        err = write_error(out, exc)
-        if err is None:
-            raise
-        raise err from None
-    except BaseException:
-        discard_temp(tmp)
-        raise
+    return out
 
 
 _DGL_NOTE = """# partplan export for DGL ({name}, {k} parts)
@@ -320,8 +332,7 @@ def export_pyg(plan, out, *, graph=None, data=None, weight: str | None = None, s
         from ..nn.data import check_data, read_rows
         check_data(data, n, keep_rows=int(np.bincount(part, minlength=1).max()))   # one part at a time
     emap = part[dst]                                           # PyG: edge goes with its destination
-    tmp = _atomic_dir(out)
-    try:
+    with _export_dir(out) as tmp:
         (tmp / "META.json").write_text(json.dumps(PYG_META | {"num_parts": k}) + "\n")
         torch.save(torch.from_numpy(part.astype(np.int64)), tmp / "node_map.pt")
         torch.save(torch.from_numpy(emap.astype(np.int64)), tmp / "edge_map.pt")
@@ -356,16 +367,7 @@ def export_pyg(plan, out, *, graph=None, data=None, weight: str | None = None, s
             torch.save(ef, d / "edge_feats.pt")
         if labels is not None:
             torch.save(torch.from_numpy(labels), tmp / "label.pt")
-        return _finish(tmp, out)
-    except (OSError, RuntimeError) as exc:   # a full disk, a read-only folder: one error, nothing left
-        discard_temp(tmp)
-        err = write_error(out, exc)
-        if err is None:
-            raise
-        raise err from None
-    except BaseException:
-        discard_temp(tmp)
-        raise
+    return out
 
 
 def export_plan(plan_path, to: str, out, *, graph_name: str | None = None, graph=None, data=None,

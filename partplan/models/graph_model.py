@@ -13,9 +13,20 @@ from ..errors import OptionError
 from ..graph import Graph, check_graph
 
 
+def model_vertex_weights(graph: Graph, vertex_weights: str) -> np.ndarray:
+    """int64[n] vertex weights of a model: "nnz" — the graph's balance weights (its vertex weights when
+    given, else row nonzeros, at least 1) — or "unit" (1 each)."""
+    if vertex_weights == "nnz":
+        return graph.balance_weights
+    if vertex_weights == "unit":
+        return np.ones(graph.n, dtype=np.int64)
+    raise OptionError(f"vertex_weights must be 'nnz' or 'unit', not {vertex_weights!r}")
+
+
 def metis_graph(graph: Graph, *, vertex_weights: str = "nnz") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(xadj, adjncy, eweights, vweights) int64 arrays of the symmetrized graph."""
     n = check_graph(graph).n
+    vw = model_vertex_weights(graph, vertex_weights)
     P = sp.csr_matrix((np.ones(graph.nnz, dtype=np.int64), graph.indices, graph.indptr), shape=(n, n))
     P.data[:] = 1
     P.sum_duplicates()
@@ -24,10 +35,4 @@ def metis_graph(graph: Graph, *, vertex_weights: str = "nnz") -> tuple[np.ndarra
     S.setdiag(0)
     S.eliminate_zeros()
     S.sort_indices()
-    if vertex_weights == "nnz":
-        vw = graph.balance_weights
-    elif vertex_weights == "unit":
-        vw = np.ones(n, dtype=np.int64)
-    else:
-        raise OptionError(f"vertex_weights must be 'nnz' or 'unit', not {vertex_weights!r}")
     return S.indptr.astype(np.int64), S.indices.astype(np.int64), S.data.astype(np.int64), vw

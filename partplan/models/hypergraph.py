@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import OptionError
 from ..graph import Graph, check_graph
 from ..hypergraph import Hypergraph
+from .graph_model import model_vertex_weights
 
 
 def column_net(graph: Graph, *, net_weight: int = 1, vertex_weights: str = "nnz",
@@ -27,6 +27,7 @@ def column_net(graph: Graph, *, net_weight: int = 1, vertex_weights: str = "nnz"
     from .._args import check_int
     check_graph(graph)
     net_weight = check_int("net_weight", net_weight, lo=1)
+    vw = model_vertex_weights(graph, vertex_weights)
     n = graph.n
     pat = sp.csr_matrix((np.ones(graph.nnz, dtype=np.int8), graph.indices, graph.indptr), shape=(n, n))
     pat = (pat + sp.identity(n, dtype=np.int8, format="csr")).tocsc()  # owner is always a pin
@@ -40,12 +41,6 @@ def column_net(graph: Graph, *, net_weight: int = 1, vertex_weights: str = "nnz"
         pins = pins[mask]
         net_ptr = np.concatenate([[0], np.cumsum(sizes[keep])]).astype(np.int64)
     m = net_ptr.size - 1
-    if vertex_weights == "nnz":
-        vw = graph.balance_weights
-    elif vertex_weights == "unit":
-        vw = np.ones(n, dtype=np.int64)
-    else:
-        raise OptionError(f"vertex_weights must be 'nnz' or 'unit', not {vertex_weights!r}")
     return Hypergraph(n, net_ptr, pins, np.full(m, int(net_weight), dtype=np.int64), vw,
                       name=graph.name + ":column-net")
 
@@ -65,6 +60,9 @@ def joint_net(graph: Graph, *, net_weight: int = 1, vertex_weights: str = "nnz",
     """
     from .nets import merge_identical_nets
 
+    vw = model_vertex_weights(graph, vertex_weights)      # checked before the work
+    if vertex_weights == "nnz" and graph.vertex_weights is None:
+        vw = np.maximum(graph.row_nnz + graph.transpose().row_nnz, 1)
     fw = column_net(graph, net_weight=net_weight, vertex_weights="unit")
     bw = column_net(graph.transpose(), net_weight=net_weight, vertex_weights="unit")
     ptr = np.concatenate([fw.net_ptr, bw.net_ptr[1:] + fw.net_ptr[-1]])
@@ -72,12 +70,4 @@ def joint_net(graph: Graph, *, net_weight: int = 1, vertex_weights: str = "nnz",
     w = np.concatenate([fw.net_weights, bw.net_weights])
     if merge:
         ptr, pins, w = merge_identical_nets(ptr, pins, w)
-    if vertex_weights == "nnz" and graph.vertex_weights is not None:
-        vw = graph.balance_weights
-    elif vertex_weights == "nnz":
-        vw = np.maximum(graph.row_nnz + graph.transpose().row_nnz, 1)
-    elif vertex_weights == "unit":
-        vw = np.ones(graph.n, dtype=np.int64)
-    else:
-        raise OptionError(f"vertex_weights must be 'nnz' or 'unit', not {vertex_weights!r}")
     return Hypergraph(graph.n, ptr, pins, w, vw, name=graph.name + ":joint-net")
