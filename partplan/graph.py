@@ -41,11 +41,14 @@ def _as_int64(name: str, a, where: str | None = None) -> np.ndarray:
     if arr.ndim != 1:
         raise GraphFormatError(f"{name} must be one-dimensional, got shape {arr.shape}", where, field=name)
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        if np.issubdtype(arr.dtype, np.floating) and first_fraction(arr) < 0:
-            _below_2_63(name, arr, where)
-            arr = arr.astype(np.int64)
-        else:
+        if not np.issubdtype(arr.dtype, np.floating):
             raise GraphFormatError(f"{name} must hold integer vertex ids, got dtype {arr.dtype}", where, field=name)
+        e = first_fraction(arr)        # floats are taken when every value is a whole number
+        if e >= 0:
+            raise GraphFormatError(f"{name}[{e}] = {arr[e].item()} is not a whole number (vertex ids are integers)",
+                                   where, field=name)
+        _below_2_63(name, arr, where)
+        arr = arr.astype(np.int64)
     elif arr.size and arr.dtype.kind == "u" and arr.dtype.itemsize >= 8:
         _below_2_63(name, arr, where)
     return np.ascontiguousarray(arr, dtype=np.int64)

@@ -283,6 +283,9 @@ def analyze(graph: Graph, part, k: int | None = None, *, f: int = 128, dtype: st
     """
     check_graph(graph)
     f = check_cost(f, dtype, alpha, beta)
+    if backward is not None:
+        from .._args import check_bool
+        backward = check_bool("backward", backward)
     if not isinstance(part, np.ndarray) and hasattr(part, "part") and hasattr(part, "k"):
         fp = getattr(part, "graph_fingerprint", None)
         if fp and fp != graph.fingerprint:    # as the plan builder: its figures would be another graph's
@@ -299,14 +302,11 @@ def analyze(graph: Graph, part, k: int | None = None, *, f: int = 128, dtype: st
         owner = getattr(part, "owner", None)
         if owner is not None:   # decoupled: its owners send the rows of H, not the rows' parts
             return analyze_owned(graph, part.part, owner, k, f=f, dtype=dtype, alpha=alpha, beta=beta, name=name,
-                                 backward=bool(backward) if backward is not None else not graph.is_symmetric())
+                                 backward=backward if backward is not None else not graph.is_symmetric())
         part = part.part
     part, k = as_partition(part, graph.n, k)
     if volume is not None:
         volume = _checked_volume(volume, k)
-    if backward is not None:
-        from .._args import check_bool
-        backward = check_bool("backward", backward, error=PartitionError)
     st = _stats_1d(graph, part, k, f, dtype, alpha, beta, name, volume)
     if backward is None:
         backward = not graph.is_symmetric()

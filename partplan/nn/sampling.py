@@ -8,19 +8,21 @@ own rows (:class:`HeldRows`, read from its shard) and the batch is the same one,
 * every rank makes the sampler's random draws alike — one generator seeded alike, the same calls
   in the same order with the same sizes — since the sizes depend only on what every rank knows
   (the batch so far and the degrees of the rows drawn from);
-* what a draw needs of the matrix comes from the rows' owners, one world all-reduce (sum) of a
-  batch-sized vector at a time, in which each rank fills the entries of its own rows and leaves
-  zeros elsewhere (an entry has one owner, so the sum is that entry, exactly).
+* what a draw needs of the matrix comes from the rows' owners, one world all-gather at a time: each
+  rank sends the values of its own rows' entries to every other rank, and every rank puts them back
+  in the batch's order (every rank knows which rank owns each entry, so the sizes are known before
+  anything is sent, and nothing is sent twice).
 
-Collectives per batch (all-reduces of float64 vectors; ids are exact below 2^53):
+Collectives per batch (all-gathers of float64 values; ids are exact below 2^53):
 
 * ``neighbor``: per hop, the frontier's degrees, then the kept entries' columns and values;
 * ``saint-node``: the induced subgraph's entry counts per node, then its columns and values
-  (the degree vector, n values, is summed once when the sampler is made: the draw is weighted
+  (the degree vector, n values, is gathered once when the sampler is made: the draw is weighted
   by degree);
 * ``saint-rw``: one per walk step (the walkers' next vertices), then the induced subgraph's two.
 
-:attr:`DistSampler.reduce_values` counts the values each rank hands to them.
+:attr:`DistSampler.sent_values` counts the values all ranks send to them: an all-gather of m values
+sends m · (p − 1).
 
 Memory per rank: its rows (indptr, global column ids, values), the partition vector (n int64)
 and, for the SAINT samplers, the degree vector (n int64); plus the batch itself.
@@ -49,7 +51,7 @@ from ..program.exchange import segments
 
 __all__ = ["DistSampler", "HeldRows"]
 
-EXACT_IDS = 2 ** 53      # ids travel as float64 in the all-reduces: exact below this
+EXACT_IDS = 2 ** 53      # ids travel as float64 in the all-gathers: exact below this
 
 
 class HeldRows:
@@ -126,12 +128,10 @@ class HeldRows:
         """Positions of held rows ``rows`` in :attr:`ids`."""
         return np.searchsorted(self.ids, rows)
 
-    def degrees(self, rows: np.ndarray, mine: np.ndarray) -> np.ndarray:
-        """float64: the nonzeros of ``rows[mine]`` (held rows), 0 for the others."""
-        out = np.zeros(rows.size)
-        at = self._at(rows[mine])
-        out[mine] = self.indptr[at + 1] - self.indptr[at]
-        return out
+    def degrees(self, rows: np.ndarray) -> np.ndarray:
+        """int64: the nonzeros of the held rows ``rows``."""
+        at = self._at(rows)
+        return self.indptr[at + 1] - self.indptr[at]
 
     def entries(self, rows: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(global columns, values) of entry ``offsets[i]`` of held row ``rows[i]``."""
@@ -155,39 +155,39 @@ class DistSampler:
         self.n = int(part.size)
         if self.n >= EXACT_IDS:
             raise PlanError(f"mini-batch sampling sends vertex ids as float64: n = {self.n} is 2^53 or more")
-        self.reduce_values = 0
+        self.sent_values = 0
         self.deg = None
         if not isinstance(sampler, NeighborSampler):      # the SAINT draws read every degree
-            ids = np.arange(self.n)
-            self.deg = self._sum([h.degrees(ids, part == h.rank) for h in held]).astype(np.int64)
+            self.deg = self._gather(part, [h.degrees(h.ids) for h in held])[:, 0].astype(np.int64)
 
-    def _sum(self, vecs: list[np.ndarray]) -> np.ndarray:
-        """The world sum of equally long float64 vectors (one per local rank)."""
-        size = vecs[0].size
-        if size == 0:             # the same on every rank: every rank skips it
-            return np.zeros(0)
-        self.reduce_values += size * len(vecs)
-        return self.comm.allreduce_world([np.asarray(v, dtype=np.float64) for v in vecs], "sum")[0]
+    def _gather(self, owner: np.ndarray, pieces: list[np.ndarray]) -> np.ndarray:
+        """float64[owner.size, w]: position i's values from rank ``owner[i]``. ``pieces[j]`` holds local
+        rank j's values of the positions it owns, in position order (float64[count, w]; 1-D: w = 1)."""
+        w = 1 if np.ndim(pieces[0]) == 1 else int(np.shape(pieces[0])[1])
+        if owner.size == 0:             # the same on every rank: every rank skips it
+            return np.zeros((0, w))
+        counts = np.bincount(owner, minlength=self.comm.world)
+        self.sent_values += int(owner.size) * w * (self.comm.world - 1)
+        got = self.comm.allgather_world(pieces, counts)[0]
+        out = np.empty_like(got)
+        out[np.argsort(owner, kind="stable")] = got
+        return out
 
     def _entries(self, rows: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """World-summed (columns int64, values) of entry ``offsets[i]`` of row ``rows[i]``."""
-        m = rows.size
+        """(columns int64, values) of entry ``offsets[i]`` of row ``rows[i]``, from the rows' owners."""
         owner = self.part[rows]
-        vecs = []
+        pieces = []
         for h in self.held:
-            v = np.zeros(2 * m)
             mine = owner == h.rank
-            c, x = h.entries(rows[mine], offsets[mine])
-            v[:m][mine], v[m:][mine] = c, x
-            vecs.append(v)
-        s = self._sum(vecs)
-        return (s[:m].astype(np.int64), s[m:]) if m else (np.zeros(0, np.int64), np.zeros(0))
+            pieces.append(np.column_stack(h.entries(rows[mine], offsets[mine])))
+        s = self._gather(owner, pieces)
+        return s[:, 0].astype(np.int64), s[:, 1]
 
     def _row_degrees(self, rows: np.ndarray) -> np.ndarray:
         if self.deg is not None:
             return self.deg[rows]
         owner = self.part[rows]
-        return self._sum([h.degrees(rows, owner == h.rank) for h in self.held]).astype(np.int64)
+        return self._gather(owner, [h.degrees(rows[owner == h.rank]) for h in self.held])[:, 0].astype(np.int64)
 
     def _induced(self, nodes: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
         """The entries among ``nodes`` (ascending): rows, columns, values in row, then column order."""
@@ -201,20 +201,13 @@ class DistSampler:
             seg = np.repeat(mine, hi - lo)
             pos = np.searchsorted(nodes, h.cols[sel])
             keep = (pos < nodes.size) & (nodes[np.minimum(pos, nodes.size - 1)] == h.cols[sel])
-            counts.append(np.bincount(seg[keep], minlength=nodes.size).astype(np.float64))
-            parts.append((seg[keep], sel[keep]))
-        per_node = self._sum(counts).astype(np.int64)
-        start = np.concatenate([[0], np.cumsum(per_node)]).astype(np.int64)
-        m = int(start[-1])
-        vecs = []
-        for h, (seg, sel) in zip(self.held, parts):
-            v = np.zeros(2 * m)
-            slot = start[seg] + (np.arange(seg.size) - np.searchsorted(seg, seg))   # seg ascending
-            v[slot], v[m + slot] = h.cols[sel], h.vals[sel]
-            vecs.append(v)
-        s = self._sum(vecs)
+            counts.append(np.bincount(seg[keep], minlength=nodes.size)[mine])
+            parts.append(np.column_stack((h.cols[sel[keep]], h.vals[sel[keep]])))
+        per_node = self._gather(owner, counts)[:, 0].astype(np.int64)
+        # a node's entries come from its owner, in row then column order: the entries' owners
+        s = self._gather(np.repeat(owner, per_node), parts)
         rows = np.repeat(nodes, per_node)
-        return (rows, s[:m].astype(np.int64)), s[m:]
+        return (rows, s[:, 0].astype(np.int64)), s[:, 1]
 
     def sample(self, rng: np.random.Generator) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[np.ndarray]]:
         """(hops, values): the hops ``(rows, cols)`` of ``sampler.sample(Â, rng)`` and the

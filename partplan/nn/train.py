@@ -359,9 +359,9 @@ def _train_minibatch(m: dict, shards: list, part: np.ndarray, comm, cfg: dict) -
     said = time.perf_counter()
     for b in range(nb):
         t0 = time.perf_counter()
-        sampled0 = dsmp.reduce_values
+        sampled0 = dsmp.sent_values
         hops, hop_vals = dsmp.sample(rng)
-        sample_values.append(dsmp.reduce_values - sampled0)
+        sample_values.append(dsmp.sent_values - sampled0)
         first = np.unique(hops[L - 1][1])
         x_ids = [first[part[first] == r] for r in comm.local]
         x_rows = [np.ascontiguousarray(x[np.searchsorted(o, i)]) for x, o, i in zip(X, own, x_ids)]
@@ -424,7 +424,7 @@ def _train_minibatch(m: dict, shards: list, part: np.ndarray, comm, cfg: dict) -
                                and np.array_equal(np.asarray(rows_pb, dtype=np.float64), rows_meas)),
            "count_bytes_per_batch": int(8 * k * k * L),  # one int64 per (rank, peer) and layer
            "structure_bytes_per_rank": structure_bytes,
-           "sample_allreduce_bytes_per_batch_mean": float(8 * k * np.mean(sample_values) / len(comm.local)),
+           "sample_bytes_per_batch_mean": float(8 * np.mean(sample_values)),   # all ranks' sends to draw a batch
            "batch_s": float(np.median(tmax[1:] if nb > 1 else tmax))}
     return rep, model
 

@@ -455,8 +455,9 @@ def save_partition(p: Partition, path: str | os.PathLike, *, ids: np.ndarray | N
     the column ``file_id`` of a table output (``.parquet``, ``.csv``, ``.arrow``, ``.feather``;
     the readers ignore it); a text or ``.npy`` output holds one part per row, in row order. The path is
     checked first (:func:`partplan.io.outpath.check_output_file`: a partition suffix, a
-    ``NAME.part.K`` whose K is ``p.row_blocks``, a folder that exists and can be written); an
-    OutputPathError / PartitionError names the problem before anything is written."""
+    ``NAME.part.K`` whose K is ``p.row_blocks``, a folder that can be written; missing folders above
+    it are created, as every partplan writer does); an OutputPathError / PartitionError names the
+    problem before anything is written."""
     from ..io.outpath import check_output_file
     from ..io.partfile import check_part_k_name, write_partition_to
 
@@ -468,7 +469,9 @@ def save_partition(p: Partition, path: str | os.PathLike, *, ids: np.ndarray | N
         raise PartitionError(f"{path}: save_partition writes a partition file; a plan directory is written by "
                              f"partplan.plan.write_plan (or `partplan plan`)")
     check_part_k_name(path, p.row_blocks)   # K: the parts in the file (as every reader reads K)
-    check_output_file(path, kind="partition")    # a known suffix, an existing writable folder: before any write
+    from .._atomic import make_parents
+    make_parents(path)
+    check_output_file(path, kind="partition")    # a known suffix, a writable folder: before any write
     meta = p.to_dict(arrays=False)
     if ids is not None:
         ids = np.asarray(ids)

@@ -36,6 +36,18 @@ def values_symmetric(graph: Graph) -> bool:
     return bool(np.array_equal(graph.data, graph.transpose().data))
 
 
+def _plain_values(obj):
+    """``obj`` with numpy scalars (np.int64(3), np.float32(0.5), np.bool_) as the Python numbers they
+    hold, in nested dicts and lists too: what a user's meta may carry; anything else as it is."""
+    if isinstance(obj, dict):
+        return {key: _plain_values(val) for key, val in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain_values(val) for val in obj]
+    if isinstance(obj, np.generic) and obj.dtype.kind in "biuf":
+        return obj.item()
+    return obj
+
+
 def _non_str_key(obj):
     """The first dict key in ``obj`` (nested dicts and lists included) that is not a str, else None."""
     if isinstance(obj, dict):
@@ -79,6 +91,7 @@ def _unpack(graph, part_or_partition, k, layout, owner, meta):
         part = part_or_partition
     if meta:        # the manifest's JSON, as every reader reads it: no NaN / inf, nothing but JSON values
         import json
+        meta = _plain_values(meta) if isinstance(meta, dict) else meta
         try:
             json.dumps(meta, allow_nan=False)
         except (TypeError, ValueError) as exc:

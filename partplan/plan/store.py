@@ -442,7 +442,8 @@ def write_plan(plan: Plan, path, *, created: str | None | bool = None,
         None (the default) is silent.
 
     ``path`` may be missing, an empty directory or a partplan plan
-    (:func:`is_plan_dir`); anything else is refused and left untouched.
+    (:func:`is_plan_dir`); anything else is refused and left untouched. Missing folders above it
+    are created (as every partplan writer does).
     Everything is written to a fresh temporary sibling (``mkdtemp``: pid +
     random, created exclusively) and renamed into place; concurrent writers
     of one plan each end with a complete plan in place (the last rename wins)

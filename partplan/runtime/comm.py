@@ -67,6 +67,7 @@ class Comm(Protocol):
     def allreduce(self, family, bufs, op: str = "sum", what: str = "") -> None: ...
     def exchange_counts(self, family, values) -> list[np.ndarray]: ...
     def allreduce_world(self, values, op: str = "max") -> list[np.ndarray]: ...
+    def allgather_world(self, values, counts) -> list[np.ndarray]: ...
     def agree(self, family, values, what: str = "") -> list[tuple[np.ndarray, np.ndarray]]: ...
     def barrier(self) -> None: ...
 
@@ -136,6 +137,23 @@ class Prepared:
 
 
 # ----------------------------------------------------------------------------- LocalComm
+def _gather_rows(values, counts, local, world) -> list[np.ndarray]:
+    """The local ranks' rows for :meth:`LocalComm.allgather_world` as float64[counts[rank], w] arrays,
+    all of one width w (a 1-D array is one column); a count or width that does not match raises
+    :class:`CommError` before anything is sent."""
+    counts = np.asarray(counts, dtype=np.int64)
+    if counts.shape != (world,) or (counts < 0).any():
+        raise CommError(f"world all-gather: counts must be {world} non-negative sizes, got shape {counts.shape}")
+    rows = [np.asarray(v, dtype=np.float64) for v in values]
+    rows = [r.reshape(-1, 1) if r.ndim == 1 else r for r in rows]
+    if len(rows) != len(local) or len({r.shape[1] for r in rows}) > 1:
+        raise CommError("world all-gather: one array per local rank, all of one width")
+    for r, v in zip(local, rows):
+        if v.ndim != 2 or v.shape[0] != counts[r]:
+            raise CommError(f"world all-gather: rank {r} hands {v.shape[0]} rows where the counts say {counts[r]}")
+    return rows
+
+
 class LocalComm(_Counters):
     """p virtual ranks in one process; collectives are array copies in a fixed
     order (deterministic). Checks every count pair and raises :class:`CommError`
@@ -247,6 +265,13 @@ class LocalComm(_Counters):
         stack = np.stack([np.asarray(v) for v in values])
         red = stack.max(axis=0) if op == "max" else stack.sum(axis=0)
         return [red.copy() for _ in self.local]
+
+    def allgather_world(self, values, counts):
+        """Every rank's rows ``values[i]`` (float64[counts[rank], w] of local rank i) stacked in rank
+        order, float64[sum(counts), w], for each local rank; ``counts`` (int64[world]) is the same on
+        every rank, so nothing is exchanged to size the result."""
+        rows = _gather_rows(values, counts, self.local, self.world)
+        return [np.concatenate(rows) for _ in self.local]
 
     def agree(self, family, values, what=""):
         """(lowest, highest) of each entry of the small int vectors ``values`` over the members of
@@ -443,6 +468,20 @@ class TorchComm(_Counters):
         rop = self.dist.ReduceOp.SUM if op == "sum" else self.dist.ReduceOp.MAX
         self._guard(lambda: self.dist.all_reduce(t, op=rop), "world all-reduce")
         return [t.cpu().numpy()]
+
+    def allgather_world(self, values, counts):
+        """As :meth:`LocalComm.allgather_world`: one all-to-all in which this rank sends its rows to
+        every other rank ((world − 1) · counts[rank] rows), and receives counts[j] rows from rank j."""
+        (v,) = _gather_rows(values, counts, self.local, self.world)
+        counts = [int(c) for c in counts]
+        own, w = counts[self.rank], v.shape[1]
+        total = sum(counts)
+        if total == 0:
+            return [np.zeros((0, w))]
+        inp = self._small(np.tile(v, (self.world, 1)))
+        out = self.torch.empty((total, w), dtype=self.torch.float64, device=inp.device)
+        self._a2a(out, inp, counts, [own] * self.world, "world all-gather")
+        return [out.cpu().numpy()]
 
     def barrier(self):
         # an all-reduce, not dist.barrier(): it honours the timeout on gloo and NCCL alike

@@ -201,6 +201,38 @@ def test_write_partition_creates_a_missing_folder(tmp_path):
     assert np.array_equal(np.load(out), PART)
 
 
+def test_save_partition_creates_a_missing_folder_as_the_other_writers(tmp_path):
+    """save_partition refused a missing folder that write_partition and write_plan create."""
+    p = partplan.partition(G, 2, model="graph")
+    out = partplan.save_partition(p, tmp_path / "a" / "b" / "p.npy")
+    assert np.array_equal(partplan.load_partition(out, G).part, p.part)
+    plan = partplan.write_plan(partplan.build_plan(G, p.part, 2), tmp_path / "c" / "d" / "x.plan")
+    assert plan.is_dir()
+
+
+def test_analyze_backward_is_an_option_checked_for_every_partition():
+    """A bad backward flag was a PartitionError, and a decoupled Partition took any truthy object."""
+    from partplan.errors import OptionError
+    decoupled = partplan.partition(G, 2, model="graph", ownership="decoupled")
+    for part in (PART, decoupled):
+        with pytest.raises(OptionError, match="backward must be True or False, got 'yes'"):
+            analyze(G, part, backward="yes")
+
+
+def test_build_plan_meta_takes_numpy_scalars():
+    """numpy numbers are taken everywhere else (k, f, seed); in meta they were 'not JSON serializable'."""
+    plan = partplan.build_plan(G, PART, 4, meta={"run": np.int64(3), "x": [np.float32(0.5), np.bool_(True)]})
+    assert plan.manifest["run"] == 3 and type(plan.manifest["run"]) is int
+    assert plan.manifest["x"] == [0.5, True] and type(plan.manifest["x"][1]) is bool
+
+
+def test_float_ids_with_a_fraction_name_the_value():
+    """Whole-number float ids are taken; one with a fraction blamed the dtype just accepted."""
+    assert Graph.from_edges(np.array([0.0, 1.0]), np.array([1.0, 0.0])).nnz == 2
+    with pytest.raises(PartplanError, match=r"src\[1\] = 0.5 is not a whole number"):
+        Graph.from_edges(np.array([0.0, 0.5]), np.array([1.0, 0.0]))
+
+
 @pytest.mark.parametrize("call,match", [
     (lambda: partplan.datasets.grid2d(10 ** 18, 4), "memory budget"),
     (lambda: partplan.datasets.grid3d(10 ** 18, 2, 2), "memory budget"),

@@ -49,7 +49,34 @@ def test_distributed_draws_are_the_whole_matrix_samplers(spec, p):
                 assert np.array_equal(r, wr) and np.array_equal(c, wc)
                 assert np.array_equal(v, np.asarray(A[wr, wc]).ravel())
         assert mine.random() == whole.random()
-        assert ds.reduce_values > 0 or p == 1 and spec.startswith("saint")
+        assert (ds.sent_values > 0) == (p > 1)
+
+
+class _TallyComm(LocalComm):
+    """LocalComm that counts the values the ranks hand to its all-gathers and refuses an all-reduce."""
+
+    handed = 0
+
+    def allgather_world(self, values, counts):
+        self.handed += sum(np.asarray(v).size for v in values)
+        return super().allgather_world(values, counts)
+
+    def allreduce_world(self, values, op="max"):
+        raise AssertionError("the sampler all-reduces")
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_each_entry_is_sent_once_to_each_other_rank(spec):
+    """Every value a draw needs comes from its one owner: the ranks hand the all-gathers each value
+    once, and the report's count is that times the p - 1 ranks it goes to."""
+    p = 4
+    g = _graph(70, 0.08, 2, False)
+    part = np.random.default_rng(2).integers(0, p, g.n)
+    comm = _TallyComm(p, [])
+    ds = DistSampler(make_sampler(spec), [HeldRows.from_graph(g, part, r) for r in range(p)], comm, part)
+    for _ in range(3):
+        ds.sample(np.random.default_rng(4))
+    assert comm.handed > 0 and ds.sent_values == comm.handed * (p - 1)
 
 
 def test_held_rows_from_shards_are_the_plans_matrix(tmp_path):
@@ -107,3 +134,51 @@ def test_a_walk_on_a_matrix_without_entries_stays_put():
     g = Graph(np.zeros(6, np.int64), np.zeros(0, np.int64))
     hops = make_sampler("saint-rw:4:3").sample(g, np.random.default_rng(0))
     assert hops[0][0].size == 0 and hops[0][1].size == 0
+
+
+def _gloo_sampler_worker(rank, world, port, out):
+    import torch
+    import torch.distributed as dist
+
+    from partplan.runtime.comm import TorchComm
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    try:
+        g = _graph(70, 0.08, 5, False)
+        part = np.random.default_rng(5).integers(0, world, g.n)
+        part[part == 1] = 0                                   # rank 1 holds no row
+        res = {}
+        for spec in SPECS:
+            ds = DistSampler(make_sampler(spec), [HeldRows.from_graph(g, part, rank)], TorchComm([], timeout_s=60), part)
+            rng = np.random.default_rng(9)
+            for b in range(2):
+                hops, vals = ds.sample(rng)
+                for h, ((r, c), v) in enumerate(zip(hops, vals)):
+                    res[f"{spec}_{b}_{h}"] = np.stack([r.astype(np.float64), c.astype(np.float64), v])
+        np.savez(f"{out}/r{rank}.npz", **res)
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.dist
+@pytest.mark.slow
+def test_gloo_ranks_draw_the_whole_matrix_samplers(tmp_path):
+    """Three gloo processes (TorchComm's all-gathers, one rank holding no row) draw the batches the
+    whole-matrix samplers draw, with the matrix's values (scipy)."""
+    import socket
+
+    import torch.multiprocessing as mp
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(_gloo_sampler_worker, args=(3, port, str(tmp_path)), nprocs=3, join=True)
+    g = _graph(70, 0.08, 5, False)
+    A = g.to_scipy()
+    got = [np.load(tmp_path / f"r{r}.npz") for r in range(3)]
+    for spec in SPECS:
+        smp, rng = make_sampler(spec), np.random.default_rng(9)
+        for b in range(2):
+            for h, (wr, wc) in enumerate(smp.sample(g, rng)):
+                want = np.stack([wr, wc, np.asarray(A[wr, wc]).ravel()])
+                for z in got:
+                    assert np.array_equal(z[f"{spec}_{b}_{h}"], want), (spec, b, h)
