@@ -107,6 +107,22 @@ def _check_folder(p: Path, parent: Path) -> None:
     os.unlink(probe)
 
 
+def check_output_suffix(path: str | os.PathLike, kind: str) -> Path:
+    """The suffix rule of :func:`check_output_file` alone (no folder checks): for a writer that creates
+    the missing folders above its output and must refuse a bad name before creating any.
+
+    >>> check_output_suffix("missing/g.xyz", "partition")
+    Traceback (most recent call last):
+    ...
+    partplan.errors.OutputPathError: missing/g.xyz: unknown partition file suffix...
+    """
+    p = Path(path)
+    bad = _suffix_problem(p, kind)
+    if bad:
+        raise OutputPathError(f"{p}: {bad}")
+    return p
+
+
 def _parent(p: Path) -> Path:
     return p.parent if str(p.parent) else Path(".")
 

@@ -60,7 +60,7 @@ def joint_net(graph: Graph, *, net_weight: int = 1, vertex_weights: str = "nnz",
     """
     from .nets import merge_identical_nets
 
-    vw = model_vertex_weights(graph, vertex_weights)      # checked before the work
+    vw = model_vertex_weights(check_graph(graph), vertex_weights)      # checked before the work
     if vertex_weights == "nnz" and graph.vertex_weights is None:
         vw = np.maximum(graph.row_nnz + graph.transpose().row_nnz, 1)
     fw = column_net(graph, net_weight=net_weight, vertex_weights="unit")

@@ -458,7 +458,8 @@ def save_partition(p: Partition, path: str | os.PathLike, *, ids: np.ndarray | N
     ``NAME.part.K`` whose K is ``p.row_blocks``, a folder that can be written; missing folders above
     it are created, as every partplan writer does); an OutputPathError / PartitionError names the
     problem before anything is written."""
-    from ..io.outpath import check_output_file
+    from .._atomic import make_parents
+    from ..io.outpath import check_output_file, check_output_suffix
     from ..io.partfile import check_part_k_name, write_partition_to
 
     if not isinstance(p, Partition):
@@ -469,7 +470,7 @@ def save_partition(p: Partition, path: str | os.PathLike, *, ids: np.ndarray | N
         raise PartitionError(f"{path}: save_partition writes a partition file; a plan directory is written by "
                              f"partplan.plan.write_plan (or `partplan plan`)")
     check_part_k_name(path, p.row_blocks)   # K: the parts in the file (as every reader reads K)
-    from .._atomic import make_parents
+    check_output_suffix(path, "partition")  # a bad name creates no folder
     make_parents(path)
     check_output_file(path, kind="partition")    # a known suffix, a writable folder: before any write
     meta = p.to_dict(arrays=False)

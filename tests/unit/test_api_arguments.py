@@ -55,8 +55,8 @@ CASES = {
     # found by an audit of the public API: numpy's / scipy's own errors, or an AttributeError, before
     "Graph 2-D indices": (lambda: Graph(np.array([0, 1, 2]), np.array([[1], [0]])), "indices must be a 1-D"),
     "from_edges ragged src": (lambda: Graph.from_edges([[1, 2], [3]], [1, 2]), "src must be a flat sequence"),
-    "from_edges id 2^62 without n": (lambda: Graph.from_edges([2 ** 62], [1]), "the largest id \+ 1"),
-    "from_edges id 2^40 without n": (lambda: Graph.from_edges([2 ** 40], [1]), "the largest id \+ 1"),
+    "from_edges id 2^62 without n": (lambda: Graph.from_edges([2 ** 62], [1]), r"the largest id \+ 1"),
+    "from_edges id 2^40 without n": (lambda: Graph.from_edges([2 ** 40], [1]), r"the largest id \+ 1"),
     "write_plan None": (lambda: partplan.write_plan(None, "/tmp/x.plan"), "plan must be a Plan"),
     "write_plan graph": (lambda: partplan.write_plan(G, "/tmp/x.plan"), "plan must be a Plan"),
     "write_plan path None": (lambda: partplan.write_plan(partplan.build_plan(G, PART, 4), None),
@@ -65,9 +65,9 @@ CASES = {
     "build_plan meta object": (lambda: partplan.build_plan(G, PART, 4, meta={"x": object()}), "meta: "),
     "write_partition negative": (lambda: partplan.io.write_partition(np.array([0, -1]), "/tmp/neg.part"),
                                  "part id -1 at vertex 1 is negative"),
-    "read_partition n None": (lambda: partplan.io.read_partition("/tmp/x.part", None), "n \(the graph's"),
-    "read_partition n str": (lambda: partplan.io.read_partition("/tmp/x.part", "3"), "n \(the graph's"),
-    "read_partition n -1": (lambda: partplan.io.read_partition("/tmp/x.part", -1), "n \(the graph's"),
+    "read_partition n None": (lambda: partplan.io.read_partition("/tmp/x.part", None), r"n \(the graph's"),
+    "read_partition n str": (lambda: partplan.io.read_partition("/tmp/x.part", "3"), r"n \(the graph's"),
+    "read_partition n -1": (lambda: partplan.io.read_partition("/tmp/x.part", -1), r"n \(the graph's"),
     # flags took any truthy object ("no" switched them on); a meta tensor, a list as meta, a string as
     # progress and a caller's volume matrix went through unchecked (found by an audit of the API)
     "from_edges symmetrize str": (lambda: Graph.from_edges([0, 1], [1, 0], symmetrize="no"), "symmetrize must be"),

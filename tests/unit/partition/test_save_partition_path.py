@@ -1,6 +1,6 @@
-"""save_partition checks where it writes before writing, as `partplan partition -o` does: a
-partition suffix, a NAME.part.K whose K is the partition's, an existing folder; nothing is left
-behind by a refusal."""
+"""save_partition checks where it writes before writing: a partition suffix, a NAME.part.K whose K
+is the partition's, a folder that can be written (missing folders are created, as write_partition
+and write_plan create them); nothing is left behind by a refusal."""
 from __future__ import annotations
 
 import numpy as np
@@ -20,7 +20,8 @@ def p4():
 @pytest.mark.parametrize("name, err, needle", [
     ("x.part.8", PartitionError, "the name says 8 parts"),
     ("x.xyz", OutputPathError, "unknown partition file suffix"),
-    ("nodir/x.npy", OutputPathError, "nodir"),
+    ("nodir/x.xyz", OutputPathError, "unknown partition file suffix"),
+    ("nodir/x.part.8", PartitionError, "the name says 8 parts"),
     ("x.plan", PartitionError, "write_plan"),
 ])
 def test_a_bad_output_is_refused_before_writing(tmp_path, p4, name, err, needle):
@@ -28,6 +29,14 @@ def test_a_bad_output_is_refused_before_writing(tmp_path, p4, name, err, needle)
     with pytest.raises(err, match=needle):
         save_partition(p, tmp_path / name)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_folder_that_is_a_file_is_refused(tmp_path, p4):
+    _, p = p4
+    (tmp_path / "f").write_text("")
+    with pytest.raises(OutputPathError, match="is a file, not a directory"):
+        save_partition(p, tmp_path / "f" / "x.npy")
+    assert [q.name for q in tmp_path.iterdir()] == ["f"]
 
 
 def test_a_good_output_round_trips(tmp_path, p4):
