@@ -91,9 +91,12 @@ def _unpack(graph, part_or_partition, k, layout, owner, meta):
         part = part_or_partition
     if meta:        # the manifest's JSON, as every reader reads it: no NaN / inf, nothing but JSON values
         import json
-        meta = _plain_values(meta) if isinstance(meta, dict) else meta
         try:
+            meta = _plain_values(meta) if isinstance(meta, dict) else meta
             json.dumps(meta, allow_nan=False)
+        except RecursionError:      # a dict that holds itself
+            raise PlanError("meta: it holds itself (a circular reference); the plan's manifest holds JSON "
+                            "values only") from None
         except (TypeError, ValueError) as exc:
             raise PlanError(f"meta: {exc} (the plan's manifest holds JSON values only)") from None
         bad = _non_str_key(meta)

@@ -20,6 +20,12 @@ from partplan.partition.engines.baselines import (block_partition, degree_round_
 
 G = Graph.from_edges(np.arange(7), np.arange(1, 8), n=8, symmetrize=True)
 PART = np.arange(8) % 4
+
+
+def _circular() -> dict:
+    d = {}
+    d["self"] = d
+    return d
 H = Hypergraph(3, np.array([0, 2, 3]), np.array([0, 1, 2]))
 
 CASES = {
@@ -63,6 +69,7 @@ CASES = {
                              "path must be a file path"),
     "build_plan meta nan": (lambda: partplan.build_plan(G, PART, 4, meta={"x": float("nan")}), "meta: "),
     "build_plan meta object": (lambda: partplan.build_plan(G, PART, 4, meta={"x": object()}), "meta: "),
+    "build_plan meta circular": (lambda: partplan.build_plan(G, PART, 4, meta=_circular()), "holds itself"),
     "write_partition negative": (lambda: partplan.io.write_partition(np.array([0, -1]), "/tmp/neg.part"),
                                  "part id -1 at vertex 1 is negative"),
     "read_partition n None": (lambda: partplan.io.read_partition("/tmp/x.part", None), r"n \(the graph's"),
