@@ -16,6 +16,9 @@ from ..graph import Graph, check_graph
 def model_vertex_weights(graph: Graph, vertex_weights: str) -> np.ndarray:
     """int64[n] vertex weights of a model: "nnz" — the graph's balance weights (its vertex weights when
     given, else row nonzeros, at least 1) — or "unit" (1 each)."""
+    if not isinstance(vertex_weights, str):     # an array here would be compared element by element
+        raise OptionError(f"vertex_weights must be 'nnz' or 'unit' (a graph's own weights are Graph.vertex_weights), "
+                          f"not {type(vertex_weights).__name__}")
     if vertex_weights == "nnz":
         return graph.balance_weights
     if vertex_weights == "unit":

@@ -42,6 +42,7 @@ from .._seed import numpy_seed
 from ..errors import OptionError
 from ..graph import Graph
 from ..hypergraph import Hypergraph
+from .graph_model import model_vertex_weights
 from .nets import merge_identical_nets
 from ..graph import check_graph
 
@@ -281,7 +282,7 @@ def stochastic_hypergraph(graph: Graph, k: int, sampler: Sampler | str | None = 
     max_batches is reached before the bound (raise max_batches or theta).
     """
     from .._args import check_int
-    check_graph(graph)
+    vw = model_vertex_weights(check_graph(graph), vertex_weights)     # checked before any batch is drawn
     k = check_int("k", k, lo=1)
     if k > graph.n:
         raise OptionError(f"k={k} parts exceed n={graph.n} vertices")
@@ -315,12 +316,6 @@ def stochastic_hypergraph(graph: Graph, k: int, sampler: Sampler | str | None = 
     net_ptr = np.concatenate([[0]] + [p[1:] + o for p, o in zip(ptrs, offs[:-1])]).astype(np.int64)
     pins = np.concatenate(pinss) if pinss else np.zeros(0, dtype=np.int64)
     net_ptr, pins, w = merge_identical_nets(net_ptr, pins)
-    if vertex_weights == "nnz":
-        vw = graph.balance_weights
-    elif vertex_weights == "unit":
-        vw = np.ones(graph.n, dtype=np.int64)
-    else:
-        raise OptionError(f"vertex_weights must be 'nnz' or 'unit', not {vertex_weights!r}")
     hg = Hypergraph(graph.n, net_ptr, pins, w, vw, name=graph.name + ":stochastic")
     desc = smp.describe() if hasattr(smp, "describe") else {"sampler": type(smp).__name__}
     return StochasticModel(hg, b, total, need, theta, delta, desc, time.perf_counter() - t0)

@@ -143,6 +143,7 @@ class DistSampler:
     """Draw the batches of ``sampler`` (a :mod:`partplan.models.stochastic` neighbor, SAINT node
     or SAINT random-walk sampler) from the rows ``held`` by ``comm``'s local ranks.
 
+    held : one :class:`HeldRows` per local rank of ``comm``, in ``comm.local`` order.
     part : int64[n] the rank of every row. :meth:`sample` gives what ``sampler.sample(Â, rng)``
     gives on the whole matrix, with the hops' values.
     """
@@ -151,6 +152,9 @@ class DistSampler:
         if not isinstance(sampler, (NeighborSampler, SaintNodeSampler, SaintRandomWalkSampler)):
             raise PlanError(f"mini-batch training draws its batches where no rank holds the matrix: it takes the "
                             f"neighbor, saint-node and saint-rw samplers (a spec), not {type(sampler).__name__}")
+        if [h.rank for h in held] != list(comm.local):    # the all-gathers take the pieces in rank order
+            raise PlanError(f"DistSampler: held rows of ranks {[h.rank for h in held]}, but this process runs "
+                            f"ranks {list(comm.local)}: one HeldRows per local rank, in that order")
         self.sampler, self.held, self.comm, self.part = sampler, held, comm, part
         self.n = int(part.size)
         if self.n >= EXACT_IDS:

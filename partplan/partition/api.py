@@ -471,13 +471,13 @@ def save_partition(p: Partition, path: str | os.PathLike, *, ids: np.ndarray | N
                              f"partplan.plan.write_plan (or `partplan plan`)")
     check_part_k_name(path, p.row_blocks)   # K: the parts in the file (as every reader reads K)
     check_output_suffix(path, "partition")  # a bad name creates no folder
-    make_parents(path)
-    check_output_file(path, kind="partition")    # a known suffix, a writable folder: before any write
-    meta = p.to_dict(arrays=False)
     if ids is not None:
         ids = np.asarray(ids)
         if ids.shape != (p.n,) or not np.issubdtype(ids.dtype, np.integer):
             raise PartitionError(f"ids: one integer id per row expected ({p.n}), got {ids.dtype} {ids.shape}")
+    meta = p.to_dict(arrays=False)
+    make_parents(path)
+    check_output_file(path, kind="partition")    # a known suffix, a writable folder: before any write
     if path.suffix.lower() == ".parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq

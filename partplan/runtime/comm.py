@@ -145,6 +145,8 @@ def _gather_rows(values, counts, local, world) -> list[np.ndarray]:
     if counts.shape != (world,) or (counts < 0).any():
         raise CommError(f"world all-gather: counts must be {world} non-negative sizes, got shape {counts.shape}")
     rows = [np.asarray(v, dtype=np.float64) for v in values]
+    if any(r.ndim not in (1, 2) for r in rows):
+        raise CommError("world all-gather: each rank hands a 1-D or 2-D array of rows")
     rows = [r.reshape(-1, 1) if r.ndim == 1 else r for r in rows]
     if len(rows) != len(local) or len({r.shape[1] for r in rows}) > 1:
         raise CommError("world all-gather: one array per local rank, all of one width")

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import partplan
+import partplan.models.stochastic
 from partplan import Graph
 from partplan.errors import PartplanError
 from partplan.hypergraph import Hypergraph
@@ -69,6 +70,10 @@ CASES = {
                              "path must be a file path"),
     "build_plan meta nan": (lambda: partplan.build_plan(G, PART, 4, meta={"x": float("nan")}), "meta: "),
     "build_plan meta object": (lambda: partplan.build_plan(G, PART, 4, meta={"x": object()}), "meta: "),
+    "column_net weights array": (lambda: partplan.models.column_net(G, vertex_weights=np.ones(8)),
+                                 "vertex_weights must be 'nnz' or 'unit'"),
+    "stochastic weights bad": (lambda: partplan.models.stochastic.stochastic_hypergraph(G, 2, vertex_weights="x"),
+                               "vertex_weights must be 'nnz' or 'unit'"),
     "build_plan meta circular": (lambda: partplan.build_plan(G, PART, 4, meta=_circular()), "holds itself"),
     "write_partition negative": (lambda: partplan.io.write_partition(np.array([0, -1]), "/tmp/neg.part"),
                                  "part id -1 at vertex 1 is negative"),

@@ -100,6 +100,16 @@ def test_held_rows_from_shards_are_the_plans_matrix(tmp_path):
         HeldRows.from_shard(plan.manifest, plan.ranks[0], (part + 1) % 3)
 
 
+def test_held_rows_out_of_rank_order_are_refused():
+    """The all-gathers join the local ranks' pieces in rank order: held rows in another order gave
+    another rank's degrees where the counts matched (a review found it), so they are refused."""
+    g = _graph(30, 0.1, 0, True)
+    part = np.arange(30) % 2
+    held = [HeldRows.from_graph(g, part, r) for r in (1, 0)]
+    with pytest.raises(PartplanError, match=r"held rows of ranks \[1, 0\]"):
+        DistSampler(make_sampler("saint-node:10"), held, LocalComm(2, []), part)
+
+
 def test_a_sampler_object_is_refused_by_name():
     from partplan.nn.minibatch import sampler_for
     with pytest.raises(PartplanError, match="sampler must be a spec"):
@@ -182,3 +192,9 @@ def test_gloo_ranks_draw_the_whole_matrix_samplers(tmp_path):
                 want = np.stack([wr, wc, np.asarray(A[wr, wc]).ravel()])
                 for z in got:
                     assert np.array_equal(z[f"{spec}_{b}_{h}"], want), (spec, b, h)
+
+
+def test_a_world_all_gather_refuses_a_scalar_piece():
+    from partplan.runtime.comm import CommError
+    with pytest.raises(CommError, match="1-D or 2-D array of rows"):
+        LocalComm(1, []).allgather_world([np.float64(1.0)], [1])

@@ -39,6 +39,13 @@ def test_a_folder_that_is_a_file_is_refused(tmp_path, p4):
     assert [q.name for q in tmp_path.iterdir()] == ["f"]
 
 
+def test_bad_ids_leave_no_created_folder(tmp_path, p4):
+    _, p = p4
+    with pytest.raises(PartitionError, match="one integer id per row"):
+        save_partition(p, tmp_path / "new" / "sub" / "x.npy", ids=np.arange(5))
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_good_output_round_trips(tmp_path, p4):
     g, p = p4
     for name in ("x.part.4", "x.npy", "x.parquet", "x.part"):
