@@ -31,8 +31,11 @@ import fnmatch
 import json
 import multiprocessing.process as _mpp
 import os
+import stat
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -272,6 +275,28 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         tr.write_line("marked `dist` but started no Python process:")
         for nid in idle:
             tr.write_line(f"  {nid}")
+
+
+# PyG writes the module of each MessagePassing class it specialises (its propagate, its
+# edge_updater) to a temporary file it never removes (torch_geometric.template.module_from_template,
+# delete=False): one per class and process, about 20 per run of this suite. The controlling process
+# removes those this user wrote during the session, once every worker has ended.
+_SESSION_START = time.time()
+_PYG_TEMPLATES = ("*_propagate_????????.py", "*_edge_updater_????????.py")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if hasattr(session.config, "workerinput"):       # an xdist worker: the controller cleans up
+        return
+    tmp = Path(tempfile.gettempdir())
+    for pattern in _PYG_TEMPLATES:
+        for f in tmp.glob(pattern):
+            try:
+                st = f.lstat()
+                if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and st.st_mtime >= _SESSION_START:
+                    f.unlink()
+            except OSError:
+                pass
 
 
 # ----------------------------------------------------------------------------- shared fixtures
