@@ -31,6 +31,7 @@ import fnmatch
 import json
 import multiprocessing.process as _mpp
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -280,9 +281,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 # PyG writes the module of each MessagePassing class it specialises (its propagate, its
 # edge_updater) to a temporary file it never removes (torch_geometric.template.module_from_template,
 # delete=False): one per class and process, about 20 per run of this suite. The controlling process
-# removes those this user wrote during the session, once every worker has ended.
+# removes those this user wrote during the session, once every worker has ended, and the log
+# folders torchrun makes for each launch (torchelastic_*, also never removed).
 _SESSION_START = time.time()
 _PYG_TEMPLATES = ("*_propagate_????????.py", "*_edge_updater_????????.py")
+_TORCHRUN_LOGS = "torchelastic_*"
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -297,6 +300,13 @@ def pytest_sessionfinish(session, exitstatus):
                     f.unlink()
             except OSError:
                 pass
+    for d in tmp.glob(_TORCHRUN_LOGS):
+        try:
+            st = d.lstat()
+            if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and st.st_mtime >= _SESSION_START:
+                shutil.rmtree(d, ignore_errors=True)
+        except OSError:
+            pass
 
 
 # ----------------------------------------------------------------------------- shared fixtures
