@@ -284,29 +284,25 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 # removes those this user wrote during the session, once every worker has ended, and the log
 # folders torchrun makes for each launch (torchelastic_*, also never removed).
 _SESSION_START = time.time()
-_PYG_TEMPLATES = ("*_propagate_????????.py", "*_edge_updater_????????.py")
-_TORCHRUN_LOGS = "torchelastic_*"
+_LEFTOVERS = (   # (name pattern in the temporary folder, the kind of entry, how it is removed)
+    ("*_propagate_????????.py", stat.S_ISREG, os.unlink),
+    ("*_edge_updater_????????.py", stat.S_ISREG, os.unlink),
+    ("torchelastic_*", stat.S_ISDIR, lambda d: shutil.rmtree(d, ignore_errors=True)),
+)
 
 
 def pytest_sessionfinish(session, exitstatus):
     if hasattr(session.config, "workerinput"):       # an xdist worker: the controller cleans up
         return
     tmp = Path(tempfile.gettempdir())
-    for pattern in _PYG_TEMPLATES:
-        for f in tmp.glob(pattern):
+    for pattern, is_kind, remove in _LEFTOVERS:
+        for entry in tmp.glob(pattern):
             try:
-                st = f.lstat()
-                if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and st.st_mtime >= _SESSION_START:
-                    f.unlink()
+                st = entry.lstat()
+                if is_kind(st.st_mode) and st.st_uid == os.getuid() and st.st_mtime >= _SESSION_START:
+                    remove(entry)
             except OSError:
                 pass
-    for d in tmp.glob(_TORCHRUN_LOGS):
-        try:
-            st = d.lstat()
-            if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and st.st_mtime >= _SESSION_START:
-                shutil.rmtree(d, ignore_errors=True)
-        except OSError:
-            pass
 
 
 # ----------------------------------------------------------------------------- shared fixtures

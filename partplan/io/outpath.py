@@ -108,8 +108,9 @@ def _check_folder(p: Path, parent: Path) -> None:
 
 
 def check_output_suffix(path: str | os.PathLike, kind: str) -> Path:
-    """The suffix rule of :func:`check_output_file` alone (no folder checks): for a writer that creates
-    the missing folders above its output and must refuse a bad name before creating any.
+    """The suffix rule of an output ``kind`` alone (no folder checks), as :func:`check_output_file` and
+    :func:`check_output_dir` apply it; for a writer that creates the missing folders above its output
+    and must refuse a bad name before creating any.
 
     >>> check_output_suffix("missing/g.xyz", "partition")
     Traceback (most recent call last):
@@ -152,9 +153,7 @@ def check_output_file(path: str | os.PathLike, *, kind: str = "any", inputs=()) 
     if p.exists() and not p.is_dir() and not p.is_file():     # a FIFO, a socket, a device
         raise OutputPathError(f"{p}: is not a regular file (a pipe, socket or device); the output replaces "
                               f"a file by renaming onto it: name a file")
-    bad = _suffix_problem(p, kind)
-    if bad:
-        raise OutputPathError(f"{p}: {bad}")
+    check_output_suffix(p, kind)
     if plan_dir:
         return check_output_dir(p, kind="plan")
     if p.is_dir():
@@ -182,9 +181,7 @@ def check_output_dir(path: str | os.PathLike, *, kind: str = "any", replace_if=N
     p = Path(path)
     check_not_an_input(p, inputs)
     if kind == "plan":
-        bad = _suffix_problem(p, "plan")
-        if bad:
-            raise OutputPathError(f"{p}: {bad}")
+        check_output_suffix(p, "plan")
         replace_if = replace_if or (lambda q: (q / "manifest.json").is_file())
     if p.exists():
         if p.is_file():

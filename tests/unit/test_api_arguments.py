@@ -21,13 +21,14 @@ from partplan.partition.engines.baselines import (block_partition, degree_round_
 
 G = Graph.from_edges(np.arange(7), np.arange(1, 8), n=8, symmetrize=True)
 PART = np.arange(8) % 4
+H = Hypergraph(3, np.array([0, 2, 3]), np.array([0, 1, 2]))
 
 
 def _circular() -> dict:
     d = {}
     d["self"] = d
     return d
-H = Hypergraph(3, np.array([0, 2, 3]), np.array([0, 1, 2]))
+
 
 CASES = {
     "analyze graph str": (lambda: analyze("abc", PART, 4), "graph must be a partplan Graph"),
