@@ -171,11 +171,11 @@ def test_nprocs_rank_killed_mid_run_is_one_error_and_nothing_left(chunked, tmp_p
     proc = subprocess.Popen([sys.executable, "-m", "partplan", "-q", "partition", str(path), "-k", "64", "--nprocs",
                              "2", "--engine", "stream", "-o", str(tmp_path / "k.npy")], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    ranks = []
+    ranks, worker = [], "partplan.partition.pipeline.mpi_worker"
     end = time.monotonic() + 60
     while time.monotonic() < end and len(ranks) < 2:
-        ranks = [p for p in live_pids(cmdline=("partplan.partition.pipeline.mpi_worker",), environ=tag)
-                 if "mpirun" not in Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0].decode()]
+        ranks = [p for p in live_pids(cmdline=(worker,), environ=tag)     # not mpirun, not its guard
+                 if Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[1:3] == [b"-m", worker.encode()]]
         time.sleep(0.05)
     assert len(ranks) == 2, f"the MPI ranks did not start: {ranks}"
     os.kill(max(ranks), signal.SIGKILL)

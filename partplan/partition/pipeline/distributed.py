@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -124,11 +125,23 @@ def _env() -> dict:
 MPIRUN_GRACE_S = 5.0
 
 
-def stop_mpirun(proc: subprocess.Popen, grace: float = MPIRUN_GRACE_S) -> None:
-    """Stop a running ``mpirun``: SIGTERM, which it forwards to its ranks before it removes what it
-    made (its shared-memory segments, ``/dev/shm/vader_segment.*``, and its session folder,
-    ``$TMPDIR/ompi.*/pid.*``, 8 MiB each, which a SIGKILL leaves behind), then SIGKILL after
-    ``grace`` seconds or when this wait is itself interrupted. Returns once it has ended."""
+#: seconds the launcher waits for the guard beyond MPIRUN_GRACE_S (the guard kills mpirun first)
+GUARD_EXTRA_S = 2.0
+
+
+def guarded(cmd: list[str]) -> list[str]:
+    """``cmd`` (an mpirun command line) run by :mod:`.mpirun_guard`, which stops mpirun with one
+    SIGTERM when this process stops it or dies, and kills it MPIRUN_GRACE_S seconds later."""
+    from . import mpirun_guard
+    return [sys.executable, "-I", mpirun_guard.__file__, str(os.getpid()), str(MPIRUN_GRACE_S)] + list(cmd)
+
+
+def stop_mpirun(proc: subprocess.Popen, grace: float = MPIRUN_GRACE_S + GUARD_EXTRA_S) -> None:
+    """Stop a running ``mpirun`` (or its :func:`guarded` command): SIGTERM, which mpirun forwards to
+    its ranks before it removes what it made (its shared-memory segments,
+    ``/dev/shm/vader_segment.*``, and its session folder, ``$TMPDIR/ompi.*/pid.*``, 8 MiB each,
+    which a SIGKILL leaves behind), then SIGKILL after ``grace`` seconds or when this wait is itself
+    interrupted. Returns once it has ended."""
     if proc.poll() is not None:
         return
     try:
@@ -140,6 +153,11 @@ def stop_mpirun(proc: subprocess.Popen, grace: float = MPIRUN_GRACE_S) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def _guard_dies_with_launcher() -> None:
+    """``preexec_fn`` of the guard: SIGTERM when this process dies (the guard sets it again itself)."""
+    set_parent_death_signal(signal.SIGTERM)
 
 
 def _reason(lines: list[str], rc: int) -> str:
@@ -244,20 +262,22 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
             (work / "config.json").write_text(json.dumps(cfg))
         except OSError as exc:   # a full disk beside the output: one error naming the output
             raise write_error(out, exc) from None
-        cmd = mpirun_command(nprocs) + [sys.executable, "-m", "partplan.partition.pipeline.mpi_worker",
-                                        str(work / "config.json")]
+        cmd = guarded(mpirun_command(nprocs) + [sys.executable, "-m", "partplan.partition.pipeline.mpi_worker",
+                                                str(work / "config.json")])
         say(f"running the partitioner ({'chosen per graph' if engine == DEFAULT_ENGINE else engine}) on {nprocs} "
             f"MPI processes")
         if fingerprint is None:   # a chunked graph's, streamed beside the job (hashlib releases the GIL)
             from ...io.chunked import chunked_fingerprint
             from .lanes import Lanes
             hashing = Lanes(2).submit(chunked_fingerprint, path, info=info)
-        # mpirun in its own session: a terminal's Ctrl-C (SIGINT to the whole foreground group) reaches
-        # this process alone, which stops mpirun with SIGTERM (stop_mpirun) so that it removes its
-        # session folder and shared-memory segments; a SIGINT of its own ended it without that
+        # mpirun (behind its guard) in its own session: a terminal's Ctrl-C (SIGINT to the whole
+        # foreground group) reaches this process alone, which stops mpirun with one SIGTERM
+        # (stop_mpirun) so that it removes its session folder and shared-memory segments; a SIGINT
+        # of its own ended it without that. Where this process dies without stopping it (SIGKILL),
+        # the guard gets SIGTERM (its parent-death signal) and stops mpirun the same way.
         proc = subprocess.Popen(cmd, env=_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True, errors="replace",
-                                preexec_fn=set_parent_death_signal, start_new_session=True)
+                                preexec_fn=_guard_dies_with_launcher, start_new_session=True)
         lines: list[str] = []
 
         def pump():   # progress lines through, the rest kept for the error message
