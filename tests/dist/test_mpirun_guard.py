@@ -32,9 +32,9 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def _guard(tmp_path, mode, grace=5.0, launcher=None):
+def _guard(tmp_path, mode, grace=5.0):
     log = tmp_path / "log"
-    cmd = [sys.executable, "-I", mpirun_guard.__file__, str(launcher or os.getpid()), str(grace),
+    cmd = [sys.executable, "-I", mpirun_guard.__file__, str(os.getpid()), str(grace),
            sys.executable, "-c", CHILD, str(log), mode]
     proc = subprocess.Popen(cmd, start_new_session=True)
     end = time.monotonic() + 30
@@ -66,15 +66,12 @@ def test_the_death_of_the_launcher_is_one_sigterm_to_the_child(tmp_path):
     once per thread; the child gets one SIGTERM and ends by it."""
     out = tmp_path / "pids"
     launcher = textwrap.dedent(f"""
-        import subprocess, sys, threading, time
-        sys.path.insert(0, {str(Path(mpirun_guard.__file__).parents[3])!r})
-        from partplan._process import set_parent_death_signal
-        import signal, os
+        import os, subprocess, sys, threading, time
         for _ in range(4):
             threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
         p = subprocess.Popen([sys.executable, "-I", {mpirun_guard.__file__!r}, str(os.getpid()), "5",
                               sys.executable, "-c", {CHILD!r}, {str(tmp_path / "log")!r}, "stop"],
-                             preexec_fn=lambda: set_parent_death_signal(signal.SIGTERM), start_new_session=True)
+                             start_new_session=True)
         open({str(out)!r}, "w").write(str(p.pid))
         time.sleep(60)
     """)

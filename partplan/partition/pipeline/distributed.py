@@ -36,14 +36,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
-from ..._process import set_parent_death_signal
 from ...errors import BackendUnavailableError, PartitionError, PartplanError
 from ...graph import Graph
 from ...io.partfile import SIDECAR_SCHEMA
@@ -153,11 +151,6 @@ def stop_mpirun(proc: subprocess.Popen, grace: float = MPIRUN_GRACE_S + GUARD_EX
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-
-
-def _guard_dies_with_launcher() -> None:
-    """``preexec_fn`` of the guard: SIGTERM when this process dies (the guard sets it again itself)."""
-    set_parent_death_signal(signal.SIGTERM)
 
 
 def _reason(lines: list[str], rc: int) -> str:
@@ -274,10 +267,11 @@ def distributed_partition(graph, k: int, *, nprocs: int, output, engine: str | N
         # foreground group) reaches this process alone, which stops mpirun with one SIGTERM
         # (stop_mpirun) so that it removes its session folder and shared-memory segments; a SIGINT
         # of its own ended it without that. Where this process dies without stopping it (SIGKILL),
-        # the guard gets SIGTERM (its parent-death signal) and stops mpirun the same way.
+        # the guard gets SIGTERM (the parent-death signal it sets itself, then checks that this
+        # process is still its parent) and stops mpirun the same way.
         proc = subprocess.Popen(cmd, env=_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True, errors="replace",
-                                preexec_fn=_guard_dies_with_launcher, start_new_session=True)
+                                start_new_session=True)
         lines: list[str] = []
 
         def pump():   # progress lines through, the rest kept for the error message

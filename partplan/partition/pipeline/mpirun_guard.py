@@ -23,6 +23,9 @@ PR_SET_PDEATHSIG = 1
 
 
 def _parent_death_signal(sig: int) -> None:
+    # partplan._process.set_parent_death_signal, repeated: importing partplan here would load numpy
+    # and its thread pools, and a guard with several threads would send mpirun's own parent-death
+    # signal once per thread, as the multi-threaded launcher would
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
     except (OSError, AttributeError):   # no libc prctl (not Linux): the launcher's own stop still works
